@@ -1,0 +1,35 @@
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo install lint bench clean
+
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP) kcat
+
+kcat:
+	@command -v kcat >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; \
+	  else echo "kcat is missing and we are not root: install it (apt-get install kcat)"; fi; }
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+test: install lint
+	$(PY) -m pytest -q
+
+demo: install
+	$(VENV)/bin/vdl demo
+
+bench: install
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

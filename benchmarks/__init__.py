@@ -1,0 +1,1 @@
+"""Reproducible benchmarks: each module prints a table and writes JSON under benchmarks/results/."""

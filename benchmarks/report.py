@@ -1,0 +1,84 @@
+"""Shared output for benchmarks: a printed table plus a JSON file per benchmark."""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+@dataclass
+class Row:
+    """One measured quantity next to its goal (goal may be None when there is none)."""
+
+    name: str
+    value: float
+    unit: str
+    goal: float | None = None
+    higher_is_better: bool = True
+    note: str = ""
+
+    @property
+    def met(self) -> bool | None:
+        if self.goal is None:
+            return None
+        return self.value >= self.goal if self.higher_is_better else self.value <= self.goal
+
+
+@dataclass
+class Report:
+    benchmark: str
+    rows: list[Row] = field(default_factory=list)
+
+    def add(self, name: str, value: float, unit: str, goal: float | None = None,
+            higher_is_better: bool = True, note: str = "") -> Row:
+        row = Row(name, value, unit, goal, higher_is_better, note)
+        self.rows.append(row)
+        return row
+
+    def table(self) -> str:
+        header = ("measurement", "value", "unit", "goal", "met", "note")
+        lines = [header]
+        for row in self.rows:
+            goal = "" if row.goal is None else f"{'>=' if row.higher_is_better else '<='} {row.goal:,.4g}"
+            met = {None: "", True: "yes", False: "NO"}[row.met]
+            lines.append((row.name, f"{row.value:,.4g}", row.unit, goal, met, row.note))
+        widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
+        rendered = ["| " + " | ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) + " |" for line in lines]
+        rendered.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+        return "\n".join(rendered)
+
+    def finish(self) -> Path:
+        """Print the table and write benchmarks/results/<benchmark>.json; returns the JSON path."""
+        print(f"\n## {self.benchmark}  ({platform.node()}, {time.strftime('%Y-%m-%d %H:%M:%S')})")
+        print(self.table())
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        path = RESULTS_DIR / f"{self.benchmark}.json"
+        payload = {"benchmark": self.benchmark, "time": time.time(),
+                   "rows": [asdict(r) | {"met": r.met} for r in self.rows]}
+        path.write_text(json.dumps(payload, indent=2))
+        return path
+
+
+def median_seconds(function: Callable[[], object], repeats: int = 5) -> float:
+    """Median wall time of `repeats` calls: machines here are shared and noisy."""
+    times: list[float] = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    position = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[position]

@@ -1,0 +1,45 @@
+"""Invalid options fail on the driver, at load()/save(), with a message naming the option."""
+
+from __future__ import annotations
+
+import pytest
+
+BOOT = {"bootstrap.servers": "127.0.0.1:1"}  # never contacted: validation comes first
+
+
+@pytest.mark.parametrize("options, named", [
+    ({"subscribe": "a", "subscribePattern": "a.*"}, "'subscribe', 'subscribePattern', 'assign'"),
+    ({"subscribe": "a", "startingOffsets": '{"a":{"0":1}'}, "'startingOffsets' is not valid JSON"),
+    ({"subscribe": "a", "startingOffsets": "soonest"}, "'startingOffsets' accepts"),
+    ({"subscribe": "a", "maxOffsetsPerTrigger": "-5"}, "'maxOffsetsPerTrigger' must be an integer >= 1"),
+    ({"subscribe": "a", "failOnDataLoss": "maybe"}, "'failOnDataLoss'"),
+    ({"subscribe": "a", "endingOffsets": "earliest"}, "'endingOffsets'"),
+])
+@pytest.mark.parametrize("streaming", [False, True])
+def test_invalid_read_options_fail_at_load(spark, options: dict, named: str, streaming: bool) -> None:  # noqa: ANN001
+    reader = (spark.readStream if streaming else spark.read).format("vdl").options(**(BOOT | options))
+    with pytest.raises(Exception, match=named):
+        reader.load()
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_missing_bootstrap_fails_at_load(spark, streaming: bool) -> None:  # noqa: ANN001
+    reader = (spark.readStream if streaming else spark.read).format("vdl").option("subscribe", "a")
+    with pytest.raises(Exception, match="'bootstrap.servers'"):
+        reader.load()
+
+
+def test_schema_is_kafka_schema(spark) -> None:  # noqa: ANN001
+    df = spark.read.format("vdl").options(**BOOT, subscribe="a", includeHeaders="true").load()
+    assert df.schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
+        "timestampType:int,headers:array<struct<key:string,value:binary>>>")
+
+
+def test_wrong_write_schema_fails_on_driver(spark) -> None:  # noqa: ANN001
+    df = spark.createDataFrame([(1,)], "value long")
+    with pytest.raises(Exception, match="column 'value' must be binary or string"):
+        df.write.format("vdl").options(**BOOT, topic="t").mode("append").save()
+    df = spark.createDataFrame([("x",)], "value string")
+    with pytest.raises(Exception, match="option 'topic'"):
+        df.write.format("vdl").options(**BOOT).mode("append").save()

@@ -1,0 +1,129 @@
+"""Batch and streaming reads return exactly the rows produced by kafka-python and confluent-kafka."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from chispa import assert_df_equality
+
+from tests.spark.kafka_helpers import (
+    CODECS,
+    Produced,
+    create_streams,
+    expected_df,
+    produce_confluent,
+    produce_kafka_python,
+)
+
+PATTERN = "(kp|ck)-.*"
+
+
+@pytest.fixture(scope="module")
+def produced(broker) -> list[Produced]:  # noqa: ANN001
+    """One stream per client and codec, 120 records each, with headers on every third record."""
+    names = [f"{client}-{codec}" for client in ("kp", "ck") for codec in CODECS]
+    create_streams(broker.bootstrap, *names)
+    rows: list[Produced] = []
+    for codec in CODECS:
+        rows += produce_kafka_python(broker.bootstrap, f"kp-{codec}", 120, codec, f"kp{codec}")
+        rows += produce_confluent(broker.bootstrap, f"ck-{codec}", 120, codec, f"ck{codec}")
+    return rows
+
+
+def ordered(df):  # noqa: ANN001, ANN201
+    return df.orderBy("topic", "offset")
+
+
+def test_batch_read_every_codec_with_headers(spark, broker, produced) -> None:  # noqa: ANN001
+    df = (spark.read.format("vdl").option("bootstrap.servers", broker.bootstrap)
+          .option("subscribePattern", PATTERN).option("includeHeaders", "true").load())
+    assert_df_equality(ordered(df), expected_df(spark, produced))
+
+
+def test_batch_read_without_headers_and_offsets_json(spark, broker, produced) -> None:  # noqa: ANN001
+    df = (spark.read.format("vdl").option("kafka.bootstrap.servers", broker.bootstrap)
+          .option("subscribe", "kp-gzip,ck-lz4")
+          .option("startingOffsets", '{"kp-gzip":{"0":10},"ck-lz4":{"0":-2}}')
+          .option("endingOffsets", '{"kp-gzip":{"0":50},"ck-lz4":{"0":-1}}').load())
+    wanted = [p for p in produced if (p.topic == "kp-gzip" and 10 <= p.offset < 50) or p.topic == "ck-lz4"]
+    assert_df_equality(ordered(df), expected_df(spark, wanted, include_headers=False))
+
+
+def test_min_partitions_same_rows(spark, broker, produced) -> None:  # noqa: ANN001
+    df = (spark.read.format("vdl").option("bootstrap.servers", broker.bootstrap)
+          .option("subscribe", "kp-none").option("minPartitions", "5").option("includeHeaders", "true").load())
+    assert df.rdd.getNumPartitions() >= 5
+    assert_df_equality(ordered(df), expected_df(spark, [p for p in produced if p.topic == "kp-none"]))
+
+
+def test_starting_timestamp(spark, broker, produced) -> None:  # noqa: ANN001
+    # record i has timestamp 1_700_000_000_000 + 17 i: start at i = 100
+    df = (spark.read.format("vdl").option("bootstrap.servers", broker.bootstrap).option("subscribe", "ck-none")
+          .option("startingTimestamp", str(1_700_000_000_000 + 17 * 100)).load())
+    wanted = [p for p in produced if p.topic == "ck-none" and p.timestamp_ms >= 1_700_000_000_000 + 1700]
+    assert_df_equality(ordered(df), expected_df(spark, wanted, include_headers=False))
+
+
+def test_stream_available_now(spark, broker, produced, checkpoint) -> None:  # noqa: ANN001
+    stream = (spark.readStream.format("vdl").option("bootstrap.servers", broker.bootstrap)
+              .option("subscribePattern", PATTERN).option("startingOffsets", "earliest")
+              .option("includeHeaders", "true").load())
+    query = (stream.writeStream.format("memory").queryName("available_now").option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert_df_equality(ordered(spark.table("available_now")), expected_df(spark, produced))
+
+
+def test_stream_processing_time_sees_new_records(spark, broker, checkpoint) -> None:  # noqa: ANN001
+    create_streams(broker.bootstrap, "live")
+    first = produce_kafka_python(broker.bootstrap, "live", 30, "none", "live-a")
+    stream = (spark.readStream.format("vdl").option("bootstrap.servers", broker.bootstrap)
+              .option("subscribe", "live").option("startingOffsets", "earliest").option("includeHeaders", "true").load())
+    query = (stream.writeStream.format("memory").queryName("live").option("checkpointLocation", checkpoint)
+             .trigger(processingTime="500 milliseconds").start())
+    try:
+        query.processAllAvailable()
+        more = produce_confluent(broker.bootstrap, "live", 40, "zstd", "live-b")
+        deadline = time.monotonic() + 60
+        while spark.table("live").count() < 70 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert_df_equality(ordered(spark.table("live")), expected_df(spark, first + more))
+
+
+def test_max_offsets_per_trigger_batch_sizes(spark, broker, produced, checkpoint) -> None:  # noqa: ANN001
+    sizes: list[int] = []
+    stream = (spark.readStream.format("vdl").option("bootstrap.servers", broker.bootstrap)
+              .option("subscribe", "kp-snappy").option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", "50").load())
+    query = (stream.writeStream.foreachBatch(lambda df, batch_id: sizes.append(df.count()))
+             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert [s for s in sizes if s] == [50, 50, 20]
+
+
+def test_restart_from_checkpoint_exactly_once(spark, broker, tmp_path) -> None:  # noqa: ANN001
+    create_streams(broker.bootstrap, "restart")
+    first = produce_kafka_python(broker.bootstrap, "restart", 45, "lz4", "r1")
+    output, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+
+    def run() -> None:
+        stream = (spark.readStream.format("vdl").option("bootstrap.servers", broker.bootstrap)
+                  .option("subscribe", "restart").option("startingOffsets", "earliest")
+                  .option("maxOffsetsPerTrigger", "20").option("includeHeaders", "true").load())
+        query = (stream.writeStream.format("parquet").option("path", output)
+                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        assert query.exception() is None
+
+    run()
+    second = produce_confluent(broker.bootstrap, "restart", 35, "gzip", "r2")
+    run()
+    result = spark.read.schema(expected_df(spark, first).schema).parquet(output)
+    assert_df_equality(ordered(result), expected_df(spark, first + second), ignore_nullable=True)

@@ -1,0 +1,148 @@
+"""Real `vdl-broker` processes for integration tests.
+
+`start_broker(tmp_path, **config)` starts one broker on a free loopback port and returns once it
+printed its readiness line (with a deadline; no blind sleeps). Keyword arguments become flags:
+`auto_create_streams=True` -> `--auto-create-streams`, `max_request_bytes=4096` ->
+`--max-request-bytes 4096`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+READY_PREFIX = "vdl-broker listening on "
+START_TIMEOUT_S = 20.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def broker_command() -> list[str]:
+    script = Path(sys.executable).parent / "vdl-broker"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "vdl_broker.server.main"]
+
+
+def _flags(config: dict[str, Any]) -> list[str]:
+    flags: list[str] = []
+    for key, value in config.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif value is False:
+            flags.append("--no-" + key.replace("_", "-"))
+        elif value is not None:
+            flags += [flag, str(value)]
+    return flags
+
+
+@dataclass
+class BrokerProcess:
+    data_dir: Path
+    port: int
+    config: dict[str, Any] = field(default_factory=dict)
+    process: subprocess.Popen[str] | None = None
+    output: deque[str] = field(default_factory=lambda: deque(maxlen=2000))
+    log_path: Path | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def host(self) -> str:
+        return "127.0.0.1"
+
+    def start(self) -> BrokerProcess:
+        command = broker_command() + ["--data-dir", str(self.data_dir),
+                                      "--listen", self.bootstrap] + _flags(self.config)
+        self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True, env=env, cwd=REPO)
+        ready = threading.Event()
+        threading.Thread(target=self._pump, args=(self.process, ready), daemon=True).start()
+        if not ready.wait(START_TIMEOUT_S) or self.process.poll() is not None:
+            self.kill()
+            raise RuntimeError(f"vdl-broker did not become ready:\n{self.recent_output()}")
+        return self
+
+    def _pump(self, process: subprocess.Popen[str], ready: threading.Event) -> None:
+        assert process.stdout is not None
+        with open(self.log_path or os.devnull, "a") as sink:
+            for line in process.stdout:
+                self.output.append(line.rstrip("\n"))
+                sink.write(line)
+                if line.startswith(READY_PREFIX):
+                    ready.set()
+        ready.set()  # process ended: let start() notice instead of waiting out the deadline
+
+    def recent_output(self, lines: int = 60) -> str:
+        return "\n".join(list(self.output)[-lines:])
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def terminate(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait for a clean exit; returns the exit code."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise RuntimeError(f"vdl-broker ignored SIGTERM:\n{self.recent_output()}") from None
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def restart(self) -> BrokerProcess:
+        if self.alive():
+            self.terminate()
+        return self.start()
+
+
+def start_broker(tmp_path: Path, **config: Any) -> BrokerProcess:
+    data_dir = Path(tmp_path) / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    config.setdefault("log_level", os.environ.get("VDL_TEST_LOG_LEVEL", "WARNING"))
+    for attempt in range(3):
+        broker = BrokerProcess(data_dir, free_port(), dict(config))
+        try:
+            return broker.start()
+        except RuntimeError:
+            # Another process may have taken the port between free_port() and bind: retry.
+            if attempt == 2 or "Address already in use" not in broker.recent_output():
+                raise
+    raise AssertionError("unreachable")
+
+
+def wait_until(condition: Any, timeout: float = 10.0, interval: float = 0.02, message: str = "") -> Any:
+    """Poll `condition()` until it returns a truthy value or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message or condition}")
+        time.sleep(interval)

@@ -1,0 +1,180 @@
+"""read_range and the sink's producer against an in-memory fake broker (no sockets, no Spark)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from vdl_broker.protocol.errors import ErrorCode
+from vdl_broker.protocol.records.compression import Compression
+from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, iter_batches, read_records
+from vdl_connector.client import FetchResult
+from vdl_connector.options import parse_sink_options, parse_source_options
+from vdl_connector.planning import OffsetRange
+from vdl_connector.reading import read_range
+from vdl_connector.schema import arrow_read_schema, validate_write_schema
+from vdl_connector.sink import StreamProducer, VdlWriteError, _rows
+from vdl_connector.source import VdlDataLossError, data_loss
+
+
+class FakeClient:
+    """Stores batches per stream; fetch returns whole batches from the one holding `offset`, the
+    last one cut short (a partial trailing batch) like a real Fetch hitting max bytes."""
+
+    def __init__(self) -> None:
+        self.batches: dict[str, list[bytes]] = {}
+        self.log_start: dict[str, int] = {}
+        self.fetches = 0
+        self.produced: list[tuple[str, bytes]] = []
+        self.existing: set[str] = set()
+
+    def add(self, stream: str, records: list[tuple[int, bytes | None, bytes | None, list]],
+            compression: int = Compression.NONE) -> None:
+        batches = self.batches.setdefault(stream, [])
+        base = sum(len(list(iter_batches(b))) and next(iter_batches(b))[0].record_count for b in batches)
+        builder = RecordBatchBuilder(compression, base_offset=base)
+        for ts, key, value, headers in records:
+            builder.append(ts, key, value, headers)
+        batches.append(builder.build())
+
+    def fetch(self, stream, offset, partition_max_bytes, max_bytes, max_wait_ms, deadline):  # noqa: ANN001
+        self.fetches += 1
+        if stream not in self.batches:
+            return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, -1, -1)
+        if offset < self.log_start.get(stream, 0):
+            return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, None, -1, self.log_start[stream])
+        out = bytearray()
+        for batch in self.batches[stream]:
+            header = next(iter_batches(batch))[0]
+            if header.next_offset <= offset or header.base_offset < self.log_start.get(stream, 0):
+                continue
+            out += batch
+        # a partial trailing batch: cut the tail off the last one (when there are several)
+        if self.fetches % 2 == 0 and len(out) > 100:
+            out = out[:-20]
+        return FetchResult(ErrorCode.NONE, memoryview(bytes(out)), 0, 0)
+
+    def list_offsets(self, streams, timestamp, timestamps=None):  # noqa: ANN001
+        return {s: self.log_start.get(s, 0) for s in streams}
+
+    # producer side
+    def init_producer_id(self, txn_id):  # noqa: ANN001
+        return (7, 0)
+
+    def stream_exists(self, stream: str) -> bool:
+        return stream in self.existing
+
+    def create_streams(self, streams) -> None:  # noqa: ANN001
+        self.existing.update(streams)
+
+    def produce(self, stream, batch, timeout_ms, deadline, transactional_id=None):  # noqa: ANN001
+        self.produced.append((stream, batch))
+        return 0
+
+
+def options(**extra: str):  # noqa: ANN201
+    return parse_source_options({"bootstrap.servers": "h:1", "subscribe": "s"} | {k.lower(): v for k, v in extra.items()})
+
+
+def rows(batches: list[pa.RecordBatch]) -> list[dict]:
+    return [row for batch in batches for row in batch.to_pylist()]
+
+
+def make_stream(client: FakeClient, compression: int = Compression.NONE) -> None:
+    for b in range(5):
+        client.add("s", [(1000 + b * 10 + i, f"k{b}{i}".encode() if i % 2 else None, f"v{b}-{i}".encode() * (i + 1),
+                          [("h", b"x"), ("n", None)] if i == 1 else []) for i in range(4)], compression)
+
+
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.GZIP, Compression.SNAPPY,
+                                         Compression.LZ4, Compression.ZSTD])
+def test_read_exact_range_with_headers(compression: int) -> None:
+    client = FakeClient()
+    make_stream(client, compression)
+    out = list(read_range(client, OffsetRange("s", 3, 17), options(includeHeaders="true"), data_loss))
+    assert all(b.schema.equals(arrow_read_schema(True)) for b in out)
+    got = rows(out)
+    assert [r["offset"] for r in got] == list(range(3, 17))
+    expected = []
+    for batch in client.batches["s"]:
+        for record in read_records(batch):
+            if 3 <= record.offset < 17:
+                expected.append((record.key, record.value, record.timestamp, record.headers or None))
+    assert [(r["key"], r["value"], round(r["timestamp"].timestamp() * 1000),
+             None if r["headers"] is None else [(h["key"], h["value"]) for h in r["headers"]]) for r in got] == expected
+    assert {r["topic"] for r in got} == {"s"} and {r["partition"] for r in got} == {0}
+    assert {r["timestampType"] for r in got} == {0}
+
+
+def test_read_without_headers_schema() -> None:
+    client = FakeClient()
+    make_stream(client)
+    out = list(read_range(client, OffsetRange("s", 0, 20), options(), data_loss))
+    assert all(b.schema.equals(arrow_read_schema(False)) for b in out)
+    assert len(rows(out)) == 20
+
+
+def test_data_loss_fails_or_skips() -> None:
+    client = FakeClient()
+    make_stream(client)
+    client.log_start["s"] = 8
+    with pytest.raises(VdlDataLossError, match="stream 's': offsets \\[2, 8\\)"):
+        list(read_range(client, OffsetRange("s", 2, 12), options(), data_loss))
+    got = rows(list(read_range(client, OffsetRange("s", 2, 12), options(failOnDataLoss="false"), data_loss)))
+    assert [r["offset"] for r in got] == list(range(8, 12))
+    # a stream found after the query started reads from its log start without complaint
+    got = rows(list(read_range(client, OffsetRange("s", 0, 12, True), options(), data_loss)))
+    assert [r["offset"] for r in got] == list(range(8, 12))
+
+
+def test_deleted_stream_is_data_loss() -> None:
+    client = FakeClient()
+    with pytest.raises(VdlDataLossError, match="stream 's' no longer exists"):
+        list(read_range(client, OffsetRange("s", 0, 5), options(), data_loss))
+    assert list(read_range(client, OffsetRange("s", 0, 5), options(failOnDataLoss="false"), data_loss)) == []
+
+
+def sink_options(**extra: str):  # noqa: ANN201
+    return parse_sink_options({"bootstrap.servers": "h:1"} | {k.lower(): v for k, v in extra.items()})
+
+
+def test_producer_batches_by_size_with_sequences() -> None:
+    client = FakeClient()
+    client.existing.add("out")
+    producer = StreamProducer(client, sink_options(**{"kafka.batch.size": "1000"}), None)
+    for i in range(100):
+        producer.append("out", 5, None, b"x" * 50, [])
+    assert producer.flush() == {"out": 100}
+    headers = [next(iter_batches(b))[0] for _, b in client.produced]
+    assert len(headers) > 5
+    sequence = 0
+    for header in headers:
+        assert header.producer_id == 7 and header.producer_epoch == 0 and header.base_sequence == sequence
+        assert header.size <= 1000
+        sequence += header.record_count
+    assert sequence == 100
+
+
+def test_producer_missing_stream() -> None:
+    client = FakeClient()
+    producer = StreamProducer(client, sink_options(), None)
+    with pytest.raises(VdlWriteError, match="stream 'nope' does not exist.*'createStreams'"):
+        producer.append("nope", 0, None, b"v", [])
+    producer = StreamProducer(client, sink_options(createStreams="true"), None)
+    producer.append("nope", 0, None, b"v", [])
+    assert "nope" in client.existing
+
+
+def test_rows_topic_option_wins_and_partition_check() -> None:
+    from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
+
+    schema = StructType([StructField("topic", StringType()), StructField("value", StringType()),
+                         StructField("partition", IntegerType())])
+    batch = pa.RecordBatch.from_pydict({"topic": ["a", None], "value": ["x", "y"], "partition": [0, None]})
+    assert list(_rows(batch, validate_write_schema(schema, "opt"), "opt")) == [
+        ("opt", None, b"x", []), ("opt", None, b"y", [])]
+    with pytest.raises(VdlWriteError, match="null topic"):
+        list(_rows(batch, validate_write_schema(schema, None), None))
+    bad = pa.RecordBatch.from_pydict({"topic": ["a"], "value": ["x"], "partition": pa.array([1], pa.int32())})
+    with pytest.raises(VdlWriteError, match="'partition' must be null or 0"):
+        list(_rows(bad, validate_write_schema(schema, None), None))

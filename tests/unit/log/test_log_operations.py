@@ -1,0 +1,358 @@
+"""Every StreamLog operation, on small segments so rolls happen."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from log_testing import config_entry, data_entry, make_batch, noop_entry
+
+from vdl_broker.log import (
+    Entry,
+    EntryType,
+    HardState,
+    IndexOutOfRange,
+    LogConfig,
+    OffsetOutOfRange,
+    StreamLog,
+    load_hard_state,
+    save_hard_state,
+)
+
+
+def small_config(**overrides: object) -> LogConfig:
+    values: dict[str, object] = dict(segment_bytes=1000, index_interval_bytes=150, tail_cache_bytes=0, fsync=False)
+    values.update(overrides)
+    return LogConfig(**values)  # type: ignore[arg-type]
+
+
+def fill(log: StreamLog, count: int, term: int = 1, records: int = 2, body: int = 30) -> list[Entry]:
+    """Append `count` entries (every 4th a no-op), timestamps 1000 + index."""
+    entries: list[Entry] = []
+    offset = log.log_end_offset
+    for _ in range(count):
+        index = log.last_index + 1 + len(entries)
+        if index % 4 == 0:
+            entries.append(noop_entry(index, term))
+        else:
+            entries.append(data_entry(index, term, offset, records, 1000 + index, body))
+            offset += records
+    log.append(entries)
+    return entries
+
+
+@pytest.fixture(params=[0, 1 << 20], ids=["disk", "cache"])
+def log(request: pytest.FixtureRequest, tmp_path: Path) -> StreamLog:
+    stream = StreamLog.open(tmp_path / "s", small_config(tail_cache_bytes=request.param))
+    yield stream
+    stream.close()
+
+
+def test_empty_log(tmp_path: Path) -> None:
+    log = StreamLog.open(tmp_path / "s", small_config())
+    assert (log.first_index, log.last_index, log.log_start_offset, log.log_end_offset) == (1, 0, 0, 0)
+    assert log.term_at(0) == 0
+    assert log.entries(1, 1) == []
+    result = log.read(0, 100)
+    assert result.buffers == [] and result.next_offset == 0
+    assert log.offset_for_timestamp(0) is None
+    assert log.offset_for_index(0) == 0
+    log.close()
+    assert (tmp_path / "s" / "00000000000000000001.log").exists()
+
+
+def test_append_validates(log: StreamLog) -> None:
+    with pytest.raises(ValueError):
+        log.append([data_entry(2, 1, 0)])  # index gap
+    with pytest.raises(ValueError):
+        log.append([data_entry(1, 1, 5)])  # base offset != log end offset
+    bad = bytearray(make_batch(0))
+    bad[16] = 1
+    with pytest.raises(ValueError):
+        log.append([Entry(1, 1, EntryType.DATA, bytes(bad))])
+    with pytest.raises(ValueError):
+        log.append([Entry(1, 1, EntryType.DATA, make_batch(0)[:-1])])
+    with pytest.raises(ValueError):  # all or nothing: the valid first entry is not stored either
+        log.append([data_entry(1, 1, 0), data_entry(2, 1, 7)])
+    assert log.last_index == 0
+    log.append([data_entry(1, 2, 0)])
+    with pytest.raises(ValueError):
+        log.append([noop_entry(2, 1)])  # term going backwards
+
+
+def test_append_and_read_entries(log: StreamLog) -> None:
+    written = fill(log, 60)
+    written += [config_entry(61, 2, b"x" * 50)]
+    log.append(written[-1:])
+    assert log.segment_count > 3
+    assert log.last_index == 61 and log.last_term == 2
+    got = log.entries(1, 62)
+    assert [(e.index, e.term, e.type, bytes(e.payload)) for e in got] == \
+        [(e.index, e.term, e.type, bytes(e.payload)) for e in written]
+    assert [e.index for e in log.entries(10, 20)] == list(range(10, 20))
+    few = log.entries(5, 62, max_bytes=200)
+    assert 1 <= len(few) < 57 and few[0].index == 5
+    assert sum(25 + len(e.payload) for e in few) <= 200
+    one = log.entries(5, 62, max_bytes=1)
+    assert [e.index for e in one] == [5]
+    for entry in written:
+        assert log.term_at(entry.index) == entry.term
+    with pytest.raises(IndexOutOfRange):
+        log.entries(0, 3)
+    with pytest.raises(IndexOutOfRange):
+        log.entries(1, 63)
+    with pytest.raises(IndexOutOfRange):
+        log.term_at(62)
+
+
+def test_read_by_offset(log: StreamLog) -> None:
+    written = fill(log, 80)
+    batches = {bytes(e.payload)[:8]: bytes(e.payload) for e in written if e.type == EntryType.DATA}
+    end = log.log_end_offset
+    assert end == 2 * sum(1 for e in written if e.type == EntryType.DATA)
+    whole = log.read(0, 1 << 30)
+    assert b"".join(whole.buffers) == b"".join(bytes(e.payload) for e in written if e.type == EntryType.DATA)
+    assert whole.first_offset == 0 and whole.next_offset == end
+    assert all(isinstance(b, memoryview) for b in whole.buffers)
+    # an offset inside a batch starts at that batch
+    part = log.read(7, 1)
+    assert len(part.buffers) == 1 and part.first_offset == 6 and part.next_offset == 8
+    assert bytes(part.buffers[0]) == batches[bytes(part.buffers[0])[:8]]
+    # max_bytes bounds the answer, max_offset (high watermark) is never passed
+    bounded = log.read(0, 400)
+    assert sum(len(b) for b in bounded.buffers) <= 400 and len(bounded.buffers) >= 1
+    capped = log.read(0, 1 << 30, max_offset=21)
+    assert capped.next_offset == 20
+    assert log.read(20, 1 << 30, max_offset=21).buffers == []
+    assert log.read(end, 100).buffers == []
+    with pytest.raises(OffsetOutOfRange):
+        log.read(end + 1, 100)
+    with pytest.raises(OffsetOutOfRange):
+        log.read(-1, 100)
+
+
+def test_offsets_and_indexes(log: StreamLog) -> None:
+    written = fill(log, 40)
+    for entry in written:
+        expected_end = max([int.from_bytes(bytes(e.payload)[:8], "big") + 2 for e in written
+                            if e.type == EntryType.DATA and e.index <= entry.index], default=0)
+        assert log.offset_for_index(entry.index) == expected_end
+        if entry.type == EntryType.DATA:
+            base = int.from_bytes(bytes(entry.payload)[:8], "big")
+            assert log.index_for_offset(base) == entry.index
+            assert log.index_for_offset(base + 1) == entry.index
+            assert log.offset_for_timestamp(1000 + entry.index) == (base, 1000 + entry.index)
+    with pytest.raises(OffsetOutOfRange):
+        log.index_for_offset(log.log_end_offset)
+    assert log.offset_for_timestamp(0) == (0, 1001)
+    assert log.offset_for_timestamp(10_000) is None
+
+
+def test_truncate_suffix(log: StreamLog) -> None:
+    fill(log, 50)
+    segments = log.segment_count
+    log.truncate_suffix(30)
+    assert log.last_index == 29 and log.segment_count <= segments
+    assert log.log_end_offset == log.offset_for_index(29)
+    replaced = fill(log, 5, term=3)
+    assert log.last_index == 34 and log.term_at(34) == 3 and log.term_at(29) == 1
+    assert [bytes(e.payload) for e in log.entries(30, 35)] == [bytes(e.payload) for e in replaced]
+    log.truncate_suffix(1)
+    assert log.last_index == 0 and log.log_end_offset == 0 and log.segment_count == 1
+    fill(log, 3)
+    log.truncate_suffix(100)  # nothing to do
+    assert log.last_index == 3
+
+
+def test_truncate_keeps_old_buffers_valid(tmp_path: Path) -> None:
+    log = StreamLog.open(tmp_path / "s", small_config())
+    fill(log, 60)
+    held = log.read(0, 1 << 30).buffers  # mmap slices of sealed segments
+    snapshot = [bytes(b) for b in held]
+    log.truncate_suffix(3)
+    fill(log, 30, term=2)
+    assert [bytes(b) for b in held] == snapshot
+    log.close()
+
+
+def test_reopen_clean(tmp_path: Path) -> None:
+    log = StreamLog.open(tmp_path / "s", small_config())
+    written = fill(log, 70)
+    log.close()
+    log = StreamLog.open(tmp_path / "s", small_config())
+    assert log.last_index == 70
+    assert [bytes(e.payload) for e in log.entries(1, 71)] == [bytes(e.payload) for e in written]
+    more = fill(log, 5)
+    assert log.entries(71, 76)[0].payload == more[0].payload
+    log.close()
+
+
+def test_roll_by_age(tmp_path: Path) -> None:
+    now = [1000.0]
+    log = StreamLog.open(tmp_path / "s", small_config(segment_bytes=1 << 20, segment_ms=60_000),
+                         clock=lambda: now[0])
+    fill(log, 3)
+    assert log.segment_count == 1
+    now[0] += 61
+    fill(log, 1)
+    assert log.segment_count == 2
+    fill(log, 1)
+    assert log.segment_count == 2
+    log.close()
+
+
+def test_retention_by_bytes_and_time(tmp_path: Path) -> None:
+    log = StreamLog.open(tmp_path / "s", small_config(retention_bytes=3000))
+    fill(log, 100)
+    before = log.segment_count
+    size = log.size_bytes
+    deleted = log.apply_retention(now_ms=0)
+    assert deleted > 0 and log.segment_count == before - deleted
+    assert log.size_bytes >= 3000 and log.size_bytes < size
+    first = log.first_index
+    assert log.term_at(first - 1) == 1
+    assert log.log_start_offset == log.offset_for_index(first - 1)
+    with pytest.raises(OffsetOutOfRange):
+        log.read(log.log_start_offset - 1, 10)
+    assert log.read(log.log_start_offset, 10).first_offset == log.log_start_offset
+    log.close()
+    log = StreamLog.open(tmp_path / "s", small_config())
+    assert log.first_index == first and log.term_at(first - 1) == 1
+    # time: every segment whose newest batch is older than now - retention.ms goes, but not the active one
+    log.config.retention_ms = 10
+    assert log.apply_retention(now_ms=10_000, max_index=first + 5) == 0 or log.first_index <= first + 6
+    log.apply_retention(now_ms=10_000)
+    assert log.segment_count == 1 and log.last_index == 100
+    log.close()
+
+
+def test_reset(tmp_path: Path) -> None:
+    log = StreamLog.open(tmp_path / "s", small_config())
+    fill(log, 20)
+    log.reset(first_index=500, previous_term=7, start_offset=9000)
+    assert (log.first_index, log.last_index, log.term_at(499), log.log_start_offset, log.log_end_offset) == \
+        (500, 499, 7, 9000, 9000)
+    log.append([data_entry(500, 8, 9000), noop_entry(501, 8)])
+    log.close()
+    log = StreamLog.open(tmp_path / "s", small_config())
+    assert (log.first_index, log.last_index, log.term_at(499), log.log_end_offset) == (500, 501, 7, 9001)
+    log._release()  # unclean
+    log = StreamLog.open(tmp_path / "s", small_config())
+    assert (log.first_index, log.last_index, log.term_at(499), log.log_end_offset) == (500, 501, 7, 9001)
+    log.reset(first_index=900, previous_term=9, start_offset=10_000)
+    log._release()
+    log = StreamLog.open(tmp_path / "s", small_config())
+    assert (log.first_index, log.last_index, log.log_start_offset) == (900, 899, 10_000)
+    log.close()
+
+
+def test_delete(tmp_path: Path) -> None:
+    log = StreamLog.open(tmp_path / "s", small_config())
+    fill(log, 20)
+    log.delete()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_tail_cache_reads_touch_no_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = StreamLog.open(tmp_path / "s", small_config(segment_bytes=1 << 20, tail_cache_bytes=2000))
+    fill(log, 100)
+    calls: list[str] = []
+    for name in ("pread", "read", "open"):
+        original = getattr(os, name)
+        monkeypatch.setattr(os, name, lambda *a, _o=original, _n=name, **k: (calls.append(_n), _o(*a, **k))[1])
+    tail = log.read(log.log_end_offset - 6, 1 << 20)
+    assert tail.next_offset == log.log_end_offset and len(tail.buffers) == 3
+    assert [e.index for e in log.entries(95, 101)] == list(range(95, 101))
+    assert log.term_at(97) == 1 and log.offset_for_index(98) > 0
+    assert calls == []
+    # older data comes from disk, and the cache stays within its budget
+    assert log.read(0, 1 << 20).first_offset == 0
+    assert calls
+    assert log.cache.bytes <= 2000
+    monkeypatch.undo()
+    log.close()
+
+
+def test_group_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = StreamLog.open(tmp_path / "s", small_config(segment_bytes=1 << 20, fsync=True))
+    syncs: list[int] = []
+    gate = threading.Event()
+    real = os.fdatasync
+
+    def slow_fdatasync(fd: int) -> None:
+        syncs.append(fd)
+        gate.wait(5)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", slow_fdatasync)
+
+    async def scenario() -> None:
+        fill(log, 3)
+        first = [asyncio.create_task(log.sync()) for _ in range(10)]
+        await asyncio.sleep(0.05)
+        assert len(syncs) == 1  # ten callers, one fdatasync
+        fill(log, 2)  # arrives during the sync: covered by the next one
+        second = [asyncio.create_task(log.sync()) for _ in range(5)]
+        gate.set()
+        await asyncio.gather(*first)
+        assert log.durable_index >= 3
+        await asyncio.gather(*second)
+        assert log.durable_index == 5
+        assert len(syncs) == 2
+        await log.sync()  # nothing new: no fdatasync at all
+        assert len(syncs) == 2
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+    assert log.durable_end_offset == log.log_end_offset
+    monkeypatch.undo()
+    log.close()
+
+
+def test_sync_now_and_durable_offsets(tmp_path: Path) -> None:
+    log = StreamLog.open(tmp_path / "s", small_config(fsync=True))
+    fill(log, 30)  # several segments: sealed ones are synced too
+    assert log.durable_index == 0 and log.durable_end_offset == 0
+    log.sync_now()
+    assert log.durable_index == 30 and log.durable_end_offset == log.log_end_offset
+    log.truncate_suffix(10)
+    assert log.durable_index == 9
+    log.close()
+
+
+def test_hard_state(tmp_path: Path) -> None:
+    assert load_hard_state(tmp_path) == HardState(0, None)
+    save_hard_state(tmp_path, HardState(5, 2))
+    assert load_hard_state(tmp_path) == HardState(5, 2)
+    save_hard_state(tmp_path, HardState(6, None))
+    assert load_hard_state(tmp_path) == HardState(6, None)
+    assert not list(tmp_path.glob("*.tmp"))
+    path = next(tmp_path.iterdir())
+    data = bytearray(path.read_bytes())
+    data[0] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError):
+        load_hard_state(tmp_path)
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError):
+        LogConfig(segment_bytes=1 << 31)
+    with pytest.raises(ValueError):
+        LogConfig(index_interval_bytes=0)
+
+
+def test_many_appends_one_write_per_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = StreamLog.open(tmp_path / "s", small_config(segment_bytes=1 << 20))
+    writes: list[int] = []
+    real = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: (writes.append(len(data)), real(fd, data))[1])
+    fill(log, 200)
+    assert len(writes) == 1
+    monkeypatch.undo()
+    start = time.perf_counter()
+    log.close()
+    assert time.perf_counter() - start < 5

@@ -1,0 +1,334 @@
+"""Deterministic network simulator for the Raft core: virtual time, no sockets, no sleeps.
+
+Each node is a RaftNode over a MemoryStorage; the simulated driver carries out every Ready
+exactly as the contract says (persist snapshot/entries/hard state, then send, then apply,
+then advance). The network loses, delays (hence reorders), duplicates and partitions messages;
+nodes crash (losing everything not persisted) and restart from storage + hard state.
+
+Safety invariants are checked continuously and raise InvariantError:
+- election safety: at most one leader per term;
+- leader completeness: a new leader holds every entry known committed;
+- log matching: an (index, term) pair always has the same payload and the same previous term;
+- committed entries never change or disappear from a log; state machine safety: every node
+  applies the same entry at each index (a global committed oracle).
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from vdl_broker.raft import (
+    Entry,
+    EntryType,
+    HardState,
+    MemoryStorage,
+    Message,
+    MessageType,
+    RaftConfig,
+    RaftNode,
+    Role,
+    SnapshotMeta,
+)
+
+
+class InvariantError(AssertionError):
+    pass
+
+
+@dataclass
+class SimNode:
+    id: int
+    storage: MemoryStorage
+    node: RaftNode | None
+    restarts: int = 0
+    applied: int = 0  # last index applied by this incarnation's state machine
+
+
+@dataclass
+class NetConfig:
+    loss: float = 0.0
+    duplicate: float = 0.0
+    min_delay: int = 1
+    max_delay: int = 5
+
+
+class Cluster:
+    """n nodes; time advances in steps, each node ticks every `tick_every` steps."""
+
+    def __init__(
+        self,
+        n: int = 3,
+        seed: int = 0,
+        *,
+        net: NetConfig | None = None,
+        tick_every: int = 10,
+        config: Callable[[int, tuple[int, ...]], RaftConfig] | None = None,
+        storages: dict[int, MemoryStorage] | None = None,
+    ) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.net = net or NetConfig()
+        self.tick_every = tick_every
+        self.ids = tuple(range(1, n + 1))
+        self._config = config or (lambda i, ids: RaftConfig(i, ids, election_ticks=10, heartbeat_ticks=1))
+        self.nodes: dict[int, SimNode] = {}
+        for i in self.ids:
+            storage = storages[i] if storages and i in storages else MemoryStorage()
+            self.nodes[i] = SimNode(i, storage, None)
+            self._boot(self.nodes[i])
+        self.now = 0
+        self._queue: list[tuple[int, int, Message]] = []  # (delivery time, seq, message)
+        self._seq = 0
+        self.cut: set[frozenset[int]] = set()  # pairs that cannot talk
+        self.oracle: dict[int, tuple[int, object]] = {}  # committed index -> (term, data)
+        self.max_committed = 0
+        self.leaders: dict[int, int] = {}  # term -> leader id
+        self._seen_leaders: set[tuple[int, int]] = set()
+        self.registry: dict[tuple[int, int], tuple[int, object]] = {}  # (index, term) -> (prev term, data)
+        self.proposed = 0
+        self.delivered = 0
+        self.tick_phase = {i: self.rng.randrange(tick_every) for i in self.ids}
+        self.torn_crash = 0.0  # probability of crashing mid-Ready after a delivery
+        self.hold: Callable[[Message], bool] | None = None  # test hook: True = keep out of the network
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _boot(self, sn: SimNode) -> None:
+        cfg = self._config(sn.id, self.ids)
+        rng = random.Random(self.seed * 7919 + sn.id * 104729 + sn.restarts)
+        sn.node = RaftNode(cfg, sn.storage, sn.storage.hard_state, rng)
+        sn.applied = sn.node.applied_index
+
+    def crash(self, i: int) -> None:
+        self.nodes[i].node = None  # unstable entries, votes in memory, progress: all gone
+
+    def crash_torn(self, i: int, keep_hard_state: bool) -> None:
+        """Crash in the middle of carrying out a Ready: its entries reached the disk (and maybe
+        its hard state) but no message left and nothing was applied."""
+        sn = self.nodes[i]
+        node = sn.node
+        if node is not None and node.has_ready():
+            rd = node.ready()
+            if rd.snapshot is not None:
+                self._check_snapshot(i, rd.snapshot)
+                sn.storage.reset(rd.snapshot)
+            if rd.entries:
+                self._persist(sn, rd.entries)
+            if keep_hard_state and rd.hard_state is not None:
+                sn.storage.hard_state = rd.hard_state
+        self.crash(i)
+
+    def restart(self, i: int) -> None:
+        sn = self.nodes[i]
+        if sn.node is None:
+            sn.restarts += 1
+            self._boot(sn)
+
+    def partition(self, *groups: set[int]) -> None:
+        """Only nodes in the same group can talk (nodes not listed are isolated)."""
+        self.cut = set()
+        for a in self.ids:
+            for b in self.ids:
+                if a < b and not any(a in g and b in g for g in groups):
+                    self.cut.add(frozenset((a, b)))
+
+    def heal(self) -> None:
+        self.cut = set()
+
+    def alive(self) -> list[int]:
+        return [i for i in self.ids if self.nodes[i].node is not None]
+
+    def node(self, i: int) -> RaftNode:
+        n = self.nodes[i].node
+        assert n is not None, f"node {i} is down"
+        return n
+
+    def leader(self) -> int | None:
+        """The live leader with the highest term, if any."""
+        best: tuple[int, int] | None = None
+        for i in self.alive():
+            n = self.node(i)
+            if n.role == Role.LEADER and (best is None or n.term > best[0]):
+                best = (n.term, i)
+        return best[1] if best else None
+
+    # ------------------------------------------------------------------ driving
+
+    def propose(self, i: int, data: bytes) -> int:
+        index = self.node(i).propose(data)
+        self.proposed += 1
+        self.process(i)
+        return index
+
+    def send(self, m: Message) -> None:
+        if self.hold is not None and self.hold(m):
+            return
+        if frozenset((m.sender, m.to)) in self.cut or self.rng.random() < self.net.loss:
+            return
+        copies = 2 if self.rng.random() < self.net.duplicate else 1
+        for _ in range(copies):
+            delay = self.rng.randint(self.net.min_delay, self.net.max_delay)
+            self._seq += 1
+            heapq.heappush(self._queue, (self.now + delay, self._seq, m))
+
+    def deliver(self, m: Message) -> None:
+        sn = self.nodes[m.to]
+        if sn.node is None or frozenset((m.sender, m.to)) in self.cut:
+            return
+        self.delivered += 1
+        sn.node.step(m)
+        if self.torn_crash and self.rng.random() < self.torn_crash:
+            self.crash_torn(m.to, keep_hard_state=self.rng.random() < 0.5)
+            return
+        self.process(m.to)
+
+    def process(self, i: int) -> None:
+        """The simulated driver: carry out every Ready of node i per the contract."""
+        sn = self.nodes[i]
+        node = sn.node
+        if node is None:
+            return
+        while node.has_ready():
+            rd = node.ready()
+            if rd.snapshot is not None:
+                self._check_snapshot(i, rd.snapshot)
+                sn.storage.reset(rd.snapshot)
+            if rd.entries:
+                self._persist(sn, rd.entries)
+            if rd.hard_state is not None:
+                sn.storage.hard_state = rd.hard_state
+            for m in rd.messages:
+                if m.type == MessageType.SNAPSHOT:
+                    assert m.snapshot is not None
+                    # The leader's driver fills the opaque start point (here: a checkable tag).
+                    m.snapshot = SnapshotMeta(m.snapshot.index, m.snapshot.term, ("start", m.snapshot.index + 1))
+                self.send(m)
+            for e in rd.committed_entries:
+                self._apply(sn, e)
+            if rd.snapshot is not None:
+                sn.applied = max(sn.applied, rd.snapshot.index)
+            node.advance(rd)
+            self._check_node(i)
+
+    def step_time(self) -> None:
+        """One unit of virtual time: deliver what is due, tick whoever's tick it is."""
+        self.now += 1
+        while self._queue and self._queue[0][0] <= self.now:
+            self.deliver(heapq.heappop(self._queue)[2])
+        for i in self.ids:
+            if (self.now + self.tick_phase[i]) % self.tick_every == 0 and self.nodes[i].node is not None:
+                self.node(i).tick()
+                self.process(i)
+
+    def run(self, steps: int) -> None:
+        for _ in range(steps):
+            self.step_time()
+
+    def run_until(self, cond: Callable[[], bool], max_steps: int) -> bool:
+        for _ in range(max_steps):
+            if cond():
+                return True
+            self.step_time()
+        return cond()
+
+    def drain(self, max_steps: int = 10_000) -> None:
+        """Deliver everything in flight without ticking (manual scenarios)."""
+        for _ in range(max_steps):
+            if not self._queue:
+                return
+            at, _, m = heapq.heappop(self._queue)
+            self.now = max(self.now, at)
+            self.deliver(m)
+
+    # ------------------------------------------------------------------ invariants
+
+    def _fail(self, what: str) -> None:
+        raise InvariantError(f"{what} (seed {self.seed}, time {self.now})")
+
+    def _persist(self, sn: SimNode, entries: list[Entry]) -> None:
+        storage = sn.storage
+        first = entries[0].index
+        old_last = storage.last_index
+        prev_term = storage.term_at(first - 1)
+        for e in entries:
+            key = (e.index, e.term)
+            known = self.registry.get(key)
+            if known is None:
+                self.registry[key] = (prev_term, e.data)
+            elif known != (prev_term, e.data):
+                self._fail(f"log matching broken at {key} on node {sn.id}")
+            prev_term = e.term
+        # Committed entries the node holds are never overwritten or truncated away.
+        had = [
+            index
+            for index in range(first, old_last + 1)
+            if index in self.oracle and storage.term_at(index) == self.oracle[index][0]
+        ]
+        storage.append(entries)
+        for index in had:
+            if index > storage.last_index or storage.term_at(index) != self.oracle[index][0]:
+                self._fail(f"node {sn.id} lost or changed committed entry {index}")
+
+    def _check_snapshot(self, i: int, snap: SnapshotMeta) -> None:
+        if snap.data != ("start", snap.index + 1):
+            self._fail(f"node {i} got a log reset without the driver's start point: {snap}")
+        if snap.index in self.oracle and self.oracle[snap.index][0] != snap.term:
+            self._fail(f"node {i} reset to {snap} which disagrees with committed entry")
+
+    def _apply(self, sn: SimNode, e: Entry) -> None:
+        if e.index != sn.applied + 1:
+            self._fail(f"node {sn.id} applied {e.index} after {sn.applied}")
+        sn.applied = e.index
+        known = self.oracle.get(e.index)
+        if known is None:
+            self.oracle[e.index] = (e.term, e.data)
+            self.max_committed = max(self.max_committed, e.index)
+        elif known != (e.term, e.data):
+            self._fail(f"state machine safety: node {sn.id} applied {e} but {known} was committed")
+
+    def _check_node(self, i: int) -> None:
+        node = self.node(i)
+        if node.role == Role.LEADER:
+            holder = self.leaders.setdefault(node.term, i)
+            if holder != i:
+                self._fail(f"two leaders in term {node.term}: {holder} and {i}")
+            if holder == i and self._new_leader(node):
+                self._check_leader_completeness(i, node)
+        if node.commit_index > node.last_index:
+            self._fail(f"node {i} commit {node.commit_index} beyond last index {node.last_index}")
+
+    def _new_leader(self, node: RaftNode) -> bool:
+        key = (node.id, node.term)
+        if key in self._seen_leaders:
+            return False
+        self._seen_leaders.add(key)
+        return True
+
+    def _check_leader_completeness(self, i: int, node: RaftNode) -> None:
+        """Raft §5.4: a leader of term T holds every entry committed in terms before T."""
+        index = self.max_committed
+        while index > 0 and index in self.oracle and self.oracle[index][0] >= node.term:
+            index -= 1
+        if index == 0 or index not in self.oracle or index < node.first_index - 1:
+            return
+        if node.log.term(index) != self.oracle[index][0]:
+            self._fail(f"leader {i} of term {node.term} lacks committed entry {index}")
+
+    def committed_log(self, i: int) -> list[tuple[int, int]]:
+        """(index, term) of node i's durable entries up to its commit index."""
+        sn = self.nodes[i]
+        commit = self.node(i).commit_index if sn.node else sn.storage.last_index
+        return [(e.index, e.term) for e in sn.storage.all_entries() if e.index <= commit]
+
+
+def build_storage(terms: list[int], hard_term: int | None = None) -> MemoryStorage:
+    """A storage holding entries 1..len(terms) with the given terms (Figure 7/8 setups)."""
+    storage = MemoryStorage()
+    storage.append(
+        [Entry(i + 1, t, EntryType.DATA, f"e{i + 1}t{t}".encode()) for i, t in enumerate(terms)]
+    )
+    storage.hard_state = HardState(hard_term if hard_term is not None else (terms[-1] if terms else 0), 0)
+    return storage

@@ -1,0 +1,124 @@
+"""Consumer-group membership: joins, generations, pass-through assignment, timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+from vdl_broker.groups.coordinator import CoordinatorConfig, GroupCoordinator, GroupState
+from vdl_broker.protocol.errors import ErrorCode
+
+PROTOCOLS = [("range", b"meta-range"), ("roundrobin", b"meta-rr")]
+
+
+def make() -> GroupCoordinator:
+    counter = itertools.count()
+    return GroupCoordinator(CoordinatorConfig(min_session_timeout_ms=10),
+                            new_member_id=lambda client: f"{client}-{next(counter)}")
+
+
+async def join(c: GroupCoordinator, member_id: str = "", session_ms: int = 5000, rebalance_ms: int = 5000,
+               protocols=PROTOCOLS, require: bool = False, client: str = "c"):
+    return await c.join_group("g", member_id, None, client, "h", session_ms, rebalance_ms,
+                              "consumer", protocols, require)
+
+
+def test_single_member_join_sync_heartbeat_leave() -> None:
+    async def run() -> None:
+        c = make()
+        joined = await join(c)
+        assert joined.error is ErrorCode.NONE and joined.generation_id == 1
+        assert joined.leader == joined.member_id and joined.protocol_name == "range"
+        assert joined.members == [(joined.member_id, None, b"meta-range")]
+        synced = await c.sync_group("g", 1, joined.member_id, [(joined.member_id, b"A")])
+        assert synced.error is ErrorCode.NONE and synced.assignment == b"A"
+        assert c.heartbeat("g", 1, joined.member_id) is ErrorCode.NONE
+        assert c.heartbeat("g", 0, joined.member_id) is ErrorCode.ILLEGAL_GENERATION
+        assert c.heartbeat("g", 1, "nobody") is ErrorCode.UNKNOWN_MEMBER_ID
+        assert c.leave_group("g", joined.member_id) is ErrorCode.NONE
+        assert c.group("g") is None
+        c.close()
+    asyncio.run(run())
+
+
+def test_member_id_required_for_new_protocol_versions() -> None:
+    async def run() -> None:
+        c = make()
+        first = await join(c, require=True)
+        assert first.error is ErrorCode.MEMBER_ID_REQUIRED and first.member_id
+        second = await join(c, member_id=first.member_id, require=True)
+        assert second.error is ErrorCode.NONE and second.member_id == first.member_id
+        assert (await join(c, member_id="stranger")).error is ErrorCode.UNKNOWN_MEMBER_ID
+        c.close()
+    asyncio.run(run())
+
+
+def test_second_member_triggers_rebalance_and_assignment_passes_through() -> None:
+    async def run() -> None:
+        c = make()
+        a = await join(c, client="a")
+        await c.sync_group("g", 1, a.member_id, [(a.member_id, b"all")])
+        b_task = asyncio.create_task(join(c, client="b"))
+        await asyncio.sleep(0)
+        assert c.group("g").state is GroupState.PREPARING_REBALANCE
+        assert c.heartbeat("g", 1, a.member_id) is ErrorCode.REBALANCE_IN_PROGRESS
+        assert (await c.sync_group("g", 1, a.member_id, [])).error is ErrorCode.REBALANCE_IN_PROGRESS
+        a2 = await join(c, member_id=a.member_id)
+        b = await b_task
+        assert a2.generation_id == b.generation_id == 2
+        assert a2.leader == a.member_id and len(a2.members) == 2 and b.members == []
+        follower = asyncio.create_task(c.sync_group("g", 2, b.member_id, []))
+        await asyncio.sleep(0)
+        assert not follower.done()
+        leader = await c.sync_group("g", 2, a.member_id, [(a.member_id, b"x"), (b.member_id, b"y")])
+        assert leader.assignment == b"x" and (await follower).assignment == b"y"
+        assert c.group("g").state is GroupState.STABLE
+        c.close()
+    asyncio.run(run())
+
+
+def test_rebalance_timeout_drops_members_that_do_not_rejoin() -> None:
+    async def run() -> None:
+        c = make()
+        a = await join(c, client="a", rebalance_ms=50)
+        await c.sync_group("g", 1, a.member_id, [])
+        b = await asyncio.wait_for(join(c, client="b", rebalance_ms=50), 2)
+        assert b.error is ErrorCode.NONE and b.generation_id == 2 and b.leader == b.member_id
+        assert list(c.group("g").members) == [b.member_id]
+        assert c.heartbeat("g", 2, a.member_id) is ErrorCode.UNKNOWN_MEMBER_ID
+        c.close()
+    asyncio.run(run())
+
+
+def test_session_timeout_expires_silent_member() -> None:
+    async def run() -> None:
+        c = make()
+        a = await join(c, client="a", session_ms=60)
+        await c.sync_group("g", 1, a.member_id, [])
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 2
+        while c.group("g") is not None and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        assert c.group("g") is None
+        c.close()
+    asyncio.run(run())
+
+
+def test_leave_completes_pending_rebalance_and_bad_inputs() -> None:
+    async def run() -> None:
+        c = make()
+        a = await join(c, client="a")
+        b_task = asyncio.create_task(join(c, client="b"))
+        await asyncio.sleep(0)
+        # a never rejoins but leaves: the rebalance completes with b alone.
+        assert c.leave_group("g", a.member_id) is ErrorCode.NONE
+        b = await asyncio.wait_for(b_task, 2)
+        assert b.generation_id == 2 and b.leader == b.member_id
+        assert c.leave_group("g", "ghost") is ErrorCode.UNKNOWN_MEMBER_ID
+        bad = await join(c, member_id=b.member_id, protocols=[("sticky", b"")])
+        assert bad.error is ErrorCode.NONE or bad.error is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        assert (await c.join_group("", "", None, "c", "h", 5000, 5000, "consumer", PROTOCOLS, False)).error \
+            is ErrorCode.INVALID_GROUP_ID
+        assert (await join(c, session_ms=1)).error is ErrorCode.INVALID_SESSION_TIMEOUT
+        c.close()
+    asyncio.run(run())

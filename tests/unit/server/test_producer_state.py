@@ -1,0 +1,73 @@
+"""Idempotent-producer bookkeeping (KIP-98 semantics, contracts.md "Idempotent producer")."""
+
+from __future__ import annotations
+
+from vdl_broker.server.producer_state import (
+    INT32_MAX,
+    ProducerIdAllocator,
+    ProducerStateTable,
+    Verdict,
+    last_sequence,
+)
+
+
+def test_new_producer_accepts_any_sequence() -> None:
+    table = ProducerStateTable()
+    assert table.check(7, 0, 0, 9).verdict is Verdict.APPEND
+    assert table.check(7, 0, 42, 50).verdict is Verdict.APPEND
+
+
+def test_in_sequence_then_retry_is_duplicate_with_original_offset() -> None:
+    table = ProducerStateTable()
+    table.record(7, 0, 0, 9, base_offset=100)
+    table.record(7, 0, 10, 19, base_offset=110)
+    assert table.check(7, 0, 20, 29).verdict is Verdict.APPEND
+    retry = table.check(7, 0, 0, 9)
+    assert retry.verdict is Verdict.DUPLICATE and retry.base_offset == 100
+    assert table.check(7, 0, 10, 19).base_offset == 110
+
+
+def test_gap_is_out_of_order() -> None:
+    table = ProducerStateTable()
+    table.record(7, 0, 0, 9, base_offset=0)
+    assert table.check(7, 0, 11, 20).verdict is Verdict.OUT_OF_ORDER
+
+
+def test_only_last_five_batches_remembered() -> None:
+    table = ProducerStateTable()
+    for i in range(7):
+        table.record(1, 0, i * 10, i * 10 + 9, base_offset=i * 10)
+    assert len(table.last_batches(1)) == 5
+    assert table.check(1, 0, 0, 9).verdict is Verdict.DUPLICATE_SEQUENCE
+    assert table.check(1, 0, 20, 29).verdict is Verdict.DUPLICATE
+    assert table.check(1, 0, 70, 79).verdict is Verdict.APPEND
+
+
+def test_epochs() -> None:
+    table = ProducerStateTable()
+    table.record(1, 3, 0, 4, base_offset=0)
+    assert table.check(1, 2, 5, 9).verdict is Verdict.INVALID_EPOCH
+    assert table.check(1, 4, 0, 4).verdict is Verdict.APPEND
+    assert table.check(1, 4, 5, 9).verdict is Verdict.OUT_OF_ORDER
+    table.record(1, 4, 0, 4, base_offset=5)
+    assert table.last_batches(1)[0].base_offset == 5 and len(table.last_batches(1)) == 1
+
+
+def test_sequence_wraps() -> None:
+    table = ProducerStateTable()
+    assert last_sequence(INT32_MAX - 1, 3) == 1
+    table.record(1, 0, INT32_MAX - 4, INT32_MAX, base_offset=0)
+    assert table.check(1, 0, 0, 4).verdict is Verdict.APPEND
+
+
+def test_allocator_fresh_ids_and_transactional_ids_are_stable() -> None:
+    first = ProducerIdAllocator(start_ms=1_000)
+    a, epoch = first.allocate(None)
+    b, _ = first.allocate(None)
+    assert epoch == 0 and b == a + 1
+    first.observe(b + 100)
+    assert first.allocate(None)[0] == b + 101
+    t1 = first.allocate("writer-x")
+    t2 = ProducerIdAllocator(start_ms=2_000).allocate("writer-x")
+    assert t1 == t2 and t1[0] >= ProducerIdAllocator.TRANSACTIONAL_SPACE and t1[0] < 2**63
+    assert first.allocate("writer-y") != t1

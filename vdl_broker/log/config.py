@@ -1,0 +1,30 @@
+"""Per-stream storage settings (Kafka topic-config names in snake_case)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DAY_MS = 24 * 60 * 60 * 1000
+# Positions are stored as uint32 in the index files, so a segment must stay below 2 GiB.
+MAX_SEGMENT_BYTES = (1 << 31) - 1
+
+
+@dataclass
+class LogConfig:
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * DAY_MS
+    retention_ms: int = -1  # -1 = keep forever
+    retention_bytes: int = -1  # -1 = no size limit
+    index_interval_bytes: int = 4096
+    tail_cache_bytes: int = 64 << 20
+    fsync: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0 < self.segment_bytes <= MAX_SEGMENT_BYTES:
+            raise ValueError(f"segment_bytes must be in 1..{MAX_SEGMENT_BYTES}, got {self.segment_bytes}")
+        if self.segment_ms <= 0:
+            raise ValueError(f"segment_ms must be positive, got {self.segment_ms}")
+        if self.index_interval_bytes <= 0:
+            raise ValueError(f"index_interval_bytes must be positive, got {self.index_interval_bytes}")
+        if self.tail_cache_bytes < 0:
+            raise ValueError(f"tail_cache_bytes must be >= 0, got {self.tail_cache_bytes}")

@@ -1,0 +1,403 @@
+"""One segment: a `.log` file of Raft entries plus its three indexes.
+
+A segment is named by the first Raft index it holds (20 digits). The active segment is appended
+with os.write and read with pread (never mapped: truncating a mapped file would turn readers'
+buffers into SIGBUS). Sealed segments are mmapped once and read as memoryview slices; if one ever
+has to be truncated again (a deep Raft conflict), its kept prefix is copied to a new file so the
+old mapping, and every buffer handed out from it, stays valid.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from vdl_broker.log.entry import HEADER, HEADER_SIZE, BatchFields, EntryType, batch_fields
+from vdl_broker.log.fileio import write_all
+from vdl_broker.log.index_file import strictly_increasing
+from vdl_broker.log.offset_index import OffsetIndex
+from vdl_broker.log.raft_index import RaftIndex
+from vdl_broker.log.recovery import scan
+from vdl_broker.log.time_index import TimeIndex
+
+logger = logging.getLogger(__name__)
+_DATA = int(EntryType.DATA)
+LOG_SUFFIX = ".log"
+
+
+def segment_name(base_index: int) -> str:
+    return f"{base_index:020d}"
+
+
+@dataclass
+class TailState:
+    """What a walk over a segment's entries learned."""
+
+    end: int  # position after the last valid entry
+    count: int  # entries walked
+    last_data_position: int = -1
+
+
+class Segment:
+    def __init__(self, directory: Path, base_index: int, base_offset: int, index_interval: int) -> None:
+        stem = segment_name(base_index)
+        self.directory = directory
+        self.base_index = base_index
+        self.base_offset = base_offset  # Kafka offset of its first batch (log end when it has none)
+        self.index_interval = index_interval
+        self.log_path = directory / f"{stem}{LOG_SUFFIX}"
+        self.ridx = RaftIndex(directory / f"{stem}.ridx")
+        self.oidx = OffsetIndex(directory / f"{stem}.index")
+        self.tidx = TimeIndex(directory / f"{stem}.timeindex")
+        self.size = 0
+        self.next_offset = base_offset
+        self.has_data = False
+        self.max_timestamp = -1
+        self.bytes_since_index = 0
+        self.loaded = False
+        self.sealed = False
+        self.fd: int | None = None  # write descriptor (active segment, or sealed but not yet synced)
+        self._rfd: int | None = None
+        self._map: mmap.mmap | None = None
+        self._view: memoryview | None = None
+        self.mapped_ever = False
+        self.created_ms = 0.0
+
+    # ---- geometry -------------------------------------------------------------------------
+    @property
+    def count(self) -> int:
+        return len(self.ridx)
+
+    @property
+    def last_index(self) -> int:
+        return self.base_index + len(self.ridx) - 1
+
+    def file_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    # ---- in-memory indexing (append and rebuild share it, so rebuilds equal what was written)
+    def note(self, position: int, size: int, fields: BatchFields | None) -> None:
+        self.ridx.positions.append(position)
+        if fields is not None:
+            if not self.has_data:
+                self.has_data = True
+                self.base_offset = fields.base_offset
+                indexed = True
+            else:
+                indexed = self.bytes_since_index >= self.index_interval
+            if fields.max_timestamp > self.max_timestamp:
+                self.max_timestamp = fields.max_timestamp
+            if indexed:
+                relative = fields.base_offset - self.base_offset
+                self.oidx.append(relative, position)
+                self.bytes_since_index = 0
+                if self.max_timestamp > self.tidx.last_timestamp:
+                    self.tidx.append(self.max_timestamp, relative, position)
+            self.next_offset = fields.last_offset + 1
+        self.bytes_since_index += size
+        self.size = position + size
+
+    def _reset_memory(self) -> None:
+        self.ridx.clear()
+        self.oidx.clear()
+        self.tidx.clear()
+        self.size = 0
+        self.has_data = False
+        self.max_timestamp = -1
+        self.bytes_since_index = 0
+        self.next_offset = self.base_offset
+
+    # ---- reading ----------------------------------------------------------------------------
+    def span(self, start: int, end: int) -> memoryview:
+        """Bytes [start, end) of the log file: a slice of the mapping, or one pread."""
+        if self._view is None and self.sealed:
+            self._map_file()
+        if self._view is not None:
+            return self._view[start:end]
+        if self._rfd is None:
+            self._rfd = os.open(self.log_path, os.O_RDONLY)
+        return memoryview(os.pread(self._rfd, end - start, start))
+
+    def iter_entries(self, start: int, end: int | None = None, chunk: int = 1 << 20
+                     ) -> Iterator[tuple[int, int, int, int, memoryview]]:
+        """(position, type, term, index, payload) from `start` on; a sealed segment yields slices
+        of its mapping, the active one reads `chunk` bytes per pread."""
+        end = self.size if end is None else end
+        position = start
+        buf_start, buf = position, self.span(position, min(end, position + chunk))
+        buf_end = buf_start + len(buf)
+        while position < end:
+            if position + HEADER_SIZE > buf_end:
+                buf_start, buf = position, self.span(position, min(end, position + max(chunk, HEADER_SIZE)))
+                buf_end = buf_start + len(buf)
+            _, entry_type, term, index, length = HEADER.unpack_from(buf, position - buf_start)
+            entry_end = position + HEADER_SIZE + length
+            if entry_end > buf_end:
+                buf_start, buf = position, self.span(position, min(end, position + max(chunk, entry_end - position)))
+                buf_end = buf_start + len(buf)
+            yield (position, entry_type, term, index,
+                   buf[position - buf_start + HEADER_SIZE:entry_end - buf_start])
+            position = entry_end
+
+    def header(self, position: int) -> tuple[int, int, int, int, int]:
+        return HEADER.unpack(self.span(position, position + HEADER_SIZE))
+
+    def position_of(self, index: int) -> int:
+        """Seed 000: arithmetic — the entry's record in the Raft index."""
+        return self.ridx.positions[index - self.base_index]
+
+    def end_of(self, index: int) -> int:
+        """Position just after entry `index`."""
+        k = index - self.base_index + 1
+        return self.ridx.positions[k] if k < len(self.ridx) else self.size
+
+    def position_for_offset(self, offset: int) -> int:
+        k = self.oidx.floor(offset - self.base_offset)
+        return self.oidx.positions[k] if k >= 0 else 0
+
+    # ---- writing ------------------------------------------------------------------------------
+    def open_for_append(self) -> None:
+        if self.fd is None:
+            self.fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def write(self, data: bytes) -> None:
+        assert self.fd is not None
+        write_all(self.fd, data)
+
+    def flush_indexes(self) -> None:
+        self.ridx.flush()
+        self.oidx.flush()
+        self.tidx.flush()
+
+    def seal(self) -> None:
+        """No more appends: indexes to disk, reads through a mapping from now on."""
+        self.flush_indexes()
+        self.sealed = True
+        self._map_file()
+
+    def _map_file(self) -> None:
+        if self._view is None and self.size > 0:
+            with open(self.log_path, "rb") as f:
+                self._map = mmap.mmap(f.fileno(), self.size, access=mmap.ACCESS_READ)
+            self._view = memoryview(self._map)
+            self.mapped_ever = True
+
+    def unseal(self) -> None:
+        """Become the active segment again (after a truncation removed everything after it)."""
+        self._drop_map()
+        self.sealed = False
+        self.open_for_append()
+
+    def _drop_map(self) -> None:
+        # Buffers handed out may still point into the mapping: drop our references and let the
+        # last user unmap it, instead of close() (which would fail or pull the memory away).
+        self._view = None
+        self._map = None
+
+    def close_write(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def close(self) -> None:
+        self.close_write()
+        if self._rfd is not None:
+            os.close(self._rfd)
+            self._rfd = None
+        self._drop_map()
+
+    def delete(self) -> None:
+        self.close()
+        for path in (self.log_path, self.ridx.path, self.oidx.path, self.tidx.path):
+            path.unlink(missing_ok=True)
+
+    def truncate_entries(self, count: int) -> None:
+        """Keep the first `count` entries (file, indexes, derived state)."""
+        new_size = self.ridx.positions[count] if count < len(self.ridx) else self.size
+        self._truncate_file(new_size)
+        self.ridx.truncate(count)
+        self.oidx.truncate_from_position(new_size)
+        self.tidx.truncate_from_position(new_size)
+        self.size = new_size
+        self._recompute_tail()
+
+    def _truncate_file(self, new_size: int) -> None:
+        if self._rfd is not None:
+            os.close(self._rfd)
+            self._rfd = None
+        if self.mapped_ever:
+            self._drop_map()
+            self.close_write()
+            temp = self.log_path.with_name(self.log_path.name + ".tmp")
+            with open(self.log_path, "rb") as src, open(temp, "wb") as dst:
+                remaining = new_size
+                while remaining:
+                    chunk = src.read(min(remaining, 8 << 20))
+                    if not chunk:
+                        break
+                    dst.write(chunk)
+                    remaining -= len(chunk)
+                dst.flush()
+                os.fsync(dst.fileno())
+            os.replace(temp, self.log_path)
+            self.mapped_ever = False
+        else:
+            os.truncate(self.log_path, new_size)
+
+    def _recompute_tail(self) -> None:
+        """next_offset, max timestamp and index cadence from the last offset-index record on."""
+        if len(self.oidx):
+            start = self.oidx.positions[-1]
+            self.has_data = True
+            self.max_timestamp = self.tidx.last_timestamp
+        else:
+            start = 0
+            self.has_data = False
+            self.max_timestamp = -1
+            self.next_offset = self.base_offset
+        buf = self.span(start, self.size)
+        position = start
+        while position < self.size:
+            _, entry_type, _, _, length = HEADER.unpack_from(buf, position - start)
+            if entry_type == _DATA:
+                fields = batch_fields(buf, position - start + HEADER_SIZE)
+                if not self.has_data:
+                    self.has_data = True
+                    self.base_offset = fields.base_offset
+                self.next_offset = fields.last_offset + 1
+                self.max_timestamp = max(self.max_timestamp, fields.max_timestamp)
+            position += HEADER_SIZE + length
+        self.bytes_since_index = self.size - start
+
+    # ---- loading, checking and rebuilding the indexes ------------------------------------------
+    def load(self, expected_count: int | None) -> None:
+        """Read the index files and check them against the log; rebuild when they disagree.
+        `expected_count` is known for a sealed segment (next segment's base - this base)."""
+        file_size = self.file_size()
+        whole = [self.ridx.load(), self.oidx.load(), self.tidx.load()]
+        self.size = file_size
+        problem = None if all(whole) else "partial record"
+        if problem is None:
+            try:
+                problem = self._check(expected_count, file_size)
+            except (OSError, ValueError, IndexError, struct.error) as error:
+                problem = f"unreadable ({error})"
+        if problem is not None:
+            logger.info("%s: rebuilding indexes (%s)", self.log_path, problem)
+            self.rebuild(verify_crc=False)
+            self.flush_indexes()
+            if expected_count is not None and self.count != expected_count:
+                logger.error("%s: holds %d entries, expected %d", self.log_path, self.count, expected_count)
+        self.loaded = True
+
+    def _check(self, expected_count: int | None, file_size: int) -> str | None:
+        positions = self.ridx.positions
+        count = len(positions)
+        if expected_count is not None and count != expected_count:
+            return f"raft index has {count} records, expected {expected_count}"
+        if count == 0:
+            return "empty raft index" if file_size else None
+        if positions[0] != 0 or not strictly_increasing(positions) or positions[-1] >= file_size:
+            return "raft index out of order"
+        try:
+            _, entry_type, _, index, length = self.header(positions[-1])
+        except Exception:  # noqa: BLE001 - any failure to read means rebuild
+            return "unreadable last entry"
+        if index != self.base_index + count - 1 or positions[-1] + HEADER_SIZE + length != file_size:
+            return "raft index does not end at the end of the log"
+        rel, pos = self.oidx.relative, self.oidx.positions
+        if len(rel):
+            if rel[0] != 0 or not strictly_increasing(rel) or not strictly_increasing(pos):
+                return "offset index out of order"
+            if pos[-1] >= file_size:
+                return "offset index beyond the log"
+        times = self.tidx
+        if len(times):
+            if not len(rel) or not strictly_increasing(times.timestamps) or not strictly_increasing(times.relative):
+                return "time index out of order"
+            k = self.oidx.floor(times.relative[-1])
+            if k < 0 or rel[k] != times.relative[-1] or pos[k] != times.positions[-1]:
+                return "time index disagrees with offset index"
+        return self._check_tail(file_size)
+
+    def _check_tail(self, file_size: int) -> str | None:
+        """Walk from the last offset-index record to the end, as appends would have, and make
+        sure no index record is missing; this also yields next_offset and the max timestamp."""
+        rel, pos = self.oidx.relative, self.oidx.positions
+        if len(rel):
+            first = self.span(pos[0], pos[0] + HEADER_SIZE + 61)
+            if HEADER.unpack_from(first, 0)[1] != _DATA:
+                return "offset index does not point at a batch"
+            self.base_offset = batch_fields(first, HEADER_SIZE).base_offset
+        start = pos[-1] if len(rel) else 0
+        buf = self.span(start, file_size)
+        since = 0
+        running = self.tidx.last_timestamp  # the running maximum at the last record (see note())
+        next_offset = self.base_offset
+        position = start
+        while position < file_size:
+            if position + HEADER_SIZE > file_size:
+                return "torn entry at the end"
+            _, entry_type, _, _, length = HEADER.unpack_from(buf, position - start)
+            end = position + HEADER_SIZE + length
+            if end > file_size:
+                return "torn entry at the end"
+            if entry_type == _DATA:
+                fields = batch_fields(buf, position - start + HEADER_SIZE)
+                if position == start and len(rel):
+                    if fields.base_offset != self.base_offset + rel[-1]:
+                        return "offset index does not point at its batch"
+                    if fields.max_timestamp > running:
+                        return "time index is short"
+                elif not len(rel):
+                    return "data without an offset index record"
+                elif since >= self.index_interval:
+                    return "offset index is short"
+                running = max(running, fields.max_timestamp)
+                next_offset = fields.last_offset + 1
+            elif position == start and len(rel):
+                return "offset index does not point at a batch"
+            since += end - position
+            position = end
+        self.has_data = bool(len(rel))
+        self.next_offset = next_offset
+        self.max_timestamp = running
+        self.bytes_since_index = since
+        return None
+
+    def rebuild_empty(self) -> None:
+        self._reset_memory()
+        for index in (self.ridx, self.oidx, self.tidx):
+            index.invalidate_disk()
+
+    def rebuild(self, verify_crc: bool) -> int:
+        """Rebuild every index from the log file; returns the position where valid entries end
+        (with verify_crc, the first torn or corrupt entry). Does not touch the log file."""
+        self._reset_memory()
+        file_size = self.file_size()
+        if file_size:
+            with open(self.log_path, "rb") as f, \
+                    mmap.mmap(f.fileno(), file_size, access=mmap.ACCESS_READ) as mapped:
+                view = memoryview(mapped)
+                try:
+                    for entry in scan(view, 0, file_size, self.base_index, verify_crc):
+                        size = HEADER_SIZE + entry.payload_length
+                        fields = None
+                        if entry.type == _DATA:
+                            fields = batch_fields(view, entry.position + HEADER_SIZE)
+                            if self.has_data and fields.base_offset != self.next_offset:
+                                break  # offsets must be contiguous: anything else is damage
+                        self.note(entry.position, size, fields)
+                finally:
+                    view.release()
+        for index in (self.ridx, self.oidx, self.tidx):
+            index.invalidate_disk()
+        return self.size

@@ -1,0 +1,116 @@
+"""Tail cache (seed 000): the most recent entries in memory, so tailing readers touch no disk.
+
+Entries are views into the buffers that were written by append (one buffer per append call), so
+caching costs no copy. The cache always ends at the log's last entry; eviction drops the oldest.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import NamedTuple
+
+from vdl_broker.log.entry import HEADER_SIZE
+
+_COMPACT_AT = 1024
+
+
+class CachedEntry(NamedTuple):
+    index: int
+    term: int
+    type: int
+    payload: memoryview
+    base_offset: int  # -1 for entries without data
+    last_offset: int  # -1 for entries without data
+    end_offset: int  # log end offset right after this entry
+
+
+class TailCache:
+    def __init__(self, capacity_bytes: int) -> None:
+        self.capacity = capacity_bytes
+        self._entries: list[CachedEntry] = []
+        self._head = 0
+        self._data_offsets: list[int] = []  # base offsets of cached data entries (bisect key)
+        self._data: list[CachedEntry] = []
+        self._data_head = 0
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._entries) - self._head
+
+    @property
+    def first_index(self) -> int | None:
+        return self._entries[self._head].index if len(self) else None
+
+    @property
+    def first_offset(self) -> int | None:
+        """Base offset of the oldest cached data batch: reads from there on are served here."""
+        return self._data_offsets[self._data_head] if self._data_head < len(self._data) else None
+
+    def add(self, entries: list[CachedEntry]) -> None:
+        if self.capacity <= 0:
+            return
+        for entry in entries:
+            self._entries.append(entry)
+            if entry.base_offset >= 0:
+                self._data_offsets.append(entry.base_offset)
+                self._data.append(entry)
+            self.bytes += HEADER_SIZE + len(entry.payload)
+        self._evict()
+
+    def _evict(self) -> None:
+        entries = self._entries
+        while self.bytes > self.capacity and self._head < len(entries):
+            entry = entries[self._head]
+            self._head += 1
+            self.bytes -= HEADER_SIZE + len(entry.payload)
+            if entry.base_offset >= 0:
+                self._data_head += 1
+        self._compact()
+
+    def _compact(self) -> None:
+        if self._head > _COMPACT_AT and self._head * 2 > len(self._entries):
+            del self._entries[: self._head]
+            self._head = 0
+        if self._data_head > _COMPACT_AT and self._data_head * 2 > len(self._data):
+            del self._data[: self._data_head]
+            del self._data_offsets[: self._data_head]
+            self._data_head = 0
+
+    def get(self, index: int) -> CachedEntry | None:
+        first = self.first_index
+        if first is None or index < first:
+            return None
+        k = self._head + index - first
+        return self._entries[k] if k < len(self._entries) else None
+
+    def entries(self, start: int, end: int) -> list[CachedEntry]:
+        first = self.first_index
+        assert first is not None and start >= first
+        return self._entries[self._head + start - first: self._head + end - first]
+
+    def data_from(self, offset: int) -> tuple[list[CachedEntry], int]:
+        """The cached data list and the position in it of the batch holding `offset`."""
+        k = bisect_right(self._data_offsets, offset, self._data_head) - 1
+        return self._data, max(k, self._data_head)
+
+    def truncate_from(self, index: int) -> None:
+        first = self.first_index
+        if first is None:
+            return
+        if index <= first:
+            self.clear()
+            return
+        k = self._head + index - first
+        for entry in self._entries[k:]:
+            self.bytes -= HEADER_SIZE + len(entry.payload)
+            if entry.base_offset >= 0:
+                self._data.pop()
+                self._data_offsets.pop()
+        del self._entries[k:]
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._data.clear()
+        self._data_offsets.clear()
+        self._head = self._data_head = 0
+        self.bytes = 0

@@ -1,0 +1,84 @@
+"""Declarations and generated value classes for every API we serve.
+
+Naming: each API module declares `<NAME>_REQUEST` / `<NAME>_RESPONSE` (schema.MessageDecl) and
+the generated classes `<Api>Request` / `<Api>Response`. Field names are Kafka's JSON message
+definition names in snake_case. Nested struct classes keep Kafka's struct type names and are
+attributes of the message class (all of them, at any depth), e.g.
+
+    ProduceRequest.TopicProduceData, ProduceRequest.PartitionProduceData
+    ProduceResponse.TopicProduceResponse, ProduceResponse.PartitionProduceResponse
+    FetchRequest.FetchTopic, FetchRequest.FetchPartition, FetchRequest.ForgottenTopic
+    FetchResponse.FetchableTopicResponse, FetchResponse.PartitionData, FetchResponse.AbortedTransaction
+    MetadataResponse.MetadataResponseBroker / MetadataResponseTopic / MetadataResponsePartition
+    ApiVersionsResponse.ApiVersion
+
+Every field has a default (Kafka's default, else 0 / "" / b"" / [] / None for records), so a
+handler sets only what it needs: ProduceResponse(responses=[...]).
+"""
+
+from __future__ import annotations
+
+from .api_versions import ApiVersionsRequest, ApiVersionsResponse
+from .create_topics import CreateTopicsRequest, CreateTopicsResponse
+from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from .fetch import FetchRequest, FetchResponse
+from .find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from .heartbeat import HeartbeatRequest, HeartbeatResponse
+from .init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from .join_group import JoinGroupRequest, JoinGroupResponse
+from .leave_group import LeaveGroupRequest, LeaveGroupResponse
+from .list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from .metadata import MetadataRequest, MetadataResponse
+from .offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from .produce import ProduceRequest, ProduceResponse
+from .sync_group import SyncGroupRequest, SyncGroupResponse
+
+# (request class, response class) per API, in api-key order.
+MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
+    (ProduceRequest, ProduceResponse),
+    (FetchRequest, FetchResponse),
+    (ListOffsetsRequest, ListOffsetsResponse),
+    (MetadataRequest, MetadataResponse),
+    (OffsetFetchRequest, OffsetFetchResponse),
+    (FindCoordinatorRequest, FindCoordinatorResponse),
+    (JoinGroupRequest, JoinGroupResponse),
+    (HeartbeatRequest, HeartbeatResponse),
+    (LeaveGroupRequest, LeaveGroupResponse),
+    (SyncGroupRequest, SyncGroupResponse),
+    (ApiVersionsRequest, ApiVersionsResponse),
+    (CreateTopicsRequest, CreateTopicsResponse),
+    (DeleteTopicsRequest, DeleteTopicsResponse),
+    (InitProducerIdRequest, InitProducerIdResponse),
+)
+
+__all__ = [
+    "MESSAGE_PAIRS",
+    "ApiVersionsRequest",
+    "ApiVersionsResponse",
+    "CreateTopicsRequest",
+    "CreateTopicsResponse",
+    "DeleteTopicsRequest",
+    "DeleteTopicsResponse",
+    "FetchRequest",
+    "FetchResponse",
+    "FindCoordinatorRequest",
+    "FindCoordinatorResponse",
+    "HeartbeatRequest",
+    "HeartbeatResponse",
+    "InitProducerIdRequest",
+    "InitProducerIdResponse",
+    "JoinGroupRequest",
+    "JoinGroupResponse",
+    "LeaveGroupRequest",
+    "LeaveGroupResponse",
+    "ListOffsetsRequest",
+    "ListOffsetsResponse",
+    "MetadataRequest",
+    "MetadataResponse",
+    "OffsetFetchRequest",
+    "OffsetFetchResponse",
+    "ProduceRequest",
+    "ProduceResponse",
+    "SyncGroupRequest",
+    "SyncGroupResponse",
+]

@@ -1,0 +1,91 @@
+"""Produce (key 0), versions 0-8, non-flexible (flexible from 9). # message defs: ProduceRequest.json
+
+v0-2 carry MessageSet magic 0/1 in `records`, v3+ RecordBatch v2; v3 adds transactional_id.
+"""
+
+from __future__ import annotations
+
+from ..codec import build_message
+from ..schema import INT16, INT32, INT64, RECORDS, STRING, Array, Field, message, struct
+
+PRODUCE_REQUEST = message(
+    "ProduceRequest",
+    0,
+    "0-8",
+    "9+",
+    Field("transactional_id", STRING, versions="3+", nullable_versions="3+", default=None),
+    Field("acks", INT16),
+    Field("timeout_ms", INT32),
+    Field(
+        "topic_data",
+        Array(
+            struct(
+                "TopicProduceData",
+                Field("name", STRING, versions="0-12"),
+                Field(
+                    "partition_data",
+                    Array(
+                        struct(
+                            "PartitionProduceData",
+                            Field("index", INT32),
+                            Field("records", RECORDS, nullable_versions="0+"),
+                        )
+                    ),
+                ),
+            )
+        ),
+    ),
+)
+
+PRODUCE_RESPONSE = message(
+    "ProduceResponse",
+    0,
+    "0-8",
+    "9+",
+    Field(
+        "responses",
+        Array(
+            struct(
+                "TopicProduceResponse",
+                Field("name", STRING, versions="0-12"),
+                Field(
+                    "partition_responses",
+                    Array(
+                        struct(
+                            "PartitionProduceResponse",
+                            Field("index", INT32),
+                            Field("error_code", INT16),
+                            Field("base_offset", INT64),
+                            Field("log_append_time_ms", INT64, versions="2+", default=-1),
+                            Field("log_start_offset", INT64, versions="5+", default=-1),
+                            Field(
+                                "record_errors",
+                                Array(
+                                    struct(
+                                        "BatchIndexAndErrorMessage",
+                                        Field("batch_index", INT32, versions="8+"),
+                                        Field(
+                                            "batch_index_error_message",
+                                            STRING,
+                                            versions="8+",
+                                            nullable_versions="8+",
+                                            default=None,
+                                        ),
+                                    )
+                                ),
+                                versions="8+",
+                            ),
+                            Field(
+                                "error_message", STRING, versions="8+", nullable_versions="8+", default=None
+                            ),
+                        )
+                    ),
+                ),
+            )
+        ),
+    ),
+    Field("throttle_time_ms", INT32, versions="1+"),
+)
+
+ProduceRequest = build_message(PRODUCE_REQUEST)
+ProduceResponse = build_message(PRODUCE_RESPONSE)

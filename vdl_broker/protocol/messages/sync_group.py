@@ -1,0 +1,34 @@
+"""SyncGroup (key 14), versions 0-3, non-flexible (flexible from 4). # message defs: SyncGroupRequest.json"""
+
+from __future__ import annotations
+
+from ..codec import build_message
+from ..schema import BYTES, INT16, INT32, STRING, Array, Field, message, struct
+
+SYNC_GROUP_REQUEST = message(
+    "SyncGroupRequest",
+    14,
+    "0-3",
+    "4+",
+    Field("group_id", STRING),
+    Field("generation_id", INT32),
+    Field("member_id", STRING),
+    Field("group_instance_id", STRING, versions="3+", nullable_versions="3+", default=None),
+    Field(
+        "assignments",
+        Array(struct("SyncGroupRequestAssignment", Field("member_id", STRING), Field("assignment", BYTES))),
+    ),
+)
+
+SYNC_GROUP_RESPONSE = message(
+    "SyncGroupResponse",
+    14,
+    "0-3",
+    "4+",
+    Field("throttle_time_ms", INT32, versions="1+"),
+    Field("error_code", INT16),
+    Field("assignment", BYTES),
+)
+
+SyncGroupRequest = build_message(SYNC_GROUP_REQUEST)
+SyncGroupResponse = build_message(SYNC_GROUP_RESPONSE)

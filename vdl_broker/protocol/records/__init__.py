@@ -1,0 +1,35 @@
+"""Kafka record formats: RecordBatch v2, MessageSet v0/v1, compression, conversion."""
+
+from vdl_broker.protocol.records.compression import Compression, compress, decompress
+from vdl_broker.protocol.records.conversion import batches_to_message_set, message_set_to_batches
+from vdl_broker.protocol.records.message_set import (
+    LegacyRecord,
+    MessageSetEntry,
+    build_message_set,
+    iter_message_set,
+    read_message_set,
+)
+from vdl_broker.protocol.records.record_batch import (
+    BATCH_HEADER_SIZE,
+    ArrowColumns,
+    BatchHeader,
+    Record,
+    RecordBatchBuilder,
+    RecordColumns,
+    decode_columns,
+    decode_columns_arrow,
+    is_record_batch_v2,
+    iter_batches,
+    parse_batch_header,
+    read_records,
+    validate_batch,
+    with_base_offset,
+)
+
+__all__ = [
+    "BATCH_HEADER_SIZE", "ArrowColumns", "BatchHeader", "Compression", "Record", "RecordBatchBuilder",
+    "RecordColumns", "compress", "decode_columns", "decode_columns_arrow", "decompress",
+    "is_record_batch_v2", "iter_batches", "parse_batch_header", "read_records", "validate_batch",
+    "with_base_offset", "LegacyRecord", "MessageSetEntry", "build_message_set", "iter_message_set",
+    "read_message_set", "batches_to_message_set", "message_set_to_batches",
+]

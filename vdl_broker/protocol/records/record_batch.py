@@ -1,0 +1,465 @@
+"""RecordBatch v2 (magic 2): header, CRC32C, lazy reader, column decoder, builder.
+
+# Kafka protocol guide: Record Batch; KIP-98 (producer id/epoch/sequence, transactional, control)
+Layout: baseOffset int64, batchLength int32, partitionLeaderEpoch int32, magic int8, crc uint32,
+attributes int16, lastOffsetDelta int32, baseTimestamp int64, maxTimestamp int64, producerId int64,
+producerEpoch int16, baseSequence int32, recordCount int32, records. The CRC covers attributes..end;
+the base offset (and batch length, leader epoch) sit outside it so a broker can rewrite them.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import crc32c
+import numpy as np
+
+from vdl_broker.protocol.errors import DecodeError
+from vdl_broker.protocol.records import _vectorized
+from vdl_broker.protocol.records.compression import (
+    DEFAULT_MAX_OUTPUT_BYTES,
+    Compression,
+    compress,
+    decompress,
+)
+from vdl_broker.protocol.records.varint import read_varint, read_varlong, varint_size, write_varint
+
+Buffer = bytes | bytearray | memoryview
+Header = tuple[str, bytes | None]
+
+BATCH_HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # base offset + batch length: the part not counted in batch_length
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21  # CRC32C covers from here to the end of the batch
+_MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
+_MIN_RECORD_BYTES = 7
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_INT64 = struct.Struct(">q")
+_UINT32 = struct.Struct(">I")
+
+_COMPRESSION_MASK = 0x07
+_TIMESTAMP_TYPE_MASK = 0x08  # 1 = LogAppendTime
+_TRANSACTIONAL_MASK = 0x10
+_CONTROL_MASK = 0x20
+_EMPTY_HEADERS: tuple[Header, ...] = ()
+
+
+@dataclass(slots=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & _COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        """0 = CreateTime, 1 = LogAppendTime."""
+        return 1 if self.attributes & _TIMESTAMP_TYPE_MASK else 0
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _CONTROL_MASK)
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def size(self) -> int:
+        """Whole batch size in bytes including the 12-byte log overhead."""
+        return LOG_OVERHEAD + self.batch_length
+
+
+@dataclass(slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[Header] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class RecordColumns:
+    """One batch as columns. Records without headers share one empty tuple (no allocation)."""
+
+    offsets: list[int]
+    timestamps: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    headers: list[Sequence[Header]]
+    timestamp_type: int = 0
+
+
+def is_record_batch_v2(buf: Buffer, position: int = 0) -> bool:
+    """Magic sniff: byte 16 of a batch / message-set entry is the magic."""
+    return len(buf) > position + MAGIC_OFFSET and buf[position + MAGIC_OFFSET] == 2
+
+
+def parse_batch_header(buf: Buffer, position: int = 0) -> BatchHeader:
+    """Parse the 61-byte header at `position` (no CRC check, no size check against `buf`)."""
+    if position < 0 or len(buf) - position < BATCH_HEADER_SIZE:
+        raise DecodeError("truncated record batch header", max(position, 0))
+    header = BatchHeader(*_HEADER.unpack_from(buf, position))
+    if header.magic != 2:
+        raise DecodeError(f"record batch magic {header.magic} is not 2", position + MAGIC_OFFSET)
+    if header.batch_length < _MIN_BATCH_LENGTH:
+        raise DecodeError(f"record batch length {header.batch_length} too small", position + 8)
+    if header.record_count < 0:
+        raise DecodeError(f"negative record count {header.record_count}", position + 57)
+    if header.compression > Compression.ZSTD:
+        raise DecodeError(f"unknown compression codec {header.compression}", position + ATTRIBUTES_OFFSET)
+    return header
+
+
+def validate_batch(buf: Buffer) -> BatchHeader:
+    """Check that `buf` is exactly one well-formed batch with a correct CRC32C; no decompression."""
+    header = parse_batch_header(buf)
+    if header.size != len(buf):
+        raise DecodeError(f"record batch length {header.batch_length} does not match the {len(buf)} bytes given", 8)
+    _check_crc(buf, header, 0)
+    if header.compression == Compression.NONE and \
+            header.record_count * _MIN_RECORD_BYTES > len(buf) - BATCH_HEADER_SIZE:
+        raise DecodeError(f"record count {header.record_count} exceeds the bytes left", 57)
+    return header
+
+
+def _check_crc(buf: Buffer, header: BatchHeader, position: int) -> None:
+    view = memoryview(buf)[position + ATTRIBUTES_OFFSET:position + header.size]
+    if crc32c.crc32c(view) != header.crc:
+        raise DecodeError("record batch CRC32C mismatch", position + CRC_OFFSET)
+
+
+def iter_batches(buf: Buffer) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Split a records buffer into batches; a trailing partial batch (fetch responses) ends it."""
+    view = memoryview(buf)
+    position = 0
+    end = len(view)
+    while end - position >= LOG_OVERHEAD:
+        (length,) = struct.unpack_from(">i", view, position + 8)
+        if length < _MIN_BATCH_LENGTH:
+            raise DecodeError(f"record batch length {length} too small", position + 8)
+        if LOG_OVERHEAD + length > end - position:
+            return  # partial batch at the end of a fetch response
+        header = parse_batch_header(view, position)
+        yield header, view[position:position + header.size]
+        position += header.size
+
+
+def with_base_offset(batch: Buffer, base_offset: int) -> bytearray:
+    """A copy of the batch with a new base offset (outside the CRC, so no recomputation)."""
+    out = bytearray(batch)
+    _INT64.pack_into(out, 0, base_offset)
+    return out
+
+
+def _records_section(batch: Buffer, verify_crc: bool, max_output_bytes: int) -> tuple[BatchHeader, bytes]:
+    header = parse_batch_header(batch)
+    if header.size > len(batch):
+        raise DecodeError(f"record batch of {header.size} bytes truncated to {len(batch)}", len(batch))
+    if verify_crc:
+        _check_crc(batch, header, 0)
+    section = memoryview(batch)[BATCH_HEADER_SIZE:header.size]
+    if header.compression == Compression.NONE:
+        data = bytes(section)
+    else:
+        if header.is_control:
+            raise DecodeError("control batch must not be compressed", ATTRIBUTES_OFFSET)
+        data = decompress(header.compression, section, max_output_bytes)
+    if header.record_count * _MIN_RECORD_BYTES > len(data):
+        raise DecodeError(f"record count {header.record_count} exceeds the record bytes", 57)
+    return header, data
+
+
+def read_records(batch: Buffer, *, verify_crc: bool = True,
+                 max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> Iterator[Record]:
+    """Validate (and decompress) eagerly, then yield records lazily."""
+    header, data = _records_section(batch, verify_crc, max_output_bytes)
+    return _iter_records(header, data)
+
+
+def _iter_records(header: BatchHeader, data: bytes) -> Iterator[Record]:
+    position = 0
+    end = len(data)
+    log_append = header.timestamp_type == 1
+    for _ in range(header.record_count):
+        length, position = read_varint(data, position, end)
+        if length <= 0 or length > end - position:
+            raise DecodeError(f"record length {length} out of range", position)
+        record_end = position + length
+        position += 1  # attributes: unused
+        timestamp_delta, position = read_varlong(data, position, record_end)
+        offset_delta, position = read_varint(data, position, record_end)
+        key, position = _read_bytes(data, position, record_end)
+        value, position = _read_bytes(data, position, record_end)
+        headers, position = _read_headers(data, position, record_end)
+        if position != record_end:
+            raise DecodeError("record length does not match its fields", position)
+        timestamp = header.max_timestamp if log_append else header.base_timestamp + timestamp_delta
+        yield Record(header.base_offset + offset_delta, timestamp, key, value, headers)
+    if position != end:
+        raise DecodeError("bytes left after the last record", position)
+
+
+def _read_bytes(data: bytes, position: int, end: int) -> tuple[bytes | None, int]:
+    length, position = read_varint(data, position, end)
+    if length == -1:
+        return None, position
+    if length < -1 or length > end - position:
+        raise DecodeError(f"field length {length} out of range", position)
+    return data[position:position + length], position + length
+
+
+def _read_headers(data: bytes, position: int, end: int) -> tuple[list[Header], int]:
+    count, position = read_varint(data, position, end)
+    if count < 0 or count * 2 > end - position:
+        raise DecodeError(f"header count {count} out of range", position)
+    headers: list[Header] = []
+    for _ in range(count):
+        key_position = position
+        key, position = _read_bytes(data, position, end)
+        if key is None:
+            raise DecodeError("null header key", key_position)
+        try:
+            name = key.decode("utf-8")
+        except UnicodeDecodeError:
+            raise DecodeError("header key is not UTF-8", key_position) from None
+        value, position = _read_bytes(data, position, end)
+        headers.append((name, value))
+    return headers, position
+
+
+def decode_columns(batch: Buffer, *, verify_crc: bool = True,
+                   max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> RecordColumns:
+    """All records of one batch as columns: the Spark source's fast path."""
+    header, data = _records_section(batch, verify_crc, max_output_bytes)
+    count = header.record_count
+    raw = _vectorized.parse_records(data, count)
+    if raw is None:
+        return _columns_slow(header, data)
+    offsets = (raw.offset_deltas + header.base_offset).tolist()
+    if header.timestamp_type == 1:
+        timestamps = [header.max_timestamp] * count
+    else:
+        timestamps = (raw.timestamp_deltas + header.base_timestamp).tolist()
+    return RecordColumns(offsets, timestamps, _slices(data, raw.key_starts, raw.key_lengths),
+                         _slices(data, raw.value_starts, raw.value_lengths),
+                         [_EMPTY_HEADERS] * count, header.timestamp_type)
+
+
+def _slices(data: bytes, starts: np.ndarray, lengths: np.ndarray) -> list[bytes | None]:
+    count = len(starts)
+    if int(lengths.max()) < 0:
+        return [None] * count
+    ends = (starts + lengths).tolist()
+    out: list[bytes | None] = [data[a:b] for a, b in zip(starts.tolist(), ends, strict=True)]
+    if int(lengths.min()) < 0:
+        for i in np.flatnonzero(lengths < 0).tolist():
+            out[i] = None
+    return out
+
+
+def _columns_slow(header: BatchHeader, data: bytes) -> RecordColumns:
+    offsets: list[int] = []
+    timestamps: list[int] = []
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    headers: list[Sequence[Header]] = []
+    for record in _iter_records(header, data):
+        offsets.append(record.offset)
+        timestamps.append(record.timestamp)
+        keys.append(record.key)
+        values.append(record.value)
+        headers.append(record.headers or _EMPTY_HEADERS)
+    return RecordColumns(offsets, timestamps, keys, values, headers, header.timestamp_type)
+
+
+@dataclass(slots=True)
+class ArrowColumns:
+    """One batch as pyarrow arrays (int64 offsets/timestamps, binary keys/values).
+
+    headers is None when no record has headers, else a list<struct<key: string, value: binary>>.
+    """
+
+    offsets: object
+    timestamps: object
+    keys: object
+    values: object
+    headers: object | None
+    timestamp_type: int = 0
+
+
+def decode_columns_arrow(batch: Buffer, *, verify_crc: bool = True,
+                         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> ArrowColumns:
+    """Like decode_columns but as pyarrow arrays built from positions: no per-record objects."""
+    import pyarrow as pa  # imported lazily: the broker never needs it
+
+    header, data = _records_section(batch, verify_crc, max_output_bytes)
+    count = header.record_count
+    raw = _vectorized.parse_records(data, count)
+    if raw is None:
+        columns = _columns_slow(header, data)
+        has_headers = any(columns.headers)
+        header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+        return ArrowColumns(
+            pa.array(columns.offsets, pa.int64()), pa.array(columns.timestamps, pa.int64()),
+            pa.array(columns.keys, pa.binary()), pa.array(columns.values, pa.binary()),
+            pa.array([[{"key": k, "value": v} for k, v in h] for h in columns.headers], header_type)
+            if has_headers else None,
+            header.timestamp_type)
+    if header.timestamp_type == 1:
+        timestamps = np.full(count, header.max_timestamp, dtype=np.int64)
+    else:
+        timestamps = raw.timestamp_deltas + header.base_timestamp
+    buffer = pa.py_buffer(data)
+    return ArrowColumns(pa.array(raw.offset_deltas + header.base_offset), pa.array(timestamps),
+                        _binary_array(pa, data, buffer, raw.key_starts, raw.key_lengths),
+                        _binary_array(pa, data, buffer, raw.value_starts, raw.value_lengths),
+                        None, header.timestamp_type)
+
+
+def _binary_array(pa: object, data: bytes, buffer: object, starts: np.ndarray, lengths: np.ndarray) -> object:
+    """binary array via Arrow's binary_view layout pointing into `data`, cast (one C copy) to binary.
+
+    A view is 16 bytes: int32 length, then for length <= 12 the bytes inline, else a 4-byte
+    prefix, int32 buffer index and int32 offset.
+    """
+    count = len(starts)
+    valid = lengths >= 0
+    if not valid.any():
+        return pa.nulls(count, pa.binary())
+    sizes = np.where(valid, lengths, 0).astype(np.int32)
+    source = np.frombuffer(data, dtype=np.uint8)
+    views = np.zeros((count, 4), dtype=np.int32)  # length, prefix, buffer index 0, offset
+    views[:, 0] = sizes
+    views[:, 3] = np.where(sizes > 12, starts, 0)
+    # First 4 bytes (the prefix; inline data for short values), zero past each value's end.
+    head = source[np.minimum(starts[:, None] + np.arange(4), len(data) - 1)]
+    views[:, 1] = np.where(np.arange(4)[None, :] < sizes[:, None], head, 0).astype(np.uint8).view(np.int32)[:, 0]
+    short = np.flatnonzero((sizes > 4) & (sizes <= 12))
+    if len(short):
+        # Inline layout for short values: bytes 4..16 of the view hold the data, zero padded.
+        tail = source[np.minimum(starts[short, None] + np.arange(4, 12), len(data) - 1)]
+        tail = np.where(np.arange(4, 12)[None, :] < sizes[short, None], tail, 0).astype(np.uint8)
+        views[short, 2:4] = tail.view(np.int32)
+    validity = None
+    null_count = 0
+    if not valid.all():
+        null_count = int(count - valid.sum())
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+    array = pa.Array.from_buffers(pa.binary_view(), count, [validity, pa.py_buffer(views), buffer],
+                                  null_count=null_count)
+    return array.cast(pa.binary())
+
+
+class RecordBatchBuilder:
+    """Build one RecordBatch v2; offsets are consecutive from base_offset."""
+
+    def __init__(self, compression: Compression | int = Compression.NONE, base_offset: int = 0,
+                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                 is_transactional: bool = False, *, is_control: bool = False,
+                 partition_leader_epoch: int = -1, log_append_time: bool = False) -> None:
+        self._compression = Compression(compression)
+        self._base_offset = base_offset
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
+        self._partition_leader_epoch = partition_leader_epoch
+        self._attributes = (int(self._compression) | (_TRANSACTIONAL_MASK if is_transactional else 0)
+                            | (_CONTROL_MASK if is_control else 0)
+                            | (_TIMESTAMP_TYPE_MASK if log_append_time else 0))
+        self._records = bytearray()
+        self._count = 0
+        self._last_delta = -1
+        self._base_timestamp = 0
+        self._max_timestamp = -1
+
+    @property
+    def record_count(self) -> int:
+        return self._count
+
+    @property
+    def estimated_size(self) -> int:
+        """Uncompressed size of the batch so far (an upper bound for compressed ones)."""
+        return BATCH_HEADER_SIZE + len(self._records)
+
+    def append(self, timestamp_ms: int, key: bytes | None, value: bytes | None,
+               headers: Sequence[Header] = (), *, offset: int | None = None) -> int:
+        """Append one record; returns its offset delta.
+
+        `offset` (absolute) keeps gaps when converting existing records; by default offsets
+        are consecutive. Offsets must increase.
+        """
+        delta = self._last_delta + 1 if offset is None else offset - self._base_offset
+        if delta <= self._last_delta:
+            raise ValueError(f"offset delta {delta} does not increase")
+        if self._count == 0:
+            self._base_timestamp = timestamp_ms
+        self._max_timestamp = max(self._max_timestamp, timestamp_ms)
+        body = bytearray(b"\x00")  # attributes
+        write_varint(body, timestamp_ms - self._base_timestamp)
+        write_varint(body, delta)
+        _write_bytes(body, key)
+        _write_bytes(body, value)
+        write_varint(body, len(headers))
+        for name, header_value in headers:
+            _write_bytes(body, name.encode("utf-8"))
+            _write_bytes(body, header_value)
+        write_varint(self._records, len(body))
+        self._records += body
+        self._count += 1
+        self._last_delta = delta
+        return delta
+
+    def build(self) -> bytes:
+        if self._count == 0:
+            raise ValueError("a record batch needs at least one record")
+        records = compress(self._compression, self._records) if self._compression else bytes(self._records)
+        out = bytearray(BATCH_HEADER_SIZE)
+        _HEADER.pack_into(out, 0, self._base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records),
+                          self._partition_leader_epoch, 2, 0, self._attributes, self._last_delta,
+                          self._base_timestamp, self._max_timestamp, self._producer_id,
+                          self._producer_epoch, self._base_sequence, self._count)
+        out += records
+        _UINT32.pack_into(out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+        return bytes(out)
+
+
+def _write_bytes(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        write_varint(out, -1)
+    else:
+        write_varint(out, len(data))
+        out += data
+
+
+def record_size(key: bytes | None, value: bytes | None, headers: Sequence[Header] = ()) -> int:
+    """Upper bound of one record's encoded size (timestamp/offset deltas counted at max width)."""
+    body = 1 + 10 + 5 + varint_size(-1 if key is None else len(key)) + (len(key) if key else 0)
+    body += varint_size(-1 if value is None else len(value)) + (len(value) if value else 0)
+    body += varint_size(len(headers)) + sum(10 + len(k.encode()) + (len(v) if v else 0) for k, v in headers)
+    return varint_size(body) + body

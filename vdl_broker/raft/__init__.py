@@ -1,0 +1,133 @@
+"""Raft consensus core: a pure, deterministic, sans-IO state machine (etcd-raft style).
+
+One `RaftNode` per Raft group (every stream and the metadata group). No I/O, no clocks, no
+threads: inputs are `tick()`, `step(message)`, `propose(data)`; output is a `Ready` bundle the
+driver carries out. Randomness (election timeouts) comes from an injected `random.Random`.
+It depends on nothing else of ours: storage is seen through the read-only `RaftStorage`
+Protocol, and entries not yet persisted ("unstable") live in the core until acknowledged.
+
+Construction
+    node = RaftNode(RaftConfig(node_id, voters, election_ticks=10, heartbeat_ticks=1,
+                               pre_vote=True, check_quorum=True, max_inflight_messages=256,
+                               max_inflight_bytes=32 MiB, max_append_bytes=1 MiB,
+                               max_committed_bytes=64 MiB),
+                    storage, hard_state, rng, applied=0)
+    storage: RaftStorage -- first_index, last_index (properties), term_at(i) valid for
+        first_index-1 ..= last_index (first_index-1 is the log start point: its term is the
+        reset/snapshot term; an empty fresh log answers first 1, last 0, term_at(0) = 0),
+        entries(start, end, max_bytes) -> list[Entry] (at least one entry).
+    hard_state: the last persisted HardState(term, voted_for) (or None for a fresh node).
+    applied: the driver's durable applied index, if it keeps one (entries up to it are not
+        redelivered); otherwise committed entries are redelivered from the log start.
+    Restart = build a new RaftNode from storage + hard state: unstable state is simply gone.
+    Commit index is not persisted (it is relearned from the leader).
+
+Inputs
+    node.tick()                       one logical clock tick (e.g. every 100 ms)
+    node.step(msg)                    a Message received from a peer (any order, duplicates ok)
+    node.propose(data, type=EntryType.DATA) -> index   leader only; raises NotLeaderError
+        (.leader_id = the known leader or 0) or ProposalDroppedError (a NotLeaderError) while
+        a leadership transfer runs. Proposals are batched: all entries proposed before the next
+        ready() travel in one APPEND per follower (split at max_append_bytes).
+    node.transfer_leadership(target)  leader only; catches target up, then sends TIMEOUT_NOW;
+        abandoned after one election timeout. Use it for a graceful shutdown.
+    node.campaign()                   start an election now (bootstrap/tests)
+
+Observables (read any time)
+    role (Role.FOLLOWER/PRE_CANDIDATE/CANDIDATE/LEADER), is_leader, leader_id (0 = unknown),
+    term, voted_for, hard_state, commit_index, applied_index, first_index, last_index,
+    current_term_committed (a new leader publishes its high watermark only once True),
+    match_index(peer), peer_status() -> {peer: PeerStatus(match, next, state, recent_active)}
+    (leader only; its own match = its durable index) for Kafka's ISR.
+
+Output: `ready = node.ready()` (only when `node.has_ready()`; one outstanding at a time)
+    ready.soft_state        SoftState(role, leader_id) if changed since the last Ready, else None
+    ready.hard_state        HardState(term, voted_for) if changed, else None
+    ready.snapshot          SnapshotMeta(index, term, data) if the leader reset our log start
+    ready.entries           entries to append; entries[0].index may be <= the stored last index
+                            (a conflict): truncate the stored log from there first
+    ready.committed_entries entries newly committed, to apply in order (<= max_committed_bytes)
+    ready.messages          Messages to send
+    ready.must_sync         whether anything above needs an fsync
+
+THE DRIVER CONTRACT (what must be durable before what)
+    1. If ready.snapshot: StreamLog.reset(snapshot.index + 1, snapshot.term, snapshot.data).
+    2. If ready.entries: truncate_suffix(entries[0].index) when it is <= last_index, then
+       append them (map Entry.data <-> log Entry.payload, EntryType values are identical).
+    3. If ready.hard_state: save it (atomically).
+    4. Sync (fsync) 1-3. ONLY THEN
+    5. send ready.messages (they may carry votes, acknowledgements of the entries just
+       written, or a term -- all of which promise durability). Messages may be dropped,
+       delayed, duplicated or reordered by the transport: the core copes.
+       SNAPSHOT messages: the sending driver fills `message.snapshot.data` with the opaque
+       start point of index+1 (the Kafka log start offset); if its log no longer starts
+       there, it may drop the message (the leader retries on the next heartbeat).
+    6. Apply ready.committed_entries (they are durable locally by then).
+    7. node.advance(ready). The leader counts its own entries toward the commit quorum only
+       here ("the leader counts itself only after its own sync"); followers acknowledge only
+       through messages sent in step 5, i.e. after their sync.
+    tick()/step()/propose() may be called between ready() and advance() (e.g. while the sync
+    runs); their effects appear in the next Ready. Retention may drop only entries
+    <= applied_index (never uncommitted ones).
+
+Messages (Message(type, to, sender, term, log_term, index, entries, commit, reject,
+reject_hint, snapshot, force)); MessageType values are stable wire numbers:
+    APPEND(1) / APPEND_RESPONSE(2)        replication with fast backtracking: a rejection
+        carries reject_hint + log_term (the follower's last index whose term <= the leader's
+        prev term), so the leader skips a whole term per round trip.
+    HEARTBEAT(3) / HEARTBEAT_RESPONSE(4)  carry only term/commit: coalescible per node pair.
+    VOTE(5) / VOTE_RESPONSE(6), PRE_VOTE(7) / PRE_VOTE_RESPONSE(8)   (force = transfer)
+    SNAPSHOT(9)  the leader's log start point when a follower needs compacted entries.
+    TIMEOUT_NOW(10)  leadership transfer: campaign immediately.
+
+Implemented: randomized election timeouts [election_ticks, 2*election_ticks), PreVote,
+CheckQuorum with leader lease (followers that heard from a leader within an election timeout
+ignore vote requests), a no-op entry per new term, conflict truncation, fast backtracking,
+commit by counting only current-term entries (Raft §5.4.2), per-follower probe / replicate /
+snapshot states with pipelined appends bounded by max_inflight_messages and
+max_inflight_bytes, lost-append recovery on heartbeat responses, leadership transfer.
+Not implemented: membership changes (EntryType.CONFIG is reserved), learners, ReadIndex.
+"""
+
+from vdl_broker.raft.node import PeerStatus, RaftConfig, RaftNode
+from vdl_broker.raft.progress import ProgressState
+from vdl_broker.raft.storage import MemoryStorage, RaftStorage
+from vdl_broker.raft.types import (
+    NONE,
+    CompactedError,
+    Entry,
+    EntryType,
+    HardState,
+    Message,
+    MessageType,
+    NotLeaderError,
+    ProposalDroppedError,
+    RaftError,
+    Ready,
+    Role,
+    SnapshotMeta,
+    SoftState,
+)
+
+__all__ = [
+    "NONE",
+    "CompactedError",
+    "Entry",
+    "EntryType",
+    "HardState",
+    "MemoryStorage",
+    "Message",
+    "MessageType",
+    "NotLeaderError",
+    "PeerStatus",
+    "ProgressState",
+    "ProposalDroppedError",
+    "RaftConfig",
+    "RaftError",
+    "RaftNode",
+    "RaftStorage",
+    "Ready",
+    "Role",
+    "SnapshotMeta",
+    "SoftState",
+]

@@ -1,0 +1,613 @@
+"""RaftNode: the sans-IO Raft state machine (etcd-raft style). See vdl_broker.raft for the contract."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from vdl_broker.raft.log import RaftLog
+from vdl_broker.raft.progress import Progress, ProgressState
+from vdl_broker.raft.storage import RaftStorage
+from vdl_broker.raft.types import (
+    NONE,
+    CompactedError,
+    Entry,
+    EntryType,
+    HardState,
+    Message,
+    MessageType,
+    NotLeaderError,
+    ProposalDroppedError,
+    RaftError,
+    Ready,
+    Role,
+    SnapshotMeta,
+    SoftState,
+)
+
+_VOTE_PENDING, _VOTE_WON, _VOTE_LOST = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class RaftConfig:
+    node_id: int
+    voters: Sequence[int]
+    election_ticks: int = 10
+    heartbeat_ticks: int = 1
+    pre_vote: bool = True
+    check_quorum: bool = True
+    max_inflight_messages: int = 256  # appends in flight per follower (replicate state)
+    max_inflight_bytes: int = 32 << 20  # payload bytes in flight per follower
+    max_append_bytes: int = 1 << 20  # payload bytes per append (at least one entry)
+    max_committed_bytes: int | None = 64 << 20  # per Ready.committed_entries (at least one entry)
+
+    def validate(self) -> None:
+        if self.node_id <= 0 or any(v <= 0 for v in self.voters):
+            raise ValueError("node ids must be positive")
+        if self.node_id not in self.voters:
+            raise ValueError(f"node {self.node_id} is not among the voters {list(self.voters)}")
+        if self.heartbeat_ticks <= 0 or self.election_ticks <= self.heartbeat_ticks:
+            raise ValueError("need 0 < heartbeat_ticks < election_ticks")
+        if self.max_inflight_messages <= 0 or self.max_inflight_bytes <= 0 or self.max_append_bytes <= 0:
+            raise ValueError("flow-control limits must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class PeerStatus:
+    """The leader's view of one voter (itself included: match = its own durable index)."""
+
+    match: int
+    next: int
+    state: ProgressState
+    recent_active: bool
+
+
+class RaftNode:
+    def __init__(
+        self,
+        config: RaftConfig,
+        storage: RaftStorage,
+        hard_state: HardState | None = None,
+        rng: random.Random | None = None,
+        applied: int = 0,
+    ) -> None:
+        config.validate()
+        self.config = config
+        self.id = config.node_id
+        self.voters: tuple[int, ...] = tuple(sorted(set(config.voters)))
+        self.peers: tuple[int, ...] = tuple(v for v in self.voters if v != self.id)
+        self.quorum = len(self.voters) // 2 + 1
+        self._rng = rng if rng is not None else random.Random(self.id)
+        self.log = RaftLog(storage, applied)
+        hard_state = hard_state or HardState()
+        self.term = hard_state.term
+        self.voted_for = hard_state.voted_for
+        self.role = Role.FOLLOWER
+        self.leader_id = NONE
+        self.election_elapsed = 0
+        self.heartbeat_elapsed = 0
+        self.randomized_timeout = config.election_ticks
+        self.progress: dict[int, Progress] = {}
+        self.votes: dict[int, bool] = {}
+        self.transferee = NONE
+        self._msgs: list[Message] = []
+        self._broadcast = False  # new entries to replicate (batched until ready())
+        self._commit_changed = False  # followers should learn the new commit index
+        self._prev_hard = HardState(self.term, self.voted_for)
+        self._prev_soft = SoftState(Role.FOLLOWER, NONE)
+        self._outstanding: Ready | None = None
+        self._become_follower(self.term, NONE)
+
+    # ------------------------------------------------------------------ driver API
+
+    @property
+    def commit_index(self) -> int:
+        return self.log.committed
+
+    @property
+    def applied_index(self) -> int:
+        return self.log.applied
+
+    @property
+    def last_index(self) -> int:
+        return self.log.last_index()
+
+    @property
+    def first_index(self) -> int:
+        return self.log.first_index()
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role == Role.LEADER
+
+    @property
+    def current_term_committed(self) -> bool:
+        """True once an entry of the current term (the leader's no-op) is committed: only then
+        may a new leader publish a high watermark (it never goes backwards across elections)."""
+        return self.log.term(self.log.committed) == self.term
+
+    @property
+    def hard_state(self) -> HardState:
+        return HardState(self.term, self.voted_for)
+
+    def match_index(self, peer: int) -> int:
+        """Leader only: the highest index known durable on `peer` (0 if unknown / not leader)."""
+        pr = self.progress.get(peer)
+        return pr.match if pr is not None and self.role == Role.LEADER else 0
+
+    def peer_status(self) -> dict[int, PeerStatus]:
+        """Leader only (empty otherwise): every voter's replication state, for Kafka's ISR."""
+        if self.role != Role.LEADER:
+            return {}
+        return {
+            peer: PeerStatus(pr.match, pr.next, pr.state, pr.recent_active or peer == self.id)
+            for peer, pr in self.progress.items()
+        }
+
+    def tick(self) -> None:
+        """Advance logical time by one tick (the driver's timer, e.g. every 100 ms)."""
+        if self.role == Role.LEADER:
+            self._tick_heartbeat()
+        else:
+            self._tick_election()
+
+    def campaign(self) -> None:
+        """Start an election now (tests, or a single-node bootstrap); PreVote first if enabled."""
+        self._hup(force=False)
+
+    def propose(self, data: bytes | memoryview, type: EntryType = EntryType.DATA) -> int:
+        """Append one entry to the leader's log; returns its index. Raises NotLeaderError."""
+        if self.role != Role.LEADER:
+            raise NotLeaderError(self.leader_id)
+        if self.transferee != NONE:
+            raise ProposalDroppedError(self.transferee, "leadership transfer in progress")
+        index = self.log.last_index() + 1
+        self.log.append([Entry(index, self.term, type, data)])
+        self._broadcast = True
+        return index
+
+    def transfer_leadership(self, target: int) -> None:
+        """Hand leadership to `target` (Raft thesis §3.10): catch it up, then TIMEOUT_NOW.
+
+        Proposals are refused until the transfer completes or is aborted after one election
+        timeout."""
+        if self.role != Role.LEADER:
+            raise NotLeaderError(self.leader_id)
+        if target not in self.voters:
+            raise ValueError(f"{target} is not a voter")
+        if target == self.id or target == self.transferee:
+            return
+        self.transferee = target
+        self.election_elapsed = 0  # the transfer must finish within one election timeout
+        if self.progress[target].match == self.log.last_index():
+            self._send(MessageType.TIMEOUT_NOW, target)
+        else:
+            self._send_append(target)
+
+    def step(self, m: Message) -> None:
+        """Feed one message received from a peer."""
+        if m.to != self.id:
+            return
+        if m.term > self.term:
+            if m.type in (MessageType.VOTE, MessageType.PRE_VOTE):
+                in_lease = (
+                    self.config.check_quorum
+                    and self.leader_id != NONE
+                    and self.election_elapsed < self.config.election_ticks
+                )
+                if in_lease and not m.force:
+                    return  # we heard from a live leader recently: do not let it be disrupted
+            if m.type == MessageType.PRE_VOTE:
+                pass  # a pre-vote never changes our term
+            elif m.type == MessageType.PRE_VOTE_RESPONSE and not m.reject:
+                pass  # granted pre-votes carry the term we will campaign for
+            elif m.type in (MessageType.APPEND, MessageType.HEARTBEAT, MessageType.SNAPSHOT):
+                self._become_follower(m.term, m.sender)
+            else:
+                self._become_follower(m.term, NONE)
+        elif m.term < self.term:
+            if m.type in (MessageType.APPEND, MessageType.HEARTBEAT) and (
+                self.config.check_quorum or self.config.pre_vote
+            ):
+                # A deposed leader (maybe partitioned away) learns the newer term from us.
+                self._send(MessageType.APPEND_RESPONSE, m.sender)
+            elif m.type == MessageType.PRE_VOTE:
+                self._send(MessageType.PRE_VOTE_RESPONSE, m.sender, reject=True)
+            return
+
+        if m.type in (MessageType.VOTE, MessageType.PRE_VOTE):
+            self._handle_vote_request(m)
+        elif self.role == Role.LEADER:
+            self._step_leader(m)
+        elif self.role == Role.FOLLOWER:
+            self._step_follower(m)
+        else:
+            self._step_candidate(m)
+
+    def has_ready(self) -> bool:
+        """Whether ready() has work (cheap: the driver calls it after every input)."""
+        if self._outstanding is not None:
+            return False
+        log = self.log
+        if self._msgs or log.unstable or self._broadcast or self._commit_changed or log.pending_snapshot:
+            return True
+        hard, soft = self._prev_hard, self._prev_soft
+        if self.term != hard.term or self.voted_for != hard.voted_for:
+            return True
+        if self.role != soft.role or self.leader_id != soft.leader_id:
+            return True
+        return log.committed > log.applied and log.committed >= log.first_index()
+
+    def ready(self) -> Ready:
+        """Collect the pending work. Call advance(ready) before the next ready()."""
+        if self._outstanding is not None:
+            raise RaftError("advance() the previous Ready before asking for another")
+        self._flush_appends()
+        log = self.log
+        soft = SoftState(self.role, self.leader_id)
+        hard = HardState(self.term, self.voted_for)
+        start = max(log.applied + 1, log.first_index())
+        committed: list[Entry] = []
+        if log.committed >= start:
+            committed = log.entries(start, log.committed + 1, self.config.max_committed_bytes)
+        rd = Ready(
+            soft_state=soft if soft != self._prev_soft else None,
+            hard_state=hard if hard != self._prev_hard else None,
+            snapshot=log.pending_snapshot,
+            entries=list(log.unstable),
+            committed_entries=committed,
+            messages=self._msgs,
+        )
+        self._msgs = []
+        self._prev_soft = soft
+        self._prev_hard = hard
+        self._outstanding = rd
+        return rd
+
+    def advance(self, rd: Ready) -> None:
+        """The driver persisted and synced rd's snapshot/entries/hard state, sent its messages
+        and applied its committed entries."""
+        if rd is not self._outstanding:
+            raise RaftError("advance() takes the Ready returned by the last ready()")
+        self._outstanding = None
+        log = self.log
+        if rd.snapshot is not None:
+            log.snapshot_installed(rd.snapshot)
+            log.applied_to(rd.snapshot.index)
+        if rd.entries:
+            last = rd.entries[-1]
+            log.stable_to(last.index, last.term)
+        if rd.committed_entries:
+            log.applied_to(rd.committed_entries[-1].index)
+        if self.role == Role.LEADER:
+            # The leader counts itself only once its own entries are durable.
+            if self.progress[self.id].maybe_update(self._durable_index()) and self._maybe_commit():
+                self._commit_changed = True
+
+    # ------------------------------------------------------------------ roles
+
+    def _reset(self, term: int) -> None:
+        if term != self.term:
+            self.term = term
+            self.voted_for = NONE
+        self.leader_id = NONE
+        self.election_elapsed = 0
+        self.heartbeat_elapsed = 0
+        self.randomized_timeout = self.config.election_ticks + self._rng.randrange(self.config.election_ticks)
+        self.votes = {}
+        self.progress = {}
+        self.transferee = NONE
+        self._broadcast = False
+        self._commit_changed = False
+
+    def _become_follower(self, term: int, leader: int) -> None:
+        self._reset(term)
+        self.role = Role.FOLLOWER
+        self.leader_id = leader
+
+    def _become_pre_candidate(self) -> None:
+        # Raft thesis §9.6: no term change, no vote; just ask whether we could win.
+        self.role = Role.PRE_CANDIDATE
+        self.votes = {}
+        self.leader_id = NONE
+        self.progress = {}
+        self.transferee = NONE
+
+    def _become_candidate(self) -> None:
+        self._reset(self.term + 1)
+        self.voted_for = self.id
+        self.role = Role.CANDIDATE
+
+    def _become_leader(self) -> None:
+        self._reset(self.term)
+        self.role = Role.LEADER
+        self.leader_id = self.id
+        next_index = self.log.last_index() + 1
+        for peer in self.voters:
+            self.progress[peer] = Progress(next_index)
+        me = self.progress[self.id]
+        me.match = self._durable_index()
+        me.recent_active = True
+        # Raft §8: a no-op in the new term lets the leader commit (and learn) everything before it.
+        self.log.append([Entry(next_index, self.term, EntryType.NOOP, b"")])
+        self._broadcast = True
+
+    def _durable_index(self) -> int:
+        return self.log.offset - 1  # everything below the unstable offset is in storage
+
+    # ------------------------------------------------------------------ elections
+
+    def _tick_election(self) -> None:
+        self.election_elapsed += 1
+        if self.election_elapsed >= self.randomized_timeout:
+            self.election_elapsed = 0
+            self._hup(force=False)
+
+    def _tick_heartbeat(self) -> None:
+        self.heartbeat_elapsed += 1
+        self.election_elapsed += 1
+        if self.election_elapsed >= self.config.election_ticks:
+            self.election_elapsed = 0
+            if self.config.check_quorum:
+                if not self._quorum_active():
+                    self._become_follower(self.term, NONE)  # CheckQuorum: we lost our majority
+                    return
+                for peer, pr in self.progress.items():
+                    pr.recent_active = peer == self.id
+            self.transferee = NONE  # a transfer that did not finish in time is abandoned
+        if self.heartbeat_elapsed >= self.config.heartbeat_ticks:
+            self.heartbeat_elapsed = 0
+            for peer in self.peers:
+                commit = min(self.progress[peer].match, self.log.committed)
+                self._send(MessageType.HEARTBEAT, peer, commit=commit)
+
+    def _quorum_active(self) -> bool:
+        active = sum(1 for peer, pr in self.progress.items() if pr.recent_active or peer == self.id)
+        return active >= self.quorum
+
+    def _hup(self, force: bool) -> None:
+        if self.role == Role.LEADER or self.id not in self.voters:
+            return
+        if self.config.pre_vote and not force:
+            self._campaign(pre=True, force=False)
+        else:
+            self._campaign(pre=False, force=force)
+
+    def _campaign(self, pre: bool, force: bool) -> None:
+        if pre:
+            self._become_pre_candidate()
+            vote_term, kind = self.term + 1, MessageType.PRE_VOTE
+        else:
+            self._become_candidate()
+            vote_term, kind = self.term, MessageType.VOTE
+        if self._poll(self.id, True) == _VOTE_WON:  # single-voter group
+            if pre:
+                self._campaign(pre=False, force=force)
+            else:
+                self._become_leader()
+            return
+        last_index = self.log.last_index()
+        last_term = self.log.last_term()
+        for peer in self.peers:
+            self._msgs.append(
+                Message(kind, peer, self.id, vote_term, log_term=last_term, index=last_index, force=force)
+            )
+
+    def _poll(self, voter: int, granted: bool) -> int:
+        self.votes.setdefault(voter, granted)
+        yes = sum(1 for v in self.votes.values() if v)
+        if yes >= self.quorum:
+            return _VOTE_WON
+        if len(self.votes) - yes >= self.quorum:
+            return _VOTE_LOST
+        return _VOTE_PENDING
+
+    def _handle_vote_request(self, m: Message) -> None:
+        pre = m.type == MessageType.PRE_VOTE
+        can_vote = (
+            self.voted_for == m.sender
+            or (self.voted_for == NONE and self.leader_id == NONE)
+            or (pre and m.term > self.term)
+        )
+        kind = MessageType.PRE_VOTE_RESPONSE if pre else MessageType.VOTE_RESPONSE
+        if can_vote and self.log.is_up_to_date(m.index, m.log_term):
+            # Granting a real vote is recorded in hard state, durable before this reply leaves.
+            self._msgs.append(Message(kind, m.sender, self.id, m.term))
+            if not pre:
+                self.election_elapsed = 0
+                self.voted_for = m.sender
+        else:
+            self._send(kind, m.sender, reject=True)
+
+    def _step_candidate(self, m: Message) -> None:
+        t = m.type
+        if t in (MessageType.APPEND, MessageType.HEARTBEAT, MessageType.SNAPSHOT):
+            self._become_follower(m.term, m.sender)  # someone won this term
+            self._step_follower(m)
+            return
+        expected = MessageType.PRE_VOTE_RESPONSE if self.role == Role.PRE_CANDIDATE else MessageType.VOTE_RESPONSE
+        if t != expected:
+            return
+        result = self._poll(m.sender, not m.reject)
+        if result == _VOTE_WON:
+            if self.role == Role.PRE_CANDIDATE:
+                self._campaign(pre=False, force=False)
+            else:
+                self._become_leader()
+        elif result == _VOTE_LOST:
+            self._become_follower(self.term, NONE)
+
+    # ------------------------------------------------------------------ follower
+
+    def _step_follower(self, m: Message) -> None:
+        t = m.type
+        if t == MessageType.APPEND:
+            self.election_elapsed = 0
+            self.leader_id = m.sender
+            self._handle_append(m)
+        elif t == MessageType.HEARTBEAT:
+            self.election_elapsed = 0
+            self.leader_id = m.sender
+            self.log.commit_to(min(m.commit, self.log.last_index()))
+            self._send(MessageType.HEARTBEAT_RESPONSE, m.sender)
+        elif t == MessageType.SNAPSHOT:
+            self.election_elapsed = 0
+            self.leader_id = m.sender
+            self._handle_snapshot(m)
+        elif t == MessageType.TIMEOUT_NOW:
+            self._hup(force=True)  # leadership transfer: skip PreVote and the leader lease
+
+    def _handle_append(self, m: Message) -> None:
+        log = self.log
+        if m.index < log.committed:
+            self._send(MessageType.APPEND_RESPONSE, m.sender, index=log.committed)
+            return
+        entries = m.entries if isinstance(m.entries, list) else list(m.entries)
+        last_new = log.maybe_append(m.index, m.log_term, m.commit, entries)
+        if last_new is not None:
+            self._send(MessageType.APPEND_RESPONSE, m.sender, index=last_new)
+            return
+        # Fast backtracking: tell the leader the last index whose term is <= its prev term.
+        hint_index, hint_term = log.find_conflict_by_term(min(m.index, log.last_index()), m.log_term)
+        self._send(
+            MessageType.APPEND_RESPONSE, m.sender, index=m.index, reject=True, reject_hint=hint_index, log_term=hint_term
+        )
+
+    def _handle_snapshot(self, m: Message) -> None:
+        snap = m.snapshot
+        log = self.log
+        if snap is None or snap.index <= log.committed:
+            self._send(MessageType.APPEND_RESPONSE, m.sender, index=log.committed)
+            return
+        if log.match_term(snap.index, snap.term):
+            log.commit_to(snap.index)  # we already have the start point: nothing to reset
+            self._send(MessageType.APPEND_RESPONSE, m.sender, index=log.committed)
+            return
+        log.restore(snap)
+        self._send(MessageType.APPEND_RESPONSE, m.sender, index=snap.index)
+
+    # ------------------------------------------------------------------ leader
+
+    def _step_leader(self, m: Message) -> None:
+        pr = self.progress.get(m.sender)
+        if pr is None:
+            return
+        if m.type == MessageType.APPEND_RESPONSE:
+            pr.recent_active = True
+            if m.reject:
+                self._handle_append_reject(m, pr)
+            else:
+                self._handle_append_success(m, pr)
+        elif m.type == MessageType.HEARTBEAT_RESPONSE:
+            pr.recent_active = True
+            self._handle_heartbeat_response(m, pr)
+
+    def _handle_append_reject(self, m: Message, pr: Progress) -> None:
+        hint = m.reject_hint
+        if m.log_term > 0:
+            hint, _ = self.log.find_conflict_by_term(m.reject_hint, m.log_term)
+        if pr.state == ProgressState.REPLICATE:
+            if m.index <= pr.match:
+                return  # stale
+            pr.become_probe()
+            pr.next = max(min(m.index, hint + 1), pr.match + 1)
+        elif not pr.maybe_decrease(m.index, hint):
+            return
+        self._send_append(m.sender)
+
+    def _handle_append_success(self, m: Message, pr: Progress) -> None:
+        updated = pr.maybe_update(m.index)
+        if updated or (pr.match == m.index and pr.state == ProgressState.PROBE):
+            if pr.state == ProgressState.PROBE:
+                pr.become_replicate()
+            elif pr.state == ProgressState.SNAPSHOT and pr.match + 1 >= self.log.first_index():
+                pr.become_probe()
+                pr.become_replicate()
+            if self._maybe_commit():
+                self._commit_changed = True
+            self._send_appends(m.sender)
+            if m.sender == self.transferee and pr.match == self.log.last_index():
+                self._send(MessageType.TIMEOUT_NOW, m.sender)
+
+    def _handle_heartbeat_response(self, m: Message, pr: Progress) -> None:
+        behind = pr.match < self.log.last_index()
+        stalled = pr.match == pr.heartbeat_match
+        pr.heartbeat_match = pr.match
+        if pr.state == ProgressState.PROBE:
+            pr.probe_sent = False  # the probe may have been lost: allow another
+        elif pr.state == ProgressState.SNAPSHOT:
+            pr.become_probe()  # the reset may have been lost: decide again
+        elif behind and stalled:
+            # Replicating, yet no progress over a whole heartbeat interval: appends were lost.
+            pr.become_probe()
+        else:
+            return  # responses to the appends in flight drive the pipeline
+        if behind:
+            self._send_append(m.sender, send_if_empty=True)
+
+    def _send_appends(self, peer: int) -> None:
+        """Pipeline: keep sending while the window allows and entries remain."""
+        while self._send_append(peer) and self.progress[peer].state == ProgressState.REPLICATE:
+            pass
+
+    def _send_append(self, peer: int, send_if_empty: bool = False) -> bool:
+        pr = self.progress[peer]
+        cfg = self.config
+        if pr.is_paused(cfg.max_inflight_messages, cfg.max_inflight_bytes):
+            return False
+        log = self.log
+        last = log.last_index()
+        if pr.next > last + 1:
+            pr.next = last + 1
+        prev = pr.next - 1
+        prev_term = log.term(prev)
+        entries: list[Entry] = []
+        if prev_term is not None and pr.next <= last:
+            try:
+                entries = log.entries(pr.next, last + 1, cfg.max_append_bytes)
+            except CompactedError:
+                prev_term = None
+        if prev_term is None:
+            # The entries it needs are gone: send our log start point (a "snapshot").
+            start = log.first_index() - 1
+            start_term = log.term(start)
+            assert start_term is not None
+            self._send(MessageType.SNAPSHOT, peer, snapshot=SnapshotMeta(start, start_term))
+            pr.become_snapshot(start)
+            return True
+        if not entries and not send_if_empty:
+            return False
+        nbytes = sum(len(e.data) for e in entries)
+        self._send(MessageType.APPEND, peer, index=prev, log_term=prev_term, entries=entries, commit=log.committed)
+        pr.sent(entries[-1].index if entries else prev, nbytes)
+        return True
+
+    def _flush_appends(self) -> None:
+        """Turn batched proposals / commit changes into appends (one per follower per window)."""
+        if self.role != Role.LEADER:
+            self._broadcast = self._commit_changed = False
+            return
+        if not (self._broadcast or self._commit_changed):
+            return
+        for peer in self.peers:
+            sent = False
+            while self._send_append(peer):
+                sent = True
+                if self.progress[peer].state != ProgressState.REPLICATE:
+                    break
+            if not sent and self._commit_changed:
+                self._send_append(peer, send_if_empty=True)
+        self._broadcast = self._commit_changed = False
+
+    def _maybe_commit(self) -> bool:
+        matches = sorted((self.progress[v].match for v in self.voters), reverse=True)
+        index = matches[self.quorum - 1]
+        # Raft §5.4.2: only entries of the current term commit by counting replicas.
+        if index > self.log.committed and self.log.term(index) == self.term:
+            self.log.commit_to(index)
+            return True
+        return False
+
+    def _send(self, kind: MessageType, to: int, **fields: object) -> None:
+        self._msgs.append(Message(kind, to, self.id, self.term, **fields))  # type: ignore[arg-type]

@@ -1,0 +1,148 @@
+"""Value types of the Raft core: entries, messages, hard/soft state, the Ready bundle, errors."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+NONE = 0  # "no node": node ids are positive integers
+
+
+class EntryType(IntEnum):
+    """Mirrors vdl_broker.log.EntryType value for value, so the driver maps 1:1."""
+
+    DATA = 1
+    NOOP = 2
+    CONFIG = 3
+
+
+@dataclass(slots=True)
+class Entry:
+    """One Raft log entry. `data` is never copied by the core (bytes or memoryview)."""
+
+    index: int
+    term: int
+    type: EntryType = EntryType.DATA
+    data: bytes | memoryview = b""
+
+
+class Role(IntEnum):
+    FOLLOWER = 0
+    PRE_CANDIDATE = 1
+    CANDIDATE = 2
+    LEADER = 3
+
+
+@dataclass(frozen=True, slots=True)
+class HardState:
+    """What must be durable before any message of the same Ready is sent (Raft §5.1/Fig. 2)."""
+
+    term: int = 0
+    voted_for: int = NONE
+
+
+@dataclass(frozen=True, slots=True)
+class SoftState:
+    """Volatile state the driver may want to react to (leader changes)."""
+
+    role: Role
+    leader_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotMeta:
+    """A log start point: entries up to `index` are gone; `term` is the term at `index`.
+
+    `data` is opaque to the core: the leader's driver fills it when sending (the Kafka start
+    offset of entry index+1) and the follower's driver passes it to StreamLog.reset(index + 1,
+    term, data)."""
+
+    index: int
+    term: int
+    data: Any = None
+
+
+class MessageType(IntEnum):
+    """Stable numbering: the transport may encode it on the wire."""
+
+    APPEND = 1
+    APPEND_RESPONSE = 2
+    HEARTBEAT = 3
+    HEARTBEAT_RESPONSE = 4
+    VOTE = 5
+    VOTE_RESPONSE = 6
+    PRE_VOTE = 7
+    PRE_VOTE_RESPONSE = 8
+    SNAPSHOT = 9
+    TIMEOUT_NOW = 10
+
+
+@dataclass(slots=True)
+class Message:
+    """One Raft message. Field use per type:
+
+    APPEND: index/log_term = index and term of the entry before `entries`; commit = leader commit.
+    APPEND_RESPONSE: success -> index = follower's last matching index; reject -> index = the
+        rejected APPEND's `index`, reject_hint/log_term = follower's hint (conflict index/term).
+    HEARTBEAT: commit = min(leader commit, follower match). HEARTBEAT_RESPONSE: nothing else.
+    VOTE / PRE_VOTE: index/log_term = candidate's last index and term; force = leadership
+        transfer (ignore the leader lease). *_RESPONSE: reject.
+    SNAPSHOT: snapshot = the leader's log start point (driver fills snapshot.data).
+    TIMEOUT_NOW: campaign now (leadership transfer target).
+    """
+
+    type: MessageType
+    to: int
+    sender: int
+    term: int
+    log_term: int = 0
+    index: int = 0
+    entries: Sequence[Entry] = ()
+    commit: int = 0
+    reject: bool = False
+    reject_hint: int = 0
+    snapshot: SnapshotMeta | None = None
+    force: bool = False
+
+
+@dataclass(slots=True)
+class Ready:
+    """One bundle of work for the driver; see the driver contract in vdl_broker.raft.
+
+    Order: (1) install `snapshot` (StreamLog.reset), (2) truncate the log at entries[0].index
+    if that index is <= the stored last index, append `entries`, (3) save `hard_state`,
+    (4) sync -- only then (5) send `messages`, (6) apply `committed_entries`, (7) advance()."""
+
+    soft_state: SoftState | None = None
+    hard_state: HardState | None = None
+    snapshot: SnapshotMeta | None = None
+    entries: list[Entry] = field(default_factory=list)
+    committed_entries: list[Entry] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+
+    @property
+    def must_sync(self) -> bool:
+        """True when step (4) above needs an fsync before the messages may leave."""
+        return bool(self.entries) or self.hard_state is not None or self.snapshot is not None
+
+
+class RaftError(Exception):
+    """Base class of the core's errors."""
+
+
+class NotLeaderError(RaftError):
+    """propose()/transfer_leadership() on a node that is not the leader (leader_id may be NONE)."""
+
+    def __init__(self, leader_id: int, message: str = "not the leader") -> None:
+        super().__init__(f"{message} (leader: {leader_id or 'unknown'})")
+        self.leader_id = leader_id
+
+
+class ProposalDroppedError(NotLeaderError):
+    """The leader is transferring leadership and refuses new proposals meanwhile."""
+
+
+class CompactedError(RaftError):
+    """The requested entries precede the log start (removed by retention or a reset)."""

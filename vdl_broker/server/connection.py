@@ -1,0 +1,232 @@
+"""One client connection: frames in, responses out, in request order.
+
+Kafka clients pipeline requests and match responses by correlation id, but expect them in
+request order (Kafka protocol guide: "the server guarantees that on a single TCP connection,
+requests will be processed in the order they are sent"). Each decoded request takes a slot in a
+queue; a handler fills its slot when done (at once, or later for a delayed produce/fetch), and
+the queue is written out from the head as slots complete.
+
+Back-pressure: reading pauses while the bytes of unanswered requests exceed
+max_inflight_bytes, or while the transport's write buffer is above its high-water mark (a client
+that sends but never reads), so one connection cannot make the broker buffer without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from vdl_broker.protocol import api
+from vdl_broker.protocol.errors import DecodeError, ErrorCode
+from vdl_broker.protocol.framing import FrameSplitter, FrameTooLargeError
+
+if TYPE_CHECKING:
+    from vdl_broker.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+Buffers = Sequence[bytes | bytearray | memoryview]
+WRITE_HIGH_WATER = 4 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class RequestContext:
+    header: Any  # protocol RequestHeader
+    client_host: str
+    connection: KafkaConnection
+
+    @property
+    def api_version(self) -> int:
+        return self.header.request_api_version
+
+    @property
+    def client_id(self) -> str:
+        return self.header.client_id or ""
+
+
+class _Slot:
+    __slots__ = ("buffers", "done", "size")
+
+    def __init__(self, size: int) -> None:
+        self.buffers: Buffers | None = None
+        self.done = False
+        self.size = size
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.client_host = ""
+        self._splitter = FrameSplitter(broker.config.max_request_bytes)
+        self._slots: deque[_Slot] = deque()
+        self._inflight_bytes = 0
+        self._max_inflight = broker.config.max_inflight_bytes
+        self._write_paused = False
+        self._read_paused = False
+        self._closed = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- asyncio.Protocol -------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.client_host, self.peer = str(peer[0]), f"{peer[0]}:{peer[1]}"
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[attr-defined]
+        self.broker.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self.broker.connections.discard(self)
+        for task in list(self._tasks):
+            task.cancel()
+        self._slots.clear()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        try:
+            frames = self._splitter.feed(data)
+        except FrameTooLargeError as error:
+            self.close(f"request of {error.size} bytes exceeds max_request_bytes={error.limit}")
+            return
+        except DecodeError as error:
+            self.close(f"bad frame: {error}")
+            return
+        for frame in frames:
+            if self._closed:
+                return
+            self._on_frame(frame)
+
+    def eof_received(self) -> bool | None:
+        # Answer what is in flight, then close (return False lets asyncio close after writes).
+        return False
+
+    # -- requests --------------------------------------------------------------------------------
+
+    def _on_frame(self, frame: memoryview) -> None:
+        try:
+            header, request = api.decode_request(frame)
+        except api.UnsupportedVersionError as error:
+            self._unsupported_version(error, len(frame))
+            return
+        except api.UnsupportedApiError as error:
+            self.close(f"unsupported API: {error}")
+            return
+        except DecodeError as error:
+            self.close(f"request does not decode: {error}")
+            return
+        except Exception as error:  # the codec must never take the broker down
+            log.exception("decoder failure from %s", self.peer)
+            self.close(f"request does not decode: {error!r}")
+            return
+        self.dispatch(header, request, len(frame) + 4)
+
+    def _unsupported_version(self, error: api.UnsupportedVersionError, size: int) -> None:
+        if error.api_key == 18:
+            # KIP-511: an ApiVersions request of an unknown version gets a v0-encoded answer
+            # with UNSUPPORTED_VERSION and our ranges, so the client can pick a version.
+            slot = self._new_slot(size)
+            slot.buffers = api.encode_unsupported_version_response(error)
+            slot.done = True
+            self._flush()
+            return
+        # Kafka closes the connection on an unsupported version of any other API.
+        self.close(f"unsupported version: {error}")
+
+    def dispatch(self, header: Any, request: Any, size: int) -> None:
+        handler = self.broker.handlers.get(header.request_api_key)
+        if handler is None:
+            self.close(f"no handler for API key {header.request_api_key}")
+            return
+        context = RequestContext(header, self.client_host, self)
+        slot = self._new_slot(size)
+        if handler.is_async:
+            task = asyncio.get_running_loop().create_task(self._run_async(handler, context, request, slot))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        try:
+            response = handler.handle(self.broker, context, request)
+        except Exception:
+            log.exception("%s v%d from %s failed", handler.name, header.request_api_version, self.peer)
+            response = handler.error_response(request, header.request_api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        self._complete(slot, header, response)
+
+    async def _run_async(self, handler: Any, context: RequestContext, request: Any, slot: _Slot) -> None:
+        header = context.header
+        try:
+            response = await handler.handle(self.broker, context, request)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s v%d from %s failed", handler.name, header.request_api_version, self.peer)
+            response = handler.error_response(request, header.request_api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        self._complete(slot, header, response)
+
+    # -- responses -------------------------------------------------------------------------------
+
+    def _new_slot(self, size: int) -> _Slot:
+        slot = _Slot(size)
+        self._slots.append(slot)
+        self._inflight_bytes += size
+        self._update_reading()
+        return slot
+
+    def _complete(self, slot: _Slot, header: Any, response: Any) -> None:
+        """Fill a slot; `response` None means no answer at all (Produce with acks=0)."""
+        if self._closed:
+            return
+        if response is not None:
+            try:
+                slot.buffers = api.encode_response(header, response)
+            except Exception:
+                log.exception("cannot encode the response to API %d from %s", header.request_api_key, self.peer)
+                self.close("response encoding failed")
+                return
+        slot.done = True
+        self._flush()
+
+    def _flush(self) -> None:
+        transport = self.transport
+        slots = self._slots
+        while slots and slots[0].done:
+            slot = slots.popleft()
+            self._inflight_bytes -= slot.size
+            if slot.buffers is not None and transport is not None:
+                transport.writelines(slot.buffers)
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self._closed:
+            return
+        should_pause = self._write_paused or self._inflight_bytes > self._max_inflight
+        if should_pause and not self._read_paused:
+            self._read_paused = True
+            self.transport.pause_reading()
+        elif not should_pause and self._read_paused:
+            self._read_paused = False
+            self.transport.resume_reading()
+
+    def close(self, reason: str) -> None:
+        if self._closed:
+            return
+        log.warning("closing connection from %s: %s", self.peer, reason)
+        self._closed = True
+        if self.transport is not None:
+            self.transport.abort()

@@ -1,0 +1,53 @@
+"""One handler module per API key. Each module defines:
+
+- `API_KEY`, `NAME`;
+- `handle(broker, context, request)` -> response, or None for no response (Produce acks=0);
+  a coroutine function when the request may wait (delayed produce/fetch, group joins);
+- `error_response(request, version, code)` -> the response that answers every part of the
+  request with `code` (used when a handler raises: the client gets UNKNOWN_SERVER_ERROR).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from vdl_broker.server.handlers import (
+    api_versions,
+    create_topics,
+    delete_topics,
+    fetch,
+    find_coordinator,
+    heartbeat,
+    init_producer_id,
+    join_group,
+    leave_group,
+    list_offsets,
+    metadata,
+    offset_fetch,
+    produce,
+    sync_group,
+)
+
+MODULES: tuple[ModuleType, ...] = (
+    produce, fetch, list_offsets, metadata, offset_fetch, find_coordinator, join_group, heartbeat,
+    leave_group, sync_group, api_versions, create_topics, delete_topics, init_producer_id,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    api_key: int
+    name: str
+    handle: Callable[..., Any]
+    error_response: Callable[[Any, int, Any], Any]
+    is_async: bool
+
+
+def build_handlers() -> dict[int, Handler]:
+    return {module.API_KEY: Handler(module.API_KEY, module.NAME, module.handle, module.error_response,
+                                    inspect.iscoroutinefunction(module.handle))
+            for module in MODULES}

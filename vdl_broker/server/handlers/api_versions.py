@@ -1,0 +1,23 @@
+"""ApiVersions (key 18): exactly the APIs and versions this broker implements (DESIGN.md table)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vdl_broker.protocol import api
+from vdl_broker.protocol.errors import ErrorCode
+
+API_KEY = 18
+NAME = "ApiVersions"
+
+
+def supported_response(error: ErrorCode = ErrorCode.NONE) -> Any:
+    return api.api_versions_response(error)
+
+
+def handle(broker: Any, context: Any, request: Any) -> Any:
+    return supported_response()
+
+
+def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return supported_response(code)

@@ -1,0 +1,20 @@
+"""Heartbeat (key 12): keeps a member's session alive; REBALANCE_IN_PROGRESS asks it to rejoin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vdl_broker.protocol.errors import ErrorCode
+from vdl_broker.protocol.messages import HeartbeatResponse
+
+API_KEY = 12
+NAME = "Heartbeat"
+
+
+def handle(broker: Any, context: Any, request: Any) -> Any:
+    code = broker.coordinator.heartbeat(request.group_id, request.generation_id, request.member_id)
+    return HeartbeatResponse(error_code=int(code))
+
+
+def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return HeartbeatResponse(error_code=int(code))

@@ -1,0 +1,24 @@
+"""InitProducerId (key 22): producer ids for idempotent producers (KIP-98).
+
+A null transactional id gets a fresh id; a transactional id gets an id derived from it, epoch 0
+(contracts.md: "Idempotent producer"), so a restarted writer keyed by it keeps its id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vdl_broker.protocol.errors import ErrorCode
+from vdl_broker.protocol.messages import InitProducerIdResponse
+
+API_KEY = 22
+NAME = "InitProducerId"
+
+
+def handle(broker: Any, context: Any, request: Any) -> Any:
+    producer_id, epoch = broker.producer_ids.allocate(request.transactional_id)
+    return InitProducerIdResponse(error_code=0, producer_id=producer_id, producer_epoch=epoch)
+
+
+def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return InitProducerIdResponse(error_code=int(code), producer_id=-1, producer_epoch=-1)

@@ -1,0 +1,56 @@
+"""ListOffsets (key 2): earliest (-2), latest (-1, the high watermark), or by timestamp."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vdl_broker.protocol.errors import ErrorCode
+from vdl_broker.protocol.messages import ListOffsetsResponse
+
+API_KEY = 2
+NAME = "ListOffsets"
+
+LATEST = -1
+EARLIEST = -2
+TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
+PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
+
+
+def _lookup(broker: Any, name: str, index: int, timestamp: int) -> tuple[ErrorCode, int, int]:
+    partition = broker.streams.get(name)
+    if partition is None or index != 0:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+    high_watermark = partition.high_watermark
+    if timestamp == LATEST:
+        return ErrorCode.NONE, high_watermark, -1
+    if timestamp == EARLIEST:
+        return ErrorCode.NONE, partition.log_start_offset, -1
+    if timestamp < 0:
+        return ErrorCode.INVALID_REQUEST, -1, -1
+    found = partition.log.offset_for_timestamp(timestamp)
+    if found is None or found[0] >= high_watermark:
+        return ErrorCode.NONE, -1, -1  # Kafka: no such record -> offset -1, timestamp -1
+    offset, found_timestamp = found
+    return ErrorCode.NONE, max(offset, partition.log_start_offset), found_timestamp
+
+
+def handle(broker: Any, context: Any, request: Any) -> Any:
+    version = context.api_version
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            code, offset, timestamp = _lookup(broker, topic.name, p.partition_index, p.timestamp)
+            partitions.append(PartitionResponse(
+                partition_index=p.partition_index, error_code=int(code),
+                # v0 answers a list of offsets ("old style"); v1+ one offset and its timestamp.
+                old_style_offsets=[offset] if version == 0 and offset >= 0 else [],
+                timestamp=timestamp, offset=offset, leader_epoch=0 if offset >= 0 else -1))
+        topics.append(TopicResponse(name=topic.name, partitions=partitions))
+    return ListOffsetsResponse(topics=topics)
+
+
+def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return ListOffsetsResponse(topics=[TopicResponse(name=t.name, partitions=[
+        PartitionResponse(partition_index=p.partition_index, error_code=int(code)) for p in t.partitions])
+        for t in request.topics])

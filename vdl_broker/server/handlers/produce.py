@@ -1,0 +1,150 @@
+"""Produce (key 0): validate each partition's batch whole, append, answer per acks.
+
+acks 0: no response at all; 1: after the leader's durable local append; -1: after the commit
+(one node: the same group-commit fsync). A partition's data is all-or-nothing: a bad batch is
+rejected whole with the error naming the problem, and nothing of it becomes visible.
+
+Hot path: per batch only (CRC32C over the batch, a header parse, one copy for the base offset).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vdl_broker.protocol.errors import DecodeError, ErrorCode
+from vdl_broker.protocol.messages import ProduceResponse
+from vdl_broker.protocol.records.conversion import message_set_to_batches
+from vdl_broker.protocol.records.record_batch import (
+    BatchHeader,
+    RecordBatchBuilder,
+    read_records,
+    validate_batch,
+)
+from vdl_broker.server.partition import PartitionError, StreamPartition
+
+API_KEY = 0
+NAME = "Produce"
+
+TopicResponse = ProduceResponse.TopicProduceResponse
+PartitionResponse = ProduceResponse.PartitionProduceResponse
+MAGIC_OFFSET = 16
+
+
+class Rejected(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _check_header(header: BatchHeader, max_batch_bytes: int) -> None:
+    if header.size > max_batch_bytes:
+        raise Rejected(ErrorCode.MESSAGE_TOO_LARGE, f"batch of {header.size} bytes exceeds {max_batch_bytes}")
+    if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
+        raise Rejected(ErrorCode.INVALID_RECORD,
+                       f"batch offsets: {header.record_count} records but last offset delta "
+                       f"{header.last_offset_delta}")
+    if header.is_control:
+        raise Rejected(ErrorCode.INVALID_RECORD, "clients cannot write control batches")
+    if header.is_transactional:
+        raise Rejected(ErrorCode.INVALID_TXN_STATE, "VDL does not support transactions")
+    if header.base_timestamp < -1 or (header.max_timestamp != -1 and header.max_timestamp < header.base_timestamp):
+        raise Rejected(ErrorCode.INVALID_TIMESTAMP,
+                       f"batch timestamps {header.base_timestamp}..{header.max_timestamp}")
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise Rejected(ErrorCode.INVALID_RECORD, "an idempotent batch needs a base sequence")
+
+
+def _renumber(batch: bytes) -> bytes:
+    """Legacy message sets may carry arbitrary inner offsets; give the records 0..n-1."""
+    header = validate_batch(batch)
+    builder = RecordBatchBuilder(header.compression)
+    for record in read_records(batch):
+        builder.append(record.timestamp, record.key, record.value, record.headers)
+    return builder.build()
+
+
+def parse_batches(records: Any, version: int, max_batch_bytes: int) -> list[tuple[BatchHeader, Any]]:
+    """The batches of one partition's `records`, validated; raises Rejected."""
+    if records is None or len(records) == 0:
+        raise Rejected(ErrorCode.INVALID_RECORD, "no records")
+    magic = records[MAGIC_OFFSET] if len(records) > MAGIC_OFFSET else -1
+    try:
+        if version < 3:
+            # Produce v0-2 carry MessageSet magic 0/1: converted up, stored as v2 only.
+            if magic not in (0, 1):
+                raise Rejected(ErrorCode.INVALID_RECORD, f"produce v{version} needs magic 0 or 1, got {magic}")
+            batches = []
+            for converted in message_set_to_batches(records):
+                header = validate_batch(converted)
+                if header.last_offset_delta != header.record_count - 1:
+                    converted = _renumber(converted)
+                    header = validate_batch(converted)
+                batches.append((header, converted))
+        else:
+            if magic != 2:
+                raise Rejected(ErrorCode.INVALID_RECORD, f"produce v{version} needs RecordBatch v2, got magic {magic}")
+            header = validate_batch(records)  # exactly one batch, CRC32C, sizes
+            batches = [(header, records)]
+    except DecodeError as error:
+        # Kafka answers a batch that fails its CRC or does not parse with CORRUPT_MESSAGE.
+        raise Rejected(ErrorCode.CORRUPT_MESSAGE, str(error)) from None
+    for header, _ in batches:
+        _check_header(header, max_batch_bytes)
+    return batches
+
+
+def _partition_error(index: int, code: ErrorCode, message: str | None = None) -> Any:
+    return PartitionResponse(index=index, error_code=int(code), base_offset=-1, log_append_time_ms=-1,
+                             log_start_offset=-1, error_message=message)
+
+
+async def handle(broker: Any, context: Any, request: Any) -> Any:
+    acks = request.acks
+    version = context.api_version
+    if acks not in (0, 1, -1):
+        return error_response(request, version, ErrorCode.INVALID_REQUIRED_ACKS)
+    results: list[tuple[str, list[Any]]] = []
+    touched: dict[str, StreamPartition] = {}
+    # Phase 1, synchronous: validate and append every partition's data (no await, so requests
+    # on other connections cannot interleave inside one append).
+    for topic in request.topic_data:
+        responses: list[Any] = []
+        results.append((topic.name, responses))
+        for data in topic.partition_data:
+            partition = broker.streams.get(topic.name)
+            if partition is None or data.index != 0:
+                responses.append(_partition_error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                  f"unknown stream {topic.name!r} partition {data.index}"))
+                continue
+            try:
+                batches = parse_batches(data.records, version, broker.config.max_batch_bytes)
+                base_offset = -1
+                for header, batch in batches:
+                    appended = partition.append_nowait(batch, header)
+                    if base_offset < 0:
+                        base_offset = appended.base_offset
+            except Rejected as error:
+                responses.append(_partition_error(data.index, error.code, error.message))
+                continue
+            except PartitionError as error:
+                responses.append(_partition_error(data.index, error.code, error.message or None))
+                continue
+            touched[partition.name] = partition
+            responses.append(PartitionResponse(index=data.index, error_code=0, base_offset=base_offset,
+                                               log_append_time_ms=-1, log_start_offset=partition.log_start_offset))
+    # Phase 2: durability. One group-commit sync per stream covers all of this request's data.
+    for partition in touched.values():
+        await partition.wait_durable(acks)
+    if acks == 0:
+        return None
+    return ProduceResponse(responses=[TopicResponse(name=name, partition_responses=parts) for name, parts in results])
+
+
+def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    if request.acks == 0:
+        return None
+    return ProduceResponse(responses=[
+        TopicResponse(name=topic.name, partition_responses=[_partition_error(d.index, code)
+                                                            for d in topic.partition_data])
+        for topic in request.topic_data])

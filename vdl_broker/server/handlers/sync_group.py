@@ -1,0 +1,22 @@
+"""SyncGroup (key 14): the leader's assignment, passed through to each member unchanged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vdl_broker.protocol.errors import ErrorCode
+from vdl_broker.protocol.messages import SyncGroupResponse
+
+API_KEY = 14
+NAME = "SyncGroup"
+
+
+async def handle(broker: Any, context: Any, request: Any) -> Any:
+    result = await broker.coordinator.sync_group(
+        request.group_id, request.generation_id, request.member_id,
+        [(a.member_id, bytes(a.assignment)) for a in request.assignments])
+    return SyncGroupResponse(error_code=int(result.error), assignment=result.assignment)
+
+
+def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return SyncGroupResponse(error_code=int(code), assignment=b"")

@@ -1,0 +1,391 @@
+"""A small blocking Kafka-protocol client for the connector, built on vdl_broker.protocol only.
+
+One request in flight per connection, one connection per broker node, no threads, no asyncio:
+Spark tasks are single-threaded and open their own client inside read()/write(). Every call
+that targets a stream goes to that stream's leader and is retried through leader changes and
+connection errors (Metadata refresh + backoff) until a deadline.
+
+Versions are fixed and non-flexible (request header v1, response header v0): Metadata v8,
+Fetch v11 (answers are always RecordBatch v2, never magic 0/1), ListOffsets v5, Produce v8,
+InitProducerId v1, CreateTopics v4, DeleteTopics v3.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from vdl_broker.protocol.codec import decode_message, encode_message
+from vdl_broker.protocol.errors import ErrorCode
+from vdl_broker.protocol.headers import RequestHeader, ResponseHeader
+from vdl_broker.protocol.messages import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    FetchRequest,
+    FetchResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    MetadataRequest,
+    MetadataResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from vdl_connector.options import ClientSettings
+
+log = logging.getLogger("vdl_connector")
+
+METADATA_V, FETCH_V, LIST_OFFSETS_V, PRODUCE_V = 8, 11, 5, 8
+INIT_PRODUCER_ID_V, CREATE_TOPICS_V, DELETE_TOPICS_V = 1, 4, 3
+_RESPONSES = {3: MetadataResponse, 1: FetchResponse, 2: ListOffsetsResponse, 0: ProduceResponse,
+              22: InitProducerIdResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse}
+_SIZE = struct.Struct(">i")
+MAX_RESPONSE_BYTES = 1 << 30
+
+# Errors after which the same request is sent again once the leader is known again.
+LEADER_ERRORS = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.REPLICA_NOT_AVAILABLE,
+    ErrorCode.BROKER_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.NETWORK_EXCEPTION, ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.NOT_CONTROLLER, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.FENCED_LEADER_EPOCH,
+})
+
+
+class VdlClientError(RuntimeError):
+    """A request failed for good (non-retriable error, or retries ran past the deadline)."""
+
+
+class StreamNotFoundError(VdlClientError):
+    """The stream does not exist."""
+
+
+class _Retry(Exception):
+    """Internal: the request hit a leader change or a dead connection; refresh and retry."""
+
+
+@dataclass
+class FetchResult:
+    error: ErrorCode
+    records: memoryview | None
+    high_watermark: int
+    log_start_offset: int
+
+
+class _Connection:
+    def __init__(self, host: str, port: int, timeout_s: float, client_id: str) -> None:
+        self._sock = socket.create_connection((host, port), timeout=timeout_s)
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._client_id = client_id
+        self._correlation = 0
+        self.address = f"{host}:{port}"
+
+    def request(self, api_key: int, version: int, body: object, timeout_s: float) -> object:
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        header = RequestHeader(request_api_key=api_key, request_api_version=version,
+                               correlation_id=self._correlation, client_id=self._client_id)
+        buffers = encode_message(RequestHeader, 1, header) + encode_message(type(body), version, body)
+        size = sum(len(b) for b in buffers)
+        self._sock.settimeout(timeout_s)
+        self._sock.sendall(b"".join([_SIZE.pack(size), *buffers]))
+        (length,) = _SIZE.unpack(self._read_exact(4))
+        if not 0 <= length <= MAX_RESPONSE_BYTES:
+            raise OSError(f"bad response size {length} from {self.address}")
+        frame = memoryview(self._read_exact(length))
+        response_header, position = decode_message(ResponseHeader, 0, frame)
+        if response_header.correlation_id != self._correlation:
+            raise OSError(f"correlation id {response_header.correlation_id} != {self._correlation}")
+        response, _ = decode_message(_RESPONSES[api_key], version, frame, position)
+        return response
+
+    def _read_exact(self, size: int) -> bytearray:
+        buffer = bytearray(size)
+        view = memoryview(buffer)
+        got = 0
+        while got < size:
+            n = self._sock.recv_into(view[got:])
+            if n == 0:
+                raise OSError(f"connection to {self.address} closed")
+            got += n
+        return buffer
+
+    def close(self) -> None:
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+
+class VdlClient:
+    """Blocking client; use as a context manager. Not thread-safe (one per task)."""
+
+    def __init__(self, settings: ClientSettings) -> None:
+        self.settings = settings
+        self._nodes: dict[int, tuple[str, int]] = {}
+        self._leaders: dict[str, int] = {}
+        self._controller = -1
+        self._connections: dict[object, _Connection] = {}
+
+    def __enter__(self) -> VdlClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    @property
+    def _timeout_s(self) -> float:
+        return self.settings.request_timeout_ms / 1000
+
+    def _connection(self, key: object, host: str, port: int) -> _Connection:
+        connection = self._connections.get(key)
+        if connection is None:
+            connection = _Connection(host, port, self._timeout_s, self.settings.client_id)
+            self._connections[key] = connection
+        return connection
+
+    def _drop(self, key: object) -> None:
+        connection = self._connections.pop(key, None)
+        if connection is not None:
+            connection.close()
+
+    def _send_any(self, api_key: int, version: int, body: object) -> object:
+        """To any reachable node: known nodes first, then the bootstrap servers."""
+        errors = []
+        targets: list[tuple[object, str, int]] = [(n, h, p) for n, (h, p) in self._nodes.items()]
+        for server in self.settings.bootstrap_servers:
+            host, _, port = server.rpartition(":")
+            targets.append((f"bootstrap:{server}", host, int(port)))
+        for key, host, port in targets:
+            try:
+                return self._connection(key, host, port).request(api_key, version, body, self._timeout_s)
+            except OSError as exc:
+                self._drop(key)
+                errors.append(f"{host}:{port}: {exc}")
+        raise _Retry("no broker reachable: " + "; ".join(errors))
+
+    def _send_node(self, node_id: int, api_key: int, version: int, body: object) -> object:
+        if node_id not in self._nodes:
+            raise _Retry(f"node {node_id} unknown")
+        host, port = self._nodes[node_id]
+        try:
+            return self._connection(node_id, host, port).request(api_key, version, body, self._timeout_s)
+        except OSError as exc:
+            self._drop(node_id)
+            raise _Retry(f"node {node_id} ({host}:{port}): {exc}") from exc
+
+    def _retrying(self, what: str, attempt, deadline: float | None = None):  # noqa: ANN001, ANN202
+        """Call attempt() until it returns; _Retry means refresh metadata, back off and retry."""
+        deadline = deadline if deadline is not None else time.monotonic() + self.settings.deadline_ms / 1000
+        backoff = max(self.settings.retry_backoff_ms, 1) / 1000
+        while True:
+            try:
+                return attempt()
+            except _Retry as exc:
+                if time.monotonic() + backoff > deadline:
+                    raise VdlClientError(f"{what}: gave up after retries until the deadline: {exc}") from None
+                log.debug("%s: retrying: %s", what, exc)
+                self._leaders.clear()
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+
+    def _metadata(self, streams: Sequence[str] | None) -> MetadataResponse:
+        request = MetadataRequest(
+            topics=None if streams is None else [MetadataRequest.MetadataRequestTopic(name=s) for s in streams],
+            allow_auto_topic_creation=False)
+        response = self._send_any(3, METADATA_V, request)
+        self._nodes = {b.node_id: (b.host, b.port) for b in response.brokers}
+        self._controller = response.controller_id
+        for topic in response.topics:
+            for partition in topic.partitions:
+                if partition.partition_index == 0 and partition.error_code == 0 and partition.leader_id >= 0:
+                    self._leaders[topic.name] = partition.leader_id
+        return response
+
+    def _leader(self, stream: str) -> int:
+        if stream not in self._leaders:
+            response = self._metadata([stream])
+            for topic in response.topics:
+                if topic.name == stream and topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    raise StreamNotFoundError(f"stream {stream!r} does not exist")
+            if stream not in self._leaders:
+                raise _Retry(f"stream {stream!r} has no leader yet")
+        return self._leaders[stream]
+
+    @staticmethod
+    def _check(error_code: int, what: str) -> None:
+        if error_code == 0:
+            return
+        error = ErrorCode(error_code)
+        if error in LEADER_ERRORS:
+            raise _Retry(f"{what}: {error.name}")
+        if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise StreamNotFoundError(f"{what}: stream does not exist")
+        raise VdlClientError(f"{what}: {error.name} ({error_code})")
+
+    # -- metadata and admin --------------------------------------------------------------------
+
+    def list_streams(self) -> list[str]:
+        response = self._retrying("Metadata", lambda: self._metadata(None))
+        return sorted(t.name for t in response.topics if t.error_code == 0 and not t.is_internal)
+
+    def stream_exists(self, stream: str) -> bool:
+        try:
+            self._retrying(f"Metadata {stream!r}", lambda: self._leader(stream))
+            return True
+        except StreamNotFoundError:
+            return False
+
+    def create_streams(self, streams: Iterable[str], config: dict[str, str] | None = None) -> None:
+        """Create streams (one partition each); existing ones are fine."""
+        wanted = list(streams)
+        configs = [CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in (config or {}).items()]
+        request = CreateTopicsRequest(
+            topics=[CreateTopicsRequest.CreatableTopic(name=s, num_partitions=1, replication_factor=-1,
+                                                       assignments=[], configs=configs) for s in wanted],
+            timeout_ms=self.settings.request_timeout_ms)
+
+        def attempt() -> None:
+            if self._controller < 0 or self._controller not in self._nodes:
+                self._metadata([])
+            target = self._controller
+            response = (self._send_node(target, 19, CREATE_TOPICS_V, request) if target in self._nodes
+                        else self._send_any(19, CREATE_TOPICS_V, request))
+            for result in response.topics:
+                if result.error_code not in (0, ErrorCode.TOPIC_ALREADY_EXISTS):
+                    self._check(result.error_code, f"CreateTopics {result.name!r} ({result.error_message})")
+
+        self._retrying("CreateTopics", attempt)
+        for stream in wanted:  # wait until each stream has a leader, so the first write succeeds
+            self._leaders.pop(stream, None)
+            self._retrying(f"leader of new stream {stream!r}", lambda s=stream: self._leader(s))
+
+    def delete_streams(self, streams: Iterable[str]) -> None:
+        request = DeleteTopicsRequest(topic_names=list(streams), timeout_ms=self.settings.request_timeout_ms)
+
+        def attempt() -> None:
+            if self._controller < 0 or self._controller not in self._nodes:
+                self._metadata([])
+            target = self._controller
+            response = (self._send_node(target, 20, DELETE_TOPICS_V, request) if target in self._nodes
+                        else self._send_any(20, DELETE_TOPICS_V, request))
+            for result in response.responses:
+                if result.error_code not in (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                    self._check(result.error_code, f"DeleteTopics {result.name!r}")
+
+        self._retrying("DeleteTopics", attempt)
+        for stream in request.topic_names:
+            self._leaders.pop(stream, None)
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    def list_offsets(self, streams: Sequence[str], timestamp: int | None,
+                     timestamps: dict[str, int] | None = None) -> dict[str, int]:
+        """ListOffsets per stream: timestamp -2 earliest, -1 latest (the high watermark), else the
+        first offset whose timestamp is >= the stream's entry in `timestamps` (-1: none)."""
+        result: dict[str, int] = {}
+        for stream in streams:
+            wanted = timestamp if timestamp is not None else (timestamps or {})[stream]
+            result[stream] = self._retrying(f"ListOffsets {stream!r}",
+                                            lambda s=stream, t=wanted: self._list_offset(s, t))
+        return result
+
+    def _list_offset(self, stream: str, timestamp: int) -> int:
+        request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+            ListOffsetsRequest.ListOffsetsTopic(name=stream, partitions=[
+                ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=timestamp)])])
+        response = self._send_node(self._leader(stream), 2, LIST_OFFSETS_V, request)
+        partition = response.topics[0].partitions[0]
+        self._check(partition.error_code, f"ListOffsets {stream!r}")
+        return partition.offset
+
+    # -- fetch ---------------------------------------------------------------------------------
+
+    def fetch(self, stream: str, offset: int, partition_max_bytes: int, max_bytes: int, max_wait_ms: int,
+              deadline: float) -> FetchResult:
+        """Records from `offset` (whole stored batches, possibly a partial one at the end).
+
+        OFFSET_OUT_OF_RANGE and UNKNOWN_TOPIC_OR_PARTITION come back to the caller, which decides
+        about data loss; leader changes and dead connections are retried until `deadline`.
+        """
+        request = FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
+                               isolation_level=0, session_id=0, session_epoch=-1, topics=[
+                                   FetchRequest.FetchTopic(topic=stream, partitions=[
+                                       FetchRequest.FetchPartition(partition=0, fetch_offset=offset,
+                                                                   partition_max_bytes=partition_max_bytes)])],
+                               forgotten_topics_data=[], rack_id="")
+
+        def attempt() -> FetchResult:
+            try:
+                leader = self._leader(stream)
+            except StreamNotFoundError:
+                return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, -1, -1)
+            timeout = self._timeout_s + max_wait_ms / 1000
+            host, port = self._nodes[leader]
+            try:
+                response = self._connection(leader, host, port).request(1, FETCH_V, request, timeout)
+            except OSError as exc:
+                self._drop(leader)
+                raise _Retry(f"Fetch {stream!r} from node {leader}: {exc}") from exc
+            self._check(response.error_code, f"Fetch {stream!r}")
+            partition = response.responses[0].partitions[0]
+            error = ErrorCode(partition.error_code)
+            if error in (ErrorCode.OFFSET_OUT_OF_RANGE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                self._leaders.pop(stream, None)
+                if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and self.stream_exists(stream):
+                    raise _Retry(f"Fetch {stream!r}: node {leader} does not know the stream (yet)")
+                return FetchResult(error, None, partition.high_watermark, partition.log_start_offset)
+            self._check(partition.error_code, f"Fetch {stream!r}")
+            return FetchResult(error, partition.records, partition.high_watermark, partition.log_start_offset)
+
+        return self._retrying(f"Fetch {stream!r} at {offset}", attempt, deadline)
+
+    # -- produce -------------------------------------------------------------------------------
+
+    def init_producer_id(self, transactional_id: str | None = None) -> tuple[int, int]:
+        """A producer id and epoch; with a transactional id the broker derives them from it
+        deterministically (contracts.md), so a retried writer keyed the same way gets the same."""
+        request = InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=60_000)
+
+        def attempt() -> tuple[int, int]:
+            response = self._send_any(22, INIT_PRODUCER_ID_V, request)
+            self._check(response.error_code, "InitProducerId")
+            return response.producer_id, response.producer_epoch
+
+        return self._retrying("InitProducerId", attempt)
+
+    def produce(self, stream: str, batch: bytes, timeout_ms: int, deadline: float,
+                transactional_id: str | None = None) -> int:
+        """Append one RecordBatch with acks=-1; returns its base offset.
+
+        The same bytes (same producer id/epoch/sequence) are sent again after a leader change or
+        a lost answer, so the broker's idempotence deduplicates a batch it already stored:
+        DUPLICATE_SEQUENCE_NUMBER means it is stored (returns -1, offset unknown).
+        """
+        request = ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=timeout_ms, topic_data=[
+            ProduceRequest.TopicProduceData(name=stream, partition_data=[
+                ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+
+        def attempt() -> int:
+            leader = self._leader(stream)
+            response = self._send_node(leader, 0, PRODUCE_V, request)
+            partition = response.responses[0].partition_responses[0]
+            if partition.error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+                return -1
+            self._check(partition.error_code, f"Produce to {stream!r} ({partition.error_message})")
+            return partition.base_offset
+
+        return self._retrying(f"Produce to {stream!r}", attempt, deadline)

@@ -1,0 +1,387 @@
+"""Option parsing and validation for format("vdl"), on the driver, before any job starts.
+
+Option names follow Spark's Kafka source/sink ("Structured Streaming + Kafka Integration Guide")
+so a job only changes format("kafka") to format("vdl"). Spark hands options to a Python data
+source lower-cased, so every lookup is by the lower-cased name while every message names the
+option in its documented spelling.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+EARLIEST = -2  # Spark Kafka JSON offsets: -2 means earliest
+LATEST = -1  # ... and -1 means latest
+
+
+class VdlOptionError(ValueError):
+    """An option is missing, unknown in its combination, or has a value it does not accept."""
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """Which streams a reader reads: exactly one of subscribe, subscribePattern, assign."""
+
+    kind: str  # "subscribe" | "subscribePattern" | "assign"
+    streams: tuple[str, ...] = ()
+    pattern: str | None = None
+
+    def select(self, existing: list[str]) -> list[str]:
+        """Streams to read given the streams that exist now (pattern: sorted matches)."""
+        if self.kind == "subscribePattern":
+            regex = re.compile(self.pattern or "")
+            return sorted(name for name in existing if regex.fullmatch(name))
+        return list(self.streams)
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """A starting or ending position: a word, per-stream offsets, or timestamps.
+
+    kind: "earliest" | "latest" | "offsets" (per_stream: offset, -2 earliest, -1 latest) |
+    "timestamp" (one timestamp for all streams) | "timestamps" (per_stream: timestamp ms).
+    """
+
+    kind: str
+    per_stream: Mapping[str, int] = field(default_factory=dict)
+    timestamp: int | None = None
+    option: str = ""  # documented name of the option it came from, for messages
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """What client.py needs to reach the cluster; picklable, travels to the executors."""
+
+    bootstrap_servers: tuple[str, ...]
+    request_timeout_ms: int = 30_000
+    retry_backoff_ms: int = 100
+    deadline_ms: int = 120_000  # give up on leader discovery / retries after this long
+    client_id: str = "vdl-spark"
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    client: ClientSettings
+    subscription: Subscription
+    starting: OffsetSpec | None  # None: earliest for batch, latest for streaming (as Spark)
+    ending: OffsetSpec | None  # batch only; None: latest
+    fail_on_data_loss: bool = True
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    include_headers: bool = False
+    fetch_max_bytes: int = 64 * 1024 * 1024
+    max_partition_fetch_bytes: int = 16 * 1024 * 1024
+    fetch_max_wait_ms: int = 500
+    poll_timeout_ms: int = 120_000
+    fetch_offset_num_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 10
+    timestamp_strategy: str = "error"  # startingOffsetsByTimestampStrategy: error | latest
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    client: ClientSettings
+    topic: str | None = None
+    create_streams: bool = False
+    exactly_once: bool = True
+    batch_size: int = 1024 * 1024
+    compression: str = "none"
+    delivery_timeout_ms: int = 120_000
+
+
+# Documented spellings; the key is what Spark hands us (lower-cased).
+SOURCE_OPTIONS = (
+    "bootstrap.servers", "kafka.bootstrap.servers", "subscribe", "subscribePattern", "assign",
+    "startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
+    "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
+    "minPartitions", "maxRecordsPerPartition", "includeHeaders", "kafka.fetch.max.bytes",
+    "fetch.max.bytes", "kafka.max.partition.fetch.bytes", "max.partition.fetch.bytes",
+    "kafka.fetch.max.wait.ms", "fetch.max.wait.ms", "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "kafka.request.timeout.ms",
+    "request.timeout.ms", "kafka.retry.backoff.ms", "retry.backoff.ms", "kafka.client.id",
+    "client.id",
+)
+SINK_OPTIONS = (
+    "bootstrap.servers", "kafka.bootstrap.servers", "topic", "createStreams", "exactlyOnce",
+    "kafka.batch.size", "batch.size", "kafka.compression.type", "compression.type",
+    "kafka.delivery.timeout.ms", "delivery.timeout.ms", "kafka.request.timeout.ms",
+    "request.timeout.ms", "kafka.retry.backoff.ms", "retry.backoff.ms", "kafka.client.id", "client.id",
+)
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+_DURATION = re.compile(r"^\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*$")
+_DURATION_MS = {"us": 0.001, "ms": 1, None: 1, "s": 1000, "m": 60_000, "min": 60_000,
+                "h": 3_600_000, "d": 86_400_000}
+
+
+class _Options:
+    """Lower-cased lookup that reports errors with the documented spelling."""
+
+    def __init__(self, raw: Mapping[str, str]) -> None:
+        self._raw = {str(k).lower(): v for k, v in raw.items()}
+
+    def get(self, name: str) -> str | None:
+        value = self._raw.get(name.lower())
+        return None if value is None else str(value)
+
+    def first(self, *names: str) -> tuple[str, str | None]:
+        """The first of several synonyms that is set (prefixed Kafka configs first)."""
+        for name in names:
+            value = self.get(name)
+            if value is not None:
+                return name, value
+        return names[0], None
+
+    def has(self, name: str) -> bool:
+        return self.get(name) is not None
+
+
+def _bool(name: str, value: str | None, default: bool) -> bool:
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise VdlOptionError(f"option '{name}' must be 'true' or 'false', got {value!r}")
+
+
+def _int(name: str, value: str | None, default: int | None, minimum: int = 1) -> int | None:
+    if value is None:
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise VdlOptionError(f"option '{name}' must be an integer >= {minimum}, got {value!r}") from None
+    if number < minimum:
+        raise VdlOptionError(f"option '{name}' must be an integer >= {minimum}, got {value!r}")
+    return number
+
+
+def parse_duration_ms(name: str, value: str) -> int:
+    """Spark's time strings (JavaUtils.timeStringAsMs): '15m', '10s', '500ms', '1h'; bare = ms."""
+    match = _DURATION.match(value.lower())
+    if not match:
+        raise VdlOptionError(
+            f"option '{name}' must be a duration such as '500ms', '10s', '15m', '1h', got {value!r}")
+    return int(int(match.group(1)) * _DURATION_MS[match.group(2)])
+
+
+def _bootstrap(options: _Options) -> tuple[str, ...]:
+    name, value = options.first("kafka.bootstrap.servers", "bootstrap.servers")
+    if value is None or not value.strip():
+        raise VdlOptionError(
+            "option 'bootstrap.servers' (or 'kafka.bootstrap.servers') is required: "
+            "a comma-separated list of host:port")
+    servers = tuple(s.strip() for s in value.split(",") if s.strip())
+    for server in servers:
+        host, _, port = server.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise VdlOptionError(
+                f"option '{name}' must be a comma-separated list of host:port, got {value!r}")
+    return servers
+
+
+def _client(options: _Options, deadline_ms: int) -> ClientSettings:
+    name, value = options.first("kafka.request.timeout.ms", "request.timeout.ms")
+    request_timeout = _int(name, value, 30_000)
+    name, value = options.first("kafka.retry.backoff.ms", "retry.backoff.ms")
+    backoff = _int(name, value, 100, minimum=0)
+    _, client_id = options.first("kafka.client.id", "client.id")
+    return ClientSettings(_bootstrap(options), request_timeout or 30_000, backoff or 0,
+                          deadline_ms, client_id or "vdl-spark")
+
+
+def _stream_list(name: str, value: str) -> tuple[str, ...]:
+    streams = tuple(s.strip() for s in value.split(",") if s.strip())
+    if not streams:
+        raise VdlOptionError(f"option '{name}' must be a comma-separated list of stream names, got {value!r}")
+    return streams
+
+
+def _json_object(name: str, value: str, accepts: str) -> dict:
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise VdlOptionError(f"option '{name}' is not valid JSON ({exc.msg}); it accepts {accepts}") from None
+    if not isinstance(parsed, dict) or not parsed:
+        raise VdlOptionError(f"option '{name}' must be a non-empty JSON object; it accepts {accepts}")
+    return parsed
+
+
+def _subscription(options: _Options) -> Subscription:
+    given = [n for n in ("subscribe", "subscribePattern", "assign") if options.has(n)]
+    if len(given) != 1:
+        which = ", ".join(f"'{n}'" for n in given) if given else "none"
+        raise VdlOptionError(
+            "exactly one of the options 'subscribe', 'subscribePattern', 'assign' must be set, "
+            f"got {which}")
+    kind = given[0]
+    value = options.get(kind) or ""
+    if kind == "subscribe":
+        return Subscription(kind, _stream_list(kind, value))
+    if kind == "subscribePattern":
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise VdlOptionError(f"option 'subscribePattern' is not a valid regular expression: {exc}") from None
+        if not value.strip():
+            raise VdlOptionError("option 'subscribePattern' must be a non-empty regular expression")
+        return Subscription(kind, pattern=value)
+    accepts = 'a JSON object of stream to partition list, e.g. {"events":[0]}'
+    parsed = _json_object("assign", value, accepts)
+    for stream, partitions in parsed.items():
+        if partitions != [0]:
+            raise VdlOptionError(
+                f"option 'assign': stream {stream!r} has exactly one partition (0); "
+                f"it accepts {accepts}, got {partitions!r}")
+    return Subscription(kind, tuple(parsed))
+
+
+def _per_stream_numbers(name: str, value: str, accepts: str) -> dict[str, int]:
+    """Spark's {"topic":{"0":n}} form (partition must be "0"); {"stream": n} is accepted too."""
+    parsed = _json_object(name, value, accepts)
+    result: dict[str, int] = {}
+    for stream, entry in parsed.items():
+        if isinstance(entry, dict):
+            if set(entry) != {"0"}:
+                raise VdlOptionError(
+                    f"option '{name}': stream {stream!r} has exactly one partition, \"0\"; "
+                    f"it accepts {accepts}, got {json.dumps(entry)}")
+            entry = entry["0"]
+        if isinstance(entry, bool) or not isinstance(entry, int):
+            raise VdlOptionError(f"option '{name}': stream {stream!r} needs an integer; it accepts {accepts}")
+        result[stream] = entry
+    return result
+
+
+def parse_offset_spec(name: str, value: str) -> OffsetSpec:
+    """startingOffsets / endingOffsets: earliest | latest | JSON (-2 earliest, -1 latest)."""
+    accepts = "'earliest', 'latest' or JSON such as {\"events\":{\"0\":42}} (-2 = earliest, -1 = latest)"
+    word = value.strip().lower()
+    if word in ("earliest", "latest"):
+        return OffsetSpec(word, option=name)
+    if not word.startswith("{"):
+        raise VdlOptionError(f"option '{name}' accepts {accepts}, got {value!r}")
+    offsets = _per_stream_numbers(name, value, accepts)
+    for stream, offset in offsets.items():
+        if offset < EARLIEST:
+            raise VdlOptionError(f"option '{name}': offset {offset} for stream {stream!r} is invalid; it accepts {accepts}")
+    return OffsetSpec("offsets", offsets, option=name)
+
+
+def _timestamp_spec(options: _Options, prefix: str) -> OffsetSpec | None:
+    global_name = f"{prefix}Timestamp"
+    per_name = f"{prefix}OffsetsByTimestamp"
+    if options.has(global_name):
+        ts = _int(global_name, options.get(global_name), None, minimum=0)
+        return OffsetSpec("timestamp", timestamp=ts, option=global_name)
+    if options.has(per_name):
+        accepts = 'JSON such as {"events":{"0":1700000000000}} (milliseconds since the epoch)'
+        stamps = _per_stream_numbers(per_name, options.get(per_name) or "", accepts)
+        for stream, ts in stamps.items():
+            if ts < 0:
+                raise VdlOptionError(f"option '{per_name}': timestamp {ts} for stream {stream!r} is negative; it accepts {accepts}")
+        return OffsetSpec("timestamps", stamps, option=per_name)
+    return None
+
+
+def _position(options: _Options, prefix: str) -> OffsetSpec | None:
+    # Spark's precedence: xTimestamp > xOffsetsByTimestamp > xOffsets.
+    spec = _timestamp_spec(options, prefix)
+    if spec is not None:
+        return spec
+    name = f"{prefix}Offsets"
+    value = options.get(name)
+    return None if value is None else parse_offset_spec(name, value)
+
+
+def parse_source_options(raw: Mapping[str, str]) -> SourceOptions:
+    options = _Options(raw)
+    poll_timeout = _int("kafkaConsumer.pollTimeoutMs", options.get("kafkaConsumer.pollTimeoutMs"), 120_000)
+    client = _client(options, poll_timeout or 120_000)
+    subscription = _subscription(options)
+    starting = _position(options, "starting")
+    ending = _position(options, "ending")
+    if ending is not None and ending.kind == "earliest":
+        raise VdlOptionError("option 'endingOffsets' accepts 'latest' or JSON offsets; 'earliest' is not allowed")
+    if ending is not None and ending.kind == "offsets" and EARLIEST in ending.per_stream.values():
+        raise VdlOptionError("option 'endingOffsets': -2 (earliest) is not allowed as an ending offset")
+    strategy = (options.get("startingOffsetsByTimestampStrategy") or "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise VdlOptionError("option 'startingOffsetsByTimestampStrategy' accepts 'error' or 'latest', "
+                             f"got {options.get('startingOffsetsByTimestampStrategy')!r}")
+    delay_value = options.get("maxTriggerDelay")
+    delay = 15 * 60 * 1000 if delay_value is None else parse_duration_ms("maxTriggerDelay", delay_value)
+    fetch_name, fetch_value = options.first("kafka.fetch.max.bytes", "fetch.max.bytes")
+    part_name, part_value = options.first("kafka.max.partition.fetch.bytes", "max.partition.fetch.bytes")
+    wait_name, wait_value = options.first("kafka.fetch.max.wait.ms", "fetch.max.wait.ms")
+    return SourceOptions(
+        client=client,
+        subscription=subscription,
+        starting=starting,
+        ending=ending,
+        fail_on_data_loss=_bool("failOnDataLoss", options.get("failOnDataLoss"), True),
+        max_offsets_per_trigger=_int("maxOffsetsPerTrigger", options.get("maxOffsetsPerTrigger"), None),
+        min_offsets_per_trigger=_int("minOffsetsPerTrigger", options.get("minOffsetsPerTrigger"), None),
+        max_trigger_delay_ms=delay,
+        min_partitions=_int("minPartitions", options.get("minPartitions"), None),
+        max_records_per_partition=_int("maxRecordsPerPartition", options.get("maxRecordsPerPartition"), None),
+        include_headers=_bool("includeHeaders", options.get("includeHeaders"), False),
+        fetch_max_bytes=_int(fetch_name, fetch_value, 64 * 1024 * 1024) or 0,
+        max_partition_fetch_bytes=_int(part_name, part_value, 16 * 1024 * 1024) or 0,
+        fetch_max_wait_ms=_int(wait_name, wait_value, 500, minimum=0) or 0,
+        poll_timeout_ms=poll_timeout or 120_000,
+        fetch_offset_num_retries=_int("fetchOffset.numRetries", options.get("fetchOffset.numRetries"), 3,
+                                      minimum=0) or 0,
+        fetch_offset_retry_interval_ms=_int("fetchOffset.retryIntervalMs",
+                                            options.get("fetchOffset.retryIntervalMs"), 10, minimum=0) or 0,
+        timestamp_strategy=strategy,
+    )
+
+
+def check_batch_source(options: SourceOptions) -> None:
+    """Spark's batch rules: reading cannot start at 'latest' (it would read nothing)."""
+    start = options.starting
+    if start is not None and start.kind == "latest":
+        raise VdlOptionError("option 'startingOffsets': 'latest' is not allowed for batch queries "
+                             "(use 'earliest' or JSON offsets)")
+    if start is not None and start.kind == "offsets" and LATEST in start.per_stream.values():
+        raise VdlOptionError("option 'startingOffsets': -1 (latest) is not allowed for batch queries")
+
+
+def check_streaming_source(options: SourceOptions) -> None:
+    """Spark's streaming rules: there is no end to a stream."""
+    if options.ending is not None:
+        raise VdlOptionError(
+            f"option '{options.ending.option}' is only valid for batch queries (spark.read), "
+            "not for streaming queries")
+
+
+def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
+    options = _Options(raw)
+    name, value = options.first("kafka.delivery.timeout.ms", "delivery.timeout.ms")
+    delivery = _int(name, value, 120_000) or 120_000
+    client = _client(options, delivery)
+    topic = options.get("topic")
+    if topic is not None and not topic.strip():
+        raise VdlOptionError("option 'topic' must be a non-empty stream name")
+    batch_name, batch_value = options.first("kafka.batch.size", "batch.size")
+    comp_name, comp_value = options.first("kafka.compression.type", "compression.type")
+    compression = (comp_value or "none").strip().lower()
+    if compression not in COMPRESSIONS:
+        raise VdlOptionError(f"option '{comp_name}' accepts {', '.join(COMPRESSIONS)}, got {comp_value!r}")
+    return SinkOptions(
+        client=client,
+        topic=topic.strip() if topic else None,
+        create_streams=_bool("createStreams", options.get("createStreams"), False),
+        exactly_once=_bool("exactlyOnce", options.get("exactlyOnce"), True),
+        batch_size=_int(batch_name, batch_value, 1024 * 1024) or 1024 * 1024,
+        compression=compression,
+        delivery_timeout_ms=delivery,
+    )

@@ -1,0 +1,91 @@
+"""Pure offset planning: ranges per task and read limits (no I/O, runs on the driver).
+
+Mirrors Spark's Kafka source: KafkaOffsetRangeCalculator (minPartitions,
+maxRecordsPerPartition) and KafkaMicroBatchStream.rateLimit / delayBatch
+(maxOffsetsPerTrigger, minOffsetsPerTrigger + maxTriggerDelay).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import InputPartition
+
+
+@dataclass(frozen=True)
+class OffsetRange(InputPartition):
+    """Records [start, end) of one stream, read by one Spark task."""
+
+    stream: str
+    start: int
+    end: int
+    # A stream found after the query started is read from its beginning: offsets below its log
+    # start are then skipped silently instead of being reported as data loss.
+    from_earliest: bool = False
+
+    @property
+    def size(self) -> int:
+        return max(0, self.end - self.start)
+
+
+def _divide(parts: int, offset_range: OffsetRange) -> list[OffsetRange]:
+    """Split a range into `parts` contiguous pieces of near-equal size (none empty)."""
+    parts = max(1, min(parts, offset_range.size))
+    size, start = offset_range.size, offset_range.start
+    bounds = [start + (size * i) // parts for i in range(parts + 1)]
+    return [OffsetRange(offset_range.stream, bounds[i], bounds[i + 1]) for i in range(parts)]
+
+
+def plan_ranges(start: Mapping[str, int], end: Mapping[str, int], min_partitions: int | None = None,
+                max_records_per_partition: int | None = None) -> list[OffsetRange]:
+    """Ranges [start, end) per stream in `end`, split for minPartitions / maxRecordsPerPartition.
+
+    A stream missing from `start` starts at its end (nothing to read): the caller resolves new
+    streams' starting offsets before planning. Empty ranges are dropped.
+    """
+    ranges = [OffsetRange(s, start.get(s, e), e) for s, e in sorted(end.items()) if e > start.get(s, e)]
+    if max_records_per_partition:
+        ranges = [piece for r in ranges for piece in _divide(math.ceil(r.size / max_records_per_partition), r)]
+    if min_partitions and min_partitions > len(ranges) and ranges:
+        total = sum(r.size for r in ranges)
+        ranges = [piece for r in ranges
+                  for piece in _divide(max(1, round(r.size / total * min_partitions)), r)]
+    return ranges
+
+
+def rate_limit(limit: int, start: Mapping[str, int], latest: Mapping[str, int]) -> dict[str, int]:
+    """maxOffsetsPerTrigger: share `limit` records over streams in proportion to their backlog."""
+    sizes = {s: max(0, latest[s] - start.get(s, latest[s])) for s in latest}
+    total = sum(sizes.values())
+    if total <= limit:
+        return dict(latest)
+    result: dict[str, int] = {}
+    for stream, end in latest.items():
+        begin = start.get(stream, end)
+        share = limit * (sizes[stream] / total)
+        # Spark rounds tiny shares up so every stream with a backlog makes progress.
+        step = math.ceil(share) if share < 1 else math.floor(share)
+        result[stream] = min(end, begin + step)
+    return result
+
+
+def backlog(start: Mapping[str, int], latest: Mapping[str, int]) -> int:
+    return sum(max(0, end - start.get(stream, end)) for stream, end in latest.items())
+
+
+@dataclass
+class TriggerDelay:
+    """minOffsetsPerTrigger + maxTriggerDelay: hold a batch back until enough records arrived or
+    the delay since the last batch ran out (Spark's KafkaMicroBatchStream.delayBatch)."""
+
+    min_rows: int
+    max_delay_ms: int
+    last_trigger_ms: float
+
+    def should_delay(self, new_rows: int, now_ms: float) -> bool:
+        if self.min_rows <= 0 or now_ms - self.last_trigger_ms >= self.max_delay_ms or new_rows >= self.min_rows:
+            self.last_trigger_ms = now_ms
+            return False
+        return True

@@ -1,0 +1,322 @@
+"""format("vdl") data source: batch and streaming readers (writers live in sink.py).
+
+Driver side (DataSource.__init__/schema, reader.partitions, stream reader latestOffset/partitions)
+validates options and plans offset ranges; executor side (read) opens its own connection, fetches
+exactly [start, end) of one stream and yields pyarrow.RecordBatches in Spark's Kafka schema.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from vdl_connector.options import (
+    EARLIEST,
+    LATEST,
+    OffsetSpec,
+    SourceOptions,
+    VdlOptionError,
+    check_batch_source,
+    check_streaming_source,
+    parse_sink_options,
+    parse_source_options,
+)
+from vdl_connector.planning import OffsetRange, TriggerDelay, backlog, plan_ranges, rate_limit
+from vdl_connector.reading import read_range
+from vdl_connector.schema import read_schema, validate_write_schema
+
+log = logging.getLogger("vdl_connector")
+
+_SUBSCRIPTION_KEYS = ("subscribe", "subscribepattern", "assign")
+
+
+class VdlDataLossError(RuntimeError):
+    """Offsets a query needs are gone (retention, a deleted stream) and failOnDataLoss=true."""
+
+
+def data_loss(options: SourceOptions, message: str) -> None:
+    """Fail (failOnDataLoss=true) or log and continue, as Spark's Kafka source does."""
+    if options.fail_on_data_loss:
+        raise VdlDataLossError(
+            f"{message}. Some data may have been lost because it is no longer available (retention "
+            "deleted it or the stream was deleted). If you want the query to continue instead, set "
+            "the option 'failOnDataLoss' to 'false'.")
+    log.warning("%s; continuing because failOnDataLoss=false", message)
+
+
+def _open_client(options: SourceOptions):  # noqa: ANN202 - imported late: keeps import light
+    from vdl_connector.client import VdlClient
+
+    return VdlClient(options.client)
+
+
+class VdlDataSource(DataSource):
+    """spark.read/readStream/write/writeStream .format("vdl")."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        super().__init__(options)
+        self._raw = {str(k).lower(): str(v) for k, v in dict(options).items()}
+        # A read names its streams; validate now so mistakes surface at load(), on the driver.
+        # Writes have no subscription and are validated in writer()/streamWriter().
+        self._source: SourceOptions | None = None
+        if any(key in self._raw for key in _SUBSCRIPTION_KEYS):
+            self._source = parse_source_options(self._raw)
+
+    @classmethod
+    def name(cls) -> str:
+        return "vdl"
+
+    def source_options(self) -> SourceOptions:
+        if self._source is None:
+            self._source = parse_source_options(self._raw)
+        return self._source
+
+    def schema(self) -> StructType:
+        return read_schema(self.source_options().include_headers)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        options = self.source_options()
+        check_batch_source(options)
+        return VdlBatchReader(options)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        options = self.source_options()
+        check_streaming_source(options)
+        return VdlStreamReader(options)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from vdl_connector.sink import VdlBatchWriter
+
+        options = parse_sink_options(self._raw)
+        return VdlBatchWriter(options, validate_write_schema(schema, options.topic))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from vdl_connector.sink import VdlStreamWriter
+
+        options = parse_sink_options(self._raw)
+        return VdlStreamWriter(options, validate_write_schema(schema, options.topic))
+
+
+# ---------------------------------------------------------------------------------------------
+# Offset resolution (driver, I/O through the client)
+
+
+def _streams(client, options: SourceOptions) -> list[str]:  # noqa: ANN001
+    """Streams the subscription selects that exist now (pattern: listed by Metadata)."""
+    existing = client.list_streams()
+    if options.subscription.kind == "subscribePattern":
+        return options.subscription.select(existing)
+    present = set(existing)
+    return [s for s in options.subscription.streams if s in present]
+
+
+def _check_named(spec: OffsetSpec, streams: Sequence[str], options: SourceOptions) -> None:
+    if options.subscription.kind == "subscribePattern":
+        return
+    unknown = sorted(set(spec.per_stream) - set(options.subscription.streams))
+    if unknown:
+        raise VdlOptionError(f"option '{spec.option}' names streams that are not subscribed: {unknown}")
+
+
+def resolve_positions(client, options: SourceOptions, spec: OffsetSpec, streams: Sequence[str],  # noqa: ANN001
+                      default: str, starting: bool) -> dict[str, int]:
+    """Turn an OffsetSpec into concrete offsets for `streams` (ListOffsets earliest/latest/time)."""
+    if not streams:
+        return {}
+    earliest = client.list_offsets(streams, EARLIEST)
+    latest = client.list_offsets(streams, LATEST)
+    words = {"earliest": earliest, "latest": latest}
+    if spec.kind in words:
+        return {s: words[spec.kind][s] for s in streams}
+    if spec.kind == "offsets":
+        _check_named(spec, streams, options)
+        result = {}
+        for stream in streams:
+            wanted = spec.per_stream.get(stream, EARLIEST if default == "earliest" else LATEST)
+            result[stream] = {EARLIEST: earliest[stream], LATEST: latest[stream]}.get(wanted, wanted)
+        return result
+    if spec.kind == "timestamps":
+        _check_named(spec, streams, options)
+    stamps = {s: spec.timestamp if spec.kind == "timestamp" else spec.per_stream.get(s) for s in streams}
+    by_time = client.list_offsets([s for s, t in stamps.items() if t is not None],
+                                  None, timestamps={s: t for s, t in stamps.items() if t is not None})
+    result = {}
+    for stream in streams:
+        if stamps[stream] is None:
+            result[stream] = words[default][stream]
+            continue
+        found = by_time.get(stream, -1)
+        if found is None or found < 0:
+            if starting and options.timestamp_strategy == "error":
+                raise VdlOptionError(
+                    f"option '{spec.option}': no record in stream {stream!r} has a timestamp >= "
+                    f"{stamps[stream]} (set 'startingOffsetsByTimestampStrategy' to 'latest' to start at the end)")
+            found = latest[stream]
+        result[stream] = found
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Batch reader
+
+
+class VdlBatchReader(DataSourceReader):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        options = self.options
+        with _open_client(options) as client:
+            streams = _streams(client, options)
+            start = resolve_positions(client, options, options.starting or OffsetSpec("earliest"),
+                                      streams, "earliest", starting=True)
+            end = resolve_positions(client, options, options.ending or OffsetSpec("latest"),
+                                    streams, "latest", starting=False)
+        for stream in streams:
+            if end[stream] < start[stream]:
+                raise VdlOptionError(
+                    f"stream {stream!r}: the ending offset {end[stream]} is before the starting offset "
+                    f"{start[stream]} (options 'startingOffsets' / 'endingOffsets')")
+        return plan_ranges(start, end, options.min_partitions, options.max_records_per_partition)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, OffsetRange)
+        with _open_client(self.options) as client:
+            yield from read_range(client, partition, self.options, data_loss)
+
+
+# ---------------------------------------------------------------------------------------------
+# Streaming reader
+
+
+class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets are {"<stream>": next_offset}; the driver process keeps this object alive."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._available_now: dict[str, int] | None = None
+        self._latest: dict[str, int] | None = None
+        self._delay = (TriggerDelay(options.min_offsets_per_trigger, options.max_trigger_delay_ms, 0.0)
+                       if options.min_offsets_per_trigger else None)
+        self._client = None  # driver-only connection, opened lazily, never pickled
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_client"] = None
+        return state
+
+    def _driver_client(self):  # noqa: ANN202
+        if self._client is None:
+            self._client = _open_client(self.options)
+        return self._client
+
+    def initialOffset(self) -> dict:
+        client = self._driver_client()
+        streams = _streams(client, self.options)
+        return resolve_positions(client, self.options, self.options.starting or OffsetSpec("latest"),
+                                 streams, "latest", starting=True)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        client = self._driver_client()
+        streams = _streams(client, self.options)
+        self._available_now = client.list_offsets(streams, LATEST) if streams else {}
+
+    def _current_latest(self, start: Mapping[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+        """(effective start, latest) for every stream to read now; handles new and lost streams."""
+        client = self._driver_client()
+        streams = _streams(client, self.options)
+        if self._available_now is not None:
+            streams = [s for s in streams if s in self._available_now]
+        effective = {}
+        for stream in start:
+            if stream not in streams and (self._available_now is None or stream in self._available_now):
+                data_loss(self.options, f"stream {stream!r} no longer exists; offsets from "
+                                        f"{start[stream]} on cannot be read")
+        latest = client.list_offsets(streams, LATEST) if streams else {}
+        earliest = client.list_offsets(streams, EARLIEST) if streams else {}
+        for stream in streams:
+            if self._available_now is not None:
+                latest[stream] = min(latest[stream], self._available_now[stream])
+            begin = start.get(stream)
+            if begin is None:  # a stream created after the query started: read it from earliest
+                effective[stream] = earliest[stream]
+                continue
+            if begin < earliest[stream]:
+                data_loss(self.options, f"stream {stream!r}: offsets [{begin}, {earliest[stream]}) were "
+                                        f"deleted before they were read (the stream now starts at "
+                                        f"{earliest[stream]})")
+                begin = earliest[stream]
+            if latest[stream] < begin:
+                data_loss(self.options, f"stream {stream!r}: the stream's end {latest[stream]} is before the "
+                                        f"query's position {begin} (was it deleted and recreated?)")
+                begin = latest[stream]
+            effective[stream] = begin
+        return effective, latest
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin, latest = self._current_latest(start)
+        self._latest = dict(latest)
+        if isinstance(limit, ReadAllAvailable):
+            end = latest
+        else:
+            # Spark passes back our default limit; apply both bounds the options define.
+            if self._delay is not None and self._available_now is None:
+                if self._delay.should_delay(backlog(begin, latest), time.time() * 1000):
+                    return dict(start)
+            maximum = self.options.max_offsets_per_trigger
+            end = rate_limit(maximum, begin, latest) if maximum else latest
+        result = dict(start)
+        for stream, offset in end.items():
+            # A stream whose start moved (data loss skipped, new stream) keeps its range readable.
+            result[stream] = max(offset, begin.get(stream, offset)) if stream in start else offset
+        return result
+
+    def reportLatestOffset(self) -> dict | None:
+        return self._latest
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        # Pure. A stream missing from `start` appeared after the last batch: read it from its
+        # beginning (offset 0; read() moves up to the log start without calling it data loss).
+        begin = {stream: int(start.get(stream, 0)) for stream in end}
+        ranges = plan_ranges(begin, {s: int(o) for s, o in end.items()}, self.options.min_partitions,
+                             self.options.max_records_per_partition)
+        return [OffsetRange(r.stream, r.start, r.end, r.stream not in start) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, OffsetRange)
+        with _open_client(self.options) as client:
+            yield from read_range(client, partition, self.options, data_loss)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: offsets live in Spark's checkpoint, the broker keeps none."""
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
