@@ -56,8 +56,14 @@ def test_kafka_python_group_shares_streams_and_takes_over(broker: BrokerProcess)
             errors.append(error)
 
     threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(3)]
-    for thread in threads:
+    # Members join one at a time (each rebalance settles first): kafka-python 3.0's leader can
+    # wedge when several rebalances overlap with its own metadata-triggered rejoin.
+    for index, thread in enumerate(threads):
         thread.start()
+        _wait(lambda index=index: len(assignments) == index + 1
+              and set().union(*assignments.values()) == set(streams)
+              and all(assignments.values()), f"consumer {index} to join",
+              lambda: (assignments, errors, broker.recent_output(30)))
     _wait(lambda: len(assignments) == 3 and all(len(a) == 1 for a in assignments.values())
           and set().union(*assignments.values()) == set(streams), "three consumers with one stream each",
           lambda: (assignments, errors, broker.recent_output(30)))

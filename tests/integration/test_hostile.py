@@ -13,7 +13,15 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.cluster import BrokerProcess
-from tests.support.kafka import client, closed_by_peer, encode, make_batch, produce_request, raw_socket, read_frame
+from tests.support.kafka import (
+    client,
+    closed_by_peer,
+    encode,
+    make_batch,
+    produce_request,
+    raw_socket,
+    read_frame,
+)
 from vdl_broker.protocol import api
 from vdl_broker.protocol import messages as m
 from vdl_broker.protocol.errors import ErrorCode

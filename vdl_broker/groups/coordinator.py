@@ -148,6 +148,7 @@ class GroupCoordinator:
                          client_id: str, client_host: str, session_timeout_ms: int,
                          rebalance_timeout_ms: int, protocol_type: str,
                          protocols: list[tuple[str, bytes]], require_known_member_id: bool) -> JoinResult:
+        log.debug("join %s member=%r", group_id, member_id)
         if not group_id:
             return JoinResult(ErrorCode.INVALID_GROUP_ID, member_id=member_id)
         if not (self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms):
@@ -180,6 +181,11 @@ class GroupCoordinator:
             return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
 
         member = group.members.get(member_id)
+        if member is not None and self._unchanged_rejoin(group, member, protocols):
+            # Kafka: a member rejoining with the same protocols while the generation is being
+            # synced (or, unless it leads, while stable) just gets the current generation back.
+            self._schedule_session(group, member)
+            return self._join_result(group, member)
         if member is None:
             member = Member(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
                             rebalance_timeout_ms, protocol_type, list(protocols))
@@ -260,23 +266,37 @@ class GroupCoordinator:
         group.state = GroupState.COMPLETING_REBALANCE
         log.info("group %s generation %d: %d members, leader %s, protocol %s", group.group_id,
                  group.generation_id, len(group.members), group.leader_id, group.protocol_name)
-        members = [(m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name or ""))
-                   for m in group.members.values()]
         for member in group.members.values():
-            result = JoinResult(ErrorCode.NONE, group.generation_id, group.protocol_name,
-                                group.leader_id or "", member.member_id,
-                                members if member.member_id == group.leader_id else [],
-                                group.protocol_type)
-            _resolve(member.join_future, result)
+            _resolve(member.join_future, self._join_result(group, member))
             member.join_future = None
             member.assignment = b""
             self._schedule_session(group, member)
+
+    @staticmethod
+    def _unchanged_rejoin(group: Group, member: Member, protocols: list[tuple[str, bytes]]) -> bool:
+        if member.join_future is not None or member.protocols != list(protocols):
+            return False
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            return True
+        return group.state is GroupState.STABLE and member.member_id != group.leader_id
+
+    @staticmethod
+    def _join_result(group: Group, member: Member) -> JoinResult:
+        """The current generation as this member sees it (only the leader gets the members)."""
+        members = []
+        if member.member_id == group.leader_id:
+            members = [(m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name or ""))
+                       for m in group.members.values()]
+        return JoinResult(ErrorCode.NONE, group.generation_id, group.protocol_name, group.leader_id or "",
+                          member.member_id, members, group.protocol_type)
 
     # -- SyncGroup --------------------------------------------------------------------------
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str,
                          assignments: list[tuple[str, bytes]]) -> SyncResult:
         group = self._groups.get(group_id)
+        log.debug("sync %s gen=%d member=%r state=%s", group_id, generation_id, member_id,
+                  group.state.value if group else None)
         if group is None or member_id not in group.members:
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if generation_id != group.generation_id:
@@ -310,6 +330,8 @@ class GroupCoordinator:
 
     def heartbeat(self, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
         group = self._groups.get(group_id)
+        log.debug("heartbeat %s gen=%d member=%r state=%s", group_id, generation_id, member_id,
+                  group.state.value if group else None)
         if group is None or member_id not in group.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if generation_id != group.generation_id:

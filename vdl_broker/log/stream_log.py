@@ -222,9 +222,14 @@ class StreamLog:
     def _recover(self, first: int, start: _LogStart) -> None:
         """Re-validate every segment from `first` on with CRCs; cut at the first bad entry."""
         segments = self._segments
-        if first > 0 and not segments[first - 1].loaded:
-            segments[first - 1].load(segments[first].base_index - segments[first - 1].base_index)
-        previous_end: int | None = segments[first - 1].next_offset if first > 0 else None
+        previous_end: int | None = None  # where the offsets of the trusted part end
+        for j in range(first - 1, -1, -1):
+            if self._ensure_loaded(j).has_data:
+                previous_end = segments[j].next_offset
+                break
+        else:
+            if first > 0:
+                previous_end = start.start_offset
         for i in range(first, len(segments)):
             segment = segments[i]
             file_size = segment.file_size()
@@ -252,7 +257,6 @@ class StreamLog:
                 break
         # A cut can leave an empty segment behind a non-empty one: it stays as the active one.
         self._dir_dirty = True
-        del start
 
     def _chain_offsets(self, start: _LogStart) -> None:
         """Segments without data take their base offset from the data before them."""
@@ -617,10 +621,13 @@ class StreamLog:
                 next_offset = fields.last_offset + 1
                 if cache_first is not None and next_offset >= cache_first:
                     break  # the rest is in memory
-            if done or i == len(self._segments) - 1:
+            if done:
                 break
-            if cache_first is None or next_offset < cache_first:
-                next_offset = max(next_offset, self._segments[i + 1].base_offset)
+            if cache_first is not None and next_offset >= cache_first:
+                continue  # the rest comes from the tail cache
+            if i == len(self._segments) - 1:
+                break
+            next_offset = max(next_offset, self._segments[i + 1].base_offset)
         return ReadResult(buffers, offset if first_offset < 0 else first_offset, next_offset)
 
     def offset_for_index(self, raft_index: int) -> int:

@@ -67,7 +67,16 @@ _FIXED_PACK: dict[Primitive, Callable[[Any], bytes]] = {
     FLOAT64: p.pack_f64,
 }
 # struct module codes for fixed-width types merged into one unpack (bool: nonzero is true).
-_STRUCT_CODES = {INT8: "b", INT16: "h", UINT16: "H", INT32: "i", UINT32: "I", INT64: "q", FLOAT64: "d", BOOL: "?"}
+_STRUCT_CODES = {
+    INT8: "b",
+    INT16: "h",
+    UINT16: "H",
+    INT32: "i",
+    UINT32: "I",
+    INT64: "q",
+    FLOAT64: "d",
+    BOOL: "?",
+}
 _FIXED_SIZE = {INT8: 1, INT16: 2, UINT16: 2, INT32: 4, UINT32: 4, INT64: 8, FLOAT64: 8, BOOL: 1, UUID: 16}
 _ZERO_UUID = uuid_mod.UUID(int=0)
 # Records values up to this size are copied into the output; larger ones are passed through.
@@ -351,7 +360,9 @@ def _compile_struct_decoder(st: Struct, ctx: _Ctx, compiled: dict) -> Reader:
         env[f"u{k}"] = p.struct.Struct(fmt).unpack_from
         names = "/".join(f.name for _, f in run)
         targets = "".join(f"v{i}, " for i, _ in run)
-        body.append(f"    if pos + {size} > len(buf): raise truncated({names!r}, pos, {size}, len(buf) - pos)")
+        body.append(
+            f"    if pos + {size} > len(buf): raise truncated({names!r}, pos, {size}, len(buf) - pos)"
+        )
         body.append(f"    {targets}= u{k}(buf, pos)")
         body.append(f"    pos += {size}")
         run.clear()
@@ -526,7 +537,9 @@ def _compile_struct_encoder(st: Struct, ctx: _Ctx, compiled: dict) -> Writer:
 
     def flush_run() -> None:
         if run:
-            steps.append(_run_writer([f.name for f in run], ">" + "".join(_STRUCT_CODES[f.type] for f in run)))
+            steps.append(
+                _run_writer([f.name for f in run], ">" + "".join(_STRUCT_CODES[f.type] for f in run))
+            )
             run.clear()
 
     for f in st.fields:
@@ -582,16 +595,21 @@ class CompiledVersion:
     encode: Writer
 
 
-def build_message(decl: MessageDecl) -> type:
+def build_message(decl: MessageDecl, module: str | None = None) -> type:
     """Generate the value classes for `decl` and compile every valid version.
 
     The returned class carries `DECL` (the declaration), `API_KEY`, `VERSIONS` (the valid range)
     and `CODECS` (version -> CompiledVersion); nested struct classes are attributes under Kafka's
     struct type names, reachable from the message class itself (e.g. ProduceRequest.TopicProduceData).
+    Pass `module=__name__` from the module that binds the class under decl.name, for pickling.
     """
     classes: dict[str, type] = {}
     cls = _build_classes(decl.root, classes)
     for name, sub in classes.items():
+        if module is not None:
+            # Importable names (pickle, repr): module.ProduceRequest.TopicProduceData
+            sub.__module__ = module
+            sub.__qualname__ = name if sub is cls else f"{decl.name}.{name}"
         if sub is not cls:
             setattr(cls, name, sub)
     codecs: dict[int, CompiledVersion] = {}

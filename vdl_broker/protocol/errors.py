@@ -160,12 +160,14 @@ class ErrorCode(IntEnum):
 
 
 # Kafka protocol guide: "Error Codes", column "Retriable".
+# fmt: off
 _RETRIABLE = frozenset(
     {
         2, 3, 5, 6, 7, 9, 13, 14, 15, 16, 19, 20, 41, 51, 56, 70, 71, 72, 74, 75, 78, 80, 83, 84,
         88, 89, 100, 103, 106, 122, 123,
     }
 )
+# fmt: on
 
 
 class DecodeError(ValueError):

@@ -26,8 +26,8 @@ RESPONSE_HEADER = message("ResponseHeader", -1, "0-1", "1+", Field("correlation_
 
 # Generated slots dataclasses: RequestHeader(request_api_key, request_api_version,
 # correlation_id, client_id=None); ResponseHeader(correlation_id).
-RequestHeader = build_message(REQUEST_HEADER)
-ResponseHeader = build_message(RESPONSE_HEADER)
+RequestHeader = build_message(REQUEST_HEADER, __name__)
+ResponseHeader = build_message(RESPONSE_HEADER, __name__)
 
 API_VERSIONS_KEY = 18
 

@@ -124,7 +124,10 @@ class RaftLog:
         if not self.match_term(prev_index, prev_term):
             return None
         last_new = prev_index + len(entries)
-        conflict = self.find_conflict(entries)
+        if prev_index == self.last_index():
+            conflict = entries[0].index if entries else 0  # the common case: appending at our tail
+        else:
+            conflict = self.find_conflict(entries)
         if conflict:
             if conflict <= self.committed:
                 raise AssertionError(f"entry {conflict} conflicts with committed entry (commit {self.committed})")

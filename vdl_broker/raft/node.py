@@ -27,6 +27,10 @@ from vdl_broker.raft.types import (
 )
 
 _VOTE_PENDING, _VOTE_WON, _VOTE_LOST = 0, 1, 2
+# Sent only by a leader; they promise nothing about the sender's log being durable.
+_LEADER_MESSAGES = frozenset(
+    (MessageType.APPEND, MessageType.HEARTBEAT, MessageType.SNAPSHOT, MessageType.TIMEOUT_NOW, MessageType.VOTE_RESPONSE)
+)
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ class RaftNode:
         self.id = config.node_id
         self.voters: tuple[int, ...] = tuple(sorted(set(config.voters)))
         self.peers: tuple[int, ...] = tuple(v for v in self.voters if v != self.id)
+        self._voter_set = frozenset(self.voters)
         self.quorum = len(self.voters) // 2 + 1
         self._rng = rng if rng is not None else random.Random(self.id)
         self.log = RaftLog(storage, applied)
@@ -95,6 +100,7 @@ class RaftNode:
         self._broadcast = False  # new entries to replicate (batched until ready())
         self._commit_changed = False  # followers should learn the new commit index
         self._prev_hard = HardState(self.term, self.voted_for)
+        self._durable_term = self.term  # the term of the last hard state known durable
         self._prev_soft = SoftState(Role.FOLLOWER, NONE)
         self._outstanding: Ready | None = None
         self._become_follower(self.term, NONE)
@@ -187,8 +193,8 @@ class RaftNode:
 
     def step(self, m: Message) -> None:
         """Feed one message received from a peer."""
-        if m.to != self.id:
-            return
+        if m.to != self.id or m.sender not in self._voter_set:
+            return  # misrouted, or from a node outside the group: never let it vote or lead
         if m.term > self.term:
             if m.type in (MessageType.VOTE, MessageType.PRE_VOTE):
                 in_lease = (
@@ -260,10 +266,19 @@ class RaftNode:
             messages=self._msgs,
         )
         self._msgs = []
+        self._split_early(rd)
         self._prev_soft = soft
         self._prev_hard = hard
         self._outstanding = rd
         return rd
+
+    def _split_early(self, rd: Ready) -> None:
+        """Move leader messages of an already-durable term to rd.early_messages."""
+        durable_term = self._durable_term
+        early = [m for m in rd.messages if m.type in _LEADER_MESSAGES and m.term == durable_term]
+        if early:
+            rd.early_messages = early
+            rd.messages = [m for m in rd.messages if not (m.type in _LEADER_MESSAGES and m.term == durable_term)]
 
     def advance(self, rd: Ready) -> None:
         """The driver persisted and synced rd's snapshot/entries/hard state, sent its messages
@@ -271,13 +286,18 @@ class RaftNode:
         if rd is not self._outstanding:
             raise RaftError("advance() takes the Ready returned by the last ready()")
         self._outstanding = None
+        if rd.hard_state is not None:
+            self._durable_term = rd.hard_state.term
         log = self.log
         if rd.snapshot is not None:
             log.snapshot_installed(rd.snapshot)
             log.applied_to(rd.snapshot.index)
-        if rd.entries:
-            last = rd.entries[-1]
-            log.stable_to(last.index, last.term)
+        for entry in reversed(rd.entries):
+            # Normally the last entry; if a conflicting append replaced some of them meanwhile,
+            # the longest prefix still in our log is durable (the rest comes in the next Ready).
+            if log.term(entry.index) == entry.term:
+                log.stable_to(entry.index, entry.term)
+                break
         if rd.committed_entries:
             log.applied_to(rd.committed_entries[-1].index)
         if self.role == Role.LEADER:

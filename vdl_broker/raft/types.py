@@ -111,9 +111,10 @@ class Message:
 class Ready:
     """One bundle of work for the driver; see the driver contract in vdl_broker.raft.
 
-    Order: (1) install `snapshot` (StreamLog.reset), (2) truncate the log at entries[0].index
-    if that index is <= the stored last index, append `entries`, (3) save `hard_state`,
-    (4) sync -- only then (5) send `messages`, (6) apply `committed_entries`, (7) advance()."""
+    Order: (0) `early_messages` may be sent at once, (1) install `snapshot` (StreamLog.reset),
+    (2) truncate the log at entries[0].index if that index is <= the stored last index, append
+    `entries`, (3) save `hard_state`, (4) sync -- only then (5) send `messages`, (6) apply
+    `committed_entries`, (7) advance()."""
 
     soft_state: SoftState | None = None
     hard_state: HardState | None = None
@@ -121,6 +122,10 @@ class Ready:
     entries: list[Entry] = field(default_factory=list)
     committed_entries: list[Entry] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
+    # Leader-to-follower messages (APPEND, HEARTBEAT, SNAPSHOT, TIMEOUT_NOW) of a term whose
+    # hard state is already durable: they may leave BEFORE this Ready's sync, so the leader's
+    # disk write overlaps replication (Raft thesis §10.2.1). Sending them later is also correct.
+    early_messages: list[Message] = field(default_factory=list)
 
     @property
     def must_sync(self) -> bool:

@@ -45,7 +45,7 @@ class Broker:
 
         self.streams.open_all()
         for partition in self.streams.all():
-            for producer_id in list(partition.producers._producers):
+            for producer_id in partition.producers.producer_ids():
                 self.producer_ids.observe(producer_id)
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(lambda: KafkaConnection(self), self.config.host,

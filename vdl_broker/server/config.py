@@ -98,6 +98,8 @@ def _apply(values: dict[str, Any], key: str, value: Any, source: str) -> None:
         values["host"], values["port"] = parse_listen(str(value))
         return
     if key == "data_dir":
+        if not isinstance(value, str | Path):
+            raise ConfigError(f"{source}: data_dir must be a path string")
         values[key] = Path(value)
         return
     names = {f.name for f in fields(BrokerConfig)} - {"extra"}

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 Buffers = Sequence[bytes | bytearray | memoryview]
 WRITE_HIGH_WATER = 4 * 1024 * 1024
+_CLOSE = object()  # sentinel: the connection was closed instead of answering
 
 
 @dataclass(slots=True)
@@ -165,8 +166,19 @@ class KafkaConnection(asyncio.Protocol):
             response = handler.handle(self.broker, context, request)
         except Exception:
             log.exception("%s v%d from %s failed", handler.name, header.request_api_version, self.peer)
-            response = handler.error_response(request, header.request_api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
+            response = self._error_response(handler, request, header)
+            if response is _CLOSE:
+                return
         self._complete(slot, header, response)
+
+    def _error_response(self, handler: Any, request: Any, header: Any) -> Any:
+        """UNKNOWN_SERVER_ERROR for every part of the request; if even that fails, close."""
+        try:
+            return handler.error_response(request, header.request_api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        except Exception:
+            log.exception("cannot build the error response of %s", handler.name)
+            self.close(f"{handler.name} failed and its error response too")
+            return _CLOSE
 
     async def _run_async(self, handler: Any, context: RequestContext, request: Any, slot: _Slot) -> None:
         header = context.header
@@ -176,7 +188,9 @@ class KafkaConnection(asyncio.Protocol):
             raise
         except Exception:
             log.exception("%s v%d from %s failed", handler.name, header.request_api_version, self.peer)
-            response = handler.error_response(request, header.request_api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
+            response = self._error_response(handler, request, header)
+            if response is _CLOSE:
+                return
         self._complete(slot, header, response)
 
     # -- responses -------------------------------------------------------------------------------

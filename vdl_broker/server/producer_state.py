@@ -98,6 +98,9 @@ class ProducerStateTable:
             self._producers[producer_id] = entry
         entry.batches.append(BatchMetadata(first_seq, last_seq, base_offset))
 
+    def producer_ids(self) -> list[int]:
+        return list(self._producers)
+
     def last_batches(self, producer_id: int) -> list[BatchMetadata]:
         entry = self._producers.get(producer_id)
         return list(entry.batches) if entry else []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -52,7 +53,9 @@ class StreamRegistry:
         for directory in sorted(self.data_dir.iterdir()):
             if not directory.is_dir() or stream_name_problem(directory.name) is not None:
                 continue
-            if directory.name.startswith(".") or directory.name.endswith(".deleting"):
+            if directory.name.startswith(".") and directory.name.endswith(".deleted"):
+                # StreamLog.delete renames a stream away before removing it: finish the job.
+                shutil.rmtree(directory, ignore_errors=True)
                 continue
             started = time.monotonic()
             partition = self._open(directory.name)

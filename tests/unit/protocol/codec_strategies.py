@@ -114,7 +114,9 @@ def _sample(ftype: Any, classes: dict[str, type], version: int, seed: int) -> An
 
 def _sample_struct(s: Struct, classes: dict[str, type], version: int, seed: int) -> Any:
     kwargs = {
-        f.name: _sample(f.type, classes, version, seed + i) for i, f in enumerate(s.fields) if version in f.versions
+        f.name: _sample(f.type, classes, version, seed + i)
+        for i, f in enumerate(s.fields)
+        if version in f.versions
     }
     return classes[s.name](**kwargs)
 

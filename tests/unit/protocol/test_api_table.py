@@ -173,3 +173,18 @@ def test_defaults_let_handlers_set_only_what_they_need() -> None:
 def test_encode_request_rejects_unknown_versions() -> None:
     with pytest.raises(ValueError):
         encode_request(0, 9, 1, None, ProduceRequest())
+
+
+def test_encoding_bad_values_is_a_value_error() -> None:
+    from vdl_broker.protocol.codec import encode_message
+
+    with pytest.raises(ValueError):
+        encode_message(ProduceRequest, 8, ProduceRequest(acks=1 << 20))
+    with pytest.raises(ValueError):
+        encode_message(
+            ProduceRequest, 8, ProduceRequest(topic_data=[ProduceRequest.TopicProduceData(name=None)])
+        )
+    with pytest.raises(ValueError):
+        encode_message(
+            MetadataRequest, 0, MetadataRequest(topics=None)
+        )  # v0 cannot say "all topics" with null

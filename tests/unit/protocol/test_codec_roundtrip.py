@@ -23,7 +23,7 @@ except ImportError:  # rootdir-style test import (no package)
 
 CASES = all_message_versions()
 IDS = [f"{cls.__name__}-v{v}" for cls, v in CASES]
-FAST = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+FAST = settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
 
 def _join(parts) -> bytes:
@@ -61,11 +61,13 @@ def test_every_api_version_is_covered() -> None:
 REQUEST_CASES = [(c, v) for c, v in CASES if c.__name__.endswith("Request")]
 
 
-@pytest.mark.parametrize(("cls", "version"), REQUEST_CASES, ids=[f"{c.__name__}-v{v}" for c, v in REQUEST_CASES])
+@pytest.mark.parametrize(
+    ("cls", "version"), REQUEST_CASES, ids=[f"{c.__name__}-v{v}" for c, v in REQUEST_CASES]
+)
 def test_full_frame_round_trip(cls: type, version: int) -> None:
     spec = API_SPECS[cls.API_KEY]
 
-    @settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(
         value_strategy(cls, version),
         value_strategy(spec.response_class, version),

@@ -28,7 +28,7 @@ except ImportError:  # rootdir-style test import (no package)
 
 CASES = all_message_versions()
 IDS = [f"{cls.__name__}-v{v}" for cls, v in CASES]
-FAST = settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+FAST = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
 
 def _join(parts) -> bytes:
@@ -62,7 +62,7 @@ def test_mutated_bytes_decode_or_raise_decode_error(cls: type, version: int) -> 
     check()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(st.binary(max_size=64))
 def test_garbage_requests_only_raise_decode_error(frame: bytes) -> None:
     try:
@@ -71,7 +71,7 @@ def test_garbage_requests_only_raise_decode_error(frame: bytes) -> None:
         assert "byte" in str(exc) or exc.position < 0 or "unsupported" in str(exc)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(st.sampled_from(CASES), st.binary(max_size=48))
 def test_garbage_bodies_only_raise_decode_error(case, body: bytes) -> None:
     cls, version = case

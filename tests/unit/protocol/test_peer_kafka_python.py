@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
+import warnings
 from typing import Any
 
-import kafka.protocol as kp_protocol
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -23,10 +23,21 @@ from vdl_broker.protocol.headers import RequestHeader
 from vdl_broker.protocol.messages import MESSAGE_PAIRS
 from vdl_broker.protocol.schema import Array, Struct
 
+with warnings.catch_warnings():
+    # kafka-python's JSON loader uses a deprecated importlib.resources API at import time.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import kafka.protocol as kp_protocol
+
 try:
     from .codec_strategies import sample_value, struct_classes, value_strategy
 except ImportError:  # rootdir-style test import (no package)
     from codec_strategies import sample_value, struct_classes, value_strategy
+
+
+def _import_quietly(name: str) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return importlib.import_module(name)
 
 
 def _kafka_python_classes() -> dict[str, type]:
@@ -35,7 +46,7 @@ def _kafka_python_classes() -> dict[str, type]:
     for info in pkgutil.walk_packages(kp_protocol.__path__, "kafka.protocol."):
         if ".old" in info.name or "generate" in info.name:
             continue
-        module = importlib.import_module(info.name)
+        module = _import_quietly(info.name)
         for name in wanted - found.keys():
             if hasattr(module, name):
                 found[name] = getattr(module, name)
@@ -43,6 +54,8 @@ def _kafka_python_classes() -> dict[str, type]:
 
 
 KP = _kafka_python_classes()
+# kafka-python loads message JSON lazily with a deprecated importlib.resources call.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 CASES = [
     (cls, v)
     for pair in MESSAGE_PAIRS
@@ -51,7 +64,7 @@ CASES = [
     for v in range(cls.VERSIONS.low, min(cls.VERSIONS.high, KP[cls.__name__].max_version) + 1)
 ]
 IDS = [f"{cls.__name__}-v{v}" for cls, v in CASES]
-PEER = settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+PEER = settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
 
 def _join(parts) -> bytes:
@@ -213,7 +226,7 @@ def _old_classes() -> dict[tuple[str, int], type]:
     found: dict[tuple[str, int], type] = {}
     names = {cls.__name__ for pair in MESSAGE_PAIRS for cls in pair}
     for info in pkgutil.iter_modules(old_pkg.__path__, "kafka.protocol.old."):
-        module = importlib.import_module(info.name)
+        module = _import_quietly(info.name)
         for attr in dir(module):
             base, _, version = attr.rpartition("_v")
             if base in names and version.isdigit():
@@ -285,7 +298,7 @@ def test_legacy_classes_cover_old_versions() -> None:
 def test_peer_legacy_classes(cls: type, version: int) -> None:
     _check_old(cls, version, sample_value(cls, version))
 
-    @settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(value_strategy(cls, version))
     def check(value: Any) -> None:
         _check_old(cls, version, value)

@@ -29,6 +29,7 @@ from vdl_broker.raft import (
     MessageType,
     RaftConfig,
     RaftNode,
+    Ready,
     Role,
     SnapshotMeta,
 )
@@ -45,6 +46,7 @@ class SimNode:
     node: RaftNode | None
     restarts: int = 0
     applied: int = 0  # last index applied by this incarnation's state machine
+    parked: Ready | None = None  # a Ready whose persistence is still "in progress"
 
 
 @dataclass
@@ -91,6 +93,8 @@ class Cluster:
         self.proposed = 0
         self.delivered = 0
         self.tick_phase = {i: self.rng.randrange(tick_every) for i in self.ids}
+        self.early_send = False  # send Ready.early_messages before persisting (else after)
+        self.slow_disk = 0.0  # probability that a Ready's sync takes a while (see process)
         self.torn_crash = 0.0  # probability of crashing mid-Ready after a delivery
         self.hold: Callable[[Message], bool] | None = None  # test hook: True = keep out of the network
 
@@ -103,19 +107,25 @@ class Cluster:
         sn.applied = sn.node.applied_index
 
     def crash(self, i: int) -> None:
+        self.nodes[i].parked = None
         self.nodes[i].node = None  # unstable entries, votes in memory, progress: all gone
 
-    def crash_torn(self, i: int, keep_hard_state: bool) -> None:
-        """Crash in the middle of carrying out a Ready: its entries reached the disk (and maybe
-        its hard state) but no message left and nothing was applied."""
+    def crash_torn(self, i: int, keep_hard_state: bool, keep_entries: bool = True) -> None:
+        """Crash in the middle of carrying out a Ready: maybe its entries, maybe its hard state
+        reached the disk; only early messages left; nothing was applied."""
         sn = self.nodes[i]
         node = sn.node
-        if node is not None and node.has_ready():
+        rd = sn.parked
+        if rd is None and node is not None and node.has_ready():
             rd = node.ready()
+            if self.early_send:
+                for m in rd.early_messages:
+                    self._send_out(m)
+        if rd is not None:
             if rd.snapshot is not None:
                 self._check_snapshot(i, rd.snapshot)
                 sn.storage.reset(rd.snapshot)
-            if rd.entries:
+            if rd.entries and keep_entries:
                 self._persist(sn, rd.entries)
             if keep_hard_state and rd.hard_state is not None:
                 sn.storage.hard_state = rd.hard_state
@@ -181,41 +191,66 @@ class Cluster:
         self.delivered += 1
         sn.node.step(m)
         if self.torn_crash and self.rng.random() < self.torn_crash:
-            self.crash_torn(m.to, keep_hard_state=self.rng.random() < 0.5)
+            self.crash_torn(m.to, keep_hard_state=self.rng.random() < 0.5, keep_entries=self.rng.random() < 0.5)
             return
         self.process(m.to)
 
     def process(self, i: int) -> None:
-        """The simulated driver: carry out every Ready of node i per the contract."""
+        """The simulated driver: carry out every Ready of node i per the contract.
+
+        With probability `slow_disk` a Ready is parked (its sync is "in progress") and the node
+        keeps stepping meanwhile; step_time() completes parked Readies later."""
         sn = self.nodes[i]
         node = sn.node
-        if node is None:
+        if node is None or sn.parked is not None:
             return
         while node.has_ready():
             rd = node.ready()
-            if rd.snapshot is not None:
-                self._check_snapshot(i, rd.snapshot)
-                sn.storage.reset(rd.snapshot)
-            if rd.entries:
-                self._persist(sn, rd.entries)
-            if rd.hard_state is not None:
-                sn.storage.hard_state = rd.hard_state
-            for m in rd.messages:
-                if m.type == MessageType.SNAPSHOT:
-                    assert m.snapshot is not None
-                    # The leader's driver fills the opaque start point (here: a checkable tag).
-                    m.snapshot = SnapshotMeta(m.snapshot.index, m.snapshot.term, ("start", m.snapshot.index + 1))
-                self.send(m)
-            for e in rd.committed_entries:
-                self._apply(sn, e)
-            if rd.snapshot is not None:
-                sn.applied = max(sn.applied, rd.snapshot.index)
-            node.advance(rd)
-            self._check_node(i)
+            if self.early_send:
+                for m in rd.early_messages:
+                    self._send_out(m)
+            if self.slow_disk and self.rng.random() < self.slow_disk:
+                sn.parked = rd
+                return
+            self._carry_out(sn, rd)
+
+    def _carry_out(self, sn: SimNode, rd: Ready) -> None:
+        node = sn.node
+        assert node is not None
+        if rd.snapshot is not None:
+            self._check_snapshot(sn.id, rd.snapshot)
+            sn.storage.reset(rd.snapshot)
+            sn.applied = max(sn.applied, rd.snapshot.index)  # the state machine starts there
+        if rd.entries:
+            self._persist(sn, rd.entries)
+        if rd.hard_state is not None:
+            sn.storage.hard_state = rd.hard_state
+        for m in rd.messages if self.early_send else rd.early_messages + rd.messages:
+            self._send_out(m)
+        for e in rd.committed_entries:
+            self._apply(sn, e)
+        node.advance(rd)
+        self._check_node(sn.id)
+
+    def _send_out(self, m: Message) -> None:
+        if m.type == MessageType.SNAPSHOT:
+            assert m.snapshot is not None
+            # The leader's driver fills the opaque start point (here: a checkable tag).
+            m.snapshot = SnapshotMeta(m.snapshot.index, m.snapshot.term, ("start", m.snapshot.index + 1))
+        self.send(m)
+
+    def _finish_parked(self) -> None:
+        for sn in self.nodes.values():
+            if sn.parked is not None and sn.node is not None and self.rng.random() < 0.3:
+                rd, sn.parked = sn.parked, None
+                self._carry_out(sn, rd)
+                self.process(sn.id)
 
     def step_time(self) -> None:
         """One unit of virtual time: deliver what is due, tick whoever's tick it is."""
         self.now += 1
+        if self.slow_disk:
+            self._finish_parked()
         while self._queue and self._queue[0][0] <= self.now:
             self.deliver(heapq.heappop(self._queue)[2])
         for i in self.ids:

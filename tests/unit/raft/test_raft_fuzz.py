@@ -56,6 +56,8 @@ def run_seed(seed: int, steps: int = DEFAULT_STEPS) -> Cluster:
     )
     c = Cluster(n, seed, net=net, config=_config_for(rng))
     c.torn_crash = rng.choice([0.0, 0.0, 0.002])
+    c.slow_disk = rng.choice([0.0, 0.0, 0.3, 0.8])
+    c.early_send = rng.random() < 0.5
     counter = 0
     for _ in range(steps):
         c.step_time()

@@ -107,6 +107,8 @@ def test_figure7_follower_logs_converge_to_leader(case: str) -> None:
         3: build_storage([]),
     }
     c = Cluster(3, 7, storages=storages)
+    rejects: list[Message] = []
+    c.hold = lambda m: m.type == MessageType.APPEND_RESPONSE and m.sender == 2 and m.reject and rejects.append(m)
     # Node 3 (empty log) votes for node 1; node 1 campaigns first so it wins term 8.
     elect(c, 1)
     assert c.node(1).term == 8
@@ -116,6 +118,8 @@ def test_figure7_follower_logs_converge_to_leader(case: str) -> None:
     assert leader_log[:10] == [(i + 1, t) for i, t in enumerate(FIG7_LEADER)]
     for i in (2, 3):
         assert [(e.index, e.term) for e in c.nodes[i].storage.all_entries()] == leader_log
+    # Fast backtracking: one round trip per conflicting term at most, not one per entry.
+    assert len(rejects) <= 2, rejects
 
 
 def test_figure8_old_term_entries_do_not_commit_by_counting() -> None:

@@ -122,3 +122,24 @@ def test_leave_completes_pending_rebalance_and_bad_inputs() -> None:
         assert (await join(c, session_ms=1)).error is ErrorCode.INVALID_SESSION_TIMEOUT
         c.close()
     asyncio.run(run())
+
+
+def test_unchanged_follower_rejoin_gets_current_generation() -> None:
+    async def run() -> None:
+        c = make()
+        a = await join(c, client="a")
+        b_task = asyncio.create_task(join(c, client="b"))
+        await asyncio.sleep(0)
+        await join(c, member_id=a.member_id)
+        b = await b_task
+        leader_sync = asyncio.create_task(c.sync_group("g", 2, a.member_id, [(b.member_id, b"for-b")]))
+        assert (await c.sync_group("g", 2, b.member_id, [])).assignment == b"for-b"
+        await leader_sync
+        again = await join(c, member_id=b.member_id)  # same protocols, stable, not the leader
+        assert again.generation_id == 2 and c.group("g").state is GroupState.STABLE
+        changed = asyncio.create_task(join(c, member_id=b.member_id, protocols=[("range", b"new")]))
+        await asyncio.sleep(0)
+        assert c.group("g").state is GroupState.PREPARING_REBALANCE
+        changed.cancel()
+        c.close()
+    asyncio.run(run())

@@ -64,5 +64,5 @@ API_VERSIONS_RESPONSE = message(
     Field("zk_migration_ready", BOOL, versions="3+", tagged_versions="3+", tag=3, default=False),
 )
 
-ApiVersionsRequest = build_message(API_VERSIONS_REQUEST)
-ApiVersionsResponse = build_message(API_VERSIONS_RESPONSE)
+ApiVersionsRequest = build_message(API_VERSIONS_REQUEST, __name__)
+ApiVersionsResponse = build_message(API_VERSIONS_RESPONSE, __name__)

@@ -64,5 +64,5 @@ CREATE_TOPICS_RESPONSE = message(
     ),
 )
 
-CreateTopicsRequest = build_message(CREATE_TOPICS_REQUEST)
-CreateTopicsResponse = build_message(CREATE_TOPICS_RESPONSE)
+CreateTopicsRequest = build_message(CREATE_TOPICS_REQUEST, __name__)
+CreateTopicsResponse = build_message(CREATE_TOPICS_RESPONSE, __name__)

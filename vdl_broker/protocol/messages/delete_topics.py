@@ -26,5 +26,5 @@ DELETE_TOPICS_RESPONSE = message(
     ),
 )
 
-DeleteTopicsRequest = build_message(DELETE_TOPICS_REQUEST)
-DeleteTopicsResponse = build_message(DELETE_TOPICS_RESPONSE)
+DeleteTopicsRequest = build_message(DELETE_TOPICS_REQUEST, __name__)
+DeleteTopicsResponse = build_message(DELETE_TOPICS_RESPONSE, __name__)

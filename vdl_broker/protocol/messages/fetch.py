@@ -103,5 +103,5 @@ FETCH_RESPONSE = message(
     ),
 )
 
-FetchRequest = build_message(FETCH_REQUEST)
-FetchResponse = build_message(FETCH_RESPONSE)
+FetchRequest = build_message(FETCH_REQUEST, __name__)
+FetchResponse = build_message(FETCH_RESPONSE, __name__)

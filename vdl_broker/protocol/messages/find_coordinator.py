@@ -27,5 +27,5 @@ FIND_COORDINATOR_RESPONSE = message(
     Field("port", INT32, versions="0-3"),
 )
 
-FindCoordinatorRequest = build_message(FIND_COORDINATOR_REQUEST)
-FindCoordinatorResponse = build_message(FIND_COORDINATOR_RESPONSE)
+FindCoordinatorRequest = build_message(FIND_COORDINATOR_REQUEST, __name__)
+FindCoordinatorResponse = build_message(FIND_COORDINATOR_RESPONSE, __name__)

@@ -25,5 +25,5 @@ HEARTBEAT_RESPONSE = message(
     Field("error_code", INT16),
 )
 
-HeartbeatRequest = build_message(HEARTBEAT_REQUEST)
-HeartbeatResponse = build_message(HEARTBEAT_RESPONSE)
+HeartbeatRequest = build_message(HEARTBEAT_REQUEST, __name__)
+HeartbeatResponse = build_message(HEARTBEAT_RESPONSE, __name__)

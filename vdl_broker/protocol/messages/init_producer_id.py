@@ -25,5 +25,5 @@ INIT_PRODUCER_ID_RESPONSE = message(
     Field("producer_epoch", INT16),
 )
 
-InitProducerIdRequest = build_message(INIT_PRODUCER_ID_REQUEST)
-InitProducerIdResponse = build_message(INIT_PRODUCER_ID_RESPONSE)
+InitProducerIdRequest = build_message(INIT_PRODUCER_ID_REQUEST, __name__)
+InitProducerIdResponse = build_message(INIT_PRODUCER_ID_RESPONSE, __name__)

@@ -46,5 +46,5 @@ JOIN_GROUP_RESPONSE = message(
     ),
 )
 
-JoinGroupRequest = build_message(JOIN_GROUP_REQUEST)
-JoinGroupResponse = build_message(JOIN_GROUP_RESPONSE)
+JoinGroupRequest = build_message(JOIN_GROUP_REQUEST, __name__)
+JoinGroupResponse = build_message(JOIN_GROUP_RESPONSE, __name__)

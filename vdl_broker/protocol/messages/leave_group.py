@@ -49,5 +49,5 @@ LEAVE_GROUP_RESPONSE = message(
     ),
 )
 
-LeaveGroupRequest = build_message(LEAVE_GROUP_REQUEST)
-LeaveGroupResponse = build_message(LEAVE_GROUP_RESPONSE)
+LeaveGroupRequest = build_message(LEAVE_GROUP_REQUEST, __name__)
+LeaveGroupResponse = build_message(LEAVE_GROUP_RESPONSE, __name__)

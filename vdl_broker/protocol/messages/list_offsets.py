@@ -69,5 +69,5 @@ LIST_OFFSETS_RESPONSE = message(
     ),
 )
 
-ListOffsetsRequest = build_message(LIST_OFFSETS_REQUEST)
-ListOffsetsResponse = build_message(LIST_OFFSETS_RESPONSE)
+ListOffsetsRequest = build_message(LIST_OFFSETS_REQUEST, __name__)
+ListOffsetsResponse = build_message(LIST_OFFSETS_RESPONSE, __name__)

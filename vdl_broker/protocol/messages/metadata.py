@@ -67,5 +67,5 @@ METADATA_RESPONSE = message(
     Field("cluster_authorized_operations", INT32, versions="8-10", default=-(2**31)),
 )
 
-MetadataRequest = build_message(METADATA_REQUEST)
-MetadataResponse = build_message(METADATA_RESPONSE)
+MetadataRequest = build_message(METADATA_REQUEST, __name__)
+MetadataResponse = build_message(METADATA_RESPONSE, __name__)

@@ -61,5 +61,5 @@ OFFSET_FETCH_RESPONSE = message(
     Field("error_code", INT16, versions="2-7", default=0),
 )
 
-OffsetFetchRequest = build_message(OFFSET_FETCH_REQUEST)
-OffsetFetchResponse = build_message(OFFSET_FETCH_RESPONSE)
+OffsetFetchRequest = build_message(OFFSET_FETCH_REQUEST, __name__)
+OffsetFetchResponse = build_message(OFFSET_FETCH_RESPONSE, __name__)

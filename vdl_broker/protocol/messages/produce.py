@@ -87,5 +87,5 @@ PRODUCE_RESPONSE = message(
     Field("throttle_time_ms", INT32, versions="1+"),
 )
 
-ProduceRequest = build_message(PRODUCE_REQUEST)
-ProduceResponse = build_message(PRODUCE_RESPONSE)
+ProduceRequest = build_message(PRODUCE_REQUEST, __name__)
+ProduceResponse = build_message(PRODUCE_RESPONSE, __name__)

@@ -30,5 +30,5 @@ SYNC_GROUP_RESPONSE = message(
     Field("assignment", BYTES),
 )
 
-SyncGroupRequest = build_message(SYNC_GROUP_REQUEST)
-SyncGroupResponse = build_message(SYNC_GROUP_RESPONSE)
+SyncGroupRequest = build_message(SYNC_GROUP_REQUEST, __name__)
+SyncGroupResponse = build_message(SYNC_GROUP_RESPONSE, __name__)

@@ -1,0 +1,201 @@
+"""One-node broker benchmark: produce throughput (acks=1, acks=-1), kcat consume throughput,
+produce-to-consume latency at a steady rate.
+
+    .venv/bin/python -m benchmarks.bench_broker [--quick]
+
+100-byte records; the client runs on the same machine as the broker (2 cores shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from benchmarks.report import Report, percentile
+
+RECORD_BYTES = 100
+TOPIC_ACKS1 = "bench-acks1"
+TOPIC_ACKSALL = "bench-acksall"
+TOPIC_LATENCY = "bench-latency"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Broker:
+    def __init__(self, data_dir: Path) -> None:
+        self.bootstrap = f"127.0.0.1:{free_port()}"
+        command = [str(Path(sys.executable).parent / "vdl-broker"), "--data-dir", str(data_dir),
+                   "--listen", self.bootstrap, "--log-level", "WARNING", "--auto-create-streams"]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + 30
+        while True:
+            line = self.process.stdout.readline()
+            if line.startswith("vdl-broker listening on "):
+                break
+            if not line or time.monotonic() > deadline:
+                raise RuntimeError("broker did not start")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(30)
+
+
+def create(bootstrap: str, *topics: str) -> None:
+    from vdl_broker.cli import KafkaClient
+
+    with KafkaClient(bootstrap) as client:
+        for topic in topics:
+            client.create_stream(topic)
+
+
+def _produce_worker(bootstrap: str, topic: str, count: int, acks: int, start_at: float) -> float:
+    """One producer process: `count` 100-byte records; returns when all are acknowledged."""
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": bootstrap, "linger.ms": 5, "acks": acks, "batch.size": 1_000_000,
+        "batch.num.messages": 100_000, "queue.buffering.max.messages": 2_000_000,
+        "queue.buffering.max.kbytes": 2_000_000, "compression.type": "none", "enable.idempotence": False,
+        # Only failures come back as delivery reports: per-record callbacks would measure Python.
+        "delivery.report.only.error": True})
+    failures: list[object] = []
+    producer.produce(topic, b"warm-up", on_delivery=lambda err, msg: err and failures.append(err))
+    producer.flush(30)
+    value = b"v" * RECORD_BYTES
+    produce = producer.produce
+    while time.time() < start_at:
+        time.sleep(0.001)
+    for i in range(count):
+        try:
+            produce(topic, value)
+        except BufferError:
+            producer.poll(0.001)
+            produce(topic, value)
+        if i % 50_000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(120)
+    if remaining or failures:
+        raise RuntimeError(f"produce failed: {remaining} undelivered, errors {failures[:3]}")
+    return time.time()
+
+
+def produce_throughput(bootstrap: str, topic: str, count: int, acks: int, processes: int) -> float:
+    """Records/s for `count` 100-byte records from `processes` confluent-kafka producers, linger 5 ms."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(processes) as pool:
+        start_at = time.time() + 1.0  # every producer connected and warmed up before the clock starts
+        futures = [pool.submit(_produce_worker, bootstrap, topic, count // processes, acks, start_at)
+                   for _ in range(processes)]
+        finished = max(future.result() for future in futures)
+    return (count // processes) * processes / (finished - start_at)
+
+
+def kcat_consume(bootstrap: str, topic: str, count: int) -> float:
+    """Records/s for kcat reading `count` records from the start to the end of a stream."""
+    started = time.perf_counter()
+    result = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", "0", "-o", "beginning", "-e",
+                             "-q", "-X", "fetch.max.bytes=52428800", "-X", "fetch.message.max.bytes=16777216",
+                             "-f", "\n"], capture_output=True, timeout=600)
+    elapsed = time.perf_counter() - started
+    got = result.stdout.count(b"\n")
+    if got != count:
+        raise RuntimeError(f"kcat read {got} records, expected {count}: {result.stderr[-300:]!r}")
+    return count / elapsed
+
+
+def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float]:
+    """Produce at a steady `rate` with acks=-1; return produce-to-consume latencies in ms."""
+    import confluent_kafka
+
+    latencies: list[float] = []
+    expected = int(rate * seconds)
+    done = threading.Event()
+    ready = threading.Event()
+
+    def consume() -> None:
+        consumer = confluent_kafka.Consumer({
+            "bootstrap.servers": bootstrap, "group.id": "bench-latency", "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100, "fetch.min.bytes": 1, "fetch.error.backoff.ms": 0})
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        ready.set()
+        while len(latencies) < expected and not done.is_set():
+            # poll() returns as soon as one record is there (consume() would wait to fill a batch).
+            message = consumer.poll(0.1)
+            if message is not None and message.error() is None:
+                latencies.append((time.time_ns() - int(message.value()[:19])) / 1e6)
+        consumer.close()
+
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    ready.wait(10)
+    time.sleep(1.0)  # let the consumer's first fetch reach the broker (warm-up, not measured)
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": -1,
+                                         "enable.idempotence": False})
+    per_tick = max(1, rate // 1000)  # one tick per millisecond
+    padding = b"x" * (RECORD_BYTES - 19)
+    started = time.perf_counter()
+    sent = 0
+    while sent < expected:
+        target = started + sent / rate
+        delay = target - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        for _ in range(per_tick):
+            producer.produce(topic, b"%019d" % time.time_ns() + padding)
+        sent += per_tick
+        producer.poll(0)
+    producer.flush(30)
+    thread.join(30)
+    done.set()
+    return latencies
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller counts (a smoke run)")
+    parser.add_argument("--producers", type=int, default=2, help="producer processes (default 2)")
+    args = parser.parse_args(argv)
+    produce_count = 200_000 if args.quick else 2_000_000
+    latency_seconds = 2.0 if args.quick else 5.0
+    report = Report("bench_broker")
+    with tempfile.TemporaryDirectory(prefix="vdl-bench-") as tmp:
+        broker = Broker(Path(tmp) / "data")
+        try:
+            create(broker.bootstrap, TOPIC_ACKS1, TOPIC_ACKSALL, TOPIC_LATENCY)
+            mb = RECORD_BYTES / 1e6
+            who = f"{args.producers} confluent-kafka producer process(es), linger 5 ms"
+            rate1 = produce_throughput(broker.bootstrap, TOPIC_ACKS1, produce_count, 1, args.producers)
+            report.add("produce acks=1", rate1, "records/s", 1_000_000, note=who)
+            report.add("produce acks=1", rate1 * mb, "MB/s", note="100-byte values")
+            rate_all = produce_throughput(broker.bootstrap, TOPIC_ACKSALL, produce_count, -1, args.producers)
+            report.add("produce acks=-1", rate_all, "records/s", 800_000, note=who)
+            report.add("produce acks=-1", rate_all * mb, "MB/s", note="100-byte values")
+            consumed = kcat_consume(broker.bootstrap, TOPIC_ACKS1, produce_count + args.producers)
+            report.add(f"kcat consume {produce_count:,} records, start to end", consumed, "records/s", 1_200_000)
+            values = latency(broker.bootstrap, TOPIC_LATENCY, 20_000, latency_seconds)
+            report.add("produce-to-consume latency p50 (acks=-1, 20k rec/s)", percentile(values, 0.5), "ms",
+                       higher_is_better=False, note=f"{len(values):,} samples")
+            report.add("produce-to-consume latency p99 (acks=-1, 20k rec/s)", percentile(values, 0.99), "ms", 5.0,
+                       higher_is_better=False)
+        finally:
+            broker.stop()
+    report.finish()
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

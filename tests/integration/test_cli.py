@@ -1,0 +1,64 @@
+"""The `vdl` command line against a real broker; a failure is one clear line and a non-zero exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.cluster import BrokerProcess
+
+VDL = [str(Path(sys.executable).parent / "vdl")]
+
+
+def vdl(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(VDL + list(args), input=stdin, capture_output=True, timeout=30)
+
+
+def test_streams_produce_consume(broker: BrokerProcess) -> None:
+    b = ["--bootstrap", broker.bootstrap]
+    assert vdl("streams", "create", "events", *b).returncode == 0
+    assert vdl("streams", "create", "other", *b).returncode == 0
+    listed = vdl("streams", "list", *b)
+    assert listed.returncode == 0 and listed.stdout.split() == [b"events", b"other"]
+    lines = b"".join(b"line %d\n" % i for i in range(100))
+    produced = vdl("produce", "events", *b, stdin=lines)
+    assert produced.returncode == 0, produced.stderr
+    described = vdl("streams", "describe", "events", *b)
+    assert b"offsets 0..100" in described.stdout and b"leader node 1" in described.stdout
+    consumed = vdl("consume", "events", "--from", "earliest", "--max", "100", *b)
+    assert consumed.returncode == 0 and consumed.stdout == lines
+    middle = vdl("consume", "events", "--from", "40", "--max", "3", "--print-offsets", *b)
+    assert middle.stdout == b"40\tline 40\n41\tline 41\n42\tline 42\n"
+    latest = vdl("consume", "events", "--from", "latest", "--end", *b)
+    assert latest.returncode == 0 and latest.stdout == b""
+    assert vdl("streams", "delete", "other", *b).returncode == 0
+    assert vdl("streams", "list", *b).stdout.split() == [b"events"]
+
+
+def test_produce_from_file_with_keys(broker: BrokerProcess, tmp_path: Path) -> None:
+    b = ["--bootstrap", broker.bootstrap]
+    source = tmp_path / "input.txt"
+    source.write_bytes(b"k1=v1\nk2=v2\n")
+    assert vdl("streams", "create", "keyed", *b).returncode == 0
+    assert vdl("produce", "keyed", "--file", str(source), "--key-separator", "=", *b).returncode == 0
+    assert vdl("consume", "keyed", "--max", "2", *b).stdout == b"v1\nv2\n"
+
+
+def _one_line_failure(result: subprocess.CompletedProcess[bytes], words: bytes) -> None:
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(b"vdl: error:"), result.stderr
+    assert words in lines[0], lines[0]
+
+
+def test_failures_are_one_line(broker: BrokerProcess) -> None:
+    b = ["--bootstrap", broker.bootstrap]
+    _one_line_failure(vdl("streams", "describe", "missing", *b), b"does not exist")
+    _one_line_failure(vdl("produce", "missing", *b, stdin=b"x\n"), b"does not exist")
+    assert vdl("streams", "create", "twice", *b).returncode == 0
+    _one_line_failure(vdl("streams", "create", "twice", *b), b"already exists")
+    _one_line_failure(vdl("streams", "create", "bad name!", *b), b"INVALID_TOPIC_EXCEPTION")
+    _one_line_failure(vdl("consume", "twice", "--from", "soon", *b), b"--from")
+    _one_line_failure(vdl("streams", "list", "--bootstrap", "127.0.0.1:1"), b"cannot connect")
+    _one_line_failure(vdl("produce", "twice", "--file", "/nonexistent/file", *b), b"cannot read")

@@ -1,0 +1,131 @@
+"""Broker semantics through the wire: idempotent produce, long-poll fetch, down-conversion,
+ListOffsets, CreateTopics validation, Metadata auto-creation."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from tests.support.cluster import BrokerProcess
+from tests.support.kafka import client, make_batch, produce_raw
+from vdl_broker.protocol import messages as m
+from vdl_broker.protocol.errors import ErrorCode
+from vdl_broker.protocol.records.message_set import iter_message_set
+
+
+def test_idempotent_retry_is_acked_with_original_offset_and_gaps_refused(module_broker: BrokerProcess) -> None:
+    with client(module_broker.bootstrap) as c:
+        c.create_stream("idem")
+        init = c.request(22, 1, m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1))
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert init.error_code == 0 and pid >= 0
+        c.produce("idem", make_batch([b"pre"]))
+        first = make_batch([b"a", b"b", b"c"], pid, epoch, 0)
+        assert c.produce("idem", first) == 1
+        assert c.produce("idem", first) == 1  # a retry: same offset, not stored twice
+        assert c.produce("idem", make_batch([b"d"], pid, epoch, 3)) == 4
+        gap = produce_raw(c, "idem", make_batch([b"z"], pid, epoch, 9))
+        assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert c.list_offset("idem", -1) == 5
+        # Transactional ids map to a stable producer id.
+        one = c.request(22, 1, m.InitProducerIdRequest(transactional_id="writer-1", transaction_timeout_ms=60000))
+        two = c.request(22, 1, m.InitProducerIdRequest(transactional_id="writer-1", transaction_timeout_ms=60000))
+        assert one.producer_id == two.producer_id and one.producer_epoch == 0
+
+
+def test_idempotence_state_survives_restart(broker: BrokerProcess) -> None:
+    with client(broker.bootstrap) as c:
+        c.create_stream("idem2")
+        batch = make_batch([b"a", b"b"], 77, 0, 0)
+        assert c.produce("idem2", batch) == 0
+    broker.restart()
+    with client(broker.bootstrap) as c:
+        assert c.produce("idem2", batch) == 0  # rebuilt from the log: still a duplicate
+        assert c.produce("idem2", make_batch([b"c"], 77, 0, 2)) == 2
+
+
+def test_fetch_long_poll_wakes_on_append(module_broker: BrokerProcess) -> None:
+    with client(module_broker.bootstrap) as c:
+        c.create_stream("poll")
+
+    def later() -> None:
+        time.sleep(0.3)
+        with client(module_broker.bootstrap) as writer:
+            writer.produce("poll", make_batch([b"wake"]))
+
+    threading.Thread(target=later, daemon=True).start()
+    with client(module_broker.bootstrap) as c:
+        started = time.monotonic()
+        _, records = c.fetch("poll", 0, max_wait_ms=10_000)
+        elapsed = time.monotonic() - started
+        assert records and 0.2 < elapsed < 5
+        started = time.monotonic()
+        _, records = c.fetch("poll", 1, max_wait_ms=300)  # nothing comes: waits max_wait_ms
+        assert not records and time.monotonic() - started >= 0.25
+
+
+def test_fetch_errors_and_down_conversion(module_broker: BrokerProcess) -> None:
+    with client(module_broker.bootstrap) as c:
+        c.create_stream("old")
+        c.produce("old", make_batch([b"v0", b"v1"], keys=[b"k0", b"k1"]))
+        for version, magic in ((0, 0), (3, 1)):
+            request = m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[
+                m.FetchRequest.FetchTopic(topic="old", partitions=[
+                    m.FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
+            part = c.request(1, version, request).responses[0].partitions[0]
+            entries = list(iter_message_set(bytes(part.records)))
+            records = [r for e in entries for r in e.records]
+            assert [e.magic for e in entries] == [magic] * len(entries)
+            assert [(r.offset, r.key, r.value) for r in records] == [(0, b"k0", b"v0"), (1, b"k1", b"v1")]
+        request = m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[
+            m.FetchRequest.FetchTopic(topic="old", partitions=[
+                m.FetchRequest.FetchPartition(partition=0, fetch_offset=99, partition_max_bytes=1 << 20)])])
+        response = c.request(1, 11, request)
+        assert response.session_id == 0
+        assert response.responses[0].partitions[0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_list_offsets(module_broker: BrokerProcess) -> None:
+    with client(module_broker.bootstrap) as c:
+        c.create_stream("times")
+        assert c.list_offset("times", -2) == 0 and c.list_offset("times", -1) == 0
+        c.produce("times", make_batch([b"a", b"b"]))
+        stamp = int(time.time() * 1000) + 1
+        time.sleep(0.01)
+        c.produce("times", make_batch([b"c"]))
+        assert c.list_offset("times", -1) == 3
+        assert c.list_offset("times", stamp) == 2
+        assert c.list_offset("times", stamp + 3_600_000) == -1
+
+
+def test_create_topics_validation(module_broker: BrokerProcess) -> None:
+    Topic = m.CreateTopicsRequest.CreatableTopic
+    with client(module_broker.bootstrap) as c:
+        response = c.request(19, 4, m.CreateTopicsRequest(topics=[
+            Topic(name="three", num_partitions=3, replication_factor=1),
+            Topic(name="rf3", num_partitions=1, replication_factor=3),
+            Topic(name="bad/name", num_partitions=1, replication_factor=1),
+            Topic(name="only-checked", num_partitions=-1, replication_factor=-1),
+        ], timeout_ms=1000, validate_only=True))
+        results = {t.name: (t.error_code, t.error_message) for t in response.topics}
+        assert results["three"] == (ErrorCode.INVALID_PARTITIONS, "a VDL log stream has exactly one partition")
+        assert results["rf3"][0] == ErrorCode.INVALID_REPLICATION_FACTOR
+        assert results["bad/name"][0] == ErrorCode.INVALID_TOPIC_EXCEPTION
+        assert results["only-checked"][0] == 0
+        assert c.metadata(["only-checked"]).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        c.create_stream("dup")
+        again = c.request(19, 1, m.CreateTopicsRequest(topics=[Topic(name="dup", num_partitions=1,
+                                                                      replication_factor=1)], timeout_ms=1000))
+        assert again.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+def test_metadata_auto_create(broker_factory) -> None:
+    auto = broker_factory(auto_create_streams=True)
+    with client(auto.bootstrap) as c:
+        request = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name="made")],
+                                    allow_auto_topic_creation=False)
+        assert c.request(3, 8, request).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        request.allow_auto_topic_creation = True
+        topic = c.request(3, 8, request).topics[0]
+        assert topic.error_code == 0 and topic.partitions[0].leader_id == 1
+        assert c.metadata(None).topics[0].name == "made"

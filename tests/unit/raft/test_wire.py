@@ -1,0 +1,148 @@
+"""Raft wire format: round trips for every message type, zero-copy payloads, hostile bytes."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vdl_broker.raft.types import Entry, EntryType, Message, MessageType, SnapshotMeta
+from vdl_broker.raft.wire import (
+    KIND_HELLO,
+    KIND_MESSAGES,
+    METADATA_GROUP,
+    WireError,
+    decode_frame,
+    encode_frame,
+    encode_hello,
+)
+
+
+def _join(parts: list) -> bytes:
+    return b"".join(bytes(p) for p in parts)
+
+
+def _sample_messages() -> list[tuple[str, Message]]:
+    entries = [Entry(5, 2, EntryType.DATA, b"x" * 70), Entry(6, 2, EntryType.NOOP, b""),
+               Entry(7, 3, EntryType.CONFIG, b"{}")]
+    out: list[tuple[str, Message]] = []
+    for i, kind in enumerate(MessageType):
+        message = Message(kind, to=2, sender=1, term=3 + i, log_term=2, index=4, commit=9,
+                          reject=i % 2 == 0, reject_hint=i, force=i % 3 == 0)
+        if kind == MessageType.APPEND:
+            message.entries = entries
+        if kind == MessageType.SNAPSHOT:
+            message.snapshot = SnapshotMeta(100, 7, 123456)
+        out.append(("stream-a" if i % 2 else METADATA_GROUP, message))
+    out.append(("ünïcode", Message(MessageType.SNAPSHOT, 2, 1, 1, snapshot=SnapshotMeta(1, 1, None))))
+    out.append(("s", Message(MessageType.SNAPSHOT, 2, 1, 1, snapshot=SnapshotMeta(1, 1, {"start_offset": 5}))))
+    return out
+
+
+def test_round_trip_every_message_type() -> None:
+    messages = _sample_messages()
+    frame = decode_frame(_join(encode_frame(1, messages)))
+    assert frame.kind == KIND_MESSAGES and frame.sender == 1
+    # Groups are regrouped by name (first-seen order); within a group the order is kept.
+    expected = sorted(messages, key=lambda gm: [g for g, _ in messages].index(gm[0]))
+    assert len(frame.messages) == len(expected)
+    for (group, got), (want_group, want) in zip(frame.messages, expected, strict=True):
+        assert group == want_group
+        got_entries = [(e.index, e.term, e.type, bytes(e.data)) for e in got.entries]
+        want_entries = [(e.index, e.term, e.type, bytes(e.data)) for e in want.entries]
+        assert got_entries == want_entries
+        got.entries, want.entries = (), ()
+        assert got == want
+
+
+def test_entry_payloads_are_zero_copy_slices() -> None:
+    payload = bytes(range(200))
+    message = Message(MessageType.APPEND, 2, 1, 1, entries=[Entry(1, 1, EntryType.DATA, payload)])
+    body = bytearray(_join(encode_frame(1, [("g", message)])))
+    frame = decode_frame(body)
+    data = frame.messages[0][1].entries[0].data
+    assert isinstance(data, memoryview) and bytes(data) == payload
+    body[-1] ^= 0xFF  # the slice sees the frame's memory
+    assert data[-1] == payload[-1] ^ 0xFF
+
+
+def test_hello() -> None:
+    frame = decode_frame(encode_hello(42))
+    assert (frame.kind, frame.sender, frame.messages) == (KIND_HELLO, 42, [])
+
+
+def test_truncations_and_bit_flips_raise_wire_error_only() -> None:
+    body = _join(encode_frame(1, _sample_messages()))
+    for cut in range(len(body)):
+        with pytest.raises(WireError):
+            decode_frame(body[:cut])
+    for position in range(len(body)):
+        for bit in (0x01, 0x80):
+            mutated = bytearray(body)
+            mutated[position] ^= bit
+            try:
+                decode_frame(mutated)
+            except WireError:
+                pass
+
+
+def test_huge_counts_are_refused_before_allocating() -> None:
+    header = struct.pack(">BBI", 1, KIND_MESSAGES, 1) + struct.pack(">I", 1) + struct.pack(">H", 1) + b"g"
+    message = struct.pack(">BBIqqqqqI", 1, 0, 2, 1, 0, 0, 0, 0, 0xFFFFFFFF)
+    with pytest.raises(WireError, match="entry count"):
+        decode_frame(header + struct.pack(">I", 1) + message)
+    with pytest.raises(WireError):
+        decode_frame(header + struct.pack(">I", 0xFFFFFFFF))
+
+
+def test_bad_snapshot_json_and_unknown_types() -> None:
+    good = _join(encode_frame(1, [("g", Message(MessageType.SNAPSHOT, 2, 1, 1, snapshot=SnapshotMeta(1, 1, 7)))]))
+    assert decode_frame(good).messages[0][1].snapshot == SnapshotMeta(1, 1, 7)
+    with pytest.raises(WireError, match="JSON"):
+        decode_frame(good[:-1] + b"{")
+    deep = b"[" * 100_000
+    bad = good[: -len(b"7") - 4] + struct.pack(">I", len(deep)) + deep
+    with pytest.raises(WireError):
+        decode_frame(bad)
+    with pytest.raises(WireError, match="version"):
+        decode_frame(b"\x09" + good[1:])
+    with pytest.raises(WireError, match="kind"):
+        decode_frame(good[:1] + b"\x07" + good[2:])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=400))
+def test_random_bytes_never_crash(data: bytes) -> None:
+    for candidate in (data, struct.pack(">BB", 1, KIND_MESSAGES) + data):
+        try:
+            decode_frame(candidate)
+        except WireError:
+            pass
+
+
+_entries = st.lists(st.builds(Entry, st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1),
+                              st.sampled_from(list(EntryType)), st.binary(max_size=50)), max_size=4)
+_messages = st.builds(
+    Message, st.sampled_from(list(MessageType)), st.integers(0, 2**32 - 1), st.just(9),
+    st.integers(0, 2**63 - 1), log_term=st.integers(0, 2**63 - 1), index=st.integers(0, 2**63 - 1),
+    entries=_entries, commit=st.integers(0, 2**63 - 1), reject=st.booleans(),
+    reject_hint=st.integers(0, 2**63 - 1), force=st.booleans(),
+    snapshot=st.none() | st.builds(SnapshotMeta, st.integers(0, 2**40), st.integers(0, 2**40),
+                                   st.none() | st.integers(0, 2**50)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", METADATA_GROUP]), _messages), max_size=6))
+def test_property_round_trip(messages: list[tuple[str, Message]]) -> None:
+    frame = decode_frame(_join(encode_frame(9, messages)))
+    order = list(dict.fromkeys(g for g, _ in messages))
+    expected = sorted(messages, key=lambda gm: order.index(gm[0]))
+    assert [g for g, _ in frame.messages] == [g for g, _ in expected]
+    for (_, got), (_, want) in zip(frame.messages, expected, strict=True):
+        assert [(e.index, e.term, e.type, bytes(e.data)) for e in got.entries] == \
+            [(e.index, e.term, e.type, bytes(e.data)) for e in want.entries]
+        assert (got.type, got.to, got.term, got.log_term, got.index, got.commit, got.reject, got.reject_hint,
+                got.force, got.snapshot) == (want.type, want.to, want.term, want.log_term, want.index,
+                                             want.commit, want.reject, want.reject_hint, want.force, want.snapshot)

@@ -1,0 +1,145 @@
+"""RaftTransport over loopback: one connection per pair, groups multiplexed, heartbeats coalesced,
+reconnect after a restart, drop (not block) when a peer is down."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from vdl_broker.raft.transport import RaftTransport, TransportConfig
+from vdl_broker.raft.types import Entry, EntryType, Message, MessageType
+
+pytestmark = pytest.mark.timeout(30)
+
+FAST = TransportConfig(backoff_min_s=0.01, backoff_max_s=0.1)
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.items: list[tuple[str, Message]] = []
+        self.changed = asyncio.Event()
+
+    def __call__(self, group: str, message: Message) -> None:
+        self.items.append((group, message))
+        self.changed.set()
+
+    async def wait_count(self, count: int, timeout: float = 5.0) -> None:
+        async def waiter() -> None:
+            while len(self.items) < count:
+                self.changed.clear()
+                await self.changed.wait()
+        await asyncio.wait_for(waiter(), timeout)
+
+
+async def _until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    async def waiter() -> None:
+        while not predicate():
+            await asyncio.sleep(0.005)
+    await asyncio.wait_for(waiter(), timeout)
+
+
+async def _mesh(n: int) -> tuple[list[RaftTransport], list[Inbox]]:
+    inboxes = [Inbox() for _ in range(n)]
+    transports = [RaftTransport(i + 1, ("127.0.0.1", 0), inboxes[i], config=FAST) for i in range(n)]
+    for t in transports:
+        await t.start()
+    for t in transports:
+        for other in transports:
+            if other is not t:
+                t.add_peer(other.node_id, ("127.0.0.1", other.port))
+    await _until(lambda: all(t.is_connected(o.node_id) for t in transports for o in transports if o is not t))
+    return transports, inboxes
+
+
+def run(coro: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(coro())
+
+
+def test_groups_multiplexed_on_one_connection_both_ways() -> None:
+    async def main() -> None:
+        (a, b, c), (ia, ib, ic) = await _mesh(3)
+        try:
+            payload = b"p" * 1000
+            for g in range(20):
+                assert a.send(f"s{g}", Message(MessageType.APPEND, 2, 1, 1, index=g,
+                                               entries=[Entry(g + 1, 1, EntryType.DATA, payload)]))
+                assert b.send(f"s{g}", Message(MessageType.APPEND_RESPONSE, 1, 2, 1, index=g))
+                assert c.send(f"s{g}", Message(MessageType.HEARTBEAT, 2, 3, 1, commit=g))
+            await ib.wait_count(40)
+            await ia.wait_count(20)
+            assert ic.items == []
+            from_a = [(g, m.index) for g, m in ib.items if m.sender == 1]
+            assert from_a == [(f"s{g}", g) for g in range(20)]
+            assert all(bytes(m.entries[0].data) == payload for _, m in ib.items if m.sender == 1)
+            assert sorted(m.commit for _, m in ib.items if m.sender == 3) == list(range(20))
+            # One TCP connection per pair, whichever side sends.
+            for t in (a, b, c):
+                for peer in (1, 2, 3):
+                    if peer != t.node_id:
+                        assert t.stats(peer).connects == 1
+        finally:
+            for t in (a, b, c):
+                await t.stop()
+    run(main)
+
+
+def test_heartbeats_of_many_groups_coalesce_into_one_frame() -> None:
+    async def main() -> None:
+        (a, b), (_, ib) = await _mesh(2)
+        try:
+            before = a.stats(2).frames_sent
+            for g in range(200):  # one tick: every group's heartbeat in the same loop iteration
+                a.send(f"stream-{g}", Message(MessageType.HEARTBEAT, 2, 1, 5, commit=g))
+            await ib.wait_count(200)
+            assert a.stats(2).frames_sent == before + 1
+            assert b.stats(1).frames_received == 1
+            assert a.stats(2).messages_sent == 200
+        finally:
+            await a.stop()
+            await b.stop()
+    run(main)
+
+
+def test_drop_when_down_and_reconnect_after_restart() -> None:
+    async def main() -> None:
+        (a, b), (ia, ib) = await _mesh(2)
+        port_b = b.port
+        await b.stop()
+        await _until(lambda: not a.is_connected(2))
+        assert a.send("g", Message(MessageType.HEARTBEAT, 2, 1, 1)) is False  # dropped, not queued
+        assert a.stats(2).dropped == 1
+        ib2 = type(ib)()
+        b2 = RaftTransport(2, ("127.0.0.1", port_b), ib2, config=FAST)
+        await b2.start()
+        b2.add_peer(1, ("127.0.0.1", a.port))
+        try:
+            await _until(lambda: a.is_connected(2) and b2.is_connected(1))
+            assert a.send("g", Message(MessageType.HEARTBEAT, 2, 1, 1))
+            assert b2.send("g", Message(MessageType.HEARTBEAT_RESPONSE, 1, 2, 1))
+            await ib2.wait_count(1)
+            await ia.wait_count(1)
+            assert a.stats(2).connects == 2
+        finally:
+            await a.stop()
+            await b2.stop()
+    run(main)
+
+
+def test_garbage_connection_is_rejected_without_harm() -> None:
+    async def main() -> None:
+        (a, b), (_, ib) = await _mesh(2)
+        try:
+            for junk in (b"\x00\x00\x00\x05hello", b"\xff\xff\xff\xff", b"\x00\x00\x00\x06\x01\x01\x00\x00\x00\x09"):
+                reader, writer = await asyncio.open_connection("127.0.0.1", b.port)
+                writer.write(junk)
+                await writer.drain()
+                assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by b
+                writer.close()
+            assert a.send("g", Message(MessageType.HEARTBEAT, 2, 1, 1))
+            await ib.wait_count(1)
+        finally:
+            await a.stop()
+            await b.stop()
+    run(main)

@@ -1,0 +1,252 @@
+"""The cluster's metadata state machine (pure: no I/O, no clock, no randomness).
+
+It holds the nodes and the streams with their replica sets. Every node applies the same
+committed entries of the metadata Raft group ("__metadata") in the same order and so reaches
+the same state; there is no snapshot: a node replays the metadata log from its start.
+
+A command is a JSON object carried as the value of the single record of a RecordBatch v2 --
+the metadata group's DATA entries are Kafka batches like every stream's, so the StreamLog
+stores and indexes them the usual way:
+
+    {"op": "register_node", "id": 2, "client": "h:9093", "raft": "h:19093"}
+    {"op": "create_stream", "name": "events", "replication_factor": 3 | null, "config": {...}}
+    {"op": "delete_stream", "name": "events"}
+
+Replica sets are chosen when the command is applied (not when proposed), from the state at
+that point, so concurrent creations still balance: the first replica is the preferred leader,
+picked among the nodes leading the fewest streams, then the rest among the nodes holding the
+fewest replicas (ties by node id). Replication factor 1, 3 or 5; default 3, or every node when
+the cluster has fewer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, read_records
+
+METADATA_GROUP = "__metadata"  # the Raft group (and directory) of the metadata log
+ALLOWED_REPLICATION_FACTORS = (1, 3, 5)
+DEFAULT_REPLICATION_FACTOR = 3
+MAX_NAME_LENGTH = 249  # Kafka's topic-name limit
+_NAME = re.compile(r"^[A-Za-z0-9._-]+$")  # Kafka's legal topic-name characters
+_RESULT_MEMORY = 4096  # results kept for proposers to pick up by Raft index
+
+
+class Outcome(Enum):
+    OK = "ok"
+    EXISTS = "exists"  # create of a live stream (Kafka: TOPIC_ALREADY_EXISTS)
+    UNKNOWN = "unknown"  # delete of a missing stream (UNKNOWN_TOPIC_OR_PARTITION)
+    INVALID_NAME = "invalid_name"  # INVALID_TOPIC_EXCEPTION
+    INVALID_REPLICATION_FACTOR = "invalid_replication_factor"  # INVALID_REPLICATION_FACTOR
+    INVALID_CONFIG = "invalid_config"  # INVALID_CONFIG
+    INVALID_COMMAND = "invalid_command"  # malformed entry: ignored by every node alike
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    id: int
+    client: str
+    raft: str
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    name: str
+    replicas: tuple[int, ...]  # replicas[0] is the preferred leader
+    config: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
+    created_index: int = 0  # Raft index of the create command: tells incarnations apart
+
+    @property
+    def preferred_leader(self) -> int:
+        return self.replicas[0]
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    index: int
+    op: str
+    outcome: Outcome
+    message: str = ""
+    stream: StreamInfo | None = None  # created or deleted stream
+    node: NodeInfo | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is Outcome.OK
+
+
+# ---------------------------------------------------------------------------------- commands
+
+
+def register_node_command(node_id: int, client: str, raft: str) -> dict[str, Any]:
+    return {"op": "register_node", "id": node_id, "client": client, "raft": raft}
+
+
+def create_stream_command(name: str, replication_factor: int | None = None,
+                          config: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"op": "create_stream", "name": name, "replication_factor": replication_factor,
+            "config": dict(config or {})}
+
+
+def delete_stream_command(name: str) -> dict[str, Any]:
+    return {"op": "delete_stream", "name": name}
+
+
+def encode_command(command: dict[str, Any], timestamp_ms: int = 0) -> bytes:
+    """One RecordBatch v2 (base offset 0: the Raft driver assigns it) with the JSON as value."""
+    builder = RecordBatchBuilder()
+    builder.append(timestamp_ms, None, json.dumps(command, sort_keys=True, separators=(",", ":")).encode())
+    return builder.build()
+
+
+def decode_commands(payload: bytes | memoryview) -> list[Any]:
+    """The JSON values of a metadata entry's records (anything undecodable becomes None)."""
+    try:
+        values = [record.value for record in read_records(payload)]
+    except ValueError:
+        return [None]
+    out: list[Any] = []
+    for value in values:
+        try:
+            out.append(json.loads(value) if value is not None else None)
+        except (ValueError, RecursionError):
+            out.append(None)
+    return out
+
+
+def validate_stream_name(name: Any) -> str | None:
+    """Why `name` cannot be a stream name, or None when it can."""
+    if not isinstance(name, str) or not name:
+        return "stream name must be a non-empty string"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"stream name longer than {MAX_NAME_LENGTH} characters"
+    if name in (".", "..") or not _NAME.match(name):
+        return f"stream name {name!r} may only contain ASCII letters, digits, '.', '_' and '-'"
+    if name == METADATA_GROUP:
+        return f"{METADATA_GROUP} is reserved"
+    return None
+
+
+# ---------------------------------------------------------------------------------- state
+
+
+class ClusterState:
+    """Nodes and streams; apply() is deterministic."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[int, NodeInfo] = {}
+        self.streams: dict[str, StreamInfo] = {}
+        self.applied_index = 0
+        self._results: OrderedDict[int, list[ApplyResult]] = OrderedDict()
+
+    # -- queries
+
+    def streams_on(self, node_id: int) -> list[StreamInfo]:
+        return [s for s in self.streams.values() if node_id in s.replicas]
+
+    def result_for(self, index: int) -> list[ApplyResult] | None:
+        """The results of the entry at Raft index `index` (recent entries only)."""
+        return self._results.get(index)
+
+    def default_replication_factor(self) -> int:
+        return min(DEFAULT_REPLICATION_FACTOR, max(1, len(self.nodes)))
+
+    def check_create(self, name: str, replication_factor: int | None) -> ApplyResult | None:
+        """What apply() would refuse now (a proposer answers early); None if it looks fine."""
+        return self._refuse_create(0, name, replication_factor, {})
+
+    # -- applying
+
+    def apply_entry(self, index: int, payload: bytes | memoryview) -> list[ApplyResult]:
+        """Apply one committed DATA entry of the metadata group."""
+        results = [self.apply(index, command) for command in decode_commands(payload)]
+        self.applied_index = max(self.applied_index, index)
+        self._results[index] = results
+        while len(self._results) > _RESULT_MEMORY:
+            self._results.popitem(last=False)
+        return results
+
+    def apply(self, index: int, command: Any) -> ApplyResult:
+        op = command.get("op") if isinstance(command, dict) else None
+        if op == "register_node":
+            return self._register_node(index, command)
+        if op == "create_stream":
+            return self._create_stream(index, command)
+        if op == "delete_stream":
+            return self._delete_stream(index, command)
+        return ApplyResult(index, str(op), Outcome.INVALID_COMMAND, f"unknown command {command!r:.200}")
+
+    def _register_node(self, index: int, command: dict[str, Any]) -> ApplyResult:
+        node_id, client, raft = command.get("id"), command.get("client"), command.get("raft")
+        if (isinstance(node_id, bool) or not isinstance(node_id, int) or node_id <= 0
+                or not isinstance(client, str) or not isinstance(raft, str)):
+            return ApplyResult(index, "register_node", Outcome.INVALID_COMMAND, "bad register_node")
+        node = NodeInfo(node_id, client, raft)
+        self.nodes[node_id] = node
+        return ApplyResult(index, "register_node", Outcome.OK, node=node)
+
+    def _refuse_create(self, index: int, name: Any, rf: Any, config: Any) -> ApplyResult | None:
+        op = "create_stream"
+        reason = validate_stream_name(name)
+        if reason is not None:
+            return ApplyResult(index, op, Outcome.INVALID_NAME, reason)
+        if name in self.streams:
+            return ApplyResult(index, op, Outcome.EXISTS, f"stream {name} already exists",
+                               stream=self.streams[name])
+        if not isinstance(config, dict):
+            return ApplyResult(index, op, Outcome.INVALID_CONFIG, "config must be an object")
+        if rf is not None:
+            if isinstance(rf, bool) or not isinstance(rf, int) or rf not in ALLOWED_REPLICATION_FACTORS:
+                return ApplyResult(index, op, Outcome.INVALID_REPLICATION_FACTOR,
+                                   f"replication factor must be one of {ALLOWED_REPLICATION_FACTORS}, got {rf!r}")
+            if rf > len(self.nodes):
+                return ApplyResult(index, op, Outcome.INVALID_REPLICATION_FACTOR,
+                                   f"replication factor {rf} exceeds the {len(self.nodes)} node(s) of the cluster")
+        if not self.nodes:
+            return ApplyResult(index, op, Outcome.INVALID_REPLICATION_FACTOR, "the cluster has no nodes yet")
+        return None
+
+    def _create_stream(self, index: int, command: dict[str, Any]) -> ApplyResult:
+        name, rf, config = command.get("name"), command.get("replication_factor"), command.get("config", {})
+        refused = self._refuse_create(index, name, rf, config)
+        if refused is not None:
+            return refused
+        replicas = choose_replicas(self.nodes, self.streams.values(), rf or self.default_replication_factor())
+        stream = StreamInfo(name, replicas, dict(config), index)
+        self.streams[name] = stream
+        return ApplyResult(index, "create_stream", Outcome.OK, stream=stream)
+
+    def _delete_stream(self, index: int, command: dict[str, Any]) -> ApplyResult:
+        name = command.get("name")
+        stream = self.streams.pop(name, None) if isinstance(name, str) else None
+        if stream is None:
+            return ApplyResult(index, "delete_stream", Outcome.UNKNOWN, f"no stream {name!r}")
+        return ApplyResult(index, "delete_stream", Outcome.OK, stream=stream)
+
+
+def choose_replicas(nodes: dict[int, NodeInfo], streams: Iterable[StreamInfo], replication_factor: int) -> tuple[int, ...]:
+    """Deterministic placement: preferred leader = the node leading the fewest streams (then
+    holding the fewest replicas, then lowest id); the others = the nodes holding the fewest
+    replicas (then lowest id)."""
+    leads = dict.fromkeys(nodes, 0)
+    holds = dict.fromkeys(nodes, 0)
+    for stream in streams:
+        if stream.replicas and stream.replicas[0] in leads:
+            leads[stream.replicas[0]] += 1
+        for replica in stream.replicas:
+            if replica in holds:
+                holds[replica] += 1
+    ids = sorted(nodes)
+    leader = min(ids, key=lambda n: (leads[n], holds[n], n))
+    # Rotate the tie order by the leader so followers spread too (not always the lowest ids).
+    start = ids.index(leader)
+    rotated = ids[start + 1:] + ids[:start]
+    others = sorted(rotated, key=lambda n: holds[n])[: replication_factor - 1]
+    return (leader, *others)

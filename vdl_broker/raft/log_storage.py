@@ -1,0 +1,63 @@
+"""RaftStorage over a StreamLog (the core's read-only view of the durable log), plus hard state.
+
+The core reads; the driver (vdl_broker.raft.driver) writes. The core only asks for indexes below
+its unstable offset, which the driver has appended to the StreamLog already.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vdl_broker.log import Entry as LogEntry
+from vdl_broker.log import EntryType as LogEntryType
+from vdl_broker.log import HardState as LogHardState
+from vdl_broker.log import IndexOutOfRange, StreamLog, load_hard_state, save_hard_state
+from vdl_broker.raft.types import NONE, CompactedError, Entry, EntryType, HardState
+
+# The core's and the log's entry types agree value for value (types.EntryType says so).
+_TO_RAFT = {int(t): EntryType(int(t)) for t in LogEntryType}
+_TO_LOG = {int(t): LogEntryType(int(t)) for t in EntryType}
+
+
+class StreamLogStorage:
+    """Satisfies vdl_broker.raft.storage.RaftStorage."""
+
+    def __init__(self, log: StreamLog) -> None:
+        self.log = log
+
+    @property
+    def first_index(self) -> int:
+        return self.log.first_index
+
+    @property
+    def last_index(self) -> int:
+        return self.log.last_index
+
+    def term_at(self, index: int) -> int:
+        if index < self.log.first_index - 1:
+            raise CompactedError(f"index {index} precedes the log start {self.log.first_index}")
+        return self.log.term_at(index)
+
+    def entries(self, start: int, end: int, max_bytes: int | None = None) -> list[Entry]:
+        if start < self.log.first_index:
+            raise CompactedError(f"index {start} precedes the log start {self.log.first_index}")
+        try:
+            stored = self.log.entries(start, end, max_bytes)
+        except IndexOutOfRange as error:
+            if start < self.log.first_index:  # retention ran meanwhile
+                raise CompactedError(str(error)) from error
+            raise
+        return [Entry(e.index, e.term, _TO_RAFT[int(e.type)], e.payload) for e in stored]
+
+
+def to_log_entries(entries: list[Entry]) -> list[LogEntry]:
+    return [LogEntry(e.index, e.term, _TO_LOG[int(e.type)], e.data) for e in entries]
+
+
+def load_raft_hard_state(directory: Path) -> HardState:
+    state = load_hard_state(directory)
+    return HardState(state.term, NONE if state.voted_for is None else state.voted_for)
+
+
+def save_raft_hard_state(directory: Path, state: HardState) -> None:
+    save_hard_state(directory, LogHardState(state.term, None if state.voted_for == NONE else state.voted_for))

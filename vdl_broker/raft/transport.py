@@ -1,0 +1,299 @@
+"""asyncio TCP transport between Raft nodes: one connection per pair of nodes for every group.
+
+Exactly one connection per pair: the node with the lower id dials, the higher id accepts (a
+restarted dialer's new connection replaces the old one). The connection carries frames both
+ways: a 4-byte big-endian length, then a body from vdl_broker.raft.wire. The dialer's first
+frame is a HELLO naming itself.
+
+Sending never blocks and never waits for a peer: messages queue per peer (bounded) and a writer
+task flushes everything queued in one frame, so the heartbeats of all groups from one tick reach
+a peer as one frame (coalescing). When the peer is down or the queue is full the message is
+dropped -- Raft retransmits (heartbeat stall detection, probes, election timeouts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from vdl_broker.raft.types import Message
+from vdl_broker.raft.wire import (
+    KIND_HELLO,
+    KIND_MESSAGES,
+    WireError,
+    decode_frame,
+    encode_frame,
+    encode_hello,
+)
+
+log = logging.getLogger(__name__)
+
+_LENGTH = struct.Struct(">I")
+
+Handler = Callable[[str, Message], None]
+Address = tuple[str, int]
+
+
+@dataclass
+class TransportConfig:
+    max_frame_bytes: int = 128 << 20  # a frame holds at most ~one append per group; refuse more
+    max_queue_messages: int = 65_536  # per peer; beyond it new messages are dropped
+    max_queue_bytes: int = 256 << 20  # per peer, entry payload bytes
+    connect_timeout_s: float = 2.0
+    backoff_min_s: float = 0.05
+    backoff_max_s: float = 1.0
+
+
+@dataclass
+class PeerStats:
+    """Counters per peer (tests observe coalescing through them)."""
+
+    frames_sent: int = 0
+    messages_sent: int = 0
+    bytes_sent: int = 0
+    frames_received: int = 0
+    messages_received: int = 0
+    dropped: int = 0
+    connects: int = 0
+
+
+@dataclass
+class _Peer:
+    id: int
+    address: Address | None
+    queue: list[tuple[str, Message]] = field(default_factory=list)
+    queue_bytes: int = 0
+    writer: asyncio.StreamWriter | None = None
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    connected: asyncio.Event = field(default_factory=asyncio.Event)
+    disconnected: asyncio.Event = field(default_factory=asyncio.Event)
+    stats: PeerStats = field(default_factory=PeerStats)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+
+def _payload_bytes(message: Message) -> int:
+    return sum(len(e.data) for e in message.entries) + 64
+
+
+class RaftTransport:
+    """Carries (group, Message) between this node and its peers; delivers incoming ones to `handler`."""
+
+    def __init__(self, node_id: int, listen: Address, handler: Handler,
+                 peers: dict[int, Address] | None = None, config: TransportConfig | None = None) -> None:
+        self.node_id = node_id
+        self.listen = listen
+        self.handler = handler
+        self.config = config or TransportConfig()
+        self._peers: dict[int, _Peer] = {}
+        self._server: asyncio.Server | None = None
+        self._closed = False
+        self._readers: set[asyncio.Task[None]] = set()
+        self._pending_peers = dict(peers or {})
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        host, port = self.listen
+        self._server = await asyncio.start_server(self._accept, host, port)
+        for peer_id, address in self._pending_peers.items():
+            self.add_peer(peer_id, address)
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful when listening on port 0)."""
+        assert self._server is not None and self._server.sockets
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def stop(self) -> None:
+        self._closed = True
+        if self._server is not None:
+            self._server.close()
+        tasks: list[asyncio.Task[None]] = list(self._readers)
+        for peer in self._peers.values():
+            if peer.writer is not None:
+                peer.writer.close()
+            tasks += peer.tasks
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+
+    def add_peer(self, peer_id: int, address: Address | None) -> None:
+        """Register (or re-address) a peer; the lower id of the pair dials the other."""
+        if peer_id == self.node_id:
+            return
+        if self._server is None:
+            self._pending_peers[peer_id] = address  # type: ignore[assignment]
+            return
+        peer = self._peers.get(peer_id)
+        if peer is None:
+            peer = _Peer(peer_id, address)
+            self._peers[peer_id] = peer
+            loop = asyncio.get_running_loop()
+            peer.tasks.append(loop.create_task(self._write_loop(peer)))
+            if self.node_id < peer_id:
+                peer.tasks.append(loop.create_task(self._dial_loop(peer)))
+        else:
+            peer.address = address
+
+    # ------------------------------------------------------------------ sending
+
+    def send(self, group: str, message: Message) -> bool:
+        """Queue one message; False when it was dropped (peer unknown, down or backlogged)."""
+        peer = self._peers.get(message.to)
+        if peer is None or self._closed:
+            return False
+        size = _payload_bytes(message)
+        cfg = self.config
+        if (peer.writer is None or len(peer.queue) >= cfg.max_queue_messages
+                or peer.queue_bytes + size > cfg.max_queue_bytes):
+            peer.stats.dropped += 1
+            return False
+        peer.queue.append((group, message))
+        peer.queue_bytes += size
+        peer.wake.set()
+        return True
+
+    def stats(self, peer_id: int) -> PeerStats:
+        peer = self._peers.get(peer_id)
+        return peer.stats if peer is not None else PeerStats()
+
+    def is_connected(self, peer_id: int) -> bool:
+        peer = self._peers.get(peer_id)
+        return peer is not None and peer.writer is not None
+
+    async def wait_connected(self, peer_id: int) -> None:
+        while peer_id not in self._peers:
+            await asyncio.sleep(0.01)
+        await self._peers[peer_id].connected.wait()
+
+    async def _write_loop(self, peer: _Peer) -> None:
+        while not self._closed:
+            await peer.wake.wait()
+            # Let every task made runnable by the same tick enqueue first: one frame for all.
+            await asyncio.sleep(0)
+            peer.wake.clear()
+            batch, peer.queue, peer.queue_bytes = peer.queue, [], 0
+            writer = peer.writer
+            if not batch or writer is None:
+                continue
+            try:
+                await self._write_batch(peer, writer, batch)
+            except (ConnectionError, OSError) as error:
+                log.debug("node %d -> %d: write failed: %s", self.node_id, peer.id, error)
+                self._disconnect(peer, writer)
+
+    async def _write_batch(self, peer: _Peer, writer: asyncio.StreamWriter, batch: list[tuple[str, Message]]) -> None:
+        start = 0
+        limit = self.config.max_frame_bytes
+        while start < len(batch):
+            # Split so that no frame exceeds the receiver's limit (greedy by payload bytes).
+            end, size = start, 0
+            while end < len(batch):
+                size += _payload_bytes(batch[end][1])
+                if end > start and size > limit // 2:
+                    break
+                end += 1
+            parts = encode_frame(self.node_id, batch[start:end])
+            length = sum(len(p) for p in parts)
+            writer.write(_LENGTH.pack(length))
+            writer.writelines(parts)
+            peer.stats.frames_sent += 1
+            peer.stats.messages_sent += end - start
+            peer.stats.bytes_sent += length + 4
+            start = end
+        await writer.drain()
+
+    # ------------------------------------------------------------------ connections
+
+    async def _dial_loop(self, peer: _Peer) -> None:
+        backoff = self.config.backoff_min_s
+        while not self._closed:
+            if peer.writer is None and peer.address is not None:
+                try:
+                    reader, writer = await asyncio.wait_for(
+                        asyncio.open_connection(*peer.address), self.config.connect_timeout_s)
+                except (TimeoutError, OSError):
+                    await asyncio.sleep(backoff * (0.5 + random.random()))
+                    backoff = min(backoff * 2, self.config.backoff_max_s)
+                    continue
+                hello = encode_hello(self.node_id)
+                writer.write(_LENGTH.pack(len(hello)) + hello)
+                backoff = self.config.backoff_min_s
+                self._attach(peer, reader, writer)
+            if peer.writer is not None:
+                await peer.disconnected.wait()  # then dial again
+            elif peer.address is None:
+                await asyncio.sleep(self.config.backoff_max_s)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            body = await asyncio.wait_for(self._read_body(reader), self.config.connect_timeout_s)
+            frame = decode_frame(body)
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, WireError) as error:
+            log.warning("node %d: rejected raft connection: %s", self.node_id, error)
+            writer.close()
+            return
+        peer = self._peers.get(frame.sender)
+        if frame.kind != KIND_HELLO or peer is None or frame.sender >= self.node_id:
+            log.warning("node %d: rejected raft connection from node %d", self.node_id, frame.sender)
+            writer.close()
+            return
+        if peer.writer is not None:
+            peer.writer.close()  # the peer restarted: its new connection wins
+        self._attach(peer, reader, writer)
+
+    def _attach(self, peer: _Peer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer.writer = writer
+        peer.stats.connects += 1
+        peer.disconnected.clear()
+        peer.connected.set()
+        task = asyncio.get_running_loop().create_task(self._read_loop(peer, reader, writer))
+        self._readers.add(task)
+        task.add_done_callback(self._readers.discard)
+        log.debug("node %d: connected to node %d", self.node_id, peer.id)
+
+    def _disconnect(self, peer: _Peer, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+        if peer.writer is writer:
+            peer.writer = None
+            peer.connected.clear()
+            peer.disconnected.set()
+            peer.queue, peer.queue_bytes = [], 0
+
+    async def _read_body(self, reader: asyncio.StreamReader) -> bytes:
+        (length,) = _LENGTH.unpack(await reader.readexactly(4))
+        if length > self.config.max_frame_bytes:
+            raise WireError(f"frame of {length} bytes exceeds the limit {self.config.max_frame_bytes}", 0)
+        return await reader.readexactly(length)
+
+    async def _read_loop(self, peer: _Peer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while not self._closed:
+                frame = decode_frame(await self._read_body(reader))
+                if frame.kind != KIND_MESSAGES or frame.sender != peer.id:
+                    raise WireError(f"unexpected frame kind {frame.kind} from node {frame.sender}", 0)
+                peer.stats.frames_received += 1
+                peer.stats.messages_received += len(frame.messages)
+                for group, message in frame.messages:
+                    if message.to != self.node_id:
+                        continue
+                    try:
+                        self.handler(group, message)
+                    except Exception:  # one bad group must not take the connection down
+                        log.exception("node %d: handling a message for group %s failed", self.node_id, group)
+        except (OSError, asyncio.IncompleteReadError) as error:
+            log.debug("node %d: connection to node %d closed: %s", self.node_id, peer.id, error)
+        except WireError as error:
+            log.warning("node %d: bad frame from node %d: %s", self.node_id, peer.id, error)
+        finally:
+            self._disconnect(peer, writer)

@@ -1,0 +1,208 @@
+"""Binary encoding of Raft messages between nodes (the transport's frame bodies).
+
+A frame body carries the messages of many Raft groups from one sender to one receiver, so every
+group between two nodes shares one connection and one tick's heartbeats travel together:
+
+    frame   := version u8 | kind u8 | sender u32 | group count u32 | group*      (kind MESSAGES)
+             | version u8 | kind u8 | sender u32                                   (kind HELLO)
+    group   := name length u16 | name utf-8 | message count u32 | message*
+    message := type u8 | flags u8 | to u32 | term i64 | log_term i64 | index i64 | commit i64
+               | reject_hint i64 | entry count u32 | entry* | [snapshot]
+    entry   := index i64 | term i64 | type u8 | payload length u32 | payload
+    snapshot:= index i64 | term i64 | data length u32 | data (JSON; empty = None)
+
+All integers big-endian. Decoding never copies entry payloads: they are memoryview slices of the
+frame. Any malformed input raises WireError, and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from vdl_broker.raft.types import Entry, EntryType, Message, MessageType, SnapshotMeta
+
+VERSION = 1
+KIND_HELLO = 1
+KIND_MESSAGES = 2
+
+# The name of the metadata group (streams are named like Kafka topics, which cannot start "__"
+# followed by this exact name in practice; the cluster layer refuses it as a stream name).
+METADATA_GROUP = "__metadata"
+
+_FRAME = struct.Struct(">BBI")
+_COUNT = struct.Struct(">I")
+_NAME_LEN = struct.Struct(">H")
+_MESSAGE = struct.Struct(">BBIqqqqqI")
+_ENTRY = struct.Struct(">qqBI")
+_SNAPSHOT = struct.Struct(">qqI")
+
+_FLAG_REJECT = 1
+_FLAG_FORCE = 2
+_FLAG_SNAPSHOT = 4
+_KNOWN_FLAGS = _FLAG_REJECT | _FLAG_FORCE | _FLAG_SNAPSHOT
+_MESSAGE_TYPES = {int(t): t for t in MessageType}
+_ENTRY_TYPES = {int(t): t for t in EntryType}
+
+Buffer = bytes | bytearray | memoryview
+
+
+class WireError(ValueError):
+    """Malformed bytes on a Raft connection (the one exception decoding raises)."""
+
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(f"{message} at byte {position}")
+        self.position = position
+
+
+@dataclass(slots=True)
+class Frame:
+    kind: int
+    sender: int
+    messages: list[tuple[str, Message]]
+
+
+# ---------------------------------------------------------------------------------- encoding
+
+
+def encode_hello(sender: int) -> bytes:
+    return _FRAME.pack(VERSION, KIND_HELLO, sender)
+
+
+def encode_frame(sender: int, messages: Iterable[tuple[str, Message]]) -> list[Buffer]:
+    """The frame body as buffers (entry payloads are not copied); groups keep their first-seen order."""
+    by_group: dict[str, list[Message]] = {}
+    for group, message in messages:
+        by_group.setdefault(group, []).append(message)
+    parts: list[Buffer] = [_FRAME.pack(VERSION, KIND_MESSAGES, sender), _COUNT.pack(len(by_group))]
+    for group, group_messages in by_group.items():
+        name = group.encode()
+        parts.append(_NAME_LEN.pack(len(name)) + name + _COUNT.pack(len(group_messages)))
+        for message in group_messages:
+            _encode_message(message, parts)
+    return parts
+
+
+def _encode_message(m: Message, parts: list[Buffer]) -> None:
+    flags = (_FLAG_REJECT if m.reject else 0) | (_FLAG_FORCE if m.force else 0)
+    if m.snapshot is not None:
+        flags |= _FLAG_SNAPSHOT
+    entries: Sequence[Entry] = m.entries
+    parts.append(_MESSAGE.pack(int(m.type), flags, m.to, m.term, m.log_term, m.index, m.commit,
+                               m.reject_hint, len(entries)))
+    for entry in entries:
+        parts.append(_ENTRY.pack(entry.index, entry.term, int(entry.type), len(entry.data)))
+        if len(entry.data):
+            parts.append(entry.data)
+    if m.snapshot is not None:
+        snap = m.snapshot
+        data = b"" if snap.data is None else json.dumps(snap.data, separators=(",", ":")).encode()
+        parts.append(_SNAPSHOT.pack(snap.index, snap.term, len(data)) + data)
+
+
+def frame_size(parts: Sequence[Buffer]) -> int:
+    return sum(len(p) for p in parts)
+
+
+# ---------------------------------------------------------------------------------- decoding
+
+
+class _Reader:
+    __slots__ = ("view", "pos")
+
+    def __init__(self, data: Buffer) -> None:
+        self.view = data if isinstance(data, memoryview) else memoryview(data)
+        if self.view.ndim != 1 or self.view.itemsize != 1:
+            self.view = self.view.cast("B")
+        self.pos = 0
+
+    def unpack(self, fmt: struct.Struct) -> tuple[int, ...]:
+        end = self.pos + fmt.size
+        if end > len(self.view):
+            raise WireError(f"truncated: need {fmt.size} bytes, {len(self.view) - self.pos} left", self.pos)
+        values = fmt.unpack_from(self.view, self.pos)
+        self.pos = end
+        return values
+
+    def take(self, size: int) -> memoryview:
+        end = self.pos + size
+        if end > len(self.view):
+            raise WireError(f"truncated: need {size} bytes, {len(self.view) - self.pos} left", self.pos)
+        chunk = self.view[self.pos:end]
+        self.pos = end
+        return chunk
+
+
+def decode_frame(data: Buffer) -> Frame:
+    """Decode one frame body; entry payloads are memoryview slices of `data`."""
+    try:
+        reader = _Reader(data)
+        version, kind, sender = reader.unpack(_FRAME)
+        if version != VERSION:
+            raise WireError(f"unsupported wire version {version}", 0)
+        if kind == KIND_HELLO:
+            _expect_end(reader)
+            return Frame(KIND_HELLO, sender, [])
+        if kind != KIND_MESSAGES:
+            raise WireError(f"unknown frame kind {kind}", 1)
+        (group_count,) = reader.unpack(_COUNT)
+        messages: list[tuple[str, Message]] = []
+        for _ in range(group_count):
+            (name_len,) = reader.unpack(_NAME_LEN)
+            position = reader.pos
+            try:
+                group = str(reader.take(name_len), "utf-8")
+            except UnicodeDecodeError as error:
+                raise WireError("group name is not UTF-8", position) from error
+            (count,) = reader.unpack(_COUNT)
+            for _ in range(count):
+                messages.append((group, _decode_message(reader, sender)))
+        _expect_end(reader)
+        return Frame(KIND_MESSAGES, sender, messages)
+    except WireError:
+        raise
+    except (ValueError, TypeError, struct.error, RecursionError, OverflowError) as error:
+        raise WireError(f"malformed frame: {error}", 0) from error
+
+
+def _expect_end(reader: _Reader) -> None:
+    if reader.pos != len(reader.view):
+        raise WireError(f"{len(reader.view) - reader.pos} trailing bytes", reader.pos)
+
+
+def _decode_message(reader: _Reader, sender: int) -> Message:
+    position = reader.pos
+    kind, flags, to, term, log_term, index, commit, hint, entry_count = reader.unpack(_MESSAGE)
+    message_type = _MESSAGE_TYPES.get(kind)
+    if message_type is None:
+        raise WireError(f"unknown message type {kind}", position)
+    if flags & ~_KNOWN_FLAGS:
+        raise WireError(f"unknown message flags {flags:#x}", position + 1)
+    # Each entry needs at least its header: refuse counts the frame cannot hold before allocating.
+    if entry_count * _ENTRY.size > len(reader.view) - reader.pos:
+        raise WireError(f"entry count {entry_count} exceeds the frame", position + _MESSAGE.size - 4)
+    entries: list[Entry] = []
+    for _ in range(entry_count):
+        entry_position = reader.pos
+        e_index, e_term, e_type, size = reader.unpack(_ENTRY)
+        entry_type = _ENTRY_TYPES.get(e_type)
+        if entry_type is None:
+            raise WireError(f"unknown entry type {e_type}", entry_position + 16)
+        entries.append(Entry(e_index, e_term, entry_type, reader.take(size)))
+    snapshot = None
+    if flags & _FLAG_SNAPSHOT:
+        snap_position = reader.pos
+        s_index, s_term, size = reader.unpack(_SNAPSHOT)
+        raw = reader.take(size)
+        data = None
+        if size:
+            try:
+                data = json.loads(str(raw, "utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as error:
+                raise WireError("snapshot data is not JSON", snap_position + _SNAPSHOT.size) from error
+        snapshot = SnapshotMeta(s_index, s_term, data)
+    return Message(message_type, to, sender, term, log_term=log_term, index=index, entries=entries,
+                   commit=commit, reject=bool(flags & _FLAG_REJECT), reject_hint=hint, snapshot=snapshot,
+                   force=bool(flags & _FLAG_FORCE))
