@@ -16,6 +16,7 @@ import logging
 import socket
 import struct
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -88,6 +89,10 @@ class _Connection:
         self.address = f"{host}:{port}"
 
     def request(self, api_key: int, version: int, body: object, timeout_s: float) -> object:
+        return self.receive(api_key, version, self.send(api_key, version, body, timeout_s), timeout_s)
+
+    def send(self, api_key: int, version: int, body: object, timeout_s: float) -> int:
+        """Send one request; returns its correlation id (answers come back in request order)."""
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         header = RequestHeader(request_api_key=api_key, request_api_version=version,
                                correlation_id=self._correlation, client_id=self._client_id)
@@ -95,13 +100,17 @@ class _Connection:
         size = sum(len(b) for b in buffers)
         self._sock.settimeout(timeout_s)
         self._sock.sendall(b"".join([_SIZE.pack(size), *buffers]))
+        return self._correlation
+
+    def receive(self, api_key: int, version: int, correlation: int, timeout_s: float) -> object:
+        self._sock.settimeout(timeout_s)
         (length,) = _SIZE.unpack(self._read_exact(4))
         if not 0 <= length <= MAX_RESPONSE_BYTES:
             raise OSError(f"bad response size {length} from {self.address}")
         frame = memoryview(self._read_exact(length))
         response_header, position = decode_message(ResponseHeader, 0, frame)
-        if response_header.correlation_id != self._correlation:
-            raise OSError(f"correlation id {response_header.correlation_id} != {self._correlation}")
+        if response_header.correlation_id != correlation:
+            raise OSError(f"correlation id {response_header.correlation_id} != {correlation}")
         response, _ = decode_message(_RESPONSES[api_key], version, frame, position)
         return response
 
@@ -367,6 +376,9 @@ class VdlClient:
 
         return self._retrying("InitProducerId", attempt)
 
+    def pipeline(self, stream: str, timeout_ms: int, delivery_timeout_ms: int, window: int) -> ProducePipeline:
+        return ProducePipeline(self, stream, timeout_ms, delivery_timeout_ms, window)
+
     def produce(self, stream: str, batch: bytes, timeout_ms: int, deadline: float,
                 transactional_id: str | None = None) -> int:
         """Append one RecordBatch with acks=-1; returns its base offset.
@@ -375,9 +387,7 @@ class VdlClient:
         a lost answer, so the broker's idempotence deduplicates a batch it already stored:
         DUPLICATE_SEQUENCE_NUMBER means it is stored (returns -1, offset unknown).
         """
-        request = ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=timeout_ms, topic_data=[
-            ProduceRequest.TopicProduceData(name=stream, partition_data=[
-                ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+        request = produce_request(stream, batch, timeout_ms, transactional_id)
 
         def attempt() -> int:
             leader = self._leader(stream)
@@ -389,3 +399,89 @@ class VdlClient:
             return partition.base_offset
 
         return self._retrying(f"Produce to {stream!r}", attempt, deadline)
+
+
+def produce_request(stream: str, batch: bytes, timeout_ms: int, transactional_id: str | None = None) -> object:
+    """Produce v8, acks=-1 (answered once the batch is committed), one batch for partition 0."""
+    return ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=timeout_ms, topic_data=[
+        ProduceRequest.TopicProduceData(name=stream, partition_data=[
+            ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+
+
+class ProducePipeline:
+    """Up to `window` Produce requests in flight to one stream's leader, on a connection of its
+    own, so the client encodes the next batch while the broker appends and syncs the last.
+
+    Safe with the idempotent producer (KIP-98 allows 5 in flight): the broker handles one
+    connection's requests in order. On any failure every unacknowledged batch is sent again, in
+    order, one at a time through the retrying path; batches the broker already stored come back
+    as duplicates (acknowledged, not stored again).
+    """
+
+    def __init__(self, client: VdlClient, stream: str, timeout_ms: int, delivery_timeout_ms: int,
+                 window: int) -> None:
+        self._client = client
+        self._stream = stream
+        self._timeout_ms = timeout_ms
+        self._delivery_timeout_ms = delivery_timeout_ms
+        self._window = max(1, window)
+        self._inflight: deque[tuple[bytes, int]] = deque()
+        self._key = ("pipeline", stream)
+        self._connection: _Connection | None = None
+
+    @property
+    def _timeout_s(self) -> float:
+        return self._client.settings.request_timeout_ms / 1000 + self._timeout_ms / 1000
+
+    def _open(self) -> _Connection:
+        if self._connection is None:
+            leader = self._client._retrying(f"leader of {self._stream!r}",
+                                            lambda: self._client._leader(self._stream))
+            host, port = self._client._nodes[leader]
+            self._connection = self._client._connection(self._key, host, port)
+        return self._connection
+
+    def submit(self, batch: bytes) -> None:
+        while len(self._inflight) >= self._window:
+            self._complete_oldest()
+        try:
+            correlation = self._open().send(0, PRODUCE_V, produce_request(self._stream, batch, self._timeout_ms),
+                                            self._timeout_s)
+        except (OSError, VdlClientError) as exc:
+            log.debug("pipeline to %r: send failed (%s); resending in order", self._stream, exc)
+            self._recover([batch])
+            return
+        self._inflight.append((batch, correlation))
+
+    def _complete_oldest(self) -> None:
+        _, correlation = self._inflight[0]
+        try:
+            assert self._connection is not None
+            response = self._connection.receive(0, PRODUCE_V, correlation, self._timeout_s)
+        except OSError as exc:
+            log.debug("pipeline to %r: %s; resending in order", self._stream, exc)
+            self._recover([])
+            return
+        partition = response.responses[0].partition_responses[0]
+        error = partition.error_code
+        if error in (0, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+            self._inflight.popleft()
+            return
+        if ErrorCode(error) in LEADER_ERRORS:
+            self._recover([])
+            return
+        raise VdlClientError(f"Produce to {self._stream!r}: {ErrorCode(error).name} ({partition.error_message})")
+
+    def _recover(self, extra: list[bytes]) -> None:
+        pending = [batch for batch, _ in self._inflight] + extra
+        self._inflight.clear()
+        self._client._drop(self._key)
+        self._client._leaders.pop(self._stream, None)
+        self._connection = None
+        for batch in pending:
+            deadline = time.monotonic() + self._delivery_timeout_ms / 1000
+            self._client.produce(self._stream, batch, self._timeout_ms, deadline)
+
+    def finish(self) -> None:
+        while self._inflight:
+            self._complete_oldest()

@@ -32,7 +32,7 @@ from pyspark.sql.datasource import (
 )
 
 from vdl_broker.protocol.records.compression import Compression
-from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, record_size
+from vdl_connector.encoding import RecordColumns, build_batch, cut_points, encode_headers
 from vdl_connector.options import SinkOptions, VdlOptionError
 from vdl_connector.schema import WriteColumns
 
@@ -40,7 +40,8 @@ log = logging.getLogger("vdl_connector")
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"  # Spark's StreamExecution.QUERY_ID_KEY
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # Spark's MicroBatchExecution.BATCH_ID_KEY
-_SEQUENCE_WRAP = 1 << 31  # Kafka sequences are int32 and wrap to 0 (KIP-98)
+_SEQUENCE_WRAP = 1 << 31
+MAX_IN_FLIGHT = 3  # produce requests in flight per stream (KIP-98 allows up to 5 when idempotent)  # Kafka sequences are int32 and wrap to 0 (KIP-98)
 _CODECS = {"none": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
            "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
 
@@ -91,13 +92,30 @@ def transactional_id(query_id: str, batch_id: int, partition: int) -> str:
 
 @dataclass
 class _StreamState:
-    builder: RecordBatchBuilder | None = None
+    """Rows waiting to be produced to one stream, as Arrow slices (not yet encoded: a record's
+    encoding depends on its position in its Kafka batch)."""
+
+    keys: list[pa.Array | None] = field(default_factory=list)
+    values: list[pa.Array] = field(default_factory=list)
+    headers: list[pa.Array | None] = field(default_factory=list)
+    pending_bytes: int = 0
     next_sequence: int = 0
     records: int = 0
+    pipeline: object | None = None  # client.ProducePipeline, opened at the first batch
+
+
+def _concat(arrays: list[pa.Array | None], lengths: list[int]) -> pa.Array | None:
+    if all(a is None for a in arrays):
+        return None
+    filled = [pa.nulls(n, pa.binary()) if a is None else a for a, n in zip(arrays, lengths, strict=True)]
+    if len(filled) == 1:
+        return filled[0]
+    return pa.concat_arrays(filled)
 
 
 class StreamProducer:
-    """Batches records per stream by size and produces each batch to the stream's leader."""
+    """Batches rows per stream by size (deterministically: only the sequence of rows decides where
+    a batch ends) and produces each batch to the stream's leader, acks=-1, idempotent."""
 
     def __init__(self, client, options: SinkOptions, txn_id: str | None) -> None:  # noqa: ANN001
         self._client = client
@@ -114,34 +132,67 @@ class StreamProducer:
             state = self._streams[stream] = _StreamState()
         return state
 
-    def _new_builder(self, state: _StreamState) -> RecordBatchBuilder:
-        return RecordBatchBuilder(self._codec, 0, self._producer_id, self._epoch, state.next_sequence)
+    def add(self, stream: str, keys: pa.Array | None, values: pa.Array, headers: pa.Array | None) -> None:
+        """Queue rows (binary columns; headers pre-encoded sections) and send every full batch."""
+        if len(values) == 0:
+            return
+        state = self._state(stream)
+        state.keys.append(keys)
+        state.values.append(values)
+        state.headers.append(headers)
+        # cheap upper bound; the exact cut is computed when enough bytes are pending
+        state.pending_bytes += values.nbytes + (keys.nbytes if keys is not None else 0) + 24 * len(values)
+        if headers is not None:
+            state.pending_bytes += headers.nbytes
+        if state.pending_bytes >= self._options.batch_size:
+            self._drain(stream, state, final=False)
 
     def append(self, stream: str, timestamp_ms: int, key: bytes | None, value: bytes | None,
                headers: list[tuple[str, bytes | None]]) -> None:
-        state = self._state(stream)
-        builder = state.builder
-        if builder is None:
-            builder = state.builder = self._new_builder(state)
-        elif builder.estimated_size + record_size(key, value, headers) > self._options.batch_size:
-            self._send(stream, state)
-            builder = state.builder = self._new_builder(state)
-        builder.append(timestamp_ms, key, value, headers)
+        """One record (convenience for small writes and tests)."""
+        self.add(stream, pa.array([key], pa.binary()), pa.array([value], pa.binary()),
+                 pa.array([encode_headers(headers)], pa.binary()) if headers else None)
 
-    def _send(self, stream: str, state: _StreamState) -> None:
-        builder = state.builder
-        if builder is None or builder.record_count == 0:
+    def _drain(self, stream: str, state: _StreamState, final: bool) -> None:
+        lengths = [len(v) for v in state.values]
+        count = sum(lengths)
+        if count == 0:
             return
-        batch = builder.build()
-        deadline = time.monotonic() + self._options.delivery_timeout_ms / 1000
-        self._client.produce(stream, batch, self._options.client.request_timeout_ms, deadline)
-        state.next_sequence = (state.next_sequence + builder.record_count) % _SEQUENCE_WRAP
-        state.records += builder.record_count
-        state.builder = None
+        values = _concat(state.values, lengths)
+        keys = _concat(state.keys, lengths)
+        headers = None
+        if any(h is not None for h in state.headers):
+            headers = pa.concat_arrays([pa.array([b"\x00"] * len(v), pa.binary()) if h is None else h
+                                        for h, v in zip(state.headers, state.values, strict=True)])
+        columns = RecordColumns(keys, values, headers)
+        cuts = cut_points(columns.size_bounds(), self._options.batch_size)
+        if final:
+            cuts.append(count)
+        start = 0
+        for stop in cuts:
+            self._send(stream, state, columns.encode(start, stop), stop - start)
+            start = stop
+        rest = count - start
+        state.values = [values.slice(start)] if rest else []
+        state.keys = [keys.slice(start) if keys is not None else None] if rest else []
+        state.headers = [headers.slice(start) if headers is not None else None] if rest else []
+        state.pending_bytes = 0 if not rest else (values.slice(start).nbytes + 24 * rest)
+
+    def _send(self, stream: str, state: _StreamState, records: bytes, count: int) -> None:
+        batch = build_batch(records, count, int(time.time() * 1000), self._producer_id, self._epoch,
+                            state.next_sequence, self._codec)
+        if state.pipeline is None:
+            state.pipeline = self._client.pipeline(stream, self._options.client.request_timeout_ms,
+                                                   self._options.delivery_timeout_ms, MAX_IN_FLIGHT)
+        state.pipeline.submit(batch)
+        state.next_sequence = (state.next_sequence + count) % _SEQUENCE_WRAP
+        state.records += count
 
     def flush(self) -> dict[str, int]:
         for stream, state in self._streams.items():
-            self._send(stream, state)
+            self._drain(stream, state, final=True)
+            if state.pipeline is not None:
+                state.pipeline.finish()
         return {stream: state.records for stream, state in self._streams.items()}
 
 
@@ -154,36 +205,51 @@ def ensure_stream(client, stream: str, create: bool) -> None:  # noqa: ANN001
     client.create_streams([stream])
 
 
-def _binary(column: pa.Array) -> pa.Array:
+def _binary(column: pa.Array) -> pa.Array | None:
+    if pa.types.is_null(column.type) or column.null_count == len(column):
+        return None
     return column if pa.types.is_binary(column.type) else pc.cast(column, pa.binary())
 
 
-def _rows(batch: pa.RecordBatch, columns: WriteColumns, topic_option: str | None) -> Iterator[tuple]:
-    """(stream, key, value, headers) per row, checked like Spark's Kafka sink."""
-    count = batch.num_rows
-    values = _binary(batch.column(columns.value)).to_pylist()
-    keys = _binary(batch.column(columns.key)).to_pylist() if columns.key is not None else [None] * count
-    if topic_option is not None:
-        topics = None
-    else:
-        assert columns.topic is not None
-        topics = batch.column(columns.topic).to_pylist()
+def _headers(column: pa.Array) -> pa.Array | None:
+    """Pre-encoded headers sections (per record: Python work only for this column)."""
+    if pa.types.is_null(column.type) or column.null_count == len(column):
+        return None
+    sections = []
+    for entry in column.to_pylist():
+        sections.append(encode_headers(
+            [(h["key"], h["value"].encode() if isinstance(h["value"], str) else h["value"]) for h in entry]
+            if entry else None))
+    return pa.array(sections, pa.binary())
+
+
+def split_by_stream(batch: pa.RecordBatch, columns: WriteColumns,
+                    topic_option: str | None) -> list[tuple[str, pa.Array | None, pa.Array, pa.Array | None]]:
+    """(stream, keys, values, headers) groups of one Arrow batch, checked like Spark's Kafka sink."""
     if columns.partition is not None:
         partitions = batch.column(columns.partition)
-        bad = pc.sum(pc.cast(pc.not_equal(partitions, 0), pa.int64())).as_py()
-        if bad:
+        if not pa.types.is_null(partitions.type) and pc.any(pc.not_equal(partitions, 0)).as_py():
             raise VdlWriteError("column 'partition' must be null or 0: a stream has exactly one partition")
-    headers = batch.column(columns.headers).to_pylist() if columns.headers is not None else None
-    for i in range(count):
-        stream = topic_option if topics is None else topics[i]
-        if stream is None:
-            raise VdlWriteError("null topic present in the data: set the option 'topic' or fill the "
-                                "'topic' column")
-        row_headers = []
-        if headers is not None and headers[i]:
-            row_headers = [(h["key"], h["value"].encode() if isinstance(h["value"], str) else h["value"])
-                           for h in headers[i]]
-        yield stream, keys[i], values[i], row_headers
+    values = _binary(batch.column(columns.value))
+    if values is None:
+        values = pa.nulls(batch.num_rows, pa.binary())
+    keys = _binary(batch.column(columns.key)) if columns.key is not None else None
+    headers = _headers(batch.column(columns.headers)) if columns.headers is not None else None
+    if topic_option is not None:
+        return [(topic_option, keys, values, headers)]
+    assert columns.topic is not None
+    topics = batch.column(columns.topic)
+    if pa.types.is_null(topics.type) or topics.null_count:
+        raise VdlWriteError("null topic present in the data: set the option 'topic' or fill the 'topic' column")
+    names = pc.unique(topics).to_pylist()
+    if len(names) == 1:
+        return [(names[0], keys, values, headers)]
+    groups = []
+    for name in names:
+        mask = pc.equal(topics, name)
+        groups.append((name, None if keys is None else keys.filter(mask), values.filter(mask),
+                       None if headers is None else headers.filter(mask)))
+    return groups
 
 
 def write_batches(options: SinkOptions, columns: WriteColumns, iterator: Iterator[pa.RecordBatch],
@@ -194,9 +260,8 @@ def write_batches(options: SinkOptions, columns: WriteColumns, iterator: Iterato
     with VdlClient(options.client) as client:
         producer = StreamProducer(client, options, txn_id)
         for batch in iterator:
-            now_ms = int(time.time() * 1000)
-            for stream, key, value, headers in _rows(batch, columns, options.topic):
-                producer.append(stream, now_ms, key, value, headers)
+            for stream, keys, values, headers in split_by_stream(batch, columns, options.topic):
+                producer.add(stream, keys, values, headers)
         counts = producer.flush()
     return VdlCommitMessage(counts, partition, txn_id)
 

@@ -170,3 +170,13 @@ def test_healthy_client_round_trips(hostile_broker: tuple[BrokerProcess, Healthy
     while healthy.rounds < 20:
         assert time.monotonic() < deadline and not healthy.errors, healthy.errors
         time.sleep(0.01)
+
+
+def test_half_closed_client_still_gets_its_answer(hostile_broker: tuple[BrokerProcess, Healthy]) -> None:
+    broker, _ = hostile_broker
+    with raw_socket(broker.bootstrap) as sock:
+        sock.sendall(encode(18, 0, m.ApiVersionsRequest(), correlation_id=5))
+        sock.shutdown(socket.SHUT_WR)
+        correlation_id, response = api.decode_response(18, 0, read_frame(sock))
+        assert correlation_id == 5 and response.error_code == 0
+        assert closed_by_peer(sock)

@@ -32,13 +32,15 @@ def batch(value: bytes, count: int = 1) -> bytes:
 class Cluster:
     """n RaftHosts, one group GROUP over a StreamLog per node; restartable nodes."""
 
-    def __init__(self, tmp: Path, n: int = 3) -> None:
+    def __init__(self, tmp: Path, n: int = 3, log_config: LogConfig | None = None) -> None:
         self.tmp = tmp
+        self.log_config = log_config or LogConfig(fsync=False)
         self.ids = list(range(1, n + 1))
         self.hosts: dict[int, RaftHost] = {}
         self.logs: dict[int, StreamLog] = {}
         self.ports: dict[int, int] = {}
         self.applied: dict[int, list[int]] = {i: [] for i in self.ids}
+        self.resume = False
 
     async def start(self) -> None:
         for i in self.ids:
@@ -54,15 +56,19 @@ class Cluster:
             if j != i:
                 other.add_peer(i, ("127.0.0.1", self.ports[i]))
                 host.add_peer(j, ("127.0.0.1", self.ports[j]))
-        self.logs[i] = StreamLog.open(self.tmp / f"node{i}" / GROUP, LogConfig(fsync=False))
+        self.logs[i] = StreamLog.open(self.tmp / f"node{i}" / GROUP, self.log_config)
         self.applied[i] = []
         host.create_group(GROUP, self.ids, self.logs[i], apply=lambda es, i=i: self.applied[i].extend(
-            e.index for e in es))
+            e.index for e in es), resume_from_commit_point=self.resume)
 
-    async def stop_node(self, i: int, transfer: bool = False) -> None:
+    async def stop_node(self, i: int, transfer: bool = False, crash: bool = False) -> None:
         host = self.hosts.pop(i)
         await host.stop(transfer=transfer)
-        self.logs.pop(i).close()
+        log = self.logs.pop(i)
+        if crash:
+            log._release()  # like kill -9: no clean-shutdown marker, the next open recovers
+        else:
+            log.close()
 
     def group(self, i: int) -> RaftGroup:
         return self.hosts[i].groups[GROUP]
@@ -99,9 +105,11 @@ class Cluster:
             await self.stop_node(i)
 
 
-def run(tmp_path: Path, body: Callable[[Cluster], Awaitable[None]], n: int = 3) -> None:
+def run(tmp_path: Path, body: Callable[[Cluster], Awaitable[None]], n: int = 3,
+        log_config: LogConfig | None = None, resume: bool = False) -> None:
     async def main() -> None:
-        cluster = Cluster(tmp_path, n)
+        cluster = Cluster(tmp_path, n, log_config)
+        cluster.resume = resume
         await cluster.start()
         try:
             await body(cluster)
@@ -171,11 +179,15 @@ def test_graceful_leader_stop_transfers_and_restart_rejoins(tmp_path: Path) -> N
         leader = await c.leader()
         await produce(leader, [b"x"] * 10)
         old = leader.node_id
+        roles: list[tuple[int, str]] = []
+        for g in c.groups():
+            g.add_role_listener(lambda g: roles.append((g.node_id, g.role.name)))
         loop = asyncio.get_running_loop()
         started = loop.time()
         await c.stop_node(old, transfer=True)
         new = await c.leader(timeout=5)
         assert new.node_id != old
+        assert (old, "FOLLOWER") in roles and (new.node_id, "LEADER") in roles
         # A transfer needs no election timeout (TimeoutNow skips PreVote and the lease).
         assert loop.time() - started < 1.5
         assert await produce(new, [b"y"] * 5) == list(range(10, 15))
@@ -232,4 +244,114 @@ def test_single_voter_group_elects_itself(tmp_path: Path) -> None:
         assert await asyncio.wait_for(noop.committed, 5) == noop.index
         with pytest.raises(ValueError):
             g.propose(b"not a batch")  # DATA must be one RecordBatch v2
+        with pytest.raises(ValueError, match="base offset"):
+            g.propose(batch(b"stale offset"))  # base offset 0, but the log ends at 3
+        assert await produce(g, [b"still fine"]) == [3]
     run(tmp_path, body, n=1)
+
+
+def test_many_groups_share_connections_and_coalesce_heartbeats(tmp_path: Path) -> None:
+    async def body(c: Cluster) -> None:
+        names = [f"s{k}" for k in range(12)]
+        logs: list[StreamLog] = []
+        for i, host in c.hosts.items():
+            for name in names:
+                log = StreamLog.open(c.tmp / f"node{i}" / name, LogConfig(fsync=False))
+                logs.append(log)
+                host.create_group(name, c.ids, log)
+        try:
+            groups = [h.groups[n] for h in c.hosts.values() for n in names]
+
+            async def all_led() -> None:
+                while not all(any(g.leader_ready for g in groups if g.name == n) for n in names):
+                    await asyncio.sleep(TICK)
+            await asyncio.wait_for(all_led(), 10)
+            t1 = c.hosts[1].transport
+            before = (t1.stats(2).frames_sent, t1.stats(2).messages_sent)
+            start = asyncio.get_running_loop().time()
+            await asyncio.sleep(TICK * 10)  # observe ten ticks of idle heartbeating
+            elapsed_ticks = (asyncio.get_running_loop().time() - start) / TICK
+            frames = t1.stats(2).frames_sent - before[0]
+            messages = t1.stats(2).messages_sent - before[1]
+            # 13 groups between nodes 1 and 2: per tick one heartbeat or response per group, in
+            # at most a couple of frames (heartbeats; responses to the peer's heartbeats).
+            assert messages >= 13 * elapsed_ticks * 0.5
+            assert frames <= 3 * (elapsed_ticks + 2)
+            assert messages / max(frames, 1) >= 4
+            for t in (h.transport for h in c.hosts.values()):
+                for peer in c.ids:
+                    if peer != t.node_id:
+                        assert t.stats(peer).connects == 1
+        finally:
+            for host in c.hosts.values():
+                for name in names:
+                    await host.remove_group(name)
+            for log in logs:
+                log.close()
+    run(tmp_path, body)
+
+
+def test_follower_behind_retention_restarts_from_the_leaders_log_start(tmp_path: Path) -> None:
+    """Issue 5 item 5: the entries a follower needs were deleted by retention on the leader, so
+    it receives the leader's log start (a "snapshot") and continues from there."""
+    async def body(c: Cluster) -> None:
+        leader = await c.leader()
+        await produce(leader, [b"early"] * 5)
+        lagger = next(i for i in c.ids if i != leader.node_id)
+        await c.all_committed(leader.last_index)
+        await c.stop_node(lagger)
+        for _ in range(6):
+            await produce(leader, [b"r" * 200] * 10)  # segments of ~1 KiB roll often
+        other = next(i for i in c.ids if i not in (leader.node_id, lagger))
+        await c.all_committed(leader.last_index)
+        for i in (leader.node_id, other):
+            assert c.logs[i].apply_retention(max_index=c.group(i).commit_index) > 0
+        start = c.logs[leader.node_id].log_start_offset
+        assert start > 5 and c.logs[leader.node_id].first_index > 7
+        await c.start_node(lagger)
+        g = c.group(lagger)
+        last = leader.last_index
+        assert await g.wait_for(lambda g: g.applied_index >= last, 10)
+        assert c.logs[lagger].log_start_offset == c.logs[leader.node_id].log_start_offset
+        assert c.logs[lagger].first_index == c.logs[leader.node_id].first_index
+        assert g.commit_offset == leader.commit_offset == 65
+        assert c.entries(lagger, last) == c.entries(leader.node_id, last)
+        assert await produce(leader, [b"after"]) == [65]
+        await c.all_committed(leader.last_index)
+    run(tmp_path, body, log_config=LogConfig(fsync=False, segment_bytes=1024, retention_bytes=1))
+
+
+def test_restart_resumes_from_the_commit_point(tmp_path: Path) -> None:
+    async def body(c: Cluster) -> None:
+        leader = await c.leader()
+        await produce(leader, [b"a"] * 20)
+        last = leader.last_index
+        await c.all_committed(last)
+        follower = next(i for i in c.ids if i != leader.node_id)
+        await c.stop_node(follower)  # a clean stop saves the commit point
+        await c.start_node(follower)
+        g = c.group(follower)
+        # Known committed before hearing from anyone: no replay of the old entries.
+        assert g.commit_index == last and g.commit_offset == 20
+        await produce(leader, [b"b"] * 5)
+        assert await g.wait_for(lambda g: g.applied_index == leader.last_index, 10)
+        assert c.applied[follower] and min(c.applied[follower]) > last
+        assert g.commit_offset == 25
+    run(tmp_path, body, resume=True)
+
+
+def test_crashed_leader_is_replaced_and_catches_up_after_recovery(tmp_path: Path) -> None:
+    async def body(c: Cluster) -> None:
+        leader = await c.leader()
+        await produce(leader, [b"before"] * 10)
+        old = leader.node_id
+        await c.stop_node(old, crash=True)
+        new = await c.leader(timeout=10)
+        assert new.node_id != old and new.commit_offset >= 10
+        assert await produce(new, [b"after"] * 10) == list(range(10, 20))
+        await c.start_node(old)
+        last = new.last_index
+        await c.all_committed(last)
+        assert c.entries(old, last) == c.entries(new.node_id, last)
+        assert c.group(old).commit_offset == 20
+    run(tmp_path, body)

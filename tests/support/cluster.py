@@ -131,7 +131,7 @@ def start_broker(tmp_path: Path, **config: Any) -> BrokerProcess:
             return broker.start()
         except RuntimeError:
             # Another process may have taken the port between free_port() and bind: retry.
-            if attempt == 2 or "Address already in use" not in broker.recent_output():
+            if attempt == 2 or "address already in use" not in broker.recent_output().lower():
                 raise
     raise AssertionError("unreachable")
 

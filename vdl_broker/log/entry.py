@@ -44,10 +44,6 @@ ENTRY_TYPES = frozenset(int(t) for t in EntryType)
 
 # Kafka protocol guide: RecordBatch v2 header (big-endian); only the fields the log indexes.
 BATCH_HEADER_SIZE = 61
-_BASE_OFFSET = struct.Struct(">q")  # at 0
-_BATCH_LENGTH = struct.Struct(">i")  # at 8
-_LAST_OFFSET_DELTA = struct.Struct(">i")  # at 23
-_MAX_TIMESTAMP = struct.Struct(">q")  # at 35
 MAGIC_POSITION = 16
 
 
@@ -57,11 +53,13 @@ class BatchFields(NamedTuple):
     max_timestamp: int
 
 
+# base offset, batch length, leader epoch, magic, crc, attributes, last offset delta, base ts, max ts
+_HEAD = struct.Struct(">qiibIhiqq")
+
+
 def batch_fields(buf: bytes | memoryview | bytearray, position: int = 0) -> BatchFields:
     """Base offset, last offset and max timestamp of the batch starting at `position`."""
-    base = _BASE_OFFSET.unpack_from(buf, position)[0]
-    delta = _LAST_OFFSET_DELTA.unpack_from(buf, position + 23)[0]
-    max_ts = _MAX_TIMESTAMP.unpack_from(buf, position + 35)[0]
+    base, _, _, _, _, _, delta, _, max_ts = _HEAD.unpack_from(buf, position)
     return BatchFields(base, base + delta, max_ts)
 
 
@@ -70,15 +68,14 @@ def check_batch(payload: bytes | memoryview) -> BatchFields:
     size = len(payload)
     if size < BATCH_HEADER_SIZE:
         raise ValueError(f"data payload of {size} bytes is shorter than a RecordBatch v2 header")
-    length = _BATCH_LENGTH.unpack_from(payload, 8)[0]
+    base, length, _, magic, _, _, delta, _, max_ts = _HEAD.unpack_from(payload, 0)
     if length + 12 != size:
         raise ValueError(f"batch length {length} + 12 does not match payload size {size}")
-    if payload[MAGIC_POSITION] != 2:
-        raise ValueError(f"data payload has magic {payload[MAGIC_POSITION]}, expected 2")
-    fields = batch_fields(payload)
-    if fields.last_offset < fields.base_offset:
+    if magic != 2:
+        raise ValueError(f"data payload has magic {magic}, expected 2")
+    if delta < 0:
         raise ValueError("negative last offset delta")
-    return fields
+    return BatchFields(base, base + delta, max_ts)
 
 
 def encode_header(entry_type: int, term: int, index: int, payload: bytes | memoryview) -> bytes:

@@ -21,6 +21,25 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[written:]
 
 
+IOV_MAX = 1024
+
+
+def writev_all(fd: int, parts: list[bytes | memoryview], total: int = -1) -> None:
+    """Write every buffer in order with as few writev calls as possible (no user-space join).
+    `total` (their summed length, when the caller knows it) saves a pass over the buffers."""
+    if 0 <= total and len(parts) <= IOV_MAX:
+        written = os.writev(fd, parts)
+        if written < total:
+            write_all(fd, memoryview(b"".join(parts))[written:])
+        return
+    for start in range(0, len(parts), IOV_MAX):
+        group = parts[start:start + IOV_MAX]
+        total = sum(len(p) for p in group)
+        written = os.writev(fd, group)
+        if written < total:  # short write (rare on regular files): finish the rest plainly
+            write_all(fd, memoryview(b"".join(group))[written:])
+
+
 def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
     """Temp file, fsync, rename, fsync the directory: the file is either old or new, never torn."""
     temp = path.with_name(path.name + ".tmp")

@@ -1,10 +1,10 @@
 """One segment: a `.log` file of Raft entries plus its three indexes.
 
-A segment is named by the first Raft index it holds (20 digits). The active segment is appended
-with os.write and read with pread (never mapped: truncating a mapped file would turn readers'
-buffers into SIGBUS). Sealed segments are mmapped once and read as memoryview slices; if one ever
-has to be truncated again (a deep Raft conflict), its kept prefix is copied to a new file so the
-old mapping, and every buffer handed out from it, stays valid.
+A segment is named by the first Raft index it holds (20 digits). It is appended with os.write and
+read through a read-only shared mapping (re-mapped when the file has grown past it), so reads are
+memoryview slices with no copy and no syscall. Truncating a mapped file would turn buffers already
+handed to readers into SIGBUS, so a segment that was ever mapped is truncated by copying the kept
+prefix to a new file (copy_file_range) and renaming it over the old one: old mappings stay valid.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vdl_broker.log.entry import HEADER, HEADER_SIZE, BatchFields, EntryType, batch_fields
-from vdl_broker.log.fileio import write_all
+from vdl_broker.log.fileio import writev_all
 from vdl_broker.log.index_file import strictly_increasing
 from vdl_broker.log.offset_index import OffsetIndex
 from vdl_broker.log.raft_index import RaftIndex
@@ -62,7 +62,6 @@ class Segment:
         self.loaded = False
         self.sealed = False
         self.fd: int | None = None  # write descriptor (active segment, or sealed but not yet synced)
-        self._rfd: int | None = None
         self._map: mmap.mmap | None = None
         self._view: memoryview | None = None
         self.mapped_ever = False
@@ -117,19 +116,18 @@ class Segment:
 
     # ---- reading ----------------------------------------------------------------------------
     def span(self, start: int, end: int) -> memoryview:
-        """Bytes [start, end) of the log file: a slice of the mapping, or one pread."""
-        if self._view is None and self.sealed:
+        """Bytes [start, end) of the log file: a slice of the mapping (no copy)."""
+        if self._view is None or end > len(self._view):
             self._map_file()
-        if self._view is not None:
-            return self._view[start:end]
-        if self._rfd is None:
-            self._rfd = os.open(self.log_path, os.O_RDONLY)
-        return memoryview(os.pread(self._rfd, end - start, start))
+            if self._view is None:
+                return memoryview(b"")
+        return self._view[start:end]
 
     def iter_entries(self, start: int, end: int | None = None, chunk: int = 1 << 20
                      ) -> Iterator[tuple[int, int, int, int, memoryview]]:
-        """(position, type, term, index, payload) from `start` on; a sealed segment yields slices
-        of its mapping, the active one reads `chunk` bytes per pread."""
+        """(position, type, term, index, payload) from `start` on, payloads being slices of the
+        mapping; `chunk` bounds how far ahead one slice reaches (a re-map happens only when the
+        file has grown past the current mapping)."""
         end = self.size if end is None else end
         position = start
         buf_start, buf = position, self.span(position, min(end, position + chunk))
@@ -168,9 +166,9 @@ class Segment:
         if self.fd is None:
             self.fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
-    def write(self, data: bytes) -> None:
+    def write(self, parts: list[bytes | memoryview], total: int = -1) -> None:
         assert self.fd is not None
-        write_all(self.fd, data)
+        writev_all(self.fd, parts, total)
 
     def flush_indexes(self) -> None:
         self.ridx.flush()
@@ -184,7 +182,10 @@ class Segment:
         self._map_file()
 
     def _map_file(self) -> None:
-        if self._view is None and self.size > 0:
+        """Map the first `size` bytes (again, if the file grew); old mappings live on in the
+        buffers that use them."""
+        self._drop_map()
+        if self.size > 0:
             with open(self.log_path, "rb") as f:
                 self._map = mmap.mmap(f.fileno(), self.size, access=mmap.ACCESS_READ)
             self._view = memoryview(self._map)
@@ -209,9 +210,6 @@ class Segment:
 
     def close(self) -> None:
         self.close_write()
-        if self._rfd is not None:
-            os.close(self._rfd)
-            self._rfd = None
         self._drop_map()
 
     def delete(self) -> None:
@@ -230,27 +228,22 @@ class Segment:
         self._recompute_tail()
 
     def _truncate_file(self, new_size: int) -> None:
-        if self._rfd is not None:
-            os.close(self._rfd)
-            self._rfd = None
-        if self.mapped_ever:
-            self._drop_map()
-            self.close_write()
-            temp = self.log_path.with_name(self.log_path.name + ".tmp")
-            with open(self.log_path, "rb") as src, open(temp, "wb") as dst:
-                remaining = new_size
-                while remaining:
-                    chunk = src.read(min(remaining, 8 << 20))
-                    if not chunk:
-                        break
-                    dst.write(chunk)
-                    remaining -= len(chunk)
-                dst.flush()
-                os.fsync(dst.fileno())
-            os.replace(temp, self.log_path)
-            self.mapped_ever = False
-        else:
+        if not self.mapped_ever:
             os.truncate(self.log_path, new_size)
+            return
+        self._drop_map()
+        self.close_write()
+        temp = self.log_path.with_name(self.log_path.name + ".tmp")
+        with open(self.log_path, "rb") as src, open(temp, "wb") as dst:
+            copied = 0
+            while copied < new_size:
+                done = os.copy_file_range(src.fileno(), dst.fileno(), new_size - copied, copied, copied)
+                if done <= 0:
+                    break
+                copied += done
+            os.fsync(dst.fileno())
+        os.replace(temp, self.log_path)
+        self.mapped_ever = False
 
     def _recompute_tail(self) -> None:
         """next_offset, max timestamp and index cadence from the last offset-index record on."""

@@ -53,6 +53,15 @@ _DATA = int(EntryType.DATA)
 _READ_SLACK = 64 << 10
 
 
+def _immutable_view(payload: bytes | memoryview | bytearray) -> memoryview:
+    """The cache may keep the caller's buffer only if nobody can change it later."""
+    if isinstance(payload, bytes):
+        return memoryview(payload)
+    if isinstance(payload, memoryview) and payload.readonly and isinstance(payload.obj, bytes):
+        return payload
+    return memoryview(bytes(payload))
+
+
 @dataclass
 class ReadResult:
     buffers: list[memoryview]
@@ -98,7 +107,7 @@ def _load_log_start(directory: Path) -> _LogStart | None:
     return _LogStart(*_LOG_START.unpack(body))
 
 
-@dataclass
+@dataclass(eq=False)
 class StreamLog:
     directory: Path
     config: LogConfig
@@ -319,6 +328,8 @@ class StreamLog:
 
     @property
     def durable_end_offset(self) -> int:
+        if self._durable_index < self.first_index:
+            return self.log_start_offset
         memo = self._durable_end
         if memo is None or memo[0] != self._durable_index:
             memo = (self._durable_index, self.offset_for_index(self._durable_index))
@@ -369,7 +380,8 @@ class StreamLog:
             return
         checked = self._validate(entries)
         active = self._segments[-1]
-        if active.count and self._now_ms() - active.created_ms >= self.config.segment_ms:
+        now_ms = self._now_ms()
+        if active.count and now_ms - active.created_ms >= self.config.segment_ms:
             self._roll()
         limit = self.config.segment_bytes
         parts: list[bytes | memoryview] = []
@@ -380,7 +392,7 @@ class StreamLog:
             size = HEADER_SIZE + len(entry.payload)
             if position + size > limit and position > 0:
                 if planned:
-                    self._write(parts, planned, chunk_start)
+                    self._write(parts, planned, chunk_start, now_ms)
                     parts, planned = [], []
                 self._roll()
                 position = chunk_start = 0
@@ -388,7 +400,7 @@ class StreamLog:
             parts.append(entry.payload)
             planned.append((entry, position, size, fields))
             position += size
-        self._write(parts, planned, chunk_start)
+        self._write(parts, planned, chunk_start, now_ms)
         last = entries[-1]
         self._last_index = last.index
         self._last_term = last.term
@@ -418,26 +430,25 @@ class StreamLog:
         return checked
 
     def _write(self, parts: list[bytes | memoryview],
-               planned: list[tuple[Entry, int, int, BatchFields | None]], chunk_start: int) -> None:
+               planned: list[tuple[Entry, int, int, BatchFields | None]], chunk_start: int,
+               now_ms: float) -> None:
         segment = self._segments[-1]
-        data = b"".join(parts)
         try:
-            segment.write(data)
+            # one writev: headers and payloads straight from their buffers
+            segment.write(parts, planned[-1][1] + planned[-1][2] - chunk_start)
         except BaseException:
             os.ftruncate(segment.fd, chunk_start)  # type: ignore[arg-type]
             raise
         if not segment.count:
-            segment.created_ms = self._now_ms()
+            segment.created_ms = now_ms
             if planned[0][3] is not None:
                 self._base_offsets[-1] = planned[0][3].base_offset
-        view = memoryview(data)
         cached: list[CachedEntry] = []
         end_offset = segment.next_offset
         for entry, position, size, fields in planned:
             segment.note(position, size, fields)
             if self.cache.capacity:
-                start = position - chunk_start + HEADER_SIZE
-                payload = view[start:start + size - HEADER_SIZE]
+                payload = _immutable_view(entry.payload)
                 if fields is None:
                     cached.append(CachedEntry(entry.index, entry.term, entry.type, payload, -1, -1, end_offset))
                 else:
@@ -741,6 +752,8 @@ class StreamLog:
         """Delete whole oldest segments past retention.ms / retention.bytes (never the active one,
         never one holding entries above `max_index`); returns how many were deleted."""
         now = int(self._now_ms()) if now_ms is None else now_ms
+        # never delete entries that are not yet durable (the sync covering them still needs them)
+        max_index = self._durable_index if max_index is None else min(max_index, self._durable_index)
         count = segments_to_delete(self._segments, now, self.config.retention_ms, self.config.retention_bytes,
                                    max_index, prepare=lambda s: self._ensure_loaded(self._segments.index(s)))
         if count == 0:
@@ -784,6 +797,15 @@ class StreamLog:
         self._unsynced_sealed.clear()
         self.cache.clear()
         self._closed = True
+
+    @staticmethod
+    def purge_deleted(data_dir: Path) -> int:
+        """Finish deletions a crash interrupted: remove `.<name>.<id>.deleted` directories."""
+        count = 0
+        for path in Path(data_dir).glob(".*.deleted"):
+            shutil.rmtree(path, ignore_errors=True)
+            count += 1
+        return count
 
     def delete(self) -> None:
         """Remove the stream's directory: renamed away first, so a crash never leaves half a log

@@ -47,17 +47,24 @@ Output: `ready = node.ready()` (only when `node.has_ready()`; one outstanding at
     ready.entries           entries to append; entries[0].index may be <= the stored last index
                             (a conflict): truncate the stored log from there first
     ready.committed_entries entries newly committed, to apply in order (<= max_committed_bytes)
-    ready.messages          Messages to send
+    ready.messages          Messages to send after the sync (step 5 below)
+    ready.early_messages    leader -> follower messages (APPEND, HEARTBEAT, SNAPSHOT,
+                            TIMEOUT_NOW) of a term whose hard state is already durable: they may
+                            be sent before the sync (step 0), so the leader's own disk write
+                            overlaps replication (Raft thesis §10.2.1); sending them with
+                            `messages` instead is also correct
     ready.must_sync         whether anything above needs an fsync
 
 THE DRIVER CONTRACT (what must be durable before what)
+    0. Optionally send ready.early_messages right away (never any of ready.messages).
     1. If ready.snapshot: StreamLog.reset(snapshot.index + 1, snapshot.term, snapshot.data).
     2. If ready.entries: truncate_suffix(entries[0].index) when it is <= last_index, then
        append them (map Entry.data <-> log Entry.payload, EntryType values are identical).
     3. If ready.hard_state: save it (atomically).
     4. Sync (fsync) 1-3. ONLY THEN
-    5. send ready.messages (they may carry votes, acknowledgements of the entries just
-       written, or a term -- all of which promise durability). Messages may be dropped,
+    5. Send ready.messages (plus early_messages if not sent in 0). They may carry votes,
+       acknowledgements of the entries just written, or a term -- all of which promise
+       durability. Messages may be dropped,
        delayed, duplicated or reordered by the transport: the core copes.
        SNAPSHOT messages: the sending driver fills `message.snapshot.data` with the opaque
        start point of index+1 (the Kafka log start offset); if its log no longer starts
@@ -66,6 +73,8 @@ THE DRIVER CONTRACT (what must be durable before what)
     7. node.advance(ready). The leader counts its own entries toward the commit quorum only
        here ("the leader counts itself only after its own sync"); followers acknowledge only
        through messages sent in step 5, i.e. after their sync.
+    This is safe with early_messages because the leader counts its own entries only in 7,
+    and a follower's acknowledgement always waits for the follower's own sync.
     tick()/step()/propose() may be called between ready() and advance() (e.g. while the sync
     runs); their effects appear in the next Ready. Retention may drop only entries
     <= applied_index (never uncommitted ones).

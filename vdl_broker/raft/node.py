@@ -29,7 +29,7 @@ from vdl_broker.raft.types import (
 _VOTE_PENDING, _VOTE_WON, _VOTE_LOST = 0, 1, 2
 # Sent only by a leader; they promise nothing about the sender's log being durable.
 _LEADER_MESSAGES = frozenset(
-    (MessageType.APPEND, MessageType.HEARTBEAT, MessageType.SNAPSHOT, MessageType.TIMEOUT_NOW, MessageType.VOTE_RESPONSE)
+    (MessageType.APPEND, MessageType.HEARTBEAT, MessageType.SNAPSHOT, MessageType.TIMEOUT_NOW)
 )
 
 

@@ -43,10 +43,10 @@ Address = tuple[str, int]
 class TransportConfig:
     max_frame_bytes: int = 128 << 20  # a frame holds at most ~one append per group; refuse more
     max_queue_messages: int = 65_536  # per peer; beyond it new messages are dropped
-    max_queue_bytes: int = 256 << 20  # per peer, entry payload bytes
+    max_queue_bytes: int = 64 << 20  # per peer, entry payload bytes (the core bounds in-flight too)
     connect_timeout_s: float = 2.0
     backoff_min_s: float = 0.05
-    backoff_max_s: float = 1.0
+    backoff_max_s: float = 0.5
 
 
 @dataclass

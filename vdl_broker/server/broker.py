@@ -48,8 +48,12 @@ class Broker:
             for producer_id in partition.producers.producer_ids():
                 self.producer_ids.observe(producer_id)
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(lambda: KafkaConnection(self), self.config.host,
-                                               self.config.port, reuse_address=True, backlog=1024)
+        try:
+            self.server = await loop.create_server(lambda: KafkaConnection(self), self.config.host,
+                                                   self.config.port, reuse_address=True, backlog=1024)
+        except OSError:
+            self.streams.close()  # leave the logs cleanly closed when the port is taken
+            raise
         sockets = self.server.sockets or []
         if sockets:
             self.port = sockets[0].getsockname()[1]

@@ -71,6 +71,7 @@ class KafkaConnection(asyncio.Protocol):
         self._write_paused = False
         self._read_paused = False
         self._closed = False
+        self._eof = False
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- asyncio.Protocol -------------------------------------------------------------------------
@@ -115,8 +116,9 @@ class KafkaConnection(asyncio.Protocol):
             self._on_frame(frame)
 
     def eof_received(self) -> bool | None:
-        # Answer what is in flight, then close (return False lets asyncio close after writes).
-        return False
+        # The client half-closed: answer what is in flight, then close (see _flush).
+        self._eof = True
+        return bool(self._slots)  # True keeps the transport open for the pending answers
 
     # -- requests --------------------------------------------------------------------------------
 
@@ -224,6 +226,9 @@ class KafkaConnection(asyncio.Protocol):
             self._inflight_bytes -= slot.size
             if slot.buffers is not None and transport is not None:
                 transport.writelines(slot.buffers)
+        if self._eof and not slots and transport is not None:
+            transport.close()  # flushes the write buffer first
+            return
         self._update_reading()
 
     def _update_reading(self) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from vdl_broker.log import Entry, EntryType, StreamLog
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.records.record_batch import BatchHeader, parse_batch_header, with_base_offset
+from vdl_broker.server.delayed import wait_for_any
 from vdl_broker.server.producer_state import ProducerStateTable, Verdict, last_sequence
 
 log = logging.getLogger(__name__)
@@ -207,14 +208,9 @@ class StreamPartition:
     async def wait_for_data(self, offset: int, min_bytes: int, deadline: float) -> None:
         """Return once `min_bytes` are readable from `offset` below the HW, or at `deadline`
         (event-loop time)."""
-        loop = asyncio.get_running_loop()
         while not self.closed and self.available_bytes(offset, min_bytes) < max(1, min_bytes):
-            remaining = deadline - loop.time()
-            if remaining <= 0:
+            if not await wait_for_any([self], deadline):
                 return
-            future = self.changed_future()
-            await asyncio.wait([future], timeout=remaining)
-            future.cancel()
 
     # -- lifecycle -------------------------------------------------------------------------------
 

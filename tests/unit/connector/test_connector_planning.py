@@ -6,7 +6,15 @@ import pickle
 
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from vdl_connector.options import VdlOptionError
 from vdl_connector.planning import OffsetRange, TriggerDelay, plan_ranges, rate_limit

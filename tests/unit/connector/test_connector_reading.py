@@ -13,7 +13,7 @@ from vdl_connector.options import parse_sink_options, parse_source_options
 from vdl_connector.planning import OffsetRange
 from vdl_connector.reading import read_range
 from vdl_connector.schema import arrow_read_schema, validate_write_schema
-from vdl_connector.sink import StreamProducer, VdlWriteError, _rows
+from vdl_connector.sink import StreamProducer, VdlWriteError, split_by_stream
 from vdl_connector.source import VdlDataLossError, data_loss
 
 
@@ -70,6 +70,18 @@ class FakeClient:
     def produce(self, stream, batch, timeout_ms, deadline, transactional_id=None):  # noqa: ANN001
         self.produced.append((stream, batch))
         return 0
+
+    def pipeline(self, stream, timeout_ms, delivery_timeout_ms, window):  # noqa: ANN001, ANN201
+        client = self
+
+        class Pipeline:
+            def submit(self, batch: bytes) -> None:
+                client.produced.append((stream, batch))
+
+            def finish(self) -> None:
+                pass
+
+        return Pipeline()
 
 
 def options(**extra: str):  # noqa: ANN201
@@ -142,7 +154,7 @@ def test_producer_batches_by_size_with_sequences() -> None:
     client = FakeClient()
     client.existing.add("out")
     producer = StreamProducer(client, sink_options(**{"kafka.batch.size": "1000"}), None)
-    for i in range(100):
+    for _ in range(100):
         producer.append("out", 5, None, b"x" * 50, [])
     assert producer.flush() == {"out": 100}
     headers = [next(iter_batches(b))[0] for _, b in client.produced]
@@ -166,15 +178,18 @@ def test_producer_missing_stream() -> None:
 
 
 def test_rows_topic_option_wins_and_partition_check() -> None:
-    from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
     schema = StructType([StructField("topic", StringType()), StructField("value", StringType()),
                          StructField("partition", IntegerType())])
     batch = pa.RecordBatch.from_pydict({"topic": ["a", None], "value": ["x", "y"], "partition": [0, None]})
-    assert list(_rows(batch, validate_write_schema(schema, "opt"), "opt")) == [
-        ("opt", None, b"x", []), ("opt", None, b"y", [])]
+    groups = split_by_stream(batch, validate_write_schema(schema, "opt"), "opt")
+    assert [(g[0], g[1], g[2].to_pylist(), g[3]) for g in groups] == [("opt", None, [b"x", b"y"], None)]
     with pytest.raises(VdlWriteError, match="null topic"):
-        list(_rows(batch, validate_write_schema(schema, None), None))
+        split_by_stream(batch, validate_write_schema(schema, None), None)
+    two = pa.RecordBatch.from_pydict({"topic": ["a", "b", "a"], "value": ["x", "y", "z"], "partition": [0, 0, 0]})
+    groups = split_by_stream(two, validate_write_schema(schema, None), None)
+    assert sorted((g[0], g[2].to_pylist()) for g in groups) == [("a", [b"x", b"z"]), ("b", [b"y"])]
     bad = pa.RecordBatch.from_pydict({"topic": ["a"], "value": ["x"], "partition": pa.array([1], pa.int32())})
     with pytest.raises(VdlWriteError, match="'partition' must be null or 0"):
-        list(_rows(bad, validate_write_schema(schema, None), None))
+        split_by_stream(bad, validate_write_schema(schema, None), None)

@@ -93,6 +93,7 @@ class LogMachine(RuleBasedStateMachine):
     @rule(retention_bytes=st.integers(0, 3000))
     def retention(self, retention_bytes: int) -> None:
         assert self.log is not None
+        self.log.sync_now()  # retention only deletes durable entries
         self.log.config.retention_bytes = retention_bytes
         before_segments = self.log.segment_count
         deleted = self.log.apply_retention(now_ms=0)
@@ -161,6 +162,6 @@ class LogMachine(RuleBasedStateMachine):
             assert log.offset_for_timestamp(max(e.max_timestamp for e in data) + 1) is None
 
 
-LogMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=25, deadline=None,
+LogMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=30, deadline=None,
                                         suppress_health_check=[HealthCheck.too_slow])
 TestLogMachine = LogMachine.TestCase

@@ -109,6 +109,21 @@ class Cluster:
     def crash(self, i: int) -> None:
         self.nodes[i].parked = None
         self.nodes[i].node = None  # unstable entries, votes in memory, progress: all gone
+        self._check_durable_majority()
+
+    def _check_durable_majority(self) -> None:
+        """A committed entry stays durable on a majority (or inside its log start point)."""
+        index = self.max_committed
+        if not index:
+            return
+        term = self.oracle[index][0]
+        holders = 0
+        for sn in self.nodes.values():
+            st = sn.storage
+            if st.first_index > index or (index <= st.last_index and st.term_at(index) == term):
+                holders += 1
+        if holders < len(self.ids) // 2 + 1:
+            self._fail(f"committed entry {index} is durable on only {holders} nodes")
 
     def crash_torn(self, i: int, keep_hard_state: bool, keep_entries: bool = True) -> None:
         """Crash in the middle of carrying out a Ready: maybe its entries, maybe its hard state
@@ -231,6 +246,7 @@ class Cluster:
             self._apply(sn, e)
         node.advance(rd)
         self._check_node(sn.id)
+        self._check_durable_majority()
 
     def _send_out(self, m: Message) -> None:
         if m.type == MessageType.SNAPSHOT:

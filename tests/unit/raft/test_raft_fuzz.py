@@ -2,7 +2,7 @@
 every step, liveness once the faults stop.
 
 Reproduce one seed: VDL_RAFT_SEED=1234 .venv/bin/python -m pytest tests/unit/raft/test_raft_fuzz.py -q
-More seeds: VDL_RAFT_SEEDS=20000 (default 2000); steps per seed: VDL_RAFT_STEPS (default 700).
+More seeds: VDL_RAFT_SEEDS=20000 (default 2500); steps per seed: VDL_RAFT_STEPS (default 800).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from raft_sim import Cluster, NetConfig
 
 from vdl_broker.raft import NotLeaderError, RaftConfig
 
-DEFAULT_SEEDS = 2000
-DEFAULT_STEPS = 700
+DEFAULT_SEEDS = 2500
+DEFAULT_STEPS = 800
 CHUNKS = 10
 
 
@@ -55,7 +55,7 @@ def run_seed(seed: int, steps: int = DEFAULT_STEPS) -> Cluster:
         max_delay=rng.choice([1, 3, 8, 20]),
     )
     c = Cluster(n, seed, net=net, config=_config_for(rng))
-    c.torn_crash = rng.choice([0.0, 0.0, 0.002])
+    c.torn_crash = rng.choice([0.0, 0.0, 0.002, 0.01])
     c.slow_disk = rng.choice([0.0, 0.0, 0.3, 0.8])
     c.early_send = rng.random() < 0.5
     counter = 0

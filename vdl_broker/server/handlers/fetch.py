@@ -19,6 +19,7 @@ from vdl_broker.log import OffsetOutOfRange
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import FetchResponse
 from vdl_broker.protocol.records.conversion import batches_to_message_set
+from vdl_broker.server.delayed import wait_for_any
 
 API_KEY = 1
 NAME = "Fetch"
@@ -109,18 +110,10 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
         if total >= min_bytes or failed or not topics or loop.time() >= deadline:
             return _response(topics, version)
         # Delayed fetch: park until any of the streams' HW advances, or the deadline.
-        futures = []
-        for name, _ in topics:
-            partition = broker.streams.get(name)
-            if partition is not None:
-                futures.append(partition.changed_future())
-        if not futures:
+        partitions = [p for p in (broker.streams.get(name) for name, _ in topics) if p is not None]
+        if not partitions:
             return _response(topics, version)
-        try:
-            await asyncio.wait(futures, timeout=deadline - loop.time(), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for future in futures:
-                future.cancel()
+        await wait_for_any(partitions, deadline)
 
 
 def error_response(request: Any, version: int, code: ErrorCode) -> Any:

@@ -1,0 +1,104 @@
+"""The metadata group over three RaftHosts in one process: registration, create/delete through
+the leader, the same state on every node, replay from the log after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from vdl_broker.cluster.config import NodeAddress, NodeConfig
+from vdl_broker.cluster.metadata import METADATA_GROUP, ApplyResult, Outcome
+from vdl_broker.cluster.service import MetadataService
+from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.raft.driver import GroupConfig, RaftHost
+from vdl_broker.raft.transport import TransportConfig
+from vdl_broker.raft.types import NotLeaderError
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Node:
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.host: RaftHost | None = None
+        self.service: MetadataService | None = None
+        self.log: StreamLog | None = None
+        self.changes: list[ApplyResult] = []
+
+    async def start(self) -> None:
+        host, port = self.config.raft_listen.rsplit(":", 1)
+        self.host = RaftHost(self.config.node_id, (host, int(port)), self.config.raft_peers(), tick_interval_s=0.02,
+                             group_config=GroupConfig(election_ticks=10),
+                             transport_config=TransportConfig(backoff_min_s=0.01, backoff_max_s=0.05))
+        await self.host.start()
+        self.log = StreamLog.open(self.config.data_dir / METADATA_GROUP, LogConfig(fsync=False))
+        self.changes = []
+        self.service = MetadataService(self.host, self.config, self.log, on_change=self.changes.extend)
+        self.service.start()
+
+    async def stop(self) -> None:
+        assert self.host is not None and self.log is not None
+        await self.host.stop()
+        self.log.close()
+
+
+def free_ports(n: int) -> list[int]:
+    import socket
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def make_nodes(tmp: Path) -> list[Node]:
+    ports = free_ports(6)
+    members = [NodeAddress(i, f"127.0.0.1:{ports[i - 1]}", f"127.0.0.1:{ports[i + 2]}") for i in (1, 2, 3)]
+    return [Node(NodeConfig(m.id, tmp / f"node{m.id}", m.client, m.raft, members)) for m in members]
+
+
+async def wait(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    async def poll() -> None:
+        while not predicate():
+            await asyncio.sleep(0.01)
+    await asyncio.wait_for(poll(), timeout)
+
+
+def test_metadata_group_end_to_end(tmp_path: Path) -> None:
+    async def main() -> None:
+        nodes = make_nodes(tmp_path)
+        for node in nodes:
+            await node.start()
+        try:
+            await wait(lambda: any(n.service.is_leader for n in nodes)
+                       and all(len(n.service.state.nodes) == 3 for n in nodes))
+            leader = next(n for n in nodes if n.service.is_leader)
+            follower = next(n for n in nodes if n is not leader)
+            with pytest.raises(NotLeaderError) as info:
+                await follower.service.create_stream("events")
+            assert info.value.leader_id == leader.config.node_id
+            created = await leader.service.create_stream("events", config={"retention.ms": 1000})
+            assert created.ok and len(created.stream.replicas) == 3
+            assert (await leader.service.create_stream("events")).outcome is Outcome.EXISTS
+            assert (await leader.service.create_stream("x", 5)).outcome is Outcome.INVALID_REPLICATION_FACTOR
+            one = await leader.service.create_stream("solo", 1)
+            assert one.ok and one.stream.replicas[0] != created.stream.replicas[0]  # leaders spread
+            assert (await leader.service.delete_stream("solo")).ok
+            await wait(lambda: all(set(n.service.state.streams) == {"events"} for n in nodes))
+            assert all(n.service.state.streams == leader.service.state.streams for n in nodes)
+            assert [r.op for r in follower.changes if r.ok][-3:] == ["create_stream", "create_stream", "delete_stream"]
+            # A restarted node replays the metadata log from its start.
+            await follower.stop()
+            await leader.service.create_stream("later")
+            await follower.start()
+            await wait(lambda: set(follower.service.state.streams) == {"events", "later"})
+            assert follower.service.state.streams == leader.service.state.streams
+        finally:
+            for node in nodes:
+                if node.host is not None and node.host.groups:
+                    await node.stop()
+    asyncio.run(main())

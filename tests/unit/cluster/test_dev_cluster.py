@@ -1,0 +1,151 @@
+"""DevCluster process management with a stub broker (a tiny script that reads node.toml, listens
+on its client port and starts a child), plus fetch_metadata against a real broker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.cluster import free_port, start_broker
+from vdl_broker.cluster.config import load_node_config
+from vdl_broker.dev_cluster import DevCluster, fetch_metadata
+
+pytestmark = pytest.mark.timeout(60)
+
+STUB = textwrap.dedent("""
+    import signal, socket, subprocess, sys, tomllib
+    from pathlib import Path
+    config = tomllib.loads(Path(sys.argv[2]).read_text())
+    host, port = config["client_listen"].rsplit(":", 1)
+    server = socket.create_server((host, int(port)))
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    Path(config["data_dir"], "child.pid").write_text(str(child.pid))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    print("vdl-broker listening on " + config["client_listen"], flush=True)
+    while True:
+        connection, _ = server.accept()
+        connection.close()
+""")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie child of an exited stub is reparented and reaped by init: treat it as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_gone(pid: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while alive(pid):
+        assert time.monotonic() < deadline, f"process {pid} still alive"
+        time.sleep(0.02)
+
+
+def base_port(count: int) -> int:
+    """A run of free-looking ports (checked by binding each)."""
+    for _ in range(50):
+        start = free_port()
+        if start + count > 65535:
+            continue
+        try:
+            for port in range(start, start + count):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", port))
+            return start
+        except OSError:
+            continue
+    raise AssertionError("no free port range")
+
+
+@pytest.fixture
+def stub(tmp_path: Path) -> list[str]:
+    script = tmp_path / "stub_broker.py"
+    script.write_text(STUB)
+    return [sys.executable, str(script)]
+
+
+def child_pid(cluster: DevCluster, node_id: int) -> int:
+    return int((cluster.nodes[node_id].config.data_dir / "child.pid").read_text())
+
+
+def test_start_kill_restart_stop_without_orphans(tmp_path: Path, stub: list[str]) -> None:
+    port = base_port(6)
+    with DevCluster(3, tmp_path / "c", port, command=stub) as cluster:
+        cluster.start(timeout_s=30)
+        assert cluster.bootstrap_servers == ",".join(f"127.0.0.1:{port + i}" for i in range(3))
+        config = load_node_config(cluster.nodes[2].config_path)
+        assert config.node_id == 2 and config.raft_listen == f"127.0.0.1:{port + 4}"
+        assert [p.id for p in config.peers] == [1, 2, 3]
+        socket.create_connection(("127.0.0.1", port + 1), timeout=5).close()
+        victim = child_pid(cluster, 2)
+        cluster.kill(2)
+        assert not cluster.nodes[2].running and cluster.nodes[2].exit_codes[-1] == -signal.SIGKILL
+        wait_gone(victim)  # the broker's own child died with its process group
+        cluster.restart(2)
+        assert cluster.nodes[2].running
+        cluster.stop(1, signal.SIGSTOP)
+        assert cluster.nodes[1].running
+        cluster.stop(1, signal.SIGCONT)
+        assert cluster.stop(3) == 0  # SIGTERM: clean exit
+        children = [child_pid(cluster, i) for i in (1, 2)]
+    for pid in children:
+        wait_gone(pid)
+    assert not any(n.running for n in cluster.nodes.values())
+
+
+def test_run_dev_cluster_stops_every_node_on_sigterm(tmp_path: Path, stub: list[str]) -> None:
+    port = base_port(4)
+    code = (f"import sys; from pathlib import Path; from vdl_broker.dev_cluster import run_dev_cluster; "
+            f"sys.exit(run_dev_cluster(2, Path({str(tmp_path / 'c')!r}), {port}, command={stub!r}))")
+    launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, cwd=Path(__file__).resolve().parents[3])
+    try:
+        assert launcher.stdout is not None
+        lines: list[str] = []
+        for line in launcher.stdout:
+            lines.append(line)
+            if "bootstrap servers:" in line:
+                break
+        assert f"127.0.0.1:{port},127.0.0.1:{port + 1}" in lines[-1], lines
+        pids = [int((tmp_path / "c" / f"node{i}" / "data" / "child.pid").read_text()) for i in (1, 2)]
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(30) == 0
+        for pid in pids:
+            wait_gone(pid)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+
+
+def test_fetch_metadata_names_the_leader(tmp_path: Path) -> None:
+    broker = start_broker(tmp_path, auto_create_streams=True)
+    try:
+        fetch_metadata(broker.bootstrap, ["events"])  # auto-creates
+        deadline = time.monotonic() + 10
+        while True:
+            response = fetch_metadata(broker.bootstrap, ["events"])
+            [topic] = response.topics
+            if topic.error_code == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert topic.error_code == 0 and topic.partitions[0].leader_id == response.brokers[0].node_id
+        brokers_only = fetch_metadata(broker.bootstrap, [])
+        assert brokers_only.topics == [] and len(brokers_only.brokers) == 1
+    finally:
+        broker.kill()

@@ -1,0 +1,116 @@
+"""The metadata group on one node: ClusterState driven by the "__metadata" RaftGroup.
+
+Every node runs it over all nodes (voters = node.toml's members). Committed entries are applied
+to `state` on every node, from the log start at each start (no snapshot). The leader, once its
+no-op commits (so its state is complete), registers every configured member not yet known.
+
+Commands go through the leader: `submit()` raises NotLeaderError(leader_id) elsewhere, and the
+caller forwards the request to that node (e.g. CreateTopics to its client address, which
+`state.nodes[leader_id].client` gives).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from vdl_broker.cluster.config import NodeConfig
+from vdl_broker.cluster.metadata import (
+    METADATA_GROUP,
+    ApplyResult,
+    ClusterState,
+    Outcome,
+    create_stream_command,
+    delete_stream_command,
+    encode_command,
+    register_node_command,
+)
+from vdl_broker.log import StreamLog
+from vdl_broker.raft.driver import RaftGroup, RaftHost
+from vdl_broker.raft.types import Entry, EntryType, NotLeaderError, RaftError
+
+log = logging.getLogger(__name__)
+
+ChangeListener = Callable[[list[ApplyResult]], None]
+
+
+class MetadataService:
+    def __init__(self, host: RaftHost, config: NodeConfig, stream_log: StreamLog,
+                 on_change: ChangeListener | None = None) -> None:
+        self.host = host
+        self.config = config
+        self.log = stream_log
+        self.state = ClusterState()
+        self._listeners: list[ChangeListener] = [on_change] if on_change is not None else []
+        self._registered_term = -1
+        self.group: RaftGroup | None = None
+
+    def start(self) -> RaftGroup:
+        self.group = self.host.create_group(METADATA_GROUP, self.config.voter_ids, self.log, apply=self._apply)
+        self.group.add_commit_listener(self._after_commit)
+        return self.group
+
+    def add_listener(self, listener: ChangeListener) -> None:
+        """Called on every node with the results of each applied entry (streams created or
+        deleted: create/remove the local replica's group)."""
+        self._listeners.append(listener)
+
+    @property
+    def leader_id(self) -> int:
+        return self.group.leader_id if self.group is not None else 0
+
+    @property
+    def is_leader(self) -> bool:
+        return self.group is not None and self.group.leader_ready
+
+    # ------------------------------------------------------------------ commands
+
+    async def submit(self, command: dict[str, Any]) -> ApplyResult:
+        """Propose `command` and wait until it is committed and applied here; its result.
+        Raises NotLeaderError (with the leader id) on a non-leader or when leadership is lost."""
+        group = self.group
+        if group is None or not group.leader_ready:
+            raise NotLeaderError(self.leader_id, "not the metadata leader")
+        proposal = group.propose_batch(encode_command(command, int(time.time() * 1000)))
+        await proposal.committed
+        results = self.state.result_for(proposal.index)
+        if not results:
+            raise RaftError(f"no result for metadata entry {proposal.index}")
+        return results[0]
+
+    async def create_stream(self, name: str, replication_factor: int | None = None,
+                            config: dict[str, Any] | None = None) -> ApplyResult:
+        refused = self.state.check_create(name, replication_factor)
+        if refused is not None and refused.outcome is not Outcome.EXISTS:
+            return refused  # certain to fail: no need to write it to the log
+        return await self.submit(create_stream_command(name, replication_factor, config))
+
+    async def delete_stream(self, name: str) -> ApplyResult:
+        return await self.submit(delete_stream_command(name))
+
+    # ------------------------------------------------------------------ applying
+
+    def _apply(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            if entry.type != EntryType.DATA:
+                continue
+            results = self.state.apply_entry(entry.index, entry.data)
+            for listener in self._listeners:
+                try:
+                    listener(results)
+                except Exception:
+                    log.exception("metadata listener failed on entry %d", entry.index)
+
+    def _after_commit(self, group: RaftGroup) -> None:
+        if not group.leader_ready or self._registered_term == group.term:
+            return
+        self._registered_term = group.term
+        for member in self.config.members:
+            known = self.state.nodes.get(member.id)
+            if known is None or known.client != member.client or known.raft != member.raft:
+                try:
+                    group.propose_batch(encode_command(register_node_command(member.id, member.client, member.raft)))
+                except NotLeaderError:
+                    return

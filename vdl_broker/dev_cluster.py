@@ -1,0 +1,337 @@
+"""`vdl dev-cluster --nodes 3 --data-dir DIR --base-port P`: a local cluster of `vdl-broker`
+subprocesses in the foreground (the CLI wiring is in vdl_broker/cli.py; this is the logic).
+
+Node i (1-based) gets client port P + i - 1 and raft port P + nodes + i - 1, and the directory
+DIR/node<i>/ holding its node.toml and its data (DIR/node<i>/data). Every node runs in its own
+process group, so a stop signals the broker and anything it started; an atexit hook and the
+signal handlers of run_dev_cluster make sure no node outlives the launcher.
+
+`DevCluster` is also the test harness for process-level fault tests: kill(node) (SIGKILL),
+stop(node, sig) (SIGTERM and wait, or SIGSTOP/SIGCONT without waiting), restart(node),
+leader_of(stream) (asks the nodes with a Kafka Metadata request).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vdl_broker.cluster.config import NodeAddress, NodeConfig, dump_node_config
+from vdl_broker.protocol.api import decode_response, encode_request
+from vdl_broker.protocol.messages.metadata import MetadataRequest
+
+READY_PREFIX = "vdl-broker listening on "
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 15.0
+METADATA_API_KEY = 3
+METADATA_VERSION = 1  # v1+: leader, replicas, isr; an explicit topic list
+
+
+def broker_command() -> list[str]:
+    """The `vdl-broker` console script next to this interpreter, else the module."""
+    script = Path(sys.executable).parent / "vdl-broker"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "vdl_broker.server.main"]
+
+
+@dataclass
+class NodeProcess:
+    config: NodeConfig
+    config_path: Path
+    process: subprocess.Popen[str] | None = None
+    output: deque[str] = field(default_factory=lambda: deque(maxlen=2000))
+    ready: threading.Event = field(default_factory=threading.Event)
+    exit_codes: list[int] = field(default_factory=list)
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id
+
+    @property
+    def client_address(self) -> str:
+        return self.config.client_listen
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+
+class DevCluster:
+    """n local `vdl-broker` processes forming one cluster."""
+
+    def __init__(self, nodes: int, data_dir: Path, base_port: int, *, host: str = "127.0.0.1",
+                 command: Sequence[str] | None = None, settings: dict[str, Any] | None = None,
+                 echo: bool = False) -> None:
+        if nodes < 1:
+            raise ValueError("a cluster needs at least one node")
+        if not 0 < base_port <= 65535 - 2 * nodes:
+            raise ValueError(f"base port {base_port} leaves no room for {2 * nodes} ports")
+        self.data_dir = Path(data_dir)
+        self.command = list(command) if command is not None else broker_command()
+        self.echo = echo
+        members = [NodeAddress(i, f"{host}:{base_port + i - 1}", f"{host}:{base_port + nodes + i - 1}")
+                   for i in range(1, nodes + 1)]
+        self.nodes: dict[int, NodeProcess] = {}
+        for member in members:
+            directory = self.data_dir / f"node{member.id}"
+            config = NodeConfig(member.id, directory / "data", member.client, member.raft, members,
+                                dict(settings or {}))
+            self.nodes[member.id] = NodeProcess(config, directory / "node.toml")
+        self._atexit_registered = False
+
+    # ------------------------------------------------------------------ addresses
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(n.client_address for n in self.nodes.values())
+
+    def node_ids(self) -> list[int]:
+        return sorted(self.nodes)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def write_configs(self) -> None:
+        for node in self.nodes.values():
+            node.config_path.parent.mkdir(parents=True, exist_ok=True)
+            node.config.data_dir.mkdir(parents=True, exist_ok=True)
+            node.config_path.write_text(dump_node_config(node.config))
+
+    def start(self, wait: bool = True, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Write node.toml files, start every node, and (by default) wait until all are ready."""
+        self.write_configs()
+        if not self._atexit_registered:
+            atexit.register(self.kill_all)
+            self._atexit_registered = True
+        for node_id in self.nodes:
+            self._spawn(node_id)
+        if wait:
+            self.wait_ready(timeout_s=timeout_s)
+
+    def _spawn(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        if node.running:
+            raise RuntimeError(f"node {node_id} is already running")
+        node.ready.clear()
+        node.process = subprocess.Popen(
+            [*self.command, "--config", str(node.config_path)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,  # its own process group: signals reach everything it starts
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
+        threading.Thread(target=self._pump, args=(node, node.process), daemon=True,
+                         name=f"dev-cluster-node{node_id}").start()
+
+    def _pump(self, node: NodeProcess, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            line = line.rstrip("\n")
+            node.output.append(line)
+            if self.echo:
+                print(f"[node{node.node_id}] {line}", flush=True)
+            if line.startswith(READY_PREFIX) and node.process is process:
+                node.ready.set()
+
+    def wait_ready(self, node_ids: Sequence[int] | None = None, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Wait until the nodes printed their readiness line; raises with their output if one
+        exits or the deadline passes."""
+        deadline = time.monotonic() + timeout_s
+        for node_id in node_ids or self.node_ids():
+            node = self.nodes[node_id]
+            while not node.ready.wait(0.05):
+                if not node.running:
+                    raise RuntimeError(f"node {node_id} exited ({self._exit_code(node)}) before it was ready:\n"
+                                       + "\n".join(list(node.output)[-30:]))
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"node {node_id} not ready within {timeout_s} s:\n"
+                                       + "\n".join(list(node.output)[-30:]))
+
+    @staticmethod
+    def _exit_code(node: NodeProcess) -> int | None:
+        return node.process.poll() if node.process is not None else None
+
+    def _signal_group(self, node: NodeProcess, sig: int) -> None:
+        if node.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(node.process.pid, sig)
+
+    def _wait_exit(self, node: NodeProcess, timeout_s: float) -> bool:
+        assert node.process is not None
+        try:
+            code = node.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        node.exit_codes.append(code)
+        return True
+
+    def stop(self, node_id: int, sig: int = signal.SIGTERM, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
+        """Send `sig` to the node's process group. SIGSTOP/SIGCONT return at once; any other
+        signal waits for the exit (SIGKILL after timeout_s). Returns the exit code, if any."""
+        node = self.nodes[node_id]
+        if not node.running:
+            return self._exit_code(node)
+        self._signal_group(node, sig)
+        if sig in (signal.SIGSTOP, signal.SIGCONT):
+            return None
+        self._signal_group(node, signal.SIGCONT)  # a SIGSTOPped node must run to handle `sig`
+        if not self._wait_exit(node, timeout_s):
+            self._signal_group(node, signal.SIGCONT)
+            self._signal_group(node, signal.SIGKILL)
+            self._wait_exit(node, timeout_s)
+        self._reap_group(node)
+        return self._exit_code(node)
+
+    def kill(self, node_id: int) -> None:
+        """kill -9 (the whole process group), and wait for it."""
+        self.stop(node_id, signal.SIGKILL)
+
+    def restart(self, node_id: int, wait: bool = True, timeout_s: float = START_TIMEOUT_S) -> None:
+        if self.nodes[node_id].running:
+            self.stop(node_id)
+        self._spawn(node_id)
+        if wait:
+            self.wait_ready([node_id], timeout_s)
+
+    def _reap_group(self, node: NodeProcess) -> None:
+        # Anything the broker started in its group dies with it (no orphans).
+        self._signal_group(node, signal.SIGKILL)
+
+    def stop_all(self, sig: int = signal.SIGTERM, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """Graceful: signal every node at once (each transfers its leaderships), then wait."""
+        running = [n for n in self.nodes.values() if n.running]
+        for node in running:
+            self._signal_group(node, signal.SIGCONT)  # a stopped process cannot handle SIGTERM
+            self._signal_group(node, sig)
+        deadline = time.monotonic() + timeout_s
+        for node in running:
+            if not self._wait_exit(node, max(0.1, deadline - time.monotonic())):
+                self._signal_group(node, signal.SIGKILL)
+                self._wait_exit(node, timeout_s)
+            self._reap_group(node)
+
+    def kill_all(self) -> None:
+        for node in self.nodes.values():
+            if node.process is not None:
+                self._signal_group(node, signal.SIGCONT)
+                self._signal_group(node, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    node.process.wait(5)
+
+    def __enter__(self) -> DevCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()
+
+    # ------------------------------------------------------------------ Kafka metadata
+
+    def wait_for_brokers(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Wait until every running node's Metadata lists every node of the cluster (the
+        metadata group has a leader and has registered them all)."""
+        deadline = time.monotonic() + timeout_s
+        expected = set(self.nodes)
+        while True:
+            pending = []
+            for node in self.nodes.values():
+                if not node.running:
+                    continue
+                try:
+                    response = fetch_metadata(node.client_address, [], timeout_s=1.0)
+                    if {b.node_id for b in response.brokers} != expected:
+                        pending.append(node.node_id)
+                except (OSError, ValueError):
+                    pending.append(node.node_id)
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nodes {pending} do not list all {len(expected)} brokers after {timeout_s} s")
+            time.sleep(0.05)
+
+    def leader_of(self, stream: str, timeout_s: float = 2.0) -> int | None:
+        """The leader node id of the stream's partition 0 as some running node reports it
+        (None if no node knows one)."""
+        for node in self.nodes.values():
+            if not node.running:
+                continue
+            try:
+                response = fetch_metadata(node.client_address, [stream], timeout_s)
+            except (OSError, ValueError):
+                continue
+            for topic in response.topics:
+                if topic.name == stream and topic.error_code == 0:
+                    for partition in topic.partitions:
+                        if partition.partition_index == 0 and partition.leader_id >= 0:
+                            return int(partition.leader_id)
+        return None
+
+
+def fetch_metadata(address: str, topics: Sequence[str] | None, timeout_s: float = 2.0) -> Any:
+    """One Metadata v1 request to `address` ("host:port"); returns the decoded response."""
+    host, _, port = address.rpartition(":")
+    request = MetadataRequest(
+        topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics])
+    frame = b"".join(bytes(p) for p in encode_request(METADATA_API_KEY, METADATA_VERSION, 1, "vdl-dev-cluster",
+                                                      request))
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
+        sock.sendall(frame)
+        size = int.from_bytes(_recv_exactly(sock, 4), "big")
+        body = _recv_exactly(sock, size)
+    _, response = decode_response(METADATA_API_KEY, METADATA_VERSION, body)
+    return response
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(size - len(chunks))
+        if not chunk:
+            raise ConnectionError("connection closed mid-response")
+        chunks += chunk
+    return bytes(chunks)
+
+
+def run_dev_cluster(nodes: int, data_dir: Path, base_port: int, *, command: Sequence[str] | None = None,
+                    settings: dict[str, Any] | None = None) -> int:
+    """Run the cluster in the foreground until Ctrl-C or SIGTERM; returns the exit status."""
+    cluster = DevCluster(nodes, data_dir, base_port, command=command, settings=settings, echo=True)
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            cluster.start()
+        except (RuntimeError, TimeoutError) as error:
+            print(f"vdl dev-cluster: {error}", file=sys.stderr, flush=True)
+            return 1
+        print(f"vdl dev-cluster: {nodes} node(s) running; bootstrap servers: {cluster.bootstrap_servers}",
+              flush=True)
+        print("vdl dev-cluster: press Ctrl-C to stop", flush=True)
+        reported: set[int] = set()
+        while not stop.wait(0.2):
+            for node in cluster.nodes.values():
+                if not node.running and node.node_id not in reported:
+                    reported.add(node.node_id)
+                    print(f"vdl dev-cluster: node {node.node_id} exited ({DevCluster._exit_code(node)})",
+                          file=sys.stderr, flush=True)
+        print("vdl dev-cluster: stopping", flush=True)
+        return 0
+    finally:
+        cluster.stop_all()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
