@@ -252,7 +252,7 @@ def test_single_voter_group_elects_itself(tmp_path: Path) -> None:
 
 def test_many_groups_share_connections_and_coalesce_heartbeats(tmp_path: Path) -> None:
     async def body(c: Cluster) -> None:
-        names = [f"s{k}" for k in range(12)]
+        names = [f"s{k}" for k in range(24)]
         logs: list[StreamLog] = []
         for i, host in c.hosts.items():
             for name in names:
@@ -273,9 +273,9 @@ def test_many_groups_share_connections_and_coalesce_heartbeats(tmp_path: Path) -
             elapsed_ticks = (asyncio.get_running_loop().time() - start) / TICK
             frames = t1.stats(2).frames_sent - before[0]
             messages = t1.stats(2).messages_sent - before[1]
-            # 13 groups between nodes 1 and 2: per tick one heartbeat or response per group, in
-            # at most a couple of frames (heartbeats; responses to the peer's heartbeats).
-            assert messages >= 13 * elapsed_ticks * 0.5
+            # 25 groups between nodes 1 and 2: per tick a heartbeat or a response for most of
+            # them, in a couple of frames (our heartbeats; responses to the peer's heartbeats).
+            assert messages >= 25 * elapsed_ticks * 0.3
             assert frames <= 3 * (elapsed_ticks + 2)
             assert messages / max(frames, 1) >= 4
             for t in (h.transport for h in c.hosts.values()):

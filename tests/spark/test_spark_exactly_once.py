@@ -64,14 +64,18 @@ def test_replayed_batch_is_not_duplicated(spark, broker, source, tmp_path: Path,
 
 
 def fail_first_attempt_half_way(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Pass rows through, but kill the first attempt of every task after half of its rows."""
+    """Pass rows through, but kill the first attempt of every task after half of its rows (given
+    time to reach the writer, which runs in another Python worker, and be produced)."""
+    import time
+
     from pyspark import TaskContext
 
     first_attempt = TaskContext.get().attemptNumber() == 0
     for batch in batches:
         if first_attempt and batch.num_rows > 1:
-            half = batch.num_rows // 2
-            yield batch.slice(0, half)
+            for start in range(0, batch.num_rows // 2, 5):
+                yield batch.slice(start, min(5, batch.num_rows // 2 - start))
+            time.sleep(2)
             raise RuntimeError("injected failure: task attempt dies half-way through its write")
         yield batch
 

@@ -28,7 +28,7 @@ from vdl_broker.demo.workload import WorkloadConfig, produce_workload
 
 SOURCE_STREAM = "orders"
 ENRICHED_STREAM = "orders-enriched"
-OUR_SUBDIRS = ("cluster", "single-broker", "delta", "checkpoints", "spark-warehouse", "cluster.json")
+OUR_SUBDIRS = ("cluster", "single-broker", "delta", "checkpoints", "spark-warehouse", "cluster.json", "log4j2.properties")
 
 
 @dataclass
@@ -48,15 +48,32 @@ class DemoReport:
         return self.delta_orders == self.records_in and self.enriched_out == self.records_in
 
 
+LOG4J2 = """rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
 def create_spark_session(data_dir: Path, app_name: str = "vdl-demo") -> Any:
-    """A local Spark (2 cores) whose Python workers run this interpreter (it has vdl_connector)."""
+    """A local Spark (2 cores) whose Python workers run this interpreter (it has vdl_connector),
+    logging only errors (the JVM reads its log4j2 file at launch: PYSPARK_SUBMIT_ARGS)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only (and no hostname warning)
+    if "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        log4j = data_dir / "log4j2.properties"
+        log4j.write_text(LOG4J2)
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options -Dlog4j2.configurationFile={log4j} pyspark-shell"
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName(app_name)
              .config("spark.sql.shuffle.partitions", "2")  # tiny state: 2 state-store partitions
              .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.sql.warehouse.dir", str(data_dir / "spark-warehouse"))
              .config("spark.python.worker.reuse", "true")

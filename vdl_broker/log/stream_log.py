@@ -595,6 +595,7 @@ class StreamLog:
         first_offset = -1
         next_offset = offset
         total = 0
+        visited = (-1, -1)
         while next_offset < limit:
             cache_first = self.cache.first_offset
             if cache_first is not None and next_offset >= cache_first:
@@ -612,6 +613,9 @@ class StreamLog:
                     next_offset = cached.last_offset + 1
                 break
             i = self._segment_for_offset(next_offset)
+            if (i, next_offset) == visited:
+                break  # no progress (inconsistent segment offsets): never spin
+            visited = (i, next_offset)
             segment = self._ensure_loaded(i)
             chunk = max(max_bytes - total, 0) + 2 * self.config.index_interval_bytes + _READ_SLACK
             done = False

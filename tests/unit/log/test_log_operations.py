@@ -361,3 +361,34 @@ def test_many_appends_one_write_per_call(tmp_path: Path, monkeypatch: pytest.Mon
     start = time.perf_counter()
     log.close()
     assert time.perf_counter() - start < 5
+
+
+def test_purge_deleted_and_reads_across_cache_boundary(tmp_path: Path) -> None:
+    (tmp_path / ".old.1234.deleted").mkdir()
+    (tmp_path / ".old.1234.deleted" / "x.log").write_bytes(b"x")
+    assert StreamLog.purge_deleted(tmp_path) == 1
+    assert list(tmp_path.iterdir()) == []
+    log = StreamLog.open(tmp_path / "s", small_config(tail_cache_bytes=600))
+    written = fill(log, 120)
+    data = [bytes(e.payload) for e in written if e.type == EntryType.DATA]
+    assert log.cache.first_offset is not None and log.cache.first_offset > 0
+    # one read spanning sealed segments, the active segment on disk and the tail cache
+    assert [bytes(b) for b in log.read(0, 1 << 30).buffers] == data
+    assert [bytes(e.payload) for e in log.entries(1, 121)] == [bytes(e.payload) for e in written]
+    log.close()
+
+
+def test_recovery_logs_what_was_cut(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    log = StreamLog.open(tmp_path / "s", small_config(segment_bytes=1 << 20))
+    fill(log, 10)
+    log.sync_now()
+    log._release()  # crash
+    segment = tmp_path / "s" / "00000000000000000001.log"
+    with open(segment, "r+b") as f:
+        f.truncate(segment.stat().st_size - 3)
+    with caplog.at_level("WARNING"):
+        log = StreamLog.open(tmp_path / "s", small_config(segment_bytes=1 << 20))
+    assert log.last_index == 9
+    assert any("cut segment 00000000000000000001.log" in r.getMessage() and "index 10" in r.getMessage()
+               for r in caplog.records)
+    log.close()
