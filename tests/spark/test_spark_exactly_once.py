@@ -84,7 +84,13 @@ def fail_first_attempt_half_way(batches: Iterator[pa.RecordBatch]) -> Iterator[p
 def test_retried_task_attempt_is_not_duplicated(spark, broker, source, tmp_path: Path, exactly_once: bool) -> None:  # noqa: ANN001
     target = f"eo-retry-{exactly_once}".lower()
     create_streams(broker.bootstrap, target)
-    run(copy_query(spark, broker, target, str(tmp_path / "checkpoint"), exactly_once, fail_first_attempt_half_way))
+    # Small Arrow batches, so the writer receives (and produces) rows before the attempt dies.
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "5")
+    try:
+        run(copy_query(spark, broker, target, str(tmp_path / "checkpoint"), exactly_once,
+                       fail_first_attempt_half_way))
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     got = [r.value for r in consume_all(broker.bootstrap, target, COUNT)]
     if exactly_once:
         assert_df_equality(values_df(spark, got), values_df(spark, source))

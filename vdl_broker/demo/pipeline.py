@@ -172,6 +172,8 @@ class DeltaMergeSink:
         """Merge one batch (a pyarrow Table); False when it was already committed (skipped)."""
         from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
+        if data.num_rows == 0:
+            return False  # nothing to merge (e.g. the batch that only advances the watermark)
         app_id = self.resolve_app_id()
         done = last_committed_batch(self.table_path, app_id)
         if done is not None and batch_id <= done:

@@ -107,7 +107,7 @@ def _load_log_start(directory: Path) -> _LogStart | None:
     return _LogStart(*_LOG_START.unpack(body))
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class StreamLog:
     directory: Path
     config: LogConfig

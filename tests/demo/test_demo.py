@@ -1,0 +1,129 @@
+"""`vdl demo --records 100000` end to end: exit code 0 within 5 minutes, its Delta table equals the
+aggregates computed independently from the produced events (chispa), and no process survives it;
+Ctrl-C while Spark runs stops everything too.
+
+This is the one test that runs the whole stack (cluster + Spark) in a subprocess: it is slow
+(~1 minute) and shares nothing with other tests on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from vdl_broker.demo.workload import WorkloadConfig, events, expected_aggregates
+
+REPO = Path(__file__).resolve().parents[2]
+RECORDS = 100_000
+SEED = 11
+
+
+def demo_command() -> list[str]:
+    """`vdl demo` once vdl_broker/cli.py dispatches to vdl_broker.demo.run (else the module)."""
+    vdl = Path(sys.executable).parent / "vdl"
+    if vdl.exists():
+        help_text = subprocess.run([str(vdl), "demo", "--help"], capture_output=True, text=True, timeout=60).stdout
+        if "--records" in help_text:
+            return [str(vdl), "demo"]
+    return [sys.executable, "-m", "vdl_broker.demo.run"]
+
+
+def _descendants(pid: int) -> set[int]:
+    try:
+        return {p.pid for p in psutil.Process(pid).children(recursive=True)}
+    except psutil.NoSuchProcess:
+        return set()
+
+
+def _alive(pids: set[int]) -> set[int]:
+    return {p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE}
+
+
+def _run(args: list[str], timeout_s: float, interrupt_when: str | None = None) -> tuple[int, str, set[int]]:
+    """Run the demo; returns (exit code, output, every descendant pid seen while it ran)."""
+    process = subprocess.Popen([*demo_command(), *args, "--no-progress"], cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    assert process.stdout is not None
+    os.set_blocking(process.stdout.fileno(), False)
+    output, seen, deadline, interrupted = "", set(), time.monotonic() + timeout_s, False
+    try:
+        while process.poll() is None:
+            output += process.stdout.read() or ""
+            seen |= _descendants(process.pid)
+            if interrupt_when and not interrupted and interrupt_when in output:
+                time.sleep(3)  # let the queries get going
+                seen |= _descendants(process.pid)
+                process.send_signal(signal.SIGINT)
+                interrupted = True
+            assert time.monotonic() < deadline, f"the demo ran longer than {timeout_s} s:\n{output}"
+            time.sleep(0.2)
+        output += process.stdout.read() or ""
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return process.returncode, output, seen
+
+
+def _delta_frame(spark: Any, path: Path) -> Any:
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(path)).to_pyarrow_table()
+    return spark.createDataFrame(table.to_pandas(), schema=_schema()).orderBy("window_start", "category")
+
+
+def _schema() -> Any:
+    from pyspark.sql.types import DecimalType, LongType, StringType, StructField, StructType, TimestampType
+
+    return StructType([StructField("window_start", TimestampType()), StructField("window_end", TimestampType()),
+                       StructField("category", StringType()), StructField("orders", LongType()),
+                       StructField("units", LongType()), StructField("revenue", DecimalType(20, 2)),
+                       StructField("max_amount", DecimalType(10, 2))])
+
+
+def _oracle_frame(spark: Any) -> Any:
+    rows = expected_aggregates(v for _, v in events(WorkloadConfig(records=RECORDS, seed=SEED)))
+    as_time = lambda ms: datetime.fromtimestamp(ms / 1000, UTC)  # noqa: E731
+    data = [(as_time(r.window_start_ms), as_time(r.window_end_ms), r.category, r.orders, r.units, r.revenue,
+             r.max_amount) for r in rows]
+    return spark.createDataFrame(data, schema=_schema()).orderBy("window_start", "category")
+
+
+@pytest.mark.timeout(330)
+def test_demo_delta_table_equals_independent_aggregates(tmp_path: Path, spark: Any) -> None:
+    from chispa import assert_df_equality
+
+    started = time.monotonic()
+    code, output, seen = _run(["--records", str(RECORDS), "--seed", str(SEED), "--data-dir", str(tmp_path)],
+                              timeout_s=300)
+    assert code == 0, output
+    assert time.monotonic() - started < 300
+    assert f"OK: {RECORDS:,} produced, {RECORDS:,} counted in Delta, {RECORDS:,} enriched" in output, output
+    assert not _alive(seen), f"left behind: {_alive(seen)}\n{output}"
+    state = json.loads((tmp_path / "cluster.json").read_text())
+    assert not _alive({n["pid"] for n in state["nodes"].values()})
+
+    delta = _delta_frame(spark, tmp_path / "delta" / "orders_per_minute")
+    assert_df_equality(delta, _oracle_frame(spark), ignore_nullable=True)
+
+
+@pytest.mark.timeout(200)
+def test_ctrl_c_while_spark_runs_leaves_no_process(tmp_path: Path) -> None:
+    code, output, seen = _run(["--records", "20000", "--data-dir", str(tmp_path)], timeout_s=180,
+                              interrupt_when="starting Spark")
+    assert code == 130, output
+    assert "interrupted" in output
+    assert any("java" in " ".join(psutil.Process(p).cmdline()) for p in seen if psutil.pid_exists(p)) or seen
+    deadline = time.monotonic() + 10
+    while _alive(seen) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(seen), f"left behind: {_alive(seen)}\n{output}"
