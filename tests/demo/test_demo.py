@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,23 +55,26 @@ def _run(args: list[str], timeout_s: float, interrupt_when: str | None = None) -
     process = subprocess.Popen([*demo_command(), *args, "--no-progress"], cwd=REPO, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     assert process.stdout is not None
-    os.set_blocking(process.stdout.fileno(), False)
-    output, seen, deadline, interrupted = "", set(), time.monotonic() + timeout_s, False
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+    seen: set[int] = set()
+    deadline, interrupted = time.monotonic() + timeout_s, False
     try:
         while process.poll() is None:
-            output += process.stdout.read() or ""
             seen |= _descendants(process.pid)
-            if interrupt_when and not interrupted and interrupt_when in output:
+            if interrupt_when and not interrupted and any(interrupt_when in line for line in lines):
                 time.sleep(3)  # let the queries get going
                 seen |= _descendants(process.pid)
                 process.send_signal(signal.SIGINT)
                 interrupted = True
-            assert time.monotonic() < deadline, f"the demo ran longer than {timeout_s} s:\n{output}"
+            assert time.monotonic() < deadline, f"the demo ran longer than {timeout_s} s:\n{''.join(lines)}"
             time.sleep(0.2)
-        output += process.stdout.read() or ""
     finally:
         if process.poll() is None:
             process.kill()
+        reader.join(10)
+    output = "".join(lines)
     return process.returncode, output, seen
 
 
@@ -122,7 +126,7 @@ def test_ctrl_c_while_spark_runs_leaves_no_process(tmp_path: Path) -> None:
                               interrupt_when="starting Spark")
     assert code == 130, output
     assert "interrupted" in output
-    assert any("java" in " ".join(psutil.Process(p).cmdline()) for p in seen if psutil.pid_exists(p)) or seen
+    assert len(seen) >= 2, output  # at least the broker and Spark's JVM were running
     deadline = time.monotonic() + 10
     while _alive(seen) and time.monotonic() < deadline:
         time.sleep(0.2)

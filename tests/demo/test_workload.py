@@ -24,6 +24,7 @@ def test_same_seed_same_events_different_seed_different_events() -> None:
     assert len(first) == CHUNK + 123
     assert list(events(WorkloadConfig(records=1000, seed=7))) == first[:1000]  # prefix-stable
     assert list(events(WorkloadConfig(records=1000, seed=8))) != first[:1000]
+    assert list(events(config, start=CHUNK - 5)) == first[CHUNK - 5:]  # a suffix starts anywhere
 
 
 def test_events_are_keyed_json_with_bounded_disorder() -> None:

@@ -34,7 +34,7 @@ def copy_query(spark, broker, target: str, checkpoint: str, exactly_once: bool, 
              .option("subscribe", "eo-src").option("startingOffsets", "earliest")
              .option("maxOffsetsPerTrigger", "40").load().select("key", "value"))
     if transform is not None:
-        frame = frame.mapInArrow(transform, frame.schema)
+        frame = frame.mapInArrow(transform, "key binary, value binary, partition int")
     return (frame.writeStream.format("vdl").option("bootstrap.servers", broker.bootstrap).option("topic", target)
             .option("exactlyOnce", str(exactly_once).lower()).option("kafka.batch.size", "1024")
             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
@@ -64,20 +64,19 @@ def test_replayed_batch_is_not_duplicated(spark, broker, source, tmp_path: Path,
 
 
 def fail_first_attempt_half_way(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Pass rows through, but kill the first attempt of every task after half of its rows (given
-    time to reach the writer, which runs in another Python worker, and be produced)."""
-    import time
-
+    """Make the first attempt of every write task fail half-way through its write: row 21 of the
+    attempt gets partition 1, which the writer rejects after it produced the rows before it.
+    (The failure has to happen inside the writer: rows reach it only when upstream succeeds.)"""
     from pyspark import TaskContext
 
     first_attempt = TaskContext.get().attemptNumber() == 0
+    seen = 0
     for batch in batches:
-        if first_attempt and batch.num_rows > 1:
-            for start in range(0, batch.num_rows // 2, 5):
-                yield batch.slice(start, min(5, batch.num_rows // 2 - start))
-            time.sleep(2)
-            raise RuntimeError("injected failure: task attempt dies half-way through its write")
-        yield batch
+        partition = pa.array([1 if first_attempt and seen + i == 20 else 0 for i in range(batch.num_rows)],
+                             pa.int32())
+        seen += batch.num_rows
+        yield pa.RecordBatch.from_arrays([batch.column(0), batch.column(1), partition],
+                                         names=["key", "value", "partition"])
 
 
 @pytest.mark.parametrize("exactly_once", [True, False])
@@ -95,5 +94,5 @@ def test_retried_task_attempt_is_not_duplicated(spark, broker, source, tmp_path:
     if exactly_once:
         assert_df_equality(values_df(spark, got), values_df(spark, source))
     else:
-        assert len(got) > COUNT  # the dead attempts' rows are there twice
+        assert len(got) > COUNT, len(got)  # the dead attempts' rows are there twice
         assert sorted(set(got)) == sorted(source)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from vdl_broker.cluster.config import CLUSTER_KEYS, NodeAddress, NodeConfigError, parse_cluster_section
+
 MIB = 1024 * 1024
 DEFAULT_PORT = 9092
 
@@ -43,7 +45,15 @@ class BrokerConfig:
     # Kafka waits 3 s for more members on a new group; 0 keeps tests and the demo quick.
     group_initial_rebalance_delay_ms: int = 0
     log_level: str = "INFO"
+    # Cluster mode (node.toml, issue 5): this node's Raft address and every member; None = one
+    # node without Raft (the direct single-node path).
+    raft_listen: str | None = None
+    peers: list[NodeAddress] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cluster_mode(self) -> bool:
+        return self.raft_listen is not None
 
     @property
     def listen(self) -> str:
@@ -112,6 +122,22 @@ def _apply(values: dict[str, Any], key: str, value: Any, source: str) -> None:
     values[key] = value
 
 
+def _apply_cluster_keys(values: dict[str, Any], table: dict[str, Any], source: str) -> None:
+    """node.toml's cluster keys (vdl_broker.cluster.config): client_listen becomes host/port;
+    raft_listen or peers switch the broker to cluster mode."""
+    if "raft_listen" not in table and "peers" not in table:
+        if "client_listen" in table:
+            _apply(values, "listen", table["client_listen"], source)
+        return
+    try:
+        client, raft, peers = parse_cluster_section(table, source)
+    except NodeConfigError as error:
+        raise ConfigError(str(error)) from None
+    values["host"], values["port"] = parse_listen(client)
+    values["raft_listen"] = raft
+    values["peers"] = peers
+
+
 def load_config(argv: list[str] | None = None) -> BrokerConfig:
     """Parse flags (and the TOML file they name); raises ConfigError with a one-line reason."""
     args = build_arg_parser().parse_args(argv)
@@ -122,8 +148,11 @@ def load_config(argv: list[str] | None = None) -> BrokerConfig:
                 table = tomllib.load(handle)
         except (OSError, tomllib.TOMLDecodeError) as error:
             raise ConfigError(f"cannot read config file {args.config}: {error}") from error
+        table = {key.replace("-", "_"): value for key, value in table.items()}
+        _apply_cluster_keys(values, table, str(args.config))
         for key, value in table.items():
-            _apply(values, key.replace("-", "_"), value, str(args.config))
+            if key not in CLUSTER_KEYS:
+                _apply(values, key, value, str(args.config))
     for key, value in vars(args).items():
         if key != "config" and value is not None:
             _apply(values, key, value, "--" + key.replace("_", "-"))

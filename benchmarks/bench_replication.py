@@ -1,0 +1,202 @@
+"""Replication benchmark (issue 5): a 3-node dev cluster on this machine.
+
+    .venv/bin/python -m benchmarks.bench_replication [--quick] [--no-fsync]
+
+- produce throughput: confluent-kafka producer processes, 100-byte records, acks=-1
+  (majority commit), linger 5 ms -- goal >= 300,000 records/s;
+- produce latency (send to acknowledgement, acks=-1) at a steady 20,000 records/s: p50, p99
+  -- goal p99 <= 20 ms;
+- failover: kill -9 of the stream's leader to the first acknowledged acks=-1 produce at any
+  node, several kills (the killed node restarted and back in sync in between) -- goal median
+  <= 2 s.
+
+Clients, brokers and Raft traffic share the machine's cores; numbers are for this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from benchmarks.bench_broker import RECORD_BYTES, produce_throughput
+from benchmarks.report import Report, percentile
+from vdl_broker.cli import CliError, KafkaClient
+from vdl_broker.dev_cluster import DevCluster, fetch_metadata
+from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
+
+TOPIC_THROUGHPUT = "bench-repl-acksall"
+TOPIC_LATENCY = "bench-repl-latency"
+TOPIC_FAILOVER = "bench-repl-failover"
+LATENCY_RATE = 20_000
+
+
+def free_base_port(count: int) -> int:
+    import socket
+
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            start = probe.getsockname()[1]
+        if start + count > 65000:
+            continue
+        sockets = []
+        try:
+            for port in range(start, start + count):
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return start
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise RuntimeError("no run of free ports")
+
+
+def create_streams(cluster: DevCluster, *names: str) -> None:
+    with KafkaClient(cluster.nodes[1].client_address) as client:
+        for name in names:
+            client.create_stream(name)  # replication factor -1: the default, 3
+    for name in names:
+        wait_for_in_sync(cluster, name, 60)
+
+
+def wait_for_in_sync(cluster: DevCluster, stream: str, timeout_s: float) -> int:
+    """Wait until the leader reports all replicas in sync and accepts an acks=-1 write; the leader."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for node in cluster.nodes.values():
+            if not node.running:
+                continue
+            try:
+                response = fetch_metadata(node.client_address, [stream], 1.0)
+            except (OSError, ValueError):
+                continue
+            for topic in response.topics:
+                for p in topic.partitions:
+                    if (topic.name == stream and p.leader_id == node.node_id and len(p.replica_nodes) == 3
+                            and sorted(p.isr_nodes) == sorted(p.replica_nodes)
+                            and write_once(node.client_address, stream)):
+                        return node.node_id
+        time.sleep(0.05)
+    raise TimeoutError(f"{stream}: no in-sync leader within {timeout_s} s")
+
+
+def write_once(address: str, stream: str, timeout_s: float = 1.0) -> bool:
+    """One acks=-1 produce of one record; True when acknowledged."""
+    builder = RecordBatchBuilder()
+    builder.append(int(time.time() * 1000), None, b"f" * RECORD_BYTES)
+    try:
+        with KafkaClient(address, timeout=timeout_s) as client:
+            client.produce(stream, builder.build(), acks=-1)
+        return True
+    except (CliError, OSError, ValueError):
+        return False
+
+
+def failover_seconds(cluster: DevCluster, stream: str) -> float:
+    """kill -9 the leader; seconds until some other node acknowledges an acks=-1 produce."""
+    leader = wait_for_in_sync(cluster, stream, 60)
+    killed_at = time.monotonic()
+    cluster.kill(leader)
+    while time.monotonic() - killed_at < 30:
+        for node in cluster.nodes.values():
+            if node.running and write_once(node.client_address, stream):
+                elapsed = time.monotonic() - killed_at
+                cluster.restart(leader, timeout_s=60)
+                return elapsed
+        time.sleep(0.01)
+    raise TimeoutError("no node accepted an acks=-1 write within 30 s of the kill")
+
+
+def ack_latencies(bootstrap: str, stream: str, rate: int, seconds: float) -> list[float]:
+    """Produce at a steady `rate` with acks=-1; send-to-acknowledgement latencies in ms."""
+    import confluent_kafka
+
+    latencies: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": -1,
+                                         "enable.idempotence": False})
+
+    def report(error: object, _message: object, sent: float) -> None:
+        with lock:
+            if error is not None:
+                errors.append(str(error))
+            else:
+                latencies.append((time.perf_counter() - sent) * 1000)
+
+    producer.produce(stream, b"warm-up")
+    producer.flush(30)
+    value = b"v" * RECORD_BYTES
+    per_tick = max(1, rate // 1000)
+    expected = int(rate * seconds)
+    started = time.perf_counter()
+    sent = 0
+    while sent < expected:
+        delay = started + sent / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        for _ in range(per_tick):
+            now = time.perf_counter()
+            producer.produce(stream, value, on_delivery=lambda e, m, t=now: report(e, m, t))
+        sent += per_tick
+        producer.poll(0)
+    producer.flush(60)
+    if errors:
+        raise RuntimeError(f"{len(errors)} delivery errors, e.g. {errors[:3]}")
+    return latencies
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller counts, fewer kills (a smoke run)")
+    parser.add_argument("--producers", type=int, default=2, help="producer processes (default 2)")
+    parser.add_argument("--kills", type=int, help="leader kills for the failover time (default 5, quick 3)")
+    parser.add_argument("--no-fsync", action="store_true", help="run the nodes with fsync off")
+    args = parser.parse_args(argv)
+    count = 200_000 if args.quick else 2_000_000
+    latency_seconds = 2.0 if args.quick else 5.0
+    kills = args.kills or (3 if args.quick else 5)
+    report = Report("bench_replication")
+    with tempfile.TemporaryDirectory(prefix="vdl-bench-repl-") as tmp:
+        settings = {"log_level": "WARNING", "fsync": not args.no_fsync}
+        cluster = DevCluster(3, Path(tmp), free_base_port(6), settings=settings)
+        try:
+            cluster.start(timeout_s=60)
+            cluster.wait_for_brokers(timeout_s=60)
+            create_streams(cluster, TOPIC_THROUGHPUT, TOPIC_LATENCY, TOPIC_FAILOVER)
+            throughput = produce_throughput(cluster.bootstrap_servers, TOPIC_THROUGHPUT, count, -1, args.producers)
+            latencies = ack_latencies(cluster.bootstrap_servers, TOPIC_LATENCY, LATENCY_RATE, latency_seconds)
+            failovers = []
+            for _ in range(kills):
+                failovers.append(failover_seconds(cluster, TOPIC_FAILOVER))
+        finally:
+            cluster.kill_all()
+    who = f"3 nodes, {args.producers} confluent-kafka producer processes, linger 5 ms"
+    fsync = "fsync off" if args.no_fsync else "fsync on"
+    report.add("produce acks=-1, 3 replicas", throughput, "records/s", 300_000, note=f"{who}; {fsync}")
+    report.add("produce acks=-1, 3 replicas", throughput * RECORD_BYTES / 1e6, "MB/s", note="100-byte values")
+    note = f"{LATENCY_RATE:,} rec/s steady, {len(latencies):,} samples"
+    report.add("produce-to-ack latency p50 (acks=-1)", percentile(latencies, 0.5), "ms", higher_is_better=False,
+               note=note)
+    report.add("produce-to-ack latency p99 (acks=-1)", percentile(latencies, 0.99), "ms", 20.0,
+               higher_is_better=False, note=note)
+    spread = ", ".join(f"{f:.2f}" for f in failovers)
+    report.add("failover: kill -9 leader -> first acks=-1 ack (median)", statistics.median(failovers), "s", 2.0,
+               higher_is_better=False, note=f"{kills} kills: {spread}")
+    report.add("failover (worst)", max(failovers), "s", higher_is_better=False)
+    report.finish()
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,685 @@
+"""Process-level fault-test harness (issue 5): a 3-node `DevCluster` on free loopback ports,
+raw Kafka requests through our codec, client workloads that record every acknowledgement, and
+offline reads of each node's stream log (a copy of its directory opened with StreamLog).
+
+Every wait here is a condition polled against a deadline; nothing sleeps blindly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import shutil
+import socket
+import struct
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vdl_broker.dev_cluster import DevCluster
+from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.log.entry import EntryType
+from vdl_broker.protocol import api
+from vdl_broker.protocol import messages as m
+from vdl_broker.protocol.errors import ErrorCode
+from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, iter_batches, read_records
+
+REPO = Path(__file__).resolve().parents[2]
+VDL_CLI = REPO / ".venv" / "bin" / "vdl"
+# Versions we speak (inside the ApiVersions table of DESIGN.md): Metadata v1 carries leader,
+# replicas and isr; Produce v7 / Fetch v10 / ListOffsets v1 carry RecordBatch v2 and offsets.
+METADATA_V, PRODUCE_V, FETCH_V, LIST_OFFSETS_V, CREATE_V, DELETE_V = 1, 7, 10, 1, 1, 1
+API_PRODUCE, API_FETCH, API_LIST_OFFSETS, API_METADATA, API_CREATE, API_DELETE = 0, 1, 2, 3, 19, 20
+EARLIEST, LATEST = -2, -1
+# Test clusters skip fsync: kill -9 keeps the page cache, so process crashes test the same
+# protocol paths and the 2-core machine is spared the flushes.
+DEFAULT_SETTINGS: dict[str, Any] = {"log_level": "WARNING", "fsync": False}
+# Kafka protocol guide: RecordBatch -- baseOffset int64 at 0, lastOffsetDelta int32 at 23.
+_BASE_OFFSET = struct.Struct(">q")
+_LAST_DELTA = struct.Struct(">i")
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, message: str, interval: float = 0.05) -> Any:
+    """Poll `condition()` until truthy; AssertionError naming `message` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {message}")
+        time.sleep(interval)
+
+
+# ------------------------------------------------------------------------------------ cluster
+
+
+def free_base_port(count: int) -> int:
+    """The first of `count` consecutive ports that all bind right now (a later start may still
+    lose a race for one; start_cluster retries then)."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            start = probe.getsockname()[1]
+        if start + count > 65000:
+            continue
+        try:
+            with contextlib.ExitStack() as stack:
+                for port in range(start, start + count):
+                    sock = stack.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+            return start
+        except OSError:
+            continue
+    raise RuntimeError(f"no run of {count} free loopback ports")
+
+
+def start_cluster(directory: Path, nodes: int = 3, settings: dict[str, Any] | None = None,
+                  register: Callable[[DevCluster], None] | None = None) -> DevCluster:
+    """Start a DevCluster under `directory` and wait until every node lists every broker.
+    `register` is called with each cluster before it starts (the caller's finalizer)."""
+    merged = DEFAULT_SETTINGS | dict(settings or {})
+    for attempt in range(3):
+        cluster = DevCluster(nodes, Path(directory) / f"attempt{attempt}", free_base_port(2 * nodes),
+                             settings=merged)
+        if register is not None:
+            register(cluster)
+        try:
+            cluster.start(timeout_s=60)
+            cluster.wait_for_brokers(timeout_s=60)
+            return cluster
+        except (RuntimeError, TimeoutError):
+            output = "\n".join(line for n in cluster.nodes.values() for line in n.output).lower()
+            cluster.kill_all()
+            if attempt == 2 or "address already in use" not in output:
+                raise
+    raise AssertionError("unreachable")
+
+
+def node_address(cluster: DevCluster, node_id: int) -> str:
+    return cluster.nodes[node_id].client_address
+
+
+def running_nodes(cluster: DevCluster) -> list[int]:
+    return [i for i in cluster.node_ids() if cluster.nodes[i].running]
+
+
+def ensure_all_running(cluster: DevCluster) -> None:
+    """Bring a shared cluster back to full strength between tests (SIGCONT, restart dead nodes)."""
+    import signal
+
+    for node_id in cluster.node_ids():
+        node = cluster.nodes[node_id]
+        if node.running:
+            cluster.stop(node_id, signal.SIGCONT)
+        else:
+            cluster.restart(node_id, timeout_s=60)
+
+
+# --------------------------------------------------------------------------------- raw client
+
+
+def raw_request(address: str, api_key: int, version: int, request: Any, timeout: float = 5.0) -> Any:
+    """One request on a fresh connection through vdl_broker.protocol.api; the decoded response."""
+    host, _, port = address.rpartition(":")
+    frame = b"".join(bytes(part) for part in api.encode_request(api_key, version, 7, "vdl-fault-tests", request))
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(frame)
+        size = struct.unpack(">i", _recv(sock, 4))[0]
+        body = _recv(sock, size)
+    correlation_id, response = api.decode_response(api_key, version, body)
+    assert correlation_id == 7, f"correlation id {correlation_id} != 7"
+    return response
+
+
+def _recv(sock: socket.socket, size: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(size - len(chunks))
+        if not chunk:
+            raise ConnectionError("connection closed mid-response")
+        chunks += chunk
+    return bytes(chunks)
+
+
+def one_record_batch(value: bytes, key: bytes | None = None) -> bytes:
+    builder = RecordBatchBuilder()
+    builder.append(int(time.time() * 1000), key, value)
+    return builder.build()
+
+
+def produce_raw(address: str, stream: str, batch: bytes, acks: int = -1, timeout_ms: int = 2000,
+                socket_timeout: float = 5.0) -> tuple[int, int]:
+    """(error code, base offset) of a one-partition Produce."""
+    data = m.ProduceRequest.PartitionProduceData(index=0, records=batch)
+    topic = m.ProduceRequest.TopicProduceData(name=stream, partition_data=[data])
+    response = raw_request(address, API_PRODUCE, PRODUCE_V,
+                           m.ProduceRequest(acks=acks, timeout_ms=timeout_ms, topic_data=[topic]), socket_timeout)
+    result = response.responses[0].partition_responses[0]
+    return int(result.error_code), int(result.base_offset)
+
+
+def fetch_raw(address: str, stream: str, offset: int, max_wait_ms: int = 0,
+              max_bytes: int = 4 << 20) -> tuple[int, int, bytes]:
+    """(error code, high watermark, records bytes) of a one-partition Fetch."""
+    partition = m.FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=max_bytes)
+    topic = m.FetchRequest.FetchTopic(topic=stream, partitions=[partition])
+    request = m.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
+                             topics=[topic])
+    response = raw_request(address, API_FETCH, FETCH_V, request, timeout=5.0 + max_wait_ms / 1000)
+    result = response.responses[0].partitions[0]
+    return int(result.error_code), int(result.high_watermark), bytes(result.records or b"")
+
+
+def list_offset_raw(address: str, stream: str, timestamp: int) -> tuple[int, int]:
+    partition = m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=timestamp)
+    topic = m.ListOffsetsRequest.ListOffsetsTopic(name=stream, partitions=[partition])
+    response = raw_request(address, API_LIST_OFFSETS, LIST_OFFSETS_V,
+                           m.ListOffsetsRequest(replica_id=-1, topics=[topic]))
+    result = response.topics[0].partitions[0]
+    return int(result.error_code), int(result.offset)
+
+
+def metadata_raw(address: str, topics: Sequence[str] | None) -> Any:
+    request = m.MetadataRequest(
+        topics=None if topics is None else [m.MetadataRequest.MetadataRequestTopic(name=t) for t in topics])
+    return raw_request(address, API_METADATA, METADATA_V, request)
+
+
+def create_topic_raw(address: str, name: str, replication_factor: int = 3) -> tuple[int, str | None]:
+    topic = m.CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=replication_factor)
+    response = raw_request(address, API_CREATE, CREATE_V, m.CreateTopicsRequest(topics=[topic], timeout_ms=30_000),
+                           timeout=35.0)
+    return int(response.topics[0].error_code), response.topics[0].error_message
+
+
+def delete_topic_raw(address: str, name: str) -> int:
+    response = raw_request(address, API_DELETE, DELETE_V,
+                           m.DeleteTopicsRequest(topic_names=[name], timeout_ms=30_000), timeout=35.0)
+    return int(response.responses[0].error_code)
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    """Partition 0 of a stream as one node's Metadata describes it."""
+
+    error_code: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+def partition_view(address: str, stream: str) -> PartitionView | None:
+    """None when the node cannot be asked (down, refusing, timing out)."""
+    try:
+        response = metadata_raw(address, [stream])
+    except (OSError, ValueError):
+        return None
+    for topic in response.topics:
+        if topic.name == stream:
+            if topic.error_code != 0 or not topic.partitions:
+                return PartitionView(int(topic.error_code), -1, (), ())
+            p = next(p for p in topic.partitions if p.partition_index == 0)
+            return PartitionView(int(p.error_code), int(p.leader_id), tuple(sorted(p.replica_nodes)),
+                                 tuple(sorted(p.isr_nodes)))
+    return None
+
+
+# ------------------------------------------------------------------------------ leader probes
+
+
+@dataclass
+class ProbeLog:
+    """Every acks=-1 probe write that was acknowledged: (value, offset)."""
+
+    acked: list[tuple[bytes, int]] = field(default_factory=list)
+    counter: Iterator[int] = field(default_factory=itertools.count)
+
+    def next_value(self, tag: str) -> bytes:
+        return f"probe-{tag}-{next(self.counter):06d}".encode()
+
+
+def probe_write(cluster: DevCluster, stream: str, probes: ProbeLog, timeout: float, tag: str = "p",
+                exclude: Iterable[int] = ()) -> tuple[int, int]:
+    """Write one record with acks=-1 until some running node (not in `exclude`) acknowledges it;
+    returns (node id, offset). Asks the node Metadata names first, then the others."""
+    skip = set(exclude)
+    deadline = time.monotonic() + timeout
+    last_errors: dict[int, str] = {}
+    while time.monotonic() < deadline:
+        candidates = [i for i in running_nodes(cluster) if i not in skip]
+        named = [v.leader for i in candidates if (v := _quick_view(cluster, i, stream)) is not None]
+        ordered = sorted(candidates, key=lambda i: (i not in named, i))
+        for node_id in ordered:
+            value = probes.next_value(tag)
+            try:
+                code, offset = produce_raw(node_address(cluster, node_id), stream, one_record_batch(value),
+                                           acks=-1, timeout_ms=1000, socket_timeout=2.0)
+            except (OSError, ValueError) as error:
+                last_errors[node_id] = repr(error)
+                continue
+            if code == 0:
+                probes.acked.append((value, offset))
+                return node_id, offset
+            last_errors[node_id] = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+        time.sleep(0.02)
+    raise AssertionError(f"no node acknowledged an acks=-1 write to {stream} within {timeout} s: {last_errors}")
+
+
+def _quick_view(cluster: DevCluster, node_id: int, stream: str) -> PartitionView | None:
+    try:
+        response = raw_request(node_address(cluster, node_id), API_METADATA, METADATA_V,
+                               m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=stream)]),
+                               timeout=0.5)
+    except (OSError, ValueError):
+        return None
+    for topic in response.topics:
+        for p in topic.partitions:
+            if topic.name == stream and p.partition_index == 0 and p.leader_id >= 0:
+                return PartitionView(int(p.error_code), int(p.leader_id), tuple(p.replica_nodes), tuple(p.isr_nodes))
+    return None
+
+
+def wait_for_full_isr(cluster: DevCluster, stream: str, timeout: float = 30.0) -> PartitionView:
+    """Wait until a running node that is the leader reports every replica in sync."""
+    def check() -> PartitionView | None:
+        for node_id in running_nodes(cluster):
+            view = _quick_view(cluster, node_id, stream)
+            if (view is not None and view.leader == node_id and len(view.replicas) == 3
+                    and tuple(sorted(view.isr)) == tuple(sorted(view.replicas))):
+                return view
+        return None
+    return wait_until(check, timeout, f"leader of {stream} reporting all 3 replicas in sync")
+
+
+def create_stream(cluster: DevCluster, stream: str, via: int, probes: ProbeLog, timeout: float = 30.0,
+                  replication_factor: int = 3) -> int:
+    """CreateTopics through node `via`; returns the leader once it acknowledged an acks=-1 write."""
+    code, message = create_topic_raw(node_address(cluster, via), stream, replication_factor)
+    assert code == 0, f"CreateTopics {stream} via node {via}: {ErrorCode(code).name} {message}"
+    leader, _ = probe_write(cluster, stream, probes, timeout, tag="create")
+    return leader
+
+
+def high_watermark(cluster: DevCluster, stream: str, timeout: float = 10.0) -> tuple[int, int]:
+    """(leader node, high watermark) from a Fetch at the node that answers as leader."""
+    def ask() -> tuple[int, int] | None:
+        for node_id in running_nodes(cluster):
+            try:
+                code, hw, _ = fetch_raw(node_address(cluster, node_id), stream, 0, max_bytes=1)
+            except (OSError, ValueError):
+                continue
+            if code == 0:
+                return node_id, hw
+        return None
+    return wait_until(ask, timeout, f"a leader of {stream} answering Fetch")
+
+
+def read_all(address: str, stream: str, start: int, end: int) -> dict[int, tuple[bytes | None, bytes | None]]:
+    """offset -> (key, value) for [start, end) fetched from `address` (a leader)."""
+    out: dict[int, tuple[bytes | None, bytes | None]] = {}
+    offset = start
+    deadline = time.monotonic() + 60
+    while offset < end:
+        assert time.monotonic() < deadline, f"reading {stream} [{start}, {end}) stalled at {offset}"
+        code, _, records = fetch_raw(address, stream, offset, max_bytes=8 << 20)
+        assert code == 0, f"Fetch {stream}@{offset} from {address}: {ErrorCode(code).name}"
+        for _, batch in iter_batches(memoryview(records)):
+            for record in read_records(batch):
+                if offset <= record.offset < end:
+                    out[record.offset] = (_b(record.key), _b(record.value))
+                    offset = max(offset, record.offset + 1)
+    return out
+
+
+def _b(value: bytes | memoryview | None) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+# -------------------------------------------------------------------------------- workloads
+
+
+@dataclass
+class Acks:
+    """Acknowledged records of every client: (client, offset, value). Thread-safe appends."""
+
+    records: list[tuple[str, int, bytes]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, client: str, offset: int, value: bytes) -> None:
+        with self.lock:
+            self.records.append((client, offset, value))
+
+    def error(self, text: str) -> None:
+        with self.lock:
+            self.errors.append(text)
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.records)
+
+    def snapshot(self) -> list[tuple[str, int, bytes]]:
+        with self.lock:
+            return list(self.records)
+
+
+class ProducerThread(threading.Thread):
+    """One client producing unique values `<name>-<seq>` with acks=-1 until stopped."""
+
+    def __init__(self, kind: str, name: str, bootstrap: str, stream: str, acks: Acks,
+                 rate_per_s: float = 300.0) -> None:
+        super().__init__(daemon=True, name=f"producer-{name}")
+        self.kind, self.client, self.bootstrap, self.stream = kind, name, bootstrap, stream
+        self.acks, self.rate = acks, rate_per_s
+        self.stop_event = threading.Event()
+        self.sent = 0
+        self.undelivered = -1
+        self.failure: BaseException | None = None
+
+    def value(self, seq: int) -> bytes:
+        return f"{self.client}-{seq:08d}".encode() + b"." * 60
+
+    def run(self) -> None:
+        try:
+            if self.kind == "confluent":
+                self._run_confluent()
+            else:
+                self._run_kafka_python()
+        except BaseException as error:  # surfaced by the test through .failure
+            self.failure = error
+
+    def _paced(self) -> Iterator[int]:
+        started = time.monotonic()
+        for seq in itertools.count():
+            if self.stop_event.is_set():
+                return
+            delay = started + seq / self.rate - time.monotonic()
+            if delay > 0:
+                self.stop_event.wait(delay)
+            yield seq
+
+    def _run_confluent(self) -> None:
+        import confluent_kafka
+
+        # Client defaults except the ones the test needs: acks=-1 (all), linger small so batches
+        # are in flight at every moment; idempotence stays at librdkafka's default (off).
+        producer = confluent_kafka.Producer({"bootstrap.servers": self.bootstrap, "acks": -1, "linger.ms": 5,
+                                             "topic.metadata.refresh.interval.ms": 1000})
+
+        def report(error: Any, message: Any) -> None:
+            if error is not None:
+                self.acks.error(f"{self.client}: {error}")
+            else:
+                self.acks.add(self.client, message.offset(), message.value())
+
+        for seq in self._paced():
+            while True:
+                try:
+                    producer.produce(self.stream, self.value(seq), partition=0, on_delivery=report)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            self.sent += 1
+            producer.poll(0)
+        self.undelivered = producer.flush(60)
+
+    def _run_kafka_python(self) -> None:
+        from kafka import KafkaProducer
+
+        # kafka-python 3.0 defaults: acks=all, enable_idempotence=True, retries unbounded.
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap.split(","), linger_ms=5,
+                                 metadata_max_age_ms=1000)
+        try:
+            for seq in self._paced():
+                value = self.value(seq)
+                future = producer.send(self.stream, value=value, partition=0)
+                future.add_callback(lambda md, v=value: self.acks.add(self.client, md.offset, v))
+                future.add_errback(lambda exc, v=value: self.acks.error(f"{self.client} {v[:20]!r}: {exc!r}"))
+                self.sent += 1
+            producer.flush(60)
+            self.undelivered = 0
+        finally:
+            producer.close(5)
+
+
+class Workload:
+    """Three producers (two confluent-kafka, one kafka-python) writing through faults."""
+
+    def __init__(self, bootstrap: str, stream: str, rate_per_s: float = 300.0, tag: str = "w") -> None:
+        self.acks = Acks()
+        self.producers = [ProducerThread("confluent", f"{tag}ck1", bootstrap, stream, self.acks, rate_per_s),
+                          ProducerThread("confluent", f"{tag}ck2", bootstrap, stream, self.acks, rate_per_s),
+                          ProducerThread("kafka-python", f"{tag}kp", bootstrap, stream, self.acks, rate_per_s)]
+
+    def start(self) -> Workload:
+        for producer in self.producers:
+            producer.start()
+        return self
+
+    def wait_progress(self, more: int, timeout: float = 30.0) -> None:
+        """Wait until every producer has `more` further acknowledgements."""
+        def per_client() -> dict[str, int]:
+            counts = {p.client: 0 for p in self.producers}
+            for client, _, _ in self.acks.snapshot():
+                counts[client] += 1
+            return counts
+        before = per_client()
+        wait_until(lambda: all(c >= before[k] + more for k, c in per_client().items()) or self._failed(),
+                   timeout, f"{more} more acknowledgements from every producer (had {before})")
+        self._raise_failures()
+
+    def _failed(self) -> bool:
+        return any(p.failure is not None for p in self.producers)
+
+    def _raise_failures(self) -> None:
+        for producer in self.producers:
+            if producer.failure is not None:
+                raise AssertionError(f"producer {producer.client} failed: {producer.failure!r}")
+
+    def stop(self, timeout: float = 90.0) -> None:
+        for producer in self.producers:
+            producer.stop_event.set()
+        for producer in self.producers:
+            producer.join(timeout)
+            assert not producer.is_alive(), f"producer {producer.client} did not finish within {timeout} s"
+        self._raise_failures()
+        undelivered = {p.client: p.undelivered for p in self.producers if p.undelivered != 0}
+        assert not undelivered, f"records never delivered (client: count): {undelivered}"
+
+
+class ConsumerThread(threading.Thread):
+    """A kafka-python consumer (assign partition 0, from the beginning) recording every offset
+    it is handed, running through the faults."""
+
+    def __init__(self, bootstrap: str, stream: str) -> None:
+        super().__init__(daemon=True, name=f"consumer-{stream}")
+        self.bootstrap, self.stream = bootstrap, stream
+        self.seen: list[tuple[int, bytes | None]] = []
+        self.stop_event = threading.Event()
+        self.failure: BaseException | None = None
+        self.lock = threading.Lock()
+
+    def position(self) -> int:
+        with self.lock:
+            return self.seen[-1][0] + 1 if self.seen else 0
+
+    def run(self) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        try:
+            consumer = KafkaConsumer(bootstrap_servers=self.bootstrap.split(","), group_id=None,
+                                     enable_auto_commit=False, auto_offset_reset="earliest",
+                                     fetch_max_wait_ms=100, metadata_max_age_ms=1000)
+            partition = TopicPartition(self.stream, 0)
+            consumer.assign([partition])
+            consumer.seek(partition, 0)
+            try:
+                while not self.stop_event.is_set():
+                    for records in consumer.poll(timeout_ms=100).values():
+                        with self.lock:
+                            self.seen.extend((r.offset, r.value) for r in records)
+            finally:
+                consumer.close()
+        except BaseException as error:
+            self.failure = error
+
+    def finish(self, end_offset: int, timeout: float = 30.0) -> list[tuple[int, bytes | None]]:
+        """Wait until it has read up to `end_offset`, stop it, and return what it saw."""
+        wait_until(lambda: self.position() >= end_offset or self.failure is not None, timeout,
+                   f"the consumer reaching offset {end_offset} (at {self.position()})")
+        self.stop_event.set()
+        self.join(15)
+        assert self.failure is None, f"consumer failed: {self.failure!r}"
+        with self.lock:
+            return list(self.seen)
+
+
+# ---------------------------------------------------------------------------- on-disk logs
+
+
+@dataclass
+class LogImage:
+    """One node's stream log, read from a copy of its directory."""
+
+    node_id: int
+    first_index: int
+    last_index: int
+    log_start_offset: int
+    log_end_offset: int
+    entries: dict[int, tuple[int, int, bytes]]  # index -> (term, type, payload bytes)
+
+    def data_entry_for_offset(self, offset: int) -> int | None:
+        """Raft index of the DATA entry holding Kafka offset `offset` (None if absent)."""
+        for index, (_, kind, payload) in self.entries.items():
+            if kind == EntryType.DATA:
+                base = _BASE_OFFSET.unpack_from(payload, 0)[0]
+                if base <= offset <= base + _LAST_DELTA.unpack_from(payload, 23)[0]:
+                    return index
+        return None
+
+    def records(self) -> dict[int, bytes | None]:
+        """Kafka offset -> record value for every DATA entry of this copy."""
+        out: dict[int, bytes | None] = {}
+        for _, kind, payload in self.entries.values():
+            if kind == EntryType.DATA:
+                for record in read_records(memoryview(payload)):
+                    out[record.offset] = _b(record.value)
+        return out
+
+
+def stream_directory(data_dir: Path, stream: str) -> Path:
+    """Where a node keeps `stream`'s log: DATA_DIR/<stream> (the single-node layout), else the
+    one directory named `stream` below DATA_DIR that holds segment files."""
+    direct = Path(data_dir) / stream
+    if direct.is_dir():
+        return direct
+    found = [p for p in Path(data_dir).rglob(stream) if p.is_dir() and any(p.glob("*.log"))]
+    if len(found) != 1:
+        raise FileNotFoundError(f"no unique log directory for stream {stream} under {data_dir}: {found}")
+    return found[0]
+
+
+def read_log_image(cluster: DevCluster, node_id: int, stream: str) -> LogImage:
+    """Copy the node's stream directory (the node may be running: the copy is recovered like
+    after a crash, cutting a torn tail) and read every entry of the copy."""
+    source = stream_directory(cluster.nodes[node_id].config.data_dir, stream)
+    with tempfile.TemporaryDirectory(prefix="vdl-log-copy-") as scratch:
+        copy = Path(scratch) / stream
+        copy.mkdir()
+        for item in sorted(source.iterdir()):
+            if item.is_file():
+                with contextlib.suppress(FileNotFoundError):  # retention may delete meanwhile
+                    shutil.copyfile(item, copy / item.name)
+        log = StreamLog.open(copy, LogConfig(fsync=False, tail_cache_bytes=0))
+        try:
+            entries: dict[int, tuple[int, int, bytes]] = {}
+            index = log.first_index
+            while index <= log.last_index:
+                batch = log.entries(index, log.last_index + 1, 8 << 20)
+                for entry in batch:
+                    entries[entry.index] = (entry.term, int(entry.type), bytes(entry.payload))
+                index = batch[-1].index + 1
+            return LogImage(node_id, log.first_index, log.last_index, log.log_start_offset,
+                            log.log_end_offset, entries)
+        finally:
+            log.close()
+
+
+def committed_prefix_problems(images: dict[int, LogImage], leader: int, hw: int) -> list[str]:
+    """Differences between each node's copy and the leader's over the committed entries (up to
+    the one holding offset hw - 1), compared byte for byte from the later of the two log starts."""
+    reference = images[leader]
+    if hw <= reference.log_start_offset:
+        return []
+    last = reference.data_entry_for_offset(hw - 1)
+    if last is None:
+        return [f"leader {leader}'s log has no entry for committed offset {hw - 1}"]
+    problems: list[str] = []
+    for node_id, image in images.items():
+        if image.last_index < last:
+            problems.append(f"node {node_id} ends at index {image.last_index}, committed entries reach {last}")
+            continue
+        for index in range(max(image.first_index, reference.first_index), last + 1):
+            if image.entries.get(index) != reference.entries.get(index):
+                mine, theirs = image.entries.get(index), reference.entries.get(index)
+                problems.append(f"node {node_id} index {index}: (term, type) "
+                                f"{mine[:2] if mine else None} vs leader's {theirs[:2] if theirs else None}"
+                                f"{'' if mine is None or theirs is None else ', payloads differ'}")
+                break
+    return problems
+
+
+def wait_logs_converged(cluster: DevCluster, stream: str, timeout: float = 30.0) -> dict[int, LogImage]:
+    """Wait (writes stopped) until every node's committed log equals the leader's byte for byte;
+    returns the images. Raises with the last differences at the deadline."""
+    leader, hw = high_watermark(cluster, stream)
+    state: dict[str, Any] = {}
+
+    def converged() -> bool:
+        images = {i: read_log_image(cluster, i, stream) for i in cluster.node_ids()}
+        state["images"], state["problems"] = images, committed_prefix_problems(images, leader, hw)
+        return not state["problems"]
+
+    try:
+        wait_until(converged, timeout, f"every replica of {stream} holding the leader's committed log",
+                   interval=0.25)
+    except AssertionError as error:
+        raise AssertionError(f"{error}: {state.get('problems')}") from None
+    return state["images"]
+
+
+def check_acknowledged(acked: Iterable[tuple[str, int, bytes]], log: dict[int, bytes | None]) -> list[str]:
+    """Every acknowledged (client, offset, value) must be the record at that offset; no offset
+    may have been acknowledged for two different values."""
+    problems: list[str] = []
+    by_offset: dict[int, bytes] = {}
+    for client, offset, value in acked:
+        earlier = by_offset.setdefault(offset, value)
+        if earlier != value:
+            problems.append(f"offset {offset} acknowledged for two records: {earlier[:24]!r} and {value[:24]!r}")
+        stored = log.get(offset)
+        if stored != value:
+            problems.append(f"{client}: acknowledged offset {offset} holds "
+                            f"{None if stored is None else stored[:24]!r}, not {value[:24]!r}")
+    return problems
+
+
+def check_consumed(seen: Sequence[tuple[int, bytes | None]], log: dict[int, bytes | None], start: int = 0) -> list[str]:
+    """Offsets strictly consecutive from `start` (no gap, never backwards) and equal to the log."""
+    problems: list[str] = []
+    expected = start
+    for offset, value in seen:
+        if offset != expected:
+            problems.append(f"consumer got offset {offset} after {expected - 1} (expected {expected})")
+            if len(problems) > 5:
+                break
+        elif log.get(offset) != value:
+            problems.append(f"consumer saw {value!r} at {offset}, the log holds {log.get(offset)!r}")
+        expected = offset + 1
+    return problems

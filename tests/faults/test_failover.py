@@ -1,0 +1,177 @@
+"""Issue 5, process tests: kill -9 and SIGSTOP the leader of a stream while clients produce
+with acks=-1; no acknowledged write is lost or moved, replicas converge byte for byte.
+
+One 3-node dev cluster for the module; each test uses its own stream.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import pytest
+
+from tests.faults.harness import (
+    ConsumerThread,
+    ProbeLog,
+    Workload,
+    check_acknowledged,
+    check_consumed,
+    create_stream,
+    fetch_raw,
+    high_watermark,
+    node_address,
+    one_record_batch,
+    partition_view,
+    probe_write,
+    produce_raw,
+    read_all,
+    wait_for_full_isr,
+    wait_logs_converged,
+    wait_until,
+)
+from vdl_broker.dev_cluster import DevCluster
+from vdl_broker.protocol.errors import ErrorCode
+
+pytestmark = pytest.mark.timeout(150)
+
+KILLS = 5
+FAILOVER_LIMIT_S = 3.0
+PAUSE_S = 10.0
+
+
+def all_acks(workload: Workload, probes: ProbeLog) -> list[tuple[str, int, bytes]]:
+    return workload.acks.snapshot() + [("probe", offset, value) for value, offset in probes.acked]
+
+
+def test_kill_leader_five_times_loses_no_acknowledged_write(cluster: DevCluster, probes: ProbeLog) -> None:
+    stream = "kill-leader"
+    create_stream(cluster, stream, via=1, probes=probes)
+    wait_for_full_isr(cluster, stream)
+    consumer = ConsumerThread(cluster.bootstrap_servers, stream)
+    consumer.start()
+    workload = Workload(cluster.bootstrap_servers, stream).start()
+    failovers: list[float] = []
+    leaders: list[int] = []
+    try:
+        for _ in range(KILLS):
+            workload.wait_progress(50)
+            leader, _ = probe_write(cluster, stream, probes, timeout=10)
+            leaders.append(leader)
+            killed_at = time.monotonic()
+            cluster.kill(leader)
+            new_leader, _ = probe_write(cluster, stream, probes, timeout=15, tag="failover")
+            failovers.append(time.monotonic() - killed_at)
+            assert new_leader != leader
+            workload.wait_progress(50)  # clients find the new leader and keep going
+            cluster.restart(leader, timeout_s=60)
+            wait_for_full_isr(cluster, stream)
+    finally:
+        workload.stop()
+    leader, hw = high_watermark(cluster, stream)
+    seen = consumer.finish(hw)
+
+    assert not workload.acks.errors, f"delivery errors: {workload.acks.errors[:10]}"
+    acked = all_acks(workload, probes)
+    fetched = {offset: value for offset, (_, value) in read_all(node_address(cluster, leader), stream, 0, hw).items()}
+    assert sorted(fetched) == list(range(hw)), "the leader's committed log has holes"
+    assert check_acknowledged(acked, fetched) == []
+    assert check_consumed(seen, fetched) == []
+    assert consumer.position() == hw
+
+    images = wait_logs_converged(cluster, stream)
+    for node_id, image in images.items():
+        on_disk = {o: v for o, v in image.records().items() if o < hw}
+        assert on_disk == fetched, f"node {node_id}'s log differs from what the leader serves"
+    assert max(failovers) <= FAILOVER_LIMIT_S, f"failover times {[round(f, 2) for f in failovers]} s"
+    print(f"\nleaders killed: {leaders}; failover s: {[round(f, 2) for f in failovers]}; "
+          f"{len(acked)} acknowledged records, hw {hw}")
+
+
+def test_killed_follower_catches_up_byte_identical(cluster: DevCluster, probes: ProbeLog) -> None:
+    stream = "catch-up"
+    leader = create_stream(cluster, stream, via=2, probes=probes)
+    wait_for_full_isr(cluster, stream)
+    follower = next(i for i in cluster.node_ids() if i != leader)
+    workload = Workload(cluster.bootstrap_servers, stream, tag="c").start()
+    try:
+        workload.wait_progress(30)
+        cluster.kill(follower)
+        _, missed_from = high_watermark(cluster, stream)
+        workload.wait_progress(300)  # the follower misses these
+        cluster.restart(follower, timeout_s=60)
+        workload.wait_progress(30)
+    finally:
+        workload.stop()
+    leader, hw = high_watermark(cluster, stream)
+    assert hw > missed_from + 900
+    images = wait_logs_converged(cluster, stream)
+    reference = images[leader]
+    last = reference.data_entry_for_offset(hw - 1)
+    assert last is not None
+    mine = {i: e for i, e in images[follower].entries.items() if i <= last}
+    theirs = {i: e for i, e in reference.entries.items() if i <= last}
+    assert mine == theirs
+    fetched = {o: v for o, (_, v) in read_all(node_address(cluster, leader), stream, 0, hw).items()}
+    assert check_acknowledged(all_acks(workload, probes), fetched) == []
+    assert not workload.acks.errors, f"delivery errors: {workload.acks.errors[:10]}"
+
+
+def test_sigstopped_leader_steps_down_and_never_double_acks(cluster: DevCluster, probes: ProbeLog) -> None:
+    stream = "sigstop"
+    create_stream(cluster, stream, via=3, probes=probes)
+    wait_for_full_isr(cluster, stream)
+    workload = Workload(cluster.bootstrap_servers, stream, tag="s").start()
+    # Writes sent straight to the paused leader: its kernel queues them, and it reads them when
+    # it runs again, still believing it leads. None of them may be acknowledged unless it is the
+    # record the final log holds at that offset.
+    stale: list[tuple[bytes, int, int]] = []
+
+    def write_to_paused(address: str) -> None:
+        for n in range(3):
+            value = f"stale-{n}".encode()
+            try:
+                code, offset = produce_raw(address, stream, one_record_batch(value), acks=-1, timeout_ms=3000,
+                                           socket_timeout=PAUSE_S + 15)
+            except (OSError, ValueError):
+                continue
+            stale.append((value, code, offset))
+
+    try:
+        workload.wait_progress(50)
+        old_leader, _ = probe_write(cluster, stream, probes, timeout=10)
+        cluster.stop(old_leader, signal.SIGSTOP)
+        paused_at = time.monotonic()
+        writer = threading.Thread(target=write_to_paused, args=(node_address(cluster, old_leader),), daemon=True)
+        writer.start()
+        new_leader, _ = probe_write(cluster, stream, probes, timeout=15, tag="paused", exclude=[old_leader])
+        failover = time.monotonic() - paused_at
+        workload.wait_progress(50)
+        wait_until(lambda: time.monotonic() - paused_at >= PAUSE_S, PAUSE_S + 5, "the end of the pause")
+        cluster.stop(old_leader, signal.SIGCONT)
+
+        def stepped_down() -> bool:
+            view = partition_view(node_address(cluster, old_leader), stream)
+            return view is not None and view.leader not in (-1, old_leader)
+        wait_until(stepped_down, 10, f"node {old_leader} naming another leader after SIGCONT")
+        code, _ = produce_raw(node_address(cluster, old_leader), stream, one_record_batch(b"to-old-leader"))
+        assert code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        writer.join(30)
+        workload.wait_progress(50)
+    finally:
+        workload.stop()
+    assert new_leader != old_leader
+    assert failover <= FAILOVER_LIMIT_S, f"no leader served {failover:.2f} s after the pause began"
+    leader, hw = high_watermark(cluster, stream)
+    fetched = {o: v for o, (_, v) in read_all(node_address(cluster, leader), stream, 0, hw).items()}
+    acked = all_acks(workload, probes) + [("stale", offset, value) for value, code, offset in stale if code == 0]
+    assert check_acknowledged(acked, fetched) == []
+    assert not workload.acks.errors, f"delivery errors: {workload.acks.errors[:10]}"
+    for value, code, _ in stale:
+        assert code in (0, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REQUEST_TIMED_OUT), (value, code)
+    images = wait_logs_converged(cluster, stream)
+    records = images[old_leader].records()
+    assert {o: v for o, v in records.items() if o < hw} == fetched
+    code, fetch_hw, _ = fetch_raw(node_address(cluster, leader), stream, 0, max_bytes=1)
+    assert code == 0 and fetch_hw >= hw

@@ -1,0 +1,81 @@
+"""Issue 5, process test: a follower that was down while the leader's retention deleted the
+segments it still needed catches up by starting at the leader's log start (the snapshot of a
+log is its start offset plus the segments after it).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.faults.harness import (
+    EARLIEST,
+    ProbeLog,
+    check_acknowledged,
+    create_stream,
+    high_watermark,
+    list_offset_raw,
+    node_address,
+    produce_raw,
+    read_all,
+    read_log_image,
+    wait_for_full_isr,
+    wait_logs_converged,
+    wait_until,
+)
+from vdl_broker.dev_cluster import DevCluster
+from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
+
+pytestmark = pytest.mark.timeout(120)
+
+# Tiny segments and a small byte budget: a few hundred KB of writes delete most segments; the
+# retention pass runs every 200 ms instead of every minute.
+CLUSTER_SETTINGS = {"segment_bytes": 8192, "retention_bytes": 32768, "retention_check_ms": 200}
+RECORDS_PER_BATCH = 20
+
+
+def produce_batches(cluster: DevCluster, leader: int, stream: str, batches: int, tag: str) -> list[tuple[str, int, bytes]]:
+    """`batches` acks=-1 batches of 20 100-byte records at the leader; (client, offset, value) acks."""
+    acked: list[tuple[str, int, bytes]] = []
+    for n in range(batches):
+        builder = RecordBatchBuilder()
+        values = [f"{tag}-{n:05d}-{i:02d}".encode().ljust(100, b".") for i in range(RECORDS_PER_BATCH)]
+        for value in values:
+            builder.append(0, None, value)
+        code, base = produce_raw(node_address(cluster, leader), stream, builder.build(), acks=-1, timeout_ms=5000)
+        assert code == 0, f"batch {n} of {tag}: error {code}"
+        acked += [(tag, base + i, value) for i, value in enumerate(values)]
+    return acked
+
+
+def test_follower_behind_retention_restarts_from_leader_log_start(cluster: DevCluster, probes: ProbeLog) -> None:
+    stream = "retained"
+    leader = create_stream(cluster, stream, via=1, probes=probes)
+    wait_for_full_isr(cluster, stream)
+    acked = produce_batches(cluster, leader, stream, 20, "early")
+    follower = next(i for i in cluster.node_ids() if i != leader)
+    cluster.kill(follower)
+    follower_end = read_log_image(cluster, follower, stream).log_end_offset
+    acked += produce_batches(cluster, leader, stream, 300, "missed")  # ~600 KB, 20x retention_bytes
+
+    def leader_start() -> int:
+        code, offset = list_offset_raw(node_address(cluster, leader), stream, EARLIEST)
+        assert code == 0
+        return offset if offset > follower_end else 0
+    start = wait_until(leader_start, 20, f"the leader's log start passing the follower's end {follower_end}")
+
+    cluster.restart(follower, timeout_s=60)
+    leader, _ = high_watermark(cluster, stream)
+    acked += produce_batches(cluster, leader, stream, 10, "after")
+    wait_for_full_isr(cluster, stream)
+    images = wait_logs_converged(cluster, stream)
+    leader, hw = high_watermark(cluster, stream)
+    caught_up = images[follower]
+    assert caught_up.log_start_offset >= start > follower_end
+    assert caught_up.log_end_offset >= hw
+    code, leader_start_now = list_offset_raw(node_address(cluster, leader), stream, EARLIEST)
+    assert code == 0
+    fetched = {o: v for o, (_, v) in read_all(node_address(cluster, leader), stream, leader_start_now, hw).items()}
+    on_disk = {o: v for o, v in caught_up.records().items() if leader_start_now <= o < hw}
+    assert {o: v for o, v in fetched.items() if o >= caught_up.log_start_offset} == on_disk
+    retained = [a for a in acked if a[1] >= max(leader_start_now, caught_up.log_start_offset)]
+    assert retained and check_acknowledged(retained, fetched) == []
