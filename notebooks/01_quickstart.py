@@ -55,6 +55,7 @@ readings = spark.range(1000).select(
  .option("kafka.bootstrap.servers", bootstrap)
  .option("topic", stream)
  .option("createStreams", "true")
+ .mode("append")
  .save())
 
 # COMMAND ----------

@@ -105,8 +105,9 @@ class KafkaClient:
             topics=None if topics is None else [m.MetadataRequest.MetadataRequestTopic(name=t) for t in topics])
         return self.request(3, METADATA_V, request)
 
-    def create_stream(self, name: str) -> None:
-        topic = m.CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=-1)
+    def create_stream(self, name: str, replication_factor: int = -1) -> None:
+        topic = m.CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1,
+                                                     replication_factor=replication_factor)
         response = self.request(19, CREATE_V, m.CreateTopicsRequest(topics=[topic], timeout_ms=30_000))
         _check(response.topics[0].error_code, response.topics[0].error_message, name)
 
@@ -161,7 +162,7 @@ def _check(code: int, message: str | None, stream: str) -> None:
 def cmd_streams(args: argparse.Namespace) -> int:
     with KafkaClient(args.bootstrap) as client:
         if args.action == "create":
-            client.create_stream(args.name)
+            client.create_stream(args.name, args.replication_factor)
             print(f"created stream {args.name}")
         elif args.action == "delete":
             client.delete_stream(args.name)
@@ -325,6 +326,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dev_cluster(args: argparse.Namespace) -> int:
+    from vdl_broker.dev_cluster import run_dev_cluster
+
+    if args.nodes < 1:
+        raise CliError(f"--nodes must be at least 1, got {args.nodes}")
+    try:
+        return run_dev_cluster(args.nodes, args.data_dir, args.base_port)
+    except ValueError as error:
+        raise CliError(str(error)) from None
+
+
 # -- entry point ----------------------------------------------------------------------------------
 
 
@@ -346,6 +358,9 @@ def build_parser() -> argparse.ArgumentParser:
     for action in ("create", "describe", "delete"):
         sub = actions.add_parser(action, parents=[bootstrap])
         sub.add_argument("name")
+        if action == "create":
+            sub.add_argument("--replication-factor", type=int, default=-1,
+                             help="1, 3 or 5 (default: 3, or every node of a smaller cluster)")
     actions.add_parser("list", parents=[bootstrap])
     streams.set_defaults(run=cmd_streams)
 
@@ -368,6 +383,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="run the demo on a temporary one-node cluster")
     demo.set_defaults(run=cmd_demo)
+
+    dev = commands.add_parser("dev-cluster", help="run a local replicated cluster in the foreground")
+    dev.add_argument("--nodes", type=int, default=3, help="number of nodes (default 3)")
+    dev.add_argument("--data-dir", type=Path, required=True, help="node<i>/ directories go here")
+    dev.add_argument("--base-port", type=int, default=9092,
+                     help="client ports P..P+n-1, raft ports P+n..P+2n-1 (default 9092)")
+    dev.set_defaults(run=cmd_dev_cluster)
     return parser
 
 

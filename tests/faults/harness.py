@@ -38,6 +38,8 @@ EARLIEST, LATEST = -2, -1
 # Test clusters skip fsync: kill -9 keeps the page cache, so process crashes test the same
 # protocol paths and the 2-core machine is spared the flushes.
 DEFAULT_SETTINGS: dict[str, Any] = {"log_level": "WARNING", "fsync": False}
+# Client-side request timeout of the workload producers (see ProducerThread._run_confluent).
+REQUEST_TIMEOUT_MS = 3000
 # Kafka protocol guide: RecordBatch -- baseOffset int64 at 0, lastOffsetDelta int32 at 23.
 _BASE_OFFSET = struct.Struct(">q")
 _LAST_DELTA = struct.Struct(">i")
@@ -281,7 +283,8 @@ def _quick_view(cluster: DevCluster, node_id: int, stream: str) -> PartitionView
     for topic in response.topics:
         for p in topic.partitions:
             if topic.name == stream and p.partition_index == 0 and p.leader_id >= 0:
-                return PartitionView(int(p.error_code), int(p.leader_id), tuple(p.replica_nodes), tuple(p.isr_nodes))
+                return PartitionView(int(p.error_code), int(p.leader_id), tuple(sorted(p.replica_nodes)),
+                                     tuple(sorted(p.isr_nodes)))
     return None
 
 
@@ -310,8 +313,12 @@ def high_watermark(cluster: DevCluster, stream: str, timeout: float = 10.0) -> t
     """(leader node, high watermark) from a Fetch at the node that answers as leader."""
     def ask() -> tuple[int, int] | None:
         for node_id in running_nodes(cluster):
-            try:
-                code, hw, _ = fetch_raw(node_address(cluster, node_id), stream, 0, max_bytes=1)
+            address = node_address(cluster, node_id)
+            try:  # Fetch at the log start: only the leader serves it (retention moves the start)
+                code, start = list_offset_raw(address, stream, EARLIEST)
+                if code != 0:
+                    continue
+                code, hw, _ = fetch_raw(address, stream, start, max_bytes=1)
             except (OSError, ValueError):
                 continue
             if code == 0:
@@ -409,8 +416,12 @@ class ProducerThread(threading.Thread):
 
         # Client defaults except the ones the test needs: acks=-1 (all), linger small so batches
         # are in flight at every moment; idempotence stays at librdkafka's default (off).
+        # socket.timeout.ms: a request to a SIGSTOPped leader gets no RST; give up on it after
+        # 3 s (default 60 s) so the client moves to the new leader while the old one is paused.
         producer = confluent_kafka.Producer({"bootstrap.servers": self.bootstrap, "acks": -1, "linger.ms": 5,
-                                             "topic.metadata.refresh.interval.ms": 1000})
+                                             "topic.metadata.refresh.interval.ms": 1000,
+                                             "socket.timeout.ms": REQUEST_TIMEOUT_MS,
+                                             "log.connection.close": False})
 
         def report(error: Any, message: Any) -> None:
             if error is not None:
@@ -434,7 +445,7 @@ class ProducerThread(threading.Thread):
 
         # kafka-python 3.0 defaults: acks=all, enable_idempotence=True, retries unbounded.
         producer = KafkaProducer(bootstrap_servers=self.bootstrap.split(","), linger_ms=5,
-                                 metadata_max_age_ms=1000)
+                                 metadata_max_age_ms=1000, request_timeout_ms=REQUEST_TIMEOUT_MS)
         try:
             for seq in self._paced():
                 value = self.value(seq)
@@ -462,13 +473,16 @@ class Workload:
             producer.start()
         return self
 
+    def per_client(self) -> dict[str, int]:
+        """Acknowledgements so far, per producer."""
+        counts = {p.client: 0 for p in self.producers}
+        for client, _, _ in self.acks.snapshot():
+            counts[client] += 1
+        return counts
+
     def wait_progress(self, more: int, timeout: float = 30.0) -> None:
         """Wait until every producer has `more` further acknowledgements."""
-        def per_client() -> dict[str, int]:
-            counts = {p.client: 0 for p in self.producers}
-            for client, _, _ in self.acks.snapshot():
-                counts[client] += 1
-            return counts
+        per_client = self.per_client
         before = per_client()
         wait_until(lambda: all(c >= before[k] + more for k, c in per_client().items()) or self._failed(),
                    timeout, f"{more} more acknowledgements from every producer (had {before})")

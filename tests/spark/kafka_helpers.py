@@ -24,7 +24,7 @@ class Produced:
 
 
 def admin(bootstrap: str) -> VdlClient:
-    return VdlClient(ClientSettings((bootstrap,), deadline_ms=20_000))
+    return VdlClient(ClientSettings(tuple(bootstrap.split(",")), deadline_ms=20_000))
 
 
 def create_streams(bootstrap: str, *names: str) -> None:

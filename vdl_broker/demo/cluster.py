@@ -84,7 +84,12 @@ class SingleBroker:
                                         preexec_fn=_die_with_parent, env=dict(os.environ, PYTHONUNBUFFERED="1"))
         ready = threading.Event()
         threading.Thread(target=self._pump, args=(ready,), daemon=True).start()
-        if not ready.wait(timeout_s) or self.process.poll() is not None:
+        try:
+            started = ready.wait(timeout_s) and self.process.poll() is None
+        except BaseException:  # Ctrl-C while it starts
+            self.stop()
+            raise
+        if not started:
             self.stop()
             raise RuntimeError("vdl-broker did not start:\n" + "\n".join(self.output))
 
@@ -158,6 +163,9 @@ def start_cluster(nodes: int, data_dir: Path, *, fsync: bool = True, log: Any = 
         except (RuntimeError, TimeoutError) as exc:
             cluster.kill_all()
             error = exc
+        except BaseException:  # Ctrl-C while the nodes start: none may outlive us
+            cluster.kill_all()
+            raise
         else:
             log(f"started a {nodes}-node VDL cluster in {time.monotonic() - started:.1f} s: "
                 f"{cluster.bootstrap_servers}")

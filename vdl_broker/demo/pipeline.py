@@ -35,7 +35,7 @@ log = logging.getLogger("vdl_demo")
 
 WATERMARK_DELAY = "30 seconds"  # > the workload's max lateness (5 s): no event is dropped
 WINDOW = "1 minute"
-MERGE_PREDICATE = "t.window_start = s.window_start AND t.category = s.category"
+QUERY_ID_PROPERTY = "sql.streaming.queryId"  # Spark's StreamExecution.QUERY_ID_KEY
 ORDER_COLUMNS = ("order_id", "customer_id", "event_time", "category", "product_id", "quantity",
                  "unit_price", "amount", "country", "payment")
 
@@ -128,6 +128,16 @@ def query_id_from_checkpoint(checkpoint: str | Path) -> str:
     return str(json.loads(text.splitlines()[0])["id"])
 
 
+def _running_query_id(batch: DataFrame) -> str | None:
+    """The id of the query running this foreachBatch call: Spark sets it as a local property of
+    the thread that calls the function (StreamExecution.QUERY_ID_KEY). None where the
+    SparkContext is not reachable (Spark Connect); then the checkpoint's metadata file is used."""
+    try:
+        return batch.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        return None
+
+
 def last_committed_batch(table_path: str | Path, app_id: str) -> int | None:
     """The latest batch id this app committed to the table (Delta's `txn` action), if any."""
     from deltalake import DeltaTable
@@ -145,9 +155,10 @@ class DeltaMergeSink:
 
     The merge and the app transaction (app_id, batch_id) commit atomically; a batch whose id is
     at or below the table's recorded version for app_id was committed before (Spark replays the
-    last batch after a crash) and is skipped. app_id defaults to the query id read from the
-    checkpoint, so a restarted query keeps its identity and a new query (new checkpoint) starts
-    its own sequence.
+    last batch after a crash) and is skipped. app_id defaults to the streaming query's id, which
+    Spark keeps across restarts from the same checkpoint, so a restarted query keeps its identity
+    and a new query (new checkpoint) starts its own sequence. The id comes from the running query
+    (a local property Spark sets for the foreachBatch call) or else from <checkpoint>/metadata.
     """
 
     table_path: str
@@ -166,6 +177,10 @@ class DeltaMergeSink:
         return self.app_id
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        if self.app_id is None:
+            query_id = _running_query_id(batch)
+            if query_id is not None:
+                self.app_id = f"vdl-demo/{query_id}"
         self.write_arrow(batch.toArrow(), batch_id)
 
     def write_arrow(self, data: Any, batch_id: int) -> bool:

@@ -24,8 +24,9 @@ from types import FrameType
 from typing import Any
 
 from vdl_broker.demo.cluster import DemoCluster, start_cluster
-from vdl_broker.demo.workload import WorkloadConfig, produce_workload
 
+DESCRIPTION = ("Start a local VDL cluster, produce order events, run a Spark structured-streaming job from "
+               "format('vdl') to a Delta table and back to a log stream, print what happened, stop everything.")
 SOURCE_STREAM = "orders"
 ENRICHED_STREAM = "orders-enriched"
 OUR_SUBDIRS = ("cluster", "single-broker", "delta", "checkpoints", "spark-warehouse", "cluster.json", "log4j2.properties")
@@ -162,6 +163,8 @@ def run_demo(records: int = 1_000_000, data_dir: Path | None = None, nodes: int 
              say: Callable[[str], None] = print) -> int:
     """Run the demo end to end; 0 when the Delta table and the enriched stream account for every
     record, 1 when they do not, 130 on Ctrl-C/SIGTERM."""
+    from vdl_broker.demo.workload import WorkloadConfig, produce_workload  # numpy/pyarrow: keep `vdl` fast
+
     base, temporary = _prepare(data_dir)
     report = DemoReport()
     cluster: DemoCluster | None = None
@@ -242,8 +245,7 @@ def _shutdown(pipeline: Any, spark: Any, cluster: DemoCluster | None, say: Calla
         signal.signal(signal.SIGINT, previous)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vdl demo", description=__doc__.split("\n\n")[0])
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--records", type=int, default=1_000_000, help="order events to produce (default 1,000,000)")
     parser.add_argument("--data-dir", type=Path, help="keep the cluster's data, checkpoints and the Delta table here "
                         "(default: a temporary directory removed at the end)")
@@ -252,16 +254,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-offsets-per-trigger", type=int, help="records per micro-batch (default records/4)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def add_demo_parser(commands: Any) -> argparse.ArgumentParser:
+    """Register `demo` on the `vdl` CLI's subparsers (vdl_broker/cli.py calls this)."""
+    parser = commands.add_parser("demo", help="run the demo: a local 3-node cluster, Spark, and a Delta table",
+                                 description=DESCRIPTION)
+    _add_arguments(parser)
+    parser.set_defaults(run=run_from_args)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def run_from_args(args: argparse.Namespace) -> int:
     if args.records < 1 or args.nodes < 1:
         print("vdl demo: error: --records and --nodes must be >= 1", file=sys.stderr)
         return 2
     return run_demo(args.records, args.data_dir, args.nodes, seed=args.seed, keep=args.keep,
                     max_offsets_per_trigger=args.max_offsets_per_trigger, progress=not args.no_progress)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vdl demo", description=DESCRIPTION)
+    _add_arguments(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_from_args(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

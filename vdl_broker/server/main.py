@@ -27,8 +27,18 @@ def _install_event_loop_policy() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
+def make_broker(config: BrokerConfig) -> Broker:
+    """A replicated cluster node when the config names raft_listen/peers (node.toml), else the
+    single-node broker."""
+    if config.cluster_mode:
+        from vdl_broker.server.cluster_node import ClusterBroker
+
+        return ClusterBroker(config)
+    return Broker(config)
+
+
 async def serve(config: BrokerConfig) -> None:
-    broker = Broker(config)
+    broker = make_broker(config)
     await broker.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

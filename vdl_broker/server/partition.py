@@ -145,9 +145,10 @@ class StreamPartition:
                                   last_seq, base_offset)
         return AppendResult(base_offset)
 
-    async def wait_durable(self, acks: int) -> None:
+    async def wait_durable(self, acks: int, timeout_ms: int | None = None) -> None:
         """acks 1 and -1 wait for the group-commit sync (one node: the leader's durable append
-        is the commit); acks 0 only makes sure a sync follows, so the HW still advances."""
+        is the commit); acks 0 only makes sure a sync follows, so the HW still advances.
+        `timeout_ms` (the request's) matters only to replicated streams (RaftPartition)."""
         if acks == 0:
             self._schedule_background_sync()
         else:

@@ -128,12 +128,15 @@ def legacy_expected(magic: int) -> list[tuple]:
     return [(o, ts if magic == 1 else None, k, v) for o, ts, k, v, _ in sample_records(40)]
 
 
-@pytest.mark.parametrize("magic", [0, 1])
-@pytest.mark.parametrize("codec", LEGACY_CODECS)
-@pytest.mark.parametrize("library", ["kafka-python", "aiokafka"])
+# aiokafka refuses to build magic-0 lz4 (Kafka's broken pre-KIP-57 framing), so that case
+# exists only for kafka-python (which needs xxhash for it, a dev dependency).
+LEGACY_CASES = [(library, codec, magic) for library in ("kafka-python", "aiokafka")
+                for codec in LEGACY_CODECS for magic in (0, 1)
+                if not (library == "aiokafka" and codec == Compression.LZ4 and magic == 0)]
+
+
+@pytest.mark.parametrize(("library", "codec", "magic"), LEGACY_CASES)
 def test_legacy_theirs_read_by_ours(magic: int, codec: Compression, library: str) -> None:
-    if codec == Compression.LZ4 and magic == 0:
-        pytest.skip("magic 0 lz4 needs xxhash (kafka-python) / is refused (aiokafka)")
     module = kp_legacy if library == "kafka-python" else aio_legacy
     builder = module.LegacyRecordBatchBuilder(magic, int(codec), 10**7)
     for offset, timestamp, key, value, _ in sample_records(40):

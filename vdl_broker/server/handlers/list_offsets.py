@@ -20,6 +20,8 @@ def _lookup(broker: Any, name: str, index: int, timestamp: int) -> tuple[ErrorCo
     partition = broker.streams.get(name)
     if partition is None or index != 0:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+    if not partition.is_leader:  # replicated stream led elsewhere
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1
     high_watermark = partition.high_watermark
     if timestamp == LATEST:
         return ErrorCode.NONE, high_watermark, -1

@@ -134,10 +134,21 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
             responses.append(PartitionResponse(index=data.index, error_code=0, base_offset=base_offset,
                                                log_append_time_ms=-1, log_start_offset=partition.log_start_offset))
     # Phase 2: durability. One group-commit sync per stream covers all of this request's data.
+    # Replicated streams may fail here: REQUEST_TIMED_OUT (acks=-1 not committed within the
+    # request's timeout) or NOT_LEADER_OR_FOLLOWER (leadership lost meanwhile).
+    failed: dict[str, PartitionError] = {}
     for partition in touched.values():
-        await partition.wait_durable(acks)
+        try:
+            await partition.wait_durable(acks, request.timeout_ms)
+        except PartitionError as error:
+            failed[partition.name] = error
     if acks == 0:
         return None
+    for name, parts in results:
+        error = failed.get(name)
+        if error is not None:
+            parts[:] = [_partition_error(part.index, error.code, error.message or None) if part.error_code == 0
+                        else part for part in parts]
     return ProduceResponse(responses=[TopicResponse(name=name, partition_responses=parts) for name, parts in results])
 
 

@@ -1,0 +1,398 @@
+"""Cluster mode end to end (issue 5): a real 3-node `DevCluster` of `vdl-broker --config
+node.toml` processes on loopback. Streams created through a node that does not lead the
+metadata group, kafka-python producing acks=-1 and confluent-kafka consuming, Metadata's
+leader/replicas/isr, NOT_LEADER_OR_FOLLOWER at followers, kill -9 of the leader (a new leader
+within 3 s, acknowledged records intact), the killed node catching up after a restart, graceful
+SIGTERM handing leadership over, replication-factor rules, delete and re-create.
+
+One cluster for the module; each test uses its own stream. Every wait polls a condition against
+a deadline.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vdl_broker.dev_cluster import DevCluster
+from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.protocol import api
+from vdl_broker.protocol import messages as m
+from vdl_broker.protocol.errors import ErrorCode
+from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, iter_batches, read_records
+
+pytestmark = pytest.mark.timeout(90)
+
+FAILOVER_LIMIT_S = 3.0
+SETTINGS = {"fsync": False, "log_level": "WARNING"}
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def request(address: str, api_key: int, version: int, body: Any, timeout: float = 10.0) -> Any:
+    host, _, port = address.rpartition(":")
+    frame = b"".join(bytes(p) for p in api.encode_request(api_key, version, 1, "cluster-test", body))
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(frame)
+        size = struct.unpack(">i", _recv(sock, 4))[0]
+        data = _recv(sock, size)
+    return api.decode_response(api_key, version, data)[1]
+
+
+def _recv(sock: socket.socket, size: int) -> bytes:
+    out = bytearray()
+    while len(out) < size:
+        chunk = sock.recv(size - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
+    return bytes(out)
+
+
+def batch(value: bytes) -> bytes:
+    builder = RecordBatchBuilder()
+    builder.append(int(time.time() * 1000), None, value)
+    return builder.build()
+
+
+def produce(address: str, stream: str, value: bytes, acks: int = -1, timeout: float = 5.0) -> tuple[int, int]:
+    data = m.ProduceRequest.PartitionProduceData(index=0, records=batch(value))
+    topic = m.ProduceRequest.TopicProduceData(name=stream, partition_data=[data])
+    response = request(address, 0, 7, m.ProduceRequest(acks=acks, timeout_ms=2000, topic_data=[topic]), timeout)
+    result = response.responses[0].partition_responses[0]
+    return int(result.error_code), int(result.base_offset)
+
+
+def fetch(address: str, stream: str, offset: int) -> tuple[int, int, list[tuple[int, bytes]]]:
+    part = m.FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
+    body = m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                          topics=[m.FetchRequest.FetchTopic(topic=stream, partitions=[part])])
+    result = request(address, 1, 10, body).responses[0].partitions[0]
+    records = [(r.offset, bytes(r.value or b"")) for _, b in iter_batches(memoryview(result.records or b""))
+               for r in read_records(b)]
+    return int(result.error_code), int(result.high_watermark), records
+
+
+def list_offset(address: str, stream: str) -> int:
+    part = m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)
+    body = m.ListOffsetsRequest(replica_id=-1, topics=[m.ListOffsetsRequest.ListOffsetsTopic(name=stream,
+                                                                                              partitions=[part])])
+    return int(request(address, 2, 1, body).topics[0].partitions[0].error_code)
+
+
+def metadata(address: str, streams: list[str] | None) -> Any:
+    topics = None if streams is None else [m.MetadataRequest.MetadataRequestTopic(name=s) for s in streams]
+    return request(address, 3, 1, m.MetadataRequest(topics=topics))
+
+
+def create(address: str, name: str, rf: int = -1) -> tuple[int, str | None]:
+    topic = m.CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=rf)
+    result = request(address, 19, 1, m.CreateTopicsRequest(topics=[topic], timeout_ms=20_000), 25).topics[0]
+    return int(result.error_code), result.error_message
+
+
+def delete(address: str, name: str) -> int:
+    body = m.DeleteTopicsRequest(topic_names=[name], timeout_ms=20_000)
+    return int(request(address, 20, 1, body, 25).responses[0].error_code)
+
+
+def addr(cluster: DevCluster, node_id: int) -> str:
+    return cluster.nodes[node_id].client_address
+
+
+def view(cluster: DevCluster, node_id: int, stream: str) -> tuple[int, int, list[int], list[int]] | None:
+    """(error, leader, replicas, isr) of partition 0 as node `node_id` reports it."""
+    try:
+        response = metadata(addr(cluster, node_id), [stream])
+    except OSError:
+        return None
+    topic = response.topics[0]
+    if topic.error_code or not topic.partitions:
+        return int(topic.error_code), -1, [], []
+    p = topic.partitions[0]
+    return int(p.error_code), int(p.leader_id), sorted(p.replica_nodes), sorted(p.isr_nodes)
+
+
+def serving_leader(cluster: DevCluster, stream: str, timeout: float = 10.0) -> int:
+    """The node that answers an acks=-1 write to `stream` (the probe record is written)."""
+    def probe() -> int | None:
+        for node_id in cluster.node_ids():
+            if not cluster.nodes[node_id].running:
+                continue
+            try:
+                code, _ = produce(addr(cluster, node_id), stream, b"probe", timeout=2.0)
+            except OSError:
+                continue
+            if code == 0:
+                return node_id
+        return None
+    return wait_until(probe, timeout, f"a leader of {stream} acknowledging a write")
+
+
+def metadata_leader(cluster: DevCluster) -> int:
+    """The node leading the metadata group (Metadata's controller id)."""
+    return wait_until(lambda: max(0, metadata(addr(cluster, 1), []).controller_id), 10, "a metadata leader")
+
+
+def on_disk_end_offset(cluster: DevCluster, node_id: int, stream: str) -> int:
+    """The log end offset of a copy of the node's stream directory (recovered like after a crash)."""
+    source = cluster.nodes[node_id].config.data_dir / stream
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = Path(scratch) / stream
+        copy.mkdir()
+        for item in source.iterdir():
+            if item.is_file():
+                shutil.copyfile(item, copy / item.name)
+        log = StreamLog.open(copy, LogConfig(fsync=False))
+        try:
+            return log.log_end_offset
+        finally:
+            log.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    from tests.support.cluster import free_port
+
+    for attempt in range(3):
+        base = free_port()
+        if base > 65000:
+            continue
+        dev = DevCluster(3, tmp_path_factory.mktemp("cluster"), base, settings=SETTINGS)
+        try:
+            dev.start(timeout_s=30)
+            dev.wait_for_brokers(timeout_s=30)
+            break
+        except (RuntimeError, TimeoutError):
+            dev.kill_all()
+            if attempt == 2:
+                raise
+    yield dev
+    dev.kill_all()
+
+
+@pytest.fixture
+def running(cluster: DevCluster) -> Iterator[DevCluster]:
+    """Every node running before and after the test."""
+    for node_id in cluster.node_ids():
+        if not cluster.nodes[node_id].running:
+            cluster.restart(node_id, timeout_s=30)
+    yield cluster
+    for node_id in cluster.node_ids():
+        if not cluster.nodes[node_id].running:
+            cluster.restart(node_id, timeout_s=30)
+
+
+# ------------------------------------------------------------------------------------- tests
+
+
+def test_create_via_follower_produce_kafka_python_consume_confluent(running: DevCluster) -> None:
+    cluster = running
+    controller = metadata_leader(cluster)
+    follower = next(i for i in cluster.node_ids() if i != controller)
+    assert create(addr(cluster, follower), "orders") == (0, None)
+    assert create(addr(cluster, follower), "orders")[0] == ErrorCode.TOPIC_ALREADY_EXISTS
+
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers.split(","), acks="all", linger_ms=5)
+    futures = [producer.send("orders", value=f"order-{i}".encode(), partition=0) for i in range(200)]
+    producer.flush(30)
+    offsets = [f.get(10).offset for f in futures]
+    producer.close(5)
+    assert offsets == list(range(200))  # one producer, in order, no duplicates
+
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "t-orders",
+                                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([confluent_kafka.TopicPartition("orders", 0, 0)])
+    got: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 200 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            got.append((message.offset(), message.value()))
+    consumer.close()
+    assert got == [(i, f"order-{i}".encode()) for i in range(200)]
+
+
+def test_metadata_leader_replicas_isr_and_not_leader_at_followers(running: DevCluster) -> None:
+    cluster = running
+    assert create(addr(cluster, 3), "meta")[0] == 0
+    leader = serving_leader(cluster, "meta")
+
+    def agreed() -> bool:
+        views = [view(cluster, i, "meta") for i in cluster.node_ids()]
+        return all(v is not None and v[:3] == (0, leader, [1, 2, 3]) for v in views)
+    wait_until(agreed, 10, "every node naming the same leader and replicas [1, 2, 3]")
+    wait_until(lambda: view(cluster, leader, "meta")[3] == [1, 2, 3], 10, "a full ISR at the leader")
+    brokers = sorted((b.node_id, b.port) for b in metadata(addr(cluster, 2), None).brokers)
+    assert brokers == [(i, int(addr(cluster, i).rpartition(":")[2])) for i in (1, 2, 3)]
+
+    for follower in (i for i in cluster.node_ids() if i != leader):
+        assert produce(addr(cluster, follower), "meta", b"x")[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert fetch(addr(cluster, follower), "meta", 0)[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert list_offset(addr(cluster, follower), "meta") == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert list_offset(addr(cluster, leader), "meta") == 0
+
+
+def test_replication_factor_rules_and_delete_recreate(running: DevCluster) -> None:
+    cluster = running
+    assert create(addr(cluster, 1), "rf2", rf=2)[0] == ErrorCode.INVALID_REPLICATION_FACTOR
+    assert create(addr(cluster, 2), "rf5", rf=5)[0] == ErrorCode.INVALID_REPLICATION_FACTOR
+    # rf 1 through the CLI: one replica; the other nodes answer Metadata with its leader.
+    cli = [sys.executable, "-m", "vdl_broker.cli", "streams", "create", "single", "--replication-factor", "1",
+           "--bootstrap", addr(cluster, 2)]
+    done = subprocess.run(cli, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    owner = serving_leader(cluster, "single")
+    for node_id in cluster.node_ids():
+        wait_until(lambda n=node_id: (v := view(cluster, n, "single")) is not None and v[1] == owner and v[2] == [owner],
+                   10, f"node {node_id} naming node {owner} for stream single")
+
+    code, first = produce(addr(cluster, owner), "single", b"before-delete")
+    assert code == 0
+    assert delete(addr(cluster, 3), "single") == 0
+    wait_until(lambda: all(view(cluster, i, "single")[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                           for i in cluster.node_ids()), 10, "every node forgetting stream single")
+    assert delete(addr(cluster, 1), "single") == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert create(addr(cluster, 1), "single", rf=3)[0] == 0
+    leader = serving_leader(cluster, "single")  # writes a probe at offset 0 of the new incarnation
+    code, hw, records = fetch(addr(cluster, leader), "single", 0)
+    assert code == 0 and records[0] == (0, b"probe")
+
+
+def test_kill_leader_failover_and_catch_up(running: DevCluster) -> None:
+    cluster = running
+    assert create(addr(cluster, 2), "failover")[0] == 0
+    leader = serving_leader(cluster, "failover")
+    wait_until(lambda: view(cluster, leader, "failover")[3] == [1, 2, 3], 10, "a full ISR")
+    acked: dict[int, bytes] = {}
+    for i in range(50):
+        value = f"before-{i}".encode()
+        code, offset = produce(addr(cluster, leader), "failover", value)
+        assert code == 0
+        acked[offset] = value
+
+    killed_at = time.monotonic()
+    cluster.kill(leader)
+    survivors = [i for i in cluster.node_ids() if i != leader]
+
+    def new_leader() -> int | None:
+        for node_id in survivors:
+            code, offset = produce(addr(cluster, node_id), "failover", b"after-kill", timeout=2.0)
+            if code == 0:
+                acked[offset] = b"after-kill"
+                return node_id
+        return None
+    successor = wait_until(new_leader, 10, "a new leader acknowledging a write", interval=0.02)
+    failover = time.monotonic() - killed_at
+    assert failover <= FAILOVER_LIMIT_S, f"failover took {failover:.2f} s"
+
+    code, hw, records = fetch(addr(cluster, successor), "failover", 0)
+    stored = dict(records)
+    while code == 0 and records and max(stored) + 1 < hw:
+        code, hw, records = fetch(addr(cluster, successor), "failover", max(stored) + 1)
+        stored.update(records)
+    assert code == 0
+    for offset, value in acked.items():
+        assert stored.get(offset) == value, f"acknowledged offset {offset} lost or changed"
+
+    for i in range(50):  # the restarted node must catch up on these too
+        code, offset = produce(addr(cluster, successor), "failover", f"while-down-{i}".encode())
+        assert code == 0
+    _, hw, _ = fetch(addr(cluster, successor), "failover", 0)
+    cluster.restart(leader, timeout_s=30)
+    wait_until(lambda: view(cluster, successor, "failover")[3] == [1, 2, 3], 15, "the restarted node back in the ISR")
+    wait_until(lambda: on_disk_end_offset(cluster, leader, "failover") >= hw, 15,
+               f"node {leader}'s log reaching offset {hw}", interval=0.2)
+
+
+def test_sigterm_hands_leadership_over(running: DevCluster) -> None:
+    cluster = running
+    assert create(addr(cluster, 1), "graceful")[0] == 0
+    leader = serving_leader(cluster, "graceful")
+    wait_until(lambda: view(cluster, leader, "graceful")[3] == [1, 2, 3], 10, "a full ISR")
+    stopped_at = time.monotonic()
+    assert cluster.stop(leader, signal.SIGTERM) == 0
+    successor = serving_leader(cluster, "graceful", timeout=5)
+    assert successor != leader
+    # A transfer, not an election timeout: the successor serves well before 1 s has passed.
+    assert time.monotonic() - stopped_at < 5
+
+
+def free_port_run(count: int) -> int:
+    """The first of `count` consecutive loopback ports that are free right now."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            start = probe.getsockname()[1]
+        if start + count > 65000:
+            continue
+        sockets = []
+        try:
+            for port in range(start, start + count):
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return start
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise RuntimeError("no free port run")
+
+
+def test_vdl_dev_cluster_command_runs_and_stops_on_sigterm(tmp_path: Path) -> None:
+    base = free_port_run(6)
+    command = [sys.executable, "-m", "vdl_broker.cli", "dev-cluster", "--nodes", "3", "--data-dir", str(tmp_path),
+               "--base-port", str(base)]
+    launcher = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+    try:
+        assert launcher.stdout is not None
+        deadline = time.monotonic() + 30
+        line = ""
+        while "bootstrap servers:" not in line:
+            line = launcher.stdout.readline()
+            assert line and time.monotonic() < deadline, "vdl dev-cluster did not report its bootstrap servers"
+        bootstrap = line.rsplit("bootstrap servers:", 1)[1].strip()
+        assert bootstrap == ",".join(f"127.0.0.1:{base + i}" for i in range(3))
+        create_cli = [sys.executable, "-m", "vdl_broker.cli", "streams", "create", "dev", "--bootstrap",
+                      f"127.0.0.1:{base + 2}"]
+        wait_until(lambda: subprocess.run(create_cli, capture_output=True, timeout=30).returncode == 0, 20,
+                   "vdl streams create through node 3")
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(30) == 0
+        for port in range(base, base + 3):  # every node stopped with the launcher
+            with socket.socket() as sock:
+                assert sock.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still accepts connections"
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()

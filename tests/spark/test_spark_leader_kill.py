@@ -1,0 +1,70 @@
+"""A leader kill during a streaming read and write on a 3-node dev cluster: nothing lost, nothing
+duplicated (uses issue 5's DevCluster through tests/faults/harness.py; skipped only if it is absent).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from chispa import assert_df_equality
+
+from tests.spark.kafka_helpers import admin, consume_all, expected_df, produce_kafka_python
+
+try:
+    from tests.faults.harness import start_cluster
+except ImportError:  # the dev cluster of issue 5 is not there
+    start_cluster = None
+
+pytestmark = pytest.mark.skipif(start_cluster is None, reason="needs the 3-node dev cluster of issue 5")
+
+COUNT = 1500
+
+
+def test_leader_kill_during_streaming_read_and_write(spark, tmp_path: Path) -> None:  # noqa: ANN001
+    cluster = start_cluster(tmp_path / "cluster", nodes=3)
+    try:
+        bootstrap = cluster.bootstrap_servers
+        with admin(bootstrap) as client:
+            client.create_streams(["kill-src", "kill-dst"])
+        produced = produce_kafka_python(bootstrap, "kill-src", COUNT, "lz4", "kill")
+        output = str(tmp_path / "out")
+        frame = (spark.readStream.format("vdl").option("bootstrap.servers", bootstrap).option("subscribe", "kill-src")
+                 .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "100")
+                 .option("includeHeaders", "true").load())
+        read_query = (frame.writeStream.format("parquet").option("path", output)
+                      .option("checkpointLocation", str(tmp_path / "checkpoint-read"))
+                      .trigger(processingTime="200 milliseconds").start())
+        write_query = (frame.select("key", "value", "headers").writeStream.format("vdl")
+                       .option("bootstrap.servers", bootstrap).option("topic", "kill-dst")
+                       .option("checkpointLocation", str(tmp_path / "checkpoint-write"))
+                       .trigger(processingTime="200 milliseconds").start())
+        try:
+            deadline = time.monotonic() + 60
+            while not (read_query.lastProgress and write_query.lastProgress) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            leader = cluster.leader_of("kill-src")
+            assert leader is not None
+            cluster.kill(leader)  # SIGKILL the source's leader mid-query (the sink's too if it is the same)
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                progress = read_query.lastProgress
+                if progress and progress["sources"][0]["endOffset"] == {"kill-src": COUNT} and \
+                        write_query.lastProgress and \
+                        write_query.lastProgress["sources"][0]["endOffset"] == {"kill-src": COUNT}:
+                    break
+                assert read_query.exception() is None and write_query.exception() is None
+                time.sleep(0.5)
+            read_query.processAllAvailable()
+            write_query.processAllAvailable()
+        finally:
+            read_query.stop()
+            write_query.stop()
+        result = spark.read.schema(expected_df(spark, produced).schema).parquet(output)
+        assert_df_equality(result.orderBy("offset"), expected_df(spark, produced), ignore_nullable=True)
+        copied = consume_all(bootstrap, "kill-dst", COUNT)
+        assert_df_equality(spark.createDataFrame([(r.value,) for r in copied], "value binary").orderBy("value"),
+                           spark.createDataFrame([(p.value,) for p in produced], "value binary").orderBy("value"))
+    finally:
+        cluster.kill_all()
