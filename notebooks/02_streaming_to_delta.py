@@ -13,6 +13,9 @@
 # MAGIC **Delta.** Here the Delta table is written with the `deltalake` package from `foreachBatch`, so it works on any
 # MAGIC Spark. On a Spark with Delta installed (Databricks) `writeStream.format("delta")` works unchanged with this source,
 # MAGIC for example `aggregates.writeStream.format("delta").outputMode("append").option("checkpointLocation", ...).toTable("orders_per_minute")`.
+# MAGIC
+# MAGIC `output_dir` must be a path that both Spark and plain Python (deltalake) can use: locally any directory, on
+# MAGIC Databricks a Unity Catalog volume (`/Volumes/<catalog>/<schema>/<volume>/...`).
 
 # COMMAND ----------
 

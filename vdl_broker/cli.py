@@ -3,7 +3,7 @@
     vdl streams create|list|describe|delete [NAME] [--bootstrap HOST:PORT]
     vdl produce STREAM [--file F]           lines of stdin (or F) become records
     vdl consume STREAM --from earliest|latest|OFFSET [--max N]
-    vdl demo                                start a node, produce and consume a sample, stop
+    vdl demo [--records N]                  the main job: 3-node cluster -> Spark -> Delta
 
 A failure prints one line (`vdl: error: ...`) and exits non-zero.
 """
@@ -15,15 +15,14 @@ import itertools
 import os
 import socket
 import struct
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from vdl_broker.demo.run import add_demo_parser
 from vdl_broker.protocol import api
 from vdl_broker.protocol import messages as m
 from vdl_broker.protocol.errors import ErrorCode
@@ -159,6 +158,21 @@ def _check(code: int, message: str | None, stream: str) -> None:
 # -- commands -------------------------------------------------------------------------------------
 
 
+def leader_address(client: KafkaClient, stream: str) -> str:
+    """HOST:PORT of the node leading `stream` (in a replicated cluster only the leader serves
+    produce, fetch and list-offsets), or the client's own address when Metadata names none."""
+    metadata = client.metadata([stream])
+    leader = next((p.leader_id for t in metadata.topics if t.name == stream and t.error_code == 0
+                   for p in t.partitions if p.partition_index == 0), -1)
+    broker = next((b for b in metadata.brokers if b.node_id == leader), None)
+    return f"{broker.host}:{broker.port}" if broker is not None else client.bootstrap
+
+
+def stream_leader(bootstrap: str, stream: str) -> str:
+    with KafkaClient(bootstrap) as client:
+        return leader_address(client, stream)
+
+
 def cmd_streams(args: argparse.Namespace) -> int:
     with KafkaClient(args.bootstrap) as client:
         if args.action == "create":
@@ -175,8 +189,9 @@ def cmd_streams(args: argparse.Namespace) -> int:
             topic = metadata.topics[0]
             _check(topic.error_code, None, args.name)
             leader = topic.partitions[0].leader_id if topic.partitions else -1
-            start = client.list_offset(args.name, -2)
-            end = client.list_offset(args.name, -1)
+            with KafkaClient(leader_address(client, args.name)) as at_leader:
+                start = at_leader.list_offset(args.name, -2)
+                end = at_leader.list_offset(args.name, -1)
             print(f"stream {args.name}: partition 0, leader node {leader}, "
                   f"offsets {start}..{end} ({end - start} records)")
     return 0
@@ -210,7 +225,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
         source = sys.stdin.buffer
     separator = args.key_separator.encode() if args.key_separator else None
     count, first, last = 0, -1, -1
-    with KafkaClient(args.bootstrap) as client, source, \
+    with KafkaClient(stream_leader(args.bootstrap, args.stream)) as client, source, \
             tqdm(unit=" records", desc=f"produce {args.stream}", disable=None, file=sys.stderr) as bar:
         for batch, records in _batches(source, separator):
             base = client.produce(args.stream, batch, acks=args.acks)
@@ -240,7 +255,7 @@ def _start_offset(client: KafkaClient, stream: str, spec: str) -> int:
 
 def cmd_consume(args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
-    with KafkaClient(args.bootstrap) as client:
+    with KafkaClient(stream_leader(args.bootstrap, args.stream)) as client:
         offset = _start_offset(client, args.stream, args.from_)
         received = 0
         idle_deadline = None if args.timeout is None else time.monotonic() + args.timeout
@@ -267,62 +282,6 @@ def cmd_consume(args: argparse.Namespace) -> int:
                 break
             if idle_deadline is not None and time.monotonic() > idle_deadline:
                 break
-    return 0
-
-
-# -- demo -----------------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory(prefix="vdl-demo-") as tmp:
-        bootstrap = f"127.0.0.1:{_free_port()}"
-        command = [sys.executable, "-m", "vdl_broker.server.main", "--data-dir", str(Path(tmp) / "data"),
-                   "--listen", bootstrap, "--log-level", "WARNING"]
-        print(f"starting a one-node VDL cluster on {bootstrap} (data in {tmp})")
-        broker = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=dict(os.environ))
-        try:
-            assert broker.stdout is not None
-            deadline = time.monotonic() + 30
-            line = ""
-            while not line.startswith("vdl-broker listening on "):
-                line = broker.stdout.readline()
-                if not line or time.monotonic() > deadline:
-                    raise CliError("the demo broker did not start")
-            with KafkaClient(bootstrap) as client:
-                client.create_stream("demo-events")
-                print("created stream demo-events")
-                records = [f"event {i}: sensor={i % 7} reading={i * 0.5:.1f}".encode() for i in range(1000)]
-                sent = 0
-                for batch, count in _batches(records, None):
-                    client.produce("demo-events", batch)
-                    sent += count
-                print(f"produced {sent} records (acks=all)")
-                received: list[bytes] = []
-                offset = 0
-                while len(received) < len(records):
-                    _, data = client.fetch("demo-events", offset)
-                    for _, batch in iter_batches(data or b""):
-                        for record in read_records(batch):
-                            if record.offset >= offset:
-                                received.append(record.value or b"")
-                                offset = record.offset + 1
-                if received != records:
-                    raise CliError("the consumed records differ from the produced ones")
-                print(f"consumed {len(received)} records, offsets 0..{offset - 1}, identical to what was sent")
-                print(f"first: {received[0].decode()}\nlast:  {received[-1].decode()}")
-        finally:
-            broker.terminate()
-            try:
-                broker.wait(20)
-            except subprocess.TimeoutExpired:
-                broker.kill()
-        print("broker stopped cleanly" if broker.returncode == 0 else f"broker exited with {broker.returncode}")
     return 0
 
 
@@ -381,8 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--print-offsets", action="store_true", help="prefix each value with its offset")
     consume.set_defaults(run=cmd_consume)
 
-    demo = commands.add_parser("demo", help="run the demo on a temporary one-node cluster")
-    demo.set_defaults(run=cmd_demo)
+    add_demo_parser(commands)
 
     dev = commands.add_parser("dev-cluster", help="run a local replicated cluster in the foreground")
     dev.add_argument("--nodes", type=int, default=3, help="number of nodes (default 3)")

@@ -330,12 +330,7 @@ class VdlClient:
         OFFSET_OUT_OF_RANGE and UNKNOWN_TOPIC_OR_PARTITION come back to the caller, which decides
         about data loss; leader changes and dead connections are retried until `deadline`.
         """
-        request = FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
-                               isolation_level=0, session_id=0, session_epoch=-1, topics=[
-                                   FetchRequest.FetchTopic(topic=stream, partitions=[
-                                       FetchRequest.FetchPartition(partition=0, fetch_offset=offset,
-                                                                   partition_max_bytes=partition_max_bytes)])],
-                               forgotten_topics_data=[], rack_id="")
+        request = fetch_request(stream, offset, partition_max_bytes, max_bytes, max_wait_ms)
 
         def attempt() -> FetchResult:
             try:
@@ -361,6 +356,39 @@ class VdlClient:
             return FetchResult(error, partition.records, partition.high_watermark, partition.log_start_offset)
 
         return self._retrying(f"Fetch {stream!r} at {offset}", attempt, deadline)
+
+    def fetch_start(self, stream: str, offset: int, partition_max_bytes: int, max_bytes: int,
+                    max_wait_ms: int) -> PendingFetch:
+        """Send a Fetch now and read its answer later with fetch_finish, so the broker prepares
+        the next records while the caller decodes the last ones. Nothing else may use the client
+        in between. Any problem is left to fetch_finish, which falls back to fetch()."""
+        pending = PendingFetch((stream, offset, partition_max_bytes, max_bytes, max_wait_ms))
+        leader = self._leaders.get(stream)
+        if leader is None or leader not in self._nodes:
+            return pending
+        host, port = self._nodes[leader]
+        try:
+            connection = self._connection(leader, host, port)
+            pending.correlation = connection.send(
+                1, FETCH_V, fetch_request(stream, offset, partition_max_bytes, max_bytes, max_wait_ms),
+                self._timeout_s + max_wait_ms / 1000)
+            pending.node = leader
+        except OSError:
+            self._drop(leader)
+        return pending
+
+    def fetch_finish(self, pending: PendingFetch, deadline: float) -> FetchResult:
+        if pending.correlation is not None and pending.node in self._connections:
+            try:
+                response = self._connections[pending.node].receive(
+                    1, FETCH_V, pending.correlation, self._timeout_s + pending.args[4] / 1000)
+                partition = response.responses[0].partitions[0]
+                if response.error_code == 0 and partition.error_code == 0:
+                    return FetchResult(ErrorCode.NONE, partition.records, partition.high_watermark,
+                                       partition.log_start_offset)
+            except OSError:
+                self._drop(pending.node)
+        return self.fetch(*pending.args, deadline)
 
     # -- produce -------------------------------------------------------------------------------
 
@@ -399,6 +427,23 @@ class VdlClient:
             return partition.base_offset
 
         return self._retrying(f"Produce to {stream!r}", attempt, deadline)
+
+
+@dataclass
+class PendingFetch:
+    args: tuple[str, int, int, int, int]  # stream, offset, partition max bytes, max bytes, max wait
+    node: int | None = None
+    correlation: int | None = None
+
+
+def fetch_request(stream: str, offset: int, partition_max_bytes: int, max_bytes: int, max_wait_ms: int) -> object:
+    """Fetch v11 for partition 0, READ_UNCOMMITTED (everything below the high watermark)."""
+    return FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
+                        isolation_level=0, session_id=0, session_epoch=-1, topics=[
+                            FetchRequest.FetchTopic(topic=stream, partitions=[
+                                FetchRequest.FetchPartition(partition=0, fetch_offset=offset,
+                                                            partition_max_bytes=partition_max_bytes)])],
+                        forgotten_topics_data=[], rack_id="")
 
 
 def produce_request(stream: str, batch: bytes, timeout_ms: int, transactional_id: str | None = None) -> object:

@@ -108,9 +108,14 @@ def read_range(client, rng: OffsetRange, options: SourceOptions,  # noqa: ANN001
     stream, position, end = rng.stream, rng.start, rng.end
     include_headers = options.include_headers
     deadline = time.monotonic() + options.poll_timeout_ms / 1000
+    pending = None
     while position < end:
-        result = client.fetch(stream, position, options.max_partition_fetch_bytes, options.fetch_max_bytes,
-                              options.fetch_max_wait_ms, deadline)
+        if pending is not None:
+            result = client.fetch_finish(pending, deadline)
+            pending = None
+        else:
+            result = client.fetch(stream, position, options.max_partition_fetch_bytes, options.fetch_max_bytes,
+                                  options.fetch_max_wait_ms, deadline)
         if result.error in (ErrorCode.OFFSET_OUT_OF_RANGE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
             moved = _skip_lost(client, rng, position, result.error, options, on_data_loss)
             if moved == position:  # transient (a new leader catching up): back off, retry
@@ -120,19 +125,27 @@ def read_range(client, rng: OffsetRange, options: SourceOptions,  # noqa: ANN001
                 time.sleep(options.client.retry_backoff_ms / 1000)
             position = moved
             continue
-        chunks = _Chunks()
+        # First the batch headers only: they give the next position, so the next Fetch can be
+        # on its way while this response is decoded and handed to Spark.
+        wanted = []
         next_position = position
         for header, batch in iter_batches(result.records or b""):
             if header.next_offset <= next_position:
                 continue  # a batch entirely below the position (fetch returns whole batches)
             if header.base_offset >= end:
                 break
-            if header.base_offset > next_position and not rng.from_earliest:
-                on_data_loss(options, f"stream {stream!r}: offsets [{next_position}, {header.base_offset}) "
+            wanted.append((header, batch, next_position))
+            next_position = min(header.next_offset, end)
+        if position < next_position < end:
+            pending = client.fetch_start(stream, next_position, options.max_partition_fetch_bytes,
+                                         options.fetch_max_bytes, options.fetch_max_wait_ms)
+        chunks = _Chunks()
+        for header, batch, expected in wanted:
+            if header.base_offset > expected and not rng.from_earliest:
+                on_data_loss(options, f"stream {stream!r}: offsets [{expected}, {header.base_offset}) "
                                       "are missing from the log")
             if not header.is_control:
-                _add_batch(chunks, batch, max(next_position, position), end, include_headers)
-            next_position = min(header.next_offset, end)
+                _add_batch(chunks, batch, expected, end, include_headers)
             if chunks.rows >= MAX_ROWS_PER_ARROW_BATCH:
                 yield _to_record_batch(stream, chunks, include_headers)
                 chunks = _Chunks()

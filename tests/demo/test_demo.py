@@ -64,7 +64,7 @@ def _run(args: list[str], timeout_s: float, interrupt_when: str | None = None) -
         while process.poll() is None:
             seen |= _descendants(process.pid)
             if interrupt_when and not interrupted and any(interrupt_when in line for line in lines):
-                time.sleep(3)  # let the queries get going
+                time.sleep(3)  # Spark is starting: the hardest moment to stop it
                 seen |= _descendants(process.pid)
                 process.send_signal(signal.SIGINT)
                 interrupted = True

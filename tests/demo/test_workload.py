@@ -58,3 +58,29 @@ def test_oracle_matches_a_direct_count() -> None:
     assert sum(r.units for r in rows) == sum(e["quantity"] for e in parsed)
     assert sum(r.revenue for r in rows) == sum(Decimal(str(e["amount"])) for e in parsed)
     assert all(r.revenue.as_tuple().exponent == -2 for r in rows)
+
+
+def test_produced_records_are_the_generated_events(broker) -> None:  # noqa: ANN001 - tests/conftest.py fixture
+    from kafka import KafkaConsumer, TopicPartition
+
+    from vdl_broker.demo.workload import produce_workload
+    from vdl_connector.client import VdlClient
+    from vdl_connector.options import ClientSettings
+
+    config = WorkloadConfig(records=CHUNK + 2000, seed=5)
+    with VdlClient(ClientSettings((broker.bootstrap,))) as client:
+        client.create_streams(["orders"])
+    first = produce_workload(broker.bootstrap, "orders", WorkloadConfig(records=3000, seed=5), progress=False)
+    rest = produce_workload(broker.bootstrap, "orders", config, start=3000, progress=False, batch_bytes=64 << 10)
+    assert (first.records, first.first_offset, rest.records, rest.last_offset) == (3000, 0, CHUNK - 1000, CHUNK + 1999)
+
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
+    partition = TopicPartition("orders", 0)
+    consumer.assign([partition])
+    consumer.seek_to_beginning(partition)
+    got: list[tuple[bytes, bytes]] = []
+    while len(got) < config.records:
+        for records in consumer.poll(timeout_ms=2000).values():
+            got.extend((r.key, r.value) for r in records)
+    consumer.close()
+    assert got == list(events(config))

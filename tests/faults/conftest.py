@@ -2,7 +2,8 @@
 
 A module may set CLUSTER_SETTINGS (extra node.toml keys, e.g. tiny segments for retention).
 Every node runs in its own process group; the finalizers SIGCONT and SIGKILL those groups, so
-no broker outlives a test module, whatever the test did to it (SIGSTOP included).
+no broker outlives a test module, whatever the test did to it (SIGSTOP included). When a test
+fails, the tail of every node's output is attached to the report.
 """
 
 from __future__ import annotations
@@ -13,6 +14,20 @@ import pytest
 
 from tests.faults.harness import ProbeLog, ensure_all_running, start_cluster
 from vdl_broker.dev_cluster import DevCluster
+
+NODE_OUTPUT_LINES = 40
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    cluster = getattr(item, "funcargs", {}).get("dev_cluster")
+    if report.failed and isinstance(cluster, DevCluster):
+        for node in cluster.nodes.values():
+            tail = "\n".join(list(node.output)[-NODE_OUTPUT_LINES:])
+            state = "running" if node.running else f"exited {node.exit_codes}"
+            report.sections.append((f"node {node.node_id} output ({state})", tail))
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import random
 import shutil
 import socket
 import struct
@@ -61,14 +62,16 @@ def wait_until(condition: Callable[[], Any], timeout: float, message: str, inter
 
 
 def free_base_port(count: int) -> int:
-    """The first of `count` consecutive ports that all bind right now (a later start may still
-    lose a race for one; start_cluster retries then)."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            start = probe.getsockname()[1]
-        if start + count > 65000:
-            continue
+    """The first of `count` consecutive ports that all bind right now, below the kernel's
+    ephemeral range. A listen port inside that range can be taken while its node is down: by
+    any outgoing connection that draws it as its source port (connect() uses the even ones),
+    or by a peer's reconnect loop connecting to itself (TCP self-connect, source port =
+    destination port), and then the node cannot restart (seen: "address already in use" on a
+    raft port). A later start may still lose a race for one; start_cluster retries then."""
+    low = _ephemeral_low()
+    rng = random.Random()
+    for _ in range(200):
+        start = rng.randrange(max(1024, low - 12_000), low - count)
         try:
             with contextlib.ExitStack() as stack:
                 for port in range(start, start + count):
@@ -77,7 +80,14 @@ def free_base_port(count: int) -> int:
             return start
         except OSError:
             continue
-    raise RuntimeError(f"no run of {count} free loopback ports")
+    raise RuntimeError(f"no run of {count} free loopback ports below {low}")
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default range starts here
 
 
 def start_cluster(directory: Path, nodes: int = 3, settings: dict[str, Any] | None = None,
@@ -167,13 +177,13 @@ def produce_raw(address: str, stream: str, batch: bytes, acks: int = -1, timeout
 
 
 def fetch_raw(address: str, stream: str, offset: int, max_wait_ms: int = 0,
-              max_bytes: int = 4 << 20) -> tuple[int, int, bytes]:
+              max_bytes: int = 4 << 20, socket_timeout: float = 5.0) -> tuple[int, int, bytes]:
     """(error code, high watermark, records bytes) of a one-partition Fetch."""
     partition = m.FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=max_bytes)
     topic = m.FetchRequest.FetchTopic(topic=stream, partitions=[partition])
     request = m.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
                              topics=[topic])
-    response = raw_request(address, API_FETCH, FETCH_V, request, timeout=5.0 + max_wait_ms / 1000)
+    response = raw_request(address, API_FETCH, FETCH_V, request, timeout=socket_timeout + max_wait_ms / 1000)
     result = response.responses[0].partitions[0]
     return int(result.error_code), int(result.high_watermark), bytes(result.records or b"")
 
@@ -552,6 +562,40 @@ class ConsumerThread(threading.Thread):
         assert self.failure is None, f"consumer failed: {self.failure!r}"
         with self.lock:
             return list(self.seen)
+
+
+class HighWatermarkMonitor(threading.Thread):
+    """Asks every running node for the stream's high watermark (Fetch at offset 0, which only a
+    leader serves) every 50 ms through the faults; the values served must never go down."""
+
+    def __init__(self, cluster: DevCluster, stream: str) -> None:
+        super().__init__(daemon=True, name=f"hw-monitor-{stream}")
+        self.cluster, self.stream = cluster, stream
+        self.samples: list[tuple[float, int, int]] = []  # (time, node, hw)
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop_event.wait(0.05):
+            for node_id in running_nodes(self.cluster):
+                try:
+                    code, hw, _ = fetch_raw(node_address(self.cluster, node_id), self.stream, 0, max_bytes=1)
+                except (OSError, ValueError):
+                    continue
+                if code == 0:
+                    self.samples.append((time.monotonic(), node_id, hw))
+
+    def finish(self) -> list[str]:
+        """Stop; the places where the served high watermark went backwards."""
+        self.stop_event.set()
+        self.join(10)
+        problems: list[str] = []
+        highest, where = -1, -1
+        for _, node_id, hw in self.samples:
+            if hw < highest:
+                problems.append(f"node {node_id} served HW {hw} after node {where} served {highest}")
+            if hw > highest:
+                highest, where = hw, node_id
+        return problems
 
 
 # ---------------------------------------------------------------------------- on-disk logs

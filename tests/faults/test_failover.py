@@ -6,6 +6,7 @@ One 3-node dev cluster for the module; each test uses its own stream.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -14,6 +15,7 @@ import pytest
 
 from tests.faults.harness import (
     ConsumerThread,
+    HighWatermarkMonitor,
     ProbeLog,
     Workload,
     check_acknowledged,
@@ -51,6 +53,8 @@ def test_kill_leader_five_times_loses_no_acknowledged_write(cluster: DevCluster,
     wait_for_full_isr(cluster, stream)
     consumer = ConsumerThread(cluster.bootstrap_servers, stream)
     consumer.start()
+    monitor = HighWatermarkMonitor(cluster, stream)
+    monitor.start()
     workload = Workload(cluster.bootstrap_servers, stream).start()
     failovers: list[float] = []
     leaders: list[int] = []
@@ -69,8 +73,11 @@ def test_kill_leader_five_times_loses_no_acknowledged_write(cluster: DevCluster,
             wait_for_full_isr(cluster, stream)
     finally:
         workload.stop()
+        hw_problems = monitor.finish()
     leader, hw = high_watermark(cluster, stream)
     seen = consumer.finish(hw)
+    assert hw_problems == [], f"the high watermark went backwards: {hw_problems[:5]}"
+    assert len({node for _, node, _ in monitor.samples}) >= 2  # it saw several leaders
 
     assert not workload.acks.errors, f"delivery errors: {workload.acks.errors[:10]}"
     acked = all_acks(workload, probes)
@@ -79,6 +86,11 @@ def test_kill_leader_five_times_loses_no_acknowledged_write(cluster: DevCluster,
     assert check_acknowledged(acked, fetched) == []
     assert check_consumed(seen, fetched) == []
     assert consumer.position() == hw
+    # kafka-python's producer is idempotent: its retries across failovers are deduplicated by
+    # the new leader (producer state rebuilt from the replicated log), so each record is stored
+    # exactly once. (confluent-kafka's default producer is not idempotent: duplicates allowed.)
+    idempotent = [v for v in fetched.values() if v is not None and v.startswith(b"wkp-")]
+    assert len(idempotent) == len(set(idempotent)), "an idempotent producer's record is stored twice"
 
     images = wait_logs_converged(cluster, stream)
     for node_id, image in images.items():
@@ -138,6 +150,15 @@ def test_sigstopped_leader_steps_down_and_never_double_acks(cluster: DevCluster,
                 continue
             stale.append((value, code, offset))
 
+    # A Fetch queued at the paused leader too: answered after SIGCONT, it must not hand a client
+    # a high watermark below one the new leader served already (Spark aborts when the HW drops).
+    stale_fetch: list[tuple[int, int]] = []
+
+    def fetch_from_paused(address: str) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            code, hw, _ = fetch_raw(address, stream, 0, max_bytes=1, socket_timeout=PAUSE_S + 15)
+            stale_fetch.append((code, hw))
+
     try:
         workload.wait_progress(50)
         old_leader, _ = probe_write(cluster, stream, probes, timeout=10)
@@ -146,10 +167,14 @@ def test_sigstopped_leader_steps_down_and_never_double_acks(cluster: DevCluster,
         at_pause = workload.per_client()
         writer = threading.Thread(target=write_to_paused, args=(node_address(cluster, old_leader),), daemon=True)
         writer.start()
+        reader = threading.Thread(target=fetch_from_paused, args=(node_address(cluster, old_leader),), daemon=True)
+        reader.start()
         new_leader, _ = probe_write(cluster, stream, probes, timeout=15, tag="paused", exclude=[old_leader])
         failover = time.monotonic() - paused_at
         wait_until(lambda: time.monotonic() - paused_at >= PAUSE_S, PAUSE_S + 5, "the end of the pause")
         during_pause = workload.per_client()
+        code, served_hw, _ = fetch_raw(node_address(cluster, new_leader), stream, 0, max_bytes=1)
+        assert code == 0
         cluster.stop(old_leader, signal.SIGCONT)
         # Every client gave up on the paused leader (3 s request timeout) and wrote to the new one.
         assert all(during_pause[c] > at_pause[c] for c in at_pause), (at_pause, during_pause)
@@ -161,6 +186,7 @@ def test_sigstopped_leader_steps_down_and_never_double_acks(cluster: DevCluster,
         code, _ = produce_raw(node_address(cluster, old_leader), stream, one_record_batch(b"to-old-leader"))
         assert code == ErrorCode.NOT_LEADER_OR_FOLLOWER
         writer.join(30)
+        reader.join(30)
         workload.wait_progress(50)
     finally:
         workload.stop()
@@ -170,13 +196,21 @@ def test_sigstopped_leader_steps_down_and_never_double_acks(cluster: DevCluster,
     fetched = {o: v for o, (_, v) in read_all(node_address(cluster, leader), stream, 0, hw).items()}
     acked = all_acks(workload, probes) + [("stale", offset, value) for value, code, offset in stale if code == 0]
     assert check_acknowledged(acked, fetched) == []
+    idempotent = [v for v in fetched.values() if v is not None and v.startswith(b"skp-")]
+    assert len(idempotent) == len(set(idempotent)), "an idempotent producer's record is stored twice"
     assert not workload.acks.errors, f"delivery errors: {workload.acks.errors[:10]}"
+    assert len(stale) == 3, f"writes to the paused leader got no answer: {stale}"
     for value, code, _ in stale:
         assert code in (0, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REQUEST_TIMED_OUT), (value, code)
+    assert len(stale_fetch) == 1, "the Fetch queued at the paused leader got no answer"
+    fetch_code, stale_hw = stale_fetch[0]
+    assert fetch_code == ErrorCode.NOT_LEADER_OR_FOLLOWER or stale_hw >= served_hw, (
+        f"after SIGCONT the old leader served HW {stale_hw}; the new leader had served {served_hw}")
     images = wait_logs_converged(cluster, stream)
     records = images[old_leader].records()
     assert {o: v for o, v in records.items() if o < hw} == fetched
     code, fetch_hw, _ = fetch_raw(node_address(cluster, leader), stream, 0, max_bytes=1)
     assert code == 0 and fetch_hw >= hw
     print(f"\npaused leader {old_leader}; new leader {new_leader} served after {failover:.2f} s; "
-          f"writes sent to the paused leader: {[(v, ErrorCode(c).name, o) for v, c, o in stale]}")
+          f"writes sent to the paused leader: {[(v, ErrorCode(c).name, o) for v, c, o in stale]}; "
+          f"fetch queued there: {ErrorCode(fetch_code).name}, HW {stale_hw} (new leader served {served_hw})")

@@ -4,6 +4,7 @@ duplicated (uses issue 5's DevCluster through tests/faults/harness.py; skipped o
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -19,7 +20,13 @@ except ImportError:  # the dev cluster of issue 5 is not there
 
 pytestmark = pytest.mark.skipif(start_cluster is None, reason="needs the 3-node dev cluster of issue 5")
 
-COUNT = 1500
+COUNT = 1000
+
+
+def done(query) -> bool:  # noqa: ANN001
+    """The query's last micro-batch ended at the end of the source stream."""
+    progress = query.lastProgress
+    return bool(progress) and json.loads(progress["sources"][0]["endOffset"]) == {"kill-src": COUNT}
 
 
 def test_leader_kill_during_streaming_read_and_write(spark, tmp_path: Path) -> None:  # noqa: ANN001
@@ -31,7 +38,7 @@ def test_leader_kill_during_streaming_read_and_write(spark, tmp_path: Path) -> N
         produced = produce_kafka_python(bootstrap, "kill-src", COUNT, "lz4", "kill")
         output = str(tmp_path / "out")
         frame = (spark.readStream.format("vdl").option("bootstrap.servers", bootstrap).option("subscribe", "kill-src")
-                 .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "100")
+                 .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "250")
                  .option("includeHeaders", "true").load())
         read_query = (frame.writeStream.format("parquet").option("path", output)
                       .option("checkpointLocation", str(tmp_path / "checkpoint-read"))
@@ -48,13 +55,9 @@ def test_leader_kill_during_streaming_read_and_write(spark, tmp_path: Path) -> N
             assert leader is not None
             cluster.kill(leader)  # SIGKILL the source's leader mid-query (the sink's too if it is the same)
             deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                progress = read_query.lastProgress
-                if progress and progress["sources"][0]["endOffset"] == {"kill-src": COUNT} and \
-                        write_query.lastProgress and \
-                        write_query.lastProgress["sources"][0]["endOffset"] == {"kill-src": COUNT}:
-                    break
+            while not (done(read_query) and done(write_query)):
                 assert read_query.exception() is None and write_query.exception() is None
+                assert time.monotonic() < deadline, "the queries did not reach the end after the leader kill"
                 time.sleep(0.5)
             read_query.processAllAvailable()
             write_query.processAllAvailable()

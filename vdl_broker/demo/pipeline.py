@@ -197,7 +197,7 @@ class DeltaMergeSink:
             return False
         commit = CommitProperties(app_transactions=[Transaction(app_id, batch_id)],
                                   custom_metadata={"vdl.batch_id": str(batch_id)})
-        if not Path(self.table_path, "_delta_log").exists():
+        if not DeltaTable.is_deltatable(self.table_path):
             write_deltalake(self.table_path, data, mode="append", commit_properties=commit)
         else:
             predicate = " AND ".join(f"t.{c} = s.{c}" for c in self.key_columns)

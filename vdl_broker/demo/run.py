@@ -10,6 +10,7 @@ groups) and exits with 130.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import signal
@@ -81,6 +82,49 @@ def create_spark_session(data_dir: Path, app_name: str = "vdl-demo") -> Any:
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+class _DropBrokenPy4jCalls(logging.Filter):
+    """py4j logs a traceback at the root logger when Ctrl-C breaks a call to the JVM: expected."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "while sending command" not in record.getMessage()
+
+
+@contextmanager
+def _quiet_interrupts() -> Iterator[None]:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_DropBrokenPy4jCalls())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+
+
+@contextmanager
+def _deferred_interrupts() -> Iterator[None]:
+    """Hold Ctrl-C/SIGTERM until the block ends, then raise KeyboardInterrupt.
+
+    For Spark's start-up: a driver interrupted while its JVM is still starting loses the handle
+    to that JVM, whose py4j server thread then keeps it alive forever. Deferred, the session
+    exists when the interrupt is raised and run_demo's finally stops it."""
+    pending: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        pending.append(signum)
+
+    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if pending:
+        raise KeyboardInterrupt(f"signal {pending[0]}")
 
 
 @contextmanager
@@ -172,7 +216,7 @@ def run_demo(records: int = 1_000_000, data_dir: Path | None = None, nodes: int 
     pipeline = None
     started = time.monotonic()
     try:
-        with _sigterm_as_interrupt():
+        with _sigterm_as_interrupt(), _quiet_interrupts():
             try:
                 say(f"VDL demo: {records:,} order events, data in {base}")
                 cluster = start_cluster(nodes, base, log=say)
@@ -191,7 +235,12 @@ def run_demo(records: int = 1_000_000, data_dir: Path | None = None, nodes: int 
                 from vdl_broker.demo.pipeline import PipelinePaths, query_stats, start_pipeline
 
                 say("starting Spark (local[2])...")
-                spark = create_spark_session(base)
+                with _deferred_interrupts():
+                    spark = create_spark_session(base)
+                # PySpark's own SIGINT handler (installed by SparkContext) cancels jobs through
+                # py4j from inside the interrupted py4j call: tracebacks, sometimes a hang. A plain
+                # KeyboardInterrupt lets the finally below stop everything.
+                signal.signal(signal.SIGINT, signal.default_int_handler)
                 paths = PipelinePaths.under(base)
                 per_trigger = max_offsets_per_trigger or max(10_000, -(-records // 4))
                 job_started = time.monotonic()
@@ -233,6 +282,8 @@ def _shutdown(pipeline: Any, spark: Any, cluster: DemoCluster | None, say: Calla
     try:
         if pipeline is not None:
             pipeline.stop()
+        if spark is None and "pyspark.sql" in sys.modules:  # interrupted right after Spark started
+            spark = sys.modules["pyspark.sql"].SparkSession.getActiveSession()
         if spark is not None:
             try:
                 spark.stop()
@@ -269,8 +320,12 @@ def run_from_args(args: argparse.Namespace) -> int:
     if args.records < 1 or args.nodes < 1:
         print("vdl demo: error: --records and --nodes must be >= 1", file=sys.stderr)
         return 2
-    return run_demo(args.records, args.data_dir, args.nodes, seed=args.seed, keep=args.keep,
-                    max_offsets_per_trigger=args.max_offsets_per_trigger, progress=not args.no_progress)
+    try:
+        return run_demo(args.records, args.data_dir, args.nodes, seed=args.seed, keep=args.keep,
+                        max_offsets_per_trigger=args.max_offsets_per_trigger, progress=not args.no_progress)
+    except Exception as error:  # everything is stopped by now (run_demo's finally): one line, exit 1
+        print(f"vdl demo: error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
 
 
 def build_parser() -> argparse.ArgumentParser:

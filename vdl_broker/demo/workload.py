@@ -200,46 +200,68 @@ class ProduceStats:
         return self.records / self.seconds if self.seconds > 0 else 0.0
 
 
+def _encoded_batches(config: WorkloadConfig, start: int, batch_bytes: int) -> Iterator[tuple[bytes, int]]:
+    """(records section, record count) per Kafka batch, cut by size only."""
+    from vdl_connector.encoding import RecordColumns, cut_points
+
+    for chunk in generate(config, start):
+        columns = RecordColumns(chunk.keys, chunk.values)
+        cuts = cut_points(columns.size_bounds(), batch_bytes)
+        for low, high in zip([0, *cuts], [*cuts, chunk.count], strict=True):
+            yield columns.encode(low, high), high - low
+
+
 def produce_workload(bootstrap: str, stream: str, config: WorkloadConfig, *, start: int = 0,
                      batch_bytes: int = 1 << 20, compression: str = "zstd", progress: bool = True) -> ProduceStats:
     """Produce events [start, config.records) to `stream` with acks=all as one idempotent producer.
 
     Batches are encoded column-wise (vdl_connector.encoding: no per-record Python work) and
     zstd-compressed; each carries the producer id and its sequence, so a batch re-sent after a
-    leader change is stored once (the client retries through leader changes).
+    leader change is stored once (the client retries through leader changes). One batch is in
+    flight (on a sender thread) while the next one is generated; order is kept.
     """
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     from tqdm import tqdm
 
     from vdl_broker.protocol.records.compression import Compression
     from vdl_connector.client import VdlClient
-    from vdl_connector.encoding import RecordColumns, build_batch, cut_points
+    from vdl_connector.encoding import build_batch
     from vdl_connector.options import ClientSettings
 
     codec = Compression[compression.upper()]
     stats = ProduceStats()
     started = time.monotonic()
     settings = ClientSettings(tuple(s.strip() for s in bootstrap.split(",")), client_id="vdl-demo")
-    with VdlClient(settings) as client, tqdm(total=config.records - start, unit=" records", unit_scale=True,
-                                              desc=f"produce {stream}", disable=not progress,
-                                              smoothing=0.1) as bar:
+
+    def account(future: Future[int], count: int, size: int) -> None:
+        base = future.result()  # raises the sender's error here
+        if base >= 0:  # -1: a retried batch the broker had already stored (offset unknown)
+            stats.first_offset = base if stats.first_offset < 0 else stats.first_offset
+            stats.last_offset = base + count - 1
+        stats.records += count
+        stats.batches += 1
+        stats.bytes += size
+        bar.update(count)
+
+    with VdlClient(settings) as client, ThreadPoolExecutor(1, thread_name_prefix="vdl-demo-produce") as sender, \
+            tqdm(total=config.records - start, unit=" records", unit_scale=True, desc=f"produce {stream}",
+                 disable=not progress, smoothing=0.1) as bar:
         producer_id, epoch = client.init_producer_id(None)
         sequence = 0
-        for chunk in generate(config, start):
-            columns = RecordColumns(chunk.keys, chunk.values)
-            cuts = cut_points(columns.size_bounds(), batch_bytes)
-            for start, stop in zip([0, *cuts], [*cuts, chunk.count], strict=True):
-                count = stop - start
-                batch = build_batch(columns.encode(start, stop), count, int(time.time() * 1000),
-                                    producer_id, epoch, sequence, codec)
-                deadline = time.monotonic() + 120
-                base = client.produce(stream, batch, timeout_ms=30_000, deadline=deadline)
-                if base >= 0:
-                    stats.first_offset = base if stats.first_offset < 0 else stats.first_offset
-                    stats.last_offset = base + count - 1
+        in_flight: tuple[Future[int], int, int] | None = None
+        try:
+            for records, count in _encoded_batches(config, start, batch_bytes):
+                batch = build_batch(records, count, int(time.time() * 1000), producer_id, epoch, sequence, codec)
                 sequence = (sequence + count) % (1 << 31)  # KIP-98: sequences wrap at int32
-                stats.records += count
-                stats.batches += 1
-                stats.bytes += len(batch)
-                bar.update(count)
+                if in_flight is not None:
+                    account(*in_flight)  # the client serves one request at a time
+                in_flight = (sender.submit(client.produce, stream, batch, 30_000, time.monotonic() + 120),
+                             count, len(batch))
+            if in_flight is not None:
+                account(*in_flight)
+        except BaseException:
+            sender.shutdown(wait=False, cancel_futures=True)
+            raise
     stats.seconds = time.monotonic() - started
     return stats

@@ -48,6 +48,7 @@ REMOTE_VIEW_TTL_S = 1.0  # a leader/isr learned from another node is refreshed a
 REMOTE_VIEW_MAX_AGE_S = 3.0  # and no longer used after this
 FIRST_CAMPAIGN_DELAY_S = 0.3  # a fresh stream's preferred leader campaigns this soon (not after 1-2 s)
 METADATA_API_KEY, METADATA_VERSION = 3, 1
+METADATA_WAIT_S = 10.0  # how long a starting node waits for the metadata before serving clients
 
 
 class ClusterStreams:
@@ -325,13 +326,24 @@ class ClusterBroker(Broker):
             self.metadata = MetadataService(self.host, self.node_config, meta_log)
             self.metadata.add_listener(self.streams.on_metadata_change)
             self.streams.start()
-            self.metadata.start()
+            group = self.metadata.start()
+            await self._wait_for_metadata(group)
             await super().start()
         except BaseException:
             await self._stop_raft(transfer=False)
             raise
         log.info("node %d: cluster member (raft %s, %d voters)", self.node_id, self.config.raft_listen,
                  len(self.node_config.members))
+
+    async def _wait_for_metadata(self, group: RaftGroup) -> None:
+        """Open the client port only once the replayed metadata names this node: clients then
+        never get an empty or stale Metadata answer from a node that just (re)started. Bounded,
+        so a node still starts (and serves what it can) while the cluster has no quorum."""
+        metadata = self.metadata
+        assert metadata is not None
+        if not await group.wait_for(lambda _: self.node_id in metadata.state.nodes, METADATA_WAIT_S):
+            log.warning("node %d: starting without the cluster metadata (no metadata leader within %.0f s)",
+                        self.node_id, METADATA_WAIT_S)
 
     async def _stop_raft(self, transfer: bool) -> None:
         await self.streams.stop()

@@ -12,34 +12,38 @@ append/append_batch/append_nowait, wait_durable, changed_future, closed. Here:
   proposal's `durable` (acks=1) or `committed` (acks=-1) future within the request's timeout.
 - high_watermark = group.commit_offset: committed data only, never backwards (driver contract).
 - Producer state (KIP-98) follows the replicated log on every replica: committed entries are
-  recorded as they are applied; the leader also records its own proposals when it makes them
-  (so a retry of an in-flight batch is recognised). A proposal that is later replaced by another
-  leader's entry makes the table stale: it is then rebuilt from the log (committed part only).
+  recorded as they are applied (after a restart, the log up to the saved commit point is scanned
+  once). A leader checks batches against a copy of that table taken when its term began plus
+  its own proposals, so a retry of an in-flight batch is recognised, and a proposal that another
+  leader later replaces never pollutes the committed table.
 - Long-poll fetches park on changed_future(), resolved after every commit and role change.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
+import weakref
+from typing import Any
 
 from vdl_broker.log import StreamLog
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.records.record_batch import BatchHeader, parse_batch_header
 from vdl_broker.raft.driver import Proposal, RaftGroup
 from vdl_broker.raft.types import Entry, EntryType, NotLeaderError, RaftError, SnapshotMeta
-from vdl_broker.server.partition import (
-    _VERDICT_ERRORS,
-    REBUILD_CHUNK_BYTES,
-    AppendResult,
-    PartitionError,
-)
+from vdl_broker.server.partition import REBUILD_CHUNK_BYTES, AppendResult, PartitionError
 from vdl_broker.server.producer_state import ProducerStateTable, Verdict, last_sequence
 
 log = logging.getLogger(__name__)
 
 BATCH_HEADER_SIZE = 61  # Kafka protocol guide: RecordBatch header
 MAX_WAITERS = 256
+VERDICT_ERRORS = {  # KIP-98: what a refused idempotent batch is answered (as StreamPartition does)
+    Verdict.DUPLICATE_SEQUENCE: ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+    Verdict.OUT_OF_ORDER: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    Verdict.INVALID_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
+}
 
 
 class RaftPartition:
@@ -51,12 +55,19 @@ class RaftPartition:
         self.log = stream_log
         self.node_id = node_id
         self.group: RaftGroup | None = None
+        # KIP-98 state of every committed batch (all replicas, kept as entries are applied) and,
+        # while leading, a copy of it taken when this term began plus this term's proposals:
+        # a proposal another leader replaces never reaches the committed table.
         self.producers = ProducerStateTable()
+        self._leader_producers = ProducerStateTable()
         self.closed = False
-        self._recorded_through = 0  # Raft index up to which `producers` holds every DATA entry
-        self._own: dict[int, int] = {}  # index -> term of this node's proposals not yet applied
         self._serving_term = -1
-        self._last_proposal: Proposal | None = None
+        # What each produce request (its handler task) must wait for: the newest proposal its
+        # batches made or, for a retried batch, the in-flight original (same term: it commits
+        # no later). Keyed by task so a request never waits on, or is acked by, another's.
+        self._awaited: weakref.WeakKeyDictionary[asyncio.Task[Any], Proposal] = weakref.WeakKeyDictionary()
+        self._untracked: Proposal | None = None  # the same, for callers outside any task
+        self._inflight: dict[int, Proposal] = {}  # base offset -> proposal not yet committed/lost
         self._waiters: list[asyncio.Future[None]] = []
 
     def attach(self, group: RaftGroup) -> None:
@@ -103,20 +114,18 @@ class RaftPartition:
     # -- producer state ----------------------------------------------------------------------
 
     def _start_serving(self, term: int) -> None:
-        assert self.group is not None
-        if self._own:  # proposals of an earlier leadership that never got applied: stale
-            self._rebuild(self.group.applied_index)
-        self._last_proposal = None
+        # Every committed entry is applied (is_leader checked it), so the committed table is
+        # complete; this term's proposals are recorded on a copy of it.
+        self._leader_producers = copy.deepcopy(self.producers)
         self._serving_term = term
         log.info("stream %s: node %d leads (term %d), high watermark %d", self.name, self.node_id, term,
                  self.high_watermark)
 
     def _rebuild(self, through_index: int) -> int:
-        """Producer state from the log's DATA entries up to Raft index `through_index`."""
+        """The committed table from the log's DATA entries up to Raft index `through_index`
+        (at open: the group replays only the entries after it)."""
         self.producers = ProducerStateTable()
-        self._own.clear()
-        self._recorded_through = through_index
-        end = self.log.offset_for_index(through_index)
+        end = self.log.offset_for_index(max(through_index, self.log.first_index - 1))
         offset, seen = self.log.log_start_offset, 0
         while offset < end:
             result = self.log.read(offset, REBUILD_CHUNK_BYTES, end)
@@ -130,47 +139,23 @@ class RaftPartition:
                     position += 12 + header.batch_length
                     next_offset = header.next_offset
                     seen += 1
-                    self._record(header)
+                    _record(self.producers, header, header.base_offset)
             if next_offset <= offset:
                 break
             offset = next_offset
         return seen
 
-    def _record(self, header: BatchHeader) -> None:
-        if header.producer_id >= 0 and not header.is_control:
-            self.producers.record(header.producer_id, header.producer_epoch, header.base_sequence,
-                                  last_sequence(header.base_sequence, header.last_offset_delta),
-                                  header.base_offset)
-
     def on_apply(self, entries: list[Entry]) -> None:
         """RaftGroup apply callback: committed entries, in order, on every replica."""
-        stale = False
         for entry in entries:
-            own_term = self._own.pop(entry.index, None)
-            if own_term is not None:
-                stale |= own_term != entry.term  # our proposal was replaced by another leader's
-                continue  # recorded when proposed
-            if entry.index <= self._recorded_through:
-                stale |= entry.type == EntryType.DATA
-                continue
             if entry.type == EntryType.DATA:
-                self._record(parse_batch_header(entry.data))
-        last = entries[-1].index if entries else 0
-        for index in [i for i in self._own if i <= last]:  # cannot happen in order; be safe
-            del self._own[index]
-            stale = True
-        if stale:
-            log.info("stream %s: producer state rebuilt after a replaced proposal", self.name)
-            self._rebuild(last)
-        else:
-            self._recorded_through = max(self._recorded_through, last)
+                header = parse_batch_header(entry.data)
+                _record(self.producers, header, header.base_offset)
 
     def on_snapshot(self, snapshot: SnapshotMeta) -> None:
         """The leader reset our log start (we lagged behind its retention): the producer state
         of the dropped prefix is gone, as after retention (KIP-360 accepts unknown producers)."""
         self.producers = ProducerStateTable()
-        self._own.clear()
-        self._recorded_through = snapshot.index
 
     # -- append ------------------------------------------------------------------------------
 
@@ -198,13 +183,16 @@ class RaftPartition:
         idempotent = header.producer_id >= 0
         if idempotent:
             last_seq = last_sequence(header.base_sequence, header.last_offset_delta)
-            check = self.producers.check(header.producer_id, header.producer_epoch, header.base_sequence, last_seq)
+            check = self._leader_producers.check(header.producer_id, header.producer_epoch, header.base_sequence,
+                                                 last_seq)
             if check.verdict is Verdict.DUPLICATE:
-                # Its original is committed or among this term's proposals (wait_durable waits
-                # for the newest proposal, which commits after it).
+                # Its original is committed, or in flight in this term: then wait for it too.
+                original = self._inflight.get(check.base_offset)
+                if original is not None:
+                    self._await_later(original)
                 return AppendResult(check.base_offset, duplicate=True)
             if check.verdict is not Verdict.APPEND:
-                raise PartitionError(_VERDICT_ERRORS[check.verdict])
+                raise PartitionError(VERDICT_ERRORS[check.verdict])
         try:
             proposal = group.propose_batch(batch)
         except NotLeaderError:
@@ -213,13 +201,21 @@ class RaftPartition:
             raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(error)) from None
         except RaftError:
             raise self.not_leader_error() from None
-        self._own[proposal.index] = proposal.term
-        self._recorded_through = max(self._recorded_through, proposal.index)
         if idempotent:
-            self.producers.record(header.producer_id, header.producer_epoch, header.base_sequence,
-                                  last_seq, proposal.base_offset)
-        self._last_proposal = proposal
+            _record(self._leader_producers, header, proposal.base_offset)
+        self._inflight[proposal.base_offset] = proposal
+        proposal.committed.add_done_callback(lambda _, base=proposal.base_offset: self._inflight.pop(base, None))
+        self._await_later(proposal)
         return AppendResult(proposal.base_offset)
+
+    def _await_later(self, proposal: Proposal) -> None:
+        task = asyncio.current_task()
+        current = self._awaited.get(task) if task is not None else self._untracked
+        if current is None or proposal.index > current.index:
+            if task is not None:
+                self._awaited[task] = proposal
+            else:
+                self._untracked = proposal
 
     def not_leader_error(self) -> PartitionError:
         leader = self.leader_id
@@ -228,9 +224,14 @@ class RaftPartition:
                               f"node {self.node_id} does not lead stream {self.name} (leader: {where})")
 
     async def wait_durable(self, acks: int, timeout_ms: int | None = None) -> None:
-        """acks=1: the leader's own sync of every proposal so far; acks=-1: their commit. Raises
-        PartitionError REQUEST_TIMED_OUT / NOT_LEADER_OR_FOLLOWER."""
-        proposal = self._last_proposal
+        """acks=1: the leader's own sync of this request's batches (appended by the calling task
+        since its last wait); acks=-1: their commit. Raises PartitionError REQUEST_TIMED_OUT /
+        NOT_LEADER_OR_FOLLOWER."""
+        task = asyncio.current_task()
+        if task is not None:
+            proposal = self._awaited.pop(task, None)
+        else:
+            proposal, self._untracked = self._untracked, None
         if acks == 0 or proposal is None:
             return
         future = proposal.committed if acks == -1 else proposal.durable
@@ -272,6 +273,12 @@ class RaftPartition:
         self._on_change(self.group)  # type: ignore[arg-type]
         if clean:
             self.log.close()
+
+
+def _record(table: ProducerStateTable, header: BatchHeader, base_offset: int) -> None:
+    if header.producer_id >= 0 and not header.is_control:
+        table.record(header.producer_id, header.producer_epoch, header.base_sequence,
+                     last_sequence(header.base_sequence, header.last_offset_delta), base_offset)
 
 
 class RemotePartition:

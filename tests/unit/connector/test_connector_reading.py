@@ -54,6 +54,12 @@ class FakeClient:
             out = out[:-20]
         return FetchResult(ErrorCode.NONE, memoryview(bytes(out)), 0, 0)
 
+    def fetch_start(self, stream, offset, partition_max_bytes, max_bytes, max_wait_ms):  # noqa: ANN001, ANN201
+        return (stream, offset, partition_max_bytes, max_bytes, max_wait_ms)
+
+    def fetch_finish(self, pending, deadline):  # noqa: ANN001, ANN201
+        return self.fetch(*pending, deadline)
+
     def list_offsets(self, streams, timestamp, timestamps=None):  # noqa: ANN001
         return {s: self.log_start.get(s, 0) for s in streams}
 
