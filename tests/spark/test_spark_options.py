@@ -43,3 +43,10 @@ def test_wrong_write_schema_fails_on_driver(spark) -> None:  # noqa: ANN001
     df = spark.createDataFrame([("x",)], "value string")
     with pytest.raises(Exception, match="option 'topic'"):
         df.write.format("vdl").options(**BOOT).mode("append").save()
+
+
+def test_register_function(spark) -> None:  # noqa: ANN001
+    import vdl_connector
+
+    vdl_connector.register(spark)
+    assert spark.read.format("vdl").options(**BOOT, subscribe="a").load().columns[:2] == ["key", "value"]

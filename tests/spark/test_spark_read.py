@@ -127,3 +127,25 @@ def test_restart_from_checkpoint_exactly_once(spark, broker, tmp_path) -> None: 
     run()
     result = spark.read.schema(expected_df(spark, first).schema).parquet(output)
     assert_df_equality(ordered(result), expected_df(spark, first + second), ignore_nullable=True)
+
+
+def test_pattern_picks_up_new_streams_from_earliest(spark, broker, checkpoint) -> None:  # noqa: ANN001
+    create_streams(broker.bootstrap, "pat-a")
+    produce_kafka_python(broker.bootstrap, "pat-a", 20, "none", "pa-old")  # before the query: skipped (latest)
+    stream = (spark.readStream.format("vdl").option("bootstrap.servers", broker.bootstrap)
+              .option("subscribePattern", "pat-.*").option("includeHeaders", "true").load())
+    query = (stream.writeStream.format("memory").queryName("pattern").option("checkpointLocation", checkpoint)
+             .trigger(processingTime="300 milliseconds").start())
+    try:
+        query.processAllAvailable()
+        create_streams(broker.bootstrap, "pat-b")
+        new_stream = produce_confluent(broker.bootstrap, "pat-b", 15, "gzip", "pb")
+        more = produce_kafka_python(broker.bootstrap, "pat-a", 5, "none", "pa-new")
+        deadline = time.monotonic() + 60
+        while spark.table("pattern").count() < 20 and time.monotonic() < deadline:
+            time.sleep(0.3)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert_df_equality(ordered(spark.table("pattern")), expected_df(spark, new_stream + more))
