@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -37,6 +39,34 @@ START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
 METADATA_API_KEY = 3
 METADATA_VERSION = 1  # v1+: leader, replicas, isr; an explicit topic list
+_PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: the kernel sends SIGTERM to a node whose launcher died, even by SIGKILL
+    (Linux only), so no node outlives the process that started it."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def free_base_port(count: int, host: str = "127.0.0.1", attempts: int = 50) -> int:
+    """A base port such that base .. base+count-1 are all free on `host` right now."""
+    rng = random.Random()
+    for _ in range(attempts):
+        base = rng.randrange(20_000, 60_000 - count)
+        sockets: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind((host, port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise RuntimeError(f"no {count} consecutive free ports found on {host}")
 
 
 def broker_command() -> list[str]:
@@ -133,6 +163,7 @@ class DevCluster:
             [*self.command, "--config", str(node.config_path)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,  # its own process group: signals reach everything it starts
+            preexec_fn=_die_with_parent,
             env=dict(os.environ, PYTHONUNBUFFERED="1"),
         )
         threading.Thread(target=self._pump, args=(node, node.process), daemon=True,

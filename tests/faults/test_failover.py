@@ -214,3 +214,50 @@ def test_sigstopped_leader_steps_down_and_never_double_acks(cluster: DevCluster,
     print(f"\npaused leader {old_leader}; new leader {new_leader} served after {failover:.2f} s; "
           f"writes sent to the paused leader: {[(v, ErrorCode(c).name, o) for v, c, o in stale]}; "
           f"fetch queued there: {ErrorCode(fetch_code).name}, HW {stale_hw} (new leader served {served_hw})")
+
+
+def test_leader_cut_off_from_its_followers_steps_down(cluster: DevCluster, probes: ProbeLog) -> None:
+    """CheckQuorum proper: SIGSTOP both followers; the leader, still running, hears from no
+    majority and must stop acting as leader (Metadata stops naming it, writes get
+    NOT_LEADER_OR_FOLLOWER) instead of holding writes it can never commit."""
+    stream = "quorum"
+    leader = create_stream(cluster, stream, via=1, probes=probes)
+    wait_for_full_isr(cluster, stream)
+    leader, _ = probe_write(cluster, stream, probes, timeout=10)
+    isolated = leader
+    followers = [i for i in cluster.node_ids() if i != leader]
+    address = node_address(cluster, leader)
+    pending: list[tuple[int, int]] = []
+
+    def write_without_quorum() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            pending.append(produce_raw(address, stream, one_record_batch(b"no-quorum"), acks=-1, timeout_ms=8000,
+                                       socket_timeout=15))
+
+    for follower in followers:
+        cluster.stop(follower, signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    try:
+        writer = threading.Thread(target=write_without_quorum, daemon=True)
+        writer.start()
+
+        def stepped_down() -> bool:
+            view = partition_view(address, stream)
+            return view is not None and view.leader != leader
+        wait_until(stepped_down, 6, f"node {leader} giving up leadership without a quorum")
+        step_down = time.monotonic() - stopped_at
+        code, _ = produce_raw(address, stream, one_record_batch(b"after-step-down"), acks=1)
+        assert code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        writer.join(20)
+    finally:
+        for follower in followers:
+            cluster.stop(follower, signal.SIGCONT)
+    assert len(pending) == 1 and pending[0][0] in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REQUEST_TIMED_OUT), (
+        f"a write to a leader without quorum was answered {pending}")
+    probe_write(cluster, stream, probes, timeout=10, tag="healed")
+    leader, hw = high_watermark(cluster, stream)
+    fetched = {o: v for o, (_, v) in read_all(node_address(cluster, leader), stream, 0, hw).items()}
+    assert check_acknowledged([("probe", o, v) for v, o in probes.acked], fetched) == []
+    wait_logs_converged(cluster, stream)
+    print(f"\nleader {isolated} stepped down {step_down:.2f} s after losing its followers; "
+          f"the pending acks=-1 write got {ErrorCode(pending[0][0]).name}")

@@ -30,7 +30,7 @@ DESCRIPTION = ("Start a local VDL cluster, produce order events, run a Spark str
                "format('vdl') to a Delta table and back to a log stream, print what happened, stop everything.")
 SOURCE_STREAM = "orders"
 ENRICHED_STREAM = "orders-enriched"
-OUR_SUBDIRS = ("cluster", "single-broker", "delta", "checkpoints", "spark-warehouse", "cluster.json", "log4j2.properties")
+OUR_SUBDIRS = ("cluster", "delta", "checkpoints", "spark-warehouse", "cluster.json", "log4j2.properties")
 
 
 @dataclass
