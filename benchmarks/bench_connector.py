@@ -151,11 +151,14 @@ def main(argv: list[str] | None = None) -> int:
                     .option("checkpointLocation", str(work / f"ceiling-{run}")).start())
 
         timed_query(lambda: ceiling_query(0))  # warm up Python workers and the JIT
-        ceiling = min(timed_query(lambda r=r: ceiling_query(r)) for r in (1, 2))
-        read = min(timed_query(lambda r=r: read_query(r)) for r in (1, 2))
+        # Interleaved and best of 2 each: the machine is shared, so load drifts during a run.
+        ceiling = read = float("inf")
+        for run in (1, 2):
+            ceiling = min(ceiling, timed_query(lambda r=run: ceiling_query(r)))
+            read = min(read, timed_query(lambda r=run: read_query(r)))
         ceiling_rate, read_rate = records / ceiling, records / read
-        report.add("ceiling: synthetic Arrow source -> noop", ceiling_rate, "rows/s")
-        report.add("readStream vdl -> noop", read_rate, "rows/s", goal=1_000_000)
+        report.add("ceiling: synthetic Arrow source -> noop", ceiling_rate, "rows/s", note="best of 2")
+        report.add("readStream vdl -> noop", read_rate, "rows/s", goal=1_000_000, note="best of 2")
         report.add("read / ceiling", 100 * read_rate / ceiling_rate, "%", goal=50)
 
         frame = spark.range(records).select(

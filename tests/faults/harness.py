@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import random
 import shutil
 import socket
@@ -38,7 +39,7 @@ API_PRODUCE, API_FETCH, API_LIST_OFFSETS, API_METADATA, API_CREATE, API_DELETE =
 EARLIEST, LATEST = -2, -1
 # Test clusters skip fsync: kill -9 keeps the page cache, so process crashes test the same
 # protocol paths and the 2-core machine is spared the flushes.
-DEFAULT_SETTINGS: dict[str, Any] = {"log_level": "WARNING", "fsync": False}
+DEFAULT_SETTINGS: dict[str, Any] = {"log_level": os.environ.get("VDL_TEST_LOG_LEVEL", "WARNING"), "fsync": False}
 # Client-side request timeout of the workload producers (see ProducerThread._run_confluent).
 REQUEST_TIMEOUT_MS = 3000
 # Kafka protocol guide: RecordBatch -- baseOffset int64 at 0, lastOffsetDelta int32 at 23.
@@ -307,7 +308,11 @@ def wait_for_full_isr(cluster: DevCluster, stream: str, timeout: float = 30.0) -
                     and tuple(sorted(view.isr)) == tuple(sorted(view.replicas))):
                 return view
         return None
-    return wait_until(check, timeout, f"leader of {stream} reporting all 3 replicas in sync")
+    try:
+        return wait_until(check, timeout, f"leader of {stream} reporting all 3 replicas in sync")
+    except AssertionError as error:
+        views = {i: _quick_view(cluster, i, stream) for i in running_nodes(cluster)}
+        raise AssertionError(f"{error}; views (node: leader, replicas, isr): {views}") from None
 
 
 def create_stream(cluster: DevCluster, stream: str, via: int, probes: ProbeLog, timeout: float = 30.0,
