@@ -44,14 +44,38 @@ class AppendResult:
     duplicate: bool = False
 
 
-_VERDICT_ERRORS = {
+# KIP-98: what a refused idempotent batch is answered.
+VERDICT_ERRORS = {
     Verdict.DUPLICATE_SEQUENCE: ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
     Verdict.OUT_OF_ORDER: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
     Verdict.INVALID_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
 }
 
 
-class StreamPartition:
+class AppendingPartition:
+    """The append path every partition kind shares: a synchronous `append_nowait` (idempotence
+    check and offset assignment, with no await in between) then `wait_durable` for the acks."""
+
+    def append_nowait(self, batch: bytes | bytearray | memoryview,
+                      header: BatchHeader | None = None) -> AppendResult:
+        raise NotImplementedError
+
+    async def wait_durable(self, acks: int, timeout_ms: int | None = None) -> None:
+        raise NotImplementedError
+
+    async def append(self, batch: bytes | bytearray | memoryview, acks: int, timeout_ms: int = 30_000,
+                     header: BatchHeader | None = None) -> int:
+        """Store one validated RecordBatch v2; returns its base offset (see `append_batch`)."""
+        return (await self.append_batch(batch, acks, timeout_ms, header)).base_offset
+
+    async def append_batch(self, batch: bytes | bytearray | memoryview, acks: int, timeout_ms: int = 30_000,
+                           header: BatchHeader | None = None) -> AppendResult:
+        result = self.append_nowait(batch, header)
+        await self.wait_durable(acks, timeout_ms)
+        return result
+
+
+class StreamPartition(AppendingPartition):
     """Partition 0 of the topic that stands for one log stream, on a single node."""
 
     def __init__(self, name: str, stream_log: StreamLog, node_id: int) -> None:
@@ -107,17 +131,6 @@ class StreamPartition:
 
     # -- append --------------------------------------------------------------------------------
 
-    async def append(self, batch: bytes | bytearray | memoryview, acks: int, timeout_ms: int = 30_000,
-                     header: BatchHeader | None = None) -> int:
-        """Store one validated RecordBatch v2; returns its base offset (see `append_batch`)."""
-        return (await self.append_batch(batch, acks, timeout_ms, header)).base_offset
-
-    async def append_batch(self, batch: bytes | bytearray | memoryview, acks: int, timeout_ms: int = 30_000,
-                           header: BatchHeader | None = None) -> AppendResult:
-        result = self.append_nowait(batch, header)
-        await self.wait_durable(acks)
-        return result
-
     def append_nowait(self, batch: bytes | bytearray | memoryview,
                       header: BatchHeader | None = None) -> AppendResult:
         """The synchronous part of an append: idempotence check, offset assignment, log append.
@@ -136,7 +149,7 @@ class StreamPartition:
             if check.verdict is Verdict.DUPLICATE:
                 return AppendResult(check.base_offset, duplicate=True)
             if check.verdict is not Verdict.APPEND:
-                raise PartitionError(_VERDICT_ERRORS[check.verdict])
+                raise PartitionError(VERDICT_ERRORS[check.verdict])
         base_offset = self.log.log_end_offset
         stored = with_base_offset(batch, base_offset)
         self.log.append([Entry(self.log.last_index + 1, SINGLE_NODE_TERM, EntryType.DATA, stored)])

@@ -29,24 +29,24 @@ from typing import Any
 
 from vdl_broker.log import StreamLog
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.records.record_batch import BatchHeader, parse_batch_header
+from vdl_broker.protocol.records.record_batch import BATCH_HEADER_SIZE, BatchHeader, parse_batch_header
 from vdl_broker.raft.driver import Proposal, RaftGroup
 from vdl_broker.raft.types import Entry, EntryType, NotLeaderError, RaftError, SnapshotMeta
-from vdl_broker.server.partition import REBUILD_CHUNK_BYTES, AppendResult, PartitionError
+from vdl_broker.server.partition import (
+    REBUILD_CHUNK_BYTES,
+    VERDICT_ERRORS,
+    AppendingPartition,
+    AppendResult,
+    PartitionError,
+)
 from vdl_broker.server.producer_state import ProducerStateTable, Verdict, last_sequence
 
 log = logging.getLogger(__name__)
 
-BATCH_HEADER_SIZE = 61  # Kafka protocol guide: RecordBatch header
 MAX_WAITERS = 256
-VERDICT_ERRORS = {  # KIP-98: what a refused idempotent batch is answered (as StreamPartition does)
-    Verdict.DUPLICATE_SEQUENCE: ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
-    Verdict.OUT_OF_ORDER: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-    Verdict.INVALID_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
-}
 
 
-class RaftPartition:
+class RaftPartition(AppendingPartition):
     """Partition 0 of one stream's topic, replicated by `group` (attach it right after creating
     the group with `apply=partition.on_apply, on_snapshot=partition.on_snapshot`)."""
 
@@ -158,16 +158,6 @@ class RaftPartition:
         self.producers = ProducerStateTable()
 
     # -- append ------------------------------------------------------------------------------
-
-    async def append(self, batch: bytes | bytearray | memoryview, acks: int, timeout_ms: int = 30_000,
-                     header: BatchHeader | None = None) -> int:
-        return (await self.append_batch(batch, acks, timeout_ms, header)).base_offset
-
-    async def append_batch(self, batch: bytes | bytearray | memoryview, acks: int, timeout_ms: int = 30_000,
-                           header: BatchHeader | None = None) -> AppendResult:
-        result = self.append_nowait(batch, header)
-        await self.wait_durable(acks, timeout_ms)
-        return result
 
     def append_nowait(self, batch: bytes | bytearray | memoryview,
                       header: BatchHeader | None = None) -> AppendResult:
