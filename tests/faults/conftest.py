@@ -15,7 +15,7 @@ import pytest
 from tests.faults.harness import ProbeLog, ensure_all_running, start_cluster
 from vdl_broker.dev_cluster import DevCluster
 
-NODE_OUTPUT_LINES = 40
+NODE_OUTPUT_LINES = 200
 
 
 @pytest.hookimpl(hookwrapper=True)
