@@ -49,24 +49,30 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def free_base_port(count: int, host: str = "127.0.0.1", attempts: int = 50) -> int:
-    """A base port such that base .. base+count-1 are all free on `host` right now."""
+def free_base_port(count: int, host: str = "127.0.0.1", attempts: int = 200) -> int:
+    """The first of `count` consecutive ports that all bind on `host` right now, below the
+    kernel's ephemeral range. A listen port inside that range can be taken while its node is
+    down, by any outgoing connection drawing it as its source port or by a peer's reconnect loop
+    connecting to itself (TCP self-connect), and then the node cannot restart."""
+    low = _ephemeral_port_low()
     rng = random.Random()
     for _ in range(attempts):
-        base = rng.randrange(20_000, 60_000 - count)
-        sockets: list[socket.socket] = []
+        base = rng.randrange(max(1024, low - 12_000), low - count)
         try:
-            for port in range(base, base + count):
-                sock = socket.socket()
-                sockets.append(sock)
-                sock.bind((host, port))
+            with contextlib.ExitStack() as stack:
+                for port in range(base, base + count):
+                    stack.enter_context(socket.socket()).bind((host, port))
             return base
         except OSError:
             continue
-        finally:
-            for sock in sockets:
-                sock.close()
-    raise RuntimeError(f"no {count} consecutive free ports found on {host}")
+    raise RuntimeError(f"no {count} consecutive free ports below {low} on {host}")
+
+
+def _ephemeral_port_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 def broker_command() -> list[str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import random
 import shutil
 import socket
 import struct
@@ -22,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vdl_broker.dev_cluster import DevCluster
+from vdl_broker.dev_cluster import DevCluster, free_base_port
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.entry import EntryType
 from vdl_broker.protocol import api
@@ -60,35 +59,6 @@ def wait_until(condition: Callable[[], Any], timeout: float, message: str, inter
 
 
 # ------------------------------------------------------------------------------------ cluster
-
-
-def free_base_port(count: int) -> int:
-    """The first of `count` consecutive ports that all bind right now, below the kernel's
-    ephemeral range. A listen port inside that range can be taken while its node is down: by
-    any outgoing connection that draws it as its source port (connect() uses the even ones),
-    or by a peer's reconnect loop connecting to itself (TCP self-connect, source port =
-    destination port), and then the node cannot restart (seen: "address already in use" on a
-    raft port). A later start may still lose a race for one; start_cluster retries then."""
-    low = _ephemeral_low()
-    rng = random.Random()
-    for _ in range(200):
-        start = rng.randrange(max(1024, low - 12_000), low - count)
-        try:
-            with contextlib.ExitStack() as stack:
-                for port in range(start, start + count):
-                    sock = stack.enter_context(socket.socket())
-                    sock.bind(("127.0.0.1", port))
-            return start
-        except OSError:
-            continue
-    raise RuntimeError(f"no run of {count} free loopback ports below {low}")
-
-
-def _ephemeral_low() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768  # Linux's default range starts here
 
 
 def start_cluster(directory: Path, nodes: int = 3, settings: dict[str, Any] | None = None,

@@ -11,7 +11,6 @@ a deadline.
 
 from __future__ import annotations
 
-import random
 import shutil
 import signal
 import socket
@@ -27,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from vdl_broker.dev_cluster import DevCluster
+from vdl_broker.dev_cluster import DevCluster, free_base_port
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.protocol import api
 from vdl_broker.protocol import messages as m
@@ -173,42 +172,6 @@ def on_disk_end_offset(cluster: DevCluster, node_id: int, stream: str) -> int:
             return log.log_end_offset
         finally:
             log.close()
-
-
-def free_port_run(count: int) -> int:
-    """The first of `count` consecutive loopback ports free right now, below the usual
-    ephemeral range (so client connections of parallel tests do not take them meanwhile)."""
-    rng = random.Random()
-    for _ in range(200):
-        start = rng.randrange(20_000, 32_000 - count)
-        sockets = []
-        try:
-            for port in range(start, start + count):
-                sock = socket.socket()
-                sockets.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return start
-        except OSError:
-            continue
-        finally:
-            for sock in sockets:
-                sock.close()
-    raise RuntimeError("no free port run")
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
-    for attempt in range(5):
-        dev = DevCluster(3, tmp_path_factory.mktemp("cluster"), free_port_run(6), settings=SETTINGS)
-        try:
-            dev.start(timeout_s=30)
-            dev.wait_for_brokers(timeout_s=30)
-            break
-        except (RuntimeError, TimeoutError):
-            dev.kill_all()  # a port taken between the check and the bind: another run
-            if attempt == 4:
-                raise
-    yield dev
-    dev.kill_all()
 
 
 @pytest.fixture
@@ -376,7 +339,7 @@ def test_sigterm_hands_leadership_over(running: DevCluster) -> None:
 
 
 def test_vdl_dev_cluster_command_runs_and_stops_on_sigterm(tmp_path: Path) -> None:
-    base = free_port_run(6)
+    base = free_base_port(6)
     command = [sys.executable, "-m", "vdl_broker.cli", "dev-cluster", "--nodes", "3", "--data-dir", str(tmp_path),
                "--base-port", str(base)]
     launcher = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

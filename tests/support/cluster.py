@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,15 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vdl_broker.dev_cluster import free_base_port
+
 REPO = Path(__file__).resolve().parents[2]
 READY_PREFIX = "vdl-broker listening on "
 START_TIMEOUT_S = 20.0
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free loopback port below the ephemeral range, so a restart can bind it again."""
+    return free_base_port(1)
 
 
 def broker_command() -> list[str]:

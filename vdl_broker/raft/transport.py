@@ -226,6 +226,12 @@ class RaftTransport:
                     await asyncio.sleep(backoff * (0.5 + random.random()))
                     backoff = min(backoff * 2, self.config.backoff_max_s)
                     continue
+                if writer.get_extra_info("sockname") == writer.get_extra_info("peername"):
+                    # TCP self-connect (source port = the down peer's port): it would hold the
+                    # port the peer needs to restart on.
+                    writer.close()
+                    await asyncio.sleep(backoff * (0.5 + random.random()))
+                    continue
                 hello = encode_hello(self.node_id)
                 writer.write(_LENGTH.pack(len(hello)) + hello)
                 backoff = self.config.backoff_min_s

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import free_port, start_broker
+from tests.support.cluster import start_broker
 from vdl_broker.cluster.config import load_node_config
-from vdl_broker.dev_cluster import DevCluster, fetch_metadata
+from vdl_broker.dev_cluster import DevCluster, fetch_metadata, free_base_port
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -56,22 +56,6 @@ def wait_gone(pid: int, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def base_port(count: int) -> int:
-    """A run of free-looking ports (checked by binding each)."""
-    for _ in range(50):
-        start = free_port()
-        if start + count > 65535:
-            continue
-        try:
-            for port in range(start, start + count):
-                with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", port))
-            return start
-        except OSError:
-            continue
-    raise AssertionError("no free port range")
-
-
 @pytest.fixture
 def stub(tmp_path: Path) -> list[str]:
     script = tmp_path / "stub_broker.py"
@@ -84,7 +68,7 @@ def child_pid(cluster: DevCluster, node_id: int) -> int:
 
 
 def test_start_kill_restart_stop_without_orphans(tmp_path: Path, stub: list[str]) -> None:
-    port = base_port(6)
+    port = free_base_port(6)
     with DevCluster(3, tmp_path / "c", port, command=stub) as cluster:
         cluster.start(timeout_s=30)
         assert cluster.bootstrap_servers == ",".join(f"127.0.0.1:{port + i}" for i in range(3))
@@ -109,7 +93,7 @@ def test_start_kill_restart_stop_without_orphans(tmp_path: Path, stub: list[str]
 
 
 def test_run_dev_cluster_stops_every_node_on_sigterm(tmp_path: Path, stub: list[str]) -> None:
-    port = base_port(4)
+    port = free_base_port(4)
     code = (f"import sys; from pathlib import Path; from vdl_broker.dev_cluster import run_dev_cluster; "
             f"sys.exit(run_dev_cluster(2, Path({str(tmp_path / 'c')!r}), {port}, command={stub!r}))")
     launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
