@@ -174,6 +174,22 @@ def on_disk_end_offset(cluster: DevCluster, node_id: int, stream: str) -> int:
             log.close()
 
 
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    for attempt in range(5):
+        dev = DevCluster(3, tmp_path_factory.mktemp("cluster"), free_base_port(6), settings=SETTINGS)
+        try:
+            dev.start(timeout_s=30)
+            dev.wait_for_brokers(timeout_s=30)
+            break
+        except (RuntimeError, TimeoutError):
+            dev.kill_all()  # a port taken between the check and the bind: another run
+            if attempt == 4:
+                raise
+    yield dev
+    dev.kill_all()
+
+
 @pytest.fixture
 def running(cluster: DevCluster) -> Iterator[DevCluster]:
     """Every node running before and after the test."""
