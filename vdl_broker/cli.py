@@ -18,7 +18,7 @@ import struct
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -47,7 +47,8 @@ class KafkaClient:
     bootstrap: str
     timeout: float = 30.0
     _sock: socket.socket | None = None
-    _correlation: Iterator[int] = itertools.count(1)
+    # One counter per client (a class-level default would be shared by every instance).
+    _correlation: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
     def connect(self) -> KafkaClient:
         host, _, port = self.bootstrap.rpartition(":")
