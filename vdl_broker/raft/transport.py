@@ -188,8 +188,16 @@ class RaftTransport:
                 continue
             try:
                 await self._write_batch(peer, writer, batch)
-            except (ConnectionError, OSError) as error:
-                log.debug("node %d -> %d: write failed: %s", self.node_id, peer.id, error)
+            except (ConnectionError, OSError, RuntimeError) as error:
+                # uvloop raises RuntimeError ("the handler is closed"), not OSError, when we write
+                # to a connection it closed after a reset our read loop has not seen yet. This
+                # loop must survive any write failure: if it ends, nothing is written to this
+                # peer again while its new connections look up (no leader elected, a restarted
+                # follower never catching up).
+                log.debug("node %d -> %d: write failed: %r", self.node_id, peer.id, error)
+                self._disconnect(peer, writer)
+            except Exception:
+                log.exception("node %d -> %d: write failed", self.node_id, peer.id)
                 self._disconnect(peer, writer)
 
     async def _write_batch(self, peer: _Peer, writer: asyncio.StreamWriter, batch: list[tuple[str, Message]]) -> None:
@@ -233,7 +241,16 @@ class RaftTransport:
                     await asyncio.sleep(backoff * (0.5 + random.random()))
                     continue
                 hello = encode_hello(self.node_id)
-                writer.write(_LENGTH.pack(len(hello)) + hello)
+                try:
+                    writer.write(_LENGTH.pack(len(hello)) + hello)
+                except (OSError, RuntimeError) as error:
+                    # Reset before we wrote (e.g. accepted by the backlog of a peer being
+                    # killed): uvloop raises RuntimeError here. Dial again; an exception
+                    # leaving this loop would mean never dialing this peer again.
+                    log.debug("node %d -> %d: connection lost at once: %r", self.node_id, peer.id, error)
+                    writer.close()
+                    await asyncio.sleep(backoff * (0.5 + random.random()))
+                    continue
                 backoff = self.config.backoff_min_s
                 self._attach(peer, reader, writer)
             if peer.writer is not None:

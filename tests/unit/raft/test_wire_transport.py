@@ -143,3 +143,73 @@ def test_garbage_connection_is_rejected_without_harm() -> None:
             await a.stop()
             await b.stop()
     run(main)
+
+
+
+def test_write_loop_survives_uvloop_runtime_error_on_a_closed_connection() -> None:
+    """Regression (fault tests: no leader elected for 15 s, a restarted follower never caught
+    up): uvloop raises RuntimeError, not OSError, on a write to a connection it closed after a
+    reset; that ended the peer's write loop, and nothing was ever written to the peer again,
+    although its new connection was up."""
+    async def main() -> None:
+        (a, b), (ia, ib) = await _mesh(2)
+        try:
+            old = a._peers[2].writer
+            assert old is not None
+
+            def closed_handle(*_: object) -> None:  # what uvloop does once it closed the handle
+                raise RuntimeError("unable to perform operation on <TCPTransport closed=True>; "
+                                   "the handler is closed")
+
+            old.write = closed_handle  # type: ignore[method-assign]
+            old.writelines = closed_handle  # type: ignore[method-assign]
+            assert a.send("g", Message(MessageType.HEARTBEAT, 2, 1, 1, commit=1))  # lost with it
+            await _until(lambda: a.stats(2).connects == 2 and a.is_connected(2) and b.is_connected(1))
+            assert a.send("g", Message(MessageType.HEARTBEAT, 2, 1, 1, commit=2))
+            await ib.wait_count(1)
+            assert [m.commit for _, m in ib.items] == [2]
+            assert b.send("g", Message(MessageType.HEARTBEAT_RESPONSE, 1, 2, 1, index=2))
+            await ia.wait_count(1)
+        finally:
+            for t in (a, b):
+                await t.stop()
+    run(main)
+
+
+def test_dial_loop_survives_a_connection_closed_before_the_hello(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (fault tests: a restarted node never heard from the leader, "starting without
+    the cluster metadata"): a connection reset right after connect (the backlog of a peer being
+    killed) made uvloop raise RuntimeError on the HELLO write, which ended the dial loop: the
+    lower-id node never dialed that peer again."""
+    real_open = asyncio.open_connection
+    calls = 0
+
+    async def open_connection(*args: object, **kwargs: object) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        nonlocal calls
+        calls += 1
+        reader, writer = await real_open(*args, **kwargs)  # type: ignore[arg-type]
+        if calls == 1:
+            def closed_handle(*_: object) -> None:  # what uvloop does once it closed the handle
+                raise RuntimeError("unable to perform operation on <TCPTransport closed=True>; "
+                                   "the handler is closed")
+            writer.write = closed_handle  # type: ignore[method-assign]
+        return reader, writer
+
+    async def main() -> None:
+        monkeypatch.setattr(asyncio, "open_connection", open_connection)
+        ia, ib = Inbox(), Inbox()
+        a = RaftTransport(1, ("127.0.0.1", 0), ia, config=FAST)
+        b = RaftTransport(2, ("127.0.0.1", 0), ib, config=FAST)
+        try:
+            await a.start()
+            await b.start()
+            b.add_peer(1, ("127.0.0.1", a.port))
+            a.add_peer(2, ("127.0.0.1", b.port))
+            await _until(lambda: a.is_connected(2) and b.is_connected(1))
+            assert calls >= 2
+            assert a.send("g", Message(MessageType.HEARTBEAT, 2, 1, 1, commit=7))
+            await ib.wait_count(1)
+        finally:
+            for t in (a, b):
+                await t.stop()
+    run(main)
