@@ -650,7 +650,10 @@ class RaftHost:
             await asyncio.sleep(max(0.0, next_tick - loop.time()))
             next_tick = max(next_tick + self.tick_interval_s, loop.time())
             for group in list(self.groups.values()):
-                group.tick()
+                try:
+                    group.tick()
+                except Exception:  # one broken group must not stop the clock of every other
+                    log.exception("node %d: tick of group %s failed", self.node_id, group.name)
 
 
 __all__ = [
