@@ -11,7 +11,6 @@ import contextlib
 import itertools
 import os
 import shutil
-import socket
 import struct
 import tempfile
 import threading
@@ -21,10 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.cluster import wait_until
+from tests.support.kafka import raw_request
 from vdl_broker.dev_cluster import DevCluster, free_base_port
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.entry import EntryType
-from vdl_broker.protocol import api
 from vdl_broker.protocol import messages as m
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, iter_batches, read_records
@@ -44,18 +44,6 @@ REQUEST_TIMEOUT_MS = 3000
 # Kafka protocol guide: RecordBatch -- baseOffset int64 at 0, lastOffsetDelta int32 at 23.
 _BASE_OFFSET = struct.Struct(">q")
 _LAST_DELTA = struct.Struct(">i")
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, message: str, interval: float = 0.05) -> Any:
-    """Poll `condition()` until truthy; AssertionError naming `message` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {message}")
-        time.sleep(interval)
 
 
 # ------------------------------------------------------------------------------------ cluster
@@ -104,30 +92,6 @@ def ensure_all_running(cluster: DevCluster) -> None:
 
 
 # --------------------------------------------------------------------------------- raw client
-
-
-def raw_request(address: str, api_key: int, version: int, request: Any, timeout: float = 5.0) -> Any:
-    """One request on a fresh connection through vdl_broker.protocol.api; the decoded response."""
-    host, _, port = address.rpartition(":")
-    frame = b"".join(bytes(part) for part in api.encode_request(api_key, version, 7, "vdl-fault-tests", request))
-    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.sendall(frame)
-        size = struct.unpack(">i", _recv(sock, 4))[0]
-        body = _recv(sock, size)
-    correlation_id, response = api.decode_response(api_key, version, body)
-    assert correlation_id == 7, f"correlation id {correlation_id} != 7"
-    return response
-
-
-def _recv(sock: socket.socket, size: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
-        chunk = sock.recv(size - len(chunks))
-        if not chunk:
-            raise ConnectionError("connection closed mid-response")
-        chunks += chunk
-    return bytes(chunks)
 
 
 def one_record_batch(value: bytes, key: bytes | None = None) -> bytes:

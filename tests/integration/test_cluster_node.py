@@ -14,21 +14,21 @@ from __future__ import annotations
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.cluster import wait_until
+from tests.support.kafka import raw_request
 from vdl_broker.dev_cluster import DevCluster, free_base_port
 from vdl_broker.log import LogConfig, StreamLog
-from vdl_broker.protocol import api
 from vdl_broker.protocol import messages as m
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, iter_batches, read_records
@@ -42,37 +42,6 @@ SETTINGS = {"fsync": False, "log_level": "WARNING"}
 # ------------------------------------------------------------------------------------ helpers
 
 
-def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
-
-
-def request(address: str, api_key: int, version: int, body: Any, timeout: float = 10.0) -> Any:
-    host, _, port = address.rpartition(":")
-    frame = b"".join(bytes(p) for p in api.encode_request(api_key, version, 1, "cluster-test", body))
-    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
-        sock.sendall(frame)
-        size = struct.unpack(">i", _recv(sock, 4))[0]
-        data = _recv(sock, size)
-    return api.decode_response(api_key, version, data)[1]
-
-
-def _recv(sock: socket.socket, size: int) -> bytes:
-    out = bytearray()
-    while len(out) < size:
-        chunk = sock.recv(size - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return bytes(out)
-
-
 def batch(value: bytes) -> bytes:
     builder = RecordBatchBuilder()
     builder.append(int(time.time() * 1000), None, value)
@@ -82,7 +51,7 @@ def batch(value: bytes) -> bytes:
 def produce(address: str, stream: str, value: bytes, acks: int = -1, timeout: float = 5.0) -> tuple[int, int]:
     data = m.ProduceRequest.PartitionProduceData(index=0, records=batch(value))
     topic = m.ProduceRequest.TopicProduceData(name=stream, partition_data=[data])
-    response = request(address, 0, 7, m.ProduceRequest(acks=acks, timeout_ms=2000, topic_data=[topic]), timeout)
+    response = raw_request(address, 0, 7, m.ProduceRequest(acks=acks, timeout_ms=2000, topic_data=[topic]), timeout)
     result = response.responses[0].partition_responses[0]
     return int(result.error_code), int(result.base_offset)
 
@@ -91,7 +60,7 @@ def fetch(address: str, stream: str, offset: int, max_wait_ms: int = 0) -> tuple
     part = m.FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
     body = m.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
                           topics=[m.FetchRequest.FetchTopic(topic=stream, partitions=[part])])
-    result = request(address, 1, 10, body, timeout=10 + max_wait_ms / 1000).responses[0].partitions[0]
+    result = raw_request(address, 1, 10, body, timeout=10 + max_wait_ms / 1000).responses[0].partitions[0]
     records = [(r.offset, bytes(r.value or b"")) for _, b in iter_batches(memoryview(result.records or b""))
                for r in read_records(b)]
     return int(result.error_code), int(result.high_watermark), records
@@ -101,23 +70,23 @@ def list_offset(address: str, stream: str) -> int:
     part = m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)
     body = m.ListOffsetsRequest(replica_id=-1, topics=[m.ListOffsetsRequest.ListOffsetsTopic(name=stream,
                                                                                               partitions=[part])])
-    return int(request(address, 2, 1, body).topics[0].partitions[0].error_code)
+    return int(raw_request(address, 2, 1, body).topics[0].partitions[0].error_code)
 
 
 def metadata(address: str, streams: list[str] | None) -> Any:
     topics = None if streams is None else [m.MetadataRequest.MetadataRequestTopic(name=s) for s in streams]
-    return request(address, 3, 1, m.MetadataRequest(topics=topics))
+    return raw_request(address, 3, 1, m.MetadataRequest(topics=topics))
 
 
 def create(address: str, name: str, rf: int = -1) -> tuple[int, str | None]:
     topic = m.CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=rf)
-    result = request(address, 19, 1, m.CreateTopicsRequest(topics=[topic], timeout_ms=20_000), 25).topics[0]
+    result = raw_request(address, 19, 1, m.CreateTopicsRequest(topics=[topic], timeout_ms=20_000), 25).topics[0]
     return int(result.error_code), result.error_message
 
 
 def delete(address: str, name: str) -> int:
     body = m.DeleteTopicsRequest(topic_names=[name], timeout_ms=20_000)
-    return int(request(address, 20, 1, body, 25).responses[0].error_code)
+    return int(raw_request(address, 20, 1, body, 25).responses[0].error_code)
 
 
 def addr(cluster: DevCluster, node_id: int) -> str:

@@ -136,13 +136,14 @@ def start_broker(tmp_path: Path, **config: Any) -> BrokerProcess:
     raise AssertionError("unreachable")
 
 
-def wait_until(condition: Any, timeout: float = 10.0, interval: float = 0.02, message: str = "") -> Any:
-    """Poll `condition()` until it returns a truthy value or the deadline passes."""
+def wait_until(condition: Any, timeout: float = 10.0, message: str = "", interval: float = 0.05) -> Any:
+    """Poll `condition()` until it returns a truthy value (returned); AssertionError naming
+    `message` at the deadline."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message or condition}")
+            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {message or condition}")
         time.sleep(interval)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from typing import Any
 
 from vdl_broker.cli import KafkaClient
 from vdl_broker.protocol import api
@@ -82,3 +83,16 @@ def closed_by_peer(sock: socket.socket, timeout: float = 5.0) -> bool:
         return True
     except TimeoutError:
         return False
+
+
+def raw_request(address: str, api_key: int, version: int, request: object, timeout: float = 5.0) -> Any:
+    """One request on a fresh connection through vdl_broker.protocol.api; the decoded response."""
+    with raw_socket(address, timeout) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(encode(api_key, version, request, correlation_id=7))
+        body = read_frame(sock)
+    if not body:
+        raise ConnectionError(f"{address} closed the connection before answering API {api_key}")
+    correlation_id, response = api.decode_response(api_key, version, body)
+    assert correlation_id == 7, f"correlation id {correlation_id} != 7"
+    return response
