@@ -19,14 +19,17 @@ from vdl_broker.log import Entry, EntryType, StreamLog
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.records.record_batch import BatchHeader, parse_batch_header, with_base_offset
 from vdl_broker.server.delayed import wait_for_any
-from vdl_broker.server.producer_state import ProducerStateTable, Verdict, last_sequence
+from vdl_broker.server.producer_state import (
+    ProducerStateTable,
+    Verdict,
+    last_sequence,
+    replay_producer_state,
+)
 
 log = logging.getLogger(__name__)
 
 # Single-node term until issue 5 brings Raft terms.
 SINGLE_NODE_TERM = 1
-# Producer-state rebuild reads the log in chunks of this size.
-REBUILD_CHUNK_BYTES = 8 * 1024 * 1024
 
 
 class PartitionError(Exception):
@@ -106,28 +109,7 @@ class StreamPartition(AppendingPartition):
 
     def rebuild_producer_state(self) -> int:
         """Replay batch headers from the log (per batch, no record decoding); returns batches seen."""
-        offset, end, seen = self.log.log_start_offset, self.log.log_end_offset, 0
-        while offset < end:
-            result = self.log.read(offset, REBUILD_CHUNK_BYTES, end)
-            if not result.buffers:
-                break
-            next_offset = offset
-            for buffer in result.buffers:
-                position = 0
-                while position + 61 <= len(buffer):
-                    header = parse_batch_header(buffer, position)
-                    position += 12 + header.batch_length
-                    next_offset = header.next_offset
-                    seen += 1
-                    if header.producer_id >= 0 and not header.is_control:
-                        self.producers.record(
-                            header.producer_id, header.producer_epoch, header.base_sequence,
-                            last_sequence(header.base_sequence, header.last_offset_delta),
-                            header.base_offset)
-            if next_offset <= offset:
-                break
-            offset = next_offset
-        return seen
+        return replay_producer_state(self.log, self.producers, self.log.log_end_offset)
 
     # -- append --------------------------------------------------------------------------------
 

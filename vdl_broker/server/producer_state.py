@@ -13,6 +13,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
+from vdl_broker.log import StreamLog
+from vdl_broker.protocol.records.record_batch import BATCH_HEADER_SIZE, BatchHeader, parse_batch_header
+
+# Producer-state rebuild reads the log in chunks of this size.
+REBUILD_CHUNK_BYTES = 8 * 1024 * 1024
+
 # Kafka ProducerStateManager: the broker remembers 5 batches, matching
 # max.in.flight.requests.per.connection <= 5 for idempotent producers.
 BATCHES_KEPT = 5
@@ -137,3 +143,33 @@ class ProducerIdAllocator:
         producer_id = self._next
         self._next += 1
         return producer_id, 0
+
+
+def record_batch(table: ProducerStateTable, header: BatchHeader, base_offset: int) -> None:
+    """Book one stored batch in `table` (idempotent producers only; control batches carry none)."""
+    if header.producer_id >= 0 and not header.is_control:
+        table.record(header.producer_id, header.producer_epoch, header.base_sequence,
+                     last_sequence(header.base_sequence, header.last_offset_delta), base_offset)
+
+
+def replay_producer_state(stream_log: StreamLog, table: ProducerStateTable, end_offset: int) -> int:
+    """Book every batch of the log below `end_offset` in `table`, reading batch headers only
+    (no record decoding); returns the number of batches seen."""
+    offset, seen = stream_log.log_start_offset, 0
+    while offset < end_offset:
+        result = stream_log.read(offset, REBUILD_CHUNK_BYTES, end_offset)
+        if not result.buffers:
+            break
+        next_offset = offset
+        for buffer in result.buffers:
+            position = 0
+            while position + BATCH_HEADER_SIZE <= len(buffer):
+                header = parse_batch_header(buffer, position)
+                position += 12 + header.batch_length  # base offset + length prefix, then the rest
+                next_offset = header.next_offset
+                seen += 1
+                record_batch(table, header, header.base_offset)
+        if next_offset <= offset:
+            break
+        offset = next_offset
+    return seen

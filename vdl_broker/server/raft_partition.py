@@ -29,17 +29,22 @@ from typing import Any
 
 from vdl_broker.log import StreamLog
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.records.record_batch import BATCH_HEADER_SIZE, BatchHeader, parse_batch_header
+from vdl_broker.protocol.records.record_batch import BatchHeader, parse_batch_header
 from vdl_broker.raft.driver import Proposal, RaftGroup
 from vdl_broker.raft.types import Entry, EntryType, NotLeaderError, RaftError, SnapshotMeta
 from vdl_broker.server.partition import (
-    REBUILD_CHUNK_BYTES,
     VERDICT_ERRORS,
     AppendingPartition,
     AppendResult,
     PartitionError,
 )
-from vdl_broker.server.producer_state import ProducerStateTable, Verdict, last_sequence
+from vdl_broker.server.producer_state import (
+    ProducerStateTable,
+    Verdict,
+    last_sequence,
+    record_batch,
+    replay_producer_state,
+)
 
 log = logging.getLogger(__name__)
 
@@ -126,31 +131,14 @@ class RaftPartition(AppendingPartition):
         (at open: the group replays only the entries after it)."""
         self.producers = ProducerStateTable()
         end = self.log.offset_for_index(max(through_index, self.log.first_index - 1))
-        offset, seen = self.log.log_start_offset, 0
-        while offset < end:
-            result = self.log.read(offset, REBUILD_CHUNK_BYTES, end)
-            if not result.buffers:
-                break
-            next_offset = offset
-            for buffer in result.buffers:
-                position = 0
-                while position + BATCH_HEADER_SIZE <= len(buffer):
-                    header = parse_batch_header(buffer, position)
-                    position += 12 + header.batch_length
-                    next_offset = header.next_offset
-                    seen += 1
-                    _record(self.producers, header, header.base_offset)
-            if next_offset <= offset:
-                break
-            offset = next_offset
-        return seen
+        return replay_producer_state(self.log, self.producers, end)
 
     def on_apply(self, entries: list[Entry]) -> None:
         """RaftGroup apply callback: committed entries, in order, on every replica."""
         for entry in entries:
             if entry.type == EntryType.DATA:
                 header = parse_batch_header(entry.data)
-                _record(self.producers, header, header.base_offset)
+                record_batch(self.producers, header, header.base_offset)
 
     def on_snapshot(self, snapshot: SnapshotMeta) -> None:
         """The leader reset our log start (we lagged behind its retention): the producer state
@@ -192,7 +180,7 @@ class RaftPartition(AppendingPartition):
         except RaftError:
             raise self.not_leader_error() from None
         if idempotent:
-            _record(self._leader_producers, header, proposal.base_offset)
+            record_batch(self._leader_producers, header, proposal.base_offset)
         self._inflight[proposal.base_offset] = proposal
         proposal.committed.add_done_callback(lambda _, base=proposal.base_offset: self._inflight.pop(base, None))
         self._await_later(proposal)
@@ -263,12 +251,6 @@ class RaftPartition(AppendingPartition):
         self._on_change(self.group)  # type: ignore[arg-type]
         if clean:
             self.log.close()
-
-
-def _record(table: ProducerStateTable, header: BatchHeader, base_offset: int) -> None:
-    if header.producer_id >= 0 and not header.is_control:
-        table.record(header.producer_id, header.producer_epoch, header.base_sequence,
-                     last_sequence(header.base_sequence, header.last_offset_delta), base_offset)
 
 
 class RemotePartition:
