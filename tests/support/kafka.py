@@ -26,6 +26,15 @@ def make_batch(values: list[bytes], producer_id: int = -1, epoch: int = -1, base
     return builder.build()
 
 
+def numbered_batch(n: int, producer_id: int = -1, seq: int = -1) -> bytes:
+    """A RecordBatch of `n` values b"v0".. with fixed timestamps (idempotent when producer_id >= 0)."""
+    builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
+                                 base_sequence=seq)
+    for i in range(n):
+        builder.append(1_000 + i, None, b"v%d" % i)
+    return builder.build()
+
+
 def produce_request(stream: str, records: bytes, acks: int = -1, partition: int = 0) -> object:
     data = m.ProduceRequest.PartitionProduceData(index=partition, records=records)
     return m.ProduceRequest(acks=acks, timeout_ms=10_000,

@@ -7,18 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.kafka import numbered_batch as batch
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
 from vdl_broker.server.partition import PartitionError, StreamPartition
-
-
-def batch(n: int, producer_id: int = -1, seq: int = -1) -> bytes:
-    builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
-                                 base_sequence=seq)
-    for i in range(n):
-        builder.append(1_000 + i, None, b"v%d" % i)
-    return builder.build()
 
 
 def open_partition(tmp_path: Path) -> StreamPartition:
