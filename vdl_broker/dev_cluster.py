@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vdl_broker.cluster.config import NodeAddress, NodeConfig, dump_node_config
+from vdl_broker.config import NodeAddress, NodeConfig, dump_node_config, split_host_port
 from vdl_broker.protocol.api import decode_response, encode_request
 from vdl_broker.protocol.messages.metadata import MetadataRequest
 
@@ -98,7 +98,7 @@ class NodeProcess:
 
     @property
     def client_address(self) -> str:
-        return self.config.client_listen
+        return self.config.client_address
 
     @property
     def running(self) -> bool:
@@ -127,8 +127,9 @@ class DevCluster:
         self.nodes: dict[int, NodeProcess] = {}
         for member in members:
             directory = self.data_dir / f"node{member.id}"
-            config = NodeConfig(member.id, directory / "data", member.client, member.raft, members,
-                                dict(settings or {}))
+            host, port = split_host_port(member.client, "client")
+            config = NodeConfig(directory / "data", host, port, member.id, raft_listen=member.raft, peers=members,
+                                **dict(settings or {}))
             self.nodes[member.id] = NodeProcess(config, directory / "node.toml")
         self._atexit_registered = False
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tests.support.cluster import BrokerProcess
+from tests.support.cluster import BrokerProcess, wait_until
 from tests.support.kafka import client, make_batch, produce_raw
 from vdl_broker.protocol import messages as m
 from vdl_broker.protocol.errors import ErrorCode
@@ -126,6 +126,10 @@ def test_metadata_auto_create(broker_factory) -> None:
                                     allow_auto_topic_creation=False)
         assert c.request(3, 8, request).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         request.allow_auto_topic_creation = True
-        topic = c.request(3, 8, request).topics[0]
-        assert topic.error_code == 0 and topic.partitions[0].leader_id == 1
+        # As Kafka: the request that creates the stream answers LEADER_NOT_AVAILABLE, the
+        # client asks again until the new stream's leader serves.
+        assert c.request(3, 8, request).topics[0].error_code == ErrorCode.LEADER_NOT_AVAILABLE
+        topic = wait_until(lambda: next((t for t in c.request(3, 8, request).topics if t.error_code == 0), None),
+                           message="the auto-created stream never got a leader")
+        assert topic.name == "made" and topic.partitions[0].leader_id == 1
         assert c.metadata(None).topics[0].name == "made"

@@ -1,5 +1,7 @@
-"""RaftGroup/RaftHost: three nodes in one process over real loopback transports and real
-StreamLogs in tmp dirs. Every wait has a deadline and a condition; no blind sleeps."""
+"""RaftGroup/RaftHost carrying a stream: three nodes in one process over real loopback
+transports and real StreamLogs in tmp dirs, a Partition over each node's group (Kafka offsets
+and the high watermark live there, the group knows entries). Every wait has a deadline and a
+condition; no blind sleeps."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, read_records
 from vdl_broker.raft.driver import GroupConfig, ProposalLostError, RaftGroup, RaftHost
 from vdl_broker.raft.transport import TransportConfig
-from vdl_broker.raft.types import EntryType, Message, NotLeaderError
+from vdl_broker.raft.types import EntryType, Message
+from vdl_broker.server.partition import Partition, PartitionError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -40,6 +43,7 @@ class Cluster:
         self.logs: dict[int, StreamLog] = {}
         self.ports: dict[int, int] = {}
         self.applied: dict[int, list[int]] = {i: [] for i in self.ids}
+        self.partitions: dict[int, Partition] = {}
         self.resume = False
 
     async def start(self) -> None:
@@ -58,8 +62,15 @@ class Cluster:
                 host.add_peer(j, ("127.0.0.1", self.ports[j]))
         self.logs[i] = StreamLog.open(self.tmp / f"node{i}" / GROUP, self.log_config)
         self.applied[i] = []
-        host.create_group(GROUP, self.ids, self.logs[i], apply=lambda es, i=i: self.applied[i].extend(
-            e.index for e in es), resume_from_commit_point=self.resume)
+        partition = Partition(GROUP, self.logs[i], i)
+
+        def apply(entries: list, i: int = i, partition: Partition = partition) -> None:
+            partition.on_apply(entries)
+            self.applied[i].extend(entry.index for entry in entries)
+        group = host.create_group(GROUP, self.ids, self.logs[i], apply=apply, on_snapshot=partition.on_snapshot,
+                                  resume_from_commit_point=self.resume)
+        partition.attach(group)
+        self.partitions[i] = partition
 
     async def stop_node(self, i: int, transfer: bool = False, crash: bool = False) -> None:
         host = self.hosts.pop(i)
@@ -69,6 +80,9 @@ class Cluster:
             log._release()  # like kill -9: no clean-shutdown marker, the next open recovers
         else:
             log.close()
+
+    def partition(self, i: int) -> Partition:
+        return self.partitions[i]
 
     def group(self, i: int) -> RaftGroup:
         return self.hosts[i].groups[GROUP]
@@ -118,11 +132,11 @@ def run(tmp_path: Path, body: Callable[[Cluster], Awaitable[None]], n: int = 3,
     asyncio.run(main())
 
 
-async def produce(leader: RaftGroup, values: list[bytes]) -> list[int]:
-    """Propose all at once (one group-commit window), await all commits; returns base offsets."""
-    proposals = [leader.propose_batch(batch(v)) for v in values]
-    await asyncio.wait_for(asyncio.gather(*(p.committed for p in proposals)), 10)
-    return [p.base_offset for p in proposals]
+async def produce(c: Cluster, leader: RaftGroup, values: list[bytes]) -> list[int]:
+    """Append all at once (one group-commit window), await all commits; returns base offsets."""
+    handles = [c.partition(leader.node_id).append(batch(v)) for v in values]
+    await asyncio.wait_for(asyncio.gather(*(h.wait(-1, 10_000) for h in handles)), 10)
+    return [h.base_offset for h in handles]
 
 
 def test_elect_replicate_commit(tmp_path: Path) -> None:
@@ -131,16 +145,15 @@ def test_elect_replicate_commit(tmp_path: Path) -> None:
         assert sum(g.is_leader for g in c.groups()) == 1
         for g in c.groups():
             assert await g.wait_for(lambda g: g.leader_id == leader.node_id, 5)
-        with pytest.raises(NotLeaderError):
-            next(g for g in c.groups() if not g.is_leader).propose_batch(batch(b"x"))
-        offsets = await produce(leader, [f"v{i}".encode() for i in range(200)])
+        with pytest.raises(PartitionError, match="does not lead"):
+            c.partition(next(g for g in c.groups() if not g.is_leader).node_id).append(batch(b"x"))
+        offsets = await produce(c, leader, [f"v{i}".encode() for i in range(200)])
         assert offsets == list(range(200))
         # Many proposals share few syncs/appends: far fewer Readys than proposals.
         last = leader.last_index
         await c.all_committed(last)
-        assert leader.commit_offset == 200
         for g in c.groups():
-            assert g.commit_offset == 200
+            assert c.partition(g.node_id).high_watermark == 200
             assert c.applied[g.node_id][-1] == last
         reference = c.entries(leader.node_id, last)
         for i in c.ids:
@@ -150,7 +163,8 @@ def test_elect_replicate_commit(tmp_path: Path) -> None:
         # Followers may have learned the commit before their acknowledgements reached the leader.
         assert await leader.wait_for(lambda g: all(s.match == last for s in g.peer_status().values()), 5)
         assert leader.in_sync_replicas() == [1, 2, 3]
-        durable = leader.propose_batch(batch(b"d"))
+        durable = c.partition(leader.node_id).append(batch(b"d")).proposal
+        assert durable is not None
         assert await asyncio.wait_for(durable.durable, 5) == durable.index
         await asyncio.wait_for(durable.committed, 5)
     run(tmp_path, body)
@@ -159,16 +173,16 @@ def test_elect_replicate_commit(tmp_path: Path) -> None:
 def test_restart_follower_catches_up_from_disk(tmp_path: Path) -> None:
     async def body(c: Cluster) -> None:
         leader = await c.leader()
-        await produce(leader, [b"a"] * 20)
+        await produce(c, leader, [b"a"] * 20)
         follower = next(i for i in c.ids if i != leader.node_id)
         await c.stop_node(follower)
-        offsets = await produce(leader, [b"b"] * 30)  # a majority (2 of 3) still commits
+        offsets = await produce(c, leader, [b"b"] * 30)  # a majority (2 of 3) still commits
         assert offsets == list(range(20, 50))
         await c.start_node(follower)
         g = c.group(follower)
         last = leader.last_index
         assert await g.wait_for(lambda g: g.applied_index >= last, 10)
-        assert g.commit_offset == 50
+        assert c.partition(follower).high_watermark == 50
         assert c.entries(follower, last) == c.entries(leader.node_id, last)
         assert g.leader_id == leader.node_id
     run(tmp_path, body)
@@ -177,7 +191,7 @@ def test_restart_follower_catches_up_from_disk(tmp_path: Path) -> None:
 def test_graceful_leader_stop_transfers_and_restart_rejoins(tmp_path: Path) -> None:
     async def body(c: Cluster) -> None:
         leader = await c.leader()
-        await produce(leader, [b"x"] * 10)
+        await produce(c, leader, [b"x"] * 10)
         old = leader.node_id
         roles: list[tuple[int, str]] = []
         for g in c.groups():
@@ -190,7 +204,7 @@ def test_graceful_leader_stop_transfers_and_restart_rejoins(tmp_path: Path) -> N
         assert (old, "FOLLOWER") in roles and (new.node_id, "LEADER") in roles
         # A transfer needs no election timeout (TimeoutNow skips PreVote and the lease).
         assert loop.time() - started < 1.5
-        assert await produce(new, [b"y"] * 5) == list(range(10, 15))
+        assert await produce(c, new, [b"y"] * 5) == list(range(10, 15))
         await c.start_node(old)
         last = new.last_index
         await c.all_committed(last)
@@ -201,7 +215,7 @@ def test_graceful_leader_stop_transfers_and_restart_rejoins(tmp_path: Path) -> N
 def test_partitioned_leader_entries_are_truncated(tmp_path: Path) -> None:
     async def body(c: Cluster) -> None:
         leader = await c.leader()
-        await produce(leader, [b"committed"] * 5)
+        await produce(c, leader, [b"committed"] * 5)
         await c.all_committed(leader.last_index)
         old = leader.node_id
         # Cut the old leader off: everything it sends is lost, and nothing reaches it.
@@ -215,15 +229,16 @@ def test_partitioned_leader_entries_are_truncated(tmp_path: Path) -> None:
                     return False
                 return send(name, m)
             group._send_fn = filtered
-        doomed = [leader.propose_batch(batch(b"lost")) for _ in range(3)]
-        assert leader.tail_end_offset() == 8
+        doomed = [c.partition(old).append(batch(b"lost")) for _ in range(3)]
+        assert [handle.base_offset for handle in doomed] == [5, 6, 7]
         new = await c.leader(timeout=10, exclude=old)
-        written = await produce(new, [b"new-a", b"new-b"])
+        written = await produce(c, new, [b"new-a", b"new-b"])
         assert written == [5, 6]  # the new leader reuses the offsets the old one never committed
         isolated["on"] = False
-        for p in doomed:
+        for handle in doomed:
+            assert handle.proposal is not None
             with pytest.raises(ProposalLostError):
-                await asyncio.wait_for(p.committed, 10)
+                await asyncio.wait_for(handle.proposal.committed, 10)
         last = new.last_index
         await c.all_committed(last)
         assert not c.group(old).is_leader
@@ -231,7 +246,7 @@ def test_partitioned_leader_entries_are_truncated(tmp_path: Path) -> None:
         assert c.entries(old, last) == reference
         assert c.logs[old].last_index == last
         assert b"lost" not in b"".join(e[3] for e in reference)
-        assert c.group(old).commit_offset == 7
+        assert c.partition(old).high_watermark == 7
     run(tmp_path, body)
 
 
@@ -239,14 +254,14 @@ def test_single_voter_group_elects_itself(tmp_path: Path) -> None:
     async def body(c: Cluster) -> None:
         g = c.group(1)
         assert await g.wait_for(lambda g: g.leader_ready, 5)
-        assert await produce(g, [b"solo"] * 3) == [0, 1, 2]
-        noop = g.propose(b"", EntryType.NOOP)
-        assert await asyncio.wait_for(noop.committed, 5) == noop.index
-        with pytest.raises(ValueError):
-            g.propose(b"not a batch")  # DATA must be one RecordBatch v2
-        with pytest.raises(ValueError, match="base offset"):
-            g.propose(batch(b"stale offset"))  # base offset 0, but the log ends at 3
-        assert await produce(g, [b"still fine"]) == [3]
+        assert await produce(c, g, [b"solo"] * 3) == [0, 1, 2]
+        # Entries that are not Kafka data take no offsets: the next batch continues at 3.
+        for payload, entry_type in ((b"", EntryType.NOOP), (b'{"op":"x"}', EntryType.METADATA)):
+            proposal = g.propose(payload, entry_type)
+            assert await asyncio.wait_for(proposal.committed, 5) == proposal.index
+        assert await produce(c, g, [b"still fine"]) == [3]
+        assert [(e[2], e[3]) for e in c.entries(1, g.last_index)][-3:-1] == [
+            (EntryType.NOOP, b""), (EntryType.METADATA, b'{"op":"x"}')]
     run(tmp_path, body, n=1)
 
 
@@ -292,16 +307,16 @@ def test_many_groups_share_connections_and_coalesce_heartbeats(tmp_path: Path) -
 
 
 def test_follower_behind_retention_restarts_from_the_leaders_log_start(tmp_path: Path) -> None:
-    """Issue 5 item 5: the entries a follower needs were deleted by retention on the leader, so
-    it receives the leader's log start (a "snapshot") and continues from there."""
+    """The entries a follower needs were deleted by retention on the leader, so it receives the
+    leader's log start (a "snapshot") and continues from there."""
     async def body(c: Cluster) -> None:
         leader = await c.leader()
-        await produce(leader, [b"early"] * 5)
+        await produce(c, leader, [b"early"] * 5)
         lagger = next(i for i in c.ids if i != leader.node_id)
         await c.all_committed(leader.last_index)
         await c.stop_node(lagger)
         for _ in range(6):
-            await produce(leader, [b"r" * 200] * 10)  # segments of ~1 KiB roll often
+            await produce(c, leader, [b"r" * 200] * 10)  # segments of ~1 KiB roll often
         other = next(i for i in c.ids if i not in (leader.node_id, lagger))
         await c.all_committed(leader.last_index)
         for i in (leader.node_id, other):
@@ -314,9 +329,9 @@ def test_follower_behind_retention_restarts_from_the_leaders_log_start(tmp_path:
         assert await g.wait_for(lambda g: g.applied_index >= last, 10)
         assert c.logs[lagger].log_start_offset == c.logs[leader.node_id].log_start_offset
         assert c.logs[lagger].first_index == c.logs[leader.node_id].first_index
-        assert g.commit_offset == leader.commit_offset == 65
+        assert c.partition(lagger).high_watermark == c.partition(leader.node_id).high_watermark == 65
         assert c.entries(lagger, last) == c.entries(leader.node_id, last)
-        assert await produce(leader, [b"after"]) == [65]
+        assert await produce(c, leader, [b"after"]) == [65]
         await c.all_committed(leader.last_index)
     run(tmp_path, body, log_config=LogConfig(fsync=False, segment_bytes=1024, retention_bytes=1))
 
@@ -324,7 +339,7 @@ def test_follower_behind_retention_restarts_from_the_leaders_log_start(tmp_path:
 def test_restart_resumes_from_the_commit_point(tmp_path: Path) -> None:
     async def body(c: Cluster) -> None:
         leader = await c.leader()
-        await produce(leader, [b"a"] * 20)
+        await produce(c, leader, [b"a"] * 20)
         last = leader.last_index
         await c.all_committed(last)
         follower = next(i for i in c.ids if i != leader.node_id)
@@ -332,26 +347,26 @@ def test_restart_resumes_from_the_commit_point(tmp_path: Path) -> None:
         await c.start_node(follower)
         g = c.group(follower)
         # Known committed before hearing from anyone: no replay of the old entries.
-        assert g.commit_index == last and g.commit_offset == 20
-        await produce(leader, [b"b"] * 5)
+        assert g.commit_index == last and c.partition(follower).high_watermark == 20
+        await produce(c, leader, [b"b"] * 5)
         assert await g.wait_for(lambda g: g.applied_index == leader.last_index, 10)
         assert c.applied[follower] and min(c.applied[follower]) > last
-        assert g.commit_offset == 25
+        assert c.partition(follower).high_watermark == 25
     run(tmp_path, body, resume=True)
 
 
 def test_crashed_leader_is_replaced_and_catches_up_after_recovery(tmp_path: Path) -> None:
     async def body(c: Cluster) -> None:
         leader = await c.leader()
-        await produce(leader, [b"before"] * 10)
+        await produce(c, leader, [b"before"] * 10)
         old = leader.node_id
         await c.stop_node(old, crash=True)
         new = await c.leader(timeout=10)
-        assert new.node_id != old and new.commit_offset >= 10
-        assert await produce(new, [b"after"] * 10) == list(range(10, 20))
+        assert new.node_id != old and c.partition(new.node_id).high_watermark >= 10
+        assert await produce(c, new, [b"after"] * 10) == list(range(10, 20))
         await c.start_node(old)
         last = new.last_index
         await c.all_committed(last)
         assert c.entries(old, last) == c.entries(new.node_id, last)
-        assert c.group(old).commit_offset == 20
+        assert c.partition(old).high_watermark == 20
     run(tmp_path, body)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from vdl_broker.cluster.config import NodeAddress, NodeConfig
 from vdl_broker.cluster.metadata import METADATA_GROUP, ApplyResult, Outcome
 from vdl_broker.cluster.service import MetadataService
+from vdl_broker.config import NodeAddress, NodeConfig
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.driver import GroupConfig, RaftHost
 from vdl_broker.raft.transport import TransportConfig
@@ -35,8 +35,8 @@ class Node:
         await self.host.start()
         self.log = StreamLog.open(self.config.data_dir / METADATA_GROUP, LogConfig(fsync=False))
         self.changes = []
-        self.service = MetadataService(self.host, self.config, self.log, on_change=self.changes.extend)
-        self.service.start()
+        self.service = MetadataService(self.host, self.config, on_change=self.changes.extend)
+        self.service.start(self.log)
 
     async def stop(self) -> None:
         assert self.host is not None and self.log is not None
@@ -58,7 +58,8 @@ def free_ports(n: int) -> list[int]:
 def make_nodes(tmp: Path) -> list[Node]:
     ports = free_ports(6)
     members = [NodeAddress(i, f"127.0.0.1:{ports[i - 1]}", f"127.0.0.1:{ports[i + 2]}") for i in (1, 2, 3)]
-    return [Node(NodeConfig(m.id, tmp / f"node{m.id}", m.client, m.raft, members)) for m in members]
+    return [Node(NodeConfig(tmp / f"node{m.id}", "127.0.0.1", int(m.client.rsplit(":", 1)[1]), m.id,
+                            raft_listen=m.raft, peers=members)) for m in members]
 
 
 async def wait(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
@@ -75,7 +76,9 @@ def test_metadata_group_end_to_end(tmp_path: Path) -> None:
             await node.start()
         try:
             await wait(lambda: any(n.service.is_leader for n in nodes)
-                       and all(len(n.service.state.nodes) == 3 for n in nodes))
+                       and all(len(n.service.state.nodes) == 3 and n.service.state.cluster_id for n in nodes))
+            # One cluster id, created once when the cluster formed, the same on every node.
+            assert len({n.service.state.cluster_id for n in nodes}) == 1
             leader = next(n for n in nodes if n.service.is_leader)
             follower = next(n for n in nodes if n is not leader)
             with pytest.raises(NotLeaderError) as info:
@@ -97,6 +100,7 @@ def test_metadata_group_end_to_end(tmp_path: Path) -> None:
             await follower.start()
             await wait(lambda: set(follower.service.state.streams) == {"events", "later"})
             assert follower.service.state.streams == leader.service.state.streams
+            assert follower.service.state.cluster_id == leader.service.state.cluster_id
         finally:
             for node in nodes:
                 if node.host is not None and node.host.groups:

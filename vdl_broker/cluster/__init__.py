@@ -1,7 +1,6 @@
-"""Cluster metadata (nodes, streams, replica sets) replicated by the "__metadata" Raft group,
-and node.toml (this node's identity and peers)."""
+"""Cluster metadata (cluster id, nodes, streams, replica sets) replicated by the "__metadata"
+Raft group."""
 
-from vdl_broker.cluster.config import NodeAddress, NodeConfig, NodeConfigError, load_node_config
 from vdl_broker.cluster.metadata import (
     METADATA_GROUP,
     ApplyResult,
@@ -10,7 +9,7 @@ from vdl_broker.cluster.metadata import (
     Outcome,
     StreamInfo,
     create_stream_command,
-    decode_commands,
+    decode_command,
     delete_stream_command,
     encode_command,
     register_node_command,
@@ -20,16 +19,12 @@ __all__ = [
     "METADATA_GROUP",
     "ApplyResult",
     "ClusterState",
-    "NodeAddress",
-    "NodeConfig",
-    "NodeConfigError",
     "NodeInfo",
     "Outcome",
     "StreamInfo",
     "create_stream_command",
-    "decode_commands",
+    "decode_command",
     "delete_stream_command",
     "encode_command",
-    "load_node_config",
     "register_node_command",
 ]

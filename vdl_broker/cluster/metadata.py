@@ -1,15 +1,16 @@
 """The cluster's metadata state machine (pure: no I/O, no clock, no randomness).
 
-It holds the nodes and the streams with their replica sets. Every node applies the same
-committed entries of the metadata Raft group ("__metadata") in the same order and so reaches
-the same state; there is no snapshot: a node replays the metadata log from its start.
+It holds the cluster id, the nodes and the streams with their replica sets. Every node applies
+the same committed entries of the metadata Raft group ("__metadata") in the same order and so
+reaches the same state; there is no snapshot: a node replays the metadata log from its start.
 
-A command is a JSON object carried as the value of the single record of a RecordBatch v2 --
-the metadata group's DATA entries are Kafka batches like every stream's, so the StreamLog
-stores and indexes them the usual way:
+A command is one JSON object, the payload of one METADATA entry of the metadata log (logs
+written by VDL 0.1 carry it as the value of a RecordBatch in a DATA entry; both are read):
 
+    {"op": "init_cluster", "cluster_id": "..."}       the first one applied wins
     {"op": "register_node", "id": 2, "client": "h:9093", "raft": "h:19093"}
     {"op": "create_stream", "name": "events", "replication_factor": 3 | null, "config": {...}}
+    {"op": "create_stream", "name": "events", "adopt_on": 1, ...}   a 0.1 single-node stream
     {"op": "delete_stream", "name": "events"}
 
 Replica sets are chosen when the command is applied (not when proposed), from the state at
@@ -21,15 +22,17 @@ the cluster has fewer.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import uuid
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, read_records
+from vdl_broker.protocol.records.record_batch import read_records
 
 METADATA_GROUP = "__metadata"  # the Raft group (and directory) of the metadata log
 ALLOWED_REPLICATION_FACTORS = (1, 3, 5)
@@ -62,6 +65,7 @@ class StreamInfo:
     replicas: tuple[int, ...]  # replicas[0] is the preferred leader
     config: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
     created_index: int = 0  # Raft index of the create command: tells incarnations apart
+    adopted: bool = False  # its data predates the cluster (a VDL 0.1 single-node directory)
 
     @property
     def preferred_leader(self) -> int:
@@ -95,30 +99,44 @@ def create_stream_command(name: str, replication_factor: int | None = None,
             "config": dict(config or {})}
 
 
+def adopt_stream_command(name: str, node_id: int) -> dict[str, Any]:
+    return {"op": "create_stream", "name": name, "replication_factor": 1, "config": {}, "adopt_on": node_id}
+
+
 def delete_stream_command(name: str) -> dict[str, Any]:
     return {"op": "delete_stream", "name": name}
 
 
-def encode_command(command: dict[str, Any], timestamp_ms: int = 0) -> bytes:
-    """One RecordBatch v2 (base offset 0: the Raft driver assigns it) with the JSON as value."""
-    builder = RecordBatchBuilder()
-    builder.append(timestamp_ms, None, json.dumps(command, sort_keys=True, separators=(",", ":")).encode())
-    return builder.build()
+def init_cluster_command(cluster_id: str) -> dict[str, Any]:
+    return {"op": "init_cluster", "cluster_id": cluster_id}
 
 
-def decode_commands(payload: bytes | memoryview) -> list[Any]:
-    """The JSON values of a metadata entry's records (anything undecodable becomes None)."""
+def new_cluster_id() -> str:
+    """Kafka's form: a random UUID as 22 characters of URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def encode_command(command: dict[str, Any]) -> bytes:
+    """The payload of a METADATA entry."""
+    return json.dumps(command, sort_keys=True, separators=(",", ":")).encode()
+
+
+def decode_command(payload: bytes | memoryview) -> Any:
+    """The command of a METADATA entry (None when it is not JSON)."""
+    try:
+        return json.loads(bytes(payload))
+    except (ValueError, RecursionError):
+        return None
+
+
+def decode_legacy_commands(payload: bytes | memoryview) -> list[Any]:
+    """The commands of a metadata DATA entry written by VDL 0.1: the JSON values of a
+    RecordBatch's records (anything undecodable becomes None)."""
     try:
         values = [record.value for record in read_records(payload)]
     except ValueError:
         return [None]
-    out: list[Any] = []
-    for value in values:
-        try:
-            out.append(json.loads(value) if value is not None else None)
-        except (ValueError, RecursionError):
-            out.append(None)
-    return out
+    return [decode_command(value) if value is not None else None for value in values]
 
 
 def validate_stream_name(name: Any) -> str | None:
@@ -141,6 +159,7 @@ class ClusterState:
     """Nodes and streams; apply() is deterministic."""
 
     def __init__(self) -> None:
+        self.cluster_id: str | None = None
         self.nodes: dict[int, NodeInfo] = {}
         self.streams: dict[str, StreamInfo] = {}
         self.applied_index = 0
@@ -164,9 +183,9 @@ class ClusterState:
 
     # -- applying
 
-    def apply_entry(self, index: int, payload: bytes | memoryview) -> list[ApplyResult]:
-        """Apply one committed DATA entry of the metadata group."""
-        results = [self.apply(index, command) for command in decode_commands(payload)]
+    def apply_entry(self, index: int, commands: list[Any]) -> list[ApplyResult]:
+        """Apply the commands of one committed entry of the metadata group."""
+        results = [self.apply(index, command) for command in commands]
         self.applied_index = max(self.applied_index, index)
         self._results[index] = results
         while len(self._results) > _RESULT_MEMORY:
@@ -175,6 +194,8 @@ class ClusterState:
 
     def apply(self, index: int, command: Any) -> ApplyResult:
         op = command.get("op") if isinstance(command, dict) else None
+        if op == "init_cluster":
+            return self._init_cluster(index, command)
         if op == "register_node":
             return self._register_node(index, command)
         if op == "create_stream":
@@ -182,6 +203,15 @@ class ClusterState:
         if op == "delete_stream":
             return self._delete_stream(index, command)
         return ApplyResult(index, str(op), Outcome.INVALID_COMMAND, f"unknown command {command!r:.200}")
+
+    def _init_cluster(self, index: int, command: dict[str, Any]) -> ApplyResult:
+        cluster_id = command.get("cluster_id")
+        if not isinstance(cluster_id, str) or not cluster_id:
+            return ApplyResult(index, "init_cluster", Outcome.INVALID_COMMAND, "bad init_cluster")
+        if self.cluster_id is not None:
+            return ApplyResult(index, "init_cluster", Outcome.EXISTS, f"cluster id is {self.cluster_id} already")
+        self.cluster_id = cluster_id
+        return ApplyResult(index, "init_cluster", Outcome.OK)
 
     def _register_node(self, index: int, command: dict[str, Any]) -> ApplyResult:
         node_id, client, raft = command.get("id"), command.get("client"), command.get("raft")
@@ -218,8 +248,14 @@ class ClusterState:
         refused = self._refuse_create(index, name, rf, config)
         if refused is not None:
             return refused
-        replicas = choose_replicas(self.nodes, self.streams.values(), rf or self.default_replication_factor())
-        stream = StreamInfo(name, replicas, dict(config), index)
+        adopt_on = command.get("adopt_on")
+        if adopt_on is not None:
+            if adopt_on not in self.nodes:
+                return ApplyResult(index, "create_stream", Outcome.INVALID_COMMAND, f"adopt_on: no node {adopt_on!r}")
+            replicas: tuple[int, ...] = (adopt_on,)
+        else:
+            replicas = choose_replicas(self.nodes, self.streams.values(), rf or self.default_replication_factor())
+        stream = StreamInfo(name, replicas, dict(config), index, adopted=adopt_on is not None)
         self.streams[name] = stream
         return ApplyResult(index, "create_stream", Outcome.OK, stream=stream)
 

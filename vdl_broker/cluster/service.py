@@ -1,8 +1,10 @@
 """The metadata group on one node: ClusterState driven by the "__metadata" RaftGroup.
 
-Every node runs it over all nodes (voters = node.toml's members). Committed entries are applied
-to `state` on every node, from the log start at each start (no snapshot). The leader, once its
-no-op commits (so its state is complete), registers every configured member not yet known.
+Every node runs it over all nodes (voters = the configured members). Committed entries are
+applied to `state` on every node, from the log start at each start (no snapshot). The leader,
+once its no-op commits (so its state is complete), registers every configured member not yet
+known; when the cluster is being formed (no cluster id yet) it also adopts the streams a VDL 0.1
+single node left in its data directory and then records the new cluster id, once for good.
 
 Commands go through the leader: `submit()` raises NotLeaderError(leader_id) elsewhere, and the
 caller forwards the request to that node (e.g. CreateTopics to its client address, which
@@ -12,21 +14,25 @@ caller forwards the request to that node (e.g. CreateTopics to its client addres
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
-from vdl_broker.cluster.config import NodeConfig
 from vdl_broker.cluster.metadata import (
     METADATA_GROUP,
     ApplyResult,
     ClusterState,
     Outcome,
+    adopt_stream_command,
     create_stream_command,
+    decode_command,
+    decode_legacy_commands,
     delete_stream_command,
     encode_command,
+    init_cluster_command,
+    new_cluster_id,
     register_node_command,
 )
+from vdl_broker.config import NodeConfig
 from vdl_broker.log import StreamLog
 from vdl_broker.raft.driver import RaftGroup, RaftHost
 from vdl_broker.raft.types import Entry, EntryType, NotLeaderError, RaftError
@@ -34,21 +40,25 @@ from vdl_broker.raft.types import Entry, EntryType, NotLeaderError, RaftError
 log = logging.getLogger(__name__)
 
 ChangeListener = Callable[[list[ApplyResult]], None]
+LegacyStreams = Callable[[], list[str]]
 
 
 class MetadataService:
-    def __init__(self, host: RaftHost, config: NodeConfig, stream_log: StreamLog,
-                 on_change: ChangeListener | None = None) -> None:
+    def __init__(self, host: RaftHost, config: NodeConfig, on_change: ChangeListener | None = None,
+                 legacy_streams: LegacyStreams | None = None) -> None:
         self.host = host
         self.config = config
-        self.log = stream_log
+        self.log: StreamLog | None = None
         self.state = ClusterState()
         self._listeners: list[ChangeListener] = [on_change] if on_change is not None else []
+        self._legacy_streams = legacy_streams
         self._registered_term = -1
         self.group: RaftGroup | None = None
 
-    def start(self) -> RaftGroup:
-        self.group = self.host.create_group(METADATA_GROUP, self.config.voter_ids, self.log, apply=self._apply)
+    def start(self, stream_log: StreamLog) -> RaftGroup:
+        """Drive the metadata group over `stream_log` (<data_dir>/__metadata), replaying it."""
+        self.log = stream_log
+        self.group = self.host.create_group(METADATA_GROUP, self.config.voter_ids, stream_log, apply=self._apply)
         self.group.add_commit_listener(self._after_commit)
         return self.group
 
@@ -73,7 +83,7 @@ class MetadataService:
         group = self.group
         if group is None or not group.leader_ready:
             raise NotLeaderError(self.leader_id, "not the metadata leader")
-        proposal = group.propose_batch(encode_command(command, int(time.time() * 1000)))
+        proposal = group.propose(encode_command(command), EntryType.METADATA)
         await proposal.committed
         results = self.state.result_for(proposal.index)
         if not results:
@@ -94,9 +104,13 @@ class MetadataService:
 
     def _apply(self, entries: list[Entry]) -> None:
         for entry in entries:
-            if entry.type != EntryType.DATA:
+            if entry.type == EntryType.METADATA:
+                commands = [decode_command(entry.data)]
+            elif entry.type == EntryType.DATA:
+                commands = decode_legacy_commands(entry.data)
+            else:
                 continue
-            results = self.state.apply_entry(entry.index, entry.data)
+            results = self.state.apply_entry(entry.index, commands)
             for listener in self._listeners:
                 try:
                     listener(results)
@@ -107,10 +121,19 @@ class MetadataService:
         if not group.leader_ready or self._registered_term == group.term:
             return
         self._registered_term = group.term
+        commands = []
         for member in self.config.members:
             known = self.state.nodes.get(member.id)
             if known is None or known.client != member.client or known.raft != member.raft:
-                try:
-                    group.propose_batch(encode_command(register_node_command(member.id, member.client, member.raft)))
-                except NotLeaderError:
-                    return
+                commands.append(register_node_command(member.id, member.client, member.raft))
+        if self.state.cluster_id is None:
+            # Forming the cluster: the commands apply in order, so the id comes last and a node
+            # that sees it knows every stream adopted here.
+            legacy = self._legacy_streams() if self._legacy_streams is not None else []
+            commands += [adopt_stream_command(name, self.config.node_id) for name in legacy]
+            commands.append(init_cluster_command(new_cluster_id()))
+        for command in commands:
+            try:
+                group.propose(encode_command(command), EntryType.METADATA)
+            except RaftError:
+                return

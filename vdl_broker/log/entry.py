@@ -19,6 +19,7 @@ class EntryType(IntEnum):
     DATA = 1
     NOOP = 2
     CONFIG = 3
+    METADATA = 4
 
 
 @dataclass(slots=True)

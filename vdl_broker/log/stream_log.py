@@ -24,6 +24,7 @@ import crc32c
 
 from vdl_broker.log.config import LogConfig
 from vdl_broker.log.entry import (
+    ENTRY_TYPES,
     HEADER_SIZE,
     BatchFields,
     Entry,
@@ -415,7 +416,7 @@ class StreamLog:
                 raise ValueError(f"entry index {entry.index}, expected {expected}")
             if entry.term < term:
                 raise ValueError(f"entry {entry.index} has term {entry.term} below the previous {term}")
-            if entry.type not in (EntryType.DATA, EntryType.NOOP, EntryType.CONFIG):
+            if entry.type not in ENTRY_TYPES:
                 raise ValueError(f"unknown entry type {entry.type!r}")
             fields = None
             if entry.type == EntryType.DATA:

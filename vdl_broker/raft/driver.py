@@ -18,21 +18,19 @@ Three refinements of the order:
 - Everything else (APPEND_RESPONSE, votes) leaves only after the sync: a follower acknowledges
   only durable entries, a vote only after the durable term/vote.
 
-Kafka offsets: DATA entries of stream groups hold one RecordBatch v2 whose base offset the leader
-assigns when proposing (`propose_batch`): the end offset of the last DATA entry in its Raft log,
-unstable entries included. The commit offset (the high watermark) is the end offset of the last
-committed DATA entry.
+The driver knows entries, not what they mean: Kafka offsets, batches and the high watermark
+belong to the server's Partition, which proposes DATA entries and follows the commits through
+the `apply` callback. The one thing it passes through is the log's start position when a
+lagging follower's log is reset (SnapshotMeta.data: the StreamLog's start offset there).
 
-Use by the server (a RaftPartition per stream replica):
-- host = RaftHost(node_id, raft_listen, node_config.raft_peers()); await host.start()
+Use by the server (a Partition per stream replica):
+- host = RaftHost(node_id, raft_listen, peers); await host.start()
 - group = host.create_group(stream, replicas, stream_log, apply=..., resume_from_commit_point=True)
-- serve clients only while group.leader_ready (else NOT_LEADER_OR_FOLLOWER, naming
-  group.leader_id, 0 = unknown); HW = group.commit_offset (monotonic; a new leader is
-  leader_ready only once its no-op committed, so its HW is >= every earlier leader's)
-- produce: p = group.propose_batch(batch) (synchronous: offsets contiguous; raises
-  NotLeaderError / ValueError) -> p.base_offset now; acks=-1: await p.committed (timeout ->
-  REQUEST_TIMED_OUT); acks=1: await p.durable; ProposalLostError / GroupStoppedError ->
-  NOT_LEADER_OR_FOLLOWER
+- serve clients only while group.leader_ready (a leader whose own-term no-op committed, so its
+  commit index is at least every earlier leader's)
+- p = group.propose(payload, type) (synchronous; raises NotLeaderError); p.committed resolves
+  once committed and applied here, p.durable once the leader's own log synced it;
+  ProposalLostError / GroupStoppedError when the outcome is unknown
 - long polls: group.add_commit_listener(cb) (after each applied batch); role changes:
   group.add_role_listener(cb); ISR: group.in_sync_replicas(max_lag_entries)
 - shutdown: await host.stop(transfer=True) (leaders hand over first), then close the logs
@@ -44,14 +42,12 @@ import asyncio
 import contextlib
 import logging
 import random
-import struct
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from vdl_broker.log import StreamLog
-from vdl_broker.log.entry import batch_fields, check_batch
 from vdl_broker.raft.log_storage import (
     StreamLogStorage,
     load_commit_point,
@@ -77,7 +73,6 @@ from vdl_broker.raft.types import (
 
 log = logging.getLogger(__name__)
 
-_BASE_OFFSET = struct.Struct(">q")  # Kafka protocol guide: RecordBatch, baseOffset at byte 0
 # The leader's messages: they acknowledge nothing, so they may leave before the leader's sync.
 _EARLY = frozenset({MessageType.APPEND, MessageType.HEARTBEAT, MessageType.SNAPSHOT, MessageType.TIMEOUT_NOW})
 
@@ -117,8 +112,6 @@ class Proposal:
 
     index: int
     term: int
-    base_offset: int  # -1 for non-DATA entries
-    last_offset: int  # -1 for non-DATA entries
     committed: asyncio.Future[int]
     durable: asyncio.Future[int]
 
@@ -159,9 +152,6 @@ class RaftGroup:
         self._saved_commit = applied
         self._ticks = 0
         self._saving: asyncio.Task[None] | None = None
-        # Everything up to the log start is committed: the high watermark starts there and grows
-        # as this incarnation learns the commit index (it is never published before that).
-        self._commit_offset = stream_log.offset_for_index(self.node.commit_index)
         self._pending: deque[tuple[int, int, asyncio.Future[int]]] = deque()  # (index, term, future)
         self._durable_waiters: deque[tuple[int, asyncio.Future[int]]] = deque()
         self._change_waiters: list[asyncio.Future[None]] = []
@@ -209,11 +199,6 @@ class RaftGroup:
     @property
     def last_index(self) -> int:
         return self.node.last_index
-
-    @property
-    def commit_offset(self) -> int:
-        """Kafka offset after the last committed-and-applied DATA entry: the high watermark."""
-        return self._commit_offset
 
     @property
     def stopped(self) -> bool:
@@ -301,35 +286,11 @@ class RaftGroup:
         self._wake.set()
 
     def propose(self, data: bytes | bytearray | memoryview, type: EntryType = EntryType.DATA) -> Proposal:
-        """Propose one entry as is (DATA payloads must already carry the right base offset --
-        use propose_batch for Kafka batches). Raises NotLeaderError (ProposalDroppedError during
-        a leadership transfer)."""
+        """Propose one entry as is. Raises NotLeaderError (ProposalDroppedError during a
+        leadership transfer) or GroupStoppedError."""
         self._check_running()
-        if type == EntryType.DATA:
-            fields = check_batch(data)  # a bad batch must never reach the replicated log
-            base, last = fields.base_offset, fields.last_offset
-            if self.is_leader and base != self.tail_end_offset():
-                raise ValueError(f"batch base offset {base}, expected {self.tail_end_offset()} "
-                                 "(propose_batch assigns it)")
-        else:
-            base = last = -1
         index = self.node.propose(data, type)
-        return self._track(index, base, last)
-
-    def propose_batch(self, batch: bytes | bytearray | memoryview) -> Proposal:
-        """Assign the next Kafka offset to one RecordBatch v2 and propose it (one copy of the
-        batch). Raises NotLeaderError, or ValueError for a payload that is not one batch v2."""
-        self._check_running()
-        if not self.is_leader:
-            raise NotLeaderError(self.node.leader_id)
-        base = self.tail_end_offset()
-        stored = bytearray(batch)
-        if len(stored) < 8:
-            raise ValueError("not a record batch")
-        _BASE_OFFSET.pack_into(stored, 0, base)
-        fields = check_batch(stored)
-        index = self.node.propose(stored, EntryType.DATA)
-        return self._track(index, base, fields.last_offset)
+        return self._track(index)
 
     async def propose_and_wait(self, data: bytes | bytearray | memoryview,
                                type: EntryType = EntryType.DATA) -> int:
@@ -347,21 +308,6 @@ class RaftGroup:
         self.node.transfer_leadership(target)
         self._wake.set()
         return target
-
-    def tail_end_offset(self) -> int:
-        """Kafka end offset after the last DATA entry of the whole Raft log (unstable included):
-        the base offset the next proposed batch gets."""
-        raft_log = self.node.log
-        index = raft_log.last_index()
-        while index >= raft_log.offset:
-            entry = raft_log.unstable[index - raft_log.offset]
-            if entry.type == EntryType.DATA:
-                return batch_fields(entry.data).last_offset + 1
-            index -= 1
-        pending = raft_log.pending_snapshot
-        if pending is not None:
-            return _snapshot_offset(pending)
-        return self.log.offset_for_index(index)
 
     # ------------------------------------------------------------------ waiting
 
@@ -425,7 +371,6 @@ class RaftGroup:
         if rd.snapshot is not None:
             snap = rd.snapshot
             stream_log.reset(snap.index + 1, snap.term, _snapshot_offset(snap))
-            self._commit_offset = max(self._commit_offset, _snapshot_offset(snap))
             if self._snapshot_fn is not None:
                 self._snapshot_fn(snap)
         if rd.entries:
@@ -462,15 +407,11 @@ class RaftGroup:
     def _send(self, message: Message) -> None:
         if message.type == MessageType.SNAPSHOT and message.snapshot is not None and message.snapshot.data is None:
             snap = message.snapshot
-            # The follower's log will start at snap.index + 1 with our Kafka offset there.
+            # The follower's log will start at snap.index + 1 at our log's position there.
             message.snapshot = SnapshotMeta(snap.index, snap.term, self.log.offset_for_index(snap.index))
         self._send_fn(self.name, message)
 
     def _apply(self, entries: list[Entry]) -> None:
-        for entry in reversed(entries):
-            if entry.type == EntryType.DATA:
-                self._commit_offset = max(self._commit_offset, batch_fields(entry.data).last_offset + 1)
-                break
         if self._apply_fn is not None:
             self._apply_fn(entries)
         last = entries[-1].index
@@ -499,7 +440,7 @@ class RaftGroup:
         if self._stopped:
             raise GroupStoppedError(f"raft group {self.name} is stopped")
 
-    def _track(self, index: int, base: int, last: int) -> Proposal:
+    def _track(self, index: int) -> Proposal:
         loop = asyncio.get_running_loop()
         committed: asyncio.Future[int] = loop.create_future()
         durable: asyncio.Future[int] = loop.create_future()
@@ -509,7 +450,7 @@ class RaftGroup:
         self._pending.append((index, self.node.term, committed))
         self._durable_waiters.append((index, durable))
         self._wake.set()
-        return Proposal(index, self.node.term, base, last, committed, durable)
+        return Proposal(index, self.node.term, committed, durable)
 
     def _resolve_durable(self, durable_index: int) -> None:
         waiters = self._durable_waiters
@@ -577,9 +518,11 @@ def _snapshot_offset(snap: SnapshotMeta) -> int:
 
 class RaftHost:
     """One node's Raft side: the transport (listening on the raft address), one ticker for all
-    groups (so one tick's heartbeats to a peer leave as one frame), and the groups by name."""
+    groups (so one tick's heartbeats to a peer leave as one frame), and the groups by name.
 
-    def __init__(self, node_id: int, raft_listen: Address, peers: dict[int, Address] | None = None, *,
+    A cluster of one has no raft address: its groups have one voter and nobody to talk to."""
+
+    def __init__(self, node_id: int, raft_listen: Address | None, peers: dict[int, Address] | None = None, *,
                  tick_interval_s: float = 0.1, group_config: GroupConfig | None = None,
                  transport_config: TransportConfig | None = None,
                  on_unknown_group: Callable[[str, Message], None] | None = None) -> None:
@@ -588,21 +531,29 @@ class RaftHost:
         self.group_config = group_config or GroupConfig()
         self.groups: dict[str, RaftGroup] = {}
         self.on_unknown_group = on_unknown_group
-        self.transport = RaftTransport(node_id, raft_listen, self._deliver,
-                                       {p: a for p, a in (peers or {}).items() if p != node_id},
-                                       transport_config)
+        others = {peer: address for peer, address in (peers or {}).items() if peer != node_id}
+        if raft_listen is None and others:
+            raise ValueError("a node with peers needs a raft address")
+        self.transport = (RaftTransport(node_id, raft_listen, self._deliver, others, transport_config)
+                          if raft_listen is not None else None)
         self._ticker: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        await self.transport.start()
+        if self.transport is not None:
+            await self.transport.start()
         self._ticker = asyncio.get_running_loop().create_task(self._tick_loop(), name=f"raft-ticker:{self.node_id}")
 
     @property
-    def raft_port(self) -> int:
-        return self.transport.port
+    def raft_port(self) -> int | None:
+        return self.transport.port if self.transport is not None else None
 
     def add_peer(self, peer_id: int, address: Address) -> None:
+        if self.transport is None:
+            raise ValueError("a node without a raft address cannot have peers")
         self.transport.add_peer(peer_id, address)
+
+    def _send(self, group: str, message: Message) -> bool:
+        return self.transport.send(group, message) if self.transport is not None else False
 
     def create_group(self, name: str, voters: Sequence[int], stream_log: StreamLog, *,
                      apply: ApplyFn | None = None, on_snapshot: SnapshotFn | None = None,
@@ -610,7 +561,7 @@ class RaftHost:
         """Create and start the group `name` over `stream_log` (this node must be a voter)."""
         if name in self.groups:
             raise ValueError(f"raft group {name} already exists")
-        group = RaftGroup(name, self.node_id, voters, stream_log, self.transport.send,
+        group = RaftGroup(name, self.node_id, voters, stream_log, self._send,
                           config=config or self.group_config, apply=apply, on_snapshot=on_snapshot,
                           resume_from_commit_point=resume_from_commit_point)
         self.groups[name] = group
@@ -634,7 +585,8 @@ class RaftHost:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._ticker
-        await self.transport.stop()
+        if self.transport is not None:
+            await self.transport.stop()
 
     def _deliver(self, name: str, message: Message) -> None:
         group = self.groups.get(name)

@@ -16,6 +16,7 @@ class EntryType(IntEnum):
     DATA = 1
     NOOP = 2
     CONFIG = 3
+    METADATA = 4  # a command of the metadata group
 
 
 @dataclass(slots=True)

@@ -1,35 +1,56 @@
-"""The single-node broker: its streams, group coordinator, producer ids and listening socket."""
+"""One node of a VDL cluster (a cluster of one included): its Raft host, the metadata group, the
+stream replicas, the group coordinator, producer ids and the client listener.
+
+Start order: the Raft host; the metadata group (replayed from its log); the replica manager,
+which opens a Partition per stream placed here as the metadata names them; then, once the
+replayed metadata names this node and the cluster id, and every local replica that needs no
+other node serves (bounded waits, so a node still starts while the cluster has no quorum), the
+client port opens: clients never get an empty or stale answer from a node that just restarted.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
+from pathlib import Path
 
+from vdl_broker.cluster.metadata import METADATA_GROUP
+from vdl_broker.cluster.service import MetadataService
+from vdl_broker.config import NodeConfig, split_host_port
 from vdl_broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
-from vdl_broker.server.config import BrokerConfig
+from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.raft.driver import RaftHost
+from vdl_broker.server.connection import KafkaConnection
 from vdl_broker.server.handlers import Handler, build_handlers
 from vdl_broker.server.producer_state import ProducerIdAllocator
-from vdl_broker.server.streams import StreamRegistry
-
-if TYPE_CHECKING:
-    from vdl_broker.server.connection import KafkaConnection
+from vdl_broker.server.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
+METADATA_WAIT_S = 10.0  # how long a starting node waits for the metadata before serving clients
+
+
+def _producer_id_start(node_id: int) -> int:
+    # ProducerIdAllocator spaces starts 2**20 ids per ms: folding the node id into the start
+    # time keeps two nodes started in the same millisecond apart.
+    return int(time.time() * 1000) * 64 + node_id % 64
+
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: NodeConfig) -> None:
         self.config = config
         self.node_id = config.node_id
-        self.cluster_id = f"vdl-{config.node_id}"
-        self.streams = StreamRegistry(config)
+        raft_listen = split_host_port(config.raft_listen, "raft_listen") if config.raft_listen else None
+        self.host = RaftHost(config.node_id, raft_listen, config.raft_peers())
+        self.replicas = ReplicaManager(self)
+        self.metadata = MetadataService(self.host, config, legacy_streams=self.replicas.legacy_stream_names)
         self.coordinator = GroupCoordinator(CoordinatorConfig(
             min_session_timeout_ms=config.group_min_session_timeout_ms,
             max_session_timeout_ms=config.group_max_session_timeout_ms,
             initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms))
-        self.producer_ids = ProducerIdAllocator(start_ms=int(time.time() * 1000))
+        self.producer_ids = ProducerIdAllocator(start_ms=_producer_id_start(config.node_id))
         self.handlers: dict[int, Handler] = build_handlers()
         self.connections: set[KafkaConnection] = set()
         self.server: asyncio.Server | None = None
@@ -40,46 +61,79 @@ class Broker:
     def advertised_host(self) -> str:
         return self.config.client_host
 
-    async def start(self) -> None:
-        from vdl_broker.server.connection import KafkaConnection
+    @property
+    def cluster_id(self) -> str | None:
+        return self.metadata.state.cluster_id
 
-        self.streams.open_all()
-        for partition in self.streams.all():
-            for producer_id in partition.producers.producer_ids():
-                self.producer_ids.observe(producer_id)
-        loop = asyncio.get_running_loop()
+    def node_client_address(self, node_id: int) -> str | None:
+        """Where clients reach node `node_id` (the metadata's word, else the configuration's)."""
+        node = self.metadata.state.nodes.get(node_id)
+        if node is not None:
+            return node.client
+        member = next((m for m in self.config.members if m.id == node_id), None)
+        return member.client if member is not None else None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        data_dir = Path(self.config.data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        StreamLog.purge_deleted(data_dir)
+        await self.host.start()
         try:
-            self.server = await loop.create_server(lambda: KafkaConnection(self), self.config.host,
-                                                   self.config.port, reuse_address=True, backlog=1024)
-        except OSError:
-            self.streams.close()  # leave the logs cleanly closed when the port is taken
+            # No retention: the metadata log is replayed from its start on every node start.
+            metadata_log = StreamLog.open(data_dir / METADATA_GROUP,
+                                          LogConfig(segment_bytes=64 << 20, fsync=self.config.fsync))
+            self.metadata.add_listener(self.replicas.on_metadata_change)
+            self.replicas.start()
+            group = self.metadata.start(metadata_log)
+            state = self.metadata.state
+            if not await group.wait_for(lambda _: self.node_id in state.nodes and state.cluster_id is not None,
+                                        METADATA_WAIT_S):
+                log.warning("node %d: starting without the cluster metadata (no metadata leader within %.0f s)",
+                            self.node_id, METADATA_WAIT_S)
+            elif not await self.replicas.wait_until_serving(METADATA_WAIT_S):
+                log.warning("node %d: starting before every local replica serves", self.node_id)
+            loop = asyncio.get_running_loop()
+            self.server = await loop.create_server(lambda: KafkaConnection(self), self.config.host, self.config.port,
+                                                   reuse_address=True, backlog=1024)
+        except BaseException:
+            await self._stop_raft(transfer=False)
             raise
         sockets = self.server.sockets or []
         if sockets:
             self.port = sockets[0].getsockname()[1]
         if self.config.retention_ms >= 0 or self.config.retention_bytes >= 0:
             self._retention_task = loop.create_task(self._retention_loop())
+        log.info("node %d: serving (%d voters, raft %s)", self.node_id, len(self.config.members),
+                 self.config.raft_listen or "none: a cluster of one")
 
     async def _retention_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.retention_check_ms / 1000)
             try:
-                self.streams.apply_retention()
+                self.replicas.apply_retention()
             except Exception:
                 log.exception("retention pass failed")
 
+    async def _stop_raft(self, transfer: bool) -> None:
+        await self.replicas.stop()
+        await self.host.stop(transfer=transfer)
+        if self.metadata.log is not None:
+            self.metadata.log.close()
+
     async def stop(self) -> None:
-        if self._retention_task:
+        """Graceful: stop accepting, hand every leadership over, then close the logs (each with
+        its clean-shutdown marker)."""
+        if self._retention_task is not None:
             self._retention_task.cancel()
         if self.server is not None:
             self.server.close()
+        await self._stop_raft(transfer=True)
         for connection in list(self.connections):
             connection.close("broker shutting down")
         self.coordinator.close()
-        # Flush and close every log: close() syncs and writes the clean-shutdown marker.
-        self.streams.close()
+        self.replicas.close()
         if self.server is not None:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.server.wait_closed(), 2)
-            except TimeoutError:
-                pass

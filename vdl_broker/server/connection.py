@@ -18,14 +18,12 @@ import logging
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from vdl_broker.config import NodeConfig
 from vdl_broker.protocol import api
 from vdl_broker.protocol.errors import DecodeError, ErrorCode
 from vdl_broker.protocol.framing import FrameSplitter, FrameTooLargeError
-
-if TYPE_CHECKING:
-    from vdl_broker.server.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +56,17 @@ class _Slot:
         self.size = size
 
 
+class ConnectionOwner(Protocol):
+    """What a connection needs of its broker: its settings, its handlers (one per API key,
+    called with the owner as their first argument) and the set of open connections."""
+
+    config: NodeConfig
+    handlers: dict[int, Any]
+    connections: set[KafkaConnection]
+
+
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ConnectionOwner) -> None:
         self.broker = broker
         self.transport: asyncio.Transport | None = None
         self.peer = "?"

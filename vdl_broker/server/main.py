@@ -1,6 +1,6 @@
-"""`vdl-broker`: start a one-node VDL cluster.
+"""`vdl-broker`: start one node of a VDL cluster (without a cluster section: a cluster of one).
 
-    vdl-broker --data-dir DIR --listen 127.0.0.1:9092 [--config vdl.toml] [...]
+    vdl-broker --data-dir DIR --listen 127.0.0.1:9092 [--config node.toml] [...]
 
 Prints "vdl-broker listening on HOST:PORT" once it accepts connections. SIGTERM/SIGINT shut
 down cleanly (logs closed with their clean marker); after SIGKILL the next start recovers.
@@ -13,8 +13,8 @@ import logging
 import signal
 import sys
 
+from vdl_broker.config import ConfigError, NodeConfig, load_config
 from vdl_broker.server.broker import Broker
-from vdl_broker.server.config import BrokerConfig, ConfigError, load_config
 
 log = logging.getLogger("vdl_broker")
 
@@ -27,25 +27,15 @@ def _install_event_loop_policy() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-def make_broker(config: BrokerConfig) -> Broker:
-    """A replicated cluster node when the config names raft_listen/peers (node.toml), else the
-    single-node broker."""
-    if config.cluster_mode:
-        from vdl_broker.server.cluster_node import ClusterBroker
-
-        return ClusterBroker(config)
-    return Broker(config)
-
-
-async def serve(config: BrokerConfig) -> None:
-    broker = make_broker(config)
+async def serve(config: NodeConfig) -> None:
+    broker = Broker(config)
     await broker.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     print(f"vdl-broker listening on {config.client_host}:{broker.port}", flush=True)
-    log.info("node %d serving %d streams from %s", config.node_id, len(broker.streams.names()), config.data_dir)
+    log.info("node %d serving %d streams from %s", config.node_id, len(broker.replicas.names()), config.data_dir)
     await stop.wait()
     log.info("shutting down")
     await broker.stop()

@@ -1,35 +1,62 @@
-"""The seam between Kafka handlers and replication: one StreamPartition per stream on this node.
+"""Partition 0 of the topic that stands for one log stream: the one partition type, over the
+stream's Raft group on this node (a cluster of one included).
 
-Issue 4 implements it for a single node: append assigns the next Kafka offset, stores the batch
-as a Raft DATA entry (index last+1, term 1), and the group-commit sync makes it durable; the
-high watermark is the durable end offset, so consumers never see data a crash could take back.
-Issue 5 replaces the append path with a Raft proposal and the HW with the commit index.
+Raft knows entries; the partition knows Kafka:
+
+- Offsets: while this node leads, the partition gives each appended RecordBatch the next Kafka
+  offset (its base offset field is rewritten, one copy per batch) before proposing it as a DATA
+  entry. When a term's serving starts, every entry of the log is committed (the new leader's
+  no-op is), so the next offset is the log's end offset; from then on only this partition
+  proposes DATA entries.
+- High watermark: the offset after the last committed DATA entry, advanced as the group applies
+  committed entries; it never moves backwards (a new leader serves only once its own-term no-op
+  committed, so its commit index is at least every earlier leader's).
+- Producer state (KIP-98) follows the replicated log on every replica: committed batches are
+  recorded as they are applied (after a restart, the log up to the saved commit point is scanned
+  once). A leader checks batches against a copy of that table taken when its term began plus
+  its own proposals, so a retry of an in-flight batch is recognised, and a proposal another
+  leader later replaces never pollutes the committed table.
+
+`append` is synchronous (no await between choosing an offset and proposing, so concurrent
+produce requests get contiguous offsets) and returns an AppendHandle the handler awaits for the
+acks level it needs. Long-poll fetches park on `changed_future()`, resolved after every commit
+and role change.
 
 Hot path: everything here is per batch (a header parse, one copy to set the base offset, one
-log append), never per record.
+proposal), never per record.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from dataclasses import dataclass
 
-from vdl_broker.log import Entry, EntryType, StreamLog
+from vdl_broker.log import StreamLog
+from vdl_broker.log.entry import check_batch
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.records.record_batch import BatchHeader, parse_batch_header, with_base_offset
-from vdl_broker.server.delayed import wait_for_any
+from vdl_broker.raft.driver import Proposal, RaftGroup
+from vdl_broker.raft.types import Entry, EntryType, RaftError, SnapshotMeta
 from vdl_broker.server.producer_state import (
     ProducerStateTable,
     Verdict,
     last_sequence,
+    record_batch,
     replay_producer_state,
 )
 
 log = logging.getLogger(__name__)
 
-# Single-node term until issue 5 brings Raft terms.
-SINGLE_NODE_TERM = 1
+MAX_WAITERS = 256  # idle long polls time out without a wake: past this, drop the finished ones
+
+# KIP-98: what a refused idempotent batch is answered.
+VERDICT_ERRORS = {
+    Verdict.DUPLICATE_SEQUENCE: ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+    Verdict.OUT_OF_ORDER: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    Verdict.INVALID_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
+}
 
 
 class PartitionError(Exception):
@@ -41,59 +68,84 @@ class PartitionError(Exception):
         self.message = message
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+@dataclass(slots=True)
+class AppendHandle:
+    """What one appended batch became: its base offset now, its durability later.
+
+    `proposal` is the Raft entry holding the batch: this append's own, or, for a retried batch
+    whose original is still in flight, the original's (same term: it commits no later). None
+    when the batch is a duplicate of one already committed."""
+
+    partition: Partition
     base_offset: int
     duplicate: bool = False
+    proposal: Proposal | None = None
+
+    async def wait(self, acks: int, timeout_ms: int) -> None:
+        """acks 0: nothing; 1: the leader's own durable copy; -1: the commit by a majority.
+        Raises PartitionError REQUEST_TIMED_OUT (not within `timeout_ms`) or
+        NOT_LEADER_OR_FOLLOWER (leadership lost: the outcome is unknown, the client retries)."""
+        if acks == 0 or self.proposal is None:
+            return
+        future = self.proposal.committed if acks == -1 else self.proposal.durable
+        if not future.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(future), max(0, timeout_ms) / 1000)
+            except TimeoutError:
+                raise PartitionError(ErrorCode.REQUEST_TIMED_OUT, f"stream {self.partition.name}: "
+                                     f"not {'committed' if acks == -1 else 'stored'} within {timeout_ms} ms") from None
+            except RaftError:
+                raise self.partition.not_leader_error() from None
+        elif future.exception() is not None:
+            raise self.partition.not_leader_error()
 
 
-# KIP-98: what a refused idempotent batch is answered.
-VERDICT_ERRORS = {
-    Verdict.DUPLICATE_SEQUENCE: ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
-    Verdict.OUT_OF_ORDER: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-    Verdict.INVALID_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
-}
-
-
-class AppendingPartition:
-    """The append path every partition kind shares: a synchronous `append_nowait` (idempotence
-    check and offset assignment, with no await in between) then `wait_durable` for the acks."""
-
-    def append_nowait(self, batch: bytes | bytearray | memoryview,
-                      header: BatchHeader | None = None) -> AppendResult:
-        raise NotImplementedError
-
-    async def wait_durable(self, acks: int, timeout_ms: int | None = None) -> None:
-        raise NotImplementedError
-
-    async def append(self, batch: bytes | bytearray | memoryview, acks: int, timeout_ms: int = 30_000,
-                     header: BatchHeader | None = None) -> int:
-        """Store one validated RecordBatch v2; returns its base offset (see `append_batch`)."""
-        return (await self.append_batch(batch, acks, timeout_ms, header)).base_offset
-
-    async def append_batch(self, batch: bytes | bytearray | memoryview, acks: int, timeout_ms: int = 30_000,
-                           header: BatchHeader | None = None) -> AppendResult:
-        result = self.append_nowait(batch, header)
-        await self.wait_durable(acks, timeout_ms)
-        return result
-
-
-class StreamPartition(AppendingPartition):
-    """Partition 0 of the topic that stands for one log stream, on a single node."""
+class Partition:
+    """Partition 0 of one stream's topic, replicated by its Raft group (`attach` it right after
+    creating the group with `apply=partition.on_apply, on_snapshot=partition.on_snapshot`)."""
 
     def __init__(self, name: str, stream_log: StreamLog, node_id: int) -> None:
         self.name = name
         self.log = stream_log
-        self.leader_id = node_id
-        self.is_leader = True
-        self.producers = ProducerStateTable()
+        self.node_id = node_id
+        self.group: RaftGroup | None = None
+        self.producers = ProducerStateTable()  # committed batches, on every replica
+        self._leader_producers = ProducerStateTable()  # while leading: this term's view
         self.closed = False
-        self._high_watermark = stream_log.durable_end_offset
+        self._serving_term = -1
+        self._next_offset = -1  # while serving: the base offset of the next batch
+        self._high_watermark = stream_log.log_start_offset
+        self._inflight: dict[int, Proposal] = {}  # base offset -> proposal not yet committed/lost
         self._waiters: list[asyncio.Future[None]] = []
-        self._background_sync_scheduled = False
-        self._tasks: set[asyncio.Task[None]] = set()
+
+    def attach(self, group: RaftGroup) -> None:
+        """Bind the group (before its task first runs) and rebuild producer state from the
+        entries it will not replay (those up to its saved commit point)."""
+        self.group = group
+        self._high_watermark = self.log.offset_for_index(max(group.commit_index, self.log.first_index - 1))
+        self._rebuild(group.applied_index)
+        group.add_commit_listener(self._on_change)
+        group.add_role_listener(self._on_change)
 
     # -- state -------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        """This node leads the group, its own-term no-op committed, and every committed entry
+        is applied here (so the high watermark and producer state are complete)."""
+        group = self.group
+        if group is None or self.closed or group.stopped or not group.leader_ready:
+            return False
+        if self._serving_term != group.term:
+            if group.applied_index < group.commit_index:
+                return False
+            self._start_serving(group.term)
+        return True
+
+    @property
+    def leader_id(self) -> int:
+        """The known leader (0 = unknown, as raft.NONE)."""
+        return self.group.leader_id if self.group is not None else 0
 
     @property
     def high_watermark(self) -> int:
@@ -107,115 +159,134 @@ class StreamPartition(AppendingPartition):
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
-    def rebuild_producer_state(self) -> int:
-        """Replay batch headers from the log (per batch, no record decoding); returns batches seen."""
-        return replay_producer_state(self.log, self.producers, self.log.log_end_offset)
+    def in_sync_replicas(self, max_lag_entries: int) -> list[int]:
+        return self.group.in_sync_replicas(max_lag_entries) if self.group is not None else []
 
-    # -- append --------------------------------------------------------------------------------
+    # -- following the replicated log --------------------------------------------------------
 
-    def append_nowait(self, batch: bytes | bytearray | memoryview,
-                      header: BatchHeader | None = None) -> AppendResult:
-        """The synchronous part of an append: idempotence check, offset assignment, log append.
+    def _start_serving(self, term: int) -> None:
+        self._leader_producers = copy.deepcopy(self.producers)
+        self._next_offset = self.log.log_end_offset
+        self._serving_term = term
+        log.info("stream %s: node %d leads (term %d), high watermark %d", self.name, self.node_id, term,
+                 self._high_watermark)
 
-        No await happens between reading the log end offset and appending, so concurrent
-        produce requests cannot interleave and every base offset is contiguous.
-        """
+    def _rebuild(self, through_index: int) -> int:
+        """The committed producer table from the log's DATA entries up to Raft index
+        `through_index` (at open: the group replays only the entries after it)."""
+        self.producers = ProducerStateTable()
+        end = self.log.offset_for_index(max(through_index, self.log.first_index - 1))
+        return replay_producer_state(self.log, self.producers, end)
+
+    def on_apply(self, entries: list[Entry]) -> None:
+        """RaftGroup apply callback: committed entries, in order, on every replica."""
+        for entry in entries:
+            if entry.type == EntryType.DATA:
+                header = parse_batch_header(entry.data)
+                record_batch(self.producers, header, header.base_offset)
+                self._high_watermark = max(self._high_watermark, header.base_offset + header.last_offset_delta + 1)
+
+    def on_snapshot(self, snapshot: SnapshotMeta) -> None:
+        """The leader reset our log start (we lagged behind its retention): the producer state
+        of the dropped prefix is gone, as after retention (KIP-360 accepts unknown producers);
+        everything before the new start is committed."""
+        self.producers = ProducerStateTable()
+        self._high_watermark = max(self._high_watermark, self.log.log_start_offset)
+
+    # -- append ------------------------------------------------------------------------------
+
+    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader | None = None) -> AppendHandle:
+        """Idempotence check, offset assignment and proposal of one validated RecordBatch v2,
+        synchronously; raises PartitionError."""
         if self.closed:
             raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"stream {self.name} was deleted")
+        if not self.is_leader:
+            raise self.not_leader_error()
+        group = self.group
+        assert group is not None
         if header is None:
             header = parse_batch_header(batch)
         idempotent = header.producer_id >= 0
         if idempotent:
             last_seq = last_sequence(header.base_sequence, header.last_offset_delta)
-            check = self.producers.check(header.producer_id, header.producer_epoch, header.base_sequence, last_seq)
+            check = self._leader_producers.check(header.producer_id, header.producer_epoch, header.base_sequence,
+                                                 last_seq)
             if check.verdict is Verdict.DUPLICATE:
-                return AppendResult(check.base_offset, duplicate=True)
+                # Its original is committed, or in flight in this term: then wait for it too.
+                return AppendHandle(self, check.base_offset, True, self._inflight.get(check.base_offset))
             if check.verdict is not Verdict.APPEND:
                 raise PartitionError(VERDICT_ERRORS[check.verdict])
-        base_offset = self.log.log_end_offset
+        base_offset = self._next_offset
         stored = with_base_offset(batch, base_offset)
-        self.log.append([Entry(self.log.last_index + 1, SINGLE_NODE_TERM, EntryType.DATA, stored)])
-        if idempotent:
-            self.producers.record(header.producer_id, header.producer_epoch, header.base_sequence,
-                                  last_seq, base_offset)
-        return AppendResult(base_offset)
-
-    async def wait_durable(self, acks: int, timeout_ms: int | None = None) -> None:
-        """acks 1 and -1 wait for the group-commit sync (one node: the leader's durable append
-        is the commit); acks 0 only makes sure a sync follows, so the HW still advances.
-        `timeout_ms` (the request's) matters only to replicated streams (RaftPartition)."""
-        if acks == 0:
-            self._schedule_background_sync()
-        else:
-            await self.sync()
-
-    async def sync(self) -> None:
-        await self.log.sync()
-        self._advance_high_watermark()
-
-    def _schedule_background_sync(self) -> None:
-        if self._background_sync_scheduled:
-            return  # a sync not yet started covers this append too
-        self._background_sync_scheduled = True
-        task = asyncio.get_running_loop().create_task(self._background_sync())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _background_sync(self) -> None:
-        self._background_sync_scheduled = False
         try:
-            await self.sync()
-        except Exception:  # the next append or sync retries; log so it is not silent
-            log.exception("background sync of stream %s failed", self.name)
+            last_offset = check_batch(stored).last_offset  # a bad batch must never reach the replicated log
+            proposal = group.propose(stored, EntryType.DATA)
+        except ValueError as error:
+            raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(error)) from None
+        except RaftError:
+            raise self.not_leader_error() from None
+        self._next_offset = last_offset + 1
+        if idempotent:
+            record_batch(self._leader_producers, header, base_offset)
+        self._inflight[base_offset] = proposal
+        proposal.committed.add_done_callback(lambda _: self._inflight.pop(base_offset, None))
+        return AppendHandle(self, base_offset, False, proposal)
 
-    def _advance_high_watermark(self) -> None:
-        if self.closed:
-            return
-        durable = self.log.durable_end_offset
-        if durable > self._high_watermark:
-            self._high_watermark = durable
-            self._wake()
+    def not_leader_error(self) -> PartitionError:
+        leader = self.leader_id
+        where = f"node {leader}" if leader else "unknown"
+        return PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                              f"node {self.node_id} does not lead stream {self.name} (leader: {where})")
 
-    # -- waiting for data (delayed fetch, seed 003) -----------------------------------------------
+    # -- waiting for data (delayed fetch) ----------------------------------------------------
 
     def changed_future(self) -> asyncio.Future[None]:
-        """A future resolved at the next HW advance (or when the stream goes away)."""
+        """Resolved at the next commit or role change (or when the stream goes away)."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if len(self._waiters) >= 256:  # idle long polls time out without a wake: drop the dead ones
+        if len(self._waiters) >= MAX_WAITERS:
             self._waiters = [waiter for waiter in self._waiters if not waiter.done()]
         self._waiters.append(future)
         return future
 
-    def _wake(self) -> None:
+    def _on_change(self, _group: RaftGroup | None = None) -> None:
         waiters, self._waiters = self._waiters, []
         for future in waiters:
             if not future.done():
                 future.set_result(None)
 
-    def available_bytes(self, offset: int, limit: int) -> int:
-        """Bytes of whole batches readable from `offset` below the HW, counted up to `limit`."""
-        if offset >= self._high_watermark:
-            return 0
-        if limit <= 1:
-            return 1
-        result = self.log.read(offset, limit, self._high_watermark)
-        return sum(len(buffer) for buffer in result.buffers)
-
-    async def wait_for_data(self, offset: int, min_bytes: int, deadline: float) -> None:
-        """Return once `min_bytes` are readable from `offset` below the HW, or at `deadline`
-        (event-loop time)."""
-        while not self.closed and self.available_bytes(offset, min_bytes) < max(1, min_bytes):
-            if not await wait_for_any([self], deadline):
-                return
-
-    # -- lifecycle -------------------------------------------------------------------------------
+    # -- lifecycle ---------------------------------------------------------------------------
 
     def close(self, clean: bool = True) -> None:
+        """The group must be stopped first (RaftHost.remove_group / stop)."""
         if self.closed:
             return
         self.closed = True
-        self._wake()
-        for task in list(self._tasks):
-            task.cancel()
+        self._on_change()
         if clean:
             self.log.close()
+
+
+class RemotePartition:
+    """A stream with no replica on this node (or not opened yet): every client request gets
+    NOT_LEADER_OR_FOLLOWER so the client refreshes its metadata and goes to the leader."""
+
+    closed = False
+    is_leader = False
+    high_watermark = -1
+    log_start_offset = -1
+    log_end_offset = -1
+
+    def __init__(self, name: str, leader_id: int) -> None:
+        self.name = name
+        self.leader_id = leader_id
+
+    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader | None = None) -> AppendHandle:
+        raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this node holds no replica of stream {self.name}")
+
+    def changed_future(self) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.set_result(None)
+        return future
+
+
+__all__ = ["VERDICT_ERRORS", "AppendHandle", "Partition", "PartitionError", "RemotePartition"]

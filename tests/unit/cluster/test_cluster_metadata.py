@@ -11,10 +11,14 @@ from vdl_broker.cluster.metadata import (
     METADATA_GROUP,
     ClusterState,
     Outcome,
+    adopt_stream_command,
     create_stream_command,
-    decode_commands,
+    decode_command,
+    decode_legacy_commands,
     delete_stream_command,
     encode_command,
+    init_cluster_command,
+    new_cluster_id,
     register_node_command,
     validate_stream_name,
 )
@@ -26,21 +30,50 @@ def state_with(n: int) -> tuple[ClusterState, list[bytes]]:
     log = [encode_command(register_node_command(i, f"127.0.0.1:{9091 + i}", f"127.0.0.1:{19091 + i}"))
            for i in range(1, n + 1)]
     for index, payload in enumerate(log, start=1):
-        assert all(r.ok for r in state.apply_entry(index, payload))
+        assert all(r.ok for r in state.apply_entry(index, [decode_command(payload)]))
     return state, log
 
 
 def apply(state: ClusterState, log: list[bytes], command: dict) -> object:
     log.append(encode_command(command))
-    [result] = state.apply_entry(len(log), log[-1])
+    [result] = state.apply_entry(len(log), [decode_command(log[-1])])
     return result
 
 
-def test_command_round_trip_through_a_record_batch() -> None:
+def test_command_round_trip() -> None:
     command = create_stream_command("events", 3, {"retention.ms": 1000})
-    payload = encode_command(command, timestamp_ms=5)
-    assert payload[16] == 2  # RecordBatch v2 magic: the StreamLog accepts it as a DATA entry
-    assert decode_commands(payload) == [command]
+    payload = encode_command(command)
+    assert payload == b'{"config":{"retention.ms":1000},"name":"events","op":"create_stream","replication_factor":3}'
+    assert decode_command(payload) == command
+
+
+def test_legacy_entries_carry_commands_in_a_record_batch() -> None:
+    """VDL 0.1 stored each command as the value of a RecordBatch in a DATA entry."""
+    builder = RecordBatchBuilder()
+    builder.append(5, None, b'{"op":"delete_stream","name":"events"}')
+    assert decode_legacy_commands(builder.build()) == [delete_stream_command("events")]
+
+
+def test_the_first_cluster_id_applied_wins() -> None:
+    state, log = state_with(1)
+    first, second = new_cluster_id(), new_cluster_id()
+    assert len(first) == 22 and first != second  # Kafka's form: a UUID in 22 base64 characters
+    assert apply(state, log, init_cluster_command(first)).ok
+    assert apply(state, log, init_cluster_command(second)).outcome is Outcome.EXISTS
+    assert state.cluster_id == first
+    assert apply(state, log, {"op": "init_cluster", "cluster_id": 7}).outcome is Outcome.INVALID_COMMAND
+    replica = ClusterState()
+    for index, payload in enumerate(log, start=1):
+        replica.apply_entry(index, [decode_command(payload)])
+    assert replica.cluster_id == first
+
+
+def test_adopted_streams_stay_on_the_node_that_holds_them() -> None:
+    state, log = state_with(3)
+    adopted = apply(state, log, adopt_stream_command("old", 2))
+    assert adopted.ok and adopted.stream.replicas == (2,) and adopted.stream.adopted
+    assert not apply(state, log, create_stream_command("new", 1)).stream.adopted
+    assert apply(state, log, adopt_stream_command("ghost", 9)).outcome is Outcome.INVALID_COMMAND
 
 
 def test_default_replication_factor_and_validation() -> None:
@@ -85,7 +118,7 @@ def test_every_node_reaches_the_same_state_by_replay() -> None:
             apply(state, log, delete_stream_command(name))
     replica = ClusterState()
     for index, payload in enumerate(log, start=1):
-        replica.apply_entry(index, payload)
+        replica.apply_entry(index, [decode_command(payload)])
     assert replica.streams == state.streams and replica.nodes == state.nodes
     assert replica.streams_on(3) == state.streams_on(3)
 
@@ -93,14 +126,18 @@ def test_every_node_reaches_the_same_state_by_replay() -> None:
 def test_garbage_entries_are_ignored_alike() -> None:
     state, log = state_with(3)
     before = dict(state.streams)
-    garbage = [b"", b"\x00" * 80]
-    builder = RecordBatchBuilder()
-    for value in (b"not json", b"[1,2]", b'{"op":"create_stream","name":5}', b'{"op":"drop_all"}', b"[" * 5000):
-        builder.append(0, None, value)
-    garbage.append(builder.build())
+    garbage = [b"", b"\x00" * 80, b"not json", b"[1,2]", b'{"op":"create_stream","name":5}', b'{"op":"drop_all"}',
+               b"[" * 5000]
     for index, payload in enumerate(garbage, start=100):
-        for result in state.apply_entry(index, payload):
-            assert not result.ok
+        [result] = state.apply_entry(index, [decode_command(payload)])
+        assert not result.ok
+    builder = RecordBatchBuilder()
+    for value in garbage[2:]:
+        builder.append(0, None, value)
+    legacy = decode_legacy_commands(builder.build())
+    assert len(legacy) == 5
+    assert all(not result.ok for result in state.apply_entry(200, legacy))
+    assert decode_legacy_commands(b"\x00" * 80) == [None]
     assert state.streams == before
 
 

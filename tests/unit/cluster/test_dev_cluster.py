@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cluster import start_broker
-from vdl_broker.cluster.config import load_node_config
+from vdl_broker.config import load_node_config
 from vdl_broker.dev_cluster import DevCluster, fetch_metadata, free_base_port
 
 pytestmark = pytest.mark.timeout(60)
@@ -24,12 +24,12 @@ STUB = textwrap.dedent("""
     import signal, socket, subprocess, sys, tomllib
     from pathlib import Path
     config = tomllib.loads(Path(sys.argv[2]).read_text())
-    host, port = config["client_listen"].rsplit(":", 1)
+    host, port = config["listen"].rsplit(":", 1)
     server = socket.create_server((host, int(port)))
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     Path(config["data_dir"], "child.pid").write_text(str(child.pid))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    print("vdl-broker listening on " + config["client_listen"], flush=True)
+    print("vdl-broker listening on " + config["listen"], flush=True)
     while True:
         connection, _ = server.accept()
         connection.close()

@@ -6,8 +6,9 @@ from typing import Any
 
 from vdl_broker.protocol import api
 from vdl_broker.protocol.errors import ErrorCode
+from vdl_broker.protocol.messages import ApiVersionsRequest
 
-API_KEY = 18
+API_KEY = ApiVersionsRequest.DECL.api_key
 NAME = "ApiVersions"
 
 

@@ -17,11 +17,11 @@ from typing import Any
 
 from vdl_broker.log import OffsetOutOfRange
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.messages import FetchResponse
+from vdl_broker.protocol.messages import FetchRequest, FetchResponse
 from vdl_broker.protocol.records.conversion import batches_to_message_set
 from vdl_broker.server.delayed import wait_for_any
 
-API_KEY = 1
+API_KEY = FetchRequest.DECL.api_key
 NAME = "Fetch"
 
 TopicResponse = FetchResponse.FetchableTopicResponse
@@ -39,7 +39,7 @@ class _Read:
 
 
 def _read_partition(broker: Any, topic: str, fp: Any, budget: int, has_data: bool) -> _Read:
-    partition = broker.streams.get(topic)
+    partition = broker.replicas.get(topic)
     if partition is None or fp.partition != 0:
         return _Read(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if not partition.is_leader:  # replicated stream led elsewhere: the client asks Metadata again
@@ -112,7 +112,7 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
         if total >= min_bytes or failed or not topics or loop.time() >= deadline:
             return _response(topics, version)
         # Delayed fetch: park until any of the streams' HW advances, or the deadline.
-        partitions = [p for p in (broker.streams.get(name) for name, _ in topics) if p is not None]
+        partitions = [p for p in (broker.replicas.get(name) for name, _ in topics) if p is not None]
         if not partitions:
             return _response(topics, version)
         await wait_for_any(partitions, deadline)

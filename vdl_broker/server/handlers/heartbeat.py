@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.messages import HeartbeatResponse
+from vdl_broker.protocol.messages import HeartbeatRequest, HeartbeatResponse
 
-API_KEY = 12
+API_KEY = HeartbeatRequest.DECL.api_key
 NAME = "Heartbeat"
 
 

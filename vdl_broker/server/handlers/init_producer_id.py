@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.messages import InitProducerIdResponse
+from vdl_broker.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 
-API_KEY = 22
+API_KEY = InitProducerIdRequest.DECL.api_key
 NAME = "InitProducerId"
 
 

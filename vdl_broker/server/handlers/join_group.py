@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.messages import JoinGroupResponse
+from vdl_broker.protocol.messages import JoinGroupRequest, JoinGroupResponse
 
-API_KEY = 11
+API_KEY = JoinGroupRequest.DECL.api_key
 NAME = "JoinGroup"
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.messages import LeaveGroupResponse
+from vdl_broker.protocol.messages import LeaveGroupRequest, LeaveGroupResponse
 
-API_KEY = 13
+API_KEY = LeaveGroupRequest.DECL.api_key
 NAME = "LeaveGroup"
 
 

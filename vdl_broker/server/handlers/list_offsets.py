@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.messages import ListOffsetsResponse
+from vdl_broker.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 
-API_KEY = 2
+API_KEY = ListOffsetsRequest.DECL.api_key
 NAME = "ListOffsets"
 
 LATEST = -1
@@ -17,7 +17,7 @@ PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
 def _lookup(broker: Any, name: str, index: int, timestamp: int) -> tuple[ErrorCode, int, int]:
-    partition = broker.streams.get(name)
+    partition = broker.replicas.get(name)
     if partition is None or index != 0:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
     if not partition.is_leader:  # replicated stream led elsewhere

@@ -1,61 +1,88 @@
-"""Metadata (key 3): this node, and each stream as a topic with one partition (0) led here."""
+"""Metadata (key 3): every registered node, and each stream as a topic with one partition (0):
+its leader (LEADER_NOT_AVAILABLE while none is known), replicas and ISR."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from vdl_broker.cluster.metadata import validate_stream_name
+from vdl_broker.config import split_host_port
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.messages import MetadataResponse
-from vdl_broker.server.streams import stream_name_problem
+from vdl_broker.protocol.messages import CreateTopicsRequest, MetadataRequest, MetadataResponse
+from vdl_broker.server.handlers import create_topics
 
-API_KEY = 3
+API_KEY = MetadataRequest.DECL.api_key
 NAME = "Metadata"
+
+log = logging.getLogger(__name__)
 
 Topic = MetadataResponse.MetadataResponseTopic
 Partition = MetadataResponse.MetadataResponsePartition
+Broker = MetadataResponse.MetadataResponseBroker
 
 
-def topic_entry(broker: Any, name: str) -> Any:
-    node = broker.node_id
-    partition = Partition(error_code=0, partition_index=0, leader_id=node, leader_epoch=0,
-                          replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
-    return Topic(error_code=0, name=name, is_internal=False, partitions=[partition])
-
-
-def _requested_names(request: Any, version: int) -> list[str] | None:
+def requested_names(request: Any, version: int) -> list[str] | None:
     """None means every stream: a null list (v1+), or an empty one in v0."""
     if request.topics is None or (version == 0 and not request.topics):
         return None
     return [topic.name for topic in request.topics]
 
 
+def _topic(broker: Any, name: str) -> Any:
+    info = broker.metadata.state.streams[name]
+    leader, isr = broker.replicas.leader_view(name, info)
+    error = ErrorCode.NONE if leader > 0 else ErrorCode.LEADER_NOT_AVAILABLE
+    # leader_epoch -1 ("unknown"): clients then skip epoch fencing, which Fetch/ListOffsets here
+    # do not implement (no OffsetForLeaderEpoch).
+    partition = Partition(error_code=int(error), partition_index=0, leader_id=leader if leader > 0 else -1,
+                          leader_epoch=-1, replica_nodes=list(info.replicas), isr_nodes=isr, offline_replicas=[])
+    return Topic(error_code=0, name=name, is_internal=False, partitions=[partition])
+
+
+def _brokers(broker: Any) -> list[Any]:
+    nodes = dict(broker.metadata.state.nodes)
+    brokers = []
+    for node_id in sorted(nodes):
+        host, port = split_host_port(nodes[node_id].client, "client")
+        brokers.append(Broker(node_id=node_id, host=host, port=port, rack=None))
+    if broker.node_id not in nodes:  # not registered yet: clients still need this node
+        brokers.append(Broker(node_id=broker.node_id, host=broker.advertised_host, port=broker.port, rack=None))
+    return brokers
+
+
 def handle(broker: Any, context: Any, request: Any) -> Any:
     version = context.api_version
-    names = _requested_names(request, version)
+    names = requested_names(request, version)
+    streams = broker.metadata.state.streams
     topics = []
     if names is None:
-        topics = [topic_entry(broker, name) for name in broker.streams.names()]
+        topics = [_topic(broker, name) for name in sorted(streams)]
     else:
         # Metadata v4+ lets the client veto auto-creation; the broker config must allow it too.
         may_create = broker.config.auto_create_streams and (version < 4 or request.allow_auto_topic_creation)
         for name in names:
-            if name in broker.streams:
-                topics.append(topic_entry(broker, name))
-            elif stream_name_problem(name) is not None:
+            if name in streams:
+                topics.append(_topic(broker, name))
+            elif validate_stream_name(name) is not None:
                 topics.append(Topic(error_code=int(ErrorCode.INVALID_TOPIC_EXCEPTION), name=name))
             elif may_create:
-                broker.streams.create(name)
-                topics.append(topic_entry(broker, name))
+                broker.replicas.spawn(_auto_create(broker, name))
+                topics.append(Topic(error_code=int(ErrorCode.LEADER_NOT_AVAILABLE), name=name))
             else:
                 topics.append(Topic(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name=name))
-    return _response(broker, topics)
-
-
-def _response(broker: Any, topics: list[Any]) -> Any:
-    node = MetadataResponse.MetadataResponseBroker(node_id=broker.node_id, host=broker.advertised_host,
-                                                   port=broker.port, rack=None)
-    return MetadataResponse(brokers=[node], cluster_id=broker.cluster_id, controller_id=broker.node_id,
+    controller = broker.metadata.leader_id or -1
+    return MetadataResponse(brokers=_brokers(broker), cluster_id=broker.cluster_id, controller_id=controller,
                             topics=topics)
+
+
+async def _auto_create(broker: Any, name: str) -> None:
+    topic = CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=-1)
+    request = CreateTopicsRequest(topics=[topic], timeout_ms=10_000)
+    try:
+        await create_topics.create(broker, request, forwarded=False)
+    except Exception:
+        log.exception("auto-creating stream %s failed", name)
 
 
 def error_response(request: Any, version: int, code: ErrorCode) -> Any:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.messages import OffsetFetchResponse
+from vdl_broker.protocol.messages import OffsetFetchRequest, OffsetFetchResponse
 
-API_KEY = 9
+API_KEY = OffsetFetchRequest.DECL.api_key
 NAME = "OffsetFetch"
 
 

@@ -1,8 +1,9 @@
 """Produce (key 0): validate each partition's batch whole, append, answer per acks.
 
-acks 0: no response at all; 1: after the leader's durable local append; -1: after the commit
-(one node: the same group-commit fsync). A partition's data is all-or-nothing: a bad batch is
-rejected whole with the error naming the problem, and nothing of it becomes visible.
+acks 0: no response at all; 1: after the leader's durable local append; -1: after the commit by
+a majority of the stream's replicas (a cluster of one: its own durable append). A partition's
+data is all-or-nothing: a bad batch is rejected whole with the error naming the problem, and
+nothing of it becomes visible.
 
 Hot path: per batch only (CRC32C over the batch, a header parse, one copy for the base offset).
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from vdl_broker.protocol.errors import DecodeError, ErrorCode
-from vdl_broker.protocol.messages import ProduceResponse
+from vdl_broker.protocol.messages import ProduceRequest, ProduceResponse
 from vdl_broker.protocol.records.conversion import message_set_to_batches
 from vdl_broker.protocol.records.record_batch import (
     BatchHeader,
@@ -20,9 +21,9 @@ from vdl_broker.protocol.records.record_batch import (
     read_records,
     validate_batch,
 )
-from vdl_broker.server.partition import PartitionError, StreamPartition
+from vdl_broker.server.partition import AppendHandle, PartitionError
 
-API_KEY = 0
+API_KEY = ProduceRequest.DECL.api_key
 NAME = "Produce"
 
 TopicResponse = ProduceResponse.TopicProduceResponse
@@ -89,6 +90,8 @@ def parse_batches(records: Any, version: int, max_batch_bytes: int) -> list[tupl
     except DecodeError as error:
         # Kafka answers a batch that fails its CRC or does not parse with CORRUPT_MESSAGE.
         raise Rejected(ErrorCode.CORRUPT_MESSAGE, str(error)) from None
+    if not batches:
+        raise Rejected(ErrorCode.INVALID_RECORD, "no records")
     for header, _ in batches:
         _check_header(header, max_batch_bytes)
     return batches
@@ -105,43 +108,40 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     if acks not in (0, 1, -1):
         return error_response(request, version, ErrorCode.INVALID_REQUIRED_ACKS)
     results: list[tuple[str, list[Any]]] = []
-    touched: dict[str, StreamPartition] = {}
+    appended: dict[str, list[AppendHandle]] = {}
     # Phase 1, synchronous: validate and append every partition's data (no await, so requests
     # on other connections cannot interleave inside one append).
     for topic in request.topic_data:
         responses: list[Any] = []
         results.append((topic.name, responses))
         for data in topic.partition_data:
-            partition = broker.streams.get(topic.name)
+            partition = broker.replicas.get(topic.name)
             if partition is None or data.index != 0:
                 responses.append(_partition_error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                   f"unknown stream {topic.name!r} partition {data.index}"))
                 continue
             try:
                 batches = parse_batches(data.records, version, broker.config.max_batch_bytes)
-                base_offset = -1
-                for header, batch in batches:
-                    appended = partition.append_nowait(batch, header)
-                    if base_offset < 0:
-                        base_offset = appended.base_offset
+                handles = [partition.append(batch, header) for header, batch in batches]
             except Rejected as error:
                 responses.append(_partition_error(data.index, error.code, error.message))
                 continue
             except PartitionError as error:
                 responses.append(_partition_error(data.index, error.code, error.message or None))
                 continue
-            touched[partition.name] = partition
-            responses.append(PartitionResponse(index=data.index, error_code=0, base_offset=base_offset,
+            appended.setdefault(partition.name, []).extend(handles)
+            responses.append(PartitionResponse(index=data.index, error_code=0, base_offset=handles[0].base_offset,
                                                log_append_time_ms=-1, log_start_offset=partition.log_start_offset))
-    # Phase 2: durability. One group-commit sync per stream covers all of this request's data.
-    # Replicated streams may fail here: REQUEST_TIMED_OUT (acks=-1 not committed within the
-    # request's timeout) or NOT_LEADER_OR_FOLLOWER (leadership lost meanwhile).
+    # Phase 2: durability, as acks asks. One group-commit sync covers all of this request's data.
+    # It may fail: REQUEST_TIMED_OUT (not committed within the request's timeout) or
+    # NOT_LEADER_OR_FOLLOWER (leadership lost meanwhile: the outcome is unknown).
     failed: dict[str, PartitionError] = {}
-    for partition in touched.values():
+    for name, handles in appended.items():
         try:
-            await partition.wait_durable(acks, request.timeout_ms)
+            for handle in handles:
+                await handle.wait(acks, request.timeout_ms)
         except PartitionError as error:
-            failed[partition.name] = error
+            failed[name] = error
     if acks == 0:
         return None
     for name, parts in results:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.messages import SyncGroupResponse
+from vdl_broker.protocol.messages import SyncGroupRequest, SyncGroupResponse
 
-API_KEY = 14
+API_KEY = SyncGroupRequest.DECL.api_key
 NAME = "SyncGroup"
 
 

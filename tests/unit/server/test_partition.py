@@ -1,7 +1,7 @@
-"""RaftPartition (the partition seam over a Raft group) on a single-voter RaftGroup over a real
-StreamLog: offsets, HW = commit offset, fetch wake-ups, idempotence (in-flight and committed),
-producer state rebuilt after a restart (from the log up to the commit point and by replay),
-NOT_LEADER_OR_FOLLOWER when the group has no leader here."""
+"""Partition (the one partition type) on a single-voter RaftGroup over a real StreamLog:
+offsets, the high watermark, append handles per acks level, fetch wake-ups, idempotence
+(in-flight and committed), producer state rebuilt after a restart (from the log up to the commit
+point and by replay), NOT_LEADER_OR_FOLLOWER when the group has no leader here."""
 
 from __future__ import annotations
 
@@ -15,15 +15,14 @@ from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.raft.driver import RaftGroup
 from vdl_broker.raft.log_storage import COMMIT_POINT_FILE
-from vdl_broker.server.partition import PartitionError
-from vdl_broker.server.raft_partition import RaftPartition
+from vdl_broker.server.partition import Partition, PartitionError
 
 pytestmark = pytest.mark.timeout(30)
 
 
-async def open_partition(directory: Path, voters: tuple[int, ...] = (1,)) -> RaftPartition:
+async def open_partition(directory: Path, voters: tuple[int, ...] = (1,)) -> Partition:
     stream_log = StreamLog.open(directory, LogConfig(fsync=False))
-    partition = RaftPartition("s", stream_log, node_id=1)
+    partition = Partition("s", stream_log, node_id=1)
     group = RaftGroup("s#1", 1, voters, stream_log, lambda name, message: True, apply=partition.on_apply,
                       on_snapshot=partition.on_snapshot, resume_from_commit_point=True)
     partition.attach(group)
@@ -33,7 +32,7 @@ async def open_partition(directory: Path, voters: tuple[int, ...] = (1,)) -> Raf
     return partition
 
 
-async def close(partition: RaftPartition) -> None:
+async def close(partition: Partition) -> None:
     assert partition.group is not None
     await partition.group.stop(transfer=False)
     partition.close()
@@ -43,13 +42,15 @@ def test_offsets_high_watermark_and_wakeups(tmp_path: Path) -> None:
     async def run() -> None:
         partition = await open_partition(tmp_path / "s")
         assert partition.is_leader and partition.leader_id == 1
-        assert await partition.append(batch(3), acks=-1) == 0
+        first = partition.append(batch(3))
+        assert first.base_offset == 0 and partition.high_watermark == 0  # proposed, not committed
+        await first.wait(-1, 1000)
         assert partition.high_watermark == 3
         waiter = partition.changed_future()
-        first = partition.append_nowait(batch(2))
-        second = partition.append_nowait(batch(1))
-        assert (first.base_offset, second.base_offset) == (3, 5)  # contiguous, assigned at once
-        await partition.wait_durable(-1, 1000)  # waits for this task's newest proposal
+        second = partition.append(batch(2))
+        third = partition.append(batch(1))
+        assert (second.base_offset, third.base_offset) == (3, 5)  # contiguous, assigned at once
+        await third.wait(-1, 1000)
         assert partition.high_watermark == 6
         await asyncio.wait_for(waiter, 1)  # a commit wakes long-poll fetches
         result = partition.log.read(0, 1 << 20, partition.high_watermark)
@@ -58,33 +59,52 @@ def test_offsets_high_watermark_and_wakeups(tmp_path: Path) -> None:
     asyncio.run(run())
 
 
+def test_acks_levels(tmp_path: Path) -> None:
+    async def run() -> None:
+        partition = await open_partition(tmp_path / "s")
+        handle = partition.append(batch(2))
+        await handle.wait(1, 1000)  # the leader's own durable copy
+        assert partition.log.durable_end_offset >= 2
+        await handle.wait(-1, 1000)
+        assert partition.high_watermark == 2
+        # acks=0: nobody waits, and the batch still becomes durable, committed and visible.
+        unawaited = partition.append(batch(1))
+        await unawaited.wait(0, 1000)
+        assert unawaited.base_offset == 2
+        assert await partition.group.wait_for(lambda _: partition.high_watermark == 3, 5)
+        await close(partition)
+    asyncio.run(run())
+
+
 def test_idempotent_producer_in_flight_committed_and_after_restart(tmp_path: Path) -> None:
     async def run() -> None:
         directory = tmp_path / "s"
         partition = await open_partition(directory)
-        first = partition.append_nowait(batch(2, producer_id=7, seq=0))
-        retry = partition.append_nowait(batch(2, producer_id=7, seq=0))  # retried while in flight
+        first = partition.append(batch(2, producer_id=7, seq=0))
+        retry = partition.append(batch(2, producer_id=7, seq=0))  # retried while in flight
         assert retry.duplicate and retry.base_offset == first.base_offset == 0
-        await partition.wait_durable(-1, 1000)
-        assert partition.append_nowait(batch(1, producer_id=7, seq=2)).base_offset == 2
-        await partition.wait_durable(-1, 1000)
+        assert retry.proposal is first.proposal  # answered once the original commits
+        await retry.wait(-1, 1000)
+        assert partition.high_watermark == 2
+        await partition.append(batch(1, producer_id=7, seq=2)).wait(-1, 1000)
         with pytest.raises(PartitionError) as gap:
-            partition.append_nowait(batch(1, producer_id=7, seq=9))
+            partition.append(batch(1, producer_id=7, seq=9))
         assert gap.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         assert partition.high_watermark == 3
         await close(partition)  # saves the commit point: the restart rebuilds from the log
 
         partition = await open_partition(directory)
-        again = partition.append_nowait(batch(1, producer_id=7, seq=2))
-        assert again.duplicate and again.base_offset == 2
-        assert partition.append_nowait(batch(1, producer_id=7, seq=3)).base_offset == 3
-        await partition.wait_durable(-1, 1000)
+        again = partition.append(batch(1, producer_id=7, seq=2))
+        assert again.duplicate and again.base_offset == 2 and again.proposal is None  # committed already
+        fresh = partition.append(batch(1, producer_id=7, seq=3))
+        assert fresh.base_offset == 3
+        await fresh.wait(-1, 1000)
         await close(partition)
 
         (directory / COMMIT_POINT_FILE).unlink()  # no commit point: committed entries are replayed
         partition = await open_partition(directory)
         assert partition.high_watermark == 4
-        again = partition.append_nowait(batch(1, producer_id=7, seq=3))
+        again = partition.append(batch(1, producer_id=7, seq=3))
         assert again.duplicate and again.base_offset == 3
         await close(partition)
     asyncio.run(run())
@@ -93,18 +113,18 @@ def test_idempotent_producer_in_flight_committed_and_after_restart(tmp_path: Pat
 def test_new_term_rederives_leader_producer_state_from_committed(tmp_path: Path) -> None:
     async def run() -> None:
         partition = await open_partition(tmp_path / "s")
-        partition.append_nowait(batch(1, producer_id=5, seq=0))
-        await partition.wait_durable(-1, 1000)
+        await partition.append(batch(1, producer_id=5, seq=0)).wait(-1, 1000)
         # A proposal of ours that another leader replaced: recorded for the leader only...
         partition._leader_producers.record(5, 0, 1, 1, 1)
         assert [b.first_seq for b in partition.producers.last_batches(5)] == [0]  # ...never committed
         partition._serving_term = -1  # as if leadership came back in a later term
         assert partition.is_leader
         with pytest.raises(PartitionError) as refused:  # seq 2 follows the phantom only
-            partition.append_nowait(batch(1, producer_id=5, seq=2))
+            partition.append(batch(1, producer_id=5, seq=2))
         assert refused.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-        assert partition.append_nowait(batch(1, producer_id=5, seq=1)).base_offset == 1
-        await partition.wait_durable(-1, 1000)
+        handle = partition.append(batch(1, producer_id=5, seq=1))
+        assert handle.base_offset == 1
+        await handle.wait(-1, 1000)
         await close(partition)
     asyncio.run(run())
 
@@ -114,43 +134,40 @@ def test_not_leader_without_quorum(tmp_path: Path) -> None:
         partition = await open_partition(tmp_path / "s", voters=(1, 2))
         assert not partition.is_leader
         with pytest.raises(PartitionError) as refused:
-            partition.append_nowait(batch(1))
+            partition.append(batch(1))
         assert refused.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
         await close(partition)
         with pytest.raises(PartitionError) as gone:
-            partition.append_nowait(batch(1))
+            partition.append(batch(1))
         assert gone.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     asyncio.run(run())
 
 
-def test_each_request_waits_for_its_own_batches(tmp_path: Path) -> None:
+def test_concurrent_requests_each_wait_for_their_own_batches(tmp_path: Path) -> None:
     async def run() -> None:
         partition = await open_partition(tmp_path / "s")
-        assert partition.group is not None
 
         async def produce(data: bytes) -> int:
-            result = partition.append_nowait(data)
-            await partition.wait_durable(-1, 1000)
-            assert partition.high_watermark > result.base_offset  # committed when answered
-            return result.base_offset
+            handle = partition.append(data)
+            await handle.wait(-1, 1000)
+            assert partition.high_watermark > handle.base_offset  # committed when answered
+            return handle.base_offset
 
         offsets = await asyncio.gather(*(produce(batch(2)) for _ in range(5)))
         assert sorted(offsets) == [0, 2, 4, 6, 8]
-        # A retry of an in-flight idempotent batch is answered once the original commits.
-        async def idempotent() -> tuple[int, int]:
-            first = partition.append_nowait(batch(1, producer_id=3, seq=0))
-            retry = asyncio.create_task(retried())
-            await partition.wait_durable(-1, 1000)
-            return first.base_offset, await retry
 
+        # A retry of an in-flight idempotent batch, from another request, is answered once the
+        # original commits, and not before.
         async def retried() -> int:
-            again = partition.append_nowait(batch(1, producer_id=3, seq=0))
+            again = partition.append(batch(1, producer_id=3, seq=0))
             assert again.duplicate
-            await partition.wait_durable(-1, 1000)
+            await again.wait(-1, 1000)
             assert partition.high_watermark > again.base_offset
             return again.base_offset
 
-        assert await idempotent() == (10, 10)
-        await partition.wait_durable(-1, 1000)  # nothing appended by this task since: returns
+        first = partition.append(batch(1, producer_id=3, seq=0))
+        retry = asyncio.create_task(retried())
+        await first.wait(-1, 1000)
+        assert (first.base_offset, await retry) == (10, 10)
         await close(partition)
     asyncio.run(run())

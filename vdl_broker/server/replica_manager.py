@@ -1,44 +1,41 @@
-"""Cluster mode (issue 5): `vdl-broker --config node.toml` with raft_listen/peers.
+"""The stream replicas of this node: one Partition per stream whose replica set holds it.
 
-A ClusterBroker is the single-node Broker with three things swapped in:
-- a RaftHost (one transport and ticker for every group of this node) and the MetadataService
-  over the "__metadata" group (all nodes vote; nodes, streams and replica sets);
-- ClusterStreams instead of StreamRegistry: one RaftPartition per stream whose replica set holds
-  this node, created and removed by reconciling with the metadata state after every metadata
-  commit; the stream's StreamLog is <data_dir>/<stream>/, the metadata log <data_dir>/__metadata/;
-- the Metadata, CreateTopics, DeleteTopics and FindCoordinator handlers of
-  vdl_broker.server.cluster_handlers (the others are the single-node ones: they see the same
-  partition seam, with NOT_LEADER_OR_FOLLOWER on a non-leader).
+The metadata group says which streams exist; after every metadata commit the manager reconciles
+this node's replicas with it: it opens a Partition and its Raft group for each new stream here
+(`<data_dir>/<stream>/`) and removes those of deleted streams. Streams with no replica here are
+answered by a RemotePartition (NOT_LEADER_OR_FOLLOWER, the client asks Metadata again).
 
 Incarnations: a stream deleted and created again under the same name is a new Raft group
 ("<name>#<created index>", so messages of the old group never reach the new one) and a new
 directory (the `incarnation` file in it names its create index; a mismatch wipes the directory).
+A directory written by a single node of VDL 0.1 (a stream log with no `incarnation` file) is
+adopted when the cluster is formed: the metadata records it as a one-replica stream on this
+node, and its log opens as it is (its entries have term 1, as that node wrote them).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vdl_broker.cluster.config import NodeConfig, split_host_port
-from vdl_broker.cluster.metadata import METADATA_GROUP, ApplyResult, StreamInfo
-from vdl_broker.cluster.service import MetadataService
+from vdl_broker.cluster.metadata import ApplyResult, StreamInfo, validate_stream_name
+from vdl_broker.config import NodeConfig
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.fileio import atomic_write
 from vdl_broker.protocol.messages import MetadataRequest
-from vdl_broker.raft.driver import RaftGroup, RaftHost
-from vdl_broker.server.broker import Broker
-from vdl_broker.server.cluster_handlers import install, kafka_request
-from vdl_broker.server.config import BrokerConfig
-from vdl_broker.server.producer_state import ProducerIdAllocator
-from vdl_broker.server.raft_partition import RaftPartition, RemotePartition
-from vdl_broker.server.streams import log_config_for
+from vdl_broker.raft.driver import RaftGroup
+from vdl_broker.raft.log_storage import load_raft_hard_state, save_raft_hard_state
+from vdl_broker.raft.types import HardState
+from vdl_broker.server.forwarding import kafka_request
+from vdl_broker.server.partition import Partition, RemotePartition
+
+if TYPE_CHECKING:
+    from vdl_broker.server.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -47,19 +44,24 @@ ISR_MAX_LAG_ENTRIES = 1000  # a replica whose match index is within this of the 
 REMOTE_VIEW_TTL_S = 1.0  # a leader/isr learned from another node is refreshed after this
 REMOTE_VIEW_MAX_AGE_S = 3.0  # and no longer used after this
 FIRST_CAMPAIGN_DELAY_S = 0.3  # a fresh stream's preferred leader campaigns this soon (not after 1-2 s)
-METADATA_API_KEY, METADATA_VERSION = 3, 1
-METADATA_WAIT_S = 10.0  # how long a starting node waits for the metadata before serving clients
+METADATA_VERSION = 1
 
 
-class ClusterStreams:
-    """The streams as the handlers see them (StreamRegistry's interface): every stream of the
-    cluster; a local RaftPartition for those replicated here, a RemotePartition otherwise."""
+def log_config_for(config: NodeConfig) -> LogConfig:
+    return LogConfig(segment_bytes=config.segment_bytes, segment_ms=config.segment_ms,
+                     retention_ms=config.retention_ms, retention_bytes=config.retention_bytes,
+                     fsync=config.fsync)
 
-    def __init__(self, broker: ClusterBroker) -> None:
+
+class ReplicaManager:
+    """The streams as the handlers see them: every stream of the cluster; a local Partition for
+    those replicated here, a RemotePartition otherwise."""
+
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.config = broker.config
         self.data_dir = Path(broker.config.data_dir)
-        self._partitions: dict[str, RaftPartition] = {}
+        self._partitions: dict[str, Partition] = {}
         self._incarnations: dict[str, int] = {}
         self._deleted: set[str] = set()
         self._remote: dict[str, tuple[float, int, list[int]]] = {}  # name -> (time, leader, isr)
@@ -68,18 +70,13 @@ class ClusterStreams:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._worker: asyncio.Task[None] | None = None
 
-    # -- StreamRegistry's interface ------------------------------------------------------------
+    # -- the streams ---------------------------------------------------------------------------
 
     @property
     def state(self) -> Any:
         return self.broker.metadata.state
 
-    def open_all(self) -> None:
-        """Nothing to scan: the metadata log says which streams exist (see `reconcile`)."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        StreamLog.purge_deleted(self.data_dir)
-
-    def get(self, name: str) -> RaftPartition | RemotePartition | None:
+    def get(self, name: str) -> Partition | RemotePartition | None:
         partition = self._partitions.get(name)
         if partition is not None:
             return partition
@@ -88,13 +85,23 @@ class ClusterStreams:
             return None
         return RemotePartition(name, self.leader_view(name, info)[0])
 
-    def local(self, name: str) -> RaftPartition | None:
+    def legacy_stream_names(self) -> list[str]:
+        """Stream directories written by a single node of VDL 0.1 (no incarnation file) that the
+        metadata does not know: adopted when the cluster is formed."""
+        if not self.data_dir.is_dir():
+            return []
+        return sorted(directory.name for directory in self.data_dir.iterdir()
+                      if directory.is_dir() and validate_stream_name(directory.name) is None
+                      and not (directory / INCARNATION_FILE).exists() and directory.name not in self.state.streams
+                      and any(directory.glob("*.log")))
+
+    def local(self, name: str) -> Partition | None:
         return self._partitions.get(name)
 
     def names(self) -> list[str]:
         return sorted(self.state.streams)
 
-    def all(self) -> list[RaftPartition]:
+    def all(self) -> list[Partition]:
         return list(self._partitions.values())
 
     def __contains__(self, name: str) -> bool:
@@ -130,6 +137,8 @@ class ClusterStreams:
         if partition is not None and partition.group is not None:
             leader = partition.leader_id or -1
             if leader == self.broker.node_id:
+                if not partition.is_leader:
+                    return -1, []  # elected, but not serving before its no-op commits
                 isr = partition.in_sync_replicas(ISR_MAX_LAG_ENTRIES)
                 return leader, isr or [leader]
         else:
@@ -157,7 +166,7 @@ class ClusterStreams:
                 if replica == self.broker.node_id or node is None:
                     continue
                 try:
-                    response = await kafka_request(node.client, METADATA_API_KEY, METADATA_VERSION, request, 1.0)
+                    response = await kafka_request(node.client, METADATA_VERSION, request, 1.0)
                 except (OSError, ValueError, TimeoutError):
                     continue
                 for topic in response.topics:
@@ -167,6 +176,33 @@ class ClusterStreams:
                             return
         finally:
             self._refreshing.discard(name)
+
+    def local_replicas_serving(self) -> bool:
+        """Every replica the metadata places here is open, and those that need no other node
+        (one replica) lead and serve."""
+        for info in self.state.streams_on(self.broker.node_id):
+            partition = self._partitions.get(info.name)
+            if partition is None or self._incarnations.get(info.name) != info.created_index:
+                return False
+            if len(info.replicas) == 1 and not partition.is_leader:
+                return False
+        return True
+
+    async def wait_until_serving(self, timeout_s: float) -> bool:
+        """Wait until `local_replicas_serving()` (False on timeout): a restarted node answers its
+        first clients with every stream it can serve on its own."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not self.local_replicas_serving():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            # Replicas opened meanwhile are not in this list: look again at least every 50 ms.
+            futures = [partition.changed_future() for partition in self._partitions.values()]
+            await asyncio.wait(futures or [loop.create_future()], timeout=min(remaining, 0.05))
+            for future in futures:
+                future.cancel()
+        return True
 
     async def wait_for_leader(self, name: str, timeout_s: float) -> bool:
         """Wait (polling) until some leader of `name` is known here; False on timeout."""
@@ -239,15 +275,18 @@ class ClusterStreams:
                 found = marker.read_text().strip()
             except OSError:
                 found = ""
-            if found != expected:
+            if found != expected and not (info.adopted and not found):
                 log.warning("node %d: %s holds another incarnation of stream %s (%r, now %s): wiping it",
                             self.broker.node_id, directory, info.name, found, expected)
                 shutil.rmtree(directory)
         if not directory.exists():
             directory.mkdir(parents=True)
+        if not marker.exists():
             atomic_write(marker, expected.encode(), durable=self.config.fsync)
         stream_log = StreamLog.open(directory, log_config_for(self.config))
-        partition = RaftPartition(info.name, stream_log, self.broker.node_id)
+        if info.adopted:
+            _raise_term_to_log(stream_log)
+        partition = Partition(info.name, stream_log, self.broker.node_id)
         try:
             group = self.broker.host.create_group(
                 f"{info.name}#{info.created_index}", info.replicas, stream_log, apply=partition.on_apply,
@@ -287,73 +326,10 @@ def _campaign_if_leaderless(group: RaftGroup) -> None:
         group.tick()  # wakes the group's Ready loop
 
 
-def _producer_id_start(node_id: int) -> int:
-    # ProducerIdAllocator spaces starts 2**20 ids per ms: folding the node id into the start
-    # time keeps two nodes started in the same millisecond apart.
-    return int(time.time() * 1000) * 64 + node_id % 64
-
-
-class ClusterBroker(Broker):
-    """A node of a replicated cluster (see the module docstring)."""
-
-    def __init__(self, config: BrokerConfig) -> None:
-        super().__init__(config)
-        assert config.raft_listen is not None
-        self.node_config = NodeConfig(config.node_id, Path(config.data_dir), f"{config.client_host}:{config.port}",
-                                      config.raft_listen, list(config.peers))
-        members = ",".join(f"{m.id}={m.raft}" for m in self.node_config.members)
-        self.cluster_id = "vdl-" + hashlib.sha256(members.encode()).hexdigest()[:16]
-        self.producer_ids = ProducerIdAllocator(start_ms=_producer_id_start(config.node_id))
-        self.host = RaftHost(config.node_id, split_host_port(config.raft_listen, "raft_listen"),
-                             self.node_config.raft_peers())
-        self.metadata: MetadataService | None = None
-        self.streams = ClusterStreams(self)  # type: ignore[assignment]
-        install(self.handlers)
-
-    def node_client_address(self, node_id: int) -> str | None:
-        node = self.metadata.state.nodes.get(node_id) if self.metadata is not None else None
-        if node is not None:
-            return node.client
-        member = next((m for m in self.node_config.members if m.id == node_id), None)
-        return member.client if member is not None else None
-
-    async def start(self) -> None:
-        await self.host.start()
-        try:
-            meta_dir = Path(self.config.data_dir) / METADATA_GROUP
-            # No retention: the metadata log is replayed from its start on every node start.
-            meta_log = StreamLog.open(meta_dir, LogConfig(segment_bytes=64 << 20, fsync=self.config.fsync))
-            self.metadata = MetadataService(self.host, self.node_config, meta_log)
-            self.metadata.add_listener(self.streams.on_metadata_change)
-            self.streams.start()
-            group = self.metadata.start()
-            await self._wait_for_metadata(group)
-            await super().start()
-        except BaseException:
-            await self._stop_raft(transfer=False)
-            raise
-        log.info("node %d: cluster member (raft %s, %d voters)", self.node_id, self.config.raft_listen,
-                 len(self.node_config.members))
-
-    async def _wait_for_metadata(self, group: RaftGroup) -> None:
-        """Open the client port only once the replayed metadata names this node: clients then
-        never get an empty or stale Metadata answer from a node that just (re)started. Bounded,
-        so a node still starts (and serves what it can) while the cluster has no quorum."""
-        metadata = self.metadata
-        assert metadata is not None
-        if not await group.wait_for(lambda _: self.node_id in metadata.state.nodes, METADATA_WAIT_S):
-            log.warning("node %d: starting without the cluster metadata (no metadata leader within %.0f s)",
-                        self.node_id, METADATA_WAIT_S)
-
-    async def _stop_raft(self, transfer: bool) -> None:
-        await self.streams.stop()
-        await self.host.stop(transfer=transfer)
-        if self.metadata is not None:
-            self.metadata.log.close()
-
-    async def stop(self) -> None:
-        """Graceful: stop accepting, hand every leadership over, then close the logs."""
-        if self.server is not None:
-            self.server.close()
-        await self._stop_raft(transfer=True)
-        await super().stop()
+def _raise_term_to_log(stream_log: StreamLog) -> None:
+    """A 0.1 single-node log holds term-1 entries but no Raft hard state: Raft requires the
+    current term to be at least the last entry's, so record it before the group starts."""
+    last_term = stream_log.term_at(stream_log.last_index) if stream_log.last_index >= stream_log.first_index else 0
+    state = load_raft_hard_state(stream_log.directory)
+    if state.term < last_term:
+        save_raft_hard_state(stream_log.directory, HardState(last_term, state.voted_for))

@@ -1,0 +1,104 @@
+"""A node's configuration: TOML file plus flags, flags win; node.toml round trip; bad values
+give one-line errors that name the setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vdl_broker.config import (
+    ConfigError,
+    NodeAddress,
+    NodeConfig,
+    config_from_table,
+    dump_node_config,
+    load_config,
+    load_node_config,
+)
+
+
+def test_flags_only_make_a_cluster_of_one() -> None:
+    config = load_config(["--data-dir", "/tmp/x", "--listen", "127.0.0.1:9999", "--auto-create-streams"])
+    assert config.data_dir == Path("/tmp/x") and (config.host, config.port) == ("127.0.0.1", 9999)
+    assert config.auto_create_streams is True and config.node_id == 1
+    assert config.raft_listen is None and config.peers == []
+    assert config.members == [NodeAddress(1, "127.0.0.1:9999", "")]
+    assert config.raft_peers() == {}
+
+
+def test_toml_then_flags(tmp_path: Path) -> None:
+    path = tmp_path / "vdl.toml"
+    path.write_text('data_dir = "/data"\nlisten = "0.0.0.0:9092"\nsegment_bytes = 4096\nmax_request_bytes = 2048\n')
+    config = load_config(["--config", str(path), "--max-request-bytes", "4096"])
+    assert config.data_dir == Path("/data") and config.host == "0.0.0.0" and config.client_host == "127.0.0.1"
+    assert config.segment_bytes == 4096 and config.max_request_bytes == 4096
+
+
+def sample(tmp_path: Path) -> NodeConfig:
+    peers = [NodeAddress(i, f"127.0.0.1:{9090 + i}", f"127.0.0.1:{19090 + i}") for i in (1, 2, 3)]
+    return NodeConfig(tmp_path / "n2", "127.0.0.1", 9092, 2, raft_listen="127.0.0.1:19092", peers=peers,
+                      fsync=False, retention_ms=1000)
+
+
+def test_node_toml_round_trip(tmp_path: Path) -> None:
+    config = sample(tmp_path)
+    path = tmp_path / "node.toml"
+    path.write_text(dump_node_config(config))
+    loaded = load_node_config(path)
+    assert loaded == config
+    assert loaded.voter_ids == [1, 2, 3]
+    assert loaded.raft_peers() == {1: ("127.0.0.1", 19091), 3: ("127.0.0.1", 19093)}
+    # The same file through the broker's command line, with a flag on top.
+    assert load_config(["--config", str(path), "--retention-ms", "5"]).retention_ms == 5
+
+
+def test_client_listen_is_the_listen_setting() -> None:
+    config = config_from_table({"data_dir": "d", "client_listen": "h:1"})
+    assert (config.host, config.port) == ("h", 1)
+    with pytest.raises(ConfigError, match="listen or client_listen, not both"):
+        config_from_table({"data_dir": "d", "client_listen": "h:1", "listen": "h:2"})
+
+
+def test_members_include_self_when_peers_omit_it() -> None:
+    table = {"node_id": 4, "data_dir": "d", "listen": "h:1", "raft_listen": "h:2",
+             "peers": [{"id": 1, "client": "a:1", "raft": "a:2"}]}
+    config = config_from_table(table)
+    assert [m.id for m in config.members] == [1, 4]
+    assert config.members[1] == NodeAddress(4, "h:1", "h:2")
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"node_id": 0}, "node_id must be a positive integer"),
+    ({"node_id": True}, "node_id must be an integer"),
+    ({"data_dir": 3}, "data_dir"),
+    ({"listen": "nohost"}, "listen: expected HOST:PORT"),
+    ({"raft_listen": "h:99999"}, "raft_listen"),
+    ({"peers": {"id": 1}}, "peers must be an array"),
+    ({"peers": [{"id": 1, "client": "a:1"}]}, "raft"),
+    ({"peers": [{"id": 1, "client": "a:1", "raft": "a:2", "x": 1}]}, "unknown key"),
+    ({"peers": [{"id": 1, "client": "a:1", "raft": "a:2"}] * 2}, "duplicate peer id 1"),
+    ({"peers": [{"id": 2, "client": "a:1", "raft": "a:2"}]}, "disagrees"),
+    ({"raft_listen": None, "peers": [{"id": 1, "client": "a:1", "raft": "a:2"}]}, "raft_listen is required"),
+    ({"segment_bytes": "big"}, "segment_bytes must be an integer"),
+    ({"mystery": 1}, "unknown setting 'mystery'"),
+    ({"log_level": 3}, "log_level must be a string"),
+])
+def test_errors_name_the_setting(change: dict, message: str) -> None:
+    table = {"node_id": 2, "data_dir": "d", "listen": "h:1", "raft_listen": "h:2", **change}
+    table = {key: value for key, value in table.items() if value is not None}
+    with pytest.raises(ConfigError, match=message):
+        config_from_table(table)
+
+
+def test_data_dir_is_required(tmp_path: Path) -> None:
+    path = tmp_path / "vdl.toml"
+    path.write_text("listen = '127.0.0.1:1'\n")
+    with pytest.raises(ConfigError, match="data_dir is required"):
+        load_config(["--config", str(path)])
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    (tmp_path / "bad.toml").write_text("node_id = = 1")
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_node_config(tmp_path / "bad.toml")

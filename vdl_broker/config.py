@@ -1,0 +1,301 @@
+"""A node's configuration: one TOML file (`--config`) overridden by command-line flags.
+
+Every node is a Raft cluster member; a node with no cluster section is a cluster of one.
+
+    node_id = 1
+    data_dir = "/var/lib/vdl/node1"
+    listen = "127.0.0.1:9092"          # Kafka clients (`client_listen` is accepted too)
+    retention_ms = 604800000           # any other NodeConfig field, by its name
+    # The cluster section (optional): this node's Raft address and every member.
+    raft_listen = "127.0.0.1:19092"    # all Raft groups between two nodes share one connection
+    [[peers]]                          # every node of the cluster, this one included or not
+    id = 2
+    client = "127.0.0.1:9093"
+    raft = "127.0.0.1:19093"
+
+TOML keys are the dataclass field names (a `-` in a key reads as `_`); a flag given on the
+command line wins over the file. Every error is a ConfigError whose message names the setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+MIB = 1024 * 1024
+DEFAULT_PORT = 9092
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message names the setting."""
+
+
+def split_host_port(value: str, setting: str) -> tuple[str, int]:
+    """("host", port) of a "HOST:PORT" string; an empty host (":9092") means every interface."""
+    host, separator, port = str(value).rpartition(":")
+    if not separator or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"{setting}: expected HOST:PORT, got {value!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+@dataclass(frozen=True)
+class NodeAddress:
+    """One cluster member as every node knows it."""
+
+    id: int
+    client: str  # host:port for Kafka clients
+    raft: str  # host:port for Raft traffic
+
+    @property
+    def raft_address(self) -> tuple[str, int]:
+        return split_host_port(self.raft, "raft")
+
+
+@dataclass
+class NodeConfig:
+    data_dir: Path
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    node_id: int = 1
+    # The host clients are told to connect to (Metadata, FindCoordinator); defaults to `host`,
+    # or 127.0.0.1 when listening on all interfaces.
+    advertised_host: str | None = None
+    auto_create_streams: bool = False
+    # Kafka's socket.request.max.bytes default: checked from the length prefix, before the body.
+    max_request_bytes: int = 100 * MIB
+    # Kafka's message.max.bytes is ~1 MiB; librdkafka batches up to 1 MB, so allow headroom.
+    max_batch_bytes: int = 16 * MIB
+    # Per-connection bound on request bytes received but not yet answered (pipelining window).
+    max_inflight_bytes: int = 64 * MIB
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    retention_ms: int = -1
+    retention_bytes: int = -1
+    retention_check_ms: int = 60_000
+    fsync: bool = True
+    group_min_session_timeout_ms: int = 1_000
+    group_max_session_timeout_ms: int = 1_800_000
+    # Kafka waits 3 s for more members on a new group; 0 keeps tests and the demo quick.
+    group_initial_rebalance_delay_ms: int = 0
+    log_level: str = "INFO"
+    # The cluster section: this node's Raft address and every member. Without it the node is
+    # a cluster of one (its Raft groups have one voter and no Raft port is opened).
+    raft_listen: str | None = None
+    peers: list[NodeAddress] = field(default_factory=list)
+
+    @property
+    def listen(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def client_host(self) -> str:
+        if self.advertised_host:
+            return self.advertised_host
+        return "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
+
+    @property
+    def client_address(self) -> str:
+        """Where clients reach this node ("host:port"), as Metadata advertises it."""
+        return f"{self.client_host}:{self.port}"
+
+    @property
+    def members(self) -> list[NodeAddress]:
+        """Every node of the cluster, this one included (from its own addresses if `peers`
+        does not name it)."""
+        nodes = {peer.id: peer for peer in self.peers}
+        nodes.setdefault(self.node_id, NodeAddress(self.node_id, self.client_address, self.raft_listen or ""))
+        return [nodes[node_id] for node_id in sorted(nodes)]
+
+    @property
+    def voter_ids(self) -> list[int]:
+        return [member.id for member in self.members]
+
+    def raft_peers(self) -> dict[int, tuple[str, int]]:
+        """Raft addresses of the other nodes."""
+        return {member.id: member.raft_address for member in self.members if member.id != self.node_id}
+
+
+_SETTINGS = {f.name: f for f in fields(NodeConfig)}
+_INT_KEYS = {name for name, f in _SETTINGS.items() if f.type in ("int", int)}
+_BOOL_KEYS = {name for name, f in _SETTINGS.items() if f.type in ("bool", bool)}
+_STRING_KEYS = {"log_level", "advertised_host"}
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vdl-broker", description="VDL broker (Kafka protocol)")
+    parser.add_argument("--config", type=Path, help="TOML configuration file")
+    parser.add_argument("--data-dir", type=Path, help="directory holding one subdirectory per stream")
+    parser.add_argument("--listen", help="HOST:PORT for Kafka clients (default 127.0.0.1:9092)")
+    parser.add_argument("--advertised-host", help="host name given to clients in Metadata")
+    parser.add_argument("--node-id", type=int)
+    parser.add_argument("--raft-listen", help="HOST:PORT for the other nodes (with [[peers]] in --config)")
+    parser.add_argument("--segment-bytes", type=int)
+    parser.add_argument("--segment-ms", type=int)
+    parser.add_argument("--retention-ms", type=int)
+    parser.add_argument("--retention-bytes", type=int)
+    parser.add_argument("--auto-create-streams", action=argparse.BooleanOptionalAction, default=None)
+    parser.add_argument("--max-request-bytes", type=int)
+    parser.add_argument("--no-fsync", dest="fsync", action="store_false", default=None,
+                        help="skip fsync (tests only: acknowledged data may be lost on power failure)")
+    parser.add_argument("--log-level")
+    return parser
+
+
+def _positive_int(table: Mapping[str, Any], key: str, source: str) -> int:
+    value = table.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{source}: {key} must be a positive integer, got {value!r}")
+    return value
+
+
+def _address(table: Mapping[str, Any], key: str, source: str) -> str:
+    value = table.get(key)
+    if not isinstance(value, str):
+        raise ConfigError(f"{source}: {key} must be a \"HOST:PORT\" string, got {value!r}")
+    split_host_port(value, f"{source}: {key}")
+    return value
+
+
+def _parse_peers(raw_peers: Any, source: str) -> list[NodeAddress]:
+    if not isinstance(raw_peers, list):
+        raise ConfigError(f"{source}: peers must be an array of tables ([[peers]])")
+    peers: list[NodeAddress] = []
+    seen: set[int] = set()
+    for number, item in enumerate(raw_peers):
+        where = f"{source}: peers[{number}]"
+        if not isinstance(item, dict):
+            raise ConfigError(f"{where} must be a table with id, client, raft")
+        unknown = set(item) - {"id", "client", "raft"}
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; accepted: id, client, raft")
+        peer = NodeAddress(_positive_int(item, "id", where), _address(item, "client", where),
+                           _address(item, "raft", where))
+        if peer.id in seen:
+            raise ConfigError(f"{where}: duplicate peer id {peer.id}")
+        seen.add(peer.id)
+        peers.append(peer)
+    return peers
+
+
+def _apply(values: dict[str, Any], key: str, value: Any, source: str) -> None:
+    if key in ("listen", "client_listen"):
+        values["host"], values["port"] = split_host_port(str(value), f"{source}: {key}")
+        return
+    if key == "data_dir":
+        if not isinstance(value, str | Path) or not str(value):
+            raise ConfigError(f"{source}: data_dir must be a non-empty path string")
+        values[key] = Path(value)
+        return
+    if key == "peers":
+        values[key] = _parse_peers(value, source)
+        return
+    if key == "raft_listen":
+        values[key] = _address({key: value}, key, source)
+        return
+    if key not in _SETTINGS or key in ("host", "port"):
+        raise ConfigError(f"{source}: unknown setting {key!r}")
+    if key in _BOOL_KEYS and not isinstance(value, bool):
+        raise ConfigError(f"{source}: {key} must be true or false")
+    if key in _INT_KEYS and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ConfigError(f"{source}: {key} must be an integer")
+    if key in _STRING_KEYS and not isinstance(value, str):
+        raise ConfigError(f"{source}: {key} must be a string")
+    values[key] = value
+
+
+def config_from_table(table: Mapping[str, Any], source: str = "node.toml") -> NodeConfig:
+    """A NodeConfig from a parsed TOML table (no flags)."""
+    values: dict[str, Any] = {}
+    _apply_table(values, table, source)
+    return _finish(values)
+
+
+def _apply_table(values: dict[str, Any], table: Mapping[str, Any], source: str) -> None:
+    normalized = {key.replace("-", "_"): value for key, value in table.items()}
+    if "listen" in normalized and "client_listen" in normalized:
+        raise ConfigError(f"{source}: give listen or client_listen, not both (they are one setting)")
+    for key, value in normalized.items():
+        _apply(values, key, value, source)
+
+
+def _finish(values: dict[str, Any]) -> NodeConfig:
+    if "data_dir" not in values:
+        raise ConfigError("data_dir is required (--data-dir DIR or data_dir in the config file)")
+    config = NodeConfig(**values)
+    validate(config)
+    return config
+
+
+def load_config(argv: list[str] | None = None) -> NodeConfig:
+    """Parse flags (and the TOML file they name); raises ConfigError with a one-line reason."""
+    args = build_arg_parser().parse_args(argv)
+    values: dict[str, Any] = {}
+    if args.config is not None:
+        _apply_table(values, read_toml(args.config), str(args.config))
+    for key, value in vars(args).items():
+        if key != "config" and value is not None:
+            _apply(values, key, value, "--" + key.replace("_", "-"))
+    return _finish(values)
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"cannot read config file {path}: {error}") from error
+
+
+def load_node_config(path: Path) -> NodeConfig:
+    """The node.toml at `path` alone (no flags)."""
+    return config_from_table(read_toml(path), str(path))
+
+
+def validate(config: NodeConfig) -> None:
+    if config.max_request_bytes < 1024:
+        raise ConfigError("max_request_bytes must be at least 1024")
+    if config.segment_bytes < 1024:
+        raise ConfigError("segment_bytes must be at least 1024")
+    if config.node_id < 1:
+        raise ConfigError(f"node_id must be a positive integer, got {config.node_id}")
+    if config.peers and config.raft_listen is None:
+        raise ConfigError("raft_listen is required when peers are given (the address other nodes reach this one at)")
+    for peer in config.peers:
+        if peer.id == config.node_id and (peer.client not in (config.listen, config.client_address)
+                                          or peer.raft != config.raft_listen):
+            raise ConfigError(f"peers entry for this node ({config.node_id}) disagrees with listen/raft_listen "
+                              f"({peer.client}, {peer.raft} vs {config.client_address}, {config.raft_listen})")
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str | Path):
+        text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+        return f'"{text}"'
+    raise TypeError(f"cannot write {value!r} to TOML")
+
+
+def dump_node_config(config: NodeConfig) -> str:
+    """node.toml text that load_node_config reads back to an equal NodeConfig."""
+    defaults = NodeConfig(config.data_dir)
+    lines = [f"node_id = {config.node_id}", f"data_dir = {_toml_value(config.data_dir)}",
+             f"listen = {_toml_value(config.listen)}"]
+    if config.raft_listen is not None:
+        lines.append(f"raft_listen = {_toml_value(config.raft_listen)}")
+    for name in _SETTINGS:
+        if name in ("data_dir", "host", "port", "node_id", "raft_listen", "peers"):
+            continue
+        value = getattr(config, name)
+        if value != getattr(defaults, name):
+            lines.append(f"{name} = {_toml_value(value)}")
+    for peer in config.peers:
+        lines += ["", "[[peers]]", f"id = {peer.id}", f"client = {_toml_value(peer.client)}",
+                  f"raft = {_toml_value(peer.raft)}"]
+    return "\n".join(lines) + "\n"
