@@ -2,8 +2,14 @@
 produce-to-consume latency at a steady rate.
 
     .venv/bin/python -m benchmarks.bench_broker [--quick]
+    .venv/bin/python -m benchmarks.bench_broker --baseline DIR [--rounds 3]
 
 100-byte records; the client runs on the same machine as the broker (2 cores shared).
+
+With --baseline, DIR is a checkout of another version of this repository (for example
+`git worktree add /tmp/vdl-before HEAD~1`): each round runs the throughput measurements once
+against a fresh broker of each version, alternating which goes first, and the table reports
+both medians and the median of the per-round ratios (this version / the baseline).
 """
 
 from __future__ import annotations
@@ -35,11 +41,14 @@ def free_port() -> int:
 
 
 class Broker:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, source: Path | None = None) -> None:
+        """A broker of this checkout, or of the checkout at `source`."""
         self.bootstrap = f"127.0.0.1:{free_port()}"
-        command = [str(Path(sys.executable).parent / "vdl-broker"), "--data-dir", str(data_dir),
+        source = (source or Path(__file__).resolve().parents[1]).resolve()
+        command = [sys.executable, "-m", "vdl_broker.server.main", "--data-dir", str(data_dir),
                    "--listen", self.bootstrap, "--log-level", "WARNING", "--auto-create-streams"]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        env = dict(os.environ, PYTHONPATH=str(source))
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=source, env=env)
         assert self.process.stdout is not None
         deadline = time.monotonic() + 30
         while True:
@@ -172,14 +181,21 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float
     return latencies
 
 
+def throughput(bootstrap: str, round_number: int, produce_count: int, producers: int) -> dict[str, float]:
+    """Produce acks=1, acks=-1 and kcat consume on fresh streams: records/s by name."""
+    acks1, acks_all = (f"{name}-{round_number}" for name in (TOPIC_ACKS1, TOPIC_ACKSALL))
+    create(bootstrap, acks1, acks_all)
+    return {"acks1": produce_throughput(bootstrap, acks1, produce_count, 1, producers),
+            "acks_all": produce_throughput(bootstrap, acks_all, produce_count, -1, producers),
+            "consume": kcat_consume(bootstrap, acks1, produce_count + producers)}
+
+
 def run_once(bootstrap: str, round_number: int, produce_count: int, producers: int,
              latency_seconds: float) -> dict[str, float]:
     """One round on fresh streams: the measurements by name."""
-    acks1, acks_all, lat = (f"{name}-{round_number}" for name in (TOPIC_ACKS1, TOPIC_ACKSALL, TOPIC_LATENCY))
-    create(bootstrap, acks1, acks_all, lat)
-    results = {"acks1": produce_throughput(bootstrap, acks1, produce_count, 1, producers),
-               "acks_all": produce_throughput(bootstrap, acks_all, produce_count, -1, producers),
-               "consume": kcat_consume(bootstrap, acks1, produce_count + producers)}
+    results = throughput(bootstrap, round_number, produce_count, producers)
+    lat = f"{TOPIC_LATENCY}-{round_number}"
+    create(bootstrap, lat)
     values = latency(bootstrap, lat, 20_000, latency_seconds)
     results["p50"] = percentile(values, 0.5)
     results["p99"] = percentile(values, 0.99)
@@ -192,10 +208,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller counts, one round (a smoke run)")
     parser.add_argument("--producers", type=int, default=2, help="producer processes (default 2)")
     parser.add_argument("--rounds", type=int, help="rounds; each value reported is the median (default 3)")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="a checkout of another version to compare with, round by round")
     args = parser.parse_args(argv)
     produce_count = 200_000 if args.quick else 2_000_000
     latency_seconds = 2.0 if args.quick else 5.0
     rounds = args.rounds or (1 if args.quick else 3)
+    if args.baseline is not None:
+        if not (args.baseline / "vdl_broker" / "server" / "main.py").is_file():
+            parser.error(f"--baseline {args.baseline}: not a checkout of this repository (no vdl_broker/server/main.py)")
+        return compare(args.baseline, rounds, produce_count, args.producers)
     report = Report("bench_broker")
     with tempfile.TemporaryDirectory(prefix="vdl-bench-") as tmp:
         broker = Broker(Path(tmp) / "data")
@@ -223,6 +245,37 @@ def main(argv: list[str] | None = None) -> int:
                note=spread("p50", fmt=".2f"))
     report.add("produce-to-consume latency p99 (acks=-1, 20k rec/s)", median("p99"), "ms", 5.0,
                higher_is_better=False, note=spread("p99", fmt=".2f"))
+    report.finish()
+    return 0
+
+
+def compare(baseline: Path, rounds: int, produce_count: int, producers: int) -> int:
+    """Alternating rounds of `throughput` against this checkout and `baseline`; medians and ratios."""
+    runs: dict[str, list[dict[str, float]]] = {"current": [], "baseline": []}
+    for round_number in range(rounds):
+        order = ("current", "baseline") if round_number % 2 == 0 else ("baseline", "current")
+        for which in order:
+            with tempfile.TemporaryDirectory(prefix="vdl-bench-") as tmp:
+                broker = Broker(Path(tmp) / "data", baseline if which == "baseline" else None)
+                try:
+                    runs[which].append(throughput(broker.bootstrap, round_number, produce_count, producers))
+                finally:
+                    broker.stop()
+            print(f"round {round_number + 1} {which}: " + ", ".join(
+                f"{key} {value:,.0f}" for key, value in runs[which][-1].items()), flush=True)
+    report = Report("bench_broker_compare")
+    labels = {"acks1": "produce acks=1", "acks_all": "produce acks=-1",
+              "consume": f"kcat consume {produce_count:,} records"}
+    for key, label in labels.items():
+        current = [run[key] for run in runs["current"]]
+        base = [run[key] for run in runs["baseline"]]
+        ratios = [c / b for c, b in zip(current, base, strict=True)]
+        report.add(f"{label}, this version", statistics.median(current), "records/s",
+                   note="rounds: " + ", ".join(f"{value:,.0f}" for value in current))
+        report.add(f"{label}, baseline {baseline}", statistics.median(base), "records/s",
+                   note="rounds: " + ", ".join(f"{value:,.0f}" for value in base))
+        report.add(f"{label}, ratio", statistics.median(ratios), "x", 0.9,
+                   note="median of per-round ratios: " + ", ".join(f"{ratio:.2f}" for ratio in ratios))
     report.finish()
     return 0
 

@@ -12,7 +12,8 @@ from vdl_broker.cluster.metadata import METADATA_GROUP, ApplyResult, Outcome
 from vdl_broker.cluster.service import MetadataService
 from vdl_broker.config import NodeAddress, NodeConfig
 from vdl_broker.log import LogConfig, StreamLog
-from vdl_broker.raft.driver import GroupConfig, RaftHost
+from vdl_broker.raft.group import GroupConfig
+from vdl_broker.raft.host import RaftHost
 from vdl_broker.raft.transport import TransportConfig
 from vdl_broker.raft.types import NotLeaderError
 

@@ -34,7 +34,8 @@ from vdl_broker.cluster.metadata import (
 )
 from vdl_broker.config import NodeConfig
 from vdl_broker.log import StreamLog
-from vdl_broker.raft.driver import RaftGroup, RaftHost
+from vdl_broker.raft.group import RaftGroup
+from vdl_broker.raft.host import RaftHost
 from vdl_broker.raft.types import Entry, EntryType, NotLeaderError, RaftError
 
 log = logging.getLogger(__name__)

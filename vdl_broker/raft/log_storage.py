@@ -1,6 +1,6 @@
 """RaftStorage over a StreamLog (the core's read-only view of the durable log), plus hard state.
 
-The core reads; the driver (vdl_broker.raft.driver) writes. The core only asks for indexes below
+The core reads; the driver (vdl_broker.raft.group) writes. The core only asks for indexes below
 its unstable offset, which the driver has appended to the StreamLog already.
 """
 

@@ -21,7 +21,7 @@ from vdl_broker.cluster.service import MetadataService
 from vdl_broker.config import NodeConfig, split_host_port
 from vdl_broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from vdl_broker.log import LogConfig, StreamLog
-from vdl_broker.raft.driver import RaftHost
+from vdl_broker.raft.host import RaftHost
 from vdl_broker.server.connection import KafkaConnection
 from vdl_broker.server.handlers import Handler, build_handlers
 from vdl_broker.server.producer_state import ProducerIdAllocator

@@ -37,7 +37,8 @@ from vdl_broker.log import StreamLog
 from vdl_broker.log.entry import check_batch
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.records.record_batch import BatchHeader, parse_batch_header, with_base_offset
-from vdl_broker.raft.driver import Proposal, RaftGroup
+from vdl_broker.raft.group import RaftGroup
+from vdl_broker.raft.proposals import Proposal
 from vdl_broker.raft.types import Entry, EntryType, RaftError, SnapshotMeta
 from vdl_broker.server.producer_state import (
     ProducerStateTable,

@@ -28,7 +28,7 @@ from vdl_broker.config import NodeConfig
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.fileio import atomic_write
 from vdl_broker.protocol.messages import MetadataRequest
-from vdl_broker.raft.driver import RaftGroup
+from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.log_storage import load_raft_hard_state, save_raft_hard_state
 from vdl_broker.raft.types import HardState
 from vdl_broker.server.forwarding import kafka_request

@@ -1,5 +1,5 @@
-"""asyncio drivers for the Raft core: `RaftGroup` (one group over one StreamLog) and `RaftHost`
-(one node: the transport, a shared ticker and the groups it carries).
+"""The asyncio driver of one Raft group: `RaftGroup` runs a RaftNode over one StreamLog (the
+node's transport, ticker and groups are `vdl_broker.raft.host.RaftHost`).
 
 A RaftGroup carries out the core's Ready bundles one at a time, in the contract's order
 (vdl_broker.raft.types.Ready): install snapshot (StreamLog.reset), truncate/append entries, save
@@ -42,7 +42,6 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,9 +56,8 @@ from vdl_broker.raft.log_storage import (
     to_log_entries,
 )
 from vdl_broker.raft.node import PeerStatus, RaftConfig, RaftNode
-from vdl_broker.raft.transport import Address, RaftTransport, TransportConfig
+from vdl_broker.raft.proposals import GroupStoppedError, Proposal, ProposalTracker
 from vdl_broker.raft.types import (
-    NONE,
     Entry,
     EntryType,
     Message,
@@ -83,15 +81,6 @@ ApplyFn = Callable[[list[Entry]], None]
 SnapshotFn = Callable[[SnapshotMeta], None]
 
 
-class ProposalLostError(NotLeaderError):
-    """The proposal's outcome is unknown or it was discarded: leadership moved on (its entry may
-    still commit under the new leader -- Kafka clients retry; idempotent producers deduplicate)."""
-
-
-class GroupStoppedError(RaftError):
-    """The group was stopped (or failed) while the proposal was pending."""
-
-
 @dataclass(frozen=True)
 class GroupConfig:
     """Core settings in ticks; one tick = RaftHost.tick_interval_s (default 100 ms)."""
@@ -102,18 +91,6 @@ class GroupConfig:
     max_inflight_messages: int = 256
     max_inflight_bytes: int = 32 << 20
     max_committed_bytes: int = 64 << 20
-
-
-@dataclass(slots=True)
-class Proposal:
-    """One proposed entry. `committed` resolves with `index` once committed (and applied here),
-    or fails with ProposalLostError / GroupStoppedError. `durable` resolves once the leader's own
-    log has synced it (acks=1)."""
-
-    index: int
-    term: int
-    committed: asyncio.Future[int]
-    durable: asyncio.Future[int]
 
 
 class RaftGroup:
@@ -152,8 +129,7 @@ class RaftGroup:
         self._saved_commit = applied
         self._ticks = 0
         self._saving: asyncio.Task[None] | None = None
-        self._pending: deque[tuple[int, int, asyncio.Future[int]]] = deque()  # (index, term, future)
-        self._durable_waiters: deque[tuple[int, asyncio.Future[int]]] = deque()
+        self._proposals = ProposalTracker(name)
         self._change_waiters: list[asyncio.Future[None]] = []
         self._commit_listeners: list[Callable[[RaftGroup], None]] = []
         self._role_listeners: list[Callable[[RaftGroup], None]] = []
@@ -248,7 +224,7 @@ class RaftGroup:
                 await self._saving
         if self.failure is None:
             self.save_commit_point()
-        self._fail_all(GroupStoppedError(f"raft group {self.name} stopped"))
+        self._proposals.fail_all(GroupStoppedError(f"raft group {self.name} stopped"))
         self._notify_change()
 
     # ------------------------------------------------------------------ inputs
@@ -290,7 +266,8 @@ class RaftGroup:
         leadership transfer) or GroupStoppedError."""
         self._check_running()
         index = self.node.propose(data, type)
-        return self._track(index)
+        self._wake.set()
+        return self._proposals.track(index, self.node.term)
 
     async def propose_and_wait(self, data: bytes | bytearray | memoryview,
                                type: EntryType = EntryType.DATA) -> int:
@@ -353,7 +330,7 @@ class RaftGroup:
                 rd = node.ready()
                 await self._handle_ready(rd)
                 node.advance(rd)
-                self._check_pending()
+                self._proposals.role_changed(node.role, node.term, node.leader_id)
                 if rd.soft_state is not None:
                     self._call(self._role_listeners, "role")
                 self._notify_change()
@@ -363,7 +340,7 @@ class RaftGroup:
             log.exception("raft group %s on node %d failed", self.name, self.node_id)
             self.failure = error
             self._stopped = True
-            self._fail_all(GroupStoppedError(f"raft group {self.name} failed: {error}"))
+            self._proposals.fail_all(GroupStoppedError(f"raft group {self.name} failed: {error}"))
             self._notify_change()
 
     async def _handle_ready(self, rd: Ready) -> None:
@@ -400,7 +377,7 @@ class RaftGroup:
             await asyncio.to_thread(save_raft_hard_state, stream_log.directory, rd.hard_state)
         if rd.entries or rd.snapshot is not None:
             await stream_log.sync()
-            self._resolve_durable(stream_log.durable_index)
+            self._proposals.durable_through(stream_log.durable_index)
         for message in late:
             self._send(message)
 
@@ -414,17 +391,7 @@ class RaftGroup:
     def _apply(self, entries: list[Entry]) -> None:
         if self._apply_fn is not None:
             self._apply_fn(entries)
-        last = entries[-1].index
-        pending = self._pending
-        while pending and pending[0][0] <= last:
-            index, term, future = pending.popleft()
-            if future.done():
-                continue
-            entry = entries[index - entries[0].index] if index >= entries[0].index else None
-            if entry is not None and entry.term == term:
-                future.set_result(index)
-            else:
-                future.set_exception(ProposalLostError(self.node.leader_id, f"entry {index} was replaced"))
+        self._proposals.applied(entries, self.node.leader_id)
         self._call(self._commit_listeners, "commit")
 
     def _call(self, listeners: list[Callable[[RaftGroup], None]], kind: str) -> None:
@@ -440,68 +407,11 @@ class RaftGroup:
         if self._stopped:
             raise GroupStoppedError(f"raft group {self.name} is stopped")
 
-    def _track(self, index: int) -> Proposal:
-        loop = asyncio.get_running_loop()
-        committed: asyncio.Future[int] = loop.create_future()
-        durable: asyncio.Future[int] = loop.create_future()
-        # Callers often await only one of the two: never warn about an unretrieved failure.
-        committed.add_done_callback(_retrieve)
-        durable.add_done_callback(_retrieve)
-        self._pending.append((index, self.node.term, committed))
-        self._durable_waiters.append((index, durable))
-        self._wake.set()
-        return Proposal(index, self.node.term, committed, durable)
-
-    def _resolve_durable(self, durable_index: int) -> None:
-        waiters = self._durable_waiters
-        while waiters and waiters[0][0] <= durable_index:
-            index, future = waiters.popleft()
-            if not future.done():
-                future.set_result(index)
-
-    def _check_pending(self) -> None:
-        """Leadership lost (or a new term): this node's pending proposals have no known outcome."""
-        if not self._pending and not self._durable_waiters:
-            return
-        if self.node.role == Role.LEADER:
-            term = self.node.term
-            if all(t == term for _, t, _ in self._pending):
-                return
-        error = ProposalLostError(self.node.leader_id, f"lost leadership of {self.name}")
-        keep_term = self.node.term if self.node.role == Role.LEADER else -1
-        survivors: deque[tuple[int, int, asyncio.Future[int]]] = deque()
-        for index, term, future in self._pending:
-            if term == keep_term:
-                survivors.append((index, term, future))
-            elif not future.done():
-                future.set_exception(error)
-        self._pending = survivors
-        if keep_term < 0:
-            for _, future in self._durable_waiters:
-                if not future.done():
-                    future.set_exception(error)
-            self._durable_waiters.clear()
-
-    def _fail_all(self, error: BaseException) -> None:
-        for _, _, future in self._pending:
-            if not future.done():
-                future.set_exception(error)
-        for _, future in self._durable_waiters:
-            if not future.done():
-                future.set_exception(error)
-        self._pending.clear()
-        self._durable_waiters.clear()
-
     def _notify_change(self) -> None:
         waiters, self._change_waiters = self._change_waiters, []
         for future in waiters:
             if not future.done():
                 future.set_result(None)
-
-
-def _retrieve(future: asyncio.Future[int]) -> None:
-    if not future.cancelled():
-        future.exception()
 
 
 def _snapshot_offset(snap: SnapshotMeta) -> int:
@@ -511,109 +421,3 @@ def _snapshot_offset(snap: SnapshotMeta) -> int:
     if not isinstance(data, int) or isinstance(data, bool) or data < 0:
         raise RaftError(f"snapshot at index {snap.index} carries no start offset: {snap.data!r}")
     return data
-
-
-# ---------------------------------------------------------------------------------- the node
-
-
-class RaftHost:
-    """One node's Raft side: the transport (listening on the raft address), one ticker for all
-    groups (so one tick's heartbeats to a peer leave as one frame), and the groups by name.
-
-    A cluster of one has no raft address: its groups have one voter and nobody to talk to."""
-
-    def __init__(self, node_id: int, raft_listen: Address | None, peers: dict[int, Address] | None = None, *,
-                 tick_interval_s: float = 0.1, group_config: GroupConfig | None = None,
-                 transport_config: TransportConfig | None = None,
-                 on_unknown_group: Callable[[str, Message], None] | None = None) -> None:
-        self.node_id = node_id
-        self.tick_interval_s = tick_interval_s
-        self.group_config = group_config or GroupConfig()
-        self.groups: dict[str, RaftGroup] = {}
-        self.on_unknown_group = on_unknown_group
-        others = {peer: address for peer, address in (peers or {}).items() if peer != node_id}
-        if raft_listen is None and others:
-            raise ValueError("a node with peers needs a raft address")
-        self.transport = (RaftTransport(node_id, raft_listen, self._deliver, others, transport_config)
-                          if raft_listen is not None else None)
-        self._ticker: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        if self.transport is not None:
-            await self.transport.start()
-        self._ticker = asyncio.get_running_loop().create_task(self._tick_loop(), name=f"raft-ticker:{self.node_id}")
-
-    @property
-    def raft_port(self) -> int | None:
-        return self.transport.port if self.transport is not None else None
-
-    def add_peer(self, peer_id: int, address: Address) -> None:
-        if self.transport is None:
-            raise ValueError("a node without a raft address cannot have peers")
-        self.transport.add_peer(peer_id, address)
-
-    def _send(self, group: str, message: Message) -> bool:
-        return self.transport.send(group, message) if self.transport is not None else False
-
-    def create_group(self, name: str, voters: Sequence[int], stream_log: StreamLog, *,
-                     apply: ApplyFn | None = None, on_snapshot: SnapshotFn | None = None,
-                     config: GroupConfig | None = None, resume_from_commit_point: bool = False) -> RaftGroup:
-        """Create and start the group `name` over `stream_log` (this node must be a voter)."""
-        if name in self.groups:
-            raise ValueError(f"raft group {name} already exists")
-        group = RaftGroup(name, self.node_id, voters, stream_log, self._send,
-                          config=config or self.group_config, apply=apply, on_snapshot=on_snapshot,
-                          resume_from_commit_point=resume_from_commit_point)
-        self.groups[name] = group
-        group.start()
-        return group
-
-    async def remove_group(self, name: str, transfer: bool = False) -> None:
-        group = self.groups.pop(name, None)
-        if group is not None:
-            await group.stop(transfer=transfer)
-
-    async def stop(self, transfer: bool = True, timeout_s: float = 2.0) -> None:
-        """Graceful: leaders hand over their groups first (concurrently), then everything stops."""
-        groups = list(self.groups.values())
-        if transfer:
-            await asyncio.gather(*(g.stop(transfer=True, timeout_s=timeout_s) for g in groups),
-                                 return_exceptions=True)
-        for group in groups:
-            await group.stop(transfer=False)
-        if self._ticker is not None:
-            self._ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._ticker
-        if self.transport is not None:
-            await self.transport.stop()
-
-    def _deliver(self, name: str, message: Message) -> None:
-        group = self.groups.get(name)
-        if group is not None:
-            group.step(message)
-        elif self.on_unknown_group is not None:
-            self.on_unknown_group(name, message)
-
-    async def _tick_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        next_tick = loop.time() + self.tick_interval_s
-        while True:
-            await asyncio.sleep(max(0.0, next_tick - loop.time()))
-            next_tick = max(next_tick + self.tick_interval_s, loop.time())
-            for group in list(self.groups.values()):
-                try:
-                    group.tick()
-                except Exception:  # one broken group must not stop the clock of every other
-                    log.exception("node %d: tick of group %s failed", self.node_id, group.name)
-
-
-__all__ = [
-    "NONE",
-    "GroupConfig",
-    "GroupStoppedError",
-    "Proposal",
-    "ProposalLostError",
-    "RaftGroup",
-    "RaftHost",
-]
