@@ -14,7 +14,7 @@ from tests.support.kafka import numbered_batch as batch
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.raft.driver import RaftGroup
-from vdl_broker.raft.log_storage import COMMIT_POINT_FILE
+from vdl_broker.raft.persistence import COMMIT_POINT_FILE
 from vdl_broker.server.partition import PartitionError
 from vdl_broker.server.raft_partition import RaftPartition
 
