@@ -1,4 +1,4 @@
-"""Log storage benchmark (issue 3): append throughput vs the disk's limit, sequential read speed,
+"""Log storage benchmark: append throughput vs the disk's limit, sequential read speed,
 and random-offset lookup cost as the log grows.
 
 Run: .venv/bin/python -m benchmarks.bench_log [--quick] [--dir /tmp]

@@ -1,4 +1,4 @@
-"""Process-level fault-test harness (issue 5): a 3-node `DevCluster` on free loopback ports,
+"""Process-level fault-test harness: a 3-node `DevCluster` on free loopback ports,
 raw Kafka requests through our codec, client workloads that record every acknowledgement, and
 offline reads of each node's stream log (a copy of its directory opened with StreamLog).
 

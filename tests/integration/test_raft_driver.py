@@ -292,7 +292,7 @@ def test_many_groups_share_connections_and_coalesce_heartbeats(tmp_path: Path) -
 
 
 def test_follower_behind_retention_restarts_from_the_leaders_log_start(tmp_path: Path) -> None:
-    """Issue 5 item 5: the entries a follower needs were deleted by retention on the leader, so
+    """The entries a follower needs were deleted by retention on the leader, so
     it receives the leader's log start (a "snapshot") and continues from there."""
     async def body(c: Cluster) -> None:
         leader = await c.leader()
