@@ -1,4 +1,4 @@
-"""Log storage benchmark (issue 3): append throughput vs the disk's limit, sequential read speed,
+"""Log storage benchmark: append throughput vs the disk's limit, sequential read speed,
 and random-offset lookup cost as the log grows.
 
 Run: .venv/bin/python -m benchmarks.bench_log [--quick] [--dir /tmp]
@@ -63,7 +63,7 @@ def append_vs_limit(directory: Path, total: int) -> tuple[float, float]:
             entries = []
             for _ in range(per_sync):
                 entry = source.entry(index, offset)
-                entries.append(Entry(index, 1, EntryType.DATA, bytes(entry.payload)))
+                entries.append(Entry(index, 1, EntryType.DATA, bytes(entry.data)))
                 index += 1
                 offset += RECORDS_PER_BATCH
             start = time.perf_counter()
@@ -88,7 +88,7 @@ def build_log(log: StreamLog, total: int) -> None:
         batch = []
         for k in range(per_call):
             entry = source.entry(index + k, offset + k * RECORDS_PER_BATCH)
-            batch.append(Entry(entry.index, 1, EntryType.DATA, bytes(entry.payload)))
+            batch.append(Entry(entry.index, 1, EntryType.DATA, bytes(entry.data)))
         log.append(batch)
 
 

@@ -1,4 +1,4 @@
-"""Process-level fault-test harness (issue 5): a 3-node `DevCluster` on free loopback ports,
+"""Process-level fault-test harness: a 3-node `DevCluster` on free loopback ports,
 raw Kafka requests through our codec, client workloads that record every acknowledgement, and
 offline reads of each node's stream log (a copy of its directory opened with StreamLog).
 
@@ -600,7 +600,7 @@ def read_log_image(cluster: DevCluster, node_id: int, stream: str) -> LogImage:
             while index <= log.last_index:
                 batch = log.entries(index, log.last_index + 1, 8 << 20)
                 for entry in batch:
-                    entries[entry.index] = (entry.term, int(entry.type), bytes(entry.payload))
+                    entries[entry.index] = (entry.term, int(entry.type), bytes(entry.data))
                 index = batch[-1].index + 1
             return LogImage(node_id, log.first_index, log.last_index, log.log_start_offset,
                             log.log_end_offset, entries)

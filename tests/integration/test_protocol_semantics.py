@@ -3,14 +3,17 @@ ListOffsets, CreateTopics validation, Metadata auto-creation."""
 
 from __future__ import annotations
 
-import threading
+import select
+import socket
 import time
 
 from tests.support.cluster import BrokerProcess, wait_until
-from tests.support.kafka import client, make_batch, produce_raw
+from tests.support.kafka import client, encode, make_batch, produce_raw, raw_request, raw_socket, read_frame
+from vdl_broker.protocol import api
 from vdl_broker.protocol import messages as m
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.records.message_set import iter_message_set
+from vdl_broker.protocol.records.record_batch import read_records
 
 
 def test_idempotent_retry_is_acked_with_original_offset_and_gaps_refused(module_broker: BrokerProcess) -> None:
@@ -47,21 +50,35 @@ def test_idempotence_state_survives_restart(broker: BrokerProcess) -> None:
 def test_fetch_long_poll_wakes_on_append(module_broker: BrokerProcess) -> None:
     with client(module_broker.bootstrap) as c:
         c.create_stream("poll")
-
-    def later() -> None:
-        time.sleep(0.3)
+    partition = m.FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
+    long_poll = m.FetchRequest(replica_id=-1, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20,
+                               topics=[m.FetchRequest.FetchTopic(topic="poll", partitions=[partition])])
+    with raw_socket(module_broker.bootstrap, timeout=15) as sock:
+        sock.sendall(encode(1, 11, long_poll, correlation_id=3))
+        started = time.monotonic()
+        # A fence instead of a guessed delay: the fetch was on the wire before this round trip
+        # began, so the broker has read it (and parked it: the stream is empty) by the time it
+        # answers; the append comes only after that.
+        raw_request(module_broker.bootstrap, 18, 0, m.ApiVersionsRequest())
+        assert not readable_now(sock), "the fetch was answered before any data existed"
         with client(module_broker.bootstrap) as writer:
             writer.produce("poll", make_batch([b"wake"]))
-
-    threading.Thread(target=later, daemon=True).start()
-    with client(module_broker.bootstrap) as c:
-        started = time.monotonic()
-        _, records = c.fetch("poll", 0, max_wait_ms=10_000)
+        correlation_id, response = api.decode_response(1, 11, read_frame(sock))
         elapsed = time.monotonic() - started
-        assert records and 0.2 < elapsed < 5
+    part = response.responses[0].partitions[0]
+    assert correlation_id == 3 and part.error_code == 0
+    assert [r.value for r in read_records(bytes(part.records))] == [b"wake"]
+    assert elapsed < 5  # woken by the append, not by max_wait_ms
+    with client(module_broker.bootstrap) as c:
         started = time.monotonic()
         _, records = c.fetch("poll", 1, max_wait_ms=300)  # nothing comes: waits max_wait_ms
         assert not records and time.monotonic() - started >= 0.25
+
+
+def readable_now(sock: socket.socket) -> bool:
+    """Whether `sock` has something to read right now (an answer, or the peer's close)."""
+    readable, _, _ = select.select([sock], [], [], 0)
+    return bool(readable)
 
 
 def test_fetch_errors_and_down_conversion(module_broker: BrokerProcess) -> None:
@@ -91,7 +108,8 @@ def test_list_offsets(module_broker: BrokerProcess) -> None:
         assert c.list_offset("times", -2) == 0 and c.list_offset("times", -1) == 0
         c.produce("times", make_batch([b"a", b"b"]))
         stamp = int(time.time() * 1000) + 1
-        time.sleep(0.01)
+        # the second batch must carry a later timestamp than `stamp`: wait for the clock, not a guess
+        wait_until(lambda: int(time.time() * 1000) >= stamp, timeout=5, message="the clock to pass the stamp")
         c.produce("times", make_batch([b"c"]))
         assert c.list_offset("times", -1) == 3
         assert c.list_offset("times", stamp) == 2

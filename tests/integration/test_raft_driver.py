@@ -112,7 +112,7 @@ class Cluster:
         index = log.first_index
         while index <= upto:
             chunk = log.entries(index, upto + 1)
-            out += [(e.index, e.term, int(e.type), bytes(e.payload)) for e in chunk]
+            out += [(e.index, e.term, int(e.type), bytes(e.data)) for e in chunk]
             index = chunk[-1].index + 1
         return out
 

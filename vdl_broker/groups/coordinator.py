@@ -162,8 +162,7 @@ class GroupCoordinator:
             group = self._groups[group_id] = Group(group_id)
         if not protocols or not protocol_type:
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
-        if group.members and (group.protocol_type != protocol_type
-                              or not _shares_protocol(group, protocols)):
+        if group.members and not _supports_protocols(group, protocol_type, protocols):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
 
         loop = asyncio.get_running_loop()
@@ -413,9 +412,15 @@ class GroupCoordinator:
             self._groups.pop(group.group_id, None)
 
 
-def _shares_protocol(group: Group, protocols: list[tuple[str, bytes]]) -> bool:
-    names = {name for name, _ in protocols}
-    return all(names & {name for name, _ in m.protocols} for m in group.members.values())
+def _supports_protocols(group: Group, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+    """Whether a join with these protocols fits a non-empty group: same protocol type, and at
+    least one of them supported by every current member -- the joining member's current
+    protocols count too (Kafka: GroupMetadata.supportsProtocols), so a lone member that switches
+    to protocols it did not offer before is refused as well."""
+    if group.protocol_type != protocol_type:
+        return False
+    members = [{name for name, _ in m.protocols} for m in group.members.values()]
+    return any(all(name in offered for offered in members) for name, _ in protocols)
 
 
 def _resolve(future: asyncio.Future | None, value: object) -> None:

@@ -1,4 +1,5 @@
-"""Raft entries as stored in segments, and the few RecordBatch v2 header fields the log needs.
+"""Raft entries: the one Entry / EntryType of the project (the Raft core re-exports them), and
+their on-disk encoding in segments.
 
 On-disk entry (little-endian): crc32c u32 | type u8 | term i64 | index i64 | payload length u32 |
 payload. The CRC covers everything after itself (header rest + payload), so a torn or flipped
@@ -10,24 +11,27 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import NamedTuple
 
 import crc32c
 
 
 class EntryType(IntEnum):
-    DATA = 1
-    NOOP = 2
-    CONFIG = 3
-    METADATA = 4
+    """Stored as one byte in every entry header and sent as-is on the Raft wire: never renumber."""
+
+    DATA = 1  # one RecordBatch v2 with absolute offsets: the only type that takes Kafka offsets
+    NOOP = 2  # a new leader's first entry of its term
+    CONFIG = 3  # Raft membership (reserved)
+    METADATA = 4  # a command of the metadata Raft group
 
 
 @dataclass(slots=True)
 class Entry:
+    """One Raft log entry. `data` (the entry's payload) is never copied: bytes or a memoryview."""
+
     index: int
     term: int
-    type: EntryType
-    payload: bytes | memoryview
+    type: EntryType = EntryType.DATA
+    data: bytes | memoryview = b""
 
 
 class OffsetOutOfRange(LookupError):
@@ -42,41 +46,6 @@ HEADER = struct.Struct("<IBqqI")
 HEADER_SIZE = HEADER.size  # 25
 _HEADER_REST = struct.Struct("<BqqI")
 ENTRY_TYPES = frozenset(int(t) for t in EntryType)
-
-# Kafka protocol guide: RecordBatch v2 header (big-endian); only the fields the log indexes.
-BATCH_HEADER_SIZE = 61
-MAGIC_POSITION = 16
-
-
-class BatchFields(NamedTuple):
-    base_offset: int
-    last_offset: int
-    max_timestamp: int
-
-
-# base offset, batch length, leader epoch, magic, crc, attributes, last offset delta, base ts, max ts
-_HEAD = struct.Struct(">qiibIhiqq")
-
-
-def batch_fields(buf: bytes | memoryview | bytearray, position: int = 0) -> BatchFields:
-    """Base offset, last offset and max timestamp of the batch starting at `position`."""
-    base, _, _, _, _, _, delta, _, max_ts = _HEAD.unpack_from(buf, position)
-    return BatchFields(base, base + delta, max_ts)
-
-
-def check_batch(payload: bytes | memoryview) -> BatchFields:
-    """Sanity checks on a DATA payload (ValueError): one whole RecordBatch v2."""
-    size = len(payload)
-    if size < BATCH_HEADER_SIZE:
-        raise ValueError(f"data payload of {size} bytes is shorter than a RecordBatch v2 header")
-    base, length, _, magic, _, _, delta, _, max_ts = _HEAD.unpack_from(payload, 0)
-    if length + 12 != size:
-        raise ValueError(f"batch length {length} + 12 does not match payload size {size}")
-    if magic != 2:
-        raise ValueError(f"data payload has magic {magic}, expected 2")
-    if delta < 0:
-        raise ValueError("negative last offset delta")
-    return BatchFields(base, base + delta, max_ts)
 
 
 def encode_header(entry_type: int, term: int, index: int, payload: bytes | memoryview) -> bytes:

@@ -14,20 +14,19 @@ from typing import NamedTuple
 
 import crc32c
 
-from vdl_broker.log.entry import (
-    BATCH_HEADER_SIZE,
-    ENTRY_TYPES,
-    HEADER,
-    HEADER_SIZE,
-    MAGIC_POSITION,
-    EntryType,
-)
+from vdl_broker.log.entry import ENTRY_TYPES, HEADER, HEADER_SIZE, EntryType
 from vdl_broker.log.fileio import atomic_write
+from vdl_broker.protocol.records.batch_header import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_OFFSET,
+    batch_length,
+)
 
 RECOVERY_POINT_FILE = "recovery-point"
 CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 _POINT = struct.Struct("<qI")  # base index of the first segment that may hold unsynced data, crc
-_BATCH_LENGTH = struct.Struct(">i")
 _DATA = int(EntryType.DATA)
 
 
@@ -51,8 +50,8 @@ def scan(buf: memoryview, start: int, end: int, first_index: int, verify_crc: bo
             return
         if entry_type == _DATA:
             payload = position + HEADER_SIZE
-            if (length < BATCH_HEADER_SIZE or buf[payload + MAGIC_POSITION] != 2
-                    or _BATCH_LENGTH.unpack_from(buf, payload + 8)[0] + 12 != length):
+            if (length < BATCH_HEADER_SIZE or buf[payload + MAGIC_OFFSET] != MAGIC
+                    or batch_length(buf, payload) + LOG_OVERHEAD != length):
                 return
         if verify_crc:
             with buf[position + 4:payload_end] as span:

@@ -17,13 +17,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from vdl_broker.log.entry import HEADER, HEADER_SIZE, BatchFields, EntryType, batch_fields
+from vdl_broker.log.entry import HEADER, HEADER_SIZE, EntryType
 from vdl_broker.log.fileio import writev_all
 from vdl_broker.log.index_file import strictly_increasing
 from vdl_broker.log.offset_index import OffsetIndex
 from vdl_broker.log.raft_index import RaftIndex
 from vdl_broker.log.recovery import scan
 from vdl_broker.log.time_index import TimeIndex
+from vdl_broker.protocol.records.batch_header import BATCH_HEADER_SIZE, BatchFields, batch_fields
 
 logger = logging.getLogger(__name__)
 _DATA = int(EntryType.DATA)
@@ -326,7 +327,7 @@ class Segment:
         sure no index record is missing; this also yields next_offset and the max timestamp."""
         rel, pos = self.oidx.relative, self.oidx.positions
         if len(rel):
-            first = self.span(pos[0], pos[0] + HEADER_SIZE + 61)
+            first = self.span(pos[0], pos[0] + HEADER_SIZE + BATCH_HEADER_SIZE)
             if HEADER.unpack_from(first, 0)[1] != _DATA:
                 return "offset index does not point at a batch"
             self.base_offset = batch_fields(first, HEADER_SIZE).base_offset

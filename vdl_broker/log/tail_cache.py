@@ -18,7 +18,7 @@ class CachedEntry(NamedTuple):
     index: int
     term: int
     type: int
-    payload: memoryview
+    data: memoryview  # the entry's payload
     base_offset: int  # -1 for entries without data
     last_offset: int  # -1 for entries without data
     end_offset: int  # log end offset right after this entry
@@ -54,7 +54,7 @@ class TailCache:
             if entry.base_offset >= 0:
                 self._data_offsets.append(entry.base_offset)
                 self._data.append(entry)
-            self.bytes += HEADER_SIZE + len(entry.payload)
+            self.bytes += HEADER_SIZE + len(entry.data)
         self._evict()
 
     def _evict(self) -> None:
@@ -62,7 +62,7 @@ class TailCache:
         while self.bytes > self.capacity and self._head < len(entries):
             entry = entries[self._head]
             self._head += 1
-            self.bytes -= HEADER_SIZE + len(entry.payload)
+            self.bytes -= HEADER_SIZE + len(entry.data)
             if entry.base_offset >= 0:
                 self._data_head += 1
         self._compact()
@@ -102,7 +102,7 @@ class TailCache:
             return
         k = self._head + index - first
         for entry in self._entries[k:]:
-            self.bytes -= HEADER_SIZE + len(entry.payload)
+            self.bytes -= HEADER_SIZE + len(entry.data)
             if entry.base_offset >= 0:
                 self._data.pop()
                 self._data_offsets.pop()

@@ -59,8 +59,8 @@ THE DRIVER CONTRACT (what must be durable before what)
     0. Optionally send ready.early_messages right away (never any of ready.messages).
     1. If ready.snapshot: StreamLog.reset(snapshot.index + 1, snapshot.term, snapshot.data).
     2. If ready.entries: truncate_suffix(entries[0].index) when it is <= last_index, then
-       append them (map Entry.data <-> log Entry.payload, EntryType values are identical).
-    3. If ready.hard_state: save it (atomically).
+       append them (the core's Entry is the log's Entry: no conversion).
+    3. If ready.hard_state: save it (persistence.save_hard_state: atomic and durable).
     4. Sync (fsync) 1-3. ONLY THEN
     5. Send ready.messages (plus early_messages if not sent in 0). They may carry votes,
        acknowledgements of the entries just written, or a term -- all of which promise
@@ -95,6 +95,8 @@ ignore vote requests), a no-op entry per new term, conflict truncation, fast bac
 commit by counting only current-term entries (Raft §5.4.2), per-follower probe / replicate /
 snapshot states with pipelined appends bounded by max_inflight_messages and
 max_inflight_bytes, lost-append recovery on heartbeat responses, leadership transfer.
+EntryType.METADATA entries are the metadata group's commands: the core treats them like DATA
+(proposed, replicated, committed), the log stores them like NOOP (no Kafka offsets).
 Not implemented: membership changes (EntryType.CONFIG is reserved), learners, ReadIndex.
 """
 

@@ -47,15 +47,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from vdl_broker.log import StreamLog
-from vdl_broker.raft.log_storage import (
-    StreamLogStorage,
-    load_commit_point,
-    load_raft_hard_state,
-    save_commit_point,
-    save_raft_hard_state,
-    to_log_entries,
-)
+from vdl_broker.raft.log_storage import StreamLogStorage
 from vdl_broker.raft.node import PeerStatus, RaftConfig, RaftNode
+from vdl_broker.raft.persistence import load_commit_point, load_hard_state, save_commit_point, save_hard_state
 from vdl_broker.raft.proposals import GroupStoppedError, Proposal, ProposalTracker
 from vdl_broker.raft.types import (
     Entry,
@@ -124,7 +118,7 @@ class RaftGroup:
         # directly); without it (the metadata group) every committed entry is replayed.
         self._commit_point = resume_from_commit_point
         applied = load_commit_point(stream_log) if resume_from_commit_point else 0
-        self.node = RaftNode(raft_config, self.storage, load_raft_hard_state(stream_log.directory),
+        self.node = RaftNode(raft_config, self.storage, load_hard_state(stream_log.directory),
                              rng=rng or random.Random(), applied=applied)
         self._saved_commit = applied
         self._ticks = 0
@@ -354,7 +348,7 @@ class RaftGroup:
             first = rd.entries[0].index
             if first <= stream_log.last_index:
                 stream_log.truncate_suffix(first)  # Raft conflict: the leader's entries win
-            stream_log.append(to_log_entries(rd.entries))
+            stream_log.append(rd.entries)
         # The core splits off the messages allowed to leave before the sync (Ready.early_messages,
         # leader messages of a durable term); belt and braces: only leader message types leave
         # early here, whatever the core says.
@@ -374,7 +368,7 @@ class RaftGroup:
         if rd.committed_entries:
             self._apply(rd.committed_entries)
         if rd.hard_state is not None:
-            await asyncio.to_thread(save_raft_hard_state, stream_log.directory, rd.hard_state)
+            await asyncio.to_thread(save_hard_state, stream_log.directory, rd.hard_state)
         if rd.entries or rd.snapshot is not None:
             await stream_log.sync()
             self._proposals.durable_through(stream_log.durable_index)

@@ -1,8 +1,8 @@
 """The read-only view of durable storage the core needs, and an in-memory implementation.
 
 The core never writes storage: the driver writes what a Ready says (and only then calls
-advance()). A StreamLog adapter satisfies this Protocol by mapping its entries' `payload` to
-`data` and answering term_at(first_index - 1) with the reset/snapshot term.
+advance()). StreamLogStorage (log_storage.py) satisfies this Protocol over a StreamLog, whose
+entries are the core's entries; it answers term_at(first_index - 1) with the reset/snapshot term.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Value types of the Raft core: entries, messages, hard/soft state, the Ready bundle, errors."""
+"""Value types of the Raft core: entries, messages, hard/soft state, the Ready bundle, errors.
+
+Entry and EntryType are the log's (vdl_broker.log.entry): raft depends on log, never the reverse,
+so the log defines them and they are re-exported here.
+"""
 
 from __future__ import annotations
 
@@ -7,26 +11,14 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from vdl_broker.log.entry import Entry, EntryType
+
+__all__ = [
+    "NONE", "CompactedError", "Entry", "EntryType", "HardState", "Message", "MessageType",
+    "NotLeaderError", "ProposalDroppedError", "RaftError", "Ready", "Role", "SnapshotMeta", "SoftState",
+]
+
 NONE = 0  # "no node": node ids are positive integers
-
-
-class EntryType(IntEnum):
-    """Mirrors vdl_broker.log.EntryType value for value, so the driver maps 1:1."""
-
-    DATA = 1
-    NOOP = 2
-    CONFIG = 3
-    METADATA = 4  # a command of the metadata group
-
-
-@dataclass(slots=True)
-class Entry:
-    """One Raft log entry. `data` is never copied by the core (bytes or memoryview)."""
-
-    index: int
-    term: int
-    type: EntryType = EntryType.DATA
-    data: bytes | memoryview = b""
 
 
 class Role(IntEnum):

@@ -34,9 +34,13 @@ import logging
 from dataclasses import dataclass
 
 from vdl_broker.log import StreamLog
-from vdl_broker.log.entry import check_batch
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.records.record_batch import BatchHeader, parse_batch_header, with_base_offset
+from vdl_broker.protocol.records.batch_header import (
+    BatchHeader,
+    check_batch,
+    parse_batch_header,
+    with_base_offset,
+)
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.proposals import Proposal
 from vdl_broker.raft.types import Entry, EntryType, RaftError, SnapshotMeta

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from vdl_broker.log import StreamLog
-from vdl_broker.protocol.records.record_batch import BATCH_HEADER_SIZE, BatchHeader, parse_batch_header
+from vdl_broker.protocol.records.batch_header import BATCH_HEADER_SIZE, BatchHeader, parse_batch_header
 
 # Producer-state rebuild reads the log in chunks of this size.
 REBUILD_CHUNK_BYTES = 8 * 1024 * 1024

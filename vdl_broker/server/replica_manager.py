@@ -29,7 +29,7 @@ from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.fileio import atomic_write
 from vdl_broker.protocol.messages import MetadataRequest
 from vdl_broker.raft.group import RaftGroup
-from vdl_broker.raft.log_storage import load_raft_hard_state, save_raft_hard_state
+from vdl_broker.raft.persistence import load_hard_state, save_hard_state
 from vdl_broker.raft.types import HardState
 from vdl_broker.server.forwarding import kafka_request
 from vdl_broker.server.partition import Partition, RemotePartition
@@ -330,6 +330,6 @@ def _raise_term_to_log(stream_log: StreamLog) -> None:
     """A 0.1 single-node log holds term-1 entries but no Raft hard state: Raft requires the
     current term to be at least the last entry's, so record it before the group starts."""
     last_term = stream_log.term_at(stream_log.last_index) if stream_log.last_index >= stream_log.first_index else 0
-    state = load_raft_hard_state(stream_log.directory)
+    state = load_hard_state(stream_log.directory)
     if state.term < last_term:
-        save_raft_hard_state(stream_log.directory, HardState(last_term, state.voted_for))
+        save_hard_state(stream_log.directory, HardState(last_term, state.voted_for))

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import struct
-
 from vdl_broker.log import Entry, EntryType
-
-HEADER = 61
+from vdl_broker.protocol.records.batch_header import BATCH_HEADER_SIZE, HEADER, LOG_OVERHEAD, MAGIC
 
 
 def make_batch(base_offset: int, record_count: int = 1, max_timestamp: int = 0, body_size: int = 0) -> bytes:
-    """base offset, batch length, magic 2, last offset delta, max timestamp; zero records body."""
-    size = HEADER + body_size
+    """base offset, batch length, magic 2, last offset delta, timestamps, record count; the body is
+    filler bytes, not records."""
+    size = BATCH_HEADER_SIZE + body_size
     buf = bytearray(size)
-    struct.pack_into(">qi", buf, 0, base_offset, size - 12)
-    buf[16] = 2
-    struct.pack_into(">i", buf, 23, record_count - 1)
-    struct.pack_into(">qq", buf, 27, max_timestamp, max_timestamp)
-    struct.pack_into(">i", buf, 57, record_count)
-    for i in range(HEADER, size):
+    HEADER.pack_into(buf, 0, base_offset, size - LOG_OVERHEAD, 0, MAGIC, 0, 0, record_count - 1,
+                     max_timestamp, max_timestamp, 0, 0, 0, record_count)
+    for i in range(BATCH_HEADER_SIZE, size):
         buf[i] = (base_offset + i) & 0xFF
     return bytes(buf)
 

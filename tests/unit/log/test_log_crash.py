@@ -44,7 +44,7 @@ def entry_ends(entries: list[Entry], segment: Path) -> tuple[int, list[tuple[int
     position = 0
     ends = []
     for entry in entries[first - 1:]:
-        position += HEADER + len(entry.payload)
+        position += HEADER + len(entry.data)
         ends.append((entry.index, position))
     return first, ends
 
@@ -72,18 +72,18 @@ def check(directory: Path, expected: list[Entry]) -> None:
 def verify(log: StreamLog, expected: list[Entry]) -> None:
     assert log.last_index == len(expected)
     got = log.entries(1, len(expected) + 1)
-    assert [(e.index, e.term, e.type, bytes(e.payload)) for e in got] == \
-        [(e.index, e.term, e.type, bytes(e.payload)) for e in expected]
+    assert [(e.index, e.term, e.type, bytes(e.data)) for e in got] == \
+        [(e.index, e.term, e.type, bytes(e.data)) for e in expected]
     data = [e for e in expected if e.type == EntryType.DATA]
-    end = int.from_bytes(bytes(data[-1].payload)[:8], "big") + 2 if data else 0
+    end = int.from_bytes(bytes(data[-1].data)[:8], "big") + 2 if data else 0
     assert log.log_end_offset == end
     for entry in data:
-        base = int.from_bytes(bytes(entry.payload)[:8], "big")
+        base = int.from_bytes(bytes(entry.data)[:8], "big")
         result = log.read(base + 1, 1)
-        assert bytes(result.buffers[0]) == bytes(entry.payload)
+        assert bytes(result.buffers[0]) == bytes(entry.data)
         assert log.index_for_offset(base) == entry.index
         assert log.offset_for_timestamp(5000 + 10 * entry.index - 5) == (base, 5000 + 10 * entry.index)
-    assert b"".join(log.read(0, 1 << 30).buffers) == b"".join(bytes(e.payload) for e in data)
+    assert b"".join(log.read(0, 1 << 30).buffers) == b"".join(bytes(e.data) for e in data)
 
 
 def crash(directory: Path) -> None:

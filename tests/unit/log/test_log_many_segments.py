@@ -34,21 +34,21 @@ def check_lookups(log: StreamLog, entries: list[Entry]) -> None:
     data = [e for e in entries if e.type == EntryType.DATA]
     picks = [data[0], data[1], data[len(data) // 2], data[len(data) // 2 + 1], data[-2], data[-1]]
     for entry in picks:
-        base = int.from_bytes(bytes(entry.payload)[:8], "big")
+        base = int.from_bytes(bytes(entry.data)[:8], "big")
         for offset in (base, base + 1, base + 2):
             result = log.read(offset, 1)
-            assert bytes(result.buffers[0]) == bytes(entry.payload)
+            assert bytes(result.buffers[0]) == bytes(entry.data)
             assert result.first_offset == base and result.next_offset == base + 3
             assert log.index_for_offset(offset) == entry.index
         timestamp = 1_000_000 + 7 * entry.index
         assert log.offset_for_timestamp(timestamp) == (base, timestamp)
         assert log.offset_for_timestamp(timestamp - 3) == (base, timestamp)
-        assert log.entries(entry.index, entry.index + 1)[0].payload == entry.payload
+        assert log.entries(entry.index, entry.index + 1)[0].data == entry.data
         assert log.term_at(entry.index) == entry.term
     assert log.offset_for_timestamp(0) == (0, 1_000_007)
     assert log.offset_for_timestamp(2_000_000) is None
     everything = log.read(0, 1 << 30)
-    assert b"".join(everything.buffers) == b"".join(bytes(e.payload) for e in data)
+    assert b"".join(everything.buffers) == b"".join(bytes(e.data) for e in data)
 
 
 @pytest.mark.parametrize("reopen", ["none", "clean", "unclean"])

@@ -6,6 +6,7 @@ import asyncio
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,15 +15,20 @@ from log_testing import config_entry, data_entry, make_batch, noop_entry
 from vdl_broker.log import (
     Entry,
     EntryType,
-    HardState,
     IndexOutOfRange,
     LogConfig,
     OffsetOutOfRange,
     StreamLog,
-    load_hard_state,
-    save_hard_state,
 )
 from vdl_broker.log.segment import Segment
+
+
+async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Let the event loop run until `condition()` holds; fail at the deadline."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met before the deadline"
+        await asyncio.sleep(0.001)
 
 
 def small_config(**overrides: object) -> LogConfig:
@@ -92,12 +98,12 @@ def test_append_and_read_entries(log: StreamLog) -> None:
     assert log.segment_count > 3
     assert log.last_index == 61 and log.last_term == 2
     got = log.entries(1, 62)
-    assert [(e.index, e.term, e.type, bytes(e.payload)) for e in got] == \
-        [(e.index, e.term, e.type, bytes(e.payload)) for e in written]
+    assert [(e.index, e.term, e.type, bytes(e.data)) for e in got] == \
+        [(e.index, e.term, e.type, bytes(e.data)) for e in written]
     assert [e.index for e in log.entries(10, 20)] == list(range(10, 20))
     few = log.entries(5, 62, max_bytes=200)
     assert 1 <= len(few) < 57 and few[0].index == 5
-    assert sum(25 + len(e.payload) for e in few) <= 200
+    assert sum(25 + len(e.data) for e in few) <= 200
     one = log.entries(5, 62, max_bytes=1)
     assert [e.index for e in one] == [5]
     for entry in written:
@@ -112,11 +118,11 @@ def test_append_and_read_entries(log: StreamLog) -> None:
 
 def test_read_by_offset(log: StreamLog) -> None:
     written = fill(log, 80)
-    batches = {bytes(e.payload)[:8]: bytes(e.payload) for e in written if e.type == EntryType.DATA}
+    batches = {bytes(e.data)[:8]: bytes(e.data) for e in written if e.type == EntryType.DATA}
     end = log.log_end_offset
     assert end == 2 * sum(1 for e in written if e.type == EntryType.DATA)
     whole = log.read(0, 1 << 30)
-    assert b"".join(whole.buffers) == b"".join(bytes(e.payload) for e in written if e.type == EntryType.DATA)
+    assert b"".join(whole.buffers) == b"".join(bytes(e.data) for e in written if e.type == EntryType.DATA)
     assert whole.first_offset == 0 and whole.next_offset == end
     assert all(isinstance(b, memoryview) for b in whole.buffers)
     # an offset inside a batch starts at that batch
@@ -139,11 +145,11 @@ def test_read_by_offset(log: StreamLog) -> None:
 def test_offsets_and_indexes(log: StreamLog) -> None:
     written = fill(log, 40)
     for entry in written:
-        expected_end = max([int.from_bytes(bytes(e.payload)[:8], "big") + 2 for e in written
+        expected_end = max([int.from_bytes(bytes(e.data)[:8], "big") + 2 for e in written
                             if e.type == EntryType.DATA and e.index <= entry.index], default=0)
         assert log.offset_for_index(entry.index) == expected_end
         if entry.type == EntryType.DATA:
-            base = int.from_bytes(bytes(entry.payload)[:8], "big")
+            base = int.from_bytes(bytes(entry.data)[:8], "big")
             assert log.index_for_offset(base) == entry.index
             assert log.index_for_offset(base + 1) == entry.index
             assert log.offset_for_timestamp(1000 + entry.index) == (base, 1000 + entry.index)
@@ -161,7 +167,7 @@ def test_truncate_suffix(log: StreamLog) -> None:
     assert log.log_end_offset == log.offset_for_index(29)
     replaced = fill(log, 5, term=3)
     assert log.last_index == 34 and log.term_at(34) == 3 and log.term_at(29) == 1
-    assert [bytes(e.payload) for e in log.entries(30, 35)] == [bytes(e.payload) for e in replaced]
+    assert [bytes(e.data) for e in log.entries(30, 35)] == [bytes(e.data) for e in replaced]
     log.truncate_suffix(1)
     assert log.last_index == 0 and log.log_end_offset == 0 and log.segment_count == 1
     fill(log, 3)
@@ -186,9 +192,9 @@ def test_reopen_clean(tmp_path: Path) -> None:
     log.close()
     log = StreamLog.open(tmp_path / "s", small_config())
     assert log.last_index == 70
-    assert [bytes(e.payload) for e in log.entries(1, 71)] == [bytes(e.payload) for e in written]
+    assert [bytes(e.data) for e in log.entries(1, 71)] == [bytes(e.data) for e in written]
     more = fill(log, 5)
-    assert log.entries(71, 76)[0].payload == more[0].payload
+    assert log.entries(71, 76)[0].data == more[0].data
     log.close()
 
 
@@ -227,7 +233,11 @@ def test_retention_by_bytes_and_time(tmp_path: Path) -> None:
     assert log.first_index == first and log.term_at(first - 1) == 1
     # time: every segment whose newest batch is older than now - retention.ms goes, but not the active one
     log.config.retention_ms = 10
-    assert log.apply_retention(now_ms=10_000, max_index=first + 5) == 0 or log.first_index <= first + 6
+    # max_index keeps every segment holding an entry above it, however old
+    oldest_end = log._ensure_loaded(0).last_index
+    assert oldest_end > first + 5
+    assert log.apply_retention(now_ms=10_000, max_index=first + 5) == 0 and log.first_index == first
+    assert log.apply_retention(now_ms=10_000, max_index=oldest_end) == 1 and log.first_index == oldest_end + 1
     log.apply_retention(now_ms=10_000)
     assert log.segment_count == 1 and log.last_index == 100
     log.close()
@@ -298,7 +308,8 @@ def test_group_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async def scenario() -> None:
         fill(log, 3)
         first = [asyncio.create_task(log.sync()) for _ in range(10)]
-        await asyncio.sleep(0.05)
+        await until(lambda: len(syncs) == 1)  # the one fdatasync now waits on the gate
+        assert not any(task.done() for task in first)
         assert len(syncs) == 1  # ten callers, one fdatasync
         fill(log, 2)  # arrives during the sync: covered by the next one
         second = [asyncio.create_task(log.sync()) for _ in range(5)]
@@ -328,21 +339,6 @@ def test_sync_now_and_durable_offsets(tmp_path: Path) -> None:
     log.close()
 
 
-def test_hard_state(tmp_path: Path) -> None:
-    assert load_hard_state(tmp_path) == HardState(0, None)
-    save_hard_state(tmp_path, HardState(5, 2))
-    assert load_hard_state(tmp_path) == HardState(5, 2)
-    save_hard_state(tmp_path, HardState(6, None))
-    assert load_hard_state(tmp_path) == HardState(6, None)
-    assert not list(tmp_path.glob("*.tmp"))
-    path = next(tmp_path.iterdir())
-    data = bytearray(path.read_bytes())
-    data[0] ^= 1
-    path.write_bytes(bytes(data))
-    with pytest.raises(ValueError):
-        load_hard_state(tmp_path)
-
-
 def test_config_validation() -> None:
     with pytest.raises(ValueError):
         LogConfig(segment_bytes=1 << 31)
@@ -370,11 +366,11 @@ def test_purge_deleted_and_reads_across_cache_boundary(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
     log = StreamLog.open(tmp_path / "s", small_config(tail_cache_bytes=600))
     written = fill(log, 120)
-    data = [bytes(e.payload) for e in written if e.type == EntryType.DATA]
+    data = [bytes(e.data) for e in written if e.type == EntryType.DATA]
     assert log.cache.first_offset is not None and log.cache.first_offset > 0
     # one read spanning sealed segments, the active segment on disk and the tail cache
     assert [bytes(b) for b in log.read(0, 1 << 30).buffers] == data
-    assert [bytes(e.payload) for e in log.entries(1, 121)] == [bytes(e.payload) for e in written]
+    assert [bytes(e.data) for e in log.entries(1, 121)] == [bytes(e.data) for e in written]
     log.close()
 
 

@@ -20,7 +20,7 @@ class ModelEntry:
     index: int
     term: int
     type: EntryType
-    payload: bytes
+    data: bytes
     base_offset: int  # -1 when not data
     end_offset: int  # log end offset after this entry
     max_timestamp: int
@@ -143,18 +143,18 @@ class LogMachine(RuleBasedStateMachine):
         assert log.log_end_offset == self.end_offset
         assert log.term_at(self.first_index - 1) == self.previous_term
         got = log.entries(self.first_index, self.last_index + 1)
-        assert [(e.index, e.term, e.type, bytes(e.payload)) for e in got] == \
-            [(e.index, e.term, e.type, e.payload) for e in self.entries]
+        assert [(e.index, e.term, e.type, bytes(e.data)) for e in got] == \
+            [(e.index, e.term, e.type, e.data) for e in self.entries]
         data = [e for e in self.entries if e.type == EntryType.DATA]
         result = log.read(self.start_offset, 1 << 30)
-        assert [bytes(b) for b in result.buffers] == [e.payload for e in data]
+        assert [bytes(b) for b in result.buffers] == [e.data for e in data]
         assert result.next_offset == self.end_offset
         for entry in self.entries[-6:]:
             assert log.term_at(entry.index) == entry.term
             assert log.offset_for_index(entry.index) == entry.end_offset
         for entry in data[:3] + data[-3:]:
             assert log.index_for_offset(entry.base_offset) == entry.index
-            assert bytes(log.read(entry.end_offset - 1, 1).buffers[0]) == entry.payload
+            assert bytes(log.read(entry.end_offset - 1, 1).buffers[0]) == entry.data
         if data:
             target = data[len(data) // 2].max_timestamp
             expected = next(e for e in data if e.max_timestamp >= target)

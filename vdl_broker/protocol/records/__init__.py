@@ -1,5 +1,12 @@
 """Kafka record formats: RecordBatch v2, MessageSet v0/v1, compression, conversion."""
 
+from vdl_broker.protocol.records.batch_header import (
+    BATCH_HEADER_SIZE,
+    BatchHeader,
+    is_record_batch_v2,
+    parse_batch_header,
+    with_base_offset,
+)
 from vdl_broker.protocol.records.compression import Compression, compress, decompress
 from vdl_broker.protocol.records.conversion import batches_to_message_set, message_set_to_batches
 from vdl_broker.protocol.records.message_set import (
@@ -10,20 +17,15 @@ from vdl_broker.protocol.records.message_set import (
     read_message_set,
 )
 from vdl_broker.protocol.records.record_batch import (
-    BATCH_HEADER_SIZE,
     ArrowColumns,
-    BatchHeader,
     Record,
     RecordBatchBuilder,
     RecordColumns,
     decode_columns,
     decode_columns_arrow,
-    is_record_batch_v2,
     iter_batches,
-    parse_batch_header,
     read_records,
     validate_batch,
-    with_base_offset,
 )
 
 __all__ = [

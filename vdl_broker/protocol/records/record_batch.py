@@ -1,15 +1,11 @@
-"""RecordBatch v2 (magic 2): header, CRC32C, lazy reader, column decoder, builder.
+"""RecordBatch v2 (magic 2): CRC32C, lazy reader, column decoder, builder.
 
-# Kafka protocol guide: Record Batch; KIP-98 (producer id/epoch/sequence, transactional, control)
-Layout: baseOffset int64, batchLength int32, partitionLeaderEpoch int32, magic int8, crc uint32,
-attributes int16, lastOffsetDelta int32, baseTimestamp int64, maxTimestamp int64, producerId int64,
-producerEpoch int16, baseSequence int32, recordCount int32, records. The CRC covers attributes..end;
-the base offset (and batch length, leader epoch) sit outside it so a broker can rewrite them.
+The header layout lives in batch_header (re-exported here for existing callers).
+# KIP-98: producer id/epoch/sequence, transactional and control batches.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -18,6 +14,26 @@ import numpy as np
 
 from vdl_broker.protocol.errors import DecodeError
 from vdl_broker.protocol.records import _vectorized
+from vdl_broker.protocol.records.batch_header import (
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER_SIZE,
+    BATCH_LENGTH_OFFSET,
+    CONTROL_MASK,
+    CRC,
+    CRC_OFFSET,
+    HEADER,
+    LOG_OVERHEAD,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    RECORD_COUNT_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    batch_length,
+    parse_batch_header,
+)
+from vdl_broker.protocol.records.batch_header import is_record_batch_v2 as is_record_batch_v2
+from vdl_broker.protocol.records.batch_header import with_base_offset as with_base_offset
 from vdl_broker.protocol.records.compression import (
     DEFAULT_MAX_OUTPUT_BYTES,
     Compression,
@@ -29,69 +45,8 @@ from vdl_broker.protocol.records.varint import read_varint, read_varlong, varint
 Buffer = bytes | bytearray | memoryview
 Header = tuple[str, bytes | None]
 
-BATCH_HEADER_SIZE = 61
-LOG_OVERHEAD = 12  # base offset + batch length: the part not counted in batch_length
-MAGIC_OFFSET = 16
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21  # CRC32C covers from here to the end of the batch
-_MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
 _MIN_RECORD_BYTES = 7
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_INT64 = struct.Struct(">q")
-_UINT32 = struct.Struct(">I")
-
-_COMPRESSION_MASK = 0x07
-_TIMESTAMP_TYPE_MASK = 0x08  # 1 = LogAppendTime
-_TRANSACTIONAL_MASK = 0x10
-_CONTROL_MASK = 0x20
 _EMPTY_HEADERS: tuple[Header, ...] = ()
-
-
-@dataclass(slots=True)
-class BatchHeader:
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    record_count: int
-
-    @property
-    def compression(self) -> int:
-        return self.attributes & _COMPRESSION_MASK
-
-    @property
-    def timestamp_type(self) -> int:
-        """0 = CreateTime, 1 = LogAppendTime."""
-        return 1 if self.attributes & _TIMESTAMP_TYPE_MASK else 0
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & _TRANSACTIONAL_MASK)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & _CONTROL_MASK)
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def next_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta + 1
-
-    @property
-    def size(self) -> int:
-        """Whole batch size in bytes including the 12-byte log overhead."""
-        return LOG_OVERHEAD + self.batch_length
 
 
 @dataclass(slots=True)
@@ -115,36 +70,15 @@ class RecordColumns:
     timestamp_type: int = 0
 
 
-def is_record_batch_v2(buf: Buffer, position: int = 0) -> bool:
-    """Magic sniff: byte 16 of a batch / message-set entry is the magic."""
-    return len(buf) > position + MAGIC_OFFSET and buf[position + MAGIC_OFFSET] == 2
-
-
-def parse_batch_header(buf: Buffer, position: int = 0) -> BatchHeader:
-    """Parse the 61-byte header at `position` (no CRC check, no size check against `buf`)."""
-    if position < 0 or len(buf) - position < BATCH_HEADER_SIZE:
-        raise DecodeError("truncated record batch header", max(position, 0))
-    header = BatchHeader(*_HEADER.unpack_from(buf, position))
-    if header.magic != 2:
-        raise DecodeError(f"record batch magic {header.magic} is not 2", position + MAGIC_OFFSET)
-    if header.batch_length < _MIN_BATCH_LENGTH:
-        raise DecodeError(f"record batch length {header.batch_length} too small", position + 8)
-    if header.record_count < 0:
-        raise DecodeError(f"negative record count {header.record_count}", position + 57)
-    if header.compression > Compression.ZSTD:
-        raise DecodeError(f"unknown compression codec {header.compression}", position + ATTRIBUTES_OFFSET)
-    return header
-
-
 def validate_batch(buf: Buffer) -> BatchHeader:
     """Check that `buf` is exactly one well-formed batch with a correct CRC32C; no decompression."""
     header = parse_batch_header(buf)
     if header.size != len(buf):
-        raise DecodeError(f"record batch length {header.batch_length} does not match the {len(buf)} bytes given", 8)
+        raise DecodeError(f"record batch length {header.batch_length} does not match the {len(buf)} bytes given", BATCH_LENGTH_OFFSET)
     _check_crc(buf, header, 0)
     if header.compression == Compression.NONE and \
             header.record_count * _MIN_RECORD_BYTES > len(buf) - BATCH_HEADER_SIZE:
-        raise DecodeError(f"record count {header.record_count} exceeds the bytes left", 57)
+        raise DecodeError(f"record count {header.record_count} exceeds the bytes left", RECORD_COUNT_OFFSET)
     return header
 
 
@@ -160,21 +94,14 @@ def iter_batches(buf: Buffer) -> Iterator[tuple[BatchHeader, memoryview]]:
     position = 0
     end = len(view)
     while end - position >= LOG_OVERHEAD:
-        (length,) = struct.unpack_from(">i", view, position + 8)
-        if length < _MIN_BATCH_LENGTH:
-            raise DecodeError(f"record batch length {length} too small", position + 8)
+        length = batch_length(view, position)
+        if length < MIN_BATCH_LENGTH:
+            raise DecodeError(f"record batch length {length} too small", position + BATCH_LENGTH_OFFSET)
         if LOG_OVERHEAD + length > end - position:
             return  # partial batch at the end of a fetch response
         header = parse_batch_header(view, position)
         yield header, view[position:position + header.size]
         position += header.size
-
-
-def with_base_offset(batch: Buffer, base_offset: int) -> bytearray:
-    """A copy of the batch with a new base offset (outside the CRC, so no recomputation)."""
-    out = bytearray(batch)
-    _INT64.pack_into(out, 0, base_offset)
-    return out
 
 
 def _records_section(batch: Buffer, verify_crc: bool, max_output_bytes: int) -> tuple[BatchHeader, bytes]:
@@ -191,7 +118,7 @@ def _records_section(batch: Buffer, verify_crc: bool, max_output_bytes: int) -> 
             raise DecodeError("control batch must not be compressed", ATTRIBUTES_OFFSET)
         data = decompress(header.compression, section, max_output_bytes)
     if header.record_count * _MIN_RECORD_BYTES > len(data):
-        raise DecodeError(f"record count {header.record_count} exceeds the record bytes", 57)
+        raise DecodeError(f"record count {header.record_count} exceeds the record bytes", RECORD_COUNT_OFFSET)
     return header, data
 
 
@@ -389,9 +316,9 @@ class RecordBatchBuilder:
         self._producer_epoch = producer_epoch
         self._base_sequence = base_sequence
         self._partition_leader_epoch = partition_leader_epoch
-        self._attributes = (int(self._compression) | (_TRANSACTIONAL_MASK if is_transactional else 0)
-                            | (_CONTROL_MASK if is_control else 0)
-                            | (_TIMESTAMP_TYPE_MASK if log_append_time else 0))
+        self._attributes = (int(self._compression) | (TRANSACTIONAL_MASK if is_transactional else 0)
+                            | (CONTROL_MASK if is_control else 0)
+                            | (TIMESTAMP_TYPE_MASK if log_append_time else 0))
         self._records = bytearray()
         self._count = 0
         self._last_delta = -1
@@ -440,12 +367,12 @@ class RecordBatchBuilder:
             raise ValueError("a record batch needs at least one record")
         records = compress(self._compression, self._records) if self._compression else bytes(self._records)
         out = bytearray(BATCH_HEADER_SIZE)
-        _HEADER.pack_into(out, 0, self._base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records),
-                          self._partition_leader_epoch, 2, 0, self._attributes, self._last_delta,
+        HEADER.pack_into(out, 0, self._base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records),
+                          self._partition_leader_epoch, MAGIC, 0, self._attributes, self._last_delta,
                           self._base_timestamp, self._max_timestamp, self._producer_id,
                           self._producer_epoch, self._base_sequence, self._count)
         out += records
-        _UINT32.pack_into(out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+        CRC.pack_into(out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
         return bytes(out)
 
 

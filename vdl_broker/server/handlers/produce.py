@@ -14,13 +14,9 @@ from typing import Any
 
 from vdl_broker.protocol.errors import DecodeError, ErrorCode
 from vdl_broker.protocol.messages import ProduceRequest, ProduceResponse
+from vdl_broker.protocol.records.batch_header import MAGIC_OFFSET, BatchHeader
 from vdl_broker.protocol.records.conversion import message_set_to_batches
-from vdl_broker.protocol.records.record_batch import (
-    BatchHeader,
-    RecordBatchBuilder,
-    read_records,
-    validate_batch,
-)
+from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, read_records, validate_batch
 from vdl_broker.server.partition import AppendHandle, PartitionError
 
 API_KEY = ProduceRequest.DECL.api_key
@@ -28,8 +24,6 @@ NAME = "Produce"
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
-MAGIC_OFFSET = 16
-
 
 class Rejected(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
@@ -69,6 +63,7 @@ def parse_batches(records: Any, version: int, max_batch_bytes: int) -> list[tupl
     """The batches of one partition's `records`, validated; raises Rejected."""
     if records is None or len(records) == 0:
         raise Rejected(ErrorCode.INVALID_RECORD, "no records")
+    # Message sets (magic 0/1) keep their magic byte at the same position as RecordBatch v2.
     magic = records[MAGIC_OFFSET] if len(records) > MAGIC_OFFSET else -1
     try:
         if version < 3:

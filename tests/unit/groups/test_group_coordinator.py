@@ -115,8 +115,14 @@ def test_leave_completes_pending_rebalance_and_bad_inputs() -> None:
         b = await asyncio.wait_for(b_task, 2)
         assert b.generation_id == 2 and b.leader == b.member_id
         assert c.leave_group("g", "ghost") is ErrorCode.UNKNOWN_MEMBER_ID
+        # Kafka (GroupMetadata.supportsProtocols): a join into a non-empty group needs one protocol
+        # every current member supports, the joiner's current protocols included; b offered
+        # range/roundrobin, so it cannot switch to sticky alone.
         bad = await join(c, member_id=b.member_id, protocols=[("sticky", b"")])
-        assert bad.error is ErrorCode.NONE or bad.error is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        assert bad.error is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        assert c.group("g").generation_id == 2 and c.group("g").protocol_name == "range"
+        other_type = await c.join_group("g", "", None, "c", "h", 5000, 5000, "connect", PROTOCOLS, False)
+        assert other_type.error is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         assert (await c.join_group("", "", None, "c", "h", 5000, 5000, "consumer", PROTOCOLS, False)).error \
             is ErrorCode.INVALID_GROUP_ID
         assert (await join(c, session_ms=1)).error is ErrorCode.INVALID_SESSION_TIMEOUT
@@ -141,5 +147,29 @@ def test_unchanged_follower_rejoin_gets_current_generation() -> None:
         await asyncio.sleep(0)
         assert c.group("g").state is GroupState.PREPARING_REBALANCE
         changed.cancel()
+        c.close()
+    asyncio.run(run())
+
+
+def test_join_needs_one_protocol_every_member_supports() -> None:
+    async def run() -> None:
+        c = make()
+        a = await join(c, client="a", protocols=[("x", b""), ("y", b"")])
+        assert a.error is ErrorCode.NONE
+        b_task = asyncio.create_task(join(c, client="b", protocols=[("y", b""), ("z", b"")]))
+        await asyncio.sleep(0)  # b is a member now, waiting for the rebalance
+        assert len(c.group("g").members) == 2
+        # x is a's, z is b's: each member shares one with the joiner, but no protocol is shared by all
+        refused = await join(c, client="c", protocols=[("x", b""), ("z", b"")])
+        assert refused.error is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        assert len(c.group("g").members) == 2
+        accepted_task = asyncio.create_task(join(c, client="d", protocols=[("z", b""), ("y", b"")]))
+        await asyncio.sleep(0)
+        assert len(c.group("g").members) == 3
+        rejoin = await join(c, member_id=a.member_id, client="a", protocols=[("x", b""), ("y", b"")])
+        b, accepted = await asyncio.wait_for(asyncio.gather(b_task, accepted_task), 2)
+        assert {rejoin.error, b.error, accepted.error} == {ErrorCode.NONE}
+        assert rejoin.generation_id == b.generation_id == accepted.generation_id == 2
+        assert c.group("g").protocol_name == "y"
         c.close()
     asyncio.run(run())

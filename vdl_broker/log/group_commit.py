@@ -1,0 +1,149 @@
+"""Group commit: what is durable in a stream's log, and the one fdatasync that makes more of it so.
+
+`sync()` returns once every entry appended before the call is durable. One fdatasync, run in a
+worker thread, covers every append made before it started; callers that arrive while it runs
+share the next one (DESIGN.md, "Storage": fsync/fdatasync, never sync_file_range).
+
+A sync job covers the active segment and every segment sealed since the last sync, the directory
+when files were created or removed, and then moves the recovery point up to the active segment:
+everything before it is durable, so recovery after a crash may start there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vdl_broker.log.fileio import fsync_dir
+from vdl_broker.log.recovery import save_recovery_point
+from vdl_broker.log.segment import Segment
+
+
+@dataclass
+class _SyncJob:
+    cover_index: int
+    generation: int
+    fds: list[int]  # duplicates, owned by the job: a truncation may close the originals meanwhile
+    sealed: list[Segment]
+    sync_dir: bool
+    recovery_base: int | None
+
+
+@dataclass(eq=False)
+class GroupCommit:
+    """The durability state of one log. `tail()` gives the log's current (active segment, last
+    index); `fsync=False` (tests, benchmarks) skips every fsync but keeps the bookkeeping."""
+
+    directory: Path
+    fsync: bool
+    tail: Callable[[], tuple[Segment, int]]
+    durable_index: int = 0
+    recovery_base: int | None = None
+    dir_dirty: bool = False  # files were created or removed since the directory was last synced
+    unsynced_sealed: list[Segment] = field(default_factory=list)
+    # Bumped by truncation and reset: a job started before one must not mark the new entries
+    # (same indexes, other bytes) durable.
+    generation: int = 0
+    _inflight: asyncio.Task[None] | None = None
+
+    # ---- what the log tells it ------------------------------------------------------------
+    def sealed(self, segment: Segment) -> None:
+        """The log rolled past `segment`: keep it open for writing until a sync covered it."""
+        if self.fsync and segment.last_index > self.durable_index:
+            self.unsynced_sealed.append(segment)
+        else:
+            segment.close_write()
+        self.dir_dirty = True
+
+    def forget(self, segment: Segment) -> None:
+        """`segment` is being deleted or reopened for appends."""
+        if segment in self.unsynced_sealed:
+            self.unsynced_sealed.remove(segment)
+
+    def truncated(self, last_index: int) -> None:
+        """Entries after `last_index` were removed."""
+        self.generation += 1
+        self.durable_index = min(self.durable_index, last_index)
+        self.dir_dirty = True
+
+    def move_recovery_point_down(self, base_index: int) -> None:
+        """Appends will rewrite the segment starting at `base_index`: recovery must re-check it."""
+        if self.recovery_base is None or self.recovery_base > base_index:
+            save_recovery_point(self.directory, base_index, durable=self.fsync)
+            self.recovery_base = base_index
+
+    def reset(self, first_index: int) -> None:
+        """The log was emptied and now starts at `first_index` (files already synced)."""
+        self.generation += 1
+        self.unsynced_sealed.clear()
+        save_recovery_point(self.directory, first_index, durable=self.fsync)
+        self.recovery_base = first_index
+        self.durable_index = first_index - 1
+        self.dir_dirty = False
+
+    # ---- syncing --------------------------------------------------------------------------
+    def needs_sync(self, target: int) -> bool:
+        return self.durable_index < min(target, self.tail()[1])
+
+    def sync_now(self) -> None:
+        """Blocking sync of everything appended so far."""
+        job = self._job()
+        self._run(job)
+        self._finish(job)
+
+    async def sync(self) -> None:
+        target = self.tail()[1]
+        while self.needs_sync(target):
+            if self._inflight is None:
+                self._inflight = asyncio.get_running_loop().create_task(self._sync_task())
+            await asyncio.shield(self._inflight)
+
+    async def _sync_task(self) -> None:
+        try:
+            job = self._job()
+            await asyncio.get_running_loop().run_in_executor(None, self._run, job)
+            self._finish(job)
+        finally:
+            self._inflight = None
+
+    def _job(self) -> _SyncJob:
+        active, last_index = self.tail()
+        fds: list[int] = []
+        if self.fsync:
+            for segment in [*self.unsynced_sealed, active]:
+                if segment.fd is not None:
+                    fds.append(os.dup(segment.fd))
+        recovery_base = active.base_index if active.base_index != self.recovery_base else None
+        return _SyncJob(last_index, self.generation, fds, list(self.unsynced_sealed),
+                        self.dir_dirty and self.fsync, recovery_base)
+
+    def _run(self, job: _SyncJob) -> None:
+        """Runs in a worker thread: touches only the job's own descriptors and files."""
+        try:
+            for fd in job.fds:
+                os.fdatasync(fd)
+            if job.sync_dir:
+                fsync_dir(self.directory)
+            if job.recovery_base is not None:
+                # Everything before the active segment is durable now: recovery may start there.
+                save_recovery_point(self.directory, job.recovery_base, durable=False)
+        finally:
+            for fd in job.fds:
+                os.close(fd)
+
+    def _finish(self, job: _SyncJob) -> None:
+        active, last_index = self.tail()
+        if job.sync_dir:
+            self.dir_dirty = False
+        if job.recovery_base is not None:
+            self.recovery_base = job.recovery_base
+        for segment in job.sealed:
+            if segment in self.unsynced_sealed:
+                self.unsynced_sealed.remove(segment)
+                if segment is not active:
+                    segment.close_write()
+        if job.generation == self.generation:
+            self.durable_index = max(self.durable_index, min(job.cover_index, last_index))

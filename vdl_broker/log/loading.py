@@ -1,0 +1,184 @@
+"""Opening a stream's log directory: finding its segments and, after an unclean stop, recovering.
+
+With the clean-shutdown marker every sealed segment is trusted; its base offset comes from the
+first record of its offset index and its indexes are only checked when first used. Without it,
+every segment from the recovery point on is re-read with CRC checks and the log is cut at the
+first torn or corrupt entry (seed 002, Kafka's LogLoader). Segments before the recovery point were
+durable when it was written, so they are trusted in both cases.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+
+from vdl_broker.log.config import LogConfig
+from vdl_broker.log.entry import HEADER_SIZE, EntryType
+from vdl_broker.log.fileio import fsync_dir
+from vdl_broker.log.log_start import LogStart, load_log_start
+from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE, load_recovery_point
+from vdl_broker.log.segment import LOG_SUFFIX, Segment
+from vdl_broker.protocol.records.batch_header import BATCH_HEADER_SIZE, batch_fields
+
+logger = logging.getLogger(__name__)
+
+_DATA = int(EntryType.DATA)
+_OFFSET_INDEX_RECORD = struct.Struct("<II")  # relative offset, position (offset_index.py)
+
+
+@dataclass
+class LoadedLog:
+    segments: list[Segment]  # the last one is open for appends
+    previous_term: int  # term of entry first_index - 1
+    recovered: bool  # files were cut or deleted: the directory needs a sync
+
+
+def new_segment(directory: Path, config: LogConfig, base_index: int, base_offset: int) -> Segment:
+    return Segment(directory, base_index, base_offset, config.index_interval_bytes)
+
+
+def ensure_loaded(segments: list[Segment], i: int) -> Segment:
+    """Segment `i` with its indexes in memory (loaded, and checked, on first use)."""
+    segment = segments[i]
+    if not segment.loaded:
+        expected = segments[i + 1].base_index - segment.base_index if i + 1 < len(segments) else None
+        segment.load(expected)
+    return segment
+
+
+def load(directory: Path, config: LogConfig, now_ms: float) -> LoadedLog:
+    """Open (creating if needed) the log in `directory`; recovers after an unclean stop."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for temp in directory.glob("*.tmp"):
+        temp.unlink()
+    marker = directory / CLEAN_SHUTDOWN_FILE
+    clean = marker.exists()
+    start = load_log_start(directory) or LogStart()
+    bases = sorted(int(p.name[: -len(LOG_SUFFIX)]) for p in directory.glob(f"*{LOG_SUFFIX}")
+                   if p.name[: -len(LOG_SUFFIX)].isdigit())
+    # Retention persists the new start before deleting: finish a deletion a crash interrupted.
+    while len(bases) > 1 and bases[1] <= start.first_index:
+        new_segment(directory, config, bases.pop(0), 0).delete()
+    segments = [new_segment(directory, config, base, 0) for base in bases]
+    for segment in segments:
+        segment.size = segment.file_size()
+    if not segments:
+        segments = [new_segment(directory, config, start.first_index, start.start_offset)]
+    first = 0
+    if not clean:
+        point = load_recovery_point(directory)
+        first = 0 if point is None else max(0, bisect_right(bases, point) - 1)
+    _load_trusted(segments, len(segments) - 1 if clean else first)
+    if not clean:
+        _recover(directory, segments, first, start)
+    else:
+        segments[-1].load(None)
+    _chain_offsets(segments, start)
+    for segment in segments[:-1]:
+        segment.sealed = True
+    active = segments[-1]
+    if not active.loaded:
+        active.load(None)
+    active.open_for_append()
+    active.created_ms = now_ms
+    first_index = segments[0].base_index
+    previous_term = start.previous_term if start.first_index == first_index else 0
+    if start.first_index != first_index:
+        logger.warning("%s: log starts at index %d, persisted start says %d: previous term unknown",
+                       directory, first_index, start.first_index)
+    if clean:
+        marker.unlink()
+        if config.fsync:  # fsync=False (tests, benchmarks) skips every fsync
+            fsync_dir(directory)
+    return LoadedLog(segments, previous_term, recovered=not clean)
+
+
+def _load_trusted(segments: list[Segment], count: int) -> None:
+    """The first `count` segments, all sealed: learn their base offsets cheaply (first
+    offset-index record); their indexes are checked when first used."""
+    for i, segment in enumerate(segments[:count]):
+        segment.sealed = True
+        if not _peek_base_offset(segment):
+            segment.load(segments[i + 1].base_index - segment.base_index)
+
+
+def _peek_base_offset(segment: Segment) -> bool:
+    try:
+        with open(segment.oidx.path, "rb") as f:
+            record = f.read(_OFFSET_INDEX_RECORD.size)
+    except FileNotFoundError:
+        return False
+    if len(record) != _OFFSET_INDEX_RECORD.size:
+        return False
+    relative, position = _OFFSET_INDEX_RECORD.unpack(record)
+    if relative != 0:
+        return False
+    try:
+        head = segment.span(position, position + HEADER_SIZE + BATCH_HEADER_SIZE)
+        if len(head) < HEADER_SIZE + BATCH_HEADER_SIZE or head[4] != _DATA:
+            return False
+        segment.base_offset = batch_fields(head, HEADER_SIZE).base_offset
+    except (OSError, ValueError, struct.error):
+        return False
+    segment.has_data = True
+    segment.next_offset = segment.base_offset
+    return True
+
+
+def _recover(directory: Path, segments: list[Segment], first: int, start: LogStart) -> None:
+    """Re-validate every segment from `first` on with CRCs; cut at the first bad entry."""
+    previous_end: int | None = None  # where the offsets of the trusted part end
+    for j in range(first - 1, -1, -1):
+        if ensure_loaded(segments, j).has_data:
+            previous_end = segments[j].next_offset
+            break
+    else:
+        if first > 0:
+            previous_end = start.start_offset
+    for i in range(first, len(segments)):
+        segment = segments[i]
+        file_size = segment.file_size()
+        end = segment.rebuild(verify_crc=True)
+        expected = segments[i + 1].base_index - segment.base_index if i + 1 < len(segments) else None
+        if segment.has_data and previous_end is not None and segment.base_offset != previous_end:
+            end = 0  # offsets do not continue the previous segment: nothing here can be trusted
+            segment.rebuild_empty()
+        whole = end == file_size and (expected is None or segment.count == expected)
+        if end < file_size:
+            os.truncate(segment.log_path, end)
+        segment.flush_indexes()
+        segment.loaded = True
+        if segment.has_data:
+            previous_end = segment.next_offset
+        if not whole:
+            dropped = segments[i + 1:]
+            logger.warning(
+                "%s: unclean shutdown: cut segment %s at byte %d of %d (entries from index %d on) "
+                "and deleted %d later segment(s)", directory, segment.log_path.name, end,
+                file_size, segment.base_index + segment.count, len(dropped))
+            for later in dropped:
+                later.delete()
+            del segments[i + 1:]
+            break
+    # A cut can leave an empty segment behind a non-empty one: it stays as the active one.
+
+
+def _chain_offsets(segments: list[Segment], start: LogStart) -> None:
+    """Segments without data take their base offset from the data before them."""
+    previous_end = start.start_offset
+    for i, segment in enumerate(segments):
+        if not segment.has_data:
+            segment.base_offset = previous_end
+            segment.next_offset = previous_end
+            previous_end = segment.next_offset
+            continue
+        following = segments[i + 1] if i + 1 < len(segments) else None
+        if following is not None and following.has_data:
+            previous_end = following.base_offset
+        else:
+            ensure_loaded(segments, i)
+            previous_end = segment.next_offset

@@ -1,0 +1,73 @@
+"""What a Raft group keeps on disk besides its log: hard state and commit point.
+
+Both are small files in the stream's directory, next to its segments. The formats are fixed:
+existing data directories must keep opening.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import crc32c
+
+from vdl_broker.log import IndexOutOfRange, StreamLog
+from vdl_broker.log.fileio import atomic_write
+from vdl_broker.raft.types import NONE, HardState
+
+HARD_STATE_FILE = "hard-state"
+_HARD_STATE = struct.Struct("<qq")  # term, voted_for (-1 = none)
+COMMIT_POINT_FILE = "commit-point"
+_COMMIT_POINT = struct.Struct("<qq")  # index, term
+_CRC = struct.Struct("<I")  # crc32c of what precedes it
+
+
+def save_hard_state(directory: Path, state: HardState) -> None:
+    """Atomic and durable (temp file, fsync, rename, fsync the directory): Raft's term and vote
+    must be on disk before any message that depends on them leaves (Raft §5.1, Figure 2)."""
+    body = _HARD_STATE.pack(state.term, -1 if state.voted_for == NONE else state.voted_for)
+    atomic_write(Path(directory) / HARD_STATE_FILE, body + _CRC.pack(crc32c.crc32c(body)))
+
+
+def load_hard_state(directory: Path) -> HardState:
+    """The saved state, or HardState() when none was ever saved. A corrupt file raises ValueError:
+    guessing a term or a vote could make this node vote twice in one term."""
+    path = Path(directory) / HARD_STATE_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return HardState()
+    if len(data) != _HARD_STATE.size + _CRC.size:
+        raise ValueError(f"{path}: {len(data)} bytes, expected {_HARD_STATE.size + _CRC.size}")
+    body = data[: _HARD_STATE.size]
+    if _CRC.unpack_from(data, _HARD_STATE.size)[0] != crc32c.crc32c(body):
+        raise ValueError(f"{path}: checksum mismatch")
+    term, voted_for = _HARD_STATE.unpack(body)
+    return HardState(term, NONE if voted_for < 0 else voted_for)
+
+
+def save_commit_point(directory: Path, index: int, term: int) -> None:
+    """Remember that entry (index, term) is committed. Not fsynced: an old or missing file only
+    means a longer replay at the next start."""
+    body = _COMMIT_POINT.pack(index, term)
+    atomic_write(Path(directory) / COMMIT_POINT_FILE, body + _CRC.pack(crc32c.crc32c(body)), durable=False)
+
+
+def load_commit_point(log: StreamLog) -> int:
+    """An index known committed that this log still holds with the same term (0 if none): the
+    core may start with it as applied, skipping the replay of everything before it."""
+    try:
+        data = (Path(log.directory) / COMMIT_POINT_FILE).read_bytes()
+    except FileNotFoundError:
+        return 0
+    if len(data) != _COMMIT_POINT.size + _CRC.size:
+        return 0
+    index, term = _COMMIT_POINT.unpack_from(data)
+    if _CRC.unpack_from(data, _COMMIT_POINT.size)[0] != crc32c.crc32c(data[:_COMMIT_POINT.size]):
+        return 0
+    if not log.first_index - 1 <= index <= log.last_index:
+        return 0
+    try:
+        return index if log.term_at(index) == term else 0
+    except (IndexOutOfRange, ValueError):
+        return 0
