@@ -22,7 +22,7 @@ from typing import Any
 import psutil
 import pytest
 
-from vdl_broker.demo.workload import WorkloadConfig, events, expected_aggregates
+from vdl_dev.workload import WorkloadConfig, events, expected_aggregates
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDS = 100_000
@@ -30,13 +30,13 @@ SEED = 11
 
 
 def demo_command() -> list[str]:
-    """`vdl demo` once vdl_broker/cli.py dispatches to vdl_broker.demo.run (else the module)."""
+    """`vdl demo` once vdl_client/cli.py dispatches to vdl_dev.run (else the module)."""
     vdl = Path(sys.executable).parent / "vdl"
     if vdl.exists():
         help_text = subprocess.run([str(vdl), "demo", "--help"], capture_output=True, text=True, timeout=60).stdout
         if "--records" in help_text:
             return [str(vdl), "demo"]
-    return [sys.executable, "-m", "vdl_broker.demo.run"]
+    return [sys.executable, "-m", "vdl_dev.run"]
 
 
 def _descendants(pid: int) -> set[int]:

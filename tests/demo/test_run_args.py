@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vdl_broker.demo.run import _prepare, add_demo_parser, main
+from vdl_dev.run import _prepare, add_demo_parser, main
 
 
 def test_invalid_counts_are_refused(capsys) -> None:  # noqa: ANN001

@@ -7,7 +7,7 @@ import threading
 import time
 
 from tests.support.cluster import BrokerProcess
-from tests.support.kafka import client, make_batch, produce_raw
+from tests.support.kafka import client, make_batch, produce_partition
 from vdl_broker.protocol import messages as m
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.records.message_set import iter_message_set
@@ -16,7 +16,7 @@ from vdl_broker.protocol.records.message_set import iter_message_set
 def test_idempotent_retry_is_acked_with_original_offset_and_gaps_refused(module_broker: BrokerProcess) -> None:
     with client(module_broker.bootstrap) as c:
         c.create_stream("idem")
-        init = c.request(22, 1, m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1))
+        init = c.request(m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1), 1)
         pid, epoch = init.producer_id, init.producer_epoch
         assert init.error_code == 0 and pid >= 0
         c.produce("idem", make_batch([b"pre"]))
@@ -24,12 +24,12 @@ def test_idempotent_retry_is_acked_with_original_offset_and_gaps_refused(module_
         assert c.produce("idem", first) == 1
         assert c.produce("idem", first) == 1  # a retry: same offset, not stored twice
         assert c.produce("idem", make_batch([b"d"], pid, epoch, 3)) == 4
-        gap = produce_raw(c, "idem", make_batch([b"z"], pid, epoch, 9))
+        gap = produce_partition(c, "idem", make_batch([b"z"], pid, epoch, 9))
         assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         assert c.list_offset("idem", -1) == 5
         # Transactional ids map to a stable producer id.
-        one = c.request(22, 1, m.InitProducerIdRequest(transactional_id="writer-1", transaction_timeout_ms=60000))
-        two = c.request(22, 1, m.InitProducerIdRequest(transactional_id="writer-1", transaction_timeout_ms=60000))
+        one = c.request(m.InitProducerIdRequest(transactional_id="writer-1", transaction_timeout_ms=60000), 1)
+        two = c.request(m.InitProducerIdRequest(transactional_id="writer-1", transaction_timeout_ms=60000), 1)
         assert one.producer_id == two.producer_id and one.producer_epoch == 0
 
 
@@ -72,7 +72,7 @@ def test_fetch_errors_and_down_conversion(module_broker: BrokerProcess) -> None:
             request = m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[
                 m.FetchRequest.FetchTopic(topic="old", partitions=[
                     m.FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
-            part = c.request(1, version, request).responses[0].partitions[0]
+            part = c.request(request, version).responses[0].partitions[0]
             entries = list(iter_message_set(bytes(part.records)))
             records = [r for e in entries for r in e.records]
             assert [e.magic for e in entries] == [magic] * len(entries)
@@ -80,7 +80,7 @@ def test_fetch_errors_and_down_conversion(module_broker: BrokerProcess) -> None:
         request = m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[
             m.FetchRequest.FetchTopic(topic="old", partitions=[
                 m.FetchRequest.FetchPartition(partition=0, fetch_offset=99, partition_max_bytes=1 << 20)])])
-        response = c.request(1, 11, request)
+        response = c.request(request, 11)
         assert response.session_id == 0
         assert response.responses[0].partitions[0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
 
@@ -101,12 +101,12 @@ def test_list_offsets(module_broker: BrokerProcess) -> None:
 def test_create_topics_validation(module_broker: BrokerProcess) -> None:
     Topic = m.CreateTopicsRequest.CreatableTopic
     with client(module_broker.bootstrap) as c:
-        response = c.request(19, 4, m.CreateTopicsRequest(topics=[
+        response = c.request(m.CreateTopicsRequest(topics=[
             Topic(name="three", num_partitions=3, replication_factor=1),
             Topic(name="rf3", num_partitions=1, replication_factor=3),
             Topic(name="bad/name", num_partitions=1, replication_factor=1),
             Topic(name="only-checked", num_partitions=-1, replication_factor=-1),
-        ], timeout_ms=1000, validate_only=True))
+        ], timeout_ms=1000, validate_only=True), 4)
         results = {t.name: (t.error_code, t.error_message) for t in response.topics}
         assert results["three"] == (ErrorCode.INVALID_PARTITIONS, "a VDL log stream has exactly one partition")
         assert results["rf3"][0] == ErrorCode.INVALID_REPLICATION_FACTOR
@@ -114,8 +114,8 @@ def test_create_topics_validation(module_broker: BrokerProcess) -> None:
         assert results["only-checked"][0] == 0
         assert c.metadata(["only-checked"]).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         c.create_stream("dup")
-        again = c.request(19, 1, m.CreateTopicsRequest(topics=[Topic(name="dup", num_partitions=1,
-                                                                      replication_factor=1)], timeout_ms=1000))
+        again = c.request(m.CreateTopicsRequest(topics=[Topic(name="dup", num_partitions=1,
+                                                                      replication_factor=1)], timeout_ms=1000), 1)
         assert again.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
 
 
@@ -124,8 +124,8 @@ def test_metadata_auto_create(broker_factory) -> None:
     with client(auto.bootstrap) as c:
         request = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name="made")],
                                     allow_auto_topic_creation=False)
-        assert c.request(3, 8, request).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert c.request(request, 8).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         request.allow_auto_topic_creation = True
-        topic = c.request(3, 8, request).topics[0]
+        topic = c.request(request, 8).topics[0]
         assert topic.error_code == 0 and topic.partitions[0].leader_id == 1
         assert c.metadata(None).topics[0].name == "made"

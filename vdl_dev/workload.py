@@ -225,14 +225,13 @@ def produce_workload(bootstrap: str, stream: str, config: WorkloadConfig, *, sta
     from tqdm import tqdm
 
     from vdl_broker.protocol.records.compression import Compression
-    from vdl_connector.client import VdlClient
+    from vdl_client import ClientSettings, VdlClient
     from vdl_connector.encoding import build_batch
-    from vdl_connector.options import ClientSettings
 
     codec = Compression[compression.upper()]
     stats = ProduceStats()
     started = time.monotonic()
-    settings = ClientSettings(tuple(s.strip() for s in bootstrap.split(",")), client_id="vdl-demo")
+    settings = ClientSettings.from_bootstrap(bootstrap, client_id="vdl-demo")
 
     def account(future: Future[int], count: int, size: int) -> None:
         base = future.result()  # raises the sender's error here
