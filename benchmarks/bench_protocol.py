@@ -13,10 +13,10 @@ from vdl_broker.protocol.records import (
     Compression,
     RecordBatchBuilder,
     decode_columns,
-    decode_columns_arrow,
     validate_batch,
     with_base_offset,
 )
+from vdl_connector.arrow import decode_columns_arrow
 
 MIB = 1 << 20
 # 100-byte record values (random, so an lz4 batch stays ~1 MiB on the wire), no key, no headers

@@ -78,7 +78,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.sections.append((f"node {node.node_id} output ({state})", tail))
 
 
-# One SparkSession for the whole run (tests/spark, tests/demo): a session takes ~10 s to start
+# One SparkSession for the whole run (tests/spark, tests/dev): a session takes ~10 s to start
 # here. PYSPARK_PYTHON points the Python workers at this interpreter (the venv holding
 # vdl_connector and pyspark_vdl). Defined once, here: getOrCreate would silently hand a second
 # definition the first one's settings.

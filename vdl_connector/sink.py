@@ -32,7 +32,7 @@ from pyspark.sql.datasource import (
 )
 
 from vdl_broker.protocol.records.compression import Compression
-from vdl_connector.encoding import RecordColumns, build_batch, cut_points, encode_headers
+from vdl_connector.arrow import RecordColumns, build_batch, cut_points, encode_headers
 from vdl_connector.options import SinkOptions, VdlOptionError
 from vdl_connector.schema import WriteColumns
 

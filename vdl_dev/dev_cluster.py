@@ -320,8 +320,7 @@ class DevCluster:
 def fetch_metadata(address: str, topics: Sequence[str] | None, timeout_s: float = 2.0) -> Any:
     """One Metadata request to `address` ("host:port"); returns the decoded response."""
     request = MetadataRequest(
-        topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
-        allow_auto_topic_creation=False)
+        topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics])
     return request_once(address, request, timeout_s, client_id="vdl-dev-cluster")
 
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 from tests.support.cluster import start_broker
 from vdl_broker.protocol.records.record_batch import iter_batches, read_records
 from vdl_client import ClientSettings, VdlClient
-from vdl_connector.encoding import RecordColumns, build_batch
+from vdl_connector.arrow import RecordColumns, build_batch
 
 
 def batch(producer: tuple[int, int], sequence: int, values: list[bytes]) -> bytes:

@@ -15,7 +15,6 @@ from vdl_broker.protocol.records import (
     RecordBatchBuilder,
     compress,
     decode_columns,
-    decode_columns_arrow,
     decompress,
     iter_batches,
     message_set_to_batches,
@@ -25,6 +24,7 @@ from vdl_broker.protocol.records import (
     validate_batch,
 )
 from vdl_broker.protocol.records.message_set import build_message_set, encode_message
+from vdl_connector.arrow import decode_columns_arrow
 
 BASE_TS = 1_700_000_000_000
 
