@@ -64,8 +64,11 @@ def list_offset(address: str, stream: str) -> int:
     return list_offset_raw(address, stream, LATEST)[0]
 
 
+def create(address: str, name: str, rf: int = -1) -> tuple[int, str | None]:
+    return create_topic_raw(address, name, replication_factor=rf)
+
+
 metadata = metadata_raw
-create = create_topic_raw
 delete = delete_topic_raw
 
 
