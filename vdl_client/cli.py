@@ -14,6 +14,7 @@ A failure prints one line (`vdl: error: ...`) and exits non-zero.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import time
@@ -41,6 +42,7 @@ DEADLINE_MS = 30_000
 FETCH_MAX_WAIT_MS = 500
 FETCH_PARTITION_MAX_BYTES = 4 << 20
 FETCH_MAX_BYTES = 16 << 20
+SPARK_EXTRA_MODULES = ("pyspark", "pyarrow", "numpy", "pandas", "deltalake")
 BATCH_RECORDS = 5000
 BATCH_BYTES = 512 * 1024
 
@@ -187,9 +189,12 @@ def run_demo_command(argv: list[str]) -> int:
     """`vdl demo ARGS`: vdl_dev parses its own arguments. It is imported only here, so the rest
     of the CLI works in an install without the [spark] extra."""
     try:
+        for name in SPARK_EXTRA_MODULES:
+            importlib.import_module(name)
         from vdl_dev.run import main as demo_main
     except ImportError as error:
         raise CliError(f"`vdl demo` needs the Spark extra (pip install 'vdl-for-spark[spark]'): {error}") from None
+
     return demo_main(argv)
 
 

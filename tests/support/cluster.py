@@ -67,6 +67,7 @@ class BrokerProcess:
     process: subprocess.Popen[str] | None = None
     output: deque[str] = field(default_factory=lambda: deque(maxlen=2000))
     log_path: Path | None = None
+    command: tuple[str, ...] = BROKER_COMMAND
 
     @property
     def bootstrap(self) -> str:
@@ -77,8 +78,8 @@ class BrokerProcess:
         return "127.0.0.1"
 
     def start(self) -> BrokerProcess:
-        command = broker_command() + ["--data-dir", str(self.data_dir),
-                                      "--listen", self.bootstrap] + _flags(self.config)
+        command = [*self.command, "--data-dir", str(self.data_dir),
+                   "--listen", self.bootstrap, *_flags(self.config)]
         self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -129,12 +130,12 @@ class BrokerProcess:
         return self.start()
 
 
-def start_broker(tmp_path: Path, **config: Any) -> BrokerProcess:
+def start_broker(tmp_path: Path, command: tuple[str, ...] = BROKER_COMMAND, **config: Any) -> BrokerProcess:
     data_dir = Path(tmp_path) / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     config.setdefault("log_level", os.environ.get("VDL_TEST_LOG_LEVEL", "WARNING"))
     for attempt in range(3):
-        broker = BrokerProcess(data_dir, free_port(), dict(config))
+        broker = BrokerProcess(data_dir, free_port(), dict(config), command=command)
         try:
             return broker.start()
         except RuntimeError:
