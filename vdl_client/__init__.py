@@ -8,6 +8,7 @@ aio.py         request(): one request over a fresh asyncio connection
 cli.py         the `vdl` command line
 """
 
+from vdl_client import aio
 from vdl_client.client import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -42,6 +43,7 @@ __all__ = [
     "StreamNotFoundError",
     "VdlClient",
     "VdlClientError",
+    "aio",
     "connect_first",
     "default_version",
     "parse_bootstrap",
