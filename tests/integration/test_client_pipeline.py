@@ -1,4 +1,4 @@
-"""The connector's client against a real broker: pipelined idempotent produce through a restart."""
+"""vdl_client against a real broker: pipelined idempotent produce through a restart."""
 
 from __future__ import annotations
 
