@@ -52,7 +52,7 @@ def produce_frame(batch: bytes) -> bytes:
         transactional_id=None, acks=-1, timeout_ms=30000,
         topic_data=[ProduceRequest.TopicProduceData(
             name="bench", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)])])
-    parts = encode_request(0, 8, 1, "bench", request)
+    parts = encode_request(ProduceRequest.DECL.api_key, 8, 1, "bench", request)
     return b"".join(bytes(part) for part in parts)[4:]  # frame body without the size prefix
 
 
