@@ -118,12 +118,13 @@ def cmd_produce(args: argparse.Namespace) -> int:
         for batch, records in _batches(source, separator):
             deadline = time.monotonic() + DEADLINE_MS / 1000
             base = client.produce(args.stream, batch, REQUEST_TIMEOUT_MS, deadline, acks=args.acks)
-            first = base if first < 0 else first
-            last = base + records - 1
+            if base >= 0:  # acks=0 (and a deduplicated retry) leave the offset unknown
+                first = base if first < 0 else first
+                last = base + records - 1
             count += records
             bar.update(records)
     if not args.quiet:
-        span = f" at offsets {first}..{last}" if count else ""
+        span = f" at offsets {first}..{last}" if count and first >= 0 else ""
         print(f"produced {count} records to {args.stream}{span}", file=sys.stderr)
     return 0
 
