@@ -8,7 +8,9 @@ STAMP := $(VENV)/.installed
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	# compat: a plain path in a .pth, so Spark's pkgutil.iter_modules() lists pyspark_vdl and
+	# format("vdl") resolves from any working directory (the default import-hook mode hides it).
+	$(PY) -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 install: $(STAMP) kcat

@@ -64,11 +64,10 @@ class Broker:
 
 
 def create(bootstrap: str, *topics: str) -> None:
-    from vdl_broker.cli import KafkaClient
+    from vdl_client import ClientSettings, VdlClient
 
-    with KafkaClient(bootstrap) as client:
-        for topic in topics:
-            client.create_stream(topic)
+    with VdlClient(ClientSettings.from_bootstrap(bootstrap)) as client:
+        client.create_streams(topics)
 
 
 def _produce_worker(bootstrap: str, topic: str, count: int, acks: int, start_at: float) -> float:

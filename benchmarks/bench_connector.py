@@ -87,9 +87,8 @@ class CeilingReader(DataSourceStreamReader):
 
 def load(bootstrap: str, stream: str, records: int) -> float:
     """Append `records` 100-byte records as 1 MiB-ish batches (one prebuilt batch, re-sent)."""
-    from vdl_connector.client import VdlClient
-    from vdl_connector.encoding import RecordColumns, build_batch
-    from vdl_connector.options import ClientSettings
+    from vdl_client import ClientSettings, VdlClient
+    from vdl_connector.arrow import RecordColumns, build_batch
 
     values = pa.array([b"v" * RECORD_BYTES] * LOAD_BATCH_RECORDS, pa.binary())
     columns = RecordColumns(None, values)

@@ -13,10 +13,10 @@ from vdl_broker.protocol.records import (
     Compression,
     RecordBatchBuilder,
     decode_columns,
-    decode_columns_arrow,
     validate_batch,
     with_base_offset,
 )
+from vdl_connector.arrow import decode_columns_arrow
 
 MIB = 1 << 20
 # 100-byte record values (random, so an lz4 batch stays ~1 MiB on the wire), no key, no headers
@@ -52,7 +52,7 @@ def produce_frame(batch: bytes) -> bytes:
         transactional_id=None, acks=-1, timeout_ms=30000,
         topic_data=[ProduceRequest.TopicProduceData(
             name="bench", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)])])
-    parts = encode_request(0, 8, 1, "bench", request)
+    parts = encode_request(ProduceRequest.DECL.api_key, 8, 1, "bench", request)
     return b"".join(bytes(part) for part in parts)[4:]  # frame body without the size prefix
 
 

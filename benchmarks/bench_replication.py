@@ -26,9 +26,10 @@ from pathlib import Path
 
 from benchmarks.bench_broker import RECORD_BYTES, produce_throughput
 from benchmarks.report import Report, percentile
-from vdl_broker.cli import CliError, KafkaClient
-from vdl_broker.dev_cluster import DevCluster, fetch_metadata
 from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
+from vdl_client import ClientSettings, VdlClient, request_once
+from vdl_client.client import produce_request
+from vdl_dev.dev_cluster import DevCluster, fetch_metadata
 
 TOPIC_THROUGHPUT = "bench-repl-acksall"
 TOPIC_LATENCY = "bench-repl-latency"
@@ -65,9 +66,8 @@ def free_base_port(count: int) -> int:
 
 
 def create_streams(cluster: DevCluster, *names: str) -> None:
-    with KafkaClient(cluster.nodes[1].client_address) as client:
-        for name in names:
-            client.create_stream(name)  # replication factor -1: the default, 3
+    with VdlClient(ClientSettings.from_bootstrap(cluster.nodes[1].client_address)) as client:
+        client.create_streams(names)  # replication factor -1: the default, 3
     for name in names:
         wait_for_in_sync(cluster, name, 60)
 
@@ -98,11 +98,10 @@ def write_once(address: str, stream: str, timeout_s: float = 1.0) -> bool:
     builder = RecordBatchBuilder()
     builder.append(int(time.time() * 1000), None, b"f" * RECORD_BYTES)
     try:
-        with KafkaClient(address, timeout=timeout_s) as client:
-            client.produce(stream, builder.build(), acks=-1)
-        return True
-    except (CliError, OSError, ValueError):
+        response = request_once(address, produce_request(stream, builder.build(), 30_000), timeout_s)
+    except (OSError, ValueError):
         return False
+    return response.responses[0].partition_responses[0].error_code == 0
 
 
 def failover_seconds(cluster: DevCluster, stream: str) -> float:

@@ -44,12 +44,12 @@ print(f"streams {source_stream}, {enriched_stream}; Delta table {delta_path}")
 # COMMAND ----------
 
 import vdl_connector
-from vdl_broker.demo.workload import WorkloadConfig, produce_workload
-from vdl_connector.client import VdlClient
-from vdl_connector.options import ClientSettings
+from vdl_dev.workload import WorkloadConfig, produce_workload
+from vdl_client import VdlClient
+from vdl_client import ClientSettings
 
 vdl_connector.register(spark)
-with VdlClient(ClientSettings(tuple(bootstrap.split(",")))) as client:
+with VdlClient(ClientSettings.from_bootstrap(bootstrap)) as client:
     client.create_streams([source_stream, enriched_stream])
 workload = WorkloadConfig(records=records, seed=2026)
 stats = produce_workload(bootstrap, source_stream, workload, progress=False)
@@ -109,7 +109,7 @@ aggregates = (orders.withWatermark("event_time", "30 seconds")
 
 # COMMAND ----------
 
-from vdl_broker.demo.pipeline import DeltaMergeSink
+from vdl_dev.pipeline import DeltaMergeSink
 
 aggregate_checkpoint = os.path.join(base, "checkpoints", "orders_per_minute")
 sink = DeltaMergeSink(delta_path, checkpoint=aggregate_checkpoint)
@@ -208,13 +208,13 @@ assert skipped and DeltaTable(delta_path).version() == version_before
 
 # COMMAND ----------
 
-from vdl_broker.demo.workload import events, expected_aggregates
+from vdl_dev.workload import events, expected_aggregates
 
 expected = [(r.window_start_ms, r.category, r.orders, r.units, r.revenue, r.max_amount)
             for r in expected_aggregates(v for _, v in events(workload))]
 actual = [(int(row.window_start.timestamp() * 1000), row.category, int(row.orders), int(row.units), row.revenue, row.max_amount)
           for row in result.itertuples()]
-with VdlClient(ClientSettings(tuple(bootstrap.split(",")))) as client:
+with VdlClient(ClientSettings.from_bootstrap(bootstrap)) as client:
     enriched_count = client.list_offsets([enriched_stream], -1)[enriched_stream]
 print(f"streaming to Delta OK: {len(actual)} rows match the expected aggregates: {actual == expected}; "
       f"{enriched_count} enriched events in {enriched_stream}")

@@ -34,12 +34,12 @@ print(f"stream {stream}; output {output_path}")
 # COMMAND ----------
 
 import vdl_connector
-from vdl_broker.demo.workload import WorkloadConfig, events, produce_workload
-from vdl_connector.client import VdlClient
-from vdl_connector.options import ClientSettings
+from vdl_dev.workload import WorkloadConfig, events, produce_workload
+from vdl_client import VdlClient
+from vdl_client import ClientSettings
 
 vdl_connector.register(spark)
-with VdlClient(ClientSettings(tuple(bootstrap.split(",")))) as client:
+with VdlClient(ClientSettings.from_bootstrap(bootstrap)) as client:
     client.create_streams([stream])
 workload = WorkloadConfig(records=records, seed=3)
 half = records // 2
@@ -90,7 +90,7 @@ print(f"stopped the query after {before} records")
 import json
 import signal
 
-from vdl_broker.dev_cluster import fetch_metadata
+from vdl_dev.dev_cluster import fetch_metadata
 
 
 def metadata():

@@ -1,4 +1,5 @@
-"""Shared fixtures: real `vdl-broker` processes (see tests/support/cluster.py)."""
+"""Shared fixtures: real `vdl-broker` processes and 3-node clusters (see tests/support/cluster.py),
+and the one SparkSession of the run."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import BrokerProcess, start_broker
+from tests.support.cluster import BrokerProcess, ensure_all_running, start_broker, start_cluster
+from vdl_dev.dev_cluster import DevCluster
+
+NODE_OUTPUT_LINES = 200
 
 
 @pytest.fixture
@@ -42,7 +46,39 @@ def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
     broker.kill()
 
 
-# One SparkSession for the whole run (tests/spark, tests/demo): a session takes ~10 s to start
+@pytest.fixture(scope="module")
+def dev_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> DevCluster:
+    """One 3-node cluster per test module. A module may set CLUSTER_SETTINGS (extra node.toml
+    keys, e.g. tiny segments for retention). Every node runs in its own process group and the
+    finalizer SIGKILLs those groups, so no broker outlives the module, whatever a test did."""
+    settings = getattr(request.module, "CLUSTER_SETTINGS", {})
+    directory = tmp_path_factory.mktemp("dev-cluster")
+    return start_cluster(directory, nodes=3, settings=settings,
+                         register=lambda cluster: request.addfinalizer(cluster.kill_all))
+
+
+@pytest.fixture
+def cluster(dev_cluster: DevCluster) -> Iterator[DevCluster]:
+    """The module's cluster, with every node running before and after the test."""
+    ensure_all_running(dev_cluster)
+    yield dev_cluster
+    ensure_all_running(dev_cluster)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test that used the module's cluster gets the tail of every node's output."""
+    outcome = yield
+    report = outcome.get_result()
+    cluster = getattr(item, "funcargs", {}).get("dev_cluster")
+    if report.failed and isinstance(cluster, DevCluster):
+        for node in cluster.nodes.values():
+            tail = "\n".join(list(node.output)[-NODE_OUTPUT_LINES:])
+            state = "running" if node.running else f"exited {node.exit_codes}"
+            report.sections.append((f"node {node.node_id} output ({state})", tail))
+
+
+# One SparkSession for the whole run (tests/spark, tests/dev): a session takes ~10 s to start
 # here. PYSPARK_PYTHON points the Python workers at this interpreter (the venv holding
 # vdl_connector and pyspark_vdl). Defined once, here: getOrCreate would silently hand a second
 # definition the first one's settings.

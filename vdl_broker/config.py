@@ -26,6 +26,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from vdl_broker.protocol.address import AddressError
+from vdl_broker.protocol.address import split_host_port as split_listen_address
+
 MIB = 1024 * 1024
 DEFAULT_PORT = 9092
 
@@ -35,11 +38,11 @@ class ConfigError(ValueError):
 
 
 def split_host_port(value: str, setting: str) -> tuple[str, int]:
-    """("host", port) of a "HOST:PORT" string; an empty host (":9092") means every interface."""
-    host, separator, port = str(value).rpartition(":")
-    if not separator or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"{setting}: expected HOST:PORT, got {value!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    """("host", port) of a "HOST:PORT" setting to listen on (an empty host: every interface)."""
+    try:
+        return split_listen_address(value, setting, listening=True)
+    except AddressError as error:
+        raise ConfigError(str(error)) from None
 
 
 @dataclass(frozen=True)

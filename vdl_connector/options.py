@@ -13,6 +13,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from vdl_client import BootstrapError, ClientSettings, parse_bootstrap
+
 EARLIEST = -2  # Spark Kafka JSON offsets: -2 means earliest
 LATEST = -1  # ... and -1 means latest
 
@@ -49,17 +51,6 @@ class OffsetSpec:
     per_stream: Mapping[str, int] = field(default_factory=dict)
     timestamp: int | None = None
     option: str = ""  # documented name of the option it came from, for messages
-
-
-@dataclass(frozen=True)
-class ClientSettings:
-    """What client.py needs to reach the cluster; picklable, travels to the executors."""
-
-    bootstrap_servers: tuple[str, ...]
-    request_timeout_ms: int = 30_000
-    retry_backoff_ms: int = 100
-    deadline_ms: int = 120_000  # give up on leader discovery / retries after this long
-    client_id: str = "vdl-spark"
 
 
 @dataclass(frozen=True)
@@ -178,13 +169,11 @@ def _bootstrap(options: _Options) -> tuple[str, ...]:
         raise VdlOptionError(
             "option 'bootstrap.servers' (or 'kafka.bootstrap.servers') is required: "
             "a comma-separated list of host:port")
-    servers = tuple(s.strip() for s in value.split(",") if s.strip())
-    for server in servers:
-        host, _, port = server.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise VdlOptionError(
-                f"option '{name}' must be a comma-separated list of host:port, got {value!r}")
-    return servers
+    try:
+        return parse_bootstrap(value)
+    except BootstrapError:
+        raise VdlOptionError(
+            f"option '{name}' must be a comma-separated list of host:port, got {value!r}") from None
 
 
 def _client(options: _Options, deadline_ms: int) -> ClientSettings:

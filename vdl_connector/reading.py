@@ -12,7 +12,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.records.record_batch import decode_columns_arrow, iter_batches
+from vdl_broker.protocol.records.record_batch import iter_batches
+from vdl_connector.arrow import decode_columns_arrow
 from vdl_connector.options import EARLIEST, SourceOptions
 from vdl_connector.planning import OffsetRange
 from vdl_connector.schema import ARROW_HEADERS_TYPE, arrow_read_schema

@@ -32,7 +32,7 @@ from pyspark.sql.datasource import (
 )
 
 from vdl_broker.protocol.records.compression import Compression
-from vdl_connector.encoding import RecordColumns, build_batch, cut_points, encode_headers
+from vdl_connector.arrow import RecordColumns, build_batch, cut_points, encode_headers
 from vdl_connector.options import SinkOptions, VdlOptionError
 from vdl_connector.schema import WriteColumns
 
@@ -254,7 +254,7 @@ def split_by_stream(batch: pa.RecordBatch, columns: WriteColumns,
 
 def write_batches(options: SinkOptions, columns: WriteColumns, iterator: Iterator[pa.RecordBatch],
                   exactly_once: bool) -> VdlCommitMessage:
-    from vdl_connector.client import VdlClient
+    from vdl_client import VdlClient
 
     txn_id, partition = producer_identity(exactly_once)
     with VdlClient(options.client) as client:
@@ -270,7 +270,7 @@ def _check_topic_on_driver(options: SinkOptions) -> None:
     """With the topic option set, a missing stream fails on the driver before any task runs."""
     if options.topic is None:
         return
-    from vdl_connector.client import VdlClient
+    from vdl_client import VdlClient
 
     with VdlClient(options.client) as client:
         try:

@@ -64,7 +64,7 @@ def data_loss(options: SourceOptions, message: str) -> None:
 
 
 def _open_client(options: SourceOptions):  # noqa: ANN202 - imported late: keeps import light
-    from vdl_connector.client import VdlClient
+    from vdl_client import VdlClient
 
     return VdlClient(options.client)
 

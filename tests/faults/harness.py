@@ -1,6 +1,6 @@
-"""Process-level fault-test harness: a 3-node `DevCluster` on free loopback ports,
-raw Kafka requests through our codec, client workloads that record every acknowledgement, and
-offline reads of each node's stream log (a copy of its directory opened with StreamLog).
+"""Process-level fault-test harness: partition views, probes, client workloads that record every
+acknowledgement, and offline reads of each node's stream log (a copy of its directory opened
+with StreamLog). Clusters and raw requests come from tests/support (cluster.py, kafka.py).
 
 Every wait here is a condition polled against a deadline; nothing sleeps blindly.
 """
@@ -9,146 +9,49 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import shutil
 import struct
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.cluster import wait_until
-from tests.support.kafka import raw_request
-from vdl_broker.dev_cluster import DevCluster, free_base_port
+from tests.support.cluster import (  # noqa: F401 - re-exported for the fault tests
+    DEFAULT_CLUSTER_SETTINGS,
+    VDL_CLI,
+    ensure_all_running,
+    node_address,
+    running_nodes,
+    start_cluster,
+    wait_until,
+)
+from tests.support.kafka import (  # noqa: F401 - re-exported for the fault tests
+    EARLIEST,
+    LATEST,
+    create_topic_raw,
+    delete_topic_raw,
+    fetch_raw,
+    list_offset_raw,
+    metadata_raw,
+    one_record_batch,
+    produce_raw,
+    raw_request,
+)
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.entry import EntryType
 from vdl_broker.protocol import messages as m
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, iter_batches, read_records
+from vdl_broker.protocol.records.record_batch import iter_batches, read_records
+from vdl_dev.dev_cluster import DevCluster
 
-REPO = Path(__file__).resolve().parents[2]
-VDL_CLI = REPO / ".venv" / "bin" / "vdl"
-# Versions we speak (inside the ApiVersions table of DESIGN.md): Metadata v1 carries leader,
-# replicas and isr; Produce v7 / Fetch v10 / ListOffsets v1 carry RecordBatch v2 and offsets.
-METADATA_V, PRODUCE_V, FETCH_V, LIST_OFFSETS_V, CREATE_V, DELETE_V = 1, 7, 10, 1, 1, 1
-API_PRODUCE, API_FETCH, API_LIST_OFFSETS, API_METADATA, API_CREATE, API_DELETE = 0, 1, 2, 3, 19, 20
-EARLIEST, LATEST = -2, -1
-# Test clusters skip fsync: kill -9 keeps the page cache, so process crashes test the same
-# protocol paths and the 2-core machine is spared the flushes.
-DEFAULT_SETTINGS: dict[str, Any] = {"log_level": os.environ.get("VDL_TEST_LOG_LEVEL", "WARNING"), "fsync": False}
 # Client-side request timeout of the workload producers (see ProducerThread._run_confluent).
 REQUEST_TIMEOUT_MS = 3000
 # Kafka protocol guide: RecordBatch -- baseOffset int64 at 0, lastOffsetDelta int32 at 23.
 _BASE_OFFSET = struct.Struct(">q")
 _LAST_DELTA = struct.Struct(">i")
-
-
-# ------------------------------------------------------------------------------------ cluster
-
-
-def start_cluster(directory: Path, nodes: int = 3, settings: dict[str, Any] | None = None,
-                  register: Callable[[DevCluster], None] | None = None) -> DevCluster:
-    """Start a DevCluster under `directory` and wait until every node lists every broker.
-    `register` is called with each cluster before it starts (the caller's finalizer)."""
-    merged = DEFAULT_SETTINGS | dict(settings or {})
-    for attempt in range(3):
-        cluster = DevCluster(nodes, Path(directory) / f"attempt{attempt}", free_base_port(2 * nodes),
-                             settings=merged)
-        if register is not None:
-            register(cluster)
-        try:
-            cluster.start(timeout_s=60)
-            cluster.wait_for_brokers(timeout_s=60)
-            return cluster
-        except (RuntimeError, TimeoutError):
-            output = "\n".join(line for n in cluster.nodes.values() for line in n.output).lower()
-            cluster.kill_all()
-            if attempt == 2 or "address already in use" not in output:
-                raise
-    raise AssertionError("unreachable")
-
-
-def node_address(cluster: DevCluster, node_id: int) -> str:
-    return cluster.nodes[node_id].client_address
-
-
-def running_nodes(cluster: DevCluster) -> list[int]:
-    return [i for i in cluster.node_ids() if cluster.nodes[i].running]
-
-
-def ensure_all_running(cluster: DevCluster) -> None:
-    """Bring a shared cluster back to full strength between tests (SIGCONT, restart dead nodes)."""
-    import signal
-
-    for node_id in cluster.node_ids():
-        node = cluster.nodes[node_id]
-        if node.running:
-            cluster.stop(node_id, signal.SIGCONT)
-        else:
-            cluster.restart(node_id, timeout_s=60)
-
-
-# --------------------------------------------------------------------------------- raw client
-
-
-def one_record_batch(value: bytes, key: bytes | None = None) -> bytes:
-    builder = RecordBatchBuilder()
-    builder.append(int(time.time() * 1000), key, value)
-    return builder.build()
-
-
-def produce_raw(address: str, stream: str, batch: bytes, acks: int = -1, timeout_ms: int = 2000,
-                socket_timeout: float = 5.0) -> tuple[int, int]:
-    """(error code, base offset) of a one-partition Produce."""
-    data = m.ProduceRequest.PartitionProduceData(index=0, records=batch)
-    topic = m.ProduceRequest.TopicProduceData(name=stream, partition_data=[data])
-    response = raw_request(address, API_PRODUCE, PRODUCE_V,
-                           m.ProduceRequest(acks=acks, timeout_ms=timeout_ms, topic_data=[topic]), socket_timeout)
-    result = response.responses[0].partition_responses[0]
-    return int(result.error_code), int(result.base_offset)
-
-
-def fetch_raw(address: str, stream: str, offset: int, max_wait_ms: int = 0,
-              max_bytes: int = 4 << 20, socket_timeout: float = 5.0) -> tuple[int, int, bytes]:
-    """(error code, high watermark, records bytes) of a one-partition Fetch."""
-    partition = m.FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=max_bytes)
-    topic = m.FetchRequest.FetchTopic(topic=stream, partitions=[partition])
-    request = m.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
-                             topics=[topic])
-    response = raw_request(address, API_FETCH, FETCH_V, request, timeout=socket_timeout + max_wait_ms / 1000)
-    result = response.responses[0].partitions[0]
-    return int(result.error_code), int(result.high_watermark), bytes(result.records or b"")
-
-
-def list_offset_raw(address: str, stream: str, timestamp: int) -> tuple[int, int]:
-    partition = m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=timestamp)
-    topic = m.ListOffsetsRequest.ListOffsetsTopic(name=stream, partitions=[partition])
-    response = raw_request(address, API_LIST_OFFSETS, LIST_OFFSETS_V,
-                           m.ListOffsetsRequest(replica_id=-1, topics=[topic]))
-    result = response.topics[0].partitions[0]
-    return int(result.error_code), int(result.offset)
-
-
-def metadata_raw(address: str, topics: Sequence[str] | None) -> Any:
-    request = m.MetadataRequest(
-        topics=None if topics is None else [m.MetadataRequest.MetadataRequestTopic(name=t) for t in topics])
-    return raw_request(address, API_METADATA, METADATA_V, request)
-
-
-def create_topic_raw(address: str, name: str, replication_factor: int = 3) -> tuple[int, str | None]:
-    topic = m.CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=replication_factor)
-    response = raw_request(address, API_CREATE, CREATE_V, m.CreateTopicsRequest(topics=[topic], timeout_ms=30_000),
-                           timeout=35.0)
-    return int(response.topics[0].error_code), response.topics[0].error_message
-
-
-def delete_topic_raw(address: str, name: str) -> int:
-    response = raw_request(address, API_DELETE, DELETE_V,
-                           m.DeleteTopicsRequest(topic_names=[name], timeout_ms=30_000), timeout=35.0)
-    return int(response.responses[0].error_code)
 
 
 @dataclass(frozen=True)
@@ -220,7 +123,7 @@ def probe_write(cluster: DevCluster, stream: str, probes: ProbeLog, timeout: flo
 
 def _quick_view(cluster: DevCluster, node_id: int, stream: str) -> PartitionView | None:
     try:
-        response = raw_request(node_address(cluster, node_id), API_METADATA, METADATA_V,
+        response = raw_request(node_address(cluster, node_id),
                                m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=stream)]),
                                timeout=0.5)
     except (OSError, ValueError):

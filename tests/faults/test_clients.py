@@ -31,8 +31,8 @@ from tests.faults.harness import (
     wait_for_full_isr,
     wait_until,
 )
-from vdl_broker.dev_cluster import DevCluster
 from vdl_broker.protocol.errors import ErrorCode
+from vdl_dev.dev_cluster import DevCluster
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -161,7 +161,7 @@ def consumed_values(reader: LineReader) -> list[bytes | None]:
 
 
 def run_vdl(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(VDL_CLI), *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run([*VDL_CLI, *args], capture_output=True, text=True, timeout=60)
 
 
 def test_admin_metadata_and_not_leader_through_any_node(cluster: DevCluster, probes: ProbeLog) -> None:

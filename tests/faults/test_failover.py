@@ -33,8 +33,8 @@ from tests.faults.harness import (
     wait_logs_converged,
     wait_until,
 )
-from vdl_broker.dev_cluster import DevCluster
 from vdl_broker.protocol.errors import ErrorCode
+from vdl_dev.dev_cluster import DevCluster
 
 pytestmark = pytest.mark.timeout(150)
 

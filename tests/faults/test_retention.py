@@ -22,8 +22,8 @@ from tests.faults.harness import (
     wait_logs_converged,
     wait_until,
 )
-from vdl_broker.dev_cluster import DevCluster
 from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
+from vdl_dev.dev_cluster import DevCluster
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
-from tests.support.cluster import BrokerProcess
-
-VDL = [str(Path(sys.executable).parent / "vdl")]
+from tests.support.cluster import VDL_CLI, BrokerProcess, free_port
 
 
 def vdl(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(VDL + list(args), input=stdin, capture_output=True, timeout=30)
+    return subprocess.run([*VDL_CLI, *args], input=stdin, capture_output=True, timeout=30)
 
 
 def test_streams_produce_consume(broker: BrokerProcess) -> None:
@@ -62,3 +59,22 @@ def test_failures_are_one_line(broker: BrokerProcess) -> None:
     _one_line_failure(vdl("consume", "twice", "--from", "soon", *b), b"--from")
     _one_line_failure(vdl("streams", "list", "--bootstrap", "127.0.0.1:1"), b"cannot connect")
     _one_line_failure(vdl("produce", "twice", "--file", "/nonexistent/file", *b), b"cannot read")
+
+
+def test_bootstrap_list_skips_a_dead_server(broker: BrokerProcess) -> None:
+    dead = f"127.0.0.1:{free_port()}"  # nothing listens there
+    b = ["--bootstrap", f"{dead},{broker.bootstrap}"]
+    assert vdl("streams", "create", "listed", *b).returncode == 0
+    listed = vdl("streams", "list", *b)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split() == [b"listed"]
+    assert vdl("produce", "listed", "--quiet", *b, stdin=b"a\nb\n").returncode == 0
+    assert vdl("consume", "listed", "--end", *b).stdout == b"a\nb\n"
+    _one_line_failure(vdl("streams", "list", "--bootstrap", f"{dead},127.0.0.1:1"), b"cannot connect")
+    _one_line_failure(vdl("streams", "list", "--bootstrap", "no-port"), b"HOST:PORT")
+
+
+def test_demo_arguments_reach_vdl_dev() -> None:
+    result = vdl("demo", "--records", "0")
+    assert result.returncode == 2
+    assert result.stderr.strip() == b"vdl demo: error: --records and --nodes must be >= 1"

@@ -12,15 +12,15 @@ import pytest
 
 from tests.support.cluster import wait_until
 from tests.support.kafka import raw_request
-from vdl_broker.dev_cluster import DevCluster, free_base_port
 from vdl_broker.protocol import messages as m
+from vdl_dev.dev_cluster import DevCluster, free_base_port
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def cluster_ids(cluster: DevCluster) -> set[str | None]:
-    return {raw_request(cluster.nodes[i].client_address, m.MetadataRequest.DECL.api_key, 8,
-                        m.MetadataRequest(topics=[])).cluster_id for i in cluster.node_ids()}
+    return {raw_request(cluster.nodes[i].client_address, m.MetadataRequest(topics=[]), 8).cluster_id
+            for i in cluster.node_ids()}
 
 
 def test_every_node_answers_one_cluster_id_whatever_addresses_it_knows_its_peers_by(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ leader/replicas/isr, NOT_LEADER_OR_FOLLOWER at followers, kill -9 of the leader 
 within 3 s, acknowledged records intact), the killed node catching up after a restart, graceful
 SIGTERM handing leadership over, replication-factor rules, delete and re-create.
 
-One cluster for the module; each test uses its own stream. Every wait polls a condition against
-a deadline.
+One cluster for the module (the `cluster` fixture of tests/conftest.py); each test uses its own
+stream. Every wait polls a condition against a deadline.
 """
 
 from __future__ import annotations
@@ -19,74 +19,57 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.cluster import wait_until
-from tests.support.kafka import raw_request
-from vdl_broker.dev_cluster import DevCluster, free_base_port
+from tests.support.kafka import (
+    LATEST,
+    create_topic_raw,
+    delete_topic_raw,
+    fetch_raw,
+    list_offset_raw,
+    metadata_raw,
+    one_record_batch,
+    produce_raw,
+)
 from vdl_broker.log import LogConfig, StreamLog
-from vdl_broker.protocol import messages as m
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, iter_batches, read_records
+from vdl_broker.protocol.records.record_batch import iter_batches, read_records
+from vdl_dev.dev_cluster import DevCluster, free_base_port
 
 pytestmark = pytest.mark.timeout(90)
 
 FAILOVER_LIMIT_S = 3.0
-SETTINGS = {"fsync": False, "log_level": "WARNING"}
 
 
 # ------------------------------------------------------------------------------------ helpers
 
 
-def batch(value: bytes) -> bytes:
-    builder = RecordBatchBuilder()
-    builder.append(int(time.time() * 1000), None, value)
-    return builder.build()
-
-
 def produce(address: str, stream: str, value: bytes, acks: int = -1, timeout: float = 5.0) -> tuple[int, int]:
-    data = m.ProduceRequest.PartitionProduceData(index=0, records=batch(value))
-    topic = m.ProduceRequest.TopicProduceData(name=stream, partition_data=[data])
-    response = raw_request(address, 0, 7, m.ProduceRequest(acks=acks, timeout_ms=2000, topic_data=[topic]), timeout)
-    result = response.responses[0].partition_responses[0]
-    return int(result.error_code), int(result.base_offset)
+    return produce_raw(address, stream, one_record_batch(value), acks=acks, socket_timeout=timeout)
 
 
 def fetch(address: str, stream: str, offset: int, max_wait_ms: int = 0) -> tuple[int, int, list[tuple[int, bytes]]]:
-    part = m.FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
-    body = m.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
-                          topics=[m.FetchRequest.FetchTopic(topic=stream, partitions=[part])])
-    result = raw_request(address, 1, 10, body, timeout=10 + max_wait_ms / 1000).responses[0].partitions[0]
-    records = [(r.offset, bytes(r.value or b"")) for _, b in iter_batches(memoryview(result.records or b""))
-               for r in read_records(b)]
-    return int(result.error_code), int(result.high_watermark), records
+    code, high_watermark, raw = fetch_raw(address, stream, offset, max_wait_ms, max_bytes=1 << 20,
+                                          socket_timeout=10)
+    records = [(r.offset, bytes(r.value or b"")) for _, b in iter_batches(memoryview(raw)) for r in read_records(b)]
+    return code, high_watermark, records
 
 
 def list_offset(address: str, stream: str) -> int:
-    part = m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)
-    body = m.ListOffsetsRequest(replica_id=-1, topics=[m.ListOffsetsRequest.ListOffsetsTopic(name=stream,
-                                                                                              partitions=[part])])
-    return int(raw_request(address, 2, 1, body).topics[0].partitions[0].error_code)
-
-
-def metadata(address: str, streams: list[str] | None) -> Any:
-    topics = None if streams is None else [m.MetadataRequest.MetadataRequestTopic(name=s) for s in streams]
-    return raw_request(address, 3, 1, m.MetadataRequest(topics=topics))
+    """The error code of a ListOffsets(latest) (the offset itself is not needed here)."""
+    return list_offset_raw(address, stream, LATEST)[0]
 
 
 def create(address: str, name: str, rf: int = -1) -> tuple[int, str | None]:
-    topic = m.CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=rf)
-    result = raw_request(address, 19, 1, m.CreateTopicsRequest(topics=[topic], timeout_ms=20_000), 25).topics[0]
-    return int(result.error_code), result.error_message
+    return create_topic_raw(address, name, replication_factor=rf)
 
 
-def delete(address: str, name: str) -> int:
-    body = m.DeleteTopicsRequest(topic_names=[name], timeout_ms=20_000)
-    return int(raw_request(address, 20, 1, body, 25).responses[0].error_code)
+metadata = metadata_raw
+delete = delete_topic_raw
 
 
 def addr(cluster: DevCluster, node_id: int) -> str:
@@ -143,39 +126,10 @@ def on_disk_end_offset(cluster: DevCluster, node_id: int, stream: str) -> int:
             log.close()
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
-    for attempt in range(5):
-        dev = DevCluster(3, tmp_path_factory.mktemp("cluster"), free_base_port(6), settings=SETTINGS)
-        try:
-            dev.start(timeout_s=30)
-            dev.wait_for_brokers(timeout_s=30)
-            break
-        except (RuntimeError, TimeoutError):
-            dev.kill_all()  # a port taken between the check and the bind: another run
-            if attempt == 4:
-                raise
-    yield dev
-    dev.kill_all()
-
-
-@pytest.fixture
-def running(cluster: DevCluster) -> Iterator[DevCluster]:
-    """Every node running before and after the test."""
-    for node_id in cluster.node_ids():
-        if not cluster.nodes[node_id].running:
-            cluster.restart(node_id, timeout_s=30)
-    yield cluster
-    for node_id in cluster.node_ids():
-        if not cluster.nodes[node_id].running:
-            cluster.restart(node_id, timeout_s=30)
-
-
 # ------------------------------------------------------------------------------------- tests
 
 
-def test_create_via_follower_produce_kafka_python_consume_confluent(running: DevCluster) -> None:
-    cluster = running
+def test_create_via_follower_produce_kafka_python_consume_confluent(cluster: DevCluster) -> None:
     controller = metadata_leader(cluster)
     follower = next(i for i in cluster.node_ids() if i != controller)
     assert create(addr(cluster, follower), "orders") == (0, None)
@@ -205,8 +159,7 @@ def test_create_via_follower_produce_kafka_python_consume_confluent(running: Dev
     assert got == [(i, f"order-{i}".encode()) for i in range(200)]
 
 
-def test_metadata_leader_replicas_isr_and_not_leader_at_followers(running: DevCluster) -> None:
-    cluster = running
+def test_metadata_leader_replicas_isr_and_not_leader_at_followers(cluster: DevCluster) -> None:
     assert create(addr(cluster, 3), "meta")[0] == 0
     leader = serving_leader(cluster, "meta")
 
@@ -235,12 +188,11 @@ def test_metadata_leader_replicas_isr_and_not_leader_at_followers(running: DevCl
     assert time.monotonic() - started < 4 and result and result[0][2] == [(hw, b"wake-up")]
 
 
-def test_replication_factor_rules_and_delete_recreate(running: DevCluster) -> None:
-    cluster = running
+def test_replication_factor_rules_and_delete_recreate(cluster: DevCluster) -> None:
     assert create(addr(cluster, 1), "rf2", rf=2)[0] == ErrorCode.INVALID_REPLICATION_FACTOR
     assert create(addr(cluster, 2), "rf5", rf=5)[0] == ErrorCode.INVALID_REPLICATION_FACTOR
     # rf 1 through the CLI: one replica; the other nodes answer Metadata with its leader.
-    cli = [sys.executable, "-m", "vdl_broker.cli", "streams", "create", "single", "--replication-factor", "1",
+    cli = [sys.executable, "-m", "vdl_client.cli", "streams", "create", "single", "--replication-factor", "1",
            "--bootstrap", addr(cluster, 2)]
     done = subprocess.run(cli, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
@@ -261,8 +213,7 @@ def test_replication_factor_rules_and_delete_recreate(running: DevCluster) -> No
     assert code == 0 and records[0] == (0, b"probe")
 
 
-def test_kill_leader_failover_and_catch_up(running: DevCluster) -> None:
-    cluster = running
+def test_kill_leader_failover_and_catch_up(cluster: DevCluster) -> None:
     assert create(addr(cluster, 2), "failover")[0] == 0
     leader = serving_leader(cluster, "failover")
     wait_until(lambda: view(cluster, leader, "failover")[3] == [1, 2, 3], 10, "a full ISR")
@@ -307,8 +258,7 @@ def test_kill_leader_failover_and_catch_up(running: DevCluster) -> None:
                f"node {leader}'s log reaching offset {hw}", interval=0.2)
 
 
-def test_sigterm_hands_leadership_over(running: DevCluster) -> None:
-    cluster = running
+def test_sigterm_hands_leadership_over(cluster: DevCluster) -> None:
     assert create(addr(cluster, 1), "graceful")[0] == 0
     leader = serving_leader(cluster, "graceful")
     wait_until(lambda: view(cluster, leader, "graceful")[3] == [1, 2, 3], 10, "a full ISR")
@@ -324,7 +274,7 @@ def test_sigterm_hands_leadership_over(running: DevCluster) -> None:
 
 def test_vdl_dev_cluster_command_runs_and_stops_on_sigterm(tmp_path: Path) -> None:
     base = free_base_port(6)
-    command = [sys.executable, "-m", "vdl_broker.cli", "dev-cluster", "--nodes", "3", "--data-dir", str(tmp_path),
+    command = [sys.executable, "-m", "vdl_client.cli", "dev-cluster", "--nodes", "3", "--data-dir", str(tmp_path),
                "--base-port", str(base)]
     launcher = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
@@ -337,12 +287,12 @@ def test_vdl_dev_cluster_command_runs_and_stops_on_sigterm(tmp_path: Path) -> No
             assert line and time.monotonic() < deadline, "vdl dev-cluster did not report its bootstrap servers"
         bootstrap = line.rsplit("bootstrap servers:", 1)[1].strip()
         assert bootstrap == ",".join(f"127.0.0.1:{base + i}" for i in range(3))
-        create_cli = [sys.executable, "-m", "vdl_broker.cli", "streams", "create", "dev", "--bootstrap",
+        create_cli = [sys.executable, "-m", "vdl_client.cli", "streams", "create", "dev", "--bootstrap",
                       f"127.0.0.1:{base + 2}"]
         wait_until(lambda: subprocess.run(create_cli, capture_output=True, timeout=30).returncode == 0, 20,
                    "vdl streams create through node 3")
         # produce/consume/describe find the stream's leader whichever node they are pointed at.
-        vdl = [sys.executable, "-m", "vdl_broker.cli"]
+        vdl = [sys.executable, "-m", "vdl_client.cli"]
         lines = "".join(f"line-{i}\n" for i in range(100))
         for node in range(3):
             bootstrap_n = f"127.0.0.1:{base + node}"
@@ -366,8 +316,7 @@ def test_vdl_dev_cluster_command_runs_and_stops_on_sigterm(tmp_path: Path) -> No
             launcher.wait()
 
 
-def test_idempotent_producer_across_leader_kill_writes_each_record_once(running: DevCluster) -> None:
-    cluster = running
+def test_idempotent_producer_across_leader_kill_writes_each_record_once(cluster: DevCluster) -> None:
     assert create(addr(cluster, 1), "idempotent")[0] == 0
     leader = serving_leader(cluster, "idempotent")  # probe record at offset 0
     wait_until(lambda: view(cluster, leader, "idempotent")[3] == [1, 2, 3], 10, "a full ISR")

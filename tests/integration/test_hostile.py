@@ -28,6 +28,8 @@ from vdl_broker.protocol.errors import ErrorCode
 
 MAX_REQUEST = 1 << 20
 STALL_LIMIT_S = 2.0
+API_VERSIONS = m.ApiVersionsRequest.DECL.api_key
+PRODUCE = m.ProduceRequest.DECL.api_key
 
 
 class Healthy:
@@ -112,13 +114,13 @@ def test_unsupported_versions(hostile_broker: tuple[BrokerProcess, Healthy]) -> 
     broker, _ = hostile_broker
     with raw_socket(broker.bootstrap) as sock:
         # ApiVersions v9: answered in v0 with UNSUPPORTED_VERSION and our ranges (KIP-511).
-        body = struct.pack(">hhih", 18, 9, 42, 4) + b"test"
+        body = struct.pack(">hhih", API_VERSIONS, 9, 42, 4) + b"test"
         sock.sendall(struct.pack(">i", len(body)) + body)
-        correlation_id, response = api.decode_response(18, 0, read_frame(sock))
+        correlation_id, response = api.decode_response(API_VERSIONS, 0, read_frame(sock))
         assert correlation_id == 42 and response.error_code == ErrorCode.UNSUPPORTED_VERSION
-        assert {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}[18] == (0, 3)
+        assert {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}[API_VERSIONS] == (0, 3)
     with raw_socket(broker.bootstrap) as sock:  # Produce v99: closed, as Kafka does
-        body = struct.pack(">hhih", 0, 99, 43, 4) + b"test"
+        body = struct.pack(">hhih", PRODUCE, 99, 43, 4) + b"test"
         sock.sendall(struct.pack(">i", len(body)) + body)
         assert closed_by_peer(sock)
 
@@ -130,11 +132,11 @@ def test_bad_crc_and_unknown_stream(hostile_broker: tuple[BrokerProcess, Healthy
     bad[-1] ^= 0xFF  # flips a byte under the CRC
     with client(broker.bootstrap) as c:
         c.create_stream("crc")
-        response = c.request(0, 7, produce_request("crc", bytes(bad)))
+        response = c.request(produce_request("crc", bytes(bad)), 7)
         assert response.responses[0].partition_responses[0].error_code == ErrorCode.CORRUPT_MESSAGE
-        response = c.request(0, 7, produce_request("no-such-stream", good))
+        response = c.request(produce_request("no-such-stream", good), 7)
         assert response.responses[0].partition_responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        response = c.request(0, 7, produce_request("crc", good, partition=1))
+        response = c.request(produce_request("crc", good, partition=1), 7)
         assert response.responses[0].partition_responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         # The rejected batch left nothing behind: the next good batch lands at offset 0.
         assert c.produce("crc", good) == 0
@@ -145,7 +147,7 @@ def test_client_that_never_reads(hostile_broker: tuple[BrokerProcess, Healthy]) 
     fetch = m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=8 << 20, topics=[
         m.FetchRequest.FetchTopic(topic="big", partitions=[
             m.FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=8 << 20)])])
-    frame = encode(1, 11, fetch)
+    frame = encode(fetch, 11)
     sock = raw_socket(broker.bootstrap)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.setblocking(False)
@@ -175,8 +177,8 @@ def test_healthy_client_round_trips(hostile_broker: tuple[BrokerProcess, Healthy
 def test_half_closed_client_still_gets_its_answer(hostile_broker: tuple[BrokerProcess, Healthy]) -> None:
     broker, _ = hostile_broker
     with raw_socket(broker.bootstrap) as sock:
-        sock.sendall(encode(18, 0, m.ApiVersionsRequest(), correlation_id=5))
+        sock.sendall(encode(m.ApiVersionsRequest(), 0, correlation_id=5))
         sock.shutdown(socket.SHUT_WR)
-        correlation_id, response = api.decode_response(18, 0, read_frame(sock))
+        correlation_id, response = api.decode_response(API_VERSIONS, 0, read_frame(sock))
         assert correlation_id == 5 and response.error_code == 0
         assert closed_by_peer(sock)

@@ -8,7 +8,15 @@ import socket
 import time
 
 from tests.support.cluster import BrokerProcess, wait_until
-from tests.support.kafka import client, encode, make_batch, produce_raw, raw_request, raw_socket, read_frame
+from tests.support.kafka import (
+    client,
+    encode,
+    make_batch,
+    produce_partition,
+    raw_request,
+    raw_socket,
+    read_frame,
+)
 from vdl_broker.protocol import api
 from vdl_broker.protocol import messages as m
 from vdl_broker.protocol.errors import ErrorCode
@@ -19,7 +27,7 @@ from vdl_broker.protocol.records.record_batch import read_records
 def test_idempotent_retry_is_acked_with_original_offset_and_gaps_refused(module_broker: BrokerProcess) -> None:
     with client(module_broker.bootstrap) as c:
         c.create_stream("idem")
-        init = c.request(22, 1, m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1))
+        init = c.request(m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1), 1)
         pid, epoch = init.producer_id, init.producer_epoch
         assert init.error_code == 0 and pid >= 0
         c.produce("idem", make_batch([b"pre"]))
@@ -27,12 +35,12 @@ def test_idempotent_retry_is_acked_with_original_offset_and_gaps_refused(module_
         assert c.produce("idem", first) == 1
         assert c.produce("idem", first) == 1  # a retry: same offset, not stored twice
         assert c.produce("idem", make_batch([b"d"], pid, epoch, 3)) == 4
-        gap = produce_raw(c, "idem", make_batch([b"z"], pid, epoch, 9))
+        gap = produce_partition(c, "idem", make_batch([b"z"], pid, epoch, 9))
         assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         assert c.list_offset("idem", -1) == 5
         # Transactional ids map to a stable producer id.
-        one = c.request(22, 1, m.InitProducerIdRequest(transactional_id="writer-1", transaction_timeout_ms=60000))
-        two = c.request(22, 1, m.InitProducerIdRequest(transactional_id="writer-1", transaction_timeout_ms=60000))
+        one = c.request(m.InitProducerIdRequest(transactional_id="writer-1", transaction_timeout_ms=60000), 1)
+        two = c.request(m.InitProducerIdRequest(transactional_id="writer-1", transaction_timeout_ms=60000), 1)
         assert one.producer_id == two.producer_id and one.producer_epoch == 0
 
 
@@ -54,16 +62,16 @@ def test_fetch_long_poll_wakes_on_append(module_broker: BrokerProcess) -> None:
     long_poll = m.FetchRequest(replica_id=-1, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20,
                                topics=[m.FetchRequest.FetchTopic(topic="poll", partitions=[partition])])
     with raw_socket(module_broker.bootstrap, timeout=15) as sock:
-        sock.sendall(encode(1, 11, long_poll, correlation_id=3))
+        sock.sendall(encode(long_poll, 11, correlation_id=3))
         started = time.monotonic()
         # A fence instead of a guessed delay: the fetch was on the wire before this round trip
         # began, so the broker has read it (and parked it: the stream is empty) by the time it
         # answers; the append comes only after that.
-        raw_request(module_broker.bootstrap, 18, 0, m.ApiVersionsRequest())
+        raw_request(module_broker.bootstrap, m.ApiVersionsRequest(), 0)
         assert not readable_now(sock), "the fetch was answered before any data existed"
         with client(module_broker.bootstrap) as writer:
             writer.produce("poll", make_batch([b"wake"]))
-        correlation_id, response = api.decode_response(1, 11, read_frame(sock))
+        correlation_id, response = api.decode_response(m.FetchRequest.DECL.api_key, 11, read_frame(sock))
         elapsed = time.monotonic() - started
     part = response.responses[0].partitions[0]
     assert correlation_id == 3 and part.error_code == 0
@@ -89,7 +97,7 @@ def test_fetch_errors_and_down_conversion(module_broker: BrokerProcess) -> None:
             request = m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[
                 m.FetchRequest.FetchTopic(topic="old", partitions=[
                     m.FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
-            part = c.request(1, version, request).responses[0].partitions[0]
+            part = c.request(request, version).responses[0].partitions[0]
             entries = list(iter_message_set(bytes(part.records)))
             records = [r for e in entries for r in e.records]
             assert [e.magic for e in entries] == [magic] * len(entries)
@@ -97,7 +105,7 @@ def test_fetch_errors_and_down_conversion(module_broker: BrokerProcess) -> None:
         request = m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[
             m.FetchRequest.FetchTopic(topic="old", partitions=[
                 m.FetchRequest.FetchPartition(partition=0, fetch_offset=99, partition_max_bytes=1 << 20)])])
-        response = c.request(1, 11, request)
+        response = c.request(request, 11)
         assert response.session_id == 0
         assert response.responses[0].partitions[0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
 
@@ -119,12 +127,12 @@ def test_list_offsets(module_broker: BrokerProcess) -> None:
 def test_create_topics_validation(module_broker: BrokerProcess) -> None:
     Topic = m.CreateTopicsRequest.CreatableTopic
     with client(module_broker.bootstrap) as c:
-        response = c.request(19, 4, m.CreateTopicsRequest(topics=[
+        response = c.request(m.CreateTopicsRequest(topics=[
             Topic(name="three", num_partitions=3, replication_factor=1),
             Topic(name="rf3", num_partitions=1, replication_factor=3),
             Topic(name="bad/name", num_partitions=1, replication_factor=1),
             Topic(name="only-checked", num_partitions=-1, replication_factor=-1),
-        ], timeout_ms=1000, validate_only=True))
+        ], timeout_ms=1000, validate_only=True), 4)
         results = {t.name: (t.error_code, t.error_message) for t in response.topics}
         assert results["three"] == (ErrorCode.INVALID_PARTITIONS, "a VDL log stream has exactly one partition")
         assert results["rf3"][0] == ErrorCode.INVALID_REPLICATION_FACTOR
@@ -132,8 +140,8 @@ def test_create_topics_validation(module_broker: BrokerProcess) -> None:
         assert results["only-checked"][0] == 0
         assert c.metadata(["only-checked"]).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         c.create_stream("dup")
-        again = c.request(19, 1, m.CreateTopicsRequest(topics=[Topic(name="dup", num_partitions=1,
-                                                                      replication_factor=1)], timeout_ms=1000))
+        again = c.request(m.CreateTopicsRequest(topics=[Topic(name="dup", num_partitions=1,
+                                                                      replication_factor=1)], timeout_ms=1000), 1)
         assert again.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
 
 
@@ -142,12 +150,12 @@ def test_metadata_auto_create(broker_factory) -> None:
     with client(auto.bootstrap) as c:
         request = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name="made")],
                                     allow_auto_topic_creation=False)
-        assert c.request(3, 8, request).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert c.request(request, 8).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         request.allow_auto_topic_creation = True
         # As Kafka: the request that creates the stream answers LEADER_NOT_AVAILABLE, the
         # client asks again until the new stream's leader serves.
-        assert c.request(3, 8, request).topics[0].error_code == ErrorCode.LEADER_NOT_AVAILABLE
-        topic = wait_until(lambda: next((t for t in c.request(3, 8, request).topics if t.error_code == 0), None),
+        assert c.request(request, 8).topics[0].error_code == ErrorCode.LEADER_NOT_AVAILABLE
+        topic = wait_until(lambda: next((t for t in c.request(request, 8).topics if t.error_code == 0), None),
                            message="the auto-created stream never got a leader")
         assert topic.name == "made" and topic.partitions[0].leader_id == 1
         assert c.metadata(None).topics[0].name == "made"

@@ -19,7 +19,7 @@ from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell
 
 from tests.notebooks.convert import convert, convert_file, shim_source
-from vdl_broker.demo.cluster import DemoCluster, start_cluster
+from vdl_dev.cluster import DemoCluster, start_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"

@@ -6,8 +6,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from vdl_connector.client import VdlClient
-from vdl_connector.options import ClientSettings
+from vdl_client import ClientSettings, VdlClient
 from vdl_connector.schema import read_schema
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -24,7 +23,7 @@ class Produced:
 
 
 def admin(bootstrap: str) -> VdlClient:
-    return VdlClient(ClientSettings(tuple(bootstrap.split(",")), deadline_ms=20_000))
+    return VdlClient(ClientSettings.from_bootstrap(bootstrap, deadline_ms=20_000))
 
 
 def create_streams(bootstrap: str, *names: str) -> None:

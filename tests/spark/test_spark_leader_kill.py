@@ -1,6 +1,5 @@
 """A leader kill during a streaming read and write on a 3-node dev cluster: nothing lost, nothing
-duplicated (uses issue 5's DevCluster through tests/faults/harness.py; skipped only if it is absent).
-"""
+duplicated."""
 
 from __future__ import annotations
 
@@ -8,17 +7,10 @@ import json
 import time
 from pathlib import Path
 
-import pytest
 from chispa import assert_df_equality
 
 from tests.spark.kafka_helpers import admin, consume_all, expected_df, produce_kafka_python
-
-try:
-    from tests.faults.harness import start_cluster
-except ImportError:  # the dev cluster of issue 5 is not there
-    start_cluster = None
-
-pytestmark = pytest.mark.skipif(start_cluster is None, reason="needs the 3-node dev cluster of issue 5")
+from tests.support.cluster import start_cluster, wait_until
 
 COUNT = 1000
 
@@ -48,9 +40,8 @@ def test_leader_kill_during_streaming_read_and_write(spark, tmp_path: Path) -> N
                        .option("checkpointLocation", str(tmp_path / "checkpoint-write"))
                        .trigger(processingTime="200 milliseconds").start())
         try:
-            deadline = time.monotonic() + 60
-            while not (read_query.lastProgress and write_query.lastProgress) and time.monotonic() < deadline:
-                time.sleep(0.2)
+            wait_until(lambda: read_query.lastProgress and write_query.lastProgress, 60,
+                       "both queries to complete a micro-batch", interval=0.2)
             leader = cluster.leader_of("kill-src")
             assert leader is not None
             cluster.kill(leader)  # SIGKILL the source's leader mid-query (the sink's too if it is the same)

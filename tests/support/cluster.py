@@ -1,9 +1,11 @@
-"""Real `vdl-broker` processes for integration tests.
+"""Real `vdl-broker` processes and clusters for tests: the one place that starts them.
 
 `start_broker(tmp_path, **config)` starts one broker on a free loopback port and returns once it
 printed its readiness line (with a deadline; no blind sleeps). Keyword arguments become flags:
 `auto_create_streams=True` -> `--auto-create-streams`, `max_request_bytes=4096` ->
-`--max-request-bytes 4096`.
+`--max-request-bytes 4096`. `start_cluster(directory, nodes)` starts a vdl_dev DevCluster and
+waits until every node lists every broker. Processes run this interpreter's modules
+(`python -m ...`), so PYTHONPATH decides which tree they import.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vdl_broker.dev_cluster import free_base_port
+from vdl_dev.dev_cluster import DevCluster, free_base_port
 
 REPO = Path(__file__).resolve().parents[2]
 READY_PREFIX = "vdl-broker listening on "
@@ -31,11 +34,16 @@ def free_port() -> int:
     return free_base_port(1)
 
 
+BROKER_COMMAND = (sys.executable, "-m", "vdl_broker.server.main")
+VDL_CLI = (sys.executable, "-m", "vdl_client.cli")
+# Test clusters skip fsync: kill -9 keeps the page cache, so process crashes test the same
+# protocol paths and the 2-core machine is spared the flushes.
+DEFAULT_CLUSTER_SETTINGS: dict[str, Any] = {"log_level": os.environ.get("VDL_TEST_LOG_LEVEL", "WARNING"),
+                                            "fsync": False}
+
+
 def broker_command() -> list[str]:
-    script = Path(sys.executable).parent / "vdl-broker"
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-m", "vdl_broker.server.main"]
+    return list(BROKER_COMMAND)
 
 
 def _flags(config: dict[str, Any]) -> list[str]:
@@ -59,6 +67,7 @@ class BrokerProcess:
     process: subprocess.Popen[str] | None = None
     output: deque[str] = field(default_factory=lambda: deque(maxlen=2000))
     log_path: Path | None = None
+    command: tuple[str, ...] = BROKER_COMMAND
 
     @property
     def bootstrap(self) -> str:
@@ -69,8 +78,8 @@ class BrokerProcess:
         return "127.0.0.1"
 
     def start(self) -> BrokerProcess:
-        command = broker_command() + ["--data-dir", str(self.data_dir),
-                                      "--listen", self.bootstrap] + _flags(self.config)
+        command = [*self.command, "--data-dir", str(self.data_dir),
+                   "--listen", self.bootstrap, *_flags(self.config)]
         self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -121,12 +130,12 @@ class BrokerProcess:
         return self.start()
 
 
-def start_broker(tmp_path: Path, **config: Any) -> BrokerProcess:
+def start_broker(tmp_path: Path, command: tuple[str, ...] = BROKER_COMMAND, **config: Any) -> BrokerProcess:
     data_dir = Path(tmp_path) / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     config.setdefault("log_level", os.environ.get("VDL_TEST_LOG_LEVEL", "WARNING"))
     for attempt in range(3):
-        broker = BrokerProcess(data_dir, free_port(), dict(config))
+        broker = BrokerProcess(data_dir, free_port(), dict(config), command=command)
         try:
             return broker.start()
         except RuntimeError:
@@ -147,3 +156,44 @@ def wait_until(condition: Any, timeout: float = 10.0, message: str = "", interva
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.1f} s waiting for {message or condition}")
         time.sleep(interval)
+
+
+def start_cluster(directory: Path, nodes: int = 3, settings: dict[str, Any] | None = None,
+                  register: Callable[[DevCluster], None] | None = None) -> DevCluster:
+    """Start a DevCluster under `directory` and wait until every node lists every broker.
+    `register` is called with each cluster before it starts (the caller's finalizer)."""
+    merged = DEFAULT_CLUSTER_SETTINGS | dict(settings or {})
+    for attempt in range(3):
+        cluster = DevCluster(nodes, Path(directory) / f"attempt{attempt}", free_base_port(2 * nodes),
+                             command=broker_command(), settings=merged)
+        if register is not None:
+            register(cluster)
+        try:
+            cluster.start(timeout_s=60)
+            cluster.wait_for_brokers(timeout_s=60)
+            return cluster
+        except (RuntimeError, TimeoutError):
+            output = "\n".join(line for n in cluster.nodes.values() for line in n.output).lower()
+            cluster.kill_all()
+            # Another process may have taken a port between free_base_port() and bind: retry.
+            if attempt == 2 or "address already in use" not in output:
+                raise
+    raise AssertionError("unreachable")
+
+
+def node_address(cluster: DevCluster, node_id: int) -> str:
+    return cluster.nodes[node_id].client_address
+
+
+def running_nodes(cluster: DevCluster) -> list[int]:
+    return [i for i in cluster.node_ids() if cluster.nodes[i].running]
+
+
+def ensure_all_running(cluster: DevCluster) -> None:
+    """Bring a shared cluster back to full strength between tests (SIGCONT, restart dead nodes)."""
+    for node_id in cluster.node_ids():
+        node = cluster.nodes[node_id]
+        if node.running:
+            cluster.stop(node_id, signal.SIGCONT)
+        else:
+            cluster.restart(node_id, timeout_s=60)

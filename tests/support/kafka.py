@@ -1,20 +1,111 @@
-"""Helpers for tests that talk to a broker through our own protocol client (vdl_broker.cli)."""
+"""Requests to a broker from tests, through vdl_client's connection (framing, correlation ids,
+API keys from the request classes).
+
+`client(bootstrap)` is one connection to one broker with no retries and no leader discovery, so
+a test sees exactly what that broker answers; `raw_request` is one request on a fresh
+connection; the `*_raw` helpers return error codes instead of raising. Tests that must send
+malformed bytes use `raw_socket`/`read_frame` (no codec in the way).
+"""
 
 from __future__ import annotations
 
 import socket
-import struct
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from vdl_broker.cli import KafkaClient
 from vdl_broker.protocol import api
 from vdl_broker.protocol import messages as m
+from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
+from vdl_client.connection import Connection, api_spec, request_once, split_address
+
+TEST_CLIENT_ID = "vdl-tests"
+EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 
 
-def client(bootstrap: str, timeout: float = 10.0) -> KafkaClient:
-    return KafkaClient(bootstrap, timeout=timeout).connect()
+class RequestFailed(Exception):
+    """The broker answered with an error code."""
+
+    def __init__(self, error_code: int, detail: str) -> None:
+        name = ErrorCode(error_code).name if error_code in ErrorCode._value2member_map_ else f"error {error_code}"
+        super().__init__(f"{name}: {detail}")
+        self.error_code = error_code
+
+
+class BrokerClient:
+    """One connection to one broker; helpers raise RequestFailed for an error answer and OSError
+    when the connection fails."""
+
+    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+        self.bootstrap = bootstrap
+        self.timeout = timeout
+        self._connection = Connection(bootstrap, timeout, TEST_CLIENT_ID)
+
+    def __enter__(self) -> BrokerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def request(self, request: Any, version: int | None = None) -> Any:
+        """The decoded answer to `request` at `version` (default: the highest declared)."""
+        return self._connection.request(request, self.timeout, version)
+
+    def metadata(self, topics: list[str] | None = None) -> Any:
+        return self.request(m.MetadataRequest(
+            topics=None if topics is None else [m.MetadataRequest.MetadataRequestTopic(name=t) for t in topics]))
+
+    def create_stream(self, name: str, replication_factor: int = -1) -> None:
+        topic = m.CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1,
+                                                     replication_factor=replication_factor)
+        result = self.request(m.CreateTopicsRequest(topics=[topic], timeout_ms=30_000)).topics[0]
+        _check(result.error_code, result.error_message or name)
+
+    def delete_stream(self, name: str) -> None:
+        result = self.request(m.DeleteTopicsRequest(topic_names=[name], timeout_ms=30_000)).responses[0]
+        _check(result.error_code, name)
+
+    def list_offset(self, stream: str, timestamp: int) -> int:
+        partition = m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=timestamp)
+        topic = m.ListOffsetsRequest.ListOffsetsTopic(name=stream, partitions=[partition])
+        result = self.request(m.ListOffsetsRequest(replica_id=-1, topics=[topic])).topics[0].partitions[0]
+        _check(result.error_code, stream)
+        return result.offset
+
+    def produce(self, stream: str, batch: bytes, acks: int = -1) -> int:
+        result = self.request(produce_request(stream, batch, acks)).responses[0].partition_responses[0]
+        _check(result.error_code, result.error_message or stream)
+        return result.base_offset
+
+    def fetch(self, stream: str, offset: int, max_wait_ms: int = 500) -> tuple[int, Any]:
+        """(high watermark, records) of partition 0 from `offset`."""
+        partition = m.FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=4 << 20)
+        request = m.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=16 << 20,
+                                 topics=[m.FetchRequest.FetchTopic(topic=stream, partitions=[partition])])
+        result = self._connection.request(request, self.timeout + max_wait_ms / 1000).responses[0].partitions[0]
+        _check(result.error_code, stream)
+        return result.high_watermark, result.records
+
+
+def _check(error_code: int, detail: str) -> None:
+    if error_code != 0:
+        raise RequestFailed(error_code, detail)
+
+
+def client(bootstrap: str, timeout: float = 10.0) -> BrokerClient:
+    return BrokerClient(bootstrap, timeout)
+
+
+def raw_request(address: str, request: Any, version: int | None = None, timeout: float = 5.0) -> Any:
+    """One request on a fresh connection; the decoded response."""
+    return request_once(address, request, timeout, version, TEST_CLIENT_ID)
+
+
+# -- record batches -------------------------------------------------------------------------------
 
 
 def make_batch(values: list[bytes], producer_id: int = -1, epoch: int = -1, base_sequence: int = -1,
@@ -35,26 +126,88 @@ def numbered_batch(n: int, producer_id: int = -1, seq: int = -1) -> bytes:
     return builder.build()
 
 
-def produce_request(stream: str, records: bytes, acks: int = -1, partition: int = 0) -> object:
+def one_record_batch(value: bytes, key: bytes | None = None) -> bytes:
+    builder = RecordBatchBuilder()
+    builder.append(int(time.time() * 1000), key, value)
+    return builder.build()
+
+
+# -- one request, error codes returned (for tests of error answers and of followers) ---------------
+
+
+def produce_request(stream: str, records: bytes, acks: int = -1, partition: int = 0,
+                    timeout_ms: int = 10_000) -> Any:
     data = m.ProduceRequest.PartitionProduceData(index=partition, records=records)
-    return m.ProduceRequest(acks=acks, timeout_ms=10_000,
+    return m.ProduceRequest(acks=acks, timeout_ms=timeout_ms,
                             topic_data=[m.ProduceRequest.TopicProduceData(name=stream, partition_data=[data])])
 
 
-def produce_raw(c: KafkaClient, stream: str, records: bytes, version: int = 7, partition: int = 0) -> object:
-    """The partition response of one produce (no error checking)."""
-    response = c.request(0, version, produce_request(stream, records, partition=partition))
+def produce_partition(c: BrokerClient, stream: str, records: bytes, version: int | None = None,
+                      partition: int = 0) -> Any:
+    """The partition response of one produce on an open client (no error checking)."""
+    response = c.request(produce_request(stream, records, partition=partition), version)
     return response.responses[0].partition_responses[0]
 
 
+def produce_raw(address: str, stream: str, batch: bytes, acks: int = -1, timeout_ms: int = 2000,
+                socket_timeout: float = 5.0, version: int | None = None) -> tuple[int, int]:
+    """(error code, base offset) of a one-partition Produce on a fresh connection."""
+    response = raw_request(address, produce_request(stream, batch, acks, timeout_ms=timeout_ms), version,
+                           socket_timeout)
+    result = response.responses[0].partition_responses[0]
+    return int(result.error_code), int(result.base_offset)
+
+
+def fetch_raw(address: str, stream: str, offset: int, max_wait_ms: int = 0, max_bytes: int = 4 << 20,
+              socket_timeout: float = 5.0, version: int | None = None) -> tuple[int, int, bytes]:
+    """(error code, high watermark, records bytes) of a one-partition Fetch."""
+    partition = m.FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=max_bytes)
+    topic = m.FetchRequest.FetchTopic(topic=stream, partitions=[partition])
+    request = m.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
+                             topics=[topic])
+    response = raw_request(address, request, version, timeout=socket_timeout + max_wait_ms / 1000)
+    result = response.responses[0].partitions[0]
+    return int(result.error_code), int(result.high_watermark), bytes(result.records or b"")
+
+
+def list_offset_raw(address: str, stream: str, timestamp: int) -> tuple[int, int]:
+    """(error code, offset) of a ListOffsets for partition 0."""
+    partition = m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=timestamp)
+    topic = m.ListOffsetsRequest.ListOffsetsTopic(name=stream, partitions=[partition])
+    result = raw_request(address, m.ListOffsetsRequest(replica_id=-1, topics=[topic])).topics[0].partitions[0]
+    return int(result.error_code), int(result.offset)
+
+
+def metadata_raw(address: str, topics: Sequence[str] | None) -> Any:
+    request = m.MetadataRequest(
+        topics=None if topics is None else [m.MetadataRequest.MetadataRequestTopic(name=t) for t in topics])
+    return raw_request(address, request)
+
+
+def create_topic_raw(address: str, name: str, replication_factor: int = -1) -> tuple[int, str | None]:
+    """(error code, message) of a CreateTopics for one stream."""
+    topic = m.CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=replication_factor)
+    result = raw_request(address, m.CreateTopicsRequest(topics=[topic], timeout_ms=30_000), timeout=35.0).topics[0]
+    return int(result.error_code), result.error_message
+
+
+def delete_topic_raw(address: str, name: str) -> int:
+    response = raw_request(address, m.DeleteTopicsRequest(topic_names=[name], timeout_ms=30_000), timeout=35.0)
+    return int(response.responses[0].error_code)
+
+
+# -- raw bytes (malformed input) ------------------------------------------------------------------
+
+
 def raw_socket(bootstrap: str, timeout: float = 5.0) -> socket.socket:
-    host, _, port = bootstrap.rpartition(":")
-    sock = socket.create_connection((host, int(port)), timeout=timeout)
-    return sock
+    return socket.create_connection(split_address(bootstrap), timeout=timeout)
 
 
-def encode(api_key: int, version: int, request: object, correlation_id: int = 1) -> bytes:
-    return b"".join(bytes(b) for b in api.encode_request(api_key, version, correlation_id, "test", request))
+def encode(request: Any, version: int | None = None, correlation_id: int = 1) -> bytes:
+    """A whole request frame (size prefix included), for tests that write bytes themselves."""
+    spec = api_spec(type(request))
+    version = spec.max_version if version is None else version
+    return b"".join(api.encode_request(spec.api_key, version, correlation_id, TEST_CLIENT_ID, request))
 
 
 def read_frame(sock: socket.socket) -> bytes:
@@ -62,8 +215,7 @@ def read_frame(sock: socket.socket) -> bytes:
     head = _recv_exact(sock, 4)
     if len(head) < 4:
         return b""
-    (size,) = struct.unpack(">i", head)
-    return _recv_exact(sock, size)
+    return _recv_exact(sock, int.from_bytes(head, "big", signed=True))
 
 
 def _recv_exact(sock: socket.socket, size: int) -> bytes:
@@ -92,16 +244,3 @@ def closed_by_peer(sock: socket.socket, timeout: float = 5.0) -> bool:
         return True
     except TimeoutError:
         return False
-
-
-def raw_request(address: str, api_key: int, version: int, request: object, timeout: float = 5.0) -> Any:
-    """One request on a fresh connection through vdl_broker.protocol.api; the decoded response."""
-    with raw_socket(address, timeout) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.sendall(encode(api_key, version, request, correlation_id=7))
-        body = read_frame(sock)
-    if not body:
-        raise ConnectionError(f"{address} closed the connection before answering API {api_key}")
-    correlation_id, response = api.decode_response(api_key, version, body)
-    assert correlation_id == 7, f"correlation id {correlation_id} != 7"
-    return response

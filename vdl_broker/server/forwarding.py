@@ -1,5 +1,5 @@
-"""Requests one node sends another's client port: CreateTopics/DeleteTopics forwarded to the
-metadata leader, and Metadata asked of a stream's replicas (who leads it, with what ISR).
+"""Admin requests run on the metadata leader: CreateTopics/DeleteTopics reaching another node
+are forwarded to the leader's client port, with vdl_client's asyncio request.
 
 A node that does not lead the metadata group forwards the request to the leader's client port
 once: a forwarded request (client id FORWARD_CLIENT_ID) is not forwarded again; the caller
@@ -13,10 +13,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from vdl_broker.config import split_host_port
-from vdl_broker.protocol.api import decode_response, encode_request
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.raft.types import NotLeaderError
+from vdl_client import aio
 
 if TYPE_CHECKING:
     from vdl_broker.server.broker import Broker
@@ -25,23 +24,6 @@ log = logging.getLogger(__name__)
 
 FORWARD_CLIENT_ID = "vdl-forward"
 MAX_CONTROLLER_WAIT_S = 5.0  # how long a create/delete waits for a metadata leader to exist
-
-
-async def kafka_request(address: str, version: int, request: Any, timeout_s: float) -> Any:
-    """One request over a fresh connection to another node's client port; its response."""
-    api_key = type(request).DECL.api_key
-    host, port = split_host_port(address, "address")
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-    try:
-        writer.write(b"".join(bytes(part) for part in encode_request(api_key, version, 1, FORWARD_CLIENT_ID, request)))
-        await writer.drain()
-        size = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), timeout_s), "big")
-        body = await asyncio.wait_for(reader.readexactly(size), timeout_s)
-    except asyncio.IncompleteReadError as error:
-        raise ConnectionError(f"{address} closed the connection") from error
-    finally:
-        writer.close()
-    return decode_response(api_key, version, body)[1]
 
 
 async def on_metadata_leader(broker: Broker, version: int, request: Any,
@@ -64,7 +46,8 @@ async def on_metadata_leader(broker: Broker, version: int, request: Any,
             address = broker.node_client_address(leader)
             if address is not None:
                 try:
-                    return await kafka_request(address, version, request, max(0.5, deadline - loop.time()))
+                    return await aio.request(address, request, max(0.5, deadline - loop.time()), version=version,
+                                             client_id=FORWARD_CLIENT_ID)
                 except (OSError, ValueError, TimeoutError) as error:
                     log.info("forwarding %s to node %d failed: %s", type(request).__name__, leader, error)
         if loop.time() >= deadline or (forwarded and leader and leader != broker.node_id):

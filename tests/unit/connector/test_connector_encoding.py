@@ -7,7 +7,7 @@ import pytest
 
 from vdl_broker.protocol.records.compression import Compression
 from vdl_broker.protocol.records.record_batch import read_records, validate_batch
-from vdl_connector.encoding import RecordColumns, build_batch, cut_points, encode_headers
+from vdl_connector.arrow import RecordColumns, build_batch, cut_points, encode_headers
 
 KEYS = pa.array([None if i % 3 == 0 else b"k%d" % i for i in range(300)], pa.binary())
 VALUES = pa.array([b"v" * (i % 150) if i % 7 else None for i in range(300)], pa.binary())

@@ -8,7 +8,7 @@ import pytest
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.records.compression import Compression
 from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, iter_batches, read_records
-from vdl_connector.client import FetchResult
+from vdl_client import FetchResult
 from vdl_connector.options import parse_sink_options, parse_source_options
 from vdl_connector.planning import OffsetRange
 from vdl_connector.reading import read_range

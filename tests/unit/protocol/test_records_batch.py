@@ -18,7 +18,6 @@ from vdl_broker.protocol.records import (
     RecordBatchBuilder,
     compress,
     decode_columns,
-    decode_columns_arrow,
     decompress,
     is_record_batch_v2,
     iter_batches,
@@ -29,6 +28,7 @@ from vdl_broker.protocol.records import (
 )
 from vdl_broker.protocol.records.compression import _xxh32
 from vdl_broker.protocol.records.message_set import _lz4_broken_header_checksum
+from vdl_connector.arrow import decode_columns_arrow
 
 BASE_TS = 1_700_000_000_000
 

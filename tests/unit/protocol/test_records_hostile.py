@@ -15,7 +15,6 @@ from vdl_broker.protocol.records import (
     RecordBatchBuilder,
     compress,
     decode_columns,
-    decode_columns_arrow,
     decompress,
     iter_batches,
     message_set_to_batches,
@@ -25,6 +24,7 @@ from vdl_broker.protocol.records import (
     validate_batch,
 )
 from vdl_broker.protocol.records.message_set import build_message_set, encode_message
+from vdl_connector.arrow import decode_columns_arrow
 
 BASE_TS = 1_700_000_000_000
 
@@ -43,23 +43,27 @@ def recrc(batch: bytearray) -> bytes:
 
 
 def decode_all(buf: bytes, verify_crc: bool = True) -> None:
-    """Every reader; results of the column and record paths must agree when both succeed."""
+    """Every reader (records, columns, the connector's vectorized Arrow decoder); the results of
+    the readers that succeed must agree."""
     outcomes = []
     for reader in (lambda: [(r.offset, r.timestamp, r.key, r.value) for r in read_records(buf, verify_crc=verify_crc)],
-                   lambda: _columns(decode_columns(buf, verify_crc=verify_crc))):
+                   lambda: _columns(decode_columns(buf, verify_crc=verify_crc)),
+                   lambda: _arrow_columns(decode_columns_arrow(buf, verify_crc=verify_crc))):
         try:
             outcomes.append(reader())
         except DecodeError:
             outcomes.append(DecodeError)
-    assert outcomes[0] == outcomes[1] or DecodeError in outcomes
-    try:
-        decode_columns_arrow(buf, verify_crc=verify_crc)
-    except DecodeError:
-        pass
+    decoded = [outcome for outcome in outcomes if outcome is not DecodeError]
+    assert all(outcome == decoded[0] for outcome in decoded), outcomes
 
 
 def _columns(columns: object) -> list[tuple]:
     return list(zip(columns.offsets, columns.timestamps, columns.keys, columns.values, strict=True))
+
+
+def _arrow_columns(columns: object) -> list[tuple]:
+    return list(zip(columns.offsets.to_pylist(), columns.timestamps.to_pylist(), columns.keys.to_pylist(),
+                    columns.values.to_pylist(), strict=True))
 
 
 @pytest.mark.parametrize("codec", list(Compression))

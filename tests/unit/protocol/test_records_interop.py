@@ -16,12 +16,12 @@ from vdl_broker.protocol.records import (
     batches_to_message_set,
     build_message_set,
     decode_columns,
-    decode_columns_arrow,
     message_set_to_batches,
     read_message_set,
     read_records,
     validate_batch,
 )
+from vdl_connector.arrow import decode_columns_arrow
 
 CODECS = list(Compression)
 LEGACY_CODECS = [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4]

@@ -17,20 +17,18 @@ from vdl_broker.protocol.records.message_set import (
     read_message_set,
 )
 from vdl_broker.protocol.records.record_batch import (
-    ArrowColumns,
     Record,
     RecordBatchBuilder,
     RecordColumns,
     decode_columns,
-    decode_columns_arrow,
     iter_batches,
     read_records,
     validate_batch,
 )
 
 __all__ = [
-    "BATCH_HEADER_SIZE", "ArrowColumns", "BatchHeader", "Compression", "Record", "RecordBatchBuilder",
-    "RecordColumns", "compress", "decode_columns", "decode_columns_arrow", "decompress",
+    "BATCH_HEADER_SIZE", "BatchHeader", "Compression", "Record", "RecordBatchBuilder",
+    "RecordColumns", "compress", "decode_columns", "decompress",
     "is_record_batch_v2", "iter_batches", "parse_batch_header", "read_records", "validate_batch",
     "with_base_offset", "LegacyRecord", "MessageSetEntry", "build_message_set", "iter_message_set",
     "read_message_set", "batches_to_message_set", "message_set_to_batches",

@@ -1,4 +1,4 @@
-"""RecordBatch v2 (magic 2): CRC32C, lazy reader, column decoder, builder.
+"""RecordBatch v2 (magic 2): header, CRC32C, lazy reader, column decoder, builder (no numpy, no Arrow).
 
 The header layout lives in batch_header (re-exported here for existing callers).
 # KIP-98: producer id/epoch/sequence, transactional and control batches.
@@ -10,10 +10,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import crc32c
-import numpy as np
 
 from vdl_broker.protocol.errors import DecodeError
-from vdl_broker.protocol.records import _vectorized
 from vdl_broker.protocol.records.batch_header import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
@@ -104,7 +102,7 @@ def iter_batches(buf: Buffer) -> Iterator[tuple[BatchHeader, memoryview]]:
         position += header.size
 
 
-def _records_section(batch: Buffer, verify_crc: bool, max_output_bytes: int) -> tuple[BatchHeader, bytes]:
+def records_section(batch: Buffer, verify_crc: bool, max_output_bytes: int) -> tuple[BatchHeader, bytes]:
     header = parse_batch_header(batch)
     if header.size > len(batch):
         raise DecodeError(f"record batch of {header.size} bytes truncated to {len(batch)}", len(batch))
@@ -125,7 +123,7 @@ def _records_section(batch: Buffer, verify_crc: bool, max_output_bytes: int) -> 
 def read_records(batch: Buffer, *, verify_crc: bool = True,
                  max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> Iterator[Record]:
     """Validate (and decompress) eagerly, then yield records lazily."""
-    header, data = _records_section(batch, verify_crc, max_output_bytes)
+    header, data = records_section(batch, verify_crc, max_output_bytes)
     return _iter_records(header, data)
 
 
@@ -182,35 +180,14 @@ def _read_headers(data: bytes, position: int, end: int) -> tuple[list[Header], i
 
 def decode_columns(batch: Buffer, *, verify_crc: bool = True,
                    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> RecordColumns:
-    """All records of one batch as columns: the Spark source's fast path."""
-    header, data = _records_section(batch, verify_crc, max_output_bytes)
-    count = header.record_count
-    raw = _vectorized.parse_records(data, count)
-    if raw is None:
-        return _columns_slow(header, data)
-    offsets = (raw.offset_deltas + header.base_offset).tolist()
-    if header.timestamp_type == 1:
-        timestamps = [header.max_timestamp] * count
-    else:
-        timestamps = (raw.timestamp_deltas + header.base_timestamp).tolist()
-    return RecordColumns(offsets, timestamps, _slices(data, raw.key_starts, raw.key_lengths),
-                         _slices(data, raw.value_starts, raw.value_lengths),
-                         [_EMPTY_HEADERS] * count, header.timestamp_type)
+    """All records of one batch as columns (pure Python; the connector's Arrow decoder in
+    vdl_connector/arrow.py is the fast path)."""
+    header, data = records_section(batch, verify_crc, max_output_bytes)
+    return columns_from_records(header, data)
 
 
-def _slices(data: bytes, starts: np.ndarray, lengths: np.ndarray) -> list[bytes | None]:
-    count = len(starts)
-    if int(lengths.max()) < 0:
-        return [None] * count
-    ends = (starts + lengths).tolist()
-    out: list[bytes | None] = [data[a:b] for a, b in zip(starts.tolist(), ends, strict=True)]
-    if int(lengths.min()) < 0:
-        for i in np.flatnonzero(lengths < 0).tolist():
-            out[i] = None
-    return out
-
-
-def _columns_slow(header: BatchHeader, data: bytes) -> RecordColumns:
+def columns_from_records(header: BatchHeader, data: bytes) -> RecordColumns:
+    """Columns of a decompressed records section, record by record."""
     offsets: list[int] = []
     timestamps: list[int] = []
     keys: list[bytes | None] = []
@@ -223,84 +200,6 @@ def _columns_slow(header: BatchHeader, data: bytes) -> RecordColumns:
         values.append(record.value)
         headers.append(record.headers or _EMPTY_HEADERS)
     return RecordColumns(offsets, timestamps, keys, values, headers, header.timestamp_type)
-
-
-@dataclass(slots=True)
-class ArrowColumns:
-    """One batch as pyarrow arrays (int64 offsets/timestamps, binary keys/values).
-
-    headers is None when no record has headers, else a list<struct<key: string, value: binary>>.
-    """
-
-    offsets: object
-    timestamps: object
-    keys: object
-    values: object
-    headers: object | None
-    timestamp_type: int = 0
-
-
-def decode_columns_arrow(batch: Buffer, *, verify_crc: bool = True,
-                         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> ArrowColumns:
-    """Like decode_columns but as pyarrow arrays built from positions: no per-record objects."""
-    import pyarrow as pa  # imported lazily: the broker never needs it
-
-    header, data = _records_section(batch, verify_crc, max_output_bytes)
-    count = header.record_count
-    raw = _vectorized.parse_records(data, count)
-    if raw is None:
-        columns = _columns_slow(header, data)
-        has_headers = any(columns.headers)
-        header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-        return ArrowColumns(
-            pa.array(columns.offsets, pa.int64()), pa.array(columns.timestamps, pa.int64()),
-            pa.array(columns.keys, pa.binary()), pa.array(columns.values, pa.binary()),
-            pa.array([[{"key": k, "value": v} for k, v in h] for h in columns.headers], header_type)
-            if has_headers else None,
-            header.timestamp_type)
-    if header.timestamp_type == 1:
-        timestamps = np.full(count, header.max_timestamp, dtype=np.int64)
-    else:
-        timestamps = raw.timestamp_deltas + header.base_timestamp
-    buffer = pa.py_buffer(data)
-    return ArrowColumns(pa.array(raw.offset_deltas + header.base_offset), pa.array(timestamps),
-                        _binary_array(pa, data, buffer, raw.key_starts, raw.key_lengths),
-                        _binary_array(pa, data, buffer, raw.value_starts, raw.value_lengths),
-                        None, header.timestamp_type)
-
-
-def _binary_array(pa: object, data: bytes, buffer: object, starts: np.ndarray, lengths: np.ndarray) -> object:
-    """binary array via Arrow's binary_view layout pointing into `data`, cast (one C copy) to binary.
-
-    A view is 16 bytes: int32 length, then for length <= 12 the bytes inline, else a 4-byte
-    prefix, int32 buffer index and int32 offset.
-    """
-    count = len(starts)
-    valid = lengths >= 0
-    if not valid.any():
-        return pa.nulls(count, pa.binary())
-    sizes = np.where(valid, lengths, 0).astype(np.int32)
-    source = np.frombuffer(data, dtype=np.uint8)
-    views = np.zeros((count, 4), dtype=np.int32)  # length, prefix, buffer index 0, offset
-    views[:, 0] = sizes
-    views[:, 3] = np.where(sizes > 12, starts, 0)
-    # First 4 bytes (the prefix; inline data for short values), zero past each value's end.
-    head = source[np.minimum(starts[:, None] + np.arange(4), len(data) - 1)]
-    views[:, 1] = np.where(np.arange(4)[None, :] < sizes[:, None], head, 0).astype(np.uint8).view(np.int32)[:, 0]
-    short = np.flatnonzero((sizes > 4) & (sizes <= 12))
-    if len(short):
-        # Inline layout for short values: bytes 4..16 of the view hold the data, zero padded.
-        tail = source[np.minimum(starts[short, None] + np.arange(4, 12), len(data) - 1)]
-        tail = np.where(np.arange(4, 12)[None, :] < sizes[short, None], tail, 0).astype(np.uint8)
-        views[short, 2:4] = tail.view(np.int32)
-    validity = None
-    null_count = 0
-    if not valid.all():
-        null_count = int(count - valid.sum())
-        validity = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
-    array = pa.Array.from_buffers(pa.binary_view(), count, [validity, pa.py_buffer(views), buffer],
-                                  null_count=null_count)
-    return array.cast(pa.binary())
 
 
 class RecordBatchBuilder:

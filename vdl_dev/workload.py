@@ -202,7 +202,7 @@ class ProduceStats:
 
 def _encoded_batches(config: WorkloadConfig, start: int, batch_bytes: int) -> Iterator[tuple[bytes, int]]:
     """(records section, record count) per Kafka batch, cut by size only."""
-    from vdl_connector.encoding import RecordColumns, cut_points
+    from vdl_connector.arrow import RecordColumns, cut_points
 
     for chunk in generate(config, start):
         columns = RecordColumns(chunk.keys, chunk.values)
@@ -215,7 +215,7 @@ def produce_workload(bootstrap: str, stream: str, config: WorkloadConfig, *, sta
                      batch_bytes: int = 1 << 20, compression: str = "zstd", progress: bool = True) -> ProduceStats:
     """Produce events [start, config.records) to `stream` with acks=all as one idempotent producer.
 
-    Batches are encoded column-wise (vdl_connector.encoding: no per-record Python work) and
+    Batches are encoded column-wise (vdl_connector.arrow: no per-record Python work) and
     zstd-compressed; each carries the producer id and its sequence, so a batch re-sent after a
     leader change is stored once (the client retries through leader changes). One batch is in
     flight (on a sender thread) while the next one is generated; order is kept.
@@ -225,14 +225,13 @@ def produce_workload(bootstrap: str, stream: str, config: WorkloadConfig, *, sta
     from tqdm import tqdm
 
     from vdl_broker.protocol.records.compression import Compression
-    from vdl_connector.client import VdlClient
-    from vdl_connector.encoding import build_batch
-    from vdl_connector.options import ClientSettings
+    from vdl_client import ClientSettings, VdlClient
+    from vdl_connector.arrow import build_batch
 
     codec = Compression[compression.upper()]
     stats = ProduceStats()
     started = time.monotonic()
-    settings = ClientSettings(tuple(s.strip() for s in bootstrap.split(",")), client_id="vdl-demo")
+    settings = ClientSettings.from_bootstrap(bootstrap, client_id="vdl-demo")
 
     def account(future: Future[int], count: int, size: int) -> None:
         base = future.result()  # raises the sender's error here

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from vdl_broker.demo.run import _prepare, add_demo_parser, main
+from vdl_client.cli import main as cli_main
+from vdl_dev.run import _prepare, main
 
 
 def test_invalid_counts_are_refused(capsys) -> None:  # noqa: ANN001
@@ -13,11 +13,9 @@ def test_invalid_counts_are_refused(capsys) -> None:  # noqa: ANN001
     assert "--records and --nodes must be >= 1" in capsys.readouterr().err
 
 
-def test_the_vdl_cli_can_mount_the_demo_parser() -> None:
-    parser = argparse.ArgumentParser(prog="vdl")
-    add_demo_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["demo", "--records", "5", "--nodes", "1", "--data-dir", "/x"])
-    assert (args.records, args.nodes, args.data_dir, callable(args.run)) == (5, 1, Path("/x"), True)
+def test_the_vdl_cli_hands_demo_arguments_to_vdl_dev(capsys) -> None:  # noqa: ANN001
+    assert cli_main(["demo", "--records", "0"]) == 2
+    assert "--records and --nodes must be >= 1" in capsys.readouterr().err
 
 
 def test_a_reused_data_dir_loses_only_the_previous_demo_run(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from vdl_broker.demo.pipeline import (
+from vdl_dev.pipeline import (
     DeltaMergeSink,
     last_committed_batch,
     query_id_from_checkpoint,

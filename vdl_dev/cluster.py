@@ -1,4 +1,4 @@
-"""The demo's local cluster: a `DevCluster` (vdl_broker/dev_cluster.py) on free loopback ports.
+"""The demo's local cluster: a `DevCluster` (vdl_dev/dev_cluster.py) on free loopback ports.
 
 Every node runs in its own process group, is stopped in `stop()`, and gets SIGTERM from the
 kernel if the demo process dies without cleaning up, so nothing outlives the demo.
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from vdl_broker.dev_cluster import DevCluster, free_base_port
+from vdl_dev.dev_cluster import DevCluster, free_base_port
 
 STATE_FILE = "cluster.json"  # node id -> pid and address, for notebook 03 (kill the leader)
 

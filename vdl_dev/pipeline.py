@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vdl_broker.demo.workload import CATEGORIES, DEPARTMENTS, REGIONS
+from vdl_dev.workload import CATEGORIES, DEPARTMENTS, REGIONS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -6,7 +6,7 @@ import json
 from collections import Counter
 from decimal import Decimal
 
-from vdl_broker.demo.workload import (
+from vdl_dev.workload import (
     CHUNK,
     WINDOW_MS,
     WorkloadConfig,
@@ -63,9 +63,8 @@ def test_oracle_matches_a_direct_count() -> None:
 def test_produced_records_are_the_generated_events(broker) -> None:  # noqa: ANN001 - tests/conftest.py fixture
     from kafka import KafkaConsumer, TopicPartition
 
-    from vdl_broker.demo.workload import produce_workload
-    from vdl_connector.client import VdlClient
-    from vdl_connector.options import ClientSettings
+    from vdl_client import ClientSettings, VdlClient
+    from vdl_dev.workload import produce_workload
 
     config = WorkloadConfig(records=CHUNK + 2000, seed=5)
     with VdlClient(ClientSettings((broker.bootstrap,))) as client:

@@ -1,5 +1,5 @@
 """`vdl dev-cluster --nodes 3 --data-dir DIR --base-port P`: a local cluster of `vdl-broker`
-subprocesses in the foreground (the CLI wiring is in vdl_broker/cli.py; this is the logic).
+subprocesses in the foreground (the CLI wiring is in vdl_client/cli.py; this is the logic).
 
 Node i (1-based) gets client port P + i - 1 and raft port P + nodes + i - 1, and the directory
 DIR/node<i>/ holding its node.toml and its data (DIR/node<i>/data). Every node runs in its own
@@ -31,14 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from vdl_broker.config import NodeAddress, NodeConfig, dump_node_config, split_host_port
-from vdl_broker.protocol.api import decode_response, encode_request
 from vdl_broker.protocol.messages.metadata import MetadataRequest
+from vdl_client.connection import request_once
 
 READY_PREFIX = "vdl-broker listening on "
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
-METADATA_API_KEY = 3
-METADATA_VERSION = 1  # v1+: leader, replicas, isr; an explicit topic list
 _PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
@@ -321,28 +319,10 @@ class DevCluster:
 
 
 def fetch_metadata(address: str, topics: Sequence[str] | None, timeout_s: float = 2.0) -> Any:
-    """One Metadata v1 request to `address` ("host:port"); returns the decoded response."""
-    host, _, port = address.rpartition(":")
+    """One Metadata request to `address` ("host:port"); returns the decoded response."""
     request = MetadataRequest(
         topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics])
-    frame = b"".join(bytes(p) for p in encode_request(METADATA_API_KEY, METADATA_VERSION, 1, "vdl-dev-cluster",
-                                                      request))
-    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
-        sock.sendall(frame)
-        size = int.from_bytes(_recv_exactly(sock, 4), "big")
-        body = _recv_exactly(sock, size)
-    _, response = decode_response(METADATA_API_KEY, METADATA_VERSION, body)
-    return response
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
-        chunk = sock.recv(size - len(chunks))
-        if not chunk:
-            raise ConnectionError("connection closed mid-response")
-        chunks += chunk
-    return bytes(chunks)
+    return request_once(address, request, timeout_s, client_id="vdl-dev-cluster")
 
 
 def run_dev_cluster(nodes: int, data_dir: Path, base_port: int, *, command: Sequence[str] | None = None,

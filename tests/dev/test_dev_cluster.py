@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.cluster import start_broker
 from vdl_broker.config import load_node_config
-from vdl_broker.dev_cluster import DevCluster, fetch_metadata, free_base_port
+from vdl_dev.dev_cluster import DevCluster, fetch_metadata, free_base_port
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -94,7 +94,7 @@ def test_start_kill_restart_stop_without_orphans(tmp_path: Path, stub: list[str]
 
 def test_run_dev_cluster_stops_every_node_on_sigterm(tmp_path: Path, stub: list[str]) -> None:
     port = free_base_port(4)
-    code = (f"import sys; from pathlib import Path; from vdl_broker.dev_cluster import run_dev_cluster; "
+    code = (f"import sys; from pathlib import Path; from vdl_dev.dev_cluster import run_dev_cluster; "
             f"sys.exit(run_dev_cluster(2, Path({str(tmp_path / 'c')!r}), {port}, command={stub!r}))")
     launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, cwd=Path(__file__).resolve().parents[3])

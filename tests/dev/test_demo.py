@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from datetime import UTC, datetime
@@ -22,7 +21,8 @@ from typing import Any
 import psutil
 import pytest
 
-from vdl_broker.demo.workload import WorkloadConfig, events, expected_aggregates
+from tests.support.cluster import VDL_CLI, wait_until
+from vdl_dev.workload import WorkloadConfig, events, expected_aggregates
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDS = 100_000
@@ -30,13 +30,8 @@ SEED = 11
 
 
 def demo_command() -> list[str]:
-    """`vdl demo` once vdl_broker/cli.py dispatches to vdl_broker.demo.run (else the module)."""
-    vdl = Path(sys.executable).parent / "vdl"
-    if vdl.exists():
-        help_text = subprocess.run([str(vdl), "demo", "--help"], capture_output=True, text=True, timeout=60).stdout
-        if "--records" in help_text:
-            return [str(vdl), "demo"]
-    return [sys.executable, "-m", "vdl_broker.demo.run"]
+    """`vdl demo`, through the CLI's dispatch to vdl_dev."""
+    return [*VDL_CLI, "demo"]
 
 
 def _descendants(pid: int) -> set[int]:
@@ -44,6 +39,21 @@ def _descendants(pid: int) -> set[int]:
         return {p.pid for p in psutil.Process(pid).children(recursive=True)}
     except psutil.NoSuchProcess:
         return set()
+
+
+def _spark_jvm_running(pid: int) -> bool:
+    """Spark's JVM is among the demo's descendants (Spark is starting)."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return False
+    for child in children:
+        try:
+            if child.name() == "java":
+                return True
+        except psutil.NoSuchProcess:
+            continue
+    return False
 
 
 def _alive(pids: set[int]) -> set[int]:
@@ -64,12 +74,17 @@ def _run(args: list[str], timeout_s: float, interrupt_when: str | None = None) -
         while process.poll() is None:
             seen |= _descendants(process.pid)
             if interrupt_when and not interrupted and any(interrupt_when in line for line in lines):
-                time.sleep(3)  # Spark is starting: the hardest moment to stop it
+                # Interrupt once Spark's JVM runs: the hardest moment to stop it.
+                wait_until(lambda: _spark_jvm_running(process.pid) or process.poll() is not None, 60,
+                           "Spark's JVM to start under the demo")
                 seen |= _descendants(process.pid)
                 process.send_signal(signal.SIGINT)
                 interrupted = True
             assert time.monotonic() < deadline, f"the demo ran longer than {timeout_s} s:\n{''.join(lines)}"
-            time.sleep(0.2)
+            try:  # wake up on exit at once, else look at the descendants again shortly
+                process.wait(0.2)
+            except subprocess.TimeoutExpired:
+                pass
     finally:
         if process.poll() is None:
             process.kill()
@@ -128,7 +143,7 @@ def test_ctrl_c_while_spark_runs_leaves_no_process(tmp_path: Path) -> None:
     assert code == 130, output
     assert "interrupted" in output
     assert len(seen) >= 2, output  # at least the broker and Spark's JVM were running
-    deadline = time.monotonic() + 10
-    while _alive(seen) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not _alive(seen), f"left behind: {_alive(seen)}\n{output}"
+    try:
+        wait_until(lambda: not _alive(seen), 10, "every process of the demo to exit")
+    except AssertionError:
+        raise AssertionError(f"left behind: {_alive(seen)}\n{output}") from None

@@ -1,4 +1,4 @@
-"""The connector's client against a real broker: pipelined idempotent produce through a restart."""
+"""vdl_client against a real broker: pipelined idempotent produce through a restart."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import pyarrow as pa
 
 from tests.support.cluster import start_broker
 from vdl_broker.protocol.records.record_batch import iter_batches, read_records
-from vdl_connector.client import VdlClient
-from vdl_connector.encoding import RecordColumns, build_batch
-from vdl_connector.options import ClientSettings
+from vdl_client import ClientSettings, VdlClient
+from vdl_connector.arrow import RecordColumns, build_batch
 
 
 def batch(producer: tuple[int, int], sequence: int, values: list[bytes]) -> bytes:

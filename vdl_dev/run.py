@@ -1,7 +1,7 @@
 """`vdl demo [--records N] [--data-dir DIR] [--nodes N]`: the whole product in one command.
 
 Starts a local VDL cluster, creates the streams, produces the order workload, runs the Spark job
-(vdl_broker/demo/pipeline.py) until every record is processed (trigger availableNow), prints
+(vdl_dev/pipeline.py) until every record is processed (trigger availableNow), prints
 what happened and the top rows of the Delta table, and stops everything. Ctrl-C or SIGTERM at
 any point stops the queries, Spark and every broker (try/finally; brokers in their own process
 groups) and exits with 130.
@@ -24,7 +24,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from vdl_broker.demo.cluster import DemoCluster, start_cluster
+from vdl_dev.cluster import DemoCluster, start_cluster
 
 DESCRIPTION = ("Start a local VDL cluster, produce order events, run a Spark structured-streaming job from "
                "format('vdl') to a Delta table and back to a log stream, print what happened, stop everything.")
@@ -154,18 +154,16 @@ def _prepare(data_dir: Path | None) -> tuple[Path, bool]:
 
 
 def _create_streams(bootstrap: str) -> None:
-    from vdl_connector.client import VdlClient
-    from vdl_connector.options import ClientSettings
+    from vdl_client import ClientSettings, VdlClient
 
-    with VdlClient(ClientSettings(tuple(bootstrap.split(",")), client_id="vdl-demo")) as client:
+    with VdlClient(ClientSettings.from_bootstrap(bootstrap, client_id="vdl-demo")) as client:
         client.create_streams([SOURCE_STREAM, ENRICHED_STREAM])
 
 
 def _end_offset(bootstrap: str, stream: str) -> int:
-    from vdl_connector.client import VdlClient
-    from vdl_connector.options import ClientSettings
+    from vdl_client import ClientSettings, VdlClient
 
-    with VdlClient(ClientSettings(tuple(bootstrap.split(",")), client_id="vdl-demo")) as client:
+    with VdlClient(ClientSettings.from_bootstrap(bootstrap, client_id="vdl-demo")) as client:
         return client.list_offsets([stream], -1)[stream]
 
 
@@ -173,7 +171,7 @@ def _wait_for(queries: tuple[Any, ...], total: int, progress: bool) -> None:
     """Until both availableNow queries finish; a bar follows the aggregate query's input rows."""
     from tqdm import tqdm
 
-    from vdl_broker.demo.pipeline import query_stats
+    from vdl_dev.pipeline import query_stats
 
     with tqdm(total=total, unit=" records", unit_scale=True, desc="spark job", disable=not progress) as bar:
         while True:
@@ -191,7 +189,7 @@ def _show_table(table_path: str, say: Callable[[str], None], top: int = 10) -> t
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
-    from vdl_broker.demo.pipeline import read_delta_table
+    from vdl_dev.pipeline import read_delta_table
 
     table = read_delta_table(table_path)
     version = DeltaTable(table_path).version()
@@ -207,7 +205,7 @@ def run_demo(records: int = 1_000_000, data_dir: Path | None = None, nodes: int 
              say: Callable[[str], None] = print) -> int:
     """Run the demo end to end; 0 when the Delta table and the enriched stream account for every
     record, 1 when they do not, 130 on Ctrl-C/SIGTERM."""
-    from vdl_broker.demo.workload import WorkloadConfig, produce_workload  # numpy/pyarrow: keep `vdl` fast
+    from vdl_dev.workload import WorkloadConfig, produce_workload  # numpy/pyarrow: keep `vdl` fast
 
     base, temporary = _prepare(data_dir)
     report = DemoReport()
@@ -232,7 +230,7 @@ def run_demo(records: int = 1_000_000, data_dir: Path | None = None, nodes: int 
                     f"({stats.bytes / 1e6:.1f} MB zstd) in {stats.seconds:.1f} s "
                     f"({stats.records_per_second:,.0f} records/s, acks=all)")
 
-                from vdl_broker.demo.pipeline import PipelinePaths, query_stats, start_pipeline
+                from vdl_dev.pipeline import PipelinePaths, query_stats, start_pipeline
 
                 say("starting Spark (local[2])...")
                 with _deferred_interrupts():
@@ -305,15 +303,6 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-offsets-per-trigger", type=int, help="records per micro-batch (default records/4)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-
-
-def add_demo_parser(commands: Any) -> argparse.ArgumentParser:
-    """Register `demo` on the `vdl` CLI's subparsers (vdl_broker/cli.py calls this)."""
-    parser = commands.add_parser("demo", help="run the demo: a local 3-node cluster, Spark, and a Delta table",
-                                 description=DESCRIPTION)
-    _add_arguments(parser)
-    parser.set_defaults(run=run_from_args)
-    return parser
 
 
 def run_from_args(args: argparse.Namespace) -> int:

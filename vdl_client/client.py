@@ -1,54 +1,59 @@
-"""A small blocking Kafka-protocol client for the connector, built on vdl_broker.protocol only.
+"""The blocking Kafka-protocol client, built on vdl_broker.protocol only.
 
-One request in flight per connection, one connection per broker node, no threads, no asyncio:
-Spark tasks are single-threaded and open their own client inside read()/write(). Every call
-that targets a stream goes to that stream's leader and is retried through leader changes and
-connection errors (Metadata refresh + backoff) until a deadline.
+One connection per broker node, no threads, no asyncio: Spark tasks are single-threaded and
+open their own client inside read()/write(), and the CLI runs one command at a time. Every
+call that targets a stream goes to that stream's leader (found with Metadata) and is retried
+through leader changes and connection errors (Metadata refresh + backoff) until a deadline.
 
-Versions are fixed and non-flexible (request header v1, response header v0): Metadata v8,
-Fetch v11 (answers are always RecordBatch v2, never magic 0/1), ListOffsets v5, Produce v8,
-InitProducerId v1, CreateTopics v4, DeleteTopics v3.
+Each API is spoken at the highest version vdl_broker.protocol declares for it (see
+connection.default_version); Fetch answers at those versions are always RecordBatch v2.
 """
 
 from __future__ import annotations
 
 import logging
-import socket
-import struct
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from vdl_broker.protocol.codec import decode_message, encode_message
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.headers import RequestHeader, ResponseHeader
 from vdl_broker.protocol.messages import (
     CreateTopicsRequest,
-    CreateTopicsResponse,
     DeleteTopicsRequest,
-    DeleteTopicsResponse,
     FetchRequest,
-    FetchResponse,
     InitProducerIdRequest,
-    InitProducerIdResponse,
     ListOffsetsRequest,
-    ListOffsetsResponse,
     MetadataRequest,
-    MetadataResponse,
     ProduceRequest,
-    ProduceResponse,
 )
-from vdl_connector.options import ClientSettings
+from vdl_client.connection import DEFAULT_CLIENT_ID, Connection, parse_bootstrap
 
-log = logging.getLogger("vdl_connector")
+log = logging.getLogger("vdl_client")
+T = TypeVar("T")
 
-METADATA_V, FETCH_V, LIST_OFFSETS_V, PRODUCE_V = 8, 11, 5, 8
-INIT_PRODUCER_ID_V, CREATE_TOPICS_V, DELETE_TOPICS_V = 1, 4, 3
-_RESPONSES = {3: MetadataResponse, 1: FetchResponse, 2: ListOffsetsResponse, 0: ProduceResponse,
-              22: InitProducerIdResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse}
-_SIZE = struct.Struct(">i")
-MAX_RESPONSE_BYTES = 1 << 30
+EARLIEST_TIMESTAMP = -2  # ListOffsets: the log start offset
+LATEST_TIMESTAMP = -1  # ListOffsets: the high watermark
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """How to reach the cluster; picklable (it travels to Spark executors)."""
+
+    bootstrap_servers: tuple[str, ...]  # tried in this order until one answers
+    request_timeout_ms: int = 30_000
+    retry_backoff_ms: int = 100
+    deadline_ms: int = 120_000  # give up on leader discovery / retries after this long
+    client_id: str = DEFAULT_CLIENT_ID
+    # A command-line user wants "cannot connect" at once rather than retries until the deadline;
+    # a Spark job started with its cluster wants the retries.
+    fail_fast_when_unreachable: bool = False
+
+    @classmethod
+    def from_bootstrap(cls, servers: str | Sequence[str], **settings: Any) -> ClientSettings:
+        """Settings for a `host:port,host:port` bootstrap list (validated)."""
+        return cls(parse_bootstrap(servers), **settings)
 
 # Errors after which the same request is sent again once the leader is known again.
 LEADER_ERRORS = frozenset({
@@ -68,6 +73,14 @@ class StreamNotFoundError(VdlClientError):
     """The stream does not exist."""
 
 
+class StreamExistsError(VdlClientError):
+    """Creating a stream that already exists (when the caller asked to be told)."""
+
+
+class BrokerUnreachableError(VdlClientError):
+    """No bootstrap server accepted a connection."""
+
+
 class _Retry(Exception):
     """Internal: the request hit a leader change or a dead connection; refresh and retry."""
 
@@ -80,58 +93,6 @@ class FetchResult:
     log_start_offset: int
 
 
-class _Connection:
-    def __init__(self, host: str, port: int, timeout_s: float, client_id: str) -> None:
-        self._sock = socket.create_connection((host, port), timeout=timeout_s)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._client_id = client_id
-        self._correlation = 0
-        self.address = f"{host}:{port}"
-
-    def request(self, api_key: int, version: int, body: object, timeout_s: float) -> object:
-        return self.receive(api_key, version, self.send(api_key, version, body, timeout_s), timeout_s)
-
-    def send(self, api_key: int, version: int, body: object, timeout_s: float) -> int:
-        """Send one request; returns its correlation id (answers come back in request order)."""
-        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-        header = RequestHeader(request_api_key=api_key, request_api_version=version,
-                               correlation_id=self._correlation, client_id=self._client_id)
-        buffers = encode_message(RequestHeader, 1, header) + encode_message(type(body), version, body)
-        size = sum(len(b) for b in buffers)
-        self._sock.settimeout(timeout_s)
-        self._sock.sendall(b"".join([_SIZE.pack(size), *buffers]))
-        return self._correlation
-
-    def receive(self, api_key: int, version: int, correlation: int, timeout_s: float) -> object:
-        self._sock.settimeout(timeout_s)
-        (length,) = _SIZE.unpack(self._read_exact(4))
-        if not 0 <= length <= MAX_RESPONSE_BYTES:
-            raise OSError(f"bad response size {length} from {self.address}")
-        frame = memoryview(self._read_exact(length))
-        response_header, position = decode_message(ResponseHeader, 0, frame)
-        if response_header.correlation_id != correlation:
-            raise OSError(f"correlation id {response_header.correlation_id} != {correlation}")
-        response, _ = decode_message(_RESPONSES[api_key], version, frame, position)
-        return response
-
-    def _read_exact(self, size: int) -> bytearray:
-        buffer = bytearray(size)
-        view = memoryview(buffer)
-        got = 0
-        while got < size:
-            n = self._sock.recv_into(view[got:])
-            if n == 0:
-                raise OSError(f"connection to {self.address} closed")
-            got += n
-        return buffer
-
-    def close(self) -> None:
-        try:
-            self._sock.close()
-        except OSError:
-            pass
-
-
 class VdlClient:
     """Blocking client; use as a context manager. Not thread-safe (one per task)."""
 
@@ -140,7 +101,7 @@ class VdlClient:
         self._nodes: dict[int, tuple[str, int]] = {}
         self._leaders: dict[str, int] = {}
         self._controller = -1
-        self._connections: dict[object, _Connection] = {}
+        self._connections: dict[object, Connection] = {}
 
     def __enter__(self) -> VdlClient:
         return self
@@ -159,10 +120,10 @@ class VdlClient:
     def _timeout_s(self) -> float:
         return self.settings.request_timeout_ms / 1000
 
-    def _connection(self, key: object, host: str, port: int) -> _Connection:
+    def _connection(self, key: object, address: str) -> Connection:
         connection = self._connections.get(key)
         if connection is None:
-            connection = _Connection(host, port, self._timeout_s, self.settings.client_id)
+            connection = Connection(address, self._timeout_s, self.settings.client_id)
             self._connections[key] = connection
         return connection
 
@@ -171,32 +132,36 @@ class VdlClient:
         if connection is not None:
             connection.close()
 
-    def _send_any(self, api_key: int, version: int, body: object) -> object:
-        """To any reachable node: known nodes first, then the bootstrap servers."""
+    def _address(self, node_id: int) -> str:
+        host, port = self._nodes[node_id]
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def _send_any(self, request: Any) -> Any:
+        """To any reachable node: known nodes first, then the bootstrap servers in order."""
         errors = []
-        targets: list[tuple[object, str, int]] = [(n, h, p) for n, (h, p) in self._nodes.items()]
-        for server in self.settings.bootstrap_servers:
-            host, _, port = server.rpartition(":")
-            targets.append((f"bootstrap:{server}", host, int(port)))
-        for key, host, port in targets:
+        targets: list[tuple[object, str]] = [(n, self._address(n)) for n in self._nodes]
+        targets += [(f"bootstrap:{server}", server) for server in self.settings.bootstrap_servers]
+        for key, address in targets:
             try:
-                return self._connection(key, host, port).request(api_key, version, body, self._timeout_s)
+                return self._connection(key, address).request(request, self._timeout_s)
             except OSError as exc:
                 self._drop(key)
-                errors.append(f"{host}:{port}: {exc}")
+                errors.append(f"{address}: {exc.strerror or exc}")
+        if self.settings.fail_fast_when_unreachable and not self._nodes:
+            raise BrokerUnreachableError("cannot connect to " + "; ".join(errors))
         raise _Retry("no broker reachable: " + "; ".join(errors))
 
-    def _send_node(self, node_id: int, api_key: int, version: int, body: object) -> object:
+    def _send_node(self, node_id: int, request: Any, timeout_s: float | None = None) -> Any:
         if node_id not in self._nodes:
             raise _Retry(f"node {node_id} unknown")
-        host, port = self._nodes[node_id]
+        address = self._address(node_id)
         try:
-            return self._connection(node_id, host, port).request(api_key, version, body, self._timeout_s)
+            return self._connection(node_id, address).request(request, timeout_s or self._timeout_s)
         except OSError as exc:
             self._drop(node_id)
-            raise _Retry(f"node {node_id} ({host}:{port}): {exc}") from exc
+            raise _Retry(f"node {node_id} ({address}): {exc}") from exc
 
-    def _retrying(self, what: str, attempt, deadline: float | None = None):  # noqa: ANN001, ANN202
+    def _retrying(self, what: str, attempt: Callable[[], T], deadline: float | None = None) -> T:
         """Call attempt() until it returns; _Retry means refresh metadata, back off and retry."""
         deadline = deadline if deadline is not None else time.monotonic() + self.settings.deadline_ms / 1000
         backoff = max(self.settings.retry_backoff_ms, 1) / 1000
@@ -211,11 +176,11 @@ class VdlClient:
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
 
-    def _metadata(self, streams: Sequence[str] | None) -> MetadataResponse:
+    def _metadata(self, streams: Sequence[str] | None) -> Any:
         request = MetadataRequest(
             topics=None if streams is None else [MetadataRequest.MetadataRequestTopic(name=s) for s in streams],
             allow_auto_topic_creation=False)
-        response = self._send_any(3, METADATA_V, request)
+        response = self._send_any(request)
         self._nodes = {b.node_id: (b.host, b.port) for b in response.brokers}
         self._controller = response.controller_id
         for topic in response.topics:
@@ -247,34 +212,54 @@ class VdlClient:
 
     # -- metadata and admin --------------------------------------------------------------------
 
+    def metadata(self, streams: Sequence[str] | None = None) -> Any:
+        """The MetadataResponse for `streams` (None: every stream), from any reachable node."""
+        return self._retrying("Metadata", lambda: self._metadata(streams))
+
     def list_streams(self) -> list[str]:
-        response = self._retrying("Metadata", lambda: self._metadata(None))
+        response = self.metadata(None)
         return sorted(t.name for t in response.topics if t.error_code == 0 and not t.is_internal)
 
     def stream_exists(self, stream: str) -> bool:
         try:
-            self._retrying(f"Metadata {stream!r}", lambda: self._leader(stream))
+            self.leader_of(stream)
             return True
         except StreamNotFoundError:
             return False
 
+    def leader_of(self, stream: str) -> int:
+        """The node id leading `stream` (waits through elections until the deadline)."""
+        return self._retrying(f"Metadata {stream!r}", lambda: self._leader(stream))
+
+    def address_of(self, node_id: int) -> str:
+        """host:port of a node named in the last Metadata answer."""
+        return self._address(node_id)
+
+    def create_stream(self, stream: str, replication_factor: int = -1, config: dict[str, str] | None = None,
+                      exist_ok: bool = True) -> None:
+        """Create one stream (one partition) and wait until it has a leader. An existing stream
+        raises StreamExistsError unless `exist_ok`."""
+        self._create([stream], replication_factor, config, exist_ok)
+
     def create_streams(self, streams: Iterable[str], config: dict[str, str] | None = None) -> None:
         """Create streams (one partition each); existing ones are fine."""
-        wanted = list(streams)
+        self._create(list(streams), -1, config, exist_ok=True)
+
+    def _create(self, wanted: list[str], replication_factor: int, config: dict[str, str] | None,
+                exist_ok: bool) -> None:
         configs = [CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in (config or {}).items()]
         request = CreateTopicsRequest(
-            topics=[CreateTopicsRequest.CreatableTopic(name=s, num_partitions=1, replication_factor=-1,
+            topics=[CreateTopicsRequest.CreatableTopic(name=s, num_partitions=1,
+                                                       replication_factor=replication_factor,
                                                        assignments=[], configs=configs) for s in wanted],
             timeout_ms=self.settings.request_timeout_ms)
 
         def attempt() -> None:
-            if self._controller < 0 or self._controller not in self._nodes:
-                self._metadata([])
-            target = self._controller
-            response = (self._send_node(target, 19, CREATE_TOPICS_V, request) if target in self._nodes
-                        else self._send_any(19, CREATE_TOPICS_V, request))
-            for result in response.topics:
-                if result.error_code not in (0, ErrorCode.TOPIC_ALREADY_EXISTS):
+            for result in self._to_controller(request).topics:
+                if result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                    if not exist_ok:
+                        raise StreamExistsError(f"stream {result.name!r} already exists")
+                elif result.error_code != 0:
                     self._check(result.error_code, f"CreateTopics {result.name!r} ({result.error_message})")
 
         self._retrying("CreateTopics", attempt)
@@ -282,29 +267,37 @@ class VdlClient:
             self._leaders.pop(stream, None)
             self._retrying(f"leader of new stream {stream!r}", lambda s=stream: self._leader(s))
 
-    def delete_streams(self, streams: Iterable[str]) -> None:
+    def delete_streams(self, streams: Iterable[str], missing_ok: bool = True) -> None:
+        """Delete streams; a missing one raises StreamNotFoundError unless `missing_ok`."""
         request = DeleteTopicsRequest(topic_names=list(streams), timeout_ms=self.settings.request_timeout_ms)
 
         def attempt() -> None:
-            if self._controller < 0 or self._controller not in self._nodes:
-                self._metadata([])
-            target = self._controller
-            response = (self._send_node(target, 20, DELETE_TOPICS_V, request) if target in self._nodes
-                        else self._send_any(20, DELETE_TOPICS_V, request))
-            for result in response.responses:
-                if result.error_code not in (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+            for result in self._to_controller(request).responses:
+                if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    if not missing_ok:
+                        raise StreamNotFoundError(f"stream {result.name!r} does not exist")
+                elif result.error_code != 0:
                     self._check(result.error_code, f"DeleteTopics {result.name!r}")
 
         self._retrying("DeleteTopics", attempt)
         for stream in request.topic_names:
             self._leaders.pop(stream, None)
 
+    def _to_controller(self, request: Any) -> Any:
+        """Admin requests go to the metadata leader (any node forwards, but that costs a hop)."""
+        if self._controller < 0 or self._controller not in self._nodes:
+            self._metadata([])
+        if self._controller in self._nodes:
+            return self._send_node(self._controller, request)
+        return self._send_any(request)
+
     # -- offsets -------------------------------------------------------------------------------
 
     def list_offsets(self, streams: Sequence[str], timestamp: int | None,
                      timestamps: dict[str, int] | None = None) -> dict[str, int]:
-        """ListOffsets per stream: timestamp -2 earliest, -1 latest (the high watermark), else the
-        first offset whose timestamp is >= the stream's entry in `timestamps` (-1: none)."""
+        """ListOffsets per stream: EARLIEST_TIMESTAMP (-2) the log start offset, LATEST_TIMESTAMP
+        (-1) the high watermark, else the first offset whose timestamp is >= the stream's entry in
+        `timestamps` (-1: none)."""
         result: dict[str, int] = {}
         for stream in streams:
             wanted = timestamp if timestamp is not None else (timestamps or {})[stream]
@@ -312,11 +305,15 @@ class VdlClient:
                                             lambda s=stream, t=wanted: self._list_offset(s, t))
         return result
 
+    def list_offset(self, stream: str, timestamp: int) -> int:
+        """One stream's offset for `timestamp` (see list_offsets)."""
+        return self.list_offsets([stream], timestamp)[stream]
+
     def _list_offset(self, stream: str, timestamp: int) -> int:
         request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
             ListOffsetsRequest.ListOffsetsTopic(name=stream, partitions=[
                 ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=timestamp)])])
-        response = self._send_node(self._leader(stream), 2, LIST_OFFSETS_V, request)
+        response = self._send_node(self._leader(stream), request)
         partition = response.topics[0].partitions[0]
         self._check(partition.error_code, f"ListOffsets {stream!r}")
         return partition.offset
@@ -337,13 +334,7 @@ class VdlClient:
                 leader = self._leader(stream)
             except StreamNotFoundError:
                 return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, -1, -1)
-            timeout = self._timeout_s + max_wait_ms / 1000
-            host, port = self._nodes[leader]
-            try:
-                response = self._connection(leader, host, port).request(1, FETCH_V, request, timeout)
-            except OSError as exc:
-                self._drop(leader)
-                raise _Retry(f"Fetch {stream!r} from node {leader}: {exc}") from exc
+            response = self._send_node(leader, request, self._timeout_s + max_wait_ms / 1000)
             self._check(response.error_code, f"Fetch {stream!r}")
             partition = response.responses[0].partitions[0]
             error = ErrorCode(partition.error_code)
@@ -366,11 +357,10 @@ class VdlClient:
         leader = self._leaders.get(stream)
         if leader is None or leader not in self._nodes:
             return pending
-        host, port = self._nodes[leader]
         try:
-            connection = self._connection(leader, host, port)
+            connection = self._connection(leader, self._address(leader))
             pending.correlation = connection.send(
-                1, FETCH_V, fetch_request(stream, offset, partition_max_bytes, max_bytes, max_wait_ms),
+                fetch_request(stream, offset, partition_max_bytes, max_bytes, max_wait_ms),
                 self._timeout_s + max_wait_ms / 1000)
             pending.node = leader
         except OSError:
@@ -381,7 +371,7 @@ class VdlClient:
         if pending.correlation is not None and pending.node in self._connections:
             try:
                 response = self._connections[pending.node].receive(
-                    1, FETCH_V, pending.correlation, self._timeout_s + pending.args[4] / 1000)
+                    FetchRequest, pending.correlation, self._timeout_s + pending.args[4] / 1000)
                 partition = response.responses[0].partitions[0]
                 if response.error_code == 0 and partition.error_code == 0:
                     return FetchResult(ErrorCode.NONE, partition.records, partition.high_watermark,
@@ -398,7 +388,7 @@ class VdlClient:
         request = InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=60_000)
 
         def attempt() -> tuple[int, int]:
-            response = self._send_any(22, INIT_PRODUCER_ID_V, request)
+            response = self._send_any(request)
             self._check(response.error_code, "InitProducerId")
             return response.producer_id, response.producer_epoch
 
@@ -408,18 +398,21 @@ class VdlClient:
         return ProducePipeline(self, stream, timeout_ms, delivery_timeout_ms, window)
 
     def produce(self, stream: str, batch: bytes, timeout_ms: int, deadline: float,
-                transactional_id: str | None = None) -> int:
-        """Append one RecordBatch with acks=-1; returns its base offset.
+                transactional_id: str | None = None, acks: int = -1) -> int:
+        """Append one RecordBatch; returns its base offset (-1 when unknown).
 
-        The same bytes (same producer id/epoch/sequence) are sent again after a leader change or
-        a lost answer, so the broker's idempotence deduplicates a batch it already stored:
-        DUPLICATE_SEQUENCE_NUMBER means it is stored (returns -1, offset unknown).
+        acks=-1 answers once the batch is committed, 1 after the leader's append, 0 never (the
+        offset is then unknown). The same bytes (same producer id/epoch/sequence) are sent again
+        after a leader change or a lost answer, so the broker's idempotence deduplicates a batch
+        it already stored: DUPLICATE_SEQUENCE_NUMBER means it is stored (offset unknown).
         """
-        request = produce_request(stream, batch, timeout_ms, transactional_id)
+        request = produce_request(stream, batch, timeout_ms, transactional_id, acks)
 
         def attempt() -> int:
             leader = self._leader(stream)
-            response = self._send_node(leader, 0, PRODUCE_V, request)
+            if acks == 0:
+                return self._send_unanswered(leader, request)
+            response = self._send_node(leader, request, self._timeout_s + timeout_ms / 1000)
             partition = response.responses[0].partition_responses[0]
             if partition.error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
                 return -1
@@ -427,6 +420,16 @@ class VdlClient:
             return partition.base_offset
 
         return self._retrying(f"Produce to {stream!r}", attempt, deadline)
+
+    def _send_unanswered(self, node_id: int, request: Any) -> int:
+        """acks=0: the broker sends no answer, so only sending can fail."""
+        address = self._address(node_id)
+        try:
+            self._connection(node_id, address).send(request, self._timeout_s)
+        except OSError as exc:
+            self._drop(node_id)
+            raise _Retry(f"node {node_id} ({address}): {exc}") from exc
+        return -1
 
 
 @dataclass
@@ -436,8 +439,8 @@ class PendingFetch:
     correlation: int | None = None
 
 
-def fetch_request(stream: str, offset: int, partition_max_bytes: int, max_bytes: int, max_wait_ms: int) -> object:
-    """Fetch v11 for partition 0, READ_UNCOMMITTED (everything below the high watermark)."""
+def fetch_request(stream: str, offset: int, partition_max_bytes: int, max_bytes: int, max_wait_ms: int) -> Any:
+    """A Fetch for partition 0, READ_UNCOMMITTED (everything below the high watermark)."""
     return FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
                         isolation_level=0, session_id=0, session_epoch=-1, topics=[
                             FetchRequest.FetchTopic(topic=stream, partitions=[
@@ -446,9 +449,10 @@ def fetch_request(stream: str, offset: int, partition_max_bytes: int, max_bytes:
                         forgotten_topics_data=[], rack_id="")
 
 
-def produce_request(stream: str, batch: bytes, timeout_ms: int, transactional_id: str | None = None) -> object:
-    """Produce v8, acks=-1 (answered once the batch is committed), one batch for partition 0."""
-    return ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=timeout_ms, topic_data=[
+def produce_request(stream: str, batch: bytes, timeout_ms: int, transactional_id: str | None = None,
+                    acks: int = -1) -> Any:
+    """A Produce of one batch to partition 0 (acks=-1: answered once the batch is committed)."""
+    return ProduceRequest(transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms, topic_data=[
         ProduceRequest.TopicProduceData(name=stream, partition_data=[
             ProduceRequest.PartitionProduceData(index=0, records=batch)])])
 
@@ -472,25 +476,23 @@ class ProducePipeline:
         self._window = max(1, window)
         self._inflight: deque[tuple[bytes, int]] = deque()
         self._key = ("pipeline", stream)
-        self._connection: _Connection | None = None
+        self._connection: Connection | None = None
 
     @property
     def _timeout_s(self) -> float:
         return self._client.settings.request_timeout_ms / 1000 + self._timeout_ms / 1000
 
-    def _open(self) -> _Connection:
+    def _open(self) -> Connection:
         if self._connection is None:
-            leader = self._client._retrying(f"leader of {self._stream!r}",
-                                            lambda: self._client._leader(self._stream))
-            host, port = self._client._nodes[leader]
-            self._connection = self._client._connection(self._key, host, port)
+            leader = self._client.leader_of(self._stream)
+            self._connection = self._client._connection(self._key, self._client.address_of(leader))
         return self._connection
 
     def submit(self, batch: bytes) -> None:
         while len(self._inflight) >= self._window:
             self._complete_oldest()
         try:
-            correlation = self._open().send(0, PRODUCE_V, produce_request(self._stream, batch, self._timeout_ms),
+            correlation = self._open().send(produce_request(self._stream, batch, self._timeout_ms),
                                             self._timeout_s)
         except (OSError, VdlClientError) as exc:
             log.debug("pipeline to %r: send failed (%s); resending in order", self._stream, exc)
@@ -502,7 +504,7 @@ class ProducePipeline:
         _, correlation = self._inflight[0]
         try:
             assert self._connection is not None
-            response = self._connection.receive(0, PRODUCE_V, correlation, self._timeout_s)
+            response = self._connection.receive(ProduceRequest, correlation, self._timeout_s)
         except OSError as exc:
             log.debug("pipeline to %r: %s; resending in order", self._stream, exc)
             self._recover([])

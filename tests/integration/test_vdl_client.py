@@ -1,0 +1,74 @@
+"""vdl_client against a real broker: the asyncio request, bootstrap lists with a dead server first,
+and failing fast when nothing answers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from tests.support.cluster import BrokerProcess, free_port
+from vdl_broker.protocol import messages as m
+from vdl_broker.protocol.errors import ErrorCode
+from vdl_client import (
+    BrokerUnreachableError,
+    ClientSettings,
+    StreamExistsError,
+    StreamNotFoundError,
+    VdlClient,
+    aio,
+    connect_first,
+    request_once,
+)
+
+
+def test_aio_request_decodes_the_answer(module_broker: BrokerProcess) -> None:
+    topic = m.CreateTopicsRequest.CreatableTopic(name="aio", num_partitions=1, replication_factor=-1)
+    created = asyncio.run(aio.request(module_broker.bootstrap, m.CreateTopicsRequest(topics=[topic], timeout_ms=10_000),
+                                      10.0, client_id="test-aio"))
+    assert [(t.name, t.error_code) for t in created.topics] == [("aio", 0)]
+    request = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name="aio")])
+    metadata_v1 = asyncio.run(aio.request(module_broker.bootstrap, request, 10.0, version=1))
+    assert [t.name for t in metadata_v1.topics] == ["aio"] and metadata_v1.controller_id == 1
+
+
+def test_aio_request_to_a_dead_address_raises_oserror() -> None:
+    with pytest.raises(OSError):
+        asyncio.run(aio.request(f"127.0.0.1:{free_port()}", m.MetadataRequest(topics=[]), 2.0))
+
+
+def test_bootstrap_list_with_a_dead_server_first(module_broker: BrokerProcess) -> None:
+    servers = f"127.0.0.1:{free_port()},{module_broker.bootstrap}"
+    with connect_first(servers, 5.0) as connection:
+        assert connection.address == module_broker.bootstrap
+    assert request_once(servers, m.MetadataRequest(topics=[])).brokers[0].port == module_broker.port
+    with VdlClient(ClientSettings.from_bootstrap(servers, deadline_ms=10_000)) as client:
+        client.create_stream("listed", exist_ok=False)
+        with pytest.raises(StreamExistsError):
+            client.create_stream("listed", exist_ok=False)
+        assert "listed" in client.list_streams()
+        assert client.leader_of("listed") == 1
+        with pytest.raises(StreamNotFoundError):
+            client.delete_streams(["never-created"], missing_ok=False)
+
+
+def test_unreachable_bootstrap_fails_fast_when_asked() -> None:
+    servers = f"127.0.0.1:{free_port()},127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with VdlClient(ClientSettings.from_bootstrap(servers, fail_fast_when_unreachable=True)) as client:
+        with pytest.raises(BrokerUnreachableError, match="cannot connect to"):
+            client.list_streams()
+    assert time.monotonic() - started < 5
+
+
+def test_acks_zero_produce_gets_no_answer_and_lands(module_broker: BrokerProcess) -> None:
+    from tests.support.kafka import one_record_batch
+
+    with VdlClient(ClientSettings.from_bootstrap(module_broker.bootstrap, deadline_ms=10_000)) as client:
+        client.create_streams(["acks0"])
+        deadline = time.monotonic() + 10
+        assert client.produce("acks0", one_record_batch(b"fire"), 5000, deadline, acks=0) == -1
+        assert client.produce("acks0", one_record_batch(b"forget"), 5000, deadline, acks=1) == 1
+        result = client.fetch("acks0", 0, 1 << 20, 1 << 20, 100, deadline)
+        assert result.error == ErrorCode.NONE and result.high_watermark == 2

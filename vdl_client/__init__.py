@@ -1,0 +1,51 @@
+"""The one Kafka-protocol client of the project (built on vdl_broker.protocol only) and the `vdl` CLI.
+
+connection.py  Connection (framing, correlation ids, versions from the protocol declarations),
+               connect_first / request_once over a `host:port,host:port` bootstrap list
+client.py      VdlClient: leader discovery through Metadata, retries until a deadline, and one
+               helper per API the project uses (admin, offsets, fetch, produce, pipelined produce)
+aio.py         request(): one request over a fresh asyncio connection
+cli.py         the `vdl` command line
+"""
+
+from vdl_client import aio
+from vdl_client.client import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    BrokerUnreachableError,
+    ClientSettings,
+    FetchResult,
+    ProducePipeline,
+    StreamExistsError,
+    StreamNotFoundError,
+    VdlClient,
+    VdlClientError,
+)
+from vdl_client.connection import (
+    BootstrapError,
+    Connection,
+    connect_first,
+    default_version,
+    parse_bootstrap,
+    request_once,
+)
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "BootstrapError",
+    "BrokerUnreachableError",
+    "ClientSettings",
+    "Connection",
+    "FetchResult",
+    "ProducePipeline",
+    "StreamExistsError",
+    "StreamNotFoundError",
+    "VdlClient",
+    "VdlClientError",
+    "aio",
+    "connect_first",
+    "default_version",
+    "parse_bootstrap",
+    "request_once",
+]

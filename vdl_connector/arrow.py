@@ -1,0 +1,518 @@
+"""Arrow <-> Kafka records for the connector: the one place that converts between them.
+
+Decoding (the read path): `decode_columns_arrow(batch)` turns one stored RecordBatch v2 into
+pyarrow arrays. The records section is scanned with numpy (`parse_records`): the only per-record
+Python work is finding record boundaries, and even that is skipped when all records have the
+same size (verified, not assumed). Anything unusual (headers, malformed input) falls back to the
+exact per-record reader of vdl_broker.protocol, which reports the precise error.
+
+Encoding (the write path): `build_batch(columns, ...)` turns Arrow columns into RecordBatch v2
+bytes. Per-record Python work would cap a writer at a few hundred thousand records/s here;
+instead every record's field sizes, positions and varints are computed for the whole batch at
+once and the key/value bytes are copied with one gather. Only headers are encoded per record in
+Python, and only for records that have them.
+
+The broker never imports this module: vdl_broker.protocol needs neither numpy nor pyarrow.
+
+# Kafka protocol guide: "Record" (length, attributes, timestampDelta, offsetDelta, keyLength,
+# key, valueLength, value, headers; signed varints are zigzag-encoded) and "RecordBatch".
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import crc32c
+import numpy as np
+import pyarrow as pa
+
+from vdl_broker.protocol.records.compression import DEFAULT_MAX_OUTPUT_BYTES, Compression, compress
+from vdl_broker.protocol.records.record_batch import Buffer, columns_from_records, records_section
+from vdl_broker.protocol.records.varint import read_varint, write_varint
+
+# ============================================================================== decoding
+
+# Worst case the field reads of a garbage record run past its end before we check: the varints
+# after the length (attributes 1, timestamp 10, offset 5, key length 5) plus slack.
+_PAD = 64
+_MIN_RECORD_BYTES = 7  # length, attributes, timestamp, offset, key len, value len, header count
+
+
+@dataclass(slots=True)
+class RawColumns:
+    """Per-record positions and values as int64 arrays, relative to the records section."""
+
+    offset_deltas: np.ndarray
+    timestamp_deltas: np.ndarray
+    key_starts: np.ndarray
+    key_lengths: np.ndarray
+    value_starts: np.ndarray
+    value_lengths: np.ndarray
+
+
+def parse_records(data: bytes, count: int) -> RawColumns | None:
+    """Parse `count` header-less records filling `data` exactly, or None (use the slow path)."""
+    if count <= 0 or count * _MIN_RECORD_BYTES > len(data):
+        return None
+    padded = np.zeros(len(data) + _PAD, dtype=np.uint8)
+    padded[: len(data)] = np.frombuffer(data, dtype=np.uint8)
+    starts = _run_starts(data, padded, count)
+    if starts is None:
+        starts = _walk_starts(data, count)
+        if starts is None:
+            return None
+    return _parse_fields(padded, starts, len(data))
+
+
+def _run_starts(data: bytes, padded: np.ndarray, count: int) -> np.ndarray | None:
+    """Record starts found in runs of equal-size records, each run verified in one numpy step.
+
+    Records of one producer often share a size except where a varint grows (offset delta 64,
+    8192): each run costs one vectorized check of every length prefix in it. Returns None when
+    runs get short (sizes vary record to record): the caller then walks the chain in Python.
+    """
+    pieces: list[np.ndarray] = []
+    position = 0
+    left = count
+    end = len(data)
+    while left > 0:
+        try:
+            length, body = read_varint(data, position, end)
+        except ValueError:
+            return None
+        prefix = body - position
+        stride = prefix + length
+        if length <= 0 or stride > end - position:
+            return None
+        window = min(left, (end - position - 1) // stride + 1)
+        candidates = np.arange(position, position + stride * window, stride, dtype=np.int64)
+        matches = np.ones(window, dtype=bool)
+        for k in range(prefix):
+            matches &= padded[candidates + k] == data[position + k]
+        run = window if matches.all() else int(matches.argmin())
+        if run < 16 and run < left:
+            return None
+        pieces.append(candidates[:run])
+        position += stride * run
+        left -= run
+    if position != end:
+        return None
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
+def _walk_starts(data: bytes, count: int) -> np.ndarray | None:
+    """Follow the chain of length prefixes (the only inherently sequential step)."""
+    starts = [0] * count
+    position = 0
+    end = len(data)
+    try:
+        for i in range(count):
+            starts[i] = position
+            byte = data[position]
+            if byte < 0x80:
+                raw = byte
+                position += 1
+            else:
+                second = data[position + 1]
+                if second < 0x80:
+                    raw = (byte & 0x7F) | (second << 7)
+                    position += 2
+                else:
+                    length, position = read_varint(data, position, end)
+                    raw = (length << 1) ^ (length >> 63)
+            length = (raw >> 1) ^ -(raw & 1)
+            if length <= 0:
+                return None
+            position += length
+    except (IndexError, ValueError):
+        return None
+    if position != end:
+        return None
+    return np.array(starts, dtype=np.int64)
+
+
+def _varints(padded: np.ndarray, positions: np.ndarray, max_bytes: int) -> tuple[np.ndarray, np.ndarray | int] | None:
+    """Zig-zag varints at every position: (values, sizes); None when one is overlong."""
+    first = padded[positions]
+    if int(first.max()) < 0x80:
+        raw = first.astype(np.int64)
+        return (raw >> 1) ^ -(raw & 1), 1
+    continued = first >= 0x80
+    second = padded[positions + 1]
+    if int(np.where(continued, second, 0).max()) < 0x80:
+        # Common case: every varint fits in two bytes (values below 8192 after zig-zag).
+        two = ((first & 0x7F).astype(np.int64) | (second.astype(np.int64) << 7))
+        raw = np.where(continued, two, first)
+        return (raw >> 1) ^ -(raw & 1), continued.astype(np.int64) + 1
+    raw = (first & 0x7F).astype(np.uint64)
+    sizes = np.ones(len(positions), dtype=np.int64)
+    active = first >= 0x80
+    for k in range(1, max_bytes):
+        following = padded[positions + k]
+        raw |= np.where(active, (following & 0x7F).astype(np.uint64) << np.uint64(7 * k), np.uint64(0))
+        sizes += active
+        active &= following >= 0x80
+        if not active.any():
+            break
+    else:
+        return None
+    values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
+    return values, sizes
+
+
+def _parse_fields(padded: np.ndarray, starts: np.ndarray, end: int) -> RawColumns | None:
+    parsed = _varints(padded, starts, 5)
+    if parsed is None:
+        return None
+    lengths, size = parsed
+    position = starts + size
+    record_ends = position + lengths
+    position = position + 1  # attributes: unused in v2
+    steps: list[np.ndarray] = []
+    for max_bytes in (10, 5, 5):  # timestamp delta, offset delta, key length
+        parsed = _varints(padded, position, max_bytes)
+        if parsed is None:
+            return None
+        values, size = parsed
+        steps.append(values)
+        position = position + size
+    timestamp_deltas, offset_deltas, key_lengths = steps
+    if int(key_lengths.min()) < -1:
+        return None
+    key_starts = position
+    position = position + np.maximum(key_lengths, 0)
+    if (position > record_ends).any():
+        return None
+    parsed = _varints(padded, position, 5)
+    if parsed is None:
+        return None
+    value_lengths, size = parsed
+    if int(value_lengths.min()) < -1:
+        return None
+    value_starts = position + size
+    position = value_starts + np.maximum(value_lengths, 0)
+    if (position >= record_ends).any():
+        return None
+    # Header count must be the single byte 0 ending the record exactly; otherwise slow path.
+    if padded[position].any() or not (position + 1 == record_ends).all():
+        return None
+    return RawColumns(offset_deltas, timestamp_deltas, key_starts, key_lengths, value_starts, value_lengths)
+
+
+@dataclass(slots=True)
+class ArrowColumns:
+    """One batch as pyarrow arrays (int64 offsets/timestamps, binary keys/values).
+
+    headers is None when no record has headers, else a list<struct<key: string, value: binary>>.
+    """
+
+    offsets: object
+    timestamps: object
+    keys: object
+    values: object
+    headers: object | None
+    timestamp_type: int = 0
+
+
+def decode_columns_arrow(batch: Buffer, *, verify_crc: bool = True,
+                         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> ArrowColumns:
+    """One batch as pyarrow arrays built from record positions: no per-record objects."""
+    header, data = records_section(batch, verify_crc, max_output_bytes)
+    count = header.record_count
+    raw = parse_records(data, count)
+    if raw is None:
+        columns = columns_from_records(header, data)
+        has_headers = any(columns.headers)
+        header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+        return ArrowColumns(
+            pa.array(columns.offsets, pa.int64()), pa.array(columns.timestamps, pa.int64()),
+            pa.array(columns.keys, pa.binary()), pa.array(columns.values, pa.binary()),
+            pa.array([[{"key": k, "value": v} for k, v in h] for h in columns.headers], header_type)
+            if has_headers else None,
+            header.timestamp_type)
+    if header.timestamp_type == 1:
+        timestamps = np.full(count, header.max_timestamp, dtype=np.int64)
+    else:
+        timestamps = raw.timestamp_deltas + header.base_timestamp
+    buffer = pa.py_buffer(data)
+    return ArrowColumns(pa.array(raw.offset_deltas + header.base_offset), pa.array(timestamps),
+                        _binary_array(data, buffer, raw.key_starts, raw.key_lengths),
+                        _binary_array(data, buffer, raw.value_starts, raw.value_lengths),
+                        None, header.timestamp_type)
+
+
+def _binary_array(data: bytes, buffer: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> object:
+    """binary array via Arrow's binary_view layout pointing into `data`, cast (one C copy) to binary.
+
+    A view is 16 bytes: int32 length, then for length <= 12 the bytes inline, else a 4-byte
+    prefix, int32 buffer index and int32 offset.
+    """
+    count = len(starts)
+    valid = lengths >= 0
+    if not valid.any():
+        return pa.nulls(count, pa.binary())
+    sizes = np.where(valid, lengths, 0).astype(np.int32)
+    source = np.frombuffer(data, dtype=np.uint8)
+    views = np.zeros((count, 4), dtype=np.int32)  # length, prefix, buffer index 0, offset
+    views[:, 0] = sizes
+    views[:, 3] = np.where(sizes > 12, starts, 0)
+    # First 4 bytes (the prefix; inline data for short values), zero past each value's end.
+    head = source[np.minimum(starts[:, None] + np.arange(4), len(data) - 1)]
+    views[:, 1] = np.where(np.arange(4)[None, :] < sizes[:, None], head, 0).astype(np.uint8).view(np.int32)[:, 0]
+    short = np.flatnonzero((sizes > 4) & (sizes <= 12))
+    if len(short):
+        # Inline layout for short values: bytes 4..16 of the view hold the data, zero padded.
+        tail = source[np.minimum(starts[short, None] + np.arange(4, 12), len(data) - 1)]
+        tail = np.where(np.arange(4, 12)[None, :] < sizes[short, None], tail, 0).astype(np.uint8)
+        views[short, 2:4] = tail.view(np.int32)
+    validity = None
+    null_count = 0
+    if not valid.all():
+        null_count = int(count - valid.sum())
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+    array = pa.Array.from_buffers(pa.binary_view(), count, [validity, pa.py_buffer(views), buffer],
+                                  null_count=null_count)
+    return array.cast(pa.binary())
+
+
+# ============================================================================== encoding
+
+BATCH_HEADER_SIZE = 61
+_HEADER = struct.Struct(">qiibIhiqqqhii")  # base offset .. record count
+_CRC_OFFSET = 17
+_ATTRIBUTES_OFFSET = 21  # CRC32C covers from here to the end
+_OFFSET_DELTA_BOUND = 3  # varint bytes of any offset delta < 2^20: used to size batches up front
+_NO_HEADERS = b"\x00"
+
+
+def _zigzag(values: np.ndarray) -> np.ndarray:
+    values = values.astype(np.int64)
+    return ((values << 1) ^ (values >> 63)).astype(np.uint64)
+
+
+def _varint_sizes(unsigned: np.ndarray) -> np.ndarray:
+    sizes = np.ones(len(unsigned), dtype=np.int64)
+    for k in range(1, 10):
+        sizes += unsigned >= np.uint64(1 << (7 * k))
+    return sizes
+
+
+def _put_varints(out: np.ndarray, positions: np.ndarray, unsigned: np.ndarray, sizes: np.ndarray) -> None:
+    if len(sizes) == 0:
+        return
+    if int(sizes.max()) == 1:
+        out[positions] = unsigned.astype(np.uint8)
+        return
+    for k in range(int(sizes.max())):
+        mask = sizes > k
+        chunk = (unsigned[mask] >> np.uint64(7 * k)) & np.uint64(0x7F)
+        more = np.where(sizes[mask] > k + 1, np.uint64(0x80), np.uint64(0))
+        out[positions[mask] + k] = (chunk | more).astype(np.uint8)
+
+
+def _put_bytes(out: np.ndarray, destinations: np.ndarray, data: np.ndarray, sources: np.ndarray,
+               lengths: np.ndarray) -> None:
+    """out[destinations[i] : +lengths[i]] = data[sources[i] : +lengths[i]] for every i."""
+    lengths = np.maximum(lengths, 0)
+    total = int(lengths.sum())
+    if total == 0:
+        return
+    first = int(lengths[0])
+    if first and (lengths == first).all():
+        span = np.arange(first, dtype=np.int64)
+        out[destinations[:, None] + span] = data[sources[:, None] + span]
+        return
+    starts = np.cumsum(lengths) - lengths
+    relative = np.arange(total, dtype=np.int64) - np.repeat(starts, lengths)
+    out[np.repeat(destinations, lengths) + relative] = data[np.repeat(sources, lengths) + relative]
+
+
+class BinaryColumn:
+    """A binary Arrow array as numpy views: data bytes, per-row start and length (-1 = null)."""
+
+    def __init__(self, array: pa.Array | None, count: int) -> None:
+        if array is None:
+            self.data = np.zeros(1, dtype=np.uint8)
+            self.starts = np.zeros(count, dtype=np.int64)
+            self.lengths = np.full(count, -1, dtype=np.int64)
+            return
+        if not pa.types.is_binary(array.type):
+            array = array.cast(pa.binary())
+        _, offsets_buffer, data_buffer = array.buffers()
+        offsets = np.frombuffer(offsets_buffer, dtype=np.int32)[array.offset:array.offset + count + 1].astype(np.int64)
+        self.data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(1, np.uint8)
+        self.starts = offsets[:-1]
+        self.lengths = offsets[1:] - offsets[:-1]
+        if array.null_count:
+            self.lengths = np.where(array.is_null().to_numpy(zero_copy_only=False), -1, self.lengths)
+
+
+def _varint_bytes(unsigned: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = unsigned & 0x7F
+        unsigned >>= 7
+        if unsigned:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def encode_headers(headers: list | None) -> bytes:
+    """One record's headers section: count, then (key, value) with varint lengths (-1 = null)."""
+    if not headers:
+        return _NO_HEADERS
+    out = bytearray()
+    write_varint(out, len(headers))
+    for name, value in headers:
+        key = name.encode("utf-8")
+        write_varint(out, len(key))
+        out += key
+        if value is None:
+            write_varint(out, -1)
+        else:
+            write_varint(out, len(value))
+            out += value
+    return bytes(out)
+
+
+class RecordColumns:
+    """Records to encode: keys, values and pre-encoded headers sections as binary columns."""
+
+    def __init__(self, keys: pa.Array | None, values: pa.Array, headers: pa.Array | None = None) -> None:
+        self.count = len(values)
+        self.keys = BinaryColumn(keys, self.count)
+        self.values = BinaryColumn(values, self.count)
+        self.headers = BinaryColumn(headers, self.count) if headers is not None else None
+        key_part = _varint_sizes(_zigzag(self.keys.lengths)) + np.maximum(self.keys.lengths, 0)
+        value_part = _varint_sizes(_zigzag(self.values.lengths)) + np.maximum(self.values.lengths, 0)
+        header_part = 1 if self.headers is None else np.maximum(self.headers.lengths, 1)
+        # attributes + timestamp delta (always 0: one timestamp per batch) + the rest, offset delta aside
+        self.fixed = 2 + key_part + value_part + header_part
+        self._uniform = self._uniform_lengths()
+
+    def _uniform_lengths(self) -> tuple[int, int] | None:
+        """(key length or -1, value length) when every record has the same sizes, no headers and
+        contiguous bytes: then records are fixed-width rows and encode by slicing (no gathers)."""
+        if self.headers is None and self.count:
+            uniform = []
+            for column in (self.keys, self.values):
+                first = int(column.lengths[0])
+                if not (column.lengths == first).all():
+                    return None
+                if first > 0 and not (column.starts == column.starts[0] + first * np.arange(self.count)).all():
+                    return None
+                uniform.append(first)
+            return uniform[0], uniform[1]
+        return None
+
+    def size_bounds(self) -> np.ndarray:
+        """Upper bound of each encoded record's size, whatever its offset delta."""
+        body = self.fixed + _OFFSET_DELTA_BOUND
+        return body + _varint_sizes(_zigzag(body))
+
+    def encode(self, start: int, stop: int) -> bytes:
+        """The records section for rows [start, stop), offset deltas 0.., timestamp deltas 0."""
+        count = stop - start
+        if self._uniform is not None:
+            return self._encode_uniform(start, stop)
+        deltas = _zigzag(np.arange(count, dtype=np.int64))
+        delta_sizes = _varint_sizes(deltas)
+        body = self.fixed[start:stop] + delta_sizes
+        body_unsigned = _zigzag(body)
+        body_sizes = _varint_sizes(body_unsigned)
+        record_starts = np.cumsum(body_sizes + body) - (body_sizes + body)
+        total = int((body_sizes + body).sum())
+        out = np.zeros(total, dtype=np.uint8)  # attributes and timestamp delta stay 0
+        _put_varints(out, record_starts, body_unsigned, body_sizes)
+        position = record_starts + body_sizes + 2
+        _put_varints(out, position, deltas, delta_sizes)
+        position = position + delta_sizes
+        position = self._put_field(out, position, self.keys, start, stop)
+        position = self._put_field(out, position, self.values, start, stop)
+        if self.headers is None:
+            pass  # the zero already written is "0 headers"
+        else:
+            lengths = self.headers.lengths[start:stop]
+            _put_bytes(out, position, self.headers.data, self.headers.starts[start:stop], lengths)
+        return out.tobytes()
+
+    def _encode_uniform(self, start: int, stop: int) -> bytes:
+        """Fixed-width records, grouped by the byte width of their offset delta."""
+        assert self._uniform is not None
+        key_length, value_length = self._uniform
+        key_varint = _varint_bytes(int(_zigzag(np.array([key_length]))[0]))
+        value_varint = _varint_bytes(int(_zigzag(np.array([value_length]))[0]))
+        parts = []
+        low = 0
+        count = stop - start
+        for width, limit in ((1, 64), (2, 8192), (3, 1 << 20), (4, 1 << 27), (5, 1 << 31)):
+            high = min(count, limit)
+            if high <= low:
+                continue
+            rows = high - low
+            body = 2 + width + len(key_varint) + max(key_length, 0) + len(value_varint) + max(value_length, 0) + 1
+            length_varint = _varint_bytes(int(_zigzag(np.array([body]))[0]))
+            out = np.zeros((rows, len(length_varint) + body), dtype=np.uint8)
+            column = 0
+            for chunk in (length_varint, b"\x00\x00"):
+                out[:, column:column + len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
+                column += len(chunk)
+            deltas = _zigzag(np.arange(low, high, dtype=np.int64))
+            for k in range(width):
+                more = np.uint64(0x80) if k < width - 1 else np.uint64(0)
+                out[:, column + k] = (((deltas >> np.uint64(7 * k)) & np.uint64(0x7F)) | more).astype(np.uint8)
+            column += width
+            for varint, length, source in ((key_varint, key_length, self.keys), (value_varint, value_length, self.values)):
+                out[:, column:column + len(varint)] = np.frombuffer(varint, dtype=np.uint8)
+                column += len(varint)
+                if length > 0:
+                    first = int(source.starts[0]) + (start + low) * length
+                    out[:, column:column + length] = source.data[first:first + rows * length].reshape(rows, length)
+                    column += length
+            parts.append(out.tobytes())  # the last byte of each row stays 0: no headers
+            low = high
+        return b"".join(parts)
+
+    @staticmethod
+    def _put_field(out: np.ndarray, position: np.ndarray, column: BinaryColumn, start: int, stop: int) -> np.ndarray:
+        lengths = column.lengths[start:stop]
+        unsigned = _zigzag(lengths)
+        sizes = _varint_sizes(unsigned)
+        _put_varints(out, position, unsigned, sizes)
+        position = position + sizes
+        _put_bytes(out, position, column.data, column.starts[start:stop], lengths)
+        return position + np.maximum(lengths, 0)
+
+
+def build_batch(records: bytes, count: int, timestamp_ms: int, producer_id: int, producer_epoch: int,
+                base_sequence: int, compression: int = Compression.NONE) -> bytes:
+    """A RecordBatch v2 around an encoded records section (base offset 0: the broker assigns)."""
+    if compression:
+        records = compress(compression, records)
+    out = bytearray(BATCH_HEADER_SIZE)
+    _HEADER.pack_into(out, 0, 0, BATCH_HEADER_SIZE - 12 + len(records), -1, 2, 0, int(compression) & 0x07,
+                      count - 1, timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, count)
+    out += records
+    struct.pack_into(">I", out, _CRC_OFFSET, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+def cut_points(bounds: np.ndarray, batch_size: int) -> list[int]:
+    """Deterministic batch boundaries by size only: each batch holds as many records as fit in
+    batch_size bytes (at least one). Returns the end index of every full batch."""
+    cuts = []
+    start = 0
+    cumulative = np.cumsum(bounds)
+    count = len(bounds)
+    while start < count:
+        base = cumulative[start - 1] if start else 0
+        stop = int(np.searchsorted(cumulative, base + batch_size - BATCH_HEADER_SIZE, side="right"))
+        stop = max(stop, start + 1)
+        if stop >= count:
+            break
+        cuts.append(stop)
+        start = stop
+    return cuts
