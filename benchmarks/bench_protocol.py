@@ -1,4 +1,4 @@
-"""Issue 2 benchmark: produce acceptance, column decoding, zero-copy fetch encoding.
+"""Protocol benchmark: produce acceptance, column decoding, zero-copy fetch encoding.
 
 Run: .venv/bin/python -m benchmarks.bench_protocol
 """

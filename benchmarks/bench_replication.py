@@ -1,4 +1,4 @@
-"""Replication benchmark (issue 5): a 3-node dev cluster on this machine.
+"""Replication benchmark: a 3-node dev cluster on this machine.
 
     .venv/bin/python -m benchmarks.bench_replication [--quick] [--no-fsync]
 

@@ -89,7 +89,7 @@ def spark():  # noqa: ANN201 - pyspark imported lazily so collection stays fast
     from pyspark.sql import SparkSession
 
     session = (
-        SparkSession.builder.master("local[2, 4]")  # 2 cores; a failed task is retried (issue 7)
+        SparkSession.builder.master("local[2, 4]")  # 2 cores; a failed task is retried (the exactly-once tests need it)
         .appName("vdl-connector-tests")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")

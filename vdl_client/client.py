@@ -384,7 +384,7 @@ class VdlClient:
 
     def init_producer_id(self, transactional_id: str | None = None) -> tuple[int, int]:
         """A producer id and epoch; with a transactional id the broker derives them from it
-        deterministically (contracts.md), so a retried writer keyed the same way gets the same."""
+        deterministically (InitProducerId with a transactional id), so a retried writer keyed the same way gets the same."""
         request = InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=60_000)
 
         def attempt() -> tuple[int, int]:

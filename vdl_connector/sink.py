@@ -5,7 +5,7 @@ are cut by size only (never by time), each carries (producer id, epoch, base seq
 batch re-sent after a leader change or a lost answer keeps its sequence so the broker stores it
 once.
 
-Exactly-once streaming writes (issue 7, option exactlyOnce, default true): the task's producer id
+Exactly-once streaming writes (option exactlyOnce, default true): the task's producer id
 comes from InitProducerId with the transactional id "vdl-spark/<query id>/<batch id>/<partition>"
 which the broker maps deterministically to a producer id (epoch 0). A replayed micro-batch (same
 batch id, same rows in the same task partitions, as Spark guarantees for a deterministic plan over

@@ -1,4 +1,4 @@
-"""Issue 5, process tests: real clients across a leader change, and the cluster's Kafka face
+"""Process tests: real clients across a leader change, and the cluster's Kafka face
 (admin through any node, Metadata, NOT_LEADER_OR_FOLLOWER at followers).
 
 One 3-node dev cluster for the module.

@@ -1,4 +1,4 @@
-"""Issue 5, process tests: kill -9 and SIGSTOP the leader of a stream while clients produce
+"""Process tests: kill -9 and SIGSTOP the leader of a stream while clients produce
 with acks=-1; no acknowledged write is lost or moved, replicas converge byte for byte.
 
 One 3-node dev cluster for the module; each test uses its own stream.

@@ -1,4 +1,4 @@
-"""Issue 5, process test: a follower that was down while the leader's retention deleted the
+"""Process test: a follower that was down while the leader's retention deleted the
 segments it still needed catches up by starting at the leader's log start (the snapshot of a
 log is its start offset plus the segments after it).
 """

@@ -1,6 +1,6 @@
 """kafka-python, confluent-kafka and aiokafka each produce N records with keys and headers per
 compression codec; each of them and kcat consumes every stream: same bytes, same order, offsets
-0..N-1 without gaps (issue 4)."""
+0..N-1 without gaps."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Exactly-once streaming sink (issue 7): replayed micro-batches and retried tasks never duplicate.
+"""Exactly-once streaming sink: replayed micro-batches and retried tasks never duplicate.
 
 Each test also runs with exactlyOnce=false and shows the duplicates, so the mechanism (producer
 ids derived from query id, batch id and task partition) is what prevents them.

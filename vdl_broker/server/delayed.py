@@ -1,9 +1,9 @@
 """Delayed operations (Kafka's purgatory, seed 003), asyncio style.
 
 A request that cannot be answered yet (a fetch below min_bytes) parks on the partitions it
-touches and is completed by the first event that may satisfy it — a high-watermark advance on
-one of them (an append became durable; in issue 5, a commit) — or by its deadline. The caller
-then re-checks its condition: a wake-up is a hint, not a guarantee (Kafka's tryComplete).
+touches and is completed by the first event that may satisfy it — a commit or a role change on
+one of them — or by its deadline. The caller then re-checks its condition: a wake-up is a hint,
+not a guarantee (Kafka's tryComplete).
 Delayed produce needs no parking here: it awaits the partition's durability future directly.
 """
 

@@ -1,4 +1,4 @@
-"""Idempotent-producer bookkeeping (KIP-98 semantics, contracts.md "Idempotent producer")."""
+"""Idempotent-producer bookkeeping (KIP-98 semantics)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """InitProducerId (key 22): producer ids for idempotent producers (KIP-98).
 
-A null transactional id gets a fresh id; a transactional id gets an id derived from it, epoch 0
-(contracts.md: "Idempotent producer"), so a restarted writer keyed by it keeps its id.
+A null transactional id gets a fresh id; a transactional id gets an id derived from it, epoch 0,
+so a restarted writer keyed by it keeps its id (Spark's exactly-once sink keys each task so).
 """
 
 from __future__ import annotations
