@@ -20,9 +20,11 @@ from typing import Any, TypeVar
 
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import (
+    ApiVersionsRequest,
     CreateTopicsRequest,
     DeleteTopicsRequest,
     FetchRequest,
+    FindCoordinatorRequest,
     InitProducerIdRequest,
     ListOffsetsRequest,
     MetadataRequest,
@@ -230,6 +232,29 @@ class VdlClient:
     def leader_of(self, stream: str) -> int:
         """The node id leading `stream` (waits through elections until the deadline)."""
         return self._retrying(f"Metadata {stream!r}", lambda: self._leader(stream))
+
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        """What a broker serves: api key -> (min version, max version)."""
+        request = ApiVersionsRequest(client_software_name="vdl-client", client_software_version="0")
+
+        def attempt() -> dict[int, tuple[int, int]]:
+            response = self._send_any(request)
+            self._check(response.error_code, "ApiVersions")
+            return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+        return self._retrying("ApiVersions", attempt)
+
+    def find_coordinator(self, group_id: str) -> tuple[int, str]:
+        """The node coordinating a consumer group: (node id, host:port)."""
+        request = FindCoordinatorRequest(key=group_id, key_type=0)
+
+        def attempt() -> tuple[int, str]:
+            response = self._send_any(request)
+            self._check(response.error_code, f"FindCoordinator {group_id!r}")
+            host = f"[{response.host}]" if ":" in response.host else response.host
+            return response.node_id, f"{host}:{response.port}"
+
+        return self._retrying(f"FindCoordinator {group_id!r}", attempt)
 
     def address_of(self, node_id: int) -> str:
         """host:port of a node named in the last Metadata answer."""

@@ -72,3 +72,11 @@ def test_acks_zero_produce_gets_no_answer_and_lands(module_broker: BrokerProcess
         assert client.produce("acks0", one_record_batch(b"forget"), 5000, deadline, acks=1) == 1
         result = client.fetch("acks0", 0, 1 << 20, 1 << 20, 100, deadline)
         assert result.error == ErrorCode.NONE and result.high_watermark == 2
+
+
+def test_api_versions_and_find_coordinator(module_broker: BrokerProcess) -> None:
+    from vdl_broker.protocol.api import supported_api_versions
+
+    with VdlClient(ClientSettings.from_bootstrap(module_broker.bootstrap, deadline_ms=10_000)) as client:
+        assert client.api_versions() == {key: (low, high) for key, low, high in supported_api_versions()}
+        assert client.find_coordinator("some-group") == (1, module_broker.bootstrap)

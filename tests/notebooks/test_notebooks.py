@@ -19,7 +19,8 @@ from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell
 
 from tests.notebooks.convert import convert, convert_file, shim_source
-from vdl_dev.cluster import DemoCluster, start_cluster
+from tests.support.cluster import start_cluster
+from vdl_dev.cluster import DemoCluster
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
@@ -27,8 +28,9 @@ CELL_TIMEOUT_S = 300
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoCluster]:
-    cluster = start_cluster(3, tmp_path_factory.mktemp("notebook-cluster"), fsync=False, log=lambda _: None)
+def notebook_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoCluster]:
+    directory = tmp_path_factory.mktemp("notebook-cluster")
+    cluster = DemoCluster(3, start_cluster(directory, nodes=3), directory)  # the notebooks' view of it
     cluster.write_state()
     yield cluster
     cluster.stop()
@@ -92,17 +94,17 @@ def test_every_notebook_is_valid_databricks_source(path: Path) -> None:
 
 
 @pytest.mark.timeout(400)
-def test_01_quickstart(cluster: DemoCluster, kernel: Any) -> None:
-    notebook = _execute("01_quickstart.py", kernel, {"bootstrap_servers": cluster.bootstrap_servers})
+def test_01_quickstart(notebook_cluster: DemoCluster, kernel: Any) -> None:
+    notebook = _execute("01_quickstart.py", kernel, {"bootstrap_servers": notebook_cluster.bootstrap_servers})
     text = _text(notebook)
     assert "batch read: 1100 records, offsets 0..1099" in text
     assert "quickstart OK: 1100 records read in batch, 1100 streamed in 3 micro-batches" in text
 
 
 @pytest.mark.timeout(500)
-def test_02_streaming_to_delta(cluster: DemoCluster, kernel: Any, tmp_path: Path) -> None:
+def test_02_streaming_to_delta(notebook_cluster: DemoCluster, kernel: Any, tmp_path: Path) -> None:
     notebook = _execute("02_streaming_to_delta.py", kernel, {
-        "bootstrap_servers": cluster.bootstrap_servers, "records": "20000", "output_dir": str(tmp_path)})
+        "bootstrap_servers": notebook_cluster.bootstrap_servers, "records": "20000", "output_dir": str(tmp_path)})
     text = _text(notebook)
     assert "replaying it skipped: True" in text
     assert "rows match the expected aggregates: True; 20000 enriched events" in text
@@ -110,10 +112,10 @@ def test_02_streaming_to_delta(cluster: DemoCluster, kernel: Any, tmp_path: Path
 
 
 @pytest.mark.timeout(500)
-def test_03_recovery(cluster: DemoCluster, kernel: Any, tmp_path: Path) -> None:
-    state = cluster.data_dir / "cluster.json"
+def test_03_recovery(notebook_cluster: DemoCluster, kernel: Any, tmp_path: Path) -> None:
+    state = notebook_cluster.data_dir / "cluster.json"
     notebook = _execute("03_recovery.py", kernel, {
-        "bootstrap_servers": cluster.bootstrap_servers, "cluster_state": str(state), "records": "20000",
+        "bootstrap_servers": notebook_cluster.bootstrap_servers, "cluster_state": str(state), "records": "20000",
         "output_dir": str(tmp_path)})
     text = _text(notebook)
     assert "recovery OK: 20000 rows, 20000 distinct offsets 0..19999" in text
