@@ -28,7 +28,7 @@ from benchmarks.bench_broker import RECORD_BYTES, produce_throughput
 from benchmarks.report import Report, percentile
 from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
 from vdl_client import ClientSettings, VdlClient, request_once
-from vdl_client.client import produce_request
+from vdl_client.requests import produce_request
 from vdl_dev.dev_cluster import DevCluster, fetch_metadata
 
 TOPIC_THROUGHPUT = "bench-repl-acksall"

@@ -3,24 +3,16 @@
 connection.py  Connection (framing, correlation ids, versions from the protocol declarations),
                connect_first / request_once over a `host:port,host:port` bootstrap list
 client.py      VdlClient: leader discovery through Metadata, retries until a deadline, and one
-               helper per API the project uses (admin, offsets, fetch, produce, pipelined produce)
+               helper per API the project uses (admin, offsets, fetch, produce)
+pipeline.py    ProducePipeline: several Produce requests in flight to one stream's leader
+requests.py    the Fetch and Produce requests for one stream
+settings.py    ClientSettings and the errors the client reports
 aio.py         request(): one request over a fresh asyncio connection
 cli.py         the `vdl` command line
 """
 
 from vdl_client import aio
-from vdl_client.client import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    BrokerUnreachableError,
-    ClientSettings,
-    FetchResult,
-    ProducePipeline,
-    StreamExistsError,
-    StreamNotFoundError,
-    VdlClient,
-    VdlClientError,
-)
+from vdl_client.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FetchResult, VdlClient
 from vdl_client.connection import (
     BootstrapError,
     Connection,
@@ -28,6 +20,14 @@ from vdl_client.connection import (
     default_version,
     parse_bootstrap,
     request_once,
+)
+from vdl_client.pipeline import ProducePipeline
+from vdl_client.settings import (
+    BrokerUnreachableError,
+    ClientSettings,
+    StreamExistsError,
+    StreamNotFoundError,
+    VdlClientError,
 )
 
 __all__ = [

@@ -24,15 +24,9 @@ from typing import BinaryIO
 
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, iter_batches, read_records
-from vdl_client.client import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    ClientSettings,
-    StreamNotFoundError,
-    VdlClient,
-    VdlClientError,
-)
+from vdl_client.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, VdlClient
 from vdl_client.connection import BootstrapError, parse_bootstrap
+from vdl_client.settings import ClientSettings, StreamNotFoundError, VdlClientError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 CLIENT_ID = "vdl-cli"

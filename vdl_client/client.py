@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -28,59 +27,24 @@ from vdl_broker.protocol.messages import (
     InitProducerIdRequest,
     ListOffsetsRequest,
     MetadataRequest,
-    ProduceRequest,
 )
-from vdl_client.connection import DEFAULT_CLIENT_ID, Connection, parse_bootstrap
+from vdl_client.connection import Connection
+from vdl_client.pipeline import ProducePipeline
+from vdl_client.requests import fetch_request, produce_request
+from vdl_client.settings import (
+    LEADER_ERRORS,
+    BrokerUnreachableError,
+    ClientSettings,
+    StreamExistsError,
+    StreamNotFoundError,
+    VdlClientError,
+)
 
 log = logging.getLogger("vdl_client")
 T = TypeVar("T")
 
 EARLIEST_TIMESTAMP = -2  # ListOffsets: the log start offset
 LATEST_TIMESTAMP = -1  # ListOffsets: the high watermark
-
-
-@dataclass(frozen=True)
-class ClientSettings:
-    """How to reach the cluster; picklable (it travels to Spark executors)."""
-
-    bootstrap_servers: tuple[str, ...]  # tried in this order until one answers
-    request_timeout_ms: int = 30_000
-    retry_backoff_ms: int = 100
-    deadline_ms: int = 120_000  # give up on leader discovery / retries after this long
-    client_id: str = DEFAULT_CLIENT_ID
-    # A command-line user wants "cannot connect" at once rather than retries until the deadline;
-    # a Spark job started with its cluster wants the retries.
-    fail_fast_when_unreachable: bool = False
-
-    @classmethod
-    def from_bootstrap(cls, servers: str | Sequence[str], **settings: Any) -> ClientSettings:
-        """Settings for a `host:port,host:port` bootstrap list (validated)."""
-        return cls(parse_bootstrap(servers), **settings)
-
-# Errors after which the same request is sent again once the leader is known again.
-LEADER_ERRORS = frozenset({
-    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.REPLICA_NOT_AVAILABLE,
-    ErrorCode.BROKER_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.NETWORK_EXCEPTION, ErrorCode.KAFKA_STORAGE_ERROR,
-    ErrorCode.NOT_CONTROLLER, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.FENCED_LEADER_EPOCH,
-})
-
-
-class VdlClientError(RuntimeError):
-    """A request failed for good (non-retriable error, or retries ran past the deadline)."""
-
-
-class StreamNotFoundError(VdlClientError):
-    """The stream does not exist."""
-
-
-class StreamExistsError(VdlClientError):
-    """Creating a stream that already exists (when the caller asked to be told)."""
-
-
-class BrokerUnreachableError(VdlClientError):
-    """No bootstrap server accepted a connection."""
 
 
 class _Retry(Exception):
@@ -464,96 +428,3 @@ class PendingFetch:
     correlation: int | None = None
 
 
-def fetch_request(stream: str, offset: int, partition_max_bytes: int, max_bytes: int, max_wait_ms: int) -> Any:
-    """A Fetch for partition 0, READ_UNCOMMITTED (everything below the high watermark)."""
-    return FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
-                        isolation_level=0, session_id=0, session_epoch=-1, topics=[
-                            FetchRequest.FetchTopic(topic=stream, partitions=[
-                                FetchRequest.FetchPartition(partition=0, fetch_offset=offset,
-                                                            partition_max_bytes=partition_max_bytes)])],
-                        forgotten_topics_data=[], rack_id="")
-
-
-def produce_request(stream: str, batch: bytes, timeout_ms: int, transactional_id: str | None = None,
-                    acks: int = -1) -> Any:
-    """A Produce of one batch to partition 0 (acks=-1: answered once the batch is committed)."""
-    return ProduceRequest(transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms, topic_data=[
-        ProduceRequest.TopicProduceData(name=stream, partition_data=[
-            ProduceRequest.PartitionProduceData(index=0, records=batch)])])
-
-
-class ProducePipeline:
-    """Up to `window` Produce requests in flight to one stream's leader, on a connection of its
-    own, so the client encodes the next batch while the broker appends and syncs the last.
-
-    Safe with the idempotent producer (KIP-98 allows 5 in flight): the broker handles one
-    connection's requests in order. On any failure every unacknowledged batch is sent again, in
-    order, one at a time through the retrying path; batches the broker already stored come back
-    as duplicates (acknowledged, not stored again).
-    """
-
-    def __init__(self, client: VdlClient, stream: str, timeout_ms: int, delivery_timeout_ms: int,
-                 window: int) -> None:
-        self._client = client
-        self._stream = stream
-        self._timeout_ms = timeout_ms
-        self._delivery_timeout_ms = delivery_timeout_ms
-        self._window = max(1, window)
-        self._inflight: deque[tuple[bytes, int]] = deque()
-        self._key = ("pipeline", stream)
-        self._connection: Connection | None = None
-
-    @property
-    def _timeout_s(self) -> float:
-        return self._client.settings.request_timeout_ms / 1000 + self._timeout_ms / 1000
-
-    def _open(self) -> Connection:
-        if self._connection is None:
-            leader = self._client.leader_of(self._stream)
-            self._connection = self._client._connection(self._key, self._client.address_of(leader))
-        return self._connection
-
-    def submit(self, batch: bytes) -> None:
-        while len(self._inflight) >= self._window:
-            self._complete_oldest()
-        try:
-            correlation = self._open().send(produce_request(self._stream, batch, self._timeout_ms),
-                                            self._timeout_s)
-        except (OSError, VdlClientError) as exc:
-            log.debug("pipeline to %r: send failed (%s); resending in order", self._stream, exc)
-            self._recover([batch])
-            return
-        self._inflight.append((batch, correlation))
-
-    def _complete_oldest(self) -> None:
-        _, correlation = self._inflight[0]
-        try:
-            assert self._connection is not None
-            response = self._connection.receive(ProduceRequest, correlation, self._timeout_s)
-        except OSError as exc:
-            log.debug("pipeline to %r: %s; resending in order", self._stream, exc)
-            self._recover([])
-            return
-        partition = response.responses[0].partition_responses[0]
-        error = partition.error_code
-        if error in (0, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
-            self._inflight.popleft()
-            return
-        if ErrorCode(error) in LEADER_ERRORS:
-            self._recover([])
-            return
-        raise VdlClientError(f"Produce to {self._stream!r}: {ErrorCode(error).name} ({partition.error_message})")
-
-    def _recover(self, extra: list[bytes]) -> None:
-        pending = [batch for batch, _ in self._inflight] + extra
-        self._inflight.clear()
-        self._client._drop(self._key)
-        self._client._leaders.pop(self._stream, None)
-        self._connection = None
-        for batch in pending:
-            deadline = time.monotonic() + self._delivery_timeout_ms / 1000
-            self._client.produce(self._stream, batch, self._timeout_ms, deadline)
-
-    def finish(self) -> None:
-        while self._inflight:
-            self._complete_oldest()
