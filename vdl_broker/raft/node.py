@@ -20,13 +20,14 @@ leader overwrites the last intact copy. So a node built with a `Damage` starts *
   from its rejection (hint below match) and lowers the match (leader side, below).
 - it leaves recovery only as the follower of a live leader, once a successful append from
   that leader brought its durable log to `through_index` (the lost range re-fetched from a peer
-  that has it) and, if its hard state was lost, once that leader's term exceeds `term_bound`
-  (every term in its log, the last it can prove it knew) and it has durably recorded a vote
-  for that leader in that term. Until then the driver keeps the damage record on disk, so a
+  that has it) and, if its hard state was lost, once it has durably recorded a vote for that
+  leader in that leader's term (never below `term_bound`, the last term of its log, which it
+  starts in). That vote is safe to record and closes the term: the leader won without this
+  node, so any majority that counted a vote it cast in that term before the loss would have
+  to share with the leader's majority a node that voted twice; lower terms it ignores anyway. Until then the driver keeps the damage record on disk, so a
   restart mid-recovery resumes it.
-  Residual risk after a lost hard state: a vote cast before the loss in a term above every
-  term the node can prove, and above the term of the leader it recovers with, cannot be
-  known; a second candidate of exactly that term, still campaigning after that leader, could
+  Residual risk after a lost hard state: a vote cast before the loss in a term above the
+  term of the leader it recovers with cannot be known; a second candidate of exactly that term, still campaigning after that leader, could
   get a second vote. (While recovering, the node adopts every higher term it hears of, which
   narrows this to candidates it never heard from.)
 Unavailability follows when the damaged node is needed for a majority: by design, since a
@@ -361,7 +362,7 @@ class RaftNode:
         if index < damage.through_index or self._durable_index() < index:
             return
         if damage.hard_state_lost:
-            if self.term <= damage.term_bound:
+            if self.term < damage.term_bound:
                 return
             if self.voted_for != self.leader_id:
                 # Record a vote for the leader of this term: a vote we may have cast in it before
