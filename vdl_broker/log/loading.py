@@ -1,10 +1,16 @@
 """Opening a stream's log directory: finding its segments and, after an unclean stop, recovering.
 
-With the clean-shutdown marker every sealed segment is trusted; its base offset comes from the
-first record of its offset index and its indexes are only checked when first used. Without it,
-every segment from the recovery point on is re-read with CRC checks and the log is cut at the
-first torn or corrupt entry (seed 002, Kafka's LogLoader). Segments before the recovery point were
-durable when it was written, so they are trusted in both cases.
+Segments before the recovery point were durable when it was written: they are trusted, their
+base offset comes from the first record of their offset index and their indexes are only
+checked when first used. Every segment from the recovery point on (normally just the active
+one) is re-read with CRC checks, its indexes rebuilt, and the log is cut at the first torn or
+corrupt entry (seed 002, Kafka's LogLoader) -- after a clean shutdown too: a flipped byte there
+must be found before the node acknowledges or votes with it.
+
+A cut is a torn write (the unsynced tail of an unclean stop: nothing can have been acknowledged)
+or damage to durable data: after a clean shutdown everything was synced; otherwise intact
+entries after the bad one (in the same segment or a later one) show the write was not the last.
+Damage is recorded durably (damage.py, with the highest index the log held) before the cut.
 """
 
 from __future__ import annotations
@@ -17,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vdl_broker.log.config import LogConfig
-from vdl_broker.log.entry import HEADER_SIZE, EntryType
+from vdl_broker.log.damage import DamageRecord, load_damage, save_damage
+from vdl_broker.log.entry import HEADER, HEADER_SIZE, EntryType
 from vdl_broker.log.fileio import fsync_dir
 from vdl_broker.log.log_start import LogStart, load_log_start
-from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE, load_recovery_point
+from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE, load_recovery_point, scan
 from vdl_broker.log.segment import LOG_SUFFIX, Segment
 from vdl_broker.protocol.records.batch_header import BATCH_HEADER_SIZE, batch_fields
 
@@ -35,6 +42,7 @@ class LoadedLog:
     segments: list[Segment]  # the last one is open for appends
     previous_term: int  # term of entry first_index - 1
     recovered: bool  # files were cut or deleted: the directory needs a sync
+    damage: DamageRecord | None = None  # durable data was lost (now or at an earlier open)
 
 
 def new_segment(directory: Path, config: LogConfig, base_index: int, base_offset: int) -> Segment:
@@ -68,15 +76,10 @@ def load(directory: Path, config: LogConfig, now_ms: float) -> LoadedLog:
         segment.size = segment.file_size()
     if not segments:
         segments = [new_segment(directory, config, start.first_index, start.start_offset)]
-    first = 0
-    if not clean:
-        point = load_recovery_point(directory)
-        first = 0 if point is None else max(0, bisect_right(bases, point) - 1)
-    _load_trusted(segments, len(segments) - 1 if clean else first)
-    if not clean:
-        _recover(directory, segments, first, start)
-    else:
-        segments[-1].load(None)
+    point = load_recovery_point(directory)
+    first = 0 if point is None else max(0, bisect_right(bases, point) - 1)
+    _load_trusted(segments, first)
+    cut = _recover(directory, segments, first, start, all_synced=clean, fsync=config.fsync)
     _chain_offsets(segments, start)
     for segment in segments[:-1]:
         segment.sealed = True
@@ -94,7 +97,7 @@ def load(directory: Path, config: LogConfig, now_ms: float) -> LoadedLog:
         marker.unlink()
         if config.fsync:  # fsync=False (tests, benchmarks) skips every fsync
             fsync_dir(directory)
-    return LoadedLog(segments, previous_term, recovered=not clean)
+    return LoadedLog(segments, previous_term, recovered=not clean or cut, damage=load_damage(directory))
 
 
 def _load_trusted(segments: list[Segment], count: int) -> None:
@@ -129,8 +132,10 @@ def _peek_base_offset(segment: Segment) -> bool:
     return True
 
 
-def _recover(directory: Path, segments: list[Segment], first: int, start: LogStart) -> None:
-    """Re-validate every segment from `first` on with CRCs; cut at the first bad entry."""
+def _recover(directory: Path, segments: list[Segment], first: int, start: LogStart, all_synced: bool,
+             fsync: bool) -> bool:
+    """Re-validate every segment from `first` on with CRCs; cut at the first bad entry (True if
+    anything was cut). `all_synced`: a clean shutdown synced everything, so any loss is damage."""
     previous_end: int | None = None  # where the offsets of the trusted part end
     for j in range(first - 1, -1, -1):
         if ensure_loaded(segments, j).has_data:
@@ -142,12 +147,23 @@ def _recover(directory: Path, segments: list[Segment], first: int, start: LogSta
     for i in range(first, len(segments)):
         segment = segments[i]
         file_size = segment.file_size()
+        indexed = _indexed_count(segment) if all_synced else 0
         end = segment.rebuild(verify_crc=True)
         expected = segments[i + 1].base_index - segment.base_index if i + 1 < len(segments) else None
         if segment.has_data and previous_end is not None and segment.base_offset != previous_end:
             end = 0  # offsets do not continue the previous segment: nothing here can be trusted
             segment.rebuild_empty()
         whole = end == file_size and (expected is None or segment.count == expected)
+        if not whole:
+            cut_at = segment.base_index + segment.count
+            held = _held_through(segment, end, file_size, segments[i + 1:])
+            if all_synced:
+                held = max(held, cut_at, segment.base_index + indexed - 1)
+            if held >= cut_at:
+                logger.error("%s: damaged entry %d in %s, which held entries through %d: recorded as "
+                             "damage, to be fetched again from a peer", directory, cut_at,
+                             segment.log_path.name, held)
+                save_damage(directory, DamageRecord(held).merge(load_damage(directory)), durable=fsync)
         if end < file_size:
             os.truncate(segment.log_path, end)
         segment.flush_indexes()
@@ -163,8 +179,41 @@ def _recover(directory: Path, segments: list[Segment], first: int, start: LogSta
             for later in dropped:
                 later.delete()
             del segments[i + 1:]
-            break
+            return True
     # A cut can leave an empty segment behind a non-empty one: it stays as the active one.
+    return False
+
+
+def _indexed_count(segment: Segment) -> int:
+    """Entries the segment's Raft index file recorded when last flushed (at close or roll)."""
+    try:
+        return segment.ridx.path.stat().st_size // segment.ridx.record_size
+    except FileNotFoundError:
+        return 0
+
+
+def _held_through(segment: Segment, end: int, file_size: int, later: list[Segment]) -> int:
+    """The last index of intact entries found after the bad entry at byte `end` (0 if none):
+    skipping it by its header's length, then in the later segments."""
+    held = 0
+    bad_index = segment.base_index + segment.count
+    if end + HEADER_SIZE <= file_size:
+        with open(segment.log_path, "rb") as f:
+            data = memoryview(f.read())
+        _, _, _, index, length = HEADER.unpack_from(data, end)
+        after = end + HEADER_SIZE + length
+        if index == bad_index and after < file_size:
+            for entry in scan(data, after, file_size, bad_index + 1, verify_crc=True):
+                held = entry.index
+    for following in later:
+        try:
+            with open(following.log_path, "rb") as f:
+                data = memoryview(f.read())
+        except FileNotFoundError:
+            continue
+        for entry in scan(data, 0, len(data), following.base_index, verify_crc=True):
+            held = max(held, entry.index)
+    return held
 
 
 def _chain_offsets(segments: list[Segment], start: LogStart) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from vdl_broker.log import loading, reading
 from vdl_broker.log.config import LogConfig
+from vdl_broker.log.damage import DamageRecord, clear_damage, save_damage
 from vdl_broker.log.entry import HEADER_SIZE, Entry, EntryType, IndexOutOfRange, encode_header
 from vdl_broker.log.fileio import fsync_dir
 from vdl_broker.log.group_commit import GroupCommit
@@ -61,6 +62,7 @@ class StreamLog:
     _previous_term: int = 0
     _durable_end: tuple[int, int] | None = None  # memo (durable index, its end offset)
     _closed: bool = False
+    damage: DamageRecord | None = None  # durable data lost and not yet given back (damage.py)
     cache: TailCache = field(default_factory=lambda: TailCache(0))
     _commit: GroupCommit = field(init=False)
 
@@ -79,6 +81,7 @@ class StreamLog:
         log._segments = loaded.segments
         log._reindex()
         log._previous_term = loaded.previous_term
+        log.damage = loaded.damage
         log._last_index = loaded.segments[-1].last_index
         log._last_term = log._read_term(log._last_index)
         commit = log._commit
@@ -87,6 +90,16 @@ class StreamLog:
         commit.recovery_base = loaded.segments[-1].base_index
         save_recovery_point(log.directory, commit.recovery_base, durable=config.fsync)
         return log
+
+    def mark_damaged(self, record: DamageRecord) -> None:
+        """Durably record (merged with any earlier record) that data this log held is lost."""
+        self.damage = record.merge(self.damage)
+        save_damage(self.directory, self.damage, durable=self.config.fsync)
+
+    def clear_damage(self) -> None:
+        """The lost range is back (fetched from a peer): forget the damage, durably."""
+        clear_damage(self.directory, durable=self.config.fsync)
+        self.damage = None
 
     def _tail(self) -> tuple[Segment, int]:
         return self._segments[-1], self._last_index

@@ -11,7 +11,7 @@ Construction
                                pre_vote=True, check_quorum=True, max_inflight_messages=256,
                                max_inflight_bytes=32 MiB, max_append_bytes=1 MiB,
                                max_committed_bytes=64 MiB),
-                    storage, hard_state, rng, applied=0)
+                    storage, hard_state, rng, applied=0, damage=None)
     storage: RaftStorage -- first_index, last_index (properties), term_at(i) valid for
         first_index-1 ..= last_index (first_index-1 is the log start point: its term is the
         reset/snapshot term; an empty fresh log answers first 1, last 0, term_at(0) = 0),
@@ -19,6 +19,8 @@ Construction
     hard_state: the last persisted HardState(term, voted_for) (or None for a fresh node).
     applied: the driver's durable applied index, if it keeps one (entries up to it are not
         redelivered); otherwise committed entries are redelivered from the log start.
+    damage: a Damage when the driver found that storage lost data this node had synced (or its
+        hard state): the node starts *recovering* (see vdl_broker.raft.node, "Corruption").
     Restart = build a new RaftNode from storage + hard state: unstable state is simply gone.
     Commit index is not persisted (it is relearned from the leader).
 
@@ -35,7 +37,8 @@ Inputs
 
 Observables (read any time)
     role (Role.FOLLOWER/PRE_CANDIDATE/CANDIDATE/LEADER), is_leader, leader_id (0 = unknown),
-    term, voted_for, hard_state, commit_index, applied_index, first_index, last_index,
+    term, voted_for, hard_state, recovering (damaged, not yet given back: clear the driver's
+    damage record once False), commit_index, applied_index, first_index, last_index,
     current_term_committed (a new leader publishes its high watermark only once True),
     match_index(peer), peer_status() -> {peer: PeerStatus(match, next, state, recent_active)}
     (leader only; its own match = its durable index) for Kafka's ISR.
@@ -106,6 +109,7 @@ from vdl_broker.raft.storage import MemoryStorage, RaftStorage
 from vdl_broker.raft.types import (
     NONE,
     CompactedError,
+    Damage,
     Entry,
     EntryType,
     HardState,
@@ -123,6 +127,7 @@ from vdl_broker.raft.types import (
 __all__ = [
     "NONE",
     "CompactedError",
+    "Damage",
     "Entry",
     "EntryType",
     "HardState",

@@ -49,7 +49,7 @@ from typing import Any
 from vdl_broker.log import StreamLog
 from vdl_broker.raft.log_storage import StreamLogStorage
 from vdl_broker.raft.node import PeerStatus, RaftConfig, RaftNode
-from vdl_broker.raft.persistence import load_commit_point, load_hard_state, save_commit_point, save_hard_state
+from vdl_broker.raft.persistence import load_commit_point, load_raft_state, save_commit_point, save_hard_state
 from vdl_broker.raft.proposals import GroupStoppedError, Proposal, ProposalTracker
 from vdl_broker.raft.types import (
     Entry,
@@ -118,8 +118,10 @@ class RaftGroup:
         # directly); without it (the metadata group) every committed entry is replayed.
         self._commit_point = resume_from_commit_point
         applied = load_commit_point(stream_log) if resume_from_commit_point else 0
-        self.node = RaftNode(raft_config, self.storage, load_hard_state(stream_log.directory),
-                             rng=rng or random.Random(), applied=applied)
+        # Storage damage makes the node start recovering (vdl_broker.raft.node, "Corruption").
+        hard_state, damage = load_raft_state(stream_log, len(self.voters))
+        self.node = RaftNode(raft_config, self.storage, hard_state,
+                             rng=rng or random.Random(), applied=applied, damage=damage)
         self._saved_commit = applied
         self._ticks = 0
         self._saving: asyncio.Task[None] | None = None
@@ -324,6 +326,8 @@ class RaftGroup:
                 rd = node.ready()
                 await self._handle_ready(rd)
                 node.advance(rd)
+                if self.log.damage is not None and not node.recovering:
+                    await asyncio.to_thread(self.log.clear_damage)  # the lost range is back
                 self._proposals.role_changed(node.role, node.term, node.leader_id)
                 if rd.soft_state is not None:
                     self._call(self._role_listeners, "role")

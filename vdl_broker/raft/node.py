@@ -1,4 +1,38 @@
-"""RaftNode: the sans-IO Raft state machine (etcd-raft style). See vdl_broker.raft for the contract."""
+"""RaftNode: the sans-IO Raft state machine (etcd-raft style). See vdl_broker.raft for the contract.
+
+Corruption (protocol-aware recovery, CTRL, FAST '18)
+----------------------------------------------------
+Raft's safety rests on two promises a node makes: an entry it acknowledged (or voted with, as
+its last entry) stays in its log, and it votes at most once per term. Storage damage breaks
+both silently if the node just truncates its log at the damage and carries on: it can then
+help elect a leader lacking an entry that only it and one now-unavailable node held, and that
+leader overwrites the last intact copy. So a node built with a `Damage` starts *recovering*:
+
+- it refuses every vote and pre-vote (answers reject) and never campaigns, so no election
+  counts it. A leader is then elected by a majority of intact voters only; every committed
+  entry is on a majority, a majority of intact voters intersects it in an intact holder
+  (as long as one intact copy exists... which is all CTRL promises), and the ordinary
+  up-to-date check makes the winner hold the entry (Raft's §5.4 argument, with the damaged
+  node removed from both quorums).
+- its acknowledgements only ever report the log it holds now (cut at the first damaged entry,
+  CRC-checked), never `through_index`: a leader counts it as holding an index only once it
+  really holds it again. A leader that still believes an older, larger match for it learns
+  from its rejection (hint below match) and lowers the match (leader side, below).
+- it leaves recovery only as the follower of a live leader, once a successful append from
+  that leader brought its durable log to `through_index` (the lost range re-fetched from a peer
+  that has it) and, if its hard state was lost, once it has durably recorded a vote for that
+  leader in that leader's term (never below `term_bound`, the last term of its log, which it
+  starts in). That vote is safe to record and closes the term: the leader won without this
+  node, so any majority that counted a vote it cast in that term before the loss would have
+  to share with the leader's majority a node that voted twice; lower terms it ignores anyway. Until then the driver keeps the damage record on disk, so a
+  restart mid-recovery resumes it.
+  Residual risk after a lost hard state: a vote cast before the loss in a term above the
+  term of the leader it recovers with cannot be known; a second candidate of exactly that term, still campaigning after that leader, could
+  get a second vote. (While recovering, the node adopts every higher term it hears of, which
+  narrows this to candidates it never heard from.)
+Unavailability follows when the damaged node is needed for a majority: by design, since a
+lost copy of a committed entry may be the one the majority lacks.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +46,7 @@ from vdl_broker.raft.storage import RaftStorage
 from vdl_broker.raft.types import (
     NONE,
     CompactedError,
+    Damage,
     Entry,
     EntryType,
     HardState,
@@ -75,6 +110,7 @@ class RaftNode:
         hard_state: HardState | None = None,
         rng: random.Random | None = None,
         applied: int = 0,
+        damage: Damage | None = None,
     ) -> None:
         config.validate()
         self.config = config
@@ -103,6 +139,11 @@ class RaftNode:
         self._durable_term = self.term  # the term of the last hard state known durable
         self._prev_soft = SoftState(Role.FOLLOWER, NONE)
         self._outstanding: Ready | None = None
+        self.damage = damage
+        self._recovering = damage is not None and (
+            damage.hard_state_lost or damage.through_index > self.log.last_index()
+        )
+        self._refetched = (0, 0)  # (term, index) of the last successful append of a leader
         self._become_follower(self.term, NONE)
 
     # ------------------------------------------------------------------ driver API
@@ -132,6 +173,11 @@ class RaftNode:
         """True once an entry of the current term (the leader's no-op) is committed: only then
         may a new leader publish a high watermark (it never goes backwards across elections)."""
         return self.log.term(self.log.committed) == self.term
+
+    @property
+    def recovering(self) -> bool:
+        """Damaged and not yet given back by a leader: no votes, no campaigns (module docstring)."""
+        return self._recovering
 
     @property
     def hard_state(self) -> HardState:
@@ -300,10 +346,33 @@ class RaftNode:
                 break
         if rd.committed_entries:
             log.applied_to(rd.committed_entries[-1].index)
+        if self._recovering:
+            self._maybe_end_recovery()
         if self.role == Role.LEADER:
             # The leader counts itself only once its own entries are durable.
             if self.progress[self.id].maybe_update(self._durable_index()) and self._maybe_commit():
                 self._commit_changed = True
+
+    def _maybe_end_recovery(self) -> None:
+        damage = self.damage
+        assert damage is not None
+        term, index = self._refetched
+        if self.role != Role.FOLLOWER or self.leader_id == NONE or term != self.term:
+            return
+        if index < damage.through_index or self._durable_index() < index:
+            return
+        if damage.hard_state_lost:
+            if self.term < damage.term_bound:
+                return
+            if self.voted_for != self.leader_id:
+                # Record a vote for the leader of this term: a vote we may have cast in it before
+                # the loss can no longer be doubled (this leader won without us: any majority
+                # that did count us intersects its majority in a node that voted only once).
+                self.voted_for = self.leader_id
+                return
+            if self._prev_hard.voted_for != self.leader_id or self._prev_hard.term != self.term:
+                return  # recovered once that vote is durable (it was handed out in a Ready)
+        self._recovering = False
 
     # ------------------------------------------------------------------ roles
 
@@ -387,7 +456,7 @@ class RaftNode:
         return active >= self.quorum
 
     def _hup(self, force: bool) -> None:
-        if self.role == Role.LEADER or self.id not in self.voters:
+        if self.role == Role.LEADER or self.id not in self.voters or self._recovering:
             return
         if self.config.pre_vote and not force:
             self._campaign(pre=True, force=False)
@@ -431,7 +500,7 @@ class RaftNode:
             or (pre and m.term > self.term)
         )
         kind = MessageType.PRE_VOTE_RESPONSE if pre else MessageType.VOTE_RESPONSE
-        if can_vote and self.log.is_up_to_date(m.index, m.log_term):
+        if can_vote and not self._recovering and self.log.is_up_to_date(m.index, m.log_term):
             # Granting a real vote is recorded in hard state, durable before this reply leaves.
             self._msgs.append(Message(kind, m.sender, self.id, m.term))
             if not pre:
@@ -486,6 +555,7 @@ class RaftNode:
         entries = m.entries if isinstance(m.entries, list) else list(m.entries)
         last_new = log.maybe_append(m.index, m.log_term, m.commit, entries)
         if last_new is not None:
+            self._refetched = (self.term, max(last_new, self._refetched[1] if self._refetched[0] == self.term else 0))
             self._send(MessageType.APPEND_RESPONSE, m.sender, index=last_new)
             return
         # Fast backtracking: tell the leader the last index whose term is <= its prev term.
@@ -505,6 +575,7 @@ class RaftNode:
             self._send(MessageType.APPEND_RESPONSE, m.sender, index=log.committed)
             return
         log.restore(snap)
+        self._refetched = (self.term, snap.index)
         self._send(MessageType.APPEND_RESPONSE, m.sender, index=snap.index)
 
     # ------------------------------------------------------------------ leader
@@ -527,6 +598,15 @@ class RaftNode:
         hint = m.reject_hint
         if m.log_term > 0:
             hint, _ = self.log.find_conflict_by_term(m.reject_hint, m.log_term)
+        if m.index >= pr.match > m.reject_hint:
+            # The follower refuses an append at or after its match and its log ends below the
+            # match: it lost entries it had acknowledged (storage damage, see the module
+            # docstring). Stop counting it for them and probe from where its log ends.
+            pr.match = m.reject_hint
+            pr.become_probe()
+            pr.next = m.reject_hint + 1
+            self._send_append(m.sender)
+            return
         if pr.state == ProgressState.REPLICATE:
             if m.index <= pr.match:
                 return  # stale

@@ -2,18 +2,29 @@
 
 Both are small files in the stream's directory, next to its segments. The formats are fixed:
 existing data directories must keep opening.
+
+`load_raft_state` also decides whether the node starts *recovering* (vdl_broker.raft.node,
+"Corruption"): the log's damage record (durable data lost), a commit point beyond the log's end
+(committed entries this node held are gone, whatever recovery took them for), or an unreadable
+hard state (its term and vote are unknown: it must not become "term 0, voted for nobody", which
+could let it vote twice in a term). The evidence is recorded in the log's damage record before
+the node runs, so a restart mid-recovery resumes it.
 """
 
 from __future__ import annotations
 
+import logging
 import struct
 from pathlib import Path
 
 import crc32c
 
 from vdl_broker.log import IndexOutOfRange, StreamLog
+from vdl_broker.log.damage import UNKNOWN, DamageRecord
 from vdl_broker.log.fileio import atomic_write
-from vdl_broker.raft.types import NONE, HardState
+from vdl_broker.raft.types import NONE, Damage, HardState
+
+logger = logging.getLogger(__name__)
 
 HARD_STATE_FILE = "hard-state"
 _HARD_STATE = struct.Struct("<qq")  # term, voted_for (-1 = none)
@@ -71,3 +82,51 @@ def load_commit_point(log: StreamLog) -> int:
         return index if log.term_at(index) == term else 0
     except (IndexOutOfRange, ValueError):
         return 0
+
+
+def _saved_commit_index(directory: Path) -> int:
+    """The commit point's index whatever the log holds now (0 if absent or unreadable)."""
+    try:
+        data = (Path(directory) / COMMIT_POINT_FILE).read_bytes()
+    except FileNotFoundError:
+        return 0
+    if len(data) != _COMMIT_POINT.size + _CRC.size:
+        return 0
+    if _CRC.unpack_from(data, _COMMIT_POINT.size)[0] != crc32c.crc32c(data[:_COMMIT_POINT.size]):
+        return 0
+    return int(_COMMIT_POINT.unpack_from(data)[0])
+
+
+def load_raft_state(log: StreamLog, voters: int) -> tuple[HardState, Damage | None]:
+    """Hard state and Damage (None: intact) for a node starting over `log` in a group of
+    `voters`. A single voter has no peer to get lost data back from: it goes on (loudly)."""
+    directory = Path(log.directory)
+    record = log.damage
+    last_term = log.term_at(log.last_index) if log.last_index >= log.first_index - 1 else 0
+    try:
+        hard_state = load_hard_state(directory)
+    except ValueError as error:
+        logger.error("%s: hard state unreadable (%s): no votes until caught up with a leader", directory, error)
+        hard_state = HardState(last_term, NONE)
+        record = DamageRecord(0, last_term).merge(record)
+    committed = _saved_commit_index(directory)
+    if committed > log.last_index:
+        logger.error("%s: commit point %d beyond the log's last index %d: committed entries lost",
+                     directory, committed, log.last_index)
+        record = DamageRecord(committed).merge(record)
+    if record is None:
+        return hard_state, None
+    if voters <= 1:
+        logger.error("%s: storage damage %s and no peer to fetch the lost entries from: going on", directory,
+                     record)
+        log.clear_damage()
+        return hard_state, None
+    if record != log.damage:
+        log.mark_damaged(record)
+    through = record.through_index
+    if through == UNKNOWN:
+        through = max(committed, log.last_index + 1)
+    if record.term_bound >= 0:
+        hard_state = HardState(max(hard_state.term, record.term_bound), NONE)
+    damage = Damage(through, record.term_bound >= 0, max(record.term_bound, 0))
+    return hard_state, damage

@@ -100,6 +100,12 @@ class MemoryStorage:
         del self._entries[first - self._start.index - 1 :]
         self._entries.extend(entries)
 
+    def truncate_suffix(self, from_index: int) -> None:
+        """Drop entries >= from_index (simulated storage damage; StreamLog.truncate_suffix)."""
+        if from_index <= self._start.index:
+            raise ValueError(f"cannot truncate from {from_index} at or below the log start {self._start.index}")
+        del self._entries[from_index - self._start.index - 1 :]
+
     def reset(self, start: SnapshotMeta) -> None:
         """Drop everything; the log now starts after `start` (StreamLog.reset)."""
         self._start = start

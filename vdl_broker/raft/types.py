@@ -14,7 +14,7 @@ from typing import Any
 from vdl_broker.log.entry import Entry, EntryType
 
 __all__ = [
-    "NONE", "CompactedError", "Entry", "EntryType", "HardState", "Message", "MessageType",
+    "NONE", "CompactedError", "Damage", "Entry", "EntryType", "HardState", "Message", "MessageType",
     "NotLeaderError", "ProposalDroppedError", "RaftError", "Ready", "Role", "SnapshotMeta", "SoftState",
 ]
 
@@ -34,6 +34,20 @@ class HardState:
 
     term: int = 0
     voted_for: int = NONE
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """What a node knows it lost to storage damage (not to a torn, never-acknowledged tail).
+
+    `through_index`: the highest log index it had durably held (and so may have acknowledged or
+    voted with) before the damage; its log now ends below it. 0 = the log is intact.
+    `hard_state_lost`: its term/vote file was unreadable; `term_bound` is the highest term it
+    can prove (its log's last term): it may have voted in that term or any later one."""
+
+    through_index: int = 0
+    hard_state_lost: bool = False
+    term_bound: int = 0
 
 
 @dataclass(frozen=True, slots=True)

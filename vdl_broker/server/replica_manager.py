@@ -330,6 +330,9 @@ def _raise_term_to_log(stream_log: StreamLog) -> None:
     """A 0.1 single-node log holds term-1 entries but no Raft hard state: Raft requires the
     current term to be at least the last entry's, so record it before the group starts."""
     last_term = stream_log.term_at(stream_log.last_index) if stream_log.last_index >= stream_log.first_index else 0
-    state = load_hard_state(stream_log.directory)
+    try:
+        state = load_hard_state(stream_log.directory)
+    except ValueError:
+        return  # unreadable: the Raft group treats it as damage (raft.persistence.load_raft_state)
     if state.term < last_term:
         save_hard_state(stream_log.directory, HardState(last_term, state.voted_for))

@@ -3,14 +3,19 @@
 Each node is a RaftNode over a MemoryStorage; the simulated driver carries out every Ready
 exactly as the contract says (persist snapshot/entries/hard state, then send, then apply,
 then advance). The network loses, delays (hence reorders), duplicates and partitions messages;
-nodes crash (losing everything not persisted) and restart from storage + hard state.
+nodes crash (losing everything not persisted) and restart from storage + hard state. Storage
+damage: a node restarts with its log cut at an index it had synced, or with its hard state lost
+(`corrupt`), and its driver reports the Damage to the core (or, with corruption_aware=False,
+carries on as a plain truncation did: the behaviour that loses committed entries).
 
 Safety invariants are checked continuously and raise InvariantError:
 - election safety: at most one leader per term;
 - leader completeness: a new leader holds every entry known committed;
 - log matching: an (index, term) pair always has the same payload and the same previous term;
 - committed entries never change or disappear from a log; state machine safety: every node
-  applies the same entry at each index (a global committed oracle).
+  applies the same entry at each index (a global committed oracle);
+- every committed entry stays on a majority of nodes, counting a damaged node that is owed it
+  (still recovering) and at least one intact copy.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vdl_broker.raft import (
+    Damage,
     Entry,
     EntryType,
     HardState,
@@ -47,6 +53,8 @@ class SimNode:
     restarts: int = 0
     applied: int = 0  # last index applied by this incarnation's state machine
     parked: Ready | None = None  # a Ready whose persistence is still "in progress"
+    damage: Damage | None = None  # the driver's damage record (kept until the core recovered)
+    owed: int = 0  # damaged: the node lost entries up to here and must get them back
 
 
 @dataclass
@@ -97,13 +105,15 @@ class Cluster:
         self.slow_disk = 0.0  # probability that a Ready's sync takes a while (see process)
         self.torn_crash = 0.0  # probability of crashing mid-Ready after a delivery
         self.hold: Callable[[Message], bool] | None = None  # test hook: True = keep out of the network
+        self.corruption_aware = True  # False: damage is handed to nobody (the old plain cut)
 
     # ------------------------------------------------------------------ lifecycle
 
     def _boot(self, sn: SimNode) -> None:
         cfg = self._config(sn.id, self.ids)
         rng = random.Random(self.seed * 7919 + sn.id * 104729 + sn.restarts)
-        sn.node = RaftNode(cfg, sn.storage, sn.storage.hard_state, rng)
+        damage = sn.damage if getattr(self, "corruption_aware", True) else None
+        sn.node = RaftNode(cfg, sn.storage, sn.storage.hard_state, rng, damage=damage)
         sn.applied = sn.node.applied_index
 
     def crash(self, i: int) -> None:
@@ -112,18 +122,46 @@ class Cluster:
         self._check_durable_majority()
 
     def _check_durable_majority(self) -> None:
-        """A committed entry stays durable on a majority (or inside its log start point)."""
+        """A committed entry stays durable on a majority (or inside its log start point); a
+        damaged node still owed the entry counts, but one intact copy must exist."""
         index = self.max_committed
         if not index:
             return
         term = self.oracle[index][0]
-        holders = 0
+        holders = owed = 0
         for sn in self.nodes.values():
             st = sn.storage
             if st.first_index > index or (index <= st.last_index and st.term_at(index) == term):
                 holders += 1
-        if holders < len(self.ids) // 2 + 1:
+            elif sn.owed >= index:
+                owed += 1
+        if holders == 0:
+            self._fail(f"committed entry {index} is durable on no node")
+        if holders + owed < len(self.ids) // 2 + 1:
             self._fail(f"committed entry {index} is durable on only {holders} nodes")
+
+    def corrupt(self, i: int, cut_at: int | None = None, lose_hard_state: bool = False) -> None:
+        """Crash node i and damage its storage: its log is cut at `cut_at` (an entry it had
+        synced, maybe acknowledged) and/or its hard state is lost. It restarts later with the
+        Damage its driver would find (log: cut at the damage, durable through its old end)."""
+        if self.nodes[i].node is not None:
+            self.crash(i)
+        sn = self.nodes[i]
+        st = sn.storage
+        old = sn.damage or Damage()
+        through = old.through_index
+        if cut_at is not None and st.first_index <= cut_at <= st.last_index:
+            through = max(through, st.last_index)
+            st.truncate_suffix(cut_at)
+            sn.owed = max(sn.owed, through)
+        bound = old.term_bound
+        if lose_hard_state:
+            bound = max(bound, st.term_at(st.last_index))
+            st.hard_state = HardState(bound, 0)
+        sn.damage = Damage(through, old.hard_state_lost or lose_hard_state, bound)
+
+    def damaged(self) -> list[int]:
+        return [i for i in self.ids if self.nodes[i].damage is not None]
 
     def crash_torn(self, i: int, keep_hard_state: bool, keep_entries: bool = True) -> None:
         """Crash in the middle of carrying out a Ready: maybe its entries, maybe its hard state
@@ -245,6 +283,10 @@ class Cluster:
         for e in rd.committed_entries:
             self._apply(sn, e)
         node.advance(rd)
+        if sn.damage is not None and not node.recovering:
+            sn.damage = None  # the driver clears its damage record once the core recovered
+        if sn.owed and sn.storage.last_index >= sn.owed:
+            sn.owed = 0
         self._check_node(sn.id)
         self._check_durable_majority()
 

@@ -46,7 +46,7 @@ def _config_for(rng: random.Random):
     return make
 
 
-def run_seed(seed: int, steps: int = DEFAULT_STEPS) -> Cluster:
+def run_seed(seed: int, steps: int = DEFAULT_STEPS, corruption_aware: bool = True) -> Cluster:
     rng = random.Random(seed * 31 + 17)
     n = rng.choice([1, 3, 3, 3, 5, 5])
     net = NetConfig(
@@ -55,9 +55,11 @@ def run_seed(seed: int, steps: int = DEFAULT_STEPS) -> Cluster:
         max_delay=rng.choice([1, 3, 8, 20]),
     )
     c = Cluster(n, seed, net=net, config=_config_for(rng))
+    c.corruption_aware = corruption_aware
     c.torn_crash = rng.choice([0.0, 0.0, 0.002, 0.01])
     c.slow_disk = rng.choice([0.0, 0.0, 0.3, 0.8])
     c.early_send = rng.random() < 0.5
+    corruption = rng.random() < 0.5 and n > 1
     counter = 0
     for _ in range(steps):
         c.step_time()
@@ -102,6 +104,13 @@ def run_seed(seed: int, steps: int = DEFAULT_STEPS) -> Cluster:
             if leader is not None and n > 1:
                 c.node(leader).transfer_leadership(rng.choice([i for i in c.ids if i != leader]))
                 c.process(leader)
+        elif r < 0.12 and corruption and not c.damaged():
+            # One damaged node at a time: every committed entry keeps an intact copy elsewhere
+            # (CTRL's premise); it restarts at the next restart fault.
+            i = rng.choice(c.ids)
+            st = c.nodes[i].storage
+            cut = rng.randint(st.first_index, st.last_index) if st.last_index >= st.first_index else None
+            c.corrupt(i, cut_at=cut, lose_hard_state=rng.random() < 0.3)
     _check_liveness(c, counter)
     return c
 

@@ -1,0 +1,171 @@
+"""Process tests: storage damage on a replica never loses an acknowledged write (CTRL, FAST '18).
+
+A follower whose segment has one flipped byte in acknowledged data restarts recovering: it must
+not help elect a leader lacking those entries while the only intact copy is down (the stream may
+be unavailable meanwhile), and once that copy is back it gets the range again and ends
+byte-identical to the leader. Damaged index, hard-state and commit-point files and a truncated
+segment: each leaves the data intact and the replica converging.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.faults.harness import (
+    ProbeLog,
+    check_acknowledged,
+    create_stream,
+    high_watermark,
+    node_address,
+    produce_raw,
+    read_all,
+    stream_directory,
+    wait_for_full_isr,
+    wait_logs_converged,
+    wait_until,
+)
+from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.log.damage import DAMAGE_FILE
+from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
+from vdl_broker.raft.persistence import COMMIT_POINT_FILE, HARD_STATE_FILE, load_hard_state
+from vdl_dev.dev_cluster import DevCluster
+
+pytestmark = pytest.mark.timeout(120)
+
+RECORDS_PER_BATCH = 20
+HEADER = 25  # Raft entry header in a segment (vdl_broker.log.entry)
+
+
+def produce(cluster: DevCluster, stream: str, batches: int, tag: str) -> list[tuple[str, int, bytes]]:
+    """acks=-1 batches at the current leader; every (client, offset, value) acknowledged."""
+    acked: list[tuple[str, int, bytes]] = []
+    for n in range(batches):
+        leader, _ = high_watermark(cluster, stream, timeout=30)
+        builder = RecordBatchBuilder()
+        values = [f"{tag}-{n:04d}-{i:02d}".encode().ljust(100, b".") for i in range(RECORDS_PER_BATCH)]
+        for value in values:
+            builder.append(0, None, value)
+        code, base = produce_raw(node_address(cluster, leader), stream, builder.build(), acks=-1, timeout_ms=5000)
+        assert code == 0, f"batch {n} of {tag} at node {leader}: error {code}"
+        acked += [(tag, base + i, value) for i, value in enumerate(values)]
+    return acked
+
+
+def directory(cluster: DevCluster, node_id: int, stream: str) -> Path:
+    return stream_directory(cluster.nodes[node_id].config.data_dir, stream)
+
+
+def entry_position(source: Path, offset: int) -> tuple[Path, int]:
+    """(segment file, position) of the entry holding Kafka `offset`, found in a copy of the
+    stopped node's directory (opening the original would already recover it)."""
+    with tempfile.TemporaryDirectory(prefix="vdl-corrupt-") as scratch:
+        copy = Path(scratch) / "copy"
+        shutil.copytree(source, copy)
+        log = StreamLog.open(copy, LogConfig(fsync=False, tail_cache_bytes=0))
+        try:
+            index = log.index_for_offset(offset)
+            i = log._segment_for_index(index)
+            segment = log._ensure_loaded(i)
+            return source / segment.log_path.name, segment.position_of(index)
+        finally:
+            log.close()
+
+
+def flip_byte(path: Path, position: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(position)
+        value = f.read(1)[0]
+        f.seek(position)
+        f.write(bytes([value ^ 0x5A]))
+
+
+def others(cluster: DevCluster, *excluded: int) -> list[int]:
+    return [i for i in cluster.node_ids() if i not in excluded]
+
+
+def check_all_acknowledged(cluster: DevCluster, stream: str, acked: list[tuple[str, int, bytes]]) -> None:
+    leader, hw = high_watermark(cluster, stream, timeout=30)
+    log = {o: v for o, (_, v) in read_all(node_address(cluster, leader), stream, 0, hw).items()}
+    assert check_acknowledged(acked, log) == []
+
+
+def converge(cluster: DevCluster, stream: str, damaged: int, acked: list[tuple[str, int, bytes]]) -> None:
+    acked += produce(cluster, stream, 2, "after")
+    wait_for_full_isr(cluster, stream, timeout=60)
+    wait_logs_converged(cluster, stream, timeout=60)
+    check_all_acknowledged(cluster, stream, acked)
+    wait_until(lambda: not (directory(cluster, damaged, stream) / DAMAGE_FILE).exists(), 30,
+               f"node {damaged} clearing its damage record")
+
+
+def test_damaged_follower_does_not_elect_a_leader_lacking_acknowledged_writes(
+        cluster: DevCluster, probes: ProbeLog) -> None:
+    stream = "flipped"
+    leader = create_stream(cluster, stream, via=1, probes=probes)
+    wait_for_full_isr(cluster, stream)
+    damaged, behind = others(cluster, leader)
+    acked = produce(cluster, stream, 3, "early")
+    cluster.kill(behind)
+    acked += produce(cluster, stream, 20, "acked")  # on the leader and `damaged` only
+    cluster.kill(damaged)
+    middle = acked[len(acked) // 2][1]
+    path, position = entry_position(directory(cluster, damaged, stream), middle)
+    flip_byte(path, position + HEADER + 200)  # in the records of the batch holding `middle`
+    cluster.kill(leader)  # the only intact copy of the acknowledged writes is down
+
+    cluster.restart(behind, timeout_s=60)
+    cluster.restart(damaged, timeout_s=60)
+    # The behind node may only become leader with the damaged node's vote: it must get none.
+    # Wait until the damaged node has its recovery state on disk and several election timeouts
+    # passed (the behind node's term moves up as it keeps campaigning).
+    wait_until(lambda: (directory(cluster, damaged, stream) / DAMAGE_FILE).exists(), 30, "damage recorded")
+    builder = RecordBatchBuilder()
+    builder.append(0, None, b"must-not-commit")
+    for _ in range(3):
+        for node in (behind, damaged):
+            code, _ = produce_raw(node_address(cluster, node), stream, builder.build(), acks=-1, timeout_ms=1000)
+            assert code != 0, f"node {node} accepted a write without the intact copy"
+
+    cluster.restart(leader, timeout_s=60)
+    converge(cluster, stream, damaged, acked)
+
+
+def test_truncated_segment(cluster: DevCluster, probes: ProbeLog) -> None:
+    stream = "truncated"
+    leader = create_stream(cluster, stream, via=2, probes=probes)
+    wait_for_full_isr(cluster, stream)
+    acked = produce(cluster, stream, 10, "acked")
+    follower = others(cluster, leader)[0]
+    cluster.stop(follower)  # clean: everything it held was synced
+    path, position = entry_position(directory(cluster, follower, stream), acked[len(acked) // 2][1])
+    os.truncate(path, position + 100)
+    cluster.restart(follower, timeout_s=60)
+    converge(cluster, stream, follower, acked)
+
+
+@pytest.mark.parametrize("file", [HARD_STATE_FILE, COMMIT_POINT_FILE, "index"])
+def test_damaged_small_file(cluster: DevCluster, probes: ProbeLog, file: str) -> None:
+    stream = f"small-{file.replace('-', '')}"
+    leader = create_stream(cluster, stream, via=3, probes=probes)
+    wait_for_full_isr(cluster, stream)
+    acked = produce(cluster, stream, 10, "acked")
+    follower = others(cluster, leader)[0]
+    source = directory(cluster, follower, stream)
+    if file == "index":
+        cluster.stop(follower)  # clean: the index files are flushed at close
+        target = next(source.glob("*.index"))
+    else:
+        target = source / file
+        wait_until(target.exists, 30, f"{target} written")  # the commit point: every 2 s
+        cluster.kill(follower)
+    assert target.stat().st_size > 0
+    flip_byte(target, target.stat().st_size // 2)
+    cluster.restart(follower, timeout_s=60)
+    converge(cluster, stream, follower, acked)
+    if file == HARD_STATE_FILE:
+        load_hard_state(source)  # readable again: rewritten once it followed a leader

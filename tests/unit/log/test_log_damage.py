@@ -1,0 +1,104 @@
+"""Torn tail or damaged durable data: recovery cuts the log either way, but records damage (with
+the highest index the log had held) only when the lost entries can have been synced."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from log_testing import data_entry
+
+from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.log.damage import DAMAGE_FILE, DamageRecord
+from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE
+from vdl_broker.raft.persistence import HARD_STATE_FILE, load_raft_state, save_commit_point, save_hard_state
+from vdl_broker.raft.types import Damage, HardState
+
+CONFIG = LogConfig(tail_cache_bytes=0, fsync=False)
+HEADER = 25
+
+
+def build(directory: Path, count: int = 10) -> list[int]:
+    """`count` data entries of term 2; returns each entry's position in the one segment."""
+    log = StreamLog.open(directory, CONFIG)
+    log.append([data_entry(i, 2, (i - 1) * 2, 2, body_size=50) for i in range(1, count + 1)])
+    positions = [log._segments[0].position_of(i) for i in range(1, count + 1)]
+    log.close()
+    return positions
+
+
+def flip(path: Path, position: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(position)
+        byte = f.read(1)
+        f.seek(position)
+        f.write(bytes([byte[0] ^ 0x40]))
+
+
+def segment(directory: Path) -> Path:
+    return next(directory.glob("*.log"))
+
+
+def test_flipped_byte_after_clean_shutdown_is_damage(tmp_path: Path) -> None:
+    positions = build(tmp_path)
+    flip(segment(tmp_path), positions[4] + HEADER + 70)  # inside entry 5's payload
+    log = StreamLog.open(tmp_path, CONFIG)
+    assert log.last_index == 4 and log.damage == DamageRecord(10)
+    assert load_raft_state(log, 3) == (HardState(0, 0), Damage(10, False, 0))
+    log.close()
+    reopened = StreamLog.open(tmp_path, CONFIG)  # the record survives until cleared
+    assert reopened.last_index == 4 and reopened.damage == DamageRecord(10)
+    reopened.clear_damage()
+    assert not (tmp_path / DAMAGE_FILE).exists()
+    reopened.close()
+
+
+def test_flipped_byte_with_intact_entries_after_it_is_damage_after_a_crash(tmp_path: Path) -> None:
+    positions = build(tmp_path)
+    (tmp_path / CLEAN_SHUTDOWN_FILE).unlink()
+    flip(segment(tmp_path), positions[2] + HEADER + 60)
+    log = StreamLog.open(tmp_path, CONFIG)
+    assert log.last_index == 2 and log.damage == DamageRecord(10)
+    log.close()
+
+
+def test_torn_tail_after_a_crash_is_a_plain_cut(tmp_path: Path) -> None:
+    positions = build(tmp_path)
+    (tmp_path / CLEAN_SHUTDOWN_FILE).unlink()
+    os.truncate(segment(tmp_path), positions[9] + 30)
+    log = StreamLog.open(tmp_path, CONFIG)
+    assert log.last_index == 9 and log.damage is None
+    assert load_raft_state(log, 3) == (HardState(0, 0), None)
+    log.close()
+
+
+def test_truncated_segment_after_clean_shutdown_is_damage(tmp_path: Path) -> None:
+    positions = build(tmp_path)
+    os.truncate(segment(tmp_path), positions[6] + 10)
+    log = StreamLog.open(tmp_path, CONFIG)
+    assert log.last_index == 6 and log.damage == DamageRecord(10)  # the Raft index held 10
+    log.close()
+
+
+def test_commit_point_beyond_a_torn_log_is_damage(tmp_path: Path) -> None:
+    positions = build(tmp_path)
+    save_commit_point(tmp_path, 10, 2)
+    (tmp_path / CLEAN_SHUTDOWN_FILE).unlink()
+    os.truncate(segment(tmp_path), positions[7])
+    log = StreamLog.open(tmp_path, CONFIG)
+    assert log.last_index == 7 and log.damage is None
+    assert load_raft_state(log, 3) == (HardState(0, 0), Damage(10, False, 0))
+    assert log.damage == DamageRecord(10)  # recorded before the node runs
+    assert load_raft_state(log, 1) == (HardState(0, 0), None)  # a single voter goes on
+    log.close()
+
+
+def test_unreadable_hard_state_is_damage_not_term_zero(tmp_path: Path) -> None:
+    build(tmp_path)
+    save_hard_state(tmp_path, HardState(7, 3))
+    flip(tmp_path / HARD_STATE_FILE, 2)
+    log = StreamLog.open(tmp_path, CONFIG)
+    hard_state, damage = load_raft_state(log, 3)
+    assert hard_state == HardState(2, 0) and damage == Damage(0, True, 2)
+    assert log.damage == DamageRecord(0, 2)
+    log.close()
