@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from vdl_broker.config import NodeAddress, NodeConfig, dump_node_config, split_host_port
 from vdl_broker.protocol.messages.metadata import MetadataRequest
@@ -120,6 +120,7 @@ class DevCluster:
         self.data_dir = Path(data_dir)
         self.command = list(command) if command is not None else broker_command()
         self.echo = echo
+        self._say_lock = threading.Lock()
         members = [NodeAddress(i, f"{host}:{base_port + i - 1}", f"{host}:{base_port + nodes + i - 1}")
                    for i in range(1, nodes + 1)]
         self.nodes: dict[int, NodeProcess] = {}
@@ -174,13 +175,23 @@ class DevCluster:
         threading.Thread(target=self._pump, args=(node, node.process), daemon=True,
                          name=f"dev-cluster-node{node_id}").start()
 
+    def say(self, line: str, stream: TextIO | None = None) -> None:
+        """One whole line on stdout (or `stream`): the nodes' echoed output comes from one thread
+        per node, and print() writes the text and its newline separately, so lines of two
+        threads could run together (a reader of "bootstrap servers: ..." then gets a node's log
+        line glued to the addresses)."""
+        with self._say_lock:
+            out = stream or sys.stdout
+            out.write(line + "\n")
+            out.flush()
+
     def _pump(self, node: NodeProcess, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
         for line in process.stdout:
             line = line.rstrip("\n")
             node.output.append(line)
             if self.echo:
-                print(f"[node{node.node_id}] {line}", flush=True)
+                self.say(f"[node{node.node_id}] {line}")
             if line.startswith(READY_PREFIX) and node.process is process:
                 node.ready.set()
 
@@ -335,19 +346,18 @@ def run_dev_cluster(nodes: int, data_dir: Path, base_port: int, *, command: Sequ
         try:
             cluster.start()
         except (RuntimeError, TimeoutError) as error:
-            print(f"vdl dev-cluster: {error}", file=sys.stderr, flush=True)
+            cluster.say(f"vdl dev-cluster: {error}", sys.stderr)
             return 1
-        print(f"vdl dev-cluster: {nodes} node(s) running; bootstrap servers: {cluster.bootstrap_servers}",
-              flush=True)
-        print("vdl dev-cluster: press Ctrl-C to stop", flush=True)
+        cluster.say(f"vdl dev-cluster: {nodes} node(s) running; bootstrap servers: {cluster.bootstrap_servers}")
+        cluster.say("vdl dev-cluster: press Ctrl-C to stop")
         reported: set[int] = set()
         while not stop.wait(0.2):
             for node in cluster.nodes.values():
                 if not node.running and node.node_id not in reported:
                     reported.add(node.node_id)
-                    print(f"vdl dev-cluster: node {node.node_id} exited ({DevCluster._exit_code(node)})",
-                          file=sys.stderr, flush=True)
-        print("vdl dev-cluster: stopping", flush=True)
+                    cluster.say(f"vdl dev-cluster: node {node.node_id} exited ({DevCluster._exit_code(node)})",
+                                sys.stderr)
+        cluster.say("vdl dev-cluster: stopping")
         return 0
     finally:
         cluster.stop_all()

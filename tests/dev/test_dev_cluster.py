@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -133,3 +134,34 @@ def test_fetch_metadata_names_the_leader(tmp_path: Path) -> None:
         assert brokers_only.topics == [] and len(brokers_only.brokers) == 1
     finally:
         broker.kill()
+
+
+def test_echoed_lines_of_concurrent_nodes_never_run_together(tmp_path: Path) -> None:
+    """`vdl dev-cluster` echoes every node's output from one thread per node next to its own
+    lines; a reader parsing "bootstrap servers: ..." once got a node's log line glued to it."""
+    class Pipe:
+        """Like stdout on a pipe: each write is a system call that lets other threads run."""
+
+        def __init__(self) -> None:
+            self.parts: list[str] = []
+
+        def write(self, text: str) -> None:
+            self.parts.append(text)
+            time.sleep(0)
+
+        def flush(self) -> None:
+            time.sleep(0)
+
+        def getvalue(self) -> str:
+            return "".join(self.parts)
+
+    cluster = DevCluster(3, tmp_path, free_base_port(6))
+    out = Pipe()
+    lines = {f"thread {t} line {i} " + "x" * (i % 50) for t in range(8) for i in range(300)}
+    by_thread = [sorted(line for line in lines if line.startswith(f"thread {t} ")) for t in range(8)]
+    threads = [threading.Thread(target=lambda own=own: [cluster.say(line, out) for line in own]) for own in by_thread]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(out.getvalue().splitlines()) == sorted(lines)
