@@ -20,11 +20,13 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaStorageError
 
-from tests.support.cluster import BrokerProcess, start_broker, wait_until
+from tests.faults.harness import ProbeLog, create_stream, read_log_image, wait_logs_converged
+from tests.support.cluster import BrokerProcess, start_broker, start_cluster, wait_until
 from vdl_broker.log import StreamLog
 from vdl_broker.log.config import LogConfig
 from vdl_broker.log.entry import EntryType
 from vdl_broker.protocol.records.record_batch import read_records, validate_batch
+from vdl_dev.dev_cluster import DevCluster
 
 VALUE_BYTES = 2000
 RECORDS_PER_SEND = 8
@@ -204,3 +206,45 @@ def _send_ok(prod: KafkaProducer, topic: str, n: int) -> tuple[int, None] | None
         return base, None
     assert isinstance(error, KafkaStorageError), error
     return None
+
+
+def test_follower_with_full_disk_stops_acknowledging_then_catches_up(tmp_path: Path, probes: ProbeLog) -> None:
+    mounts: list[Path] = []
+
+    def on_tmpfs(cluster: DevCluster) -> None:
+        for node in cluster.nodes.values():
+            _mount_tmpfs(node.config.data_dir, "16m")
+            mounts.append(node.config.data_dir)
+
+    cluster = start_cluster(tmp_path / "cluster", 3, register=on_tmpfs)
+    try:
+        topic = "replicated"
+        leader = create_stream(cluster, topic, via=1, probes=probes)
+        follower = next(i for i in cluster.node_ids() if i != leader)
+        filler = cluster.nodes[follower].config.data_dir / "filler"
+        fill(filler)
+        prod = producer(cluster.bootstrap_servers)
+        acked: list[tuple[int, int]] = []
+        for n in range(40):  # ~640 KB: far more than the full follower has room for
+            base, error = send_batch(prod, topic, n)
+            assert error is None, f"acks=all send {n} failed while only one follower is full: {error!r}"
+            acked.append((n, base))
+        assert cluster.nodes[follower].running
+        end = acked[-1][1] + RECORDS_PER_SEND
+        behind = read_log_image(cluster, follower, topic)
+        assert behind.log_end_offset < end, "the full follower stored everything: the disk was not full"
+        probe_rows = [(offset, v) for offset, v in read_back(cluster.bootstrap_servers, topic)
+                      if not v.startswith(b"create")]
+        assert probe_rows[-len(expected_rows(acked)):] == expected_rows(acked)
+        # Space returns: the follower catches up by itself, byte for byte.
+        release(filler)
+        images = wait_logs_converged(cluster, topic, timeout=30)
+        reference = images[leader].entries
+        assert images[follower].log_end_offset == end
+        for node_id, image in images.items():
+            assert image.entries == reference, f"node {node_id}'s log differs from the leader's"
+        prod.close()
+    finally:
+        cluster.kill_all()
+        for mount in mounts:
+            _unmount(mount)
