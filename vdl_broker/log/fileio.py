@@ -48,8 +48,12 @@ def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
         write_all(fd, data)
         if durable:
             os.fsync(fd)
-    finally:
+    except BaseException:
+        # Disk full: give the space back at once (the old file is untouched).
         os.close(fd)
+        temp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
     os.replace(temp, path)
     if durable:
         fsync_dir(path.parent)

@@ -12,6 +12,7 @@ everything before it is durable, so recovery after a crash may start there.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ from pathlib import Path
 from vdl_broker.log.fileio import fsync_dir
 from vdl_broker.log.recovery import save_recovery_point
 from vdl_broker.log.segment import Segment
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -129,7 +132,13 @@ class GroupCommit:
                 fsync_dir(self.directory)
             if job.recovery_base is not None:
                 # Everything before the active segment is durable now: recovery may start there.
-                save_recovery_point(self.directory, job.recovery_base, durable=False)
+                try:
+                    save_recovery_point(self.directory, job.recovery_base, durable=False)
+                except OSError as error:
+                    # Disk full: the entries are durable all the same; an older recovery point
+                    # only means a longer check at the next unclean start.
+                    logger.warning("%s: cannot move the recovery point (%s)", self.directory, error)
+                    job.recovery_base = None
         finally:
             for fd in job.fds:
                 os.close(fd)

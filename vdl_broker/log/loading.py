@@ -166,7 +166,7 @@ def _recover(directory: Path, segments: list[Segment], first: int, start: LogSta
                 save_damage(directory, DamageRecord(held).merge(load_damage(directory)), durable=fsync)
         if end < file_size:
             os.truncate(segment.log_path, end)
-        segment.flush_indexes()
+        segment.flush_indexes_or_drop()
         segment.loaded = True
         if segment.has_data:
             previous_end = segment.next_offset

@@ -176,6 +176,18 @@ class Segment:
         self.oidx.flush()
         self.tidx.flush()
 
+    def flush_indexes_or_drop(self) -> None:
+        """flush_indexes, except that a failure (disk full) removes the index files instead:
+        indexes are never durable anyway, and opening the log rebuilds missing ones."""
+        try:
+            self.flush_indexes()
+        except OSError as error:
+            logger.warning("%s: cannot write its indexes (%s); they will be rebuilt at the next open",
+                           self.log_path, error)
+            for index in (self.ridx, self.oidx, self.tidx):
+                index.delete()
+                index.invalidate_disk()
+
     def seal(self) -> None:
         """No more appends: indexes to disk, reads through a mapping from now on."""
         self.flush_indexes()
@@ -227,6 +239,20 @@ class Segment:
         self.tidx.truncate_from_position(new_size)
         self.size = new_size
         self._recompute_tail()
+
+    def discard_unread_tail(self, count: int, size: int) -> None:
+        """Keep the first `count` entries (`size` bytes) of the active segment, cutting the file
+        in place: only for bytes no reader ever saw (a failed append), where no mapping handed
+        out can reach past the cut. Truncating a file further than its size changes nothing."""
+        assert self.fd is not None
+        os.ftruncate(self.fd, size)
+        if self.count != count or self.size != size:
+            self.ridx.truncate(count)
+            self.oidx.truncate_from_position(size)
+            self.tidx.truncate_from_position(size)
+            self.size = size
+            self._drop_map()
+            self._recompute_tail()
 
     def _truncate_file(self, new_size: int) -> None:
         if not self.mapped_ever:
@@ -287,7 +313,7 @@ class Segment:
         if problem is not None:
             logger.info("%s: rebuilding indexes (%s)", self.log_path, problem)
             self.rebuild(verify_crc=False)
-            self.flush_indexes()
+            self.flush_indexes_or_drop()
             if expected_count is not None and self.count != expected_count:
                 logger.error("%s: holds %d entries, expected %d", self.log_path, self.count, expected_count)
         self.loaded = True

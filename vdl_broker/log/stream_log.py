@@ -34,7 +34,7 @@ from vdl_broker.protocol.records.batch_header import BatchFields, check_batch
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ReadResult", "StreamLog"]
+__all__ = ["LogRollbackError", "ReadResult", "StreamLog"]
 
 # Every type but DATA is stored as is: no Kafka offsets, no batch checks.
 _KNOWN_TYPES = frozenset(EntryType)
@@ -47,6 +47,18 @@ def _immutable_view(payload: bytes | memoryview | bytearray) -> memoryview:
     if isinstance(payload, memoryview) and payload.readonly and isinstance(payload.obj, bytes):
         return payload
     return memoryview(bytes(payload))
+
+
+class LogRollbackError(RuntimeError):
+    """A failed append could not be undone: the log's files may hold a partial entry, so the
+    log takes no more appends (reopening it runs recovery, which cuts the partial entry)."""
+
+
+@dataclass(frozen=True)
+class _AppendUndo:
+    segment_count: int
+    count: int  # entries in the then active segment
+    size: int  # its size in bytes
 
 
 @dataclass(eq=False, repr=False)
@@ -63,6 +75,7 @@ class StreamLog:
     _durable_end: tuple[int, int] | None = None  # memo (durable index, its end offset)
     _closed: bool = False
     damage: DamageRecord | None = None  # durable data lost and not yet given back (damage.py)
+    _broken: bool = False  # a failed append could not be undone: no more appends
     cache: TailCache = field(default_factory=lambda: TailCache(0))
     _commit: GroupCommit = field(init=False)
 
@@ -202,9 +215,25 @@ class StreamLog:
         v2 whose base offset is the log end offset at that point."""
         if self._closed:
             raise ValueError("log is closed")
+        if self._broken:
+            raise LogRollbackError(f"{self.directory}: an earlier failed append could not be undone")
         if not entries:
             return
         checked = self._validate(entries)
+        # A failed write (disk full, quota, I/O error) must leave the log exactly as it was:
+        # no half-written entry in a segment, no segment rolled for nothing.
+        active = self._segments[-1]
+        undo = _AppendUndo(len(self._segments), active.count, active.size)
+        try:
+            self._append_checked(checked)
+        except BaseException:
+            self._undo_append(undo)
+            raise
+        last = entries[-1]
+        self._last_index = last.index
+        self._last_term = last.term
+
+    def _append_checked(self, checked: list[tuple[Entry, BatchFields | None]]) -> None:
         active = self._segments[-1]
         now_ms = self._now_ms()
         if active.count and now_ms - active.created_ms >= self.config.segment_ms:
@@ -227,9 +256,28 @@ class StreamLog:
             planned.append((entry, position, size, fields))
             position += size
         self._write(parts, planned, chunk_start, now_ms)
-        last = entries[-1]
-        self._last_index = last.index
-        self._last_term = last.term
+
+    def _undo_append(self, undo: _AppendUndo) -> None:
+        """Put the log back as it was before a failed append (the write or a roll failed).
+
+        Nothing of the failed append was visible yet (last_index moves only at its end, and
+        no buffer into its bytes was handed out), so cutting the file with ftruncate cannot
+        pull memory from under a reader. Raises LogRollbackError if even that fails."""
+        try:
+            for segment in self._segments[undo.segment_count:]:  # rolled during the append
+                self._commit.forget(segment)
+                segment.delete()
+            del self._segments[undo.segment_count:]
+            active = self._segments[-1]
+            if active.sealed or active.fd is None:
+                self._commit.forget(active)
+                active.unseal()
+            active.discard_unread_tail(undo.count, undo.size)
+            self.cache.truncate_from(self._last_index + 1)
+            self._reindex()
+        except BaseException as error:
+            self._broken = True
+            raise LogRollbackError(f"{self.directory}: could not undo a failed append: {error}") from error
 
     def _validate(self, entries: list[Entry]) -> list[tuple[Entry, BatchFields | None]]:
         expected = self._last_index + 1
@@ -259,12 +307,8 @@ class StreamLog:
                planned: list[tuple[Entry, int, int, BatchFields | None]], chunk_start: int,
                now_ms: float) -> None:
         segment = self._segments[-1]
-        try:
-            # one writev: headers and payloads straight from their buffers
-            segment.write(parts, planned[-1][1] + planned[-1][2] - chunk_start)
-        except BaseException:
-            os.ftruncate(segment.fd, chunk_start)  # type: ignore[arg-type]
-            raise
+        # one writev: headers and payloads straight from their buffers (append() undoes a failure)
+        segment.write(parts, planned[-1][1] + planned[-1][2] - chunk_start)
         if not segment.count:
             segment.created_ms = now_ms
             if planned[0][3] is not None:
@@ -403,7 +447,7 @@ class StreamLog:
         if self._closed:
             return
         active = self._segments[-1]
-        active.flush_indexes()
+        active.flush_indexes_or_drop()
         self._commit.dir_dirty = True
         self.sync_now()
         marker = self.directory / CLEAN_SHUTDOWN_FILE

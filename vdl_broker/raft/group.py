@@ -18,6 +18,33 @@ Three refinements of the order:
 - Everything else (APPEND_RESPONSE, votes) leaves only after the sync: a follower acknowledges
   only durable entries, a vote only after the durable term/vote.
 
+A full disk (ENOSPC, EDQUOT) or an I/O error while writing a Ready's entries, its hard state or
+syncing them is not fatal. The log is put back to what is durable (a failed append undoes itself;
+after a failed sync or hard-state write, the entries past the durable index are truncated), none
+of the Ready's late messages leave (no APPEND_RESPONSE or vote for what is not stored), its
+unwritten proposals fail with ProposalStorageError (Kafka: KAFKA_STORAGE_ERROR), and the core
+forgets the unwritten entries in one of two ways:
+
+- A single-voter group's leader drops them from the core's unstable log and stays leader in its
+  term. Safe because nobody else ever saw them: such a leader sends no entries, counts its own
+  match only at advance() (so it never counted them), and commits nothing beyond its durable
+  log, so the indexes they took can be proposed again in the same term. It keeps serving reads
+  of committed data, with no election (whose hard-state write a full disk might refuse too).
+- Every other case (a follower, a candidate, a leader with peers, a failed hard-state write) is
+  a restart of this replica in memory: a new core built from the durable log and hard state,
+  exactly as after a crash, which Raft tolerates by design. A leader with peers cannot simply
+  drop the entries: its APPENDs left before its own sync, so followers may hold them, and
+  re-proposing other data at the same (index, term) would break Log Matching. Restarted as a
+  follower of its durable term it can never lead that term again (a new election takes a new
+  term), so no (index, term) is ever reused; entries the followers hold commit under the next
+  leader or are overwritten, as after a leader crash. A follower that cannot write never
+  acknowledges (its APPEND_RESPONSE goes out only after a successful sync), so the leader's
+  commits rely on the other replicas; every later APPEND retries the write, so writes resume
+  once space returns. Entries already applied are not applied twice (`_applied_floor`).
+
+Anything else (a failed snapshot install or conflict truncation, an append that could not be
+undone, any other exception) still stops the group for good (`failure`).
+
 The driver knows entries, not what they mean: Kafka offsets, batches and the high watermark
 belong to the server's Partition, which proposes DATA entries and follows the commits through
 the `apply` callback. The one thing it passes through is the log's start position when a
@@ -40,6 +67,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import random
 from collections.abc import Callable, Sequence
@@ -50,7 +78,7 @@ from vdl_broker.log import StreamLog
 from vdl_broker.raft.log_storage import StreamLogStorage
 from vdl_broker.raft.node import PeerStatus, RaftConfig, RaftNode
 from vdl_broker.raft.persistence import load_commit_point, load_raft_state, save_commit_point, save_hard_state
-from vdl_broker.raft.proposals import GroupStoppedError, Proposal, ProposalTracker
+from vdl_broker.raft.proposals import GroupStoppedError, Proposal, ProposalStorageError, ProposalTracker
 from vdl_broker.raft.types import (
     Entry,
     EntryType,
@@ -67,6 +95,10 @@ log = logging.getLogger(__name__)
 
 # The leader's messages: they acknowledge nothing, so they may leave before the leader's sync.
 _EARLY = frozenset({MessageType.APPEND, MessageType.HEARTBEAT, MessageType.SNAPSHOT, MessageType.TIMEOUT_NOW})
+
+# Write failures a replica survives (the disk fills up, a quota, a failing device): the Ready is
+# undone and retried later. Any other error stops the group.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS})
 
 _COMMIT_POINT_TICKS = 20  # save the commit point at most every 20 ticks (2 s at 100 ms)
 
@@ -85,6 +117,20 @@ class GroupConfig:
     max_inflight_messages: int = 256
     max_inflight_bytes: int = 32 << 20
     max_committed_bytes: int = 64 << 20
+
+
+class _WriteFailed(Exception):
+    """A Ready's entries, hard state or sync failed with one of STORAGE_ERRNOS."""
+
+    def __init__(self, error: OSError, applied: bool, hard_state_saved: bool) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.applied = applied  # the Ready's committed entries were applied already
+        self.hard_state_saved = hard_state_saved
+
+
+def _is_storage_error(error: BaseException) -> bool:
+    return isinstance(error, OSError) and error.errno in STORAGE_ERRNOS
 
 
 class RaftGroup:
@@ -113,6 +159,7 @@ class RaftGroup:
             max_inflight_bytes=cfg.max_inflight_bytes, max_append_bytes=cfg.max_append_bytes,
             max_committed_bytes=cfg.max_committed_bytes)
         self.storage = StreamLogStorage(stream_log)
+        self._rng = rng or random.Random()
         # With resume_from_commit_point, entries up to the last saved commit point count as
         # applied: `apply` sees only later ones (streams rebuild their state from the log
         # directly); without it (the metadata group) every committed entry is replayed.
@@ -121,7 +168,7 @@ class RaftGroup:
         # Storage damage makes the node start recovering (vdl_broker.raft.node, "Corruption").
         hard_state, damage = load_raft_state(stream_log, len(self.voters))
         self.node = RaftNode(raft_config, self.storage, hard_state,
-                             rng=rng or random.Random(), applied=applied, damage=damage)
+                             rng=self._rng, applied=applied, damage=damage)
         self._saved_commit = applied
         self._ticks = 0
         self._saving: asyncio.Task[None] | None = None
@@ -133,6 +180,10 @@ class RaftGroup:
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
         self.failure: BaseException | None = None
+        self._raft_config = raft_config
+        self._applied_floor = 0  # entries up to here were applied (kept across core restarts)
+        self.write_failures = 0  # Readys whose writes failed and were undone (disk full, ...)
+        self.write_failing = False  # the last write attempt failed
 
     # ------------------------------------------------------------------ state
 
@@ -219,7 +270,10 @@ class RaftGroup:
             with contextlib.suppress(Exception):
                 await self._saving
         if self.failure is None:
-            self.save_commit_point()
+            try:
+                self.save_commit_point()
+            except OSError as error:  # disk full: an older commit point means a longer replay
+                log.warning("raft group %s: cannot save its commit point (%s)", self.name, error)
         self._proposals.fail_all(GroupStoppedError(f"raft group {self.name} stopped"))
         self._notify_change()
 
@@ -324,7 +378,18 @@ class RaftGroup:
                         await self._wake.wait()
                     continue
                 rd = node.ready()
-                await self._handle_ready(rd)
+                try:
+                    await self._handle_ready(rd)
+                except _WriteFailed as failed:
+                    self._write_failed(rd, failed)
+                    node = self.node  # a restart replaced the core
+                    self._proposals.role_changed(node.role, node.term, node.leader_id)
+                    self._call(self._role_listeners, "role")
+                    self._notify_change()
+                    continue
+                if self.write_failing and (rd.entries or rd.hard_state is not None):
+                    self.write_failing = False
+                    log.warning("raft group %s on node %d: writes succeed again", self.name, self.node_id)
                 node.advance(rd)
                 if self.log.damage is not None and not node.recovering:
                     await asyncio.to_thread(self.log.clear_damage)  # the lost range is back
@@ -352,7 +417,12 @@ class RaftGroup:
             first = rd.entries[0].index
             if first <= stream_log.last_index:
                 stream_log.truncate_suffix(first)  # Raft conflict: the leader's entries win
-            stream_log.append(rd.entries)
+            try:
+                stream_log.append(rd.entries)  # all or nothing
+            except OSError as error:
+                if not _is_storage_error(error):
+                    raise
+                raise _WriteFailed(error, applied=False, hard_state_saved=rd.hard_state is None) from error
         # The core splits off the messages allowed to leave before the sync (Ready.early_messages,
         # leader messages of a durable term); belt and braces: only leader message types leave
         # early here, whatever the core says.
@@ -371,13 +441,56 @@ class RaftGroup:
         # sync to every commit's latency (etcd applies concurrently with its WAL write too).
         if rd.committed_entries:
             self._apply(rd.committed_entries)
-        if rd.hard_state is not None:
-            await asyncio.to_thread(save_hard_state, stream_log.directory, rd.hard_state)
+        applied = bool(rd.committed_entries)
+        hard_state_saved = rd.hard_state is None
+        try:
+            if rd.hard_state is not None:
+                await asyncio.to_thread(save_hard_state, stream_log.directory, rd.hard_state)
+                hard_state_saved = True
+            if rd.entries or rd.snapshot is not None:
+                await stream_log.sync()
+        except OSError as error:
+            if not _is_storage_error(error):
+                raise
+            raise _WriteFailed(error, applied, hard_state_saved) from error
         if rd.entries or rd.snapshot is not None:
-            await stream_log.sync()
             self._proposals.durable_through(stream_log.durable_index)
         for message in late:
             self._send(message)
+
+    def _write_failed(self, rd: Ready, failed: _WriteFailed) -> None:
+        """Undo a Ready whose writes failed (see the module docstring for why this is safe)."""
+        self.write_failures += 1
+        if not self.write_failing:
+            self.write_failing = True
+            log.warning("raft group %s on node %d cannot write (%s): refusing writes until it can",
+                        self.name, self.node_id, failed.error)
+        node = self.node
+        stream_log = self.log
+        if failed.applied:
+            self._applied_floor = max(self._applied_floor, rd.committed_entries[-1].index)
+        self._applied_floor = max(self._applied_floor, node.applied_index)
+        # Only what is durable stays: entries appended but not synced may be lost already (a
+        # failed fsync leaves the page cache's copy untrustworthy).
+        if stream_log.last_index > stream_log.durable_index:
+            stream_log.truncate_suffix(stream_log.durable_index + 1)
+        kept = stream_log.last_index
+        error = ProposalStorageError(node.leader_id, f"raft group {self.name} on node {self.node_id} "
+                                     f"cannot write: {failed.error}")
+        self._proposals.fail_from(kept + 1, error)
+        stays_leader = (len(self.voters) == 1 and node.role == Role.LEADER and failed.hard_state_saved
+                        and rd.snapshot is None and node.log.offset - 1 == kept)
+        if stays_leader:
+            if not failed.applied and rd.committed_entries:
+                # Committed means durable here (a single voter counts only its synced entries).
+                self._apply(rd.committed_entries)
+            node.log.discard_unstable()
+            node.advance(rd)
+            return
+        applied = min(self._applied_floor, kept)
+        hard_state, damage = load_raft_state(stream_log, len(self.voters))  # damage stays damage
+        self.node = RaftNode(self._raft_config, self.storage, hard_state, rng=self._rng, applied=applied,
+                             damage=damage)
 
     def _send(self, message: Message) -> None:
         if message.type == MessageType.SNAPSHOT and message.snapshot is not None and message.snapshot.data is None:
@@ -387,6 +500,11 @@ class RaftGroup:
         self._send_fn(self.name, message)
 
     def _apply(self, entries: list[Entry]) -> None:
+        if entries[0].index <= self._applied_floor:
+            # Applied before a core restart (a failed write): committed entries never change.
+            entries = [entry for entry in entries if entry.index > self._applied_floor]
+            if not entries:
+                return
         if self._apply_fn is not None:
             self._apply_fn(entries)
         self._proposals.applied(entries, self.node.leader_id)

@@ -159,6 +159,12 @@ class RaftLog:
         del self.unstable[: index + 1 - self.offset]
         self.offset = index + 1
 
+    def discard_unstable(self) -> list[Entry]:
+        """Forget every entry not yet persisted (the driver could not write them); returns them.
+        Only safe where no other node can hold them: see vdl_broker.raft.group."""
+        dropped, self.unstable = self.unstable, []
+        return dropped
+
     def snapshot_installed(self, snap: SnapshotMeta) -> None:
         if self.pending_snapshot is snap:
             self.pending_snapshot = None

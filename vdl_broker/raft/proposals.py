@@ -20,6 +20,12 @@ class ProposalLostError(NotLeaderError):
     still commit under the new leader -- Kafka clients retry; idempotent producers deduplicate)."""
 
 
+class ProposalStorageError(ProposalLostError):
+    """This node could not write the proposal's entry (disk full, quota, I/O error) and dropped
+    it. Nothing was acknowledged; with other replicas the entry may still commit under a later
+    leader if they received it (as for any lost proposal, clients retry)."""
+
+
 class GroupStoppedError(RaftError):
     """The group was stopped (or failed) while the proposal was pending."""
 
@@ -78,6 +84,12 @@ class ProposalTracker:
             else:
                 future.set_exception(ProposalLostError(leader_id, f"entry {index} was replaced"))
 
+    def fail_from(self, index: int, error: BaseException) -> None:
+        """Entries from `index` on were dropped before they were written: fail their proposals
+        (a later proposal may take the same index, even in the same term)."""
+        self._pending = _fail_tail(self._pending, index, error)
+        self._durable_waiters = _fail_tail(self._durable_waiters, index, error)
+
     def role_changed(self, role: Role, term: int, leader_id: int) -> None:
         """After a Ready: leadership lost (or a new term) leaves earlier terms' proposals with
         no known outcome."""
@@ -109,6 +121,18 @@ class ProposalTracker:
                 future.set_exception(error)
         self._pending.clear()
         self._durable_waiters.clear()
+
+
+def _fail_tail(queue: deque, index: int, error: BaseException) -> deque:  # type: ignore[type-arg]
+    kept: deque = deque()  # type: ignore[type-arg]
+    for item in queue:
+        if item[0] >= index:
+            future = item[-1]
+            if not future.done():
+                future.set_exception(error)
+        else:
+            kept.append(item)
+    return kept
 
 
 def _retrieve(future: asyncio.Future[int]) -> None:

@@ -42,7 +42,7 @@ from vdl_broker.protocol.records.batch_header import (
     with_base_offset,
 )
 from vdl_broker.raft.group import RaftGroup
-from vdl_broker.raft.proposals import Proposal
+from vdl_broker.raft.proposals import Proposal, ProposalStorageError
 from vdl_broker.raft.types import Entry, EntryType, RaftError, SnapshotMeta
 from vdl_broker.server.producer_state import (
     ProducerStateTable,
@@ -99,10 +99,10 @@ class AppendHandle:
             except TimeoutError:
                 raise PartitionError(ErrorCode.REQUEST_TIMED_OUT, f"stream {self.partition.name}: "
                                      f"not {'committed' if acks == -1 else 'stored'} within {timeout_ms} ms") from None
-            except RaftError:
-                raise self.partition.not_leader_error() from None
-        elif future.exception() is not None:
-            raise self.partition.not_leader_error()
+            except RaftError as error:
+                raise self.partition.proposal_error(error) from None
+        elif (error := future.exception()) is not None:
+            raise self.partition.proposal_error(error)
 
 
 class Partition:
@@ -117,7 +117,7 @@ class Partition:
         self.producers = ProducerStateTable()  # committed batches, on every replica
         self._leader_producers = ProducerStateTable()  # while leading: this term's view
         self.closed = False
-        self._serving_term = -1
+        self._serving = (-1, -1)  # (term, write failures) this node serves as leader for
         self._next_offset = -1  # while serving: the base offset of the next batch
         self._high_watermark = stream_log.log_start_offset
         self._inflight: dict[int, Proposal] = {}  # base offset -> proposal not yet committed/lost
@@ -141,10 +141,13 @@ class Partition:
         group = self.group
         if group is None or self.closed or group.stopped or not group.leader_ready:
             return False
-        if self._serving_term != group.term:
+        # A write failure the leader survived (disk full) dropped proposals whose offsets were
+        # handed out: serving starts over from the log as it is, as in a new term.
+        serving = (group.term, group.write_failures)
+        if self._serving != serving:
             if group.applied_index < group.commit_index:
                 return False
-            self._start_serving(group.term)
+            self._start_serving(serving)
         return True
 
     @property
@@ -169,10 +172,11 @@ class Partition:
 
     # -- following the replicated log --------------------------------------------------------
 
-    def _start_serving(self, term: int) -> None:
+    def _start_serving(self, serving: tuple[int, int]) -> None:
         self._leader_producers = copy.deepcopy(self.producers)
         self._next_offset = self.log.log_end_offset
-        self._serving_term = term
+        self._serving = serving
+        term = serving[0]
         log.info("stream %s: node %d leads (term %d), high watermark %d", self.name, self.node_id, term,
                  self._high_watermark)
 
@@ -236,6 +240,13 @@ class Partition:
         self._inflight[base_offset] = proposal
         proposal.committed.add_done_callback(lambda _: self._inflight.pop(base_offset, None))
         return AppendHandle(self, base_offset, False, proposal)
+
+    def proposal_error(self, error: BaseException) -> PartitionError:
+        """What a failed proposal answers: KAFKA_STORAGE_ERROR when the leader could not write
+        it (nothing acknowledged; the client retries), else NOT_LEADER_OR_FOLLOWER."""
+        if isinstance(error, ProposalStorageError):
+            return PartitionError(ErrorCode.KAFKA_STORAGE_ERROR, f"stream {self.name}: {error}")
+        return self.not_leader_error()
 
     def not_leader_error(self) -> PartitionError:
         leader = self.leader_id

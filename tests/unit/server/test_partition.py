@@ -117,7 +117,7 @@ def test_new_term_rederives_leader_producer_state_from_committed(tmp_path: Path)
         # A proposal of ours that another leader replaced: recorded for the leader only...
         partition._leader_producers.record(5, 0, 1, 1, 1)
         assert [b.first_seq for b in partition.producers.last_batches(5)] == [0]  # ...never committed
-        partition._serving_term = -1  # as if leadership came back in a later term
+        partition._serving = (-1, -1)  # as if leadership came back in a later term
         assert partition.is_leader
         with pytest.raises(PartitionError) as refused:  # seq 2 follows the phantom only
             partition.append(batch(1, producer_id=5, seq=2))

@@ -1,0 +1,167 @@
+"""A failed append (disk full, quota, I/O error) leaves the log exactly as it was.
+
+The failure is injected with a fake segment writer (a short write, then the error) or a fake
+index flush (a roll that cannot write the sealed segment's indexes); the last test runs into a
+real full tmpfs when mounting one is permitted.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from log_testing import data_entry, noop_entry
+
+from vdl_broker.log import Entry, LogConfig, StreamLog
+from vdl_broker.log import segment as segment_module
+from vdl_broker.log.fileio import writev_all
+from vdl_broker.log.index_file import IndexFile
+
+
+def config(**overrides: object) -> LogConfig:
+    values: dict[str, object] = dict(segment_bytes=1000, index_interval_bytes=150, tail_cache_bytes=1 << 20,
+                                     fsync=False)
+    values.update(overrides)
+    return LogConfig(**values)  # type: ignore[arg-type]
+
+
+def entries_after(log: StreamLog, count: int, body: int = 60) -> list[Entry]:
+    out: list[Entry] = []
+    offset = log.log_end_offset
+    for k in range(count):
+        index = log.last_index + 1 + k
+        if index % 5 == 0:
+            out.append(noop_entry(index, 1))
+        else:
+            out.append(data_entry(index, 1, offset, 2, 1000 + index, body))
+            offset += 2
+    return out
+
+
+def snapshot(log: StreamLog) -> tuple[object, ...]:
+    files = sorted((p.name, p.stat().st_size) for p in log.directory.glob("*.log"))
+    return (log.last_index, log.last_term, log.log_end_offset, log.segment_count, files,
+            [bytes(e.data) for e in log.entries(log.first_index, log.last_index + 1)])
+
+
+class FailingWriter:
+    """Writes the first `budget` bytes it is given in total, then raises `error` (ENOSPC)."""
+
+    def __init__(self, budget: int, error: int = errno.ENOSPC) -> None:
+        self.budget = budget
+        self.error = error
+        self.calls = 0
+
+    def __call__(self, fd: int, parts: list[bytes | memoryview], total: int = -1) -> None:
+        self.calls += 1
+        data = b"".join(bytes(p) for p in parts)
+        if len(data) <= self.budget:
+            self.budget -= len(data)
+            writev_all(fd, parts, total)
+            return
+        os.write(fd, data[: self.budget])
+        self.budget = 0
+        raise OSError(self.error, os.strerror(self.error))
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Iterator[StreamLog]:
+    stream = StreamLog.open(tmp_path / "s", config())
+    stream.append(entries_after(stream, 4))
+    yield stream
+    stream.close()
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EIO])
+def test_short_write_then_error_leaves_nothing(log: StreamLog, monkeypatch: pytest.MonkeyPatch,
+                                               code: int) -> None:
+    before = snapshot(log)
+    monkeypatch.setattr(segment_module, "writev_all", FailingWriter(50, code))
+    batch = entries_after(log, 3)
+    with pytest.raises(OSError) as caught:
+        log.append(batch)
+    assert caught.value.errno == code
+    assert snapshot(log) == before
+    monkeypatch.undo()
+    log.append(batch)  # space is back: the same entries go in at the same place
+    assert log.last_index == batch[-1].index
+    after = snapshot(log)
+    log.close()
+    reopened = StreamLog.open(log.directory, config())
+    assert snapshot(reopened) == after
+    reopened.close()
+
+
+def test_failure_after_a_roll_removes_the_new_segment(log: StreamLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = snapshot(log)
+    batch = entries_after(log, 30)  # several segments' worth
+    # The first chunk fills the active segment, the roll succeeds, the next chunk fails.
+    writer = FailingWriter(1000 - log.size_bytes + 300)
+    monkeypatch.setattr(segment_module, "writev_all", writer)
+    with pytest.raises(OSError):
+        log.append(batch)
+    assert writer.calls >= 2
+    assert snapshot(log) == before
+    monkeypatch.undo()
+    log.append(batch)
+    after = snapshot(log)
+    assert after[3] > before[3]  # rolled this time
+    log.close()
+    reopened = StreamLog.open(log.directory, config())
+    assert snapshot(reopened) == after
+    reopened.close()
+
+
+def test_roll_that_cannot_write_indexes_is_undone(log: StreamLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = snapshot(log)
+    batch = entries_after(log, 30)
+
+    def no_space(self: IndexFile) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(IndexFile, "flush", no_space)
+    with pytest.raises(OSError):
+        log.append(batch)
+    assert snapshot(log) == before
+    monkeypatch.undo()
+    log.append(batch)
+    after = snapshot(log)
+    log.close()
+    reopened = StreamLog.open(log.directory, config())
+    assert snapshot(reopened) == after
+    reopened.close()
+
+
+def test_real_full_tmpfs(tmp_path: Path) -> None:
+    mount = tmp_path / "small"
+    mount.mkdir()
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a size-limited tmpfs here: {result.stderr.strip()}")
+    try:
+        log = StreamLog.open(mount / "s", config(segment_bytes=64 << 10))
+        appended = 0
+        failures = 0
+        while failures < 3:
+            batch = entries_after(log, 7, body=3000)
+            before = snapshot(log)
+            try:
+                log.append(batch)
+                appended += len(batch)
+            except OSError as error:
+                assert error.errno == errno.ENOSPC
+                assert snapshot(log) == before
+                failures += 1
+        assert appended > 0
+        full = snapshot(log)
+        log.close()
+        reopened = StreamLog.open(mount / "s", config(segment_bytes=64 << 10))
+        assert snapshot(reopened) == full
+        reopened.close()
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)

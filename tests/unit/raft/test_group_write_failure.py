@@ -1,0 +1,172 @@
+"""RaftGroup when its log cannot be written (disk full): in-process groups over real StreamLogs,
+messages passed through the event loop, the write failure injected into one node's StreamLog."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.raft.group import GroupConfig, RaftGroup
+from vdl_broker.raft.proposals import ProposalStorageError
+from vdl_broker.raft.types import Entry, EntryType, Message, Role
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Nodes:
+    def __init__(self, tmp: Path, n: int) -> None:
+        self.logs = {i: StreamLog.open(tmp / f"n{i}", LogConfig(fsync=False)) for i in range(1, n + 1)}
+        self.failing: set[int] = set()
+        self.groups: dict[int, RaftGroup] = {}
+        for i, stream_log in self.logs.items():
+            self._inject(i, stream_log)
+            self.groups[i] = RaftGroup("g", i, list(self.logs), stream_log, self._send,
+                                       config=GroupConfig(election_ticks=5), rng=random.Random(i))
+        self._ticker: asyncio.Task[None] | None = None
+
+    def _inject(self, i: int, stream_log: StreamLog) -> None:
+        real = stream_log.append
+
+        def append(entries: list[Entry]) -> None:
+            if i in self.failing:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            real(entries)
+
+        stream_log.append = append  # type: ignore[method-assign]
+
+    def _send(self, _name: str, message: Message) -> bool:
+        asyncio.get_running_loop().call_soon(self.groups[message.to].step, message)
+        return True
+
+    async def start(self) -> None:
+        for group in self.groups.values():
+            group.start()
+        self._ticker = asyncio.get_running_loop().create_task(self._tick())
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(0.01)
+            for group in self.groups.values():
+                group.tick()
+
+    async def stop(self) -> None:
+        assert self._ticker is not None
+        self._ticker.cancel()
+        for group in self.groups.values():
+            await group.stop(transfer=False)
+        for stream_log in self.logs.values():
+            stream_log.close()
+
+    def leader(self) -> RaftGroup | None:
+        leaders = [g for g in self.groups.values() if g.is_leader and g.leader_ready and g.node_id not in self.failing]
+        return leaders[0] if len(leaders) == 1 else None
+
+
+async def until(condition: Callable[[], object], timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met before the deadline"
+        await asyncio.sleep(0.005)
+
+
+def stored(stream_log: StreamLog) -> list[tuple[int, int, bytes]]:
+    return [(e.index, e.term, bytes(e.data)) for e in stream_log.entries(stream_log.first_index,
+                                                                         stream_log.last_index + 1)]
+
+
+def test_single_voter_leader_fails_the_proposal_and_stays_leader(tmp_path: Path) -> None:
+    asyncio.run(_test_single_voter_leader_fails_the_proposal_and_stays_leader(tmp_path))
+
+
+async def _test_single_voter_leader_fails_the_proposal_and_stays_leader(tmp_path: Path) -> None:
+    nodes = Nodes(tmp_path, 1)
+    await nodes.start()
+    try:
+        group = nodes.groups[1]
+        await until(lambda: group.leader_ready)
+        term = group.term
+        ok = await group.propose(b"one", EntryType.CONFIG).committed
+        nodes.failing.add(1)
+        lost = group.propose(b"lost", EntryType.CONFIG)
+        with pytest.raises(ProposalStorageError):
+            await lost.committed
+        with pytest.raises(ProposalStorageError):
+            await lost.durable
+        assert group.is_leader and group.term == term and group.failure is None
+        assert group.last_index == ok and nodes.logs[1].last_index == ok
+        nodes.failing.clear()
+        again = await group.propose(b"two", EntryType.CONFIG).committed
+        assert again == lost.index  # the dropped entry's index, same term: nobody ever saw it
+        assert [data for _, _, data in stored(nodes.logs[1])][-2:] == [b"one", b"two"]
+        assert group.write_failures == 1 and not group.write_failing
+    finally:
+        await nodes.stop()
+
+
+def test_full_follower_never_acknowledges_then_catches_up(tmp_path: Path) -> None:
+    asyncio.run(_test_full_follower_never_acknowledges_then_catches_up(tmp_path))
+
+
+async def _test_full_follower_never_acknowledges_then_catches_up(tmp_path: Path) -> None:
+    nodes = Nodes(tmp_path, 3)
+    await nodes.start()
+    try:
+        await until(nodes.leader)
+        leader = nodes.leader()
+        assert leader is not None
+        await leader.propose(b"before", EntryType.CONFIG).committed
+        follower = next(i for i in nodes.groups if i != leader.node_id)
+        await until(lambda: leader.match_index(follower) == leader.last_index)
+        acknowledged = leader.match_index(follower)
+        nodes.failing.add(follower)
+        for n in range(5):
+            await leader.propose(f"while-full-{n}".encode(), EntryType.CONFIG).committed
+        await until(lambda: nodes.groups[follower].write_failures > 0)
+        assert leader.match_index(follower) == acknowledged  # never acknowledged what it lacks
+        assert nodes.logs[follower].last_index == acknowledged
+        assert nodes.groups[follower].failure is None and leader.is_leader
+        nodes.failing.clear()
+        await until(lambda: leader.match_index(follower) == leader.last_index)
+        await until(lambda: nodes.logs[follower].last_index == leader.last_index)
+        assert stored(nodes.logs[follower]) == stored(nodes.logs[leader.node_id])
+    finally:
+        await nodes.stop()
+
+
+def test_leader_that_cannot_write_steps_down_and_never_reuses_an_index(tmp_path: Path) -> None:
+    asyncio.run(_test_leader_that_cannot_write_steps_down_and_never_reuses_an_index(tmp_path))
+
+
+async def _test_leader_that_cannot_write_steps_down_and_never_reuses_an_index(tmp_path: Path) -> None:
+    nodes = Nodes(tmp_path, 3)
+    await nodes.start()
+    try:
+        await until(nodes.leader)
+        old = nodes.leader()
+        assert old is not None
+        await old.propose(b"before", EntryType.CONFIG).committed
+        nodes.failing.add(old.node_id)
+        lost = old.propose(b"unwritten-on-the-leader", EntryType.CONFIG)
+        with pytest.raises(ProposalStorageError):
+            await lost.committed
+        assert old.role != Role.LEADER or old.term > lost.term
+        await until(nodes.leader)
+        new = nodes.leader()
+        assert new is not None and new.term > lost.term
+        await new.propose(b"after", EntryType.CONFIG).committed
+        nodes.failing.clear()
+        await until(lambda: all(log.last_index == new.last_index for log in nodes.logs.values()))
+        reference = stored(nodes.logs[new.node_id])
+        for i, stream_log in nodes.logs.items():
+            assert stored(stream_log) == reference, f"node {i} diverged"
+        # Whatever became of the entry the old leader could not write, an (index, term) names
+        # one entry everywhere: the logs are identical.
+        assert all(group.failure is None for group in nodes.groups.values())
+    finally:
+        await nodes.stop()
