@@ -1,5 +1,7 @@
 """Consumer groups: three consumers subscribed to three streams share them one each; when one
-leaves, the other two take over its stream. With kafka-python and with confluent-kafka."""
+leaves, the other two take over its stream. With kafka-python and with confluent-kafka; and
+2, 3 or 5 members of each client library started at the same moment form one group in which
+every stream has exactly one owner that reads exactly its records."""
 
 from __future__ import annotations
 
