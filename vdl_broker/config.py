@@ -82,8 +82,9 @@ class NodeConfig:
     fsync: bool = True
     group_min_session_timeout_ms: int = 1_000
     group_max_session_timeout_ms: int = 1_800_000
-    # Kafka waits 3 s for more members on a new group; 0 keeps tests and the demo quick.
-    group_initial_rebalance_delay_ms: int = 0
+    # Kafka's group.initial.rebalance.delay.ms: a new group waits this long for more members, so
+    # consumers started together form one generation (see vdl_broker/groups/coordinator.py).
+    group_initial_rebalance_delay_ms: int = 3_000
     log_level: str = "INFO"
     # The cluster section: this node's Raft address and every member. Without it the node is
     # a cluster of one (its Raft groups have one voter and no Raft port is opened).

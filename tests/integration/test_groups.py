@@ -1,5 +1,7 @@
 """Consumer groups: three consumers subscribed to three streams share them one each; when one
-leaves, the other two take over its stream. With kafka-python and with confluent-kafka."""
+leaves, the other two take over its stream. With kafka-python and with confluent-kafka; and
+2, 3 or 5 members of each client library started at the same moment form one group in which
+every stream has exactly one owner that reads exactly its records."""
 
 from __future__ import annotations
 
@@ -7,6 +9,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
 
 from tests.support.cluster import BrokerProcess
 from tests.support.kafka import client, make_batch
@@ -119,3 +124,243 @@ def test_confluent_group_shares_streams_and_takes_over(broker: BrokerProcess) ->
           "the new owner to read")
     for consumer in consumers[1:]:
         consumer.close()
+
+
+# -- members started at the same moment ---------------------------------------------------------
+# Every member is constructed and subscribed before any of them polls (confluent-kafka,
+# aiokafka: then polled in turn from this thread; kafka-python: threads released by a barrier),
+# so the group forms from members that all race for it, as when a job starts several at once.
+
+RECORDS = 10
+SETTLE_S = 20.0
+
+
+@dataclass
+class GroupMember:
+    """One client's consumer behind a uniform, synchronous face."""
+
+    poll: Callable[[], list[tuple[str, int, bytes]]]
+    assignment: Callable[[], set[str]]
+    close: Callable[[], None]
+    # records read per stream, in the order they arrived: (offset, value)
+    records: dict[str, list[tuple[int, bytes]]] = field(default_factory=dict)
+    closed: bool = False
+
+    def read(self) -> None:
+        for topic, offset, value in self.poll():
+            self.records.setdefault(topic, []).append((offset, value))
+
+
+def _expected(stream: str) -> list[tuple[int, bytes]]:
+    return [(i, f"{stream}-{i}".encode()) for i in range(RECORDS)]
+
+
+def _owners(members: list[GroupMember], streams: list[str]) -> dict[str, list[int]]:
+    return {s: [i for i, m in enumerate(members) if not m.closed and s in m.assignment()] for s in streams}
+
+
+def _problem(members: list[GroupMember], streams: list[str], must_read: set[str] | None = None) -> str | None:
+    """Why the group is not (yet) settled with every stream (of `must_read`, default all) read
+    exactly by its one owner, or None. A stream outside `must_read` is read fully or not at all."""
+    owners = _owners(members, streams)
+    if any(len(each) != 1 for each in owners.values()):
+        return f"owners {owners}"
+    for index, member in enumerate(members):
+        if member.closed:
+            continue
+        owned = member.assignment()
+        if set(member.records) - owned:
+            return f"member {index} owns {sorted(owned)} but read {sorted(member.records)}"
+        incomplete = [s for s in owned if member.records.get(s) != _expected(s)
+                      and (must_read is None or s in must_read or s in member.records)]
+        if incomplete:
+            return f"member {index} has not read exactly {incomplete}: {[member.records.get(s) for s in incomplete]}"
+    return None
+
+
+def _poll_until_settled(members: list[GroupMember], streams: list[str], what: str,
+                        must_read: set[str] | None = None) -> None:
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        for member in members:
+            if not member.closed:
+                member.read()
+        problem = _problem(members, streams, must_read)
+        if problem is None:
+            return
+        assert time.monotonic() < deadline, f"{what}: not settled after {SETTLE_S} s: {problem}"
+
+
+def _check_group_and_handover(members: list[GroupMember], streams: list[str]) -> None:
+    """All members settle, then the owner of the first stream leaves and the others take its
+    streams over, each new owner reading exactly their records."""
+    try:
+        _poll_until_settled(members, streams, f"{len(members)} members started together")
+        owners = _owners(members, streams)
+        assert all(len(each) == 1 for each in owners.values()), owners
+        for member in members:
+            assert member.records == {s: _expected(s) for s in member.assignment()}
+        if len(members) < 2:
+            return
+        leaver = owners[streams[0]][0]
+        handed_over = members[leaver].assignment()
+        members[leaver].close()
+        members[leaver].closed = True
+        # No offsets are committed: the new owner reads a handed-over stream from the start;
+        # whether a member re-reads a stream it kept is the client's business.
+        for member in members:
+            member.records = {}
+        _poll_until_settled(members, streams, f"member {leaver} leaving", must_read=handed_over)
+        owners = _owners(members, streams)
+        assert all(len(each) == 1 and each[0] != leaver for each in owners.values()), owners
+        for stream in handed_over:
+            assert members[owners[stream][0]].records[stream] == _expected(stream)
+    finally:
+        for member in members:
+            if not member.closed:
+                member.close()
+                member.closed = True
+
+
+def _group_streams(broker: BrokerProcess, prefix: str) -> tuple[list[str], str]:
+    streams = [f"{prefix}-{i}" for i in range(3)]
+    with client(broker.bootstrap) as c:
+        for stream in streams:
+            c.create_stream(stream)
+            c.produce(stream, make_batch([value for _, value in _expected(stream)]))
+    return streams, f"{prefix}-group"
+
+
+def _kafka_python_members(bootstrap: str, group: str, streams: list[str], count: int) -> list[GroupMember]:
+    """One thread per consumer, all released by one barrier. kafka-python 3.0.12 must be polled
+    continuously: a JoinGroup/SyncGroup that completes between two polls is dropped by the
+    client (it sends a fresh JoinGroup), so members polled in turn from one thread keep the
+    group rebalancing whatever the coordinator does."""
+    import queue
+
+    from kafka import KafkaConsumer
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    barrier = threading.Barrier(count)
+
+    def member() -> GroupMember:
+        arrived: queue.Queue[tuple[str, int, bytes]] = queue.Queue()
+        assigned: list[set[str]] = [set()]
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                consumer = KafkaConsumer(*streams, bootstrap_servers=bootstrap, group_id=group,
+                                         auto_offset_reset="earliest", enable_auto_commit=False,
+                                         partition_assignment_strategy=[RoundRobinPartitionAssignor],
+                                         session_timeout_ms=6000, heartbeat_interval_ms=200)
+                barrier.wait(SETTLE_S)
+                while not stop.is_set():
+                    for records in consumer.poll(timeout_ms=100).values():
+                        for r in records:
+                            arrived.put((r.topic, r.offset, r.value))
+                    assigned[0] = {tp.topic for tp in consumer.assignment()}
+                consumer.close()
+            except BaseException as error:  # surfaced by poll() in the test's thread
+                errors.append(error)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+
+        def poll() -> list[tuple[str, int, bytes]]:
+            assert not errors, errors
+            drained = []
+            while not arrived.empty():
+                drained.append(arrived.get_nowait())
+            return drained
+
+        def close() -> None:
+            stop.set()
+            thread.join(SETTLE_S)
+            assert not thread.is_alive() and not errors, errors
+
+        return GroupMember(poll, lambda: assigned[0], close)
+
+    return [member() for _ in range(count)]
+
+
+def _confluent_members(bootstrap: str, group: str, streams: list[str], count: int) -> list[GroupMember]:
+    import confluent_kafka
+
+    def member() -> GroupMember:
+        consumer = confluent_kafka.Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "partition.assignment.strategy": "roundrobin",
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 200})
+        consumer.subscribe(streams)
+
+        def poll() -> list[tuple[str, int, bytes]]:
+            message = consumer.poll(0.05)
+            if message is None or message.error() is not None:
+                return []
+            return [(message.topic(), message.offset(), message.value())]
+
+        return GroupMember(poll, lambda: {tp.topic for tp in consumer.assignment()}, consumer.close)
+
+    return [member() for _ in range(count)]
+
+
+def _aiokafka_members(bootstrap: str, group: str, streams: list[str], count: int) -> list[GroupMember]:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    # One loop for all members; it runs (and so do their heartbeat tasks) whenever one polls.
+    loop = asyncio.new_event_loop()
+
+    async def create() -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(*streams, bootstrap_servers=bootstrap, group_id=group,
+                                auto_offset_reset="earliest", enable_auto_commit=False,
+                                partition_assignment_strategy=[RoundRobinPartitionAssignor],
+                                session_timeout_ms=6000, heartbeat_interval_ms=200)
+
+    async def start_all() -> list[AIOKafkaConsumer]:
+        consumers = [await create() for _ in range(count)]
+        await asyncio.gather(*(c.start() for c in consumers))
+        return consumers
+
+    consumers = loop.run_until_complete(start_all())
+    open_members = [count]
+
+    def member(consumer: AIOKafkaConsumer) -> GroupMember:
+        def poll() -> list[tuple[str, int, bytes]]:
+            batches = loop.run_until_complete(consumer.getmany(timeout_ms=50))
+            return [(r.topic, r.offset, r.value) for records in batches.values() for r in records]
+
+        def close() -> None:
+            loop.run_until_complete(consumer.stop())
+            open_members[0] -= 1
+            if not open_members[0]:
+                loop.close()
+
+        return GroupMember(poll, lambda: {tp.topic for tp in consumer.assignment()}, close)
+
+    return [member(c) for c in consumers]
+
+
+MEMBER_COUNTS = [2, 3, 5]
+
+
+@pytest.mark.parametrize("count", MEMBER_COUNTS)
+def test_kafka_python_members_started_together(module_broker: BrokerProcess, count: int) -> None:
+    streams, group = _group_streams(module_broker, f"kp-together-{count}")
+    _check_group_and_handover(_kafka_python_members(module_broker.bootstrap, group, streams, count), streams)
+
+
+@pytest.mark.parametrize("count", MEMBER_COUNTS)
+def test_confluent_members_started_together(module_broker: BrokerProcess, count: int) -> None:
+    streams, group = _group_streams(module_broker, f"ck-together-{count}")
+    _check_group_and_handover(_confluent_members(module_broker.bootstrap, group, streams, count), streams)
+
+
+@pytest.mark.parametrize("count", MEMBER_COUNTS)
+def test_aiokafka_members_started_together(module_broker: BrokerProcess, count: int) -> None:
+    streams, group = _group_streams(module_broker, f"aio-together-{count}")
+    _check_group_and_handover(_aiokafka_members(module_broker.bootstrap, group, streams, count), streams)

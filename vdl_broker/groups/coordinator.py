@@ -86,6 +86,13 @@ class Group:
     # member ids handed out with MEMBER_ID_REQUIRED, waiting for the client to rejoin with them
     pending_members: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
     rebalance_timer: asyncio.TimerHandle | None = None
+    # The first rebalance of an empty group waits out the initial delay (Kafka's
+    # InitialDelayedJoin) instead of completing as soon as every known member has joined.
+    initial_join: bool = False
+    # A member joined during the current initial delay, so the delay runs once more.
+    new_member_added: bool = False
+    # Rebalance time left for further initial delays, in ms.
+    initial_remaining_ms: int = 0
 
     def all_joined(self) -> bool:
         return bool(self.members) and all(m.join_future is not None for m in self.members.values()) \
@@ -111,7 +118,10 @@ class Group:
 class CoordinatorConfig:
     min_session_timeout_ms: int = 1_000
     max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 0
+    # Kafka's group.initial.rebalance.delay.ms (default 3000): a new group waits this long for
+    # more members before its first generation, so members started together land in one
+    # generation instead of the first one taking everything and a rebalance following at once.
+    initial_rebalance_delay_ms: int = 3_000
 
 
 class GroupCoordinator:
@@ -189,6 +199,7 @@ class GroupCoordinator:
             member = Member(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
                             rebalance_timeout_ms, protocol_type, list(protocols))
             group.members[member_id] = member
+            group.new_member_added = True
             if group.leader_id is None:
                 group.leader_id = member_id
             group.protocol_type = protocol_type
@@ -223,36 +234,58 @@ class GroupCoordinator:
             group.rebalance_timer.cancel()
         timeout_ms = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
         if first and self.config.initial_rebalance_delay_ms > 0:
-            timeout_ms = min(timeout_ms, self.config.initial_rebalance_delay_ms)
+            # Kafka (GroupCoordinator, InitialDelayedJoin): wait min(delay, rebalance timeout),
+            # again each time a member joined meanwhile, never beyond the rebalance timeout.
+            delay_ms = min(timeout_ms, self.config.initial_rebalance_delay_ms)
+            group.initial_join = True
+            group.new_member_added = False
+            group.initial_remaining_ms = timeout_ms - delay_ms
+            group.rebalance_timer = loop.call_later(delay_ms / 1000, self._initial_delay_over, group)
+            return
+        group.initial_join = False
         group.rebalance_timer = loop.call_later(timeout_ms / 1000, self._rebalance_timeout, group)
+
+    def _initial_delay_over(self, group: Group) -> None:
+        group.rebalance_timer = None
+        if group.state is not GroupState.PREPARING_REBALANCE or not group.initial_join:
+            return
+        if group.new_member_added and group.initial_remaining_ms > 0:
+            delay_ms = min(self.config.initial_rebalance_delay_ms, group.initial_remaining_ms)
+            group.initial_remaining_ms -= delay_ms
+            group.new_member_added = False
+            group.rebalance_timer = asyncio.get_running_loop().call_later(
+                delay_ms / 1000, self._initial_delay_over, group)
+            return
+        group.initial_join = False
+        self._rebalance_timeout(group)
 
     def _rebalance_timeout(self, group: Group) -> None:
         group.rebalance_timer = None
         if group.state is not GroupState.PREPARING_REBALANCE:
             return
-        # Members that did not rejoin in time are out of the new generation.
+        # Members that did not rejoin in time are out of the new generation. Ids handed out with
+        # MEMBER_ID_REQUIRED stay valid until their own session timeout: a client rejoining
+        # with one later is a new member (and starts the next rebalance), not a stranger.
         for member in [m for m in group.members.values() if m.join_future is None]:
             self._remove_member(group, member)
-        for handle in group.pending_members.values():
-            handle.cancel()
-        group.pending_members.clear()
         self._complete_join(group)
         self._drop_if_empty(group)
 
     def _try_complete_join(self, group: Group) -> None:
         if group.state is not GroupState.PREPARING_REBALANCE:
             return
-        if group.generation_id == 0 and self.config.initial_rebalance_delay_ms > 0:
-            return  # the first generation waits out the initial delay for more members
-        if group.all_joined():
+        if not group.members and not group.pending_members:
             self._complete_join(group)
-        elif not group.members and not group.pending_members:
+        elif group.initial_join:
+            return  # the first generation waits out the initial delay for more members
+        elif group.all_joined():
             self._complete_join(group)
 
     def _complete_join(self, group: Group) -> None:
         if group.rebalance_timer:
             group.rebalance_timer.cancel()
             group.rebalance_timer = None
+        group.initial_join = False
         group.generation_id += 1
         if not group.members:
             group.state = GroupState.EMPTY

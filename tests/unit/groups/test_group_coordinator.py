@@ -11,9 +11,9 @@ from vdl_broker.protocol.errors import ErrorCode
 PROTOCOLS = [("range", b"meta-range"), ("roundrobin", b"meta-rr")]
 
 
-def make() -> GroupCoordinator:
+def make(initial_delay_ms: int = 0) -> GroupCoordinator:
     counter = itertools.count()
-    return GroupCoordinator(CoordinatorConfig(min_session_timeout_ms=10),
+    return GroupCoordinator(CoordinatorConfig(min_session_timeout_ms=10, initial_rebalance_delay_ms=initial_delay_ms),
                             new_member_id=lambda client: f"{client}-{next(counter)}")
 
 
@@ -171,5 +171,62 @@ def test_join_needs_one_protocol_every_member_supports() -> None:
         assert {rejoin.error, b.error, accepted.error} == {ErrorCode.NONE}
         assert rejoin.generation_id == b.generation_id == accepted.generation_id == 2
         assert c.group("g").protocol_name == "y"
+        c.close()
+    asyncio.run(run())
+
+
+def test_default_initial_delay_is_kafkas() -> None:
+    # Kafka's group.initial.rebalance.delay.ms defaults to 3000 (broker configs).
+    assert CoordinatorConfig().initial_rebalance_delay_ms == 3_000
+
+
+def test_members_joining_within_the_initial_delay_form_one_generation() -> None:
+    async def run() -> None:
+        c = make(initial_delay_ms=100)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        first = asyncio.create_task(join(c, client="a"))
+        await asyncio.sleep(0.06)
+        # b joins during the first delay, so the coordinator waits one delay more (Kafka's
+        # InitialDelayedJoin) before the first generation.
+        second = asyncio.create_task(join(c, client="b"))
+        await asyncio.sleep(0.06)
+        assert not first.done() and c.group("g").state is GroupState.PREPARING_REBALANCE
+        a, b = await asyncio.gather(first, second)
+        assert loop.time() - started >= 0.2
+        assert a.generation_id == b.generation_id == 1 and a.leader == a.member_id
+        assert sorted(m for m, _, _ in a.members) == sorted([a.member_id, b.member_id]) and b.members == []
+        c.close()
+    asyncio.run(run())
+
+
+def test_initial_delay_never_runs_past_the_rebalance_timeout() -> None:
+    async def run() -> None:
+        c = make(initial_delay_ms=10_000)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        a = await join(c, client="a", rebalance_ms=150)
+        assert a.generation_id == 1 and 0.15 <= loop.time() - started < 5
+        c.close()
+    asyncio.run(run())
+
+
+def test_member_id_handed_out_stays_valid_after_the_join_completes() -> None:
+    async def run() -> None:
+        c = make(initial_delay_ms=50)
+        a_id = (await join(c, client="a", require=True)).member_id
+        b_id = (await join(c, client="b", require=True)).member_id
+        a = await join(c, member_id=a_id, require=True)  # b has not come back within the delay
+        assert a.generation_id == 1 and [m for m, _, _ in a.members] == [a_id]
+        await c.sync_group("g", 1, a_id, [(a_id, b"all")])
+        # Kafka keeps a pending member until its session times out: b joining now is a new
+        # member of the next generation, not an UNKNOWN_MEMBER_ID.
+        b_task = asyncio.create_task(join(c, member_id=b_id, require=True))
+        await asyncio.sleep(0)
+        assert c.heartbeat("g", 1, a_id) is ErrorCode.REBALANCE_IN_PROGRESS
+        a2 = await join(c, member_id=a_id, require=True)
+        b = await b_task
+        assert a2.generation_id == b.generation_id == 2 and b.error is ErrorCode.NONE
+        assert sorted(m for m, _, _ in a2.members) == sorted([a_id, b_id])
         c.close()
     asyncio.run(run())
