@@ -44,7 +44,6 @@ ISR_MAX_LAG_ENTRIES = 1000  # a replica whose match index is within this of the 
 REMOTE_VIEW_TTL_S = 1.0  # a leader/isr learned from another node is refreshed after this
 REMOTE_VIEW_MAX_AGE_S = 3.0  # and no longer used after this
 FIRST_CAMPAIGN_DELAY_S = 0.3  # a fresh stream's preferred leader campaigns this soon (not after 1-2 s)
-METADATA_VERSION = 1
 
 
 def log_config_for(config: NodeConfig) -> LogConfig:
@@ -166,7 +165,7 @@ class ReplicaManager:
                 if replica == self.broker.node_id or node is None:
                     continue
                 try:
-                    response = await aio.request(node.client, request, 1.0, version=METADATA_VERSION)
+                    response = await aio.request(node.client, request, 1.0)
                 except (OSError, ValueError, TimeoutError):
                     continue
                 for topic in response.topics:

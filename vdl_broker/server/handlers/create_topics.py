@@ -11,6 +11,7 @@ from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from vdl_broker.raft.types import NotLeaderError, RaftError
 from vdl_broker.server.forwarding import FORWARD_CLIENT_ID, on_metadata_leader
+from vdl_client.connection import default_version
 
 API_KEY = CreateTopicsRequest.DECL.api_key
 NAME = "CreateTopics"
@@ -79,7 +80,10 @@ async def _create_here(broker: Any, request: Any) -> Any:
     return CreateTopicsResponse(topics=results)
 
 
-async def create(broker: Any, request: Any, forwarded: bool, version: int = 1) -> Any:
+async def create(broker: Any, request: Any, forwarded: bool, version: int | None = None) -> Any:
+    """Create on the metadata leader; a request of the broker's own (auto-creation) is forwarded
+    at the highest version this project declares."""
+    version = default_version(CreateTopicsRequest) if version is None else version
     return await on_metadata_leader(broker, version, request, _create_here, error_response, forwarded)
 
 
