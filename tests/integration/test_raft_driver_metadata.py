@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.waiting import until
 from vdl_broker.cluster.metadata import METADATA_GROUP, ApplyResult, Outcome
 from vdl_broker.cluster.service import MetadataService
 from vdl_broker.config import NodeAddress, NodeConfig
@@ -63,20 +64,13 @@ def make_nodes(tmp: Path) -> list[Node]:
                             raft_listen=m.raft, peers=members)) for m in members]
 
 
-async def wait(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-    async def poll() -> None:
-        while not predicate():
-            await asyncio.sleep(0.01)
-    await asyncio.wait_for(poll(), timeout)
-
-
 def test_metadata_group_end_to_end(tmp_path: Path) -> None:
     async def main() -> None:
         nodes = make_nodes(tmp_path)
         for node in nodes:
             await node.start()
         try:
-            await wait(lambda: any(n.service.is_leader for n in nodes)
+            await until(lambda: any(n.service.is_leader for n in nodes)
                        and all(len(n.service.state.nodes) == 3 and n.service.state.cluster_id for n in nodes))
             # One cluster id, created once when the cluster formed, the same on every node.
             assert len({n.service.state.cluster_id for n in nodes}) == 1
@@ -92,14 +86,14 @@ def test_metadata_group_end_to_end(tmp_path: Path) -> None:
             one = await leader.service.create_stream("solo", 1)
             assert one.ok and one.stream.replicas[0] != created.stream.replicas[0]  # leaders spread
             assert (await leader.service.delete_stream("solo")).ok
-            await wait(lambda: all(set(n.service.state.streams) == {"events"} for n in nodes))
+            await until(lambda: all(set(n.service.state.streams) == {"events"} for n in nodes))
             assert all(n.service.state.streams == leader.service.state.streams for n in nodes)
             assert [r.op for r in follower.changes if r.ok][-3:] == ["create_stream", "create_stream", "delete_stream"]
             # A restarted node replays the metadata log from its start.
             await follower.stop()
             await leader.service.create_stream("later")
             await follower.start()
-            await wait(lambda: set(follower.service.state.streams) == {"events", "later"})
+            await until(lambda: set(follower.service.state.streams) == {"events", "later"})
             assert follower.service.state.streams == leader.service.state.streams
             assert follower.service.state.cluster_id == leader.service.state.cluster_id
         finally:

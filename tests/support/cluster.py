@@ -15,13 +15,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.waiting import wait_until as wait_until  # the helper every test imports from here
 from vdl_dev.dev_cluster import DevCluster, free_base_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -143,19 +143,6 @@ def start_broker(tmp_path: Path, command: tuple[str, ...] = BROKER_COMMAND, **co
             if attempt == 2 or "address already in use" not in broker.recent_output().lower():
                 raise
     raise AssertionError("unreachable")
-
-
-def wait_until(condition: Any, timeout: float = 10.0, message: str = "", interval: float = 0.05) -> Any:
-    """Poll `condition()` until it returns a truthy value (returned); AssertionError naming
-    `message` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {message or condition}")
-        time.sleep(interval)
 
 
 def start_cluster(directory: Path, nodes: int = 3, settings: dict[str, Any] | None = None,

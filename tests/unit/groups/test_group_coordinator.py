@@ -182,18 +182,20 @@ def test_default_initial_delay_is_kafkas() -> None:
 
 def test_members_joining_within_the_initial_delay_form_one_generation() -> None:
     async def run() -> None:
-        c = make(initial_delay_ms=100)
+        # The sleeps place the joins on the delay's timeline (the behaviour under test is a
+        # timer); a second-long delay leaves ample margin for a busy machine's late wake-ups.
+        c = make(initial_delay_ms=1000)
         loop = asyncio.get_running_loop()
         started = loop.time()
         first = asyncio.create_task(join(c, client="a"))
-        await asyncio.sleep(0.06)
+        await asyncio.sleep(0.3)
         # b joins during the first delay, so the coordinator waits one delay more (Kafka's
         # InitialDelayedJoin) before the first generation.
         second = asyncio.create_task(join(c, client="b"))
-        await asyncio.sleep(0.06)
+        await asyncio.sleep(0.3)
         assert not first.done() and c.group("g").state is GroupState.PREPARING_REBALANCE
         a, b = await asyncio.gather(first, second)
-        assert loop.time() - started >= 0.2
+        assert loop.time() - started >= 2.0
         assert a.generation_id == b.generation_id == 1 and a.leader == a.member_id
         assert sorted(m for m, _, _ in a.members) == sorted([a.member_id, b.member_id]) and b.members == []
         c.close()

@@ -6,12 +6,12 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from log_testing import config_entry, data_entry, make_batch, noop_entry
 
+from tests.support.waiting import until
 from vdl_broker.log import (
     Entry,
     EntryType,
@@ -21,14 +21,6 @@ from vdl_broker.log import (
     StreamLog,
 )
 from vdl_broker.log.segment import Segment
-
-
-async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Let the event loop run until `condition()` holds; fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met before the deadline"
-        await asyncio.sleep(0.001)
 
 
 def small_config(**overrides: object) -> LogConfig:

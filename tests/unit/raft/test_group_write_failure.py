@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import errno
 import random
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.support.waiting import until
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.group import GroupConfig, RaftGroup
 from vdl_broker.raft.proposals import ProposalStorageError
@@ -68,11 +68,6 @@ class Nodes:
         return leaders[0] if len(leaders) == 1 else None
 
 
-async def until(condition: Callable[[], object], timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met before the deadline"
-        await asyncio.sleep(0.005)
 
 
 def stored(stream_log: StreamLog) -> list[tuple[int, int, bytes]]:

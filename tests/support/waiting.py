@@ -1,0 +1,32 @@
+"""Waiting on a condition with a deadline: the tests' only way to wait (never a bare sleep)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def wait_until(condition: Any, timeout: float = 10.0, message: str = "", interval: float = 0.05) -> Any:
+    """Poll `condition()` until it returns a truthy value (returned); AssertionError naming
+    `message` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {message or condition}")
+        time.sleep(interval)
+
+
+async def until(condition: Callable[[], object], timeout: float = 10.0, message: str = "") -> None:
+    """The asyncio flavour: let the event loop run until `condition()` holds; AssertionError at
+    the deadline."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {message or condition}")
+        await asyncio.sleep(0.005)
