@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo install lint bench clean
+.PHONY: test demo install lint bench chaos clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ demo: install
 
 bench: install
 	$(PY) -m benchmarks
+
+# A long fault campaign (>= 100 faults, >= 10 minutes, 5 nodes); VDL_CHAOS_SEED=N replays one.
+chaos: install
+	$(PY) -m tests.faults.chaos --nodes 5 --faults 100 --min-duration 600
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

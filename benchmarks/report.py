@@ -49,10 +49,7 @@ class Report:
             goal = "" if row.goal is None else f"{'>=' if row.higher_is_better else '<='} {row.goal:,.4g}"
             met = {None: "", True: "yes", False: "NO"}[row.met]
             lines.append((row.name, f"{row.value:,.4g}", row.unit, goal, met, row.note))
-        widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
-        rendered = ["| " + " | ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) + " |" for line in lines]
-        rendered.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
-        return "\n".join(rendered)
+        return markdown_table(lines[0], lines[1:])
 
     def finish(self) -> Path:
         """Print the table and write benchmarks/results/<benchmark>.json; returns the JSON path."""
@@ -64,6 +61,15 @@ class Report:
                    "rows": [asdict(r) | {"met": r.met} for r in self.rows]}
         path.write_text(json.dumps(payload, indent=2))
         return path
+
+
+def markdown_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
+    """Rows under a header, as a Markdown table with padded columns."""
+    lines = [tuple(header), *map(tuple, rows)]
+    widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
+    rendered = ["| " + " | ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) + " |" for line in lines]
+    rendered.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(rendered)
 
 
 def median_seconds(function: Callable[[], object], repeats: int = 5) -> float:

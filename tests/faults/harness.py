@@ -136,17 +136,17 @@ def _quick_view(cluster: DevCluster, node_id: int, stream: str) -> PartitionView
     return None
 
 
-def wait_for_full_isr(cluster: DevCluster, stream: str, timeout: float = 30.0) -> PartitionView:
-    """Wait until a running node that is the leader reports every replica in sync."""
+def wait_for_full_isr(cluster: DevCluster, stream: str, timeout: float = 30.0, replicas: int = 3) -> PartitionView:
+    """Wait until a running node that is the leader reports all `replicas` replicas in sync."""
     def check() -> PartitionView | None:
         for node_id in running_nodes(cluster):
             view = _quick_view(cluster, node_id, stream)
-            if (view is not None and view.leader == node_id and len(view.replicas) == 3
+            if (view is not None and view.leader == node_id and len(view.replicas) == replicas
                     and tuple(sorted(view.isr)) == tuple(sorted(view.replicas))):
                 return view
         return None
     try:
-        return wait_until(check, timeout, f"leader of {stream} reporting all 3 replicas in sync")
+        return wait_until(check, timeout, f"leader of {stream} reporting all {replicas} replicas in sync")
     except AssertionError as error:
         views = {i: _quick_view(cluster, i, stream) for i in running_nodes(cluster)}
         raise AssertionError(f"{error}; views (node: leader, replicas, isr): {views}") from None
@@ -208,12 +208,14 @@ class Acks:
     """Acknowledged records of every client: (client, offset, value). Thread-safe appends."""
 
     records: list[tuple[str, int, bytes]] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)  # monotonic time of each record's acknowledgement
     errors: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, client: str, offset: int, value: bytes) -> None:
         with self.lock:
             self.records.append((client, offset, value))
+            self.times.append(time.monotonic())
 
     def error(self, text: str) -> None:
         with self.lock:
@@ -227,9 +229,18 @@ class Acks:
         with self.lock:
             return list(self.records)
 
+    def timed(self) -> list[tuple[float, str, int, bytes]]:
+        """(time, client, offset, value) of every acknowledgement."""
+        with self.lock:
+            return [(t, *record) for t, record in zip(self.times, self.records, strict=True)]
+
 
 class ProducerThread(threading.Thread):
-    """One client producing unique values `<name>-<seq>` with acks=-1 until stopped."""
+    """One client producing unique values `<name>-<seq>` with acks=-1 until stopped. Kinds:
+    "confluent" (librdkafka, idempotence off), "confluent-idempotent", "kafka-python"
+    (idempotent: kafka-python 3.0's default)."""
+
+    KINDS = ("confluent", "confluent-idempotent", "kafka-python")
 
     def __init__(self, kind: str, name: str, bootstrap: str, stream: str, acks: Acks,
                  rate_per_s: float = 300.0) -> None:
@@ -241,12 +252,16 @@ class ProducerThread(threading.Thread):
         self.undelivered = -1
         self.failure: BaseException | None = None
 
+    @property
+    def idempotent(self) -> bool:
+        return self.kind != "confluent"
+
     def value(self, seq: int) -> bytes:
         return f"{self.client}-{seq:08d}".encode() + b"." * 60
 
     def run(self) -> None:
         try:
-            if self.kind == "confluent":
+            if self.kind.startswith("confluent"):
                 self._run_confluent()
             else:
                 self._run_kafka_python()
@@ -273,7 +288,8 @@ class ProducerThread(threading.Thread):
         producer = confluent_kafka.Producer({"bootstrap.servers": self.bootstrap, "acks": -1, "linger.ms": 5,
                                              "topic.metadata.refresh.interval.ms": 1000,
                                              "socket.timeout.ms": REQUEST_TIMEOUT_MS,
-                                             "log.connection.close": False})
+                                             "enable.idempotence": self.idempotent,
+                                             "log.connection.close": False, "log_level": 2})
 
         def report(error: Any, message: Any) -> None:
             if error is not None:
@@ -314,11 +330,12 @@ class ProducerThread(threading.Thread):
 class Workload:
     """Three producers (two confluent-kafka, one kafka-python) writing through faults."""
 
-    def __init__(self, bootstrap: str, stream: str, rate_per_s: float = 300.0, tag: str = "w") -> None:
+    def __init__(self, bootstrap: str, stream: str, rate_per_s: float = 300.0, tag: str = "w",
+                 kinds: Sequence[str] = ("confluent", "confluent", "kafka-python")) -> None:
         self.acks = Acks()
-        self.producers = [ProducerThread("confluent", f"{tag}ck1", bootstrap, stream, self.acks, rate_per_s),
-                          ProducerThread("confluent", f"{tag}ck2", bootstrap, stream, self.acks, rate_per_s),
-                          ProducerThread("kafka-python", f"{tag}kp", bootstrap, stream, self.acks, rate_per_s)]
+        short = {"confluent": "ck", "confluent-idempotent": "ci", "kafka-python": "kp"}
+        self.producers = [ProducerThread(kind, f"{tag}{short[kind]}{i}", bootstrap, stream, self.acks, rate_per_s)
+                          for i, kind in enumerate(kinds, 1)]
 
     def start(self) -> Workload:
         for producer in self.producers:
@@ -360,40 +377,82 @@ class Workload:
 
 
 class ConsumerThread(threading.Thread):
-    """A kafka-python consumer (assign partition 0, from the beginning) recording every offset
-    it is handed, running through the faults."""
+    """A consumer reading the stream's partition 0 through the faults, recording every record it
+    is handed, per session (reads between two assignments), with the time it got them. Kinds:
+    "kafka-python" (assign, from offset 0: one session) and "confluent-group" (subscribe in a
+    group of its own with offsets never committed, so each assignment starts a session at
+    offset 0)."""
 
-    def __init__(self, bootstrap: str, stream: str) -> None:
+    def __init__(self, bootstrap: str, stream: str, kind: str = "kafka-python", name: str | None = None) -> None:
         super().__init__(daemon=True, name=f"consumer-{stream}")
-        self.bootstrap, self.stream = bootstrap, stream
-        self.seen: list[tuple[int, bytes | None]] = []
+        self.bootstrap, self.stream, self.kind = bootstrap, stream, kind
+        self.reader = name or f"{kind}-consumer"
+        self.sessions: list[list[tuple[float, int, bytes | None]]] = [[]]
         self.stop_event = threading.Event()
         self.failure: BaseException | None = None
         self.lock = threading.Lock()
 
+    @property
+    def seen(self) -> list[tuple[int, bytes | None]]:
+        """(offset, value) of every record read, all sessions in order."""
+        with self.lock:
+            return [(offset, value) for session in self.sessions for _, offset, value in session]
+
     def position(self) -> int:
         with self.lock:
-            return self.seen[-1][0] + 1 if self.seen else 0
+            last = self.sessions[-1]
+            return last[-1][1] + 1 if last else 0
+
+    def _record(self, records: Iterable[tuple[int, bytes | None]]) -> None:
+        now = time.monotonic()
+        with self.lock:
+            self.sessions[-1].extend((now, offset, value) for offset, value in records)
+
+    def _new_session(self) -> None:
+        with self.lock:
+            if self.sessions[-1]:
+                self.sessions.append([])
 
     def run(self) -> None:
-        from kafka import KafkaConsumer, TopicPartition
-
         try:
-            consumer = KafkaConsumer(bootstrap_servers=self.bootstrap.split(","), group_id=None,
-                                     enable_auto_commit=False, auto_offset_reset="earliest",
-                                     fetch_max_wait_ms=100, metadata_max_age_ms=1000)
-            partition = TopicPartition(self.stream, 0)
-            consumer.assign([partition])
-            consumer.seek(partition, 0)
-            try:
-                while not self.stop_event.is_set():
-                    for records in consumer.poll(timeout_ms=100).values():
-                        with self.lock:
-                            self.seen.extend((r.offset, r.value) for r in records)
-            finally:
-                consumer.close()
+            if self.kind == "confluent-group":
+                self._run_confluent_group()
+            else:
+                self._run_kafka_python()
         except BaseException as error:
             self.failure = error
+
+    def _run_kafka_python(self) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap.split(","), group_id=None,
+                                 enable_auto_commit=False, auto_offset_reset="earliest",
+                                 fetch_max_wait_ms=100, metadata_max_age_ms=1000)
+        partition = TopicPartition(self.stream, 0)
+        consumer.assign([partition])
+        consumer.seek(partition, 0)
+        try:
+            while not self.stop_event.is_set():
+                for records in consumer.poll(timeout_ms=100).values():
+                    self._record((r.offset, r.value) for r in records)
+        finally:
+            consumer.close()
+
+    def _run_confluent_group(self) -> None:
+        import confluent_kafka
+
+        consumer = confluent_kafka.Consumer({
+            "bootstrap.servers": self.bootstrap, "group.id": f"{self.reader}-{self.stream}",
+            "enable.auto.commit": False, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
+            "topic.metadata.refresh.interval.ms": 1000, "log.connection.close": False, "log_level": 2})
+        consumer.subscribe([self.stream], on_assign=lambda *_: self._new_session())
+        try:
+            while not self.stop_event.is_set():
+                for message in consumer.consume(500, timeout=0.1):
+                    if message.error() is None:
+                        self._record([(message.offset(), message.value())])
+        finally:
+            consumer.close()
 
     def finish(self, end_offset: int, timeout: float = 30.0) -> list[tuple[int, bytes | None]]:
         """Wait until it has read up to `end_offset`, stop it, and return what it saw."""
@@ -402,8 +461,7 @@ class ConsumerThread(threading.Thread):
         self.stop_event.set()
         self.join(15)
         assert self.failure is None, f"consumer failed: {self.failure!r}"
-        with self.lock:
-            return list(self.seen)
+        return self.seen
 
 
 class HighWatermarkMonitor(threading.Thread):

@@ -29,6 +29,7 @@ from tests.faults.harness import (
     wait_logs_converged,
     wait_until,
 )
+from tests.support.disk import flip_byte
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.damage import DAMAGE_FILE
 from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
@@ -74,14 +75,6 @@ def entry_position(source: Path, offset: int) -> tuple[Path, int]:
             return source / segment.log_path.name, segment.position_of(index)
         finally:
             log.close()
-
-
-def flip_byte(path: Path, position: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(position)
-        value = f.read(1)[0]
-        f.seek(position)
-        f.write(bytes([value ^ 0x5A]))
 
 
 def others(cluster: DevCluster, *excluded: int) -> list[int]:

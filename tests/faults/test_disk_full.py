@@ -10,9 +10,7 @@ follower catches up byte for byte once it has space again.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from kafka.errors import KafkaStorageError
 
 from tests.faults.harness import ProbeLog, create_stream, read_log_image, wait_logs_converged
 from tests.support.cluster import BrokerProcess, start_broker, start_cluster, wait_until
+from tests.support.disk import TmpfsUnavailable, fill, mount_tmpfs, release, unmount
 from vdl_broker.log import StreamLog
 from vdl_broker.log.config import LogConfig
 from vdl_broker.log.entry import EntryType
@@ -33,15 +32,10 @@ RECORDS_PER_SEND = 8
 
 
 def _mount_tmpfs(directory: Path, size: str) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a size-limited tmpfs here: {result.stderr.strip()}")
-
-
-def _unmount(directory: Path) -> None:
-    subprocess.run(["umount", "-l", str(directory)], capture_output=True)
+    try:
+        mount_tmpfs(directory, size)
+    except TmpfsUnavailable as error:
+        pytest.skip(str(error))
 
 
 @contextlib.contextmanager
@@ -50,32 +44,7 @@ def tmpfs(directory: Path, size: str) -> Iterator[Path]:
     try:
         yield directory
     finally:
-        _unmount(directory)
-
-
-def fill(path: Path) -> int:
-    """Write `path` until the file system is full; returns its size."""
-    chunk = b"\0" * 65536
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        while True:
-            try:
-                os.write(fd, chunk)
-            except OSError as error:
-                if error.errno != errno.ENOSPC:
-                    raise
-                break
-        # Finish the last page too, so not even a small write finds room.
-        with contextlib.suppress(OSError):
-            while os.write(fd, b"\0" * 512):
-                pass
-        return os.fstat(fd).st_size
-    finally:
-        os.close(fd)
-
-
-def release(path: Path, keep_bytes: int = 0) -> None:
-    os.truncate(path, keep_bytes)
+        unmount(directory)
 
 
 def value(n: int, i: int) -> bytes:
@@ -247,4 +216,4 @@ def test_follower_with_full_disk_stops_acknowledging_then_catches_up(tmp_path: P
     finally:
         cluster.kill_all()
         for mount in mounts:
-            _unmount(mount)
+            unmount(mount)

@@ -89,7 +89,8 @@ def test_kill_leader_five_times_loses_no_acknowledged_write(cluster: DevCluster,
     # kafka-python's producer is idempotent: its retries across failovers are deduplicated by
     # the new leader (producer state rebuilt from the replicated log), so each record is stored
     # exactly once. (confluent-kafka's default producer is not idempotent: duplicates allowed.)
-    idempotent = [v for v in fetched.values() if v is not None and v.startswith(b"wkp-")]
+    prefixes = tuple(f"{p.client}-".encode() for p in workload.producers if p.idempotent)
+    idempotent = [v for v in fetched.values() if v is not None and v.startswith(prefixes)]
     assert len(idempotent) == len(set(idempotent)), "an idempotent producer's record is stored twice"
 
     images = wait_logs_converged(cluster, stream)

@@ -70,6 +70,8 @@ import contextlib
 import errno
 import logging
 import random
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -113,6 +115,7 @@ class GroupConfig:
 
     election_ticks: int = 10  # randomized by the core in [election, 2 * election)
     heartbeat_ticks: int = 1
+    tick_interval_s: float = 0.1  # the host's timer (RaftHost sets it): turns the read lease into time
     max_append_bytes: int = 1 << 20
     max_inflight_messages: int = 256
     max_inflight_bytes: int = 32 << 20
@@ -157,7 +160,7 @@ class RaftGroup:
             node_id=node_id, voters=self.voters, election_ticks=cfg.election_ticks,
             heartbeat_ticks=cfg.heartbeat_ticks, max_inflight_messages=cfg.max_inflight_messages,
             max_inflight_bytes=cfg.max_inflight_bytes, max_append_bytes=cfg.max_append_bytes,
-            max_committed_bytes=cfg.max_committed_bytes)
+            max_committed_bytes=cfg.max_committed_bytes, lease_after_start=True)
         self.storage = StreamLogStorage(stream_log)
         self._rng = rng or random.Random()
         # With resume_from_commit_point, entries up to the last saved commit point count as
@@ -171,6 +174,7 @@ class RaftGroup:
                              rng=self._rng, applied=applied, damage=damage)
         self._saved_commit = applied
         self._ticks = 0
+        self._tick_times: deque[float] = deque(maxlen=2 * cfg.election_ticks + 2)
         self._saving: asyncio.Task[None] | None = None
         self._proposals = ProposalTracker(name)
         self._change_waiters: list[asyncio.Future[None]] = []
@@ -234,6 +238,23 @@ class RaftGroup:
     def match_index(self, peer: int) -> int:
         return self.node.match_index(peer)
 
+    def has_read_lease(self) -> bool:
+        """This node leads and no other leader can have been elected since (RaftNode's
+        read_lease_tick, one tick interval of margin): what it has committed is the newest
+        committed state, so reads (high watermark, fetches) may be served. A leader cut off
+        from its majority loses the lease before anyone else can win an election."""
+        tick = self.node.read_lease_tick()
+        if tick < 0:
+            return False
+        if len(self.voters) == 1:
+            return True
+        age = self.node.ticks - tick
+        if age >= len(self._tick_times):
+            return False
+        anchored = self._tick_times[-1 - age]
+        lease_s = (self.config.election_ticks - 2) * self.config.tick_interval_s
+        return time.monotonic() - anchored < lease_s
+
     def in_sync_replicas(self, max_lag_entries: int = 1000) -> list[int]:
         """Leader only (else []): voters recently heard from whose match index is within
         `max_lag_entries` of the leader's last index (Kafka's ISR; the leader is always in it)."""
@@ -281,6 +302,8 @@ class RaftGroup:
 
     def tick(self) -> None:
         if not self._stopped:
+            # When each recent tick happened: the read lease is anchored at a tick's time.
+            self._tick_times.append(time.monotonic())
             self.node.tick()
             self._wake.set()
             self._ticks += 1
@@ -294,9 +317,15 @@ class RaftGroup:
         term = self.node.log.term(index)
         if term is None:
             return
-        self._saved_commit = index
-        self._saving = asyncio.get_running_loop().create_task(
-            asyncio.to_thread(save_commit_point, self.log.directory, index, term))
+        previous, self._saved_commit = self._saved_commit, index
+        self._saving = asyncio.get_running_loop().create_task(self._save_commit_point(index, term, previous))
+
+    async def _save_commit_point(self, index: int, term: int, previous: int) -> None:
+        try:
+            await asyncio.to_thread(save_commit_point, self.log.directory, index, term)
+        except OSError as error:  # a full disk: only a longer replay at the next start; retried
+            log.warning("raft group %s: cannot save the commit point (%s)", self.name, error)
+            self._saved_commit = previous
 
     def save_commit_point(self) -> None:
         """Blocking: remember the applied index now (clean shutdown)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 
@@ -30,7 +31,7 @@ class RaftHost:
                  on_unknown_group: Callable[[str, Message], None] | None = None) -> None:
         self.node_id = node_id
         self.tick_interval_s = tick_interval_s
-        self.group_config = group_config or GroupConfig()
+        self.group_config = dataclasses.replace(group_config or GroupConfig(), tick_interval_s=tick_interval_s)
         self.groups: dict[str, RaftGroup] = {}
         self.on_unknown_group = on_unknown_group
         others = {peer: address for peer, address in (peers or {}).items() if peer != node_id}
@@ -64,7 +65,8 @@ class RaftHost:
         if name in self.groups:
             raise ValueError(f"raft group {name} already exists")
         group = RaftGroup(name, self.node_id, voters, stream_log, self._send,
-                          config=config or self.group_config, apply=apply, on_snapshot=on_snapshot,
+                          config=dataclasses.replace(config, tick_interval_s=self.tick_interval_s) if config
+                          else self.group_config, apply=apply, on_snapshot=on_snapshot,
                           resume_from_commit_point=resume_from_commit_point)
         self.groups[name] = group
         group.start()
@@ -102,7 +104,9 @@ class RaftHost:
         next_tick = loop.time() + self.tick_interval_s
         while True:
             await asyncio.sleep(max(0.0, next_tick - loop.time()))
-            next_tick = max(next_tick + self.tick_interval_s, loop.time())
+            # Never two ticks closer than the interval, even after a late wake-up: the read
+            # lease (RaftGroup.has_read_lease) counts on every node's ticks being that far apart.
+            next_tick = max(next_tick + self.tick_interval_s, loop.time() + self.tick_interval_s)
             for group in list(self.groups.values()):
                 try:
                     group.tick()

@@ -76,6 +76,11 @@ class RaftConfig:
     heartbeat_ticks: int = 1
     pre_vote: bool = True
     check_quorum: bool = True
+    # Refuse votes for one election timeout after start, as if a leader had just been heard:
+    # before a restart this node may have acknowledged a heartbeat that a leader still counts
+    # in its read lease (read_lease_tick), which must outlive any election. Drivers that serve
+    # reads under the lease turn it on; the simulations elect at once without it.
+    lease_after_start: bool = False
     max_inflight_messages: int = 256  # appends in flight per follower (replicate state)
     max_inflight_bytes: int = 32 << 20  # payload bytes in flight per follower
     max_append_bytes: int = 1 << 20  # payload bytes per append (at least one entry)
@@ -129,6 +134,8 @@ class RaftNode:
         self.election_elapsed = 0
         self.heartbeat_elapsed = 0
         self.randomized_timeout = config.election_ticks
+        self.ticks = 0  # ticks since start: stamps heartbeats for the read lease
+        self._booting = config.lease_after_start  # see RaftConfig.lease_after_start
         self.progress: dict[int, Progress] = {}
         self.votes: dict[int, bool] = {}
         self.transferee = NONE
@@ -198,11 +205,28 @@ class RaftNode:
         }
 
     def tick(self) -> None:
-        """Advance logical time by one tick (the driver's timer, e.g. every 100 ms)."""
+        """Advance logical time by one tick (the driver's timer, e.g. every 100 ms). The read
+        lease assumes consecutive ticks are at least the timer's interval apart."""
+        self.ticks += 1
+        if self.ticks >= self.config.election_ticks:
+            self._booting = False
         if self.role == Role.LEADER:
             self._tick_heartbeat()
         else:
             self._tick_election()
+
+    def read_lease_tick(self) -> int:
+        """Leader read lease: the tick at which this leader last knew a majority followed it
+        (-1: no lease). Every voter of that majority received a heartbeat sent at or after
+        this tick, and refuses votes for `election_ticks` of its own ticks after receiving
+        it, so no other leader can be elected within (election_ticks - 1) tick intervals of
+        that tick: until then, this leader's committed state is the newest. The driver turns
+        the tick into a deadline on its clock. A leader handing over leadership has none."""
+        if self.role != Role.LEADER or self.transferee != NONE:
+            return -1
+        stamps = sorted((self.ticks if peer == self.id else pr.lease_tick for peer, pr in self.progress.items()),
+                        reverse=True)
+        return stamps[self.quorum - 1]
 
     def campaign(self) -> None:
         """Start an election now (tests, or a single-node bootstrap); PreVote first if enabled."""
@@ -245,7 +269,7 @@ class RaftNode:
             if m.type in (MessageType.VOTE, MessageType.PRE_VOTE):
                 in_lease = (
                     self.config.check_quorum
-                    and self.leader_id != NONE
+                    and (self.leader_id != NONE or self._booting)
                     and self.election_elapsed < self.config.election_ticks
                 )
                 if in_lease and not m.force:
@@ -449,7 +473,7 @@ class RaftNode:
             self.heartbeat_elapsed = 0
             for peer in self.peers:
                 commit = min(self.progress[peer].match, self.log.committed)
-                self._send(MessageType.HEARTBEAT, peer, commit=commit)
+                self._send(MessageType.HEARTBEAT, peer, commit=commit, index=self.ticks)
 
     def _quorum_active(self) -> bool:
         active = sum(1 for peer, pr in self.progress.items() if pr.recent_active or peer == self.id)
@@ -539,7 +563,7 @@ class RaftNode:
             self.election_elapsed = 0
             self.leader_id = m.sender
             self.log.commit_to(min(m.commit, self.log.last_index()))
-            self._send(MessageType.HEARTBEAT_RESPONSE, m.sender)
+            self._send(MessageType.HEARTBEAT_RESPONSE, m.sender, index=m.index)  # echo the lease stamp
         elif t == MessageType.SNAPSHOT:
             self.election_elapsed = 0
             self.leader_id = m.sender
@@ -592,6 +616,7 @@ class RaftNode:
                 self._handle_append_success(m, pr)
         elif m.type == MessageType.HEARTBEAT_RESPONSE:
             pr.recent_active = True
+            pr.lease_tick = max(pr.lease_tick, m.index)
             self._handle_heartbeat_response(m, pr)
 
     def _handle_append_reject(self, m: Message, pr: Progress) -> None:

@@ -23,6 +23,7 @@ class Progress:
         "inflight",
         "inflight_bytes",
         "heartbeat_match",
+        "lease_tick",
     )
 
     def __init__(self, next_index: int) -> None:
@@ -35,6 +36,7 @@ class Progress:
         self.inflight: deque[tuple[int, int]] = deque()  # (last index, bytes) per append in flight
         self.inflight_bytes = 0
         self.heartbeat_match = 0  # match at the previous heartbeat response (stall detection)
+        self.lease_tick = -1  # newest leader tick this peer echoed in a heartbeat response (read lease)
 
     def reset_inflight(self) -> None:
         self.inflight.clear()

@@ -224,39 +224,59 @@ class RaftTransport:
     # ------------------------------------------------------------------ connections
 
     async def _dial_loop(self, peer: _Peer) -> None:
+        """Keep one connection to `peer` up. Nothing may end this loop but closing the
+        transport: if it ended, this node would never reach that peer again (a restarted
+        follower never catching up, a node never learning the metadata)."""
         backoff = self.config.backoff_min_s
+        loop = asyncio.get_running_loop()
         while not self._closed:
             if peer.writer is None and peer.address is not None:
                 try:
-                    reader, writer = await asyncio.wait_for(
-                        asyncio.open_connection(*peer.address), self.config.connect_timeout_s)
-                except (TimeoutError, OSError):
+                    attached = await self._dial_once(peer)
+                except Exception:  # uvloop raises odd types on sockets reset mid-setup
+                    log.exception("node %d -> %d: dialing failed", self.node_id, peer.id)
+                    attached = False
+                if not attached:
                     await asyncio.sleep(backoff * (0.5 + random.random()))
                     backoff = min(backoff * 2, self.config.backoff_max_s)
                     continue
-                if writer.get_extra_info("sockname") == writer.get_extra_info("peername"):
-                    # TCP self-connect (source port = the down peer's port): it would hold the
-                    # port the peer needs to restart on.
-                    writer.close()
-                    await asyncio.sleep(backoff * (0.5 + random.random()))
-                    continue
-                hello = encode_hello(self.node_id)
-                try:
-                    writer.write(_LENGTH.pack(len(hello)) + hello)
-                except (OSError, RuntimeError) as error:
-                    # Reset before we wrote (e.g. accepted by the backlog of a peer being
-                    # killed): uvloop raises RuntimeError here. Dial again; an exception
-                    # leaving this loop would mean never dialing this peer again.
-                    log.debug("node %d -> %d: connection lost at once: %r", self.node_id, peer.id, error)
-                    writer.close()
-                    await asyncio.sleep(backoff * (0.5 + random.random()))
-                    continue
-                backoff = self.config.backoff_min_s
-                self._attach(peer, reader, writer)
             if peer.writer is not None:
+                since = loop.time()
                 await peer.disconnected.wait()  # then dial again
+                if loop.time() - since < self.config.backoff_max_s:
+                    # Accepted, then closed at once (a peer resetting every connection, a
+                    # restarting node's backlog): back off as for a failed dial, not spin.
+                    await asyncio.sleep(backoff * (0.5 + random.random()))
+                    backoff = min(backoff * 2, self.config.backoff_max_s)
+                else:
+                    backoff = self.config.backoff_min_s
             elif peer.address is None:
                 await asyncio.sleep(self.config.backoff_max_s)
+
+    async def _dial_once(self, peer: _Peer) -> bool:
+        """Connect, say HELLO and attach; False when the peer cannot be reached now."""
+        assert peer.address is not None
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(*peer.address),
+                                                    self.config.connect_timeout_s)
+        except (TimeoutError, OSError):
+            return False
+        try:
+            if writer.get_extra_info("sockname") == writer.get_extra_info("peername"):
+                # TCP self-connect (source port = the down peer's port): it would hold the
+                # port the peer needs to restart on.
+                writer.close()
+                return False
+            hello = encode_hello(self.node_id)
+            writer.write(_LENGTH.pack(len(hello)) + hello)
+        except (OSError, RuntimeError, AttributeError) as error:
+            # Reset before we got here (e.g. accepted by the backlog of a peer being killed):
+            # uvloop raises RuntimeError on the write and AttributeError on get_extra_info.
+            log.debug("node %d -> %d: connection lost at once: %r", self.node_id, peer.id, error)
+            writer.close()
+            return False
+        self._attach(peer, reader, writer)
+        return True
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -151,6 +151,13 @@ class Partition:
         return True
 
     @property
+    def serves_reads(self) -> bool:
+        """Leader holding its read lease (RaftGroup.has_read_lease): its high watermark is the
+        newest. A leader cut off from its majority stops serving reads before another leader
+        can be elected, so no reader sees the high watermark go back or a stale end."""
+        return self.is_leader and self.group is not None and self.group.has_read_lease()
+
+    @property
     def leader_id(self) -> int:
         """The known leader (0 = unknown, as raft.NONE)."""
         return self.group.leader_id if self.group is not None else 0
@@ -288,6 +295,7 @@ class RemotePartition:
 
     closed = False
     is_leader = False
+    serves_reads = False
     high_watermark = -1
     log_start_offset = -1
     log_end_offset = -1

@@ -165,3 +165,39 @@ async def _test_leader_that_cannot_write_steps_down_and_never_reuses_an_index(tm
         assert all(group.failure is None for group in nodes.groups.values())
     finally:
         await nodes.stop()
+
+
+def test_commit_point_save_on_a_full_disk_is_logged_and_retried(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (chaos campaign, disk full: "Task exception was never retrieved ... OSError
+    28" from the background commit-point save): the failure is logged and the save retried."""
+    import vdl_broker.raft.group as group_module
+    from vdl_broker.raft.persistence import load_commit_point
+
+    saved: list[int] = []
+    real_save = group_module.save_commit_point
+
+    def save(directory: Path, index: int, term: int) -> None:
+        saved.append(index)
+        if len(saved) == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_save(directory, index, term)
+
+    monkeypatch.setattr(group_module, "save_commit_point", save)
+
+    async def main() -> None:
+        stream_log = StreamLog.open(tmp_path / "n1", LogConfig(fsync=False))
+        group = RaftGroup("g", 1, [1], stream_log, lambda *_: True, resume_from_commit_point=True)
+        group.start()
+        try:
+            await until(lambda: group.is_leader and group.node.applied_index > 0)
+            for attempt in (1, 2):
+                for _ in range(group_module._COMMIT_POINT_TICKS):
+                    group.tick()
+                await until(lambda a=attempt: len(saved) == a and group._saving is not None and group._saving.done())
+                assert group._saving.exception() is None
+            assert load_commit_point(stream_log) == saved[-1] == group.node.applied_index
+        finally:
+            await group.stop(transfer=False)
+            stream_log.close()
+    asyncio.run(main())

@@ -369,3 +369,40 @@ def test_restart_recovers_from_storage_and_hard_state() -> None:
     assert c.run_until(lambda: c.leader() is not None, ELECTION)
     index = c.propose(c.leader(), b"after restart")
     assert c.run_until(lambda: all(c.nodes[i].applied >= index for i in c.ids), ELECTION)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_cut_off_leader_loses_its_read_lease_before_another_leader_is_elected(seed: int) -> None:
+    """The read lease (RaftNode.read_lease_tick): a leader counts a heartbeat answered by a
+    majority; once cut off, its lease is at least election_ticks - 1 ticks old by the time any
+    other node wins an election (the driver serves reads only while it is younger)."""
+    c = Cluster(5, seed, net=NetConfig(max_delay=3))
+    elect(c, 1)
+    assert c.node(1).read_lease_tick() == -1  # no heartbeat answered yet
+    assert c.run_until(lambda: c.node(1).read_lease_tick() >= 0, ELECTION)
+    c.partition({1, 2}, {3, 4, 5})
+    assert c.run_until(lambda: c.leader() not in (None, 1), 3 * ELECTION), "the majority elected nobody"
+    old = c.node(1)
+    lease = old.read_lease_tick()
+    assert lease == -1 or old.ticks - lease >= old.config.election_ticks - 1, (old.ticks, lease)
+
+
+def test_a_leader_handing_over_leadership_has_no_read_lease() -> None:
+    c = Cluster(3, 4)
+    elect(c, 1)
+    assert c.run_until(lambda: c.node(1).read_lease_tick() >= 0, ELECTION)
+    c.node(1).transfer_leadership(2)
+    assert c.node(1).read_lease_tick() == -1
+
+
+def test_a_node_refuses_votes_for_one_election_timeout_after_start_with_lease_after_start() -> None:
+    node = RaftNode(RaftConfig(2, [1, 2, 3], lease_after_start=True), MemoryStorage())
+    node.step(Message(MessageType.VOTE, 2, 1, 5, log_term=0, index=0))
+    assert node.term == 0 and not node.has_ready()  # ignored: maybe counted in a lease
+    for _ in range(node.config.election_ticks):
+        node.tick()
+    if node.has_ready():
+        node.advance(node.ready())  # its own pre-vote campaign
+    node.step(Message(MessageType.VOTE, 2, 1, 5, log_term=0, index=0))
+    replies = [(m.type, m.to, m.reject) for m in node.ready().messages]
+    assert replies == [(MessageType.VOTE_RESPONSE, 1, False)]

@@ -4,6 +4,8 @@ reconnect after a restart, drop (not block) when a peer is down."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -212,4 +214,75 @@ def test_dial_loop_survives_a_connection_closed_before_the_hello(monkeypatch: py
         finally:
             for t in (a, b):
                 await t.stop()
+    run(main)
+
+
+def test_dial_loop_survives_any_error_while_dialing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (chaos campaign: after a peer reset every connection for a while, the lower-id
+    node never dialed it again and the peer, restarted, never learned the metadata): uvloop's
+    get_extra_info("peername") raises AttributeError on a connection reset right after
+    connect, which escaped the dial loop. Any error of one attempt is now a failed attempt."""
+    real_open = asyncio.open_connection
+    calls = 0
+
+    async def open_connection(*args: object, **kwargs: object) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise ValueError("an error nobody anticipated")
+        reader, writer = await real_open(*args, **kwargs)  # type: ignore[arg-type]
+        if calls == 1:
+            def reset_socket(*_: object) -> None:  # what uvloop does once the socket is gone
+                raise AttributeError("'NoneType' object has no attribute 'getpeername'")
+            writer.get_extra_info = reset_socket  # type: ignore[method-assign,assignment]
+        return reader, writer
+
+    async def main() -> None:
+        monkeypatch.setattr(asyncio, "open_connection", open_connection)
+        ia, ib = Inbox(), Inbox()
+        a = RaftTransport(1, ("127.0.0.1", 0), ia, config=FAST)
+        b = RaftTransport(2, ("127.0.0.1", 0), ib, config=FAST)
+        try:
+            await a.start()
+            await b.start()
+            b.add_peer(1, ("127.0.0.1", a.port))
+            a.add_peer(2, ("127.0.0.1", b.port))
+            await _until(lambda: a.is_connected(2) and b.is_connected(1))
+            assert calls >= 3
+            assert a.send("g", Message(MessageType.HEARTBEAT, 2, 1, 1, commit=7))
+            await ib.wait_count(1)
+        finally:
+            for t in (a, b):
+                await t.stop()
+    run(main)
+
+
+def test_a_peer_resetting_every_connection_is_dialed_with_backoff() -> None:
+    """A peer that accepts and resets at once (a firewall rejecting with tcp-reset, a node
+    mid-restart) was redialed in a tight loop, hundreds of times a second; now each
+    connection that dies at once counts as a failed dial and backs off."""
+    async def main() -> None:
+        accepted = 0
+
+        async def reset_at_once(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal accepted
+            accepted += 1
+            writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+
+        server = await asyncio.start_server(reset_at_once, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        a = RaftTransport(1, ("127.0.0.1", 0), Inbox(), config=FAST)
+        try:
+            await a.start()
+            a.add_peer(2, ("127.0.0.1", port))
+            await _until(lambda: accepted >= 3)
+            window_start, count_start = asyncio.get_running_loop().time(), accepted
+            await asyncio.sleep(1.0)  # an observation window, not a synchronization
+            rate = (accepted - count_start) / (asyncio.get_running_loop().time() - window_start)
+            # FAST backs off up to 0.1 s (x0.5-1.5): about 13 dials a second at most.
+            assert rate < 40, f"{rate:.0f} dials a second"
+        finally:
+            await a.stop()
+            server.close()
     run(main)

@@ -42,7 +42,7 @@ def _read_partition(broker: Any, topic: str, fp: Any, budget: int, has_data: boo
     partition = broker.replicas.get(topic)
     if partition is None or fp.partition != 0:
         return _Read(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if not partition.is_leader:  # replicated stream led elsewhere: the client asks Metadata again
+    if not partition.serves_reads:  # led elsewhere, or a leader without its read lease: the client asks Metadata again
         return _Read(fp.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     high_watermark = partition.high_watermark
     start = partition.log_start_offset

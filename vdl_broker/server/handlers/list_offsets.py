@@ -20,7 +20,7 @@ def _lookup(broker: Any, name: str, index: int, timestamp: int) -> tuple[ErrorCo
     partition = broker.replicas.get(name)
     if partition is None or index != 0:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
-    if not partition.is_leader:  # replicated stream led elsewhere
+    if not partition.serves_reads:  # led elsewhere, or a leader without its read lease
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1
     high_watermark = partition.high_watermark
     if timestamp == LATEST:

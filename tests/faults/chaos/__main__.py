@@ -1,0 +1,5 @@
+import sys
+
+from tests.faults.chaos.campaign import main
+
+sys.exit(main())

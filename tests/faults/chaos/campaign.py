@@ -1,0 +1,331 @@
+"""A fault campaign: clients write and read one stream while nemeses strike one after another,
+then everything heals and the checker judges the history.
+
+Every step draws the next nemesis from a shuffled deck of all that apply (so a short campaign
+still sees each kind), sometimes composes it with a second one, holds the fault for a few
+seconds, heals it, and measures how long acks=all takes to resume: after the heal, and, when a
+majority could still talk, after the fault itself (an election). A node the nemeses did not
+kill that is found dead is an anomaly too, as is an acks=all write that no node accepts within
+`recovery_bound_s` of a heal (a cluster that needs a manual step).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from benchmarks.report import markdown_table, percentile
+from tests.faults.chaos.checker import (
+    ANOMALY_KINDS,
+    Ack,
+    Anomaly,
+    History,
+    Read,
+    Session,
+    check,
+    retried_duplicates,
+)
+from tests.faults.chaos.nemesis import Injected, Nemesis, available
+from tests.faults.chaos.probes import Probes
+from tests.faults.chaos.world import World, start_world
+from tests.faults.harness import (
+    ConsumerThread,
+    HighWatermarkMonitor,
+    ProducerThread,
+    Workload,
+    high_watermark,
+    read_all,
+    wait_for_full_isr,
+    wait_logs_converged,
+)
+from tests.support.kafka import EARLIEST, list_offset_raw
+from tests.support.waiting import wait_until
+
+STREAM = "chaos"
+EXTRA_KINDS = ("node_exit", "stuck", "diverged")
+
+
+@dataclass
+class CampaignConfig:
+    directory: Path
+    nodes: int = 5
+    faults: int = 100
+    min_duration_s: float = 600.0
+    seed: int | None = None  # None: VDL_CHAOS_SEED, else a fresh random seed
+    rate_per_s: float = 100.0  # per producer
+    hold_s: tuple[float, float] = (1.5, 5.0)
+    quiet_s: tuple[float, float] = (0.5, 1.5)
+    compose_probability: float = 0.2
+    recovery_bound_s: float = 30.0
+    node_log_level: str = "WARNING"
+
+    def resolved_seed(self) -> int:
+        if self.seed is not None:
+            return self.seed
+        if os.environ.get("VDL_CHAOS_SEED"):
+            return int(os.environ["VDL_CHAOS_SEED"])
+        return random.SystemRandom().randrange(1 << 31)
+
+
+@dataclass
+class FaultRecord:
+    nemeses: list[str]
+    details: list[str]
+    injected_at: float
+    healed_at: float
+    majority_kept: bool
+    after_fault_s: float | None = None  # first acks=all acknowledgement after the fault began
+    after_heal_s: float | None = None
+
+
+@dataclass
+class CampaignResult:
+    seed: int
+    nodes: int
+    duration_s: float
+    faults: list[FaultRecord]
+    anomalies: list[Anomaly]
+    acknowledged: int
+    retried_duplicates: int
+    acks_by_time: list[float] = field(default_factory=list, repr=False)
+
+    def anomaly_counts(self) -> dict[str, int]:
+        counts = dict.fromkeys((*ANOMALY_KINDS, *EXTRA_KINDS), 0)
+        for anomaly in self.anomalies:
+            counts[anomaly.kind] += 1
+        return counts
+
+    def _fault_at(self, moment: float) -> FaultRecord | None:
+        """The fault whose window (its injection to the next one's) holds `moment`."""
+        owner = None
+        for fault in self.faults:
+            if fault.injected_at <= moment:
+                owner = fault
+        return owner
+
+    def table(self) -> str:
+        names = sorted({n for f in self.faults for n in f.nemeses})
+        kinds = [k for k in (*ANOMALY_KINDS, *EXTRA_KINDS)]
+        rows = []
+        for name in names:
+            mine = [f for f in self.faults if name in f.nemeses]
+            windows = [(f.injected_at, _next_injection(self.faults, f)) for f in mine]
+            acked = sum(1 for t in self.acks_by_time if any(a <= t < b for a, b in windows))
+            found = [a for a in self.anomalies if (owner := self._fault_at(a.time)) is not None and owner in mine]
+            heal = [f.after_heal_s for f in mine if f.after_heal_s is not None]
+            during = [f.after_fault_s for f in mine if f.majority_kept and f.after_fault_s is not None]
+            rows.append((name, len(mine), acked,
+                         " ".join(f"{k}={n}" for k in kinds if (n := sum(1 for a in found if a.kind == k))) or "0",
+                         _quantiles(during), _quantiles(heal)))
+        header = ("nemesis", "faults", "acks in windows", "anomalies", "ack after fault p50/p99/max s",
+                  "ack after heal p50/p99/max s")
+        heal_all = [f.after_heal_s for f in self.faults if f.after_heal_s is not None]
+        during_all = [f.after_fault_s for f in self.faults if f.majority_kept and f.after_fault_s is not None]
+        rows.append(("all", len(self.faults), self.acknowledged,
+                     " ".join(f"{k}={n}" for k, n in self.anomaly_counts().items() if n) or "0",
+                     _quantiles(during_all), _quantiles(heal_all)))
+        return markdown_table(header, rows)
+
+    def to_json(self) -> dict[str, object]:
+        return {"seed": self.seed, "nodes": self.nodes, "duration_s": self.duration_s,
+                "acknowledged": self.acknowledged, "retried_duplicates": self.retried_duplicates,
+                "anomaly_counts": self.anomaly_counts(), "anomalies": [asdict(a) for a in self.anomalies],
+                "faults": [asdict(f) for f in self.faults]}
+
+
+def _next_injection(faults: list[FaultRecord], fault: FaultRecord) -> float:
+    later = [f.injected_at for f in faults if f.injected_at > fault.injected_at]
+    return min(later) if later else float("inf")
+
+
+def _quantiles(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return f"{percentile(values, 0.5):.2f} / {percentile(values, 0.99):.2f} / {max(values):.2f}"
+
+
+def run_campaign(config: CampaignConfig, say: Callable[[str], None] = print) -> CampaignResult:
+    seed = config.resolved_seed()
+    rng = random.Random(seed)
+    say(f"chaos: seed {seed} (replay with VDL_CHAOS_SEED={seed}), {config.nodes} nodes, "
+        f">= {config.faults} faults, >= {config.min_duration_s:.0f} s")
+    world = start_world(config.directory, config.nodes, seed, [STREAM], {"log_level": config.node_log_level})
+    if not world.tmpfs:
+        say(f"chaos: no disk-full faults: {world.tmpfs_reason}")
+    try:
+        return _campaign(world, config, seed, rng, say)
+    except BaseException:
+        for node_id, node in world.cluster.nodes.items():
+            say(f"chaos: node {node_id} ({'running' if node.running else 'down'}), last lines:\n"
+                + "\n".join(list(node.output)[-int(os.environ.get("VDL_CHAOS_TAIL", "40")):]))
+        raise
+    finally:
+        world.close()
+
+
+def _campaign(world: World, config: CampaignConfig, seed: int, rng: random.Random,
+              say: Callable[[str], None]) -> CampaignResult:
+    replicas = min(config.nodes, 5)
+    wait_for_full_isr(world.cluster, STREAM, timeout=60, replicas=replicas)
+    bootstrap = world.cluster.bootstrap_servers
+    workload = Workload(bootstrap, STREAM, config.rate_per_s, tag="",
+                        kinds=("confluent", "confluent-idempotent", "kafka-python")).start()
+    consumers = [ConsumerThread(bootstrap, STREAM, "kafka-python", name="assign-reader"),
+                 ConsumerThread(bootstrap, STREAM, "confluent-group", name="group-reader")]
+    for consumer in consumers:
+        consumer.start()
+    monitor = HighWatermarkMonitor(world.cluster, STREAM)
+    monitor.start()
+    probes = Probes(world, STREAM).start()
+    anomalies: list[Anomaly] = []
+    faults: list[FaultRecord] = []
+    started = time.monotonic()
+    deck: list[Nemesis] = []
+    while len(faults) < config.faults or time.monotonic() - started < config.min_duration_s:
+        if not deck:
+            deck = available(world)
+            rng.shuffle(deck)
+        chosen = [deck.pop()]
+        if chosen[0].composable and rng.random() < config.compose_probability:
+            partners = [n for n in available(world) if n.composable and n.name.split("/")[0] != chosen[0].name.split("/")[0]]
+            chosen.append(rng.choice(partners))
+        if any(n.quiet_cluster for n in chosen):
+            wait_for_full_isr(world.cluster, STREAM, timeout=config.recovery_bound_s, replicas=replicas)
+        injected_at = time.monotonic()
+        injected: list[Injected] = [n.inject(world, rng) for n in chosen]
+        hold = rng.uniform(0.5, 2.0) if any(n.quiet_cluster for n in chosen) else rng.uniform(*config.hold_s)
+        say(f"chaos: fault {len(faults) + 1} at {injected_at - started:6.1f} s: "
+            + "; ".join(f"{n.name}: {i.detail}" for n, i in zip(chosen, injected, strict=True)))
+        time.sleep(hold)  # the fault's scheduled duration, not a synchronization
+        for item in reversed(injected):
+            _heal(item, anomalies, say)
+        healed_at = time.monotonic()
+        record = FaultRecord([n.name for n in chosen], [i.detail for i in injected], injected_at, healed_at,
+                             all(i.majority_kept for i in injected))
+        faults.append(record)
+        _measure(record, probes, config.recovery_bound_s, anomalies)
+        _check_processes(world, anomalies, say)
+        time.sleep(rng.uniform(*config.quiet_s))  # scheduled quiet time between faults
+    duration = time.monotonic() - started
+    say(f"chaos: {len(faults)} faults in {duration:.0f} s; healing and checking")
+    return _finish(world, workload, consumers, monitor, probes, faults, anomalies, seed, duration, replicas)
+
+
+def _heal(item: Injected, anomalies: list[Anomaly], say: Callable[[str], None]) -> None:
+    try:
+        item.heal()
+    except (RuntimeError, TimeoutError) as error:
+        anomalies.append(Anomaly("node_exit", time.monotonic(), f"healing '{item.detail}' failed: {error}"))
+        say(f"chaos: ANOMALY healing '{item.detail}' failed: {str(error)[:2000]}")
+
+
+def _measure(record: FaultRecord, probes: Probes, bound: float, anomalies: list[Anomaly]) -> None:
+    try:
+        first = wait_until(lambda: probes.first_ack_after(record.healed_at), bound,
+                           "an acks=all acknowledgement after the heal", interval=0.02)
+        record.after_heal_s = first - record.healed_at
+    except AssertionError:
+        anomalies.append(Anomaly("stuck", record.healed_at, f"no acks=all acknowledgement within {bound} s "
+                                                            f"of healing {record.details}"))
+    during = probes.first_ack_after(record.injected_at)
+    if during is not None:
+        record.after_fault_s = during - record.injected_at
+
+
+def _check_processes(world: World, anomalies: list[Anomaly], say: Callable[[str], None]) -> None:
+    for node_id in world.node_ids:
+        node = world.cluster.nodes[node_id]
+        if node_id not in world.down and not node.running:
+            tail = "\n".join(list(node.output)[-20:])
+            anomalies.append(Anomaly("node_exit", time.monotonic(), f"node {node_id} exited by itself:\n{tail}"))
+            say(f"chaos: ANOMALY node {node_id} exited by itself:\n{tail}")
+            try:
+                world.restart(node_id)
+            except (RuntimeError, TimeoutError) as error:
+                say(f"chaos: node {node_id} does not restart: {str(error)[:2000]}")
+                world.down.add(node_id)
+
+
+def _finish(world: World, workload: Workload, consumers: list[ConsumerThread], monitor: HighWatermarkMonitor,
+            probes: Probes, faults: list[FaultRecord], anomalies: list[Anomaly], seed: int, duration: float,
+            replicas: int) -> CampaignResult:
+    world.links.heal()
+    for node_id in sorted(world.paused):
+        world.resume(node_id)
+    for node_id in sorted(world.down):
+        world.restart(node_id)
+    wait_for_full_isr(world.cluster, STREAM, timeout=120, replicas=replicas)
+    probes.stop()
+    workload.stop(timeout=120)
+    leader, hw = high_watermark(world.cluster, STREAM, timeout=30)
+    for consumer in consumers:
+        consumer.finish(hw, timeout=120)
+    monitor.finish()
+    address = world.address(leader)
+    _, log_start = list_offset_raw(address, STREAM, EARLIEST)
+    final = {offset: value for offset, (_, value) in read_all(address, STREAM, log_start, hw).items()}
+    try:
+        wait_logs_converged(world.cluster, STREAM, timeout=120)
+    except AssertionError as error:
+        anomalies.append(Anomaly("diverged", time.monotonic(), str(error)))
+    acks = [Ack(t, client, offset, value) for t, client, offset, value in workload.acks.timed() + probes.acks]
+    producers = {p.client: p for p in workload.producers}
+    history = History(
+        acks=acks,
+        idempotent_clients={p.client for p in workload.producers if p.idempotent}
+        | {f"probe{n}" for n in world.node_ids},  # a probe is sent once, never retried
+        was_produced=lambda value: _was_produced(value, producers, probes),
+        sessions=[Session(c.reader, [Read(t, o, v) for t, o, v in s]) for c in consumers for s in c.sessions],
+        high_watermarks=list(monitor.samples))
+    anomalies += check(history, final, log_start)
+    return CampaignResult(seed, len(world.node_ids), duration, faults, anomalies, len(acks),
+                          retried_duplicates(history, final), sorted(a.time for a in acks))
+
+
+def _was_produced(value: bytes | None, producers: dict[str, ProducerThread], probes: Probes) -> bool:
+    if value is None:
+        return False
+    name, _, rest = value.partition(b"-")
+    producer = producers.get(name.decode(errors="replace"))
+    if producer is not None:
+        seq = rest[:8]
+        return seq.isdigit() and int(seq) < producer.sent and value == producer.value(int(seq))
+    return probes.was_attempted(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(prog="python -m tests.faults.chaos",
+                                     description="A fault campaign against a local vdl-broker cluster.")
+    parser.add_argument("--nodes", type=int, default=5, choices=(3, 5))
+    parser.add_argument("--faults", type=int, default=100)
+    parser.add_argument("--min-duration", type=float, default=600.0, help="seconds")
+    parser.add_argument("--seed", type=int, default=None, help="default: VDL_CHAOS_SEED, else random")
+    parser.add_argument("--rate", type=float, default=100.0, help="records/s per producer")
+    parser.add_argument("--node-log-level", default="WARNING")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/chaos.json"))
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="vdl-chaos-") as scratch:
+        config = CampaignConfig(Path(scratch), args.nodes, args.faults, args.min_duration, args.seed, args.rate,
+                                node_log_level=args.node_log_level)
+        result = run_campaign(config)
+    print(result.table())
+    for anomaly in result.anomalies[:50]:
+        print(f"  {anomaly.kind}: {anomaly.detail[:500]}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result.to_json(), indent=2, default=str))
+    print(f"chaos: seed {result.seed}; {result.acknowledged} acknowledged; "
+          f"{result.retried_duplicates} duplicates from non-idempotent retries; results in {args.out}")
+    return 1 if result.anomalies else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
