@@ -179,6 +179,19 @@ def high_watermark(cluster: DevCluster, stream: str, timeout: float = 10.0) -> t
     return wait_until(ask, timeout, f"a leader of {stream} answering Fetch")
 
 
+def fetch_at_leader(address: str, stream: str, offset: int, max_bytes: int = 4 << 20,
+                    timeout: float = 10.0) -> tuple[int, int, bytes]:
+    """Fetch from the node believed to lead, retrying while it answers NOT_LEADER_OR_FOLLOWER
+    (its read lease lapsed for a moment, as on a loaded machine); (code, high watermark, records)."""
+    def attempt() -> tuple[int, int, bytes] | None:
+        result = fetch_raw(address, stream, offset, max_bytes=max_bytes)
+        return None if result[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER else result
+    try:
+        return wait_until(attempt, timeout, f"{address} serving Fetch {stream}@{offset}")
+    except AssertionError:
+        return fetch_raw(address, stream, offset, max_bytes=max_bytes)
+
+
 def read_all(address: str, stream: str, start: int, end: int) -> dict[int, tuple[bytes | None, bytes | None]]:
     """offset -> (key, value) for [start, end) fetched from `address` (a leader)."""
     out: dict[int, tuple[bytes | None, bytes | None]] = {}
@@ -187,6 +200,9 @@ def read_all(address: str, stream: str, start: int, end: int) -> dict[int, tuple
     while offset < end:
         assert time.monotonic() < deadline, f"reading {stream} [{start}, {end}) stalled at {offset}"
         code, _, records = fetch_raw(address, stream, offset, max_bytes=8 << 20)
+        if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:  # the leader's read lease lapsed a moment (load)
+            time.sleep(0.05)
+            continue
         assert code == 0, f"Fetch {stream}@{offset} from {address}: {ErrorCode(code).name}"
         for _, batch in iter_batches(memoryview(records)):
             for record in read_records(batch):

@@ -20,6 +20,7 @@ from tests.faults.harness import (
     create_stream,
     create_topic_raw,
     delete_topic_raw,
+    fetch_at_leader,
     fetch_raw,
     metadata_raw,
     node_address,
@@ -207,7 +208,7 @@ def test_admin_metadata_and_not_leader_through_any_node(cluster: DevCluster, pro
         code, _, records = fetch_raw(address, stream, 0)
         assert code == ErrorCode.NOT_LEADER_OR_FOLLOWER, f"Fetch at follower {follower}: {code}"
         assert partition_view(address, stream).leader == leader
-    code, hw, _ = fetch_raw(node_address(cluster, leader), stream, 0)
+    code, hw, _ = fetch_at_leader(node_address(cluster, leader), stream, 0)
     assert code == 0 and hw == 1
 
     # DeleteTopics through a node other than the creating one; gone everywhere.

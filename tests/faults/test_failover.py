@@ -21,6 +21,7 @@ from tests.faults.harness import (
     check_acknowledged,
     check_consumed,
     create_stream,
+    fetch_at_leader,
     fetch_raw,
     high_watermark,
     node_address,
@@ -174,7 +175,7 @@ def test_sigstopped_leader_steps_down_and_never_double_acks(cluster: DevCluster,
         failover = time.monotonic() - paused_at
         wait_until(lambda: time.monotonic() - paused_at >= PAUSE_S, PAUSE_S + 5, "the end of the pause")
         during_pause = workload.per_client()
-        code, served_hw, _ = fetch_raw(node_address(cluster, new_leader), stream, 0, max_bytes=1)
+        code, served_hw, _ = fetch_at_leader(node_address(cluster, new_leader), stream, 0, max_bytes=1)
         assert code == 0
         cluster.stop(old_leader, signal.SIGCONT)
         # Every client gave up on the paused leader (3 s request timeout) and wrote to the new one.
@@ -210,7 +211,7 @@ def test_sigstopped_leader_steps_down_and_never_double_acks(cluster: DevCluster,
     images = wait_logs_converged(cluster, stream)
     records = images[old_leader].records()
     assert {o: v for o, v in records.items() if o < hw} == fetched
-    code, fetch_hw, _ = fetch_raw(node_address(cluster, leader), stream, 0, max_bytes=1)
+    code, fetch_hw, _ = fetch_at_leader(node_address(cluster, leader), stream, 0, max_bytes=1)
     assert code == 0 and fetch_hw >= hw
     print(f"\npaused leader {old_leader}; new leader {new_leader} served after {failover:.2f} s; "
           f"writes sent to the paused leader: {[(v, ErrorCode(c).name, o) for v, c, o in stale]}; "

@@ -13,6 +13,7 @@ import logging
 import mmap
 import os
 import struct
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +66,7 @@ class Segment:
         self.fd: int | None = None  # write descriptor (active segment, or sealed but not yet synced)
         self._map: mmap.mmap | None = None
         self._view: memoryview | None = None
-        self.mapped_ever = False
+        self._mappings: list[weakref.ref[mmap.mmap]] = []  # every mapping made; alive while buffers use it
         self.created_ms = 0.0
 
     # ---- geometry -------------------------------------------------------------------------
@@ -201,8 +202,8 @@ class Segment:
         if self.size > 0:
             with open(self.log_path, "rb") as f:
                 self._map = mmap.mmap(f.fileno(), self.size, access=mmap.ACCESS_READ)
+            self._mappings = [m for m in self._mappings if m() is not None] + [weakref.ref(self._map)]
             self._view = memoryview(self._map)
-            self.mapped_ever = True
 
     def unseal(self) -> None:
         """Become the active segment again (after a truncation removed everything after it)."""
@@ -255,22 +256,31 @@ class Segment:
             self._recompute_tail()
 
     def _truncate_file(self, new_size: int) -> None:
-        if not self.mapped_ever:
-            os.truncate(self.log_path, new_size)
-            return
         self._drop_map()
+        if not any(m() is not None for m in self._mappings):
+            # No buffer points into a mapping of this file: cut it in place (this needs no
+            # space, so it works on a full disk too).
+            os.truncate(self.log_path, new_size)
+            self._mappings.clear()
+            return
+        # A reader still holds pages of the file: cutting it would make them fault (SIGBUS).
+        # Keep them on the old inode and carry the kept prefix over to a new file.
         self.close_write()
         temp = self.log_path.with_name(self.log_path.name + ".tmp")
-        with open(self.log_path, "rb") as src, open(temp, "wb") as dst:
-            copied = 0
-            while copied < new_size:
-                done = os.copy_file_range(src.fileno(), dst.fileno(), new_size - copied, copied, copied)
-                if done <= 0:
-                    break
-                copied += done
-            os.fsync(dst.fileno())
+        try:
+            with open(self.log_path, "rb") as src, open(temp, "wb") as dst:
+                copied = 0
+                while copied < new_size:
+                    done = os.copy_file_range(src.fileno(), dst.fileno(), new_size - copied, copied, copied)
+                    if done <= 0:
+                        break
+                    copied += done
+                os.fsync(dst.fileno())
+        except OSError:
+            temp.unlink(missing_ok=True)  # e.g. a full disk: the caller retries once readers let go
+            raise
         os.replace(temp, self.log_path)
-        self.mapped_ever = False
+        self._mappings.clear()
 
     def _recompute_tail(self) -> None:
         """next_offset, max timestamp and index cadence from the last offset-index record on."""

@@ -410,6 +410,7 @@ class RaftGroup:
                 try:
                     await self._handle_ready(rd)
                 except _WriteFailed as failed:
+                    await self._drop_unsynced_tail()
                     self._write_failed(rd, failed)
                     node = self.node  # a restart replaced the core
                     self._proposals.role_changed(node.role, node.term, node.leader_id)
@@ -487,6 +488,21 @@ class RaftGroup:
         for message in late:
             self._send(message)
 
+    async def _drop_unsynced_tail(self) -> None:
+        """After a failed write only what is durable stays: entries appended but not synced may
+        be lost already (a failed fsync leaves the page cache's copy untrustworthy). If the cut
+        itself cannot be written (a full disk while a reader still holds the tail's pages, so
+        the file must be copied), the group waits and tries again: it must not die of it."""
+        delay = 0.05
+        while self.log.last_index > self.log.durable_index:
+            try:
+                self.log.truncate_suffix(self.log.durable_index + 1)
+            except OSError as error:
+                log.warning("raft group %s on node %d cannot drop its unsynced entries (%s): retrying",
+                            self.name, self.node_id, error)
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, 1.0)
+
     def _write_failed(self, rd: Ready, failed: _WriteFailed) -> None:
         """Undo a Ready whose writes failed (see the module docstring for why this is safe)."""
         self.write_failures += 1
@@ -499,11 +515,7 @@ class RaftGroup:
         if failed.applied:
             self._applied_floor = max(self._applied_floor, rd.committed_entries[-1].index)
         self._applied_floor = max(self._applied_floor, node.applied_index)
-        # Only what is durable stays: entries appended but not synced may be lost already (a
-        # failed fsync leaves the page cache's copy untrustworthy).
-        if stream_log.last_index > stream_log.durable_index:
-            stream_log.truncate_suffix(stream_log.durable_index + 1)
-        kept = stream_log.last_index
+        kept = stream_log.last_index  # only what is durable (_drop_unsynced_tail)
         error = ProposalStorageError(node.leader_id, f"raft group {self.name} on node {self.node_id} "
                                      f"cannot write: {failed.error}")
         self._proposals.fail_from(kept + 1, error)

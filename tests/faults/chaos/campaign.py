@@ -41,11 +41,13 @@ from tests.faults.harness import (
     Workload,
     high_watermark,
     read_all,
+    read_log_image,
     wait_for_full_isr,
     wait_logs_converged,
 )
 from tests.support.kafka import EARLIEST, list_offset_raw
 from tests.support.waiting import wait_until
+from vdl_broker.cluster.metadata import METADATA_GROUP
 
 STREAM = "chaos"
 EXTRA_KINDS = ("node_exit", "stuck", "diverged")
@@ -93,6 +95,7 @@ class CampaignResult:
     anomalies: list[Anomaly]
     acknowledged: int
     retried_duplicates: int
+    disk_faults: bool  # the data directories were tmpfs mounts (disk-full faults possible)
     acks_by_time: list[float] = field(default_factory=list, repr=False)
 
     def anomaly_counts(self) -> dict[str, int]:
@@ -131,6 +134,28 @@ class CampaignResult:
                      " ".join(f"{k}={n}" for k, n in self.anomaly_counts().items() if n) or "0",
                      _quantiles(during_all), _quantiles(heal_all)))
         return markdown_table(header, rows)
+
+    def resumption_s(self) -> list[float]:
+        """Time to the next acks=all acknowledgement after every heal and every kill: the
+        campaign's availability goal (p99 within 3 s)."""
+        return ([f.after_heal_s for f in self.faults if f.after_heal_s is not None]
+                + [f.after_fault_s for f in self.faults
+                   if f.nemeses == ["kill"] and f.majority_kept and f.after_fault_s is not None])
+
+    def goals(self) -> str:
+        counts = self.anomaly_counts()
+        resumed = self.resumption_s()
+        rows = [("acknowledged records lost", counts["lost"], "0"),
+                ("inconsistent offsets", counts["inconsistent_offset"], "0"),
+                ("duplicates from idempotent producers", counts["duplicate"], "0"),
+                ("high-watermark regressions", counts["hw_regression"], "0"),
+                ("non-monotonic or skipping reads", counts["non_monotonic"] + counts["skipped"], "0"),
+                ("phantom records", counts["phantom"], "0"),
+                ("nodes exiting by themselves / stuck clusters", counts["node_exit"] + counts["stuck"], "0"),
+                ("replicas differing from the leader at the end", counts["diverged"], "0"),
+                ("acks=all resumed after a heal or kill, p99 s",
+                 f"{percentile(resumed, 0.99):.2f}" if resumed else "-", "<= 3")]
+        return markdown_table(("goal", "measured", "target"), rows)
 
     def to_json(self) -> dict[str, object]:
         return {"seed": self.seed, "nodes": self.nodes, "duration_s": self.duration_s,
@@ -272,6 +297,8 @@ def _finish(world: World, workload: Workload, consumers: list[ConsumerThread], m
     final = {offset: value for offset, (_, value) in read_all(address, STREAM, log_start, hw).items()}
     try:
         wait_logs_converged(world.cluster, STREAM, timeout=120)
+        wait_until(lambda: _metadata_logs_identical(world), 60, "every node holding the same metadata log",
+                   interval=0.5)
     except AssertionError as error:
         anomalies.append(Anomaly("diverged", time.monotonic(), str(error)))
     acks = [Ack(t, client, offset, value) for t, client, offset, value in workload.acks.timed() + probes.acks]
@@ -285,7 +312,13 @@ def _finish(world: World, workload: Workload, consumers: list[ConsumerThread], m
         high_watermarks=list(monitor.samples))
     anomalies += check(history, final, log_start)
     return CampaignResult(seed, len(world.node_ids), duration, faults, anomalies, len(acks),
-                          retried_duplicates(history, final), sorted(a.time for a in acks))
+                          retried_duplicates(history, final), world.tmpfs, sorted(a.time for a in acks))
+
+
+def _metadata_logs_identical(world: World) -> bool:
+    """Writes stopped: every node's metadata log holds the same entries, byte for byte."""
+    images = [read_log_image(world.cluster, node_id, METADATA_GROUP) for node_id in world.node_ids]
+    return all(image.entries == images[0].entries for image in images[1:])
 
 
 def _was_produced(value: bytes | None, producers: dict[str, ProducerThread], probes: Probes) -> bool:
@@ -318,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                                 node_log_level=args.node_log_level)
         result = run_campaign(config)
     print(result.table())
+    print(result.goals())
     for anomaly in result.anomalies[:50]:
         print(f"  {anomaly.kind}: {anomaly.detail[:500]}")
     args.out.parent.mkdir(parents=True, exist_ok=True)

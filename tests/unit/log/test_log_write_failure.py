@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from log_testing import data_entry, noop_entry
 
+from tests.support.disk import TmpfsUnavailable, fill, mount_tmpfs, unmount
 from vdl_broker.log import Entry, LogConfig, StreamLog
 from vdl_broker.log import segment as segment_module
 from vdl_broker.log.fileio import writev_all
@@ -138,11 +138,10 @@ def test_roll_that_cannot_write_indexes_is_undone(log: StreamLog, monkeypatch: p
 
 def test_real_full_tmpfs(tmp_path: Path) -> None:
     mount = tmp_path / "small"
-    mount.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a size-limited tmpfs here: {result.stderr.strip()}")
+    try:
+        mount_tmpfs(mount, "256k")
+    except TmpfsUnavailable as error:
+        pytest.skip(str(error))
     try:
         log = StreamLog.open(mount / "s", config(segment_bytes=64 << 10))
         appended = 0
@@ -164,4 +163,36 @@ def test_real_full_tmpfs(tmp_path: Path) -> None:
         assert snapshot(reopened) == full
         reopened.close()
     finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+        unmount(mount)
+
+
+def test_truncation_on_a_full_disk(tmp_path: Path) -> None:
+    """Regression (chaos campaign: a follower's Raft group died when, its disk full, it dropped
+    its unsynced entries): a segment that had ever been read was cut by copying its prefix to a
+    new file, which a full disk refuses. With no reader holding its pages it is now cut in place
+    (no space needed); while one does, the copy's failure leaves the log as it was, to retry."""
+    try:
+        mount_tmpfs(tmp_path / "small", "512k")
+    except TmpfsUnavailable as error:
+        pytest.skip(str(error))
+    try:
+        log = StreamLog.open(tmp_path / "small" / "s", config(segment_bytes=1 << 20, tail_cache_bytes=0))
+        log.append(entries_after(log, 40, body=3000))
+        held = log.read(0, 1 << 30).buffers  # mapped pages of the active segment
+        kept = [bytes(e.data) for e in log.entries(1, 21)]
+        fill(tmp_path / "small" / "ballast")
+        with pytest.raises(OSError) as raised:
+            log.truncate_suffix(21)  # a reader holds the pages: the copy needs space
+        assert raised.value.errno == errno.ENOSPC
+        assert log.last_index == 40 and not list(log.directory.glob("*.tmp"))
+        del held
+        log.truncate_suffix(21)  # nobody holds them now: cut in place, on the full disk
+        assert log.last_index == 20
+        assert [bytes(e.data) for e in log.entries(1, 21)] == kept
+        log.close()
+        reopened = StreamLog.open(tmp_path / "small" / "s", config(segment_bytes=1 << 20))
+        assert reopened.last_index == 20
+        assert [bytes(e.data) for e in reopened.entries(1, 21)] == kept
+        reopened.close()
+    finally:
+        unmount(tmp_path / "small")
