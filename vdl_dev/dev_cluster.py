@@ -112,7 +112,7 @@ class DevCluster:
 
     def __init__(self, nodes: int, data_dir: Path, base_port: int, *, host: str = "127.0.0.1",
                  command: Sequence[str] | None = None, settings: dict[str, Any] | None = None,
-                 echo: bool = False) -> None:
+                 echo: bool = False, log_files: bool = False) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
         if not 0 < base_port <= 65535 - 2 * nodes:
@@ -120,6 +120,7 @@ class DevCluster:
         self.data_dir = Path(data_dir)
         self.command = list(command) if command is not None else broker_command()
         self.echo = echo
+        self.log_files = log_files  # also append each node's output to DIR/node<i>/output.log
         self._say_lock = threading.Lock()
         members = [NodeAddress(i, f"{host}:{base_port + i - 1}", f"{host}:{base_port + nodes + i - 1}")
                    for i in range(1, nodes + 1)]
@@ -187,13 +188,18 @@ class DevCluster:
 
     def _pump(self, node: NodeProcess, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
-        for line in process.stdout:
-            line = line.rstrip("\n")
-            node.output.append(line)
-            if self.echo:
-                self.say(f"[node{node.node_id}] {line}")
-            if line.startswith(READY_PREFIX) and node.process is process:
-                node.ready.set()
+        with open(node.config_path.parent / "output.log", "a") if self.log_files else contextlib.nullcontext() as sink:
+            for line in process.stdout:
+                if sink is not None:
+                    sink.write(line)
+                self._handle_line(node, process, line.rstrip("\n"))
+
+    def _handle_line(self, node: NodeProcess, process: subprocess.Popen[str], line: str) -> None:
+        node.output.append(line)
+        if self.echo:
+            self.say(f"[node{node.node_id}] {line}")
+        if line.startswith(READY_PREFIX) and node.process is process:
+            node.ready.set()
 
     def wait_ready(self, node_ids: Sequence[int] | None = None, timeout_s: float = START_TIMEOUT_S) -> None:
         """Wait until the nodes printed their readiness line; raises with their output if one

@@ -7,6 +7,7 @@ mapped segment files or of the appended buffers, never per-record objects (DESIG
 
 from __future__ import annotations
 
+import struct
 from bisect import bisect_right
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -15,6 +16,7 @@ from vdl_broker.log.entry import HEADER_SIZE, Entry, EntryType, IndexOutOfRange,
 from vdl_broker.protocol.records.batch_header import batch_fields
 
 if TYPE_CHECKING:
+    from vdl_broker.log.segment import Segment
     from vdl_broker.log.stream_log import StreamLog
 
 _DATA = int(EntryType.DATA)
@@ -38,6 +40,7 @@ def read_entries(log: StreamLog, start_index: int, end_index: int, max_bytes: in
         raise IndexOutOfRange(f"entries [{start_index}, {end_index}) outside "
                               f"[{log.first_index}, {log.last_index + 1})")
     out: list[Entry] = []
+    repaired: set[Segment] = set()
     budget = max_bytes if max_bytes is not None else 1 << 62
     index = start_index
     cache = log.cache
@@ -56,9 +59,9 @@ def read_entries(log: StreamLog, start_index: int, end_index: int, max_bytes: in
         stop = min(end_index, segment.last_index + 1)
         if cache_first is not None:
             stop = min(stop, max(cache_first, index + 1))
-        positions = segment.ridx.positions
         first = index - segment.base_index
-        start_position = positions[first]
+        start_position = segment.position_of(index)  # checked against the entry there
+        positions = segment.ridx.positions
         last = stop - segment.base_index  # exclusive record number
         end_position = positions[last] if last < len(positions) else segment.size
         if end_position - start_position > budget:
@@ -69,8 +72,19 @@ def read_entries(log: StreamLog, start_index: int, end_index: int, max_bytes: in
                 k = first + 1
             last = k
             end_position = positions[last] if last < len(positions) else segment.size
-        for _, entry_type, term, entry_index, payload in segment.iter_entries(start_position, end_position):
-            out.append(Entry(entry_index, term, EntryType(entry_type), payload))
+        try:
+            entries = [Entry(entry_index, term, EntryType(entry_type), payload) for _, entry_type, term, entry_index,
+                       payload in segment.iter_entries(start_position, end_position)]
+        except (ValueError, struct.error):
+            entries = []
+        if [e.index for e in entries] != list(range(index, segment.base_index + last)):
+            # A Raft index record past the first is damaged: rebuild the indexes, read again.
+            if segment in repaired:
+                raise ValueError(f"{segment.log_path}: entries [{index}, {segment.base_index + last}) unreadable")
+            repaired.add(segment)
+            segment.repair_indexes(f"entries [{index}, {segment.base_index + last}) not where the index says")
+            continue
+        out += entries
         budget -= end_position - start_position
         index = segment.base_index + last
         if budget <= 0:
@@ -177,7 +191,7 @@ def offset_for_timestamp(log: StreamLog, timestamp_ms: int) -> tuple[int, int] |
         segment = log._ensure_loaded(i)
         if not segment.has_data or segment.max_timestamp < timestamp_ms:
             continue
-        times = segment.tidx
+        times = segment.trusted_time_index()
         k = times.scan_start(timestamp_ms)
         position = times.positions[k] if k >= 0 else 0
         if k == len(times) - 1 and len(segment.oidx):

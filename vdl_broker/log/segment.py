@@ -67,6 +67,7 @@ class Segment:
         self._map: mmap.mmap | None = None
         self._view: memoryview | None = None
         self._mappings: list[weakref.ref[mmap.mmap]] = []  # every mapping made; alive while buffers use it
+        self.indexes_rebuilt = False  # built from the log here, not read from index files
         self.created_ms = 0.0
 
     # ---- geometry -------------------------------------------------------------------------
@@ -140,6 +141,8 @@ class Segment:
                 buf_end = buf_start + len(buf)
             _, entry_type, term, index, length = HEADER.unpack_from(buf, position - buf_start)
             entry_end = position + HEADER_SIZE + length
+            if entry_end > end:  # `end` is not an entry boundary: a damaged index put it there
+                raise ValueError(f"{self.log_path}: entry {index} at {position} crosses {end}")
             if entry_end > buf_end:
                 buf_start, buf = position, self.span(position, min(end, position + max(chunk, entry_end - position)))
                 buf_end = buf_start + len(buf)
@@ -150,18 +153,58 @@ class Segment:
     def header(self, position: int) -> tuple[int, int, int, int, int]:
         return HEADER.unpack(self.span(position, position + HEADER_SIZE))
 
-    def position_of(self, index: int) -> int:
-        """Seed 000: arithmetic — the entry's record in the Raft index."""
-        return self.ridx.positions[index - self.base_index]
+    # Index files are never trusted: every lookup is checked against the entry it lands on (a
+    # header read), and an index that disagrees is rebuilt from the log before answering. A
+    # flipped byte in an index can then cost a rebuild, never a wrong read.
 
-    def end_of(self, index: int) -> int:
-        """Position just after entry `index`."""
-        k = index - self.base_index + 1
-        return self.ridx.positions[k] if k < len(self.ridx) else self.size
+    def position_of(self, index: int) -> int:
+        """Seed 000: arithmetic — the entry's record in the Raft index (checked)."""
+        k = index - self.base_index
+        if not self._is_entry_start(self.ridx.positions[k], index):
+            self.repair_indexes(f"raft index record {k} does not point at entry {index}")
+        return self.ridx.positions[k]
 
     def position_for_offset(self, offset: int) -> int:
-        k = self.oidx.floor(offset - self.base_offset)
-        return self.oidx.positions[k] if k >= 0 else 0
+        """Where to start scanning for Kafka `offset`: an entry at or before its batch (checked)."""
+        for attempt in (1, 2):
+            k = self.oidx.floor(offset - self.base_offset)
+            position = self.oidx.positions[k] if k >= 0 else 0
+            if k < 0 or self._batch_at_or_before(position, offset):
+                return position
+            if attempt == 1:
+                self.repair_indexes(f"offset index record {k} does not point at a batch at or before {offset}")
+        return 0  # a scan from the start finds it, whatever the index says
+
+    def _is_entry_start(self, position: int, index: int) -> bool:
+        try:
+            return 0 <= position < self.size and self.header(position)[3] == index
+        except (ValueError, struct.error):
+            return False
+
+    def _batch_at_or_before(self, position: int, offset: int) -> bool:
+        try:
+            _, entry_type, _, index, _ = self.header(position)
+            k = index - self.base_index
+            if not (0 <= k < len(self.ridx) and self.ridx.positions[k] == position and entry_type == _DATA):
+                return False
+            return batch_fields(self.span(position, position + HEADER_SIZE + BATCH_HEADER_SIZE),
+                                HEADER_SIZE).base_offset <= offset
+        except (ValueError, struct.error, IndexError):
+            return False
+
+    def trusted_time_index(self) -> TimeIndex:
+        """The time index, rebuilt from the log first if it was read from a file: its records
+        hold running maxima that no single entry can confirm."""
+        if not self.indexes_rebuilt:
+            self.rebuild(verify_crc=False)
+            self.flush_indexes_or_drop()
+        return self.tidx
+
+    def repair_indexes(self, reason: str) -> None:
+        """Rebuild every index from the log file (an index disagreed with the data)."""
+        logger.warning("%s: index damaged (%s): rebuilt from the log", self.log_path, reason)
+        self.rebuild(verify_crc=False)
+        self.flush_indexes_or_drop()
 
     # ---- writing ------------------------------------------------------------------------------
     def open_for_append(self) -> None:
@@ -430,4 +473,5 @@ class Segment:
                     view.release()
         for index in (self.ridx, self.oidx, self.tidx):
             index.invalidate_disk()
+        self.indexes_rebuilt = True
         return self.size

@@ -286,13 +286,18 @@ class ReplicaManager:
         if info.adopted:
             _raise_term_to_log(stream_log)
         partition = Partition(info.name, stream_log, self.broker.node_id)
+        group: RaftGroup | None = None
         try:
             group = self.broker.host.create_group(
                 f"{info.name}#{info.created_index}", info.replicas, stream_log, apply=partition.on_apply,
                 on_snapshot=partition.on_snapshot, resume_from_commit_point=True)
             partition.attach(group)
         except Exception:
-            stream_log.close()
+            if group is None:
+                stream_log.close()
+            else:  # unregister it now, so the next reconcile can open the stream again
+                self.broker.host.groups.pop(group.name, None)
+                self.spawn(_discard(group, stream_log))
             raise
         self._partitions[info.name] = partition
         self._incarnations[info.name] = info.created_index
@@ -315,6 +320,11 @@ class ReplicaManager:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+async def _discard(group: RaftGroup, stream_log: StreamLog) -> None:
+    await group.stop(transfer=False)
+    stream_log.close()
 
 
 def _campaign_if_leaderless(group: RaftGroup) -> None:

@@ -344,6 +344,7 @@ def _was_produced(value: bytes | None, producers: dict[str, ProducerThread], pro
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
+    import contextlib
     import tempfile
 
     parser = argparse.ArgumentParser(prog="python -m tests.faults.chaos",
@@ -355,9 +356,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=100.0, help="records/s per producer")
     parser.add_argument("--node-log-level", default="WARNING")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/chaos.json"))
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="run in this directory and keep it (each node's output.log), instead of a temporary one")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="vdl-chaos-") as scratch:
-        config = CampaignConfig(Path(scratch), args.nodes, args.faults, args.min_duration, args.seed, args.rate,
+    with contextlib.ExitStack() as stack:
+        directory = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vdl-chaos-")))
+        config = CampaignConfig(directory, args.nodes, args.faults, args.min_duration, args.seed, args.rate,
                                 node_log_level=args.node_log_level)
         result = run_campaign(config)
     print(result.table())

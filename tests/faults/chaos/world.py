@@ -97,6 +97,7 @@ def start_world(directory: Path, nodes: int, seed: int, streams: list[str],
     tmpfs_state = {"ok": True, "reason": ""}
 
     def prepare(cluster: DevCluster) -> None:
+        cluster.log_files = True  # DIR/node<i>/output.log: the whole story of every node
         mounts: list[Path] = []
         for node in cluster.nodes.values():
             try:
