@@ -1,11 +1,11 @@
 """Opening a stream's log directory: finding its segments and, after an unclean stop, recovering.
 
-Segments before the recovery point were durable when it was written: they are trusted, their
-base offset comes from the first record of their offset index and their indexes are only
-checked when first used. Every segment from the recovery point on (normally just the active
-one) is re-read with CRC checks, its indexes rebuilt, and the log is cut at the first torn or
-corrupt entry (seed 002, Kafka's LogLoader) -- after a clean shutdown too: a flipped byte there
-must be found before the node acknowledges or votes with it.
+Every segment (with LogConfig.verify_on_open, the default; else only those from the recovery
+point on, normally just the active one) is re-read with CRC checks, its indexes rebuilt, and the
+log is cut at the first torn or corrupt entry (seed 002, Kafka's LogLoader) -- after a clean
+shutdown too: a flipped byte must be found before the node acknowledges or votes with it.
+Without verify_on_open, segments before the recovery point are trusted: their base offset comes
+from the first record of their offset index and their indexes are checked when first used.
 
 A cut is a torn write (the unsynced tail of an unclean stop: nothing can have been acknowledged)
 or damage to durable data: after a clean shutdown everything was synced; otherwise intact
@@ -77,7 +77,7 @@ def load(directory: Path, config: LogConfig, now_ms: float) -> LoadedLog:
     if not segments:
         segments = [new_segment(directory, config, start.first_index, start.start_offset)]
     point = load_recovery_point(directory)
-    first = 0 if point is None else max(0, bisect_right(bases, point) - 1)
+    first = 0 if point is None or config.verify_on_open else max(0, bisect_right(bases, point) - 1)
     _load_trusted(segments, first)
     cut = _recover(directory, segments, first, start, all_synced=clean, fsync=config.fsync)
     _chain_offsets(segments, start)

@@ -102,3 +102,28 @@ def test_unreadable_hard_state_is_damage_not_term_zero(tmp_path: Path) -> None:
     assert hard_state == HardState(2, 0) and damage == Damage(0, True, 2)
     assert log.damage == DamageRecord(0, 2)
     log.close()
+
+
+def test_flipped_byte_in_an_old_sealed_segment_is_damage(tmp_path: Path) -> None:
+    """Regression: segments before the recovery point were trusted at open, so a flipped byte in
+    an old sealed segment went unnoticed (served to followers and consumers, counted in votes).
+    Every segment is now re-read with CRC checks when the log opens, after a clean stop or not."""
+    small = LogConfig(segment_bytes=600, tail_cache_bytes=0, fsync=False)
+    for clean in (True, False):
+        directory = tmp_path / f"clean-{clean}"
+        log = StreamLog.open(directory, small)
+        log.append([data_entry(i, 2, (i - 1) * 2, 2, body_size=50) for i in range(1, 31)])
+        assert log.segment_count >= 4
+        first = log._segments[0]
+        position = first.position_of(2)
+        log.close()
+        if not clean:
+            (directory / CLEAN_SHUTDOWN_FILE).unlink()
+        flip(first.log_path, position + HEADER + 70)  # inside entry 2's payload, an old segment
+        log = StreamLog.open(directory, small)
+        assert log.last_index == 1 and log.damage == DamageRecord(30), (clean, log.last_index, log.damage)
+        log.close()
+        trusting = StreamLog.open(directory, LogConfig(segment_bytes=600, tail_cache_bytes=0, fsync=False,
+                                                       verify_on_open=False))
+        assert trusting.last_index == 1  # the cut is durable
+        trusting.close()
