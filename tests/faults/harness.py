@@ -44,7 +44,7 @@ from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.entry import EntryType
 from vdl_broker.protocol import messages as m
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.records.record_batch import iter_batches, read_records
+from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, iter_batches, read_records
 from vdl_dev.dev_cluster import DevCluster
 
 # Client-side request timeout of the workload producers (see ProducerThread._run_confluent).
@@ -214,6 +214,24 @@ def read_all(address: str, stream: str, start: int, end: int) -> dict[int, tuple
 
 def _b(value: bytes | memoryview | None) -> bytes | None:
     return None if value is None else bytes(value)
+
+
+def produce_batches(cluster: DevCluster, stream: str, batches: int, tag: str, leader: int | None = None,
+                    records_per_batch: int = 20) -> list[tuple[str, int, bytes]]:
+    """`batches` acks=-1 batches of 100-byte records `<tag>-<batch>-<record>` at `leader` (else
+    at whichever node answers as leader, asked before each batch); every (tag, offset, value)
+    acknowledged."""
+    acked: list[tuple[str, int, bytes]] = []
+    for n in range(batches):
+        target = leader if leader is not None else high_watermark(cluster, stream, timeout=30)[0]
+        builder = RecordBatchBuilder()
+        values = [f"{tag}-{n:05d}-{i:02d}".encode().ljust(100, b".") for i in range(records_per_batch)]
+        for value in values:
+            builder.append(0, None, value)
+        code, base = produce_raw(node_address(cluster, target), stream, builder.build(), acks=-1, timeout_ms=5000)
+        assert code == 0, f"batch {n} of {tag} at node {target}: {ErrorCode(code).name}"
+        acked += [(tag, base + i, value) for i, value in enumerate(values)]
+    return acked
 
 
 # -------------------------------------------------------------------------------- workloads

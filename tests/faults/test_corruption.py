@@ -22,6 +22,7 @@ from tests.faults.harness import (
     create_stream,
     high_watermark,
     node_address,
+    produce_batches,
     produce_raw,
     read_all,
     stream_directory,
@@ -38,23 +39,7 @@ from vdl_dev.dev_cluster import DevCluster
 
 pytestmark = pytest.mark.timeout(120)
 
-RECORDS_PER_BATCH = 20
 HEADER = 25  # Raft entry header in a segment (vdl_broker.log.entry)
-
-
-def produce(cluster: DevCluster, stream: str, batches: int, tag: str) -> list[tuple[str, int, bytes]]:
-    """acks=-1 batches at the current leader; every (client, offset, value) acknowledged."""
-    acked: list[tuple[str, int, bytes]] = []
-    for n in range(batches):
-        leader, _ = high_watermark(cluster, stream, timeout=30)
-        builder = RecordBatchBuilder()
-        values = [f"{tag}-{n:04d}-{i:02d}".encode().ljust(100, b".") for i in range(RECORDS_PER_BATCH)]
-        for value in values:
-            builder.append(0, None, value)
-        code, base = produce_raw(node_address(cluster, leader), stream, builder.build(), acks=-1, timeout_ms=5000)
-        assert code == 0, f"batch {n} of {tag} at node {leader}: error {code}"
-        acked += [(tag, base + i, value) for i, value in enumerate(values)]
-    return acked
 
 
 def directory(cluster: DevCluster, node_id: int, stream: str) -> Path:
@@ -88,7 +73,7 @@ def check_all_acknowledged(cluster: DevCluster, stream: str, acked: list[tuple[s
 
 
 def converge(cluster: DevCluster, stream: str, damaged: int, acked: list[tuple[str, int, bytes]]) -> None:
-    acked += produce(cluster, stream, 2, "after")
+    acked += produce_batches(cluster, stream, 2, "after")
     wait_for_full_isr(cluster, stream, timeout=60)
     wait_logs_converged(cluster, stream, timeout=60)
     check_all_acknowledged(cluster, stream, acked)
@@ -102,9 +87,9 @@ def test_damaged_follower_does_not_elect_a_leader_lacking_acknowledged_writes(
     leader = create_stream(cluster, stream, via=1, probes=probes)
     wait_for_full_isr(cluster, stream)
     damaged, behind = others(cluster, leader)
-    acked = produce(cluster, stream, 3, "early")
+    acked = produce_batches(cluster, stream, 3, "early")
     cluster.kill(behind)
-    acked += produce(cluster, stream, 20, "acked")  # on the leader and `damaged` only
+    acked += produce_batches(cluster, stream, 20, "acked")  # on the leader and `damaged` only
     cluster.kill(damaged)
     middle = acked[len(acked) // 2][1]
     path, position = entry_position(directory(cluster, damaged, stream), middle)
@@ -132,7 +117,7 @@ def test_truncated_segment(cluster: DevCluster, probes: ProbeLog) -> None:
     stream = "truncated"
     leader = create_stream(cluster, stream, via=2, probes=probes)
     wait_for_full_isr(cluster, stream)
-    acked = produce(cluster, stream, 10, "acked")
+    acked = produce_batches(cluster, stream, 10, "acked")
     follower = others(cluster, leader)[0]
     cluster.stop(follower)  # clean: everything it held was synced
     path, position = entry_position(directory(cluster, follower, stream), acked[len(acked) // 2][1])
@@ -146,7 +131,7 @@ def test_damaged_small_file(cluster: DevCluster, probes: ProbeLog, file: str) ->
     stream = f"small-{file.replace('-', '')}"
     leader = create_stream(cluster, stream, via=3, probes=probes)
     wait_for_full_isr(cluster, stream)
-    acked = produce(cluster, stream, 10, "acked")
+    acked = produce_batches(cluster, stream, 10, "acked")
     follower = others(cluster, leader)[0]
     source = directory(cluster, follower, stream)
     if file == "index":

@@ -15,14 +15,13 @@ from tests.faults.harness import (
     high_watermark,
     list_offset_raw,
     node_address,
-    produce_raw,
+    produce_batches,
     read_all,
     read_log_image,
     wait_for_full_isr,
     wait_logs_converged,
     wait_until,
 )
-from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
 from vdl_dev.dev_cluster import DevCluster
 
 pytestmark = pytest.mark.timeout(120)
@@ -30,32 +29,17 @@ pytestmark = pytest.mark.timeout(120)
 # Tiny segments and a small byte budget: a few hundred KB of writes delete most segments; the
 # retention pass runs every 200 ms instead of every minute.
 CLUSTER_SETTINGS = {"segment_bytes": 8192, "retention_bytes": 32768, "retention_check_ms": 200}
-RECORDS_PER_BATCH = 20
-
-
-def produce_batches(cluster: DevCluster, leader: int, stream: str, batches: int, tag: str) -> list[tuple[str, int, bytes]]:
-    """`batches` acks=-1 batches of 20 100-byte records at the leader; (client, offset, value) acks."""
-    acked: list[tuple[str, int, bytes]] = []
-    for n in range(batches):
-        builder = RecordBatchBuilder()
-        values = [f"{tag}-{n:05d}-{i:02d}".encode().ljust(100, b".") for i in range(RECORDS_PER_BATCH)]
-        for value in values:
-            builder.append(0, None, value)
-        code, base = produce_raw(node_address(cluster, leader), stream, builder.build(), acks=-1, timeout_ms=5000)
-        assert code == 0, f"batch {n} of {tag}: error {code}"
-        acked += [(tag, base + i, value) for i, value in enumerate(values)]
-    return acked
 
 
 def test_follower_behind_retention_restarts_from_leader_log_start(cluster: DevCluster, probes: ProbeLog) -> None:
     stream = "retained"
     leader = create_stream(cluster, stream, via=1, probes=probes)
     wait_for_full_isr(cluster, stream)
-    acked = produce_batches(cluster, leader, stream, 20, "early")
+    acked = produce_batches(cluster, stream, 20, "early", leader)
     follower = next(i for i in cluster.node_ids() if i != leader)
     cluster.kill(follower)
     follower_end = read_log_image(cluster, follower, stream).log_end_offset
-    acked += produce_batches(cluster, leader, stream, 300, "missed")  # ~600 KB, 20x retention_bytes
+    acked += produce_batches(cluster, stream, 300, "missed", leader)  # ~600 KB, 20x retention_bytes
 
     def leader_start() -> int:
         code, offset = list_offset_raw(node_address(cluster, leader), stream, EARLIEST)
@@ -65,7 +49,7 @@ def test_follower_behind_retention_restarts_from_leader_log_start(cluster: DevCl
 
     cluster.restart(follower, timeout_s=60)
     leader, _ = high_watermark(cluster, stream)
-    acked += produce_batches(cluster, leader, stream, 10, "after")
+    acked += produce_batches(cluster, stream, 10, "after", leader)
     wait_for_full_isr(cluster, stream)
     images = wait_logs_converged(cluster, stream)
     leader, hw = high_watermark(cluster, stream)
