@@ -93,7 +93,8 @@ class Message:
     APPEND: index/log_term = index and term of the entry before `entries`; commit = leader commit.
     APPEND_RESPONSE: success -> index = follower's last matching index; reject -> index = the
         rejected APPEND's `index`, reject_hint/log_term = follower's hint (conflict index/term).
-    HEARTBEAT: commit = min(leader commit, follower match). HEARTBEAT_RESPONSE: nothing else.
+    HEARTBEAT: commit = min(leader commit, follower match); index = the leader's tick count when
+        sent. HEARTBEAT_RESPONSE: index = that tick, echoed (the leader's read lease).
     VOTE / PRE_VOTE: index/log_term = candidate's last index and term; force = leadership
         transfer (ignore the leader lease). *_RESPONSE: reject.
     SNAPSHOT: snapshot = the leader's log start point (driver fills snapshot.data).
