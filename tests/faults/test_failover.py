@@ -14,10 +14,7 @@ import time
 import pytest
 
 from tests.faults.harness import (
-    ConsumerThread,
-    HighWatermarkMonitor,
     ProbeLog,
-    Workload,
     check_acknowledged,
     check_consumed,
     create_stream,
@@ -34,6 +31,7 @@ from tests.faults.harness import (
     wait_logs_converged,
     wait_until,
 )
+from tests.faults.workload import ConsumerThread, HighWatermarkMonitor, Workload
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_dev.dev_cluster import DevCluster
 

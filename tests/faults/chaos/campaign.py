@@ -35,16 +35,13 @@ from tests.faults.chaos.nemesis import Injected, Nemesis, available
 from tests.faults.chaos.probes import Probes
 from tests.faults.chaos.world import World, start_world
 from tests.faults.harness import (
-    ConsumerThread,
-    HighWatermarkMonitor,
-    ProducerThread,
-    Workload,
     high_watermark,
     read_all,
     read_log_image,
     wait_for_full_isr,
     wait_logs_converged,
 )
+from tests.faults.workload import ConsumerThread, HighWatermarkMonitor, ProducerThread, Workload
 from tests.support.kafka import EARLIEST, list_offset_raw
 from tests.support.waiting import wait_until
 from vdl_broker.cluster.metadata import METADATA_GROUP
