@@ -289,6 +289,20 @@ class Partition:
             self.log.close()
 
 
+# A leader's read lease is renewed by every heartbeat round trip (every tick): one that has
+# just been elected, or whose heartbeat came back late on a loaded machine, usually holds it
+# again within this long, so a read waits that much before answering NOT_LEADER_OR_FOLLOWER.
+READ_LEASE_WAIT_S = 0.3
+
+
+async def await_read_lease(partitions: list[Partition | RemotePartition], timeout_s: float = READ_LEASE_WAIT_S) -> None:
+    """Return once every partition that this node leads serves reads, or after `timeout_s`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while any(p.is_leader and not p.serves_reads for p in partitions) and loop.time() < deadline:
+        await asyncio.sleep(0.005)
+
+
 class RemotePartition:
     """A stream with no replica on this node (or not opened yet): every client request gets
     NOT_LEADER_OR_FOLLOWER so the client refreshes its metadata and goes to the leader."""

@@ -20,6 +20,7 @@ from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import FetchRequest, FetchResponse
 from vdl_broker.protocol.records.conversion import batches_to_message_set
 from vdl_broker.server.delayed import wait_for_any
+from vdl_broker.server.partition import await_read_lease
 
 API_KEY = FetchRequest.DECL.api_key
 NAME = "Fetch"
@@ -107,6 +108,7 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, request.max_wait_ms) / 1000
     min_bytes = max(1, request.min_bytes)
+    await await_read_lease([p for p in (broker.replicas.get(t.topic) for t in request.topics) if p is not None])
     while True:
         topics, total, failed = _read_all(broker, request, version)
         if total >= min_bytes or failed or not topics or loop.time() >= deadline:

@@ -6,6 +6,7 @@ from typing import Any
 
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
+from vdl_broker.server.partition import await_read_lease
 
 API_KEY = ListOffsetsRequest.DECL.api_key
 NAME = "ListOffsets"
@@ -36,8 +37,9 @@ def _lookup(broker: Any, name: str, index: int, timestamp: int) -> tuple[ErrorCo
     return ErrorCode.NONE, max(offset, partition.log_start_offset), found_timestamp
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
+async def handle(broker: Any, context: Any, request: Any) -> Any:
     version = context.api_version
+    await await_read_lease([p for p in (broker.replicas.get(t.name) for t in request.topics) if p is not None])
     topics = []
     for topic in request.topics:
         partitions = []
