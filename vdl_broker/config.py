@@ -85,6 +85,12 @@ class NodeConfig:
     # Kafka's group.initial.rebalance.delay.ms: a new group waits this long for more members, so
     # consumers started together form one generation (see vdl_broker/groups/coordinator.py).
     group_initial_rebalance_delay_ms: int = 3_000
+    # Kafka's offsets.retention.minutes: committed offsets of a group without members are
+    # deleted this long after its last commit (or after it became empty, whichever is later).
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_ms: int = 600_000
+    # Kafka's offset.metadata.max.bytes: longer commit metadata gets OFFSET_METADATA_TOO_LARGE.
+    offset_metadata_max_bytes: int = 4096
     log_level: str = "INFO"
     # The cluster section: this node's Raft address and every member. Without it the node is
     # a cluster of one (its Raft groups have one voter and no Raft port is opened).

@@ -1,14 +1,16 @@
 """Consumer-group coordinator: membership, generations and rebalances, as Kafka's classic
 group protocol does it (GroupCoordinator.scala, KIP-394 for MEMBER_ID_REQUIRED).
 
-The broker keeps no offsets (VDL has no OffsetCommit); it only runs the membership protocol:
-JoinGroup collects the members of a generation and hands the leader every member's metadata;
+Offsets and settled generations are replicated by the metadata group (groups/commits.py); this
+module runs the membership protocol: JoinGroup collects the members of a generation and hands the leader every member's metadata;
 SyncGroup passes the leader's assignment through to each member unchanged; Heartbeat keeps a
 member's session alive and tells it when a rebalance starts; LeaveGroup removes it.
 
 Decisions are pure functions of the group state; waiting (a JoinGroup parked until the
 rebalance completes, a SyncGroup parked until the leader's assignment arrives) uses asyncio
-futures, and the session and rebalance timeouts use the loop's timers.
+futures, and the session and rebalance timeouts use the loop's timers. `on_settled` is told
+each time a group reaches a generation worth keeping (Stable with its assignment, or Empty), so
+the broker can replicate it; `adopt` takes such a group back on a new coordinator.
 """
 
 from __future__ import annotations
@@ -128,15 +130,41 @@ class GroupCoordinator:
     """All groups of this node. Must be used from within one running event loop."""
 
     def __init__(self, config: CoordinatorConfig | None = None,
-                 new_member_id: Callable[[str], str] | None = None) -> None:
+                 new_member_id: Callable[[str], str] | None = None,
+                 on_settled: Callable[[Group], None] | None = None,
+                 initial_generation: Callable[[str], int] | None = None) -> None:
         self.config = config or CoordinatorConfig()
         self._groups: dict[str, Group] = {}
         self._new_member_id = new_member_id or (lambda client_id: f"{client_id}-{uuid.uuid4()}")
+        self._on_settled = on_settled or (lambda group: None)
+        # A group re-created after being empty continues its stored generation numbers, so a
+        # member of an old generation can never match a new one.
+        self._initial_generation = initial_generation or (lambda group_id: 0)
 
     # -- queries ---------------------------------------------------------------------------
 
     def group(self, group_id: str) -> Group | None:
         return self._groups.get(group_id)
+
+    def groups(self) -> list[Group]:
+        return list(self._groups.values())
+
+    def adopt(self, group: Group) -> None:
+        """Take over a group restored from the metadata (a new coordinator): its members keep
+        their ids and generation, each with a fresh session timeout to show up in."""
+        self._groups[group.group_id] = group
+        for member in group.members.values():
+            self._schedule_session(group, member)
+
+    def forget(self, group_id: str) -> None:
+        """Drop an empty group (DeleteGroups)."""
+        group = self._groups.get(group_id)
+        if group is not None and not group.members:
+            if group.rebalance_timer:
+                group.rebalance_timer.cancel()
+            for handle in group.pending_members.values():
+                handle.cancel()
+            self._groups.pop(group_id, None)
 
     def close(self) -> None:
         """Cancel every timer and fail parked requests (broker shutdown)."""
@@ -169,7 +197,7 @@ class GroupCoordinator:
         if group is None:
             if member_id:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
-            group = self._groups[group_id] = Group(group_id)
+            group = self._groups[group_id] = Group(group_id, generation_id=self._initial_generation(group_id))
         if not protocols or not protocol_type:
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         if group.members and not _supports_protocols(group, protocol_type, protocols):
@@ -291,6 +319,7 @@ class GroupCoordinator:
             group.state = GroupState.EMPTY
             group.protocol_name = None
             group.leader_id = None
+            self._on_settled(group)
             return
         if group.leader_id not in group.members:
             group.leader_id = next(iter(group.members))
@@ -352,6 +381,7 @@ class GroupCoordinator:
                 if each.sync_future is not None:
                     _resolve(each.sync_future, self._sync_result(group, each))
                     each.sync_future = None
+            self._on_settled(group)
         return await future
 
     @staticmethod
@@ -433,6 +463,7 @@ class GroupCoordinator:
             else:
                 group.state = GroupState.EMPTY
                 group.generation_id += 1
+                self._on_settled(group)
         self._try_complete_join(group)
         self._drop_if_empty(group)
 
