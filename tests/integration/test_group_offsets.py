@@ -135,3 +135,27 @@ def test_live_group_generation_checks_and_refusals(module_broker: BrokerProcess)
         consumer.close()
     wait_until(lambda: _describe(address, group).group_state == "Empty", 10, "the group to empty")
     assert _delete_groups(address, group) == {group: NONE}
+
+
+def test_offsets_of_groups_without_members_expire(broker_factory) -> None:
+    from kafka import KafkaConsumer
+
+    broker = broker_factory(offsets_retention_minutes=0, offsets_retention_check_ms=100)
+    address = broker.bootstrap
+    stream = _stream(broker)
+    consumer = KafkaConsumer(stream, bootstrap_servers=address, group_id="with-members", auto_offset_reset="earliest",
+                             enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=200)
+    try:
+        values: list[bytes] = []
+        wait_until(lambda: values.extend(r.value for rs in consumer.poll(timeout_ms=100).values() for r in rs)
+                   or len(values) == 10, 30, "the consumer to read its stream")
+        consumer.commit()
+        assert commit_raw(address, "standalone", {stream: 3}) == {stream: NONE}
+        # A retention pass expired the standalone group's offsets, not those of the group with a member.
+        wait_until(lambda: committed_raw(address, "standalone", [stream])[1][stream][0] == -1, 10,
+                   "the standalone group's offsets to expire")
+        assert committed_raw(address, "with-members", [stream])[1][stream][0] == 10
+    finally:
+        consumer.close()
+    wait_until(lambda: committed_raw(address, "with-members", [stream])[1][stream][0] == -1, 10,
+               "the emptied group's offsets to expire")

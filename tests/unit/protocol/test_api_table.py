@@ -194,3 +194,14 @@ def test_encoding_bad_values_is_a_value_error() -> None:
         encode_message(
             MetadataRequest, 0, MetadataRequest(topics=None)
         )  # v0 cannot say "all topics" with null
+
+
+def test_readme_api_table_is_exactly_what_api_versions_advertises() -> None:
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    section = readme.split("## Kafka APIs served", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (\d+) \| \w+ \| (\d+)(?:–(\d+))?", section, re.MULTILINE)
+    listed = sorted((int(key), int(low), int(high or low)) for key, low, high in rows)
+    assert listed == TABLE
