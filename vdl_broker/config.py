@@ -85,6 +85,12 @@ class NodeConfig:
     # Kafka's group.initial.rebalance.delay.ms: a new group waits this long for more members, so
     # consumers started together form one generation (see vdl_broker/groups/coordinator.py).
     group_initial_rebalance_delay_ms: int = 3_000
+    # Kafka's offsets.retention.minutes: committed offsets of a group without members are
+    # deleted this long after its last commit (or after it became empty, whichever is later).
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_ms: int = 600_000
+    # Kafka's offset.metadata.max.bytes: longer commit metadata gets OFFSET_METADATA_TOO_LARGE.
+    offset_metadata_max_bytes: int = 4096
     log_level: str = "INFO"
     # The cluster section: this node's Raft address and every member. Without it the node is
     # a cluster of one (its Raft groups have one voter and no Raft port is opened).
@@ -143,6 +149,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--retention-bytes", type=int)
     parser.add_argument("--auto-create-streams", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--max-request-bytes", type=int)
+    parser.add_argument("--offsets-retention-minutes", type=int)
+    parser.add_argument("--offsets-retention-check-ms", type=int)
     parser.add_argument("--no-fsync", dest="fsync", action="store_false", default=None,
                         help="skip fsync (tests only: acknowledged data may be lost on power failure)")
     parser.add_argument("--log-level")
@@ -264,6 +272,8 @@ def validate(config: NodeConfig) -> None:
         raise ConfigError("max_request_bytes must be at least 1024")
     if config.segment_bytes < 1024:
         raise ConfigError("segment_bytes must be at least 1024")
+    if config.offsets_retention_minutes < 0 or config.offsets_retention_check_ms < 1:
+        raise ConfigError("offsets_retention_minutes must be >= 0 and offsets_retention_check_ms >= 1")
     if config.node_id < 1:
         raise ConfigError(f"node_id must be a positive integer, got {config.node_id}")
     if config.peers and config.raft_listen is None:

@@ -244,3 +244,33 @@ def closed_by_peer(sock: socket.socket, timeout: float = 5.0) -> bool:
         return True
     except TimeoutError:
         return False
+
+
+# -- consumer groups -------------------------------------------------------------------------------
+
+def offset_commit_request(group: str, offsets: dict[str, int], generation: int = -1, member_id: str = "",
+                          leader_epoch: int = -1, metadata: str | None = None, partition: int = 0) -> Any:
+    topics = [m.OffsetCommitRequest.OffsetCommitRequestTopic(name=stream, partitions=[
+        m.OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=partition, committed_offset=offset,
+                                                           committed_leader_epoch=leader_epoch,
+                                                           committed_metadata=metadata)])
+        for stream, offset in offsets.items()]
+    return m.OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=generation, member_id=member_id,
+                                 topics=topics)
+
+
+def commit_raw(address: str, group: str, offsets: dict[str, int], version: int | None = None,
+               **kwargs: Any) -> dict[str, int]:
+    """OffsetCommit on one fresh connection: stream -> error code."""
+    response = raw_request(address, offset_commit_request(group, offsets, **kwargs), version)
+    return {t.name: t.partitions[0].error_code for t in response.topics}
+
+
+def committed_raw(address: str, group: str, streams: Sequence[str] | None,
+                  version: int | None = None) -> tuple[int, dict[str, tuple[int, int, str | None, int]]]:
+    """OffsetFetch: (top-level error, stream -> (offset, leader epoch, metadata, error))."""
+    topics = None if streams is None else [
+        m.OffsetFetchRequest.OffsetFetchRequestTopic(name=s, partition_indexes=[0]) for s in streams]
+    response = raw_request(address, m.OffsetFetchRequest(group_id=group, topics=topics), version)
+    return response.error_code, {t.name: (p.committed_offset, p.committed_leader_epoch, p.metadata, p.error_code)
+                                 for t in response.topics for p in t.partitions}

@@ -12,6 +12,7 @@ written by VDL 0.1 carry it as the value of a RecordBatch in a DATA entry; both 
     {"op": "create_stream", "name": "events", "replication_factor": 3 | null, "config": {...}}
     {"op": "create_stream", "name": "events", "adopt_on": 1, ...}   a 0.1 single-node stream
     {"op": "delete_stream", "name": "events"}
+    consumer-group commands (committed offsets, settled generations): see cluster/groups.py
 
 Replica sets are chosen when the command is applied (not when proposed), from the state at
 that point, so concurrent creations still balance: the first replica is the preferred leader,
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from vdl_broker.cluster.groups import GROUP_OPS, GroupsState
 from vdl_broker.protocol.records.record_batch import read_records
 
 METADATA_GROUP = "__metadata"  # the Raft group (and directory) of the metadata log
@@ -156,12 +158,13 @@ def validate_stream_name(name: Any) -> str | None:
 
 
 class ClusterState:
-    """Nodes and streams; apply() is deterministic."""
+    """Nodes, streams and consumer groups; apply() is deterministic."""
 
     def __init__(self) -> None:
         self.cluster_id: str | None = None
         self.nodes: dict[int, NodeInfo] = {}
         self.streams: dict[str, StreamInfo] = {}
+        self.groups = GroupsState()
         self.applied_index = 0
         self._results: OrderedDict[int, list[ApplyResult]] = OrderedDict()
 
@@ -202,6 +205,11 @@ class ClusterState:
             return self._create_stream(index, command)
         if op == "delete_stream":
             return self._delete_stream(index, command)
+        if op in GROUP_OPS:
+            error = self.groups.apply(op, command, set(self.streams))
+            if error is not None:
+                return ApplyResult(index, op, Outcome.INVALID_COMMAND, error)
+            return ApplyResult(index, op, Outcome.OK)
         return ApplyResult(index, str(op), Outcome.INVALID_COMMAND, f"unknown command {command!r:.200}")
 
     def _init_cluster(self, index: int, command: dict[str, Any]) -> ApplyResult:
@@ -264,6 +272,7 @@ class ClusterState:
         stream = self.streams.pop(name, None) if isinstance(name, str) else None
         if stream is None:
             return ApplyResult(index, "delete_stream", Outcome.UNKNOWN, f"no stream {name!r}")
+        self.groups.drop_stream(name)
         return ApplyResult(index, "delete_stream", Outcome.OK, stream=stream)
 
 

@@ -91,6 +91,18 @@ class MetadataService:
             raise RaftError(f"no result for metadata entry {proposal.index}")
         return results[0]
 
+    def propose(self, command: dict[str, Any]) -> bool:
+        """Propose `command` without waiting for it (a coordinator recording a generation: the
+        proposals of one leader commit in the order they were made). False when not leader."""
+        group = self.group
+        if group is None or not group.leader_ready:
+            return False
+        try:
+            group.propose(encode_command(command), EntryType.METADATA)
+        except RaftError:
+            return False
+        return True
+
     async def create_stream(self, name: str, replication_factor: int | None = None,
                             config: dict[str, Any] | None = None) -> ApplyResult:
         refused = self.state.check_create(name, replication_factor)

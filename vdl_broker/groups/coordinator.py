@@ -1,142 +1,80 @@
 """Consumer-group coordinator: membership, generations and rebalances, as Kafka's classic
 group protocol does it (GroupCoordinator.scala, KIP-394 for MEMBER_ID_REQUIRED).
 
-The broker keeps no offsets (VDL has no OffsetCommit); it only runs the membership protocol:
-JoinGroup collects the members of a generation and hands the leader every member's metadata;
+Offsets and settled generations are replicated by the metadata group (groups/commits.py); this
+module runs the membership protocol: JoinGroup collects the members of a generation and hands the leader every member's metadata;
 SyncGroup passes the leader's assignment through to each member unchanged; Heartbeat keeps a
 member's session alive and tells it when a rebalance starts; LeaveGroup removes it.
 
 Decisions are pure functions of the group state; waiting (a JoinGroup parked until the
 rebalance completes, a SyncGroup parked until the leader's assignment arrives) uses asyncio
-futures, and the session and rebalance timeouts use the loop's timers.
+futures, and the session and rebalance timeouts use the loop's timers. `on_settled` is told
+each time a group reaches a generation worth keeping (Stable with its assignment, or Empty), so
+the broker can replicate it; `adopt` takes such a group back on a new coordinator.
 """
+
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
+from vdl_broker.groups.model import (
+    CoordinatorConfig,
+    Group,
+    GroupState,
+    JoinResult,
+    Member,
+    SyncResult,
+)
 from vdl_broker.protocol.errors import ErrorCode
 
+__all__ = ["CoordinatorConfig", "Group", "GroupCoordinator", "GroupState", "JoinResult", "Member", "SyncResult"]
+
 log = logging.getLogger(__name__)
-
-
-class GroupState(enum.Enum):
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-
-
-@dataclass
-class JoinResult:
-    error: ErrorCode
-    generation_id: int = -1
-    protocol_name: str | None = None
-    leader: str = ""
-    member_id: str = ""
-    # (member_id, group_instance_id, metadata) — only the leader receives the member list.
-    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
-    protocol_type: str | None = None
-
-
-@dataclass
-class SyncResult:
-    error: ErrorCode
-    assignment: bytes = b""
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-
-
-@dataclass
-class Member:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    join_future: asyncio.Future[JoinResult] | None = None
-    sync_future: asyncio.Future[SyncResult] | None = None
-    assignment: bytes = b""
-    session_timer: asyncio.TimerHandle | None = None
-
-    def metadata_for(self, protocol: str) -> bytes:
-        for name, metadata in self.protocols:
-            if name == protocol:
-                return metadata
-        return b""
-
-
-@dataclass
-class Group:
-    group_id: str
-    state: GroupState = GroupState.EMPTY
-    generation_id: int = 0
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader_id: str | None = None
-    members: dict[str, Member] = field(default_factory=dict)
-    # member ids handed out with MEMBER_ID_REQUIRED, waiting for the client to rejoin with them
-    pending_members: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
-    rebalance_timer: asyncio.TimerHandle | None = None
-    # The first rebalance of an empty group waits out the initial delay (Kafka's
-    # InitialDelayedJoin) instead of completing as soon as every known member has joined.
-    initial_join: bool = False
-    # A member joined during the current initial delay, so the delay runs once more.
-    new_member_added: bool = False
-    # Rebalance time left for further initial delays, in ms.
-    initial_remaining_ms: int = 0
-
-    def all_joined(self) -> bool:
-        return bool(self.members) and all(m.join_future is not None for m in self.members.values()) \
-            and not self.pending_members
-
-    def select_protocol(self) -> str | None:
-        """The protocol every member supports, preferring the members' own orderings
-        (Kafka: each member votes for its first supported candidate, most votes win)."""
-        members = list(self.members.values())
-        candidates = set.intersection(*({name for name, _ in m.protocols} for m in members))
-        if not candidates:
-            return None
-        votes: dict[str, int] = {}
-        for member in members:
-            choice = next(name for name, _ in member.protocols if name in candidates)
-            votes[choice] = votes.get(choice, 0) + 1
-        # Ties go to the leader's (first member's) preference order.
-        order = [name for name, _ in members[0].protocols if name in candidates]
-        return max(order, key=lambda name: (votes.get(name, 0), -order.index(name)))
-
-
-@dataclass
-class CoordinatorConfig:
-    min_session_timeout_ms: int = 1_000
-    max_session_timeout_ms: int = 1_800_000
-    # Kafka's group.initial.rebalance.delay.ms (default 3000): a new group waits this long for
-    # more members before its first generation, so members started together land in one
-    # generation instead of the first one taking everything and a rebalance following at once.
-    initial_rebalance_delay_ms: int = 3_000
 
 
 class GroupCoordinator:
     """All groups of this node. Must be used from within one running event loop."""
 
     def __init__(self, config: CoordinatorConfig | None = None,
-                 new_member_id: Callable[[str], str] | None = None) -> None:
+                 new_member_id: Callable[[str], str] | None = None,
+                 on_settled: Callable[[Group], None] | None = None,
+                 initial_generation: Callable[[str], int] | None = None) -> None:
         self.config = config or CoordinatorConfig()
         self._groups: dict[str, Group] = {}
         self._new_member_id = new_member_id or (lambda client_id: f"{client_id}-{uuid.uuid4()}")
+        self._on_settled = on_settled or (lambda group: None)
+        # A group re-created after being empty continues its stored generation numbers, so a
+        # member of an old generation can never match a new one.
+        self._initial_generation = initial_generation or (lambda group_id: 0)
 
     # -- queries ---------------------------------------------------------------------------
 
     def group(self, group_id: str) -> Group | None:
         return self._groups.get(group_id)
+
+    def groups(self) -> list[Group]:
+        return list(self._groups.values())
+
+    def adopt(self, group: Group) -> None:
+        """Take over a group restored from the metadata (a new coordinator): its members keep
+        their ids and generation, each with a fresh session timeout to show up in."""
+        self._groups[group.group_id] = group
+        for member in group.members.values():
+            self._schedule_session(group, member)
+
+    def forget(self, group_id: str) -> None:
+        """Drop an empty group (DeleteGroups)."""
+        group = self._groups.get(group_id)
+        if group is not None and not group.members:
+            if group.rebalance_timer:
+                group.rebalance_timer.cancel()
+            for handle in group.pending_members.values():
+                handle.cancel()
+            self._groups.pop(group_id, None)
 
     def close(self) -> None:
         """Cancel every timer and fail parked requests (broker shutdown)."""
@@ -169,7 +107,7 @@ class GroupCoordinator:
         if group is None:
             if member_id:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
-            group = self._groups[group_id] = Group(group_id)
+            group = self._groups[group_id] = Group(group_id, generation_id=self._initial_generation(group_id))
         if not protocols or not protocol_type:
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         if group.members and not _supports_protocols(group, protocol_type, protocols):
@@ -291,6 +229,7 @@ class GroupCoordinator:
             group.state = GroupState.EMPTY
             group.protocol_name = None
             group.leader_id = None
+            self._on_settled(group)
             return
         if group.leader_id not in group.members:
             group.leader_id = next(iter(group.members))
@@ -352,6 +291,7 @@ class GroupCoordinator:
                 if each.sync_future is not None:
                     _resolve(each.sync_future, self._sync_result(group, each))
                     each.sync_future = None
+            self._on_settled(group)
         return await future
 
     @staticmethod
@@ -433,6 +373,7 @@ class GroupCoordinator:
             else:
                 group.state = GroupState.EMPTY
                 group.generation_id += 1
+                self._on_settled(group)
         self._try_complete_join(group)
         self._drop_if_empty(group)
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from vdl_broker.cluster.metadata import METADATA_GROUP
 from vdl_broker.cluster.service import MetadataService
 from vdl_broker.config import NodeConfig, split_host_port
-from vdl_broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
+from vdl_broker.groups.coordinator import CoordinatorConfig
+from vdl_broker.groups.service import GroupService
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.host import RaftHost
 from vdl_broker.server.connection import KafkaConnection
@@ -46,10 +47,13 @@ class Broker:
         self.host = RaftHost(config.node_id, raft_listen, config.raft_peers())
         self.replicas = ReplicaManager(self)
         self.metadata = MetadataService(self.host, config, legacy_streams=self.replicas.legacy_stream_names)
-        self.coordinator = GroupCoordinator(CoordinatorConfig(
+        self.groups = GroupService(self.metadata, CoordinatorConfig(
             min_session_timeout_ms=config.group_min_session_timeout_ms,
             max_session_timeout_ms=config.group_max_session_timeout_ms,
-            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms))
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms),
+            retention_ms=config.offsets_retention_minutes * 60_000,
+            retention_check_ms=config.offsets_retention_check_ms,
+            metadata_max_bytes=config.offset_metadata_max_bytes)
         self.producer_ids = ProducerIdAllocator(start_ms=_producer_id_start(config.node_id))
         self.handlers: dict[int, Handler] = build_handlers()
         self.connections: set[KafkaConnection] = set()
@@ -87,6 +91,7 @@ class Broker:
             self.metadata.add_listener(self.replicas.on_metadata_change)
             self.replicas.start()
             group = self.metadata.start(metadata_log)
+            self.groups.start(group)
             state = self.metadata.state
             if not await group.wait_for(lambda _: self.node_id in state.nodes and state.cluster_id is not None,
                                         METADATA_WAIT_S):
@@ -132,7 +137,7 @@ class Broker:
         await self._stop_raft(transfer=True)
         for connection in list(self.connections):
             connection.close("broker shutting down")
-        self.coordinator.close()
+        self.groups.close()
         self.replicas.close()
         if self.server is not None:
             with contextlib.suppress(TimeoutError):

@@ -232,3 +232,62 @@ def test_member_id_handed_out_stays_valid_after_the_join_completes() -> None:
         assert sorted(m for m, _, _ in a2.members) == sorted([a_id, b_id])
         c.close()
     asyncio.run(run())
+
+
+# -- commits and the replicated form of a group ---------------------------------------------------
+
+def test_commit_checks_follow_kafka() -> None:
+    from vdl_broker.groups.commits import check_commit
+
+    async def run() -> None:
+        c = make()
+        assert check_commit(None, -1, "") is ErrorCode.NONE  # standalone commit
+        assert check_commit(None, 3, "gone") is ErrorCode.ILLEGAL_GENERATION
+        joined = await join(c)
+        group = c.group("g")
+        assert check_commit(group, 1, joined.member_id) is ErrorCode.REBALANCE_IN_PROGRESS
+        await c.sync_group("g", 1, joined.member_id, [(joined.member_id, b"A")])
+        assert check_commit(group, 1, joined.member_id) is ErrorCode.NONE
+        assert check_commit(group, 0, joined.member_id) is ErrorCode.ILLEGAL_GENERATION
+        assert check_commit(group, 1, "stranger") is ErrorCode.UNKNOWN_MEMBER_ID
+        assert check_commit(group, -1, "") is ErrorCode.UNKNOWN_MEMBER_ID  # no standalone commits to a live group
+        c.close()
+    asyncio.run(run())
+
+
+def test_settled_generations_are_reported_and_restored_on_a_new_coordinator() -> None:
+    from vdl_broker.cluster.groups import StoredGroup
+    from vdl_broker.groups.commits import restore_group, stored_members
+
+    async def run() -> None:
+        settled: list[tuple[str, int, int]] = []
+        counter = itertools.count()
+        c = GroupCoordinator(CoordinatorConfig(min_session_timeout_ms=10, initial_rebalance_delay_ms=0),
+                             new_member_id=lambda client: f"{client}-{next(counter)}",
+                             on_settled=lambda g: settled.append((g.state.value, g.generation_id, len(g.members))))
+        joined = await join(c)
+        await c.sync_group("g", 1, joined.member_id, [(joined.member_id, b"A")])
+        assert settled == [("Stable", 1, 1)]
+        group = c.group("g")
+        stored = StoredGroup("g", group.generation_id, group.protocol_type, group.protocol_name, group.leader_id,
+                             tuple(stored_members(group)), 0)
+        c.leave_group("g", joined.member_id)
+        assert settled[-1] == ("Empty", 2, 0)
+        c.close()
+        # A new coordinator takes the stored generation over: the member heartbeats on, unchanged.
+        fresh = make()
+        fresh.adopt(restore_group(stored))
+        assert fresh.heartbeat("g", 1, joined.member_id) is ErrorCode.NONE
+        synced = await fresh.sync_group("g", 1, joined.member_id, [])
+        assert synced.error is ErrorCode.NONE and synced.assignment == b"A"
+        fresh.close()
+    asyncio.run(run())
+
+
+def test_a_recreated_group_continues_its_stored_generations() -> None:
+    async def run() -> None:
+        c = GroupCoordinator(CoordinatorConfig(min_session_timeout_ms=10, initial_rebalance_delay_ms=0),
+                             initial_generation=lambda group_id: 7)
+        assert (await join(c)).generation_id == 8
+        c.close()
+    asyncio.run(run())

@@ -35,16 +35,21 @@ TABLE = [
     (1, 0, 11),
     (2, 0, 5),
     (3, 0, 8),
+    (8, 0, 8),
     (9, 1, 5),
     (10, 0, 2),
     (11, 0, 5),
     (12, 0, 3),
     (13, 0, 3),
     (14, 0, 3),
+    (15, 0, 5),
+    (16, 0, 4),
     (18, 0, 3),
     (19, 0, 4),
     (20, 0, 3),
     (22, 0, 1),
+    (42, 0, 2),
+    (47, 0, 0),
 ]
 
 
@@ -58,14 +63,15 @@ def test_supported_api_versions_is_exactly_the_table() -> None:
     assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == TABLE
 
 
-def test_only_api_versions_v3_is_flexible() -> None:
+def test_flexible_versions_are_kafkas() -> None:
+    # message defs: OffsetCommit 8+, DescribeGroups 5+, ListGroups 3+, DeleteGroups 2+, ApiVersions 3+
     flexible = {
         (k, v)
         for k, s in API_SPECS.items()
         for v in range(s.min_version, s.max_version + 1)
         if s.is_flexible(v)
     }
-    assert flexible == {(18, 3)}
+    assert flexible == {(18, 3), (8, 8), (15, 5), (16, 3), (16, 4), (42, 2)}
 
 
 def _frame_header(api_key: int, version: int, correlation_id: int) -> bytes:
@@ -74,8 +80,8 @@ def _frame_header(api_key: int, version: int, correlation_id: int) -> bytes:
 
 def test_unsupported_api_carries_ids() -> None:
     with pytest.raises(UnsupportedApiError) as info:
-        decode_request(_frame_header(8, 2, 77))  # OffsetCommit is not offered
-    assert (info.value.api_key, info.value.api_version, info.value.correlation_id) == (8, 2, 77)
+        decode_request(_frame_header(21, 2, 77))  # DeleteRecords is not offered
+    assert (info.value.api_key, info.value.api_version, info.value.correlation_id) == (21, 2, 77)
     assert isinstance(info.value, DecodeError)
     assert info.value.header.correlation_id == 77
 
@@ -188,3 +194,14 @@ def test_encoding_bad_values_is_a_value_error() -> None:
         encode_message(
             MetadataRequest, 0, MetadataRequest(topics=None)
         )  # v0 cannot say "all topics" with null
+
+
+def test_readme_api_table_is_exactly_what_api_versions_advertises() -> None:
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    section = readme.split("## Kafka APIs served", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (\d+) \| \w+ \| (\d+)(?:–(\d+))?", section, re.MULTILINE)
+    listed = sorted((int(key), int(low), int(high or low)) for key, low, high in rows)
+    assert listed == TABLE

@@ -76,6 +76,7 @@ def _join(parts) -> bytes:
 BITFIELDS = {
     ("MetadataResponse", "cluster_authorized_operations"): "authorized_operations",
     ("MetadataResponseTopic", "topic_authorized_operations"): "authorized_operations",
+    ("DescribedGroup", "authorized_operations"): "authorized_operations",
 }
 
 

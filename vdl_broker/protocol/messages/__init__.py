@@ -20,15 +20,20 @@ from __future__ import annotations
 
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
 from .create_topics import CreateTopicsRequest, CreateTopicsResponse
+from .delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from .fetch import FetchRequest, FetchResponse
 from .find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from .heartbeat import HeartbeatRequest, HeartbeatResponse
 from .init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from .join_group import JoinGroupRequest, JoinGroupResponse
 from .leave_group import LeaveGroupRequest, LeaveGroupResponse
+from .list_groups import ListGroupsRequest, ListGroupsResponse
 from .list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from .metadata import MetadataRequest, MetadataResponse
+from .offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from .offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from .offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from .produce import ProduceRequest, ProduceResponse
 from .sync_group import SyncGroupRequest, SyncGroupResponse
@@ -39,16 +44,21 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (FetchRequest, FetchResponse),
     (ListOffsetsRequest, ListOffsetsResponse),
     (MetadataRequest, MetadataResponse),
+    (OffsetCommitRequest, OffsetCommitResponse),
     (OffsetFetchRequest, OffsetFetchResponse),
     (FindCoordinatorRequest, FindCoordinatorResponse),
     (JoinGroupRequest, JoinGroupResponse),
     (HeartbeatRequest, HeartbeatResponse),
     (LeaveGroupRequest, LeaveGroupResponse),
     (SyncGroupRequest, SyncGroupResponse),
+    (DescribeGroupsRequest, DescribeGroupsResponse),
+    (ListGroupsRequest, ListGroupsResponse),
     (ApiVersionsRequest, ApiVersionsResponse),
     (CreateTopicsRequest, CreateTopicsResponse),
     (DeleteTopicsRequest, DeleteTopicsResponse),
     (InitProducerIdRequest, InitProducerIdResponse),
+    (DeleteGroupsRequest, DeleteGroupsResponse),
+    (OffsetDeleteRequest, OffsetDeleteResponse),
 )
 
 __all__ = [
@@ -57,8 +67,12 @@ __all__ = [
     "ApiVersionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteGroupsRequest",
+    "DeleteGroupsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "DescribeGroupsRequest",
+    "DescribeGroupsResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",
@@ -71,10 +85,16 @@ __all__ = [
     "JoinGroupResponse",
     "LeaveGroupRequest",
     "LeaveGroupResponse",
+    "ListGroupsRequest",
+    "ListGroupsResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
     "MetadataRequest",
     "MetadataResponse",
+    "OffsetCommitRequest",
+    "OffsetCommitResponse",
+    "OffsetDeleteRequest",
+    "OffsetDeleteResponse",
     "OffsetFetchRequest",
     "OffsetFetchResponse",
     "ProduceRequest",

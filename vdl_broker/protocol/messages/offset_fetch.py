@@ -1,6 +1,6 @@
 """OffsetFetch (key 9), versions 1-5, non-flexible (flexible from 6). # message defs: OffsetFetchRequest.json
 
-VDL keeps no consumer offsets: the broker answers committed_offset -1, error 0 for every partition.
+The broker answers the offsets stored in the cluster metadata (-1 for a partition without one).
 """
 
 from __future__ import annotations

@@ -18,23 +18,29 @@ from typing import Any
 from vdl_broker.server.handlers import (
     api_versions,
     create_topics,
+    delete_groups,
     delete_topics,
+    describe_groups,
     fetch,
     find_coordinator,
     heartbeat,
     init_producer_id,
     join_group,
     leave_group,
+    list_groups,
     list_offsets,
     metadata,
+    offset_commit,
+    offset_delete,
     offset_fetch,
     produce,
     sync_group,
 )
 
 MODULES: tuple[ModuleType, ...] = (
-    produce, fetch, list_offsets, metadata, offset_fetch, find_coordinator, join_group, heartbeat,
-    leave_group, sync_group, api_versions, create_topics, delete_topics, init_producer_id,
+    produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
+    heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
+    delete_topics, init_producer_id, delete_groups, offset_delete,
 )
 
 

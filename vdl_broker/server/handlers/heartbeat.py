@@ -12,7 +12,10 @@ NAME = "Heartbeat"
 
 
 def handle(broker: Any, context: Any, request: Any) -> Any:
-    code = broker.coordinator.heartbeat(request.group_id, request.generation_id, request.member_id)
+    coordinator = broker.groups.active()
+    if coordinator is None:
+        return HeartbeatResponse(error_code=int(ErrorCode.NOT_COORDINATOR))
+    code = coordinator.heartbeat(request.group_id, request.generation_id, request.member_id)
     return HeartbeatResponse(error_code=int(code))
 
 

@@ -13,7 +13,10 @@ NAME = "JoinGroup"
 
 
 async def handle(broker: Any, context: Any, request: Any) -> Any:
-    result = await broker.coordinator.join_group(
+    coordinator = broker.groups.active()
+    if coordinator is None:
+        return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
+    result = await coordinator.join_group(
         request.group_id, request.member_id, request.group_instance_id, context.client_id,
         context.client_host, request.session_timeout_ms,
         request.rebalance_timeout_ms if context.api_version >= 1 else -1,

@@ -12,7 +12,9 @@ NAME = "LeaveGroup"
 
 
 def handle(broker: Any, context: Any, request: Any) -> Any:
-    coordinator = broker.coordinator
+    coordinator = broker.groups.active()
+    if coordinator is None:
+        return LeaveGroupResponse(error_code=int(ErrorCode.NOT_COORDINATOR))
     if context.api_version < 3:
         return LeaveGroupResponse(error_code=int(coordinator.leave_group(request.group_id, request.member_id)))
     members = []

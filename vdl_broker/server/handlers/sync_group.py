@@ -12,7 +12,10 @@ NAME = "SyncGroup"
 
 
 async def handle(broker: Any, context: Any, request: Any) -> Any:
-    result = await broker.coordinator.sync_group(
+    coordinator = broker.groups.active()
+    if coordinator is None:
+        return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
+    result = await coordinator.sync_group(
         request.group_id, request.generation_id, request.member_id,
         [(a.member_id, bytes(a.assignment)) for a in request.assignments])
     return SyncGroupResponse(error_code=int(result.error), assignment=result.assignment)
