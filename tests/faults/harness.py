@@ -197,10 +197,7 @@ def read_all(address: str, stream: str, start: int, end: int) -> dict[int, tuple
     deadline = time.monotonic() + 60
     while offset < end:
         assert time.monotonic() < deadline, f"reading {stream} [{start}, {end}) stalled at {offset}"
-        code, _, records = fetch_raw(address, stream, offset, max_bytes=8 << 20)
-        if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:  # the leader's read lease lapsed a moment (load)
-            time.sleep(0.05)
-            continue
+        code, _, records = fetch_at_leader(address, stream, offset, max_bytes=8 << 20)
         assert code == 0, f"Fetch {stream}@{offset} from {address}: {ErrorCode(code).name}"
         for _, batch in iter_batches(memoryview(records)):
             for record in read_records(batch):

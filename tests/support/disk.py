@@ -6,7 +6,6 @@ import contextlib
 import errno
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -25,15 +24,6 @@ def mount_tmpfs(directory: Path, size: str) -> None:
 
 def unmount(directory: Path) -> None:
     subprocess.run(["umount", "-l", str(directory)], capture_output=True)
-
-
-@contextlib.contextmanager
-def tmpfs(directory: Path, size: str) -> Iterator[Path]:
-    mount_tmpfs(directory, size)
-    try:
-        yield directory
-    finally:
-        unmount(directory)
 
 
 def fill(path: Path) -> int:

@@ -77,12 +77,15 @@ def read_entries(log: StreamLog, start_index: int, end_index: int, max_bytes: in
                        payload in segment.iter_entries(start_position, end_position)]
         except (ValueError, struct.error):
             entries = []
-        if [e.index for e in entries] != list(range(index, segment.base_index + last)):
+        stop_index = segment.base_index + last
+        # Walked by header lengths from a checked start: the right count and end index mean
+        # every entry in between is the right one.
+        if len(entries) != stop_index - index or (entries and entries[-1].index != stop_index - 1):
             # A Raft index record past the first is damaged: rebuild the indexes, read again.
             if segment in repaired:
-                raise ValueError(f"{segment.log_path}: entries [{index}, {segment.base_index + last}) unreadable")
+                raise ValueError(f"{segment.log_path}: entries [{index}, {stop_index}) unreadable")
             repaired.add(segment)
-            segment.repair_indexes(f"entries [{index}, {segment.base_index + last}) not where the index says")
+            segment.repair_indexes(f"entries [{index}, {stop_index}) not where the index says")
             continue
         out += entries
         budget -= end_position - start_position

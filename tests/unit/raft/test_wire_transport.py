@@ -199,15 +199,8 @@ def test_dial_loop_survives_a_connection_closed_before_the_hello(monkeypatch: py
 
     async def main() -> None:
         monkeypatch.setattr(asyncio, "open_connection", open_connection)
-        ia, ib = Inbox(), Inbox()
-        a = RaftTransport(1, ("127.0.0.1", 0), ia, config=FAST)
-        b = RaftTransport(2, ("127.0.0.1", 0), ib, config=FAST)
+        (a, b), (_, ib) = await _mesh(2)
         try:
-            await a.start()
-            await b.start()
-            b.add_peer(1, ("127.0.0.1", a.port))
-            a.add_peer(2, ("127.0.0.1", b.port))
-            await _until(lambda: a.is_connected(2) and b.is_connected(1))
             assert calls >= 2
             assert a.send("g", Message(MessageType.HEARTBEAT, 2, 1, 1, commit=7))
             await ib.wait_count(1)
@@ -239,15 +232,8 @@ def test_dial_loop_survives_any_error_while_dialing(monkeypatch: pytest.MonkeyPa
 
     async def main() -> None:
         monkeypatch.setattr(asyncio, "open_connection", open_connection)
-        ia, ib = Inbox(), Inbox()
-        a = RaftTransport(1, ("127.0.0.1", 0), ia, config=FAST)
-        b = RaftTransport(2, ("127.0.0.1", 0), ib, config=FAST)
+        (a, b), (_, ib) = await _mesh(2)
         try:
-            await a.start()
-            await b.start()
-            b.add_peer(1, ("127.0.0.1", a.port))
-            a.add_peer(2, ("127.0.0.1", b.port))
-            await _until(lambda: a.is_connected(2) and b.is_connected(1))
             assert calls >= 3
             assert a.send("g", Message(MessageType.HEARTBEAT, 2, 1, 1, commit=7))
             await ib.wait_count(1)
