@@ -8,7 +8,7 @@ pipeline.py    ProducePipeline: several Produce requests in flight to one stream
 requests.py    the Fetch and Produce requests for one stream
 settings.py    ClientSettings and the errors the client reports
 aio.py         request(): one request over a fresh asyncio connection
-cli.py         the `vdl` command line
+cli/           the `vdl` command line, one module per command group
 """
 
 from vdl_client import aio

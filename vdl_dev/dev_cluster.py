@@ -1,5 +1,5 @@
 """`vdl dev-cluster --nodes 3 --data-dir DIR --base-port P`: a local cluster of `vdl-broker`
-subprocesses in the foreground (the CLI wiring is in vdl_client/cli.py; this is the logic).
+subprocesses in the foreground (the CLI wiring is in vdl_client/cli/dev.py; this is the logic).
 
 Node i (1-based) gets client port P + i - 1 and raft port P + nodes + i - 1, and the directory
 DIR/node<i>/ holding its node.toml and its data (DIR/node<i>/data). Every node runs in its own
