@@ -27,6 +27,7 @@ from vdl_broker.server.connection import KafkaConnection
 from vdl_broker.server.handlers import Handler, build_handlers
 from vdl_broker.server.producer_state import ProducerIdAllocator
 from vdl_broker.server.replica_manager import ReplicaManager
+from vdl_broker.tables.service import TableService
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ class Broker:
         raft_listen = split_host_port(config.raft_listen, "raft_listen") if config.raft_listen else None
         self.host = RaftHost(config.node_id, raft_listen, config.raft_peers())
         self.replicas = ReplicaManager(self)
+        self.tables = TableService(self)
         self.metadata = MetadataService(self.host, config, legacy_streams=self.replicas.legacy_stream_names)
         self.groups = GroupService(self.metadata, CoordinatorConfig(
             min_session_timeout_ms=config.group_min_session_timeout_ms,
@@ -90,6 +92,7 @@ class Broker:
                                           LogConfig(segment_bytes=64 << 20, fsync=self.config.fsync))
             self.metadata.add_listener(self.replicas.on_metadata_change)
             self.replicas.start()
+            self.tables.start()
             group = self.metadata.start(metadata_log)
             self.groups.start(group)
             state = self.metadata.state
@@ -122,6 +125,7 @@ class Broker:
                 log.exception("retention pass failed")
 
     async def _stop_raft(self, transfer: bool) -> None:
+        await self.tables.stop()
         await self.replicas.stop()
         await self.host.stop(transfer=transfer)
         if self.metadata.log is not None:
