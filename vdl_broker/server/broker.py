@@ -134,8 +134,8 @@ class Broker:
         sockets = self.server.sockets or []
         if sockets:
             self.port = sockets[0].getsockname()[1]
-        if self.config.retention_ms >= 0 or self.config.retention_bytes >= 0:
-            self._retention_task = loop.create_task(self._retention_loop())
+        # Always: any stream may get retention.ms / retention.bytes of its own at any time.
+        self._retention_task = loop.create_task(self._retention_loop())
         log.info("node %d: serving (%d voters, raft %s)", self.node_id, len(self.config.members),
                  self.config.raft_listen or "none: a cluster of one")
 

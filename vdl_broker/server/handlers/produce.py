@@ -34,7 +34,8 @@ class Rejected(Exception):
 
 def _check_header(header: BatchHeader, max_batch_bytes: int) -> None:
     if header.size > max_batch_bytes:
-        raise Rejected(ErrorCode.MESSAGE_TOO_LARGE, f"batch of {header.size} bytes exceeds {max_batch_bytes}")
+        raise Rejected(ErrorCode.MESSAGE_TOO_LARGE,
+                       f"batch of {header.size} bytes exceeds the stream's max.message.bytes {max_batch_bytes}")
     if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
         raise Rejected(ErrorCode.INVALID_RECORD,
                        f"batch offsets: {header.record_count} records but last offset delta "
@@ -126,8 +127,10 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
                 responses.append(_partition_error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                   f"unknown stream {topic.name!r} partition {data.index}"))
                 continue
+            limit = partition.max_message_bytes
             try:
-                batches = parse_batches(data.records, version, broker.config.max_batch_bytes)
+                batches = parse_batches(data.records, version,
+                                        broker.config.max_batch_bytes if limit is None else limit)
                 handles = [partition.append(batch, header) for header, batch in batches]
             except Rejected as error:
                 responses.append(_partition_error(data.index, error.code, error.message))
