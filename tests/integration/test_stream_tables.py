@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from tests.support.cluster import VDL_CLI, BrokerProcess, wait_until
+from tests.support.cluster import VDL_CLI, BrokerProcess, free_port, wait_until
+from tests.support.metrics import scrape_url
 from vdl_client import ClientSettings, VdlClient
 from vdl_client.configs import alter_stream_configs, describe_stream_configs
 
@@ -99,7 +100,8 @@ def test_raw_table_holds_exactly_the_log(broker_factory: Callable[..., BrokerPro
 
 def test_json_table_dead_letters_hold_exactly_the_malformed(broker_factory: Callable[..., BrokerProcess],
                                                             tmp_path: Path) -> None:
-    broker = broker_factory()
+    metrics_port = free_port()
+    broker = broker_factory(metrics_listen=f"127.0.0.1:{metrics_port}")
     path = tmp_path / "orders"
     with client(broker) as vdl:
         vdl.create_stream("orders", config={
@@ -128,6 +130,11 @@ def test_json_table_dead_letters_hold_exactly_the_malformed(broker_factory: Call
     assert DeltaTable(str(path)).metadata().partition_columns == ["day"]
     wait_until(lambda: status(broker, "orders")["vdl.table.status.dead.letters"] == str(len(malformed)), 10,
                "the dead-letter count")
+    metrics = scrape_url(f"http://127.0.0.1:{metrics_port}/metrics")
+    assert metrics.value("vdl_table_dead_letters_total", stream="orders") == len(malformed)
+    assert metrics.get("vdl_table_commits_total", stream="orders") >= 1
+    assert metrics.value("vdl_table_lag_records", stream="orders") == 0
+    assert metrics.value("vdl_table_lag_seconds", stream="orders") == 0
 
 
 def test_retention_deletes_only_what_the_table_holds(broker_factory: Callable[..., BrokerProcess],

@@ -38,6 +38,15 @@ def app_id(cluster_id: str, stream: str, created_index: int) -> str:
 
 
 @dataclass
+class TableCounters:
+    """What this node did for a stream's table (kept across writer restarts, for the metrics)."""
+
+    commits: int = 0  # Delta commits made
+    dead_letters: int = 0  # records written to the dead-letter table
+    records: int = 0  # records written to the table
+
+
+@dataclass
 class _Unavailable:
     """A stream whose table this node cannot write (packages missing): only its error."""
 
@@ -62,6 +71,7 @@ class TableService:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self._tables: dict[str, Any] = {}  # stream -> StreamTable | _Unavailable
+        self.counters: dict[str, TableCounters] = {}
         self._executor: ThreadPoolExecutor | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -107,6 +117,11 @@ class TableService:
         for name, (partition, settings, writer_id) in wanted.items():
             if name not in self._tables:
                 self._tables[name] = self._open(partition, settings, writer_id)
+        for name in set(self.counters) - set(wanted):
+            del self.counters[name]  # the stream is gone from here (its series with it)
+
+    def tables(self) -> dict[str, Any]:
+        return dict(self._tables)
 
     def _open(self, partition: Any, settings: TableSettings, writer_id: str) -> Any:
         missing = missing_packages()
@@ -119,7 +134,8 @@ class TableService:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="vdl-tables")
         try:
-            table = StreamTable(partition, settings, writer_id, self._executor)
+            table = StreamTable(partition, settings, writer_id, self._executor,
+                                self.counters.setdefault(partition.name, TableCounters()))
         except Exception as error:  # e.g. a schema this version cannot store
             log.error("stream %s: its table %s cannot be written: %s", partition.name, settings.path, error)
             return _Unavailable(partition, settings, f"{type(error).__name__}: {error}", writer_id)

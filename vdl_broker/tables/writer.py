@@ -23,7 +23,6 @@ import asyncio
 import logging
 import time
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow.compute as pc
@@ -33,6 +32,7 @@ from vdl_broker.log.entry import OffsetOutOfRange
 from vdl_broker.tables.convert import DEAD_LETTER_SCHEMA, partition_columns, table_schema
 from vdl_broker.tables.convert import convert as convert_records
 from vdl_broker.tables.delta import DeltaTarget, TransactionConflict
+from vdl_broker.tables.service import TableCounters
 
 log = logging.getLogger(__name__)
 
@@ -43,17 +43,11 @@ FOLLOWER_REFRESH_S = 5.0  # how often a follower re-reads the table's end
 RETRY_MIN_S, RETRY_MAX_S = 0.5, 30.0
 
 
-@dataclass
-class TableCounters:
-    commits: int = 0  # Delta commits this node made
-    dead_letters: int = 0  # records this node wrote to the dead-letter table
-    records: int = 0  # records this node wrote to the table
-
-
 class StreamTable:
     """One stream's table on this node. `partition` is the stream's server.partition.Partition."""
 
-    def __init__(self, partition: Any, settings: TableSettings, app_id: str, executor: Executor) -> None:
+    def __init__(self, partition: Any, settings: TableSettings, app_id: str, executor: Executor,
+                 counters: TableCounters | None = None) -> None:
         self.partition = partition
         self.name = partition.name
         self.settings = settings
@@ -64,7 +58,7 @@ class StreamTable:
                             if settings.format == "json" else None)
         self.end_offset: int | None = None  # every offset below is in the table
         self.error: str | None = None
-        self.counters = TableCounters()
+        self.counters = counters if counters is not None else TableCounters()
         self.pending_since: float | None = None  # monotonic time the oldest record not in the table was seen
         self.leading = False
         self._commit_s = 0.2  # moving average of a commit's duration

@@ -9,12 +9,12 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from tests.unit.tables.test_table_convert import stored
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.entry import Entry, EntryType
 from vdl_broker.tables.convert import TieringError
 from vdl_broker.tables.delta import DeltaTarget, TransactionConflict
 from vdl_broker.tables.service import retention_limit
-from tests.unit.tables.test_table_convert import stored
 
 SCHEMA = pa.schema([pa.field("offset", pa.int64(), nullable=False), pa.field("value", pa.binary())])
 
