@@ -49,6 +49,7 @@ TABLE = [
     (20, 0, 3),
     (22, 0, 1),
     (32, 0, 4),
+    (35, 0, 4),
     (42, 0, 2),
     (44, 0, 1),
     (47, 0, 0),
@@ -74,7 +75,8 @@ def test_flexible_versions_are_kafkas() -> None:
         for v in range(s.min_version, s.max_version + 1)
         if s.is_flexible(v)
     }
-    assert flexible == {(18, 3), (8, 8), (15, 5), (16, 3), (16, 4), (42, 2), (32, 4), (44, 1)}
+    assert flexible == {(18, 3), (8, 8), (15, 5), (16, 3), (16, 4), (42, 2), (32, 4), (44, 1), (35, 2), (35, 3),
+                        (35, 4)}
 
 
 def _frame_header(api_key: int, version: int, correlation_id: int) -> bytes:

@@ -24,6 +24,7 @@ from .delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from .describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from .fetch import FetchRequest, FetchResponse
 from .find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from .heartbeat import HeartbeatRequest, HeartbeatResponse
@@ -60,6 +61,7 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (DeleteTopicsRequest, DeleteTopicsResponse),
     (InitProducerIdRequest, InitProducerIdResponse),
     (DescribeConfigsRequest, DescribeConfigsResponse),
+    (DescribeLogDirsRequest, DescribeLogDirsResponse),
     (DeleteGroupsRequest, DeleteGroupsResponse),
     (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     (OffsetDeleteRequest, OffsetDeleteResponse),
@@ -79,6 +81,8 @@ __all__ = [
     "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "DescribeLogDirsRequest",
+    "DescribeLogDirsResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",

@@ -22,6 +22,7 @@ from vdl_broker.server.handlers import (
     delete_topics,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     fetch,
     find_coordinator,
     heartbeat,
@@ -43,6 +44,7 @@ MODULES: tuple[ModuleType, ...] = (
     produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
     heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
     delete_topics, init_producer_id, delete_groups, offset_delete, describe_configs, incremental_alter_configs,
+    describe_log_dirs,
 )
 
 
