@@ -1,11 +1,10 @@
-"""ACLs in the cluster metadata (pure: no I/O), with Kafka's model and codes.
+"""ACLs in the cluster metadata (pure: no I/O); the model is Kafka's (protocol/acls.py).
 
 An ACL binding = resource pattern (type, name, LITERAL or PREFIXED) + entry (principal
 `User:name` or `User:*`, host `*` or an address, operation, ALLOW or DENY). Evaluation as
 Kafka's AclAuthorizer: a matching DENY wins; else a matching ALLOW (for the operation, for ALL,
 or for DESCRIBE when READ, WRITE, DELETE or ALTER is allowed); no match = denied. A LITERAL `*`
-matches every resource of its type. Enum codes: Kafka's ResourceType, PatternType, AclOperation,
-AclPermissionType (clients/src/main/java/org/apache/kafka/common/{resource,acl}).
+matches every resource of its type.
 
 Commands: {"op": "create_acls", "acls": [binding, ...]}, {"op": "delete_acls", "acls": [...]},
 a binding being [resource_type, name, pattern_type, principal, host, operation, permission].
@@ -14,143 +13,25 @@ a binding being [resource_type, name, pattern_type, principal, host, operation, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any
 
+from vdl_broker.protocol.acls import (
+    CLUSTER_NAME,
+    WILDCARD,
+    AclBinding,
+    AclFilter,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
 
-class ResourceType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
+__all__ = ["ACL_OPS", "CLUSTER_NAME", "AclBinding", "AclFilter", "AclsState", "Operation", "PatternType",
+           "Permission", "ResourceType", "create_acls_command", "delete_acls_command"]
 
-
-class PatternType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class Operation(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-
-
-class Permission(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
-
-
-CLUSTER_NAME = "kafka-cluster"  # the one CLUSTER resource's name, as in Kafka
-WILDCARD = "*"
 ACL_OPS = frozenset({"create_acls", "delete_acls"})
-_CONCRETE_TYPES = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID)
 # Allowing one of these implies DESCRIBE (Kafka's AclAuthorizer).
 _IMPLY_DESCRIBE = (Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER)
-
-
-@dataclass(frozen=True, order=True)
-class AclBinding:
-    resource_type: int
-    name: str
-    pattern_type: int
-    principal: str
-    host: str
-    operation: int
-    permission: int
-
-    def to_json(self) -> list[Any]:
-        return [self.resource_type, self.name, self.pattern_type, self.principal, self.host, self.operation,
-                self.permission]
-
-    @classmethod
-    def from_json(cls, raw: Any) -> AclBinding:
-        if not isinstance(raw, list) or len(raw) != 7:
-            raise ValueError(f"bad ACL binding {raw!r:.100}")
-        kind, name, pattern, principal, host, operation, permission = raw
-        return cls(int(kind), str(name), int(pattern), str(principal), str(host), int(operation), int(permission))
-
-    def problem(self) -> str | None:
-        """Why this binding cannot be created (None when it can)."""
-        if self.resource_type not in _CONCRETE_TYPES:
-            return f"resource type must be one of {', '.join(t.name for t in _CONCRETE_TYPES)}"
-        if self.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
-            return "pattern type must be LITERAL or PREFIXED"
-        if not self.name:
-            return "resource name must not be empty"
-        if self.resource_type == ResourceType.CLUSTER and self.name != CLUSTER_NAME:
-            return f"the CLUSTER resource is named {CLUSTER_NAME!r}"
-        if not self.principal.startswith("User:") or len(self.principal) == len("User:"):
-            return f"principal must be User:<name> or User:*, got {self.principal!r}"
-        if not self.host:
-            return "host must be * or an address"
-        if self.operation in (Operation.UNKNOWN, Operation.ANY) or self.operation not in Operation._value2member_map_:
-            return "operation must be a concrete operation (READ, WRITE, ..., ALL)"
-        if self.permission not in (Permission.ALLOW, Permission.DENY):
-            return "permission type must be ALLOW or DENY"
-        return None
-
-    def covers(self, resource_type: int, name: str) -> bool:
-        """Does the pattern match the resource?"""
-        if self.resource_type != resource_type:
-            return False
-        if self.pattern_type == PatternType.PREFIXED:
-            return name.startswith(self.name)
-        return self.name in (name, WILDCARD)
-
-
-@dataclass(frozen=True)
-class AclFilter:
-    """DescribeAcls/DeleteAcls filters: None or ANY matches everything (Kafka's AclBindingFilter)."""
-
-    resource_type: int = ResourceType.ANY
-    name: str | None = None
-    pattern_type: int = PatternType.LITERAL
-    principal: str | None = None
-    host: str | None = None
-    operation: int = Operation.ANY
-    permission: int = Permission.ANY
-
-    def problem(self) -> str | None:
-        if self.resource_type == ResourceType.UNKNOWN or self.pattern_type == PatternType.UNKNOWN \
-                or self.operation == Operation.UNKNOWN or self.permission == Permission.UNKNOWN:
-            return "a filter cannot contain UNKNOWN"
-        return None
-
-    def matches(self, acl: AclBinding) -> bool:
-        if self.resource_type != ResourceType.ANY and acl.resource_type != self.resource_type:
-            return False
-        if not self._pattern_matches(acl):
-            return False
-        return ((self.principal is None or acl.principal == self.principal)
-                and (self.host is None or acl.host == self.host)
-                and (self.operation == Operation.ANY or acl.operation == self.operation)
-                and (self.permission == Permission.ANY or acl.permission == self.permission))
-
-    def _pattern_matches(self, acl: AclBinding) -> bool:
-        if self.pattern_type == PatternType.ANY:
-            return self.name is None or acl.name == self.name
-        if self.pattern_type == PatternType.MATCH:
-            # The patterns that would apply to the resource named by the filter.
-            return self.name is None or acl.covers(acl.resource_type, self.name)
-        return acl.pattern_type == self.pattern_type and (self.name is None or acl.name == self.name)
 
 
 @dataclass

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 PLAIN = "PLAIN"
 SCRAM_SHA_256 = "SCRAM-SHA-256"
 SCRAM_SHA_512 = "SCRAM-SHA-512"
+MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
+# Kafka's security.protocol values (a listener's protocol).
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _HASHES = {SCRAM_SHA_256: "sha256", SCRAM_SHA_512: "sha512"}
 # AlterUserScramCredentials / DescribeUserScramCredentials mechanism codes (KIP-554).
 MECHANISM_CODES = {SCRAM_SHA_256: 1, SCRAM_SHA_512: 2}
@@ -125,8 +128,9 @@ def _unb64(text: str) -> bytes:
 class ScramServer:
     """One server-side exchange: client-first -> server-first, client-final -> server-final."""
 
-    def __init__(self, mechanism: str) -> None:
+    def __init__(self, mechanism: str, server_nonce: str | None = None) -> None:
         self.mechanism = mechanism
+        self._server_nonce = server_nonce or secrets.token_urlsafe(24)  # fixed only in tests (RFC vectors)
         self.user: str | None = None
         self._bare_first = ""
         self._server_first = ""
@@ -147,7 +151,7 @@ class ScramServer:
         if authzid and authzid != "a=" + attributes["n"]:
             raise SaslError("SCRAM: an authorization id other than the user name is not supported")
         self._bare_first = bare
-        self._nonce = attributes["r"] + secrets.token_urlsafe(24)
+        self._nonce = attributes["r"] + self._server_nonce
         return self.user
 
     def reply(self, credential: ScramCredential) -> bytes:
@@ -185,13 +189,13 @@ class ScramServer:
 class ScramClient:
     """The client side (vdl_client): first() -> final(server_first) -> check(server_final)."""
 
-    def __init__(self, mechanism: str, user: str, password: str) -> None:
+    def __init__(self, mechanism: str, user: str, password: str, nonce: str | None = None) -> None:
         if not is_scram(mechanism):
             raise ValueError(f"not a SCRAM mechanism: {mechanism}")
         self.mechanism = mechanism
         self._user = user
         self._password = password
-        self._nonce = secrets.token_urlsafe(24)
+        self._nonce = nonce or secrets.token_urlsafe(24)
         self._bare_first = f"n={_encode_name(user)},r={self._nonce}"
         self._auth_message = b""
         self._server_key = b""
