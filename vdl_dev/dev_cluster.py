@@ -1,11 +1,12 @@
 """`vdl dev-cluster --nodes 3 --data-dir DIR --base-port P`: a local cluster of `vdl-broker`
 subprocesses in the foreground (the CLI wiring is in vdl_client/cli/dev.py; this is the logic).
 
-Node i (1-based) gets client port P + i - 1 and raft port P + nodes + i - 1, and the directory
-DIR/node<i>/ holding its node.toml and its data (DIR/node<i>/data). With `protocols` (listener
-protocols, e.g. ("SASL_SSL", "PLAINTEXT")) the first protocol takes the client port and each
-further one the next block of `nodes` ports; `tls_dir` holds ca.pem and node<i>.pem/.key (see
-vdl_dev/certs.py) and `client_security` is how the launcher itself talks to the nodes. Every node runs in its own
+Node i (1-based) gets client port P + i - 1 and raft port P + nodes + i - 1 (with metrics on,
+metrics port P + 2 * nodes + i - 1: http://HOST:PORT/metrics), and the directory DIR/node<i>/
+holding its node.toml and its data (DIR/node<i>/data). With `protocols` (listener protocols,
+e.g. ("SASL_SSL", "PLAINTEXT")) the first protocol takes the client port and each further one
+the next block of `nodes` ports; `tls_dir` holds ca.pem and node<i>.pem/.key (vdl_dev/certs.py)
+and `client_security` is how the launcher itself talks to the nodes. Every node runs in its own
 process group, so a stop signals the broker and anything it started; an atexit hook and the
 signal handlers of run_dev_cluster make sure no node outlives the launcher.
 
@@ -78,6 +79,12 @@ def _ephemeral_port_low() -> int:
         return 32768  # Linux's default
 
 
+def ports_needed(nodes: int, metrics: bool, protocols: Sequence[str] = ()) -> int:
+    """Consecutive ports a cluster takes from its base port: client and raft ports per node, a
+    metrics port per node when metrics are on, and one per node for each listener after the first."""
+    return (3 if metrics else 2) * nodes + max(0, len(protocols) - 1) * nodes
+
+
 def broker_command() -> list[str]:
     """The `vdl-broker` console script next to this interpreter, else the module."""
     script = Path(sys.executable).parent / "vdl-broker"
@@ -117,12 +124,12 @@ class DevCluster:
 
     def __init__(self, nodes: int, data_dir: Path, base_port: int, *, host: str = "127.0.0.1",
                  command: Sequence[str] | None = None, settings: dict[str, Any] | None = None,
-                 echo: bool = False, log_files: bool = False, protocols: Sequence[str] = (),
+                 echo: bool = False, log_files: bool = False, metrics: bool = False, protocols: Sequence[str] = (),
                  tls_dir: Path | None = None, client_security: SecuritySettings | None = None,
                  env: dict[str, str] | None = None) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
-        ports = ports_needed(nodes, protocols)
+        ports = ports_needed(nodes, metrics, protocols)
         if not 0 < base_port <= 65535 - ports:
             raise ValueError(f"base port {base_port} leaves no room for {ports} ports")
         self.data_dir = Path(data_dir)
@@ -132,7 +139,8 @@ class DevCluster:
         self.client_security = client_security
         self.env = dict(env or {})
         self._say_lock = threading.Lock()
-        extra = {protocol: base_port + (2 + k) * nodes for k, protocol in enumerate(protocols[1:])}
+        first_extra = 3 if metrics else 2  # blocks of `nodes` ports before the extra listeners
+        extra = {protocol: base_port + (first_extra + k) * nodes for k, protocol in enumerate(protocols[1:])}
 
         def listeners(i: int) -> list[Listener]:
             first = Listener(protocols[0], host, base_port + i - 1) if protocols else None
@@ -146,6 +154,8 @@ class DevCluster:
             directory = self.data_dir / f"node{member.id}"
             host, port = split_host_port(member.client, "client")
             node_settings = dict(settings or {})
+            if metrics:
+                node_settings["metrics_listen"] = f"{host}:{base_port + 2 * nodes + member.id - 1}"
             if protocols:
                 node_settings["listeners"] = listeners(member.id)
             if tls_dir is not None:
@@ -173,6 +183,11 @@ class DevCluster:
 
     def bootstrap_for(self, protocol: str) -> str:
         return ",".join(self.address(i, protocol) for i in self.node_ids())
+
+    def metrics_urls(self) -> dict[int, str]:
+        """node id -> http://HOST:PORT/metrics of the nodes serving metrics."""
+        return {i: f"http://{n.config.metrics_listen}/metrics" for i, n in self.nodes.items()
+                if n.config.metrics_listen}
 
     def node_ids(self) -> list[int]:
         return sorted(self.nodes)
@@ -378,15 +393,11 @@ def fetch_metadata(address: str, topics: Sequence[str] | None, timeout_s: float 
     return request_once(address, request, timeout_s, client_id="vdl-dev-cluster", security=security)
 
 
-def ports_needed(nodes: int, protocols: Sequence[str] = ()) -> int:
-    """Consecutive ports a cluster takes from its base port: client, raft, one block per extra listener."""
-    return (2 + max(0, len(protocols) - 1)) * nodes
-
 
 def run_dev_cluster(nodes: int, data_dir: Path, base_port: int, *, command: Sequence[str] | None = None,
                     settings: dict[str, Any] | None = None) -> int:
     """Run the cluster in the foreground until Ctrl-C or SIGTERM; returns the exit status."""
-    cluster = DevCluster(nodes, data_dir, base_port, command=command, settings=settings, echo=True)
+    cluster = DevCluster(nodes, data_dir, base_port, command=command, settings=settings, echo=True, metrics=True)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -396,6 +407,7 @@ def run_dev_cluster(nodes: int, data_dir: Path, base_port: int, *, command: Sequ
             cluster.say(f"vdl dev-cluster: {error}", sys.stderr)
             return 1
         cluster.say(f"vdl dev-cluster: {nodes} node(s) running; bootstrap servers: {cluster.bootstrap_servers}")
+        cluster.say("vdl dev-cluster: metrics: " + " ".join(cluster.metrics_urls().values()))
         cluster.say("vdl dev-cluster: press Ctrl-C to stop")
         reported: set[int] = set()
         while not stop.wait(0.2):

@@ -1,6 +1,6 @@
-"""Admin requests run on the metadata leader: CreateTopics, DeleteTopics, ACL and user changes
-reaching another node are forwarded to the leader over the node-to-node channel
-(server/internal.py), on behalf of the client's principal.
+"""Admin requests run on the metadata leader: CreateTopics, DeleteTopics, IncrementalAlterConfigs,
+ACL and user changes reaching another node are forwarded to the leader over the node-to-node
+channel (server/internal.py), on behalf of the client's principal.
 
 A node that does not lead the metadata group forwards the request once: a forwarded request is
 not forwarded again; the caller answers NOT_CONTROLLER then, which clients retry.
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_CONTROLLER_WAIT_S = 5.0  # how long a create/delete waits for a metadata leader to exist
+DEFAULT_TIMEOUT_MS = 30_000  # for requests without a timeout of their own (IncrementalAlterConfigs)
 
 
 async def on_metadata_leader(broker: Broker, version: int, request: Any,
@@ -35,8 +36,7 @@ async def on_metadata_leader(broker: Broker, version: int, request: Any,
     own request), unless the request was forwarded here already."""
     forwarded = context is not None and context.forwarded
     loop = asyncio.get_running_loop()
-    # CreateTopics/DeleteTopics carry a timeout; ACL and user requests do not.
-    timeout_s = min(MAX_CONTROLLER_WAIT_S, max(0.5, getattr(request, "timeout_ms", 30_000) / 1000))
+    timeout_s = min(MAX_CONTROLLER_WAIT_S, max(0.5, getattr(request, "timeout_ms", DEFAULT_TIMEOUT_MS) / 1000))
     deadline = loop.time() + timeout_s
     metadata = broker.metadata
     while True:

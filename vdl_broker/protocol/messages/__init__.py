@@ -26,6 +26,7 @@ from .delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from .delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from .describe_acls import DescribeAclsRequest, DescribeAclsResponse
+from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from .describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
@@ -34,6 +35,7 @@ from .describe_user_scram_credentials import (
 from .fetch import FetchRequest, FetchResponse
 from .find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from .heartbeat import HeartbeatRequest, HeartbeatResponse
+from .incremental_alter_configs import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from .init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from .join_group import JoinGroupRequest, JoinGroupResponse
 from .leave_group import LeaveGroupRequest, LeaveGroupResponse
@@ -67,7 +69,9 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (CreateTopicsRequest, CreateTopicsResponse),
     (DeleteTopicsRequest, DeleteTopicsResponse),
     (InitProducerIdRequest, InitProducerIdResponse),
+    (DescribeConfigsRequest, DescribeConfigsResponse),
     (DeleteGroupsRequest, DeleteGroupsResponse),
+    (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     (OffsetDeleteRequest, OffsetDeleteResponse),
     (SaslHandshakeRequest, SaslHandshakeResponse),
     (SaslAuthenticateRequest, SaslAuthenticateResponse),
@@ -96,6 +100,8 @@ __all__ = [
     "DeleteTopicsResponse",
     "DescribeAclsRequest",
     "DescribeAclsResponse",
+    "DescribeConfigsRequest",
+    "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
     "DescribeUserScramCredentialsRequest",
@@ -106,6 +112,8 @@ __all__ = [
     "FindCoordinatorResponse",
     "HeartbeatRequest",
     "HeartbeatResponse",
+    "IncrementalAlterConfigsRequest",
+    "IncrementalAlterConfigsResponse",
     "InitProducerIdRequest",
     "InitProducerIdResponse",
     "JoinGroupRequest",

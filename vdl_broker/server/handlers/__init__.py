@@ -24,11 +24,13 @@ from vdl_broker.server.handlers import (
     delete_groups,
     delete_topics,
     describe_acls,
+    describe_configs,
     describe_groups,
     describe_user_scram_credentials,
     fetch,
     find_coordinator,
     heartbeat,
+    incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,
@@ -49,6 +51,7 @@ MODULES: tuple[ModuleType, ...] = (
     heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
     delete_topics, init_producer_id, delete_groups, offset_delete, sasl_handshake, sasl_authenticate,
     describe_acls, create_acls, delete_acls, describe_user_scram_credentials, alter_user_scram_credentials,
+    describe_configs, incremental_alter_configs,
 )
 
 
