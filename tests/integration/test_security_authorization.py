@@ -105,6 +105,14 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
     31: (lambda: m.DeleteAclsRequest(filters=[m.DeleteAclsRequest.DeleteAclsFilter(
             resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1)]),
          lambda r: [x.error_code for x in r.filter_results], [CLUSTER_DENIED]),
+    32: (lambda: m.DescribeConfigsRequest(resources=[
+            m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=2, resource_name=STREAM),
+            m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="1")]),
+         lambda r: [x.error_code for x in r.results], [TOPIC_DENIED, CLUSTER_DENIED]),
+    44: (lambda: m.IncrementalAlterConfigsRequest(resources=[m.IncrementalAlterConfigsRequest.AlterConfigsResource(
+            resource_type=2, resource_name=STREAM, configs=[m.IncrementalAlterConfigsRequest.AlterableConfig(
+                name="retention.ms", config_operation=0, value="1000")])]),
+         lambda r: [x.error_code for x in r.responses], [TOPIC_DENIED]),
     42: (lambda: m.DeleteGroupsRequest(groups_names=[GROUP]), lambda r: [g.error_code for g in r.results],
          [GROUP_DENIED]),
     47: (lambda: m.OffsetDeleteRequest(group_id=GROUP, topics=[m.OffsetDeleteRequest.OffsetDeleteRequestTopic(

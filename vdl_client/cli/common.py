@@ -38,20 +38,34 @@ def connection_options() -> argparse.ArgumentParser:
     parent.add_argument("-X", dest="properties", action="append", default=[], metavar="KEY=VALUE",
                         help="a client property, librdkafka's names: security.protocol, sasl.mechanism, "
                              "sasl.username, sasl.password, ssl.ca.location, ... (repeatable; wins over --config)")
-    parent.add_argument("--config", dest="client_config", type=Path, metavar="FILE",
-                        help="a properties file (key=value lines) of client properties")
+    parent.add_argument("--config", action="append", default=[], metavar="FILE",
+                        help="a properties file (key=value lines) of client properties; `streams create` "
+                             "also takes stream configs here as KEY=VALUE")
     return parent
+
+
+def _is_pair(item: str) -> bool:
+    return "=" in item and not Path(item).is_file()
+
+
+def config_pairs(args: argparse.Namespace) -> list[str]:
+    """The KEY=VALUE items of --config (stream configs of `streams create`)."""
+    return [item for item in args.config if _is_pair(item)]
 
 
 def client_properties(args: argparse.Namespace) -> dict[str, str]:
     """--config FILE, then each -X on top; only the properties the client knows."""
     properties: dict[str, str] = {}
-    if args.client_config is not None:
+    for item in args.config:
+        if _is_pair(item):
+            if not getattr(args, "config_pairs", False):
+                raise CliError(f"--config takes a client properties FILE, got {item.split('=')[0]}=...")
+            continue
         try:
-            text = args.client_config.read_text()
+            text = Path(item).read_text()
         except OSError as error:
-            raise CliError(f"--config {args.client_config}: {error.strerror or error}") from None
-        properties.update(parse_properties_text(text, f"--config {args.client_config}"))
+            raise CliError(f"--config {item}: {error.strerror or error}") from None
+        properties.update(parse_properties_text(text, f"--config {item}"))
     for item in args.properties:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
