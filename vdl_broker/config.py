@@ -213,6 +213,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--segment-ms", type=int)
     parser.add_argument("--retention-ms", type=int)
     parser.add_argument("--retention-bytes", type=int)
+    parser.add_argument("--retention-check-ms", type=int)
     parser.add_argument("--auto-create-streams", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--max-request-bytes", type=int)
     parser.add_argument("--offsets-retention-minutes", type=int)
@@ -370,6 +371,8 @@ def validate(config: NodeConfig) -> None:
         raise ConfigError("max_request_bytes must be at least 1024")
     if config.segment_bytes < 1024:
         raise ConfigError("segment_bytes must be at least 1024")
+    if config.retention_check_ms < 1:
+        raise ConfigError(f"retention_check_ms must be >= 1, got {config.retention_check_ms}")
     if config.offsets_retention_minutes < 0 or config.offsets_retention_check_ms < 1:
         raise ConfigError("offsets_retention_minutes must be >= 0 and offsets_retention_check_ms >= 1")
     if config.node_id < 1:

@@ -67,7 +67,8 @@ class RaftHost:
     def create_group(self, name: str, voters: Sequence[int], stream_log: StreamLog, *,
                      apply: ApplyFn | None = None, on_snapshot: SnapshotFn | None = None,
                      config: GroupConfig | None = None, resume_from_commit_point: bool = False) -> RaftGroup:
-        """Create and start the group `name` over `stream_log` (this node must be a voter)."""
+        """Create and start the group `name` over `stream_log`. `voters`: the group's configuration
+        at creation (empty for a replica joining an existing group: RaftGroup)."""
         if name in self.groups:
             raise ValueError(f"raft group {name} already exists")
         group = RaftGroup(name, self.node_id, voters, stream_log, self._send,

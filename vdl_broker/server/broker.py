@@ -25,6 +25,7 @@ from vdl_broker.groups.service import GroupService
 from vdl_broker.listeners import Listener
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.metrics import BrokerCollector, BrokerMetrics, MetricsEndpoint
+from vdl_broker.metrics.tables import TableCollector
 from vdl_broker.raft.host import RaftHost
 from vdl_broker.server import internal
 from vdl_broker.server.authorizer import Authorizer
@@ -34,6 +35,7 @@ from vdl_broker.server.producer_state import ProducerIdAllocator
 from vdl_broker.server.replica_manager import ISR_MAX_LAG_ENTRIES, ReplicaManager
 from vdl_broker.server.sasl import Decoys, SaslSession
 from vdl_broker.server.tls import client_listener_context, node_id_of, raft_contexts
+from vdl_broker.tables.service import TableService
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +66,12 @@ class Broker:
         if self.host.transport is not None:
             self.host.transport.call_handler = lambda peer, payload: internal.serve(self, peer, payload)
         self.replicas = ReplicaManager(self)
+        self.tables = TableService(self)
         self.metadata = MetadataService(self.host, config, legacy_streams=self.replicas.legacy_stream_names)
         self.metrics_endpoint: MetricsEndpoint | None = None
         if metrics is not None:
             metrics.register(BrokerCollector(self, ISR_MAX_LAG_ENTRIES))
+            metrics.register(TableCollector(self.tables))
             self.metadata.add_listener(self._forget_deleted_streams)
         self.groups = GroupService(self.metadata, CoordinatorConfig(
             min_session_timeout_ms=config.group_min_session_timeout_ms,
@@ -155,6 +159,7 @@ class Broker:
                                           LogConfig(segment_bytes=64 << 20, fsync=self.config.fsync))
             self.metadata.add_listener(self.replicas.on_metadata_change)
             self.replicas.start()
+            self.tables.start()
             group = self.metadata.start(metadata_log)
             self.groups.start(group)
             state = self.metadata.state
@@ -191,6 +196,7 @@ class Broker:
                 log.exception("retention pass failed")
 
     async def _stop_raft(self, transfer: bool) -> None:
+        await self.tables.stop()
         await self.replicas.stop()
         await self.host.stop(transfer=transfer)
         if self.metadata.log is not None:

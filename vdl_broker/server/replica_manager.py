@@ -33,6 +33,7 @@ from vdl_broker.raft.types import HardState
 from vdl_broker.server import internal
 from vdl_broker.server.partition import Partition, RemotePartition
 from vdl_broker.server.stream_settings import log_config_for, settings_for, with_settings
+from vdl_broker.tables.service import retention_limit
 from vdl_client.connection import default_version
 
 if TYPE_CHECKING:
@@ -109,8 +110,12 @@ class ReplicaManager:
             config = partition.log.config
             if group is None or group.stopped or (config.retention_ms < 0 and config.retention_bytes < 0):
                 continue
-            # Raft: retention may drop applied (committed) entries only.
-            if partition.log.apply_retention(now_ms, max_index=group.applied_index):
+            # Raft: retention may drop applied (committed) entries only; on a stream with a
+            # table, only entries whose records are all in the table.
+            limit = group.applied_index
+            if partition.settings is not None and partition.settings.table is not None:
+                limit = retention_limit(partition.log, limit, self.broker.tables.tiered_end(partition.name))
+            if partition.log.apply_retention(now_ms, max_index=limit):
                 log.info("retention removed segments of %s; log start offset now %d",
                          partition.name, partition.log_start_offset)
 

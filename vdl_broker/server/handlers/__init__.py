@@ -26,6 +26,7 @@ from vdl_broker.server.handlers import (
     describe_acls,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     describe_user_scram_credentials,
     fetch,
     find_coordinator,
@@ -52,6 +53,7 @@ MODULES: tuple[ModuleType, ...] = (
     delete_topics, init_producer_id, delete_groups, offset_delete, sasl_handshake, sasl_authenticate,
     describe_acls, create_acls, delete_acls, describe_user_scram_credentials, alter_user_scram_credentials,
     describe_configs, incremental_alter_configs,
+    describe_log_dirs,
 )
 
 

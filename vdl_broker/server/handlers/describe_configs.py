@@ -13,7 +13,6 @@ from node.toml and flags, so they are all read-only, named as Kafka names them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, fields
 from enum import IntEnum
 from typing import Any
@@ -148,17 +147,13 @@ def _result(resource: Any, code: ErrorCode = ErrorCode.NONE, message: str | None
                   resource_name=resource.resource_name, configs=configs or [])
 
 
-TableStatus = Callable[[str], list[tuple[str, str, str]]]
-
-
 def _describe(broker: Any, resource: Any) -> tuple[ErrorCode, str | None, list[Described]]:
     if resource.resource_type == ResourceType.TOPIC:
         info = broker.metadata.state.streams.get(resource.resource_name)
         if info is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown stream {resource.resource_name!r}", []
         described = stream_configs(info.config, broker.config)
-        status = getattr(broker, "table_status", None)
-        for name, value, doc in status(info.name) if status is not None else []:
+        for name, value, doc in broker.tables.status(info.name):
             described.append(Described(name, value, Source.DEFAULT_CONFIG, ConfigType.STRING, doc, read_only=True))
         return ErrorCode.NONE, None, described
     if resource.resource_type == ResourceType.BROKER:
