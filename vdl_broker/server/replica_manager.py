@@ -59,7 +59,7 @@ class ReplicaManager:
         self._partitions: dict[str, Partition] = {}
         self._incarnations: dict[str, int] = {}
         self._deleted: set[str] = set()
-        self._reconfigured: set[str] = set()  # streams whose config changed since the last reconcile
+        self._configs: dict[str, dict[str, Any]] = {}  # stream -> the config object its settings came from
         self._remote: dict[str, tuple[float, int, list[int]]] = {}  # name -> (time, leader, isr)
         self._refreshing: set[str] = set()
         self._dirty = asyncio.Event()
@@ -233,8 +233,6 @@ class ReplicaManager:
         for result in results:
             if result.ok and result.op == "delete_stream" and result.stream is not None:
                 self._deleted.add(result.stream.name)
-            elif result.ok and result.op == "alter_stream_config" and result.stream is not None:
-                self._reconfigured.add(result.stream.name)
         self._dirty.set()
 
     async def _reconcile_loop(self) -> None:
@@ -268,14 +266,15 @@ class ReplicaManager:
         for name, info in desired.items():
             if name not in self._partitions and self.state.streams.get(name) == info:
                 self._open(info)
-        reconfigured, self._reconfigured = self._reconfigured, set()
-        for name in sorted(reconfigured):
-            partition, info = self._partitions.get(name), desired.get(name)
-            if partition is not None and info is not None:
+        for name, partition in self._partitions.items():
+            # A config change is a new config object (cluster/stream_configs.apply_alter).
+            info = self.state.streams.get(name)
+            if info is not None and self._configs.get(name) is not info.config:
                 self._apply_settings(partition, info)
 
     def _apply_settings(self, partition: Partition, info: StreamInfo) -> None:
         """The stream's config as this replica applies it (segment roll, retention, size limit)."""
+        self._configs[info.name] = info.config
         settings = settings_for(self.config, info.config)
         if settings != partition.settings:
             partition.settings = settings
@@ -304,6 +303,7 @@ class ReplicaManager:
         if info.adopted:
             _raise_term_to_log(stream_log)
         partition = Partition(info.name, stream_log, self.broker.node_id, settings)
+        self._configs[info.name] = info.config
         group: RaftGroup | None = None
         try:
             group = self.broker.host.create_group(
@@ -327,6 +327,7 @@ class ReplicaManager:
     async def _remove(self, name: str) -> None:
         partition = self._partitions.pop(name)
         self._incarnations.pop(name, None)
+        self._configs.pop(name, None)
         log.info("node %d: removing the replica of stream %s", self.broker.node_id, name)
         if partition.group is not None:
             await self.broker.host.remove_group(partition.group.name)
