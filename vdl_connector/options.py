@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from vdl_client import BootstrapError, ClientSettings, parse_bootstrap
+from vdl_connector.security_options import SECURITY_OPTIONS, SecurityOptionError, parse_security_options
 
 EARLIEST = -2  # Spark Kafka JSON offsets: -2 means earliest
 LATEST = -1  # ... and -1 means latest
@@ -98,13 +99,14 @@ SOURCE_OPTIONS = (
     "kafka.fetch.max.wait.ms", "fetch.max.wait.ms", "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "kafka.request.timeout.ms",
     "request.timeout.ms", "kafka.retry.backoff.ms", "retry.backoff.ms", "kafka.client.id",
-    "client.id", "commitOffsetsToGroup",
+    "client.id", "commitOffsetsToGroup", *SECURITY_OPTIONS,
 )
 SINK_OPTIONS = (
     "bootstrap.servers", "kafka.bootstrap.servers", "topic", "createStreams", "exactlyOnce",
     "kafka.batch.size", "batch.size", "kafka.compression.type", "compression.type",
     "kafka.delivery.timeout.ms", "delivery.timeout.ms", "kafka.request.timeout.ms",
     "request.timeout.ms", "kafka.retry.backoff.ms", "retry.backoff.ms", "kafka.client.id", "client.id",
+    *SECURITY_OPTIONS,
 )
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 _DURATION = re.compile(r"^\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*$")
@@ -183,8 +185,12 @@ def _client(options: _Options, deadline_ms: int) -> ClientSettings:
     name, value = options.first("kafka.retry.backoff.ms", "retry.backoff.ms")
     backoff = _int(name, value, 100, minimum=0)
     _, client_id = options.first("kafka.client.id", "client.id")
+    try:
+        security = parse_security_options(options.get)
+    except SecurityOptionError as error:
+        raise VdlOptionError(str(error)) from None
     return ClientSettings(_bootstrap(options), request_timeout or 30_000, backoff or 0,
-                          deadline_ms, client_id or "vdl-spark")
+                          deadline_ms, client_id or "vdl-spark", security=security)
 
 
 def _stream_list(name: str, value: str) -> tuple[str, ...]:
