@@ -89,7 +89,7 @@ class VdlClient:
     def _connection(self, key: object, address: str) -> Connection:
         connection = self._connections.get(key)
         if connection is None:
-            connection = Connection(address, self._timeout_s, self.settings.client_id)
+            connection = Connection(address, self._timeout_s, self.settings.client_id, self.settings.security)
             self._connections[key] = connection
         return connection
 
@@ -279,6 +279,18 @@ class VdlClient:
         self._retrying("DeleteTopics", attempt)
         for stream in request.topic_names:
             self._leaders.pop(stream, None)
+
+    def admin(self, request: Any, what: str) -> Any:
+        """An admin request (ACLs, users) answered by the metadata leader, retried through
+        leader changes; the caller reads the response's error codes."""
+        def attempt() -> Any:
+            try:
+                return self._to_controller(request)
+            except _Retry:
+                self._controller = -1  # ask Metadata who leads now
+                raise
+
+        return self._retrying(what, attempt)
 
     def _to_controller(self, request: Any) -> Any:
         """Admin requests go to the metadata leader (any node forwards, but that costs a hop)."""

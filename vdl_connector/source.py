@@ -41,6 +41,7 @@ from vdl_connector.options import (
     parse_source_options,
 )
 from vdl_connector.planning import OffsetRange, TriggerDelay, backlog, rate_limit
+from vdl_connector.progress import GroupCommitter, with_offsets_behind_latest
 from vdl_connector.reading import read_range
 from vdl_connector.schema import read_schema, validate_write_schema
 from vdl_connector.tables import TableLookup, TableRange, plan_reads, read_table_range
@@ -202,14 +203,15 @@ class VdlBatchReader(DataSourceReader):
                         f"stream {stream!r}: the ending offset {end[stream]} is before the starting offset "
                         f"{start[stream]} (options 'startingOffsets' / 'endingOffsets')")
             return plan_reads(client, tables, start, end, options.min_partitions,
-                              options.max_records_per_partition, self._gap)
-
-    def _gap(self, stream: str, begin: int, first: int) -> None:
-        data_loss(self.options, f"stream {stream!r}: offsets [{begin}, {first}) were deleted before they "
-                                f"reached the stream's table")
+                              options.max_records_per_partition, lambda *gap: _table_gap(options, *gap))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from _read(self.options, partition)
+
+
+def _table_gap(options: SourceOptions, stream: str, begin: int, first: int) -> None:
+    data_loss(options, f"stream {stream!r}: offsets [{begin}, {first}) were deleted before they reached the "
+                       f"stream's table")
 
 
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -237,11 +239,21 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                        if options.min_offsets_per_trigger else None)
         self._client = None  # driver-only connection, opened lazily, never pickled
         self._tables = TableLookup()
+        self._committer: GroupCommitter | None = None  # commitOffsetsToGroup, driver only
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_client"] = None
+        state["_committer"] = None
         return state
+
+    def _commit_to_group(self, offsets: Mapping[str, int]) -> None:
+        """commitOffsetsToGroup: report finished offsets (vdl_connector/progress.py)."""
+        if self.options.commit_group is None:
+            return
+        if self._committer is None:
+            self._committer = GroupCommitter(self.options.client, self.options.commit_group)
+        self._committer.commit(offsets)
 
     def _driver_client(self):  # noqa: ANN202
         if self._client is None:
@@ -303,14 +315,16 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return effective, latest
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        # `start` is where the last completed micro-batch ended: finished, as far as Spark is concerned.
+        self._commit_to_group(start)
         begin, latest = self._current_latest(start)
-        self._latest = dict(latest)
         if isinstance(limit, ReadAllAvailable):
             end = latest
         else:
             # Spark passes back our default limit; apply both bounds the options define.
             if self._delay is not None and self._available_now is None:
                 if self._delay.should_delay(backlog(begin, latest), time.time() * 1000):
+                    self._latest = with_offsets_behind_latest(latest, start)
                     return dict(start)
             maximum = self.options.max_offsets_per_trigger
             end = rate_limit(maximum, begin, latest) if maximum else latest
@@ -318,6 +332,7 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for stream, offset in end.items():
             # A stream whose start moved (data loss skipped, new stream) keeps its range readable.
             result[stream] = max(offset, begin.get(stream, offset)) if stream in start else offset
+        self._latest = with_offsets_behind_latest(latest, result)
         return result
 
     def reportLatestOffset(self) -> dict | None:
@@ -330,20 +345,21 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = {stream: int(start.get(stream, 0)) for stream in end}
         stop = {s: int(o) for s, o in end.items()}
         return plan_reads(self._driver_client(), self._tables, begin, stop, self.options.min_partitions,
-                          self.options.max_records_per_partition, self._gap,
+                          self.options.max_records_per_partition, lambda *gap: _table_gap(self.options, *gap),
                           frozenset(s for s in end if s not in start))
-
-    def _gap(self, stream: str, begin: int, first: int) -> None:
-        data_loss(self.options, f"stream {stream!r}: offsets [{begin}, {first}) were deleted before they "
-                                f"reached the stream's table")
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from _read(self.options, partition)
 
     def commit(self, end: dict) -> None:
-        """Nothing to do: offsets live in Spark's checkpoint, the broker keeps none."""
+        """Offsets live in Spark's checkpoint; with commitOffsetsToGroup the end of the committed
+        micro-batch is also stored as the group's offsets (a report: a failure is only logged)."""
+        self._commit_to_group(end)
 
     def stop(self) -> None:
         if self._client is not None:
             self._client.close()
             self._client = None
+        if self._committer is not None:
+            self._committer.close()
+            self._committer = None

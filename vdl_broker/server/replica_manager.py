@@ -30,10 +30,11 @@ from vdl_broker.protocol.messages import MetadataRequest
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.persistence import load_hard_state, save_hard_state
 from vdl_broker.raft.types import HardState
+from vdl_broker.server import internal
 from vdl_broker.server.partition import Partition, RemotePartition
 from vdl_broker.server.stream_settings import log_config_for, settings_for, with_settings
 from vdl_broker.tables.service import retention_limit
-from vdl_client import aio
+from vdl_client.connection import default_version
 
 if TYPE_CHECKING:
     from vdl_broker.server.broker import Broker
@@ -166,7 +167,7 @@ class ReplicaManager:
                 if replica == self.broker.node_id or node is None:
                     continue
                 try:
-                    response = await aio.request(node.client, request, 1.0)
+                    response = await internal.call(self.broker, replica, request, default_version(MetadataRequest), 1.0)
                 except (OSError, ValueError, TimeoutError):
                     continue
                 for topic in response.topics:
