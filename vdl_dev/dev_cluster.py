@@ -112,7 +112,7 @@ class DevCluster:
 
     def __init__(self, nodes: int, data_dir: Path, base_port: int, *, host: str = "127.0.0.1",
                  command: Sequence[str] | None = None, settings: dict[str, Any] | None = None,
-                 echo: bool = False, log_files: bool = False) -> None:
+                 echo: bool = False, log_files: bool = False, racks: dict[int, str] | None = None) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
         if not 0 < base_port <= 65535 - 2 * nodes:
@@ -122,14 +122,15 @@ class DevCluster:
         self.echo = echo
         self.log_files = log_files  # also append each node's output to DIR/node<i>/output.log
         self._say_lock = threading.Lock()
-        members = [NodeAddress(i, f"{host}:{base_port + i - 1}", f"{host}:{base_port + nodes + i - 1}")
+        racks = dict(racks or {})
+        members = [NodeAddress(i, f"{host}:{base_port + i - 1}", f"{host}:{base_port + nodes + i - 1}", racks.get(i))
                    for i in range(1, nodes + 1)]
         self.nodes: dict[int, NodeProcess] = {}
         for member in members:
             directory = self.data_dir / f"node{member.id}"
             host, port = split_host_port(member.client, "client")
             config = NodeConfig(directory / "data", host, port, member.id, raft_listen=member.raft, peers=members,
-                                **dict(settings or {}))
+                                **(dict(settings or {}) | {"rack": member.rack}))
             self.nodes[member.id] = NodeProcess(config, directory / "node.toml")
         self._atexit_registered = False
 

@@ -146,13 +146,15 @@ def start_broker(tmp_path: Path, command: tuple[str, ...] = BROKER_COMMAND, **co
 
 
 def start_cluster(directory: Path, nodes: int = 3, settings: dict[str, Any] | None = None,
-                  register: Callable[[DevCluster], None] | None = None) -> DevCluster:
+                  register: Callable[[DevCluster], None] | None = None,
+                  racks: dict[int, str] | None = None) -> DevCluster:
     """Start a DevCluster under `directory` and wait until every node lists every broker.
-    `register` is called with each cluster before it starts (the caller's finalizer)."""
+    `register` is called with each cluster before it starts (the caller's finalizer); `racks`
+    gives nodes a rack (node id -> rack)."""
     merged = DEFAULT_CLUSTER_SETTINGS | dict(settings or {})
     for attempt in range(3):
         cluster = DevCluster(nodes, Path(directory) / f"attempt{attempt}", free_base_port(2 * nodes),
-                             command=broker_command(), settings=merged)
+                             command=broker_command(), settings=merged, racks=racks)
         if register is not None:
             register(cluster)
         try:

@@ -8,7 +8,8 @@ A command is one JSON object, the payload of one METADATA entry of the metadata 
 written by VDL 0.1 carry it as the value of a RecordBatch in a DATA entry; both are read):
 
     {"op": "init_cluster", "cluster_id": "..."}       the first one applied wins
-    {"op": "register_node", "id": 2, "client": "h:9093", "raft": "h:19093"}
+    {"op": "register_node", "id": 2, "client": "h:9093", "raft": "h:19093", "rack": "r1"}
+                                                      rack optional: without it the known one stays
     {"op": "create_stream", "name": "events", "replication_factor": 3 | null, "config": {...}}
     {"op": "create_stream", "name": "events", "adopt_on": 1, ...}   a 0.1 single-node stream
     {"op": "delete_stream", "name": "events"}
@@ -59,6 +60,7 @@ class NodeInfo:
     id: int
     client: str
     raft: str
+    rack: str | None = None  # Kafka's broker.rack (follower reads pick replicas by it)
 
 
 @dataclass(frozen=True)
@@ -91,8 +93,11 @@ class ApplyResult:
 # ---------------------------------------------------------------------------------- commands
 
 
-def register_node_command(node_id: int, client: str, raft: str) -> dict[str, Any]:
-    return {"op": "register_node", "id": node_id, "client": client, "raft": raft}
+def register_node_command(node_id: int, client: str, raft: str, rack: str | None = None) -> dict[str, Any]:
+    command: dict[str, Any] = {"op": "register_node", "id": node_id, "client": client, "raft": raft}
+    if rack is not None:
+        command["rack"] = rack
+    return command
 
 
 def create_stream_command(name: str, replication_factor: int | None = None,
@@ -223,10 +228,14 @@ class ClusterState:
 
     def _register_node(self, index: int, command: dict[str, Any]) -> ApplyResult:
         node_id, client, raft = command.get("id"), command.get("client"), command.get("raft")
+        rack = command.get("rack")
         if (isinstance(node_id, bool) or not isinstance(node_id, int) or node_id <= 0
-                or not isinstance(client, str) or not isinstance(raft, str)):
+                or not isinstance(client, str) or not isinstance(raft, str)
+                or not (rack is None or (isinstance(rack, str) and rack))):
             return ApplyResult(index, "register_node", Outcome.INVALID_COMMAND, "bad register_node")
-        node = NodeInfo(node_id, client, raft)
+        if rack is None and node_id in self.nodes:
+            rack = self.nodes[node_id].rack  # a registrar that does not know the rack keeps it
+        node = NodeInfo(node_id, client, raft, rack)
         self.nodes[node_id] = node
         return ApplyResult(index, "register_node", Outcome.OK, node=node)
 

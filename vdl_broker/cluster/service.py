@@ -137,8 +137,9 @@ class MetadataService:
         commands = []
         for member in self.config.members:
             known = self.state.nodes.get(member.id)
-            if known is None or known.client != member.client or known.raft != member.raft:
-                commands.append(register_node_command(member.id, member.client, member.raft))
+            if (known is None or known.client != member.client or known.raft != member.raft
+                    or (member.rack is not None and known.rack != member.rack)):
+                commands.append(register_node_command(member.id, member.client, member.raft, member.rack))
         if self.state.cluster_id is None:
             # Forming the cluster: the commands apply in order, so the id comes last and a node
             # that sees it knows every stream adopted here.
