@@ -102,6 +102,8 @@ class NodeConfig:
     # a cluster of one (its Raft groups have one voter and no Raft port is opened).
     raft_listen: str | None = None
     peers: list[NodeAddress] = field(default_factory=list)
+    # Prometheus text at http://HOST:PORT/metrics (vdl_broker/metrics); None: no endpoint.
+    metrics_listen: str | None = None
 
     @property
     def listen(self) -> str:
@@ -153,6 +155,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--advertised-host", help="host name given to clients in Metadata")
     parser.add_argument("--node-id", type=int)
     parser.add_argument("--raft-listen", help="HOST:PORT for the other nodes (with [[peers]] in --config)")
+    parser.add_argument("--metrics-listen", help="HOST:PORT serving Prometheus metrics at /metrics (default: off)")
     parser.add_argument("--segment-bytes", type=int)
     parser.add_argument("--segment-ms", type=int)
     parser.add_argument("--retention-ms", type=int)
@@ -225,7 +228,7 @@ def _apply(values: dict[str, Any], key: str, value: Any, source: str) -> None:
     if key == "peers":
         values[key] = _parse_peers(value, source)
         return
-    if key == "raft_listen":
+    if key in ("raft_listen", "metrics_listen"):
         values[key] = _address({key: value}, key, source)
         return
     if key == "rack":

@@ -74,6 +74,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from vdl_broker.log import StreamLog
@@ -108,6 +109,7 @@ _COMMIT_POINT_TICKS = 20  # save the commit point at most every 20 ticks (2 s at
 SendFn = Callable[[str, Message], bool]
 ApplyFn = Callable[[list[Entry]], None]
 SnapshotFn = Callable[[SnapshotMeta], None]
+LatencyFn = Callable[[float], None]  # seconds, for metrics (vdl_broker.metrics)
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,7 @@ class RaftGroup:
     def __init__(self, name: str, node_id: int, voters: Sequence[int], stream_log: StreamLog, send: SendFn,
                  *, config: GroupConfig | None = None, apply: ApplyFn | None = None,
                  on_snapshot: SnapshotFn | None = None, rng: random.Random | None = None,
-                 resume_from_commit_point: bool = False) -> None:
+                 resume_from_commit_point: bool = False, commit_latency: LatencyFn | None = None) -> None:
         cfg = config or GroupConfig()
         self.name = name
         self.node_id = node_id
@@ -190,6 +192,9 @@ class RaftGroup:
         self._applied_through = applied  # the last entry applied here: the most followers may learn is committed
         self.write_failures = 0  # Readys whose writes failed and were undone (disk full, ...)
         self.write_failing = False  # the last write attempt failed
+        self.elections_won = 0  # times this node became the group's leader (metrics)
+        self._leading = False
+        self._commit_latency = commit_latency  # told each committed proposal's propose-to-commit time
 
     # ------------------------------------------------------------------ state
 
@@ -353,7 +358,10 @@ class RaftGroup:
         self._check_running()
         index = self.node.propose(data, type)
         self._wake.set()
-        return self._proposals.track(index, self.node.term)
+        proposal = self._proposals.track(index, self.node.term)
+        if self._commit_latency is not None:
+            proposal.committed.add_done_callback(partial(_observe_commit, self._commit_latency, time.perf_counter()))
+        return proposal
 
     async def propose_and_wait(self, data: bytes | bytearray | memoryview,
                                type: EntryType = EntryType.DATA) -> int:
@@ -421,7 +429,7 @@ class RaftGroup:
                     self._write_failed(rd, failed)
                     node = self.node  # a restart replaced the core
                     self._proposals.role_changed(node.role, node.term, node.leader_id)
-                    self._call(self._role_listeners, "role")
+                    self._role_changed()
                     self._notify_change()
                     continue
                 if self.write_failing and (rd.entries or rd.hard_state is not None):
@@ -432,7 +440,7 @@ class RaftGroup:
                     await asyncio.to_thread(self.log.clear_damage)  # the lost range is back
                 self._proposals.role_changed(node.role, node.term, node.leader_id)
                 if rd.soft_state is not None:
-                    self._call(self._role_listeners, "role")
+                    self._role_changed()
                 self._notify_change()
         except asyncio.CancelledError:
             raise
@@ -568,6 +576,13 @@ class RaftGroup:
         self._proposals.applied(entries, self.node.leader_id)
         self._call(self._commit_listeners, "commit")
 
+    def _role_changed(self) -> None:
+        leading = self.node.role == Role.LEADER
+        if leading and not self._leading:
+            self.elections_won += 1
+        self._leading = leading
+        self._call(self._role_listeners, "role")
+
     def _call(self, listeners: list[Callable[[RaftGroup], None]], kind: str) -> None:
         for listener in listeners:
             try:
@@ -586,6 +601,11 @@ class RaftGroup:
         for future in waiters:
             if not future.done():
                 future.set_result(None)
+
+
+def _observe_commit(observe: LatencyFn, proposed: float, committed: asyncio.Future[int]) -> None:
+    if not committed.cancelled() and committed.exception() is None:
+        observe(time.perf_counter() - proposed)
 
 
 def _snapshot_offset(snap: SnapshotMeta) -> int:

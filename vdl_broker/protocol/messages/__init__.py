@@ -22,10 +22,12 @@ from .api_versions import ApiVersionsRequest, ApiVersionsResponse
 from .create_topics import CreateTopicsRequest, CreateTopicsResponse
 from .delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from .fetch import FetchRequest, FetchResponse
 from .find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from .heartbeat import HeartbeatRequest, HeartbeatResponse
+from .incremental_alter_configs import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from .init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from .join_group import JoinGroupRequest, JoinGroupResponse
 from .leave_group import LeaveGroupRequest, LeaveGroupResponse
@@ -57,7 +59,9 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (CreateTopicsRequest, CreateTopicsResponse),
     (DeleteTopicsRequest, DeleteTopicsResponse),
     (InitProducerIdRequest, InitProducerIdResponse),
+    (DescribeConfigsRequest, DescribeConfigsResponse),
     (DeleteGroupsRequest, DeleteGroupsResponse),
+    (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     (OffsetDeleteRequest, OffsetDeleteResponse),
 )
 
@@ -71,6 +75,8 @@ __all__ = [
     "DeleteGroupsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "DescribeConfigsRequest",
+    "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
     "FetchRequest",
@@ -79,6 +85,8 @@ __all__ = [
     "FindCoordinatorResponse",
     "HeartbeatRequest",
     "HeartbeatResponse",
+    "IncrementalAlterConfigsRequest",
+    "IncrementalAlterConfigsResponse",
     "InitProducerIdRequest",
     "InitProducerIdResponse",
     "JoinGroupRequest",

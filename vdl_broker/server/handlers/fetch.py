@@ -151,9 +151,14 @@ def _partition_data(read: _Read, version: int) -> Any:
                          preferred_read_replica=read.preferred_read_replica, records=_records(read, version))
 
 
-def _response(topics: list[tuple[str, list[_Read]]], version: int) -> Any:
+def _response(broker: Any, topics: list[tuple[str, list[_Read]]], version: int) -> Any:
+    metrics = broker.metrics
     responses = []
     for name, reads in topics:
+        if metrics is not None:
+            size = sum(read.size for read in reads)
+            if size:
+                metrics.fetched(name, size)
         partitions = [_partition_data(read, version) for read in reads]
         responses.append(TopicResponse(topic=name, partitions=partitions))
     return FetchResponse(error_code=0, session_id=0, responses=responses)
@@ -171,11 +176,11 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     while True:
         topics, total, failed = _read_all(broker, request, client)
         if total >= min_bytes or failed or not topics or loop.time() >= deadline:
-            return _response(topics, version)
+            return _response(broker, topics, version)
         # Delayed fetch: park until any of the streams' HW advances, or the deadline.
         partitions = [p for p in (broker.replicas.get(name) for name, _ in topics) if p is not None]
         if not partitions:
-            return _response(topics, version)
+            return _response(broker, topics, version)
         await wait_for_any(partitions, deadline)
 
 
