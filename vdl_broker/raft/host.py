@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from vdl_broker.log import StreamLog
 from vdl_broker.raft.group import ApplyFn, GroupConfig, LatencyFn, RaftGroup, SnapshotFn
-from vdl_broker.raft.transport import Address, RaftTransport, TransportConfig
+from vdl_broker.raft.transport import Address, Identify, RaftTransport, TlsContexts, TransportConfig
 from vdl_broker.raft.types import Message
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,8 @@ class RaftHost:
                  tick_interval_s: float = 0.1, group_config: GroupConfig | None = None,
                  transport_config: TransportConfig | None = None,
                  on_unknown_group: Callable[[str, Message], None] | None = None,
-                 commit_latency: LatencyFn | None = None, sync_latency: LatencyFn | None = None) -> None:
+                 commit_latency: LatencyFn | None = None, sync_latency: LatencyFn | None = None,
+                 tls: TlsContexts | None = None, identify: Identify | None = None) -> None:
         self.node_id = node_id
         # Metrics hooks (vdl_broker.metrics), given to every group and its log.
         self.commit_latency = commit_latency
@@ -41,7 +42,8 @@ class RaftHost:
         others = {peer: address for peer, address in (peers or {}).items() if peer != node_id}
         if raft_listen is None and others:
             raise ValueError("a node with peers needs a raft address")
-        self.transport = (RaftTransport(node_id, raft_listen, self._deliver, others, transport_config)
+        self.transport = (RaftTransport(node_id, raft_listen, self._deliver, others, transport_config,
+                                        tls=tls, identify=identify)
                           if raft_listen is not None else None)
         self._ticker: asyncio.Task[None] | None = None
 
@@ -65,7 +67,8 @@ class RaftHost:
     def create_group(self, name: str, voters: Sequence[int], stream_log: StreamLog, *,
                      apply: ApplyFn | None = None, on_snapshot: SnapshotFn | None = None,
                      config: GroupConfig | None = None, resume_from_commit_point: bool = False) -> RaftGroup:
-        """Create and start the group `name` over `stream_log` (this node must be a voter)."""
+        """Create and start the group `name` over `stream_log`. `voters`: the group's configuration
+        at creation (empty for a replica joining an existing group: RaftGroup)."""
         if name in self.groups:
             raise ValueError(f"raft group {name} already exists")
         group = RaftGroup(name, self.node_id, voters, stream_log, self._send,

@@ -26,6 +26,7 @@ from vdl_broker.log import OffsetOutOfRange
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import FetchRequest, FetchResponse
 from vdl_broker.protocol.records.conversion import batches_to_message_set
+from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.delayed import wait_for_any
 from vdl_broker.server.partition import await_read_lease
 from vdl_broker.server.read_replicas import NO_PREFERENCE, preferred_read_replica
@@ -111,7 +112,8 @@ def _read_log(partition: Any, fp: Any, budget: int, has_data: bool, follower: bo
     return _Read(fp.partition, ErrorCode.NONE, high_watermark, start, result.buffers, size)
 
 
-def _read_all(broker: Any, request: Any, client: _Client) -> tuple[list[tuple[str, list[_Read]]], int, bool]:
+def _read_all(broker: Any, request: Any, client: _Client,
+              denied: set[str]) -> tuple[list[tuple[str, list[_Read]]], int, bool]:
     # Response max_bytes exists from v3; the first batch is always returned even if larger
     # (KIP-74), later partitions get what is left of the budget.
     budget = request.max_bytes if client.version >= 3 else 0x7FFFFFFF
@@ -121,7 +123,8 @@ def _read_all(broker: Any, request: Any, client: _Client) -> tuple[list[tuple[st
     for topic in request.topics:
         reads = []
         for fp in topic.partitions:
-            read = _read_partition(broker, topic.topic, fp, budget - total, total > 0, client)
+            read = (_Read(fp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED) if topic.topic in denied
+                    else _read_partition(broker, topic.topic, fp, budget - total, total > 0, client))
             # A redirect is answered at once, as an error would be.
             failed |= read.error is not ErrorCode.NONE or read.preferred_read_replica != NO_PREFERENCE
             total += read.size
@@ -171,10 +174,13 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, request.max_wait_ms) / 1000
     min_bytes = max(1, request.min_bytes)
-    await await_read_lease([p for p in (broker.replicas.get(t.topic) for t in request.topics) if p is not None])
+    denied = {t.topic for t in request.topics
+              if not authorized(broker, context, Operation.READ, ResourceType.TOPIC, t.topic)}
+    await await_read_lease([p for p in (broker.replicas.get(t.topic) for t in request.topics)
+                            if p is not None and p.name not in denied])
     client = _Client(version, (request.rack_id or "") if version >= FOLLOWER_READ_VERSION else "")
     while True:
-        topics, total, failed = _read_all(broker, request, client)
+        topics, total, failed = _read_all(broker, request, client, denied)
         if total >= min_bytes or failed or not topics or loop.time() >= deadline:
             return _response(broker, topics, version)
         # Delayed fetch: park until any of the streams' HW advances, or the deadline.
