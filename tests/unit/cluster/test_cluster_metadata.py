@@ -70,7 +70,7 @@ def test_the_first_cluster_id_applied_wins() -> None:
 
 def test_a_node_registration_carries_its_rack_and_a_registrar_without_it_keeps_it() -> None:
     state, log = state_with(2)
-    assert apply(state, log, register_node_command(2, "h:1", "h:2", "rack-b")).ok
+    assert apply(state, log, register_node_command(2, "h:1", "h:2", rack="rack-b")).ok
     assert state.nodes[2].rack == "rack-b"
     # A metadata leader whose config does not name node 2's rack re-registers new addresses only.
     assert apply(state, log, register_node_command(2, "h:3", "h:4")).ok
