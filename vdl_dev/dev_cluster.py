@@ -39,6 +39,7 @@ from vdl_broker.listeners import Listener
 from vdl_broker.protocol.messages.metadata import MetadataRequest
 from vdl_client.connection import request_once
 from vdl_client.security import SecuritySettings
+from vdl_client.settings import VdlClientError
 
 READY_PREFIX = "vdl-broker listening on "
 START_TIMEOUT_S = 30.0
@@ -359,7 +360,7 @@ class DevCluster:
                     response = fetch_metadata(node.client_address, [], timeout_s=1.0, security=self.client_security)
                     if {b.node_id for b in response.brokers} != expected:
                         pending.append(node.node_id)
-                except (OSError, ValueError):
+                except (OSError, ValueError, VdlClientError):  # a login refused: users not applied yet
                     pending.append(node.node_id)
             if not pending:
                 return
