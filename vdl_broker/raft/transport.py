@@ -385,7 +385,10 @@ class RaftTransport:
             try:
                 await asyncio.wait_for(writer.start_tls(self.tls[0]), self.config.connect_timeout_s)
             except (TimeoutError, OSError, ssl.SSLError, ConnectionError, RuntimeError, AttributeError) as error:
-                log.warning("node %d: refused raft connection from %s: TLS failed: %s", self.node_id, remote, error)
+                # A certificate the CA did not sign is worth a warning; a dialer that went away
+                # (or a slow start) mid-handshake is not.
+                log.log(logging.WARNING if isinstance(error, ssl.SSLError) else logging.DEBUG,
+                        "node %d: refused raft connection from %s: TLS failed: %r", self.node_id, remote, error)
                 writer.close()
                 return
             named = self.identify(writer.get_extra_info("peercert"))
