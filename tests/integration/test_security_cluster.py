@@ -132,7 +132,8 @@ def test_raft_refuses_a_node_with_a_foreign_certificate(secure_cluster: DevClust
         await asyncio.sleep(1.0)  # a few dial attempts; node 3 logs each refusal
         await impostor.stop()
 
-    asyncio.run(dial(tls_material.foreign_directory, 1, tls_material.foreign_directory / "ca.pem"))
+    # (the impostor trusts the cluster's CA, so it is node 3 that refuses it)
+    asyncio.run(dial(tls_material.foreign_directory, 1, tls_material.ca))
     wait_until(lambda: any("refused raft connection" in line and "TLS failed" in line for line in target.output),
                message="node 3 refuses a certificate of another CA and logs it")
     asyncio.run(dial(tls_material.directory, 2, tls_material.ca))
