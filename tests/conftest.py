@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import BrokerProcess, ensure_all_running, start_broker, start_cluster
+from tests.support.security import TlsMaterial, make_tls_material
 from vdl_dev.dev_cluster import DevCluster
 
 NODE_OUTPUT_LINES = 200
@@ -63,6 +64,12 @@ def cluster(dev_cluster: DevCluster) -> Iterator[DevCluster]:
     ensure_all_running(dev_cluster)
     yield dev_cluster
     ensure_all_running(dev_cluster)
+
+
+@pytest.fixture(scope="session")
+def tls_material(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
+    """A CA, node and client certificates (and a foreign CA), made once per run."""
+    return make_tls_material(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.hookimpl(hookwrapper=True)

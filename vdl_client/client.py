@@ -89,7 +89,7 @@ class VdlClient:
     def _connection(self, key: object, address: str) -> Connection:
         connection = self._connections.get(key)
         if connection is None:
-            connection = Connection(address, self._timeout_s, self.settings.client_id)
+            connection = Connection(address, self._timeout_s, self.settings.client_id, self.settings.security)
             self._connections[key] = connection
         return connection
 
@@ -220,6 +220,14 @@ class VdlClient:
 
         return self._retrying(f"FindCoordinator {group_id!r}", attempt)
 
+    def request_node(self, node_id: int, request: Any, timeout_s: float | None = None) -> Any:
+        """One request to one node named in the last Metadata answer, no retry; raises
+        BrokerUnreachableError when it cannot be reached or does not answer in time."""
+        try:
+            return self._send_node(node_id, request, timeout_s)
+        except _Retry as error:
+            raise BrokerUnreachableError(str(error)) from None
+
     def address_of(self, node_id: int) -> str:
         """host:port of a node named in the last Metadata answer."""
         return self._address(node_id)
@@ -271,6 +279,18 @@ class VdlClient:
         self._retrying("DeleteTopics", attempt)
         for stream in request.topic_names:
             self._leaders.pop(stream, None)
+
+    def admin(self, request: Any, what: str) -> Any:
+        """An admin request (ACLs, users) answered by the metadata leader, retried through
+        leader changes; the caller reads the response's error codes."""
+        def attempt() -> Any:
+            try:
+                return self._to_controller(request)
+            except _Retry:
+                self._controller = -1  # ask Metadata who leads now
+                raise
+
+        return self._retrying(what, attempt)
 
     def _to_controller(self, request: Any) -> Any:
         """Admin requests go to the metadata leader (any node forwards, but that costs a hop)."""

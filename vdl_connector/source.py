@@ -41,6 +41,7 @@ from vdl_connector.options import (
     parse_source_options,
 )
 from vdl_connector.planning import OffsetRange, TriggerDelay, backlog, plan_ranges, rate_limit
+from vdl_connector.progress import GroupCommitter, with_offsets_behind_latest
 from vdl_connector.reading import read_range
 from vdl_connector.schema import read_schema, validate_write_schema
 
@@ -218,11 +219,21 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._delay = (TriggerDelay(options.min_offsets_per_trigger, options.max_trigger_delay_ms, 0.0)
                        if options.min_offsets_per_trigger else None)
         self._client = None  # driver-only connection, opened lazily, never pickled
+        self._committer: GroupCommitter | None = None  # commitOffsetsToGroup, driver only
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_client"] = None
+        state["_committer"] = None
         return state
+
+    def _commit_to_group(self, offsets: Mapping[str, int]) -> None:
+        """commitOffsetsToGroup: report finished offsets (vdl_connector/progress.py)."""
+        if self.options.commit_group is None:
+            return
+        if self._committer is None:
+            self._committer = GroupCommitter(self.options.client, self.options.commit_group)
+        self._committer.commit(offsets)
 
     def _driver_client(self):  # noqa: ANN202
         if self._client is None:
@@ -280,14 +291,16 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return effective, latest
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        # `start` is where the last completed micro-batch ended: finished, as far as Spark is concerned.
+        self._commit_to_group(start)
         begin, latest = self._current_latest(start)
-        self._latest = dict(latest)
         if isinstance(limit, ReadAllAvailable):
             end = latest
         else:
             # Spark passes back our default limit; apply both bounds the options define.
             if self._delay is not None and self._available_now is None:
                 if self._delay.should_delay(backlog(begin, latest), time.time() * 1000):
+                    self._latest = with_offsets_behind_latest(latest, start)
                     return dict(start)
             maximum = self.options.max_offsets_per_trigger
             end = rate_limit(maximum, begin, latest) if maximum else latest
@@ -295,6 +308,7 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for stream, offset in end.items():
             # A stream whose start moved (data loss skipped, new stream) keeps its range readable.
             result[stream] = max(offset, begin.get(stream, offset)) if stream in start else offset
+        self._latest = with_offsets_behind_latest(latest, result)
         return result
 
     def reportLatestOffset(self) -> dict | None:
@@ -314,9 +328,14 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             yield from read_range(client, partition, self.options, data_loss)
 
     def commit(self, end: dict) -> None:
-        """Nothing to do: offsets live in Spark's checkpoint, the broker keeps none."""
+        """Offsets live in Spark's checkpoint; with commitOffsetsToGroup the end of the committed
+        micro-batch is also stored as the group's offsets (a report: a failure is only logged)."""
+        self._commit_to_group(end)
 
     def stop(self) -> None:
         if self._client is not None:
             self._client.close()
             self._client = None
+        if self._committer is not None:
+            self._committer.close()
+            self._committer = None

@@ -74,6 +74,8 @@ def test_members_include_self_when_peers_omit_it() -> None:
     ({"data_dir": 3}, "data_dir"),
     ({"listen": "nohost"}, "listen: expected HOST:PORT"),
     ({"raft_listen": "h:99999"}, "raft_listen"),
+    ({"metrics_listen": "nohost"}, "metrics_listen: expected HOST:PORT"),
+    ({"metrics_listen": 9100}, "metrics_listen must be a \"HOST:PORT\" string"),
     ({"peers": {"id": 1}}, "peers must be an array"),
     ({"peers": [{"id": 1, "client": "a:1"}]}, "raft"),
     ({"peers": [{"id": 1, "client": "a:1", "raft": "a:2", "x": 1}]}, "unknown key"),
@@ -91,6 +93,14 @@ def test_errors_name_the_setting(change: dict, message: str) -> None:
         config_from_table(table)
 
 
+def test_metrics_listen_is_off_by_default_and_round_trips(tmp_path: Path) -> None:
+    assert config_from_table({"data_dir": "d"}).metrics_listen is None
+    config = load_config(["--data-dir", str(tmp_path), "--metrics-listen", "127.0.0.1:9100"])
+    assert config.metrics_listen == "127.0.0.1:9100"
+    (tmp_path / "node.toml").write_text(dump_node_config(config))
+    assert load_node_config(tmp_path / "node.toml") == config
+
+
 def test_data_dir_is_required(tmp_path: Path) -> None:
     path = tmp_path / "vdl.toml"
     path.write_text("listen = '127.0.0.1:1'\n")
@@ -102,3 +112,47 @@ def test_unreadable_file(tmp_path: Path) -> None:
     (tmp_path / "bad.toml").write_text("node_id = = 1")
     with pytest.raises(ConfigError, match="cannot read"):
         load_node_config(tmp_path / "bad.toml")
+
+
+def test_listeners_and_security_settings(tmp_path: Path) -> None:
+    pem = tmp_path / "node.pem"
+    pem.write_text("x")
+    table = {"data_dir": "d", "listeners": ["SASL_SSL://0.0.0.0:9093", "plaintext://127.0.0.1:9092"],
+             "ssl_certfile": str(pem), "ssl_keyfile": str(pem), "ssl_cafile": str(pem), "ssl_client_auth": "required",
+             "sasl_mechanisms": ["scram-sha-512"], "authorizer": "acl", "super_users": ["admin", "User:ops"],
+             "bootstrap_users": [{"name": "admin", "mechanism": "SCRAM-SHA-512", "password_env": "VDL_ADMIN"}]}
+    config = config_from_table(table)
+    assert [str(listener) for listener in config.client_listeners] == ["SASL_SSL://0.0.0.0:9093",
+                                                                      "PLAINTEXT://127.0.0.1:9092"]
+    assert (config.host, config.port) == ("0.0.0.0", 9093) and config.raft_tls
+    assert config.advertised_listeners == ("SASL_SSL://127.0.0.1:9093", "PLAINTEXT://127.0.0.1:9092")
+    assert config.sasl_mechanisms == ["SCRAM-SHA-512"] and config.super_users == ["admin", "User:ops"]
+    path = tmp_path / "node.toml"
+    path.write_text(dump_node_config(config))
+    assert load_node_config(path) == config
+    # The old `listen` is one PLAINTEXT listener.
+    plain = config_from_table({"data_dir": "d", "listen": "127.0.0.1:9092"})
+    assert [str(listener) for listener in plain.client_listeners] == ["PLAINTEXT://127.0.0.1:9092"]
+    flags = load_config(["--data-dir", "d", "--listeners", "SSL://127.0.0.1:1,PLAINTEXT://127.0.0.1:2",
+                         "--ssl-certfile", str(pem), "--ssl-keyfile", str(pem), "--authorizer", "acl"])
+    assert [lst.protocol for lst in flags.client_listeners] == ["SSL", "PLAINTEXT"] and flags.port == 1
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ({"listeners": ["HTTP://h:1"]}, "unknown protocol 'HTTP'.*PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
+    ({"listeners": ["SSL://h:1"]}, "ssl_certfile and ssl_keyfile are required by the TLS listener"),
+    ({"listeners": ["SASL_PLAINTEXT://h:1", "SASL_PLAINTEXT://h:2"]}, "one listener per protocol"),
+    ({"listeners": ["PLAINTEXT://h:1"], "listen": "h:2"}, "listeners or listen, not both"),
+    ({"ssl_client_auth": "maybe"}, "ssl_client_auth accepts none | requested | required"),
+    ({"ssl_client_auth": "required"}, "ssl_client_auth = required needs ssl_cafile"),
+    ({"authorizer": "opa"}, "authorizer accepts none | acl"),
+    ({"sasl_mechanisms": ["GSSAPI"]}, "sasl_mechanisms accepts PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512"),
+    ({"ssl_cafile": "/no/such/ca.pem"}, "ssl_cafile: no such file"),
+    ({"bootstrap_users": [{"name": "a", "mechanism": "PLAIN", "password_env": "X"}]},
+     r"bootstrap_users\[0\].mechanism accepts SCRAM-SHA-256 \| SCRAM-SHA-512"),
+    ({"bootstrap_users": [{"name": "a", "mechanism": "SCRAM-SHA-256", "password": "oops"}]},
+     "exactly name, mechanism, password_env"),
+])
+def test_bad_security_settings_name_the_setting(table: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config_from_table({"data_dir": "d", **table})

@@ -8,11 +8,14 @@ A command is one JSON object, the payload of one METADATA entry of the metadata 
 written by VDL 0.1 carry it as the value of a RecordBatch in a DATA entry; both are read):
 
     {"op": "init_cluster", "cluster_id": "..."}       the first one applied wins
-    {"op": "register_node", "id": 2, "client": "h:9093", "raft": "h:19093"}
+    {"op": "register_node", "id": 2, "client": "h:9093", "raft": "h:19093",
+     "listeners": ["SASL_SSL://h:9093", ...]}                  listeners: optional
     {"op": "create_stream", "name": "events", "replication_factor": 3 | null, "config": {...}}
     {"op": "create_stream", "name": "events", "adopt_on": 1, ...}   a 0.1 single-node stream
     {"op": "delete_stream", "name": "events"}
     consumer-group commands (committed offsets, settled generations): see cluster/groups.py
+    SCRAM users: see cluster/users.py; ACLs: see cluster/acls.py
+    {"op": "alter_stream_config", "name": "events", ...}: see cluster/stream_configs.py
 
 Replica sets are chosen when the command is applied (not when proposed), from the state at
 that point, so concurrent creations still balance: the first replica is the preferred leader,
@@ -29,11 +32,14 @@ import re
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
+from vdl_broker.cluster.acls import ACL_OPS, AclsState
 from vdl_broker.cluster.groups import GROUP_OPS, GroupsState
+from vdl_broker.cluster.stream_configs import CONFIG_OPS, ConfigProblem, apply_alter, validated
+from vdl_broker.cluster.users import USER_OPS, UsersState
 from vdl_broker.protocol.records.record_batch import read_records
 
 METADATA_GROUP = "__metadata"  # the Raft group (and directory) of the metadata log
@@ -59,6 +65,15 @@ class NodeInfo:
     id: int
     client: str
     raft: str
+    listeners: tuple[str, ...] = ()  # PROTOCOL://host:port of each client listener, if several
+
+    def address_for(self, protocol: str) -> str:
+        """Where a client that came in over `protocol` reaches this node."""
+        for listener in self.listeners:
+            name, _, address = listener.partition("://")
+            if name == protocol:
+                return address
+        return self.client
 
 
 @dataclass(frozen=True)
@@ -91,8 +106,11 @@ class ApplyResult:
 # ---------------------------------------------------------------------------------- commands
 
 
-def register_node_command(node_id: int, client: str, raft: str) -> dict[str, Any]:
-    return {"op": "register_node", "id": node_id, "client": client, "raft": raft}
+def register_node_command(node_id: int, client: str, raft: str, listeners: tuple[str, ...] = ()) -> dict[str, Any]:
+    command: dict[str, Any] = {"op": "register_node", "id": node_id, "client": client, "raft": raft}
+    if listeners:
+        command["listeners"] = list(listeners)
+    return command
 
 
 def create_stream_command(name: str, replication_factor: int | None = None,
@@ -158,13 +176,15 @@ def validate_stream_name(name: Any) -> str | None:
 
 
 class ClusterState:
-    """Nodes, streams and consumer groups; apply() is deterministic."""
+    """Nodes, streams, consumer groups, users and ACLs; apply() is deterministic."""
 
     def __init__(self) -> None:
         self.cluster_id: str | None = None
         self.nodes: dict[int, NodeInfo] = {}
         self.streams: dict[str, StreamInfo] = {}
         self.groups = GroupsState()
+        self.users = UsersState()
+        self.acls = AclsState()
         self.applied_index = 0
         self._results: OrderedDict[int, list[ApplyResult]] = OrderedDict()
 
@@ -180,9 +200,17 @@ class ClusterState:
     def default_replication_factor(self) -> int:
         return min(DEFAULT_REPLICATION_FACTOR, max(1, len(self.nodes)))
 
-    def check_create(self, name: str, replication_factor: int | None) -> ApplyResult | None:
-        """What apply() would refuse now (a proposer answers early); None if it looks fine."""
-        return self._refuse_create(0, name, replication_factor, {})
+    def check_create(self, name: str, replication_factor: int | None,
+                     config: dict[str, Any] | None = None) -> ApplyResult | None:
+        """What apply() would refuse now (a proposer answers early), or a config a proposer must
+        not write (unknown key, bad value); None if it looks fine."""
+        refused = self._refuse_create(0, name, replication_factor, {})
+        if refused is None and config:
+            try:
+                validated(config)
+            except ConfigProblem as problem:
+                return ApplyResult(0, "create_stream", Outcome.INVALID_CONFIG, str(problem))
+        return refused
 
     # -- applying
 
@@ -205,11 +233,18 @@ class ClusterState:
             return self._create_stream(index, command)
         if op == "delete_stream":
             return self._delete_stream(index, command)
-        if op in GROUP_OPS:
-            error = self.groups.apply(op, command, set(self.streams))
+        if op in GROUP_OPS or op in USER_OPS or op in ACL_OPS:
+            if op in GROUP_OPS:
+                error = self.groups.apply(op, command, set(self.streams))
+            elif op in USER_OPS:
+                error = self.users.apply(op, command)
+            else:
+                error = self.acls.apply(op, command)
             if error is not None:
                 return ApplyResult(index, op, Outcome.INVALID_COMMAND, error)
             return ApplyResult(index, op, Outcome.OK)
+        if op in CONFIG_OPS:
+            return self._alter_config(index, command)
         return ApplyResult(index, str(op), Outcome.INVALID_COMMAND, f"unknown command {command!r:.200}")
 
     def _init_cluster(self, index: int, command: dict[str, Any]) -> ApplyResult:
@@ -223,10 +258,12 @@ class ClusterState:
 
     def _register_node(self, index: int, command: dict[str, Any]) -> ApplyResult:
         node_id, client, raft = command.get("id"), command.get("client"), command.get("raft")
+        listeners = command.get("listeners", [])
         if (isinstance(node_id, bool) or not isinstance(node_id, int) or node_id <= 0
-                or not isinstance(client, str) or not isinstance(raft, str)):
+                or not isinstance(client, str) or not isinstance(raft, str) or not isinstance(listeners, list)
+                or not all(isinstance(item, str) for item in listeners)):
             return ApplyResult(index, "register_node", Outcome.INVALID_COMMAND, "bad register_node")
-        node = NodeInfo(node_id, client, raft)
+        node = NodeInfo(node_id, client, raft, tuple(listeners))
         self.nodes[node_id] = node
         return ApplyResult(index, "register_node", Outcome.OK, node=node)
 
@@ -266,6 +303,17 @@ class ClusterState:
         stream = StreamInfo(name, replicas, dict(config), index, adopted=adopt_on is not None)
         self.streams[name] = stream
         return ApplyResult(index, "create_stream", Outcome.OK, stream=stream)
+
+    def _alter_config(self, index: int, command: dict[str, Any]) -> ApplyResult:
+        name = command.get("name")
+        stream = self.streams.get(name) if isinstance(name, str) else None
+        if stream is None:
+            return ApplyResult(index, "alter_stream_config", Outcome.UNKNOWN, f"no stream {name!r}")
+        config = apply_alter(stream.config, command)
+        if isinstance(config, str):
+            return ApplyResult(index, "alter_stream_config", Outcome.INVALID_COMMAND, config)
+        stream = self.streams[stream.name] = replace(stream, config=config)
+        return ApplyResult(index, "alter_stream_config", Outcome.OK, stream=stream)
 
     def _delete_stream(self, index: int, command: dict[str, Any]) -> ApplyResult:
         name = command.get("name")

@@ -5,13 +5,17 @@ group between two nodes shares one connection and one tick's heartbeats travel t
 
     frame   := version u8 | kind u8 | sender u32 | group count u32 | group*      (kind MESSAGES)
              | version u8 | kind u8 | sender u32                                   (kind HELLO)
+             | version u8 | kind u8 | sender u32 | call id u32 | payload         (kind REQUEST/RESPONSE)
     group   := name length u16 | name utf-8 | message count u32 | message*
     message := type u8 | flags u8 | to u32 | term i64 | log_term i64 | index i64 | commit i64
-               | reject_hint i64 | entry count u32 | entry* | [snapshot]
+               | reject_hint i64 | entry count u32 | entry* | [snapshot [conf]]
     entry   := index i64 | term i64 | type u8 | payload length u32 | payload
     snapshot:= index i64 | term i64 | data length u32 | data (JSON; empty = None)
+    conf    := voter count u16 | voter u32* | learner count u16 | learner u32*   (flag CONF)
 
-All integers big-endian. Decoding never copies entry payloads: they are memoryview slices of the
+REQUEST/RESPONSE frames carry the node-to-node calls of the layers above (opaque payloads:
+the server forwards Kafka requests to the metadata leader with them), over the same connection
+and so the same mutual TLS as Raft. All integers big-endian. Decoding never copies entry payloads: they are memoryview slices of the
 frame. Any malformed input raises WireError, and nothing else.
 """
 
@@ -22,11 +26,13 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from vdl_broker.raft.types import Entry, EntryType, Message, MessageType, SnapshotMeta
+from vdl_broker.raft.types import ConfState, Entry, EntryType, Message, MessageType, SnapshotMeta
 
 VERSION = 1
 KIND_HELLO = 1
 KIND_MESSAGES = 2
+KIND_REQUEST = 3
+KIND_RESPONSE = 4
 
 # The name of the metadata group (streams are named like Kafka topics, which cannot start "__"
 # followed by this exact name in practice; the cluster layer refuses it as a stream name).
@@ -38,11 +44,14 @@ _NAME_LEN = struct.Struct(">H")
 _MESSAGE = struct.Struct(">BBIqqqqqI")
 _ENTRY = struct.Struct(">qqBI")
 _SNAPSHOT = struct.Struct(">qqI")
+_NODE_COUNT = struct.Struct(">H")
+_NODE = struct.Struct(">I")
 
 _FLAG_REJECT = 1
 _FLAG_FORCE = 2
 _FLAG_SNAPSHOT = 4
-_KNOWN_FLAGS = _FLAG_REJECT | _FLAG_FORCE | _FLAG_SNAPSHOT
+_FLAG_CONF = 8  # the snapshot carries the configuration in force at its index
+_KNOWN_FLAGS = _FLAG_REJECT | _FLAG_FORCE | _FLAG_SNAPSHOT | _FLAG_CONF
 _MESSAGE_TYPES = {int(t): t for t in MessageType}
 _ENTRY_TYPES = {int(t): t for t in EntryType}
 
@@ -62,6 +71,8 @@ class Frame:
     kind: int
     sender: int
     messages: list[tuple[str, Message]]
+    call_id: int = 0  # REQUEST/RESPONSE
+    payload: memoryview | None = None
 
 
 # ---------------------------------------------------------------------------------- encoding
@@ -69,6 +80,11 @@ class Frame:
 
 def encode_hello(sender: int) -> bytes:
     return _FRAME.pack(VERSION, KIND_HELLO, sender)
+
+
+def encode_call(sender: int, kind: int, call_id: int, payload: Buffer) -> list[Buffer]:
+    """A REQUEST or RESPONSE frame body."""
+    return [_FRAME.pack(VERSION, kind, sender) + _COUNT.pack(call_id), payload]
 
 
 def encode_frame(sender: int, messages: Iterable[tuple[str, Message]]) -> list[Buffer]:
@@ -89,6 +105,8 @@ def _encode_message(m: Message, parts: list[Buffer]) -> None:
     flags = (_FLAG_REJECT if m.reject else 0) | (_FLAG_FORCE if m.force else 0)
     if m.snapshot is not None:
         flags |= _FLAG_SNAPSHOT
+        if m.snapshot.conf is not None:
+            flags |= _FLAG_CONF
     entries: Sequence[Entry] = m.entries
     parts.append(_MESSAGE.pack(int(m.type), flags, m.to, m.term, m.log_term, m.index, m.commit,
                                m.reject_hint, len(entries)))
@@ -100,6 +118,12 @@ def _encode_message(m: Message, parts: list[Buffer]) -> None:
         snap = m.snapshot
         data = b"" if snap.data is None else json.dumps(snap.data, separators=(",", ":")).encode()
         parts.append(_SNAPSHOT.pack(snap.index, snap.term, len(data)) + data)
+        if snap.conf is not None:
+            parts.append(_encode_nodes(snap.conf.voters) + _encode_nodes(snap.conf.learners))
+
+
+def _encode_nodes(nodes: Sequence[int]) -> bytes:
+    return _NODE_COUNT.pack(len(nodes)) + b"".join(_NODE.pack(node) for node in nodes)
 
 
 def frame_size(parts: Sequence[Buffer]) -> int:
@@ -145,6 +169,9 @@ def decode_frame(data: Buffer) -> Frame:
         if kind == KIND_HELLO:
             _expect_end(reader)
             return Frame(KIND_HELLO, sender, [])
+        if kind in (KIND_REQUEST, KIND_RESPONSE):
+            (call_id,) = reader.unpack(_COUNT)
+            return Frame(kind, sender, [], call_id, reader.take(len(reader.view) - reader.pos))
         if kind != KIND_MESSAGES:
             raise WireError(f"unknown frame kind {kind}", 1)
         (group_count,) = reader.unpack(_COUNT)
@@ -170,6 +197,13 @@ def decode_frame(data: Buffer) -> Frame:
 def _expect_end(reader: _Reader) -> None:
     if reader.pos != len(reader.view):
         raise WireError(f"{len(reader.view) - reader.pos} trailing bytes", reader.pos)
+
+
+def _decode_nodes(reader: _Reader) -> tuple[int, ...]:
+    (count,) = reader.unpack(_NODE_COUNT)
+    if count * _NODE.size > len(reader.view) - reader.pos:
+        raise WireError(f"node count {count} exceeds the frame", reader.pos - _NODE_COUNT.size)
+    return tuple(reader.unpack(_NODE)[0] for _ in range(count))
 
 
 def _decode_message(reader: _Reader, sender: int) -> Message:
@@ -202,7 +236,12 @@ def _decode_message(reader: _Reader, sender: int) -> Message:
                 data = json.loads(str(raw, "utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError) as error:
                 raise WireError("snapshot data is not JSON", snap_position + _SNAPSHOT.size) from error
-        snapshot = SnapshotMeta(s_index, s_term, data)
+        conf = None
+        if flags & _FLAG_CONF:
+            conf = ConfState(_decode_nodes(reader), _decode_nodes(reader))
+        snapshot = SnapshotMeta(s_index, s_term, data, conf)
+    elif flags & _FLAG_CONF:
+        raise WireError("a configuration without a snapshot", position + 1)
     return Message(message_type, to, sender, term, log_term=log_term, index=index, entries=entries,
                    commit=commit, reject=bool(flags & _FLAG_REJECT), reject_hint=hint, snapshot=snapshot,
                    force=bool(flags & _FLAG_FORCE))

@@ -24,15 +24,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vdl_broker.cluster.metadata import ApplyResult, StreamInfo, validate_stream_name
-from vdl_broker.config import NodeConfig
-from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.log import StreamLog
 from vdl_broker.log.fileio import atomic_write
 from vdl_broker.protocol.messages import MetadataRequest
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.persistence import load_hard_state, save_hard_state
 from vdl_broker.raft.types import HardState
+from vdl_broker.server import internal
 from vdl_broker.server.partition import Partition, RemotePartition
-from vdl_client import aio
+from vdl_broker.server.stream_settings import log_config_for, settings_for, with_settings
+from vdl_broker.tables.service import retention_limit
+from vdl_client.connection import default_version
 
 if TYPE_CHECKING:
     from vdl_broker.server.broker import Broker
@@ -46,12 +48,6 @@ REMOTE_VIEW_MAX_AGE_S = 3.0  # and no longer used after this
 FIRST_CAMPAIGN_DELAY_S = 0.3  # a fresh stream's preferred leader campaigns this soon (not after 1-2 s)
 
 
-def log_config_for(config: NodeConfig) -> LogConfig:
-    return LogConfig(segment_bytes=config.segment_bytes, segment_ms=config.segment_ms,
-                     retention_ms=config.retention_ms, retention_bytes=config.retention_bytes,
-                     fsync=config.fsync)
-
-
 class ReplicaManager:
     """The streams as the handlers see them: every stream of the cluster; a local Partition for
     those replicated here, a RemotePartition otherwise."""
@@ -63,6 +59,7 @@ class ReplicaManager:
         self._partitions: dict[str, Partition] = {}
         self._incarnations: dict[str, int] = {}
         self._deleted: set[str] = set()
+        self._configs: dict[str, dict[str, Any]] = {}  # stream -> the config object its settings came from
         self._remote: dict[str, tuple[float, int, list[int]]] = {}  # name -> (time, leader, isr)
         self._refreshing: set[str] = set()
         self._dirty = asyncio.Event()
@@ -110,10 +107,15 @@ class ReplicaManager:
         now_ms = int(time.time() * 1000)
         for partition in self.all():
             group = partition.group
-            if group is None or group.stopped:
+            config = partition.log.config
+            if group is None or group.stopped or (config.retention_ms < 0 and config.retention_bytes < 0):
                 continue
-            # Raft: retention may drop applied (committed) entries only.
-            if partition.log.apply_retention(now_ms, max_index=group.applied_index):
+            # Raft: retention may drop applied (committed) entries only; on a stream with a
+            # table, only entries whose records are all in the table.
+            limit = group.applied_index
+            if partition.settings is not None and partition.settings.table is not None:
+                limit = retention_limit(partition.log, limit, self.broker.tables.tiered_end(partition.name))
+            if partition.log.apply_retention(now_ms, max_index=limit):
                 log.info("retention removed segments of %s; log start offset now %d",
                          partition.name, partition.log_start_offset)
 
@@ -165,7 +167,7 @@ class ReplicaManager:
                 if replica == self.broker.node_id or node is None:
                     continue
                 try:
-                    response = await aio.request(node.client, request, 1.0)
+                    response = await internal.call(self.broker, replica, request, default_version(MetadataRequest), 1.0)
                 except (OSError, ValueError, TimeoutError):
                     continue
                 for topic in response.topics:
@@ -264,6 +266,20 @@ class ReplicaManager:
         for name, info in desired.items():
             if name not in self._partitions and self.state.streams.get(name) == info:
                 self._open(info)
+        for name, partition in self._partitions.items():
+            # A config change is a new config object (cluster/stream_configs.apply_alter).
+            info = self.state.streams.get(name)
+            if info is not None and self._configs.get(name) is not info.config:
+                self._apply_settings(partition, info)
+
+    def _apply_settings(self, partition: Partition, info: StreamInfo) -> None:
+        """The stream's config as this replica applies it (segment roll, retention, size limit)."""
+        self._configs[info.name] = info.config
+        settings = settings_for(self.config, info.config)
+        if settings != partition.settings:
+            partition.settings = settings
+            partition.log.config = with_settings(partition.log.config, settings)
+            log.info("node %d: stream %s settings now %s", self.broker.node_id, info.name, settings)
 
     def _open(self, info: StreamInfo) -> None:
         directory = self.data_dir / info.name
@@ -282,10 +298,12 @@ class ReplicaManager:
             directory.mkdir(parents=True)
         if not marker.exists():
             atomic_write(marker, expected.encode(), durable=self.config.fsync)
-        stream_log = StreamLog.open(directory, log_config_for(self.config))
+        settings = settings_for(self.config, info.config)
+        stream_log = StreamLog.open(directory, log_config_for(self.config, settings))
         if info.adopted:
             _raise_term_to_log(stream_log)
-        partition = Partition(info.name, stream_log, self.broker.node_id)
+        partition = Partition(info.name, stream_log, self.broker.node_id, settings)
+        self._configs[info.name] = info.config
         group: RaftGroup | None = None
         try:
             group = self.broker.host.create_group(
@@ -309,6 +327,7 @@ class ReplicaManager:
     async def _remove(self, name: str) -> None:
         partition = self._partitions.pop(name)
         self._incarnations.pop(name, None)
+        self._configs.pop(name, None)
         log.info("node %d: removing the replica of stream %s", self.broker.node_id, name)
         if partition.group is not None:
             await self.broker.host.remove_group(partition.group.name)

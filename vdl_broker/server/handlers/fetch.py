@@ -19,6 +19,7 @@ from vdl_broker.log import OffsetOutOfRange
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import FetchRequest, FetchResponse
 from vdl_broker.protocol.records.conversion import batches_to_message_set
+from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.delayed import wait_for_any
 from vdl_broker.server.partition import await_read_lease
 
@@ -62,7 +63,8 @@ def _read_partition(broker: Any, topic: str, fp: Any, budget: int, has_data: boo
     return _Read(fp.partition, ErrorCode.NONE, high_watermark, start, result.buffers, size)
 
 
-def _read_all(broker: Any, request: Any, version: int) -> tuple[list[tuple[str, list[_Read]]], int, bool]:
+def _read_all(broker: Any, request: Any, version: int,
+              denied: set[str]) -> tuple[list[tuple[str, list[_Read]]], int, bool]:
     # Response max_bytes exists from v3; the first batch is always returned even if larger
     # (KIP-74), later partitions get what is left of the budget.
     budget = request.max_bytes if version >= 3 else 0x7FFFFFFF
@@ -72,7 +74,8 @@ def _read_all(broker: Any, request: Any, version: int) -> tuple[list[tuple[str, 
     for topic in request.topics:
         reads = []
         for fp in topic.partitions:
-            read = _read_partition(broker, topic.topic, fp, budget - total, total > 0)
+            read = (_Read(fp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED) if topic.topic in denied
+                    else _read_partition(broker, topic.topic, fp, budget - total, total > 0))
             failed |= read.error is not ErrorCode.NONE
             total += read.size
             reads.append(read)
@@ -89,9 +92,14 @@ def _records(read: _Read, version: int) -> Any:
     return read.buffers
 
 
-def _response(topics: list[tuple[str, list[_Read]]], version: int) -> Any:
+def _response(broker: Any, topics: list[tuple[str, list[_Read]]], version: int) -> Any:
+    metrics = broker.metrics
     responses = []
     for name, reads in topics:
+        if metrics is not None:
+            size = sum(read.size for read in reads)
+            if size:
+                metrics.fetched(name, size)
         partitions = [PartitionData(
             partition_index=read.partition_index, error_code=int(read.error),
             high_watermark=read.high_watermark, last_stable_offset=read.high_watermark,
@@ -108,15 +116,18 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, request.max_wait_ms) / 1000
     min_bytes = max(1, request.min_bytes)
-    await await_read_lease([p for p in (broker.replicas.get(t.topic) for t in request.topics) if p is not None])
+    denied = {t.topic for t in request.topics
+              if not authorized(broker, context, Operation.READ, ResourceType.TOPIC, t.topic)}
+    await await_read_lease([p for p in (broker.replicas.get(t.topic) for t in request.topics)
+                            if p is not None and p.name not in denied])
     while True:
-        topics, total, failed = _read_all(broker, request, version)
+        topics, total, failed = _read_all(broker, request, version, denied)
         if total >= min_bytes or failed or not topics or loop.time() >= deadline:
-            return _response(topics, version)
+            return _response(broker, topics, version)
         # Delayed fetch: park until any of the streams' HW advances, or the deadline.
         partitions = [p for p in (broker.replicas.get(name) for name, _ in topics) if p is not None]
         if not partitions:
-            return _response(topics, version)
+            return _response(broker, topics, version)
         await wait_for_any(partitions, deadline)
 
 
