@@ -94,6 +94,7 @@ def _produce_worker(bootstrap: str, topic: str, count: int, acks: int,
     while time.time() < start_at:
         time.sleep(0.001)
     samples: list[tuple[float, float]] = [(start_at, 0.0)]
+    next_sample = start_at + 0.1
     for i in range(count):
         try:
             produce(topic, value)
@@ -102,6 +103,8 @@ def _produce_worker(bootstrap: str, topic: str, count: int, acks: int,
             produce(topic, value)
         if i % 50_000 == 0:
             producer.poll(0)
+        if i % 2_000 == 0 and time.time() >= next_sample:  # acknowledged so far, every 0.1 s
+            next_sample += 0.1
             samples.append((time.time(), float(i - len(producer))))  # len(): not yet acknowledged
     while len(producer) and time.time() < start_at + 120:
         producer.flush(0.2)
