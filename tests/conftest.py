@@ -50,11 +50,12 @@ def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
 @pytest.fixture(scope="module")
 def dev_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> DevCluster:
     """One 3-node cluster per test module. A module may set CLUSTER_SETTINGS (extra node.toml
-    keys, e.g. tiny segments for retention). Every node runs in its own process group and the
-    finalizer SIGKILLs those groups, so no broker outlives the module, whatever a test did."""
+    keys, e.g. tiny segments for retention) and CLUSTER_RACKS (node id -> rack). Every node runs
+    in its own process group and the finalizer SIGKILLs those groups, so no broker outlives the
+    module, whatever a test did."""
     settings = getattr(request.module, "CLUSTER_SETTINGS", {})
     directory = tmp_path_factory.mktemp("dev-cluster")
-    return start_cluster(directory, nodes=3, settings=settings,
+    return start_cluster(directory, nodes=3, settings=settings, racks=getattr(request.module, "CLUSTER_RACKS", None),
                          register=lambda cluster: request.addfinalizer(cluster.kill_all))
 
 

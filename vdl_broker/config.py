@@ -8,10 +8,12 @@ Every node is a Raft cluster member; a node with no cluster section is a cluster
     retention_ms = 604800000           # any other NodeConfig field, by its name
     # The cluster section (optional): this node's Raft address and every member.
     raft_listen = "127.0.0.1:19092"    # all Raft groups between two nodes share one connection
+    rack = "eu-west-1a"                # optional: this node's rack (Kafka's broker.rack)
     [[peers]]                          # every node of the cluster, this one included or not
     id = 2
     client = "127.0.0.1:9093"
     raft = "127.0.0.1:19093"
+    rack = "eu-west-1b"                # optional, as that node's own `rack` setting
 
 TOML keys are the dataclass field names (a `-` in a key reads as `_`); a flag given on the
 command line wins over the file. Every error is a ConfigError whose message names the setting.
@@ -22,7 +24,7 @@ from __future__ import annotations
 import argparse
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,7 @@ class NodeAddress:
     client: str  # host:port for Kafka clients (the first listener's)
     raft: str  # host:port for Raft traffic
     listeners: tuple[str, ...] = ()  # PROTOCOL://host:port, when the node has several
+    rack: str | None = None  # Kafka's broker.rack: consumers with a matching client.rack read here
 
     @property
     def raft_address(self) -> tuple[str, int]:
@@ -106,6 +109,9 @@ class NodeConfig:
     # Kafka's offset.metadata.max.bytes: longer commit metadata gets OFFSET_METADATA_TOO_LARGE.
     offset_metadata_max_bytes: int = 4096
     log_level: str = "INFO"
+    # Kafka's broker.rack: Metadata reports it, and a consumer whose Fetch names the same rack
+    # (client.rack) is sent to a replica here (KIP-392).
+    rack: str | None = None
     # The cluster section: this node's Raft address and every member. Without it the node is
     # a cluster of one (its Raft groups have one voter and no Raft port is opened).
     raft_listen: str | None = None
@@ -164,8 +170,12 @@ class NodeConfig:
         """Every node of the cluster, this one included (from its own addresses if `peers`
         does not name it)."""
         nodes = {peer.id: peer for peer in self.peers}
-        nodes.setdefault(self.node_id, NodeAddress(self.node_id, self.client_address, self.raft_listen or "",
-                                                   self.advertised_listeners))
+        own = nodes.get(self.node_id)
+        if own is None:
+            nodes[self.node_id] = NodeAddress(self.node_id, self.client_address, self.raft_listen or "",
+                                              self.advertised_listeners, self.rack)
+        elif own.rack is None and self.rack is not None:
+            nodes[self.node_id] = replace(own, rack=self.rack)
         return [nodes[node_id] for node_id in sorted(nodes)]
 
     @property
@@ -180,7 +190,7 @@ class NodeConfig:
 _SETTINGS = {f.name: f for f in fields(NodeConfig)}
 _INT_KEYS = {name for name, f in _SETTINGS.items() if f.type in ("int", int)}
 _BOOL_KEYS = {name for name, f in _SETTINGS.items() if f.type in ("bool", bool)}
-_STRING_KEYS = {"log_level", "advertised_host", "ssl_certfile", "ssl_keyfile", "ssl_cafile"}
+_STRING_KEYS = {"log_level", "advertised_host", "ssl_certfile", "ssl_keyfile", "ssl_cafile", "rack"}
 # Settings whose values are lists (TOML arrays, or comma-separated flag values).
 _LIST_PARSERS = {
     "listeners": parse_listeners,
@@ -221,6 +231,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-fsync", dest="fsync", action="store_false", default=None,
                         help="skip fsync (tests only: acknowledged data may be lost on power failure)")
     parser.add_argument("--log-level")
+    parser.add_argument("--rack", help="this node's rack (Kafka's broker.rack), for consumers' client.rack")
     return parser
 
 
@@ -236,6 +247,15 @@ def _address(table: Mapping[str, Any], key: str, source: str) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"{source}: {key} must be a \"HOST:PORT\" string, got {value!r}")
     split_host_port(value, f"{source}: {key}")
+    return value
+
+
+def _rack(value: Any, source: str) -> str | None:
+    """A rack name: a non-empty string (Kafka compares client.rack with it as is)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or value != value.strip():
+        raise ConfigError(f"{source} must be a non-empty string without surrounding spaces, got {value!r}")
     return value
 
 
@@ -260,14 +280,15 @@ def _parse_peers(raw_peers: Any, source: str) -> list[NodeAddress]:
     for number, item in enumerate(raw_peers):
         where = f"{source}: peers[{number}]"
         if not isinstance(item, dict):
-            raise ConfigError(f"{where} must be a table with id, client (or listeners), raft")
-        unknown = set(item) - {"id", "client", "raft", "listeners"}
+            raise ConfigError(f"{where} must be a table with id, client (or listeners), raft (and optionally rack)")
+        unknown = set(item) - {"id", "client", "raft", "listeners", "rack"}
         if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; accepted: id, client, raft, listeners")
+            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; accepted: id, client, raft, listeners, rack")
         listeners = _peer_listeners(item, where)
         client = (_address(item, "client", where) if "client" in item or not listeners
                   else listeners[0].partition("://")[2])
-        peer = NodeAddress(_positive_int(item, "id", where), client, _address(item, "raft", where), listeners)
+        peer = NodeAddress(_positive_int(item, "id", where), client, _address(item, "raft", where), listeners,
+                           _rack(item.get("rack"), f"{where}: rack"))
         if peer.id in seen:
             raise ConfigError(f"{where}: duplicate peer id {peer.id}")
         seen.add(peer.id)
@@ -289,6 +310,9 @@ def _apply(values: dict[str, Any], key: str, value: Any, source: str) -> None:
         return
     if key in ("raft_listen", "metrics_listen"):
         values[key] = _address({key: value}, key, source)
+        return
+    if key == "rack":
+        values[key] = _rack(value, f"{source}: rack" if not source.startswith("--") else source)
         return
     if key in _LIST_PARSERS or key in _CHOICES:
         where = source if source.startswith("--") else f"{source}: {key}"  # a flag names itself
@@ -384,6 +408,9 @@ def validate(config: NodeConfig) -> None:
                                           or peer.raft != config.raft_listen):
             raise ConfigError(f"peers entry for this node ({config.node_id}) disagrees with listen/raft_listen "
                               f"({peer.client}, {peer.raft} vs {config.client_address}, {config.raft_listen})")
+        if peer.id == config.node_id and peer.rack is not None and peer.rack != config.rack:
+            raise ConfigError(f"peers entry for this node ({config.node_id}) names rack {peer.rack!r}, "
+                              f"but its rack setting is {config.rack!r}")
     validate_security(config)
 
 
@@ -435,6 +462,8 @@ def dump_node_config(config: NodeConfig) -> str:
     for peer in config.peers:
         lines += ["", "[[peers]]", f"id = {peer.id}", f"client = {_toml_value(peer.client)}",
                   f"raft = {_toml_value(peer.raft)}"]
+        if peer.rack is not None:
+            lines.append(f"rack = {_toml_value(peer.rack)}")
         if peer.listeners:
             lines.append(f"listeners = {_toml_value(peer.listeners)}")
     for user in config.bootstrap_users:

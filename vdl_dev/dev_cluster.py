@@ -126,7 +126,7 @@ class DevCluster:
                  command: Sequence[str] | None = None, settings: dict[str, Any] | None = None,
                  echo: bool = False, log_files: bool = False, metrics: bool = False, protocols: Sequence[str] = (),
                  tls_dir: Path | None = None, client_security: SecuritySettings | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, racks: dict[int, str] | None = None) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
         ports = ports_needed(nodes, metrics, protocols)
@@ -147,7 +147,7 @@ class DevCluster:
             return ([first] if first else []) + [Listener(p, host, start + i - 1) for p, start in extra.items()]
 
         members = [NodeAddress(i, f"{host}:{base_port + i - 1}", f"{host}:{base_port + nodes + i - 1}",
-                               tuple(str(lst) for lst in listeners(i)))
+                               tuple(str(lst) for lst in listeners(i)), (racks or {}).get(i))
                    for i in range(1, nodes + 1)]
         self.nodes: dict[int, NodeProcess] = {}
         for member in members:
@@ -163,7 +163,7 @@ class DevCluster:
                                   "ssl_keyfile": str(tls_dir / f"node{member.id}.key"),
                                   "ssl_cafile": str(tls_dir / "ca.pem")}
             config = NodeConfig(directory / "data", host, port, member.id, raft_listen=member.raft, peers=members,
-                                **node_settings)
+                                **(node_settings | {"rack": member.rack}))
             self.nodes[member.id] = NodeProcess(config, directory / "node.toml")
         self._atexit_registered = False
 

@@ -68,7 +68,25 @@ def test_members_include_self_when_peers_omit_it() -> None:
     assert config.members[1] == NodeAddress(4, "h:1", "h:2")
 
 
+def test_rack_from_toml_flag_and_peers(tmp_path: Path) -> None:
+    table = {"node_id": 2, "data_dir": "d", "listen": "h:1", "raft_listen": "h:2", "rack": "r2",
+             "peers": [{"id": 1, "client": "a:1", "raft": "a:2", "rack": "r1"}, {"id": 2, "client": "h:1", "raft": "h:2"},
+                       {"id": 3, "client": "c:1", "raft": "c:2"}]}
+    config = config_from_table(table)
+    # Its own entry takes the rack setting; a peer without one has no known rack.
+    assert [(m.id, m.rack) for m in config.members] == [(1, "r1"), (2, "r2"), (3, None)]
+    path = tmp_path / "node.toml"
+    path.write_text(dump_node_config(config))
+    assert load_node_config(path) == config
+    assert load_config(["--config", str(path), "--rack", "r9", "--data-dir", "d"]).rack == "r9"
+
+
 @pytest.mark.parametrize(("change", "message"), [
+    ({"rack": ""}, "rack must be a non-empty string"),
+    ({"rack": " r1"}, "rack must be a non-empty string"),
+    ({"rack": 7}, "rack must be a non-empty string"),
+    ({"rack": "r1", "peers": [{"id": 2, "client": "h:1", "raft": "h:2", "rack": "r2"}]}, "names rack 'r2'"),
+    ({"peers": [{"id": 1, "client": "a:1", "raft": "a:2", "rack": ""}]}, r"peers\[0\]: rack must be"),
     ({"node_id": 0}, "node_id must be a positive integer"),
     ({"node_id": True}, "node_id must be an integer"),
     ({"data_dir": 3}, "data_dir"),

@@ -9,7 +9,8 @@ written by VDL 0.1 carry it as the value of a RecordBatch in a DATA entry; both 
 
     {"op": "init_cluster", "cluster_id": "..."}       the first one applied wins
     {"op": "register_node", "id": 2, "client": "h:9093", "raft": "h:19093",
-     "listeners": ["SASL_SSL://h:9093", ...]}                  listeners: optional
+     "listeners": ["SASL_SSL://h:9093", ...], "rack": "r1"}  listeners, rack: optional; without
+                                                   a rack the known one stays
     {"op": "create_stream", "name": "events", "replication_factor": 3 | null, "config": {...}}
     {"op": "create_stream", "name": "events", "adopt_on": 1, ...}   a 0.1 single-node stream
     {"op": "delete_stream", "name": "events"}
@@ -66,6 +67,7 @@ class NodeInfo:
     client: str
     raft: str
     listeners: tuple[str, ...] = ()  # PROTOCOL://host:port of each client listener, if several
+    rack: str | None = None  # Kafka's broker.rack (follower reads pick replicas by it)
 
     def address_for(self, protocol: str) -> str:
         """Where a client that came in over `protocol` reaches this node."""
@@ -106,10 +108,13 @@ class ApplyResult:
 # ---------------------------------------------------------------------------------- commands
 
 
-def register_node_command(node_id: int, client: str, raft: str, listeners: tuple[str, ...] = ()) -> dict[str, Any]:
+def register_node_command(node_id: int, client: str, raft: str, listeners: tuple[str, ...] = (),
+                          rack: str | None = None) -> dict[str, Any]:
     command: dict[str, Any] = {"op": "register_node", "id": node_id, "client": client, "raft": raft}
     if listeners:
         command["listeners"] = list(listeners)
+    if rack is not None:
+        command["rack"] = rack
     return command
 
 
@@ -259,11 +264,15 @@ class ClusterState:
     def _register_node(self, index: int, command: dict[str, Any]) -> ApplyResult:
         node_id, client, raft = command.get("id"), command.get("client"), command.get("raft")
         listeners = command.get("listeners", [])
+        rack = command.get("rack")
         if (isinstance(node_id, bool) or not isinstance(node_id, int) or node_id <= 0
                 or not isinstance(client, str) or not isinstance(raft, str) or not isinstance(listeners, list)
-                or not all(isinstance(item, str) for item in listeners)):
+                or not all(isinstance(item, str) for item in listeners)
+                or not (rack is None or (isinstance(rack, str) and rack))):
             return ApplyResult(index, "register_node", Outcome.INVALID_COMMAND, "bad register_node")
-        node = NodeInfo(node_id, client, raft, tuple(listeners))
+        if rack is None and node_id in self.nodes:
+            rack = self.nodes[node_id].rack  # a registrar that does not know the rack keeps it
+        node = NodeInfo(node_id, client, raft, tuple(listeners), rack)
         self.nodes[node_id] = node
         return ApplyResult(index, "register_node", Outcome.OK, node=node)
 

@@ -162,8 +162,10 @@ class MetadataService:
         for member in self.config.members:
             known = self.state.nodes.get(member.id)
             if (known is None or known.client != member.client or known.raft != member.raft
-                    or known.listeners != member.listeners):
-                commands.append(register_node_command(member.id, member.client, member.raft, member.listeners))
+                    or known.listeners != member.listeners
+                    or (member.rack is not None and known.rack != member.rack)):
+                commands.append(register_node_command(member.id, member.client, member.raft, member.listeners,
+                                                      member.rack))
         if self.state.cluster_id is None:
             # Forming the cluster: the commands apply in order, so the id comes last and a node
             # that sees it knows every stream adopted here.

@@ -1,4 +1,4 @@
-"""Metadata (key 3): every registered node, and each stream as a topic with one partition (0):
+"""Metadata (key 3): every registered node (with its rack, v1+), and each stream as a topic with one partition (0):
 its leader (LEADER_NOT_AVAILABLE while none is known), replicas and ISR.
 
 Nodes are given at the addresses of the listener (protocol) the client came in on. Streams the
@@ -50,10 +50,10 @@ def _brokers(broker: Any, protocol: str) -> list[Any]:
     brokers = []
     for node_id in sorted(nodes):
         host, port = split_host_port(nodes[node_id].address_for(protocol), "client")
-        brokers.append(Broker(node_id=node_id, host=host, port=port, rack=None))
+        brokers.append(Broker(node_id=node_id, host=host, port=port, rack=nodes[node_id].rack))
     if broker.node_id not in nodes:  # not registered yet: clients still need this node
         host, port = split_host_port(broker.own_address(protocol), "client")
-        brokers.append(Broker(node_id=broker.node_id, host=host, port=port, rack=None))
+        brokers.append(Broker(node_id=broker.node_id, host=host, port=port, rack=broker.config.rack))
     return brokers
 
 
