@@ -62,6 +62,18 @@ class Scraper:
                     self.failures += 1
 
 
+Timelines = dict[bool, dict[int, dict[str, list[tuple[float, float]]]]]  # on -> round -> run -> counts
+
+
+def add_timelines(report: Report, timelines: Timelines, rounds: int, key: str, label: str) -> None:
+    """The middle round's acknowledged-records timeline, metrics on against off (the baseline)."""
+    middle = rounds // 2
+    for on in (True, False):
+        counts = timelines[on].get(middle, {}).get(key)
+        if counts:
+            report.timeline(f"{label}, metrics {'on' if on else 'off'}", counts, baseline=not on)
+
+
 def alternate(rounds: int, run: Callable[[bool, int], dict[str, float]]) -> dict[bool, list[dict[str, float]]]:
     """`run(metrics_on, round)` for both settings in every round, the first one alternating."""
     runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
@@ -89,17 +101,21 @@ def add_ratio_rows(report: Report, runs: dict[bool, list[dict[str, float]]], lab
 def compare_metrics_one_node(rounds: int, produce_count: int, producers: int, scrape_streams: int) -> int:
     from benchmarks.bench_broker import Broker, throughput
 
+    timelines: Timelines = {True: {}, False: {}}
+
     def run(on: bool, round_number: int) -> dict[str, float]:
         with tempfile.TemporaryDirectory(prefix="vdl-bench-") as tmp:
             broker = Broker(Path(tmp) / "data", metrics=on)
             try:
                 with Scraper([broker.metrics_url] if broker.metrics_url else []):
-                    return throughput(broker.bootstrap, round_number, produce_count, producers)
+                    return throughput(broker.bootstrap, round_number, produce_count, producers,
+                                      timelines[on].setdefault(round_number, {}))
             finally:
                 broker.stop()
 
     runs = alternate(rounds, run)
     report = Report("bench_broker_metrics")
+    add_timelines(report, timelines, rounds, "acks_all", "produce acks=-1")
     add_ratio_rows(report, runs, {"acks1": "produce acks=1", "acks_all": "produce acks=-1",
                                   "consume": f"kcat consume {produce_count:,} records"})
     add_scrape_rows(report, scrape_streams)
@@ -139,6 +155,7 @@ def add_scrape_rows(report: Report, streams: int, scrapes: int = 30) -> None:
             after = process.cpu_times()
         finally:
             broker.stop()
+    report.latency(f"scrape, {streams:,} streams", [t * 1000 for t in times])
     cpu_ms = ((after.user + after.system) - (before.user + before.system)) / scrapes * 1000
     load = os.getloadavg()[0]
     note = (f"{streams:,} streams, {GROUPS} group(s) on each, {size / 1e6:.1f} MB of text; {scrapes} scrapes; "
@@ -153,9 +170,11 @@ def add_scrape_rows(report: Report, streams: int, scrapes: int = 30) -> None:
 
 def compare_metrics_cluster(rounds: int, produce_count: int, producers: int, fsync: bool) -> int:
     """3-node dev clusters, metrics off and on: acks=-1 produce throughput."""
-    from benchmarks.bench_broker import produce_throughput
+    from benchmarks.bench_broker import produce_run
     from benchmarks.bench_replication import TOPIC_THROUGHPUT, create_streams
     from vdl_dev.dev_cluster import DevCluster, free_base_port, ports_needed
+
+    timelines: Timelines = {True: {}, False: {}}
 
     def run(on: bool, round_number: int) -> dict[str, float]:
         topic = f"{TOPIC_THROUGHPUT}-{round_number}"
@@ -167,13 +186,15 @@ def compare_metrics_cluster(rounds: int, produce_count: int, producers: int, fsy
                 cluster.wait_for_brokers(timeout_s=60)
                 create_streams(cluster, topic)
                 with Scraper(list(cluster.metrics_urls().values())):
-                    return {"acks_all": produce_throughput(cluster.bootstrap_servers, topic, produce_count, -1,
-                                                           producers)}
+                    produced = produce_run(cluster.bootstrap_servers, topic, produce_count, -1, producers)
+                timelines[on][round_number] = {"acks_all": produced.counts}
+                return {"acks_all": produced.rate}
             finally:
                 cluster.kill_all()
 
     runs = alternate(rounds, run)
     report = Report("bench_replication_metrics")
+    add_timelines(report, timelines, rounds, "acks_all", "produce acks=-1, 3 replicas")
     add_ratio_rows(report, runs, {"acks_all": f"produce acks=-1, 3 replicas ({'fsync on' if fsync else 'fsync off'})"})
     report.finish()
     return 0
