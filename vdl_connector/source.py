@@ -40,7 +40,14 @@ from vdl_connector.options import (
     parse_sink_options,
     parse_source_options,
 )
-from vdl_connector.planning import OffsetRange, TriggerDelay, backlog, plan_ranges, rate_limit
+from vdl_connector.planning import (
+    OffsetRange,
+    TriggerDelay,
+    backlog,
+    plan_ranges,
+    rate_limit,
+    spread_over_replicas,
+)
 from vdl_connector.progress import GroupCommitter, with_offsets_behind_latest
 from vdl_connector.reading import read_range
 from vdl_connector.schema import read_schema, validate_write_schema
@@ -68,6 +75,7 @@ def _open_client(options: SourceOptions):  # noqa: ANN202 - imported late: keeps
     from vdl_client import VdlClient
 
     return VdlClient(options.client)
+
 
 
 class VdlDataSource(DataSource):
@@ -176,6 +184,16 @@ def resolve_positions(client, options: SourceOptions, spec: OffsetSpec, streams:
     return result
 
 
+def _spread(client, ranges: Sequence[OffsetRange], options: SourceOptions) -> list[OffsetRange]:  # noqa: ANN001
+    """preferReplicas: each range's replicas, from the streams' in-sync replicas now."""
+    if options.prefer_replicas.kind == "leader" or not ranges:
+        return list(ranges)
+    from vdl_client.replicas import replica_sets  # imported late, as the client itself
+
+    placements = replica_sets(client, sorted({r.stream for r in ranges}))
+    return spread_over_replicas(ranges, placements, options.prefer_replicas)
+
+
 # ---------------------------------------------------------------------------------------------
 # Batch reader
 
@@ -192,12 +210,13 @@ class VdlBatchReader(DataSourceReader):
                                       streams, "earliest", starting=True)
             end = resolve_positions(client, options, options.ending or OffsetSpec("latest"),
                                     streams, "latest", starting=False)
-        for stream in streams:
-            if end[stream] < start[stream]:
-                raise VdlOptionError(
-                    f"stream {stream!r}: the ending offset {end[stream]} is before the starting offset "
-                    f"{start[stream]} (options 'startingOffsets' / 'endingOffsets')")
-        return plan_ranges(start, end, options.min_partitions, options.max_records_per_partition)
+            for stream in streams:
+                if end[stream] < start[stream]:
+                    raise VdlOptionError(
+                        f"stream {stream!r}: the ending offset {end[stream]} is before the starting offset "
+                        f"{start[stream]} (options 'startingOffsets' / 'endingOffsets')")
+            ranges = plan_ranges(start, end, options.min_partitions, options.max_records_per_partition)
+            return _spread(client, ranges, options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)
@@ -315,12 +334,14 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._latest
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        # Pure. A stream missing from `start` appeared after the last batch: read it from its
-        # beginning (offset 0; read() moves up to the log start without calling it data loss).
+        # The ranges depend on the offsets only. A stream missing from `start` appeared after the
+        # last batch: read it from its beginning (offset 0; read() moves up to the log start
+        # without calling it data loss). Which replica reads a range is chosen now.
         begin = {stream: int(start.get(stream, 0)) for stream in end}
         ranges = plan_ranges(begin, {s: int(o) for s, o in end.items()}, self.options.min_partitions,
                              self.options.max_records_per_partition)
-        return [OffsetRange(r.stream, r.start, r.end, r.stream not in start) for r in ranges]
+        ranges = [OffsetRange(r.stream, r.start, r.end, r.stream not in start) for r in ranges]
+        return _spread(self._driver_client(), ranges, self.options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)
