@@ -1,6 +1,11 @@
 """One node of a VDL cluster (a cluster of one included): its Raft host, the metadata group, the
 stream replicas, the group coordinator, producer ids and the client listener.
 
+Membership (a node joining, replicas moving, leaders balanced) runs beside them: the membership
+controller (cluster/controller.py, acting on the metadata leader), the stream reassigner
+(reassigner.py, on each stream's leader), the leader balancer (leader_balancer.py) and, for a
+node started with `join = true`, its join requests (joining.py).
+
 Start order: the Raft host; the metadata group (replayed from its log); the replica manager,
 which opens a Partition per stream placed here as the metadata names them; then, once the
 replayed metadata names this node and the cluster id, and every local replica that needs no
@@ -16,6 +21,7 @@ import logging
 import time
 from pathlib import Path
 
+from vdl_broker.cluster.controller import MembershipController
 from vdl_broker.cluster.metadata import METADATA_GROUP, ApplyResult
 from vdl_broker.cluster.service import MetadataService
 from vdl_broker.config import NodeConfig, split_host_port
@@ -26,7 +32,10 @@ from vdl_broker.metrics import BrokerCollector, BrokerMetrics, MetricsEndpoint
 from vdl_broker.raft.host import RaftHost
 from vdl_broker.server.connection import KafkaConnection
 from vdl_broker.server.handlers import Handler, build_handlers
+from vdl_broker.server.joining import find_cluster
+from vdl_broker.server.leader_balancer import LeaderBalancer
 from vdl_broker.server.producer_state import ProducerIdAllocator
+from vdl_broker.server.reassigner import StreamReassigner
 from vdl_broker.server.replica_manager import ISR_MAX_LAG_ENTRIES, ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -50,7 +59,8 @@ class Broker:
         metrics = self.metrics
         self.host = RaftHost(config.node_id, raft_listen, config.raft_peers(),
                              commit_latency=metrics.commit_latency.observe if metrics else None,
-                             sync_latency=metrics.fsync_latency.observe if metrics else None)
+                             sync_latency=metrics.fsync_latency.observe if metrics else None,
+                             recovery_rate_bytes=config.recovery_rate_bytes)
         self.replicas = ReplicaManager(self)
         self.metadata = MetadataService(self.host, config, legacy_streams=self.replicas.legacy_stream_names)
         self.metrics_endpoint: MetricsEndpoint | None = None
@@ -64,6 +74,13 @@ class Broker:
             retention_ms=config.offsets_retention_minutes * 60_000,
             retention_check_ms=config.offsets_retention_check_ms,
             metadata_max_bytes=config.offset_metadata_max_bytes)
+        self.membership = MembershipController(self.metadata)
+        self.reassigner = StreamReassigner(self)
+        self.balancer = LeaderBalancer(self, config.leader_balance_interval_ms)
+        self._join_task: asyncio.Task[None] | None = None
+        # Set once the metadata says this node was removed from the cluster (decommissioned or
+        # removed): the process then stops (server/main.py), it has nothing left to serve.
+        self.removed = asyncio.Event()
         self.producer_ids = ProducerIdAllocator(start_ms=_producer_id_start(config.node_id))
         self.handlers: dict[int, Handler] = build_handlers()
         self.connections: set[KafkaConnection] = set()
@@ -86,6 +103,25 @@ class Broker:
             return node.client
         member = next((m for m in self.config.members if m.id == node_id), None)
         return member.client if member is not None else None
+
+    def track_peer(self, node_id: int, raft: str) -> None:
+        """Make sure the Raft transport can reach node `node_id` at `raft` (nodes join at run time)."""
+        if node_id == self.node_id or self.host.transport is None:
+            return
+        try:
+            address = split_host_port(raft, "raft")
+        except ValueError:
+            log.warning("node %d: unusable raft address %r", node_id, raft)
+            return
+        self.host.add_peer(node_id, address)
+
+    def _track_nodes(self, results: list[ApplyResult]) -> None:
+        for result in results:
+            if result.ok and result.node is not None:
+                self.track_peer(result.node.id, result.node.raft)
+        if self.node_id in self.metadata.state.membership.removed and not self.removed.is_set():
+            log.warning("node %d was removed from the cluster: stopping", self.node_id)
+            self.removed.set()
 
     def _forget_deleted_streams(self, results: list[ApplyResult]) -> None:
         assert self.metrics is not None
@@ -113,9 +149,15 @@ class Broker:
             metadata_log = StreamLog.open(data_dir / METADATA_GROUP,
                                           LogConfig(segment_bytes=64 << 20, fsync=self.config.fsync))
             self.metadata.add_listener(self.replicas.on_metadata_change)
+            self.metadata.add_listener(self._track_nodes)
+            self.metadata.add_listener(self.membership.poke)
+            self.metadata.add_listener(self.reassigner.poke)
             self.replicas.start()
             group = self.metadata.start(metadata_log)
             self.groups.start(group)
+            self.membership.start()
+            self.reassigner.start()
+            self._join_task = asyncio.get_running_loop().create_task(find_cluster(self), name="find-cluster")
             state = self.metadata.state
             if not await group.wait_for(lambda _: self.node_id in state.nodes and state.cluster_id is not None,
                                         METADATA_WAIT_S):
@@ -136,6 +178,7 @@ class Broker:
             self.port = sockets[0].getsockname()[1]
         # Always: any stream may get retention.ms / retention.bytes of its own at any time.
         self._retention_task = loop.create_task(self._retention_loop())
+        self.balancer.start()
         log.info("node %d: serving (%d voters, raft %s)", self.node_id, len(self.config.members),
                  self.config.raft_listen or "none: a cluster of one")
 
@@ -148,6 +191,11 @@ class Broker:
                 log.exception("retention pass failed")
 
     async def _stop_raft(self, transfer: bool) -> None:
+        if self._join_task is not None:
+            self._join_task.cancel()
+        await self.balancer.stop()
+        await self.reassigner.stop()
+        await self.membership.stop()
         await self.replicas.stop()
         await self.host.stop(transfer=transfer)
         if self.metadata.log is not None:

@@ -18,12 +18,17 @@ handler sets only what it needs: ProduceResponse(responses=[...]).
 
 from __future__ import annotations
 
+from .alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
 from .create_topics import CreateTopicsRequest, CreateTopicsResponse
 from .delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from .elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from .fetch import FetchRequest, FetchResponse
 from .find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from .heartbeat import HeartbeatRequest, HeartbeatResponse
@@ -33,12 +38,17 @@ from .join_group import JoinGroupRequest, JoinGroupResponse
 from .leave_group import LeaveGroupRequest, LeaveGroupResponse
 from .list_groups import ListGroupsRequest, ListGroupsResponse
 from .list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from .list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from .metadata import MetadataRequest, MetadataResponse
 from .offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from .offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from .offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from .produce import ProduceRequest, ProduceResponse
 from .sync_group import SyncGroupRequest, SyncGroupResponse
+from .vdl_nodes import VdlNodesRequest, VdlNodesResponse
 
 # (request class, response class) per API, in api-key order.
 MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
@@ -61,12 +71,18 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (InitProducerIdRequest, InitProducerIdResponse),
     (DescribeConfigsRequest, DescribeConfigsResponse),
     (DeleteGroupsRequest, DeleteGroupsResponse),
+    (ElectLeadersRequest, ElectLeadersResponse),
     (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
+    (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
     (OffsetDeleteRequest, OffsetDeleteResponse),
+    (VdlNodesRequest, VdlNodesResponse),
 )
 
 __all__ = [
     "MESSAGE_PAIRS",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "CreateTopicsRequest",
@@ -79,6 +95,8 @@ __all__ = [
     "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",
@@ -97,6 +115,8 @@ __all__ = [
     "ListGroupsResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
     "MetadataRequest",
     "MetadataResponse",
     "OffsetCommitRequest",
@@ -109,4 +129,6 @@ __all__ = [
     "ProduceResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "VdlNodesRequest",
+    "VdlNodesResponse",
 ]

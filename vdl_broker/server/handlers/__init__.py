@@ -16,12 +16,14 @@ from types import ModuleType
 from typing import Any
 
 from vdl_broker.server.handlers import (
+    alter_partition_reassignments,
     api_versions,
     create_topics,
     delete_groups,
     delete_topics,
     describe_configs,
     describe_groups,
+    elect_leaders,
     fetch,
     find_coordinator,
     heartbeat,
@@ -31,18 +33,21 @@ from vdl_broker.server.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     offset_commit,
     offset_delete,
     offset_fetch,
     produce,
     sync_group,
+    vdl_nodes,
 )
 
 MODULES: tuple[ModuleType, ...] = (
     produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
     heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
     delete_topics, init_producer_id, delete_groups, offset_delete, describe_configs, incremental_alter_configs,
+    elect_leaders, alter_partition_reassignments, list_partition_reassignments, vdl_nodes,
 )
 
 
