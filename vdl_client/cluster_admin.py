@@ -118,7 +118,7 @@ def list_reassignments(client: VdlClient, streams: Sequence[str] | None = None) 
 def elect_preferred(client: VdlClient, streams: Sequence[str] | None = None) -> dict[str, tuple[str, str | None]]:
     """Hand every stream (or those named) to its preferred leader; stream -> (outcome, message),
     outcome "elected", "already" (it led already) or the error's name."""
-    topics = None if streams is None else [ElectLeadersRequest.TopicPartitions(topic=s, partition_id=[0])
+    topics = None if streams is None else [ElectLeadersRequest.TopicPartitions(topic=s, partitions=[0])
                                            for s in streams]
     request = ElectLeadersRequest(election_type=PREFERRED, topic_partitions=topics, timeout_ms=30_000)
 

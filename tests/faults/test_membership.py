@@ -228,3 +228,28 @@ def test_decommission_moves_every_replica_off_and_removes_the_node(grown: DevClu
     assert victim not in replicas and len(replicas) == 3
     assert not workload.acks.errors, workload.acks.errors[:5]
     verify(cluster, stream, workload.acks.snapshot() + [("probe", o, v) for v, o in probes.acked], replicas)
+
+
+def test_every_node_killed_and_restarted_keeps_the_changed_membership(grown: DevCluster) -> None:
+    """Membership lives in the logs and the saved configuration records: after kill -9 of every
+    node (joined ones, whose node.toml names only older nodes, included) the cluster comes back
+    with the same nodes and replica sets, and writes go on."""
+    cluster = grown
+    if len(cluster.nodes) < 4:
+        add_nodes(cluster, 4 - len(cluster.nodes))
+    running = [i for i in cluster.node_ids() if cluster.nodes[i].running]
+    with admin(cluster) as client:
+        before = {n.node_id: n.metadata_role for n in list_nodes(client)}
+        streams = {s: replicas_of(cluster, s) for s in client.list_streams()}
+    assert sorted(before) == running
+    for node_id in running:
+        cluster.kill(node_id)
+    for node_id in running:
+        cluster.restart(node_id, wait=False)
+    cluster.wait_ready(running, timeout_s=90)
+    with admin(cluster) as client:
+        wait_until(lambda: {n.node_id: n.metadata_role for n in list_nodes(client)} == before, 60,
+                   "the same nodes voting in the metadata group")
+    for stream, replicas in streams.items():
+        probe_write(cluster, stream, ProbeLog(), timeout=60, tag="after-restart")
+        assert replicas_of(cluster, stream) == replicas

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ from vdl_broker.config import NodeConfig, split_host_port
 from vdl_broker.groups.coordinator import CoordinatorConfig
 from vdl_broker.groups.service import GroupService
 from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.log.fileio import atomic_write
 from vdl_broker.metrics import BrokerCollector, BrokerMetrics, MetricsEndpoint
 from vdl_broker.raft.host import RaftHost
 from vdl_broker.server.connection import KafkaConnection
@@ -41,6 +43,10 @@ from vdl_broker.server.replica_manager import ISR_MAX_LAG_ENTRIES, ReplicaManage
 log = logging.getLogger(__name__)
 
 METADATA_WAIT_S = 10.0  # how long a starting node waits for the metadata before serving clients
+# The Raft addresses of every node this node last knew of (from the metadata): a node restarted
+# with the whole cluster must reach nodes that joined after its node.toml was written (the
+# transport's lower id dials, so it needs their addresses) before any metadata is applied.
+KNOWN_NODES_FILE = "known-nodes.json"
 
 
 def _producer_id_start(node_id: int) -> int:
@@ -116,12 +122,29 @@ class Broker:
         self.host.add_peer(node_id, address)
 
     def _track_nodes(self, results: list[ApplyResult]) -> None:
+        changed = False
         for result in results:
             if result.ok and result.node is not None:
                 self.track_peer(result.node.id, result.node.raft)
+                changed = True
+        if changed or any(r.ok and r.op == "remove_node" for r in results):
+            known = {str(n): info.raft for n, info in self.metadata.state.nodes.items()}
+            with contextlib.suppress(OSError):  # only a slower start after a full-cluster restart
+                atomic_write(Path(self.config.data_dir) / KNOWN_NODES_FILE, json.dumps(known).encode(),
+                             durable=False)
         if self.node_id in self.metadata.state.membership.removed and not self.removed.is_set():
             log.warning("node %d was removed from the cluster: stopping", self.node_id)
             self.removed.set()
+
+    def _track_known_nodes(self, data_dir: Path) -> None:
+        try:
+            known = json.loads((data_dir / KNOWN_NODES_FILE).read_bytes())
+        except (OSError, ValueError):
+            return
+        if isinstance(known, dict):
+            for node, raft in known.items():
+                if str(node).isdigit() and isinstance(raft, str):
+                    self.track_peer(int(node), raft)
 
     def _forget_deleted_streams(self, results: list[ApplyResult]) -> None:
         assert self.metrics is not None
@@ -144,6 +167,7 @@ class Broker:
             log.info("node %d: metrics at http://%s:%d/metrics", self.node_id, host or "0.0.0.0",
                      self.metrics_endpoint.port)
         await self.host.start()
+        self._track_known_nodes(data_dir)
         try:
             # No retention: the metadata log is replayed from its start on every node start.
             metadata_log = StreamLog.open(data_dir / METADATA_GROUP,

@@ -17,7 +17,7 @@ ELECT_LEADERS_REQUEST = message(
             struct(
                 "TopicPartitions",
                 Field("topic", STRING),
-                Field("partition_id", Array(INT32)),
+                Field("partitions", Array(INT32)),  # Kafka's "PartitionId" before 3.x renamed it
             )
         ),
         nullable_versions="0+",

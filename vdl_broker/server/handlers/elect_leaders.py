@@ -35,7 +35,7 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     else:
         asked = defaultdict(list)
         for topic in request.topic_partitions:
-            asked[topic.topic] += list(topic.partition_id)
+            asked[topic.topic] += list(topic.partitions)
     outcomes: dict[tuple[str, int], Outcome] = {}
     remote: dict[int, list[str]] = defaultdict(list)
     local: list[str] = []
@@ -80,7 +80,7 @@ async def _forward(broker: Any, leader: int, names: list[str], version: int,
                    timeout_ms: int) -> dict[tuple[str, int], Outcome]:
     address = broker.node_client_address(leader)
     request = ElectLeadersRequest(election_type=PREFERRED, timeout_ms=timeout_ms, topic_partitions=[
-        ElectLeadersRequest.TopicPartitions(topic=name, partition_id=[0]) for name in names])
+        ElectLeadersRequest.TopicPartitions(topic=name, partitions=[0]) for name in names])
     try:
         if address is None:
             raise OSError(f"no address for node {leader}")
@@ -95,6 +95,6 @@ async def _forward(broker: Any, leader: int, names: list[str], version: int,
 
 def error_response(request: Any, version: int, code: ErrorCode) -> Any:
     results = [Result(topic=t.topic, partition_result=[PartitionResult(partition_id=p, error_code=int(code))
-                                                       for p in t.partition_id])
+                                                       for p in t.partitions])
                for t in request.topic_partitions or []]
     return ElectLeadersResponse(error_code=int(code), replica_election_results=results)
