@@ -70,11 +70,28 @@ def _check_path(value: str) -> str | None:
     return None if scheme in URI_SCHEMES else f"URI scheme {scheme!r} is not one of {', '.join(URI_SCHEMES)}"
 
 
+RESERVED_COLUMNS = ("offset", "timestamp", "day")  # a json table's own columns
+
+
+def _kinds(ddl_type: tuple[Any, ...]) -> list[str]:
+    kind = ddl_type[0]
+    if kind == "struct":
+        return [kind] + [k for column in ddl_type[1] for k in _kinds(column.type)]
+    if kind in ("array", "map"):
+        return [kind] + [k for inner in ddl_type[1:] for k in _kinds(inner)]
+    return [kind]
+
+
 def _check_schema(value: str) -> str | None:
     try:
-        parse_schema(value)
+        columns = parse_schema(value)
     except DdlError as error:
         return f"not a Spark DDL schema: {error}"
+    for column in columns:
+        if column.name.lower() in RESERVED_COLUMNS:
+            return f"column {column.name!r} is reserved (a json table has its own {', '.join(RESERVED_COLUMNS)})"
+        if "map" in _kinds(column.type):
+            return f"column {column.name!r}: MAP is not supported in json tables (use STRUCT)"
     return None
 
 

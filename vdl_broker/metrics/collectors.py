@@ -9,7 +9,7 @@ What each node reports, so that a sum over nodes counts every stream once:
   node elected but not serving yet). Unavailable streams have no leader to report them, so every
   replica reports its own view: alert on max() over nodes, not sum().
 - per Raft group (streams and "__metadata"): elections this node won;
-- the node: free bytes on the data directory's disk, open client connections.
+- the node: size and free bytes of the data directory's disk, open client connections.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ def _families() -> dict[str, Metric]:
         "group_lag_sum": GaugeMetricFamily("vdl_consumer_group_lag_sum", "A group's lag summed over the "
                                            "streams this node leads", labels=["group"]),
         "disk": GaugeMetricFamily("vdl_disk_free_bytes", "Free bytes on the disk holding the data directory"),
+        "disk_total": GaugeMetricFamily("vdl_disk_total_bytes", "Size of the disk holding the data directory"),
         "connections": GaugeMetricFamily("vdl_connections", "Open Kafka client connections"),
     }
 
@@ -101,7 +102,9 @@ class BrokerCollector:
         for group in list(broker.host.groups.values()):
             f["elections"].add_metric([group.name.split("#", 1)[0]], group.elections_won)
         self._group_lag(f, led)
-        f["disk"].add_metric([], _disk_free(broker.config.data_dir))
+        total, free = _disk(broker.config.data_dir)
+        f["disk"].add_metric([], free)
+        f["disk_total"].add_metric([], total)
         f["connections"].add_metric([], len(broker.connections))
         yield from f.values()
 
@@ -121,8 +124,10 @@ class BrokerCollector:
                 f["group_lag_sum"].add_metric([group_id], total)
 
 
-def _disk_free(path: Any) -> float:
+def _disk(path: Any) -> tuple[float, float]:
+    """(total, free) bytes of the disk holding `path` (NaN when it cannot be read)."""
     try:
-        return float(shutil.disk_usage(path).free)
+        usage = shutil.disk_usage(path)
     except OSError:
-        return float("nan")
+        return float("nan"), float("nan")
+    return float(usage.total), float(usage.free)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from vdl_broker.log import StreamLog
 from vdl_broker.raft.group import ApplyFn, GroupConfig, LatencyFn, RaftGroup, SnapshotFn
 from vdl_broker.raft.throttle import CatchUpThrottle
-from vdl_broker.raft.transport import Address, RaftTransport, TransportConfig
+from vdl_broker.raft.transport import Address, Identify, RaftTransport, TlsContexts, TransportConfig
 from vdl_broker.raft.types import Message
 
 log = logging.getLogger(__name__)
@@ -31,6 +31,7 @@ class RaftHost:
                  transport_config: TransportConfig | None = None,
                  on_unknown_group: Callable[[str, Message], None] | None = None,
                  commit_latency: LatencyFn | None = None, sync_latency: LatencyFn | None = None,
+                 tls: TlsContexts | None = None, identify: Identify | None = None,
                  recovery_rate_bytes: int | None = None) -> None:
         self.node_id = node_id
         # Metrics hooks (vdl_broker.metrics), given to every group and its log.
@@ -43,7 +44,8 @@ class RaftHost:
         others = {peer: address for peer, address in (peers or {}).items() if peer != node_id}
         if raft_listen is None and others:
             raise ValueError("a node with peers needs a raft address")
-        self.transport = (RaftTransport(node_id, raft_listen, self._deliver, others, transport_config)
+        self.transport = (RaftTransport(node_id, raft_listen, self._deliver, others, transport_config,
+                                        tls=tls, identify=identify)
                           if raft_listen is not None else None)
         self._ticker: asyncio.Task[None] | None = None
         # Catch-up appends (replicas far behind) are paced; None: as fast as they go.

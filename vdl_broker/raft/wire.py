@@ -5,6 +5,7 @@ group between two nodes shares one connection and one tick's heartbeats travel t
 
     frame   := version u8 | kind u8 | sender u32 | group count u32 | group*      (kind MESSAGES)
              | version u8 | kind u8 | sender u32                                   (kind HELLO)
+             | version u8 | kind u8 | sender u32 | call id u32 | payload         (kind REQUEST/RESPONSE)
     group   := name length u16 | name utf-8 | message count u32 | message*
     message := type u8 | flags u8 | to u32 | term i64 | log_term i64 | index i64 | commit i64
                | reject_hint i64 | entry count u32 | entry* | [snapshot [conf]]
@@ -12,7 +13,9 @@ group between two nodes shares one connection and one tick's heartbeats travel t
     snapshot:= index i64 | term i64 | data length u32 | data (JSON; empty = None)
     conf    := voter count u16 | voter u32* | learner count u16 | learner u32*   (flag CONF)
 
-All integers big-endian. Decoding never copies entry payloads: they are memoryview slices of the
+REQUEST/RESPONSE frames carry the node-to-node calls of the layers above (opaque payloads:
+the server forwards Kafka requests to the metadata leader with them), over the same connection
+and so the same mutual TLS as Raft. All integers big-endian. Decoding never copies entry payloads: they are memoryview slices of the
 frame. Any malformed input raises WireError, and nothing else.
 """
 
@@ -28,6 +31,8 @@ from vdl_broker.raft.types import ConfState, Entry, EntryType, Message, MessageT
 VERSION = 1
 KIND_HELLO = 1
 KIND_MESSAGES = 2
+KIND_REQUEST = 3
+KIND_RESPONSE = 4
 
 # The name of the metadata group (streams are named like Kafka topics, which cannot start "__"
 # followed by this exact name in practice; the cluster layer refuses it as a stream name).
@@ -66,6 +71,8 @@ class Frame:
     kind: int
     sender: int
     messages: list[tuple[str, Message]]
+    call_id: int = 0  # REQUEST/RESPONSE
+    payload: memoryview | None = None
 
 
 # ---------------------------------------------------------------------------------- encoding
@@ -73,6 +80,11 @@ class Frame:
 
 def encode_hello(sender: int) -> bytes:
     return _FRAME.pack(VERSION, KIND_HELLO, sender)
+
+
+def encode_call(sender: int, kind: int, call_id: int, payload: Buffer) -> list[Buffer]:
+    """A REQUEST or RESPONSE frame body."""
+    return [_FRAME.pack(VERSION, kind, sender) + _COUNT.pack(call_id), payload]
 
 
 def encode_frame(sender: int, messages: Iterable[tuple[str, Message]]) -> list[Buffer]:
@@ -157,6 +169,9 @@ def decode_frame(data: Buffer) -> Frame:
         if kind == KIND_HELLO:
             _expect_end(reader)
             return Frame(KIND_HELLO, sender, [])
+        if kind in (KIND_REQUEST, KIND_RESPONSE):
+            (call_id,) = reader.unpack(_COUNT)
+            return Frame(kind, sender, [], call_id, reader.take(len(reader.view) - reader.pos))
         if kind != KIND_MESSAGES:
             raise WireError(f"unknown frame kind {kind}", 1)
         (group_count,) = reader.unpack(_COUNT)

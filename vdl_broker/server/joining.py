@@ -7,13 +7,16 @@ records it as joining; every node adds its Raft address; the membership controll
 learner of the metadata group, then a voter once it has caught up, then active
 (cluster/controller.py). It asks again (about every second) until its own copy of the metadata
 shows it registered: a request or an answer lost on the way only delays it. A removed node id
-is refused for good.
+is refused for good. The request goes to a client listener (the members' Raft transports do not
+know the new node yet): with `authorizer = acl` the principal it connects as needs ALTER on the
+cluster.
 
 Every clustered node also needs the Raft address of every other node, and nodes that joined
 after it started are in no node.toml: a node learns them from the metadata log, but only once
 a metadata leader has reached it -- which may be one of those nodes (the transport's lower id
 dials: a node must know a higher-id peer's address to reach it). So at start it asks a member
-named in its node.toml for the node list (VdlNodes "list") and adds every address it gets.
+named in its node.toml for the node list (VdlNodes "list", over the node-to-node channel:
+server/internal.py) and adds every address it gets.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import VdlNodesRequest
+from vdl_broker.server import internal
 from vdl_client import aio
 
 if TYPE_CHECKING:
@@ -41,7 +45,10 @@ async def _ask(broker: Broker, request: VdlNodesRequest) -> Any:
         if peer.id == broker.node_id:
             continue
         try:
-            response = await aio.request(peer.client, request, 5.0)
+            if request.action == "join":
+                response = await aio.request(peer.client, request, 5.0)
+            else:
+                response = await internal.call(broker, peer.id, request, 0, 5.0)
         except (OSError, ValueError, TimeoutError) as error:
             log.debug("node %d: %s through node %d failed: %s", broker.node_id, request.action, peer.id, error)
             continue

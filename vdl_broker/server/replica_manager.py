@@ -30,9 +30,11 @@ from vdl_broker.protocol.messages import MetadataRequest
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.persistence import load_hard_state, save_hard_state
 from vdl_broker.raft.types import HardState
+from vdl_broker.server import internal
 from vdl_broker.server.partition import Partition, RemotePartition
 from vdl_broker.server.stream_settings import log_config_for, settings_for, with_settings
-from vdl_client import aio
+from vdl_broker.tables.service import retention_limit
+from vdl_client.connection import default_version
 
 if TYPE_CHECKING:
     from vdl_broker.server.broker import Broker
@@ -57,7 +59,7 @@ class ReplicaManager:
         self._partitions: dict[str, Partition] = {}
         self._incarnations: dict[str, int] = {}
         self._deleted: set[str] = set()
-        self._reconfigured: set[str] = set()  # streams whose config changed since the last reconcile
+        self._configs: dict[str, dict[str, Any]] = {}  # stream -> the config object its settings came from
         self._remote: dict[str, tuple[float, int, list[int]]] = {}  # name -> (time, leader, isr)
         self._refreshing: set[str] = set()
         self._dirty = asyncio.Event()
@@ -108,8 +110,12 @@ class ReplicaManager:
             config = partition.log.config
             if group is None or group.stopped or (config.retention_ms < 0 and config.retention_bytes < 0):
                 continue
-            # Raft: retention may drop applied (committed) entries only.
-            if partition.log.apply_retention(now_ms, max_index=group.applied_index):
+            # Raft: retention may drop applied (committed) entries only; on a stream with a
+            # table, only entries whose records are all in the table.
+            limit = group.applied_index
+            if partition.settings is not None and partition.settings.table is not None:
+                limit = retention_limit(partition.log, limit, self.broker.tables.tiered_end(partition.name))
+            if partition.log.apply_retention(now_ms, max_index=limit):
                 log.info("retention removed segments of %s; log start offset now %d",
                          partition.name, partition.log_start_offset)
 
@@ -161,7 +167,7 @@ class ReplicaManager:
                 if replica == self.broker.node_id or node is None:
                     continue
                 try:
-                    response = await aio.request(node.client, request, 1.0)
+                    response = await internal.call(self.broker, replica, request, default_version(MetadataRequest), 1.0)
                 except (OSError, ValueError, TimeoutError):
                     continue
                 for topic in response.topics:
@@ -227,8 +233,6 @@ class ReplicaManager:
         for result in results:
             if result.ok and result.op == "delete_stream" and result.stream is not None:
                 self._deleted.add(result.stream.name)
-            elif result.ok and result.op == "alter_stream_config" and result.stream is not None:
-                self._reconfigured.add(result.stream.name)
         self._dirty.set()
 
     async def _reconcile_loop(self) -> None:
@@ -262,14 +266,15 @@ class ReplicaManager:
         for name, info in desired.items():
             if name not in self._partitions and self.state.streams.get(name) == info:
                 self._open(info)
-        reconfigured, self._reconfigured = self._reconfigured, set()
-        for name in sorted(reconfigured):
-            partition, info = self._partitions.get(name), desired.get(name)
-            if partition is not None and info is not None:
+        for name, partition in self._partitions.items():
+            # A config change is a new config object (cluster/stream_configs.apply_alter).
+            info = self.state.streams.get(name)
+            if info is not None and self._configs.get(name) is not info.config:
                 self._apply_settings(partition, info)
 
     def _apply_settings(self, partition: Partition, info: StreamInfo) -> None:
         """The stream's config as this replica applies it (segment roll, retention, size limit)."""
+        self._configs[info.name] = info.config
         settings = settings_for(self.config, info.config)
         if settings != partition.settings:
             partition.settings = settings
@@ -298,6 +303,7 @@ class ReplicaManager:
         if info.adopted:
             _raise_term_to_log(stream_log)
         partition = Partition(info.name, stream_log, self.broker.node_id, settings)
+        self._configs[info.name] = info.config
         group: RaftGroup | None = None
         # A replica the stream was created with starts from its replica set (used only if it has
         # no saved configuration yet); one added by a reassignment joins knowing no voters.
@@ -324,6 +330,7 @@ class ReplicaManager:
     async def _remove(self, name: str) -> None:
         partition = self._partitions.pop(name)
         self._incarnations.pop(name, None)
+        self._configs.pop(name, None)
         log.info("node %d: removing the replica of stream %s", self.broker.node_id, name)
         if partition.group is not None:
             await self.broker.host.remove_group(partition.group.name)

@@ -22,12 +22,21 @@ from .alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
 )
+from .alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
+from .create_acls import CreateAclsRequest, CreateAclsResponse
 from .create_topics import CreateTopicsRequest, CreateTopicsResponse
+from .delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from .delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from .describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from .describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from .describe_user_scram_credentials import (
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
 from .elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from .fetch import FetchRequest, FetchResponse
 from .find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
@@ -47,6 +56,8 @@ from .offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from .offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from .offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from .produce import ProduceRequest, ProduceResponse
+from .sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from .sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from .sync_group import SyncGroupRequest, SyncGroupResponse
 from .vdl_nodes import VdlNodesRequest, VdlNodesResponse
 
@@ -70,12 +81,20 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (DeleteTopicsRequest, DeleteTopicsResponse),
     (InitProducerIdRequest, InitProducerIdResponse),
     (DescribeConfigsRequest, DescribeConfigsResponse),
+    (DescribeLogDirsRequest, DescribeLogDirsResponse),
     (DeleteGroupsRequest, DeleteGroupsResponse),
     (ElectLeadersRequest, ElectLeadersResponse),
     (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
     (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
     (OffsetDeleteRequest, OffsetDeleteResponse),
+    (SaslHandshakeRequest, SaslHandshakeResponse),
+    (SaslAuthenticateRequest, SaslAuthenticateResponse),
+    (DescribeAclsRequest, DescribeAclsResponse),
+    (CreateAclsRequest, CreateAclsResponse),
+    (DeleteAclsRequest, DeleteAclsResponse),
+    (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
+    (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
     (VdlNodesRequest, VdlNodesResponse),
 )
 
@@ -83,20 +102,32 @@ __all__ = [
     "MESSAGE_PAIRS",
     "AlterPartitionReassignmentsRequest",
     "AlterPartitionReassignmentsResponse",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "CreateAclsRequest",
+    "CreateAclsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteAclsRequest",
+    "DeleteAclsResponse",
     "DeleteGroupsRequest",
     "DeleteGroupsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "DescribeAclsRequest",
+    "DescribeAclsResponse",
     "DescribeConfigsRequest",
     "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
     "ElectLeadersRequest",
     "ElectLeadersResponse",
+    "DescribeLogDirsRequest",
+    "DescribeLogDirsResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",
@@ -127,6 +158,10 @@ __all__ = [
     "OffsetFetchResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
+    "SaslHandshakeRequest",
+    "SaslHandshakeResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
     "VdlNodesRequest",

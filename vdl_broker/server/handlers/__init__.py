@@ -17,12 +17,18 @@ from typing import Any
 
 from vdl_broker.server.handlers import (
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     api_versions,
+    create_acls,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_topics,
+    describe_acls,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
+    describe_user_scram_credentials,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -39,6 +45,8 @@ from vdl_broker.server.handlers import (
     offset_delete,
     offset_fetch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
     vdl_nodes,
 )
@@ -46,8 +54,10 @@ from vdl_broker.server.handlers import (
 MODULES: tuple[ModuleType, ...] = (
     produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
     heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
-    delete_topics, init_producer_id, delete_groups, offset_delete, describe_configs, incremental_alter_configs,
-    elect_leaders, alter_partition_reassignments, list_partition_reassignments, vdl_nodes,
+    delete_topics, init_producer_id, delete_groups, offset_delete, sasl_handshake, sasl_authenticate,
+    describe_acls, create_acls, delete_acls, describe_user_scram_credentials, alter_user_scram_credentials,
+    describe_configs, incremental_alter_configs,
+    describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments, vdl_nodes,
 )
 
 

@@ -15,7 +15,8 @@ from vdl_broker.protocol.messages import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
 )
-from vdl_broker.server.forwarding import FORWARD_CLIENT_ID, on_metadata_leader
+from vdl_broker.server.authorizer import Operation, authorized_cluster
+from vdl_broker.server.forwarding import on_metadata_leader
 
 API_KEY = AlterPartitionReassignmentsRequest.DECL.api_key
 NAME = "AlterPartitionReassignments"
@@ -70,8 +71,9 @@ async def _on_leader(broker: Any, request: Any) -> Any:
 
 
 async def handle(broker: Any, context: Any, request: Any) -> Any:
-    return await on_metadata_leader(broker, context.api_version, request, _on_leader, error_response,
-                                    context.client_id == FORWARD_CLIENT_ID)
+    if not authorized_cluster(broker, context, Operation.ALTER):  # Kafka: ALTER on the cluster
+        return error_response(request, context.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    return await on_metadata_leader(broker, context.api_version, request, _on_leader, error_response, context)
 
 
 def error_response(request: Any, version: int, code: ErrorCode) -> Any:

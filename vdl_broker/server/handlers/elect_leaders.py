@@ -12,9 +12,9 @@ from typing import Any
 
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
-from vdl_broker.server.forwarding import FORWARD_CLIENT_ID
+from vdl_broker.server import internal
+from vdl_broker.server.authorizer import Operation, authorized_cluster
 from vdl_broker.server.leader_balancer import elect_preferred
-from vdl_client import aio
 
 API_KEY = ElectLeadersRequest.DECL.api_key
 NAME = "ElectLeaders"
@@ -28,6 +28,8 @@ LEADER_WAIT_S = 5.0
 
 async def handle(broker: Any, context: Any, request: Any) -> Any:
     version = context.api_version
+    if not authorized_cluster(broker, context, Operation.ALTER):  # Kafka: ALTER on the cluster
+        return error_response(request, version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     election_type = request.election_type if version >= 1 else PREFERRED
     streams = broker.metadata.state.streams
     if request.topic_partitions is None:
@@ -55,14 +57,15 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
                 local_partition = broker.replicas.local(name)
                 if local_partition is not None and local_partition.is_leader:
                     local.append(name)
-                elif leader > 0 and leader != broker.node_id and context.client_id != FORWARD_CLIENT_ID:
+                elif leader > 0 and leader != broker.node_id and not context.forwarded:
                     remote[leader].append(name)
                 else:
                     outcomes[name, partition] = (ErrorCode.NOT_LEADER_OR_FOLLOWER if leader > 0
                                                  else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
                                                  f"no leader of stream {name} known here")
     jobs = [_local(broker, name, timeout_s) for name in local]
-    jobs += [_forward(broker, leader, names, version, request.timeout_ms) for leader, names in remote.items()]
+    jobs += [_forward(broker, leader, names, version, request.timeout_ms, context)
+             for leader, names in remote.items()]
     for found in await asyncio.gather(*jobs):
         outcomes.update(found)
     by_topic: dict[str, list[Any]] = defaultdict(list)
@@ -76,16 +79,14 @@ async def _local(broker: Any, name: str, timeout_s: float) -> dict[tuple[str, in
     return {(name, 0): await elect_preferred(broker, name, timeout_s)}
 
 
-async def _forward(broker: Any, leader: int, names: list[str], version: int,
-                   timeout_ms: int) -> dict[tuple[str, int], Outcome]:
-    address = broker.node_client_address(leader)
+async def _forward(broker: Any, leader: int, names: list[str], version: int, timeout_ms: int,
+                   context: Any) -> dict[tuple[str, int], Outcome]:
+    """The streams' leader runs their elections (for the client's principal, over the
+    node-to-node channel: server/internal.py)."""
     request = ElectLeadersRequest(election_type=PREFERRED, timeout_ms=timeout_ms, topic_partitions=[
         ElectLeadersRequest.TopicPartitions(topic=name, partitions=[0]) for name in names])
     try:
-        if address is None:
-            raise OSError(f"no address for node {leader}")
-        response = await aio.request(address, request, max(1.0, timeout_ms / 1000 + 1), version=version,
-                                     client_id=FORWARD_CLIENT_ID)
+        response = await internal.call(broker, leader, request, version, max(1.0, timeout_ms / 1000 + 1), context)
     except (OSError, ValueError, TimeoutError) as error:
         return {(name, 0): (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, f"leader {leader} unreachable: {error}")
                 for name in names}

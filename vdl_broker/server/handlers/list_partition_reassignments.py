@@ -7,6 +7,7 @@ from typing import Any
 
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
+from vdl_broker.server.authorizer import Operation, authorized_cluster
 
 API_KEY = ListPartitionReassignmentsRequest.DECL.api_key
 NAME = "ListPartitionReassignments"
@@ -16,6 +17,8 @@ Partition = Topic.OngoingPartitionReassignment
 
 
 def handle(broker: Any, context: Any, request: Any) -> Any:
+    if not authorized_cluster(broker, context, Operation.DESCRIBE):  # Kafka: DESCRIBE on the cluster
+        return error_response(request, context.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     state = broker.metadata.state
     moving = state.membership.reassignments
     if request.topics is None:

@@ -19,7 +19,8 @@ from vdl_broker.cluster.metadata import Outcome, register_node_command
 from vdl_broker.config import ConfigError, split_host_port
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import VdlNodesRequest, VdlNodesResponse
-from vdl_broker.server.forwarding import FORWARD_CLIENT_ID, on_metadata_leader
+from vdl_broker.server.authorizer import Operation, authorized_cluster
+from vdl_broker.server.forwarding import on_metadata_leader
 
 API_KEY = VdlNodesRequest.DECL.api_key
 NAME = "VdlNodes"
@@ -137,12 +138,18 @@ def _check_room(broker: Any, node_id: int) -> None:
 
 
 async def handle(broker: Any, context: Any, request: Any) -> Any:
-    return await run(broker, request, context.api_version, context.client_id == FORWARD_CLIENT_ID)
+    # Listing describes the cluster; anything else changes it (Kafka's DESCRIBE / ALTER on the
+    # cluster resource). A node's own requests between nodes are always allowed.
+    operation = Operation.DESCRIBE if request.action == "list" else Operation.ALTER
+    if not authorized_cluster(broker, context, operation):
+        return error_response(request, context.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    return await run(broker, request, context.api_version, context)
 
 
-async def run(broker: Any, request: Any, version: int = 0, forwarded: bool = False) -> Any:
-    """The request answered by the metadata leader (here, or forwarded to it)."""
-    return await on_metadata_leader(broker, version, request, _on_leader, error_response, forwarded)
+async def run(broker: Any, request: Any, version: int = 0, context: Any = None) -> Any:
+    """The request answered by the metadata leader (here, or forwarded to it); `context` None:
+    this node's own request."""
+    return await on_metadata_leader(broker, version, request, _on_leader, error_response, context)
 
 
 def error_response(request: Any, version: int, code: ErrorCode) -> Any:
