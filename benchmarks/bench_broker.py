@@ -3,6 +3,7 @@ produce-to-consume latency at a steady rate.
 
     .venv/bin/python -m benchmarks.bench_broker [--quick]
     .venv/bin/python -m benchmarks.bench_broker --baseline DIR [--rounds 3]
+    .venv/bin/python -m benchmarks.bench_broker --metrics [--rounds 3] [--scrape-streams 1000]
 
 100-byte records; the client runs on the same machine as the broker (2 cores shared).
 
@@ -10,6 +11,11 @@ With --baseline, DIR is a checkout of another version of this repository (for ex
 `git worktree add /tmp/vdl-before HEAD~1`): each round runs the throughput measurements once
 against a fresh broker of each version, alternating which goes first, and the table reports
 both medians and the median of the per-round ratios (this version / the baseline).
+
+With --metrics, the same alternating rounds compare this version with metrics off and on
+(`metrics_listen`, scraped every 5 s meanwhile, as Prometheus would): the goal is on >= 0.95x
+of off. Then one node with --scrape-streams streams (each with a stored batch and three groups'
+committed offsets) is scraped repeatedly: the goal is an answer within 200 ms.
 """
 
 from __future__ import annotations
@@ -42,13 +48,20 @@ def free_port() -> int:
 
 
 class Broker:
-    def __init__(self, data_dir: Path, source: Path | None = None, fsync: bool = True) -> None:
-        """A broker of this checkout, or of the checkout at `source`."""
+    def __init__(self, data_dir: Path, source: Path | None = None, fsync: bool = True,
+                 metrics: bool = False) -> None:
+        """A broker of this checkout, or of the checkout at `source`; with `metrics`, serving
+        them at `metrics_url`."""
         self.bootstrap = f"127.0.0.1:{free_port()}"
         source = (source or Path(__file__).resolve().parents[1]).resolve()
         command = [sys.executable, "-m", "vdl_broker.server.main", "--data-dir", str(data_dir),
                    "--listen", self.bootstrap, "--log-level", "WARNING", "--auto-create-streams",
                    *([] if fsync else ["--no-fsync"])]
+        self.metrics_url: str | None = None
+        if metrics:
+            address = f"127.0.0.1:{free_port()}"
+            command += ["--metrics-listen", address]
+            self.metrics_url = f"http://{address}/metrics"
         env = dict(os.environ, PYTHONPATH=str(source))
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=source, env=env)
         assert self.process.stdout is not None
@@ -248,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help="rounds; each value reported is the median (default 3)")
     parser.add_argument("--baseline", type=Path, metavar="DIR",
                         help="a checkout of another version to compare with, round by round")
+    parser.add_argument("--metrics", action="store_true",
+                        help="compare metrics off and on, round by round, then time scrapes of a node with many streams")
+    parser.add_argument("--scrape-streams", type=int, default=1000, help="streams of the scrape measurement (default 1000)")
     args = parser.parse_args(argv)
     produce_count = 200_000 if args.quick else 2_000_000
     latency_seconds = 2.0 if args.quick else 5.0
@@ -256,6 +272,10 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.baseline / "vdl_broker" / "server" / "main.py").is_file():
             parser.error(f"--baseline {args.baseline}: not a checkout of this repository (no vdl_broker/server/main.py)")
         return compare(args.baseline, rounds, produce_count, args.producers)
+    if args.metrics:
+        from benchmarks.metrics_cost import compare_metrics_one_node
+
+        return compare_metrics_one_node(rounds, produce_count, args.producers, args.scrape_streams)
     report = Report("bench_broker")
     observed: list[dict[str, list]] = []
     with tempfile.TemporaryDirectory(prefix="vdl-bench-") as tmp:

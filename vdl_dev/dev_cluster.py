@@ -39,6 +39,7 @@ from vdl_broker.listeners import Listener
 from vdl_broker.protocol.messages.metadata import MetadataRequest
 from vdl_client.connection import request_once
 from vdl_client.security import SecuritySettings
+from vdl_client.settings import VdlClientError
 
 READY_PREFIX = "vdl-broker listening on "
 START_TIMEOUT_S = 30.0
@@ -380,7 +381,7 @@ class DevCluster:
                     response = fetch_metadata(node.client_address, [], timeout_s=1.0, security=self.client_security)
                     if {b.node_id for b in response.brokers} != expected:
                         pending.append(node.node_id)
-                except (OSError, ValueError):
+                except (OSError, ValueError, VdlClientError):  # a login refused: users not applied yet
                     pending.append(node.node_id)
             if not pending:
                 return
@@ -416,19 +417,38 @@ def fetch_metadata(address: str, topics: Sequence[str] | None, timeout_s: float 
 
 
 def run_dev_cluster(nodes: int, data_dir: Path, base_port: int, *, command: Sequence[str] | None = None,
-                    settings: dict[str, Any] | None = None) -> int:
-    """Run the cluster in the foreground until Ctrl-C or SIGTERM; returns the exit status."""
-    cluster = DevCluster(nodes, data_dir, base_port, command=command, settings=settings, echo=True, metrics=True)
+                    settings: dict[str, Any] | None = None, secure: bool = False) -> int:
+    """Run the cluster in the foreground until Ctrl-C or SIGTERM; returns the exit status.
+    `secure`: SASL_SSL listeners, Raft mutual TLS, ACLs and an admin (vdl_dev/secure.py)."""
+    setup = None
+    options: dict[str, Any] = {}
+    if secure:
+        from vdl_dev.secure import prepare
+
+        setup = prepare(Path(data_dir), nodes)
+        settings = dict(settings or {}) | setup.settings
+        options = {"protocols": ("SASL_SSL",), "tls_dir": setup.tls_dir, "client_security": setup.client_security,
+                   "env": setup.env}
+    cluster = DevCluster(nodes, data_dir, base_port, command=command, settings=settings, echo=True, metrics=True,
+                         **options)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
             cluster.start()
+            if setup is not None:  # the printed properties work from the first try
+                cluster.wait_for_brokers()
         except (RuntimeError, TimeoutError) as error:
             cluster.say(f"vdl dev-cluster: {error}", sys.stderr)
             return 1
         cluster.say(f"vdl dev-cluster: {nodes} node(s) running; bootstrap servers: {cluster.bootstrap_servers}")
         cluster.say("vdl dev-cluster: metrics: " + " ".join(cluster.metrics_urls().values()))
+        if setup is not None:
+            cluster.say(f"vdl dev-cluster: SASL_SSL, authorizer acl, super user {setup.properties['sasl.username']}; "
+                        f"client properties in {setup.properties_path} (vdl ... --config {setup.properties_path}, "
+                        f"kcat -F {setup.properties_path}):")
+            for line in setup.properties_text().splitlines():
+                cluster.say(f"    {line}")
         cluster.say("vdl dev-cluster: press Ctrl-C to stop")
         reported: set[int] = set()
         while not stop.wait(0.2):

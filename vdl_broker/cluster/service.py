@@ -175,8 +175,12 @@ class MetadataService:
             # that sees it knows every stream adopted here.
             legacy = self._legacy_streams() if self._legacy_streams is not None else []
             commands += [adopt_stream_command(name, self.config.node_id) for name in legacy]
+            # Bootstrap users before the id too: a node serves once it sees the id, and its first
+            # clients must find the admin user there.
+            commands += self._bootstrap_user_commands()
             commands.append(init_cluster_command(new_cluster_id()))
-        commands += self._bootstrap_user_commands()
+        else:
+            commands += self._bootstrap_user_commands()
         for command in commands:
             try:
                 group.propose(encode_command(command), EntryType.METADATA)
