@@ -32,6 +32,9 @@ class OffsetRange(InputPartition):
     # A stream found after the query started is read from its beginning: offsets below its log
     # start are then skipped silently instead of being reported as data loss.
     from_earliest: bool = False
+    # The stream's Delta table (vdl_connector/tables.py): offsets retention deletes after
+    # planning are read from it instead.
+    table: str | None = None
     # The replicas to read from, in order (follower reads, KIP-392); the stream's leader, found
     # when reading, is the last resort. Empty: the leader only.
     replicas: tuple[int, ...] = ()
@@ -66,19 +69,19 @@ def plan_ranges(start: Mapping[str, int], end: Mapping[str, int], min_partitions
     return ranges
 
 
-def spread_over_replicas(ranges: Sequence[OffsetRange], placements: Mapping[str, ReplicaSet],
-                         preference: ReplicaPreference) -> list[OffsetRange]:
+def spread_over_replicas(ranges: Sequence[InputPartition], placements: Mapping[str, ReplicaSet],
+                         preference: ReplicaPreference) -> list[InputPartition]:
     """Give each range the replicas its task reads from: with preferReplicas 'any' the ranges take
     the in-sync replicas in turn (one turn across all streams, so every node gets its share), with
     'rack:<name>' those of that rack; each range then lists the other candidates as fallbacks.
     'leader', a stream without a known placement, or a rack holding none of its in-sync replicas:
-    the leader only."""
+    the leader only. Other tasks (a stream's Delta table) are kept as they are."""
     if preference.kind == "leader":
         return list(ranges)
     turn = itertools.count()
     result = []
     for offset_range in ranges:
-        placement = placements.get(offset_range.stream)
+        placement = placements.get(offset_range.stream) if isinstance(offset_range, OffsetRange) else None
         candidates = [] if placement is None else sorted(
             node for node in placement.in_sync
             if preference.kind == "any" or placement.racks.get(node) == preference.rack)

@@ -40,17 +40,11 @@ from vdl_connector.options import (
     parse_sink_options,
     parse_source_options,
 )
-from vdl_connector.planning import (
-    OffsetRange,
-    TriggerDelay,
-    backlog,
-    plan_ranges,
-    rate_limit,
-    spread_over_replicas,
-)
+from vdl_connector.planning import OffsetRange, TriggerDelay, backlog, rate_limit, spread_over_replicas
 from vdl_connector.progress import GroupCommitter, with_offsets_behind_latest
 from vdl_connector.reading import read_range
 from vdl_connector.schema import read_schema, validate_write_schema
+from vdl_connector.tables import TableLookup, TableRange, plan_reads, read_table_range
 
 log = logging.getLogger("vdl_connector")
 
@@ -147,11 +141,14 @@ def _check_named(spec: OffsetSpec, streams: Sequence[str], options: SourceOption
 
 
 def resolve_positions(client, options: SourceOptions, spec: OffsetSpec, streams: Sequence[str],  # noqa: ANN001
-                      default: str, starting: bool) -> dict[str, int]:
-    """Turn an OffsetSpec into concrete offsets for `streams` (ListOffsets earliest/latest/time)."""
+                      default: str, starting: bool, tables: TableLookup | None = None) -> dict[str, int]:
+    """Turn an OffsetSpec into concrete offsets for `streams` (ListOffsets earliest/latest/time;
+    earliest is the first offset of the stream's table when it reaches below the log start)."""
     if not streams:
         return {}
     earliest = client.list_offsets(streams, EARLIEST)
+    if tables is not None:
+        earliest = tables.earliest(client, streams, earliest)
     latest = client.list_offsets(streams, LATEST)
     words = {"earliest": earliest, "latest": latest}
     if spec.kind in words:
@@ -184,14 +181,14 @@ def resolve_positions(client, options: SourceOptions, spec: OffsetSpec, streams:
     return result
 
 
-def _spread(client, ranges: Sequence[OffsetRange], options: SourceOptions) -> list[OffsetRange]:  # noqa: ANN001
-    """preferReplicas: each range's replicas, from the streams' in-sync replicas now."""
-    if options.prefer_replicas.kind == "leader" or not ranges:
-        return list(ranges)
+def _spread(client, tasks: Sequence[InputPartition], options: SourceOptions) -> list[InputPartition]:  # noqa: ANN001
+    """preferReplicas: each log range's replicas, from its stream's in-sync replicas now."""
+    streams = sorted({task.stream for task in tasks if isinstance(task, OffsetRange)})
+    if options.prefer_replicas.kind == "leader" or not streams:
+        return list(tasks)
     from vdl_client.replicas import replica_sets  # imported late, as the client itself
 
-    placements = replica_sets(client, sorted({r.stream for r in ranges}))
-    return spread_over_replicas(ranges, placements, options.prefer_replicas)
+    return spread_over_replicas(tasks, replica_sets(client, streams), options.prefer_replicas)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,10 +201,11 @@ class VdlBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         options = self.options
+        tables = TableLookup()
         with _open_client(options) as client:
             streams = _streams(client, options)
             start = resolve_positions(client, options, options.starting or OffsetSpec("earliest"),
-                                      streams, "earliest", starting=True)
+                                      streams, "earliest", starting=True, tables=tables)
             end = resolve_positions(client, options, options.ending or OffsetSpec("latest"),
                                     streams, "latest", starting=False)
             for stream in streams:
@@ -215,13 +213,27 @@ class VdlBatchReader(DataSourceReader):
                     raise VdlOptionError(
                         f"stream {stream!r}: the ending offset {end[stream]} is before the starting offset "
                         f"{start[stream]} (options 'startingOffsets' / 'endingOffsets')")
-            ranges = plan_ranges(start, end, options.min_partitions, options.max_records_per_partition)
-            return _spread(client, ranges, options)
+            tasks = plan_reads(client, tables, start, end, options.min_partitions,
+                               options.max_records_per_partition, lambda *gap: _table_gap(options, *gap))
+            return _spread(client, tasks, options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
-        with _open_client(self.options) as client:
-            yield from read_range(client, partition, self.options, data_loss)
+        yield from _read(self.options, partition)
+
+
+def _table_gap(options: SourceOptions, stream: str, begin: int, first: int) -> None:
+    data_loss(options, f"stream {stream!r}: offsets [{begin}, {first}) were deleted before they reached the "
+                       f"stream's table")
+
+
+def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """One task: a range of the log, or of the stream's table (vdl_connector/tables.py)."""
+    if isinstance(partition, TableRange):
+        yield from read_table_range(partition, options.include_headers)
+        return
+    assert isinstance(partition, OffsetRange)
+    with _open_client(options) as client:
+        yield from read_range(client, partition, options, data_loss)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,6 +250,7 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._delay = (TriggerDelay(options.min_offsets_per_trigger, options.max_trigger_delay_ms, 0.0)
                        if options.min_offsets_per_trigger else None)
         self._client = None  # driver-only connection, opened lazily, never pickled
+        self._tables = TableLookup()
         self._committer: GroupCommitter | None = None  # commitOffsetsToGroup, driver only
 
     def __getstate__(self) -> dict:
@@ -263,7 +276,7 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         client = self._driver_client()
         streams = _streams(client, self.options)
         return resolve_positions(client, self.options, self.options.starting or OffsetSpec("latest"),
-                                 streams, "latest", starting=True)
+                                 streams, "latest", starting=True, tables=self._tables)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_offsets_per_trigger:
@@ -290,6 +303,10 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                         f"{start[stream]} on cannot be read")
         latest = client.list_offsets(streams, LATEST) if streams else {}
         earliest = client.list_offsets(streams, EARLIEST) if streams else {}
+        # Offsets below the log start that are in the stream's table are not lost.
+        below = [s for s in streams if start.get(s, -1) < earliest[s]]
+        if below:
+            earliest.update(self._tables.earliest(client, below, {s: earliest[s] for s in below}))
         for stream in streams:
             if self._available_now is not None:
                 latest[stream] = min(latest[stream], self._available_now[stream])
@@ -334,19 +351,19 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._latest
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        # The ranges depend on the offsets only. A stream missing from `start` appeared after the
-        # last batch: read it from its beginning (offset 0; read() moves up to the log start
-        # without calling it data loss). Which replica reads a range is chosen now.
+        # A stream missing from `start` appeared after the last batch: read it from its beginning
+        # (offset 0; read() moves up to the log start without calling it data loss). Offsets
+        # below a stream's log start come from its table (the same records whenever planned).
+        # Which replica reads a range of the log is chosen now.
         begin = {stream: int(start.get(stream, 0)) for stream in end}
-        ranges = plan_ranges(begin, {s: int(o) for s, o in end.items()}, self.options.min_partitions,
-                             self.options.max_records_per_partition)
-        ranges = [OffsetRange(r.stream, r.start, r.end, r.stream not in start) for r in ranges]
-        return _spread(self._driver_client(), ranges, self.options)
+        stop = {s: int(o) for s, o in end.items()}
+        tasks = plan_reads(self._driver_client(), self._tables, begin, stop, self.options.min_partitions,
+                           self.options.max_records_per_partition, lambda *gap: _table_gap(self.options, *gap),
+                           frozenset(s for s in end if s not in start))
+        return _spread(self._driver_client(), tasks, self.options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
-        with _open_client(self.options) as client:
-            yield from read_range(client, partition, self.options, data_loss)
+        yield from _read(self.options, partition)
 
     def commit(self, end: dict) -> None:
         """Offsets live in Spark's checkpoint; with commitOffsetsToGroup the end of the committed
