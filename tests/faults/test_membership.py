@@ -11,6 +11,8 @@ Catch-up is throttled low (recovery_rate_bytes) so a reassignment lasts long eno
 from __future__ import annotations
 
 import math
+import os
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -253,3 +255,42 @@ def test_every_node_killed_and_restarted_keeps_the_changed_membership(grown: Dev
     for stream, replicas in streams.items():
         probe_write(cluster, stream, ProbeLog(), timeout=60, tag="after-restart")
         assert replicas_of(cluster, stream) == replicas
+
+
+ROUNDS = int(os.environ.get("VDL_MEMBERSHIP_ROUNDS", "2"))  # `make membership-soak`: many more
+SEED = int(os.environ.get("VDL_MEMBERSHIP_SEED", "7"))
+
+
+@pytest.mark.timeout(120 + 90 * ROUNDS)
+def test_random_moves_under_load_and_kill_9(grown: DevCluster) -> None:
+    """Random reassignments of one stream in a row, each with a random node of the old or new
+    replica set killed -9 and restarted half-way, under acks=all load (seed VDL_MEMBERSHIP_SEED)."""
+    cluster = grown
+    if len(cluster.nodes) < 4:
+        add_nodes(cluster, 4 - len(cluster.nodes))
+    rng = random.Random(SEED)
+    probes = ProbeLog()
+    stream = "random-moves"
+    create_stream(cluster, stream, via=min(cluster.node_ids()), probes=probes)
+    workload = Workload(cluster.bootstrap_servers, stream, rate_per_s=60, tag="r",
+                        kinds=("confluent", "kafka-python")).start()
+    target: tuple[int, ...] = replicas_of(cluster, stream)
+    try:
+        for round_number in range(ROUNDS):
+            workload.wait_progress(20)
+            current = replicas_of(cluster, stream)
+            target = tuple(rng.sample(cluster.node_ids(), 3))
+            print(f"round {round_number} (seed {SEED}): {current} -> {target}")
+            with admin(cluster) as client:
+                reassign_stream(client, stream, list(target))
+            victim = rng.choice(sorted(set(current) | set(target)))
+            cluster.kill(victim)
+            probe_write(cluster, stream, probes, timeout=30, tag=f"round{round_number}")
+            cluster.restart(victim, timeout_s=60)
+            wait_moved(cluster, [stream], timeout=120)
+        workload.wait_progress(20)
+    finally:
+        workload.stop()
+    assert replicas_of(cluster, stream) == tuple(sorted(target))
+    assert not workload.acks.errors, workload.acks.errors[:5]
+    verify(cluster, stream, workload.acks.snapshot() + [("probe", o, v) for v, o in probes.acked], target)
