@@ -118,9 +118,31 @@ def compare_metrics_one_node(rounds: int, produce_count: int, producers: int, sc
     add_timelines(report, timelines, rounds, "acks_all", "produce acks=-1")
     add_ratio_rows(report, runs, {"acks1": "produce acks=1", "acks_all": "produce acks=-1",
                                   "consume": f"kcat consume {produce_count:,} records"})
+    add_bookkeeping_rows(report)
     add_scrape_rows(report, scrape_streams)
     report.finish()
     return 0
+
+
+def add_bookkeeping_rows(report: Report, calls: int = 100_000) -> None:
+    """What counting costs per request and per batch, in this process: far below the noise of
+    whole-broker rounds on a shared machine, and the figure that decides the on/off ratio."""
+    import timeit
+
+    from vdl_broker.metrics import BrokerMetrics
+    from vdl_broker.protocol import messages as m
+    from vdl_broker.protocol.response_errors import response_error
+
+    metrics = BrokerMetrics()
+    answer = m.ProduceResponse(responses=[m.ProduceResponse.TopicProduceResponse(name="s", partition_responses=[
+        m.ProduceResponse.PartitionProduceResponse(index=0, error_code=0)])])
+    per_request = min(timeit.repeat(lambda: metrics.request_done("Produce", 8, response_error(answer), 0.001),
+                                    number=calls, repeat=5)) / calls
+    per_batch = min(timeit.repeat(lambda: metrics.produced("s", 1000, 10), number=calls, repeat=5)) / calls
+    report.add("metrics bookkeeping per request", per_request * 1e6, "us", higher_is_better=False,
+               note="error of the answer, counter, latency histogram (best of 5)")
+    report.add("metrics bookkeeping per stored batch", per_batch * 1e6, "us", higher_is_better=False,
+               note="bytes and records of the stream (best of 5)")
 
 
 def add_scrape_rows(report: Report, streams: int, scrapes: int = 30) -> None:
