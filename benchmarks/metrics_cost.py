@@ -65,6 +65,17 @@ class Scraper:
 Timelines = dict[bool, dict[int, dict[str, list[tuple[float, float]]]]]  # on -> round -> run -> counts
 
 
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """User + system CPU time the processes used so far (psutil)."""
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        times = psutil.Process(pid).cpu_times()
+        total += times.user + times.system
+    return total
+
+
 def add_timelines(report: Report, timelines: Timelines, rounds: int, key: str, label: str) -> None:
     """The middle round's acknowledged-records timeline, metrics on against off (the baseline)."""
     middle = rounds // 2
@@ -86,13 +97,19 @@ def alternate(rounds: int, run: Callable[[bool, int], dict[str, float]]) -> dict
 
 
 def add_ratio_rows(report: Report, runs: dict[bool, list[dict[str, float]]], labels: dict[str, str]) -> None:
+    """Medians off and on, and the median of the per-round ratios on / off, for each of `labels`.
+    A run's "efficiency" (records per second of the brokers' CPU time) is compared too: on a
+    shared machine other people's work moves throughput by tens of percent from one run to the
+    next, but hardly the CPU a broker spends per record."""
+    labels = {**labels, "efficiency": "records per broker CPU second"}
     for key, label in labels.items():
         off = [run[key] for run in runs[False]]
         on = [run[key] for run in runs[True]]
         ratios = [a / b for a, b in zip(on, off, strict=True)]
-        report.add(f"{label}, metrics off", statistics.median(off), "records/s",
+        unit = "records/CPU s" if key == "efficiency" else "records/s"
+        report.add(f"{label}, metrics off", statistics.median(off), unit,
                    note="rounds: " + ", ".join(f"{v:,.0f}" for v in off))
-        report.add(f"{label}, metrics on", statistics.median(on), "records/s",
+        report.add(f"{label}, metrics on", statistics.median(on), unit,
                    note="rounds: " + ", ".join(f"{v:,.0f}" for v in on))
         report.add(f"{label}, on / off", statistics.median(ratios), "x", RATIO_GOAL,
                    note="median of per-round ratios: " + ", ".join(f"{r:.3f}" for r in ratios))
@@ -107,9 +124,13 @@ def compare_metrics_one_node(rounds: int, produce_count: int, producers: int, sc
         with tempfile.TemporaryDirectory(prefix="vdl-bench-") as tmp:
             broker = Broker(Path(tmp) / "data", metrics=on)
             try:
+                used = cpu_seconds([broker.process.pid])
                 with Scraper([broker.metrics_url] if broker.metrics_url else []):
-                    return throughput(broker.bootstrap, round_number, produce_count, producers,
-                                      timelines[on].setdefault(round_number, {}))
+                    result = throughput(broker.bootstrap, round_number, produce_count, producers,
+                                        timelines[on].setdefault(round_number, {}))
+                # Each round produces the records twice (acks=1, acks=-1) and reads them once.
+                result["efficiency"] = 3 * produce_count / (cpu_seconds([broker.process.pid]) - used)
+                return result
             finally:
                 broker.stop()
 
@@ -207,10 +228,13 @@ def compare_metrics_cluster(rounds: int, produce_count: int, producers: int, fsy
                 cluster.start(timeout_s=60)
                 cluster.wait_for_brokers(timeout_s=60)
                 create_streams(cluster, topic)
+                pids = [node.pid for node in cluster.nodes.values() if node.pid is not None]
+                used = cpu_seconds(pids)
                 with Scraper(list(cluster.metrics_urls().values())):
                     produced = produce_run(cluster.bootstrap_servers, topic, produce_count, -1, producers)
+                efficiency = produce_count / (cpu_seconds(pids) - used)
                 timelines[on][round_number] = {"acks_all": produced.counts}
-                return {"acks_all": produced.rate}
+                return {"acks_all": produced.rate, "efficiency": efficiency}
             finally:
                 cluster.kill_all()
 
