@@ -204,10 +204,13 @@ def phase_keepup(report: Report, broker: Any, lake: Path, seconds: float, rate: 
     report.throughput("table lag at 300k records/s (records)", [(t, r) for t, r, _ in sampler.samples], "records")
     report.add("keep-up run: produced", achieved, "records/s", goal=rate * 0.95,
                note=f"{records:,} records in {seconds:.0f} s, paced, 2 producer processes")
-    third = [s for t, _, s in sampler.samples if t > seconds * 2 / 3]
-    report.add("keep-up run: table lag, max", sampler.max_seconds(), "s", goal=5 + 1, higher_is_better=False,
-               note=f"max {sampler.max_records():,} records; last third max {max(third, default=0):.1f} s "
-                    f"(vdl.table.lag.ms 5000)")
+    first = [r for t, r, _ in sampler.samples if t <= seconds / 3]
+    last = [r for t, r, _ in sampler.samples if t > seconds * 2 / 3]
+    report.add("keep-up run: table lag, max", sampler.max_seconds(), "s", goal=5 + 2, higher_is_better=False,
+               note=f"max {sampler.max_records():,} records (vdl.table.lag.ms 5000: a commit every ~4-5 s)")
+    report.add("keep-up run: lag in the last third / first third (max records)",
+               max(last, default=0) / max(1, max(first, default=0)), "x", goal=1.25, higher_is_better=False,
+               note="bounded: the lag does not grow while the rate holds")
     report.add("keep-up run: table caught up after the last record", drain, "s", goal=5 + 1, higher_is_better=False)
 
 
