@@ -110,13 +110,13 @@ def partition_columns(settings: TableSettings) -> list[str]:
 
 @dataclass
 class Records:
-    """Records [first, first + count) as columns (timestamps in ms)."""
+    """Records [first, first + count) as columns, one chunk per stored batch (timestamps in ms)."""
 
-    offsets: pa.Array
-    timestamps_ms: pa.Array
-    keys: pa.Array
-    values: pa.Array
-    headers: pa.Array
+    offsets: pa.ChunkedArray
+    timestamps_ms: pa.ChunkedArray
+    keys: pa.ChunkedArray
+    values: pa.ChunkedArray
+    headers: pa.ChunkedArray
 
     @property
     def count(self) -> int:
@@ -160,7 +160,8 @@ def decode_records(data: Buffers, start: int, end: int) -> Records:
                           _headers_or_null(headers, count)))
     if not parts:
         raise TieringError(f"no records in [{start}, {end})")
-    columns = [pa.concat_arrays([p[i] for p in parts]) for i in range(5)]
+    # Chunked, not concatenated: a copy of every column would cost more than decoding them.
+    columns = [pa.chunked_array([p[i] for p in parts]) for i in range(5)]
     records = Records(*columns)
     offsets = columns[0].to_numpy()
     if offsets[0] != start or offsets[-1] != end - 1 or records.count != end - start:
@@ -169,12 +170,12 @@ def decode_records(data: Buffers, start: int, end: int) -> Records:
     return records
 
 
-def _timestamps(millis: pa.Array) -> pa.Array:
-    return pa.array(millis.to_numpy(zero_copy_only=False) * 1000, TIMESTAMP)
+def _timestamps(millis: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return pa.array(millis.to_numpy() * 1000, TIMESTAMP)
 
 
-def _days(millis: pa.Array) -> pa.Array:
-    return pa.array((millis.to_numpy(zero_copy_only=False) // DAY_MS).astype(np.int32), pa.date32())
+def _days(millis: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return pa.array((millis.to_numpy() // DAY_MS).astype(np.int32), pa.date32())
 
 
 def raw_rows(records: Records, settings: TableSettings, take: np.ndarray | None = None,
@@ -190,7 +191,7 @@ def raw_rows(records: Records, settings: TableSettings, take: np.ndarray | None 
     return _with_day(table, records.timestamps_ms, settings)
 
 
-def _with_day(table: pa.Table, millis: pa.Array, settings: TableSettings) -> pa.Table:
+def _with_day(table: pa.Table, millis: pa.Array | pa.ChunkedArray, settings: TableSettings) -> pa.Table:
     if settings.partition_by == "day":
         table = table.append_column(DAY_FIELD, _days(millis))
     return table
@@ -208,7 +209,7 @@ def convert(data: Buffers, start: int, end: int, settings: TableSettings) -> Con
     if settings.format != "json":
         return Converted(raw_rows(records, settings), DEAD_LETTER_SCHEMA.empty_table())
     schema = json_schema(settings.schema or "")
-    good, bad = parse_json(records.values, schema)
+    good, bad = parse_json(records.values.combine_chunks(), schema)
     parsed = good[1] if good[1] is not None else schema.target.empty_table()
     indices = pa.array(good[0], pa.int64())
     columns = [records.offsets.take(indices), _timestamps(records.timestamps_ms.take(indices)), *parsed.columns]

@@ -43,11 +43,14 @@ class DeltaTarget:
     """A Delta table at `path` holding rows of `schema`, partitioned by `partition_by`."""
 
     def __init__(self, path: str, schema: pa.Schema, partition_by: list[str],
-                 storage_options: dict[str, str] | None = None) -> None:
+                 storage_options: dict[str, str] | None = None, stats_columns: list[str] | None = None) -> None:
         self.path = path
         self.schema = schema
         self.partition_by = partition_by
         self.storage_options = storage_options
+        # Per-file statistics only for these columns (a new table's property): min/max of raw
+        # key and value bytes serve no reader, and cost every commit time and log space.
+        self.configuration = {"delta.dataSkippingStatsColumns": ",".join(stats_columns)} if stats_columns else None
         self._table: DeltaTable | None = None
 
     def _load(self, create: bool) -> DeltaTable | None:
@@ -60,7 +63,7 @@ class DeltaTarget:
             if not create:
                 return None
             self._table = DeltaTable.create(self.path, self.schema, mode="ignore", partition_by=self.partition_by,
-                                            storage_options=self.storage_options)
+                                            configuration=self.configuration, storage_options=self.storage_options)
         return self._table
 
     def transaction_version(self, app_id: str) -> int | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from concurrent.futures import Executor
 from typing import Any
 
@@ -53,15 +54,20 @@ class StreamTable:
         self.settings = settings
         self.app_id = app_id
         self.executor = executor
-        self.target = DeltaTarget(settings.path, table_schema(settings), partition_columns(settings))
-        self.dead_target = (DeltaTarget(settings.dead_letter_path, DEAD_LETTER_SCHEMA, [])
+        # Statistics: a raw table's offset and timestamp (the Spark source picks files by offset);
+        # a json table's for every column (its readers filter on them).
+        stats = ["offset", "timestamp"] if settings.format == "raw" else None
+        self.target = DeltaTarget(settings.path, table_schema(settings), partition_columns(settings),
+                                  stats_columns=stats)
+        self.dead_target = (DeltaTarget(settings.dead_letter_path, DEAD_LETTER_SCHEMA, [],
+                                        stats_columns=["offset", "timestamp"])
                             if settings.format == "json" else None)
         self.end_offset: int | None = None  # every offset below is in the table
         self.error: str | None = None
         self.counters = counters if counters is not None else TableCounters()
         self.pending_since: float | None = None  # monotonic time the oldest record not in the table was seen
         self.leading = False
-        self._commit_s = 0.2  # moving average of a commit's duration
+        self._commit_times: deque[float] = deque([0.2], maxlen=8)  # recent commits' durations (s)
         self._task: asyncio.Task[None] | None = None
         self._last_compact = self._last_vacuum = time.monotonic()
 
@@ -161,7 +167,7 @@ class StreamTable:
             read_at = time.monotonic()
             started = time.monotonic()
             moved, dead = await self._in_thread(self._commit, data, cursor, end)
-            self._commit_s = 0.8 * self._commit_s + 0.2 * (time.monotonic() - started)
+            self._commit_times.append(time.monotonic() - started)
             if moved != end:  # another writer got there first: go on from where the table is
                 log.info("stream %s: the table is at offset %d, not %d: another writer committed", self.name,
                          moved, cursor)
@@ -179,9 +185,10 @@ class StreamTable:
             await self._housekeeping()
 
     def _flush_delay_s(self) -> float:
-        """Commit early enough that the oldest waiting record is in the table within lag.ms."""
+        """Commit early enough that the oldest waiting record is in the table within lag.ms,
+        even when the commit is as slow as the slowest of the last few (a loaded machine)."""
         lag_s = self.settings.lag_ms / 1000
-        return max(lag_s / 2, lag_s - 2 * self._commit_s - POLL_S)
+        return max(lag_s / 2, lag_s - 1.5 * max(self._commit_times) - POLL_S)
 
     async def _wait_for_records(self) -> None:
         future = self.partition.changed_future()
