@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -127,6 +128,7 @@ def test_demo_delta_table_equals_independent_aggregates(tmp_path: Path, spark: A
     assert code == 0, output
     assert time.monotonic() - started < 300
     assert "started a 3-node VDL cluster" in output, output
+    assert re.search(r"^metrics \(Prometheus\): (http://127\.0\.0\.1:\d+/metrics ?){3}$", output, re.MULTILINE), output
     assert f"OK: {RECORDS:,} produced, {RECORDS:,} counted in Delta, {RECORDS:,} enriched, {RECORDS:,} in the raw " \
            "table" in output, output
     assert not _alive(seen), f"left behind: {_alive(seen)}\n{output}"
