@@ -77,6 +77,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vdl_broker.log import StreamLog
+from vdl_broker.raft.liveness import LivenessChange, react
 from vdl_broker.raft.log_storage import StreamLogStorage
 from vdl_broker.raft.node import PeerStatus, RaftConfig, RaftNode
 from vdl_broker.raft.persistence import load_commit_point, load_raft_state, save_commit_point, save_hard_state
@@ -105,6 +106,7 @@ STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, 
 _COMMIT_POINT_TICKS = 20  # save the commit point at most every 20 ticks (2 s at 100 ms)
 
 SendFn = Callable[[str, Message], bool]
+GroupFn = Callable[["RaftGroup"], None]
 ApplyFn = Callable[[list[Entry]], None]
 SnapshotFn = Callable[[SnapshotMeta], None]
 
@@ -120,6 +122,9 @@ class GroupConfig:
     max_inflight_messages: int = 256
     max_inflight_bytes: int = 32 << 20
     max_committed_bytes: int = 64 << 20
+    # Idle heartbeat rounds before the leader quiesces the group (vdl_broker.raft.quiescence);
+    # 0 = never (the metadata group).
+    quiesce_after_heartbeats: int = 3
 
 
 class _WriteFailed(Exception):
@@ -146,7 +151,8 @@ class RaftGroup:
     def __init__(self, name: str, node_id: int, voters: Sequence[int], stream_log: StreamLog, send: SendFn,
                  *, config: GroupConfig | None = None, apply: ApplyFn | None = None,
                  on_snapshot: SnapshotFn | None = None, rng: random.Random | None = None,
-                 resume_from_commit_point: bool = False) -> None:
+                 resume_from_commit_point: bool = False, on_awake: GroupFn | None = None,
+                 peer_alive: Callable[[int], bool] | None = None) -> None:
         cfg = config or GroupConfig()
         self.name = name
         self.node_id = node_id
@@ -160,7 +166,8 @@ class RaftGroup:
             node_id=node_id, voters=self.voters, election_ticks=cfg.election_ticks,
             heartbeat_ticks=cfg.heartbeat_ticks, max_inflight_messages=cfg.max_inflight_messages,
             max_inflight_bytes=cfg.max_inflight_bytes, max_append_bytes=cfg.max_append_bytes,
-            max_committed_bytes=cfg.max_committed_bytes, lease_after_start=True)
+            max_committed_bytes=cfg.max_committed_bytes, lease_after_start=True,
+            quiesce_after_heartbeats=cfg.quiesce_after_heartbeats)
         self.storage = StreamLogStorage(stream_log)
         self._rng = rng or random.Random()
         # With resume_from_commit_point, entries up to the last saved commit point count as
@@ -188,6 +195,9 @@ class RaftGroup:
         self._applied_floor = 0  # entries up to here were applied (kept across core restarts)
         self.write_failures = 0  # Readys whose writes failed and were undone (disk full, ...)
         self.write_failing = False  # the last write attempt failed
+        # The host's ticker ticks only groups that are awake: it hears of every wake-up here.
+        self._on_awake = on_awake
+        self._peer_alive = peer_alive
 
     # ------------------------------------------------------------------ state
 
@@ -260,6 +270,10 @@ class RaftGroup:
         `max_lag_entries` of the leader's last index (Kafka's ISR; the leader is always in it)."""
         status = self.node.peer_status()
         last = self.node.last_index
+        if self.node.quiescent and self._peer_alive is not None:
+            # Quiescent: no recent responses to go by; a caught-up peer counts while its node lives.
+            return sorted(peer for peer, st in status.items() if peer == self.node_id
+                          or (self._peer_alive(peer) and st.match >= last - max_lag_entries))
         return sorted(peer for peer, st in status.items()
                       if peer == self.node_id or (st.recent_active and st.match >= last - max_lag_entries))
 
@@ -272,6 +286,7 @@ class RaftGroup:
             self.node.campaign()  # nobody to wait for: a single-voter group elects itself now
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"raft:{self.name}")
         self._wake.set()
+        self._poke()
 
     async def stop(self, transfer: bool = True, timeout_s: float = 2.0) -> None:
         """Stop driving the group; a leader first hands leadership to its most caught-up peer
@@ -300,15 +315,54 @@ class RaftGroup:
 
     # ------------------------------------------------------------------ inputs
 
+    @property
+    def quiescent(self) -> bool:
+        return self.node.quiescent
+
     def tick(self) -> None:
-        if not self._stopped:
-            # When each recent tick happened: the read lease is anchored at a tick's time.
-            self._tick_times.append(time.monotonic())
-            self.node.tick()
+        if self._stopped or self.node.quiescent:
+            return  # a quiescent core ignores ticks: no tick time to record either
+        # When each recent tick happened: the read lease is anchored at a tick's time.
+        self._tick_times.append(time.monotonic())
+        self.node.tick()
+        self._poke()
+        self._ticks += 1
+        if self._commit_point and (self._ticks % _COMMIT_POINT_TICKS == 0 or self.node.quiescent):
+            self._save_commit_point_soon()  # periodically, and when going quiet
+
+    def _poke(self) -> None:
+        """After an input: run the Ready loop if there is work, and have the host tick us if awake."""
+        node = self.node
+        if node.has_ready():
             self._wake.set()
-            self._ticks += 1
-            if self._commit_point and self._ticks % _COMMIT_POINT_TICKS == 0:
-                self._save_commit_point_soon()
+        if not node.quiescent and self._on_awake is not None:
+            self._on_awake(self)
+
+    def wake(self) -> None:
+        """Leave quiescence (a read at a quiescent leader needs its lease back). A leader also
+        ticks now if its last tick is at least an interval old, so the heartbeats it sends carry
+        a fresh tick (the lease is anchored at the time of the echoed tick)."""
+        if self._stopped or not self.node.quiescent:
+            return
+        self.node.wake()
+        self._poke()
+        last = self._tick_times[-1] if self._tick_times else float("-inf")
+        if self.node.role == Role.LEADER and time.monotonic() - last >= self.config.tick_interval_s:
+            self.tick()
+
+    def react(self, change: LivenessChange, is_alive: Callable[[int], bool]) -> int:
+        """A change in node liveness (vdl_broker.raft.liveness.react); the leader forgotten, or 0."""
+        if self._stopped:
+            return 0
+        forgotten = react(self.node, change, is_alive)
+        self._poke()
+        return forgotten
+
+    def campaign(self) -> None:
+        """Start an election now (PreVote first)."""
+        if not self._stopped:
+            self.node.campaign()
+            self._poke()
 
     def _save_commit_point_soon(self) -> None:
         index = self.node.applied_index
@@ -338,14 +392,14 @@ class RaftGroup:
         if self._stopped:
             return
         self.node.step(message)
-        self._wake.set()
+        self._poke()
 
     def propose(self, data: bytes | bytearray | memoryview, type: EntryType = EntryType.DATA) -> Proposal:
         """Propose one entry as is. Raises NotLeaderError (ProposalDroppedError during a
         leadership transfer) or GroupStoppedError."""
         self._check_running()
         index = self.node.propose(data, type)
-        self._wake.set()
+        self._poke()
         return self._proposals.track(index, self.node.term)
 
     async def propose_and_wait(self, data: bytes | bytearray | memoryview,
@@ -362,7 +416,7 @@ class RaftGroup:
                 raise NotLeaderError(self.node.leader_id, "no peer to transfer leadership to")
             target = max(candidates)[2]
         self.node.transfer_leadership(target)
-        self._wake.set()
+        self._poke()
         return target
 
     # ------------------------------------------------------------------ waiting
@@ -413,6 +467,7 @@ class RaftGroup:
                     await self._drop_unsynced_tail()
                     self._write_failed(rd, failed)
                     node = self.node  # a restart replaced the core
+                    self._poke()
                     self._proposals.role_changed(node.role, node.term, node.leader_id)
                     self._call(self._role_listeners, "role")
                     self._notify_change()

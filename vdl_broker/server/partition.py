@@ -162,6 +162,11 @@ class Partition:
         """The known leader (0 = unknown, as raft.NONE)."""
         return self.group.leader_id if self.group is not None else 0
 
+    def wake(self) -> None:
+        """Wake a quiescent group (a read needs the leader's lease back)."""
+        if self.group is not None:
+            self.group.wake()
+
     @property
     def high_watermark(self) -> int:
         return self._high_watermark
@@ -299,6 +304,9 @@ async def await_read_lease(partitions: list[Partition | RemotePartition], timeou
     """Return once every partition that this node leads serves reads, or after `timeout_s`."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
+    for partition in partitions:
+        if partition.is_leader and not partition.serves_reads:
+            partition.wake()  # a quiescent leader has no lease: it heartbeats again now
     while any(p.is_leader and not p.serves_reads for p in partitions) and loop.time() < deadline:
         await asyncio.sleep(0.005)
 
@@ -325,6 +333,9 @@ class RemotePartition:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         future.set_result(None)
         return future
+
+    def wake(self) -> None:
+        pass
 
 
 __all__ = ["VERDICT_ERRORS", "AppendHandle", "Partition", "PartitionError", "RemotePartition"]
