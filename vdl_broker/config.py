@@ -96,6 +96,8 @@ class NodeConfig:
     # a cluster of one (its Raft groups have one voter and no Raft port is opened).
     raft_listen: str | None = None
     peers: list[NodeAddress] = field(default_factory=list)
+    # Prometheus text at http://HOST:PORT/metrics (vdl_broker/metrics); None: no endpoint.
+    metrics_listen: str | None = None
 
     @property
     def listen(self) -> str:
@@ -143,10 +145,12 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--advertised-host", help="host name given to clients in Metadata")
     parser.add_argument("--node-id", type=int)
     parser.add_argument("--raft-listen", help="HOST:PORT for the other nodes (with [[peers]] in --config)")
+    parser.add_argument("--metrics-listen", help="HOST:PORT serving Prometheus metrics at /metrics (default: off)")
     parser.add_argument("--segment-bytes", type=int)
     parser.add_argument("--segment-ms", type=int)
     parser.add_argument("--retention-ms", type=int)
     parser.add_argument("--retention-bytes", type=int)
+    parser.add_argument("--retention-check-ms", type=int)
     parser.add_argument("--auto-create-streams", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--max-request-bytes", type=int)
     parser.add_argument("--offsets-retention-minutes", type=int)
@@ -205,7 +209,7 @@ def _apply(values: dict[str, Any], key: str, value: Any, source: str) -> None:
     if key == "peers":
         values[key] = _parse_peers(value, source)
         return
-    if key == "raft_listen":
+    if key in ("raft_listen", "metrics_listen"):
         values[key] = _address({key: value}, key, source)
         return
     if key not in _SETTINGS or key in ("host", "port"):
@@ -272,6 +276,8 @@ def validate(config: NodeConfig) -> None:
         raise ConfigError("max_request_bytes must be at least 1024")
     if config.segment_bytes < 1024:
         raise ConfigError("segment_bytes must be at least 1024")
+    if config.retention_check_ms < 1:
+        raise ConfigError(f"retention_check_ms must be >= 1, got {config.retention_check_ms}")
     if config.offsets_retention_minutes < 0 or config.offsets_retention_check_ms < 1:
         raise ConfigError("offsets_retention_minutes must be >= 0 and offsets_retention_check_ms >= 1")
     if config.node_id < 1:

@@ -8,6 +8,9 @@ pipeline.py    ProducePipeline: several Produce requests in flight to one stream
 requests.py    the Fetch and Produce requests for one stream
 settings.py    ClientSettings and the errors the client reports
 aio.py         request(): one request over a fresh asyncio connection
+configs.py     stream configs: DescribeConfigs and IncrementalAlterConfigs
+record_columns.py  stored RecordBatches as Arrow columns (numpy, pyarrow: imported on demand only,
+               by the Spark connector and the broker's tiering writer)
 cli/           the `vdl` command line, one module per command group
 """
 

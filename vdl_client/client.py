@@ -220,6 +220,14 @@ class VdlClient:
 
         return self._retrying(f"FindCoordinator {group_id!r}", attempt)
 
+    def request_node(self, node_id: int, request: Any, timeout_s: float | None = None) -> Any:
+        """One request to one node named in the last Metadata answer, no retry; raises
+        BrokerUnreachableError when it cannot be reached or does not answer in time."""
+        try:
+            return self._send_node(node_id, request, timeout_s)
+        except _Retry as error:
+            raise BrokerUnreachableError(str(error)) from None
+
     def address_of(self, node_id: int) -> str:
         """host:port of a node named in the last Metadata answer."""
         return self._address(node_id)

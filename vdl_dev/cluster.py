@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from vdl_dev.dev_cluster import DevCluster, free_base_port
+from vdl_dev.dev_cluster import DevCluster, free_base_port, ports_needed
 
 STATE_FILE = "cluster.json"  # node id -> pid and address, for notebook 03 (kill the leader)
 
@@ -53,8 +53,8 @@ def start_cluster(nodes: int, data_dir: Path, *, fsync: bool = True,
                   log: Callable[[str], object] = print) -> DemoCluster:
     """Start `nodes` brokers under data_dir/cluster and wait until they serve clients."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    cluster = DevCluster(nodes, data_dir / "cluster", free_base_port(2 * nodes),
-                         settings=None if fsync else {"fsync": False})
+    cluster = DevCluster(nodes, data_dir / "cluster", free_base_port(ports_needed(nodes, True)),
+                         settings=None if fsync else {"fsync": False}, metrics=True)
     started = time.monotonic()
     try:
         cluster.start()
@@ -62,4 +62,5 @@ def start_cluster(nodes: int, data_dir: Path, *, fsync: bool = True,
         cluster.kill_all()
         raise
     log(f"started a {nodes}-node VDL cluster in {time.monotonic() - started:.1f} s: {cluster.bootstrap_servers}")
+    log("metrics (Prometheus): " + " ".join(cluster.metrics_urls().values()))
     return DemoCluster(nodes, cluster, data_dir)

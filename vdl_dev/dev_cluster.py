@@ -1,8 +1,9 @@
 """`vdl dev-cluster --nodes 3 --data-dir DIR --base-port P`: a local cluster of `vdl-broker`
 subprocesses in the foreground (the CLI wiring is in vdl_client/cli/dev.py; this is the logic).
 
-Node i (1-based) gets client port P + i - 1 and raft port P + nodes + i - 1, and the directory
-DIR/node<i>/ holding its node.toml and its data (DIR/node<i>/data). Every node runs in its own
+Node i (1-based) gets client port P + i - 1 and raft port P + nodes + i - 1 (with metrics on,
+metrics port P + 2 * nodes + i - 1: http://HOST:PORT/metrics), and the directory DIR/node<i>/
+holding its node.toml and its data (DIR/node<i>/data). Every node runs in its own
 process group, so a stop signals the broker and anything it started; an atexit hook and the
 signal handlers of run_dev_cluster make sure no node outlives the launcher.
 
@@ -73,6 +74,12 @@ def _ephemeral_port_low() -> int:
         return 32768  # Linux's default
 
 
+def ports_needed(nodes: int, metrics: bool) -> int:
+    """Consecutive ports a cluster takes from its base port: client and raft ports per node,
+    and a metrics port per node when metrics are on."""
+    return (3 if metrics else 2) * nodes
+
+
 def broker_command() -> list[str]:
     """The `vdl-broker` console script next to this interpreter, else the module."""
     script = Path(sys.executable).parent / "vdl-broker"
@@ -112,11 +119,12 @@ class DevCluster:
 
     def __init__(self, nodes: int, data_dir: Path, base_port: int, *, host: str = "127.0.0.1",
                  command: Sequence[str] | None = None, settings: dict[str, Any] | None = None,
-                 echo: bool = False, log_files: bool = False) -> None:
+                 echo: bool = False, log_files: bool = False, metrics: bool = False) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
-        if not 0 < base_port <= 65535 - 2 * nodes:
-            raise ValueError(f"base port {base_port} leaves no room for {2 * nodes} ports")
+        ports = ports_needed(nodes, metrics)
+        if not 0 < base_port <= 65535 - ports:
+            raise ValueError(f"base port {base_port} leaves no room for {ports} ports")
         self.data_dir = Path(data_dir)
         self.command = list(command) if command is not None else broker_command()
         self.echo = echo
@@ -128,8 +136,11 @@ class DevCluster:
         for member in members:
             directory = self.data_dir / f"node{member.id}"
             host, port = split_host_port(member.client, "client")
+            node_settings = dict(settings or {})
+            if metrics:
+                node_settings["metrics_listen"] = f"{host}:{base_port + 2 * nodes + member.id - 1}"
             config = NodeConfig(directory / "data", host, port, member.id, raft_listen=member.raft, peers=members,
-                                **dict(settings or {}))
+                                **node_settings)
             self.nodes[member.id] = NodeProcess(config, directory / "node.toml")
         self._atexit_registered = False
 
@@ -138,6 +149,11 @@ class DevCluster:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(n.client_address for n in self.nodes.values())
+
+    def metrics_urls(self) -> dict[int, str]:
+        """node id -> http://HOST:PORT/metrics of the nodes serving metrics."""
+        return {i: f"http://{n.config.metrics_listen}/metrics" for i, n in self.nodes.items()
+                if n.config.metrics_listen}
 
     def node_ids(self) -> list[int]:
         return sorted(self.nodes)
@@ -345,7 +361,7 @@ def fetch_metadata(address: str, topics: Sequence[str] | None, timeout_s: float 
 def run_dev_cluster(nodes: int, data_dir: Path, base_port: int, *, command: Sequence[str] | None = None,
                     settings: dict[str, Any] | None = None) -> int:
     """Run the cluster in the foreground until Ctrl-C or SIGTERM; returns the exit status."""
-    cluster = DevCluster(nodes, data_dir, base_port, command=command, settings=settings, echo=True)
+    cluster = DevCluster(nodes, data_dir, base_port, command=command, settings=settings, echo=True, metrics=True)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -355,6 +371,7 @@ def run_dev_cluster(nodes: int, data_dir: Path, base_port: int, *, command: Sequ
             cluster.say(f"vdl dev-cluster: {error}", sys.stderr)
             return 1
         cluster.say(f"vdl dev-cluster: {nodes} node(s) running; bootstrap servers: {cluster.bootstrap_servers}")
+        cluster.say("vdl dev-cluster: metrics: " + " ".join(cluster.metrics_urls().values()))
         cluster.say("vdl dev-cluster: press Ctrl-C to stop")
         reported: set[int] = set()
         while not stop.wait(0.2):

@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.cluster import start_broker
 from vdl_broker.config import load_node_config
-from vdl_dev.dev_cluster import DevCluster, fetch_metadata, free_base_port
+from vdl_dev.dev_cluster import DevCluster, fetch_metadata, free_base_port, ports_needed
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -94,7 +94,7 @@ def test_start_kill_restart_stop_without_orphans(tmp_path: Path, stub: list[str]
 
 
 def test_run_dev_cluster_stops_every_node_on_sigterm(tmp_path: Path, stub: list[str]) -> None:
-    port = free_base_port(4)
+    port = free_base_port(ports_needed(2, metrics=True))
     code = (f"import sys; from pathlib import Path; from vdl_dev.dev_cluster import run_dev_cluster; "
             f"sys.exit(run_dev_cluster(2, Path({str(tmp_path / 'c')!r}), {port}, command={stub!r}))")
     launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -104,9 +104,13 @@ def test_run_dev_cluster_stops_every_node_on_sigterm(tmp_path: Path, stub: list[
         lines: list[str] = []
         for line in launcher.stdout:
             lines.append(line)
-            if "bootstrap servers:" in line:
+            if "metrics:" in line:
                 break
-        assert f"127.0.0.1:{port},127.0.0.1:{port + 1}" in lines[-1], lines
+        assert any(line.endswith(f"bootstrap servers: 127.0.0.1:{port},127.0.0.1:{port + 1}\n")
+                   for line in lines), lines
+        # Metrics ports follow the client and raft ports.
+        assert lines[-1] == (f"vdl dev-cluster: metrics: http://127.0.0.1:{port + 4}/metrics "
+                             f"http://127.0.0.1:{port + 5}/metrics\n"), lines
         pids = [int((tmp_path / "c" / f"node{i}" / "data" / "child.pid").read_text()) for i in (1, 2)]
         launcher.send_signal(signal.SIGTERM)
         assert launcher.wait(30) == 0

@@ -12,6 +12,7 @@ from tests.support.kafka import (
     client,
     encode,
     make_batch,
+    numbered_batch,
     produce_partition,
     raw_request,
     raw_socket,
@@ -122,6 +123,20 @@ def test_list_offsets(module_broker: BrokerProcess) -> None:
         assert c.list_offset("times", -1) == 3
         assert c.list_offset("times", stamp) == 2
         assert c.list_offset("times", stamp + 3_600_000) == -1
+
+
+def test_list_offsets_by_time_finds_the_record_inside_a_batch(module_broker: BrokerProcess) -> None:
+    """Kafka answers the first record at or after the time, not the first batch: a batch of ten
+    records stamped 1000..1009 ms answers 1005 ms with offset 5 (it answered the batch, 0)."""
+    with client(module_broker.bootstrap) as c:
+        c.create_stream("stamped")
+        c.produce("stamped", numbered_batch(10))
+        c.produce("stamped", numbered_batch(2))  # 1000, 1001 again, at offsets 10, 11
+        request = m.ListOffsetsRequest(replica_id=-1, topics=[m.ListOffsetsRequest.ListOffsetsTopic(
+            name="stamped", partitions=[m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=t)
+                                        for t in (999, 1000, 1005, 1009, 1010)])])
+        answers = [(p.offset, p.timestamp) for p in c.request(request, 1).topics[0].partitions]
+        assert answers == [(0, 1000), (0, 1000), (5, 1005), (9, 1009), (-1, -1)]
 
 
 def test_create_topics_validation(module_broker: BrokerProcess) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.waiting import wait_until as wait_until  # the helper every test imports from here
-from vdl_dev.dev_cluster import DevCluster, free_base_port
+from vdl_dev.dev_cluster import DevCluster, free_base_port, ports_needed
 
 REPO = Path(__file__).resolve().parents[2]
 READY_PREFIX = "vdl-broker listening on "
@@ -146,13 +146,14 @@ def start_broker(tmp_path: Path, command: tuple[str, ...] = BROKER_COMMAND, **co
 
 
 def start_cluster(directory: Path, nodes: int = 3, settings: dict[str, Any] | None = None,
-                  register: Callable[[DevCluster], None] | None = None) -> DevCluster:
+                  register: Callable[[DevCluster], None] | None = None, metrics: bool = True) -> DevCluster:
     """Start a DevCluster under `directory` and wait until every node lists every broker.
-    `register` is called with each cluster before it starts (the caller's finalizer)."""
+    `register` is called with each cluster before it starts (the caller's finalizer). Test
+    clusters serve metrics (DevCluster.metrics_urls()), so every test runs the counting code."""
     merged = DEFAULT_CLUSTER_SETTINGS | dict(settings or {})
     for attempt in range(3):
-        cluster = DevCluster(nodes, Path(directory) / f"attempt{attempt}", free_base_port(2 * nodes),
-                             command=broker_command(), settings=merged)
+        cluster = DevCluster(nodes, Path(directory) / f"attempt{attempt}", free_base_port(ports_needed(nodes, metrics)),
+                             command=broker_command(), settings=merged, metrics=metrics)
         if register is not None:
             register(cluster)
         try:

@@ -74,6 +74,8 @@ def test_members_include_self_when_peers_omit_it() -> None:
     ({"data_dir": 3}, "data_dir"),
     ({"listen": "nohost"}, "listen: expected HOST:PORT"),
     ({"raft_listen": "h:99999"}, "raft_listen"),
+    ({"metrics_listen": "nohost"}, "metrics_listen: expected HOST:PORT"),
+    ({"metrics_listen": 9100}, "metrics_listen must be a \"HOST:PORT\" string"),
     ({"peers": {"id": 1}}, "peers must be an array"),
     ({"peers": [{"id": 1, "client": "a:1"}]}, "raft"),
     ({"peers": [{"id": 1, "client": "a:1", "raft": "a:2", "x": 1}]}, "unknown key"),
@@ -89,6 +91,14 @@ def test_errors_name_the_setting(change: dict, message: str) -> None:
     table = {key: value for key, value in table.items() if value is not None}
     with pytest.raises(ConfigError, match=message):
         config_from_table(table)
+
+
+def test_metrics_listen_is_off_by_default_and_round_trips(tmp_path: Path) -> None:
+    assert config_from_table({"data_dir": "d"}).metrics_listen is None
+    config = load_config(["--data-dir", str(tmp_path), "--metrics-listen", "127.0.0.1:9100"])
+    assert config.metrics_listen == "127.0.0.1:9100"
+    (tmp_path / "node.toml").write_text(dump_node_config(config))
+    assert load_node_config(tmp_path / "node.toml") == config
 
 
 def test_data_dir_is_required(tmp_path: Path) -> None:

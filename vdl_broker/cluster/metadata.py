@@ -13,6 +13,7 @@ written by VDL 0.1 carry it as the value of a RecordBatch in a DATA entry; both 
     {"op": "create_stream", "name": "events", "adopt_on": 1, ...}   a 0.1 single-node stream
     {"op": "delete_stream", "name": "events"}
     consumer-group commands (committed offsets, settled generations): see cluster/groups.py
+    {"op": "alter_stream_config", "name": "events", ...}: see cluster/stream_configs.py
 
 Replica sets are chosen when the command is applied (not when proposed), from the state at
 that point, so concurrent creations still balance: the first replica is the preferred leader,
@@ -29,11 +30,12 @@ import re
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
 from vdl_broker.cluster.groups import GROUP_OPS, GroupsState
+from vdl_broker.cluster.stream_configs import CONFIG_OPS, ConfigProblem, apply_alter, validated
 from vdl_broker.protocol.records.record_batch import read_records
 
 METADATA_GROUP = "__metadata"  # the Raft group (and directory) of the metadata log
@@ -180,9 +182,17 @@ class ClusterState:
     def default_replication_factor(self) -> int:
         return min(DEFAULT_REPLICATION_FACTOR, max(1, len(self.nodes)))
 
-    def check_create(self, name: str, replication_factor: int | None) -> ApplyResult | None:
-        """What apply() would refuse now (a proposer answers early); None if it looks fine."""
-        return self._refuse_create(0, name, replication_factor, {})
+    def check_create(self, name: str, replication_factor: int | None,
+                     config: dict[str, Any] | None = None) -> ApplyResult | None:
+        """What apply() would refuse now (a proposer answers early), or a config a proposer must
+        not write (unknown key, bad value); None if it looks fine."""
+        refused = self._refuse_create(0, name, replication_factor, {})
+        if refused is None and config:
+            try:
+                validated(config)
+            except ConfigProblem as problem:
+                return ApplyResult(0, "create_stream", Outcome.INVALID_CONFIG, str(problem))
+        return refused
 
     # -- applying
 
@@ -210,6 +220,8 @@ class ClusterState:
             if error is not None:
                 return ApplyResult(index, op, Outcome.INVALID_COMMAND, error)
             return ApplyResult(index, op, Outcome.OK)
+        if op in CONFIG_OPS:
+            return self._alter_config(index, command)
         return ApplyResult(index, str(op), Outcome.INVALID_COMMAND, f"unknown command {command!r:.200}")
 
     def _init_cluster(self, index: int, command: dict[str, Any]) -> ApplyResult:
@@ -266,6 +278,17 @@ class ClusterState:
         stream = StreamInfo(name, replicas, dict(config), index, adopted=adopt_on is not None)
         self.streams[name] = stream
         return ApplyResult(index, "create_stream", Outcome.OK, stream=stream)
+
+    def _alter_config(self, index: int, command: dict[str, Any]) -> ApplyResult:
+        name = command.get("name")
+        stream = self.streams.get(name) if isinstance(name, str) else None
+        if stream is None:
+            return ApplyResult(index, "alter_stream_config", Outcome.UNKNOWN, f"no stream {name!r}")
+        config = apply_alter(stream.config, command)
+        if isinstance(config, str):
+            return ApplyResult(index, "alter_stream_config", Outcome.INVALID_COMMAND, config)
+        stream = self.streams[stream.name] = replace(stream, config=config)
+        return ApplyResult(index, "alter_stream_config", Outcome.OK, stream=stream)
 
     def _delete_stream(self, index: int, command: dict[str, Any]) -> ApplyResult:
         name = command.get("name")

@@ -33,6 +33,7 @@ from vdl_broker.cluster.metadata import (
     new_cluster_id,
     register_node_command,
 )
+from vdl_broker.cluster.stream_configs import alter_stream_config_command
 from vdl_broker.config import NodeConfig
 from vdl_broker.log import StreamLog
 from vdl_broker.raft.group import RaftGroup
@@ -109,13 +110,17 @@ class MetadataService:
 
     async def create_stream(self, name: str, replication_factor: int | None = None,
                             config: dict[str, Any] | None = None) -> ApplyResult:
-        refused = self.state.check_create(name, replication_factor)
+        refused = self.state.check_create(name, replication_factor, config)
         if refused is not None and refused.outcome is not Outcome.EXISTS:
             return refused  # certain to fail: no need to write it to the log
         return await self.submit(create_stream_command(name, replication_factor, config))
 
     async def delete_stream(self, name: str) -> ApplyResult:
         return await self.submit(delete_stream_command(name))
+
+    async def alter_stream_config(self, name: str, to_set: dict[str, str], to_delete: list[str]) -> ApplyResult:
+        """Change a stream's config (validated by the caller: stream_configs.altered)."""
+        return await self.submit(alter_stream_config_command(name, to_set, to_delete))
 
     # ------------------------------------------------------------------ applying
 

@@ -3,8 +3,6 @@ the conversion of a group to and from its stored (replicated) form."""
 
 from __future__ import annotations
 
-import struct
-
 from vdl_broker.cluster.groups import StoredGroup, StoredMember
 from vdl_broker.groups.coordinator import Group, GroupState, Member
 from vdl_broker.protocol.errors import ErrorCode
@@ -47,21 +45,3 @@ def restore_group(stored: StoredGroup) -> Group | None:
                                             m.session_timeout_ms, m.rebalance_timeout_ms,
                                             stored.protocol_type or "", list(m.protocols), assignment=m.assignment)
     return group
-
-
-def subscribed_topics(protocol_type: str | None, metadata: bytes) -> set[str] | None:
-    """The topics of a consumer-protocol subscription (ConsumerProtocolSubscription: int16
-    version, then an array of strings; the rest is ignored); None when it cannot be read."""
-    if protocol_type != "consumer" or len(metadata) < 6:
-        return None
-    try:
-        (count,) = struct.unpack_from(">i", metadata, 2)
-        pos, topics = 6, set()
-        for _ in range(max(count, 0)):
-            (length,) = struct.unpack_from(">h", metadata, pos)
-            pos += 2
-            topics.add(metadata[pos:pos + length].decode())
-            pos += length
-        return topics
-    except (struct.error, UnicodeDecodeError):
-        return None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,7 @@ class GroupCommit:
     # Bumped by truncation and reset: a job started before one must not mark the new entries
     # (same indexes, other bytes) durable.
     generation: int = 0
+    observer: Callable[[float], None] | None = None  # told each sync's duration in seconds (metrics)
     _inflight: asyncio.Task[None] | None = None
 
     # ---- what the log tells it ------------------------------------------------------------
@@ -107,7 +109,10 @@ class GroupCommit:
     async def _sync_task(self) -> None:
         try:
             job = self._job()
+            started = time.perf_counter()
             await asyncio.get_running_loop().run_in_executor(None, self._run, job)
+            if self.observer is not None and job.fds:
+                self.observer(time.perf_counter() - started)
             self._finish(job)
         finally:
             self._inflight = None

@@ -348,6 +348,10 @@ class StreamLog:
         thread) serves all callers waiting at once; callers arriving during it share the next."""
         await self._commit.sync()
 
+    def observe_syncs(self, observer: Callable[[float], None] | None) -> None:
+        """Tell `observer` how long each fdatasync took, in seconds (metrics)."""
+        self._commit.observer = observer
+
     # ---- reading (reading.py) ---------------------------------------------------------------
     def entries(self, start_index: int, end_index: int, max_bytes: int | None = None) -> list[Entry]:
         """Entries [start_index, end_index): at least one if any, then as many as fit in

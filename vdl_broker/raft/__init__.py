@@ -11,7 +11,7 @@ Construction
                                pre_vote=True, check_quorum=True, max_inflight_messages=256,
                                max_inflight_bytes=32 MiB, max_append_bytes=1 MiB,
                                max_committed_bytes=64 MiB),
-                    storage, hard_state, rng, applied=0, damage=None)
+                    storage, hard_state, rng, applied=0, damage=None, membership=())
     storage: RaftStorage -- first_index, last_index (properties), term_at(i) valid for
         first_index-1 ..= last_index (first_index-1 is the log start point: its term is the
         reset/snapshot term; an empty fresh log answers first 1, last 0, term_at(0) = 0),
@@ -21,6 +21,9 @@ Construction
         redelivered); otherwise committed entries are redelivered from the log start.
     damage: a Damage when the driver found that storage lost data this node had synced (or its
         hard state): the node starts *recovering* (see vdl_broker.raft.node, "Corruption").
+    membership: the driver's saved ConfigRecords (persistence.load_membership); RaftConfig.voters
+        is the configuration the group was created with (empty: a node joining an existing
+        group), used while no record exists. See vdl_broker.raft.membership.
     Restart = build a new RaftNode from storage + hard state: unstable state is simply gone.
     Commit index is not persisted (it is relearned from the leader).
 
@@ -33,6 +36,9 @@ Inputs
         ready() travel in one APPEND per follower (split at max_append_bytes).
     node.transfer_leadership(target)  leader only; catches target up, then sends TIMEOUT_NOW;
         abandoned after one election timeout. Use it for a graceful shutdown.
+    node.propose_conf_change(ConfState(voters, learners)) -> index   leader only; one voter at a
+        time, after the previous change and the leader's own-term entry committed, the leader
+        stays a voter; raises ConfigChangeError otherwise (vdl_broker.raft.membership).
     node.campaign()                   start an election now (bootstrap/tests)
 
 Observables (read any time)
@@ -40,8 +46,9 @@ Observables (read any time)
     term, voted_for, hard_state, recovering (damaged, not yet given back: clear the driver's
     damage record once False), commit_index, applied_index, first_index, last_index,
     current_term_committed (a new leader publishes its high watermark only once True),
-    match_index(peer), peer_status() -> {peer: PeerStatus(match, next, state, recent_active)}
-    (leader only; its own match = its durable index) for Kafka's ISR.
+    match_index(peer), peer_status() -> {peer: PeerStatus(match, next, state, recent_active,
+    learner)} (leader only; its own match = its durable index) for Kafka's ISR; conf (the
+    configuration in force: the latest in the log), voters, learners, conf_pending.
 
 Output: `ready = node.ready()` (only when `node.has_ready()`; one outstanding at a time)
     ready.soft_state        SoftState(role, leader_id) if changed since the last Ready, else None
@@ -56,10 +63,13 @@ Output: `ready = node.ready()` (only when `node.has_ready()`; one outstanding at
                             be sent before the sync (step 0), so the leader's own disk write
                             overlaps replication (Raft thesis §10.2.1); sending them with
                             `messages` instead is also correct
+    ready.membership        the configuration records when they changed (else None)
     ready.must_sync         whether anything above needs an fsync
 
 THE DRIVER CONTRACT (what must be durable before what)
     0. Optionally send ready.early_messages right away (never any of ready.messages).
+       If ready.membership: save it (with the records saved before: a superset) before 1-2,
+       and exactly it after 4 (persistence.save_membership).
     1. If ready.snapshot: StreamLog.reset(snapshot.index + 1, snapshot.term, snapshot.data).
     2. If ready.entries: truncate_suffix(entries[0].index) when it is <= last_index, then
        append them (the core's Entry is the log's Entry: no conversion).
@@ -100,15 +110,20 @@ snapshot states with pipelined appends bounded by max_inflight_messages and
 max_inflight_bytes, lost-append recovery on heartbeat responses, leadership transfer.
 EntryType.METADATA entries are the metadata group's commands: the core treats them like DATA
 (proposed, replicated, committed), the log stores them like NOOP (no Kafka offsets).
-Not implemented: membership changes (EntryType.CONFIG is reserved), learners, ReadIndex.
+Membership changes (vdl_broker.raft.membership): learners, single-server changes in CONFIG
+entries, the configuration in force at the log start carried by SnapshotMeta.conf.
+Not implemented: joint consensus, ReadIndex.
 """
 
+from vdl_broker.raft.membership import ConfigChangeError
 from vdl_broker.raft.node import PeerStatus, RaftConfig, RaftNode
 from vdl_broker.raft.progress import ProgressState
 from vdl_broker.raft.storage import MemoryStorage, RaftStorage
 from vdl_broker.raft.types import (
     NONE,
     CompactedError,
+    ConfigRecord,
+    ConfState,
     Damage,
     Entry,
     EntryType,
@@ -127,6 +142,9 @@ from vdl_broker.raft.types import (
 __all__ = [
     "NONE",
     "CompactedError",
+    "ConfState",
+    "ConfigChangeError",
+    "ConfigRecord",
     "Damage",
     "Entry",
     "EntryType",

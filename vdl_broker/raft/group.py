@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import logging
 import random
@@ -74,15 +75,25 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from vdl_broker.log import StreamLog
 from vdl_broker.raft.liveness import LivenessChange, react
 from vdl_broker.raft.log_storage import StreamLogStorage
 from vdl_broker.raft.node import PeerStatus, RaftConfig, RaftNode
-from vdl_broker.raft.persistence import load_commit_point, load_raft_state, save_commit_point, save_hard_state
+from vdl_broker.raft.persistence import (
+    load_commit_point,
+    load_membership,
+    load_raft_state,
+    save_commit_point,
+    save_hard_state,
+    save_membership,
+)
 from vdl_broker.raft.proposals import GroupStoppedError, Proposal, ProposalStorageError, ProposalTracker
 from vdl_broker.raft.types import (
+    ConfigRecord,
+    ConfState,
     Entry,
     EntryType,
     Message,
@@ -109,6 +120,7 @@ SendFn = Callable[[str, Message], bool]
 GroupFn = Callable[["RaftGroup"], None]
 ApplyFn = Callable[[list[Entry]], None]
 SnapshotFn = Callable[[SnapshotMeta], None]
+LatencyFn = Callable[[float], None]  # seconds, for metrics (vdl_broker.metrics)
 
 
 @dataclass(frozen=True)
@@ -151,19 +163,22 @@ class RaftGroup:
     def __init__(self, name: str, node_id: int, voters: Sequence[int], stream_log: StreamLog, send: SendFn,
                  *, config: GroupConfig | None = None, apply: ApplyFn | None = None,
                  on_snapshot: SnapshotFn | None = None, rng: random.Random | None = None,
-                 resume_from_commit_point: bool = False, on_awake: GroupFn | None = None,
-                 peer_alive: Callable[[int], bool] | None = None) -> None:
+                 resume_from_commit_point: bool = False, commit_latency: LatencyFn | None = None,
+                 on_awake: GroupFn | None = None, peer_alive: Callable[[int], bool] | None = None) -> None:
+        """`voters`: the configuration the group was created with, used only when this replica
+        has saved none yet (then it is saved at once); empty for a replica joining an existing
+        group, which learns its configuration from the leader (vdl_broker.raft.membership)."""
         cfg = config or GroupConfig()
         self.name = name
         self.node_id = node_id
-        self.voters = tuple(sorted(set(voters)))
         self.log = stream_log
+        bootstrap, self._durable_membership = self._load_membership(tuple(sorted(set(voters))))
         self.config = cfg
         self._send_fn = send
         self._apply_fn = apply
         self._snapshot_fn = on_snapshot
         raft_config = RaftConfig(
-            node_id=node_id, voters=self.voters, election_ticks=cfg.election_ticks,
+            node_id=node_id, voters=bootstrap, election_ticks=cfg.election_ticks,
             heartbeat_ticks=cfg.heartbeat_ticks, max_inflight_messages=cfg.max_inflight_messages,
             max_inflight_bytes=cfg.max_inflight_bytes, max_append_bytes=cfg.max_append_bytes,
             max_committed_bytes=cfg.max_committed_bytes, lease_after_start=True,
@@ -176,9 +191,9 @@ class RaftGroup:
         self._commit_point = resume_from_commit_point
         applied = load_commit_point(stream_log) if resume_from_commit_point else 0
         # Storage damage makes the node start recovering (vdl_broker.raft.node, "Corruption").
-        hard_state, damage = load_raft_state(stream_log, len(self.voters))
+        hard_state, damage = load_raft_state(stream_log, self._replica_count(bootstrap))
         self.node = RaftNode(raft_config, self.storage, hard_state,
-                             rng=self._rng, applied=applied, damage=damage)
+                             rng=self._rng, applied=applied, damage=damage, membership=self._durable_membership)
         self._saved_commit = applied
         self._ticks = 0
         self._tick_times: deque[float] = deque(maxlen=2 * cfg.election_ticks + 2)
@@ -198,8 +213,43 @@ class RaftGroup:
         # The host's ticker ticks only groups that are awake: it hears of every wake-up here.
         self._on_awake = on_awake
         self._peer_alive = peer_alive
+        self.elections_won = 0  # times this node became the group's leader (metrics)
+        self._leading = False
+        self._commit_latency = commit_latency  # told each committed proposal's propose-to-commit time
+
+    def _load_membership(self, voters: tuple[int, ...]) -> tuple[tuple[int, ...], list[ConfigRecord]]:
+        """(bootstrap voters, saved records): the records file, else the creation's voters
+        (saved now, so a later start never mistakes them for the group's)."""
+        try:
+            records = load_membership(self.log.directory)
+        except ValueError as error:
+            # Guessing could make this node campaign among the wrong voters: it follows
+            # (acknowledges its leader's entries) but never campaigns until a configuration
+            # entry reaches it again.
+            log.error("raft group %s: configuration unreadable (%s): not campaigning", self.name, error)
+            return (), []
+        if records is None:
+            records = [ConfigRecord(0, 0, ConfState(voters))] if voters else []
+            if records:
+                save_membership(self.log.directory, records)
+        return voters, records
+
+    def _replica_count(self, bootstrap: tuple[int, ...]) -> int:
+        """How many replicas the group has as far as this node knows (a joining one: several)."""
+        records = self._durable_membership
+        conf = records[-1].conf if records else ConfState(bootstrap)
+        return len(set(conf.members) | {self.node_id}) if conf.voters else 2
 
     # ------------------------------------------------------------------ state
+
+    @property
+    def voters(self) -> tuple[int, ...]:
+        """The voters of the configuration in force here (the latest in the log)."""
+        return self.node.voters
+
+    @property
+    def conf(self) -> ConfState:
+        return self.node.conf
 
     @property
     def is_leader(self) -> bool:
@@ -267,15 +317,17 @@ class RaftGroup:
 
     def in_sync_replicas(self, max_lag_entries: int = 1000) -> list[int]:
         """Leader only (else []): voters recently heard from whose match index is within
-        `max_lag_entries` of the leader's last index (Kafka's ISR; the leader is always in it)."""
+        `max_lag_entries` of the leader's last index (Kafka's ISR; the leader is always in it).
+        Learners are not in it: a commit never waits for them."""
         status = self.node.peer_status()
         last = self.node.last_index
         if self.node.quiescent and self._peer_alive is not None:
             # Quiescent: no recent responses to go by; a caught-up peer counts while its node lives.
             return sorted(peer for peer, st in status.items() if peer == self.node_id
-                          or (self._peer_alive(peer) and st.match >= last - max_lag_entries))
+                          or (not st.learner and self._peer_alive(peer) and st.match >= last - max_lag_entries))
         return sorted(peer for peer, st in status.items()
-                      if peer == self.node_id or (st.recent_active and st.match >= last - max_lag_entries))
+                      if peer == self.node_id or (not st.learner and st.recent_active
+                                                  and st.match >= last - max_lag_entries))
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -400,18 +452,31 @@ class RaftGroup:
         self._check_running()
         index = self.node.propose(data, type)
         self._poke()
-        return self._proposals.track(index, self.node.term)
+        proposal = self._proposals.track(index, self.node.term)
+        if self._commit_latency is not None:
+            proposal.committed.add_done_callback(partial(_observe_commit, self._commit_latency, time.perf_counter()))
+        return proposal
 
     async def propose_and_wait(self, data: bytes | bytearray | memoryview,
                                type: EntryType = EntryType.DATA) -> int:
         """propose() and wait for the commit; returns the entry's Raft index."""
         return await self.propose(data, type).committed
 
+    def propose_conf_change(self, conf: ConfState) -> Proposal:
+        """Propose a configuration change (vdl_broker.raft.membership: one voter at a time, after
+        the previous change and this leader's first entry committed). Raises NotLeaderError or
+        ConfigChangeError (not now / not allowed) or GroupStoppedError."""
+        self._check_running()
+        index = self.node.propose_conf_change(conf)
+        self._poke()
+        return self._proposals.track(index, self.node.term)
+
     def transfer_leadership(self, target: int | None = None) -> int:
         """Start handing leadership to `target` (default: the most caught-up other voter)."""
         if target is None:
             status = self.node.peer_status()
-            candidates = [(st.recent_active, st.match, peer) for peer, st in status.items() if peer != self.node_id]
+            candidates = [(st.recent_active, st.match, peer) for peer, st in status.items()
+                          if peer != self.node_id and not st.learner]
             if not candidates:
                 raise NotLeaderError(self.node.leader_id, "no peer to transfer leadership to")
             target = max(candidates)[2]
@@ -469,7 +534,7 @@ class RaftGroup:
                     node = self.node  # a restart replaced the core
                     self._poke()
                     self._proposals.role_changed(node.role, node.term, node.leader_id)
-                    self._call(self._role_listeners, "role")
+                    self._role_changed()
                     self._notify_change()
                     continue
                 if self.write_failing and (rd.entries or rd.hard_state is not None):
@@ -480,7 +545,7 @@ class RaftGroup:
                     await asyncio.to_thread(self.log.clear_damage)  # the lost range is back
                 self._proposals.role_changed(node.role, node.term, node.leader_id)
                 if rd.soft_state is not None:
-                    self._call(self._role_listeners, "role")
+                    self._role_changed()
                 self._notify_change()
         except asyncio.CancelledError:
             raise
@@ -493,6 +558,15 @@ class RaftGroup:
 
     async def _handle_ready(self, rd: Ready) -> None:
         stream_log = self.log
+        if rd.membership is not None:
+            # Before the entries they describe: every saved CONFIG entry then has its record.
+            # The union keeps records of entries a conflict is about to cut until that cut is
+            # durable (the exact list is saved after the sync); at the next start, records the
+            # log does not back are dropped (RaftNode checks them).
+            union = {(r.index, r.term): r for r in self._durable_membership}
+            union.update({(r.index, r.term): r for r in rd.membership})
+            records = sorted(union.values(), key=lambda r: (r.index, r.term))
+            await self._save_membership(rd, records)
         if rd.snapshot is not None:
             snap = rd.snapshot
             stream_log.reset(snap.index + 1, snap.term, _snapshot_offset(snap))
@@ -540,8 +614,19 @@ class RaftGroup:
             raise _WriteFailed(error, applied, hard_state_saved) from error
         if rd.entries or rd.snapshot is not None:
             self._proposals.durable_through(stream_log.durable_index)
+        if rd.membership is not None and rd.membership != self._durable_membership:
+            await self._save_membership(rd, rd.membership, applied=applied)
         for message in late:
             self._send(message)
+
+    async def _save_membership(self, rd: Ready, records: list[ConfigRecord], applied: bool = False) -> None:
+        try:
+            await asyncio.to_thread(save_membership, self.log.directory, records)
+        except OSError as error:
+            if not _is_storage_error(error):
+                raise
+            raise _WriteFailed(error, applied, rd.hard_state is None) from error
+        self._durable_membership = list(records)
 
     async def _drop_unsynced_tail(self) -> None:
         """After a failed write only what is durable stays: entries appended but not synced may
@@ -584,15 +669,15 @@ class RaftGroup:
             node.advance(rd)
             return
         applied = min(self._applied_floor, kept)
-        hard_state, damage = load_raft_state(stream_log, len(self.voters))  # damage stays damage
+        hard_state, damage = load_raft_state(stream_log, self._replica_count(self._raft_config.voters))
         self.node = RaftNode(self._raft_config, self.storage, hard_state, rng=self._rng, applied=applied,
-                             damage=damage)
+                             damage=damage, membership=self._durable_membership)
 
     def _send(self, message: Message) -> None:
         if message.type == MessageType.SNAPSHOT and message.snapshot is not None and message.snapshot.data is None:
             snap = message.snapshot
             # The follower's log will start at snap.index + 1 at our log's position there.
-            message.snapshot = SnapshotMeta(snap.index, snap.term, self.log.offset_for_index(snap.index))
+            message.snapshot = dataclasses.replace(snap, data=self.log.offset_for_index(snap.index))
         self._send_fn(self.name, message)
 
     def _apply(self, entries: list[Entry]) -> None:
@@ -605,6 +690,13 @@ class RaftGroup:
             self._apply_fn(entries)
         self._proposals.applied(entries, self.node.leader_id)
         self._call(self._commit_listeners, "commit")
+
+    def _role_changed(self) -> None:
+        leading = self.node.role == Role.LEADER
+        if leading and not self._leading:
+            self.elections_won += 1
+        self._leading = leading
+        self._call(self._role_listeners, "role")
 
     def _call(self, listeners: list[Callable[[RaftGroup], None]], kind: str) -> None:
         for listener in listeners:
@@ -624,6 +716,11 @@ class RaftGroup:
         for future in waiters:
             if not future.done():
                 future.set_result(None)
+
+
+def _observe_commit(observe: LatencyFn, proposed: float, committed: asyncio.Future[int]) -> None:
+    if not committed.cancelled() and committed.exception() is None:
+        observe(time.perf_counter() - proposed)
 
 
 def _snapshot_offset(snap: SnapshotMeta) -> int:

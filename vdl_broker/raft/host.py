@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from vdl_broker.log import StreamLog
-from vdl_broker.raft.group import ApplyFn, GroupConfig, RaftGroup, SnapshotFn
+from vdl_broker.raft.group import ApplyFn, GroupConfig, LatencyFn, RaftGroup, SnapshotFn
 from vdl_broker.raft.liveness import LivenessChange, NodeLiveness, successor
 from vdl_broker.raft.transport import Address, RaftTransport, TransportConfig
 from vdl_broker.raft.types import NONE, Message, Role
@@ -41,8 +41,12 @@ class RaftHost:
     def __init__(self, node_id: int, raft_listen: Address | None, peers: dict[int, Address] | None = None, *,
                  tick_interval_s: float = 0.1, group_config: GroupConfig | None = None,
                  transport_config: TransportConfig | None = None,
-                 on_unknown_group: Callable[[str, Message], None] | None = None) -> None:
+                 on_unknown_group: Callable[[str, Message], None] | None = None,
+                 commit_latency: LatencyFn | None = None, sync_latency: LatencyFn | None = None) -> None:
         self.node_id = node_id
+        # Metrics hooks (vdl_broker.metrics), given to every group and its log.
+        self.commit_latency = commit_latency
+        self.sync_latency = sync_latency
         self.tick_interval_s = tick_interval_s
         self.group_config = dataclasses.replace(group_config or GroupConfig(), tick_interval_s=tick_interval_s)
         self.groups: dict[str, RaftGroup] = {}
@@ -83,14 +87,17 @@ class RaftHost:
     def create_group(self, name: str, voters: Sequence[int], stream_log: StreamLog, *,
                      apply: ApplyFn | None = None, on_snapshot: SnapshotFn | None = None,
                      config: GroupConfig | None = None, resume_from_commit_point: bool = False) -> RaftGroup:
-        """Create and start the group `name` over `stream_log` (this node must be a voter)."""
+        """Create and start the group `name` over `stream_log`. `voters`: the group's configuration
+        at creation (empty for a replica joining an existing group: RaftGroup)."""
         if name in self.groups:
             raise ValueError(f"raft group {name} already exists")
         group = RaftGroup(name, self.node_id, voters, stream_log, self._send,
                           config=dataclasses.replace(config, tick_interval_s=self.tick_interval_s) if config
                           else self.group_config, apply=apply, on_snapshot=on_snapshot,
-                          resume_from_commit_point=resume_from_commit_point, on_awake=self._wake_up,
-                          peer_alive=self.liveness.is_alive)
+                          resume_from_commit_point=resume_from_commit_point, commit_latency=self.commit_latency,
+                          on_awake=self._wake_up, peer_alive=self.liveness.is_alive)
+        if self.sync_latency is not None:
+            stream_log.observe_syncs(self.sync_latency)
         self.groups[name] = group
         group.start()
         return group

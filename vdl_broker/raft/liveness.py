@@ -126,7 +126,7 @@ def react(node: RaftNode, change: LivenessChange, is_alive: Callable[[int], bool
         node.forget_leader()
     elif node.role == Role.LEADER:
         back = any(p in voters for p in (*change.up, *change.restarted))
-        live = 1 + sum(1 for p in node.peers if is_alive(p))
+        live = 1 + sum(1 for p in node.voters if p != node.id and is_alive(p))
         if back or (change.down and live < node.quorum):
             node.wake()
     return forgotten

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from vdl_broker.raft.storage import RaftStorage, limit_size
 from vdl_broker.raft.types import CompactedError, Entry, SnapshotMeta
+
+if TYPE_CHECKING:
+    from vdl_broker.raft.membership import Membership
 
 
 class RaftLog:
@@ -21,6 +26,7 @@ class RaftLog:
         # Everything up to the log start is committed (only committed entries are compacted).
         self.committed = max(start, min(applied, storage.last_index))
         self.applied = self.committed
+        self.membership: Membership | None = None  # told of every append and reset
 
     # --- reads ---
 
@@ -108,6 +114,8 @@ class RaftLog:
         """Add entries (truncating any suffix from entries[0].index on)."""
         if not entries:
             return
+        if self.membership is not None:
+            self.membership.on_append(entries)
         after = entries[0].index
         if after == self.offset + len(self.unstable):
             self.unstable.extend(entries)
@@ -145,6 +153,8 @@ class RaftLog:
         """Follower: the leader's log starts after snap; drop everything we have."""
         self.pending_snapshot = snap
         self.unstable = []
+        if self.membership is not None:
+            self.membership.on_restore(snap)
         self.offset = snap.index + 1
         self.committed = snap.index
 
@@ -163,6 +173,8 @@ class RaftLog:
         """Forget every entry not yet persisted (the driver could not write them); returns them.
         Only safe where no other node can hold them: see vdl_broker.raft.group."""
         dropped, self.unstable = self.unstable, []
+        if dropped and self.membership is not None:
+            self.membership.truncate_from(dropped[0].index)
         return dropped
 
     def snapshot_installed(self, snap: SnapshotMeta) -> None:

@@ -41,12 +41,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vdl_broker.raft.log import RaftLog
+from vdl_broker.raft.membership import ConfigChangeError, Membership, check_change, encode_conf
 from vdl_broker.raft.progress import Progress, ProgressState
 from vdl_broker.raft.quiescence import Quiescence
 from vdl_broker.raft.storage import RaftStorage
 from vdl_broker.raft.types import (
     NONE,
     CompactedError,
+    ConfigRecord,
+    ConfState,
     Damage,
     Entry,
     EntryType,
@@ -72,6 +75,9 @@ _LEADER_MESSAGES = frozenset(
 @dataclass(frozen=True)
 class RaftConfig:
     node_id: int
+    # The configuration the group was created with (used while the log and the saved
+    # configuration records name none: vdl_broker.raft.membership). Empty for a node joining
+    # an existing group: it knows no voters, so it never campaigns, until its leader tells it.
     voters: Sequence[int]
     election_ticks: int = 10
     heartbeat_ticks: int = 1
@@ -93,8 +99,6 @@ class RaftConfig:
     def validate(self) -> None:
         if self.node_id <= 0 or any(v <= 0 for v in self.voters):
             raise ValueError("node ids must be positive")
-        if self.node_id not in self.voters:
-            raise ValueError(f"node {self.node_id} is not among the voters {list(self.voters)}")
         if self.heartbeat_ticks <= 0 or self.election_ticks <= self.heartbeat_ticks:
             raise ValueError("need 0 < heartbeat_ticks < election_ticks")
         if self.max_inflight_messages <= 0 or self.max_inflight_bytes <= 0 or self.max_append_bytes <= 0:
@@ -105,12 +109,13 @@ class RaftConfig:
 
 @dataclass(frozen=True, slots=True)
 class PeerStatus:
-    """The leader's view of one voter (itself included: match = its own durable index)."""
+    """The leader's view of one member (itself included: match = its own durable index)."""
 
     match: int
     next: int
     state: ProgressState
     recent_active: bool
+    learner: bool = False
 
 
 class RaftNode(Quiescence):
@@ -122,16 +127,24 @@ class RaftNode(Quiescence):
         rng: random.Random | None = None,
         applied: int = 0,
         damage: Damage | None = None,
+        membership: Sequence[ConfigRecord] = (),
     ) -> None:
         config.validate()
         self.config = config
         self.id = config.node_id
-        self.voters: tuple[int, ...] = tuple(sorted(set(config.voters)))
-        self.peers: tuple[int, ...] = tuple(v for v in self.voters if v != self.id)
-        self._voter_set = frozenset(self.voters)
-        self.quorum = len(self.voters) // 2 + 1
         self._rng = rng if rng is not None else random.Random(self.id)
         self.log = RaftLog(storage, applied)
+        # Configurations: the saved records, checked against the log (membership.py).
+        self.membership = Membership(ConfState(tuple(sorted(set(config.voters)))), membership,
+                                     storage.first_index, storage.last_index, storage.term_at)
+        self.log.membership = self.membership
+        self.voters: tuple[int, ...] = ()
+        self.learners: tuple[int, ...] = ()
+        self.peers: tuple[int, ...] = ()  # every other member: voters and learners
+        self._voter_peers: tuple[int, ...] = ()
+        self._voter_set: frozenset[int] = frozenset()
+        self.quorum = 1
+        self._conf_version = -1
         hard_state = hard_state or HardState()
         self.term = hard_state.term
         self.voted_for = hard_state.voted_for
@@ -160,6 +173,7 @@ class RaftNode(Quiescence):
         self.quiescent = False  # not ticking: see "Quiescence" in the module docstring
         self._idle_heartbeats = 0  # leader: heartbeat rounds in a row with nothing to replicate
         self._become_follower(self.term, NONE)
+        self._sync_conf()
 
     # ------------------------------------------------------------------ driver API
 
@@ -198,17 +212,29 @@ class RaftNode(Quiescence):
     def hard_state(self) -> HardState:
         return HardState(self.term, self.voted_for)
 
+    @property
+    def conf(self) -> ConfState:
+        """The configuration in force here: the latest one in the log, committed or not."""
+        return self.membership.current
+
+    @property
+    def conf_pending(self) -> bool:
+        """The latest configuration is not committed yet (no other change may start)."""
+        return self.membership.last_index > self.log.committed
+
     def match_index(self, peer: int) -> int:
         """Leader only: the highest index known durable on `peer` (0 if unknown / not leader)."""
         pr = self.progress.get(peer)
         return pr.match if pr is not None and self.role == Role.LEADER else 0
 
     def peer_status(self) -> dict[int, PeerStatus]:
-        """Leader only (empty otherwise): every voter's replication state, for Kafka's ISR."""
+        """Leader only (empty otherwise): every member's replication state, for Kafka's ISR
+        and for promoting learners that caught up."""
         if self.role != Role.LEADER:
             return {}
         return {
-            peer: PeerStatus(pr.match, pr.next, pr.state, pr.recent_active or peer == self.id)
+            peer: PeerStatus(pr.match, pr.next, pr.state, pr.recent_active or peer == self.id,
+                             peer not in self._voter_set)
             for peer, pr in self.progress.items()
         }
 
@@ -235,8 +261,8 @@ class RaftNode(Quiescence):
         the tick into a deadline on its clock. A leader handing over leadership has none."""
         if self.role != Role.LEADER or self.transferee != NONE or self.quiescent:
             return -1  # a quiescent leader heartbeats nobody: wake() it and wait for the lease
-        stamps = sorted((self.ticks if peer == self.id else pr.lease_tick for peer, pr in self.progress.items()),
-                        reverse=True)
+        stamps = sorted((self.ticks if peer == self.id else pr.lease_tick for peer, pr in self.progress.items()
+                         if peer in self._voter_set), reverse=True)
         return stamps[self.quorum - 1]
 
     def campaign(self) -> None:
@@ -250,12 +276,34 @@ class RaftNode(Quiescence):
             raise NotLeaderError(self.leader_id)
         if self.transferee != NONE:
             raise ProposalDroppedError(self.transferee, "leadership transfer in progress")
+        if type == EntryType.CONFIG:
+            raise ConfigChangeError("configuration entries go through propose_conf_change()")
+        return self._append_own(type, data)
+
+    def _append_own(self, type: EntryType, data: bytes | memoryview) -> int:
         if self.quiescent:
             self._wake(NONE)
         index = self.log.last_index() + 1
         self.log.append([Entry(index, self.term, type, data)])
         self._broadcast = True
         self._idle_heartbeats = 0
+        return index
+
+    def propose_conf_change(self, conf: ConfState) -> int:
+        """Append a CONFIG entry switching to `conf`; returns its index. It takes effect at
+        once (here, and on each follower as it appends it). Raises NotLeaderError, or
+        ConfigChangeError when a rule of vdl_broker.raft.membership forbids it now."""
+        if self.role != Role.LEADER:
+            raise NotLeaderError(self.leader_id)
+        if self.transferee != NONE:
+            raise ProposalDroppedError(self.transferee, "leadership transfer in progress")
+        if not self.current_term_committed:
+            raise ConfigChangeError("the leader has not committed an entry of its term yet")
+        if self.conf_pending:
+            raise ConfigChangeError("the previous configuration change is not committed yet")
+        check_change(self.conf, conf, self.id)
+        index = self._append_own(EntryType.CONFIG, encode_conf(conf))
+        self._sync_conf()
         return index
 
     def transfer_leadership(self, target: int) -> None:
@@ -280,12 +328,17 @@ class RaftNode(Quiescence):
 
     def step(self, m: Message) -> None:
         """Feed one message received from a peer."""
-        if m.to != self.id or m.sender not in self._voter_set:
-            return  # misrouted, or from a node outside the group: never let it vote or lead
+        if m.to != self.id or m.sender <= NONE or m.sender == self.id:
+            return  # misrouted
+        # Messages from nodes outside our configuration are handled like any other (thesis
+        # §4.1): a leader added by an entry we have not appended yet must reach us; votes from
+        # non-voters are never counted (_step_candidate), their acknowledgements never either.
         woken = self.quiescent and self._wakes(m)
         if woken:
             self._wake(m.sender)
         self._step(m)
+        if self.membership.version != self._conf_version:
+            self._sync_conf()
         if woken and self.role == Role.FOLLOWER and self.leader_id not in (NONE, m.sender):
             self._nudge_leader()  # woken by someone else: wake the leader too
 
@@ -359,6 +412,7 @@ class RaftNode(Quiescence):
             entries=list(log.unstable),
             committed_entries=committed,
             messages=self._msgs,
+            membership=self.membership.take_changed(log.first_index()),
         )
         self._msgs = []
         self._split_early(rd)
@@ -464,7 +518,7 @@ class RaftNode(Quiescence):
         self.role = Role.LEADER
         self.leader_id = self.id
         next_index = self.log.last_index() + 1
-        for peer in self.voters:
+        for peer in (*self.voters, *self.learners):
             self.progress[peer] = Progress(next_index)
         me = self.progress[self.id]
         me.match = self._durable_index()
@@ -480,9 +534,15 @@ class RaftNode(Quiescence):
 
     def _tick_election(self) -> None:
         self.election_elapsed += 1
-        if self.election_elapsed >= self.randomized_timeout:
+        # A node that may not campaign (a learner, a node outside the configuration, a damaged
+        # one) lets the time since it last heard a leader grow: past an election timeout it no
+        # longer claims the leader's lease, so it answers the votes of those who may campaign.
+        if self.election_elapsed >= self.randomized_timeout and self._promotable():
             self.election_elapsed = 0
             self._hup(force=False)
+
+    def _promotable(self) -> bool:
+        return self.id in self._voter_set and not self._recovering
 
     def _tick_heartbeat(self) -> None:
         self.heartbeat_elapsed += 1
@@ -508,7 +568,8 @@ class RaftNode(Quiescence):
             self._send(MessageType.HEARTBEAT, peer, commit=commit, index=self.ticks)
 
     def _quorum_active(self) -> bool:
-        active = sum(1 for peer, pr in self.progress.items() if pr.recent_active or peer == self.id)
+        active = sum(1 for peer, pr in self.progress.items()
+                     if peer in self._voter_set and (pr.recent_active or peer == self.id))
         return active >= self.quorum
 
     def _hup(self, force: bool) -> None:
@@ -534,7 +595,7 @@ class RaftNode(Quiescence):
             return
         last_index = self.log.last_index()
         last_term = self.log.last_term()
-        for peer in self.peers:
+        for peer in self._voter_peers:
             self._msgs.append(
                 Message(kind, peer, self.id, vote_term, log_term=last_term, index=last_index, force=force)
             )
@@ -572,7 +633,7 @@ class RaftNode(Quiescence):
             self._step_follower(m)
             return
         expected = MessageType.PRE_VOTE_RESPONSE if self.role == Role.PRE_CANDIDATE else MessageType.VOTE_RESPONSE
-        if t != expected:
+        if t != expected or m.sender not in self._voter_set:
             return
         result = self._poll(m.sender, not m.reject)
         if result == _VOTE_WON:
@@ -736,7 +797,8 @@ class RaftNode(Quiescence):
             start = log.first_index() - 1
             start_term = log.term(start)
             assert start_term is not None
-            self._send(MessageType.SNAPSHOT, peer, snapshot=SnapshotMeta(start, start_term))
+            conf = self.membership.conf_at(start)
+            self._send(MessageType.SNAPSHOT, peer, snapshot=SnapshotMeta(start, start_term, conf=conf))
             pr.become_snapshot(start)
             return True
         if not entries and not send_if_empty:
@@ -771,6 +833,32 @@ class RaftNode(Quiescence):
             self.log.commit_to(index)
             return True
         return False
+
+    # ------------------------------------------------------------------ membership
+
+    def _sync_conf(self) -> None:
+        """Adopt the latest configuration of the log (membership.py): quorum, peers, progress."""
+        conf = self.membership.current
+        self._conf_version = self.membership.version
+        self.voters, self.learners = conf.voters, conf.learners
+        self._voter_set = frozenset(conf.voters)
+        self.peers = tuple(p for p in conf.members if p != self.id)
+        self._voter_peers = tuple(p for p in conf.voters if p != self.id)
+        self.quorum = len(conf.voters) // 2 + 1
+        if self.role != Role.LEADER:
+            return
+        members = set(conf.members) | {self.id}
+        for peer in members - set(self.progress):
+            # Probe the newcomer with our last entry (the configuration that added it) at the
+            # next ready(); its answer tells us where its log ends.
+            self.progress[peer] = Progress(max(1, self.log.last_index()))
+            self._broadcast = True
+        for peer in set(self.progress) - members:
+            del self.progress[peer]  # removed: no more entries for it
+        if self.transferee not in self._voter_set:
+            self.transferee = NONE
+        if self._maybe_commit():  # a removed voter may have been the one holding it back
+            self._commit_changed = True
 
     def _send(self, kind: MessageType, to: int, **fields: object) -> None:
         self._msgs.append(Message(kind, to, self.id, self.term, **fields))  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""What a Raft group keeps on disk besides its log: hard state and commit point.
+"""What a Raft group keeps on disk besides its log: hard state, commit point, configuration records.
 
 Both are small files in the stream's directory, next to its segments. The formats are fixed:
 existing data directories must keep opening.
@@ -13,6 +13,7 @@ the node runs, so a restart mid-recovery resumes it.
 
 from __future__ import annotations
 
+import json
 import logging
 import struct
 from pathlib import Path
@@ -22,7 +23,7 @@ import crc32c
 from vdl_broker.log import IndexOutOfRange, StreamLog
 from vdl_broker.log.damage import UNKNOWN, DamageRecord
 from vdl_broker.log.fileio import atomic_write
-from vdl_broker.raft.types import NONE, Damage, HardState
+from vdl_broker.raft.types import NONE, ConfigRecord, ConfState, Damage, HardState
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,37 @@ def load_hard_state(directory: Path) -> HardState:
         raise ValueError(f"{path}: checksum mismatch")
     term, voted_for = _HARD_STATE.unpack(body)
     return HardState(term, NONE if voted_for < 0 else voted_for)
+
+
+MEMBERSHIP_FILE = "membership"
+
+
+def save_membership(directory: Path, records: list[ConfigRecord]) -> None:
+    """Atomic and durable: the group's configuration records (vdl_broker.raft.membership), as
+    JSON `{"records": [[index, term, [voters], [learners]], ...]}` followed by its crc32c."""
+    body = json.dumps({"records": [[r.index, r.term, list(r.conf.voters), list(r.conf.learners)] for r in records]},
+                      separators=(",", ":")).encode()
+    atomic_write(Path(directory) / MEMBERSHIP_FILE, body + _CRC.pack(crc32c.crc32c(body)))
+
+
+def load_membership(directory: Path) -> list[ConfigRecord] | None:
+    """The saved records, or None when none were ever saved. An unreadable file raises
+    ValueError: the caller must not guess a configuration (it could make this node campaign
+    among voters that are no longer the group's)."""
+    path = Path(directory) / MEMBERSHIP_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    body = data[:-_CRC.size]
+    if len(data) < _CRC.size or _CRC.unpack_from(data, len(body))[0] != crc32c.crc32c(body):
+        raise ValueError(f"{path}: checksum mismatch")
+    try:
+        raw = json.loads(body)
+        return [ConfigRecord(int(index), int(term), ConfState(tuple(voters), tuple(learners)))
+                for index, term, voters, learners in raw["records"]]
+    except (ValueError, TypeError, KeyError) as error:
+        raise ValueError(f"{path}: {error}") from None
 
 
 def save_commit_point(directory: Path, index: int, term: int) -> None:

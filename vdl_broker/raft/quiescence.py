@@ -6,7 +6,8 @@ Quiescing
     A leader with nothing to replicate for `RaftConfig.quiesce_after_heartbeats` heartbeat rounds
     in a row -- everything committed in its own term and durable here, no leadership transfer,
     every follower caught up (match = last index, nothing in flight) or silent since the last
-    CheckQuorum round (presumed down), and a caught-up majority -- sends its caught-up followers
+    CheckQuorum round (presumed down), and a caught-up majority of voters -- sends its caught-up
+    followers (learners too)
     one last HEARTBEAT with quiesce=True (commit = its last index) and quiesces: tick() does
     nothing, so it sends no heartbeats and runs no CheckQuorum. A follower receiving that
     heartbeat quiesces when it holds and has committed that index (and is not recovering from
@@ -76,6 +77,7 @@ class Quiescence:
         term: int
         ticks: int
         peers: tuple[int, ...]
+        _voter_set: frozenset[int]
         quorum: int
         log: RaftLog
         progress: dict[int, Progress]
@@ -156,10 +158,10 @@ class Quiescence:
                 or self.progress[self.id].match != last or self._broadcast or self._commit_changed):
             return False
         caught_up = 1
-        for peer in self.peers:
+        for peer in self.peers:  # voters and learners
             pr = self.progress[peer]
             if pr.match == last and pr.state == ProgressState.REPLICATE and not pr.inflight:
-                caught_up += 1
+                caught_up += peer in self._voter_set
             elif pr.recent_active:
-                return False  # a live follower still catching up
+                return False  # a live member still catching up
         return caught_up >= self.quorum

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from vdl_broker.raft.types import CompactedError, Entry, HardState, SnapshotMeta
+from vdl_broker.raft.types import CompactedError, ConfigRecord, Entry, HardState, SnapshotMeta
 
 
 class RaftStorage(Protocol):
@@ -58,6 +58,7 @@ class MemoryStorage:
         self._start = SnapshotMeta(0, 0)
         self._entries: list[Entry] = []
         self.hard_state = HardState()
+        self.membership: list[ConfigRecord] = []  # the driver's saved configuration records
 
     @property
     def first_index(self) -> int:

@@ -14,8 +14,9 @@ from typing import Any
 from vdl_broker.log.entry import Entry, EntryType
 
 __all__ = [
-    "NONE", "CompactedError", "Damage", "Entry", "EntryType", "HardState", "Message", "MessageType",
-    "NotLeaderError", "ProposalDroppedError", "RaftError", "Ready", "Role", "SnapshotMeta", "SoftState",
+    "NONE", "CompactedError", "ConfState", "ConfigRecord", "Damage", "Entry", "EntryType", "HardState", "Message",
+    "MessageType", "NotLeaderError", "ProposalDroppedError", "RaftError", "Ready", "Role", "SnapshotMeta",
+    "SoftState",
 ]
 
 NONE = 0  # "no node": node ids are positive integers
@@ -59,16 +60,41 @@ class SoftState:
 
 
 @dataclass(frozen=True, slots=True)
+class ConfState:
+    """A Raft configuration: the voters (elections, commit quorum) and the learners (receive the
+    log, never vote or count). See vdl_broker.raft.membership."""
+
+    voters: tuple[int, ...] = ()
+    learners: tuple[int, ...] = ()
+
+    @property
+    def members(self) -> tuple[int, ...]:
+        return tuple(sorted({*self.voters, *self.learners}))
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    """The configuration that takes effect at log index `index` (entry term `term`); index 0 is
+    the configuration a group was created with."""
+
+    index: int
+    term: int
+    conf: ConfState
+
+
+@dataclass(frozen=True, slots=True)
 class SnapshotMeta:
     """A log start point: entries up to `index` are gone; `term` is the term at `index`.
 
     `data` is opaque to the core: the leader's driver fills it when sending (the Kafka start
     offset of entry index+1) and the follower's driver passes it to StreamLog.reset(index + 1,
-    term, data)."""
+    term, data). `conf` is the configuration in force at `index` (the core fills it: the
+    entries that held it are gone)."""
 
     index: int
     term: int
     data: Any = None
+    conf: ConfState | None = None
 
 
 class MessageType(IntEnum):
@@ -137,6 +163,9 @@ class Ready:
     # hard state is already durable: they may leave BEFORE this Ready's sync, so the leader's
     # disk write overlaps replication (Raft thesis §10.2.1). Sending them later is also correct.
     early_messages: list[Message] = field(default_factory=list)
+    # Every configuration record of the log when they changed (CONFIG entries appended or cut,
+    # a log reset): the driver saves them (persistence.save_membership) before step (1).
+    membership: list[ConfigRecord] | None = None
 
     @property
     def must_sync(self) -> bool:

@@ -7,10 +7,12 @@ group between two nodes shares one connection and one tick's heartbeats travel t
              | version u8 | kind u8 | sender u32                                   (kind HELLO)
              | version u8 | kind u8 | sender u32 | incarnation u64               (kind HEARTBEAT)
     group   := name length u16 | name utf-8 | message count u32 | message*
-    message := type u8 | flags u8 (reject 1, force 2, snapshot 4, quiesce 8) | to u32 | term i64 | log_term i64 | index i64 | commit i64
-               | reject_hint i64 | entry count u32 | entry* | [snapshot]
+    message := type u8 | flags u8 | to u32 | term i64 | log_term i64 | index i64 | commit i64
+               | reject_hint i64 | entry count u32 | entry* | [snapshot [conf]]
+               (flags: reject 1, force 2, snapshot 4, conf 8, quiesce 16)
     entry   := index i64 | term i64 | type u8 | payload length u32 | payload
     snapshot:= index i64 | term i64 | data length u32 | data (JSON; empty = None)
+    conf    := voter count u16 | voter u32* | learner count u16 | learner u32*   (flag CONF)
 
 A HEARTBEAT frame is the node-pair liveness signal (vdl_broker.raft.liveness): sent when nothing
 else went to that peer for a tick; its incarnation is new at every process start.
@@ -26,7 +28,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from vdl_broker.raft.types import Entry, EntryType, Message, MessageType, SnapshotMeta
+from vdl_broker.raft.types import ConfState, Entry, EntryType, Message, MessageType, SnapshotMeta
 
 VERSION = 1
 KIND_HELLO = 1
@@ -44,12 +46,15 @@ _NAME_LEN = struct.Struct(">H")
 _MESSAGE = struct.Struct(">BBIqqqqqI")
 _ENTRY = struct.Struct(">qqBI")
 _SNAPSHOT = struct.Struct(">qqI")
+_NODE_COUNT = struct.Struct(">H")
+_NODE = struct.Struct(">I")
 
 _FLAG_REJECT = 1
 _FLAG_FORCE = 2
 _FLAG_SNAPSHOT = 4
-_FLAG_QUIESCE = 8
-_KNOWN_FLAGS = _FLAG_REJECT | _FLAG_FORCE | _FLAG_SNAPSHOT | _FLAG_QUIESCE
+_FLAG_CONF = 8  # the snapshot carries the configuration in force at its index
+_FLAG_QUIESCE = 16  # HEARTBEAT(_RESPONSE): quiesce (vdl_broker.raft.quiescence)
+_KNOWN_FLAGS = _FLAG_REJECT | _FLAG_FORCE | _FLAG_SNAPSHOT | _FLAG_CONF | _FLAG_QUIESCE
 _MESSAGE_TYPES = {int(t): t for t in MessageType}
 _ENTRY_TYPES = {int(t): t for t in EntryType}
 
@@ -101,6 +106,8 @@ def _encode_message(m: Message, parts: list[Buffer]) -> None:
     flags = (_FLAG_REJECT if m.reject else 0) | (_FLAG_FORCE if m.force else 0) | (_FLAG_QUIESCE if m.quiesce else 0)
     if m.snapshot is not None:
         flags |= _FLAG_SNAPSHOT
+        if m.snapshot.conf is not None:
+            flags |= _FLAG_CONF
     entries: Sequence[Entry] = m.entries
     parts.append(_MESSAGE.pack(int(m.type), flags, m.to, m.term, m.log_term, m.index, m.commit,
                                m.reject_hint, len(entries)))
@@ -112,6 +119,12 @@ def _encode_message(m: Message, parts: list[Buffer]) -> None:
         snap = m.snapshot
         data = b"" if snap.data is None else json.dumps(snap.data, separators=(",", ":")).encode()
         parts.append(_SNAPSHOT.pack(snap.index, snap.term, len(data)) + data)
+        if snap.conf is not None:
+            parts.append(_encode_nodes(snap.conf.voters) + _encode_nodes(snap.conf.learners))
+
+
+def _encode_nodes(nodes: Sequence[int]) -> bytes:
+    return _NODE_COUNT.pack(len(nodes)) + b"".join(_NODE.pack(node) for node in nodes)
 
 
 def frame_size(parts: Sequence[Buffer]) -> int:
@@ -188,6 +201,13 @@ def _expect_end(reader: _Reader) -> None:
         raise WireError(f"{len(reader.view) - reader.pos} trailing bytes", reader.pos)
 
 
+def _decode_nodes(reader: _Reader) -> tuple[int, ...]:
+    (count,) = reader.unpack(_NODE_COUNT)
+    if count * _NODE.size > len(reader.view) - reader.pos:
+        raise WireError(f"node count {count} exceeds the frame", reader.pos - _NODE_COUNT.size)
+    return tuple(reader.unpack(_NODE)[0] for _ in range(count))
+
+
 def _decode_message(reader: _Reader, sender: int) -> Message:
     position = reader.pos
     kind, flags, to, term, log_term, index, commit, hint, entry_count = reader.unpack(_MESSAGE)
@@ -218,7 +238,12 @@ def _decode_message(reader: _Reader, sender: int) -> Message:
                 data = json.loads(str(raw, "utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError) as error:
                 raise WireError("snapshot data is not JSON", snap_position + _SNAPSHOT.size) from error
-        snapshot = SnapshotMeta(s_index, s_term, data)
+        conf = None
+        if flags & _FLAG_CONF:
+            conf = ConfState(_decode_nodes(reader), _decode_nodes(reader))
+        snapshot = SnapshotMeta(s_index, s_term, data, conf)
+    elif flags & _FLAG_CONF:
+        raise WireError("a configuration without a snapshot", position + 1)
     return Message(message_type, to, sender, term, log_term=log_term, index=index, entries=entries,
                    commit=commit, reject=bool(flags & _FLAG_REJECT), reject_hint=hint, snapshot=snapshot,
                    force=bool(flags & _FLAG_FORCE), quiesce=bool(flags & _FLAG_QUIESCE))

@@ -16,17 +16,20 @@ import logging
 import time
 from pathlib import Path
 
-from vdl_broker.cluster.metadata import METADATA_GROUP
+from vdl_broker.cluster.metadata import METADATA_GROUP, ApplyResult
 from vdl_broker.cluster.service import MetadataService
 from vdl_broker.config import NodeConfig, split_host_port
 from vdl_broker.groups.coordinator import CoordinatorConfig
 from vdl_broker.groups.service import GroupService
 from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.metrics import BrokerCollector, BrokerMetrics, MetricsEndpoint
+from vdl_broker.metrics.tables import TableCollector
 from vdl_broker.raft.host import RaftHost
 from vdl_broker.server.connection import KafkaConnection
 from vdl_broker.server.handlers import Handler, build_handlers
 from vdl_broker.server.producer_state import ProducerIdAllocator
-from vdl_broker.server.replica_manager import ReplicaManager
+from vdl_broker.server.replica_manager import ISR_MAX_LAG_ENTRIES, ReplicaManager
+from vdl_broker.tables.service import TableService
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +47,20 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         raft_listen = split_host_port(config.raft_listen, "raft_listen") if config.raft_listen else None
-        self.host = RaftHost(config.node_id, raft_listen, config.raft_peers())
+        # Metrics are counted only when served (metrics_listen): off, nothing is counted at all.
+        self.metrics = BrokerMetrics() if config.metrics_listen else None
+        metrics = self.metrics
+        self.host = RaftHost(config.node_id, raft_listen, config.raft_peers(),
+                             commit_latency=metrics.commit_latency.observe if metrics else None,
+                             sync_latency=metrics.fsync_latency.observe if metrics else None)
         self.replicas = ReplicaManager(self)
+        self.tables = TableService(self)
         self.metadata = MetadataService(self.host, config, legacy_streams=self.replicas.legacy_stream_names)
+        self.metrics_endpoint: MetricsEndpoint | None = None
+        if metrics is not None:
+            metrics.register(BrokerCollector(self, ISR_MAX_LAG_ENTRIES))
+            metrics.register(TableCollector(self.tables))
+            self.metadata.add_listener(self._forget_deleted_streams)
         self.groups = GroupService(self.metadata, CoordinatorConfig(
             min_session_timeout_ms=config.group_min_session_timeout_ms,
             max_session_timeout_ms=config.group_max_session_timeout_ms,
@@ -77,12 +91,26 @@ class Broker:
         member = next((m for m in self.config.members if m.id == node_id), None)
         return member.client if member is not None else None
 
+    def _forget_deleted_streams(self, results: list[ApplyResult]) -> None:
+        assert self.metrics is not None
+        for result in results:
+            if result.ok and result.op == "delete_stream" and result.stream is not None:
+                self.metrics.forget_stream(result.stream.name)
+
     # -- lifecycle -------------------------------------------------------------------------------
 
     async def start(self) -> None:
         data_dir = Path(self.config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         StreamLog.purge_deleted(data_dir)
+        if self.metrics is not None and self.config.metrics_listen:
+            # First, so a node still waiting for its cluster can be scraped (and a taken port
+            # stops the start at once).
+            host, port = split_host_port(self.config.metrics_listen, "metrics_listen")
+            self.metrics_endpoint = MetricsEndpoint(self.metrics, host, port)
+            await self.metrics_endpoint.start()
+            log.info("node %d: metrics at http://%s:%d/metrics", self.node_id, host or "0.0.0.0",
+                     self.metrics_endpoint.port)
         await self.host.start()
         try:
             # No retention: the metadata log is replayed from its start on every node start.
@@ -90,6 +118,7 @@ class Broker:
                                           LogConfig(segment_bytes=64 << 20, fsync=self.config.fsync))
             self.metadata.add_listener(self.replicas.on_metadata_change)
             self.replicas.start()
+            self.tables.start()
             group = self.metadata.start(metadata_log)
             self.groups.start(group)
             state = self.metadata.state
@@ -104,12 +133,14 @@ class Broker:
                                                    reuse_address=True, backlog=1024)
         except BaseException:
             await self._stop_raft(transfer=False)
+            if self.metrics_endpoint is not None:
+                await self.metrics_endpoint.stop()
             raise
         sockets = self.server.sockets or []
         if sockets:
             self.port = sockets[0].getsockname()[1]
-        if self.config.retention_ms >= 0 or self.config.retention_bytes >= 0:
-            self._retention_task = loop.create_task(self._retention_loop())
+        # Always: any stream may get retention.ms / retention.bytes of its own at any time.
+        self._retention_task = loop.create_task(self._retention_loop())
         log.info("node %d: serving (%d voters, raft %s)", self.node_id, len(self.config.members),
                  self.config.raft_listen or "none: a cluster of one")
 
@@ -122,6 +153,7 @@ class Broker:
                 log.exception("retention pass failed")
 
     async def _stop_raft(self, transfer: bool) -> None:
+        await self.tables.stop()
         await self.replicas.stop()
         await self.host.stop(transfer=transfer)
         if self.metadata.log is not None:
@@ -139,6 +171,8 @@ class Broker:
             connection.close("broker shutting down")
         self.groups.close()
         self.replicas.close()
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.stop()
         if self.server is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.server.wait_closed(), 2)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from vdl_broker.config import NodeConfig
 from vdl_broker.protocol import api
 from vdl_broker.protocol.errors import DecodeError, ErrorCode
 from vdl_broker.protocol.framing import FrameSplitter, FrameTooLargeError
+from vdl_broker.protocol.response_errors import response_error
 
 log = logging.getLogger(__name__)
 
@@ -48,21 +50,25 @@ class RequestContext:
 
 
 class _Slot:
-    __slots__ = ("buffers", "done", "size")
+    __slots__ = ("api", "buffers", "done", "size", "started")
 
     def __init__(self, size: int) -> None:
         self.buffers: Buffers | None = None
         self.done = False
         self.size = size
+        self.api = ""  # with metrics on: the handler's name and when the request arrived
+        self.started = 0.0
 
 
 class ConnectionOwner(Protocol):
     """What a connection needs of its broker: its settings, its handlers (one per API key,
-    called with the owner as their first argument) and the set of open connections."""
+    called with the owner as their first argument), the set of open connections and its metrics
+    (None: off)."""
 
     config: NodeConfig
     handlers: dict[int, Any]
     connections: set[KafkaConnection]
+    metrics: Any  # vdl_broker.metrics.BrokerMetrics | None
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -80,6 +86,7 @@ class KafkaConnection(asyncio.Protocol):
         self._closed = False
         self._eof = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._metrics = broker.metrics
 
     # -- asyncio.Protocol -------------------------------------------------------------------------
 
@@ -166,6 +173,9 @@ class KafkaConnection(asyncio.Protocol):
             return
         context = RequestContext(header, self.client_host, self)
         slot = self._new_slot(size)
+        if self._metrics is not None:
+            slot.api = handler.name
+            slot.started = time.perf_counter()
         if handler.is_async:
             task = asyncio.get_running_loop().create_task(self._run_async(handler, context, request, slot))
             self._tasks.add(task)
@@ -215,6 +225,10 @@ class KafkaConnection(asyncio.Protocol):
         """Fill a slot; `response` None means no answer at all (Produce with acks=0)."""
         if self._closed:
             return
+        if self._metrics is not None and slot.api:
+            # Per request: the error the answer carries, for vdl_requests_total.
+            self._metrics.request_done(slot.api, header.request_api_version, response_error(response),
+                                       time.perf_counter() - slot.started)
         if response is not None:
             try:
                 slot.buffers = api.encode_response(header, response)

@@ -1,4 +1,5 @@
-"""Admin requests run on the metadata leader: CreateTopics/DeleteTopics reaching another node
+"""Admin requests run on the metadata leader: CreateTopics/DeleteTopics/IncrementalAlterConfigs
+reaching another node
 are forwarded to the leader's client port, with vdl_client's asyncio request.
 
 A node that does not lead the metadata group forwards the request to the leader's client port
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 
 FORWARD_CLIENT_ID = "vdl-forward"
 MAX_CONTROLLER_WAIT_S = 5.0  # how long a create/delete waits for a metadata leader to exist
+DEFAULT_TIMEOUT_MS = 30_000  # for requests without a timeout of their own (IncrementalAlterConfigs)
 
 
 async def on_metadata_leader(broker: Broker, version: int, request: Any,
@@ -32,7 +34,7 @@ async def on_metadata_leader(broker: Broker, version: int, request: Any,
     """`local(broker, request)` run on the metadata leader: here when this node leads the
     metadata group, else forwarded to the leader's client address (unless `forwarded` already)."""
     loop = asyncio.get_running_loop()
-    timeout_s = min(MAX_CONTROLLER_WAIT_S, max(0.5, request.timeout_ms / 1000))
+    timeout_s = min(MAX_CONTROLLER_WAIT_S, max(0.5, getattr(request, "timeout_ms", DEFAULT_TIMEOUT_MS) / 1000))
     deadline = loop.time() + timeout_s
     metadata = broker.metadata
     while True:

@@ -33,6 +33,7 @@ import copy
 import logging
 from dataclasses import dataclass
 
+from vdl_broker.cluster.stream_configs import StreamSettings
 from vdl_broker.log import StreamLog
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.records.batch_header import (
@@ -109,10 +110,11 @@ class Partition:
     """Partition 0 of one stream's topic, replicated by its Raft group (`attach` it right after
     creating the group with `apply=partition.on_apply, on_snapshot=partition.on_snapshot`)."""
 
-    def __init__(self, name: str, stream_log: StreamLog, node_id: int) -> None:
+    def __init__(self, name: str, stream_log: StreamLog, node_id: int, settings: StreamSettings | None = None) -> None:
         self.name = name
         self.log = stream_log
         self.node_id = node_id
+        self.settings = settings  # the stream's config as applied here (None: the node's defaults)
         self.group: RaftGroup | None = None
         self.producers = ProducerStateTable()  # committed batches, on every replica
         self._leader_producers = ProducerStateTable()  # while leading: this term's view
@@ -178,6 +180,11 @@ class Partition:
     @property
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
+
+    @property
+    def max_message_bytes(self) -> int | None:
+        """The stream's produce batch size limit (None: the node's)."""
+        return self.settings.max_message_bytes if self.settings is not None else None
 
     def in_sync_replicas(self, max_lag_entries: int) -> list[int]:
         return self.group.in_sync_replicas(max_lag_entries) if self.group is not None else []
@@ -318,6 +325,7 @@ class RemotePartition:
     closed = False
     is_leader = False
     serves_reads = False
+    max_message_bytes = None
     high_watermark = -1
     log_start_offset = -1
     log_end_offset = -1

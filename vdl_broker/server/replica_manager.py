@@ -24,14 +24,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vdl_broker.cluster.metadata import ApplyResult, StreamInfo, validate_stream_name
-from vdl_broker.config import NodeConfig
-from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.log import StreamLog
 from vdl_broker.log.fileio import atomic_write
 from vdl_broker.protocol.messages import MetadataRequest
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.persistence import load_hard_state, save_hard_state
 from vdl_broker.raft.types import HardState
 from vdl_broker.server.partition import Partition, RemotePartition
+from vdl_broker.server.stream_settings import log_config_for, settings_for, with_settings
+from vdl_broker.tables.service import retention_limit
 from vdl_client import aio
 
 if TYPE_CHECKING:
@@ -47,12 +48,6 @@ FIRST_CAMPAIGN_DELAY_S = 0.3  # a fresh stream's preferred leader campaigns this
 OPEN_PARALLELISM = 8  # replica logs opened at once (worker threads) when many are new
 
 
-def log_config_for(config: NodeConfig) -> LogConfig:
-    return LogConfig(segment_bytes=config.segment_bytes, segment_ms=config.segment_ms,
-                     retention_ms=config.retention_ms, retention_bytes=config.retention_bytes,
-                     fsync=config.fsync)
-
-
 class ReplicaManager:
     """The streams as the handlers see them: every stream of the cluster; a local Partition for
     those replicated here, a RemotePartition otherwise."""
@@ -64,6 +59,7 @@ class ReplicaManager:
         self._partitions: dict[str, Partition] = {}
         self._incarnations: dict[str, int] = {}
         self._deleted: set[str] = set()
+        self._reconfigured: set[str] = set()  # streams whose config changed since the last reconcile
         self._remote: dict[str, tuple[float, int, list[int]]] = {}  # name -> (time, leader, isr)
         self._stale: set[str] = set()  # streams whose leader view wants refreshing
         self._refresher: asyncio.Task[None] | None = None
@@ -112,10 +108,15 @@ class ReplicaManager:
         now_ms = int(time.time() * 1000)
         for partition in self.all():
             group = partition.group
-            if group is None or group.stopped:
+            config = partition.log.config
+            if group is None or group.stopped or (config.retention_ms < 0 and config.retention_bytes < 0):
                 continue
-            # Raft: retention may drop applied (committed) entries only.
-            if partition.log.apply_retention(now_ms, max_index=group.applied_index):
+            # Raft: retention may drop applied (committed) entries only; on a stream with a
+            # table, only entries whose records are all in the table.
+            limit = group.applied_index
+            if partition.settings is not None and partition.settings.table is not None:
+                limit = retention_limit(partition.log, limit, self.broker.tables.tiered_end(partition.name))
+            if partition.log.apply_retention(now_ms, max_index=limit):
                 log.info("retention removed segments of %s; log start offset now %d",
                          partition.name, partition.log_start_offset)
 
@@ -239,6 +240,8 @@ class ReplicaManager:
         for result in results:
             if result.ok and result.op == "delete_stream" and result.stream is not None:
                 self._deleted.add(result.stream.name)
+            elif result.ok and result.op == "alter_stream_config" and result.stream is not None:
+                self._reconfigured.add(result.stream.name)
         self._dirty.set()
 
     async def _reconcile_loop(self) -> None:
@@ -272,6 +275,19 @@ class ReplicaManager:
         wanted = [info for name, info in desired.items() if name not in self._partitions]
         if wanted:
             await self._open_all(wanted)
+        reconfigured, self._reconfigured = self._reconfigured, set()
+        for name in sorted(reconfigured):
+            partition, info = self._partitions.get(name), desired.get(name)
+            if partition is not None and info is not None:
+                self._apply_settings(partition, info)
+
+    def _apply_settings(self, partition: Partition, info: StreamInfo) -> None:
+        """The stream's config as this replica applies it (segment roll, retention, size limit)."""
+        settings = settings_for(self.config, info.config)
+        if settings != partition.settings:
+            partition.settings = settings
+            partition.log.config = with_settings(partition.log.config, settings)
+            log.info("node %d: stream %s settings now %s", self.broker.node_id, info.name, settings)
 
     async def _open_all(self, wanted: list[StreamInfo]) -> None:
         """Open new replicas: the disk work (directory, segment scan and checks, indexes) in
@@ -315,13 +331,15 @@ class ReplicaManager:
             directory.mkdir(parents=True)
         if not marker.exists():
             atomic_write(marker, expected.encode(), durable=self.config.fsync)
-        stream_log = StreamLog.open(directory, log_config_for(self.config))
+        settings = settings_for(self.config, info.config)
+        stream_log = StreamLog.open(directory, log_config_for(self.config, settings))
         if info.adopted:
             _raise_term_to_log(stream_log)
         return stream_log
 
     def _start_replica(self, info: StreamInfo, stream_log: StreamLog) -> None:
-        partition = Partition(info.name, stream_log, self.broker.node_id)
+        settings = settings_for(self.config, info.config)
+        partition = Partition(info.name, stream_log, self.broker.node_id, settings)
         group: RaftGroup | None = None
         try:
             group = self.broker.host.create_group(

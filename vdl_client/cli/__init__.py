@@ -3,6 +3,8 @@
     vdl streams create|list|describe|delete [NAME]   streams.py
     vdl produce STREAM [--file F]                    records.py: lines of stdin (or F) become records
     vdl consume STREAM --from earliest|latest|OFFSET [--max N]
+    vdl groups list|describe GROUP|reset-offsets GROUP --to SPEC   groups.py: consumer groups and lag
+    vdl cluster status                               cluster.py: is the cluster healthy (exit 1 if not)
     vdl dev-cluster --nodes 3 --data-dir D           dev.py: a local cluster in the foreground (vdl_dev)
     vdl demo [--records N]                           the main job: 3-node cluster -> Spark -> Delta
 
@@ -18,11 +20,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vdl_client.cli import dev, records, streams
+from vdl_client.cli import cluster, dev, groups, records, streams
 from vdl_client.cli.common import CliError, Parser, connection_options
 from vdl_client.settings import VdlClientError
 
-COMMAND_GROUPS = (streams, records, dev)
+COMMAND_GROUPS = (streams, records, groups, cluster, dev)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -44,3 +44,11 @@ def open_client(args: argparse.Namespace) -> VdlClient:
         raise CliError(f"--bootstrap must be HOST:PORT[,HOST:PORT...], got {args.bootstrap!r}") from None
     return VdlClient(ClientSettings(servers, request_timeout_ms=REQUEST_TIMEOUT_MS, deadline_ms=DEADLINE_MS,
                                     client_id=CLIENT_ID, fail_fast_when_unreachable=True))
+
+
+def columns(header: list[str], rows: list[list[str]]) -> str:
+    """Left-aligned columns two spaces apart, the header first (trailing spaces trimmed)."""
+    table = [header, *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    return "".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() + "\n"
+                   for row in table)

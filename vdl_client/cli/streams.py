@@ -1,17 +1,19 @@
-"""`vdl streams create|list|describe|delete`."""
+"""`vdl streams create|list|describe|delete|alter-config`."""
 
 from __future__ import annotations
 
 import argparse
 
-from vdl_client.cli.common import Parser, open_client
+from vdl_client.cli.common import CliError, Parser, open_client
 from vdl_client.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from vdl_client.configs import StreamConfig, alter_stream_configs, describe_stream_configs
 
 
 def cmd_streams(args: argparse.Namespace) -> int:
     with open_client(args) as client:
         if args.action == "create":
-            client.create_stream(args.name, args.replication_factor, exist_ok=False)
+            client.create_stream(args.name, args.replication_factor, key_values(args.config, "--config"),
+                                 exist_ok=False)
             print(f"created stream {args.name}")
         elif args.action == "delete":
             client.delete_streams([args.name], missing_ok=False)
@@ -25,11 +27,48 @@ def cmd_streams(args: argparse.Namespace) -> int:
             end = client.list_offset(args.name, LATEST_TIMESTAMP)
             print(f"stream {args.name}: partition 0, leader node {leader}, "
                   f"offsets {start}..{end} ({end - start} records)")
+            print(format_configs(describe_stream_configs(client, args.name)), end="")
     return 0
 
 
+def cmd_alter_config(args: argparse.Namespace) -> int:
+    to_set = key_values(args.set, "--set")
+    if not to_set and not args.delete:
+        raise CliError("alter-config needs --set KEY=VALUE or --delete KEY")
+    with open_client(args) as client:
+        alter_stream_configs(client, args.name, to_set, args.delete)
+    changes = [f"{k}={v}" for k, v in to_set.items()] + [f"{k} (default)" for k in args.delete]
+    print(f"altered stream {args.name}: {', '.join(changes)}")
+    return 0
+
+
+def key_values(pairs: list[str] | None, option: str) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for pair in pairs or []:
+        key, equals, value = pair.partition("=")
+        if not equals or not key:
+            raise CliError(f"{option} takes KEY=VALUE, got {pair!r}")
+        result[key] = value
+    return result
+
+
+def format_configs(configs: list[StreamConfig]) -> str:
+    """One line per config: name, value, where it comes from; the table's state last."""
+    settings = [c for c in configs if not c.read_only]
+    status = [c for c in configs if c.read_only]
+    width = max((len(c.name) for c in configs), default=0)
+    values = {c.name: "-" if c.value is None else c.value for c in configs}
+    value_width = max((len(values[c.name]) for c in settings), default=0)
+    lines = ["configs:"]
+    lines += [f"  {c.name:<{width}}  {values[c.name]:<{value_width}}  ({c.source})" for c in settings]
+    if status:
+        lines.append("table:")
+        lines += [f"  {c.name:<{width}}  {c.value}" for c in status]
+    return "\n".join(lines) + "\n"
+
+
 def register(commands: argparse._SubParsersAction, connection: argparse.ArgumentParser) -> None:
-    streams = commands.add_parser("streams", help="create, list, describe or delete streams")
+    streams = commands.add_parser("streams", help="create, list, describe or delete streams; alter their configs")
     actions = streams.add_subparsers(dest="action", required=True, parser_class=Parser)
     for action in ("create", "describe", "delete"):
         sub = actions.add_parser(action, parents=[connection])
@@ -37,5 +76,13 @@ def register(commands: argparse._SubParsersAction, connection: argparse.Argument
         if action == "create":
             sub.add_argument("--replication-factor", type=int, default=-1,
                              help="1, 3 or 5 (default: 3, or every node of a smaller cluster)")
+            sub.add_argument("--config", action="append", metavar="KEY=VALUE",
+                             help="a stream config, e.g. retention.ms=86400000 (repeatable)")
     actions.add_parser("list", parents=[connection])
     streams.set_defaults(run=cmd_streams)
+    alter = actions.add_parser("alter-config", parents=[connection], help="set or remove stream configs")
+    alter.add_argument("name")
+    alter.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a config (repeatable)")
+    alter.add_argument("--delete", action="append", default=[], metavar="KEY",
+                       help="remove a config: back to the node's default (repeatable)")
+    alter.set_defaults(run=cmd_alter_config)

@@ -48,7 +48,10 @@ TABLE = [
     (19, 0, 4),
     (20, 0, 3),
     (22, 0, 1),
+    (32, 0, 4),
+    (35, 0, 4),
     (42, 0, 2),
+    (44, 0, 1),
     (47, 0, 0),
 ]
 
@@ -64,14 +67,16 @@ def test_supported_api_versions_is_exactly_the_table() -> None:
 
 
 def test_flexible_versions_are_kafkas() -> None:
-    # message defs: OffsetCommit 8+, DescribeGroups 5+, ListGroups 3+, DeleteGroups 2+, ApiVersions 3+
+    # message defs: OffsetCommit 8+, DescribeGroups 5+, ListGroups 3+, DeleteGroups 2+, ApiVersions 3+,
+    # DescribeConfigs 4+, IncrementalAlterConfigs 1+
     flexible = {
         (k, v)
         for k, s in API_SPECS.items()
         for v in range(s.min_version, s.max_version + 1)
         if s.is_flexible(v)
     }
-    assert flexible == {(18, 3), (8, 8), (15, 5), (16, 3), (16, 4), (42, 2)}
+    assert flexible == {(18, 3), (8, 8), (15, 5), (16, 3), (16, 4), (42, 2), (32, 4), (44, 1), (35, 2), (35, 3),
+                        (35, 4)}
 
 
 def _frame_header(api_key: int, version: int, correlation_id: int) -> bytes:

@@ -8,14 +8,20 @@ damage: a node restarts with its log cut at an index it had synced, or with its 
 (`corrupt`), and its driver reports the Damage to the core (or, with corruption_aware=False,
 carries on as a plain truncation did: the behaviour that loses committed entries).
 
+Membership: `add_node()` starts a node that joins the group (no configuration until its leader's
+entries name one); `change_conf()` asks the leader for a configuration change. The simulated
+driver saves the configuration records as a real one does (persistence.save_membership): the
+union of the saved and the new records before the Ready's writes, exactly the new ones after.
+
 Safety invariants are checked continuously and raise InvariantError:
 - election safety: at most one leader per term;
 - leader completeness: a new leader holds every entry known committed;
 - log matching: an (index, term) pair always has the same payload and the same previous term;
 - committed entries never change or disappear from a log; state machine safety: every node
   applies the same entry at each index (a global committed oracle);
-- every committed entry stays on a majority of nodes, counting a damaged node that is owed it
-  (still recovering) and at least one intact copy.
+- every committed entry stays on enough voters of the latest committed configuration to meet
+  every majority of it, counting a damaged node that is owed it (still recovering), and on at
+  least one intact copy.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vdl_broker.raft import (
+    ConfigChangeError,
+    ConfState,
     Damage,
     Entry,
     EntryType,
@@ -33,12 +41,14 @@ from vdl_broker.raft import (
     MemoryStorage,
     Message,
     MessageType,
+    ProposalDroppedError,
     RaftConfig,
     RaftNode,
     Ready,
     Role,
     SnapshotMeta,
 )
+from vdl_broker.raft.membership import decode_conf
 
 
 class InvariantError(AssertionError):
@@ -82,8 +92,10 @@ class Cluster:
         self.rng = random.Random(seed)
         self.net = net or NetConfig()
         self.tick_every = tick_every
-        self.ids = tuple(range(1, n + 1))
+        self.ids = tuple(range(1, n + 1))  # every node ever started (joined ones too)
+        self.initial = self.ids
         self._config = config or (lambda i, ids: RaftConfig(i, ids, election_ticks=10, heartbeat_ticks=1))
+        self.committed_conf = ConfState(self.ids)  # the configuration of the latest committed CONFIG entry
         self.nodes: dict[int, SimNode] = {}
         for i in self.ids:
             storage = storages[i] if storages and i in storages else MemoryStorage()
@@ -110,11 +122,36 @@ class Cluster:
     # ------------------------------------------------------------------ lifecycle
 
     def _boot(self, sn: SimNode) -> None:
-        cfg = self._config(sn.id, self.ids)
+        cfg = self._config(sn.id, self.initial if sn.id in self.initial else ())
         rng = random.Random(self.seed * 7919 + sn.id * 104729 + sn.restarts)
         damage = sn.damage if getattr(self, "corruption_aware", True) else None
-        sn.node = RaftNode(cfg, sn.storage, sn.storage.hard_state, rng, damage=damage)
+        sn.node = RaftNode(cfg, sn.storage, sn.storage.hard_state, rng, damage=damage,
+                           membership=sn.storage.membership)
         sn.applied = sn.node.applied_index
+
+    def add_node(self) -> int:
+        """Start a new node that knows no configuration (it joins when a leader adds it)."""
+        i = max(self.ids) + 1
+        self.ids = (*self.ids, i)
+        self.tick_phase[i] = self.rng.randrange(self.tick_every)
+        self.nodes[i] = SimNode(i, MemoryStorage(), None)
+        self._boot(self.nodes[i])
+        if self.cut:  # a partition in force isolates the newcomer too
+            self.cut |= {frozenset((i, j)) for j in self.ids if j != i}
+        return i
+
+    def change_conf(self, i: int, conf: ConfState) -> int | None:
+        """Node i (a leader) proposes `conf`; None when a rule refuses it now."""
+        try:
+            index = self.node(i).propose_conf_change(conf)
+        except (ConfigChangeError, ProposalDroppedError):
+            return None
+        self.process(i)
+        return index
+
+    def members(self) -> tuple[int, ...]:
+        """The voters of the latest committed configuration."""
+        return self.committed_conf.voters
 
     def crash(self, i: int) -> None:
         self.nodes[i].parked = None
@@ -129,16 +166,21 @@ class Cluster:
             return
         term = self.oracle[index][0]
         holders = owed = 0
+        voters = self.committed_conf.voters
+        anywhere = False
         for sn in self.nodes.values():
             st = sn.storage
             if st.first_index > index or (index <= st.last_index and st.term_at(index) == term):
-                holders += 1
+                anywhere = True
+                holders += sn.id in voters
             elif sn.owed >= index:
-                owed += 1
-        if holders == 0:
+                owed += sn.id in voters
+        if not anywhere:
             self._fail(f"committed entry {index} is durable on no node")
-        if holders + owed < len(self.ids) // 2 + 1:
-            self._fail(f"committed entry {index} is durable on only {holders} nodes")
+        # Every majority of the committed configuration must meet a holder (single-server
+        # changes: an entry committed under the next configuration meets them too).
+        if holders + owed < len(voters) - (len(voters) // 2 + 1) + 1:
+            self._fail(f"committed entry {index} is durable on only {holders} voters of {voters}")
 
     def corrupt(self, i: int, cut_at: int | None = None, lose_hard_state: bool = False) -> None:
         """Crash node i and damage its storage: its log is cut at `cut_at` (an entry it had
@@ -175,6 +217,7 @@ class Cluster:
                 for m in rd.early_messages:
                     self._send_out(m)
         if rd is not None:
+            self._save_membership_before(sn, rd)  # written first, so it is there if anything is
             if rd.snapshot is not None:
                 self._check_snapshot(i, rd.snapshot)
                 sn.storage.reset(rd.snapshot)
@@ -270,6 +313,7 @@ class Cluster:
     def _carry_out(self, sn: SimNode, rd: Ready) -> None:
         node = sn.node
         assert node is not None
+        self._save_membership_before(sn, rd)
         if rd.snapshot is not None:
             self._check_snapshot(sn.id, rd.snapshot)
             sn.storage.reset(rd.snapshot)
@@ -278,6 +322,8 @@ class Cluster:
             self._persist(sn, rd.entries)
         if rd.hard_state is not None:
             sn.storage.hard_state = rd.hard_state
+        if rd.membership is not None:
+            sn.storage.membership = list(rd.membership)  # after the sync: exactly the core's
         for m in rd.messages if self.early_send else rd.early_messages + rd.messages:
             self._send_out(m)
         for e in rd.committed_entries:
@@ -290,11 +336,19 @@ class Cluster:
         self._check_node(sn.id)
         self._check_durable_majority()
 
+    @staticmethod
+    def _save_membership_before(sn: SimNode, rd: Ready) -> None:
+        if rd.membership is not None:
+            saved = {(r.index, r.term): r for r in sn.storage.membership}
+            saved.update({(r.index, r.term): r for r in rd.membership})
+            sn.storage.membership = sorted(saved.values(), key=lambda r: (r.index, r.term))
+
     def _send_out(self, m: Message) -> None:
         if m.type == MessageType.SNAPSHOT:
             assert m.snapshot is not None
             # The leader's driver fills the opaque start point (here: a checkable tag).
-            m.snapshot = SnapshotMeta(m.snapshot.index, m.snapshot.term, ("start", m.snapshot.index + 1))
+            m.snapshot = SnapshotMeta(m.snapshot.index, m.snapshot.term, ("start", m.snapshot.index + 1),
+                                      m.snapshot.conf)
         self.send(m)
 
     def _finish_parked(self) -> None:
@@ -378,6 +432,10 @@ class Cluster:
         known = self.oracle.get(e.index)
         if known is None:
             self.oracle[e.index] = (e.term, e.data)
+            if e.index > self.max_committed and e.type == EntryType.CONFIG:
+                conf = decode_conf(e.data)
+                assert conf is not None
+                self.committed_conf = conf
             self.max_committed = max(self.max_committed, e.index)
         elif known != (e.term, e.data):
             self._fail(f"state machine safety: node {sn.id} applied {e} but {known} was committed")

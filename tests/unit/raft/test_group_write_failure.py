@@ -86,9 +86,9 @@ async def _test_single_voter_leader_fails_the_proposal_and_stays_leader(tmp_path
         group = nodes.groups[1]
         await until(lambda: group.leader_ready)
         term = group.term
-        ok = await group.propose(b"one", EntryType.CONFIG).committed
+        ok = await group.propose(b"one", EntryType.METADATA).committed
         nodes.failing.add(1)
-        lost = group.propose(b"lost", EntryType.CONFIG)
+        lost = group.propose(b"lost", EntryType.METADATA)
         with pytest.raises(ProposalStorageError):
             await lost.committed
         with pytest.raises(ProposalStorageError):
@@ -96,7 +96,7 @@ async def _test_single_voter_leader_fails_the_proposal_and_stays_leader(tmp_path
         assert group.is_leader and group.term == term and group.failure is None
         assert group.last_index == ok and nodes.logs[1].last_index == ok
         nodes.failing.clear()
-        again = await group.propose(b"two", EntryType.CONFIG).committed
+        again = await group.propose(b"two", EntryType.METADATA).committed
         assert again == lost.index  # the dropped entry's index, same term: nobody ever saw it
         assert [data for _, _, data in stored(nodes.logs[1])][-2:] == [b"one", b"two"]
         assert group.write_failures == 1 and not group.write_failing
@@ -115,13 +115,13 @@ async def _test_full_follower_never_acknowledges_then_catches_up(tmp_path: Path)
         await until(nodes.leader)
         leader = nodes.leader()
         assert leader is not None
-        await leader.propose(b"before", EntryType.CONFIG).committed
+        await leader.propose(b"before", EntryType.METADATA).committed
         follower = next(i for i in nodes.groups if i != leader.node_id)
         await until(lambda: leader.match_index(follower) == leader.last_index)
         acknowledged = leader.match_index(follower)
         nodes.failing.add(follower)
         for n in range(5):
-            await leader.propose(f"while-full-{n}".encode(), EntryType.CONFIG).committed
+            await leader.propose(f"while-full-{n}".encode(), EntryType.METADATA).committed
         await until(lambda: nodes.groups[follower].write_failures > 0)
         assert leader.match_index(follower) == acknowledged  # never acknowledged what it lacks
         assert nodes.logs[follower].last_index == acknowledged
@@ -145,16 +145,16 @@ async def _test_leader_that_cannot_write_steps_down_and_never_reuses_an_index(tm
         await until(nodes.leader)
         old = nodes.leader()
         assert old is not None
-        await old.propose(b"before", EntryType.CONFIG).committed
+        await old.propose(b"before", EntryType.METADATA).committed
         nodes.failing.add(old.node_id)
-        lost = old.propose(b"unwritten-on-the-leader", EntryType.CONFIG)
+        lost = old.propose(b"unwritten-on-the-leader", EntryType.METADATA)
         with pytest.raises(ProposalStorageError):
             await lost.committed
         assert old.role != Role.LEADER or old.term > lost.term
         await until(nodes.leader)
         new = nodes.leader()
         assert new is not None and new.term > lost.term
-        await new.propose(b"after", EntryType.CONFIG).committed
+        await new.propose(b"after", EntryType.METADATA).committed
         nodes.failing.clear()
         await until(lambda: all(log.last_index == new.last_index for log in nodes.logs.values()))
         reference = stored(nodes.logs[new.node_id])

@@ -139,8 +139,11 @@ def test_single_node_cluster_commits_alone() -> None:
 
 
 def test_config_validation() -> None:
+    RaftConfig(4, [1, 2, 3]).validate()  # a node outside the bootstrap voters joins later (learner)
     with pytest.raises(ValueError):
-        RaftConfig(4, [1, 2, 3]).validate()
+        RaftConfig(0, [1, 2, 3]).validate()
+    with pytest.raises(ValueError):
+        RaftConfig(1, [1, -2, 3]).validate()
     with pytest.raises(ValueError):
         RaftConfig(1, [1, 2, 3], election_ticks=1, heartbeat_ticks=1).validate()
 

@@ -1,5 +1,7 @@
 """Random-seed fuzzing of the Raft core in the simulator: thousands of seeds, invariants after
-every step, liveness once the faults stop.
+every step, liveness once the faults stop. Half the seeds also change the membership at random
+(learners added, promoted, demoted, removed; voters removed; new nodes joining; removed nodes
+coming back) under the same loss, partitions, crashes and damage.
 
 Reproduce one seed: VDL_RAFT_SEED=1234 .venv/bin/python -m pytest tests/unit/raft/test_raft_fuzz.py -q
 More seeds: VDL_RAFT_SEEDS=20000 (default 2500); steps per seed: VDL_RAFT_STEPS (default 800).
@@ -14,7 +16,7 @@ import time
 import pytest
 from raft_sim import Cluster, NetConfig
 
-from vdl_broker.raft import NotLeaderError, RaftConfig
+from vdl_broker.raft import ConfState, NotLeaderError, RaftConfig
 
 DEFAULT_SEEDS = 2500
 DEFAULT_STEPS = 800
@@ -60,9 +62,16 @@ def run_seed(seed: int, steps: int = DEFAULT_STEPS, corruption_aware: bool = Tru
     c.slow_disk = rng.choice([0.0, 0.0, 0.3, 0.8])
     c.early_send = rng.random() < 0.5
     corruption = rng.random() < 0.5 and n > 1
+    # Membership changes draw from their own generator: the other seeds keep their runs.
+    changes = random.Random(seed * 7 + 3)
+    membership = changes.random() < 0.5
     counter = 0
     for _ in range(steps):
         c.step_time()
+        if membership and changes.random() < 0.02:
+            # A damaged voter counts in no majority until given back its entries: with damage
+            # about, keep three voters so that an intact majority remains (CTRL's premise).
+            _random_change(c, changes, min_voters=3 if corruption else 1)
         r = rng.random()
         if r < 0.08:
             leader = c.leader()
@@ -101,8 +110,9 @@ def run_seed(seed: int, steps: int = DEFAULT_STEPS, corruption_aware: bool = Tru
                 c.crash(leader)
         elif r < 0.115:
             leader = c.leader()
-            if leader is not None and n > 1:
-                c.node(leader).transfer_leadership(rng.choice([i for i in c.ids if i != leader]))
+            targets = [i for i in c.node(leader).voters if i != leader] if leader is not None else []
+            if targets:
+                c.node(leader).transfer_leadership(rng.choice(targets))
                 c.process(leader)
         elif r < 0.12 and corruption and not c.damaged():
             # One damaged node at a time: every committed entry keeps an intact copy elsewhere
@@ -113,6 +123,40 @@ def run_seed(seed: int, steps: int = DEFAULT_STEPS, corruption_aware: bool = Tru
             c.corrupt(i, cut_at=cut, lose_hard_state=rng.random() < 0.3)
     _check_liveness(c, counter)
     return c
+
+
+MAX_NODES = 7
+
+
+def _random_change(c: Cluster, rng: random.Random, min_voters: int) -> None:
+    """The leader proposes one random configuration change allowed by the rules (the core
+    refuses it while another is pending or before its own term's first commit)."""
+    leader = c.leader()
+    if leader is None:
+        return
+    conf = c.node(leader).conf
+    voters, learners = set(conf.voters), set(conf.learners)
+    outsiders = [i for i in c.ids if i not in voters | learners]
+    choice = rng.random()
+    if choice < 0.3 and (outsiders or len(c.ids) < MAX_NODES):
+        # A new learner: a node that never was (it joins knowing nothing) or one removed before.
+        newcomer = rng.choice(outsiders) if outsiders and (len(c.ids) >= MAX_NODES or rng.random() < 0.5) \
+            else c.add_node()
+        learners.add(newcomer)
+    elif choice < 0.55 and learners:
+        promoted = rng.choice(sorted(learners))  # caught up or not: safety must not depend on it
+        learners.discard(promoted)
+        voters.add(promoted)
+    elif choice < 0.75 and len(voters) > min_voters:
+        demoted = rng.choice(sorted(voters - {leader}))
+        voters.discard(demoted)
+        if rng.random() < 0.5:
+            learners.add(demoted)
+    elif learners:
+        learners.discard(rng.choice(sorted(learners)))
+    else:
+        return
+    c.change_conf(leader, ConfState(tuple(sorted(voters)), tuple(sorted(learners))))
 
 
 def _check_liveness(c: Cluster, counter: int) -> None:
@@ -133,15 +177,18 @@ def _check_liveness(c: Cluster, counter: int) -> None:
             c.run(50)
             continue
         term = c.node(leader).term
-        if c.run_until(lambda index=index: all(c.nodes[i].applied >= index for i in c.ids), 3000):
+        members = c.node(leader).conf.members  # removed nodes hear nothing more
+        if c.run_until(lambda index=index, members=members: all(c.nodes[i].applied >= index for i in members),
+                       3000):
             if c.oracle[index][0] == term:
                 break
     else:
         pytest.fail(f"cluster never converged after healing (seed {c.seed}); rerun with VDL_RAFT_SEED={c.seed}")
-    logs = {i: c.committed_log(i) for i in c.ids}
-    tails = {i: [t for t in log if t[0] >= max(c.nodes[j].storage.first_index for j in c.ids)] for i, log in logs.items()}
-    ref = tails[c.ids[0]]
-    for i in c.ids:
+    logs = {i: c.committed_log(i) for i in members}
+    tails = {i: [t for t in log if t[0] >= max(c.nodes[j].storage.first_index for j in members)]
+             for i, log in logs.items()}
+    ref = tails[members[0]]
+    for i in members:
         common = min(len(ref), len(tails[i]))
         assert tails[i][:common] == ref[:common], f"committed logs differ on node {i} (seed {c.seed})"
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vdl_broker.raft.types import Entry, EntryType, Message, MessageType, SnapshotMeta
+from vdl_broker.raft.types import ConfState, Entry, EntryType, Message, MessageType, SnapshotMeta
 from vdl_broker.raft.wire import (
     KIND_HELLO,
     KIND_MESSAGES,
@@ -38,6 +38,9 @@ def _sample_messages() -> list[tuple[str, Message]]:
         out.append(("stream-a" if i % 2 else METADATA_GROUP, message))
     out.append(("ünïcode", Message(MessageType.SNAPSHOT, 2, 1, 1, snapshot=SnapshotMeta(1, 1, None))))
     out.append(("s", Message(MessageType.SNAPSHOT, 2, 1, 1, snapshot=SnapshotMeta(1, 1, {"start_offset": 5}))))
+    out.append(("c", Message(MessageType.SNAPSHOT, 2, 1, 1,
+                             snapshot=SnapshotMeta(9, 2, 77, ConfState((1, 2, 4), (5,))))))
+    out.append(("c", Message(MessageType.SNAPSHOT, 2, 1, 1, snapshot=SnapshotMeta(9, 2, 77, ConfState()))))
     return out
 
 
@@ -146,3 +149,17 @@ def test_property_round_trip(messages: list[tuple[str, Message]]) -> None:
         assert (got.type, got.to, got.term, got.log_term, got.index, got.commit, got.reject, got.reject_hint,
                 got.force, got.snapshot) == (want.type, want.to, want.term, want.log_term, want.index,
                                              want.commit, want.reject, want.reject_hint, want.force, want.snapshot)
+
+
+def test_configuration_of_a_log_reset_round_trips_and_bad_ones_are_wire_errors() -> None:
+    message = Message(MessageType.SNAPSHOT, 2, 1, 1, snapshot=SnapshotMeta(9, 2, 77, ConfState((1, 2), (3,))))
+    body = _join(encode_frame(1, [("g", message)]))
+    assert decode_frame(body).messages[0][1].snapshot == SnapshotMeta(9, 2, 77, ConfState((1, 2), (3,)))
+    with pytest.raises(WireError, match="exceeds the frame"):
+        decode_frame(body[:-3])  # the learner list cut short
+    # The configuration flag on a message that carries no snapshot.
+    plain = bytearray(_join(encode_frame(1, [("g", Message(MessageType.HEARTBEAT, 2, 1, 1))])))
+    flags_at = 1 + 1 + 4 + 4 + 2 + 1 + 4 + 1  # version, kind, sender, groups, name len, "g", count, type
+    plain[flags_at] |= 8
+    with pytest.raises(WireError, match="without a snapshot"):
+        decode_frame(bytes(plain))

@@ -22,10 +22,13 @@ from .api_versions import ApiVersionsRequest, ApiVersionsResponse
 from .create_topics import CreateTopicsRequest, CreateTopicsResponse
 from .delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from .describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from .fetch import FetchRequest, FetchResponse
 from .find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from .heartbeat import HeartbeatRequest, HeartbeatResponse
+from .incremental_alter_configs import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from .init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from .join_group import JoinGroupRequest, JoinGroupResponse
 from .leave_group import LeaveGroupRequest, LeaveGroupResponse
@@ -57,7 +60,10 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (CreateTopicsRequest, CreateTopicsResponse),
     (DeleteTopicsRequest, DeleteTopicsResponse),
     (InitProducerIdRequest, InitProducerIdResponse),
+    (DescribeConfigsRequest, DescribeConfigsResponse),
+    (DescribeLogDirsRequest, DescribeLogDirsResponse),
     (DeleteGroupsRequest, DeleteGroupsResponse),
+    (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     (OffsetDeleteRequest, OffsetDeleteResponse),
 )
 
@@ -71,14 +77,20 @@ __all__ = [
     "DeleteGroupsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "DescribeConfigsRequest",
+    "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "DescribeLogDirsRequest",
+    "DescribeLogDirsResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
     "HeartbeatRequest",
     "HeartbeatResponse",
+    "IncrementalAlterConfigsRequest",
+    "IncrementalAlterConfigsResponse",
     "InitProducerIdRequest",
     "InitProducerIdResponse",
     "JoinGroupRequest",

@@ -20,10 +20,13 @@ from vdl_broker.server.handlers import (
     create_topics,
     delete_groups,
     delete_topics,
+    describe_configs,
     describe_groups,
+    describe_log_dirs,
     fetch,
     find_coordinator,
     heartbeat,
+    incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,
@@ -40,7 +43,8 @@ from vdl_broker.server.handlers import (
 MODULES: tuple[ModuleType, ...] = (
     produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
     heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
-    delete_topics, init_producer_id, delete_groups, offset_delete,
+    delete_topics, init_producer_id, delete_groups, offset_delete, describe_configs, incremental_alter_configs,
+    describe_log_dirs,
 )
 
 

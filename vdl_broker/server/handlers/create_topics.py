@@ -7,10 +7,12 @@ from collections import Counter
 from typing import Any
 
 from vdl_broker.cluster.metadata import ALLOWED_REPLICATION_FACTORS, Outcome
+from vdl_broker.cluster.stream_configs import validated
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from vdl_broker.raft.types import NotLeaderError, RaftError
 from vdl_broker.server.forwarding import FORWARD_CLIENT_ID, on_metadata_leader
+from vdl_broker.tables import table_problem
 from vdl_client.connection import default_version
 
 API_KEY = CreateTopicsRequest.DECL.api_key
@@ -53,12 +55,17 @@ async def _create_here(broker: Any, request: Any) -> Any:
             continue
         problem = _problem(topic)
         replication_factor = None if topic.replication_factor == -1 else int(topic.replication_factor)
+        config = {c.name: c.value for c in topic.configs or []}
+        if problem is None and len(config) < len(topic.configs or []):
+            problem = ErrorCode.INVALID_CONFIG, "a config is named more than once"
         if problem is None:
-            refused = broker.metadata.state.check_create(topic.name, replication_factor)
+            refused = broker.metadata.state.check_create(topic.name, replication_factor, config)
             if refused is not None:
                 problem = OUTCOME_ERRORS[refused.outcome], refused.message
+            elif (reason := table_problem(config)) is not None:
+                problem = ErrorCode.INVALID_CONFIG, reason
         if problem is None and not request.validate_only:
-            config = {c.name: c.value for c in topic.configs or []}
+            config = validated(config)
             try:
                 result = await broker.metadata.create_stream(topic.name, replication_factor, config)
             except RaftError as error:

@@ -89,9 +89,14 @@ def _records(read: _Read, version: int) -> Any:
     return read.buffers
 
 
-def _response(topics: list[tuple[str, list[_Read]]], version: int) -> Any:
+def _response(broker: Any, topics: list[tuple[str, list[_Read]]], version: int) -> Any:
+    metrics = broker.metrics
     responses = []
     for name, reads in topics:
+        if metrics is not None:
+            size = sum(read.size for read in reads)
+            if size:
+                metrics.fetched(name, size)
         partitions = [PartitionData(
             partition_index=read.partition_index, error_code=int(read.error),
             high_watermark=read.high_watermark, last_stable_offset=read.high_watermark,
@@ -112,11 +117,11 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     while True:
         topics, total, failed = _read_all(broker, request, version)
         if total >= min_bytes or failed or not topics or loop.time() >= deadline:
-            return _response(topics, version)
+            return _response(broker, topics, version)
         # Delayed fetch: park until any of the streams' HW advances, or the deadline.
         partitions = [p for p in (broker.replicas.get(name) for name, _ in topics) if p is not None]
         if not partitions:
-            return _response(topics, version)
+            return _response(broker, topics, version)
         await wait_for_any(partitions, deadline)
 
 

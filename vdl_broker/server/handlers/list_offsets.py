@@ -1,4 +1,7 @@
-"""ListOffsets (key 2): earliest (-2), latest (-1, the high watermark), or by timestamp."""
+"""ListOffsets (key 2): earliest (-2), latest (-1, the high watermark), or by timestamp: the
+first record (in offset order) whose timestamp is at or after the one asked for, with its
+timestamp, as Kafka answers it (the log's time index finds the batch; its records are read to
+find the record)."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ from typing import Any
 
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
+from vdl_broker.protocol.records.record_batch import iter_batches, read_records
 from vdl_broker.server.partition import await_read_lease
 
 API_KEY = ListOffsetsRequest.DECL.api_key
@@ -33,8 +37,23 @@ def _lookup(broker: Any, name: str, index: int, timestamp: int) -> tuple[ErrorCo
     found = partition.log.offset_for_timestamp(timestamp)
     if found is None or found[0] >= high_watermark:
         return ErrorCode.NONE, -1, -1  # Kafka: no such record -> offset -1, timestamp -1
-    offset, found_timestamp = found
-    return ErrorCode.NONE, max(offset, partition.log_start_offset), found_timestamp
+    offset = max(found[0], partition.log_start_offset)
+    return (ErrorCode.NONE, *_first_record_at(partition, offset, timestamp, high_watermark, found[1]))
+
+
+def _first_record_at(partition: Any, batch_offset: int, timestamp: int, high_watermark: int,
+                     batch_max_timestamp: int) -> tuple[int, int]:
+    """(offset, timestamp) of the first record of the batch at `batch_offset` (from that offset
+    on) whose timestamp is >= `timestamp`. The batch's max timestamp is, so one is there unless
+    the producer's max timestamp overstated its records': then the batch itself answers."""
+    read = partition.log.read(batch_offset, 1, high_watermark)
+    data = b"".join(bytes(buffer) for buffer in read.buffers)
+    for _, batch in iter_batches(data):
+        for record in read_records(batch):
+            if record.offset >= batch_offset and record.timestamp >= timestamp:
+                return record.offset, record.timestamp
+        break
+    return batch_offset, batch_max_timestamp
 
 
 async def handle(broker: Any, context: Any, request: Any) -> Any:

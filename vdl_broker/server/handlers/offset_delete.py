@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vdl_broker.groups.commits import subscribed_topics
+from vdl_broker.protocol.consumer_protocol import subscribed_topics
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
 

@@ -34,7 +34,8 @@ class Rejected(Exception):
 
 def _check_header(header: BatchHeader, max_batch_bytes: int) -> None:
     if header.size > max_batch_bytes:
-        raise Rejected(ErrorCode.MESSAGE_TOO_LARGE, f"batch of {header.size} bytes exceeds {max_batch_bytes}")
+        raise Rejected(ErrorCode.MESSAGE_TOO_LARGE,
+                       f"batch of {header.size} bytes exceeds the stream's max.message.bytes {max_batch_bytes}")
     if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
         raise Rejected(ErrorCode.INVALID_RECORD,
                        f"batch offsets: {header.record_count} records but last offset delta "
@@ -92,6 +93,17 @@ def parse_batches(records: Any, version: int, max_batch_bytes: int) -> list[tupl
     return batches
 
 
+def _count(metrics: Any, stream: str, batches: list[tuple[BatchHeader, Any]], handles: list[AppendHandle]) -> None:
+    """Per batch stored (a retried duplicate is not stored again)."""
+    size = records = 0
+    for (header, _), handle in zip(batches, handles, strict=True):
+        if not handle.duplicate:
+            size += header.size
+            records += header.record_count
+    if records:
+        metrics.produced(stream, size, records)
+
+
 def _partition_error(index: int, code: ErrorCode, message: str | None = None) -> Any:
     return PartitionResponse(index=index, error_code=int(code), base_offset=-1, log_append_time_ms=-1,
                              log_start_offset=-1, error_message=message)
@@ -115,8 +127,10 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
                 responses.append(_partition_error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                   f"unknown stream {topic.name!r} partition {data.index}"))
                 continue
+            limit = partition.max_message_bytes
             try:
-                batches = parse_batches(data.records, version, broker.config.max_batch_bytes)
+                batches = parse_batches(data.records, version,
+                                        broker.config.max_batch_bytes if limit is None else limit)
                 handles = [partition.append(batch, header) for header, batch in batches]
             except Rejected as error:
                 responses.append(_partition_error(data.index, error.code, error.message))
@@ -125,6 +139,8 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
                 responses.append(_partition_error(data.index, error.code, error.message or None))
                 continue
             appended.setdefault(partition.name, []).extend(handles)
+            if broker.metrics is not None:
+                _count(broker.metrics, partition.name, batches, handles)
             responses.append(PartitionResponse(index=data.index, error_code=0, base_offset=handles[0].base_offset,
                                                log_append_time_ms=-1, log_start_offset=partition.log_start_offset))
     # Phase 2: durability, as acks asks. One group-commit sync covers all of this request's data.

@@ -1,0 +1,166 @@
+"""`vdl groups` and `vdl cluster status` against a 3-node cluster, output checked line by line:
+a standalone group and a live kafka-python group (list, describe with lag and owner), resets to
+earliest/latest/an offset/a time (refused while the group has members), and the cluster's
+health before and while a node is down (exit code 1 then).
+
+One cluster for the module (tests/conftest.py), holding only this module's streams and groups.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+from kafka import KafkaConsumer
+
+from tests.support.cluster import VDL_CLI, node_address, running_nodes, wait_until
+from tests.support.kafka import create_topic_raw, numbered_batch, produce_raw, raw_request
+from vdl_broker.protocol import messages as m
+from vdl_client import ClientSettings, VdlClient
+from vdl_client.groups import commit_offsets
+from vdl_dev.dev_cluster import DevCluster
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def vdl(cluster: DevCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*VDL_CLI, *args, "--bootstrap", cluster.bootstrap_servers], capture_output=True,
+                          text=True, timeout=60)
+
+
+def _stream(cluster: DevCluster, name: str, records: int) -> None:
+    assert create_topic_raw(node_address(cluster, 1), name, 3)[0] == 0
+
+    def produced() -> bool:
+        leader = cluster.leader_of(name)
+        return leader is not None and produce_raw(node_address(cluster, leader), name, numbered_batch(records))[0] == 0
+
+    wait_until(produced, 30, f"{records} records in {name}")
+
+
+def _member_id(cluster: DevCluster, group: str) -> str:
+    """The one member of `group`, as its coordinator describes it."""
+    found = raw_request(node_address(cluster, running_nodes(cluster)[0]), m.FindCoordinatorRequest(key=group))
+    described = raw_request(node_address(cluster, found.node_id), m.DescribeGroupsRequest(groups=[group]))
+    [member] = described.groups[0].members
+    return member.member_id
+
+
+@pytest.fixture(scope="module")
+def streams(dev_cluster: DevCluster) -> None:
+    _stream(dev_cluster, "orders", 10)  # record i has timestamp 1000 + i ms
+    _stream(dev_cluster, "payments", 4)
+
+
+def test_groups_list_describe_and_reset(cluster: DevCluster, streams: None) -> None:
+    with VdlClient(ClientSettings.from_bootstrap(cluster.bootstrap_servers)) as client:
+        commit_offsets(client, "billing", {"orders": 3, "payments": 4})
+    consumer = KafkaConsumer("orders", bootstrap_servers=cluster.bootstrap_servers, group_id="web",
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        seen: list[int] = []
+        wait_until(lambda: seen.extend(r.offset for rs in consumer.poll(200).values() for r in rs) or len(seen) == 10,
+                   30, "the web group's member to read 10 records")
+        consumer.commit()
+        listed = vdl(cluster, "groups", "list")
+        assert (listed.returncode, listed.stdout) == (0, "GROUP    STATE   TYPE\n"
+                                                         "billing  Empty   -\n"
+                                                         "web      Stable  consumer\n")
+        member = _member_id(cluster, "web")
+        web = vdl(cluster, "groups", "describe", "web")
+        assert web.stdout == ("group web: Stable, 1 member(s) (consumer, range)\n"
+                              "STREAM  COMMITTED  HIGH-WATERMARK  LAG  OWNER\n"
+                              f"orders  10         10              0    {member}\n")
+        refused = vdl(cluster, "groups", "reset-offsets", "web", "--to", "earliest")
+        assert (refused.returncode, refused.stdout, refused.stderr) == (
+            1, "", "vdl: error: group 'web' has 1 member(s) (Stable): stop its consumers before resetting its offsets\n")
+    finally:
+        consumer.close()  # leaves the group: Empty
+    billing = vdl(cluster, "groups", "describe", "billing")
+    assert (billing.returncode, billing.stdout) == (0, "group billing: Empty, 0 member(s)\n"
+                                                       "STREAM    COMMITTED  HIGH-WATERMARK  LAG  OWNER\n"
+                                                       "orders    3          10              7    -\n"
+                                                       "payments  4          4               0    -\n")
+    earliest = vdl(cluster, "groups", "reset-offsets", "web", "--to", "earliest")
+    assert (earliest.returncode, earliest.stdout) == (0, "group web: offsets reset to earliest\n"
+                                                         "STREAM  PREVIOUS  NEW\n"
+                                                         "orders  10        0\n")
+    assert vdl(cluster, "groups", "describe", "web").stdout == ("group web: Empty, 0 member(s)\n"
+                                                                "STREAM  COMMITTED  HIGH-WATERMARK  LAG  OWNER\n"
+                                                                "orders  0          10              10   -\n")
+    # An offset beyond the end is kept inside the stream; a time finds the first record at or after it.
+    assert vdl(cluster, "groups", "reset-offsets", "billing", "--to", "99", "--stream", "orders").stdout == (
+        "group billing: offsets reset to 99\nSTREAM  PREVIOUS  NEW\norders  3         10\n")
+    assert vdl(cluster, "groups", "reset-offsets", "billing", "--to", "1970-01-01T00:00:01.005Z").stdout == (
+        "group billing: offsets reset to 1970-01-01T00:00:01.005Z\n"
+        "STREAM    PREVIOUS  NEW\n"
+        "orders    10        5\n"
+        "payments  4         4\n")  # payments' records are at 1000..1003 ms: none after, so its end
+    assert vdl(cluster, "groups", "reset-offsets", "billing", "--to", "latest", "--stream", "orders").stdout == (
+        "group billing: offsets reset to latest\nSTREAM  PREVIOUS  NEW\norders  5         10\n")
+    # A new group gets offsets for the streams named.
+    assert vdl(cluster, "groups", "reset-offsets", "fresh", "--to", "earliest", "--stream", "payments").stdout == (
+        "group fresh: offsets reset to earliest\nSTREAM    PREVIOUS  NEW\npayments  -         0\n")
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (["groups", "describe", "nobody"], "vdl: error: group 'nobody' does not exist\n"),
+    (["groups", "reset-offsets", "nobody", "--to", "earliest"],
+     "vdl: error: group 'nobody' has no committed offsets: name the streams with --stream\n"),
+    (["groups", "reset-offsets", "nobody", "--to", "soon", "--stream", "orders"],
+     "vdl: error: --to must be earliest, latest, an offset or an ISO-8601 time (2026-01-31T12:00:00Z; no zone = UTC), "
+     "got 'soon'\n"),
+    (["groups", "reset-offsets", "nobody", "--to", "earliest", "--stream", "missing"],
+     "vdl: error: stream 'missing' does not exist\n"),
+    (["cluster", "status", "--min-disk-free", "101"],
+     "vdl: error: --min-disk-free must be a percentage from 0 to 100, got 101.0\n"),
+])
+def test_wrong_group_commands_fail_in_one_line(cluster: DevCluster, streams: None, args: list[str],
+                                               error: str) -> None:
+    result = vdl(cluster, *args)
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", error)
+
+
+DISK = r"\d+\.\d GiB of \d+\.\d GiB \(\d+%\)"
+
+
+def _status_pattern(cluster: DevCluster, down: int | None, leads: dict[int, int], summary: str) -> str:
+    """The whole screen as a regular expression: only the cluster id, the metadata leader and
+    the disk figures vary."""
+    rows = ""
+    for i in cluster.node_ids():
+        state, led = ("down", "-") if i == down else ("up", str(leads[i]))
+        rows += re.escape(f"{i:<4}  127.0.0.1:{cluster.nodes[i].config.port}  {state:<5}  {led:<5}  ")
+        rows += (re.escape("-") if i == down else DISK) + r"\n"
+    up = 3 if down is None else 2
+    return (rf"cluster [\w-]+: 3 nodes \({up} up\), 2 streams, metadata leader node \d\n"
+            r"NODE  ADDRESS          STATE  LEADS  DISK FREE\n" + rows + re.escape(summary))
+
+
+def _leads(cluster: DevCluster) -> dict[int, int]:
+    leaders = [cluster.leader_of(s) for s in ("orders", "payments")]
+    return {i: leaders.count(i) for i in cluster.node_ids()}
+
+
+def test_cluster_status_healthy_and_with_a_node_down(cluster: DevCluster, streams: None) -> None:
+    healthy = wait_until(lambda: (r := vdl(cluster, "cluster", "status")).returncode == 0 and r, 30, "healthy")
+    expected = _status_pattern(cluster, None, _leads(cluster), "under-replicated streams: 0\n"
+                                                               "unavailable streams: 0\nhealthy\n")
+    assert re.fullmatch(expected, healthy.stdout), healthy.stdout
+    full = vdl(cluster, "cluster", "status", "--min-disk-free", "100")
+    assert full.returncode == 1 and re.search(r"\nunhealthy: node 1 disk \d+% free; node 2 disk", full.stdout)
+    victim = cluster.leader_of("orders")
+    cluster.kill(victim)
+
+    def degraded() -> subprocess.CompletedProcess[str] | None:
+        result = vdl(cluster, "cluster", "status")
+        return result if result.stdout.endswith("unavailable streams: 0\nunhealthy: node "
+                                                f"{victim} down; 2 under-replicated stream(s)\n") else None
+
+    status = wait_until(degraded, 60, f"status with node {victim} down and both streams led elsewhere")
+    assert status.returncode == 1
+    summary = ("under-replicated streams: 2 (orders, payments)\nunavailable streams: 0\n"
+               f"unhealthy: node {victim} down; 2 under-replicated stream(s)\n")
+    pattern = _status_pattern(cluster, victim, _leads(cluster), summary)
+    assert re.fullmatch(pattern, status.stdout), status.stdout

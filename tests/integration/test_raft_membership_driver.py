@@ -1,0 +1,136 @@
+"""Membership changes through the real driver: RaftGroups over StreamLogs and loopback transports
+in one process (the Cluster of test_raft_driver). A replica joins knowing no configuration, gets
+the log start (with the configuration in force there) after retention, is promoted; a voter
+leaves; every replica restarts into the configuration it had, from its saved records."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_raft_driver import GROUP, Cluster, produce
+from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.raft.group import RaftGroup
+from vdl_broker.raft.membership import ConfigChangeError
+from vdl_broker.raft.persistence import load_membership
+from vdl_broker.raft.types import ConfState
+from vdl_broker.server.partition import Partition
+
+pytestmark = pytest.mark.timeout(90)
+
+
+class MembershipCluster(Cluster):
+    """Nodes 1..3 create the group; later nodes join it (no configuration of their own)."""
+
+    def __init__(self, tmp: Path, log_config: LogConfig) -> None:
+        super().__init__(tmp, 3, log_config)
+        self.initial = list(self.ids)
+
+    async def start_node(self, i: int) -> None:
+        if i not in self.ids:
+            self.ids.append(i)
+            self.applied[i] = []
+        joining = i not in self.initial
+        saved_ids, self.ids = self.ids, (self.initial if not joining else [])
+        try:
+            await super().start_node(i)  # creates the group with voters = self.ids
+        finally:
+            self.ids = saved_ids
+
+
+async def change(leader: RaftGroup, conf: ConfState, timeout: float = 10.0) -> None:
+    """Propose `conf` (retrying while the previous change or the leader's first commit is
+    pending) and wait for its commit."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        try:
+            proposal = leader.propose_conf_change(conf)
+            break
+        except ConfigChangeError:
+            assert loop.time() < deadline, "the change stayed refused"
+            await leader.wait_for(lambda g: not g.node.conf_pending, 0.2)
+    await asyncio.wait_for(proposal.committed, timeout)
+
+
+def test_join_after_retention_promote_remove_and_restart(tmp_path: Path) -> None:
+    config = LogConfig(fsync=False, segment_bytes=4096, retention_bytes=8192)
+
+    async def main() -> None:
+        c = MembershipCluster(tmp_path, config)
+        await c.start()
+        try:
+            leader = await c.leader()
+            await produce(c, leader, [b"x" * 200 for _ in range(300)])
+            await c.all_committed(leader.last_index)
+            for i in c.initial:
+                assert c.logs[i].apply_retention(max_index=c.group(i).applied_index) > 0
+                assert c.logs[i].first_index > 1
+            await c.start_node(4)
+            joiner = c.group(4)
+            assert joiner.conf == ConfState() and not joiner.is_leader
+            await change(leader, ConfState((1, 2, 3), (4,)))
+            last = leader.last_index
+            assert await joiner.wait_for(lambda g: g.applied_index >= last, 10)
+            # It started from the leader's log start, which told it the configuration in force.
+            assert c.logs[4].first_index > 1
+            assert joiner.conf == ConfState((1, 2, 3), (4,))
+            assert 4 not in leader.in_sync_replicas()  # a learner is never in the ISR
+            await change(leader, ConfState((1, 2, 3, 4)))
+            removed = next(i for i in c.initial if i != leader.node_id)
+            await change(leader, ConfState(tuple(sorted({1, 2, 3, 4} - {removed}))))
+            expected = ConfState(tuple(sorted({1, 2, 3, 4} - {removed})))
+            offsets = await produce(c, leader, [b"after"] * 5)
+            assert offsets == list(range(300, 305))
+            for i in expected.voters:
+                assert await c.group(i).wait_for(lambda g: g.conf == expected, 5)
+            assert [r.conf for r in load_membership(c.logs[4].directory) or []][-1] == expected
+            assert c.entries(4, leader.commit_index)[-5:] == c.entries(leader.node_id, leader.commit_index)[-5:]
+            # Every member restarts into the configuration it had (saved records, log gone).
+            for i in expected.voters:
+                await c.stop_node(i, crash=True)
+            for i in expected.voters:
+                await c.start_node(i)
+                assert c.group(i).conf == expected
+            new_leader = await c.leader(exclude=removed)
+            assert new_leader.node_id in expected.voters
+            offsets = await produce(c, new_leader, [b"later"])
+            assert offsets == [305]
+        finally:
+            await c.close()
+
+    asyncio.run(main())
+
+
+def test_partition_of_a_joining_replica_applies_from_the_reset(tmp_path: Path) -> None:
+    """The joiner's Partition starts at the leader's log start offset (not 0) and reaches the
+    same high watermark."""
+    config = LogConfig(fsync=False, segment_bytes=4096, retention_bytes=8192)
+
+    async def main() -> None:
+        c = MembershipCluster(tmp_path, config)
+        await c.start()
+        try:
+            leader = await c.leader()
+            await produce(c, leader, [b"y" * 200 for _ in range(200)])
+            await c.all_committed(leader.last_index)
+            start = None
+            for i in c.initial:
+                c.logs[i].apply_retention(max_index=c.group(i).applied_index)
+                start = c.logs[i].log_start_offset if i == leader.node_id else start
+            await c.start_node(4)
+            await change(leader, ConfState((1, 2, 3), (4,)))
+            partition: Partition = c.partition(4)
+            hw = c.partition(leader.node_id).high_watermark
+            assert await c.group(4).wait_for(lambda g: partition.high_watermark >= hw, 10)
+            assert isinstance(c.logs[4], StreamLog) and c.logs[4].log_start_offset == start
+            assert partition.log_end_offset == c.partition(leader.node_id).log_end_offset
+        finally:
+            await c.close()
+
+    asyncio.run(main())
+
+
+assert GROUP  # the group name the Cluster uses

@@ -1,0 +1,271 @@
+"""Per-stream configs on a 3-node cluster, through real admin clients: confluent-kafka's and
+kafka-python's AdminClient create, describe and alter them; every replica applies them (segments
+roll at segment.bytes and retention deletes them on every node); max.message.bytes refuses a
+larger batch with MESSAGE_TOO_LARGE; the `vdl` CLI sets and shows them."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.cluster import VDL_CLI, node_address, wait_until
+from tests.support.kafka import raw_request
+from vdl_broker.protocol import messages as m
+from vdl_broker.protocol.errors import ErrorCode
+from vdl_dev.dev_cluster import DevCluster
+
+pytestmark = pytest.mark.timeout(180)
+
+CLUSTER_SETTINGS = {"retention_check_ms": 200}
+TOPIC, BROKER = 2, 4
+
+# (value, source, read-only) of every stream config of a stream created with retention.ms=60000
+# on nodes with the default settings (5 = DEFAULT_CONFIG, 1 = DYNAMIC_TOPIC_CONFIG).
+EXPECTED = {
+    "retention.ms": ("60000", 1), "retention.bytes": ("-1", 5), "segment.bytes": ("1073741824", 5),
+    "segment.ms": ("604800000", 5), "max.message.bytes": ("16777216", 5), "vdl.table.path": (None, 5),
+    "vdl.table.format": ("raw", 5), "vdl.table.schema": (None, 5), "vdl.table.lag.ms": ("5000", 5),
+    "vdl.table.partition.by": ("none", 5), "vdl.table.compact.interval.ms": ("600000", 5),
+    "vdl.table.compact.target.bytes": ("134217728", 5), "vdl.table.vacuum.interval.ms": ("3600000", 5),
+    "vdl.table.vacuum.retention.ms": ("604800000", 5),
+}
+
+
+def admin(cluster: DevCluster):  # noqa: ANN201 - confluent_kafka imported lazily
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+
+
+def confluent_describe(client, stream: str) -> dict[str, tuple[str | None, int]]:  # noqa: ANN001
+    from confluent_kafka.admin import ConfigResource
+
+    [future] = client.describe_configs([ConfigResource("topic", stream)]).values()
+    return {name: (entry.value, int(entry.source)) for name, entry in future.result(timeout=30).items()}
+
+
+def confluent_alter(client, stream: str, changes: dict[str, str | None]) -> None:  # noqa: ANN001
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET if value is not None
+                           else AlterConfigOpType.DELETE) for name, value in changes.items()]
+    [future] = client.incremental_alter_configs([ConfigResource("topic", stream, incremental_configs=entries)]).values()
+    future.result(timeout=30)
+
+
+def describe_at(address: str, stream: str) -> dict[str, tuple[str | None, int]]:
+    request = m.DescribeConfigsRequest(resources=[m.DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=TOPIC, resource_name=stream, configuration_keys=None)])
+    result = raw_request(address, request).results[0]
+    assert result.error_code == 0, result.error_message
+    return {c.name: (c.value, c.config_source) for c in result.configs}
+
+
+def segments(cluster: DevCluster, node_id: int, stream: str) -> list[Path]:
+    directory = cluster.nodes[node_id].config.data_dir / stream
+    return sorted(directory.glob("*.log")) if directory.is_dir() else []
+
+
+def produce(cluster: DevCluster, stream: str, count: int, size: int) -> None:
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5,
+                                         "batch.size": 4096, "acks": "all"})
+    errors: list[object] = []
+    for i in range(count):
+        producer.produce(stream, value=b"%08d" % i + b"x" * (size - 8), on_delivery=lambda e, _: e and errors.append(e))
+        producer.poll(0)
+    assert producer.flush(60) == 0 and not errors, errors[:3]
+
+
+def test_confluent_admin_creates_describes_and_alters(cluster: DevCluster) -> None:
+    from confluent_kafka.admin import ConfigResource, NewTopic
+
+    client = admin(cluster)
+    futures = client.create_topics([NewTopic("configured", 1, 3, config={"retention.ms": "60000"}),
+                                    NewTopic("unknown-key", 1, 3, config={"cleanup.policy": "compact"}),
+                                    NewTopic("bad-value", 1, 3, config={"segment.bytes": "12"})])
+    futures["configured"].result(timeout=30)
+    for name, words in (("unknown-key", "unknown stream config 'cleanup.policy'"),
+                        ("bad-value", "segment.bytes: '12' is not an integer in 1024..2147483647")):
+        with pytest.raises(Exception) as caught:
+            futures[name].result(timeout=30)
+        error = caught.value.args[0]
+        assert error.code() == ErrorCode.INVALID_CONFIG and words in error.str()
+    assert confluent_describe(client, "configured") == EXPECTED
+    # Every node answers the same from its copy of the metadata.
+    for node_id in cluster.node_ids():
+        wait_until(lambda n=node_id: describe_at(node_address(cluster, n), "configured") == EXPECTED, 10,
+                   f"node {node_id} describing the new stream's configs")
+
+    confluent_alter(client, "configured", {"retention.ms": None, "max.message.bytes": "1000"})
+    expected = EXPECTED | {"retention.ms": ("-1", 5), "max.message.bytes": ("1000", 1)}
+    assert confluent_describe(client, "configured") == expected
+    for node_id in cluster.node_ids():
+        wait_until(lambda n=node_id: describe_at(node_address(cluster, n), "configured") == expected, 10,
+                   f"node {node_id} seeing the altered configs")
+
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+    bad = ConfigResource("topic", "configured", incremental_configs=[
+        ConfigEntry("retention.ms", "yesterday", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(Exception) as caught:
+        list(client.incremental_alter_configs([bad]).values())[0].result(timeout=30)
+    assert caught.value.args[0].code() == ErrorCode.INVALID_CONFIG
+    assert "retention.ms: 'yesterday' is not an integer >= -1" in caught.value.args[0].str()
+    assert confluent_describe(client, "configured") == expected  # nothing of a refused change applied
+
+
+def test_max_message_bytes_refuses_larger_batches(cluster: DevCluster) -> None:
+    import confluent_kafka
+    from confluent_kafka.admin import NewTopic
+
+    client = admin(cluster)
+    client.create_topics([NewTopic("small-records", 1, 3, config={"max.message.bytes": "2000"})])["small-records"] \
+        .result(timeout=30)
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 0,
+                                         "acks": "all"})
+    outcomes: list[object] = []
+    producer.produce("small-records", value=b"s" * 500, on_delivery=lambda e, msg: outcomes.append(e or msg.offset()))
+    producer.flush(30)
+    producer.produce("small-records", value=b"L" * 3000, on_delivery=lambda e, msg: outcomes.append(e or msg.offset()))
+    producer.flush(30)
+    assert outcomes[0] == 0
+    assert outcomes[1].code() == confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE
+    confluent_alter(client, "small-records", {"max.message.bytes": "10000"})
+
+    def accepted() -> bool:
+        outcomes.clear()
+        producer.produce("small-records", value=b"L" * 3000, on_delivery=lambda e, msg: outcomes.append(e or msg))
+        producer.flush(30)
+        return not isinstance(outcomes[0], confluent_kafka.KafkaError)
+    wait_until(accepted, 10, "the leader applying the larger max.message.bytes")
+
+
+def test_segment_size_and_retention_set_by_admin_client_apply_on_every_replica(cluster: DevCluster) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    client = admin(cluster)
+    client.create_topics([NewTopic("retained", 1, 3)])["retained"].result(timeout=30)
+    confluent_alter(client, "retained", {"segment.bytes": "16384"})
+    produce(cluster, "retained", 600, 200)  # ~150 KB: ~10 segments of 16 KiB
+    for node_id in cluster.node_ids():
+        wait_until(lambda n=node_id: len(segments(cluster, n, "retained")) >= 6, 30,
+                   f"node {node_id} rolling segments at 16 KiB")
+        assert all(path.stat().st_size <= 16384 for path in segments(cluster, node_id, "retained"))
+    first = {n: segments(cluster, n, "retained")[0].name for n in cluster.node_ids()}
+    assert set(first.values()) == {"00000000000000000001.log"}
+
+    confluent_alter(client, "retained", {"retention.bytes": "32768"})
+    for node_id in cluster.node_ids():
+        wait_until(lambda n=node_id: 0 < len(segments(cluster, n, "retained")) <= 4
+                   and segments(cluster, n, "retained")[0].name != first[n], 30,
+                   f"retention deleting old segments on node {node_id}")
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers)
+    partition = TopicPartition("retained", 0)
+    start = consumer.beginning_offsets([partition])[partition]
+    end = consumer.end_offsets([partition])[partition]
+    consumer.close()
+    assert 0 < start < end == 600
+
+
+def test_kafka_python_admin_alters_and_describes(cluster: DevCluster) -> None:
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+
+    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        client.create_topics([NewTopic("kp-configured", 1, 3, topic_configs={"segment.ms": "3600000"})])
+        resource = ConfigResource(ConfigResourceType.TOPIC, "kp-configured")
+        modified = client.describe_configs([resource])["topic"]["kp-configured"]
+        assert {k: (v["value"], v["config_source"]) for k, v in modified.items()} == {
+            "segment.ms": ("3600000", "DYNAMIC_TOPIC_CONFIG")}
+        assert client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-configured",
+                                                    {"retention.bytes": "1048576"})]) == {"topic": {"kp-configured": "OK"}}
+        modified = client.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-configured")])
+        assert {k: v["value"] for k, v in modified["topic"]["kp-configured"].items()} == {
+            "segment.ms": "3600000", "retention.bytes": "1048576"}
+        refused = client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-configured",
+                                                       {"vdl.table.format": "parquet"})], raise_on_unknown=False)
+        assert "vdl.table.format: 'parquet' is not one of raw | json" in refused["topic"]["kp-configured"]
+        assert "InvalidConfigurationError" in refused["topic"]["kp-configured"]
+    finally:
+        client.close()
+
+
+def test_broker_resources_describe_each_node(cluster: DevCluster) -> None:
+    from confluent_kafka.admin import ConfigResource
+
+    client = admin(cluster)
+    for node_id in cluster.node_ids():
+        [future] = client.describe_configs([ConfigResource("broker", str(node_id))]).values()
+        configs = future.result(timeout=30)
+        address = node_address(cluster, node_id)
+        assert configs["broker.id"].value == str(node_id)
+        assert configs["listeners"].value == f"PLAINTEXT://{address}"
+        assert configs["log.retention.check.interval.ms"].value == "200"
+        assert int(configs["log.retention.check.interval.ms"].source) == 4  # STATIC_BROKER_CONFIG
+        assert configs["num.partitions"].value == "1"
+        assert configs["log.retention.ms"].value == "-1" and int(configs["log.retention.ms"].source) == 5
+        assert all(entry.is_read_only for entry in configs.values())
+    other = m.DescribeConfigsRequest(resources=[m.DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=BROKER, resource_name="2", configuration_keys=None)])
+    result = raw_request(node_address(cluster, 1), other).results[0]
+    assert result.error_code == ErrorCode.INVALID_REQUEST and "expected 1" in result.error_message
+    alter = m.IncrementalAlterConfigsRequest(resources=[m.IncrementalAlterConfigsRequest.AlterConfigsResource(
+        resource_type=BROKER, resource_name="1", configs=[m.IncrementalAlterConfigsRequest.AlterableConfig(
+            name="log.retention.ms", config_operation=0, value="1")])])
+    answer = raw_request(node_address(cluster, 1), alter).responses[0]
+    assert answer.error_code == ErrorCode.INVALID_CONFIG and answer.error_message.startswith("log.retention.ms: ")
+
+
+def vdl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*VDL_CLI, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_cli_sets_and_shows_configs(cluster: DevCluster) -> None:
+    b = ["--bootstrap", cluster.bootstrap_servers]
+    created = vdl("streams", "create", "cli-configured", "--config", "retention.ms=86400000",
+                  "--config", "segment.bytes=1048576", *b)
+    assert created.returncode == 0, created.stderr
+    altered = vdl("streams", "alter-config", "cli-configured", "--set", "max.message.bytes=65536",
+                  "--delete", "segment.bytes", *b)
+    assert altered.stdout == "altered stream cli-configured: max.message.bytes=65536, segment.bytes (default)\n"
+
+    def described() -> str:
+        result = vdl("streams", "describe", "cli-configured", *b)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+    expected = (
+        "configs:\n"
+        "  retention.ms                    86400000    (stream)\n"
+        "  retention.bytes                 -1          (default)\n"
+        "  segment.bytes                   1073741824  (default)\n"
+        "  segment.ms                      604800000   (default)\n"
+        "  max.message.bytes               65536       (stream)\n"
+        "  vdl.table.path                  -           (default)\n"
+        "  vdl.table.format                raw         (default)\n"
+        "  vdl.table.schema                -           (default)\n"
+        "  vdl.table.lag.ms                5000        (default)\n"
+        "  vdl.table.partition.by          none        (default)\n"
+        "  vdl.table.compact.interval.ms   600000      (default)\n"
+        "  vdl.table.compact.target.bytes  134217728   (default)\n"
+        "  vdl.table.vacuum.interval.ms    3600000     (default)\n"
+        "  vdl.table.vacuum.retention.ms   604800000   (default)\n")
+    output = wait_until(lambda: (text := described()).endswith(expected) and text, 10, "describe showing the change")
+    assert output.startswith("stream cli-configured: partition 0, leader node ")
+    assert output.splitlines()[0].endswith("offsets 0..0 (0 records)")
+    for args, words in ((["alter-config", "cli-configured", "--set", "retention.ms=often"],
+                         "vdl: error: INVALID_CONFIG: retention.ms: 'often' is not an integer >= -1"),
+                        (["alter-config", "cli-configured", "--set", "colour=blue"],
+                         "vdl: error: INVALID_CONFIG: unknown stream config 'colour'"),
+                        (["alter-config", "cli-configured", "--set", "novalue"],
+                         "vdl: error: --set takes KEY=VALUE, got 'novalue'"),
+                        (["alter-config", "missing-stream", "--set", "retention.ms=1"], "does not exist"),
+                        (["create", "cli-bad", "--config", "segment.ms=0"], "segment.ms: '0' is not an integer >= 1")):
+        result = vdl("streams", *args, *b)
+        assert result.returncode != 0
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and words in lines[0], result.stderr

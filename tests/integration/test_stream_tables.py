@@ -1,0 +1,176 @@
+"""Streams that are Delta tables, on one real broker: the table holds exactly the stream's records
+(compared with what kafka-python reads from the log), json tables send exactly the malformed
+records to the dead-letter table, retention deletes only segments already in the table, a path
+holding another stream's table is refused, and describe shows the table's state."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from tests.support.cluster import VDL_CLI, BrokerProcess, free_port, wait_until
+from tests.support.metrics import scrape_url
+from vdl_client import ClientSettings, VdlClient
+from vdl_client.configs import alter_stream_configs, describe_stream_configs
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def client(broker: BrokerProcess) -> VdlClient:
+    return VdlClient(ClientSettings.from_bootstrap(broker.bootstrap, deadline_ms=30_000))
+
+
+def produce(bootstrap: str, stream: str, values: list[bytes | None], headers: bool = True,
+            batch_size: int = 16384) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, batch_size=batch_size)
+    for i, value in enumerate(values):
+        producer.send(stream, key=b"k%d" % i, value=value, headers=[("n", str(i).encode())] if headers and i % 3 else [])
+    producer.flush(30)
+    producer.close()
+
+
+def log_records(bootstrap: str, stream: str, start: int = 0) -> list[dict[str, Any]]:
+    """Every record of the log from `start`, as kafka-python reads it, in table-row form."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    partition = TopicPartition(stream, 0)
+    consumer.assign([partition])
+    end = consumer.end_offsets([partition])[partition]
+    consumer.seek(partition, start)
+    rows: list[dict[str, Any]] = []
+    while len(rows) < end - start:
+        for record in consumer.poll(1000).get(partition, []):
+            rows.append({"offset": record.offset, "key": record.key, "value": record.value,
+                         "timestamp": datetime.datetime.fromtimestamp(record.timestamp / 1000, datetime.UTC),
+                         "headers": [{"key": k, "value": v} for k, v in record.headers] or None})
+    consumer.close()
+    return rows
+
+
+def table_rows(path: Path) -> list[dict[str, Any]]:
+    return sorted(DeltaTable(str(path)).to_pyarrow_table().to_pylist(), key=lambda row: row["offset"])
+
+
+def status(broker: BrokerProcess, stream: str) -> dict[str, str | None]:
+    with client(broker) as vdl:
+        return {c.name: c.value for c in describe_stream_configs(vdl, stream) if c.read_only}
+
+
+def table_holds(path: Path, count: int) -> Callable[[], bool]:
+    def check() -> bool:
+        try:
+            return DeltaTable(str(path)).to_pyarrow_table(columns=["offset"]).num_rows >= count
+        except Exception:  # not created yet
+            return False
+    return check
+
+
+def test_raw_table_holds_exactly_the_log(broker_factory: Callable[..., BrokerProcess], tmp_path: Path) -> None:
+    broker = broker_factory()
+    path = tmp_path / "tables" / "events"
+    with client(broker) as vdl:
+        vdl.create_stream("events", config={"vdl.table.path": str(path), "vdl.table.lag.ms": "500"})
+    values = [b"value-%d" % i if i % 11 else None for i in range(3000)]
+    produce(broker.bootstrap, "events", values[:1000])
+    produce(broker.bootstrap, "events", values[1000:])
+    wait_until(table_holds(path, 3000), 30, "the table holding 3000 rows")
+    rows = table_rows(path)
+    assert rows == log_records(broker.bootstrap, "events")
+    assert [row["offset"] for row in rows] == list(range(3000))
+    shown = wait_until(lambda: (s := status(broker, "events"))["vdl.table.status.lag.records"] == "0" and s, 10,
+                       "describe showing no lag")
+    assert shown["vdl.table.status.last.offset"] == "2999"
+    assert shown["vdl.table.status.lag.seconds"] == "0.0"
+    assert shown["vdl.table.status.writer"] == "this node (leader)"
+    assert int(shown["vdl.table.status.commits"] or 0) >= 1 and shown["vdl.table.status.dead.letters"] == "0"
+    assert "vdl.table.status.error" not in shown
+    history = DeltaTable(str(path)).history()
+    assert all(h["operation"] in ("WRITE", "CREATE TABLE") for h in history)
+
+
+def test_json_table_dead_letters_hold_exactly_the_malformed(broker_factory: Callable[..., BrokerProcess],
+                                                            tmp_path: Path) -> None:
+    metrics_port = free_port()
+    broker = broker_factory(metrics_listen=f"127.0.0.1:{metrics_port}")
+    path = tmp_path / "orders"
+    with client(broker) as vdl:
+        vdl.create_stream("orders", config={
+            "vdl.table.path": str(path), "vdl.table.format": "json", "vdl.table.lag.ms": "300",
+            "vdl.table.schema": "order_id BIGINT NOT NULL, amount DOUBLE, placed TIMESTAMP",
+            "vdl.table.partition.by": "day"})
+    values: list[bytes | None] = []
+    malformed: dict[int, bytes | None] = {}
+    for i in range(2000):
+        if i % 97 == 5:
+            value: bytes | None = [b"{broken", b'{"order_id": "abc"}', b"", None, b'{"amount": 1.5}'][len(malformed) % 5]
+            malformed[i] = value
+        else:
+            value = json.dumps({"order_id": i, "amount": i / 4, "placed": "2024-05-06T07:08:09Z"}).encode()
+        values.append(value)
+    produce(broker.bootstrap, "orders", values)
+    wait_until(table_holds(path, 2000 - len(malformed)), 30, "the json table's rows")
+    wait_until(table_holds(Path(f"{path}_dlq"), len(malformed)), 30, "the dead letters")
+    rows = table_rows(path)
+    assert [row["order_id"] for row in rows] == [i for i in range(2000) if i not in malformed]
+    assert all(row["offset"] == row["order_id"] and row["amount"] == row["offset"] / 4 for row in rows)
+    assert all(row["day"] == row["timestamp"].date() for row in rows)
+    letters = table_rows(Path(f"{path}_dlq"))
+    assert [(row["offset"], row["value"]) for row in letters] == sorted(malformed.items())
+    assert all(row["error"] and row["key"] == b"k%d" % row["offset"] for row in letters)
+    assert DeltaTable(str(path)).metadata().partition_columns == ["day"]
+    wait_until(lambda: status(broker, "orders")["vdl.table.status.dead.letters"] == str(len(malformed)), 10,
+               "the dead-letter count")
+    metrics = scrape_url(f"http://127.0.0.1:{metrics_port}/metrics")
+    assert metrics.value("vdl_table_dead_letters_total", stream="orders") == len(malformed)
+    assert metrics.get("vdl_table_commits_total", stream="orders") >= 1
+    assert metrics.value("vdl_table_lag_records", stream="orders") == 0
+    assert metrics.value("vdl_table_lag_seconds", stream="orders") == 0
+
+
+def test_retention_deletes_only_what_the_table_holds(broker_factory: Callable[..., BrokerProcess],
+                                                      tmp_path: Path) -> None:
+    broker = broker_factory(retention_check_ms=100)
+    path = tmp_path / "tiered"
+    with client(broker) as vdl:
+        # The table far behind (lag 1 hour): retention must wait for it.
+        vdl.create_stream("tiered", config={"vdl.table.path": str(path), "vdl.table.lag.ms": "3600000",
+                                            "segment.bytes": "4096", "retention.bytes": "8192"})
+        produce(broker.bootstrap, "tiered", [b"r%05d" % i + b"." * 90 for i in range(600)], headers=False,
+                batch_size=1024)
+        directory = broker.data_dir / "tiered"
+        segments = len(list(directory.glob("*.log")))
+        assert segments > 10
+        wait_until(lambda: status(broker, "tiered").get("vdl.table.status.last.offset") == "-1", 10, "a status")
+        assert vdl.list_offset("tiered", -2) == 0 and len(list(directory.glob("*.log"))) == segments
+        alter_stream_configs(vdl, "tiered", {"vdl.table.lag.ms": "200"})
+        wait_until(table_holds(path, 600), 30, "the table catching up")
+        wait_until(lambda: vdl.list_offset("tiered", -2) > 0, 30, "retention deleting tiered segments")
+        assert len(list(directory.glob("*.log"))) < segments
+    assert [row["value"] for row in table_rows(path)] == [b"r%05d" % i + b"." * 90 for i in range(600)]
+
+
+def test_a_table_of_another_stream_is_refused(broker_factory: Callable[..., BrokerProcess], tmp_path: Path) -> None:
+    broker = broker_factory()
+    path = tmp_path / "shared"
+    with client(broker) as vdl:
+        vdl.create_stream("first", config={"vdl.table.path": str(path), "vdl.table.lag.ms": "200"})
+        produce(broker.bootstrap, "first", [b"a", b"b"])
+        wait_until(table_holds(path, 2), 20, "the first stream's table")
+        vdl.create_stream("second", config={"vdl.table.path": str(path), "vdl.table.lag.ms": "200"})
+        produce(broker.bootstrap, "second", [b"c"])
+    error = wait_until(lambda: status(broker, "second").get("vdl.table.status.error"), 20, "the table's error")
+    assert "already holds rows that this stream did not write" in error
+    assert [row["value"] for row in table_rows(path)] == [b"a", b"b"]
+    described = subprocess.run([*VDL_CLI, "streams", "describe", "second", "--bootstrap", broker.bootstrap],
+                               capture_output=True, text=True, timeout=30)
+    assert "vdl.table.status.error" in described.stdout and "vdl.table.status.last.offset    -1" in described.stdout

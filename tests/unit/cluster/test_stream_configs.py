@@ -1,0 +1,134 @@
+"""Per-stream configs: validation at the proposer, structural apply, effective settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.cluster.test_cluster_metadata import apply, state_with
+from vdl_broker.cluster.metadata import Outcome, create_stream_command, decode_command, encode_command
+from vdl_broker.cluster.stream_configs import (
+    CONFIG_KEYS,
+    AlterOp,
+    ConfigProblem,
+    StreamSettings,
+    TableSettings,
+    alter_stream_config_command,
+    altered,
+    canonical_value,
+    stream_settings,
+    validated,
+)
+
+NODE = {"retention_ms": -1, "retention_bytes": -1, "segment_bytes": 1 << 30, "segment_ms": 604800000,
+        "max_batch_bytes": 16 << 20}
+
+
+@pytest.mark.parametrize(("name", "value", "stored"), [
+    ("retention.ms", " 60000", "60000"), ("retention.ms", "-1", "-1"), ("retention.bytes", "0", "0"),
+    ("segment.bytes", "1024", "1024"), ("segment.ms", "1", "1"), ("max.message.bytes", "0", "0"),
+    ("vdl.table.format", "JSON", "json"), ("vdl.table.partition.by", "day", "day"),
+    ("vdl.table.path", "/data/orders", "/data/orders"), ("vdl.table.path", "s3://bucket/orders", "s3://bucket/orders"),
+    ("vdl.table.schema", "id BIGINT, amount DOUBLE", "id BIGINT, amount DOUBLE"),
+])
+def test_accepted_values_are_stored_canonical(name: str, value: str, stored: str) -> None:
+    assert canonical_value(name, value) == stored
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("retention.ms", "soon", "retention.ms: 'soon' is not an integer >= -1"),
+    ("retention.ms", "-2", "retention.ms: '-2' is not an integer >= -1"),
+    ("segment.bytes", "1023", "segment.bytes: '1023' is not an integer in 1024..2147483647"),
+    ("segment.bytes", "2147483648", "segment.bytes: '2147483648' is not an integer in 1024..2147483647"),
+    ("segment.ms", "0", "segment.ms: '0' is not an integer >= 1"),
+    ("max.message.bytes", "1.5", "max.message.bytes: '1.5' is not an integer in 0..2147483647"),
+    ("vdl.table.format", "avro", "vdl.table.format: 'avro' is not one of raw | json"),
+    ("vdl.table.partition.by", "hour", "vdl.table.partition.by: 'hour' is not one of none | day"),
+    ("vdl.table.path", "relative/dir", "vdl.table.path: must be an absolute local path or a URI"),
+    ("vdl.table.path", "ftp://host/x", "vdl.table.path: URI scheme 'ftp' is not one of"),
+    ("vdl.table.schema", "id BIGNUM", "vdl.table.schema: not a Spark DDL schema: unknown type"),
+    ("vdl.table.lag.ms", "99", "vdl.table.lag.ms: '99' is not an integer >= 100"),
+    ("retention.ms", None, "retention.ms needs a value (an integer >= -1)"),
+    ("cleanup.policy", "compact", "unknown stream config 'cleanup.policy' (accepted: retention.ms, retention.bytes"),
+])
+def test_bad_values_name_the_key_and_what_it_accepts(name: str, value: str | None, message: str) -> None:
+    with pytest.raises(ConfigProblem) as caught:
+        canonical_value(name, value)
+    assert str(caught.value).startswith(message)
+
+
+def test_json_format_needs_a_schema() -> None:
+    with pytest.raises(ConfigProblem, match=r"^vdl.table.schema: required when vdl.table.format=json"):
+        validated({"vdl.table.path": "/t", "vdl.table.format": "json"})
+    assert validated({"vdl.table.format": "json", "vdl.table.schema": "a INT"}) == {
+        "vdl.table.format": "json", "vdl.table.schema": "a INT"}
+    with pytest.raises(ConfigProblem, match="vdl.table.schema: required"):
+        altered({"vdl.table.format": "json", "vdl.table.schema": "a INT"}, [("vdl.table.schema", AlterOp.DELETE, None)])
+
+
+def test_altered_sets_and_deletes_and_refuses_list_operations() -> None:
+    current = {"retention.ms": "1000", "segment.ms": "5"}
+    to_set, to_delete = altered(current, [("retention.ms", AlterOp.SET, "2000"), ("segment.ms", AlterOp.DELETE, None)])
+    assert (to_set, to_delete) == ({"retention.ms": "2000"}, ["segment.ms"])
+    with pytest.raises(ConfigProblem, match="^retention.ms: APPEND applies to list configs only; use SET$"):
+        altered(current, [("retention.ms", AlterOp.APPEND, "1")])
+    with pytest.raises(ConfigProblem, match="^unknown stream config 'nope'"):
+        altered(current, [("nope", AlterOp.DELETE, None)])
+    with pytest.raises(ConfigProblem, match="^retention.ms: named more than once"):
+        altered(current, [("retention.ms", AlterOp.SET, "1"), ("retention.ms", AlterOp.DELETE, None)])
+    with pytest.raises(ConfigProblem, match="unknown operation 7"):
+        altered(current, [("retention.ms", 7, "1")])
+
+
+def test_metadata_applies_alter_commands_on_every_node_alike() -> None:
+    state, log = state_with(3)
+    assert apply(state, log, create_stream_command("events", 3, {"retention.ms": "1000"})).ok
+    result = apply(state, log, alter_stream_config_command("events", {"segment.bytes": "4096"}, ["retention.ms"]))
+    assert result.ok and result.op == "alter_stream_config"
+    assert state.streams["events"].config == {"segment.bytes": "4096"}
+    assert result.stream == state.streams["events"]
+    assert apply(state, log, alter_stream_config_command("missing", {"segment.ms": "1"}, [])).outcome is Outcome.UNKNOWN
+    assert apply(state, log, {"op": "alter_stream_config", "name": "events", "set": ["x"], "delete": []}).outcome \
+        is Outcome.INVALID_COMMAND
+    assert apply(state, log, {"op": "alter_stream_config", "name": "events", "set": {"a": 1}, "delete": []}).outcome \
+        is Outcome.INVALID_COMMAND
+    assert state.streams["events"].config == {"segment.bytes": "4096"}
+    # Replaying the same log elsewhere reaches the same state.
+    replica, _ = state_with(0)
+    for index, payload in enumerate(log, start=1):
+        replica.apply_entry(index, [decode_command(payload)])
+    assert replica.streams == state.streams
+
+
+def test_old_entries_with_any_config_still_apply() -> None:
+    """Entries written before configs were checked carry whatever a client sent (ints, unknown
+    keys): they still create the stream, and unknown or bad values count as unset."""
+    state, log = state_with(1)
+    assert apply(state, log, create_stream_command("old", 1, {"retention.ms": 1000, "cleanup.policy": "delete",
+                                                              "segment.bytes": "tiny"})).ok
+    settings = stream_settings(state.streams["old"].config, NODE)
+    assert settings.retention_ms == 1000 and settings.segment_bytes == 1 << 30
+
+
+def test_proposer_refuses_a_bad_create_config() -> None:
+    state, _ = state_with(1)
+    refused = state.check_create("events", None, {"retention.ms": "x"})
+    assert refused is not None and refused.outcome is Outcome.INVALID_CONFIG
+    assert refused.message == "retention.ms: 'x' is not an integer >= -1"
+    assert state.check_create("events", None, {"retention.ms": "5"}) is None
+    assert decode_command(encode_command(create_stream_command("e", None, {"retention.ms": "5"})))["config"] == {
+        "retention.ms": "5"}
+
+
+def test_effective_settings_take_the_stream_value_else_the_node_default() -> None:
+    assert stream_settings({}, NODE) == StreamSettings(-1, -1, 1 << 30, 604800000, 16 << 20, None)
+    settings = stream_settings({"retention.bytes": "100", "max.message.bytes": "2048", "vdl.table.path": "/t",
+                                "vdl.table.partition.by": "day"}, NODE | {"retention_ms": 5})
+    assert settings == StreamSettings(5, 100, 1 << 30, 604800000, 2048, TableSettings(
+        "/t", "raw", None, 5000, "day", 600000, 128 << 20, 3600000, 604800000))
+    assert settings.table is not None and settings.table.dead_letter_path == "/t_dlq"
+
+
+def test_every_key_documents_itself() -> None:
+    for key in CONFIG_KEYS.values():
+        assert key.doc and key.type
+        assert key.node_setting is None or key.node_setting in NODE

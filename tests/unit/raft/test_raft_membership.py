@@ -1,0 +1,243 @@
+"""Membership changes in the simulator (vdl_broker.raft.membership): learners, single-server
+changes, the rules the leader follows and why, and where the configuration lives across
+restarts and retention. Invariants are checked on every step (raft_sim)."""
+
+from __future__ import annotations
+
+import pytest
+from raft_sim import Cluster, InvariantError, build_storage
+
+from vdl_broker.raft import (
+    ConfigChangeError,
+    ConfigRecord,
+    ConfState,
+    EntryType,
+    MemoryStorage,
+    MessageType,
+    NotLeaderError,
+    RaftConfig,
+    RaftNode,
+    Role,
+)
+from vdl_broker.raft.membership import Membership, check_change, decode_conf, encode_conf, make_conf
+
+ELECTION = 10 * 10 * 3
+
+
+def elect(c: Cluster, i: int) -> None:
+    c.node(i).campaign()
+    c.process(i)
+    c.drain()
+    assert c.node(i).role == Role.LEADER, f"node {i} did not win"
+
+
+def commit(c: Cluster, leader: int, data: bytes, members: tuple[int, ...] | None = None) -> int:
+    index = c.propose(leader, data)
+    nodes = members if members is not None else c.node(leader).conf.members
+    assert c.run_until(lambda: all(c.nodes[i].applied >= index for i in nodes if c.nodes[i].node), ELECTION)
+    return index
+
+
+def change(c: Cluster, leader: int, voters: tuple[int, ...], learners: tuple[int, ...] = ()) -> int:
+    index = c.change_conf(leader, ConfState(voters, learners))
+    assert index is not None, "the change was refused"
+    assert c.run_until(lambda: c.node(leader).commit_index >= index, ELECTION), "the change did not commit"
+    return index
+
+
+def test_a_learner_gets_the_log_but_neither_votes_nor_counts() -> None:
+    c = Cluster(3, 1)
+    elect(c, 1)
+    learner = c.add_node()
+    change(c, 1, (1, 2, 3), (learner,))
+    index = commit(c, 1, b"to-everyone")
+    assert c.nodes[learner].applied >= index and c.node(learner).conf == ConfState((1, 2, 3), (learner,))
+    # Two voters cut off: the leader and the learner alone commit nothing.
+    c.partition({1, learner}, {2}, {3})
+    stuck = c.propose(1, b"needs-a-voter")
+    c.run(ELECTION // 3)
+    assert c.node(1).commit_index < stuck
+    # The learner, alone with a complete log, never campaigns, whatever happens to the voters.
+    for i in (1, 2, 3):
+        c.crash(i)
+    term = c.node(learner).term
+    for _ in range(3 * ELECTION):
+        c.step_time()
+        assert c.node(learner).role == Role.FOLLOWER
+    assert c.node(learner).term == term
+
+
+def test_promoted_learner_counts_and_can_lead_removed_voter_cannot() -> None:
+    c = Cluster(3, 2)
+    elect(c, 1)
+    commit(c, 1, b"before")
+    new = c.add_node()
+    change(c, 1, (1, 2, 3), (new,))
+    change(c, 1, (1, 2, 3, new))
+    change(c, 1, (1, 3, new))  # 2 leaves: {1,3,4}, one voter at a time throughout
+    index = commit(c, 1, b"after", members=(1, 3, new))
+    assert c.node(1).conf == ConfState((1, 3, new))
+    # With 2 gone, {1, new} is a majority: 3 is not needed.
+    c.partition({1, new}, {2}, {3})
+    later = c.propose(1, b"with-the-newcomer")
+    assert c.run_until(lambda: c.node(1).commit_index >= later, ELECTION)
+    # The newcomer can lead; the removed node, which never learned it was removed, cannot win.
+    c.heal()
+    c.node(1).transfer_leadership(new)
+    c.process(1)
+    assert c.run_until(lambda: c.leader() == new, ELECTION)
+    term = c.node(new).term
+    c.run(4 * ELECTION)  # node 2 keeps timing out: PreVote and the leader lease keep it harmless
+    assert c.leader() == new and c.node(new).term == term
+    assert index <= c.node(new).commit_index
+
+
+def test_leader_rules_one_voter_at_a_time_no_overlap_leader_stays() -> None:
+    c = Cluster(3, 3)
+    elect(c, 1)
+    commit(c, 1, b"x")
+    leader = c.node(1)
+    with pytest.raises(ConfigChangeError, match="one voter at a time"):
+        leader.propose_conf_change(ConfState((1, 4, 5)))
+    with pytest.raises(ConfigChangeError, match="transfer leadership first"):
+        leader.propose_conf_change(ConfState((2, 3)))
+    with pytest.raises(ConfigChangeError, match="at least one voter"):
+        check_change(ConfState((1,)), ConfState((), (1,)), 1)
+    with pytest.raises(ConfigChangeError, match="propose_conf_change"):
+        leader.propose(b"{}", EntryType.CONFIG)
+    c.change_conf(1, ConfState((1, 2, 3), (4,)))
+    with pytest.raises(ConfigChangeError, match="not committed yet"):
+        leader.propose_conf_change(ConfState((1, 2, 3)))  # the first is still in flight
+    with pytest.raises(NotLeaderError):
+        c.node(2).propose_conf_change(ConfState((1, 2, 3)))
+
+
+def _ongaro_setup() -> Cluster:
+    """Ongaro's 2015 scenario, up to the point where the rule matters. C0 = {1,2,3,4}; leader 1
+    (term 1) appends C1 = C0 + 5 and only 5 receives it; node 2 wins term 2 under C0 with the
+    votes of 3 and 4, but its no-op reaches only 3: not committed (3 of 4 needed)."""
+    # No leader lease / PreVote: the elections below happen at once, without waiting timeouts.
+    c = Cluster(4, 4, config=lambda i, ids: RaftConfig(i, ids, pre_vote=False, check_quorum=False))
+    elect(c, 1)
+    commit(c, 1, b"committed-in-term-1")
+    five = c.add_node()
+    c.partition({1, five}, {2, 3, 4})
+    assert c.change_conf(1, ConfState((1, 2, 3, 4, five))) is not None  # one voter more: allowed
+    c.drain()
+    assert c.node(five).conf.voters == (1, 2, 3, 4, five)
+    c.hold = lambda m: m.to == 4 and m.type in (MessageType.APPEND, MessageType.HEARTBEAT)
+    elect(c, 2)
+    assert c.node(2).term == 2 and not c.node(2).current_term_committed
+    return c
+
+
+def _node1_campaigns_in_term_3(c: Cluster) -> None:
+    """Node 1 restarts (a follower of term 1) and campaigns twice: term 2 (where 4 voted for 2
+    already), then term 3, with 4 and 5 reachable."""
+    c.partition({1, 4, 5}, {2, 3})
+    c.crash(1)
+    c.restart(1)
+    while c.node(1).term < 3:
+        c.node(1).campaign()
+        c.process(1)
+        c.drain()
+
+
+def test_ongaro_bug_a_leader_changes_the_configuration_only_after_committing_in_its_term() -> None:
+    c = _ongaro_setup()
+    with pytest.raises(ConfigChangeError, match="not committed an entry of its term"):
+        c.node(2).propose_conf_change(ConfState((2, 3, 4)))
+    # Once its no-op commits (4 hears from it), the change is allowed, and node 1 (holding C1)
+    # can no longer win: 4 now holds a term-2 entry and refuses it.
+    c.hold = None
+    c.partition({1, 5}, {2, 3, 4})
+    assert c.run_until(lambda: c.node(2).current_term_committed, ELECTION)
+    change(c, 2, (2, 3, 4))
+    _node1_campaigns_in_term_3(c)
+    assert c.node(1).role != Role.LEADER
+
+
+def test_ongaro_bug_without_the_rule_a_leader_loses_a_committed_entry() -> None:
+    """What the rule prevents: the same history with the check skipped (the entry appended
+    behind the rule's back) lets node 1 win term 3 without the committed C2 entry."""
+    c = _ongaro_setup()
+    leader = c.node(2)
+    c.partition({1, 5}, {2, 3}, {4})
+    leader._append_own(EntryType.CONFIG, encode_conf(ConfState((2, 3, 4))))  # noqa: SLF001 - the bug
+    leader._sync_conf()  # noqa: SLF001
+    c.process(2)
+    c.hold = None
+    # C2 = {2,3,4} commits with {2,3}, and the no-op of term 2 with it.
+    assert c.run_until(lambda: c.max_committed >= c.node(2).last_index, ELECTION)
+    with pytest.raises(InvariantError, match="lacks committed entry"):
+        _node1_campaigns_in_term_3(c)  # wins with 1, 4, 5: a majority of C1
+
+
+def test_configuration_survives_restart_and_retention_and_reaches_new_members_with_the_log_start() -> None:
+    c = Cluster(3, 5)
+    elect(c, 1)
+    commit(c, 1, b"a")
+    learner = c.add_node()
+    change(c, 1, (1, 2, 3), (learner,))
+    change(c, 1, (1, 2, 3, learner))
+    for k in range(5):
+        commit(c, 1, b"after-%d" % k)
+    # Retention removes every entry holding a configuration, on every node.
+    for i in c.ids:
+        sn = c.nodes[i]
+        sn.storage.compact(sn.applied + 1)
+        assert not any(e.type == EntryType.CONFIG for e in sn.storage.all_entries())
+    # A restart rebuilds the configuration from the saved records alone.
+    for i in c.ids:
+        c.crash(i)
+        c.restart(i)
+        assert c.node(i).conf == ConfState((1, 2, 3, learner))
+    assert c.run_until(lambda: c.leader() is not None, ELECTION)
+    leader = c.leader()
+    assert leader is not None
+    commit(c, leader, b"after-restart")
+    # A brand-new member gets the log start (a reset) carrying the configuration in force there.
+    late = c.add_node()
+    c.change_conf(leader, ConfState((1, 2, 3, learner), (late,)))
+    index = commit(c, leader, b"for-the-late-one")
+    assert c.nodes[late].applied >= index
+    assert c.nodes[late].storage.first_index > 1  # it started from a reset, not from entry 1
+    assert c.node(late).conf == ConfState((1, 2, 3, learner), (late,))
+    c.crash(late)
+    c.restart(late)  # from its saved records: the reset's base and the entry that added it
+    assert c.node(late).conf == ConfState((1, 2, 3, learner), (late,))
+
+
+def test_saved_records_naming_entries_the_log_lacks_are_dropped() -> None:
+    storage = build_storage([1, 1, 2])
+    records = [ConfigRecord(0, 0, ConfState((1, 2, 3))), ConfigRecord(2, 1, ConfState((1, 2, 3), (4,))),
+               ConfigRecord(3, 1, ConfState((1, 2, 3, 4))),  # the log's entry 3 has term 2: cut
+               ConfigRecord(7, 2, ConfState((1, 2, 3, 4, 5)))]  # beyond the log: a torn tail
+    node = RaftNode(RaftConfig(1, [1, 2, 3]), storage, storage.hard_state, membership=records)
+    assert node.conf == ConfState((1, 2, 3), (4,))
+    rd = node.ready()
+    assert rd.membership == records[:2]  # rewritten without the records the log does not back
+
+
+def test_joining_node_knows_no_voters_and_never_campaigns() -> None:
+    node = RaftNode(RaftConfig(4, []), MemoryStorage())
+    assert node.conf == ConfState() and node.voters == ()
+    for _ in range(100):
+        node.tick()
+        node.campaign()
+        assert node.role == Role.FOLLOWER
+        if node.has_ready():
+            rd = node.ready()
+            assert not rd.messages and not rd.early_messages
+            node.advance(rd)
+
+
+def test_conf_payloads_and_membership_records() -> None:
+    conf = make_conf([3, 1, 2, 2], [4, 1])
+    assert conf == ConfState((1, 2, 3), (4,))  # sorted; a voter is never also a learner
+    assert decode_conf(encode_conf(conf)) == conf
+    assert decode_conf(b"not json") is None and decode_conf(b'{"voters": [0]}') is None
+    with pytest.raises(ValueError):
+        make_conf([True])
+    m = Membership(ConfState((1,)), [], 1, 0, lambda i: 0)
+    assert m.current == ConfState((1,)) and m.conf_at(5) == ConfState((1,))

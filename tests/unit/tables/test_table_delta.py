@@ -1,0 +1,99 @@
+"""The Delta side of tiering with a real deltalake: resume point, the conflict two writers of one
+app id meet, adoption rules, compaction and vacuum keeping every row once; retention's limit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from tests.unit.tables.test_table_convert import stored
+from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.log.entry import Entry, EntryType
+from vdl_broker.tables.convert import TieringError
+from vdl_broker.tables.delta import DeltaTarget, TransactionConflict
+from vdl_broker.tables.service import retention_limit
+
+SCHEMA = pa.schema([pa.field("offset", pa.int64(), nullable=False), pa.field("value", pa.binary())])
+
+
+def rows(start: int, end: int) -> pa.Table:
+    return pa.table({"offset": pa.array(range(start, end), pa.int64()),
+                     "value": pa.array([b"v%d" % i for i in range(start, end)])}, schema=SCHEMA)
+
+
+def offsets(path: Path) -> list[int]:
+    return sorted(DeltaTable(str(path)).to_pyarrow_table().column("offset").to_pylist())
+
+
+def test_resume_after_the_last_committed_offset(tmp_path: Path) -> None:
+    target = DeltaTarget(str(tmp_path / "t"), SCHEMA, [])
+    assert target.transaction_version("app") is None
+    assert target.next_offset("app", 7) == 7  # a new table: created, starts where asked
+    target.append(rows(7, 10), "app", 9)
+    assert target.next_offset("app", 0) == 10
+    assert DeltaTarget(str(tmp_path / "t"), SCHEMA, []).transaction_version("app") == 9
+
+
+def test_two_writers_of_one_app_id_never_write_an_offset_twice(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    old, new = DeltaTarget(path, SCHEMA, []), DeltaTarget(path, SCHEMA, [])
+    assert old.next_offset("app", 0) == 0
+    old.append(rows(0, 5), "app", 4)
+    # Both read the table at offset 5; the deposed leader commits first, the new one loses.
+    assert old.next_offset("app", 0) == new.next_offset("app", 0) == 5
+    old.append(rows(5, 8), "app", 7)
+    with pytest.raises(TransactionConflict):
+        new.append(rows(5, 12), "app", 11)
+    assert new.next_offset("app", 0) == 8
+    new.append(rows(8, 12), "app", 11)
+    assert offsets(tmp_path / "t") == list(range(12))
+    # The same race on a table that does not exist yet.
+    first, second = DeltaTarget(str(tmp_path / "u"), SCHEMA, []), DeltaTarget(str(tmp_path / "u"), SCHEMA, [])
+    assert first.next_offset("app", 0) == second.next_offset("app", 0) == 0
+    first.append(rows(0, 3), "app", 2)
+    with pytest.raises(TransactionConflict):
+        second.append(rows(0, 4), "app", 3)
+    assert offsets(tmp_path / "u") == [0, 1, 2]
+
+
+def test_another_streams_table_is_not_adopted(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    other = DeltaTarget(path, SCHEMA, [])
+    other.next_offset("other-stream", 0)
+    other.append(rows(0, 3), "other-stream", 2)
+    with pytest.raises(TieringError, match="already holds rows that this stream did not write"):
+        DeltaTarget(path, SCHEMA, []).next_offset("app", 0)
+    empty = DeltaTarget(str(tmp_path / "empty"), SCHEMA, [])
+    empty.next_offset("someone", 0)  # created, never written: free to adopt
+    assert DeltaTarget(str(tmp_path / "empty"), SCHEMA, []).next_offset("app", 4) == 4
+
+
+def test_compaction_and_vacuum_keep_every_row_once(tmp_path: Path) -> None:
+    target = DeltaTarget(str(tmp_path / "t"), SCHEMA, [])
+    target.next_offset("app", 0)
+    for start in range(0, 50, 5):
+        target.next_offset("app", 0)
+        target.append(rows(start, start + 5), "app", start + 4)
+    before = target.stats()
+    assert (before.files, before.rows, before.first_offset, before.end_offset) == (10, 50, 0, 50)
+    metrics = target.compact(1 << 20)
+    assert metrics["numFilesRemoved"] == 10 and metrics["numFilesAdded"] == 1
+    assert target.stats().files == 1
+    assert len(target.vacuum(0)) == 10
+    assert offsets(tmp_path / "t") == list(range(50))
+    assert target.next_offset("app", 0) == 50
+
+
+def test_retention_limit_keeps_what_the_table_does_not_hold(tmp_path: Path) -> None:
+    log = StreamLog.open(tmp_path / "s", LogConfig(fsync=False, segment_bytes=1024))
+    log.append([Entry(i + 1, 1, EntryType.DATA, stored(i * 3, [b"x", b"y", b"z"])) for i in range(4)])
+    assert (log.log_start_offset, log.log_end_offset, log.first_index, log.last_index) == (0, 12, 1, 4)
+    assert retention_limit(log, 4, None) == 0  # the table's end unknown: nothing
+    assert retention_limit(log, 4, 0) == 0
+    assert retention_limit(log, 4, 4) == 1  # offsets 0-2 (entry 1) in the table; 3 not
+    assert retention_limit(log, 4, 6) == 2
+    assert retention_limit(log, 3, 12) == 3  # all in the table: as far as applied
+    log.close()

@@ -1,0 +1,300 @@
+"""Per-stream configs (Kafka's topic configs) in the cluster metadata (pure: no I/O, no clock).
+
+A stream's config is `StreamInfo.config`: key -> string value, only the keys set for it (Kafka
+stores topic overrides as strings too); a key not set takes the node's default. The keys are
+Kafka's topic-config names where Kafka has the idea, plus `vdl.table.*` for streams that are
+Delta tables (vdl_broker/tables). Every key is declared once, in CONFIG_KEYS.
+
+Validation happens where a change is proposed (CreateTopics, IncrementalAlterConfigs), against
+CONFIG_KEYS: an unknown key or a bad value is refused there with INVALID_CONFIG naming it.
+Applying checks structure only, so every node replaying the metadata log reaches the same state
+whatever version it runs (entries written before this module carry arbitrary config objects).
+
+    {"op": "alter_stream_config", "name": s, "set": {"retention.ms": "60000"}, "delete": ["segment.ms"]}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from vdl_broker.tables.ddl import DdlError, parse_schema
+
+MAX_SEGMENT_BYTES = (1 << 31) - 1  # index files store positions as uint32 (vdl_broker/log/config.py)
+LONG_MAX = (1 << 63) - 1
+INT_MAX = (1 << 31) - 1
+MIB = 1 << 20
+URI_SCHEMES = ("file", "s3", "s3a", "gs", "az", "abfs", "abfss", "adl", "lakefs", "memory")
+
+
+class ConfigType(IntEnum):
+    """DescribeConfigs v3+ ConfigType. # message defs: DescribeConfigsResponse.json"""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    LONG = 5
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    type: ConfigType
+    doc: str
+    default: str | None = None  # built-in default (None: unset, or `node_setting` gives it)
+    minimum: int | None = None
+    maximum: int | None = None
+    choices: tuple[str, ...] = ()
+    node_setting: str | None = None  # NodeConfig field holding the node's default
+    broker_name: str | None = None  # the matching Kafka broker config (a synonym)
+    check: Callable[[str], str | None] | None = None  # extra check: why the value is bad, or None
+
+    def accepted(self) -> str:
+        if self.choices:
+            return " | ".join(self.choices)
+        if self.minimum is not None:
+            if self.maximum in (None, LONG_MAX):
+                return f"an integer >= {self.minimum}"
+            return f"an integer in {self.minimum}..{self.maximum}"
+        return "a string"
+
+
+def _check_path(value: str) -> str | None:
+    if not value.strip():
+        return "must not be empty"
+    scheme = value.split("://", 1)[0].lower() if "://" in value else None
+    if scheme is None:
+        return None if value.startswith("/") else "must be an absolute local path or a URI (s3://, gs://, az://, file://...)"
+    return None if scheme in URI_SCHEMES else f"URI scheme {scheme!r} is not one of {', '.join(URI_SCHEMES)}"
+
+
+RESERVED_COLUMNS = ("offset", "timestamp", "day")  # a json table's own columns
+
+
+def _kinds(ddl_type: tuple[Any, ...]) -> list[str]:
+    kind = ddl_type[0]
+    if kind == "struct":
+        return [kind] + [k for column in ddl_type[1] for k in _kinds(column.type)]
+    if kind in ("array", "map"):
+        return [kind] + [k for inner in ddl_type[1:] for k in _kinds(inner)]
+    return [kind]
+
+
+def _check_schema(value: str) -> str | None:
+    try:
+        columns = parse_schema(value)
+    except DdlError as error:
+        return f"not a Spark DDL schema: {error}"
+    for column in columns:
+        if column.name.lower() in RESERVED_COLUMNS:
+            return f"column {column.name!r} is reserved (a json table has its own {', '.join(RESERVED_COLUMNS)})"
+        if "map" in _kinds(column.type):
+            return f"column {column.name!r}: MAP is not supported in json tables (use STRUCT)"
+    return None
+
+
+_KEYS = (
+    ConfigKey("retention.ms", ConfigType.LONG, "delete whole segments whose newest record is older than this; "
+              "-1 keeps them", minimum=-1, maximum=LONG_MAX, node_setting="retention_ms",
+              broker_name="log.retention.ms"),
+    ConfigKey("retention.bytes", ConfigType.LONG, "delete the oldest segments while the log is larger than this; "
+              "-1: no limit", minimum=-1, maximum=LONG_MAX, node_setting="retention_bytes",
+              broker_name="log.retention.bytes"),
+    ConfigKey("segment.bytes", ConfigType.INT, "segment file size at which the log rolls", minimum=1024,
+              maximum=MAX_SEGMENT_BYTES, node_setting="segment_bytes", broker_name="log.segment.bytes"),
+    ConfigKey("segment.ms", ConfigType.LONG, "segment age at which the log rolls", minimum=1, maximum=LONG_MAX,
+              node_setting="segment_ms", broker_name="log.roll.ms"),
+    ConfigKey("max.message.bytes", ConfigType.INT, "largest record batch a producer may send (MESSAGE_TOO_LARGE "
+              "beyond)", minimum=0, maximum=INT_MAX, node_setting="max_batch_bytes", broker_name="message.max.bytes"),
+    ConfigKey("vdl.table.path", ConfigType.STRING, "the stream's Delta table: an absolute local path or a URI the "
+              "deltalake package can write; set = tiering on", check=_check_path),
+    ConfigKey("vdl.table.format", ConfigType.STRING, "raw: columns offset, timestamp, key, value, headers; json: the "
+              "value parsed with vdl.table.schema, plus offset and timestamp", default="raw", choices=("raw", "json")),
+    ConfigKey("vdl.table.schema", ConfigType.STRING, "Spark DDL schema of the JSON values (vdl.table.format=json)",
+              check=_check_schema),
+    ConfigKey("vdl.table.lag.ms", ConfigType.LONG, "freshness target: a committed record is in the table this "
+              "soon", default="5000", minimum=100, maximum=LONG_MAX),
+    ConfigKey("vdl.table.partition.by", ConfigType.STRING, "none, or day: partitioned by the UTC day of the record "
+              "timestamp (column `day`)", default="none", choices=("none", "day")),
+    ConfigKey("vdl.table.compact.interval.ms", ConfigType.LONG, "how often small files are compacted "
+              "(optimize.compact); 0 = never", default="600000", minimum=0, maximum=LONG_MAX),
+    ConfigKey("vdl.table.compact.target.bytes", ConfigType.LONG, "file size compaction aims at",
+              default=str(128 * MIB), minimum=MIB, maximum=LONG_MAX),
+    ConfigKey("vdl.table.vacuum.interval.ms", ConfigType.LONG, "how often files no longer in the table are deleted "
+              "(vacuum); 0 = never", default="3600000", minimum=0, maximum=LONG_MAX),
+    ConfigKey("vdl.table.vacuum.retention.ms", ConfigType.LONG, "vacuum deletes only files removed from the table "
+              "longer ago than this (readers of older versions still find theirs)", default="604800000",
+              minimum=0, maximum=LONG_MAX),
+)
+CONFIG_KEYS: dict[str, ConfigKey] = {key.name: key for key in _KEYS}
+TABLE_PREFIX = "vdl.table."
+
+
+class ConfigProblem(ValueError):
+    """A config change refused (INVALID_CONFIG); the message names the key and what it accepts."""
+
+
+def known_key(name: str) -> ConfigKey:
+    key = CONFIG_KEYS.get(name)
+    if key is None:
+        raise ConfigProblem(f"unknown stream config {name!r} (accepted: {', '.join(CONFIG_KEYS)})")
+    return key
+
+
+def canonical_value(name: str, value: Any) -> str:
+    """The value as stored, or ConfigProblem naming the key."""
+    key = known_key(name)
+    if value is None:
+        raise ConfigProblem(f"{name} needs a value ({key.accepted()})")
+    text = str(value).strip()
+    if key.type in (ConfigType.INT, ConfigType.LONG):
+        try:
+            number = int(text)
+        except ValueError:
+            raise ConfigProblem(f"{name}: {value!r} is not {key.accepted()}") from None
+        if (key.minimum is not None and number < key.minimum) or (key.maximum is not None and number > key.maximum):
+            raise ConfigProblem(f"{name}: {value!r} is not {key.accepted()}")
+        return str(number)
+    if key.choices and text.lower() not in key.choices:
+        raise ConfigProblem(f"{name}: {value!r} is not one of {key.accepted()}")
+    if key.choices:
+        return text.lower()
+    reason = key.check(str(value)) if key.check is not None else None
+    if reason is not None:
+        raise ConfigProblem(f"{name}: {reason}")
+    return str(value)
+
+
+def check_combination(config: Mapping[str, str]) -> None:
+    """Rules across keys; raises ConfigProblem."""
+    if config.get("vdl.table.format", "raw") == "json" and not config.get("vdl.table.schema"):
+        raise ConfigProblem("vdl.table.schema: required when vdl.table.format=json (a Spark DDL schema)")
+
+
+def validated(config: Mapping[str, Any]) -> dict[str, str]:
+    """A whole config (CreateTopics) checked and canonical; raises ConfigProblem."""
+    result = {name: canonical_value(name, value) for name, value in config.items()}
+    check_combination(result)
+    return result
+
+
+class AlterOp(IntEnum):
+    """IncrementalAlterConfigs operations. # message defs: IncrementalAlterConfigsRequest.json"""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+def altered(current: Mapping[str, Any], changes: list[tuple[str, int, str | None]]) -> tuple[dict[str, str], list[str]]:
+    """(set, delete) for changes (name, operation, value) to a stream's config; raises ConfigProblem."""
+    to_set: dict[str, str] = {}
+    to_delete: list[str] = []
+    names = [name for name, _, _ in changes]
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice is not None:
+        raise ConfigProblem(f"{twice}: named more than once in the request")
+    for name, operation, value in changes:
+        if operation == AlterOp.SET:
+            to_set[name] = canonical_value(name, value)
+        elif operation == AlterOp.DELETE:
+            known_key(name)
+            to_delete.append(name)
+        elif operation in (AlterOp.APPEND, AlterOp.SUBTRACT):
+            known_key(name)
+            raise ConfigProblem(f"{name}: {AlterOp(operation).name} applies to list configs only; use SET")
+        else:
+            raise ConfigProblem(f"{name}: unknown operation {operation} (0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT)")
+    merged = {k: str(v) for k, v in current.items() if k not in to_delete}
+    merged.update(to_set)
+    check_combination(merged)
+    return to_set, to_delete
+
+
+# ---------------------------------------------------------------------------------- commands
+
+
+def alter_stream_config_command(name: str, to_set: Mapping[str, str], to_delete: list[str]) -> dict[str, Any]:
+    return {"op": "alter_stream_config", "name": name, "set": dict(to_set), "delete": sorted(to_delete)}
+
+
+CONFIG_OPS = frozenset({"alter_stream_config"})
+
+
+def apply_alter(current: Mapping[str, Any], command: Mapping[str, Any]) -> dict[str, Any] | str:
+    """The stream's new config after an alter command, or why the command is malformed."""
+    to_set, to_delete = command.get("set"), command.get("delete")
+    if not isinstance(to_set, dict) or not isinstance(to_delete, list):
+        return "alter_stream_config: set must be an object and delete a list"
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in to_set.items()):
+        return "alter_stream_config: set must map names to strings"
+    config = {k: v for k, v in current.items() if k not in to_delete}
+    config.update(to_set)
+    return config
+
+
+# ---------------------------------------------------------------------------------- effective settings
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    """A stream's Delta table (vdl_broker/tables)."""
+
+    path: str
+    format: str
+    schema: str | None
+    lag_ms: int
+    partition_by: str
+    compact_interval_ms: int
+    compact_target_bytes: int
+    vacuum_interval_ms: int
+    vacuum_retention_ms: int
+
+    @property
+    def dead_letter_path(self) -> str:
+        return self.path.rstrip("/") + "_dlq"
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """What a replica applies: the stream's values, else the node's defaults."""
+
+    retention_ms: int
+    retention_bytes: int
+    segment_bytes: int
+    segment_ms: int
+    max_message_bytes: int
+    table: TableSettings | None = None
+
+
+def value_of(name: str, config: Mapping[str, Any], node_defaults: Mapping[str, Any]) -> str | None:
+    """The effective value of one key: the stream's, else the node's, else the built-in default.
+    A stored value this version does not accept (an old entry) counts as unset."""
+    key = CONFIG_KEYS[name]
+    if name in config:
+        try:
+            return canonical_value(name, config[name])
+        except ConfigProblem:
+            pass
+    if key.node_setting is not None and key.node_setting in node_defaults:
+        return str(node_defaults[key.node_setting])
+    return key.default
+
+
+def stream_settings(config: Mapping[str, Any], node_defaults: Mapping[str, Any]) -> StreamSettings:
+    def number(name: str) -> int:
+        return int(value_of(name, config, node_defaults) or 0)
+
+    table = None
+    path = value_of("vdl.table.path", config, node_defaults)
+    if path:
+        table = TableSettings(path, value_of("vdl.table.format", config, node_defaults) or "raw",
+                              value_of("vdl.table.schema", config, node_defaults), number("vdl.table.lag.ms"),
+                              value_of("vdl.table.partition.by", config, node_defaults) or "none",
+                              number("vdl.table.compact.interval.ms"), number("vdl.table.compact.target.bytes"),
+                              number("vdl.table.vacuum.interval.ms"), number("vdl.table.vacuum.retention.ms"))
+    return StreamSettings(number("retention.ms"), number("retention.bytes"), number("segment.bytes"),
+                          number("segment.ms"), number("max.message.bytes"), table)

@@ -1,0 +1,126 @@
+"""One stream's Delta table through `deltalake` (delta-rs): blocking calls, run in a worker thread.
+
+Exactly once rests on Delta's app transactions (`txn` actions). Every append commits, in the
+same Delta commit as its files, the transaction (app id, version = the last offset it holds):
+
+- where to resume is the table's transaction version for the app id, read from the snapshot
+  the append then commits against (`next_offset`, then `append` with no refresh between);
+- a second writer with the same app id (a new leader, or a deposed one that has not noticed)
+  that committed after that snapshot makes the append fail with a concurrent-transaction
+  conflict (Delta's conflict detection, checked in delta-rs): the loser re-reads the version
+  and goes on from there, so no offset is written twice and none is skipped.
+
+A table is adopted only when it is new, empty, or already holds this app id's transaction: a
+path holding another stream's rows is refused rather than mixed into.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
+
+from vdl_broker.tables.convert import TieringError
+
+
+class TransactionConflict(RuntimeError):
+    """Another writer committed this app id's transaction first: re-read where the table is."""
+
+
+@dataclass(frozen=True)
+class TableStats:
+    files: int
+    rows: int
+    first_offset: int | None  # the lowest offset in the table (None: empty)
+    end_offset: int | None  # one past the highest (None: empty)
+
+
+class DeltaTarget:
+    """A Delta table at `path` holding rows of `schema`, partitioned by `partition_by`."""
+
+    def __init__(self, path: str, schema: pa.Schema, partition_by: list[str],
+                 storage_options: dict[str, str] | None = None) -> None:
+        self.path = path
+        self.schema = schema
+        self.partition_by = partition_by
+        self.storage_options = storage_options
+        self._table: DeltaTable | None = None
+
+    def _load(self, create: bool) -> DeltaTable | None:
+        if self._table is not None:
+            self._table.update_incremental()
+            return self._table
+        try:
+            self._table = DeltaTable(self.path, storage_options=self.storage_options)
+        except TableNotFoundError:
+            if not create:
+                return None
+            self._table = DeltaTable.create(self.path, self.schema, mode="ignore", partition_by=self.partition_by,
+                                            storage_options=self.storage_options)
+        return self._table
+
+    def transaction_version(self, app_id: str) -> int | None:
+        """The last offset this app id committed (None: none, or no table yet); a fresh read."""
+        table = self._load(create=False)
+        return None if table is None else table.transaction_version(app_id)
+
+    def next_offset(self, app_id: str, default: int) -> int:
+        """Where this app id's next append starts: after its last committed offset, or `default`
+        for a new or empty table (the table is created if missing). Refreshes the snapshot the
+        next `append` commits against."""
+        table = self._load(create=True)
+        assert table is not None
+        version = table.transaction_version(app_id)
+        if version is not None:
+            return version + 1
+        if len(table.file_uris()) > 0:
+            raise TieringError(f"the Delta table at {self.path} already holds rows that this stream did not write "
+                               f"(no transaction {app_id!r} in it): give the stream another vdl.table.path")
+        return default
+
+    def append(self, rows: pa.Table, app_id: str, last_offset: int) -> int:
+        """Append `rows` with the transaction (app_id, last_offset) against the snapshot loaded by
+        the last `next_offset`; returns the new table version. TransactionConflict when another
+        writer committed the app id meanwhile."""
+        table = self._table
+        assert table is not None, "next_offset() first"
+        properties = CommitProperties(app_transactions=[Transaction(app_id, last_offset)], max_commit_retries=8)
+        try:
+            write_deltalake(table, rows, mode="append", partition_by=self.partition_by or None,
+                            commit_properties=properties)
+        except CommitFailedError as error:
+            if "concurrent transaction" in str(error).lower():
+                raise TransactionConflict(str(error)) from None
+            raise
+        return table.version()
+
+    def compact(self, target_bytes: int) -> dict[str, Any]:
+        """Rewrite small files into larger ones (optimize.compact): same rows, fewer files."""
+        table = self._load(create=False)
+        return {} if table is None else table.optimize.compact(target_size=target_bytes)
+
+    def vacuum(self, retention_ms: int) -> list[str]:
+        """Delete files the table no longer references and removed more than `retention_ms` ago
+        (rounded up to whole hours, delta-rs's unit: never earlier than asked)."""
+        table = self._load(create=False)
+        if table is None:
+            return []
+        hours = math.ceil(retention_ms / 3_600_000)
+        return table.vacuum(retention_hours=hours, dry_run=False, enforce_retention_duration=False)
+
+    def stats(self) -> TableStats:
+        """Files, rows and offset range of the current snapshot (from the Delta log's statistics)."""
+        table = self._load(create=False)
+        if table is None:
+            return TableStats(0, 0, None, None)
+        actions = pa.table(table.get_add_actions(flatten=True))
+        if actions.num_rows == 0:
+            return TableStats(0, 0, None, None)
+        rows = sum(v for v in actions.column("num_records").to_pylist() if v is not None)
+        lows = [v for v in actions.column("min.offset").to_pylist() if v is not None]
+        highs = [v for v in actions.column("max.offset").to_pylist() if v is not None]
+        return TableStats(actions.num_rows, rows, min(lows) if lows else None, max(highs) + 1 if highs else None)
