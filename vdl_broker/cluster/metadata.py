@@ -28,8 +28,7 @@ import base64
 import json
 import re
 import uuid
-from collections import OrderedDict
-from collections.abc import Iterable
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -166,6 +165,7 @@ class ClusterState:
         self.cluster_id: str | None = None
         self.nodes: dict[int, NodeInfo] = {}
         self.streams: dict[str, StreamInfo] = {}
+        self.load = ReplicaLoad()  # kept with `streams`: placement needs no pass over every stream
         self.groups = GroupsState()
         self.applied_index = 0
         self._results: OrderedDict[int, list[ApplyResult]] = OrderedDict()
@@ -274,9 +274,10 @@ class ClusterState:
                 return ApplyResult(index, "create_stream", Outcome.INVALID_COMMAND, f"adopt_on: no node {adopt_on!r}")
             replicas: tuple[int, ...] = (adopt_on,)
         else:
-            replicas = choose_replicas(self.nodes, self.streams.values(), rf or self.default_replication_factor())
+            replicas = choose_replicas(self.nodes, self.load, rf or self.default_replication_factor())
         stream = StreamInfo(name, replicas, dict(config), index, adopted=adopt_on is not None)
         self.streams[name] = stream
+        self.load.add(stream)
         return ApplyResult(index, "create_stream", Outcome.OK, stream=stream)
 
     def _alter_config(self, index: int, command: dict[str, Any]) -> ApplyResult:
@@ -295,22 +296,34 @@ class ClusterState:
         stream = self.streams.pop(name, None) if isinstance(name, str) else None
         if stream is None:
             return ApplyResult(index, "delete_stream", Outcome.UNKNOWN, f"no stream {name!r}")
+        self.load.remove(stream)
         self.groups.drop_stream(name)
         return ApplyResult(index, "delete_stream", Outcome.OK, stream=stream)
 
 
-def choose_replicas(nodes: dict[int, NodeInfo], streams: Iterable[StreamInfo], replication_factor: int) -> tuple[int, ...]:
+class ReplicaLoad:
+    """How many streams each node holds a replica of, and is the preferred leader of."""
+
+    def __init__(self) -> None:
+        self.leads: Counter[int] = Counter()
+        self.holds: Counter[int] = Counter()
+
+    def add(self, stream: StreamInfo) -> None:
+        if stream.replicas:
+            self.leads[stream.replicas[0]] += 1
+        self.holds.update(stream.replicas)
+
+    def remove(self, stream: StreamInfo) -> None:
+        if stream.replicas:
+            self.leads[stream.replicas[0]] -= 1
+        self.holds.subtract(stream.replicas)
+
+
+def choose_replicas(nodes: dict[int, NodeInfo], load: ReplicaLoad, replication_factor: int) -> tuple[int, ...]:
     """Deterministic placement: preferred leader = the node leading the fewest streams (then
     holding the fewest replicas, then lowest id); the others = the nodes holding the fewest
     replicas (then lowest id)."""
-    leads = dict.fromkeys(nodes, 0)
-    holds = dict.fromkeys(nodes, 0)
-    for stream in streams:
-        if stream.replicas and stream.replicas[0] in leads:
-            leads[stream.replicas[0]] += 1
-        for replica in stream.replicas:
-            if replica in holds:
-                holds[replica] += 1
+    leads, holds = load.leads, load.holds
     ids = sorted(nodes)
     leader = min(ids, key=lambda n: (leads[n], holds[n], n))
     # Rotate the tie order by the leader so followers spread too (not always the lowest ids).
