@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo install lint bench chaos clean
+.PHONY: test demo install lint bench chaos test-many-streams clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ bench: install
 # A long fault campaign (>= 100 faults, >= 10 minutes, 5 nodes); VDL_CHAOS_SEED=N replays one.
 chaos: install
 	$(PY) -m tests.faults.chaos --nodes 5 --faults 100 --min-duration 600
+
+# The many-streams process tests at 3,000 streams (make test runs them at 1,000).
+test-many-streams: install
+	VDL_MANY_STREAMS=3000 $(PY) -m pytest -q tests/faults/test_many_streams.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -18,7 +18,8 @@ node holds every stream):
   it listens and until every stream is back in sync on all three replicas -- goal <= 20 s.
 
 `--baseline REF` measures the broker of git revision REF (its tree exported to a temporary
-directory) in the same run, before the current tree, and prints both side by side.
+directory; or REF is a checkout directory) in the same run, before the current tree, and prints
+both side by side.
 Clients, brokers and Raft traffic share the machine's cores; numbers are for this machine.
 """
 
@@ -238,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="100 and 300 streams, short windows (a smoke run)")
     parser.add_argument("--counts", help="stream counts, comma-separated (default 100,1000,5000)")
     parser.add_argument("--failover-at", type=int, help="the count for throughput/failover/restart (default 1000)")
-    parser.add_argument("--baseline", metavar="REF", help="also measure the broker of git revision REF, first")
+    parser.add_argument("--baseline", metavar="REF",
+                        help="also measure the broker of git revision (or checkout directory) REF, first")
     parser.add_argument("--no-fsync", action="store_true", help="run the nodes with fsync off")
     parser.add_argument("--create-limit", type=float, default=600.0,
                         help="give up creating a count's streams after this many seconds (default 600)")
@@ -255,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_name)
         builds: list[tuple[str, Path | None]] = []
         if args.baseline:
-            builds.append((f"before ({args.baseline})", export_tree(args.baseline, tmp / "baseline-tree")))
+            given = Path(args.baseline)
+            tree = given.resolve() if given.is_dir() else export_tree(args.baseline, tmp / "baseline-tree")
+            builds.append((f"before ({args.baseline})", tree))
         builds.append(("after" if args.baseline else "this tree", None))
         for label, tree in builds:
             run = Run(label.split()[0], tree, settings, tmp)

@@ -303,11 +303,11 @@ class RaftGroup:
         read_lease_tick, one tick interval of margin): what it has committed is the newest
         committed state, so reads (high watermark, fetches) may be served. A leader cut off
         from its majority loses the lease before anyone else can win an election."""
+        if len(self.voters) == 1:
+            return self.node.is_leader  # nobody else can be elected (quiescent or not)
         tick = self.node.read_lease_tick()
         if tick < 0:
             return False
-        if len(self.voters) == 1:
-            return True
         age = self.node.ticks - tick
         if age >= len(self._tick_times):
             return False
