@@ -136,7 +136,7 @@ class GroupConfig:
     max_committed_bytes: int = 64 << 20
     # Idle heartbeat rounds before the leader quiesces the group (vdl_broker.raft.quiescence);
     # 0 = never (the metadata group).
-    quiesce_after_heartbeats: int = 3
+    quiesce_after_heartbeats: int = 5
 
 
 class _WriteFailed(Exception):
@@ -390,17 +390,18 @@ class RaftGroup:
         if not node.quiescent and self._on_awake is not None:
             self._on_awake(self)
 
-    def wake(self) -> None:
-        """Leave quiescence (a read at a quiescent leader needs its lease back). A leader also
-        ticks now if its last tick is at least an interval old, so the heartbeats it sends carry
-        a fresh tick (the lease is anchored at the time of the echoed tick)."""
+    def wake(self) -> bool:
+        """Leave quiescence (a read at a quiescent leader needs its lease back); False if it was
+        awake. A leader also ticks now if its last tick is at least an interval old, so the
+        heartbeats it sends carry a fresh tick (the lease is anchored at the echoed tick's time)."""
         if self._stopped or not self.node.quiescent:
-            return
+            return False
         self.node.wake()
         self._poke()
         last = self._tick_times[-1] if self._tick_times else float("-inf")
         if self.node.role == Role.LEADER and time.monotonic() - last >= self.config.tick_interval_s:
             self.tick()
+        return True
 
     def react(self, change: LivenessChange, is_alive: Callable[[int], bool]) -> int:
         """A change in node liveness (vdl_broker.raft.liveness.react); the leader forgotten, or 0."""
