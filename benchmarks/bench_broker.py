@@ -3,6 +3,7 @@ produce-to-consume latency at a steady rate.
 
     .venv/bin/python -m benchmarks.bench_broker [--quick]
     .venv/bin/python -m benchmarks.bench_broker --baseline DIR [--rounds 3]
+    .venv/bin/python -m benchmarks.bench_broker --metrics [--rounds 3] [--scrape-streams 1000]
 
 100-byte records; the client runs on the same machine as the broker (2 cores shared).
 
@@ -10,6 +11,11 @@ With --baseline, DIR is a checkout of another version of this repository (for ex
 `git worktree add /tmp/vdl-before HEAD~1`): each round runs the throughput measurements once
 against a fresh broker of each version, alternating which goes first, and the table reports
 both medians and the median of the per-round ratios (this version / the baseline).
+
+With --metrics, the same alternating rounds compare this version with metrics off and on
+(`metrics_listen`, scraped every 5 s meanwhile, as Prometheus would): the goal is on >= 0.95x
+of off. Then one node with --scrape-streams streams (each with a stored batch and three groups'
+committed offsets) is scraped repeatedly: the goal is an answer within 200 ms.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.report import Report, percentile
+from benchmarks.report import Report, merged_counts, percentile
 
 RECORD_BYTES = 100
 # Measured in rounds on a shared machine: each reported value is the median of the rounds.
@@ -41,12 +48,20 @@ def free_port() -> int:
 
 
 class Broker:
-    def __init__(self, data_dir: Path, source: Path | None = None) -> None:
-        """A broker of this checkout, or of the checkout at `source`."""
+    def __init__(self, data_dir: Path, source: Path | None = None, fsync: bool = True,
+                 metrics: bool = False) -> None:
+        """A broker of this checkout, or of the checkout at `source`; with `metrics`, serving
+        them at `metrics_url`."""
         self.bootstrap = f"127.0.0.1:{free_port()}"
         source = (source or Path(__file__).resolve().parents[1]).resolve()
         command = [sys.executable, "-m", "vdl_broker.server.main", "--data-dir", str(data_dir),
-                   "--listen", self.bootstrap, "--log-level", "WARNING", "--auto-create-streams"]
+                   "--listen", self.bootstrap, "--log-level", "WARNING", "--auto-create-streams",
+                   *([] if fsync else ["--no-fsync"])]
+        self.metrics_url: str | None = None
+        if metrics:
+            address = f"127.0.0.1:{free_port()}"
+            command += ["--metrics-listen", address]
+            self.metrics_url = f"http://{address}/metrics"
         env = dict(os.environ, PYTHONPATH=str(source))
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=source, env=env)
         assert self.process.stdout is not None
@@ -70,8 +85,10 @@ def create(bootstrap: str, *topics: str) -> None:
         client.create_streams(topics)
 
 
-def _produce_worker(bootstrap: str, topic: str, count: int, acks: int, start_at: float) -> float:
-    """One producer process: `count` 100-byte records; returns when all are acknowledged."""
+def _produce_worker(bootstrap: str, topic: str, count: int, acks: int,
+                    start_at: float) -> tuple[float, list[tuple[float, float]]]:
+    """One producer process: `count` 100-byte records; returns when all were acknowledged and
+    (wall time, records acknowledged) samples taken along the way."""
     import confluent_kafka
 
     producer = confluent_kafka.Producer({
@@ -89,6 +106,8 @@ def _produce_worker(bootstrap: str, topic: str, count: int, acks: int, start_at:
         raise RuntimeError("producer process started too late for the common start time")
     while time.time() < start_at:
         time.sleep(0.001)
+    samples: list[tuple[float, float]] = [(start_at, 0.0)]
+    next_sample = start_at + 0.1
     for i in range(count):
         try:
             produce(topic, value)
@@ -97,14 +116,30 @@ def _produce_worker(bootstrap: str, topic: str, count: int, acks: int, start_at:
             produce(topic, value)
         if i % 50_000 == 0:
             producer.poll(0)
+        if i % 2_000 == 0 and time.time() >= next_sample:  # acknowledged so far, every 0.1 s
+            next_sample += 0.1
+            samples.append((time.time(), float(i - len(producer))))  # len(): not yet acknowledged
+    while len(producer) and time.time() < start_at + 120:
+        producer.flush(0.2)
+        samples.append((time.time(), float(count - len(producer))))
     remaining = producer.flush(120)
     if remaining or failures:
         raise RuntimeError(f"produce failed: {remaining} undelivered, errors {failures[:3]}")
-    return time.time()
+    finished = time.time()
+    samples.append((finished, float(count)))
+    return finished, samples
 
 
-def produce_throughput(bootstrap: str, topic: str, count: int, acks: int, processes: int) -> float:
-    """Records/s for `count` 100-byte records from `processes` confluent-kafka producers, linger 5 ms."""
+@dataclass
+class Throughput:
+    """Records/s of one produce run and its (seconds since start, records acknowledged) timeline."""
+
+    rate: float
+    counts: list[tuple[float, float]]
+
+
+def produce_run(bootstrap: str, topic: str, count: int, acks: int, processes: int) -> Throughput:
+    """`count` 100-byte records from `processes` confluent-kafka producers, linger 5 ms."""
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(processes) as pool:
@@ -112,8 +147,15 @@ def produce_throughput(bootstrap: str, topic: str, count: int, acks: int, proces
         start_at = time.time() + 3.0
         futures = [pool.submit(_produce_worker, bootstrap, topic, count // processes, acks, start_at)
                    for _ in range(processes)]
-        finished = max(future.result() for future in futures)
-    return (count // processes) * processes / (finished - start_at)
+        results = [future.result() for future in futures]
+    finished = max(end for end, _ in results)
+    rate = (count // processes) * processes / (finished - start_at)
+    return Throughput(rate, merged_counts([samples for _, samples in results], start_at))
+
+
+def produce_throughput(bootstrap: str, topic: str, count: int, acks: int, processes: int) -> float:
+    """Records/s for `count` 100-byte records from `processes` confluent-kafka producers, linger 5 ms."""
+    return produce_run(bootstrap, topic, count, acks, processes).rate
 
 
 def kcat_consume(bootstrap: str, topic: str, count: int) -> float:
@@ -180,22 +222,32 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float
     return latencies
 
 
-def throughput(bootstrap: str, round_number: int, produce_count: int, producers: int) -> dict[str, float]:
-    """Produce acks=1, acks=-1 and kcat consume on fresh streams: records/s by name."""
+def throughput(bootstrap: str, round_number: int, produce_count: int, producers: int,
+               timelines: dict[str, list[tuple[float, float]]] | None = None) -> dict[str, float]:
+    """Produce acks=1, acks=-1 and kcat consume on fresh streams: records/s by name (and, into
+    `timelines`, each produce run's acknowledged-records timeline)."""
     acks1, acks_all = (f"{name}-{round_number}" for name in (TOPIC_ACKS1, TOPIC_ACKSALL))
     create(bootstrap, acks1, acks_all)
-    return {"acks1": produce_throughput(bootstrap, acks1, produce_count, 1, producers),
-            "acks_all": produce_throughput(bootstrap, acks_all, produce_count, -1, producers),
+    runs = {"acks1": produce_run(bootstrap, acks1, produce_count, 1, producers),
+            "acks_all": produce_run(bootstrap, acks_all, produce_count, -1, producers)}
+    if timelines is not None:
+        for key, run in runs.items():
+            timelines[key] = run.counts
+    return {"acks1": runs["acks1"].rate, "acks_all": runs["acks_all"].rate,
             "consume": kcat_consume(bootstrap, acks1, produce_count + producers)}
 
 
 def run_once(bootstrap: str, round_number: int, produce_count: int, producers: int,
-             latency_seconds: float) -> dict[str, float]:
-    """One round on fresh streams: the measurements by name."""
-    results = throughput(bootstrap, round_number, produce_count, producers)
+             latency_seconds: float, observed: dict[str, list] | None = None) -> dict[str, float]:
+    """One round on fresh streams: the measurements by name (timelines and latency samples of
+    the round into `observed`)."""
+    timelines: dict[str, list[tuple[float, float]]] = {}
+    results = throughput(bootstrap, round_number, produce_count, producers, timelines)
     lat = f"{TOPIC_LATENCY}-{round_number}"
     create(bootstrap, lat)
     values = latency(bootstrap, lat, 20_000, latency_seconds)
+    if observed is not None:
+        observed.update(timelines, latency=values)
     results["p50"] = percentile(values, 0.5)
     results["p99"] = percentile(values, 0.99)
     results["samples"] = len(values)
@@ -209,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help="rounds; each value reported is the median (default 3)")
     parser.add_argument("--baseline", type=Path, metavar="DIR",
                         help="a checkout of another version to compare with, round by round")
+    parser.add_argument("--metrics", action="store_true",
+                        help="compare metrics off and on, round by round, then time scrapes of a node with many streams")
+    parser.add_argument("--scrape-streams", type=int, default=1000, help="streams of the scrape measurement (default 1000)")
     args = parser.parse_args(argv)
     produce_count = 200_000 if args.quick else 2_000_000
     latency_seconds = 2.0 if args.quick else 5.0
@@ -217,14 +272,27 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.baseline / "vdl_broker" / "server" / "main.py").is_file():
             parser.error(f"--baseline {args.baseline}: not a checkout of this repository (no vdl_broker/server/main.py)")
         return compare(args.baseline, rounds, produce_count, args.producers)
+    if args.metrics:
+        from benchmarks.metrics_cost import compare_metrics_one_node
+
+        return compare_metrics_one_node(rounds, produce_count, args.producers, args.scrape_streams)
     report = Report("bench_broker")
+    observed: list[dict[str, list]] = []
     with tempfile.TemporaryDirectory(prefix="vdl-bench-") as tmp:
         broker = Broker(Path(tmp) / "data")
         try:
-            runs = [run_once(broker.bootstrap, i, produce_count, args.producers, latency_seconds)
-                    for i in range(rounds)]
+            runs = []
+            for i in range(rounds):
+                observed.append({})
+                runs.append(run_once(broker.bootstrap, i, produce_count, args.producers, latency_seconds,
+                                     observed[-1]))
         finally:
             broker.stop()
+    # acks=1 (the leader's append alone) is the same-run reference for acks=-1.
+    middle = observed[len(observed) // 2]
+    report.timeline("produce acks=-1", middle["acks_all"])
+    report.timeline("produce acks=1", middle["acks1"], baseline=True)
+    report.latency("produce-to-consume, acks=-1, 20k rec/s", [v for o in observed for v in o["latency"]])
 
     def median(key: str) -> float:
         return statistics.median(run[key] for run in runs)
@@ -251,18 +319,24 @@ def main(argv: list[str] | None = None) -> int:
 def compare(baseline: Path, rounds: int, produce_count: int, producers: int) -> int:
     """Alternating rounds of `throughput` against this checkout and `baseline`; medians and ratios."""
     runs: dict[str, list[dict[str, float]]] = {"current": [], "baseline": []}
+    timelines: dict[str, dict[str, list[tuple[float, float]]]] = {"current": {}, "baseline": {}}
     for round_number in range(rounds):
         order = ("current", "baseline") if round_number % 2 == 0 else ("baseline", "current")
         for which in order:
             with tempfile.TemporaryDirectory(prefix="vdl-bench-") as tmp:
                 broker = Broker(Path(tmp) / "data", baseline if which == "baseline" else None)
                 try:
-                    runs[which].append(throughput(broker.bootstrap, round_number, produce_count, producers))
+                    runs[which].append(throughput(broker.bootstrap, round_number, produce_count, producers,
+                                                  timelines[which]))
                 finally:
                     broker.stop()
             print(f"round {round_number + 1} {which}: " + ", ".join(
                 f"{key} {value:,.0f}" for key, value in runs[which][-1].items()), flush=True)
     report = Report("bench_broker_compare")
+    for which in ("current", "baseline"):
+        for key in ("acks1", "acks_all"):
+            report.timeline(f"{key} ({'this version' if which == 'current' else baseline})", timelines[which][key],
+                            baseline=which == "baseline")
     labels = {"acks1": "produce acks=1", "acks_all": "produce acks=-1",
               "consume": f"kcat consume {produce_count:,} records"}
     for key, label in labels.items():

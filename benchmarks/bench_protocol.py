@@ -6,9 +6,10 @@ Run: .venv/bin/python -m benchmarks.bench_protocol
 from __future__ import annotations
 
 import random
+import statistics
 from collections.abc import Callable
 
-from benchmarks.report import Report, median_seconds
+from benchmarks.report import Report, per_call_rates, timed_calls
 from vdl_broker.protocol.records import (
     Compression,
     RecordBatchBuilder,
@@ -33,15 +34,15 @@ def one_mib_batch(codec: Compression) -> tuple[bytes, int]:
     return builder.build(), builder.record_count
 
 
-def per_call(function: Callable[[], object], loops: int) -> float:
-    """Median seconds per call; results are dropped at once (as a server does after using them)."""
+def per_call(function: Callable[[], object], loops: int) -> list[tuple[float, float]]:
+    """timed_calls of `function` (start, seconds), after a warm-up; results are dropped at once
+    (as a server does after using them). The table reports the median, the plot all of them."""
     function()  # warm up (imports, caches)
+    return timed_calls(function, loops * 7)
 
-    def run() -> None:
-        for _ in range(loops):
-            function()
 
-    return median_seconds(run, repeats=7) / loops
+def median_of(calls: list[tuple[float, float]]) -> float:
+    return statistics.median(seconds for _, seconds in calls)
 
 
 def produce_frame(batch: bytes) -> bytes:
@@ -68,7 +69,9 @@ def bench_produce(report: Report) -> None:
         validate_batch(records)
         return with_base_offset(records, 1_000_000)
 
-    seconds = per_call(accept, 50)
+    calls = per_call(accept, 50)
+    seconds = median_of(calls)
+    report.latency("produce v8 accept, 1 MiB lz4 batch", [c * 1e6 for _, c in calls], "us per call")
     report.add("produce v8 accept (decode, CRC, base offset), 1 MiB lz4 batch", len(frame) / seconds / 1e9,
                "GB/s", goal=2.0, note=f"{len(frame) / MIB:.2f} MiB frame, {count} records")
 
@@ -77,10 +80,18 @@ def bench_columns(report: Report) -> None:
     for codec, goal in ((Compression.NONE, 2_000_000), (Compression.LZ4, 1_500_000)):
         batch, count = one_mib_batch(codec)
         name = codec.name.lower()
-        seconds = per_call(lambda b=batch: decode_columns(b), 20)
+        calls = per_call(lambda b=batch: decode_columns(b), 20)
+        seconds = median_of(calls)
+        # decode_columns (lists of bytes) is the same-run baseline of the Arrow decoder
+        report.throughput(f"decode_columns, {name}", per_call_rates(calls, count), "records/s", baseline=True)
+        report.latency(f"decode_columns, 1 MiB {name} batch", [c * 1e6 for _, c in calls], "us per call",
+                       baseline=True)
         report.add(f"decode_columns, 1 MiB {name} batch of 100-byte records", count / seconds, "records/s",
                    goal=goal, note=f"{count} records, {seconds * 1e3:.2f} ms/batch; lists of bytes")
-        seconds = per_call(lambda b=batch: decode_columns_arrow(b), 20)
+        calls = per_call(lambda b=batch: decode_columns_arrow(b), 20)
+        seconds = median_of(calls)
+        report.throughput(f"decode_columns_arrow, {name}", per_call_rates(calls, count), "records/s")
+        report.latency(f"decode_columns_arrow, 1 MiB {name} batch", [c * 1e6 for _, c in calls], "us per call")
         report.add(f"decode_columns_arrow, 1 MiB {name} batch", count / seconds, "records/s", goal=goal,
                    note=f"{seconds * 1e3:.2f} ms/batch; pyarrow binary arrays")
 
@@ -103,7 +114,9 @@ def bench_fetch(report: Report) -> None:
     passed_through = sum(len(part) for part in parts
                          if id(part) in identities or (isinstance(part, memoryview) and id(part.obj) in identities))
     copied = sum(len(part) for part in parts) - passed_through
-    seconds = per_call(lambda: encode_response(header, response), 20)
+    calls = per_call(lambda: encode_response(header, response), 20)
+    seconds = median_of(calls)
+    report.latency("fetch v11 encode, 64 MiB of batches", [c * 1e6 for _, c in calls], "us per call")
     report.add("fetch v11 encode around 64 MiB of stored batches", seconds * 1e6 / (total / MIB), "us/MiB",
                goal=10.0, higher_is_better=False, note=f"{len(parts)} parts, {seconds * 1e6:.0f} us total")
     report.add("fetch v11 encode: bytes copied (not passed through)", copied, "bytes", goal=4096,

@@ -1,14 +1,19 @@
 """Replication benchmark: a 3-node dev cluster on this machine.
 
     .venv/bin/python -m benchmarks.bench_replication [--quick] [--no-fsync]
+    .venv/bin/python -m benchmarks.bench_replication --metrics [--rounds 3] [--no-fsync]
 
 - produce throughput: confluent-kafka producer processes, 100-byte records, acks=-1
-  (majority commit), linger 5 ms -- goal >= 300,000 records/s;
+  (majority commit), linger 5 ms -- goal >= 300,000 records/s, and >= 0.8x of one node's
+  acks=-1 throughput measured in the same run (a single-node broker, rounds alternating);
 - produce latency (send to acknowledgement, acks=-1) at a steady 20,000 records/s: p50, p99
-  -- goal p99 <= 20 ms;
+  -- goal p99 <= 8 ms (the single node's, measured alongside, for reference);
 - failover: kill -9 of the stream's leader to the first acknowledged acks=-1 produce at any
   node, several kills (the killed node restarted and back in sync in between) -- goal median
   <= 2 s.
+
+With --metrics: alternating rounds of fresh clusters with metrics off and on (scraped every 5 s
+meanwhile), acks=-1 throughput; the goal is on >= 0.95x of off (benchmarks/metrics_cost.py).
 
 Clients, brokers and Raft traffic share the machine's cores; numbers are for this machine.
 """
@@ -24,7 +29,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.bench_broker import RECORD_BYTES, produce_throughput
+from benchmarks.bench_broker import RECORD_BYTES, Broker, Throughput, create, produce_run
 from benchmarks.report import Report, percentile
 from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
 from vdl_client import ClientSettings, VdlClient, request_once
@@ -166,39 +171,61 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-fsync", action="store_true", help="run the nodes with fsync off")
     parser.add_argument("--rounds", type=int,
                         help="throughput and latency rounds; each value reported is the median (default 3, quick 1)")
+    parser.add_argument("--metrics", action="store_true", help="compare metrics off and on, round by round")
     args = parser.parse_args(argv)
     count = 200_000 if args.quick else 2_000_000
     latency_seconds = 2.0 if args.quick else 5.0
     kills = args.kills or (3 if args.quick else 5)
     rounds = args.rounds or (1 if args.quick else 3)
-    throughputs: list[float] = []
-    p50s: list[float] = []
-    p99s: list[float] = []
-    samples = 0
+    if args.metrics:
+        from benchmarks.metrics_cost import compare_metrics_cluster
+
+        return compare_metrics_cluster(rounds, count, args.producers, fsync=not args.no_fsync)
+    runs: dict[str, list[Throughput]] = {"cluster": [], "single": []}
+    latencies: dict[str, list[list[float]]] = {"cluster": [], "single": []}
     report = Report("bench_replication")
     with tempfile.TemporaryDirectory(prefix="vdl-bench-repl-") as tmp:
         settings = {"log_level": "WARNING", "fsync": not args.no_fsync}
-        cluster = DevCluster(3, Path(tmp), free_base_port(6), settings=settings)
+        cluster = DevCluster(3, Path(tmp) / "cluster", free_base_port(6), settings=settings)
+        single: Broker | None = None
         try:
             cluster.start(timeout_s=60)
             cluster.wait_for_brokers(timeout_s=60)
             create_streams(cluster, TOPIC_FAILOVER)
+            # The baseline: one node, same machine, same run (it idles while the cluster is measured).
+            single = Broker(Path(tmp) / "single", fsync=not args.no_fsync)
             for round_number in range(rounds):
                 latency_topic, throughput_topic = f"{TOPIC_LATENCY}-{round_number}", f"{TOPIC_THROUGHPUT}-{round_number}"
                 create_streams(cluster, latency_topic, throughput_topic)
+                create(single.bootstrap, latency_topic, throughput_topic)
+                targets = {"cluster": cluster.bootstrap_servers, "single": single.bootstrap}
+                order = ("cluster", "single") if round_number % 2 == 0 else ("single", "cluster")
                 # Latency first: after a throughput run the third replica may still be catching
                 # up (acks=-1 waits for a majority only) and would compete for the 2 cores.
-                values = ack_latencies(cluster.bootstrap_servers, latency_topic, LATENCY_RATE, latency_seconds)
-                p50s.append(percentile(values, 0.5))
-                p99s.append(percentile(values, 0.99))
-                samples += len(values)
-                throughputs.append(produce_throughput(cluster.bootstrap_servers, throughput_topic, count, -1,
-                                                      args.producers))
+                for which in order:
+                    latencies[which].append(ack_latencies(targets[which], latency_topic, LATENCY_RATE,
+                                                          latency_seconds))
+                for which in order:
+                    runs[which].append(produce_run(targets[which], throughput_topic, count, -1, args.producers))
             failovers: list[float] = []
             for _ in range(kills):
                 failovers.append(failover_seconds(cluster, TOPIC_FAILOVER))
         finally:
             cluster.kill_all()
+            if single is not None:
+                single.stop()
+    throughputs = [run.rate for run in runs["cluster"]]
+    singles = [run.rate for run in runs["single"]]
+    ratios = [c / s for c, s in zip(throughputs, singles, strict=True)]
+    p50s = [percentile(values, 0.5) for values in latencies["cluster"]]
+    p99s = [percentile(values, 0.99) for values in latencies["cluster"]]
+    single_p99s = [percentile(values, 0.99) for values in latencies["single"]]
+    samples = sum(len(values) for values in latencies["cluster"])
+    middle = rounds // 2
+    report.timeline("3 nodes, acks=-1", runs["cluster"][middle].counts)
+    report.timeline("1 node, acks=-1", runs["single"][middle].counts, baseline=True)
+    report.latency("3 nodes, acks=-1, 20k rec/s", [v for values in latencies["cluster"] for v in values])
+    report.latency("1 node, acks=-1, 20k rec/s", [v for values in latencies["single"] for v in values], baseline=True)
 
     def listed(values: list[float], fmt: str) -> str:
         return "rounds: " + ", ".join(format(v, fmt) for v in values)
@@ -209,11 +236,17 @@ def main(argv: list[str] | None = None) -> int:
     report.add("produce acks=-1, 3 replicas", throughput, "records/s", 300_000,
                note=f"{who}; {fsync}; {listed(throughputs, ',.0f')}")
     report.add("produce acks=-1, 3 replicas", throughput * RECORD_BYTES / 1e6, "MB/s", note="100-byte values")
+    report.add("produce acks=-1, 1 node (same run)", statistics.median(singles), "records/s",
+               note=f"{fsync}; {listed(singles, ',.0f')}")
+    report.add("3 replicas / 1 node, acks=-1", statistics.median(ratios), "x", 0.8,
+               note=f"median of per-round ratios: {listed(ratios, '.2f')}")
     note = f"{LATENCY_RATE:,} rec/s steady, {samples:,} samples"
     report.add("produce-to-ack latency p50 (acks=-1)", statistics.median(p50s), "ms", higher_is_better=False,
                note=f"{note}; {listed(p50s, '.1f')}")
-    report.add("produce-to-ack latency p99 (acks=-1)", statistics.median(p99s), "ms", 20.0,
+    report.add("produce-to-ack latency p99 (acks=-1)", statistics.median(p99s), "ms", 8.0,
                higher_is_better=False, note=f"{note}; {listed(p99s, '.1f')}")
+    report.add("produce-to-ack latency p99, 1 node (same run)", statistics.median(single_p99s), "ms",
+               higher_is_better=False, note=listed(single_p99s, ".1f"))
     spread = ", ".join(f"{f:.2f}" for f in failovers)
     report.add("failover: kill -9 leader -> first acks=-1 ack (median)", statistics.median(failovers), "s", 2.0,
                higher_is_better=False, note=f"{kills} kills: {spread}")

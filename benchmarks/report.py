@@ -1,16 +1,29 @@
-"""Shared output for benchmarks: a printed table plus a JSON file per benchmark."""
+"""Shared output for benchmarks: a printed table, a JSON file and a PNG plot per benchmark.
+
+A benchmark adds rows (a measured value next to its goal) and, for the plot, what it observed
+along the way: throughput over time (`throughput`, or `timeline` from a `CounterSampler`) and
+latency samples (`latency`), each marked as the measured system or the same-run baseline.
+`finish()` prints the table and writes benchmarks/results/<name>.json and <name>.png: throughput
+over time on the left, latency percentiles on the right, the baseline dashed on the same axes, so
+a regression shows at a glance. Without series or latencies a panel shows the rows against
+their goals instead.
+"""
 
 from __future__ import annotations
 
 import json
 import platform
 import statistics
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import TracebackType
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+# (label, fraction) of the latency percentiles a report keeps and plots
+PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999), ("max", 1.0))
 
 
 @dataclass
@@ -32,15 +45,57 @@ class Row:
 
 
 @dataclass
+class Series:
+    """Throughput over time: (seconds since the series started, rate) points."""
+
+    label: str
+    points: list[tuple[float, float]]
+    unit: str
+    baseline: bool = False
+
+
+@dataclass
+class Latency:
+    """Latency percentiles of one set of samples (PERCENTILES labels -> value)."""
+
+    label: str
+    percentiles: dict[str, float]
+    unit: str
+    samples: int
+    baseline: bool = False
+
+
+@dataclass
 class Report:
     benchmark: str
     rows: list[Row] = field(default_factory=list)
+    series: list[Series] = field(default_factory=list)
+    latencies: list[Latency] = field(default_factory=list)
 
     def add(self, name: str, value: float, unit: str, goal: float | None = None,
             higher_is_better: bool = True, note: str = "") -> Row:
         row = Row(name, value, unit, goal, higher_is_better, note)
         self.rows.append(row)
         return row
+
+    def throughput(self, label: str, points: Iterable[tuple[float, float]], unit: str = "records/s",
+                   baseline: bool = False) -> Series:
+        """Add a throughput-over-time series: (seconds since start, rate) points."""
+        series = Series(label, [(float(t), float(v)) for t, v in points], unit, baseline)
+        self.series.append(series)
+        return series
+
+    def timeline(self, label: str, counts: Sequence[tuple[float, float]], unit: str = "records/s",
+                 baseline: bool = False) -> Series:
+        """Add a series from (time, cumulative count) samples, e.g. a CounterSampler's."""
+        return self.throughput(label, rates(counts), unit, baseline)
+
+    def latency(self, label: str, samples: Sequence[float], unit: str = "ms", baseline: bool = False) -> Latency:
+        """Add the percentiles of latency samples (p50 ... max)."""
+        values = {name: percentile(samples, fraction) for name, fraction in PERCENTILES}
+        latency = Latency(label, values, unit, len(samples), baseline)
+        self.latencies.append(latency)
+        return latency
 
     def table(self) -> str:
         header = ("measurement", "value", "unit", "goal", "met", "note")
@@ -52,15 +107,183 @@ class Report:
         return markdown_table(lines[0], lines[1:])
 
     def finish(self) -> Path:
-        """Print the table and write benchmarks/results/<benchmark>.json; returns the JSON path."""
+        """Print the table, write benchmarks/results/<benchmark>.json and .png; returns the JSON path."""
         print(f"\n## {self.benchmark}  ({platform.node()}, {time.strftime('%Y-%m-%d %H:%M:%S')})")
         print(self.table())
         RESULTS_DIR.mkdir(parents=True, exist_ok=True)
         path = RESULTS_DIR / f"{self.benchmark}.json"
         payload = {"benchmark": self.benchmark, "time": time.time(),
-                   "rows": [asdict(r) | {"met": r.met} for r in self.rows]}
+                   "rows": [asdict(r) | {"met": r.met} for r in self.rows],
+                   "series": [asdict(s) for s in self.series],
+                   "latencies": [asdict(lat) for lat in self.latencies]}
         path.write_text(json.dumps(payload, indent=2))
+        png = path.with_suffix(".png")
+        try:
+            plot(self, png)
+        except ImportError as error:  # matplotlib is in the dev extra; a plain install has no plots
+            print(f"no plot ({error}); install the dev extra for {png.name}")
+        else:
+            print(f"wrote {path} and {png}")
         return path
+
+
+def plot(report: Report, path: Path) -> None:
+    """Throughput over time (left) and latency percentiles (right); baselines dashed, same axes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    if report.series:
+        _plot_series(left, report.series, colors)
+    else:
+        _plot_rows(left, report.rows[: len(report.rows) // 2 or 1], "measurements vs goal (1 = goal)")
+    if report.latencies:
+        _plot_latencies(right, report.latencies, colors)
+    else:
+        rest = report.rows[len(report.rows) // 2:] if not report.series else report.rows
+        _plot_rows(right, rest, "measurements vs goal (1 = goal)")
+    figure.suptitle(f"{report.benchmark}  ({platform.node()}, {time.strftime('%Y-%m-%d %H:%M')})")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _style(baseline: bool, index: int, colors: list[str]) -> dict[str, object]:
+    return {"color": colors[index % len(colors)], "linestyle": "--" if baseline else "-",
+            "linewidth": 1.3 if baseline else 1.8}
+
+
+def _plot_series(axis, series: list[Series], colors: list[str]) -> None:  # noqa: ANN001
+    for index, item in enumerate(series):
+        xs = [t for t, _ in item.points]
+        ys = [v for _, v in item.points]
+        marker = "o" if len(xs) <= 12 else None
+        label = f"{item.label} (baseline)" if item.baseline else item.label
+        axis.plot(xs, ys, marker=marker, markersize=3, label=label, **_style(item.baseline, index, colors))
+    units = sorted({s.unit for s in series})
+    axis.set_title("throughput over time")
+    axis.set_xlabel("seconds since start")
+    axis.set_ylabel(", ".join(units))
+    axis.set_ylim(bottom=0)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize="x-small")
+
+
+def _plot_latencies(axis, latencies: list[Latency], colors: list[str]) -> None:  # noqa: ANN001
+    names = [name for name, _ in PERCENTILES]
+    for index, item in enumerate(latencies):
+        values = [item.percentiles[name] for name in names]
+        label = f"{item.label} (baseline)" if item.baseline else item.label
+        axis.plot(names, values, marker="o", markersize=4, label=f"{label}, n={item.samples:,}",
+                  **_style(item.baseline, index, colors))
+    units = sorted({lat.unit for lat in latencies})
+    axis.set_title("latency percentiles")
+    axis.set_ylabel(", ".join(units))
+    axis.set_yscale("log")
+    axis.grid(alpha=0.3, which="both")
+    axis.legend(fontsize="x-small")
+
+
+def _plot_rows(axis, rows: list[Row], title: str) -> None:  # noqa: ANN001
+    with_goal = [r for r in rows if r.goal]
+    if not with_goal:
+        axis.axis("off")
+        axis.set_title("(no goals to plot)")
+        return
+    ratios = [(r.value / r.goal if r.higher_is_better else r.goal / r.value) if r.value else 0.0
+              for r in with_goal]
+    labels = [r.name[:48] for r in with_goal]
+    axis.barh(labels, ratios, color=["tab:green" if r.met else "tab:red" for r in with_goal])
+    axis.axvline(1.0, color="black", linewidth=1)
+    axis.invert_yaxis()
+    axis.tick_params(axis="y", labelsize="x-small")
+    axis.set_title(title)
+
+
+class CounterSampler:
+    """Samples a growing counter on a thread every `interval` s: (seconds since start, count).
+
+        with CounterSampler(lambda: acked) as sampler:
+            run()
+        report.timeline("produce", sampler.samples)
+    """
+
+    def __init__(self, counter: Callable[[], float], interval: float = 0.25) -> None:
+        self._counter = counter
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="counter-sampler", daemon=True)
+        self._started = 0.0
+        self.samples: list[tuple[float, float]] = []
+
+    def _sample(self) -> None:
+        self.samples.append((time.perf_counter() - self._started, float(self._counter())))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._sample()
+
+    def __enter__(self) -> CounterSampler:
+        self._started = time.perf_counter()
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+def rates(counts: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(time, cumulative count) samples -> (time, rate over the interval ending then)."""
+    points = []
+    for (t0, c0), (t1, c1) in zip(counts, counts[1:], strict=False):
+        if t1 > t0:
+            points.append((t1, (c1 - c0) / (t1 - t0)))
+    return points
+
+
+def merged_counts(sources: Sequence[Sequence[tuple[float, float]]], origin: float,
+                  step: float = 0.25) -> list[tuple[float, float]]:
+    """Counters sampled separately (e.g. by producer processes, as (wall time, count)) summed on
+    one grid of `step` seconds from `origin`: (seconds since origin, total count)."""
+    sources = [sorted(samples) for samples in sources if samples]
+    if not sources:
+        return []
+    end = max(samples[-1][0] for samples in sources)
+    merged = []
+    t = origin
+    while True:
+        total = 0.0
+        for samples in sources:
+            seen = [count for when, count in samples if when <= t]
+            total += seen[-1] if seen else 0.0
+        merged.append((t - origin, total))
+        if t >= end:
+            return merged
+        t = min(t + step, end)
+
+
+def timed_calls(function: Callable[[], object], repeats: int) -> list[tuple[float, float]]:
+    """(start time since the first call, seconds) of `repeats` calls: a throughput timeline
+    (with `per_call_rates`) and latency samples from the same runs."""
+    calls = []
+    origin = time.perf_counter()
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        calls.append((start - origin, time.perf_counter() - start))
+    return calls
+
+
+def per_call_rates(calls: Sequence[tuple[float, float]], work: float) -> list[tuple[float, float]]:
+    """timed_calls output -> (end time, work per second) points."""
+    return [(start + seconds, work / seconds) for start, seconds in calls if seconds > 0]
 
 
 def markdown_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
@@ -74,12 +297,7 @@ def markdown_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -
 
 def median_seconds(function: Callable[[], object], repeats: int = 5) -> float:
     """Median wall time of `repeats` calls: machines here are shared and noisy."""
-    times: list[float] = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(seconds for _, seconds in timed_calls(function, repeats))
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:

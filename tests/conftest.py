@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import BrokerProcess, ensure_all_running, start_broker, start_cluster
+from tests.support.security import TlsMaterial, make_tls_material
 from vdl_dev.dev_cluster import DevCluster
 
 NODE_OUTPUT_LINES = 200
@@ -49,11 +50,12 @@ def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
 @pytest.fixture(scope="module")
 def dev_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> DevCluster:
     """One 3-node cluster per test module. A module may set CLUSTER_SETTINGS (extra node.toml
-    keys, e.g. tiny segments for retention). Every node runs in its own process group and the
-    finalizer SIGKILLs those groups, so no broker outlives the module, whatever a test did."""
+    keys, e.g. tiny segments for retention) and CLUSTER_RACKS (node id -> rack). Every node runs
+    in its own process group and the finalizer SIGKILLs those groups, so no broker outlives the
+    module, whatever a test did."""
     settings = getattr(request.module, "CLUSTER_SETTINGS", {})
     directory = tmp_path_factory.mktemp("dev-cluster")
-    return start_cluster(directory, nodes=3, settings=settings,
+    return start_cluster(directory, nodes=3, settings=settings, racks=getattr(request.module, "CLUSTER_RACKS", None),
                          register=lambda cluster: request.addfinalizer(cluster.kill_all))
 
 
@@ -63,6 +65,12 @@ def cluster(dev_cluster: DevCluster) -> Iterator[DevCluster]:
     ensure_all_running(dev_cluster)
     yield dev_cluster
     ensure_all_running(dev_cluster)
+
+
+@pytest.fixture(scope="session")
+def tls_material(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
+    """A CA, node and client certificates (and a foreign CA), made once per run."""
+    return make_tls_material(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -8,10 +8,12 @@ Every node is a Raft cluster member; a node with no cluster section is a cluster
     retention_ms = 604800000           # any other NodeConfig field, by its name
     # The cluster section (optional): this node's Raft address and every member.
     raft_listen = "127.0.0.1:19092"    # all Raft groups between two nodes share one connection
+    rack = "eu-west-1a"                # optional: this node's rack (Kafka's broker.rack)
     [[peers]]                          # every node of the cluster, this one included or not
     id = 2
     client = "127.0.0.1:9093"
     raft = "127.0.0.1:19093"
+    rack = "eu-west-1b"                # optional, as that node's own `rack` setting
 
 TOML keys are the dataclass field names (a `-` in a key reads as `_`); a flag given on the
 command line wins over the file. Every error is a ConfigError whose message names the setting.
@@ -22,10 +24,23 @@ from __future__ import annotations
 import argparse
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from vdl_broker.listeners import (
+    AUTHORIZERS,
+    PLAINTEXT,
+    SASL_MECHANISMS,
+    SSL_CLIENT_AUTH,
+    BootstrapUser,
+    Listener,
+    parse_bootstrap_users,
+    parse_choice,
+    parse_listeners,
+    parse_mechanisms,
+    parse_string_list,
+)
 from vdl_broker.protocol.address import AddressError
 from vdl_broker.protocol.address import split_host_port as split_listen_address
 
@@ -50,8 +65,10 @@ class NodeAddress:
     """One cluster member as every node knows it."""
 
     id: int
-    client: str  # host:port for Kafka clients
+    client: str  # host:port for Kafka clients (the first listener's)
     raft: str  # host:port for Raft traffic
+    listeners: tuple[str, ...] = ()  # PROTOCOL://host:port, when the node has several
+    rack: str | None = None  # Kafka's broker.rack: consumers with a matching client.rack read here
 
     @property
     def raft_address(self) -> tuple[str, int]:
@@ -95,12 +112,26 @@ class NodeConfig:
     # limit is refused (POLICY_VIOLATION) instead of overloading it. Checked by the metadata leader.
     max_streams_per_node: int = 10_000
     log_level: str = "INFO"
+    # Kafka's broker.rack: Metadata reports it, and a consumer whose Fetch names the same rack
+    # (client.rack) is sent to a replica here (KIP-392).
+    rack: str | None = None
     # The cluster section: this node's Raft address and every member. Without it the node is
     # a cluster of one (its Raft groups have one voter and no Raft port is opened).
     raft_listen: str | None = None
     peers: list[NodeAddress] = field(default_factory=list)
     # Prometheus text at http://HOST:PORT/metrics (vdl_broker/metrics); None: no endpoint.
     metrics_listen: str | None = None
+    # Security (vdl_broker/listeners.py). No `listeners`: one PLAINTEXT listener on host:port
+    # (`listen`); with them, host:port is the first one's.
+    listeners: list[Listener] = field(default_factory=list)
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_cafile: str | None = None
+    ssl_client_auth: str = "none"
+    sasl_mechanisms: list[str] = field(default_factory=lambda: list(SASL_MECHANISMS))
+    authorizer: str = "none"
+    super_users: list[str] = field(default_factory=list)
+    bootstrap_users: list[BootstrapUser] = field(default_factory=list)
 
     @property
     def listen(self) -> str:
@@ -118,11 +149,36 @@ class NodeConfig:
         return f"{self.client_host}:{self.port}"
 
     @property
+    def client_listeners(self) -> list[Listener]:
+        return list(self.listeners) or [Listener(PLAINTEXT, self.host, self.port)]
+
+    def advertised_address(self, listener: Listener, port: int | None = None) -> str:
+        """Where clients reach `listener` ("host:port"), as Metadata advertises it."""
+        host = self.advertised_host or ("127.0.0.1" if listener.host in ("", "0.0.0.0", "::") else listener.host)
+        host = f"[{host}]" if ":" in host else host
+        return f"{host}:{listener.port if port is None else port}"
+
+    @property
+    def advertised_listeners(self) -> tuple[str, ...]:
+        """PROTOCOL://host:port of every listener, when `listeners` is set (else ())."""
+        return tuple(f"{lst.protocol}://{self.advertised_address(lst)}" for lst in self.listeners)
+
+    @property
+    def raft_tls(self) -> bool:
+        """Raft traffic is mutual TLS when the node has a certificate, its key and a CA."""
+        return bool(self.ssl_certfile and self.ssl_keyfile and self.ssl_cafile)
+
+    @property
     def members(self) -> list[NodeAddress]:
         """Every node of the cluster, this one included (from its own addresses if `peers`
         does not name it)."""
         nodes = {peer.id: peer for peer in self.peers}
-        nodes.setdefault(self.node_id, NodeAddress(self.node_id, self.client_address, self.raft_listen or ""))
+        own = nodes.get(self.node_id)
+        if own is None:
+            nodes[self.node_id] = NodeAddress(self.node_id, self.client_address, self.raft_listen or "",
+                                              self.advertised_listeners, self.rack)
+        elif own.rack is None and self.rack is not None:
+            nodes[self.node_id] = replace(own, rack=self.rack)
         return [nodes[node_id] for node_id in sorted(nodes)]
 
     @property
@@ -137,7 +193,15 @@ class NodeConfig:
 _SETTINGS = {f.name: f for f in fields(NodeConfig)}
 _INT_KEYS = {name for name, f in _SETTINGS.items() if f.type in ("int", int)}
 _BOOL_KEYS = {name for name, f in _SETTINGS.items() if f.type in ("bool", bool)}
-_STRING_KEYS = {"log_level", "advertised_host"}
+_STRING_KEYS = {"log_level", "advertised_host", "ssl_certfile", "ssl_keyfile", "ssl_cafile", "rack"}
+# Settings whose values are lists (TOML arrays, or comma-separated flag values).
+_LIST_PARSERS = {
+    "listeners": parse_listeners,
+    "sasl_mechanisms": parse_mechanisms,
+    "super_users": parse_string_list,
+    "bootstrap_users": parse_bootstrap_users,
+}
+_CHOICES = {"ssl_client_auth": SSL_CLIENT_AUTH, "authorizer": AUTHORIZERS}
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -149,6 +213,15 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--node-id", type=int)
     parser.add_argument("--raft-listen", help="HOST:PORT for the other nodes (with [[peers]] in --config)")
     parser.add_argument("--metrics-listen", help="HOST:PORT serving Prometheus metrics at /metrics (default: off)")
+    parser.add_argument("--listeners", help="PROTOCOL://HOST:PORT[,...], PROTOCOL one of PLAINTEXT, SSL, "
+                                            "SASL_PLAINTEXT, SASL_SSL (instead of --listen)")
+    parser.add_argument("--ssl-certfile", help="this node's certificate (PEM)")
+    parser.add_argument("--ssl-keyfile", help="its private key (PEM)")
+    parser.add_argument("--ssl-cafile", help="the CA certificate (PEM): client certificates and Raft mutual TLS")
+    parser.add_argument("--ssl-client-auth", help="none | requested | required")
+    parser.add_argument("--sasl-mechanisms", help="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512 (a comma list)")
+    parser.add_argument("--authorizer", help="none | acl")
+    parser.add_argument("--super-users", help="user names allowed everything (a comma list)")
     parser.add_argument("--segment-bytes", type=int)
     parser.add_argument("--segment-ms", type=int)
     parser.add_argument("--retention-ms", type=int)
@@ -162,6 +235,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-fsync", dest="fsync", action="store_false", default=None,
                         help="skip fsync (tests only: acknowledged data may be lost on power failure)")
     parser.add_argument("--log-level")
+    parser.add_argument("--rack", help="this node's rack (Kafka's broker.rack), for consumers' client.rack")
     return parser
 
 
@@ -180,6 +254,28 @@ def _address(table: Mapping[str, Any], key: str, source: str) -> str:
     return value
 
 
+def _rack(value: Any, source: str) -> str | None:
+    """A rack name: a non-empty string (Kafka compares client.rack with it as is)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or value != value.strip():
+        raise ConfigError(f"{source} must be a non-empty string without surrounding spaces, got {value!r}")
+    return value
+
+
+def _peer_listeners(item: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    if "listeners" not in item:
+        return ()
+    try:
+        listeners = parse_listeners(item["listeners"], f"{where}: listeners")
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    for listener in listeners:
+        if listener.port == 0 or listener.host in ("", "0.0.0.0", "::"):
+            raise ConfigError(f"{where}: listeners must be addresses clients connect to, got {listener}")
+    return tuple(str(listener) for listener in listeners)
+
+
 def _parse_peers(raw_peers: Any, source: str) -> list[NodeAddress]:
     if not isinstance(raw_peers, list):
         raise ConfigError(f"{source}: peers must be an array of tables ([[peers]])")
@@ -188,12 +284,15 @@ def _parse_peers(raw_peers: Any, source: str) -> list[NodeAddress]:
     for number, item in enumerate(raw_peers):
         where = f"{source}: peers[{number}]"
         if not isinstance(item, dict):
-            raise ConfigError(f"{where} must be a table with id, client, raft")
-        unknown = set(item) - {"id", "client", "raft"}
+            raise ConfigError(f"{where} must be a table with id, client (or listeners), raft (and optionally rack)")
+        unknown = set(item) - {"id", "client", "raft", "listeners", "rack"}
         if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; accepted: id, client, raft")
-        peer = NodeAddress(_positive_int(item, "id", where), _address(item, "client", where),
-                           _address(item, "raft", where))
+            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; accepted: id, client, raft, listeners, rack")
+        listeners = _peer_listeners(item, where)
+        client = (_address(item, "client", where) if "client" in item or not listeners
+                  else listeners[0].partition("://")[2])
+        peer = NodeAddress(_positive_int(item, "id", where), client, _address(item, "raft", where), listeners,
+                           _rack(item.get("rack"), f"{where}: rack"))
         if peer.id in seen:
             raise ConfigError(f"{where}: duplicate peer id {peer.id}")
         seen.add(peer.id)
@@ -215,6 +314,17 @@ def _apply(values: dict[str, Any], key: str, value: Any, source: str) -> None:
         return
     if key in ("raft_listen", "metrics_listen"):
         values[key] = _address({key: value}, key, source)
+        return
+    if key == "rack":
+        values[key] = _rack(value, f"{source}: rack" if not source.startswith("--") else source)
+        return
+    if key in _LIST_PARSERS or key in _CHOICES:
+        where = source if source.startswith("--") else f"{source}: {key}"  # a flag names itself
+        try:
+            values[key] = (_LIST_PARSERS[key](value, where) if key in _LIST_PARSERS
+                           else parse_choice(value, where, _CHOICES[key]))
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         return
     if key not in _SETTINGS or key in ("host", "port"):
         raise ConfigError(f"{source}: unknown setting {key!r}")
@@ -238,6 +348,8 @@ def _apply_table(values: dict[str, Any], table: Mapping[str, Any], source: str) 
     normalized = {key.replace("-", "_"): value for key, value in table.items()}
     if "listen" in normalized and "client_listen" in normalized:
         raise ConfigError(f"{source}: give listen or client_listen, not both (they are one setting)")
+    if "listeners" in normalized and ("listen" in normalized or "client_listen" in normalized):
+        raise ConfigError(f"{source}: give listeners or listen, not both (listen is one PLAINTEXT listener)")
     for key, value in normalized.items():
         _apply(values, key, value, source)
 
@@ -245,6 +357,11 @@ def _apply_table(values: dict[str, Any], table: Mapping[str, Any], source: str) 
 def _finish(values: dict[str, Any]) -> NodeConfig:
     if "data_dir" not in values:
         raise ConfigError("data_dir is required (--data-dir DIR or data_dir in the config file)")
+    if values.get("listeners"):
+        # A --listeners flag replaces a listen of the file (and the other way round): the one
+        # given last wins, as for any other setting.
+        first = values["listeners"][0]
+        values["host"], values["port"] = first.host, first.port
     config = NodeConfig(**values)
     validate(config)
     return config
@@ -258,6 +375,8 @@ def load_config(argv: list[str] | None = None) -> NodeConfig:
         _apply_table(values, read_toml(args.config), str(args.config))
     for key, value in vars(args).items():
         if key != "config" and value is not None:
+            if key == "listen":
+                values.pop("listeners", None)
             _apply(values, key, value, "--" + key.replace("_", "-"))
     return _finish(values)
 
@@ -295,11 +414,35 @@ def validate(config: NodeConfig) -> None:
                                           or peer.raft != config.raft_listen):
             raise ConfigError(f"peers entry for this node ({config.node_id}) disagrees with listen/raft_listen "
                               f"({peer.client}, {peer.raft} vs {config.client_address}, {config.raft_listen})")
+        if peer.id == config.node_id and peer.rack is not None and peer.rack != config.rack:
+            raise ConfigError(f"peers entry for this node ({config.node_id}) names rack {peer.rack!r}, "
+                              f"but its rack setting is {config.rack!r}")
+    validate_security(config)
+
+
+def validate_security(config: NodeConfig) -> None:
+    tls = [str(lst) for lst in config.client_listeners if lst.tls]
+    if tls and not (config.ssl_certfile and config.ssl_keyfile):
+        raise ConfigError(f"ssl_certfile and ssl_keyfile are required by the TLS listener(s) {', '.join(tls)}")
+    if config.ssl_client_auth != "none" and not config.ssl_cafile:
+        raise ConfigError(f"ssl_client_auth = {config.ssl_client_auth} needs ssl_cafile (the CA that signs "
+                          "client certificates)")
+    if bool(config.ssl_certfile) != bool(config.ssl_keyfile):
+        raise ConfigError("ssl_certfile and ssl_keyfile go together")
+    for setting in ("ssl_certfile", "ssl_keyfile", "ssl_cafile"):
+        path = getattr(config, setting)
+        if path and not Path(path).is_file():
+            raise ConfigError(f"{setting}: no such file {path}")
+    names = [user.name for user in config.bootstrap_users]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"bootstrap_users: a user is named twice in {names}")
 
 
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(str(v) if isinstance(v, Listener) else v) for v in value) + "]"
     if isinstance(value, int | float):
         return repr(value)
     if isinstance(value, str | Path):
@@ -311,12 +454,13 @@ def _toml_value(value: Any) -> str:
 def dump_node_config(config: NodeConfig) -> str:
     """node.toml text that load_node_config reads back to an equal NodeConfig."""
     defaults = NodeConfig(config.data_dir)
-    lines = [f"node_id = {config.node_id}", f"data_dir = {_toml_value(config.data_dir)}",
-             f"listen = {_toml_value(config.listen)}"]
+    lines = [f"node_id = {config.node_id}", f"data_dir = {_toml_value(config.data_dir)}"]
+    if not config.listeners:
+        lines.append(f"listen = {_toml_value(config.listen)}")
     if config.raft_listen is not None:
         lines.append(f"raft_listen = {_toml_value(config.raft_listen)}")
     for name in _SETTINGS:
-        if name in ("data_dir", "host", "port", "node_id", "raft_listen", "peers"):
+        if name in ("data_dir", "host", "port", "node_id", "raft_listen", "peers", "bootstrap_users"):
             continue
         value = getattr(config, name)
         if value != getattr(defaults, name):
@@ -324,4 +468,11 @@ def dump_node_config(config: NodeConfig) -> str:
     for peer in config.peers:
         lines += ["", "[[peers]]", f"id = {peer.id}", f"client = {_toml_value(peer.client)}",
                   f"raft = {_toml_value(peer.raft)}"]
+        if peer.rack is not None:
+            lines.append(f"rack = {_toml_value(peer.rack)}")
+        if peer.listeners:
+            lines.append(f"listeners = {_toml_value(peer.listeners)}")
+    for user in config.bootstrap_users:
+        lines += ["", "[[bootstrap_users]]", f"name = {_toml_value(user.name)}",
+                  f"mechanism = {_toml_value(user.mechanism)}", f"password_env = {_toml_value(user.password_env)}"]
     return "\n".join(lines) + "\n"

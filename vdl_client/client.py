@@ -30,7 +30,7 @@ from vdl_broker.protocol.messages import (
 )
 from vdl_client.connection import Connection
 from vdl_client.pipeline import ProducePipeline
-from vdl_client.requests import fetch_request, produce_request
+from vdl_client.requests import LEADER_FETCH_VERSION, fetch_request, produce_request
 from vdl_client.settings import (
     LEADER_ERRORS,
     BrokerUnreachableError,
@@ -89,7 +89,7 @@ class VdlClient:
     def _connection(self, key: object, address: str) -> Connection:
         connection = self._connections.get(key)
         if connection is None:
-            connection = Connection(address, self._timeout_s, self.settings.client_id)
+            connection = Connection(address, self._timeout_s, self.settings.client_id, self.settings.security)
             self._connections[key] = connection
         return connection
 
@@ -117,12 +117,12 @@ class VdlClient:
             raise BrokerUnreachableError("cannot connect to " + "; ".join(errors))
         raise _Retry("no broker reachable: " + "; ".join(errors))
 
-    def _send_node(self, node_id: int, request: Any, timeout_s: float | None = None) -> Any:
+    def _send_node(self, node_id: int, request: Any, timeout_s: float | None = None, version: int | None = None) -> Any:
         if node_id not in self._nodes:
             raise _Retry(f"node {node_id} unknown")
         address = self._address(node_id)
         try:
-            return self._connection(node_id, address).request(request, timeout_s or self._timeout_s)
+            return self._connection(node_id, address).request(request, timeout_s or self._timeout_s, version)
         except OSError as exc:
             self._drop(node_id)
             raise _Retry(f"node {node_id} ({address}): {exc}") from exc
@@ -280,6 +280,18 @@ class VdlClient:
         for stream in request.topic_names:
             self._leaders.pop(stream, None)
 
+    def admin(self, request: Any, what: str) -> Any:
+        """An admin request (ACLs, users) answered by the metadata leader, retried through
+        leader changes; the caller reads the response's error codes."""
+        def attempt() -> Any:
+            try:
+                return self._to_controller(request)
+            except _Retry:
+                self._controller = -1  # ask Metadata who leads now
+                raise
+
+        return self._retrying(what, attempt)
+
     def _to_controller(self, request: Any) -> Any:
         """Admin requests go to the metadata leader (any node forwards, but that costs a hop)."""
         if self._controller < 0 or self._controller not in self._nodes:
@@ -331,7 +343,7 @@ class VdlClient:
                 leader = self._leader(stream)
             except StreamNotFoundError:
                 return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, -1, -1)
-            response = self._send_node(leader, request, self._timeout_s + max_wait_ms / 1000)
+            response = self._send_node(leader, request, self._timeout_s + max_wait_ms / 1000, LEADER_FETCH_VERSION)
             self._check(response.error_code, f"Fetch {stream!r}")
             partition = response.responses[0].partitions[0]
             error = ErrorCode(partition.error_code)
@@ -358,7 +370,7 @@ class VdlClient:
             connection = self._connection(leader, self._address(leader))
             pending.correlation = connection.send(
                 fetch_request(stream, offset, partition_max_bytes, max_bytes, max_wait_ms),
-                self._timeout_s + max_wait_ms / 1000)
+                self._timeout_s + max_wait_ms / 1000, LEADER_FETCH_VERSION)
             pending.node = leader
         except OSError:
             self._drop(leader)
@@ -368,7 +380,7 @@ class VdlClient:
         if pending.correlation is not None and pending.node in self._connections:
             try:
                 response = self._connections[pending.node].receive(
-                    FetchRequest, pending.correlation, self._timeout_s + pending.args[4] / 1000)
+                    FetchRequest, pending.correlation, self._timeout_s + pending.args[4] / 1000, LEADER_FETCH_VERSION)
                 partition = response.responses[0].partitions[0]
                 if response.error_code == 0 and partition.error_code == 0:
                     return FetchResult(ErrorCode.NONE, partition.records, partition.high_watermark,

@@ -44,6 +44,20 @@ def describe_stream_configs(client: VdlClient, stream: str, keys: Sequence[str] 
     return client._retrying(f"DescribeConfigs {stream!r}", attempt)
 
 
+def stream_config_values(client: VdlClient, streams: Sequence[str], keys: Sequence[str]) -> dict[str, dict[str, str]]:
+    """The values of `keys` that are set (or have a default) for each of `streams`, in one
+    request to any node (each answers from the replicated metadata); a missing stream is absent."""
+    request = DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=TOPIC_RESOURCE, resource_name=stream, configuration_keys=list(keys)) for stream in streams])
+
+    def attempt() -> dict[str, dict[str, str]]:
+        response = client._send_any(request)
+        return {result.resource_name: {c.name: c.value for c in result.configs if c.value is not None}
+                for result in response.results if result.error_code == 0}
+
+    return client._retrying("DescribeConfigs", attempt) if streams else {}
+
+
 def alter_stream_configs(client: VdlClient, stream: str, to_set: Mapping[str, str] | None = None,
                          to_delete: Sequence[str] = ()) -> None:
     """Set and remove (back to the default) configs of one stream; INVALID_CONFIG raises

@@ -10,10 +10,13 @@ from __future__ import annotations
 import socket
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vdl_broker.protocol.address import AddressError, split_host_port
 from vdl_broker.protocol.api import API_SPECS, ApiSpec, decode_response, encode_request
+
+if TYPE_CHECKING:
+    from vdl_client.security import SecuritySettings
 
 DEFAULT_CLIENT_ID = "vdl-client"
 MAX_RESPONSE_BYTES = 1 << 30
@@ -62,13 +65,21 @@ class Connection:
     """A TCP connection to one broker. Answers come back in request order, so several requests
     may be sent before their answers are read (send() then receive())."""
 
-    def __init__(self, address: str, timeout_s: float, client_id: str | None = DEFAULT_CLIENT_ID) -> None:
+    def __init__(self, address: str, timeout_s: float, client_id: str | None = DEFAULT_CLIENT_ID,
+                 security: SecuritySettings | None = None) -> None:
         host, port = split_address(address)
         self._sock = socket.create_connection((host, port), timeout=timeout_s)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._client_id = client_id
         self._correlation = 0
         self.address = address
+        try:
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if security is not None:
+                self._sock = security.wrap(self._sock, host)
+                security.authenticate(lambda request: self.request(request, timeout_s))
+        except BaseException:
+            self._sock.close()
+            raise
 
     def __enter__(self) -> Connection:
         return self
@@ -129,21 +140,21 @@ class Connection:
 
 
 def connect_first(servers: str | Sequence[str], timeout_s: float,
-                  client_id: str | None = DEFAULT_CLIENT_ID) -> Connection:
+                  client_id: str | None = DEFAULT_CLIENT_ID, security: SecuritySettings | None = None) -> Connection:
     """A connection to the first reachable server of a bootstrap list; OSError naming every
     failure when none answers."""
     errors = []
     for address in parse_bootstrap(servers):
         try:
-            return Connection(address, timeout_s, client_id)
+            return Connection(address, timeout_s, client_id, security)
         except OSError as error:
             errors.append(f"{address}: {error.strerror or error}")
     raise OSError("cannot connect to " + "; ".join(errors))
 
 
 def request_once(address: str, request: Any, timeout_s: float = 5.0, version: int | None = None,
-                 client_id: str | None = DEFAULT_CLIENT_ID) -> Any:
+                 client_id: str | None = DEFAULT_CLIENT_ID, security: SecuritySettings | None = None) -> Any:
     """One request on a fresh connection to `address` (or the first reachable of a bootstrap
     list); the decoded response."""
-    with connect_first(address, timeout_s, client_id) as connection:
+    with connect_first(address, timeout_s, client_id, security) as connection:
         return connection.request(request, timeout_s, version)

@@ -6,6 +6,11 @@ from typing import Any
 
 from vdl_broker.protocol.messages import FetchRequest, ProduceRequest
 
+# Fetch v10 is served by the leader only; from v11 any in-sync replica serves it below its own
+# high watermark (KIP-392), so reads meant for the leader are sent at v10.
+LEADER_FETCH_VERSION = 10
+REPLICA_FETCH_VERSION = 11
+
 
 def fetch_request(stream: str, offset: int, partition_max_bytes: int, max_bytes: int, max_wait_ms: int) -> Any:
     """A Fetch for partition 0, READ_UNCOMMITTED (everything below the high watermark)."""

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_client.connection import DEFAULT_CLIENT_ID, parse_bootstrap
+
+if TYPE_CHECKING:
+    from vdl_client.security import SecuritySettings
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,7 @@ class ClientSettings:
     # A command-line user wants "cannot connect" at once rather than retries until the deadline;
     # a Spark job started with its cluster wants the retries.
     fail_fast_when_unreachable: bool = False
+    security: SecuritySettings | None = None  # None: PLAINTEXT
 
     @classmethod
     def from_bootstrap(cls, servers: str | Sequence[str], **settings: Any) -> ClientSettings:

@@ -20,6 +20,7 @@ import struct
 import crc32c
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from vdl_broker.protocol.records.compression import Compression, compress
 from vdl_broker.protocol.records.varint import write_varint
@@ -50,47 +51,41 @@ def _varint_sizes(unsigned: np.ndarray) -> np.ndarray:
     return sizes
 
 
-def _put_varints(out: np.ndarray, positions: np.ndarray, unsigned: np.ndarray, sizes: np.ndarray) -> None:
-    if len(sizes) == 0:
-        return
-    if int(sizes.max()) == 1:
-        out[positions] = unsigned.astype(np.uint8)
-        return
-    for k in range(int(sizes.max())):
-        mask = sizes > k
-        chunk = (unsigned[mask] >> np.uint64(7 * k)) & np.uint64(0x7F)
-        more = np.where(sizes[mask] > k + 1, np.uint64(0x80), np.uint64(0))
-        out[positions[mask] + k] = (chunk | more).astype(np.uint8)
+def _varint_array(unsigned: np.ndarray) -> pa.Array:
+    """One varint per row as a binary array (built from a row-major byte matrix, no Python loop)."""
+    count = len(unsigned)
+    sizes = _varint_sizes(unsigned)
+    width = int(sizes.max()) if count else 1
+    matrix = np.zeros((count, width), dtype=np.uint8)
+    for k in range(width):
+        chunk = (unsigned >> np.uint64(7 * k)) & np.uint64(0x7F)
+        more = np.where(sizes > k + 1, np.uint64(0x80), np.uint64(0))
+        matrix[:, k] = (chunk | more).astype(np.uint8)
+    data = matrix[np.arange(width)[None, :] < sizes[:, None]]  # row-major: each row's bytes in order
+    offsets = np.zeros(count + 1, dtype=np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    return pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
-def _put_bytes(out: np.ndarray, destinations: np.ndarray, data: np.ndarray, sources: np.ndarray,
-               lengths: np.ndarray) -> None:
-    """out[destinations[i] : +lengths[i]] = data[sources[i] : +lengths[i]] for every i."""
-    lengths = np.maximum(lengths, 0)
-    total = int(lengths.sum())
-    if total == 0:
-        return
-    first = int(lengths[0])
-    if first and (lengths == first).all():
-        span = np.arange(first, dtype=np.int64)
-        out[destinations[:, None] + span] = data[sources[:, None] + span]
-        return
-    starts = np.cumsum(lengths) - lengths
-    relative = np.arange(total, dtype=np.int64) - np.repeat(starts, lengths)
-    out[np.repeat(destinations, lengths) + relative] = data[np.repeat(sources, lengths) + relative]
+_EMPTY = pa.scalar(b"", pa.binary())
+_NO_HEADERS_SCALAR = pa.scalar(_NO_HEADERS, pa.binary())
+_ATTRIBUTES_AND_TIMESTAMP_DELTA = pa.scalar(b"\x00\x00", pa.binary())  # attributes 0, timestamp delta 0
 
 
 class BinaryColumn:
-    """A binary Arrow array as numpy views: data bytes, per-row start and length (-1 = null)."""
+    """A binary Arrow array as numpy views: data bytes, per-row start and length (-1 = null),
+    and the array itself with nulls as empty values (`filled`, for the element-wise join)."""
 
-    def __init__(self, array: pa.Array | None, count: int) -> None:
+    def __init__(self, array: pa.Array | None, count: int, null_fill: pa.Scalar = _EMPTY) -> None:
         if array is None:
             self.data = np.zeros(1, dtype=np.uint8)
             self.starts = np.zeros(count, dtype=np.int64)
             self.lengths = np.full(count, -1, dtype=np.int64)
+            self.filled = None
             return
         if not pa.types.is_binary(array.type):
             array = array.cast(pa.binary())
+        self.filled = pc.fill_null(array, null_fill) if array.null_count else array
         _, offsets_buffer, data_buffer = array.buffers()
         offsets = np.frombuffer(offsets_buffer, dtype=np.int32)[array.offset:array.offset + count + 1].astype(np.int64)
         self.data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(1, np.uint8)
@@ -137,7 +132,11 @@ class RecordColumns:
         self.count = len(values)
         self.keys = BinaryColumn(keys, self.count)
         self.values = BinaryColumn(values, self.count)
-        self.headers = BinaryColumn(headers, self.count) if headers is not None else None
+        # A record without headers (null or empty section) is encoded as a count of 0.
+        self.headers = BinaryColumn(headers, self.count, _NO_HEADERS_SCALAR) if headers is not None else None
+        if self.headers is not None and self.headers.filled is not None and (self.headers.lengths == 0).any():
+            filled = self.headers.filled
+            self.headers.filled = pc.if_else(pc.equal(pc.binary_length(filled), 0), _NO_HEADERS_SCALAR, filled)
         key_part = _varint_sizes(_zigzag(self.keys.lengths)) + np.maximum(self.keys.lengths, 0)
         value_part = _varint_sizes(_zigzag(self.values.lengths)) + np.maximum(self.values.lengths, 0)
         header_part = 1 if self.headers is None else np.maximum(self.headers.lengths, 1)
@@ -170,26 +169,24 @@ class RecordColumns:
         count = stop - start
         if self._uniform is not None:
             return self._encode_uniform(start, stop)
+        # Each part of a record as a binary column; Arrow joins them row by row in one C pass,
+        # and the joined array's data buffer is the records section.
         deltas = _zigzag(np.arange(count, dtype=np.int64))
-        delta_sizes = _varint_sizes(deltas)
-        body = self.fixed[start:stop] + delta_sizes
-        body_unsigned = _zigzag(body)
-        body_sizes = _varint_sizes(body_unsigned)
-        record_starts = np.cumsum(body_sizes + body) - (body_sizes + body)
-        total = int((body_sizes + body).sum())
-        out = np.zeros(total, dtype=np.uint8)  # attributes and timestamp delta stay 0
-        _put_varints(out, record_starts, body_unsigned, body_sizes)
-        position = record_starts + body_sizes + 2
-        _put_varints(out, position, deltas, delta_sizes)
-        position = position + delta_sizes
-        position = self._put_field(out, position, self.keys, start, stop)
-        position = self._put_field(out, position, self.values, start, stop)
-        if self.headers is None:
-            pass  # the zero already written is "0 headers"
+        body = self.fixed[start:stop] + _varint_sizes(deltas)
+        parts: list[pa.Array | pa.Scalar] = [_varint_array(_zigzag(body)), _ATTRIBUTES_AND_TIMESTAMP_DELTA,
+                                             _varint_array(deltas)]
+        for column in (self.keys, self.values):
+            parts.append(_varint_array(_zigzag(column.lengths[start:stop])))
+            if column.filled is not None:
+                parts.append(column.filled.slice(start, count))
+        if self.headers is None or self.headers.filled is None:
+            parts.append(_NO_HEADERS_SCALAR)
         else:
-            lengths = self.headers.lengths[start:stop]
-            _put_bytes(out, position, self.headers.data, self.headers.starts[start:stop], lengths)
-        return out.tobytes()
+            parts.append(self.headers.filled.slice(start, count))
+        joined = pc.binary_join_element_wise(*parts, _EMPTY)
+        _, offsets, data = joined.buffers()
+        total = int(np.frombuffer(offsets, dtype=np.int32)[joined.offset + count])
+        return data.to_pybytes()[:total] if data is not None else b""
 
     def _encode_uniform(self, start: int, stop: int) -> bytes:
         """Fixed-width records, grouped by the byte width of their offset delta."""
@@ -227,16 +224,6 @@ class RecordColumns:
             parts.append(out.tobytes())  # the last byte of each row stays 0: no headers
             low = high
         return b"".join(parts)
-
-    @staticmethod
-    def _put_field(out: np.ndarray, position: np.ndarray, column: BinaryColumn, start: int, stop: int) -> np.ndarray:
-        lengths = column.lengths[start:stop]
-        unsigned = _zigzag(lengths)
-        sizes = _varint_sizes(unsigned)
-        _put_varints(out, position, unsigned, sizes)
-        position = position + sizes
-        _put_bytes(out, position, column.data, column.starts[start:stop], lengths)
-        return position + np.maximum(lengths, 0)
 
 
 def build_batch(records: bytes, count: int, timestamp_ms: int, producer_id: int, producer_epoch: int,

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from vdl_client import BootstrapError, ClientSettings, parse_bootstrap
+from vdl_connector.security_options import SECURITY_OPTIONS, SecurityOptionError, parse_security_options
 
 EARLIEST = -2  # Spark Kafka JSON offsets: -2 means earliest
 LATEST = -1  # ... and -1 means latest
@@ -73,6 +74,7 @@ class SourceOptions:
     fetch_offset_num_retries: int = 3
     fetch_offset_retry_interval_ms: int = 10
     timestamp_strategy: str = "error"  # startingOffsetsByTimestampStrategy: error | latest
+    commit_group: str | None = None  # commitOffsetsToGroup: report progress as this group's offsets
 
 
 @dataclass(frozen=True)
@@ -97,13 +99,14 @@ SOURCE_OPTIONS = (
     "kafka.fetch.max.wait.ms", "fetch.max.wait.ms", "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "kafka.request.timeout.ms",
     "request.timeout.ms", "kafka.retry.backoff.ms", "retry.backoff.ms", "kafka.client.id",
-    "client.id",
+    "client.id", "commitOffsetsToGroup", *SECURITY_OPTIONS,
 )
 SINK_OPTIONS = (
     "bootstrap.servers", "kafka.bootstrap.servers", "topic", "createStreams", "exactlyOnce",
     "kafka.batch.size", "batch.size", "kafka.compression.type", "compression.type",
     "kafka.delivery.timeout.ms", "delivery.timeout.ms", "kafka.request.timeout.ms",
     "request.timeout.ms", "kafka.retry.backoff.ms", "retry.backoff.ms", "kafka.client.id", "client.id",
+    *SECURITY_OPTIONS,
 )
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 _DURATION = re.compile(r"^\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*$")
@@ -182,8 +185,12 @@ def _client(options: _Options, deadline_ms: int) -> ClientSettings:
     name, value = options.first("kafka.retry.backoff.ms", "retry.backoff.ms")
     backoff = _int(name, value, 100, minimum=0)
     _, client_id = options.first("kafka.client.id", "client.id")
+    try:
+        security = parse_security_options(options.get)
+    except SecurityOptionError as error:
+        raise VdlOptionError(str(error)) from None
     return ClientSettings(_bootstrap(options), request_timeout or 30_000, backoff or 0,
-                          deadline_ms, client_id or "vdl-spark")
+                          deadline_ms, client_id or "vdl-spark", security=security)
 
 
 def _stream_list(name: str, value: str) -> tuple[str, ...]:
@@ -305,6 +312,9 @@ def parse_source_options(raw: Mapping[str, str]) -> SourceOptions:
     if strategy not in ("error", "latest"):
         raise VdlOptionError("option 'startingOffsetsByTimestampStrategy' accepts 'error' or 'latest', "
                              f"got {options.get('startingOffsetsByTimestampStrategy')!r}")
+    commit_group = options.get("commitOffsetsToGroup")
+    if commit_group is not None and not commit_group.strip():
+        raise VdlOptionError("option 'commitOffsetsToGroup' must be a consumer group id (a non-empty string)")
     delay_value = options.get("maxTriggerDelay")
     delay = 15 * 60 * 1000 if delay_value is None else parse_duration_ms("maxTriggerDelay", delay_value)
     fetch_name, fetch_value = options.first("kafka.fetch.max.bytes", "fetch.max.bytes")
@@ -331,6 +341,7 @@ def parse_source_options(raw: Mapping[str, str]) -> SourceOptions:
         fetch_offset_retry_interval_ms=_int("fetchOffset.retryIntervalMs",
                                             options.get("fetchOffset.retryIntervalMs"), 10, minimum=0) or 0,
         timestamp_strategy=strategy,
+        commit_group=commit_group.strip() if commit_group else None,
     )
 
 
@@ -342,6 +353,8 @@ def check_batch_source(options: SourceOptions) -> None:
                              "(use 'earliest' or JSON offsets)")
     if start is not None and start.kind == "offsets" and LATEST in start.per_stream.values():
         raise VdlOptionError("option 'startingOffsets': -1 (latest) is not allowed for batch queries")
+    if options.commit_group is not None:
+        raise VdlOptionError("option 'commitOffsetsToGroup' is only valid for streaming queries (spark.readStream)")
 
 
 def check_streaming_source(options: SourceOptions) -> None:

@@ -24,6 +24,9 @@ class OffsetRange(InputPartition):
     # A stream found after the query started is read from its beginning: offsets below its log
     # start are then skipped silently instead of being reported as data loss.
     from_earliest: bool = False
+    # The stream's Delta table (vdl_connector/tables.py): offsets retention deletes after
+    # planning are read from it instead.
+    table: str | None = None
 
     @property
     def size(self) -> int:

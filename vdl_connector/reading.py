@@ -16,7 +16,8 @@ from vdl_broker.protocol.records.record_batch import iter_batches
 from vdl_connector.arrow import decode_columns_arrow
 from vdl_connector.options import EARLIEST, SourceOptions
 from vdl_connector.planning import OffsetRange
-from vdl_connector.schema import ARROW_HEADERS_TYPE, arrow_read_schema
+from vdl_connector.schema import ARROW_HEADERS_TYPE, arrow_read_schema, constant_string
+from vdl_connector.tables import TableRange, read_table_range
 
 log = logging.getLogger("vdl_connector")
 
@@ -38,13 +39,6 @@ class _Chunks:
     rows: int = 0
 
 
-def _constant_string(text: str, count: int) -> pa.Array:
-    """A string column holding `text` `count` times, built from buffers (no Python list)."""
-    data = text.encode("utf-8")
-    offsets = np.arange(count + 1, dtype=np.int32) * len(data)
-    return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data * count)])
-
-
 def _headers_column(headers: pa.Array | None, count: int) -> pa.Array:
     """Spark's Kafka source gives null (not an empty array) for a record without headers."""
     if headers is None:
@@ -61,7 +55,7 @@ def _to_record_batch(stream: str, chunks: _Chunks, include_headers: bool) -> pa.
     columns = [
         pa.concat_arrays(chunks.keys),
         pa.concat_arrays(chunks.values),
-        _constant_string(stream, count),
+        constant_string(stream, count),
         pa.array(np.zeros(count, dtype=np.int32)),
         pa.concat_arrays(chunks.offsets),
         pa.array(millis * 1000, TIMESTAMP_TYPE),
@@ -117,6 +111,14 @@ def read_range(client, rng: OffsetRange, options: SourceOptions,  # noqa: ANN001
         else:
             result = client.fetch(stream, position, options.max_partition_fetch_bytes, options.fetch_max_bytes,
                                   options.fetch_max_wait_ms, deadline)
+        if result.error == ErrorCode.OFFSET_OUT_OF_RANGE and rng.table is not None:
+            # Retention deleted offsets planned for the log: they are in the stream's table.
+            earliest = client.list_offsets([stream], EARLIEST)[stream]
+            if earliest > position:
+                upto = min(earliest, end)
+                yield from read_table_range(TableRange(stream, position, upto, rng.table), include_headers)
+                position = upto
+                continue
         if result.error in (ErrorCode.OFFSET_OUT_OF_RANGE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
             moved = _skip_lost(client, rng, position, result.error, options, on_data_loss)
             if moved == position:  # transient (a new leader catching up): back off, retry

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
@@ -61,6 +62,13 @@ def arrow_read_schema(include_headers: bool) -> pa.Schema:
     if include_headers:
         fields.append(pa.field("headers", ARROW_HEADERS_TYPE))
     return pa.schema(fields)
+
+
+def constant_string(text: str, count: int) -> pa.Array:
+    """A string column holding `text` `count` times (the topic column), built from buffers."""
+    data = text.encode("utf-8")
+    offsets = np.arange(count + 1, dtype=np.int32) * len(data)
+    return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data * count)])
 
 
 @dataclass(frozen=True)

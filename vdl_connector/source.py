@@ -40,9 +40,11 @@ from vdl_connector.options import (
     parse_sink_options,
     parse_source_options,
 )
-from vdl_connector.planning import OffsetRange, TriggerDelay, backlog, plan_ranges, rate_limit
+from vdl_connector.planning import OffsetRange, TriggerDelay, backlog, rate_limit
+from vdl_connector.progress import GroupCommitter, with_offsets_behind_latest
 from vdl_connector.reading import read_range
 from vdl_connector.schema import read_schema, validate_write_schema
+from vdl_connector.tables import TableLookup, TableRange, plan_reads, read_table_range
 
 log = logging.getLogger("vdl_connector")
 
@@ -138,11 +140,14 @@ def _check_named(spec: OffsetSpec, streams: Sequence[str], options: SourceOption
 
 
 def resolve_positions(client, options: SourceOptions, spec: OffsetSpec, streams: Sequence[str],  # noqa: ANN001
-                      default: str, starting: bool) -> dict[str, int]:
-    """Turn an OffsetSpec into concrete offsets for `streams` (ListOffsets earliest/latest/time)."""
+                      default: str, starting: bool, tables: TableLookup | None = None) -> dict[str, int]:
+    """Turn an OffsetSpec into concrete offsets for `streams` (ListOffsets earliest/latest/time;
+    earliest is the first offset of the stream's table when it reaches below the log start)."""
     if not streams:
         return {}
     earliest = client.list_offsets(streams, EARLIEST)
+    if tables is not None:
+        earliest = tables.earliest(client, streams, earliest)
     latest = client.list_offsets(streams, LATEST)
     words = {"earliest": earliest, "latest": latest}
     if spec.kind in words:
@@ -185,23 +190,38 @@ class VdlBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         options = self.options
+        tables = TableLookup()
         with _open_client(options) as client:
             streams = _streams(client, options)
             start = resolve_positions(client, options, options.starting or OffsetSpec("earliest"),
-                                      streams, "earliest", starting=True)
+                                      streams, "earliest", starting=True, tables=tables)
             end = resolve_positions(client, options, options.ending or OffsetSpec("latest"),
                                     streams, "latest", starting=False)
-        for stream in streams:
-            if end[stream] < start[stream]:
-                raise VdlOptionError(
-                    f"stream {stream!r}: the ending offset {end[stream]} is before the starting offset "
-                    f"{start[stream]} (options 'startingOffsets' / 'endingOffsets')")
-        return plan_ranges(start, end, options.min_partitions, options.max_records_per_partition)
+            for stream in streams:
+                if end[stream] < start[stream]:
+                    raise VdlOptionError(
+                        f"stream {stream!r}: the ending offset {end[stream]} is before the starting offset "
+                        f"{start[stream]} (options 'startingOffsets' / 'endingOffsets')")
+            return plan_reads(client, tables, start, end, options.min_partitions,
+                              options.max_records_per_partition, lambda *gap: _table_gap(options, *gap))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
-        with _open_client(self.options) as client:
-            yield from read_range(client, partition, self.options, data_loss)
+        yield from _read(self.options, partition)
+
+
+def _table_gap(options: SourceOptions, stream: str, begin: int, first: int) -> None:
+    data_loss(options, f"stream {stream!r}: offsets [{begin}, {first}) were deleted before they reached the "
+                       f"stream's table")
+
+
+def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """One task: a range of the log, or of the stream's table (vdl_connector/tables.py)."""
+    if isinstance(partition, TableRange):
+        yield from read_table_range(partition, options.include_headers)
+        return
+    assert isinstance(partition, OffsetRange)
+    with _open_client(options) as client:
+        yield from read_range(client, partition, options, data_loss)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,11 +238,22 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._delay = (TriggerDelay(options.min_offsets_per_trigger, options.max_trigger_delay_ms, 0.0)
                        if options.min_offsets_per_trigger else None)
         self._client = None  # driver-only connection, opened lazily, never pickled
+        self._tables = TableLookup()
+        self._committer: GroupCommitter | None = None  # commitOffsetsToGroup, driver only
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_client"] = None
+        state["_committer"] = None
         return state
+
+    def _commit_to_group(self, offsets: Mapping[str, int]) -> None:
+        """commitOffsetsToGroup: report finished offsets (vdl_connector/progress.py)."""
+        if self.options.commit_group is None:
+            return
+        if self._committer is None:
+            self._committer = GroupCommitter(self.options.client, self.options.commit_group)
+        self._committer.commit(offsets)
 
     def _driver_client(self):  # noqa: ANN202
         if self._client is None:
@@ -233,7 +264,7 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         client = self._driver_client()
         streams = _streams(client, self.options)
         return resolve_positions(client, self.options, self.options.starting or OffsetSpec("latest"),
-                                 streams, "latest", starting=True)
+                                 streams, "latest", starting=True, tables=self._tables)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_offsets_per_trigger:
@@ -260,6 +291,10 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                         f"{start[stream]} on cannot be read")
         latest = client.list_offsets(streams, LATEST) if streams else {}
         earliest = client.list_offsets(streams, EARLIEST) if streams else {}
+        # Offsets below the log start that are in the stream's table are not lost.
+        below = [s for s in streams if start.get(s, -1) < earliest[s]]
+        if below:
+            earliest.update(self._tables.earliest(client, below, {s: earliest[s] for s in below}))
         for stream in streams:
             if self._available_now is not None:
                 latest[stream] = min(latest[stream], self._available_now[stream])
@@ -280,14 +315,16 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return effective, latest
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        # `start` is where the last completed micro-batch ended: finished, as far as Spark is concerned.
+        self._commit_to_group(start)
         begin, latest = self._current_latest(start)
-        self._latest = dict(latest)
         if isinstance(limit, ReadAllAvailable):
             end = latest
         else:
             # Spark passes back our default limit; apply both bounds the options define.
             if self._delay is not None and self._available_now is None:
                 if self._delay.should_delay(backlog(begin, latest), time.time() * 1000):
+                    self._latest = with_offsets_behind_latest(latest, start)
                     return dict(start)
             maximum = self.options.max_offsets_per_trigger
             end = rate_limit(maximum, begin, latest) if maximum else latest
@@ -295,28 +332,34 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for stream, offset in end.items():
             # A stream whose start moved (data loss skipped, new stream) keeps its range readable.
             result[stream] = max(offset, begin.get(stream, offset)) if stream in start else offset
+        self._latest = with_offsets_behind_latest(latest, result)
         return result
 
     def reportLatestOffset(self) -> dict | None:
         return self._latest
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        # Pure. A stream missing from `start` appeared after the last batch: read it from its
-        # beginning (offset 0; read() moves up to the log start without calling it data loss).
+        # A stream missing from `start` appeared after the last batch: read it from its beginning
+        # (offset 0; read() moves up to the log start without calling it data loss). Offsets
+        # below a stream's log start come from its table (the same records whenever planned).
         begin = {stream: int(start.get(stream, 0)) for stream in end}
-        ranges = plan_ranges(begin, {s: int(o) for s, o in end.items()}, self.options.min_partitions,
-                             self.options.max_records_per_partition)
-        return [OffsetRange(r.stream, r.start, r.end, r.stream not in start) for r in ranges]
+        stop = {s: int(o) for s, o in end.items()}
+        return plan_reads(self._driver_client(), self._tables, begin, stop, self.options.min_partitions,
+                          self.options.max_records_per_partition, lambda *gap: _table_gap(self.options, *gap),
+                          frozenset(s for s in end if s not in start))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
-        with _open_client(self.options) as client:
-            yield from read_range(client, partition, self.options, data_loss)
+        yield from _read(self.options, partition)
 
     def commit(self, end: dict) -> None:
-        """Nothing to do: offsets live in Spark's checkpoint, the broker keeps none."""
+        """Offsets live in Spark's checkpoint; with commitOffsetsToGroup the end of the committed
+        micro-batch is also stored as the group's offsets (a report: a failure is only logged)."""
+        self._commit_to_group(end)
 
     def stop(self) -> None:
         if self._client is not None:
             self._client.close()
             self._client = None
+        if self._committer is not None:
+            self._committer.close()
+            self._committer = None

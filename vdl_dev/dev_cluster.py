@@ -3,7 +3,10 @@ subprocesses in the foreground (the CLI wiring is in vdl_client/cli/dev.py; this
 
 Node i (1-based) gets client port P + i - 1 and raft port P + nodes + i - 1 (with metrics on,
 metrics port P + 2 * nodes + i - 1: http://HOST:PORT/metrics), and the directory DIR/node<i>/
-holding its node.toml and its data (DIR/node<i>/data). Every node runs in its own
+holding its node.toml and its data (DIR/node<i>/data). With `protocols` (listener protocols,
+e.g. ("SASL_SSL", "PLAINTEXT")) the first protocol takes the client port and each further one
+the next block of `nodes` ports; `tls_dir` holds ca.pem and node<i>.pem/.key (vdl_dev/certs.py)
+and `client_security` is how the launcher itself talks to the nodes. Every node runs in its own
 process group, so a stop signals the broker and anything it started; an atexit hook and the
 signal handlers of run_dev_cluster make sure no node outlives the launcher.
 
@@ -32,8 +35,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from vdl_broker.config import NodeAddress, NodeConfig, dump_node_config, split_host_port
+from vdl_broker.listeners import Listener
 from vdl_broker.protocol.messages.metadata import MetadataRequest
 from vdl_client.connection import request_once
+from vdl_client.security import SecuritySettings
+from vdl_client.settings import VdlClientError
 
 READY_PREFIX = "vdl-broker listening on "
 START_TIMEOUT_S = 30.0
@@ -74,10 +80,10 @@ def _ephemeral_port_low() -> int:
         return 32768  # Linux's default
 
 
-def ports_needed(nodes: int, metrics: bool) -> int:
-    """Consecutive ports a cluster takes from its base port: client and raft ports per node,
-    and a metrics port per node when metrics are on."""
-    return (3 if metrics else 2) * nodes
+def ports_needed(nodes: int, metrics: bool, protocols: Sequence[str] = ()) -> int:
+    """Consecutive ports a cluster takes from its base port: client and raft ports per node, a
+    metrics port per node when metrics are on, and one per node for each listener after the first."""
+    return (3 if metrics else 2) * nodes + max(0, len(protocols) - 1) * nodes
 
 
 def broker_command() -> list[str]:
@@ -119,18 +125,30 @@ class DevCluster:
 
     def __init__(self, nodes: int, data_dir: Path, base_port: int, *, host: str = "127.0.0.1",
                  command: Sequence[str] | None = None, settings: dict[str, Any] | None = None,
-                 echo: bool = False, log_files: bool = False, metrics: bool = False) -> None:
+                 echo: bool = False, log_files: bool = False, metrics: bool = False, protocols: Sequence[str] = (),
+                 tls_dir: Path | None = None, client_security: SecuritySettings | None = None,
+                 env: dict[str, str] | None = None, racks: dict[int, str] | None = None) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
-        ports = ports_needed(nodes, metrics)
+        ports = ports_needed(nodes, metrics, protocols)
         if not 0 < base_port <= 65535 - ports:
             raise ValueError(f"base port {base_port} leaves no room for {ports} ports")
         self.data_dir = Path(data_dir)
         self.command = list(command) if command is not None else broker_command()
         self.echo = echo
         self.log_files = log_files  # also append each node's output to DIR/node<i>/output.log
+        self.client_security = client_security
+        self.env = dict(env or {})
         self._say_lock = threading.Lock()
-        members = [NodeAddress(i, f"{host}:{base_port + i - 1}", f"{host}:{base_port + nodes + i - 1}")
+        first_extra = 3 if metrics else 2  # blocks of `nodes` ports before the extra listeners
+        extra = {protocol: base_port + (first_extra + k) * nodes for k, protocol in enumerate(protocols[1:])}
+
+        def listeners(i: int) -> list[Listener]:
+            first = Listener(protocols[0], host, base_port + i - 1) if protocols else None
+            return ([first] if first else []) + [Listener(p, host, start + i - 1) for p, start in extra.items()]
+
+        members = [NodeAddress(i, f"{host}:{base_port + i - 1}", f"{host}:{base_port + nodes + i - 1}",
+                               tuple(str(lst) for lst in listeners(i)), (racks or {}).get(i))
                    for i in range(1, nodes + 1)]
         self.nodes: dict[int, NodeProcess] = {}
         for member in members:
@@ -139,8 +157,14 @@ class DevCluster:
             node_settings = dict(settings or {})
             if metrics:
                 node_settings["metrics_listen"] = f"{host}:{base_port + 2 * nodes + member.id - 1}"
+            if protocols:
+                node_settings["listeners"] = listeners(member.id)
+            if tls_dir is not None:
+                node_settings |= {"ssl_certfile": str(tls_dir / f"node{member.id}.pem"),
+                                  "ssl_keyfile": str(tls_dir / f"node{member.id}.key"),
+                                  "ssl_cafile": str(tls_dir / "ca.pem")}
             config = NodeConfig(directory / "data", host, port, member.id, raft_listen=member.raft, peers=members,
-                                **node_settings)
+                                **(node_settings | {"rack": member.rack}))
             self.nodes[member.id] = NodeProcess(config, directory / "node.toml")
         self._atexit_registered = False
 
@@ -149,6 +173,17 @@ class DevCluster:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(n.client_address for n in self.nodes.values())
+
+    def address(self, node_id: int, protocol: str | None = None) -> str:
+        """Where clients of listener `protocol` (default: the first) reach node `node_id`."""
+        config = self.nodes[node_id].config
+        listener = next((lst for lst in config.client_listeners if protocol in (None, lst.protocol)), None)
+        if listener is None:
+            raise KeyError(f"node {node_id} has no {protocol} listener")
+        return config.advertised_address(listener)
+
+    def bootstrap_for(self, protocol: str) -> str:
+        return ",".join(self.address(i, protocol) for i in self.node_ids())
 
     def metrics_urls(self) -> dict[int, str]:
         """node id -> http://HOST:PORT/metrics of the nodes serving metrics."""
@@ -187,7 +222,7 @@ class DevCluster:
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,  # its own process group: signals reach everything it starts
             preexec_fn=_die_with_parent,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            env=dict(os.environ, PYTHONUNBUFFERED="1", **self.env),
         )
         threading.Thread(target=self._pump, args=(node, node.process), daemon=True,
                          name=f"dev-cluster-node{node_id}").start()
@@ -322,10 +357,10 @@ class DevCluster:
                 if not node.running:
                     continue
                 try:
-                    response = fetch_metadata(node.client_address, [], timeout_s=1.0)
+                    response = fetch_metadata(node.client_address, [], timeout_s=1.0, security=self.client_security)
                     if {b.node_id for b in response.brokers} != expected:
                         pending.append(node.node_id)
-                except (OSError, ValueError):
+                except (OSError, ValueError, VdlClientError):  # a login refused: users not applied yet
                     pending.append(node.node_id)
             if not pending:
                 return
@@ -340,7 +375,7 @@ class DevCluster:
             if not node.running:
                 continue
             try:
-                response = fetch_metadata(node.client_address, [stream], timeout_s)
+                response = fetch_metadata(node.client_address, [stream], timeout_s, security=self.client_security)
             except (OSError, ValueError):
                 continue
             for topic in response.topics:
@@ -351,27 +386,48 @@ class DevCluster:
         return None
 
 
-def fetch_metadata(address: str, topics: Sequence[str] | None, timeout_s: float = 2.0) -> Any:
+def fetch_metadata(address: str, topics: Sequence[str] | None, timeout_s: float = 2.0,
+                   security: SecuritySettings | None = None) -> Any:
     """One Metadata request to `address` ("host:port"); returns the decoded response."""
     request = MetadataRequest(
         topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics])
-    return request_once(address, request, timeout_s, client_id="vdl-dev-cluster")
+    return request_once(address, request, timeout_s, client_id="vdl-dev-cluster", security=security)
+
 
 
 def run_dev_cluster(nodes: int, data_dir: Path, base_port: int, *, command: Sequence[str] | None = None,
-                    settings: dict[str, Any] | None = None) -> int:
-    """Run the cluster in the foreground until Ctrl-C or SIGTERM; returns the exit status."""
-    cluster = DevCluster(nodes, data_dir, base_port, command=command, settings=settings, echo=True, metrics=True)
+                    settings: dict[str, Any] | None = None, secure: bool = False) -> int:
+    """Run the cluster in the foreground until Ctrl-C or SIGTERM; returns the exit status.
+    `secure`: SASL_SSL listeners, Raft mutual TLS, ACLs and an admin (vdl_dev/secure.py)."""
+    setup = None
+    options: dict[str, Any] = {}
+    if secure:
+        from vdl_dev.secure import prepare
+
+        setup = prepare(Path(data_dir), nodes)
+        settings = dict(settings or {}) | setup.settings
+        options = {"protocols": ("SASL_SSL",), "tls_dir": setup.tls_dir, "client_security": setup.client_security,
+                   "env": setup.env}
+    cluster = DevCluster(nodes, data_dir, base_port, command=command, settings=settings, echo=True, metrics=True,
+                         **options)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
             cluster.start()
+            if setup is not None:  # the printed properties work from the first try
+                cluster.wait_for_brokers()
         except (RuntimeError, TimeoutError) as error:
             cluster.say(f"vdl dev-cluster: {error}", sys.stderr)
             return 1
         cluster.say(f"vdl dev-cluster: {nodes} node(s) running; bootstrap servers: {cluster.bootstrap_servers}")
         cluster.say("vdl dev-cluster: metrics: " + " ".join(cluster.metrics_urls().values()))
+        if setup is not None:
+            cluster.say(f"vdl dev-cluster: SASL_SSL, authorizer acl, super user {setup.properties['sasl.username']}; "
+                        f"client properties in {setup.properties_path} (vdl ... --config {setup.properties_path}, "
+                        f"kcat -F {setup.properties_path}):")
+            for line in setup.properties_text().splitlines():
+                cluster.say(f"    {line}")
         cluster.say("vdl dev-cluster: press Ctrl-C to stop")
         reported: set[int] = set()
         while not stop.wait(0.2):

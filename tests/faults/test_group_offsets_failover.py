@@ -2,7 +2,9 @@
 aiokafka: a consumer auto-commits and commits explicitly, the node coordinating its group (the
 metadata leader) is killed, the same consumer goes on reading and committing under the new
 coordinator without losing its membership for more than one rejoin, and a consumer started
-afterwards resumes exactly at the committed offset.
+afterwards resumes exactly at the committed offset. The new coordinator's own request counters
+(/metrics) show the member back within one session timeout of the kill and at most one
+successful JoinGroup.
 
 One 3-node dev cluster for the module.
 """
@@ -10,6 +12,7 @@ One 3-node dev cluster for the module.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +28,7 @@ from tests.faults.harness import (
     wait_until,
 )
 from tests.support.kafka import committed_raw, make_batch
+from tests.support.metrics import Scrape, try_scrape
 from vdl_broker.protocol import messages as m
 from vdl_dev.dev_cluster import DevCluster
 
@@ -163,6 +167,14 @@ def _members(cluster: DevCluster, group: str) -> list[str]:
     return [member.member_id for member in response.groups[0].members]
 
 
+def _served(scraped: Scrape | None, apis: set[str]) -> float:
+    """Requests of these APIs a node answered without error (every version)."""
+    if scraped is None:
+        return 0.0
+    return sum(value for labels, value in scraped.samples.get("vdl_requests_total", [])
+               if labels["api"] in apis and labels["error"] == "NONE")
+
+
 def _read(consumer: Consumer, seen: list[tuple[int, bytes]], until: int) -> None:
     _polling(consumer, seen, lambda: bool(seen) and seen[-1][0] >= until - 1,
              f"the consumer to read up to offset {until - 1}")
@@ -186,15 +198,25 @@ def test_commit_and_resume_across_a_coordinator_kill(cluster: DevCluster, librar
         members = _members(cluster, group)
         assert len(members) == 1
         victim = _coordinator(cluster, group)
+        member_requests = {"Heartbeat", "OffsetCommit"}
+        before = {i: try_scrape(cluster, i) for i in cluster.node_ids() if i != victim}
         cluster.kill(victim)
+        killed = time.monotonic()
         # The member carries on under the new coordinator: reads and auto-commits go on.
         _polling(consumer, seen, lambda: _coordinator(cluster, group) != victim, "a new coordinator")
+        successor = _coordinator(cluster, group)
+        _polling(consumer, seen, lambda: _served(try_scrape(cluster, successor), member_requests)
+                 > _served(before[successor], member_requests), "the member's first heartbeat or commit there")
+        assert time.monotonic() - killed < SESSION_MS / 1000, "the member was not back within a session timeout"
         _produce(cluster, stream, 20, 30)
         _read(consumer, seen, 30)
         consumer.commit()
         _polling(consumer, seen, lambda: _committed(cluster, group, stream) == 30, "commit of offset 30 after the kill")
-        # The new coordinator took the member over: same member id, not a new member.
+        # The new coordinator took the member over: same member id, not a new member, and it
+        # joined at most once there.
         assert _members(cluster, group) == members
+        joins = _served(try_scrape(cluster, successor), {"JoinGroup"}) - _served(before[successor], {"JoinGroup"})
+        assert joins <= 1, f"{joins:.0f} JoinGroups completed at the new coordinator"
         # Whatever a rejoin made the client re-read, it read every record, in order, and no other.
         assert sorted(set(seen)) == _values(0, 30)
     finally:

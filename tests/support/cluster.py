@@ -146,14 +146,19 @@ def start_broker(tmp_path: Path, command: tuple[str, ...] = BROKER_COMMAND, **co
 
 
 def start_cluster(directory: Path, nodes: int = 3, settings: dict[str, Any] | None = None,
-                  register: Callable[[DevCluster], None] | None = None, metrics: bool = True) -> DevCluster:
+                  register: Callable[[DevCluster], None] | None = None, metrics: bool = True,
+                  racks: dict[int, str] | None = None, **secure: Any) -> DevCluster:
     """Start a DevCluster under `directory` and wait until every node lists every broker.
     `register` is called with each cluster before it starts (the caller's finalizer). Test
-    clusters serve metrics (DevCluster.metrics_urls()), so every test runs the counting code."""
+    clusters serve metrics (DevCluster.metrics_urls()), so every test runs the counting code.
+    `racks` gives nodes a rack (node id -> rack); `secure`: DevCluster's protocols, tls_dir,
+    client_security, env."""
     merged = DEFAULT_CLUSTER_SETTINGS | dict(settings or {})
     for attempt in range(3):
-        cluster = DevCluster(nodes, Path(directory) / f"attempt{attempt}", free_base_port(ports_needed(nodes, metrics)),
-                             command=broker_command(), settings=merged, metrics=metrics)
+        cluster = DevCluster(nodes, Path(directory) / f"attempt{attempt}",
+                             free_base_port(ports_needed(nodes, metrics, secure.get("protocols", ()))),
+                             command=broker_command(), settings=merged, metrics=metrics, racks=racks,
+                             **secure)
         if register is not None:
             register(cluster)
         try:

@@ -17,7 +17,7 @@ from typing import Any
 from vdl_broker.protocol import api
 from vdl_broker.protocol import messages as m
 from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
+from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, iter_batches, read_records
 from vdl_client.connection import Connection, api_spec, request_once, split_address
 
 TEST_CLIENT_ID = "vdl-tests"
@@ -86,7 +86,8 @@ class BrokerClient:
         partition = m.FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=4 << 20)
         request = m.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=16 << 20,
                                  topics=[m.FetchRequest.FetchTopic(topic=stream, partitions=[partition])])
-        result = self._connection.request(request, self.timeout + max_wait_ms / 1000).responses[0].partitions[0]
+        response = self._connection.request(request, self.timeout + max_wait_ms / 1000, LEADER_FETCH_VERSION)
+        result = response.responses[0].partitions[0]
         _check(result.error_code, stream)
         return result.high_watermark, result.records
 
@@ -158,16 +159,36 @@ def produce_raw(address: str, stream: str, batch: bytes, acks: int = -1, timeout
     return int(result.error_code), int(result.base_offset)
 
 
-def fetch_raw(address: str, stream: str, offset: int, max_wait_ms: int = 0, max_bytes: int = 4 << 20,
-              socket_timeout: float = 5.0, version: int | None = None) -> tuple[int, int, bytes]:
-    """(error code, high watermark, records bytes) of a one-partition Fetch."""
+# Fetch v10: only a stream's leader serves it; v11+ (KIP-392) any replica serves below its own
+# high watermark. Tests asking "the leader's view" send v10.
+LEADER_FETCH_VERSION = 10
+REPLICA_FETCH_VERSION = 11
+
+
+def fetch_partition(address: str, stream: str, offset: int, max_wait_ms: int = 0, max_bytes: int = 4 << 20,
+                    socket_timeout: float = 5.0, version: int | None = REPLICA_FETCH_VERSION, rack: str = "") -> Any:
+    """The partition answer of a one-partition Fetch (v11 unless told: any replica may serve it),
+    with every field (preferred_read_replica, log_start_offset, ...)."""
     partition = m.FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=max_bytes)
     topic = m.FetchRequest.FetchTopic(topic=stream, partitions=[partition])
     request = m.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
-                             topics=[topic])
+                             topics=[topic], rack_id=rack)
     response = raw_request(address, request, version, timeout=socket_timeout + max_wait_ms / 1000)
-    result = response.responses[0].partitions[0]
+    return response.responses[0].partitions[0]
+
+
+def fetch_raw(address: str, stream: str, offset: int, max_wait_ms: int = 0, max_bytes: int = 4 << 20,
+              socket_timeout: float = 5.0, version: int | None = LEADER_FETCH_VERSION) -> tuple[int, int, bytes]:
+    """(error code, high watermark, records bytes) of a one-partition Fetch (v10 unless told:
+    answered by the leader only)."""
+    result = fetch_partition(address, stream, offset, max_wait_ms, max_bytes, socket_timeout, version)
     return int(result.error_code), int(result.high_watermark), bytes(result.records or b"")
+
+
+def record_values(records: bytes | memoryview | None) -> list[tuple[int, bytes | None]]:
+    """(offset, value) of every record in Fetch answer bytes."""
+    return [(r.offset, None if r.value is None else bytes(r.value))
+            for _, batch in iter_batches(memoryview(records or b"")) for r in read_records(batch)]
 
 
 def list_offset_raw(address: str, stream: str, timestamp: int) -> tuple[int, int]:

@@ -68,7 +68,25 @@ def test_members_include_self_when_peers_omit_it() -> None:
     assert config.members[1] == NodeAddress(4, "h:1", "h:2")
 
 
+def test_rack_from_toml_flag_and_peers(tmp_path: Path) -> None:
+    table = {"node_id": 2, "data_dir": "d", "listen": "h:1", "raft_listen": "h:2", "rack": "r2",
+             "peers": [{"id": 1, "client": "a:1", "raft": "a:2", "rack": "r1"}, {"id": 2, "client": "h:1", "raft": "h:2"},
+                       {"id": 3, "client": "c:1", "raft": "c:2"}]}
+    config = config_from_table(table)
+    # Its own entry takes the rack setting; a peer without one has no known rack.
+    assert [(m.id, m.rack) for m in config.members] == [(1, "r1"), (2, "r2"), (3, None)]
+    path = tmp_path / "node.toml"
+    path.write_text(dump_node_config(config))
+    assert load_node_config(path) == config
+    assert load_config(["--config", str(path), "--rack", "r9", "--data-dir", "d"]).rack == "r9"
+
+
 @pytest.mark.parametrize(("change", "message"), [
+    ({"rack": ""}, "rack must be a non-empty string"),
+    ({"rack": " r1"}, "rack must be a non-empty string"),
+    ({"rack": 7}, "rack must be a non-empty string"),
+    ({"rack": "r1", "peers": [{"id": 2, "client": "h:1", "raft": "h:2", "rack": "r2"}]}, "names rack 'r2'"),
+    ({"peers": [{"id": 1, "client": "a:1", "raft": "a:2", "rack": ""}]}, r"peers\[0\]: rack must be"),
     ({"node_id": 0}, "node_id must be a positive integer"),
     ({"node_id": True}, "node_id must be an integer"),
     ({"data_dir": 3}, "data_dir"),
@@ -112,3 +130,47 @@ def test_unreadable_file(tmp_path: Path) -> None:
     (tmp_path / "bad.toml").write_text("node_id = = 1")
     with pytest.raises(ConfigError, match="cannot read"):
         load_node_config(tmp_path / "bad.toml")
+
+
+def test_listeners_and_security_settings(tmp_path: Path) -> None:
+    pem = tmp_path / "node.pem"
+    pem.write_text("x")
+    table = {"data_dir": "d", "listeners": ["SASL_SSL://0.0.0.0:9093", "plaintext://127.0.0.1:9092"],
+             "ssl_certfile": str(pem), "ssl_keyfile": str(pem), "ssl_cafile": str(pem), "ssl_client_auth": "required",
+             "sasl_mechanisms": ["scram-sha-512"], "authorizer": "acl", "super_users": ["admin", "User:ops"],
+             "bootstrap_users": [{"name": "admin", "mechanism": "SCRAM-SHA-512", "password_env": "VDL_ADMIN"}]}
+    config = config_from_table(table)
+    assert [str(listener) for listener in config.client_listeners] == ["SASL_SSL://0.0.0.0:9093",
+                                                                      "PLAINTEXT://127.0.0.1:9092"]
+    assert (config.host, config.port) == ("0.0.0.0", 9093) and config.raft_tls
+    assert config.advertised_listeners == ("SASL_SSL://127.0.0.1:9093", "PLAINTEXT://127.0.0.1:9092")
+    assert config.sasl_mechanisms == ["SCRAM-SHA-512"] and config.super_users == ["admin", "User:ops"]
+    path = tmp_path / "node.toml"
+    path.write_text(dump_node_config(config))
+    assert load_node_config(path) == config
+    # The old `listen` is one PLAINTEXT listener.
+    plain = config_from_table({"data_dir": "d", "listen": "127.0.0.1:9092"})
+    assert [str(listener) for listener in plain.client_listeners] == ["PLAINTEXT://127.0.0.1:9092"]
+    flags = load_config(["--data-dir", "d", "--listeners", "SSL://127.0.0.1:1,PLAINTEXT://127.0.0.1:2",
+                         "--ssl-certfile", str(pem), "--ssl-keyfile", str(pem), "--authorizer", "acl"])
+    assert [lst.protocol for lst in flags.client_listeners] == ["SSL", "PLAINTEXT"] and flags.port == 1
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ({"listeners": ["HTTP://h:1"]}, "unknown protocol 'HTTP'.*PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
+    ({"listeners": ["SSL://h:1"]}, "ssl_certfile and ssl_keyfile are required by the TLS listener"),
+    ({"listeners": ["SASL_PLAINTEXT://h:1", "SASL_PLAINTEXT://h:2"]}, "one listener per protocol"),
+    ({"listeners": ["PLAINTEXT://h:1"], "listen": "h:2"}, "listeners or listen, not both"),
+    ({"ssl_client_auth": "maybe"}, "ssl_client_auth accepts none | requested | required"),
+    ({"ssl_client_auth": "required"}, "ssl_client_auth = required needs ssl_cafile"),
+    ({"authorizer": "opa"}, "authorizer accepts none | acl"),
+    ({"sasl_mechanisms": ["GSSAPI"]}, "sasl_mechanisms accepts PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512"),
+    ({"ssl_cafile": "/no/such/ca.pem"}, "ssl_cafile: no such file"),
+    ({"bootstrap_users": [{"name": "a", "mechanism": "PLAIN", "password_env": "X"}]},
+     r"bootstrap_users\[0\].mechanism accepts SCRAM-SHA-256 \| SCRAM-SHA-512"),
+    ({"bootstrap_users": [{"name": "a", "mechanism": "SCRAM-SHA-256", "password": "oops"}]},
+     "exactly name, mechanism, password_env"),
+])
+def test_bad_security_settings_name_the_setting(table: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config_from_table({"data_dir": "d", **table})

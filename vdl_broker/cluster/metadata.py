@@ -8,11 +8,14 @@ A command is one JSON object, the payload of one METADATA entry of the metadata 
 written by VDL 0.1 carry it as the value of a RecordBatch in a DATA entry; both are read):
 
     {"op": "init_cluster", "cluster_id": "..."}       the first one applied wins
-    {"op": "register_node", "id": 2, "client": "h:9093", "raft": "h:19093"}
+    {"op": "register_node", "id": 2, "client": "h:9093", "raft": "h:19093",
+     "listeners": ["SASL_SSL://h:9093", ...], "rack": "r1"}  listeners, rack: optional; without
+                                                   a rack the known one stays
     {"op": "create_stream", "name": "events", "replication_factor": 3 | null, "config": {...}}
     {"op": "create_stream", "name": "events", "adopt_on": 1, ...}   a 0.1 single-node stream
     {"op": "delete_stream", "name": "events"}
     consumer-group commands (committed offsets, settled generations): see cluster/groups.py
+    SCRAM users: see cluster/users.py; ACLs: see cluster/acls.py
     {"op": "alter_stream_config", "name": "events", ...}: see cluster/stream_configs.py
 
 Replica sets are chosen when the command is applied (not when proposed), from the state at
@@ -33,8 +36,10 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
+from vdl_broker.cluster.acls import ACL_OPS, AclsState
 from vdl_broker.cluster.groups import GROUP_OPS, GroupsState
 from vdl_broker.cluster.stream_configs import CONFIG_OPS, ConfigProblem, apply_alter, validated
+from vdl_broker.cluster.users import USER_OPS, UsersState
 from vdl_broker.protocol.records.record_batch import read_records
 
 METADATA_GROUP = "__metadata"  # the Raft group (and directory) of the metadata log
@@ -60,6 +65,16 @@ class NodeInfo:
     id: int
     client: str
     raft: str
+    listeners: tuple[str, ...] = ()  # PROTOCOL://host:port of each client listener, if several
+    rack: str | None = None  # Kafka's broker.rack (follower reads pick replicas by it)
+
+    def address_for(self, protocol: str) -> str:
+        """Where a client that came in over `protocol` reaches this node."""
+        for listener in self.listeners:
+            name, _, address = listener.partition("://")
+            if name == protocol:
+                return address
+        return self.client
 
 
 @dataclass(frozen=True)
@@ -92,8 +107,14 @@ class ApplyResult:
 # ---------------------------------------------------------------------------------- commands
 
 
-def register_node_command(node_id: int, client: str, raft: str) -> dict[str, Any]:
-    return {"op": "register_node", "id": node_id, "client": client, "raft": raft}
+def register_node_command(node_id: int, client: str, raft: str, listeners: tuple[str, ...] = (),
+                          rack: str | None = None) -> dict[str, Any]:
+    command: dict[str, Any] = {"op": "register_node", "id": node_id, "client": client, "raft": raft}
+    if listeners:
+        command["listeners"] = list(listeners)
+    if rack is not None:
+        command["rack"] = rack
+    return command
 
 
 def create_stream_command(name: str, replication_factor: int | None = None,
@@ -159,7 +180,7 @@ def validate_stream_name(name: Any) -> str | None:
 
 
 class ClusterState:
-    """Nodes, streams and consumer groups; apply() is deterministic."""
+    """Nodes, streams, consumer groups, users and ACLs; apply() is deterministic."""
 
     def __init__(self) -> None:
         self.cluster_id: str | None = None
@@ -167,6 +188,8 @@ class ClusterState:
         self.streams: dict[str, StreamInfo] = {}
         self.load = ReplicaLoad()  # kept with `streams`: placement needs no pass over every stream
         self.groups = GroupsState()
+        self.users = UsersState()
+        self.acls = AclsState()
         self.applied_index = 0
         self._results: OrderedDict[int, list[ApplyResult]] = OrderedDict()
 
@@ -215,8 +238,13 @@ class ClusterState:
             return self._create_stream(index, command)
         if op == "delete_stream":
             return self._delete_stream(index, command)
-        if op in GROUP_OPS:
-            error = self.groups.apply(op, command, set(self.streams))
+        if op in GROUP_OPS or op in USER_OPS or op in ACL_OPS:
+            if op in GROUP_OPS:
+                error = self.groups.apply(op, command, set(self.streams))
+            elif op in USER_OPS:
+                error = self.users.apply(op, command)
+            else:
+                error = self.acls.apply(op, command)
             if error is not None:
                 return ApplyResult(index, op, Outcome.INVALID_COMMAND, error)
             return ApplyResult(index, op, Outcome.OK)
@@ -235,10 +263,16 @@ class ClusterState:
 
     def _register_node(self, index: int, command: dict[str, Any]) -> ApplyResult:
         node_id, client, raft = command.get("id"), command.get("client"), command.get("raft")
+        listeners = command.get("listeners", [])
+        rack = command.get("rack")
         if (isinstance(node_id, bool) or not isinstance(node_id, int) or node_id <= 0
-                or not isinstance(client, str) or not isinstance(raft, str)):
+                or not isinstance(client, str) or not isinstance(raft, str) or not isinstance(listeners, list)
+                or not all(isinstance(item, str) for item in listeners)
+                or not (rack is None or (isinstance(rack, str) and rack))):
             return ApplyResult(index, "register_node", Outcome.INVALID_COMMAND, "bad register_node")
-        node = NodeInfo(node_id, client, raft)
+        if rack is None and node_id in self.nodes:
+            rack = self.nodes[node_id].rack  # a registrar that does not know the rack keeps it
+        node = NodeInfo(node_id, client, raft, tuple(listeners), rack)
         self.nodes[node_id] = node
         return ApplyResult(index, "register_node", Outcome.OK, node=node)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -34,8 +35,10 @@ from vdl_broker.cluster.metadata import (
     register_node_command,
 )
 from vdl_broker.cluster.stream_configs import alter_stream_config_command
+from vdl_broker.cluster.users import bootstrap_user_command
 from vdl_broker.config import NodeConfig
 from vdl_broker.log import StreamLog
+from vdl_broker.protocol.sasl import ScramCredential
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.host import RaftHost
 from vdl_broker.raft.types import Entry, EntryType, NotLeaderError, RaftError
@@ -139,6 +142,22 @@ class MetadataService:
                 except Exception:
                     log.exception("metadata listener failed on entry %d", entry.index)
 
+    def _bootstrap_user_commands(self) -> list[dict[str, Any]]:
+        """`[[bootstrap_users]]` never applied yet (each is applied once, the first time a
+        leader sees it missing: when the cluster forms, or when the setting is added later)."""
+        commands = []
+        for number, user in enumerate(self.config.bootstrap_users):
+            if user.name in self.state.users.bootstrapped:
+                continue
+            password = os.environ.get(user.password_env)
+            if not password:
+                log.error("bootstrap_users[%d] (%s): environment variable %s is not set; user not created",
+                          number, user.name, user.password_env)
+                continue
+            credential = ScramCredential.from_password(user.mechanism, password)
+            commands.append(bootstrap_user_command(user.name, credential))
+        return commands
+
     def _after_commit(self, group: RaftGroup) -> None:
         if not group.leader_ready or self._registered_term == group.term:
             return
@@ -146,14 +165,22 @@ class MetadataService:
         commands = []
         for member in self.config.members:
             known = self.state.nodes.get(member.id)
-            if known is None or known.client != member.client or known.raft != member.raft:
-                commands.append(register_node_command(member.id, member.client, member.raft))
+            if (known is None or known.client != member.client or known.raft != member.raft
+                    or known.listeners != member.listeners
+                    or (member.rack is not None and known.rack != member.rack)):
+                commands.append(register_node_command(member.id, member.client, member.raft, member.listeners,
+                                                      member.rack))
         if self.state.cluster_id is None:
             # Forming the cluster: the commands apply in order, so the id comes last and a node
             # that sees it knows every stream adopted here.
             legacy = self._legacy_streams() if self._legacy_streams is not None else []
             commands += [adopt_stream_command(name, self.config.node_id) for name in legacy]
+            # Bootstrap users before the id too: a node serves once it sees the id, and its first
+            # clients must find the admin user there.
+            commands += self._bootstrap_user_commands()
             commands.append(init_cluster_command(new_cluster_id()))
+        else:
+            commands += self._bootstrap_user_commands()
         for command in commands:
             try:
                 group.propose(encode_command(command), EntryType.METADATA)

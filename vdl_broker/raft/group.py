@@ -109,6 +109,7 @@ log = logging.getLogger(__name__)
 
 # The leader's messages: they acknowledge nothing, so they may leave before the leader's sync.
 _EARLY = frozenset({MessageType.APPEND, MessageType.HEARTBEAT, MessageType.SNAPSHOT, MessageType.TIMEOUT_NOW})
+_CARRIES_COMMIT = frozenset({MessageType.APPEND, MessageType.HEARTBEAT})  # the leader's commit index
 
 # Write failures a replica survives (the disk fills up, a quota, a failing device): the Ready is
 # undone and retried later. Any other error stops the group.
@@ -208,6 +209,7 @@ class RaftGroup:
         self.failure: BaseException | None = None
         self._raft_config = raft_config
         self._applied_floor = 0  # entries up to here were applied (kept across core restarts)
+        self._applied_through = applied  # the last entry applied here: the most followers may learn is committed
         self.write_failures = 0  # Readys whose writes failed and were undone (disk full, ...)
         self.write_failing = False  # the last write attempt failed
         # The host's ticker ticks only groups that are awake: it hears of every wake-up here.
@@ -290,6 +292,11 @@ class RaftGroup:
     @property
     def stopped(self) -> bool:
         return self._stopped
+
+    @property
+    def applied_through(self) -> int:
+        """The last entry applied here (a snapshot's start counts as applied)."""
+        return max(self._applied_through, self.node.applied_index)
 
     def peer_status(self) -> dict[int, PeerStatus]:
         """Leader only (else empty): every voter's match/next/state/recent_active."""
@@ -583,6 +590,14 @@ class RaftGroup:
                 if not _is_storage_error(error):
                     raise
                 raise _WriteFailed(error, applied=False, hard_state_saved=rd.hard_state is None) from error
+        # Committed entries are durable on a majority already and (appended above) readable
+        # here: apply them now rather than after this Ready's own fsync, which would add one
+        # sync to every commit's latency (etcd applies concurrently with its WAL write too).
+        # Before any message leaves: a follower learns a commit index only once the leader has
+        # applied it (see _send), so no follower's high watermark is ever ahead of the leader's.
+        if rd.committed_entries:
+            self._apply(rd.committed_entries)
+        applied = bool(rd.committed_entries)
         # The core splits off the messages allowed to leave before the sync (Ready.early_messages,
         # leader messages of a durable term); belt and braces: only leader message types leave
         # early here, whatever the core says.
@@ -596,12 +611,6 @@ class RaftGroup:
                 late.append(message)
         if early_messages is not None:
             late += rd.messages
-        # Committed entries are durable on a majority already and (appended above) readable
-        # here: apply them now rather than after this Ready's own fsync, which would add one
-        # sync to every commit's latency (etcd applies concurrently with its WAL write too).
-        if rd.committed_entries:
-            self._apply(rd.committed_entries)
-        applied = bool(rd.committed_entries)
         hard_state_saved = rd.hard_state is None
         try:
             if rd.hard_state is not None:
@@ -675,6 +684,13 @@ class RaftGroup:
                              damage=damage, membership=self._durable_membership)
 
     def _send(self, message: Message) -> None:
+        if message.type in _CARRIES_COMMIT and message.commit > (applied := self.applied_through):
+            # The core tells followers its commit index, which may run ahead of what this node
+            # has applied (a Ready applies at most max_committed_bytes). Followers serve reads up
+            # to the commit point they learn (KIP-392), so they learn only what the leader
+            # applied: a follower's high watermark never passes the leader's. Telling less of
+            # the commit is always safe in Raft (it only delays the followers' apply).
+            message.commit = applied
         if message.type == MessageType.SNAPSHOT and message.snapshot is not None and message.snapshot.data is None:
             snap = message.snapshot
             # The follower's log will start at snap.index + 1 at our log's position there.
@@ -689,6 +705,7 @@ class RaftGroup:
                 return
         if self._apply_fn is not None:
             self._apply_fn(entries)
+        self._applied_through = max(self._applied_through, entries[-1].index)
         self._proposals.applied(entries, self.node.leader_id)
         self._call(self._commit_listeners, "commit")
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from vdl_broker.log import StreamLog
 from vdl_broker.raft.group import ApplyFn, GroupConfig, LatencyFn, RaftGroup, SnapshotFn
 from vdl_broker.raft.liveness import LivenessChange, NodeLiveness, successor
-from vdl_broker.raft.transport import Address, RaftTransport, TransportConfig
+from vdl_broker.raft.transport import Address, Identify, RaftTransport, TlsContexts, TransportConfig
 from vdl_broker.raft.types import NONE, Message, Role
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,8 @@ class RaftHost:
                  tick_interval_s: float = 0.1, group_config: GroupConfig | None = None,
                  transport_config: TransportConfig | None = None,
                  on_unknown_group: Callable[[str, Message], None] | None = None,
-                 commit_latency: LatencyFn | None = None, sync_latency: LatencyFn | None = None) -> None:
+                 commit_latency: LatencyFn | None = None, sync_latency: LatencyFn | None = None,
+                 tls: TlsContexts | None = None, identify: Identify | None = None) -> None:
         self.node_id = node_id
         # Metrics hooks (vdl_broker.metrics), given to every group and its log.
         self.commit_latency = commit_latency
@@ -55,7 +56,8 @@ class RaftHost:
         others = {peer: address for peer, address in (peers or {}).items() if peer != node_id}
         if raft_listen is None and others:
             raise ValueError("a node with peers needs a raft address")
-        self.transport = (RaftTransport(node_id, raft_listen, self._deliver, others, transport_config)
+        self.transport = (RaftTransport(node_id, raft_listen, self._deliver, others, transport_config,
+                                        tls=tls, identify=identify)
                           if raft_listen is not None else None)
         # Silence of election_ticks of our ticks (not less: see vdl_broker.raft.quiescence, "Safety").
         self.liveness = NodeLiveness(self.group_config.election_ticks)

@@ -4,7 +4,7 @@ hibernate regions). Part of the sans-IO core: RaftNode inherits these methods.
 
 Quiescing
     A leader with nothing to replicate for `RaftConfig.quiesce_after_heartbeats` heartbeat rounds
-    in a row -- everything committed in its own term and durable here, no leadership transfer,
+    in a row -- everything committed in its own term, durable and applied here, no leadership transfer,
     every follower caught up (match = last index, nothing in flight) or silent since the last
     CheckQuorum round (presumed down), and a caught-up majority of voters -- sends its caught-up
     followers (learners too)
@@ -154,7 +154,9 @@ class Quiescence:
     def _nothing_to_replicate(self) -> bool:
         log = self.log
         last = log.last_index()
-        if (self.transferee != NONE or log.committed != last or log.term(last) != self.term
+        # Applied too: a driver may tell followers only of commits it applied (follower reads),
+        # and a follower quiescing with an older commit than ours would serve an old end for good.
+        if (self.transferee != NONE or log.committed != last or log.applied != last or log.term(last) != self.term
                 or self.progress[self.id].match != last or self._broadcast or self._commit_changed):
             return False
         caught_up = 1

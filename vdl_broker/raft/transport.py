@@ -5,6 +5,11 @@ restarted dialer's new connection replaces the old one). The connection carries 
 ways: a 4-byte big-endian length, then a body from vdl_broker.raft.wire. The dialer's first
 frame is a HELLO naming itself.
 
+With TLS (`tls` = server and dialing SSL contexts, `identify` = the node id a verified peer
+certificate names) every connection is mutual TLS and a peer must hold a certificate naming the
+node id it claims; anything else is refused and logged. The same connection carries calls
+(`call()`: one payload out, one back, for the layers above) both ways.
+
 Sending never blocks and never waits for a peer: messages queue per peer (bounded) and a writer
 task flushes everything queued in one frame, so the heartbeats of all groups from one tick reach
 a peer as one frame (coalescing). When the peer is down or the queue is full the message is
@@ -21,19 +26,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import random
+import ssl
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from vdl_broker.raft.types import Message
 from vdl_broker.raft.wire import (
     KIND_HEARTBEAT,
     KIND_HELLO,
     KIND_MESSAGES,
+    KIND_REQUEST,
+    KIND_RESPONSE,
     WireError,
     decode_frame,
+    encode_call,
     encode_frame,
     encode_heartbeat,
     encode_hello,
@@ -45,6 +56,9 @@ _LENGTH = struct.Struct(">I")
 
 Handler = Callable[[str, Message], None]
 Address = tuple[str, int]
+CallHandler = Callable[[int, bytes], Awaitable[bytes]]  # (caller's node id, payload) -> answer
+Identify = Callable[[Any], "int | None"]  # a verified peer certificate -> the node id it names
+TlsContexts = tuple[ssl.SSLContext, ssl.SSLContext]  # (accepting side, dialing side)
 
 
 @dataclass
@@ -87,6 +101,7 @@ class _Peer:
     wrote: bool = False  # a message frame went out since the last send_heartbeats()
     heartbeat_due: bool = False
     incarnation: int | None = None  # the peer's, from its last HEARTBEAT frame
+    calls: dict[int, asyncio.Future[bytes]] = field(default_factory=dict)
 
 
 def _payload_bytes(message: Message) -> int:
@@ -97,11 +112,19 @@ class RaftTransport:
     """Carries (group, Message) between this node and its peers; delivers incoming ones to `handler`."""
 
     def __init__(self, node_id: int, listen: Address, handler: Handler,
-                 peers: dict[int, Address] | None = None, config: TransportConfig | None = None) -> None:
+                 peers: dict[int, Address] | None = None, config: TransportConfig | None = None, *,
+                 tls: TlsContexts | None = None, identify: Identify | None = None) -> None:
         self.node_id = node_id
         self.listen = listen
         self.handler = handler
         self.config = config or TransportConfig()
+        if tls is not None and identify is None:
+            raise ValueError("TLS between nodes needs `identify` (which node a certificate names)")
+        self.tls = tls
+        self.identify = identify
+        self.call_handler: CallHandler | None = None
+        self._call_ids = itertools.count(1)
+        self._call_tasks: set[asyncio.Task[None]] = set()
         self._peers: dict[int, _Peer] = {}
         self._server: asyncio.Server | None = None
         self._closed = False
@@ -127,7 +150,7 @@ class RaftTransport:
         self._closed = True
         if self._server is not None:
             self._server.close()
-        tasks: list[asyncio.Task[None]] = list(self._readers)
+        tasks: list[asyncio.Task[None]] = list(self._readers) + list(self._call_tasks)
         for peer in self._peers.values():
             if peer.writer is not None:
                 peer.writer.close()
@@ -207,6 +230,56 @@ class RaftTransport:
         while peer_id not in self._peers:
             await asyncio.sleep(0.01)
         await self._peers[peer_id].connected.wait()
+
+    async def call(self, peer_id: int, payload: bytes, timeout_s: float) -> bytes:
+        """Send `payload` to the peer's call handler and return its answer. ConnectionError when
+        the peer is not connected or the connection drops, TimeoutError past `timeout_s`."""
+        peer = self._peers.get(peer_id)
+        writer = peer.writer if peer is not None else None
+        if peer is None or writer is None or self._closed:
+            raise ConnectionError(f"node {peer_id} is not connected")
+        call_id = next(self._call_ids) & 0xFFFFFFFF
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        peer.calls[call_id] = future
+        try:
+            self._write_parts(writer, encode_call(self.node_id, KIND_REQUEST, call_id, payload))
+            return await asyncio.wait_for(future, timeout_s)
+        finally:
+            peer.calls.pop(call_id, None)
+
+    @staticmethod
+    def _write_parts(writer: asyncio.StreamWriter, parts: list[Any]) -> None:
+        try:
+            writer.write(_LENGTH.pack(sum(len(p) for p in parts)))
+            writer.writelines(parts)
+        except (OSError, RuntimeError) as error:  # uvloop: RuntimeError on a closed handle
+            raise ConnectionError(str(error)) from error
+
+    async def _answer_call(self, peer: _Peer, writer: asyncio.StreamWriter, call_id: int, payload: bytes) -> None:
+        handler = self.call_handler
+        if handler is None:
+            return  # the caller times out
+        try:
+            answer = await handler(peer.id, payload)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("node %d: answering a call from node %d failed", self.node_id, peer.id)
+            return
+        if peer.writer is writer:
+            with contextlib.suppress(ConnectionError):
+                self._write_parts(writer, encode_call(self.node_id, KIND_RESPONSE, call_id, answer))
+
+    def _on_call_frame(self, peer: _Peer, writer: asyncio.StreamWriter, kind: int, call_id: int,
+                       payload: memoryview) -> None:
+        if kind == KIND_RESPONSE:
+            future = peer.calls.get(call_id)
+            if future is not None and not future.done():
+                future.set_result(bytes(payload))
+            return
+        task = asyncio.get_running_loop().create_task(self._answer_call(peer, writer, call_id, bytes(payload)))
+        self._call_tasks.add(task)
+        task.add_done_callback(self._call_tasks.discard)
 
     async def _write_loop(self, peer: _Peer) -> None:
         while not self._closed:
@@ -308,6 +381,12 @@ class RaftTransport:
                 # port the peer needs to restart on.
                 writer.close()
                 return False
+        except (OSError, RuntimeError, AttributeError):
+            writer.close()
+            return False
+        if self.tls is not None and not await self._dial_tls(peer, writer):
+            return False
+        try:
             hello = encode_hello(self.node_id)
             writer.write(_LENGTH.pack(len(hello)) + hello)
         except (OSError, RuntimeError, AttributeError) as error:
@@ -319,7 +398,41 @@ class RaftTransport:
         self._attach(peer, reader, writer)
         return True
 
+    async def _dial_tls(self, peer: _Peer, writer: asyncio.StreamWriter) -> bool:
+        """TLS over a fresh connection; the peer's certificate must name the node we dialed."""
+        assert self.tls is not None and self.identify is not None
+        try:
+            await asyncio.wait_for(writer.start_tls(self.tls[1]), self.config.connect_timeout_s)
+        except (TimeoutError, OSError, ssl.SSLError, ConnectionError, RuntimeError, AttributeError) as error:
+            # A certificate problem is worth a warning; a peer going away mid-handshake is not.
+            log.log(logging.WARNING if isinstance(error, ssl.SSLError) else logging.DEBUG,
+                    "node %d: TLS to node %d at %s:%s failed, refused: %s", self.node_id, peer.id,
+                    *peer.address or ("?", "?"), error)
+            writer.close()
+            return False
+        named = self.identify(writer.get_extra_info("peercert"))
+        if named != peer.id:
+            log.warning("node %d: refused node %d at %s:%s: its certificate names node %s", self.node_id, peer.id,
+                        *peer.address or ("?", "?"), named)
+            writer.close()
+            return False
+        return True
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        remote = writer.get_extra_info("peername")
+        named: int | None = None
+        if self.tls is not None:
+            assert self.identify is not None
+            try:
+                await asyncio.wait_for(writer.start_tls(self.tls[0]), self.config.connect_timeout_s)
+            except (TimeoutError, OSError, ssl.SSLError, ConnectionError, RuntimeError, AttributeError) as error:
+                # A refused certificate (ours or the dialer's) is worth a warning; a handshake that
+                # timed out (a node busy starting up) is not.
+                log.log(logging.DEBUG if isinstance(error, TimeoutError) else logging.WARNING,
+                        "node %d: refused raft connection from %s: TLS failed: %r", self.node_id, remote, error)
+                writer.close()
+                return
+            named = self.identify(writer.get_extra_info("peercert"))
         try:
             body = await asyncio.wait_for(self._read_body(reader), self.config.connect_timeout_s)
             frame = decode_frame(body)
@@ -330,6 +443,11 @@ class RaftTransport:
         peer = self._peers.get(frame.sender)
         if frame.kind != KIND_HELLO or peer is None or frame.sender >= self.node_id:
             log.warning("node %d: rejected raft connection from node %d", self.node_id, frame.sender)
+            writer.close()
+            return
+        if self.tls is not None and named != frame.sender:
+            log.warning("node %d: refused raft connection from %s: claims node %d, its certificate names node %s",
+                        self.node_id, remote, frame.sender, named)
             writer.close()
             return
         if peer.writer is not None:
@@ -355,6 +473,9 @@ class RaftTransport:
             peer.connected.clear()
             peer.disconnected.set()
             peer.queue, peer.queue_bytes = [], 0
+            for future in peer.calls.values():
+                if not future.done():
+                    future.set_exception(ConnectionError(f"connection to node {peer.id} lost"))
 
     async def _read_body(self, reader: asyncio.StreamReader) -> bytes:
         (length,) = _LENGTH.unpack(await reader.readexactly(4))
@@ -366,6 +487,10 @@ class RaftTransport:
         try:
             while not self._closed:
                 frame = decode_frame(await self._read_body(reader))
+                if frame.kind in (KIND_REQUEST, KIND_RESPONSE) and frame.sender == peer.id:
+                    assert frame.payload is not None
+                    self._on_call_frame(peer, writer, frame.kind, frame.call_id, frame.payload)
+                    continue
                 if frame.kind not in (KIND_MESSAGES, KIND_HEARTBEAT) or frame.sender != peer.id:
                     raise WireError(f"unexpected frame kind {frame.kind} from node {frame.sender}", 0)
                 if frame.kind == KIND_HEARTBEAT:

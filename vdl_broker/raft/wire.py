@@ -5,6 +5,7 @@ group between two nodes shares one connection and one tick's heartbeats travel t
 
     frame   := version u8 | kind u8 | sender u32 | group count u32 | group*      (kind MESSAGES)
              | version u8 | kind u8 | sender u32                                   (kind HELLO)
+             | version u8 | kind u8 | sender u32 | call id u32 | payload         (kind REQUEST/RESPONSE)
              | version u8 | kind u8 | sender u32 | incarnation u64               (kind HEARTBEAT)
     group   := name length u16 | name utf-8 | message count u32 | message*
     message := type u8 | flags u8 | to u32 | term i64 | log_term i64 | index i64 | commit i64
@@ -14,8 +15,11 @@ group between two nodes shares one connection and one tick's heartbeats travel t
     snapshot:= index i64 | term i64 | data length u32 | data (JSON; empty = None)
     conf    := voter count u16 | voter u32* | learner count u16 | learner u32*   (flag CONF)
 
-A HEARTBEAT frame is the node-pair liveness signal (vdl_broker.raft.liveness): sent when nothing
-else went to that peer for a tick; its incarnation is new at every process start.
+REQUEST/RESPONSE frames carry the node-to-node calls of the layers above (opaque payloads:
+the server forwards Kafka requests to the metadata leader with them), over the same connection
+and so the same mutual TLS as Raft. A HEARTBEAT frame is the node-pair liveness signal
+(vdl_broker.raft.liveness): sent when nothing else went to that peer for a tick; its incarnation
+is new at every process start.
 
 All integers big-endian. Decoding never copies entry payloads: they are memoryview slices of the
 frame. Any malformed input raises WireError, and nothing else.
@@ -33,7 +37,9 @@ from vdl_broker.raft.types import ConfState, Entry, EntryType, Message, MessageT
 VERSION = 1
 KIND_HELLO = 1
 KIND_MESSAGES = 2
-KIND_HEARTBEAT = 3
+KIND_REQUEST = 3
+KIND_RESPONSE = 4
+KIND_HEARTBEAT = 5
 
 # The name of the metadata group (streams are named like Kafka topics, which cannot start "__"
 # followed by this exact name in practice; the cluster layer refuses it as a stream name).
@@ -74,7 +80,9 @@ class Frame:
     kind: int
     sender: int
     messages: list[tuple[str, Message]]
-    incarnation: int = 0  # HEARTBEAT frames
+    call_id: int = 0  # REQUEST/RESPONSE
+    payload: memoryview | None = None
+    incarnation: int = 0  # HEARTBEAT
 
 
 # ---------------------------------------------------------------------------------- encoding
@@ -86,6 +94,11 @@ def encode_hello(sender: int) -> bytes:
 
 def encode_heartbeat(sender: int, incarnation: int) -> bytes:
     return _FRAME.pack(VERSION, KIND_HEARTBEAT, sender) + _INCARNATION.pack(incarnation)
+
+
+def encode_call(sender: int, kind: int, call_id: int, payload: Buffer) -> list[Buffer]:
+    """A REQUEST or RESPONSE frame body."""
+    return [_FRAME.pack(VERSION, kind, sender) + _COUNT.pack(call_id), payload]
 
 
 def encode_frame(sender: int, messages: Iterable[tuple[str, Message]]) -> list[Buffer]:
@@ -170,10 +183,13 @@ def decode_frame(data: Buffer) -> Frame:
         if kind == KIND_HELLO:
             _expect_end(reader)
             return Frame(KIND_HELLO, sender, [])
+        if kind in (KIND_REQUEST, KIND_RESPONSE):
+            (call_id,) = reader.unpack(_COUNT)
+            return Frame(kind, sender, [], call_id, reader.take(len(reader.view) - reader.pos))
         if kind == KIND_HEARTBEAT:
             (incarnation,) = reader.unpack(_INCARNATION)
             _expect_end(reader)
-            return Frame(KIND_HEARTBEAT, sender, [], incarnation)
+            return Frame(KIND_HEARTBEAT, sender, [], incarnation=incarnation)
         if kind != KIND_MESSAGES:
             raise WireError(f"unknown frame kind {kind}", 1)
         (group_count,) = reader.unpack(_COUNT)

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from vdl_broker.cluster.metadata import METADATA_GROUP, ApplyResult
@@ -21,19 +22,27 @@ from vdl_broker.cluster.service import MetadataService
 from vdl_broker.config import NodeConfig, split_host_port
 from vdl_broker.groups.coordinator import CoordinatorConfig
 from vdl_broker.groups.service import GroupService
+from vdl_broker.listeners import Listener
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.metrics import BrokerCollector, BrokerMetrics, MetricsEndpoint
 from vdl_broker.metrics.tables import TableCollector
 from vdl_broker.raft.host import RaftHost
+from vdl_broker.server import internal
+from vdl_broker.server.authorizer import Authorizer
 from vdl_broker.server.connection import KafkaConnection
 from vdl_broker.server.handlers import Handler, build_handlers
 from vdl_broker.server.producer_state import ProducerIdAllocator
 from vdl_broker.server.replica_manager import ISR_MAX_LAG_ENTRIES, ReplicaManager
+from vdl_broker.server.sasl import Decoys, SaslSession
+from vdl_broker.server.tls import client_listener_context, node_id_of, raft_contexts
 from vdl_broker.tables.service import TableService
 
 log = logging.getLogger(__name__)
 
 METADATA_WAIT_S = 10.0  # how long a starting node waits for the metadata before serving clients
+# PLAIN logins cost a PBKDF2 each; they run here, never on the event loop, so a flood of failed
+# logins slows other logins at worst, never produce or fetch.
+AUTH_THREADS = 2
 
 
 def _producer_id_start(node_id: int) -> int:
@@ -52,7 +61,10 @@ class Broker:
         metrics = self.metrics
         self.host = RaftHost(config.node_id, raft_listen, config.raft_peers(),
                              commit_latency=metrics.commit_latency.observe if metrics else None,
-                             sync_latency=metrics.fsync_latency.observe if metrics else None)
+                             sync_latency=metrics.fsync_latency.observe if metrics else None,
+                             tls=raft_contexts(config), identify=node_id_of)
+        if self.host.transport is not None:
+            self.host.transport.call_handler = lambda peer, payload: internal.serve(self, peer, payload)
         self.replicas = ReplicaManager(self)
         self.tables = TableService(self)
         self.metadata = MetadataService(self.host, config, legacy_streams=self.replicas.legacy_stream_names)
@@ -70,9 +82,13 @@ class Broker:
             metadata_max_bytes=config.offset_metadata_max_bytes)
         self.producer_ids = ProducerIdAllocator(start_ms=_producer_id_start(config.node_id))
         self.handlers: dict[int, Handler] = build_handlers()
+        self.authorizer = Authorizer(config.authorizer, config.super_users, lambda: self.metadata.state.acls)
+        self._decoys = Decoys()
+        self._auth_executor: ThreadPoolExecutor | None = None
         self.connections: set[KafkaConnection] = set()
-        self.server: asyncio.Server | None = None
+        self.servers: list[asyncio.Server] = []
         self.port = config.port
+        self.ports: dict[str, int] = {lst.protocol: lst.port for lst in config.client_listeners}
         self._retention_task: asyncio.Task[None] | None = None
 
     @property
@@ -83,13 +99,38 @@ class Broker:
     def cluster_id(self) -> str | None:
         return self.metadata.state.cluster_id
 
-    def node_client_address(self, node_id: int) -> str | None:
-        """Where clients reach node `node_id` (the metadata's word, else the configuration's)."""
+    def node_client_address(self, node_id: int, protocol: str) -> str | None:
+        """Where clients of listener `protocol` reach node `node_id` (the metadata's word, else
+        the configuration's)."""
         node = self.metadata.state.nodes.get(node_id)
         if node is not None:
-            return node.client
+            return node.address_for(protocol)
+        if node_id == self.node_id:
+            return self.own_address(protocol)
         member = next((m for m in self.config.members if m.id == node_id), None)
         return member.client if member is not None else None
+
+    def own_address(self, protocol: str) -> str:
+        """This node's advertised address for listener `protocol` (the first listener's if it
+        has none of that protocol)."""
+        listeners = self.config.client_listeners
+        listener = next((lst for lst in listeners if lst.protocol == protocol), listeners[0])
+        return self.config.advertised_address(listener, self.ports.get(listener.protocol))
+
+    def sasl_session(self, peer: str) -> SaslSession:
+        if self._auth_executor is None:
+            self._auth_executor = ThreadPoolExecutor(AUTH_THREADS, thread_name_prefix="vdl-auth")
+        return SaslSession(self.config.sasl_mechanisms, lambda: self.metadata.state.users, self._decoys,
+                           self._auth_executor, peer)
+
+    async def _listen(self, listener: Listener) -> asyncio.Server:
+        loop = asyncio.get_running_loop()
+        context = client_listener_context(self.config) if listener.tls else None
+        server = await loop.create_server(lambda: KafkaConnection(self, listener), listener.host, listener.port,
+                                          reuse_address=True, backlog=1024, ssl=context)
+        if server.sockets:
+            self.ports[listener.protocol] = server.sockets[0].getsockname()[1]
+        return server
 
     def _forget_deleted_streams(self, results: list[ApplyResult]) -> None:
         assert self.metrics is not None
@@ -129,20 +170,22 @@ class Broker:
             elif not await self.replicas.wait_until_serving(METADATA_WAIT_S):
                 log.warning("node %d: starting before every local replica serves", self.node_id)
             loop = asyncio.get_running_loop()
-            self.server = await loop.create_server(lambda: KafkaConnection(self), self.config.host, self.config.port,
-                                                   reuse_address=True, backlog=1024)
+            for listener in self.config.client_listeners:
+                self.servers.append(await self._listen(listener))
         except BaseException:
+            for server in self.servers:
+                server.close()
             await self._stop_raft(transfer=False)
             if self.metrics_endpoint is not None:
                 await self.metrics_endpoint.stop()
             raise
-        sockets = self.server.sockets or []
-        if sockets:
-            self.port = sockets[0].getsockname()[1]
+        self.port = self.ports[self.config.client_listeners[0].protocol]
         # Always: any stream may get retention.ms / retention.bytes of its own at any time.
         self._retention_task = loop.create_task(self._retention_loop())
-        log.info("node %d: serving (%d voters, raft %s)", self.node_id, len(self.config.members),
-                 self.config.raft_listen or "none: a cluster of one")
+        log.info("node %d: serving %s (%d voters, raft %s%s)", self.node_id,
+                 ", ".join(str(lst) for lst in self.config.client_listeners), len(self.config.members),
+                 self.config.raft_listen or "none: a cluster of one",
+                 ", mutual TLS" if self.config.raft_tls and self.config.raft_listen else "")
 
     async def _retention_loop(self) -> None:
         while True:
@@ -164,15 +207,17 @@ class Broker:
         its clean-shutdown marker)."""
         if self._retention_task is not None:
             self._retention_task.cancel()
-        if self.server is not None:
-            self.server.close()
+        for server in self.servers:
+            server.close()
         await self._stop_raft(transfer=True)
         for connection in list(self.connections):
             connection.close("broker shutting down")
         self.groups.close()
         self.replicas.close()
+        if self._auth_executor is not None:
+            self._auth_executor.shutdown(wait=False, cancel_futures=True)
         if self.metrics_endpoint is not None:
             await self.metrics_endpoint.stop()
-        if self.server is not None:
+        for server in self.servers:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.server.wait_closed(), 2)
+                await asyncio.wait_for(server.wait_closed(), 2)

@@ -6,6 +6,11 @@ requests will be processed in the order they are sent"). Each decoded request ta
 queue; a handler fills its slot when done (at once, or later for a delayed produce/fetch), and
 the queue is written out from the head as slots complete.
 
+Security: a connection belongs to one listener (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) and
+carries a principal: `User:ANONYMOUS`, `User:<certificate CN>` after mutual TLS, `User:<name>`
+after SASL. Until SASL succeeds on a SASL listener, only ApiVersions, SaslHandshake and
+SaslAuthenticate are served; anything else closes the connection (as Kafka does).
+
 Back-pressure: reading pauses while the bytes of unanswered requests exceed
 max_inflight_bytes, or while the transport's write buffer is above its high-water mark (a client
 that sends but never reads), so one connection cannot make the broker buffer without bound.
@@ -22,23 +27,35 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from vdl_broker.config import NodeConfig
+from vdl_broker.listeners import PLAINTEXT, Listener
 from vdl_broker.protocol import api
 from vdl_broker.protocol.errors import DecodeError, ErrorCode
 from vdl_broker.protocol.framing import FrameSplitter, FrameTooLargeError
+from vdl_broker.protocol.messages import ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
 from vdl_broker.protocol.response_errors import response_error
+from vdl_broker.protocol.sasl import SaslError
+from vdl_broker.server.authorizer import ANONYMOUS
+from vdl_broker.server.sasl import SaslSession
+from vdl_broker.server.tls import certificate_cn
 
 log = logging.getLogger(__name__)
 
 Buffers = Sequence[bytes | bytearray | memoryview]
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 _CLOSE = object()  # sentinel: the connection was closed instead of answering
+# What an unauthenticated connection on a SASL listener may send (KIP-43).
+PRE_AUTHENTICATION_KEYS = frozenset(c.DECL.api_key for c in (ApiVersionsRequest, SaslHandshakeRequest,
+                                                              SaslAuthenticateRequest))
 
 
 @dataclass(slots=True)
 class RequestContext:
     header: Any  # protocol RequestHeader
     client_host: str
-    connection: KafkaConnection
+    connection: KafkaConnection | None  # None: a request another node forwarded (server/internal.py)
+    principal: str = ANONYMOUS
+    protocol: str = PLAINTEXT  # the listener's: Metadata answers with that listener's addresses
+    forwarded: bool = False
 
     @property
     def api_version(self) -> int:
@@ -70,13 +87,19 @@ class ConnectionOwner(Protocol):
     connections: set[KafkaConnection]
     metrics: Any  # vdl_broker.metrics.BrokerMetrics | None
 
+    def sasl_session(self, peer: str) -> SaslSession: ...
+
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: ConnectionOwner) -> None:
+    def __init__(self, broker: ConnectionOwner, listener: Listener | None = None) -> None:
         self.broker = broker
+        self.listener = listener or Listener(PLAINTEXT, broker.config.host, broker.config.port)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_host = ""
+        self.principal = ANONYMOUS
+        self.sasl: SaslSession | None = None  # set on SASL listeners
+        self._close_when_flushed = False
         self._splitter = FrameSplitter(broker.config.max_request_bytes)
         self._slots: deque[_Slot] = deque()
         self._inflight_bytes = 0
@@ -96,7 +119,24 @@ class KafkaConnection(asyncio.Protocol):
         if peer:
             self.client_host, self.peer = str(peer[0]), f"{peer[0]}:{peer[1]}"
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[attr-defined]
+        if self.listener.tls:  # connection_made comes after the TLS handshake
+            cn = certificate_cn(transport.get_extra_info("peercert"))
+            if cn:
+                self.principal = f"User:{cn}"
+        if self.listener.sasl:
+            self.sasl = self.broker.sasl_session(self.peer)
         self.broker.connections.add(self)
+
+    @property
+    def authenticated(self) -> bool:
+        return self.sasl is None or self.sasl.authenticated
+
+    def authenticated_as(self, user: str) -> None:
+        self.principal = f"User:{user}"
+
+    def close_after_response(self) -> None:
+        """Answer what is queued (an authentication failure), then close; read nothing more."""
+        self._close_when_flushed = True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -125,13 +165,18 @@ class KafkaConnection(asyncio.Protocol):
             self.close(f"bad frame: {error}")
             return
         for frame in frames:
-            if self._closed:
+            if self._closed or self._close_when_flushed:
                 return
-            self._on_frame(frame)
+            if self.sasl is not None and self.sasl.raw_tokens and not self.sasl.authenticated:
+                self._raw_token(bytes(frame))
+            else:
+                self._on_frame(frame)
 
     def eof_received(self) -> bool | None:
         # The client half-closed: answer what is in flight, then close (see _flush).
         self._eof = True
+        if self.listener.tls:
+            return None  # TLS has no half-close: the transport closes (asyncio warns about True)
         return bool(self._slots)  # True keeps the transport open for the pending answers
 
     # -- requests --------------------------------------------------------------------------------
@@ -166,12 +211,35 @@ class KafkaConnection(asyncio.Protocol):
         # Kafka closes the connection on an unsupported version of any other API.
         self.close(f"unsupported version: {error}")
 
+    def _raw_token(self, token: bytes) -> None:
+        """A SASL token after a v0 handshake: a bare frame, answered with a bare frame."""
+        slot = self._new_slot(len(token) + 4)
+        task = asyncio.get_running_loop().create_task(self._run_raw_token(token, slot))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_raw_token(self, token: bytes, slot: _Slot) -> None:
+        assert self.sasl is not None
+        try:
+            reply, done = await self.sasl.step(token)
+        except SaslError:
+            self.close("SASL authentication failed")  # v0 has no error frame: Kafka closes too
+            return
+        if done and self.sasl.user is not None:
+            self.authenticated_as(self.sasl.user)
+        slot.buffers = [len(reply).to_bytes(4, "big"), reply]
+        slot.done = True
+        self._flush()
+
     def dispatch(self, header: Any, request: Any, size: int) -> None:
         handler = self.broker.handlers.get(header.request_api_key)
         if handler is None:
             self.close(f"no handler for API key {header.request_api_key}")
             return
-        context = RequestContext(header, self.client_host, self)
+        if not self.authenticated and header.request_api_key not in PRE_AUTHENTICATION_KEYS:
+            self.close(f"{handler.name} before SASL authentication completed")
+            return
+        context = RequestContext(header, self.client_host, self, self.principal, self.listener.protocol)
         slot = self._new_slot(size)
         if self._metrics is not None:
             slot.api = handler.name
@@ -247,7 +315,7 @@ class KafkaConnection(asyncio.Protocol):
             self._inflight_bytes -= slot.size
             if slot.buffers is not None and transport is not None:
                 transport.writelines(slot.buffers)
-        if self._eof and not slots and transport is not None:
+        if (self._eof or self._close_when_flushed) and not slots and transport is not None:
             transport.close()  # flushes the write buffer first
             return
         self._update_reading()

@@ -160,6 +160,35 @@ class Partition:
         return self.is_leader and self.group is not None and self.group.has_read_lease()
 
     @property
+    def serves_follower_reads(self) -> bool:
+        """A replica that does not serve as leader answers Fetch v11+ below its own high
+        watermark (KIP-392): that watermark comes from the entries applied here, which are
+        committed, and the leader tells a follower of a commit only once it applied it itself
+        (RaftGroup._send), so it never passes the leader's. Not while the replica is recovering
+        entries its storage lost (its log may lack some of what it had applied)."""
+        group = self.group
+        return group is not None and not self.closed and not group.stopped and not group.node.recovering
+
+    def follower_read_offsets(self, max_lag_entries: int) -> dict[int, int]:
+        """Leader only: each in-sync follower -> the offset below which it holds records this
+        leader has applied, i.e. what it can serve once told of the commit (Kafka's
+        ReplicaManager.findPreferredReadReplica looks at the followers' log end offsets)."""
+        group = self.group
+        if group is None:
+            return {}
+        applied = group.applied_through
+        status = group.peer_status()
+        offsets = {}
+        for peer in group.in_sync_replicas(max_lag_entries):
+            st = status.get(peer)
+            if peer == self.node_id or st is None:
+                continue
+            index = min(st.match, applied)
+            if index >= self.log.first_index - 1:
+                offsets[peer] = self.log.offset_for_index(index)
+        return offsets
+
+    @property
     def leader_id(self) -> int:
         """The known leader (0 = unknown, as raft.NONE)."""
         return self.group.leader_id if self.group is not None else 0
@@ -329,6 +358,7 @@ class RemotePartition:
     closed = False
     is_leader = False
     serves_reads = False
+    serves_follower_reads = False
     max_message_bytes = None
     high_watermark = -1
     log_start_offset = -1

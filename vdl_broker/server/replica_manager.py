@@ -30,10 +30,11 @@ from vdl_broker.protocol.messages import MetadataRequest
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.persistence import load_hard_state, save_hard_state
 from vdl_broker.raft.types import HardState
+from vdl_broker.server import internal
 from vdl_broker.server.partition import Partition, RemotePartition
 from vdl_broker.server.stream_settings import log_config_for, settings_for, with_settings
 from vdl_broker.tables.service import retention_limit
-from vdl_client import aio
+from vdl_client.connection import default_version
 
 if TYPE_CHECKING:
     from vdl_broker.server.broker import Broker
@@ -59,7 +60,7 @@ class ReplicaManager:
         self._partitions: dict[str, Partition] = {}
         self._incarnations: dict[str, int] = {}
         self._deleted: set[str] = set()
-        self._reconfigured: set[str] = set()  # streams whose config changed since the last reconcile
+        self._configs: dict[str, dict[str, Any]] = {}  # stream -> the config object its settings came from
         self._remote: dict[str, tuple[float, int, list[int]]] = {}  # name -> (time, leader, isr)
         self._stale: set[str] = set()  # streams whose leader view wants refreshing
         self._refresher: asyncio.Task[None] | None = None
@@ -176,8 +177,8 @@ class ReplicaManager:
     async def _ask_node(self, node_id: int, names: list[str]) -> None:
         request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name) for name in names])
         try:
-            response = await aio.request(self.state.nodes[node_id].client, request, 2.0)
-        except (OSError, ValueError, TimeoutError, KeyError):
+            response = await internal.call(self.broker, node_id, request, default_version(MetadataRequest), 2.0)
+        except (OSError, ValueError, TimeoutError):
             return
         now = time.monotonic()
         for topic in response.topics:
@@ -240,8 +241,6 @@ class ReplicaManager:
         for result in results:
             if result.ok and result.op == "delete_stream" and result.stream is not None:
                 self._deleted.add(result.stream.name)
-            elif result.ok and result.op == "alter_stream_config" and result.stream is not None:
-                self._reconfigured.add(result.stream.name)
         self._dirty.set()
 
     async def _reconcile_loop(self) -> None:
@@ -275,14 +274,15 @@ class ReplicaManager:
         wanted = [info for name, info in desired.items() if name not in self._partitions]
         if wanted:
             await self._open_all(wanted)
-        reconfigured, self._reconfigured = self._reconfigured, set()
-        for name in sorted(reconfigured):
-            partition, info = self._partitions.get(name), desired.get(name)
-            if partition is not None and info is not None:
+        for name, partition in self._partitions.items():
+            # A config change is a new config object (cluster/stream_configs.apply_alter).
+            info = self.state.streams.get(name)
+            if info is not None and self._configs.get(name) is not info.config:
                 self._apply_settings(partition, info)
 
     def _apply_settings(self, partition: Partition, info: StreamInfo) -> None:
         """The stream's config as this replica applies it (segment roll, retention, size limit)."""
+        self._configs[info.name] = info.config
         settings = settings_for(self.config, info.config)
         if settings != partition.settings:
             partition.settings = settings
@@ -340,6 +340,7 @@ class ReplicaManager:
     def _start_replica(self, info: StreamInfo, stream_log: StreamLog) -> None:
         settings = settings_for(self.config, info.config)
         partition = Partition(info.name, stream_log, self.broker.node_id, settings)
+        self._configs[info.name] = info.config
         group: RaftGroup | None = None
         try:
             group = self.broker.host.create_group(
@@ -363,6 +364,7 @@ class ReplicaManager:
     async def _remove(self, name: str) -> None:
         partition = self._partitions.pop(name)
         self._incarnations.pop(name, None)
+        self._configs.pop(name, None)
         log.info("node %d: removing the replica of stream %s", self.broker.node_id, name)
         if partition.group is not None:
             await self.broker.host.remove_group(partition.group.name)

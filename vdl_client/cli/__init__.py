@@ -5,11 +5,14 @@
     vdl consume STREAM --from earliest|latest|OFFSET [--max N]
     vdl groups list|describe GROUP|reset-offsets GROUP --to SPEC   groups.py: consumer groups and lag
     vdl cluster status                               cluster.py: is the cluster healthy (exit 1 if not)
+    vdl users create|list|delete [NAME]              users.py: SCRAM users
+    vdl acls list|create|delete                      acls.py: Kafka ACLs
     vdl dev-cluster --nodes 3 --data-dir D           dev.py: a local cluster in the foreground (vdl_dev)
     vdl demo [--records N]                           the main job: 3-node cluster -> Spark -> Delta
 
 Every command that talks to brokers takes `--bootstrap HOST:PORT[,HOST:PORT...]` (common.py),
-tried in order until one answers, as Kafka's tools do. A new command group is a module with a
+tried in order until one answers, as Kafka's tools do, and librdkafka-style client properties
+(`-X security.protocol=SASL_SSL -X sasl.mechanism=... -X sasl.username=...`, `--config FILE`). A new command group is a module with a
 `register(commands, connection)` function, listed in COMMAND_GROUPS.
 
 A failure prints one line (`vdl: error: ...`) and exits non-zero.
@@ -20,11 +23,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vdl_client.cli import cluster, dev, groups, records, streams
+from vdl_client.cli import acls, cluster, dev, groups, records, streams, users
 from vdl_client.cli.common import CliError, Parser, connection_options
 from vdl_client.settings import VdlClientError
 
-COMMAND_GROUPS = (streams, records, groups, cluster, dev)
+COMMAND_GROUPS = (streams, records, groups, cluster, users, acls, dev)
 
 
 def build_parser() -> argparse.ArgumentParser:

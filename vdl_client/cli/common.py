@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from vdl_client.client import VdlClient
 from vdl_client.connection import BootstrapError, parse_bootstrap
+from vdl_client.security import PROPERTIES, SecurityError, SecuritySettings, parse_properties_text
 from vdl_client.settings import ClientSettings
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -33,17 +35,65 @@ def connection_options() -> argparse.ArgumentParser:
     parent.add_argument("--bootstrap", default=os.environ.get("VDL_BOOTSTRAP", DEFAULT_BOOTSTRAP),
                         help="brokers HOST:PORT[,HOST:PORT...], tried in order "
                              "(default $VDL_BOOTSTRAP or 127.0.0.1:9092)")
+    parent.add_argument("-X", dest="properties", action="append", default=[], metavar="KEY=VALUE",
+                        help="a client property, librdkafka's names: security.protocol, sasl.mechanism, "
+                             "sasl.username, sasl.password, ssl.ca.location, ... (repeatable; wins over --config)")
+    parent.add_argument("--config", action="append", default=[], metavar="FILE",
+                        help="a properties file (key=value lines) of client properties; `streams create` "
+                             "also takes stream configs here as KEY=VALUE")
     return parent
 
 
+def _is_pair(item: str) -> bool:
+    return "=" in item and not Path(item).is_file()
+
+
+def config_pairs(args: argparse.Namespace) -> list[str]:
+    """The KEY=VALUE items of --config (stream configs of `streams create`)."""
+    return [item for item in args.config if _is_pair(item)]
+
+
+def client_properties(args: argparse.Namespace) -> dict[str, str]:
+    """--config FILE, then each -X on top; only the properties the client knows."""
+    properties: dict[str, str] = {}
+    for item in args.config:
+        if _is_pair(item):
+            if not getattr(args, "config_pairs", False):
+                raise CliError(f"--config takes a client properties FILE, got {item.split('=')[0]}=...")
+            continue
+        try:
+            text = Path(item).read_text()
+        except OSError as error:
+            raise CliError(f"--config {item}: {error.strerror or error}") from None
+        properties.update(parse_properties_text(text, f"--config {item}"))
+    for item in args.properties:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"-X expects KEY=VALUE, got {key.strip()!r} without '='")
+        properties[key.strip()] = value
+    unknown = sorted(set(properties) - set(PROPERTIES) - {"bootstrap.servers", "client.id"})
+    if unknown:
+        raise CliError(f"unknown client propert{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
+                       f"accepted: bootstrap.servers, client.id, {', '.join(PROPERTIES)}")
+    return properties
+
+
 def open_client(args: argparse.Namespace) -> VdlClient:
-    """A client over the `--bootstrap` list (`host:port[,host:port...]`, tried in order)."""
+    """A client over the `--bootstrap` list (`host:port[,host:port...]`, tried in order), secured
+    as the -X / --config properties say."""
     try:
-        servers = parse_bootstrap(args.bootstrap)
+        properties = client_properties(args)
+        security = SecuritySettings.from_properties(properties, "-X/--config")
+    except SecurityError as error:
+        raise CliError(str(error)) from None
+    bootstrap = properties.get("bootstrap.servers", args.bootstrap)
+    try:
+        servers = parse_bootstrap(bootstrap)
     except BootstrapError:
-        raise CliError(f"--bootstrap must be HOST:PORT[,HOST:PORT...], got {args.bootstrap!r}") from None
+        raise CliError(f"--bootstrap must be HOST:PORT[,HOST:PORT...], got {bootstrap!r}") from None
     return VdlClient(ClientSettings(servers, request_timeout_ms=REQUEST_TIMEOUT_MS, deadline_ms=DEADLINE_MS,
-                                    client_id=CLIENT_ID, fail_fast_when_unreachable=True))
+                                    client_id=properties.get("client.id", CLIENT_ID), fail_fast_when_unreachable=True,
+                                    security=security))
 
 
 def columns(header: list[str], rows: list[list[str]]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from vdl_client.cli.common import CliError, Parser, open_client
+from vdl_client.cli.common import CliError, Parser, config_pairs, open_client
 from vdl_client.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from vdl_client.configs import StreamConfig, alter_stream_configs, describe_stream_configs
 
@@ -12,7 +12,7 @@ from vdl_client.configs import StreamConfig, alter_stream_configs, describe_stre
 def cmd_streams(args: argparse.Namespace) -> int:
     with open_client(args) as client:
         if args.action == "create":
-            client.create_stream(args.name, args.replication_factor, key_values(args.config, "--config"),
+            client.create_stream(args.name, args.replication_factor, key_values(config_pairs(args), "--config"),
                                  exist_ok=False)
             print(f"created stream {args.name}")
         elif args.action == "delete":
@@ -76,8 +76,8 @@ def register(commands: argparse._SubParsersAction, connection: argparse.Argument
         if action == "create":
             sub.add_argument("--replication-factor", type=int, default=-1,
                              help="1, 3 or 5 (default: 3, or every node of a smaller cluster)")
-            sub.add_argument("--config", action="append", metavar="KEY=VALUE",
-                             help="a stream config, e.g. retention.ms=86400000 (repeatable)")
+            # --config (common.py) takes a stream config, e.g. retention.ms=86400000, here too.
+            sub.set_defaults(config_pairs=True)
     actions.add_parser("list", parents=[connection])
     streams.set_defaults(run=cmd_streams)
     alter = actions.add_parser("alter-config", parents=[connection], help="set or remove stream configs")

@@ -16,7 +16,6 @@ from tests.faults.chaos.links import Links, link_name
 from tests.support.cluster import node_address, running_nodes, start_cluster, wait_until
 from tests.support.disk import TmpfsUnavailable, mount_tmpfs, unmount
 from tests.support.kafka import create_topic_raw, metadata_raw
-from vdl_broker.config import NodeAddress
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_dev.dev_cluster import DevCluster, free_base_port
 
@@ -90,7 +89,7 @@ class World:
 
 
 def start_world(directory: Path, nodes: int, seed: int, streams: list[str],
-                settings: dict[str, Any] | None = None) -> World:
+                settings: dict[str, Any] | None = None, racks: dict[int, str] | None = None) -> World:
     """Start the cluster with proxied Raft links and tmpfs data directories, and create
     `streams` (replicated on every node, up to 5) once every node lists every broker."""
     made: list[tuple[Links, list[Path]]] = []
@@ -114,12 +113,13 @@ def start_world(directory: Path, nodes: int, seed: int, streams: list[str],
         made.append((links, mounts))
         for node_id, node in cluster.nodes.items():
             # The lower id dials: its view of each higher peer's Raft address is that link's proxy.
-            peers = [NodeAddress(p.id, p.client, links.proxy_address(node_id, p.id) if node_id < p.id else p.raft)
+            peers = [dataclasses.replace(p, raft=links.proxy_address(node_id, p.id)) if node_id < p.id else p
                      for p in node.config.peers]
             node.config = dataclasses.replace(node.config, peers=peers)
 
     Path(directory).mkdir(parents=True, exist_ok=True)
-    cluster = start_cluster(directory, nodes, settings=CHAOS_SETTINGS | dict(settings or {}), register=prepare)
+    cluster = start_cluster(directory, nodes, settings=CHAOS_SETTINGS | dict(settings or {}), register=prepare,
+                            racks=racks)
     for links, mounts in made[:-1]:  # attempts that lost a port race
         links.close()
         for mount in mounts:

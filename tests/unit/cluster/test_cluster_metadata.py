@@ -68,6 +68,20 @@ def test_the_first_cluster_id_applied_wins() -> None:
     assert replica.cluster_id == first
 
 
+def test_a_node_registration_carries_its_rack_and_a_registrar_without_it_keeps_it() -> None:
+    state, log = state_with(2)
+    assert apply(state, log, register_node_command(2, "h:1", "h:2", rack="rack-b")).ok
+    assert state.nodes[2].rack == "rack-b"
+    # A metadata leader whose config does not name node 2's rack re-registers new addresses only.
+    assert apply(state, log, register_node_command(2, "h:3", "h:4")).ok
+    assert (state.nodes[2].client, state.nodes[2].rack) == ("h:3", "rack-b")
+    assert state.nodes[1].rack is None
+    for bad in ("", 5, ["r"]):
+        command = register_node_command(1, "h:1", "h:2") | {"rack": bad}
+        assert apply(state, log, command).outcome is Outcome.INVALID_COMMAND
+    assert state.nodes[1].rack is None
+
+
 def test_adopted_streams_stay_on_the_node_that_holds_them() -> None:
     state, log = state_with(3)
     adopted = apply(state, log, adopt_stream_command("old", 2))

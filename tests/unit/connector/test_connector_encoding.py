@@ -58,3 +58,18 @@ def test_uniform_fast_path(with_keys: bool) -> None:
         assert [r.value for r in records] == values.to_pylist()[start:stop]
         assert [r.key for r in records] == (keys.to_pylist()[start:stop] if with_keys else [None] * (stop - start))
         assert [r.offset for r in records] == list(range(stop - start))
+
+
+def test_null_and_empty_header_sections_encode_as_no_headers() -> None:
+    """A headers column may hold null or empty sections (rows written without headers next to
+    rows with them): both encode as a count of 0, and the other fields stay in place."""
+    sections = [encode_headers([("h", b"x" * i)]) if i % 3 == 0 else (None if i % 3 == 1 else b"")
+                for i in range(200)]
+    values = pa.array([b"%d" % i * (i % 90) for i in range(200)], pa.binary())
+    columns = RecordColumns(None, values, pa.array(sections, pa.binary()))
+    batch = build_batch(columns.encode(3, 200), 197, 9, -1, -1, -1)
+    records = list(read_records(batch))
+    assert [r.value for r in records] == values.to_pylist()[3:]
+    assert [r.key for r in records] == [None] * 197
+    assert [r.headers for r in records] == [[("h", b"x" * i)] if i % 3 == 0 else [] for i in range(3, 200)]
+    assert [r.offset for r in records] == list(range(197))

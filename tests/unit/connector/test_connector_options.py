@@ -156,3 +156,13 @@ def test_sink_options() -> None:
         parse_sink_options(lower({"bootstrap.servers": "h:1", "exactlyOnce": "1"}))
     with pytest.raises(VdlOptionError, match="'bootstrap.servers'"):
         parse_sink_options({"topic": "x"})
+
+
+def test_commit_offsets_to_group() -> None:
+    assert parse().commit_group is None
+    options = parse(commitOffsetsToGroup=" spark-orders ")
+    assert options.commit_group == "spark-orders"
+    check_streaming_source(options)
+    with pytest.raises(VdlOptionError, match="option 'commitOffsetsToGroup' is only valid for streaming queries"):
+        check_batch_source(options)
+    fails("option 'commitOffsetsToGroup' must be a consumer group id", BASE | {"commitOffsetsToGroup": "  "})

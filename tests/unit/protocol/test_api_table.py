@@ -44,15 +44,22 @@ TABLE = [
     (14, 0, 3),
     (15, 0, 5),
     (16, 0, 4),
+    (17, 0, 1),
     (18, 0, 3),
     (19, 0, 4),
     (20, 0, 3),
     (22, 0, 1),
+    (29, 0, 3),
+    (30, 0, 3),
+    (31, 0, 3),
     (32, 0, 4),
     (35, 0, 4),
+    (36, 0, 2),
     (42, 0, 2),
     (44, 0, 1),
     (47, 0, 0),
+    (50, 0, 0),
+    (51, 0, 0),
 ]
 
 
@@ -68,6 +75,7 @@ def test_supported_api_versions_is_exactly_the_table() -> None:
 
 def test_flexible_versions_are_kafkas() -> None:
     # message defs: OffsetCommit 8+, DescribeGroups 5+, ListGroups 3+, DeleteGroups 2+, ApiVersions 3+,
+    # SaslAuthenticate 2+, Describe/Create/DeleteAcls 2+, Describe/AlterUserScramCredentials 0+,
     # DescribeConfigs 4+, IncrementalAlterConfigs 1+
     flexible = {
         (k, v)
@@ -75,8 +83,8 @@ def test_flexible_versions_are_kafkas() -> None:
         for v in range(s.min_version, s.max_version + 1)
         if s.is_flexible(v)
     }
-    assert flexible == {(18, 3), (8, 8), (15, 5), (16, 3), (16, 4), (42, 2), (32, 4), (44, 1), (35, 2), (35, 3),
-                        (35, 4)}
+    assert flexible == {(18, 3), (8, 8), (15, 5), (16, 3), (16, 4), (42, 2), (36, 2), (29, 2), (29, 3), (30, 2),
+                        (30, 3), (31, 2), (31, 3), (50, 0), (51, 0), (32, 4), (44, 1), (35, 2), (35, 3), (35, 4)}
 
 
 def _frame_header(api_key: int, version: int, correlation_id: int) -> bytes:

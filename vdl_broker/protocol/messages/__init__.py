@@ -18,13 +18,21 @@ handler sets only what it needs: ProduceResponse(responses=[...]).
 
 from __future__ import annotations
 
+from .alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
+from .create_acls import CreateAclsRequest, CreateAclsResponse
 from .create_topics import CreateTopicsRequest, CreateTopicsResponse
+from .delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from .delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from .describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from .describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from .describe_user_scram_credentials import (
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
 from .fetch import FetchRequest, FetchResponse
 from .find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from .heartbeat import HeartbeatRequest, HeartbeatResponse
@@ -39,6 +47,8 @@ from .offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from .offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from .offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from .produce import ProduceRequest, ProduceResponse
+from .sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from .sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from .sync_group import SyncGroupRequest, SyncGroupResponse
 
 # (request class, response class) per API, in api-key order.
@@ -65,24 +75,41 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (DeleteGroupsRequest, DeleteGroupsResponse),
     (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     (OffsetDeleteRequest, OffsetDeleteResponse),
+    (SaslHandshakeRequest, SaslHandshakeResponse),
+    (SaslAuthenticateRequest, SaslAuthenticateResponse),
+    (DescribeAclsRequest, DescribeAclsResponse),
+    (CreateAclsRequest, CreateAclsResponse),
+    (DeleteAclsRequest, DeleteAclsResponse),
+    (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
+    (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
 )
 
 __all__ = [
     "MESSAGE_PAIRS",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "CreateAclsRequest",
+    "CreateAclsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteAclsRequest",
+    "DeleteAclsResponse",
     "DeleteGroupsRequest",
     "DeleteGroupsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "DescribeAclsRequest",
+    "DescribeAclsResponse",
     "DescribeConfigsRequest",
     "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
     "DescribeLogDirsRequest",
     "DescribeLogDirsResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",
@@ -111,6 +138,10 @@ __all__ = [
     "OffsetFetchResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
+    "SaslHandshakeRequest",
+    "SaslHandshakeResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
 ]

@@ -16,13 +16,18 @@ from types import ModuleType
 from typing import Any
 
 from vdl_broker.server.handlers import (
+    alter_user_scram_credentials,
     api_versions,
+    create_acls,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_topics,
+    describe_acls,
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_user_scram_credentials,
     fetch,
     find_coordinator,
     heartbeat,
@@ -37,13 +42,17 @@ from vdl_broker.server.handlers import (
     offset_delete,
     offset_fetch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
 )
 
 MODULES: tuple[ModuleType, ...] = (
     produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
     heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
-    delete_topics, init_producer_id, delete_groups, offset_delete, describe_configs, incremental_alter_configs,
+    delete_topics, init_producer_id, delete_groups, offset_delete, sasl_handshake, sasl_authenticate,
+    describe_acls, create_acls, delete_acls, describe_user_scram_credentials, alter_user_scram_credentials,
+    describe_configs, incremental_alter_configs,
     describe_log_dirs,
 )
 

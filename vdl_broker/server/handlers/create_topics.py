@@ -18,7 +18,8 @@ from vdl_broker.cluster.stream_configs import validated
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from vdl_broker.raft.types import NotLeaderError, RaftError
-from vdl_broker.server.forwarding import FORWARD_CLIENT_ID, on_metadata_leader
+from vdl_broker.server.authorizer import Operation, ResourceType, authorized, authorized_cluster
+from vdl_broker.server.forwarding import on_metadata_leader
 from vdl_broker.tables import table_problem
 from vdl_client.connection import default_version
 
@@ -128,15 +129,29 @@ class _Capacity:
         return None
 
 
-async def create(broker: Any, request: Any, forwarded: bool, version: int | None = None) -> Any:
-    """Create on the metadata leader; a request of the broker's own (auto-creation) is forwarded
-    at the highest version this project declares."""
+async def create(broker: Any, request: Any, context: Any, version: int | None = None) -> Any:
+    """Create on the metadata leader; a request of the broker's own (auto-creation, `context`
+    None) is forwarded at the highest version this project declares."""
     version = default_version(CreateTopicsRequest) if version is None else version
-    return await on_metadata_leader(broker, version, request, _create_here, error_response, forwarded)
+    return await on_metadata_leader(broker, version, request, _create_here, error_response, context)
+
+
+def may_create(broker: Any, context: Any, name: str) -> bool:
+    """CREATE on the topic, or on the cluster (Kafka accepts either)."""
+    return (authorized_cluster(broker, context, Operation.CREATE)
+            or authorized(broker, context, Operation.CREATE, ResourceType.TOPIC, name))
 
 
 async def handle(broker: Any, context: Any, request: Any) -> Any:
-    return await create(broker, request, context.client_id == FORWARD_CLIENT_ID, context.api_version)
+    allowed = [t for t in request.topics if may_create(broker, context, t.name)]
+    denied = [Result(name=t.name, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+              for t in request.topics if not may_create(broker, context, t.name)]
+    response = CreateTopicsResponse(topics=[])
+    if allowed:
+        request.topics = allowed
+        response = await create(broker, request, context, context.api_version)
+    response.topics += denied
+    return response
 
 
 def error_response(request: Any, version: int, code: ErrorCode) -> Any:

@@ -7,6 +7,10 @@ from typing import Any
 
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
+from vdl_broker.server.authorizer import (
+    Operation,
+    authorized_group,
+)
 
 API_KEY = DeleteGroupsRequest.DECL.api_key
 NAME = "DeleteGroups"
@@ -19,6 +23,9 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
         return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
     results = []
     for group_id in request.groups_names:
+        if not authorized_group(broker, context, Operation.DELETE, group_id):
+            results.append(Result(group_id=group_id, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED)))
+            continue
         code = await broker.groups.delete_group(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         results.append(Result(group_id=group_id, error_code=int(code)))
     return DeleteGroupsResponse(results=results)

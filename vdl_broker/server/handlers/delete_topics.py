@@ -9,7 +9,8 @@ from typing import Any
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
 from vdl_broker.raft.types import NotLeaderError, RaftError
-from vdl_broker.server.forwarding import FORWARD_CLIENT_ID, on_metadata_leader
+from vdl_broker.server.authorizer import Operation, ResourceType, authorized
+from vdl_broker.server.forwarding import on_metadata_leader
 from vdl_broker.server.handlers.create_topics import OUTCOME_ERRORS
 
 API_KEY = DeleteTopicsRequest.DECL.api_key
@@ -36,8 +37,16 @@ async def _delete_here(broker: Any, request: Any) -> Any:
 
 
 async def handle(broker: Any, context: Any, request: Any) -> Any:
-    return await on_metadata_leader(broker, context.api_version, request, _delete_here, error_response,
-                                    context.client_id == FORWARD_CLIENT_ID)
+    allowed = [n for n in request.topic_names if authorized(broker, context, Operation.DELETE, ResourceType.TOPIC, n)]
+    denied = [Result(name=n, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+              for n in request.topic_names if n not in allowed]
+    response = DeleteTopicsResponse(responses=[])
+    if allowed:
+        request.topic_names = allowed
+        response = await on_metadata_leader(broker, context.api_version, request, _delete_here, error_response,
+                                            context)
+    response.responses += denied
+    return response
 
 
 def error_response(request: Any, version: int, code: ErrorCode) -> Any:

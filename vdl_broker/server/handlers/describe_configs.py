@@ -21,6 +21,8 @@ from vdl_broker.cluster.stream_configs import CONFIG_KEYS, ConfigType
 from vdl_broker.config import NodeConfig
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
+from vdl_broker.server.authorizer import Operation, authorized, authorized_cluster
+from vdl_broker.server.authorizer import ResourceType as AclResource
 from vdl_broker.server.stream_settings import node_defaults
 
 API_KEY = DescribeConfigsRequest.DECL.api_key
@@ -90,14 +92,14 @@ def stream_configs(stream_config: dict[str, Any], node: NodeConfig) -> list[Desc
 
 def broker_configs(node: NodeConfig, replication_factor: int) -> list[Described]:
     """This node's settings under Kafka's broker config names (read-only: node.toml and flags)."""
-    listener = f"PLAINTEXT://{node.listen}"
-    advertised = f"PLAINTEXT://{node.client_address}"
+    listener = ",".join(str(lst) for lst in node.client_listeners)
+    advertised = ",".join(f"{lst.protocol}://{node.advertised_address(lst)}" for lst in node.client_listeners)
     settings: list[tuple[str, str | None, ConfigType, str | None, str]] = [
         # (Kafka name, value, type, NodeConfig field or None, doc)
         ("broker.id", str(node.node_id), ConfigType.INT, "node_id", "this node's id"),
         ("node.id", str(node.node_id), ConfigType.INT, "node_id", "this node's id"),
         ("log.dirs", str(node.data_dir), ConfigType.STRING, None, "the data directory"),
-        ("listeners", listener, ConfigType.STRING, None, "the client listener"),
+        ("listeners", listener, ConfigType.STRING, None, "the client listeners"),
         ("advertised.listeners", advertised, ConfigType.STRING, None, "the address Metadata gives clients"),
         ("num.partitions", "1", ConfigType.INT, None, "a stream is a topic with exactly one partition"),
         ("default.replication.factor", str(replication_factor), ConfigType.INT, None,
@@ -166,9 +168,23 @@ def _describe(broker: Any, resource: Any) -> tuple[ErrorCode, str | None, list[D
                                        f"(2 = TOPIC, 4 = BROKER)"), []
 
 
+def refusal(broker: Any, context: Any, resource: Any, operation: Operation) -> ErrorCode | None:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the stream (TOPIC) or on the cluster (BROKER)."""
+    if resource.resource_type == ResourceType.TOPIC:
+        if not authorized(broker, context, operation, AclResource.TOPIC, resource.resource_name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif not authorized_cluster(broker, context, operation):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None
+
+
 def handle(broker: Any, context: Any, request: Any) -> Any:
     results = []
     for resource in request.resources:
+        refused = refusal(broker, context, resource, Operation.DESCRIBE_CONFIGS)
+        if refused is not None:
+            results.append(_result(resource, refused))
+            continue
         code, message, described = _describe(broker, resource)
         keys = resource.configuration_keys
         if keys is not None:

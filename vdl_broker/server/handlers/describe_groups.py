@@ -9,6 +9,10 @@ from typing import Any
 from vdl_broker.groups.coordinator import GroupState
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
+from vdl_broker.server.authorizer import (
+    Operation,
+    authorized_group,
+)
 
 API_KEY = DescribeGroupsRequest.DECL.api_key
 NAME = "DescribeGroups"
@@ -25,6 +29,9 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
     for group_id in request.groups:
         if not group_id:
             described.append(Described(error_code=int(ErrorCode.INVALID_GROUP_ID), group_id=group_id))
+            continue
+        if not authorized_group(broker, context, Operation.DESCRIBE, group_id):
+            described.append(Described(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), group_id=group_id))
             continue
         group = coordinator.group(group_id)
         if group is None:

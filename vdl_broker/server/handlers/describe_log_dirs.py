@@ -11,6 +11,7 @@ from typing import Any
 
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
+from vdl_broker.server.authorizer import Operation, authorized_cluster
 
 API_KEY = DescribeLogDirsRequest.DECL.api_key
 NAME = "DescribeLogDirs"
@@ -21,6 +22,9 @@ PartitionInfo = DescribeLogDirsResponse.DescribeLogDirsPartition
 
 
 def handle(broker: Any, context: Any, request: Any) -> Any:
+    if not authorized_cluster(broker, context, Operation.DESCRIBE):  # Kafka: DESCRIBE on the cluster
+        return DescribeLogDirsResponse(error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), results=[
+            Result(error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), log_dir="")])  # v0-2: no top-level code
     data_dir = Path(broker.config.data_dir).resolve()
     if request.topics is None:
         wanted = {partition.name: [0] for partition in broker.replicas.all()}

@@ -6,12 +6,18 @@ from typing import Any
 
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import HeartbeatRequest, HeartbeatResponse
+from vdl_broker.server.authorizer import (
+    Operation,
+    authorized_group,
+)
 
 API_KEY = HeartbeatRequest.DECL.api_key
 NAME = "Heartbeat"
 
 
 def handle(broker: Any, context: Any, request: Any) -> Any:
+    if not authorized_group(broker, context, Operation.READ, request.group_id):
+        return HeartbeatResponse(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
     coordinator = broker.groups.active()
     if coordinator is None:
         return HeartbeatResponse(error_code=int(ErrorCode.NOT_COORDINATOR))

@@ -16,9 +16,10 @@ from vdl_broker.cluster.stream_configs import ConfigProblem, altered
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from vdl_broker.raft.types import NotLeaderError, RaftError
-from vdl_broker.server.forwarding import FORWARD_CLIENT_ID, on_metadata_leader
+from vdl_broker.server.authorizer import Operation
+from vdl_broker.server.forwarding import on_metadata_leader
 from vdl_broker.server.handlers.create_topics import OUTCOME_ERRORS
-from vdl_broker.server.handlers.describe_configs import ResourceType
+from vdl_broker.server.handlers.describe_configs import ResourceType, refusal
 from vdl_broker.tables import table_problem
 
 API_KEY = IncrementalAlterConfigsRequest.DECL.api_key
@@ -69,8 +70,16 @@ async def _alter_here(broker: Any, request: Any) -> Any:
 
 
 async def handle(broker: Any, context: Any, request: Any) -> Any:
-    return await on_metadata_leader(broker, context.api_version, request, _alter_here, error_response,
-                                    context.client_id == FORWARD_CLIENT_ID)
+    refused = {id(r): refusal(broker, context, r, Operation.ALTER_CONFIGS) for r in request.resources}
+    denied = [Result(error_code=int(code), resource_type=r.resource_type, resource_name=r.resource_name)
+              for r in request.resources if (code := refused[id(r)]) is not None]
+    response = IncrementalAlterConfigsResponse(responses=[])
+    request.resources = [r for r in request.resources if refused[id(r)] is None]
+    if request.resources:
+        response = await on_metadata_leader(broker, context.api_version, request, _alter_here, error_response,
+                                            context)
+    response.responses += denied
+    return response
 
 
 def error_response(request: Any, version: int, code: ErrorCode) -> Any:

@@ -7,12 +7,18 @@ from typing import Any
 
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import JoinGroupRequest, JoinGroupResponse
+from vdl_broker.server.authorizer import (
+    Operation,
+    authorized_group,
+)
 
 API_KEY = JoinGroupRequest.DECL.api_key
 NAME = "JoinGroup"
 
 
 async def handle(broker: Any, context: Any, request: Any) -> Any:
+    if not authorized_group(broker, context, Operation.READ, request.group_id):
+        return error_response(request, context.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coordinator = broker.groups.active()
     if coordinator is None:
         return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)

@@ -6,12 +6,18 @@ from typing import Any
 
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import LeaveGroupRequest, LeaveGroupResponse
+from vdl_broker.server.authorizer import (
+    Operation,
+    authorized_group,
+)
 
 API_KEY = LeaveGroupRequest.DECL.api_key
 NAME = "LeaveGroup"
 
 
 def handle(broker: Any, context: Any, request: Any) -> Any:
+    if not authorized_group(broker, context, Operation.READ, request.group_id):
+        return LeaveGroupResponse(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
     coordinator = broker.groups.active()
     if coordinator is None:
         return LeaveGroupResponse(error_code=int(ErrorCode.NOT_COORDINATOR))

@@ -7,6 +7,11 @@ from typing import Any
 
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import ListGroupsRequest, ListGroupsResponse
+from vdl_broker.server.authorizer import (
+    Operation,
+    authorized_cluster,
+    authorized_group,
+)
 
 API_KEY = ListGroupsRequest.DECL.api_key
 NAME = "ListGroups"
@@ -24,9 +29,12 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
     for group in coordinator.groups():
         listed[group.group_id] = (group.protocol_type or "", group.state.value)
     wanted = {s.lower() for s in request.states_filter or []}
+    # Kafka: DESCRIBE on the cluster lists every group, else those the principal may describe.
+    everything = authorized_cluster(broker, context, Operation.DESCRIBE)
     groups = [ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state)
               for group_id, (protocol_type, state) in sorted(listed.items())
-              if not wanted or state.lower() in wanted]
+              if (not wanted or state.lower() in wanted)
+              and (everything or authorized_group(broker, context, Operation.DESCRIBE, group_id))]
     return ListGroupsResponse(error_code=0, groups=groups)
 
 

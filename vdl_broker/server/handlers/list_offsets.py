@@ -10,6 +10,7 @@ from typing import Any
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from vdl_broker.protocol.records.record_batch import iter_batches, read_records
+from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.partition import await_read_lease
 
 API_KEY = ListOffsetsRequest.DECL.api_key
@@ -62,8 +63,10 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     topics = []
     for topic in request.topics:
         partitions = []
+        allowed = authorized(broker, context, Operation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
-            code, offset, timestamp = _lookup(broker, topic.name, p.partition_index, p.timestamp)
+            code, offset, timestamp = (_lookup(broker, topic.name, p.partition_index, p.timestamp) if allowed
+                                       else (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1))
             partitions.append(PartitionResponse(
                 partition_index=p.partition_index, error_code=int(code),
                 # v0 answers a list of offsets ("old style"); v1+ one offset and its timestamp.

@@ -1,5 +1,9 @@
-"""Metadata (key 3): every registered node, and each stream as a topic with one partition (0):
-its leader (LEADER_NOT_AVAILABLE while none is known), replicas and ISR."""
+"""Metadata (key 3): every registered node (with its rack, v1+), and each stream as a topic with one partition (0):
+its leader (LEADER_NOT_AVAILABLE while none is known), replicas and ISR.
+
+Nodes are given at the addresses of the listener (protocol) the client came in on. Streams the
+principal may not DESCRIBE are left out of an "every stream" answer and answered
+TOPIC_AUTHORIZATION_FAILED when named, as Kafka does; auto-creation needs CREATE."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from vdl_broker.cluster.metadata import validate_stream_name
 from vdl_broker.config import split_host_port
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import CreateTopicsRequest, MetadataRequest, MetadataResponse
+from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.handlers import create_topics
 
 API_KEY = MetadataRequest.DECL.api_key
@@ -40,14 +45,15 @@ def _topic(broker: Any, name: str) -> Any:
     return Topic(error_code=0, name=name, is_internal=False, partitions=[partition])
 
 
-def _brokers(broker: Any) -> list[Any]:
+def _brokers(broker: Any, protocol: str) -> list[Any]:
     nodes = dict(broker.metadata.state.nodes)
     brokers = []
     for node_id in sorted(nodes):
-        host, port = split_host_port(nodes[node_id].client, "client")
-        brokers.append(Broker(node_id=node_id, host=host, port=port, rack=None))
+        host, port = split_host_port(nodes[node_id].address_for(protocol), "client")
+        brokers.append(Broker(node_id=node_id, host=host, port=port, rack=nodes[node_id].rack))
     if broker.node_id not in nodes:  # not registered yet: clients still need this node
-        brokers.append(Broker(node_id=broker.node_id, host=broker.advertised_host, port=broker.port, rack=None))
+        host, port = split_host_port(broker.own_address(protocol), "client")
+        brokers.append(Broker(node_id=broker.node_id, host=host, port=port, rack=broker.config.rack))
     return brokers
 
 
@@ -55,24 +61,31 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
     version = context.api_version
     names = requested_names(request, version)
     streams = broker.metadata.state.streams
+
+    def describable(name: str) -> bool:
+        return authorized(broker, context, Operation.DESCRIBE, ResourceType.TOPIC, name)
+
     topics = []
     if names is None:
-        topics = [_topic(broker, name) for name in sorted(streams)]
+        topics = [_topic(broker, name) for name in sorted(streams) if describable(name)]
     else:
         # Metadata v4+ lets the client veto auto-creation; the broker config must allow it too.
         may_create = broker.config.auto_create_streams and (version < 4 or request.allow_auto_topic_creation)
         for name in names:
-            if name in streams:
+            if not describable(name) and not (name not in streams and may_create
+                                              and create_topics.may_create(broker, context, name)):
+                topics.append(Topic(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), name=name))
+            elif name in streams:
                 topics.append(_topic(broker, name))
             elif validate_stream_name(name) is not None:
                 topics.append(Topic(error_code=int(ErrorCode.INVALID_TOPIC_EXCEPTION), name=name))
-            elif may_create:
+            elif may_create and create_topics.may_create(broker, context, name):
                 broker.replicas.spawn(_auto_create(broker, name))
                 topics.append(Topic(error_code=int(ErrorCode.LEADER_NOT_AVAILABLE), name=name))
             else:
                 topics.append(Topic(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name=name))
     controller = broker.metadata.leader_id or -1
-    return MetadataResponse(brokers=_brokers(broker), cluster_id=broker.cluster_id, controller_id=controller,
+    return MetadataResponse(brokers=_brokers(broker, context.protocol), cluster_id=broker.cluster_id, controller_id=controller,
                             topics=topics)
 
 
@@ -80,7 +93,7 @@ async def _auto_create(broker: Any, name: str) -> None:
     topic = CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=-1)
     request = CreateTopicsRequest(topics=[topic], timeout_ms=10_000)
     try:
-        await create_topics.create(broker, request, forwarded=False)
+        await create_topics.create(broker, request, None)
     except Exception:
         log.exception("auto-creating stream %s failed", name)
 

@@ -10,6 +10,12 @@ from typing import Any
 from vdl_broker.groups.service import OffsetToCommit
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
+from vdl_broker.server.authorizer import (
+    Operation,
+    ResourceType,
+    authorized,
+    authorized_group,
+)
 
 API_KEY = OffsetCommitRequest.DECL.api_key
 NAME = "OffsetCommit"
@@ -18,15 +24,22 @@ NAME = "OffsetCommit"
 async def handle(broker: Any, context: Any, request: Any) -> Any:
     if not request.group_id:
         return _response(request, lambda stream, partition: ErrorCode.INVALID_GROUP_ID)
+    if not authorized_group(broker, context, Operation.READ, request.group_id):
+        return _response(request, lambda stream, partition: ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if broker.groups.active() is None:
         return _response(request, lambda stream, partition: ErrorCode.NOT_COORDINATOR)
+    denied = {t.name for t in request.topics if not authorized(broker, context, Operation.READ, ResourceType.TOPIC,
+                                                                t.name)}
     offsets = [OffsetToCommit(topic.name, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
-               for topic in request.topics for p in topic.partitions if p.partition_index == 0]
+               for topic in request.topics for p in topic.partitions
+               if p.partition_index == 0 and topic.name not in denied]
     # v0 has no generation: it is always a standalone commit (Kafka: generation -1, no member).
     generation = request.generation_id_or_member_epoch if context.api_version >= 1 else -1
     results = await broker.groups.commit(request.group_id, generation, request.member_id or "", offsets)
 
     def code(stream: str, partition: int) -> ErrorCode:
+        if stream in denied:
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
         return results.get(stream, ErrorCode.NONE) if partition == 0 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     return _response(request, code)

@@ -9,6 +9,12 @@ from typing import Any
 from vdl_broker.protocol.consumer_protocol import subscribed_topics
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
+from vdl_broker.server.authorizer import (
+    Operation,
+    ResourceType,
+    authorized,
+    authorized_group,
+)
 
 API_KEY = OffsetDeleteRequest.DECL.api_key
 NAME = "OffsetDelete"
@@ -20,6 +26,8 @@ Partition = OffsetDeleteResponse.OffsetDeleteResponsePartition
 async def handle(broker: Any, context: Any, request: Any) -> Any:
     if not request.group_id:
         return error_response(request, 0, ErrorCode.INVALID_GROUP_ID)
+    if not authorized_group(broker, context, Operation.DELETE, request.group_id):
+        return error_response(request, 0, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coordinator = broker.groups.active()
     if coordinator is None:
         return error_response(request, 0, ErrorCode.NOT_COORDINATOR)
@@ -38,7 +46,9 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     deletable = []
     for topic in request.topics:
         for p in topic.partitions:
-            if p.partition_index != 0 or topic.name not in broker.metadata.state.streams:
+            if not authorized(broker, context, Operation.READ, ResourceType.TOPIC, topic.name):
+                codes[topic.name, p.partition_index] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif p.partition_index != 0 or topic.name not in broker.metadata.state.streams:
                 codes[topic.name, p.partition_index] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif topic.name in subscribed:
                 codes[topic.name, p.partition_index] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC

@@ -8,6 +8,12 @@ from typing import Any
 
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import OffsetFetchRequest, OffsetFetchResponse
+from vdl_broker.server.authorizer import (
+    Operation,
+    ResourceType,
+    authorized,
+    authorized_group,
+)
 
 API_KEY = OffsetFetchRequest.DECL.api_key
 NAME = "OffsetFetch"
@@ -19,19 +25,29 @@ Topic = OffsetFetchResponse.OffsetFetchResponseTopic
 def handle(broker: Any, context: Any, request: Any) -> Any:
     if not request.group_id:
         return _response(request, ErrorCode.INVALID_GROUP_ID, context.api_version)
+    if not authorized_group(broker, context, Operation.DESCRIBE, request.group_id):
+        return _response(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, context.api_version)
     if broker.groups.active() is None:
         return _response(request, ErrorCode.NOT_COORDINATOR, context.api_version)
     committed = broker.groups.committed(request.group_id)
+
+    def describable(name: str) -> bool:
+        return authorized(broker, context, Operation.DESCRIBE, ResourceType.TOPIC, name)
+
     wanted = request.topics
-    if wanted is None:
+    if wanted is None:  # every stream with an offset, as far as the principal may see them (Kafka)
         wanted = [OffsetFetchRequest.OffsetFetchRequestTopic(name=name, partition_indexes=[0])
-                  for name in sorted(committed)]
+                  for name in sorted(committed) if describable(name)]
     topics = []
     for topic in wanted:
         partitions = []
+        allowed = describable(topic.name)
         for index in topic.partition_indexes:
             stored = committed.get(topic.name) if index == 0 else None
-            if stored is None:
+            if not allowed:
+                partitions.append(Partition(partition_index=index, committed_offset=-1, committed_leader_epoch=-1,
+                                            metadata="", error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
+            elif stored is None:
                 partitions.append(Partition(partition_index=index, committed_offset=-1, committed_leader_epoch=-1,
                                             metadata="", error_code=0))
             else:

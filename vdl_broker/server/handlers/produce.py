@@ -17,6 +17,7 @@ from vdl_broker.protocol.messages import ProduceRequest, ProduceResponse
 from vdl_broker.protocol.records.batch_header import MAGIC_OFFSET, BatchHeader
 from vdl_broker.protocol.records.conversion import message_set_to_batches
 from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, read_records, validate_batch
+from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.partition import AppendHandle, PartitionError
 
 API_KEY = ProduceRequest.DECL.api_key
@@ -121,6 +122,9 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     for topic in request.topic_data:
         responses: list[Any] = []
         results.append((topic.name, responses))
+        if not authorized(broker, context, Operation.WRITE, ResourceType.TOPIC, topic.name):
+            responses += [_partition_error(d.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for d in topic.partition_data]
+            continue
         for data in topic.partition_data:
             partition = broker.replicas.get(topic.name)
             if partition is None or data.index != 0:

@@ -1,0 +1,164 @@
+"""Every API answers its authorization error to a principal without the ACL, and a DENY beats an
+ALLOW: one secured node (authorizer = acl), a user `eve` with no ACL at all, another `dan` with
+an ALLOW on a prefix and a DENY on one stream of it. Every API the broker serves is listed here,
+so an API added without authorization fails this test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.support.cluster import start_cluster
+from tests.support.kafka import make_batch
+from tests.support.security import ADMIN_PASSWORD, ADMIN_PASSWORD_ENV, ADMIN_USER, TlsMaterial, confluent_conf
+from vdl_broker.listeners import parse_bootstrap_users
+from vdl_broker.protocol import messages as m
+from vdl_broker.protocol.acls import AclBinding, Operation, PatternType, Permission, ResourceType
+from vdl_broker.protocol.api import API_SPECS
+from vdl_broker.protocol.errors import ErrorCode
+from vdl_client import ClientSettings, Connection, VdlClient, admin
+from vdl_client.requests import fetch_request, produce_request
+from vdl_client.security import SecuritySettings
+from vdl_dev.dev_cluster import DevCluster
+
+STREAM, GROUP = "guarded", "guarded-group"
+TOPIC_DENIED, GROUP_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.GROUP_AUTHORIZATION_FAILED
+CLUSTER_DENIED, TXN_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+UNAUTHORIZED_APIS = {17, 18, 36}  # SaslHandshake, ApiVersions, SaslAuthenticate: before any principal exists
+
+
+@pytest.fixture(scope="module")
+def guarded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+            tls_material: TlsMaterial) -> Iterator[DevCluster]:
+    bootstrap = parse_bootstrap_users([{"name": ADMIN_USER, "mechanism": "SCRAM-SHA-512",
+                                        "password_env": ADMIN_PASSWORD_ENV}], "bootstrap_users")
+    cluster = start_cluster(tmp_path_factory.mktemp("guarded"), nodes=1, protocols=("SASL_PLAINTEXT",),
+                            settings={"authorizer": "acl", "super_users": [ADMIN_USER], "bootstrap_users": bootstrap},
+                            register=lambda c: request.addfinalizer(c.kill_all), env={ADMIN_PASSWORD_ENV: ADMIN_PASSWORD},
+                            client_security=login(ADMIN_USER, ADMIN_PASSWORD, "SCRAM-SHA-512"))
+    with VdlClient(ClientSettings.from_bootstrap(cluster.bootstrap_servers,
+                                                 security=login(ADMIN_USER, ADMIN_PASSWORD, "SCRAM-SHA-512"))) as c:
+        admin.upsert_user(c, "eve", "SCRAM-SHA-256", "eve-Pa55", 4096)
+        admin.upsert_user(c, "dan", "SCRAM-SHA-256", "dan-Pa55", 4096)
+        admin.create_acls(c, [
+            AclBinding(ResourceType.TOPIC, "deny-", PatternType.PREFIXED, "User:dan", "*", Operation.ALL,
+                       Permission.ALLOW),
+            AclBinding(ResourceType.TOPIC, "deny-this", PatternType.LITERAL, "User:dan", "*", Operation.WRITE,
+                       Permission.DENY)])
+        for name in (STREAM, "deny-this", "deny-that"):
+            c.create_stream(name, exist_ok=False)
+        c.produce(STREAM, make_batch([b"secret"]), 10_000, 1e12)
+    yield cluster
+
+
+def login(user: str, password: str, mechanism: str = "SCRAM-SHA-256") -> SecuritySettings:
+    return SecuritySettings("SASL_PLAINTEXT", mechanism, user, password)
+
+
+def topic_errors(response: Any, topics: str, partitions: str, code: str = "error_code") -> list[int]:
+    return [getattr(p, code) for t in getattr(response, topics) for p in getattr(t, partitions)]
+
+
+# API key -> (request, the error codes read from its answer, what they must be)
+CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]]] = {
+    0: (lambda: produce_request(STREAM, make_batch([b"x"]), 5000),
+        lambda r: topic_errors(r, "responses", "partition_responses"), [TOPIC_DENIED]),
+    1: (lambda: fetch_request(STREAM, 0, 1 << 20, 1 << 20, 0),
+        lambda r: topic_errors(r, "responses", "partitions"), [TOPIC_DENIED]),
+    2: (lambda: m.ListOffsetsRequest(replica_id=-1, topics=[m.ListOffsetsRequest.ListOffsetsTopic(
+            name=STREAM, partitions=[m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])]),
+        lambda r: topic_errors(r, "topics", "partitions"), [TOPIC_DENIED]),
+    3: (lambda: m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=STREAM)]),
+        lambda r: [t.error_code for t in r.topics], [TOPIC_DENIED]),
+    8: (lambda: m.OffsetCommitRequest(group_id=GROUP, topics=[m.OffsetCommitRequest.OffsetCommitRequestTopic(
+            name=STREAM, partitions=[m.OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0,
+                                                                                        committed_offset=1)])]),
+        lambda r: topic_errors(r, "topics", "partitions"), [GROUP_DENIED]),
+    9: (lambda: m.OffsetFetchRequest(group_id=GROUP, topics=None), lambda r: [r.error_code], [GROUP_DENIED]),
+    10: (lambda: m.FindCoordinatorRequest(key=GROUP, key_type=0), lambda r: [r.error_code], [GROUP_DENIED]),
+    11: (lambda: m.JoinGroupRequest(group_id=GROUP, session_timeout_ms=10_000, member_id="", protocol_type="consumer",
+                                    protocols=[m.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")]),
+         lambda r: [r.error_code], [GROUP_DENIED]),
+    12: (lambda: m.HeartbeatRequest(group_id=GROUP, generation_id=1, member_id="x"), lambda r: [r.error_code],
+         [GROUP_DENIED]),
+    13: (lambda: m.LeaveGroupRequest(group_id=GROUP, members=[m.LeaveGroupRequest.MemberIdentity(member_id="x")]),
+         lambda r: [r.error_code], [GROUP_DENIED]),
+    14: (lambda: m.SyncGroupRequest(group_id=GROUP, generation_id=1, member_id="x"), lambda r: [r.error_code],
+         [GROUP_DENIED]),
+    15: (lambda: m.DescribeGroupsRequest(groups=[GROUP]), lambda r: [g.error_code for g in r.groups], [GROUP_DENIED]),
+    16: (lambda: m.ListGroupsRequest(), lambda r: [r.error_code, len(r.groups)], [0, 0]),  # filtered, as Kafka
+    19: (lambda: m.CreateTopicsRequest(topics=[m.CreateTopicsRequest.CreatableTopic(
+            name="eve-stream", num_partitions=1, replication_factor=-1)], timeout_ms=5000),
+         lambda r: [t.error_code for t in r.topics], [TOPIC_DENIED]),
+    20: (lambda: m.DeleteTopicsRequest(topic_names=[STREAM], timeout_ms=5000),
+         lambda r: [t.error_code for t in r.responses], [TOPIC_DENIED]),
+    22: (lambda: m.InitProducerIdRequest(transactional_id="vdl-spark/q/0/0", transaction_timeout_ms=60_000),
+         lambda r: [r.error_code], [TXN_DENIED]),
+    29: (lambda: m.DescribeAclsRequest(resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1),
+         lambda r: [r.error_code], [CLUSTER_DENIED]),
+    30: (lambda: m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(
+            resource_type=2, resource_name="*", resource_pattern_type=3, principal="User:eve", host="*", operation=2,
+            permission_type=3)]), lambda r: [x.error_code for x in r.results], [CLUSTER_DENIED]),
+    31: (lambda: m.DeleteAclsRequest(filters=[m.DeleteAclsRequest.DeleteAclsFilter(
+            resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1)]),
+         lambda r: [x.error_code for x in r.filter_results], [CLUSTER_DENIED]),
+    32: (lambda: m.DescribeConfigsRequest(resources=[
+            m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=2, resource_name=STREAM),
+            m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="1")]),
+         lambda r: [x.error_code for x in r.results], [TOPIC_DENIED, CLUSTER_DENIED]),
+    44: (lambda: m.IncrementalAlterConfigsRequest(resources=[m.IncrementalAlterConfigsRequest.AlterConfigsResource(
+            resource_type=2, resource_name=STREAM, configs=[m.IncrementalAlterConfigsRequest.AlterableConfig(
+                name="retention.ms", config_operation=0, value="1000")])]),
+         lambda r: [x.error_code for x in r.responses], [TOPIC_DENIED]),
+    35: (lambda: m.DescribeLogDirsRequest(topics=None), lambda r: [r.error_code], [CLUSTER_DENIED]),
+    42: (lambda: m.DeleteGroupsRequest(groups_names=[GROUP]), lambda r: [g.error_code for g in r.results],
+         [GROUP_DENIED]),
+    47: (lambda: m.OffsetDeleteRequest(group_id=GROUP, topics=[m.OffsetDeleteRequest.OffsetDeleteRequestTopic(
+            name=STREAM, partitions=[m.OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=0)])]),
+         lambda r: [r.error_code], [GROUP_DENIED]),
+    50: (lambda: m.DescribeUserScramCredentialsRequest(users=None), lambda r: [r.error_code], [CLUSTER_DENIED]),
+    51: (lambda: m.AlterUserScramCredentialsRequest(deletions=[m.AlterUserScramCredentialsRequest
+                                                               .ScramCredentialDeletion(name="eve", mechanism=1)]),
+         lambda r: [x.error_code for x in r.results], [CLUSTER_DENIED]),
+}
+
+
+def test_every_served_api_is_checked_here() -> None:
+    assert set(CHECKS) | UNAUTHORIZED_APIS == set(API_SPECS)
+
+
+@pytest.mark.parametrize("api_key", sorted(CHECKS))
+def test_api_answers_its_authorization_error(guarded: DevCluster, api_key: int) -> None:
+    build, codes, expected = CHECKS[api_key]
+    with Connection(guarded.bootstrap_servers, 10, "eve", login("eve", "eve-Pa55")) as eve:
+        assert codes(eve.request(build(), 10)) == [int(code) for code in expected]
+
+
+def test_idempotent_producer_without_any_write_acl_is_a_cluster_authorization_failure(guarded: DevCluster) -> None:
+    with Connection(guarded.bootstrap_servers, 10, "eve", login("eve", "eve-Pa55")) as eve:
+        response = eve.request(m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000), 10)
+    assert response.error_code == CLUSTER_DENIED
+    with Connection(guarded.bootstrap_servers, 10, "dan", login("dan", "dan-Pa55")) as dan:  # WRITE on deny-*
+        assert dan.request(m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000), 10) \
+            .error_code == 0
+
+
+def test_metadata_leaves_out_streams_the_principal_may_not_describe(guarded: DevCluster) -> None:
+    with Connection(guarded.bootstrap_servers, 10, "dan", login("dan", "dan-Pa55")) as dan:
+        names = [t.name for t in dan.request(m.MetadataRequest(topics=None), 10).topics]
+    assert names == ["deny-that", "deny-this"]  # WRITE is denied on deny-this, DESCRIBE is not
+
+
+def test_deny_beats_allow(guarded: DevCluster) -> None:
+    conf = confluent_conf("SASL_PLAINTEXT", None, "SCRAM-SHA-256", "dan", "dan-Pa55") | {  # type: ignore[arg-type]
+        "bootstrap.servers": guarded.bootstrap_servers, "acks": "all"}
+    results: dict[str, str | None] = {}
+    producer = Producer(conf)
+    for stream in ("deny-this", "deny-that"):
+        producer.produce(stream, b"v", on_delivery=lambda error, msg: results.__setitem__(
+            msg.topic(), error.name() if error else None))
+    assert producer.flush(30) == 0
+    assert results == {"deny-this": "TOPIC_AUTHORIZATION_FAILED", "deny-that": None}

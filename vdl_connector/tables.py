@@ -1,0 +1,268 @@
+"""One offset space: offsets below a stream's log start come from the stream's Delta table.
+
+A stream with `vdl.table.path` in `raw` format (vdl_broker/tables) holds in its table every
+record the log held, as columns offset, timestamp, key, value, headers. Once retention has
+deleted the oldest segments, the source reads offsets below the log start from the table and the
+rest from the log, with the same schema and nothing missing or twice at the seam:
+
+- driver: DescribeConfigs gives the table's path; the Delta log gives its files with per-file
+  `offset` statistics (min, max). A range below the log start becomes TableRanges, each with the
+  files that hold its offsets (planned like log ranges: minPartitions, maxRecordsPerPartition).
+- task: reads those files with pyarrow (row groups outside the range are skipped by their
+  statistics), keeps exactly [start, end), in offset order, and checks every offset came once.
+  A file gone meanwhile (compaction then vacuum) makes the task look at the table's current
+  version for the rest: whatever version it reads, each offset is in exactly one file.
+- a log task whose offsets retention deleted after planning reads them from the table too.
+
+A `json` table holds parsed columns, not the records: it cannot stand in for the log, so offsets
+below the log start of such a stream count as deleted (failOnDataLoss), as without a table.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+from pyspark.sql.datasource import InputPartition
+
+from vdl_connector.planning import OffsetRange, plan_ranges
+from vdl_connector.schema import ARROW_HEADERS_TYPE, arrow_read_schema, constant_string
+
+TABLE_KEYS = ("vdl.table.path", "vdl.table.format")
+PATHS_TTL_S = 30.0  # how long the driver trusts which streams have tables
+TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+COLUMNS = ["offset", "timestamp", "key", "value", "headers"]
+MAX_ROWS_PER_BATCH = 262_144  # as log reads: one task's memory stays bounded
+
+
+class TableReadError(RuntimeError):
+    """The table does not hold offsets it should (never papered over: the task fails)."""
+
+
+@dataclass(frozen=True)
+class TableFile:
+    uri: str
+    first: int  # lowest offset in the file
+    last: int  # highest
+
+
+@dataclass(frozen=True)
+class TableSnapshot:
+    """One version of a stream's table: its files, ordered by offset."""
+
+    path: str
+    files: tuple[TableFile, ...]
+
+    @property
+    def first_offset(self) -> int | None:
+        return self.files[0].first if self.files else None
+
+    @property
+    def end_offset(self) -> int | None:
+        """One past the highest offset (the table holds [first_offset, end_offset): each commit
+        appends the offsets right after the previous one)."""
+        return max(f.last for f in self.files) + 1 if self.files else None
+
+    def files_for(self, start: int, end: int) -> tuple[str, ...]:
+        return tuple(f.uri for f in self.files if f.last >= start and f.first < end)
+
+
+def load_snapshot(path: str, cache: dict[str, Any] | None = None) -> TableSnapshot:
+    """The table's current files and their offset statistics, from the Delta log (`cache`:
+    DeltaTable objects by path, brought up to date instead of read again)."""
+    from deltalake import DeltaTable
+
+    table = cache.get(path) if cache is not None else None
+    if table is None:
+        table = DeltaTable(path)
+        if cache is not None:
+            cache[path] = table
+    else:
+        table.update_incremental()
+    actions = pa.table(table.get_add_actions(flatten=True))
+    base = table.table_uri.rstrip("/")
+    files = []
+    if actions.num_rows:
+        paths = actions.column("path").to_pylist()
+        lows, highs = actions.column("min.offset").to_pylist(), actions.column("max.offset").to_pylist()
+        for relative, low, high in zip(paths, lows, highs, strict=True):
+            if low is None or high is None:
+                raise TableReadError(f"table {path}: file {relative} has no offset statistics")
+            files.append(TableFile(f"{base}/{urllib.parse.unquote(relative)}", int(low), int(high)))
+    return TableSnapshot(path, tuple(sorted(files, key=lambda f: f.first)))
+
+
+@dataclass
+class TableLookup:
+    """Driver side: which streams have readable (raw) tables, and their snapshots."""
+
+    _paths: dict[str, str | None] = field(default_factory=dict)
+    _checked: float = -1e9
+    _tables: dict[str, Any] = field(default_factory=dict)  # path -> DeltaTable (not picklable)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_paths": {}, "_checked": -1e9, "_tables": {}}
+
+    def paths(self, client: Any, streams: Sequence[str]) -> dict[str, str | None]:
+        """stream -> its raw table's path (None: no table, or one the source cannot read)."""
+        if time.monotonic() - self._checked > PATHS_TTL_S:
+            self._paths.clear()
+            self._checked = time.monotonic()
+        unknown = [s for s in streams if s not in self._paths]
+        if unknown:
+            from vdl_client.configs import stream_config_values
+
+            values = stream_config_values(client, unknown, TABLE_KEYS)
+            for stream in unknown:
+                configs = values.get(stream, {})
+                path = configs.get("vdl.table.path")
+                self._paths[stream] = path if path and configs.get("vdl.table.format", "raw") == "raw" else None
+        return {s: self._paths.get(s) for s in streams}
+
+    def snapshot(self, path: str) -> TableSnapshot:
+        try:
+            return load_snapshot(path, self._tables)
+        except Exception as error:
+            if type(error).__name__ == "TableNotFoundError":
+                return TableSnapshot(path, ())  # not written yet
+            raise
+
+    def earliest(self, client: Any, streams: Sequence[str], log_starts: dict[str, int]) -> dict[str, int]:
+        """The first offset each stream can be read from: its table's first when the table
+        reaches down from the log start, else the log start."""
+        result = dict(log_starts)
+        for stream, path in self.paths(client, [s for s in streams if log_starts.get(s, 0) > 0]).items():
+            if path is not None:
+                snapshot = self.snapshot(path)
+                first, end = snapshot.first_offset, snapshot.end_offset
+                if first is not None and end is not None and first < log_starts[stream] <= end:
+                    result[stream] = first
+        return result
+
+
+@dataclass(frozen=True)
+class TableRange(InputPartition):
+    """Records [start, end) of one stream, read from its Delta table by one Spark task."""
+
+    stream: str
+    start: int
+    end: int
+    path: str
+    files: tuple[str, ...] = ()  # empty: the task finds them in the table's current version
+
+
+def plan_table_ranges(stream: str, start: int, end: int, snapshot: TableSnapshot, min_partitions: int | None,
+                      max_records_per_partition: int | None) -> list[TableRange]:
+    """[start, end) of one stream's table, split as log ranges are, each with its files."""
+    pieces = plan_ranges({stream: start}, {stream: end}, min_partitions, max_records_per_partition)
+    return [TableRange(stream, p.start, p.end, snapshot.path, snapshot.files_for(p.start, p.end)) for p in pieces]
+
+
+GapHandler = Callable[[str, int, int], None]
+
+
+def plan_reads(client: Any, lookup: TableLookup, start: dict[str, int], end: dict[str, int],
+               min_partitions: int | None, max_records_per_partition: int | None, on_gap: GapHandler,
+               from_earliest: frozenset[str] = frozenset()) -> list[InputPartition]:
+    """Tasks for [start, end) of every stream in `end`: below the log start from the stream's
+    table (when it has one), the rest from the log. `on_gap(stream, a, b)`: offsets [a, b) are in
+    neither (deleted before the table had them); not called for streams in `from_earliest`."""
+    from vdl_client import EARLIEST_TIMESTAMP
+
+    begin = {stream: start.get(stream, stop) for stream, stop in end.items()}
+    paths = lookup.paths(client, sorted(s for s in end if begin[s] < end[s]))
+    tiered = [s for s, path in paths.items() if path is not None]
+    log_starts = client.list_offsets(tiered, EARLIEST_TIMESTAMP) if tiered else {}
+    tasks: list[InputPartition] = []
+    for stream in tiered:
+        upto = min(end[stream], log_starts[stream])
+        if begin[stream] >= upto:
+            continue
+        snapshot = lookup.snapshot(paths[stream] or "")
+        first, table_end = snapshot.first_offset, snapshot.end_offset
+        if first is None or table_end is None or first >= upto or table_end <= begin[stream]:
+            continue  # the table has none of it: the log task reports what is gone
+        if first > begin[stream] and stream not in from_earliest:
+            on_gap(stream, begin[stream], first)
+        table_stop = min(upto, table_end)
+        tasks += plan_table_ranges(stream, max(begin[stream], first), table_stop, snapshot, min_partitions,
+                                   max_records_per_partition)
+        begin[stream] = table_stop  # still below the log start: the log task reports the gap
+    for piece in plan_ranges(begin, end, min_partitions, max_records_per_partition):
+        tasks.append(OffsetRange(piece.stream, piece.start, piece.end, piece.stream in from_earliest,
+                                 paths.get(piece.stream)))
+    return tasks
+
+
+# ------------------------------------------------------------------------------------ tasks
+
+
+def read_table_range(part: TableRange, include_headers: bool) -> Iterator[pa.RecordBatch]:
+    """Yield exactly the records [part.start, part.end) from the table, in offset order, in
+    Spark's Kafka schema (timestampType 0: the table keeps create times)."""
+    position = part.start
+    files = part.files or load_snapshot(part.path).files_for(part.start, part.end)
+    replanned = not part.files
+    while position < part.end:
+        try:
+            for table in _read_files(files, position, part.end):
+                offsets = table.column("offset").to_numpy()
+                if len(offsets) == 0:
+                    continue
+                if offsets[0] != position or (len(offsets) > 1 and not (np.diff(offsets) == 1).all()):
+                    raise _Missing(position)
+                yield from _spark_batches(part.stream, table, include_headers)
+                position = int(offsets[-1]) + 1
+            if position < part.end:
+                raise _Missing(position)
+        except (_Missing, FileNotFoundError, OSError) as problem:
+            if replanned:
+                raise TableReadError(f"stream {part.stream!r}: offsets [{position}, {part.end}) are not in its "
+                                     f"Delta table {part.path} ({problem})") from None
+            # A file compacted away and vacuumed since planning: the current version has the rest.
+            files, replanned = load_snapshot(part.path).files_for(position, part.end), True
+
+
+class _Missing(Exception):
+    def __init__(self, offset: int) -> None:
+        super().__init__(f"no row for offset {offset}")
+
+
+def _read_files(uris: Sequence[str], start: int, end: int) -> Iterator[pa.Table]:
+    """Per file (in offset order), its rows in [start, end), sorted by offset."""
+    wanted = (ds.field("offset") >= start) & (ds.field("offset") < end)
+    for uri in uris:
+        filesystem, path = pafs.FileSystem.from_uri(uri)
+        table = ds.dataset(path, format="parquet", filesystem=filesystem).to_table(columns=COLUMNS, filter=wanted)
+        if table.num_rows > 1:
+            offsets = table.column("offset").to_numpy()
+            if not (np.diff(offsets) > 0).all():
+                table = table.take(pa.array(np.argsort(offsets, kind="stable")))
+        yield table
+
+
+def _spark_batches(stream: str, table: pa.Table, include_headers: bool) -> Iterator[pa.RecordBatch]:
+    count = table.num_rows
+    columns = [
+        table.column("key").cast(pa.binary()).combine_chunks(),
+        table.column("value").cast(pa.binary()).combine_chunks(),
+        constant_string(stream, count),
+        pa.array(np.zeros(count, dtype=np.int32)),
+        table.column("offset").combine_chunks(),
+        table.column("timestamp").cast(TIMESTAMP_TYPE).combine_chunks(),
+        pa.array(np.zeros(count, dtype=np.int32)),
+    ]
+    if include_headers:
+        columns.append(table.column("headers").cast(ARROW_HEADERS_TYPE).combine_chunks())
+    batch = pa.RecordBatch.from_arrays(columns, schema=arrow_read_schema(include_headers))
+    for first in range(0, count, MAX_ROWS_PER_BATCH):
+        yield batch.slice(first, MAX_ROWS_PER_BATCH)
+
+
