@@ -328,12 +328,11 @@ class RaftGroup:
         Learners are not in it: a commit never waits for them."""
         status = self.node.peer_status()
         last = self.node.last_index
-        if self.node.quiescent and self._peer_alive is not None:
-            # Quiescent: no recent responses to go by; a caught-up peer counts while its node lives.
-            return sorted(peer for peer, st in status.items() if peer == self.node_id
-                          or (not st.learner and self._peer_alive(peer) and st.match >= last - max_lag_entries))
+        alive = self._peer_alive or (lambda _peer: False)
+        # Heard from since the last CheckQuorum round, or its node is alive (node liveness): a
+        # quiescent group hears nothing of its own, and a woken one only after a heartbeat round.
         return sorted(peer for peer, st in status.items()
-                      if peer == self.node_id or (not st.learner and st.recent_active
+                      if peer == self.node_id or (not st.learner and (st.recent_active or alive(peer))
                                                   and st.match >= last - max_lag_entries))
 
     # ------------------------------------------------------------------ lifecycle
