@@ -121,6 +121,15 @@ class NodeConfig:
     peers: list[NodeAddress] = field(default_factory=list)
     # Prometheus text at http://HOST:PORT/metrics (vdl_broker/metrics); None: no endpoint.
     metrics_listen: str | None = None
+    # A new node joining a running cluster: `peers` names at least one member; the node asks
+    # it to be added (learner of the metadata group, then voter: vdl_broker/cluster/membership.py).
+    join: bool = False
+    # Bytes per second this node sends to replicas catching up (learners of a reassignment, a
+    # follower far behind), so a reassignment does not starve producers (raft/throttle.py).
+    recovery_rate_bytes: int = 100 * MIB
+    # How often a node leading more than its share of streams hands some to their preferred
+    # leaders (server/leader_balancer.py); 0: never by itself (`vdl streams elect-preferred`).
+    leader_balance_interval_ms: int = 300_000
     # Security (vdl_broker/listeners.py). No `listeners`: one PLAINTEXT listener on host:port
     # (`listen`); with them, host:port is the first one's.
     listeners: list[Listener] = field(default_factory=list)
@@ -183,7 +192,9 @@ class NodeConfig:
 
     @property
     def voter_ids(self) -> list[int]:
-        return [member.id for member in self.members]
+        """The metadata group's voters when this node creates it; none for a joining node (it
+        learns them from the members it joins)."""
+        return [] if self.join else [member.id for member in self.members]
 
     def raft_peers(self) -> dict[int, tuple[str, int]]:
         """Raft addresses of the other nodes."""
@@ -232,6 +243,10 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-streams-per-node", type=int)
     parser.add_argument("--offsets-retention-minutes", type=int)
     parser.add_argument("--offsets-retention-check-ms", type=int)
+    parser.add_argument("--join", action=argparse.BooleanOptionalAction, default=None,
+                        help="join the running cluster named by [[peers]] (a new node)")
+    parser.add_argument("--recovery-rate-bytes", type=int)
+    parser.add_argument("--leader-balance-interval-ms", type=int)
     parser.add_argument("--no-fsync", dest="fsync", action="store_false", default=None,
                         help="skip fsync (tests only: acknowledged data may be lost on power failure)")
     parser.add_argument("--log-level")
@@ -409,6 +424,13 @@ def validate(config: NodeConfig) -> None:
         raise ConfigError(f"max_streams_per_node must be a positive integer, got {config.max_streams_per_node}")
     if config.peers and config.raft_listen is None:
         raise ConfigError("raft_listen is required when peers are given (the address other nodes reach this one at)")
+    if config.join and not any(peer.id != config.node_id for peer in config.peers):
+        raise ConfigError("join = true needs peers naming at least one member of the cluster to join")
+    if config.recovery_rate_bytes < 1024:
+        raise ConfigError(f"recovery_rate_bytes must be at least 1024 (bytes per second), "
+                          f"got {config.recovery_rate_bytes}")
+    if config.leader_balance_interval_ms < 0:
+        raise ConfigError(f"leader_balance_interval_ms must be >= 0 (0: off), got {config.leader_balance_interval_ms}")
     for peer in config.peers:
         if peer.id == config.node_id and (peer.client not in (config.listen, config.client_address)
                                           or peer.raft != config.raft_listen):

@@ -134,6 +134,8 @@ class DevCluster:
         if not 0 < base_port <= 65535 - ports:
             raise ValueError(f"base port {base_port} leaves no room for {ports} ports")
         self.data_dir = Path(data_dir)
+        self.host = host
+        self.settings = dict(settings or {})
         self.command = list(command) if command is not None else broker_command()
         self.echo = echo
         self.log_files = log_files  # also append each node's output to DIR/node<i>/output.log
@@ -192,6 +194,25 @@ class DevCluster:
 
     def node_ids(self) -> list[int]:
         return sorted(self.nodes)
+
+    def add_node(self, wait: bool = True, timeout_s: float = START_TIMEOUT_S, **settings: Any) -> int:
+        """Start one more node (the next id, on free ports) with `join = true` and every current
+        node as its peers: it joins the running cluster by itself. Returns its id."""
+        node_id = max(self.nodes) + 1
+        base = free_base_port(2, self.host)
+        member = NodeAddress(node_id, f"{self.host}:{base}", f"{self.host}:{base + 1}")
+        peers = [NodeAddress(n.node_id, n.client_address, n.config.raft_listen or "") for n in self.nodes.values()]
+        directory = self.data_dir / f"node{node_id}"
+        config = NodeConfig(directory / "data", self.host, base, node_id, raft_listen=member.raft,
+                            peers=[*peers, member], join=True, **(self.settings | settings))
+        node = self.nodes[node_id] = NodeProcess(config, directory / "node.toml")
+        node.config_path.parent.mkdir(parents=True, exist_ok=True)
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        node.config_path.write_text(dump_node_config(config))
+        self._spawn(node_id)
+        if wait:
+            self.wait_ready([node_id], timeout_s)
+        return node_id
 
     # ------------------------------------------------------------------ lifecycle
 

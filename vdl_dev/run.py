@@ -25,6 +25,7 @@ from types import FrameType
 from typing import Any
 
 from vdl_dev.cluster import DemoCluster, start_cluster
+from vdl_dev.raw_table import raw_table_config, raw_table_path, raw_table_rows
 
 DESCRIPTION = ("Start a local VDL cluster, produce order events, run a Spark structured-streaming job from "
                "format('vdl') to a Delta table and back to a log stream, print what happened, stop everything.")
@@ -44,10 +45,11 @@ class DemoReport:
     delta_version: int = -1
     delta_orders: int = 0
     enriched_out: int = 0
+    raw_rows: int = 0  # rows of the orders stream's own Delta table (vdl_dev/raw_table.py)
 
     @property
     def ok(self) -> bool:
-        return self.delta_orders == self.records_in and self.enriched_out == self.records_in
+        return self.records_in == self.delta_orders == self.enriched_out == self.raw_rows
 
 
 LOG4J2 = """rootLogger.level = error
@@ -153,11 +155,12 @@ def _prepare(data_dir: Path | None) -> tuple[Path, bool]:
     return data_dir, False
 
 
-def _create_streams(bootstrap: str) -> None:
+def _create_streams(bootstrap: str, base: Path) -> None:
     from vdl_client import ClientSettings, VdlClient
 
     with VdlClient(ClientSettings.from_bootstrap(bootstrap, client_id="vdl-demo")) as client:
-        client.create_streams([SOURCE_STREAM, ENRICHED_STREAM])
+        client.create_stream(SOURCE_STREAM, config=raw_table_config(base))
+        client.create_streams([ENRICHED_STREAM])
 
 
 def _end_offset(bootstrap: str, stream: str) -> int:
@@ -220,8 +223,9 @@ def run_demo(records: int = 1_000_000, data_dir: Path | None = None, nodes: int 
                 cluster = start_cluster(nodes, base, log=say)
                 cluster.write_state()
                 bootstrap = cluster.bootstrap_servers
-                _create_streams(bootstrap)
-                say(f"created streams {SOURCE_STREAM!r} and {ENRICHED_STREAM!r}")
+                _create_streams(bootstrap, base)
+                say(f"created streams {SOURCE_STREAM!r} (also a Delta table: {raw_table_path(base)}) and "
+                    f"{ENRICHED_STREAM!r}")
 
                 stats = produce_workload(bootstrap, SOURCE_STREAM, WorkloadConfig(records=records, seed=seed),
                                          progress=progress)
@@ -257,9 +261,12 @@ def run_demo(records: int = 1_000_000, data_dir: Path | None = None, nodes: int 
                 say(f"enriched: {report.enriched_out:,} records out to stream {ENRICHED_STREAM!r} "
                     f"in {enrich.batches} micro-batches")
                 report.delta_rows, report.delta_version, report.delta_orders = _show_table(paths.delta_table, say)
+                report.raw_rows = raw_table_rows(raw_table_path(base), report.records_in)
+                say(f"stream {SOURCE_STREAM!r} as a Delta table: {report.raw_rows:,} rows in {raw_table_path(base)}")
                 verdict = "OK" if report.ok else "MISMATCH"
                 say(f"\n{verdict}: {report.records_in:,} produced, {report.delta_orders:,} counted in Delta, "
-                    f"{report.enriched_out:,} enriched; total {time.monotonic() - started:.1f} s")
+                    f"{report.enriched_out:,} enriched, {report.raw_rows:,} in the raw table; "
+                    f"total {time.monotonic() - started:.1f} s")
                 where = ("(a temporary directory, removed now: pass --data-dir DIR or --keep to keep it)"
                          if temporary and not keep else "")
                 say(f"Delta table: {paths.delta_table} {where}".rstrip())

@@ -164,6 +164,10 @@ class MetadataService:
         self._registered_term = group.term
         commands = []
         for member in self.config.members:
+            if member.id in self.state.membership.removed:
+                continue  # removed for good (cluster/membership.py): a stale config cannot bring it back
+            if self.config.join and member.id != self.config.node_id:
+                continue  # a joined node's peers are whoever it joined through: their own word counts
             known = self.state.nodes.get(member.id)
             if (known is None or known.client != member.client or known.raft != member.raft
                     or known.listeners != member.listeners

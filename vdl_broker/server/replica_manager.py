@@ -169,7 +169,7 @@ class ReplicaManager:
             by_node: dict[int, list[str]] = {}
             for name in sorted(names):
                 info = self.state.streams.get(name)
-                for replica in info.replicas if info is not None else ():
+                for replica in self.state.membership.hosts(info) if info is not None else ():
                     if replica != self.broker.node_id and replica in self.state.nodes:
                         by_node.setdefault(replica, []).append(name)
             await asyncio.gather(*(self._ask_node(node, asked) for node, asked in by_node.items()))
@@ -193,7 +193,7 @@ class ReplicaManager:
             partition = self._partitions.get(info.name)
             if partition is None or self._incarnations.get(info.name) != info.created_index:
                 return False
-            if len(info.replicas) == 1 and not partition.is_leader:
+            if self.state.membership.hosts(info) == (self.broker.node_id,) and not partition.is_leader:
                 return False
         return True
 
@@ -342,9 +342,12 @@ class ReplicaManager:
         partition = Partition(info.name, stream_log, self.broker.node_id, settings)
         self._configs[info.name] = info.config
         group: RaftGroup | None = None
+        # A replica the stream was created with starts from its replica set (used only if it has
+        # no saved configuration yet); one added by a reassignment joins knowing no voters.
+        voters = info.replicas if self.broker.node_id in info.replicas else ()
         try:
             group = self.broker.host.create_group(
-                f"{info.name}#{info.created_index}", info.replicas, stream_log, apply=partition.on_apply,
+                f"{info.name}#{info.created_index}", voters, stream_log, apply=partition.on_apply,
                 on_snapshot=partition.on_snapshot, resume_from_commit_point=True)
             partition.attach(group)
         except Exception:

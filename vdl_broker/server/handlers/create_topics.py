@@ -114,13 +114,14 @@ class _Capacity:
         self.state = state
         self.limit = broker.config.max_streams_per_node
         self.load = ReplicaLoad()
-        self.load.leads.update(state.load.leads)
-        self.load.holds.update(state.load.holds)
+        self.load.leads.update(state.streams.load.leads)
+        self.load.holds.update(state.streams.load.holds)
 
     def take(self, name: str, replication_factor: int | None) -> str | None:
         """Why the stream cannot be placed (a node at the limit), or None after booking it."""
         state = self.state
-        replicas = choose_replicas(state.nodes, self.load, replication_factor or state.default_replication_factor())
+        replicas = choose_replicas(state.membership.placeable(state.nodes), self.load,
+                                   replication_factor or state.default_replication_factor())
         for node in replicas:
             if self.load.holds[node] >= self.limit:
                 return (f"node {node} holds {self.load.holds[node]} streams, the limit (max_streams_per_node) is "
