@@ -4,11 +4,11 @@ hibernate regions). Part of the sans-IO core: RaftNode inherits these methods.
 
 Quiescing
     A leader with nothing to replicate for `RaftConfig.quiesce_after_heartbeats` heartbeat rounds
-    in a row -- everything committed in its own term, durable and applied here, no leadership transfer,
-    every follower caught up (match = last index, nothing in flight) or silent since the last
-    CheckQuorum round (presumed down), and a caught-up majority of voters -- sends its caught-up
-    followers (learners too)
-    one last HEARTBEAT with quiesce=True (commit = its last index) and quiesces: tick() does
+    in a row -- everything committed in its own term, durable and applied here, no leadership
+    transfer, every follower either silent since the last CheckQuorum round (presumed down) or
+    heard from and caught up (match = last index, nothing in flight), and a majority of voters
+    heard from and caught up -- sends its caught-up followers (learners too) one last HEARTBEAT
+    with quiesce=True (commit = its last index) and quiesces: tick() does
     nothing, so it sends no heartbeats and runs no CheckQuorum. A follower receiving that
     heartbeat quiesces when it holds and has committed that index (and is not recovering from
     damage) and answers quiesce=True; otherwise its ordinary answer wakes the leader. A lagging
@@ -147,7 +147,8 @@ class Quiescence:
         self.quiescent = True
         last = self.log.last_index()
         for peer in self.peers:
-            if self.progress[peer].match == last:
+            pr = self.progress[peer]
+            if pr.recent_active and pr.match == last:
                 self._send(MessageType.HEARTBEAT, peer, commit=last, index=self.ticks, quiesce=True)
         return True
 
@@ -162,8 +163,11 @@ class Quiescence:
         caught_up = 1
         for peer in self.peers:  # voters and learners
             pr = self.progress[peer]
-            if pr.match == last and pr.state == ProgressState.REPLICATE and not pr.inflight:
-                caught_up += peer in self._voter_set
-            elif pr.recent_active:
+            if not pr.recent_active:
+                continue  # silent since the last CheckQuorum round: presumed down
+            if pr.match != last or pr.state != ProgressState.REPLICATE or pr.inflight:
                 return False  # a live member still catching up
+            caught_up += peer in self._voter_set
+        # A majority heard from in this CheckQuorum round: a leader cut off from its followers
+        # never quiesces, so CheckQuorum deposes it even while reads keep waking it.
         return caught_up >= self.quorum

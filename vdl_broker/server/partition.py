@@ -333,20 +333,23 @@ class Partition:
 # just been elected, or whose heartbeat came back late on a loaded machine, usually holds it
 # again within this long, so a read waits that much before answering NOT_LEADER_OR_FOLLOWER.
 READ_LEASE_WAIT_S = 0.3
-# A read that wakes quiescent groups waits for one heartbeat round of each; hundreds of them in
-# one request (a consumer of many idle streams) take longer than one round on a loaded node.
-WOKEN_LEASE_WAIT_S = 2.0
+# A read that wakes quiescent groups waits for one heartbeat round of each: hundreds of them in
+# one request (a consumer of many idle streams) take longer than one round on a loaded node, so
+# each group woken adds this much, up to WOKEN_LEASE_WAIT_MAX_S.
+WOKEN_LEASE_WAIT_PER_GROUP_S = 0.003
+WOKEN_LEASE_WAIT_MAX_S = 2.0
 
 
 async def await_read_lease(partitions: list[Partition | RemotePartition], timeout_s: float = READ_LEASE_WAIT_S) -> None:
-    """Return once every partition that this node leads serves reads, or after `timeout_s`
-    (WOKEN_LEASE_WAIT_S when quiescent groups had to be woken for it)."""
+    """Return once every partition that this node leads serves reads, or after `timeout_s` (plus
+    WOKEN_LEASE_WAIT_PER_GROUP_S per quiescent group it had to wake)."""
     loop = asyncio.get_running_loop()
-    woken = False
+    woken = 0
     for partition in partitions:
         if partition.is_leader and not partition.serves_reads:
-            woken |= partition.wake()  # a quiescent leader has no lease: it heartbeats again now
-    deadline = loop.time() + (max(timeout_s, WOKEN_LEASE_WAIT_S) if woken else timeout_s)
+            woken += partition.wake()  # a quiescent leader has no lease: it heartbeats again now
+    extra = min(WOKEN_LEASE_WAIT_MAX_S, woken * WOKEN_LEASE_WAIT_PER_GROUP_S)
+    deadline = loop.time() + timeout_s + extra
     while any(p.is_leader and not p.serves_reads for p in partitions) and loop.time() < deadline:
         await asyncio.sleep(0.005)
 
