@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from benchmarks.bench_broker import produce_throughput
-from benchmarks.report import Report
+from benchmarks.report import Report, Series
 from vdl_dev import bulk
 from vdl_dev.dev_cluster import DevCluster, free_base_port
 
@@ -278,6 +278,12 @@ def main(argv: list[str] | None = None) -> int:
         note_parts += [n for n in (last.notes.get(key),) if n]
         report.add(title, last.values[key], unit, goal, higher, note="; ".join(note_parts))
     report.rows[0].note = (report.rows[0].note + f"; 3 nodes, replication factor 3, {fsync}").lstrip("; ")
+    for run in runs:  # the plot: idle CPU against the number of streams, the baseline dashed
+        points = [(count, run.values[f"idle cpu max {count}"]) for count in counts
+                  if f"idle cpu max {count}" in run.values]
+        report.series.append(Series(f"idle CPU per node (max), {run.label}", points, "% of a core",
+                                    baseline=run is not runs[-1], x_label="streams",
+                                    title="idle CPU per node vs streams"))
     path = report.finish()
     _attach(path, runs, counts)
     return 0
