@@ -88,7 +88,7 @@ class RaftConfig:
     # in its read lease (read_lease_tick), which must outlive any election. Drivers that serve
     # reads under the lease turn it on; the simulations elect at once without it.
     lease_after_start: bool = False
-    # Quiescence (see "Quiescence" above): a leader with nothing to replicate stops ticking and
+    # Quiescence (vdl_broker.raft.quiescence): a leader with nothing to replicate stops ticking and
     # heartbeating after this many idle heartbeat rounds; 0 = never (the metadata group, tests).
     quiesce_after_heartbeats: int = 0
     max_inflight_messages: int = 256  # appends in flight per follower (replicate state)
@@ -173,7 +173,7 @@ class RaftNode(Quiescence):
             damage.hard_state_lost or damage.through_index > self.log.last_index()
         )
         self._refetched = (0, 0)  # (term, index) of the last successful append of a leader
-        self.quiescent = False  # not ticking: see "Quiescence" in the module docstring
+        self.quiescent = False  # not ticking (vdl_broker.raft.quiescence)
         self._idle_heartbeats = 0  # leader: heartbeat rounds in a row with nothing to replicate
         self._become_follower(self.term, NONE)
         self._sync_conf()
