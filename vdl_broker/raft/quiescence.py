@@ -5,10 +5,10 @@ hibernate regions). Part of the sans-IO core: RaftNode inherits these methods.
 Quiescing
     A leader with nothing to replicate for `RaftConfig.quiesce_after_heartbeats` heartbeat rounds
     in a row -- everything committed in its own term, durable and applied here, no leadership
-    transfer, every follower either silent since the last CheckQuorum round (presumed down) or
-    heard from and caught up (match = last index, nothing in flight), and a majority of voters
-    heard from and caught up -- sends its caught-up followers (learners too) one last HEARTBEAT
-    with quiesce=True (commit = its last index) and quiesces: tick() does
+    transfer, every follower caught up (match = last index, nothing in flight) or silent since
+    the last CheckQuorum round (presumed down), and a caught-up majority of voters heard from in
+    this round -- sends its caught-up followers (learners too) one last HEARTBEAT with
+    quiesce=True (commit = its last index) and quiesces: tick() does
     nothing, so it sends no heartbeats and runs no CheckQuorum. A follower receiving that
     heartbeat quiesces when it holds and has committed that index (and is not recovering from
     damage) and answers quiesce=True; otherwise its ordinary answer wakes the leader. A lagging
@@ -147,8 +147,7 @@ class Quiescence:
         self.quiescent = True
         last = self.log.last_index()
         for peer in self.peers:
-            pr = self.progress[peer]
-            if pr.recent_active and pr.match == last:
+            if self.progress[peer].match == last:
                 self._send(MessageType.HEARTBEAT, peer, commit=last, index=self.ticks, quiesce=True)
         return True
 
@@ -160,14 +159,13 @@ class Quiescence:
         if (self.transferee != NONE or log.committed != last or log.applied != last or log.term(last) != self.term
                 or self.progress[self.id].match != last or self._broadcast or self._commit_changed):
             return False
-        caught_up = 1
+        heard = 1
         for peer in self.peers:  # voters and learners
             pr = self.progress[peer]
-            if not pr.recent_active:
-                continue  # silent since the last CheckQuorum round: presumed down
-            if pr.match != last or pr.state != ProgressState.REPLICATE or pr.inflight:
+            caught_up = pr.match == last and pr.state == ProgressState.REPLICATE and not pr.inflight
+            if not caught_up and pr.recent_active:
                 return False  # a live member still catching up
-            caught_up += peer in self._voter_set
-        # A majority heard from in this CheckQuorum round: a leader cut off from its followers
-        # never quiesces, so CheckQuorum deposes it even while reads keep waking it.
-        return caught_up >= self.quorum
+            heard += caught_up and pr.recent_active and peer in self._voter_set
+        # A caught-up majority heard from in this CheckQuorum round: a leader cut off from its
+        # followers never quiesces, so CheckQuorum deposes it even while reads keep waking it.
+        return heard >= self.quorum
