@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +26,18 @@ log = logging.getLogger("vdl_broker")
 # filesystem's journal commits them together (200 fdatasyncs: ~0.85 s one after another, ~30 ms
 # from 16 threads on this machine's disk), instead of queueing behind asyncio's default 6.
 IO_THREADS = 32
+
+
+def _raise_open_files_limit() -> None:
+    """Each stream replica keeps its active segment open: thousands of streams need more than a
+    common default soft limit of 1,024 descriptors. Raise the soft limit to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else 1 << 20  # Linux's default fs.nr_open
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as error:
+            log.warning("cannot raise the open files limit from %d to %d: %s", soft, target, error)
 
 
 def _install_event_loop_policy() -> None:
@@ -63,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _install_event_loop_policy()
+    _raise_open_files_limit()
     try:
         asyncio.run(serve(config))
     except OSError as error:
