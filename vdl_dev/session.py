@@ -31,6 +31,9 @@ SPARK_CONF = {
     # Micro-batches are small and planned anew each time: adaptive re-planning costs more than
     # it saves on a two-task shuffle of a few hundred rows.
     "spark.sql.adaptive.enabled": "false",
+    # Each micro-batch is cached for one use by two jobs: encoding its columns compactly (a
+    # dictionary scan of every string column) costs more than the memory it saves.
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
 }
 
 LOG4J2 = """rootLogger.level = error
