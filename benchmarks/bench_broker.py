@@ -3,6 +3,7 @@ produce-to-consume latency at a steady rate.
 
     .venv/bin/python -m benchmarks.bench_broker [--quick]
     .venv/bin/python -m benchmarks.bench_broker --baseline DIR [--rounds 3]
+    .venv/bin/python -m benchmarks.bench_broker --metrics [--rounds 3] [--scrape-streams 1000]
 
 100-byte records; the client runs on the same machine as the broker (2 cores shared).
 
@@ -10,6 +11,11 @@ With --baseline, DIR is a checkout of another version of this repository (for ex
 `git worktree add /tmp/vdl-before HEAD~1`): each round runs the throughput measurements once
 against a fresh broker of each version, alternating which goes first, and the table reports
 both medians and the median of the per-round ratios (this version / the baseline).
+
+With --metrics, the same alternating rounds compare this version with metrics off and on
+(`metrics_listen`, scraped every 5 s meanwhile, as Prometheus would): the goal is on >= 0.95x
+of off. Then one node with --scrape-streams streams (each with a stored batch and three groups'
+committed offsets) is scraped repeatedly: the goal is an answer within 200 ms.
 """
 
 from __future__ import annotations
@@ -42,13 +48,20 @@ def free_port() -> int:
 
 
 class Broker:
-    def __init__(self, data_dir: Path, source: Path | None = None, fsync: bool = True) -> None:
-        """A broker of this checkout, or of the checkout at `source`."""
+    def __init__(self, data_dir: Path, source: Path | None = None, fsync: bool = True,
+                 metrics: bool = False) -> None:
+        """A broker of this checkout, or of the checkout at `source`; with `metrics`, serving
+        them at `metrics_url`."""
         self.bootstrap = f"127.0.0.1:{free_port()}"
         source = (source or Path(__file__).resolve().parents[1]).resolve()
         command = [sys.executable, "-m", "vdl_broker.server.main", "--data-dir", str(data_dir),
                    "--listen", self.bootstrap, "--log-level", "WARNING", "--auto-create-streams",
                    *([] if fsync else ["--no-fsync"])]
+        self.metrics_url: str | None = None
+        if metrics:
+            address = f"127.0.0.1:{free_port()}"
+            command += ["--metrics-listen", address]
+            self.metrics_url = f"http://{address}/metrics"
         env = dict(os.environ, PYTHONPATH=str(source))
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=source, env=env)
         assert self.process.stdout is not None
@@ -73,12 +86,13 @@ def create(bootstrap: str, *topics: str) -> None:
 
 
 def _produce_worker(bootstrap: str, topic: str, count: int, acks: int,
-                    start_at: float) -> tuple[float, list[tuple[float, float]]]:
+                    start_at: float, conf: dict[str, str] | None = None) -> tuple[float, list[tuple[float, float]]]:
     """One producer process: `count` 100-byte records; returns when all were acknowledged and
-    (wall time, records acknowledged) samples taken along the way."""
+    (wall time, records acknowledged) samples taken along the way. `conf`: more librdkafka
+    properties (security)."""
     import confluent_kafka
 
-    producer = confluent_kafka.Producer({
+    producer = confluent_kafka.Producer(dict(conf or {}) | {
         "bootstrap.servers": bootstrap, "linger.ms": 5, "acks": acks, "batch.size": 1_000_000,
         "batch.num.messages": 100_000, "queue.buffering.max.messages": 2_000_000,
         "queue.buffering.max.kbytes": 2_000_000, "compression.type": "none", "enable.idempotence": False,
@@ -125,14 +139,15 @@ class Throughput:
     counts: list[tuple[float, float]]
 
 
-def produce_run(bootstrap: str, topic: str, count: int, acks: int, processes: int) -> Throughput:
+def produce_run(bootstrap: str, topic: str, count: int, acks: int, processes: int,
+                conf: dict[str, str] | None = None) -> Throughput:
     """`count` 100-byte records from `processes` confluent-kafka producers, linger 5 ms."""
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(processes) as pool:
         # Every producer process started, connected and warmed up before the clock starts.
         start_at = time.time() + 3.0
-        futures = [pool.submit(_produce_worker, bootstrap, topic, count // processes, acks, start_at)
+        futures = [pool.submit(_produce_worker, bootstrap, topic, count // processes, acks, start_at, conf)
                    for _ in range(processes)]
         results = [future.result() for future in futures]
     finished = max(end for end, _ in results)
@@ -145,13 +160,15 @@ def produce_throughput(bootstrap: str, topic: str, count: int, acks: int, proces
     return produce_run(bootstrap, topic, count, acks, processes).rate
 
 
-def kcat_consume(bootstrap: str, topic: str, count: int) -> float:
-    """Records/s for kcat reading `count` records from the start to the end of a stream."""
+def kcat_consume(bootstrap: str, topic: str, count: int, conf: dict[str, str] | None = None) -> float:
+    """Records/s for kcat reading `count` records from the start to the end of a stream
+    (`conf`: more librdkafka properties, e.g. security)."""
+    extra = [arg for key, value in (conf or {}).items() for arg in ("-X", f"{key}={value}")]
     started = time.perf_counter()
     # librdkafka client tuning: big fetches, a local queue big enough that a 16 MB fetch does not
     # park the fetcher for its 1 s re-check ("queued.min.messages exceeded"), and a short
     # fetch.wait.max.ms so the end of the stream (-e) is noticed without a 500 ms long poll.
-    result = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q",
+    result = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q", *extra,
                              "-X", "fetch.max.bytes=52428800", "-X", "fetch.message.max.bytes=16777216",
                              "-X", "queued.min.messages=10000000", "-X", "queued.max.messages.kbytes=2097151",
                              "-X", "fetch.wait.max.ms=10", "-f", "\n"], capture_output=True, timeout=600)
@@ -248,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help="rounds; each value reported is the median (default 3)")
     parser.add_argument("--baseline", type=Path, metavar="DIR",
                         help="a checkout of another version to compare with, round by round")
+    parser.add_argument("--metrics", action="store_true",
+                        help="compare metrics off and on, round by round, then time scrapes of a node with many streams")
+    parser.add_argument("--scrape-streams", type=int, default=1000, help="streams of the scrape measurement (default 1000)")
     args = parser.parse_args(argv)
     produce_count = 200_000 if args.quick else 2_000_000
     latency_seconds = 2.0 if args.quick else 5.0
@@ -256,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.baseline / "vdl_broker" / "server" / "main.py").is_file():
             parser.error(f"--baseline {args.baseline}: not a checkout of this repository (no vdl_broker/server/main.py)")
         return compare(args.baseline, rounds, produce_count, args.producers)
+    if args.metrics:
+        from benchmarks.metrics_cost import compare_metrics_one_node
+
+        return compare_metrics_one_node(rounds, produce_count, args.producers, args.scrape_streams)
     report = Report("bench_broker")
     observed: list[dict[str, list]] = []
     with tempfile.TemporaryDirectory(prefix="vdl-bench-") as tmp:

@@ -1,6 +1,7 @@
 """Replication benchmark: a 3-node dev cluster on this machine.
 
     .venv/bin/python -m benchmarks.bench_replication [--quick] [--no-fsync]
+    .venv/bin/python -m benchmarks.bench_replication --metrics [--rounds 3] [--no-fsync]
 
 - produce throughput: confluent-kafka producer processes, 100-byte records, acks=-1
   (majority commit), linger 5 ms -- goal >= 300,000 records/s, and >= 0.8x of one node's
@@ -10,6 +11,9 @@
 - failover: kill -9 of the stream's leader to the first acknowledged acks=-1 produce at any
   node, several kills (the killed node restarted and back in sync in between) -- goal median
   <= 2 s.
+
+With --metrics: alternating rounds of fresh clusters with metrics off and on (scraped every 5 s
+meanwhile), acks=-1 throughput; the goal is on >= 0.95x of off (benchmarks/metrics_cost.py).
 
 Clients, brokers and Raft traffic share the machine's cores; numbers are for this machine.
 """
@@ -167,11 +171,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-fsync", action="store_true", help="run the nodes with fsync off")
     parser.add_argument("--rounds", type=int,
                         help="throughput and latency rounds; each value reported is the median (default 3, quick 1)")
+    parser.add_argument("--metrics", action="store_true", help="compare metrics off and on, round by round")
     args = parser.parse_args(argv)
     count = 200_000 if args.quick else 2_000_000
     latency_seconds = 2.0 if args.quick else 5.0
     kills = args.kills or (3 if args.quick else 5)
     rounds = args.rounds or (1 if args.quick else 3)
+    if args.metrics:
+        from benchmarks.metrics_cost import compare_metrics_cluster
+
+        return compare_metrics_cluster(rounds, count, args.producers, fsync=not args.no_fsync)
     runs: dict[str, list[Throughput]] = {"cluster": [], "single": []}
     latencies: dict[str, list[list[float]]] = {"cluster": [], "single": []}
     report = Report("bench_replication")

@@ -40,6 +40,7 @@ from vdl_broker.listeners import (
     parse_listeners,
     parse_mechanisms,
     parse_string_list,
+    security_problem,
 )
 from vdl_broker.protocol.address import AddressError
 from vdl_broker.protocol.address import split_host_port as split_listen_address
@@ -118,6 +119,15 @@ class NodeConfig:
     peers: list[NodeAddress] = field(default_factory=list)
     # Prometheus text at http://HOST:PORT/metrics (vdl_broker/metrics); None: no endpoint.
     metrics_listen: str | None = None
+    # A new node joining a running cluster: `peers` names at least one member; the node asks
+    # it to be added (learner of the metadata group, then voter: vdl_broker/cluster/membership.py).
+    join: bool = False
+    # Bytes per second this node sends to replicas catching up (learners of a reassignment, a
+    # follower far behind), so a reassignment does not starve producers (raft/throttle.py).
+    recovery_rate_bytes: int = 100 * MIB
+    # How often a node leading more than its share of streams hands some to their preferred
+    # leaders (server/leader_balancer.py); 0: never by itself (`vdl streams elect-preferred`).
+    leader_balance_interval_ms: int = 300_000
     # Security (vdl_broker/listeners.py). No `listeners`: one PLAINTEXT listener on host:port
     # (`listen`); with them, host:port is the first one's.
     listeners: list[Listener] = field(default_factory=list)
@@ -180,7 +190,9 @@ class NodeConfig:
 
     @property
     def voter_ids(self) -> list[int]:
-        return [member.id for member in self.members]
+        """The metadata group's voters when this node creates it; none for a joining node (it
+        learns them from the members it joins)."""
+        return [] if self.join else [member.id for member in self.members]
 
     def raft_peers(self) -> dict[int, tuple[str, int]]:
         """Raft addresses of the other nodes."""
@@ -228,6 +240,10 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-request-bytes", type=int)
     parser.add_argument("--offsets-retention-minutes", type=int)
     parser.add_argument("--offsets-retention-check-ms", type=int)
+    parser.add_argument("--join", action=argparse.BooleanOptionalAction, default=None,
+                        help="join the running cluster named by [[peers]] (a new node)")
+    parser.add_argument("--recovery-rate-bytes", type=int)
+    parser.add_argument("--leader-balance-interval-ms", type=int)
     parser.add_argument("--no-fsync", dest="fsync", action="store_false", default=None,
                         help="skip fsync (tests only: acknowledged data may be lost on power failure)")
     parser.add_argument("--log-level")
@@ -403,6 +419,13 @@ def validate(config: NodeConfig) -> None:
         raise ConfigError(f"node_id must be a positive integer, got {config.node_id}")
     if config.peers and config.raft_listen is None:
         raise ConfigError("raft_listen is required when peers are given (the address other nodes reach this one at)")
+    if config.join and not any(peer.id != config.node_id for peer in config.peers):
+        raise ConfigError("join = true needs peers naming at least one member of the cluster to join")
+    if config.recovery_rate_bytes < 1024:
+        raise ConfigError(f"recovery_rate_bytes must be at least 1024 (bytes per second), "
+                          f"got {config.recovery_rate_bytes}")
+    if config.leader_balance_interval_ms < 0:
+        raise ConfigError(f"leader_balance_interval_ms must be >= 0 (0: off), got {config.leader_balance_interval_ms}")
     for peer in config.peers:
         if peer.id == config.node_id and (peer.client not in (config.listen, config.client_address)
                                           or peer.raft != config.raft_listen):
@@ -411,25 +434,9 @@ def validate(config: NodeConfig) -> None:
         if peer.id == config.node_id and peer.rack is not None and peer.rack != config.rack:
             raise ConfigError(f"peers entry for this node ({config.node_id}) names rack {peer.rack!r}, "
                               f"but its rack setting is {config.rack!r}")
-    validate_security(config)
-
-
-def validate_security(config: NodeConfig) -> None:
-    tls = [str(lst) for lst in config.client_listeners if lst.tls]
-    if tls and not (config.ssl_certfile and config.ssl_keyfile):
-        raise ConfigError(f"ssl_certfile and ssl_keyfile are required by the TLS listener(s) {', '.join(tls)}")
-    if config.ssl_client_auth != "none" and not config.ssl_cafile:
-        raise ConfigError(f"ssl_client_auth = {config.ssl_client_auth} needs ssl_cafile (the CA that signs "
-                          "client certificates)")
-    if bool(config.ssl_certfile) != bool(config.ssl_keyfile):
-        raise ConfigError("ssl_certfile and ssl_keyfile go together")
-    for setting in ("ssl_certfile", "ssl_keyfile", "ssl_cafile"):
-        path = getattr(config, setting)
-        if path and not Path(path).is_file():
-            raise ConfigError(f"{setting}: no such file {path}")
-    names = [user.name for user in config.bootstrap_users]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"bootstrap_users: a user is named twice in {names}")
+    problem = security_problem(config)
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def _toml_value(value: Any) -> str:

@@ -39,6 +39,7 @@ from vdl_broker.listeners import Listener
 from vdl_broker.protocol.messages.metadata import MetadataRequest
 from vdl_client.connection import request_once
 from vdl_client.security import SecuritySettings
+from vdl_client.settings import VdlClientError
 
 READY_PREFIX = "vdl-broker listening on "
 START_TIMEOUT_S = 30.0
@@ -133,6 +134,8 @@ class DevCluster:
         if not 0 < base_port <= 65535 - ports:
             raise ValueError(f"base port {base_port} leaves no room for {ports} ports")
         self.data_dir = Path(data_dir)
+        self.host = host
+        self.settings = dict(settings or {})
         self.command = list(command) if command is not None else broker_command()
         self.echo = echo
         self.log_files = log_files  # also append each node's output to DIR/node<i>/output.log
@@ -191,6 +194,25 @@ class DevCluster:
 
     def node_ids(self) -> list[int]:
         return sorted(self.nodes)
+
+    def add_node(self, wait: bool = True, timeout_s: float = START_TIMEOUT_S, **settings: Any) -> int:
+        """Start one more node (the next id, on free ports) with `join = true` and every current
+        node as its peers: it joins the running cluster by itself. Returns its id."""
+        node_id = max(self.nodes) + 1
+        base = free_base_port(2, self.host)
+        member = NodeAddress(node_id, f"{self.host}:{base}", f"{self.host}:{base + 1}")
+        peers = [NodeAddress(n.node_id, n.client_address, n.config.raft_listen or "") for n in self.nodes.values()]
+        directory = self.data_dir / f"node{node_id}"
+        config = NodeConfig(directory / "data", self.host, base, node_id, raft_listen=member.raft,
+                            peers=[*peers, member], join=True, **(self.settings | settings))
+        node = self.nodes[node_id] = NodeProcess(config, directory / "node.toml")
+        node.config_path.parent.mkdir(parents=True, exist_ok=True)
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        node.config_path.write_text(dump_node_config(config))
+        self._spawn(node_id)
+        if wait:
+            self.wait_ready([node_id], timeout_s)
+        return node_id
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -359,7 +381,7 @@ class DevCluster:
                     response = fetch_metadata(node.client_address, [], timeout_s=1.0, security=self.client_security)
                     if {b.node_id for b in response.brokers} != expected:
                         pending.append(node.node_id)
-                except (OSError, ValueError):
+                except (OSError, ValueError, VdlClientError):  # a login refused: users not applied yet
                     pending.append(node.node_id)
             if not pending:
                 return
@@ -395,19 +417,38 @@ def fetch_metadata(address: str, topics: Sequence[str] | None, timeout_s: float 
 
 
 def run_dev_cluster(nodes: int, data_dir: Path, base_port: int, *, command: Sequence[str] | None = None,
-                    settings: dict[str, Any] | None = None) -> int:
-    """Run the cluster in the foreground until Ctrl-C or SIGTERM; returns the exit status."""
-    cluster = DevCluster(nodes, data_dir, base_port, command=command, settings=settings, echo=True, metrics=True)
+                    settings: dict[str, Any] | None = None, secure: bool = False) -> int:
+    """Run the cluster in the foreground until Ctrl-C or SIGTERM; returns the exit status.
+    `secure`: SASL_SSL listeners, Raft mutual TLS, ACLs and an admin (vdl_dev/secure.py)."""
+    setup = None
+    options: dict[str, Any] = {}
+    if secure:
+        from vdl_dev.secure import prepare
+
+        setup = prepare(Path(data_dir), nodes)
+        settings = dict(settings or {}) | setup.settings
+        options = {"protocols": ("SASL_SSL",), "tls_dir": setup.tls_dir, "client_security": setup.client_security,
+                   "env": setup.env}
+    cluster = DevCluster(nodes, data_dir, base_port, command=command, settings=settings, echo=True, metrics=True,
+                         **options)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
             cluster.start()
+            if setup is not None:  # the printed properties work from the first try
+                cluster.wait_for_brokers()
         except (RuntimeError, TimeoutError) as error:
             cluster.say(f"vdl dev-cluster: {error}", sys.stderr)
             return 1
         cluster.say(f"vdl dev-cluster: {nodes} node(s) running; bootstrap servers: {cluster.bootstrap_servers}")
         cluster.say("vdl dev-cluster: metrics: " + " ".join(cluster.metrics_urls().values()))
+        if setup is not None:
+            cluster.say(f"vdl dev-cluster: SASL_SSL, authorizer acl, super user {setup.properties['sasl.username']}; "
+                        f"client properties in {setup.properties_path} (vdl ... --config {setup.properties_path}, "
+                        f"kcat -F {setup.properties_path}):")
+            for line in setup.properties_text().splitlines():
+                cluster.say(f"    {line}")
         cluster.say("vdl dev-cluster: press Ctrl-C to stop")
         reported: set[int] = set()
         while not stop.wait(0.2):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from vdl_dev.cluster import DemoCluster, start_cluster
+from vdl_dev.raw_table import raw_table_config, raw_table_path, raw_table_rows
 from vdl_dev.session import (
     create_spark_session,
     deferred_interrupts,
@@ -49,17 +50,20 @@ class DemoReport:
     delta_version: int = -1
     delta_orders: int = 0
     enriched_out: int = 0
+    raw_rows: int = 0  # rows of the orders stream's own Delta table (vdl_dev/raw_table.py)
 
     @property
     def ok(self) -> bool:
-        return self.delta_orders == self.records_in and self.enriched_out == self.records_in
+        return self.records_in == self.delta_orders == self.enriched_out == self.raw_rows
 
 
-def create_streams(bootstrap: str) -> None:
+def create_streams(bootstrap: str, base: Path | None = None) -> None:
+    """The demo's streams; with `base`, the orders stream is also a raw Delta table under it."""
     from vdl_client import ClientSettings, VdlClient
 
     with VdlClient(ClientSettings.from_bootstrap(bootstrap, client_id="vdl-demo")) as client:
-        client.create_streams([SOURCE_STREAM, ENRICHED_STREAM])
+        client.create_stream(SOURCE_STREAM, config=raw_table_config(base) if base is not None else None)
+        client.create_streams([ENRICHED_STREAM])
 
 
 def end_offset(bootstrap: str, stream: str) -> int:
@@ -174,8 +178,9 @@ def run_demo(records: int = 1_000_000, data_dir: Path | None = None, nodes: int 
                 cluster = start_cluster(nodes, base, log=say)
                 cluster.write_state()
                 bootstrap = cluster.bootstrap_servers
-                create_streams(bootstrap)
-                say(f"created streams {SOURCE_STREAM!r} and {ENRICHED_STREAM!r}")
+                create_streams(bootstrap, base)
+                say(f"created streams {SOURCE_STREAM!r} (also a Delta table: {raw_table_path(base)}) and "
+                    f"{ENRICHED_STREAM!r}")
 
                 producer = BackgroundProducer(bootstrap, WorkloadConfig(records=records, seed=seed), progress=False)
                 from vdl_dev.pipeline import PipelinePaths, query_stats, read_orders, start_pipeline
@@ -212,9 +217,12 @@ def run_demo(records: int = 1_000_000, data_dir: Path | None = None, nodes: int 
                     f"{len(pipeline.sink.skipped)}")
                 say(f"enriched: {report.enriched_out:,} records out to stream {ENRICHED_STREAM!r}")
                 report.delta_rows, report.delta_version, report.delta_orders = _show_table(paths.delta_table, say)
+                report.raw_rows = raw_table_rows(raw_table_path(base), report.records_in)
+                say(f"stream {SOURCE_STREAM!r} as a Delta table: {report.raw_rows:,} rows in {raw_table_path(base)}")
                 verdict = "OK" if report.ok else "MISMATCH"
                 say(f"\n{verdict}: {report.records_in:,} produced, {report.delta_orders:,} counted in Delta, "
-                    f"{report.enriched_out:,} enriched; total {time.monotonic() - started:.1f} s")
+                    f"{report.enriched_out:,} enriched, {report.raw_rows:,} in the raw table; "
+                    f"total {time.monotonic() - started:.1f} s")
                 where = ("(a temporary directory, removed now: pass --data-dir DIR or --keep to keep it)"
                          if temporary and not keep else "")
                 say(f"Delta table: {paths.delta_table} {where}".rstrip())

@@ -103,7 +103,8 @@ def test_demo_delta_table_equals_independent_aggregates(tmp_path: Path, spark: A
     assert code == 0, output
     assert time.monotonic() - started < 300
     assert "started a 3-node VDL cluster" in output, output
-    assert f"OK: {RECORDS:,} produced, {RECORDS:,} counted in Delta, {RECORDS:,} enriched" in output, output
+    assert f"OK: {RECORDS:,} produced, {RECORDS:,} counted in Delta, {RECORDS:,} enriched, {RECORDS:,} in the raw " \
+           "table" in output, output
     assert not _alive(seen), f"left behind: {_alive(seen)}\n{output}"
     state = json.loads((tmp_path / "cluster.json").read_text())
     assert not _alive({n["pid"] for n in state["nodes"].values()})
@@ -111,6 +112,12 @@ def test_demo_delta_table_equals_independent_aggregates(tmp_path: Path, spark: A
     delta = delta_frame(spark, tmp_path / "delta" / "orders_per_minute")
     oracle = oracle_frame(spark, (v for _, v in events(WorkloadConfig(records=RECORDS, seed=SEED))))
     assert_df_equality(delta, oracle, ignore_nullable=True)
+    from deltalake import DeltaTable
+
+    raw = DeltaTable(str(tmp_path / "delta" / "orders_raw")).to_pyarrow_table(columns=["offset", "value"])
+    assert sorted(raw.column("offset").to_pylist()) == list(range(RECORDS))
+    assert sorted(raw.column("value").to_pylist()) == sorted(v for _, v in events(WorkloadConfig(records=RECORDS,
+                                                                                               seed=SEED)))
 
 
 @pytest.mark.timeout(200)

@@ -324,14 +324,17 @@ def committed_prefix_problems(images: dict[int, LogImage], leader: int, hw: int)
     return problems
 
 
-def wait_logs_converged(cluster: DevCluster, stream: str, timeout: float = 30.0) -> dict[int, LogImage]:
-    """Wait (writes stopped) until every node's committed log equals the leader's byte for byte;
-    returns the images. Raises with the last differences at the deadline."""
+def wait_logs_converged(cluster: DevCluster, stream: str, timeout: float = 30.0,
+                        nodes: Sequence[int] | None = None) -> dict[int, LogImage]:
+    """Wait (writes stopped) until every node's (or every one of `nodes`') committed log equals
+    the leader's byte for byte; returns the images. Raises with the last differences at the
+    deadline."""
     leader, hw = high_watermark(cluster, stream)
     state: dict[str, Any] = {}
+    holders = list(nodes) if nodes is not None else cluster.node_ids()
 
     def converged() -> bool:
-        images = {i: read_log_image(cluster, i, stream) for i in cluster.node_ids()}
+        images = {i: read_log_image(cluster, i, stream) for i in holders}
         state["images"], state["problems"] = images, committed_prefix_problems(images, leader, hw)
         return not state["problems"]
 

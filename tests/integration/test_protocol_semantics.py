@@ -170,7 +170,10 @@ def test_metadata_auto_create(broker_factory) -> None:
         # As Kafka: the request that creates the stream answers LEADER_NOT_AVAILABLE, the
         # client asks again until the new stream's leader serves.
         assert c.request(request, 8).topics[0].error_code == ErrorCode.LEADER_NOT_AVAILABLE
-        topic = wait_until(lambda: next((t for t in c.request(request, 8).topics if t.error_code == 0), None),
+        # The stream is listed (topic error 0) before its leader serves: the partition answers
+        # LEADER_NOT_AVAILABLE meanwhile, as Kafka does.
+        topic = wait_until(lambda: next((t for t in c.request(request, 8).topics
+                                         if t.error_code == 0 and t.partitions[0].error_code == 0), None),
                            message="the auto-created stream never got a leader")
         assert topic.name == "made" and topic.partitions[0].leader_id == 1
         assert c.metadata(None).topics[0].name == "made"

@@ -123,6 +123,16 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
     51: (lambda: m.AlterUserScramCredentialsRequest(deletions=[m.AlterUserScramCredentialsRequest
                                                                .ScramCredentialDeletion(name="eve", mechanism=1)]),
          lambda r: [x.error_code for x in r.results], [CLUSTER_DENIED]),
+    43: (lambda: m.ElectLeadersRequest(election_type=0, topic_partitions=[
+            m.ElectLeadersRequest.TopicPartitions(topic=STREAM, partitions=[0])]),
+         lambda r: [r.error_code, *topic_errors(r, "replica_election_results", "partition_result")],
+         [CLUSTER_DENIED, CLUSTER_DENIED]),
+    45: (lambda: m.AlterPartitionReassignmentsRequest(topics=[m.AlterPartitionReassignmentsRequest.ReassignableTopic(
+            name=STREAM, partitions=[m.AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition(
+                partition_index=0, replicas=[1])])]), lambda r: [r.error_code], [CLUSTER_DENIED]),
+    46: (lambda: m.ListPartitionReassignmentsRequest(), lambda r: [r.error_code], [CLUSTER_DENIED]),
+    10000: (lambda: m.VdlNodesRequest(action="decommission", node_id=1), lambda r: [r.error_code],
+            [CLUSTER_DENIED]),
 }
 
 

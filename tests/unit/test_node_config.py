@@ -103,12 +103,33 @@ def test_rack_from_toml_flag_and_peers(tmp_path: Path) -> None:
     ({"segment_bytes": "big"}, "segment_bytes must be an integer"),
     ({"mystery": 1}, "unknown setting 'mystery'"),
     ({"log_level": 3}, "log_level must be a string"),
+    ({"join": True}, "join = true needs peers naming at least one member"),
+    ({"join": True, "peers": [{"id": 2, "client": "h:1", "raft": "h:2"}]}, "join = true needs peers"),
+    ({"join": "yes"}, "join must be true or false"),
+    ({"recovery_rate_bytes": 0}, "recovery_rate_bytes must be at least 1024"),
+    ({"leader_balance_interval_ms": -1}, "leader_balance_interval_ms must be >= 0"),
 ])
 def test_errors_name_the_setting(change: dict, message: str) -> None:
     table = {"node_id": 2, "data_dir": "d", "listen": "h:1", "raft_listen": "h:2", **change}
     table = {key: value for key, value in table.items() if value is not None}
     with pytest.raises(ConfigError, match=message):
         config_from_table(table)
+
+
+def test_membership_settings_default_and_round_trip(tmp_path: Path) -> None:
+    defaults = config_from_table({"data_dir": "d"})
+    assert (defaults.join, defaults.recovery_rate_bytes, defaults.leader_balance_interval_ms) == \
+        (False, 100 * 1024 * 1024, 300_000)
+    table = {"node_id": 4, "data_dir": str(tmp_path), "listen": "h:1", "raft_listen": "h:2", "join": True,
+             "recovery_rate_bytes": 1 << 20, "leader_balance_interval_ms": 0,
+             "peers": [{"id": 1, "client": "a:1", "raft": "a:2"}]}
+    config = config_from_table(table)
+    assert config.voter_ids == []  # a joining node creates no metadata group of its own
+    (tmp_path / "node.toml").write_text(dump_node_config(config))
+    assert load_node_config(tmp_path / "node.toml") == config
+    flags = load_config(["--data-dir", str(tmp_path), "--recovery-rate-bytes", "4096",
+                         "--leader-balance-interval-ms", "1000"])
+    assert (flags.recovery_rate_bytes, flags.leader_balance_interval_ms) == (4096, 1000)
 
 
 def test_metrics_listen_is_off_by_default_and_round_trips(tmp_path: Path) -> None:

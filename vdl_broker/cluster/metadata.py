@@ -17,12 +17,14 @@ written by VDL 0.1 carry it as the value of a RecordBatch in a DATA entry; both 
     consumer-group commands (committed offsets, settled generations): see cluster/groups.py
     SCRAM users: see cluster/users.py; ACLs: see cluster/acls.py
     {"op": "alter_stream_config", "name": "events", ...}: see cluster/stream_configs.py
+    node states (joining, decommissioning, removing), removed nodes and replica reassignments:
+    see cluster/membership.py
 
 Replica sets are chosen when the command is applied (not when proposed), from the state at
 that point, so concurrent creations still balance: the first replica is the preferred leader,
 picked among the nodes leading the fewest streams, then the rest among the nodes holding the
-fewest replicas (ties by node id). Replication factor 1, 3 or 5; default 3, or every node when
-the cluster has fewer.
+fewest replicas (ties by node id), among the active nodes (cluster/membership.py). Replication
+factor 1, 3 or 5; default 3, or every node when the cluster has fewer.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import Any
 
 from vdl_broker.cluster.acls import ACL_OPS, AclsState
 from vdl_broker.cluster.groups import GROUP_OPS, GroupsState
+from vdl_broker.cluster.membership import MEMBERSHIP_OPS, MembershipState
 from vdl_broker.cluster.stream_configs import CONFIG_OPS, ConfigProblem, apply_alter, validated
 from vdl_broker.cluster.users import USER_OPS, UsersState
 from vdl_broker.protocol.records.record_batch import read_records
@@ -188,6 +191,7 @@ class ClusterState:
         self.nodes: dict[int, NodeInfo] = {}
         self.streams: dict[str, StreamInfo] = {}
         self.groups = GroupsState()
+        self.membership = MembershipState()
         self.users = UsersState()
         self.acls = AclsState()
         self.applied_index = 0
@@ -196,14 +200,15 @@ class ClusterState:
     # -- queries
 
     def streams_on(self, node_id: int) -> list[StreamInfo]:
-        return [s for s in self.streams.values() if node_id in s.replicas]
+        """The streams with a replica on `node_id`, those being moved onto or off it included."""
+        return [s for s in self.streams.values() if node_id in self.membership.hosts(s)]
 
     def result_for(self, index: int) -> list[ApplyResult] | None:
         """The results of the entry at Raft index `index` (recent entries only)."""
         return self._results.get(index)
 
     def default_replication_factor(self) -> int:
-        return min(DEFAULT_REPLICATION_FACTOR, max(1, len(self.nodes)))
+        return min(DEFAULT_REPLICATION_FACTOR, max(1, len(self.membership.placeable(self.nodes))))
 
     def check_create(self, name: str, replication_factor: int | None,
                      config: dict[str, Any] | None = None) -> ApplyResult | None:
@@ -250,6 +255,13 @@ class ClusterState:
             return ApplyResult(index, op, Outcome.OK)
         if op in CONFIG_OPS:
             return self._alter_config(index, command)
+        if op in MEMBERSHIP_OPS:
+            error = self.membership.apply(op, command, self.nodes, self.streams)
+            if error is not None:
+                return ApplyResult(index, op, Outcome.INVALID_COMMAND, error)
+            if op == "join_node":
+                return replace(self._register_node(index, command), op=op)
+            return ApplyResult(index, op, Outcome.OK, stream=self.streams.get(command.get("name", "")))
         return ApplyResult(index, str(op), Outcome.INVALID_COMMAND, f"unknown command {command!r:.200}")
 
     def _init_cluster(self, index: int, command: dict[str, Any]) -> ApplyResult:
@@ -270,6 +282,8 @@ class ClusterState:
                 or not all(isinstance(item, str) for item in listeners)
                 or not (rack is None or (isinstance(rack, str) and rack))):
             return ApplyResult(index, "register_node", Outcome.INVALID_COMMAND, "bad register_node")
+        if node_id in self.membership.removed:
+            return ApplyResult(index, "register_node", Outcome.INVALID_COMMAND, f"node {node_id} was removed")
         if rack is None and node_id in self.nodes:
             rack = self.nodes[node_id].rack  # a registrar that does not know the rack keeps it
         node = NodeInfo(node_id, client, raft, tuple(listeners), rack)
@@ -290,11 +304,12 @@ class ClusterState:
             if isinstance(rf, bool) or not isinstance(rf, int) or rf not in ALLOWED_REPLICATION_FACTORS:
                 return ApplyResult(index, op, Outcome.INVALID_REPLICATION_FACTOR,
                                    f"replication factor must be one of {ALLOWED_REPLICATION_FACTORS}, got {rf!r}")
-            if rf > len(self.nodes):
+            active = len(self.membership.placeable(self.nodes))
+            if rf > active:
                 return ApplyResult(index, op, Outcome.INVALID_REPLICATION_FACTOR,
-                                   f"replication factor {rf} exceeds the {len(self.nodes)} node(s) of the cluster")
-        if not self.nodes:
-            return ApplyResult(index, op, Outcome.INVALID_REPLICATION_FACTOR, "the cluster has no nodes yet")
+                                   f"replication factor {rf} exceeds the {active} active node(s) of the cluster")
+        if not self.membership.placeable(self.nodes):
+            return ApplyResult(index, op, Outcome.INVALID_REPLICATION_FACTOR, "the cluster has no active nodes yet")
         return None
 
     def _create_stream(self, index: int, command: dict[str, Any]) -> ApplyResult:
@@ -308,7 +323,8 @@ class ClusterState:
                 return ApplyResult(index, "create_stream", Outcome.INVALID_COMMAND, f"adopt_on: no node {adopt_on!r}")
             replicas: tuple[int, ...] = (adopt_on,)
         else:
-            replicas = choose_replicas(self.nodes, self.streams.values(), rf or self.default_replication_factor())
+            replicas = choose_replicas(self.membership.placeable(self.nodes), self.streams.values(),
+                                       rf or self.default_replication_factor())
         stream = StreamInfo(name, replicas, dict(config), index, adopted=adopt_on is not None)
         self.streams[name] = stream
         return ApplyResult(index, "create_stream", Outcome.OK, stream=stream)
@@ -330,6 +346,7 @@ class ClusterState:
         if stream is None:
             return ApplyResult(index, "delete_stream", Outcome.UNKNOWN, f"no stream {name!r}")
         self.groups.drop_stream(name)
+        self.membership.drop_stream(name)
         return ApplyResult(index, "delete_stream", Outcome.OK, stream=stream)
 
 

@@ -160,6 +160,10 @@ class MetadataService:
         self._registered_term = group.term
         commands = []
         for member in self.config.members:
+            if member.id in self.state.membership.removed:
+                continue  # removed for good (cluster/membership.py): a stale config cannot bring it back
+            if self.config.join and member.id != self.config.node_id:
+                continue  # a joined node's peers are whoever it joined through: their own word counts
             known = self.state.nodes.get(member.id)
             if (known is None or known.client != member.client or known.raft != member.raft
                     or known.listeners != member.listeners
@@ -171,8 +175,12 @@ class MetadataService:
             # that sees it knows every stream adopted here.
             legacy = self._legacy_streams() if self._legacy_streams is not None else []
             commands += [adopt_stream_command(name, self.config.node_id) for name in legacy]
+            # Bootstrap users before the id too: a node serves once it sees the id, and its first
+            # clients must find the admin user there.
+            commands += self._bootstrap_user_commands()
             commands.append(init_cluster_command(new_cluster_id()))
-        commands += self._bootstrap_user_commands()
+        else:
+            commands += self._bootstrap_user_commands()
         for command in commands:
             try:
                 group.propose(encode_command(command), EntryType.METADATA)

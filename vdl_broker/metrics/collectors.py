@@ -8,7 +8,7 @@ What each node reports, so that a sum over nodes counts every stream once:
 - vdl_unavailable_streams: local replicas that know no serving leader (none elected, or this
   node elected but not serving yet). Unavailable streams have no leader to report them, so every
   replica reports its own view: alert on max() over nodes, not sum().
-- per Raft group (streams and "__metadata"): elections this node won;
+- per Raft group (streams and "__metadata"): elections this node won (from its first win);
 - the node: size and free bytes of the data directory's disk, open client connections.
 """
 
@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
+from prometheus_client.samples import Sample
 
 
 class BrokerView(Protocol):
@@ -72,35 +73,48 @@ class BrokerCollector:
         yield from _families().values()
 
     def collect(self) -> Iterator[Metric]:
+        # A scrape of a node with thousands of streams must stay well under a second: samples
+        # are appended directly (one label dict per stream, shared by its samples), not through
+        # add_metric's per-call zip and dict.
         broker = self.broker
+        node_id = broker.node_id
         f = _families()
+        hw_samples, start_samples = f["hw"].samples, f["start"].samples
+        size_samples, leader_samples, lag_samples = f["size"].samples, f["leader"].samples, f["lag"].samples
         under = unavailable = 0
         led: dict[str, int] = {}  # stream -> high watermark, for streams this node serves
         for partition in broker.replicas.all():
-            name = partition.name
             group = partition.group
             if group is None or partition.closed:
                 continue
+            name = partition.name
+            labels = {"stream": name}
             leads = partition.is_leader
             hw = partition.high_watermark
-            f["hw"].add_metric([name], hw)
-            f["start"].add_metric([name], partition.log_start_offset)
-            f["size"].add_metric([name], partition.log.size_bytes)
-            f["leader"].add_metric([name], 1 if leads else 0)
+            hw_samples.append(Sample("vdl_stream_high_watermark", labels, hw))
+            start_samples.append(Sample("vdl_stream_log_start_offset", labels, partition.log_start_offset))
+            size_samples.append(Sample("vdl_stream_size_bytes", labels, partition.log.size_bytes))
+            leader_samples.append(Sample("vdl_stream_is_leader", labels, 1 if leads else 0))
             if leads:
                 led[name] = hw
-                last = group.last_index
-                for peer, status in sorted(group.peer_status().items()):
-                    if peer != broker.node_id:
-                        f["lag"].add_metric([name, str(peer)], max(0, last - status.match))
-                if len(group.in_sync_replicas(self.isr_max_lag_entries)) < len(group.voters):
-                    under += 1
-            elif group.stopped or group.leader_id in (0, broker.node_id):
+                if len(group.voters) > 1:
+                    last = group.last_index
+                    for peer, status in sorted(group.peer_status().items()):
+                        if peer != node_id:
+                            lag_samples.append(Sample("vdl_raft_follower_lag_entries",
+                                                      {"stream": name, "follower": str(peer)},
+                                                      max(0, last - status.match)))
+                    if len(group.in_sync_replicas(self.isr_max_lag_entries)) < len(group.voters):
+                        under += 1
+            elif group.stopped or group.leader_id in (0, node_id):
                 unavailable += 1
         f["under"].add_metric([], under)
         f["unavailable"].add_metric([], unavailable)
+        elections = f["elections"].samples
         for group in list(broker.host.groups.values()):
-            f["elections"].add_metric([group.name.split("#", 1)[0]], group.elections_won)
+            if group.elections_won:  # a series appears once this node has led the group
+                elections.append(Sample("vdl_raft_leader_changes_total", {"group": group.name.split("#", 1)[0]},
+                                        group.elections_won))
         self._group_lag(f, led)
         total, free = _disk(broker.config.data_dir)
         f["disk"].add_metric([], free)
@@ -109,6 +123,7 @@ class BrokerCollector:
         yield from f.values()
 
     def _group_lag(self, f: dict[str, Metric], led: dict[str, int]) -> None:
+        lag_samples, sum_samples = f["group_lag"].samples, f["group_lag_sum"].samples
         for group_id, offsets in sorted(self.broker.metadata.state.groups.offsets.items()):
             total = 0
             counted = False
@@ -117,11 +132,11 @@ class BrokerCollector:
                 if hw is None:
                     continue
                 lag = max(0, hw - committed.offset)
-                f["group_lag"].add_metric([group_id, stream], lag)
+                lag_samples.append(Sample("vdl_consumer_group_lag", {"group": group_id, "stream": stream}, lag))
                 total += lag
                 counted = True
             if counted:
-                f["group_lag_sum"].add_metric([group_id], total)
+                sum_samples.append(Sample("vdl_consumer_group_lag_sum", {"group": group_id}, total))
 
 
 def _disk(path: Any) -> tuple[float, float]:

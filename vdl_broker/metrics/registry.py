@@ -8,15 +8,21 @@ are not kept here: collectors read them from the broker when Prometheus scrapes
 (collectors.py). Other parts of the broker add their own with `register(collector)`.
 
 Label children are looked up once and kept (prometheus_client's `labels()` takes a lock and
-builds a key on every call), so the hot path is a dict lookup and an increment.
+builds a key on every call), so the hot path is a dict lookup and an increment. Per-stream
+counters, thousands of series on a busy node, are plain integers exposed by a collector
+(StreamCounters): no lock per increment and no `_created` series doubling what a scrape formats.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import Metric
+from prometheus_client.samples import Sample
 
 from vdl_broker.protocol.errors import ErrorCode
 
@@ -44,11 +50,6 @@ class BrokerMetrics:
         self.request_latency = Histogram("vdl_request_latency_seconds", "Time from a request's arrival "
                                          "to its answer (a long-polling fetch's wait included)", ["api"],
                                          buckets=REQUEST_BUCKETS, registry=r)
-        self.bytes_in = Counter("vdl_bytes_in", "Record batch bytes stored by produce requests (this node "
-                                "led the stream)", ["stream"], registry=r)
-        self.records_in = Counter("vdl_records_in", "Records stored by produce requests", ["stream"], registry=r)
-        self.bytes_out = Counter("vdl_bytes_out", "Record batch bytes sent in fetch answers", ["stream"],
-                                 registry=r)
         self.commit_latency = Histogram("vdl_raft_commit_latency_seconds", "Time from proposing a Raft "
                                         "entry (a batch, a metadata command) to its commit", buckets=COMMIT_BUCKETS,
                                         registry=r)
@@ -56,8 +57,8 @@ class BrokerMetrics:
                                        "the new data, shared by every append before it)", buckets=FSYNC_BUCKETS,
                                        registry=r)
         self._request_children: dict[tuple[str, int, int], tuple[Any, Any]] = {}
-        self._in_children: dict[str, tuple[Any, Any]] = {}
-        self._out_children: dict[str, Any] = {}
+        self.streams = StreamCounters()
+        r.register(self.streams)
 
     def register(self, collector: Any) -> None:
         """Add a collector (an object with collect(), and describe() for name clash checks)."""
@@ -76,26 +77,21 @@ class BrokerMetrics:
         children[1].observe(seconds)
 
     def produced(self, stream: str, size: int, records: int) -> None:
-        children = self._in_children.get(stream)
-        if children is None:
-            children = (self.bytes_in.labels(stream), self.records_in.labels(stream))
-            self._in_children[stream] = children
-        children[0].inc(size)
-        children[1].inc(records)
+        counts = self.streams.counts.get(stream)
+        if counts is None:
+            counts = self.streams.counts[stream] = [0, 0, 0]
+        counts[0] += size
+        counts[1] += records
 
     def fetched(self, stream: str, size: int) -> None:
-        child = self._out_children.get(stream)
-        if child is None:
-            child = self._out_children[stream] = self.bytes_out.labels(stream)
-        child.inc(size)
+        counts = self.streams.counts.get(stream)
+        if counts is None:
+            counts = self.streams.counts[stream] = [0, 0, 0]
+        counts[2] += size
 
     def forget_stream(self, stream: str) -> None:
         """A deleted stream's series go with it (a stream created again starts from zero)."""
-        if self._in_children.pop(stream, None) is not None:
-            self.bytes_in.remove(stream)
-            self.records_in.remove(stream)
-        if self._out_children.pop(stream, None) is not None:
-            self.bytes_out.remove(stream)
+        self.streams.counts.pop(stream, None)
 
     # -- exposition -----------------------------------------------------------------------------
 
@@ -103,3 +99,30 @@ class BrokerMetrics:
         """(body, content type): Prometheus text, or OpenMetrics when `accept` asks for it."""
         encoder, content_type = choose_encoder(accept or "")
         return encoder(self.registry), content_type
+
+
+class StreamCounters:
+    """vdl_bytes_in_total, vdl_records_in_total and vdl_bytes_out_total: stream -> [bytes in,
+    records in, bytes out]; a stream's series appear once it has counted something."""
+
+    FAMILIES = (("vdl_bytes_in", "Record batch bytes stored by produce requests (this node led the stream)"),
+                ("vdl_records_in", "Records stored by produce requests"),
+                ("vdl_bytes_out", "Record batch bytes sent in fetch answers"))
+
+    def __init__(self) -> None:
+        self.counts: dict[str, list[int]] = {}
+
+    def describe(self) -> Iterator[Metric]:
+        for name, documentation in self.FAMILIES:
+            yield CounterMetricFamily(name, documentation, labels=["stream"])
+
+    def collect(self) -> Iterator[Metric]:
+        families = list(self.describe())
+        samples = [family.samples for family in families]
+        names = [family.name + "_total" for family in families]
+        for stream, counts in sorted(self.counts.items()):
+            labels = {"stream": stream}
+            for i in range(3):
+                if counts[i]:
+                    samples[i].append(Sample(names[i], labels, counts[i]))
+        yield from families

@@ -133,6 +133,9 @@ class GroupConfig:
     max_inflight_messages: int = 256
     max_inflight_bytes: int = 32 << 20
     max_committed_bytes: int = 64 << 20
+    # A replica more entries behind the leader than this is catching up: the entries it is
+    # sent go through the node's catch-up throttle (recovery_rate_bytes). Kafka's ISR lag too.
+    catchup_lag_entries: int = 1000
 
 
 class _WriteFailed(Exception):
@@ -159,7 +162,8 @@ class RaftGroup:
     def __init__(self, name: str, node_id: int, voters: Sequence[int], stream_log: StreamLog, send: SendFn,
                  *, config: GroupConfig | None = None, apply: ApplyFn | None = None,
                  on_snapshot: SnapshotFn | None = None, rng: random.Random | None = None,
-                 resume_from_commit_point: bool = False, commit_latency: LatencyFn | None = None) -> None:
+                 resume_from_commit_point: bool = False, commit_latency: LatencyFn | None = None,
+                 send_catchup: SendFn | None = None) -> None:
         """`voters`: the configuration the group was created with, used only when this replica
         has saved none yet (then it is saved at once); empty for a replica joining an existing
         group, which learns its configuration from the leader (vdl_broker.raft.membership)."""
@@ -170,6 +174,7 @@ class RaftGroup:
         bootstrap, self._durable_membership = self._load_membership(tuple(sorted(set(voters))))
         self.config = cfg
         self._send_fn = send
+        self._send_catchup = send_catchup or send  # APPENDs to replicas far behind (raft/throttle.py)
         self._apply_fn = apply
         self._snapshot_fn = on_snapshot
         raft_config = RaftConfig(
@@ -207,6 +212,7 @@ class RaftGroup:
         self.write_failing = False  # the last write attempt failed
         self.elections_won = 0  # times this node became the group's leader (metrics)
         self._leading = False
+        self._leader_since = 0.0
         self._commit_latency = commit_latency  # told each committed proposal's propose-to-commit time
 
     def _load_membership(self, voters: tuple[int, ...]) -> tuple[tuple[int, ...], list[ConfigRecord]]:
@@ -242,6 +248,12 @@ class RaftGroup:
     @property
     def conf(self) -> ConfState:
         return self.node.conf
+
+    @property
+    def leader_age_s(self) -> float:
+        """How long this node has led the group (0 when it does not): its view of its peers'
+        liveness (PeerStatus.alive) needs an election timeout or so to form."""
+        return time.monotonic() - self._leader_since if self._leading and self.is_leader else 0.0
 
     @property
     def is_leader(self) -> bool:
@@ -639,7 +651,14 @@ class RaftGroup:
             snap = message.snapshot
             # The follower's log will start at snap.index + 1 at our log's position there.
             message.snapshot = dataclasses.replace(snap, data=self.log.offset_for_index(snap.index))
+        if message.type == MessageType.APPEND and message.entries and self._catching_up(message.to):
+            self._send_catchup(self.name, message)
+            return
         self._send_fn(self.name, message)
+
+    def _catching_up(self, peer: int) -> bool:
+        progress = self.node.progress.get(peer)
+        return progress is not None and self.node.last_index - progress.match > self.config.catchup_lag_entries
 
     def _apply(self, entries: list[Entry]) -> None:
         if entries[0].index <= self._applied_floor:
@@ -657,6 +676,7 @@ class RaftGroup:
         leading = self.node.role == Role.LEADER
         if leading and not self._leading:
             self.elections_won += 1
+            self._leader_since = time.monotonic()
         self._leading = leading
         self._call(self._role_listeners, "role")
 

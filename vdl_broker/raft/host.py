@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from vdl_broker.log import StreamLog
 from vdl_broker.raft.group import ApplyFn, GroupConfig, LatencyFn, RaftGroup, SnapshotFn
+from vdl_broker.raft.throttle import CatchUpThrottle
 from vdl_broker.raft.transport import Address, Identify, RaftTransport, TlsContexts, TransportConfig
 from vdl_broker.raft.types import Message
 
@@ -30,7 +31,8 @@ class RaftHost:
                  transport_config: TransportConfig | None = None,
                  on_unknown_group: Callable[[str, Message], None] | None = None,
                  commit_latency: LatencyFn | None = None, sync_latency: LatencyFn | None = None,
-                 tls: TlsContexts | None = None, identify: Identify | None = None) -> None:
+                 tls: TlsContexts | None = None, identify: Identify | None = None,
+                 recovery_rate_bytes: int | None = None) -> None:
         self.node_id = node_id
         # Metrics hooks (vdl_broker.metrics), given to every group and its log.
         self.commit_latency = commit_latency
@@ -46,6 +48,8 @@ class RaftHost:
                                         tls=tls, identify=identify)
                           if raft_listen is not None else None)
         self._ticker: asyncio.Task[None] | None = None
+        # Catch-up appends (replicas far behind) are paced; None: as fast as they go.
+        self.throttle = CatchUpThrottle(recovery_rate_bytes, self._send) if recovery_rate_bytes else None
 
     async def start(self) -> None:
         if self.transport is not None:
@@ -64,6 +68,9 @@ class RaftHost:
     def _send(self, group: str, message: Message) -> bool:
         return self.transport.send(group, message) if self.transport is not None else False
 
+    def _send_catchup(self, group: str, message: Message) -> bool:
+        return self.throttle.submit(group, message) if self.throttle is not None else self._send(group, message)
+
     def create_group(self, name: str, voters: Sequence[int], stream_log: StreamLog, *,
                      apply: ApplyFn | None = None, on_snapshot: SnapshotFn | None = None,
                      config: GroupConfig | None = None, resume_from_commit_point: bool = False) -> RaftGroup:
@@ -74,7 +81,8 @@ class RaftHost:
         group = RaftGroup(name, self.node_id, voters, stream_log, self._send,
                           config=dataclasses.replace(config, tick_interval_s=self.tick_interval_s) if config
                           else self.group_config, apply=apply, on_snapshot=on_snapshot,
-                          resume_from_commit_point=resume_from_commit_point, commit_latency=self.commit_latency)
+                          resume_from_commit_point=resume_from_commit_point, commit_latency=self.commit_latency,
+                          send_catchup=self._send_catchup)
         if self.sync_latency is not None:
             stream_log.observe_syncs(self.sync_latency)
         self.groups[name] = group
@@ -98,6 +106,8 @@ class RaftHost:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._ticker
+        if self.throttle is not None:
+            await self.throttle.close()
         if self.transport is not None:
             await self.transport.stop()
 

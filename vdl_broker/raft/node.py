@@ -110,6 +110,9 @@ class PeerStatus:
     state: ProgressState
     recent_active: bool
     learner: bool = False
+    # Answered a heartbeat sent within the last election timeout (unlike recent_active, not
+    # cleared at every CheckQuorum round): what membership changes count as "alive".
+    alive: bool = False
 
 
 class RaftNode:
@@ -224,9 +227,11 @@ class RaftNode:
         and for promoting learners that caught up."""
         if self.role != Role.LEADER:
             return {}
+        recent = self.ticks - self.config.election_ticks
         return {
             peer: PeerStatus(pr.match, pr.next, pr.state, pr.recent_active or peer == self.id,
-                             peer not in self._voter_set)
+                             peer not in self._voter_set,
+                             peer == self.id or pr.recent_active or (pr.lease_tick >= 0 and pr.lease_tick >= recent))
             for peer, pr in self.progress.items()
         }
 

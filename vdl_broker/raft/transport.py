@@ -385,7 +385,10 @@ class RaftTransport:
             try:
                 await asyncio.wait_for(writer.start_tls(self.tls[0]), self.config.connect_timeout_s)
             except (TimeoutError, OSError, ssl.SSLError, ConnectionError, RuntimeError, AttributeError) as error:
-                log.warning("node %d: refused raft connection from %s: TLS failed: %s", self.node_id, remote, error)
+                # A refused certificate (ours or the dialer's) is worth a warning; a handshake that
+                # timed out (a node busy starting up) is not.
+                log.log(logging.DEBUG if isinstance(error, TimeoutError) else logging.WARNING,
+                        "node %d: refused raft connection from %s: TLS failed: %r", self.node_id, remote, error)
                 writer.close()
                 return
             named = self.identify(writer.get_extra_info("peercert"))

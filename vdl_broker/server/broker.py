@@ -1,6 +1,11 @@
 """One node of a VDL cluster (a cluster of one included): its Raft host, the metadata group, the
 stream replicas, the group coordinator, producer ids and the client listener.
 
+Membership (a node joining, replicas moving, leaders balanced) runs beside them: the membership
+controller (cluster/controller.py, acting on the metadata leader), the stream reassigner
+(reassigner.py, on each stream's leader), the leader balancer (leader_balancer.py) and, for a
+node started with `join = true`, its join requests (joining.py).
+
 Start order: the Raft host; the metadata group (replayed from its log); the replica manager,
 which opens a Partition per stream placed here as the metadata names them; then, once the
 replayed metadata names this node and the cluster id, and every local replica that needs no
@@ -12,11 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from vdl_broker.cluster.controller import MembershipController
 from vdl_broker.cluster.metadata import METADATA_GROUP, ApplyResult
 from vdl_broker.cluster.service import MetadataService
 from vdl_broker.config import NodeConfig, split_host_port
@@ -24,6 +31,7 @@ from vdl_broker.groups.coordinator import CoordinatorConfig
 from vdl_broker.groups.service import GroupService
 from vdl_broker.listeners import Listener
 from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.log.fileio import atomic_write
 from vdl_broker.metrics import BrokerCollector, BrokerMetrics, MetricsEndpoint
 from vdl_broker.metrics.tables import TableCollector
 from vdl_broker.raft.host import RaftHost
@@ -31,7 +39,10 @@ from vdl_broker.server import internal
 from vdl_broker.server.authorizer import Authorizer
 from vdl_broker.server.connection import KafkaConnection
 from vdl_broker.server.handlers import Handler, build_handlers
+from vdl_broker.server.joining import find_cluster
+from vdl_broker.server.leader_balancer import LeaderBalancer
 from vdl_broker.server.producer_state import ProducerIdAllocator
+from vdl_broker.server.reassigner import StreamReassigner
 from vdl_broker.server.replica_manager import ISR_MAX_LAG_ENTRIES, ReplicaManager
 from vdl_broker.server.sasl import Decoys, SaslSession
 from vdl_broker.server.tls import client_listener_context, node_id_of, raft_contexts
@@ -40,6 +51,10 @@ from vdl_broker.tables.service import TableService
 log = logging.getLogger(__name__)
 
 METADATA_WAIT_S = 10.0  # how long a starting node waits for the metadata before serving clients
+# The Raft addresses of every node this node last knew of (from the metadata): a node restarted
+# with the whole cluster must reach nodes that joined after its node.toml was written (the
+# transport's lower id dials, so it needs their addresses) before any metadata is applied.
+KNOWN_NODES_FILE = "known-nodes.json"
 # PLAIN logins cost a PBKDF2 each; they run here, never on the event loop, so a flood of failed
 # logins slows other logins at worst, never produce or fetch.
 AUTH_THREADS = 2
@@ -62,7 +77,8 @@ class Broker:
         self.host = RaftHost(config.node_id, raft_listen, config.raft_peers(),
                              commit_latency=metrics.commit_latency.observe if metrics else None,
                              sync_latency=metrics.fsync_latency.observe if metrics else None,
-                             tls=raft_contexts(config), identify=node_id_of)
+                             tls=raft_contexts(config), identify=node_id_of,
+                             recovery_rate_bytes=config.recovery_rate_bytes)
         if self.host.transport is not None:
             self.host.transport.call_handler = lambda peer, payload: internal.serve(self, peer, payload)
         self.replicas = ReplicaManager(self)
@@ -80,6 +96,13 @@ class Broker:
             retention_ms=config.offsets_retention_minutes * 60_000,
             retention_check_ms=config.offsets_retention_check_ms,
             metadata_max_bytes=config.offset_metadata_max_bytes)
+        self.membership = MembershipController(self.metadata)
+        self.reassigner = StreamReassigner(self)
+        self.balancer = LeaderBalancer(self, config.leader_balance_interval_ms)
+        self._join_task: asyncio.Task[None] | None = None
+        # Set once the metadata says this node was removed from the cluster (decommissioned or
+        # removed): the process then stops (server/main.py), it has nothing left to serve.
+        self.removed = asyncio.Event()
         self.producer_ids = ProducerIdAllocator(start_ms=_producer_id_start(config.node_id))
         self.handlers: dict[int, Handler] = build_handlers()
         self.authorizer = Authorizer(config.authorizer, config.super_users, lambda: self.metadata.state.acls)
@@ -110,6 +133,41 @@ class Broker:
         member = next((m for m in self.config.members if m.id == node_id), None)
         return member.client if member is not None else None
 
+    def track_peer(self, node_id: int, raft: str) -> None:
+        """Make sure the Raft transport can reach node `node_id` at `raft` (nodes join at run time)."""
+        if node_id == self.node_id or self.host.transport is None:
+            return
+        try:
+            address = split_host_port(raft, "raft")
+        except ValueError:
+            log.warning("node %d: unusable raft address %r", node_id, raft)
+            return
+        self.host.add_peer(node_id, address)
+
+    def _track_nodes(self, results: list[ApplyResult]) -> None:
+        changed = False
+        for result in results:
+            if result.ok and result.node is not None:
+                self.track_peer(result.node.id, result.node.raft)
+                changed = True
+        if changed or any(r.ok and r.op == "remove_node" for r in results):
+            known = {str(n): info.raft for n, info in self.metadata.state.nodes.items()}
+            with contextlib.suppress(OSError):  # only a slower start after a full-cluster restart
+                atomic_write(Path(self.config.data_dir) / KNOWN_NODES_FILE, json.dumps(known).encode(),
+                             durable=False)
+        if self.node_id in self.metadata.state.membership.removed and not self.removed.is_set():
+            log.warning("node %d was removed from the cluster: stopping", self.node_id)
+            self.removed.set()
+
+    def _track_known_nodes(self, data_dir: Path) -> None:
+        try:
+            known = json.loads((data_dir / KNOWN_NODES_FILE).read_bytes())
+        except (OSError, ValueError):
+            return
+        if isinstance(known, dict):
+            for node, raft in known.items():
+                if str(node).isdigit() and isinstance(raft, str):
+                    self.track_peer(int(node), raft)
     def own_address(self, protocol: str) -> str:
         """This node's advertised address for listener `protocol` (the first listener's if it
         has none of that protocol)."""
@@ -153,15 +211,22 @@ class Broker:
             log.info("node %d: metrics at http://%s:%d/metrics", self.node_id, host or "0.0.0.0",
                      self.metrics_endpoint.port)
         await self.host.start()
+        self._track_known_nodes(data_dir)
         try:
             # No retention: the metadata log is replayed from its start on every node start.
             metadata_log = StreamLog.open(data_dir / METADATA_GROUP,
                                           LogConfig(segment_bytes=64 << 20, fsync=self.config.fsync))
             self.metadata.add_listener(self.replicas.on_metadata_change)
+            self.metadata.add_listener(self._track_nodes)
+            self.metadata.add_listener(self.membership.poke)
+            self.metadata.add_listener(self.reassigner.poke)
             self.replicas.start()
             self.tables.start()
             group = self.metadata.start(metadata_log)
             self.groups.start(group)
+            self.membership.start()
+            self.reassigner.start()
+            self._join_task = asyncio.get_running_loop().create_task(find_cluster(self), name="find-cluster")
             state = self.metadata.state
             if not await group.wait_for(lambda _: self.node_id in state.nodes and state.cluster_id is not None,
                                         METADATA_WAIT_S):
@@ -182,6 +247,7 @@ class Broker:
         self.port = self.ports[self.config.client_listeners[0].protocol]
         # Always: any stream may get retention.ms / retention.bytes of its own at any time.
         self._retention_task = loop.create_task(self._retention_loop())
+        self.balancer.start()
         log.info("node %d: serving %s (%d voters, raft %s%s)", self.node_id,
                  ", ".join(str(lst) for lst in self.config.client_listeners), len(self.config.members),
                  self.config.raft_listen or "none: a cluster of one",
@@ -196,6 +262,11 @@ class Broker:
                 log.exception("retention pass failed")
 
     async def _stop_raft(self, transfer: bool) -> None:
+        if self._join_task is not None:
+            self._join_task.cancel()
+        await self.balancer.stop()
+        await self.reassigner.stop()
+        await self.membership.stop()
         await self.tables.stop()
         await self.replicas.stop()
         await self.host.stop(transfer=transfer)

@@ -3,7 +3,8 @@
     vdl-broker --data-dir DIR --listen 127.0.0.1:9092 [--config node.toml] [...]
 
 Prints "vdl-broker listening on HOST:PORT" once it accepts connections. SIGTERM/SIGINT shut
-down cleanly (logs closed with their clean marker); after SIGKILL the next start recovers.
+down cleanly (logs closed with their clean marker); after SIGKILL the next start recovers. A
+node removed from its cluster (`vdl nodes decommission`/`remove`) stops by itself, exit code 0.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ async def serve(config: NodeConfig) -> None:
         loop.add_signal_handler(signum, stop.set)
     print(f"vdl-broker listening on {config.client_host}:{broker.port}", flush=True)
     log.info("node %d serving %d streams from %s", config.node_id, len(broker.replicas.names()), config.data_dir)
-    await stop.wait()
+    waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(broker.removed.wait())]
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for waiting in waits:
+        waiting.cancel()
     log.info("shutting down")
     await broker.stop()
     log.info("stopped cleanly")

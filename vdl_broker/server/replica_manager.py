@@ -162,7 +162,7 @@ class ReplicaManager:
     async def _ask_replicas(self, name: str, info: StreamInfo) -> None:
         try:
             request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)])
-            for replica in info.replicas:
+            for replica in self.state.membership.hosts(info):
                 node = self.state.nodes.get(replica)
                 if replica == self.broker.node_id or node is None:
                     continue
@@ -185,7 +185,7 @@ class ReplicaManager:
             partition = self._partitions.get(info.name)
             if partition is None or self._incarnations.get(info.name) != info.created_index:
                 return False
-            if len(info.replicas) == 1 and not partition.is_leader:
+            if self.state.membership.hosts(info) == (self.broker.node_id,) and not partition.is_leader:
                 return False
         return True
 
@@ -305,9 +305,12 @@ class ReplicaManager:
         partition = Partition(info.name, stream_log, self.broker.node_id, settings)
         self._configs[info.name] = info.config
         group: RaftGroup | None = None
+        # A replica the stream was created with starts from its replica set (used only if it has
+        # no saved configuration yet); one added by a reassignment joins knowing no voters.
+        voters = info.replicas if self.broker.node_id in info.replicas else ()
         try:
             group = self.broker.host.create_group(
-                f"{info.name}#{info.created_index}", info.replicas, stream_log, apply=partition.on_apply,
+                f"{info.name}#{info.created_index}", voters, stream_log, apply=partition.on_apply,
                 on_snapshot=partition.on_snapshot, resume_from_commit_point=True)
             partition.attach(group)
         except Exception:

@@ -1,6 +1,7 @@
 """`vdl`: the admin command line, on vdl_client's VdlClient. One module per command group:
 
-    vdl streams create|list|describe|delete [NAME]   streams.py
+    vdl streams create|list|describe|delete [NAME]   streams.py (also reassign, reassignments, elect-preferred)
+    vdl nodes list|decommission|remove [ID]          nodes.py: the cluster's nodes
     vdl produce STREAM [--file F]                    records.py: lines of stdin (or F) become records
     vdl consume STREAM --from earliest|latest|OFFSET [--max N]
     vdl groups list|describe GROUP|reset-offsets GROUP --to SPEC   groups.py: consumer groups and lag
@@ -23,11 +24,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vdl_client.cli import acls, cluster, dev, groups, records, streams, users
+from vdl_client.cli import acls, cluster, dev, groups, nodes, records, streams, users
 from vdl_client.cli.common import CliError, Parser, connection_options
 from vdl_client.settings import VdlClientError
 
-COMMAND_GROUPS = (streams, records, groups, cluster, users, acls, dev)
+COMMAND_GROUPS = (streams, nodes, records, groups, cluster, users, acls, dev)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -30,7 +30,7 @@ def cmd_dev_cluster(args: argparse.Namespace) -> int:
     if args.nodes < 1:
         raise CliError(f"--nodes must be at least 1, got {args.nodes}")
     try:
-        return run_dev_cluster(args.nodes, args.data_dir, args.base_port)
+        return run_dev_cluster(args.nodes, args.data_dir, args.base_port, secure=args.secure)
     except ValueError as error:
         raise CliError(str(error)) from None
 
@@ -46,4 +46,7 @@ def register(commands: argparse._SubParsersAction, connection: argparse.Argument
     dev.add_argument("--data-dir", type=Path, required=True, help="node<i>/ directories go here")
     dev.add_argument("--base-port", type=int, default=9092,
                      help="client ports P..P+n-1, raft ports P+n..P+2n-1 (default 9092)")
+    dev.add_argument("--secure", action="store_true",
+                     help="SASL_SSL listeners, Raft over mutual TLS, ACLs and an admin super user, with a throw-away "
+                          "CA; prints the client properties")
     dev.set_defaults(run=cmd_dev_cluster)

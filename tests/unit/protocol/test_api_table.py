@@ -56,10 +56,14 @@ TABLE = [
     (35, 0, 4),
     (36, 0, 2),
     (42, 0, 2),
+    (43, 0, 2),
     (44, 0, 1),
+    (45, 0, 0),
+    (46, 0, 0),
     (47, 0, 0),
     (50, 0, 0),
     (51, 0, 0),
+    (10000, 0, 0),  # VdlNodes: VDL's own (protocol/messages/vdl_nodes.py)
 ]
 
 
@@ -76,7 +80,8 @@ def test_supported_api_versions_is_exactly_the_table() -> None:
 def test_flexible_versions_are_kafkas() -> None:
     # message defs: OffsetCommit 8+, DescribeGroups 5+, ListGroups 3+, DeleteGroups 2+, ApiVersions 3+,
     # SaslAuthenticate 2+, Describe/Create/DeleteAcls 2+, Describe/AlterUserScramCredentials 0+,
-    # DescribeConfigs 4+, IncrementalAlterConfigs 1+
+    # DescribeConfigs 4+, IncrementalAlterConfigs 1+, ElectLeaders 2+, AlterPartitionReassignments 0+,
+    # ListPartitionReassignments 0+; VdlNodes (ours) 0+
     flexible = {
         (k, v)
         for k, s in API_SPECS.items()
@@ -84,7 +89,8 @@ def test_flexible_versions_are_kafkas() -> None:
         if s.is_flexible(v)
     }
     assert flexible == {(18, 3), (8, 8), (15, 5), (16, 3), (16, 4), (42, 2), (36, 2), (29, 2), (29, 3), (30, 2),
-                        (30, 3), (31, 2), (31, 3), (50, 0), (51, 0), (32, 4), (44, 1), (35, 2), (35, 3), (35, 4)}
+                        (30, 3), (31, 2), (31, 3), (50, 0), (51, 0), (32, 4), (44, 1), (35, 2), (35, 3), (35, 4),
+                        (43, 2), (45, 0), (46, 0), (10000, 0)}
 
 
 def _frame_header(api_key: int, version: int, correlation_id: int) -> bytes:

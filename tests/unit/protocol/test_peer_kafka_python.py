@@ -160,8 +160,12 @@ def _check_both_directions(cls: type, version: int, value: Any) -> None:
     assert from_kafka_python(cls, version, kp_decoded) == value
 
 
+# VDL's own API (protocol/messages/vdl_nodes.py): no Kafka client implements it.
+VDL_ONLY = {"VdlNodesRequest", "VdlNodesResponse"}
+
+
 def test_kafka_python_covers_every_api() -> None:
-    assert set(KP) == {cls.__name__ for pair in MESSAGE_PAIRS for cls in pair}
+    assert set(KP) == {cls.__name__ for pair in MESSAGE_PAIRS for cls in pair} - VDL_ONLY
 
 
 @pytest.mark.parametrize(("cls", "version"), CASES, ids=IDS)

@@ -59,7 +59,7 @@ def test_nodes_of_the_cluster_ca_talk_and_impostors_are_refused(tls_material: Tl
         # a certificate of this CA that names node 3.
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="vdl_broker.raft.transport"):
-            for cert_dir, cert_of, ca, why in ((foreign, 1, foreign / "ca.pem", "TLS failed"),
+            for cert_dir, cert_of, ca, why in ((foreign, 1, tls_material.ca, "TLS failed"),
                                                (trusted, 3, tls_material.ca, "its certificate names node 3")):
                 impostor = transport(1, Inbox(), contexts(cert_dir, cert_of, ca))
                 await impostor.start()

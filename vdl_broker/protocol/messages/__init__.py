@@ -18,6 +18,10 @@ handler sets only what it needs: ProduceResponse(responses=[...]).
 
 from __future__ import annotations
 
+from .alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
 from .alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
 from .create_acls import CreateAclsRequest, CreateAclsResponse
@@ -33,6 +37,7 @@ from .describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
 )
+from .elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from .fetch import FetchRequest, FetchResponse
 from .find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from .heartbeat import HeartbeatRequest, HeartbeatResponse
@@ -42,6 +47,10 @@ from .join_group import JoinGroupRequest, JoinGroupResponse
 from .leave_group import LeaveGroupRequest, LeaveGroupResponse
 from .list_groups import ListGroupsRequest, ListGroupsResponse
 from .list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from .list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from .metadata import MetadataRequest, MetadataResponse
 from .offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from .offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
@@ -50,6 +59,7 @@ from .produce import ProduceRequest, ProduceResponse
 from .sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from .sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from .sync_group import SyncGroupRequest, SyncGroupResponse
+from .vdl_nodes import VdlNodesRequest, VdlNodesResponse
 
 # (request class, response class) per API, in api-key order.
 MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
@@ -73,7 +83,10 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (DescribeConfigsRequest, DescribeConfigsResponse),
     (DescribeLogDirsRequest, DescribeLogDirsResponse),
     (DeleteGroupsRequest, DeleteGroupsResponse),
+    (ElectLeadersRequest, ElectLeadersResponse),
     (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
+    (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
     (OffsetDeleteRequest, OffsetDeleteResponse),
     (SaslHandshakeRequest, SaslHandshakeResponse),
     (SaslAuthenticateRequest, SaslAuthenticateResponse),
@@ -82,10 +95,13 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (DeleteAclsRequest, DeleteAclsResponse),
     (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
     (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
+    (VdlNodesRequest, VdlNodesResponse),
 )
 
 __all__ = [
     "MESSAGE_PAIRS",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
     "AlterUserScramCredentialsRequest",
     "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
@@ -106,6 +122,8 @@ __all__ = [
     "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
     "DescribeLogDirsRequest",
     "DescribeLogDirsResponse",
     "DescribeUserScramCredentialsRequest",
@@ -128,6 +146,8 @@ __all__ = [
     "ListGroupsResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
     "MetadataRequest",
     "MetadataResponse",
     "OffsetCommitRequest",
@@ -144,4 +164,6 @@ __all__ = [
     "SaslHandshakeResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "VdlNodesRequest",
+    "VdlNodesResponse",
 ]

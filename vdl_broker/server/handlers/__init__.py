@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from vdl_broker.server.handlers import (
+    alter_partition_reassignments,
     alter_user_scram_credentials,
     api_versions,
     create_acls,
@@ -28,6 +29,7 @@ from vdl_broker.server.handlers import (
     describe_groups,
     describe_log_dirs,
     describe_user_scram_credentials,
+    elect_leaders,
     fetch,
     find_coordinator,
     heartbeat,
@@ -37,6 +39,7 @@ from vdl_broker.server.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     offset_commit,
     offset_delete,
@@ -45,6 +48,7 @@ from vdl_broker.server.handlers import (
     sasl_authenticate,
     sasl_handshake,
     sync_group,
+    vdl_nodes,
 )
 
 MODULES: tuple[ModuleType, ...] = (
@@ -53,7 +57,7 @@ MODULES: tuple[ModuleType, ...] = (
     delete_topics, init_producer_id, delete_groups, offset_delete, sasl_handshake, sasl_authenticate,
     describe_acls, create_acls, delete_acls, describe_user_scram_credentials, alter_user_scram_credentials,
     describe_configs, incremental_alter_configs,
-    describe_log_dirs,
+    describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments, vdl_nodes,
 )
 
 

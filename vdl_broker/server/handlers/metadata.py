@@ -40,8 +40,11 @@ def _topic(broker: Any, name: str) -> Any:
     error = ErrorCode.NONE if leader > 0 else ErrorCode.LEADER_NOT_AVAILABLE
     # leader_epoch -1 ("unknown"): clients then skip epoch fencing, which Fetch/ListOffsets here
     # do not implement (no OffsetForLeaderEpoch).
+    # During a reassignment: every node holding a replica, the target's first (as Kafka does).
+    membership = broker.metadata.state.membership
+    replicas = list(dict.fromkeys((*membership.target_of(info), *membership.hosts(info))))
     partition = Partition(error_code=int(error), partition_index=0, leader_id=leader if leader > 0 else -1,
-                          leader_epoch=-1, replica_nodes=list(info.replicas), isr_nodes=isr, offline_replicas=[])
+                          leader_epoch=-1, replica_nodes=replicas, isr_nodes=isr, offline_replicas=[])
     return Topic(error_code=0, name=name, is_internal=False, partitions=[partition])
 
 

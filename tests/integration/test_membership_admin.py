@@ -1,0 +1,155 @@
+"""Reassignments and preferred leaders through Kafka's admin clients (kafka-python:
+alter_partition_reassignments, list_partition_reassignments, elect_leaders; confluent-kafka:
+elect_leaders) and through `vdl nodes` / `vdl streams reassign|reassignments|elect-preferred`,
+against a real 3-node cluster."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.support.cluster import VDL_CLI, node_address, wait_until
+from tests.support.kafka import EARLIEST, fetch_raw, list_offset_raw, one_record_batch, produce_raw
+from vdl_broker.protocol.records.record_batch import iter_batches, read_records
+from vdl_client.client import VdlClient
+from vdl_client.settings import ClientSettings
+from vdl_dev.dev_cluster import DevCluster
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def vdl(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([*VDL_CLI, *args], capture_output=True, timeout=60)
+
+
+def client_for(cluster: DevCluster) -> VdlClient:
+    return VdlClient(ClientSettings.from_bootstrap(cluster.bootstrap_servers, deadline_ms=30_000))
+
+
+def view(cluster: DevCluster, stream: str) -> tuple[int, list[int]]:
+    """(leader, replicas) as Metadata says, once the stream has a leader."""
+    def ask() -> tuple[int, list[int]] | None:
+        with client_for(cluster) as client:
+            for topic in client.metadata([stream]).topics:
+                for p in topic.partitions:
+                    if p.leader_id >= 0:
+                        return int(p.leader_id), list(p.replica_nodes)
+        return None
+    return wait_until(ask, 30, f"a leader of {stream}")
+
+
+def produce(cluster: DevCluster, stream: str, values: list[bytes]) -> None:
+    for value in values:
+        def once(value: bytes = value) -> bool:
+            leader = view(cluster, stream)[0]
+            code, _ = produce_raw(node_address(cluster, leader), stream, one_record_batch(value), acks=-1)
+            return code == 0
+        wait_until(once, 30, f"{value!r} acknowledged")
+
+
+def read(cluster: DevCluster, stream: str) -> list[bytes]:
+    """Every record's value, from offset 0, at the leader."""
+    def fetch() -> bytes | None:
+        address = node_address(cluster, view(cluster, stream)[0])
+        code, start = list_offset_raw(address, stream, EARLIEST)
+        assert start == 0
+        code, _, records = fetch_raw(address, stream, 0)
+        return bytes(records) if code == 0 else None  # a read lease just taken: ask again
+    records = wait_until(fetch, 30, f"a fetch of {stream}")
+    return [bytes(r.value) for _, batch in iter_batches(memoryview(records)) for r in read_records(batch)]
+
+
+def create(cluster: DevCluster, stream: str, replication_factor: int) -> None:
+    with client_for(cluster) as client:
+        client.create_stream(stream, replication_factor)
+
+
+def test_kafka_python_moves_a_replica_lists_it_and_elects_the_preferred_leader(cluster: DevCluster) -> None:
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError
+
+    create(cluster, "kp-move", 1)
+    values = [b"kp-%03d" % i for i in range(30)]
+    produce(cluster, "kp-move", values)
+    _, [home] = view(cluster, "kp-move")
+    away = next(n for n in cluster.node_ids() if n != home)
+    tp = TopicPartition("kp-move", 0)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers.split(","))
+    try:
+        assert admin.alter_partition_reassignments({tp: [away]}) == {tp: None}
+        def moved() -> bool:
+            return admin.list_partition_reassignments() == {} and view(cluster, "kp-move") == (away, [away])
+        wait_until(moved, 60, f"kp-move moved to node {away}")
+        assert read(cluster, "kp-move") == values  # the same records at the same offsets
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
+        assert admin.alter_partition_reassignments({tp: [away, 99]}) == {tp: InvalidReplicationAssignmentError}
+
+        # Preferred leader: reorder a 3-replica stream's list, then elect.
+        create(cluster, "kp-elect", 3)
+        leader, replicas = view(cluster, "kp-elect")
+        other = next(n for n in replicas if n != leader)
+        target = [other] + [n for n in replicas if n != other]
+        assert admin.alter_partition_reassignments({TopicPartition("kp-elect", 0): target}) \
+            == {TopicPartition("kp-elect", 0): None}
+        wait_until(lambda: admin.list_partition_reassignments() == {}, 30, "the reorder done")
+        admin.elect_leaders(0, {"kp-elect": [0]})
+        wait_until(lambda: view(cluster, "kp-elect")[0] == other, 30, f"node {other} leading kp-elect")
+        response = admin.elect_leaders(0, {"kp-elect": [0]})  # nothing to do now: not an error
+        [result] = response.replica_election_results
+        assert result.partition_result[0].error_code == 84  # ELECTION_NOT_NEEDED
+    finally:
+        admin.close()
+
+
+def test_confluent_kafka_elects_preferred_leaders(cluster: DevCluster) -> None:
+    import confluent_kafka
+    from confluent_kafka.admin import AdminClient
+
+    create(cluster, "ck-elect", 3)
+    leader, replicas = view(cluster, "ck-elect")
+    preferred = replicas[0]
+    if leader == preferred:  # move leadership away first, as a failover would
+        with client_for(cluster) as client:
+            from vdl_client.cluster_admin import reassign_stream
+            reassign_stream(client, "ck-elect", [n for n in replicas if n != leader] + [leader])
+        wait_until(lambda: view(cluster, "ck-elect")[1][0] != leader, 30, "the new preferred leader")
+        preferred = view(cluster, "ck-elect")[1][0]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    partition = confluent_kafka.TopicPartition("ck-elect", 0)
+    result = admin.elect_leaders(confluent_kafka.ElectionType.PREFERRED, [partition]).result(30)
+    assert list(result) == [partition] and result[partition] is None
+    assert view(cluster, "ck-elect")[0] == preferred
+    unclean = admin.elect_leaders(confluent_kafka.ElectionType.UNCLEAN, [partition]).result(30)
+    assert unclean[partition] is not None  # Raft has no unclean elections
+
+
+def test_cli_nodes_and_reassign(cluster: DevCluster) -> None:
+    b = ["--bootstrap", cluster.bootstrap_servers]
+    listed = vdl("nodes", "list", *b)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.decode().splitlines()
+    assert lines[0].split() == ["id", "client", "raft", "rack", "state", "metadata", "reachable", "leads", "replicas"]
+    rows = [line.split() for line in lines[1:]]
+    assert [row[0] for row in rows] == ["1", "2", "3"]
+    assert all(row[4:7] == ["active", "voter", "yes"] for row in rows), rows
+    create(cluster, "cli-move", 1)
+    produce(cluster, "cli-move", [b"a", b"b"])
+    _, [home] = view(cluster, "cli-move")
+    away = next(n for n in cluster.node_ids() if n != home)
+    moved = vdl("streams", "reassign", "cli-move", "--replicas", str(away), "--wait", *b)
+    assert moved.returncode == 0, moved.stderr
+    assert moved.stdout.decode().splitlines() == [f"stream cli-move: moving to replicas {away}", "stream cli-move: done"]
+    assert view(cluster, "cli-move") == (away, [away]) and read(cluster, "cli-move") == [b"a", b"b"]
+    assert vdl("streams", "reassignments", *b).stdout == b""
+    elected = vdl("streams", "elect-preferred", "cli-move", *b)
+    assert elected.returncode == 0 and b"already led by its preferred leader" in elected.stdout
+    for args, words in ((("nodes", "decommission", "9"), b"no node 9"),
+                        (("streams", "reassign", "cli-move", "--replicas", "1,1"), b"INVALID_REPLICA_ASSIGNMENT"),
+                        (("streams", "reassign", "cli-move", "--replicas", "x"), b"--replicas"),
+                        (("streams", "reassign", "cli-move"), b"--replicas N,N,... or --cancel"),
+                        (("streams", "reassign", "cli-move", "--cancel"), b"NO_REASSIGNMENT_IN_PROGRESS")):
+        failed = vdl(*args, *b)
+        lines = failed.stderr.strip().splitlines()
+        assert failed.returncode != 0 and len(lines) == 1 and words in lines[0], (args, failed.stderr)
