@@ -86,12 +86,13 @@ def create(bootstrap: str, *topics: str) -> None:
 
 
 def _produce_worker(bootstrap: str, topic: str, count: int, acks: int,
-                    start_at: float) -> tuple[float, list[tuple[float, float]]]:
+                    start_at: float, conf: dict[str, str] | None = None) -> tuple[float, list[tuple[float, float]]]:
     """One producer process: `count` 100-byte records; returns when all were acknowledged and
-    (wall time, records acknowledged) samples taken along the way."""
+    (wall time, records acknowledged) samples taken along the way. `conf`: more librdkafka
+    properties (security)."""
     import confluent_kafka
 
-    producer = confluent_kafka.Producer({
+    producer = confluent_kafka.Producer(dict(conf or {}) | {
         "bootstrap.servers": bootstrap, "linger.ms": 5, "acks": acks, "batch.size": 1_000_000,
         "batch.num.messages": 100_000, "queue.buffering.max.messages": 2_000_000,
         "queue.buffering.max.kbytes": 2_000_000, "compression.type": "none", "enable.idempotence": False,
@@ -138,14 +139,15 @@ class Throughput:
     counts: list[tuple[float, float]]
 
 
-def produce_run(bootstrap: str, topic: str, count: int, acks: int, processes: int) -> Throughput:
+def produce_run(bootstrap: str, topic: str, count: int, acks: int, processes: int,
+                conf: dict[str, str] | None = None) -> Throughput:
     """`count` 100-byte records from `processes` confluent-kafka producers, linger 5 ms."""
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(processes) as pool:
         # Every producer process started, connected and warmed up before the clock starts.
         start_at = time.time() + 3.0
-        futures = [pool.submit(_produce_worker, bootstrap, topic, count // processes, acks, start_at)
+        futures = [pool.submit(_produce_worker, bootstrap, topic, count // processes, acks, start_at, conf)
                    for _ in range(processes)]
         results = [future.result() for future in futures]
     finished = max(end for end, _ in results)
@@ -158,13 +160,15 @@ def produce_throughput(bootstrap: str, topic: str, count: int, acks: int, proces
     return produce_run(bootstrap, topic, count, acks, processes).rate
 
 
-def kcat_consume(bootstrap: str, topic: str, count: int) -> float:
-    """Records/s for kcat reading `count` records from the start to the end of a stream."""
+def kcat_consume(bootstrap: str, topic: str, count: int, conf: dict[str, str] | None = None) -> float:
+    """Records/s for kcat reading `count` records from the start to the end of a stream
+    (`conf`: more librdkafka properties, e.g. security)."""
+    extra = [arg for key, value in (conf or {}).items() for arg in ("-X", f"{key}={value}")]
     started = time.perf_counter()
     # librdkafka client tuning: big fetches, a local queue big enough that a 16 MB fetch does not
     # park the fetcher for its 1 s re-check ("queued.min.messages exceeded"), and a short
     # fetch.wait.max.ms so the end of the stream (-e) is noticed without a 500 ms long poll.
-    result = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q",
+    result = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q", *extra,
                              "-X", "fetch.max.bytes=52428800", "-X", "fetch.message.max.bytes=16777216",
                              "-X", "queued.min.messages=10000000", "-X", "queued.max.messages.kbytes=2097151",
                              "-X", "fetch.wait.max.ms=10", "-f", "\n"], capture_output=True, timeout=600)

@@ -309,3 +309,18 @@ def percentile(values: Sequence[float], fraction: float) -> float:
         return float("nan")
     position = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
     return ordered[position]
+
+
+def alternating_rounds(measures: dict[str, Callable[[], float]], rounds: int,
+                       warm_up: bool = True) -> dict[str, list[float]]:
+    """Run each measure `rounds` times, taking turns (a, b, a, b, ...) so that drift in the
+    shared machine's load hits every measure alike; one unrecorded warm-up call of each first.
+    Returns every measure's values in the order taken."""
+    if warm_up:
+        for measure in measures.values():
+            measure()
+    results: dict[str, list[float]] = {name: [] for name in measures}
+    for _ in range(rounds):
+        for name, measure in measures.items():
+            results[name].append(measure())
+    return results

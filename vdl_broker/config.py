@@ -40,6 +40,7 @@ from vdl_broker.listeners import (
     parse_listeners,
     parse_mechanisms,
     parse_string_list,
+    security_problem,
 )
 from vdl_broker.protocol.address import AddressError
 from vdl_broker.protocol.address import split_host_port as split_listen_address
@@ -439,25 +440,9 @@ def validate(config: NodeConfig) -> None:
         if peer.id == config.node_id and peer.rack is not None and peer.rack != config.rack:
             raise ConfigError(f"peers entry for this node ({config.node_id}) names rack {peer.rack!r}, "
                               f"but its rack setting is {config.rack!r}")
-    validate_security(config)
-
-
-def validate_security(config: NodeConfig) -> None:
-    tls = [str(lst) for lst in config.client_listeners if lst.tls]
-    if tls and not (config.ssl_certfile and config.ssl_keyfile):
-        raise ConfigError(f"ssl_certfile and ssl_keyfile are required by the TLS listener(s) {', '.join(tls)}")
-    if config.ssl_client_auth != "none" and not config.ssl_cafile:
-        raise ConfigError(f"ssl_client_auth = {config.ssl_client_auth} needs ssl_cafile (the CA that signs "
-                          "client certificates)")
-    if bool(config.ssl_certfile) != bool(config.ssl_keyfile):
-        raise ConfigError("ssl_certfile and ssl_keyfile go together")
-    for setting in ("ssl_certfile", "ssl_keyfile", "ssl_cafile"):
-        path = getattr(config, setting)
-        if path and not Path(path).is_file():
-            raise ConfigError(f"{setting}: no such file {path}")
-    names = [user.name for user in config.bootstrap_users]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"bootstrap_users: a user is named twice in {names}")
+    problem = security_problem(config)
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def _toml_value(value: Any) -> str:

@@ -22,7 +22,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from vdl_broker.protocol.address import AddressError, split_host_port
 from vdl_broker.protocol.sasl import MECHANISMS, SCRAM_SHA_256, SCRAM_SHA_512, SECURITY_PROTOCOLS
@@ -145,3 +146,33 @@ def parse_bootstrap_users(value: Any, setting: str) -> list[BootstrapUser]:
             raise ValueError(f"{where}.password_env must name an environment variable, got {env!r}")
         users.append(BootstrapUser(name.strip(), mechanism, env))
     return users
+
+
+class NodeSecurity(Protocol):
+    """The security fields of a NodeConfig (config.py imports this module, not the reverse)."""
+
+    client_listeners: list[Listener]
+    ssl_certfile: str | None
+    ssl_keyfile: str | None
+    ssl_cafile: str | None
+    ssl_client_auth: str
+    bootstrap_users: list[BootstrapUser]
+
+
+def security_problem(config: NodeSecurity) -> str | None:
+    """What is wrong with the security settings taken together (naming them), or None."""
+    tls = [str(lst) for lst in config.client_listeners if lst.tls]
+    if tls and not (config.ssl_certfile and config.ssl_keyfile):
+        return f"ssl_certfile and ssl_keyfile are required by the TLS listener(s) {', '.join(tls)}"
+    if config.ssl_client_auth != "none" and not config.ssl_cafile:
+        return f"ssl_client_auth = {config.ssl_client_auth} needs ssl_cafile (the CA that signs client certificates)"
+    if bool(config.ssl_certfile) != bool(config.ssl_keyfile):
+        return "ssl_certfile and ssl_keyfile go together"
+    for setting in ("ssl_certfile", "ssl_keyfile", "ssl_cafile"):
+        path = getattr(config, setting)
+        if path and not Path(path).is_file():
+            return f"{setting}: no such file {path}"
+    names = [user.name for user in config.bootstrap_users]
+    if len(set(names)) != len(names):
+        return f"bootstrap_users: a user is named twice in {names}"
+    return None

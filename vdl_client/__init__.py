@@ -9,6 +9,7 @@ requests.py    the Fetch and Produce requests for one stream
 settings.py    ClientSettings and the errors the client reports
 aio.py         request(): one request over a fresh asyncio connection
 configs.py     stream configs: DescribeConfigs and IncrementalAlterConfigs
+replicas.py    follower reads: a stream's in-sync replicas and racks, Fetch v11 at one replica
 groups.py      consumer groups at their coordinator: list, describe, committed offsets, standalone commits
 health.py      the cluster's health as `vdl cluster status` shows it (every node asked itself)
 record_columns.py  stored RecordBatches as Arrow columns (numpy, pyarrow: imported on demand only,

@@ -55,6 +55,20 @@ class OffsetSpec:
 
 
 @dataclass(frozen=True)
+class ReplicaPreference:
+    """preferReplicas: which replicas a stream's tasks read from (KIP-392 follower reads).
+
+    "leader": the leader only; "any": the tasks of a stream spread over its in-sync replicas;
+    "rack": over its in-sync replicas in `rack` (the leader alone when none is there)."""
+
+    kind: str = "any"
+    rack: str | None = None
+
+
+PREFER_REPLICAS_ACCEPTS = "'leader', 'any' or 'rack:<name>'"
+
+
+@dataclass(frozen=True)
 class SourceOptions:
     client: ClientSettings
     subscription: Subscription
@@ -75,6 +89,7 @@ class SourceOptions:
     fetch_offset_retry_interval_ms: int = 10
     timestamp_strategy: str = "error"  # startingOffsetsByTimestampStrategy: error | latest
     commit_group: str | None = None  # commitOffsetsToGroup: report progress as this group's offsets
+    prefer_replicas: ReplicaPreference = ReplicaPreference()
 
 
 @dataclass(frozen=True)
@@ -99,7 +114,7 @@ SOURCE_OPTIONS = (
     "kafka.fetch.max.wait.ms", "fetch.max.wait.ms", "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "kafka.request.timeout.ms",
     "request.timeout.ms", "kafka.retry.backoff.ms", "retry.backoff.ms", "kafka.client.id",
-    "client.id", "commitOffsetsToGroup", *SECURITY_OPTIONS,
+    "client.id", "commitOffsetsToGroup", "preferReplicas", *SECURITY_OPTIONS,
 )
 SINK_OPTIONS = (
     "bootstrap.servers", "kafka.bootstrap.servers", "topic", "createStreams", "exactlyOnce",
@@ -297,6 +312,18 @@ def _position(options: _Options, prefix: str) -> OffsetSpec | None:
     return None if value is None else parse_offset_spec(name, value)
 
 
+def parse_replica_preference(value: str | None) -> ReplicaPreference:
+    """preferReplicas: 'leader' | 'any' (the default) | 'rack:<name>'."""
+    if value is None:
+        return ReplicaPreference()
+    word = value.strip()
+    if word.lower() in ("leader", "any"):
+        return ReplicaPreference(word.lower())
+    if word[:5].lower() == "rack:" and word[5:].strip():
+        return ReplicaPreference("rack", word[5:].strip())
+    raise VdlOptionError(f"option 'preferReplicas' accepts {PREFER_REPLICAS_ACCEPTS}, got {value!r}")
+
+
 def parse_source_options(raw: Mapping[str, str]) -> SourceOptions:
     options = _Options(raw)
     poll_timeout = _int("kafkaConsumer.pollTimeoutMs", options.get("kafkaConsumer.pollTimeoutMs"), 120_000)
@@ -342,6 +369,7 @@ def parse_source_options(raw: Mapping[str, str]) -> SourceOptions:
                                             options.get("fetchOffset.retryIntervalMs"), 10, minimum=0) or 0,
         timestamp_strategy=strategy,
         commit_group=commit_group.strip() if commit_group else None,
+        prefer_replicas=parse_replica_preference(options.get("preferReplicas")),
     )
 
 

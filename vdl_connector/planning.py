@@ -2,16 +2,24 @@
 
 Mirrors Spark's Kafka source: KafkaOffsetRangeCalculator (minPartitions,
 maxRecordsPerPartition) and KafkaMicroBatchStream.rateLimit / delayBatch
-(maxOffsetsPerTrigger, minOffsetsPerTrigger + maxTriggerDelay).
+(maxOffsetsPerTrigger, minOffsetsPerTrigger + maxTriggerDelay). Follower reads
+(preferReplicas): which in-sync replicas each range's task reads from.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import InputPartition
+
+from vdl_connector.options import ReplicaPreference
+
+if TYPE_CHECKING:
+    from vdl_client.replicas import ReplicaSet
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,9 @@ class OffsetRange(InputPartition):
     # The stream's Delta table (vdl_connector/tables.py): offsets retention deletes after
     # planning are read from it instead.
     table: str | None = None
+    # The replicas to read from, in order (follower reads, KIP-392); the stream's leader, found
+    # when reading, is the last resort. Empty: the leader only.
+    replicas: tuple[int, ...] = ()
 
     @property
     def size(self) -> int:
@@ -56,6 +67,30 @@ def plan_ranges(start: Mapping[str, int], end: Mapping[str, int], min_partitions
         ranges = [piece for r in ranges
                   for piece in _divide(max(1, round(r.size / total * min_partitions)), r)]
     return ranges
+
+
+def spread_over_replicas(ranges: Sequence[InputPartition], placements: Mapping[str, ReplicaSet],
+                         preference: ReplicaPreference) -> list[InputPartition]:
+    """Give each range the replicas its task reads from: with preferReplicas 'any' the ranges take
+    the in-sync replicas in turn (one turn across all streams, so every node gets its share), with
+    'rack:<name>' those of that rack; each range then lists the other candidates as fallbacks.
+    'leader', a stream without a known placement, or a rack holding none of its in-sync replicas:
+    the leader only. Other tasks (a stream's Delta table) are kept as they are."""
+    if preference.kind == "leader":
+        return list(ranges)
+    turn = itertools.count()
+    result = []
+    for offset_range in ranges:
+        placement = placements.get(offset_range.stream) if isinstance(offset_range, OffsetRange) else None
+        candidates = [] if placement is None else sorted(
+            node for node in placement.in_sync
+            if preference.kind == "any" or placement.racks.get(node) == preference.rack)
+        if not candidates:
+            result.append(offset_range)
+            continue
+        k = next(turn) % len(candidates)
+        result.append(replace(offset_range, replicas=tuple(candidates[k:] + candidates[:k])))
+    return result
 
 
 def rate_limit(limit: int, start: Mapping[str, int], latest: Mapping[str, int]) -> dict[str, int]:

@@ -16,6 +16,7 @@ from vdl_broker.protocol.records.record_batch import iter_batches
 from vdl_connector.arrow import decode_columns_arrow
 from vdl_connector.options import EARLIEST, SourceOptions
 from vdl_connector.planning import OffsetRange
+from vdl_connector.replica_reads import ReplicaFetcher
 from vdl_connector.schema import ARROW_HEADERS_TYPE, arrow_read_schema, constant_string
 from vdl_connector.tables import TableRange, read_table_range
 
@@ -99,17 +100,20 @@ def read_range(client, rng: OffsetRange, options: SourceOptions,  # noqa: ANN001
     Whole stored batches come back from Fetch: records below `position` (a batch that starts
     before it) and at or above `end` are sliced off; a partial trailing batch is fetched again.
     Leader changes and connection errors are retried by the client until the poll timeout.
+    With follower reads the range's replicas are read first (replica_reads.ReplicaFetcher).
     """
     stream, position, end = rng.stream, rng.start, rng.end
     include_headers = options.include_headers
+    # Follower reads: the range's replicas first, the leader last (preferReplicas).
+    source = ReplicaFetcher(client, rng.replicas, 2 * options.fetch_max_wait_ms / 1000) if rng.replicas else client
     deadline = time.monotonic() + options.poll_timeout_ms / 1000
     pending = None
     while position < end:
         if pending is not None:
-            result = client.fetch_finish(pending, deadline)
+            result = source.fetch_finish(pending, deadline)
             pending = None
         else:
-            result = client.fetch(stream, position, options.max_partition_fetch_bytes, options.fetch_max_bytes,
+            result = source.fetch(stream, position, options.max_partition_fetch_bytes, options.fetch_max_bytes,
                                   options.fetch_max_wait_ms, deadline)
         if result.error == ErrorCode.OFFSET_OUT_OF_RANGE and rng.table is not None:
             # Retention deleted offsets planned for the log: they are in the stream's table.
@@ -140,7 +144,7 @@ def read_range(client, rng: OffsetRange, options: SourceOptions,  # noqa: ANN001
             wanted.append((header, batch, next_position))
             next_position = min(header.next_offset, end)
         if position < next_position < end:
-            pending = client.fetch_start(stream, next_position, options.max_partition_fetch_bytes,
+            pending = source.fetch_start(stream, next_position, options.max_partition_fetch_bytes,
                                          options.fetch_max_bytes, options.fetch_max_wait_ms)
         chunks = _Chunks()
         for header, batch, expected in wanted:

@@ -40,7 +40,7 @@ from vdl_connector.options import (
     parse_sink_options,
     parse_source_options,
 )
-from vdl_connector.planning import OffsetRange, TriggerDelay, backlog, rate_limit
+from vdl_connector.planning import OffsetRange, TriggerDelay, backlog, rate_limit, spread_over_replicas
 from vdl_connector.progress import GroupCommitter, with_offsets_behind_latest
 from vdl_connector.reading import read_range
 from vdl_connector.schema import read_schema, validate_write_schema
@@ -69,6 +69,7 @@ def _open_client(options: SourceOptions):  # noqa: ANN202 - imported late: keeps
     from vdl_client import VdlClient
 
     return VdlClient(options.client)
+
 
 
 class VdlDataSource(DataSource):
@@ -109,7 +110,9 @@ class VdlDataSource(DataSource):
         from vdl_connector.sink import VdlBatchWriter
 
         options = parse_sink_options(self._raw)
-        return VdlBatchWriter(options, validate_write_schema(schema, options.topic))
+        # For df.write exactly-once is opt-in (inside foreachBatch): only an explicit exactlyOnce=true.
+        exactly_once = "exactlyonce" in self._raw and options.exactly_once
+        return VdlBatchWriter(options, validate_write_schema(schema, options.topic), exactly_once)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from vdl_connector.sink import VdlStreamWriter
@@ -180,6 +183,16 @@ def resolve_positions(client, options: SourceOptions, spec: OffsetSpec, streams:
     return result
 
 
+def _spread(client, tasks: Sequence[InputPartition], options: SourceOptions) -> list[InputPartition]:  # noqa: ANN001
+    """preferReplicas: each log range's replicas, from its stream's in-sync replicas now."""
+    streams = sorted({task.stream for task in tasks if isinstance(task, OffsetRange)})
+    if options.prefer_replicas.kind == "leader" or not streams:
+        return list(tasks)
+    from vdl_client.replicas import replica_sets  # imported late, as the client itself
+
+    return spread_over_replicas(tasks, replica_sets(client, streams), options.prefer_replicas)
+
+
 # ---------------------------------------------------------------------------------------------
 # Batch reader
 
@@ -202,8 +215,9 @@ class VdlBatchReader(DataSourceReader):
                     raise VdlOptionError(
                         f"stream {stream!r}: the ending offset {end[stream]} is before the starting offset "
                         f"{start[stream]} (options 'startingOffsets' / 'endingOffsets')")
-            return plan_reads(client, tables, start, end, options.min_partitions,
-                              options.max_records_per_partition, lambda *gap: _table_gap(options, *gap))
+            tasks = plan_reads(client, tables, start, end, options.min_partitions,
+                               options.max_records_per_partition, lambda *gap: _table_gap(options, *gap))
+            return _spread(client, tasks, options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from _read(self.options, partition)
@@ -342,11 +356,13 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # A stream missing from `start` appeared after the last batch: read it from its beginning
         # (offset 0; read() moves up to the log start without calling it data loss). Offsets
         # below a stream's log start come from its table (the same records whenever planned).
+        # Which replica reads a range of the log is chosen now.
         begin = {stream: int(start.get(stream, 0)) for stream in end}
         stop = {s: int(o) for s, o in end.items()}
-        return plan_reads(self._driver_client(), self._tables, begin, stop, self.options.min_partitions,
-                          self.options.max_records_per_partition, lambda *gap: _table_gap(self.options, *gap),
-                          frozenset(s for s in end if s not in start))
+        tasks = plan_reads(self._driver_client(), self._tables, begin, stop, self.options.min_partitions,
+                           self.options.max_records_per_partition, lambda *gap: _table_gap(self.options, *gap),
+                           frozenset(s for s in end if s not in start))
+        return _spread(self._driver_client(), tasks, self.options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from _read(self.options, partition)

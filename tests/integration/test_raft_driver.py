@@ -48,6 +48,7 @@ class Cluster:
         self.applied: dict[int, list[int]] = {i: [] for i in self.ids}
         self.partitions: dict[int, Partition] = {}
         self.resume = False
+        self.recovery_rate: int | None = None  # the hosts' catch-up throttle (None: off)
 
     async def start(self) -> None:
         for i in self.ids:
@@ -55,7 +56,8 @@ class Cluster:
 
     async def start_node(self, i: int) -> None:
         host = RaftHost(i, ("127.0.0.1", self.ports.get(i, 0)), tick_interval_s=TICK,
-                        group_config=GroupConfig(election_ticks=10), transport_config=FAST_TRANSPORT)
+                        group_config=GroupConfig(election_ticks=10), transport_config=FAST_TRANSPORT,
+                        recovery_rate_bytes=self.recovery_rate)
         await host.start()
         self.ports[i] = host.raft_port
         self.hosts[i] = host

@@ -138,9 +138,16 @@ class GroupConfig:
     # Idle heartbeat rounds before the leader quiesces the group (vdl_broker.raft.quiescence);
     # 0 = never (the metadata group).
     quiesce_after_heartbeats: int = 5
-    # A replica more entries behind the leader than this is catching up: the entries it is
-    # sent go through the node's catch-up throttle (recovery_rate_bytes). Kafka's ISR lag too.
+    # A replica more entries (or bytes, estimated from the log's average entry) behind the
+    # leader than this is catching up: the entries it is sent go through the node's catch-up
+    # throttle (recovery_rate_bytes). Kafka's ISR lag in entries; the bytes exceed what a
+    # healthy follower has in flight (max_inflight_bytes).
     catchup_lag_entries: int = 1000
+    catchup_lag_bytes: int = 128 << 20
+    # A learner (a replica being added) is catching up until it is this close: only its last
+    # stretch goes unthrottled, so that it keeps up with what producers add and gets promoted.
+    learner_lag_entries: int = 64
+    learner_lag_bytes: int = 8 << 20
 
 
 class _WriteFailed(Exception):
@@ -214,6 +221,7 @@ class RaftGroup:
         self.failure: BaseException | None = None
         self._raft_config = raft_config
         self._applied_floor = 0  # entries up to here were applied (kept across core restarts)
+        self._entry_bytes = 0  # the log's average entry size (_measure_entries)
         self._applied_through = applied  # the last entry applied here: the most followers may learn is committed
         self.write_failures = 0  # Readys whose writes failed and were undone (disk full, ...)
         self.write_failing = False  # the last write attempt failed
@@ -392,6 +400,7 @@ class RaftGroup:
     def tick(self) -> None:
         if self._stopped or self.node.quiescent:
             return  # a quiescent core ignores ticks: no tick time to record either
+        self._measure_entries()
         # When each recent tick happened: the read lease is anchored at a tick's time.
         self._tick_times.append(time.monotonic())
         self.node.tick()
@@ -712,8 +721,30 @@ class RaftGroup:
         self._send_fn(self.name, message)
 
     def _catching_up(self, peer: int) -> bool:
-        progress = self.node.progress.get(peer)
-        return progress is not None and self.node.last_index - progress.match > self.config.catchup_lag_entries
+        node = self.node
+        progress = node.progress.get(peer)
+        if progress is None:
+            return False
+        lag = node.last_index - progress.match
+        cfg = self.config
+        if peer in node.voters:
+            entries, nbytes = cfg.catchup_lag_entries, cfg.catchup_lag_bytes
+        else:
+            entries, nbytes = cfg.learner_lag_entries, cfg.learner_lag_bytes
+        return lag > entries or lag * self._entry_bytes > nbytes
+
+    def promotion_lag(self) -> int:
+        """How many entries behind the leader a learner may be and still count as caught up
+        (promoted): the learner's unthrottled last stretch, in entries of this log's size."""
+        cfg = self.config
+        by_bytes = cfg.learner_lag_bytes // self._entry_bytes if self._entry_bytes else cfg.learner_lag_entries
+        return max(1, min(cfg.learner_lag_entries, by_bytes))
+
+    def _measure_entries(self) -> None:
+        """The log's average entry size (for catch-up lags in bytes), refreshed every tick."""
+        log_ = self.log
+        count = log_.last_index - log_.first_index + 1
+        self._entry_bytes = log_.size_bytes // count if count > 0 else 0
 
     def _apply(self, entries: list[Entry]) -> None:
         if entries[0].index <= self._applied_floor:

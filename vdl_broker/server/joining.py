@@ -90,11 +90,15 @@ async def join_cluster(broker: Broker) -> None:
 
 
 async def discover_peers(broker: Broker) -> None:
-    """Learn every node's Raft address from a member (until one answers)."""
+    """Learn every node's Raft address from a member (until one answers). A node removed while
+    it was down (`vdl nodes remove`) learns it here: it was out of the metadata group when its
+    removal was decided, so its own metadata never says so."""
     request = VdlNodesRequest(action="list")
     while True:
         response = await _ask(broker, request)
         if response is not None:
+            if broker.node_id in response.removed_nodes:
+                broker.removed_from_cluster()
             return
         await _pause(broker, lambda: False)
 

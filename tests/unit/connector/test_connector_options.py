@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vdl_connector.options import (
+    ReplicaPreference,
     VdlOptionError,
     check_batch_source,
     check_streaming_source,
@@ -140,6 +141,16 @@ def test_fetch_settings_with_and_without_prefix() -> None:
     assert options.fetch_max_bytes == 1000 and options.max_partition_fetch_bytes == 500
     assert options.poll_timeout_ms == 3000 and options.client.deadline_ms == 3000
     fails("option 'kafka.fetch.max.bytes' must be an integer", BASE | {"kafka.fetch.max.bytes": "lots"})
+
+
+def test_prefer_replicas() -> None:
+    assert parse().prefer_replicas == ReplicaPreference("any")
+    assert parse(preferReplicas="Leader").prefer_replicas == ReplicaPreference("leader")
+    assert parse(preferReplicas=" any ").prefer_replicas == ReplicaPreference("any")
+    assert parse(preferReplicas="rack:eu-west-1a").prefer_replicas == ReplicaPreference("rack", "eu-west-1a")
+    assert parse(preferReplicas="RACK:Eu-1").prefer_replicas == ReplicaPreference("rack", "Eu-1")  # names as given
+    for bad in ("", "followers", "rack:", "rack: ", "rack", "nearest"):
+        fails(r"option 'preferReplicas' accepts 'leader', 'any' or 'rack:<name>'", BASE | {"preferReplicas": bad})
 
 
 def test_offset_spec_direct() -> None:

@@ -16,8 +16,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from vdl_connector.options import VdlOptionError
-from vdl_connector.planning import OffsetRange, TriggerDelay, plan_ranges, rate_limit
+from vdl_client.replicas import ReplicaSet
+from vdl_connector.options import ReplicaPreference, VdlOptionError
+from vdl_connector.planning import OffsetRange, TriggerDelay, plan_ranges, rate_limit, spread_over_replicas
 from vdl_connector.schema import arrow_read_schema, read_schema, validate_write_schema
 
 
@@ -100,3 +101,19 @@ def test_write_schema_validation() -> None:
 def test_write_schema_errors(fields: list[StructField], topic: str | None, match: str) -> None:
     with pytest.raises(VdlOptionError, match=match):
         validate_write_schema(StructType(fields), topic)
+
+
+def test_spread_over_in_sync_replicas() -> None:
+    ranges = [OffsetRange("a", 100 * i, 100 * (i + 1)) for i in range(6)] + [OffsetRange("b", 0, 10)]
+    placements = {"a": ReplicaSet(2, (1, 2, 3), {1: "r1", 2: "r2", 3: "r1"}), "b": ReplicaSet(1, (1, 3))}
+    spread = spread_over_replicas(ranges, placements, ReplicaPreference("any"))
+    # Each task reads from one in-sync replica first, the others after it (the leader, found at
+    # read time, last); the same offsets as planned.
+    assert [r.replicas for r in spread] == [(1, 2, 3), (2, 3, 1), (3, 1, 2), (1, 2, 3), (2, 3, 1), (3, 1, 2),
+                                            (1, 3)]
+    assert [(r.stream, r.start, r.end) for r in spread] == [(r.stream, r.start, r.end) for r in ranges]
+    in_rack = spread_over_replicas(ranges, placements, ReplicaPreference("rack", "r1"))
+    assert [r.replicas for r in in_rack] == [(1, 3), (3, 1)] * 3 + [()]  # b has no replica in r1
+    assert spread_over_replicas(ranges, placements, ReplicaPreference("leader")) == ranges
+    assert spread_over_replicas(ranges, {}, ReplicaPreference("any")) == ranges  # no placement: the leader
+    assert pickle.loads(pickle.dumps(spread[0])) == spread[0]  # travels to the executors

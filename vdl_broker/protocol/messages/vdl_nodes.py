@@ -54,6 +54,7 @@ VDL_NODES_RESPONSE = message(
             )
         ),
     ),
+    Field("removed_nodes", Array(INT32)),  # ids removed for good (they never come back)
 )
 
 VdlNodesRequest = build_message(VDL_NODES_REQUEST, __name__)

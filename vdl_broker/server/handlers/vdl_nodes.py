@@ -1,7 +1,8 @@
 """VdlNodes (key 10000, VDL's own; protocol/messages/vdl_nodes.py): list the nodes, let a new one
 join, decommission or remove one, and let a stream leader report a finished reassignment. Runs
-on the metadata leader (forwarded there from any node); the work itself is done by the
-membership controller and the stream leaders (cluster/membership.py says who does what)."""
+on the metadata leader (forwarded there from any node), except a list another node asks for,
+answered from what this node has applied; the work itself is done by the membership controller
+and the stream leaders (cluster/membership.py says who does what)."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ async def _on_leader(broker: Any, request: Any) -> Any:
         await _act(broker, request)
     except _Refused as refused:
         return VdlNodesResponse(error_code=int(refused.code), error_message=str(refused))
-    return VdlNodesResponse(nodes=node_list(broker))
+    return VdlNodesResponse(nodes=node_list(broker), removed_nodes=sorted(broker.metadata.state.membership.removed))
 
 
 def _known(broker: Any, node_id: int) -> None:
@@ -143,6 +144,10 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     operation = Operation.DESCRIBE if request.action == "list" else Operation.ALTER
     if not authorized_cluster(broker, context, operation):
         return error_response(request, context.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    if request.action == "list" and context.forwarded and not broker.metadata.is_leader:
+        # Another node asking over the node-to-node channel (a node starting: server/joining.py):
+        # what this node has applied is enough, and it may not reach the metadata leader yet.
+        return await _on_leader(broker, request)
     return await run(broker, request, context.api_version, context)
 
 
