@@ -349,11 +349,13 @@ class RaftGroup:
         status = self.node.peer_status()
         last = self.node.last_index
         alive = self._peer_alive or (lambda _peer: False)
+        quiescent = self.node.quiescent
         # Heard from since the last CheckQuorum round, or its node is alive (node liveness): a
-        # quiescent group hears nothing of its own, and a woken one only after a heartbeat round.
+        # woken group hears from its followers only after a heartbeat round. A quiescent one
+        # hears nothing of its own (and runs no CheckQuorum): node liveness alone then.
         return sorted(peer for peer, st in status.items()
-                      if peer == self.node_id or (not st.learner and (st.recent_active or alive(peer))
-                                                  and st.match >= last - max_lag_entries))
+                      if peer == self.node_id or (not st.learner and st.match >= last - max_lag_entries
+                                                  and (alive(peer) or (st.recent_active and not quiescent))))
 
     # ------------------------------------------------------------------ lifecycle
 
