@@ -53,15 +53,21 @@ MEMBERSHIP_OPS = frozenset({"join_node", "set_node_state", "remove_node", "reass
                             "complete_reassignment"})
 
 
-def join_node_command(node_id: int, client: str, raft: str, listeners: tuple[str, ...] = (),
-                      rack: str | None = None) -> dict[str, Any]:
-    """Registered like register_node (cluster/metadata.py), as a joining node."""
-    command: dict[str, Any] = {"op": "join_node", "id": node_id, "client": client, "raft": raft}
+def node_command(op: str, node_id: int, client: str, raft: str, listeners: tuple[str, ...] = (),
+                 rack: str | None = None) -> dict[str, Any]:
+    """A node's registration: `register_node` (cluster/metadata.py) or `join_node`."""
+    command: dict[str, Any] = {"op": op, "id": node_id, "client": client, "raft": raft}
     if listeners:
         command["listeners"] = list(listeners)
     if rack is not None:
         command["rack"] = rack
     return command
+
+
+def join_node_command(node_id: int, client: str, raft: str, listeners: tuple[str, ...] = (),
+                      rack: str | None = None) -> dict[str, Any]:
+    """Registered like register_node, as a joining node."""
+    return node_command("join_node", node_id, client, raft, listeners, rack)
 
 
 def set_node_state_command(node_id: int, state: str) -> dict[str, Any]:
