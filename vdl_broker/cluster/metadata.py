@@ -40,7 +40,7 @@ from typing import Any
 
 from vdl_broker.cluster.acls import ACL_OPS, AclsState
 from vdl_broker.cluster.groups import GROUP_OPS, GroupsState
-from vdl_broker.cluster.membership import MEMBERSHIP_OPS, MembershipState
+from vdl_broker.cluster.membership import MEMBERSHIP_OPS, MembershipState, node_command
 from vdl_broker.cluster.stream_configs import CONFIG_OPS, ConfigProblem, apply_alter, validated
 from vdl_broker.cluster.users import USER_OPS, UsersState
 from vdl_broker.protocol.records.record_batch import read_records
@@ -112,12 +112,7 @@ class ApplyResult:
 
 def register_node_command(node_id: int, client: str, raft: str, listeners: tuple[str, ...] = (),
                           rack: str | None = None) -> dict[str, Any]:
-    command: dict[str, Any] = {"op": "register_node", "id": node_id, "client": client, "raft": raft}
-    if listeners:
-        command["listeners"] = list(listeners)
-    if rack is not None:
-        command["rack"] = rack
-    return command
+    return node_command("register_node", node_id, client, raft, listeners, rack)
 
 
 def create_stream_command(name: str, replication_factor: int | None = None,
