@@ -15,15 +15,15 @@ import signal
 import subprocess
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
+from tests.dev.delta_frames import delta_frame, oracle_frame
 from tests.support.cluster import VDL_CLI, wait_until
-from vdl_dev.workload import WorkloadConfig, events, expected_aggregates
+from vdl_dev.workload import WorkloadConfig, events
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDS = 100_000
@@ -94,30 +94,6 @@ def _run(args: list[str], timeout_s: float, interrupt_when: str | None = None) -
     return process.returncode, output, seen
 
 
-def _delta_frame(spark: Any, path: Path) -> Any:
-    from deltalake import DeltaTable
-
-    table = DeltaTable(str(path)).to_pyarrow_table()
-    return spark.createDataFrame(table.to_pandas(), schema=_schema()).orderBy("window_start", "category")
-
-
-def _schema() -> Any:
-    from pyspark.sql.types import DecimalType, LongType, StringType, StructField, StructType, TimestampType
-
-    return StructType([StructField("window_start", TimestampType()), StructField("window_end", TimestampType()),
-                       StructField("category", StringType()), StructField("orders", LongType()),
-                       StructField("units", LongType()), StructField("revenue", DecimalType(20, 2)),
-                       StructField("max_amount", DecimalType(10, 2))])
-
-
-def _oracle_frame(spark: Any) -> Any:
-    rows = expected_aggregates(v for _, v in events(WorkloadConfig(records=RECORDS, seed=SEED)))
-    as_time = lambda ms: datetime.fromtimestamp(ms / 1000, UTC)  # noqa: E731
-    data = [(as_time(r.window_start_ms), as_time(r.window_end_ms), r.category, r.orders, r.units, r.revenue,
-             r.max_amount) for r in rows]
-    return spark.createDataFrame(data, schema=_schema()).orderBy("window_start", "category")
-
-
 @pytest.mark.timeout(330)
 def test_demo_delta_table_equals_independent_aggregates(tmp_path: Path, spark: Any) -> None:
     from chispa import assert_df_equality
@@ -135,8 +111,9 @@ def test_demo_delta_table_equals_independent_aggregates(tmp_path: Path, spark: A
     state = json.loads((tmp_path / "cluster.json").read_text())
     assert not _alive({n["pid"] for n in state["nodes"].values()})
 
-    delta = _delta_frame(spark, tmp_path / "delta" / "orders_per_minute")
-    assert_df_equality(delta, _oracle_frame(spark), ignore_nullable=True)
+    delta = delta_frame(spark, tmp_path / "delta" / "orders_per_minute")
+    oracle = oracle_frame(spark, (v for _, v in events(WorkloadConfig(records=RECORDS, seed=SEED))))
+    assert_df_equality(delta, oracle, ignore_nullable=True)
     from deltalake import DeltaTable
 
     raw = DeltaTable(str(tmp_path / "delta" / "orders_raw")).to_pyarrow_table(columns=["offset", "value"])
