@@ -84,11 +84,14 @@ def admin(cluster: DevCluster) -> VdlClient:
 
 def add_nodes(cluster: DevCluster, count: int) -> list[int]:
     """Start `count` nodes that join by themselves; wait until each is active and votes."""
-    added = [cluster.add_node(timeout_s=60) for _ in range(count)]
+    first = max(cluster.nodes) + 1
+    added = [cluster.add_node(timeout_s=60, rack=f"rack-{first + k}") for k in range(count)]
     with admin(cluster) as client:
         def joined() -> bool:
             nodes = {n.node_id: n for n in list_nodes(client)}
-            return all(i in nodes and nodes[i].state == "active" and nodes[i].metadata_role == "voter" for i in added)
+            return all(i in nodes and nodes[i].state == "active" and nodes[i].metadata_role == "voter"
+                       and nodes[i].rack == f"rack-{i}" and nodes[i].client == cluster.nodes[i].client_address
+                       for i in added)
         wait_until(joined, JOIN_LIMIT_S, f"nodes {added} active and voting in the metadata group")
     return added
 

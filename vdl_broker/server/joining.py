@@ -74,7 +74,9 @@ async def _pause(broker: Broker, done: Callable[[], bool]) -> None:
 async def join_cluster(broker: Broker) -> None:
     me = broker.node_id
     config = broker.config
-    request = VdlNodesRequest(action="join", node_id=me, client=config.client_address, raft=config.raft_listen)
+    own = next(member for member in config.members if member.id == me)
+    request = VdlNodesRequest(action="join", node_id=me, client=own.client, raft=own.raft,
+                              listeners=list(own.listeners), rack=own.rack)
     state = broker.metadata.state
     asked = False
     while me not in state.nodes:

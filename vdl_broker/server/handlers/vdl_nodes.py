@@ -53,7 +53,7 @@ def node_list(broker: Any) -> list[Any]:
         elif conf is not None and node_id in conf.learners:
             role = "learner"
         peer = status.get(node_id)
-        nodes.append(Node(node_id=node_id, client=info.client, raft=info.raft, rack=getattr(info, "rack", None),
+        nodes.append(Node(node_id=node_id, client=info.client, raft=info.raft, rack=info.rack,
                           state=state.membership.state_of(node_id), metadata_role=role,
                           reachable=node_id == broker.node_id or (peer is not None and peer.alive)))
     return nodes
@@ -119,11 +119,12 @@ async def _join(broker: Any, request: Any) -> None:
         raise _Refused(ErrorCode.BROKER_ID_NOT_REGISTERED,
                        f"node {node_id} was removed from the cluster: join under a new node id")
     known = state.nodes.get(node_id)
+    listeners, rack = tuple(request.listeners), request.rack or None
     if known is None:
         log.info("node %d asks to join (client %s, raft %s)", node_id, client, raft)
-        await _submit(broker, join_node_command(node_id, client, raft))
-    elif (known.client, known.raft) != (client, raft):
-        await _submit(broker, register_node_command(node_id, client, raft))  # it moved
+        await _submit(broker, join_node_command(node_id, client, raft, listeners, rack))
+    elif (known.client, known.raft, known.listeners, known.rack) != (client, raft, listeners, rack):
+        await _submit(broker, register_node_command(node_id, client, raft, listeners, rack))  # it moved
 
 
 def _check_room(broker: Any, node_id: int) -> None:
