@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo install lint bench chaos clean
+.PHONY: test demo install lint bench chaos raft-fuzz membership-soak test-many-streams clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,21 @@ bench: install
 # A long fault campaign (>= 100 faults, >= 10 minutes, 5 nodes); VDL_CHAOS_SEED=N replays one.
 chaos: install
 	$(PY) -m tests.faults.chaos --nodes 5 --faults 100 --min-duration 600
+
+# The Raft simulator's fuzzers: 20,000 seeds (membership changes in half of them; the suite runs
+# 2,500), and 5,000 of the quiescence fuzzer (many groups per node, node liveness; the suite runs 300).
+raft-fuzz: install
+	VDL_RAFT_SEEDS=20000 $(PY) -m pytest -q tests/unit/raft/test_raft_fuzz.py
+	VDL_QUIESCE_SEEDS=5000 $(PY) -m pytest -q tests/unit/raft/test_quiescence.py -k random_seeds
+
+# Membership under faults: 30 random reassignments in a row, a node killed -9 in each, acks=all load
+# (the suite runs 2); VDL_MEMBERSHIP_SEED=N replays one.
+membership-soak: install
+	VDL_MEMBERSHIP_ROUNDS=30 $(PY) -m pytest -q tests/faults/test_membership.py -k random_moves
+
+# The many-streams process tests at 1,000 streams (make test runs them at 300).
+test-many-streams: install
+	VDL_MANY_STREAMS=1000 $(PY) -m pytest -q tests/faults/test_many_streams.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,27 +1,36 @@
-"""Spark connector throughput: streaming read into the noop sink next to a ceiling, and writes.
+"""Spark connector throughput next to what Spark's Python Data Source API takes at best.
 
-Run: `.venv/bin/python -m benchmarks.bench_connector [--quick]` (--quick: 1M records, not 10M).
+Run: `.venv/bin/python -m benchmarks.bench_connector [--quick] [--rounds N]` (--quick: 1M records, not 10M).
 
-Measured in one run on this machine, one single-node broker (fsync on):
-- read: spark.readStream.format("vdl") of N 100-byte records, Trigger.AvailableNow, noop sink;
-- ceiling: the same query over a synthetic Python data source whose read() yields prebuilt
-  Arrow batches of the same schema (what Spark + the Python Data Source API can take at best);
-- write: df.write.format("vdl") of N 100-byte rows;
+Measured in one run on this machine, one single-node broker (fsync on), each pair side by side
+in alternating rounds (medians, median of per-round ratios):
+- read: spark.readStream.format("vdl") of N 100-byte records, Trigger.AvailableNow, noop sink,
+  next to the same query over a synthetic Python data source whose read() yields prebuilt
+  Arrow batches of the same schema -- goal >= 0.6x;
+- write: df.write.format("vdl") of N 100-byte rows (acks=-1), next to the same rows written to
+  a Python data source whose Arrow writer discards every batch -- goal >= 0.6x;
 - exactly-once cost: a streaming copy stream -> stream with exactlyOnce=true vs false.
-Spark queries get both cores (local[2], two read tasks); the broker shares them.
+Spark queries get both cores (local[2], two tasks); the broker shares them.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
 
 from benchmarks.report import Report
 
@@ -44,6 +53,18 @@ class CeilingSource(DataSource):
 
     def streamReader(self, schema):  # noqa: ANN001, ANN201
         return CeilingReader(int(self.options["rows"]), int(self.options.get("partitions", "2")))
+
+    def writer(self, schema, overwrite: bool):  # noqa: ANN001, ANN201
+        return DiscardWriter()
+
+
+class DiscardWriter(DataSourceArrowWriter):
+    """The write ceiling: takes every Arrow batch Spark hands a Python writer and drops it."""
+
+    def write(self, iterator):  # noqa: ANN001, ANN201
+        for _ in iterator:
+            pass
+        return WriterCommitMessage()
 
 
 class CeilingReader(DataSourceStreamReader):
@@ -115,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="1M records instead of 10M")
     parser.add_argument("--records", type=int, help="number of records (overrides --quick)")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds per pair (default 2)")
     args = parser.parse_args(argv)
+    rounds = args.rounds
     records = args.records or (1_000_000 if args.quick else 10_000_000)
     records -= records % LOAD_BATCH_RECORDS
 
@@ -149,34 +172,50 @@ def main(argv: list[str] | None = None) -> int:
                     .load().writeStream.format("noop").trigger(availableNow=True)
                     .option("checkpointLocation", str(work / f"ceiling-{run}")).start())
 
-        timed_query(lambda: ceiling_query(0))  # warm up Python workers and the JIT
-        # Interleaved and best of 2 each: the machine is shared, so load drifts during a run.
-        ceiling = read = float("inf")
-        started = time.perf_counter()
-        points: dict[str, list[tuple[float, float]]] = {"read": [], "ceiling": []}
-        for run in (1, 2):
-            seconds = timed_query(lambda r=run: ceiling_query(r))
-            points["ceiling"].append((time.perf_counter() - started, records / seconds))
-            ceiling = min(ceiling, seconds)
-            seconds = timed_query(lambda r=run: read_query(r))
-            points["read"].append((time.perf_counter() - started, records / seconds))
-            read = min(read, seconds)
-        report.throughput("readStream vdl -> noop, per run", points["read"], "rows/s")
-        report.throughput("synthetic Arrow source -> noop, per run", points["ceiling"], "rows/s", baseline=True)
-        ceiling_rate, read_rate = records / ceiling, records / read
-        report.add("ceiling: synthetic Arrow source -> noop", ceiling_rate, "rows/s", note="best of 2")
-        report.add("readStream vdl -> noop", read_rate, "rows/s", goal=1_000_000, note="best of 2")
-        report.add("read / ceiling", 100 * read_rate / ceiling_rate, "%", goal=50)
-
-        frame = spark.range(records).select(
+        frame = spark.range(records, numPartitions=2).select(
             F.concat(F.lpad(F.col("id").cast("string"), 20, "0"), F.lit("x" * (RECORD_BYTES - 20)))
             .cast("binary").alias("value"))
-        noop_s = min(timed_query_batch(lambda: frame.write.format("noop").mode("append").save()) for _ in range(2))
-        report.add("generate rows -> noop (write ceiling)", records / noop_s, "rows/s")
-        write_s = timed_query_batch(lambda: frame.write.format("vdl").option("bootstrap.servers", broker.bootstrap)
-                                    .option("topic", "bench-write").option("createStreams", "true")
-                                    .mode("append").save())
-        report.add("df.write.format('vdl')", records / write_s, "rows/s", goal=500_000)
+
+        def write_vdl(run: int) -> None:
+            (frame.write.format("vdl").option("bootstrap.servers", broker.bootstrap).option("topic", f"bench-write-{run}")
+             .option("createStreams", "true").mode("append").save())
+
+        def write_discard(run: int) -> None:
+            frame.write.format("vdl_bench_ceiling").mode("append").save()
+
+        timed_query(lambda: ceiling_query(0))  # warm up Python workers and the JIT
+        timed_query(lambda: read_query(0))
+        write_discard(0)
+        # Alternating rounds, each pair side by side: the machine is shared, so load drifts.
+        started = time.perf_counter()
+        seconds: dict[str, list[float]] = {"read": [], "ceiling": [], "write": [], "discard": []}
+        points: dict[str, list[tuple[float, float]]] = {key: [] for key in seconds}
+        runs = {"read": lambda r: timed_query(lambda: read_query(r)),
+                "ceiling": lambda r: timed_query(lambda: ceiling_query(r)),
+                "write": lambda r: timed_query_batch(lambda: write_vdl(r)),
+                "discard": lambda r: timed_query_batch(lambda: write_discard(r))}
+        for run in range(1, rounds + 1):
+            pairs = (("ceiling", "read"), ("discard", "write"))
+            for pair in pairs:
+                for key in (pair if run % 2 else pair[::-1]):
+                    seconds[key].append(runs[key](run))
+                    points[key].append((time.perf_counter() - started, records / seconds[key][-1]))
+        rate = {key: statistics.median(records / s for s in values) for key, values in seconds.items()}
+        ratio = {measured: statistics.median(b / a for a, b in zip(seconds[measured], seconds[base], strict=True))
+                 for measured, base in (("read", "ceiling"), ("write", "discard"))}
+        listed = lambda key: "rounds: " + ", ".join(f"{records / s:,.0f}" for s in seconds[key])  # noqa: E731
+        report.add("ceiling: synthetic Arrow source -> noop", rate["ceiling"], "rows/s", note=listed("ceiling"))
+        report.add("readStream vdl -> noop", rate["read"], "rows/s", goal=1_000_000, note=listed("read"))
+        report.add("read / synthetic Arrow source", ratio["read"], "x", goal=0.6, note="median of per-round ratios")
+        report.add("ceiling: rows -> discarding Arrow writer", rate["discard"], "rows/s", note=listed("discard"))
+        report.add("df.write.format('vdl')", rate["write"], "rows/s", goal=500_000, note=listed("write"))
+        report.add("write / discarding Arrow writer", ratio["write"], "x", goal=0.6, note="median of per-round ratios")
+        for measured, base in (("read", "ceiling"), ("write", "discard")):
+            label = {"read": "readStream vdl", "write": "df.write vdl"}[measured]
+            report.throughput(f"{label}, per run", points[measured], "rows/s")
+            report.throughput(f"{base}, per run", points[base], "rows/s", baseline=True)
+            report.latency(f"{label}: run time", seconds[measured], "s")
+            report.latency(f"{base}: run time", seconds[base], "s", baseline=True)
 
         # Alternate the two modes and keep each one's best run: the first runs pay warm-up costs.
         rates: dict[str, float] = {"false": 0.0, "true": 0.0}

@@ -65,6 +65,17 @@ class Scraper:
 Timelines = dict[bool, dict[int, dict[str, list[tuple[float, float]]]]]  # on -> round -> run -> counts
 
 
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """User + system CPU time the processes used so far (psutil)."""
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        times = psutil.Process(pid).cpu_times()
+        total += times.user + times.system
+    return total
+
+
 def add_timelines(report: Report, timelines: Timelines, rounds: int, key: str, label: str) -> None:
     """The middle round's acknowledged-records timeline, metrics on against off (the baseline)."""
     middle = rounds // 2
@@ -86,13 +97,19 @@ def alternate(rounds: int, run: Callable[[bool, int], dict[str, float]]) -> dict
 
 
 def add_ratio_rows(report: Report, runs: dict[bool, list[dict[str, float]]], labels: dict[str, str]) -> None:
+    """Medians off and on, and the median of the per-round ratios on / off, for each of `labels`.
+    A run's "efficiency" (records per second of the brokers' CPU time) is compared too: on a
+    shared machine other people's work moves throughput by tens of percent from one run to the
+    next, but hardly the CPU a broker spends per record."""
+    labels = {**labels, "efficiency": "records per broker CPU second"}
     for key, label in labels.items():
         off = [run[key] for run in runs[False]]
         on = [run[key] for run in runs[True]]
         ratios = [a / b for a, b in zip(on, off, strict=True)]
-        report.add(f"{label}, metrics off", statistics.median(off), "records/s",
+        unit = "records/CPU s" if key == "efficiency" else "records/s"
+        report.add(f"{label}, metrics off", statistics.median(off), unit,
                    note="rounds: " + ", ".join(f"{v:,.0f}" for v in off))
-        report.add(f"{label}, metrics on", statistics.median(on), "records/s",
+        report.add(f"{label}, metrics on", statistics.median(on), unit,
                    note="rounds: " + ", ".join(f"{v:,.0f}" for v in on))
         report.add(f"{label}, on / off", statistics.median(ratios), "x", RATIO_GOAL,
                    note="median of per-round ratios: " + ", ".join(f"{r:.3f}" for r in ratios))
@@ -107,9 +124,13 @@ def compare_metrics_one_node(rounds: int, produce_count: int, producers: int, sc
         with tempfile.TemporaryDirectory(prefix="vdl-bench-") as tmp:
             broker = Broker(Path(tmp) / "data", metrics=on)
             try:
+                used = cpu_seconds([broker.process.pid])
                 with Scraper([broker.metrics_url] if broker.metrics_url else []):
-                    return throughput(broker.bootstrap, round_number, produce_count, producers,
-                                      timelines[on].setdefault(round_number, {}))
+                    result = throughput(broker.bootstrap, round_number, produce_count, producers,
+                                        timelines[on].setdefault(round_number, {}))
+                # Each round produces the records twice (acks=1, acks=-1) and reads them once.
+                result["efficiency"] = 3 * produce_count / (cpu_seconds([broker.process.pid]) - used)
+                return result
             finally:
                 broker.stop()
 
@@ -118,9 +139,31 @@ def compare_metrics_one_node(rounds: int, produce_count: int, producers: int, sc
     add_timelines(report, timelines, rounds, "acks_all", "produce acks=-1")
     add_ratio_rows(report, runs, {"acks1": "produce acks=1", "acks_all": "produce acks=-1",
                                   "consume": f"kcat consume {produce_count:,} records"})
+    add_bookkeeping_rows(report)
     add_scrape_rows(report, scrape_streams)
     report.finish()
     return 0
+
+
+def add_bookkeeping_rows(report: Report, calls: int = 100_000) -> None:
+    """What counting costs per request and per batch, in this process: far below the noise of
+    whole-broker rounds on a shared machine, and the figure that decides the on/off ratio."""
+    import timeit
+
+    from vdl_broker.metrics import BrokerMetrics
+    from vdl_broker.protocol import messages as m
+    from vdl_broker.protocol.response_errors import response_error
+
+    metrics = BrokerMetrics()
+    answer = m.ProduceResponse(responses=[m.ProduceResponse.TopicProduceResponse(name="s", partition_responses=[
+        m.ProduceResponse.PartitionProduceResponse(index=0, error_code=0)])])
+    per_request = min(timeit.repeat(lambda: metrics.request_done("Produce", 8, response_error(answer), 0.001),
+                                    number=calls, repeat=5)) / calls
+    per_batch = min(timeit.repeat(lambda: metrics.produced("s", 1000, 10), number=calls, repeat=5)) / calls
+    report.add("metrics bookkeeping per request", per_request * 1e6, "us", higher_is_better=False,
+               note="error of the answer, counter, latency histogram (best of 5)")
+    report.add("metrics bookkeeping per stored batch", per_batch * 1e6, "us", higher_is_better=False,
+               note="bytes and records of the stream (best of 5)")
 
 
 def add_scrape_rows(report: Report, streams: int, scrapes: int = 30) -> None:
@@ -185,10 +228,13 @@ def compare_metrics_cluster(rounds: int, produce_count: int, producers: int, fsy
                 cluster.start(timeout_s=60)
                 cluster.wait_for_brokers(timeout_s=60)
                 create_streams(cluster, topic)
+                pids = [node.pid for node in cluster.nodes.values() if node.pid is not None]
+                used = cpu_seconds(pids)
                 with Scraper(list(cluster.metrics_urls().values())):
                     produced = produce_run(cluster.bootstrap_servers, topic, produce_count, -1, producers)
+                efficiency = produce_count / (cpu_seconds(pids) - used)
                 timelines[on][round_number] = {"acks_all": produced.counts}
-                return {"acks_all": produced.rate}
+                return {"acks_all": produced.rate, "efficiency": efficiency}
             finally:
                 cluster.kill_all()
 

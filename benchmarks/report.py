@@ -46,12 +46,15 @@ class Row:
 
 @dataclass
 class Series:
-    """Throughput over time: (seconds since the series started, rate) points."""
+    """Throughput over time: (seconds since the series started, rate) points -- or, with another
+    `x_label` and `title`, any measurement against another quantity (e.g. per stream count)."""
 
     label: str
     points: list[tuple[float, float]]
     unit: str
     baseline: bool = False
+    x_label: str = "seconds since start"
+    title: str = "throughput over time"
 
 
 @dataclass
@@ -164,8 +167,8 @@ def _plot_series(axis, series: list[Series], colors: list[str]) -> None:  # noqa
         label = f"{item.label} (baseline)" if item.baseline else item.label
         axis.plot(xs, ys, marker=marker, markersize=3, label=label, **_style(item.baseline, index, colors))
     units = sorted({s.unit for s in series})
-    axis.set_title("throughput over time")
-    axis.set_xlabel("seconds since start")
+    axis.set_title(series[0].title)
+    axis.set_xlabel(series[0].x_label)
     axis.set_ylabel(", ".join(units))
     axis.set_ylim(bottom=0)
     axis.grid(alpha=0.3)

@@ -109,6 +109,9 @@ class NodeConfig:
     offsets_retention_check_ms: int = 600_000
     # Kafka's offset.metadata.max.bytes: longer commit metadata gets OFFSET_METADATA_TOO_LARGE.
     offset_metadata_max_bytes: int = 4096
+    # Stream replicas a node may hold: CreateTopics that would place one more on a node at the
+    # limit is refused (POLICY_VIOLATION) instead of overloading it. Checked by the metadata leader.
+    max_streams_per_node: int = 10_000
     log_level: str = "INFO"
     # Kafka's broker.rack: Metadata reports it, and a consumer whose Fetch names the same rack
     # (client.rack) is sent to a replica here (KIP-392).
@@ -238,6 +241,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--retention-check-ms", type=int)
     parser.add_argument("--auto-create-streams", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--max-request-bytes", type=int)
+    parser.add_argument("--max-streams-per-node", type=int)
     parser.add_argument("--offsets-retention-minutes", type=int)
     parser.add_argument("--offsets-retention-check-ms", type=int)
     parser.add_argument("--join", action=argparse.BooleanOptionalAction, default=None,
@@ -417,6 +421,8 @@ def validate(config: NodeConfig) -> None:
         raise ConfigError("offsets_retention_minutes must be >= 0 and offsets_retention_check_ms >= 1")
     if config.node_id < 1:
         raise ConfigError(f"node_id must be a positive integer, got {config.node_id}")
+    if config.max_streams_per_node < 1:
+        raise ConfigError(f"max_streams_per_node must be a positive integer, got {config.max_streams_per_node}")
     if config.peers and config.raft_listen is None:
         raise ConfigError("raft_listen is required when peers are given (the address other nodes reach this one at)")
     if config.join and not any(peer.id != config.node_id for peer in config.peers):

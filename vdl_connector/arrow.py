@@ -15,6 +15,7 @@ The broker never imports this module: vdl_broker.protocol needs neither numpy no
 
 from __future__ import annotations
 
+import functools
 import struct
 
 import crc32c
@@ -67,16 +68,23 @@ def _varint_array(unsigned: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
-_EMPTY = pa.scalar(b"", pa.binary())
-_NO_HEADERS_SCALAR = pa.scalar(_NO_HEADERS, pa.binary())
-_ATTRIBUTES_AND_TIMESTAMP_DELTA = pa.scalar(b"\x00\x00", pa.binary())  # attributes 0, timestamp delta 0
+@functools.cache
+def _binary_scalar(value: bytes) -> pa.Scalar:
+    """A binary scalar built from buffers, when first needed: pa.scalar() would import pandas (a
+    quarter second in every Python process Spark starts that merely imports the connector)."""
+    offsets = np.array([0, len(value)], dtype=np.int32)
+    return pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(offsets), pa.py_buffer(value)])[0]
+
+
+_EMPTY = b""
+_ATTRIBUTES_AND_TIMESTAMP_DELTA = b"\x00\x00"  # attributes 0, timestamp delta 0
 
 
 class BinaryColumn:
     """A binary Arrow array as numpy views: data bytes, per-row start and length (-1 = null),
     and the array itself with nulls as empty values (`filled`, for the element-wise join)."""
 
-    def __init__(self, array: pa.Array | None, count: int, null_fill: pa.Scalar = _EMPTY) -> None:
+    def __init__(self, array: pa.Array | None, count: int, null_fill: bytes = _EMPTY) -> None:
         if array is None:
             self.data = np.zeros(1, dtype=np.uint8)
             self.starts = np.zeros(count, dtype=np.int64)
@@ -85,7 +93,7 @@ class BinaryColumn:
             return
         if not pa.types.is_binary(array.type):
             array = array.cast(pa.binary())
-        self.filled = pc.fill_null(array, null_fill) if array.null_count else array
+        self.filled = pc.fill_null(array, _binary_scalar(null_fill)) if array.null_count else array
         _, offsets_buffer, data_buffer = array.buffers()
         offsets = np.frombuffer(offsets_buffer, dtype=np.int32)[array.offset:array.offset + count + 1].astype(np.int64)
         self.data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(1, np.uint8)
@@ -133,10 +141,11 @@ class RecordColumns:
         self.keys = BinaryColumn(keys, self.count)
         self.values = BinaryColumn(values, self.count)
         # A record without headers (null or empty section) is encoded as a count of 0.
-        self.headers = BinaryColumn(headers, self.count, _NO_HEADERS_SCALAR) if headers is not None else None
+        self.headers = BinaryColumn(headers, self.count, _NO_HEADERS) if headers is not None else None
         if self.headers is not None and self.headers.filled is not None and (self.headers.lengths == 0).any():
             filled = self.headers.filled
-            self.headers.filled = pc.if_else(pc.equal(pc.binary_length(filled), 0), _NO_HEADERS_SCALAR, filled)
+            self.headers.filled = pc.if_else(pc.equal(pc.binary_length(filled), 0), _binary_scalar(_NO_HEADERS),
+                                             filled)
         key_part = _varint_sizes(_zigzag(self.keys.lengths)) + np.maximum(self.keys.lengths, 0)
         value_part = _varint_sizes(_zigzag(self.values.lengths)) + np.maximum(self.values.lengths, 0)
         header_part = 1 if self.headers is None else np.maximum(self.headers.lengths, 1)
@@ -173,17 +182,17 @@ class RecordColumns:
         # and the joined array's data buffer is the records section.
         deltas = _zigzag(np.arange(count, dtype=np.int64))
         body = self.fixed[start:stop] + _varint_sizes(deltas)
-        parts: list[pa.Array | pa.Scalar] = [_varint_array(_zigzag(body)), _ATTRIBUTES_AND_TIMESTAMP_DELTA,
+        parts: list[pa.Array | pa.Scalar] = [_varint_array(_zigzag(body)), _binary_scalar(_ATTRIBUTES_AND_TIMESTAMP_DELTA),
                                              _varint_array(deltas)]
         for column in (self.keys, self.values):
             parts.append(_varint_array(_zigzag(column.lengths[start:stop])))
             if column.filled is not None:
                 parts.append(column.filled.slice(start, count))
         if self.headers is None or self.headers.filled is None:
-            parts.append(_NO_HEADERS_SCALAR)
+            parts.append(_binary_scalar(_NO_HEADERS))
         else:
             parts.append(self.headers.filled.slice(start, count))
-        joined = pc.binary_join_element_wise(*parts, _EMPTY)
+        joined = pc.binary_join_element_wise(*parts, _binary_scalar(_EMPTY))
         _, offsets, data = joined.buffers()
         total = int(np.frombuffer(offsets, dtype=np.int32)[joined.offset + count])
         return data.to_pybytes()[:total] if data is not None else b""

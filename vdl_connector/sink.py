@@ -13,7 +13,14 @@ a replayable source) or a retried task attempt therefore re-sends the very same 
 very same sequences, and the broker acknowledges them without storing them again. Costs: one
 InitProducerId per task and micro-batch, and the broker keeps producer state per (query, batch,
 task). Where Spark cannot replay identically (non-deterministic plans, a non-replayable source),
-the guarantee degrades to at-least-once. Batch writes (df.write) are at-least-once.
+the guarantee degrades to at-least-once.
+
+Batch writes (df.write) are at-least-once, unless the option exactlyOnce is set to true
+explicitly: then the write must run inside foreachBatch of a streaming query, and its tasks take
+the transactional id "vdl-spark/<query id>/<batch id>/<partition>/<topic>" from the running
+micro-batch, so a replayed micro-batch re-sends the same batches as above. One such write per
+stream and micro-batch: a second exactly-once write of the same micro-batch to the same stream
+would be taken for a replay of the first.
 """
 
 from __future__ import annotations
@@ -68,8 +75,11 @@ def total_counts(messages: list[WriterCommitMessage | None]) -> dict[str, int]:
     return totals
 
 
-def producer_identity(exactly_once: bool) -> tuple[str | None, int]:
-    """(transactional id or None, task partition id) from the running Spark task."""
+def producer_identity(exactly_once: bool, in_batch_of: str | None = None) -> tuple[str | None, int]:
+    """(transactional id or None, task partition id) from the running Spark task.
+
+    in_batch_of: None for a streaming write; the target (topic option or "*") for an
+    exactly-once df.write, which must run inside a micro-batch (foreachBatch)."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
@@ -81,9 +91,14 @@ def producer_identity(exactly_once: bool) -> tuple[str | None, int]:
     query = context.getLocalProperty(QUERY_ID_PROPERTY)
     batch = context.getLocalProperty(BATCH_ID_PROPERTY)
     if query is None or batch is None:
+        if in_batch_of is not None:
+            raise VdlWriteError("option 'exactlyOnce' is true on df.write, which is exactly-once only inside "
+                                "foreachBatch of a streaming query (it takes the query and batch id from the "
+                                "running micro-batch); drop the option for an at-least-once write")
         log.warning("exactlyOnce: no query/batch id in the task context; writing at-least-once")
         return None, partition
-    return transactional_id(query, int(batch), partition), partition
+    txn_id = transactional_id(query, int(batch), partition)
+    return (txn_id if in_batch_of is None else f"{txn_id}/{in_batch_of}"), partition
 
 
 def transactional_id(query_id: str, batch_id: int, partition: int) -> str:
@@ -253,10 +268,10 @@ def split_by_stream(batch: pa.RecordBatch, columns: WriteColumns,
 
 
 def write_batches(options: SinkOptions, columns: WriteColumns, iterator: Iterator[pa.RecordBatch],
-                  exactly_once: bool) -> VdlCommitMessage:
+                  exactly_once: bool, in_batch: bool = False) -> VdlCommitMessage:
     from vdl_client import VdlClient
 
-    txn_id, partition = producer_identity(exactly_once)
+    txn_id, partition = producer_identity(exactly_once, (options.topic or "*") if in_batch else None)
     with VdlClient(options.client) as client:
         producer = StreamProducer(client, options, txn_id)
         for batch in iterator:
@@ -280,13 +295,16 @@ def _check_topic_on_driver(options: SinkOptions) -> None:
 
 
 class VdlBatchWriter(DataSourceArrowWriter):
-    def __init__(self, options: SinkOptions, columns: WriteColumns) -> None:
+    """df.write: at-least-once; exactly once inside foreachBatch when exactlyOnce=true is set."""
+
+    def __init__(self, options: SinkOptions, columns: WriteColumns, exactly_once: bool = False) -> None:
         self.options = options
         self.columns = columns
+        self.exactly_once = exactly_once
         _check_topic_on_driver(options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> VdlCommitMessage:
-        return write_batches(self.options, self.columns, iterator, exactly_once=False)
+        return write_batches(self.options, self.columns, iterator, self.exactly_once, in_batch=True)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         log.info("vdl write committed: %s", total_counts(messages))

@@ -110,7 +110,9 @@ class VdlDataSource(DataSource):
         from vdl_connector.sink import VdlBatchWriter
 
         options = parse_sink_options(self._raw)
-        return VdlBatchWriter(options, validate_write_schema(schema, options.topic))
+        # For df.write exactly-once is opt-in (inside foreachBatch): only an explicit exactlyOnce=true.
+        exactly_once = "exactlyonce" in self._raw and options.exactly_once
+        return VdlBatchWriter(options, validate_write_schema(schema, options.topic), exactly_once)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from vdl_connector.sink import VdlStreamWriter

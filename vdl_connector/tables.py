@@ -28,8 +28,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as ds
-import pyarrow.fs as pafs
 from pyspark.sql.datasource import InputPartition
 
 from vdl_connector.planning import OffsetRange, plan_ranges
@@ -237,6 +235,11 @@ class _Missing(Exception):
 
 def _read_files(uris: Sequence[str], start: int, end: int) -> Iterator[pa.Table]:
     """Per file (in offset order), its rows in [start, end), sorted by offset."""
+    # Imported here: pyarrow.dataset takes half a second (pandas with it), and every Python
+    # process Spark starts imports this module while only tiered reads need it.
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
     wanted = (ds.field("offset") >= start) & (ds.field("offset") < end)
     for uri in uris:
         filesystem, path = pafs.FileSystem.from_uri(uri)

@@ -1,43 +1,55 @@
-"""The demo's structured-streaming job, as reusable steps (run.py and notebook 02 use them).
+"""The demo's structured-streaming job, as reusable steps (run.py, follow.py, notebook 02 and the
+main-job benchmark use them).
 
-    orders (log stream) --readStream.format("vdl")--> from_json --+--> watermark + 1-minute window
-                                                                 |    per category (update mode)
-                                                                 |    --foreachBatch--> Delta MERGE
-                                                                 |       (app transaction: query id,
-                                                                 |        batch id)
-                                                                 +--> enrich (join dimensions)
-                                                                      --writeStream.format("vdl")-->
-                                                                      orders-enriched (log stream)
+    orders (log stream) --readStream.format("vdl")--> from_json --foreachBatch, per micro-batch:
+        +--> enrich (join dimensions) --write.format("vdl"), exactly once--> orders-enriched
+        +--> orders per 1-minute event-time window and category --Delta MERGE (accumulate,
+             app transaction: query id, batch id)--> orders_per_minute
 
-Delta is written with the `deltalake` package (delta-rs) from foreachBatch: delta-spark has no
-release for Spark 4.3 and its JARs cannot be fetched here. Each batch's MERGE commits together
-with the Delta app transaction (app id = the streaming query's id, version = the batch id), so a
-micro-batch Spark replays after a failure finds its version already committed and is skipped.
-On a Spark with Delta installed (Databricks) `writeStream.format("delta")` works unchanged with
-this source.
+One query reads the source once per micro-batch and parses it once: the parsed batch is cached
+and feeds both outputs. The window aggregates of a batch are partial sums that the MERGE adds to
+the table's rows, so the Delta table is the aggregation state (no Spark state store, nothing to
+drop: a late order still updates its window). Both outputs are exactly once: a replayed
+micro-batch (same batch id after a restart) re-sends the enriched records with the same
+idempotent-producer ids and sequences, which the broker stores once, and finds its Delta
+version already committed. On a Spark with Delta installed (Databricks) the aggregates can go to
+`writeStream.format("delta")` with this source as well.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vdl_dev.delta_sink import (
+    NEWEST_PRODUCED_METADATA,
+    DeltaMergeSink,
+    last_committed_batch,
+    query_id_from_checkpoint,
+    read_delta_table,
+)
 from vdl_dev.workload import CATEGORIES, DEPARTMENTS, REGIONS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+__all__ = ["DeltaMergeSink", "MainJobBatch", "PipelinePaths", "aggregate_orders", "enrich_orders",
+           "last_committed_batch", "parse_orders", "query_id_from_checkpoint", "read_delta_table", "read_orders",
+           "start_pipeline"]
+
 log = logging.getLogger("vdl_demo")
 
-WATERMARK_DELAY = "30 seconds"  # > the workload's max lateness (5 s): no event is dropped
 WINDOW = "1 minute"
-QUERY_ID_PROPERTY = "sql.streaming.queryId"  # Spark's StreamExecution.QUERY_ID_KEY
 ORDER_COLUMNS = ("order_id", "customer_id", "event_time", "category", "product_id", "quantity",
                  "unit_price", "amount", "country", "payment")
+# A window's row accumulates the partial aggregates of every batch that saw its orders.
+ACCUMULATE = {"orders": "t.orders + s.orders", "units": "t.units + s.units", "revenue": "t.revenue + s.revenue",
+              "max_amount": "CASE WHEN s.max_amount > t.max_amount THEN s.max_amount ELSE t.max_amount END"}
 
 
 def order_schema() -> Any:
@@ -66,36 +78,45 @@ def order_schema() -> Any:
 
 
 def read_orders(spark: SparkSession, bootstrap: str, stream: str = "orders",
-                max_offsets_per_trigger: int | None = None, starting_offsets: str = "earliest") -> DataFrame:
-    """The raw log stream, exactly as with format("kafka"): key, value, topic, offset, timestamp..."""
+                max_offsets_per_trigger: int | None = None, starting_offsets: str = "earliest",
+                min_partitions: int | None = None) -> DataFrame:
+    """The raw log stream, exactly as with format("kafka"): key, value, topic, offset, timestamp...
+
+    min_partitions splits each micro-batch's offset range over that many tasks (a stream is one
+    partition, so without it one task reads and parses the whole batch on one core)."""
     reader = (spark.readStream.format("vdl")
               .option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", stream)
               .option("startingOffsets", starting_offsets))
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    if min_partitions:
+        reader = reader.option("minPartitions", str(min_partitions))
     return reader.load()
 
 
 def parse_orders(raw: DataFrame) -> DataFrame:
-    """JSON value -> typed columns; the log offset is kept (lineage back to the stream)."""
+    """JSON value -> typed columns; the log offset is kept (lineage back to the stream) and the
+    record's timestamp as produced_at (when the event was produced: the freshness reference)."""
     from pyspark.sql import functions as F
 
+    produced = F.col("timestamp") if "timestamp" in raw.columns else F.lit(None).cast("timestamp")
     parsed = raw.select(F.from_json(F.col("value").cast("string"), order_schema()).alias("order"),
-                        F.col("offset").alias("source_offset"))
-    return parsed.select("order.*", "source_offset")
+                        F.col("offset").alias("source_offset"), produced.alias("produced_at"))
+    return parsed.select("order.*", "source_offset", "produced_at")
 
 
-def aggregate_orders(orders: DataFrame, watermark: str = WATERMARK_DELAY, window: str = WINDOW) -> DataFrame:
-    """Orders, units, revenue and the largest order per 1-minute event-time window and category."""
+def aggregate_orders(orders: DataFrame, window: str = WINDOW) -> DataFrame:
+    """Orders, units, revenue and the largest order per 1-minute event-time window and category
+    (of one micro-batch: partial aggregates), plus the newest produce time they include."""
     from pyspark.sql import functions as F
 
-    return (orders.withWatermark("event_time", watermark)
-            .groupBy(F.window("event_time", window), F.col("category"))
+    return (orders.groupBy(F.window("event_time", window), F.col("category"))
             .agg(F.count(F.lit(1)).alias("orders"), F.sum("quantity").cast("long").alias("units"),
-                 F.sum("amount").alias("revenue"), F.max("amount").alias("max_amount"))
+                 F.sum("amount").alias("revenue"), F.max("amount").alias("max_amount"),
+                 F.max("produced_at").alias("newest_produced"))
             .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
-                    "category", "orders", "units", "revenue", "max_amount"))
+                    "category", "orders", "units", "revenue", "max_amount", "newest_produced"))
 
 
 def dimensions(spark: SparkSession) -> tuple[DataFrame, DataFrame]:
@@ -105,11 +126,12 @@ def dimensions(spark: SparkSession) -> tuple[DataFrame, DataFrame]:
     return departments, regions
 
 
-def enrich_orders(orders: DataFrame, spark: SparkSession) -> DataFrame:
+def enrich_orders(orders: DataFrame, spark: SparkSession,
+                  dimension_tables: tuple[DataFrame, DataFrame] | None = None) -> DataFrame:
     """Orders joined with the dimensions plus an amount tier, as (key, value) JSON for a log stream."""
     from pyspark.sql import functions as F
 
-    departments, regions = dimensions(spark)
+    departments, regions = dimension_tables or dimensions(spark)
     tier = (F.when(F.col("amount") >= 500, "large").when(F.col("amount") >= 50, "medium").otherwise("small"))
     enriched = (orders.join(F.broadcast(departments), "category", "left")
                 .join(F.broadcast(regions), "country", "left")
@@ -118,148 +140,121 @@ def enrich_orders(orders: DataFrame, spark: SparkSession) -> DataFrame:
     return enriched.select(F.col("customer_id").alias("key"), F.to_json(F.struct(*columns)).alias("value"))
 
 
-# -- the Delta sink ------------------------------------------------------------------------------
-
-
-def query_id_from_checkpoint(checkpoint: str | Path) -> str:
-    """The streaming query's id: Spark writes it to <checkpoint>/metadata when the query first
-    starts and keeps it across restarts from that checkpoint (unlike the run id)."""
-    text = (Path(checkpoint) / "metadata").read_text()
-    return str(json.loads(text.splitlines()[0])["id"])
-
-
-def _running_query_id(batch: DataFrame) -> str | None:
-    """The id of the query running this foreachBatch call: Spark sets it as a local property of
-    the thread that calls the function (StreamExecution.QUERY_ID_KEY). None where the
-    SparkContext is not reachable (Spark Connect); then the checkpoint's metadata file is used."""
-    try:
-        return batch.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
-    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
-        return None
-
-
-def last_committed_batch(table_path: str | Path, app_id: str) -> int | None:
-    """The latest batch id this app committed to the table (Delta's `txn` action), if any."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        return DeltaTable(str(table_path)).transaction_version(app_id)
-    except TableNotFoundError:
-        return None
+# -- the whole job -------------------------------------------------------------------------------
 
 
 @dataclass
-class DeltaMergeSink:
-    """foreachBatch function: MERGE each micro-batch into a Delta table, exactly once.
+class BatchTimes:
+    """Where one micro-batch's foreachBatch time went (seconds), and what it saw."""
 
-    The merge and the app transaction (app_id, batch_id) commit atomically; a batch whose id is
-    at or below the table's recorded version for app_id was committed before (Spark replays the
-    last batch after a crash) and is skipped. app_id defaults to the streaming query's id, which
-    Spark keeps across restarts from the same checkpoint, so a restarted query keeps its identity
-    and a new query (new checkpoint) starts its own sequence. The id comes from the running query
-    (a local property Spark sets for the foreachBatch call) or else from <checkpoint>/metadata.
+    batch_id: int
+    events: int
+    windows: int
+    enrich_s: float
+    aggregate_s: float
+    delta_s: float
+    newest_produced_ms: int | None  # when the newest event of the batch was produced
+    committed_at_ms: int  # when its Delta commit returned (the events are visible from then on)
+
+    @property
+    def freshness_s(self) -> float | None:
+        """Age of the newest event in the Delta table when this batch made it visible."""
+        if self.newest_produced_ms is None:
+            return None
+        return (self.committed_at_ms - self.newest_produced_ms) / 1000
+
+
+@dataclass
+class MainJobBatch:
+    """The main job's foreachBatch function: one parsed micro-batch -> both outputs, exactly once.
+
+    The enriched records go first (a batch write that takes its idempotent-producer ids from the
+    query and batch id: exactlyOnce=true inside foreachBatch), then the window aggregates MERGE
+    into Delta with the app transaction. A crash between the two is harmless: the replayed batch
+    re-sends records the broker already holds and merges what Delta does not.
     """
 
-    table_path: str
-    key_columns: tuple[str, ...] = ("window_start", "category")
-    checkpoint: str | None = None
-    app_id: str | None = None
-    committed: list[int] = field(default_factory=list)
-    skipped: list[int] = field(default_factory=list)
-    rows_written: int = 0
+    sink: DeltaMergeSink
+    bootstrap: str
+    enriched_stream: str
+    times: list[BatchTimes] = field(default_factory=list)
+    on_batch: Callable[[BatchTimes], None] | None = None  # called after each batch's Delta commit
+    _dimensions: tuple[DataFrame, DataFrame] | None = None  # made once, not per micro-batch
 
-    def resolve_app_id(self) -> str:
-        if self.app_id is None:
-            if self.checkpoint is None:
-                raise ValueError("DeltaMergeSink needs app_id or the query's checkpoint location")
-            self.app_id = f"vdl-demo/{query_id_from_checkpoint(self.checkpoint)}"
-        return self.app_id
+    def __call__(self, orders: DataFrame, batch_id: int) -> None:
+        self.sink.adopt_running_query(orders)
+        started = time.monotonic()
+        if self._dimensions is None:
+            self._dimensions = dimensions(orders.sparkSession)
+        orders.persist()  # read and parsed once, used twice
+        try:
+            (enrich_orders(orders, orders.sparkSession, self._dimensions).write.format("vdl")
+             .option("kafka.bootstrap.servers", self.bootstrap).option("topic", self.enriched_stream)
+             .option("exactlyOnce", "true").mode("append").save())
+            enriched = time.monotonic()
+            table = aggregate_orders(orders).toArrow()
+        finally:
+            orders.unpersist()
+        aggregated = time.monotonic()
+        newest, events = None, 0
+        if table.num_rows:
+            import pyarrow.compute as pc
 
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        if self.app_id is None:
-            query_id = _running_query_id(batch)
-            if query_id is not None:
-                self.app_id = f"vdl-demo/{query_id}"
-        self.write_arrow(batch.toArrow(), batch_id)
-
-    def write_arrow(self, data: Any, batch_id: int) -> bool:
-        """Merge one batch (a pyarrow Table); False when it was already committed (skipped)."""
-        from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-
-        if data.num_rows == 0:
-            return False  # nothing to merge (e.g. the batch that only advances the watermark)
-        app_id = self.resolve_app_id()
-        done = last_committed_batch(self.table_path, app_id)
-        if done is not None and batch_id <= done:
-            log.info("batch %d already in %s (app %s at %d): skipped", batch_id, self.table_path, app_id, done)
-            self.skipped.append(batch_id)
-            return False
-        commit = CommitProperties(app_transactions=[Transaction(app_id, batch_id)],
-                                  custom_metadata={"vdl.batch_id": str(batch_id)})
-        if not DeltaTable.is_deltatable(self.table_path):
-            write_deltalake(self.table_path, data, mode="append", commit_properties=commit)
-        else:
-            predicate = " AND ".join(f"t.{c} = s.{c}" for c in self.key_columns)
-            (DeltaTable(self.table_path)
-             .merge(data, predicate, source_alias="s", target_alias="t", commit_properties=commit)
-             .when_matched_update_all().when_not_matched_insert_all().execute())
-        self.committed.append(batch_id)
-        self.rows_written += data.num_rows
-        return True
-
-
-# -- the whole job -------------------------------------------------------------------------------
+            stamp = pc.max(table["newest_produced"]).as_py()
+            newest = int(stamp.timestamp() * 1000) if stamp is not None else None
+            events = int(pc.sum(table["orders"]).as_py())
+        table = table.drop_columns(["newest_produced"])
+        metadata = {NEWEST_PRODUCED_METADATA: str(newest)} if newest is not None else {}
+        self.sink.write_arrow(table, batch_id, metadata)
+        done = time.monotonic()
+        times = BatchTimes(batch_id, events, table.num_rows, enriched - started, aggregated - enriched,
+                           done - aggregated, newest, int(time.time() * 1000))
+        self.times.append(times)
+        if self.on_batch is not None:
+            self.on_batch(times)
 
 
 @dataclass(frozen=True)
 class PipelinePaths:
     delta_table: str
-    aggregate_checkpoint: str
-    enrich_checkpoint: str
+    checkpoint: str
 
     @classmethod
     def under(cls, base: str | Path) -> PipelinePaths:
         base = Path(base)
-        return cls(str(base / "delta" / "orders_per_minute"), str(base / "checkpoints" / "orders_per_minute"),
-                   str(base / "checkpoints" / "orders_enriched"))
+        return cls(str(base / "delta" / "orders_per_minute"), str(base / "checkpoints" / "main_job"))
 
 
 @dataclass
 class RunningPipeline:
-    aggregate: StreamingQuery
-    enrich: StreamingQuery
-    sink: DeltaMergeSink
+    query: StreamingQuery
+    batch: MainJobBatch
 
     @property
-    def queries(self) -> tuple[StreamingQuery, StreamingQuery]:
-        return self.aggregate, self.enrich
+    def sink(self) -> DeltaMergeSink:
+        return self.batch.sink
 
     def stop(self) -> None:
-        for query in self.queries:
-            try:
-                query.stop()
-            except Exception as error:  # noqa: BLE001 - stopping must reach every query
-                log.warning("stopping %s: %s", query.name, error)
+        try:
+            self.query.stop()
+        except Exception as error:  # noqa: BLE001 - stopping must not hide the caller's error
+            log.warning("stopping %s: %s", self.query.name, error)
 
 
-def start_pipeline(spark: SparkSession, bootstrap: str, paths: PipelinePaths, *, source: str = "orders",
-                   enriched: str = "orders-enriched", max_offsets_per_trigger: int | None = None,
-                   available_now: bool = True) -> RunningPipeline:
-    """Start both queries (aggregate -> Delta, enrich -> log stream) over the same source stream."""
-    orders = parse_orders(read_orders(spark, bootstrap, source, max_offsets_per_trigger))
-    sink = DeltaMergeSink(paths.delta_table, checkpoint=paths.aggregate_checkpoint)
+def start_pipeline(spark: SparkSession, raw: DataFrame, bootstrap: str, paths: PipelinePaths, *,
+                   enriched: str = "orders-enriched", trigger: dict[str, Any] | None = None,
+                   name: str = "main_job", on_batch: Callable[[BatchTimes], None] | None = None) -> RunningPipeline:
+    """Start the main job over `raw` (read_orders, or any stream with value/offset columns).
 
-    def trigger(writer: Any) -> Any:
-        return writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="2 seconds")
-
-    aggregate = trigger(aggregate_orders(orders).writeStream.queryName("orders_per_minute")
-                        .outputMode("update").option("checkpointLocation", paths.aggregate_checkpoint)
-                        .foreachBatch(sink)).start()
-    enrich = trigger(enrich_orders(orders, spark).writeStream.queryName("orders_enriched").format("vdl")
-                     .option("kafka.bootstrap.servers", bootstrap).option("topic", enriched)
-                     .option("checkpointLocation", paths.enrich_checkpoint)).start()
-    return RunningPipeline(aggregate, enrich, sink)
+    trigger: DataStreamWriter.trigger keywords, e.g. {"availableNow": True} or
+    {"processingTime": "1 second"}; None runs micro-batches back to back."""
+    batch = MainJobBatch(DeltaMergeSink(paths.delta_table, checkpoint=paths.checkpoint, combine=ACCUMULATE),
+                         bootstrap, enriched, on_batch=on_batch)
+    writer = (parse_orders(raw).writeStream.queryName(name).option("checkpointLocation", paths.checkpoint)
+              .foreachBatch(batch))
+    if trigger:
+        writer = writer.trigger(**trigger)
+    return RunningPipeline(writer.start(), batch)
 
 
 @dataclass
@@ -273,11 +268,3 @@ def query_stats(query: StreamingQuery) -> QueryStats:
     """Batches that read data and rows read, from the query's progress reports."""
     progress = [p for p in query.recentProgress if p.get("numInputRows", 0) > 0] if query.recentProgress else []
     return QueryStats(query.name or str(query.id), len(progress), sum(int(p["numInputRows"]) for p in progress))
-
-
-def read_delta_table(table_path: str | Path) -> Any:
-    """The Delta table as a pyarrow Table sorted by window and category."""
-    from deltalake import DeltaTable
-
-    return DeltaTable(str(table_path)).to_pyarrow_table().sort_by([("window_start", "ascending"),
-                                                                   ("category", "ascending")])

@@ -264,3 +264,74 @@ def produce_workload(bootstrap: str, stream: str, config: WorkloadConfig, *, sta
             raise
     stats.seconds = time.monotonic() - started
     return stats
+
+
+class SteadyProducer:
+    """Produces the workload's events at a steady `rate` per second on a thread until stopped
+    (`vdl demo --follow`): every `tick_s` the events due by then, as one batch (acks=all, one
+    idempotent producer, zstd), stamped with the time it is sent, so each record's timestamp says
+    when the event was produced. Event times follow the wall clock when config.start_ms is the
+    start time and config.events_per_second the rate. A producer that falls behind (a stall)
+    catches up in batches of at most `max_batch` events."""
+
+    def __init__(self, bootstrap: str, stream: str, config: WorkloadConfig, rate: int, *, tick_s: float = 0.1,
+                 max_batch: int = 5_000) -> None:
+        import threading
+
+        self.bootstrap, self.stream, self.config, self.rate = bootstrap, stream, config, rate
+        self.tick_s, self.max_batch = tick_s, max_batch
+        self.produced = 0
+        self._error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="vdl-steady-producer", daemon=True)
+
+    def start(self) -> SteadyProducer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> int:
+        """Stop producing; returns the number of events produced (all acknowledged), or raises
+        what stopped the producer."""
+        self.halt()
+        if self._error is not None:
+            raise self._error
+        return self.produced
+
+    def halt(self) -> None:
+        """Stop producing (an error, if any, stays for stop())."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        try:
+            self._produce()
+        except BaseException as error:  # noqa: BLE001 - raised in stop(), on the caller's thread
+            self._error = error
+
+    def _produce(self) -> None:
+        from vdl_broker.protocol.records.compression import Compression
+        from vdl_client import ClientSettings, VdlClient
+        from vdl_connector.arrow import RecordColumns, build_batch
+
+        chunks = generate(self.config)
+        chunk: EventChunk | None = None
+        settings = ClientSettings.from_bootstrap(self.bootstrap, client_id="vdl-demo-follow")
+        with VdlClient(settings) as client:
+            producer_id, epoch = client.init_producer_id(None)
+            started = time.monotonic()
+            while not self._stop.is_set() and self.produced < self.config.records:
+                due = min(self.config.records, int((time.monotonic() - started) * self.rate),
+                          self.produced + self.max_batch)
+                if due <= self.produced:
+                    self._stop.wait(self.tick_s)
+                    continue
+                if chunk is None or chunk.first + chunk.count <= self.produced:
+                    chunk = next(chunks)
+                low = self.produced - chunk.first
+                count = min(due - self.produced, chunk.count - low)
+                columns = RecordColumns(chunk.keys.slice(low, count), chunk.values.slice(low, count))
+                batch = build_batch(columns.encode(0, count), count, int(time.time() * 1000), producer_id, epoch,
+                                    self.produced % (1 << 31), Compression.ZSTD)  # sequences wrap (KIP-98)
+                client.produce(self.stream, batch, 30_000, time.monotonic() + 60)
+                self.produced += count

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
+from vdl_dev.delta_sink import newest_produced_ms
 from vdl_dev.pipeline import (
     DeltaMergeSink,
     last_committed_batch,
@@ -68,3 +70,21 @@ def test_app_id_is_the_query_id_from_the_checkpoint(tmp_path: Path) -> None:
     assert sink.resolve_app_id() == "vdl-demo/1b2c-query"
     with pytest.raises(ValueError, match="app_id"):
         DeltaMergeSink(str(tmp_path / "t")).resolve_app_id()
+
+
+def test_accumulating_merge_adds_partial_aggregates_and_skips_a_replay(tmp_path: Path) -> None:
+    """With `combine`, a batch's rows add to the table's rows (the table holds the aggregation
+    state); the replay of a committed batch still changes nothing."""
+    table = tmp_path / "agg"
+    combine = {"orders": "t.orders + s.orders", "revenue": "t.revenue + s.revenue"}
+    sink = DeltaMergeSink(str(table), app_id="query-1", combine=combine)
+    assert sink.write_arrow(_batch([(0, "books", 2, "10.00"), (0, "toys", 1, "3.50")]), 0)
+    assert sink.write_arrow(_batch([(0, "books", 5, "25.25"), (1, "books", 1, "1.00")]), 1,
+                            {"vdl.newest_produced_ms": "1767225600123"})
+    expected = [(0, "books", 7, "35.25"), (0, "toys", 1, "3.50"), (1, "books", 1, "1.00")]
+    assert _rows(table) == expected
+    assert not sink.write_arrow(_batch([(0, "books", 5, "25.25")]), 1)
+    assert _rows(table) == expected and sink.skipped == [1]
+    assert newest_produced_ms(table) == 1767225600123
+    history = DeltaTable(str(table)).history(1)[0]
+    assert (history["vdl.batch_id"], history["vdl.newest_produced_ms"]) == ("1", "1767225600123")

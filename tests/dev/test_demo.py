@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
+from tests.dev.delta_frames import delta_frame, oracle_frame
 from tests.support.cluster import VDL_CLI, wait_until
-from vdl_dev.workload import WorkloadConfig, events, expected_aggregates
+from vdl_dev.workload import WorkloadConfig, events
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDS = 100_000
@@ -93,30 +94,6 @@ def _run(args: list[str], timeout_s: float, interrupt_when: str | None = None) -
     return process.returncode, output, seen
 
 
-def _delta_frame(spark: Any, path: Path) -> Any:
-    from deltalake import DeltaTable
-
-    table = DeltaTable(str(path)).to_pyarrow_table()
-    return spark.createDataFrame(table.to_pandas(), schema=_schema()).orderBy("window_start", "category")
-
-
-def _schema() -> Any:
-    from pyspark.sql.types import DecimalType, LongType, StringType, StructField, StructType, TimestampType
-
-    return StructType([StructField("window_start", TimestampType()), StructField("window_end", TimestampType()),
-                       StructField("category", StringType()), StructField("orders", LongType()),
-                       StructField("units", LongType()), StructField("revenue", DecimalType(20, 2)),
-                       StructField("max_amount", DecimalType(10, 2))])
-
-
-def _oracle_frame(spark: Any) -> Any:
-    rows = expected_aggregates(v for _, v in events(WorkloadConfig(records=RECORDS, seed=SEED)))
-    as_time = lambda ms: datetime.fromtimestamp(ms / 1000, UTC)  # noqa: E731
-    data = [(as_time(r.window_start_ms), as_time(r.window_end_ms), r.category, r.orders, r.units, r.revenue,
-             r.max_amount) for r in rows]
-    return spark.createDataFrame(data, schema=_schema()).orderBy("window_start", "category")
-
-
 @pytest.mark.timeout(330)
 def test_demo_delta_table_equals_independent_aggregates(tmp_path: Path, spark: Any) -> None:
     from chispa import assert_df_equality
@@ -127,14 +104,16 @@ def test_demo_delta_table_equals_independent_aggregates(tmp_path: Path, spark: A
     assert code == 0, output
     assert time.monotonic() - started < 300
     assert "started a 3-node VDL cluster" in output, output
+    assert re.search(r"^metrics \(Prometheus\): (http://127\.0\.0\.1:\d+/metrics ?){3}$", output, re.MULTILINE), output
     assert f"OK: {RECORDS:,} produced, {RECORDS:,} counted in Delta, {RECORDS:,} enriched, {RECORDS:,} in the raw " \
            "table" in output, output
     assert not _alive(seen), f"left behind: {_alive(seen)}\n{output}"
     state = json.loads((tmp_path / "cluster.json").read_text())
     assert not _alive({n["pid"] for n in state["nodes"].values()})
 
-    delta = _delta_frame(spark, tmp_path / "delta" / "orders_per_minute")
-    assert_df_equality(delta, _oracle_frame(spark), ignore_nullable=True)
+    delta = delta_frame(spark, tmp_path / "delta" / "orders_per_minute")
+    oracle = oracle_frame(spark, (v for _, v in events(WorkloadConfig(records=RECORDS, seed=SEED))))
+    assert_df_equality(delta, oracle, ignore_nullable=True)
     from deltalake import DeltaTable
 
     raw = DeltaTable(str(tmp_path / "delta" / "orders_raw")).to_pyarrow_table(columns=["offset", "value"])

@@ -11,6 +11,8 @@ Catch-up is throttled low (recovery_rate_bytes) so a reassignment lasts long eno
 from __future__ import annotations
 
 import math
+import os
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,7 +36,13 @@ from tests.faults.workload import ConsumerThread, Workload
 from tests.support.cluster import start_cluster
 from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
 from vdl_client.client import VdlClient
-from vdl_client.cluster_admin import decommission_node, list_nodes, list_reassignments, reassign_stream
+from vdl_client.cluster_admin import (
+    decommission_node,
+    list_nodes,
+    list_reassignments,
+    reassign_stream,
+    remove_node,
+)
 from vdl_client.settings import ClientSettings
 from vdl_dev.dev_cluster import DevCluster
 
@@ -56,6 +64,19 @@ def grown(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
             c.kill_all()
 
 
+def live(cluster: DevCluster) -> list[int]:
+    """The nodes running (the ones removed or decommissioned by earlier tests have stopped)."""
+    return [i for i in cluster.node_ids() if cluster.nodes[i].running]
+
+
+def at_least(cluster: DevCluster, count: int) -> list[int]:
+    """Make sure `count` nodes run (joining new ones if needed); the running nodes."""
+    missing = count - len(live(cluster))
+    if missing > 0:
+        add_nodes(cluster, missing)
+    return live(cluster)
+
+
 def admin(cluster: DevCluster) -> VdlClient:
     running = [n.client_address for n in cluster.nodes.values() if n.running]
     return VdlClient(ClientSettings.from_bootstrap(",".join(running), deadline_ms=60_000))
@@ -63,11 +84,14 @@ def admin(cluster: DevCluster) -> VdlClient:
 
 def add_nodes(cluster: DevCluster, count: int) -> list[int]:
     """Start `count` nodes that join by themselves; wait until each is active and votes."""
-    added = [cluster.add_node(timeout_s=60) for _ in range(count)]
+    first = max(cluster.nodes) + 1
+    added = [cluster.add_node(timeout_s=60, rack=f"rack-{first + k}") for k in range(count)]
     with admin(cluster) as client:
         def joined() -> bool:
             nodes = {n.node_id: n for n in list_nodes(client)}
-            return all(i in nodes and nodes[i].state == "active" and nodes[i].metadata_role == "voter" for i in added)
+            return all(i in nodes and nodes[i].state == "active" and nodes[i].metadata_role == "voter"
+                       and nodes[i].rack == f"rack-{i}" and nodes[i].client == cluster.nodes[i].client_address
+                       for i in added)
         wait_until(joined, JOIN_LIMIT_S, f"nodes {added} active and voting in the metadata group")
     return added
 
@@ -116,7 +140,7 @@ def verify(cluster: DevCluster, stream: str, acked: list[tuple[str, int, bytes]]
     for node_id, image in images.items():
         on_disk = {o: v for o, v in image.records().items() if o < hw}
         assert on_disk == fetched, f"node {node_id}'s replica differs from what the leader serves"
-    for node_id in cluster.node_ids():
+    for node_id in live(cluster):  # a node that stopped while it held one keeps its files
         if node_id not in replicas:
             data = Path(cluster.nodes[node_id].config.data_dir)
             assert not (data / stream).exists(), f"node {node_id} kept a replica of {stream} it no longer holds"
@@ -161,14 +185,13 @@ def test_grow_to_five_under_load_and_move_half_the_streams(grown: DevCluster) ->
 
 def test_kill_9_the_leader_and_the_new_replica_in_the_middle_of_a_reassignment(grown: DevCluster) -> None:
     cluster = grown
-    if len(cluster.nodes) < 4:
-        add_nodes(cluster, 4 - len(cluster.nodes))
+    nodes = at_least(cluster, 4)
     probes = ProbeLog()
     stream = "kill-mid-move"
-    create_stream(cluster, stream, via=2, probes=probes)
+    create_stream(cluster, stream, via=nodes[1], probes=probes)
     replicas = replicas_of(cluster, stream)
     acked = preload(cluster, stream, 1.5)
-    newcomer = next(i for i in cluster.node_ids() if i not in replicas)
+    newcomer = next(i for i in nodes if i not in replicas)
     leaving = replicas[-1]
     target = tuple(r for r in replicas if r != leaving) + (newcomer,)
     workload = Workload(cluster.bootstrap_servers, stream, rate_per_s=80, tag="k",
@@ -200,11 +223,10 @@ def test_kill_9_the_leader_and_the_new_replica_in_the_middle_of_a_reassignment(g
 
 def test_decommission_moves_every_replica_off_and_removes_the_node(grown: DevCluster) -> None:
     cluster = grown
-    if len(cluster.nodes) < 4:
-        add_nodes(cluster, 4 - len(cluster.nodes))
+    nodes = at_least(cluster, 4)
     probes = ProbeLog()
     stream = "decommission"
-    create_stream(cluster, stream, via=1, probes=probes)
+    create_stream(cluster, stream, via=nodes[0], probes=probes)
     victim = replicas_of(cluster, stream)[0]
     workload = Workload(cluster.bootstrap_servers, stream, rate_per_s=80, tag="d",
                         kinds=("confluent", "kafka-python")).start()
@@ -235,9 +257,7 @@ def test_every_node_killed_and_restarted_keeps_the_changed_membership(grown: Dev
     node (joined ones, whose node.toml names only older nodes, included) the cluster comes back
     with the same nodes and replica sets, and writes go on."""
     cluster = grown
-    if len(cluster.nodes) < 4:
-        add_nodes(cluster, 4 - len(cluster.nodes))
-    running = [i for i in cluster.node_ids() if cluster.nodes[i].running]
+    running = at_least(cluster, 4)
     with admin(cluster) as client:
         before = {n.node_id: n.metadata_role for n in list_nodes(client)}
         streams = {s: replicas_of(cluster, s) for s in client.list_streams()}
@@ -253,3 +273,63 @@ def test_every_node_killed_and_restarted_keeps_the_changed_membership(grown: Dev
     for stream, replicas in streams.items():
         probe_write(cluster, stream, ProbeLog(), timeout=60, tag="after-restart")
         assert replicas_of(cluster, stream) == replicas
+
+
+
+def test_remove_a_node_gone_for_good_and_it_never_comes_back(grown: DevCluster) -> None:
+    """`vdl nodes remove`: the node is stopped (gone); the cluster drops it from the metadata
+    group and recreates its replicas elsewhere; started again by mistake, it stops by itself."""
+    cluster = grown
+    running = at_least(cluster, 5)
+    with admin(cluster) as client:
+        streams = client.list_streams()
+    gone = max(running, key=lambda n: sum(n in replicas_of(cluster, s) for s in streams))
+    cluster.stop(gone)
+    with admin(cluster) as client:
+        remove_node(client, gone)
+        wait_until(lambda: gone not in {n.node_id for n in list_nodes(client)}, 120, f"node {gone} removed")
+    for stream in streams:
+        replicas = replicas_of(cluster, stream)
+        assert gone not in replicas and len(replicas) == 3, (stream, replicas)
+        probe_write(cluster, stream, ProbeLog(), timeout=30, tag="after-remove")
+    cluster.restart(gone, wait=False)
+    wait_until(lambda: not cluster.nodes[gone].running, 60, f"the removed node {gone} stopping by itself")
+    assert cluster.nodes[gone].process is not None and cluster.nodes[gone].process.poll() == 0
+
+
+ROUNDS = int(os.environ.get("VDL_MEMBERSHIP_ROUNDS", "2"))  # `make membership-soak`: many more
+SEED = int(os.environ.get("VDL_MEMBERSHIP_SEED", "7"))
+
+
+@pytest.mark.timeout(120 + 90 * ROUNDS)
+def test_random_moves_under_load_and_kill_9(grown: DevCluster) -> None:
+    """Random reassignments of one stream in a row, each with a random node of the old or new
+    replica set killed -9 and restarted half-way, under acks=all load (seed VDL_MEMBERSHIP_SEED)."""
+    cluster = grown
+    nodes = at_least(cluster, 4)
+    rng = random.Random(SEED)
+    probes = ProbeLog()
+    stream = "random-moves"
+    create_stream(cluster, stream, via=nodes[0], probes=probes)
+    workload = Workload(cluster.bootstrap_servers, stream, rate_per_s=60, tag="r",
+                        kinds=("confluent", "kafka-python")).start()
+    target: tuple[int, ...] = replicas_of(cluster, stream)
+    try:
+        for round_number in range(ROUNDS):
+            workload.wait_progress(20)
+            current = replicas_of(cluster, stream)
+            target = tuple(rng.sample(nodes, 3))
+            print(f"round {round_number} (seed {SEED}): {current} -> {target}")
+            with admin(cluster) as client:
+                reassign_stream(client, stream, list(target))
+            victim = rng.choice(sorted(set(current) | set(target)))
+            cluster.kill(victim)
+            probe_write(cluster, stream, probes, timeout=30, tag=f"round{round_number}")
+            cluster.restart(victim, timeout_s=60)
+            wait_moved(cluster, [stream], timeout=120)
+        workload.wait_progress(20)
+    finally:
+        workload.stop()
+    assert replicas_of(cluster, stream) == tuple(sorted(target))
+    assert not workload.acks.errors, workload.acks.errors[:5]
+    verify(cluster, stream, workload.acks.snapshot() + [("probe", o, v) for v, o in probes.acked], target)

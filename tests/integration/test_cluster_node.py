@@ -35,6 +35,7 @@ from tests.support.kafka import (
     one_record_batch,
     produce_raw,
 )
+from tests.support.metrics import scrape
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.records.record_batch import iter_batches, read_records
@@ -349,3 +350,19 @@ def test_idempotent_producer_across_leader_kill_writes_each_record_once(cluster:
     written = [v for _, v in sorted(stored.items()) if v.startswith(b"idem-")]
     assert written == values  # each record exactly once, in order (retries deduplicated)
     assert [stored[o] for o in offsets] == values  # acknowledged offsets hold the records
+
+
+def test_long_poll_on_an_idle_stream_answers_after_its_group_went_quiet(cluster: DevCluster) -> None:
+    """Regression: a Fetch long-polling an idle stream woke the quiescent group for its lease,
+    the group went quiet again during the wait, and the answer at the deadline was
+    NOT_LEADER_OR_FOLLOWER (a tailing consumer refreshing metadata every poll). The read after
+    the wait takes the lease again."""
+    stream = "idle-long-poll"
+    assert create(addr(cluster, 1), stream)[0] == 0
+    leader = serving_leader(cluster, stream)  # writes the record at offset 0
+    wait_until(lambda: all(scrape(cluster, i).get("vdl_raft_groups_awake") == 1 for i in cluster.node_ids()),
+               30, "every stream group quiescent")
+    started = time.monotonic()
+    code, high_watermark, records = fetch(addr(cluster, leader), stream, 1, max_wait_ms=1500)
+    assert (code, high_watermark, records) == (0, 1, [])
+    assert time.monotonic() - started >= 1.4  # it did wait, through the group's quiet spell

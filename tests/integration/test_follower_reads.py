@@ -27,6 +27,7 @@ from tests.support.kafka import (
     raw_request,
     record_values,
 )
+from tests.support.metrics import scrape
 from vdl_broker.protocol import messages as m
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_dev.dev_cluster import DevCluster
@@ -194,3 +195,17 @@ def test_under_load_a_follower_never_reports_or_serves_beyond_the_leaders_high_w
         stop.set()
         producer.join(10)
     assert hw > 20  # the followers did follow the load
+
+
+def test_leader_of_a_quiescent_stream_still_sends_a_rack_consumer_to_its_follower(cluster: DevCluster) -> None:
+    """Regression: a read waking a quiescent leader found only the followers that had answered
+    its first heartbeat round in sync (one, for the lease), so half the time the consumer's rack
+    follower was left out and the leader served the read itself. Followers whose node is alive
+    and whose log is caught up count as in sync."""
+    leader, followers, hw = replicated_stream(cluster, "quiescent-rack")
+    for follower in followers:
+        for _ in range(3):
+            wait_until(lambda: all(scrape(cluster, i).get("vdl_raft_groups_awake") == 1 for i in cluster.node_ids()),
+                       30, "every stream group quiescent")
+            answer = fetch_partition(node_address(cluster, leader), "quiescent-rack", 0, rack=CLUSTER_RACKS[follower])
+            assert (answer.error_code, answer.preferred_read_replica) == (0, follower)

@@ -153,3 +153,34 @@ def test_cli_nodes_and_reassign(cluster: DevCluster) -> None:
         failed = vdl(*args, *b)
         lines = failed.stderr.strip().splitlines()
         assert failed.returncode != 0 and len(lines) == 1 and words in lines[0], (args, failed.stderr)
+
+
+def test_bad_membership_requests_get_an_error_naming_the_problem(cluster: DevCluster) -> None:
+    from tests.support.kafka import raw_request
+    from vdl_broker.protocol import messages as m
+    from vdl_broker.protocol.errors import ErrorCode
+
+    address = node_address(cluster, 2)  # not necessarily the metadata leader: forwarded
+    cases = [
+        (m.VdlNodesRequest(action="explode"), ErrorCode.INVALID_REQUEST, "accepted: list, join"),
+        (m.VdlNodesRequest(action="join", node_id=0, client="h:1", raft="h:2"), ErrorCode.INVALID_REQUEST,
+         "node id must be positive"),
+        (m.VdlNodesRequest(action="join", node_id=9, client="nohost", raft="h:2"), ErrorCode.INVALID_REQUEST,
+         "client"),
+        (m.VdlNodesRequest(action="remove", node_id=42), ErrorCode.BROKER_ID_NOT_REGISTERED, "no node 42"),
+        (m.VdlNodesRequest(action="reassignment_done", stream="nope", replicas=[1]), ErrorCode.INVALID_REQUEST,
+         "no stream 'nope'"),
+    ]
+    for request, code, words in cases:
+        response = raw_request(address, request)
+        assert (response.error_code, words in (response.error_message or "")) == (code, True), \
+            (request.action, response.error_code, response.error_message)
+    # Reassignments: a partition other than 0, an unknown stream, a node that does not exist.
+    request = m.AlterPartitionReassignmentsRequest(topics=[
+        m.AlterPartitionReassignmentsRequest.ReassignableTopic(name="nope", partitions=[
+            m.AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition(
+                partition_index=0, replicas=[1])])])
+    [topic] = raw_request(address, request).responses
+    assert topic.partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    listed = raw_request(address, m.ListPartitionReassignmentsRequest(topics=None))
+    assert listed.error_code == 0 and listed.topics == []

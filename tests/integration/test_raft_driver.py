@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.waiting import until
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, read_records
 from vdl_broker.raft.group import GroupConfig, RaftGroup
@@ -47,6 +48,7 @@ class Cluster:
         self.applied: dict[int, list[int]] = {i: [] for i in self.ids}
         self.partitions: dict[int, Partition] = {}
         self.resume = False
+        self.recovery_rate: int | None = None  # the hosts' catch-up throttle (None: off)
 
     async def start(self) -> None:
         for i in self.ids:
@@ -54,7 +56,8 @@ class Cluster:
 
     async def start_node(self, i: int) -> None:
         host = RaftHost(i, ("127.0.0.1", self.ports.get(i, 0)), tick_interval_s=TICK,
-                        group_config=GroupConfig(election_ticks=10), transport_config=FAST_TRANSPORT)
+                        group_config=GroupConfig(election_ticks=10), transport_config=FAST_TRANSPORT,
+                        recovery_rate_bytes=self.recovery_rate)
         await host.start()
         self.ports[i] = host.raft_port
         self.hosts[i] = host
@@ -252,6 +255,43 @@ def test_partitioned_leader_entries_are_truncated(tmp_path: Path) -> None:
     run(tmp_path, body)
 
 
+def test_idle_groups_quiesce_and_only_node_heartbeats_remain(tmp_path: Path) -> None:
+    async def body(c: Cluster) -> None:
+        names = [f"q{k}" for k in range(24)]
+        logs: list[StreamLog] = []
+        for i, host in c.hosts.items():
+            for name in names:
+                log = StreamLog.open(c.tmp / f"node{i}" / name, LogConfig(fsync=False))
+                logs.append(log)
+                host.create_group(name, c.ids, log)
+        try:
+            groups = [h.groups[n] for h in c.hosts.values() for n in [*names, GROUP]]
+            await until(lambda: all(g.quiescent for g in groups), 10)
+            await until(lambda: all(h.awake_groups() == 0 for h in c.hosts.values()), 1)  # next tick
+            t1 = c.hosts[1].transport
+            before = (t1.stats(2).messages_sent, t1.stats(2).heartbeats_sent)
+            start = asyncio.get_running_loop().time()
+            await asyncio.sleep(TICK * 10)  # ten ticks of an idle node pair
+            elapsed_ticks = (asyncio.get_running_loop().time() - start) / TICK
+            assert t1.stats(2).messages_sent == before[0], "a quiescent group sent Raft messages"
+            beats = t1.stats(2).heartbeats_sent - before[1]
+            assert 0.5 * elapsed_ticks <= beats <= elapsed_ticks + 2, "one node heartbeat per tick and pair"
+            # A write wakes its group only, commits on every node, and the group goes quiet again.
+            leader = next(g for g in groups if g.name == "q3" and g.is_leader)
+            proposal = leader.propose(batch(b"wake"), EntryType.DATA)
+            await asyncio.wait_for(proposal.committed, 5)
+            assert sum(not g.quiescent for g in groups) <= 3
+            await until(lambda: all(g.quiescent for g in groups), 10)
+            assert all(g.commit_index == leader.commit_index for g in groups if g.name == "q3")
+        finally:
+            for host in c.hosts.values():
+                for name in names:
+                    await host.remove_group(name)
+            for log in logs:
+                log.close()
+    run(tmp_path, body)
+
+
 def test_single_voter_group_elects_itself(tmp_path: Path) -> None:
     async def body(c: Cluster) -> None:
         g = c.group(1)
@@ -271,11 +311,12 @@ def test_many_groups_share_connections_and_coalesce_heartbeats(tmp_path: Path) -
     async def body(c: Cluster) -> None:
         names = [f"s{k}" for k in range(24)]
         logs: list[StreamLog] = []
+        awake = GroupConfig(election_ticks=10, quiesce_after_heartbeats=0)  # heartbeats all along
         for i, host in c.hosts.items():
             for name in names:
                 log = StreamLog.open(c.tmp / f"node{i}" / name, LogConfig(fsync=False))
                 logs.append(log)
-                host.create_group(name, c.ids, log)
+                host.create_group(name, c.ids, log, config=awake)
         try:
             groups = [h.groups[n] for h in c.hosts.values() for n in names]
 
@@ -290,9 +331,9 @@ def test_many_groups_share_connections_and_coalesce_heartbeats(tmp_path: Path) -
             elapsed_ticks = (asyncio.get_running_loop().time() - start) / TICK
             frames = t1.stats(2).frames_sent - before[0]
             messages = t1.stats(2).messages_sent - before[1]
-            # 25 groups between nodes 1 and 2: per tick a heartbeat or a response for most of
+            # 24 groups between nodes 1 and 2: per tick a heartbeat or a response for most of
             # them, in a couple of frames (our heartbeats; responses to the peer's heartbeats).
-            assert messages >= 25 * elapsed_ticks * 0.3
+            assert messages >= 24 * elapsed_ticks * 0.3
             assert frames <= 3 * (elapsed_ticks + 2)
             assert messages / max(frames, 1) >= 4
             for t in (h.transport for h in c.hosts.values()):

@@ -332,3 +332,23 @@ def test_tls_and_scram_connection_setup_works_from_the_cli(secure_node: DevClust
     assert wrong.returncode == 1 and "SASL_AUTHENTICATION_FAILED" in wrong.stderr and "nope" not in wrong.stderr
     for args in (["acls", "delete", "--principal", "User:dave"], ["users", "delete", "dave"]):
         assert subprocess.run([*VDL_CLI, *args, *base], capture_output=True, timeout=60).returncode == 0
+
+
+def test_requests_split_over_tls_records_are_not_held_by_delayed_acks(secure_node: DevCluster,
+                                                                      tls_material: TlsMaterial) -> None:
+    """librdkafka writes one request as several TLS records with Nagle on; each record after the
+    first waits for the ACK of the one before, which Linux delays up to 40 ms unless the broker
+    asks for a quick ACK. 60 requests, each sent as two records: well under 60 x 40 ms."""
+    import ssl
+
+    host, port = secure_node.address(1, "SSL").rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(tls_material.ca))
+    with context.wrap_socket(socket.create_connection((host, int(port)), timeout=10), server_hostname=host) as sock:
+        started = time.perf_counter()
+        for correlation in range(60):
+            frame = encode(ApiVersionsRequest(), 3, correlation)
+            sock.sendall(frame[:6])  # one TLS record, then the rest in another (Nagle is on)
+            sock.sendall(frame[6:])
+            read_frame(sock)
+        elapsed = time.perf_counter() - started
+    assert elapsed < 1.2, f"60 requests took {elapsed:.2f} s: delayed ACKs held the second records"

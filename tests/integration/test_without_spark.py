@@ -45,6 +45,13 @@ def test_broker_and_cli_run_without_the_spark_extra(tmp_path: Path) -> None:
         assert produced.returncode == 0, produced.stderr
         consumed = vdl("consume", "plain", "--end", "--bootstrap", bootstrap)
         assert (consumed.returncode, consumed.stdout) == (0, b"lz4?\nno spark\n"), consumed.stderr
+        tiered = vdl("streams", "create", "tiered", "--config", "vdl.table.path=/tmp/lake/tiered",
+                      "--bootstrap", bootstrap)
+        assert tiered.returncode == 1
+        assert b"INVALID_CONFIG" in tiered.stderr and b"vdl.table.path: this node cannot write Delta tables: " \
+            b"deltalake, pyarrow, numpy not installed (pip install 'vdl-for-spark[tables]')" in tiered.stderr
+        described = vdl("streams", "describe", "plain", "--bootstrap", bootstrap)
+        assert described.returncode == 0 and b"vdl.table.path" in described.stdout, described.stderr
         demo = vdl("demo", "--records", "5")
         assert demo.returncode == 1
         assert demo.stderr.startswith(b"vdl: error: `vdl demo` needs the Spark extra"), demo.stderr

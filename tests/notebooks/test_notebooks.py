@@ -9,6 +9,7 @@ their own results; the test also checks their printed outputs. 03 kills a node, 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,11 +105,14 @@ def test_01_quickstart(notebook_cluster: DemoCluster, kernel: Any) -> None:
 @pytest.mark.timeout(500)
 def test_02_streaming_to_delta(notebook_cluster: DemoCluster, kernel: Any, tmp_path: Path) -> None:
     notebook = _execute("02_streaming_to_delta.py", kernel, {
-        "bootstrap_servers": notebook_cluster.bootstrap_servers, "records": "20000", "output_dir": str(tmp_path)})
+        "bootstrap_servers": notebook_cluster.bootstrap_servers, "records": "20000", "output_dir": str(tmp_path),
+        "follow_rate": "2000", "follow_seconds": "8"})
     text = _text(notebook)
     assert "replaying it skipped: True" in text
     assert "rows match the expected aggregates: True; 20000 enriched events" in text
     assert _has_image(notebook), "the aggregates plot is missing"
+    assert re.search(r"^batch 0: [\d,]+ events, \d+ windows merged; freshness \d+\.\d\d s", text, re.MULTILINE), text
+    assert re.search(r"freshness check: (\d+) produced, \1 counted in Delta, \1 enriched: True", text), text
 
 
 @pytest.mark.timeout(500)

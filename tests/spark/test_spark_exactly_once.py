@@ -96,3 +96,48 @@ def test_retried_task_attempt_is_not_duplicated(spark, broker, source, tmp_path:
     else:
         assert len(got) > COUNT, len(got)  # the dead attempts' rows are there twice
         assert sorted(set(got)) == sorted(source)
+
+
+def foreach_batch_copy(spark, broker, target: str, checkpoint: str, exactly_once: bool | None):  # noqa: ANN001, ANN201
+    """The same copy as a df.write inside foreachBatch (exactlyOnce=true set explicitly, or not set)."""
+    def write(batch, batch_id: int) -> None:  # noqa: ANN001
+        writer = (batch.write.format("vdl").option("bootstrap.servers", broker.bootstrap).option("topic", target)
+                  .option("kafka.batch.size", "1024").mode("append"))
+        if exactly_once is not None:
+            writer = writer.option("exactlyOnce", str(exactly_once).lower())
+        writer.save()
+
+    frame = (spark.readStream.format("vdl").option("bootstrap.servers", broker.bootstrap)
+             .option("subscribe", "eo-src").option("startingOffsets", "earliest")
+             .option("maxOffsetsPerTrigger", "40").option("minPartitions", "2").load().select("key", "value"))
+    return (frame.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True).start())
+
+
+@pytest.mark.parametrize("exactly_once", [True, None])
+def test_foreach_batch_write_replayed_is_not_duplicated(spark, broker, source, tmp_path: Path,  # noqa: ANN001
+                                                         exactly_once: bool | None) -> None:
+    """df.write with exactlyOnce=true inside foreachBatch takes its producer ids from the running
+    query and batch, so a replayed micro-batch adds nothing; without the option it duplicates."""
+    target = f"eo-foreach-{exactly_once}".lower()
+    create_streams(broker.bootstrap, target)
+    checkpoint = str(tmp_path / "checkpoint")
+    run(foreach_batch_copy(spark, broker, target, checkpoint, exactly_once))
+    commits = sorted((Path(checkpoint) / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    assert [c.name for c in commits] == ["0", "1", "2"]
+    commits[-1].unlink()
+    (Path(checkpoint) / "commits" / ".2.crc").unlink(missing_ok=True)
+    run(foreach_batch_copy(spark, broker, target, checkpoint, exactly_once))  # replays batch 2
+    replayed = source[80:] if not exactly_once else []
+    got = [r.value for r in consume_all(broker.bootstrap, target, COUNT + len(replayed))]
+    assert_df_equality(values_df(spark, got), values_df(spark, source + replayed))
+
+
+def test_exactly_once_df_write_outside_a_micro_batch_is_refused(spark, broker, source) -> None:  # noqa: ANN001
+    create_streams(broker.bootstrap, "eo-batch-refused")
+    frame = spark.createDataFrame([(b"v",)], "value binary")
+    with pytest.raises(Exception, match="option 'exactlyOnce' is true on df.write") as caught:
+        (frame.write.format("vdl").option("bootstrap.servers", broker.bootstrap).option("topic", "eo-batch-refused")
+         .option("exactlyOnce", "true").mode("append").save())
+    assert "foreachBatch" in str(caught.value)
+    assert consume_all(broker.bootstrap, "eo-batch-refused", 0) == []

@@ -33,15 +33,14 @@ import base64
 import json
 import re
 import uuid
-from collections import OrderedDict
-from collections.abc import Iterable
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
 from vdl_broker.cluster.acls import ACL_OPS, AclsState
 from vdl_broker.cluster.groups import GROUP_OPS, GroupsState
-from vdl_broker.cluster.membership import MEMBERSHIP_OPS, MembershipState
+from vdl_broker.cluster.membership import MEMBERSHIP_OPS, MembershipState, node_command
 from vdl_broker.cluster.stream_configs import CONFIG_OPS, ConfigProblem, apply_alter, validated
 from vdl_broker.cluster.users import USER_OPS, UsersState
 from vdl_broker.protocol.records.record_batch import read_records
@@ -113,12 +112,7 @@ class ApplyResult:
 
 def register_node_command(node_id: int, client: str, raft: str, listeners: tuple[str, ...] = (),
                           rack: str | None = None) -> dict[str, Any]:
-    command: dict[str, Any] = {"op": "register_node", "id": node_id, "client": client, "raft": raft}
-    if listeners:
-        command["listeners"] = list(listeners)
-    if rack is not None:
-        command["rack"] = rack
-    return command
+    return node_command("register_node", node_id, client, raft, listeners, rack)
 
 
 def create_stream_command(name: str, replication_factor: int | None = None,
@@ -189,7 +183,7 @@ class ClusterState:
     def __init__(self) -> None:
         self.cluster_id: str | None = None
         self.nodes: dict[int, NodeInfo] = {}
-        self.streams: dict[str, StreamInfo] = {}
+        self.streams = StreamTable()  # with replica counts per node: placement passes over no stream
         self.groups = GroupsState()
         self.membership = MembershipState()
         self.users = UsersState()
@@ -323,7 +317,7 @@ class ClusterState:
                 return ApplyResult(index, "create_stream", Outcome.INVALID_COMMAND, f"adopt_on: no node {adopt_on!r}")
             replicas: tuple[int, ...] = (adopt_on,)
         else:
-            replicas = choose_replicas(self.membership.placeable(self.nodes), self.streams.values(),
+            replicas = choose_replicas(self.membership.placeable(self.nodes), self.streams.load,
                                        rf or self.default_replication_factor())
         stream = StreamInfo(name, replicas, dict(config), index, adopted=adopt_on is not None)
         self.streams[name] = stream
@@ -350,18 +344,72 @@ class ClusterState:
         return ApplyResult(index, "delete_stream", Outcome.OK, stream=stream)
 
 
-def choose_replicas(nodes: dict[int, NodeInfo], streams: Iterable[StreamInfo], replication_factor: int) -> tuple[int, ...]:
+class StreamTable(dict[str, StreamInfo]):
+    """The streams by name, keeping `load` (replicas held and preferred leaderships per node) in
+    step with every change, whoever makes it (creates, deletes, replica moves)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.load = ReplicaLoad()
+
+    def __setitem__(self, name: str, stream: StreamInfo) -> None:
+        old = self.get(name)
+        if old is not None:
+            self.load.remove(old)
+        super().__setitem__(name, stream)
+        self.load.add(stream)
+
+    def __delitem__(self, name: str) -> None:
+        self.load.remove(self[name])
+        super().__delitem__(name)
+
+    def pop(self, name: str, *default: Any) -> Any:  # type: ignore[override]
+        if name in self:
+            self.load.remove(self[name])
+        return super().pop(name, *default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for name, stream in dict(*args, **kwargs).items():
+            self[name] = stream
+
+    def setdefault(self, name: str, default: Any = None) -> Any:
+        if name not in self:
+            self[name] = default
+        return self[name]
+
+    def popitem(self) -> tuple[str, StreamInfo]:
+        name, stream = super().popitem()
+        self.load.remove(stream)
+        return name, stream
+
+    def clear(self) -> None:
+        super().clear()
+        self.load = ReplicaLoad()
+
+
+class ReplicaLoad:
+    """How many streams each node holds a replica of, and is the preferred leader of."""
+
+    def __init__(self) -> None:
+        self.leads: Counter[int] = Counter()
+        self.holds: Counter[int] = Counter()
+
+    def add(self, stream: StreamInfo) -> None:
+        if stream.replicas:
+            self.leads[stream.replicas[0]] += 1
+        self.holds.update(stream.replicas)
+
+    def remove(self, stream: StreamInfo) -> None:
+        if stream.replicas:
+            self.leads[stream.replicas[0]] -= 1
+        self.holds.subtract(stream.replicas)
+
+
+def choose_replicas(nodes: dict[int, NodeInfo], load: ReplicaLoad, replication_factor: int) -> tuple[int, ...]:
     """Deterministic placement: preferred leader = the node leading the fewest streams (then
     holding the fewest replicas, then lowest id); the others = the nodes holding the fewest
     replicas (then lowest id)."""
-    leads = dict.fromkeys(nodes, 0)
-    holds = dict.fromkeys(nodes, 0)
-    for stream in streams:
-        if stream.replicas and stream.replicas[0] in leads:
-            leads[stream.replicas[0]] += 1
-        for replica in stream.replicas:
-            if replica in holds:
-                holds[replica] += 1
+    leads, holds = load.leads, load.holds
     ids = sorted(nodes)
     leader = min(ids, key=lambda n: (leads[n], holds[n], n))
     # Rotate the tie order by the leader so followers spread too (not always the lowest ids).

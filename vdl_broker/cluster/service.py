@@ -13,6 +13,7 @@ caller forwards the request to that node (e.g. CreateTopics to its client addres
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Callable
@@ -63,7 +64,10 @@ class MetadataService:
     def start(self, stream_log: StreamLog) -> RaftGroup:
         """Drive the metadata group over `stream_log` (<data_dir>/__metadata), replaying it."""
         self.log = stream_log
-        self.group = self.host.create_group(METADATA_GROUP, self.config.voter_ids, stream_log, apply=self._apply)
+        # Never quiescent: it is one group, and the whole cluster's state and leadership hang on it.
+        config = dataclasses.replace(self.host.group_config, quiesce_after_heartbeats=0)
+        self.group = self.host.create_group(METADATA_GROUP, self.config.voter_ids, stream_log, apply=self._apply,
+                                            config=config)
         self.group.add_commit_listener(self._after_commit)
         return self.group
 

@@ -56,6 +56,10 @@ def _families() -> dict[str, Metric]:
                                        "offset, for streams this node leads", labels=["group", "stream"]),
         "group_lag_sum": GaugeMetricFamily("vdl_consumer_group_lag_sum", "A group's lag summed over the "
                                            "streams this node leads", labels=["group"]),
+        "groups": GaugeMetricFamily("vdl_raft_groups", "Raft groups on this node (every stream replica and "
+                                    "the metadata group)"),
+        "awake": GaugeMetricFamily("vdl_raft_groups_awake", "Raft groups on this node that tick (the others are "
+                                   "quiescent: idle, no heartbeats of their own)"),
         "disk": GaugeMetricFamily("vdl_disk_free_bytes", "Free bytes on the disk holding the data directory"),
         "disk_total": GaugeMetricFamily("vdl_disk_total_bytes", "Size of the disk holding the data directory"),
         "connections": GaugeMetricFamily("vdl_connections", "Open Kafka client connections"),
@@ -115,6 +119,8 @@ class BrokerCollector:
             if group.elections_won:  # a series appears once this node has led the group
                 elections.append(Sample("vdl_raft_leader_changes_total", {"group": group.name.split("#", 1)[0]},
                                         group.elections_won))
+        f["groups"].add_metric([], len(broker.host.groups))
+        f["awake"].add_metric([], broker.host.awake_groups())
         self._group_lag(f, led)
         total, free = _disk(broker.config.data_dir)
         f["disk"].add_metric([], free)

@@ -10,7 +10,7 @@ Construction
     node = RaftNode(RaftConfig(node_id, voters, election_ticks=10, heartbeat_ticks=1,
                                pre_vote=True, check_quorum=True, max_inflight_messages=256,
                                max_inflight_bytes=32 MiB, max_append_bytes=1 MiB,
-                               max_committed_bytes=64 MiB),
+                               max_committed_bytes=64 MiB, quiesce_after_heartbeats=0),
                     storage, hard_state, rng, applied=0, damage=None, membership=())
     storage: RaftStorage -- first_index, last_index (properties), term_at(i) valid for
         first_index-1 ..= last_index (first_index-1 is the log start point: its term is the
@@ -40,6 +40,13 @@ Inputs
         time, after the previous change and the leader's own-term entry committed, the leader
         stays a voter; raises ConfigChangeError otherwise (vdl_broker.raft.membership).
     node.campaign()                   start an election now (bootstrap/tests)
+    node.wake()                       leave quiescence (a read needs the leader's lease back; a
+        lagging follower's node came back)
+    node.forget_leader()              the leader's node is gone (node liveness): grant votes now
+Quiescence (vdl_broker.raft.quiescence, quiesce_after_heartbeats > 0): an idle group's leader
+    tells its followers to quiesce; `node.quiescent` nodes ignore tick() (the driver stops
+    delivering ticks) until a message, a proposal or wake()/forget_leader() wakes them. The
+    driver's node liveness (vdl_broker.raft.liveness) replaces the heartbeats meanwhile.
 
 Observables (read any time)
     role (Role.FOLLOWER/PRE_CANDIDATE/CANDIDATE/LEADER), is_leader, leader_id (0 = unknown),
@@ -93,11 +100,12 @@ THE DRIVER CONTRACT (what must be durable before what)
     <= applied_index (never uncommitted ones).
 
 Messages (Message(type, to, sender, term, log_term, index, entries, commit, reject,
-reject_hint, snapshot, force)); MessageType values are stable wire numbers:
+reject_hint, snapshot, force, quiesce)); MessageType values are stable wire numbers:
     APPEND(1) / APPEND_RESPONSE(2)        replication with fast backtracking: a rejection
         carries reject_hint + log_term (the follower's last index whose term <= the leader's
         prev term), so the leader skips a whole term per round trip.
-    HEARTBEAT(3) / HEARTBEAT_RESPONSE(4)  carry only term/commit: coalescible per node pair.
+    HEARTBEAT(3) / HEARTBEAT_RESPONSE(4)  carry only term/commit: coalescible per node pair
+        (quiesce = the leader quiesces / the follower did).
     VOTE(5) / VOTE_RESPONSE(6), PRE_VOTE(7) / PRE_VOTE_RESPONSE(8)   (force = transfer)
     SNAPSHOT(9)  the leader's log start point when a follower needs compacted entries.
     TIMEOUT_NOW(10)  leadership transfer: campaign immediately.

@@ -79,6 +79,7 @@ from functools import partial
 from typing import Any
 
 from vdl_broker.log import StreamLog
+from vdl_broker.raft.liveness import LivenessChange, react
 from vdl_broker.raft.log_storage import StreamLogStorage
 from vdl_broker.raft.node import PeerStatus, RaftConfig, RaftNode
 from vdl_broker.raft.persistence import (
@@ -117,6 +118,7 @@ STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, 
 _COMMIT_POINT_TICKS = 20  # save the commit point at most every 20 ticks (2 s at 100 ms)
 
 SendFn = Callable[[str, Message], bool]
+GroupFn = Callable[["RaftGroup"], None]
 ApplyFn = Callable[[list[Entry]], None]
 SnapshotFn = Callable[[SnapshotMeta], None]
 LatencyFn = Callable[[float], None]  # seconds, for metrics (vdl_broker.metrics)
@@ -133,9 +135,19 @@ class GroupConfig:
     max_inflight_messages: int = 256
     max_inflight_bytes: int = 32 << 20
     max_committed_bytes: int = 64 << 20
-    # A replica more entries behind the leader than this is catching up: the entries it is
-    # sent go through the node's catch-up throttle (recovery_rate_bytes). Kafka's ISR lag too.
+    # Idle heartbeat rounds before the leader quiesces the group (vdl_broker.raft.quiescence);
+    # 0 = never (the metadata group).
+    quiesce_after_heartbeats: int = 5
+    # A replica more entries (or bytes, estimated from the log's average entry) behind the
+    # leader than this is catching up: the entries it is sent go through the node's catch-up
+    # throttle (recovery_rate_bytes). Kafka's ISR lag in entries; the bytes exceed what a
+    # healthy follower has in flight (max_inflight_bytes).
     catchup_lag_entries: int = 1000
+    catchup_lag_bytes: int = 128 << 20
+    # A learner (a replica being added) is catching up until it is this close: only its last
+    # stretch goes unthrottled, so that it keeps up with what producers add and gets promoted.
+    learner_lag_entries: int = 64
+    learner_lag_bytes: int = 8 << 20
 
 
 class _WriteFailed(Exception):
@@ -163,6 +175,7 @@ class RaftGroup:
                  *, config: GroupConfig | None = None, apply: ApplyFn | None = None,
                  on_snapshot: SnapshotFn | None = None, rng: random.Random | None = None,
                  resume_from_commit_point: bool = False, commit_latency: LatencyFn | None = None,
+                 on_awake: GroupFn | None = None, peer_alive: Callable[[int], bool] | None = None,
                  send_catchup: SendFn | None = None) -> None:
         """`voters`: the configuration the group was created with, used only when this replica
         has saved none yet (then it is saved at once); empty for a replica joining an existing
@@ -181,7 +194,8 @@ class RaftGroup:
             node_id=node_id, voters=bootstrap, election_ticks=cfg.election_ticks,
             heartbeat_ticks=cfg.heartbeat_ticks, max_inflight_messages=cfg.max_inflight_messages,
             max_inflight_bytes=cfg.max_inflight_bytes, max_append_bytes=cfg.max_append_bytes,
-            max_committed_bytes=cfg.max_committed_bytes, lease_after_start=True)
+            max_committed_bytes=cfg.max_committed_bytes, lease_after_start=True,
+            quiesce_after_heartbeats=cfg.quiesce_after_heartbeats)
         self.storage = StreamLogStorage(stream_log)
         self._rng = rng or random.Random()
         # With resume_from_commit_point, entries up to the last saved commit point count as
@@ -207,9 +221,13 @@ class RaftGroup:
         self.failure: BaseException | None = None
         self._raft_config = raft_config
         self._applied_floor = 0  # entries up to here were applied (kept across core restarts)
+        self._entry_bytes = 0  # the log's average entry size (_measure_entries)
         self._applied_through = applied  # the last entry applied here: the most followers may learn is committed
         self.write_failures = 0  # Readys whose writes failed and were undone (disk full, ...)
         self.write_failing = False  # the last write attempt failed
+        # The host's ticker ticks only groups that are awake: it hears of every wake-up here.
+        self._on_awake = on_awake
+        self._peer_alive = peer_alive
         self.elections_won = 0  # times this node became the group's leader (metrics)
         self._leading = False
         self._leader_since = 0.0
@@ -312,11 +330,11 @@ class RaftGroup:
         read_lease_tick, one tick interval of margin): what it has committed is the newest
         committed state, so reads (high watermark, fetches) may be served. A leader cut off
         from its majority loses the lease before anyone else can win an election."""
+        if len(self.voters) == 1:
+            return self.node.is_leader  # nobody else can be elected (quiescent or not)
         tick = self.node.read_lease_tick()
         if tick < 0:
             return False
-        if len(self.voters) == 1:
-            return True
         age = self.node.ticks - tick
         if age >= len(self._tick_times):
             return False
@@ -330,9 +348,14 @@ class RaftGroup:
         Learners are not in it: a commit never waits for them."""
         status = self.node.peer_status()
         last = self.node.last_index
+        alive = self._peer_alive or (lambda _peer: False)
+        quiescent = self.node.quiescent
+        # Heard from since the last CheckQuorum round, or its node is alive (node liveness): a
+        # woken group hears from its followers only after a heartbeat round. A quiescent one
+        # hears nothing of its own (and runs no CheckQuorum): node liveness alone then.
         return sorted(peer for peer, st in status.items()
-                      if peer == self.node_id or (not st.learner and st.recent_active
-                                                  and st.match >= last - max_lag_entries))
+                      if peer == self.node_id or (not st.learner and st.match >= last - max_lag_entries
+                                                  and (alive(peer) or (st.recent_active and not quiescent))))
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -343,6 +366,7 @@ class RaftGroup:
             self.node.campaign()  # nobody to wait for: a single-voter group elects itself now
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"raft:{self.name}")
         self._wake.set()
+        self._poke()
 
     async def stop(self, transfer: bool = True, timeout_s: float = 2.0) -> None:
         """Stop driving the group; a leader first hands leadership to its most caught-up peer
@@ -371,15 +395,56 @@ class RaftGroup:
 
     # ------------------------------------------------------------------ inputs
 
+    @property
+    def quiescent(self) -> bool:
+        return self.node.quiescent
+
     def tick(self) -> None:
-        if not self._stopped:
-            # When each recent tick happened: the read lease is anchored at a tick's time.
-            self._tick_times.append(time.monotonic())
-            self.node.tick()
+        if self._stopped or self.node.quiescent:
+            return  # a quiescent core ignores ticks: no tick time to record either
+        self._measure_entries()
+        # When each recent tick happened: the read lease is anchored at a tick's time.
+        self._tick_times.append(time.monotonic())
+        self.node.tick()
+        self._poke()
+        self._ticks += 1
+        if self._commit_point and (self._ticks % _COMMIT_POINT_TICKS == 0 or self.node.quiescent):
+            self._save_commit_point_soon()  # periodically, and when going quiet
+
+    def _poke(self) -> None:
+        """After an input: run the Ready loop if there is work, and have the host tick us if awake."""
+        node = self.node
+        if node.has_ready():
             self._wake.set()
-            self._ticks += 1
-            if self._commit_point and self._ticks % _COMMIT_POINT_TICKS == 0:
-                self._save_commit_point_soon()
+        if not node.quiescent and self._on_awake is not None:
+            self._on_awake(self)
+
+    def wake(self) -> bool:
+        """Leave quiescence (a read at a quiescent leader needs its lease back); False if it was
+        awake. A leader also ticks now if its last tick is at least an interval old, so the
+        heartbeats it sends carry a fresh tick (the lease is anchored at the echoed tick's time)."""
+        if self._stopped or not self.node.quiescent:
+            return False
+        self.node.wake()
+        self._poke()
+        last = self._tick_times[-1] if self._tick_times else float("-inf")
+        if self.node.role == Role.LEADER and time.monotonic() - last >= self.config.tick_interval_s:
+            self.tick()
+        return True
+
+    def react(self, change: LivenessChange, is_alive: Callable[[int], bool]) -> int:
+        """A change in node liveness (vdl_broker.raft.liveness.react); the leader forgotten, or 0."""
+        if self._stopped:
+            return 0
+        forgotten = react(self.node, change, is_alive)
+        self._poke()
+        return forgotten
+
+    def campaign(self) -> None:
+        """Start an election now (PreVote first)."""
+        if not self._stopped:
+            self.node.campaign()
+            self._poke()
 
     def _save_commit_point_soon(self) -> None:
         index = self.node.applied_index
@@ -409,14 +474,14 @@ class RaftGroup:
         if self._stopped:
             return
         self.node.step(message)
-        self._wake.set()
+        self._poke()
 
     def propose(self, data: bytes | bytearray | memoryview, type: EntryType = EntryType.DATA) -> Proposal:
         """Propose one entry as is. Raises NotLeaderError (ProposalDroppedError during a
         leadership transfer) or GroupStoppedError."""
         self._check_running()
         index = self.node.propose(data, type)
-        self._wake.set()
+        self._poke()
         proposal = self._proposals.track(index, self.node.term)
         if self._commit_latency is not None:
             proposal.committed.add_done_callback(partial(_observe_commit, self._commit_latency, time.perf_counter()))
@@ -433,7 +498,7 @@ class RaftGroup:
         ConfigChangeError (not now / not allowed) or GroupStoppedError."""
         self._check_running()
         index = self.node.propose_conf_change(conf)
-        self._wake.set()
+        self._poke()
         return self._proposals.track(index, self.node.term)
 
     def transfer_leadership(self, target: int | None = None) -> int:
@@ -446,7 +511,7 @@ class RaftGroup:
                 raise NotLeaderError(self.node.leader_id, "no peer to transfer leadership to")
             target = max(candidates)[2]
         self.node.transfer_leadership(target)
-        self._wake.set()
+        self._poke()
         return target
 
     # ------------------------------------------------------------------ waiting
@@ -497,6 +562,7 @@ class RaftGroup:
                     await self._drop_unsynced_tail()
                     self._write_failed(rd, failed)
                     node = self.node  # a restart replaced the core
+                    self._poke()
                     self._proposals.role_changed(node.role, node.term, node.leader_id)
                     self._role_changed()
                     self._notify_change()
@@ -657,8 +723,30 @@ class RaftGroup:
         self._send_fn(self.name, message)
 
     def _catching_up(self, peer: int) -> bool:
-        progress = self.node.progress.get(peer)
-        return progress is not None and self.node.last_index - progress.match > self.config.catchup_lag_entries
+        node = self.node
+        progress = node.progress.get(peer)
+        if progress is None:
+            return False
+        lag = node.last_index - progress.match
+        cfg = self.config
+        if peer in node.voters:
+            entries, nbytes = cfg.catchup_lag_entries, cfg.catchup_lag_bytes
+        else:
+            entries, nbytes = cfg.learner_lag_entries, cfg.learner_lag_bytes
+        return lag > entries or lag * self._entry_bytes > nbytes
+
+    def promotion_lag(self) -> int:
+        """How many entries behind the leader a learner may be and still count as caught up
+        (promoted): the learner's unthrottled last stretch, in entries of this log's size."""
+        cfg = self.config
+        by_bytes = cfg.learner_lag_bytes // self._entry_bytes if self._entry_bytes else cfg.learner_lag_entries
+        return max(1, min(cfg.learner_lag_entries, by_bytes))
+
+    def _measure_entries(self) -> None:
+        """The log's average entry size (for catch-up lags in bytes), refreshed every tick."""
+        log_ = self.log
+        count = log_.last_index - log_.first_index + 1
+        self._entry_bytes = log_.size_bytes // count if count > 0 else 0
 
     def _apply(self, entries: list[Entry]) -> None:
         if entries[0].index <= self._applied_floor:

@@ -1,6 +1,12 @@
 """One node's Raft side: `RaftHost` owns the transport (listening on the raft address), one
-ticker for every group (so one tick's heartbeats to a peer leave as one frame) and the groups
-by name.
+ticker for every group that is awake (so one tick's heartbeats to a peer leave as one frame),
+the node's liveness view of its peers, and the groups by name.
+
+Per tick the host: sends a node heartbeat to every peer that got nothing else
+(RaftTransport.send_heartbeats), feeds what it heard to NodeLiveness and hands any change to every
+group (vdl_broker.raft.liveness), ticks the awake groups -- a quiescent group costs nothing until
+a message, a proposal, a read or a liveness change wakes it -- and starts the campaigns of the
+groups whose leader's node it just lost and that it is the designated successor of.
 """
 
 from __future__ import annotations
@@ -13,16 +19,23 @@ from collections.abc import Callable, Sequence
 
 from vdl_broker.log import StreamLog
 from vdl_broker.raft.group import ApplyFn, GroupConfig, LatencyFn, RaftGroup, SnapshotFn
+from vdl_broker.raft.liveness import LivenessChange, NodeLiveness, successor
 from vdl_broker.raft.throttle import CatchUpThrottle
 from vdl_broker.raft.transport import Address, Identify, RaftTransport, TlsContexts, TransportConfig
-from vdl_broker.raft.types import Message
+from vdl_broker.raft.types import NONE, Message, Role
 
 log = logging.getLogger(__name__)
 
+# A designated successor campaigns this many ticks after it lost the leader's node: the other
+# survivors notice the same silence within about a tick and must have forgotten the leader (or
+# they refuse the pre-vote and the group falls back to an ordinary election timeout).
+CAMPAIGN_DELAY_TICKS = 2
+
 
 class RaftHost:
-    """One node's Raft side: the transport (listening on the raft address), one ticker for all
-    groups (so one tick's heartbeats to a peer leave as one frame), and the groups by name.
+    """One node's Raft side: the transport (listening on the raft address), one ticker for the
+    awake groups (so one tick's heartbeats to a peer leave as one frame), node liveness, and the
+    groups by name.
 
     A cluster of one has no raft address: its groups have one voter and nobody to talk to."""
 
@@ -40,6 +53,7 @@ class RaftHost:
         self.tick_interval_s = tick_interval_s
         self.group_config = dataclasses.replace(group_config or GroupConfig(), tick_interval_s=tick_interval_s)
         self.groups: dict[str, RaftGroup] = {}
+        self._awake: dict[str, RaftGroup] = {}  # the groups the ticker ticks
         self.on_unknown_group = on_unknown_group
         others = {peer: address for peer, address in (peers or {}).items() if peer != node_id}
         if raft_listen is None and others:
@@ -47,6 +61,13 @@ class RaftHost:
         self.transport = (RaftTransport(node_id, raft_listen, self._deliver, others, transport_config,
                                         tls=tls, identify=identify)
                           if raft_listen is not None else None)
+        # Silence of election_ticks of our ticks (not less: see vdl_broker.raft.quiescence, "Safety").
+        self.liveness = NodeLiveness(self.group_config.election_ticks)
+        for peer in others:
+            self.liveness.add_peer(peer)
+        self._frames_heard: dict[int, int] = {}
+        self._ticks = 0
+        self._campaigns: list[tuple[int, str]] = []  # (tick due, group name)
         self._ticker: asyncio.Task[None] | None = None
         # Catch-up appends (replicas far behind) are paced; None: as fast as they go.
         self.throttle = CatchUpThrottle(recovery_rate_bytes, self._send) if recovery_rate_bytes else None
@@ -64,6 +85,7 @@ class RaftHost:
         if self.transport is None:
             raise ValueError("a node without a raft address cannot have peers")
         self.transport.add_peer(peer_id, address)
+        self.liveness.add_peer(peer_id)
 
     def _send(self, group: str, message: Message) -> bool:
         return self.transport.send(group, message) if self.transport is not None else False
@@ -82,6 +104,7 @@ class RaftHost:
                           config=dataclasses.replace(config, tick_interval_s=self.tick_interval_s) if config
                           else self.group_config, apply=apply, on_snapshot=on_snapshot,
                           resume_from_commit_point=resume_from_commit_point, commit_latency=self.commit_latency,
+                          on_awake=self._wake_up, peer_alive=self.liveness.is_alive,
                           send_catchup=self._send_catchup)
         if self.sync_latency is not None:
             stream_log.observe_syncs(self.sync_latency)
@@ -92,6 +115,7 @@ class RaftHost:
     async def remove_group(self, name: str, transfer: bool = False) -> None:
         group = self.groups.pop(name, None)
         if group is not None:
+            self._awake.pop(name, None)
             await group.stop(transfer=transfer)
 
     async def stop(self, transfer: bool = True, timeout_s: float = 2.0) -> None:
@@ -111,6 +135,14 @@ class RaftHost:
         if self.transport is not None:
             await self.transport.stop()
 
+    def awake_groups(self) -> int:
+        """How many groups the ticker ticks (the others are quiescent)."""
+        return len(self._awake)
+
+    def _wake_up(self, group: RaftGroup) -> None:
+        if self.groups.get(group.name) is group:
+            self._awake[group.name] = group
+
     def _deliver(self, name: str, message: Message) -> None:
         group = self.groups.get(name)
         if group is not None:
@@ -126,8 +158,54 @@ class RaftHost:
             # Never two ticks closer than the interval, even after a late wake-up: the read
             # lease (RaftGroup.has_read_lease) counts on every node's ticks being that far apart.
             next_tick = max(next_tick + self.tick_interval_s, loop.time() + self.tick_interval_s)
-            for group in list(self.groups.values()):
+            self._ticks += 1
+            try:
+                self._liveness_tick()
+            except Exception:
+                log.exception("node %d: node liveness failed", self.node_id)
+            for group in list(self._awake.values()):
                 try:
                     group.tick()
                 except Exception:  # one broken group must not stop the clock of every other
                     log.exception("node %d: tick of group %s failed", self.node_id, group.name)
+                if group.quiescent or group.stopped:
+                    self._awake.pop(group.name, None)
+            self._start_campaigns()
+
+    def _liveness_tick(self) -> None:
+        transport = self.transport
+        if transport is None:
+            return
+        transport.send_heartbeats()
+        for peer in transport.peer_ids():
+            frames, incarnation = transport.heard_from(peer)
+            if frames != self._frames_heard.get(peer, 0):
+                self._frames_heard[peer] = frames
+                self.liveness.heard(peer, incarnation)
+        change = self.liveness.tick()
+        if change:
+            self._react(change)
+
+    def _react(self, change: LivenessChange) -> None:
+        log.info("node %d: peers down %s, back %s, restarted %s", self.node_id, list(change.down),
+                 list(change.up), list(change.restarted))
+        is_alive = self.liveness.is_alive
+        alive = [self.node_id, *(p for p in (self.transport.peer_ids() if self.transport else []) if is_alive(p))]
+        for group in list(self.groups.values()):
+            try:
+                forgotten = group.react(change, is_alive)
+            except Exception:
+                log.exception("node %d: group %s failed to react to peer liveness", self.node_id, group.name)
+                continue
+            if forgotten and successor(group.name, group.voters, forgotten, alive) == self.node_id:
+                self._campaigns.append((self._ticks + CAMPAIGN_DELAY_TICKS, group.name))
+
+    def _start_campaigns(self) -> None:
+        if not self._campaigns:
+            return
+        due = [name for tick, name in self._campaigns if tick <= self._ticks]
+        self._campaigns = [(tick, name) for tick, name in self._campaigns if tick > self._ticks]
+        for name in due:
+            group = self.groups.get(name)
+            if group is not None and not group.stopped and group.role == Role.FOLLOWER and group.leader_id == NONE:
+                group.campaign()

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from vdl_broker.raft.log import RaftLog
 from vdl_broker.raft.membership import ConfigChangeError, Membership, check_change, encode_conf
 from vdl_broker.raft.progress import Progress, ProgressState
+from vdl_broker.raft.quiescence import Quiescence
 from vdl_broker.raft.storage import RaftStorage
 from vdl_broker.raft.types import (
     NONE,
@@ -87,6 +88,9 @@ class RaftConfig:
     # in its read lease (read_lease_tick), which must outlive any election. Drivers that serve
     # reads under the lease turn it on; the simulations elect at once without it.
     lease_after_start: bool = False
+    # Quiescence (vdl_broker.raft.quiescence): a leader with nothing to replicate stops ticking and
+    # heartbeating after this many idle heartbeat rounds; 0 = never (the metadata group, tests).
+    quiesce_after_heartbeats: int = 0
     max_inflight_messages: int = 256  # appends in flight per follower (replicate state)
     max_inflight_bytes: int = 32 << 20  # payload bytes in flight per follower
     max_append_bytes: int = 1 << 20  # payload bytes per append (at least one entry)
@@ -99,6 +103,8 @@ class RaftConfig:
             raise ValueError("need 0 < heartbeat_ticks < election_ticks")
         if self.max_inflight_messages <= 0 or self.max_inflight_bytes <= 0 or self.max_append_bytes <= 0:
             raise ValueError("flow-control limits must be positive")
+        if self.quiesce_after_heartbeats < 0:
+            raise ValueError("quiesce_after_heartbeats must be >= 0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +121,7 @@ class PeerStatus:
     alive: bool = False
 
 
-class RaftNode:
+class RaftNode(Quiescence):
     def __init__(
         self,
         config: RaftConfig,
@@ -167,6 +173,8 @@ class RaftNode:
             damage.hard_state_lost or damage.through_index > self.log.last_index()
         )
         self._refetched = (0, 0)  # (term, index) of the last successful append of a leader
+        self.quiescent = False  # not ticking (vdl_broker.raft.quiescence)
+        self._idle_heartbeats = 0  # leader: heartbeat rounds in a row with nothing to replicate
         self._become_follower(self.term, NONE)
         self._sync_conf()
 
@@ -237,7 +245,10 @@ class RaftNode:
 
     def tick(self) -> None:
         """Advance logical time by one tick (the driver's timer, e.g. every 100 ms). The read
-        lease assumes consecutive ticks are at least the timer's interval apart."""
+        lease assumes consecutive ticks are at least the timer's interval apart. A quiescent node
+        ignores ticks (its driver need not deliver them)."""
+        if self.quiescent:
+            return
         self.ticks += 1
         if self.ticks >= self.config.election_ticks:
             self._booting = False
@@ -253,14 +264,15 @@ class RaftNode:
         it, so no other leader can be elected within (election_ticks - 1) tick intervals of
         that tick: until then, this leader's committed state is the newest. The driver turns
         the tick into a deadline on its clock. A leader handing over leadership has none."""
-        if self.role != Role.LEADER or self.transferee != NONE:
-            return -1
+        if self.role != Role.LEADER or self.transferee != NONE or self.quiescent:
+            return -1  # a quiescent leader heartbeats nobody: wake() it and wait for the lease
         stamps = sorted((self.ticks if peer == self.id else pr.lease_tick for peer, pr in self.progress.items()
                          if peer in self._voter_set), reverse=True)
         return stamps[self.quorum - 1]
 
     def campaign(self) -> None:
         """Start an election now (tests, or a single-node bootstrap); PreVote first if enabled."""
+        self.quiescent = False
         self._hup(force=False)
 
     def propose(self, data: bytes | memoryview, type: EntryType = EntryType.DATA) -> int:
@@ -274,9 +286,12 @@ class RaftNode:
         return self._append_own(type, data)
 
     def _append_own(self, type: EntryType, data: bytes | memoryview) -> int:
+        if self.quiescent:
+            self._wake(NONE)
         index = self.log.last_index() + 1
         self.log.append([Entry(index, self.term, type, data)])
         self._broadcast = True
+        self._idle_heartbeats = 0
         return index
 
     def propose_conf_change(self, conf: ConfState) -> int:
@@ -307,6 +322,8 @@ class RaftNode:
             raise ValueError(f"{target} is not a voter")
         if target == self.id or target == self.transferee:
             return
+        if self.quiescent:
+            self._wake(NONE)
         self.transferee = target
         self.election_elapsed = 0  # the transfer must finish within one election timeout
         if self.progress[target].match == self.log.last_index():
@@ -321,9 +338,14 @@ class RaftNode:
         # Messages from nodes outside our configuration are handled like any other (thesis
         # §4.1): a leader added by an entry we have not appended yet must reach us; votes from
         # non-voters are never counted (_step_candidate), their acknowledgements never either.
+        woken = self.quiescent and self._wakes(m)
+        if woken:
+            self._wake(m.sender)
         self._step(m)
         if self.membership.version != self._conf_version:
             self._sync_conf()
+        if woken and self.role == Role.FOLLOWER and self.leader_id not in (NONE, m.sender):
+            self._nudge_leader()  # woken by someone else: wake the leader too
 
     def _step(self, m: Message) -> None:
         if m.term > self.term:
@@ -475,6 +497,8 @@ class RaftNode:
         self.transferee = NONE
         self._broadcast = False
         self._commit_changed = False
+        self.quiescent = False
+        self._idle_heartbeats = 0
 
     def _become_follower(self, term: int, leader: int) -> None:
         self._reset(term)
@@ -539,9 +563,14 @@ class RaftNode:
             self.transferee = NONE  # a transfer that did not finish in time is abandoned
         if self.heartbeat_elapsed >= self.config.heartbeat_ticks:
             self.heartbeat_elapsed = 0
-            for peer in self.peers:
-                commit = min(self.progress[peer].match, self.log.committed)
-                self._send(MessageType.HEARTBEAT, peer, commit=commit, index=self.ticks)
+            if self._maybe_quiesce():
+                return
+            self._broadcast_heartbeat()
+
+    def _broadcast_heartbeat(self) -> None:
+        for peer in self.peers:
+            commit = min(self.progress[peer].match, self.log.committed)
+            self._send(MessageType.HEARTBEAT, peer, commit=commit, index=self.ticks)
 
     def _quorum_active(self) -> bool:
         active = sum(1 for peer, pr in self.progress.items()
@@ -632,7 +661,11 @@ class RaftNode:
             self.election_elapsed = 0
             self.leader_id = m.sender
             self.log.commit_to(min(m.commit, self.log.last_index()))
-            self._send(MessageType.HEARTBEAT_RESPONSE, m.sender, index=m.index)  # echo the lease stamp
+            # Quiesce only holding everything the leader committed; else the plain response wakes it.
+            quiesce = m.quiesce and self.log.committed == m.commit and not self._recovering
+            self.quiescent = quiesce
+            # Echo the lease stamp (and whether we quiesced).
+            self._send(MessageType.HEARTBEAT_RESPONSE, m.sender, index=m.index, quiesce=quiesce)
         elif t == MessageType.SNAPSHOT:
             self.election_elapsed = 0
             self.leader_id = m.sender
@@ -684,6 +717,8 @@ class RaftNode:
             else:
                 self._handle_append_success(m, pr)
         elif m.type == MessageType.HEARTBEAT_RESPONSE:
+            if self.quiescent:
+                return  # an acknowledged quiesce (any other response woke us in step)
             pr.recent_active = True
             pr.lease_tick = max(pr.lease_tick, m.index)
             self._handle_heartbeat_response(m, pr)

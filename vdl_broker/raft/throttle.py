@@ -6,9 +6,15 @@ network from the producers the in-sync replicas serve. RaftGroup routes APPENDs 
 replica here (RaftGroup._catching_up); everything else goes straight to the transport. One
 throttle per node, shared by every group: a token bucket of `rate_bytes` per second with a
 burst of a tenth of a second, FIFO, so a message waits its turn and nothing is reordered among
-catch-up messages. A message bigger than the bucket leaves once the bucket is full and the
-debt is paid afterwards. Raft's own flow control (max_inflight_bytes per follower) bounds what
-waits here; beyond `max_queued_bytes` a message is dropped and Raft sends it again later.
+catch-up messages. A message leaves once the bucket is not empty and the debt it makes is paid
+afterwards. Raft's own flow control (max_inflight_bytes per follower) bounds what waits here;
+beyond `max_queued_bytes` a message is dropped and Raft sends it again later.
+
+A leader that hears no progress from a follower over a heartbeat sends again from the
+follower's last match (its lost-append recovery): with appends waiting here, that resend makes
+every queued append to that follower from that point on obsolete. They are dropped when the
+resend arrives, so the queue never holds the same entries twice; without it, resends would pile
+up behind each other faster than the rate lets them out and the follower would never catch up.
 """
 
 from __future__ import annotations
@@ -45,10 +51,12 @@ class CatchUpThrottle:
         self._pump: asyncio.Task[None] | None = None
         self.sent_bytes = 0  # catch-up payload bytes handed to the transport
         self.dropped = 0
+        self.superseded = 0  # queued appends a resend made obsolete
 
     def submit(self, group: str, message: Message) -> bool:
         """Send now if the bucket allows and nothing waits, else queue (False: dropped)."""
         size = payload_bytes(message)
+        self._drop_superseded(group, message)
         self._refill()
         if not self._queue and self._tokens > 0:
             self._spend(size)
@@ -73,6 +81,21 @@ class CatchUpThrottle:
                 await self._pump
         self._queue.clear()
         self._queued_bytes = 0
+
+    def _drop_superseded(self, group: str, message: Message) -> None:
+        """Forget queued appends to the same follower of the same group that `message` (sent
+        from an earlier or the same point of the log) repeats."""
+        if not self._queue:
+            return
+        kept: deque[tuple[str, Message, int]] = deque()
+        for item in self._queue:
+            queued_group, queued, size = item
+            if queued_group == group and queued.to == message.to and queued.index >= message.index:
+                self._queued_bytes -= size
+                self.superseded += 1
+            else:
+                kept.append(item)
+        self._queue = kept
 
     def _refill(self) -> None:
         now = self._clock()

@@ -14,6 +14,12 @@ Sending never blocks and never waits for a peer: messages queue per peer (bounde
 task flushes everything queued in one frame, so the heartbeats of all groups from one tick reach
 a peer as one frame (coalescing). When the peer is down or the queue is full the message is
 dropped -- Raft retransmits (heartbeat stall detection, probes, election timeouts).
+
+Node liveness (vdl_broker.raft.liveness): `send_heartbeats()` (the host, every tick) writes a small
+HEARTBEAT frame to every connected peer that got no other frame since the last call, carrying
+this process's incarnation (a new connection starts with one too, so a restarted peer shows at
+once); every frame received counts as hearing from its sender (`heard_from()`), whatever the
+number of Raft groups.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Any
 
 from vdl_broker.raft.types import Message
 from vdl_broker.raft.wire import (
+    KIND_HEARTBEAT,
     KIND_HELLO,
     KIND_MESSAGES,
     KIND_REQUEST,
@@ -39,6 +46,7 @@ from vdl_broker.raft.wire import (
     decode_frame,
     encode_call,
     encode_frame,
+    encode_heartbeat,
     encode_hello,
 )
 
@@ -74,6 +82,8 @@ class PeerStats:
     messages_received: int = 0
     dropped: int = 0
     connects: int = 0
+    heartbeats_sent: int = 0
+    heartbeats_received: int = 0
 
 
 @dataclass
@@ -88,6 +98,9 @@ class _Peer:
     disconnected: asyncio.Event = field(default_factory=asyncio.Event)
     stats: PeerStats = field(default_factory=PeerStats)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    wrote: bool = False  # a message frame went out since the last send_heartbeats()
+    heartbeat_due: bool = False
+    incarnation: int | None = None  # the peer's, from its last HEARTBEAT frame
     calls: dict[int, asyncio.Future[bytes]] = field(default_factory=dict)
 
 
@@ -117,6 +130,7 @@ class RaftTransport:
         self._closed = False
         self._readers: set[asyncio.Task[None]] = set()
         self._pending_peers = dict(peers or {})
+        self.incarnation = random.getrandbits(63)  # new at every start: peers see a restart
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -185,6 +199,24 @@ class RaftTransport:
         peer.queue_bytes += size
         peer.wake.set()
         return True
+
+    def send_heartbeats(self) -> None:
+        """A HEARTBEAT frame to every connected peer that got no frame since the last call."""
+        for peer in self._peers.values():
+            if peer.writer is not None and not peer.wrote:
+                peer.heartbeat_due = True
+                peer.wake.set()
+            peer.wrote = False
+
+    def heard_from(self, peer_id: int) -> tuple[int, int | None]:
+        """(frames received so far, the peer's incarnation if known): the host's liveness input."""
+        peer = self._peers.get(peer_id)
+        if peer is None:
+            return 0, None
+        return peer.stats.frames_received + peer.stats.heartbeats_received, peer.incarnation
+
+    def peer_ids(self) -> list[int]:
+        return list(self._peers)
 
     def stats(self, peer_id: int) -> PeerStats:
         peer = self._peers.get(peer_id)
@@ -256,11 +288,20 @@ class RaftTransport:
             await asyncio.sleep(0)
             peer.wake.clear()
             batch, peer.queue, peer.queue_bytes = peer.queue, [], 0
+            heartbeat, peer.heartbeat_due = peer.heartbeat_due, False
             writer = peer.writer
-            if not batch or writer is None:
+            if not (batch or heartbeat) or writer is None:
                 continue
+            peer.wrote = peer.wrote or bool(batch)
             try:
-                await self._write_batch(peer, writer, batch)
+                if heartbeat:
+                    frame = encode_heartbeat(self.node_id, self.incarnation)
+                    writer.write(_LENGTH.pack(len(frame)) + frame)
+                    peer.stats.heartbeats_sent += 1
+                if batch:
+                    await self._write_batch(peer, writer, batch)
+                else:
+                    await writer.drain()
             except (ConnectionError, OSError, RuntimeError) as error:
                 # uvloop raises RuntimeError ("the handler is closed"), not OSError, when we write
                 # to a connection it closed after a reset our read loop has not seen yet. This
@@ -416,6 +457,8 @@ class RaftTransport:
     def _attach(self, peer: _Peer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer.writer = writer
         peer.stats.connects += 1
+        peer.heartbeat_due = True  # every connection starts with our incarnation (a restart shows)
+        peer.wake.set()
         peer.disconnected.clear()
         peer.connected.set()
         task = asyncio.get_running_loop().create_task(self._read_loop(peer, reader, writer))
@@ -448,8 +491,12 @@ class RaftTransport:
                     assert frame.payload is not None
                     self._on_call_frame(peer, writer, frame.kind, frame.call_id, frame.payload)
                     continue
-                if frame.kind != KIND_MESSAGES or frame.sender != peer.id:
+                if frame.kind not in (KIND_MESSAGES, KIND_HEARTBEAT) or frame.sender != peer.id:
                     raise WireError(f"unexpected frame kind {frame.kind} from node {frame.sender}", 0)
+                if frame.kind == KIND_HEARTBEAT:
+                    peer.stats.heartbeats_received += 1
+                    peer.incarnation = frame.incarnation
+                    continue
                 peer.stats.frames_received += 1
                 peer.stats.messages_received += len(frame.messages)
                 for group, message in frame.messages:

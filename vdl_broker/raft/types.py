@@ -120,7 +120,9 @@ class Message:
     APPEND_RESPONSE: success -> index = follower's last matching index; reject -> index = the
         rejected APPEND's `index`, reject_hint/log_term = follower's hint (conflict index/term).
     HEARTBEAT: commit = min(leader commit, follower match); index = the leader's tick count when
-        sent. HEARTBEAT_RESPONSE: index = that tick, echoed (the leader's read lease).
+        sent; quiesce = the leader stops ticking (commit = its last index): quiesce too if caught
+        up. HEARTBEAT_RESPONSE: index = that tick, echoed (the leader's read lease; -1 = none: a
+        woken follower waking its leader); quiesce = the follower quiesced too.
     VOTE / PRE_VOTE: index/log_term = candidate's last index and term; force = leadership
         transfer (ignore the leader lease). *_RESPONSE: reject.
     SNAPSHOT: snapshot = the leader's log start point (driver fills snapshot.data).
@@ -139,6 +141,7 @@ class Message:
     reject_hint: int = 0
     snapshot: SnapshotMeta | None = None
     force: bool = False
+    quiesce: bool = False
 
 
 @dataclass(slots=True)

@@ -6,16 +6,22 @@ group between two nodes shares one connection and one tick's heartbeats travel t
     frame   := version u8 | kind u8 | sender u32 | group count u32 | group*      (kind MESSAGES)
              | version u8 | kind u8 | sender u32                                   (kind HELLO)
              | version u8 | kind u8 | sender u32 | call id u32 | payload         (kind REQUEST/RESPONSE)
+             | version u8 | kind u8 | sender u32 | incarnation u64               (kind HEARTBEAT)
     group   := name length u16 | name utf-8 | message count u32 | message*
     message := type u8 | flags u8 | to u32 | term i64 | log_term i64 | index i64 | commit i64
                | reject_hint i64 | entry count u32 | entry* | [snapshot [conf]]
+               (flags: reject 1, force 2, snapshot 4, conf 8, quiesce 16)
     entry   := index i64 | term i64 | type u8 | payload length u32 | payload
     snapshot:= index i64 | term i64 | data length u32 | data (JSON; empty = None)
     conf    := voter count u16 | voter u32* | learner count u16 | learner u32*   (flag CONF)
 
 REQUEST/RESPONSE frames carry the node-to-node calls of the layers above (opaque payloads:
 the server forwards Kafka requests to the metadata leader with them), over the same connection
-and so the same mutual TLS as Raft. All integers big-endian. Decoding never copies entry payloads: they are memoryview slices of the
+and so the same mutual TLS as Raft. A HEARTBEAT frame is the node-pair liveness signal
+(vdl_broker.raft.liveness): sent when nothing else went to that peer for a tick; its incarnation
+is new at every process start.
+
+All integers big-endian. Decoding never copies entry payloads: they are memoryview slices of the
 frame. Any malformed input raises WireError, and nothing else.
 """
 
@@ -33,6 +39,7 @@ KIND_HELLO = 1
 KIND_MESSAGES = 2
 KIND_REQUEST = 3
 KIND_RESPONSE = 4
+KIND_HEARTBEAT = 5
 
 # The name of the metadata group (streams are named like Kafka topics, which cannot start "__"
 # followed by this exact name in practice; the cluster layer refuses it as a stream name).
@@ -40,6 +47,7 @@ METADATA_GROUP = "__metadata"
 
 _FRAME = struct.Struct(">BBI")
 _COUNT = struct.Struct(">I")
+_INCARNATION = struct.Struct(">Q")
 _NAME_LEN = struct.Struct(">H")
 _MESSAGE = struct.Struct(">BBIqqqqqI")
 _ENTRY = struct.Struct(">qqBI")
@@ -51,7 +59,8 @@ _FLAG_REJECT = 1
 _FLAG_FORCE = 2
 _FLAG_SNAPSHOT = 4
 _FLAG_CONF = 8  # the snapshot carries the configuration in force at its index
-_KNOWN_FLAGS = _FLAG_REJECT | _FLAG_FORCE | _FLAG_SNAPSHOT | _FLAG_CONF
+_FLAG_QUIESCE = 16  # HEARTBEAT(_RESPONSE): quiesce (vdl_broker.raft.quiescence)
+_KNOWN_FLAGS = _FLAG_REJECT | _FLAG_FORCE | _FLAG_SNAPSHOT | _FLAG_CONF | _FLAG_QUIESCE
 _MESSAGE_TYPES = {int(t): t for t in MessageType}
 _ENTRY_TYPES = {int(t): t for t in EntryType}
 
@@ -73,6 +82,7 @@ class Frame:
     messages: list[tuple[str, Message]]
     call_id: int = 0  # REQUEST/RESPONSE
     payload: memoryview | None = None
+    incarnation: int = 0  # HEARTBEAT
 
 
 # ---------------------------------------------------------------------------------- encoding
@@ -80,6 +90,10 @@ class Frame:
 
 def encode_hello(sender: int) -> bytes:
     return _FRAME.pack(VERSION, KIND_HELLO, sender)
+
+
+def encode_heartbeat(sender: int, incarnation: int) -> bytes:
+    return _FRAME.pack(VERSION, KIND_HEARTBEAT, sender) + _INCARNATION.pack(incarnation)
 
 
 def encode_call(sender: int, kind: int, call_id: int, payload: Buffer) -> list[Buffer]:
@@ -102,7 +116,7 @@ def encode_frame(sender: int, messages: Iterable[tuple[str, Message]]) -> list[B
 
 
 def _encode_message(m: Message, parts: list[Buffer]) -> None:
-    flags = (_FLAG_REJECT if m.reject else 0) | (_FLAG_FORCE if m.force else 0)
+    flags = (_FLAG_REJECT if m.reject else 0) | (_FLAG_FORCE if m.force else 0) | (_FLAG_QUIESCE if m.quiesce else 0)
     if m.snapshot is not None:
         flags |= _FLAG_SNAPSHOT
         if m.snapshot.conf is not None:
@@ -172,6 +186,10 @@ def decode_frame(data: Buffer) -> Frame:
         if kind in (KIND_REQUEST, KIND_RESPONSE):
             (call_id,) = reader.unpack(_COUNT)
             return Frame(kind, sender, [], call_id, reader.take(len(reader.view) - reader.pos))
+        if kind == KIND_HEARTBEAT:
+            (incarnation,) = reader.unpack(_INCARNATION)
+            _expect_end(reader)
+            return Frame(KIND_HEARTBEAT, sender, [], incarnation=incarnation)
         if kind != KIND_MESSAGES:
             raise WireError(f"unknown frame kind {kind}", 1)
         (group_count,) = reader.unpack(_COUNT)
@@ -244,4 +262,4 @@ def _decode_message(reader: _Reader, sender: int) -> Message:
         raise WireError("a configuration without a snapshot", position + 1)
     return Message(message_type, to, sender, term, log_term=log_term, index=index, entries=entries,
                    commit=commit, reject=bool(flags & _FLAG_REJECT), reject_hint=hint, snapshot=snapshot,
-                   force=bool(flags & _FLAG_FORCE))
+                   force=bool(flags & _FLAG_FORCE), quiesce=bool(flags & _FLAG_QUIESCE))

@@ -155,7 +155,11 @@ class Broker:
             with contextlib.suppress(OSError):  # only a slower start after a full-cluster restart
                 atomic_write(Path(self.config.data_dir) / KNOWN_NODES_FILE, json.dumps(known).encode(),
                              durable=False)
-        if self.node_id in self.metadata.state.membership.removed and not self.removed.is_set():
+        if self.node_id in self.metadata.state.membership.removed:
+            self.removed_from_cluster()
+
+    def removed_from_cluster(self) -> None:
+        if not self.removed.is_set():
             log.warning("node %d was removed from the cluster: stopping", self.node_id)
             self.removed.set()
 

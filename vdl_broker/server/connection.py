@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -100,6 +101,7 @@ class KafkaConnection(asyncio.Protocol):
         self.principal = ANONYMOUS
         self.sasl: SaslSession | None = None  # set on SASL listeners
         self._close_when_flushed = False
+        self._quickack: Any = None  # TLS: the socket whose delayed ACK is sent at once after each read
         self._splitter = FrameSplitter(broker.config.max_request_bytes)
         self._slots: deque[_Slot] = deque()
         self._inflight_bytes = 0
@@ -123,6 +125,8 @@ class KafkaConnection(asyncio.Protocol):
             cn = certificate_cn(transport.get_extra_info("peercert"))
             if cn:
                 self.principal = f"User:{cn}"
+            if hasattr(socket, "TCP_QUICKACK"):
+                self._quickack = transport.get_extra_info("socket")
         if self.listener.sasl:
             self.sasl = self.broker.sasl_session(self.peer)
         self.broker.connections.add(self)
@@ -156,6 +160,14 @@ class KafkaConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closed:
             return
+        if self._quickack is not None:
+            # A TLS client writes a request as several records; with Nagle on (librdkafka's
+            # default) the later ones wait for the ACK of the first, which Linux delays up to
+            # 40 ms. Asking for a quick ACK sends the pending one now (one syscall per read).
+            try:
+                self._quickack.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+            except OSError:
+                self._quickack = None
         try:
             frames = self._splitter.feed(data)
         except FrameTooLargeError as error:

@@ -74,7 +74,9 @@ async def _pause(broker: Broker, done: Callable[[], bool]) -> None:
 async def join_cluster(broker: Broker) -> None:
     me = broker.node_id
     config = broker.config
-    request = VdlNodesRequest(action="join", node_id=me, client=config.client_address, raft=config.raft_listen)
+    own = next(member for member in config.members if member.id == me)
+    request = VdlNodesRequest(action="join", node_id=me, client=own.client, raft=own.raft,
+                              listeners=list(own.listeners), rack=own.rack)
     state = broker.metadata.state
     asked = False
     while me not in state.nodes:
@@ -90,11 +92,15 @@ async def join_cluster(broker: Broker) -> None:
 
 
 async def discover_peers(broker: Broker) -> None:
-    """Learn every node's Raft address from a member (until one answers)."""
+    """Learn every node's Raft address from a member (until one answers). A node removed while
+    it was down (`vdl nodes remove`) learns it here: it was out of the metadata group when its
+    removal was decided, so its own metadata never says so."""
     request = VdlNodesRequest(action="list")
     while True:
         response = await _ask(broker, request)
         if response is not None:
+            if broker.node_id in response.removed_nodes:
+                broker.removed_from_cluster()
             return
         await _pause(broker, lambda: False)
 

@@ -11,13 +11,33 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import signal
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from vdl_broker.config import ConfigError, NodeConfig, load_config
 from vdl_broker.server.broker import Broker
 
 log = logging.getLogger("vdl_broker")
+
+# Worker threads for blocking disk work (fsyncs of logs and hard states, opening logs). Many
+# streams electing or being created at once each wait for an fsync: run side by side, the
+# filesystem's journal commits them together (200 fdatasyncs: ~0.85 s one after another, ~30 ms
+# from 16 threads on this machine's disk), instead of queueing behind asyncio's default 6.
+IO_THREADS = 32
+
+
+def _raise_open_files_limit() -> None:
+    """Each stream replica keeps its active segment open: thousands of streams need more than a
+    common default soft limit of 1,024 descriptors. Raise the soft limit to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else 1 << 20  # Linux's default fs.nr_open
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as error:
+            log.warning("cannot raise the open files limit from %d to %d: %s", soft, target, error)
 
 
 def _install_event_loop_policy() -> None:
@@ -29,6 +49,7 @@ def _install_event_loop_policy() -> None:
 
 
 async def serve(config: NodeConfig) -> None:
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(IO_THREADS, thread_name_prefix="vdl-io"))
     broker = Broker(config)
     await broker.start()
     stop = asyncio.Event()
@@ -55,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _install_event_loop_policy()
+    _raise_open_files_limit()
     try:
         asyncio.run(serve(config))
     except OSError as error:

@@ -193,6 +193,10 @@ class Partition:
         """The known leader (0 = unknown, as raft.NONE)."""
         return self.group.leader_id if self.group is not None else 0
 
+    def wake(self) -> bool:
+        """Wake a quiescent group (a read needs the leader's lease back); False if it was awake."""
+        return self.group is not None and self.group.wake()
+
     @property
     def high_watermark(self) -> int:
         return self._high_watermark
@@ -329,12 +333,23 @@ class Partition:
 # just been elected, or whose heartbeat came back late on a loaded machine, usually holds it
 # again within this long, so a read waits that much before answering NOT_LEADER_OR_FOLLOWER.
 READ_LEASE_WAIT_S = 0.3
+# A read that wakes quiescent groups waits for one heartbeat round of each: hundreds of them in
+# one request (a consumer of many idle streams) take longer than one round on a loaded node, so
+# each group woken adds this much, up to WOKEN_LEASE_WAIT_MAX_S.
+WOKEN_LEASE_WAIT_PER_GROUP_S = 0.003
+WOKEN_LEASE_WAIT_MAX_S = 2.0
 
 
 async def await_read_lease(partitions: list[Partition | RemotePartition], timeout_s: float = READ_LEASE_WAIT_S) -> None:
-    """Return once every partition that this node leads serves reads, or after `timeout_s`."""
+    """Return once every partition that this node leads serves reads, or after `timeout_s` (plus
+    WOKEN_LEASE_WAIT_PER_GROUP_S per quiescent group it had to wake)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
+    woken = 0
+    for partition in partitions:
+        if partition.is_leader and not partition.serves_reads:
+            woken += partition.wake()  # a quiescent leader has no lease: it heartbeats again now
+    extra = min(WOKEN_LEASE_WAIT_MAX_S, woken * WOKEN_LEASE_WAIT_PER_GROUP_S)
+    deadline = loop.time() + timeout_s + extra
     while any(p.is_leader and not p.serves_reads for p in partitions) and loop.time() < deadline:
         await asyncio.sleep(0.005)
 
@@ -363,6 +378,9 @@ class RemotePartition:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         future.set_result(None)
         return future
+
+    def wake(self) -> bool:
+        return False
 
 
 __all__ = ["VERDICT_ERRORS", "AppendHandle", "Partition", "PartitionError", "RemotePartition"]

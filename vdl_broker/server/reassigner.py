@@ -38,9 +38,13 @@ log = logging.getLogger(__name__)
 
 class StreamReassigner:
     def __init__(self, broker: Broker, interval_s: float = 0.5, catchup_lag: int = 100,
-                 settle_s: float = 1.0) -> None:
+                 settle_s: float = 1.0, active_interval_s: float = 0.05) -> None:
         self.broker = broker
         self.interval_s = interval_s
+        # While this node leads a stream being moved, look again soon: each step is committed
+        # within milliseconds, and a learner's catching up is not announced by any event.
+        self.active_interval_s = active_interval_s
+        self._active = False
         self.catchup_lag = catchup_lag
         self.settle_s = settle_s
         self._wake = asyncio.Event()
@@ -69,7 +73,7 @@ class StreamReassigner:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
             # arrives as the event is set, and stop() would then wait for this task forever.
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.interval_s):
+                async with asyncio.timeout(self.active_interval_s if self._active else self.interval_s):
                     await self._wake.wait()
             if self._stopping:
                 return
@@ -81,17 +85,20 @@ class StreamReassigner:
 
     def step(self) -> None:
         state = self.broker.metadata.state
+        self._active = False
         for name, moving in list(state.membership.reassignments.items()):
             stream = state.streams.get(name)
             partition = self.broker.replicas.local(name)
             if stream is None or partition is None or partition.group is None:
                 continue
             group = partition.group
-            if (group.name != f"{name}#{stream.created_index}" or not group.leader_ready
-                    or group.leader_age_s < self.settle_s or group.node.conf_pending):
+            if group.name != f"{name}#{stream.created_index}" or not group.leader_ready:
+                continue
+            self._active = True
+            if group.leader_age_s < self.settle_s or group.node.conf_pending:
                 continue
             step = next_step(group.conf, moving.target, group.node_id, group.peer_status(), group.last_index,
-                             self.catchup_lag)
+                             min(self.catchup_lag, group.promotion_lag()))
             if step.reason and self._last_reason.get(name) != step.reason:
                 self._last_reason[name] = step.reason
                 log.info("stream %s: reassignment to %s: %s", name, list(moving.target), step.reason)

@@ -46,6 +46,7 @@ ISR_MAX_LAG_ENTRIES = 1000  # a replica whose match index is within this of the 
 REMOTE_VIEW_TTL_S = 1.0  # a leader/isr learned from another node is refreshed after this
 REMOTE_VIEW_MAX_AGE_S = 3.0  # and no longer used after this
 FIRST_CAMPAIGN_DELAY_S = 0.3  # a fresh stream's preferred leader campaigns this soon (not after 1-2 s)
+OPEN_PARALLELISM = 8  # replica logs opened at once (worker threads) when many are new
 
 
 class ReplicaManager:
@@ -61,7 +62,8 @@ class ReplicaManager:
         self._deleted: set[str] = set()
         self._configs: dict[str, dict[str, Any]] = {}  # stream -> the config object its settings came from
         self._remote: dict[str, tuple[float, int, list[int]]] = {}  # name -> (time, leader, isr)
-        self._refreshing: set[str] = set()
+        self._stale: set[str] = set()  # streams whose leader view wants refreshing
+        self._refresher: asyncio.Task[None] | None = None
         self._dirty = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._worker: asyncio.Task[None] | None = None
@@ -147,36 +149,42 @@ class ReplicaManager:
         cached = self._remote.get(name)
         age = time.monotonic() - cached[0] if cached is not None else float("inf")
         if age > REMOTE_VIEW_TTL_S:
-            self._refresh_remote(name, info)
+            self._refresh_remote(name)
         # A learned view counts while recent; an old one may name a dead leader.
         if cached is not None and age <= REMOTE_VIEW_MAX_AGE_S and (leader < 0 or cached[1] == leader):
             return cached[1], cached[2]
         return leader, [leader] if leader > 0 else []
 
-    def _refresh_remote(self, name: str, info: StreamInfo) -> None:
-        if name in self._refreshing:
-            return
-        self._refreshing.add(name)
-        self.spawn(self._ask_replicas(name, info))
+    def _refresh_remote(self, name: str) -> None:
+        self._stale.add(name)
+        if self._refresher is None or self._refresher.done():
+            self._refresher = self.spawn(self._refresh_views())
 
-    async def _ask_replicas(self, name: str, info: StreamInfo) -> None:
+    async def _refresh_views(self) -> None:
+        """Ask the replicas of every stream whose view went stale for their leader and ISR: one
+        Metadata request per node for all of them (not one per stream), repeated while more
+        streams go stale meanwhile."""
+        while self._stale:
+            names, self._stale = self._stale, set()
+            by_node: dict[int, list[str]] = {}
+            for name in sorted(names):
+                info = self.state.streams.get(name)
+                for replica in self.state.membership.hosts(info) if info is not None else ():
+                    if replica != self.broker.node_id and replica in self.state.nodes:
+                        by_node.setdefault(replica, []).append(name)
+            await asyncio.gather(*(self._ask_node(node, asked) for node, asked in by_node.items()))
+
+    async def _ask_node(self, node_id: int, names: list[str]) -> None:
+        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name) for name in names])
         try:
-            request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)])
-            for replica in self.state.membership.hosts(info):
-                node = self.state.nodes.get(replica)
-                if replica == self.broker.node_id or node is None:
-                    continue
-                try:
-                    response = await internal.call(self.broker, replica, request, default_version(MetadataRequest), 1.0)
-                except (OSError, ValueError, TimeoutError):
-                    continue
-                for topic in response.topics:
-                    for partition in topic.partitions if topic.name == name else []:
-                        if partition.leader_id == replica:  # the leader's own word, with its ISR
-                            self._remote[name] = (time.monotonic(), replica, list(partition.isr_nodes))
-                            return
-        finally:
-            self._refreshing.discard(name)
+            response = await internal.call(self.broker, node_id, request, default_version(MetadataRequest), 2.0)
+        except (OSError, ValueError, TimeoutError):
+            return
+        now = time.monotonic()
+        for topic in response.topics:
+            for partition in topic.partitions or []:
+                if partition.leader_id == node_id:  # the leader's own word, with its ISR
+                    self._remote[topic.name] = (now, node_id, list(partition.isr_nodes))
 
     def local_replicas_serving(self) -> bool:
         """Every replica the metadata places here is open, and those that need no other node
@@ -263,9 +271,9 @@ class ReplicaManager:
             if name not in desired and name not in self._partitions and directory.is_dir():
                 log.info("node %d: deleting the data of stream %s", node_id, name)
                 shutil.rmtree(directory, ignore_errors=True)
-        for name, info in desired.items():
-            if name not in self._partitions and self.state.streams.get(name) == info:
-                self._open(info)
+        wanted = [info for name, info in desired.items() if name not in self._partitions]
+        if wanted:
+            await self._open_all(wanted)
         for name, partition in self._partitions.items():
             # A config change is a new config object (cluster/stream_configs.apply_alter).
             info = self.state.streams.get(name)
@@ -281,7 +289,32 @@ class ReplicaManager:
             partition.log.config = with_settings(partition.log.config, settings)
             log.info("node %d: stream %s settings now %s", self.broker.node_id, info.name, settings)
 
-    def _open(self, info: StreamInfo) -> None:
+    async def _open_all(self, wanted: list[StreamInfo]) -> None:
+        """Open new replicas: the disk work (directory, segment scan and checks, indexes) in
+        worker threads, OPEN_PARALLELISM at a time, each Raft group started on the event loop as
+        soon as its log is open -- a node with thousands of streams serves the first ones at once
+        and never stalls its event loop (heartbeats, clients) on the rest."""
+        limit = asyncio.Semaphore(OPEN_PARALLELISM)
+
+        async def one(info: StreamInfo) -> None:
+            async with limit:
+                if self.state.streams.get(info.name) != info or info.name in self._partitions:
+                    return  # deleted or opened meanwhile
+                stream_log = await asyncio.to_thread(self._open_log, info)
+            if self.state.streams.get(info.name) != info or info.name in self._partitions:
+                stream_log.close()
+                return
+            self._start_replica(info, stream_log)
+
+        results = await asyncio.gather(*(one(info) for info in wanted), return_exceptions=True)
+        failed = [(info.name, r) for info, r in zip(wanted, results, strict=True) if isinstance(r, BaseException)]
+        for name, error in failed:
+            log.error("node %d: cannot open the replica of stream %s: %r", self.broker.node_id, name, error)
+        if failed:
+            raise RuntimeError(f"{len(failed)} replicas failed to open, e.g. {failed[0][0]}") from failed[0][1]
+
+    def _open_log(self, info: StreamInfo) -> StreamLog:
+        """Blocking (a worker thread): the stream's directory for this incarnation, its log open."""
         directory = self.data_dir / info.name
         marker = directory / INCARNATION_FILE
         expected = str(info.created_index)
@@ -302,6 +335,10 @@ class ReplicaManager:
         stream_log = StreamLog.open(directory, log_config_for(self.config, settings))
         if info.adopted:
             _raise_term_to_log(stream_log)
+        return stream_log
+
+    def _start_replica(self, info: StreamInfo, stream_log: StreamLog) -> None:
+        settings = settings_for(self.config, info.config)
         partition = Partition(info.name, stream_log, self.broker.node_id, settings)
         self._configs[info.name] = info.config
         group: RaftGroup | None = None
@@ -337,11 +374,12 @@ class ReplicaManager:
         partition.close(clean=False)
         partition.log.delete()
 
-    def spawn(self, coroutine: Any) -> None:
+    def spawn(self, coroutine: Any) -> asyncio.Task[Any]:
         """Run a background task owned by this node (cancelled at stop)."""
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
 
 async def _discard(group: RaftGroup, stream_log: StreamLog) -> None:
@@ -353,8 +391,7 @@ def _campaign_if_leaderless(group: RaftGroup) -> None:
     """A new stream's replicas all start as followers: without this its first election waits
     1-2 election timeouts; the preferred leader (replicas[0]) asks for votes at once instead."""
     if not group.stopped and group.leader_id == 0:
-        group.node.campaign()
-        group.tick()  # wakes the group's Ready loop
+        group.campaign()
 
 
 def _raise_term_to_log(stream_log: StreamLog) -> None:

@@ -17,7 +17,14 @@ INSTALL_HINT = "pip install 'vdl-for-spark[tables]'"
 
 
 def missing_packages() -> list[str]:
-    return [name for name in REQUIRED_PACKAGES if importlib.util.find_spec(name) is None]
+    return [name for name in REQUIRED_PACKAGES if not _importable(name)]
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a finder refusing it counts as missing
+        return False
 
 
 def table_problem(config: Mapping[str, Any]) -> str | None:

@@ -16,8 +16,10 @@ so a few bad records cost a few extra parses, not one parse per record.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -131,10 +133,19 @@ def _headers_or_null(headers: pa.Array | None, count: int) -> pa.Array:
     return pa.ListArray.from_arrays(offsets, values, type=HEADERS, mask=pc.equal(lengths, 0))
 
 
-def decode_records(data: bytes | memoryview, start: int, end: int) -> Records:
-    """The records [start, end) of consecutive stored batches; every offset exactly once."""
+Buffers = bytes | memoryview | Sequence[bytes | memoryview]
+
+
+def _batches(data: Buffers) -> Iterator[tuple[Any, memoryview]]:
+    for part in [data] if isinstance(data, bytes | memoryview) else data:
+        yield from iter_batches(part)
+
+
+def decode_records(data: Buffers, start: int, end: int) -> Records:
+    """The records [start, end) of consecutive stored batches (one buffer, or a list of them as
+    the log hands them out); every offset exactly once."""
     parts: list[tuple[pa.Array, pa.Array, pa.Array, pa.Array, pa.Array]] = []
-    for header, batch in iter_batches(data):
+    for header, batch in _batches(data):
         if header.is_control or header.next_offset <= start or header.base_offset >= end:
             continue
         decoded = decode_columns_arrow(batch)
@@ -191,7 +202,7 @@ class Converted:
     dead_letters: pa.Table  # DEAD_LETTER_SCHEMA, in offset order
 
 
-def convert(data: bytes | memoryview, start: int, end: int, settings: TableSettings) -> Converted:
+def convert(data: Buffers, start: int, end: int, settings: TableSettings) -> Converted:
     """The table rows (and dead letters) for the records [start, end) stored in `data`."""
     records = decode_records(data, start, end)
     if settings.format != "json":

@@ -192,9 +192,11 @@ class StreamTable:
         finally:
             future.cancel()
 
-    def _read(self, start: int, high_watermark: int) -> tuple[bytes, int]:
-        """Whole stored batches from `start`, all below the high watermark, copied (the worker
-        thread must not hold views of segments that retention or truncation may unmap)."""
+    def _read(self, start: int, high_watermark: int) -> tuple[list[bytes | memoryview], int]:
+        """Whole stored batches from `start`, all below the high watermark, as the log hands
+        them out (views of the tail cache's buffers or of segment mappings): the worker thread may
+        read them, as they are committed (never truncated) and a mapping lives while a view of
+        it does (retention only unlinks the file)."""
         parts: list[bytes | memoryview] = []
         position, size = start, 0
         while position < high_watermark and size < MAX_COMMIT_BYTES:
@@ -207,9 +209,9 @@ class StreamTable:
             parts += result.buffers
             size += result.size
             position = result.next_offset
-        return b"".join(parts), position
+        return parts, position
 
-    def _commit(self, data: bytes, start: int, end: int) -> tuple[int, int]:
+    def _commit(self, data: list[bytes | memoryview], start: int, end: int) -> tuple[int, int]:
         """Worker thread: append records [start, end) unless the table moved; returns (where the
         table now ends, dead letters written)."""
         where = self.target.next_offset(self.app_id, start)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 from vdl_client.cli.common import CliError, Parser, open_client
 from vdl_client.client import VdlClient
@@ -36,24 +37,22 @@ def _wait_gone(client: VdlClient, node_id: int, timeout_s: float) -> None:
         time.sleep(WAIT_POLL_S)
 
 
-def cmd_decommission(args: argparse.Namespace) -> int:
+def _take_out(args: argparse.Namespace, action: Callable[[VdlClient, int], None], what: str) -> int:
     with open_client(args) as client:
-        decommission_node(client, args.id)
-        print(f"node {args.id}: decommissioning (its replicas move to other nodes, then it is removed)")
+        action(client, args.id)
+        print(f"node {args.id}: {what}")
         if args.wait:
             _wait_gone(client, args.id, args.timeout)
             print(f"node {args.id}: removed")
     return 0
+
+
+def cmd_decommission(args: argparse.Namespace) -> int:
+    return _take_out(args, decommission_node, "decommissioning (its replicas move to other nodes, then it is removed)")
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
-    with open_client(args) as client:
-        remove_node(client, args.id)
-        print(f"node {args.id}: removing (out of the metadata group, its replicas recreated elsewhere)")
-        if args.wait:
-            _wait_gone(client, args.id, args.timeout)
-            print(f"node {args.id}: removed")
-    return 0
+    return _take_out(args, remove_node, "removing (out of the metadata group, its replicas recreated elsewhere)")
 
 
 def register(commands: argparse._SubParsersAction, connection: argparse.ArgumentParser) -> None:

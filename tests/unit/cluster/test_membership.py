@@ -46,8 +46,9 @@ def replay(log: list[bytes]) -> ClusterState:
 
 def test_a_joining_node_is_registered_but_gets_no_replicas_until_active() -> None:
     state, log = cluster(3)
-    result = apply(state, log, join_node_command(4, "h:9094", "h:19094"))
+    result = apply(state, log, join_node_command(4, "h:9094", "h:19094", ("SSL://h:9095",), "rack-b"))
     assert result.ok and result.op == "join_node" and result.node is not None
+    assert (result.node.listeners, result.node.rack) == (("SSL://h:9095",), "rack-b")
     assert state.membership.state_of(4) == JOINING and 4 in state.nodes
     for k in range(6):
         assert apply(state, log, create_stream_command(f"s{k}", 3)).ok

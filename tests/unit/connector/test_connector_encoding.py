@@ -73,3 +73,18 @@ def test_null_and_empty_header_sections_encode_as_no_headers() -> None:
     assert [r.key for r in records] == [None] * 197
     assert [r.headers for r in records] == [[("h", b"x" * i)] if i % 3 == 0 else [] for i in range(3, 200)]
     assert [r.offset for r in records] == list(range(197))
+
+
+@pytest.mark.parametrize("count", [2, 63, 64, 65, 9_000])
+def test_equal_size_values_decode_exactly_across_record_size_changes(count: int) -> None:
+    """Equal-size values are copied as strided runs: a run ends where an offset delta's varint
+    grows (64, 8192), so records change size there; keys of varying size break the stride."""
+    from vdl_client.record_columns import decode_columns_arrow
+
+    values = pa.array([bytes([i % 251]) * 37 for i in range(count)], pa.binary())
+    for keys in (None, pa.array([b"k" * (i % 3) for i in range(count)], pa.binary())):
+        batch = build_batch(RecordColumns(keys, values).encode(0, count), count, 5, -1, -1, -1)
+        decoded = decode_columns_arrow(batch)
+        assert decoded.values.equals(values)
+        assert decoded.offsets.to_pylist() == list(range(count))
+        assert decoded.keys.to_pylist() == (keys.to_pylist() if keys is not None else [None] * count)

@@ -187,7 +187,9 @@ def test_commit_point_save_on_a_full_disk_is_logged_and_retried(tmp_path: Path,
 
     async def main() -> None:
         stream_log = StreamLog.open(tmp_path / "n1", LogConfig(fsync=False))
-        group = RaftGroup("g", 1, [1], stream_log, lambda *_: True, resume_from_commit_point=True)
+        # Never quiescent: this is about the periodic save (a quiescent group stops ticking).
+        group = RaftGroup("g", 1, [1], stream_log, lambda *_: True, resume_from_commit_point=True,
+                          config=GroupConfig(quiesce_after_heartbeats=0))
         group.start()
         try:
             await until(lambda: group.is_leader and group.node.applied_index > 0)

@@ -12,13 +12,14 @@ from vdl_broker.raft.types import Entry, EntryType, Message, MessageType
 
 
 def append(index: int, size: int) -> Message:
-    return Message(MessageType.APPEND, 2, 1, 1, entries=[Entry(index, 1, EntryType.DATA, b"x" * size)])
+    """An APPEND to node 2 whose entries follow index `index` (its prev index)."""
+    return Message(MessageType.APPEND, 2, 1, 1, index=index, entries=[Entry(index + 1, 1, EntryType.DATA, b"x" * size)])
 
 
 def test_rate_is_kept_over_time_and_order_preserved() -> None:
     async def main() -> tuple[list[tuple[float, int]], float]:
         sent: list[tuple[float, int]] = []
-        throttle = CatchUpThrottle(1 << 20, lambda group, m: sent.append((time.monotonic(), m.entries[0].index)) or True)
+        throttle = CatchUpThrottle(1 << 20, lambda group, m: sent.append((time.monotonic(), m.index)) or True)
         started = time.monotonic()
         for i in range(40):  # 40 x 64 KiB = 2.5 MiB at 1 MiB/s: about 2.4 s after the first burst
             assert throttle.submit("g", append(i, 64 << 10))
@@ -49,3 +50,27 @@ def test_backlog_beyond_the_bound_is_dropped_for_raft_to_resend() -> None:
 def test_rate_must_be_positive() -> None:
     with pytest.raises(ValueError):
         CatchUpThrottle(0, lambda group, m: True)
+
+
+def test_a_resend_from_the_followers_match_replaces_what_waits_for_it() -> None:
+    """Lost-append recovery resends from the follower's match every heartbeat: those resends must
+    not pile up behind each other (the follower would never catch up at a low rate)."""
+    async def main() -> tuple[list[tuple[str, int, int]], CatchUpThrottle]:
+        sent: list[tuple[str, int, int]] = []
+        throttle = CatchUpThrottle(1 << 20, lambda group, m: sent.append((group, m.to, m.index)) or True)
+        throttle.submit("g", append(1, 200 << 10))  # leaves at once (the bucket has tokens)
+        for index in (2, 3, 4):  # a pipeline waiting its turn
+            throttle.submit("g", append(index, 200 << 10))
+        other = append(7, 200 << 10)
+        other.to = 3
+        throttle.submit("g", other)  # another follower: untouched
+        throttle.submit("h", append(3, 200 << 10))  # another group: untouched
+        for _ in range(5):  # resends from index 3, as heartbeat after heartbeat finds no progress
+            throttle.submit("g", append(3, 200 << 10))
+        queued = [(g, m.to, m.index) for g, m, _ in throttle._queue]  # noqa: SLF001
+        await throttle.close()
+        return queued, throttle
+
+    queued, throttle = asyncio.run(main())
+    assert queued == [("g", 2, 2), ("g", 3, 7), ("h", 2, 3), ("g", 2, 3)]
+    assert throttle.superseded == 6  # the queued 3 and 4, then each resend replacing the one before

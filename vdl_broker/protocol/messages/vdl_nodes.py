@@ -25,6 +25,8 @@ VDL_NODES_REQUEST = message(
     Field("node_id", INT32, default=-1),
     Field("client", STRING, nullable_versions="0+", default=None),
     Field("raft", STRING, nullable_versions="0+", default=None),
+    Field("listeners", Array(STRING)),  # a joining node's PROTOCOL://host:port, when it has several
+    Field("rack", STRING, nullable_versions="0+", default=None),  # a joining node's rack
     Field("stream", STRING, nullable_versions="0+", default=None),
     Field("created_index", INT64, default=0),
     Field("replicas", Array(INT32)),
@@ -54,6 +56,7 @@ VDL_NODES_RESPONSE = message(
             )
         ),
     ),
+    Field("removed_nodes", Array(INT32)),  # ids removed for good (they never come back)
 )
 
 VdlNodesRequest = build_message(VDL_NODES_REQUEST, __name__)

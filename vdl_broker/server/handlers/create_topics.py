@@ -3,10 +3,17 @@ committed through the metadata group (on its leader: forwarded there from any ot
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
-from vdl_broker.cluster.metadata import ALLOWED_REPLICATION_FACTORS, Outcome
+from vdl_broker.cluster.metadata import (
+    ALLOWED_REPLICATION_FACTORS,
+    Outcome,
+    ReplicaLoad,
+    StreamInfo,
+    choose_replicas,
+)
 from vdl_broker.cluster.stream_configs import validated
 from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
@@ -47,12 +54,12 @@ def _problem(topic: Any) -> tuple[ErrorCode, str] | None:
 
 async def _create_here(broker: Any, request: Any) -> Any:
     counts = Counter(topic.name for topic in request.topics)
-    results = []
-    created = []
-    for topic in request.topics:
+    problems: dict[int, tuple[ErrorCode, str]] = {}
+    creates: dict[int, tuple[str, int | None, dict[str, Any]]] = {}
+    capacity = _Capacity(broker)
+    for i, topic in enumerate(request.topics):
         if counts[topic.name] > 1:
-            results.append(Result(name=topic.name, error_code=int(ErrorCode.INVALID_REQUEST),
-                                  error_message="the stream is named more than once in the request"))
+            problems[i] = ErrorCode.INVALID_REQUEST, "the stream is named more than once in the request"
             continue
         problem = _problem(topic)
         replication_factor = None if topic.replication_factor == -1 else int(topic.replication_factor)
@@ -65,27 +72,62 @@ async def _create_here(broker: Any, request: Any) -> Any:
                 problem = OUTCOME_ERRORS[refused.outcome], refused.message
             elif (reason := table_problem(config)) is not None:
                 problem = ErrorCode.INVALID_CONFIG, reason
-        if problem is None and not request.validate_only:
-            config = validated(config)
-            try:
-                result = await broker.metadata.create_stream(topic.name, replication_factor, config)
-            except RaftError as error:
-                if isinstance(error, NotLeaderError) and not results:
-                    raise  # nothing done yet: the caller retries on the new leader
-                problem = ErrorCode.NOT_CONTROLLER, str(error)
-            else:
-                if not result.ok:
-                    problem = OUTCOME_ERRORS[result.outcome], result.message
-                else:
-                    created.append(topic.name)
-        code, message = problem if problem is not None else (ErrorCode.NONE, None)
+            elif (reason := capacity.take(topic.name, replication_factor)) is not None:
+                problem = ErrorCode.POLICY_VIOLATION, reason
+        if problem is not None:
+            problems[i] = problem
+        elif not request.validate_only:
+            creates[i] = topic.name, replication_factor, validated(config)
+    # Every create of the request is proposed at once: they commit together (one metadata
+    # round instead of one per stream), and apply in the request's order.
+    outcomes = await asyncio.gather(*(broker.metadata.create_stream(*args) for args in creates.values()),
+                                    return_exceptions=True)
+    if outcomes and all(isinstance(o, NotLeaderError) for o in outcomes):
+        raise outcomes[0]  # nothing done: the caller retries on the new leader
+    created = []
+    for i, outcome in zip(creates, outcomes, strict=True):
+        if isinstance(outcome, RaftError):
+            problems[i] = ErrorCode.NOT_CONTROLLER, str(outcome)
+        elif isinstance(outcome, BaseException):
+            raise outcome
+        elif not outcome.ok:
+            problems[i] = OUTCOME_ERRORS[outcome.outcome], outcome.message
+        else:
+            created.append(outcome.stream.name if outcome.stream is not None else creates[i][0])
+    results = []
+    for i, topic in enumerate(request.topics):
+        code, message = problems.get(i, (ErrorCode.NONE, None))
         results.append(Result(name=topic.name, error_code=int(code), error_message=message))
     # Kafka answers once the controller created the topic; waiting for the first leader too saves
     # every client a round of LEADER_NOT_AVAILABLE retries right after the create.
     wait_s = min(MAX_LEADER_WAIT_S, max(0.0, request.timeout_ms / 1000))
-    for name in created:
-        await broker.replicas.wait_for_leader(name, wait_s)
+    await asyncio.gather(*(broker.replicas.wait_for_leader(name, wait_s) for name in created))
     return CreateTopicsResponse(topics=results)
+
+
+class _Capacity:
+    """The node setting max_streams_per_node, checked against where each create would place its
+    replicas (the metadata's deterministic placement, creates of this request included)."""
+
+    def __init__(self, broker: Any) -> None:
+        state = broker.metadata.state
+        self.state = state
+        self.limit = broker.config.max_streams_per_node
+        self.load = ReplicaLoad()
+        self.load.leads.update(state.streams.load.leads)
+        self.load.holds.update(state.streams.load.holds)
+
+    def take(self, name: str, replication_factor: int | None) -> str | None:
+        """Why the stream cannot be placed (a node at the limit), or None after booking it."""
+        state = self.state
+        replicas = choose_replicas(state.membership.placeable(state.nodes), self.load,
+                                   replication_factor or state.default_replication_factor())
+        for node in replicas:
+            if self.load.holds[node] >= self.limit:
+                return (f"node {node} holds {self.load.holds[node]} streams, the limit (max_streams_per_node) is "
+                        f"{self.limit}")
+        self.load.add(StreamInfo(name, replicas))
+        return None
 
 
 async def create(broker: Any, request: Any, context: Any, version: int | None = None) -> Any:

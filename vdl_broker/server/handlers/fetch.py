@@ -188,6 +188,8 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
         if not partitions:
             return _response(broker, topics, version)
         await wait_for_any(partitions, deadline)
+        # An idle stream's group may have gone quiet meanwhile (no read lease): wake it again.
+        await await_read_lease(partitions)
 
 
 def error_response(request: Any, version: int, code: ErrorCode) -> Any:

@@ -1,7 +1,8 @@
 """VdlNodes (key 10000, VDL's own; protocol/messages/vdl_nodes.py): list the nodes, let a new one
 join, decommission or remove one, and let a stream leader report a finished reassignment. Runs
-on the metadata leader (forwarded there from any node); the work itself is done by the
-membership controller and the stream leaders (cluster/membership.py says who does what)."""
+on the metadata leader (forwarded there from any node), except a list another node asks for,
+answered from what this node has applied; the work itself is done by the membership controller
+and the stream leaders (cluster/membership.py says who does what)."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def node_list(broker: Any) -> list[Any]:
         elif conf is not None and node_id in conf.learners:
             role = "learner"
         peer = status.get(node_id)
-        nodes.append(Node(node_id=node_id, client=info.client, raft=info.raft, rack=getattr(info, "rack", None),
+        nodes.append(Node(node_id=node_id, client=info.client, raft=info.raft, rack=info.rack,
                           state=state.membership.state_of(node_id), metadata_role=role,
                           reachable=node_id == broker.node_id or (peer is not None and peer.alive)))
     return nodes
@@ -63,7 +64,7 @@ async def _on_leader(broker: Any, request: Any) -> Any:
         await _act(broker, request)
     except _Refused as refused:
         return VdlNodesResponse(error_code=int(refused.code), error_message=str(refused))
-    return VdlNodesResponse(nodes=node_list(broker))
+    return VdlNodesResponse(nodes=node_list(broker), removed_nodes=sorted(broker.metadata.state.membership.removed))
 
 
 def _known(broker: Any, node_id: int) -> None:
@@ -118,11 +119,12 @@ async def _join(broker: Any, request: Any) -> None:
         raise _Refused(ErrorCode.BROKER_ID_NOT_REGISTERED,
                        f"node {node_id} was removed from the cluster: join under a new node id")
     known = state.nodes.get(node_id)
+    listeners, rack = tuple(request.listeners), request.rack or None
     if known is None:
         log.info("node %d asks to join (client %s, raft %s)", node_id, client, raft)
-        await _submit(broker, join_node_command(node_id, client, raft))
-    elif (known.client, known.raft) != (client, raft):
-        await _submit(broker, register_node_command(node_id, client, raft))  # it moved
+        await _submit(broker, join_node_command(node_id, client, raft, listeners, rack))
+    elif (known.client, known.raft, known.listeners, known.rack) != (client, raft, listeners, rack):
+        await _submit(broker, register_node_command(node_id, client, raft, listeners, rack))  # it moved
 
 
 def _check_room(broker: Any, node_id: int) -> None:
@@ -143,6 +145,10 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     operation = Operation.DESCRIBE if request.action == "list" else Operation.ALTER
     if not authorized_cluster(broker, context, operation):
         return error_response(request, context.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    if request.action == "list" and context.forwarded and not broker.metadata.is_leader:
+        # Another node asking over the node-to-node channel (a node starting: server/joining.py):
+        # what this node has applied is enough, and it may not reach the metadata leader yet.
+        return await _on_leader(broker, request)
     return await run(broker, request, context.api_version, context)
 
 

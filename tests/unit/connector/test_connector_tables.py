@@ -1,0 +1,120 @@
+"""Planning and reading the table side of one offset space, against real Delta tables (the client
+that answers configs and log starts is a stand-in: this tests the connector layer alone)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from vdl_connector.planning import OffsetRange
+from vdl_connector.tables import TableLookup, TableRange, TableReadError, plan_reads, read_table_range
+
+TS = pa.timestamp("us", tz="UTC")
+HEADERS = pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))
+SCHEMA = pa.schema([("offset", pa.int64()), ("timestamp", TS), ("key", pa.binary()), ("value", pa.binary()),
+                    ("headers", HEADERS)])
+
+
+def rows(start: int, end: int) -> pa.Table:
+    return pa.table({"offset": pa.array(range(start, end), pa.int64()),
+                     "timestamp": pa.array([1_700_000_000_000_000 + i for i in range(start, end)], TS),
+                     "key": pa.array([None] * (end - start), pa.binary()),
+                     "value": pa.array([b"v%d" % i for i in range(start, end)]),
+                     "headers": pa.array([[("h", b"%d" % i)] if i % 2 else None for i in range(start, end)], HEADERS)},
+                    schema=SCHEMA)
+
+
+def table(path: Path, *ranges: tuple[int, int]) -> str:
+    for start, end in ranges:
+        write_deltalake(str(path), rows(start, end), mode="append")
+    return str(path)
+
+
+class Configs:
+    """What the driver asks the cluster: each stream's table config and log start."""
+
+    def __init__(self, paths: dict[str, str | None], log_starts: dict[str, int]) -> None:
+        self.paths, self.log_starts = paths, log_starts
+        self.describes = 0
+
+    def _retrying(self, what: str, attempt):  # noqa: ANN001, ANN202
+        return attempt()
+
+    def _send_any(self, request):  # noqa: ANN001, ANN202
+        self.describes += 1
+        from vdl_broker.protocol.messages import DescribeConfigsResponse as R
+
+        return R(results=[R.DescribeConfigsResult(resource_name=r.resource_name, configs=[
+            R.DescribeConfigsResourceResult(name="vdl.table.path", value=self.paths.get(r.resource_name)),
+            R.DescribeConfigsResourceResult(name="vdl.table.format", value="raw")]) for r in request.resources])
+
+    def list_offsets(self, streams, timestamp):  # noqa: ANN001, ANN201
+        assert timestamp == -2
+        return {s: self.log_starts[s] for s in streams}
+
+
+def test_below_the_log_start_from_the_table_the_rest_from_the_log(tmp_path: Path) -> None:
+    path = table(tmp_path / "t", (0, 40), (40, 70), (70, 100))
+    client = Configs({"s": path, "plain": None}, {"s": 60, "plain": 5})
+    gaps: list[tuple[str, int, int]] = []
+    tasks = plan_reads(client, TableLookup(), {"s": 10, "plain": 0}, {"s": 120, "plain": 9}, None, None,
+                       lambda *gap: gaps.append(gap))
+    table_tasks = [t for t in tasks if isinstance(t, TableRange)]
+    log_tasks = [t for t in tasks if isinstance(t, OffsetRange)]
+    assert [(t.start, t.end) for t in table_tasks] == [(10, 60)]
+    assert [len(t.files) for t in table_tasks] == [2]  # the file of 70..99 is not needed
+    assert sorted((t.stream, t.start, t.end, t.table) for t in log_tasks) == [("plain", 0, 9, None),
+                                                                              ("s", 60, 120, path)]
+    assert gaps == [] and client.describes == 1
+    split = plan_reads(client, TableLookup(), {"s": 10}, {"s": 120}, 3, None, lambda *gap: gaps.append(gap))
+    pieces = [(t.start, t.end, len(t.files)) for t in split if isinstance(t, TableRange)]
+    assert pieces == [(10, 26, 1), (26, 43, 2), (43, 60, 1)]
+    got = [b for b in read_table_range(table_tasks[0], include_headers=True)]
+    offsets = [o for b in got for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(10, 60))
+    first = got[0].to_pylist()[0]
+    assert (first["topic"], first["partition"], first["timestampType"], first["value"]) == ("s", 0, 0, b"v10")
+    assert first["headers"] is None and got[0].to_pylist()[1]["headers"] == [{"key": "h", "value": b"11"}]
+
+
+def test_offsets_in_neither_are_a_gap_unless_read_from_earliest(tmp_path: Path) -> None:
+    path = table(tmp_path / "t", (30, 50))
+    client = Configs({"s": path}, {"s": 50})
+    gaps: list[tuple[str, int, int]] = []
+    tasks = plan_reads(client, TableLookup(), {"s": 10}, {"s": 60}, None, None, lambda *gap: gaps.append(gap))
+    assert gaps == [("s", 10, 30)]
+    assert [(type(t).__name__, t.start, t.end) for t in tasks] == [("TableRange", 30, 50), ("OffsetRange", 50, 60)]
+    gaps.clear()
+    plan_reads(client, TableLookup(), {"s": 10}, {"s": 60}, None, None, lambda *gap: gaps.append(gap),
+               frozenset({"s"}))
+    assert gaps == []
+
+
+def test_earliest_is_the_tables_first_offset_when_it_reaches_the_log(tmp_path: Path) -> None:
+    path = table(tmp_path / "t", (0, 50))
+    lookup = TableLookup()
+    assert lookup.earliest(Configs({"s": path}, {}), ["s"], {"s": 40}) == {"s": 0}
+    assert lookup.earliest(Configs({"s": path}, {}), ["s"], {"s": 0}) == {"s": 0}
+    # A table that stops short of the log start does not make the gap readable.
+    assert TableLookup().earliest(Configs({"s": path}, {}), ["s"], {"s": 70}) == {"s": 70}
+
+
+def test_a_task_reads_the_newer_version_when_its_files_were_compacted_away(tmp_path: Path) -> None:
+    path = table(tmp_path / "t", *[(i, i + 10) for i in range(0, 100, 10)])
+    client = Configs({"s": path}, {"s": 100})
+    [task] = plan_reads(client, TableLookup(), {"s": 5}, {"s": 95}, None, None, lambda *gap: None)
+    assert isinstance(task, TableRange) and len(task.files) == 10
+    delta = DeltaTable(path)
+    delta.optimize.compact()
+    delta.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False)
+    offsets = [o for b in read_table_range(task, False) for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(5, 95))
+
+
+def test_missing_rows_fail_the_task(tmp_path: Path) -> None:
+    path = table(tmp_path / "t", (0, 10), (20, 30))
+    with pytest.raises(TableReadError, match=r"offsets \[10, 30\) are not in its Delta table"):
+        list(read_table_range(TableRange("s", 0, 30, path), False))

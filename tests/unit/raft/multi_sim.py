@@ -1,0 +1,228 @@
+"""Many Raft groups over the same simulated nodes, with quiescence and node liveness.
+
+Each group is a raft_sim.Cluster over every node (with that simulator's network, drivers and
+invariants); MultiCluster ties them together the way a node's host does: a crash or restart
+takes a node down in every group at once, partitions cut every group's links, and each node runs
+a NodeLiveness fed by every message it receives from a peer plus one node heartbeat per peer per
+tick (over the same lossy network). Liveness changes go to every group (liveness.react); the
+successor of a forgotten leader campaigns two ticks later, as the host does.
+
+Invariants, besides each group's own (election safety, log matching, leader completeness, state
+machine safety, committed entries durable on a majority):
+- read lease: a live leader whose read lease has not run out by the simulated clock (its lease
+  tick happened less than election_ticks - 2 tick intervals ago) is the only live leader of
+  its group in any term >= its own;
+- a quiescent leader holds no read lease.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+
+from raft_sim import Cluster, InvariantError, NetConfig
+
+from vdl_broker.raft import Message, RaftConfig, RaftNode, Role
+from vdl_broker.raft.liveness import NodeLiveness, react, successor
+
+CAMPAIGN_DELAY_TICKS = 2  # the host's delay before a successor campaigns
+
+
+class GroupSim(Cluster):
+    """One group: a raft_sim Cluster whose deliveries also tell the receiving node's liveness."""
+
+    def __init__(self, owner: MultiCluster, name: str, n: int, seed: int, **kwargs: object) -> None:
+        self.owner = owner
+        self.name = name
+        super().__init__(n, seed, **kwargs)  # type: ignore[arg-type]
+
+    def deliver(self, m: Message) -> None:
+        if self.nodes[m.to].node is not None and frozenset((m.sender, m.to)) not in self.cut:
+            self.owner.heard(m.to, m.sender)
+        super().deliver(m)
+
+
+class MultiCluster:
+    def __init__(self, n: int, groups: int, seed: int, *, net: NetConfig | None = None, tick_every: int = 10,
+                 config: Callable[[int, tuple[int, ...]], RaftConfig] | None = None) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed * 13 + 5)
+        self.net = net or NetConfig()
+        self.tick_every = tick_every
+        self.ids = tuple(range(1, n + 1))
+        make = config or (lambda i, ids: RaftConfig(i, ids, election_ticks=10, quiesce_after_heartbeats=2))
+        self.groups = [GroupSim(self, f"g{g}", n, seed * 101 + g, net=self.net, tick_every=tick_every, config=make)
+                       for g in range(groups)]
+        self.election_ticks = make(1, self.ids).election_ticks
+        self.check_lease = make(1, self.ids).check_quorum
+        phases = {i: self.rng.randrange(tick_every) for i in self.ids}
+        for group in self.groups:
+            group.tick_phase = phases
+        self.phase = phases
+        self.now = 0
+        self.up = {i: True for i in self.ids}
+        self.incarnation = {i: 0 for i in self.ids}
+        self.liveness = {i: self._new_liveness(i) for i in self.ids}
+        self._beats: list[tuple[int, int, int, int, int]] = []  # (time, seq, sender, to, incarnation)
+        self._seq = 0
+        self._campaigns: list[tuple[int, int, int, int]] = []  # (time, seq, group index, node)
+        self.tick_times: dict[tuple[int, int], list[int]] = {}  # (group, node) -> sim time of each core tick
+
+    def _new_liveness(self, i: int) -> NodeLiveness:
+        liveness = NodeLiveness(self.election_ticks)
+        for peer in self.ids:
+            if peer != i:
+                liveness.add_peer(peer)
+        return liveness
+
+    # ------------------------------------------------------------------ faults
+
+    def crash(self, i: int) -> None:
+        for group in self.groups:
+            group.crash(i)
+        self.up[i] = False
+
+    def restart(self, i: int) -> None:
+        if self.up[i]:
+            return
+        self.incarnation[i] += 1
+        for g, group in enumerate(self.groups):
+            group.restart(i)
+            self.tick_times.pop((g, i), None)
+        self.liveness[i] = self._new_liveness(i)
+        self.up[i] = True
+
+    def partition(self, *sides: set[int]) -> None:
+        for group in self.groups:
+            group.partition(*sides)
+
+    def heal(self) -> None:
+        for group in self.groups:
+            group.heal()
+
+    @property
+    def cut(self) -> set[frozenset[int]]:
+        return self.groups[0].cut
+
+    def alive(self) -> list[int]:
+        return [i for i in self.ids if self.up[i]]
+
+    # ------------------------------------------------------------------ liveness
+
+    def heard(self, to: int, sender: int, incarnation: int | None = None) -> None:
+        if self.up[to]:
+            self.liveness[to].heard(sender, incarnation)
+
+    def _send_beats(self, i: int) -> None:
+        for peer in self.ids:
+            if peer == i or frozenset((i, peer)) in self.cut or self.rng.random() < self.net.loss:
+                continue
+            self._seq += 1
+            delay = self.rng.randint(self.net.min_delay, self.net.max_delay)
+            heapq.heappush(self._beats, (self.now + delay, self._seq, i, peer, self.incarnation[i]))
+
+    def _host_tick(self, i: int) -> None:
+        self._send_beats(i)
+        change = self.liveness[i].tick()
+        if not change:
+            return
+        live = self.liveness[i]
+        alive = [i, *(p for p in self.ids if p != i and live.is_alive(p))]
+        for g, group in enumerate(self.groups):
+            node = group.nodes[i].node
+            if node is None:
+                continue
+            forgotten = react(node, change, live.is_alive)
+            if forgotten and successor(group.name, node.voters, forgotten, alive) == i:
+                self._seq += 1
+                heapq.heappush(self._campaigns, (self.now + CAMPAIGN_DELAY_TICKS * self.tick_every, self._seq, g, i))
+            group.process(i)
+
+    def _run_campaigns(self) -> None:
+        while self._campaigns and self._campaigns[0][0] <= self.now:
+            _, _, g, i = heapq.heappop(self._campaigns)
+            group = self.groups[g]
+            node = group.nodes[i].node
+            if node is not None and node.role == Role.FOLLOWER and node.leader_id == 0:
+                node.campaign()
+                group.process(i)
+
+    # ------------------------------------------------------------------ time
+
+    def step_time(self) -> None:
+        self.now += 1
+        while self._beats and self._beats[0][0] <= self.now:
+            _, _, sender, to, incarnation = heapq.heappop(self._beats)
+            if frozenset((sender, to)) not in self.cut:
+                self.heard(to, sender, incarnation)
+        for group in self.groups:
+            group.step_time()
+        for i in self.ids:
+            if self.up[i] and (self.now + self.phase[i]) % self.tick_every == 0:
+                self._host_tick(i)
+        self._run_campaigns()
+        self._record_ticks()
+        self._check_leases()
+
+    def run(self, steps: int) -> None:
+        for _ in range(steps):
+            self.step_time()
+
+    def run_until(self, cond: Callable[[], bool], max_steps: int) -> bool:
+        for _ in range(max_steps):
+            if cond():
+                return True
+            self.step_time()
+        return cond()
+
+    # ------------------------------------------------------------------ views
+
+    def leader(self, g: int) -> int | None:
+        return self.groups[g].leader()
+
+    def all_have_leaders(self) -> bool:
+        return all(self.leader(g) is not None for g in range(len(self.groups)))
+
+    def quiescent_everywhere(self) -> bool:
+        return all(group.nodes[i].node is None or group.node(i).quiescent
+                   for group in self.groups for i in self.ids)
+
+    def core(self, g: int, i: int) -> RaftNode:
+        return self.groups[g].node(i)
+
+    # ------------------------------------------------------------------ invariants
+
+    def _record_ticks(self) -> None:
+        for g, group in enumerate(self.groups):
+            for i in self.ids:
+                node = group.nodes[i].node
+                if node is None:
+                    continue
+                # times[k]: when this incarnation's core reached ticks == k (times[0]: its boot).
+                times = self.tick_times.setdefault((g, i), [self.now])
+                times.extend([self.now] * (node.ticks + 1 - len(times)))
+
+    def _check_leases(self) -> None:
+        span = (self.election_ticks - 2) * self.tick_every
+        for g, group in enumerate(self.groups):
+            for i in self.ids:
+                node = group.nodes[i].node
+                if node is None or node.role != Role.LEADER:
+                    continue
+                tick = node.read_lease_tick()
+                if node.quiescent and tick >= 0:
+                    self._fail(f"group {g}: quiescent leader {i} holds a read lease")
+                if tick < 0 or not self.check_lease or len(self.ids) == 1:
+                    continue
+                times = self.tick_times.get((g, i), [])
+                if tick >= len(times) or self.now - times[tick] >= span:
+                    continue  # the lease ran out
+                for j in self.ids:
+                    other = group.nodes[j].node
+                    if j != i and other is not None and other.role == Role.LEADER and other.term >= node.term:
+                        self._fail(f"group {g}: leader {i} (term {node.term}) still holds its read lease "
+                                   f"while {j} leads term {other.term}")
+
+    def _fail(self, what: str) -> None:
+        raise InvariantError(f"{what} (seed {self.seed}, time {self.now})")

@@ -1,0 +1,132 @@
+"""Node liveness: one failure detector per node pair for every Raft group (sans-IO, deterministic).
+
+Quiescent groups (vdl_broker.raft.quiescence) send nothing, so a follower can no longer learn from
+its own group that the leader died. Instead each node tracks its peers: every frame from a peer
+counts (any group's message, or the node heartbeat the host sends a peer each tick when nothing
+else went to it), and node heartbeats carry the sender's incarnation, a number new at every
+process start. A peer is
+- down once nothing came from it for `timeout_ticks` of this node's ticks (counted from this
+  node's start); up again at its next frame;
+- restarted when a frame names a new incarnation: the old process is gone with whatever it led.
+
+What a group does about it (`react`), for every group this node holds with that peer as a voter:
+- peer down or restarted, and it led the group: forget it (RaftNode.forget_leader) so pre-votes
+  are granted at once; the surviving voter `successor()` picks campaigns (the host, shortly
+  after): the leaders of a dead node's groups spread evenly over the survivors, and the time to
+  a new leader does not depend on the number of groups.
+- peer down and this node leads: wake only when the live voters no longer make a majority, so
+  CheckQuorum can step down (a quiescent leader checks nothing).
+- peer up or restarted, and this node leads: wake, to catch that follower up (quiescence left it
+  behind as presumed down, or it restarted with an older log).
+
+Safety of forgetting a leader (quiescence docstring, "Safety"): down needs timeout_ticks >=
+election_ticks of silence since this node's start, which outlasts every read lease the leader
+drew from this node; a restarted peer's old incarnation serves nothing any more.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from vdl_broker.raft.types import NONE, Role
+
+if TYPE_CHECKING:
+    from vdl_broker.raft.node import RaftNode
+
+
+@dataclass(frozen=True)
+class LivenessChange:
+    """What one tick of NodeLiveness found out."""
+
+    down: tuple[int, ...] = ()
+    up: tuple[int, ...] = ()
+    restarted: tuple[int, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.down or self.up or self.restarted)
+
+
+@dataclass
+class _Peer:
+    last_heard: int = 0
+    incarnation: int | None = None
+    down: bool = False
+
+
+@dataclass
+class NodeLiveness:
+    """This node's view of its peers, driven by `heard()` and `tick()`."""
+
+    timeout_ticks: int
+    now: int = 0
+    _peers: dict[int, _Peer] = field(default_factory=dict)
+    _up: list[int] = field(default_factory=list)
+    _restarted: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.timeout_ticks <= 0:
+            raise ValueError("timeout_ticks must be positive")
+
+    def add_peer(self, peer: int) -> None:
+        self._peers.setdefault(peer, _Peer(self.now))
+
+    def heard(self, peer: int, incarnation: int | None = None) -> None:
+        """A frame from `peer` arrived (a node heartbeat carries its incarnation)."""
+        state = self._peers.get(peer)
+        if state is None:
+            state = self._peers[peer] = _Peer(self.now)
+        state.last_heard = self.now
+        if state.down:
+            state.down = False
+            self._up.append(peer)
+        if incarnation is not None:
+            if state.incarnation is not None and incarnation != state.incarnation:
+                self._restarted.append(peer)
+            state.incarnation = incarnation
+
+    def tick(self) -> LivenessChange:
+        self.now += 1
+        down = []
+        for peer, state in self._peers.items():
+            if not state.down and self.now - state.last_heard >= self.timeout_ticks:
+                state.down = True
+                down.append(peer)
+        change = LivenessChange(tuple(down), tuple(dict.fromkeys(self._up)), tuple(dict.fromkeys(self._restarted)))
+        self._up.clear()
+        self._restarted.clear()
+        return change
+
+    def is_alive(self, peer: int) -> bool:
+        state = self._peers.get(peer)
+        return state is not None and not state.down
+
+
+def successor(group: str, voters: Sequence[int], dead: int, alive: Iterable[int]) -> int:
+    """The voter of `group` that should campaign when `dead` (its leader's node) is gone: one of
+    the live voters, chosen by a stable hash of the group's name so that the groups of one dead
+    node spread evenly over the survivors; NONE when no voter is known alive."""
+    live = set(alive)
+    candidates = sorted(v for v in voters if v != dead and v in live)
+    if not candidates:
+        return NONE
+    return candidates[zlib.crc32(group.encode()) % len(candidates)]
+
+
+def react(node: RaftNode, change: LivenessChange, is_alive: Callable[[int], bool]) -> int:
+    """Apply one LivenessChange to one group's core (module docstring). Returns the peer whose
+    leadership this node just forgot (NONE if none): the caller decides who campaigns."""
+    forgotten = NONE
+    voters = set(node.voters)
+    lost = [p for p in (*change.down, *change.restarted) if p in voters]
+    if node.role == Role.FOLLOWER and node.leader_id in lost:
+        forgotten = node.leader_id
+        node.forget_leader()
+    elif node.role == Role.LEADER:
+        back = any(p in voters for p in (*change.up, *change.restarted))
+        live = 1 + sum(1 for p in node.voters if p != node.id and is_alive(p))
+        if back or (change.down and live < node.quorum):
+            node.wake()
+    return forgotten

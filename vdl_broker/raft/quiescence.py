@@ -1,0 +1,171 @@
+"""Quiescence: an idle Raft group stops ticking, so a node with thousands of groups pays for the
+ones that are written or read, not for the others (CockroachDB's quiescent ranges, TiKV's
+hibernate regions). Part of the sans-IO core: RaftNode inherits these methods.
+
+Quiescing
+    A leader with nothing to replicate for `RaftConfig.quiesce_after_heartbeats` heartbeat rounds
+    in a row -- everything committed in its own term, durable and applied here, no leadership
+    transfer, every follower caught up (match = last index, nothing in flight) or silent since
+    the last CheckQuorum round (presumed down), and a caught-up majority of voters heard from in
+    this round -- sends its caught-up followers (learners too) one last HEARTBEAT with
+    quiesce=True (commit = its last index) and quiesces: tick() does
+    nothing, so it sends no heartbeats and runs no CheckQuorum. A follower receiving that
+    heartbeat quiesces when it holds and has committed that index (and is not recovering from
+    damage) and answers quiesce=True; otherwise its ordinary answer wakes the leader. A lagging
+    follower gets nothing (it is presumed down): when its node comes back, the driver wakes the
+    leader (`wake()`), which catches it up.
+
+Waking
+    Any message wakes a node but a quiesce heartbeat, its acknowledgement and a late answer to a
+    heartbeat sent before quiescing (Quiescence._wakes); so do propose(),
+    transfer_leadership(), campaign(), wake() and forget_leader(); so does every role or term
+    change. A woken leader opens a fresh CheckQuorum window (what it heard before quiescing is
+    old news) and heartbeats at once: that wakes the followers and renews the read lease. A
+    follower woken by anyone but its leader (a candidate, the driver) sends its leader an empty
+    HEARTBEAT_RESPONSE (index -1: no lease stamp), which wakes the leader too; a follower that
+    ticks while its leader sleeps would otherwise campaign for nothing.
+
+Safety
+    Quiescence changes when ticks happen, never how an input is handled, and Raft's safety
+    (election safety, log matching, leader completeness, state machine safety) holds whatever
+    the timing: a quiescent node is a node whose clock runs slow. Two things do depend on time:
+    - The read lease (RaftNode.read_lease_tick). A quiescent leader has none: it must be woken
+      and hear a heartbeat round from a majority before it serves reads again (the driver's
+      read path does that, within its short lease wait). Stamps echoed before quiescence expire
+      by the driver's clock as usual, and the followers that echoed them still honour them: a
+      follower that does not tick refuses votes for longer, never shorter -- with one exception,
+      forget_leader(), which the driver may call only once the leader's node has been silent
+      (no frame at all) for at least election_ticks of this node's ticks, counted from this
+      node's start: by then every stamp this follower echoed is older than the lease's span.
+    - CheckQuorum. A quiescent leader does not check its quorum, so one cut off from its
+      followers stays leader until something wakes it; meanwhile it serves no read (no lease)
+      and commits no write (no majority), and once woken it steps down after one election
+      timeout as usual. On the other side the followers' driver sees the leader's node go
+      silent, forgets the leader and elects another (below).
+
+Liveness
+    A group with a live majority gets a leader again once one is needed: a proposal or a read
+    wakes it; when the leader's node goes silent the followers forget it (driver, node
+    liveness), so pre-votes are granted at once and one of them campaigns; a follower woken
+    without its leader wakes the leader. A lost quiesce heartbeat or wake-up degrades to one
+    election timeout: the follower that missed it keeps ticking, and its pre-vote wakes
+    everyone (a granted pre-vote changes nothing; a refused one leaves the leader in place).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vdl_broker.raft.progress import ProgressState
+from vdl_broker.raft.types import NONE, Message, MessageType, Role
+
+NUDGE = -1  # HEARTBEAT_RESPONSE.index of a follower waking its leader (no lease stamp)
+
+if TYPE_CHECKING:
+    from vdl_broker.raft.log import RaftLog
+    from vdl_broker.raft.node import RaftConfig
+    from vdl_broker.raft.progress import Progress
+
+
+class Quiescence:
+    """RaftNode's quiescence (module docstring); the state lives on the node."""
+
+    if TYPE_CHECKING:  # RaftNode's attributes and methods used here
+        id: int
+        role: Role
+        leader_id: int
+        term: int
+        ticks: int
+        peers: tuple[int, ...]
+        _voter_set: frozenset[int]
+        quorum: int
+        log: RaftLog
+        progress: dict[int, Progress]
+        transferee: int
+        election_elapsed: int
+        heartbeat_elapsed: int
+        quiescent: bool
+        _idle_heartbeats: int
+        _booting: bool
+        _broadcast: bool
+        _commit_changed: bool
+        _recovering: bool
+        config: RaftConfig
+
+        def _send(self, kind: MessageType, to: int, **fields: object) -> None: ...
+
+        def _broadcast_heartbeat(self) -> None: ...
+
+    def wake(self) -> None:
+        """Leave quiescence (the driver: a read needs the lease, a lagging peer came back)."""
+        if self.quiescent:
+            self._wake(NONE)
+
+    def forget_leader(self) -> None:
+        """The driver's node liveness says the leader's node is gone: forget the leader (and
+        wake), so this follower grants pre-votes and votes at once instead of after an election
+        timeout (etcd's ForgetLeader). Only once that node was silent for election_ticks of this
+        node's ticks since its start (module docstring, "Safety")."""
+        if self.role == Role.FOLLOWER and self.leader_id != NONE:
+            self.leader_id = NONE
+            self._booting = False
+        self.wake()
+
+    def _wake(self, by: int) -> None:
+        self.quiescent = False
+        self._idle_heartbeats = 0
+        if self.role == Role.LEADER:
+            self.election_elapsed = self.heartbeat_elapsed = 0
+            for peer, pr in self.progress.items():
+                pr.recent_active = peer == self.id
+            self._broadcast_heartbeat()
+        elif by == NONE and self.role == Role.FOLLOWER and self.leader_id != NONE:
+            self._nudge_leader()
+
+    def _nudge_leader(self) -> None:
+        """Wake our leader: a heartbeat response with no lease stamp (index NUDGE)."""
+        self._send(MessageType.HEARTBEAT_RESPONSE, self.leader_id, index=NUDGE)
+
+    def _wakes(self, m: Message) -> bool:
+        """Whether message `m` wakes this quiescent node: anything but a quiesce heartbeat, its
+        acknowledgement, and a late answer to a heartbeat sent before quiescing (its echoed tick
+        is older than the quiesce heartbeat's; an answer declining that one wakes us)."""
+        if m.quiesce:
+            return False
+        return not (m.type == MessageType.HEARTBEAT_RESPONSE and self.role == Role.LEADER
+                    and 0 <= m.index < self.ticks)
+
+    def _maybe_quiesce(self) -> bool:
+        """Leader, at a heartbeat round: quiesce (True) or carry on (False)."""
+        after = self.config.quiesce_after_heartbeats
+        if not after or not self._nothing_to_replicate():
+            self._idle_heartbeats = 0
+            return False
+        self._idle_heartbeats += 1
+        if self._idle_heartbeats < after:
+            return False
+        self.quiescent = True
+        last = self.log.last_index()
+        for peer in self.peers:
+            if self.progress[peer].match == last:
+                self._send(MessageType.HEARTBEAT, peer, commit=last, index=self.ticks, quiesce=True)
+        return True
+
+    def _nothing_to_replicate(self) -> bool:
+        log = self.log
+        last = log.last_index()
+        # Applied too: a driver may tell followers only of commits it applied (follower reads),
+        # and a follower quiescing with an older commit than ours would serve an old end for good.
+        if (self.transferee != NONE or log.committed != last or log.applied != last or log.term(last) != self.term
+                or self.progress[self.id].match != last or self._broadcast or self._commit_changed):
+            return False
+        heard = 1
+        for peer in self.peers:  # voters and learners
+            pr = self.progress[peer]
+            caught_up = pr.match == last and pr.state == ProgressState.REPLICATE and not pr.inflight
+            if not caught_up and pr.recent_active:
+                return False  # a live member still catching up
+            heard += caught_up and pr.recent_active and peer in self._voter_set
+        # A caught-up majority heard from in this CheckQuorum round: a leader cut off from its
+        # followers never quiesces, so CheckQuorum deposes it even while reads keep waking it.
+        return heard >= self.quorum

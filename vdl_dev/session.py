@@ -1,0 +1,155 @@
+"""What the demo's processes need around the job: the Spark session the demo owns, signal
+handling (Ctrl-C and SIGTERM stop everything, never half of it), and the data directory.
+
+run.py (the batch demo) and follow.py (`vdl demo --follow`) share it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from vdl_dev.cluster import DemoCluster
+
+OUR_SUBDIRS = ("cluster", "delta", "checkpoints", "spark-warehouse", "cluster.json", "log4j2.properties")
+# Spark settings the demo owns (local[2]: two cores shared with the brokers).
+SPARK_CONF = {
+    "spark.sql.shuffle.partitions": "2",  # the window aggregates are tiny: one task per core
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.python.worker.reuse": "true",
+    # Micro-batches are small and planned anew each time: adaptive re-planning costs more than
+    # it saves on a two-task shuffle of a few hundred rows.
+    "spark.sql.adaptive.enabled": "false",
+    # Each micro-batch is cached for one use by two jobs: encoding its columns compactly (a
+    # dictionary scan of every string column) costs more than the memory it saves.
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
+}
+
+LOG4J2 = """rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def create_spark_session(data_dir: Path, app_name: str = "vdl-demo") -> Any:
+    """A local Spark (2 cores) whose Python workers run this interpreter (it has vdl_connector),
+    logging only errors (the JVM reads its log4j2 file at launch: PYSPARK_SUBMIT_ARGS)."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only (and no hostname warning)
+    if "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        log4j = data_dir / "log4j2.properties"
+        log4j.write_text(LOG4J2)
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options -Dlog4j2.configurationFile={log4j} pyspark-shell"
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master("local[2]").appName(app_name)
+    for key, value in SPARK_CONF.items():
+        builder = builder.config(key, value)
+    spark = builder.config("spark.sql.warehouse.dir", str(data_dir / "spark-warehouse")).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+class _DropBrokenPy4jCalls(logging.Filter):
+    """py4j logs a traceback at the root logger when Ctrl-C breaks a call to the JVM: expected."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "while sending command" not in record.getMessage()
+
+
+@contextmanager
+def quiet_interrupts() -> Iterator[None]:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_DropBrokenPy4jCalls())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+
+
+@contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Hold Ctrl-C/SIGTERM until the block ends, then raise KeyboardInterrupt.
+
+    For Spark's start-up: a driver interrupted while its JVM is still starting loses the handle
+    to that JVM, whose py4j server thread then keeps it alive forever. Deferred, the session
+    exists when the interrupt is raised and the caller's finally stops it."""
+    pending: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        pending.append(signum)
+
+    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if pending:
+        raise KeyboardInterrupt(f"signal {pending[0]}")
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM behaves like Ctrl-C, so the same finally blocks stop everything."""
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def prepare(data_dir: Path | None) -> tuple[Path, bool]:
+    if data_dir is None:
+        return Path(tempfile.mkdtemp(prefix="vdl-demo-")), True
+    data_dir.mkdir(parents=True, exist_ok=True)
+    for name in OUR_SUBDIRS:  # a previous run's state: the demo always starts from scratch
+        path = data_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    return data_dir, False
+
+
+def shutdown(pipeline: Any, spark: Any, cluster: DemoCluster | None, say: Callable[[str], None]) -> None:
+    """Stop queries, Spark and the brokers; a second Ctrl-C must not cut this short."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        if pipeline is not None:
+            pipeline.stop()
+        if spark is None and "pyspark.sql" in sys.modules:  # interrupted right after Spark started
+            spark = sys.modules["pyspark.sql"].SparkSession.getActiveSession()
+        if spark is not None:
+            try:
+                spark.stop()
+            except Exception as error:  # noqa: BLE001 - the brokers must still be stopped
+                say(f"stopping Spark: {error}")
+        if cluster is not None:
+            cluster.stop()
+            say(f"stopped the {cluster.kind}")
+    finally:
+        signal.signal(signal.SIGINT, previous)
