@@ -14,6 +14,7 @@ BOOT = {"bootstrap.servers": "127.0.0.1:1"}  # never contacted: validation comes
     ({"subscribe": "a", "maxOffsetsPerTrigger": "-5"}, "'maxOffsetsPerTrigger' must be an integer >= 1"),
     ({"subscribe": "a", "failOnDataLoss": "maybe"}, "'failOnDataLoss'"),
     ({"subscribe": "a", "endingOffsets": "earliest"}, "'endingOffsets'"),
+    ({"subscribe": "a", "preferReplicas": "nearest"}, "'preferReplicas' accepts 'leader', 'any' or 'rack:<name>'"),
 ])
 @pytest.mark.parametrize("streaming", [False, True])
 def test_invalid_read_options_fail_at_load(spark, options: dict, named: str, streaming: bool) -> None:  # noqa: ANN001
