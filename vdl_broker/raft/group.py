@@ -205,7 +205,13 @@ class RaftGroup:
         applied = load_commit_point(stream_log) if resume_from_commit_point else 0
         # Storage damage makes the node start recovering (vdl_broker.raft.node, "Corruption").
         hard_state, damage = load_raft_state(stream_log, self._replica_count(bootstrap))
-        self.node = RaftNode(raft_config, self.storage, hard_state,
+        first_config = raft_config
+        if damage is None and hard_state.term == 0 and stream_log.last_index == 0:
+            # A brand-new replica never acknowledged a heartbeat (that would have saved a term):
+            # no leader's read lease counts on it, so it may vote at once -- the streams created
+            # together elect their leaders without waiting out an election timeout.
+            first_config = dataclasses.replace(raft_config, lease_after_start=False)
+        self.node = RaftNode(first_config, self.storage, hard_state,
                              rng=self._rng, applied=applied, damage=damage, membership=self._durable_membership)
         self._saved_commit = applied
         self._ticks = 0

@@ -29,7 +29,7 @@ from vdl_broker.log.fileio import atomic_write
 from vdl_broker.protocol.messages import MetadataRequest
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.persistence import load_hard_state, save_hard_state
-from vdl_broker.raft.types import HardState
+from vdl_broker.raft.types import HardState, Role
 from vdl_broker.server import internal
 from vdl_broker.server.partition import Partition, RemotePartition
 from vdl_broker.server.stream_settings import log_config_for, settings_for, with_settings
@@ -46,7 +46,8 @@ ISR_MAX_LAG_ENTRIES = 1000  # a replica whose match index is within this of the 
 REMOTE_VIEW_TTL_S = 1.0  # a leader/isr learned from another node is refreshed after this
 REMOTE_VIEW_MAX_AGE_S = 3.0  # and no longer used after this
 FIRST_CAMPAIGN_DELAY_S = 0.3  # a fresh stream's preferred leader campaigns this soon (not after 1-2 s)
-OPEN_PARALLELISM = 8  # replica logs opened at once (worker threads) when many are new
+FIRST_CAMPAIGN_ATTEMPTS = 6  # ... and again this often, FIRST_CAMPAIGN_DELAY_S apart, while leaderless
+OPEN_PARALLELISM = 16  # replica logs opened at once (worker threads, mostly waiting on fsyncs)
 
 
 class ReplicaManager:
@@ -214,15 +215,28 @@ class ReplicaManager:
         return True
 
     async def wait_for_leader(self, name: str, timeout_s: float) -> bool:
-        """Wait (polling) until some leader of `name` is known here; False on timeout."""
-        deadline = time.monotonic() + timeout_s
+        """Wait until some leader of `name` is known here; False on timeout. A local replica is
+        watched (woken by its role changes), another stream polled through leader_view."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         while True:
-            info = self.state.streams.get(name)
-            if info is not None and self.leader_view(name, info)[0] > 0:
-                return True
-            if time.monotonic() >= deadline:
+            partition = self._partitions.get(name)
+            if partition is not None and partition.group is not None:
+                if partition.is_leader or partition.leader_id not in (0, self.broker.node_id):
+                    return True
+            else:
+                info = self.state.streams.get(name)
+                if info is not None and self.leader_view(name, info)[0] > 0:
+                    return True
+            remaining = deadline - loop.time()
+            if remaining <= 0:
                 return False
-            await asyncio.sleep(0.05)
+            if partition is None:
+                await asyncio.sleep(min(0.05, remaining))  # not opened here yet (or not here at all)
+                continue
+            change = partition.changed_future()
+            await asyncio.wait([change], timeout=min(remaining, 0.5))
+            change.cancel()
 
     # -- following the metadata -------------------------------------------------------------------
 
@@ -362,7 +376,8 @@ class ReplicaManager:
         log.info("node %d: replica of stream %s open (replicas %s, offsets %d..%d)", self.broker.node_id,
                  info.name, list(info.replicas), stream_log.log_start_offset, stream_log.log_end_offset)
         if stream_log.last_index == 0 and info.preferred_leader == self.broker.node_id and len(info.replicas) > 1:
-            asyncio.get_running_loop().call_later(FIRST_CAMPAIGN_DELAY_S, _campaign_if_leaderless, group)
+            asyncio.get_running_loop().call_later(FIRST_CAMPAIGN_DELAY_S, _campaign_if_leaderless, group,
+                                                  FIRST_CAMPAIGN_ATTEMPTS)
 
     async def _remove(self, name: str) -> None:
         partition = self._partitions.pop(name)
@@ -387,11 +402,18 @@ async def _discard(group: RaftGroup, stream_log: StreamLog) -> None:
     stream_log.close()
 
 
-def _campaign_if_leaderless(group: RaftGroup) -> None:
+def _campaign_if_leaderless(group: RaftGroup, attempts: int) -> None:
     """A new stream's replicas all start as followers: without this its first election waits
-    1-2 election timeouts; the preferred leader (replicas[0]) asks for votes at once instead."""
-    if not group.stopped and group.leader_id == 0:
+    1-2 election timeouts; the preferred leader (replicas[0]) asks for votes at once instead,
+    and again while no leader is known: when many streams are created together, the other
+    replicas may not have opened theirs yet and the first pre-votes are lost (a pre-vote never
+    changes a term, so asking again disturbs nothing)."""
+    if group.stopped or group.leader_id != 0:
+        return
+    if group.role == Role.FOLLOWER:
         group.campaign()
+    if attempts > 1:
+        asyncio.get_running_loop().call_later(FIRST_CAMPAIGN_DELAY_S, _campaign_if_leaderless, group, attempts - 1)
 
 
 def _raise_term_to_log(stream_log: StreamLog) -> None:
