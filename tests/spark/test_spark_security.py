@@ -65,7 +65,9 @@ def options(cluster: DevCluster, tls: TlsMaterial) -> dict[str, str]:
 
 def test_batch_write_then_read_over_sasl_ssl(spark, secured: DevCluster, tls_material: TlsMaterial) -> None:  # noqa: ANN001
     values = [f"v{i:03d}".encode() for i in range(50)]
-    frame = spark.createDataFrame([(v,) for v in values], "value binary")
+    # One partition: one write task, so the stream holds the values in this order (two tasks
+    # may append their halves either way round).
+    frame = spark.createDataFrame([(v,) for v in values], "value binary").coalesce(1)
     frame.write.format("vdl").options(**options(secured, tls_material)).option("topic", "sp-in").mode("append").save()
     read = (spark.read.format("vdl").options(**options(secured, tls_material)).option("subscribe", "sp-in")
             .load().select("value", "offset"))
