@@ -34,40 +34,12 @@ from benchmarks.report import Report, percentile
 from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
 from vdl_client import ClientSettings, VdlClient, request_once
 from vdl_client.requests import produce_request
-from vdl_dev.dev_cluster import DevCluster, fetch_metadata
+from vdl_dev.dev_cluster import DevCluster, fetch_metadata, free_base_port
 
 TOPIC_THROUGHPUT = "bench-repl-acksall"
 TOPIC_LATENCY = "bench-repl-latency"
 TOPIC_FAILOVER = "bench-repl-failover"
 LATENCY_RATE = 20_000
-
-
-def free_base_port(count: int) -> int:
-    """`count` consecutive free ports below the kernel's ephemeral range: a listen port inside
-    it can be taken by an outgoing connection (or a peer's self-connect) while its node is
-    down, and the restarted node then fails with "address already in use"."""
-    import random
-    import socket
-
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    for _ in range(200):
-        start = random.randrange(max(1024, low - 12_000), low - count)
-        sockets: list[socket.socket] = []
-        try:
-            for port in range(start, start + count):
-                sock = socket.socket()
-                sockets.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return start
-        except OSError:
-            continue
-        finally:
-            for sock in sockets:
-                sock.close()
-    raise RuntimeError("no run of free ports")
 
 
 def create_streams(cluster: DevCluster, *names: str) -> None:

@@ -13,9 +13,22 @@ import pytest
 
 from tests.support.cluster import BrokerProcess, ensure_all_running, start_broker, start_cluster
 from tests.support.security import TlsMaterial, make_tls_material
-from vdl_dev.dev_cluster import DevCluster
+from vdl_dev.dev_cluster import PORT_RANGE_VARIABLE, DevCluster, port_range
 
 NODE_OUTPUT_LINES = 200
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Parallel workers pick cluster ports in disjoint ranges (inherited by the processes they
+    start): a worker restarting a node must find its port free, not taken by another worker."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None or PORT_RANGE_VARIABLE in os.environ:
+        return
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    index = int(worker.removeprefix("gw"))
+    low, high = port_range()
+    width = (high - low) // workers
+    os.environ[PORT_RANGE_VARIABLE] = f"{low + index * width}-{low + (index + 1) * width}"
 
 
 @pytest.fixture

@@ -54,15 +54,22 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+PORT_RANGE_VARIABLE = "VDL_DEV_PORT_RANGE"  # "LOW-HIGH": where free_base_port looks (HIGH excluded)
+
+
 def free_base_port(count: int, host: str = "127.0.0.1", attempts: int = 200) -> int:
     """The first of `count` consecutive ports that all bind on `host` right now, below the
     kernel's ephemeral range. A listen port inside that range can be taken while its node is
     down, by any outgoing connection drawing it as its source port or by a peer's reconnect loop
-    connecting to itself (TCP self-connect), and then the node cannot restart."""
-    low = _ephemeral_port_low()
+    connecting to itself (TCP self-connect), and then the node cannot restart. Processes that
+    start clusters side by side (parallel test workers) give each its own range in
+    VDL_DEV_PORT_RANGE, so one never takes a port another reserved for a node that is down."""
+    low, high = port_range()
+    if high - low <= count:
+        raise ValueError(f"{PORT_RANGE_VARIABLE}={low}-{high} has no room for {count} consecutive ports")
     rng = random.Random()
     for _ in range(attempts):
-        base = rng.randrange(max(1024, low - 12_000), low - count)
+        base = rng.randrange(low, high - count)
         try:
             with contextlib.ExitStack() as stack:
                 for port in range(base, base + count):
@@ -70,7 +77,22 @@ def free_base_port(count: int, host: str = "127.0.0.1", attempts: int = 200) -> 
             return base
         except OSError:
             continue
-    raise RuntimeError(f"no {count} consecutive free ports below {low} on {host}")
+    raise RuntimeError(f"no {count} consecutive free ports in {low}-{high} on {host}")
+
+
+def port_range() -> tuple[int, int]:
+    """VDL_DEV_PORT_RANGE if set, else the 12,000 ports below the kernel's ephemeral range."""
+    setting = os.environ.get(PORT_RANGE_VARIABLE)
+    if setting:
+        try:
+            low, high = (int(part) for part in setting.split("-"))
+        except ValueError:
+            raise ValueError(f"{PORT_RANGE_VARIABLE}={setting!r}: expected LOW-HIGH, e.g. 20000-26000") from None
+        if not 1024 <= low < high <= 65536:
+            raise ValueError(f"{PORT_RANGE_VARIABLE}={setting!r}: expected 1024 <= LOW < HIGH <= 65536")
+        return low, high
+    ephemeral_low = _ephemeral_port_low()
+    return max(1024, ephemeral_low - 12_000), ephemeral_low
 
 
 def _ephemeral_port_low() -> int:
