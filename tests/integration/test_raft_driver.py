@@ -398,6 +398,23 @@ def test_restart_resumes_from_the_commit_point(tmp_path: Path) -> None:
     run(tmp_path, body, resume=True)
 
 
+def test_a_group_going_quiet_saves_its_commit_point(tmp_path: Path) -> None:
+    """Quiet groups are not ticked, so the periodic save (every 20 ticks) cannot be what saves
+    the entries applied just before going quiet: a follower told to go quiet by its leader kept
+    an old commit point (a longer replay at its next start) until its next write."""
+    from vdl_broker.raft.persistence import load_commit_point
+
+    async def body(c: Cluster) -> None:
+        leader = await c.leader()
+        for round_ in range(4):  # each round, the quiet moment falls elsewhere between two saves
+            await produce(c, leader, [f"r{round_}".encode()] * 3)
+            await c.all_committed(leader.last_index)
+            await until(lambda: all(g.quiescent for g in c.groups()), 10)
+            await until(lambda: all(load_commit_point(c.logs[g.node_id]) == g.applied_index == leader.last_index
+                                    for g in c.groups()), 3)
+    run(tmp_path, body, resume=True)
+
+
 def test_crashed_leader_is_replaced_and_catches_up_after_recovery(tmp_path: Path) -> None:
     async def body(c: Cluster) -> None:
         leader = await c.leader()

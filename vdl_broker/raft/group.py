@@ -463,11 +463,20 @@ class RaftGroup:
         self._saving = asyncio.get_running_loop().create_task(self._save_commit_point(index, term, previous))
 
     async def _save_commit_point(self, index: int, term: int, previous: int) -> None:
-        try:
-            await asyncio.to_thread(save_commit_point, self.log.directory, index, term)
-        except OSError as error:  # a full disk: only a longer replay at the next start; retried
-            log.warning("raft group %s: cannot save the commit point (%s)", self.name, error)
-            self._saved_commit = previous
+        while True:
+            try:
+                await asyncio.to_thread(save_commit_point, self.log.directory, index, term)
+            except OSError as error:  # a full disk: only a longer replay at the next start; retried
+                log.warning("raft group %s: cannot save the commit point (%s)", self.name, error)
+                self._saved_commit = previous
+                return
+            # Entries applied while this save ran, by a group now quiet (no tick will save them).
+            latest = self.node.applied_index
+            latest_term = self.node.log.term(latest)
+            if self._stopped or not self.node.quiescent or latest <= index or latest_term is None:
+                return
+            previous, index, term = index, latest, latest_term
+            self._saved_commit = latest
 
     def save_commit_point(self) -> None:
         """Blocking: remember the applied index now (clean shutdown)."""
@@ -577,6 +586,10 @@ class RaftGroup:
                     self.write_failing = False
                     log.warning("raft group %s on node %d: writes succeed again", self.name, self.node_id)
                 node.advance(rd)
+                if node.quiescent and self._commit_point:
+                    # Quiet groups are not ticked: a follower told to go quiet by its leader's
+                    # message, or one applying after that, saves its commit point here instead.
+                    self._save_commit_point_soon()
                 if self.log.damage is not None and not node.recovering:
                     await asyncio.to_thread(self.log.clear_damage)  # the lost range is back
                 self._proposals.role_changed(node.role, node.term, node.leader_id)
