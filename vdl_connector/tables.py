@@ -68,8 +68,8 @@ class TableSnapshot:
         appends the offsets right after the previous one)."""
         return max(f.last for f in self.files) + 1 if self.files else None
 
-    def files_for(self, start: int, end: int) -> tuple[str, ...]:
-        return tuple(f.uri for f in self.files if f.last >= start and f.first < end)
+    def files_for(self, start: int, end: int) -> tuple[TableFile, ...]:
+        return tuple(f for f in self.files if f.last >= start and f.first < end)
 
 
 def load_snapshot(path: str, cache: dict[str, Any] | None = None) -> TableSnapshot:
@@ -153,7 +153,7 @@ class TableRange(InputPartition):
     start: int
     end: int
     path: str
-    files: tuple[str, ...] = ()  # empty: the task finds them in the table's current version
+    files: tuple[TableFile, ...] = ()  # empty: the task finds them in the table's current version
 
 
 def plan_table_ranges(stream: str, start: int, end: int, snapshot: TableSnapshot, min_partitions: int | None,
@@ -233,22 +233,34 @@ class _Missing(Exception):
         super().__init__(f"no row for offset {offset}")
 
 
-def _read_files(uris: Sequence[str], start: int, end: int) -> Iterator[pa.Table]:
-    """Per file (in offset order), its rows in [start, end), sorted by offset."""
+def _read_files(files: Sequence[TableFile], start: int, end: int) -> Iterator[pa.Table]:
+    """The rows in [start, end) of `files` (ordered by their lowest offset), in offset order.
+    Files may interleave: compaction bin-packs by size, so one file can hold 0..9 and 20..29 and
+    another 10..19. Rows below the next file's lowest offset are final (no later file holds
+    any), so they go out sorted while the rest waits for the files after."""
     # Imported here: pyarrow.dataset takes half a second (pandas with it), and every Python
     # process Spark starts imports this module while only tiered reads need it.
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
 
     wanted = (ds.field("offset") >= start) & (ds.field("offset") < end)
-    for uri in uris:
-        filesystem, path = pafs.FileSystem.from_uri(uri)
-        table = ds.dataset(path, format="parquet", filesystem=filesystem).to_table(columns=COLUMNS, filter=wanted)
-        if table.num_rows > 1:
-            offsets = table.column("offset").to_numpy()
-            if not (np.diff(offsets) > 0).all():
-                table = table.take(pa.array(np.argsort(offsets, kind="stable")))
-        yield table
+    waiting: list[pa.Table] = []
+    for number, file in enumerate(files):
+        filesystem, path = pafs.FileSystem.from_uri(file.uri)
+        waiting.append(ds.dataset(path, format="parquet", filesystem=filesystem).to_table(columns=COLUMNS,
+                                                                                            filter=wanted))
+        bound = files[number + 1].first if number + 1 < len(files) else end
+        rows = pa.concat_tables(waiting) if len(waiting) > 1 else waiting[0]
+        offsets = rows.column("offset").to_numpy()
+        if len(offsets) and (np.diff(offsets) > 0).all() and offsets[-1] < bound:
+            waiting = []
+            yield rows  # the usual case: one file after the other, already in order
+            continue
+        order = np.argsort(offsets, kind="stable")
+        final = int(np.searchsorted(offsets[order], bound))
+        waiting = [rows.take(pa.array(order[final:]))] if final < len(order) else []
+        if final:
+            yield rows.take(pa.array(order[:final]))
 
 
 def _spark_batches(stream: str, table: pa.Table, include_headers: bool) -> Iterator[pa.RecordBatch]:

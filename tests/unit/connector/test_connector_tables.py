@@ -118,3 +118,20 @@ def test_missing_rows_fail_the_task(tmp_path: Path) -> None:
     path = table(tmp_path / "t", (0, 10), (20, 30))
     with pytest.raises(TableReadError, match=r"offsets \[10, 30\) are not in its Delta table"):
         list(read_table_range(TableRange("s", 0, 30, path), False))
+
+
+def test_files_whose_offset_ranges_interleave_are_read_in_offset_order(tmp_path: Path) -> None:
+    """Compaction bin-packs files by size, not by offset: one file may hold 0..9 and 20..29 while
+    another holds 10..19. A task reads the rows of all its files in offset order."""
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.concat_tables([rows(0, 10), rows(20, 30)]), mode="append")
+    write_deltalake(path, rows(10, 20), mode="append")
+    write_deltalake(path, rows(30, 40), mode="append")
+    client = Configs({"s": path}, {"s": 40})
+    [task] = plan_reads(client, TableLookup(), {"s": 0}, {"s": 40}, None, None, lambda *gap: None)
+    assert isinstance(task, TableRange) and len(task.files) == 3
+    for part in (task, TableRange("s", 0, 40, path), TableRange("s", 5, 25, path)):
+        offsets = [o for b in read_table_range(part, False) for o in b.column("offset").to_pylist()]
+        values = [v for b in read_table_range(part, False) for v in b.column("value").to_pylist()]
+        assert offsets == list(range(part.start, part.end))
+        assert values == [b"v%d" % i for i in range(part.start, part.end)]
