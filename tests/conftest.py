@@ -19,10 +19,11 @@ NODE_OUTPUT_LINES = 200
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Parallel workers pick cluster ports in disjoint ranges (inherited by the processes they
-    start): a worker restarting a node must find its port free, not taken by another worker."""
+    """Parallel workers pick cluster ports in disjoint slices of the range (inherited by the
+    processes they start): a worker restarting a node must find its port free, not taken by
+    another worker. A range set by the user is sliced the same way."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker is None or PORT_RANGE_VARIABLE in os.environ:
+    if worker is None:
         return
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     index = int(worker.removeprefix("gw"))
