@@ -66,7 +66,8 @@ def free_base_port(count: int, host: str = "127.0.0.1", attempts: int = 200) -> 
     VDL_DEV_PORT_RANGE, so one never takes a port another reserved for a node that is down."""
     low, high = port_range()
     if high - low <= count:
-        raise ValueError(f"{PORT_RANGE_VARIABLE}={low}-{high} has no room for {count} consecutive ports")
+        raise ValueError(f"port range {low}-{high} (set {PORT_RANGE_VARIABLE} to change it) has no room for "
+                         f"{count} consecutive ports")
     rng = random.Random()
     for _ in range(attempts):
         base = rng.randrange(low, high - count)
