@@ -1,7 +1,7 @@
 """Process tests: storage damage on a replica never loses an acknowledged write (CTRL, FAST '18).
 
-A follower whose segment has one flipped byte in acknowledged data restarts recovering: it must
-not help elect a leader lacking those entries while the only intact copy is down (the stream may
+A follower whose segment has one flipped byte in acknowledged data, or whose stream directory is
+gone, restarts recovering: it must not help elect a leader lacking those entries while the only intact copy is down (the stream may
 be unavailable meanwhile), and once that copy is back it gets the range again and ends
 byte-identical to the leader. Damaged index, hard-state and commit-point files and a truncated
 segment: each leaves the data intact and the replica converging.
@@ -81,9 +81,10 @@ def converge(cluster: DevCluster, stream: str, damaged: int, acked: list[tuple[s
                f"node {damaged} clearing its damage record")
 
 
+@pytest.mark.parametrize("damage", ["flipped-byte", "directory-lost"])
 def test_damaged_follower_does_not_elect_a_leader_lacking_acknowledged_writes(
-        cluster: DevCluster, probes: ProbeLog) -> None:
-    stream = "flipped"
+        cluster: DevCluster, probes: ProbeLog, damage: str) -> None:
+    stream = damage
     leader = create_stream(cluster, stream, via=1, probes=probes)
     wait_for_full_isr(cluster, stream)
     damaged, behind = others(cluster, leader)
@@ -91,9 +92,12 @@ def test_damaged_follower_does_not_elect_a_leader_lacking_acknowledged_writes(
     cluster.kill(behind)
     acked += produce_batches(cluster, stream, 20, "acked")  # on the leader and `damaged` only
     cluster.kill(damaged)
-    middle = acked[len(acked) // 2][1]
-    path, position = entry_position(directory(cluster, damaged, stream), middle)
-    flip_byte(path, position + HEADER + 200)  # in the records of the batch holding `middle`
+    if damage == "flipped-byte":
+        middle = acked[len(acked) // 2][1]
+        path, position = entry_position(directory(cluster, damaged, stream), middle)
+        flip_byte(path, position + HEADER + 200)  # in the records of the batch holding `middle`
+    else:  # its whole directory: it would come back empty, like a brand-new replica
+        shutil.rmtree(directory(cluster, damaged, stream))
     cluster.kill(leader)  # the only intact copy of the acknowledged writes is down
 
     cluster.restart(behind, timeout_s=60)

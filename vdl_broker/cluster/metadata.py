@@ -46,6 +46,7 @@ from vdl_broker.cluster.users import USER_OPS, UsersState
 from vdl_broker.protocol.records.record_batch import read_records
 
 METADATA_GROUP = "__metadata"  # the Raft group (and directory) of the metadata log
+REPLICA_REGISTRY = "__replicas"  # a node's directory naming the replicas it held (server/replica_registry.py)
 ALLOWED_REPLICATION_FACTORS = (1, 3, 5)
 DEFAULT_REPLICATION_FACTOR = 3
 MAX_NAME_LENGTH = 249  # Kafka's topic-name limit
@@ -169,8 +170,8 @@ def validate_stream_name(name: Any) -> str | None:
         return f"stream name longer than {MAX_NAME_LENGTH} characters"
     if name in (".", "..") or not _NAME.match(name):
         return f"stream name {name!r} may only contain ASCII letters, digits, '.', '_' and '-'"
-    if name == METADATA_GROUP:
-        return f"{METADATA_GROUP} is reserved"
+    if name in (METADATA_GROUP, REPLICA_REGISTRY):
+        return f"{name} is reserved"
     return None
 
 

@@ -128,6 +128,7 @@ from vdl_broker.raft.node import PeerStatus, RaftConfig, RaftNode
 from vdl_broker.raft.progress import ProgressState
 from vdl_broker.raft.storage import MemoryStorage, RaftStorage
 from vdl_broker.raft.types import (
+    EXTENT_UNKNOWN,
     NONE,
     CompactedError,
     ConfigRecord,
@@ -148,6 +149,7 @@ from vdl_broker.raft.types import (
 )
 
 __all__ = [
+    "EXTENT_UNKNOWN",
     "NONE",
     "CompactedError",
     "ConfState",

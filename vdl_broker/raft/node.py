@@ -18,18 +18,23 @@ leader overwrites the last intact copy. So a node built with a `Damage` starts *
   CRC-checked), never `through_index`: a leader counts it as holding an index only once it
   really holds it again. A leader that still believes an older, larger match for it learns
   from its rejection (hint below match) and lowers the match (leader side, below).
-- it leaves recovery only as the follower of a live leader, once a successful append from
-  that leader brought its durable log to `through_index` (the lost range re-fetched from a peer
-  that has it) and, if its hard state was lost, once it has durably recorded a vote for that
-  leader in that leader's term (never below `term_bound`, the last term of its log, which it
-  starts in). That vote is safe to record and closes the term: the leader won without this
-  node, so any majority that counted a vote it cast in that term before the loss would have
-  to share with the leader's majority a node that voted twice; lower terms it ignores anyway. Until then the driver keeps the damage record on disk, so a
-  restart mid-recovery resumes it.
-  Residual risk after a lost hard state: a vote cast before the loss in a term above the
-  term of the leader it recovers with cannot be known; a second candidate of exactly that term, still campaigning after that leader, could
-  get a second vote. (While recovering, the node adopts every higher term it hears of, which
-  narrows this to candidates it never heard from.)
+- it leaves recovery only as the follower of a live leader, once a successful append from that
+  leader brought its durable log to `through_index` (the lost range re-fetched from a peer that
+  has it) -- or, when how far the loss reached is unknown (a replica whose whole directory was
+  lost), to the commit index that leader reported, holding there an entry of the leader's own
+  term: a leader commits only through an entry of its term, which comes after everything
+  committed before it, and its commit index covers what it committed itself, so the node then
+  holds everything it can ever have acknowledged -- and, if its hard state was lost, once it has
+  durably recorded a vote for that leader in that leader's term (never below `term_bound`, the
+  last term of its log, which it starts in). That vote is safe to record and closes the term:
+  the leader won without this node, so any majority that counted a vote it cast in that term
+  before the loss would have to share with the leader's majority a node that voted twice; lower
+  terms it ignores anyway. Until then the driver keeps the damage record on disk, so a restart
+  mid-recovery resumes it.
+  Residual risk after a lost hard state: a vote cast before the loss in a term above the term of
+  the leader it recovers with cannot be known; a second candidate of exactly that term, still
+  campaigning after that leader, could get a second vote. (While recovering, the node adopts
+  every higher term it hears of, which narrows this to candidates it never heard from.)
 Unavailability follows when the damaged node is needed for a majority: by design, since a
 lost copy of a committed entry may be the one the majority lacks.
 """
@@ -46,6 +51,7 @@ from vdl_broker.raft.progress import Progress, ProgressState
 from vdl_broker.raft.quiescence import Quiescence
 from vdl_broker.raft.storage import RaftStorage
 from vdl_broker.raft.types import (
+    EXTENT_UNKNOWN,
     NONE,
     CompactedError,
     ConfigRecord,
@@ -170,9 +176,12 @@ class RaftNode(Quiescence):
         self._outstanding: Ready | None = None
         self.damage = damage
         self._recovering = damage is not None and (
-            damage.hard_state_lost or damage.through_index > self.log.last_index()
+            damage.hard_state_lost or damage.through_index == EXTENT_UNKNOWN
+            or damage.through_index > self.log.last_index()
         )
-        self._refetched = (0, 0)  # (term, index) of the last successful append of a leader
+        # (term, index, commit) of the last successful append of a leader: the index it brought
+        # us to, the commit index it reported.
+        self._refetched = (0, 0, 0)
         self.quiescent = False  # not ticking (vdl_broker.raft.quiescence)
         self._idle_heartbeats = 0  # leader: heartbeat rounds in a row with nothing to replicate
         self._become_follower(self.term, NONE)
@@ -464,10 +473,12 @@ class RaftNode(Quiescence):
     def _maybe_end_recovery(self) -> None:
         damage = self.damage
         assert damage is not None
-        term, index = self._refetched
+        term, index, commit = self._refetched
         if self.role != Role.FOLLOWER or self.leader_id == NONE or term != self.term:
             return
         if index < damage.through_index or self._durable_index() < index:
+            return
+        if damage.through_index == EXTENT_UNKNOWN and not (0 < commit <= index and self.log.term(commit) == term):
             return
         if damage.hard_state_lost:
             if self.term < damage.term_bound:
@@ -681,7 +692,9 @@ class RaftNode(Quiescence):
         entries = m.entries if isinstance(m.entries, list) else list(m.entries)
         last_new = log.maybe_append(m.index, m.log_term, m.commit, entries)
         if last_new is not None:
-            self._refetched = (self.term, max(last_new, self._refetched[1] if self._refetched[0] == self.term else 0))
+            same_term = self._refetched[0] == self.term
+            self._refetched = (self.term, max(last_new, self._refetched[1] if same_term else 0),
+                               max(m.commit, self._refetched[2] if same_term else 0))
             self._send(MessageType.APPEND_RESPONSE, m.sender, index=last_new)
             return
         # Fast backtracking: tell the leader the last index whose term is <= its prev term.
@@ -701,7 +714,7 @@ class RaftNode(Quiescence):
             self._send(MessageType.APPEND_RESPONSE, m.sender, index=log.committed)
             return
         log.restore(snap)
-        self._refetched = (self.term, snap.index)
+        self._refetched = (self.term, snap.index, snap.index)
         self._send(MessageType.APPEND_RESPONSE, m.sender, index=snap.index)
 
     # ------------------------------------------------------------------ leader

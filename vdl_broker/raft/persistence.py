@@ -23,7 +23,7 @@ import crc32c
 from vdl_broker.log import IndexOutOfRange, StreamLog
 from vdl_broker.log.damage import UNKNOWN, DamageRecord
 from vdl_broker.log.fileio import atomic_write
-from vdl_broker.raft.types import NONE, ConfigRecord, ConfState, Damage, HardState
+from vdl_broker.raft.types import EXTENT_UNKNOWN, NONE, ConfigRecord, ConfState, Damage, HardState
 
 logger = logging.getLogger(__name__)
 
@@ -155,9 +155,7 @@ def load_raft_state(log: StreamLog, voters: int) -> tuple[HardState, Damage | No
         return hard_state, None
     if record != log.damage:
         log.mark_damaged(record)
-    through = record.through_index
-    if through == UNKNOWN:
-        through = max(committed, log.last_index + 1)
+    through = EXTENT_UNKNOWN if record.through_index == UNKNOWN else record.through_index
     if record.term_bound >= 0:
         hard_state = HardState(max(hard_state.term, record.term_bound), NONE)
     damage = Damage(through, record.term_bound >= 0, max(record.term_bound, 0))

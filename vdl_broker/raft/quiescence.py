@@ -96,10 +96,22 @@ class Quiescence:
 
         def _broadcast_heartbeat(self) -> None: ...
 
+        def _send_append(self, peer: int, send_if_empty: bool = False) -> bool: ...
+
     def wake(self) -> None:
         """Leave quiescence (the driver: a read needs the lease, a lagging peer came back)."""
         if self.quiescent:
             self._wake(NONE)
+
+    def recheck_peer(self, peer: int) -> None:
+        """The driver's node liveness says `peer` restarted: a leader checks its log again with
+        an append at its match. A restart may have lost what it acknowledged (a lost directory,
+        storage damage: vdl_broker.raft.node, "Corruption"); its refusal lowers the match and
+        gets the lost entries sent, at once rather than at the group's next write."""
+        self.wake()
+        if self.role == Role.LEADER and peer in self.progress and peer != self.id:
+            self.progress[peer].become_probe()
+            self._send_append(peer, send_if_empty=True)
 
     def forget_leader(self) -> None:
         """The driver's node liveness says the leader's node is gone: forget the leader (and

@@ -37,12 +37,17 @@ class HardState:
     voted_for: int = NONE
 
 
+EXTENT_UNKNOWN = -1  # Damage.through_index when nothing tells how much log was lost
+
+
 @dataclass(frozen=True, slots=True)
 class Damage:
     """What a node knows it lost to storage damage (not to a torn, never-acknowledged tail).
 
     `through_index`: the highest log index it had durably held (and so may have acknowledged or
-    voted with) before the damage; its log now ends below it. 0 = the log is intact.
+    voted with) before the damage; its log now ends below it. 0 = the log is intact;
+    EXTENT_UNKNOWN = how far the lost log reached is unknown (its whole directory was lost, or
+    the damage record is unreadable).
     `hard_state_lost`: its term/vote file was unreadable; `term_bound` is the highest term it
     can prove (its log's last term): it may have voted in that term or any later one."""
 

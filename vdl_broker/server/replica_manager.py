@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from vdl_broker.cluster.metadata import ApplyResult, StreamInfo, validate_stream_name
 from vdl_broker.log import StreamLog
+from vdl_broker.log.damage import UNKNOWN, DamageRecord, save_damage
 from vdl_broker.log.fileio import atomic_write
 from vdl_broker.protocol.messages import MetadataRequest
 from vdl_broker.raft.group import RaftGroup
@@ -32,6 +33,7 @@ from vdl_broker.raft.persistence import load_hard_state, save_hard_state
 from vdl_broker.raft.types import HardState, Role
 from vdl_broker.server import internal
 from vdl_broker.server.partition import Partition, RemotePartition
+from vdl_broker.server.replica_registry import ReplicaRegistry
 from vdl_broker.server.stream_settings import log_config_for, settings_for, with_settings
 from vdl_broker.tables.service import retention_limit
 from vdl_client.connection import default_version
@@ -58,6 +60,7 @@ class ReplicaManager:
         self.broker = broker
         self.config = broker.config
         self.data_dir = Path(broker.config.data_dir)
+        self.registry = ReplicaRegistry(self.data_dir, durable=broker.config.fsync)
         self._partitions: dict[str, Partition] = {}
         self._incarnations: dict[str, int] = {}
         self._deleted: set[str] = set()
@@ -285,6 +288,7 @@ class ReplicaManager:
             if name not in desired and name not in self._partitions and directory.is_dir():
                 log.info("node %d: deleting the data of stream %s", node_id, name)
                 shutil.rmtree(directory, ignore_errors=True)
+                self.registry.forget(name)
         wanted = [info for name, info in desired.items() if name not in self._partitions]
         if wanted:
             await self._open_all(wanted)
@@ -332,6 +336,7 @@ class ReplicaManager:
         directory = self.data_dir / info.name
         marker = directory / INCARNATION_FILE
         expected = str(info.created_index)
+        lost = not marker.exists() and self.registry.holds(info.name, info.created_index)
         if directory.exists():
             try:
                 found = marker.read_text().strip()
@@ -343,8 +348,13 @@ class ReplicaManager:
                 shutil.rmtree(directory)
         if not directory.exists():
             directory.mkdir(parents=True)
+        if lost:
+            log.error("node %d: the replica of stream %s lost its directory %s: it votes for no one until a "
+                      "leader has given its log back", self.broker.node_id, info.name, directory)
+            save_damage(directory, DamageRecord(UNKNOWN, 0), durable=self.config.fsync)
         if not marker.exists():
             atomic_write(marker, expected.encode(), durable=self.config.fsync)
+        self.registry.add(info.name, info.created_index)
         settings = settings_for(self.config, info.config)
         stream_log = StreamLog.open(directory, log_config_for(self.config, settings))
         if info.adopted:
@@ -388,6 +398,7 @@ class ReplicaManager:
             await self.broker.host.remove_group(partition.group.name)
         partition.close(clean=False)
         partition.log.delete()
+        self.registry.forget(name)
 
     def spawn(self, coroutine: Any) -> asyncio.Task[Any]:
         """Run a background task owned by this node (cancelled at stop)."""

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vdl_broker.raft import (
+    EXTENT_UNKNOWN,
     ConfigChangeError,
     ConfState,
     Damage,
@@ -192,7 +193,7 @@ class Cluster:
         st = sn.storage
         old = sn.damage or Damage()
         through = old.through_index
-        if cut_at is not None and st.first_index <= cut_at <= st.last_index:
+        if cut_at is not None and st.first_index <= cut_at <= st.last_index and through != EXTENT_UNKNOWN:
             through = max(through, st.last_index)
             st.truncate_suffix(cut_at)
             sn.owed = max(sn.owed, through)
@@ -201,6 +202,16 @@ class Cluster:
             bound = max(bound, st.term_at(st.last_index))
             st.hard_state = HardState(bound, 0)
         sn.damage = Damage(through, old.hard_state_lost or lose_hard_state, bound)
+
+    def wipe(self, i: int) -> None:
+        """Crash node i and lose its whole storage (log, hard state, saved configuration): it
+        restarts as its driver finds it, empty, knowing only that it held this group before."""
+        if self.nodes[i].node is not None:
+            self.crash(i)
+        sn = self.nodes[i]
+        sn.owed = max(sn.owed, sn.storage.last_index)
+        sn.storage = MemoryStorage()
+        sn.damage = Damage(EXTENT_UNKNOWN, True, 0)
 
     def damaged(self) -> list[int]:
         return [i for i in self.ids if self.nodes[i].damage is not None]

@@ -322,3 +322,24 @@ def test_random_seeds(chunk: int) -> None:
             raise AssertionError(
                 f"seed {seed} failed: {exc!r}\nreproduce: VDL_QUIESCE_SEED={seed} "
                 f".venv/bin/python -m pytest tests/unit/raft/test_quiescence.py -q -k random") from exc
+
+
+def test_a_follower_restarted_without_its_log_gets_it_back_without_a_new_write() -> None:
+    """Its leader still counts it as holding everything: only a probe at the old match, on
+    hearing of the restart, shows the leader what it lost."""
+    c = MultiCluster(3, 1, seed=5)
+    settle(c)
+    leader = c.leader(0)
+    assert leader is not None
+    index = 0
+    for k in range(5):
+        index = c.groups[0].propose(leader, b"e%d" % k)
+    assert c.run_until(c.quiescent_everywhere, 60 * TICK)
+    wiped = next(i for i in c.ids if i != leader)
+    c.crash(wiped)
+    c.groups[0].wipe(wiped)
+    c.restart(wiped)
+    assert c.core(0, wiped).recovering
+    assert c.run_until(lambda: not c.core(0, wiped).recovering, 30 * TICK), "the wiped follower never recovered"
+    assert c.groups[0].committed_log(wiped)[:index] == c.groups[0].committed_log(leader)[:index]
+    assert c.run_until(c.quiescent_everywhere, 60 * TICK)

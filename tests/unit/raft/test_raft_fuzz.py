@@ -119,8 +119,11 @@ def run_seed(seed: int, steps: int = DEFAULT_STEPS, corruption_aware: bool = Tru
             # (CTRL's premise); it restarts at the next restart fault.
             i = rng.choice(c.ids)
             st = c.nodes[i].storage
-            cut = rng.randint(st.first_index, st.last_index) if st.last_index >= st.first_index else None
-            c.corrupt(i, cut_at=cut, lose_hard_state=rng.random() < 0.3)
+            if rng.random() < 0.2:
+                c.wipe(i)  # its whole directory lost
+            else:
+                cut = rng.randint(st.first_index, st.last_index) if st.last_index >= st.first_index else None
+                c.corrupt(i, cut_at=cut, lose_hard_state=rng.random() < 0.3)
     _check_liveness(c, counter)
     return c
 
