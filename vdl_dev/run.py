@@ -1,20 +1,21 @@
 """`vdl demo [--records N] [--data-dir DIR] [--nodes N] [--follow ...]`: the whole product in one command.
 
-Starts a local VDL cluster, creates the streams, produces the order workload while Spark starts
-(and warms up on the first events), runs the Spark job (vdl_dev/pipeline.py) until every record is
-processed (trigger availableNow), prints what happened and the top rows of the Delta table, and
-stops everything. `--follow` keeps producing at a steady rate instead and prints each batch's
-freshness (vdl_dev/follow.py). Ctrl-C or SIGTERM at any point stops the query, Spark and every
-broker (try/finally; brokers in their own process groups) and exits with 130.
+Starts Spark and, meanwhile, a local VDL cluster; creates the streams and produces the order
+workload; the Spark job (vdl_dev/pipeline.py) starts as soon as Spark is up and runs micro-batches
+back to back on what has been produced until it has processed every record; then it prints what
+happened and the top rows of the Delta table, and stops everything. `--follow` keeps producing at
+a steady rate instead and prints each batch's freshness (vdl_dev/follow.py). Ctrl-C or SIGTERM at
+any point stops the query, Spark and every broker (try/finally; brokers in their own process
+groups) and exits with 130.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,8 +25,8 @@ from typing import Any
 from vdl_dev.cluster import DemoCluster, start_cluster
 from vdl_dev.raw_table import raw_table_config, raw_table_path, raw_table_rows
 from vdl_dev.session import (
+    Background,
     create_spark_session,
-    deferred_interrupts,
     prepare,
     quiet_interrupts,
     shutdown,
@@ -73,73 +74,48 @@ def end_offset(bootstrap: str, stream: str) -> int:
         return client.list_offsets([stream], -1)[stream]
 
 
-def _wait_for(query: Any, total: int, progress: bool) -> None:
-    """Until the availableNow query finishes; a bar follows its input rows."""
-    from tqdm import tqdm
+def processed_through(query: Any, stream: str) -> int:
+    """The source offset of `stream` the query's last completed micro-batch ended at."""
+    progress = query.lastProgress
+    if not progress or not progress.get("sources"):
+        return 0
+    end = progress["sources"][0].get("endOffset") or {}
+    if isinstance(end, str):
+        end = json.loads(end)
+    return int(end.get(stream, 0))
 
-    from vdl_dev.pipeline import query_stats
+
+def _wait_for(query: Any, total: int, progress: bool) -> None:
+    """Until the query has processed the source's offsets [0, total); a bar follows them."""
+    from tqdm import tqdm
 
     with tqdm(total=total, unit=" records", unit_scale=True, desc="spark job", disable=not progress) as bar:
         while True:
-            done = query.awaitTermination(0.5)
-            bar.update(max(0, query_stats(query).input_rows - bar.n))
-            if done:
+            ended = query.awaitTermination(0.5)
+            through = min(processed_through(query, SOURCE_STREAM), total)
+            bar.update(max(0, through - bar.n))
+            if ended or through >= total:
                 break
     if query.exception() is not None:
         raise RuntimeError(f"query {query.name} failed: {query.exception()}")
+    if through < total:
+        raise RuntimeError(f"query {query.name} stopped at offset {through} of {total}")
 
 
-class BackgroundProducer:
-    """produce_workload on a thread, so Spark starts while the events are produced."""
-
-    def __init__(self, bootstrap: str, config: Any, progress: bool) -> None:
-        self._result: Any = None
-        self._error: BaseException | None = None
-
-        def run() -> None:
-            from vdl_dev.workload import produce_workload
-
-            try:
-                self._result = produce_workload(bootstrap, SOURCE_STREAM, config, progress=progress)
-            except BaseException as error:  # noqa: BLE001 - handed to the main thread in result()
-                self._error = error
-
-        self._thread = threading.Thread(target=run, name="vdl-demo-producer", daemon=True)
-        self._thread.start()
-
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive()
-
-    def result(self) -> Any:
-        """The ProduceStats, once every record is acknowledged (the producer's error, if it failed)."""
-        while self._thread.is_alive():
-            self._thread.join(0.2)  # short joins: Ctrl-C stays responsive
-        if self._error is not None:
-            raise self._error
-        return self._result
-
-
-def warm_up(spark: Any, bootstrap: str) -> None:
-    """One micro-batch's work on the first records, writing nothing: Spark finds the data source,
-    starts its Python workers (which import the connector), compiles the plans. Run while the
-    events are still being produced, it takes that start-up cost off the job's first batch."""
-    import json
-
-    from pyspark.sql import functions as F
-
-    from vdl_dev.pipeline import aggregate_orders, enrich_orders, parse_orders
-
-    first = min(end_offset(bootstrap, SOURCE_STREAM), 2_000)
-    if first <= 0:
-        return
-    raw = (spark.read.format("vdl").option("kafka.bootstrap.servers", bootstrap).option("subscribe", SOURCE_STREAM)
-           .option("endingOffsets", json.dumps({SOURCE_STREAM: first})).option("minPartitions", str(READ_TASKS))
-           .load())
-    orders = parse_orders(raw).where(F.col("source_offset") < 0)  # no row passes (not foldable: tasks run)
-    (enrich_orders(orders, spark).write.format("vdl").option("kafka.bootstrap.servers", bootstrap)
-     .option("topic", ENRICHED_STREAM).mode("append").save())
-    aggregate_orders(orders).toArrow()
+def batch_lines(pipeline: Any, most: int = 8) -> list[str]:
+    """Where each micro-batch's time went (the first `most`): Spark's progress (trigger total) and
+    the parts of foreachBatch (enriched write, window aggregates, Delta MERGE)."""
+    progress = {p["batchId"]: p for p in pipeline.query.recentProgress if p.get("numInputRows")}
+    lines = []
+    batches = pipeline.batch.times
+    for times in batches[:most]:
+        total = progress.get(times.batch_id, {}).get("durationMs", {}).get("triggerExecution", 0) / 1000
+        lines.append(f"  micro-batch {times.batch_id}: {times.events:,} events in {total:.1f} s (enriched write "
+                     f"{times.enrich_s:.1f} s, window aggregates {times.aggregate_s:.1f} s, Delta MERGE "
+                     f"{times.delta_s:.2f} s)")
+    if len(batches) > most:
+        lines.append(f"  ... and {len(batches) - most} micro-batches more")
+    return lines
 
 
 def _show_table(table_path: str, say: Callable[[str], None], top: int = 10) -> tuple[int, int, int]:
@@ -163,18 +139,19 @@ def run_demo(records: int = 1_000_000, data_dir: Path | None = None, nodes: int 
              say: Callable[[str], None] = print) -> int:
     """Run the demo end to end; 0 when the Delta table and the enriched stream account for every
     record, 1 when they do not, 130 on Ctrl-C/SIGTERM."""
-    from vdl_dev.workload import WorkloadConfig  # numpy/pyarrow: keep `vdl` fast
+    from vdl_dev.workload import WorkloadConfig, produce_workload  # numpy/pyarrow: keep `vdl` fast
 
     base, temporary = prepare(data_dir)
     report = DemoReport()
     cluster: DemoCluster | None = None
-    spark = None
+    spark: Any = None  # the session, or the Background starting it
     pipeline = None
     started = time.monotonic()
     try:
         with sigterm_as_interrupt(), quiet_interrupts():
             try:
-                say(f"VDL demo: {records:,} order events, data in {base}")
+                say(f"VDL demo: {records:,} order events, data in {base} (Spark starts meanwhile)")
+                spark = Background("vdl-demo-spark", lambda: create_spark_session(base))
                 cluster = start_cluster(nodes, base, log=say)
                 cluster.write_state()
                 bootstrap = cluster.bootstrap_servers
@@ -182,39 +159,44 @@ def run_demo(records: int = 1_000_000, data_dir: Path | None = None, nodes: int 
                 say(f"created streams {SOURCE_STREAM!r} (also a Delta table: {raw_table_path(base)}) and "
                     f"{ENRICHED_STREAM!r}")
 
-                producer = BackgroundProducer(bootstrap, WorkloadConfig(records=records, seed=seed), progress=False)
-                from vdl_dev.pipeline import PipelinePaths, query_stats, read_orders, start_pipeline
+                say(f"producing {records:,} order events while starting Spark (local[2])...")
+                producer = Background("vdl-demo-producer", lambda: produce_workload(
+                    bootstrap, SOURCE_STREAM, WorkloadConfig(records=records, seed=seed), progress=False))
+                from vdl_dev.pipeline import PipelinePaths, read_orders, start_pipeline
 
-                say("starting Spark (local[2]) while producing...")
-                with deferred_interrupts():
-                    spark = create_spark_session(base)
+                spark = spark.result()
                 # PySpark's own SIGINT handler (installed by SparkContext) cancels jobs through
                 # py4j from inside the interrupted py4j call: tracebacks, sometimes a hang. A plain
                 # KeyboardInterrupt lets the finally below stop everything.
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 paths = PipelinePaths.under(base)
-                if producer.running:
-                    warm_up(spark, bootstrap)
+                # The job starts as soon as Spark is up and runs micro-batches back to back on the
+                # events produced so far: its start-up (Python workers, plans, the JVM's compiled
+                # code) overlaps the producing, instead of delaying the first micro-batch after it.
+                per_trigger = max_offsets_per_trigger or max(10_000, -(-records // 4))
+                job_started = time.monotonic()
+                raw = read_orders(spark, bootstrap, SOURCE_STREAM, per_trigger, min_partitions=READ_TASKS)
+                pipeline = start_pipeline(spark, raw, bootstrap, paths, enriched=ENRICHED_STREAM)
                 stats = producer.result()
                 report.records_in, report.produce_seconds = stats.records, stats.seconds
                 say(f"produced {stats.records:,} records in {stats.batches} batches "
                     f"({stats.bytes / 1e6:.1f} MB zstd) in {stats.seconds:.1f} s "
                     f"({stats.records_per_second:,.0f} records/s, acks=all)")
-                per_trigger = max_offsets_per_trigger or max(10_000, -(-records // 4))
-                job_started = time.monotonic()
-                raw = read_orders(spark, bootstrap, SOURCE_STREAM, per_trigger, min_partitions=READ_TASKS)
-                pipeline = start_pipeline(spark, raw, bootstrap, paths, enriched=ENRICHED_STREAM,
-                                          trigger={"availableNow": True})
-                _wait_for(pipeline.query, records, progress)
+                produced_at = time.monotonic()
+                _wait_for(pipeline.query, stats.records, progress)
+                pipeline.stop()
                 report.pipeline_seconds = time.monotonic() - job_started
-                job = query_stats(pipeline.query)
-                report.batches = job.batches
+                rows_in = processed_through(pipeline.query, SOURCE_STREAM)
+                report.batches = len(pipeline.batch.times)
                 report.enriched_out = end_offset(bootstrap, ENRICHED_STREAM)
-                rate = job.input_rows / report.pipeline_seconds if report.pipeline_seconds else 0
-                say(f"spark: {job.input_rows:,} records in, {job.batches} micro-batches "
-                    f"(maxOffsetsPerTrigger={per_trigger:,}), {report.pipeline_seconds:.1f} s, {rate:,.0f} rows/s; "
-                    f"Delta commits {len(pipeline.sink.committed)}, replayed batches skipped "
+                rate = rows_in / report.pipeline_seconds if report.pipeline_seconds else 0
+                say(f"spark: {rows_in:,} records in, {report.batches} micro-batches "
+                    f"(maxOffsetsPerTrigger={per_trigger:,}), {report.pipeline_seconds:.1f} s from its start "
+                    f"({rate:,.0f} rows/s), done {time.monotonic() - produced_at:.1f} s after the last event was "
+                    f"produced; Delta commits {len(pipeline.sink.committed)}, replayed batches skipped "
                     f"{len(pipeline.sink.skipped)}")
+                for line in batch_lines(pipeline):
+                    say(line)
                 say(f"enriched: {report.enriched_out:,} records out to stream {ENRICHED_STREAM!r}")
                 report.delta_rows, report.delta_version, report.delta_orders = _show_table(paths.delta_table, say)
                 report.raw_rows = raw_table_rows(raw_table_path(base), report.records_in)

@@ -12,6 +12,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -135,12 +136,52 @@ def prepare(data_dir: Path | None) -> tuple[Path, bool]:
     return data_dir, False
 
 
+class Background:
+    """One call on a thread, its result (or its error) handed to the main thread: Spark starts
+    and the events are produced while the brokers start and each other runs."""
+
+    def __init__(self, name: str, call: Callable[[], Any]) -> None:
+        self._result: Any = None
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self._result = call()
+            except BaseException as error:  # noqa: BLE001 - handed to the main thread in result()
+                self._error = error
+
+        self._thread = threading.Thread(target=run, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def result(self) -> Any:
+        """The call's result once it returned (its error, if it failed)."""
+        while self._thread.is_alive():
+            self._thread.join(0.2)  # short joins: Ctrl-C stays responsive
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def settled(self) -> Any:
+        """The result once the call returned, None if it failed (for stopping what it started)."""
+        self._thread.join()
+        return self._result
+
+
 def shutdown(pipeline: Any, spark: Any, cluster: DemoCluster | None, say: Callable[[str], None]) -> None:
-    """Stop queries, Spark and the brokers; a second Ctrl-C must not cut this short."""
+    """Stop queries, Spark (`spark`: the session, or the Background still starting it) and the
+    brokers; a second Ctrl-C must not cut this short."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         if pipeline is not None:
             pipeline.stop()
+        # The brokers stop (each hands its leaderships over) while Spark stops.
+        stopping = Background("vdl-demo-stop-cluster", cluster.stop) if cluster is not None else None
+        if isinstance(spark, Background):
+            spark = spark.settled()
         if spark is None and "pyspark.sql" in sys.modules:  # interrupted right after Spark started
             spark = sys.modules["pyspark.sql"].SparkSession.getActiveSession()
         if spark is not None:
@@ -148,8 +189,8 @@ def shutdown(pipeline: Any, spark: Any, cluster: DemoCluster | None, say: Callab
                 spark.stop()
             except Exception as error:  # noqa: BLE001 - the brokers must still be stopped
                 say(f"stopping Spark: {error}")
-        if cluster is not None:
-            cluster.stop()
+        if cluster is not None and stopping is not None:
+            stopping.result()
             say(f"stopped the {cluster.kind}")
     finally:
         signal.signal(signal.SIGINT, previous)
