@@ -785,7 +785,9 @@ class RaftNode(Quiescence):
             pr.become_probe()
         else:
             return  # responses to the appends in flight drive the pipeline
-        if behind:
+        if behind or pr.state == ProgressState.PROBE:
+            # Probing a follower that holds everything (recheck_peer) too: until an append
+            # answers, it counts as catching up and the group never goes quiet.
             self._send_append(m.sender, send_if_empty=True)
 
     def _send_appends(self, peer: int) -> None:

@@ -16,7 +16,7 @@ import pytest
 from multi_sim import CAMPAIGN_DELAY_TICKS, MultiCluster
 from raft_sim import NetConfig
 
-from vdl_broker.raft import MessageType, NotLeaderError, RaftConfig, Role
+from vdl_broker.raft import Message, MessageType, NotLeaderError, RaftConfig, Role
 from vdl_broker.raft.liveness import LivenessChange, NodeLiveness, successor
 
 TICK = 10  # simulated steps per tick
@@ -343,3 +343,28 @@ def test_a_follower_restarted_without_its_log_gets_it_back_without_a_new_write()
     assert c.run_until(lambda: not c.core(0, wiped).recovering, 30 * TICK), "the wiped follower never recovered"
     assert c.groups[0].committed_log(wiped)[:index] == c.groups[0].committed_log(leader)[:index]
     assert c.run_until(c.quiescent_everywhere, 60 * TICK)
+
+
+def test_a_lost_recheck_of_a_restarted_follower_is_sent_again() -> None:
+    """The leader's empty probe of a restarted follower that holds everything is lost: the next
+    heartbeat response sends it again, and the group goes quiet once more."""
+    c = MultiCluster(3, 1, seed=5)
+    settle(c)
+    leader = c.leader(0)
+    assert leader is not None
+    c.groups[0].propose(leader, b"x")
+    assert c.run_until(c.quiescent_everywhere, 60 * TICK)
+    restarted = next(i for i in c.ids if i != leader)
+    dropped: list[Message] = []
+
+    def drop_first_probe(m: Message) -> bool:
+        if m.type == MessageType.APPEND and m.to == restarted and not m.entries and not dropped:
+            dropped.append(m)
+            return True
+        return False
+
+    c.groups[0].hold = drop_first_probe
+    c.crash(restarted)
+    c.restart(restarted)
+    assert c.run_until(lambda: bool(dropped), 30 * TICK), "the leader never probed the restarted follower"
+    assert c.run_until(c.quiescent_everywhere, 60 * TICK), "the group never went quiet again"
