@@ -6,6 +6,7 @@ certificate, or one claiming another node's id, is refused and logged."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -121,7 +122,11 @@ def test_raft_refuses_a_node_with_a_foreign_certificate(secure_cluster: DevClust
     target = secure_cluster.nodes[3]
     host, port = target.config.raft_peers()[1][0], int(target.config.raft_listen.rsplit(":", 1)[1])
 
-    async def dial(directory, cert_of: int, ca) -> None:  # noqa: ANN001
+    def logged(*parts: str) -> bool:
+        return any(all(part in line for part in parts) for line in target.output)
+
+    async def dial_until(directory, cert_of: int, ca, refused: tuple[str, ...]) -> None:  # noqa: ANN001
+        """Dial as node 1 (retrying every 50-200 ms) until node 3 logged a refusal naming `refused`."""
         config = NodeConfig(target.config.data_dir, ssl_certfile=str(directory / f"node{cert_of}.pem"),
                             ssl_keyfile=str(directory / f"node{cert_of}.key"), ssl_cafile=str(ca))
         impostor = RaftTransport(1, ("127.0.0.1", 0), lambda group, message: None,
@@ -129,14 +134,17 @@ def test_raft_refuses_a_node_with_a_foreign_certificate(secure_cluster: DevClust
                                  tls=raft_contexts(config), identify=lambda cert: 3)  # it trusts anyone
         await impostor.start()
         impostor.add_peer(3, (host, port))
-        await asyncio.sleep(1.0)  # a few dial attempts; node 3 logs each refusal
-        await impostor.stop()
+        try:
+            deadline = time.monotonic() + 30
+            while not logged(*refused):
+                assert time.monotonic() < deadline, "node 3 never logged a refusal naming " + repr(refused) + \
+                    ":\n" + "\n".join(line for line in target.output if "raft" in line)[-3000:]
+                await asyncio.sleep(0.05)  # polling node 3's output while the impostor dials
+        finally:
+            await impostor.stop()
 
     # (the impostor trusts the cluster's CA, so it is node 3 that refuses it)
-    asyncio.run(dial(tls_material.foreign_directory, 1, tls_material.ca))
-    wait_until(lambda: any("refused raft connection" in line and "TLS failed" in line for line in target.output),
-               message="node 3 refuses a certificate of another CA and logs it")
-    asyncio.run(dial(tls_material.directory, 2, tls_material.ca))
-    wait_until(lambda: any("claims node 1, its certificate names node 2" in line for line in target.output),
-               message="node 3 refuses a node claiming another node's id and logs it: "
-                       + "\n".join(line for line in target.output if "raft" in line)[-3000:])
+    asyncio.run(dial_until(tls_material.foreign_directory, 1, tls_material.ca,
+                           ("refused raft connection", "TLS failed")))
+    asyncio.run(dial_until(tls_material.directory, 2, tls_material.ca,
+                           ("claims node 1, its certificate names node 2",)))
