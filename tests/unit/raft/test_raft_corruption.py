@@ -24,6 +24,17 @@ def elect(c: Cluster, i: int) -> None:
     assert c.node(i).role == Role.LEADER
 
 
+def _intact_copy_back(c: Cluster) -> Cluster:
+    """Node 1, the only intact copy, comes back: it alone can win, and everyone applies a new entry."""
+    c.restart(1)
+    assert c.run_until(lambda: c.leader() is not None, 3 * ELECTION)
+    leader = c.leader()
+    assert leader == 1  # the only node holding every committed entry that can win
+    index = c.propose(leader, b"after")
+    assert c.run_until(lambda: all(c.nodes[i].applied >= index for i in c.ids), 3 * ELECTION)
+    return c
+
+
 def _follower_damaged_intact_copy_down(aware: bool) -> Cluster:
     """1 leads; 2 is cut off (behind); entries commit on {1, 3}; 3's log is damaged at the first
     of them; 1 (the only intact copy) goes down; 2 and 3 run; then 1 comes back."""
@@ -45,13 +56,7 @@ def _follower_damaged_intact_copy_down(aware: bool) -> Cluster:
     c.restart(3)
     c.run(3 * ELECTION)  # 2 and 3 alone: no leader may be elected without 1's entries
     assert c.leader() is None
-    c.restart(1)
-    assert c.run_until(lambda: c.leader() is not None, 3 * ELECTION)
-    leader = c.leader()
-    assert leader == 1  # the only node holding every committed entry that can win
-    index = c.propose(leader, b"after")
-    assert c.run_until(lambda: all(c.nodes[i].applied >= index for i in c.ids), 3 * ELECTION)
-    return c
+    return _intact_copy_back(c)
 
 
 def test_damaged_follower_does_not_elect_a_leader_lacking_its_lost_entries() -> None:
@@ -92,13 +97,7 @@ def _wiped_follower_leader_down_mid_catch_up(aware: bool) -> Cluster:
     c.heal()
     c.run(3 * ELECTION)  # 2 and 3 hold entries 1 and 2 only: neither may become leader
     assert c.leader() is None
-    c.restart(1)
-    assert c.run_until(lambda: c.leader() is not None, 3 * ELECTION)
-    leader = c.leader()
-    assert leader == 1
-    index = c.propose(leader, b"after")
-    assert c.run_until(lambda: all(c.nodes[i].applied >= index for i in c.ids), 3 * ELECTION)
-    return c
+    return _intact_copy_back(c)
 
 
 def test_wiped_follower_does_not_elect_a_leader_lacking_what_it_held() -> None:
