@@ -137,8 +137,8 @@ def prepare(data_dir: Path | None) -> tuple[Path, bool]:
 
 
 class Background:
-    """One call on a thread, its result (or its error) handed to the main thread: Spark starts
-    and the events are produced while the brokers start and each other runs."""
+    """One call on a thread, its result (or its error) handed to the main thread (the demo starts
+    Spark, produces the events and stops the brokers this way, while other work goes on)."""
 
     def __init__(self, name: str, call: Callable[[], Any]) -> None:
         self._result: Any = None
@@ -152,10 +152,6 @@ class Background:
 
         self._thread = threading.Thread(target=run, name=name, daemon=True)
         self._thread.start()
-
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive()
 
     def result(self) -> Any:
         """The call's result once it returned (its error, if it failed)."""
