@@ -3,17 +3,29 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo install lint bench chaos raft-fuzz membership-soak test-many-streams clean
+.PHONY: test test-unit demo install jars lint bench chaos raft-fuzz membership-soak test-many-streams clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# compat: a plain path in a .pth, so Spark's pkgutil.iter_modules() lists pyspark_vdl and
-	# format("vdl") resolves from any working directory (the default import-hook mode hides it).
-	$(PY) -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
+	# A src layout: the editable install puts src/ on sys.path through a plain .pth, so Spark's
+	# pkgutil.iter_modules() lists pyspark_vdl and format("vdl") resolves from any directory.
+	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP) kcat
+install: $(STAMP) kcat jars
+
+# The JVM parts (jvm/pom.xml): Apache Kafka's broker, tools and Java client into jvm/lib/kafka/,
+# Spark's Kafka connector and Delta into jvm/lib/spark/ (less what pyspark ships). Fetched from
+# Maven Central once; tests never download.
+JARS := jvm/lib/.fetched
+$(JARS): jvm/pom.xml jvm/kafka/pom.xml jvm/spark/pom.xml jvm/prune_spark_jars.py $(STAMP)
+	rm -rf jvm/lib
+	mvn -q -B -f jvm/pom.xml package
+	$(PY) jvm/prune_spark_jars.py jvm/lib/spark
+	touch $(JARS)
+
+jars: $(JARS)
 
 kcat:
 	@command -v kcat >/dev/null 2>&1 || { \
@@ -26,6 +38,10 @@ lint: $(STAMP)
 
 test: install lint
 	$(PY) -m pytest -q
+
+# The pure tier: no sockets, processes, threads or sleeps (tests marked `unit`).
+test-unit: $(STAMP)
+	$(PY) -m pytest -q -m unit
 
 demo: install
 	$(VENV)/bin/vdl demo
@@ -53,4 +69,4 @@ test-many-streams: install
 	VDL_MANY_STREAMS=1000 $(PY) -m pytest -q tests/faults/test_many_streams.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build *.egg-info jvm/lib jvm/target jvm/*/target

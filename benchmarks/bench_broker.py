@@ -62,7 +62,7 @@ class Broker:
             address = f"127.0.0.1:{free_port()}"
             command += ["--metrics-listen", address]
             self.metrics_url = f"http://{address}/metrics"
-        env = dict(os.environ, PYTHONPATH=str(source))
+        env = dict(os.environ, PYTHONPATH=str(source / "src" if (source / "src").is_dir() else source))
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=source, env=env)
         assert self.process.stdout is not None
         deadline = time.monotonic() + 30

@@ -31,9 +31,9 @@ from pathlib import Path
 
 from benchmarks.bench_connector import LOAD_BATCH_RECORDS, load
 from benchmarks.report import Report, alternating_rounds
-from vdl_broker.protocol import messages as m
 from vdl_client import request_once
 from vdl_dev.dev_cluster import DevCluster, free_base_port
+from vdl_wire import messages as m
 
 STREAM = "bench-followers"
 RACKS = {1: "rack-1", 2: "rack-2", 3: "rack-3"}

@@ -10,14 +10,14 @@ import statistics
 from collections.abc import Callable
 
 from benchmarks.report import Report, per_call_rates, timed_calls
-from vdl_broker.protocol.records import (
+from vdl_connector.arrow import decode_columns_arrow
+from vdl_wire.records import (
     Compression,
     RecordBatchBuilder,
     decode_columns,
     validate_batch,
     with_base_offset,
 )
-from vdl_connector.arrow import decode_columns_arrow
 
 MIB = 1 << 20
 # 100-byte record values (random, so an lz4 batch stays ~1 MiB on the wire), no key, no headers
@@ -46,8 +46,8 @@ def median_of(calls: list[tuple[float, float]]) -> float:
 
 
 def produce_frame(batch: bytes) -> bytes:
-    from vdl_broker.protocol.api import encode_request
-    from vdl_broker.protocol.messages.produce import ProduceRequest
+    from vdl_wire.api import encode_request
+    from vdl_wire.messages.produce import ProduceRequest
 
     request = ProduceRequest(
         transactional_id=None, acks=-1, timeout_ms=30000,
@@ -58,7 +58,7 @@ def produce_frame(batch: bytes) -> bytes:
 
 
 def bench_produce(report: Report) -> None:
-    from vdl_broker.protocol.api import decode_request
+    from vdl_wire.api import decode_request
 
     batch, count = one_mib_batch(Compression.LZ4)
     frame = produce_frame(batch)
@@ -97,9 +97,9 @@ def bench_columns(report: Report) -> None:
 
 
 def bench_fetch(report: Report) -> None:
-    from vdl_broker.protocol.api import encode_response
-    from vdl_broker.protocol.headers import RequestHeader
-    from vdl_broker.protocol.messages.fetch import FetchResponse
+    from vdl_wire.api import encode_response
+    from vdl_wire.headers import RequestHeader
+    from vdl_wire.messages.fetch import FetchResponse
 
     batch, _ = one_mib_batch(Compression.NONE)
     stored = [memoryview(with_base_offset(batch, i * 10_000)) for i in range(64)]

@@ -31,10 +31,10 @@ from pathlib import Path
 
 from benchmarks.bench_broker import RECORD_BYTES, Broker, Throughput, create, produce_run
 from benchmarks.report import Report, percentile
-from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
 from vdl_client import ClientSettings, VdlClient, request_once
 from vdl_client.requests import produce_request
 from vdl_dev.dev_cluster import DevCluster, fetch_metadata, free_base_port
+from vdl_wire.records.record_batch import RecordBatchBuilder
 
 TOPIC_THROUGHPUT = "bench-repl-acksall"
 TOPIC_LATENCY = "bench-repl-latency"

@@ -74,8 +74,8 @@ class SecureBroker:
         return self.plain if protocol == "PLAINTEXT" else self.secure
 
     def _setup(self) -> None:
-        from vdl_broker.protocol.acls import AclBinding, Operation, PatternType, Permission, ResourceType
         from vdl_client import ClientSettings, VdlClient, admin
+        from vdl_wire.acls import AclBinding, Operation, PatternType, Permission, ResourceType
 
         settings = ClientSettings.from_bootstrap(self.secure, security=self.security("admin", ADMIN_PASSWORD))
         with VdlClient(settings) as client:

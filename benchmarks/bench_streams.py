@@ -73,7 +73,8 @@ def broker_command(tree: Path | None) -> list[str] | None:
     """The broker of another source tree (its own modules first on sys.path), or None: this one."""
     if tree is None:
         return None
-    code = (f"import sys; sys.path.insert(0, {str(tree)!r}); "
+    source = tree / "src" if (tree / "src").is_dir() else tree  # a checkout from before the src layout
+    code = (f"import sys; sys.path.insert(0, {str(source)!r}); "
             "from vdl_broker.server.main import main; sys.exit(main())")
     return [sys.executable, "-c", code]
 

@@ -151,8 +151,8 @@ def add_bookkeeping_rows(report: Report, calls: int = 100_000) -> None:
     import timeit
 
     from vdl_broker.metrics import BrokerMetrics
-    from vdl_broker.protocol import messages as m
-    from vdl_broker.protocol.response_errors import response_error
+    from vdl_wire import messages as m
+    from vdl_wire.response_errors import response_error
 
     metrics = BrokerMetrics()
     answer = m.ProduceResponse(responses=[m.ProduceResponse.TopicProduceResponse(name="s", partition_responses=[
@@ -171,9 +171,9 @@ def add_scrape_rows(report: Report, streams: int, scrapes: int = 30) -> None:
     import psutil
 
     from benchmarks.bench_broker import Broker
-    from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
     from vdl_client import ClientSettings, VdlClient
     from vdl_client.groups import commit_offsets
+    from vdl_wire.records.record_batch import RecordBatchBuilder
 
     names = [f"scrape-{i:04d}" for i in range(streams)]
     with tempfile.TemporaryDirectory(prefix="vdl-bench-") as tmp:

@@ -42,10 +42,10 @@ from tests.support.kafka import (  # noqa: F401 - re-exported for the fault test
 )
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.entry import EntryType
-from vdl_broker.protocol import messages as m
-from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, iter_batches, read_records
 from vdl_dev.dev_cluster import DevCluster
+from vdl_wire import messages as m
+from vdl_wire.errors import ErrorCode
+from vdl_wire.records.record_batch import RecordBatchBuilder, iter_batches, read_records
 
 # Kafka protocol guide: RecordBatch -- baseOffset int64 at 0, lastOffsetDelta int32 at 23.
 _BASE_OFFSET = struct.Struct(">q")

@@ -32,8 +32,8 @@ from tests.faults.harness import (
     wait_for_full_isr,
     wait_until,
 )
-from vdl_broker.protocol.errors import ErrorCode
 from vdl_dev.dev_cluster import DevCluster
+from vdl_wire.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -33,9 +33,9 @@ from tests.faults.harness import (
 from tests.support.disk import flip_byte
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.damage import DAMAGE_FILE
-from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
 from vdl_broker.raft.persistence import COMMIT_POINT_FILE, HARD_STATE_FILE, load_hard_state
 from vdl_dev.dev_cluster import DevCluster
+from vdl_wire.records.record_batch import RecordBatchBuilder
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -24,8 +24,8 @@ from tests.support.disk import TmpfsUnavailable, fill, mount_tmpfs, release, unm
 from vdl_broker.log import StreamLog
 from vdl_broker.log.config import LogConfig
 from vdl_broker.log.entry import EntryType
-from vdl_broker.protocol.records.record_batch import read_records, validate_batch
 from vdl_dev.dev_cluster import DevCluster
+from vdl_wire.records.record_batch import read_records, validate_batch
 
 VALUE_BYTES = 2000
 RECORDS_PER_SEND = 8

@@ -32,8 +32,8 @@ from tests.faults.harness import (
     wait_until,
 )
 from tests.faults.workload import ConsumerThread, HighWatermarkMonitor, Workload
-from vdl_broker.protocol.errors import ErrorCode
 from vdl_dev.dev_cluster import DevCluster
+from vdl_wire.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(150)
 

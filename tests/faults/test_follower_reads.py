@@ -25,8 +25,8 @@ from tests.support.kafka import (
     produce_raw,
     record_values,
 )
-from vdl_broker.protocol.errors import ErrorCode
 from vdl_dev.dev_cluster import DevCluster
+from vdl_wire.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(240)
 

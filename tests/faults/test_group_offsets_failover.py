@@ -29,8 +29,8 @@ from tests.faults.harness import (
 )
 from tests.support.kafka import committed_raw, make_batch
 from tests.support.metrics import Scrape, try_scrape
-from vdl_broker.protocol import messages as m
 from vdl_dev.dev_cluster import DevCluster
+from vdl_wire import messages as m
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -34,7 +34,6 @@ from tests.faults.harness import (
 )
 from tests.faults.workload import ConsumerThread, Workload
 from tests.support.cluster import start_cluster
-from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
 from vdl_client.client import VdlClient
 from vdl_client.cluster_admin import (
     decommission_node,
@@ -45,6 +44,7 @@ from vdl_client.cluster_admin import (
 )
 from vdl_client.settings import ClientSettings
 from vdl_dev.dev_cluster import DevCluster
+from vdl_wire.records.record_batch import RecordBatchBuilder
 
 pytestmark = pytest.mark.timeout(240)
 

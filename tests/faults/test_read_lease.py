@@ -14,7 +14,7 @@ import pytest
 
 from tests.faults.chaos.world import start_world
 from tests.faults.harness import ProbeLog, fetch_raw, probe_write, wait_for_full_isr, wait_until
-from vdl_broker.protocol.errors import ErrorCode
+from vdl_wire.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(180)
 

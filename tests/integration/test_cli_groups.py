@@ -16,10 +16,10 @@ from kafka import KafkaConsumer
 
 from tests.support.cluster import VDL_CLI, node_address, running_nodes, wait_until
 from tests.support.kafka import create_topic_raw, numbered_batch, produce_raw, raw_request
-from vdl_broker.protocol import messages as m
 from vdl_client import ClientSettings, VdlClient
 from vdl_client.groups import commit_offsets
 from vdl_dev.dev_cluster import DevCluster
+from vdl_wire import messages as m
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from tests.support.cluster import start_broker
-from vdl_broker.protocol.records.record_batch import iter_batches, read_records
 from vdl_client import ClientSettings, VdlClient
 from vdl_connector.arrow import RecordColumns, build_batch
+from vdl_wire.records.record_batch import iter_batches, read_records
 
 
 def batch(producer: tuple[int, int], sequence: int, values: list[bytes]) -> bytes:

@@ -12,8 +12,8 @@ import pytest
 
 from tests.support.cluster import wait_until
 from tests.support.kafka import raw_request
-from vdl_broker.protocol import messages as m
 from vdl_dev.dev_cluster import DevCluster, free_base_port
+from vdl_wire import messages as m
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -37,9 +37,9 @@ from tests.support.kafka import (
 )
 from tests.support.metrics import scrape
 from vdl_broker.log import LogConfig, StreamLog
-from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.records.record_batch import iter_batches, read_records
 from vdl_dev.dev_cluster import DevCluster, free_base_port
+from vdl_wire.errors import ErrorCode
+from vdl_wire.records.record_batch import iter_batches, read_records
 
 pytestmark = pytest.mark.timeout(90)
 

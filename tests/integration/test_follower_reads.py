@@ -28,9 +28,9 @@ from tests.support.kafka import (
     record_values,
 )
 from tests.support.metrics import scrape
-from vdl_broker.protocol import messages as m
-from vdl_broker.protocol.errors import ErrorCode
 from vdl_dev.dev_cluster import DevCluster
+from vdl_wire import messages as m
+from vdl_wire.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(180)
 

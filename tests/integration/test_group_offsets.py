@@ -10,8 +10,8 @@ import pytest
 
 from tests.support.cluster import BrokerProcess, wait_until
 from tests.support.kafka import client, commit_raw, committed_raw, make_batch, raw_request
-from vdl_broker.protocol import messages as m
-from vdl_broker.protocol.errors import ErrorCode
+from vdl_wire import messages as m
+from vdl_wire.errors import ErrorCode
 
 NONE = ErrorCode.NONE
 LEADER_EPOCH = -1  # kafka-python 3.0 commits no leader epoch (the broker advertises no epochs in Metadata)

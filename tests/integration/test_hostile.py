@@ -22,9 +22,9 @@ from tests.support.kafka import (
     raw_socket,
     read_frame,
 )
-from vdl_broker.protocol import api
-from vdl_broker.protocol import messages as m
-from vdl_broker.protocol.errors import ErrorCode
+from vdl_wire import api
+from vdl_wire import messages as m
+from vdl_wire.errors import ErrorCode
 
 MAX_REQUEST = 1 << 20
 STALL_LIMIT_S = 2.0

@@ -11,10 +11,10 @@ import pytest
 
 from tests.support.cluster import VDL_CLI, node_address, wait_until
 from tests.support.kafka import EARLIEST, fetch_raw, list_offset_raw, one_record_batch, produce_raw
-from vdl_broker.protocol.records.record_batch import iter_batches, read_records
 from vdl_client.client import VdlClient
 from vdl_client.settings import ClientSettings
 from vdl_dev.dev_cluster import DevCluster
+from vdl_wire.records.record_batch import iter_batches, read_records
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -157,8 +157,8 @@ def test_cli_nodes_and_reassign(cluster: DevCluster) -> None:
 
 def test_bad_membership_requests_get_an_error_naming_the_problem(cluster: DevCluster) -> None:
     from tests.support.kafka import raw_request
-    from vdl_broker.protocol import messages as m
-    from vdl_broker.protocol.errors import ErrorCode
+    from vdl_wire import messages as m
+    from vdl_wire.errors import ErrorCode
 
     address = node_address(cluster, 2)  # not necessarily the metadata leader: forwarded
     cases = [

@@ -28,8 +28,8 @@ from tests.support.kafka import (
     raw_request,
 )
 from tests.support.metrics import Scrape, scrape, scrape_url, try_scrape
-from vdl_broker.protocol import messages as m
 from vdl_dev.dev_cluster import DevCluster
+from vdl_wire import messages as m
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -18,11 +18,11 @@ from tests.support.kafka import (
     raw_socket,
     read_frame,
 )
-from vdl_broker.protocol import api
-from vdl_broker.protocol import messages as m
-from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.records.message_set import iter_message_set
-from vdl_broker.protocol.records.record_batch import read_records
+from vdl_wire import api
+from vdl_wire import messages as m
+from vdl_wire.errors import ErrorCode
+from vdl_wire.records.message_set import iter_message_set
+from vdl_wire.records.record_batch import read_records
 
 
 def test_idempotent_retry_is_acked_with_original_offset_and_gaps_refused(module_broker: BrokerProcess) -> None:

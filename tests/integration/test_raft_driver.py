@@ -13,13 +13,13 @@ import pytest
 
 from tests.support.waiting import until
 from vdl_broker.log import LogConfig, StreamLog
-from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, read_records
 from vdl_broker.raft.group import GroupConfig, RaftGroup
 from vdl_broker.raft.host import RaftHost
 from vdl_broker.raft.proposals import ProposalLostError
 from vdl_broker.raft.transport import TransportConfig
 from vdl_broker.raft.types import EntryType, Message
 from vdl_broker.server.partition import Partition, PartitionError
+from vdl_wire.records.record_batch import RecordBatchBuilder, read_records
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -8,7 +8,7 @@ import time
 
 from tests.support.cluster import BrokerProcess
 from tests.support.kafka import RequestFailed, client, make_batch
-from vdl_broker.protocol.records.record_batch import iter_batches, read_records
+from vdl_wire.records.record_batch import iter_batches, read_records
 
 
 def read_all(bootstrap: str, stream: str) -> list[tuple[int, bytes]]:

@@ -15,14 +15,14 @@ from tests.support.cluster import start_cluster
 from tests.support.kafka import make_batch
 from tests.support.security import ADMIN_PASSWORD, ADMIN_PASSWORD_ENV, ADMIN_USER, TlsMaterial, confluent_conf
 from vdl_broker.listeners import parse_bootstrap_users
-from vdl_broker.protocol import messages as m
-from vdl_broker.protocol.acls import AclBinding, Operation, PatternType, Permission, ResourceType
-from vdl_broker.protocol.api import API_SPECS
-from vdl_broker.protocol.errors import ErrorCode
 from vdl_client import ClientSettings, Connection, VdlClient, admin
 from vdl_client.requests import fetch_request, produce_request
 from vdl_client.security import SecuritySettings
 from vdl_dev.dev_cluster import DevCluster
+from vdl_wire import messages as m
+from vdl_wire.acls import AclBinding, Operation, PatternType, Permission, ResourceType
+from vdl_wire.api import API_SPECS
+from vdl_wire.errors import ErrorCode
 
 STREAM, GROUP = "guarded", "guarded-group"
 TOPIC_DENIED, GROUP_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.GROUP_AUTHORIZATION_FAILED

@@ -35,19 +35,19 @@ from tests.support.security import (
     kcat_args,
 )
 from vdl_broker.listeners import parse_bootstrap_users
-from vdl_broker.protocol.acls import AclBinding, Operation, PatternType, Permission, ResourceType
-from vdl_broker.protocol.api import decode_response
-from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.messages import (
+from vdl_client import ClientSettings, VdlClient, admin
+from vdl_client.security import AuthenticationError, SecuritySettings
+from vdl_dev.dev_cluster import DevCluster
+from vdl_wire.acls import AclBinding, Operation, PatternType, Permission, ResourceType
+from vdl_wire.api import decode_response
+from vdl_wire.errors import ErrorCode
+from vdl_wire.messages import (
     ApiVersionsRequest,
     MetadataRequest,
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
 )
-from vdl_broker.protocol.sasl import plain_token
-from vdl_client import ClientSettings, VdlClient, admin
-from vdl_client.security import AuthenticationError, SecuritySettings
-from vdl_dev.dev_cluster import DevCluster
+from vdl_wire.sasl import plain_token
 
 PROTOCOLS = ("SASL_SSL", "SASL_PLAINTEXT", "SSL", "PLAINTEXT")
 USERS = {"alice": ("SCRAM-SHA-256", "alice-Pa55"), "bob": ("SCRAM-SHA-512", "bob-Pa55")}

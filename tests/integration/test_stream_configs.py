@@ -12,9 +12,9 @@ import pytest
 
 from tests.support.cluster import VDL_CLI, node_address, wait_until
 from tests.support.kafka import raw_request
-from vdl_broker.protocol import messages as m
-from vdl_broker.protocol.errors import ErrorCode
 from vdl_dev.dev_cluster import DevCluster
+from vdl_wire import messages as m
+from vdl_wire.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -12,8 +12,8 @@ import pytest
 
 from tests.support.cluster import BrokerProcess
 from tests.support.kafka import create_topic_raw, delete_topic_raw, raw_request
-from vdl_broker.protocol import messages as m
-from vdl_broker.protocol.errors import ErrorCode
+from vdl_wire import messages as m
+from vdl_wire.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(60)
 

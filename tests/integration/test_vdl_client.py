@@ -1,4 +1,4 @@
-"""vdl_client against a real broker: the asyncio request, bootstrap lists with a dead server first,
+"""vdl_client against a real broker: the broker's one-shot peer request, bootstrap lists with a dead server first,
 and failing fast when nothing answers."""
 
 from __future__ import annotations
@@ -9,33 +9,33 @@ import time
 import pytest
 
 from tests.support.cluster import BrokerProcess, free_port
-from vdl_broker.protocol import messages as m
-from vdl_broker.protocol.errors import ErrorCode
+from vdl_broker.server import peer_request
 from vdl_client import (
     BrokerUnreachableError,
     ClientSettings,
     StreamExistsError,
     StreamNotFoundError,
     VdlClient,
-    aio,
     connect_first,
     request_once,
 )
+from vdl_wire import messages as m
+from vdl_wire.errors import ErrorCode
 
 
-def test_aio_request_decodes_the_answer(module_broker: BrokerProcess) -> None:
+def test_peer_request_decodes_the_answer(module_broker: BrokerProcess) -> None:
     topic = m.CreateTopicsRequest.CreatableTopic(name="aio", num_partitions=1, replication_factor=-1)
-    created = asyncio.run(aio.request(module_broker.bootstrap, m.CreateTopicsRequest(topics=[topic], timeout_ms=10_000),
+    created = asyncio.run(peer_request.request(module_broker.bootstrap, m.CreateTopicsRequest(topics=[topic], timeout_ms=10_000),
                                       10.0, client_id="test-aio"))
     assert [(t.name, t.error_code) for t in created.topics] == [("aio", 0)]
     request = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name="aio")])
-    metadata_v1 = asyncio.run(aio.request(module_broker.bootstrap, request, 10.0, version=1))
+    metadata_v1 = asyncio.run(peer_request.request(module_broker.bootstrap, request, 10.0, version=1))
     assert [t.name for t in metadata_v1.topics] == ["aio"] and metadata_v1.controller_id == 1
 
 
-def test_aio_request_to_a_dead_address_raises_oserror() -> None:
+def test_peer_request_to_a_dead_address_raises_oserror() -> None:
     with pytest.raises(OSError):
-        asyncio.run(aio.request(f"127.0.0.1:{free_port()}", m.MetadataRequest(topics=[]), 2.0))
+        asyncio.run(peer_request.request(f"127.0.0.1:{free_port()}", m.MetadataRequest(topics=[]), 2.0))
 
 
 def test_bootstrap_list_with_a_dead_server_first(module_broker: BrokerProcess) -> None:
@@ -75,7 +75,7 @@ def test_acks_zero_produce_gets_no_answer_and_lands(module_broker: BrokerProcess
 
 
 def test_api_versions_and_find_coordinator(module_broker: BrokerProcess) -> None:
-    from vdl_broker.protocol.api import supported_api_versions
+    from vdl_wire.api import supported_api_versions
 
     with VdlClient(ClientSettings.from_bootstrap(module_broker.bootstrap, deadline_ms=10_000)) as client:
         assert client.api_versions() == {key: (low, high) for key, low, high in supported_api_versions()}

@@ -1,8 +1,9 @@
 """format("vdl") resolves from any working directory: Spark finds Python data sources by listing
-top-level `pyspark_*` modules with pkgutil.iter_modules(), which sees a wheel install and a
-compat-mode editable install (`make install`) but not setuptools' default import-hook editable
-install. The check runs in a fresh interpreter outside the repository, without PYTHONPATH, so
-only the installation can make the module visible."""
+top-level `pyspark_*` modules with pkgutil.iter_modules(). With the src layout, a plain editable
+install (`pip install -e '.[spark]'`, what `make install` does) puts src/ on sys.path through a .pth
+file, and a wheel puts pyspark_vdl.py at the top of site-packages; both are listed. The check runs
+in a fresh interpreter outside the repository, without PYTHONPATH, so only the installation can
+make the module visible."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -41,7 +43,19 @@ def test_format_vdl_resolves_outside_the_repository(tmp_path: Path) -> None:
                           text=True, timeout=150)
     assert done.returncode == 0, (
         "pyspark_vdl is not importable by name from outside the repository: install the project with "
-        f"`make install` (pip install -e . --config-settings editable_mode=compat)\n{done.stdout}\n{done.stderr}")
+        f"`make install` (pip install -e '.[dev]')\n{done.stdout}\n{done.stderr}")
     assert "listed: ['pyspark_vdl']" in done.stdout, done.stdout
     assert "option 'bootstrap.servers' (or 'kafka.bootstrap.servers') is required" in done.stdout, done.stdout
     assert "DATA_SOURCE_NOT_FOUND" not in done.stdout
+
+
+def test_a_wheel_puts_the_lookup_module_and_every_package_at_the_top(tmp_path: Path) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path), str(repo)], check=True, timeout=150, capture_output=True)
+    [wheel] = tmp_path.glob("vdl_for_spark-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        tops = {name.split("/")[0] for name in archive.namelist() if not name.split("/")[0].endswith(".dist-info")}
+        entry_points = archive.read(next(n for n in archive.namelist() if n.endswith("entry_points.txt"))).decode()
+    assert tops == {"pyspark_vdl.py", "vdl_wire", "vdl_broker", "vdl_client", "vdl_connector", "vdl_dev"}
+    assert "[vdl.commands]\ndev = vdl_dev.cli" in entry_points

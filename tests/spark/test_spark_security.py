@@ -16,10 +16,10 @@ from chispa import assert_df_equality
 from tests.support.cluster import start_cluster
 from tests.support.security import ADMIN_PASSWORD, ADMIN_PASSWORD_ENV, ADMIN_USER, TlsMaterial
 from vdl_broker.listeners import parse_bootstrap_users
-from vdl_broker.protocol.acls import AclBinding, Operation, PatternType, Permission, ResourceType
 from vdl_client import ClientSettings, VdlClient, admin
 from vdl_client.security import SecuritySettings
 from vdl_dev.dev_cluster import DevCluster
+from vdl_wire.acls import AclBinding, Operation, PatternType, Permission, ResourceType
 
 USER, PASSWORD = "spark", "Sp4rk-pa55-in-jaas"
 JAAS = f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{USER}" password="{PASSWORD}";'

@@ -14,11 +14,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from vdl_broker.protocol import api
-from vdl_broker.protocol import messages as m
-from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, iter_batches, read_records
 from vdl_client.connection import Connection, api_spec, request_once, split_address
+from vdl_wire import api
+from vdl_wire import messages as m
+from vdl_wire.errors import ErrorCode
+from vdl_wire.records.record_batch import RecordBatchBuilder, iter_batches, read_records
 
 TEST_CLIENT_ID = "vdl-tests"
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps

@@ -16,8 +16,8 @@ from tests.faults.chaos.links import Links, link_name
 from tests.support.cluster import node_address, running_nodes, start_cluster, wait_until
 from tests.support.disk import TmpfsUnavailable, mount_tmpfs, unmount
 from tests.support.kafka import create_topic_raw, metadata_raw
-from vdl_broker.protocol.errors import ErrorCode
 from vdl_dev.dev_cluster import DevCluster, free_base_port
+from vdl_wire.errors import ErrorCode
 
 # Small segments, so a campaign's logs have sealed segments and index files to damage; fsync on
 # (the data directories are tmpfs: cheap), as in production.

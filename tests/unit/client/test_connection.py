@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from vdl_broker.protocol.api import API_SPECS
-from vdl_broker.protocol.messages import MESSAGE_PAIRS, FetchRequest, MetadataRequest
 from vdl_client.connection import BootstrapError, api_spec, default_version, parse_bootstrap, split_address
+from vdl_wire.api import API_SPECS
+from vdl_wire.messages import MESSAGE_PAIRS, FetchRequest, MetadataRequest
 
 
 def test_bootstrap_lists_keep_their_order() -> None:

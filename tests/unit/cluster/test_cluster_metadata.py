@@ -22,7 +22,7 @@ from vdl_broker.cluster.metadata import (
     register_node_command,
     validate_stream_name,
 )
-from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
+from vdl_wire.records.record_batch import RecordBatchBuilder
 
 
 def state_with(n: int) -> tuple[ClusterState, list[bytes]]:

@@ -16,8 +16,8 @@ from vdl_broker.cluster.acls import (
 )
 from vdl_broker.cluster.metadata import ClusterState, Outcome, decode_command, encode_command
 from vdl_broker.cluster.users import bootstrap_user_command, delete_scram_command, upsert_scram_command
-from vdl_broker.protocol.sasl import ScramCredential
 from vdl_broker.server.authorizer import Authorizer
+from vdl_wire.sasl import ScramCredential
 
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from vdl_broker.protocol.records.compression import Compression
-from vdl_broker.protocol.records.record_batch import read_records, validate_batch
 from vdl_connector.arrow import RecordColumns, build_batch, cut_points, encode_headers
+from vdl_wire.records.compression import Compression
+from vdl_wire.records.record_batch import read_records, validate_batch
 
 KEYS = pa.array([None if i % 3 == 0 else b"k%d" % i for i in range(300)], pa.binary())
 VALUES = pa.array([b"v" * (i % 150) if i % 7 else None for i in range(300)], pa.binary())
@@ -79,7 +79,7 @@ def test_null_and_empty_header_sections_encode_as_no_headers() -> None:
 def test_equal_size_values_decode_exactly_across_record_size_changes(count: int) -> None:
     """Equal-size values are copied as strided runs: a run ends where an offset delta's varint
     grows (64, 8192), so records change size there; keys of varying size break the stride."""
-    from vdl_client.record_columns import decode_columns_arrow
+    from vdl_wire.records.arrow import decode_columns_arrow
 
     values = pa.array([bytes([i % 251]) * 37 for i in range(count)], pa.binary())
     for keys in (None, pa.array([b"k" * (i % 3) for i in range(count)], pa.binary())):

@@ -5,9 +5,6 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.records.compression import Compression
-from vdl_broker.protocol.records.record_batch import RecordBatchBuilder, iter_batches, read_records
 from vdl_client import FetchResult
 from vdl_connector.options import parse_sink_options, parse_source_options
 from vdl_connector.planning import OffsetRange
@@ -15,6 +12,9 @@ from vdl_connector.reading import read_range
 from vdl_connector.schema import arrow_read_schema, validate_write_schema
 from vdl_connector.sink import StreamProducer, VdlWriteError, split_by_stream
 from vdl_connector.source import VdlDataLossError, data_loss
+from vdl_wire.errors import ErrorCode
+from vdl_wire.records.compression import Compression
+from vdl_wire.records.record_batch import RecordBatchBuilder, iter_batches, read_records
 
 
 class FakeClient:

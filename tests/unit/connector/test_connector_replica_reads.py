@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from vdl_broker.protocol.errors import ErrorCode
 from vdl_client import FetchResult
 from vdl_connector import replica_reads
 from vdl_connector.replica_reads import ReplicaFetcher
+from vdl_wire.errors import ErrorCode
 
 RECORDS = memoryview(b"batch")
 EMPTY = FetchResult(ErrorCode.NONE, memoryview(b""), 5, 0)  # the replica's high watermark is at the offset

@@ -45,7 +45,7 @@ class Configs:
 
     def _send_any(self, request):  # noqa: ANN001, ANN202
         self.describes += 1
-        from vdl_broker.protocol.messages import DescribeConfigsResponse as R
+        from vdl_wire.messages import DescribeConfigsResponse as R
 
         return R(results=[R.DescribeConfigsResult(resource_name=r.resource_name, configs=[
             R.DescribeConfigsResourceResult(name="vdl.table.path", value=self.paths.get(r.resource_name)),

@@ -6,7 +6,7 @@ import asyncio
 import itertools
 
 from vdl_broker.groups.coordinator import CoordinatorConfig, GroupCoordinator, GroupState
-from vdl_broker.protocol.errors import ErrorCode
+from vdl_wire.errors import ErrorCode
 
 PROTOCOLS = [("range", b"meta-range"), ("roundrobin", b"meta-rr")]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vdl_broker.log import Entry, EntryType
-from vdl_broker.protocol.records.batch_header import BATCH_HEADER_SIZE, HEADER, LOG_OVERHEAD, MAGIC
+from vdl_wire.records.batch_header import BATCH_HEADER_SIZE, HEADER, LOG_OVERHEAD, MAGIC
 
 
 def make_batch(base_offset: int, record_count: int = 1, max_timestamp: int = 0, body_size: int = 0) -> bytes:

@@ -12,7 +12,7 @@ from log_testing import data_entry, noop_entry
 
 from tests.support.disk import flip_byte
 from vdl_broker.log import LogConfig, StreamLog
-from vdl_broker.protocol.records.record_batch import iter_batches
+from vdl_wire.records.record_batch import iter_batches
 
 CONFIG = LogConfig(segment_bytes=1000, index_interval_bytes=150, tail_cache_bytes=0, fsync=False)
 

@@ -10,9 +10,9 @@ import asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
 from vdl_broker.metrics import BrokerMetrics, MetricsEndpoint
-from vdl_broker.protocol import messages as m
-from vdl_broker.protocol.errors import ErrorCode
-from vdl_broker.protocol.response_errors import response_error
+from vdl_wire import messages as m
+from vdl_wire.errors import ErrorCode
+from vdl_wire.response_errors import response_error
 
 
 def _samples(metrics: BrokerMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

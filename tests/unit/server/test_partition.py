@@ -12,10 +12,10 @@ import pytest
 
 from tests.support.kafka import numbered_batch as batch
 from vdl_broker.log import LogConfig, StreamLog
-from vdl_broker.protocol.errors import ErrorCode
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.persistence import COMMIT_POINT_FILE
 from vdl_broker.server.partition import Partition, PartitionError
+from vdl_wire.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(30)
 

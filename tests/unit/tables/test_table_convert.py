@@ -8,8 +8,8 @@ import struct
 import pytest
 
 from vdl_broker.cluster.stream_configs import TableSettings
-from vdl_broker.protocol.records.record_batch import RecordBatchBuilder
 from vdl_broker.tables.convert import TieringError, convert, table_schema
+from vdl_wire.records.record_batch import RecordBatchBuilder
 
 T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z
 

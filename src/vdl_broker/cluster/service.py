@@ -1,0 +1,192 @@
+"""The metadata group on one node: ClusterState driven by the "__metadata" RaftGroup.
+
+Every node runs it over all nodes (voters = the configured members). Committed entries are
+applied to `state` on every node, from the log start at each start (no snapshot). The leader,
+once its no-op commits (so its state is complete), registers every configured member not yet
+known; when the cluster is being formed (no cluster id yet) it also adopts the streams a VDL 0.1
+single node left in its data directory and then records the new cluster id, once for good.
+
+Commands go through the leader: `submit()` raises NotLeaderError(leader_id) elsewhere, and the
+caller forwards the request to that node (e.g. CreateTopics to its client address, which
+`state.nodes[leader_id].client` gives).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from vdl_broker.cluster.metadata import (
+    METADATA_GROUP,
+    ApplyResult,
+    ClusterState,
+    Outcome,
+    adopt_stream_command,
+    create_stream_command,
+    decode_command,
+    decode_legacy_commands,
+    delete_stream_command,
+    encode_command,
+    init_cluster_command,
+    new_cluster_id,
+    register_node_command,
+)
+from vdl_broker.cluster.stream_configs import alter_stream_config_command
+from vdl_broker.cluster.users import bootstrap_user_command
+from vdl_broker.config import NodeConfig
+from vdl_broker.log import StreamLog
+from vdl_broker.raft.group import RaftGroup
+from vdl_broker.raft.host import RaftHost
+from vdl_broker.raft.types import Entry, EntryType, NotLeaderError, RaftError
+from vdl_wire.sasl import ScramCredential
+
+log = logging.getLogger(__name__)
+
+ChangeListener = Callable[[list[ApplyResult]], None]
+LegacyStreams = Callable[[], list[str]]
+
+
+class MetadataService:
+    def __init__(self, host: RaftHost, config: NodeConfig, on_change: ChangeListener | None = None,
+                 legacy_streams: LegacyStreams | None = None) -> None:
+        self.host = host
+        self.config = config
+        self.log: StreamLog | None = None
+        self.state = ClusterState()
+        self._listeners: list[ChangeListener] = [on_change] if on_change is not None else []
+        self._legacy_streams = legacy_streams
+        self._registered_term = -1
+        self.group: RaftGroup | None = None
+
+    def start(self, stream_log: StreamLog) -> RaftGroup:
+        """Drive the metadata group over `stream_log` (<data_dir>/__metadata), replaying it."""
+        self.log = stream_log
+        # Never quiescent: it is one group, and the whole cluster's state and leadership hang on it.
+        config = dataclasses.replace(self.host.group_config, quiesce_after_heartbeats=0)
+        self.group = self.host.create_group(METADATA_GROUP, self.config.voter_ids, stream_log, apply=self._apply,
+                                            config=config)
+        self.group.add_commit_listener(self._after_commit)
+        return self.group
+
+    def add_listener(self, listener: ChangeListener) -> None:
+        """Called on every node with the results of each applied entry (streams created or
+        deleted: create/remove the local replica's group)."""
+        self._listeners.append(listener)
+
+    @property
+    def leader_id(self) -> int:
+        return self.group.leader_id if self.group is not None else 0
+
+    @property
+    def is_leader(self) -> bool:
+        return self.group is not None and self.group.leader_ready
+
+    # ------------------------------------------------------------------ commands
+
+    async def submit(self, command: dict[str, Any]) -> ApplyResult:
+        """Propose `command` and wait until it is committed and applied here; its result.
+        Raises NotLeaderError (with the leader id) on a non-leader or when leadership is lost."""
+        group = self.group
+        if group is None or not group.leader_ready:
+            raise NotLeaderError(self.leader_id, "not the metadata leader")
+        proposal = group.propose(encode_command(command), EntryType.METADATA)
+        await proposal.committed
+        results = self.state.result_for(proposal.index)
+        if not results:
+            raise RaftError(f"no result for metadata entry {proposal.index}")
+        return results[0]
+
+    def propose(self, command: dict[str, Any]) -> bool:
+        """Propose `command` without waiting for it (a coordinator recording a generation: the
+        proposals of one leader commit in the order they were made). False when not leader."""
+        group = self.group
+        if group is None or not group.leader_ready:
+            return False
+        try:
+            group.propose(encode_command(command), EntryType.METADATA)
+        except RaftError:
+            return False
+        return True
+
+    async def create_stream(self, name: str, replication_factor: int | None = None,
+                            config: dict[str, Any] | None = None) -> ApplyResult:
+        refused = self.state.check_create(name, replication_factor, config)
+        if refused is not None and refused.outcome is not Outcome.EXISTS:
+            return refused  # certain to fail: no need to write it to the log
+        return await self.submit(create_stream_command(name, replication_factor, config))
+
+    async def delete_stream(self, name: str) -> ApplyResult:
+        return await self.submit(delete_stream_command(name))
+
+    async def alter_stream_config(self, name: str, to_set: dict[str, str], to_delete: list[str]) -> ApplyResult:
+        """Change a stream's config (validated by the caller: stream_configs.altered)."""
+        return await self.submit(alter_stream_config_command(name, to_set, to_delete))
+
+    # ------------------------------------------------------------------ applying
+
+    def _apply(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            if entry.type == EntryType.METADATA:
+                commands = [decode_command(entry.data)]
+            elif entry.type == EntryType.DATA:
+                commands = decode_legacy_commands(entry.data)
+            else:
+                continue
+            results = self.state.apply_entry(entry.index, commands)
+            for listener in self._listeners:
+                try:
+                    listener(results)
+                except Exception:
+                    log.exception("metadata listener failed on entry %d", entry.index)
+
+    def _bootstrap_user_commands(self) -> list[dict[str, Any]]:
+        """`[[bootstrap_users]]` never applied yet (each is applied once, the first time a
+        leader sees it missing: when the cluster forms, or when the setting is added later)."""
+        commands = []
+        for number, user in enumerate(self.config.bootstrap_users):
+            if user.name in self.state.users.bootstrapped:
+                continue
+            password = os.environ.get(user.password_env)
+            if not password:
+                log.error("bootstrap_users[%d] (%s): environment variable %s is not set; user not created",
+                          number, user.name, user.password_env)
+                continue
+            credential = ScramCredential.from_password(user.mechanism, password)
+            commands.append(bootstrap_user_command(user.name, credential))
+        return commands
+
+    def _after_commit(self, group: RaftGroup) -> None:
+        if not group.leader_ready or self._registered_term == group.term:
+            return
+        self._registered_term = group.term
+        commands = []
+        for member in self.config.members:
+            if member.id in self.state.membership.removed:
+                continue  # removed for good (cluster/membership.py): a stale config cannot bring it back
+            if self.config.join and member.id != self.config.node_id:
+                continue  # a joined node's peers are whoever it joined through: their own word counts
+            known = self.state.nodes.get(member.id)
+            if (known is None or known.client != member.client or known.raft != member.raft
+                    or known.listeners != member.listeners
+                    or (member.rack is not None and known.rack != member.rack)):
+                commands.append(register_node_command(member.id, member.client, member.raft, member.listeners,
+                                                      member.rack))
+        if self.state.cluster_id is None:
+            # Forming the cluster: the commands apply in order, so the id comes last and a node
+            # that sees it knows every stream adopted here.
+            legacy = self._legacy_streams() if self._legacy_streams is not None else []
+            commands += [adopt_stream_command(name, self.config.node_id) for name in legacy]
+            # Bootstrap users before the id too: a node serves once it sees the id, and its first
+            # clients must find the admin user there.
+            commands += self._bootstrap_user_commands()
+            commands.append(init_cluster_command(new_cluster_id()))
+        else:
+            commands += self._bootstrap_user_commands()
+        for command in commands:
+            try:
+                group.propose(encode_command(command), EntryType.METADATA)
+            except RaftError:
+                return

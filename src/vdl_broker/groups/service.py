@@ -1,0 +1,191 @@
+"""The group coordinator of one node, tied to the metadata group: this node coordinates every
+group while it leads the metadata group (FindCoordinator names that node), and the groups'
+offsets and settled generations are metadata commands, so a new leader carries on where the
+old one stopped.
+
+Each leadership term starts from the replicated state: every group that was Stable gets its
+members back with a fresh session timeout (they keep heartbeating with the same member id and
+generation; one that does not show up in time is removed and the group rebalances once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from vdl_broker.cluster.groups import (
+    CommittedOffset,
+    commit_offsets_command,
+    delete_group_command,
+    delete_offsets_command,
+    expire_offsets_command,
+    group_generation_command,
+)
+from vdl_broker.cluster.service import MetadataService
+from vdl_broker.groups.commits import check_commit, restore_group, stored_members
+from vdl_broker.groups.coordinator import CoordinatorConfig, Group, GroupCoordinator
+from vdl_broker.raft.group import RaftGroup
+from vdl_broker.raft.types import NotLeaderError, RaftError
+from vdl_wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OffsetToCommit:
+    stream: str
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+class GroupService:
+    def __init__(self, metadata: MetadataService, config: CoordinatorConfig, retention_ms: int,
+                 retention_check_ms: int, metadata_max_bytes: int,
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        self.metadata = metadata
+        self.retention_ms = retention_ms
+        self.retention_check_ms = retention_check_ms
+        self.metadata_max_bytes = metadata_max_bytes
+        self._clock_ms = clock_ms
+        self.coordinator = GroupCoordinator(config, on_settled=self._settled,
+                                            initial_generation=self._stored_generation)
+        self._term = -1
+        self._retention_task: asyncio.Task[None] | None = None
+
+    # -- lifecycle
+
+    def start(self, group: RaftGroup) -> None:
+        group.add_role_listener(self._role_changed)
+        self._retention_task = asyncio.get_running_loop().create_task(self._retention_loop())
+
+    def close(self) -> None:
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+        self.coordinator.close()
+
+    def _role_changed(self, group: RaftGroup) -> None:
+        if self._term >= 0 and not (group.is_leader and group.term == self._term):
+            log.info("no longer coordinating groups (term %d)", self._term)
+            self._term = -1
+            self.coordinator.close()
+
+    def active(self) -> GroupCoordinator | None:
+        """The coordinator while this node leads the metadata group (its state complete), else
+        None: the caller answers NOT_COORDINATOR and the client looks the coordinator up again."""
+        group = self.metadata.group
+        if group is None or not self.metadata.is_leader:
+            return None
+        if self._term != group.term:
+            self.coordinator.close()
+            for stored in self.metadata.state.groups.groups.values():
+                restored = restore_group(stored)
+                if restored is not None:
+                    self.coordinator.adopt(restored)
+            self._term = group.term
+            log.info("coordinating groups from term %d (%d groups with members)", self._term,
+                     len(self.coordinator.groups()))
+        return self.coordinator
+
+    # -- replicated state
+
+    def committed(self, group_id: str) -> dict[str, CommittedOffset]:
+        return self.metadata.state.groups.committed(group_id)
+
+    def known(self, group_id: str) -> bool:
+        return group_id in self.metadata.state.groups.group_ids() or self.coordinator.group(group_id) is not None
+
+    def _stored_generation(self, group_id: str) -> int:
+        stored = self.metadata.state.groups.groups.get(group_id)
+        return stored.generation_id if stored is not None else 0
+
+    def _settled(self, group: Group) -> None:
+        command = group_generation_command(group.group_id, self._clock_ms(), group.generation_id,
+                                           group.protocol_type, group.protocol_name, group.leader_id,
+                                           stored_members(group))
+        if not self.metadata.propose(command):
+            log.warning("group %s: generation %d not recorded (no longer the metadata leader)",
+                        group.group_id, group.generation_id)
+
+    async def _submit(self, command: dict) -> ErrorCode:
+        try:
+            result = await self.metadata.submit(command)
+        except NotLeaderError:
+            return ErrorCode.NOT_COORDINATOR
+        except RaftError:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NONE if result.ok else ErrorCode.UNKNOWN_SERVER_ERROR
+
+    # -- requests (the caller has checked active())
+
+    async def commit(self, group_id: str, generation_id: int, member_id: str,
+                     offsets: list[OffsetToCommit]) -> dict[str, ErrorCode]:
+        """Per stream, the answer to an OffsetCommit of `offsets`."""
+        coordinator = self.coordinator
+        code = check_commit(coordinator.group(group_id), generation_id, member_id)
+        if code is not ErrorCode.NONE:
+            return {o.stream: code for o in offsets}
+        results: dict[str, ErrorCode] = {}
+        accepted: dict[str, tuple[int, int, str | None]] = {}
+        streams = self.metadata.state.streams
+        for o in offsets:
+            if o.stream not in streams:
+                results[o.stream] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif o.metadata is not None and len(o.metadata.encode()) > self.metadata_max_bytes:
+                results[o.stream] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[o.stream] = (o.offset, o.leader_epoch, o.metadata)
+        if accepted and not self._unchanged(group_id, accepted):
+            code = await self._submit(commit_offsets_command(group_id, self._clock_ms(), accepted))
+            results.update(dict.fromkeys(accepted, code))
+        else:
+            results.update(dict.fromkeys(accepted, ErrorCode.NONE))
+        return results
+
+    def _unchanged(self, group_id: str, offsets: dict[str, tuple[int, int, str | None]]) -> bool:
+        """Auto-commit repeats the same offsets every few seconds; the metadata log is replayed
+        from its start, so a repeat is stored only when its time matters again for retention."""
+        stored = self.committed(group_id)
+        fresh_after = self._clock_ms() - self.retention_ms // 2
+        return all(stream in stored and (stored[stream].offset, stored[stream].leader_epoch,
+                                         stored[stream].metadata) == value
+                   and stored[stream].commit_ms > fresh_after for stream, value in offsets.items())
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        group = self.coordinator.group(group_id)
+        if group is not None and group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        if not self.known(group_id):
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        code = await self._submit(delete_group_command(group_id))
+        if code is ErrorCode.NONE:
+            self.coordinator.forget(group_id)
+        return code
+
+    async def delete_offsets(self, group_id: str, streams: list[str]) -> ErrorCode:
+        return await self._submit(delete_offsets_command(group_id, streams))
+
+    # -- retention
+
+    async def _retention_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.retention_check_ms / 1000)
+            try:
+                self.expire_offsets()
+            except Exception:
+                log.exception("offset retention pass failed")
+
+    def expire_offsets(self) -> list[str]:
+        """Propose the expiry of every group whose offsets are due (leader only)."""
+        if self.active() is None:
+            return []
+        live = {g.group_id for g in self.coordinator.groups() if g.members}
+        now = self._clock_ms()
+        due = self.metadata.state.groups.expired_groups(now, self.retention_ms, live)
+        if due:
+            log.info("expiring the offsets of %d group(s) without members: %s", len(due), due)
+            self.metadata.propose(expire_offsets_command(now, self.retention_ms, sorted(live)))
+        return due

@@ -1,0 +1,488 @@
+"""StreamLog: one stream's Raft log on disk (DESIGN.md, "Storage" and "Seams").
+
+Appends go to the active segment with one os.write per segment touched by an append call; the
+in-memory indexes grow with them and reach disk at roll and close. The parts live next door:
+loading (open and crash recovery), group_commit (sync), reading (by Raft index and by Kafka
+offset) and log_start (where the log starts after retention or a reset).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+import uuid
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vdl_broker.log import loading, reading
+from vdl_broker.log.config import LogConfig
+from vdl_broker.log.damage import DamageRecord, clear_damage, save_damage
+from vdl_broker.log.entry import HEADER_SIZE, Entry, EntryType, IndexOutOfRange, encode_header
+from vdl_broker.log.fileio import fsync_dir
+from vdl_broker.log.group_commit import GroupCommit
+from vdl_broker.log.log_start import LogStart, save_log_start
+from vdl_broker.log.reading import ReadResult
+from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE, save_recovery_point
+from vdl_broker.log.retention import segments_to_delete
+from vdl_broker.log.segment import Segment
+from vdl_broker.log.tail_cache import CachedEntry, TailCache
+from vdl_wire.records.batch_header import BatchFields, check_batch
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LogRollbackError", "ReadResult", "StreamLog"]
+
+# Every type but DATA is stored as is: no Kafka offsets, no batch checks.
+_KNOWN_TYPES = frozenset(EntryType)
+
+
+def _immutable_view(payload: bytes | memoryview | bytearray) -> memoryview:
+    """The cache may keep the caller's buffer only if nobody can change it later."""
+    if isinstance(payload, bytes):
+        return memoryview(payload)
+    if isinstance(payload, memoryview) and payload.readonly and isinstance(payload.obj, bytes):
+        return payload
+    return memoryview(bytes(payload))
+
+
+class LogRollbackError(RuntimeError):
+    """A failed append could not be undone: the log's files may hold a partial entry, so the
+    log takes no more appends (reopening it runs recovery, which cuts the partial entry)."""
+
+
+@dataclass(frozen=True)
+class _AppendUndo:
+    segment_count: int
+    count: int  # entries in the then active segment
+    size: int  # its size in bytes
+
+
+@dataclass(eq=False, repr=False)
+class StreamLog:
+    directory: Path
+    config: LogConfig
+    clock: Callable[[], float] = time.time
+    _segments: list[Segment] = field(default_factory=list)
+    _base_indices: list[int] = field(default_factory=list)
+    _base_offsets: list[int] = field(default_factory=list)
+    _last_index: int = 0
+    _last_term: int = 0
+    _previous_term: int = 0
+    _durable_end: tuple[int, int] | None = None  # memo (durable index, its end offset)
+    _closed: bool = False
+    damage: DamageRecord | None = None  # durable data lost and not yet given back (damage.py)
+    _broken: bool = False  # a failed append could not be undone: no more appends
+    cache: TailCache = field(default_factory=lambda: TailCache(0))
+    _commit: GroupCommit = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._commit = GroupCommit(self.directory, self.config.fsync, self._tail)
+
+    # ---- opening ----------------------------------------------------------------------------
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig | None = None, *,
+             clock: Callable[[], float] = time.time) -> StreamLog:
+        """Open (creating if needed) the log in `directory`; recovers after an unclean stop."""
+        config = LogConfig() if config is None else config
+        log = cls(Path(directory), config, clock)
+        log.cache = TailCache(config.tail_cache_bytes)
+        loaded = loading.load(log.directory, config, log._now_ms())
+        log._segments = loaded.segments
+        log._reindex()
+        log._previous_term = loaded.previous_term
+        log.damage = loaded.damage
+        log._last_index = loaded.segments[-1].last_index
+        log._last_term = log._read_term(log._last_index)
+        commit = log._commit
+        commit.durable_index = log._last_index
+        commit.dir_dirty = loaded.recovered
+        commit.recovery_base = loaded.segments[-1].base_index
+        save_recovery_point(log.directory, commit.recovery_base, durable=config.fsync)
+        return log
+
+    def mark_damaged(self, record: DamageRecord) -> None:
+        """Durably record (merged with any earlier record) that data this log held is lost."""
+        self.damage = record.merge(self.damage)
+        save_damage(self.directory, self.damage, durable=self.config.fsync)
+
+    def clear_damage(self) -> None:
+        """The lost range is back (fetched from a peer): forget the damage, durably."""
+        clear_damage(self.directory, durable=self.config.fsync)
+        self.damage = None
+
+    def _tail(self) -> tuple[Segment, int]:
+        return self._segments[-1], self._last_index
+
+    def _now_ms(self) -> float:
+        return self.clock() * 1000.0
+
+    def _fsync_dir(self) -> None:
+        if self.config.fsync:  # fsync=False (tests, benchmarks) skips every fsync
+            fsync_dir(self.directory)
+
+    def _new_segment(self, base_index: int, base_offset: int) -> Segment:
+        return loading.new_segment(self.directory, self.config, base_index, base_offset)
+
+    def _ensure_loaded(self, i: int) -> Segment:
+        return loading.ensure_loaded(self._segments, i)
+
+    def _reindex(self) -> None:
+        self._base_indices = [s.base_index for s in self._segments]
+        self._base_offsets = [s.base_offset for s in self._segments]
+
+    # ---- geometry -------------------------------------------------------------------------
+    @property
+    def first_index(self) -> int:
+        return self._segments[0].base_index
+
+    @property
+    def last_index(self) -> int:
+        return self._last_index
+
+    @property
+    def last_term(self) -> int:
+        return self._last_term
+
+    @property
+    def previous_term(self) -> int:
+        """Term of entry first_index - 1 (Raft's snapshot point)."""
+        return self._previous_term
+
+    @property
+    def durable_index(self) -> int:
+        return self._commit.durable_index
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def durable_end_offset(self) -> int:
+        durable_index = self._commit.durable_index
+        if durable_index < self.first_index:
+            return self.log_start_offset
+        memo = self._durable_end
+        if memo is None or memo[0] != durable_index:
+            memo = (durable_index, self.offset_for_index(durable_index))
+            self._durable_end = memo
+        return memo[1]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    def _segment_for_index(self, index: int) -> int:
+        return bisect_right(self._base_indices, index) - 1
+
+    def _segment_for_offset(self, offset: int) -> int:
+        return max(0, bisect_right(self._base_offsets, offset) - 1)
+
+    def _check_index(self, index: int) -> None:
+        if index < self.first_index or index > self._last_index:
+            raise IndexOutOfRange(f"index {index} outside [{self.first_index}, {self._last_index}]")
+
+    def _read_term(self, index: int) -> int:
+        if index == self.first_index - 1:
+            return self._previous_term
+        self._check_index(index)
+        cached = self.cache.get(index)
+        if cached is not None:
+            return cached.term
+        segment = self._ensure_loaded(self._segment_for_index(index))
+        return segment.header(segment.position_of(index))[2]
+
+    def term_at(self, index: int) -> int:
+        """Term of entry `index`; first_index - 1 gives the snapshot point's term."""
+        if index == self._last_index:
+            return self._last_term
+        return self._read_term(index)
+
+    # ---- appending --------------------------------------------------------------------------
+    def append(self, entries: list[Entry]) -> None:
+        """Append entries last_index+1, ... (all or nothing). DATA payloads must be one RecordBatch
+        v2 whose base offset is the log end offset at that point."""
+        if self._closed:
+            raise ValueError("log is closed")
+        if self._broken:
+            raise LogRollbackError(f"{self.directory}: an earlier failed append could not be undone")
+        if not entries:
+            return
+        checked = self._validate(entries)
+        # A failed write (disk full, quota, I/O error) must leave the log exactly as it was:
+        # no half-written entry in a segment, no segment rolled for nothing.
+        active = self._segments[-1]
+        undo = _AppendUndo(len(self._segments), active.count, active.size)
+        try:
+            self._append_checked(checked)
+        except BaseException:
+            self._undo_append(undo)
+            raise
+        last = entries[-1]
+        self._last_index = last.index
+        self._last_term = last.term
+
+    def _append_checked(self, checked: list[tuple[Entry, BatchFields | None]]) -> None:
+        active = self._segments[-1]
+        now_ms = self._now_ms()
+        if active.count and now_ms - active.created_ms >= self.config.segment_ms:
+            self._roll()
+        limit = self.config.segment_bytes
+        parts: list[bytes | memoryview] = []
+        planned: list[tuple[Entry, int, int, BatchFields | None]] = []  # entry, position, size, fields
+        position = self._segments[-1].size
+        chunk_start = position
+        for entry, fields in checked:
+            size = HEADER_SIZE + len(entry.data)
+            if position + size > limit and position > 0:
+                if planned:
+                    self._write(parts, planned, chunk_start, now_ms)
+                    parts, planned = [], []
+                self._roll()
+                position = chunk_start = 0
+            parts.append(encode_header(entry.type, entry.term, entry.index, entry.data))
+            parts.append(entry.data)
+            planned.append((entry, position, size, fields))
+            position += size
+        self._write(parts, planned, chunk_start, now_ms)
+
+    def _undo_append(self, undo: _AppendUndo) -> None:
+        """Put the log back as it was before a failed append (the write or a roll failed).
+
+        Nothing of the failed append was visible yet (last_index moves only at its end, and
+        no buffer into its bytes was handed out), so cutting the file with ftruncate cannot
+        pull memory from under a reader. Raises LogRollbackError if even that fails."""
+        try:
+            for segment in self._segments[undo.segment_count:]:  # rolled during the append
+                self._commit.forget(segment)
+                segment.delete()
+            del self._segments[undo.segment_count:]
+            active = self._segments[-1]
+            if active.sealed or active.fd is None:
+                self._commit.forget(active)
+                active.unseal()
+            active.discard_unread_tail(undo.count, undo.size)
+            self.cache.truncate_from(self._last_index + 1)
+            self._reindex()
+        except BaseException as error:
+            self._broken = True
+            raise LogRollbackError(f"{self.directory}: could not undo a failed append: {error}") from error
+
+    def _validate(self, entries: list[Entry]) -> list[tuple[Entry, BatchFields | None]]:
+        expected = self._last_index + 1
+        term = self._last_term
+        next_offset = self.log_end_offset
+        checked: list[tuple[Entry, BatchFields | None]] = []
+        for entry in entries:
+            if entry.index != expected:
+                raise ValueError(f"entry index {entry.index}, expected {expected}")
+            if entry.term < term:
+                raise ValueError(f"entry {entry.index} has term {entry.term} below the previous {term}")
+            if entry.type not in _KNOWN_TYPES:
+                raise ValueError(f"unknown entry type {entry.type!r}")
+            fields = None
+            if entry.type == EntryType.DATA:
+                fields = check_batch(entry.data)
+                if fields.base_offset != next_offset:
+                    raise ValueError(f"batch base offset {fields.base_offset}, expected log end offset "
+                                     f"{next_offset}")
+                next_offset = fields.last_offset + 1
+            checked.append((entry, fields))
+            expected += 1
+            term = entry.term
+        return checked
+
+    def _write(self, parts: list[bytes | memoryview],
+               planned: list[tuple[Entry, int, int, BatchFields | None]], chunk_start: int,
+               now_ms: float) -> None:
+        segment = self._segments[-1]
+        # one writev: headers and payloads straight from their buffers (append() undoes a failure)
+        segment.write(parts, planned[-1][1] + planned[-1][2] - chunk_start)
+        if not segment.count:
+            segment.created_ms = now_ms
+            if planned[0][3] is not None:
+                self._base_offsets[-1] = planned[0][3].base_offset
+        cached: list[CachedEntry] = []
+        end_offset = segment.next_offset
+        for entry, position, size, fields in planned:
+            segment.note(position, size, fields)
+            if self.cache.capacity:
+                payload = _immutable_view(entry.data)
+                if fields is None:
+                    cached.append(CachedEntry(entry.index, entry.term, entry.type, payload, -1, -1, end_offset))
+                else:
+                    end_offset = fields.last_offset + 1
+                    cached.append(CachedEntry(entry.index, entry.term, entry.type, payload,
+                                              fields.base_offset, fields.last_offset, end_offset))
+        self.cache.add(cached)
+
+    def _roll(self) -> None:
+        old = self._segments[-1]
+        old.seal()
+        self._commit.sealed(old)
+        new = self._new_segment(old.last_index + 1, old.next_offset)
+        new.open_for_append()
+        new.loaded = True
+        new.created_ms = self._now_ms()
+        self._segments.append(new)
+        self._reindex()
+
+    # ---- durability (group_commit.py) -------------------------------------------------------
+    def sync_now(self) -> None:
+        """Blocking sync of everything appended so far."""
+        self._commit.sync_now()
+
+    async def sync(self) -> None:
+        """Return once every entry appended before the call is durable. One fdatasync (in a
+        thread) serves all callers waiting at once; callers arriving during it share the next."""
+        await self._commit.sync()
+
+    def observe_syncs(self, observer: Callable[[float], None] | None) -> None:
+        """Tell `observer` how long each fdatasync took, in seconds (metrics)."""
+        self._commit.observer = observer
+
+    # ---- reading (reading.py) ---------------------------------------------------------------
+    def entries(self, start_index: int, end_index: int, max_bytes: int | None = None) -> list[Entry]:
+        """Entries [start_index, end_index): at least one if any, then as many as fit in
+        max_bytes (header + payload bytes)."""
+        return reading.read_entries(self, start_index, end_index, max_bytes)
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> ReadResult:
+        """Whole stored batches from the one holding `offset`, none whose last offset >= max_offset
+        (the high watermark), at least one even if larger than max_bytes."""
+        return reading.read_batches(self, offset, max_bytes, max_offset)
+
+    def offset_for_index(self, raft_index: int) -> int:
+        """Kafka log end offset right after entry `raft_index` (first_index - 1 = log start)."""
+        return reading.offset_for_index(self, raft_index)
+
+    def index_for_offset(self, offset: int) -> int:
+        """Raft index of the data entry holding Kafka offset `offset`."""
+        return reading.index_for_offset(self, offset)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(base offset, max timestamp) of the first batch whose max timestamp >= timestamp_ms."""
+        return reading.offset_for_timestamp(self, timestamp_ms)
+
+    # ---- truncation, reset, retention (where the log starts: log_start.py) ------------------
+    def truncate_suffix(self, from_index: int) -> None:
+        """Remove entries >= from_index (Raft conflict resolution)."""
+        if from_index > self._last_index:
+            return
+        if from_index < self.first_index:
+            raise IndexOutOfRange(f"cannot truncate from {from_index} below first index {self.first_index}")
+        self._commit.truncated(from_index - 1)
+        i = self._segment_for_index(from_index)
+        if i > 0 and from_index == self._segments[i].base_index:
+            i -= 1  # the segment would become empty: its predecessor becomes the active one
+        target = self._ensure_loaded(i)
+        self._commit.move_recovery_point_down(target.base_index)
+        for segment in self._segments[i + 1:]:
+            self._commit.forget(segment)
+            segment.delete()
+        del self._segments[i + 1:]
+        self._commit.forget(target)
+        target.unseal()
+        target.truncate_entries(from_index - target.base_index)
+        target.open_for_append()
+        self.cache.truncate_from(from_index)
+        self._reindex()
+        self._last_index = from_index - 1
+        self._last_term = self._read_term(self._last_index)
+
+    def reset(self, first_index: int, previous_term: int, start_offset: int) -> None:
+        """Drop everything; the log now starts at first_index (snapshot install)."""
+        for segment in self._segments:
+            segment.delete()
+        self.cache.clear()
+        self._fsync_dir()
+        save_log_start(self.directory, LogStart(start_offset, first_index, previous_term), self.config.fsync)
+        segment = self._new_segment(first_index, start_offset)
+        segment.open_for_append()
+        segment.loaded = True
+        segment.created_ms = self._now_ms()
+        self._segments = [segment]
+        self._reindex()
+        self._commit.reset(first_index)
+        self._previous_term = previous_term
+        self._last_index = first_index - 1
+        self._last_term = previous_term
+
+    def apply_retention(self, now_ms: int | None = None, max_index: int | None = None) -> int:
+        """Delete whole oldest segments past retention.ms / retention.bytes (never the active one,
+        never one holding entries above `max_index`); returns how many were deleted."""
+        now = int(self._now_ms()) if now_ms is None else now_ms
+        # never delete entries that are not yet durable (the sync covering them still needs them)
+        durable_index = self._commit.durable_index
+        max_index = durable_index if max_index is None else min(max_index, durable_index)
+        count = segments_to_delete(self._segments, now, self.config.retention_ms, self.config.retention_bytes,
+                                   max_index, prepare=lambda s: self._ensure_loaded(self._segments.index(s)))
+        if count == 0:
+            return 0
+        first = self._segments[count]
+        previous_term = self._read_term(first.base_index - 1)
+        save_log_start(self.directory, LogStart(first.base_offset, first.base_index, previous_term),
+                       self.config.fsync)
+        for segment in self._segments[:count]:
+            self._commit.forget(segment)
+            segment.delete()
+        del self._segments[:count]
+        self._previous_term = previous_term
+        self._reindex()
+        self._commit.dir_dirty = True
+        logger.info("%s: retention deleted %d segment(s); log now starts at index %d, offset %d",
+                    self.directory, count, first.base_index, first.base_offset)
+        return count
+
+    # ---- shutdown ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Flush indexes, sync, write the clean-shutdown marker, release files."""
+        if self._closed:
+            return
+        active = self._segments[-1]
+        active.flush_indexes_or_drop()
+        self._commit.dir_dirty = True
+        self.sync_now()
+        marker = self.directory / CLEAN_SHUTDOWN_FILE
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT, 0o644)
+        if self.config.fsync:
+            os.fsync(fd)
+        os.close(fd)
+        self._fsync_dir()
+        self._release()
+
+    def _release(self) -> None:
+        for segment in self._segments:
+            segment.close()
+        self._commit.unsynced_sealed.clear()
+        self.cache.clear()
+        self._closed = True
+
+    @staticmethod
+    def purge_deleted(data_dir: Path) -> int:
+        """Finish deletions a crash interrupted: remove `.<name>.<id>.deleted` directories."""
+        count = 0
+        for path in Path(data_dir).glob(".*.deleted"):
+            shutil.rmtree(path, ignore_errors=True)
+            count += 1
+        return count
+
+    def delete(self) -> None:
+        """Remove the stream's directory: renamed away first, so a crash never leaves half a log
+        under the stream's name."""
+        self._release()
+        doomed = self.directory.with_name(f".{self.directory.name}.{uuid.uuid4().hex[:8]}.deleted")
+        os.replace(self.directory, doomed)
+        fsync_dir(self.directory.parent)
+        shutil.rmtree(doomed)

@@ -1,0 +1,80 @@
+"""AlterPartitionReassignments (key 45): move a stream's replicas (or cancel a move), as Kafka's
+admin clients and `kafka-reassign-partitions` do. Runs on the metadata leader, which records
+the target (cluster/membership.py); the stream's leader then changes its Raft group one voter at
+a time, learners first (server/reassigner.py). The answer comes once the target is recorded,
+as in Kafka: ListPartitionReassignments shows the move until it is done."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vdl_broker.cluster.membership import ACTIVE, reassign_stream_command
+from vdl_broker.cluster.metadata import Outcome
+from vdl_broker.server.authorizer import Operation, authorized_cluster
+from vdl_broker.server.forwarding import on_metadata_leader
+from vdl_wire.errors import ErrorCode
+from vdl_wire.messages import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
+
+API_KEY = AlterPartitionReassignmentsRequest.DECL.api_key
+NAME = "AlterPartitionReassignments"
+
+TopicResult = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
+PartitionResult = TopicResult.ReassignablePartitionResponse
+
+
+def check_target(state: Any, replicas: list[int]) -> str | None:
+    """Why `replicas` cannot be a stream's replica set, or None."""
+    if not replicas:
+        return "the replica list is empty (give null to cancel a reassignment)"
+    if len(set(replicas)) != len(replicas):
+        return f"replica list {replicas} names a node twice"
+    for node in replicas:
+        if node not in state.nodes:
+            return f"no node {node} in the cluster"
+        if state.membership.state_of(node) != ACTIVE:
+            return f"node {node} is {state.membership.state_of(node)}: it takes no new replicas"
+    return None
+
+
+async def _reassign(broker: Any, name: str, partition: int, replicas: list[int] | None) -> tuple[ErrorCode, str | None]:
+    state = broker.metadata.state
+    stream = state.streams.get(name)
+    if stream is None or partition != 0:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no stream {name} partition {partition}"
+    if replicas is None:
+        if name not in state.membership.reassignments:
+            return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"stream {name} is not being reassigned"
+    else:
+        problem = check_target(state, replicas)
+        if problem is not None:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem
+    result = await broker.metadata.submit(reassign_stream_command(name, stream.created_index, replicas))
+    if result.outcome is not Outcome.OK:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, result.message
+    return ErrorCode.NONE, None
+
+
+async def _on_leader(broker: Any, request: Any) -> Any:
+    responses = []
+    for topic in request.topics:
+        results = []
+        for partition in topic.partitions:
+            replicas = None if partition.replicas is None else [int(r) for r in partition.replicas]
+            code, message = await _reassign(broker, topic.name, partition.partition_index, replicas)
+            results.append(PartitionResult(partition_index=partition.partition_index, error_code=int(code),
+                                           error_message=message))
+        responses.append(TopicResult(name=topic.name, partitions=results))
+    return AlterPartitionReassignmentsResponse(responses=responses)
+
+
+async def handle(broker: Any, context: Any, request: Any) -> Any:
+    if not authorized_cluster(broker, context, Operation.ALTER):  # Kafka: ALTER on the cluster
+        return error_response(request, context.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    return await on_metadata_leader(broker, context.api_version, request, _on_leader, error_response, context)
+
+
+def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return AlterPartitionReassignmentsResponse(error_code=int(code))

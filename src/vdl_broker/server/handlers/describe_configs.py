@@ -1,0 +1,199 @@
+"""DescribeConfigs (key 32): a stream's configs (TOPIC resources) and a node's settings (BROKER).
+
+TOPIC: every stream config key (cluster/stream_configs.py) with its effective value, answered by
+any node from its copy of the replicated metadata: the stream's own value (DYNAMIC_TOPIC_CONFIG),
+else this node's setting (STATIC_BROKER_CONFIG when node.toml or a flag sets it) or the built-in
+default (DEFAULT_CONFIG). A node holding a replica of a stream with a Delta table adds the table's
+state as read-only entries (`vdl.table.status.*`, vdl_broker/tables).
+
+BROKER: as Kafka, the resource name is this node's id (clients send it to that node) or "" for
+the cluster-wide dynamic defaults (none here); another id is INVALID_REQUEST. Node settings come
+from node.toml and flags, so they are all read-only, named as Kafka names them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from enum import IntEnum
+from typing import Any
+
+from vdl_broker.cluster.stream_configs import CONFIG_KEYS, ConfigType
+from vdl_broker.config import NodeConfig
+from vdl_broker.server.authorizer import Operation, authorized, authorized_cluster
+from vdl_broker.server.authorizer import ResourceType as AclResource
+from vdl_broker.server.stream_settings import node_defaults
+from vdl_wire.errors import ErrorCode
+from vdl_wire.messages import DescribeConfigsRequest, DescribeConfigsResponse
+
+API_KEY = DescribeConfigsRequest.DECL.api_key
+NAME = "DescribeConfigs"
+
+Result = DescribeConfigsResponse.DescribeConfigsResult
+Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
+Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
+
+
+class ResourceType(IntEnum):
+    """# message defs: DescribeConfigsRequest.json (ResourceType); Kafka's ConfigResource.Type"""
+
+    TOPIC = 2
+    BROKER = 4
+
+
+class Source(IntEnum):
+    """DescribeConfigs v1+ ConfigSource."""
+
+    DYNAMIC_TOPIC_CONFIG = 1
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+@dataclass(frozen=True)
+class Described:
+    """One config as answered: name, value, source, type, doc, read-only, synonyms."""
+
+    name: str
+    value: str | None
+    source: Source
+    type: ConfigType
+    doc: str
+    read_only: bool = False
+    synonyms: tuple[tuple[str, str | None, Source], ...] = ()
+
+
+_BUILT_IN = {f.name: f.default for f in fields(NodeConfig)}
+
+
+def _node_source(setting: str, value: Any) -> Source:
+    return Source.DEFAULT_CONFIG if _BUILT_IN.get(setting) == value else Source.STATIC_BROKER_CONFIG
+
+
+def stream_configs(stream_config: dict[str, Any], node: NodeConfig) -> list[Described]:
+    """Every stream config key with its effective value and where it comes from."""
+    defaults = node_defaults(node)
+    described = []
+    for key in CONFIG_KEYS.values():
+        synonyms: list[tuple[str, str | None, Source]] = []
+        own = stream_config.get(key.name)
+        if own is not None:
+            synonyms.append((key.name, str(own), Source.DYNAMIC_TOPIC_CONFIG))
+        if key.node_setting is not None:
+            node_value = defaults[key.node_setting]
+            node_source = _node_source(key.node_setting, node_value)
+            if node_source is Source.STATIC_BROKER_CONFIG:
+                synonyms.append((key.broker_name or key.name, str(node_value), node_source))
+            synonyms.append((key.broker_name or key.name, str(_BUILT_IN[key.node_setting]), Source.DEFAULT_CONFIG))
+        elif key.default is not None:
+            synonyms.append((key.name, key.default, Source.DEFAULT_CONFIG))
+        value, source = (synonyms[0][1], synonyms[0][2]) if synonyms else (None, Source.DEFAULT_CONFIG)
+        described.append(Described(key.name, value, source, key.type, key.doc, synonyms=tuple(synonyms)))
+    return described
+
+
+def broker_configs(node: NodeConfig, replication_factor: int) -> list[Described]:
+    """This node's settings under Kafka's broker config names (read-only: node.toml and flags)."""
+    listener = ",".join(str(lst) for lst in node.client_listeners)
+    advertised = ",".join(f"{lst.protocol}://{node.advertised_address(lst)}" for lst in node.client_listeners)
+    settings: list[tuple[str, str | None, ConfigType, str | None, str]] = [
+        # (Kafka name, value, type, NodeConfig field or None, doc)
+        ("broker.id", str(node.node_id), ConfigType.INT, "node_id", "this node's id"),
+        ("node.id", str(node.node_id), ConfigType.INT, "node_id", "this node's id"),
+        ("log.dirs", str(node.data_dir), ConfigType.STRING, None, "the data directory"),
+        ("listeners", listener, ConfigType.STRING, None, "the client listeners"),
+        ("advertised.listeners", advertised, ConfigType.STRING, None, "the address Metadata gives clients"),
+        ("num.partitions", "1", ConfigType.INT, None, "a stream is a topic with exactly one partition"),
+        ("default.replication.factor", str(replication_factor), ConfigType.INT, None,
+         "replicas of a new stream: 3, or every node of a smaller cluster"),
+    ]
+    named: list[tuple[str, str, ConfigType, str]] = [
+        ("log.retention.ms", "retention_ms", ConfigType.LONG, "default retention.ms of streams"),
+        ("log.retention.bytes", "retention_bytes", ConfigType.LONG, "default retention.bytes of streams"),
+        ("log.segment.bytes", "segment_bytes", ConfigType.INT, "default segment.bytes of streams"),
+        ("log.roll.ms", "segment_ms", ConfigType.LONG, "default segment.ms of streams"),
+        ("log.retention.check.interval.ms", "retention_check_ms", ConfigType.LONG, "how often retention runs"),
+        ("message.max.bytes", "max_batch_bytes", ConfigType.INT, "default max.message.bytes of streams"),
+        ("socket.request.max.bytes", "max_request_bytes", ConfigType.INT, "largest request accepted"),
+        ("auto.create.topics.enable", "auto_create_streams", ConfigType.BOOLEAN, "create streams on first use"),
+        ("group.min.session.timeout.ms", "group_min_session_timeout_ms", ConfigType.INT, "consumer groups"),
+        ("group.max.session.timeout.ms", "group_max_session_timeout_ms", ConfigType.INT, "consumer groups"),
+        ("group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms", ConfigType.INT, "consumer groups"),
+        ("offsets.retention.minutes", "offsets_retention_minutes", ConfigType.INT, "committed offsets"),
+        ("offsets.retention.check.interval.ms", "offsets_retention_check_ms", ConfigType.LONG, "committed offsets"),
+        ("offset.metadata.max.bytes", "offset_metadata_max_bytes", ConfigType.INT, "committed offsets"),
+    ]
+    for name, setting, config_type, doc in named:
+        value = getattr(node, setting)
+        settings.append((name, str(value).lower() if isinstance(value, bool) else str(value), config_type, setting, doc))
+    described = []
+    for name, value, config_type, setting, doc in settings:
+        source = _node_source(setting, getattr(node, setting)) if setting is not None else Source.STATIC_BROKER_CONFIG
+        described.append(Described(name, value, source, config_type, doc, read_only=True,
+                                   synonyms=((name, value, source),)))
+    return described
+
+
+def _entry(described: Described, synonyms: bool, documentation: bool) -> Any:
+    return Entry(name=described.name, value=described.value, read_only=described.read_only,
+                 is_default=described.source is Source.DEFAULT_CONFIG, config_source=int(described.source),
+                 is_sensitive=False, config_type=int(described.type),
+                 documentation=described.doc if documentation else None,
+                 synonyms=[Synonym(name=n, value=v, source=int(s)) for n, v, s in described.synonyms]
+                 if synonyms else [])
+
+
+def _result(resource: Any, code: ErrorCode = ErrorCode.NONE, message: str | None = None,
+            configs: list[Any] | None = None) -> Any:
+    return Result(error_code=int(code), error_message=message, resource_type=resource.resource_type,
+                  resource_name=resource.resource_name, configs=configs or [])
+
+
+def _describe(broker: Any, resource: Any) -> tuple[ErrorCode, str | None, list[Described]]:
+    if resource.resource_type == ResourceType.TOPIC:
+        info = broker.metadata.state.streams.get(resource.resource_name)
+        if info is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown stream {resource.resource_name!r}", []
+        described = stream_configs(info.config, broker.config)
+        for name, value, doc in broker.tables.status(info.name):
+            described.append(Described(name, value, Source.DEFAULT_CONFIG, ConfigType.STRING, doc, read_only=True))
+        return ErrorCode.NONE, None, described
+    if resource.resource_type == ResourceType.BROKER:
+        name = resource.resource_name
+        if name == "":
+            return ErrorCode.NONE, None, []  # no cluster-wide dynamic broker defaults
+        if name != str(broker.node_id):
+            return ErrorCode.INVALID_REQUEST, (f"unexpected broker id, expected {broker.node_id} or an empty "
+                                               f"string, but received {name!r}"), []
+        return ErrorCode.NONE, None, broker_configs(broker.config, broker.metadata.state.default_replication_factor())
+    return ErrorCode.INVALID_REQUEST, (f"resource type {resource.resource_type} is not supported "
+                                       f"(2 = TOPIC, 4 = BROKER)"), []
+
+
+def refusal(broker: Any, context: Any, resource: Any, operation: Operation) -> ErrorCode | None:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the stream (TOPIC) or on the cluster (BROKER)."""
+    if resource.resource_type == ResourceType.TOPIC:
+        if not authorized(broker, context, operation, AclResource.TOPIC, resource.resource_name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif not authorized_cluster(broker, context, operation):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None
+
+
+def handle(broker: Any, context: Any, request: Any) -> Any:
+    results = []
+    for resource in request.resources:
+        refused = refusal(broker, context, resource, Operation.DESCRIBE_CONFIGS)
+        if refused is not None:
+            results.append(_result(resource, refused))
+            continue
+        code, message, described = _describe(broker, resource)
+        keys = resource.configuration_keys
+        if keys is not None:
+            wanted = set(keys)
+            described = [d for d in described if d.name in wanted]
+        results.append(_result(resource, code, message, [
+            _entry(d, request.include_synonyms, request.include_documentation) for d in described]))
+    return DescribeConfigsResponse(results=results)
+
+
+def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return DescribeConfigsResponse(results=[_result(resource, code) for resource in request.resources])

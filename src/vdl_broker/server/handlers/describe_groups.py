@@ -1,0 +1,56 @@
+"""DescribeGroups (key 15): each group's state, protocol and members (their subscription and
+assignment as the clients sent them). A group only known by its committed offsets is Empty;
+an unknown one is Dead with no error (Kafka's answer before v6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vdl_broker.groups.coordinator import GroupState
+from vdl_broker.server.authorizer import (
+    Operation,
+    authorized_group,
+)
+from vdl_wire.errors import ErrorCode
+from vdl_wire.messages import DescribeGroupsRequest, DescribeGroupsResponse
+
+API_KEY = DescribeGroupsRequest.DECL.api_key
+NAME = "DescribeGroups"
+
+Described = DescribeGroupsResponse.DescribedGroup
+DescribedMember = DescribeGroupsResponse.DescribedGroupMember
+
+
+def handle(broker: Any, context: Any, request: Any) -> Any:
+    coordinator = broker.groups.active()
+    if coordinator is None:
+        return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
+    described = []
+    for group_id in request.groups:
+        if not group_id:
+            described.append(Described(error_code=int(ErrorCode.INVALID_GROUP_ID), group_id=group_id))
+            continue
+        if not authorized_group(broker, context, Operation.DESCRIBE, group_id):
+            described.append(Described(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), group_id=group_id))
+            continue
+        group = coordinator.group(group_id)
+        if group is None:
+            state = "Empty" if broker.groups.known(group_id) else "Dead"
+            stored = broker.metadata.state.groups.groups.get(group_id)
+            described.append(Described(error_code=0, group_id=group_id, group_state=state,
+                                       protocol_type=(stored.protocol_type or "") if stored else ""))
+            continue
+        stable = group.state is GroupState.STABLE
+        members = [DescribedMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                   client_id=m.client_id, client_host=m.client_host,
+                                   member_metadata=m.metadata_for(group.protocol_name or "") if stable else b"",
+                                   member_assignment=m.assignment if stable else b"")
+                   for m in group.members.values()]
+        described.append(Described(error_code=0, group_id=group_id, group_state=group.state.value,
+                                   protocol_type=group.protocol_type or "",
+                                   protocol_data=(group.protocol_name or "") if stable else "", members=members))
+    return DescribeGroupsResponse(groups=described)
+
+
+def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return DescribeGroupsResponse(groups=[Described(error_code=int(code), group_id=g) for g in request.groups])

@@ -1,0 +1,199 @@
+"""Fetch (key 1): reads below the high watermark, long-polling as a delayed operation (seed 003).
+
+A fetch that finds fewer than min_bytes waits until the high watermark of one of its streams
+advances (an append became durable) or max_wait_ms passes, then reads again. The response
+carries the log's stored batch buffers unchanged (zero copy to transport.writelines), except
+for Fetch v0-3, whose clients need magic 0/1 message sets.
+
+Follower reads (KIP-392): the leader answers a Fetch v11+ naming the consumer's rack with a
+preferred_read_replica in that rack (server/read_replicas.py); any replica answers Fetch v11+
+below its own high watermark (Partition.serves_follower_reads). Offsets below a follower's log
+start or past its log end get OFFSET_OUT_OF_RANGE, as at Kafka's follower; an offset past its
+high watermark but within its log waits like an empty fetch and then gets OFFSET_NOT_AVAILABLE.
+Older versions at a follower get NOT_LEADER_OR_FOLLOWER (Kafka's fetchOnlyLeader).
+
+Fetch sessions (KIP-227) are not offered: session_id 0 in every answer, as a broker without
+sessions replies; an incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from vdl_broker.log import OffsetOutOfRange
+from vdl_broker.server.authorizer import Operation, ResourceType, authorized
+from vdl_broker.server.delayed import wait_for_any
+from vdl_broker.server.partition import await_read_lease
+from vdl_broker.server.read_replicas import NO_PREFERENCE, preferred_read_replica
+from vdl_broker.server.replica_manager import ISR_MAX_LAG_ENTRIES
+from vdl_wire.errors import ErrorCode
+from vdl_wire.messages import FetchRequest, FetchResponse
+from vdl_wire.records.conversion import batches_to_message_set
+
+API_KEY = FetchRequest.DECL.api_key
+NAME = "Fetch"
+
+FOLLOWER_READ_VERSION = 11  # Fetch v11 added rack_id and preferred_read_replica (KIP-392)
+TopicResponse = FetchResponse.FetchableTopicResponse
+PartitionData = FetchResponse.PartitionData
+
+
+@dataclass(slots=True)
+class _Read:
+    partition_index: int
+    error: ErrorCode
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    buffers: list[Any] | None = None
+    size: int = 0
+    preferred_read_replica: int = NO_PREFERENCE
+    # A follower asked for an offset past its high watermark (but within its log): the fetch
+    # waits like an empty one and, if the watermark is still behind at the answer, gets
+    # OFFSET_NOT_AVAILABLE (never a high watermark below the offset the client asks for).
+    ahead_of_follower: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Client:
+    version: int
+    rack: str  # Fetch v11 rack_id (librdkafka's client.rack); "" = none
+
+
+def _read_partition(broker: Any, topic: str, fp: Any, budget: int, has_data: bool, client: _Client) -> _Read:
+    partition = broker.replicas.get(topic)
+    if partition is None or fp.partition != 0:
+        return _Read(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if partition.serves_reads:
+        preferred = _preferred_replica(broker, partition, fp.fetch_offset, client)
+        if preferred != NO_PREFERENCE:  # Kafka answers a redirect with no records
+            return _Read(fp.partition, ErrorCode.NONE, partition.high_watermark, partition.log_start_offset,
+                         preferred_read_replica=preferred)
+        return _read_log(partition, fp, budget, has_data, follower=False)
+    # Kafka: only Fetch v11+ from a consumer may read at a follower (FetchParams.fetchOnlyLeader).
+    if client.version >= FOLLOWER_READ_VERSION and partition.serves_follower_reads:
+        return _read_log(partition, fp, budget, has_data, follower=True)
+    # Led elsewhere, or a leader without its read lease: the client asks Metadata again.
+    return _Read(fp.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+def _preferred_replica(broker: Any, partition: Any, offset: int, client: _Client) -> int:
+    if client.version < FOLLOWER_READ_VERSION or not client.rack:
+        return NO_PREFERENCE
+    nodes = broker.metadata.state.nodes
+    racks = {node_id: node.rack for node_id, node in nodes.items()}
+    racks[broker.node_id] = broker.config.rack
+    return preferred_read_replica(client.rack, offset, broker.node_id, racks,
+                                  partition.follower_read_offsets(ISR_MAX_LAG_ENTRIES))
+
+
+def _read_log(partition: Any, fp: Any, budget: int, has_data: bool, follower: bool) -> _Read:
+    high_watermark = partition.high_watermark
+    start = partition.log_start_offset
+    offset = fp.fetch_offset
+    # Kafka compares against the log end offset: between HW and LEO is "no data yet", not out of
+    # range. A follower's errors carry no offsets, as Kafka's (LogReadResult of an exception).
+    if offset < start or offset > partition.log_end_offset:
+        if follower:
+            return _Read(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE)
+        return _Read(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark, start)
+    if offset >= high_watermark or (has_data and budget <= 0):
+        return _Read(fp.partition, ErrorCode.NONE, high_watermark, start, None, 0,
+                     ahead_of_follower=follower and offset > high_watermark)
+    limit = min(fp.partition_max_bytes, budget) if has_data else fp.partition_max_bytes
+    try:
+        result = partition.log.read(offset, max(1, limit), high_watermark)
+    except OffsetOutOfRange:
+        if follower:
+            return _Read(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE)
+        return _Read(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark, partition.log_start_offset)
+    size = sum(len(buffer) for buffer in result.buffers)
+    return _Read(fp.partition, ErrorCode.NONE, high_watermark, start, result.buffers, size)
+
+
+def _read_all(broker: Any, request: Any, client: _Client,
+              denied: set[str]) -> tuple[list[tuple[str, list[_Read]]], int, bool]:
+    # Response max_bytes exists from v3; the first batch is always returned even if larger
+    # (KIP-74), later partitions get what is left of the budget.
+    budget = request.max_bytes if client.version >= 3 else 0x7FFFFFFF
+    total = 0
+    failed = False
+    topics = []
+    for topic in request.topics:
+        reads = []
+        for fp in topic.partitions:
+            read = (_Read(fp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED) if topic.topic in denied
+                    else _read_partition(broker, topic.topic, fp, budget - total, total > 0, client))
+            # A redirect is answered at once, as an error would be.
+            failed |= read.error is not ErrorCode.NONE or read.preferred_read_replica != NO_PREFERENCE
+            total += read.size
+            reads.append(read)
+        topics.append((topic.topic, reads))
+    return topics, total, failed
+
+
+def _records(read: _Read, version: int) -> Any:
+    if not read.buffers:
+        return b""
+    if version <= 3:
+        # Fetch v0-1 speak magic 0, v2-3 magic 1 (Kafka protocol guide: Message sets).
+        return batches_to_message_set(read.buffers, 0 if version <= 1 else 1)
+    return read.buffers
+
+
+def _partition_data(read: _Read, version: int) -> Any:
+    if read.ahead_of_follower:
+        # Kafka's follower would answer no records and its own (lower) high watermark; that
+        # would show this client a high watermark below an offset it has reached. Both
+        # librdkafka and the Java consumer take OFFSET_NOT_AVAILABLE as "ask the leader again".
+        read = _Read(read.partition_index, ErrorCode.OFFSET_NOT_AVAILABLE)
+    return PartitionData(partition_index=read.partition_index, error_code=int(read.error),
+                         high_watermark=read.high_watermark, last_stable_offset=read.high_watermark,
+                         log_start_offset=read.log_start_offset, aborted_transactions=[],
+                         preferred_read_replica=read.preferred_read_replica, records=_records(read, version))
+
+
+def _response(broker: Any, topics: list[tuple[str, list[_Read]]], version: int) -> Any:
+    metrics = broker.metrics
+    responses = []
+    for name, reads in topics:
+        if metrics is not None:
+            size = sum(read.size for read in reads)
+            if size:
+                metrics.fetched(name, size)
+        partitions = [_partition_data(read, version) for read in reads]
+        responses.append(TopicResponse(topic=name, partitions=partitions))
+    return FetchResponse(error_code=0, session_id=0, responses=responses)
+
+
+async def handle(broker: Any, context: Any, request: Any) -> Any:
+    version = context.api_version
+    if version >= 7 and request.session_id != 0:
+        return FetchResponse(error_code=int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), session_id=0, responses=[])
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0, request.max_wait_ms) / 1000
+    min_bytes = max(1, request.min_bytes)
+    denied = {t.topic for t in request.topics
+              if not authorized(broker, context, Operation.READ, ResourceType.TOPIC, t.topic)}
+    await await_read_lease([p for p in (broker.replicas.get(t.topic) for t in request.topics)
+                            if p is not None and p.name not in denied])
+    client = _Client(version, (request.rack_id or "") if version >= FOLLOWER_READ_VERSION else "")
+    while True:
+        topics, total, failed = _read_all(broker, request, client, denied)
+        if total >= min_bytes or failed or not topics or loop.time() >= deadline:
+            return _response(broker, topics, version)
+        # Delayed fetch: park until any of the streams' HW advances, or the deadline.
+        partitions = [p for p in (broker.replicas.get(name) for name, _ in topics) if p is not None]
+        if not partitions:
+            return _response(broker, topics, version)
+        await wait_for_any(partitions, deadline)
+        # An idle stream's group may have gone quiet meanwhile (no read lease): wake it again.
+        await await_read_lease(partitions)
+
+
+def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return FetchResponse(error_code=0, session_id=0, responses=[
+        TopicResponse(topic=t.topic, partitions=[PartitionData(partition_index=p.partition, error_code=int(code),
+                                                               high_watermark=-1, records=b"")
+                                                 for p in t.partitions]) for t in request.topics])

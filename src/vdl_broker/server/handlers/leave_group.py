@@ -1,0 +1,35 @@
+"""LeaveGroup (key 13): v0-2 name one member, v3+ a list of members (KIP-345)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vdl_broker.server.authorizer import (
+    Operation,
+    authorized_group,
+)
+from vdl_wire.errors import ErrorCode
+from vdl_wire.messages import LeaveGroupRequest, LeaveGroupResponse
+
+API_KEY = LeaveGroupRequest.DECL.api_key
+NAME = "LeaveGroup"
+
+
+def handle(broker: Any, context: Any, request: Any) -> Any:
+    if not authorized_group(broker, context, Operation.READ, request.group_id):
+        return LeaveGroupResponse(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    coordinator = broker.groups.active()
+    if coordinator is None:
+        return LeaveGroupResponse(error_code=int(ErrorCode.NOT_COORDINATOR))
+    if context.api_version < 3:
+        return LeaveGroupResponse(error_code=int(coordinator.leave_group(request.group_id, request.member_id)))
+    members = []
+    for member in request.members:
+        code = coordinator.leave_group(request.group_id, member.member_id)
+        members.append(LeaveGroupResponse.MemberResponse(
+            member_id=member.member_id, group_instance_id=member.group_instance_id, error_code=int(code)))
+    return LeaveGroupResponse(error_code=0, members=members)
+
+
+def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return LeaveGroupResponse(error_code=int(code))

@@ -1,0 +1,82 @@
+"""ListOffsets (key 2): earliest (-2), latest (-1, the high watermark), or by timestamp: the
+first record (in offset order) whose timestamp is at or after the one asked for, with its
+timestamp, as Kafka answers it (the log's time index finds the batch; its records are read to
+find the record)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vdl_broker.server.authorizer import Operation, ResourceType, authorized
+from vdl_broker.server.partition import await_read_lease
+from vdl_wire.errors import ErrorCode
+from vdl_wire.messages import ListOffsetsRequest, ListOffsetsResponse
+from vdl_wire.records.record_batch import iter_batches, read_records
+
+API_KEY = ListOffsetsRequest.DECL.api_key
+NAME = "ListOffsets"
+
+LATEST = -1
+EARLIEST = -2
+TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
+PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
+
+
+def _lookup(broker: Any, name: str, index: int, timestamp: int) -> tuple[ErrorCode, int, int]:
+    partition = broker.replicas.get(name)
+    if partition is None or index != 0:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+    if not partition.serves_reads:  # led elsewhere, or a leader without its read lease
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1
+    high_watermark = partition.high_watermark
+    if timestamp == LATEST:
+        return ErrorCode.NONE, high_watermark, -1
+    if timestamp == EARLIEST:
+        return ErrorCode.NONE, partition.log_start_offset, -1
+    if timestamp < 0:
+        return ErrorCode.INVALID_REQUEST, -1, -1
+    found = partition.log.offset_for_timestamp(timestamp)
+    if found is None or found[0] >= high_watermark:
+        return ErrorCode.NONE, -1, -1  # Kafka: no such record -> offset -1, timestamp -1
+    offset = max(found[0], partition.log_start_offset)
+    return (ErrorCode.NONE, *_first_record_at(partition, offset, timestamp, high_watermark, found[1]))
+
+
+def _first_record_at(partition: Any, batch_offset: int, timestamp: int, high_watermark: int,
+                     batch_max_timestamp: int) -> tuple[int, int]:
+    """(offset, timestamp) of the first record of the batch at `batch_offset` (from that offset
+    on) whose timestamp is >= `timestamp`. The batch's max timestamp is, so one is there unless
+    the producer's max timestamp overstated its records': then the batch itself answers."""
+    read = partition.log.read(batch_offset, 1, high_watermark)
+    data = b"".join(bytes(buffer) for buffer in read.buffers)
+    for _, batch in iter_batches(data):
+        for record in read_records(batch):
+            if record.offset >= batch_offset and record.timestamp >= timestamp:
+                return record.offset, record.timestamp
+        break
+    return batch_offset, batch_max_timestamp
+
+
+async def handle(broker: Any, context: Any, request: Any) -> Any:
+    version = context.api_version
+    await await_read_lease([p for p in (broker.replicas.get(t.name) for t in request.topics) if p is not None])
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        allowed = authorized(broker, context, Operation.READ, ResourceType.TOPIC, topic.name)
+        for p in topic.partitions:
+            code, offset, timestamp = (_lookup(broker, topic.name, p.partition_index, p.timestamp) if allowed
+                                       else (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1))
+            partitions.append(PartitionResponse(
+                partition_index=p.partition_index, error_code=int(code),
+                # v0 answers a list of offsets ("old style"); v1+ one offset and its timestamp.
+                old_style_offsets=[offset] if version == 0 and offset >= 0 else [],
+                timestamp=timestamp, offset=offset, leader_epoch=0 if offset >= 0 else -1))
+        topics.append(TopicResponse(name=topic.name, partitions=partitions))
+    return ListOffsetsResponse(topics=topics)
+
+
+def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return ListOffsetsResponse(topics=[TopicResponse(name=t.name, partitions=[
+        PartitionResponse(partition_index=p.partition_index, error_code=int(code)) for p in t.partitions])
+        for t in request.topics])

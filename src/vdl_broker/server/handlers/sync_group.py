@@ -1,0 +1,31 @@
+"""SyncGroup (key 14): the leader's assignment, passed through to each member unchanged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vdl_broker.server.authorizer import (
+    Operation,
+    authorized_group,
+)
+from vdl_wire.errors import ErrorCode
+from vdl_wire.messages import SyncGroupRequest, SyncGroupResponse
+
+API_KEY = SyncGroupRequest.DECL.api_key
+NAME = "SyncGroup"
+
+
+async def handle(broker: Any, context: Any, request: Any) -> Any:
+    if not authorized_group(broker, context, Operation.READ, request.group_id):
+        return error_response(request, context.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    coordinator = broker.groups.active()
+    if coordinator is None:
+        return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
+    result = await coordinator.sync_group(
+        request.group_id, request.generation_id, request.member_id,
+        [(a.member_id, bytes(a.assignment)) for a in request.assignments])
+    return SyncGroupResponse(error_code=int(result.error), assignment=result.assignment)
+
+
+def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return SyncGroupResponse(error_code=int(code), assignment=b"")

@@ -1,0 +1,162 @@
+"""VdlNodes (key 10000, VDL's own; protocol/messages/vdl_nodes.py): list the nodes, let a new one
+join, decommission or remove one, and let a stream leader report a finished reassignment. Runs
+on the metadata leader (forwarded there from any node), except a list another node asks for,
+answered from what this node has applied; the work itself is done by the membership controller
+and the stream leaders (cluster/membership.py says who does what)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from vdl_broker.cluster.membership import (
+    DECOMMISSIONING,
+    REMOVING,
+    complete_reassignment_command,
+    join_node_command,
+    set_node_state_command,
+)
+from vdl_broker.cluster.metadata import Outcome, register_node_command
+from vdl_broker.config import ConfigError, split_host_port
+from vdl_broker.server.authorizer import Operation, authorized_cluster
+from vdl_broker.server.forwarding import on_metadata_leader
+from vdl_wire.errors import ErrorCode
+from vdl_wire.messages import VdlNodesRequest, VdlNodesResponse
+
+API_KEY = VdlNodesRequest.DECL.api_key
+NAME = "VdlNodes"
+
+log = logging.getLogger(__name__)
+
+Node = VdlNodesResponse.VdlNode
+ACTIONS = ("list", "join", "decommission", "remove", "reassignment_done")
+
+
+class _Refused(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def node_list(broker: Any) -> list[Any]:
+    """Every node: addresses, state, role in the metadata group, reachable from its leader."""
+    state = broker.metadata.state
+    group = broker.metadata.group
+    conf = group.conf if group is not None else None
+    status = group.peer_status() if group is not None else {}
+    nodes = []
+    for node_id in sorted(state.nodes):
+        info = state.nodes[node_id]
+        role = "none"
+        if conf is not None and node_id in conf.voters:
+            role = "voter"
+        elif conf is not None and node_id in conf.learners:
+            role = "learner"
+        peer = status.get(node_id)
+        nodes.append(Node(node_id=node_id, client=info.client, raft=info.raft, rack=info.rack,
+                          state=state.membership.state_of(node_id), metadata_role=role,
+                          reachable=node_id == broker.node_id or (peer is not None and peer.alive)))
+    return nodes
+
+
+async def _on_leader(broker: Any, request: Any) -> Any:
+    try:
+        await _act(broker, request)
+    except _Refused as refused:
+        return VdlNodesResponse(error_code=int(refused.code), error_message=str(refused))
+    return VdlNodesResponse(nodes=node_list(broker), removed_nodes=sorted(broker.metadata.state.membership.removed))
+
+
+def _known(broker: Any, node_id: int) -> None:
+    state = broker.metadata.state
+    if node_id in state.membership.removed:
+        raise _Refused(ErrorCode.BROKER_ID_NOT_REGISTERED, f"node {node_id} was removed from the cluster")
+    if node_id not in state.nodes:
+        raise _Refused(ErrorCode.BROKER_ID_NOT_REGISTERED, f"no node {node_id} in the cluster")
+
+
+async def _submit(broker: Any, command: dict[str, Any]) -> None:
+    result = await broker.metadata.submit(command)
+    if result.outcome is not Outcome.OK:
+        raise _Refused(ErrorCode.INVALID_REQUEST, result.message)
+
+
+async def _act(broker: Any, request: Any) -> None:
+    action, node_id = request.action, request.node_id
+    state = broker.metadata.state
+    if action == "list":
+        return
+    if action == "join":
+        await _join(broker, request)
+    elif action in ("decommission", "remove"):
+        _known(broker, node_id)
+        current = state.membership.state_of(node_id)
+        wanted = DECOMMISSIONING if action == "decommission" else REMOVING
+        if current == wanted or current == REMOVING:
+            return  # asked again: already on its way out
+        if action == "decommission":
+            _check_room(broker, node_id)
+        log.info("node %d: %s asked", node_id, action)
+        await _submit(broker, set_node_state_command(node_id, wanted))
+    elif action == "reassignment_done":
+        await _submit(broker, complete_reassignment_command(request.stream or "", request.created_index,
+                                                            list(request.replicas)))
+    else:
+        raise _Refused(ErrorCode.INVALID_REQUEST, f"unknown action {action!r}; accepted: {', '.join(ACTIONS)}")
+
+
+async def _join(broker: Any, request: Any) -> None:
+    node_id, client, raft = request.node_id, request.client, request.raft
+    if node_id <= 0:
+        raise _Refused(ErrorCode.INVALID_REQUEST, f"node id must be positive, got {node_id}")
+    for value, what in ((client, "client"), (raft, "raft")):
+        try:
+            split_host_port(value or "", what)
+        except ConfigError as error:
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"join: {error}") from None
+    state = broker.metadata.state
+    if node_id in state.membership.removed:
+        raise _Refused(ErrorCode.BROKER_ID_NOT_REGISTERED,
+                       f"node {node_id} was removed from the cluster: join under a new node id")
+    known = state.nodes.get(node_id)
+    listeners, rack = tuple(request.listeners), request.rack or None
+    if known is None:
+        log.info("node %d asks to join (client %s, raft %s)", node_id, client, raft)
+        await _submit(broker, join_node_command(node_id, client, raft, listeners, rack))
+    elif (known.client, known.raft, known.listeners, known.rack) != (client, raft, listeners, rack):
+        await _submit(broker, register_node_command(node_id, client, raft, listeners, rack))  # it moved
+
+
+def _check_room(broker: Any, node_id: int) -> None:
+    """Decommissioning must leave room for every replica the node holds."""
+    state = broker.metadata.state
+    others = [n for n in state.membership.placeable(state.nodes) if n != node_id]
+    for stream in state.streams_on(node_id):
+        needed = len(state.membership.target_of(stream))
+        if len(others) < needed:
+            raise _Refused(ErrorCode.INVALID_REPLICATION_FACTOR,
+                           f"decommissioning node {node_id} leaves {len(others)} active node(s) for stream "
+                           f"{stream.name} of {needed} replicas: add a node first")
+
+
+async def handle(broker: Any, context: Any, request: Any) -> Any:
+    # Listing describes the cluster; anything else changes it (Kafka's DESCRIBE / ALTER on the
+    # cluster resource). A node's own requests between nodes are always allowed.
+    operation = Operation.DESCRIBE if request.action == "list" else Operation.ALTER
+    if not authorized_cluster(broker, context, operation):
+        return error_response(request, context.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    if request.action == "list" and context.forwarded and not broker.metadata.is_leader:
+        # Another node asking over the node-to-node channel (a node starting: server/joining.py):
+        # what this node has applied is enough, and it may not reach the metadata leader yet.
+        return await _on_leader(broker, request)
+    return await run(broker, request, context.api_version, context)
+
+
+async def run(broker: Any, request: Any, version: int = 0, context: Any = None) -> Any:
+    """The request answered by the metadata leader (here, or forwarded to it); `context` None:
+    this node's own request."""
+    return await on_metadata_leader(broker, version, request, _on_leader, error_response, context)
+
+
+def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return VdlNodesResponse(error_code=int(code))

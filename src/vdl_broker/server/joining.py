@@ -1,0 +1,112 @@
+"""Finding the cluster at start: a new node joins it, a restarted one learns every node's address.
+
+A new node (node.toml `join = true`, `peers` naming members) starts its metadata group knowing
+no configuration (raft/membership.py: it never campaigns) and asks the members it knows, over
+their client port, to let it in (VdlNodes "join", forwarded to the metadata leader). The leader
+records it as joining; every node adds its Raft address; the membership controller makes it a
+learner of the metadata group, then a voter once it has caught up, then active
+(cluster/controller.py). It asks again (about every second) until its own copy of the metadata
+shows it registered: a request or an answer lost on the way only delays it. A removed node id
+is refused for good. The request goes to a client listener (the members' Raft transports do not
+know the new node yet): with `authorizer = acl` the principal it connects as needs ALTER on the
+cluster.
+
+Every clustered node also needs the Raft address of every other node, and nodes that joined
+after it started are in no node.toml: a node learns them from the metadata log, but only once
+a metadata leader has reached it -- which may be one of those nodes (the transport's lower id
+dials: a node must know a higher-id peer's address to reach it). So at start it asks a member
+named in its node.toml for the node list (VdlNodes "list", over the node-to-node channel:
+server/internal.py) and adds every address it gets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from vdl_broker.server import internal, peer_request
+from vdl_wire.errors import ErrorCode
+from vdl_wire.messages import VdlNodesRequest
+
+if TYPE_CHECKING:
+    from vdl_broker.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+RETRY_S = 1.0
+
+
+async def _ask(broker: Broker, request: VdlNodesRequest) -> Any:
+    """The first answer without error from a peer named in node.toml (its nodes tracked)."""
+    for peer in broker.config.peers:
+        if peer.id == broker.node_id:
+            continue
+        try:
+            if request.action == "join":
+                response = await peer_request.request(peer.client, request, 5.0)
+            else:
+                response = await internal.call(broker, peer.id, request, 0, 5.0)
+        except (OSError, ValueError, TimeoutError) as error:
+            log.debug("node %d: %s through node %d failed: %s", broker.node_id, request.action, peer.id, error)
+            continue
+        if response.error_code == 0:
+            for node in response.nodes:
+                broker.track_peer(node.node_id, node.raft)
+            return response
+        if response.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED:
+            return response
+        log.info("node %d: %s through node %d: %s", broker.node_id, request.action, peer.id,
+                 response.error_message or ErrorCode(response.error_code).name)
+    return None
+
+
+async def _pause(broker: Broker, done: Callable[[], bool]) -> None:
+    group = broker.metadata.group
+    if group is None:
+        await asyncio.sleep(RETRY_S)
+    else:  # the metadata log reaching us ends it early
+        await group.wait_for(lambda _: done(), RETRY_S)
+
+
+async def join_cluster(broker: Broker) -> None:
+    me = broker.node_id
+    config = broker.config
+    own = next(member for member in config.members if member.id == me)
+    request = VdlNodesRequest(action="join", node_id=me, client=own.client, raft=own.raft,
+                              listeners=list(own.listeners), rack=own.rack)
+    state = broker.metadata.state
+    asked = False
+    while me not in state.nodes:
+        response = await _ask(broker, request)
+        if response is not None and response.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED:
+            log.error("node %d cannot join: %s", me, response.error_message)
+            return
+        if response is not None and not asked:
+            asked = True
+            log.info("node %d: asked to join the cluster", me)
+        await _pause(broker, lambda: me in state.nodes)
+    log.info("node %d: registered in the cluster metadata", me)
+
+
+async def discover_peers(broker: Broker) -> None:
+    """Learn every node's Raft address from a member (until one answers). A node removed while
+    it was down (`vdl nodes remove`) learns it here: it was out of the metadata group when its
+    removal was decided, so its own metadata never says so."""
+    request = VdlNodesRequest(action="list")
+    while True:
+        response = await _ask(broker, request)
+        if response is not None:
+            if broker.node_id in response.removed_nodes:
+                broker.removed_from_cluster()
+            return
+        await _pause(broker, lambda: False)
+
+
+async def find_cluster(broker: Broker) -> None:
+    """What a starting node does to reach its cluster (nothing for a cluster of one)."""
+    if broker.config.join:
+        await join_cluster(broker)
+    elif any(peer.id != broker.node_id for peer in broker.config.peers):
+        await discover_peers(broker)

@@ -1,0 +1,386 @@
+"""Partition 0 of the topic that stands for one log stream: the one partition type, over the
+stream's Raft group on this node (a cluster of one included).
+
+Raft knows entries; the partition knows Kafka:
+
+- Offsets: while this node leads, the partition gives each appended RecordBatch the next Kafka
+  offset (its base offset field is rewritten, one copy per batch) before proposing it as a DATA
+  entry. When a term's serving starts, every entry of the log is committed (the new leader's
+  no-op is), so the next offset is the log's end offset; from then on only this partition
+  proposes DATA entries.
+- High watermark: the offset after the last committed DATA entry, advanced as the group applies
+  committed entries; it never moves backwards (a new leader serves only once its own-term no-op
+  committed, so its commit index is at least every earlier leader's).
+- Producer state (KIP-98) follows the replicated log on every replica: committed batches are
+  recorded as they are applied (after a restart, the log up to the saved commit point is scanned
+  once). A leader checks batches against a copy of that table taken when its term began plus
+  its own proposals, so a retry of an in-flight batch is recognised, and a proposal another
+  leader later replaces never pollutes the committed table.
+
+`append` is synchronous (no await between choosing an offset and proposing, so concurrent
+produce requests get contiguous offsets) and returns an AppendHandle the handler awaits for the
+acks level it needs. Long-poll fetches park on `changed_future()`, resolved after every commit
+and role change.
+
+Hot path: everything here is per batch (a header parse, one copy to set the base offset, one
+proposal), never per record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from dataclasses import dataclass
+
+from vdl_broker.cluster.stream_configs import StreamSettings
+from vdl_broker.log import StreamLog
+from vdl_broker.raft.group import RaftGroup
+from vdl_broker.raft.proposals import Proposal, ProposalStorageError
+from vdl_broker.raft.types import Entry, EntryType, RaftError, SnapshotMeta
+from vdl_broker.server.producer_state import (
+    ProducerStateTable,
+    Verdict,
+    last_sequence,
+    record_batch,
+    replay_producer_state,
+)
+from vdl_wire.errors import ErrorCode
+from vdl_wire.records.batch_header import (
+    BatchHeader,
+    check_batch,
+    parse_batch_header,
+    with_base_offset,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_WAITERS = 256  # idle long polls time out without a wake: past this, drop the finished ones
+
+# KIP-98: what a refused idempotent batch is answered.
+VERDICT_ERRORS = {
+    Verdict.DUPLICATE_SEQUENCE: ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+    Verdict.OUT_OF_ORDER: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    Verdict.INVALID_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
+}
+
+
+class PartitionError(Exception):
+    """An append refused with a Kafka error code (the batch was not stored)."""
+
+    def __init__(self, code: ErrorCode, message: str = "") -> None:
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message
+
+
+@dataclass(slots=True)
+class AppendHandle:
+    """What one appended batch became: its base offset now, its durability later.
+
+    `proposal` is the Raft entry holding the batch: this append's own, or, for a retried batch
+    whose original is still in flight, the original's (same term: it commits no later). None
+    when the batch is a duplicate of one already committed."""
+
+    partition: Partition
+    base_offset: int
+    duplicate: bool = False
+    proposal: Proposal | None = None
+
+    async def wait(self, acks: int, timeout_ms: int) -> None:
+        """acks 0: nothing; 1: the leader's own durable copy; -1: the commit by a majority.
+        Raises PartitionError REQUEST_TIMED_OUT (not within `timeout_ms`) or
+        NOT_LEADER_OR_FOLLOWER (leadership lost: the outcome is unknown, the client retries)."""
+        if acks == 0 or self.proposal is None:
+            return
+        future = self.proposal.committed if acks == -1 else self.proposal.durable
+        if not future.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(future), max(0, timeout_ms) / 1000)
+            except TimeoutError:
+                raise PartitionError(ErrorCode.REQUEST_TIMED_OUT, f"stream {self.partition.name}: "
+                                     f"not {'committed' if acks == -1 else 'stored'} within {timeout_ms} ms") from None
+            except RaftError as error:
+                raise self.partition.proposal_error(error) from None
+        elif (error := future.exception()) is not None:
+            raise self.partition.proposal_error(error)
+
+
+class Partition:
+    """Partition 0 of one stream's topic, replicated by its Raft group (`attach` it right after
+    creating the group with `apply=partition.on_apply, on_snapshot=partition.on_snapshot`)."""
+
+    def __init__(self, name: str, stream_log: StreamLog, node_id: int, settings: StreamSettings | None = None) -> None:
+        self.name = name
+        self.log = stream_log
+        self.node_id = node_id
+        self.settings = settings  # the stream's config as applied here (None: the node's defaults)
+        self.group: RaftGroup | None = None
+        self.producers = ProducerStateTable()  # committed batches, on every replica
+        self._leader_producers = ProducerStateTable()  # while leading: this term's view
+        self.closed = False
+        self._serving = (-1, -1)  # (term, write failures) this node serves as leader for
+        self._next_offset = -1  # while serving: the base offset of the next batch
+        self._high_watermark = stream_log.log_start_offset
+        self._inflight: dict[int, Proposal] = {}  # base offset -> proposal not yet committed/lost
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def attach(self, group: RaftGroup) -> None:
+        """Bind the group (before its task first runs) and rebuild producer state from the
+        entries it will not replay (those up to its saved commit point)."""
+        self.group = group
+        self._high_watermark = self.log.offset_for_index(max(group.commit_index, self.log.first_index - 1))
+        self._rebuild(group.applied_index)
+        group.add_commit_listener(self._on_change)
+        group.add_role_listener(self._on_change)
+
+    # -- state -------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        """This node leads the group, its own-term no-op committed, and every committed entry
+        is applied here (so the high watermark and producer state are complete)."""
+        group = self.group
+        if group is None or self.closed or group.stopped or not group.leader_ready:
+            return False
+        # A write failure the leader survived (disk full) dropped proposals whose offsets were
+        # handed out: serving starts over from the log as it is, as in a new term.
+        serving = (group.term, group.write_failures)
+        if self._serving != serving:
+            if group.applied_index < group.commit_index:
+                return False
+            self._start_serving(serving)
+        return True
+
+    @property
+    def serves_reads(self) -> bool:
+        """Leader holding its read lease (RaftGroup.has_read_lease): its high watermark is the
+        newest. A leader cut off from its majority stops serving reads before another leader
+        can be elected, so no reader sees the high watermark go back or a stale end."""
+        return self.is_leader and self.group is not None and self.group.has_read_lease()
+
+    @property
+    def serves_follower_reads(self) -> bool:
+        """A replica that does not serve as leader answers Fetch v11+ below its own high
+        watermark (KIP-392): that watermark comes from the entries applied here, which are
+        committed, and the leader tells a follower of a commit only once it applied it itself
+        (RaftGroup._send), so it never passes the leader's. Not while the replica is recovering
+        entries its storage lost (its log may lack some of what it had applied)."""
+        group = self.group
+        return group is not None and not self.closed and not group.stopped and not group.node.recovering
+
+    def follower_read_offsets(self, max_lag_entries: int) -> dict[int, int]:
+        """Leader only: each in-sync follower -> the offset below which it holds records this
+        leader has applied, i.e. what it can serve once told of the commit (Kafka's
+        ReplicaManager.findPreferredReadReplica looks at the followers' log end offsets)."""
+        group = self.group
+        if group is None:
+            return {}
+        applied = group.applied_through
+        status = group.peer_status()
+        offsets = {}
+        for peer in group.in_sync_replicas(max_lag_entries):
+            st = status.get(peer)
+            if peer == self.node_id or st is None:
+                continue
+            index = min(st.match, applied)
+            if index >= self.log.first_index - 1:
+                offsets[peer] = self.log.offset_for_index(index)
+        return offsets
+
+    @property
+    def leader_id(self) -> int:
+        """The known leader (0 = unknown, as raft.NONE)."""
+        return self.group.leader_id if self.group is not None else 0
+
+    def wake(self) -> bool:
+        """Wake a quiescent group (a read needs the leader's lease back); False if it was awake."""
+        return self.group is not None and self.group.wake()
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def max_message_bytes(self) -> int | None:
+        """The stream's produce batch size limit (None: the node's)."""
+        return self.settings.max_message_bytes if self.settings is not None else None
+
+    def in_sync_replicas(self, max_lag_entries: int) -> list[int]:
+        return self.group.in_sync_replicas(max_lag_entries) if self.group is not None else []
+
+    # -- following the replicated log --------------------------------------------------------
+
+    def _start_serving(self, serving: tuple[int, int]) -> None:
+        self._leader_producers = copy.deepcopy(self.producers)
+        self._next_offset = self.log.log_end_offset
+        self._serving = serving
+        term = serving[0]
+        log.info("stream %s: node %d leads (term %d), high watermark %d", self.name, self.node_id, term,
+                 self._high_watermark)
+
+    def _rebuild(self, through_index: int) -> int:
+        """The committed producer table from the log's DATA entries up to Raft index
+        `through_index` (at open: the group replays only the entries after it)."""
+        self.producers = ProducerStateTable()
+        end = self.log.offset_for_index(max(through_index, self.log.first_index - 1))
+        return replay_producer_state(self.log, self.producers, end)
+
+    def on_apply(self, entries: list[Entry]) -> None:
+        """RaftGroup apply callback: committed entries, in order, on every replica."""
+        for entry in entries:
+            if entry.type == EntryType.DATA:
+                header = parse_batch_header(entry.data)
+                record_batch(self.producers, header, header.base_offset)
+                self._high_watermark = max(self._high_watermark, header.base_offset + header.last_offset_delta + 1)
+
+    def on_snapshot(self, snapshot: SnapshotMeta) -> None:
+        """The leader reset our log start (we lagged behind its retention): the producer state
+        of the dropped prefix is gone, as after retention (KIP-360 accepts unknown producers);
+        everything before the new start is committed."""
+        self.producers = ProducerStateTable()
+        self._high_watermark = max(self._high_watermark, self.log.log_start_offset)
+
+    # -- append ------------------------------------------------------------------------------
+
+    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader | None = None) -> AppendHandle:
+        """Idempotence check, offset assignment and proposal of one validated RecordBatch v2,
+        synchronously; raises PartitionError."""
+        if self.closed:
+            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"stream {self.name} was deleted")
+        if not self.is_leader:
+            raise self.not_leader_error()
+        group = self.group
+        assert group is not None
+        if header is None:
+            header = parse_batch_header(batch)
+        idempotent = header.producer_id >= 0
+        if idempotent:
+            last_seq = last_sequence(header.base_sequence, header.last_offset_delta)
+            check = self._leader_producers.check(header.producer_id, header.producer_epoch, header.base_sequence,
+                                                 last_seq)
+            if check.verdict is Verdict.DUPLICATE:
+                # Its original is committed, or in flight in this term: then wait for it too.
+                return AppendHandle(self, check.base_offset, True, self._inflight.get(check.base_offset))
+            if check.verdict is not Verdict.APPEND:
+                raise PartitionError(VERDICT_ERRORS[check.verdict])
+        base_offset = self._next_offset
+        stored = with_base_offset(batch, base_offset)
+        try:
+            last_offset = check_batch(stored).last_offset  # a bad batch must never reach the replicated log
+            proposal = group.propose(stored, EntryType.DATA)
+        except ValueError as error:
+            raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(error)) from None
+        except RaftError:
+            raise self.not_leader_error() from None
+        self._next_offset = last_offset + 1
+        if idempotent:
+            record_batch(self._leader_producers, header, base_offset)
+        self._inflight[base_offset] = proposal
+        proposal.committed.add_done_callback(lambda _: self._inflight.pop(base_offset, None))
+        return AppendHandle(self, base_offset, False, proposal)
+
+    def proposal_error(self, error: BaseException) -> PartitionError:
+        """What a failed proposal answers: KAFKA_STORAGE_ERROR when the leader could not write
+        it (nothing acknowledged; the client retries), else NOT_LEADER_OR_FOLLOWER."""
+        if isinstance(error, ProposalStorageError):
+            return PartitionError(ErrorCode.KAFKA_STORAGE_ERROR, f"stream {self.name}: {error}")
+        return self.not_leader_error()
+
+    def not_leader_error(self) -> PartitionError:
+        leader = self.leader_id
+        where = f"node {leader}" if leader else "unknown"
+        return PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                              f"node {self.node_id} does not lead stream {self.name} (leader: {where})")
+
+    # -- waiting for data (delayed fetch) ----------------------------------------------------
+
+    def changed_future(self) -> asyncio.Future[None]:
+        """Resolved at the next commit or role change (or when the stream goes away)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if len(self._waiters) >= MAX_WAITERS:
+            self._waiters = [waiter for waiter in self._waiters if not waiter.done()]
+        self._waiters.append(future)
+        return future
+
+    def _on_change(self, _group: RaftGroup | None = None) -> None:
+        waiters, self._waiters = self._waiters, []
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self, clean: bool = True) -> None:
+        """The group must be stopped first (RaftHost.remove_group / stop)."""
+        if self.closed:
+            return
+        self.closed = True
+        self._on_change()
+        if clean:
+            self.log.close()
+
+
+# A leader's read lease is renewed by every heartbeat round trip (every tick): one that has
+# just been elected, or whose heartbeat came back late on a loaded machine, usually holds it
+# again within this long, so a read waits that much before answering NOT_LEADER_OR_FOLLOWER.
+READ_LEASE_WAIT_S = 0.3
+# A read that wakes quiescent groups waits for one heartbeat round of each: hundreds of them in
+# one request (a consumer of many idle streams) take longer than one round on a loaded node, so
+# each group woken adds this much, up to WOKEN_LEASE_WAIT_MAX_S.
+WOKEN_LEASE_WAIT_PER_GROUP_S = 0.003
+WOKEN_LEASE_WAIT_MAX_S = 2.0
+
+
+async def await_read_lease(partitions: list[Partition | RemotePartition], timeout_s: float = READ_LEASE_WAIT_S) -> None:
+    """Return once every partition that this node leads serves reads, or after `timeout_s` (plus
+    WOKEN_LEASE_WAIT_PER_GROUP_S per quiescent group it had to wake)."""
+    loop = asyncio.get_running_loop()
+    woken = 0
+    for partition in partitions:
+        if partition.is_leader and not partition.serves_reads:
+            woken += partition.wake()  # a quiescent leader has no lease: it heartbeats again now
+    extra = min(WOKEN_LEASE_WAIT_MAX_S, woken * WOKEN_LEASE_WAIT_PER_GROUP_S)
+    deadline = loop.time() + timeout_s + extra
+    while any(p.is_leader and not p.serves_reads for p in partitions) and loop.time() < deadline:
+        await asyncio.sleep(0.005)
+
+
+class RemotePartition:
+    """A stream with no replica on this node (or not opened yet): every client request gets
+    NOT_LEADER_OR_FOLLOWER so the client refreshes its metadata and goes to the leader."""
+
+    closed = False
+    is_leader = False
+    serves_reads = False
+    serves_follower_reads = False
+    max_message_bytes = None
+    high_watermark = -1
+    log_start_offset = -1
+    log_end_offset = -1
+
+    def __init__(self, name: str, leader_id: int) -> None:
+        self.name = name
+        self.leader_id = leader_id
+
+    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader | None = None) -> AppendHandle:
+        raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this node holds no replica of stream {self.name}")
+
+    def changed_future(self) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.set_result(None)
+        return future
+
+    def wake(self) -> bool:
+        return False
+
+
+__all__ = ["VERDICT_ERRORS", "AppendHandle", "Partition", "PartitionError", "RemotePartition"]

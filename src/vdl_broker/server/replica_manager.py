@@ -1,0 +1,439 @@
+"""The stream replicas of this node: one Partition per stream whose replica set holds it.
+
+The metadata group says which streams exist; after every metadata commit the manager reconciles
+this node's replicas with it: it opens a Partition and its Raft group for each new stream here
+(`<data_dir>/<stream>/`) and removes those of deleted streams. Streams with no replica here are
+answered by a RemotePartition (NOT_LEADER_OR_FOLLOWER, the client asks Metadata again).
+
+Incarnations: a stream deleted and created again under the same name is a new Raft group
+("<name>#<created index>", so messages of the old group never reach the new one) and a new
+directory (the `incarnation` file in it names its create index; a mismatch wipes the directory).
+A directory written by a single node of VDL 0.1 (a stream log with no `incarnation` file) is
+adopted when the cluster is formed: the metadata records it as a one-replica stream on this
+node, and its log opens as it is (its entries have term 1, as that node wrote them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vdl_broker.cluster.metadata import ApplyResult, StreamInfo, validate_stream_name
+from vdl_broker.log import StreamLog
+from vdl_broker.log.damage import UNKNOWN, DamageRecord, save_damage
+from vdl_broker.log.fileio import atomic_write
+from vdl_broker.raft.group import RaftGroup
+from vdl_broker.raft.persistence import load_hard_state, save_hard_state
+from vdl_broker.raft.types import HardState, Role
+from vdl_broker.server import internal
+from vdl_broker.server.partition import Partition, RemotePartition
+from vdl_broker.server.replica_registry import ReplicaRegistry
+from vdl_broker.server.stream_settings import log_config_for, settings_for, with_settings
+from vdl_broker.tables.service import retention_limit
+from vdl_wire.api import default_version
+from vdl_wire.messages import MetadataRequest
+
+if TYPE_CHECKING:
+    from vdl_broker.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+INCARNATION_FILE = "incarnation"
+ISR_MAX_LAG_ENTRIES = 1000  # a replica whose match index is within this of the leader is in sync
+REMOTE_VIEW_TTL_S = 1.0  # a leader/isr learned from another node is refreshed after this
+REMOTE_VIEW_MAX_AGE_S = 3.0  # and no longer used after this
+FIRST_CAMPAIGN_DELAY_S = 0.3  # a fresh stream's preferred leader campaigns this soon (not after 1-2 s)
+FIRST_CAMPAIGN_ATTEMPTS = 6  # ... and again this often, FIRST_CAMPAIGN_DELAY_S apart, while leaderless
+OPEN_PARALLELISM = 16  # replica logs opened at once (worker threads, mostly waiting on fsyncs)
+
+
+class ReplicaManager:
+    """The streams as the handlers see them: every stream of the cluster; a local Partition for
+    those replicated here, a RemotePartition otherwise."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.data_dir = Path(broker.config.data_dir)
+        self.registry = ReplicaRegistry(self.data_dir, durable=broker.config.fsync)
+        self._partitions: dict[str, Partition] = {}
+        self._incarnations: dict[str, int] = {}
+        self._deleted: set[str] = set()
+        self._configs: dict[str, dict[str, Any]] = {}  # stream -> the config object its settings came from
+        self._remote: dict[str, tuple[float, int, list[int]]] = {}  # name -> (time, leader, isr)
+        self._stale: set[str] = set()  # streams whose leader view wants refreshing
+        self._refresher: asyncio.Task[None] | None = None
+        self._dirty = asyncio.Event()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._worker: asyncio.Task[None] | None = None
+
+    # -- the streams ---------------------------------------------------------------------------
+
+    @property
+    def state(self) -> Any:
+        return self.broker.metadata.state
+
+    def get(self, name: str) -> Partition | RemotePartition | None:
+        partition = self._partitions.get(name)
+        if partition is not None:
+            return partition
+        info = self.state.streams.get(name)
+        if info is None:
+            return None
+        return RemotePartition(name, self.leader_view(name, info)[0])
+
+    def legacy_stream_names(self) -> list[str]:
+        """Stream directories written by a single node of VDL 0.1 (no incarnation file) that the
+        metadata does not know: adopted when the cluster is formed."""
+        if not self.data_dir.is_dir():
+            return []
+        return sorted(directory.name for directory in self.data_dir.iterdir()
+                      if directory.is_dir() and validate_stream_name(directory.name) is None
+                      and not (directory / INCARNATION_FILE).exists() and directory.name not in self.state.streams
+                      and any(directory.glob("*.log")))
+
+    def local(self, name: str) -> Partition | None:
+        return self._partitions.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self.state.streams)
+
+    def all(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.state.streams
+
+    def apply_retention(self) -> None:
+        now_ms = int(time.time() * 1000)
+        for partition in self.all():
+            group = partition.group
+            config = partition.log.config
+            if group is None or group.stopped or (config.retention_ms < 0 and config.retention_bytes < 0):
+                continue
+            # Raft: retention may drop applied (committed) entries only; on a stream with a
+            # table, only entries whose records are all in the table.
+            limit = group.applied_index
+            if partition.settings is not None and partition.settings.table is not None:
+                limit = retention_limit(partition.log, limit, self.broker.tables.tiered_end(partition.name))
+            if partition.log.apply_retention(now_ms, max_index=limit):
+                log.info("retention removed segments of %s; log start offset now %d",
+                         partition.name, partition.log_start_offset)
+
+    def close(self) -> None:
+        """Close the logs (the Raft groups were stopped before)."""
+        for partition in self._partitions.values():
+            try:
+                partition.close(clean=True)
+            except Exception:
+                log.exception("closing stream %s failed", partition.name)
+        self._partitions.clear()
+
+    # -- leaders as Metadata reports them -------------------------------------------------------
+
+    def leader_view(self, name: str, info: StreamInfo) -> tuple[int, list[int]]:
+        """(leader node id or -1, isr) of a stream as this node knows it. The leader of a local
+        replica is known first hand (and its ISR too when it is us); other streams' leaders are
+        learned by asking a replica (cached for a second, refreshed in the background)."""
+        partition = self._partitions.get(name)
+        if partition is not None and partition.group is not None:
+            leader = partition.leader_id or -1
+            if leader == self.broker.node_id:
+                if not partition.is_leader:
+                    return -1, []  # elected, but not serving before its no-op commits
+                isr = partition.in_sync_replicas(ISR_MAX_LAG_ENTRIES)
+                return leader, isr or [leader]
+        else:
+            leader = -1
+        cached = self._remote.get(name)
+        age = time.monotonic() - cached[0] if cached is not None else float("inf")
+        if age > REMOTE_VIEW_TTL_S:
+            self._refresh_remote(name)
+        # A learned view counts while recent; an old one may name a dead leader.
+        if cached is not None and age <= REMOTE_VIEW_MAX_AGE_S and (leader < 0 or cached[1] == leader):
+            return cached[1], cached[2]
+        return leader, [leader] if leader > 0 else []
+
+    def _refresh_remote(self, name: str) -> None:
+        self._stale.add(name)
+        if self._refresher is None or self._refresher.done():
+            self._refresher = self.spawn(self._refresh_views())
+
+    async def _refresh_views(self) -> None:
+        """Ask the replicas of every stream whose view went stale for their leader and ISR: one
+        Metadata request per node for all of them (not one per stream), repeated while more
+        streams go stale meanwhile."""
+        while self._stale:
+            names, self._stale = self._stale, set()
+            by_node: dict[int, list[str]] = {}
+            for name in sorted(names):
+                info = self.state.streams.get(name)
+                for replica in self.state.membership.hosts(info) if info is not None else ():
+                    if replica != self.broker.node_id and replica in self.state.nodes:
+                        by_node.setdefault(replica, []).append(name)
+            await asyncio.gather(*(self._ask_node(node, asked) for node, asked in by_node.items()))
+
+    async def _ask_node(self, node_id: int, names: list[str]) -> None:
+        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name) for name in names])
+        try:
+            response = await internal.call(self.broker, node_id, request, default_version(MetadataRequest), 2.0)
+        except (OSError, ValueError, TimeoutError):
+            return
+        now = time.monotonic()
+        for topic in response.topics:
+            for partition in topic.partitions or []:
+                if partition.leader_id == node_id:  # the leader's own word, with its ISR
+                    self._remote[topic.name] = (now, node_id, list(partition.isr_nodes))
+
+    def local_replicas_serving(self) -> bool:
+        """Every replica the metadata places here is open, and those that need no other node
+        (one replica) lead and serve."""
+        for info in self.state.streams_on(self.broker.node_id):
+            partition = self._partitions.get(info.name)
+            if partition is None or self._incarnations.get(info.name) != info.created_index:
+                return False
+            if self.state.membership.hosts(info) == (self.broker.node_id,) and not partition.is_leader:
+                return False
+        return True
+
+    async def wait_until_serving(self, timeout_s: float) -> bool:
+        """Wait until `local_replicas_serving()` (False on timeout): a restarted node answers its
+        first clients with every stream it can serve on its own."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not self.local_replicas_serving():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            # Replicas opened meanwhile are not in this list: look again at least every 50 ms.
+            futures = [partition.changed_future() for partition in self._partitions.values()]
+            await asyncio.wait(futures or [loop.create_future()], timeout=min(remaining, 0.05))
+            for future in futures:
+                future.cancel()
+        return True
+
+    async def wait_for_leader(self, name: str, timeout_s: float) -> bool:
+        """Wait until some leader of `name` is known here; False on timeout. A local replica is
+        watched (woken by its role changes), another stream polled through leader_view."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            partition = self._partitions.get(name)
+            if partition is not None and partition.group is not None:
+                if partition.is_leader or partition.leader_id not in (0, self.broker.node_id):
+                    return True
+            else:
+                info = self.state.streams.get(name)
+                if info is not None and self.leader_view(name, info)[0] > 0:
+                    return True
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            if partition is None:
+                await asyncio.sleep(min(0.05, remaining))  # not opened here yet (or not here at all)
+                continue
+            change = partition.changed_future()
+            await asyncio.wait([change], timeout=min(remaining, 0.5))
+            change.cancel()
+
+    # -- following the metadata -------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._worker = asyncio.get_running_loop().create_task(self._reconcile_loop(), name="cluster-streams")
+
+    async def stop(self) -> None:
+        for task in [self._worker, *self._tasks]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    def on_metadata_change(self, results: list[ApplyResult]) -> None:
+        """MetadataService listener (every node, every applied entry)."""
+        for result in results:
+            if result.ok and result.op == "delete_stream" and result.stream is not None:
+                self._deleted.add(result.stream.name)
+        self._dirty.set()
+
+    async def _reconcile_loop(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            try:
+                await self.reconcile()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("node %d: reconciling streams with the metadata failed", self.broker.node_id)
+                await asyncio.sleep(1.0)
+                self._dirty.set()  # try again
+
+    async def reconcile(self) -> None:
+        """Make the local replicas match the metadata state: remove the replicas of streams
+        deleted (or recreated), delete leftover directories, open the new replicas."""
+        node_id = self.broker.node_id
+        desired = {info.name: info for info in self.state.streams_on(node_id)}
+        for name in list(self._partitions):
+            info = desired.get(name)
+            if info is None or info.created_index != self._incarnations.get(name):
+                await self._remove(name)
+        for name in sorted(self._deleted):
+            self._deleted.discard(name)
+            directory = self.data_dir / name
+            if name not in desired and name not in self._partitions and directory.is_dir():
+                log.info("node %d: deleting the data of stream %s", node_id, name)
+                shutil.rmtree(directory, ignore_errors=True)
+                self.registry.forget(name)
+        wanted = [info for name, info in desired.items() if name not in self._partitions]
+        if wanted:
+            await self._open_all(wanted)
+        for name, partition in self._partitions.items():
+            # A config change is a new config object (cluster/stream_configs.apply_alter).
+            info = self.state.streams.get(name)
+            if info is not None and self._configs.get(name) is not info.config:
+                self._apply_settings(partition, info)
+
+    def _apply_settings(self, partition: Partition, info: StreamInfo) -> None:
+        """The stream's config as this replica applies it (segment roll, retention, size limit)."""
+        self._configs[info.name] = info.config
+        settings = settings_for(self.config, info.config)
+        if settings != partition.settings:
+            partition.settings = settings
+            partition.log.config = with_settings(partition.log.config, settings)
+            log.info("node %d: stream %s settings now %s", self.broker.node_id, info.name, settings)
+
+    async def _open_all(self, wanted: list[StreamInfo]) -> None:
+        """Open new replicas: the disk work (directory, segment scan and checks, indexes) in
+        worker threads, OPEN_PARALLELISM at a time, each Raft group started on the event loop as
+        soon as its log is open -- a node with thousands of streams serves the first ones at once
+        and never stalls its event loop (heartbeats, clients) on the rest."""
+        limit = asyncio.Semaphore(OPEN_PARALLELISM)
+
+        async def one(info: StreamInfo) -> None:
+            async with limit:
+                if self.state.streams.get(info.name) != info or info.name in self._partitions:
+                    return  # deleted or opened meanwhile
+                stream_log = await asyncio.to_thread(self._open_log, info)
+            if self.state.streams.get(info.name) != info or info.name in self._partitions:
+                stream_log.close()
+                return
+            self._start_replica(info, stream_log)
+
+        results = await asyncio.gather(*(one(info) for info in wanted), return_exceptions=True)
+        failed = [(info.name, r) for info, r in zip(wanted, results, strict=True) if isinstance(r, BaseException)]
+        for name, error in failed:
+            log.error("node %d: cannot open the replica of stream %s: %r", self.broker.node_id, name, error)
+        if failed:
+            raise RuntimeError(f"{len(failed)} replicas failed to open, e.g. {failed[0][0]}") from failed[0][1]
+
+    def _open_log(self, info: StreamInfo) -> StreamLog:
+        """Blocking (a worker thread): the stream's directory for this incarnation, its log open."""
+        directory = self.data_dir / info.name
+        marker = directory / INCARNATION_FILE
+        expected = str(info.created_index)
+        lost = not marker.exists() and self.registry.holds(info.name, info.created_index)
+        if directory.exists():
+            try:
+                found = marker.read_text().strip()
+            except OSError:
+                found = ""
+            if found != expected and not (info.adopted and not found):
+                log.warning("node %d: %s holds another incarnation of stream %s (%r, now %s): wiping it",
+                            self.broker.node_id, directory, info.name, found, expected)
+                shutil.rmtree(directory)
+        if not directory.exists():
+            directory.mkdir(parents=True)
+        if lost:
+            log.error("node %d: the replica of stream %s lost its directory %s: it votes for no one until a "
+                      "leader has given its log back", self.broker.node_id, info.name, directory)
+            save_damage(directory, DamageRecord(UNKNOWN, 0), durable=self.config.fsync)
+        if not marker.exists():
+            atomic_write(marker, expected.encode(), durable=self.config.fsync)
+        self.registry.add(info.name, info.created_index)
+        settings = settings_for(self.config, info.config)
+        stream_log = StreamLog.open(directory, log_config_for(self.config, settings))
+        if info.adopted:
+            _raise_term_to_log(stream_log)
+        return stream_log
+
+    def _start_replica(self, info: StreamInfo, stream_log: StreamLog) -> None:
+        settings = settings_for(self.config, info.config)
+        partition = Partition(info.name, stream_log, self.broker.node_id, settings)
+        self._configs[info.name] = info.config
+        group: RaftGroup | None = None
+        # A replica the stream was created with starts from its replica set (used only if it has
+        # no saved configuration yet); one added by a reassignment joins knowing no voters.
+        voters = info.replicas if self.broker.node_id in info.replicas else ()
+        try:
+            group = self.broker.host.create_group(
+                f"{info.name}#{info.created_index}", voters, stream_log, apply=partition.on_apply,
+                on_snapshot=partition.on_snapshot, resume_from_commit_point=True)
+            partition.attach(group)
+        except Exception:
+            if group is None:
+                stream_log.close()
+            else:  # unregister it now, so the next reconcile can open the stream again
+                self.broker.host.groups.pop(group.name, None)
+                self.spawn(_discard(group, stream_log))
+            raise
+        self._partitions[info.name] = partition
+        self._incarnations[info.name] = info.created_index
+        log.info("node %d: replica of stream %s open (replicas %s, offsets %d..%d)", self.broker.node_id,
+                 info.name, list(info.replicas), stream_log.log_start_offset, stream_log.log_end_offset)
+        if stream_log.last_index == 0 and info.preferred_leader == self.broker.node_id and len(info.replicas) > 1:
+            asyncio.get_running_loop().call_later(FIRST_CAMPAIGN_DELAY_S, _campaign_if_leaderless, group,
+                                                  FIRST_CAMPAIGN_ATTEMPTS)
+
+    async def _remove(self, name: str) -> None:
+        partition = self._partitions.pop(name)
+        self._incarnations.pop(name, None)
+        self._configs.pop(name, None)
+        log.info("node %d: removing the replica of stream %s", self.broker.node_id, name)
+        if partition.group is not None:
+            await self.broker.host.remove_group(partition.group.name)
+        partition.close(clean=False)
+        partition.log.delete()
+        self.registry.forget(name)
+
+    def spawn(self, coroutine: Any) -> asyncio.Task[Any]:
+        """Run a background task owned by this node (cancelled at stop)."""
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+
+async def _discard(group: RaftGroup, stream_log: StreamLog) -> None:
+    await group.stop(transfer=False)
+    stream_log.close()
+
+
+def _campaign_if_leaderless(group: RaftGroup, attempts: int) -> None:
+    """A new stream's replicas all start as followers: without this its first election waits
+    1-2 election timeouts; the preferred leader (replicas[0]) asks for votes at once instead,
+    and again while no leader is known: when many streams are created together, the other
+    replicas may not have opened theirs yet and the first pre-votes are lost (a pre-vote never
+    changes a term, so asking again disturbs nothing)."""
+    if group.stopped or group.leader_id != 0:
+        return
+    if group.role == Role.FOLLOWER:
+        group.campaign()
+    if attempts > 1:
+        asyncio.get_running_loop().call_later(FIRST_CAMPAIGN_DELAY_S, _campaign_if_leaderless, group, attempts - 1)
+
+
+def _raise_term_to_log(stream_log: StreamLog) -> None:
+    """A 0.1 single-node log holds term-1 entries but no Raft hard state: Raft requires the
+    current term to be at least the last entry's, so record it before the group starts."""
+    last_term = stream_log.term_at(stream_log.last_index) if stream_log.last_index >= stream_log.first_index else 0
+    try:
+        state = load_hard_state(stream_log.directory)
+    except ValueError:
+        return  # unreadable: the Raft group treats it as damage (raft.persistence.load_raft_state)
+    if state.term < last_term:
+        save_hard_state(stream_log.directory, HardState(last_term, state.voted_for))

@@ -1,0 +1,52 @@
+"""The one Kafka-protocol client of the project (built on vdl_wire only) and the `vdl` CLI.
+
+connection.py  Connection (framing, correlation ids, versions from the protocol declarations),
+               connect_first / request_once over a `host:port,host:port` bootstrap list
+client.py      VdlClient: leader discovery through Metadata, retries until a deadline, and one
+               helper per API the project uses (admin, offsets, fetch, produce)
+pipeline.py    ProducePipeline: several Produce requests in flight to one stream's leader
+requests.py    the Fetch and Produce requests for one stream
+settings.py    ClientSettings and the errors the client reports
+configs.py     stream configs: DescribeConfigs and IncrementalAlterConfigs
+replicas.py    follower reads: a stream's in-sync replicas and racks, Fetch v11 at one replica
+groups.py      consumer groups at their coordinator: list, describe, committed offsets, standalone commits
+health.py      the cluster's health as `vdl cluster status` shows it (every node asked itself)
+cli/           the `vdl` command line, one module per command group
+"""
+
+from vdl_client.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FetchResult, VdlClient
+from vdl_client.connection import (
+    BootstrapError,
+    Connection,
+    connect_first,
+    default_version,
+    parse_bootstrap,
+    request_once,
+)
+from vdl_client.pipeline import ProducePipeline
+from vdl_client.settings import (
+    BrokerUnreachableError,
+    ClientSettings,
+    StreamExistsError,
+    StreamNotFoundError,
+    VdlClientError,
+)
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "BootstrapError",
+    "BrokerUnreachableError",
+    "ClientSettings",
+    "Connection",
+    "FetchResult",
+    "ProducePipeline",
+    "StreamExistsError",
+    "StreamNotFoundError",
+    "VdlClient",
+    "VdlClientError",
+    "connect_first",
+    "default_version",
+    "parse_bootstrap",
+    "request_once",
+]

@@ -1,0 +1,136 @@
+"""Cluster membership through a VdlClient: nodes (VdlNodes, VDL's own key 10000), replica
+reassignments (AlterPartitionReassignments 45, ListPartitionReassignments 46) and preferred
+leaders (ElectLeaders 43), as `vdl nodes` and `vdl streams reassign|elect-preferred` use them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from vdl_client.client import VdlClient
+from vdl_client.settings import LEADER_ERRORS, StreamNotFoundError, VdlClientError
+from vdl_wire.errors import ErrorCode
+from vdl_wire.messages import (
+    AlterPartitionReassignmentsRequest,
+    ElectLeadersRequest,
+    ListPartitionReassignmentsRequest,
+    VdlNodesRequest,
+)
+
+PREFERRED = 0  # ElectLeaders election type
+
+
+@dataclass(frozen=True)
+class NodeView:
+    node_id: int
+    client: str
+    raft: str
+    rack: str | None
+    state: str  # active | joining | decommissioning | removing
+    metadata_role: str  # voter | learner | none
+    reachable: bool
+    leads: int = 0  # streams it leads now
+    replicas: int = 0  # streams it holds a replica of
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    stream: str
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+
+def _nodes_request(client: VdlClient, request: VdlNodesRequest, what: str) -> list:
+    def attempt() -> list:
+        response = client._to_controller(request)
+        if response.error_code in LEADER_ERRORS:
+            client._check(response.error_code, what)
+        if response.error_code:
+            raise VdlClientError(f"{what}: {ErrorCode(response.error_code).name}: {response.error_message}")
+        return list(response.nodes)
+
+    return client._retrying(what, attempt)
+
+
+def list_nodes(client: VdlClient) -> list[NodeView]:
+    """Every node of the cluster, with the streams it leads and holds (from Metadata)."""
+    nodes = _nodes_request(client, VdlNodesRequest(action="list"), "list nodes")
+    metadata = client.metadata(None)
+    leads: dict[int, int] = {}
+    holds: dict[int, int] = {}
+    for topic in metadata.topics:
+        for partition in topic.partitions:
+            if partition.leader_id >= 0:
+                leads[partition.leader_id] = leads.get(partition.leader_id, 0) + 1
+            for replica in partition.replica_nodes:
+                holds[replica] = holds.get(replica, 0) + 1
+    return [NodeView(n.node_id, n.client, n.raft, n.rack, n.state, n.metadata_role, n.reachable,
+                     leads.get(n.node_id, 0), holds.get(n.node_id, 0)) for n in nodes]
+
+
+def decommission_node(client: VdlClient, node_id: int) -> None:
+    """Start moving every replica off `node_id`; the node is removed once it holds none."""
+    _nodes_request(client, VdlNodesRequest(action="decommission", node_id=node_id), f"decommission node {node_id}")
+
+
+def remove_node(client: VdlClient, node_id: int) -> None:
+    """A node gone for good: out of the metadata group now, its replicas moved elsewhere."""
+    _nodes_request(client, VdlNodesRequest(action="remove", node_id=node_id), f"remove node {node_id}")
+
+
+def reassign_stream(client: VdlClient, stream: str, replicas: Sequence[int] | None) -> None:
+    """Move `stream` to `replicas` (the first: its preferred leader); None cancels a move."""
+    request = AlterPartitionReassignmentsRequest(topics=[AlterPartitionReassignmentsRequest.ReassignableTopic(
+        name=stream, partitions=[AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition(
+            partition_index=0, replicas=None if replicas is None else list(replicas))])])
+    what = f"reassign {stream}"
+
+    def attempt() -> None:
+        response = client._to_controller(request)
+        client._check(response.error_code, what)
+        result = response.responses[0].partitions[0]
+        if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise StreamNotFoundError(f"{what}: stream does not exist")
+        if result.error_code in LEADER_ERRORS:
+            client._check(result.error_code, what)
+        if result.error_code:
+            raise VdlClientError(f"{what}: {ErrorCode(result.error_code).name}: {result.error_message}")
+
+    client._retrying(what, attempt)
+
+
+def list_reassignments(client: VdlClient, streams: Sequence[str] | None = None) -> list[Reassignment]:
+    topics = None if streams is None else [
+        ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(name=s, partition_indexes=[0])
+        for s in streams]
+    request = ListPartitionReassignmentsRequest(topics=topics)
+
+    def attempt() -> list[Reassignment]:
+        response = client._to_controller(request)
+        client._check(response.error_code, "list reassignments")
+        return [Reassignment(t.name, tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
+                for t in response.topics for p in t.partitions]
+
+    return client._retrying("list reassignments", attempt)
+
+
+def elect_preferred(client: VdlClient, streams: Sequence[str] | None = None) -> dict[str, tuple[str, str | None]]:
+    """Hand every stream (or those named) to its preferred leader; stream -> (outcome, message),
+    outcome "elected", "already" (it led already) or the error's name."""
+    topics = None if streams is None else [ElectLeadersRequest.TopicPartitions(topic=s, partitions=[0])
+                                           for s in streams]
+    request = ElectLeadersRequest(election_type=PREFERRED, topic_partitions=topics, timeout_ms=30_000)
+
+    def attempt() -> dict[str, tuple[str, str | None]]:
+        response = client._send_any(request)
+        client._check(response.error_code, "elect preferred leaders")
+        outcomes = {}
+        for result in response.replica_election_results:
+            for partition in result.partition_result:
+                code = partition.error_code
+                name = {0: "elected", ErrorCode.ELECTION_NOT_NEEDED: "already"}.get(code) or ErrorCode(code).name
+                outcomes[result.topic] = (name, partition.error_message)
+        return outcomes
+
+    return client._retrying("elect preferred leaders", attempt)

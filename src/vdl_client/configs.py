@@ -1,0 +1,83 @@
+"""Stream configs through a VdlClient: DescribeConfigs (key 32) and IncrementalAlterConfigs
+(key 44) for TOPIC resources, as Kafka's AdminClient sends them.
+
+Describe goes to the stream's leader: every node answers a stream's configs from the replicated
+metadata, and the leader also knows the state of the stream's Delta table (read-only
+`vdl.table.status.*` entries). Alter goes to the metadata leader (any node would forward it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from vdl_client.client import VdlClient
+from vdl_client.settings import StreamNotFoundError, VdlClientError
+from vdl_wire.errors import ErrorCode
+from vdl_wire.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+
+TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
+SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
+SOURCES = {1: "stream", 4: "node", 5: "default"}  # DescribeConfigs ConfigSource, as the CLI says it
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    name: str
+    value: str | None
+    source: str  # "stream" (set for it), "node" (node.toml), "default"
+    read_only: bool
+
+
+def describe_stream_configs(client: VdlClient, stream: str, keys: Sequence[str] | None = None) -> list[StreamConfig]:
+    """A stream's configs, in the broker's order (every key with its effective value)."""
+    request = DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=TOPIC_RESOURCE, resource_name=stream, configuration_keys=None if keys is None else list(keys))])
+
+    def attempt() -> list[StreamConfig]:
+        response = client._send_node(client._leader(stream), request)
+        result = response.results[0]
+        _raise_for(result.error_code, result.error_message, f"DescribeConfigs {stream!r}")
+        return [StreamConfig(c.name, c.value, SOURCES.get(c.config_source, str(c.config_source)), c.read_only)
+                for c in result.configs]
+
+    return client._retrying(f"DescribeConfigs {stream!r}", attempt)
+
+
+def stream_config_values(client: VdlClient, streams: Sequence[str], keys: Sequence[str]) -> dict[str, dict[str, str]]:
+    """The values of `keys` that are set (or have a default) for each of `streams`, in one
+    request to any node (each answers from the replicated metadata); a missing stream is absent."""
+    request = DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=TOPIC_RESOURCE, resource_name=stream, configuration_keys=list(keys)) for stream in streams])
+
+    def attempt() -> dict[str, dict[str, str]]:
+        response = client._send_any(request)
+        return {result.resource_name: {c.name: c.value for c in result.configs if c.value is not None}
+                for result in response.results if result.error_code == 0}
+
+    return client._retrying("DescribeConfigs", attempt) if streams else {}
+
+
+def alter_stream_configs(client: VdlClient, stream: str, to_set: Mapping[str, str] | None = None,
+                         to_delete: Sequence[str] = ()) -> None:
+    """Set and remove (back to the default) configs of one stream; INVALID_CONFIG raises
+    VdlClientError with the broker's message naming the key."""
+    alterable = IncrementalAlterConfigsRequest.AlterableConfig
+    configs = [alterable(name=k, config_operation=SET, value=v) for k, v in (to_set or {}).items()]
+    configs += [alterable(name=k, config_operation=DELETE, value=None) for k in to_delete]
+    request = IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(
+        resource_type=TOPIC_RESOURCE, resource_name=stream, configs=configs)])
+
+    def attempt() -> None:
+        result = client._to_controller(request).responses[0]
+        _raise_for(result.error_code, result.error_message, f"IncrementalAlterConfigs {stream!r}")
+
+    client._retrying(f"IncrementalAlterConfigs {stream!r}", attempt)
+
+
+def _raise_for(error_code: int, message: str | None, what: str) -> None:
+    if error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        raise StreamNotFoundError(f"{what}: stream does not exist")
+    if error_code in (ErrorCode.INVALID_CONFIG, ErrorCode.INVALID_REQUEST):
+        raise VdlClientError(f"{ErrorCode(error_code).name}: {message}")
+    VdlClient._check(error_code, f"{what} ({message})" if message else what)

@@ -1,0 +1,330 @@
+"""df.write / df.writeStream .format("vdl"): Arrow writers producing to streams' leaders.
+
+Every task opens its own client and produces with acks=-1 as an idempotent producer: batches
+are cut by size only (never by time), each carries (producer id, epoch, base sequence), and a
+batch re-sent after a leader change or a lost answer keeps its sequence so the broker stores it
+once.
+
+Exactly-once streaming writes (option exactlyOnce, default true): the task's producer id
+comes from InitProducerId with the transactional id "vdl-spark/<query id>/<batch id>/<partition>"
+which the broker maps deterministically to a producer id (epoch 0). A replayed micro-batch (same
+batch id, same rows in the same task partitions, as Spark guarantees for a deterministic plan over
+a replayable source) or a retried task attempt therefore re-sends the very same batches with the
+very same sequences, and the broker acknowledges them without storing them again. Costs: one
+InitProducerId per task and micro-batch, and the broker keeps producer state per (query, batch,
+task). Where Spark cannot replay identically (non-deterministic plans, a non-replayable source),
+the guarantee degrades to at-least-once.
+
+Batch writes (df.write) are at-least-once, unless the option exactlyOnce is set to true
+explicitly: then the write must run inside foreachBatch of a streaming query, and its tasks take
+the transactional id "vdl-spark/<query id>/<batch id>/<partition>/<topic>" from the running
+micro-batch, so a replayed micro-batch re-sends the same batches as above. One such write per
+stream and micro-batch: a second exactly-once write of the same micro-batch to the same stream
+would be taken for a replay of the first.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+
+from vdl_connector.arrow import RecordColumns, build_batch, cut_points, encode_headers
+from vdl_connector.options import SinkOptions, VdlOptionError
+from vdl_connector.schema import WriteColumns
+from vdl_wire.records.compression import Compression
+
+log = logging.getLogger("vdl_connector")
+
+QUERY_ID_PROPERTY = "sql.streaming.queryId"  # Spark's StreamExecution.QUERY_ID_KEY
+BATCH_ID_PROPERTY = "streaming.sql.batchId"  # Spark's MicroBatchExecution.BATCH_ID_KEY
+_SEQUENCE_WRAP = 1 << 31
+MAX_IN_FLIGHT = 3  # produce requests in flight per stream (KIP-98 allows up to 5 when idempotent)  # Kafka sequences are int32 and wrap to 0 (KIP-98)
+_CODECS = {"none": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
+           "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
+
+
+class VdlWriteError(RuntimeError):
+    """A write cannot proceed (missing stream, bad partition or topic value)."""
+
+
+@dataclass
+class VdlCommitMessage(WriterCommitMessage):
+    """What one task wrote: records per stream."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    partition_id: int = -1
+    transactional_id: str | None = None
+
+
+def total_counts(messages: list[WriterCommitMessage | None]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for message in messages:
+        if isinstance(message, VdlCommitMessage):
+            for stream, count in message.counts.items():
+                totals[stream] = totals.get(stream, 0) + count
+    return totals
+
+
+def producer_identity(exactly_once: bool, in_batch_of: str | None = None) -> tuple[str | None, int]:
+    """(transactional id or None, task partition id) from the running Spark task.
+
+    in_batch_of: None for a streaming write; the target (topic option or "*") for an
+    exactly-once df.write, which must run inside a micro-batch (foreachBatch)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        return None, -1
+    partition = context.partitionId()
+    if not exactly_once:
+        return None, partition
+    query = context.getLocalProperty(QUERY_ID_PROPERTY)
+    batch = context.getLocalProperty(BATCH_ID_PROPERTY)
+    if query is None or batch is None:
+        if in_batch_of is not None:
+            raise VdlWriteError("option 'exactlyOnce' is true on df.write, which is exactly-once only inside "
+                                "foreachBatch of a streaming query (it takes the query and batch id from the "
+                                "running micro-batch); drop the option for an at-least-once write")
+        log.warning("exactlyOnce: no query/batch id in the task context; writing at-least-once")
+        return None, partition
+    txn_id = transactional_id(query, int(batch), partition)
+    return (txn_id if in_batch_of is None else f"{txn_id}/{in_batch_of}"), partition
+
+
+def transactional_id(query_id: str, batch_id: int, partition: int) -> str:
+    return f"vdl-spark/{query_id}/{batch_id}/{partition}"
+
+
+@dataclass
+class _StreamState:
+    """Rows waiting to be produced to one stream, as Arrow slices (not yet encoded: a record's
+    encoding depends on its position in its Kafka batch)."""
+
+    keys: list[pa.Array | None] = field(default_factory=list)
+    values: list[pa.Array] = field(default_factory=list)
+    headers: list[pa.Array | None] = field(default_factory=list)
+    pending_bytes: int = 0
+    next_sequence: int = 0
+    records: int = 0
+    pipeline: object | None = None  # client.ProducePipeline, opened at the first batch
+
+
+def _concat(arrays: list[pa.Array | None], lengths: list[int]) -> pa.Array | None:
+    if all(a is None for a in arrays):
+        return None
+    filled = [pa.nulls(n, pa.binary()) if a is None else a for a, n in zip(arrays, lengths, strict=True)]
+    if len(filled) == 1:
+        return filled[0]
+    return pa.concat_arrays(filled)
+
+
+class StreamProducer:
+    """Batches rows per stream by size (deterministically: only the sequence of rows decides where
+    a batch ends) and produces each batch to the stream's leader, acks=-1, idempotent."""
+
+    def __init__(self, client, options: SinkOptions, txn_id: str | None) -> None:  # noqa: ANN001
+        self._client = client
+        self._options = options
+        self._txn_id = txn_id
+        self._producer_id, self._epoch = client.init_producer_id(txn_id)
+        self._streams: dict[str, _StreamState] = {}
+        self._codec = _CODECS[options.compression]
+
+    def _state(self, stream: str) -> _StreamState:
+        state = self._streams.get(stream)
+        if state is None:
+            ensure_stream(self._client, stream, self._options.create_streams)
+            state = self._streams[stream] = _StreamState()
+        return state
+
+    def add(self, stream: str, keys: pa.Array | None, values: pa.Array, headers: pa.Array | None) -> None:
+        """Queue rows (binary columns; headers pre-encoded sections) and send every full batch."""
+        if len(values) == 0:
+            return
+        state = self._state(stream)
+        state.keys.append(keys)
+        state.values.append(values)
+        state.headers.append(headers)
+        # cheap upper bound; the exact cut is computed when enough bytes are pending
+        state.pending_bytes += values.nbytes + (keys.nbytes if keys is not None else 0) + 24 * len(values)
+        if headers is not None:
+            state.pending_bytes += headers.nbytes
+        if state.pending_bytes >= self._options.batch_size:
+            self._drain(stream, state, final=False)
+
+    def append(self, stream: str, timestamp_ms: int, key: bytes | None, value: bytes | None,
+               headers: list[tuple[str, bytes | None]]) -> None:
+        """One record (convenience for small writes and tests)."""
+        self.add(stream, pa.array([key], pa.binary()), pa.array([value], pa.binary()),
+                 pa.array([encode_headers(headers)], pa.binary()) if headers else None)
+
+    def _drain(self, stream: str, state: _StreamState, final: bool) -> None:
+        lengths = [len(v) for v in state.values]
+        count = sum(lengths)
+        if count == 0:
+            return
+        values = _concat(state.values, lengths)
+        keys = _concat(state.keys, lengths)
+        headers = None
+        if any(h is not None for h in state.headers):
+            headers = pa.concat_arrays([pa.array([b"\x00"] * len(v), pa.binary()) if h is None else h
+                                        for h, v in zip(state.headers, state.values, strict=True)])
+        columns = RecordColumns(keys, values, headers)
+        cuts = cut_points(columns.size_bounds(), self._options.batch_size)
+        if final:
+            cuts.append(count)
+        start = 0
+        for stop in cuts:
+            self._send(stream, state, columns.encode(start, stop), stop - start)
+            start = stop
+        rest = count - start
+        state.values = [values.slice(start)] if rest else []
+        state.keys = [keys.slice(start) if keys is not None else None] if rest else []
+        state.headers = [headers.slice(start) if headers is not None else None] if rest else []
+        state.pending_bytes = 0 if not rest else (values.slice(start).nbytes + 24 * rest)
+
+    def _send(self, stream: str, state: _StreamState, records: bytes, count: int) -> None:
+        batch = build_batch(records, count, int(time.time() * 1000), self._producer_id, self._epoch,
+                            state.next_sequence, self._codec)
+        if state.pipeline is None:
+            state.pipeline = self._client.pipeline(stream, self._options.client.request_timeout_ms,
+                                                   self._options.delivery_timeout_ms, MAX_IN_FLIGHT)
+        state.pipeline.submit(batch)
+        state.next_sequence = (state.next_sequence + count) % _SEQUENCE_WRAP
+        state.records += count
+
+    def flush(self) -> dict[str, int]:
+        for stream, state in self._streams.items():
+            self._drain(stream, state, final=True)
+            if state.pipeline is not None:
+                state.pipeline.finish()
+        return {stream: state.records for stream, state in self._streams.items()}
+
+
+def ensure_stream(client, stream: str, create: bool) -> None:  # noqa: ANN001
+    if client.stream_exists(stream):
+        return
+    if not create:
+        raise VdlWriteError(f"stream {stream!r} does not exist: create it first, or set the option "
+                            "'createStreams' to 'true' to create missing streams")
+    client.create_streams([stream])
+
+
+def _binary(column: pa.Array) -> pa.Array | None:
+    if pa.types.is_null(column.type) or column.null_count == len(column):
+        return None
+    return column if pa.types.is_binary(column.type) else pc.cast(column, pa.binary())
+
+
+def _headers(column: pa.Array) -> pa.Array | None:
+    """Pre-encoded headers sections (per record: Python work only for this column)."""
+    if pa.types.is_null(column.type) or column.null_count == len(column):
+        return None
+    sections = []
+    for entry in column.to_pylist():
+        sections.append(encode_headers(
+            [(h["key"], h["value"].encode() if isinstance(h["value"], str) else h["value"]) for h in entry]
+            if entry else None))
+    return pa.array(sections, pa.binary())
+
+
+def split_by_stream(batch: pa.RecordBatch, columns: WriteColumns,
+                    topic_option: str | None) -> list[tuple[str, pa.Array | None, pa.Array, pa.Array | None]]:
+    """(stream, keys, values, headers) groups of one Arrow batch, checked like Spark's Kafka sink."""
+    if columns.partition is not None:
+        partitions = batch.column(columns.partition)
+        if not pa.types.is_null(partitions.type) and pc.any(pc.not_equal(partitions, 0)).as_py():
+            raise VdlWriteError("column 'partition' must be null or 0: a stream has exactly one partition")
+    values = _binary(batch.column(columns.value))
+    if values is None:
+        values = pa.nulls(batch.num_rows, pa.binary())
+    keys = _binary(batch.column(columns.key)) if columns.key is not None else None
+    headers = _headers(batch.column(columns.headers)) if columns.headers is not None else None
+    if topic_option is not None:
+        return [(topic_option, keys, values, headers)]
+    assert columns.topic is not None
+    topics = batch.column(columns.topic)
+    if pa.types.is_null(topics.type) or topics.null_count:
+        raise VdlWriteError("null topic present in the data: set the option 'topic' or fill the 'topic' column")
+    names = pc.unique(topics).to_pylist()
+    if len(names) == 1:
+        return [(names[0], keys, values, headers)]
+    groups = []
+    for name in names:
+        mask = pc.equal(topics, name)
+        groups.append((name, None if keys is None else keys.filter(mask), values.filter(mask),
+                       None if headers is None else headers.filter(mask)))
+    return groups
+
+
+def write_batches(options: SinkOptions, columns: WriteColumns, iterator: Iterator[pa.RecordBatch],
+                  exactly_once: bool, in_batch: bool = False) -> VdlCommitMessage:
+    from vdl_client import VdlClient
+
+    txn_id, partition = producer_identity(exactly_once, (options.topic or "*") if in_batch else None)
+    with VdlClient(options.client) as client:
+        producer = StreamProducer(client, options, txn_id)
+        for batch in iterator:
+            for stream, keys, values, headers in split_by_stream(batch, columns, options.topic):
+                producer.add(stream, keys, values, headers)
+        counts = producer.flush()
+    return VdlCommitMessage(counts, partition, txn_id)
+
+
+def _check_topic_on_driver(options: SinkOptions) -> None:
+    """With the topic option set, a missing stream fails on the driver before any task runs."""
+    if options.topic is None:
+        return
+    from vdl_client import VdlClient
+
+    with VdlClient(options.client) as client:
+        try:
+            ensure_stream(client, options.topic, options.create_streams)
+        except VdlWriteError as exc:
+            raise VdlOptionError(f"option 'topic': {exc}") from None
+
+
+class VdlBatchWriter(DataSourceArrowWriter):
+    """df.write: at-least-once; exactly once inside foreachBatch when exactlyOnce=true is set."""
+
+    def __init__(self, options: SinkOptions, columns: WriteColumns, exactly_once: bool = False) -> None:
+        self.options = options
+        self.columns = columns
+        self.exactly_once = exactly_once
+        _check_topic_on_driver(options)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> VdlCommitMessage:
+        return write_batches(self.options, self.columns, iterator, self.exactly_once, in_batch=True)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.info("vdl write committed: %s", total_counts(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        # Records already acknowledged stay in their streams: a log cannot un-append.
+        log.warning("vdl write aborted after writing %s", total_counts(messages))
+
+
+class VdlStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, options: SinkOptions, columns: WriteColumns) -> None:
+        self.options = options
+        self.columns = columns
+        _check_topic_on_driver(options)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> VdlCommitMessage:
+        return write_batches(self.options, self.columns, iterator, self.options.exactly_once)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        log.info("vdl micro-batch %d committed: %s", batchId, total_counts(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        log.warning("vdl micro-batch %d aborted after writing %s", batchId, total_counts(messages))
