@@ -102,13 +102,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 # One SparkSession for the whole run (tests/spark, tests/dev): a session takes ~10 s to start
 # here. PYSPARK_PYTHON points the Python workers at this interpreter (the venv holding
-# vdl_connector and pyspark_vdl). Defined once, here: getOrCreate would silently hand a second
+# vdl_connector and pyspark_vdl); spark.jars adds Spark's own Kafka connector and Delta
+# (jvm/lib/spark, fetched by `make jars`). Defined once, here: getOrCreate would silently hand a second
 # definition the first one's settings.
 @pytest.fixture(scope="session")
 def spark():  # noqa: ANN201 - pyspark imported lazily so collection stays fast
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
+
+    from vdl_dev.jvm import spark_jars_setting
 
     session = (
         SparkSession.builder.master("local[2, 4]")  # 2 cores; a failed task is retried (the exactly-once tests need it)
@@ -119,6 +122,7 @@ def spark():  # noqa: ANN201 - pyspark imported lazily so collection stays fast
         .config("spark.driver.memory", "1g")
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.python.worker.reuse", "true")
+        .config("spark.jars", spark_jars_setting())
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -12,7 +12,7 @@ one micro-batch late). A failed commit is logged and the query goes on.
 Offsets behind latest: Spark's Kafka source reports avgOffsetsBehindLatest,
 maxOffsetsBehindLatest and minOffsetsBehindLatest in StreamingQueryProgress sources[].metrics.
 PySpark's Python data source API has no source metrics (its stream reader gets no metrics() call,
-PySpark 4.3), so they go into the progress' latestOffset (reportLatestOffset), next to each
+PySpark 4.2), so they go into the progress' latestOffset (reportLatestOffset), next to each
 stream's latest offset: the latest offset minus the end of the micro-batch just planned.
 """
 

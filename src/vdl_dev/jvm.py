@@ -1,0 +1,70 @@
+"""The JVM parts `make jars` fetched (jvm/pom.xml): where they are and how to use them.
+
+    jvm/lib/kafka/   Apache Kafka: broker, command-line tools and the Java client, one classpath
+    jvm/lib/spark/   what a SparkSession needs beside pyspark's jars: Spark's Kafka connector
+                     (format("kafka")) and Delta (delta-spark), handed to Spark as spark.jars
+
+They live in the checkout (git-ignored), found relative to this file, or wherever VDL_JVM_LIB
+points (an installed package has no checkout). Nothing here downloads: a missing folder is an
+error that says to run `make jars`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+JVM_LIB_VARIABLE = "VDL_JVM_LIB"
+
+
+class JarsMissingError(RuntimeError):
+    """The JVM parts are not where they should be."""
+
+
+def jvm_lib() -> Path:
+    setting = os.environ.get(JVM_LIB_VARIABLE)
+    return Path(setting) if setting else Path(__file__).resolve().parents[2] / "jvm" / "lib"
+
+
+def _jars(part: str) -> list[Path]:
+    folder = jvm_lib() / part
+    jars = sorted(folder.glob("*.jar"))
+    if not jars:
+        raise JarsMissingError(f"no jars in {folder}: run `make jars` in the checkout "
+                               f"(or point {JVM_LIB_VARIABLE} at a folder holding kafka/ and spark/)")
+    return jars
+
+
+def kafka_classpath() -> str:
+    """Apache Kafka's classpath (broker, tools, Java client), as a Kafka distribution's libs/*."""
+    _jars("kafka")
+    return str(jvm_lib() / "kafka" / "*")
+
+
+def spark_jars() -> list[Path]:
+    """The jars to hand Spark (`spark.jars`): spark-sql-kafka-0-10, delta-spark and their own
+    dependencies that pyspark lacks."""
+    return _jars("spark")
+
+
+def spark_jars_setting() -> str:
+    """`spark.jars` as Spark takes it: comma-separated paths."""
+    return ",".join(str(jar) for jar in spark_jars())
+
+
+def java() -> str:
+    """The java executable: $JAVA_HOME/bin/java, else the one on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if found is None:
+        raise JarsMissingError("no java found: install Java 17 (or set JAVA_HOME)")
+    return found
+
+
+def kafka_command(main_class: str, *args: str, heap: str = "512m") -> list[str]:
+    """A command line running one of Kafka's main classes (a tool, the broker, a Java harness)
+    on Kafka's classpath, as Kafka's bin/*.sh scripts do."""
+    return [java(), f"-Xmx{heap}", "-cp", kafka_classpath(), main_class, *args]

@@ -1,0 +1,45 @@
+"""The JVM parts `make jars` fetched are where the project looks for them, and their versions
+match the Python packages they go with (a Spark of one version loading another's connector fails
+at the first query, not at start-up)."""
+
+from __future__ import annotations
+
+import re
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from vdl_dev.jvm import kafka_classpath, spark_jars
+
+pytestmark = pytest.mark.unit
+
+POM = Path(__file__).resolve().parents[2] / "jvm" / "pom.xml"
+
+
+def pom_property(name: str) -> str:
+    match = re.search(rf"<{re.escape(name)}>([^<]+)</{re.escape(name)}>", POM.read_text())
+    assert match, f"{name} not in {POM}"
+    return match.group(1)
+
+
+def test_spark_gets_the_kafka_connector_and_delta_of_its_own_version() -> None:
+    names = {jar.name for jar in spark_jars()}
+    spark = pom_property("spark.version")
+    assert f"spark-sql-kafka-0-10_2.13-{spark}.jar" in names
+    assert f"delta-spark_2.13-{pom_property('delta.version')}.jar" in names
+    assert version("pyspark") == spark
+
+
+def test_no_jar_handed_to_spark_is_one_pyspark_ships() -> None:
+    import pyspark
+
+    shipped = {re.sub(r"-\d+\.\d.*\.jar$", "", jar.name) for jar in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    assert {re.sub(r"-\d+\.\d.*\.jar$", "", jar.name) for jar in spark_jars()} & shipped == set()
+
+
+def test_kafka_classpath_holds_broker_tools_and_client_of_one_version() -> None:
+    folder = Path(kafka_classpath()).parent
+    kafka = pom_property("kafka.version")
+    for artifact in ("kafka_2.13", "kafka-tools", "kafka-clients", "kafka-server"):
+        assert (folder / f"{artifact}-{kafka}.jar").exists(), artifact
