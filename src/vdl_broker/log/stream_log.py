@@ -21,7 +21,7 @@ from pathlib import Path
 from vdl_broker.log import loading, reading
 from vdl_broker.log.config import LogConfig
 from vdl_broker.log.damage import DamageRecord, clear_damage, save_damage
-from vdl_broker.log.entry import HEADER_SIZE, Entry, EntryType, IndexOutOfRange, encode_header
+from vdl_broker.log.entry import HEADER_SIZE, IndexOutOfRange, encode_header
 from vdl_broker.log.fileio import fsync_dir
 from vdl_broker.log.group_commit import GroupCommit
 from vdl_broker.log.log_start import LogStart, save_log_start
@@ -30,6 +30,7 @@ from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE, save_recovery_point
 from vdl_broker.log.retention import segments_to_delete
 from vdl_broker.log.segment import Segment
 from vdl_broker.log.tail_cache import CachedEntry, TailCache
+from vdl_broker.raft.types import Entry, EntryType
 from vdl_wire.records.batch_header import BatchFields, check_batch
 
 logger = logging.getLogger(__name__)
