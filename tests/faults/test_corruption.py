@@ -1,7 +1,7 @@
 """Process tests: storage damage on a replica never loses an acknowledged write (CTRL, FAST '18).
 
-A follower whose segment has one flipped byte in acknowledged data, or whose stream directory is
-gone, restarts recovering: it must not help elect a leader lacking those entries while the only intact copy is down (the stream may
+A follower whose segment has one flipped byte in acknowledged data, whose stream directory is
+gone, or whose whole data directory is gone (vdl_broker.cluster.identity), restarts recovering: it must not help elect a leader lacking those entries while the only intact copy is down (the stream may
 be unavailable meanwhile), and once that copy is back it gets the range again and ends
 byte-identical to the leader. Damaged index, hard-state and commit-point files and a truncated
 segment: each leaves the data intact and the replica converging.
@@ -31,6 +31,7 @@ from tests.faults.harness import (
     wait_until,
 )
 from tests.support.disk import flip_byte
+from vdl_broker.cluster.metadata import METADATA_GROUP
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.damage import DAMAGE_FILE
 from vdl_broker.raft.persistence import COMMIT_POINT_FILE, HARD_STATE_FILE, load_hard_state
@@ -77,11 +78,12 @@ def converge(cluster: DevCluster, stream: str, damaged: int, acked: list[tuple[s
     wait_for_full_isr(cluster, stream, timeout=60)
     wait_logs_converged(cluster, stream, timeout=60)
     check_all_acknowledged(cluster, stream, acked)
-    wait_until(lambda: not (directory(cluster, damaged, stream) / DAMAGE_FILE).exists(), 30,
-               f"node {damaged} clearing its damage record")
+    for group in (stream, METADATA_GROUP):
+        wait_until(lambda group=group: not (directory(cluster, damaged, group) / DAMAGE_FILE).exists(), 30,
+                   f"node {damaged} clearing the damage record of {group}")
 
 
-@pytest.mark.parametrize("damage", ["flipped-byte", "directory-lost"])
+@pytest.mark.parametrize("damage", ["flipped-byte", "directory-lost", "data-directory-lost"])
 def test_damaged_follower_does_not_elect_a_leader_lacking_acknowledged_writes(
         cluster: DevCluster, probes: ProbeLog, damage: str) -> None:
     stream = damage
@@ -96,8 +98,10 @@ def test_damaged_follower_does_not_elect_a_leader_lacking_acknowledged_writes(
         middle = acked[len(acked) // 2][1]
         path, position = entry_position(directory(cluster, damaged, stream), middle)
         flip_byte(path, position + HEADER + 200)  # in the records of the batch holding `middle`
-    else:  # its whole directory: it would come back empty, like a brand-new replica
+    elif damage == "directory-lost":  # its whole directory: it would come back empty, like a brand-new replica
         shutil.rmtree(directory(cluster, damaged, stream))
+    else:  # rm -rf of the node's whole data directory (a replaced disk): nothing on it says it held anything
+        shutil.rmtree(cluster.nodes[damaged].config.data_dir)
     cluster.kill(leader)  # the only intact copy of the acknowledged writes is down
 
     cluster.restart(behind, timeout_s=60)
@@ -105,7 +109,11 @@ def test_damaged_follower_does_not_elect_a_leader_lacking_acknowledged_writes(
     # The behind node may only become leader with the damaged node's vote: it must get none.
     # Wait until the damaged node has its recovery state on disk and several election timeouts
     # passed (the behind node's term moves up as it keeps campaigning).
-    wait_until(lambda: (directory(cluster, damaged, stream) / DAMAGE_FILE).exists(), 30, "damage recorded")
+    # A whole data directory lost: its metadata replica recovers first (the behind node holds
+    # metadata, so the cluster exists); without the leader no metadata leader can be elected
+    # either, and the damaged node does not even know the stream yet.
+    recorded = directory(cluster, damaged, METADATA_GROUP if damage == "data-directory-lost" else stream)
+    wait_until(lambda: (recorded / DAMAGE_FILE).exists(), 30, "damage recorded")
     builder = RecordBatchBuilder()
     builder.append(0, None, b"must-not-commit")
     for _ in range(3):

@@ -39,6 +39,7 @@ class Progress:
         "inflight_bytes",
         "heartbeat_match",
         "lease_tick",
+        "commit_sent",
     )
 
     def __init__(self, next_index: int) -> None:
@@ -52,6 +53,7 @@ class Progress:
         self.inflight_bytes = 0
         self.heartbeat_match = 0  # match at the previous heartbeat response (stall detection)
         self.lease_tick = -1  # newest leader tick this peer echoed in a heartbeat response (read lease)
+        self.commit_sent = 0  # the highest commit index an APPEND told this peer
 
     def reset_inflight(self) -> None:
         self.inflight.clear()

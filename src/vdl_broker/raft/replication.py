@@ -177,6 +177,11 @@ class Replication(NodeState):
             if self._maybe_commit():
                 self._commit_changed = True
             self._send_appends(m.sender)
+            if pr.match == self.log.last_index() and pr.commit_sent < self.log.committed:
+                # Caught up after the commit moved (while its probe was in flight, say): tell it
+                # in an append. A heartbeat's commit is capped at its match, so only an append
+                # lets a recovering follower know it holds the whole committed log (recovery.py).
+                self._send_append(m.sender, send_if_empty=True)
             if m.sender == self.transferee and pr.match == self.log.last_index():
                 self._send(MessageType.TIMEOUT_NOW, m.sender)
 
@@ -234,6 +239,7 @@ class Replication(NodeState):
         nbytes = sum(len(e.data) for e in entries)
         self._send(MessageType.APPEND, peer, index=prev, log_term=prev_term, entries=entries, commit=log.committed)
         pr.sent(entries[-1].index if entries else prev, nbytes)
+        pr.commit_sent = max(pr.commit_sent, log.committed)
         return True
 
     def _flush_appends(self) -> None:

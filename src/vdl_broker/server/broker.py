@@ -6,7 +6,8 @@ controller (cluster/controller.py, acting on the metadata leader), the stream re
 (reassigner.py, on each stream's leader), the leader balancer (leader_balancer.py) and, for a
 node started with `join = true`, its join requests (joining.py).
 
-Start order: the Raft host; the metadata group (replayed from its log); the replica manager,
+Start order: the Raft host; the metadata group (replayed from its log; a node whose metadata log
+is empty first asks its peers whether the cluster exists: joining.formation_at_start); the replica manager,
 which opens a Partition per stream placed here as the metadata names them; then, once the
 replayed metadata names this node and the cluster id, and every local replica that needs no
 other node serves (bounded waits, so a node still starts while the cluster has no quorum), the
@@ -24,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from vdl_broker.cluster.controller import MembershipController
+from vdl_broker.cluster.identity import Formation
 from vdl_broker.cluster.metadata import METADATA_GROUP, ApplyResult
 from vdl_broker.cluster.service import MetadataService
 from vdl_broker.config import NodeConfig, split_host_port
@@ -31,6 +33,7 @@ from vdl_broker.groups.coordinator import CoordinatorConfig
 from vdl_broker.groups.service import GroupService
 from vdl_broker.listeners import Listener
 from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.log.damage import UNKNOWN, DamageRecord
 from vdl_broker.log.fileio import atomic_write
 from vdl_broker.metrics import BrokerCollector, BrokerMetrics, MetricsEndpoint
 from vdl_broker.metrics.tables import TableCollector
@@ -39,7 +42,7 @@ from vdl_broker.server import internal
 from vdl_broker.server.authorizer import Authorizer
 from vdl_broker.server.connection import KafkaConnection
 from vdl_broker.server.handlers import Handler, build_handlers
-from vdl_broker.server.joining import find_cluster
+from vdl_broker.server.joining import find_cluster, formation_at_start
 from vdl_broker.server.leader_balancer import LeaderBalancer
 from vdl_broker.server.producer_state import ProducerIdAllocator
 from vdl_broker.server.reassigner import StreamReassigner
@@ -51,6 +54,7 @@ from vdl_broker.tables.service import TableService
 log = logging.getLogger(__name__)
 
 METADATA_WAIT_S = 10.0  # how long a starting node waits for the metadata before serving clients
+METADATA_SEGMENT_BYTES = 4 << 20
 # The Raft addresses of every node this node last knew of (from the metadata): a node restarted
 # with the whole cluster must reach nodes that joined after its node.toml was written (the
 # transport's lower id dials, so it needs their addresses) before any metadata is applied.
@@ -194,6 +198,13 @@ class Broker:
             self.ports[listener.protocol] = server.sockets[0].getsockname()[1]
         return server
 
+    def _note_caught_up(self, _results: list[ApplyResult]) -> None:
+        """Rule 2 of vdl_broker.cluster.identity: once the metadata replica has recovered, every
+        stream created from then on has its replica in this data directory."""
+        group = self.metadata.group
+        if self.replicas.registry.complete_from is None and group is not None and not group.node.recovering:
+            self.replicas.registry.caught_up(self.metadata.state.applied_index)
+
     def _forget_deleted_streams(self, results: list[ApplyResult]) -> None:
         assert self.metrics is not None
         for result in results:
@@ -217,9 +228,17 @@ class Broker:
         await self.host.start()
         self._track_known_nodes(data_dir)
         try:
-            # No retention: the metadata log is replayed from its start on every node start.
+            # No retention: the log is truncated behind snapshots of the state (raft/snapshotting.py),
+            # in segments small enough that what stays behind the latest snapshot is small too.
             metadata_log = StreamLog.open(data_dir / METADATA_GROUP,
-                                          LogConfig(segment_bytes=64 << 20, fsync=self.config.fsync))
+                                          LogConfig(segment_bytes=METADATA_SEGMENT_BYTES, fsync=self.config.fsync))
+            self.metadata.log = metadata_log  # peers asking what this node holds are told
+            catching_up = (metadata_log.last_index == 0 and metadata_log.damage is None
+                           and await formation_at_start(self) is Formation.EXISTING)
+            self.replicas.registry.open(catching_up)  # first: a crash before the damage record asks again
+            if catching_up:
+                metadata_log.mark_damaged(DamageRecord(UNKNOWN, 0))
+            self.metadata.add_listener(self._note_caught_up)
             self.metadata.add_listener(self.replicas.on_metadata_change)
             self.metadata.add_listener(self._track_nodes)
             self.metadata.add_listener(self.membership.poke)

@@ -1,4 +1,6 @@
-"""Finding the cluster at start: a new node joins it, a restarted one learns every node's address.
+"""Finding the cluster at start: a new node joins it, a restarted one learns every node's address,
+and a node whose metadata log is empty finds out whether the cluster exists before its metadata
+replica may vote (vdl_broker.cluster.identity, rule 1: it may have lost its data directory).
 
 A new node (node.toml `join = true`, `peers` naming members) starts its metadata group knowing
 no configuration (raft/membership.py: it never campaigns) and asks the members it knows, over
@@ -26,6 +28,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from vdl_broker.cluster.identity import Formation, formation
 from vdl_broker.server import internal, peer_request
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import VdlNodesRequest
@@ -36,6 +39,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RETRY_S = 1.0
+PROBE_RETRY_S = 0.25  # a node with an empty metadata log asks its peers again this often
+WAITING_LOG_S = 10.0  # ... and says whom it is waiting for this often
 
 
 async def _ask(broker: Broker, request: VdlNodesRequest) -> Any:
@@ -102,6 +107,43 @@ async def discover_peers(broker: Broker) -> None:
                 broker.removed_from_cluster()
             return
         await _pause(broker, lambda: False)
+
+
+async def formation_at_start(broker: Broker) -> Formation:
+    """For a node whose metadata log is empty: FORMING when every node its `peers` name answers
+    that it holds no metadata log either, EXISTING as soon as one holds some (identity.py, rule
+    1). Waits (asking again every PROBE_RETRY_S) while neither is known."""
+    peers = sorted(peer.id for peer in broker.config.peers if peer.id != broker.node_id)
+    held: dict[int, int] = {}
+    loop = asyncio.get_running_loop()
+    said = loop.time()
+    request = VdlNodesRequest(action="list")
+    while True:
+        for peer in peers:
+            if peer in held:
+                continue
+            try:
+                response = await internal.call(broker, peer, request, 0, 2.0)
+            except (OSError, ValueError, TimeoutError) as error:
+                log.debug("node %d: node %d did not answer: %s", broker.node_id, peer, error)
+                continue
+            if response.error_code == 0 and response.metadata_last_index >= 0:
+                held[peer] = response.metadata_last_index
+        verdict = formation(peers, held)
+        if verdict is Formation.EXISTING:
+            holder = max(held, key=lambda peer: held[peer])
+            log.warning("node %d: its metadata log is empty but node %d holds one (through index %d): the "
+                        "cluster exists and this node's data directory may be a lost one's replacement; it "
+                        "votes in no Raft group until it has the committed log back", broker.node_id, holder,
+                        held[holder])
+        if verdict is not Formation.WAITING:
+            return verdict
+        if loop.time() - said >= WAITING_LOG_S:
+            said = loop.time()
+            log.warning("node %d: its metadata log is empty; waiting for node(s) %s to say whether the cluster "
+                        "exists (a new cluster forms once every node in peers has started)", broker.node_id,
+                        ", ".join(str(p) for p in peers if p not in held))
+        await asyncio.sleep(PROBE_RETRY_S)
 
 
 async def find_cluster(broker: Broker) -> None:

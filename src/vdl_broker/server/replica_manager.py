@@ -336,7 +336,10 @@ class ReplicaManager:
         directory = self.data_dir / info.name
         marker = directory / INCARNATION_FILE
         expected = str(info.created_index)
-        lost = not marker.exists() and self.registry.holds(info.name, info.created_index)
+        # Lost: held before in this directory (registry), or maybe on a lost disk (identity.py, rule 2;
+        # a replica joining by a reassignment is a learner anyway).
+        lost = not marker.exists() and (self.registry.holds(info.name, info.created_index) or (
+            self.broker.node_id in info.replicas and self.registry.may_have_held(info.created_index)))
         if directory.exists():
             try:
                 found = marker.read_text().strip()

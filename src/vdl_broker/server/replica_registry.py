@@ -10,17 +10,31 @@ exists). A registered replica whose directory (or its `incarnation` file) is gon
 damaged with an unknown extent (vdl_broker.raft.recovery): it votes for no one until
 a leader elected without it has given its log back.
 
-A whole data directory lost takes this registry with it: that node then looks new in every
-group, like any Raft node that lost all its storage.
+A whole data directory lost takes this registry with it. The node then tells it from its
+peers (vdl_broker.cluster.identity, rule 1: its metadata log is empty while the cluster exists)
+and records it in `<data_dir>/__replicas/directory.json`: the directory's id (random, drawn when
+the directory is formatted) and `complete_from`, the metadata index from which this directory
+has held every replica placed on this node -- unknown (null) while the node catches up with the
+metadata after such a start, 0 for a directory that formed its cluster or predates the record.
+A missing replica directory of a stream created before `complete_from` (rule 2) starts damaged
+too.
+
+    directory.json := {"version": 1, "directory_id": "<uuid hex>", "complete_from": N | null}
 """
 
 from __future__ import annotations
 
+import json
 import os
+import uuid
 from pathlib import Path
 
+from vdl_broker.cluster.identity import may_have_been_lost
 from vdl_broker.cluster.metadata import REPLICA_REGISTRY
-from vdl_broker.log.fileio import fsync_dir
+from vdl_broker.log.fileio import atomic_write, fsync_dir
+
+DIRECTORY_FILE = "directory.json"
+DIRECTORY_FORMAT = 1  # the newest version of directory.json this release reads and writes
 
 
 class ReplicaRegistry:
@@ -29,6 +43,50 @@ class ReplicaRegistry:
     def __init__(self, data_dir: Path, durable: bool) -> None:
         self.directory = Path(data_dir) / REPLICA_REGISTRY
         self.durable = durable
+        self.directory_id = ""
+        self.complete_from: int | None = 0
+
+    def open(self, catching_up: bool) -> None:
+        """Load (or, for a new data directory, draw) the directory record. `catching_up`: the node
+        starts in an existing cluster with an empty metadata log (identity.py, rule 1): what this
+        directory holds is complete from no index yet."""
+        path = self.directory / DIRECTORY_FILE
+        try:
+            raw = json.loads(path.read_bytes())
+            version = raw["version"]
+            if not isinstance(version, int) or version > DIRECTORY_FORMAT:
+                raise ValueError(f"{path}: version {version!r}, this release reads up to {DIRECTORY_FORMAT}")
+            self.directory_id = str(raw["directory_id"])
+            complete_from = raw["complete_from"]
+            self.complete_from = None if complete_from is None else int(complete_from)
+        except FileNotFoundError:
+            self.directory_id = uuid.uuid4().hex
+            self.complete_from = 0
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{path} is unreadable ({error}): restore it, or move the data directory away to "
+                             f"start this node empty") from None
+        if catching_up:
+            self.complete_from = None
+        self._save()
+
+    def caught_up(self, index: int) -> None:
+        """The node holds the committed metadata through `index` (its metadata replica recovered):
+        every replica placed here from then on is in this directory."""
+        if self.complete_from is None:
+            self.complete_from = index
+            self._save()
+
+    def may_have_held(self, created_index: int) -> bool:
+        """Rule 2: a stream created at `created_index` may have had its replica here on a lost disk."""
+        return may_have_been_lost(created_index, self.complete_from)
+
+    def _save(self) -> None:
+        if not self.directory.is_dir():
+            self.directory.mkdir(parents=True, exist_ok=True)
+            if self.durable:
+                fsync_dir(self.directory.parent)
+        body = {"version": DIRECTORY_FORMAT, "directory_id": self.directory_id, "complete_from": self.complete_from}
+        atomic_write(self.directory / DIRECTORY_FILE, json.dumps(body).encode(), self.durable)
 
     def _entry(self, stream: str, created_index: int) -> Path:
         return self.directory / f"{stream}#{created_index}"

@@ -2,7 +2,9 @@
 flexible. Kafka has no API for a node joining, being drained or listed with its state, so VDL
 declares one, in a key far from Kafka's range; `vdl nodes` and joining nodes use it.
 
-    action "list"                        every node: addresses, state, metadata-group role
+    action "list"                        every node: addresses, state, metadata-group role; and
+                                         how much metadata log the answering node holds (a node
+                                         with an empty one asks before it may vote)
     action "join"       node_id, client, raft        a new node asks to join (node.toml join = true)
     action "decommission" node_id        move its replicas off, then remove it
     action "remove"     node_id          a node gone for good: out of the metadata group, replicas moved
@@ -57,6 +59,9 @@ VDL_NODES_RESPONSE = message(
         ),
     ),
     Field("removed_nodes", Array(INT32)),  # ids removed for good (they never come back)
+    # The answering node's metadata log: its last Raft index (0: empty; -1: not told, an older
+    # node). A tagged field: older nodes skip it.
+    Field("metadata_last_index", INT64, tagged_versions="0+", tag=0, default=-1),
 )
 
 VdlNodesRequest = build_message(VDL_NODES_REQUEST, __name__)

@@ -9,6 +9,7 @@ so a node is damaged only while every replica is in sync and nothing else is wro
 from __future__ import annotations
 
 import random
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,6 +145,22 @@ def _corrupt(kind: str) -> Callable[[World, random.Random], Injected]:
     return inject
 
 
+def wipe(world: World, rng: random.Random) -> Injected:
+    """kill -9 a node and delete its whole data directory (a disk replaced): it comes back with
+    nothing, asks its peers whether the cluster exists and catches up without voting
+    (vdl_broker.cluster.identity)."""
+    node, role = _target(world, rng)
+    world.kill(node)
+    data_dir = world.data_dir(node)
+    for path in data_dir.iterdir():  # the directory may be a mount point: empty it
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    return Injected(f"kill -9 node {node} ({role}) and rm -rf its data directory", lambda: world.restart(node),
+                    _majority(world, world.down | world.paused))
+
+
 def damage(directory: Path, kind: str, rng: random.Random) -> str:
     """Damage one file of a stopped node's group directory; says what was done."""
     if kind in ("segment", "truncate"):
@@ -185,6 +202,7 @@ NEMESES: tuple[Nemesis, ...] = (
     Nemesis("disk-full", disk_full, needs_tmpfs=True),
     *(Nemesis(f"corrupt-{kind}", _corrupt(kind), composable=False, quiet_cluster=True)
       for kind in ("segment", "truncate", "index", "hard-state", "commit-point")),
+    Nemesis("wipe-data-dir", wipe, composable=False, quiet_cluster=True),
 )
 
 

@@ -8,6 +8,13 @@ damage: a node restarts with its log cut at an index it had synced, or with its 
 (`corrupt`), and its driver reports the Damage to the core (or, with corruption_aware=False,
 carries on as a plain truncation did: the behaviour that loses committed entries).
 
+Disk loss: `wipe()` loses one group's storage of a node that knows it held the group (a lost
+stream directory: the driver starts it damaged); `lose_disk()` loses everything the node had,
+so its driver knows nothing: at its restart it asks the peers what they hold, as a node does
+with its metadata log (vdl_broker.cluster.identity, rule 1), and starts recovering if any holds
+something, as a new node if all hold nothing; until every peer has answered it stays down.
+`probe_at_start` makes every initial node start that way (a cluster being formed).
+
 Membership: `add_node()` starts a node that joins the group (no configuration until its leader's
 entries name one); `change_conf()` asks the leader for a configuration change. The simulated
 driver saves the configuration records as a real one does (persistence.save_membership): the
@@ -31,6 +38,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from vdl_broker.cluster.identity import Formation, formation
 from vdl_broker.raft import (
     EXTENT_UNKNOWN,
     ConfigChangeError,
@@ -69,6 +77,8 @@ class SimNode:
     parked: Ready | None = None  # a Ready whose persistence is still "in progress"
     damage: Damage | None = None  # the driver's damage record (kept until the core recovered)
     owed: int = 0  # damaged: the node lost entries up to here and must get them back
+    lost_disk: bool = False  # nothing on disk tells it held the group: it asks its peers at start
+    probing: bool = False  # up, waiting for its peers' answers before it starts
 
 
 @dataclass
@@ -91,6 +101,7 @@ class Cluster:
         tick_every: int = 10,
         config: Callable[[int], RaftConfig] | None = None,
         storages: dict[int, MemoryStorage] | None = None,
+        probe_at_start: bool = False,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -104,8 +115,9 @@ class Cluster:
         self.nodes: dict[int, SimNode] = {}
         for i in self.ids:
             storage = storages[i] if storages and i in storages else MemoryStorage()
-            self.nodes[i] = SimNode(i, storage, None)
-            self._boot(self.nodes[i])
+            self.nodes[i] = SimNode(i, storage, None, lost_disk=probe_at_start, probing=probe_at_start)
+            if not probe_at_start:
+                self._boot(self.nodes[i])
         self.now = 0
         self._queue: list[tuple[int, int, Message]] = []  # (delivery time, seq, message)
         self._seq = 0
@@ -118,6 +130,9 @@ class Cluster:
         self.proposed = 0
         self.delivered = 0
         self.tick_phase = {i: self.rng.randrange(tick_every) for i in self.ids}
+        # Clock drift: node i's clock runs tick_rate[i] times as fast as the simulated time (1
+        # when absent), so it ticks every tick_every / tick_rate[i] steps.
+        self.tick_rate: dict[int, float] = {}
         self.early_send = False  # send Ready.early_messages before persisting (else after)
         self.slow_disk = 0.0  # probability that a Ready's sync takes a while (see process)
         self.torn_crash = 0.0  # probability of crashing mid-Ready after a delivery
@@ -159,6 +174,7 @@ class Cluster:
         return self.committed_conf.voters
 
     def crash(self, i: int) -> None:
+        self.nodes[i].probing = False
         self.nodes[i].parked = None
         self.nodes[i].node = None  # unstable entries, votes in memory, progress: all gone
         self._check_durable_majority()
@@ -217,8 +233,35 @@ class Cluster:
         sn.storage = MemoryStorage()
         sn.damage = Damage(EXTENT_UNKNOWN, True, 0)
 
+    def lose_disk(self, i: int) -> None:
+        """Crash node i and lose its whole data directory: at its restart nothing tells it that
+        it held the group, so it asks its peers (module docstring)."""
+        if self.nodes[i].node is not None:
+            self.crash(i)
+        sn = self.nodes[i]
+        sn.owed = max(sn.owed, sn.storage.last_index)
+        sn.storage = MemoryStorage()
+        sn.damage = None
+        sn.lost_disk = True
+
+    def _probe(self, sn: SimNode) -> None:
+        """A node without storage asks every other initial node how much log it holds; the live
+        ones it can reach answer (vdl_broker.cluster.identity.formation)."""
+        peers = [j for j in self.initial if j != sn.id]
+        held = {j: self.nodes[j].storage.last_index for j in peers
+                if (self.nodes[j].node is not None or self.nodes[j].probing)
+                and frozenset((sn.id, j)) not in self.cut}
+        verdict = formation(peers, held)
+        if verdict is Formation.WAITING:
+            return
+        sn.probing = sn.lost_disk = False
+        if verdict is Formation.EXISTING:
+            sn.damage = Damage(EXTENT_UNKNOWN, True, 0)
+        sn.restarts += 1
+        self._boot(sn)
+
     def damaged(self) -> list[int]:
-        return [i for i in self.ids if self.nodes[i].damage is not None]
+        return [i for i in self.ids if self.nodes[i].damage is not None or self.nodes[i].lost_disk]
 
     def crash_torn(self, i: int, keep_hard_state: bool, keep_entries: bool = True) -> None:
         """Crash in the middle of carrying out a Ready: maybe its entries, maybe its hard state
@@ -244,7 +287,10 @@ class Cluster:
 
     def restart(self, i: int) -> None:
         sn = self.nodes[i]
-        if sn.node is None:
+        if sn.lost_disk:
+            sn.probing = True
+            self._probe(sn)
+        elif sn.node is None:
             sn.restarts += 1
             self._boot(sn)
 
@@ -258,6 +304,9 @@ class Cluster:
 
     def heal(self) -> None:
         self.cut = set()
+
+    def probing(self) -> list[int]:
+        return [i for i in self.ids if self.nodes[i].probing]
 
     def alive(self) -> list[int]:
         return [i for i in self.ids if self.nodes[i].node is not None]
@@ -376,14 +425,30 @@ class Cluster:
     def step_time(self) -> None:
         """One unit of virtual time: deliver what is due, tick whoever's tick it is."""
         self.now += 1
+        for sn in self.nodes.values():
+            if sn.probing:
+                self._probe(sn)
         if self.slow_disk:
             self._finish_parked()
         while self._queue and self._queue[0][0] <= self.now:
             self.deliver(heapq.heappop(self._queue)[2])
         for i in self.ids:
-            if (self.now + self.tick_phase[i]) % self.tick_every == 0 and self.nodes[i].node is not None:
+            if self.ticks_now(i) and self.nodes[i].node is not None:
                 self.node(i).tick()
                 self.process(i)
+
+    def clock(self, i: int, at: int | None = None) -> float:
+        """Node i's clock at step `at` (now), in steps of simulated time at rate 1."""
+        return (self.now if at is None else at) * self.tick_rate.get(i, 1.0)
+
+    def ticks_now(self, i: int) -> bool:
+        """Whether node i's timer fires at this step: its clock passed a multiple of tick_every."""
+        rate = self.tick_rate.get(i, 1.0)
+        if rate == 1.0:
+            return (self.now + self.tick_phase[i]) % self.tick_every == 0
+        phase = self.tick_phase[i]
+        return (int((self.now + phase) * rate) // self.tick_every
+                > int((self.now - 1 + phase) * rate) // self.tick_every)
 
     def run(self, steps: int) -> None:
         for _ in range(steps):

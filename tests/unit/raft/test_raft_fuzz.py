@@ -1,7 +1,9 @@
 """Random-seed fuzzing of the Raft core in the simulator: thousands of seeds, invariants after
-every step, liveness once the faults stop. Half the seeds also change the membership at random
-(learners added, promoted, demoted, removed; voters removed; new nodes joining; removed nodes
-coming back) under the same loss, partitions, crashes and damage.
+every step, liveness once the faults stop. Faults: loss, duplication, delay, partitions, crashes
+(torn ones too), slow disks, storage damage (a cut log, a lost hard state, a lost group directory,
+a node's whole disk lost: vdl_broker.cluster.identity), leadership transfers. Half the seeds
+also change the membership at random (learners added, promoted, demoted, removed; voters
+removed; new nodes joining; removed nodes coming back) under the same faults.
 
 Reproduce one seed: VDL_RAFT_SEED=1234 .venv/bin/python -m pytest tests/unit/raft/test_raft_fuzz.py -q
 More seeds: VDL_RAFT_SEEDS=20000 (default 2500); steps per seed: VDL_RAFT_STEPS (default 800).
@@ -64,6 +66,8 @@ def run_seed(seed: int, steps: int = DEFAULT_STEPS, corruption_aware: bool = Tru
     # Membership changes draw from their own generator: the other seeds keep their runs.
     changes = random.Random(seed * 7 + 3)
     membership = changes.random() < 0.5
+    # Whole-disk losses too (the node's driver then asks its peers), from a generator of their own.
+    disks = random.Random(seed * 11 + 5)
     counter = 0
     for _ in range(steps):
         c.step_time()
@@ -119,7 +123,10 @@ def run_seed(seed: int, steps: int = DEFAULT_STEPS, corruption_aware: bool = Tru
             i = rng.choice(c.ids)
             st = c.nodes[i].storage
             if rng.random() < 0.2:
-                c.wipe(i)  # its whole directory lost
+                if disks.random() < 0.5 and i in c.initial:
+                    c.lose_disk(i)  # its whole data directory lost: nothing says it held the group
+                else:
+                    c.wipe(i)  # the group's directory lost, its driver knows it held the group
             else:
                 cut = rng.randint(st.first_index, st.last_index) if st.last_index >= st.first_index else None
                 c.corrupt(i, cut_at=cut, lose_hard_state=rng.random() < 0.3)

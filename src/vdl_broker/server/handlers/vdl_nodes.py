@@ -64,7 +64,9 @@ async def _on_leader(broker: Any, request: Any) -> Any:
         await _act(broker, request)
     except _Refused as refused:
         return VdlNodesResponse(error_code=int(refused.code), error_message=str(refused))
-    return VdlNodesResponse(nodes=node_list(broker), removed_nodes=sorted(broker.metadata.state.membership.removed))
+    metadata_log = broker.metadata.log
+    return VdlNodesResponse(nodes=node_list(broker), removed_nodes=sorted(broker.metadata.state.membership.removed),
+                            metadata_last_index=metadata_log.last_index if metadata_log is not None else -1)
 
 
 def _known(broker: Any, node_id: int) -> None:

@@ -1,0 +1,42 @@
+"""The replica registry's directory record (vdl_broker.cluster.identity, rule 2): from which
+metadata index a data directory holds every replica placed on its node."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vdl_broker.server.replica_registry import DIRECTORY_FILE, ReplicaRegistry
+
+
+def test_a_directory_that_formed_its_cluster_holds_every_replica(tmp_path: Path) -> None:
+    registry = ReplicaRegistry(tmp_path, durable=False)
+    registry.open(catching_up=False)
+    assert registry.complete_from == 0 and len(registry.directory_id) == 32
+    assert not registry.may_have_held(1)
+
+
+def test_a_directory_catching_up_may_have_held_every_older_stream_until_it_is_known(tmp_path: Path) -> None:
+    registry = ReplicaRegistry(tmp_path, durable=False)
+    registry.open(catching_up=True)
+    assert registry.complete_from is None and registry.may_have_held(10 ** 9)
+    again = ReplicaRegistry(tmp_path, durable=False)  # a restart while catching up keeps it unknown
+    again.open(catching_up=False)
+    assert again.complete_from is None and again.directory_id == registry.directory_id
+    again.caught_up(40)
+    again.caught_up(90)  # recorded once: streams created from 40 on have their replicas here
+    assert again.may_have_held(39) and not again.may_have_held(40)
+    reopened = ReplicaRegistry(tmp_path, durable=False)
+    reopened.open(catching_up=False)
+    assert reopened.complete_from == 40
+    assert json.loads((tmp_path / "__replicas" / DIRECTORY_FILE).read_text()) == {
+        "version": 1, "directory_id": registry.directory_id, "complete_from": 40}
+
+
+def test_a_record_of_a_newer_release_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "__replicas").mkdir()
+    (tmp_path / "__replicas" / DIRECTORY_FILE).write_text('{"version": 2, "directory_id": "x", "complete_from": 0}')
+    with pytest.raises(ValueError, match="version 2, this release reads up to 1"):
+        ReplicaRegistry(tmp_path, durable=False).open(catching_up=False)
