@@ -87,10 +87,10 @@ RAFT = SRC / "vdl_broker" / "raft"
 # Sans-IO: fed messages, ticks and proposals; answers with Ready bundles.
 RAFT_CORE = {"__init__", "types", "config", "state", "node", "election", "replication", "follower",
              "recovery", "confchange", "membership", "quiescence", "log", "progress", "storage",
-             "liveness", "reconfigure", "wire"}
+             "liveness", "reconfigure", "wire", "clock"}
 # Runs the core over the log, the network and the clock.
-RAFT_DRIVER = {"group", "group_state", "ready_loop", "write_failure", "lease", "host", "transport",
-               "throttle", "proposals", "persistence", "log_storage"}
+RAFT_DRIVER = {"group", "group_state", "ready_loop", "write_failure", "lease", "snapshotting", "snapshots",
+               "host", "transport", "throttle", "proposals", "persistence", "log_storage"}
 NO_IO = {"asyncio", "threading", "socket", "ssl", "selectors", "subprocess", "time", "os", "pathlib"}
 
 

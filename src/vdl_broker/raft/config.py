@@ -20,6 +20,10 @@ class RaftConfig:
     heartbeat_ticks: int = 1
     # The driver's timer: turns the read lease (ticks) into time.
     tick_interval_s: float = 0.1
+    # How much faster one node's clock may run than another's (0.1: 10%): the read lease holds a
+    # margin for it (read_lease_ticks); a follower found ticking faster than that is logged
+    # (vdl_broker.raft.clock).
+    max_clock_drift: float = 0.1
     pre_vote: bool = True
     check_quorum: bool = True
     # Quiescence (vdl_broker.raft.quiescence): a leader with nothing to replicate stops ticking and
@@ -40,6 +44,21 @@ class RaftConfig:
     # stretch goes unthrottled, so that it keeps up with what producers add and gets promoted.
     learner_lag_entries: int = 64
     learner_lag_bytes: int = 8 << 20
+    # A group with a state machine (the metadata group) snapshots it after this many entries or
+    # payload bytes applied since the last snapshot, and truncates its log behind it
+    # (vdl_broker.raft.snapshotting); 0 = never.
+    snapshot_entries: int = 0
+    snapshot_bytes: int = 0
+
+    @property
+    def read_lease_ticks(self) -> float:
+        """How long a leader's read lease lasts after the tick a majority echoed, in tick
+        intervals of the leader's clock. The followers that echoed it refuse votes for
+        election_ticks of their own ticks, so no other leader can be elected within
+        election_ticks - 1 of their tick intervals (RaftNode.read_lease_tick); one interval less
+        for a margin, and shortened by max_clock_drift, as their ticks may run that much faster
+        than the leader's clock."""
+        return (self.election_ticks - 2) / (1.0 + self.max_clock_drift)
 
     def validate(self) -> None:
         if self.heartbeat_ticks <= 0 or self.election_ticks <= self.heartbeat_ticks:
@@ -50,4 +69,8 @@ class RaftConfig:
             raise ValueError("quiesce_after_heartbeats must be >= 0")
         if self.tick_interval_s <= 0:
             raise ValueError("tick_interval_s must be positive")
+        if not 0 <= self.max_clock_drift < 1:
+            raise ValueError("max_clock_drift must be in [0, 1)")
+        if self.election_ticks < 3:
+            raise ValueError("election_ticks must be at least 3 (the read lease lasts election_ticks - 2 ticks)")
 

@@ -33,8 +33,9 @@ class Follower(NodeState):
             # Quiesce only holding everything the leader committed; else the plain response wakes it.
             quiesce = m.quiesce and self.log.committed == m.commit and not self._recovering
             self.quiescent = quiesce
-            # Echo the lease stamp (and whether we quiesced).
-            self._send(MessageType.HEARTBEAT_RESPONSE, m.sender, index=m.index, quiesce=quiesce)
+            # Echo the lease stamp (and whether we quiesced), with our own tick count: the leader
+            # checks our clock against its own (vdl_broker.raft.clock).
+            self._send(MessageType.HEARTBEAT_RESPONSE, m.sender, index=m.index, commit=self.ticks, quiesce=quiesce)
         elif t == MessageType.SNAPSHOT:
             self.election_elapsed = 0
             self.leader_id = m.sender

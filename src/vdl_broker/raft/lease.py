@@ -4,15 +4,20 @@ close a learner must be to be promoted. A part of RaftGroup (group_state.py).
 
 The read lease turns the core's lease tick (RaftNode.read_lease_tick: the newest tick a
 majority echoed) into time on this node's clock: every tick's time is recorded, and the lease
-holds for (election_ticks - 2) tick intervals after the echoed tick's time -- one interval less
-than the core's bound (election_ticks - 1), as a margin for a tick that ran late.
+holds for RaftConfig.read_lease_ticks tick intervals after the echoed tick's time: (election_ticks
+- 2) / (1 + max_clock_drift), a margin of one interval and of the clock drift allowed between
+nodes. Followers that tick faster than that drift allows are logged (vdl_broker.raft.clock).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 
 from vdl_broker.raft.group_state import GroupState
+from vdl_broker.raft.types import Message, MessageType, Role
+
+log = logging.getLogger(__name__)
 
 
 class LeaseAndIsr(GroupState):
@@ -30,8 +35,19 @@ class LeaseAndIsr(GroupState):
         if age >= len(self._tick_times):
             return False
         anchored = self._tick_times[-1 - age]
-        lease_s = (self.config.election_ticks - 2) * self.config.tick_interval_s
-        return time.monotonic() - anchored < lease_s
+        return time.monotonic() - anchored < self.config.read_lease_ticks * self.config.tick_interval_s
+
+    def _check_clock(self, message: Message) -> None:
+        """A follower's heartbeat response tells its tick count: is its clock within the drift
+        the read lease allows for, measured on ours (vdl_broker.raft.clock)?"""
+        if message.type != MessageType.HEARTBEAT_RESPONSE or message.index < 0 or self.node.role != Role.LEADER:
+            return
+        drift = self._drift.observe(message.sender, message.commit, time.monotonic())
+        if drift is not None:
+            log.warning("raft group %s on node %d: node %d ticks %.1f%% faster than this node's clock allows, beyond "
+                        "the %.0f%% clock drift the read lease is shortened for: one of the two clocks is off; reads "
+                        "served under the lease may be stale until it is fixed", self.name, self.node_id, drift.peer,
+                        (drift.rate - 1) * 100, (drift.bound - 1) * 100)
 
     def _record_tick(self) -> None:
         """Called at every core tick: when each recent tick happened anchors the read lease."""

@@ -144,7 +144,8 @@ class Message:
     HEARTBEAT: commit = min(leader commit, follower match); index = the leader's tick count when
         sent; quiesce = the leader stops ticking (commit = its last index): quiesce too if caught
         up. HEARTBEAT_RESPONSE: index = that tick, echoed (the leader's read lease; -1 = none: a
-        woken follower waking its leader); quiesce = the follower quiesced too.
+        woken follower waking its leader); commit = the follower's own tick count (the leader's
+        clock-drift check: vdl_broker.raft.clock); quiesce = the follower quiesced too.
     VOTE / PRE_VOTE: index/log_term = candidate's last index and term; force = leadership
         transfer (ignore the leader lease). *_RESPONSE: reject.
     SNAPSHOT: snapshot = the leader's log start point (driver fills snapshot.data).

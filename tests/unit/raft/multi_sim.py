@@ -9,9 +9,10 @@ successor of a forgotten leader campaigns two ticks later, as the host does.
 
 Invariants, besides each group's own (election safety, log matching, leader completeness, state
 machine safety, committed entries durable on a majority):
-- read lease: a live leader whose read lease has not run out by the simulated clock (its lease
-  tick happened less than election_ticks - 2 tick intervals ago) is the only live leader of
-  its group in any term >= its own;
+- read lease: a live leader whose read lease has not run out by its own clock (its lease tick
+  happened less than RaftConfig.read_lease_ticks tick intervals ago) is the only live leader of
+  its group in any term >= its own. Nodes' clocks may run at different rates (set_tick_rates):
+  within max_clock_drift of each other the invariant holds;
 - a quiescent leader holds no read lease.
 """
 
@@ -56,6 +57,7 @@ class MultiCluster:
                        for g in range(groups)]
         self.election_ticks = make(1).election_ticks
         self.check_lease = make(1).check_quorum
+        self.read_lease_ticks = make(1).read_lease_ticks
         phases = {i: self.rng.randrange(tick_every) for i in self.ids}
         for group in self.groups:
             group.tick_phase = phases
@@ -159,7 +161,7 @@ class MultiCluster:
         for group in self.groups:
             group.step_time()
         for i in self.ids:
-            if self.up[i] and (self.now + self.phase[i]) % self.tick_every == 0:
+            if self.up[i] and self.groups[0].ticks_now(i):
                 self._host_tick(i)
         self._run_campaigns()
         self._record_ticks()
@@ -203,8 +205,14 @@ class MultiCluster:
                 times = self.tick_times.setdefault((g, i), [self.now])
                 times.extend([self.now] * (node.ticks + 1 - len(times)))
 
+    def set_tick_rates(self, rates: dict[int, float]) -> None:
+        """Clock drift: node i's clock (its ticks, node liveness, its read lease) runs rates[i]
+        times as fast as simulated time."""
+        for group in self.groups:
+            group.tick_rate = rates
+
     def _check_leases(self) -> None:
-        span = (self.election_ticks - 2) * self.tick_every
+        span = self.read_lease_ticks * self.tick_every  # on the leader's clock
         for g, group in enumerate(self.groups):
             for i in self.ids:
                 node = group.nodes[i].node
@@ -216,8 +224,8 @@ class MultiCluster:
                 if tick < 0 or not self.check_lease or len(self.ids) == 1:
                     continue
                 times = self.tick_times.get((g, i), [])
-                if tick >= len(times) or self.now - times[tick] >= span:
-                    continue  # the lease ran out
+                if tick >= len(times) or group.clock(i) - group.clock(i, times[tick]) >= span:
+                    continue  # the lease ran out (by the leader's clock, as the driver measures it)
                 for j in self.ids:
                     other = group.nodes[j].node
                     if j != i and other is not None and other.role == Role.LEADER and other.term >= node.term:

@@ -196,7 +196,7 @@ def test_quiesce_messages_round_trip_the_wire() -> None:
 # ---------------------------------------------------------------------------------- fuzz
 
 
-def _config(rng: random.Random):
+def _config(rng: random.Random, drift: float = 0.1):
     # PreVote and CheckQuorum always, as every driver here runs them: without PreVote a
     # candidate that cannot win resets everyone's election timer with each new term, and no
     # election bound holds (plain Raft's livelock, quiescent or not).
@@ -208,17 +208,22 @@ def _config(rng: random.Random):
     def make(i: int) -> RaftConfig:
         return RaftConfig(election_ticks=E, heartbeat_ticks=heartbeat, pre_vote=True, check_quorum=True,
                           max_inflight_messages=inflight, max_append_bytes=append_bytes,
-                          quiesce_after_heartbeats=after)
+                          quiesce_after_heartbeats=after, max_clock_drift=drift)
 
     return make
 
 
-def run_seed(seed: int, steps: int) -> MultiCluster:
+def run_seed(seed: int, steps: int, drift: float = 0.0) -> MultiCluster:
+    """`drift`: the nodes' clocks run at rates drawn in [1, 1 + drift], and the read lease is
+    shortened for that much (RaftConfig.max_clock_drift)."""
     rng = random.Random(seed * 7 + 3)
     n = rng.choice([3, 3, 5])
     net = NetConfig(loss=rng.choice([0.0, 0.0, 0.02, 0.1]), duplicate=rng.choice([0.0, 0.05]),
                     max_delay=rng.choice([1, 3, 8]))
-    c = MultiCluster(n, rng.randint(1, 4), seed, net=net, config=_config(rng))
+    c = MultiCluster(n, rng.randint(1, 4), seed, net=net, config=_config(rng, drift or 0.1))
+    if drift:
+        clocks = random.Random(seed * 17 + 1)  # its own generator: the other draws stay the same
+        c.set_tick_rates({i: 1.0 + clocks.random() * drift for i in c.ids})
     for group in c.groups:
         group.early_send = rng.random() < 0.5
         group.slow_disk = rng.choice([0.0, 0.0, 0.3])
