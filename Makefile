@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-unit demo install jars lint bench chaos raft-fuzz membership-soak test-many-streams clean
+.PHONY: test test-unit demo install jars lint bench chaos raft-fuzz membership-soak test-many-streams metadata-snapshot-soak clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -63,6 +63,11 @@ raft-fuzz: install
 # (the suite runs 2); VDL_MEMBERSHIP_SEED=N replays one.
 membership-soak: install
 	VDL_MEMBERSHIP_ROUNDS=30 $(PY) -m pytest -q tests/faults/test_membership.py -k random_moves
+
+# Metadata snapshots: 1,000,000 offset commits with the node's default snapshot settings, then a
+# restart (the suite runs 30,000 with small settings); prints the directory's size and restart time.
+metadata-snapshot-soak: install
+	VDL_SNAPSHOT_COMMITS=1000000 $(PY) -m pytest -q -s -n 0 tests/integration/test_metadata_snapshots.py -k grow
 
 # The many-streams process tests at 1,000 streams (make test runs them at 300).
 test-many-streams: install

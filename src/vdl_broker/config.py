@@ -109,6 +109,10 @@ class NodeConfig:
     offsets_retention_check_ms: int = 600_000
     # Kafka's offset.metadata.max.bytes: longer commit metadata gets OFFSET_METADATA_TOO_LARGE.
     offset_metadata_max_bytes: int = 4096
+    # The metadata state is snapshotted after this many metadata entries, or this many bytes of
+    # them, since the last snapshot; its log is truncated behind (raft/snapshotting.py).
+    metadata_snapshot_entries: int = 20_000
+    metadata_snapshot_bytes: int = 16 * MIB
     # Stream replicas a node may hold: CreateTopics that would place one more on a node at the
     # limit is refused (POLICY_VIOLATION) instead of overloading it. Checked by the metadata leader.
     max_streams_per_node: int = 10_000
@@ -417,6 +421,9 @@ def validate(config: NodeConfig) -> None:
         raise ConfigError("segment_bytes must be at least 1024")
     if config.retention_check_ms < 1:
         raise ConfigError(f"retention_check_ms must be >= 1, got {config.retention_check_ms}")
+    if config.metadata_snapshot_entries < 1 or config.metadata_snapshot_bytes < 1:
+        raise ConfigError(f"metadata_snapshot_entries and metadata_snapshot_bytes must be positive, got "
+                          f"{config.metadata_snapshot_entries} and {config.metadata_snapshot_bytes}")
     if config.offsets_retention_minutes < 0 or config.offsets_retention_check_ms < 1:
         raise ConfigError("offsets_retention_minutes must be >= 0 and offsets_retention_check_ms >= 1")
     if config.node_id < 1:

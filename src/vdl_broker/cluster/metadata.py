@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
+from vdl_broker.cluster import snapshot
 from vdl_broker.cluster.acls import ACL_OPS, AclsState
 from vdl_broker.cluster.groups import GROUP_OPS, GroupsState
 from vdl_broker.cluster.membership import MEMBERSHIP_OPS, MembershipState, node_command
@@ -179,7 +180,22 @@ def validate_stream_name(name: Any) -> str | None:
 
 
 class ClusterState:
-    """Nodes, streams, consumer groups, users and ACLs; apply() is deterministic."""
+    """Nodes, streams, consumer groups, users and ACLs; apply() is deterministic.
+
+    Every attribute is annotated here: a snapshot (cluster/snapshot.py) holds exactly these,
+    each part serialized by its own declared types. Keep a new part's state in a dataclass of
+    plain types (dicts, lists, tuples, sets, bytes, enums, nested dataclasses) and annotate it."""
+
+    TRANSIENT = frozenset({"_results"})  # not in snapshots: recent results kept for proposers
+
+    cluster_id: str | None
+    nodes: dict[int, NodeInfo]
+    streams: StreamTable
+    groups: GroupsState
+    membership: MembershipState
+    users: UsersState
+    acls: AclsState
+    applied_index: int
 
     def __init__(self) -> None:
         self.cluster_id: str | None = None
@@ -191,6 +207,17 @@ class ClusterState:
         self.acls = AclsState()
         self.applied_index = 0
         self._results: OrderedDict[int, list[ApplyResult]] = OrderedDict()
+
+    # -- snapshots
+
+    def snapshot(self) -> bytes:
+        """The whole state as bytes (cluster/snapshot.py)."""
+        return snapshot.dump(self)
+
+    def load_snapshot(self, data: bytes) -> None:
+        """Become the state a snapshot() returned (in place: holders of this object see it)."""
+        self.__init__()  # type: ignore[misc]
+        snapshot.load(data, self)
 
     # -- queries
 

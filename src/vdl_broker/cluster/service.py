@@ -1,7 +1,9 @@
 """The metadata group on one node: ClusterState driven by the "__metadata" RaftGroup.
 
 Every node runs it over all nodes (voters = the configured members). Committed entries are
-applied to `state` on every node, from the log start at each start (no snapshot). The leader,
+applied to `state` on every node; the state is snapshotted every metadata_snapshot_entries /
+metadata_snapshot_bytes and the log truncated behind it (raft/snapshotting.py), so a start
+restores the latest snapshot and replays what follows. The leader,
 once its no-op commits (so its state is complete), registers every configured member not yet
 known; when the cluster is being formed (no cluster id yet) it also adopts the streams a VDL 0.1
 single node left in its data directory and then records the new cluster id, once for good.
@@ -65,9 +67,11 @@ class MetadataService:
         """Drive the metadata group over `stream_log` (<data_dir>/__metadata), replaying it."""
         self.log = stream_log
         # Never quiescent: it is one group, and the whole cluster's state and leadership hang on it.
-        config = dataclasses.replace(self.host.raft_config, quiesce_after_heartbeats=0)
+        config = dataclasses.replace(self.host.raft_config, quiesce_after_heartbeats=0,
+                                     snapshot_entries=self.config.metadata_snapshot_entries,
+                                     snapshot_bytes=self.config.metadata_snapshot_bytes)
         self.group = self.host.create_group(METADATA_GROUP, self.config.voter_ids, stream_log, apply=self._apply,
-                                            config=config)
+                                            config=config, state_machine=self, may_truncate=self.may_truncate)
         self.group.add_commit_listener(self._after_commit)
         return self.group
 
@@ -124,6 +128,26 @@ class MetadataService:
     async def alter_stream_config(self, name: str, to_set: dict[str, str], to_delete: list[str]) -> ApplyResult:
         """Change a stream's config (validated by the caller: stream_configs.altered)."""
         return await self.submit(alter_stream_config_command(name, to_set, to_delete))
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot(self) -> bytes:
+        return self.state.snapshot()
+
+    def restore(self, data: bytes, index: int) -> None:
+        """The state from a snapshot taken after entry `index` (at start, or sent by the leader)."""
+        self.state.load_snapshot(data)
+        log.info("metadata: state restored from the snapshot at index %d", index)
+        for listener in self._listeners:
+            try:
+                listener([])
+            except Exception:
+                log.exception("metadata listener failed after a snapshot")
+
+    def may_truncate(self) -> bool:
+        """Whether the metadata log may be truncated behind a snapshot: a release that replays it
+        from its start must never open it again."""
+        return True
 
     # ------------------------------------------------------------------ applying
 

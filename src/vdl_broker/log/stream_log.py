@@ -429,6 +429,18 @@ class StreamLog:
         max_index = durable_index if max_index is None else min(max_index, durable_index)
         count = segments_to_delete(self._segments, now, self.config.retention_ms, self.config.retention_bytes,
                                    max_index, prepare=lambda s: self._ensure_loaded(self._segments.index(s)))
+        return self._delete_first(count)
+
+    def delete_through(self, index: int) -> int:
+        """Delete the oldest segments whose entries are all at or before `index` (never the
+        active one, never entries not yet durable): a snapshot holds their state. How many."""
+        index = min(index, self._commit.durable_index)
+        count = 0
+        while count + 1 < len(self._segments) and self._segments[count + 1].base_index - 1 <= index:
+            count += 1
+        return self._delete_first(count)
+
+    def _delete_first(self, count: int) -> int:
         if count == 0:
             return 0
         first = self._segments[count]

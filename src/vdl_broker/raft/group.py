@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from vdl_broker.log import StreamLog
+from vdl_broker.raft.clock import DriftMonitor
 from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.group_state import ApplyFn, GroupFn, LatencyFn, SendFn, SnapshotFn
 from vdl_broker.raft.lease import LeaseAndIsr
@@ -52,6 +53,8 @@ from vdl_broker.raft.persistence import (
 from vdl_broker.raft.progress import PeerStatus
 from vdl_broker.raft.proposals import GroupStoppedError, Proposal, ProposalTracker
 from vdl_broker.raft.ready_loop import ReadyLoop
+from vdl_broker.raft.snapshots import SnapshotStore
+from vdl_broker.raft.snapshotting import Snapshotting, StateMachine
 from vdl_broker.raft.types import (
     ConfigRecord,
     ConfState,
@@ -70,7 +73,7 @@ log = logging.getLogger(__name__)
 _COMMIT_POINT_TICKS = 20  # save the commit point at most every 20 ticks (2 s at 100 ms)
 
 
-class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr):
+class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
     """One Raft group (a stream, or the metadata group) on this node, over one StreamLog.
 
     Not thread-safe: use from the event loop that runs it. Incoming messages go to `step()`,
@@ -82,10 +85,13 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr):
                  on_snapshot: SnapshotFn | None = None, rng: random.Random | None = None,
                  resume_from_commit_point: bool = False, commit_latency: LatencyFn | None = None,
                  on_awake: GroupFn | None = None, peer_alive: Callable[[int], bool] | None = None,
-                 send_catchup: SendFn | None = None) -> None:
+                 send_catchup: SendFn | None = None, state_machine: StateMachine | None = None,
+                 may_truncate: Callable[[], bool] | None = None) -> None:
         """`voters`: the configuration the group was created with, used only when this replica
         has saved none yet (then it is saved at once); empty for a replica joining an existing
-        group, which learns its configuration from the leader (vdl_broker.raft.membership)."""
+        group, which learns its configuration from the leader (vdl_broker.raft.membership).
+        `state_machine`: snapshotted every RaftConfig.snapshot_entries / snapshot_bytes, the log
+        truncated behind while `may_truncate()` (snapshotting.py)."""
         cfg = config or RaftConfig()
         self.name = name
         self.node_id = node_id
@@ -103,6 +109,13 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr):
         # directly); without it (the metadata group) every committed entry is replayed.
         self._commit_point = resume_from_commit_point
         applied = load_commit_point(stream_log) if resume_from_commit_point else 0
+        self._machine = state_machine
+        self._snapshots = SnapshotStore(stream_log.directory, stream_log.config.fsync) if state_machine else None
+        self._latest = None
+        self._since_entries = self._since_bytes = 0
+        self._snapshotting = None
+        self._may_truncate = may_truncate or (lambda: True)
+        applied = max(applied, self._restore_latest())
         # Storage damage makes the node start recovering (vdl_broker.raft.recovery).
         hard_state, damage = load_raft_state(stream_log, self._replica_count(self._bootstrap))
         # Reads are served under the read lease: the core refuses votes for an election timeout
@@ -116,6 +129,7 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr):
         self._saved_commit = applied
         self._ticks = 0
         self._tick_times = deque(maxlen=2 * cfg.election_ticks + 2)
+        self._drift = DriftMonitor(cfg.tick_interval_s, cfg.max_clock_drift)
         self._saving: asyncio.Task[None] | None = None
         self._proposals = ProposalTracker(name)
         self._change_waiters = []
@@ -239,9 +253,10 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr):
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
-        if self._saving is not None:
-            with contextlib.suppress(Exception):
-                await self._saving
+        for task in (self._saving, self._snapshotting):
+            if task is not None:
+                with contextlib.suppress(Exception):
+                    await task
         if self.failure is None:
             try:
                 self.save_commit_point()
@@ -338,6 +353,7 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr):
     def step(self, message: Message) -> None:
         if self._stopped:
             return
+        self._check_clock(message)
         self.node.step(message)
         self._poke()
 

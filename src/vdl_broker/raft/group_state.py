@@ -2,7 +2,8 @@
 
 RaftGroup (vdl_broker.raft.group: construction, inputs, proposals, lifecycle) is assembled from
 one class per concern: the Ready loop (ready_loop.py), write-failure recovery
-(write_failure.py), and the leader's read lease and in-sync replicas (lease.py). They share the
+(write_failure.py), the leader's read lease and in-sync replicas (lease.py), and snapshots of
+its state machine (snapshotting.py). They share the
 group's state, declared here once and set in RaftGroup.__init__.
 """
 
@@ -14,6 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from vdl_broker.raft.clock import DriftMonitor
 from vdl_broker.raft.types import ConfState
 
 if TYPE_CHECKING:
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
     from vdl_broker.raft.log_storage import StreamLogStorage
     from vdl_broker.raft.node import RaftNode
     from vdl_broker.raft.proposals import ProposalTracker
+    from vdl_broker.raft.snapshots import Snapshot, SnapshotStore
+    from vdl_broker.raft.snapshotting import StateMachine
     from vdl_broker.raft.types import ConfigRecord, Entry, Message, SnapshotMeta
 
 SendFn = Callable[[str, "Message"], bool]
@@ -64,6 +68,15 @@ class GroupState:
     _tick_times: deque[float]  # when each recent tick happened (lease.py)
     _entry_bytes: int  # the log's average entry size (lease.py)
     _peer_alive: Callable[[int], bool] | None
+    _drift: DriftMonitor  # the followers' clocks against ours (lease.py)
+    # Snapshots (snapshotting.py; None: a group without a state machine).
+    _machine: StateMachine | None
+    _snapshots: SnapshotStore | None
+    _latest: Snapshot | None
+    _since_entries: int
+    _since_bytes: int
+    _snapshotting: asyncio.Task[None] | None
+    _may_truncate: Callable[[], bool]
 
     @property
     def voters(self) -> tuple[int, ...]:

@@ -21,6 +21,7 @@ from vdl_broker.log import StreamLog
 from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.group import ApplyFn, LatencyFn, RaftGroup, SnapshotFn
 from vdl_broker.raft.liveness import LivenessChange, NodeLiveness, successor
+from vdl_broker.raft.snapshotting import StateMachine
 from vdl_broker.raft.throttle import CatchUpThrottle
 from vdl_broker.raft.transport import Address, Identify, RaftTransport, TlsContexts, TransportConfig
 from vdl_broker.raft.types import NONE, Message, Role
@@ -96,7 +97,9 @@ class RaftHost:
 
     def create_group(self, name: str, voters: Sequence[int], stream_log: StreamLog, *,
                      apply: ApplyFn | None = None, on_snapshot: SnapshotFn | None = None,
-                     config: RaftConfig | None = None, resume_from_commit_point: bool = False) -> RaftGroup:
+                     config: RaftConfig | None = None, resume_from_commit_point: bool = False,
+                     state_machine: StateMachine | None = None,
+                     may_truncate: Callable[[], bool] | None = None) -> RaftGroup:
         """Create and start the group `name` over `stream_log`. `voters`: the group's configuration
         at creation (empty for a replica joining an existing group: RaftGroup)."""
         if name in self.groups:
@@ -106,7 +109,8 @@ class RaftHost:
                           else self.raft_config, apply=apply, on_snapshot=on_snapshot,
                           resume_from_commit_point=resume_from_commit_point, commit_latency=self.commit_latency,
                           on_awake=self._wake_up, peer_alive=self.liveness.is_alive,
-                          send_catchup=self._send_catchup)
+                          send_catchup=self._send_catchup, state_machine=state_machine,
+                          may_truncate=may_truncate)
         if self.sync_latency is not None:
             stream_log.observe_syncs(self.sync_latency)
         self.groups[name] = group

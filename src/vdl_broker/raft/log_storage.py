@@ -12,27 +12,33 @@ from vdl_broker.raft.types import CompactedError, Entry
 
 
 class StreamLogStorage:
-    """Satisfies vdl_broker.raft.storage.RaftStorage."""
+    """Satisfies vdl_broker.raft.storage.RaftStorage. With a snapshot (compact_to), the log starts
+    after it for the core, whatever segments before it are still on disk."""
 
     def __init__(self, log: StreamLog) -> None:
         self.log = log
+        self._floor = 0  # the latest snapshot's index: the core's log starts after it
+
+    def compact_to(self, index: int) -> None:
+        self._floor = max(self._floor, index)
 
     @property
     def first_index(self) -> int:
-        return self.log.first_index
+        return max(self.log.first_index, self._floor + 1)
 
     @property
     def last_index(self) -> int:
         return self.log.last_index
 
     def term_at(self, index: int) -> int:
-        if index < self.log.first_index - 1:
-            raise CompactedError(f"index {index} precedes the log start {self.log.first_index}")
+        first = self.first_index
+        if index < first - 1:
+            raise CompactedError(f"index {index} precedes the log start {first}")
         return self.log.term_at(index)
 
     def entries(self, start: int, end: int, max_bytes: int | None = None) -> list[Entry]:
-        if start < self.log.first_index:
-            raise CompactedError(f"index {start} precedes the log start {self.log.first_index}")
+        if start < self.first_index:
+            raise CompactedError(f"index {start} precedes the log start {self.first_index}")
         try:
             return self.log.entries(start, end, max_bytes)
         except IndexOutOfRange as error:

@@ -25,7 +25,6 @@ other exception stops the group for good (`failure`).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -114,6 +113,7 @@ class ReadyLoop(GroupState):
             await self._save_membership(rd, records)
         if rd.snapshot is not None:
             snap = rd.snapshot
+            self._install_snapshot(snap)  # a state machine's snapshot: written and restored first
             stream_log.reset(snap.index + 1, snap.term, _snapshot_offset(snap))
             if self._snapshot_fn is not None:
                 self._snapshot_fn(snap)
@@ -181,9 +181,12 @@ class ReadyLoop(GroupState):
             # the commit is always safe in Raft (it only delays the followers' apply).
             message.commit = applied
         if message.type == MessageType.SNAPSHOT and message.snapshot is not None and message.snapshot.data is None:
-            snap = message.snapshot
-            # The follower's log will start at snap.index + 1 at our log's position there.
-            message.snapshot = dataclasses.replace(snap, data=self.log.offset_for_index(snap.index))
+            # The follower's log will start after it, at our log's position there (and with the
+            # state machine's snapshot, if this group has one: snapshotting.py).
+            message.snapshot = self._snapshot_to_send(message.snapshot)
+            if isinstance(message.snapshot.data, dict):
+                self._send_catchup(self.name, message)
+                return
         if message.type == MessageType.APPEND and message.entries and self._catching_up(message.to):
             self._send_catchup(self.name, message)
             return
@@ -197,6 +200,7 @@ class ReadyLoop(GroupState):
                 return
         if self._apply_fn is not None:
             self._apply_fn(entries)
+        self._count_applied(entries)
         self._applied_through = max(self._applied_through, entries[-1].index)
         self._proposals.applied(entries, self.node.leader_id)
         self._call(self._commit_listeners, "commit")
@@ -218,6 +222,12 @@ class ReadyLoop(GroupState):
 
     if TYPE_CHECKING:
         def _catching_up(self, peer: int) -> bool: ...  # lease.py
+
+        def _install_snapshot(self, meta: SnapshotMeta) -> None: ...  # snapshotting.py
+
+        def _snapshot_to_send(self, meta: SnapshotMeta) -> SnapshotMeta: ...  # snapshotting.py
+
+        def _count_applied(self, entries: list[Entry]) -> None: ...  # snapshotting.py
 
         async def _drop_unsynced_tail(self) -> None: ...  # write_failure.py
 

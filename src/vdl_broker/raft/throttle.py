@@ -31,7 +31,9 @@ SendFn = Callable[[str, Message], bool]
 
 
 def payload_bytes(message: Message) -> int:
-    return sum(len(entry.data) for entry in message.entries)
+    snapshot = message.snapshot
+    state = snapshot.data.get("state", "") if snapshot is not None and isinstance(snapshot.data, dict) else ""
+    return sum(len(entry.data) for entry in message.entries) + len(state)
 
 
 class CatchUpThrottle:
