@@ -376,6 +376,12 @@ class StreamLog:
         """(base offset, max timestamp) of the first batch whose max timestamp >= timestamp_ms."""
         return reading.offset_for_timestamp(self, timestamp_ms)
 
+    def max_timestamp_batch(self) -> tuple[int, int] | None:
+        """(base offset, max timestamp) of the first batch holding the log's largest timestamp."""
+        loaded = [self._ensure_loaded(i) for i in range(len(self._segments))]
+        newest = max((s.max_timestamp for s in loaded if s.has_data), default=None)
+        return None if newest is None else reading.offset_for_timestamp(self, newest)
+
     # ---- truncation, reset, retention (where the log starts: log_start.py) ------------------
     def truncate_suffix(self, from_index: int) -> None:
         """Remove entries >= from_index (Raft conflict resolution)."""
