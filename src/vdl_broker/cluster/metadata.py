@@ -188,7 +188,8 @@ class ClusterState:
     each part serialized by its own declared types. Keep a new part's state in a dataclass of
     plain types (dicts, lists, tuples, sets, bytes, enums, nested dataclasses) and annotate it."""
 
-    TRANSIENT = frozenset({"_results"})  # not in snapshots: recent results kept for proposers
+    # Not in snapshots: recent results kept for proposers; topic ids, computed from the rest.
+    TRANSIENT = frozenset({"_results", "_topic_ids"})
 
     cluster_id: str | None
     nodes: dict[int, NodeInfo]
