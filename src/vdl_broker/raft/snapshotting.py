@@ -52,7 +52,8 @@ class Snapshotting(GroupState):
             return 0  # a log reset past it (the leader's newer snapshot is on its way), or none
         self._machine.restore(latest.data, latest.index)
         self._latest = latest
-        self.storage.compact_to(latest.index)
+        if self._may_truncate():  # else the log stays whole for the core too: no InstallSnapshot
+            self.storage.compact_to(latest.index)
         return latest.index
 
     def _count_applied(self, entries: list[Entry]) -> None:
