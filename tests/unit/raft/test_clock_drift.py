@@ -22,8 +22,6 @@ from test_quiescence import TICK, E, run_seed
 from vdl_broker.raft import MessageType, RaftConfig, Role
 from vdl_broker.raft.clock import Drift, DriftMonitor
 
-pytestmark = pytest.mark.unit
-
 
 def _seeds() -> list[int]:
     return list(range(int(os.environ.get("VDL_DRIFT_SEEDS", 60))))

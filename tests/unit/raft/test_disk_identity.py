@@ -16,8 +16,6 @@ from test_raft_corruption import ELECTION, _intact_copy_back, elect
 
 from vdl_broker.cluster.identity import Formation, formation, may_have_been_lost
 
-pytestmark = pytest.mark.unit
-
 
 def _disk_lost_while_intact_copy_down(ask_peers: bool) -> Cluster:
     """1 leads; 3 is cut off (behind); entries commit on {1, 2}; 1 goes down; 2 loses its disk
