@@ -21,8 +21,8 @@ election until they hold what they may once have held:
    afterwards). Why that is safe: a metadata entry exists only once a leader elected by a
    majority of the configured nodes wrote it, so an existing cluster always has a configured
    node holding metadata, and asking every one of them finds it (unless all of them lost their
-   disks too, which no replication survives). A new node joining a running cluster starts
-   recovering as well; it is a learner until caught up anyway.
+   disks too, which no replication survives). A node started to join a running cluster
+   (`join = true`) starts recovering without asking; it is a learner until caught up anyway.
 2. The streams. After such a start the directory's `complete_from` is unknown until the
    metadata replica has recovered, then the commit index it recovered at (recorded durably). A
    replica whose directory is missing, of a stream created before `complete_from` (or while it

@@ -112,7 +112,11 @@ async def discover_peers(broker: Broker) -> None:
 async def formation_at_start(broker: Broker) -> Formation:
     """For a node whose metadata log is empty: FORMING when every node its `peers` name answers
     that it holds no metadata log either, EXISTING as soon as one holds some (identity.py, rule
-    1). Waits (asking again every PROBE_RETRY_S) while neither is known."""
+    1). Waits (asking again every PROBE_RETRY_S) while neither is known. A node started with
+    `join = true` joins a cluster that exists by definition (and the members' transports do not
+    know it yet: it could not ask them over theirs)."""
+    if broker.config.join:
+        return Formation.EXISTING
     peers = sorted(peer.id for peer in broker.config.peers if peer.id != broker.node_id)
     held: dict[int, int] = {}
     loop = asyncio.get_running_loop()
