@@ -203,11 +203,13 @@ def test_leader_kill_under_streaming_copy(spark, cluster, tmp_path: Path) -> Non
         wait_until(lambda: query.lastProgress, 90, "the first micro-batch", interval=0.2)
         leader = cluster.leader_of("kk-kill")
         assert leader is not None
+        print("\nkilling", leader, time.monotonic(), query.lastProgress["sources"][0]["endOffset"], flush=True)
         cluster.kill(leader)  # SIGKILL the source's leader mid-query (the sink's too if it is the same)
         wait_until(lambda: query.exception() is not None or _end_offset(query) == {"kk-kill": {"0": 1000}}, 150,
                    "the copy to reach the end after the leader kill", interval=0.5)
         assert query.exception() is None, str(query.exception())
     finally:
+        print("\nPROGRESS", [(p["batchId"], p["timestamp"], p["durationMs"]) for p in query.recentProgress], flush=True)
         query.stop()
     copied = read(spark, "vdl", bootstrap, subscribe="kk-kill-copy", includeHeaders="true")
     assert_df_equality(copied.select("key", "value", "headers").orderBy("value"),
