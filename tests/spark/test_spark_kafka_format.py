@@ -186,30 +186,38 @@ def test_fail_on_data_loss_after_retention(spark, cluster, tmp_path: Path) -> No
     assert_df_equality(ordered(rows["kafka"]), ordered(rows["vdl"]))
 
 
-def test_leader_kill_under_streaming_copy(spark, cluster, tmp_path: Path) -> None:  # noqa: ANN001
-    """The Java consumer and producer inside Spark follow the new leader: every record copied,
-    none twice (the idempotent producer's retries are deduplicated by the new leader)."""
+def test_leader_kills_under_streaming_copy(spark, cluster, tmp_path: Path) -> None:  # noqa: ANN001
+    """The Java consumer and producer inside Spark follow new leaders: the source's leader is
+    killed, restarted, then the sink's current leader is killed; every record is copied, none
+    twice (the idempotent producer's retries are deduplicated by the new leader)."""
     bootstrap = cluster.bootstrap_servers
     with admin(bootstrap) as client:
         client.create_streams(["kk-kill", "kk-kill-copy"])
     produced = produce_kafka_python(bootstrap, "kk-kill", 1000, "lz4", "kill")
     frame = read_stream(spark, "kafka", bootstrap, subscribe="kk-kill", startingOffsets="earliest",
-                        includeHeaders="true", maxOffsetsPerTrigger="100")
+                        includeHeaders="true", maxOffsetsPerTrigger="125")
     query = (frame.select("key", "value", "headers").writeStream.format("kafka")
              .option("kafka.bootstrap.servers", bootstrap).option("topic", "kk-kill-copy")
              .option("checkpointLocation", str(tmp_path / "checkpoint"))
              .trigger(processingTime="200 milliseconds").start())
-    try:
-        wait_until(lambda: query.lastProgress, 90, "the first micro-batch", interval=0.2)
-        leader = cluster.leader_of("kk-kill")
-        assert leader is not None
-        print("\nkilling", leader, time.monotonic(), query.lastProgress["sources"][0]["endOffset"], flush=True)
-        cluster.kill(leader)  # SIGKILL the source's leader mid-query (the sink's too if it is the same)
-        wait_until(lambda: query.exception() is not None or _end_offset(query) == {"kk-kill": {"0": 1000}}, 150,
-                   "the copy to reach the end after the leader kill", interval=0.5)
+
+    def copied_up_to(offset: int) -> bool:
         assert query.exception() is None, str(query.exception())
+        end = _end_offset(query)
+        return end is not None and end["kk-kill"]["0"] >= offset
+
+    try:
+        wait_until(lambda: copied_up_to(125), 90, "the first micro-batch", interval=0.2)
+        source_leader = cluster.leader_of("kk-kill")
+        assert source_leader is not None
+        cluster.kill(source_leader)  # SIGKILL mid-query
+        wait_until(lambda: copied_up_to(375), 90, "two micro-batches after the first kill", interval=0.2)
+        cluster.restart(source_leader, timeout_s=60)
+        sink_leader = wait_until(lambda: cluster.leader_of("kk-kill-copy"), 30, "the sink stream's leader")
+        cluster.kill(sink_leader)
+        wait_until(lambda: copied_up_to(1000), 150, "the copy to reach the end after the second kill",
+                   interval=0.5)
     finally:
-        print("\nPROGRESS", [(p["batchId"], p["timestamp"], p["durationMs"]) for p in query.recentProgress], flush=True)
         query.stop()
     copied = read(spark, "vdl", bootstrap, subscribe="kk-kill-copy", includeHeaders="true")
     assert_df_equality(copied.select("key", "value", "headers").orderBy("value"),
