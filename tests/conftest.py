@@ -125,6 +125,6 @@ def spark():  # noqa: ANN201 - pyspark imported lazily so collection stays fast
         .config("spark.jars", spark_jars_setting())
         .getOrCreate()
     )
-    session.sparkContext.setLogLevel("ERROR")
+    session.sparkContext.setLogLevel(os.environ.get("VDL_TEST_SPARK_LOG_LEVEL", "ERROR"))
     yield session
     session.stop()
