@@ -25,7 +25,14 @@ $(JARS): jvm/pom.xml jvm/kafka/pom.xml jvm/spark/pom.xml jvm/prune_spark_jars.py
 	$(PY) jvm/prune_spark_jars.py jvm/lib/spark
 	touch $(JARS)
 
-jars: $(JARS)
+# The tests' Java harness (tests/support/java/): Kafka's Java client driven over stdin/stdout,
+# compiled against jvm/lib/kafka/ into the git-ignored jvm/lib/harness/.
+HARNESS := jvm/lib/harness/KafkaHarness.class
+$(HARNESS): tests/support/java/KafkaHarness.java $(JARS)
+	rm -rf jvm/lib/harness
+	javac -Xlint:all -d jvm/lib/harness -cp 'jvm/lib/kafka/*' tests/support/java/KafkaHarness.java
+
+jars: $(JARS) $(HARNESS)
 
 kcat:
 	@command -v kcat >/dev/null 2>&1 || { \

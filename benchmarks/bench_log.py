@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from benchmarks.report import Report, median_seconds
-from vdl_broker.log import Entry, EntryType, LogConfig, StreamLog
+from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.raft.types import Entry, EntryType
 
 MiB = 1 << 20
 GiB = 1 << 30

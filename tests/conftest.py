@@ -103,17 +103,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 # One SparkSession for the whole run (tests/spark, tests/dev): a session takes ~10 s to start
 # here. PYSPARK_PYTHON points the Python workers at this interpreter (the venv holding
 # vdl_connector and pyspark_vdl); spark.jars adds Spark's own Kafka connector and Delta
-# (jvm/lib/spark, fetched by `make jars`). Defined once, here: getOrCreate would silently hand a second
-# definition the first one's settings.
+# (jvm/lib/spark, fetched by `make jars`), with Delta's SQL extension and catalog as a Databricks
+# cluster has them, so every test may use format("delta"), DeltaTable and Delta's SQL. Defined
+# once, here: getOrCreate would silently hand a second definition the first one's settings.
 @pytest.fixture(scope="session")
 def spark():  # noqa: ANN201 - pyspark imported lazily so collection stays fast
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from vdl_dev.jvm import spark_jars_setting
+    from vdl_dev.jvm import spark_session_conf
 
-    session = (
+    builder = (
         SparkSession.builder.master("local[2, 4]")  # 2 cores; a failed task is retried (the exactly-once tests need it)
         .appName("vdl-connector-tests")
         .config("spark.sql.shuffle.partitions", "2")
@@ -122,9 +123,10 @@ def spark():  # noqa: ANN201 - pyspark imported lazily so collection stays fast
         .config("spark.driver.memory", "1g")
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.python.worker.reuse", "true")
-        .config("spark.jars", spark_jars_setting())
-        .getOrCreate()
     )
+    for key, value in spark_session_conf().items():  # the jars, Delta's SQL extension and catalog
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel(os.environ.get("VDL_TEST_SPARK_LOG_LEVEL", "ERROR"))
     yield session
     session.stop()

@@ -210,15 +210,15 @@ class VdlClient:
 
     def find_coordinator(self, group_id: str) -> tuple[int, str]:
         """The node coordinating a consumer group: (node id, host:port)."""
-        request = FindCoordinatorRequest(key=group_id, key_type=0)
+        return self._retrying(f"FindCoordinator {group_id!r}", lambda: self.find_coordinator_once(group_id))
 
-        def attempt() -> tuple[int, str]:
-            response = self._send_any(request)
-            self._check(response.error_code, f"FindCoordinator {group_id!r}")
-            host = f"[{response.host}]" if ":" in response.host else response.host
-            return response.node_id, f"{host}:{response.port}"
-
-        return self._retrying(f"FindCoordinator {group_id!r}", attempt)
+    def find_coordinator_once(self, group_id: str) -> tuple[int, str]:
+        """One FindCoordinator (v4+: a list of keys) to any node; raises on an error."""
+        response = self._send_any(FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id]))
+        found = response.coordinators[0]
+        self._check(found.error_code, f"FindCoordinator {group_id!r}")
+        host = f"[{found.host}]" if ":" in found.host else found.host
+        return found.node_id, f"{host}:{found.port}"
 
     def request_node(self, node_id: int, request: Any, timeout_s: float | None = None) -> Any:
         """One request to one node named in the last Metadata answer, no retry; raises
@@ -266,7 +266,9 @@ class VdlClient:
 
     def delete_streams(self, streams: Iterable[str], missing_ok: bool = True) -> None:
         """Delete streams; a missing one raises StreamNotFoundError unless `missing_ok`."""
-        request = DeleteTopicsRequest(topic_names=list(streams), timeout_ms=self.settings.request_timeout_ms)
+        names = list(streams)
+        request = DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name=name) for name in names],
+                                      timeout_ms=self.settings.request_timeout_ms)
 
         def attempt() -> None:
             for result in self._to_controller(request).responses:
@@ -277,7 +279,7 @@ class VdlClient:
                     self._check(result.error_code, f"DeleteTopics {result.name!r}")
 
         self._retrying("DeleteTopics", attempt)
-        for stream in request.topic_names:
+        for stream in names:
             self._leaders.pop(stream, None)
 
     def admin(self, request: Any, what: str) -> Any:

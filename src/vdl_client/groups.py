@@ -20,7 +20,6 @@ from vdl_wire.consumer_protocol import assigned_topics
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import (
     DescribeGroupsRequest,
-    FindCoordinatorRequest,
     ListGroupsRequest,
     OffsetCommitRequest,
     OffsetFetchRequest,
@@ -66,14 +65,11 @@ def _to_coordinator(client: VdlClient, group_id: str, request: Any, error_of: An
                     deadline: float | None = None) -> Any:
     """`request` at the group's coordinator; coordinator errors (error_of(response)) and dead
     connections look the coordinator up again, until the deadline."""
-    find = FindCoordinatorRequest(key=group_id, key_type=0)
-
     def attempt() -> Any:
-        found = client._send_any(find)
-        client._check(found.error_code, f"FindCoordinator {group_id!r}")
-        if found.node_id not in client._nodes:
+        node_id, _ = client.find_coordinator_once(group_id)
+        if node_id not in client._nodes:
             client._metadata([])
-        response = client._send_node(found.node_id, request)
+        response = client._send_node(node_id, request)
         code = error_of(response)
         if code in COORDINATOR_ERRORS:
             client._check(code, what)  # retried: the coordinator moved or is starting
@@ -94,6 +90,8 @@ def describe_group(client: VdlClient, group_id: str) -> GroupDescription:
     response = _to_coordinator(client, group_id, DescribeGroupsRequest(groups=[group_id]),
                                lambda r: r.groups[0].error_code, f"DescribeGroups {group_id!r}")
     group = response.groups[0]
+    if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND:  # DescribeGroups v6+: no such group
+        return GroupDescription(group_id, "Dead", "", "", ())
     client._check(group.error_code, f"DescribeGroups {group_id!r}")
     members = []
     for member in group.members:
@@ -106,10 +104,12 @@ def describe_group(client: VdlClient, group_id: str) -> GroupDescription:
 
 def committed_offsets(client: VdlClient, group_id: str) -> dict[str, int]:
     """stream -> the group's committed offset (the next offset to read), for every stream with one."""
-    response = _to_coordinator(client, group_id, OffsetFetchRequest(group_id=group_id, topics=None),
-                               lambda r: r.error_code, f"OffsetFetch {group_id!r}")
-    client._check(response.error_code, f"OffsetFetch {group_id!r}")
-    return {topic.name: p.committed_offset for topic in response.topics for p in topic.partitions
+    request = OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group_id, topics=None)])
+    response = _to_coordinator(client, group_id, request, lambda r: r.groups[0].error_code,
+                               f"OffsetFetch {group_id!r}")
+    group = response.groups[0]
+    client._check(group.error_code, f"OffsetFetch {group_id!r}")
+    return {topic.name: p.committed_offset for topic in group.topics for p in topic.partitions
             if p.partition_index == 0 and p.error_code == 0 and p.committed_offset >= 0}
 
 

@@ -2,7 +2,8 @@
 
     jvm/lib/kafka/   Apache Kafka: broker, command-line tools and the Java client, one classpath
     jvm/lib/spark/   what a SparkSession needs beside pyspark's jars: Spark's Kafka connector
-                     (format("kafka")) and Delta (delta-spark), handed to Spark as spark.jars
+                     (format("kafka")) and Delta (delta-spark), handed to Spark as spark.jars,
+                     with Delta's SQL extension and catalog (spark_session_conf)
 
 They live in the checkout (git-ignored), found relative to this file, or wherever VDL_JVM_LIB
 points (an installed package has no checkout). Nothing here downloads: a missing folder is an
@@ -52,6 +53,24 @@ def spark_jars() -> list[Path]:
 def spark_jars_setting() -> str:
     """`spark.jars` as Spark takes it: comma-separated paths."""
     return ",".join(str(jar) for jar in spark_jars())
+
+
+# Delta's SQL (MERGE, DESCRIBE HISTORY, OPTIMIZE, VACUUM, delta.`path`) and its catalog, as Delta's
+# quickstart configures a session; static settings: they must be given when the session starts.
+DELTA_SQL_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+# Delta rebuilds a table's state from its log in 50 tasks by default, sized for a cluster: on the
+# two cores of a local session that stage is most of a small MERGE's time (measured 5-10x).
+LOCAL_DELTA_CONF = {"spark.databricks.delta.snapshotPartitions": "2"}
+
+
+def spark_session_conf() -> dict[str, str]:
+    """The settings a local SparkSession builder needs to use these parts: the jars, Delta's SQL
+    extension and catalog (a Databricks cluster has both already) and Delta sized for two cores."""
+    return {"spark.jars": spark_jars_setting(), **DELTA_SQL_CONF, **LOCAL_DELTA_CONF}
 
 
 def java() -> str:

@@ -59,10 +59,10 @@ def create_spark_session(data_dir: Path, app_name: str = "vdl-demo") -> Any:
         os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options -Dlog4j2.configurationFile={log4j} pyspark-shell"
     from pyspark.sql import SparkSession
 
-    from vdl_dev.jvm import spark_jars_setting
+    from vdl_dev.jvm import spark_session_conf
 
-    builder = SparkSession.builder.master("local[2]").appName(app_name).config("spark.jars", spark_jars_setting())
-    for key, value in SPARK_CONF.items():
+    builder = SparkSession.builder.master("local[2]").appName(app_name)
+    for key, value in {**spark_session_conf(), **SPARK_CONF}.items():
         builder = builder.config(key, value)
     spark = builder.config("spark.sql.warehouse.dir", str(data_dir / "spark-warehouse")).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

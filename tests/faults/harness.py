@@ -41,7 +41,7 @@ from tests.support.kafka import (  # noqa: F401 - re-exported for the fault test
     raw_request,
 )
 from vdl_broker.log import LogConfig, StreamLog
-from vdl_broker.log.entry import EntryType
+from vdl_broker.raft.types import EntryType
 from vdl_dev.dev_cluster import DevCluster
 from vdl_wire import messages as m
 from vdl_wire.errors import ErrorCode

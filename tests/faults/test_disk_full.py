@@ -23,7 +23,7 @@ from tests.support.cluster import BrokerProcess, start_broker, start_cluster, wa
 from tests.support.disk import TmpfsUnavailable, fill, mount_tmpfs, release, unmount
 from vdl_broker.log import StreamLog
 from vdl_broker.log.config import LogConfig
-from vdl_broker.log.entry import EntryType
+from vdl_broker.raft.types import EntryType
 from vdl_dev.dev_cluster import DevCluster
 from vdl_wire.records.record_batch import read_records, validate_batch
 

@@ -27,7 +27,7 @@ from tests.faults.harness import (
     running_nodes,
     wait_until,
 )
-from tests.support.kafka import committed_raw, make_batch
+from tests.support.kafka import committed_raw, coordinator_raw, make_batch
 from tests.support.metrics import Scrape, try_scrape
 from vdl_dev.dev_cluster import DevCluster
 from vdl_wire import messages as m
@@ -138,12 +138,12 @@ def _coordinator(cluster: DevCluster, group: str) -> int:
     def ask() -> int | None:
         for node_id in running_nodes(cluster):
             try:
-                response = raw_request(node_address(cluster, node_id), m.FindCoordinatorRequest(key=group))
+                error, coordinator = coordinator_raw(node_address(cluster, node_id), group)
             except (OSError, ValueError):
                 continue
-            if response.error_code == 0 and response.node_id in running_nodes(cluster):
-                if committed_raw(node_address(cluster, response.node_id), group, [])[0] == 0:
-                    return response.node_id
+            if error == 0 and coordinator in running_nodes(cluster):
+                if committed_raw(node_address(cluster, coordinator), group, [])[0] == 0:
+                    return coordinator
         return None
 
     return wait_until(ask, DEADLINE_S, f"a coordinator for {group}")

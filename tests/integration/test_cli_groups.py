@@ -15,7 +15,7 @@ import pytest
 from kafka import KafkaConsumer
 
 from tests.support.cluster import VDL_CLI, node_address, running_nodes, wait_until
-from tests.support.kafka import create_topic_raw, numbered_batch, produce_raw, raw_request
+from tests.support.kafka import coordinator_raw, create_topic_raw, numbered_batch, produce_raw, raw_request
 from vdl_client import ClientSettings, VdlClient
 from vdl_client.groups import commit_offsets
 from vdl_dev.dev_cluster import DevCluster
@@ -41,8 +41,8 @@ def _stream(cluster: DevCluster, name: str, records: int) -> None:
 
 def _member_id(cluster: DevCluster, group: str) -> str:
     """The one member of `group`, as its coordinator describes it."""
-    found = raw_request(node_address(cluster, running_nodes(cluster)[0]), m.FindCoordinatorRequest(key=group))
-    described = raw_request(node_address(cluster, found.node_id), m.DescribeGroupsRequest(groups=[group]))
+    _, coordinator = coordinator_raw(node_address(cluster, running_nodes(cluster)[0]), group)
+    described = raw_request(node_address(cluster, coordinator), m.DescribeGroupsRequest(groups=[group]))
     [member] = described.groups[0].members
     return member.member_id
 

@@ -118,7 +118,7 @@ def test_unsupported_versions(hostile_broker: tuple[BrokerProcess, Healthy]) -> 
         sock.sendall(struct.pack(">i", len(body)) + body)
         correlation_id, response = api.decode_response(API_VERSIONS, 0, read_frame(sock))
         assert correlation_id == 42 and response.error_code == ErrorCode.UNSUPPORTED_VERSION
-        assert {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}[API_VERSIONS] == (0, 3)
+        assert {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}[API_VERSIONS] == (0, 4)
     with raw_socket(broker.bootstrap) as sock:  # Produce v99: closed, as Kafka does
         body = struct.pack(">hhih", PRODUCE, 99, 43, 4) + b"test"
         sock.sendall(struct.pack(">i", len(body)) + body)

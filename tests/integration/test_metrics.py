@@ -20,20 +20,21 @@ from tests.faults.harness import high_watermark, wait_for_full_isr
 from tests.support.cluster import BrokerProcess, free_port, node_address, running_nodes, wait_until
 from tests.support.kafka import (
     commit_raw,
+    coordinator_raw,
     create_topic_raw,
     fetch_raw,
     make_batch,
     metadata_raw,
     produce_raw,
-    raw_request,
 )
 from tests.support.metrics import Scrape, scrape, scrape_url, try_scrape
 from vdl_dev.dev_cluster import DevCluster
 from vdl_wire import messages as m
+from vdl_wire.api import default_version
 
 pytestmark = pytest.mark.timeout(240)
 
-PRODUCE_VERSION = "8"  # what the raw requests speak: the highest version declared
+PRODUCE_VERSION = str(default_version(m.ProduceRequest))  # what the raw requests speak: the highest declared
 
 
 def _stream(cluster: DevCluster, prefix: str) -> str:
@@ -157,9 +158,9 @@ def test_group_lag_is_the_high_watermark_minus_the_committed_offset(cluster: Dev
     def commit(offset: int) -> bool:
         try:
             for node in running_nodes(cluster):
-                coordinator = raw_request(node_address(cluster, node), m.FindCoordinatorRequest(key=group))
-                if coordinator.error_code == 0:
-                    return commit_raw(node_address(cluster, coordinator.node_id), group, {stream: offset}) == {stream: 0}
+                error, coordinator = coordinator_raw(node_address(cluster, node), group)
+                if error == 0:
+                    return commit_raw(node_address(cluster, coordinator), group, {stream: offset}) == {stream: 0}
         except (OSError, KeyError):
             pass
         return False

@@ -13,7 +13,8 @@ import pytest
 
 from tests.support.waiting import until
 from vdl_broker.log import LogConfig, StreamLog
-from vdl_broker.raft.group import GroupConfig, RaftGroup
+from vdl_broker.raft.config import RaftConfig
+from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.host import RaftHost
 from vdl_broker.raft.proposals import ProposalLostError
 from vdl_broker.raft.transport import TransportConfig
@@ -55,8 +56,8 @@ class Cluster:
             await self.start_node(i)
 
     async def start_node(self, i: int) -> None:
-        host = RaftHost(i, ("127.0.0.1", self.ports.get(i, 0)), tick_interval_s=TICK,
-                        group_config=GroupConfig(election_ticks=10), transport_config=FAST_TRANSPORT,
+        host = RaftHost(i, ("127.0.0.1", self.ports.get(i, 0)),
+                        raft_config=RaftConfig(election_ticks=10, tick_interval_s=TICK), transport_config=FAST_TRANSPORT,
                         recovery_rate_bytes=self.recovery_rate)
         await host.start()
         self.ports[i] = host.raft_port
@@ -311,7 +312,7 @@ def test_many_groups_share_connections_and_coalesce_heartbeats(tmp_path: Path) -
     async def body(c: Cluster) -> None:
         names = [f"s{k}" for k in range(24)]
         logs: list[StreamLog] = []
-        awake = GroupConfig(election_ticks=10, quiesce_after_heartbeats=0)  # heartbeats all along
+        awake = RaftConfig(election_ticks=10, quiesce_after_heartbeats=0)  # heartbeats all along
         for i, host in c.hosts.items():
             for name in names:
                 log = StreamLog.open(c.tmp / f"node{i}" / name, LogConfig(fsync=False))

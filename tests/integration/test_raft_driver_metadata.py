@@ -13,7 +13,7 @@ from vdl_broker.cluster.metadata import METADATA_GROUP, ApplyResult, Outcome
 from vdl_broker.cluster.service import MetadataService
 from vdl_broker.config import NodeAddress, NodeConfig
 from vdl_broker.log import LogConfig, StreamLog
-from vdl_broker.raft.group import GroupConfig
+from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.host import RaftHost
 from vdl_broker.raft.transport import TransportConfig
 from vdl_broker.raft.types import NotLeaderError
@@ -31,8 +31,8 @@ class Node:
 
     async def start(self) -> None:
         host, port = self.config.raft_listen.rsplit(":", 1)
-        self.host = RaftHost(self.config.node_id, (host, int(port)), self.config.raft_peers(), tick_interval_s=0.02,
-                             group_config=GroupConfig(election_ticks=10),
+        self.host = RaftHost(self.config.node_id, (host, int(port)), self.config.raft_peers(),
+                             raft_config=RaftConfig(election_ticks=10, tick_interval_s=0.02),
                              transport_config=TransportConfig(backoff_min_s=0.01, backoff_max_s=0.05))
         await self.host.start()
         self.log = StreamLog.open(self.config.data_dir / METADATA_GROUP, LogConfig(fsync=False))

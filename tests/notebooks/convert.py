@@ -84,10 +84,15 @@ from types import SimpleNamespace
 from pyspark.sql import DataFrame as _DataFrame, SparkSession
 import IPython.display
 
-spark = (SparkSession.builder.master("local[2]").appName("vdl-notebooks")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
-         .config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC")
-         .getOrCreate())
+from vdl_dev.jvm import spark_session_conf
+
+# As on Databricks: Delta (delta-spark, its SQL extension and catalog) in the session.
+_builder = (SparkSession.builder.master("local[2]").appName("vdl-notebooks")
+            .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC"))
+for _key, _value in spark_session_conf().items():
+    _builder = _builder.config(_key, _value)
+spark = _builder.getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
 
 

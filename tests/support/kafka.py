@@ -66,7 +66,7 @@ class BrokerClient:
         _check(result.error_code, result.error_message or name)
 
     def delete_stream(self, name: str) -> None:
-        result = self.request(m.DeleteTopicsRequest(topic_names=[name], timeout_ms=30_000)).responses[0]
+        result = self.request(delete_topics_request(name)).responses[0]
         _check(result.error_code, name)
 
     def list_offset(self, stream: str, timestamp: int) -> int:
@@ -212,8 +212,13 @@ def create_topic_raw(address: str, name: str, replication_factor: int = -1) -> t
     return int(result.error_code), result.error_message
 
 
+def delete_topics_request(name: str) -> Any:
+    """DeleteTopics naming one stream (v6+: by name in the topics list)."""
+    return m.DeleteTopicsRequest(topics=[m.DeleteTopicsRequest.DeleteTopicState(name=name)], timeout_ms=30_000)
+
+
 def delete_topic_raw(address: str, name: str) -> int:
-    response = raw_request(address, m.DeleteTopicsRequest(topic_names=[name], timeout_ms=30_000), timeout=35.0)
+    response = raw_request(address, delete_topics_request(name), timeout=35.0)
     return int(response.responses[0].error_code)
 
 
@@ -289,9 +294,23 @@ def commit_raw(address: str, group: str, offsets: dict[str, int], version: int |
 
 def committed_raw(address: str, group: str, streams: Sequence[str] | None,
                   version: int | None = None) -> tuple[int, dict[str, tuple[int, int, str | None, int]]]:
-    """OffsetFetch: (top-level error, stream -> (offset, leader epoch, metadata, error))."""
-    topics = None if streams is None else [
-        m.OffsetFetchRequest.OffsetFetchRequestTopic(name=s, partition_indexes=[0]) for s in streams]
-    response = raw_request(address, m.OffsetFetchRequest(group_id=group, topics=topics), version)
-    return response.error_code, {t.name: (p.committed_offset, p.committed_leader_epoch, p.metadata, p.error_code)
-                                 for t in response.topics for p in t.partitions}
+    """OffsetFetch: (top-level error, stream -> (offset, leader epoch, metadata, error)); v8+ (the
+    default) ask for the one group in the groups list."""
+    if version is None or version >= 8:
+        topics = None if streams is None else [
+            m.OffsetFetchRequest.OffsetFetchRequestTopics(name=s, partition_indexes=[0]) for s in streams]
+        request = m.OffsetFetchRequest(groups=[m.OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group,
+                                                                                               topics=topics)])
+        answer = raw_request(address, request, version).groups[0]
+    else:
+        old_topics = None if streams is None else [
+            m.OffsetFetchRequest.OffsetFetchRequestTopic(name=s, partition_indexes=[0]) for s in streams]
+        answer = raw_request(address, m.OffsetFetchRequest(group_id=group, topics=old_topics), version)
+    return answer.error_code, {t.name: (p.committed_offset, p.committed_leader_epoch, p.metadata, p.error_code)
+                               for t in answer.topics for p in t.partitions}
+
+
+def coordinator_raw(address: str, group: str) -> tuple[int, int]:
+    """FindCoordinator for a group (one key, v4+): (error code, node id)."""
+    found = raw_request(address, m.FindCoordinatorRequest(key_type=0, coordinator_keys=[group])).coordinators[0]
+    return found.error_code, found.node_id

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vdl_dev.jvm import kafka_classpath, spark_jars
+from vdl_dev.jvm import kafka_classpath, spark_jars, spark_session_conf
 
 pytestmark = pytest.mark.unit
 
@@ -43,3 +43,16 @@ def test_kafka_classpath_holds_broker_tools_and_client_of_one_version() -> None:
     kafka = pom_property("kafka.version")
     for artifact in ("kafka_2.13", "kafka-tools", "kafka-clients", "kafka-server"):
         assert (folder / f"{artifact}-{kafka}.jar").exists(), artifact
+
+
+def test_delta_sql_extension_and_catalog_are_classes_of_the_delta_jar() -> None:
+    """A misspelled class in spark.sql.extensions is only a warning at start-up, after which every
+    Delta SQL statement fails: the names must be classes of the jar handed to Spark."""
+    import zipfile
+
+    conf = spark_session_conf()
+    assert conf["spark.jars"].split(",") == [str(jar) for jar in spark_jars()]
+    delta = next(jar for jar in spark_jars() if jar.name.startswith("delta-spark_"))
+    classes = set(zipfile.ZipFile(delta).namelist())
+    for key in ("spark.sql.extensions", "spark.sql.catalog.spark_catalog"):
+        assert conf[key].replace(".", "/") + ".class" in classes, conf[key]

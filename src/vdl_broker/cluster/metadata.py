@@ -42,6 +42,8 @@ from vdl_broker.cluster.acls import ACL_OPS, AclsState
 from vdl_broker.cluster.groups import GROUP_OPS, GroupsState
 from vdl_broker.cluster.membership import MEMBERSHIP_OPS, MembershipState, node_command
 from vdl_broker.cluster.stream_configs import CONFIG_OPS, ConfigProblem, apply_alter, validated
+from vdl_broker.cluster.topic_ids import ZERO as ZERO_TOPIC_ID
+from vdl_broker.cluster.topic_ids import TopicIds
 from vdl_broker.cluster.users import USER_OPS, UsersState
 from vdl_wire.records.record_batch import read_records
 
@@ -191,8 +193,20 @@ class ClusterState:
         self.acls = AclsState()
         self.applied_index = 0
         self._results: OrderedDict[int, list[ApplyResult]] = OrderedDict()
+        self._topic_ids = TopicIds()
 
     # -- queries
+
+    def topic_id(self, name: str) -> uuid.UUID:
+        """The Kafka topic id of stream `name` (topic_ids.py); the zero id for no such stream."""
+        info = self.streams.get(name)
+        if info is None:
+            return ZERO_TOPIC_ID
+        return self._topic_ids.id_of(self.cluster_id, name, info.created_index)
+
+    def stream_named_by(self, topic_id: uuid.UUID) -> str | None:
+        """The stream whose current incarnation has this topic id."""
+        return self._topic_ids.name_of(self.cluster_id, self.streams, topic_id)
 
     def streams_on(self, node_id: int) -> list[StreamInfo]:
         """The streams with a replica on `node_id`, those being moved onto or off it included."""

@@ -264,7 +264,10 @@ class GroupCoordinator:
     # -- SyncGroup --------------------------------------------------------------------------
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str,
-                         assignments: list[tuple[str, bytes]]) -> SyncResult:
+                         assignments: list[tuple[str, bytes]], protocol_type: str | None = None,
+                         protocol_name: str | None = None) -> SyncResult:
+        """`protocol_type` and `protocol_name` (SyncGroup v5+, KIP-559), when given, must be the
+        group's."""
         group = self._groups.get(group_id)
         log.debug("sync %s gen=%d member=%r state=%s", group_id, generation_id, member_id,
                   group.state.value if group else None)
@@ -272,6 +275,9 @@ class GroupCoordinator:
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if generation_id != group.generation_id:
             return SyncResult(ErrorCode.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or \
+                (protocol_name is not None and protocol_name != group.protocol_name):
+            return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         member = group.members[member_id]
         if group.state is GroupState.PREPARING_REBALANCE:
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)

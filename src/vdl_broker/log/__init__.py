@@ -3,12 +3,10 @@
 Raft's own small files (hard state, commit point) are kept by vdl_broker.raft.persistence."""
 
 from vdl_broker.log.config import LogConfig
-from vdl_broker.log.entry import Entry, EntryType, IndexOutOfRange, OffsetOutOfRange
+from vdl_broker.log.entry import IndexOutOfRange, OffsetOutOfRange
 from vdl_broker.log.stream_log import ReadResult, StreamLog
 
 __all__ = [
-    "Entry",
-    "EntryType",
     "IndexOutOfRange",
     "LogConfig",
     "OffsetOutOfRange",

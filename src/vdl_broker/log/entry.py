@@ -1,5 +1,5 @@
-"""Raft entries: the one Entry / EntryType of the project (the Raft core re-exports them), and
-their on-disk encoding in segments.
+"""The on-disk encoding of Raft entries in segments (the Entry and EntryType are the Raft core's:
+vdl_broker.raft.types; the log stores them as they are).
 
 On-disk entry (little-endian): crc32c u32 | type u8 | term i64 | index i64 | payload length u32 |
 payload. The CRC covers everything after itself (header rest + payload), so a torn or flipped
@@ -9,29 +9,10 @@ entry is found by recovery.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from enum import IntEnum
 
 import crc32c
 
-
-class EntryType(IntEnum):
-    """Stored as one byte in every entry header and sent as-is on the Raft wire: never renumber."""
-
-    DATA = 1  # one RecordBatch v2 with absolute offsets: the only type that takes Kafka offsets
-    NOOP = 2  # a new leader's first entry of its term
-    CONFIG = 3  # Raft membership (reserved)
-    METADATA = 4  # a command of the metadata Raft group
-
-
-@dataclass(slots=True)
-class Entry:
-    """One Raft log entry. `data` (the entry's payload) is never copied: bytes or a memoryview."""
-
-    index: int
-    term: int
-    type: EntryType = EntryType.DATA
-    data: bytes | memoryview = b""
+from vdl_broker.raft.types import EntryType
 
 
 class OffsetOutOfRange(LookupError):

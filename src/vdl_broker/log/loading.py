@@ -24,11 +24,12 @@ from pathlib import Path
 
 from vdl_broker.log.config import LogConfig
 from vdl_broker.log.damage import DamageRecord, load_damage, save_damage
-from vdl_broker.log.entry import HEADER, HEADER_SIZE, EntryType
+from vdl_broker.log.entry import HEADER, HEADER_SIZE
 from vdl_broker.log.fileio import fsync_dir
 from vdl_broker.log.log_start import LogStart, load_log_start
 from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE, load_recovery_point, scan
 from vdl_broker.log.segment import LOG_SUFFIX, Segment
+from vdl_broker.raft.types import EntryType
 from vdl_wire.records.batch_header import BATCH_HEADER_SIZE, batch_fields
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,8 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vdl_broker.log.entry import HEADER_SIZE, Entry, EntryType, IndexOutOfRange, OffsetOutOfRange
+from vdl_broker.log.entry import HEADER_SIZE, IndexOutOfRange, OffsetOutOfRange
+from vdl_broker.raft.types import Entry, EntryType
 from vdl_wire.records.batch_header import batch_fields
 
 if TYPE_CHECKING:

@@ -14,8 +14,9 @@ from typing import NamedTuple
 
 import crc32c
 
-from vdl_broker.log.entry import ENTRY_TYPES, HEADER, HEADER_SIZE, EntryType
+from vdl_broker.log.entry import ENTRY_TYPES, HEADER, HEADER_SIZE
 from vdl_broker.log.fileio import atomic_write
+from vdl_broker.raft.types import EntryType
 from vdl_wire.records.batch_header import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,

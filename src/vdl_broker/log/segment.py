@@ -18,13 +18,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from vdl_broker.log.entry import HEADER, HEADER_SIZE, EntryType
+from vdl_broker.log.entry import HEADER, HEADER_SIZE
 from vdl_broker.log.fileio import writev_all
 from vdl_broker.log.index_file import strictly_increasing
 from vdl_broker.log.offset_index import OffsetIndex
 from vdl_broker.log.raft_index import RaftIndex
 from vdl_broker.log.recovery import scan
 from vdl_broker.log.time_index import TimeIndex
+from vdl_broker.raft.types import EntryType
 from vdl_wire.records.batch_header import BATCH_HEADER_SIZE, BatchFields, batch_fields
 
 logger = logging.getLogger(__name__)

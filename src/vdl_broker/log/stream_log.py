@@ -21,7 +21,7 @@ from pathlib import Path
 from vdl_broker.log import loading, reading
 from vdl_broker.log.config import LogConfig
 from vdl_broker.log.damage import DamageRecord, clear_damage, save_damage
-from vdl_broker.log.entry import HEADER_SIZE, Entry, EntryType, IndexOutOfRange, encode_header
+from vdl_broker.log.entry import HEADER_SIZE, IndexOutOfRange, encode_header
 from vdl_broker.log.fileio import fsync_dir
 from vdl_broker.log.group_commit import GroupCommit
 from vdl_broker.log.log_start import LogStart, save_log_start
@@ -30,6 +30,7 @@ from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE, save_recovery_point
 from vdl_broker.log.retention import segments_to_delete
 from vdl_broker.log.segment import Segment
 from vdl_broker.log.tail_cache import CachedEntry, TailCache
+from vdl_broker.raft.types import Entry, EntryType
 from vdl_wire.records.batch_header import BatchFields, check_batch
 
 logger = logging.getLogger(__name__)
@@ -374,6 +375,12 @@ class StreamLog:
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(base offset, max timestamp) of the first batch whose max timestamp >= timestamp_ms."""
         return reading.offset_for_timestamp(self, timestamp_ms)
+
+    def max_timestamp_batch(self) -> tuple[int, int] | None:
+        """(base offset, max timestamp) of the first batch holding the log's largest timestamp."""
+        loaded = [self._ensure_loaded(i) for i in range(len(self._segments))]
+        newest = max((s.max_timestamp for s in loaded if s.has_data), default=None)
+        return None if newest is None else reading.offset_for_timestamp(self, newest)
 
     # ---- truncation, reset, retention (where the log starts: log_start.py) ------------------
     def truncate_suffix(self, from_index: int) -> None:

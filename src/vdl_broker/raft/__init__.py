@@ -7,11 +7,10 @@ It depends on nothing else of ours: storage is seen through the read-only `RaftS
 Protocol, and entries not yet persisted ("unstable") live in the core until acknowledged.
 
 Construction
-    node = RaftNode(RaftConfig(node_id, voters, election_ticks=10, heartbeat_ticks=1,
-                               pre_vote=True, check_quorum=True, max_inflight_messages=256,
-                               max_inflight_bytes=32 MiB, max_append_bytes=1 MiB,
-                               max_committed_bytes=64 MiB, quiesce_after_heartbeats=0),
-                    storage, hard_state, rng, applied=0, damage=None, membership=())
+    node = RaftNode(node_id, voters, storage, RaftConfig(election_ticks=10, ...),
+                    hard_state=..., rng=..., applied=0, damage=None, membership=(),
+                    lease_after_start=False)
+    config: RaftConfig (vdl_broker.raft.config), every Raft setting, shared by a node's groups.
     storage: RaftStorage -- first_index, last_index (properties), term_at(i) valid for
         first_index-1 ..= last_index (first_index-1 is the log start point: its term is the
         reset/snapshot term; an empty fresh log answers first 1, last 0, term_at(0) = 0),
@@ -20,10 +19,12 @@ Construction
     applied: the driver's durable applied index, if it keeps one (entries up to it are not
         redelivered); otherwise committed entries are redelivered from the log start.
     damage: a Damage when the driver found that storage lost data this node had synced (or its
-        hard state): the node starts *recovering* (see vdl_broker.raft.node, "Corruption").
-    membership: the driver's saved ConfigRecords (persistence.load_membership); RaftConfig.voters
-        is the configuration the group was created with (empty: a node joining an existing
-        group), used while no record exists. See vdl_broker.raft.membership.
+        hard state): the node starts *recovering* (vdl_broker.raft.recovery).
+    membership: the driver's saved ConfigRecords (persistence.load_membership); `voters` is the
+        configuration the group was created with (empty: a node joining an existing group),
+        used while no record exists. See vdl_broker.raft.membership.
+    lease_after_start: refuse votes for an election timeout first (a driver serving reads
+        under the read lease, for a replica that may have acknowledged heartbeats before).
     Restart = build a new RaftNode from storage + hard state: unstable state is simply gone.
     Commit index is not persisted (it is relearned from the leader).
 
@@ -43,7 +44,7 @@ Inputs
     node.wake()                       leave quiescence (a read needs the leader's lease back; a
         lagging follower's node came back)
     node.forget_leader()              the leader's node is gone (node liveness): grant votes now
-Quiescence (vdl_broker.raft.quiescence, quiesce_after_heartbeats > 0): an idle group's leader
+Quiescence (vdl_broker.raft.quiescence, RaftConfig.quiesce_after_heartbeats > 0): an idle group's leader
     tells its followers to quiesce; `node.quiescent` nodes ignore tick() (the driver stops
     delivering ticks) until a message, a proposal or wake()/forget_leader() wakes them. The
     driver's node liveness (vdl_broker.raft.liveness) replaces the heartbeats meanwhile.
@@ -79,7 +80,7 @@ THE DRIVER CONTRACT (what must be durable before what)
        and exactly it after 4 (persistence.save_membership).
     1. If ready.snapshot: StreamLog.reset(snapshot.index + 1, snapshot.term, snapshot.data).
     2. If ready.entries: truncate_suffix(entries[0].index) when it is <= last_index, then
-       append them (the core's Entry is the log's Entry: no conversion).
+       append them (the log stores the core's Entry as it is: no conversion).
     3. If ready.hard_state: save it (persistence.save_hard_state: atomic and durable).
     4. Sync (fsync) 1-3. ONLY THEN
     5. Send ready.messages (plus early_messages if not sent in 0). They may carry votes,
@@ -123,9 +124,10 @@ entries, the configuration in force at the log start carried by SnapshotMeta.con
 Not implemented: joint consensus, ReadIndex.
 """
 
+from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.membership import ConfigChangeError
-from vdl_broker.raft.node import PeerStatus, RaftConfig, RaftNode
-from vdl_broker.raft.progress import ProgressState
+from vdl_broker.raft.node import RaftNode
+from vdl_broker.raft.progress import PeerStatus, ProgressState
 from vdl_broker.raft.storage import MemoryStorage, RaftStorage
 from vdl_broker.raft.types import (
     EXTENT_UNKNOWN,

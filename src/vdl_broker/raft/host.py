@@ -18,7 +18,8 @@ import logging
 from collections.abc import Callable, Sequence
 
 from vdl_broker.log import StreamLog
-from vdl_broker.raft.group import ApplyFn, GroupConfig, LatencyFn, RaftGroup, SnapshotFn
+from vdl_broker.raft.config import RaftConfig
+from vdl_broker.raft.group import ApplyFn, LatencyFn, RaftGroup, SnapshotFn
 from vdl_broker.raft.liveness import LivenessChange, NodeLiveness, successor
 from vdl_broker.raft.throttle import CatchUpThrottle
 from vdl_broker.raft.transport import Address, Identify, RaftTransport, TlsContexts, TransportConfig
@@ -40,7 +41,7 @@ class RaftHost:
     A cluster of one has no raft address: its groups have one voter and nobody to talk to."""
 
     def __init__(self, node_id: int, raft_listen: Address | None, peers: dict[int, Address] | None = None, *,
-                 tick_interval_s: float = 0.1, group_config: GroupConfig | None = None,
+                 raft_config: RaftConfig | None = None,
                  transport_config: TransportConfig | None = None,
                  on_unknown_group: Callable[[str, Message], None] | None = None,
                  commit_latency: LatencyFn | None = None, sync_latency: LatencyFn | None = None,
@@ -50,8 +51,8 @@ class RaftHost:
         # Metrics hooks (vdl_broker.metrics), given to every group and its log.
         self.commit_latency = commit_latency
         self.sync_latency = sync_latency
-        self.tick_interval_s = tick_interval_s
-        self.group_config = dataclasses.replace(group_config or GroupConfig(), tick_interval_s=tick_interval_s)
+        self.raft_config = raft_config or RaftConfig()
+        self.tick_interval_s = self.raft_config.tick_interval_s
         self.groups: dict[str, RaftGroup] = {}
         self._awake: dict[str, RaftGroup] = {}  # the groups the ticker ticks
         self.on_unknown_group = on_unknown_group
@@ -62,7 +63,7 @@ class RaftHost:
                                         tls=tls, identify=identify)
                           if raft_listen is not None else None)
         # Silence of election_ticks of our ticks (not less: see vdl_broker.raft.quiescence, "Safety").
-        self.liveness = NodeLiveness(self.group_config.election_ticks)
+        self.liveness = NodeLiveness(self.raft_config.election_ticks)
         for peer in others:
             self.liveness.add_peer(peer)
         self._frames_heard: dict[int, int] = {}
@@ -95,14 +96,14 @@ class RaftHost:
 
     def create_group(self, name: str, voters: Sequence[int], stream_log: StreamLog, *,
                      apply: ApplyFn | None = None, on_snapshot: SnapshotFn | None = None,
-                     config: GroupConfig | None = None, resume_from_commit_point: bool = False) -> RaftGroup:
+                     config: RaftConfig | None = None, resume_from_commit_point: bool = False) -> RaftGroup:
         """Create and start the group `name` over `stream_log`. `voters`: the group's configuration
         at creation (empty for a replica joining an existing group: RaftGroup)."""
         if name in self.groups:
             raise ValueError(f"raft group {name} already exists")
         group = RaftGroup(name, self.node_id, voters, stream_log, self._send,
                           config=dataclasses.replace(config, tick_interval_s=self.tick_interval_s) if config
-                          else self.group_config, apply=apply, on_snapshot=on_snapshot,
+                          else self.raft_config, apply=apply, on_snapshot=on_snapshot,
                           resume_from_commit_point=resume_from_commit_point, commit_latency=self.commit_latency,
                           on_awake=self._wake_up, peer_alive=self.liveness.is_alive,
                           send_catchup=self._send_catchup)

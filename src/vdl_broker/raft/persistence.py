@@ -3,11 +3,11 @@
 Both are small files in the stream's directory, next to its segments. The formats are fixed:
 existing data directories must keep opening.
 
-`load_raft_state` also decides whether the node starts *recovering* (vdl_broker.raft.node,
-"Corruption"): the log's damage record (durable data lost), a commit point beyond the log's end
-(committed entries this node held are gone, whatever recovery took them for), or an unreadable
-hard state (its term and vote are unknown: it must not become "term 0, voted for nobody", which
-could let it vote twice in a term). The evidence is recorded in the log's damage record before
+`load_raft_state` also decides whether the node starts *recovering* (vdl_broker.raft.recovery):
+the log's damage record (durable data lost), a commit point beyond the log's end (committed
+entries this node held are gone, whatever recovery took them for), or an unreadable hard state
+(its term and vote are unknown: it must not become "term 0, voted for nobody", which could let
+it vote twice in a term). The evidence is recorded in the log's damage record before
 the node runs, so a restart mid-recovery resumes it.
 """
 

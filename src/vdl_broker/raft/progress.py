@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from enum import IntEnum
 
 
@@ -10,6 +11,20 @@ class ProgressState(IntEnum):
     PROBE = 0  # one append in flight at a time until we find where the logs match
     REPLICATE = 1  # logs match: pipeline appends optimistically, bounded by the inflight window
     SNAPSHOT = 2  # the entries it needs are compacted: a log reset is in flight
+
+
+@dataclass(frozen=True, slots=True)
+class PeerStatus:
+    """The leader's view of one member (itself included: match = its own durable index)."""
+
+    match: int
+    next: int
+    state: ProgressState
+    recent_active: bool
+    learner: bool = False
+    # Answered a heartbeat sent within the last election timeout (unlike recent_active, not
+    # cleared at every CheckQuorum round): what membership changes count as "alive".
+    alive: bool = False
 
 
 class Progress:

@@ -1,6 +1,6 @@
 """Quiescence: an idle Raft group stops ticking, so a node with thousands of groups pays for the
 ones that are written or read, not for the others (CockroachDB's quiescent ranges, TiKV's
-hibernate regions). Part of the sans-IO core: RaftNode inherits these methods.
+hibernate regions). A room of RaftNode (state.py).
 
 Quiescing
     A leader with nothing to replicate for `RaftConfig.quiesce_after_heartbeats` heartbeat rounds
@@ -54,49 +54,15 @@ Liveness
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from vdl_broker.raft.progress import ProgressState
+from vdl_broker.raft.state import NodeState
 from vdl_broker.raft.types import NONE, Message, MessageType, Role
 
 NUDGE = -1  # HEARTBEAT_RESPONSE.index of a follower waking its leader (no lease stamp)
 
-if TYPE_CHECKING:
-    from vdl_broker.raft.log import RaftLog
-    from vdl_broker.raft.node import RaftConfig
-    from vdl_broker.raft.progress import Progress
 
-
-class Quiescence:
-    """RaftNode's quiescence (module docstring); the state lives on the node."""
-
-    if TYPE_CHECKING:  # RaftNode's attributes and methods used here
-        id: int
-        role: Role
-        leader_id: int
-        term: int
-        ticks: int
-        peers: tuple[int, ...]
-        _voter_set: frozenset[int]
-        quorum: int
-        log: RaftLog
-        progress: dict[int, Progress]
-        transferee: int
-        election_elapsed: int
-        heartbeat_elapsed: int
-        quiescent: bool
-        _idle_heartbeats: int
-        _booting: bool
-        _broadcast: bool
-        _commit_changed: bool
-        _recovering: bool
-        config: RaftConfig
-
-        def _send(self, kind: MessageType, to: int, **fields: object) -> None: ...
-
-        def _broadcast_heartbeat(self) -> None: ...
-
-        def _send_append(self, peer: int, send_if_empty: bool = False) -> bool: ...
+class Quiescence(NodeState):
+    """RaftNode's quiescence (module docstring)."""
 
     def wake(self) -> None:
         """Leave quiescence (the driver: a read needs the lease, a lagging peer came back)."""
@@ -106,8 +72,8 @@ class Quiescence:
     def recheck_peer(self, peer: int) -> None:
         """The driver's node liveness says `peer` restarted: a leader checks its log again with
         an append at its match. A restart may have lost what it acknowledged (a lost directory,
-        storage damage: vdl_broker.raft.node, "Corruption"); its refusal lowers the match and
-        gets the lost entries sent, at once rather than at the group's next write."""
+        storage damage: vdl_broker.raft.recovery); its refusal lowers the match and gets the
+        lost entries sent, at once rather than at the group's next write."""
         self.wake()
         if self.role == Role.LEADER and peer in self.progress and peer != self.id:
             self.progress[peer].become_probe()

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from vdl_broker.raft.node import PeerStatus
+from vdl_broker.raft.progress import PeerStatus
 from vdl_broker.raft.types import ConfState
 
 

@@ -1,7 +1,7 @@
 """Value types of the Raft core: entries, messages, hard/soft state, the Ready bundle, errors.
 
-Entry and EntryType are the log's (vdl_broker.log.entry): raft depends on log, never the reverse,
-so the log defines them and they are re-exported here.
+The core owns them and imports nothing else of ours: the log (vdl_broker.log) stores this Entry
+as it is, and the driver (vdl_broker.raft.group) passes entries between the two unconverted.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from vdl_broker.log.entry import Entry, EntryType
-
 __all__ = [
     "NONE", "CompactedError", "ConfState", "ConfigRecord", "Damage", "Entry", "EntryType", "HardState", "Message",
     "MessageType", "NotLeaderError", "ProposalDroppedError", "RaftError", "Ready", "Role", "SnapshotMeta",
@@ -20,6 +18,25 @@ __all__ = [
 ]
 
 NONE = 0  # "no node": node ids are positive integers
+
+
+class EntryType(IntEnum):
+    """Stored as one byte in every entry header and sent as-is on the Raft wire: never renumber."""
+
+    DATA = 1  # one RecordBatch v2 with absolute offsets: the only type that takes Kafka offsets
+    NOOP = 2  # a new leader's first entry of its term
+    CONFIG = 3  # a Raft configuration (vdl_broker.raft.membership)
+    METADATA = 4  # a command of the metadata Raft group
+
+
+@dataclass(slots=True)
+class Entry:
+    """One Raft log entry. `data` (the entry's payload) is never copied: bytes or a memoryview."""
+
+    index: int
+    term: int
+    type: EntryType = EntryType.DATA
+    data: bytes | memoryview = b""
 
 
 class Role(IntEnum):

@@ -7,7 +7,7 @@ classic disk-loss hazard: its vote can then elect a leader lacking entries that 
 with its lost acknowledgements. So the node keeps, in `<data_dir>/__replicas/`, one empty file
 per replica incarnation it has opened (`<stream>#<created index>`, written once its directory
 exists). A registered replica whose directory (or its `incarnation` file) is gone starts as
-damaged with an unknown extent (vdl_broker.raft.node, "Corruption"): it votes for no one until
+damaged with an unknown extent (vdl_broker.raft.recovery): it votes for no one until
 a leader elected without it has given its log back.
 
 A whole data directory lost takes this registry with it: that node then looks new in every

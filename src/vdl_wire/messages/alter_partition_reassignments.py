@@ -1,16 +1,18 @@
-"""AlterPartitionReassignments (key 45), version 0, flexible. # message defs: AlterPartitionReassignmentsRequest.json"""
+"""AlterPartitionReassignments (key 45), versions 0-1, flexible; v1 may forbid changing the
+replication factor (KIP-860). # message defs: AlterPartitionReassignmentsRequest.json"""
 
 from __future__ import annotations
 
 from ..codec import build_message
-from ..schema import INT16, INT32, STRING, Array, Field, message, struct
+from ..schema import BOOL, INT16, INT32, STRING, Array, Field, message, struct
 
 ALTER_PARTITION_REASSIGNMENTS_REQUEST = message(
     "AlterPartitionReassignmentsRequest",
     45,
-    "0",
+    "0-1",
     "0+",
     Field("timeout_ms", INT32, default=60000),
+    Field("allow_replication_factor_change", BOOL, versions="1+", default=True),
     Field(
         "topics",
         Array(
@@ -36,9 +38,10 @@ ALTER_PARTITION_REASSIGNMENTS_REQUEST = message(
 ALTER_PARTITION_REASSIGNMENTS_RESPONSE = message(
     "AlterPartitionReassignmentsResponse",
     45,
-    "0",
+    "0-1",
     "0+",
     Field("throttle_time_ms", INT32),
+    Field("allow_replication_factor_change", BOOL, versions="1+", default=True),
     Field("error_code", INT16),
     Field("error_message", STRING, nullable_versions="0+", default=None),
     Field(

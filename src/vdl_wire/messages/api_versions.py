@@ -1,4 +1,5 @@
-"""ApiVersions (key 18), versions 0-3; v3 is flexible. # message defs: ApiVersionsRequest.json"""
+"""ApiVersions (key 18), versions 0-4; v3+ are flexible, v4 is v3 unchanged (it lets a broker list
+a minimum version of 0 for a feature). # message defs: ApiVersionsRequest.json"""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from ..schema import BOOL, INT16, INT32, INT64, STRING, Array, Field, message, s
 API_VERSIONS_REQUEST = message(
     "ApiVersionsRequest",
     18,
-    "0-3",
+    "0-4",
     "3+",
     Field("client_software_name", STRING, versions="3+"),
     Field("client_software_version", STRING, versions="3+"),
@@ -17,7 +18,7 @@ API_VERSIONS_REQUEST = message(
 API_VERSIONS_RESPONSE = message(
     "ApiVersionsResponse",
     18,
-    "0-3",
+    "0-4",
     "3+",
     Field("error_code", INT16),
     Field(

@@ -1,14 +1,18 @@
-"""CreateTopics (key 19), versions 0-4, non-flexible (flexible from 5). # message defs: CreateTopicsRequest.json"""
+"""CreateTopics (key 19), versions 0-7, flexible from 5. # message defs: CreateTopicsRequest.json
+
+v5+ answer the created topic's partitions, replication factor and configs (KIP-525); v7 its id
+(KIP-516).
+"""
 
 from __future__ import annotations
 
 from ..codec import build_message
-from ..schema import BOOL, INT16, INT32, STRING, Array, Field, message, struct
+from ..schema import BOOL, INT8, INT16, INT32, STRING, UUID, Array, Field, message, struct
 
 CREATE_TOPICS_REQUEST = message(
     "CreateTopicsRequest",
     19,
-    "0-4",
+    "0-7",
     "5+",
     Field(
         "topics",
@@ -48,7 +52,7 @@ CREATE_TOPICS_REQUEST = message(
 CREATE_TOPICS_RESPONSE = message(
     "CreateTopicsResponse",
     19,
-    "0-4",
+    "0-7",
     "5+",
     Field("throttle_time_ms", INT32, versions="2+"),
     Field(
@@ -57,8 +61,27 @@ CREATE_TOPICS_RESPONSE = message(
             struct(
                 "CreatableTopicResult",
                 Field("name", STRING),
+                Field("topic_id", UUID, versions="7+"),
                 Field("error_code", INT16),
                 Field("error_message", STRING, versions="1+", nullable_versions="0+", default=None),
+                Field("topic_config_error_code", INT16, versions="5+", tagged_versions="5+", tag=0),
+                Field("num_partitions", INT32, versions="5+", default=-1),
+                Field("replication_factor", INT16, versions="5+", default=-1),
+                Field(
+                    "configs",
+                    Array(
+                        struct(
+                            "CreatableTopicConfigs",
+                            Field("name", STRING, versions="5+"),
+                            Field("value", STRING, versions="5+", nullable_versions="5+", default=None),
+                            Field("read_only", BOOL, versions="5+"),
+                            Field("config_source", INT8, versions="5+", default=-1),
+                            Field("is_sensitive", BOOL, versions="5+"),
+                        )
+                    ),
+                    versions="5+",
+                    nullable_versions="5+",
+                ),
             )
         ),
     ),

@@ -1,4 +1,5 @@
-"""DescribeGroups (key 15), versions 0-5; v5 is flexible. # message defs: DescribeGroupsRequest.json"""
+"""DescribeGroups (key 15), versions 0-6, flexible from 5; v6 adds a per-group error message
+(KIP-1043). # message defs: DescribeGroupsRequest.json"""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from ..schema import BOOL, BYTES, INT16, INT32, STRING, Array, Field, message, s
 DESCRIBE_GROUPS_REQUEST = message(
     "DescribeGroupsRequest",
     15,
-    "0-5",
+    "0-6",
     "5+",
     Field("groups", Array(STRING)),
     Field("include_authorized_operations", BOOL, versions="3+"),
@@ -17,7 +18,7 @@ DESCRIBE_GROUPS_REQUEST = message(
 DESCRIBE_GROUPS_RESPONSE = message(
     "DescribeGroupsResponse",
     15,
-    "0-5",
+    "0-6",
     "5+",
     Field("throttle_time_ms", INT32, versions="1+"),
     Field(
@@ -26,6 +27,7 @@ DESCRIBE_GROUPS_RESPONSE = message(
             struct(
                 "DescribedGroup",
                 Field("error_code", INT16),
+                Field("error_message", STRING, versions="6+", nullable_versions="6+", default=None),
                 Field("group_id", STRING),
                 Field("group_state", STRING),
                 Field("protocol_type", STRING),

@@ -1,5 +1,5 @@
-"""DescribeLogDirs (key 35), versions 0-4; v2+ are flexible, v3 adds the top-level error code,
-v4 the volume's total and usable bytes (KIP-827). # message defs: DescribeLogDirsRequest.json,
+"""DescribeLogDirs (key 35), versions 0-5; v2+ are flexible, v3 adds the top-level error code,
+v4 the volume's total and usable bytes (KIP-827), v5 whether the directory is cordoned (KIP-1066). # message defs: DescribeLogDirsRequest.json,
 DescribeLogDirsResponse.json"""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from ..schema import BOOL, INT16, INT32, INT64, STRING, Array, Field, message, s
 DESCRIBE_LOG_DIRS_REQUEST = message(
     "DescribeLogDirsRequest",
     35,
-    "0-4",
+    "0-5",
     "2+",
     Field(
         "topics",
@@ -22,7 +22,7 @@ DESCRIBE_LOG_DIRS_REQUEST = message(
 DESCRIBE_LOG_DIRS_RESPONSE = message(
     "DescribeLogDirsResponse",
     35,
-    "0-4",
+    "0-5",
     "2+",
     Field("throttle_time_ms", INT32),
     Field("error_code", INT16, versions="3+"),
@@ -56,6 +56,7 @@ DESCRIBE_LOG_DIRS_RESPONSE = message(
                 ),
                 Field("total_bytes", INT64, versions="4+", default=-1),
                 Field("usable_bytes", INT64, versions="4+", default=-1),
+                Field("is_cordoned", BOOL, versions="5+"),
             )
         ),
     ),

@@ -1,6 +1,7 @@
-"""Fetch (key 1), versions 0-11, non-flexible (flexible from 12). # message defs: FetchRequest.json
+"""Fetch (key 1), versions 0-12, flexible from 12. # message defs: FetchRequest.json
 
-v0-3 responses carry MessageSet magic 0/1; v7+ add fetch sessions (we answer session_id 0).
+v0-3 responses carry MessageSet magic 0/1; v7+ add fetch sessions (we answer session_id 0);
+v13+ name topics by id (KIP-516), which streams do not have.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from ..schema import INT8, INT16, INT32, INT64, RECORDS, STRING, Array, Field, m
 FETCH_REQUEST = message(
     "FetchRequest",
     1,
-    "0-11",
+    "0-12",
     "12+",
+    Field("cluster_id", STRING, versions="12+", nullable_versions="12+", tagged_versions="12+", tag=0,
+          default=None),
     Field("replica_id", INT32, versions="0-14", default=-1),
     Field("max_wait_ms", INT32),
     Field("min_bytes", INT32),
@@ -60,7 +63,7 @@ FETCH_REQUEST = message(
 FETCH_RESPONSE = message(
     "FetchResponse",
     1,
-    "0-11",
+    "0-12",
     "12+",
     Field("throttle_time_ms", INT32, versions="1+"),
     Field("error_code", INT16, versions="7+"),
@@ -81,6 +84,19 @@ FETCH_RESPONSE = message(
                             Field("high_watermark", INT64),
                             Field("last_stable_offset", INT64, versions="4+", default=-1),
                             Field("log_start_offset", INT64, versions="5+", default=-1),
+                            # KIP-320: where a fetcher's log diverges from the leader's.
+                            Field("diverging_epoch", struct("EpochEndOffset",
+                                                            Field("epoch", INT32, versions="12+", default=-1),
+                                                            Field("end_offset", INT64, versions="12+", default=-1)),
+                                  versions="12+", tagged_versions="12+", tag=0),
+                            Field("current_leader", struct("LeaderIdAndEpoch",
+                                                           Field("leader_id", INT32, versions="12+", default=-1),
+                                                           Field("leader_epoch", INT32, versions="12+", default=-1)),
+                                  versions="12+", tagged_versions="12+", tag=1),
+                            Field("snapshot_id", struct("SnapshotId",
+                                                        Field("end_offset", INT64, default=-1),
+                                                        Field("epoch", INT32, default=-1)),
+                                  versions="12+", tagged_versions="12+", tag=2),
                             Field(
                                 "aborted_transactions",
                                 Array(

@@ -1,4 +1,4 @@
-"""Heartbeat (key 12), versions 0-3, non-flexible (flexible from 4). # message defs: HeartbeatRequest.json"""
+"""Heartbeat (key 12), versions 0-4, flexible from 4. # message defs: HeartbeatRequest.json"""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from ..schema import INT16, INT32, STRING, Field, message
 HEARTBEAT_REQUEST = message(
     "HeartbeatRequest",
     12,
-    "0-3",
+    "0-4",
     "4+",
     Field("group_id", STRING),
     Field("generation_id", INT32),
@@ -19,7 +19,7 @@ HEARTBEAT_REQUEST = message(
 HEARTBEAT_RESPONSE = message(
     "HeartbeatResponse",
     12,
-    "0-3",
+    "0-4",
     "4+",
     Field("throttle_time_ms", INT32, versions="1+"),
     Field("error_code", INT16),

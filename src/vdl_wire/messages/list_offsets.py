@@ -1,6 +1,9 @@
-"""ListOffsets (key 2), versions 0-5, non-flexible (flexible from 6). # message defs: ListOffsetsRequest.json
+"""ListOffsets (key 2), versions 0-11, flexible from 6. # message defs: ListOffsetsRequest.json
 
-Timestamp -2 = earliest, -1 = latest. v0 answers with old_style_offsets, v1+ with timestamp/offset.
+Timestamp -2 = earliest, -1 = latest; -3 = the record with the largest timestamp (v7+, KIP-734);
+-4 earliest local (v8+), -5 latest tiered (v9+), -6 earliest pending upload (v11+): tiered
+storage (KIP-405, KIP-1005, KIP-1023). v0 answers with old_style_offsets, v1+ with
+timestamp/offset; v10 adds the request's timeout_ms.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from ..schema import INT8, INT16, INT32, INT64, STRING, Array, Field, message, s
 LIST_OFFSETS_REQUEST = message(
     "ListOffsetsRequest",
     2,
-    "0-5",
+    "0-11",
     "6+",
     Field("replica_id", INT32),
     Field("isolation_level", INT8, versions="2+"),
@@ -36,12 +39,13 @@ LIST_OFFSETS_REQUEST = message(
             )
         ),
     ),
+    Field("timeout_ms", INT32, versions="10+"),
 )
 
 LIST_OFFSETS_RESPONSE = message(
     "ListOffsetsResponse",
     2,
-    "0-5",
+    "0-11",
     "6+",
     Field("throttle_time_ms", INT32, versions="2+"),
     Field(

@@ -1,17 +1,31 @@
-"""Metadata (key 3), versions 0-8, non-flexible (flexible from 9). # message defs: MetadataRequest.json"""
+"""Metadata (key 3), versions 0-13, flexible from 9. # message defs: MetadataRequest.json
+
+v10+ carry topic ids (KIP-516), v12 lets a request name topics by id only, v13 adds a top-level
+error code (KIP-1102).
+"""
 
 from __future__ import annotations
 
 from ..codec import build_message
-from ..schema import BOOL, INT16, INT32, STRING, Array, Field, message, struct
+from ..schema import BOOL, INT16, INT32, STRING, UUID, Array, Field, message, struct
 
 METADATA_REQUEST = message(
     "MetadataRequest",
     3,
-    "0-8",
+    "0-13",
     "9+",
     # v0: an empty array means all topics; v1+: null means all topics, empty means none.
-    Field("topics", Array(struct("MetadataRequestTopic", Field("name", STRING))), nullable_versions="1+"),
+    Field(
+        "topics",
+        Array(
+            struct(
+                "MetadataRequestTopic",
+                Field("topic_id", UUID, versions="10+"),
+                Field("name", STRING, nullable_versions="10+"),
+            )
+        ),
+        nullable_versions="1+",
+    ),
     Field("allow_auto_topic_creation", BOOL, versions="4+", default=True),
     Field("include_cluster_authorized_operations", BOOL, versions="8-10"),
     Field("include_topic_authorized_operations", BOOL, versions="8+"),
@@ -20,7 +34,7 @@ METADATA_REQUEST = message(
 METADATA_RESPONSE = message(
     "MetadataResponse",
     3,
-    "0-8",
+    "0-13",
     "9+",
     Field("throttle_time_ms", INT32, versions="3+"),
     Field(
@@ -43,7 +57,8 @@ METADATA_RESPONSE = message(
             struct(
                 "MetadataResponseTopic",
                 Field("error_code", INT16),
-                Field("name", STRING),
+                Field("name", STRING, nullable_versions="12+"),
+                Field("topic_id", UUID, versions="10+"),
                 Field("is_internal", BOOL, versions="1+", default=False),
                 Field(
                     "partitions",
@@ -65,6 +80,7 @@ METADATA_RESPONSE = message(
         ),
     ),
     Field("cluster_authorized_operations", INT32, versions="8-10", default=-(2**31)),
+    Field("error_code", INT16, versions="13+"),
 )
 
 MetadataRequest = build_message(METADATA_REQUEST, __name__)

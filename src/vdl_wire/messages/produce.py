@@ -1,6 +1,7 @@
-"""Produce (key 0), versions 0-8, non-flexible (flexible from 9). # message defs: ProduceRequest.json
+"""Produce (key 0), versions 0-10, flexible from 9. # message defs: ProduceRequest.json
 
-v0-2 carry MessageSet magic 0/1 in `records`, v3+ RecordBatch v2; v3 adds transactional_id.
+v0-2 carry MessageSet magic 0/1 in `records`, v3+ RecordBatch v2; v3 adds transactional_id;
+v10 (KIP-951) lets a NOT_LEADER_OR_FOLLOWER answer name the new leader and its address.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from ..schema import INT16, INT32, INT64, RECORDS, STRING, Array, Field, message
 PRODUCE_REQUEST = message(
     "ProduceRequest",
     0,
-    "0-8",
+    "0-10",
     "9+",
     Field("transactional_id", STRING, versions="3+", nullable_versions="3+", default=None),
     Field("acks", INT16),
@@ -40,7 +41,7 @@ PRODUCE_REQUEST = message(
 PRODUCE_RESPONSE = message(
     "ProduceResponse",
     0,
-    "0-8",
+    "0-10",
     "9+",
     Field(
         "responses",
@@ -78,6 +79,10 @@ PRODUCE_RESPONSE = message(
                             Field(
                                 "error_message", STRING, versions="8+", nullable_versions="8+", default=None
                             ),
+                            Field("current_leader", struct("LeaderIdAndEpoch",
+                                                           Field("leader_id", INT32, versions="10+", default=-1),
+                                                           Field("leader_epoch", INT32, versions="10+", default=-1)),
+                                  versions="10+", tagged_versions="10+", tag=0),
                         )
                     ),
                 ),
@@ -85,6 +90,21 @@ PRODUCE_RESPONSE = message(
         ),
     ),
     Field("throttle_time_ms", INT32, versions="1+"),
+    Field(
+        "node_endpoints",
+        Array(
+            struct(
+                "NodeEndpoint",
+                Field("node_id", INT32, versions="10+"),
+                Field("host", STRING, versions="10+"),
+                Field("port", INT32, versions="10+"),
+                Field("rack", STRING, versions="10+", nullable_versions="10+", default=None),
+            )
+        ),
+        versions="10+",
+        tagged_versions="10+",
+        tag=0,
+    ),
 )
 
 ProduceRequest = build_message(PRODUCE_REQUEST, __name__)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vdl_broker.log import Entry, EntryType
+from vdl_broker.raft.types import Entry, EntryType
 from vdl_wire.records.batch_header import BATCH_HEADER_SIZE, HEADER, LOG_OVERHEAD, MAGIC
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from log_testing import data_entry, noop_entry
 
-from vdl_broker.log import Entry, EntryType, LogConfig, StreamLog
+from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.raft.types import Entry, EntryType
 
 CONFIG = dict(segment_bytes=1200, index_interval_bytes=120, tail_cache_bytes=0, fsync=False)
 HEADER = 25

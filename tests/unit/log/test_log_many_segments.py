@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from log_testing import data_entry, noop_entry
 
-from vdl_broker.log import Entry, EntryType, LogConfig, StreamLog
+from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.raft.types import Entry, EntryType
 
 CONFIG = dict(segment_bytes=4000, index_interval_bytes=256, tail_cache_bytes=0, fsync=False)
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from log_testing import data_entry, make_batch
 
-from vdl_broker.log import Entry, EntryType, LogConfig, StreamLog
+from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.raft.types import Entry, EntryType
 
 
 def config() -> LogConfig:

@@ -13,14 +13,13 @@ from log_testing import config_entry, data_entry, make_batch, noop_entry
 
 from tests.support.waiting import until
 from vdl_broker.log import (
-    Entry,
-    EntryType,
     IndexOutOfRange,
     LogConfig,
     OffsetOutOfRange,
     StreamLog,
 )
 from vdl_broker.log.segment import Segment
+from vdl_broker.raft.types import Entry, EntryType
 
 
 def small_config(**overrides: object) -> LogConfig:

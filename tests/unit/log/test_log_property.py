@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from log_testing import make_batch
 
-from vdl_broker.log import Entry, EntryType, LogConfig, StreamLog
+from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.raft.types import Entry, EntryType
 
 
 @dataclass

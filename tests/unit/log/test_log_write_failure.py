@@ -16,10 +16,11 @@ import pytest
 from log_testing import data_entry, noop_entry
 
 from tests.support.disk import TmpfsUnavailable, fill, mount_tmpfs, unmount
-from vdl_broker.log import Entry, LogConfig, StreamLog
+from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log import segment as segment_module
 from vdl_broker.log.fileio import writev_all
 from vdl_broker.log.index_file import IndexFile
+from vdl_broker.raft.types import Entry
 
 
 def config(**overrides: object) -> LogConfig:

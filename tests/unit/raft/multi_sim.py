@@ -45,17 +45,17 @@ class GroupSim(Cluster):
 
 class MultiCluster:
     def __init__(self, n: int, groups: int, seed: int, *, net: NetConfig | None = None, tick_every: int = 10,
-                 config: Callable[[int, tuple[int, ...]], RaftConfig] | None = None) -> None:
+                 config: Callable[[int], RaftConfig] | None = None) -> None:
         self.seed = seed
         self.rng = random.Random(seed * 13 + 5)
         self.net = net or NetConfig()
         self.tick_every = tick_every
         self.ids = tuple(range(1, n + 1))
-        make = config or (lambda i, ids: RaftConfig(i, ids, election_ticks=10, quiesce_after_heartbeats=2))
+        make = config or (lambda i: RaftConfig(election_ticks=10, quiesce_after_heartbeats=2))
         self.groups = [GroupSim(self, f"g{g}", n, seed * 101 + g, net=self.net, tick_every=tick_every, config=make)
                        for g in range(groups)]
-        self.election_ticks = make(1, self.ids).election_ticks
-        self.check_lease = make(1, self.ids).check_quorum
+        self.election_ticks = make(1).election_ticks
+        self.check_lease = make(1).check_quorum
         phases = {i: self.rng.randrange(tick_every) for i in self.ids}
         for group in self.groups:
             group.tick_phase = phases

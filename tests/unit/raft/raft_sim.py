@@ -51,6 +51,9 @@ from vdl_broker.raft import (
 )
 from vdl_broker.raft.membership import decode_conf
 
+# The core alone, without the node liveness quiescence needs (multi_sim adds it).
+NO_QUIESCE = RaftConfig(quiesce_after_heartbeats=0)
+
 
 class InvariantError(AssertionError):
     pass
@@ -86,7 +89,7 @@ class Cluster:
         *,
         net: NetConfig | None = None,
         tick_every: int = 10,
-        config: Callable[[int, tuple[int, ...]], RaftConfig] | None = None,
+        config: Callable[[int], RaftConfig] | None = None,
         storages: dict[int, MemoryStorage] | None = None,
     ) -> None:
         self.seed = seed
@@ -95,7 +98,8 @@ class Cluster:
         self.tick_every = tick_every
         self.ids = tuple(range(1, n + 1))  # every node ever started (joined ones too)
         self.initial = self.ids
-        self._config = config or (lambda i, ids: RaftConfig(i, ids, election_ticks=10, heartbeat_ticks=1))
+        # Each node's config, asked at every start (a fuzzer may vary it).
+        self._config = config or (lambda i: NO_QUIESCE)
         self.committed_conf = ConfState(self.ids)  # the configuration of the latest committed CONFIG entry
         self.nodes: dict[int, SimNode] = {}
         for i in self.ids:
@@ -123,11 +127,11 @@ class Cluster:
     # ------------------------------------------------------------------ lifecycle
 
     def _boot(self, sn: SimNode) -> None:
-        cfg = self._config(sn.id, self.initial if sn.id in self.initial else ())
+        cfg = self._config(sn.id)
         rng = random.Random(self.seed * 7919 + sn.id * 104729 + sn.restarts)
         damage = sn.damage if getattr(self, "corruption_aware", True) else None
-        sn.node = RaftNode(cfg, sn.storage, sn.storage.hard_state, rng, damage=damage,
-                           membership=sn.storage.membership)
+        sn.node = RaftNode(sn.id, self.initial if sn.id in self.initial else (), sn.storage, cfg,
+                           hard_state=sn.storage.hard_state, rng=rng, damage=damage, membership=sn.storage.membership)
         sn.applied = sn.node.applied_index
 
     def add_node(self) -> int:

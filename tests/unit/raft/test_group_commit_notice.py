@@ -13,7 +13,8 @@ import pytest
 
 from tests.support.waiting import until
 from vdl_broker.log import LogConfig, StreamLog
-from vdl_broker.raft.group import GroupConfig, RaftGroup
+from vdl_broker.raft.config import RaftConfig
+from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.types import Entry, EntryType, Message, MessageType
 
 pytestmark = pytest.mark.timeout(60)
@@ -46,7 +47,7 @@ async def _run(tmp_path: Path) -> None:
 
     for i in ids:
         groups[i] = RaftGroup("g", i, ids, logs[i], send, apply=apply_on(i), rng=random.Random(i),
-                              config=GroupConfig(election_ticks=5, max_committed_bytes=1))
+                              config=RaftConfig(election_ticks=5, max_committed_bytes=1))
 
     async def tick() -> None:
         while True:

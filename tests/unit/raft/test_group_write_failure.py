@@ -12,7 +12,8 @@ import pytest
 
 from tests.support.waiting import until
 from vdl_broker.log import LogConfig, StreamLog
-from vdl_broker.raft.group import GroupConfig, RaftGroup
+from vdl_broker.raft.config import RaftConfig
+from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.proposals import ProposalStorageError
 from vdl_broker.raft.types import Entry, EntryType, Message, Role
 
@@ -27,7 +28,7 @@ class Nodes:
         for i, stream_log in self.logs.items():
             self._inject(i, stream_log)
             self.groups[i] = RaftGroup("g", i, list(self.logs), stream_log, self._send,
-                                       config=GroupConfig(election_ticks=5), rng=random.Random(i))
+                                       config=RaftConfig(election_ticks=5), rng=random.Random(i))
         self._ticker: asyncio.Task[None] | None = None
 
     def _inject(self, i: int, stream_log: StreamLog) -> None:
@@ -189,7 +190,7 @@ def test_commit_point_save_on_a_full_disk_is_logged_and_retried(tmp_path: Path,
         stream_log = StreamLog.open(tmp_path / "n1", LogConfig(fsync=False))
         # Never quiescent: this is about the periodic save (a quiescent group stops ticking).
         group = RaftGroup("g", 1, [1], stream_log, lambda *_: True, resume_from_commit_point=True,
-                          config=GroupConfig(quiesce_after_heartbeats=0))
+                          config=RaftConfig(quiesce_after_heartbeats=0))
         group.start()
         try:
             await until(lambda: group.is_leader and group.node.applied_index > 0)

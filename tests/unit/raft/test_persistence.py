@@ -8,7 +8,7 @@ from pathlib import Path
 import crc32c
 import pytest
 
-from vdl_broker.log import Entry, EntryType, LogConfig, StreamLog
+from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.persistence import (
     COMMIT_POINT_FILE,
     HARD_STATE_FILE,
@@ -17,7 +17,7 @@ from vdl_broker.raft.persistence import (
     save_commit_point,
     save_hard_state,
 )
-from vdl_broker.raft.types import NONE, HardState
+from vdl_broker.raft.types import NONE, Entry, EntryType, HardState
 
 
 def test_hard_state_round_trip_and_corruption(tmp_path: Path) -> None:

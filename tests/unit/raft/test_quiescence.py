@@ -205,8 +205,8 @@ def _config(rng: random.Random):
     append_bytes = rng.choice([8, 1 << 20])
     after = rng.choice([1, 2, 3])
 
-    def make(i: int, ids: tuple[int, ...]) -> RaftConfig:
-        return RaftConfig(i, ids, election_ticks=E, heartbeat_ticks=heartbeat, pre_vote=True, check_quorum=True,
+    def make(i: int) -> RaftConfig:
+        return RaftConfig(election_ticks=E, heartbeat_ticks=heartbeat, pre_vote=True, check_quorum=True,
                           max_inflight_messages=inflight, max_append_bytes=append_bytes,
                           quiesce_after_heartbeats=after)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from raft_sim import build_storage
+from raft_sim import NO_QUIESCE, build_storage
 
 from vdl_broker.raft import (
     CompactedError,
@@ -74,7 +74,7 @@ def test_restore_hides_storage_until_installed() -> None:
 
 
 def _node(node_id: int = 2, voters=(1, 2, 3), storage: MemoryStorage | None = None) -> RaftNode:
-    return RaftNode(RaftConfig(node_id, voters), storage or MemoryStorage(), rng=random.Random(1))
+    return RaftNode(node_id, voters, storage or MemoryStorage(), NO_QUIESCE, rng=random.Random(1))
 
 
 def _append(term: int, prev: int, prev_term: int, entries: list[tuple[int, int]], commit: int = 0) -> Message:
@@ -124,7 +124,7 @@ def test_append_at_committed_index_is_acknowledged_without_changes() -> None:
 
 def test_single_node_cluster_commits_alone() -> None:
     storage = MemoryStorage()
-    node = RaftNode(RaftConfig(1, [1]), storage, rng=random.Random(3))
+    node = RaftNode(1, [1], storage, NO_QUIESCE, rng=random.Random(3))
     for _ in range(25):
         node.tick()
     assert node.role == Role.LEADER
@@ -139,13 +139,13 @@ def test_single_node_cluster_commits_alone() -> None:
 
 
 def test_config_validation() -> None:
-    RaftConfig(4, [1, 2, 3]).validate()  # a node outside the bootstrap voters joins later (learner)
+    RaftNode(4, [1, 2, 3], MemoryStorage())  # a node outside the bootstrap voters joins later (learner)
     with pytest.raises(ValueError):
-        RaftConfig(0, [1, 2, 3]).validate()
+        RaftNode(0, [1, 2, 3], MemoryStorage())
     with pytest.raises(ValueError):
-        RaftConfig(1, [1, -2, 3]).validate()
+        RaftNode(1, [1, -2, 3], MemoryStorage())
     with pytest.raises(ValueError):
-        RaftConfig(1, [1, 2, 3], election_ticks=1, heartbeat_ticks=1).validate()
+        RaftConfig(election_ticks=1, heartbeat_ticks=1).validate()
 
 
 def test_lease_ignores_disruptive_votes_but_transfer_forces_them() -> None:

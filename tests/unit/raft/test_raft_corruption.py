@@ -74,8 +74,8 @@ def _wiped_follower_leader_down_mid_catch_up(aware: bool) -> Cluster:
     """1 leads; 2 is cut off (behind); entries commit on {1, 3}; 3 loses its whole storage and
     restarts empty; 1 gives it back its first two entries only, then goes down; 2 and 3 run;
     then 1 comes back."""
-    c = Cluster(3, 11, config=lambda i, ids: RaftConfig(i, ids, election_ticks=10, heartbeat_ticks=1,
-                                                         max_append_bytes=1))  # one entry per append
+    c = Cluster(3, 11, config=lambda i: RaftConfig(election_ticks=10, heartbeat_ticks=1, max_append_bytes=1,
+                                                  quiesce_after_heartbeats=0))  # one entry per append
     c.corruption_aware = aware
     elect(c, 1)
     c.propose(1, b"before")
@@ -114,8 +114,8 @@ def test_without_damage_awareness_a_wiped_follower_loses_committed_entries() -> 
 def test_wiped_follower_recovers_only_through_its_leaders_commit() -> None:
     """Given back entries below what its leader committed, a wiped node still recovers (no
     votes); holding the leader's commit index, an entry of the leader's term, it is done."""
-    c = Cluster(3, 4, config=lambda i, ids: RaftConfig(i, ids, election_ticks=10, heartbeat_ticks=1,
-                                                        max_append_bytes=1))
+    c = Cluster(3, 4, config=lambda i: RaftConfig(election_ticks=10, heartbeat_ticks=1, max_append_bytes=1,
+                                                 quiesce_after_heartbeats=0))
     elect(c, 1)
     for k in range(6):
         c.propose(1, b"e%d" % k)
@@ -134,7 +134,7 @@ def test_wiped_follower_recovers_only_through_its_leaders_commit() -> None:
 
 def _hard_state_lost_after_voting(aware: bool) -> Cluster:
     """3 votes for 1 in term 2, loses its hard state, restarts; then 2 campaigns in term 2."""
-    c = Cluster(3, 5, config=lambda i, ids: RaftConfig(i, ids, pre_vote=False, check_quorum=False))
+    c = Cluster(3, 5, config=lambda i: RaftConfig(pre_vote=False, check_quorum=False, quiesce_after_heartbeats=0))
     c.corruption_aware = aware
     elect(c, 1)  # term 1
     c.propose(1, b"x")

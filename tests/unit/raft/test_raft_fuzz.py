@@ -31,10 +31,8 @@ def _config_for(rng: random.Random):
     append_bytes = rng.choice([1, 8, 64, 1 << 20])
     inflight_bytes = rng.choice([16, 1 << 20])
 
-    def make(i: int, ids: tuple[int, ...]) -> RaftConfig:
+    def make(i: int) -> RaftConfig:
         return RaftConfig(
-            i,
-            ids,
             election_ticks=10,
             heartbeat_ticks=heartbeat,
             pre_vote=pre_vote,
@@ -43,6 +41,7 @@ def _config_for(rng: random.Random):
             max_inflight_bytes=inflight_bytes,
             max_append_bytes=append_bytes,
             max_committed_bytes=rng.choice([None, 8]),
+            quiesce_after_heartbeats=0,
         )
 
     return make

@@ -117,7 +117,7 @@ def _ongaro_setup() -> Cluster:
     (term 1) appends C1 = C0 + 5 and only 5 receives it; node 2 wins term 2 under C0 with the
     votes of 3 and 4, but its no-op reaches only 3: not committed (3 of 4 needed)."""
     # No leader lease / PreVote: the elections below happen at once, without waiting timeouts.
-    c = Cluster(4, 4, config=lambda i, ids: RaftConfig(i, ids, pre_vote=False, check_quorum=False))
+    c = Cluster(4, 4, config=lambda i: RaftConfig(pre_vote=False, check_quorum=False, quiesce_after_heartbeats=0))
     elect(c, 1)
     commit(c, 1, b"committed-in-term-1")
     five = c.add_node()
@@ -213,14 +213,14 @@ def test_saved_records_naming_entries_the_log_lacks_are_dropped() -> None:
     records = [ConfigRecord(0, 0, ConfState((1, 2, 3))), ConfigRecord(2, 1, ConfState((1, 2, 3), (4,))),
                ConfigRecord(3, 1, ConfState((1, 2, 3, 4))),  # the log's entry 3 has term 2: cut
                ConfigRecord(7, 2, ConfState((1, 2, 3, 4, 5)))]  # beyond the log: a torn tail
-    node = RaftNode(RaftConfig(1, [1, 2, 3]), storage, storage.hard_state, membership=records)
+    node = RaftNode(1, [1, 2, 3], storage, hard_state=storage.hard_state, membership=records)
     assert node.conf == ConfState((1, 2, 3), (4,))
     rd = node.ready()
     assert rd.membership == records[:2]  # rewritten without the records the log does not back
 
 
 def test_joining_node_knows_no_voters_and_never_campaigns() -> None:
-    node = RaftNode(RaftConfig(4, []), MemoryStorage())
+    node = RaftNode(4, [], MemoryStorage())
     assert node.conf == ConfState() and node.voters == ()
     for _ in range(100):
         node.tick()

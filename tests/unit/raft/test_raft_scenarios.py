@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from raft_sim import Cluster, NetConfig, build_storage
+from raft_sim import NO_QUIESCE, Cluster, NetConfig, build_storage
 
 from vdl_broker.raft import (
     EntryType,
@@ -30,7 +30,7 @@ def elect(c: Cluster, i: int) -> None:
 
 
 def config(pre_vote: bool = True, check_quorum: bool = True, **kw):
-    return lambda i, ids: RaftConfig(i, ids, pre_vote=pre_vote, check_quorum=check_quorum, **kw)
+    return lambda i: RaftConfig(pre_vote=pre_vote, check_quorum=check_quorum, quiesce_after_heartbeats=0, **kw)
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -287,7 +287,7 @@ def test_batched_proposals_travel_in_one_append() -> None:
 
 def test_leader_counts_itself_only_after_its_own_sync() -> None:
     storage = MemoryStorage()
-    node = RaftNode(RaftConfig(1, [1]), storage)
+    node = RaftNode(1, [1], storage, NO_QUIESCE)
     node.campaign()
     rd = node.ready()
     assert node.role == Role.LEADER and rd.hard_state == HardState(1, 1)
@@ -309,7 +309,7 @@ def test_leader_counts_itself_only_after_its_own_sync() -> None:
 
 
 def test_vote_is_in_the_same_ready_as_its_reply() -> None:
-    node = RaftNode(RaftConfig(2, [1, 2, 3]), MemoryStorage())
+    node = RaftNode(2, [1, 2, 3], MemoryStorage(), NO_QUIESCE)
     node.step(Message(MessageType.VOTE, 2, 1, 5, log_term=0, index=0))
     rd = node.ready()
     assert rd.hard_state == HardState(5, 1)
@@ -320,7 +320,7 @@ def test_vote_is_in_the_same_ready_as_its_reply() -> None:
 def test_vote_in_an_already_durable_term_still_waits_for_the_sync() -> None:
     storage = MemoryStorage()
     storage.hard_state = HardState(5, 0)
-    node = RaftNode(RaftConfig(2, [1, 2, 3]), storage, storage.hard_state)
+    node = RaftNode(2, [1, 2, 3], storage, NO_QUIESCE, hard_state=storage.hard_state)
     node.step(Message(MessageType.VOTE, 2, 1, 5, log_term=0, index=0))
     rd = node.ready()
     assert rd.hard_state == HardState(5, 1) and not rd.early_messages
@@ -338,7 +338,7 @@ def test_leader_appends_may_leave_before_its_own_sync_once_its_term_is_durable()
     c.nodes[1].storage.append(rd.entries)
     node.advance(rd)
     # A candidate's vote requests promise its own durable vote: they never leave early.
-    cand = RaftNode(RaftConfig(1, [1, 2, 3], pre_vote=False), MemoryStorage())
+    cand = RaftNode(1, [1, 2, 3], MemoryStorage(), RaftConfig(pre_vote=False, quiesce_after_heartbeats=0))
     cand.campaign()
     rd = cand.ready()
     assert rd.hard_state == HardState(1, 1) and not rd.early_messages
@@ -396,7 +396,7 @@ def test_a_leader_handing_over_leadership_has_no_read_lease() -> None:
 
 
 def test_a_node_refuses_votes_for_one_election_timeout_after_start_with_lease_after_start() -> None:
-    node = RaftNode(RaftConfig(2, [1, 2, 3], lease_after_start=True), MemoryStorage())
+    node = RaftNode(2, [1, 2, 3], MemoryStorage(), NO_QUIESCE, lease_after_start=True)
     node.step(Message(MessageType.VOTE, 2, 1, 5, log_term=0, index=0))
     assert node.term == 0 and not node.has_ready()  # ignored: maybe counted in a lease
     for _ in range(node.config.election_ticks):

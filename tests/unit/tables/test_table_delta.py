@@ -11,7 +11,7 @@ from deltalake import DeltaTable
 
 from tests.unit.tables.test_table_convert import stored
 from vdl_broker.log import LogConfig, StreamLog
-from vdl_broker.log.entry import Entry, EntryType
+from vdl_broker.raft.types import Entry, EntryType
 from vdl_broker.tables.convert import TieringError
 from vdl_broker.tables.delta import DeltaTarget, TransactionConflict
 from vdl_broker.tables.service import retention_limit

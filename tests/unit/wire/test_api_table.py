@@ -31,40 +31,48 @@ from vdl_wire.messages import (
 
 # DESIGN.md "Kafka protocol": exactly what we advertise.
 TABLE = [
-    (0, 0, 8),
-    (1, 0, 11),
-    (2, 0, 5),
-    (3, 0, 8),
+    (0, 0, 10),
+    (1, 0, 12),
+    (2, 0, 11),
+    (3, 0, 13),
     (8, 0, 8),
-    (9, 1, 5),
-    (10, 0, 2),
-    (11, 0, 5),
-    (12, 0, 3),
-    (13, 0, 3),
-    (14, 0, 3),
-    (15, 0, 5),
-    (16, 0, 4),
+    (9, 0, 9),
+    (10, 0, 6),
+    (11, 0, 9),
+    (12, 0, 4),
+    (13, 0, 5),
+    (14, 0, 5),
+    (15, 0, 6),
+    (16, 0, 5),
     (17, 0, 1),
-    (18, 0, 3),
-    (19, 0, 4),
-    (20, 0, 3),
+    (18, 0, 4),
+    (19, 0, 7),
+    (20, 0, 6),
     (22, 0, 1),
     (29, 0, 3),
     (30, 0, 3),
     (31, 0, 3),
     (32, 0, 4),
-    (35, 0, 4),
+    (35, 0, 5),
     (36, 0, 2),
     (42, 0, 2),
     (43, 0, 2),
     (44, 0, 1),
-    (45, 0, 0),
+    (45, 0, 1),
     (46, 0, 0),
     (47, 0, 0),
     (50, 0, 0),
     (51, 0, 0),
     (10000, 0, 0),  # VdlNodes: VDL's own (protocol/messages/vdl_nodes.py)
 ]
+
+# The highest version Apache Kafka 3.0 serves of each API (# message defs at tag 3.0.0:
+# clients/src/main/resources/common/message/*Request.json): clients that pin a broker version
+# instead of asking (kafka-python's api_version=(3, 0)) send these, so every API served here is
+# served at least that far. InitProducerId's transactional versions come with transactions.
+KAFKA_3_0 = {0: 9, 1: 12, 2: 7, 3: 11, 8: 8, 9: 8, 10: 4, 11: 7, 12: 4, 13: 4, 14: 5, 15: 5, 16: 4, 17: 1,
+             18: 3, 19: 7, 20: 6, 21: 2, 23: 4, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 35: 2, 36: 2, 37: 3,
+             42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 47: 0, 50: 0, 51: 0, 60: 0}
 
 
 def _join(parts) -> bytes:
@@ -77,20 +85,25 @@ def test_supported_api_versions_is_exactly_the_table() -> None:
     assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == TABLE
 
 
+def test_every_api_served_as_far_as_kafka_3_0_serves_it() -> None:
+    served = {key: (low, high) for key, low, high in supported_api_versions()}
+    short = {key: (served[key], wanted) for key, wanted in KAFKA_3_0.items()
+             if key in served and (served[key][0] > 0 or served[key][1] < wanted)}
+    assert short == {}
+
+
+# The first flexible version of each API (# message defs: "flexibleVersions"); None: never.
+FLEXIBLE_FROM = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 17: None,
+                 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 35: 2, 36: 2, 37: 2,
+                 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 47: None, 50: 0, 51: 0, 60: 0, 68: 0, 69: 0,
+                 10000: 0}  # VdlNodes (ours)
+
+
 def test_flexible_versions_are_kafkas() -> None:
-    # message defs: OffsetCommit 8+, DescribeGroups 5+, ListGroups 3+, DeleteGroups 2+, ApiVersions 3+,
-    # SaslAuthenticate 2+, Describe/Create/DeleteAcls 2+, Describe/AlterUserScramCredentials 0+,
-    # DescribeConfigs 4+, IncrementalAlterConfigs 1+, ElectLeaders 2+, AlterPartitionReassignments 0+,
-    # ListPartitionReassignments 0+; VdlNodes (ours) 0+
-    flexible = {
-        (k, v)
-        for k, s in API_SPECS.items()
-        for v in range(s.min_version, s.max_version + 1)
-        if s.is_flexible(v)
-    }
-    assert flexible == {(18, 3), (8, 8), (15, 5), (16, 3), (16, 4), (42, 2), (36, 2), (29, 2), (29, 3), (30, 2),
-                        (30, 3), (31, 2), (31, 3), (50, 0), (51, 0), (32, 4), (44, 1), (35, 2), (35, 3), (35, 4),
-                        (43, 2), (45, 0), (46, 0), (10000, 0)}
+    for key, spec in API_SPECS.items():
+        first = FLEXIBLE_FROM[key]
+        expected = first if first is not None and first <= spec.max_version else None
+        assert spec.flexible_from == expected, spec.name
 
 
 def _frame_header(api_key: int, version: int, correlation_id: int) -> bytes:
@@ -99,18 +112,18 @@ def _frame_header(api_key: int, version: int, correlation_id: int) -> bytes:
 
 def test_unsupported_api_carries_ids() -> None:
     with pytest.raises(UnsupportedApiError) as info:
-        decode_request(_frame_header(21, 2, 77))  # DeleteRecords is not offered
-    assert (info.value.api_key, info.value.api_version, info.value.correlation_id) == (21, 2, 77)
+        decode_request(_frame_header(34, 2, 77))  # AlterReplicaLogDirs is not offered
+    assert (info.value.api_key, info.value.api_version, info.value.correlation_id) == (34, 2, 77)
     assert isinstance(info.value, DecodeError)
     assert info.value.header.correlation_id == 77
 
 
 def test_unsupported_version_and_kafka_style_answer() -> None:
-    frame = _frame_header(18, 4, 99) + b"\x00\x00\x00"  # ApiVersions v4: body not parsed
+    frame = _frame_header(18, 5, 99) + b"\x00\x00\x00"  # ApiVersions v5: body not parsed
     with pytest.raises(UnsupportedVersionError) as info:
         decode_request(frame)
     err = info.value
-    assert (err.api_key, err.api_version, err.correlation_id) == (18, 4, 99)
+    assert (err.api_key, err.api_version, err.correlation_id) == (18, 5, 99)
     out = _join(encode_unsupported_version_response(err))
     assert struct.unpack(">i", out[:4])[0] == len(out) - 4
     assert struct.unpack(">i", out[4:8])[0] == 99  # response header v0: correlation id only
@@ -125,10 +138,10 @@ def test_unsupported_version_and_kafka_style_answer() -> None:
 
 def test_unsupported_version_of_other_api() -> None:
     with pytest.raises(UnsupportedVersionError) as info:
-        decode_request(_frame_header(0, 9, 5))
+        decode_request(_frame_header(0, 11, 5))
     assert "Produce" in str(info.value)
     with pytest.raises(UnsupportedVersionError):
-        decode_request(_frame_header(9, 0, 5))  # OffsetFetch starts at v1
+        decode_request(_frame_header(1, 13, 5))  # Fetch v13 names topics by id
 
 
 def test_api_versions_v3_request_header_v2_and_response_header_v0() -> None:
@@ -197,7 +210,7 @@ def test_defaults_let_handlers_set_only_what_they_need() -> None:
 
 def test_encode_request_rejects_unknown_versions() -> None:
     with pytest.raises(ValueError):
-        encode_request(0, 9, 1, None, ProduceRequest())
+        encode_request(0, 11, 1, None, ProduceRequest())
 
 
 def test_encoding_bad_values_is_a_value_error() -> None:

@@ -39,11 +39,16 @@ def check_target(state: Any, replicas: list[int]) -> str | None:
     return None
 
 
-async def _reassign(broker: Any, name: str, partition: int, replicas: list[int] | None) -> tuple[ErrorCode, str | None]:
+async def _reassign(broker: Any, name: str, partition: int, replicas: list[int] | None,
+                    allow_replication_factor_change: bool) -> tuple[ErrorCode, str | None]:
     state = broker.metadata.state
     stream = state.streams.get(name)
     if stream is None or partition != 0:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no stream {name} partition {partition}"
+    if replicas is not None and not allow_replication_factor_change and len(replicas) != len(stream.replicas):
+        # KIP-860: a client may forbid moves that change the number of replicas.
+        return ErrorCode.INVALID_REPLICATION_FACTOR, (f"stream {name} has {len(stream.replicas)} replicas, the move "
+                                                      f"names {len(replicas)}")
     if replicas is None:
         if name not in state.membership.reassignments:
             return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"stream {name} is not being reassigned"
@@ -63,7 +68,8 @@ async def _on_leader(broker: Any, request: Any) -> Any:
         results = []
         for partition in topic.partitions:
             replicas = None if partition.replicas is None else [int(r) for r in partition.replicas]
-            code, message = await _reassign(broker, topic.name, partition.partition_index, replicas)
+            code, message = await _reassign(broker, topic.name, partition.partition_index, replicas,
+                                            request.allow_replication_factor_change)
             results.append(PartitionResult(partition_index=partition.partition_index, error_code=int(code),
                                            error_message=message))
         responses.append(TopicResult(name=topic.name, partitions=results))

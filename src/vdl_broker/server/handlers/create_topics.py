@@ -15,9 +15,11 @@ from vdl_broker.cluster.metadata import (
     choose_replicas,
 )
 from vdl_broker.cluster.stream_configs import validated
+from vdl_broker.cluster.topic_ids import ZERO as ZERO_TOPIC_ID
 from vdl_broker.raft.types import NotLeaderError, RaftError
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized, authorized_cluster
 from vdl_broker.server.forwarding import on_metadata_leader
+from vdl_broker.server.handlers.describe_configs import stream_configs
 from vdl_broker.tables import table_problem
 from vdl_wire.api import default_version
 from vdl_wire.errors import ErrorCode
@@ -27,6 +29,7 @@ API_KEY = CreateTopicsRequest.DECL.api_key
 NAME = "CreateTopics"
 
 Result = CreateTopicsResponse.CreatableTopicResult
+Config = CreateTopicsResponse.CreatableTopicConfigs
 ONE_PARTITION = "a VDL log stream has exactly one partition"
 MAX_LEADER_WAIT_S = 5.0  # how long a create waits for the new stream's first leader
 
@@ -95,9 +98,23 @@ async def _create_here(broker: Any, request: Any) -> Any:
         else:
             created.append(outcome.stream.name if outcome.stream is not None else creates[i][0])
     results = []
+    state = broker.metadata.state
     for i, topic in enumerate(request.topics):
         code, message = problems.get(i, (ErrorCode.NONE, None))
-        results.append(Result(name=topic.name, error_code=int(code), error_message=message))
+        if code is not ErrorCode.NONE:
+            results.append(Result(name=topic.name, error_code=int(code), error_message=message))
+            continue
+        # v5+ answer what was created (KIP-525): one partition, its replicas and every config.
+        info = state.streams.get(topic.name) if not request.validate_only else None
+        replication_factor = (len(info.replicas) if info is not None else
+                              topic.replication_factor if topic.replication_factor > 0 else
+                              state.default_replication_factor())
+        config = info.config if info is not None else validated({c.name: c.value for c in topic.configs or []})
+        results.append(Result(
+            name=topic.name, topic_id=state.topic_id(topic.name) if info is not None else ZERO_TOPIC_ID,
+            error_code=0, num_partitions=1, replication_factor=replication_factor,
+            configs=[Config(name=c.name, value=c.value, read_only=c.read_only, config_source=int(c.source),
+                            is_sensitive=False) for c in stream_configs(config, broker.config)]))
     # Kafka answers once the controller created the topic; waiting for the first leader too saves
     # every client a round of LEADER_NOT_AVAILABLE retries right after the create.
     wait_s = min(MAX_LEADER_WAIT_S, max(0.0, request.timeout_ms / 1000))

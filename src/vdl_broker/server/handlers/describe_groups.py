@@ -1,6 +1,7 @@
 """DescribeGroups (key 15): each group's state, protocol and members (their subscription and
 assignment as the clients sent them). A group only known by its committed offsets is Empty;
-an unknown one is Dead with no error (Kafka's answer before v6)."""
+an unknown one is Dead, with no error before v6 and GROUP_ID_NOT_FOUND from v6 (KIP-1043), as
+Kafka answers."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from vdl_wire.messages import DescribeGroupsRequest, DescribeGroupsResponse
 API_KEY = DescribeGroupsRequest.DECL.api_key
 NAME = "DescribeGroups"
 
+NOT_FOUND_VERSION = 6
 Described = DescribeGroupsResponse.DescribedGroup
 DescribedMember = DescribeGroupsResponse.DescribedGroupMember
 
@@ -34,8 +36,11 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
             described.append(Described(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), group_id=group_id))
             continue
         group = coordinator.group(group_id)
+        if group is None and not broker.groups.known(group_id):
+            described.append(_dead(group_id, context.api_version, f"Group {group_id} not found."))
+            continue
         if group is None:
-            state = "Empty" if broker.groups.known(group_id) else "Dead"
+            state = "Empty"
             stored = broker.metadata.state.groups.groups.get(group_id)
             described.append(Described(error_code=0, group_id=group_id, group_state=state,
                                        protocol_type=(stored.protocol_type or "") if stored else ""))
@@ -50,6 +55,14 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
                                    protocol_type=group.protocol_type or "",
                                    protocol_data=(group.protocol_name or "") if stable else "", members=members))
     return DescribeGroupsResponse(groups=described)
+
+
+def _dead(group_id: str, version: int, message: str) -> Any:
+    """A group DescribeGroups cannot describe: Dead, with GROUP_ID_NOT_FOUND and why from v6."""
+    if version >= NOT_FOUND_VERSION:
+        return Described(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), error_message=message, group_id=group_id,
+                         group_state="Dead")
+    return Described(error_code=0, group_id=group_id, group_state="Dead")
 
 
 def error_response(request: Any, version: int, code: ErrorCode) -> Any:

@@ -1,6 +1,7 @@
 """FindCoordinator (key 10): the metadata leader coordinates every consumer group (one
 well-known node, so members bootstrapped from different nodes meet in one group); this node
-while no leader is known."""
+while no leader is known. v4+ look up several keys in one request (KIP-699), each answered on
+its own; share groups (key type 2) do not exist here."""
 
 from __future__ import annotations
 
@@ -14,20 +15,40 @@ from vdl_wire.messages import FindCoordinatorRequest, FindCoordinatorResponse
 API_KEY = FindCoordinatorRequest.DECL.api_key
 NAME = "FindCoordinator"
 
+BATCHED_VERSION = 4
+GROUP, TRANSACTION = 0, 1
+Coordinator = FindCoordinatorResponse.Coordinator
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
+
+def _find(broker: Any, context: Any, key_type: int, key: str) -> Any:
+    if key_type not in (GROUP, TRANSACTION):
+        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=int(ErrorCode.INVALID_REQUEST),
+                           error_message=f"unknown coordinator key type {key_type} (0 = group, 1 = transaction)")
     # Kafka: DESCRIBE on the group (key type 0) or on the transactional id (key type 1).
     kind, code = ((ResourceType.TRANSACTIONAL_ID, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-                  if request.key_type == 1 else (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED))
-    if not authorized(broker, context, Operation.DESCRIBE, kind, request.key):
-        return error_response(request, context.api_version, code)
+                  if key_type == TRANSACTION else (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    if not authorized(broker, context, Operation.DESCRIBE, kind, key):
+        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=int(code))
     leader = broker.metadata.leader_id
     address = broker.node_client_address(leader, context.protocol) if leader else None
     if address is None:
         leader, address = broker.node_id, broker.own_address(context.protocol)
     host, port = split_host_port(address, "client")
-    return FindCoordinatorResponse(error_code=0, node_id=leader, host=host, port=port)
+    return Coordinator(key=key, node_id=leader, host=host, port=port, error_code=0)
+
+
+def handle(broker: Any, context: Any, request: Any) -> Any:
+    if context.api_version >= BATCHED_VERSION:
+        return FindCoordinatorResponse(coordinators=[_find(broker, context, request.key_type, key)
+                                                     for key in request.coordinator_keys])
+    found = _find(broker, context, request.key_type, request.key)
+    return FindCoordinatorResponse(error_code=found.error_code, error_message=found.error_message,
+                                   node_id=found.node_id, host=found.host, port=found.port)
 
 
 def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    if version >= BATCHED_VERSION:
+        return FindCoordinatorResponse(coordinators=[Coordinator(key=key, node_id=-1, host="", port=-1,
+                                                                 error_code=int(code))
+                                                     for key in request.coordinator_keys])
     return FindCoordinatorResponse(error_code=int(code), node_id=-1, host="", port=-1)

@@ -32,11 +32,13 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     members = [JoinGroupResponse.JoinGroupResponseMember(member_id=member_id, group_instance_id=instance,
                                                          metadata=metadata)
                for member_id, instance, metadata in result.members]
+    # v7+ carry the protocol type and a nullable protocol name (KIP-559).
+    name = result.protocol_name if context.api_version >= 7 else result.protocol_name or ""
     return JoinGroupResponse(error_code=int(result.error), generation_id=result.generation_id,
-                             protocol_name=result.protocol_name or "", leader=result.leader,
+                             protocol_type=result.protocol_type, protocol_name=name, leader=result.leader,
                              member_id=result.member_id, members=members)
 
 
 def error_response(request: Any, version: int, code: ErrorCode) -> Any:
-    return JoinGroupResponse(error_code=int(code), generation_id=-1, protocol_name="", leader="",
-                             member_id=request.member_id)
+    return JoinGroupResponse(error_code=int(code), generation_id=-1, protocol_name=None if version >= 7 else "",
+                             leader="", member_id=request.member_id)

@@ -1,5 +1,8 @@
-"""ListGroups (key 16): every group the coordinator knows, with members or only committed
-offsets (those are Empty); v4 filters by state (KIP-518: an empty filter lists them all)."""
+"""ListGroups (key 16): the groups this node coordinates, with members or only committed offsets
+(those are Empty); v4 filters by state (KIP-518), v5 by type (KIP-848); an empty filter lists
+them all. As in Kafka, every node answers with the groups it coordinates: the metadata leader
+all of them, any other node none (an empty list is not an error), so a client asking every node
+(Kafka's admin clients do) finds each group once."""
 
 from __future__ import annotations
 
@@ -16,11 +19,17 @@ from vdl_wire.messages import ListGroupsRequest, ListGroupsResponse
 API_KEY = ListGroupsRequest.DECL.api_key
 NAME = "ListGroups"
 
+CLASSIC = "classic"  # ListGroups v5 group types (KIP-848): "classic" or "consumer"
+
 
 def handle(broker: Any, context: Any, request: Any) -> Any:
     coordinator = broker.groups.active()
     if coordinator is None:
-        return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
+        # No metadata leader yet (an election): the groups are nowhere to be listed for now.
+        leader = broker.metadata.leader_id
+        if not leader or leader == broker.node_id:
+            return error_response(request, context.api_version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return ListGroupsResponse(error_code=0, groups=[])
     listed: dict[str, tuple[str, str]] = {}
     stored = broker.metadata.state.groups
     for group_id in stored.group_ids():
@@ -29,11 +38,13 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
     for group in coordinator.groups():
         listed[group.group_id] = (group.protocol_type or "", group.state.value)
     wanted = {s.lower() for s in request.states_filter or []}
+    types = {t.lower() for t in request.types_filter or []}
     # Kafka: DESCRIBE on the cluster lists every group, else those the principal may describe.
     everything = authorized_cluster(broker, context, Operation.DESCRIBE)
-    groups = [ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state)
+    groups = [ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state,
+                                             group_type=CLASSIC)
               for group_id, (protocol_type, state) in sorted(listed.items())
-              if (not wanted or state.lower() in wanted)
+              if (not wanted or state.lower() in wanted) and (not types or CLASSIC in types)
               and (everything or authorized_group(broker, context, Operation.DESCRIBE, group_id))]
     return ListGroupsResponse(error_code=0, groups=groups)
 

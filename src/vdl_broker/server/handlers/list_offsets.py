@@ -1,7 +1,12 @@
-"""ListOffsets (key 2): earliest (-2), latest (-1, the high watermark), or by timestamp: the
-first record (in offset order) whose timestamp is at or after the one asked for, with its
-timestamp, as Kafka answers it (the log's time index finds the batch; its records are read to
-find the record)."""
+"""ListOffsets (key 2): earliest (-2), latest (-1, the high watermark), the record with the
+largest timestamp (-3, KIP-734), or by timestamp: the first record (in offset order) whose
+timestamp is at or after the one asked for, with its timestamp, as Kafka answers it (the log's
+time index finds the batch; its records are read to find the record). Nothing at or above the
+high watermark is ever answered.
+
+Tiered storage's sentinels are answered as by a Kafka broker without it: earliest local (-4) is
+the log start, latest tiered (-5) and earliest pending upload (-6) have no offset (-1). Each
+sentinel needs the version that introduced it (Kafka: UNSUPPORTED_VERSION otherwise)."""
 
 from __future__ import annotations
 
@@ -18,28 +23,42 @@ NAME = "ListOffsets"
 
 LATEST = -1
 EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+# The first ListOffsets version each sentinel exists in (# message defs: ListOffsetsRequest.json).
+SENTINEL_VERSIONS = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                     EARLIEST_PENDING_UPLOAD: 11}
 TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
-def _lookup(broker: Any, name: str, index: int, timestamp: int) -> tuple[ErrorCode, int, int]:
+def _lookup(broker: Any, name: str, index: int, timestamp: int, version: int) -> tuple[ErrorCode, int, int]:
     partition = broker.replicas.get(name)
     if partition is None or index != 0:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+    if timestamp < 0 and SENTINEL_VERSIONS.get(timestamp, version + 1) > version:
+        return ErrorCode.UNSUPPORTED_VERSION if timestamp in SENTINEL_VERSIONS else ErrorCode.INVALID_REQUEST, -1, -1
     if not partition.serves_reads:  # led elsewhere, or a leader without its read lease
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1
     high_watermark = partition.high_watermark
     if timestamp == LATEST:
         return ErrorCode.NONE, high_watermark, -1
-    if timestamp == EARLIEST:
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return ErrorCode.NONE, partition.log_start_offset, -1
-    if timestamp < 0:
-        return ErrorCode.INVALID_REQUEST, -1, -1
-    found = partition.log.offset_for_timestamp(timestamp)
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return ErrorCode.NONE, -1, -1
+    found = (partition.log.max_timestamp_batch() if timestamp == MAX_TIMESTAMP
+             else partition.log.offset_for_timestamp(timestamp))
     if found is None or found[0] >= high_watermark:
         return ErrorCode.NONE, -1, -1  # Kafka: no such record -> offset -1, timestamp -1
     offset = max(found[0], partition.log_start_offset)
-    return (ErrorCode.NONE, *_first_record_at(partition, offset, timestamp, high_watermark, found[1]))
+    wanted = found[1] if timestamp == MAX_TIMESTAMP else timestamp
+    record_offset, record_timestamp = _first_record_at(partition, offset, wanted, high_watermark, found[1])
+    if record_offset >= high_watermark:
+        return ErrorCode.NONE, -1, -1
+    return ErrorCode.NONE, record_offset, record_timestamp
 
 
 def _first_record_at(partition: Any, batch_offset: int, timestamp: int, high_watermark: int,
@@ -65,7 +84,7 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
         partitions = []
         allowed = authorized(broker, context, Operation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
-            code, offset, timestamp = (_lookup(broker, topic.name, p.partition_index, p.timestamp) if allowed
+            code, offset, timestamp = (_lookup(broker, topic.name, p.partition_index, p.timestamp, version) if allowed
                                        else (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1))
             partitions.append(PartitionResponse(
                 partition_index=p.partition_index, error_code=int(code),

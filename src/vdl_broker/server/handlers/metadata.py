@@ -28,10 +28,11 @@ Broker = MetadataResponse.MetadataResponseBroker
 
 
 def requested_names(request: Any, version: int) -> list[str] | None:
-    """None means every stream: a null list (v1+), or an empty one in v0."""
+    """None means every stream: a null list (v1+), or an empty one in v0. Topics named by id
+    only (v10+) are answered apart (`_by_id`)."""
     if request.topics is None or (version == 0 and not request.topics):
         return None
-    return [topic.name for topic in request.topics]
+    return [topic.name for topic in request.topics if topic.name is not None]
 
 
 def _topic(broker: Any, name: str) -> Any:
@@ -45,7 +46,17 @@ def _topic(broker: Any, name: str) -> Any:
     replicas = list(dict.fromkeys((*membership.target_of(info), *membership.hosts(info))))
     partition = Partition(error_code=int(error), partition_index=0, leader_id=leader if leader > 0 else -1,
                           leader_epoch=-1, replica_nodes=replicas, isr_nodes=isr, offline_replicas=[])
-    return Topic(error_code=0, name=name, is_internal=False, partitions=[partition])
+    return Topic(error_code=0, name=name, topic_id=broker.metadata.state.topic_id(name), is_internal=False,
+                 partitions=[partition])
+
+
+def _by_id(broker: Any, context: Any, topic_id: Any) -> Any:
+    """A topic asked for by id (Metadata v12, KIP-516): Kafka answers an unknown id
+    UNKNOWN_TOPIC_ID with a null name, and an id the principal may not see the same way."""
+    name = broker.metadata.state.stream_named_by(topic_id)
+    if name is None or not authorized(broker, context, Operation.DESCRIBE, ResourceType.TOPIC, name):
+        return Topic(error_code=int(ErrorCode.UNKNOWN_TOPIC_ID), name=None, topic_id=topic_id)
+    return _topic(broker, name)
 
 
 def _brokers(broker: Any, protocol: str) -> list[Any]:
@@ -87,6 +98,7 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
                 topics.append(Topic(error_code=int(ErrorCode.LEADER_NOT_AVAILABLE), name=name))
             else:
                 topics.append(Topic(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name=name))
+        topics += [_by_id(broker, context, t.topic_id) for t in request.topics if t.name is None]
     controller = broker.metadata.leader_id or -1
     return MetadataResponse(brokers=_brokers(broker, context.protocol), cluster_id=broker.cluster_id, controller_id=controller,
                             topics=topics)

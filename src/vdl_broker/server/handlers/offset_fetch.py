@@ -1,9 +1,11 @@
 """OffsetFetch (key 9): the offsets a group committed (with their metadata and leader epoch),
 from the cluster metadata; -1 for a partition without one (the client then applies its
-auto.offset.reset). A null topic list (v2+) asks for every offset the group has."""
+auto.offset.reset). A null topic list (v2+) asks for every offset the group has. v8+ ask for
+several groups at once, each answered with its own error."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from vdl_broker.server.authorizer import (
@@ -18,56 +20,94 @@ from vdl_wire.messages import OffsetFetchRequest, OffsetFetchResponse
 API_KEY = OffsetFetchRequest.DECL.api_key
 NAME = "OffsetFetch"
 
-Partition = OffsetFetchResponse.OffsetFetchResponsePartition
-Topic = OffsetFetchResponse.OffsetFetchResponseTopic
+BATCHED_VERSION = 8  # OffsetFetch v8 asks for several groups (KIP-709)
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
-    if not request.group_id:
-        return _response(request, ErrorCode.INVALID_GROUP_ID, context.api_version)
-    if not authorized_group(broker, context, Operation.DESCRIBE, request.group_id):
-        return _response(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, context.api_version)
+@dataclass(frozen=True, slots=True)
+class _Offset:
+    partition_index: int
+    committed_offset: int = -1
+    committed_leader_epoch: int = -1
+    metadata: str = ""
+    error: ErrorCode = ErrorCode.NONE
+
+
+def _group(broker: Any, context: Any, group_id: str,
+           topics: list[tuple[str, list[int]]] | None) -> tuple[ErrorCode, list[tuple[str, list[_Offset]]]]:
+    """One group's answer: (group error, [(stream, offsets)]); `topics` None = all."""
+    if not group_id:
+        return ErrorCode.INVALID_GROUP_ID, []
+    if not authorized_group(broker, context, Operation.DESCRIBE, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     if broker.groups.active() is None:
-        return _response(request, ErrorCode.NOT_COORDINATOR, context.api_version)
-    committed = broker.groups.committed(request.group_id)
+        return ErrorCode.NOT_COORDINATOR, []
+    committed = broker.groups.committed(group_id)
 
     def describable(name: str) -> bool:
         return authorized(broker, context, Operation.DESCRIBE, ResourceType.TOPIC, name)
 
-    wanted = request.topics
-    if wanted is None:  # every stream with an offset, as far as the principal may see them (Kafka)
-        wanted = [OffsetFetchRequest.OffsetFetchRequestTopic(name=name, partition_indexes=[0])
-                  for name in sorted(committed) if describable(name)]
-    topics = []
-    for topic in wanted:
-        partitions = []
-        allowed = describable(topic.name)
-        for index in topic.partition_indexes:
-            stored = committed.get(topic.name) if index == 0 else None
+    if topics is None:  # every stream with an offset, as far as the principal may see them (Kafka)
+        topics = [(name, [0]) for name in sorted(committed) if describable(name)]
+    answer = []
+    for name, indexes in topics:
+        allowed = describable(name)
+        offsets = []
+        for index in indexes:
+            stored = committed.get(name) if index == 0 else None
             if not allowed:
-                partitions.append(Partition(partition_index=index, committed_offset=-1, committed_leader_epoch=-1,
-                                            metadata="", error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
+                offsets.append(_Offset(index, error=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             elif stored is None:
-                partitions.append(Partition(partition_index=index, committed_offset=-1, committed_leader_epoch=-1,
-                                            metadata="", error_code=0))
+                offsets.append(_Offset(index))
             else:
-                partitions.append(Partition(partition_index=index, committed_offset=stored.offset,
-                                            committed_leader_epoch=stored.leader_epoch,
-                                            metadata=stored.metadata if stored.metadata is not None else "",
-                                            error_code=0))
-        topics.append(Topic(name=topic.name, partitions=partitions))
-    return OffsetFetchResponse(topics=topics, error_code=0)
+                offsets.append(_Offset(index, stored.offset, stored.leader_epoch,
+                                       stored.metadata if stored.metadata is not None else ""))
+        answer.append((name, offsets))
+    return ErrorCode.NONE, answer
 
 
-def _response(request: Any, code: ErrorCode, version: int) -> Any:
+def _wanted(topics: Any) -> list[tuple[str, list[int]]] | None:
+    return None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+
+
+def handle(broker: Any, context: Any, request: Any) -> Any:
+    if context.api_version >= BATCHED_VERSION:
+        groups = []
+        for asked in request.groups:
+            code, topics = _group(broker, context, asked.group_id, _wanted(asked.topics))
+            groups.append(_batched_group(asked.group_id, code, topics))
+        return OffsetFetchResponse(groups=groups)
+    code, topics = _group(broker, context, request.group_id, _wanted(request.topics))
+    if code is not ErrorCode.NONE:
+        return _response(request, code)
+    return OffsetFetchResponse(error_code=0, topics=[
+        OffsetFetchResponse.OffsetFetchResponseTopic(name=name, partitions=[
+            OffsetFetchResponse.OffsetFetchResponsePartition(
+                partition_index=o.partition_index, committed_offset=o.committed_offset,
+                committed_leader_epoch=o.committed_leader_epoch, metadata=o.metadata, error_code=int(o.error))
+            for o in offsets]) for name, offsets in topics])
+
+
+def _batched_group(group_id: str, code: ErrorCode, topics: list[tuple[str, list[_Offset]]]) -> Any:
+    return OffsetFetchResponse.OffsetFetchResponseGroup(group_id=group_id, error_code=int(code), topics=[
+        OffsetFetchResponse.OffsetFetchResponseTopics(name=name, partitions=[
+            OffsetFetchResponse.OffsetFetchResponsePartitions(
+                partition_index=o.partition_index, committed_offset=o.committed_offset,
+                committed_leader_epoch=o.committed_leader_epoch, metadata=o.metadata, error_code=int(o.error))
+            for o in offsets]) for name, offsets in topics])
+
+
+def _response(request: Any, code: ErrorCode) -> Any:
     topics = []
     for topic in request.topics or []:
-        partitions = [Partition(partition_index=index, committed_offset=-1, committed_leader_epoch=-1, metadata="",
-                                error_code=int(code)) for index in topic.partition_indexes]
-        topics.append(Topic(name=topic.name, partitions=partitions))
+        partitions = [OffsetFetchResponse.OffsetFetchResponsePartition(
+            partition_index=index, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=int(code))
+            for index in topic.partition_indexes]
+        topics.append(OffsetFetchResponse.OffsetFetchResponseTopic(name=topic.name, partitions=partitions))
     # v2+ carry a top-level error; v1 clients read it from the partitions.
     return OffsetFetchResponse(topics=topics, error_code=int(code))
 
 
 def error_response(request: Any, version: int, code: ErrorCode) -> Any:
-    return _response(request, code, version)
+    if version >= BATCHED_VERSION:
+        return OffsetFetchResponse(groups=[_batched_group(g.group_id, code, []) for g in request.groups])
+    return _response(request, code)

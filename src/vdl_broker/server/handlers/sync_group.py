@@ -23,8 +23,10 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
         return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
     result = await coordinator.sync_group(
         request.group_id, request.generation_id, request.member_id,
-        [(a.member_id, bytes(a.assignment)) for a in request.assignments])
-    return SyncGroupResponse(error_code=int(result.error), assignment=result.assignment)
+        [(a.member_id, bytes(a.assignment)) for a in request.assignments],
+        request.protocol_type, request.protocol_name)
+    return SyncGroupResponse(error_code=int(result.error), protocol_type=result.protocol_type,
+                             protocol_name=result.protocol_name, assignment=result.assignment)
 
 
 def error_response(request: Any, version: int, code: ErrorCode) -> Any:

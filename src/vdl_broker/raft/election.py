@@ -1,0 +1,141 @@
+"""Elections: randomized timeouts, PreVote, votes, and the leader lease that keeps a live
+leader from being disrupted (Raft §5.2, thesis §9.6 and §6.4). A room of RaftNode (state.py).
+
+- A follower that heard no leader for its randomized timeout, in [election_ticks,
+  2 * election_ticks), campaigns -- if it may: a voter of the configuration in force that is not
+  recovering from storage damage (recovery.py). Learners, nodes outside the configuration and
+  damaged nodes never campaign; their time since they last heard a leader grows instead, so past
+  an election timeout they grant the votes of those who may.
+- With PreVote a campaign first asks, without changing its term, whether it could win (a
+  pre-vote is granted for a log at least as up to date, in a term above the voter's); only then
+  does it start a real election in a new term. A partitioned node rejoining therefore does not
+  depose a working leader by bumping the term.
+- With CheckQuorum, a node that heard from a leader within the last election timeout ignores
+  vote and pre-vote requests of a higher term (the leader lease), unless they carry `force` (a
+  leadership transfer, TIMEOUT_NOW). RaftNode's lease_after_start extends this to the first
+  election timeout after a start: the leader's read lease may count a heartbeat this node
+  acknowledged before restarting.
+- A vote is granted at most once per term, to an up-to-date log (§5.4.1), and recorded in the
+  hard state, durable before the reply leaves (the driver contract).
+"""
+
+from __future__ import annotations
+
+from vdl_broker.raft.state import NodeState
+from vdl_broker.raft.types import NONE, Message, MessageType, Role
+
+_VOTE_PENDING, _VOTE_WON, _VOTE_LOST = 0, 1, 2
+
+
+class Election(NodeState):
+    def campaign(self) -> None:
+        """Start an election now (tests, or a single-node bootstrap); PreVote first if enabled."""
+        self.quiescent = False
+        self._hup(force=False)
+
+    def _tick_election(self) -> None:
+        self.election_elapsed += 1
+        # A node that may not campaign (a learner, a node outside the configuration, a damaged
+        # one) lets the time since it last heard a leader grow: past an election timeout it no
+        # longer claims the leader's lease, so it answers the votes of those who may campaign.
+        if self.election_elapsed >= self.randomized_timeout and self._promotable():
+            self.election_elapsed = 0
+            self._hup(force=False)
+
+    def _promotable(self) -> bool:
+        return self.id in self._voter_set and not self._recovering
+
+    def _in_leader_lease(self, m: Message) -> bool:
+        """A vote request of a higher term that this node ignores: it heard from a live leader
+        recently (or just started: RaftNode's lease_after_start) and the request is no transfer."""
+        in_lease = (
+            self.config.check_quorum
+            and (self.leader_id != NONE or self._booting)
+            and self.election_elapsed < self.config.election_ticks
+        )
+        return in_lease and not m.force
+
+    def _hup(self, force: bool) -> None:
+        if self.role == Role.LEADER or self.id not in self.voters or self._recovering:
+            return
+        if self.config.pre_vote and not force:
+            self._campaign(pre=True, force=False)
+        else:
+            self._campaign(pre=False, force=force)
+
+    def _campaign(self, pre: bool, force: bool) -> None:
+        if pre:
+            self._become_pre_candidate()
+            vote_term, kind = self.term + 1, MessageType.PRE_VOTE
+        else:
+            self._become_candidate()
+            vote_term, kind = self.term, MessageType.VOTE
+        if self._poll(self.id, True) == _VOTE_WON:  # single-voter group
+            if pre:
+                self._campaign(pre=False, force=force)
+            else:
+                self._become_leader()
+            return
+        last_index = self.log.last_index()
+        last_term = self.log.last_term()
+        for peer in self._voter_peers:
+            self._msgs.append(
+                Message(kind, peer, self.id, vote_term, log_term=last_term, index=last_index, force=force)
+            )
+
+    def _poll(self, voter: int, granted: bool) -> int:
+        self.votes.setdefault(voter, granted)
+        yes = sum(1 for v in self.votes.values() if v)
+        if yes >= self.quorum:
+            return _VOTE_WON
+        if len(self.votes) - yes >= self.quorum:
+            return _VOTE_LOST
+        return _VOTE_PENDING
+
+    def _handle_vote_request(self, m: Message) -> None:
+        pre = m.type == MessageType.PRE_VOTE
+        can_vote = (
+            self.voted_for == m.sender
+            or (self.voted_for == NONE and self.leader_id == NONE)
+            or (pre and m.term > self.term)
+        )
+        kind = MessageType.PRE_VOTE_RESPONSE if pre else MessageType.VOTE_RESPONSE
+        if can_vote and not self._recovering and self.log.is_up_to_date(m.index, m.log_term):
+            # Granting a real vote is recorded in hard state, durable before this reply leaves.
+            self._msgs.append(Message(kind, m.sender, self.id, m.term))
+            if not pre:
+                self.election_elapsed = 0
+                self.voted_for = m.sender
+        else:
+            self._send(kind, m.sender, reject=True)
+
+    def _step_candidate(self, m: Message) -> None:
+        t = m.type
+        if t in (MessageType.APPEND, MessageType.HEARTBEAT, MessageType.SNAPSHOT):
+            self._become_follower(m.term, m.sender)  # someone won this term
+            self._step_follower(m)
+            return
+        expected = MessageType.PRE_VOTE_RESPONSE if self.role == Role.PRE_CANDIDATE else MessageType.VOTE_RESPONSE
+        if t != expected or m.sender not in self._voter_set:
+            return
+        result = self._poll(m.sender, not m.reject)
+        if result == _VOTE_WON:
+            if self.role == Role.PRE_CANDIDATE:
+                self._campaign(pre=False, force=False)
+            else:
+                self._become_leader()
+        elif result == _VOTE_LOST:
+            self._become_follower(self.term, NONE)
+
+    def _become_pre_candidate(self) -> None:
+        # Raft thesis §9.6: no term change, no vote; just ask whether we could win.
+        self.role = Role.PRE_CANDIDATE
+        self.votes = {}
+        self.leader_id = NONE
+        self.progress = {}
+        self.transferee = NONE
+
+    def _become_candidate(self) -> None:
+        self._reset(self.term + 1)
+        self.voted_for = self.id
+        self.role = Role.CANDIDATE

@@ -1,0 +1,263 @@
+"""The leader: replication, each member's progress, commits, heartbeats, CheckQuorum, the read
+lease and leadership transfer. A room of RaftNode (state.py).
+
+- A new leader appends a no-op of its term (§8) and probes every member from its last index.
+- Per member, a Progress (progress.py): PROBE sends one append at a time until the logs match,
+  REPLICATE pipelines appends within max_inflight_messages / max_inflight_bytes, SNAPSHOT sends
+  the log start point when the entries a member needs are gone. A rejection carries the
+  follower's hint (fast backtracking: one round trip per term, not per entry).
+- Commit: the highest index a majority of voters holds, and only if it is of the leader's own
+  term (§5.4.2). The leader counts its own entries only once the driver synced them (advance).
+- Heartbeats carry min(commit, the member's match) and the leader's tick; the echoed tick is the
+  read lease (read_lease_tick). A heartbeat response also unsticks a lost probe, a lost snapshot
+  or a pipeline stalled by lost appends.
+- CheckQuorum: a leader that heard from no majority within an election timeout steps down.
+- A member that refuses an append at or after its match, its log ending below that match, lost
+  entries it had acknowledged (storage damage, recovery.py): the leader stops counting them.
+"""
+
+from __future__ import annotations
+
+from vdl_broker.raft.progress import PeerStatus, Progress, ProgressState
+from vdl_broker.raft.state import NodeState
+from vdl_broker.raft.types import (
+    NONE,
+    CompactedError,
+    Entry,
+    EntryType,
+    Message,
+    MessageType,
+    NotLeaderError,
+    Role,
+    SnapshotMeta,
+)
+
+
+class Replication(NodeState):
+    def match_index(self, peer: int) -> int:
+        """Leader only: the highest index known durable on `peer` (0 if unknown / not leader)."""
+        pr = self.progress.get(peer)
+        return pr.match if pr is not None and self.role == Role.LEADER else 0
+
+    def peer_status(self) -> dict[int, PeerStatus]:
+        """Leader only (empty otherwise): every member's replication state, for Kafka's ISR
+        and for promoting learners that caught up."""
+        if self.role != Role.LEADER:
+            return {}
+        recent = self.ticks - self.config.election_ticks
+        return {
+            peer: PeerStatus(pr.match, pr.next, pr.state, pr.recent_active or peer == self.id,
+                             peer not in self._voter_set,
+                             peer == self.id or pr.recent_active or (pr.lease_tick >= 0 and pr.lease_tick >= recent))
+            for peer, pr in self.progress.items()
+        }
+
+    def read_lease_tick(self) -> int:
+        """Leader read lease: the tick at which this leader last knew a majority followed it
+        (-1: no lease). Every voter of that majority received a heartbeat sent at or after
+        this tick, and refuses votes for `election_ticks` of its own ticks after receiving
+        it, so no other leader can be elected within (election_ticks - 1) tick intervals of
+        that tick: until then, this leader's committed state is the newest. The driver turns
+        the tick into a deadline on its clock. A leader handing over leadership has none."""
+        if self.role != Role.LEADER or self.transferee != NONE or self.quiescent:
+            return -1  # a quiescent leader heartbeats nobody: wake() it and wait for the lease
+        stamps = sorted((self.ticks if peer == self.id else pr.lease_tick for peer, pr in self.progress.items()
+                         if peer in self._voter_set), reverse=True)
+        return stamps[self.quorum - 1]
+
+    def transfer_leadership(self, target: int) -> None:
+        """Hand leadership to `target` (Raft thesis §3.10): catch it up, then TIMEOUT_NOW.
+
+        Proposals are refused until the transfer completes or is aborted after one election
+        timeout."""
+        if self.role != Role.LEADER:
+            raise NotLeaderError(self.leader_id)
+        if target not in self.voters:
+            raise ValueError(f"{target} is not a voter")
+        if target == self.id or target == self.transferee:
+            return
+        if self.quiescent:
+            self._wake(NONE)
+        self.transferee = target
+        self.election_elapsed = 0  # the transfer must finish within one election timeout
+        if self.progress[target].match == self.log.last_index():
+            self._send(MessageType.TIMEOUT_NOW, target)
+        else:
+            self._send_append(target)
+
+    def _become_leader(self) -> None:
+        self._reset(self.term)
+        self.role = Role.LEADER
+        self.leader_id = self.id
+        next_index = self.log.last_index() + 1
+        for peer in (*self.voters, *self.learners):
+            self.progress[peer] = Progress(next_index)
+        me = self.progress[self.id]
+        me.match = self._durable_index()
+        me.recent_active = True
+        # Raft §8: a no-op in the new term lets the leader commit (and learn) everything before it.
+        self.log.append([Entry(next_index, self.term, EntryType.NOOP, b"")])
+        self._broadcast = True
+
+    def _tick_heartbeat(self) -> None:
+        self.heartbeat_elapsed += 1
+        self.election_elapsed += 1
+        if self.election_elapsed >= self.config.election_ticks:
+            self.election_elapsed = 0
+            if self.config.check_quorum:
+                if not self._quorum_active():
+                    self._become_follower(self.term, NONE)  # CheckQuorum: we lost our majority
+                    return
+                for peer, pr in self.progress.items():
+                    pr.recent_active = peer == self.id
+            self.transferee = NONE  # a transfer that did not finish in time is abandoned
+        if self.heartbeat_elapsed >= self.config.heartbeat_ticks:
+            self.heartbeat_elapsed = 0
+            if self._maybe_quiesce():
+                return
+            self._broadcast_heartbeat()
+
+    def _broadcast_heartbeat(self) -> None:
+        for peer in self.peers:
+            commit = min(self.progress[peer].match, self.log.committed)
+            self._send(MessageType.HEARTBEAT, peer, commit=commit, index=self.ticks)
+
+    def _quorum_active(self) -> bool:
+        active = sum(1 for peer, pr in self.progress.items()
+                     if peer in self._voter_set and (pr.recent_active or peer == self.id))
+        return active >= self.quorum
+
+    def _step_leader(self, m: Message) -> None:
+        pr = self.progress.get(m.sender)
+        if pr is None:
+            return
+        if m.type == MessageType.APPEND_RESPONSE:
+            pr.recent_active = True
+            if m.reject:
+                self._handle_append_reject(m, pr)
+            else:
+                self._handle_append_success(m, pr)
+        elif m.type == MessageType.HEARTBEAT_RESPONSE:
+            if self.quiescent:
+                return  # an acknowledged quiesce (any other response woke us in step)
+            pr.recent_active = True
+            pr.lease_tick = max(pr.lease_tick, m.index)
+            self._handle_heartbeat_response(m, pr)
+
+    def _handle_append_reject(self, m: Message, pr: Progress) -> None:
+        hint = m.reject_hint
+        if m.log_term > 0:
+            hint, _ = self.log.find_conflict_by_term(m.reject_hint, m.log_term)
+        if m.index >= pr.match > m.reject_hint:
+            # The follower refuses an append at or after its match and its log ends below the
+            # match: it lost entries it had acknowledged (storage damage, recovery.py). Stop
+            # counting it for them and probe from where its log ends.
+            pr.match = m.reject_hint
+            pr.become_probe()
+            pr.next = m.reject_hint + 1
+            self._send_append(m.sender)
+            return
+        if pr.state == ProgressState.REPLICATE:
+            if m.index <= pr.match:
+                return  # stale
+            pr.become_probe()
+            pr.next = max(min(m.index, hint + 1), pr.match + 1)
+        elif not pr.maybe_decrease(m.index, hint):
+            return
+        self._send_append(m.sender)
+
+    def _handle_append_success(self, m: Message, pr: Progress) -> None:
+        updated = pr.maybe_update(m.index)
+        if updated or (pr.match == m.index and pr.state == ProgressState.PROBE):
+            if pr.state == ProgressState.PROBE:
+                pr.become_replicate()
+            elif pr.state == ProgressState.SNAPSHOT and pr.match + 1 >= self.log.first_index():
+                pr.become_probe()
+                pr.become_replicate()
+            if self._maybe_commit():
+                self._commit_changed = True
+            self._send_appends(m.sender)
+            if m.sender == self.transferee and pr.match == self.log.last_index():
+                self._send(MessageType.TIMEOUT_NOW, m.sender)
+
+    def _handle_heartbeat_response(self, m: Message, pr: Progress) -> None:
+        behind = pr.match < self.log.last_index()
+        stalled = pr.match == pr.heartbeat_match
+        pr.heartbeat_match = pr.match
+        if pr.state == ProgressState.PROBE:
+            pr.probe_sent = False  # the probe may have been lost: allow another
+        elif pr.state == ProgressState.SNAPSHOT:
+            pr.become_probe()  # the reset may have been lost: decide again
+        elif behind and stalled:
+            # Replicating, yet no progress over a whole heartbeat interval: appends were lost.
+            pr.become_probe()
+        else:
+            return  # responses to the appends in flight drive the pipeline
+        if behind or pr.state == ProgressState.PROBE:
+            # Probing a follower that holds everything (recheck_peer) too: until an append
+            # answers, it counts as catching up and the group never goes quiet.
+            self._send_append(m.sender, send_if_empty=True)
+
+    def _send_appends(self, peer: int) -> None:
+        """Pipeline: keep sending while the window allows and entries remain."""
+        while self._send_append(peer) and self.progress[peer].state == ProgressState.REPLICATE:
+            pass
+
+    def _send_append(self, peer: int, send_if_empty: bool = False) -> bool:
+        pr = self.progress[peer]
+        cfg = self.config
+        if pr.is_paused(cfg.max_inflight_messages, cfg.max_inflight_bytes):
+            return False
+        log = self.log
+        last = log.last_index()
+        if pr.next > last + 1:
+            pr.next = last + 1
+        prev = pr.next - 1
+        prev_term = log.term(prev)
+        entries: list[Entry] = []
+        if prev_term is not None and pr.next <= last:
+            try:
+                entries = log.entries(pr.next, last + 1, cfg.max_append_bytes)
+            except CompactedError:
+                prev_term = None
+        if prev_term is None:
+            # The entries it needs are gone: send our log start point (a "snapshot").
+            start = log.first_index() - 1
+            start_term = log.term(start)
+            assert start_term is not None
+            conf = self.membership.conf_at(start)
+            self._send(MessageType.SNAPSHOT, peer, snapshot=SnapshotMeta(start, start_term, conf=conf))
+            pr.become_snapshot(start)
+            return True
+        if not entries and not send_if_empty:
+            return False
+        nbytes = sum(len(e.data) for e in entries)
+        self._send(MessageType.APPEND, peer, index=prev, log_term=prev_term, entries=entries, commit=log.committed)
+        pr.sent(entries[-1].index if entries else prev, nbytes)
+        return True
+
+    def _flush_appends(self) -> None:
+        """Turn batched proposals / commit changes into appends (one per follower per window)."""
+        if self.role != Role.LEADER:
+            self._broadcast = self._commit_changed = False
+            return
+        if not (self._broadcast or self._commit_changed):
+            return
+        for peer in self.peers:
+            sent = False
+            while self._send_append(peer):
+                sent = True
+                if self.progress[peer].state != ProgressState.REPLICATE:
+                    break
+            if not sent and self._commit_changed:
+                self._send_append(peer, send_if_empty=True)
+        self._broadcast = self._commit_changed = False
+
+    def _maybe_commit(self) -> bool:
+        matches = sorted((self.progress[v].match for v in self.voters), reverse=True)
+        index = matches[self.quorum - 1]
+        # Raft §5.4.2: only entries of the current term commit by counting replicas.
+        if index > self.log.committed and self.log.term(index) == self.term:
+            self.log.commit_to(index)
+            return True
+        return False
