@@ -261,23 +261,6 @@ def throughput(bootstrap: str, round_number: int, produce_count: int, producers:
             "consume": kcat_consume(bootstrap, acks1, produce_count + producers)}
 
 
-def run_once(bootstrap: str, round_number: int, produce_count: int, producers: int,
-             latency_seconds: float, observed: dict[str, list] | None = None) -> dict[str, float]:
-    """One round on fresh streams: the measurements by name (timelines and latency samples of
-    the round into `observed`)."""
-    timelines: dict[str, list[tuple[float, float]]] = {}
-    results = throughput(bootstrap, round_number, produce_count, producers, timelines)
-    lat = f"{TOPIC_LATENCY}-{round_number}"
-    create(bootstrap, lat)
-    values = latency(bootstrap, lat, 20_000, latency_seconds)
-    if observed is not None:
-        observed.update(timelines, latency=values)
-    results["p50"] = percentile(values, 0.5)
-    results["p99"] = percentile(values, 0.99)
-    results["samples"] = len(values)
-    return results
-
-
 def measure(target: Target, round_number: int, produce_count: int, producers: int,
             latency_seconds: float) -> TargetRound:
     """One round against one target on fresh topics: produce acks=1 and acks=-1, kcat consume,
