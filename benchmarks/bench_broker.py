@@ -1,11 +1,19 @@
-"""One-node broker benchmark: produce throughput (acks=1, acks=-1), kcat consume throughput,
-produce-to-consume latency at a steady rate.
+"""One-node broker benchmark next to Apache Kafka: produce throughput (acks=1, acks=-1), kcat
+consume throughput, produce-to-consume latency at a steady 20,000 records/s, and the broker CPU
+per record of each throughput.
 
-    .venv/bin/python -m benchmarks.bench_broker [--quick]
+    .venv/bin/python -m benchmarks.bench_broker [--quick] [--rounds 3]
     .venv/bin/python -m benchmarks.bench_broker --baseline DIR [--rounds 3]
     .venv/bin/python -m benchmarks.bench_broker --metrics [--rounds 3] [--scrape-streams 1000]
 
-100-byte records; the client runs on the same machine as the broker (2 cores shared).
+100-byte records; the clients run on the same machine as the brokers (2 cores shared). One VDL
+node (fsync on) and one Apache Kafka node (vdl_dev.kafka_peer, KRaft combined mode) run side by
+side; each round measures VDL, Kafka with its defaults (acknowledged from the page cache) and
+Kafka with topic flush.messages=1 (fsync after every batch, as VDL) in turn, each round starting
+with the next one, after one unrecorded warm-up run of each. The same confluent-kafka producers,
+kcat and records go to all three. Reported: medians of the rounds, the medians of the per-round
+ratios VDL / Kafka (goals: acks=-1 >= 1.0x Kafka with flush.messages=1 and >= 0.8x Kafka's
+defaults; p99 latency <= Kafka's under both), and a side-by-side table.
 
 With --baseline, DIR is a checkout of another version of this repository (for example
 `git worktree add /tmp/vdl-before HEAD~1`): each round runs the throughput measurements once
@@ -22,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,19 +39,31 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.peers import (
+    Measure,
+    Target,
+    TargetRound,
+    compare_targets,
+    kafka_targets,
+    per_record_us,
+    rotation,
+    vdl_target,
+)
 from benchmarks.report import Report, merged_counts, percentile
+from vdl_dev.dev_cluster import free_base_port
+from vdl_dev.kafka_peer import KafkaPeer
 
 RECORD_BYTES = 100
 # Measured in rounds on a shared machine: each reported value is the median of the rounds.
 TOPIC_ACKS1 = "bench-acks1"
 TOPIC_ACKSALL = "bench-acksall"
 TOPIC_LATENCY = "bench-latency"
+LATENCY_RATE = 20_000
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free loopback port of VDL_DEV_PORT_RANGE."""
+    return free_base_port(1)
 
 
 class Broker:
@@ -197,7 +216,8 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float
         while len(latencies) < expected and not done.is_set():
             # poll() returns as soon as one record is there (consume() would wait to fill a batch).
             message = consumer.poll(0.1)
-            if message is not None and message.error() is None:
+            # Probes carry their send time; anything else in the stream (a readiness write) is skipped.
+            if message is not None and message.error() is None and message.value()[:19].isdigit():
                 latencies.append((time.time_ns() - int(message.value()[:19])) / 1e6)
         consumer.close()
 
@@ -241,21 +261,35 @@ def throughput(bootstrap: str, round_number: int, produce_count: int, producers:
             "consume": kcat_consume(bootstrap, acks1, produce_count + producers)}
 
 
-def run_once(bootstrap: str, round_number: int, produce_count: int, producers: int,
-             latency_seconds: float, observed: dict[str, list] | None = None) -> dict[str, float]:
-    """One round on fresh streams: the measurements by name (timelines and latency samples of
-    the round into `observed`)."""
-    timelines: dict[str, list[tuple[float, float]]] = {}
-    results = throughput(bootstrap, round_number, produce_count, producers, timelines)
-    lat = f"{TOPIC_LATENCY}-{round_number}"
-    create(bootstrap, lat)
-    values = latency(bootstrap, lat, 20_000, latency_seconds)
-    if observed is not None:
-        observed.update(timelines, latency=values)
-    results["p50"] = percentile(values, 0.5)
-    results["p99"] = percentile(values, 0.99)
-    results["samples"] = len(values)
-    return results
+def measure(target: Target, round_number: int, produce_count: int, producers: int,
+            latency_seconds: float) -> TargetRound:
+    """One round against one target on fresh topics: produce acks=1 and acks=-1, kcat consume,
+    each with the broker CPU it took, and produce-to-consume latency at 20,000 records/s."""
+    acks1, acks_all, lat = (target.topic(f"{name}-{round_number}") for name in (TOPIC_ACKS1, TOPIC_ACKSALL,
+                                                                                  TOPIC_LATENCY))
+    target.create(acks1, acks_all, lat)
+    result = TargetRound()
+    for key, topic, acks in (("acks1", acks1, 1), ("acks_all", acks_all, -1)):
+        with target.cpu() as used:
+            run = produce_run(target.bootstrap, topic, produce_count, acks, producers)
+        result.values[key] = run.rate
+        result.values[f"{key}_cpu"] = per_record_us(used[0], produce_count)
+        result.timelines[key] = run.counts
+    with target.cpu() as used:
+        result.values["consume"] = kcat_consume(target.bootstrap, acks1, produce_count + producers)
+    result.values["consume_cpu"] = per_record_us(used[0], produce_count)
+    result.latency = latency(target.bootstrap, lat, LATENCY_RATE, latency_seconds)
+    result.values["p50"] = percentile(result.latency, 0.5)
+    result.values["p99"] = percentile(result.latency, 0.99)
+    return result
+
+
+def warm_up(targets: list[Target], producers: int, count: int) -> None:
+    """An unrecorded acks=-1 run per target first: the JVM's JIT and both page caches warm."""
+    for target in targets:
+        topic = target.topic("bench-warm-up")
+        target.create(topic)
+        produce_run(target.bootstrap, topic, count, -1, producers)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,51 +307,58 @@ def main(argv: list[str] | None = None) -> int:
     latency_seconds = 2.0 if args.quick else 5.0
     rounds = args.rounds or (1 if args.quick else 3)
     if args.baseline is not None:
-        if not (args.baseline / "vdl_broker" / "server" / "main.py").is_file():
-            parser.error(f"--baseline {args.baseline}: not a checkout of this repository (no vdl_broker/server/main.py)")
+        if not any((args.baseline / top / "vdl_broker" / "server" / "main.py").is_file() for top in ("src", ".")):
+            parser.error(f"--baseline {args.baseline}: not a checkout of this repository "
+                         "(no src/vdl_broker/server/main.py)")
         return compare(args.baseline, rounds, produce_count, args.producers)
     if args.metrics:
         from benchmarks.metrics_cost import compare_metrics_one_node
 
         return compare_metrics_one_node(rounds, produce_count, args.producers, args.scrape_streams)
-    report = Report("bench_broker")
-    observed: list[dict[str, list]] = []
+    results: dict[str, list[TargetRound]] = {}
     with tempfile.TemporaryDirectory(prefix="vdl-bench-") as tmp:
         broker = Broker(Path(tmp) / "data")
+        peer = KafkaPeer(1, Path(tmp) / "kafka")
         try:
-            runs = []
-            for i in range(rounds):
-                observed.append({})
-                runs.append(run_once(broker.bootstrap, i, produce_count, args.producers, latency_seconds,
-                                     observed[-1]))
+            peer.start()
+            targets = [vdl_target(broker.bootstrap, lambda: [broker.process.pid]), *kafka_targets(peer)]
+            warm_up(targets, args.producers, produce_count // 10)
+            for round_number in range(rounds):
+                for target in rotation(targets, round_number):
+                    results.setdefault(target.key, []).append(
+                        measure(target, round_number, produce_count, args.producers, latency_seconds))
+                    print(f"round {round_number + 1} {target.label}: " + ", ".join(
+                        f"{k} {v:,.1f}" for k, v in results[target.key][-1].values.items()), flush=True)
         finally:
             broker.stop()
-    # acks=1 (the leader's append alone) is the same-run reference for acks=-1.
-    middle = observed[len(observed) // 2]
-    report.timeline("produce acks=-1", middle["acks_all"])
-    report.timeline("produce acks=1", middle["acks1"], baseline=True)
-    report.latency("produce-to-consume, acks=-1, 20k rec/s", [v for o in observed for v in o["latency"]])
-
-    def median(key: str) -> float:
-        return statistics.median(run[key] for run in runs)
-
-    def spread(key: str, scale: float = 1.0, fmt: str = ",.0f") -> str:
-        return "rounds: " + ", ".join(format(run[key] * scale, fmt) for run in runs)
-
-    mb = RECORD_BYTES / 1e6
-    who = f"{args.producers} confluent-kafka producer processes, linger 5 ms"
-    report.add("produce acks=1", median("acks1"), "records/s", 1_000_000, note=f"{who}; {spread('acks1')}")
-    report.add("produce acks=1", median("acks1") * mb, "MB/s", note="100-byte values")
-    report.add("produce acks=-1", median("acks_all"), "records/s", 800_000, note=f"{who}; {spread('acks_all')}")
-    report.add("produce acks=-1", median("acks_all") * mb, "MB/s", note="100-byte values")
-    report.add(f"kcat consume {produce_count:,} records, start to end", median("consume"), "records/s", 1_200_000,
-               note=spread("consume"))
-    report.add("produce-to-consume latency p50 (acks=-1, 20k rec/s)", median("p50"), "ms", higher_is_better=False,
-               note=spread("p50", fmt=".2f"))
-    report.add("produce-to-consume latency p99 (acks=-1, 20k rec/s)", median("p99"), "ms", 5.0,
-               higher_is_better=False, note=spread("p99", fmt=".2f"))
+            peer.stop_all()
+    report = Report("bench_broker")
+    add_comparison(report, targets, results, args.producers)
     report.finish()
     return 0
+
+
+MEASURES = (Measure("acks1", "produce acks=1", "records/s", 1_000_000),
+            Measure("acks_all", "produce acks=-1", "records/s", 800_000),
+            Measure("consume", "kcat consume, start to end", "records/s", 1_200_000),
+            Measure("p50", "produce-to-consume p50, acks=-1, 20k rec/s", "ms"),
+            Measure("p99", "produce-to-consume p99, acks=-1, 20k rec/s", "ms", 5.0))
+
+
+def add_comparison(report: Report, targets: list[Target], results: dict[str, list[TargetRound]],
+                   producers: int) -> None:
+    """VDL, Kafka (defaults), Kafka (flush.messages=1): rows, ratios with the issue's goals, plots."""
+    vdl, kafka_default, kafka_flush = targets
+    middle = len(results[vdl.key]) // 2
+    for target in targets:
+        report.timeline(f"produce acks=-1, {target.label}", results[target.key][middle].timelines["acks_all"],
+                        baseline=target is not vdl)
+        report.latency(f"produce-to-consume, acks=-1, 20k rec/s, {target.label}",
+                       [v for run in results[target.key] for v in run.latency], baseline=target is not vdl)
+    compare_targets(report, targets, results, MEASURES,
+                    ratio_goals={("acks_all", kafka_flush.key): 1.0, ("acks_all", kafka_default.key): 0.8,
+                                 ("p99", kafka_flush.key): 1.0, ("p99", kafka_default.key): 1.0},
+                    who=f"{producers} confluent-kafka producer processes, linger 5 ms, 100-byte records")
 
 
 def compare(baseline: Path, rounds: int, produce_count: int, producers: int) -> int:

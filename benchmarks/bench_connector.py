@@ -1,16 +1,25 @@
-"""Spark connector throughput next to what Spark's Python Data Source API takes at best.
+"""Spark connector throughput next to what Spark's Python Data Source API takes at best, and next
+to Spark's own Kafka connector (spark-sql-kafka-0-10) on VDL and on Apache Kafka.
 
 Run: `.venv/bin/python -m benchmarks.bench_connector [--quick] [--rounds N]` (--quick: 1M records, not 10M).
 
-Measured in one run on this machine, one single-node broker (fsync on), each pair side by side
-in alternating rounds (medians, median of per-round ratios):
-- read: spark.readStream.format("vdl") of N 100-byte records, Trigger.AvailableNow, noop sink,
-  next to the same query over a synthetic Python data source whose read() yields prebuilt
-  Arrow batches of the same schema -- goal >= 0.6x;
-- write: df.write.format("vdl") of N 100-byte rows (acks=-1), next to the same rows written to
-  a Python data source whose Arrow writer discards every batch -- goal >= 0.6x;
+Measured in one run on this machine, one single-node VDL broker (fsync on) and one Apache Kafka
+node (vdl_dev.kafka_peer, its defaults), the same N 100-byte records loaded into both by the
+same client; each group side by side in alternating rounds (medians, median of per-round ratios),
+with the broker CPU per record of each run:
+- read: spark.readStream.format("vdl") on VDL, format("kafka") on VDL and format("kafka") on
+  Kafka (Trigger.AvailableNow, noop sink, the same options, minPartitions=2), next to the same
+  query over a synthetic Python data source whose read() yields prebuilt Arrow batches of the
+  same schema -- goals: >= 0.6x the synthetic source, >= 1.0x format("kafka") on the same VDL
+  stream, >= 0.9x format("kafka") reading the same data from Kafka;
+- write: df.write.format("vdl") of N rows (acks=-1), format("kafka") to VDL and to Kafka (the
+  Java producer's defaults: acks=all, idempotent), next to a Python data source whose Arrow
+  writer discards every batch -- goal >= 0.6x the discarding writer;
+- Spark's real-time mode (trigger(realTime=...)), format("kafka") -> format("kafka") on VDL and
+  on Kafka at 5,000 events/s: end-to-end latency from the producer's send to the arrival at a
+  consumer of the copy (benchmarks/realtime.py) -- goal p99 <= 200 ms on VDL;
 - exactly-once cost: a streaming copy stream -> stream with exactlyOnce=true vs false.
-Spark queries get both cores (local[2], two tasks); the broker shares them.
+Spark queries get both cores (local[2], two tasks); the brokers share them.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -32,10 +42,16 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from benchmarks.report import Report
+from benchmarks.peers import Target, kafka_targets, per_record_us, vdl_target
+from benchmarks.realtime import copy_latencies, start_copy
+from benchmarks.report import Report, cpu_seconds, percentile
+from vdl_dev.jvm import spark_jars_setting
+from vdl_dev.kafka_peer import KafkaPeer
 
 RECORD_BYTES = 100
 LOAD_BATCH_RECORDS = 10_000
+KAFKA_LOAD_BATCH_RECORDS = 5_000  # 600 KB batches: Kafka's default max.message.bytes is 1 MiB
+REALTIME_RATE = 5_000
 CEILING_BATCH_ROWS = 100_000
 
 
@@ -106,19 +122,19 @@ class CeilingReader(DataSourceStreamReader):
         pass
 
 
-def load(bootstrap: str, stream: str, records: int) -> float:
-    """Append `records` 100-byte records as 1 MiB-ish batches (one prebuilt batch, re-sent)."""
+def load(bootstrap: str, stream: str, records: int, batch_records: int = LOAD_BATCH_RECORDS) -> float:
+    """Append `records` 100-byte records as batches of `batch_records` (one prebuilt batch,
+    re-sent; the default ones are 1 MiB-ish)."""
     from vdl_client import ClientSettings, VdlClient
     from vdl_connector.arrow import RecordColumns, build_batch
 
-    values = pa.array([b"v" * RECORD_BYTES] * LOAD_BATCH_RECORDS, pa.binary())
+    values = pa.array([b"v" * RECORD_BYTES] * batch_records, pa.binary())
     columns = RecordColumns(None, values)
-    batch = build_batch(columns.encode(0, LOAD_BATCH_RECORDS), LOAD_BATCH_RECORDS, int(time.time() * 1000),
-                        -1, -1, -1)
+    batch = build_batch(columns.encode(0, batch_records), batch_records, int(time.time() * 1000), -1, -1, -1)
     start = time.perf_counter()
     with VdlClient(ClientSettings((bootstrap,))) as client:
         client.create_streams([stream])
-        for _ in range(records // LOAD_BATCH_RECORDS):
+        for _ in range(records // batch_records):
             client.produce(stream, batch, 30_000, time.monotonic() + 60)
     return time.perf_counter() - start
 
@@ -133,14 +149,17 @@ def timed_query(start_query) -> float:  # noqa: ANN001
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="1M records instead of 10M")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="1M records instead of 10M, shorter latency runs")
     parser.add_argument("--records", type=int, help="number of records (overrides --quick)")
-    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds per pair (default 2)")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds per comparison (default 2)")
+    parser.add_argument("--realtime-rate", type=int, default=REALTIME_RATE,
+                        help=f"events/s of the real-time mode latency runs (default {REALTIME_RATE:,})")
     args = parser.parse_args(argv)
     rounds = args.rounds
     records = args.records or (1_000_000 if args.quick else 10_000_000)
     records -= records % LOAD_BATCH_RECORDS
+    realtime_seconds = 5.0 if args.quick else 20.0
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
@@ -151,23 +170,35 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="bench-connector-"))
     broker = start_broker(work / "broker")
+    peer = KafkaPeer(1, work / "kafka")
     spark = (SparkSession.builder.master("local[2]").appName("bench-connector")
              .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false").config("spark.jars", spark_jars_setting())
              .config("spark.driver.memory", "2g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(CeilingSource)
     report = Report("bench_connector")
     try:
-        load_s = load(broker.bootstrap, "bench", records)
-        report.add("load via client (Produce, 10k-record batches)", records / load_s, "rows/s")
+        peer.start()
+        vdl = vdl_target(broker.bootstrap, lambda: [broker.process.pid])
+        [kafka, _] = kafka_targets(peer)
+        cpu_of = {"vdl": vdl, "kafka_on_vdl": vdl, "kafka_on_kafka": kafka, "ceiling": None,
+                  "write_vdl": vdl, "write_kafka_on_vdl": vdl, "write_kafka_on_kafka": kafka, "discard": None}
+        kafka.create("bench")
+        # Batches under Kafka's default max.message.bytes (1 MiB), the same into both
+        load_s = {target.key: load(target.bootstrap, "bench", records, KAFKA_LOAD_BATCH_RECORDS)
+                  for target in (vdl, kafka)}
+        report.add(f"load via client (Produce, {KAFKA_LOAD_BATCH_RECORDS:,}-record batches)", records / load_s["vdl"],
+                   "rows/s",
+                   note=f"the same batches into Kafka: {records / load_s['kafka']:,.0f} rows/s")
 
-        def read_query(run: int):  # noqa: ANN202
-            return (spark.readStream.format("vdl").option("bootstrap.servers", broker.bootstrap)
+        def read_query(fmt: str, bootstrap: str, run: str):  # noqa: ANN202
+            return (spark.readStream.format(fmt).option("kafka.bootstrap.servers", bootstrap)
                     .option("subscribe", "bench").option("startingOffsets", "earliest").option("minPartitions", "2")
                     .load().writeStream.format("noop").trigger(availableNow=True)
-                    .option("checkpointLocation", str(work / f"read-{run}")).start())
+                    .option("checkpointLocation", str(work / f"read-{fmt}-{run}")).start())
 
-        def ceiling_query(run: int):  # noqa: ANN202
+        def ceiling_query(run: str):  # noqa: ANN202
             return (spark.readStream.format("vdl_bench_ceiling").option("rows", str(records)).option("partitions", "2")
                     .load().writeStream.format("noop").trigger(availableNow=True)
                     .option("checkpointLocation", str(work / f"ceiling-{run}")).start())
@@ -176,70 +207,141 @@ def main(argv: list[str] | None = None) -> int:
             F.concat(F.lpad(F.col("id").cast("string"), 20, "0"), F.lit("x" * (RECORD_BYTES - 20)))
             .cast("binary").alias("value"))
 
-        def write_vdl(run: int) -> None:
-            (frame.write.format("vdl").option("bootstrap.servers", broker.bootstrap).option("topic", f"bench-write-{run}")
-             .option("createStreams", "true").mode("append").save())
+        def write(fmt: str, target: Target, run: str) -> None:
+            topic = f"bench-write-{fmt}-{run}"
+            target.create(topic)
+            (frame.write.format(fmt).option("kafka.bootstrap.servers", target.bootstrap).option("topic", topic)
+             .mode("append").save())
 
-        def write_discard(run: int) -> None:
+        def write_discard(run: str) -> None:
             frame.write.format("vdl_bench_ceiling").mode("append").save()
 
-        timed_query(lambda: ceiling_query(0))  # warm up Python workers and the JIT
-        timed_query(lambda: read_query(0))
-        write_discard(0)
-        # Alternating rounds, each pair side by side: the machine is shared, so load drifts.
+        measures: dict[str, Callable[[str], object]] = {
+            "ceiling": lambda r: timed_query(lambda: ceiling_query(r)),
+            "vdl": lambda r: timed_query(lambda: read_query("vdl", vdl.bootstrap, r)),
+            "kafka_on_vdl": lambda r: timed_query(lambda: read_query("kafka", vdl.bootstrap, r)),
+            "kafka_on_kafka": lambda r: timed_query(lambda: read_query("kafka", kafka.bootstrap, r)),
+            "discard": lambda r: timed_query_batch(lambda: write_discard(r)),
+            "write_vdl": lambda r: timed_query_batch(lambda: write("vdl", vdl, r)),
+            "write_kafka_on_vdl": lambda r: timed_query_batch(lambda: write("kafka", vdl, r)),
+            "write_kafka_on_kafka": lambda r: timed_query_batch(lambda: write("kafka", kafka, r)),
+        }
+        for key, measure in measures.items():  # warm up Python workers, the JIT, both connectors
+            measure(f"warm-{key}")
+        # Alternating rounds, each group side by side: the machine is shared, so load drifts.
         started = time.perf_counter()
-        seconds: dict[str, list[float]] = {"read": [], "ceiling": [], "write": [], "discard": []}
-        points: dict[str, list[tuple[float, float]]] = {key: [] for key in seconds}
-        runs = {"read": lambda r: timed_query(lambda: read_query(r)),
-                "ceiling": lambda r: timed_query(lambda: ceiling_query(r)),
-                "write": lambda r: timed_query_batch(lambda: write_vdl(r)),
-                "discard": lambda r: timed_query_batch(lambda: write_discard(r))}
-        for run in range(1, rounds + 1):
-            pairs = (("ceiling", "read"), ("discard", "write"))
-            for pair in pairs:
-                for key in (pair if run % 2 else pair[::-1]):
-                    seconds[key].append(runs[key](run))
+        seconds: dict[str, list[float]] = {key: [] for key in measures}
+        cpu: dict[str, list[float]] = {key: [] for key in measures}
+        points: dict[str, list[tuple[float, float]]] = {key: [] for key in measures}
+        groups = (("ceiling", "vdl", "kafka_on_vdl", "kafka_on_kafka"),
+                  ("discard", "write_vdl", "write_kafka_on_vdl", "write_kafka_on_kafka"))
+        for run in range(rounds):
+            for group in groups:
+                for key in group[run % len(group):] + group[:run % len(group)]:
+                    target = cpu_of[key]
+                    pids = target.pids() if target else []
+                    before = cpu_seconds(pids)
+                    seconds[key].append(measures[key](str(run)))
+                    cpu[key].append(per_record_us(cpu_seconds(pids) - before, records))
                     points[key].append((time.perf_counter() - started, records / seconds[key][-1]))
         rate = {key: statistics.median(records / s for s in values) for key, values in seconds.items()}
-        ratio = {measured: statistics.median(b / a for a, b in zip(seconds[measured], seconds[base], strict=True))
-                 for measured, base in (("read", "ceiling"), ("write", "discard"))}
-        listed = lambda key: "rounds: " + ", ".join(f"{records / s:,.0f}" for s in seconds[key])  # noqa: E731
-        report.add("ceiling: synthetic Arrow source -> noop", rate["ceiling"], "rows/s", note=listed("ceiling"))
-        report.add("readStream vdl -> noop", rate["read"], "rows/s", goal=1_000_000, note=listed("read"))
-        report.add("read / synthetic Arrow source", ratio["read"], "x", goal=0.6, note="median of per-round ratios")
-        report.add("ceiling: rows -> discarding Arrow writer", rate["discard"], "rows/s", note=listed("discard"))
-        report.add("df.write.format('vdl')", rate["write"], "rows/s", goal=500_000, note=listed("write"))
-        report.add("write / discarding Arrow writer", ratio["write"], "x", goal=0.6, note="median of per-round ratios")
-        for measured, base in (("read", "ceiling"), ("write", "discard")):
-            label = {"read": "readStream vdl", "write": "df.write vdl"}[measured]
-            report.throughput(f"{label}, per run", points[measured], "rows/s")
-            report.throughput(f"{base}, per run", points[base], "rows/s", baseline=True)
-            report.latency(f"{label}: run time", seconds[measured], "s")
-            report.latency(f"{base}: run time", seconds[base], "s", baseline=True)
 
-        # Alternate the two modes and keep each one's best run: the first runs pay warm-up costs.
-        rates: dict[str, float] = {"false": 0.0, "true": 0.0}
-        for run, exactly_once in enumerate(("false", "true", "false", "true")):
-            def copy_query(run: int = run, exactly_once: str = exactly_once):  # noqa: ANN202
-                return (spark.readStream.format("vdl").option("bootstrap.servers", broker.bootstrap)
-                        .option("subscribe", "bench").option("startingOffsets", "earliest")
-                        .option("minPartitions", "2").load().select("key", "value")
-                        .writeStream.format("vdl").option("bootstrap.servers", broker.bootstrap)
-                        .option("topic", f"bench-copy-{run}").option("createStreams", "true")
-                        .option("exactlyOnce", exactly_once)
-                        .option("checkpointLocation", str(work / f"copy-{run}"))
-                        .trigger(availableNow=True).start())
+        def ratio(measured: str, base: str) -> float:
+            return statistics.median(b / a for a, b in zip(seconds[measured], seconds[base], strict=True))
 
-            rates[exactly_once] = max(rates[exactly_once], records / timed_query(copy_query))
-        for exactly_once in ("false", "true"):
-            report.add(f"stream copy vdl -> vdl, exactlyOnce={exactly_once}", rates[exactly_once], "rows/s",
-                       note="best of 2")
-        report.add("exactlyOnce=true / false", 100 * rates["true"] / rates["false"], "%", goal=80)
+        def listed(key: str) -> str:
+            return "rounds: " + ", ".join(f"{records / s:,.0f}" for s in seconds[key])
+
+        def broker_cpu(key: str) -> str:
+            return f"broker CPU {statistics.median(cpu[key]):.2f} us/record; " if cpu_of[key] else ""
+
+        labels = {"ceiling": "ceiling: synthetic Arrow source -> noop",
+                  "vdl": 'readStream.format("vdl") on VDL -> noop',
+                  "kafka_on_vdl": 'readStream.format("kafka") on VDL -> noop',
+                  "kafka_on_kafka": 'readStream.format("kafka") on Kafka -> noop',
+                  "discard": "ceiling: rows -> discarding Arrow writer",
+                  "write_vdl": 'df.write.format("vdl") to VDL',
+                  "write_kafka_on_vdl": 'df.write.format("kafka") to VDL',
+                  "write_kafka_on_kafka": 'df.write.format("kafka") to Kafka'}
+        goals = {"vdl": 1_000_000, "write_vdl": 500_000}
+        for key, label in labels.items():
+            report.add(label, rate[key], "rows/s", goal=goals.get(key), note=broker_cpu(key) + listed(key))
+            if cpu_of[key]:
+                report.add(f"{label}, broker CPU", statistics.median(cpu[key]), "us/record", higher_is_better=False)
+        for measured, base, goal in (("vdl", "ceiling", 0.6), ("vdl", "kafka_on_vdl", 1.0), ("vdl", "kafka_on_kafka", 0.9),
+                                     ("kafka_on_vdl", "kafka_on_kafka", None),
+                                     ("write_vdl", "discard", 0.6), ("write_vdl", "write_kafka_on_vdl", None),
+                                     ("write_vdl", "write_kafka_on_kafka", None),
+                                     ("write_kafka_on_vdl", "write_kafka_on_kafka", None)):
+            report.add(f"{labels[measured]} / {labels[base]}", ratio(measured, base), "x", goal=goal,
+                       note="median of per-round ratios")
+        for key in labels:
+            report.throughput(labels[key], points[key], "rows/s", baseline=key not in ("vdl", "write_vdl"))
+        report.side_by_side(
+            f"Spark connectors, {records:,} 100-byte records, alternating rounds (medians of {rounds}); "
+            "broker CPU per record in brackets",
+            ["", 'format("vdl") on VDL', 'format("kafka") on VDL', 'format("kafka") on Kafka (defaults)',
+             'vdl / kafka on VDL', 'vdl / kafka on Kafka'],
+            [[f"{what} (rows/s)", *(f"{rate[k]:,.0f} ({statistics.median(cpu[k]):.2f})" for k in keys),
+              f"{ratio(keys[0], keys[1]):.2f}x", f"{ratio(keys[0], keys[2]):.2f}x"]
+             for what, keys in (("streaming read, AvailableNow -> noop", ("vdl", "kafka_on_vdl", "kafka_on_kafka")),
+                                ("batch write", ("write_vdl", "write_kafka_on_vdl", "write_kafka_on_kafka")))])
+
+        realtime_rows(report, spark, {"VDL": vdl, "Kafka (defaults)": kafka}, work, args.realtime_rate,
+                      realtime_seconds, rounds)
+        exactly_once_rows(report, spark, vdl.bootstrap, work, records)
     finally:
         spark.stop()
         broker.kill()
+        peer.stop_all()
     report.finish()
     return 0
+
+
+def realtime_rows(report: Report, spark, targets: dict[str, Target], work: Path, rate: int,  # noqa: ANN001
+                  seconds: float, rounds: int) -> None:
+    """Spark's real-time mode, format("kafka") -> format("kafka") on VDL and on Kafka, in turns."""
+    samples: dict[str, list[list[float]]] = {name: [] for name in targets}
+    for run in range(rounds):
+        for name in (list(targets) if run % 2 == 0 else list(targets)[::-1]):
+            target = targets[name]
+            source, copy = f"bench-rtm-{run}", f"bench-rtm-copy-{run}"
+            target.create(source, copy)
+            query = start_copy(spark, target.bootstrap, source, copy, work / f"rtm-{target.key}-{run}")
+            try:
+                samples[name].append(copy_latencies(target.bootstrap, source, copy, rate, seconds))
+            finally:
+                query.stop()
+    for name, runs in samples.items():
+        every = [v for values in runs for v in values]
+        report.latency(f"real-time mode, format('kafka') on {name}, {rate:,} events/s", every, baseline=name != "VDL")
+        for label, fraction, goal in (("p50", 0.5, None), ("p99", 0.99, 200.0)):
+            per_run = [percentile(values, fraction) for values in runs]
+            report.add(f"real-time mode end to end {label}, format('kafka') on {name}", statistics.median(per_run), "ms",
+                       goal=goal if name == "VDL" else None, higher_is_better=False,
+                       note=f"{rate:,} events/s, {len(every):,} events; rounds: "
+                            + ", ".join(f"{v:.0f}" for v in per_run))
+
+
+def exactly_once_rows(report: Report, spark, bootstrap: str, work: Path, records: int) -> None:  # noqa: ANN001
+    """Alternate the two modes of the vdl sink and keep each one's best run: the first runs pay warm-up costs."""
+    rates: dict[str, float] = {"false": 0.0, "true": 0.0}
+    for run, exactly_once in enumerate(("false", "true", "false", "true")):
+        def copy_query(run: int = run, exactly_once: str = exactly_once):  # noqa: ANN202
+            return (spark.readStream.format("vdl").option("bootstrap.servers", bootstrap)
+                    .option("subscribe", "bench").option("startingOffsets", "earliest")
+                    .option("minPartitions", "2").load().select("key", "value")
+                    .writeStream.format("vdl").option("bootstrap.servers", bootstrap)
+                    .option("topic", f"bench-copy-{run}").option("createStreams", "true")
+                    .option("exactlyOnce", exactly_once)
+                    .option("checkpointLocation", str(work / f"copy-{run}"))
+                    .trigger(availableNow=True).start())
+
+        rates[exactly_once] = max(rates[exactly_once], records / timed_query(copy_query))
+    for exactly_once in ("false", "true"):
+        report.add(f"stream copy vdl -> vdl, exactlyOnce={exactly_once}", rates[exactly_once], "rows/s",
+                   note="best of 2")
+    report.add("exactlyOnce=true / false", 100 * rates["true"] / rates["false"], "%", goal=80)
 
 
 def timed_query_batch(action) -> float:  # noqa: ANN001

@@ -1,13 +1,21 @@
-"""Replication benchmark: a 3-node dev cluster on this machine.
+"""Replication benchmark: a 3-node dev cluster on this machine, next to one VDL node and a
+3-node Apache Kafka cluster.
 
     .venv/bin/python -m benchmarks.bench_replication [--quick] [--no-fsync]
     .venv/bin/python -m benchmarks.bench_replication --metrics [--rounds 3] [--no-fsync]
 
+Four targets take turns in every round (each round starting with the next one, after an
+unrecorded warm-up run of each): VDL on 3 nodes, VDL on 1 node, and Apache Kafka on 3 nodes
+(vdl_dev.kafka_peer: KRaft combined mode, replication factor 3, min.insync.replicas=2) with its
+defaults (acknowledged from the page cache) and with topic flush.messages=1 (fsync after every
+batch, as VDL). The same confluent-kafka clients and records go to all of them:
 - produce throughput: confluent-kafka producer processes, 100-byte records, acks=-1
-  (majority commit), linger 5 ms -- goal >= 300,000 records/s, and >= 0.8x of one node's
-  acks=-1 throughput measured in the same run (a single-node broker, rounds alternating);
+  (majority commit), linger 5 ms, with the brokers' CPU per record -- goal >= 300,000
+  records/s; >= 0.8x of one node's; >= 1.0x Kafka with flush.messages=1, >= 0.8x Kafka's defaults;
 - produce latency (send to acknowledgement, acks=-1) at a steady 20,000 records/s: p50, p99
-  -- goal p99 <= 8 ms (the single node's, measured alongside, for reference);
+  -- goal p99 <= 8 ms;
+- produce-to-consume latency at a steady 20,000 records/s -- goal p99 <= Kafka's under both
+  settings;
 - failover: kill -9 of the stream's leader to the first acknowledged acks=-1 produce at any
   node, several kills (the killed node restarted and back in sync in between) -- goal median
   <= 2 s.
@@ -29,15 +37,27 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.bench_broker import RECORD_BYTES, Broker, Throughput, create, produce_run
+from benchmarks.bench_broker import RECORD_BYTES, Broker, latency, produce_run
+from benchmarks.peers import (
+    Measure,
+    Target,
+    TargetRound,
+    compare_targets,
+    kafka_targets,
+    per_record_us,
+    rotation,
+    vdl_target,
+)
 from benchmarks.report import Report, percentile
 from vdl_client import ClientSettings, VdlClient, request_once
 from vdl_client.requests import produce_request
 from vdl_dev.dev_cluster import DevCluster, fetch_metadata, free_base_port
+from vdl_dev.kafka_peer import KafkaPeer
 from vdl_wire.records.record_batch import RecordBatchBuilder
 
 TOPIC_THROUGHPUT = "bench-repl-acksall"
 TOPIC_LATENCY = "bench-repl-latency"
+TOPIC_CONSUMED = "bench-repl-consumed"
 TOPIC_FAILOVER = "bench-repl-failover"
 LATENCY_RATE = 20_000
 
@@ -51,23 +71,7 @@ def create_streams(cluster: DevCluster, *names: str) -> None:
 
 def wait_for_in_sync(cluster: DevCluster, stream: str, timeout_s: float) -> int:
     """Wait until the leader reports all replicas in sync and accepts an acks=-1 write; the leader."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for node in cluster.nodes.values():
-            if not node.running:
-                continue
-            try:
-                response = fetch_metadata(node.client_address, [stream], 1.0)
-            except (OSError, ValueError):
-                continue
-            for topic in response.topics:
-                for p in topic.partitions:
-                    if (topic.name == stream and p.leader_id == node.node_id and len(p.replica_nodes) == 3
-                            and sorted(p.isr_nodes) == sorted(p.replica_nodes)
-                            and write_once(node.client_address, stream)):
-                        return node.node_id
-        time.sleep(0.05)
-    raise TimeoutError(f"{stream}: no in-sync leader within {timeout_s} s")
+    return in_sync({i: n.client_address for i, n in cluster.nodes.items() if n.running}, stream, 3, timeout_s)
 
 
 def write_once(address: str, stream: str, timeout_s: float = 1.0) -> bool:
@@ -135,6 +139,55 @@ def ack_latencies(bootstrap: str, stream: str, rate: int, seconds: float) -> lis
     return latencies
 
 
+def in_sync(addresses: dict[int, str], stream: str, replicas: int, timeout_s: float) -> int:
+    """Wait until a node reports itself the leader of `stream` with `replicas` replicas all in
+    sync and takes an acks=-1 write; returns its id (any cluster: VDL's or Kafka's)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for node_id, address in addresses.items():
+            try:
+                response = fetch_metadata(address, [stream], 1.0)
+            except (OSError, ValueError):
+                continue
+            for topic in response.topics:
+                for p in topic.partitions:
+                    if (topic.name == stream and p.leader_id == node_id and len(p.replica_nodes) == replicas
+                            and sorted(p.isr_nodes) == sorted(p.replica_nodes) and write_once(address, stream)):
+                        return node_id
+        time.sleep(0.05)
+    raise TimeoutError(f"{stream}: no in-sync leader within {timeout_s} s")
+
+
+def create_in_sync(target: Target, addresses: dict[int, str], *names: str) -> None:
+    target.create(*names)
+    for name in names:
+        in_sync(addresses, name, len(addresses), 60)
+
+
+MEASURES = (Measure("acks_all", "produce acks=-1", "records/s", 300_000),
+            Measure("ack_p50", "produce-to-ack p50, acks=-1, 20k rec/s", "ms"),
+            Measure("ack_p99", "produce-to-ack p99, acks=-1, 20k rec/s", "ms", 8.0),
+            Measure("p50", "produce-to-consume p50, acks=-1, 20k rec/s", "ms"),
+            Measure("p99", "produce-to-consume p99, acks=-1, 20k rec/s", "ms"))
+
+
+def measure_latency(target: Target, round_number: int, seconds: float, result: TargetRound) -> None:
+    """Produce-to-ack and produce-to-consume latency at a steady 20,000 records/s (fresh topics)."""
+    acked, consumed = target.topic(f"{TOPIC_LATENCY}-{round_number}"), target.topic(f"{TOPIC_CONSUMED}-{round_number}")
+    values = ack_latencies(target.bootstrap, acked, LATENCY_RATE, seconds)
+    result.values["ack_p50"], result.values["ack_p99"] = percentile(values, 0.5), percentile(values, 0.99)
+    result.latency = latency(target.bootstrap, consumed, LATENCY_RATE, seconds)
+    result.values["p50"], result.values["p99"] = percentile(result.latency, 0.5), percentile(result.latency, 0.99)
+
+
+def measure_throughput(target: Target, round_number: int, count: int, producers: int, result: TargetRound) -> None:
+    with target.cpu() as used:
+        run = produce_run(target.bootstrap, target.topic(f"{TOPIC_THROUGHPUT}-{round_number}"), count, -1, producers)
+    result.values["acks_all"] = run.rate
+    result.values["acks_all_cpu"] = per_record_us(used[0], count)
+    result.timelines["acks_all"] = run.counts
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller counts, fewer kills (a smoke run)")
@@ -153,75 +206,69 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.metrics_cost import compare_metrics_cluster
 
         return compare_metrics_cluster(rounds, count, args.producers, fsync=not args.no_fsync)
-    runs: dict[str, list[Throughput]] = {"cluster": [], "single": []}
-    latencies: dict[str, list[list[float]]] = {"cluster": [], "single": []}
-    report = Report("bench_replication")
+    results: dict[str, list[TargetRound]] = {}
     with tempfile.TemporaryDirectory(prefix="vdl-bench-repl-") as tmp:
         settings = {"log_level": "WARNING", "fsync": not args.no_fsync}
         cluster = DevCluster(3, Path(tmp) / "cluster", free_base_port(6), settings=settings)
         single: Broker | None = None
+        peer = KafkaPeer(3, Path(tmp) / "kafka")
         try:
             cluster.start(timeout_s=60)
             cluster.wait_for_brokers(timeout_s=60)
             create_streams(cluster, TOPIC_FAILOVER)
-            # The baseline: one node, same machine, same run (it idles while the cluster is measured).
+            # Baselines, same machine, same run; each idles while another is measured.
             single = Broker(Path(tmp) / "single", fsync=not args.no_fsync)
+            peer.start()
+            vdl = vdl_target(cluster.bootstrap_servers, lambda: [p for n in cluster.nodes.values() if (p := n.pid)],
+                             "VDL 3 nodes", "vdl3", fsync=not args.no_fsync)
+            vdl1 = vdl_target(single.bootstrap, lambda: [single.process.pid], "VDL 1 node", "vdl1",
+                              fsync=not args.no_fsync)
+            kafka = kafka_targets(peer, "Kafka 3 nodes")
+            targets = [vdl, vdl1, *kafka]
+            nodes = {vdl.key: {i: n.client_address for i, n in cluster.nodes.items()},
+                     vdl1.key: {1: single.bootstrap},
+                     **{t.key: {n.node_id: n.client_address for n in peer.nodes.values()} for t in kafka}}
+            for target in targets:  # one unrecorded run each: JIT, page caches, connections
+                create_in_sync(target, nodes[target.key], target.topic("bench-repl-warm-up"))
+                produce_run(target.bootstrap, target.topic("bench-repl-warm-up"), count // 10, -1, args.producers)
             for round_number in range(rounds):
-                latency_topic, throughput_topic = f"{TOPIC_LATENCY}-{round_number}", f"{TOPIC_THROUGHPUT}-{round_number}"
-                create_streams(cluster, latency_topic, throughput_topic)
-                create(single.bootstrap, latency_topic, throughput_topic)
-                targets = {"cluster": cluster.bootstrap_servers, "single": single.bootstrap}
-                order = ("cluster", "single") if round_number % 2 == 0 else ("single", "cluster")
+                order = rotation(targets, round_number)
+                for target in order:
+                    create_in_sync(target, nodes[target.key], *(target.topic(f"{name}-{round_number}") for name in
+                                                              (TOPIC_LATENCY, TOPIC_CONSUMED, TOPIC_THROUGHPUT)))
+                    results.setdefault(target.key, []).append(TargetRound())
                 # Latency first: after a throughput run the third replica may still be catching
                 # up (acks=-1 waits for a majority only) and would compete for the 2 cores.
-                for which in order:
-                    latencies[which].append(ack_latencies(targets[which], latency_topic, LATENCY_RATE,
-                                                          latency_seconds))
-                for which in order:
-                    runs[which].append(produce_run(targets[which], throughput_topic, count, -1, args.producers))
+                for target in order:
+                    measure_latency(target, round_number, latency_seconds, results[target.key][-1])
+                for target in order:
+                    measure_throughput(target, round_number, count, args.producers, results[target.key][-1])
+                    print(f"round {round_number + 1} {target.label}: " + ", ".join(
+                        f"{k} {v:,.1f}" for k, v in results[target.key][-1].values.items()), flush=True)
             failovers: list[float] = []
             for _ in range(kills):
                 failovers.append(failover_seconds(cluster, TOPIC_FAILOVER))
         finally:
             cluster.kill_all()
+            peer.stop_all()
             if single is not None:
                 single.stop()
-    throughputs = [run.rate for run in runs["cluster"]]
-    singles = [run.rate for run in runs["single"]]
-    ratios = [c / s for c, s in zip(throughputs, singles, strict=True)]
-    p50s = [percentile(values, 0.5) for values in latencies["cluster"]]
-    p99s = [percentile(values, 0.99) for values in latencies["cluster"]]
-    single_p99s = [percentile(values, 0.99) for values in latencies["single"]]
-    samples = sum(len(values) for values in latencies["cluster"])
+    report = Report("bench_replication")
     middle = rounds // 2
-    report.timeline("3 nodes, acks=-1", runs["cluster"][middle].counts)
-    report.timeline("1 node, acks=-1", runs["single"][middle].counts, baseline=True)
-    report.latency("3 nodes, acks=-1, 20k rec/s", [v for values in latencies["cluster"] for v in values])
-    report.latency("1 node, acks=-1, 20k rec/s", [v for values in latencies["single"] for v in values], baseline=True)
-
-    def listed(values: list[float], fmt: str) -> str:
-        return "rounds: " + ", ".join(format(v, fmt) for v in values)
-
-    throughput = statistics.median(throughputs)
-    who = f"3 nodes, {args.producers} confluent-kafka producer processes, linger 5 ms"
-    fsync = "fsync off" if args.no_fsync else "fsync on"
-    report.add("produce acks=-1, 3 replicas", throughput, "records/s", 300_000,
-               note=f"{who}; {fsync}; {listed(throughputs, ',.0f')}")
-    report.add("produce acks=-1, 3 replicas", throughput * RECORD_BYTES / 1e6, "MB/s", note="100-byte values")
-    report.add("produce acks=-1, 1 node (same run)", statistics.median(singles), "records/s",
-               note=f"{fsync}; {listed(singles, ',.0f')}")
-    report.add("3 replicas / 1 node, acks=-1", statistics.median(ratios), "x", 0.8,
-               note=f"median of per-round ratios: {listed(ratios, '.2f')}")
-    note = f"{LATENCY_RATE:,} rec/s steady, {samples:,} samples"
-    report.add("produce-to-ack latency p50 (acks=-1)", statistics.median(p50s), "ms", higher_is_better=False,
-               note=f"{note}; {listed(p50s, '.1f')}")
-    report.add("produce-to-ack latency p99 (acks=-1)", statistics.median(p99s), "ms", 8.0,
-               higher_is_better=False, note=f"{note}; {listed(p99s, '.1f')}")
-    report.add("produce-to-ack latency p99, 1 node (same run)", statistics.median(single_p99s), "ms",
-               higher_is_better=False, note=listed(single_p99s, ".1f"))
+    for target in targets:
+        report.timeline(f"acks=-1, {target.label}", results[target.key][middle].timelines["acks_all"],
+                        baseline=target is not vdl)
+        report.latency(f"produce-to-consume, acks=-1, 20k rec/s, {target.label}",
+                       [v for run in results[target.key] for v in run.latency], baseline=target is not vdl)
+    kafka_default, kafka_flush = kafka
+    compare_targets(report, targets, results, MEASURES,
+                    ratio_goals={("acks_all", vdl1.key): 0.8, ("acks_all", kafka_flush.key): 1.0,
+                                 ("acks_all", kafka_default.key): 0.8, ("p99", kafka_flush.key): 1.0,
+                                 ("p99", kafka_default.key): 1.0},
+                    who=f"{args.producers} confluent-kafka producer processes, linger 5 ms, 100-byte records")
     spread = ", ".join(f"{f:.2f}" for f in failovers)
     report.add("failover: kill -9 leader -> first acks=-1 ack (median)", statistics.median(failovers), "s", 2.0,
-               higher_is_better=False, note=f"{kills} kills: {spread}")
+               higher_is_better=False, note=f"VDL 3 nodes, {kills} kills: {spread}")
     report.add("failover (worst)", max(failovers), "s", higher_is_better=False)
     report.finish()
     return 0

@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from benchmarks.report import Report, percentile
+from benchmarks.report import Report, cpu_seconds, percentile
 
 SCRAPE_INTERVAL_S = 5.0
 SCRAPE_GOAL_S = 0.2
@@ -63,17 +63,6 @@ class Scraper:
 
 
 Timelines = dict[bool, dict[int, dict[str, list[tuple[float, float]]]]]  # on -> round -> run -> counts
-
-
-def cpu_seconds(pids: Sequence[int]) -> float:
-    """User + system CPU time the processes used so far (psutil)."""
-    import psutil
-
-    total = 0.0
-    for pid in pids:
-        times = psutil.Process(pid).cpu_times()
-        total += times.user + times.system
-    return total
 
 
 def add_timelines(report: Report, timelines: Timelines, rounds: int, key: str, label: str) -> None:

@@ -69,11 +69,22 @@ class Latency:
 
 
 @dataclass
+class Table:
+    """A side-by-side table (e.g. the same measurements of VDL and of Apache Kafka), printed
+    after the rows."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+
+
+@dataclass
 class Report:
     benchmark: str
     rows: list[Row] = field(default_factory=list)
     series: list[Series] = field(default_factory=list)
     latencies: list[Latency] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
 
     def add(self, name: str, value: float, unit: str, goal: float | None = None,
             higher_is_better: bool = True, note: str = "") -> Row:
@@ -100,6 +111,12 @@ class Report:
         self.latencies.append(latency)
         return latency
 
+    def side_by_side(self, title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> Table:
+        """Add a table printed after the rows (cells as given, formatted by the caller)."""
+        table = Table(title, [str(h) for h in header], [[str(c) for c in row] for row in rows])
+        self.tables.append(table)
+        return table
+
     def table(self) -> str:
         header = ("measurement", "value", "unit", "goal", "met", "note")
         lines = [header]
@@ -113,12 +130,15 @@ class Report:
         """Print the table, write benchmarks/results/<benchmark>.json and .png; returns the JSON path."""
         print(f"\n## {self.benchmark}  ({platform.node()}, {time.strftime('%Y-%m-%d %H:%M:%S')})")
         print(self.table())
+        for extra in self.tables:
+            print(f"\n### {extra.title}\n{markdown_table(extra.header, extra.rows)}")
         RESULTS_DIR.mkdir(parents=True, exist_ok=True)
         path = RESULTS_DIR / f"{self.benchmark}.json"
         payload = {"benchmark": self.benchmark, "time": time.time(),
                    "rows": [asdict(r) | {"met": r.met} for r in self.rows],
                    "series": [asdict(s) for s in self.series],
-                   "latencies": [asdict(lat) for lat in self.latencies]}
+                   "latencies": [asdict(lat) for lat in self.latencies],
+                   "tables": [asdict(t) for t in self.tables]}
         path.write_text(json.dumps(payload, indent=2))
         png = path.with_suffix(".png")
         try:
@@ -240,6 +260,21 @@ class CounterSampler:
         self._stop.set()
         self._thread.join()
         self._sample()
+
+
+def cpu_seconds(pids: Iterable[int]) -> float:
+    """User + system CPU seconds the processes (all their threads) have used so far; a process
+    that is gone counts 0."""
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        try:
+            times = psutil.Process(pid).cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
 
 
 def rates(counts: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:

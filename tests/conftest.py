@@ -127,6 +127,6 @@ def spark():  # noqa: ANN201 - pyspark imported lazily so collection stays fast
     for key, value in spark_session_conf().items():  # the jars, Delta's SQL extension and catalog
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    session.sparkContext.setLogLevel(os.environ.get("VDL_TEST_SPARK_LOG_LEVEL", "ERROR"))
     yield session
     session.stop()

@@ -47,7 +47,7 @@ STOP_TIMEOUT_S = 15.0
 _PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """preexec_fn: the kernel sends SIGTERM to a node whose launcher died, even by SIGKILL
     (Linux only), so no node outlives the process that started it."""
     with contextlib.suppress(Exception):
@@ -265,7 +265,7 @@ class DevCluster:
             [*self.command, "--config", str(node.config_path)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,  # its own process group: signals reach everything it starts
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             env=dict(os.environ, PYTHONUNBUFFERED="1", **self.env),
         )
         threading.Thread(target=self._pump, args=(node, node.process), daemon=True,

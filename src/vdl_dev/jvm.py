@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 JVM_LIB_VARIABLE = "VDL_JVM_LIB"
@@ -83,7 +84,7 @@ def java() -> str:
     return found
 
 
-def kafka_command(main_class: str, *args: str, heap: str = "512m") -> list[str]:
+def kafka_command(main_class: str, *args: str, heap: str = "512m", jvm_options: Sequence[str] = ()) -> list[str]:
     """A command line running one of Kafka's main classes (a tool, the broker, a Java harness)
     on Kafka's classpath, as Kafka's bin/*.sh scripts do."""
-    return [java(), f"-Xmx{heap}", "-cp", kafka_classpath(), main_class, *args]
+    return [java(), f"-Xmx{heap}", *jvm_options, "-cp", kafka_classpath(), main_class, *args]
