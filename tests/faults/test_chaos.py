@@ -21,7 +21,7 @@ SEED = 20261123
 
 
 def test_short_campaign_finds_no_anomaly(tmp_path: Path) -> None:
-    config = CampaignConfig(tmp_path, nodes=3, faults=15, min_duration_s=60, seed=SEED, rate_per_s=80)
+    config = CampaignConfig(tmp_path, nodes=3, faults=16, min_duration_s=60, seed=SEED, rate_per_s=80)
     result = run_campaign(config)
     print(result.table())
     print(result.goals())
