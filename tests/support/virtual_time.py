@@ -9,7 +9,9 @@ What would make a run depend on the machine is refused or removed:
 - no I/O: the selector polls nothing (a test that opens a socket on this loop never hears from
   it), and the loop has no self-pipe (nothing may wake it from another thread);
 - no threads: `run_in_executor` (and so `asyncio.to_thread`, StreamLog's group commit) calls the
-  function inline and returns its finished future -- the file I/O happens, at no virtual time;
+  function inline; its future resolves `io_latency_s` virtual seconds later, as a disk write
+  running in a thread would -- the caller yields to the loop meanwhile, so what may happen while
+  an fsync is in flight happens here too;
 - a loop with nothing scheduled and nothing ready would wait forever: it raises instead.
 """
 
@@ -59,9 +61,13 @@ class _IdleSelector(selectors.BaseSelector):
         self._keys.clear()
 
 
+IO_LATENCY_S = 0.0005  # a file write or fsync handed to a thread: half a millisecond
+
+
 class VirtualLoop(asyncio.SelectorEventLoop):
-    def __init__(self) -> None:
+    def __init__(self, io_latency_s: float = IO_LATENCY_S) -> None:
         self._now = START
+        self.io_latency_s = io_latency_s
         super().__init__(_IdleSelector(self))
 
     def time(self) -> float:
@@ -73,11 +79,11 @@ class VirtualLoop(asyncio.SelectorEventLoop):
     def run_in_executor(self, executor: Executor | None, func: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         future: asyncio.Future[T] = self.create_future()
         try:
-            future.set_result(func(*args))
+            self.call_later(self.io_latency_s, _settle, future, func(*args), None)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as error:
-            future.set_exception(error)
+            self.call_later(self.io_latency_s, _settle, future, None, error)
         return future
 
     # No thread ever wakes this loop, so it needs no self-pipe (a socket pair).
@@ -91,10 +97,19 @@ class VirtualLoop(asyncio.SelectorEventLoop):
         pass
 
 
-def run(main: Coroutine[Any, Any, T]) -> T:
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+def run(main: Coroutine[Any, Any, T], io_latency_s: float = IO_LATENCY_S) -> T:
     """asyncio.run on a VirtualLoop; fails if the program started a thread."""
     threads = set(threading.enumerate())
-    with asyncio.Runner(loop_factory=VirtualLoop) as runner:
+    with asyncio.Runner(loop_factory=lambda: VirtualLoop(io_latency_s)) as runner:
         result = runner.run(main)
     started = [thread.name for thread in threading.enumerate() if thread not in threads]
     assert not started, f"threads started on the virtual clock: {started}"

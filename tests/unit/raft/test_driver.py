@@ -84,7 +84,7 @@ def test_graceful_leader_stop_transfers_and_restart_rejoins(tmp_path: Path) -> N
         await c.stop_node(old, transfer=True)
         new = await c.leader(timeout=5)
         assert new.node_id != old
-        assert (new.node_id, "LEADER") in roles
+        assert (old, "FOLLOWER") in roles and (new.node_id, "LEADER") in roles
         # A transfer needs no election timeout (TimeoutNow skips PreVote and the lease): a few
         # network round trips, well under the 10 ticks of the shortest election timeout.
         assert loop.time() - started < 10 * TICK
@@ -286,3 +286,43 @@ def test_crashed_leader_is_replaced_and_catches_up_after_recovery(tmp_path: Path
         assert c.entries(old, last) == c.entries(new.node_id, last)
         assert c.partition(old).high_watermark == 20
     run(tmp_path, body)
+
+
+def test_a_graceful_stop_returns_after_the_role_listeners_heard_of_the_step_down(tmp_path: Path) -> None:
+    """stop(transfer=True) cancels the Ready loop once the core no longer leads: the Ready that
+    carries the step-down must have reached the role listeners by then (a server closes its
+    leader-only state there), even with writes in flight when the transfer starts."""
+    async def body(c: Cluster) -> None:
+        leader = await c.leader()
+        await produce(c, leader, [b"x"] * 5)
+        old = leader.node_id
+        roles: list[tuple[str, bool]] = []
+        leader.add_role_listener(lambda g: roles.append((g.role.name, g.is_leader)))
+        pending = [c.partition(old).append(batch(b"w")) for _ in range(3)]
+        await c.stop_node(old, transfer=True)
+        assert roles == [("FOLLOWER", False)]
+        assert [handle.base_offset for handle in pending] == [5, 6, 7]
+        new = await c.leader(exclude=old)
+        assert await produce(c, new, [b"y"]) == [8]
+    run(tmp_path, body)
+
+
+@pytest.mark.xfail(strict=True, reason="defect: a caught-up follower's lost answers to empty appends hold "
+                                       "the leader's inflight window, so the group never quiesces")
+def test_lost_answers_to_commit_notices_do_not_keep_a_group_awake(tmp_path: Path) -> None:
+    """Seed 8: the leader sends a caught-up follower two empty appends (commit notices) whose
+    answers the lossy link drops. Their inflight slots (last index 22 = the follower's match)
+    are freed by no later answer -- nothing more is sent, and a heartbeat answer frees nothing --
+    and a follower with appends in flight keeps its leader from quiescing until the next write."""
+    async def body(c: Cluster) -> None:
+        leader = await c.leader()
+        old = leader.node_id
+        c.network.isolate(old)
+        new = await c.leader(exclude=old)
+        c.network.heal()
+        c.network.drop_rate = 0.2
+        await produce(c, new, [f"b{i}".encode() for i in range(20)])
+        c.network.drop_rate = 0.0
+        await c.all_committed(new.last_index)
+        await until(lambda: all(g.quiescent for g in c.groups()), 10, "every replica quiet")
+    run(tmp_path, body, seed=8)
