@@ -65,6 +65,8 @@ class MemoryNetwork:
         self.drop_rate = 0.0  # the fraction of frames lost on every link (from the seeded rng)
         self.transports: dict[int, MemoryTransport] = {}
         self.trace: list[Delivery] = []
+        # Told of every message as it arrives, before its destination steps it.
+        self.on_delivery: Callable[[Delivery], None] | None = None
         self._cut: set[tuple[int, int]] = set()  # (from, to): that direction carries nothing
         self._links: dict[tuple[int, int], deque[tuple[bytes, int]]] = {}
 
@@ -124,9 +126,12 @@ class MemoryNetwork:
         decoded = decode_frame(frame)
         now = asyncio.get_running_loop().time()
         if decoded.kind == KIND_MESSAGES:
-            self.trace += [Delivery(round(now, 6), m.sender, m.to, group, m.type.name, m.term, m.index, m.log_term,
+            for group, m in decoded.messages:
+                delivery = Delivery(round(now, 6), m.sender, m.to, group, m.type.name, m.term, m.index, m.log_term,
                                     m.commit, tuple(e.index for e in m.entries), m.reject)
-                           for group, m in decoded.messages]
+                self.trace.append(delivery)
+                if self.on_delivery is not None:
+                    self.on_delivery(delivery)
         destination.receive(sender, decoded.kind, decoded.messages, incarnation)
 
 

@@ -251,6 +251,11 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
             with contextlib.suppress(RaftError, ValueError):
                 self.transfer_leadership()
                 await self.wait_for(lambda g: not g.is_leader, timeout_s)
+        if transfer and self._leading and not self.is_leader and self._task is not None:
+            # The core stepped down (a newer term reached it, the transfer's or not) and the
+            # Ready loop has not carried that out yet: cancelling it now would leave the role
+            # listeners believing this node leads. The step-down Ready comes next.
+            await self.wait_for(lambda g: not g._leading, timeout_s)
         self._stopped = True
         if self._task is not None:
             self._task.cancel()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.raft_groups import GROUP, TICK, Cluster, batch, produce, run, until
+from tests.support.raft_groups import GROUP, TICK, Cluster, Delivery, batch, produce, run, until
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.persistence import load_commit_point
@@ -304,6 +304,32 @@ def test_a_graceful_stop_returns_after_the_role_listeners_heard_of_the_step_down
         assert [handle.base_offset for handle in pending] == [5, 6, 7]
         new = await c.leader(exclude=old)
         assert await produce(c, new, [b"y"]) == [8]
+    run(tmp_path, body)
+
+
+def test_a_graceful_stop_during_a_step_down_lets_the_role_listeners_hear_of_it(tmp_path: Path) -> None:
+    """The node is told to stop as a vote request in a newer term reaches it: its core steps
+    down at once, its Ready loop has not carried that out yet. A graceful stop lets it finish
+    (the new term saved, the vote sent, the role listeners told) before cancelling the loop."""
+    async def body(c: Cluster) -> None:
+        leader = await c.leader()
+        await produce(c, leader, [b"x"] * 5)
+        old = leader.node_id
+        target = next(i for i in c.ids if i != old)
+        roles: list[tuple[str, int]] = []
+        leader.add_role_listener(lambda g: roles.append((g.role.name, g.term)))
+        stopping: list[asyncio.Task[None]] = []
+
+        def on_delivery(delivery: Delivery) -> None:
+            if delivery.to == old and delivery.type == "VOTE" and not stopping:
+                stopping.append(asyncio.ensure_future(c.stop_node(old, transfer=True)))
+        c.network.on_delivery = on_delivery
+        leader.transfer_leadership(target)
+        new = await c.leader(exclude=old)
+        assert new.node_id == target
+        await stopping[0]
+        assert roles == [("FOLLOWER", leader.term)]
+        assert leader.term == new.term == 2
     run(tmp_path, body)
 
 
