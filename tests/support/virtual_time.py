@@ -6,8 +6,8 @@ wall time, and a run is a pure function of its inputs: the same program takes th
 the same virtual times on every run.
 
 What would make a run depend on the machine is refused or removed:
-- no I/O: the selector polls nothing (a test that opens a socket on this loop never hears from
-  it), and the loop has no self-pipe (nothing may wake it from another thread);
+- no I/O: the selector polls nothing, the loop has no self-pipe (nothing may wake it from
+  another thread), and `run` refuses to open a socket;
 - no threads: `run_in_executor` (and so `asyncio.to_thread`, StreamLog's group commit) calls the
   function inline; its future resolves `io_latency_s` virtual seconds later, as a disk write
   running in a thread would -- the caller yields to the loop meanwhile, so what may happen while
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import selectors
+import socket
 import threading
 from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Executor
@@ -106,11 +107,20 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_result(result)
 
 
+class _NoSocket(socket.socket):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a socket opened on the virtual clock: nothing would ever answer it")
+
+
 def run(main: Coroutine[Any, Any, T], io_latency_s: float = IO_LATENCY_S) -> T:
-    """asyncio.run on a VirtualLoop; fails if the program started a thread."""
+    """asyncio.run on a VirtualLoop; fails if the program opens a socket or starts a thread."""
     threads = set(threading.enumerate())
-    with asyncio.Runner(loop_factory=lambda: VirtualLoop(io_latency_s)) as runner:
-        result = runner.run(main)
+    real_socket, socket.socket = socket.socket, _NoSocket  # type: ignore[misc]
+    try:
+        with asyncio.Runner(loop_factory=lambda: VirtualLoop(io_latency_s)) as runner:
+            result = runner.run(main)
+    finally:
+        socket.socket = real_socket  # type: ignore[misc]
     started = [thread.name for thread in threading.enumerate() if thread not in threads]
     assert not started, f"threads started on the virtual clock: {started}"
     return result
