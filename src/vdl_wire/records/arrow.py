@@ -291,4 +291,6 @@ def _strided_binary(data: bytes, starts: np.ndarray, length: int) -> object | No
         out[low:high] = np.lib.stride_tricks.as_strided(source[int(starts[low]):], shape=(high - low, length),
                                                         strides=(stride, 1), writeable=False)
     offsets = np.arange(count + 1, dtype=np.int32) * length
-    return pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(out.reshape(-1))])
+    array: object = pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets),
+                                                               pa.py_buffer(out.reshape(-1))])
+    return array

@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire import api
 from vdl_wire.errors import ErrorCode
-from vdl_wire.messages import ApiVersionsRequest
+from vdl_wire.messages import ApiVersionsRequest, ApiVersionsResponse
 
 API_KEY = ApiVersionsRequest.DECL.api_key
 NAME = "ApiVersions"
 
 
-def supported_response(error: ErrorCode = ErrorCode.NONE) -> Any:
-    return api.api_versions_response(error)
+def supported_response(error: ErrorCode = ErrorCode.NONE) -> ApiVersionsResponse:
+    response: ApiVersionsResponse = api.api_versions_response(error)
+    return response
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
+def handle(node: NodeView, context: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
     return supported_response()
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: ApiVersionsRequest, version: int, code: ErrorCode) -> ApiVersionsResponse:
     return supported_response(code)
