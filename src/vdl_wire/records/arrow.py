@@ -200,11 +200,11 @@ class ArrowColumns:
     headers is None when no record has headers, else a list<struct<key: string, value: binary>>.
     """
 
-    offsets: object
-    timestamps: object
-    keys: object
-    values: object
-    headers: object | None
+    offsets: pa.Array
+    timestamps: pa.Array
+    keys: pa.Array
+    values: pa.Array
+    headers: pa.Array | None
     timestamp_type: int = 0
 
 
