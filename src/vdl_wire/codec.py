@@ -309,7 +309,8 @@ def _field_reader(f: Field, ftype: Any, ctx: _Ctx, compiled: _Compiled) -> Reade
     return _scalar_reader(ftype, compact, nullable)
 
 
-def _tag_reader(tagged: dict[int, tuple[Reader, str]]) -> Callable[[memoryview, int], tuple[dict[int, Any], int]]:
+def _tag_reader(tagged: dict[int, tuple[Reader, str]]
+                ) -> Callable[[memoryview, int], tuple[dict[int, Any], int]]:
     """Reads a tag buffer -> ({tag: value} for known tags, new position); unknown tags are skipped."""
     read_uvarint = p.read_uvarint
 

@@ -125,7 +125,8 @@ def _utf8(buf: memoryview, pos: int, end: int) -> str:
         raise DecodeError(f"string is not valid UTF-8: {exc.reason}", pos + exc.start) from None
 
 
-def length_prefixed_reader(kind: str, compact: bool, nullable: bool) -> Callable[[memoryview, int], tuple[Any, int]]:
+def length_prefixed_reader(kind: str, compact: bool,
+                           nullable: bool) -> Callable[[memoryview, int], tuple[Any, int]]:
     """A specialised reader for a string / bytes / records field (classic or compact, nullable
     or not). Strings decode UTF-8; bytes copy; records are zero-copy memoryview slices."""
     short = kind == "string" and not compact
@@ -166,15 +167,18 @@ _READERS = {
 }
 
 
-def read_string(buf: memoryview, pos: int, *, compact: bool = False, nullable: bool = False) -> tuple[Any, int]:
+def read_string(buf: memoryview, pos: int, *, compact: bool = False,
+                nullable: bool = False) -> tuple[Any, int]:
     return _READERS["string", compact, nullable](buf, pos)
 
 
-def read_bytes(buf: memoryview, pos: int, *, compact: bool = False, nullable: bool = False) -> tuple[Any, int]:
+def read_bytes(buf: memoryview, pos: int, *, compact: bool = False,
+               nullable: bool = False) -> tuple[Any, int]:
     return _READERS["bytes", compact, nullable](buf, pos)
 
 
-def read_records(buf: memoryview, pos: int, *, compact: bool = False, nullable: bool = True) -> tuple[Any, int]:
+def read_records(buf: memoryview, pos: int, *, compact: bool = False,
+                 nullable: bool = True) -> tuple[Any, int]:
     """A records field: a zero-copy memoryview slice of the input (or None)."""
     return _READERS["records", compact, nullable](buf, pos)
 

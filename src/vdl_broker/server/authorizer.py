@@ -57,7 +57,8 @@ class Authorizer:
         return self._acls().allows_any(principal, host, operation, resource_type)
 
 
-def authorized(node: NodeView, context: RequestContext, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+def authorized(node: NodeView, context: RequestContext, operation: Operation, resource_type: ResourceType,
+               name: str) -> bool:
     """May the request's principal do `operation` on the resource?"""
     return node.authorizer.allows(context.principal, context.client_host, operation, resource_type, name)
 

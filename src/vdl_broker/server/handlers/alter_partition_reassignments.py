@@ -62,7 +62,8 @@ async def _reassign(node: NodeView, name: str, partition: int, replicas: list[in
     return ErrorCode.NONE, None
 
 
-async def _on_leader(node: NodeView, request: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
+async def _on_leader(node: NodeView,
+                     request: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
     responses = []
     for topic in request.topics:
         results = []
@@ -76,11 +77,13 @@ async def _on_leader(node: NodeView, request: AlterPartitionReassignmentsRequest
     return AlterPartitionReassignmentsResponse(responses=responses)
 
 
-async def handle(node: NodeView, context: RequestContext, request: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
+async def handle(node: NodeView, context: RequestContext,
+                 request: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
     if not authorized_cluster(node, context, Operation.ALTER):  # Kafka: ALTER on the cluster
         return error_response(request, context.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return await on_metadata_leader(node, context.api_version, request, _on_leader, error_response, context)
 
 
-def error_response(request: AlterPartitionReassignmentsRequest, version: int, code: ErrorCode) -> AlterPartitionReassignmentsResponse:
+def error_response(request: AlterPartitionReassignmentsRequest, version: int,
+                   code: ErrorCode) -> AlterPartitionReassignmentsResponse:
     return AlterPartitionReassignmentsResponse(error_code=int(code))

@@ -45,7 +45,8 @@ def _problem(node: NodeView, item: Deletion | Upsertion) -> tuple[ErrorCode, str
     return None
 
 
-async def _alter_here(node: NodeView, request: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
+async def _alter_here(node: NodeView,
+                      request: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
     items: list[Deletion | Upsertion] = [*request.deletions, *request.upsertions]
     counts = Counter((item.name, item.mechanism) for item in items)
     errors: dict[str, tuple[ErrorCode, str]] = {}
@@ -73,12 +74,14 @@ async def _alter_here(node: NodeView, request: AlterUserScramCredentialsRequest)
                error_message=errors[user][1] if user in errors else None) for user in users])
 
 
-async def handle(node: NodeView, context: RequestContext, request: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
+async def handle(node: NodeView, context: RequestContext,
+                 request: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
     if not authorized_cluster(node, context, Operation.ALTER):
         return error_response(request, context.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return await on_metadata_leader(node, context.api_version, request, _alter_here, error_response, context)
 
 
-def error_response(request: AlterUserScramCredentialsRequest, version: int, code: ErrorCode) -> AlterUserScramCredentialsResponse:
+def error_response(request: AlterUserScramCredentialsRequest, version: int,
+                   code: ErrorCode) -> AlterUserScramCredentialsResponse:
     users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
     return AlterUserScramCredentialsResponse(results=[Result(user=user, error_code=int(code)) for user in users])

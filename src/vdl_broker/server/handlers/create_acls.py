@@ -51,6 +51,7 @@ async def handle(node: NodeView, context: RequestContext, request: CreateAclsReq
     return await on_metadata_leader(node, context.api_version, request, _create_here, error_response, context)
 
 
-def error_response(request: CreateAclsRequest, version: int, code: ErrorCode, message: str | None = None) -> CreateAclsResponse:
+def error_response(request: CreateAclsRequest, version: int, code: ErrorCode,
+                   message: str | None = None) -> CreateAclsResponse:
     return CreateAclsResponse(results=[Result(error_code=int(code), error_message=message)
                                        for _ in request.creations])

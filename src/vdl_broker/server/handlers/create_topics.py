@@ -162,7 +162,8 @@ def may_create(node: NodeView, context: RequestContext, name: str) -> bool:
             or authorized(node, context, Operation.CREATE, ResourceType.TOPIC, name))
 
 
-async def handle(node: NodeView, context: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+async def handle(node: NodeView, context: RequestContext,
+                 request: CreateTopicsRequest) -> CreateTopicsResponse:
     allowed = [t for t in request.topics if may_create(node, context, t.name)]
     denied = [Result(name=t.name, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
               for t in request.topics if not may_create(node, context, t.name)]

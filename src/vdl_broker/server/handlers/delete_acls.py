@@ -52,6 +52,7 @@ async def handle(node: NodeView, context: RequestContext, request: DeleteAclsReq
                                     error_response, context)
 
 
-def error_response(request: DeleteAclsRequest, version: int, code: ErrorCode, message: str | None = None) -> DeleteAclsResponse:
+def error_response(request: DeleteAclsRequest, version: int, code: ErrorCode,
+                   message: str | None = None) -> DeleteAclsResponse:
     return DeleteAclsResponse(filter_results=[FilterResult(error_code=int(code), error_message=message)
                                               for _ in request.filters])

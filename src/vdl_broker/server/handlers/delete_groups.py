@@ -18,7 +18,8 @@ NAME = "DeleteGroups"
 Result = DeleteGroupsResponse.DeletableGroupResult
 
 
-async def handle(node: NodeView, context: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
+async def handle(node: NodeView, context: RequestContext,
+                 request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     if node.groups.active() is None:
         return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
     results = []

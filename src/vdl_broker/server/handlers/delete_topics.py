@@ -33,7 +33,8 @@ def _asked(request: DeleteTopicsRequest, version: int) -> list[DeleteTopicsReque
     return [State(name=name) for name in request.topic_names]
 
 
-def _set_asked(request: DeleteTopicsRequest, version: int, topics: list[DeleteTopicsRequest.DeleteTopicState]) -> None:
+def _set_asked(request: DeleteTopicsRequest, version: int,
+               topics: list[DeleteTopicsRequest.DeleteTopicState]) -> None:
     if version >= BY_ID_VERSION:
         request.topics = topics
     else:
@@ -64,7 +65,8 @@ async def _delete_here(node: NodeView, request: DeleteTopicsRequest, version: in
     return DeleteTopicsResponse(responses=results)
 
 
-async def handle(node: NodeView, context: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+async def handle(node: NodeView, context: RequestContext,
+                 request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     version = context.api_version
     state = node.metadata.state
     allowed, denied = [], []

@@ -46,5 +46,6 @@ def handle(node: NodeView, context: RequestContext, request: DescribeAclsRequest
     return DescribeAclsResponse(error_code=0, resources=resources)
 
 
-def error_response(request: DescribeAclsRequest, version: int, code: ErrorCode, message: str | None = None) -> DescribeAclsResponse:
+def error_response(request: DescribeAclsRequest, version: int, code: ErrorCode,
+                   message: str | None = None) -> DescribeAclsResponse:
     return DescribeAclsResponse(error_code=int(code), error_message=message, resources=[])

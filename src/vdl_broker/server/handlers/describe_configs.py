@@ -135,7 +135,8 @@ def broker_configs(node: NodeConfig, replication_factor: int) -> list[Described]
     return described
 
 
-def _entry(described: Described, synonyms: bool, documentation: bool) -> DescribeConfigsResponse.DescribeConfigsResourceResult:
+def _entry(described: Described, synonyms: bool,
+           documentation: bool) -> DescribeConfigsResponse.DescribeConfigsResourceResult:
     return Entry(name=described.name, value=described.value, read_only=described.read_only,
                  is_default=described.source is Source.DEFAULT_CONFIG, config_source=int(described.source),
                  is_sensitive=False, config_type=int(described.type),
@@ -144,14 +145,16 @@ def _entry(described: Described, synonyms: bool, documentation: bool) -> Describ
                  if synonyms else [])
 
 
-def _result(resource: DescribeConfigsRequest.DescribeConfigsResource, code: ErrorCode = ErrorCode.NONE, message: str | None = None,
+def _result(resource: DescribeConfigsRequest.DescribeConfigsResource, code: ErrorCode = ErrorCode.NONE,
+            message: str | None = None,
             configs: list[DescribeConfigsResponse.DescribeConfigsResourceResult] | None = None
             ) -> DescribeConfigsResponse.DescribeConfigsResult:
     return Result(error_code=int(code), error_message=message, resource_type=resource.resource_type,
                   resource_name=resource.resource_name, configs=configs or [])
 
 
-def _describe(node: NodeView, resource: DescribeConfigsRequest.DescribeConfigsResource) -> tuple[ErrorCode, str | None, list[Described]]:
+def _describe(node: NodeView,
+              resource: DescribeConfigsRequest.DescribeConfigsResource) -> tuple[ErrorCode, str | None, list[Described]]:
     if resource.resource_type == ResourceType.TOPIC:
         info = node.metadata.state.streams.get(resource.resource_name)
         if info is None:
@@ -184,7 +187,8 @@ def refusal(node: NodeView, context: RequestContext,
     return None
 
 
-def handle(node: NodeView, context: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
+def handle(node: NodeView, context: RequestContext,
+           request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     results = []
     for resource in request.resources:
         refused = refusal(node, context, resource, Operation.DESCRIBE_CONFIGS)

@@ -22,7 +22,8 @@ Topic = DescribeLogDirsResponse.DescribeLogDirsTopic
 PartitionInfo = DescribeLogDirsResponse.DescribeLogDirsPartition
 
 
-def handle(node: NodeView, context: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+def handle(node: NodeView, context: RequestContext,
+           request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     if not authorized_cluster(node, context, Operation.DESCRIBE):  # Kafka: DESCRIBE on the cluster
         return DescribeLogDirsResponse(error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), results=[
             Result(error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), log_dir="")])  # v0-2: no top-level code

@@ -22,7 +22,8 @@ Result = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
 Info = DescribeUserScramCredentialsResponse.CredentialInfo
 
 
-def handle(node: NodeView, context: RequestContext, request: DescribeUserScramCredentialsRequest) -> DescribeUserScramCredentialsResponse:
+def handle(node: NodeView, context: RequestContext,
+           request: DescribeUserScramCredentialsRequest) -> DescribeUserScramCredentialsResponse:
     if not authorized_cluster(node, context, Operation.DESCRIBE):
         return error_response(request, context.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     credentials = node.metadata.state.users.credentials
@@ -43,5 +44,6 @@ def handle(node: NodeView, context: RequestContext, request: DescribeUserScramCr
     return DescribeUserScramCredentialsResponse(error_code=0, results=results)
 
 
-def error_response(request: DescribeUserScramCredentialsRequest, version: int, code: ErrorCode) -> DescribeUserScramCredentialsResponse:
+def error_response(request: DescribeUserScramCredentialsRequest, version: int,
+                   code: ErrorCode) -> DescribeUserScramCredentialsResponse:
     return DescribeUserScramCredentialsResponse(error_code=int(code), results=[])

@@ -27,7 +27,8 @@ PREFERRED = 0
 LEADER_WAIT_S = 5.0
 
 
-async def handle(node: NodeView, context: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
+async def handle(node: NodeView, context: RequestContext,
+                 request: ElectLeadersRequest) -> ElectLeadersResponse:
     version = context.api_version
     if not authorized_cluster(node, context, Operation.ALTER):  # Kafka: ALTER on the cluster
         return error_response(request, version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)

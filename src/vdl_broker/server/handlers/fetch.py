@@ -67,7 +67,8 @@ class _Client:
     rack: str  # Fetch v11 rack_id (librdkafka's client.rack); "" = none
 
 
-def _read_partition(node: NodeView, topic: str, fp: FetchRequest.FetchPartition, budget: int, has_data: bool, client: _Client) -> _Read:
+def _read_partition(node: NodeView, topic: str, fp: FetchRequest.FetchPartition, budget: int, has_data: bool,
+                    client: _Client) -> _Read:
     partition = node.replicas.get(topic)
     if partition is None or fp.partition != 0:
         return _Read(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -96,8 +97,8 @@ def _preferred_replica(node: NodeView, partition: Partition, offset: int, client
                                   partition.follower_read_offsets(ISR_MAX_LAG_ENTRIES))
 
 
-def _read_log(partition: Partition, fp: FetchRequest.FetchPartition, budget: int, has_data: bool, follower: bool,
-              out_of_range: ErrorCode = ErrorCode.OFFSET_OUT_OF_RANGE) -> _Read:
+def _read_log(partition: Partition, fp: FetchRequest.FetchPartition, budget: int, has_data: bool,
+              follower: bool, out_of_range: ErrorCode = ErrorCode.OFFSET_OUT_OF_RANGE) -> _Read:
     high_watermark = partition.high_watermark
     start = partition.log_start_offset
     offset = fp.fetch_offset

@@ -20,7 +20,8 @@ GROUP, TRANSACTION = 0, 1
 Coordinator = FindCoordinatorResponse.Coordinator
 
 
-def _find(node: NodeView, context: RequestContext, key_type: int, key: str) -> FindCoordinatorResponse.Coordinator:
+def _find(node: NodeView, context: RequestContext, key_type: int,
+          key: str) -> FindCoordinatorResponse.Coordinator:
     if key_type not in (GROUP, TRANSACTION):
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=int(ErrorCode.INVALID_REQUEST),
                            error_message=f"unknown coordinator key type {key_type} (0 = group, 1 = transaction)")
@@ -37,7 +38,8 @@ def _find(node: NodeView, context: RequestContext, key_type: int, key: str) -> F
     return Coordinator(key=key, node_id=leader, host=host, port=port, error_code=0)
 
 
-def handle(node: NodeView, context: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+def handle(node: NodeView, context: RequestContext,
+           request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     if context.api_version >= BATCHED_VERSION:
         return FindCoordinatorResponse(coordinators=[_find(node, context, request.key_type, key)
                                                      for key in request.coordinator_keys])

@@ -29,7 +29,8 @@ NAME = "IncrementalAlterConfigs"
 Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
 
-async def _alter_one(node: NodeView, resource: IncrementalAlterConfigsRequest.AlterConfigsResource, validate_only: bool) -> tuple[ErrorCode, str | None]:
+async def _alter_one(node: NodeView, resource: IncrementalAlterConfigsRequest.AlterConfigsResource,
+                     validate_only: bool) -> tuple[ErrorCode, str | None]:
     if resource.resource_type == ResourceType.BROKER:
         names = ", ".join(c.name for c in resource.configs) or "(none)"
         return ErrorCode.INVALID_CONFIG, (f"{names}: node settings are static (node.toml or flags); a stream's "
@@ -52,7 +53,8 @@ async def _alter_one(node: NodeView, resource: IncrementalAlterConfigsRequest.Al
     return OUTCOME_ERRORS[result.outcome], result.message or None
 
 
-async def _alter_here(node: NodeView, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+async def _alter_here(node: NodeView,
+                      request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
     results: list[Result] = []
     message: str | None
@@ -71,7 +73,8 @@ async def _alter_here(node: NodeView, request: IncrementalAlterConfigsRequest) -
     return IncrementalAlterConfigsResponse(responses=results)
 
 
-async def handle(node: NodeView, context: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+async def handle(node: NodeView, context: RequestContext,
+                 request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     refused = {id(r): refusal(node, context, r, Operation.ALTER_CONFIGS) for r in request.resources}
     denied = [Result(error_code=int(code), resource_type=r.resource_type, resource_name=r.resource_name)
               for r in request.resources if (code := refused[id(r)]) is not None]
@@ -84,7 +87,8 @@ async def handle(node: NodeView, context: RequestContext, request: IncrementalAl
     return response
 
 
-def error_response(request: IncrementalAlterConfigsRequest, version: int, code: ErrorCode) -> IncrementalAlterConfigsResponse:
+def error_response(request: IncrementalAlterConfigsRequest, version: int,
+                   code: ErrorCode) -> IncrementalAlterConfigsResponse:
     return IncrementalAlterConfigsResponse(responses=[
         Result(error_code=int(code), resource_type=r.resource_type, resource_name=r.resource_name)
         for r in request.resources])

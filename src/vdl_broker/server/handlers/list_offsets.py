@@ -34,7 +34,8 @@ TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
-def _lookup(node: NodeView, name: str, index: int, timestamp: int, version: int) -> tuple[ErrorCode, int, int]:
+def _lookup(node: NodeView, name: str, index: int, timestamp: int,
+            version: int) -> tuple[ErrorCode, int, int]:
     partition = node.replicas.get(name)
     if partition is None or index != 0:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1

@@ -16,7 +16,8 @@ Topic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
 Partition = Topic.OngoingPartitionReassignment
 
 
-def handle(node: NodeView, context: RequestContext, request: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
+def handle(node: NodeView, context: RequestContext,
+           request: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
     if not authorized_cluster(node, context, Operation.DESCRIBE):  # Kafka: DESCRIBE on the cluster
         return error_response(request, context.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     state = node.metadata.state
@@ -39,5 +40,6 @@ def handle(node: NodeView, context: RequestContext, request: ListPartitionReassi
     return ListPartitionReassignmentsResponse(topics=topics)
 
 
-def error_response(request: ListPartitionReassignmentsRequest, version: int, code: ErrorCode) -> ListPartitionReassignmentsResponse:
+def error_response(request: ListPartitionReassignmentsRequest, version: int,
+                   code: ErrorCode) -> ListPartitionReassignmentsResponse:
     return ListPartitionReassignmentsResponse(error_code=int(code))

@@ -52,7 +52,8 @@ def _topic(node: NodeView, name: str) -> MetadataResponse.MetadataResponseTopic:
                  partitions=[partition])
 
 
-def _by_id(node: NodeView, context: RequestContext, topic_id: uuid.UUID) -> MetadataResponse.MetadataResponseTopic:
+def _by_id(node: NodeView, context: RequestContext,
+           topic_id: uuid.UUID) -> MetadataResponse.MetadataResponseTopic:
     """A topic asked for by id (Metadata v12, KIP-516): Kafka answers an unknown id
     UNKNOWN_TOPIC_ID with a null name, and an id the principal may not see the same way."""
     name = node.metadata.state.stream_named_by(topic_id)

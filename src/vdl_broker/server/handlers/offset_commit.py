@@ -23,7 +23,8 @@ API_KEY = OffsetCommitRequest.DECL.api_key
 NAME = "OffsetCommit"
 
 
-async def handle(node: NodeView, context: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
+async def handle(node: NodeView, context: RequestContext,
+                 request: OffsetCommitRequest) -> OffsetCommitResponse:
     if not request.group_id:
         return _response(request, lambda stream, partition: ErrorCode.INVALID_GROUP_ID)
     if not authorized_group(node, context, Operation.READ, request.group_id):

@@ -23,7 +23,8 @@ Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
 Partition = OffsetDeleteResponse.OffsetDeleteResponsePartition
 
 
-async def handle(node: NodeView, context: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
+async def handle(node: NodeView, context: RequestContext,
+                 request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     if not request.group_id:
         return error_response(request, 0, ErrorCode.INVALID_GROUP_ID)
     if not authorized_group(node, context, Operation.DELETE, request.group_id):

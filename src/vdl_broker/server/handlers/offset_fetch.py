@@ -67,8 +67,10 @@ def _group(node: NodeView, context: RequestContext, group_id: str,
     return ErrorCode.NONE, answer
 
 
-def _wanted(topics: Sequence[OffsetFetchRequest.OffsetFetchRequestTopic | OffsetFetchRequest.OffsetFetchRequestTopics]
-            | None) -> list[tuple[str, list[int]]] | None:
+_AskedTopic = OffsetFetchRequest.OffsetFetchRequestTopic | OffsetFetchRequest.OffsetFetchRequestTopics
+
+
+def _wanted(topics: Sequence[_AskedTopic] | None) -> list[tuple[str, list[int]]] | None:
     return None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
 
 

@@ -19,6 +19,7 @@ from vdl_broker.server.node_view import NodeView
 from vdl_broker.server.partition import AppendHandle, PartitionError
 from vdl_wire.errors import DecodeError, ErrorCode
 from vdl_wire.messages import ProduceRequest, ProduceResponse
+from vdl_wire.primitives import Buffer
 from vdl_wire.records.batch_header import MAGIC_OFFSET, BatchHeader
 from vdl_wire.records.conversion import message_set_to_batches
 from vdl_wire.records.record_batch import RecordBatchBuilder, read_records, validate_batch
@@ -64,11 +65,17 @@ def _renumber(batch: bytes) -> bytes:
     return builder.build()
 
 
-def parse_batches(records: bytes | memoryview | Sequence[bytes | memoryview] | None, version: int,
-                  max_batch_bytes: int) -> list[tuple[BatchHeader, bytes | memoryview]]:
+def _one_buffer(records: bytes | memoryview | Sequence[bytes | memoryview] | None) -> Buffer | None:
+    """A decoded request's records are one buffer; a list of buffers is the codec's form for
+    records to encode, joined here should one ever arrive."""
+    if records is None or isinstance(records, bytes | bytearray | memoryview):
+        return records
+    return b"".join(records)
+
+
+def parse_batches(records: Buffer | None, version: int,
+                  max_batch_bytes: int) -> list[tuple[BatchHeader, Buffer]]:
     """The batches of one partition's `records`, validated; raises Rejected."""
-    if not isinstance(records, bytes | memoryview | None):  # the codec's form for records to encode; a decoded request has one buffer
-        records = b"".join(records)
     if records is None or len(records) == 0:
         raise Rejected(ErrorCode.INVALID_RECORD, "no records")
     # Message sets (magic 0/1) keep their magic byte at the same position as RecordBatch v2.
@@ -78,7 +85,7 @@ def parse_batches(records: bytes | memoryview | Sequence[bytes | memoryview] | N
             # Produce v0-2 carry MessageSet magic 0/1: converted up, stored as v2 only.
             if magic not in (0, 1):
                 raise Rejected(ErrorCode.INVALID_RECORD, f"produce v{version} needs magic 0 or 1, got {magic}")
-            batches: list[tuple[BatchHeader, bytes | memoryview]] = []
+            batches: list[tuple[BatchHeader, Buffer]] = []
             for converted in message_set_to_batches(records):
                 header = validate_batch(converted)
                 if header.last_offset_delta != header.record_count - 1:
@@ -100,7 +107,8 @@ def parse_batches(records: bytes | memoryview | Sequence[bytes | memoryview] | N
     return batches
 
 
-def _count(metrics: BrokerMetrics, stream: str, batches: list[tuple[BatchHeader, bytes | memoryview]], handles: list[AppendHandle]) -> None:
+def _count(metrics: BrokerMetrics, stream: str, batches: list[tuple[BatchHeader, Buffer]],
+           handles: list[AppendHandle]) -> None:
     """Per batch stored (a retried duplicate is not stored again)."""
     size = records = 0
     for (header, _), handle in zip(batches, handles, strict=True):
@@ -111,7 +119,8 @@ def _count(metrics: BrokerMetrics, stream: str, batches: list[tuple[BatchHeader,
         metrics.produced(stream, size, records)
 
 
-def _partition_error(index: int, code: ErrorCode, message: str | None = None) -> ProduceResponse.PartitionProduceResponse:
+def _partition_error(index: int, code: ErrorCode,
+                     message: str | None = None) -> ProduceResponse.PartitionProduceResponse:
     return PartitionResponse(index=index, error_code=int(code), base_offset=-1, log_append_time_ms=-1,
                              log_start_offset=-1, error_message=message)
 
@@ -139,7 +148,7 @@ async def handle(node: NodeView, context: RequestContext, request: ProduceReques
                 continue
             limit = partition.max_message_bytes
             try:
-                batches = parse_batches(data.records, version,
+                batches = parse_batches(_one_buffer(data.records), version,
                                         node.config.max_batch_bytes if limit is None else limit)
                 handles = [partition.append(batch, header) for header, batch in batches]
             except Rejected as error:

@@ -17,7 +17,8 @@ API_KEY = SaslAuthenticateRequest.DECL.api_key
 NAME = "SaslAuthenticate"
 
 
-async def handle(node: NodeView, context: RequestContext, request: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
+async def handle(node: NodeView, context: RequestContext,
+                 request: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
     connection = context.connection
     session = connection.sasl if connection is not None else None
     if connection is None or session is None or session.mechanism is None or session.authenticated or session.raw_tokens:
@@ -35,5 +36,6 @@ async def handle(node: NodeView, context: RequestContext, request: SaslAuthentic
     return SaslAuthenticateResponse(error_code=0, auth_bytes=reply, session_lifetime_ms=0)
 
 
-def error_response(request: SaslAuthenticateRequest, version: int, code: ErrorCode) -> SaslAuthenticateResponse:
+def error_response(request: SaslAuthenticateRequest, version: int,
+                   code: ErrorCode) -> SaslAuthenticateResponse:
     return SaslAuthenticateResponse(error_code=int(code))

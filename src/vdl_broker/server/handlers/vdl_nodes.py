@@ -156,7 +156,8 @@ async def handle(node: NodeView, context: RequestContext, request: VdlNodesReque
     return await run(node, request, context.api_version, context)
 
 
-async def run(node: NodeView, request: VdlNodesRequest, version: int = 0, context: RequestContext | None = None) -> VdlNodesResponse:
+async def run(node: NodeView, request: VdlNodesRequest, version: int = 0,
+              context: RequestContext | None = None) -> VdlNodesResponse:
     """The request answered by the metadata leader (here, or forwarded to it); `context` None:
     this node's own request."""
     return await on_metadata_leader(node, version, request, _on_leader, error_response, context)
