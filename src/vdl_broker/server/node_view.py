@@ -67,8 +67,6 @@ class NodeView(Protocol):
 
     def own_address(self, protocol: str) -> str:
         """This node's advertised host:port for clients of listener `protocol`."""
-        ...
 
     def node_client_address(self, node_id: int, protocol: str) -> str | None:
         """Where clients of listener `protocol` reach node `node_id`, if known."""
-        ...
