@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-unit demo install jars lint bench chaos raft-fuzz membership-soak test-many-streams metadata-snapshot-soak clean
+.PHONY: test test-unit demo install jars lint bench chaos raft-fuzz membership-soak test-many-streams metadata-snapshot-soak soak clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -76,6 +76,13 @@ membership-soak: install
 # restart (the suite runs 30,000 with small settings); prints the directory's size and restart time.
 metadata-snapshot-soak: install
 	VDL_SNAPSHOT_COMMITS=1000000 $(PY) -m pytest -q -s -n 0 tests/integration/test_metadata_snapshots.py -k grow
+
+# A 3-node cluster living for an hour (SOAK_DURATION=seconds to change it) under a mixed workload:
+# three clients' producers and group committers over 200 groups, a Spark query, a Delta-tiered
+# stream, reassignments and rolling restarts; samples into soak-results/ (soak.json, soak.png).
+SOAK_DURATION ?= 3600
+soak: install
+	$(PY) -m tests.soak --duration $(SOAK_DURATION) --results soak-results
 
 # The many-streams process tests at 1,000 streams (make test runs them at 300).
 test-many-streams: install

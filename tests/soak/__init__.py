@@ -1,0 +1,32 @@
+"""The soak (`make soak`, `python -m tests.soak`): a 3-node cluster living for a long time
+(default 1 hour; `--duration` or SOAK_DURATION=seconds) under a mixed workload, sampled as it
+goes, then checked.
+
+What runs (tests/soak/soak.py):
+- acks=all producers of confluent-kafka (plain and idempotent), kafka-python (idempotent) and
+  aiokafka on `soak-main`, kafka-python and aiokafka on `soak-moving` (one replica, moved
+  whole from node to node), an idempotent
+  confluent-kafka producer on `soak-tiered`, a stream that is a Delta table (vdl.table.path);
+  every acknowledgement is recorded;
+- group committers of each client (confluent-kafka, kafka-python, aiokafka; threads) spread over
+  200 consumer groups: each serves one group at a time, resuming from its committed offset
+  (which must be what was last committed), reading and committing every 100 ms;
+- a Spark streaming query (one local SparkSession) reading `soak-main` with
+  commitOffsetsToGroup=soak-spark (`--no-spark` leaves it out; the short test in
+  tests/faults/test_soak.py does, as a SparkSession's start costs more than its time budget
+  allows, and tests/spark covers the option);
+- an operator: a reassignment of `soak-moving` every 5 min per hour of run, a rolling restart
+  (SIGTERM each node in turn, wait until ready and every stream fully in sync) every 10 min per
+  hour of run (intervals scale with --duration);
+- a sampler: every node's RSS, open files and threads (its process tree), the disk use of its
+  metadata directory and of each stream's directory, and each restart's time from process start
+  to its readiness line.
+
+At the end: every acknowledged record is at its acknowledged offset, an idempotent producer's
+records are stored once, the Delta table holds every offset once with the log's value, every
+group's committed offset reads back as committed, the Spark query's group offset is stored.
+Goals, measured and reported (not failing the run unless --strict-goals): after warm-up, RSS, open
+files and metadata disk flat within 5 % per hour (least-squares slopes per node); the last
+rolling restart's start-to-ready time within 10 % of the first's. Writes soak.json and soak.png
+to the results directory (default soak-results/) and prints a table.
+"""
