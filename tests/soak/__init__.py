@@ -4,10 +4,9 @@ goes, then checked.
 
 What runs (tests/soak/soak.py):
 - acks=all producers of confluent-kafka (plain and idempotent), kafka-python (idempotent) and
-  aiokafka on `soak-main`, kafka-python and aiokafka on `soak-moving` (one replica, moved
-  whole from node to node), an idempotent
-  confluent-kafka producer on `soak-tiered`, a stream that is a Delta table (vdl.table.path);
-  every acknowledgement is recorded;
+  aiokafka on `soak-main`, kafka-python and aiokafka on `soak-moving` (one replica, moved whole
+  from node to node), an idempotent confluent-kafka producer on `soak-tiered`, a stream that is
+  a Delta table (vdl.table.path); every acknowledgement is recorded;
 - group committers of each client (confluent-kafka, kafka-python, aiokafka; threads) spread over
   200 consumer groups: each serves one group at a time, resuming from its committed offset
   (which must be what was last committed), reading and committing every 100 ms;
@@ -26,7 +25,8 @@ At the end: every acknowledged record is at its acknowledged offset, an idempote
 records are stored once, the Delta table holds every offset once with the log's value, every
 group's committed offset reads back as committed, the Spark query's group offset is stored.
 Goals, measured and reported (not failing the run unless --strict-goals): after warm-up, RSS, open
-files and metadata disk flat within 5 % per hour (least-squares slopes per node); the last
-rolling restart's start-to-ready time within 10 % of the first's. Writes soak.json and soak.png
+files and metadata disk flat within 5 % per hour (least-squares slopes per node, over the run and
+within each process lifetime: soak.evaluate_goals); the last rolling restart's start-to-ready
+time within 10 % of the first's. Writes soak.json and soak.png
 to the results directory (default soak-results/) and prints a table.
 """

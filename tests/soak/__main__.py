@@ -1,5 +1,5 @@
 """`python -m tests.soak [--duration S] [--groups N] [--results DIR] [--no-spark]`: see
-tests/soak/__init__.py. Exit status 1 when a correctness check fails (2: a goal missed, with
+tests/soak/__init__.py. `--report DIR` prints an earlier run's table again. Exit status 1 when a correctness check fails (2: a goal missed, with
 --strict-goals)."""
 
 from __future__ import annotations
@@ -9,7 +9,15 @@ import os
 import sys
 from pathlib import Path
 
-from tests.soak.soak import SoakConfig, fmt_duration, run_soak, table, write_outputs
+from tests.soak.soak import (
+    SoakConfig,
+    evaluate_goals,
+    fmt_duration,
+    load_result,
+    run_soak,
+    table,
+    write_outputs,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,7 +30,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=Path("soak-results"), help="results directory")
     parser.add_argument("--no-spark", action="store_true", help="leave the Spark streaming query out")
     parser.add_argument("--strict-goals", action="store_true", help="exit 2 when a goal is missed")
+    parser.add_argument("--report", type=Path, metavar="DIR",
+                        help="no run: read DIR/soak.json again, recompute the goals, rewrite the plot, print the table")
     args = parser.parse_args(argv)
+    if args.report is not None:
+        result = load_result(args.report / "soak.json")
+        saved = result.config
+        result.goals = evaluate_goals(result, SoakConfig(duration_s=float(saved["duration_s"]),
+                                                         warmup_fraction=float(saved["warmup_fraction"])))
+        write_outputs(result, args.report)
+        print(table(result))
+        return 1 if result.problems else 0
     config = SoakConfig(duration_s=args.duration, results_dir=args.results, groups=args.groups,
                         committers_per_client=args.committers, rate_per_s=args.rate, spark=not args.no_spark)
     result = run_soak(config)

@@ -22,6 +22,7 @@ from tests.faults.harness import (
     check_acknowledged,
     high_watermark,
     node_address,
+    partition_view,
     read_all,
     running_nodes,
     start_cluster,
@@ -45,6 +46,7 @@ SPARK_GROUP = "soak-spark"
 MOVES = ((2,), (3,), (1,))
 HOUR_S = 3600.0
 HEALTHY_TIMEOUT_S = 120.0
+SETTLE_S = 20.0  # after a process is ready, samples this long are left out of the slopes
 
 
 @dataclass
@@ -177,12 +179,30 @@ def admin_client(cluster: DevCluster) -> VdlClient:
     return VdlClient(ClientSettings.from_bootstrap(cluster.bootstrap_servers, deadline_ms=60_000))
 
 
-def wait_healthy(cluster: DevCluster, replicas_of_moving: tuple[int, ...]) -> None:
+def wait_healthy(cluster: DevCluster, replicas_of_moving: tuple[int, ...], stale: list[str] | None = None,
+                 started: float = 0.0) -> None:
+    """Every node lists every broker, the 3-replica streams are fully in sync, and every running
+    node tells clients the moving stream is on `replicas_of_moving`, led by it. A node telling
+    another replica set meanwhile (a restarted node that has not caught up with the moves, say)
+    is noted in `stale`, once per node and view: clients it answers go to the wrong place."""
     cluster.wait_for_brokers(timeout_s=HEALTHY_TIMEOUT_S)
     for stream in (MAIN, TIERED):
         wait_for_full_isr(cluster, stream, timeout=HEALTHY_TIMEOUT_S)
-    view = wait_for_full_isr(cluster, MOVING, timeout=HEALTHY_TIMEOUT_S, replicas=1)
-    assert view.replicas == tuple(sorted(replicas_of_moving)), f"{MOVING} on {view.replicas}"
+    expected = tuple(sorted(replicas_of_moving))
+    views: dict[int, Any] = {}
+
+    def agreed() -> bool:
+        views.clear()
+        for node_id in running_nodes(cluster):
+            view = views[node_id] = partition_view(node_address(cluster, node_id), MOVING)
+            if view is not None and view.leader >= 0 and view.replicas != expected and stale is not None:
+                note = f"node {node_id} says {MOVING} is on {view.replicas} led by {view.leader}, not on {expected}"
+                if not any(line.endswith(note) for line in stale):
+                    stale.append(f"t={time.monotonic() - started:.1f} s: {note}")
+        return all(v is not None and (v.leader, v.replicas, v.isr) == (expected[0], expected, expected)
+                   for v in views.values())
+
+    wait_until(agreed, HEALTHY_TIMEOUT_S, lambda: f"every node telling {MOVING} on {expected}: {views}")
 
 
 class Operator:
@@ -197,6 +217,7 @@ class Operator:
         self.replicas: tuple[int, ...] = (1,)
         self.restarts: list[Restart] = []
         self.moves: list[Move] = []
+        self.stale: list[str] = []  # views of the moving stream's replicas that nodes gave after a change
         self.failure: BaseException | None = None
 
     def now(self) -> float:
@@ -228,7 +249,7 @@ class Operator:
             reassign_stream(client, MOVING, list(target))
             wait_until(lambda: not list_reassignments(client, [MOVING]), HEALTHY_TIMEOUT_S, f"{MOVING} moved to {target}")
         self.replicas = target
-        wait_for_full_isr(self.cluster, MOVING, timeout=HEALTHY_TIMEOUT_S, replicas=1)
+        wait_healthy(self.cluster, target, self.stale, self.started)
         self.moves.append(Move(round(t, 2), target, round(self.now() - t, 2)))
 
     def rolling_restart(self) -> None:
@@ -241,7 +262,7 @@ class Operator:
             self.cluster.restart(node_id, wait=False)
             self.cluster.wait_ready([node_id], timeout_s=HEALTHY_TIMEOUT_S)
             ready = time.monotonic()
-            wait_healthy(self.cluster, self.replicas)
+            wait_healthy(self.cluster, self.replicas, self.stale, self.started)
             self.restarts.append(Restart(round_, node_id, round(t, 2), round(stopped - began, 3),
                                          round(ready - stopped, 3), round(time.monotonic() - ready, 3)))
 
@@ -276,19 +297,47 @@ def percent_per_hour(points: list[tuple[float, float]]) -> float:
     return 0.0 if mean == 0 else linear_slope(points) * HOUR_S / mean * 100
 
 
+def settled(result: SoakResult, node: int, warm: float) -> list[list[Sample]]:
+    """The node's samples after warm-up, one list per process lifetime (cut at its restarts),
+    each without the samples of its first `SETTLE_S` seconds after the process was ready (a new
+    process loads its state and fills its caches then)."""
+    starts = [r.t + r.stop_s + r.ready_s for r in result.restarts if r.node == node]
+    lives: list[list[Sample]] = [[]]
+    bounds = iter(starts)
+    boundary = next(bounds, math.inf)
+    last_start = -math.inf
+    for sample in (s for s in result.samples if s.node == node):
+        while sample.t >= boundary:
+            lives.append([])
+            last_start, boundary = boundary, next(bounds, math.inf)
+        if sample.t >= warm and sample.t >= last_start + SETTLE_S:
+            lives[-1].append(sample)
+    return [life for life in lives if life]
+
+
 def evaluate_goals(result: SoakResult, config: SoakConfig) -> dict[str, Any]:
-    """Slopes after warm-up (% of the mean per hour, per node: a leak shows as growth across
-    restarts too) of RSS, open files and metadata disk (goal: within 5 %/h), and the last
-    rolling restart's time to ready against the first's (goal: within 10 %)."""
+    """Slopes after warm-up, in % of the mean per hour, per node, of RSS, open files, threads and
+    metadata disk (goal: within 5 %/h), from the settled samples (see `settled`): `run`, one
+    least-squares line over the whole run (what grows from one process to the next: state a new
+    process loads, disk), and `life`, the mean of each process lifetime's own slope weighted by
+    its length (what grows within a process: a leak between two restarts). The goal takes the
+    larger. And the last rolling restart's time to ready against the first's (goal: within 10 %)."""
     warm = config.duration_s * config.warmup_fraction
-    goals: dict[str, Any] = {"warmup_s": round(warm, 1)}
+    goals: dict[str, Any] = {"warmup_s": round(warm, 1), "settle_s": SETTLE_S}
+    nodes = sorted({s.node for s in result.samples})
     for metric in ("rss_mb", "open_files", "metadata_mb", "threads"):
-        slopes = {}
-        for node_id in sorted({s.node for s in result.samples}):
-            points = [(s.t, float(getattr(s, metric))) for s in result.samples if s.node == node_id and s.t >= warm]
-            slopes[node_id] = round(percent_per_hour(points), 2)
-        worst = max((abs(v) for v in slopes.values()), default=0.0)
-        goals[metric] = {"slope_pct_per_hour": slopes, "worst": worst,
+        run, life = {}, {}
+        for node_id in nodes:
+            lives = settled(result, node_id, warm)
+            points = [(s.t, float(getattr(s, metric))) for one in lives for s in one]
+            run[node_id] = round(percent_per_hour(points), 2)
+            mean = sum(y for _, y in points) / len(points) if points else 0.0
+            weighted = [(linear_slope([(s.t, float(getattr(s, metric))) for s in one]), one[-1].t - one[0].t)
+                        for one in lives if len(one) >= 5]
+            span = sum(w for _, w in weighted)
+            life[node_id] = round(sum(k * w for k, w in weighted) / span * HOUR_S / mean * 100, 2) if span and mean else 0.0
+        worst = max((abs(v) for v in [*run.values(), *life.values()]), default=0.0)
+        goals[metric] = {"run_pct_per_hour": run, "life_pct_per_hour": life, "worst": worst,
                          "met": worst <= 5.0 if metric != "threads" else None}
     rounds = sorted({r.round for r in result.restarts})
     if len(rounds) >= 2:
@@ -301,6 +350,16 @@ def evaluate_goals(result: SoakResult, config: SoakConfig) -> dict[str, Any]:
     else:
         goals["restart_ready"] = {"met": None, "note": f"{len(rounds)} rolling restart(s): nothing to compare"}
     return goals
+
+
+def load_result(path: Path) -> SoakResult:
+    """A soak.json read back (to report it again: `python -m tests.soak --report DIR`)."""
+    data = json.loads(Path(path).read_text())
+    return SoakResult(config=data["config"], elapsed_s=data["elapsed_s"], spark=data["spark"],
+                      samples=[Sample(**s) for s in data["samples"]],
+                      restarts=[Restart(**r) for r in data["restarts"]],
+                      moves=[Move(m["t"], tuple(m["replicas"]), m["seconds"]) for m in data["moves"]],
+                      counts=data["counts"], problems=data["problems"], goals=data["goals"])
 
 
 def read_log(cluster: DevCluster, stream: str) -> tuple[int, dict[int, bytes | None]]:
@@ -353,7 +412,11 @@ def check_table(path: Path, hw: int, log: dict[int, bytes | None]) -> list[str]:
 def soak_cluster(work: Path, config: SoakConfig) -> Iterator[DevCluster]:
     clusters: list[DevCluster] = []
     try:
-        yield start_cluster(work / "cluster", 3, settings=config.settings, register=clusters.append)
+        def register(cluster: DevCluster) -> None:
+            cluster.log_files = True  # each node's output in node<i>/output.log, kept for a look afterwards
+            clusters.append(cluster)
+
+        yield start_cluster(work / "cluster", 3, settings=config.settings, register=register)
     finally:
         for cluster in clusters:
             cluster.kill_all()
@@ -391,7 +454,8 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> SoakResu
         committers = [GroupCommitter(kind, bootstrap, MAIN, groups[i::len(kinds)], ledger, config.group_session_s)
                       for i, kind in enumerate(kinds) if groups[i::len(kinds)]]
 
-        spark = query = None
+        spark: Any = None
+        query: Any = None
         if config.spark:
             say("starting Spark (one local SparkSession)")
             spark, query = start_spark_query(cluster, work)
@@ -423,7 +487,7 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> SoakResu
             finished.set()
             if operator.failure is not None:
                 result.problems.append(f"operator failed: {operator.failure!r}")
-            wait_healthy(cluster, operator.replicas)
+            wait_healthy(cluster, operator.replicas, operator.stale, started)
         finally:
             finished.set()
             for committer in committers:
@@ -436,6 +500,7 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> SoakResu
             sampler.join(30)
         result.elapsed_s = round(time.monotonic() - started, 1)
         result.samples, result.restarts, result.moves = sampler.samples, operator.restarts, operator.moves
+        result.counts["stale_replica_views"] = operator.stale
 
         for producer in everything:
             if producer.failure is not None:
@@ -470,7 +535,7 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> SoakResu
         for committer in committers:
             if committer.failure is not None:
                 result.problems.append(f"committer {committer.name} failed: {committer.failure!r}")
-        if query is not None:
+        if spark is not None:
             query.stop()
             spark.stop()
 
@@ -546,8 +611,9 @@ def plot(result: SoakResult, path: Path) -> Path:
 
 
 def table(result: SoakResult) -> str:
-    lines = [f"{'node':>4}  {'RSS MB first→last':>18}  {'RSS %/h':>8}  {'files':>9}  {'files %/h':>9}  "
-             f"{'threads':>9}  {'meta MB':>13}  {'meta %/h':>8}  {'restart s first→last':>20}"]
+    lines = ["slopes in % per hour after warm-up: run (whole run) / life (within a process)",
+             f"{'node':>4}  {'RSS MB first→last':>18}  {'RSS %/h':>13}  {'files':>9}  {'files %/h':>13}  "
+             f"{'threads':>9}  {'meta MB':>13}  {'meta %/h':>13}  {'restart s first→last':>20}"]
     goals = result.goals
     for node in sorted({s.node for s in result.samples}):
         mine = [s for s in result.samples if s.node == node]
@@ -556,10 +622,13 @@ def table(result: SoakResult) -> str:
         def span(values: list[Any], fmt: str = "{:.0f}") -> str:
             return f"{fmt.format(values[0])}→{fmt.format(values[-1])}" if values else "-"
 
-        lines.append(f"{node:>4}  {span([s.rss_mb for s in mine]):>18}  {goals['rss_mb']['slope_pct_per_hour'].get(node, 0):>8.1f}  "
-                     f"{span([s.open_files for s in mine]):>9}  {goals['open_files']['slope_pct_per_hour'].get(node, 0):>9.1f}  "
+        def slopes(metric: str, node: int = node) -> str:
+            return f"{goals[metric]['run_pct_per_hour'].get(node, 0):.1f} / {goals[metric]['life_pct_per_hour'].get(node, 0):.1f}"
+
+        lines.append(f"{node:>4}  {span([s.rss_mb for s in mine]):>18}  {slopes('rss_mb'):>13}  "
+                     f"{span([s.open_files for s in mine]):>9}  {slopes('open_files'):>13}  "
                      f"{span([s.threads for s in mine]):>9}  {span([s.metadata_mb for s in mine], '{:.2f}'):>13}  "
-                     f"{goals['metadata_mb']['slope_pct_per_hour'].get(node, 0):>8.1f}  {span(ready, '{:.2f}'):>20}")
+                     f"{slopes('metadata_mb'):>13}  {span(ready, '{:.2f}'):>20}")
 
     def verdict(met: bool | None) -> str:
         return {True: "met", False: "MISSED", None: "n/a"}[met]
@@ -581,6 +650,9 @@ def table(result: SoakResult) -> str:
                  f"({counts.get('group_commit_failures')} failed, outcome checked), {counts.get('group_sessions')} sessions")
     lines.append(f"reassignments {len(result.moves)} ({', '.join(f'{m.seconds:.1f}s' for m in result.moves)}), "
                  f"rolling restarts {len({r.round for r in result.restarts})}")
+    stale = counts.get("stale_replica_views", [])
+    lines.append(f"stale replica views after a move or restart: {len(stale)}")
+    lines += [f"  - {line}" for line in stale[:10]]
     lines.append(f"Spark: {result.spark}" + (f"; group offset {counts['spark_group_offset']}" if "spark_group_offset" in counts else ""))
     lines.append("correctness: " + ("OK" if not result.problems else f"{len(result.problems)} PROBLEMS"))
     lines += [f"  - {p}" for p in result.problems[:30]]

@@ -154,8 +154,9 @@ class GroupCommitter(threading.Thread):
             position, next_commit, until = max(found, 0), time.monotonic(), self._until()
             while time.monotonic() < until and not self.stop_event.is_set():
                 for message in consumer.consume(200, timeout=COMMIT_INTERVAL_S):
-                    if message.error() is None:
-                        position = message.offset() + 1
+                    offset = message.offset()
+                    if message.error() is None and offset is not None:
+                        position = offset + 1
                         self.consumed += 1
                 if time.monotonic() >= next_commit and position > 0:
                     next_commit = time.monotonic() + COMMIT_INTERVAL_S
