@@ -262,9 +262,12 @@ class Operator:
             self.cluster.restart(node_id, wait=False)
             self.cluster.wait_ready([node_id], timeout_s=HEALTHY_TIMEOUT_S)
             ready = time.monotonic()
+            # Noted before waiting for health, so a round that fails there still cuts the node's
+            # samples into process lifetimes where it restarted (healthy_s stays -1 then).
+            restart = Restart(round_, node_id, round(t, 2), round(stopped - began, 3), round(ready - stopped, 3), -1.0)
+            self.restarts.append(restart)
             wait_healthy(self.cluster, self.replicas, self.stale, self.started)
-            self.restarts.append(Restart(round_, node_id, round(t, 2), round(stopped - began, 3),
-                                         round(ready - stopped, 3), round(time.monotonic() - ready, 3)))
+            restart.healthy_s = round(time.monotonic() - ready, 3)
 
 
 def start_spark_query(cluster: DevCluster, work: Path) -> tuple[Any, Any]:
@@ -363,9 +366,19 @@ def load_result(path: Path) -> SoakResult:
 
 
 def read_log(cluster: DevCluster, stream: str) -> tuple[int, dict[int, bytes | None]]:
-    leader, hw = high_watermark(cluster, stream, timeout=60)
-    log = {offset: value for offset, (_, value) in read_all(node_address(cluster, leader), stream, 0, hw).items()}
-    return hw, log
+    """(high watermark, offset -> value) read from the leader; read again from the start when
+    the leadership moves during the read (the last restart's leaderships settling)."""
+    def attempt() -> tuple[int, dict[int, bytes | None]] | None:
+        leader, hw = high_watermark(cluster, stream, timeout=60)
+        try:
+            records = read_all(node_address(cluster, leader), stream, 0, hw)
+        except AssertionError as error:
+            if "NOT_LEADER_OR_FOLLOWER" in str(error):
+                return None
+            raise
+        return hw, {offset: value for offset, (_, value) in records.items()}
+
+    return wait_until(attempt, 120, f"reading {stream} whole from its leader", interval=0.5)
 
 
 def check_stream(stream: str, hw: int, log: dict[int, bytes | None], acks: Acks,
@@ -487,7 +500,10 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> SoakResu
             finished.set()
             if operator.failure is not None:
                 result.problems.append(f"operator failed: {operator.failure!r}")
-            wait_healthy(cluster, operator.replicas, operator.stale, started)
+            try:
+                wait_healthy(cluster, operator.replicas, operator.stale, started)
+            except AssertionError as error:  # still check what was acknowledged, and keep the samples
+                result.problems.append(f"the cluster did not come back healthy at the end: {error}")
         finally:
             finished.set()
             for committer in committers:
@@ -502,49 +518,54 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> SoakResu
         result.samples, result.restarts, result.moves = sampler.samples, operator.restarts, operator.moves
         result.counts["stale_replica_views"] = operator.stale
 
-        for producer in everything:
-            if producer.failure is not None:
-                result.problems.append(f"producer {producer.client} failed: {producer.failure!r}")
-            if producer.undelivered != 0:
-                result.problems.append(f"producer {producer.client}: {producer.undelivered} records never delivered")
-        logs = {}
-        for stream, mine in producers.items():
-            hw, log = read_log(cluster, stream)
-            logs[stream] = (hw, log)
-            result.problems += check_stream(stream, hw, log, acks, mine)
-        result.problems += check_table(table_path, *logs[TIERED])
+        logs: dict[str, tuple[int, dict[int, bytes | None]]] = {}
+        committed_groups = 0
+        try:
+            for producer in everything:
+                if producer.failure is not None:
+                    result.problems.append(f"producer {producer.client} failed: {producer.failure!r}")
+                if producer.undelivered != 0:
+                    result.problems.append(f"producer {producer.client}: {producer.undelivered} records never delivered")
+            for stream, mine in producers.items():
+                hw, log = read_log(cluster, stream)
+                logs[stream] = (hw, log)
+                result.problems += check_stream(stream, hw, log, acks, mine)
+            result.problems += check_table(table_path, *logs[TIERED])
 
-        with admin_client(cluster) as client:
-            unreadable = []
-            for group in groups:
-                possible = ledger.possible(group)
-                found = committed_offsets(client, group).get(MAIN)
-                if possible and found not in possible:
-                    unreadable.append(f"group {group}: reads {found}, committed {sorted(possible)}")
-            result.problems += unreadable[:20] + ledger.resumed_wrong[:20]
-            committed_groups = sum(1 for g in groups if ledger.possible(g))
-            if query is not None:
-                spark_failure = query.exception()
-                if spark_failure is not None:
-                    result.problems.append(f"Spark query failed: {spark_failure}")
-                main_hw = logs[MAIN][0]
-                wait_until(lambda: 0 < committed_offsets(client, SPARK_GROUP).get(MAIN, 0) <= main_hw, 120,
-                           f"group {SPARK_GROUP} holding the Spark query's progress")
-                result.counts["spark_group_offset"] = committed_offsets(client, SPARK_GROUP)[MAIN]
-                result.counts["spark_batches"] = len(query.recentProgress)
-        for committer in committers:
-            if committer.failure is not None:
-                result.problems.append(f"committer {committer.name} failed: {committer.failure!r}")
-        if spark is not None:
-            query.stop()
-            spark.stop()
+            with admin_client(cluster) as client:
+                unreadable = []
+                for group in groups:
+                    possible = ledger.possible(group)
+                    found = committed_offsets(client, group).get(MAIN)
+                    if possible and found not in possible:
+                        unreadable.append(f"group {group}: reads {found}, committed {sorted(possible)}")
+                result.problems += unreadable[:20] + ledger.resumed_wrong[:20]
+                committed_groups = sum(1 for g in groups if ledger.possible(g))
+                if query is not None:
+                    spark_failure = query.exception()
+                    if spark_failure is not None:
+                        result.problems.append(f"Spark query failed: {spark_failure}")
+                    main_hw = logs[MAIN][0]
+                    wait_until(lambda: 0 < committed_offsets(client, SPARK_GROUP).get(MAIN, 0) <= main_hw, 120,
+                               f"group {SPARK_GROUP} holding the Spark query's progress")
+                    result.counts["spark_group_offset"] = committed_offsets(client, SPARK_GROUP)[MAIN]
+                    result.counts["spark_batches"] = len(query.recentProgress)
+            for committer in committers:
+                if committer.failure is not None:
+                    result.problems.append(f"committer {committer.name} failed: {committer.failure!r}")
+        except Exception as error:  # the samples are kept and reported whatever failed here
+            result.problems.append(f"the checks did not finish: {error!r}")
+        finally:
+            if spark is not None:
+                query.stop()
+                spark.stop()
 
         per_client: dict[str, int] = {}
         for client_name, _, _ in acks.snapshot():
             per_client[client_name] = per_client.get(client_name, 0) + 1
         result.counts |= {"acknowledged": acks.count(), "acknowledged_per_producer": per_client,
                           "delivery_errors": len(acks.errors), "delivery_error_examples": acks.errors[:5],
-                          "high_watermarks": {s: hw for s, (hw, _) in logs.items()},
+                          "high_watermarks": {stream: hw for stream, (hw, _) in logs.items()},
                           "group_commits": ledger.commits, "group_commit_failures": ledger.failures,
                           "groups_committed": committed_groups,
                           "group_sessions": sum(c.sessions for c in committers),
@@ -581,8 +602,8 @@ def plot(result: SoakResult, path: Path) -> Path:
             for node in nodes:
                 mine = [r for r in result.restarts if r.node == node]
                 axis.plot([r.t for r in mine], [r.ready_s for r in mine], "o-", label=f"node {node} start→ready")
-            axis.plot([r.t for r in result.restarts], [r.healthy_s for r in result.restarts], "x", color="grey",
-                      label="ready→in sync")
+            healthy = [r for r in result.restarts if r.healthy_s >= 0]
+            axis.plot([r.t for r in healthy], [r.healthy_s for r in healthy], "x", color="grey", label="ready→in sync")
         elif metric == "streams":
             for node in nodes:
                 for stream in (MAIN, MOVING, TIERED):
