@@ -4,7 +4,8 @@ every replica applies the change (server/stream_settings.py).
 
 Each change is checked first (cluster/stream_configs.py): an unknown key, a bad value or an
 operation that does not fit gets INVALID_CONFIG naming the key, and nothing of that resource
-changes. Node settings (BROKER resources) come from node.toml and flags: INVALID_CONFIG.
+changes. Node settings (BROKER resources) come from node.toml and flags: setting one gets
+INVALID_CONFIG; deleting is a no-op (none is ever set dynamically).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from vdl_broker.cluster.stream_configs import ConfigProblem, altered
+from vdl_broker.cluster.stream_configs import AlterOp, ConfigProblem, altered
 from vdl_broker.raft.types import NotLeaderError, RaftError
 from vdl_broker.server.authorizer import Operation
 from vdl_broker.server.forwarding import on_metadata_leader
@@ -30,6 +31,11 @@ Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
 async def _alter_one(broker: Any, resource: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
     if resource.resource_type == ResourceType.BROKER:
+        if all(c.config_operation == AlterOp.DELETE for c in resource.configs):
+            # Nothing is ever set dynamically on a node, so there is nothing to delete: Kafka
+            # answers success for deleting an unset config, and kafka-reassign-partitions
+            # --verify deletes the replication throttles of every node it moved replicas to.
+            return ErrorCode.NONE, None
         names = ", ".join(c.name for c in resource.configs) or "(none)"
         return ErrorCode.INVALID_CONFIG, (f"{names}: node settings are static (node.toml or flags); a stream's "
                                           f"own settings are altered on its TOPIC resource")
