@@ -115,6 +115,16 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
             resource_type=2, resource_name=STREAM, configs=[m.IncrementalAlterConfigsRequest.AlterableConfig(
                 name="retention.ms", config_operation=0, value="1000")])]),
          lambda r: [x.error_code for x in r.responses], [TOPIC_DENIED]),
+    33: (lambda: m.AlterConfigsRequest(resources=[m.AlterConfigsRequest.AlterConfigsResource(
+            resource_type=2, resource_name=STREAM, configs=[m.AlterConfigsRequest.AlterableConfig(
+                name="retention.ms", value="1000")]), m.AlterConfigsRequest.AlterConfigsResource(
+            resource_type=4, resource_name="1", configs=[])]),
+         lambda r: [x.error_code for x in r.responses], [TOPIC_DENIED, CLUSTER_DENIED]),
+    37: (lambda: m.CreatePartitionsRequest(topics=[m.CreatePartitionsRequest.CreatePartitionsTopic(
+            name=STREAM, count=2)], timeout_ms=5000), lambda r: [x.error_code for x in r.results], [TOPIC_DENIED]),
+    # DescribeCluster needs no ACL (as Metadata): eve may do nothing on the cluster
+    60: (lambda: m.DescribeClusterRequest(include_cluster_authorized_operations=True),
+         lambda r: [r.error_code, r.cluster_authorized_operations], [0, 0]),
     35: (lambda: m.DescribeLogDirsRequest(topics=None), lambda r: [r.error_code], [CLUSTER_DENIED]),
     42: (lambda: m.DeleteGroupsRequest(groups_names=[GROUP]), lambda r: [g.error_code for g in r.results],
          [GROUP_DENIED]),

@@ -1,0 +1,186 @@
+"""AlterConfigs (33), CreatePartitions (37) and DescribeCluster (60) with raw requests, on one
+node and on a 3-node cluster: the exact answers Kafka's clients read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.cluster import BrokerProcess
+from tests.support.kafka import create_topic_raw, metadata_raw, raw_request
+from tests.support.waiting import wait_until
+from vdl_broker.server.handlers.create_partitions import refusal
+from vdl_dev.dev_cluster import DevCluster
+from vdl_wire import messages as m
+from vdl_wire.errors import ErrorCode
+
+TOPIC, BROKER = 2, 4  # config resource types
+
+
+def describe_cluster(address: str, version: int = 1, operations: bool = False, endpoint_type: int = 1) -> Any:
+    request = m.DescribeClusterRequest(include_cluster_authorized_operations=operations, endpoint_type=endpoint_type)
+    return raw_request(address, request, version)
+
+
+def stream_config(address: str, stream: str) -> dict[str, str]:
+    """The stream's own settings (source 1, DYNAMIC_TOPIC_CONFIG)."""
+    resource = m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=TOPIC, resource_name=stream)
+    result = raw_request(address, m.DescribeConfigsRequest(resources=[resource]), 4).results[0]
+    assert result.error_code == 0
+    return {c.name: c.value for c in result.configs if c.config_source == 1}
+
+
+def alter_configs(address: str, stream: str, configs: dict[str, str | None], validate_only: bool = False,
+                  version: int = 2, resource_type: int = TOPIC) -> tuple[int, str | None]:
+    resource = m.AlterConfigsRequest.AlterConfigsResource(
+        resource_type=resource_type, resource_name=stream,
+        configs=[m.AlterConfigsRequest.AlterableConfig(name=k, value=v) for k, v in configs.items()])
+    result = raw_request(address, m.AlterConfigsRequest(resources=[resource], validate_only=validate_only),
+                         version).responses[0]
+    assert (result.resource_type, result.resource_name) == (resource_type, stream)
+    return result.error_code, result.error_message
+
+
+def create_partitions(address: str, counts: dict[str, int], validate_only: bool = False, version: int = 3) -> list[
+        tuple[str, int, str | None]]:
+    request = m.CreatePartitionsRequest(topics=[
+        m.CreatePartitionsRequest.CreatePartitionsTopic(name=name, count=count) for name, count in counts.items()],
+        timeout_ms=5000, validate_only=validate_only)
+    return [(r.name, r.error_code, r.error_message) for r in raw_request(address, request, version).results]
+
+
+# ---- one node -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_describe_cluster_one_node(module_broker: BrokerProcess, version: int) -> None:
+    metadata = metadata_raw(module_broker.bootstrap, [])
+    response = describe_cluster(module_broker.bootstrap, version)
+    assert (response.error_code, response.error_message, response.cluster_id, response.controller_id) == (
+        0, None, metadata.cluster_id, 1)
+    assert [(b.broker_id, b.host, b.port, b.rack) for b in response.brokers] == [(1, "127.0.0.1", module_broker.port,
+                                                                                   None)]
+    assert response.cluster_authorized_operations == -(1 << 31)  # not asked for
+    assert response.endpoint_type == 1  # v0 has none: its default
+
+
+def test_describe_cluster_authorized_operations_without_authorizer(module_broker: BrokerProcess) -> None:
+    # Without an authorizer everything is allowed: CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
+    # IDEMPOTENT_WRITE, ALTER, DESCRIBE (bits 5, 9, 10, 11, 12, 7, 8)
+    response = describe_cluster(module_broker.bootstrap, operations=True)
+    assert response.cluster_authorized_operations == sum(1 << b for b in (5, 7, 8, 9, 10, 11, 12)) == 0x1FA0
+
+
+def test_describe_cluster_controllers_are_not_served(module_broker: BrokerProcess) -> None:
+    response = describe_cluster(module_broker.bootstrap, endpoint_type=2)
+    assert (response.error_code, response.endpoint_type, response.brokers) == (
+        ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, 2, [])
+    assert response.error_message == "VDL nodes are brokers only (endpoint type 1); their metadata leader is the controller"
+
+
+def test_create_partitions_is_refused(module_broker: BrokerProcess) -> None:
+    assert create_topic_raw(module_broker.bootstrap, "cp-one") == (0, None)
+    for validate_only in (False, True):
+        assert create_partitions(module_broker.bootstrap, {"cp-one": 1, "cp-none": 2, "cp-one-more": 0},
+                                 validate_only) == [
+            ("cp-one", ErrorCode.INVALID_PARTITIONS,
+             "VDL streams have exactly one partition (each is one Raft group): stream 'cp-one' has 1 and cannot have 1"),
+            ("cp-none", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown stream 'cp-none'"),
+            ("cp-one-more", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown stream 'cp-one-more'")]
+    assert create_partitions(module_broker.bootstrap, {"cp-one": 4}, version=0) == [
+        ("cp-one", ErrorCode.INVALID_PARTITIONS, refusal("cp-one", 4))]
+    assert [p.partition_index for p in metadata_raw(module_broker.bootstrap, ["cp-one"]).topics[0].partitions] == [0]
+
+
+def test_create_partitions_names_a_duplicate(module_broker: BrokerProcess) -> None:
+    request = m.CreatePartitionsRequest(topics=[m.CreatePartitionsRequest.CreatePartitionsTopic(name="cp-twice", count=2)
+                                                for _ in range(2)], timeout_ms=5000)
+    results = raw_request(module_broker.bootstrap, request).results
+    assert [(r.name, r.error_code, r.error_message) for r in results] == [
+        ("cp-twice", ErrorCode.INVALID_REQUEST, "duplicate topic 'cp-twice' in the request")] * 2
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_alter_configs_replaces_the_whole_config(module_broker: BrokerProcess, version: int) -> None:
+    stream = f"ac-whole-{version}"
+    address = module_broker.bootstrap
+    assert create_topic_raw(address, stream) == (0, None)
+    assert alter_configs(address, stream, {"retention.ms": "60000", "segment.bytes": "1048576"},
+                         version=version) == (0, None)
+    assert stream_config(address, stream) == {"retention.ms": "60000", "segment.bytes": "1048576"}
+    # Kafka semantics: what is not listed returns to its default
+    assert alter_configs(address, stream, {"retention.bytes": "1000000"}, version=version) == (0, None)
+    assert stream_config(address, stream) == {"retention.bytes": "1000000"}
+    assert alter_configs(address, stream, {}, version=version) == (0, None)
+    assert stream_config(address, stream) == {}
+
+
+def test_alter_configs_validate_only_changes_nothing(module_broker: BrokerProcess) -> None:
+    address = module_broker.bootstrap
+    assert create_topic_raw(address, "ac-validate") == (0, None)
+    assert alter_configs(address, "ac-validate", {"retention.ms": "1000"}) == (0, None)
+    assert alter_configs(address, "ac-validate", {"segment.ms": "5000"}, validate_only=True) == (0, None)
+    assert stream_config(address, "ac-validate") == {"retention.ms": "1000"}
+
+
+def test_alter_configs_refuses_bad_input_and_changes_nothing(module_broker: BrokerProcess) -> None:
+    address = module_broker.bootstrap
+    assert create_topic_raw(address, "ac-bad") == (0, None)
+    assert alter_configs(address, "ac-bad", {"retention.ms": "1000"}) == (0, None)
+    assert alter_configs(address, "ac-bad", {"retention.ms": "soon"}) == (
+        ErrorCode.INVALID_CONFIG, "retention.ms: 'soon' is not an integer >= -1")
+    code, message = alter_configs(address, "ac-bad", {"cleanup.policy": "compact"})
+    assert (code, message.split(" (accepted")[0]) == (ErrorCode.INVALID_CONFIG, "unknown stream config 'cleanup.policy'")
+    assert alter_configs(address, "ac-bad", {"retention.ms": None}) == (
+        ErrorCode.INVALID_CONFIG, "retention.ms needs a value (an integer >= -1)")
+    assert alter_configs(address, "ac-bad", {"vdl.table.format": "json"}) == (
+        ErrorCode.INVALID_CONFIG, "vdl.table.schema: required when vdl.table.format=json (a Spark DDL schema)")
+    assert alter_configs(address, "ac-none", {"retention.ms": "1"}) == (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown stream 'ac-none'")
+    assert stream_config(address, "ac-bad") == {"retention.ms": "1000"}
+
+
+def test_alter_configs_answers_broker_resources_as_incremental_alter_configs(module_broker: BrokerProcess) -> None:
+    assert alter_configs(module_broker.bootstrap, "1", {"log.retention.ms": "1"}, resource_type=BROKER) == (
+        ErrorCode.INVALID_CONFIG, "log.retention.ms: node settings are static (node.toml or flags); a stream's own "
+                                  "settings are altered on its TOPIC resource")
+
+
+# ---- three nodes --------------------------------------------------------------------------------
+
+
+def test_describe_cluster_three_nodes_any_node(dev_cluster: DevCluster) -> None:
+    for node_id in dev_cluster.node_ids():
+        address = dev_cluster.nodes[node_id].client_address
+        metadata = metadata_raw(address, [])
+        response = describe_cluster(address)
+        assert (response.error_code, response.cluster_id, response.controller_id) == (
+            0, metadata.cluster_id, metadata.controller_id)
+        assert response.controller_id in (1, 2, 3)
+        assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [
+            (b.node_id, b.host, b.port) for b in metadata.brokers]
+        assert [b.broker_id for b in response.brokers] == [1, 2, 3]
+
+
+def test_alter_configs_through_a_follower_applies_everywhere(dev_cluster: DevCluster) -> None:
+    addresses = [dev_cluster.nodes[n].client_address for n in dev_cluster.node_ids()]
+    controller = metadata_raw(addresses[0], []).controller_id
+    follower = next(dev_cluster.nodes[n].client_address for n in dev_cluster.node_ids() if n != controller)
+    assert create_topic_raw(follower, "ac-cluster") == (0, None)
+    assert alter_configs(follower, "ac-cluster", {"retention.ms": "123456"}) == (0, None)
+    assert alter_configs(follower, "ac-cluster", {"max.message.bytes": "2000000"}) == (0, None)
+    for address in addresses:  # the metadata leader committed it before answering: every node
+        wait_config(address, "ac-cluster", {"max.message.bytes": "2000000"})
+
+
+def wait_config(address: str, stream: str, expected: dict[str, str]) -> None:
+    wait_until(lambda: stream_config(address, stream) == expected, timeout=10,
+               message=lambda: f"{address}: {stream_config(address, stream)}")
+
+
+def test_create_partitions_three_nodes(dev_cluster: DevCluster) -> None:
+    address = dev_cluster.nodes[2].client_address
+    assert create_topic_raw(address, "cp-cluster") == (0, None)
+    assert create_partitions(address, {"cp-cluster": 3}) == [
+        ("cp-cluster", ErrorCode.INVALID_PARTITIONS, refusal("cp-cluster", 3))]
