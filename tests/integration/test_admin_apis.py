@@ -1,5 +1,5 @@
-"""AlterConfigs (33), CreatePartitions (37) and DescribeCluster (60) with raw requests, on one
-node and on a 3-node cluster: the exact answers Kafka's clients read."""
+"""DeleteRecords (21), AlterConfigs (33), CreatePartitions (37) and DescribeCluster (60) with
+raw requests, on one node and on a 3-node cluster: the exact answers Kafka's clients read."""
 
 from __future__ import annotations
 
@@ -8,7 +8,16 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import BrokerProcess
-from tests.support.kafka import create_topic_raw, metadata_raw, raw_request
+from tests.support.kafka import (
+    create_topic_raw,
+    fetch_partition,
+    list_offset_raw,
+    metadata_raw,
+    one_record_batch,
+    produce_raw,
+    raw_request,
+    record_values,
+)
 from tests.support.waiting import wait_until
 from vdl_broker.server.handlers.create_partitions import refusal
 from vdl_dev.dev_cluster import DevCluster
@@ -50,7 +59,68 @@ def create_partitions(address: str, counts: dict[str, int], validate_only: bool 
     return [(r.name, r.error_code, r.error_message) for r in raw_request(address, request, version).results]
 
 
+def delete_records(address: str, offsets: dict[tuple[str, int], int], version: int = 2,
+                   timeout_ms: int = 10_000) -> list[tuple[str, int, int, int]]:
+    """(stream, partition, error code, low watermark) per partition asked."""
+    streams = list(dict.fromkeys(name for name, _ in offsets))
+    request = m.DeleteRecordsRequest(timeout_ms=timeout_ms, topics=[m.DeleteRecordsRequest.DeleteRecordsTopic(
+        name=name, partitions=[m.DeleteRecordsRequest.DeleteRecordsPartition(partition_index=p, offset=o)
+                               for (n, p), o in offsets.items() if n == name]) for name in streams])
+    response = raw_request(address, request, version, timeout=timeout_ms / 1000 + 5)
+    return [(t.name, p.partition_index, p.error_code, p.low_watermark) for t in response.topics for p in t.partitions]
+
+
+def produce_values(address: str, stream: str, count: int) -> None:
+    """`count` one-record batches v0.., so every offset starts a batch."""
+    for i in range(count):
+        assert produce_raw(address, stream, one_record_batch(b"v%d" % i))[0] == 0
+
+
 # ---- one node -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_delete_records_moves_the_log_start(module_broker: BrokerProcess, version: int) -> None:
+    stream, address = f"dr-{version}", module_broker.bootstrap
+    assert create_topic_raw(address, stream) == (0, None)
+    produce_values(address, stream, 10)
+    assert delete_records(address, {(stream, 0): 4}, version) == [(stream, 0, 0, 4)]
+    assert list_offset_raw(address, stream, -2) == (0, 4)
+    below = fetch_partition(address, stream, 3)
+    assert (below.error_code, below.log_start_offset, below.high_watermark) == (ErrorCode.OFFSET_OUT_OF_RANGE, 4, 10)
+    at = fetch_partition(address, stream, 4)
+    assert (at.error_code, at.log_start_offset, record_values(at.records)) == (
+        0, 4, [(i, b"v%d" % i) for i in range(4, 10)])
+    # below the start: nothing changes; -1: the high watermark
+    assert delete_records(address, {(stream, 0): 2}, version) == [(stream, 0, 0, 4)]
+    assert delete_records(address, {(stream, 0): -1}, version) == [(stream, 0, 0, 10)]
+    assert list_offset_raw(address, stream, -2) == (0, 10)
+    assert list_offset_raw(address, stream, -1) == (0, 10)
+    produce_values(address, stream, 1)
+    assert record_values(fetch_partition(address, stream, 10).records) == [(10, b"v0")]
+
+
+def test_delete_records_refuses_bad_offsets_and_partitions(module_broker: BrokerProcess) -> None:
+    address = module_broker.bootstrap
+    assert create_topic_raw(address, "dr-bad") == (0, None)
+    produce_values(address, "dr-bad", 3)
+    assert delete_records(address, {("dr-bad", 0): 4, ("dr-bad", 1): 1, ("dr-none", 0): 1}) == [
+        ("dr-bad", 0, ErrorCode.OFFSET_OUT_OF_RANGE, -1), ("dr-bad", 1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1),
+        ("dr-none", 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)]
+    assert delete_records(address, {("dr-bad", 0): -2}) == [("dr-bad", 0, ErrorCode.OFFSET_OUT_OF_RANGE, -1)]
+    assert delete_records(address, {("dr-bad", 0): 3}) == [("dr-bad", 0, 0, 3)]  # the high watermark itself
+
+
+def test_delete_records_survives_a_restart(broker: BrokerProcess) -> None:
+    address = broker.bootstrap
+    assert create_topic_raw(address, "dr-restart") == (0, None)
+    produce_values(address, "dr-restart", 5)
+    assert delete_records(address, {("dr-restart", 0): 3}) == [("dr-restart", 0, 0, 3)]
+    broker.restart()
+    wait_until(lambda: list_offset_raw(address, "dr-restart", -2) == (0, 3), timeout=20,
+               message=lambda: f"earliest {list_offset_raw(address, 'dr-restart', -2)}")
+    assert record_values(fetch_partition(address, "dr-restart", 3).records) == [(3, b"v3"), (4, b"v4")]
+
 
 
 @pytest.mark.parametrize("version", [0, 1])
@@ -177,6 +247,44 @@ def test_alter_configs_through_a_follower_applies_everywhere(dev_cluster: DevClu
 def wait_config(address: str, stream: str, expected: dict[str, str]) -> None:
     wait_until(lambda: stream_config(address, stream) == expected, timeout=10,
                message=lambda: f"{address}: {stream_config(address, stream)}")
+
+
+def test_delete_records_three_nodes_every_replica_agrees(cluster: DevCluster) -> None:
+    address = cluster.nodes[1].client_address
+    assert create_topic_raw(address, "dr-cluster") == (0, None)
+    leader = wait_for_leader(cluster, "dr-cluster")
+    leader_address = cluster.nodes[leader].client_address
+    produce_values(leader_address, "dr-cluster", 6)
+    for node_id in cluster.node_ids():
+        if node_id != leader:
+            assert delete_records(cluster.nodes[node_id].client_address, {("dr-cluster", 0): 2}) == [
+                ("dr-cluster", 0, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)]
+    assert delete_records(leader_address, {("dr-cluster", 0): 5}) == [("dr-cluster", 0, 0, 5)]
+    cluster.kill(leader)  # the next leader has the new start from the Raft log
+    new_leader = wait_for_leader(cluster, "dr-cluster", other_than=leader)
+    new_address = cluster.nodes[new_leader].client_address
+    wait_until(lambda: list_offset_raw(new_address, "dr-cluster", -2) == (0, 5), timeout=20,
+               message=lambda: f"earliest at node {new_leader}: {list_offset_raw(new_address, 'dr-cluster', -2)}")
+    assert fetch_partition(new_address, "dr-cluster", 4).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert record_values(fetch_partition(new_address, "dr-cluster", 5).records) == [(5, b"v5")]
+
+
+def wait_for_leader(cluster: DevCluster, stream: str, other_than: int | None = None) -> int:
+    found: list[int] = []
+
+    def led() -> bool:
+        for node_id in cluster.node_ids():
+            if node_id == other_than or not cluster.nodes[node_id].running:
+                continue
+            leader = metadata_raw(cluster.nodes[node_id].client_address, [stream]).topics[0].partitions[0].leader_id
+            if leader > 0 and leader != other_than and list_offset_raw(
+                    cluster.nodes[leader].client_address, stream, -1)[0] == 0:
+                found[:] = [leader]
+                return True
+        return False
+
+    wait_until(led, timeout=30, message=f"no leader of {stream}")
+    return found[0]
 
 
 def test_create_partitions_three_nodes(dev_cluster: DevCluster) -> None:

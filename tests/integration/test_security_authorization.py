@@ -97,6 +97,9 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
          lambda r: [t.error_code for t in r.topics], [TOPIC_DENIED]),
     20: (lambda: m.DeleteTopicsRequest(topics=[m.DeleteTopicsRequest.DeleteTopicState(name=STREAM)], timeout_ms=5000),
          lambda r: [t.error_code for t in r.responses], [TOPIC_DENIED]),
+    21: (lambda: m.DeleteRecordsRequest(topics=[m.DeleteRecordsRequest.DeleteRecordsTopic(
+            name=STREAM, partitions=[m.DeleteRecordsRequest.DeleteRecordsPartition(partition_index=0, offset=-1)])],
+            timeout_ms=5000), lambda r: topic_errors(r, "topics", "partitions"), [TOPIC_DENIED]),
     22: (lambda: m.InitProducerIdRequest(transactional_id="vdl-spark/q/0/0", transaction_timeout_ms=60_000),
          lambda r: [r.error_code], [TXN_DENIED]),
     29: (lambda: m.DescribeAclsRequest(resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1),

@@ -103,6 +103,7 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (AlterConfigsRequest, AlterConfigsResponse),
     (CreatePartitionsRequest, CreatePartitionsResponse),
     (DescribeClusterRequest, DescribeClusterResponse),
+    (DeleteRecordsRequest, DeleteRecordsResponse),
     (VdlNodesRequest, VdlNodesResponse),
 )
 

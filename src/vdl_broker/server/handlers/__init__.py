@@ -25,6 +25,7 @@ from vdl_broker.server.handlers import (
     create_topics,
     delete_acls,
     delete_groups,
+    delete_records,
     delete_topics,
     describe_acls,
     describe_cluster,
@@ -61,7 +62,7 @@ MODULES: tuple[ModuleType, ...] = (
     describe_acls, create_acls, delete_acls, describe_user_scram_credentials, alter_user_scram_credentials,
     describe_configs, incremental_alter_configs,
     describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments, vdl_nodes,
-    alter_configs, create_partitions, describe_cluster,
+    alter_configs, create_partitions, describe_cluster, delete_records,
 )
 
 
