@@ -1,5 +1,6 @@
-"""DeleteRecords (21), AlterConfigs (33), CreatePartitions (37) and DescribeCluster (60) with
-raw requests, on one node and on a 3-node cluster: the exact answers Kafka's clients read."""
+"""DeleteRecords (21), OffsetForLeaderEpoch (23), AlterConfigs (33), CreatePartitions (37) and
+DescribeCluster (60) with raw requests, on one node and on a 3-node cluster: the exact answers
+Kafka's clients read."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from vdl_broker.server.handlers.create_partitions import refusal
 from vdl_dev.dev_cluster import DevCluster
 from vdl_wire import messages as m
 from vdl_wire.errors import ErrorCode
+from vdl_wire.records.batch_header import parse_batch_header
+from vdl_wire.records.record_batch import iter_batches
 
 TOPIC, BROKER = 2, 4  # config resource types
 
@@ -76,7 +79,50 @@ def produce_values(address: str, stream: str, count: int) -> None:
         assert produce_raw(address, stream, one_record_batch(b"v%d" % i))[0] == 0
 
 
+def epoch_end(address: str, stream: str, leader_epoch: int, current: int = -1, version: int = 4,
+              partition: int = 0) -> tuple[int, int, int]:
+    """(error code, leader epoch, end offset) of an OffsetForLeaderEpoch for one partition."""
+    request = m.OffsetForLeaderEpochRequest(replica_id=-1, topics=[m.OffsetForLeaderEpochRequest.OffsetForLeaderTopic(
+        topic=stream, partitions=[m.OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+            partition=partition, current_leader_epoch=current, leader_epoch=leader_epoch)])])
+    response = raw_request(address, request, version)
+    assert [t.topic for t in response.topics] == [stream]
+    result = response.topics[0].partitions[0]
+    assert result.partition == partition
+    return result.error_code, result.leader_epoch, result.end_offset
+
+
+def metadata_epoch(address: str, stream: str) -> int:
+    return metadata_raw(address, [stream]).topics[0].partitions[0].leader_epoch
+
+
 # ---- one node -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_offset_for_leader_epoch_one_node(module_broker: BrokerProcess, version: int) -> None:
+    stream, address = f"ofle-{version}", module_broker.bootstrap
+    assert create_topic_raw(address, stream) == (0, None)
+    produce_values(address, stream, 3)
+    epoch = metadata_epoch(address, stream)
+    assert epoch >= 1
+    # batches carry the term they were written in
+    assert {parse_batch_header(b).partition_leader_epoch
+            for _, b in iter_batches(memoryview(fetch_partition(address, stream, 0).records))} == {epoch}
+    listed = m.ListOffsetsRequest(replica_id=-1, topics=[m.ListOffsetsRequest.ListOffsetsTopic(name=stream, partitions=[
+        m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=t) for t in (-1, -2)])])
+    assert [(p.offset, p.leader_epoch) for p in raw_request(address, listed, 4).topics[0].partitions] == [
+        (3, epoch), (0, epoch)]
+    answered_epoch = epoch if version >= 1 else -1  # v0 has no epoch in the answer
+    assert epoch_end(address, stream, epoch, epoch, version) == (0, answered_epoch, 3)
+    assert epoch_end(address, stream, epoch - 1, -1, version) == (0, epoch - 1 if version >= 1 else -1, 0)
+    assert epoch_end(address, stream, epoch + 1, -1, version) == (0, -1, -1)
+    if version >= 2:  # the current leader epoch fences stale and future clients
+        assert epoch_end(address, stream, epoch, epoch - 1, version) == (ErrorCode.FENCED_LEADER_EPOCH, -1, -1)
+        assert epoch_end(address, stream, epoch, epoch + 1, version) == (ErrorCode.UNKNOWN_LEADER_EPOCH, -1, -1)
+    assert epoch_end(address, stream, epoch, -1, version, partition=1)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert epoch_end(address, "ofle-none", epoch, -1, version)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
@@ -267,6 +313,32 @@ def test_delete_records_three_nodes_every_replica_agrees(cluster: DevCluster) ->
                message=lambda: f"earliest at node {new_leader}: {list_offset_raw(new_address, 'dr-cluster', -2)}")
     assert fetch_partition(new_address, "dr-cluster", 4).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     assert record_values(fetch_partition(new_address, "dr-cluster", 5).records) == [(5, b"v5")]
+
+
+def test_offset_for_leader_epoch_across_a_leader_change(cluster: DevCluster) -> None:
+    assert create_topic_raw(cluster.nodes[1].client_address, "ofle-cluster") == (0, None)
+    leader = wait_for_leader(cluster, "ofle-cluster")
+    address = cluster.nodes[leader].client_address
+    produce_values(address, "ofle-cluster", 4)
+    old = metadata_epoch(address, "ofle-cluster")
+    for node_id in cluster.node_ids():
+        if node_id != leader:  # followers know the term, but only the leader answers
+            follower = cluster.nodes[node_id].client_address
+            assert metadata_epoch(follower, "ofle-cluster") == old
+            assert epoch_end(follower, "ofle-cluster", old, old) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1)
+    cluster.kill(leader)
+    new_leader = wait_for_leader(cluster, "ofle-cluster", other_than=leader)
+    new_address = cluster.nodes[new_leader].client_address
+    new = metadata_epoch(new_address, "ofle-cluster")
+    assert new > old
+    produce_values(new_address, "ofle-cluster", 2)
+    # the old term ends where the new leader's records begin; the new one at the log end
+    assert epoch_end(new_address, "ofle-cluster", old, new) == (0, old, 4)
+    assert epoch_end(new_address, "ofle-cluster", new, new) == (0, new, 6)
+    assert epoch_end(new_address, "ofle-cluster", old, old) == (ErrorCode.FENCED_LEADER_EPOCH, -1, -1)
+    epochs = [parse_batch_header(b).partition_leader_epoch
+              for _, b in iter_batches(memoryview(fetch_partition(new_address, "ofle-cluster", 0).records))]
+    assert epochs == [old] * 4 + [new] * 2
 
 
 def wait_for_leader(cluster: DevCluster, stream: str, other_than: int | None = None) -> int:

@@ -102,6 +102,10 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
             timeout_ms=5000), lambda r: topic_errors(r, "topics", "partitions"), [TOPIC_DENIED]),
     22: (lambda: m.InitProducerIdRequest(transactional_id="vdl-spark/q/0/0", transaction_timeout_ms=60_000),
          lambda r: [r.error_code], [TXN_DENIED]),
+    23: (lambda: m.OffsetForLeaderEpochRequest(replica_id=-1, topics=[
+            m.OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=STREAM, partitions=[
+                m.OffsetForLeaderEpochRequest.OffsetForLeaderPartition(partition=0, leader_epoch=1)])]),
+         lambda r: topic_errors(r, "topics", "partitions"), [TOPIC_DENIED]),
     29: (lambda: m.DescribeAclsRequest(resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1),
          lambda r: [r.error_code], [CLUSTER_DENIED]),
     30: (lambda: m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(

@@ -11,6 +11,9 @@ Raft knows entries; the partition knows Kafka:
 - High watermark: the offset after the last committed DATA entry, advanced as the group applies
   committed entries; it never moves backwards (a new leader serves only once its own-term no-op
   committed, so its commit index is at least every earlier leader's).
+- Leader epoch (KIP-101, KIP-320) = the Raft term: the leader stamps each batch's
+  partition_leader_epoch with the term it serves in, Metadata reports the term, and
+  OffsetForLeaderEpoch answers from the terms of the log's entries (`end_offset_for_epoch`).
 - Log start: the segments' start (retention), or higher where DeleteRecords (KIP-107) moved it:
   a LOG_START entry through the stream's Raft group, so every replica applies it at the same
   point of the log; each keeps it (log/log_start.py) until retention deletes the segments below.
@@ -227,6 +230,42 @@ class Partition:
         """The stream's produce batch size limit (None: the node's)."""
         return self.settings.max_message_bytes if self.settings is not None else None
 
+    @property
+    def leader_epoch(self) -> int:
+        """The term of the Raft group as this replica knows it (-1: no group)."""
+        return self.group.term if self.group is not None else -1
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) as Kafka's leader epoch cache answers OffsetForLeaderEpoch
+        (LeaderEpochFileCache.endOffsetFor): for the leader's own term the log end offset; for
+        an older one the start of the next term that has entries here (where the records of
+        later leaders begin), with the term of the last record before it; (-1, -1) for a term
+        this leader does not know. Leader only (`is_leader`)."""
+        log = self.log
+        current = self._serving[0]
+        if epoch == current:
+            return epoch, self.log_end_offset
+        if epoch > current or epoch < 0:
+            return -1, -1
+        # Terms never decrease along the log: the first entry of a later term, by bisection.
+        low, high = log.first_index, log.last_index + 1
+        while low < high:
+            middle = (low + high) // 2
+            if log.term_at(middle) > epoch:
+                high = middle
+            else:
+                low = middle + 1
+        end = max(log.offset_for_index(low - 1), self.log_start_offset)
+        if end <= self.log_start_offset:
+            return epoch, end  # Kafka: an epoch older than the log's first answers the log start
+        return log.term_at(log.index_for_offset(end - 1)), end
+
+    def epoch_at(self, offset: int) -> int:
+        """The term of the entry holding `offset`; the current term at or past the log end."""
+        if offset >= self.log_end_offset or offset < self.log_start_offset:
+            return self.leader_epoch
+        return self.log.term_at(self.log.index_for_offset(offset))
+
     def in_sync_replicas(self, max_lag_entries: int) -> list[int]:
         return self.group.in_sync_replicas(max_lag_entries) if self.group is not None else []
 
@@ -291,7 +330,7 @@ class Partition:
             if check.verdict is not Verdict.APPEND:
                 raise PartitionError(VERDICT_ERRORS[check.verdict])
         base_offset = self._next_offset
-        stored = with_base_offset(batch, base_offset)
+        stored = with_base_offset(batch, base_offset, self._serving[0])
         try:
             last_offset = check_batch(stored).last_offset  # a bad batch must never reach the replicated log
             proposal = group.propose(stored, EntryType.DATA)
@@ -409,6 +448,7 @@ class RemotePartition:
     log_start_offset = -1
     log_end_offset = -1
     deleted_below = 0
+    leader_epoch = -1
 
     def __init__(self, name: str, leader_id: int) -> None:
         self.name = name

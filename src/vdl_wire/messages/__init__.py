@@ -104,6 +104,7 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (CreatePartitionsRequest, CreatePartitionsResponse),
     (DescribeClusterRequest, DescribeClusterResponse),
     (DeleteRecordsRequest, DeleteRecordsResponse),
+    (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     (VdlNodesRequest, VdlNodesResponse),
 )
 

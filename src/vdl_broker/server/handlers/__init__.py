@@ -48,6 +48,7 @@ from vdl_broker.server.handlers import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     sasl_authenticate,
     sasl_handshake,
@@ -63,6 +64,7 @@ MODULES: tuple[ModuleType, ...] = (
     describe_configs, incremental_alter_configs,
     describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments, vdl_nodes,
     alter_configs, create_partitions, describe_cluster, delete_records,
+    offset_for_leader_epoch,
 )
 
 
