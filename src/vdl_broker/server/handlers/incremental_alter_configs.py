@@ -11,6 +11,7 @@ INVALID_CONFIG; deleting is a no-op (none is ever set dynamically).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from vdl_broker.cluster.stream_configs import AlterOp, ConfigProblem, altered
@@ -28,8 +29,16 @@ NAME = "IncrementalAlterConfigs"
 
 Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
+# How a resource's configs change: (the stream's current config, the request's resource) ->
+# (keys to set, keys to delete); raises ConfigProblem. AlterConfigs (key 33) shares the rest.
+Changes = Callable[[Mapping[str, str], Any], tuple[dict[str, str], list[str]]]
 
-async def _alter_one(broker: Any, resource: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+
+def _incremental(current: Mapping[str, str], resource: Any) -> tuple[dict[str, str], list[str]]:
+    return altered(current, [(c.name, c.config_operation, c.value) for c in resource.configs])
+
+
+async def _alter_one(broker: Any, resource: Any, validate_only: bool, changes: Changes) -> tuple[ErrorCode, str | None]:
     if resource.resource_type == ResourceType.BROKER:
         if all(c.config_operation == AlterOp.DELETE for c in resource.configs):
             # Nothing is ever set dynamically on a node, so there is nothing to delete: Kafka
@@ -45,7 +54,7 @@ async def _alter_one(broker: Any, resource: Any, validate_only: bool) -> tuple[E
     if info is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown stream {resource.resource_name!r}"
     try:
-        to_set, to_delete = altered(info.config, [(c.name, c.config_operation, c.value) for c in resource.configs])
+        to_set, to_delete = changes(info.config, resource)
     except ConfigProblem as problem:
         return ErrorCode.INVALID_CONFIG, str(problem)
     problem = table_problem(to_set)
@@ -57,35 +66,49 @@ async def _alter_one(broker: Any, resource: Any, validate_only: bool) -> tuple[E
     return OUTCOME_ERRORS[result.outcome], result.message or None
 
 
-async def _alter_here(broker: Any, request: Any) -> Any:
+async def _alter_here(broker: Any, request: Any, changes: Changes, response_class: Any) -> Any:
     counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    result_class = response_class.AlterConfigsResourceResponse
     results = []
     for resource in request.resources:
         if counts[(resource.resource_type, resource.resource_name)] > 1:
             code, message = ErrorCode.INVALID_REQUEST, "the resource is named more than once in the request"
         else:
             try:
-                code, message = await _alter_one(broker, resource, request.validate_only)
+                code, message = await _alter_one(broker, resource, request.validate_only, changes)
             except RaftError as error:
                 if isinstance(error, NotLeaderError) and not results:
                     raise  # nothing done yet: the caller retries on the new leader
                 code, message = ErrorCode.NOT_CONTROLLER, str(error)
-        results.append(Result(error_code=int(code), error_message=message, resource_type=resource.resource_type,
-                              resource_name=resource.resource_name))
-    return IncrementalAlterConfigsResponse(responses=results)
+        results.append(result_class(error_code=int(code), error_message=message,
+                                    resource_type=resource.resource_type, resource_name=resource.resource_name))
+    return response_class(responses=results)
+
+
+async def alter_configs(broker: Any, context: Any, request: Any, changes: Changes, response_class: Any) -> Any:
+    """Authorize each resource here, then change the authorized ones on the metadata leader."""
+    result_class = response_class.AlterConfigsResourceResponse
+    refused = {id(r): refusal(broker, context, r, Operation.ALTER_CONFIGS) for r in request.resources}
+    denied = [result_class(error_code=int(code), resource_type=r.resource_type, resource_name=r.resource_name)
+              for r in request.resources if (code := refused[id(r)]) is not None]
+    response = response_class(responses=[])
+    request.resources = [r for r in request.resources if refused[id(r)] is None]
+    if request.resources:
+        async def here(broker: Any, request: Any) -> Any:
+            return await _alter_here(broker, request, changes, response_class)
+
+        def failed(request: Any, version: int, code: ErrorCode) -> Any:
+            return response_class(responses=[
+                result_class(error_code=int(code), resource_type=r.resource_type, resource_name=r.resource_name)
+                for r in request.resources])
+
+        response = await on_metadata_leader(broker, context.api_version, request, here, failed, context)
+    response.responses += denied
+    return response
 
 
 async def handle(broker: Any, context: Any, request: Any) -> Any:
-    refused = {id(r): refusal(broker, context, r, Operation.ALTER_CONFIGS) for r in request.resources}
-    denied = [Result(error_code=int(code), resource_type=r.resource_type, resource_name=r.resource_name)
-              for r in request.resources if (code := refused[id(r)]) is not None]
-    response = IncrementalAlterConfigsResponse(responses=[])
-    request.resources = [r for r in request.resources if refused[id(r)] is None]
-    if request.resources:
-        response = await on_metadata_leader(broker, context.api_version, request, _alter_here, error_response,
-                                            context)
-    response.responses += denied
-    return response
+    return await alter_configs(broker, context, request, _incremental, IncrementalAlterConfigsResponse)
 
 
 def error_response(request: Any, version: int, code: ErrorCode) -> Any:

@@ -39,13 +39,15 @@ def _topic(broker: Any, name: str) -> Any:
     info = broker.metadata.state.streams[name]
     leader, isr = broker.replicas.leader_view(name, info)
     error = ErrorCode.NONE if leader > 0 else ErrorCode.LEADER_NOT_AVAILABLE
-    # leader_epoch -1 ("unknown"): clients then skip epoch fencing, which Fetch/ListOffsets here
-    # do not implement (no OffsetForLeaderEpoch).
+    # The leader epoch is the stream's Raft term (KIP-320: clients validate their position with
+    # OffsetForLeaderEpoch when it changes); -1 ("unknown") where this node has no replica.
+    local = broker.replicas.local(name)
+    epoch = local.leader_epoch if local is not None and leader > 0 else -1
     # During a reassignment: every node holding a replica, the target's first (as Kafka does).
     membership = broker.metadata.state.membership
     replicas = list(dict.fromkeys((*membership.target_of(info), *membership.hosts(info))))
     partition = Partition(error_code=int(error), partition_index=0, leader_id=leader if leader > 0 else -1,
-                          leader_epoch=-1, replica_nodes=replicas, isr_nodes=isr, offline_replicas=[])
+                          leader_epoch=epoch, replica_nodes=replicas, isr_nodes=isr, offline_replicas=[])
     return Topic(error_code=0, name=name, topic_id=broker.metadata.state.topic_id(name), is_internal=False,
                  partitions=[partition])
 
