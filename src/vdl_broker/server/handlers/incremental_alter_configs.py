@@ -40,10 +40,12 @@ def _incremental(current: Mapping[str, str], resource: Any) -> tuple[dict[str, s
 
 async def _alter_one(broker: Any, resource: Any, validate_only: bool, changes: Changes) -> tuple[ErrorCode, str | None]:
     if resource.resource_type == ResourceType.BROKER:
-        if all(c.config_operation == AlterOp.DELETE for c in resource.configs):
-            # Nothing is ever set dynamically on a node, so there is nothing to delete: Kafka
-            # answers success for deleting an unset config, and kafka-reassign-partitions
-            # --verify deletes the replication throttles of every node it moved replicas to.
+        # Nothing is ever set dynamically on a node, so there is nothing to delete: Kafka answers
+        # success for deleting an unset config, and kafka-reassign-partitions --verify deletes
+        # the replication throttles of every node it moved replicas to. (AlterConfigs has no
+        # operations: each of its configs is set.)
+        if resource.configs and all(getattr(c, "config_operation", AlterOp.SET) == AlterOp.DELETE
+                                    for c in resource.configs):
             return ErrorCode.NONE, None
         names = ", ".join(c.name for c in resource.configs) or "(none)"
         return ErrorCode.INVALID_CONFIG, (f"{names}: node settings are static (node.toml or flags); a stream's "
