@@ -40,8 +40,9 @@ def tools_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
                   tls_material: TlsMaterial) -> DevCluster:
     bootstrap = parse_bootstrap_users([{"name": ADMIN_USER, "mechanism": "SCRAM-SHA-512",
                                         "password_env": ADMIN_PASSWORD_ENV}], "bootstrap_users")
+    # No group waits for more members: every group here has one, and each wait costs seconds.
     settings = {"authorizer": "acl", "super_users": [ADMIN_USER, "ANONYMOUS"], "bootstrap_users": bootstrap,
-                "leader_balance_interval_ms": 0}
+                "leader_balance_interval_ms": 0, "group_initial_rebalance_delay_ms": 0}
     return start_cluster(tmp_path_factory.mktemp("kafka-tools"), nodes=3, settings=settings,
                          protocols=("PLAINTEXT", "SASL_SSL"), tls_dir=tls_material.directory,
                          env={ADMIN_PASSWORD_ENV: ADMIN_PASSWORD},
@@ -172,6 +173,14 @@ def test_topics_create_describe_list_delete(tools_cluster: DevCluster, vdl: VdlC
     assert sorted(partitions[0]["Isr"].split(",")) == ["1", "2", "3"]
     assert "tools-topic" in listed.stdout.splitlines()
     assert not vdl.stream_exists("tools-three")
+
+    grown = run("kafka-topics", "--bootstrap-server", bs, "--alter", "--topic", "tools-topic", "--partitions", "3",
+                ok=False)
+    assert (grown.returncode, grown.stdout) == (1, (
+        "Error while executing topic command : VDL streams have exactly one partition (each is one Raft group): "
+        "stream 'tools-topic' has 1 and cannot have 3\n"))
+    assert describe_topic(run("kafka-topics", "--bootstrap-server", bs, "--describe", "--topic",
+                              "tools-topic").stdout)[0]["PartitionCount"] == "1"
 
     deleted = run("kafka-topics", "--bootstrap-server", bs, "--delete", "--topic", "tools-topic")
     assert deleted.stdout == ""
@@ -476,6 +485,24 @@ def test_get_offsets_earliest_latest_and_by_time(tools_cluster: DevCluster, vdl:
 
     answers = parallel(offsets("earliest"), offsets("latest"), offsets(str(base + 500)), offsets("max-timestamp"))
     assert answers == ["tools-timed:0:0\n", "tools-timed:0:4\n", "tools-timed:0:1\n", "tools-timed:0:2\n"]
+
+
+def test_delete_records_moves_the_log_start(tools_cluster: DevCluster, vdl: VdlClient, tmp_path: Path) -> None:
+    bs = tools_cluster.bootstrap_servers
+    vdl.create_stream("tools-trimmed", exist_ok=False)
+    produce(tools_cluster, "tools-trimmed", ["a", "b", "c", "d", "e"])
+    (tmp_path / "offsets.json").write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "tools-trimmed", "partition": 0, "offset": 3}]}))
+    deleted = run("kafka-delete-records", "--bootstrap-server", bs, "--offset-json-file",
+                  str(tmp_path / "offsets.json"))
+    assert deleted.stdout.splitlines() == ["Executing records delete operation", "Records delete operation completed:",
+                                           "partition: tools-trimmed-0\tlow_watermark: 3"]
+    earliest = run("kafka-get-offsets", "--bootstrap-server", bs, "--topic", "tools-trimmed", "--time", "earliest")
+    assert earliest.stdout == "tools-trimmed:0:3\n"
+    assert vdl.list_offset("tools-trimmed", -2) == 3
+    consumed = run("kafka-console-consumer", "--bootstrap-server", bs, "--topic", "tools-trimmed",
+                   "--from-beginning", "--max-messages", "2")
+    assert consumed.stdout == "d\ne\n"
 
 
 # ------------------------------------------------------------------------------------ perf tests
