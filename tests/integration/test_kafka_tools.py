@@ -276,12 +276,17 @@ def test_configs_alter_and_describe(tools_cluster: DevCluster, vdl: VdlClient) -
     assert stream_configs(tools_cluster, "tools-configured") == {
         "retention.ms": ("7200000", DYNAMIC_TOPIC_CONFIG), "segment.bytes": ("1048576", DYNAMIC_TOPIC_CONFIG)}
 
-    topic, broker, brokers = parallel(
+    topic, broker, brokers, users = parallel(
         lambda: run("kafka-configs", "--bootstrap-server", bs, "--describe", "--entity-type", "topics",
                     "--entity-name", "tools-configured"),
         lambda: run("kafka-configs", "--bootstrap-server", bs, "--describe", "--entity-type", "brokers",
                     "--entity-name", "2", "--all"),
-        lambda: run("kafka-configs", "--bootstrap-server", bs, "--describe", "--entity-type", "brokers"))
+        lambda: run("kafka-configs", "--bootstrap-server", bs, "--describe", "--entity-type", "brokers"),
+        lambda: run("kafka-configs", "--bootstrap-server", bs, "--describe", "--entity-type", "users", ok=False))
+    # Describing users asks for their client quotas too, an API VDL does not serve.
+    assert users.returncode == 1
+    assert ("org.apache.kafka.common.errors.UnsupportedVersionException: The node does not support "
+            "DESCRIBE_CLIENT_QUOTAS") in users.stderr
     assert topic.stdout.splitlines() == [
         "Dynamic configs for topic tools-configured are:",
         "  retention.ms=7200000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=7200000, "
@@ -437,9 +442,16 @@ def test_leader_election_moves_the_leader_to_the_preferred_replica(tools_cluster
     assert elected.stdout == "Successfully completed leader election (PREFERRED) for partitions tools-elected-0\n"
     assert wait_until(lambda: replicas(vdl, "tools-elected")[0] == preferred, timeout=30,
                       message=lambda: f"{preferred} to lead, not {replicas(vdl, 'tools-elected')}")
-    again = run("kafka-leader-election", "--bootstrap-server", bs, "--election-type", "preferred",
-                "--topic", "tools-elected", "--partition", "0")
+    again, unclean = parallel(
+        lambda: run("kafka-leader-election", "--bootstrap-server", bs, "--election-type", "preferred",
+                    "--topic", "tools-elected", "--partition", "0"),
+        lambda: run("kafka-leader-election", "--bootstrap-server", bs, "--election-type", "unclean",
+                    "--topic", "tools-elected", "--partition", "0", ok=False))
     assert again.stdout == "Valid replica already elected for partitions tools-elected-0\n"
+    assert (unclean.returncode, unclean.stdout) == (1, (
+        "Error completing leader election (UNCLEAN) for partition: tools-elected-0: org.apache.kafka.common.errors."
+        "InvalidRequestException: only preferred-replica elections (type 0): Raft elects with a majority\n"))
+    assert replicas(vdl, "tools-elected")[0] == preferred
 
 
 # ------------------------------------------------------------------- kafka-log-dirs, kafka-get-offsets
