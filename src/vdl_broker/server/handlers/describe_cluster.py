@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from vdl_broker.server.authorizer import Operation, authorized_cluster
-from vdl_broker.server.handlers.metadata import _brokers
+from vdl_broker.server.handlers.metadata import listener_brokers
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import DescribeClusterRequest, DescribeClusterResponse
 from vdl_wire.messages.describe_cluster import AUTHORIZED_OPERATIONS_OMITTED, ENDPOINT_BROKER
@@ -39,7 +39,7 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
                                        error_message="VDL nodes are brokers only (endpoint type 1); "
                                                      "their metadata leader is the controller")
     brokers = [Broker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-               for b in _brokers(broker, context.protocol)]
+               for b in listener_brokers(broker, context.protocol)]
     operations = (cluster_authorized_operations(broker, context) if request.include_cluster_authorized_operations
                   else AUTHORIZED_OPERATIONS_OMITTED)
     return DescribeClusterResponse(cluster_id=broker.cluster_id or "", controller_id=broker.metadata.leader_id or -1,

@@ -61,7 +61,8 @@ def _by_id(broker: Any, context: Any, topic_id: Any) -> Any:
     return _topic(broker, name)
 
 
-def _brokers(broker: Any, protocol: str) -> list[Any]:
+def listener_brokers(broker: Any, protocol: str) -> list[Any]:
+    """Every node with its address on the listener of `protocol` (DescribeCluster answers the same)."""
     nodes = dict(broker.metadata.state.nodes)
     brokers = []
     for node_id in sorted(nodes):
@@ -107,7 +108,7 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
                 topics.append(Topic(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name=name))
         topics += [_by_id(broker, context, t.topic_id) for t in request.topics if t.name is None]
     controller = broker.metadata.leader_id or -1
-    return MetadataResponse(brokers=_brokers(broker, context.protocol), cluster_id=broker.cluster_id, controller_id=controller,
+    return MetadataResponse(brokers=listener_brokers(broker, context.protocol), cluster_id=broker.cluster_id, controller_id=controller,
                             topics=topics)
 
 

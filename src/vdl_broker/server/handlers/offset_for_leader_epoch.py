@@ -27,8 +27,8 @@ EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset
 UNKNOWN = -1  # current_leader_epoch -1: the client does not know it, no fencing
 
 
-def _answer(broker: Any, name: str, p: Any, version: int) -> EpochEndOffset:
-    def failed(code: ErrorCode) -> EpochEndOffset:
+def _answer(broker: Any, name: str, p: Any, version: int) -> Any:
+    def failed(code: ErrorCode) -> Any:
         return EpochEndOffset(error_code=int(code), partition=p.partition)
 
     partition = broker.replicas.get(name)
