@@ -366,12 +366,14 @@ def test_user_scram_credentials(java: JavaClients, target: Target) -> None:
     user = f"{target.name}-scram-user"
     java.call("alter_user_scram_credentials", name=target.name,
               upsert=[{"user": user, "mechanism": "SCRAM-SHA-256", "password": "Pa55-word", "iterations": 8192}])
-    assert java.call("describe_user_scram_credentials", name=target.name, users=[user]) == {
-        user: [{"mechanism": "SCRAM-SHA-256", "iterations": 8192}]}
+    wait_until(lambda: java.call("describe_user_scram_credentials", name=target.name, users=[user]) == {
+        user: [{"mechanism": "SCRAM-SHA-256", "iterations": 8192}]}, timeout=10, message=f"{user} not described")
     java.call("alter_user_scram_credentials", name=target.name,
               delete=[{"user": user, "mechanism": "SCRAM-SHA-256"}])
-    # VDL answers RESOURCE_NOT_FOUND for the user; Kafka's client reports it without credentials
-    assert java.call("describe_user_scram_credentials", name=target.name, users=[user]) == {user: []}
+    # VDL answers RESOURCE_NOT_FOUND for the user; Kafka's client reports it without credentials (any
+    # node answers: one other than the metadata leader applies the deletion a moment later)
+    wait_until(lambda: java.call("describe_user_scram_credentials", name=target.name, users=[user]) == {user: []},
+               timeout=10, message=f"{user} still has credentials")
     assert user not in java.call("describe_user_scram_credentials", name=target.name)
 
 

@@ -130,6 +130,9 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
     37: (lambda: m.CreatePartitionsRequest(topics=[m.CreatePartitionsRequest.CreatePartitionsTopic(
             name=STREAM, count=2)], timeout_ms=5000), lambda r: [x.error_code for x in r.results], [TOPIC_DENIED]),
     # DescribeCluster needs no ACL (as Metadata): eve may do nothing on the cluster
+    57: (lambda: m.UpdateFeaturesRequest(timeout_ms=5000, feature_updates=[
+            m.UpdateFeaturesRequest.FeatureUpdateKey(feature="vdl.metadata.version", max_version_level=1,
+                                                     upgrade_type=1)]), lambda r: [r.error_code], [CLUSTER_DENIED]),
     60: (lambda: m.DescribeClusterRequest(include_cluster_authorized_operations=True),
          lambda r: [r.error_code, r.cluster_authorized_operations], [0, 0]),
     35: (lambda: m.DescribeLogDirsRequest(topics=None), lambda r: [r.error_code], [CLUSTER_DENIED]),

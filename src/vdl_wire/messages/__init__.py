@@ -64,6 +64,7 @@ from .produce import ProduceRequest, ProduceResponse
 from .sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from .sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from .sync_group import SyncGroupRequest, SyncGroupResponse
+from .update_features import UpdateFeaturesRequest, UpdateFeaturesResponse
 from .vdl_nodes import VdlNodesRequest, VdlNodesResponse
 
 # (request class, response class) per API, in api-key order.
@@ -105,6 +106,7 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (DescribeClusterRequest, DescribeClusterResponse),
     (DeleteRecordsRequest, DeleteRecordsResponse),
     (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+    (UpdateFeaturesRequest, UpdateFeaturesResponse),
     (VdlNodesRequest, VdlNodesResponse),
 )
 
@@ -184,6 +186,8 @@ __all__ = [
     "DescribeClusterResponse",
     "OffsetForLeaderEpochRequest",
     "OffsetForLeaderEpochResponse",
+    "UpdateFeaturesRequest",
+    "UpdateFeaturesResponse",
     "VdlNodesRequest",
     "VdlNodesResponse",
 ]

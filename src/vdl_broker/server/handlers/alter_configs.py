@@ -5,11 +5,18 @@ Validation, storage through the metadata group, authorization and the answer for
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from functools import partial
 
 from vdl_broker.cluster.stream_configs import ConfigProblem, validated
-from vdl_broker.server.handlers.incremental_alter_configs import alter_configs
+from vdl_broker.raft.types import NotLeaderError, RaftError
+from vdl_broker.server.authorizer import Operation
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.forwarding import on_metadata_leader
+from vdl_broker.server.handlers.describe_configs import refusal
+from vdl_broker.server.handlers.incremental_alter_configs import alter_resource
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import AlterConfigsRequest, AlterConfigsResponse
 
@@ -19,7 +26,8 @@ NAME = "AlterConfigs"
 Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
-def replaced(current: Mapping[str, str], resource: Any) -> tuple[dict[str, str], list[str]]:
+def replaced(resource: AlterConfigsRequest.AlterConfigsResource,
+             current: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """(keys to set, keys to delete) that make the stream's config exactly the resource's
     list; raises ConfigProblem (a key twice, an unknown key, a bad or missing value)."""
     names = [c.name for c in resource.configs]
@@ -31,11 +39,41 @@ def replaced(current: Mapping[str, str], resource: Any) -> tuple[dict[str, str],
     return to_set, sorted(name for name in current if name not in config)
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
-    return await alter_configs(broker, context, request, replaced, AlterConfigsResponse)
+async def _alter_here(node: NodeView, request: AlterConfigsRequest) -> AlterConfigsResponse:
+    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    results: list[Result] = []
+    message: str | None
+    for resource in request.resources:
+        if counts[(resource.resource_type, resource.resource_name)] > 1:
+            code, message = ErrorCode.INVALID_REQUEST, "the resource is named more than once in the request"
+        else:
+            try:
+                code, message = await alter_resource(node, resource.resource_type, resource.resource_name,
+                                                     [c.name for c in resource.configs], partial(replaced, resource),
+                                                     request.validate_only)
+            except RaftError as error:
+                if isinstance(error, NotLeaderError) and not results:
+                    raise  # nothing done yet: the caller retries on the new leader
+                code, message = ErrorCode.NOT_CONTROLLER, str(error)
+        results.append(Result(error_code=int(code), error_message=message, resource_type=resource.resource_type,
+                              resource_name=resource.resource_name))
+    return AlterConfigsResponse(responses=results)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+async def handle(node: NodeView, context: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+    refused = {id(r): refusal(node, context, r, Operation.ALTER_CONFIGS) for r in request.resources}
+    denied = [Result(error_code=int(code), resource_type=r.resource_type, resource_name=r.resource_name)
+              for r in request.resources if (code := refused[id(r)]) is not None]
+    response = AlterConfigsResponse(responses=[])
+    request.resources = [r for r in request.resources if refused[id(r)] is None]
+    if request.resources:
+        response = await on_metadata_leader(node, context.api_version, request, _alter_here, error_response,
+                                            context)
+    response.responses += denied
+    return response
+
+
+def error_response(request: AlterConfigsRequest, version: int, code: ErrorCode) -> AlterConfigsResponse:
     return AlterConfigsResponse(responses=[
         Result(error_code=int(code), resource_type=r.resource_type, resource_name=r.resource_name)
         for r in request.resources])

@@ -7,9 +7,10 @@ INVALID_PARTITIONS too). Nothing changes, so validate_only gets the same answers
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import CreatePartitionsRequest, CreatePartitionsResponse
 
@@ -25,26 +26,28 @@ def refusal(name: str, count: int) -> str:
             f"cannot have {count}")
 
 
-def _answer(broker: Any, context: Any, topic: Any) -> tuple[ErrorCode, str | None]:
+def _answer(node: NodeView, context: RequestContext,
+            topic: CreatePartitionsRequest.CreatePartitionsTopic) -> tuple[ErrorCode, str | None]:
     # Kafka: ALTER on the topic (KIP-195)
-    if not authorized(broker, context, Operation.ALTER, ResourceType.TOPIC, topic.name):
+    if not authorized(node, context, Operation.ALTER, ResourceType.TOPIC, topic.name):
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
-    if topic.name not in broker.metadata.state.streams:
+    if topic.name not in node.metadata.state.streams:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown stream {topic.name!r}"
     return ErrorCode.INVALID_PARTITIONS, refusal(topic.name, topic.count)
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
+def handle(node: NodeView, context: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     counts = Counter(topic.name for topic in request.topics)
-    results = []
+    results: list[Result] = []
+    message: str | None
     for topic in request.topics:
         if counts[topic.name] > 1:
             code, message = ErrorCode.INVALID_REQUEST, f"duplicate topic {topic.name!r} in the request"
         else:
-            code, message = _answer(broker, context, topic)
+            code, message = _answer(node, context, topic)
         results.append(Result(name=topic.name, error_code=int(code), error_message=message))
     return CreatePartitionsResponse(results=results)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: CreatePartitionsRequest, version: int, code: ErrorCode) -> CreatePartitionsResponse:
     return CreatePartitionsResponse(results=[Result(name=t.name, error_code=int(code)) for t in request.topics])

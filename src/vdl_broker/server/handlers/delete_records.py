@@ -8,11 +8,14 @@ deletes the segments wholly below the new start (their records are unreadable at
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from typing import Any
 
 from vdl_broker.raft.types import RaftError
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
-from vdl_broker.server.partition import PartitionError
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
+from vdl_broker.server.partition import Partition, PartitionError
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import DeleteRecordsRequest, DeleteRecordsResponse
 
@@ -23,8 +26,8 @@ TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
 PartitionResult = DeleteRecordsResponse.DeleteRecordsPartitionResult
 
 
-async def _delete(broker: Any, name: str, index: int, offset: int, timeout_ms: int) -> tuple[ErrorCode, int]:
-    partition = broker.replicas.get(name)
+async def _delete(node: NodeView, name: str, index: int, offset: int, timeout_ms: int) -> tuple[ErrorCode, int]:
+    partition = node.replicas.get(name)
     if partition is None or index != 0:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
     try:
@@ -37,17 +40,19 @@ async def _delete(broker: Any, name: str, index: int, offset: int, timeout_ms: i
         except TimeoutError:
             return ErrorCode.REQUEST_TIMED_OUT, -1
         except RaftError as error:
-            return partition.proposal_error(error).code, -1
+            if isinstance(partition, Partition):
+                return partition.proposal_error(error).code, -1
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
     return ErrorCode.NONE, max(low_watermark, partition.log_start_offset)
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
-    jobs: list[Any] = []
+async def handle(node: NodeView, context: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
+    jobs: list[Coroutine[Any, Any, tuple[ErrorCode, int]]] = []
     for topic in request.topics:
         # Kafka: DELETE on the topic
-        allowed = authorized(broker, context, Operation.DELETE, ResourceType.TOPIC, topic.name)
+        allowed = authorized(node, context, Operation.DELETE, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
-            jobs.append(_delete(broker, topic.name, p.partition_index, p.offset, request.timeout_ms) if allowed
+            jobs.append(_delete(node, topic.name, p.partition_index, p.offset, request.timeout_ms) if allowed
                         else _refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     outcomes = iter(await asyncio.gather(*jobs))
     topics = []
@@ -65,7 +70,7 @@ async def _refused(code: ErrorCode) -> tuple[ErrorCode, int]:
     return code, -1
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: DeleteRecordsRequest, version: int, code: ErrorCode) -> DeleteRecordsResponse:
     return DeleteRecordsResponse(topics=[TopicResult(name=t.name, partitions=[
         PartitionResult(partition_index=p.partition_index, low_watermark=-1, error_code=int(code))
         for p in t.partitions]) for t in request.topics])

@@ -12,10 +12,10 @@ CLUSTER_ACTION on the cluster."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized, authorized_cluster
-from vdl_broker.server.partition import await_read_lease
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
+from vdl_broker.server.partition import Partition, await_read_lease
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
@@ -27,11 +27,12 @@ EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset
 UNKNOWN = -1  # current_leader_epoch -1: the client does not know it, no fencing
 
 
-def _answer(broker: Any, name: str, p: Any, version: int) -> Any:
-    def failed(code: ErrorCode) -> Any:
+def _answer(node: NodeView, name: str, p: OffsetForLeaderEpochRequest.OffsetForLeaderPartition,
+            version: int) -> EpochEndOffset:
+    def failed(code: ErrorCode) -> EpochEndOffset:
         return EpochEndOffset(error_code=int(code), partition=p.partition)
 
-    partition = broker.replicas.get(name)
+    partition = node.replicas.get(name)
     if partition is None or p.partition != 0:
         return failed(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     current = p.current_leader_epoch if version >= 2 else UNKNOWN
@@ -41,22 +42,24 @@ def _answer(broker: Any, name: str, p: Any, version: int) -> Any:
             return failed(ErrorCode.FENCED_LEADER_EPOCH)
         if current > ours:
             return failed(ErrorCode.UNKNOWN_LEADER_EPOCH)
-    if not partition.serves_reads:  # led elsewhere, or a leader without its read lease
+    # Led elsewhere (a RemotePartition), or a leader without its read lease.
+    if not isinstance(partition, Partition) or not partition.serves_reads:
         return failed(ErrorCode.NOT_LEADER_OR_FOLLOWER)
     epoch, end_offset = partition.end_offset_for_epoch(p.leader_epoch)
     return EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=epoch, end_offset=end_offset)
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
+async def handle(node: NodeView, context: RequestContext,
+                 request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
     version = context.api_version
     follower = version >= 3 and request.replica_id >= 0
-    if follower and not authorized_cluster(broker, context, Operation.CLUSTER_ACTION):
+    if follower and not authorized_cluster(node, context, Operation.CLUSTER_ACTION):
         return error_response(request, version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    await await_read_lease([p for p in (broker.replicas.get(t.topic) for t in request.topics) if p is not None])
+    await await_read_lease([p for p in (node.replicas.get(t.topic) for t in request.topics) if p is not None])
     topics = []
     for topic in request.topics:
-        if follower or authorized(broker, context, Operation.DESCRIBE, ResourceType.TOPIC, topic.topic):
-            partitions = [_answer(broker, topic.topic, p, version) for p in topic.partitions]
+        if follower or authorized(node, context, Operation.DESCRIBE, ResourceType.TOPIC, topic.topic):
+            partitions = [_answer(node, topic.topic, p, version) for p in topic.partitions]
         else:
             partitions = [EpochEndOffset(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), partition=p.partition)
                           for p in topic.partitions]
@@ -64,6 +67,7 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     return OffsetForLeaderEpochResponse(topics=topics)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: OffsetForLeaderEpochRequest, version: int,
+                   code: ErrorCode) -> OffsetForLeaderEpochResponse:
     return OffsetForLeaderEpochResponse(topics=[TopicResult(topic=t.topic, partitions=[
         EpochEndOffset(error_code=int(code), partition=p.partition) for p in t.partitions]) for t in request.topics])
