@@ -167,14 +167,23 @@ def replicas(vdl: VdlClient, stream: str) -> tuple[int, list[int]]:
 
 def test_topics_create_describe_list_delete(tools_cluster: DevCluster, vdl: VdlClient) -> None:
     bs = tools_cluster.bootstrap_servers
-    created, refused = parallel(
+    created, refused, placed, compacted = parallel(
         lambda: run("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", "tools-topic",
                     "--config", "retention.ms=3600000", "--config", "max.message.bytes=200000"),
         lambda: run("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", "tools-three",
-                    "--partitions", "3", ok=False))
+                    "--partitions", "3", ok=False),
+        lambda: run("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", "tools-placed",
+                    "--replica-assignment", "1:2:3", ok=False),
+        lambda: run("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", "tools-compacted",
+                    "--config", "cleanup.policy=compact", ok=False))
     assert created.stdout == "Created topic tools-topic.\n"
-    assert refused.returncode == 1
-    assert refused.stdout == "Error while executing topic command : a VDL log stream has exactly one partition\n"
+    assert (refused.returncode, refused.stdout) == (
+        1, "Error while executing topic command : a VDL log stream has exactly one partition\n")
+    assert (placed.returncode, placed.stdout) == (
+        1, "Error while executing topic command : VDL places replicas itself: give a replication factor\n")
+    assert compacted.returncode == 1
+    assert compacted.stdout.startswith("Error while executing topic command : unknown stream config 'cleanup.policy'")
+    assert not any(vdl.stream_exists(name) for name in ("tools-three", "tools-placed", "tools-compacted"))
     settle_configs(tools_cluster, "tools-topic", {"retention.ms": "3600000", "max.message.bytes": "200000"})
     assert stream_configs(tools_cluster, "tools-topic") == {"retention.ms": ("3600000", DYNAMIC_TOPIC_CONFIG),
                                                             "max.message.bytes": ("200000", DYNAMIC_TOPIC_CONFIG)}
@@ -190,7 +199,6 @@ def test_topics_create_describe_list_delete(tools_cluster: DevCluster, vdl: VdlC
         ("0", str(leader), ",".join(map(str, nodes)))]
     assert sorted(partitions[0]["Isr"].split(",")) == ["1", "2", "3"]
     assert "tools-topic" in listed.stdout.splitlines()
-    assert not vdl.stream_exists("tools-three")
 
     grown = run("kafka-topics", "--bootstrap-server", bs, "--alter", "--topic", "tools-topic", "--partitions", "3",
                 ok=False)
