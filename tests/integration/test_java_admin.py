@@ -291,6 +291,7 @@ def test_describe_and_incremental_alter_configs(java: JavaClients, target: Targe
     assert broker["log.retention.ms"]["read_only"] is True
 
 
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")  # the API under test
 def test_alter_configs_replaces_the_whole_config(java: JavaClients, target: Target) -> None:
     # Admin.alterConfigs is gone from Kafka 4's Java client: librdkafka's still sends AlterConfigs
     name = topic(target, "alter-configs")

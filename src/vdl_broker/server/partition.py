@@ -17,6 +17,9 @@ Raft knows entries; the partition knows Kafka:
 - Log start: the segments' start (retention), or higher where DeleteRecords (KIP-107) moved it:
   a LOG_START entry through the stream's Raft group, so every replica applies it at the same
   point of the log; each keeps it (log/log_start.py) until retention deletes the segments below.
+  A follower that misses the entry because the leader's log no longer holds it loses nothing:
+  the entry follows every record below its offset, so a log without it starts at or above it,
+  and the follower's reset to that log (on_snapshot) starts there too.
 - Producer state (KIP-98) follows the replicated log on every replica: committed batches are
   recorded as they are applied (after a restart, the log up to the saved commit point is scanned
   once). A leader checks batches against a copy of that table taken when its term began plus

@@ -3,7 +3,10 @@ leader proposes the new start through the stream's Raft group (Partition.delete_
 every replica applies it at the same point of its log, and answers once a majority has it:
 the low watermark is then the new log start. Offset -1 means the high watermark; an offset
 above it is OFFSET_OUT_OF_RANGE; one at or below the log start changes nothing. Retention
-deletes the segments wholly below the new start (their records are unreadable at once)."""
+deletes the segments wholly below the new start (their records are unreadable at once).
+
+The new start travels as a LOG_START entry, which a release before feature level 2 cannot read:
+below that level (a rolling upgrade not finalized yet) DeleteRecords is UNSUPPORTED_VERSION."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
+from vdl_broker.cluster.features import DELETE_RECORDS_LEVEL
 from vdl_broker.raft.types import RaftError
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.connection import RequestContext
@@ -47,6 +51,8 @@ async def _delete(node: NodeView, name: str, index: int, offset: int, timeout_ms
 
 
 async def handle(node: NodeView, context: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
+    if node.metadata.state.features.level < DELETE_RECORDS_LEVEL:
+        return error_response(request, context.api_version, ErrorCode.UNSUPPORTED_VERSION)
     jobs: list[Coroutine[Any, Any, tuple[ErrorCode, int]]] = []
     for topic in request.topics:
         # Kafka: DELETE on the topic
