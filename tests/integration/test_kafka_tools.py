@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from tests.support.cluster import start_cluster
@@ -219,7 +219,7 @@ def test_topics_create_describe_list_delete(tools_cluster: DevCluster, vdl: VdlC
 def test_console_producer_and_consumer_with_keys(tools_cluster: DevCluster, vdl: VdlClient) -> None:
     bs = tools_cluster.bootstrap_servers
     vdl.create_stream("tools-console", exist_ok=False)
-    records = [("k1", "first value"), ("k2", "zwei: mit Doppelpunkt"), ("k3", "третий"), ("k1", "  padded  ")]
+    records = [("k1", "first value"), ("k2", "zwei | the separator again"), ("k3", "третий"), ("k1", "  padded  ")]
     produced = run("kafka-console-producer", "--bootstrap-server", bs, "--topic", "tools-console",
                    "--reader-property", "parse.key=true", "--reader-property", "key.separator=|",
                    "--command-property", "acks=all", input="".join(f"{k}|{v}\n" for k, v in records))
@@ -260,7 +260,8 @@ def test_consumer_groups_list_describe_reset_delete(tools_cluster: DevCluster, v
 
     def committed() -> int:
         client = confluent_admin(tools_cluster)
-        [future] = client.list_consumer_group_offsets([_group_request("tools-group", "tools-grouped")]).values()
+        wanted = ConsumerGroupTopicPartitions("tools-group", [TopicPartition("tools-grouped", 0)])
+        [future] = client.list_consumer_group_offsets([wanted]).values()
         [partition] = future.result(timeout=30).topic_partitions
         return partition.offset
 
@@ -274,12 +275,6 @@ def test_consumer_groups_list_describe_reset_delete(tools_cluster: DevCluster, v
     deleted = run("kafka-consumer-groups", "--bootstrap-server", bs, "--delete", "--group", "tools-group")
     assert deleted.stdout == "Deletion of requested consumer groups ('tools-group') was successful.\n"
     assert committed() == -1001  # librdkafka's OFFSET_INVALID: the group has no offset any more
-
-
-def _group_request(group: str, stream: str) -> Any:
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
-    return ConsumerGroupTopicPartitions(group, [TopicPartition(stream, 0)])
 
 
 # ------------------------------------------------------------------------------------ kafka-configs
