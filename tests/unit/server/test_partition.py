@@ -19,6 +19,7 @@ from vdl_wire.errors import ErrorCode
 from vdl_wire.records.batch_header import parse_batch_header
 from vdl_wire.records.record_batch import iter_batches
 
+TIER = "component"  # real sockets, threads or sleeps in this process
 pytestmark = pytest.mark.timeout(30)
 
 
