@@ -461,9 +461,6 @@ class RemotePartition:
     def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader | None = None) -> AppendHandle:
         raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this node holds no replica of stream {self.name}")
 
-    def delete_records(self, offset: int) -> tuple[int, Proposal | None]:
-        raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this node holds no replica of stream {self.name}")
-
     def changed_future(self) -> asyncio.Future[None]:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         future.set_result(None)

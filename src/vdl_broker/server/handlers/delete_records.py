@@ -34,6 +34,8 @@ async def _delete(node: NodeView, name: str, index: int, offset: int, timeout_ms
     partition = node.replicas.get(name)
     if partition is None or index != 0:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+    if not isinstance(partition, Partition):  # no replica here: the client goes to the leader
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
     try:
         low_watermark, proposal = partition.delete_records(offset)
     except PartitionError as error:
@@ -44,9 +46,7 @@ async def _delete(node: NodeView, name: str, index: int, offset: int, timeout_ms
         except TimeoutError:
             return ErrorCode.REQUEST_TIMED_OUT, -1
         except RaftError as error:
-            if isinstance(partition, Partition):
-                return partition.proposal_error(error).code, -1
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+            return partition.proposal_error(error).code, -1
     return ErrorCode.NONE, max(low_watermark, partition.log_start_offset)
 
 
