@@ -250,6 +250,13 @@ class Partition:
             return epoch, self.log_end_offset
         if epoch > current or epoch < 0:
             return -1, -1
+        if log.first_index <= log.last_index and epoch < log.term_at(log.first_index):
+            # Older than every entry here: batches that releases before leader epochs stored
+            # carry what their producer set (kafka-python: 0), not a term. Kafka would answer the
+            # start of the first term, which a consumer past it takes for a truncation and resets
+            # its position to the start; but a consumer reads committed entries only, which Raft
+            # never truncates, so its epoch ends at the log end.
+            return epoch, self.log_end_offset
         # Terms never decrease along the log: the first entry of a later term, by bisection.
         low, high = log.first_index, log.last_index + 1
         while low < high:
