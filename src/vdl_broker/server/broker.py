@@ -42,7 +42,7 @@ from vdl_broker.server import internal
 from vdl_broker.server.authorizer import Authorizer
 from vdl_broker.server.connection import KafkaConnection
 from vdl_broker.server.handlers import Handler, build_handlers
-from vdl_broker.server.joining import find_cluster, formation_at_start
+from vdl_broker.server.joining import find_cluster, formation_at_start, registered_itself
 from vdl_broker.server.leader_balancer import LeaderBalancer
 from vdl_broker.server.producer_state import ProducerIdAllocator
 from vdl_broker.server.reassigner import StreamReassigner
@@ -251,7 +251,8 @@ class Broker:
             self.reassigner.start()
             self._join_task = asyncio.get_running_loop().create_task(find_cluster(self), name="find-cluster")
             state = self.metadata.state
-            if not await group.wait_for(lambda _: self.node_id in state.nodes and state.cluster_id is not None,
+            # As a Kafka broker, it serves once it has registered itself (server/joining.py).
+            if not await group.wait_for(lambda _: registered_itself(self) and state.cluster_id is not None,
                                         METADATA_WAIT_S):
                 log.warning("node %d: starting without the cluster metadata (no metadata leader within %.0f s)",
                             self.node_id, METADATA_WAIT_S)

@@ -29,7 +29,7 @@ NAME = "VdlNodes"
 log = logging.getLogger(__name__)
 
 Node = VdlNodesResponse.VdlNode
-ACTIONS = ("list", "join", "decommission", "remove", "reassignment_done")
+ACTIONS = ("list", "join", "register", "decommission", "remove", "reassignment_done")
 
 
 class _Refused(Exception):
@@ -90,6 +90,8 @@ async def _act(broker: Any, request: Any) -> None:
         return
     if action == "join":
         await _join(broker, request)
+    elif action == "register":
+        await _register(broker, request)
     elif action in ("decommission", "remove"):
         _known(broker, node_id)
         current = state.membership.state_of(node_id)
@@ -107,26 +109,45 @@ async def _act(broker: Any, request: Any) -> None:
         raise _Refused(ErrorCode.INVALID_REQUEST, f"unknown action {action!r}; accepted: {', '.join(ACTIONS)}")
 
 
-async def _join(broker: Any, request: Any) -> None:
-    node_id, client, raft = request.node_id, request.client, request.raft
-    if node_id <= 0:
-        raise _Refused(ErrorCode.INVALID_REQUEST, f"node id must be positive, got {node_id}")
-    for value, what in ((client, "client"), (raft, "raft")):
+def _check_addresses(request: Any) -> None:
+    if request.node_id <= 0:
+        raise _Refused(ErrorCode.INVALID_REQUEST, f"node id must be positive, got {request.node_id}")
+    for value, what in ((request.client, "client"), (request.raft, "raft")):
         try:
             split_host_port(value or "", what)
         except ConfigError as error:
-            raise _Refused(ErrorCode.INVALID_REQUEST, f"join: {error}") from None
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"{request.action}: {error}") from None
+
+
+async def _join(broker: Any, request: Any) -> None:
+    _check_addresses(request)
+    node_id, client, raft = request.node_id, request.client, request.raft
     state = broker.metadata.state
     if node_id in state.membership.removed:
         raise _Refused(ErrorCode.BROKER_ID_NOT_REGISTERED,
                        f"node {node_id} was removed from the cluster: join under a new node id")
     known = state.nodes.get(node_id)
-    listeners, rack = tuple(request.listeners), request.rack or None
     if known is None:
         log.info("node %d asks to join (client %s, raft %s)", node_id, client, raft)
-        await _submit(broker, join_node_command(node_id, client, raft, listeners, rack))
-    elif (known.client, known.raft, known.listeners, known.rack) != (client, raft, listeners, rack):
-        await _submit(broker, register_node_command(node_id, client, raft, listeners, rack))  # it moved
+        await _submit(broker, join_node_command(node_id, client, raft, tuple(request.listeners),
+                                                request.rack or None))
+    else:
+        await _register(broker, request)  # it moved
+
+
+async def _register(broker: Any, request: Any) -> None:
+    """A known node describing itself from its own config (at every start: server/joining.py)."""
+    _check_addresses(request)
+    node_id = request.node_id
+    _known(broker, node_id)
+    known = broker.metadata.state.nodes[node_id]
+    listeners, rack = tuple(request.listeners), request.rack or None
+    if not known.own or (known.client, known.raft, known.listeners, known.rack) != (request.client, request.raft,
+                                                                                   listeners, rack):
+        log.info("node %d registers itself (client %s, raft %s, listeners %s, rack %s)", node_id, request.client,
+                 request.raft, ",".join(listeners) or "-", rack or "-")
+        await _submit(broker, register_node_command(node_id, request.client, request.raft, listeners, rack,
+                                                    own=True))
 
 
 def _check_room(broker: Any, node_id: int) -> None:
