@@ -86,6 +86,7 @@ class Broker:
         if self.host.transport is not None:
             self.host.transport.call_handler = lambda peer, payload: internal.serve(self, peer, payload)
         self.replicas = ReplicaManager(self)
+        self.host.liveness_listeners.append(self._check_cut_off)
         self.tables = TableService(self)
         self.metadata = MetadataService(self.host, config, legacy_streams=self.replicas.legacy_stream_names)
         self.metrics_endpoint: MetricsEndpoint | None = None
@@ -121,6 +122,22 @@ class Broker:
     @property
     def advertised_host(self) -> str:
         return self.config.client_host
+
+    @property
+    def cut_off(self) -> bool:
+        """This node has heard from no majority of the metadata group's voters for an election
+        timeout: the rest of the cluster goes on without it (server/cut_off.py)."""
+        group = self.metadata.group
+        if group is None or self.host.transport is None or group.stopped:
+            return False
+        return not self.host.liveness.in_contact_with_quorum(group.voters, self.node_id)
+
+    def _check_cut_off(self) -> None:
+        if self.cut_off:
+            log.warning("node %d: cut off from the cluster (no majority heard from): clients are sent to "
+                        "the other nodes", self.node_id)
+            for partition in self.replicas.all():
+                partition.cut_off_now()
 
     @property
     def cluster_id(self) -> str | None:

@@ -31,6 +31,7 @@ from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.persistence import load_hard_state, save_hard_state
 from vdl_broker.raft.types import HardState, Role
 from vdl_broker.server import internal
+from vdl_broker.server.cut_off import leader_elsewhere
 from vdl_broker.server.partition import Partition, RemotePartition
 from vdl_broker.server.replica_registry import ReplicaRegistry
 from vdl_broker.server.stream_settings import log_config_for, settings_for, with_settings
@@ -158,6 +159,23 @@ class ReplicaManager:
         if cached is not None and age <= REMOTE_VIEW_MAX_AGE_S and (leader < 0 or cached[1] == leader):
             return cached[1], cached[2]
         return leader, [leader] if leader > 0 else []
+
+    def leader_when_cut_off(self, name: str, info: StreamInfo) -> int:
+        """The leader a cut-off node names for a stream (server/cut_off.py): itself only while
+        it still serves the stream (every voter is here), else another replica."""
+        me = self.broker.node_id
+        partition = self._partitions.get(name)
+        if partition is not None and partition.serves_reads:
+            return me
+        group = partition.group if partition is not None else None
+        voters = group.voters if group is not None else self.state.membership.hosts(info)
+        if partition is not None:
+            last = partition.last_leader
+        else:
+            cached = self._remote.get(name)
+            last = cached[1] if cached is not None else 0
+        liveness = self.broker.host.liveness
+        return leader_elsewhere(name, voters, me, last, liveness.is_alive)
 
     def _refresh_remote(self, name: str) -> None:
         self._stale.add(name)

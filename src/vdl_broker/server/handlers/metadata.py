@@ -1,5 +1,6 @@
 """Metadata (key 3): every registered node (with its rack, v1+), and each stream as a topic with one partition (0):
-its leader (LEADER_NOT_AVAILABLE while none is known), replicas and ISR.
+its leader (LEADER_NOT_AVAILABLE while none is known), replicas and ISR. A node cut off from the
+cluster names the other nodes only, and another replica as each stream's leader (server/cut_off.py).
 
 Nodes are given at the addresses of the listener (protocol) the client came in on. Streams the
 principal may not DESCRIBE are left out of an "every stream" answer and answered
@@ -35,15 +36,19 @@ def requested_names(request: Any, version: int) -> list[str] | None:
     return [topic.name for topic in request.topics if topic.name is not None]
 
 
-def _topic(broker: Any, name: str) -> Any:
+def _topic(broker: Any, name: str, cut_off: bool = False) -> Any:
     info = broker.metadata.state.streams[name]
-    leader, isr = broker.replicas.leader_view(name, info)
-    error = ErrorCode.NONE if leader > 0 else ErrorCode.LEADER_NOT_AVAILABLE
-    # leader_epoch -1 ("unknown"): clients then skip epoch fencing, which Fetch/ListOffsets here
-    # do not implement (no OffsetForLeaderEpoch).
     # During a reassignment: every node holding a replica, the target's first (as Kafka does).
     membership = broker.metadata.state.membership
     replicas = list(dict.fromkeys((*membership.target_of(info), *membership.hosts(info))))
+    if cut_off:  # another replica, never "no leader" (server/cut_off.py)
+        leader = broker.replicas.leader_when_cut_off(name, info)
+        isr = [leader] if leader > 0 else []
+    else:
+        leader, isr = broker.replicas.leader_view(name, info)
+    error = ErrorCode.NONE if leader > 0 else ErrorCode.LEADER_NOT_AVAILABLE
+    # leader_epoch -1 ("unknown"): clients then skip epoch fencing, which Fetch/ListOffsets here
+    # do not implement (no OffsetForLeaderEpoch).
     partition = Partition(error_code=int(error), partition_index=0, leader_id=leader if leader > 0 else -1,
                           leader_epoch=-1, replica_nodes=replicas, isr_nodes=isr, offline_replicas=[])
     return Topic(error_code=0, name=name, topic_id=broker.metadata.state.topic_id(name), is_internal=False,
@@ -59,13 +64,15 @@ def _by_id(broker: Any, context: Any, topic_id: Any) -> Any:
     return _topic(broker, name)
 
 
-def _brokers(broker: Any, protocol: str) -> list[Any]:
+def _brokers(broker: Any, protocol: str, without_self: bool = False) -> list[Any]:
     nodes = dict(broker.metadata.state.nodes)
+    if without_self and len(nodes) > 1:
+        nodes.pop(broker.node_id, None)
     brokers = []
     for node_id in sorted(nodes):
         host, port = split_host_port(nodes[node_id].address_for(protocol), "client")
         brokers.append(Broker(node_id=node_id, host=host, port=port, rack=nodes[node_id].rack))
-    if broker.node_id not in nodes:  # not registered yet: clients still need this node
+    if broker.node_id not in nodes and not without_self:  # not registered yet: clients still need this node
         host, port = split_host_port(broker.own_address(protocol), "client")
         brokers.append(Broker(node_id=broker.node_id, host=host, port=port, rack=broker.config.rack))
     return brokers
@@ -79,9 +86,11 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
     def describable(name: str) -> bool:
         return authorized(broker, context, Operation.DESCRIBE, ResourceType.TOPIC, name)
 
+    # Cut off from the cluster: send clients to the other nodes (server/cut_off.py).
+    cut_off = broker.cut_off
     topics = []
     if names is None:
-        topics = [_topic(broker, name) for name in sorted(streams) if describable(name)]
+        topics = [_topic(broker, name, cut_off) for name in sorted(streams) if describable(name)]
     else:
         # Metadata v4+ lets the client veto auto-creation; the broker config must allow it too.
         may_create = broker.config.auto_create_streams and (version < 4 or request.allow_auto_topic_creation)
@@ -90,7 +99,7 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
                                               and create_topics.may_create(broker, context, name)):
                 topics.append(Topic(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), name=name))
             elif name in streams:
-                topics.append(_topic(broker, name))
+                topics.append(_topic(broker, name, cut_off))
             elif validate_stream_name(name) is not None:
                 topics.append(Topic(error_code=int(ErrorCode.INVALID_TOPIC_EXCEPTION), name=name))
             elif may_create and create_topics.may_create(broker, context, name):
@@ -105,8 +114,12 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
                 topics.append(Topic(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name=name))
         topics += [_by_id(broker, context, t.topic_id) for t in request.topics if t.name is None]
     controller = broker.metadata.leader_id or -1
-    return MetadataResponse(brokers=_brokers(broker, context.protocol), cluster_id=broker.cluster_id, controller_id=controller,
-                            topics=topics)
+    # A cut-off node names itself only for the streams it still serves alone.
+    without_self = cut_off and all(p.leader_id != broker.node_id for t in topics for p in t.partitions or [])
+    if without_self and controller == broker.node_id:
+        controller = -1
+    return MetadataResponse(brokers=_brokers(broker, context.protocol, without_self), cluster_id=broker.cluster_id,
+                            controller_id=controller, topics=topics)
 
 
 async def _auto_create(broker: Any, name: str) -> None:
