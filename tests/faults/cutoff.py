@@ -2,7 +2,9 @@
 with one producer per client library, each bootstrapped with the cut-off node first, as a new
 user would configure it (client defaults but acks=all and idempotence). Per round and client:
 how long acknowledged writes stopped (the longest gap between two acknowledgements around the
-cut); after each round heals, every acknowledged record must be in the stream exactly once.
+cut), for producers running at the cut and for new ones started at it ("(new)": from the cut to
+their first acknowledgement, at most); after each round heals, every acknowledged record must be
+in the stream exactly once.
 
 Shapes (3 nodes, as tests/faults/chaos/nemesis.py draws them):
     isolate-leader  the stream's leader cut off from both others
@@ -34,6 +36,7 @@ from tests.faults.harness import high_watermark, node_address, read_all, wait_fo
 from tests.faults.workload import Acks
 
 CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
+MEASURED = (*CLIENTS, *(f"{client} (new)" for client in CLIENTS))  # running at the cut / started at it
 SHAPES = ("isolate-leader", "minority", "bridge")
 STREAM = "cutoff"
 RATE_PER_S = 50.0
@@ -206,13 +209,19 @@ def run_round(world: World, shape: str, number: int) -> Round:
         cut_node = _cut(world, shape)
         cut = time.monotonic()
         before = counts()
+        # New producers too, started at the cut: a new user's first Metadata comes from the
+        # cut-off node, before or after it notices.
+        late = [Producer(kind, f"r{number}{kind[:2]}n", bootstrap, acks) for kind in CLIENTS]
+        for producer in late:
+            producer.start()
+        producers += late
         wait_until(lambda: all(counts()[p.client] >= before[p.client] + RESUMED_ACKS for p in producers) or failed(),
                    OBSERVE_S, lambda: f"every producer resumed after cutting off node {cut_node} ({shape}): "
                                       f"{dict(counts())} (before {dict(before)})")
         result = Round(shape, cut_node)
         for producer in producers:
             times = [t for t, client, _, _ in acks.timed() if client == producer.client]
-            result.stalls[producer.kind] = stall(times, cut)
+            result.stalls[producer.kind + (" (new)" if producer in late else "")] = stall(times, cut)
     finally:
         world.links.heal()
         for producer in producers:
@@ -261,14 +270,14 @@ def run_rounds(directory: Path, rounds: int, seed: int = 7) -> list[Round]:
 
 def table(results: Sequence[Round]) -> str:
     """Per shape and client: rounds, p99 and max of the stall, in seconds."""
-    lines = [f"{'shape':<16}{'client':<18}{'rounds':>7}{'p99 s':>9}{'max s':>9}"]
+    lines = [f"{'shape':<16}{'client':<24}{'rounds':>7}{'p99 s':>9}{'max s':>9}"]
     for shape in [*SHAPES, "all"]:
         chosen = [r for r in results if shape in (r.shape, "all")]
         if not chosen:
             continue
-        for client in CLIENTS:
+        for client in MEASURED:
             values = [r.stalls[client] for r in chosen if client in r.stalls]
-            lines.append(f"{shape:<16}{client:<18}{len(values):>7}{p99(values):>9.2f}{max(values):>9.2f}")
+            lines.append(f"{shape:<16}{client:<24}{len(values):>7}{p99(values):>9.2f}{max(values):>9.2f}")
     return "\n".join(lines)
 
 

@@ -36,7 +36,7 @@ def requested_names(request: Any, version: int) -> list[str] | None:
     return [topic.name for topic in request.topics if topic.name is not None]
 
 
-def _topic(broker: Any, name: str, cut_off: bool = False) -> Any:
+def _topic(broker: Any, name: str, cut_off: bool = False, first_hand: bool = False) -> Any:
     info = broker.metadata.state.streams[name]
     # During a reassignment: every node holding a replica, the target's first (as Kafka does).
     membership = broker.metadata.state.membership
@@ -45,7 +45,7 @@ def _topic(broker: Any, name: str, cut_off: bool = False) -> Any:
         leader = broker.replicas.leader_when_cut_off(name, info)
         isr = [leader] if leader > 0 else []
     else:
-        leader, isr = broker.replicas.leader_view(name, info)
+        leader, isr = broker.replicas.leader_view(name, info, first_hand)
     error = ErrorCode.NONE if leader > 0 else ErrorCode.LEADER_NOT_AVAILABLE
     # leader_epoch -1 ("unknown"): clients then skip epoch fencing, which Fetch/ListOffsets here
     # do not implement (no OffsetForLeaderEpoch).
@@ -88,9 +88,11 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
 
     # Cut off from the cluster: send clients to the other nodes (server/cut_off.py).
     cut_off = broker.cut_off
+    # Another node asking (server/internal.py) is told what this node knows first hand only.
+    first_hand = context.forwarded
     topics = []
     if names is None:
-        topics = [_topic(broker, name, cut_off) for name in sorted(streams) if describable(name)]
+        topics = [_topic(broker, name, cut_off, first_hand) for name in sorted(streams) if describable(name)]
     else:
         # Metadata v4+ lets the client veto auto-creation; the broker config must allow it too.
         may_create = broker.config.auto_create_streams and (version < 4 or request.allow_auto_topic_creation)
@@ -99,7 +101,7 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
                                               and create_topics.may_create(broker, context, name)):
                 topics.append(Topic(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), name=name))
             elif name in streams:
-                topics.append(_topic(broker, name, cut_off))
+                topics.append(_topic(broker, name, cut_off, first_hand))
             elif validate_stream_name(name) is not None:
                 topics.append(Topic(error_code=int(ErrorCode.INVALID_TOPIC_EXCEPTION), name=name))
             elif may_create and create_topics.may_create(broker, context, name):
