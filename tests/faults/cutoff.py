@@ -1,5 +1,6 @@
 """Rounds of "a node cut off from the others" (Raft links only: clients still reach every node)
-with one producer per client library, each bootstrapped with the cut-off node first, as a new
+with one producer per client library (confluent-kafka, kafka-python, aiokafka and Apache Kafka's
+Java client), each bootstrapped with the cut-off node first, as a new
 user would configure it (client defaults but acks=all and idempotence). Per round and client:
 how long acknowledged writes stopped (the longest gap between two acknowledgements around the
 cut), for producers running at the cut and for new ones started at it ("(new)": from the cut to
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import math
 import sys
@@ -36,7 +38,9 @@ from tests.faults.harness import high_watermark, node_address, read_all, wait_fo
 from tests.faults.workload import Acks
 
 CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
-MEASURED = (*CLIENTS, *(f"{client} (new)" for client in CLIENTS))  # running at the cut / started at it
+JAVA = "java"
+# Running at the cut / started at it.
+MEASURED = tuple(f"{client}{suffix}" for suffix in ("", " (new)") for client in (*CLIENTS, JAVA))
 SHAPES = ("isolate-leader", "minority", "bridge")
 STREAM = "cutoff"
 RATE_PER_S = 50.0
@@ -50,6 +54,41 @@ class Round:
     shape: str
     cut_node: int
     stalls: dict[str, float] = field(default_factory=dict)  # client -> seconds without acknowledgements
+
+
+class JavaProducer(threading.Thread):
+    """Apache Kafka's Java producer (tests/support/java_client.py: one shared harness JVM),
+    acks=all and idempotent (its defaults), writing `<name>-<i>` every 1/RATE_PER_S s. The
+    harness reports acknowledgements when asked: their times are those of the first poll that
+    counted them (polled every POLL_S)."""
+
+    POLL_S = 0.05
+
+    def __init__(self, java: Any, name: str, bootstrap: str, acks: Acks) -> None:
+        super().__init__(daemon=True, name=f"cutoff-{name}")
+        self.kind, self.client, self.java, self.bootstrap, self.acks = "java", name, java, bootstrap, acks
+        self.stop_event = threading.Event()
+        self.failure: BaseException | None = None
+        self.undelivered = -1
+        self.times: list[float] = []  # one per acknowledgement, at the poll that saw it
+
+    def run(self) -> None:
+        try:
+            self.java.producer(self.client, self.bootstrap, acks="all", **{"linger.ms": 5})
+            self.java.call("produce_in_background", name=self.client, task=self.client, topic=STREAM,
+                           prefix=self.client, interval_ms=int(1000 / RATE_PER_S))
+            while not self.stop_event.wait(self.POLL_S):  # a measurement's sampling period
+                count = self.java.call("task_status", task=self.client)["count"]
+                now = time.monotonic()
+                self.times += [now] * (count - len(self.times))
+            result = self.java.call("task_stop", task=self.client)
+            for event in result["events"]:
+                self.acks.add(self.client, int(event["offset"]), str(event["value"]).encode())
+            for error in result["errors"]:
+                self.acks.error(f"{self.client}: {error['error']}: {error['message']}")
+            self.undelivered = 0 if result["done"] else -1
+        except BaseException as error:  # surfaced by the round
+            self.failure = error
 
 
 class Producer(threading.Thread):
@@ -188,16 +227,28 @@ def _cut(world: World, shape: str) -> int:
     return others[0]
 
 
-def run_round(world: World, shape: str, number: int) -> Round:
+def run_round(world: World, shape: str, number: int, java: Any = None) -> Round:
     target = _pick_target(world, shape)
     bootstrap = ",".join(node_address(world.cluster, n) for n in [target, *[n for n in world.node_ids if n != target]])
     acks = Acks()
-    producers = [Producer(kind, f"r{number}{kind[:2]}", bootstrap, acks) for kind in CLIENTS]
-    for producer in producers:
-        producer.start()
+
+    def start(suffix: str) -> list[Any]:
+        started: list[Any] = [Producer(kind, f"r{number}{kind[:2]}{suffix}", bootstrap, acks) for kind in CLIENTS]
+        if java is not None:
+            started.append(JavaProducer(java, f"r{number}ja{suffix}", bootstrap, acks))
+        for producer in started:
+            producer.start()
+        return started
+
+    producers = start("")
+
+    def ack_times(producer: Any) -> list[float]:
+        if isinstance(producer, JavaProducer):
+            return list(producer.times)
+        return [t for t, client, _, _ in acks.timed() if client == producer.client]
 
     def counts() -> Counter[str]:
-        return Counter(client for client, _, _ in acks.snapshot())
+        return Counter({p.client: len(ack_times(p)) for p in producers})
 
     def failed() -> str:
         return "; ".join(f"{p.client}: {p.failure!r}" for p in producers if p.failure is not None)
@@ -211,17 +262,14 @@ def run_round(world: World, shape: str, number: int) -> Round:
         before = counts()
         # New producers too, started at the cut: a new user's first Metadata comes from the
         # cut-off node, before or after it notices.
-        late = [Producer(kind, f"r{number}{kind[:2]}n", bootstrap, acks) for kind in CLIENTS]
-        for producer in late:
-            producer.start()
+        late = start("n")
         producers += late
         wait_until(lambda: all(counts()[p.client] >= before[p.client] + RESUMED_ACKS for p in producers) or failed(),
                    OBSERVE_S, lambda: f"every producer resumed after cutting off node {cut_node} ({shape}): "
                                       f"{dict(counts())} (before {dict(before)})")
         result = Round(shape, cut_node)
         for producer in producers:
-            times = [t for t, client, _, _ in acks.timed() if client == producer.client]
-            result.stalls[producer.kind + (" (new)" if producer in late else "")] = stall(times, cut)
+            result.stalls[producer.kind + (" (new)" if producer in late else "")] = stall(ack_times(producer), cut)
     finally:
         world.links.heal()
         for producer in producers:
@@ -254,18 +302,22 @@ def check_exactly_once(world: World, acks: Acks) -> None:
     assert not problems, f"{len(problems)} acknowledged records not stored exactly once: {problems[:5]}"
 
 
-def run_rounds(directory: Path, rounds: int, seed: int = 7) -> list[Round]:
+def run_rounds(directory: Path, rounds: int, seed: int = 7, with_java: bool = False) -> list[Round]:
+    """`with_java`: the Java client too (needs `make jars`; one harness JVM for every round)."""
     world = start_world(directory, 3, seed=seed, streams=[STREAM])
-    try:
+    with contextlib.ExitStack() as stack:
+        stack.callback(world.close)
+        java = None
+        if with_java:
+            from tests.support.java_client import JavaClients
+            java = stack.enter_context(JavaClients(directory))
         wait_for_full_isr(world.cluster, STREAM, timeout=60)
         results = []
         for number in range(rounds):
             shape = SHAPES[number % len(SHAPES)]
-            results.append(run_round(world, shape, number))
+            results.append(run_round(world, shape, number, java))
             wait_for_full_isr(world.cluster, STREAM, timeout=60)
         return results
-    finally:
-        world.close()
 
 
 def table(results: Sequence[Round]) -> str:
@@ -277,6 +329,8 @@ def table(results: Sequence[Round]) -> str:
             continue
         for client in MEASURED:
             values = [r.stalls[client] for r in chosen if client in r.stalls]
+            if not values:
+                continue
             lines.append(f"{shape:<16}{client:<24}{len(values):>7}{p99(values):>9.2f}{max(values):>9.2f}")
     return "\n".join(lines)
 
@@ -285,9 +339,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--no-java", action="store_true", help="leave the Java client out")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="vdl-cutoff-") as directory:
-        results = run_rounds(Path(directory), args.rounds, args.seed)
+        results = run_rounds(Path(directory), args.rounds, args.seed, with_java=not args.no_java)
     for number, result in enumerate(results):
         stalls = "  ".join(f"{client} {seconds:.2f} s" for client, seconds in result.stalls.items())
         print(f"round {number:3d} {result.shape:<15} node {result.cut_node} cut off: {stalls}")

@@ -1,8 +1,9 @@
 """A node cut off from the others (Raft links only: clients still reach it) never holds its
-clients: producers of confluent-kafka, kafka-python and aiokafka, bootstrapped with that node
-first, resume acknowledged writes within seconds, and every acknowledged record is stored
-exactly once after the cut heals (tests/faults/cutoff.py; `make cutoff ROUNDS=N` for more
-rounds and the p99 table). Then what a cut-off node answers, request by request."""
+clients: producers of confluent-kafka, kafka-python, aiokafka and the Java client, bootstrapped
+with that node first (running at the cut, and started at it), resume acknowledged writes within
+seconds, and every acknowledged record is stored exactly once after the cut heals
+(tests/faults/cutoff.py; `make cutoff ROUNDS=N` for more rounds and the p99 table). Then what a
+cut-off node answers, request by request."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ STALL_BOUND_S = 10.0
 
 
 def test_producers_bootstrapped_at_a_cut_off_node_resume_within_seconds(tmp_path: Path) -> None:
-    results = run_rounds(tmp_path, len(SHAPES))
+    results = run_rounds(tmp_path, len(SHAPES), with_java=True)
     print("\n" + table(results))
     assert [r.shape for r in results] == list(SHAPES)
     for result in results:
