@@ -68,9 +68,10 @@ def node_command(op: str, node_id: int, client: str, raft: str, listeners: tuple
 
 
 def join_node_command(node_id: int, client: str, raft: str, listeners: tuple[str, ...] = (),
-                      rack: str | None = None) -> dict[str, Any]:
-    """Registered like register_node, as a joining node (always its own request)."""
-    return node_command("join_node", node_id, client, raft, listeners, rack, own=True)
+                      rack: str | None = None, own: bool = False) -> dict[str, Any]:
+    """Registered like register_node, as a joining node. It is always the node's own request:
+    `own` says so from the feature level that knows it (cluster/features.py)."""
+    return node_command("join_node", node_id, client, raft, listeners, rack, own=own)
 
 
 def set_node_state_command(node_id: int, state: str) -> dict[str, Any]:
@@ -194,7 +195,7 @@ class MembershipState:
                       streams: MutableMapping[str, Any]) -> str | None:
         name = command.get("name")
         stream = streams.get(name) if isinstance(name, str) else None
-        if stream is None or command.get("created_index") != stream.created_index:
+        if stream is None or not isinstance(name, str) or command.get("created_index") != stream.created_index:
             return f"{op}: no stream {name!r} of incarnation {command.get('created_index')!r}"
         moving = self.reassignments.get(name)
         if op == "complete_reassignment":
@@ -205,6 +206,7 @@ class MembershipState:
             del self.reassignments[name]
             return None
         raw = command.get("target")
+        target: tuple[int, ...] | None
         if raw is None:  # cancel: back to where it started
             if moving is None:
                 return f"reassign_stream: no reassignment of {name} in progress"

@@ -154,9 +154,13 @@ async def formation_at_start(broker: Broker) -> Formation:
 
 
 def registered_itself(broker: Broker) -> bool:
-    """The metadata applied here describes this node as its own config does."""
-    known = broker.metadata.state.nodes.get(broker.node_id)
-    return known is not None and known.own and not own_registration_differs(known, broker.config.own_address)
+    """The metadata applied here describes this node as its own config does (below the feature
+    level at which nodes describe themselves: it is registered at all)."""
+    state = broker.metadata.state
+    known = state.nodes.get(broker.node_id)
+    if known is None or not state.nodes_register_themselves:
+        return known is not None
+    return known.own and not own_registration_differs(known, broker.config.own_address)
 
 
 async def register_self(broker: Broker) -> None:
@@ -171,11 +175,15 @@ async def register_self(broker: Broker) -> None:
                               listeners=list(own.listeners), rack=own.rack)
 
     def registered() -> bool:
-        return registered_itself(broker)
+        # A cluster below the level waits for `vdl cluster upgrade` (the loop asks again then).
+        return state.nodes_register_themselves and registered_itself(broker)
 
     while not registered():
         if me in state.membership.removed:
             return
+        if not state.nodes_register_themselves:
+            await _pause(broker, registered)
+            continue
         try:
             response = await vdl_nodes.run(broker, request)
         except (OSError, ValueError, TimeoutError, RaftError) as error:

@@ -7,6 +7,8 @@ from collections import Counter
 
 import pytest
 
+from vdl_broker.cluster.features import finalize_features_command
+from vdl_broker.cluster.membership import join_node_command
 from vdl_broker.cluster.metadata import (
     METADATA_GROUP,
     ClusterState,
@@ -88,6 +90,16 @@ def test_a_node_describing_itself_wins_over_other_nodes_peers_entries() -> None:
     own = register_node_command(2, "h:5", "h:6", ("SSL://h:7",), "rack-b", own=True)
     assert own == {"op": "register_node", "id": 2, "client": "h:5", "raft": "h:6", "listeners": ["SSL://h:7"],
                    "rack": "rack-b", "own": True}
+    # Below feature level 2 (a cluster formed by an older release, not upgraded yet): refused alike
+    # everywhere, as is a joining node's own registration.
+    assert not state.nodes_register_themselves
+    refused = apply(state, log, own)
+    assert (refused.outcome, refused.message) == (Outcome.INVALID_COMMAND,
+                                                  "a node's own registration needs feature level 2")
+    assert apply(state, log, join_node_command(3, "h:8", "h:9", own=True)).outcome is Outcome.INVALID_COMMAND
+    assert state.nodes[2] == NodeInfo(2, "127.0.0.1:9093", "127.0.0.1:19093") and 3 not in state.nodes
+    assert state.membership.node_states == {}
+    assert apply(state, log, finalize_features_command(2)).ok and state.nodes_register_themselves
     assert apply(state, log, own).ok
     assert state.nodes[2] == NodeInfo(2, "h:5", "h:6", ("SSL://h:7",), "rack-b", own=True)
     # A metadata leader's `peers` entry for node 2 (no rack, no listeners, old addresses): ignored.
@@ -165,7 +177,7 @@ def test_every_node_reaches_the_same_state_by_replay() -> None:
 def test_garbage_entries_are_ignored_alike() -> None:
     state, log = state_with(3)
     before = dict(state.streams)
-    garbage = [b"", b"\x00" * 80, b"not json", b"[1,2]", b'{"op":"create_stream","name":5}', b'{"op":"drop_all"}',
+    garbage = [b"", b"\x00" * 80, b"not json", b"[1,2]", b'{"op":"create_stream","name":5}', b'{"op":7}',
                b"[" * 5000]
     for index, payload in enumerate(garbage, start=100):
         [result] = state.apply_entry(index, [decode_command(payload)])
