@@ -18,6 +18,7 @@ from vdl_broker.raft.persistence import COMMIT_POINT_FILE
 from vdl_broker.server.partition import AppendHandle, Partition, PartitionError
 from vdl_wire.errors import ErrorCode
 
+TIER = "component"  # real sockets, threads or sleeps in this process
 pytestmark = pytest.mark.timeout(30)
 
 
