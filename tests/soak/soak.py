@@ -301,20 +301,18 @@ def percent_per_hour(points: list[tuple[float, float]]) -> float:
 
 
 def settled(result: SoakResult, node: int, warm: float) -> list[list[Sample]]:
-    """The node's samples after warm-up, one list per process lifetime (cut at its restarts),
-    each without the samples of its first `SETTLE_S` seconds after the process was ready (a new
-    process loads its state and fills its caches then)."""
-    starts = [r.t + r.stop_s + r.ready_s for r in result.restarts if r.node == node]
+    """The node's samples after warm-up, one list per process lifetime: a lifetime ends at the
+    restart's SIGTERM (the shutdown's samples are left out) and the next begins `SETTLE_S`
+    seconds after the new process was ready (it loads its state and fills its caches first)."""
+    cuts = sorted((r.t, r.t + r.stop_s + r.ready_s + SETTLE_S) for r in result.restarts if r.node == node)
     lives: list[list[Sample]] = [[]]
-    bounds = iter(starts)
-    boundary = next(bounds, math.inf)
-    last_start = -math.inf
-    for sample in (s for s in result.samples if s.node == node):
-        while sample.t >= boundary:
+    for sample in (s for s in result.samples if s.node == node and s.t >= warm):
+        passed = sum(1 for cut, _ in cuts if sample.t >= cut)
+        if passed and sample.t < cuts[passed - 1][1]:
+            continue  # stopping, starting or settling
+        while len(lives) <= passed:
             lives.append([])
-            last_start, boundary = boundary, next(bounds, math.inf)
-        if sample.t >= warm and sample.t >= last_start + SETTLE_S:
-            lives[-1].append(sample)
+        lives[passed].append(sample)
     return [life for life in lives if life]
 
 
