@@ -155,9 +155,9 @@ class VdlClient:
 
     def retrying(self, what: str, attempt: Callable[[], T], deadline: float | None = None) -> T:
         """attempt() until it returns, at most until `deadline` (time.monotonic(); default: now
-        plus the settings' deadline_ms). RetriableError means: forget every stream leader
-        learned (the next attempt asks Metadata again), back off (retry_backoff_ms, doubling up
-        to 1 s) and try again; VdlClientError("<what>: gave up ...") once the next
+        plus the settings' deadline_ms). RetriableError means: forget every stream leader and
+        the controller learned (the next attempt asks Metadata again), back off (retry_backoff_ms,
+        doubling up to 1 s) and try again; VdlClientError("<what>: gave up ...") once the next
         try would start past the deadline. Any other exception ends it at once."""
         deadline = deadline if deadline is not None else time.monotonic() + self.settings.deadline_ms / 1000
         backoff = max(self.settings.retry_backoff_ms, 1) / 1000
@@ -169,6 +169,8 @@ class VdlClient:
                     raise VdlClientError(f"{what}: gave up after retries until the deadline: {exc}") from None
                 log.debug("%s: retrying: %s", what, exc)
                 self._leaders.clear()
+                # A controller that died stays in the node list: only a new Metadata answer moves on.
+                self._controller = -1
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
 

@@ -117,3 +117,15 @@ def test_a_dead_controller_is_forgotten_and_the_new_one_asked() -> None:
                             ("n1:9092", "MetadataRequest"),  # a's leader
                             ("n2:9092", "MetadataRequest"),  # n1 refused: controller and its leaders forgotten
                             ("n2:9092", "CreateTopicsRequest"), ("n2:9092", "MetadataRequest")]
+
+
+def test_a_retry_asks_metadata_for_the_controller_again() -> None:
+    cluster = FakeCluster()
+    client = VdlClient(settings(), connect=cluster.connect)
+    client.create_stream("a")
+    cluster.controller = 2  # the old one answers, but no longer as the controller
+    cluster.errors[(1, "CreateTopicsRequest")] = [ErrorCode.NOT_CONTROLLER]
+    client.create_stream("b")
+    assert cluster.sent[3:] == [("n1:9092", "CreateTopicsRequest"),  # NOT_CONTROLLER
+                                ("n1:9092", "MetadataRequest"), ("n2:9092", "CreateTopicsRequest"),
+                                ("n1:9092", "MetadataRequest")]
