@@ -26,8 +26,6 @@ from vdl_wire.messages import (
     OffsetFetchRequest,
 )
 
-COORDINATOR_ERRORS = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 EMPTY_STATES = frozenset({"Empty", "Dead"})
 
 
@@ -64,13 +62,10 @@ class GroupDescription:
 
 def _to_coordinator(client: VdlClient, group_id: str, request: Any, error_of: Callable[[Any], int], what: str,
                     deadline: float | None = None) -> Any:
-    """`request` at the group's coordinator; coordinator errors (error_of(response)) and dead
-    connections look the coordinator up again, until the deadline."""
-    def coordinator_error(response: Any) -> int:
-        code = error_of(response)
-        return code if code in COORDINATOR_ERRORS else 0
-
-    return client.call(CoordinatorOf(group_id), request, what, error_of=coordinator_error, deadline=deadline)
+    """`request` at the group's coordinator; a retriable error (error_of(response): coordinator
+    moved or starting, a timeout) and dead connections look the coordinator up again, until the
+    deadline. Every request here is safe to repeat (reads, and commits of the same offsets)."""
+    return client.call(CoordinatorOf(group_id), request, what, error_of=error_of, deadline=deadline)
 
 
 def list_groups(client: VdlClient) -> list[ListedGroup]:

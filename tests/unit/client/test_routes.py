@@ -9,6 +9,7 @@ import pytest
 
 from tests.unit.client.fake_cluster import FakeCluster, settings
 from vdl_client.client import VdlClient
+from vdl_client.groups import committed_offsets
 from vdl_client.routes import ANY_NODE, CONTROLLER, CoordinatorOf, LeaderOf, Node
 from vdl_client.settings import RetriableError, StreamNotFoundError, VdlClientError
 from vdl_wire.errors import ErrorCode
@@ -129,3 +130,15 @@ def test_a_retry_asks_metadata_for_the_controller_again() -> None:
     assert cluster.sent[3:] == [("n1:9092", "CreateTopicsRequest"),  # NOT_CONTROLLER
                                 ("n1:9092", "MetadataRequest"), ("n2:9092", "CreateTopicsRequest"),
                                 ("n1:9092", "MetadataRequest")]
+
+
+def test_a_group_request_retries_a_timeout_at_the_coordinator() -> None:
+    cluster = FakeCluster()
+    cluster.coordinator = 3
+    cluster.committed["g"] = {"s": 7}
+    cluster.errors[(3, "OffsetFetchRequest")] = [ErrorCode.REQUEST_TIMED_OUT]
+    client = VdlClient(settings(), connect=cluster.connect)
+    assert committed_offsets(client, "g") == {"s": 7}
+    assert cluster.sent == [("n1:9092", "FindCoordinatorRequest"), ("n1:9092", "MetadataRequest"),
+                            ("n3:9092", "OffsetFetchRequest"),  # REQUEST_TIMED_OUT
+                            ("n1:9092", "FindCoordinatorRequest"), ("n3:9092", "OffsetFetchRequest")]
