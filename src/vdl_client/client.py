@@ -531,6 +531,8 @@ class VdlClient:
 
     def _send_unanswered(self, node_id: int, request: Any) -> int:
         """acks=0: the broker sends no answer, so only sending can fail."""
+        if node_id not in self._nodes:
+            raise RetriableError(f"node {node_id} unknown")
         address = self._address(node_id)
         try:
             self._connection(node_id, address).send(request, self._timeout_s)

@@ -104,5 +104,9 @@ class FakeConnection:
         self.cluster.sent.append((self.address, type(request).__name__))
         return self.cluster.answer(self.node, request)
 
+    def send(self, request: Any, timeout_s: float, version: int | None = None) -> int:
+        self.cluster.sent.append((self.address, type(request).__name__))
+        return 0
+
     def close(self) -> None:
         pass

@@ -142,3 +142,13 @@ def test_a_group_request_retries_a_timeout_at_the_coordinator() -> None:
     assert cluster.sent == [("n1:9092", "FindCoordinatorRequest"), ("n1:9092", "MetadataRequest"),
                             ("n3:9092", "OffsetFetchRequest"),  # REQUEST_TIMED_OUT
                             ("n1:9092", "FindCoordinatorRequest"), ("n3:9092", "OffsetFetchRequest")]
+
+
+def test_an_unanswered_produce_to_a_leader_metadata_does_not_list_is_retried() -> None:
+    cluster = FakeCluster()
+    cluster.leaders["s"] = 9  # a node that has not joined the answer's broker list yet
+    client = VdlClient(settings(), connect=cluster.connect)
+    with pytest.raises(VdlClientError) as raised:
+        client.produce("s", b"batch", 1000, time.monotonic(), acks=0)
+    assert str(raised.value) == "Produce to 's': gave up after retries until the deadline: node 9 unknown"
+    assert cluster.sent == [("n1:9092", "MetadataRequest")]
