@@ -59,6 +59,7 @@ from .produce import ProduceRequest, ProduceResponse
 from .sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from .sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from .sync_group import SyncGroupRequest, SyncGroupResponse
+from .update_features import UpdateFeaturesRequest, UpdateFeaturesResponse
 from .vdl_nodes import VdlNodesRequest, VdlNodesResponse
 
 # (request class, response class) per API, in api-key order.
@@ -95,6 +96,7 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (DeleteAclsRequest, DeleteAclsResponse),
     (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
     (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
+    (UpdateFeaturesRequest, UpdateFeaturesResponse),
     (VdlNodesRequest, VdlNodesResponse),
 )
 
@@ -164,6 +166,8 @@ __all__ = [
     "SaslHandshakeResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "UpdateFeaturesRequest",
+    "UpdateFeaturesResponse",
     "VdlNodesRequest",
     "VdlNodesResponse",
 ]

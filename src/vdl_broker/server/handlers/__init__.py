@@ -48,6 +48,7 @@ from vdl_broker.server.handlers import (
     sasl_authenticate,
     sasl_handshake,
     sync_group,
+    update_features,
     vdl_nodes,
 )
 
@@ -57,7 +58,8 @@ MODULES: tuple[ModuleType, ...] = (
     delete_topics, init_producer_id, delete_groups, offset_delete, sasl_handshake, sasl_authenticate,
     describe_acls, create_acls, delete_acls, describe_user_scram_credentials, alter_user_scram_credentials,
     describe_configs, incremental_alter_configs,
-    describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments, vdl_nodes,
+    describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments, update_features,
+    vdl_nodes,
 )
 
 
