@@ -379,6 +379,7 @@ class ClusterState:
         refused = self._refuse_create(index, name, rf, config)
         if refused is not None:
             return refused
+        assert isinstance(name, str)  # _refuse_create refused any other name
         adopt_on = command.get("adopt_on")
         if adopt_on is not None:
             if adopt_on not in self.nodes:
@@ -405,7 +406,7 @@ class ClusterState:
     def _delete_stream(self, index: int, command: dict[str, Any]) -> ApplyResult:
         name = command.get("name")
         stream = self.streams.pop(name, None) if isinstance(name, str) else None
-        if stream is None:
+        if stream is None or not isinstance(name, str):
             return ApplyResult(index, "delete_stream", Outcome.UNKNOWN, f"no stream {name!r}")
         self.groups.drop_stream(name)
         self.membership.drop_stream(name)
@@ -431,7 +432,7 @@ class StreamTable(dict[str, StreamInfo]):
         self.load.remove(self[name])
         super().__delitem__(name)
 
-    def pop(self, name: str, *default: Any) -> Any:  # type: ignore[override]
+    def pop(self, name: str, *default: Any) -> Any:
         if name in self:
             self.load.remove(self[name])
         return super().pop(name, *default)

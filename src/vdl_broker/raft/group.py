@@ -365,7 +365,7 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         self.node.step(message)
         self._poke()
 
-    def propose(self, data: bytes | bytearray | memoryview, type: EntryType = EntryType.DATA) -> Proposal:
+    def propose(self, data: bytes | memoryview, type: EntryType = EntryType.DATA) -> Proposal:
         """Propose one entry as is. Raises NotLeaderError (ProposalDroppedError during a
         leadership transfer) or GroupStoppedError."""
         self._check_running()
@@ -376,7 +376,7 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
             proposal.committed.add_done_callback(partial(_observe_commit, self._commit_latency, time.perf_counter()))
         return proposal
 
-    async def propose_and_wait(self, data: bytes | bytearray | memoryview,
+    async def propose_and_wait(self, data: bytes | memoryview,
                                type: EntryType = EntryType.DATA) -> int:
         """propose() and wait for the commit; returns the entry's Raft index."""
         return await self.propose(data, type).committed

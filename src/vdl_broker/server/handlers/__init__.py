@@ -1,7 +1,9 @@
 """One handler module per API key. Each module defines:
 
 - `API_KEY`, `NAME`;
-- `handle(broker, context, request)` -> response, or None for no response (Produce acks=0);
+- `handle(node, context, request)` -> response, or None for no response (Produce acks=0), typed
+  `handle(node: NodeView, context: RequestContext, request: <its request class>)`: `node` is all
+  of the node a handler may use (server/node_view.py);
   a coroutine function when the request may wait (delayed produce/fetch, group joins);
 - `error_response(request, version, code)` -> the response that answers every part of the
   request with `code` (used when a handler raises: the client gets UNKNOWN_SERVER_ERROR).
