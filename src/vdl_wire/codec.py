@@ -602,9 +602,8 @@ class CompiledVersion:
     encode: Writer
 
 
-def build_message(decl: MessageDecl, module: str | None = None) -> Any:
-    """Generate the value classes for `decl` and compile every valid version. Typed Any: its
-    fields and nested classes exist only at run time, which a type checker cannot follow.
+def build_message(decl: MessageDecl, module: str | None = None) -> type:
+    """Generate the value classes for `decl` and compile every valid version.
 
     The returned class carries `DECL` (the declaration), `API_KEY`, `VERSIONS` (the valid range)
     and `CODECS` (version -> CompiledVersion); nested struct classes are attributes under Kafka's

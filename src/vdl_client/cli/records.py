@@ -38,7 +38,7 @@ def _batches(lines: Iterable[bytes], key_separator: bytes | None) -> Iterator[tu
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
-    from tqdm import tqdm  # type: ignore[import-untyped]  # ships no type information
+    from tqdm import tqdm
 
     source: BinaryIO
     if args.file is not None:
