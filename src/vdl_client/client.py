@@ -75,11 +75,14 @@ class FetchResult:
 class VdlClient:
     """Blocking client; use as a context manager. Not thread-safe (one per task)."""
 
-    def __init__(self, settings: ClientSettings, connect: Callable[[str], Connection] | None = None) -> None:
+    def __init__(self, settings: ClientSettings, connect: Callable[[str], Connection] | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         """`connect(address)` opens a connection (default: a Connection with the settings'
-        timeout, client id and security); tests pass one that answers without a network."""
+        timeout, client id and security) and `sleep` waits out a retry's backoff; tests pass
+        ones that answer without a network and without waiting."""
         self.settings = settings
         self._connect = connect or self._open_connection
+        self._sleep = sleep
         self._nodes: dict[int, tuple[str, int]] = {}
         self._leaders: dict[str, int] = {}
         self._controller = -1
@@ -171,7 +174,7 @@ class VdlClient:
                 self._leaders.clear()
                 # A controller that died stays in the node list: only a new Metadata answer moves on.
                 self._controller = -1
-                time.sleep(backoff)
+                self._sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
 
     @staticmethod

@@ -1,4 +1,5 @@
-"""A cluster that answers a VdlClient without a network: VdlClient(settings, connect=cluster.connect).
+"""A cluster that answers a VdlClient without a network or waiting:
+VdlClient(settings(), connect=cluster.connect, sleep=cluster.sleep).
 
 Nodes are "n<id>:9092"; the test sets who leads, who is the controller, which nodes are down,
 and queues error codes a node answers once per request type. Every request is recorded as
@@ -43,6 +44,10 @@ class FakeCluster:
         self.committed: dict[str, dict[str, int]] = {}
         self.errors: dict[tuple[int, str], list[int]] = defaultdict(list)  # (node, request) -> codes, once each
         self.sent: list[tuple[str, str]] = []
+        self.slept: list[float] = []  # the client's backoffs, in seconds
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
 
     def connect(self, addr: str) -> FakeConnection:
         node = int(addr.removeprefix("n").split(":")[0])

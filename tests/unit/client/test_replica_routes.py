@@ -16,7 +16,7 @@ pytestmark = pytest.mark.unit
 def test_replica_sets_are_asked_of_each_leader() -> None:
     cluster = FakeCluster()
     cluster.leaders.update(a=2, b=3, c=2)
-    client = VdlClient(settings(), connect=cluster.connect)
+    client = VdlClient(settings(), connect=cluster.connect, sleep=cluster.sleep)
     assert replica_sets(client, ["a", "b", "c"]) == {
         "a": ReplicaSet(2, (1, 2, 3), {1: None, 2: None, 3: None}),
         "b": ReplicaSet(3, (1, 2, 3), {1: None, 2: None, 3: None}),
@@ -29,7 +29,7 @@ def test_a_leader_that_does_not_answer_is_left_out_of_the_replica_sets() -> None
     cluster = FakeCluster()
     cluster.leaders.update(a=2, b=3)
     cluster.down.add(3)
-    client = VdlClient(settings(), connect=cluster.connect)
+    client = VdlClient(settings(), connect=cluster.connect, sleep=cluster.sleep)
     assert replica_sets(client, ["a", "b"]) == {"a": ReplicaSet(2, (1, 2, 3), {1: None, 2: None, 3: None})}
 
 
@@ -37,7 +37,7 @@ def test_a_replica_that_does_not_answer_is_a_network_exception_at_once() -> None
     cluster = FakeCluster()
     cluster.leaders["s"] = 1
     cluster.down.add(3)
-    client = VdlClient(settings(), connect=cluster.connect)
+    client = VdlClient(settings(), connect=cluster.connect, sleep=cluster.sleep)
     assert fetch_replica(client, 3, "s", 0, 1024, 1024, 0) == FetchResult(ErrorCode.NETWORK_EXCEPTION, None, -1, -1)
     assert fetch_replica(client, 7, "s", 0, 1024, 1024, 0) == FetchResult(ErrorCode.NETWORK_EXCEPTION, None, -1, -1)
     assert cluster.sent == [("n1:9092", "MetadataRequest"), ("n1:9092", "MetadataRequest")]  # 3 known, 7 not

@@ -25,7 +25,7 @@ def error_code(response: object) -> int:
 def test_a_stream_leader_is_found_with_metadata_once_then_remembered() -> None:
     cluster = FakeCluster()
     cluster.leaders["s"] = 2
-    client = VdlClient(settings(), connect=cluster.connect)
+    client = VdlClient(settings(), connect=cluster.connect, sleep=cluster.sleep)
     client.send(LeaderOf("s"), ApiVersionsRequest())
     client.send(LeaderOf("s"), ApiVersionsRequest())
     assert cluster.sent == [("n1:9092", "MetadataRequest"), ("n2:9092", "ApiVersionsRequest"),
@@ -35,7 +35,7 @@ def test_a_stream_leader_is_found_with_metadata_once_then_remembered() -> None:
 def test_each_route_goes_to_its_node() -> None:
     cluster = FakeCluster()
     cluster.controller, cluster.coordinator = 3, 2
-    client = VdlClient(settings(), connect=cluster.connect)
+    client = VdlClient(settings(), connect=cluster.connect, sleep=cluster.sleep)
     for route in (ANY_NODE, CONTROLLER, CoordinatorOf("g"), Node(3)):
         client.send(route, ApiVersionsRequest())
     assert cluster.sent == [("n1:9092", "ApiVersionsRequest"),  # the bootstrap server: no node known yet
@@ -63,7 +63,7 @@ def test_a_node_learned_later_is_known_after_a_refresh() -> None:
 def test_call_retries_at_the_new_leader_after_not_leader() -> None:
     cluster = FakeCluster()
     cluster.leaders["s"] = 2
-    client = VdlClient(settings(), connect=cluster.connect)
+    client = VdlClient(settings(), connect=cluster.connect, sleep=cluster.sleep)
     assert client.leader_of("s") == 2
     cluster.leaders["s"] = 3
     cluster.errors[(2, "ApiVersionsRequest")] = [ErrorCode.NOT_LEADER_OR_FOLLOWER]
@@ -71,12 +71,22 @@ def test_call_retries_at_the_new_leader_after_not_leader() -> None:
     assert response.error_code == 0
     assert cluster.sent == [("n1:9092", "MetadataRequest"), ("n2:9092", "ApiVersionsRequest"),
                             ("n1:9092", "MetadataRequest"), ("n3:9092", "ApiVersionsRequest")]
+    assert cluster.slept == [0.001]
+
+
+def test_the_backoff_doubles_up_to_a_second() -> None:
+    cluster = FakeCluster()
+    cluster.errors[(1, "ApiVersionsRequest")] = [ErrorCode.LEADER_NOT_AVAILABLE] * 12
+    client = VdlClient(settings(), connect=cluster.connect, sleep=cluster.sleep)
+    assert client.call(ANY_NODE, ApiVersionsRequest(), error_of=error_code, deadline=time.monotonic() + 60).error_code == 0
+    assert cluster.slept == [0.001 * 2**k for k in range(10)] + [1.0, 1.0]
+    assert len(cluster.sent) == 13
 
 
 def test_call_hands_back_an_error_no_retry_cures() -> None:
     cluster = FakeCluster()
     cluster.errors[(1, "ApiVersionsRequest")] = [ErrorCode.UNSUPPORTED_VERSION]
-    client = VdlClient(settings(), connect=cluster.connect)
+    client = VdlClient(settings(), connect=cluster.connect, sleep=cluster.sleep)
     assert client.call(ANY_NODE, ApiVersionsRequest(), error_of=error_code).error_code == ErrorCode.UNSUPPORTED_VERSION
     assert cluster.sent == [("n1:9092", "ApiVersionsRequest")]
 
@@ -84,7 +94,7 @@ def test_call_hands_back_an_error_no_retry_cures() -> None:
 def test_call_gives_up_at_the_deadline() -> None:
     cluster = FakeCluster()
     cluster.errors[(1, "ApiVersionsRequest")] = [ErrorCode.NOT_LEADER_OR_FOLLOWER]
-    client = VdlClient(settings(), connect=cluster.connect)
+    client = VdlClient(settings(), connect=cluster.connect, sleep=cluster.sleep)
     with pytest.raises(VdlClientError) as raised:
         client.call(ANY_NODE, ApiVersionsRequest(), error_of=error_code, deadline=time.monotonic())
     assert str(raised.value) == ("ApiVersions: gave up after retries until the deadline: "
@@ -95,7 +105,7 @@ def test_call_gives_up_at_the_deadline() -> None:
 def test_an_unreachable_node_is_a_retriable_error_and_its_connection_is_dropped() -> None:
     cluster = FakeCluster()
     cluster.leaders["s"] = 2
-    client = VdlClient(settings(), connect=cluster.connect)
+    client = VdlClient(settings(), connect=cluster.connect, sleep=cluster.sleep)
     client.send(LeaderOf("s"), ApiVersionsRequest())
     assert client.connected(2) is not None
     cluster.down.add(2)
@@ -109,7 +119,7 @@ def test_an_unreachable_node_is_a_retriable_error_and_its_connection_is_dropped(
 
 def test_a_dead_controller_is_forgotten_and_the_new_one_asked() -> None:
     cluster = FakeCluster()
-    client = VdlClient(settings(), connect=cluster.connect)
+    client = VdlClient(settings(), connect=cluster.connect, sleep=cluster.sleep)
     client.create_stream("a")
     cluster.down.add(1)
     cluster.controller = 2
@@ -118,11 +128,12 @@ def test_a_dead_controller_is_forgotten_and_the_new_one_asked() -> None:
                             ("n1:9092", "MetadataRequest"),  # a's leader
                             ("n2:9092", "MetadataRequest"),  # n1 refused: controller and its leaders forgotten
                             ("n2:9092", "CreateTopicsRequest"), ("n2:9092", "MetadataRequest")]
+    assert cluster.slept == [0.001]
 
 
 def test_a_retry_asks_metadata_for_the_controller_again() -> None:
     cluster = FakeCluster()
-    client = VdlClient(settings(), connect=cluster.connect)
+    client = VdlClient(settings(), connect=cluster.connect, sleep=cluster.sleep)
     client.create_stream("a")
     cluster.controller = 2  # the old one answers, but no longer as the controller
     cluster.errors[(1, "CreateTopicsRequest")] = [ErrorCode.NOT_CONTROLLER]
@@ -130,6 +141,7 @@ def test_a_retry_asks_metadata_for_the_controller_again() -> None:
     assert cluster.sent[3:] == [("n1:9092", "CreateTopicsRequest"),  # NOT_CONTROLLER
                                 ("n1:9092", "MetadataRequest"), ("n2:9092", "CreateTopicsRequest"),
                                 ("n1:9092", "MetadataRequest")]
+    assert cluster.slept == [0.001]
 
 
 def test_a_group_request_retries_a_timeout_at_the_coordinator() -> None:
@@ -137,17 +149,18 @@ def test_a_group_request_retries_a_timeout_at_the_coordinator() -> None:
     cluster.coordinator = 3
     cluster.committed["g"] = {"s": 7}
     cluster.errors[(3, "OffsetFetchRequest")] = [ErrorCode.REQUEST_TIMED_OUT]
-    client = VdlClient(settings(), connect=cluster.connect)
+    client = VdlClient(settings(), connect=cluster.connect, sleep=cluster.sleep)
     assert committed_offsets(client, "g") == {"s": 7}
     assert cluster.sent == [("n1:9092", "FindCoordinatorRequest"), ("n1:9092", "MetadataRequest"),
                             ("n3:9092", "OffsetFetchRequest"),  # REQUEST_TIMED_OUT
                             ("n1:9092", "FindCoordinatorRequest"), ("n3:9092", "OffsetFetchRequest")]
+    assert cluster.slept == [0.001]
 
 
 def test_an_unanswered_produce_to_a_leader_metadata_does_not_list_is_retried() -> None:
     cluster = FakeCluster()
     cluster.leaders["s"] = 9  # a node that has not joined the answer's broker list yet
-    client = VdlClient(settings(), connect=cluster.connect)
+    client = VdlClient(settings(), connect=cluster.connect, sleep=cluster.sleep)
     with pytest.raises(VdlClientError) as raised:
         client.produce("s", b"batch", 1000, time.monotonic(), acks=0)
     assert str(raised.value) == "Produce to 's': gave up after retries until the deadline: node 9 unknown"
