@@ -114,6 +114,9 @@ class ReplicaManager:
         for partition in self.all():
             group = partition.group
             config = partition.log.config
+            if group is not None and not group.stopped and partition.deleted_below > partition.log.log_start_offset:
+                # DeleteRecords moved the start: the segments wholly below it go (applied entries only)
+                partition.log.delete_below_offset(partition.deleted_below, group.applied_index)
             if group is None or group.stopped or (config.retention_ms < 0 and config.retention_bytes < 0):
                 continue
             # Raft: retention may drop applied (committed) entries only; on a stream with a

@@ -41,13 +41,15 @@ def _topic(node: NodeView, name: str) -> MetadataResponse.MetadataResponseTopic:
     info = node.metadata.state.streams[name]
     leader, isr = node.replicas.leader_view(name, info)
     error = ErrorCode.NONE if leader > 0 else ErrorCode.LEADER_NOT_AVAILABLE
-    # leader_epoch -1 ("unknown"): clients then skip epoch fencing, which Fetch/ListOffsets here
-    # do not implement (no OffsetForLeaderEpoch).
+    # The leader epoch is the stream's Raft term (KIP-320: clients validate their position with
+    # OffsetForLeaderEpoch when it changes); -1 ("unknown") where this node has no replica.
+    local = node.replicas.local(name)
+    epoch = local.leader_epoch if local is not None and leader > 0 else -1
     # During a reassignment: every node holding a replica, the target's first (as Kafka does).
     membership = node.metadata.state.membership
     replicas = list(dict.fromkeys((*membership.target_of(info), *membership.hosts(info))))
     partition = Partition(error_code=int(error), partition_index=0, leader_id=leader if leader > 0 else -1,
-                          leader_epoch=-1, replica_nodes=replicas, isr_nodes=isr, offline_replicas=[])
+                          leader_epoch=epoch, replica_nodes=replicas, isr_nodes=isr, offline_replicas=[])
     return Topic(error_code=0, name=name, topic_id=node.metadata.state.topic_id(name), is_internal=False,
                  partitions=[partition])
 
@@ -62,7 +64,8 @@ def _by_id(node: NodeView, context: RequestContext,
     return _topic(node, name)
 
 
-def _brokers(node: NodeView, protocol: str) -> list[MetadataResponse.MetadataResponseBroker]:
+def listener_brokers(node: NodeView, protocol: str) -> list[MetadataResponse.MetadataResponseBroker]:
+    """Every node with its address on the listener of `protocol` (DescribeCluster answers the same)."""
     nodes = dict(node.metadata.state.nodes)
     brokers = []
     for node_id in sorted(nodes):
@@ -108,7 +111,7 @@ def handle(node: NodeView, context: RequestContext, request: MetadataRequest) ->
                 topics.append(Topic(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name=name))
         topics += [_by_id(node, context, t.topic_id) for t in request.topics or [] if t.name is None]
     controller = node.metadata.leader_id or -1
-    return MetadataResponse(brokers=_brokers(node, context.protocol), cluster_id=node.cluster_id, controller_id=controller,
+    return MetadataResponse(brokers=listener_brokers(node, context.protocol), cluster_id=node.cluster_id, controller_id=controller,
                             topics=topics)
 
 
