@@ -31,6 +31,10 @@ DELETE_RECORDS_LEVEL = 2
 # Commands added after the baseline, and the level that introduced each (a command not named
 # here is part of the baseline).
 COMMAND_LEVELS: dict[str, int] = {}
+# Level 2: nodes describe themselves -- register_node and join_node carry "own" (a node's own
+# registration, which other nodes' peers entries no longer override: cluster/metadata.py).
+# Below it, a node's description comes from the metadata leader's config, as before.
+OWN_REGISTRATION_LEVEL = 2
 FEATURE_OPS = frozenset({"finalize_features"})
 
 

@@ -107,14 +107,17 @@ class AppendHandle:
             return
         future = self.proposal.committed if acks == -1 else self.proposal.durable
         if not future.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(future), max(0, timeout_ms) / 1000)
-            except TimeoutError:
+            # Futures are not cancelled by asyncio.wait: the proposal lives on either way.
+            cut_off = self.partition.cut_off_future()
+            await asyncio.wait((future, cut_off), timeout=max(0, timeout_ms) / 1000,
+                               return_when=asyncio.FIRST_COMPLETED)
+            if not future.done():
+                if cut_off.done():  # the outcome is unknown: the client retries elsewhere
+                    raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"stream {self.partition.name}: node "
+                                         f"{self.partition.node_id} is cut off from the cluster")
                 raise PartitionError(ErrorCode.REQUEST_TIMED_OUT, f"stream {self.partition.name}: "
-                                     f"not {'committed' if acks == -1 else 'stored'} within {timeout_ms} ms") from None
-            except RaftError as error:
-                raise self.partition.proposal_error(error) from None
-        elif (failure := future.exception()) is not None:
+                                     f"not {'committed' if acks == -1 else 'stored'} within {timeout_ms} ms")
+        if (failure := future.exception()) is not None:
             raise self.partition.proposal_error(failure)
 
 
@@ -137,6 +140,8 @@ class Partition:
         self._high_watermark = stream_log.log_start_offset
         self._inflight: dict[int, Proposal] = {}  # base offset -> proposal not yet committed/lost
         self._waiters: list[asyncio.Future[None]] = []
+        self._cut_off: asyncio.Future[None] | None = None  # resolved when this node is cut off
+        self.last_leader = 0  # the leader this replica last knew (kept while it knows none)
 
     def attach(self, group: RaftGroup) -> None:
         """Bind the group (before its task first runs) and rebuild producer state from the
@@ -250,6 +255,13 @@ class Partition:
             return epoch, self.log_end_offset
         if epoch > current or epoch < 0:
             return -1, -1
+        if log.first_index <= log.last_index and epoch < log.term_at(log.first_index):
+            # Older than every entry here: batches that releases before leader epochs stored
+            # carry what their producer set (kafka-python: 0), not a term. Kafka would answer the
+            # start of the first term, which a consumer past it takes for a truncation and resets
+            # its position to the start; but a consumer reads committed entries only, which Raft
+            # never truncates, so its epoch ends at the log end.
+            return epoch, self.log_end_offset
         # Terms never decrease along the log: the first entry of a later term, by bisection.
         low, high = log.first_index, log.last_index + 1
         while low < high:
@@ -396,7 +408,23 @@ class Partition:
         self._waiters.append(future)
         return future
 
+    def cut_off_future(self) -> asyncio.Future[None]:
+        """Resolved when this node finds itself cut off from the cluster (`cut_off_now`)."""
+        if self._cut_off is None or self._cut_off.done():
+            self._cut_off = asyncio.get_running_loop().create_future()
+        return self._cut_off
+
+    def cut_off_now(self) -> None:
+        """This node lost contact with a majority: produce requests waiting for a commit here
+        are answered now (NOT_LEADER_OR_FOLLOWER) instead of at their timeout."""
+        if self._cut_off is not None and not self._cut_off.done():
+            self._cut_off.set_result(None)
+        self._cut_off = None
+
     def _on_change(self, _group: RaftGroup | None = None) -> None:
+        group = self.group
+        if group is not None and group.leader_id:
+            self.last_leader = group.leader_id
         waiters, self._waiters = self._waiters, []
         for future in waiters:
             if not future.done():

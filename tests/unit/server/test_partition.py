@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,7 +15,7 @@ from tests.support.kafka import numbered_batch as batch
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.persistence import COMMIT_POINT_FILE
-from vdl_broker.server.partition import Partition, PartitionError
+from vdl_broker.server.partition import AppendHandle, Partition, PartitionError
 from vdl_wire.errors import ErrorCode
 from vdl_wire.records.batch_header import parse_batch_header
 from vdl_wire.records.record_batch import iter_batches
@@ -146,6 +147,30 @@ def test_not_leader_without_quorum(tmp_path: Path) -> None:
     asyncio.run(run())
 
 
+def test_a_node_cut_off_answers_the_produce_requests_waiting_for_a_commit_at_once(tmp_path: Path) -> None:
+    async def run() -> None:
+        partition = await open_partition(tmp_path / "s")
+        loop = asyncio.get_running_loop()
+        # A proposal its cut-off leader can no longer commit (its followers are out of reach).
+        stuck = SimpleNamespace(committed=loop.create_future(), durable=loop.create_future())
+        handle = AppendHandle(partition, 0, False, stuck)  # type: ignore[arg-type]
+        waiting = [loop.create_task(handle.wait(-1, 60_000)) for _ in range(2)]
+        await asyncio.sleep(0)  # one loop turn: both run until they park on the commit
+        assert not any(task.done() for task in waiting)
+        partition.cut_off_now()
+        for task in waiting:
+            with pytest.raises(PartitionError) as refused:
+                await asyncio.wait_for(task, 5)
+            assert refused.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            assert refused.value.message == "stream s: node 1 is cut off from the cluster"
+        # A later wait is not answered by that old cut; a timeout still is REQUEST_TIMED_OUT.
+        with pytest.raises(PartitionError) as late:
+            await handle.wait(-1, 50)
+        assert late.value.code == ErrorCode.REQUEST_TIMED_OUT
+        await close(partition)
+    asyncio.run(run())
+
+
 def test_concurrent_requests_each_wait_for_their_own_batches(tmp_path: Path) -> None:
     async def run() -> None:
         partition = await open_partition(tmp_path / "s")
@@ -206,7 +231,10 @@ def test_leader_epochs_are_terms_and_end_where_the_next_term_begins(tmp_path: Pa
         assert partition.end_offset_for_epoch(current - 1) == (second, 6)  # the empty term: as its floor
         assert partition.end_offset_for_epoch(second) == (second, 6)
         assert partition.end_offset_for_epoch(first) == (first, 5)
-        assert partition.end_offset_for_epoch(first - 1) == (first - 1, 0)  # older than the log: its start
+        # Older than the log (kafka-python stamps 0 on what older releases stored as sent): no
+        # truncation to report, the log end.
+        assert partition.end_offset_for_epoch(first - 1) == (first - 1, 8)
+        assert partition.end_offset_for_epoch(0) == (0, 8)
         assert partition.end_offset_for_epoch(current + 1) == (-1, -1)  # unknown to this leader
         assert (partition.epoch_at(0), partition.epoch_at(5), partition.epoch_at(7), partition.epoch_at(8)) == (
             first, second, current, current)
