@@ -19,6 +19,8 @@ from vdl_broker.server.handlers import (
     alter_partition_reassignments,
     alter_user_scram_credentials,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_acls,
     create_topics,
     delete_acls,
@@ -57,7 +59,8 @@ MODULES: tuple[ModuleType, ...] = (
     delete_topics, init_producer_id, delete_groups, offset_delete, sasl_handshake, sasl_authenticate,
     describe_acls, create_acls, delete_acls, describe_user_scram_credentials, alter_user_scram_credentials,
     describe_configs, incremental_alter_configs,
-    describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments, vdl_nodes,
+    describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments,
+    consumer_group_heartbeat, consumer_group_describe, vdl_nodes,
 )
 
 
