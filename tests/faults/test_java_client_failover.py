@@ -71,7 +71,7 @@ class Progress:
                                        f"now {self.counts()})")
 
 
-@pytest.mark.parametrize("protocol", ["classic"])
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_java_clients_carry_on_across_leader_and_coordinator_kills(cluster: DevCluster, java: JavaClients,
                                                                    protocol: str) -> None:
     stream = f"java-failover-{protocol}-{uuid.uuid4().hex[:6]}"

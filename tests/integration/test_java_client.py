@@ -26,8 +26,10 @@ from vdl_client.security import SecuritySettings
 pytestmark = pytest.mark.timeout(300)
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-PROTOCOLS = ("classic",)
+PROTOCOLS = ("classic", "consumer")
 SESSION_MS = 10_000
+# KIP-848 members heartbeat at the interval the coordinator names: short, so rebalances settle fast.
+CLUSTER_SETTINGS = {"group_consumer_heartbeat_interval_ms": 500}
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaClients]:
 def secure_node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
                 tls_material: TlsMaterial) -> Target:
     bootstrap = [{"name": ADMIN_USER, "mechanism": "SCRAM-SHA-512", "password_env": ADMIN_PASSWORD_ENV}]
-    settings = {"authorizer": "acl", "super_users": [ADMIN_USER],
+    settings = {**CLUSTER_SETTINGS, "authorizer": "acl", "super_users": [ADMIN_USER],
                 "bootstrap_users": parse_bootstrap_users(bootstrap, "bootstrap_users")}
     security = SecuritySettings("SASL_SSL", "SCRAM-SHA-512", ADMIN_USER, ADMIN_PASSWORD, str(tls_material.ca))
     cluster = start_cluster(tmp_path_factory.mktemp("java-secure"), nodes=1, settings=settings,
@@ -77,11 +79,16 @@ def target(request: pytest.FixtureRequest) -> Target:
 _admins: dict[str, str] = {}
 
 
-def create_streams(java: JavaClients, target: Target, *names: str) -> None:
+def admin_for(java: JavaClients, target: Target) -> str:
     admin = _admins.get(target.bootstrap)
     if admin is None:
         admin = _admins[target.bootstrap] = f"admin-{len(_admins)}"
         java.admin(admin, target.bootstrap, target.security)
+    return admin
+
+
+def create_streams(java: JavaClients, target: Target, *names: str) -> None:
+    admin = admin_for(java, target)
     created = java.call("create_topics", name=admin,
                         topics=[{"name": name, "replication": target.replication} for name in names])
     assert {name: (outcome.get("error"), outcome.get("ok", {}).get("partitions"),
@@ -153,6 +160,23 @@ def test_group_consumer_reads_commits_and_resumes(java: JavaClients, target: Tar
             stream: {"offset": 10, "metadata": "", "leader_epoch": got[-1]["leader_epoch"]}}
         metadata = java.call("group_metadata", name=consumer)
         assert metadata["group_id"] == group and metadata["member_id"] != "" and metadata["generation_id"] >= 1
+        # The admin client lists and describes the group as the kind it is (ListGroups v5 type;
+        # ConsumerGroupDescribe for a KIP-848 group, DescribeGroups for a classic one).
+        admin = admin_for(java, target)
+        kind = "Consumer" if protocol == "consumer" else "Classic"
+        listed = [g for g in java.call("list_groups", name=admin) if g["group_id"] == group]
+        assert listed == [{"group_id": group, "type": kind, "protocol": "consumer", "state": "Stable"}]
+        described = java.call("describe_consumer_groups", name=admin, groups=[group])[group]["ok"]
+        members = [(m["member_id"], m["member_epoch"], m["assignment"], m["target_assignment"])
+                   for m in described["members"]]
+        if protocol == "consumer":
+            assert (described["state"], described["type"], described["assignor"], described["group_epoch"]) == (
+                "Stable", kind, "uniform", metadata["generation_id"])
+            assert members == [(metadata["member_id"], metadata["generation_id"], [f"{stream}-0"], [f"{stream}-0"])]
+        else:
+            assert (described["state"], described["type"], described["assignor"]) == (
+                "Stable", kind, "cooperative-sticky")
+            assert members == [(metadata["member_id"], -1, [f"{stream}-0"], None)]
     finally:
         java.call("close", name=consumer)
     # A new member of the group resumes at the committed offset.
@@ -177,8 +201,6 @@ def test_two_members_share_streams_and_rebalance(java: JavaClients, target: Targ
     java.producer(producer, target.bootstrap, target.security)
     first, second = unique("first"), unique("second")
     try:
-        for stream in streams:
-            java.send(producer, stream, [f"{stream}/a", f"{stream}/b"])
         java.consumer(first, target.bootstrap, target.security, **consumer_props(protocol, group))
         java.consumer(second, target.bootstrap, target.security, **consumer_props(protocol, group))
         java.call("subscribe", name=first, topics=streams)
@@ -197,6 +219,11 @@ def test_two_members_share_streams_and_rebalance(java: JavaClients, target: Targ
         assignments = [set(java.call("assignment", name=member)) for member in (first, second)]
         assert assignments[0].isdisjoint(assignments[1])
         assert assignments[0] | assignments[1] == {f"{stream}-0" for stream in streams}
+        # Written once the split settled: a stream read by the first member before the second
+        # joined would be read again by the second (nothing committed yet).
+        assert seen == {first: [], second: []}
+        for stream in streams:
+            java.send(producer, stream, [f"{stream}/a", f"{stream}/b"])
 
         def read_everything() -> bool:
             for member in (first, second):
