@@ -61,6 +61,7 @@ from .produce import ProduceRequest, ProduceResponse
 from .sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from .sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from .sync_group import SyncGroupRequest, SyncGroupResponse
+from .update_features import UpdateFeaturesRequest, UpdateFeaturesResponse
 from .vdl_nodes import VdlNodesRequest, VdlNodesResponse
 
 # (request class, response class) per API, in api-key order.
@@ -97,6 +98,7 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (DeleteAclsRequest, DeleteAclsResponse),
     (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
     (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
+    (UpdateFeaturesRequest, UpdateFeaturesResponse),
     (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
     (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
     (VdlNodesRequest, VdlNodesResponse),
@@ -172,6 +174,8 @@ __all__ = [
     "SaslHandshakeResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "UpdateFeaturesRequest",
+    "UpdateFeaturesResponse",
     "VdlNodesRequest",
     "VdlNodesResponse",
 ]

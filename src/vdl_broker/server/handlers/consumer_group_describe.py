@@ -5,10 +5,10 @@ then asks DescribeGroups)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.groups.consumer import ASSIGNORS
 from vdl_broker.server.authorizer import Operation, authorized_group
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
 
@@ -22,28 +22,29 @@ TopicPartitions = ConsumerGroupDescribeResponse.TopicPartitions
 CONSUMER_MEMBER_TYPE = 1  # KIP-1099: 0 classic, 1 consumer
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
-    if broker.groups.active() is None:
+def handle(node: NodeView, context: RequestContext,
+           request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
+    if node.groups.active() is None:
         return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
-    return ConsumerGroupDescribeResponse(groups=[_describe(broker, context, group_id) for group_id in request.group_ids])
+    return ConsumerGroupDescribeResponse(groups=[_describe(node, context, group_id) for group_id in request.group_ids])
 
 
-def _describe(broker: Any, context: Any, group_id: str) -> Any:
+def _describe(node: NodeView, context: RequestContext, group_id: str) -> Described:
     if not group_id:
         return Described(error_code=int(ErrorCode.INVALID_GROUP_ID), group_id=group_id)
-    if not authorized_group(broker, context, Operation.DESCRIBE, group_id):
+    if not authorized_group(node, context, Operation.DESCRIBE, group_id):
         return Described(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), group_id=group_id)
-    group = broker.groups.consumer_groups.group(group_id)
+    group = node.groups.consumer_groups.group(group_id)
     if group is None:
-        classic = broker.groups.coordinator.group(group_id)
-        if (classic is not None and classic.members) or not broker.groups.known(group_id):
+        classic = node.groups.coordinator.group(group_id)
+        if (classic is not None and classic.members) or not node.groups.known(group_id):
             return Described(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), group_id=group_id,
                              error_message=f"Group {group_id} is not a consumer group." if classic else
                              f"Group {group_id} not found.")
         return Described(error_code=0, group_id=group_id, group_state="Empty", assignor_name=ASSIGNORS[0])
-    state = broker.metadata.state
+    state = node.metadata.state
 
-    def assignment(streams: frozenset[str]) -> Any:
+    def assignment(streams: frozenset[str]) -> Assignment:
         return Assignment(topic_partitions=[TopicPartitions(topic_id=state.topic_id(name), topic_name=name,
                                                             partitions=[0]) for name in sorted(streams)])
 
@@ -57,6 +58,7 @@ def _describe(broker: Any, context: Any, group_id: str) -> Any:
                      assignment_epoch=group.assignment_epoch, assignor_name=group.assignor, members=members)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: ConsumerGroupDescribeRequest, version: int,
+                   code: ErrorCode) -> ConsumerGroupDescribeResponse:
     return ConsumerGroupDescribeResponse(groups=[Described(error_code=int(code), group_id=g)
                                                  for g in request.group_ids])

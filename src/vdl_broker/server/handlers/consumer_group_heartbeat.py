@@ -6,10 +6,10 @@ group: GROUP_ID_NOT_FOUND, as Kafka answers without online migration."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.groups.consumer import HeartbeatRequestData
 from vdl_broker.server.authorizer import Operation, authorized_group
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 
@@ -20,15 +20,16 @@ Assignment = ConsumerGroupHeartbeatResponse.Assignment
 TopicPartitions = ConsumerGroupHeartbeatResponse.TopicPartitions
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
-    if not authorized_group(broker, context, Operation.READ, request.group_id):
+def handle(node: NodeView, context: RequestContext,
+           request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
+    if not authorized_group(node, context, Operation.READ, request.group_id):
         return error_response(request, context.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    if broker.groups.active() is None:
+    if node.groups.active() is None:
         return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
-    classic = broker.groups.coordinator.group(request.group_id)
+    classic = node.groups.coordinator.group(request.group_id)
     if classic is not None and classic.members:
         return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group.")
-    state = broker.metadata.state
+    state = node.metadata.state
     owned = None
     if request.topic_partitions is not None:
         # Only partition 0 exists; a stream deleted meanwhile is simply no longer owned.
@@ -41,7 +42,7 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
         subscribed_topic_regex=request.subscribed_topic_regex if context.api_version >= 1 else None,
         server_assignor=request.server_assignor, owned=owned, client_id=context.client_id or "",
         client_host=context.client_host)
-    groups = broker.groups
+    groups = node.groups
     result = groups.consumer_groups.heartbeat(data, groups.streams(), groups.clock_ms())
     if result.error is not ErrorCode.NONE:
         return _error(result.error, result.message)
@@ -54,9 +55,10 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
         heartbeat_interval_ms=groups.consumer_groups.config.heartbeat_interval_ms, assignment=assignment)
 
 
-def _error(code: ErrorCode, message: str | None) -> Any:
+def _error(code: ErrorCode, message: str | None) -> ConsumerGroupHeartbeatResponse:
     return ConsumerGroupHeartbeatResponse(error_code=int(code), error_message=message, member_epoch=-1)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: ConsumerGroupHeartbeatRequest, version: int,
+                   code: ErrorCode) -> ConsumerGroupHeartbeatResponse:
     return _error(code, None)
