@@ -24,10 +24,11 @@ from typing import Any
 from vdl_wire.messages.update_features import METADATA_FEATURE as FEATURE_NAME
 
 BASELINE_LEVEL = 1  # everything a cluster formed before feature levels may hold
-SUPPORTED_LEVEL = 1  # the highest level this release understands
+SUPPORTED_LEVEL = 2  # the highest level this release understands
 # Commands added after the baseline, and the level that introduced each (a command not named
-# here is part of the baseline).
-COMMAND_LEVELS: dict[str, int] = {}
+# here is part of the baseline). Level 2: KIP-848 consumer groups' replicated state.
+COMMAND_LEVELS: dict[str, int] = {"consumer_group": 2}
+CONSUMER_GROUPS_LEVEL = COMMAND_LEVELS["consumer_group"]
 FEATURE_OPS = frozenset({"finalize_features"})
 
 

@@ -58,13 +58,14 @@ def test_a_command_of_a_higher_level_is_refused_until_the_level_is_finalized(nex
 def test_what_a_newer_release_wrote_stops_the_node_instead_of_being_skipped() -> None:
     state, log = state_with(3)
     before = state.snapshot()
+    supported, newer = features.SUPPORTED_LEVEL, features.SUPPORTED_LEVEL + 1
     with pytest.raises(NewerMetadata, match=r"a 'create_widget' command at index 7, which needs a newer release; "
-                                            r"this release supports vdl.metadata.version up to level 1"):
+                                            rf"this release supports vdl.metadata.version up to level {supported}"):
         state.apply(7, {"op": "create_widget", "name": "w"})
-    with pytest.raises(NewerMetadata, match="finalized at level 2, which needs feature level 2"):
-        state.apply(8, finalize_features_command(2))
-    with pytest.raises(NewerMetadata, match="a cluster formed at feature level 3"):
-        ClusterState().apply(1, {"op": "init_cluster", "cluster_id": "c", "feature_level": 3})
+    with pytest.raises(NewerMetadata, match=f"finalized at level {newer}, which needs feature level {newer}"):
+        state.apply(8, finalize_features_command(newer))
+    with pytest.raises(NewerMetadata, match=f"a cluster formed at feature level {newer + 1}"):
+        ClusterState().apply(1, {"op": "init_cluster", "cluster_id": "c", "feature_level": newer + 1})
     assert state.snapshot() == before  # nothing of either was applied
 
 
@@ -76,3 +77,15 @@ def test_a_snapshot_of_a_higher_level_is_refused(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(features, "SUPPORTED_LEVEL", 1)
     with pytest.raises(NewerMetadata, match="a snapshot at feature level 2"):
         ClusterState().load_snapshot(data)
+
+
+def test_kip848_group_state_waits_for_level_2() -> None:
+    """A cluster upgraded from a release without KIP-848 groups stores none until it is
+    finalized at level 2: the nodes still on that release could not apply them."""
+    command = {"op": "consumer_group", "group": "g", "state": None}
+    old = ClusterState()
+    assert old.apply(1, {"op": "init_cluster", "cluster_id": "c", "feature_level": 1}).ok
+    refused = old.apply(2, command)
+    assert not refused.ok
+    assert old.apply(3, finalize_features_command(features.CONSUMER_GROUPS_LEVEL)).ok
+    assert old.apply(4, command).ok

@@ -2,10 +2,12 @@
 acknowledges revocations by reporting what it owns, and leaves (epoch -1, or -2 for a static
 member); the coordinator answers with its epoch and, when it changed, the partitions it may
 consume (groups/consumer.py). A group id held by a classic group with members is not a consumer
-group: GROUP_ID_NOT_FOUND, as Kafka answers without online migration."""
+group: GROUP_ID_NOT_FOUND, as Kafka answers without online migration. A cluster below feature
+level 2 (upgraded, not yet finalized) answers UNSUPPORTED_VERSION."""
 
 from __future__ import annotations
 
+from vdl_broker.cluster.features import CONSUMER_GROUPS_LEVEL, FEATURE_NAME
 from vdl_broker.groups.consumer import HeartbeatRequestData
 from vdl_broker.server.authorizer import Operation, authorized_group
 from vdl_broker.server.connection import RequestContext
@@ -26,6 +28,13 @@ def handle(node: NodeView, context: RequestContext,
         return error_response(request, context.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if node.groups.active() is None:
         return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
+    level = node.metadata.state.features.level
+    if level < CONSUMER_GROUPS_LEVEL:
+        # Nodes still on the older release could not apply the group's replicated state; the
+        # Java client reads UNSUPPORTED_VERSION as "use group.protocol=classic".
+        return _error(ErrorCode.UNSUPPORTED_VERSION,
+                      f"KIP-848 consumer groups need {FEATURE_NAME} level {CONSUMER_GROUPS_LEVEL} (the cluster "
+                      f"is at {level}): finalize it with `vdl cluster upgrade` once every node runs this release.")
     classic = node.groups.coordinator.group(request.group_id)
     if classic is not None and classic.members:
         return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group.")
