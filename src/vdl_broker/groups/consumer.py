@@ -153,11 +153,6 @@ class ConsumerGroupCoordinator:
     def clear(self) -> None:
         self._groups.clear()
 
-    def forget(self, group_id: str) -> None:
-        group = self._groups.get(group_id)
-        if group is not None and not group.members:
-            del self._groups[group_id]
-
     # -- ConsumerGroupHeartbeat ---------------------------------------------------------------
 
     def heartbeat(self, request: HeartbeatRequestData, streams: Collection[str], now_ms: int) -> HeartbeatResult:
