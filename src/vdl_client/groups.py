@@ -61,15 +61,20 @@ class GroupDescription:
         return next((member for member in self.members if stream in member.streams), None)
 
 
+# A standalone commit has no member epoch, so it needs nothing of OffsetCommit v9 (KIP-848), and
+# v8 is served by every release: a cluster in the middle of a rolling upgrade takes it anywhere.
+STANDALONE_COMMIT_VERSION = 8
+
+
 def _to_coordinator(client: VdlClient, group_id: str, request: Any, error_of: Any, what: str,
-                    deadline: float | None = None) -> Any:
+                    deadline: float | None = None, version: int | None = None) -> Any:
     """`request` at the group's coordinator; coordinator errors (error_of(response)) and dead
     connections look the coordinator up again, until the deadline."""
     def attempt() -> Any:
         node_id, _ = client.find_coordinator_once(group_id)
         if node_id not in client._nodes:
             client._metadata([])
-        response = client._send_node(node_id, request)
+        response = client._send_node(node_id, request, version=version)
         code = error_of(response)
         if code in COORDINATOR_ERRORS:
             client._check(code, what)  # retried: the coordinator moved or is starting
@@ -127,7 +132,8 @@ def commit_offsets(client: VdlClient, group_id: str, offsets: Mapping[str, int],
         return next((p.error_code for t in response.topics for p in t.partitions if p.error_code), 0)
 
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    response = _to_coordinator(client, group_id, request, first_error, f"OffsetCommit {group_id!r}", deadline)
+    response = _to_coordinator(client, group_id, request, first_error, f"OffsetCommit {group_id!r}", deadline,
+                               STANDALONE_COMMIT_VERSION)
     refused = {t.name: ErrorCode(p.error_code).name for t in response.topics for p in t.partitions if p.error_code}
     if refused:
         details = ", ".join(f"{stream}: {error}" for stream, error in sorted(refused.items()))
