@@ -49,7 +49,7 @@ test: install lint
 
 # The pure tier: no sockets, processes, threads or sleeps (tests marked `unit`).
 test-unit: $(STAMP)
-	$(PY) -m pytest -q -m unit
+	$(PY) -m pytest -q -m "unit and not slow" tests/unit
 
 demo: install
 	$(VENV)/bin/vdl demo

@@ -21,6 +21,8 @@ from vdl_broker.log import (
 from vdl_broker.log.segment import Segment
 from vdl_broker.raft.types import Entry, EntryType
 
+TIER = "component"  # real sockets, threads or sleeps in this process
+
 
 def small_config(**overrides: object) -> LogConfig:
     values: dict[str, object] = dict(segment_bytes=1000, index_interval_bytes=150, tail_cache_bytes=0, fsync=False)

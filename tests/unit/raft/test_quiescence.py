@@ -19,6 +19,8 @@ from raft_sim import NetConfig
 from vdl_broker.raft import Message, MessageType, NotLeaderError, RaftConfig, Role
 from vdl_broker.raft.liveness import LivenessChange, NodeLiveness, successor
 
+SLOW = True  # a minute or more: left out of make test-unit, run by make test
+
 TICK = 10  # simulated steps per tick
 E = 10  # election ticks
 # Leader lost -> new leader: liveness timeout + successor delay + a pre-vote and a vote round

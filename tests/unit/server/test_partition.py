@@ -17,6 +17,7 @@ from vdl_broker.raft.persistence import COMMIT_POINT_FILE
 from vdl_broker.server.partition import Partition, PartitionError
 from vdl_wire.errors import ErrorCode
 
+TIER = "component"  # real sockets, threads or sleeps in this process
 pytestmark = pytest.mark.timeout(30)
 
 
