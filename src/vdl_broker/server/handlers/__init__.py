@@ -18,17 +18,21 @@ from types import ModuleType
 from typing import Any
 
 from vdl_broker.server.handlers import (
+    alter_configs,
     alter_partition_reassignments,
     alter_user_scram_credentials,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
     create_acls,
+    create_partitions,
     create_topics,
     delete_acls,
     delete_groups,
+    delete_records,
     delete_topics,
     describe_acls,
+    describe_cluster,
     describe_configs,
     describe_groups,
     describe_log_dirs,
@@ -48,6 +52,7 @@ from vdl_broker.server.handlers import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     sasl_authenticate,
     sasl_handshake,
@@ -63,7 +68,8 @@ MODULES: tuple[ModuleType, ...] = (
     describe_acls, create_acls, delete_acls, describe_user_scram_credentials, alter_user_scram_credentials,
     describe_configs, incremental_alter_configs,
     describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments, update_features,
-    consumer_group_heartbeat, consumer_group_describe, vdl_nodes,
+    vdl_nodes, alter_configs, create_partitions, describe_cluster, delete_records, offset_for_leader_epoch,
+    consumer_group_heartbeat, consumer_group_describe,
 )
 
 
