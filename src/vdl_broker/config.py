@@ -103,6 +103,10 @@ class NodeConfig:
     # Kafka's group.initial.rebalance.delay.ms: a new group waits this long for more members, so
     # consumers started together form one generation (see vdl_broker/groups/coordinator.py).
     group_initial_rebalance_delay_ms: int = 3_000
+    # Kafka's group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms: the
+    # KIP-848 groups' session and heartbeat interval (the coordinator's, not the client's).
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
     # Kafka's offsets.retention.minutes: committed offsets of a group without members are
     # deleted this long after its last commit (or after it became empty, whichever is later).
     offsets_retention_minutes: int = 7 * 24 * 60

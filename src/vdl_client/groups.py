@@ -60,12 +60,17 @@ class GroupDescription:
         return next((member for member in self.members if stream in member.streams), None)
 
 
+# A standalone commit has no member epoch, so it needs nothing of OffsetCommit v9 (KIP-848), and
+# v8 is served by every release: a cluster in the middle of a rolling upgrade takes it anywhere.
+STANDALONE_COMMIT_VERSION = 8
+
+
 def _to_coordinator(client: VdlClient, group_id: str, request: Any, error_of: Callable[[Any], int], what: str,
-                    deadline: float | None = None) -> Any:
+                    deadline: float | None = None, version: int | None = None) -> Any:
     """`request` at the group's coordinator; a retriable error (error_of(response): coordinator
     moved or starting, a timeout) and dead connections look the coordinator up again, until the
     deadline. Every request here is safe to repeat (reads, and commits of the same offsets)."""
-    return client.call(CoordinatorOf(group_id), request, what, error_of=error_of, deadline=deadline)
+    return client.call(CoordinatorOf(group_id), request, what, error_of=error_of, deadline=deadline, version=version)
 
 
 def list_groups(client: VdlClient) -> list[ListedGroup]:
@@ -117,7 +122,8 @@ def commit_offsets(client: VdlClient, group_id: str, offsets: Mapping[str, int],
         return next((p.error_code for t in response.topics for p in t.partitions if p.error_code), 0)
 
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    response = _to_coordinator(client, group_id, request, first_error, f"OffsetCommit {group_id!r}", deadline)
+    response = _to_coordinator(client, group_id, request, first_error, f"OffsetCommit {group_id!r}", deadline,
+                               STANDALONE_COMMIT_VERSION)
     refused = {t.name: ErrorCode(p.error_code).name for t in response.topics for p in t.partitions if p.error_code}
     if refused:
         details = ", ".join(f"{stream}: {error}" for stream, error in sorted(refused.items()))

@@ -61,10 +61,13 @@ def _class_body(struct: Struct, owner: str, indent: str) -> list[str]:
     lines = [f"{indent}    {f.name}: {_field_type(f, owner)}" for f in struct.fields]
     params = "".join(f", {f.name}: {_field_type(f, owner)} = ..." for f in struct.fields)
     lines.append(f"{indent}    def __init__(self{params}) -> None: ...")
-    # Every nested class is an attribute of its parent struct too (codec._build_classes).
+    # Every nested class is an attribute of its parent struct too (codec._build_classes), once
+    # however many fields share it (ConsumerGroupDescribe's assignment and target assignment).
+    named: set[str] = set()
     for f in struct.fields:
         inner = f.type.element if isinstance(f.type, Array) else f.type
-        if isinstance(inner, Struct) and struct.name != owner:
+        if isinstance(inner, Struct) and struct.name != owner and inner.name not in named:
+            named.add(inner.name)
             lines.append(f"{indent}    {inner.name}: type[{owner}.{inner.name}]")
     return lines
 

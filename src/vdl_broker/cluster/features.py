@@ -29,8 +29,9 @@ SUPPORTED_LEVEL = 2  # the highest level this release understands
 # cannot read; it is refused below this level.
 DELETE_RECORDS_LEVEL = 2
 # Commands added after the baseline, and the level that introduced each (a command not named
-# here is part of the baseline).
-COMMAND_LEVELS: dict[str, int] = {}
+# here is part of the baseline). Level 2: KIP-848 consumer groups' replicated state.
+COMMAND_LEVELS: dict[str, int] = {"consumer_group": 2}
+CONSUMER_GROUPS_LEVEL = COMMAND_LEVELS["consumer_group"]
 # Level 2: nodes describe themselves -- register_node and join_node carry "own" (a node's own
 # registration, which other nodes' peers entries no longer override: cluster/metadata.py).
 # Below it, a node's description comes from the metadata leader's config, as before.

@@ -17,6 +17,8 @@ deterministic on every node):
     {"op": "delete_group", "group": g}
     {"op": "delete_offsets", "group": g, "streams": [s, ...]}
     {"op": "expire_offsets", "now": ms, "retention_ms": r}
+    {"op": "consumer_group", "group": g, "state": {...} or null}     a KIP-848 group (groups/commits.py),
+                                                                    null once its last member left
 """
 
 from __future__ import annotations
@@ -77,8 +79,14 @@ class StoredGroup:
 class GroupsState:
     offsets: dict[str, dict[str, CommittedOffset]] = field(default_factory=dict)
     groups: dict[str, StoredGroup] = field(default_factory=dict)
+    # KIP-848 groups with members: their epochs, members and assignments as JSON (the
+    # coordinator's own form, groups/commits.py), so a new coordinator carries them on.
+    consumer_groups: dict[str, Any] = field(default_factory=dict)
 
     def group_ids(self) -> set[str]:
+        # KIP-848 groups are left out: one with members is the coordinator's to show (it adopted
+        # the stored state), and the record of one whose last member just left may still be on
+        # its way out; neither is an Empty classic group.
         return set(self.offsets) | set(self.groups)
 
     def committed(self, group: str) -> dict[str, CommittedOffset]:
@@ -91,7 +99,7 @@ class GroupsState:
         due = []
         for group, offsets in self.offsets.items():
             stored = self.groups.get(group)
-            if group in live or (stored is not None and stored.members):
+            if group in live or (stored is not None and stored.members) or group in self.consumer_groups:
                 continue
             last = max((o.commit_ms for o in offsets.values()), default=0)
             if stored is not None:
@@ -112,9 +120,19 @@ class GroupsState:
             return self._commit(group, command, streams)
         if op == "group_generation":
             return self._generation(group, command)
+        if op == "consumer_group":
+            state = command.get("state")
+            if state is None:
+                self.consumer_groups.pop(group, None)
+            elif isinstance(state, dict):
+                self.consumer_groups[group] = state
+            else:
+                return "consumer_group: state must be an object or null"
+            return None
         if op == "delete_group":
             self.offsets.pop(group, None)
             self.groups.pop(group, None)
+            self.consumer_groups.pop(group, None)
             return None
         if op == "delete_offsets":
             names = command.get("streams")
@@ -203,7 +221,12 @@ def expire_offsets_command(now_ms: int, retention_ms: int, live: list[str]) -> d
     return {"op": "expire_offsets", "now": now_ms, "retention_ms": retention_ms, "live": sorted(live)}
 
 
-GROUP_OPS = frozenset({"commit_offsets", "group_generation", "delete_group", "delete_offsets", "expire_offsets"})
+def consumer_group_command(group: str, state: dict[str, Any] | None) -> dict[str, Any]:
+    return {"op": "consumer_group", "group": group, "state": state}
+
+
+GROUP_OPS = frozenset({"commit_offsets", "group_generation", "delete_group", "delete_offsets", "expire_offsets",
+                       "consumer_group"})
 
 
 def _b64(data: bytes) -> str:

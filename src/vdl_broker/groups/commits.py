@@ -3,7 +3,10 @@ the conversion of a group to and from its stored (replicated) form."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from vdl_broker.cluster.groups import StoredGroup, StoredMember
+from vdl_broker.groups.consumer import ConsumerGroup, ConsumerMember
 from vdl_broker.groups.coordinator import Group, GroupState, Member
 from vdl_wire.errors import ErrorCode
 
@@ -44,4 +47,33 @@ def restore_group(stored: StoredGroup) -> Group | None:
         group.members[m.member_id] = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                             m.session_timeout_ms, m.rebalance_timeout_ms,
                                             stored.protocol_type or "", list(m.protocols), assignment=m.assignment)
+    return group
+
+
+def consumer_group_state(group: ConsumerGroup) -> dict[str, Any] | None:
+    """A KIP-848 group as the metadata stores it; None once it has no members (its offsets stay,
+    kept by commit_offsets)."""
+    if not group.members:
+        return None
+    return {"group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
+            "assignor": group.assignor, "subscribed_streams": sorted(group.subscribed_streams),
+            "target": {member_id: sorted(streams) for member_id, streams in group.target.items()},
+            "members": [{"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "rebalance_timeout_ms": m.rebalance_timeout_ms, "subscribed": list(m.subscribed),
+                         "server_assignor": m.server_assignor, "epoch": m.epoch,
+                         "previous_epoch": m.previous_epoch, "owned": sorted(m.owned),
+                         "revoking": sorted(m.revoking)} for m in group.members.values()]}
+
+
+def restore_consumer_group(group_id: str, state: dict[str, Any]) -> ConsumerGroup:
+    """The group consumer_group_state() stored (sessions are the adopting coordinator's)."""
+    group = ConsumerGroup(group_id, int(state["group_epoch"]), int(state["assignment_epoch"]),
+                          target={mid: frozenset(s) for mid, s in state["target"].items()},
+                          subscribed_streams=frozenset(state["subscribed_streams"]), assignor=str(state["assignor"]))
+    for m in state["members"]:
+        group.members[m["member_id"]] = ConsumerMember(
+            m["member_id"], m["instance_id"], m["rack_id"], m["client_id"], m["client_host"],
+            int(m["rebalance_timeout_ms"]), tuple(m["subscribed"]), m["server_assignor"], int(m["epoch"]),
+            int(m["previous_epoch"]), frozenset(m["owned"]), frozenset(m["revoking"]))
     return group

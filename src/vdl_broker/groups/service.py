@@ -19,19 +19,29 @@ from dataclasses import dataclass
 from vdl_broker.cluster.groups import (
     CommittedOffset,
     commit_offsets_command,
+    consumer_group_command,
     delete_group_command,
     delete_offsets_command,
     expire_offsets_command,
     group_generation_command,
 )
 from vdl_broker.cluster.service import MetadataService
-from vdl_broker.groups.commits import check_commit, restore_group, stored_members
+from vdl_broker.groups.commits import (
+    check_commit,
+    consumer_group_state,
+    restore_consumer_group,
+    restore_group,
+    stored_members,
+)
+from vdl_broker.groups.consumer import ConsumerGroup, ConsumerGroupConfig, ConsumerGroupCoordinator
 from vdl_broker.groups.coordinator import CoordinatorConfig, Group, GroupCoordinator
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.types import NotLeaderError, RaftError
 from vdl_wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+
+EXPIRY_CHECK_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -45,7 +55,8 @@ class OffsetToCommit:
 class GroupService:
     def __init__(self, metadata: MetadataService, config: CoordinatorConfig, retention_ms: int,
                  retention_check_ms: int, metadata_max_bytes: int,
-                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 consumer_config: ConsumerGroupConfig | None = None) -> None:
         self.metadata = metadata
         self.retention_ms = retention_ms
         self.retention_check_ms = retention_check_ms
@@ -53,25 +64,32 @@ class GroupService:
         self._clock_ms = clock_ms
         self.coordinator = GroupCoordinator(config, on_settled=self._settled,
                                             initial_generation=self._stored_generation)
+        # KIP-848 groups (group.protocol=consumer): one group id is either kind, never both.
+        self.consumer_groups = ConsumerGroupCoordinator(consumer_config, on_changed=self._consumer_group_changed)
         self._term = -1
         self._retention_task: asyncio.Task[None] | None = None
+        self._expiry_task: asyncio.Task[None] | None = None
 
     # -- lifecycle
 
     def start(self, group: RaftGroup) -> None:
         group.add_role_listener(self._role_changed)
         self._retention_task = asyncio.get_running_loop().create_task(self._retention_loop())
+        self._expiry_task = asyncio.get_running_loop().create_task(self._expiry_loop())
 
     def close(self) -> None:
-        if self._retention_task is not None:
-            self._retention_task.cancel()
+        for task in (self._retention_task, self._expiry_task):
+            if task is not None:
+                task.cancel()
         self.coordinator.close()
+        self.consumer_groups.clear()
 
     def _role_changed(self, group: RaftGroup) -> None:
         if self._term >= 0 and not (group.is_leader and group.term == self._term):
             log.info("no longer coordinating groups (term %d)", self._term)
             self._term = -1
             self.coordinator.close()
+            self.consumer_groups.clear()
 
     def active(self) -> GroupCoordinator | None:
         """The coordinator while this node leads the metadata group (its state complete), else
@@ -85,6 +103,9 @@ class GroupService:
                 restored = restore_group(stored)
                 if restored is not None:
                     self.coordinator.adopt(restored)
+            self.consumer_groups.clear()
+            for group_id, state in self.metadata.state.groups.consumer_groups.items():
+                self.consumer_groups.adopt(restore_consumer_group(group_id, state), self._clock_ms())
             self._term = group.term
             log.info("coordinating groups from term %d (%d groups with members)", self._term,
                      len(self.coordinator.groups()))
@@ -96,7 +117,31 @@ class GroupService:
         return self.metadata.state.groups.committed(group_id)
 
     def known(self, group_id: str) -> bool:
-        return group_id in self.metadata.state.groups.group_ids() or self.coordinator.group(group_id) is not None
+        return group_id in self.metadata.state.groups.group_ids() or self.coordinator.group(group_id) is not None \
+            or self.consumer_groups.group(group_id) is not None
+
+    def clock_ms(self) -> int:
+        return self._clock_ms()
+
+    def streams(self) -> set[str]:
+        return set(self.metadata.state.streams)
+
+    def _consumer_group_changed(self, group: ConsumerGroup) -> None:
+        if not self.metadata.propose(consumer_group_command(group.group_id, consumer_group_state(group))):
+            log.warning("consumer group %s: epoch %d not recorded (no longer the metadata leader)",
+                        group.group_id, group.group_epoch)
+
+    async def _expiry_loop(self) -> None:
+        """KIP-848 sessions and revocations run out here; the coordinator itself keeps no timers."""
+        while True:
+            await asyncio.sleep(EXPIRY_CHECK_S)
+            try:
+                if self.active() is not None:
+                    for group_id, member_id in self.consumer_groups.expire(self._clock_ms(), self.streams()):
+                        log.info("consumer group %s: member %s removed (session or rebalance timeout)",
+                                 group_id, member_id)
+            except Exception:
+                log.exception("consumer group expiry pass failed")
 
     def _stored_generation(self, group_id: str) -> int:
         stored = self.metadata.state.groups.groups.get(group_id)
@@ -122,10 +167,13 @@ class GroupService:
     # -- requests (the caller has checked active())
 
     async def commit(self, group_id: str, generation_id: int, member_id: str,
-                     offsets: list[OffsetToCommit]) -> dict[str, ErrorCode]:
-        """Per stream, the answer to an OffsetCommit of `offsets`."""
-        coordinator = self.coordinator
-        code = check_commit(coordinator.group(group_id), generation_id, member_id)
+                     offsets: list[OffsetToCommit], version_with_epoch: bool = False) -> dict[str, ErrorCode]:
+        """Per stream, the answer to an OffsetCommit of `offsets`; `generation_id` is the member
+        epoch for a KIP-848 group (`version_with_epoch`: OffsetCommit v9+)."""
+        if self.consumer_groups.group(group_id) is not None:
+            code = self.consumer_groups.check_commit(group_id, member_id, generation_id, version_with_epoch)
+        else:
+            code = check_commit(self.coordinator.group(group_id), generation_id, member_id)
         if code is not ErrorCode.NONE:
             return {o.stream: code for o in offsets}
         results: dict[str, ErrorCode] = {}
@@ -156,7 +204,7 @@ class GroupService:
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         group = self.coordinator.group(group_id)
-        if group is not None and group.members:
+        if (group is not None and group.members) or self.consumer_groups.group(group_id) is not None:
             return ErrorCode.NON_EMPTY_GROUP
         if not self.known(group_id):
             return ErrorCode.GROUP_ID_NOT_FOUND
@@ -182,7 +230,8 @@ class GroupService:
         """Propose the expiry of every group whose offsets are due (leader only)."""
         if self.active() is None:
             return []
-        live = {g.group_id for g in self.coordinator.groups() if g.members}
+        live = {g.group_id for g in self.coordinator.groups() if g.members} | {
+            g.group_id for g in self.consumer_groups.groups()}
         now = self._clock_ms()
         due = self.metadata.state.groups.expired_groups(now, self.retention_ms, live)
         if due:

@@ -30,6 +30,7 @@ from vdl_broker.cluster.identity import Formation
 from vdl_broker.cluster.metadata import METADATA_GROUP, ApplyResult
 from vdl_broker.cluster.service import MetadataService
 from vdl_broker.config import NodeConfig, split_host_port
+from vdl_broker.groups.consumer import ConsumerGroupConfig
 from vdl_broker.groups.coordinator import CoordinatorConfig
 from vdl_broker.groups.service import GroupService
 from vdl_broker.listeners import Listener
@@ -104,7 +105,9 @@ class Broker:
             initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms),
             retention_ms=config.offsets_retention_minutes * 60_000,
             retention_check_ms=config.offsets_retention_check_ms,
-            metadata_max_bytes=config.offset_metadata_max_bytes)
+            metadata_max_bytes=config.offset_metadata_max_bytes,
+            consumer_config=ConsumerGroupConfig(config.group_consumer_session_timeout_ms,
+                                                config.group_consumer_heartbeat_interval_ms))
         self.membership = MembershipController(self.metadata)
         self.reassigner = StreamReassigner(self)
         self.balancer = LeaderBalancer(self, config.leader_balance_interval_ms)

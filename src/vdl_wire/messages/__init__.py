@@ -25,6 +25,8 @@ from .alter_partition_reassignments import (
 )
 from .alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
+from .consumer_group_describe import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
+from .consumer_group_heartbeat import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from .create_acls import CreateAclsRequest, CreateAclsResponse
 from .create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from .create_topics import CreateTopicsRequest, CreateTopicsResponse
@@ -107,6 +109,8 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (DeleteRecordsRequest, DeleteRecordsResponse),
     (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     (UpdateFeaturesRequest, UpdateFeaturesResponse),
+    (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
+    (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
     (VdlNodesRequest, VdlNodesResponse),
 )
 
@@ -118,6 +122,10 @@ __all__ = [
     "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
     "CreateAclsRequest",
     "CreateAclsResponse",
     "CreateTopicsRequest",

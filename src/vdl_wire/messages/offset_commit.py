@@ -1,8 +1,9 @@
-"""OffsetCommit (key 8), versions 0-8; v8 is flexible. # message defs: OffsetCommitRequest.json
+"""OffsetCommit (key 8), versions 0-9; v8+ are flexible. # message defs: OffsetCommitRequest.json
 
 v1 adds generation, member id and a per-partition commit timestamp (v1 only); v2-4 carry a
 retention time (ignored: retention is the broker's offsets_retention_minutes); v6 adds the
-leader epoch, v7 the group instance id.
+leader epoch, v7 the group instance id; v9 is v8 for members of KIP-848 groups (the generation is
+their member epoch; a stale one is STALE_MEMBER_EPOCH).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from ..schema import INT16, INT32, INT64, STRING, Array, Field, message, struct
 OFFSET_COMMIT_REQUEST = message(
     "OffsetCommitRequest",
     8,
-    "0-8",
+    "0-9",
     "8+",
     Field("group_id", STRING),
     Field("generation_id_or_member_epoch", INT32, versions="1+", default=-1),  # KIP-848 name
@@ -47,7 +48,7 @@ OFFSET_COMMIT_REQUEST = message(
 OFFSET_COMMIT_RESPONSE = message(
     "OffsetCommitResponse",
     8,
-    "0-8",
+    "0-9",
     "8+",
     Field("throttle_time_ms", INT32, versions="3+"),
     Field(

@@ -79,3 +79,15 @@ def test_a_snapshot_of_a_higher_level_is_refused(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(features, "SUPPORTED_LEVEL", 1)
     with pytest.raises(NewerMetadata, match="a snapshot at feature level 2"):
         ClusterState().load_snapshot(data)
+
+
+def test_kip848_group_state_waits_for_level_2() -> None:
+    """A cluster upgraded from a release without KIP-848 groups stores none until it is
+    finalized at level 2: the nodes still on that release could not apply them."""
+    command = {"op": "consumer_group", "group": "g", "state": None}
+    old = ClusterState()
+    assert old.apply(1, {"op": "init_cluster", "cluster_id": "c", "feature_level": 1}).ok
+    refused = old.apply(2, command)
+    assert not refused.ok
+    assert old.apply(3, finalize_features_command(features.CONSUMER_GROUPS_LEVEL)).ok
+    assert old.apply(4, command).ok

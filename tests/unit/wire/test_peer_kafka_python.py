@@ -163,10 +163,14 @@ def _check_both_directions(cls: type, version: int, value: Any) -> None:
 
 # VDL's own API (protocol/messages/vdl_nodes.py): no Kafka client implements it.
 VDL_ONLY = {"VdlNodesRequest", "VdlNodesResponse"}
+# KIP-848's APIs, which kafka-python 3.0 does not implement: Kafka's Java client exercises them
+# (tests/integration/test_java_client.py).
+NOT_IN_KAFKA_PYTHON = {"ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse",
+                       "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse"}
 
 
 def test_kafka_python_covers_every_api() -> None:
-    assert set(KP) == {cls.__name__ for pair in MESSAGE_PAIRS for cls in pair} - VDL_ONLY
+    assert set(KP) == {cls.__name__ for pair in MESSAGE_PAIRS for cls in pair} - VDL_ONLY - NOT_IN_KAFKA_PYTHON
 
 
 @pytest.mark.parametrize(("cls", "version"), CASES, ids=IDS)

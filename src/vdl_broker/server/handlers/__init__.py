@@ -22,6 +22,8 @@ from vdl_broker.server.handlers import (
     alter_partition_reassignments,
     alter_user_scram_credentials,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_acls,
     create_partitions,
     create_topics,
@@ -67,6 +69,7 @@ MODULES: tuple[ModuleType, ...] = (
     describe_configs, incremental_alter_configs,
     describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments, update_features,
     vdl_nodes, alter_configs, create_partitions, describe_cluster, delete_records, offset_for_leader_epoch,
+    consumer_group_heartbeat, consumer_group_describe,
 )
 
 

@@ -5,6 +5,7 @@ Kafka answers."""
 
 from __future__ import annotations
 
+from vdl_broker.groups.consumer import ConsumerGroup, consumer_assignment, consumer_subscription
 from vdl_broker.groups.coordinator import GroupState
 from vdl_broker.server.authorizer import (
     Operation,
@@ -35,6 +36,10 @@ def handle(node: NodeView, context: RequestContext, request: DescribeGroupsReque
         if not authorized_group(node, context, Operation.DESCRIBE, group_id):
             described.append(Described(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), group_id=group_id))
             continue
+        consumer_group = node.groups.consumer_groups.group(group_id)
+        if consumer_group is not None:
+            described.append(_consumer_group(consumer_group))
+            continue
         group = coordinator.group(group_id)
         if group is None and not node.groups.known(group_id):
             described.append(_dead(group_id, context.api_version, f"Group {group_id} not found."))
@@ -55,6 +60,18 @@ def handle(node: NodeView, context: RequestContext, request: DescribeGroupsReque
                                    protocol_type=group.protocol_type or "",
                                    protocol_data=(group.protocol_name or "") if stable else "", members=members))
     return DescribeGroupsResponse(groups=described)
+
+
+def _consumer_group(group: ConsumerGroup) -> DescribeGroupsResponse.DescribedGroup:
+    """A KIP-848 group as DescribeGroups shows it (Kafka's admin client asks ConsumerGroupDescribe
+    instead, but older tools do not): protocol type "consumer", the assignor as the protocol,
+    each member's subscription and assignment in the classic consumer protocol's encoding."""
+    members = [DescribedMember(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
+                               client_host=m.client_host, member_metadata=consumer_subscription(m.subscribed),
+                               member_assignment=consumer_assignment(m.owned))
+               for m in group.members.values()]
+    return Described(error_code=0, group_id=group.group_id, group_state=group.state.value, protocol_type="consumer",
+                     protocol_data=group.assignor, members=members)
 
 
 def _dead(group_id: str, version: int, message: str) -> DescribeGroupsResponse.DescribedGroup:

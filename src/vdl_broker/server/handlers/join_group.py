@@ -22,6 +22,10 @@ async def handle(node: NodeView, context: RequestContext, request: JoinGroupRequ
     coordinator = node.groups.active()
     if coordinator is None:
         return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
+    if node.groups.consumer_groups.group(request.group_id) is not None:
+        # A KIP-848 group with members owns the id: a classic member cannot join it (Kafka does
+        # so only with online migration, which VDL does not offer).
+        return error_response(request, context.api_version, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
     result = await coordinator.join_group(
         request.group_id, request.member_id, request.group_instance_id, context.client_id,
         context.client_host, request.session_timeout_ms,

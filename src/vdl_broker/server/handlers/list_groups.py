@@ -19,7 +19,7 @@ from vdl_wire.messages import ListGroupsRequest, ListGroupsResponse
 API_KEY = ListGroupsRequest.DECL.api_key
 NAME = "ListGroups"
 
-CLASSIC = "classic"  # ListGroups v5 group types (KIP-848): "classic" or "consumer"
+CLASSIC, CONSUMER = "classic", "consumer"  # ListGroups v5 group types (KIP-848)
 
 
 def handle(node: NodeView, context: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
@@ -30,21 +30,24 @@ def handle(node: NodeView, context: RequestContext, request: ListGroupsRequest) 
         if not leader or leader == node.node_id:
             return error_response(request, context.api_version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return ListGroupsResponse(error_code=0, groups=[])
-    listed: dict[str, tuple[str, str]] = {}
+    listed: dict[str, tuple[str, str, str]] = {}
     stored = node.metadata.state.groups
     for group_id in stored.group_ids():
         kept = stored.groups.get(group_id)
-        listed[group_id] = ((kept.protocol_type or "") if kept else "", "Empty")
+        listed[group_id] = ((kept.protocol_type or "") if kept else "", "Empty", CLASSIC)
     for group in coordinator.groups():
-        listed[group.group_id] = (group.protocol_type or "", group.state.value)
+        listed[group.group_id] = (group.protocol_type or "", group.state.value, CLASSIC)
+    # A KIP-848 group's protocol type is "consumer", as Kafka lists it.
+    for consumer_group in node.groups.consumer_groups.groups():
+        listed[consumer_group.group_id] = (CONSUMER, consumer_group.state.value, CONSUMER)
     wanted = {s.lower() for s in request.states_filter or []}
     types = {t.lower() for t in request.types_filter or []}
     # Kafka: DESCRIBE on the cluster lists every group, else those the principal may describe.
     everything = authorized_cluster(node, context, Operation.DESCRIBE)
     groups = [ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state,
-                                             group_type=CLASSIC)
-              for group_id, (protocol_type, state) in sorted(listed.items())
-              if (not wanted or state.lower() in wanted) and (not types or CLASSIC in types)
+                                             group_type=group_type)
+              for group_id, (protocol_type, state, group_type) in sorted(listed.items())
+              if (not wanted or state.lower() in wanted) and (not types or group_type in types)
               and (everything or authorized_group(node, context, Operation.DESCRIBE, group_id))]
     return ListGroupsResponse(error_code=0, groups=groups)
 

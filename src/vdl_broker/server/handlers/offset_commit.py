@@ -21,6 +21,7 @@ from vdl_wire.messages import OffsetCommitRequest, OffsetCommitResponse
 
 API_KEY = OffsetCommitRequest.DECL.api_key
 NAME = "OffsetCommit"
+MEMBER_EPOCH_VERSION = 9  # KIP-848: the first version members of a consumer group commit with
 
 
 async def handle(node: NodeView, context: RequestContext,
@@ -38,7 +39,8 @@ async def handle(node: NodeView, context: RequestContext,
                if p.partition_index == 0 and topic.name not in denied]
     # v0 has no generation: it is always a standalone commit (Kafka: generation -1, no member).
     generation = request.generation_id_or_member_epoch if context.api_version >= 1 else -1
-    results = await node.groups.commit(request.group_id, generation, request.member_id or "", offsets)
+    results = await node.groups.commit(request.group_id, generation, request.member_id or "", offsets,
+                                       version_with_epoch=context.api_version >= MEMBER_EPOCH_VERSION)
 
     def code(stream: str, partition: int) -> ErrorCode:
         if stream in denied:

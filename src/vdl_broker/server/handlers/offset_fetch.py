@@ -34,15 +34,24 @@ class _Offset:
     error: ErrorCode = ErrorCode.NONE
 
 
-def _group(node: NodeView, context: RequestContext, group_id: str,
-           topics: list[tuple[str, list[int]]] | None) -> tuple[ErrorCode, list[tuple[str, list[_Offset]]]]:
-    """One group's answer: (group error, [(stream, offsets)]); `topics` None = all."""
+def _group(node: NodeView, context: RequestContext, group_id: str, topics: list[tuple[str, list[int]]] | None,
+           member_id: str | None = None,
+           member_epoch: int = -1) -> tuple[ErrorCode, list[tuple[str, list[_Offset]]]]:
+    """One group's answer: (group error, [(stream, offsets)]); `topics` None = all. A member of
+    a KIP-848 group names itself and its epoch (v9): it must be current (Kafka's
+    ConsumerGroup.validateOffsetFetch); an admin client names no member."""
     if not group_id:
         return ErrorCode.INVALID_GROUP_ID, []
     if not authorized_group(node, context, Operation.DESCRIBE, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     if node.groups.active() is None:
         return ErrorCode.NOT_COORDINATOR, []
+    if member_id is not None or member_epoch >= 0:
+        consumer_groups = node.groups.consumer_groups
+        if consumer_groups.group(group_id) is not None:
+            code = consumer_groups.check_commit(group_id, member_id or "", member_epoch, version_with_epoch=True)
+            if code is not ErrorCode.NONE:
+                return code, []
     committed = node.groups.committed(group_id)
 
     def describable(name: str) -> bool:
@@ -78,7 +87,8 @@ def handle(node: NodeView, context: RequestContext, request: OffsetFetchRequest)
     if context.api_version >= BATCHED_VERSION:
         groups = []
         for asked in request.groups:
-            code, topics = _group(node, context, asked.group_id, _wanted(asked.topics))
+            code, topics = _group(node, context, asked.group_id, _wanted(asked.topics), asked.member_id,
+                                  asked.member_epoch)
             groups.append(_batched_group(asked.group_id, code, topics))
         return OffsetFetchResponse(groups=groups)
     code, topics = _group(node, context, request.group_id, _wanted(request.topics))

@@ -1,0 +1,160 @@
+"""KIP-848's consumer group protocol on the wire, one node: ConsumerGroupHeartbeat joins,
+fences, revokes before reassigning, leaves and expires members; OffsetCommit v9 and OffsetFetch
+v9 check the member epoch; ConsumerGroupDescribe, ListGroups v5 and DescribeGroups show the
+group; a group id is either a classic group or a consumer group while it has members.
+(Kafka's Java client runs the same protocol in test_java_client.py.)"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.cluster import start_cluster
+from tests.support.kafka import commit_raw, create_topic_raw, raw_request
+from tests.support.waiting import wait_until
+from vdl_dev.dev_cluster import DevCluster
+from vdl_wire import messages as m
+from vdl_wire.errors import ErrorCode
+
+SESSION_MS = 3_000
+SETTINGS = {"group_consumer_session_timeout_ms": SESSION_MS, "group_consumer_heartbeat_interval_ms": 400,
+            "group_initial_rebalance_delay_ms": 0}
+
+
+@pytest.fixture(scope="module")
+def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    cluster: DevCluster = start_cluster(tmp_path_factory.mktemp("kip848"), nodes=1, settings=SETTINGS,
+                                        register=lambda c: request.addfinalizer(c.kill_all))
+    yield cluster.nodes[1].client_address
+
+
+def streams(address: str, prefix: str, count: int) -> list[str]:
+    names = [f"{prefix}-{i}-{uuid.uuid4().hex[:6]}" for i in range(count)]
+    for name in names:
+        assert create_topic_raw(address, name, 1)[0] == 0
+    return names
+
+
+def topic_ids(address: str, names: list[str]) -> dict[str, uuid.UUID]:
+    metadata = raw_request(address, m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=n)
+                                                              for n in names]))
+    return {t.name: t.topic_id for t in metadata.topics}
+
+
+def heartbeat(address: str, group: str, member: str, epoch: int, subscribed: list[str] | None = None,
+              owned: list[uuid.UUID] | None = None, **fields: object) -> object:
+    owned_field = None if owned is None else [
+        m.ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id=t, partitions=[0]) for t in owned]
+    request = m.ConsumerGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch,
+                                              rebalance_timeout_ms=30_000 if epoch == 0 else -1,
+                                              subscribed_topic_names=subscribed, topic_partitions=owned_field,
+                                              **fields)
+    return raw_request(address, request, version=1)
+
+
+def assigned(response: object) -> list[uuid.UUID] | None:
+    assignment = response.assignment  # type: ignore[attr-defined]
+    if assignment is None:
+        return None
+    return sorted((t.topic_id for t in assignment.topic_partitions), key=str)
+
+
+def ids(mapping: dict[str, uuid.UUID], *names: str) -> list[uuid.UUID]:
+    return sorted((mapping[n] for n in names), key=str)
+
+
+def summary(response: object) -> tuple[int, int, list[uuid.UUID] | None]:
+    return response.error_code, response.member_epoch, assigned(response)  # type: ignore[attr-defined]
+
+
+def test_join_share_revoke_leave_and_describe(node: str) -> None:
+    names = streams(node, "kip848", 2)
+    tid = topic_ids(node, names)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    first = heartbeat(node, group, "member-a", 0, subscribed=names)
+    assert (first.error_code, first.member_id, first.member_epoch, first.heartbeat_interval_ms, assigned(first)) \
+        == (0, "member-a", 1, 400, ids(tid, *names))
+    # A second member: its stream is still the first's, so it gets nothing yet at epoch 2.
+    assert summary(heartbeat(node, group, "member-b", 0, subscribed=names)) == (0, 2, [])
+    # The first is told to give one stream up, at its own epoch.
+    revoke = heartbeat(node, group, "member-a", 1, owned=ids(tid, *names))
+    assert revoke.error_code == 0 and revoke.member_epoch == 1 and len(assigned(revoke) or []) == 1
+    kept = (assigned(revoke) or [])[0]
+    lost = next(t for t in tid.values() if t != kept)
+    described = raw_request(node, m.ConsumerGroupDescribeRequest(group_ids=[group]), version=1).groups[0]
+    assert (described.error_code, described.group_state, described.group_epoch, described.assignment_epoch,
+            described.assignor_name) == (0, "Reconciling", 2, 2, "uniform")
+    assert sorted((x.member_id, x.member_epoch, [t.topic_id for t in x.assignment.topic_partitions],
+                   [t.topic_id for t in x.target_assignment.topic_partitions], x.member_type)
+                  for x in described.members) == [("member-a", 1, [kept], [kept], 1),
+                                                  ("member-b", 2, [], [lost], 1)]
+    # Once the first says it let go, it is at epoch 2 and the second gets the stream.
+    assert summary(heartbeat(node, group, "member-a", 1, owned=[kept])) == (0, 2, None)
+    assert summary(heartbeat(node, group, "member-b", 2, owned=[])) == (0, 2, [lost])
+    listed = raw_request(node, m.ListGroupsRequest(types_filter=["consumer"]), version=5).groups
+    assert [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed if g.group_id == group] == [
+        (group, "consumer", "Stable", "consumer")]
+    assert [g.group_id for g in raw_request(node, m.ListGroupsRequest(types_filter=["classic"]), version=5).groups
+            if g.group_id == group] == []
+    classic_view = raw_request(node, m.DescribeGroupsRequest(groups=[group]), version=5).groups[0]
+    assert (classic_view.error_code, classic_view.group_state, classic_view.protocol_type,
+            classic_view.protocol_data, sorted(x.member_id for x in classic_view.members)) == (
+        0, "Stable", "consumer", "uniform", ["member-a", "member-b"])
+    # The second leaves: the first gets everything at epoch 3; then it leaves too.
+    assert summary(heartbeat(node, group, "member-b", -1)) == (0, -1, None)
+    assert summary(heartbeat(node, group, "member-a", 2, owned=[kept])) == (0, 3, ids(tid, *names))
+    assert summary(heartbeat(node, group, "member-a", -1)) == (0, -1, None)
+    gone = raw_request(node, m.ConsumerGroupDescribeRequest(group_ids=[group]), version=1).groups[0]
+    assert gone.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_fencing_commits_and_session_expiry(node: str) -> None:
+    (name,) = streams(node, "kip848-fence", 1)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    assert summary(heartbeat(node, group, "m", 0, subscribed=[name]))[:2] == (0, 1)
+    assert heartbeat(node, group, "m", 7, owned=[]).error_code == ErrorCode.FENCED_MEMBER_EPOCH
+    assert heartbeat(node, group, "stranger", 1, owned=[]).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    # OffsetCommit v9 at the member epoch; below it stale, above it fenced; v8 says generation.
+    assert commit_raw(node, group, {name: 5}, version=9, generation=1, member_id="m") == {name: 0}
+    assert commit_raw(node, group, {name: 6}, version=9, generation=0, member_id="m") == {
+        name: ErrorCode.STALE_MEMBER_EPOCH}
+    assert commit_raw(node, group, {name: 6}, version=9, generation=2, member_id="m") == {
+        name: ErrorCode.FENCED_MEMBER_EPOCH}
+    assert commit_raw(node, group, {name: 6}, version=8, generation=0, member_id="m") == {
+        name: ErrorCode.ILLEGAL_GENERATION}
+    assert commit_raw(node, group, {name: 6}, version=9) == {name: ErrorCode.UNKNOWN_MEMBER_ID}
+    fetch = m.OffsetFetchRequest(groups=[m.OffsetFetchRequest.OffsetFetchRequestGroup(
+        group_id=group, member_id="m", member_epoch=0, topics=None)])
+    assert raw_request(node, fetch, version=9).groups[0].error_code == ErrorCode.STALE_MEMBER_EPOCH
+    fetch.groups[0].member_epoch = 1
+    answer = raw_request(node, fetch, version=9).groups[0]
+    assert [(t.name, p.committed_offset) for t in answer.topics for p in t.partitions] == [(name, 5)]
+    # Silent for a session timeout: removed, the group is gone, its offsets stay.
+    wait_until(lambda: raw_request(node, m.ConsumerGroupDescribeRequest(group_ids=[group]), version=1)
+               .groups[0].group_state == "Empty", 3 * SESSION_MS / 1000, "the member's session to expire")
+    assert heartbeat(node, group, "m", 1, owned=[]).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    fetch.groups[0].member_id, fetch.groups[0].member_epoch = None, -1
+    answer = raw_request(node, fetch, version=9).groups[0]
+    assert [(t.name, p.committed_offset) for t in answer.topics for p in t.partitions] == [(name, 5)]
+
+
+def test_a_group_id_is_one_kind_while_it_has_members(node: str) -> None:
+    (name,) = streams(node, "kip848-kind", 1)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    assert heartbeat(node, group, "m", 0, subscribed=[name]).error_code == 0
+    join = m.JoinGroupRequest(group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
+                              protocol_type="consumer",
+                              protocols=[m.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")])
+    assert raw_request(node, join).error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert heartbeat(node, group, "m", -1).error_code == 0
+    # Empty again: a classic member may take the id over; then the new protocol may not.
+    joined = raw_request(node, join, version=3)
+    assert joined.error_code == 0
+    refused = heartbeat(node, group, "m2", 0, subscribed=[name])
+    assert (refused.error_code, refused.error_message) == (
+        ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group} is not a consumer group.")
+    assert raw_request(node, m.LeaveGroupRequest(group_id=group, member_id=joined.member_id),
+                       version=0).error_code == 0
+    assert heartbeat(node, group, "m2", 0, subscribed=[name]).error_code == 0

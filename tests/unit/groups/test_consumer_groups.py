@@ -1,0 +1,206 @@
+"""KIP-848 consumer groups (groups/consumer.py) on injected time: joining, the server-side
+assignment, incremental revocation before reassignment, fencing, leaving, session and
+rebalance timeouts, commits at the member epoch, and the stored form a new coordinator adopts."""
+
+from __future__ import annotations
+
+import itertools
+
+from vdl_broker.groups.commits import consumer_group_state, restore_consumer_group
+from vdl_broker.groups.consumer import (
+    ConsumerGroupConfig,
+    ConsumerGroupCoordinator,
+    ConsumerGroupState,
+    HeartbeatRequestData,
+    HeartbeatResult,
+    assign,
+    consumer_assignment,
+    consumer_subscription,
+)
+from vdl_wire.errors import ErrorCode
+
+STREAMS = ("s0", "s1", "s2", "s3")
+SESSION_MS = 10_000
+REBALANCE_MS = 30_000
+
+
+def make() -> tuple[ConsumerGroupCoordinator, list[str]]:
+    changed: list[str] = []
+    counter = itertools.count()
+    coordinator = ConsumerGroupCoordinator(ConsumerGroupConfig(SESSION_MS, 500),
+                                           on_changed=lambda group: changed.append(group.group_id),
+                                           new_member_id=lambda: f"generated-{next(counter)}")
+    return coordinator, changed
+
+
+def beat(c: ConsumerGroupCoordinator, member: str, epoch: int, now: int = 0, owned: set[str] | None = None,
+         topics: tuple[str, ...] | None = None, streams: tuple[str, ...] = STREAMS, **extra: object) -> HeartbeatResult:
+    if epoch == 0 and topics is None:
+        topics = STREAMS
+    request = HeartbeatRequestData("g", member, epoch, rebalance_timeout_ms=REBALANCE_MS if epoch == 0 else -1,
+                                   subscribed_topic_names=topics, owned=None if owned is None else frozenset(owned),
+                                   client_id="client", client_host="/127.0.0.1", **extra)  # type: ignore[arg-type]
+    return c.heartbeat(request, streams, now)
+
+
+def test_a_lone_member_gets_every_subscribed_stream_at_once() -> None:
+    c, changed = make()
+    joined = beat(c, "m1", 0)
+    assert joined == HeartbeatResult(ErrorCode.NONE, None, "m1", 1, frozenset(STREAMS))
+    assert changed == ["g"]
+    group = c.group("g")
+    assert group is not None and group.state is ConsumerGroupState.STABLE
+    assert (group.group_epoch, group.assignment_epoch) == (1, 1)
+    # A heartbeat with nothing new: same epoch, no assignment sent, nothing to replicate.
+    assert beat(c, "m1", 1, owned=set(STREAMS)) == HeartbeatResult(ErrorCode.NONE, None, "m1", 1, None)
+    assert changed == ["g"]
+
+
+def test_a_v0_member_without_an_id_gets_one() -> None:
+    c, _ = make()
+    assert beat(c, "", 0).member_id == "generated-0"
+
+
+def test_a_second_member_waits_until_the_first_revoked() -> None:
+    c, _ = make()
+    beat(c, "m1", 0, now=0)
+    second = beat(c, "m2", 0, now=100)
+    # Its target is two streams, still owned by m1: it moves to epoch 2 with none of them yet.
+    assert second == HeartbeatResult(ErrorCode.NONE, None, "m2", 2, frozenset())
+    group = c.group("g")
+    assert group is not None and group.state is ConsumerGroupState.RECONCILING
+    assert group.target == {"m1": frozenset({"s0", "s1"}), "m2": frozenset({"s2", "s3"})}
+    # m1 is told to revoke s2 and s3 and stays at epoch 1 until it has.
+    revoke = beat(c, "m1", 1, now=200, owned=set(STREAMS))
+    assert revoke == HeartbeatResult(ErrorCode.NONE, None, "m1", 1, frozenset({"s0", "s1"}))
+    assert beat(c, "m2", 2, now=300, owned=set()) == HeartbeatResult(ErrorCode.NONE, None, "m2", 2, None)
+    # m1 reports it let them go: it moves to epoch 2; m2 gets them on its next heartbeat.
+    assert beat(c, "m1", 1, now=400, owned={"s0", "s1"}) == HeartbeatResult(ErrorCode.NONE, None, "m1", 2, None)
+    assert beat(c, "m2", 2, now=500, owned=set()) == HeartbeatResult(ErrorCode.NONE, None, "m2", 2,
+                                                                      frozenset({"s2", "s3"}))
+    assert group.state is ConsumerGroupState.STABLE
+
+
+def test_a_member_leaving_hands_its_streams_to_the_others() -> None:
+    c, _ = make()
+    beat(c, "m1", 0)
+    beat(c, "m2", 0)
+    beat(c, "m1", 1, owned=set(STREAMS))
+    beat(c, "m1", 1, owned={"s0", "s1"})
+    beat(c, "m2", 2, owned=set())
+    left = beat(c, "m2", -1)
+    assert left == HeartbeatResult(ErrorCode.NONE, None, "m2", -1, None)
+    assert beat(c, "m1", 2, owned={"s0", "s1"}) == HeartbeatResult(ErrorCode.NONE, None, "m1", 3, frozenset(STREAMS))
+    assert beat(c, "m1", -1).error is ErrorCode.NONE
+    assert c.group("g") is None  # the last member left: the group is gone (its offsets stay)
+
+
+def test_fencing_and_unknown_members() -> None:
+    c, _ = make()
+    beat(c, "m1", 0)
+    assert beat(c, "m1", 5, owned=set(STREAMS)).error is ErrorCode.FENCED_MEMBER_EPOCH
+    assert beat(c, "nobody", 1).error is ErrorCode.UNKNOWN_MEMBER_ID
+    assert beat(c, "nobody", -1).error is ErrorCode.UNKNOWN_MEMBER_ID
+    beat(c, "m2", 0)
+    beat(c, "m1", 1, owned=set(STREAMS))
+    beat(c, "m1", 1, owned={"s0", "s1"})  # m1 now at epoch 2
+    # A member one epoch behind that owns nothing new lost a response: it is answered, not fenced.
+    assert beat(c, "m1", 1, owned={"s0"}).error is ErrorCode.NONE
+    # One behind but owning what is no longer its own, or not saying what it owns: fenced.
+    assert beat(c, "m1", 1, owned={"s3"}).error is ErrorCode.FENCED_MEMBER_EPOCH
+    assert beat(c, "m1", 1).error is ErrorCode.FENCED_MEMBER_EPOCH
+
+
+def test_invalid_requests() -> None:
+    c, _ = make()
+    no_timeout = HeartbeatRequestData("g", "m", 0, subscribed_topic_names=STREAMS)
+    assert c.heartbeat(no_timeout, STREAMS, 0).error is ErrorCode.INVALID_REQUEST
+    assert beat(c, "", 1).error is ErrorCode.INVALID_REQUEST
+    assert beat(c, "m", -3).error is ErrorCode.INVALID_REQUEST
+    assert beat(c, "m", 0, server_assignor="sticky").error is ErrorCode.UNSUPPORTED_ASSIGNOR
+    assert beat(c, "m", 0, server_assignor="range").error is ErrorCode.NONE
+
+
+def test_session_timeout_removes_a_silent_member() -> None:
+    c, _ = make()
+    beat(c, "m1", 0, now=0)
+    beat(c, "m2", 0, now=0)
+    assert c.expire(SESSION_MS - 1, STREAMS) == []
+    beat(c, "m2", 2, now=SESSION_MS - 1, owned=set())
+    assert c.expire(SESSION_MS, STREAMS) == [("g", "m1")]
+    group = c.group("g")
+    assert group is not None and group.target == {"m2": frozenset(STREAMS)}
+    assert beat(c, "m2", 2, now=SESSION_MS + 1, owned=set()).assignment == frozenset(STREAMS)
+
+
+def test_a_member_that_does_not_revoke_in_time_is_removed() -> None:
+    c, _ = make()
+    beat(c, "m1", 0, now=0)
+    beat(c, "m2", 0, now=0)
+    beat(c, "m1", 1, now=1000, owned=set(STREAMS))  # told to revoke at 1000
+    for now in range(2000, REBALANCE_MS, 2000):  # heartbeats go on, the revocation does not come
+        beat(c, "m1", 1, now=now, owned=set(STREAMS))
+        beat(c, "m2", 2, now=now, owned=set())
+    assert c.expire(1000 + REBALANCE_MS - 1, STREAMS) == []
+    assert c.expire(1000 + REBALANCE_MS, STREAMS) == [("g", "m1")]
+
+
+def test_a_stream_created_later_is_assigned() -> None:
+    c, _ = make()
+    assert beat(c, "m1", 0, streams=("s0",)).assignment == frozenset({"s0"})
+    assert beat(c, "m1", 1, owned={"s0"}, streams=("s0", "s1")) == HeartbeatResult(
+        ErrorCode.NONE, None, "m1", 2, frozenset({"s0", "s1"}))
+
+
+def test_commits_at_the_member_epoch() -> None:
+    c, _ = make()
+    beat(c, "m1", 0)
+    assert c.check_commit("g", "m1", 1, version_with_epoch=True) is ErrorCode.NONE
+    assert c.check_commit("g", "m1", 0, version_with_epoch=True) is ErrorCode.STALE_MEMBER_EPOCH
+    assert c.check_commit("g", "m1", 2, version_with_epoch=True) is ErrorCode.FENCED_MEMBER_EPOCH
+    assert c.check_commit("g", "m1", 0, version_with_epoch=False) is ErrorCode.ILLEGAL_GENERATION
+    assert c.check_commit("g", "other", 1, version_with_epoch=True) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert c.check_commit("g", "", -1, version_with_epoch=True) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert c.check_commit("none", "", -1, version_with_epoch=True) is ErrorCode.NONE
+
+
+def test_a_new_coordinator_adopts_the_stored_group() -> None:
+    c, _ = make()
+    beat(c, "m1", 0, now=0)
+    beat(c, "m2", 0, now=0)
+    beat(c, "m1", 1, now=0, owned=set(STREAMS))
+    group = c.group("g")
+    assert group is not None
+    stored = consumer_group_state(group)
+    assert stored is not None
+    successor, _ = make()
+    successor.adopt(restore_consumer_group("g", stored), now_ms=50_000)
+    adopted = successor.group("g")
+    assert adopted is not None
+    assert (adopted.group_epoch, adopted.assignment_epoch, adopted.target) == (2, 2, group.target)
+    assert {m: (x.epoch, x.owned, x.revoking) for m, x in adopted.members.items()} == {
+        "m1": (1, frozenset({"s0", "s1"}), frozenset({"s2", "s3"})), "m2": (2, frozenset(), frozenset())}
+    # The members carry on where they were, each with a fresh session.
+    assert successor.expire(50_000 + SESSION_MS - 1, STREAMS) == []
+    assert beat(successor, "m1", 1, now=50_001, owned={"s0", "s1"}).member_epoch == 2
+    assert beat(successor, "m2", 2, now=50_002, owned=set()).assignment == frozenset({"s2", "s3"})
+
+
+def test_uniform_assignment_is_even_and_sticky() -> None:
+    c, _ = make()
+    beat(c, "a", 0, topics=("s0", "s1", "s2"))
+    beat(c, "b", 0, topics=("s0", "s1", "s2"))
+    group = c.group("g")
+    assert group is not None
+    first = dict(group.target)
+    assert sorted(len(v) for v in first.values()) == [1, 2]
+    again = assign(group.members, STREAMS, first)
+    assert again == first
+    # A member subscribed to nothing gets nothing; a stream nobody subscribes to goes nowhere.
+    beat(c, "c", 0, topics=("s9",))
+    assert group.target["c"] == frozenset()
+
+
+def test_classic_protocol_encodings_for_describe_groups() -> None:
+    assert consumer_subscription(["b", "a"]) == b"\x00\x00\x00\x00\x00\x02\x00\x01a\x00\x01b\xff\xff\xff\xff"
+    assert consumer_assignment(["a"]) == b"\x00\x00\x00\x00\x00\x01\x00\x01a\x00\x00\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff"
