@@ -38,6 +38,7 @@ from vdl_wire.messages import (
     InitProducerIdRequest,
     ListOffsetsRequest,
     MetadataRequest,
+    VdlWriterIdRequest,
 )
 
 log = logging.getLogger("vdl_client")
@@ -393,10 +394,9 @@ class VdlClient:
 
     # -- produce -------------------------------------------------------------------------------
 
-    def init_producer_id(self, transactional_id: str | None = None) -> tuple[int, int]:
-        """A producer id and epoch; with a transactional id the broker derives them from it
-        deterministically (InitProducerId with a transactional id), so a retried writer keyed the same way gets the same."""
-        request = InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=60_000)
+    def init_producer_id(self) -> tuple[int, int]:
+        """A fresh producer id and epoch for an idempotent producer (InitProducerId, no transactional id)."""
+        request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000)
 
         def attempt() -> tuple[int, int]:
             response = self._send_any(request)
@@ -404,6 +404,19 @@ class VdlClient:
             return response.producer_id, response.producer_epoch
 
         return self._retrying("InitProducerId", attempt)
+
+    def writer_id(self, writer_key: str) -> tuple[int, int]:
+        """The producer id and epoch the broker derives from `writer_key` (VdlWriterId, VDL's own):
+        the same for every call, on every node, so a retried writer keyed the same way re-sends
+        its batches under the same producer id and sequences and they are stored once."""
+        request = VdlWriterIdRequest(writer_key=writer_key)
+
+        def attempt() -> tuple[int, int]:
+            response = self._send_any(request)
+            self._check(response.error_code, "VdlWriterId")
+            return response.producer_id, response.producer_epoch
+
+        return self._retrying("VdlWriterId", attempt)
 
     def pipeline(self, stream: str, timeout_ms: int, delivery_timeout_ms: int, window: int) -> ProducePipeline:
         return ProducePipeline(self, stream, timeout_ms, delivery_timeout_ms, window)

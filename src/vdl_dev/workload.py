@@ -246,7 +246,7 @@ def produce_workload(bootstrap: str, stream: str, config: WorkloadConfig, *, sta
     with VdlClient(settings) as client, ThreadPoolExecutor(1, thread_name_prefix="vdl-demo-produce") as sender, \
             tqdm(total=config.records - start, unit=" records", unit_scale=True, desc=f"produce {stream}",
                  disable=not progress, smoothing=0.1) as bar:
-        producer_id, epoch = client.init_producer_id(None)
+        producer_id, epoch = client.init_producer_id()
         sequence = 0
         in_flight: tuple[Future[int], int, int] | None = None
         try:
@@ -318,7 +318,7 @@ class SteadyProducer:
         chunk: EventChunk | None = None
         settings = ClientSettings.from_bootstrap(self.bootstrap, client_id="vdl-demo-follow")
         with VdlClient(settings) as client:
-            producer_id, epoch = client.init_producer_id(None)
+            producer_id, epoch = client.init_producer_id()
             started = time.monotonic()
             while not self._stop.is_set() and self.produced < self.config.records:
                 due = min(self.config.records, int((time.monotonic() - started) * self.rate),

@@ -135,6 +135,7 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
     46: (lambda: m.ListPartitionReassignmentsRequest(), lambda r: [r.error_code], [CLUSTER_DENIED]),
     10000: (lambda: m.VdlNodesRequest(action="decommission", node_id=1), lambda r: [r.error_code],
             [CLUSTER_DENIED]),
+    10001: (lambda: m.VdlWriterIdRequest(writer_key="vdl-spark/q/0/0"), lambda r: [r.error_code], [TXN_DENIED]),
 }
 
 

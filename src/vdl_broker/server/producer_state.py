@@ -114,35 +114,36 @@ class ProducerStateTable:
 
 @dataclass
 class ProducerIdAllocator:
-    """Producer ids for InitProducerId.
+    """Producer ids.
 
-    Without a transactional id: a fresh id, above every id seen in the logs and distinct per
-    broker start (the start time in ms scaled up), so ids are not reused after a restart.
-    With a transactional id: an id derived from its hash, in its own id space (the top bit of
-    the positive int64 range), epoch 0, so a restarted writer keyed by that id gets the same id.
+    `allocate`: a fresh id, above every id seen in the logs and distinct per broker start (the
+    start time in ms scaled up), so ids are not reused after a restart.
+    `derived`: an id derived from a writer key's hash (VdlWriterId), in its own id space (the top
+    bit of the positive int64 range), epoch 0, so a restarted writer keyed the same gets the same id.
     """
 
     start_ms: int
     _next: int = -1
 
-    TRANSACTIONAL_SPACE: int = 1 << 62
+    WRITER_SPACE: int = 1 << 62
 
     def __post_init__(self) -> None:
         # Room for 2**20 ids per millisecond of start time before two starts could collide.
-        self._next = (self.start_ms << 20) % self.TRANSACTIONAL_SPACE
+        self._next = (self.start_ms << 20) % self.WRITER_SPACE
 
     def observe(self, producer_id: int) -> None:
-        if producer_id < self.TRANSACTIONAL_SPACE and producer_id >= self._next:
+        if producer_id < self.WRITER_SPACE and producer_id >= self._next:
             self._next = producer_id + 1
 
-    def allocate(self, transactional_id: str | None) -> tuple[int, int]:
-        if transactional_id is not None:
-            digest = hashlib.sha256(transactional_id.encode()).digest()
-            value = int.from_bytes(digest[:8], "big") % self.TRANSACTIONAL_SPACE
-            return self.TRANSACTIONAL_SPACE + value, 0
+    def allocate(self) -> int:
         producer_id = self._next
         self._next += 1
-        return producer_id, 0
+        return producer_id
+
+    def derived(self, writer_key: str) -> tuple[int, int]:
+        digest = hashlib.sha256(writer_key.encode()).digest()
+        value = int.from_bytes(digest[:8], "big") % self.WRITER_SPACE
+        return self.WRITER_SPACE + value, 0
 
 
 def record_batch(table: ProducerStateTable, header: BatchHeader, base_offset: int) -> None:

@@ -60,6 +60,7 @@ from .sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from .sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from .sync_group import SyncGroupRequest, SyncGroupResponse
 from .vdl_nodes import VdlNodesRequest, VdlNodesResponse
+from .vdl_writer_id import VdlWriterIdRequest, VdlWriterIdResponse
 
 # (request class, response class) per API, in api-key order.
 MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
@@ -96,6 +97,7 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
     (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
     (VdlNodesRequest, VdlNodesResponse),
+    (VdlWriterIdRequest, VdlWriterIdResponse),
 )
 
 __all__ = [
@@ -166,4 +168,6 @@ __all__ = [
     "SyncGroupResponse",
     "VdlNodesRequest",
     "VdlNodesResponse",
+    "VdlWriterIdRequest",
+    "VdlWriterIdResponse",
 ]

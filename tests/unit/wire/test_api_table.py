@@ -64,6 +64,7 @@ TABLE = [
     (50, 0, 0),
     (51, 0, 0),
     (10000, 0, 0),  # VdlNodes: VDL's own (protocol/messages/vdl_nodes.py)
+    (10001, 0, 0),  # VdlWriterId: VDL's own (the Spark sink's producer ids)
 ]
 
 # The highest version Apache Kafka 3.0 serves of each API (# message defs at tag 3.0.0:
@@ -96,7 +97,7 @@ def test_every_api_served_as_far_as_kafka_3_0_serves_it() -> None:
 FLEXIBLE_FROM = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 17: None,
                  18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 35: 2, 36: 2, 37: 2,
                  42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 47: None, 50: 0, 51: 0, 60: 0, 68: 0, 69: 0,
-                 10000: 0}  # VdlNodes (ours)
+                 10000: 0, 10001: 0}  # VdlNodes, VdlWriterId (ours)
 
 
 def test_flexible_versions_are_kafkas() -> None:

@@ -161,7 +161,7 @@ def _check_both_directions(cls: type, version: int, value: Any) -> None:
 
 
 # VDL's own API (protocol/messages/vdl_nodes.py): no Kafka client implements it.
-VDL_ONLY = {"VdlNodesRequest", "VdlNodesResponse"}
+VDL_ONLY = {"VdlNodesRequest", "VdlNodesResponse", "VdlWriterIdRequest", "VdlWriterIdResponse"}
 
 
 def test_kafka_python_covers_every_api() -> None:

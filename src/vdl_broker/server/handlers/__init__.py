@@ -49,6 +49,7 @@ from vdl_broker.server.handlers import (
     sasl_handshake,
     sync_group,
     vdl_nodes,
+    vdl_writer_id,
 )
 
 MODULES: tuple[ModuleType, ...] = (
@@ -58,6 +59,7 @@ MODULES: tuple[ModuleType, ...] = (
     describe_acls, create_acls, delete_acls, describe_user_scram_credentials, alter_user_scram_credentials,
     describe_configs, incremental_alter_configs,
     describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments, vdl_nodes,
+    vdl_writer_id,
 )
 
 

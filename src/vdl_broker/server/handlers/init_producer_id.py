@@ -32,7 +32,10 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
     refused = _refusal(broker, context, request.transactional_id)
     if refused is not None:
         return error_response(request, context.api_version, refused)
-    producer_id, epoch = broker.producer_ids.allocate(request.transactional_id)
+    if request.transactional_id is not None:
+        producer_id, epoch = broker.producer_ids.derived(request.transactional_id)
+    else:
+        producer_id, epoch = broker.producer_ids.allocate(), 0
     return InitProducerIdResponse(error_code=0, producer_id=producer_id, producer_epoch=epoch)
 
 
