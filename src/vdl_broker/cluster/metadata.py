@@ -15,6 +15,7 @@ written by VDL 0.1 carry it as the value of a RecordBatch in a DATA entry; both 
     {"op": "create_stream", "name": "events", "adopt_on": 1, ...}   a 0.1 single-node stream
     {"op": "delete_stream", "name": "events"}
     consumer-group commands (committed offsets, settled generations): see cluster/groups.py
+    transaction coordinator commands (producer ids, epochs, states): see cluster/transactions.py
     SCRAM users: see cluster/users.py; ACLs: see cluster/acls.py
     {"op": "alter_stream_config", "name": "events", ...}: see cluster/stream_configs.py
     node states (joining, decommissioning, removing), removed nodes and replica reassignments:
@@ -45,6 +46,7 @@ from vdl_broker.cluster.membership import MEMBERSHIP_OPS, MembershipState, node_
 from vdl_broker.cluster.stream_configs import CONFIG_OPS, ConfigProblem, apply_alter, validated
 from vdl_broker.cluster.topic_ids import ZERO as ZERO_TOPIC_ID
 from vdl_broker.cluster.topic_ids import TopicIds
+from vdl_broker.cluster.transactions import TXN_OPS, TransactionsState, TxnResult
 from vdl_broker.cluster.users import USER_OPS, UsersState
 from vdl_wire.records.record_batch import read_records
 
@@ -105,6 +107,7 @@ class ApplyResult:
     message: str = ""
     stream: StreamInfo | None = None  # created or deleted stream
     node: NodeInfo | None = None
+    txn: TxnResult | None = None  # a transaction command's error code and metadata after it
 
     @property
     def ok(self) -> bool:
@@ -195,6 +198,7 @@ class ClusterState:
     nodes: dict[int, NodeInfo]
     streams: StreamTable
     groups: GroupsState
+    transactions: TransactionsState
     membership: MembershipState
     users: UsersState
     acls: AclsState
@@ -205,6 +209,7 @@ class ClusterState:
         self.nodes: dict[int, NodeInfo] = {}
         self.streams = StreamTable()  # with replica counts per node: placement passes over no stream
         self.groups = GroupsState()
+        self.transactions = TransactionsState()
         self.membership = MembershipState()
         self.users = UsersState()
         self.acls = AclsState()
@@ -280,6 +285,11 @@ class ClusterState:
             return self._create_stream(index, command)
         if op == "delete_stream":
             return self._delete_stream(index, command)
+        if op in TXN_OPS:
+            outcome = self.transactions.apply(op, command)
+            if isinstance(outcome, str):
+                return ApplyResult(index, op, Outcome.INVALID_COMMAND, outcome)
+            return ApplyResult(index, op, Outcome.OK, txn=outcome)
         if op in GROUP_OPS or op in USER_OPS or op in ACL_OPS:
             if op in GROUP_OPS:
                 error = self.groups.apply(op, command, set(self.streams))
@@ -383,6 +393,7 @@ class ClusterState:
         if stream is None:
             return ApplyResult(index, "delete_stream", Outcome.UNKNOWN, f"no stream {name!r}")
         self.groups.drop_stream(name)
+        self.transactions.drop_stream(name)
         self.membership.drop_stream(name)
         return ApplyResult(index, "delete_stream", Outcome.OK, stream=stream)
 
