@@ -289,6 +289,13 @@ class ClusterState:
             outcome = self.transactions.apply(op, command)
             if isinstance(outcome, str):
                 return ApplyResult(index, op, Outcome.INVALID_COMMAND, outcome)
+            by_group: dict[str, dict[str, list[Any]]] = {}
+            for pending in outcome.commit_offsets:
+                by_group.setdefault(pending.group, {})[pending.stream] = [pending.offset, pending.leader_epoch,
+                                                                          pending.metadata]
+            for group_id, offsets in by_group.items():
+                self.groups.apply("commit_offsets", {"group": group_id, "ts": command["ts"], "offsets": offsets},
+                                  set(self.streams))
             return ApplyResult(index, op, Outcome.OK, txn=outcome)
         if op in GROUP_OPS or op in USER_OPS or op in ACL_OPS:
             if op in GROUP_OPS:

@@ -15,6 +15,12 @@ applying stays deterministic on every node):
     {"op": "txn_end", "txn": t, "ts": ms, "producer_id": p, "epoch": e, "commit": bool, "bump": bool}
     {"op": "txn_timeout", "txn": t, "ts": ms, "producer_id": p, "epoch": e}
     {"op": "txn_complete", "txn": t, "ts": ms, "producer_id": p, "epoch": e}
+    {"op": "txn_add_offsets", "txn": t, "ts": ms, "producer_id": p, "epoch": e, "group": g}
+    {"op": "txn_offset_commit", "txn": t, "ts": ms, "producer_id": p, "epoch": e, "group": g,
+     "offsets": {"stream": [offset, leader_epoch, metadata]}}
+
+Offsets committed in a transaction wait in it and reach the group's committed offsets only when
+it commits (ClusterState applies TxnResult.commit_offsets); an abort drops them.
 
 Each yields a TxnResult: a Kafka error code (0 = done) and the transaction's metadata after it.
 """
@@ -53,6 +59,15 @@ class TxnState(Enum):
 
 
 @dataclass(frozen=True)
+class PendingOffset:
+    group: str
+    stream: str
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+@dataclass(frozen=True)
 class TxnMeta:
     transactional_id: str
     producer_id: int
@@ -65,12 +80,15 @@ class TxnMeta:
     timeout_ms: int
     start_ms: int  # when the ongoing transaction began (-1: none)
     update_ms: int
+    groups: tuple[str, ...] = ()  # consumer groups added (AddOffsetsToTxn)
+    offsets: tuple[PendingOffset, ...] = ()  # TxnOffsetCommit's, applied on commit
 
 
 @dataclass(frozen=True)
 class TxnResult:
     error: int
     meta: TxnMeta | None
+    commit_offsets: tuple[PendingOffset, ...] = ()  # a commit completed: these become committed
 
 
 @dataclass
@@ -107,6 +125,10 @@ class TransactionsState:
                 return self._timeout(txn, ts, pid, epoch)
             if op == "txn_complete":
                 return self._complete(txn, ts, pid, epoch)
+            if op == "txn_add_offsets":
+                return self._add_group(txn, ts, pid, epoch, str(command["group"]))
+            if op == "txn_offset_commit":
+                return self._offset_commit(txn, ts, pid, epoch, str(command["group"]), command["offsets"])
         except (KeyError, TypeError, ValueError) as error:
             return f"{op}: {error!r}"
         return f"unknown transaction command {op}"
@@ -177,6 +199,27 @@ class TransactionsState:
         return self._put(dataclasses.replace(current, state=TxnState.ONGOING, streams=tuple(sorted(set(streams))),
                                              start_ms=ts, update_ms=ts))
 
+    def _add_group(self, txn: str, ts: int, pid: int, epoch: int, group: str) -> TxnResult:
+        added = self._add(txn, ts, pid, epoch, [])
+        if added.error or added.meta is None:
+            return added
+        groups = tuple(sorted(set(added.meta.groups) | {group}))
+        return self._put(dataclasses.replace(added.meta, groups=groups))
+
+    def _offset_commit(self, txn: str, ts: int, pid: int, epoch: int, group: str,
+                       offsets: dict[str, Any]) -> TxnResult:
+        current = self.txns.get(txn)
+        fenced = self._fenced(current, pid, epoch)
+        if fenced is not None:
+            return fenced
+        assert current is not None
+        if current.state is not TxnState.ONGOING or group not in current.groups:
+            return TxnResult(int(ErrorCode.INVALID_TXN_STATE), current)
+        kept = {(o.group, o.stream): o for o in current.offsets}
+        for stream, (offset, leader_epoch, metadata) in sorted(offsets.items()):
+            kept[(group, stream)] = PendingOffset(group, stream, int(offset), int(leader_epoch), metadata)
+        return self._put(dataclasses.replace(current, offsets=tuple(kept[k] for k in sorted(kept)), update_ms=ts))
+
     def _end(self, txn: str, ts: int, pid: int, epoch: int, commit: bool, bump: bool) -> TxnResult:
         current = self.txns.get(txn)
         if current is None or current.producer_id != pid:
@@ -218,8 +261,11 @@ class TransactionsState:
         current = self.txns.get(txn)
         if current is None or not current.state.decided or (current.producer_id, current.epoch) != (pid, epoch):
             return TxnResult(int(ErrorCode.INVALID_TXN_STATE), current)
-        done = TxnState.COMPLETE_COMMIT if current.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
-        return self._put(dataclasses.replace(current, state=done, streams=(), start_ms=-1, update_ms=ts))
+        committed = current.state is TxnState.PREPARE_COMMIT
+        done = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
+        self._put(dataclasses.replace(current, state=done, streams=(), groups=(), offsets=(), start_ms=-1,
+                                      update_ms=ts))
+        return TxnResult(0, self.txns[txn], current.offsets if committed else ())
 
     def drop_stream(self, stream: str) -> None:
         """A deleted stream leaves the transactions it was part of (no marker can reach it)."""
@@ -255,4 +301,16 @@ def complete_txn_command(txn: str, ts_ms: int, producer_id: int, epoch: int) -> 
     return {"op": "txn_complete", "txn": txn, "ts": ts_ms, "producer_id": producer_id, "epoch": epoch}
 
 
-TXN_OPS = frozenset({"txn_init_producer", "txn_add_partitions", "txn_end", "txn_timeout", "txn_complete"})
+def add_offsets_command(txn: str, ts_ms: int, producer_id: int, epoch: int, group: str) -> dict[str, Any]:
+    return {"op": "txn_add_offsets", "txn": txn, "ts": ts_ms, "producer_id": producer_id, "epoch": epoch,
+            "group": group}
+
+
+def txn_offset_commit_command(txn: str, ts_ms: int, producer_id: int, epoch: int, group: str,
+                              offsets: dict[str, tuple[int, int, str | None]]) -> dict[str, Any]:
+    return {"op": "txn_offset_commit", "txn": txn, "ts": ts_ms, "producer_id": producer_id, "epoch": epoch,
+            "group": group, "offsets": {stream: list(value) for stream, value in offsets.items()}}
+
+
+TXN_OPS = frozenset({"txn_init_producer", "txn_add_partitions", "txn_end", "txn_timeout", "txn_complete",
+                     "txn_add_offsets", "txn_offset_commit"})

@@ -45,11 +45,13 @@ from vdl_broker.cluster.metadata import (
 from vdl_broker.cluster.stream_configs import CONFIG_OPS, alter_stream_config_command
 from vdl_broker.cluster.transactions import (
     TXN_OPS,
+    add_offsets_command,
     add_partitions_command,
     complete_txn_command,
     end_txn_command,
     init_producer_command,
     timeout_txn_command,
+    txn_offset_commit_command,
 )
 from vdl_broker.cluster.users import (
     USER_OPS,
@@ -105,6 +107,8 @@ def samples() -> list[dict[str, Any]]:
         complete_txn_command("t1", 5003, 1000, 1),
         init_producer_command("t2", 6000, 10000, 2000, None),
         add_partitions_command("t2", 6001, 2000, 0, ["orders", "legacy"]),
+        add_offsets_command("t2", 6002, 2000, 0, "g2"),
+        txn_offset_commit_command("t2", 6003, 2000, 0, "g2", {"orders": (5, 1, "m")}),
         timeout_txn_command("t2", 17000, 2000, 0),
     ]
 

@@ -147,3 +147,44 @@ def test_a_deleted_stream_leaves_its_transactions() -> None:
     run(state, add_partitions_command("t", 2, 500, 0, ["a", "b"]))
     state.drop_stream("a")
     assert meta(state).streams == ("b",)
+
+
+def test_offsets_committed_in_a_transaction_reach_the_group_only_on_commit() -> None:
+    from vdl_broker.cluster.metadata import (
+        ClusterState,
+        create_stream_command,
+        init_cluster_command,
+        register_node_command,
+    )
+    from vdl_broker.cluster.transactions import add_offsets_command, txn_offset_commit_command
+
+    state = ClusterState()
+    commands = [register_node_command(1, "h:1", "h:2"), init_cluster_command("c"), create_stream_command("in", 1),
+                init_producer_command("t", 1, 60000, 500, None),
+                add_offsets_command("t", 2, 500, 0, "g"),
+                txn_offset_commit_command("t", 3, 500, 0, "g", {"in": (7, 0, None)})]
+    for index, command in enumerate(commands, start=1):
+        assert state.apply_entry(index, [command])[0].ok
+    refused = state.apply_entry(10, [txn_offset_commit_command("t", 4, 500, 0, "other", {"in": (9, 0, None)})])
+    assert refused[0].txn.error == ErrorCode.INVALID_TXN_STATE
+    assert state.groups.committed("g") == {}
+    state.apply_entry(11, [end_txn_command("t", 5, 500, 0, True, False)])
+    assert state.groups.committed("g") == {}
+    state.apply_entry(12, [complete_txn_command("t", 6, 500, 0)])
+    assert state.groups.committed("g")["in"].offset == 7
+    assert meta_of(state.transactions).offsets == ()
+
+
+def test_aborted_offsets_are_dropped() -> None:
+    from vdl_broker.cluster.transactions import add_offsets_command, txn_offset_commit_command
+
+    state = TransactionsState()
+    init(state)
+    run(state, add_offsets_command("t", 2, 500, 0, "g"))
+    run(state, txn_offset_commit_command("t", 3, 500, 0, "g", {"in": (7, 0, None)}))
+    run(state, end_txn_command("t", 4, 500, 0, False, False))
+    assert run(state, complete_txn_command("t", 5, 500, 0)).commit_offsets == ()
+
+
+def meta_of(state: TransactionsState) -> TxnMeta:
+    return meta(state)
