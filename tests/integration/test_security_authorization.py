@@ -99,6 +99,25 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
          lambda r: [t.error_code for t in r.responses], [TOPIC_DENIED]),
     22: (lambda: m.InitProducerIdRequest(transactional_id="vdl-spark/q/0/0", transaction_timeout_ms=60_000),
          lambda r: [r.error_code], [TXN_DENIED]),
+    24: (lambda: m.AddPartitionsToTxnRequest(transactions=[m.AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+            transactional_id="t", producer_id=1, producer_epoch=0, topics=[
+                m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=STREAM, partitions=[0])])]),
+         lambda r: [p.partition_error_code for x in r.results_by_transaction for t in x.topic_results
+                    for p in t.results_by_partition], [TXN_DENIED]),
+    25: (lambda: m.AddOffsetsToTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, group_id=GROUP),
+         lambda r: [r.error_code], [TXN_DENIED]),
+    26: (lambda: m.EndTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, committed=True),
+         lambda r: [r.error_code], [TXN_DENIED]),
+    27: (lambda: m.WriteTxnMarkersRequest(markers=[m.WriteTxnMarkersRequest.WritableTxnMarker(
+            producer_id=1, producer_epoch=0, transaction_result=True, coordinator_epoch=0, topics=[
+                m.WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=STREAM, partition_indexes=[0])])]),
+         lambda r: [p.error_code for x in r.markers for t in x.topics for p in t.partitions], [CLUSTER_DENIED]),
+    28: (lambda: m.TxnOffsetCommitRequest(transactional_id="t", group_id=GROUP, producer_id=1, producer_epoch=0,
+                                          topics=[m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(
+                                              name=STREAM, partitions=[
+                                                  m.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(
+                                                      partition_index=0, committed_offset=1)])]),
+         lambda r: [p.error_code for t in r.topics for p in t.partitions], [TXN_DENIED]),
     29: (lambda: m.DescribeAclsRequest(resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1),
          lambda r: [r.error_code], [CLUSTER_DENIED]),
     30: (lambda: m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(

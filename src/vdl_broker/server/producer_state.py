@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from vdl_broker.log import StreamLog
+from vdl_broker.server.txn_index import StreamTxns, observe
 from vdl_wire.records.batch_header import BATCH_HEADER_SIZE, BatchHeader, parse_batch_header
 
 # Producer-state rebuild reads the log in chunks of this size.
@@ -153,9 +154,11 @@ def record_batch(table: ProducerStateTable, header: BatchHeader, base_offset: in
                      last_sequence(header.base_sequence, header.last_offset_delta), base_offset)
 
 
-def replay_producer_state(stream_log: StreamLog, table: ProducerStateTable, end_offset: int) -> int:
-    """Book every batch of the log below `end_offset` in `table`, reading batch headers only
-    (no record decoding); returns the number of batches seen."""
+def replay_producer_state(stream_log: StreamLog, table: ProducerStateTable, end_offset: int,
+                          txns: StreamTxns | None = None) -> int:
+    """Book every batch of the log below `end_offset` in `table` (and its transactions in
+    `txns`), reading batch headers only (and markers' one record); returns the number of
+    batches seen."""
     offset, seen = stream_log.log_start_offset, 0
     while offset < end_offset:
         result = stream_log.read(offset, REBUILD_CHUNK_BYTES, end_offset)
@@ -166,10 +169,13 @@ def replay_producer_state(stream_log: StreamLog, table: ProducerStateTable, end_
             position = 0
             while position + BATCH_HEADER_SIZE <= len(buffer):
                 header = parse_batch_header(buffer, position)
-                position += 12 + header.batch_length  # base offset + length prefix, then the rest
+                end = position + 12 + header.batch_length  # base offset + length prefix, then the rest
                 next_offset = header.next_offset
                 seen += 1
                 record_batch(table, header, header.base_offset)
+                if txns is not None and header.is_transactional:
+                    observe(txns, header, memoryview(buffer)[position:end])
+                position = end
         if next_offset <= offset:
             break
         offset = next_offset

@@ -16,6 +16,8 @@ from types import ModuleType
 from typing import Any
 
 from vdl_broker.server.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_partition_reassignments,
     alter_user_scram_credentials,
     api_versions,
@@ -30,6 +32,7 @@ from vdl_broker.server.handlers import (
     describe_log_dirs,
     describe_user_scram_credentials,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -48,8 +51,10 @@ from vdl_broker.server.handlers import (
     sasl_authenticate,
     sasl_handshake,
     sync_group,
+    txn_offset_commit,
     vdl_nodes,
     vdl_writer_id,
+    write_txn_markers,
 )
 
 MODULES: tuple[ModuleType, ...] = (
@@ -59,7 +64,8 @@ MODULES: tuple[ModuleType, ...] = (
     describe_acls, create_acls, delete_acls, describe_user_scram_credentials, alter_user_scram_credentials,
     describe_configs, incremental_alter_configs,
     describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments, vdl_nodes,
-    vdl_writer_id,
+    vdl_writer_id, add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit,
+    write_txn_markers,
 )
 
 

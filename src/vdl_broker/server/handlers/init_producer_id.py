@@ -1,7 +1,10 @@
-"""InitProducerId (key 22): producer ids for idempotent producers (KIP-98).
+"""InitProducerId (key 22): producer ids (KIP-98).
 
-A null transactional id gets a fresh id; a transactional id gets an id derived from it, epoch 0,
-so a restarted writer keyed by it keeps its id (Spark's exactly-once sink keys each task so).
+Without a transactional id: a fresh id for an idempotent producer, from any node. With one: the
+transaction coordinator (the metadata leader; NOT_COORDINATOR elsewhere) gives the id's producer
+id and a bumped epoch, which fences every older instance; an ongoing transaction of the old
+instance is aborted first (CONCURRENT_TRANSACTIONS until then: the client retries). v3+ carry the
+producer's own id and epoch (KIP-360): a producer bumping its own epoch.
 """
 
 from __future__ import annotations
@@ -9,11 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized, authorized_cluster
+from vdl_broker.transactions.coordinator import error_of
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import InitProducerIdRequest, InitProducerIdResponse
 
 API_KEY = InitProducerIdRequest.DECL.api_key
 NAME = "InitProducerId"
+FENCED_VERSION = 4  # older clients know PRODUCER_FENCED as INVALID_PRODUCER_EPOCH (KIP-588)
 
 
 def _refusal(broker: Any, context: Any, transactional_id: str | None) -> ErrorCode | None:
@@ -28,16 +33,30 @@ def _refusal(broker: Any, context: Any, transactional_id: str | None) -> ErrorCo
     return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
+async def handle(broker: Any, context: Any, request: Any) -> Any:
     refused = _refusal(broker, context, request.transactional_id)
     if refused is not None:
         return error_response(request, context.api_version, refused)
-    if request.transactional_id is not None:
-        producer_id, epoch = broker.producer_ids.derived(request.transactional_id)
-    else:
-        producer_id, epoch = broker.producer_ids.allocate(), 0
-    return InitProducerIdResponse(error_code=0, producer_id=producer_id, producer_epoch=epoch)
+    if request.transactional_id is None:
+        return InitProducerIdResponse(error_code=0, producer_id=broker.producer_ids.allocate(), producer_epoch=0)
+    if request.transactional_id == "":
+        return error_response(request, context.api_version, ErrorCode.INVALID_REQUEST)
+    if not broker.transactions.active():
+        return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
+    expected = None
+    if context.api_version >= 3 and request.producer_id >= 0:
+        expected = (request.producer_id, request.producer_epoch)
+    result = await broker.transactions.init_producer(request.transactional_id, request.transaction_timeout_ms,
+                                                     expected)
+    code = error_of(result)
+    if code is not ErrorCode.NONE:
+        return error_response(request, context.api_version, code)
+    assert not isinstance(result, ErrorCode) and result.meta is not None
+    return InitProducerIdResponse(error_code=0, producer_id=result.meta.producer_id,
+                                  producer_epoch=result.meta.epoch)
 
 
 def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    if code is ErrorCode.PRODUCER_FENCED and version < FENCED_VERSION:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
     return InitProducerIdResponse(error_code=int(code), producer_id=-1, producer_epoch=-1)

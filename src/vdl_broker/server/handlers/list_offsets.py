@@ -34,7 +34,8 @@ TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
-def _lookup(broker: Any, name: str, index: int, timestamp: int, version: int) -> tuple[ErrorCode, int, int]:
+def _lookup(broker: Any, name: str, index: int, timestamp: int, version: int,
+            read_committed: bool = False) -> tuple[ErrorCode, int, int]:
     partition = broker.replicas.get(name)
     if partition is None or index != 0:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
@@ -42,7 +43,8 @@ def _lookup(broker: Any, name: str, index: int, timestamp: int, version: int) ->
         return ErrorCode.UNSUPPORTED_VERSION if timestamp in SENTINEL_VERSIONS else ErrorCode.INVALID_REQUEST, -1, -1
     if not partition.serves_reads:  # led elsewhere, or a leader without its read lease
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1
-    high_watermark = partition.high_watermark
+    # read_committed (v2+ isolation_level 1) sees the log up to the last stable offset (KIP-98).
+    high_watermark = partition.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == LATEST:
         return ErrorCode.NONE, high_watermark, -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
@@ -79,12 +81,14 @@ def _first_record_at(partition: Any, batch_offset: int, timestamp: int, high_wat
 async def handle(broker: Any, context: Any, request: Any) -> Any:
     version = context.api_version
     await await_read_lease([p for p in (broker.replicas.get(t.name) for t in request.topics) if p is not None])
+    read_committed = version >= 2 and request.isolation_level == 1
     topics = []
     for topic in request.topics:
         partitions = []
         allowed = authorized(broker, context, Operation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
-            code, offset, timestamp = (_lookup(broker, topic.name, p.partition_index, p.timestamp, version) if allowed
+            code, offset, timestamp = (_lookup(broker, topic.name, p.partition_index, p.timestamp, version,
+                                               read_committed) if allowed
                                        else (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1))
             partitions.append(PartitionResponse(
                 partition_index=p.partition_index, error_code=int(code),

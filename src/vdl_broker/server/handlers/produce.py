@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vdl_broker.cluster.transactions import TxnState
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.partition import AppendHandle, PartitionError
 from vdl_wire.errors import DecodeError, ErrorCode
@@ -43,8 +44,6 @@ def _check_header(header: BatchHeader, max_batch_bytes: int) -> None:
                        f"{header.last_offset_delta}")
     if header.is_control:
         raise Rejected(ErrorCode.INVALID_RECORD, "clients cannot write control batches")
-    if header.is_transactional:
-        raise Rejected(ErrorCode.INVALID_TXN_STATE, "VDL does not support transactions")
     if header.base_timestamp < -1 or (header.max_timestamp != -1 and header.max_timestamp < header.base_timestamp):
         raise Rejected(ErrorCode.INVALID_TIMESTAMP,
                        f"batch timestamps {header.base_timestamp}..{header.max_timestamp}")
@@ -110,11 +109,55 @@ def _partition_error(index: int, code: ErrorCode, message: str | None = None) ->
                              log_start_offset=-1, error_message=message)
 
 
+# How long a stream leader waits for its copy of the cluster metadata to show a transaction's
+# partitions (added on the metadata leader a moment before) before refusing the batch.
+TXN_VISIBLE_WAIT_S = 2.0
+
+
+def _in_transaction(broker: Any, transactional_id: str | None, stream: str, header: BatchHeader) -> None:
+    """KIP-890 part 1: a transactional batch is stored only for a partition added to its
+    producer's ongoing transaction (the coordinator's state, replicated to every node); raises
+    Rejected otherwise. A batch outside transactions must not claim to be in one."""
+    if not header.is_transactional:
+        return
+    if transactional_id is None:
+        raise Rejected(ErrorCode.INVALID_TXN_STATE, "a transactional batch without a transactional id")
+    meta = broker.metadata.state.transactions.get(transactional_id)
+    if meta is None or meta.producer_id != header.producer_id:
+        raise Rejected(ErrorCode.INVALID_TXN_STATE, f"producer {header.producer_id} has no transaction "
+                                                    f"{transactional_id!r}")
+    if header.producer_epoch < meta.epoch:
+        raise Rejected(ErrorCode.INVALID_PRODUCER_EPOCH, f"producer epoch {header.producer_epoch} is fenced "
+                                                         f"(current {meta.epoch})")
+    if meta.state is not TxnState.ONGOING or meta.epoch != header.producer_epoch or stream not in meta.streams:
+        raise Rejected(ErrorCode.INVALID_TXN_STATE, f"stream {stream} is not in an ongoing transaction of "
+                                                    f"{transactional_id!r}")
+
+
+async def _await_transaction(broker: Any, request: Any) -> None:
+    """Let this node's metadata catch up with an AddPartitionsToTxn the client saw answered."""
+    txn = request.transactional_id
+    group = broker.metadata.group
+    if txn is None or group is None:
+        return
+    wanted = {topic.name for topic in request.topic_data}
+
+    def visible(_: Any) -> bool:
+        meta = broker.metadata.state.transactions.get(txn)
+        return meta is not None and meta.state is TxnState.ONGOING and wanted <= set(meta.streams)
+
+    await group.wait_for(visible, TXN_VISIBLE_WAIT_S)
+
+
 async def handle(broker: Any, context: Any, request: Any) -> Any:
     acks = request.acks
     version = context.api_version
     if acks not in (0, 1, -1):
         return error_response(request, version, ErrorCode.INVALID_REQUIRED_ACKS)
+    if request.transactional_id is not None:
+        if not authorized(broker, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+            return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        await _await_transaction(broker, request)
     results: list[tuple[str, list[Any]]] = []
     appended: dict[str, list[AppendHandle]] = {}
     # Phase 1, synchronous: validate and append every partition's data (no await, so requests
@@ -135,6 +178,8 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
             try:
                 batches = parse_batches(data.records, version,
                                         broker.config.max_batch_bytes if limit is None else limit)
+                for header, _ in batches:
+                    _in_transaction(broker, request.transactional_id, topic.name, header)
                 handles = [partition.append(batch, header) for header, batch in batches]
             except Rejected as error:
                 responses.append(_partition_error(data.index, error.code, error.message))
