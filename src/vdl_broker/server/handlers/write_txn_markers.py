@@ -36,12 +36,17 @@ def _response(request: Any, code: Any) -> Any:
 
 async def write_markers(broker: Any, request: Any) -> Any:
     producers = {marker.producer_id for marker in request.markers}
+
+    def ongoing() -> set[int]:
+        return {t.producer_id for t in broker.metadata.state.transactions.txns.values()
+                if t.producer_id in producers and t.state is TxnState.ONGOING}
+
     group = broker.metadata.group
     if group is not None:
-        def decided(_: Any) -> bool:
-            return not any(t.producer_id in producers and t.state is TxnState.ONGOING
-                           for t in broker.metadata.state.transactions.txns.values())
-        await group.wait_for(decided, DECISION_WAIT_S)
+        await group.wait_for(lambda _: not ongoing(), DECISION_WAIT_S)
+    # Still ongoing here: a late request of a deposed coordinator for an earlier transaction of
+    # the producer; its marker would end the producer's next transaction in these streams.
+    stale = ongoing()
     codes: dict[tuple[int, str, int], ErrorCode] = {}
     handles: list[tuple[tuple[int, str, int], AppendHandle]] = []
     now = int(time.time() * 1000)
@@ -51,6 +56,9 @@ async def write_markers(broker: Any, request: Any) -> Any:
         for topic in marker.topics:
             for index in topic.partition_indexes:
                 key = (marker.producer_id, topic.name, index)
+                if marker.producer_id in stale:
+                    codes[key] = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+                    continue
                 partition = broker.replicas.get(topic.name)
                 if not isinstance(partition, Partition) or index != 0:
                     codes[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if partition is None or index != 0
