@@ -152,6 +152,12 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
             name=STREAM, partitions=[m.AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition(
                 partition_index=0, replicas=[1])])]), lambda r: [r.error_code], [CLUSTER_DENIED]),
     46: (lambda: m.ListPartitionReassignmentsRequest(), lambda r: [r.error_code], [CLUSTER_DENIED]),
+    61: (lambda: m.DescribeProducersRequest(topics=[m.DescribeProducersRequest.TopicRequest(
+            name=STREAM, partition_indexes=[0])]),
+         lambda r: [p.error_code for t in r.topics for p in t.partitions], [TOPIC_DENIED]),
+    65: (lambda: m.DescribeTransactionsRequest(transactional_ids=["t"]),
+         lambda r: [s.error_code for s in r.transaction_states], [TXN_DENIED]),
+    66: (lambda: m.ListTransactionsRequest(), lambda r: [r.error_code, len(r.transaction_states)], [0, 0]),
     10000: (lambda: m.VdlNodesRequest(action="decommission", node_id=1), lambda r: [r.error_code],
             [CLUSTER_DENIED]),
     10001: (lambda: m.VdlWriterIdRequest(writer_key="vdl-spark/q/0/0"), lambda r: [r.error_code], [TXN_DENIED]),

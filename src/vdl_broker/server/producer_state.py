@@ -108,6 +108,10 @@ class ProducerStateTable:
     def producer_ids(self) -> list[int]:
         return list(self._producers)
 
+    def epoch_of(self, producer_id: int) -> int:
+        entry = self._producers.get(producer_id)
+        return entry.epoch if entry else -1
+
     def last_batches(self, producer_id: int) -> list[BatchMetadata]:
         entry = self._producers.get(producer_id)
         return list(entry.batches) if entry else []

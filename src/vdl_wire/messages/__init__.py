@@ -62,6 +62,14 @@ from .produce import ProduceRequest, ProduceResponse
 from .sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from .sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from .sync_group import SyncGroupRequest, SyncGroupResponse
+from .transactions_admin import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
 from .txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from .vdl_nodes import VdlNodesRequest, VdlNodesResponse
 from .vdl_writer_id import VdlWriterIdRequest, VdlWriterIdResponse
@@ -106,12 +114,21 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (DeleteAclsRequest, DeleteAclsResponse),
     (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
     (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
+    (DescribeProducersRequest, DescribeProducersResponse),
+    (DescribeTransactionsRequest, DescribeTransactionsResponse),
+    (ListTransactionsRequest, ListTransactionsResponse),
     (VdlNodesRequest, VdlNodesResponse),
     (VdlWriterIdRequest, VdlWriterIdResponse),
 )
 
 __all__ = [
     "MESSAGE_PAIRS",
+    "DescribeProducersRequest",
+    "DescribeProducersResponse",
+    "DescribeTransactionsRequest",
+    "DescribeTransactionsResponse",
+    "ListTransactionsRequest",
+    "ListTransactionsResponse",
     "WriteTxnMarkersRequest",
     "WriteTxnMarkersResponse",
     "AddOffsetsToTxnRequest",

@@ -30,6 +30,8 @@ from vdl_broker.server.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
+    describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
     end_txn,
@@ -43,6 +45,7 @@ from vdl_broker.server.handlers import (
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -65,7 +68,7 @@ MODULES: tuple[ModuleType, ...] = (
     describe_configs, incremental_alter_configs,
     describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments, vdl_nodes,
     vdl_writer_id, add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit,
-    write_txn_markers,
+    write_txn_markers, describe_producers, describe_transactions, list_transactions,
 )
 
 
