@@ -26,6 +26,7 @@ from vdl_dev.cluster import DemoCluster, start_cluster
 from vdl_dev.session import (
     create_spark_session,
     deferred_interrupts,
+    is_interrupt,
     prepare,
     quiet_interrupts,
     shutdown,
@@ -174,7 +175,9 @@ def run_follow(rate: int = DEFAULT_RATE, trigger_s: float = DEFAULT_TRIGGER_S, d
                 return 0 if report.ok else 1
             finally:
                 shutdown(None, spark, cluster, say)
-    except KeyboardInterrupt:
+    except BaseException as error:
+        if not is_interrupt(error):
+            raise
         say("\ninterrupted: everything stopped")
         return 130
     finally:

@@ -27,6 +27,7 @@ from vdl_dev.raw_table import raw_table_config, raw_table_path, raw_table_rows
 from vdl_dev.session import (
     Background,
     create_spark_session,
+    is_interrupt,
     prepare,
     quiet_interrupts,
     shutdown,
@@ -211,7 +212,9 @@ def run_demo(records: int = 1_000_000, data_dir: Path | None = None, nodes: int 
                 return 0 if report.ok else 1
             finally:
                 shutdown(pipeline, spark, cluster, say)
-    except KeyboardInterrupt:
+    except BaseException as error:
+        if not is_interrupt(error):
+            raise
         say("\ninterrupted: everything stopped")
         return 130
     finally:

@@ -112,6 +112,20 @@ def deferred_interrupts() -> Iterator[None]:
         raise KeyboardInterrupt(f"signal {pending[0]}")
 
 
+def is_interrupt(error: BaseException) -> bool:
+    """Ctrl-C/SIGTERM, also when Python wrapped it: an interrupt raised inside a descriptor's
+    `__set_name__` (a class being created by an import) comes out as a RuntimeError whose cause
+    is the KeyboardInterrupt (Python 3.11's type_new_set_names)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        if not isinstance(seen, RuntimeError):
+            return False
+        seen = seen.__cause__
+    return False
+
+
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM behaves like Ctrl-C, so the same finally blocks stop everything."""

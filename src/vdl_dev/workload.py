@@ -12,6 +12,7 @@ JSON bytes: the demo test compares the Delta table with it.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Iterable, Iterator
@@ -220,12 +221,11 @@ def produce_workload(bootstrap: str, stream: str, config: WorkloadConfig, *, sta
     leader change is stored once (the client retries through leader changes). One batch is in
     flight (on a sender thread) while the next one is generated; order is kept.
     """
-    from concurrent.futures import Future, ThreadPoolExecutor
-
     from tqdm import tqdm
 
     from vdl_client import ClientSettings, VdlClient
     from vdl_connector.arrow import build_batch
+    from vdl_dev.session import Background
     from vdl_wire.records.compression import Compression
 
     codec = Compression[compression.upper()]
@@ -233,8 +233,8 @@ def produce_workload(bootstrap: str, stream: str, config: WorkloadConfig, *, sta
     started = time.monotonic()
     settings = ClientSettings.from_bootstrap(bootstrap, client_id="vdl-demo")
 
-    def account(future: Future[int], count: int, size: int) -> None:
-        base = future.result()  # raises the sender's error here
+    def account(send: Background, count: int, size: int) -> None:
+        base = send.result()  # raises the sender's error here
         if base >= 0:  # -1: a retried batch the broker had already stored (offset unknown)
             stats.first_offset = base if stats.first_offset < 0 else stats.first_offset
             stats.last_offset = base + count - 1
@@ -243,25 +243,24 @@ def produce_workload(bootstrap: str, stream: str, config: WorkloadConfig, *, sta
         stats.bytes += size
         bar.update(count)
 
-    with VdlClient(settings) as client, ThreadPoolExecutor(1, thread_name_prefix="vdl-demo-produce") as sender, \
-            tqdm(total=config.records - start, unit=" records", unit_scale=True, desc=f"produce {stream}",
-                 disable=not progress, smoothing=0.1) as bar:
+    # Each send runs on a daemon thread (Background), not an executor's: the interpreter joins
+    # executor threads at exit, so after Ctrl-C a send still retrying against stopped brokers
+    # held the exit for its whole deadline.
+    with VdlClient(settings) as client, tqdm(total=config.records - start, unit=" records", unit_scale=True,
+                                             desc=f"produce {stream}", disable=not progress, smoothing=0.1) as bar:
         producer_id, epoch = client.init_producer_id()
         sequence = 0
-        in_flight: tuple[Future[int], int, int] | None = None
-        try:
-            for records, count in _encoded_batches(config, start, batch_bytes):
-                batch = build_batch(records, count, int(time.time() * 1000), producer_id, epoch, sequence, codec)
-                sequence = (sequence + count) % (1 << 31)  # KIP-98: sequences wrap at int32
-                if in_flight is not None:
-                    account(*in_flight)  # the client serves one request at a time
-                in_flight = (sender.submit(client.produce, stream, batch, 30_000, time.monotonic() + 120),
-                             count, len(batch))
+        in_flight: tuple[Background, int, int] | None = None
+        for records, count in _encoded_batches(config, start, batch_bytes):
+            batch = build_batch(records, count, int(time.time() * 1000), producer_id, epoch, sequence, codec)
+            sequence = (sequence + count) % (1 << 31)  # KIP-98: sequences wrap at int32
             if in_flight is not None:
-                account(*in_flight)
-        except BaseException:
-            sender.shutdown(wait=False, cancel_futures=True)
-            raise
+                account(*in_flight)  # the client serves one request at a time
+            send = Background("vdl-demo-produce", functools.partial(client.produce, stream, batch, 30_000,
+                                                                     time.monotonic() + 120))
+            in_flight = (send, count, len(batch))
+        if in_flight is not None:
+            account(*in_flight)
     stats.seconds = time.monotonic() - started
     return stats
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from vdl_client.cli import main as cli_main
 from vdl_dev.run import _prepare, main
 
@@ -26,3 +28,30 @@ def test_a_reused_data_dir_loses_only_the_previous_demo_run(tmp_path: Path) -> N
     base, temporary = _prepare(tmp_path)
     assert (base, temporary) == (tmp_path, False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]
+
+
+def test_an_interrupt_inside_a_class_creation_counts_as_ctrl_c(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """Ctrl-C while an import creates a class whose descriptor has `__set_name__` (a dataclass
+    field): Python raises a RuntimeError caused by the KeyboardInterrupt. The demo exits 130."""
+    import vdl_dev.run as run
+
+    class Interrupting:
+        def __set_name__(self, owner: type, name: str) -> None:
+            raise KeyboardInterrupt
+
+    def import_interrupted(*args: object, **kwargs: object) -> None:
+        type("Imported", (), {"field": Interrupting()})
+
+    monkeypatch.setattr(run, "create_spark_session", lambda base: None)
+    monkeypatch.setattr(run, "start_cluster", import_interrupted)
+    monkeypatch.setattr(run, "shutdown", lambda *args: None)
+    said: list[str] = []
+    assert run.run_demo(records=1, data_dir=tmp_path, progress=False, say=said.append) == 130
+    assert said[-1] == "\ninterrupted: everything stopped"
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a real failure")
+
+    monkeypatch.setattr(run, "start_cluster", failing)
+    with pytest.raises(RuntimeError, match="a real failure"):
+        run.run_demo(records=1, data_dir=tmp_path, progress=False, say=said.append)

@@ -31,11 +31,14 @@ from tests.faults.harness import (
     wait_until,
 )
 from tests.support.disk import flip_byte
+from tests.support.kafka import raw_request
 from vdl_broker.cluster.metadata import METADATA_GROUP
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.damage import DAMAGE_FILE
 from vdl_broker.raft.persistence import COMMIT_POINT_FILE, HARD_STATE_FILE, load_hard_state
 from vdl_dev.dev_cluster import DevCluster
+from vdl_wire import messages as m
+from vdl_wire.errors import ErrorCode
 from vdl_wire.records.record_batch import RecordBatchBuilder
 
 pytestmark = pytest.mark.timeout(120)
@@ -114,6 +117,14 @@ def test_damaged_follower_does_not_elect_a_leader_lacking_acknowledged_writes(
     # either, and the damaged node does not even know the stream yet.
     recorded = directory(cluster, damaged, METADATA_GROUP if damage == "data-directory-lost" else stream)
     wait_until(lambda: (recorded / DAMAGE_FILE).exists(), 30, "damage recorded")
+    if damage == "data-directory-lost":
+        # Catching up, it does not know the stream yet and must not tell a client that the stream
+        # does not exist: librdkafka fails a producer on UNKNOWN_TOPIC_OR_PARTITION ("Unknown
+        # topic") but asks again on LEADER_NOT_AVAILABLE.
+        request = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=stream)],
+                                    allow_auto_topic_creation=False)
+        answer = raw_request(node_address(cluster, damaged), request).topics
+        assert [(t.name, t.error_code) for t in answer] == [(stream, ErrorCode.LEADER_NOT_AVAILABLE)]
     builder = RecordBatchBuilder()
     builder.append(0, None, b"must-not-commit")
     for _ in range(3):

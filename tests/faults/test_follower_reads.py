@@ -2,7 +2,7 @@
 reading committed records while the leader is paused (SIGSTOP); a follower holding entries that
 are not committed (its acknowledgements to the leader are lost, the third node is paused) never
 shows them: at its high watermark it answers no records, past it OFFSET_NOT_AVAILABLE, past its
-log end OFFSET_OUT_OF_RANGE; once the links heal and the entries commit it serves them."""
+log end OFFSET_OUT_OF_RANGE (to a client that chose it by its rack); once the links heal and the entries commit it serves them."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_a_follower_never_shows_entries_it_holds_that_are_not_committed(tmp_path
         world.links.cut(follower, leader, one_way=True)
         assert produce_raw(world.address(leader), stream, numbered_batch(20), acks=1)[0] == 0
         # The entries reached the follower once offset 80 (its log end) stops being out of range.
-        wait_until(lambda: fetch_partition(world.address(follower), stream, hw + 20).error_code
+        wait_until(lambda: fetch_partition(world.address(follower), stream, hw + 20, rack=CLUSTER_RACKS[follower]).error_code
                    != ErrorCode.OFFSET_OUT_OF_RANGE, 20, f"node {follower} holding the uncommitted batch")
         address = world.address(follower)
         at_hw = fetch_partition(address, stream, hw, max_wait_ms=200)
@@ -115,7 +115,7 @@ def test_a_follower_never_shows_entries_it_holds_that_are_not_committed(tmp_path
             answer = fetch_partition(address, stream, offset, max_wait_ms=100)
             assert (answer.error_code, answer.high_watermark, bytes(answer.records or b"")) == (
                 ErrorCode.OFFSET_NOT_AVAILABLE, -1, b""), offset
-        beyond = fetch_partition(address, stream, hw + 21)
+        beyond = fetch_partition(address, stream, hw + 21, rack=CLUSTER_RACKS[follower])
         assert (beyond.error_code, beyond.high_watermark) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1)
         below = fetch_partition(address, stream, 0)
         assert (below.error_code, below.high_watermark, record_values(below.records)) == (0, hw, expected(0, hw))

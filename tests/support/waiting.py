@@ -8,16 +8,19 @@ from collections.abc import Callable
 from typing import Any
 
 
-def wait_until(condition: Any, timeout: float = 10.0, message: str = "", interval: float = 0.05) -> Any:
+def wait_until(condition: Any, timeout: float = 10.0, message: str | Callable[[], str] = "",
+               interval: float = 0.05) -> Any:
     """Poll `condition()` until it returns a truthy value (returned); AssertionError naming
-    `message` at the deadline."""
+    `message` at the deadline (a callable message is called then, so it can show the last state
+    seen)."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {message or condition}")
+            text = message() if callable(message) else message
+            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {text or condition}")
         time.sleep(interval)
 
 

@@ -29,6 +29,7 @@ import contextlib
 import itertools
 import logging
 import random
+import socket
 import ssl
 import struct
 from collections.abc import Awaitable, Callable
@@ -127,6 +128,8 @@ class RaftTransport:
         self._call_tasks: set[asyncio.Task[None]] = set()
         self._peers: dict[int, _Peer] = {}
         self._server: asyncio.Server | None = None
+        self._listener: socket.socket | None = None  # with TLS we accept ourselves (see start())
+        self._accepting: asyncio.Task[None] | None = None
         self._closed = False
         self._readers: set[asyncio.Task[None]] = set()
         self._pending_peers = dict(peers or {})
@@ -136,20 +139,43 @@ class RaftTransport:
 
     async def start(self) -> None:
         host, port = self.listen
-        self._server = await asyncio.start_server(self._accept, host, port)
+        if self.tls is None:
+            self._server = await asyncio.start_server(self._accept, host, port)
+        else:
+            # A stream server reads each new connection at once; a dialer's ClientHello that
+            # arrived before the accepting side called start_tls() was consumed as plain bytes,
+            # and both sides waited out the handshake timeout. So we accept the sockets and open
+            # each with TLS in place before anything reads it.
+            family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                        flags=socket.AI_PASSIVE)[0][0]
+            self._listener = socket.create_server((host, port), family=family, backlog=128)
+            self._listener.setblocking(False)
+            self._accepting = asyncio.get_running_loop().create_task(self._accept_loop(self._listener))
         for peer_id, address in self._pending_peers.items():
             self.add_peer(peer_id, address)
 
     @property
     def port(self) -> int:
         """The bound port (useful when listening on port 0)."""
+        if self._listener is not None:
+            return int(self._listener.getsockname()[1])
         assert self._server is not None and self._server.sockets
         return int(self._server.sockets[0].getsockname()[1])
+
+    @property
+    def _started(self) -> bool:
+        return self._server is not None or self._listener is not None
 
     async def stop(self) -> None:
         self._closed = True
         if self._server is not None:
             self._server.close()
+        if self._accepting is not None:
+            self._accepting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._accepting
+        if self._listener is not None:
+            self._listener.close()
         tasks: list[asyncio.Task[None]] = list(self._readers) + list(self._call_tasks)
         for peer in self._peers.values():
             if peer.writer is not None:
@@ -168,7 +194,7 @@ class RaftTransport:
         """Register (or re-address) a peer; the lower id of the pair dials the other."""
         if peer_id == self.node_id:
             return
-        if self._server is None:
+        if not self._started:
             self._pending_peers[peer_id] = address  # type: ignore[assignment]
             return
         peer = self._peers.get(peer_id)
@@ -418,20 +444,49 @@ class RaftTransport:
             return False
         return True
 
+    async def _accept_loop(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                connection, _ = await loop.sock_accept(listener)
+            except OSError as error:  # e.g. out of file descriptors: keep accepting
+                log.warning("node %d: raft accept failed: %r", self.node_id, error)
+                await asyncio.sleep(0.1)
+                continue
+            task = loop.create_task(self._accept_tls(connection))
+            self._readers.add(task)
+            task.add_done_callback(self._readers.discard)
+
+    async def _accept_tls(self, connection: socket.socket) -> None:
+        assert self.tls is not None
+        loop = asyncio.get_running_loop()
+        try:
+            remote = connection.getpeername()
+        except OSError:  # reset while it waited in the backlog
+            connection.close()
+            return
+        reader = asyncio.StreamReader()
+        protocol = asyncio.StreamReaderProtocol(reader)
+        try:
+            transport, _ = await asyncio.wait_for(
+                loop.connect_accepted_socket(lambda: protocol, connection, ssl=self.tls[0],
+                                             ssl_handshake_timeout=self.config.connect_timeout_s),
+                self.config.connect_timeout_s)
+        except (TimeoutError, OSError, ssl.SSLError, ConnectionError, RuntimeError, AttributeError) as error:
+            # A refused certificate (ours or the dialer's) is worth a warning; a handshake that
+            # timed out (a node busy starting up) is not.
+            log.log(logging.DEBUG if isinstance(error, TimeoutError) else logging.WARNING,
+                    "node %d: refused raft connection from %s: TLS failed: %r", self.node_id, remote, error)
+            connection.close()
+            return
+        await self._accept(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """A new connection (with TLS: already through its handshake): the dialer's HELLO."""
         remote = writer.get_extra_info("peername")
         named: int | None = None
         if self.tls is not None:
             assert self.identify is not None
-            try:
-                await asyncio.wait_for(writer.start_tls(self.tls[0]), self.config.connect_timeout_s)
-            except (TimeoutError, OSError, ssl.SSLError, ConnectionError, RuntimeError, AttributeError) as error:
-                # A refused certificate (ours or the dialer's) is worth a warning; a handshake that
-                # timed out (a node busy starting up) is not.
-                log.log(logging.DEBUG if isinstance(error, TimeoutError) else logging.WARNING,
-                        "node %d: refused raft connection from %s: TLS failed: %r", self.node_id, remote, error)
-                writer.close()
-                return
             named = self.identify(writer.get_extra_info("peercert"))
         try:
             body = await asyncio.wait_for(self._read_body(reader), self.config.connect_timeout_s)

@@ -206,7 +206,7 @@ class Broker:
         """Rule 2 of vdl_broker.cluster.identity: once the metadata replica has recovered, every
         stream created from then on has its replica in this data directory."""
         group = self.metadata.group
-        if self.replicas.registry.complete_from is None and group is not None and not group.node.recovering:
+        if self.replicas.registry.catching_up and group is not None and not group.node.recovering:
             self.replicas.registry.caught_up(self.metadata.state.applied_index)
 
     def _forget_deleted_streams(self, results: list[ApplyResult]) -> None:

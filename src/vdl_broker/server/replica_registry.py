@@ -69,10 +69,16 @@ class ReplicaRegistry:
             self.complete_from = None
         self._save()
 
+    @property
+    def catching_up(self) -> bool:
+        """The node started empty in an existing cluster and its metadata replica has not
+        recovered yet: what it knows of the cluster's streams is incomplete."""
+        return self.complete_from is None
+
     def caught_up(self, index: int) -> None:
         """The node holds the committed metadata through `index` (its metadata replica recovered):
         every replica placed here from then on is in this directory."""
-        if self.complete_from is None:
+        if self.catching_up:
             self.complete_from = index
             self._save()
 

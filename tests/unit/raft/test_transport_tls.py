@@ -5,7 +5,11 @@ or that claims another node's id, is refused and logged."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
+import ssl
+import struct
 from pathlib import Path
 
 import pytest
@@ -15,6 +19,7 @@ from tests.unit.raft.test_wire_transport import FAST, Inbox, _until
 from vdl_broker.config import NodeConfig
 from vdl_broker.raft.transport import RaftTransport
 from vdl_broker.raft.types import Message, MessageType
+from vdl_broker.raft.wire import encode_hello
 from vdl_broker.server.tls import node_id_of, raft_contexts
 
 pytestmark = pytest.mark.timeout(30)
@@ -74,3 +79,55 @@ def test_nodes_of_the_cluster_ca_talk_and_impostors_are_refused(tls_material: Tl
         await two.stop()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_a_client_hello_waiting_when_the_connection_is_accepted_is_not_lost(tls_material: TlsMaterial,
+                                                                            loop_kind: str) -> None:
+    """The dialer's ClientHello is in the socket before the accepting node has even accepted the
+    connection (a fast dialer, a busy acceptor). It must start the handshake, not be read as plain
+    bytes and leave both sides waiting out the handshake timeout."""
+    trusted = tls_material.directory
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        two = transport(2, Inbox(), contexts(trusted, 2, tls_material.ca))
+        await two.start()
+        two.add_peer(1, None)
+        dialing = contexts(trusted, 1, tls_material.ca)[1]
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = dialing.wrap_bio(incoming, outgoing, server_hostname="node2")
+        # Blocking connect and send: both done before the acceptor's loop runs again.
+        raw = socket.create_connection(("127.0.0.1", two.port))
+        with contextlib.suppress(ssl.SSLWantReadError):
+            tls.do_handshake()
+        raw.sendall(outgoing.read())
+        raw.setblocking(False)
+        deadline = loop.time() + FAST.connect_timeout_s / 2  # well inside the handshake timeout
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                pending = outgoing.read()
+                if pending:
+                    await loop.sock_sendall(raw, pending)
+                try:
+                    data = await asyncio.wait_for(loop.sock_recv(raw, 65536), max(0.0, deadline - loop.time()))
+                except TimeoutError:
+                    raise AssertionError("the accepting node never answered the ClientHello") from None
+                assert data, "the accepting node closed the connection during the handshake"
+                incoming.write(data)
+        await loop.sock_sendall(raw, outgoing.read())
+        hello = encode_hello(1)
+        tls.write(struct.pack(">I", len(hello)) + hello)
+        await loop.sock_sendall(raw, outgoing.read())
+        await _until(lambda: two.is_connected(1))
+        raw.close()
+        await two.stop()
+
+    if loop_kind == "uvloop":
+        uvloop = pytest.importorskip("uvloop", reason="uvloop is not installed on this platform")
+        uvloop.run(scenario())
+    else:
+        asyncio.run(scenario())

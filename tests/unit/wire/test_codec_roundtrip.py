@@ -14,7 +14,8 @@ from vdl_wire.api import (
     encode_response,
 )
 from vdl_wire.codec import decode_message, encode_message
-from vdl_wire.headers import RequestHeader
+from vdl_wire.errors import ErrorCode
+from vdl_wire.headers import API_VERSIONS_KEY, RequestHeader
 
 try:
     from .codec_strategies import all_message_versions, sample_value, value_strategy
@@ -66,11 +67,17 @@ REQUEST_CASES = [(c, v) for c, v in CASES if c.__name__.endswith("Request")]
 )
 def test_full_frame_round_trip(cls: type, version: int) -> None:
     spec = API_SPECS[cls.API_KEY]
+    responses = value_strategy(spec.response_class, version)
+    if cls.API_KEY == API_VERSIONS_KEY:
+        # KIP-511: an ApiVersions answer with UNSUPPORTED_VERSION is read as a v0 body whatever
+        # version was asked (a broker answers a too-new request so), so its later fields do not
+        # round-trip by design.
+        responses = responses.filter(lambda r: r.error_code != ErrorCode.UNSUPPORTED_VERSION)
 
     @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(
         value_strategy(cls, version),
-        value_strategy(spec.response_class, version),
+        responses,
         st.integers(-(2**31), 2**31 - 1),
         st.none() | st.text(max_size=8),
     )

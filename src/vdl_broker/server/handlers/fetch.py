@@ -8,7 +8,11 @@ for Fetch v0-3, whose clients need magic 0/1 message sets.
 Follower reads (KIP-392): the leader answers a Fetch v11+ naming the consumer's rack with a
 preferred_read_replica in that rack (server/read_replicas.py); any replica answers Fetch v11+
 below its own high watermark (Partition.serves_follower_reads). Offsets below a follower's log
-start or past its log end get OFFSET_OUT_OF_RANGE, as at Kafka's follower; an offset past its
+start or past its log end get OFFSET_OUT_OF_RANGE, as at Kafka's follower, when the client chose
+the follower (it sent a rack id); a client without one reads there only because its metadata
+named this node the leader (stale, or from a node cut off from the others), and gets
+NOT_LEADER_OR_FOLLOWER: clients that reset on OFFSET_OUT_OF_RANGE without checking the leader
+epoch (kafka-python) would otherwise jump back to the start of the stream. An offset past its
 high watermark but within its log waits like an empty fetch and then gets OFFSET_NOT_AVAILABLE.
 Older versions at a follower get NOT_LEADER_OR_FOLLOWER (Kafka's fetchOnlyLeader).
 
@@ -80,7 +84,9 @@ def _read_partition(broker: Any, topic: str, fp: Any, budget: int, has_data: boo
         return _read_log(partition, fp, budget, has_data, follower=False, committed=client.read_committed)
     # Kafka: only Fetch v11+ from a consumer may read at a follower (FetchParams.fetchOnlyLeader).
     if client.version >= FOLLOWER_READ_VERSION and partition.serves_follower_reads:
-        return _read_log(partition, fp, budget, has_data, follower=True, committed=client.read_committed)
+        out_of_range = ErrorCode.OFFSET_OUT_OF_RANGE if client.rack else ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return _read_log(partition, fp, budget, has_data, follower=True, committed=client.read_committed,
+                         out_of_range=out_of_range)
     # Led elsewhere, or a leader without its read lease: the client asks Metadata again.
     return _Read(fp.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
@@ -95,8 +101,9 @@ def _preferred_replica(broker: Any, partition: Any, offset: int, client: _Client
                                   partition.follower_read_offsets(ISR_MAX_LAG_ENTRIES))
 
 
-def _read_log(partition: Any, fp: Any, budget: int, has_data: bool, follower: bool, committed: bool) -> _Read:
-    read = _read_range(partition, fp, budget, has_data, follower, committed)
+def _read_log(partition: Any, fp: Any, budget: int, has_data: bool, follower: bool, committed: bool,
+              out_of_range: ErrorCode = ErrorCode.OFFSET_OUT_OF_RANGE) -> _Read:
+    read = _read_range(partition, fp, budget, has_data, follower, committed, out_of_range)
     if read.error is ErrorCode.NONE:
         read.last_stable_offset = partition.last_stable_offset
         if committed and read.buffers:
@@ -107,7 +114,8 @@ def _read_log(partition: Any, fp: Any, budget: int, has_data: bool, follower: bo
     return read
 
 
-def _read_range(partition: Any, fp: Any, budget: int, has_data: bool, follower: bool, committed: bool) -> _Read:
+def _read_range(partition: Any, fp: Any, budget: int, has_data: bool, follower: bool, committed: bool,
+                out_of_range: ErrorCode) -> _Read:
     high_watermark = partition.high_watermark
     # read_committed reads stop at the last stable offset: no open transaction's records.
     bound = partition.last_stable_offset if committed else high_watermark
@@ -117,7 +125,7 @@ def _read_range(partition: Any, fp: Any, budget: int, has_data: bool, follower: 
     # range. A follower's errors carry no offsets, as Kafka's (LogReadResult of an exception).
     if offset < start or offset > partition.log_end_offset:
         if follower:
-            return _Read(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE)
+            return _Read(fp.partition, out_of_range)
         return _Read(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark, start)
     if offset >= bound or (has_data and budget <= 0):
         return _Read(fp.partition, ErrorCode.NONE, high_watermark, start, None, 0,
@@ -127,7 +135,7 @@ def _read_range(partition: Any, fp: Any, budget: int, has_data: bool, follower: 
         result = partition.log.read(offset, max(1, limit), bound)
     except OffsetOutOfRange:
         if follower:
-            return _Read(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE)
+            return _Read(fp.partition, out_of_range)
         return _Read(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark, partition.log_start_offset)
     size = sum(len(buffer) for buffer in result.buffers)
     return _Read(fp.partition, ErrorCode.NONE, high_watermark, start, result.buffers, size)

@@ -96,6 +96,11 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
             elif may_create and create_topics.may_create(broker, context, name):
                 broker.replicas.spawn(_auto_create(broker, name))
                 topics.append(Topic(error_code=int(ErrorCode.LEADER_NOT_AVAILABLE), name=name))
+            elif broker.replicas.registry.catching_up:
+                # A node whose data directory was lost does not know every stream until its
+                # metadata replica recovers: "not available yet" makes clients ask again, where
+                # UNKNOWN_TOPIC_OR_PARTITION fails a librdkafka producer ("Unknown topic").
+                topics.append(Topic(error_code=int(ErrorCode.LEADER_NOT_AVAILABLE), name=name))
             else:
                 topics.append(Topic(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name=name))
         topics += [_by_id(broker, context, t.topic_id) for t in request.topics if t.name is None]
