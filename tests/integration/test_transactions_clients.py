@@ -1,6 +1,7 @@
-"""Transactions with real clients on a 3-node cluster: confluent-kafka's (librdkafka) and
-kafka-python's transactional producers; read_committed and read_uncommitted readers see exactly
-the records they should."""
+"""Transactions with real clients on a 3-node cluster: confluent-kafka's (librdkafka),
+kafka-python's and aiokafka's transactional producers; read_committed and read_uncommitted readers
+see exactly the records they should; zombies are fenced; consume-transform-produce commits its
+offsets with its output; a kill -9 of the coordinator between transactions and mid-commit."""
 
 from __future__ import annotations
 
@@ -88,6 +89,31 @@ def kafka_python_transactions(bootstrap: str, stream: str, txn_id: str) -> None:
         producer.close(timeout=5)
 
 
+def aiokafka_transactions(bootstrap: str, stream: str, txn_id: str) -> None:
+    import asyncio
+
+    import aiokafka
+
+    async def run() -> None:
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id,
+                                             enable_idempotence=True)
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for value in (b"c1", b"c2", b"c3"):
+                    await producer.send_and_wait(stream, value)
+            await producer.begin_transaction()
+            for value in (b"a1", b"a2"):
+                await producer.send_and_wait(stream, value)
+            await producer.abort_transaction()
+            async with producer.transaction():
+                await producer.send_and_wait(stream, b"c4")
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+
+
 def check_commit_and_abort(cluster: DevCluster, stream: str, write: Callable[[str, str, str], None]) -> None:
     with admin(cluster) as c:
         c.create_stream(stream)
@@ -103,6 +129,10 @@ def test_confluent_kafka_commit_and_abort(cluster: DevCluster) -> None:
 
 def test_kafka_python_commit_and_abort(cluster: DevCluster) -> None:
     check_commit_and_abort(cluster, "txn-kafkapython", kafka_python_transactions)
+
+
+def test_aiokafka_commit_and_abort(cluster: DevCluster) -> None:
+    check_commit_and_abort(cluster, "txn-aiokafka", aiokafka_transactions)
 
 
 def test_an_open_transaction_holds_read_committed_back(cluster: DevCluster) -> None:
