@@ -147,9 +147,11 @@ class TransactionsState:
             return self._put(TxnMeta(txn, new_pid, 0, NO_EPOCH, TxnState.EMPTY, (), timeout, -1, ts))
         if expected is not None:
             exp_pid, exp_epoch = int(expected[0]), int(expected[1])
-            if (exp_pid, exp_epoch) == (current.producer_id, current.last_epoch) and current.last_epoch != NO_EPOCH \
-                    and current.state.idle:
-                # The producer's own bump, retried: it already happened (KIP-360).
+            if (exp_pid, exp_epoch) == (current.producer_id, current.last_epoch) and current.last_epoch != NO_EPOCH:
+                # The producer's own bump, retried: it already happened (KIP-360); the abort it
+                # started may still be completing.
+                if current.state.decided:
+                    return TxnResult(int(ErrorCode.CONCURRENT_TRANSACTIONS), current)
                 return TxnResult(0, current)
             if (exp_pid, exp_epoch) != (current.producer_id, current.epoch):
                 return TxnResult(int(ErrorCode.PRODUCER_FENCED), current)

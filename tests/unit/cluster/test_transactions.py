@@ -188,3 +188,16 @@ def test_aborted_offsets_are_dropped() -> None:
 
 def meta_of(state: TransactionsState) -> TxnMeta:
     return meta(state)
+
+
+def test_the_producers_own_bump_during_its_transaction_aborts_it_and_can_be_retried() -> None:
+    state = TransactionsState()
+    init(state)
+    run(state, add_partitions_command("t", 2, 500, 0, ["a"]))
+    first = init(state, expected=(500, 0))
+    assert (first.error, first.meta.state, first.meta.epoch, first.meta.last_epoch) == \
+        (ErrorCode.CONCURRENT_TRANSACTIONS, TxnState.PREPARE_ABORT, 1, 0)
+    assert init(state, expected=(500, 0)).error == ErrorCode.CONCURRENT_TRANSACTIONS  # still aborting
+    run(state, complete_txn_command("t", 3, 500, 1))
+    retried = init(state, expected=(500, 0))
+    assert (retried.error, retried.meta.epoch, retried.meta.state) == (0, 1, TxnState.COMPLETE_ABORT)
