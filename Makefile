@@ -42,6 +42,7 @@ kcat:
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 test: install lint
 	$(PY) -m pytest -q

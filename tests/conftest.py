@@ -3,6 +3,7 @@ and the one SparkSession of the run."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -30,6 +31,19 @@ def pytest_configure(config: pytest.Config) -> None:
     low, high = port_range()
     width = (high - low) // workers
     os.environ[PORT_RANGE_VARIABLE] = f"{low + index * width}-{low + (index + 1) * width}"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """`--reverse`: run the collected tests in reverse order, to catch tests that pass only after
+    (or before) others. The pytest-reverse plugin, when installed, owns the option instead."""
+    with contextlib.suppress(ValueError):  # pytest-reverse defined it
+        parser.addoption("--reverse", action="store_true", default=False,
+                         help="run the tests in reverse order of collection")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--reverse") and not config.pluginmanager.hasplugin("reverse"):
+        items.reverse()
 
 
 @pytest.fixture

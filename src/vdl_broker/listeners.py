@@ -151,12 +151,18 @@ def parse_bootstrap_users(value: Any, setting: str) -> list[BootstrapUser]:
 class NodeSecurity(Protocol):
     """The security fields of a NodeConfig (config.py imports this module, not the reverse)."""
 
-    client_listeners: list[Listener]
-    ssl_certfile: str | None
-    ssl_keyfile: str | None
-    ssl_cafile: str | None
-    ssl_client_auth: str
-    bootstrap_users: list[BootstrapUser]
+    @property
+    def client_listeners(self) -> list[Listener]: ...
+    @property
+    def ssl_certfile(self) -> str | None: ...
+    @property
+    def ssl_keyfile(self) -> str | None: ...
+    @property
+    def ssl_cafile(self) -> str | None: ...
+    @property
+    def ssl_client_auth(self) -> str: ...
+    @property
+    def bootstrap_users(self) -> list[BootstrapUser]: ...
 
 
 def security_problem(config: NodeSecurity) -> str | None:

@@ -1,6 +1,7 @@
 """Cluster membership through a VdlClient: nodes (VdlNodes, VDL's own key 10000), replica
-reassignments (AlterPartitionReassignments 45, ListPartitionReassignments 46) and preferred
-leaders (ElectLeaders 43), as `vdl nodes` and `vdl streams reassign|elect-preferred` use them."""
+reassignments (AlterPartitionReassignments 45, ListPartitionReassignments 46), preferred
+leaders (ElectLeaders 43) and the feature level (ApiVersions v3+, UpdateFeatures 57), as
+`vdl nodes`, `vdl streams reassign|elect-preferred` and `vdl cluster upgrade` use them."""
 
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ from vdl_client.settings import LEADER_ERRORS, StreamNotFoundError, VdlClientErr
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import (
     AlterPartitionReassignmentsRequest,
+    ApiVersionsRequest,
     ElectLeadersRequest,
     ListPartitionReassignmentsRequest,
+    UpdateFeaturesRequest,
     VdlNodesRequest,
 )
+from vdl_wire.messages.update_features import METADATA_FEATURE, UPGRADE
 
 PREFERRED = 0  # ElectLeaders election type
 
@@ -134,3 +138,40 @@ def elect_preferred(client: VdlClient, streams: Sequence[str] | None = None) -> 
         return outcomes
 
     return client._retrying("elect preferred leaders", attempt)
+
+
+@dataclass(frozen=True)
+class FeatureLevels:
+    supported: int  # the highest level the metadata leader's release supports (0: none known)
+    finalized: int  # the cluster's level
+
+
+def feature_levels(client: VdlClient) -> FeatureLevels:
+    """The cluster's `vdl.metadata.version`, as the metadata leader's ApiVersions tells it."""
+    response = client.admin(ApiVersionsRequest(client_software_name="vdl", client_software_version="0"),
+                            "ApiVersions")
+    client._check(response.error_code, "ApiVersions")
+    supported = max((f.max_version for f in response.supported_features or [] if f.name == METADATA_FEATURE),
+                    default=0)
+    finalized = max((f.max_version_level for f in response.finalized_features or [] if f.name == METADATA_FEATURE),
+                    default=0)
+    return FeatureLevels(supported, finalized)
+
+
+def upgrade_features(client: VdlClient, level: int | None = None, validate_only: bool = False) -> tuple[int, int]:
+    """Raise the cluster's feature level to `level` (None: the highest the metadata leader's
+    release supports); (level before, level after). The leader refuses unless every node runs a
+    release that supports it."""
+    before = feature_levels(client)
+    target = before.supported if level is None else level
+    update = UpdateFeaturesRequest.FeatureUpdateKey(feature=METADATA_FEATURE, max_version_level=target,
+                                                    upgrade_type=UPGRADE)
+    request = UpdateFeaturesRequest(timeout_ms=30_000, feature_updates=[update], validate_only=validate_only)
+    what = f"raise {METADATA_FEATURE} to level {target}"
+    response = client.admin(request, what)
+    results = [(response.error_code, response.error_message)] + [(r.error_code, r.error_message)
+                                                                 for r in response.results]
+    for code, message in results:
+        if code:
+            raise VdlClientError(f"{what}: {ErrorCode(code).name}: {message}")
+    return before.finalized, before.finalized if validate_only else target

@@ -81,7 +81,10 @@ def spread_over_replicas(ranges: Sequence[InputPartition], placements: Mapping[s
     turn = itertools.count()
     result = []
     for offset_range in ranges:
-        placement = placements.get(offset_range.stream) if isinstance(offset_range, OffsetRange) else None
+        if not isinstance(offset_range, OffsetRange):  # another task (a Delta table's) keeps its place
+            result.append(offset_range)
+            continue
+        placement = placements.get(offset_range.stream)
         candidates = [] if placement is None else sorted(
             node for node in placement.in_sync
             if preference.kind == "any" or placement.racks.get(node) == preference.rack)

@@ -30,6 +30,7 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,6 +44,9 @@ from vdl_connector.arrow import RecordColumns, build_batch, cut_points, encode_h
 from vdl_connector.options import SinkOptions, VdlOptionError
 from vdl_connector.schema import WriteColumns
 from vdl_wire.records.compression import Compression
+
+if TYPE_CHECKING:
+    from vdl_client.client import ProducePipeline
 
 log = logging.getLogger("vdl_connector")
 
@@ -117,7 +121,7 @@ class _StreamState:
     pending_bytes: int = 0
     next_sequence: int = 0
     records: int = 0
-    pipeline: object | None = None  # client.ProducePipeline, opened at the first batch
+    pipeline: ProducePipeline | None = None  # opened at the first batch
 
 
 def _concat(arrays: list[pa.Array | None], lengths: list[int]) -> pa.Array | None:
@@ -175,6 +179,7 @@ class StreamProducer:
         if count == 0:
             return
         values = _concat(state.values, lengths)
+        assert values is not None  # count > 0: there are values
         keys = _concat(state.keys, lengths)
         headers = None
         if any(h is not None for h in state.headers):

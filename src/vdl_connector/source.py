@@ -75,7 +75,7 @@ def _open_client(options: SourceOptions):  # noqa: ANN202 - imported late: keeps
 class VdlDataSource(DataSource):
     """spark.read/readStream/write/writeStream .format("vdl")."""
 
-    def __init__(self, options: Mapping[str, str]) -> None:
+    def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self._raw = {str(k).lower(): str(v) for k, v in dict(options).items()}
         # A read names its streams; validate now so mistakes surface at load(), on the driver.

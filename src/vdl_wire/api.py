@@ -8,11 +8,12 @@ output includes the size prefix and is a list of buffers for writelines()/sendms
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from . import messages as m
-from .codec import Sink, decode_message, encode_into
+from .codec import Sink, decode_message, encode_into, message_class
 from .errors import DecodeError, ErrorCode
 from .headers import (
     API_VERSIONS_KEY,
@@ -42,7 +43,7 @@ class ApiSpec:
 
 
 def _spec(request_class: type, response_class: type) -> ApiSpec:
-    decl = request_class.DECL
+    decl = message_class(request_class).DECL
     low, high = decl.valid_versions.low, decl.valid_versions.high
     flex = decl.flexible_versions
     flexible_from = flex.low if not flex.empty and flex.low <= high else None
@@ -62,7 +63,7 @@ API_SPECS: dict[int, ApiSpec] = {spec.api_key: spec for spec in (_spec(rq, rs) f
 
 def api_spec(request_class: type) -> ApiSpec:
     """The protocol table's entry for a request class (its key, versions, response class)."""
-    return API_SPECS[request_class.DECL.api_key]
+    return API_SPECS[message_class(request_class).DECL.api_key]
 
 
 def default_version(request_class: type) -> int:
@@ -148,7 +149,7 @@ def decode_request(frame: Buffer) -> tuple[Any, Any]:
     return header, request
 
 
-def _framed(encode_body) -> list[Buffer]:
+def _framed(encode_body: Callable[[Sink], None]) -> list[Buffer]:
     sink = Sink()
     sink.buf += b"\0\0\0\0"  # size placeholder, patched below
     first = sink.buf

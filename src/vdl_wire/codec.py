@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import struct
 import uuid as uuid_mod
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, cast
 
 from . import primitives as p
 from .errors import DecodeError
@@ -37,6 +38,7 @@ from .schema import (
     UUID,
     Array,
     Field,
+    FieldType,
     MessageDecl,
     Primitive,
     Struct,
@@ -45,6 +47,8 @@ from .schema import (
 
 Reader = Callable[[memoryview, int], tuple[Any, int]]
 Writer = Callable[[Any, "Sink"], None]
+# Readers and writers compiled so far for one version, by ("dec" | "enc", struct name).
+_Compiled = dict[tuple[str, str], Callable[..., Any]]
 
 _FIXED_READERS: dict[Primitive, Reader] = {
     INT8: p.read_int8,
@@ -67,7 +71,7 @@ _FIXED_PACK: dict[Primitive, Callable[[Any], bytes]] = {
     FLOAT64: p.pack_f64,
 }
 # struct module codes for fixed-width types merged into one unpack (bool: nonzero is true).
-_STRUCT_CODES = {
+_STRUCT_CODES: dict[FieldType, str] = {
     INT8: "b",
     INT16: "h",
     UINT16: "H",
@@ -226,7 +230,7 @@ def _array_reader(elem: Reader, min_size: int, compact: bool, nullable: bool, na
     read_uvarint = p.read_uvarint
     read_int32 = p.read_int32
 
-    def read(buf: memoryview, pos: int):
+    def read(buf: memoryview, pos: int) -> tuple[Any, int]:
         start = pos
         if compact:
             n, pos = read_uvarint(buf, pos)
@@ -241,7 +245,7 @@ def _array_reader(elem: Reader, min_size: int, compact: bool, nullable: bool, na
         # than the input holds.
         if n * min_size > len(buf) - pos:
             raise DecodeError(f"array {name} declares {n} elements, only {len(buf) - pos} bytes left", start)
-        out = []
+        out: list[Any] = []
         append = out.append
         for _ in range(n):
             value, pos = elem(buf, pos)
@@ -255,9 +259,9 @@ def _fixed_array_reader(code: str, size: int, compact: bool, nullable: bool, nam
     """Array of fixed-width numbers (e.g. replica_nodes): one unpack for the whole array."""
     read_uvarint = p.read_uvarint
     read_int32 = p.read_int32
-    unpack_from = p.struct.unpack_from
+    unpack_from = struct.unpack_from
 
-    def read(buf: memoryview, pos: int):
+    def read(buf: memoryview, pos: int) -> tuple[Any, int]:
         start = pos
         if compact:
             n, pos = read_uvarint(buf, pos)
@@ -276,7 +280,7 @@ def _fixed_array_reader(code: str, size: int, compact: bool, nullable: bool, nam
     return read
 
 
-def _field_reader(f: Field, ftype: Any, ctx: _Ctx, compiled: dict) -> Reader:
+def _field_reader(f: Field, ftype: Any, ctx: _Ctx, compiled: _Compiled) -> Reader:
     compact = ctx.compact(f)
     nullable = ctx.nullable(f)
     if isinstance(ftype, Array):
@@ -295,7 +299,7 @@ def _field_reader(f: Field, ftype: Any, ctx: _Ctx, compiled: dict) -> Reader:
         if not nullable:
             return inner
 
-        def read_nullable_struct(buf: memoryview, pos: int):
+        def read_nullable_struct(buf: memoryview, pos: int) -> tuple[Any, int]:
             marker, pos = p.read_int8(buf, pos)
             if marker < 0:
                 return None, pos
@@ -305,11 +309,12 @@ def _field_reader(f: Field, ftype: Any, ctx: _Ctx, compiled: dict) -> Reader:
     return _scalar_reader(ftype, compact, nullable)
 
 
-def _tag_reader(tagged: dict[int, tuple[Reader, str]]) -> Callable[[memoryview, int], tuple[dict, int]]:
+def _tag_reader(tagged: dict[int, tuple[Reader, str]]
+                ) -> Callable[[memoryview, int], tuple[dict[int, Any], int]]:
     """Reads a tag buffer -> ({tag: value} for known tags, new position); unknown tags are skipped."""
     read_uvarint = p.read_uvarint
 
-    def read_tags(buf: memoryview, pos: int) -> tuple[dict, int]:
+    def read_tags(buf: memoryview, pos: int) -> tuple[dict[int, Any], int]:
         start = pos
         count, pos = read_uvarint(buf, pos)
         if count * 2 > len(buf) - pos:
@@ -334,7 +339,7 @@ def _tag_reader(tagged: dict[int, tuple[Reader, str]]) -> Callable[[memoryview, 
     return read_tags
 
 
-def _compile_struct_decoder(st: Struct, ctx: _Ctx, compiled: dict) -> Reader:
+def _compile_struct_decoder(st: Struct, ctx: _Ctx, compiled: _Compiled) -> Reader:
     """Generate straight-line decode code for `st` at ctx.version.
 
     Variables are slot numbers (field names appear only as repr'd strings in error messages):
@@ -355,9 +360,9 @@ def _compile_struct_decoder(st: Struct, ctx: _Ctx, compiled: dict) -> Reader:
         if not run:
             return
         fmt = ">" + "".join(_STRUCT_CODES[f.type] for _, f in run)
-        size = p.struct.calcsize(fmt)
+        size = struct.calcsize(fmt)
         k = run[0][0]
-        env[f"u{k}"] = p.struct.Struct(fmt).unpack_from
+        env[f"u{k}"] = struct.Struct(fmt).unpack_from
         names = "/".join(f.name for _, f in run)
         targets = "".join(f"v{i}, " for i, _ in run)
         body.append(
@@ -376,8 +381,9 @@ def _compile_struct_decoder(st: Struct, ctx: _Ctx, compiled: dict) -> Reader:
             continue
         args.append(f"v{i}")
         if ctx.flexible and ctx.version in f.tagged_versions:
-            tagged[f.tag] = (_field_reader(f, f.type, ctx, compiled), f.name)
-            tag_slots.append((i, f.tag))
+            tag = f.tagged_tag
+            tagged[tag] = (_field_reader(f, f.type, ctx, compiled), f.name)
+            tag_slots.append((i, tag))
             continue
         if f.type in _STRUCT_CODES and not ctx.nullable(f):
             run.append((i, f))
@@ -397,9 +403,10 @@ def _compile_struct_decoder(st: Struct, ctx: _Ctx, compiled: dict) -> Reader:
     source = "def decode(buf, pos):\n" + "\n".join(body) + "\n"
     # The source comes from our declarations only, never from input.
     exec(compile(source, f"<decode {st.name} v{ctx.version}>", "exec"), env)
-    decode = env["decode"]
-    decode.source = source
-    compiled[key] = decode
+    decoder = env["decode"]
+    decoder.source = source
+    compiled[key] = decoder
+    decode: Reader = decoder
     return decode
 
 
@@ -457,7 +464,7 @@ def _scalar_writer(ftype: Primitive, compact: bool, nullable: bool, name: str) -
     return write_records
 
 
-def _field_writer(f: Field, ftype: Any, ctx: _Ctx, compiled: dict) -> Writer:
+def _field_writer(f: Field, ftype: Any, ctx: _Ctx, compiled: _Compiled) -> Writer:
     compact = ctx.compact(f)
     nullable = ctx.nullable(f)
     if isinstance(ftype, Array):
@@ -504,7 +511,7 @@ def _field_writer(f: Field, ftype: Any, ctx: _Ctx, compiled: dict) -> Writer:
 
 def _run_writer(names: list[str], fmt: str) -> Writer:
     """Consecutive fixed-width fields packed with one struct.pack call."""
-    pack = p.struct.Struct(fmt).pack
+    pack = struct.Struct(fmt).pack
     if len(names) == 1:
         name = names[0]
 
@@ -527,7 +534,7 @@ def _attr_writer(name: str, writer: Writer) -> Writer:
     return write_attr
 
 
-def _compile_struct_encoder(st: Struct, ctx: _Ctx, compiled: dict) -> Writer:
+def _compile_struct_encoder(st: Struct, ctx: _Ctx, compiled: _Compiled) -> Writer:
     key = ("enc", st.name)
     if key in compiled:
         return compiled[key]
@@ -548,7 +555,7 @@ def _compile_struct_encoder(st: Struct, ctx: _Ctx, compiled: dict) -> Writer:
         if ctx.flexible and ctx.version in f.tagged_versions:
             is_factory, value = _default_spec(f, ctx.classes)
             default = value() if is_factory else value
-            tagged.append((f.tag, f.name, _field_writer(f, f.type, ctx, compiled), default))
+            tagged.append((f.tagged_tag, f.name, _field_writer(f, f.type, ctx, compiled), default))
         elif f.type in _STRUCT_CODES and not ctx.nullable(f):
             run.append(f)
         else:
@@ -617,23 +624,36 @@ def build_message(decl: MessageDecl, module: str | None = None) -> type:
     for version in range(valid.low, valid.high + 1):
         flexible = decl.is_flexible(version)
         ctx = _Ctx(version, flexible, classes)
-        compiled: dict = {}
+        compiled: _Compiled = {}
         codecs[version] = CompiledVersion(
             version,
             flexible,
             _compile_struct_decoder(decl.root, ctx, compiled),
             _compile_struct_encoder(decl.root, ctx, compiled),
         )
-    cls.DECL = decl
-    cls.API_KEY = decl.api_key
-    cls.VERSIONS = valid
-    cls.CODECS = codecs
+    for attribute, value in (("DECL", decl), ("API_KEY", decl.api_key), ("VERSIONS", valid), ("CODECS", codecs)):
+        setattr(cls, attribute, value)
     return cls
+
+
+class MessageClass(Protocol):
+    """What build_message adds to a message class."""
+
+    DECL: MessageDecl
+    API_KEY: int
+    VERSIONS: Versions
+    CODECS: dict[int, CompiledVersion]
+
+
+def message_class(cls: type) -> MessageClass:
+    """`cls` (a class build_message made) as what build_message made it."""
+    # A checker sees `type` where a message class is chosen at run time (by API key, say).
+    return cast(MessageClass, cls)
 
 
 def _codec(cls: type, version: int) -> CompiledVersion:
     try:
-        return cls.CODECS[version]
+        return message_class(cls).CODECS[version]
     except KeyError:
         raise ValueError(f"{cls.__name__} has no version {version}") from None
 
@@ -655,7 +675,7 @@ def decode_message(
 def encode_into(cls: type, version: int, value: Any, sink: Sink) -> None:
     try:
         _codec(cls, version).encode(value, sink)
-    except (TypeError, AttributeError, OverflowError, p.struct.error) as exc:
+    except (TypeError, AttributeError, OverflowError, struct.error) as exc:
         raise ValueError(f"cannot encode {cls.__name__} v{version}: {exc}") from exc
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 from .errors import DecodeError
 
@@ -44,8 +46,9 @@ def truncated(what: str, pos: int, need: int, have: int) -> DecodeError:
     return DecodeError(f"truncated {what}: need {need} bytes, {max(have, 0)} left", pos)
 
 
-def _fixed_reader(unpack, size: int, what: str):
-    def read(buf: memoryview, pos: int) -> tuple[int, int]:
+def _fixed_reader(unpack: Callable[[Buffer, int], tuple[Any, ...]], size: int,
+                  what: str) -> Callable[[memoryview, int], tuple[Any, int]]:
+    def read(buf: memoryview, pos: int) -> tuple[Any, int]:
         end = pos + size
         if end > len(buf):
             raise truncated(what, pos, size, len(buf) - pos)
@@ -122,14 +125,15 @@ def _utf8(buf: memoryview, pos: int, end: int) -> str:
         raise DecodeError(f"string is not valid UTF-8: {exc.reason}", pos + exc.start) from None
 
 
-def length_prefixed_reader(kind: str, compact: bool, nullable: bool):
+def length_prefixed_reader(kind: str, compact: bool,
+                           nullable: bool) -> Callable[[memoryview, int], tuple[Any, int]]:
     """A specialised reader for a string / bytes / records field (classic or compact, nullable
     or not). Strings decode UTF-8; bytes copy; records are zero-copy memoryview slices."""
     short = kind == "string" and not compact
     width = 2 if short else 4
     unpack = unpack_i16 if short else unpack_i32
 
-    def read(buf: memoryview, pos: int):
+    def read(buf: memoryview, pos: int) -> tuple[Any, int]:
         start = pos
         if compact:
             n, pos = read_uvarint(buf, pos)
@@ -163,15 +167,18 @@ _READERS = {
 }
 
 
-def read_string(buf: memoryview, pos: int, *, compact: bool = False, nullable: bool = False):
+def read_string(buf: memoryview, pos: int, *, compact: bool = False,
+                nullable: bool = False) -> tuple[Any, int]:
     return _READERS["string", compact, nullable](buf, pos)
 
 
-def read_bytes(buf: memoryview, pos: int, *, compact: bool = False, nullable: bool = False):
+def read_bytes(buf: memoryview, pos: int, *, compact: bool = False,
+               nullable: bool = False) -> tuple[Any, int]:
     return _READERS["bytes", compact, nullable](buf, pos)
 
 
-def read_records(buf: memoryview, pos: int, *, compact: bool = False, nullable: bool = True):
+def read_records(buf: memoryview, pos: int, *, compact: bool = False,
+                 nullable: bool = True) -> tuple[Any, int]:
     """A records field: a zero-copy memoryview slice of the input (or None)."""
     return _READERS["records", compact, nullable](buf, pos)
 

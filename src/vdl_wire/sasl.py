@@ -94,7 +94,7 @@ def plain_token(user: str, password: str) -> bytes:
 
 
 def _attributes(message: str) -> dict[str, str]:
-    attributes = {}
+    attributes: dict[str, str] = {}
     for part in message.split(","):
         key, sep, value = part.partition("=")
         if not sep or len(key) != 1:

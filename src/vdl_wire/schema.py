@@ -8,7 +8,7 @@ declaration, never writing encode/decode code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -46,6 +46,9 @@ def versions(spec: str | Versions | None) -> Versions:
         low, high = spec.split("-", 1)
         return Versions(int(low), int(high))
     return Versions(int(spec), int(spec))
+
+
+_parse = versions  # Field's and MessageDecl's parameters shadow the name
 
 
 # ---- types -------------------------------------------------------------------------------------
@@ -94,9 +97,10 @@ FieldType = Primitive | Array | Struct
 NATURAL = object()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Field:
-    """One field. `versions` etc. use Kafka's notation ("0+", "3-5", "none").
+    """One field. `versions` etc. use Kafka's notation ("0+", "3-5", "none"), parsed when the
+    field is declared: the stored ranges are always Versions.
 
     `tag` with `tagged_versions` makes the field a tagged field in those (flexible) versions.
     `flexible_versions="none"` keeps non-compact encoding in flexible versions (RequestHeader's
@@ -105,40 +109,54 @@ class Field:
 
     name: str
     type: FieldType
-    versions: Versions | str = "0+"
-    nullable_versions: Versions | str | None = None
-    tagged_versions: Versions | str | None = None
-    tag: int | None = None
-    default: Any = NATURAL
-    flexible_versions: Versions | str | None = None  # None = follow the message
+    versions: Versions
+    nullable_versions: Versions
+    tagged_versions: Versions
+    tag: int | None
+    default: Any
+    flexible_versions: Versions | None  # None = follow the message
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "versions", versions(self.versions))
-        object.__setattr__(self, "nullable_versions", versions(self.nullable_versions))
-        object.__setattr__(self, "tagged_versions", versions(self.tagged_versions))
-        if self.flexible_versions is not None:
-            object.__setattr__(self, "flexible_versions", versions(self.flexible_versions))
-        if (self.tag is None) != self.tagged_versions.empty:
-            raise ValueError(f"field {self.name}: tag and tagged_versions go together")
+    def __init__(self, name: str, type: FieldType, versions: Versions | str = "0+",
+                 nullable_versions: Versions | str | None = None, tagged_versions: Versions | str | None = None,
+                 tag: int | None = None, default: Any = NATURAL,
+                 flexible_versions: Versions | str | None = None) -> None:
+        tagged = _parse(tagged_versions)
+        if (tag is None) != tagged.empty:
+            raise ValueError(f"field {name}: tag and tagged_versions go together")
+        for attribute, value in (("name", name), ("type", type), ("versions", _parse(versions)),
+                                 ("nullable_versions", _parse(nullable_versions)), ("tagged_versions", tagged),
+                                 ("tag", tag), ("default", default),
+                                 ("flexible_versions", None if flexible_versions is None
+                                  else _parse(flexible_versions))):
+            object.__setattr__(self, attribute, value)
+
+    @property
+    def tagged_tag(self) -> int:
+        """The tag of a field declared tagged (one with tagged versions always has one)."""
+        if self.tag is None:
+            raise ValueError(f"field {self.name} is not tagged")
+        return self.tag
 
 
 def struct(name: str, *fields: Field) -> Struct:
     return Struct(name, tuple(fields))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class MessageDecl:
     """A request or response declaration: Kafka's top-level JSON message definition."""
 
     name: str  # e.g. "ProduceRequest"
     api_key: int
-    valid_versions: Versions | str
-    flexible_versions: Versions | str
-    fields: tuple[Field, ...] = field(default=())
+    valid_versions: Versions
+    flexible_versions: Versions
+    fields: tuple[Field, ...]
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "valid_versions", versions(self.valid_versions))
-        object.__setattr__(self, "flexible_versions", versions(self.flexible_versions))
+    def __init__(self, name: str, api_key: int, valid_versions: Versions | str, flexible_versions: Versions | str,
+                 fields: tuple[Field, ...] = ()) -> None:
+        for attribute, value in (("name", name), ("api_key", api_key), ("valid_versions", _parse(valid_versions)),
+                                 ("flexible_versions", _parse(flexible_versions)), ("fields", fields)):
+            object.__setattr__(self, attribute, value)
 
     @property
     def root(self) -> Struct:

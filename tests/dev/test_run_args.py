@@ -30,7 +30,8 @@ def test_a_reused_data_dir_loses_only_the_previous_demo_run(tmp_path: Path) -> N
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]
 
 
-def test_an_interrupt_inside_a_class_creation_counts_as_ctrl_c(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_an_interrupt_inside_a_class_creation_counts_as_ctrl_c(tmp_path: Path,
+                                                               monkeypatch) -> None:  # noqa: ANN001
     """Ctrl-C while an import creates a class whose descriptor has `__set_name__` (a dataclass
     field): Python raises a RuntimeError caused by the KeyboardInterrupt. The demo exits 130."""
     import vdl_dev.run as run

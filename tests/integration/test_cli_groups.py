@@ -16,10 +16,12 @@ from kafka import KafkaConsumer
 
 from tests.support.cluster import VDL_CLI, node_address, running_nodes, wait_until
 from tests.support.kafka import coordinator_raw, create_topic_raw, numbered_batch, produce_raw, raw_request
+from vdl_broker.cluster import features
 from vdl_client import ClientSettings, VdlClient
 from vdl_client.groups import commit_offsets
 from vdl_dev.dev_cluster import DevCluster
 from vdl_wire import messages as m
+from vdl_wire.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -175,3 +177,35 @@ def test_cluster_status_healthy_and_with_a_node_down(cluster: DevCluster, stream
                f"unhealthy: node {victim} down; 2 under-replicated stream(s)\n")
     pattern = _status_pattern(cluster, victim, _leads(cluster), summary)
     assert re.fullmatch(pattern, down.stdout), down.stdout
+
+
+def test_the_feature_level_in_api_versions_and_vdl_cluster_upgrade(cluster: DevCluster, streams: None) -> None:
+    level = features.SUPPORTED_LEVEL
+    for node_id in cluster.node_ids():
+        answer = raw_request(node_address(cluster, node_id), m.ApiVersionsRequest(
+            client_software_name="test", client_software_version="1"), 3)
+        assert [(f.name, f.min_version, f.max_version) for f in answer.supported_features] == [
+            ("vdl.metadata.version", 1, level)]
+        # A new cluster starts at its release's level: finalized by nothing since.
+        assert [(f.name, f.min_version_level, f.max_version_level) for f in answer.finalized_features] == [
+            ("vdl.metadata.version", level, level)]
+        assert answer.finalized_features_epoch == -1
+    same = vdl(cluster, "cluster", "upgrade")
+    assert (same.returncode, same.stdout) == (0, f"vdl.metadata.version is at level {level} already\n"), same.stderr
+    above = vdl(cluster, "cluster", "upgrade", "--level", str(level + 1))
+    assert above.returncode != 0
+    assert above.stderr.strip().endswith(
+        f"raise vdl.metadata.version to level {level + 1}: INVALID_UPDATE_VERSION: vdl.metadata.version level "
+        f"{level + 1} is above what this node's release supports ({level})"), above.stderr
+    key = m.UpdateFeaturesRequest.FeatureUpdateKey
+    request = m.UpdateFeaturesRequest(timeout_ms=5000, validate_only=False, feature_updates=[
+        key(feature="metadata.version", max_version_level=20, upgrade_type=1),
+        key(feature="vdl.metadata.version", max_version_level=level - 1, upgrade_type=2)])
+    answer = raw_request(node_address(cluster, 2), request, 1)
+    assert answer.error_code == 0
+    assert [(r.feature, r.error_code, r.error_message) for r in answer.results] == [
+        ("metadata.version", ErrorCode.INVALID_UPDATE_VERSION, "unknown feature 'metadata.version': VDL has "
+                                                               "vdl.metadata.version"),
+        ("vdl.metadata.version", ErrorCode.INVALID_UPDATE_VERSION, f"vdl.metadata.version is at level {level}: "
+                                                                   "downgrades are not possible, the metadata may "
+                                                                   "already use it")]

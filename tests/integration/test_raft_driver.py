@@ -1,7 +1,11 @@
 """RaftGroup/RaftHost carrying a stream: three nodes in one process over real loopback
 transports and real StreamLogs in tmp dirs, a Partition over each node's group (Kafka offsets
 and the high watermark live there, the group knows entries). Every wait has a deadline and a
-condition; no blind sleeps."""
+condition; no blind sleeps.
+
+The driver's behaviour is tested on the in-memory network and virtual clock
+(tests/unit/raft/test_driver.py); these few scenarios check it over real TCP and real time:
+connections, coalesced frames, restarts on the same port."""
 
 from __future__ import annotations
 
@@ -11,14 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.waiting import until
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.host import RaftHost
-from vdl_broker.raft.proposals import ProposalLostError
 from vdl_broker.raft.transport import TransportConfig
-from vdl_broker.raft.types import EntryType, Message
+from vdl_broker.raft.types import EntryType
 from vdl_broker.server.partition import Partition, PartitionError
 from vdl_wire.records.record_batch import RecordBatchBuilder, read_records
 
@@ -176,24 +178,6 @@ def test_elect_replicate_commit(tmp_path: Path) -> None:
     run(tmp_path, body)
 
 
-def test_restart_follower_catches_up_from_disk(tmp_path: Path) -> None:
-    async def body(c: Cluster) -> None:
-        leader = await c.leader()
-        await produce(c, leader, [b"a"] * 20)
-        follower = next(i for i in c.ids if i != leader.node_id)
-        await c.stop_node(follower)
-        offsets = await produce(c, leader, [b"b"] * 30)  # a majority (2 of 3) still commits
-        assert offsets == list(range(20, 50))
-        await c.start_node(follower)
-        g = c.group(follower)
-        last = leader.last_index
-        assert await g.wait_for(lambda g: g.applied_index >= last, 10)
-        assert c.partition(follower).high_watermark == 50
-        assert c.entries(follower, last) == c.entries(leader.node_id, last)
-        assert g.leader_id == leader.node_id
-    run(tmp_path, body)
-
-
 def test_graceful_leader_stop_transfers_and_restart_rejoins(tmp_path: Path) -> None:
     async def body(c: Cluster) -> None:
         leader = await c.leader()
@@ -216,96 +200,6 @@ def test_graceful_leader_stop_transfers_and_restart_rejoins(tmp_path: Path) -> N
         await c.all_committed(last)
         assert c.entries(old, last) == c.entries(new.node_id, last)
     run(tmp_path, body)
-
-
-def test_partitioned_leader_entries_are_truncated(tmp_path: Path) -> None:
-    async def body(c: Cluster) -> None:
-        leader = await c.leader()
-        await produce(c, leader, [b"committed"] * 5)
-        await c.all_committed(leader.last_index)
-        old = leader.node_id
-        # Cut the old leader off: everything it sends is lost, and nothing reaches it.
-        isolated = {"on": True}
-        for i, host in c.hosts.items():
-            group = host.groups[GROUP]
-            send = group._send_fn
-
-            def filtered(name: str, m: Message, send=send, i=i) -> bool:
-                if isolated["on"] and (i == old or m.to == old):
-                    return False
-                return send(name, m)
-            group._send_fn = filtered
-        doomed = [c.partition(old).append(batch(b"lost")) for _ in range(3)]
-        assert [handle.base_offset for handle in doomed] == [5, 6, 7]
-        new = await c.leader(timeout=10, exclude=old)
-        written = await produce(c, new, [b"new-a", b"new-b"])
-        assert written == [5, 6]  # the new leader reuses the offsets the old one never committed
-        isolated["on"] = False
-        for handle in doomed:
-            assert handle.proposal is not None
-            with pytest.raises(ProposalLostError):
-                await asyncio.wait_for(handle.proposal.committed, 10)
-        last = new.last_index
-        await c.all_committed(last)
-        assert not c.group(old).is_leader
-        reference = c.entries(new.node_id, last)
-        assert c.entries(old, last) == reference
-        assert c.logs[old].last_index == last
-        assert b"lost" not in b"".join(e[3] for e in reference)
-        assert c.partition(old).high_watermark == 7
-    run(tmp_path, body)
-
-
-def test_idle_groups_quiesce_and_only_node_heartbeats_remain(tmp_path: Path) -> None:
-    async def body(c: Cluster) -> None:
-        names = [f"q{k}" for k in range(24)]
-        logs: list[StreamLog] = []
-        for i, host in c.hosts.items():
-            for name in names:
-                log = StreamLog.open(c.tmp / f"node{i}" / name, LogConfig(fsync=False))
-                logs.append(log)
-                host.create_group(name, c.ids, log)
-        try:
-            groups = [h.groups[n] for h in c.hosts.values() for n in [*names, GROUP]]
-            await until(lambda: all(g.quiescent for g in groups), 10)
-            await until(lambda: all(h.awake_groups() == 0 for h in c.hosts.values()), 1)  # next tick
-            t1 = c.hosts[1].transport
-            before = (t1.stats(2).messages_sent, t1.stats(2).heartbeats_sent)
-            start = asyncio.get_running_loop().time()
-            await asyncio.sleep(TICK * 10)  # ten ticks of an idle node pair
-            elapsed_ticks = (asyncio.get_running_loop().time() - start) / TICK
-            assert t1.stats(2).messages_sent == before[0], "a quiescent group sent Raft messages"
-            beats = t1.stats(2).heartbeats_sent - before[1]
-            assert 0.5 * elapsed_ticks <= beats <= elapsed_ticks + 2, "one node heartbeat per tick and pair"
-            # A write wakes its group only, commits on every node, and the group goes quiet again.
-            leader = next(g for g in groups if g.name == "q3" and g.is_leader)
-            proposal = leader.propose(batch(b"wake"), EntryType.DATA)
-            await asyncio.wait_for(proposal.committed, 5)
-            assert sum(not g.quiescent for g in groups) <= 3
-            await until(lambda: all(g.quiescent for g in groups), 10)
-            assert all(g.commit_index == leader.commit_index for g in groups if g.name == "q3")
-        finally:
-            for host in c.hosts.values():
-                for name in names:
-                    await host.remove_group(name)
-            for log in logs:
-                log.close()
-    run(tmp_path, body)
-
-
-def test_single_voter_group_elects_itself(tmp_path: Path) -> None:
-    async def body(c: Cluster) -> None:
-        g = c.group(1)
-        assert await g.wait_for(lambda g: g.leader_ready, 5)
-        assert await produce(c, g, [b"solo"] * 3) == [0, 1, 2]
-        # Entries that are not Kafka data take no offsets: the next batch continues at 3.
-        for payload, entry_type in ((b"", EntryType.NOOP), (b'{"op":"x"}', EntryType.METADATA)):
-            proposal = g.propose(payload, entry_type)
-            assert await asyncio.wait_for(proposal.committed, 5) == proposal.index
-        assert await produce(c, g, [b"still fine"]) == [3]
-        assert [(e[2], e[3]) for e in c.entries(1, g.last_index)][-3:-1] == [
-            (EntryType.NOOP, b""), (EntryType.METADATA, b'{"op":"x"}')]
-    run(tmp_path, body, n=1)
 
 
 def test_many_groups_share_connections_and_coalesce_heartbeats(tmp_path: Path) -> None:
@@ -348,72 +242,6 @@ def test_many_groups_share_connections_and_coalesce_heartbeats(tmp_path: Path) -
             for log in logs:
                 log.close()
     run(tmp_path, body)
-
-
-def test_follower_behind_retention_restarts_from_the_leaders_log_start(tmp_path: Path) -> None:
-    """The entries a follower needs were deleted by retention on the leader, so it receives the
-    leader's log start (a "snapshot") and continues from there."""
-    async def body(c: Cluster) -> None:
-        leader = await c.leader()
-        await produce(c, leader, [b"early"] * 5)
-        lagger = next(i for i in c.ids if i != leader.node_id)
-        await c.all_committed(leader.last_index)
-        await c.stop_node(lagger)
-        for _ in range(6):
-            await produce(c, leader, [b"r" * 200] * 10)  # segments of ~1 KiB roll often
-        other = next(i for i in c.ids if i not in (leader.node_id, lagger))
-        await c.all_committed(leader.last_index)
-        for i in (leader.node_id, other):
-            assert c.logs[i].apply_retention(max_index=c.group(i).commit_index) > 0
-        start = c.logs[leader.node_id].log_start_offset
-        assert start > 5 and c.logs[leader.node_id].first_index > 7
-        await c.start_node(lagger)
-        g = c.group(lagger)
-        last = leader.last_index
-        assert await g.wait_for(lambda g: g.applied_index >= last, 10)
-        assert c.logs[lagger].log_start_offset == c.logs[leader.node_id].log_start_offset
-        assert c.logs[lagger].first_index == c.logs[leader.node_id].first_index
-        assert c.partition(lagger).high_watermark == c.partition(leader.node_id).high_watermark == 65
-        assert c.entries(lagger, last) == c.entries(leader.node_id, last)
-        assert await produce(c, leader, [b"after"]) == [65]
-        await c.all_committed(leader.last_index)
-    run(tmp_path, body, log_config=LogConfig(fsync=False, segment_bytes=1024, retention_bytes=1))
-
-
-def test_restart_resumes_from_the_commit_point(tmp_path: Path) -> None:
-    async def body(c: Cluster) -> None:
-        leader = await c.leader()
-        await produce(c, leader, [b"a"] * 20)
-        last = leader.last_index
-        await c.all_committed(last)
-        follower = next(i for i in c.ids if i != leader.node_id)
-        await c.stop_node(follower)  # a clean stop saves the commit point
-        await c.start_node(follower)
-        g = c.group(follower)
-        # Known committed before hearing from anyone: no replay of the old entries.
-        assert g.commit_index == last and c.partition(follower).high_watermark == 20
-        await produce(c, leader, [b"b"] * 5)
-        assert await g.wait_for(lambda g: g.applied_index == leader.last_index, 10)
-        assert c.applied[follower] and min(c.applied[follower]) > last
-        assert c.partition(follower).high_watermark == 25
-    run(tmp_path, body, resume=True)
-
-
-def test_a_group_going_quiet_saves_its_commit_point(tmp_path: Path) -> None:
-    """Quiet groups are not ticked, so the periodic save (every 20 ticks) cannot be what saves
-    the entries applied just before going quiet: a follower told to go quiet by its leader kept
-    an old commit point (a longer replay at its next start) until its next write."""
-    from vdl_broker.raft.persistence import load_commit_point
-
-    async def body(c: Cluster) -> None:
-        leader = await c.leader()
-        for round_ in range(4):  # each round, the quiet moment falls elsewhere between two saves
-            await produce(c, leader, [f"r{round_}".encode()] * 3)
-            await c.all_committed(leader.last_index)
-            await until(lambda: all(g.quiescent for g in c.groups()), 10)
-            await until(lambda: all(load_commit_point(c.logs[g.node_id]) == g.applied_index == leader.last_index
-                                    for g in c.groups()), 3)
-    run(tmp_path, body, resume=True)
 
 
 def test_crashed_leader_is_replaced_and_catches_up_after_recovery(tmp_path: Path) -> None:

@@ -152,6 +152,9 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
             name=STREAM, partitions=[m.AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition(
                 partition_index=0, replicas=[1])])]), lambda r: [r.error_code], [CLUSTER_DENIED]),
     46: (lambda: m.ListPartitionReassignmentsRequest(), lambda r: [r.error_code], [CLUSTER_DENIED]),
+    57: (lambda: m.UpdateFeaturesRequest(feature_updates=[m.UpdateFeaturesRequest.FeatureUpdateKey(
+            feature="vdl.metadata.version", max_version_level=2)]),
+         lambda r: [r.error_code, *[x.error_code for x in r.results]], [CLUSTER_DENIED, CLUSTER_DENIED]),
     61: (lambda: m.DescribeProducersRequest(topics=[m.DescribeProducersRequest.TopicRequest(
             name=STREAM, partition_indexes=[0])]),
          lambda r: [p.error_code for t in r.topics for p in t.partitions], [TOPIC_DENIED]),

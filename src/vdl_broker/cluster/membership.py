@@ -191,7 +191,7 @@ class MembershipState:
                       streams: MutableMapping[str, Any]) -> str | None:
         name = command.get("name")
         stream = streams.get(name) if isinstance(name, str) else None
-        if stream is None or command.get("created_index") != stream.created_index:
+        if stream is None or not isinstance(name, str) or command.get("created_index") != stream.created_index:
             return f"{op}: no stream {name!r} of incarnation {command.get('created_index')!r}"
         moving = self.reassignments.get(name)
         if op == "complete_reassignment":
@@ -202,6 +202,7 @@ class MembershipState:
             del self.reassignments[name]
             return None
         raw = command.get("target")
+        target: tuple[int, ...] | None
         if raw is None:  # cancel: back to where it started
             if moving is None:
                 return f"reassign_stream: no reassignment of {name} in progress"

@@ -2,7 +2,8 @@
 
 It holds the cluster id, the nodes and the streams with their replica sets. Every node applies
 the same committed entries of the metadata Raft group ("__metadata") in the same order and so
-reaches the same state; there is no snapshot: a node replays the metadata log from its start.
+reaches the same state (snapshots: cluster/snapshot.py). A command this release does not know
+stops the node instead of being skipped (cluster/features.py).
 
 A command is one JSON object, the payload of one METADATA entry of the metadata log (logs
 written by VDL 0.1 carry it as the value of a RecordBatch in a DATA entry; both are read):
@@ -18,6 +19,7 @@ written by VDL 0.1 carry it as the value of a RecordBatch in a DATA entry; both 
     transaction coordinator commands (producer ids, epochs, states): see cluster/transactions.py
     SCRAM users: see cluster/users.py; ACLs: see cluster/acls.py
     {"op": "alter_stream_config", "name": "events", ...}: see cluster/stream_configs.py
+    the feature level ({"op": "finalize_features", ...}): see cluster/features.py
     node states (joining, decommissioning, removing), removed nodes and replica reassignments:
     see cluster/membership.py
 
@@ -39,8 +41,10 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
+from vdl_broker.cluster import features as levels  # module globals: tests patch SUPPORTED_LEVEL
 from vdl_broker.cluster import snapshot
 from vdl_broker.cluster.acls import ACL_OPS, AclsState
+from vdl_broker.cluster.features import FEATURE_OPS, FeaturesState, newer_than_supported
 from vdl_broker.cluster.groups import GROUP_OPS, GroupsState
 from vdl_broker.cluster.membership import MEMBERSHIP_OPS, MembershipState, node_command
 from vdl_broker.cluster.stream_configs import CONFIG_OPS, ConfigProblem, apply_alter, validated
@@ -137,7 +141,8 @@ def delete_stream_command(name: str) -> dict[str, Any]:
 
 
 def init_cluster_command(cluster_id: str) -> dict[str, Any]:
-    return {"op": "init_cluster", "cluster_id": cluster_id}
+    # A new cluster starts at the feature level of the release that formed it (cluster/features.py).
+    return {"op": "init_cluster", "cluster_id": cluster_id, "feature_level": levels.SUPPORTED_LEVEL}
 
 
 def new_cluster_id() -> str:
@@ -183,6 +188,9 @@ def validate_stream_name(name: Any) -> str | None:
 
 # ---------------------------------------------------------------------------------- state
 
+_BASE_OPS = frozenset({"init_cluster", "register_node", "create_stream", "delete_stream"})
+KNOWN_OPS = _BASE_OPS | GROUP_OPS | USER_OPS | ACL_OPS | CONFIG_OPS | MEMBERSHIP_OPS | FEATURE_OPS | TXN_OPS
+
 
 class ClusterState:
     """Nodes, streams, consumer groups, users and ACLs; apply() is deterministic.
@@ -202,6 +210,7 @@ class ClusterState:
     membership: MembershipState
     users: UsersState
     acls: AclsState
+    features: FeaturesState
     applied_index: int
 
     def __init__(self) -> None:
@@ -213,6 +222,7 @@ class ClusterState:
         self.membership = MembershipState()
         self.users = UsersState()
         self.acls = AclsState()
+        self.features = FeaturesState()
         self.applied_index = 0
         self._results: OrderedDict[int, list[ApplyResult]] = OrderedDict()
         self._topic_ids = TopicIds()
@@ -227,6 +237,8 @@ class ClusterState:
         """Become the state a snapshot() returned (in place: holders of this object see it)."""
         self.__init__()  # type: ignore[misc]
         snapshot.load(data, self)
+        if self.features.level > levels.SUPPORTED_LEVEL:
+            raise newer_than_supported(f"a snapshot at feature level {self.features.level}", self.features.level)
 
     # -- queries
 
@@ -276,7 +288,12 @@ class ClusterState:
         return results
 
     def apply(self, index: int, command: Any) -> ApplyResult:
+        """Apply one command; NewerMetadata (cluster/features.py) when a newer release wrote it."""
         op = command.get("op") if isinstance(command, dict) else None
+        if isinstance(op, str) and op not in KNOWN_OPS:
+            raise newer_than_supported(f"a {op!r} command at index {index}")
+        if isinstance(op, str) and (refused := self.features.refuses(op)) is not None:
+            return ApplyResult(index, op, Outcome.INVALID_COMMAND, refused)
         if op == "init_cluster":
             return self._init_cluster(index, command)
         if op == "register_node":
@@ -309,6 +326,9 @@ class ClusterState:
             return ApplyResult(index, op, Outcome.OK)
         if op in CONFIG_OPS:
             return self._alter_config(index, command)
+        if op in FEATURE_OPS:
+            error = self.features.apply(index, command)
+            return ApplyResult(index, op, Outcome.OK if error is None else Outcome.INVALID_COMMAND, error or "")
         if op in MEMBERSHIP_OPS:
             error = self.membership.apply(op, command, self.nodes, self.streams)
             if error is not None:
@@ -324,6 +344,11 @@ class ClusterState:
             return ApplyResult(index, "init_cluster", Outcome.INVALID_COMMAND, "bad init_cluster")
         if self.cluster_id is not None:
             return ApplyResult(index, "init_cluster", Outcome.EXISTS, f"cluster id is {self.cluster_id} already")
+        level = command.get("feature_level")
+        if isinstance(level, int) and not isinstance(level, bool):
+            if level > levels.SUPPORTED_LEVEL:
+                raise newer_than_supported(f"a cluster formed at feature level {level}", level)
+            self.features.level = max(self.features.level, level)
         self.cluster_id = cluster_id
         return ApplyResult(index, "init_cluster", Outcome.OK)
 
@@ -371,6 +396,7 @@ class ClusterState:
         refused = self._refuse_create(index, name, rf, config)
         if refused is not None:
             return refused
+        assert isinstance(name, str)  # _refuse_create refused any other name
         adopt_on = command.get("adopt_on")
         if adopt_on is not None:
             if adopt_on not in self.nodes:
@@ -397,7 +423,7 @@ class ClusterState:
     def _delete_stream(self, index: int, command: dict[str, Any]) -> ApplyResult:
         name = command.get("name")
         stream = self.streams.pop(name, None) if isinstance(name, str) else None
-        if stream is None:
+        if stream is None or not isinstance(name, str):
             return ApplyResult(index, "delete_stream", Outcome.UNKNOWN, f"no stream {name!r}")
         self.groups.drop_stream(name)
         self.transactions.drop_stream(name)
@@ -424,7 +450,7 @@ class StreamTable(dict[str, StreamInfo]):
         self.load.remove(self[name])
         super().__delitem__(name)
 
-    def pop(self, name: str, *default: Any) -> Any:  # type: ignore[override]
+    def pop(self, name: str, *default: Any) -> Any:
         if name in self:
             self.load.remove(self[name])
         return super().pop(name, *default)

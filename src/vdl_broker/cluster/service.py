@@ -18,9 +18,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
+from vdl_broker.cluster.features import NewerMetadata
 from vdl_broker.cluster.metadata import (
     METADATA_GROUP,
     ApplyResult,
@@ -136,7 +138,10 @@ class MetadataService:
 
     def restore(self, data: bytes, index: int) -> None:
         """The state from a snapshot taken after entry `index` (at start, or sent by the leader)."""
-        self.state.load_snapshot(data)
+        try:
+            self.state.load_snapshot(data)
+        except NewerMetadata as error:
+            _halt(str(error))
         log.info("metadata: state restored from the snapshot at index %d", index)
         for listener in self._listeners:
             try:
@@ -159,7 +164,10 @@ class MetadataService:
                 commands = decode_legacy_commands(entry.data)
             else:
                 continue
-            results = self.state.apply_entry(entry.index, commands)
+            try:
+                results = self.state.apply_entry(entry.index, commands)
+            except NewerMetadata as error:
+                _halt(str(error))
             for listener in self._listeners:
                 try:
                     listener(results)
@@ -214,3 +222,12 @@ class MetadataService:
                 group.propose(encode_command(command), EntryType.METADATA)
             except RaftError:
                 return
+
+
+def _halt(message: str) -> None:
+    """Stop the node at once, as kill -9 would (which Raft recovery is built for): a clean stop
+    could snapshot a state that skipped the command a newer release wrote."""
+    log.critical("%s", message)
+    print(f"vdl-broker: stopping: {message}", file=sys.stderr, flush=True)
+    logging.shutdown()
+    os._exit(1)

@@ -110,7 +110,7 @@ def state_attributes(state: object) -> dict[str, Any]:
     without a type annotation on the class is an error (it would silently be left out)."""
     cls = type(state)
     hints = typing.get_type_hints(cls)
-    transient = getattr(cls, "TRANSIENT", frozenset())
+    transient: frozenset[str] = getattr(cls, "TRANSIENT", frozenset())
     wanted = {}
     for name in vars(state):
         if name in transient:

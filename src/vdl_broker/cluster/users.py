@@ -61,7 +61,7 @@ class UsersState:
         """Apply one user command; an error text, or None when applied."""
         user, mechanism = command.get("user"), command.get("mechanism")
         problem = check_user_name(user)
-        if problem is not None:
+        if problem is not None or not isinstance(user, str):
             return f"{op}: {problem}"
         if op == "delete_scram":
             mechanisms = self.credentials.get(user, {})
@@ -77,7 +77,7 @@ class UsersState:
             self.bootstrapped.add(user)
         iterations = command.get("iterations")
         problem = check_credential(mechanism, iterations)
-        if problem is not None:
+        if problem is not None or not isinstance(mechanism, str) or not isinstance(iterations, int):
             return f"{op}: {problem}"
         try:
             salt, stored, server = (base64.b64decode(command[key], validate=True)

@@ -9,6 +9,7 @@ inconsistent, so they need not be durable.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -73,6 +74,5 @@ class IndexFile:
         self.path.unlink(missing_ok=True)
 
 
-def strictly_increasing(values: object) -> bool:
-    seq = values  # array or list
-    return all(a < b for a, b in zip(seq, seq[1:], strict=False))  # type: ignore[index]
+def strictly_increasing(values: Sequence[int]) -> bool:
+    return all(a < b for a, b in zip(values, values[1:], strict=False))

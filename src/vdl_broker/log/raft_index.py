@@ -34,5 +34,5 @@ class RaftIndex(IndexFile):
     def append(self, position: int) -> None:
         self.positions.append(position)
 
-    def extend(self, positions: array) -> None:
+    def extend(self, positions: array[int]) -> None:
         self.positions.extend(positions)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import crc32c
 
@@ -31,7 +31,8 @@ _POINT = struct.Struct("<qI")  # base index of the first segment that may hold u
 _DATA = int(EntryType.DATA)
 
 
-class Scanned(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Scanned:
     position: int
     type: int
     term: int

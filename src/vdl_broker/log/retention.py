@@ -7,18 +7,26 @@ still needs, e.g. not yet applied).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 
 class _SegmentLike(Protocol):
-    size: int
-    max_timestamp: int
-    last_index: int
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def max_timestamp(self) -> int: ...
+
+    @property
+    def last_index(self) -> int: ...
 
 
-def segments_to_delete(segments: Sequence[_SegmentLike], now_ms: int, retention_ms: int,
+_Segment = TypeVar("_Segment", bound=_SegmentLike)
+
+
+def segments_to_delete(segments: Sequence[_Segment], now_ms: int, retention_ms: int,
                        retention_bytes: int, max_index: int | None = None,
-                       prepare: Callable[[_SegmentLike], None] | None = None) -> int:
+                       prepare: Callable[[_Segment], object] | None = None) -> int:
     """How many of the oldest segments to delete (`prepare` loads a segment before it is judged)."""
     total = sum(s.size for s in segments)
     count = 0

@@ -7,14 +7,15 @@ caching costs no copy. The cache always ends at the log's last entry; eviction d
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from vdl_broker.log.entry import HEADER_SIZE
 
 _COMPACT_AT = 1024
 
 
-class CachedEntry(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class CachedEntry:
     index: int
     term: int
     type: int

@@ -22,6 +22,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 
+_Family = GaugeMetricFamily | CounterMetricFamily
+
 
 class BrokerView(Protocol):
     """What the collectors read of a broker (vdl_broker.server.broker.Broker)."""
@@ -34,7 +36,7 @@ class BrokerView(Protocol):
     connections: set[Any]
 
 
-def _families() -> dict[str, Metric]:
+def _families() -> dict[str, _Family]:
     stream = ["stream"]
     return {
         "hw": GaugeMetricFamily("vdl_stream_high_watermark", "Offset after the last committed record, as "
@@ -128,7 +130,7 @@ class BrokerCollector:
         f["connections"].add_metric([], len(broker.connections))
         yield from f.values()
 
-    def _group_lag(self, f: dict[str, Metric], led: dict[str, int]) -> None:
+    def _group_lag(self, f: dict[str, _Family], led: dict[str, int]) -> None:
         lag_samples, sum_samples = f["group_lag"].samples, f["group_lag_sum"].samples
         for group_id, offsets in sorted(self.broker.metadata.state.groups.offsets.items()):
             total = 0

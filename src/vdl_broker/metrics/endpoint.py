@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 
 from vdl_broker.metrics.registry import BrokerMetrics
 
@@ -33,7 +34,7 @@ class MetricsEndpoint:
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True,
                                                   limit=MAX_HEAD_BYTES)
-        sockets = self._server.sockets or []
+        sockets: tuple[socket.socket, ...] | list[socket.socket] = self._server.sockets or []
         if sockets:
             self.port = sockets[0].getsockname()[1]
 

@@ -13,8 +13,10 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+_Family = GaugeMetricFamily | CounterMetricFamily
 
-def _families() -> dict[str, Metric]:
+
+def _families() -> dict[str, _Family]:
     stream = ["stream"]
     return {
         "records": GaugeMetricFamily("vdl_table_lag_records", "Committed records not yet in the stream's "

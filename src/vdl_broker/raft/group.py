@@ -86,13 +86,16 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
                  resume_from_commit_point: bool = False, commit_latency: LatencyFn | None = None,
                  on_awake: GroupFn | None = None, peer_alive: Callable[[int], bool] | None = None,
                  send_catchup: SendFn | None = None, state_machine: StateMachine | None = None,
-                 may_truncate: Callable[[], bool] | None = None) -> None:
+                 may_truncate: Callable[[], bool] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         """`voters`: the configuration the group was created with, used only when this replica
         has saved none yet (then it is saved at once); empty for a replica joining an existing
         group, which learns its configuration from the leader (vdl_broker.raft.membership).
         `state_machine`: snapshotted every RaftConfig.snapshot_entries / snapshot_bytes, the log
-        truncated behind while `may_truncate()` (snapshotting.py)."""
+        truncated behind while `may_truncate()` (snapshotting.py). `clock`: the time the read
+        lease and the leader's age are measured on (a test's virtual clock)."""
         cfg = config or RaftConfig()
+        self._clock = clock
         self.name = name
         self.node_id = node_id
         self.log = stream_log
@@ -179,7 +182,7 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
     def leader_age_s(self) -> float:
         """How long this node has led the group (0 when it does not): its view of its peers'
         liveness (PeerStatus.alive) needs an election timeout or so to form."""
-        return time.monotonic() - self._leader_since if self._leading and self.is_leader else 0.0
+        return self._clock() - self._leader_since if self._leading and self.is_leader else 0.0
 
     @property
     def is_leader(self) -> bool:
@@ -248,6 +251,11 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
             with contextlib.suppress(RaftError, ValueError):
                 self.transfer_leadership()
                 await self.wait_for(lambda g: not g.is_leader, timeout_s)
+        if transfer and self._leading and not self.is_leader and self._task is not None:
+            # The core stepped down (a newer term reached it, the transfer's or not) and the
+            # Ready loop has not carried that out yet: cancelling it now would leave the role
+            # listeners believing this node leads. The step-down Ready comes next.
+            await self.wait_for(lambda g: not g._leading, timeout_s)
         self._stopped = True
         if self._task is not None:
             self._task.cancel()
@@ -299,7 +307,7 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         self.node.wake()
         self._poke()
         last = self._tick_times[-1] if self._tick_times else float("-inf")
-        if self.node.role == Role.LEADER and time.monotonic() - last >= self.config.tick_interval_s:
+        if self.node.role == Role.LEADER and self._clock() - last >= self.config.tick_interval_s:
             self.tick()
         return True
 
@@ -357,7 +365,7 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         self.node.step(message)
         self._poke()
 
-    def propose(self, data: bytes | bytearray | memoryview, type: EntryType = EntryType.DATA) -> Proposal:
+    def propose(self, data: bytes | memoryview, type: EntryType = EntryType.DATA) -> Proposal:
         """Propose one entry as is. Raises NotLeaderError (ProposalDroppedError during a
         leadership transfer) or GroupStoppedError."""
         self._check_running()
@@ -368,7 +376,7 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
             proposal.committed.add_done_callback(partial(_observe_commit, self._commit_latency, time.perf_counter()))
         return proposal
 
-    async def propose_and_wait(self, data: bytes | bytearray | memoryview,
+    async def propose_and_wait(self, data: bytes | memoryview,
                                type: EntryType = EntryType.DATA) -> int:
         """propose() and wait for the commit; returns the entry's Raft index."""
         return await self.propose(data, type).committed

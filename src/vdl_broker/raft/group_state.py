@@ -44,6 +44,7 @@ class GroupState:
     node: RaftNode  # replaced by a new core after a failed write (write_failure.py)
     config: RaftConfig
     _rng: random.Random
+    _clock: Callable[[], float]  # monotonic seconds (lease.py)
     _bootstrap: tuple[int, ...]  # the voters the group was created with (RaftNode's voters)
     _durable_membership: list[ConfigRecord]
     _proposals: ProposalTracker

@@ -15,6 +15,8 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import random
+import time
 from collections.abc import Callable, Sequence
 
 from vdl_broker.log import StreamLog
@@ -33,13 +35,22 @@ log = logging.getLogger(__name__)
 # they refuse the pre-vote and the group falls back to an ordinary election timeout).
 CAMPAIGN_DELAY_TICKS = 2
 
+# Builds a node's transport: RaftTransport's signature (node id, listen address, handler, peers,
+# config, tls=, identify=). Tests put an in-memory network behind it.
+TransportFactory = Callable[..., RaftTransport]
+
 
 class RaftHost:
     """One node's Raft side: the transport (listening on the raft address), one ticker for the
     awake groups (so one tick's heartbeats to a peer leave as one frame), node liveness, and the
     groups by name.
 
-    A cluster of one has no raft address: its groups have one voter and nobody to talk to."""
+    A cluster of one has no raft address: its groups have one voter and nobody to talk to.
+
+    The ticker runs on the event loop's clock; `clock` (the groups' read lease, the catch-up
+    throttle) must agree with it, `rng` seeds every group's election timeouts, and
+    `transport_factory` replaces the TCP transport: a test drives the real driver on a virtual
+    clock over an in-memory network (tests/support/raft_groups.py)."""
 
     def __init__(self, node_id: int, raft_listen: Address | None, peers: dict[int, Address] | None = None, *,
                  raft_config: RaftConfig | None = None,
@@ -47,8 +58,13 @@ class RaftHost:
                  on_unknown_group: Callable[[str, Message], None] | None = None,
                  commit_latency: LatencyFn | None = None, sync_latency: LatencyFn | None = None,
                  tls: TlsContexts | None = None, identify: Identify | None = None,
-                 recovery_rate_bytes: int | None = None) -> None:
+                 recovery_rate_bytes: int | None = None,
+                 transport_factory: TransportFactory = RaftTransport,
+                 clock: Callable[[], float] = time.monotonic,
+                 rng: random.Random | None = None) -> None:
         self.node_id = node_id
+        self.clock = clock
+        self._rng = rng
         # Metrics hooks (vdl_broker.metrics), given to every group and its log.
         self.commit_latency = commit_latency
         self.sync_latency = sync_latency
@@ -60,8 +76,8 @@ class RaftHost:
         others = {peer: address for peer, address in (peers or {}).items() if peer != node_id}
         if raft_listen is None and others:
             raise ValueError("a node with peers needs a raft address")
-        self.transport = (RaftTransport(node_id, raft_listen, self._deliver, others, transport_config,
-                                        tls=tls, identify=identify)
+        self.transport = (transport_factory(node_id, raft_listen, self._deliver, others, transport_config,
+                                            tls=tls, identify=identify)
                           if raft_listen is not None else None)
         # Silence of election_ticks of our ticks (not less: see vdl_broker.raft.quiescence, "Safety").
         self.liveness = NodeLiveness(self.raft_config.election_ticks)
@@ -72,7 +88,7 @@ class RaftHost:
         self._campaigns: list[tuple[int, str]] = []  # (tick due, group name)
         self._ticker: asyncio.Task[None] | None = None
         # Catch-up appends (replicas far behind) are paced; None: as fast as they go.
-        self.throttle = CatchUpThrottle(recovery_rate_bytes, self._send) if recovery_rate_bytes else None
+        self.throttle = CatchUpThrottle(recovery_rate_bytes, self._send, clock=clock) if recovery_rate_bytes else None
 
     async def start(self) -> None:
         if self.transport is not None:
@@ -110,7 +126,8 @@ class RaftHost:
                           resume_from_commit_point=resume_from_commit_point, commit_latency=self.commit_latency,
                           on_awake=self._wake_up, peer_alive=self.liveness.is_alive,
                           send_catchup=self._send_catchup, state_machine=state_machine,
-                          may_truncate=may_truncate)
+                          may_truncate=may_truncate, clock=self.clock,
+                          rng=random.Random(self._rng.getrandbits(64)) if self._rng is not None else None)
         if self.sync_latency is not None:
             stream_log.observe_syncs(self.sync_latency)
         self.groups[name] = group

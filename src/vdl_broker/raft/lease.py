@@ -12,7 +12,6 @@ nodes. Followers that tick faster than that drift allows are logged (vdl_broker.
 from __future__ import annotations
 
 import logging
-import time
 
 from vdl_broker.raft.group_state import GroupState
 from vdl_broker.raft.types import Message, MessageType, Role
@@ -35,14 +34,14 @@ class LeaseAndIsr(GroupState):
         if age >= len(self._tick_times):
             return False
         anchored = self._tick_times[-1 - age]
-        return time.monotonic() - anchored < self.config.read_lease_ticks * self.config.tick_interval_s
+        return self._clock() - anchored < self.config.read_lease_ticks * self.config.tick_interval_s
 
     def _check_clock(self, message: Message) -> None:
         """A follower's heartbeat response tells its tick count: is its clock within the drift
         the read lease allows for, measured on ours (vdl_broker.raft.clock)?"""
         if message.type != MessageType.HEARTBEAT_RESPONSE or message.index < 0 or self.node.role != Role.LEADER:
             return
-        drift = self._drift.observe(message.sender, message.commit, time.monotonic())
+        drift = self._drift.observe(message.sender, message.commit, self._clock())
         if drift is not None:
             log.warning("raft group %s on node %d: node %d ticks %.1f%% faster than this node's clock allows, beyond "
                         "the %.0f%% clock drift the read lease is shortened for: one of the two clocks is off; reads "
@@ -51,7 +50,7 @@ class LeaseAndIsr(GroupState):
 
     def _record_tick(self) -> None:
         """Called at every core tick: when each recent tick happened anchors the read lease."""
-        self._tick_times.append(time.monotonic())
+        self._tick_times.append(self._clock())
 
     def in_sync_replicas(self, max_lag_entries: int = 1000) -> list[int]:
         """Leader only (else []): voters recently heard from whose match index is within

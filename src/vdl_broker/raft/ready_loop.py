@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -209,7 +208,7 @@ class ReadyLoop(GroupState):
         leading = self.node.role == Role.LEADER
         if leading and not self._leading:
             self.elections_won += 1
-            self._leader_since = time.monotonic()
+            self._leader_since = self._clock()
         self._leading = leading
         self._call(self._role_listeners, "role")
 

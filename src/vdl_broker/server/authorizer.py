@@ -9,10 +9,14 @@ until the ACLs change, so a produce costs a dict lookup, not a scan of every ACL
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vdl_broker.cluster.acls import CLUSTER_NAME, AclsState, Operation, ResourceType
 from vdl_broker.listeners import user_name
+
+if TYPE_CHECKING:
+    from vdl_broker.server.connection import RequestContext
+    from vdl_broker.server.node_view import NodeView
 
 ANONYMOUS = "User:ANONYMOUS"
 _CACHE_LIMIT = 65_536
@@ -53,14 +57,15 @@ class Authorizer:
         return self._acls().allows_any(principal, host, operation, resource_type)
 
 
-def authorized(broker: Any, context: Any, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+def authorized(node: NodeView, context: RequestContext, operation: Operation, resource_type: ResourceType,
+               name: str) -> bool:
     """May the request's principal do `operation` on the resource?"""
-    return broker.authorizer.allows(context.principal, context.client_host, operation, resource_type, name)
+    return node.authorizer.allows(context.principal, context.client_host, operation, resource_type, name)
 
 
-def authorized_cluster(broker: Any, context: Any, operation: Operation) -> bool:
-    return authorized(broker, context, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+def authorized_cluster(node: NodeView, context: RequestContext, operation: Operation) -> bool:
+    return authorized(node, context, operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
-def authorized_group(broker: Any, context: Any, operation: Operation, group_id: str) -> bool:
-    return authorized(broker, context, operation, ResourceType.GROUP, group_id)
+def authorized_group(node: NodeView, context: RequestContext, operation: Operation, group_id: str) -> bool:
+    return authorized(node, context, operation, ResourceType.GROUP, group_id)

@@ -23,6 +23,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vdl_broker.cluster.controller import MembershipController
 from vdl_broker.cluster.identity import Formation
@@ -52,6 +53,9 @@ from vdl_broker.server.tls import client_listener_context, node_id_of, raft_cont
 from vdl_broker.tables.service import TableService
 from vdl_broker.transactions.coordinator import TransactionCoordinator
 from vdl_broker.transactions.markers import BrokerMarkerWriter
+
+if TYPE_CHECKING:
+    from vdl_broker.server.node_view import NodeView
 
 log = logging.getLogger(__name__)
 
@@ -321,3 +325,8 @@ class Broker:
         for server in self.servers:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(server.wait_closed(), 2)
+
+
+if TYPE_CHECKING:
+    # The type checker holds the Broker to what its handlers are promised (NodeView).
+    _SEEN_BY_HANDLERS: type[NodeView] = Broker

@@ -25,6 +25,7 @@ from vdl_wire.api import decode_request, decode_response, encode_request, encode
 
 if TYPE_CHECKING:
     from vdl_broker.server.broker import Broker
+    from vdl_broker.server.node_view import NodeView
 
 CLIENT_ID = "vdl-node"
 NODE_PRINCIPAL_PREFIX = "Node:"
@@ -35,14 +36,14 @@ def node_principal(node_id: int) -> str:
     return f"{NODE_PRINCIPAL_PREFIX}{node_id}"
 
 
-async def call(broker: Broker, node_id: int, request: Any, version: int, timeout_s: float,
+async def call(node: NodeView, node_id: int, request: Any, version: int, timeout_s: float,
                context: RequestContext | None = None) -> Any:
     """`request` handled by node `node_id` on behalf of `context`'s principal (None: this node's
     own request); its decoded response. ConnectionError / TimeoutError when it cannot be had."""
-    transport = broker.host.transport
+    transport = node.host.transport
     if transport is None:
         raise ConnectionError("a cluster of one has no other node")
-    envelope = {"principal": context.principal if context is not None else node_principal(broker.node_id),
+    envelope = {"principal": context.principal if context is not None else node_principal(node.node_id),
                 "host": context.client_host if context is not None else "",
                 "protocol": context.protocol if context is not None else PLAINTEXT}
     head = json.dumps(envelope, separators=(",", ":")).encode()

@@ -24,6 +24,7 @@ from vdl_wire.errors import ErrorCode
 
 if TYPE_CHECKING:
     from vdl_broker.server.broker import Broker
+    from vdl_broker.server.node_view import NodeView
     from vdl_broker.server.partition import Partition
 
 log = logging.getLogger(__name__)
@@ -31,8 +32,8 @@ log = logging.getLogger(__name__)
 CATCHUP_LAG_ENTRIES = 100  # a preferred leader this close to the log takes over at once
 
 
-def preferred_leader(broker: Broker, name: str) -> int:
-    state = broker.metadata.state
+def preferred_leader(node: NodeView, name: str) -> int:
+    state = node.metadata.state
     stream = state.streams.get(name)
     return state.membership.target_of(stream)[0] if stream is not None else -1
 
@@ -45,13 +46,13 @@ def ready_to_lead(partition: Partition, node: int) -> bool:
     return caught_up(group.peer_status(), node, group.last_index, CATCHUP_LAG_ENTRIES)
 
 
-async def elect_preferred(broker: Broker, name: str, timeout_s: float) -> tuple[ErrorCode, str | None]:
+async def elect_preferred(node: NodeView, name: str, timeout_s: float) -> tuple[ErrorCode, str | None]:
     """Hand leadership of `name` (led here) to its preferred leader and wait for it to lead."""
-    partition = broker.replicas.local(name)
+    partition = node.replicas.local(name)
     if partition is None or partition.group is None or not partition.is_leader:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER, f"node {broker.node_id} does not lead stream {name}"
-    preferred = preferred_leader(broker, name)
-    if preferred == broker.node_id:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, f"node {node.node_id} does not lead stream {name}"
+    preferred = preferred_leader(node, name)
+    if preferred == node.node_id:
         return ErrorCode.ELECTION_NOT_NEEDED, f"node {preferred}, the preferred leader, leads stream {name}"
     if not ready_to_lead(partition, preferred):
         return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, \

@@ -103,8 +103,8 @@ class AppendHandle:
                                      f"not {'committed' if acks == -1 else 'stored'} within {timeout_ms} ms") from None
             except RaftError as error:
                 raise self.partition.proposal_error(error) from None
-        elif (error := future.exception()) is not None:
-            raise self.partition.proposal_error(error)
+        elif (failure := future.exception()) is not None:
+            raise self.partition.proposal_error(failure)
 
 
 class Partition:
@@ -292,7 +292,8 @@ class Partition:
         stored = with_base_offset(batch, base_offset)
         try:
             last_offset = check_batch(stored).last_offset  # a bad batch must never reach the replicated log
-            proposal = group.propose(stored, EntryType.DATA)
+            # A view, not the bytearray itself: a Raft entry's payload is bytes or a memoryview.
+            proposal = group.propose(memoryview(stored), EntryType.DATA)
         except ValueError as error:
             raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(error)) from None
         except RaftError:

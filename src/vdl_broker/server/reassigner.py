@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -111,9 +112,12 @@ class StreamReassigner:
                     task = asyncio.get_running_loop().create_task(
                         self._report(name, stream.created_index, list(moving.target)))
                     self._reporting[name] = task
-                    task.add_done_callback(lambda _t, name=name: self._reporting.pop(name, None))
+                    task.add_done_callback(functools.partial(self._reported, name))
             except (ConfigChangeError, RaftError, ValueError) as error:
                 log.debug("stream %s: reassignment step not now: %s", name, error)
+
+    def _reported(self, name: str, _task: asyncio.Task[None]) -> None:
+        self._reporting.pop(name, None)
 
     async def _report(self, name: str, created_index: int, replicas: list[int]) -> None:
         """Tell the metadata leader the stream's configuration is the target (retried by later

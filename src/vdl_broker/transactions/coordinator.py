@@ -138,6 +138,9 @@ class TransactionCoordinator:
         return False
 
     async def _submit(self, command: dict[str, Any]) -> TxnResult | ErrorCode:
+        if self.metadata.state.features.refuses(command["op"]) is not None:
+            # A cluster formed by an older release, not yet upgraded (`vdl cluster upgrade`).
+            return ErrorCode.UNSUPPORTED_VERSION
         try:
             result = await self.metadata.submit(command)
         except NotLeaderError:

@@ -24,12 +24,10 @@ log = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 15.0
 VERSION = 1
 
-Marker = WriteTxnMarkersRequest.WritableTxnMarker
-
 
 @dataclass
 class _Pending:
-    marker: object  # WriteTxnMarkersRequest.WritableTxnMarker
+    marker: WriteTxnMarkersRequest.WritableTxnMarker
     done: asyncio.Future[set[str]]
 
 
@@ -64,7 +62,7 @@ class BrokerMarkerWriter:
         loop = asyncio.get_running_loop()
         waits = []
         for node, names in by_leader.items():
-            marker = Marker(producer_id=meta.producer_id, producer_epoch=meta.epoch, transaction_result=commit,
+            marker = WriteTxnMarkersRequest.WritableTxnMarker(producer_id=meta.producer_id, producer_epoch=meta.epoch, transaction_result=commit,
                             coordinator_epoch=0,
                             topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=s, partition_indexes=[0])
                                     for s in names])
@@ -88,9 +86,9 @@ class BrokerMarkerWriter:
                 written = {}
             for pending in batch:
                 if not pending.done.done():
-                    pending.done.set_result(written.get(pending.marker.producer_id, set()))  # type: ignore[attr-defined]
+                    pending.done.set_result(written.get(pending.marker.producer_id, set()))
 
-    async def _send(self, node: int, markers: list[object]) -> dict[int, set[str]]:
+    async def _send(self, node: int, markers: list[WriteTxnMarkersRequest.WritableTxnMarker]) -> dict[int, set[str]]:
         """Per producer id, the streams whose marker is written."""
         request = WriteTxnMarkersRequest(markers=markers)
         try:

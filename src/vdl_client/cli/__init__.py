@@ -5,7 +5,8 @@
     vdl produce STREAM [--file F]                    records.py: lines of stdin (or F) become records
     vdl consume STREAM --from earliest|latest|OFFSET [--max N]
     vdl groups list|describe GROUP|reset-offsets GROUP --to SPEC   groups.py: consumer groups and lag
-    vdl cluster status                               cluster.py: is the cluster healthy (exit 1 if not)
+    vdl cluster status|upgrade                       cluster.py: is the cluster healthy (exit 1 if not);
+                                                     raise its feature level after a rolling upgrade
     vdl users create|list|delete [NAME]              users.py: SCRAM users
     vdl acls list|create|delete                      acls.py: Kafka ACLs
     vdl dev-cluster --nodes 3 --data-dir D           a local cluster in the foreground   } vdl_dev's, through

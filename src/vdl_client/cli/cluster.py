@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from vdl_client.cli.common import CliError, Parser, columns, open_client
+from vdl_client.cluster_admin import upgrade_features
 from vdl_client.health import ClusterHealth, NodeHealth, cluster_health
 
 LISTED = 10  # stream names shown per line before "... and N more"
@@ -54,8 +55,20 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0 if healthy else 1
 
 
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    with open_client(args) as client:
+        before, after = upgrade_features(client, args.level, validate_only=args.dry_run)
+    if args.dry_run:
+        print(f"vdl.metadata.version is at level {before}; level {args.level or 'latest'} may be finalized")
+    elif before == after:
+        print(f"vdl.metadata.version is at level {after} already")
+    else:
+        print(f"vdl.metadata.version raised from level {before} to {after}")
+    return 0
+
+
 def register(commands: argparse._SubParsersAction, connection: argparse.ArgumentParser) -> None:
-    cluster = commands.add_parser("cluster", help="the cluster's health")
+    cluster = commands.add_parser("cluster", help="the cluster's health and feature level")
     actions = cluster.add_subparsers(dest="action", required=True, parser_class=Parser)
     status = actions.add_parser("status", parents=[connection],
                                 help="nodes up/down, leaders per node, under-replicated and unavailable streams, "
@@ -63,3 +76,9 @@ def register(commands: argparse._SubParsersAction, connection: argparse.Argument
     status.add_argument("--min-disk-free", type=float, default=10.0, metavar="PERCENT",
                         help="a node with less free disk than this is unhealthy (default 10)")
     status.set_defaults(run=cmd_status)
+    upgrade = actions.add_parser("upgrade", parents=[connection],
+                                 help="after every node runs the new release: let the cluster use what it "
+                                      "adds (raise vdl.metadata.version); refused while a node is down or older")
+    upgrade.add_argument("--level", type=int, help="the level to finalize (default: the newest every node supports)")
+    upgrade.add_argument("--dry-run", action="store_true", help="check only, change nothing")
+    upgrade.set_defaults(run=cmd_upgrade)

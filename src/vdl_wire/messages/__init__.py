@@ -71,6 +71,7 @@ from .transactions_admin import (
     ListTransactionsResponse,
 )
 from .txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from .update_features import UpdateFeaturesRequest, UpdateFeaturesResponse
 from .vdl_nodes import VdlNodesRequest, VdlNodesResponse
 from .vdl_writer_id import VdlWriterIdRequest, VdlWriterIdResponse
 from .write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
@@ -117,6 +118,7 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (DescribeProducersRequest, DescribeProducersResponse),
     (DescribeTransactionsRequest, DescribeTransactionsResponse),
     (ListTransactionsRequest, ListTransactionsResponse),
+    (UpdateFeaturesRequest, UpdateFeaturesResponse),
     (VdlNodesRequest, VdlNodesResponse),
     (VdlWriterIdRequest, VdlWriterIdResponse),
 )
@@ -203,6 +205,8 @@ __all__ = [
     "SaslHandshakeResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "UpdateFeaturesRequest",
+    "UpdateFeaturesResponse",
     "VdlNodesRequest",
     "VdlNodesResponse",
     "VdlWriterIdRequest",

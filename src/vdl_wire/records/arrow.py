@@ -200,11 +200,11 @@ class ArrowColumns:
     headers is None when no record has headers, else a list<struct<key: string, value: binary>>.
     """
 
-    offsets: object
-    timestamps: object
-    keys: object
-    values: object
-    headers: object | None
+    offsets: pa.Array
+    timestamps: pa.Array
+    keys: pa.Array
+    values: pa.Array
+    headers: pa.Array | None
     timestamp_type: int = 0
 
 
@@ -291,4 +291,6 @@ def _strided_binary(data: bytes, starts: np.ndarray, length: int) -> object | No
         out[low:high] = np.lib.stride_tricks.as_strided(source[int(starts[low]):], shape=(high - low, length),
                                                         strides=(stride, 1), writeable=False)
     offsets = np.arange(count + 1, dtype=np.int32) * length
-    return pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(out.reshape(-1))])
+    array: object = pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets),
+                                                               pa.py_buffer(out.reshape(-1))])
+    return array

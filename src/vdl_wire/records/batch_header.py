@@ -98,7 +98,8 @@ def is_record_batch_v2(buf: Buffer, position: int = 0) -> bool:
 
 def batch_length(buf: Buffer, position: int = 0) -> int:
     """The batchLength field of the batch at `position` (no checks)."""
-    return BATCH_LENGTH.unpack_from(buf, position + BATCH_LENGTH_OFFSET)[0]
+    length: int = BATCH_LENGTH.unpack_from(buf, position + BATCH_LENGTH_OFFSET)[0]
+    return length
 
 
 def parse_batch_header(buf: Buffer, position: int = 0) -> BatchHeader:

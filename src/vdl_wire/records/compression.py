@@ -52,7 +52,8 @@ def compress(codec: Compression | int, data: bytes | bytearray | memoryview) -> 
         return _xerial_compress(data)
     if codec == Compression.LZ4:
         # KIP-57: Kafka reads independent blocks only.
-        return lz4.frame.compress(bytes(data), block_linked=False, content_checksum=False)
+        compressed: bytes = lz4.frame.compress(bytes(data), block_linked=False, content_checksum=False)
+        return compressed
     return zstandard.ZstdCompressor(level=3).compress(data)
 
 
@@ -158,9 +159,10 @@ def _lz4_decompress(data: bytes | bytearray | memoryview, max_output_bytes: int)
     bound = _lz4_output_bound(frame)
     if bound is not None and bound <= max_output_bytes:
         # Fast path (about 3x faster): the block walk proves the output cannot exceed the limit.
-        return lz4.frame.decompress(frame)
+        whole: bytes = lz4.frame.decompress(frame)
+        return whole
     decompressor = lz4.frame.LZ4FrameDecompressor()
-    output = decompressor.decompress(frame, max_output_bytes + 1)
+    output: bytes = decompressor.decompress(frame, max_output_bytes + 1)
     if len(output) > max_output_bytes:
         raise _too_large(max_output_bytes)
     if not decompressor.eof:

@@ -1,7 +1,8 @@
 """A leader tells its followers of a commit only once it has applied it itself: followers serve
 reads up to the commit point they learn (KIP-392 follower reads), so a follower's high watermark
 must never pass the leader's. In-process groups over real StreamLogs; a Ready applies at most one
-entry here (max_committed_bytes=1), so the core's commit index runs ahead of what is applied."""
+entry here (max_committed_bytes=1), so the core's commit index runs ahead of what is applied.
+On the virtual clock (tests/support/virtual_time.py)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import virtual_time
 from tests.support.waiting import until
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.types import Entry, EntryType, Message, MessageType
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 
 
 def test_followers_never_learn_a_commit_the_leader_has_not_applied(tmp_path: Path) -> None:
-    asyncio.run(_run(tmp_path))
+    virtual_time.run(_run(tmp_path))
 
 
 async def _run(tmp_path: Path) -> None:

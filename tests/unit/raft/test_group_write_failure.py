@@ -1,5 +1,6 @@
 """RaftGroup when its log cannot be written (disk full): in-process groups over real StreamLogs,
-messages passed through the event loop, the write failure injected into one node's StreamLog."""
+messages passed through the event loop, the write failure injected into one node's StreamLog; on
+the virtual clock (tests/support/virtual_time.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import virtual_time
 from tests.support.waiting import until
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.config import RaftConfig
@@ -17,7 +19,7 @@ from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.proposals import ProposalStorageError
 from vdl_broker.raft.types import Entry, EntryType, Message, Role
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 
 
 class Nodes:
@@ -77,7 +79,7 @@ def stored(stream_log: StreamLog) -> list[tuple[int, int, bytes]]:
 
 
 def test_single_voter_leader_fails_the_proposal_and_stays_leader(tmp_path: Path) -> None:
-    asyncio.run(_test_single_voter_leader_fails_the_proposal_and_stays_leader(tmp_path))
+    virtual_time.run(_test_single_voter_leader_fails_the_proposal_and_stays_leader(tmp_path))
 
 
 async def _test_single_voter_leader_fails_the_proposal_and_stays_leader(tmp_path: Path) -> None:
@@ -106,7 +108,7 @@ async def _test_single_voter_leader_fails_the_proposal_and_stays_leader(tmp_path
 
 
 def test_full_follower_never_acknowledges_then_catches_up(tmp_path: Path) -> None:
-    asyncio.run(_test_full_follower_never_acknowledges_then_catches_up(tmp_path))
+    virtual_time.run(_test_full_follower_never_acknowledges_then_catches_up(tmp_path))
 
 
 async def _test_full_follower_never_acknowledges_then_catches_up(tmp_path: Path) -> None:
@@ -136,7 +138,7 @@ async def _test_full_follower_never_acknowledges_then_catches_up(tmp_path: Path)
 
 
 def test_leader_that_cannot_write_steps_down_and_never_reuses_an_index(tmp_path: Path) -> None:
-    asyncio.run(_test_leader_that_cannot_write_steps_down_and_never_reuses_an_index(tmp_path))
+    virtual_time.run(_test_leader_that_cannot_write_steps_down_and_never_reuses_an_index(tmp_path))
 
 
 async def _test_leader_that_cannot_write_steps_down_and_never_reuses_an_index(tmp_path: Path) -> None:
@@ -203,4 +205,4 @@ def test_commit_point_save_on_a_full_disk_is_logged_and_retried(tmp_path: Path,
         finally:
             await group.stop(transfer=False)
             stream_log.close()
-    asyncio.run(main())
+    virtual_time.run(main())

@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import time
+from collections.abc import Callable
 
 import pytest
 
+from tests.support import virtual_time
 from vdl_broker.raft.throttle import CatchUpThrottle
 from vdl_broker.raft.types import Entry, EntryType, Message, MessageType
+
+pytestmark = pytest.mark.unit
+
+RATE = 1 << 20
+
+
+async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Let virtual time pass, a millisecond at a time, until `condition()` holds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, f"still waiting after {timeout} virtual seconds"
+        await asyncio.sleep(0.001)
 
 
 def append(index: int, size: int) -> Message:
@@ -17,22 +31,25 @@ def append(index: int, size: int) -> Message:
 
 
 def test_rate_is_kept_over_time_and_order_preserved() -> None:
-    async def main() -> tuple[list[tuple[float, int]], float]:
+    async def main() -> tuple[list[tuple[float, int]], float, CatchUpThrottle]:
+        loop = asyncio.get_running_loop()
         sent: list[tuple[float, int]] = []
-        throttle = CatchUpThrottle(1 << 20, lambda group, m: sent.append((time.monotonic(), m.index)) or True)
-        started = time.monotonic()
-        for i in range(40):  # 40 x 64 KiB = 2.5 MiB at 1 MiB/s: about 2.4 s after the first burst
+        throttle = CatchUpThrottle(RATE, lambda group, m: sent.append((loop.time(), m.index)) or True, clock=loop.time)
+        started = loop.time()
+        for i in range(40):  # 40 x 64 KiB = 2.5 MiB at 1 MiB/s
             assert throttle.submit("g", append(i, 64 << 10))
-        while len(sent) < 40:
-            await asyncio.sleep(0.05)
+        await until(lambda: len(sent) == 40)
         await throttle.close()
-        return sent, started
+        return sent, started, throttle
 
-    sent, started = asyncio.run(main())
+    sent, started, throttle = virtual_time.run(main())
     assert [index for _, index in sent] == list(range(40))
-    elapsed = sent[-1][0] - started
-    # (2.5 MiB - the 0.1 s burst) at 1 MiB/s: at least 2.2 s; generous on a loaded machine above.
-    assert 2.2 <= elapsed < 6.0, elapsed
+    assert throttle.burst == RATE / 10
+    # The burst lets the first two leave at once (the second runs the bucket into debt); each
+    # later one leaves as soon as the debt of those before it is paid: when the bucket, refilled
+    # at RATE, holds a byte again.
+    expected = [0.0, 0.0] + [(k * (64 << 10) - throttle.burst + 1) / RATE for k in range(2, 40)]
+    assert [when - started for when, _ in sent] == pytest.approx(expected, abs=1e-9)
 
 
 def test_backlog_beyond_the_bound_is_dropped_for_raft_to_resend() -> None:
@@ -43,8 +60,9 @@ def test_backlog_beyond_the_bound_is_dropped_for_raft_to_resend() -> None:
         await throttle.close()
         return accepted, throttle.dropped
 
-    accepted, dropped = asyncio.run(main())
-    assert dropped > 0 and accepted + dropped == 20
+    accepted, dropped = virtual_time.run(main())
+    # Two leave at once on the burst, four (256 KiB) wait, the other fourteen are dropped.
+    assert (accepted, dropped) == (6, 14)
 
 
 def test_rate_must_be_positive() -> None:
@@ -71,6 +89,6 @@ def test_a_resend_from_the_followers_match_replaces_what_waits_for_it() -> None:
         await throttle.close()
         return queued, throttle
 
-    queued, throttle = asyncio.run(main())
+    queued, throttle = virtual_time.run(main())
     assert queued == [("g", 2, 2), ("g", 3, 7), ("h", 2, 3), ("g", 2, 3)]
     assert throttle.superseded == 6  # the queued 3 and 4, then each resend replacing the one before

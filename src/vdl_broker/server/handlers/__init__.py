@@ -1,7 +1,9 @@
 """One handler module per API key. Each module defines:
 
 - `API_KEY`, `NAME`;
-- `handle(broker, context, request)` -> response, or None for no response (Produce acks=0);
+- `handle(node, context, request)` -> response, or None for no response (Produce acks=0), typed
+  `handle(node: NodeView, context: RequestContext, request: <its request class>)`: `node` is all
+  of the node a handler may use (server/node_view.py);
   a coroutine function when the request may wait (delayed produce/fetch, group joins);
 - `error_response(request, version, code)` -> the response that answers every part of the
   request with `code` (used when a handler raises: the client gets UNKNOWN_SERVER_ERROR).
@@ -55,6 +57,7 @@ from vdl_broker.server.handlers import (
     sasl_handshake,
     sync_group,
     txn_offset_commit,
+    update_features,
     vdl_nodes,
     vdl_writer_id,
     write_txn_markers,
@@ -66,8 +69,8 @@ MODULES: tuple[ModuleType, ...] = (
     delete_topics, init_producer_id, delete_groups, offset_delete, sasl_handshake, sasl_authenticate,
     describe_acls, create_acls, delete_acls, describe_user_scram_credentials, alter_user_scram_credentials,
     describe_configs, incremental_alter_configs,
-    describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments, vdl_nodes,
-    vdl_writer_id, add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit,
+    describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments, update_features,
+    vdl_nodes, vdl_writer_id, add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit,
     write_txn_markers, describe_producers, describe_transactions, list_transactions,
 )
 

@@ -4,9 +4,9 @@ which coordinates groups too)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized, authorized_group
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_broker.transactions.coordinator import error_of
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
@@ -16,20 +16,20 @@ NAME = "AddOffsetsToTxn"
 FENCED_VERSION = 2
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
+async def handle(node: NodeView, context: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     version = context.api_version
-    if not authorized(broker, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+    if not authorized(node, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if not authorized_group(broker, context, Operation.READ, request.group_id):
+    if not authorized_group(node, context, Operation.READ, request.group_id):
         return error_response(request, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    if not broker.transactions.active():
+    if not node.transactions.active():
         return error_response(request, version, ErrorCode.NOT_COORDINATOR)
-    result = await broker.transactions.add_offsets(request.transactional_id, request.producer_id,
+    result = await node.transactions.add_offsets(request.transactional_id, request.producer_id,
                                                    request.producer_epoch, request.group_id)
     return error_response(request, version, error_of(result))
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: AddOffsetsToTxnRequest, version: int, code: ErrorCode) -> AddOffsetsToTxnResponse:
     if code is ErrorCode.PRODUCER_FENCED and version < FENCED_VERSION:
         code = ErrorCode.INVALID_PRODUCER_EPOCH
     return AddOffsetsToTxnResponse(error_code=int(code))

@@ -5,9 +5,9 @@ transaction: a stream leader here reads the replicated coordinator state itself 
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_broker.transactions.coordinator import error_of
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
@@ -21,7 +21,8 @@ R = AddPartitionsToTxnResponse
 Code = dict[tuple[str, int], ErrorCode]
 
 
-def _topic_results(topics: list[Any], codes: Code, version: int) -> list[Any]:
+def _topic_results(topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic], codes: Code,
+                   version: int) -> list[R.AddPartitionsToTxnTopicResult]:
     def fit(code: ErrorCode) -> int:
         return int(ErrorCode.INVALID_PRODUCER_EPOCH if code is ErrorCode.PRODUCER_FENCED and version < FENCED_VERSION
                    else code)
@@ -30,17 +31,18 @@ def _topic_results(topics: list[Any], codes: Code, version: int) -> list[Any]:
         for p in t.partitions]) for t in topics]
 
 
-async def _one(broker: Any, context: Any, txn: str, producer_id: int, epoch: int, topics: list[Any],
+async def _one(node: NodeView, context: RequestContext, txn: str, producer_id: int, epoch: int,
+               topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic],
                verify_only: bool) -> Code:
     every = [(t.name, p) for t in topics for p in t.partitions]
-    if not authorized(broker, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn):
+    if not authorized(node, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn):
         return dict.fromkeys(every, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if not broker.transactions.active():
+    if not node.transactions.active():
         return dict.fromkeys(every, ErrorCode.NOT_COORDINATOR)
     codes: Code = {}
-    streams = broker.metadata.state.streams
+    streams = node.metadata.state.streams
     for name, partition in every:
-        if not authorized(broker, context, Operation.WRITE, ResourceType.TOPIC, name):
+        if not authorized(node, context, Operation.WRITE, ResourceType.TOPIC, name):
             codes[(name, partition)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif name not in streams or partition != 0:
             codes[(name, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -48,31 +50,32 @@ async def _one(broker: Any, context: Any, txn: str, producer_id: int, epoch: int
         # Kafka adds nothing when any partition fails; the others answer OPERATION_NOT_ATTEMPTED.
         return {key: codes.get(key, ErrorCode.OPERATION_NOT_ATTEMPTED) for key in every}
     if verify_only:
-        meta = broker.transactions.state(txn)
-        ok = meta is not None and (meta.producer_id, meta.epoch) == (producer_id, epoch)
-        return {key: ErrorCode.NONE if ok and key[0] in meta.streams else ErrorCode.INVALID_TXN_STATE
-                for key in every}
-    result = await broker.transactions.add_partitions(txn, producer_id, epoch, sorted({n for n, _ in every}))
+        meta = node.transactions.state(txn)
+        added: tuple[str, ...] = ()
+        if meta is not None and (meta.producer_id, meta.epoch) == (producer_id, epoch):
+            added = meta.streams
+        return {key: ErrorCode.NONE if key[0] in added else ErrorCode.INVALID_TXN_STATE for key in every}
+    result = await node.transactions.add_partitions(txn, producer_id, epoch, sorted({n for n, _ in every}))
     return dict.fromkeys(every, error_of(result))
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
+async def handle(node: NodeView, context: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
     version = context.api_version
     if version >= BATCHED_VERSION:
         results = []
         for txn in request.transactions:
-            codes = await _one(broker, context, txn.transactional_id, txn.producer_id, txn.producer_epoch,
+            codes = await _one(node, context, txn.transactional_id, txn.producer_id, txn.producer_epoch,
                                txn.topics, txn.verify_only)
             results.append(R.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
                                                       topic_results=_topic_results(txn.topics, codes, version)))
         return R(error_code=0, results_by_transaction=results)
     topics = request.v3_and_below_topics
-    codes = await _one(broker, context, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+    codes = await _one(node, context, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                        request.v3_and_below_producer_epoch, topics, False)
     return R(results_by_topic_v3_and_below=_topic_results(topics, codes, version))
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: AddPartitionsToTxnRequest, version: int, code: ErrorCode) -> AddPartitionsToTxnResponse:
     if version >= BATCHED_VERSION:
         return R(error_code=int(code), results_by_transaction=[
             R.AddPartitionsToTxnResult(transactional_id=t.transactional_id, topic_results=_topic_results(

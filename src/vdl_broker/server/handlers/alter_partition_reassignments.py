@@ -6,12 +6,12 @@ as in Kafka: ListPartitionReassignments shows the move until it is done."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.cluster.membership import ACTIVE, reassign_stream_command
-from vdl_broker.cluster.metadata import Outcome
+from vdl_broker.cluster.metadata import ClusterState, Outcome
 from vdl_broker.server.authorizer import Operation, authorized_cluster
+from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.forwarding import on_metadata_leader
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import (
     AlterPartitionReassignmentsRequest,
@@ -25,7 +25,7 @@ TopicResult = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 PartitionResult = TopicResult.ReassignablePartitionResponse
 
 
-def check_target(state: Any, replicas: list[int]) -> str | None:
+def check_target(state: ClusterState, replicas: list[int]) -> str | None:
     """Why `replicas` cannot be a stream's replica set, or None."""
     if not replicas:
         return "the replica list is empty (give null to cancel a reassignment)"
@@ -39,9 +39,9 @@ def check_target(state: Any, replicas: list[int]) -> str | None:
     return None
 
 
-async def _reassign(broker: Any, name: str, partition: int, replicas: list[int] | None,
+async def _reassign(node: NodeView, name: str, partition: int, replicas: list[int] | None,
                     allow_replication_factor_change: bool) -> tuple[ErrorCode, str | None]:
-    state = broker.metadata.state
+    state = node.metadata.state
     stream = state.streams.get(name)
     if stream is None or partition != 0:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no stream {name} partition {partition}"
@@ -56,19 +56,20 @@ async def _reassign(broker: Any, name: str, partition: int, replicas: list[int] 
         problem = check_target(state, replicas)
         if problem is not None:
             return ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem
-    result = await broker.metadata.submit(reassign_stream_command(name, stream.created_index, replicas))
+    result = await node.metadata.submit(reassign_stream_command(name, stream.created_index, replicas))
     if result.outcome is not Outcome.OK:
         return ErrorCode.INVALID_REPLICA_ASSIGNMENT, result.message
     return ErrorCode.NONE, None
 
 
-async def _on_leader(broker: Any, request: Any) -> Any:
+async def _on_leader(node: NodeView,
+                     request: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
     responses = []
     for topic in request.topics:
         results = []
         for partition in topic.partitions:
             replicas = None if partition.replicas is None else [int(r) for r in partition.replicas]
-            code, message = await _reassign(broker, topic.name, partition.partition_index, replicas,
+            code, message = await _reassign(node, topic.name, partition.partition_index, replicas,
                                             request.allow_replication_factor_change)
             results.append(PartitionResult(partition_index=partition.partition_index, error_code=int(code),
                                            error_message=message))
@@ -76,11 +77,13 @@ async def _on_leader(broker: Any, request: Any) -> Any:
     return AlterPartitionReassignmentsResponse(responses=responses)
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
-    if not authorized_cluster(broker, context, Operation.ALTER):  # Kafka: ALTER on the cluster
+async def handle(node: NodeView, context: RequestContext,
+                 request: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
+    if not authorized_cluster(node, context, Operation.ALTER):  # Kafka: ALTER on the cluster
         return error_response(request, context.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return await on_metadata_leader(broker, context.api_version, request, _on_leader, error_response, context)
+    return await on_metadata_leader(node, context.api_version, request, _on_leader, error_response, context)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: AlterPartitionReassignmentsRequest, version: int,
+                   code: ErrorCode) -> AlterPartitionReassignmentsResponse:
     return AlterPartitionReassignmentsResponse(error_code=int(code))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from typing import Any
 
 from vdl_broker.cluster.metadata import (
     ALLOWED_REPLICATION_FACTORS,
@@ -18,8 +17,10 @@ from vdl_broker.cluster.stream_configs import validated
 from vdl_broker.cluster.topic_ids import ZERO as ZERO_TOPIC_ID
 from vdl_broker.raft.types import NotLeaderError, RaftError
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized, authorized_cluster
+from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.forwarding import on_metadata_leader
 from vdl_broker.server.handlers.describe_configs import stream_configs
+from vdl_broker.server.node_view import NodeView
 from vdl_broker.tables import table_problem
 from vdl_wire.api import default_version
 from vdl_wire.errors import ErrorCode
@@ -44,7 +45,7 @@ OUTCOME_ERRORS = {
 }
 
 
-def _problem(topic: Any) -> tuple[ErrorCode, str] | None:
+def _problem(topic: CreateTopicsRequest.CreatableTopic) -> tuple[ErrorCode, str] | None:
     if topic.assignments:
         return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "VDL places replicas itself: give a replication factor"
     if topic.num_partitions not in (1, -1):
@@ -55,11 +56,11 @@ def _problem(topic: Any) -> tuple[ErrorCode, str] | None:
     return None
 
 
-async def _create_here(broker: Any, request: Any) -> Any:
+async def _create_here(node: NodeView, request: CreateTopicsRequest) -> CreateTopicsResponse:
     counts = Counter(topic.name for topic in request.topics)
     problems: dict[int, tuple[ErrorCode, str]] = {}
-    creates: dict[int, tuple[str, int | None, dict[str, Any]]] = {}
-    capacity = _Capacity(broker)
+    creates: dict[int, tuple[str, int | None, dict[str, str]]] = {}
+    capacity = _Capacity(node)
     for i, topic in enumerate(request.topics):
         if counts[topic.name] > 1:
             problems[i] = ErrorCode.INVALID_REQUEST, "the stream is named more than once in the request"
@@ -70,7 +71,7 @@ async def _create_here(broker: Any, request: Any) -> Any:
         if problem is None and len(config) < len(topic.configs or []):
             problem = ErrorCode.INVALID_CONFIG, "a config is named more than once"
         if problem is None:
-            refused = broker.metadata.state.check_create(topic.name, replication_factor, config)
+            refused = node.metadata.state.check_create(topic.name, replication_factor, config)
             if refused is not None:
                 problem = OUTCOME_ERRORS[refused.outcome], refused.message
             elif (reason := table_problem(config)) is not None:
@@ -83,9 +84,9 @@ async def _create_here(broker: Any, request: Any) -> Any:
             creates[i] = topic.name, replication_factor, validated(config)
     # Every create of the request is proposed at once: they commit together (one metadata
     # round instead of one per stream), and apply in the request's order.
-    outcomes = await asyncio.gather(*(broker.metadata.create_stream(*args) for args in creates.values()),
+    outcomes = await asyncio.gather(*(node.metadata.create_stream(*args) for args in creates.values()),
                                     return_exceptions=True)
-    if outcomes and all(isinstance(o, NotLeaderError) for o in outcomes):
+    if outcomes and isinstance(outcomes[0], NotLeaderError) and all(isinstance(o, NotLeaderError) for o in outcomes):
         raise outcomes[0]  # nothing done: the caller retries on the new leader
     created = []
     for i, outcome in zip(creates, outcomes, strict=True):
@@ -98,7 +99,7 @@ async def _create_here(broker: Any, request: Any) -> Any:
         else:
             created.append(outcome.stream.name if outcome.stream is not None else creates[i][0])
     results = []
-    state = broker.metadata.state
+    state = node.metadata.state
     for i, topic in enumerate(request.topics):
         code, message = problems.get(i, (ErrorCode.NONE, None))
         if code is not ErrorCode.NONE:
@@ -109,16 +110,16 @@ async def _create_here(broker: Any, request: Any) -> Any:
         replication_factor = (len(info.replicas) if info is not None else
                               topic.replication_factor if topic.replication_factor > 0 else
                               state.default_replication_factor())
-        config = info.config if info is not None else validated({c.name: c.value for c in topic.configs or []})
+        answered = info.config if info is not None else validated({c.name: c.value for c in topic.configs or []})
         results.append(Result(
             name=topic.name, topic_id=state.topic_id(topic.name) if info is not None else ZERO_TOPIC_ID,
             error_code=0, num_partitions=1, replication_factor=replication_factor,
             configs=[Config(name=c.name, value=c.value, read_only=c.read_only, config_source=int(c.source),
-                            is_sensitive=False) for c in stream_configs(config, broker.config)]))
+                            is_sensitive=False) for c in stream_configs(answered, node.config)]))
     # Kafka answers once the controller created the topic; waiting for the first leader too saves
     # every client a round of LEADER_NOT_AVAILABLE retries right after the create.
     wait_s = min(MAX_LEADER_WAIT_S, max(0.0, request.timeout_ms / 1000))
-    await asyncio.gather(*(broker.replicas.wait_for_leader(name, wait_s) for name in created))
+    await asyncio.gather(*(node.replicas.wait_for_leader(name, wait_s) for name in created))
     return CreateTopicsResponse(topics=results)
 
 
@@ -126,10 +127,10 @@ class _Capacity:
     """The node setting max_streams_per_node, checked against where each create would place its
     replicas (the metadata's deterministic placement, creates of this request included)."""
 
-    def __init__(self, broker: Any) -> None:
-        state = broker.metadata.state
+    def __init__(self, node: NodeView) -> None:
+        state = node.metadata.state
         self.state = state
-        self.limit = broker.config.max_streams_per_node
+        self.limit = node.config.max_streams_per_node
         self.load = ReplicaLoad()
         self.load.leads.update(state.streams.load.leads)
         self.load.holds.update(state.streams.load.holds)
@@ -147,30 +148,32 @@ class _Capacity:
         return None
 
 
-async def create(broker: Any, request: Any, context: Any, version: int | None = None) -> Any:
+async def create(node: NodeView, request: CreateTopicsRequest, context: RequestContext | None,
+                 version: int | None = None) -> CreateTopicsResponse:
     """Create on the metadata leader; a request of the broker's own (auto-creation, `context`
     None) is forwarded at the highest version this project declares."""
     version = default_version(CreateTopicsRequest) if version is None else version
-    return await on_metadata_leader(broker, version, request, _create_here, error_response, context)
+    return await on_metadata_leader(node, version, request, _create_here, error_response, context)
 
 
-def may_create(broker: Any, context: Any, name: str) -> bool:
+def may_create(node: NodeView, context: RequestContext, name: str) -> bool:
     """CREATE on the topic, or on the cluster (Kafka accepts either)."""
-    return (authorized_cluster(broker, context, Operation.CREATE)
-            or authorized(broker, context, Operation.CREATE, ResourceType.TOPIC, name))
+    return (authorized_cluster(node, context, Operation.CREATE)
+            or authorized(node, context, Operation.CREATE, ResourceType.TOPIC, name))
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
-    allowed = [t for t in request.topics if may_create(broker, context, t.name)]
+async def handle(node: NodeView, context: RequestContext,
+                 request: CreateTopicsRequest) -> CreateTopicsResponse:
+    allowed = [t for t in request.topics if may_create(node, context, t.name)]
     denied = [Result(name=t.name, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-              for t in request.topics if not may_create(broker, context, t.name)]
+              for t in request.topics if not may_create(node, context, t.name)]
     response = CreateTopicsResponse(topics=[])
     if allowed:
         request.topics = allowed
-        response = await create(broker, request, context, context.api_version)
+        response = await create(node, request, context, context.api_version)
     response.topics += denied
     return response
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: CreateTopicsRequest, version: int, code: ErrorCode) -> CreateTopicsResponse:
     return CreateTopicsResponse(topics=[Result(name=t.name, error_code=int(code)) for t in request.topics])

@@ -3,12 +3,12 @@ is NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.server.authorizer import (
     Operation,
     authorized_group,
 )
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import DeleteGroupsRequest, DeleteGroupsResponse
 
@@ -18,18 +18,19 @@ NAME = "DeleteGroups"
 Result = DeleteGroupsResponse.DeletableGroupResult
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
-    if broker.groups.active() is None:
+async def handle(node: NodeView, context: RequestContext,
+                 request: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    if node.groups.active() is None:
         return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
     results = []
     for group_id in request.groups_names:
-        if not authorized_group(broker, context, Operation.DELETE, group_id):
+        if not authorized_group(node, context, Operation.DELETE, group_id):
             results.append(Result(group_id=group_id, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED)))
             continue
-        code = await broker.groups.delete_group(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        code = await node.groups.delete_group(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         results.append(Result(group_id=group_id, error_code=int(code)))
     return DeleteGroupsResponse(results=results)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: DeleteGroupsRequest, version: int, code: ErrorCode) -> DeleteGroupsResponse:
     return DeleteGroupsResponse(results=[Result(group_id=g, error_code=int(code)) for g in request.groups_names])

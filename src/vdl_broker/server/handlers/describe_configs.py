@@ -13,17 +13,19 @@ from node.toml and flags, so they are all read-only, named as Kafka names them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from enum import IntEnum
-from typing import Any
 
 from vdl_broker.cluster.stream_configs import CONFIG_KEYS, ConfigType
 from vdl_broker.config import NodeConfig
 from vdl_broker.server.authorizer import Operation, authorized, authorized_cluster
 from vdl_broker.server.authorizer import ResourceType as AclResource
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_broker.server.stream_settings import node_defaults
 from vdl_wire.errors import ErrorCode
-from vdl_wire.messages import DescribeConfigsRequest, DescribeConfigsResponse
+from vdl_wire.messages import DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest
 
 API_KEY = DescribeConfigsRequest.DECL.api_key
 NAME = "DescribeConfigs"
@@ -64,11 +66,11 @@ class Described:
 _BUILT_IN = {f.name: f.default for f in fields(NodeConfig)}
 
 
-def _node_source(setting: str, value: Any) -> Source:
+def _node_source(setting: str, value: object) -> Source:
     return Source.DEFAULT_CONFIG if _BUILT_IN.get(setting) == value else Source.STATIC_BROKER_CONFIG
 
 
-def stream_configs(stream_config: dict[str, Any], node: NodeConfig) -> list[Described]:
+def stream_configs(stream_config: Mapping[str, object], node: NodeConfig) -> list[Described]:
     """Every stream config key with its effective value and where it comes from."""
     defaults = node_defaults(node)
     described = []
@@ -121,9 +123,10 @@ def broker_configs(node: NodeConfig, replication_factor: int) -> list[Described]
         ("offsets.retention.check.interval.ms", "offsets_retention_check_ms", ConfigType.LONG, "committed offsets"),
         ("offset.metadata.max.bytes", "offset_metadata_max_bytes", ConfigType.INT, "committed offsets"),
     ]
-    for name, setting, config_type, doc in named:
-        value = getattr(node, setting)
-        settings.append((name, str(value).lower() if isinstance(value, bool) else str(value), config_type, setting, doc))
+    for name, attribute, config_type, doc in named:
+        current = getattr(node, attribute)
+        settings.append((name, str(current).lower() if isinstance(current, bool) else str(current), config_type,
+                         attribute, doc))
     described = []
     for name, value, config_type, setting, doc in settings:
         source = _node_source(setting, getattr(node, setting)) if setting is not None else Source.STATIC_BROKER_CONFIG
@@ -132,7 +135,8 @@ def broker_configs(node: NodeConfig, replication_factor: int) -> list[Described]
     return described
 
 
-def _entry(described: Described, synonyms: bool, documentation: bool) -> Any:
+def _entry(described: Described, synonyms: bool,
+           documentation: bool) -> DescribeConfigsResponse.DescribeConfigsResourceResult:
     return Entry(name=described.name, value=described.value, read_only=described.read_only,
                  is_default=described.source is Source.DEFAULT_CONFIG, config_source=int(described.source),
                  is_sensitive=False, config_type=int(described.type),
@@ -141,51 +145,57 @@ def _entry(described: Described, synonyms: bool, documentation: bool) -> Any:
                  if synonyms else [])
 
 
-def _result(resource: Any, code: ErrorCode = ErrorCode.NONE, message: str | None = None,
-            configs: list[Any] | None = None) -> Any:
+def _result(resource: DescribeConfigsRequest.DescribeConfigsResource, code: ErrorCode = ErrorCode.NONE,
+            message: str | None = None,
+            configs: list[DescribeConfigsResponse.DescribeConfigsResourceResult] | None = None
+            ) -> DescribeConfigsResponse.DescribeConfigsResult:
     return Result(error_code=int(code), error_message=message, resource_type=resource.resource_type,
                   resource_name=resource.resource_name, configs=configs or [])
 
 
-def _describe(broker: Any, resource: Any) -> tuple[ErrorCode, str | None, list[Described]]:
+def _describe(node: NodeView,
+              resource: DescribeConfigsRequest.DescribeConfigsResource) -> tuple[ErrorCode, str | None, list[Described]]:
     if resource.resource_type == ResourceType.TOPIC:
-        info = broker.metadata.state.streams.get(resource.resource_name)
+        info = node.metadata.state.streams.get(resource.resource_name)
         if info is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown stream {resource.resource_name!r}", []
-        described = stream_configs(info.config, broker.config)
-        for name, value, doc in broker.tables.status(info.name):
+        described = stream_configs(info.config, node.config)
+        for name, value, doc in node.tables.status(info.name):
             described.append(Described(name, value, Source.DEFAULT_CONFIG, ConfigType.STRING, doc, read_only=True))
         return ErrorCode.NONE, None, described
     if resource.resource_type == ResourceType.BROKER:
         name = resource.resource_name
         if name == "":
             return ErrorCode.NONE, None, []  # no cluster-wide dynamic broker defaults
-        if name != str(broker.node_id):
-            return ErrorCode.INVALID_REQUEST, (f"unexpected broker id, expected {broker.node_id} or an empty "
+        if name != str(node.node_id):
+            return ErrorCode.INVALID_REQUEST, (f"unexpected broker id, expected {node.node_id} or an empty "
                                                f"string, but received {name!r}"), []
-        return ErrorCode.NONE, None, broker_configs(broker.config, broker.metadata.state.default_replication_factor())
+        return ErrorCode.NONE, None, broker_configs(node.config, node.metadata.state.default_replication_factor())
     return ErrorCode.INVALID_REQUEST, (f"resource type {resource.resource_type} is not supported "
                                        f"(2 = TOPIC, 4 = BROKER)"), []
 
 
-def refusal(broker: Any, context: Any, resource: Any, operation: Operation) -> ErrorCode | None:
+def refusal(node: NodeView, context: RequestContext,
+            resource: DescribeConfigsRequest.DescribeConfigsResource
+            | IncrementalAlterConfigsRequest.AlterConfigsResource, operation: Operation) -> ErrorCode | None:
     """DESCRIBE_CONFIGS / ALTER_CONFIGS on the stream (TOPIC) or on the cluster (BROKER)."""
     if resource.resource_type == ResourceType.TOPIC:
-        if not authorized(broker, context, operation, AclResource.TOPIC, resource.resource_name):
+        if not authorized(node, context, operation, AclResource.TOPIC, resource.resource_name):
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    elif not authorized_cluster(broker, context, operation):
+    elif not authorized_cluster(node, context, operation):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     return None
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
+def handle(node: NodeView, context: RequestContext,
+           request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     results = []
     for resource in request.resources:
-        refused = refusal(broker, context, resource, Operation.DESCRIBE_CONFIGS)
+        refused = refusal(node, context, resource, Operation.DESCRIBE_CONFIGS)
         if refused is not None:
             results.append(_result(resource, refused))
             continue
-        code, message, described = _describe(broker, resource)
+        code, message, described = _describe(node, resource)
         keys = resource.configuration_keys
         if keys is not None:
             wanted = set(keys)
@@ -195,5 +205,5 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
     return DescribeConfigsResponse(results=results)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: DescribeConfigsRequest, version: int, code: ErrorCode) -> DescribeConfigsResponse:
     return DescribeConfigsResponse(results=[_result(resource, code) for resource in request.resources])

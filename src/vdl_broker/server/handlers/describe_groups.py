@@ -5,13 +5,13 @@ Kafka answers."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.groups.coordinator import GroupState
 from vdl_broker.server.authorizer import (
     Operation,
     authorized_group,
 )
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import DescribeGroupsRequest, DescribeGroupsResponse
 
@@ -23,8 +23,8 @@ Described = DescribeGroupsResponse.DescribedGroup
 DescribedMember = DescribeGroupsResponse.DescribedGroupMember
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
-    coordinator = broker.groups.active()
+def handle(node: NodeView, context: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    coordinator = node.groups.active()
     if coordinator is None:
         return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
     described = []
@@ -32,16 +32,16 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
         if not group_id:
             described.append(Described(error_code=int(ErrorCode.INVALID_GROUP_ID), group_id=group_id))
             continue
-        if not authorized_group(broker, context, Operation.DESCRIBE, group_id):
+        if not authorized_group(node, context, Operation.DESCRIBE, group_id):
             described.append(Described(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), group_id=group_id))
             continue
         group = coordinator.group(group_id)
-        if group is None and not broker.groups.known(group_id):
+        if group is None and not node.groups.known(group_id):
             described.append(_dead(group_id, context.api_version, f"Group {group_id} not found."))
             continue
         if group is None:
             state = "Empty"
-            stored = broker.metadata.state.groups.groups.get(group_id)
+            stored = node.metadata.state.groups.groups.get(group_id)
             described.append(Described(error_code=0, group_id=group_id, group_state=state,
                                        protocol_type=(stored.protocol_type or "") if stored else ""))
             continue
@@ -57,7 +57,7 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
     return DescribeGroupsResponse(groups=described)
 
 
-def _dead(group_id: str, version: int, message: str) -> Any:
+def _dead(group_id: str, version: int, message: str) -> DescribeGroupsResponse.DescribedGroup:
     """A group DescribeGroups cannot describe: Dead, with GROUP_ID_NOT_FOUND and why from v6."""
     if version >= NOT_FOUND_VERSION:
         return Described(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), error_message=message, group_id=group_id,
@@ -65,5 +65,5 @@ def _dead(group_id: str, version: int, message: str) -> Any:
     return Described(error_code=0, group_id=group_id, group_state="Dead")
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: DescribeGroupsRequest, version: int, code: ErrorCode) -> DescribeGroupsResponse:
     return DescribeGroupsResponse(groups=[Described(error_code=int(code), group_id=g) for g in request.groups])

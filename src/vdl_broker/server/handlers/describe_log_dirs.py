@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 from vdl_broker.server.authorizer import Operation, authorized_cluster
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
 
@@ -21,18 +22,19 @@ Topic = DescribeLogDirsResponse.DescribeLogDirsTopic
 PartitionInfo = DescribeLogDirsResponse.DescribeLogDirsPartition
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
-    if not authorized_cluster(broker, context, Operation.DESCRIBE):  # Kafka: DESCRIBE on the cluster
+def handle(node: NodeView, context: RequestContext,
+           request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    if not authorized_cluster(node, context, Operation.DESCRIBE):  # Kafka: DESCRIBE on the cluster
         return DescribeLogDirsResponse(error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), results=[
             Result(error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), log_dir="")])  # v0-2: no top-level code
-    data_dir = Path(broker.config.data_dir).resolve()
+    data_dir = Path(node.config.data_dir).resolve()
     if request.topics is None:
-        wanted = {partition.name: [0] for partition in broker.replicas.all()}
+        wanted = {partition.name: [0] for partition in node.replicas.all()}
     else:
         wanted = {topic.topic: list(topic.partitions) for topic in request.topics}
     topics = []
     for name, indexes in sorted(wanted.items()):
-        partition = broker.replicas.local(name)
+        partition = node.replicas.local(name)
         if partition is None or partition.closed or 0 not in indexes:
             continue
         lag = max(0, partition.high_watermark - partition.log_end_offset)
@@ -48,5 +50,5 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
     return DescribeLogDirsResponse(error_code=0, results=[result])
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: DescribeLogDirsRequest, version: int, code: ErrorCode) -> DescribeLogDirsResponse:
     return DescribeLogDirsResponse(error_code=int(code), results=[])

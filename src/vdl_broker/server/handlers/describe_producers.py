@@ -4,9 +4,9 @@ stream. Per-producer timestamps and coordinator epochs are not kept (-1)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_broker.server.partition import Partition
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import DescribeProducersRequest, DescribeProducersResponse
@@ -16,13 +16,13 @@ NAME = "DescribeProducers"
 R = DescribeProducersResponse
 
 
-def _partition(broker: Any, context: Any, name: str, index: int) -> Any:
-    def refused(code: ErrorCode) -> Any:
+def _partition(node: NodeView, context: RequestContext, name: str, index: int) -> R.PartitionResponse:
+    def refused(code: ErrorCode) -> R.PartitionResponse:
         return R.PartitionResponse(partition_index=index, error_code=int(code), active_producers=[])
 
-    if not authorized(broker, context, Operation.READ, ResourceType.TOPIC, name):
+    if not authorized(node, context, Operation.READ, ResourceType.TOPIC, name):
         return refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    partition = broker.replicas.get(name)
+    partition = node.replicas.get(name)
     if partition is None or index != 0:
         return refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if not isinstance(partition, Partition) or not partition.is_leader:
@@ -37,13 +37,13 @@ def _partition(broker: Any, context: Any, name: str, index: int) -> Any:
     return R.PartitionResponse(partition_index=index, error_code=0, active_producers=producers)
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
-    return R(topics=[R.TopicResponse(name=t.name, partitions=[_partition(broker, context, t.name, p)
+def handle(node: NodeView, context: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
+    return R(topics=[R.TopicResponse(name=t.name, partitions=[_partition(node, context, t.name, p)
                                                               for p in t.partition_indexes])
                      for t in request.topics])
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: DescribeProducersRequest, version: int, code: ErrorCode) -> DescribeProducersResponse:
     return R(topics=[R.TopicResponse(name=t.name, partitions=[
         R.PartitionResponse(partition_index=p, error_code=int(code), active_producers=[])
         for p in t.partition_indexes]) for t in request.topics])

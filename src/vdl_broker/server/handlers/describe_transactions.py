@@ -3,9 +3,9 @@ coordinator (the metadata leader; NOT_COORDINATOR elsewhere). DESCRIBE on each i
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import DescribeTransactionsRequest, DescribeTransactionsResponse
 
@@ -14,22 +14,22 @@ NAME = "DescribeTransactions"
 R = DescribeTransactionsResponse
 
 
-def _refused(txn: str, code: ErrorCode) -> Any:
+def _refused(txn: str, code: ErrorCode) -> R.TransactionState:
     return R.TransactionState(error_code=int(code), transactional_id=txn, transaction_state="",
                               transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
                               producer_epoch=-1, topics=[])
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
+def handle(node: NodeView, context: RequestContext, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
     states = []
     for txn in request.transactional_ids:
-        if not authorized(broker, context, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn):
+        if not authorized(node, context, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn):
             states.append(_refused(txn, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
             continue
-        if not broker.transactions.active():
+        if not node.transactions.active():
             states.append(_refused(txn, ErrorCode.NOT_COORDINATOR))
             continue
-        meta = broker.transactions.state(txn)
+        meta = node.transactions.state(txn)
         if meta is None:
             states.append(_refused(txn, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND))
             continue
@@ -41,5 +41,5 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
     return R(transaction_states=states)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: DescribeTransactionsRequest, version: int, code: ErrorCode) -> DescribeTransactionsResponse:
     return R(transaction_states=[_refused(txn, code) for txn in request.transactional_ids])

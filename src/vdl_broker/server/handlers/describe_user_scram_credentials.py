@@ -4,9 +4,10 @@ has -- never a salt or key. Needs DESCRIBE on the cluster. No users named = ever
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from vdl_broker.server.authorizer import Operation, authorized_cluster
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import (
     DescribeUserScramCredentialsRequest,
@@ -21,10 +22,11 @@ Result = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
 Info = DescribeUserScramCredentialsResponse.CredentialInfo
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
-    if not authorized_cluster(broker, context, Operation.DESCRIBE):
+def handle(node: NodeView, context: RequestContext,
+           request: DescribeUserScramCredentialsRequest) -> DescribeUserScramCredentialsResponse:
+    if not authorized_cluster(node, context, Operation.DESCRIBE):
         return error_response(request, context.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    credentials = broker.metadata.state.users.credentials
+    credentials = node.metadata.state.users.credentials
     names = [u.name for u in request.users] if request.users else sorted(credentials)
     counts = Counter(names)
     results = []
@@ -42,5 +44,6 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
     return DescribeUserScramCredentialsResponse(error_code=0, results=results)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: DescribeUserScramCredentialsRequest, version: int,
+                   code: ErrorCode) -> DescribeUserScramCredentialsResponse:
     return DescribeUserScramCredentialsResponse(error_code=int(code), results=[])

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from typing import Any
 
 from vdl_broker.server import internal
 from vdl_broker.server.authorizer import Operation, authorized_cluster
+from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.leader_balancer import elect_preferred
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import ElectLeadersRequest, ElectLeadersResponse
 
@@ -26,12 +27,13 @@ PREFERRED = 0
 LEADER_WAIT_S = 5.0
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
+async def handle(node: NodeView, context: RequestContext,
+                 request: ElectLeadersRequest) -> ElectLeadersResponse:
     version = context.api_version
-    if not authorized_cluster(broker, context, Operation.ALTER):  # Kafka: ALTER on the cluster
+    if not authorized_cluster(node, context, Operation.ALTER):  # Kafka: ALTER on the cluster
         return error_response(request, version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     election_type = request.election_type if version >= 1 else PREFERRED
-    streams = broker.metadata.state.streams
+    streams = node.metadata.state.streams
     if request.topic_partitions is None:
         asked = {name: [0] for name in sorted(streams)}
     else:
@@ -43,7 +45,7 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     local: list[str] = []
     timeout_s = max(0.5, min(request.timeout_ms, 60_000) / 1000)
     # A stream that just moved or failed over may have no known leader for a moment.
-    await asyncio.gather(*(broker.replicas.wait_for_leader(name, min(timeout_s, LEADER_WAIT_S))
+    await asyncio.gather(*(node.replicas.wait_for_leader(name, min(timeout_s, LEADER_WAIT_S))
                            for name in asked if name in streams))
     for name, partitions in asked.items():
         for partition in partitions:
@@ -53,40 +55,40 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
                 outcomes[name, partition] = (ErrorCode.INVALID_REQUEST,
                                              "only preferred-replica elections (type 0): Raft elects with a majority")
             else:
-                leader = broker.replicas.leader_view(name, streams[name])[0]
-                local_partition = broker.replicas.local(name)
+                leader = node.replicas.leader_view(name, streams[name])[0]
+                local_partition = node.replicas.local(name)
                 if local_partition is not None and local_partition.is_leader:
                     local.append(name)
-                elif leader > 0 and leader != broker.node_id and not context.forwarded:
+                elif leader > 0 and leader != node.node_id and not context.forwarded:
                     remote[leader].append(name)
                 else:
                     outcomes[name, partition] = (ErrorCode.NOT_LEADER_OR_FOLLOWER if leader > 0
                                                  else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
                                                  f"no leader of stream {name} known here")
-    jobs = [_local(broker, name, timeout_s) for name in local]
-    jobs += [_forward(broker, leader, names, version, request.timeout_ms, context)
+    jobs = [_local(node, name, timeout_s) for name in local]
+    jobs += [_forward(node, leader, names, version, request.timeout_ms, context)
              for leader, names in remote.items()]
     for found in await asyncio.gather(*jobs):
         outcomes.update(found)
-    by_topic: dict[str, list[Any]] = defaultdict(list)
+    by_topic: dict[str, list[ElectLeadersResponse.PartitionResult]] = defaultdict(list)
     for (name, partition), (code, message) in sorted(outcomes.items()):
         by_topic[name].append(PartitionResult(partition_id=partition, error_code=int(code), error_message=message))
     return ElectLeadersResponse(replica_election_results=[Result(topic=name, partition_result=results)
                                                           for name, results in by_topic.items()])
 
 
-async def _local(broker: Any, name: str, timeout_s: float) -> dict[tuple[str, int], Outcome]:
-    return {(name, 0): await elect_preferred(broker, name, timeout_s)}
+async def _local(node: NodeView, name: str, timeout_s: float) -> dict[tuple[str, int], Outcome]:
+    return {(name, 0): await elect_preferred(node, name, timeout_s)}
 
 
-async def _forward(broker: Any, leader: int, names: list[str], version: int, timeout_ms: int,
-                   context: Any) -> dict[tuple[str, int], Outcome]:
+async def _forward(node: NodeView, leader: int, names: list[str], version: int, timeout_ms: int,
+                   context: RequestContext) -> dict[tuple[str, int], Outcome]:
     """The streams' leader runs their elections (for the client's principal, over the
     node-to-node channel: server/internal.py)."""
     request = ElectLeadersRequest(election_type=PREFERRED, timeout_ms=timeout_ms, topic_partitions=[
         ElectLeadersRequest.TopicPartitions(topic=name, partitions=[0]) for name in names])
     try:
-        response = await internal.call(broker, leader, request, version, max(1.0, timeout_ms / 1000 + 1), context)
+        response = await internal.call(node, leader, request, version, max(1.0, timeout_ms / 1000 + 1), context)
     except (OSError, ValueError, TimeoutError) as error:
         return {(name, 0): (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, f"leader {leader} unreachable: {error}")
                 for name in names}
@@ -94,7 +96,7 @@ async def _forward(broker: Any, leader: int, names: list[str], version: int, tim
             for result in response.replica_election_results for p in result.partition_result}
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: ElectLeadersRequest, version: int, code: ErrorCode) -> ElectLeadersResponse:
     results = [Result(topic=t.topic, partition_result=[PartitionResult(partition_id=p, error_code=int(code))
                                                        for p in t.partitions])
                for t in request.topic_partitions or []]

@@ -5,9 +5,9 @@ producer's commit returns."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_broker.transactions.coordinator import error_of
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import EndTxnRequest, EndTxnResponse
@@ -17,18 +17,18 @@ NAME = "EndTxn"
 FENCED_VERSION = 2
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
+async def handle(node: NodeView, context: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     version = context.api_version
-    if not authorized(broker, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+    if not authorized(node, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if not broker.transactions.active():
+    if not node.transactions.active():
         return error_response(request, version, ErrorCode.NOT_COORDINATOR)
-    result = await broker.transactions.end(request.transactional_id, request.producer_id, request.producer_epoch,
+    result = await node.transactions.end(request.transactional_id, request.producer_id, request.producer_epoch,
                                            request.committed, bump=False)
     return error_response(request, version, error_of(result))
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: EndTxnRequest, version: int, code: ErrorCode) -> EndTxnResponse:
     if code is ErrorCode.PRODUCER_FENCED and version < FENCED_VERSION:
         code = ErrorCode.INVALID_PRODUCER_EPOCH
     return EndTxnResponse(error_code=int(code))

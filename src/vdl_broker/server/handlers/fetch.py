@@ -23,13 +23,15 @@ sessions replies; an incremental fetch naming a session gets FETCH_SESSION_ID_NO
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from vdl_broker.log import OffsetOutOfRange
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
+from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.delayed import wait_for_any
-from vdl_broker.server.partition import await_read_lease
+from vdl_broker.server.node_view import NodeView
+from vdl_broker.server.partition import Partition, await_read_lease
 from vdl_broker.server.read_replicas import NO_PREFERENCE, preferred_read_replica
 from vdl_broker.server.replica_manager import ISR_MAX_LAG_ENTRIES
 from vdl_wire.errors import ErrorCode
@@ -51,7 +53,7 @@ class _Read:
     error: ErrorCode
     high_watermark: int = -1
     log_start_offset: int = -1
-    buffers: list[Any] | None = None
+    buffers: list[memoryview] | None = None
     size: int = 0
     preferred_read_replica: int = NO_PREFERENCE
     # A follower asked for an offset past its high watermark (but within its log): the fetch
@@ -59,7 +61,7 @@ class _Read:
     # OFFSET_NOT_AVAILABLE (never a high watermark below the offset the client asks for).
     ahead_of_follower: bool = False
     last_stable_offset: int = -1
-    aborted: list[Any] | None = None  # read_committed: aborted transactions of the range
+    aborted: list[FetchResponse.AbortedTransaction] | None = None  # read_committed: those of the range
 
 
 READ_COMMITTED = 1  # Fetch v4+ isolation_level (KIP-98)
@@ -72,18 +74,20 @@ class _Client:
     read_committed: bool = False
 
 
-def _read_partition(broker: Any, topic: str, fp: Any, budget: int, has_data: bool, client: _Client) -> _Read:
-    partition = broker.replicas.get(topic)
+def _read_partition(node: NodeView, topic: str, fp: FetchRequest.FetchPartition, budget: int, has_data: bool,
+                    client: _Client) -> _Read:
+    partition = node.replicas.get(topic)
     if partition is None or fp.partition != 0:
         return _Read(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if partition.serves_reads:
-        preferred = _preferred_replica(broker, partition, fp.fetch_offset, client)
+    if isinstance(partition, Partition) and partition.serves_reads:
+        preferred = _preferred_replica(node, partition, fp.fetch_offset, client)
         if preferred != NO_PREFERENCE:  # Kafka answers a redirect with no records
             return _Read(fp.partition, ErrorCode.NONE, partition.high_watermark, partition.log_start_offset,
                          preferred_read_replica=preferred)
         return _read_log(partition, fp, budget, has_data, follower=False, committed=client.read_committed)
     # Kafka: only Fetch v11+ from a consumer may read at a follower (FetchParams.fetchOnlyLeader).
-    if client.version >= FOLLOWER_READ_VERSION and partition.serves_follower_reads:
+    if isinstance(partition, Partition) and client.version >= FOLLOWER_READ_VERSION \
+            and partition.serves_follower_reads:
         out_of_range = ErrorCode.OFFSET_OUT_OF_RANGE if client.rack else ErrorCode.NOT_LEADER_OR_FOLLOWER
         return _read_log(partition, fp, budget, has_data, follower=True, committed=client.read_committed,
                          out_of_range=out_of_range)
@@ -91,18 +95,18 @@ def _read_partition(broker: Any, topic: str, fp: Any, budget: int, has_data: boo
     return _Read(fp.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
 
-def _preferred_replica(broker: Any, partition: Any, offset: int, client: _Client) -> int:
+def _preferred_replica(node: NodeView, partition: Partition, offset: int, client: _Client) -> int:
     if client.version < FOLLOWER_READ_VERSION or not client.rack:
         return NO_PREFERENCE
-    nodes = broker.metadata.state.nodes
+    nodes = node.metadata.state.nodes
     racks = {node_id: node.rack for node_id, node in nodes.items()}
-    racks[broker.node_id] = broker.config.rack
-    return preferred_read_replica(client.rack, offset, broker.node_id, racks,
+    racks[node.node_id] = node.config.rack
+    return preferred_read_replica(client.rack, offset, node.node_id, racks,
                                   partition.follower_read_offsets(ISR_MAX_LAG_ENTRIES))
 
 
-def _read_log(partition: Any, fp: Any, budget: int, has_data: bool, follower: bool, committed: bool,
-              out_of_range: ErrorCode = ErrorCode.OFFSET_OUT_OF_RANGE) -> _Read:
+def _read_log(partition: Partition, fp: FetchRequest.FetchPartition, budget: int, has_data: bool,
+              follower: bool, committed: bool, out_of_range: ErrorCode = ErrorCode.OFFSET_OUT_OF_RANGE) -> _Read:
     read = _read_range(partition, fp, budget, has_data, follower, committed, out_of_range)
     if read.error is ErrorCode.NONE:
         read.last_stable_offset = partition.last_stable_offset
@@ -114,8 +118,8 @@ def _read_log(partition: Any, fp: Any, budget: int, has_data: bool, follower: bo
     return read
 
 
-def _read_range(partition: Any, fp: Any, budget: int, has_data: bool, follower: bool, committed: bool,
-                out_of_range: ErrorCode) -> _Read:
+def _read_range(partition: Partition, fp: FetchRequest.FetchPartition, budget: int, has_data: bool,
+                follower: bool, committed: bool, out_of_range: ErrorCode) -> _Read:
     high_watermark = partition.high_watermark
     # read_committed reads stop at the last stable offset: no open transaction's records.
     bound = partition.last_stable_offset if committed else high_watermark
@@ -141,7 +145,7 @@ def _read_range(partition: Any, fp: Any, budget: int, has_data: bool, follower: 
     return _Read(fp.partition, ErrorCode.NONE, high_watermark, start, result.buffers, size)
 
 
-def _read_all(broker: Any, request: Any, client: _Client,
+def _read_all(node: NodeView, request: FetchRequest, client: _Client,
               denied: set[str]) -> tuple[list[tuple[str, list[_Read]]], int, bool]:
     # Response max_bytes exists from v3; the first batch is always returned even if larger
     # (KIP-74), later partitions get what is left of the budget.
@@ -153,7 +157,7 @@ def _read_all(broker: Any, request: Any, client: _Client,
         reads = []
         for fp in topic.partitions:
             read = (_Read(fp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED) if topic.topic in denied
-                    else _read_partition(broker, topic.topic, fp, budget - total, total > 0, client))
+                    else _read_partition(node, topic.topic, fp, budget - total, total > 0, client))
             # A redirect is answered at once, as an error would be.
             failed |= read.error is not ErrorCode.NONE or read.preferred_read_replica != NO_PREFERENCE
             total += read.size
@@ -162,7 +166,7 @@ def _read_all(broker: Any, request: Any, client: _Client,
     return topics, total, failed
 
 
-def _records(read: _Read, version: int) -> Any:
+def _records(read: _Read, version: int) -> bytes | memoryview | Sequence[bytes | memoryview] | None:
     if not read.buffers:
         return b""
     if version <= 3:
@@ -171,7 +175,7 @@ def _records(read: _Read, version: int) -> Any:
     return read.buffers
 
 
-def _partition_data(read: _Read, version: int) -> Any:
+def _partition_data(read: _Read, version: int) -> FetchResponse.PartitionData:
     if read.ahead_of_follower:
         # Kafka's follower would answer no records and its own (lower) high watermark; that
         # would show this client a high watermark below an offset it has reached. Both
@@ -186,8 +190,8 @@ def _partition_data(read: _Read, version: int) -> Any:
                          preferred_read_replica=read.preferred_read_replica, records=_records(read, version))
 
 
-def _response(broker: Any, topics: list[tuple[str, list[_Read]]], version: int) -> Any:
-    metrics = broker.metrics
+def _response(node: NodeView, topics: list[tuple[str, list[_Read]]], version: int) -> FetchResponse:
+    metrics = node.metrics
     responses = []
     for name, reads in topics:
         if metrics is not None:
@@ -199,7 +203,7 @@ def _response(broker: Any, topics: list[tuple[str, list[_Read]]], version: int) 
     return FetchResponse(error_code=0, session_id=0, responses=responses)
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
+async def handle(node: NodeView, context: RequestContext, request: FetchRequest) -> FetchResponse:
     version = context.api_version
     if version >= 7 and request.session_id != 0:
         return FetchResponse(error_code=int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), session_id=0, responses=[])
@@ -207,25 +211,25 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     deadline = loop.time() + max(0, request.max_wait_ms) / 1000
     min_bytes = max(1, request.min_bytes)
     denied = {t.topic for t in request.topics
-              if not authorized(broker, context, Operation.READ, ResourceType.TOPIC, t.topic)}
-    await await_read_lease([p for p in (broker.replicas.get(t.topic) for t in request.topics)
+              if not authorized(node, context, Operation.READ, ResourceType.TOPIC, t.topic)}
+    await await_read_lease([p for p in (node.replicas.get(t.topic) for t in request.topics)
                             if p is not None and p.name not in denied])
     client = _Client(version, (request.rack_id or "") if version >= FOLLOWER_READ_VERSION else "",
                      version >= 4 and request.isolation_level == READ_COMMITTED)
     while True:
-        topics, total, failed = _read_all(broker, request, client, denied)
+        topics, total, failed = _read_all(node, request, client, denied)
         if total >= min_bytes or failed or not topics or loop.time() >= deadline:
-            return _response(broker, topics, version)
+            return _response(node, topics, version)
         # Delayed fetch: park until any of the streams' HW advances, or the deadline.
-        partitions = [p for p in (broker.replicas.get(name) for name, _ in topics) if p is not None]
+        partitions = [p for p in (node.replicas.get(name) for name, _ in topics) if p is not None]
         if not partitions:
-            return _response(broker, topics, version)
+            return _response(node, topics, version)
         await wait_for_any(partitions, deadline)
         # An idle stream's group may have gone quiet meanwhile (no read lease): wake it again.
         await await_read_lease(partitions)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: FetchRequest, version: int, code: ErrorCode) -> FetchResponse:
     return FetchResponse(error_code=0, session_id=0, responses=[
         TopicResponse(topic=t.topic, partitions=[PartitionData(partition_index=p.partition, error_code=int(code),
                                                                high_watermark=-1, records=b"")

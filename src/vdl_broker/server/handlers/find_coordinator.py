@@ -5,10 +5,10 @@ its own; share groups (key type 2) do not exist here."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.config import split_host_port
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import FindCoordinatorRequest, FindCoordinatorResponse
 
@@ -20,33 +20,35 @@ GROUP, TRANSACTION = 0, 1
 Coordinator = FindCoordinatorResponse.Coordinator
 
 
-def _find(broker: Any, context: Any, key_type: int, key: str) -> Any:
+def _find(node: NodeView, context: RequestContext, key_type: int,
+          key: str) -> FindCoordinatorResponse.Coordinator:
     if key_type not in (GROUP, TRANSACTION):
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=int(ErrorCode.INVALID_REQUEST),
                            error_message=f"unknown coordinator key type {key_type} (0 = group, 1 = transaction)")
     # Kafka: DESCRIBE on the group (key type 0) or on the transactional id (key type 1).
     kind, code = ((ResourceType.TRANSACTIONAL_ID, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
                   if key_type == TRANSACTION else (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED))
-    if not authorized(broker, context, Operation.DESCRIBE, kind, key):
+    if not authorized(node, context, Operation.DESCRIBE, kind, key):
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=int(code))
-    leader = broker.metadata.leader_id
-    address = broker.node_client_address(leader, context.protocol) if leader else None
+    leader = node.metadata.leader_id
+    address = node.node_client_address(leader, context.protocol) if leader else None
     if address is None:
-        leader, address = broker.node_id, broker.own_address(context.protocol)
+        leader, address = node.node_id, node.own_address(context.protocol)
     host, port = split_host_port(address, "client")
     return Coordinator(key=key, node_id=leader, host=host, port=port, error_code=0)
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
+def handle(node: NodeView, context: RequestContext,
+           request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     if context.api_version >= BATCHED_VERSION:
-        return FindCoordinatorResponse(coordinators=[_find(broker, context, request.key_type, key)
+        return FindCoordinatorResponse(coordinators=[_find(node, context, request.key_type, key)
                                                      for key in request.coordinator_keys])
-    found = _find(broker, context, request.key_type, request.key)
+    found = _find(node, context, request.key_type, request.key)
     return FindCoordinatorResponse(error_code=found.error_code, error_message=found.error_message,
                                    node_id=found.node_id, host=found.host, port=found.port)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: FindCoordinatorRequest, version: int, code: ErrorCode) -> FindCoordinatorResponse:
     if version >= BATCHED_VERSION:
         return FindCoordinatorResponse(coordinators=[Coordinator(key=key, node_id=-1, host="", port=-1,
                                                                  error_code=int(code))

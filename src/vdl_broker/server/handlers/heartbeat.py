@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.server.authorizer import (
     Operation,
     authorized_group,
 )
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import HeartbeatRequest, HeartbeatResponse
 
@@ -15,15 +15,15 @@ API_KEY = HeartbeatRequest.DECL.api_key
 NAME = "Heartbeat"
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
-    if not authorized_group(broker, context, Operation.READ, request.group_id):
+def handle(node: NodeView, context: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
+    if not authorized_group(node, context, Operation.READ, request.group_id):
         return HeartbeatResponse(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
-    coordinator = broker.groups.active()
+    coordinator = node.groups.active()
     if coordinator is None:
         return HeartbeatResponse(error_code=int(ErrorCode.NOT_COORDINATOR))
     code = coordinator.heartbeat(request.group_id, request.generation_id, request.member_id)
     return HeartbeatResponse(error_code=int(code))
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: HeartbeatRequest, version: int, code: ErrorCode) -> HeartbeatResponse:
     return HeartbeatResponse(error_code=int(code))

@@ -10,14 +10,15 @@ changes. Node settings (BROKER resources) come from node.toml and flags: INVALID
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from vdl_broker.cluster.stream_configs import ConfigProblem, altered
 from vdl_broker.raft.types import NotLeaderError, RaftError
 from vdl_broker.server.authorizer import Operation
+from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.forwarding import on_metadata_leader
 from vdl_broker.server.handlers.create_topics import OUTCOME_ERRORS
 from vdl_broker.server.handlers.describe_configs import ResourceType, refusal
+from vdl_broker.server.node_view import NodeView
 from vdl_broker.tables import table_problem
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
@@ -28,38 +29,41 @@ NAME = "IncrementalAlterConfigs"
 Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
 
-async def _alter_one(broker: Any, resource: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+async def _alter_one(node: NodeView, resource: IncrementalAlterConfigsRequest.AlterConfigsResource,
+                     validate_only: bool) -> tuple[ErrorCode, str | None]:
     if resource.resource_type == ResourceType.BROKER:
         names = ", ".join(c.name for c in resource.configs) or "(none)"
         return ErrorCode.INVALID_CONFIG, (f"{names}: node settings are static (node.toml or flags); a stream's "
                                           f"own settings are altered on its TOPIC resource")
     if resource.resource_type != ResourceType.TOPIC:
         return ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} is not supported (2 = TOPIC)"
-    info = broker.metadata.state.streams.get(resource.resource_name)
+    info = node.metadata.state.streams.get(resource.resource_name)
     if info is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown stream {resource.resource_name!r}"
     try:
         to_set, to_delete = altered(info.config, [(c.name, c.config_operation, c.value) for c in resource.configs])
-    except ConfigProblem as problem:
-        return ErrorCode.INVALID_CONFIG, str(problem)
+    except ConfigProblem as invalid:
+        return ErrorCode.INVALID_CONFIG, str(invalid)
     problem = table_problem(to_set)
     if problem is not None:
         return ErrorCode.INVALID_CONFIG, problem
     if validate_only or not (to_set or to_delete):
         return ErrorCode.NONE, None
-    result = await broker.metadata.alter_stream_config(info.name, to_set, to_delete)
+    result = await node.metadata.alter_stream_config(info.name, to_set, to_delete)
     return OUTCOME_ERRORS[result.outcome], result.message or None
 
 
-async def _alter_here(broker: Any, request: Any) -> Any:
+async def _alter_here(node: NodeView,
+                      request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
-    results = []
+    results: list[Result] = []
+    message: str | None
     for resource in request.resources:
         if counts[(resource.resource_type, resource.resource_name)] > 1:
             code, message = ErrorCode.INVALID_REQUEST, "the resource is named more than once in the request"
         else:
             try:
-                code, message = await _alter_one(broker, resource, request.validate_only)
+                code, message = await _alter_one(node, resource, request.validate_only)
             except RaftError as error:
                 if isinstance(error, NotLeaderError) and not results:
                     raise  # nothing done yet: the caller retries on the new leader
@@ -69,20 +73,22 @@ async def _alter_here(broker: Any, request: Any) -> Any:
     return IncrementalAlterConfigsResponse(responses=results)
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
-    refused = {id(r): refusal(broker, context, r, Operation.ALTER_CONFIGS) for r in request.resources}
+async def handle(node: NodeView, context: RequestContext,
+                 request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+    refused = {id(r): refusal(node, context, r, Operation.ALTER_CONFIGS) for r in request.resources}
     denied = [Result(error_code=int(code), resource_type=r.resource_type, resource_name=r.resource_name)
               for r in request.resources if (code := refused[id(r)]) is not None]
     response = IncrementalAlterConfigsResponse(responses=[])
     request.resources = [r for r in request.resources if refused[id(r)] is None]
     if request.resources:
-        response = await on_metadata_leader(broker, context.api_version, request, _alter_here, error_response,
+        response = await on_metadata_leader(node, context.api_version, request, _alter_here, error_response,
                                             context)
     response.responses += denied
     return response
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: IncrementalAlterConfigsRequest, version: int,
+                   code: ErrorCode) -> IncrementalAlterConfigsResponse:
     return IncrementalAlterConfigsResponse(responses=[
         Result(error_code=int(code), resource_type=r.resource_type, resource_name=r.resource_name)
         for r in request.resources])

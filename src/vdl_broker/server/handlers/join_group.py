@@ -3,12 +3,12 @@ metadata and computes the assignment itself (the broker never looks inside it)."
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.server.authorizer import (
     Operation,
     authorized_group,
 )
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import JoinGroupRequest, JoinGroupResponse
 
@@ -16,10 +16,10 @@ API_KEY = JoinGroupRequest.DECL.api_key
 NAME = "JoinGroup"
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
-    if not authorized_group(broker, context, Operation.READ, request.group_id):
+async def handle(node: NodeView, context: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
+    if not authorized_group(node, context, Operation.READ, request.group_id):
         return error_response(request, context.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    coordinator = broker.groups.active()
+    coordinator = node.groups.active()
     if coordinator is None:
         return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
     result = await coordinator.join_group(
@@ -39,6 +39,6 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
                              member_id=result.member_id, members=members)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: JoinGroupRequest, version: int, code: ErrorCode) -> JoinGroupResponse:
     return JoinGroupResponse(error_code=int(code), generation_id=-1, protocol_name=None if version >= 7 else "",
                              leader="", member_id=request.member_id)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.server.authorizer import (
     Operation,
     authorized_group,
 )
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import LeaveGroupRequest, LeaveGroupResponse
 
@@ -15,10 +15,10 @@ API_KEY = LeaveGroupRequest.DECL.api_key
 NAME = "LeaveGroup"
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
-    if not authorized_group(broker, context, Operation.READ, request.group_id):
+def handle(node: NodeView, context: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
+    if not authorized_group(node, context, Operation.READ, request.group_id):
         return LeaveGroupResponse(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
-    coordinator = broker.groups.active()
+    coordinator = node.groups.active()
     if coordinator is None:
         return LeaveGroupResponse(error_code=int(ErrorCode.NOT_COORDINATOR))
     if context.api_version < 3:
@@ -31,5 +31,5 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
     return LeaveGroupResponse(error_code=0, members=members)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: LeaveGroupRequest, version: int, code: ErrorCode) -> LeaveGroupResponse:
     return LeaveGroupResponse(error_code=int(code))

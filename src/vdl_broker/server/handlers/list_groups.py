@@ -6,13 +6,13 @@ all of them, any other node none (an empty list is not an error), so a client as
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.server.authorizer import (
     Operation,
     authorized_cluster,
     authorized_group,
 )
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import ListGroupsRequest, ListGroupsResponse
 
@@ -22,16 +22,16 @@ NAME = "ListGroups"
 CLASSIC = "classic"  # ListGroups v5 group types (KIP-848): "classic" or "consumer"
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
-    coordinator = broker.groups.active()
+def handle(node: NodeView, context: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
+    coordinator = node.groups.active()
     if coordinator is None:
         # No metadata leader yet (an election): the groups are nowhere to be listed for now.
-        leader = broker.metadata.leader_id
-        if not leader or leader == broker.node_id:
+        leader = node.metadata.leader_id
+        if not leader or leader == node.node_id:
             return error_response(request, context.api_version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return ListGroupsResponse(error_code=0, groups=[])
     listed: dict[str, tuple[str, str]] = {}
-    stored = broker.metadata.state.groups
+    stored = node.metadata.state.groups
     for group_id in stored.group_ids():
         kept = stored.groups.get(group_id)
         listed[group_id] = ((kept.protocol_type or "") if kept else "", "Empty")
@@ -40,14 +40,14 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
     wanted = {s.lower() for s in request.states_filter or []}
     types = {t.lower() for t in request.types_filter or []}
     # Kafka: DESCRIBE on the cluster lists every group, else those the principal may describe.
-    everything = authorized_cluster(broker, context, Operation.DESCRIBE)
+    everything = authorized_cluster(node, context, Operation.DESCRIBE)
     groups = [ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state,
                                              group_type=CLASSIC)
               for group_id, (protocol_type, state) in sorted(listed.items())
               if (not wanted or state.lower() in wanted) and (not types or CLASSIC in types)
-              and (everything or authorized_group(broker, context, Operation.DESCRIBE, group_id))]
+              and (everything or authorized_group(node, context, Operation.DESCRIBE, group_id))]
     return ListGroupsResponse(error_code=0, groups=groups)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: ListGroupsRequest, version: int, code: ErrorCode) -> ListGroupsResponse:
     return ListGroupsResponse(error_code=int(code))

@@ -10,10 +10,10 @@ sentinel needs the version that introduced it (Kafka: UNSUPPORTED_VERSION otherw
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
-from vdl_broker.server.partition import await_read_lease
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
+from vdl_broker.server.partition import Partition, await_read_lease
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import ListOffsetsRequest, ListOffsetsResponse
 from vdl_wire.records.record_batch import iter_batches, read_records
@@ -34,14 +34,15 @@ TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
-def _lookup(broker: Any, name: str, index: int, timestamp: int, version: int,
+def _lookup(node: NodeView, name: str, index: int, timestamp: int, version: int,
             read_committed: bool = False) -> tuple[ErrorCode, int, int]:
-    partition = broker.replicas.get(name)
+    partition = node.replicas.get(name)
     if partition is None or index != 0:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
     if timestamp < 0 and SENTINEL_VERSIONS.get(timestamp, version + 1) > version:
         return ErrorCode.UNSUPPORTED_VERSION if timestamp in SENTINEL_VERSIONS else ErrorCode.INVALID_REQUEST, -1, -1
-    if not partition.serves_reads:  # led elsewhere, or a leader without its read lease
+    # Led elsewhere (a RemotePartition), or a leader without its read lease.
+    if not isinstance(partition, Partition) or not partition.serves_reads:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1
     # read_committed (v2+ isolation_level 1) sees the log up to the last stable offset (KIP-98).
     high_watermark = partition.last_stable_offset if read_committed else partition.high_watermark
@@ -63,7 +64,7 @@ def _lookup(broker: Any, name: str, index: int, timestamp: int, version: int,
     return ErrorCode.NONE, record_offset, record_timestamp
 
 
-def _first_record_at(partition: Any, batch_offset: int, timestamp: int, high_watermark: int,
+def _first_record_at(partition: Partition, batch_offset: int, timestamp: int, high_watermark: int,
                      batch_max_timestamp: int) -> tuple[int, int]:
     """(offset, timestamp) of the first record of the batch at `batch_offset` (from that offset
     on) whose timestamp is >= `timestamp`. The batch's max timestamp is, so one is there unless
@@ -78,16 +79,16 @@ def _first_record_at(partition: Any, batch_offset: int, timestamp: int, high_wat
     return batch_offset, batch_max_timestamp
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
+async def handle(node: NodeView, context: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     version = context.api_version
-    await await_read_lease([p for p in (broker.replicas.get(t.name) for t in request.topics) if p is not None])
+    await await_read_lease([p for p in (node.replicas.get(t.name) for t in request.topics) if p is not None])
     read_committed = version >= 2 and request.isolation_level == 1
     topics = []
     for topic in request.topics:
         partitions = []
-        allowed = authorized(broker, context, Operation.READ, ResourceType.TOPIC, topic.name)
+        allowed = authorized(node, context, Operation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
-            code, offset, timestamp = (_lookup(broker, topic.name, p.partition_index, p.timestamp, version,
+            code, offset, timestamp = (_lookup(node, topic.name, p.partition_index, p.timestamp, version,
                                                read_committed) if allowed
                                        else (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1))
             partitions.append(PartitionResponse(
@@ -99,7 +100,7 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     return ListOffsetsResponse(topics=topics)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: ListOffsetsRequest, version: int, code: ErrorCode) -> ListOffsetsResponse:
     return ListOffsetsResponse(topics=[TopicResponse(name=t.name, partitions=[
         PartitionResponse(partition_index=p.partition_index, error_code=int(code)) for p in t.partitions])
         for t in request.topics])

@@ -3,9 +3,9 @@ has applied it (committed state: every node answers alike once it caught up)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.server.authorizer import Operation, authorized_cluster
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
 
@@ -16,10 +16,11 @@ Topic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
 Partition = Topic.OngoingPartitionReassignment
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
-    if not authorized_cluster(broker, context, Operation.DESCRIBE):  # Kafka: DESCRIBE on the cluster
+def handle(node: NodeView, context: RequestContext,
+           request: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
+    if not authorized_cluster(node, context, Operation.DESCRIBE):  # Kafka: DESCRIBE on the cluster
         return error_response(request, context.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    state = broker.metadata.state
+    state = node.metadata.state
     moving = state.membership.reassignments
     if request.topics is None:
         wanted = {name: [0] for name in moving}
@@ -39,5 +40,6 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
     return ListPartitionReassignmentsResponse(topics=topics)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: ListPartitionReassignmentsRequest, version: int,
+                   code: ErrorCode) -> ListPartitionReassignmentsResponse:
     return ListPartitionReassignmentsResponse(error_code=int(code))

@@ -5,7 +5,7 @@ Every stream has one partition: any other partition index is UNKNOWN_TOPIC_OR_PA
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from vdl_broker.groups.service import OffsetToCommit
 from vdl_broker.server.authorizer import (
@@ -14,6 +14,8 @@ from vdl_broker.server.authorizer import (
     authorized,
     authorized_group,
 )
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import OffsetCommitRequest, OffsetCommitResponse
 
@@ -21,21 +23,22 @@ API_KEY = OffsetCommitRequest.DECL.api_key
 NAME = "OffsetCommit"
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
+async def handle(node: NodeView, context: RequestContext,
+                 request: OffsetCommitRequest) -> OffsetCommitResponse:
     if not request.group_id:
         return _response(request, lambda stream, partition: ErrorCode.INVALID_GROUP_ID)
-    if not authorized_group(broker, context, Operation.READ, request.group_id):
+    if not authorized_group(node, context, Operation.READ, request.group_id):
         return _response(request, lambda stream, partition: ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    if broker.groups.active() is None:
+    if node.groups.active() is None:
         return _response(request, lambda stream, partition: ErrorCode.NOT_COORDINATOR)
-    denied = {t.name for t in request.topics if not authorized(broker, context, Operation.READ, ResourceType.TOPIC,
+    denied = {t.name for t in request.topics if not authorized(node, context, Operation.READ, ResourceType.TOPIC,
                                                                 t.name)}
     offsets = [OffsetToCommit(topic.name, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
                for topic in request.topics for p in topic.partitions
                if p.partition_index == 0 and topic.name not in denied]
     # v0 has no generation: it is always a standalone commit (Kafka: generation -1, no member).
     generation = request.generation_id_or_member_epoch if context.api_version >= 1 else -1
-    results = await broker.groups.commit(request.group_id, generation, request.member_id or "", offsets)
+    results = await node.groups.commit(request.group_id, generation, request.member_id or "", offsets)
 
     def code(stream: str, partition: int) -> ErrorCode:
         if stream in denied:
@@ -45,7 +48,7 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     return _response(request, code)
 
 
-def _response(request: Any, code: Any) -> Any:
+def _response(request: OffsetCommitRequest, code: Callable[[str, int], ErrorCode]) -> OffsetCommitResponse:
     topics = [OffsetCommitResponse.OffsetCommitResponseTopic(
         name=topic.name,
         partitions=[OffsetCommitResponse.OffsetCommitResponsePartition(
@@ -55,5 +58,5 @@ def _response(request: Any, code: Any) -> Any:
     return OffsetCommitResponse(topics=topics)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: OffsetCommitRequest, version: int, code: ErrorCode) -> OffsetCommitResponse:
     return _response(request, lambda stream, partition: code)

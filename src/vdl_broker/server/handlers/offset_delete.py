@@ -4,14 +4,14 @@ subscribes to (GROUP_SUBSCRIBED_TO_TOPIC otherwise)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.server.authorizer import (
     Operation,
     ResourceType,
     authorized,
     authorized_group,
 )
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.consumer_protocol import subscribed_topics
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import OffsetDeleteRequest, OffsetDeleteResponse
@@ -23,15 +23,16 @@ Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
 Partition = OffsetDeleteResponse.OffsetDeleteResponsePartition
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
+async def handle(node: NodeView, context: RequestContext,
+                 request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     if not request.group_id:
         return error_response(request, 0, ErrorCode.INVALID_GROUP_ID)
-    if not authorized_group(broker, context, Operation.DELETE, request.group_id):
+    if not authorized_group(node, context, Operation.DELETE, request.group_id):
         return error_response(request, 0, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    coordinator = broker.groups.active()
+    coordinator = node.groups.active()
     if coordinator is None:
         return error_response(request, 0, ErrorCode.NOT_COORDINATOR)
-    if not broker.groups.known(request.group_id):
+    if not node.groups.known(request.group_id):
         return error_response(request, 0, ErrorCode.GROUP_ID_NOT_FOUND)
     group = coordinator.group(request.group_id)
     subscribed: set[str] = set()
@@ -46,15 +47,15 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     deletable = []
     for topic in request.topics:
         for p in topic.partitions:
-            if not authorized(broker, context, Operation.READ, ResourceType.TOPIC, topic.name):
+            if not authorized(node, context, Operation.READ, ResourceType.TOPIC, topic.name):
                 codes[topic.name, p.partition_index] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif p.partition_index != 0 or topic.name not in broker.metadata.state.streams:
+            elif p.partition_index != 0 or topic.name not in node.metadata.state.streams:
                 codes[topic.name, p.partition_index] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif topic.name in subscribed:
                 codes[topic.name, p.partition_index] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
             else:
                 deletable.append(topic.name)
-    code = await broker.groups.delete_offsets(request.group_id, deletable) if deletable else ErrorCode.NONE
+    code = await node.groups.delete_offsets(request.group_id, deletable) if deletable else ErrorCode.NONE
     if code is not ErrorCode.NONE:
         return error_response(request, 0, code)
     return OffsetDeleteResponse(error_code=0, topics=[Topic(name=topic.name, partitions=[
@@ -63,5 +64,5 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
         for p in topic.partitions]) for topic in request.topics])
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: OffsetDeleteRequest, version: int, code: ErrorCode) -> OffsetDeleteResponse:
     return OffsetDeleteResponse(error_code=int(code))

@@ -5,8 +5,8 @@ several groups at once, each answered with its own error."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from vdl_broker.server.authorizer import (
     Operation,
@@ -14,6 +14,8 @@ from vdl_broker.server.authorizer import (
     authorized,
     authorized_group,
 )
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import OffsetFetchRequest, OffsetFetchResponse
 
@@ -32,19 +34,19 @@ class _Offset:
     error: ErrorCode = ErrorCode.NONE
 
 
-def _group(broker: Any, context: Any, group_id: str,
+def _group(node: NodeView, context: RequestContext, group_id: str,
            topics: list[tuple[str, list[int]]] | None) -> tuple[ErrorCode, list[tuple[str, list[_Offset]]]]:
     """One group's answer: (group error, [(stream, offsets)]); `topics` None = all."""
     if not group_id:
         return ErrorCode.INVALID_GROUP_ID, []
-    if not authorized_group(broker, context, Operation.DESCRIBE, group_id):
+    if not authorized_group(node, context, Operation.DESCRIBE, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
-    if broker.groups.active() is None:
+    if node.groups.active() is None:
         return ErrorCode.NOT_COORDINATOR, []
-    committed = broker.groups.committed(group_id)
+    committed = node.groups.committed(group_id)
 
     def describable(name: str) -> bool:
-        return authorized(broker, context, Operation.DESCRIBE, ResourceType.TOPIC, name)
+        return authorized(node, context, Operation.DESCRIBE, ResourceType.TOPIC, name)
 
     if topics is None:  # every stream with an offset, as far as the principal may see them (Kafka)
         topics = [(name, [0]) for name in sorted(committed) if describable(name)]
@@ -65,18 +67,21 @@ def _group(broker: Any, context: Any, group_id: str,
     return ErrorCode.NONE, answer
 
 
-def _wanted(topics: Any) -> list[tuple[str, list[int]]] | None:
+_AskedTopic = OffsetFetchRequest.OffsetFetchRequestTopic | OffsetFetchRequest.OffsetFetchRequestTopics
+
+
+def _wanted(topics: Sequence[_AskedTopic] | None) -> list[tuple[str, list[int]]] | None:
     return None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
+def handle(node: NodeView, context: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     if context.api_version >= BATCHED_VERSION:
         groups = []
         for asked in request.groups:
-            code, topics = _group(broker, context, asked.group_id, _wanted(asked.topics))
+            code, topics = _group(node, context, asked.group_id, _wanted(asked.topics))
             groups.append(_batched_group(asked.group_id, code, topics))
         return OffsetFetchResponse(groups=groups)
-    code, topics = _group(broker, context, request.group_id, _wanted(request.topics))
+    code, topics = _group(node, context, request.group_id, _wanted(request.topics))
     if code is not ErrorCode.NONE:
         return _response(request, code)
     return OffsetFetchResponse(error_code=0, topics=[
@@ -87,7 +92,8 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
             for o in offsets]) for name, offsets in topics])
 
 
-def _batched_group(group_id: str, code: ErrorCode, topics: list[tuple[str, list[_Offset]]]) -> Any:
+def _batched_group(group_id: str, code: ErrorCode, topics: list[tuple[str, list[_Offset]]]
+                   ) -> OffsetFetchResponse.OffsetFetchResponseGroup:
     return OffsetFetchResponse.OffsetFetchResponseGroup(group_id=group_id, error_code=int(code), topics=[
         OffsetFetchResponse.OffsetFetchResponseTopics(name=name, partitions=[
             OffsetFetchResponse.OffsetFetchResponsePartitions(
@@ -96,7 +102,7 @@ def _batched_group(group_id: str, code: ErrorCode, topics: list[tuple[str, list[
             for o in offsets]) for name, offsets in topics])
 
 
-def _response(request: Any, code: ErrorCode) -> Any:
+def _response(request: OffsetFetchRequest, code: ErrorCode) -> OffsetFetchResponse:
     topics = []
     for topic in request.topics or []:
         partitions = [OffsetFetchResponse.OffsetFetchResponsePartition(
@@ -107,7 +113,7 @@ def _response(request: Any, code: ErrorCode) -> Any:
     return OffsetFetchResponse(topics=topics, error_code=int(code))
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: OffsetFetchRequest, version: int, code: ErrorCode) -> OffsetFetchResponse:
     if version >= BATCHED_VERSION:
         return OffsetFetchResponse(groups=[_batched_group(g.group_id, code, []) for g in request.groups])
     return _response(request, code)

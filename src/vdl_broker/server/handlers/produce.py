@@ -10,13 +10,17 @@ Hot path: per batch only (CRC32C over the batch, a header parse, one copy for th
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from vdl_broker.cluster.transactions import TxnState
+from vdl_broker.metrics import BrokerMetrics
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_broker.server.partition import AppendHandle, PartitionError
 from vdl_wire.errors import DecodeError, ErrorCode
 from vdl_wire.messages import ProduceRequest, ProduceResponse
+from vdl_wire.primitives import Buffer
 from vdl_wire.records.batch_header import MAGIC_OFFSET, BatchHeader
 from vdl_wire.records.conversion import message_set_to_batches
 from vdl_wire.records.record_batch import RecordBatchBuilder, read_records, validate_batch
@@ -60,7 +64,16 @@ def _renumber(batch: bytes) -> bytes:
     return builder.build()
 
 
-def parse_batches(records: Any, version: int, max_batch_bytes: int) -> list[tuple[BatchHeader, Any]]:
+def _one_buffer(records: bytes | memoryview | Sequence[bytes | memoryview] | None) -> Buffer | None:
+    """A decoded request's records are one buffer; a list of buffers is the codec's form for
+    records to encode, joined here should one ever arrive."""
+    if records is None or isinstance(records, bytes | bytearray | memoryview):
+        return records
+    return b"".join(records)
+
+
+def parse_batches(records: Buffer | None, version: int,
+                  max_batch_bytes: int) -> list[tuple[BatchHeader, Buffer]]:
     """The batches of one partition's `records`, validated; raises Rejected."""
     if records is None or len(records) == 0:
         raise Rejected(ErrorCode.INVALID_RECORD, "no records")
@@ -71,7 +84,7 @@ def parse_batches(records: Any, version: int, max_batch_bytes: int) -> list[tupl
             # Produce v0-2 carry MessageSet magic 0/1: converted up, stored as v2 only.
             if magic not in (0, 1):
                 raise Rejected(ErrorCode.INVALID_RECORD, f"produce v{version} needs magic 0 or 1, got {magic}")
-            batches = []
+            batches: list[tuple[BatchHeader, Buffer]] = []
             for converted in message_set_to_batches(records):
                 header = validate_batch(converted)
                 if header.last_offset_delta != header.record_count - 1:
@@ -93,7 +106,8 @@ def parse_batches(records: Any, version: int, max_batch_bytes: int) -> list[tupl
     return batches
 
 
-def _count(metrics: Any, stream: str, batches: list[tuple[BatchHeader, Any]], handles: list[AppendHandle]) -> None:
+def _count(metrics: BrokerMetrics, stream: str, batches: list[tuple[BatchHeader, Buffer]],
+           handles: list[AppendHandle]) -> None:
     """Per batch stored (a retried duplicate is not stored again)."""
     size = records = 0
     for (header, _), handle in zip(batches, handles, strict=True):
@@ -104,7 +118,8 @@ def _count(metrics: Any, stream: str, batches: list[tuple[BatchHeader, Any]], ha
         metrics.produced(stream, size, records)
 
 
-def _partition_error(index: int, code: ErrorCode, message: str | None = None) -> Any:
+def _partition_error(index: int, code: ErrorCode,
+                     message: str | None = None) -> ProduceResponse.PartitionProduceResponse:
     return PartitionResponse(index=index, error_code=int(code), base_offset=-1, log_append_time_ms=-1,
                              log_start_offset=-1, error_message=message)
 
@@ -114,7 +129,7 @@ def _partition_error(index: int, code: ErrorCode, message: str | None = None) ->
 TXN_VISIBLE_WAIT_S = 2.0
 
 
-def _in_transaction(broker: Any, transactional_id: str | None, stream: str, header: BatchHeader) -> None:
+def _in_transaction(node: NodeView, transactional_id: str | None, stream: str, header: BatchHeader) -> None:
     """KIP-890 part 1: a transactional batch is stored only for a partition added to its
     producer's ongoing transaction (the coordinator's state, replicated to every node); raises
     Rejected otherwise. A batch outside transactions must not claim to be in one."""
@@ -122,7 +137,7 @@ def _in_transaction(broker: Any, transactional_id: str | None, stream: str, head
         return
     if transactional_id is None:
         raise Rejected(ErrorCode.INVALID_TXN_STATE, "a transactional batch without a transactional id")
-    meta = broker.metadata.state.transactions.get(transactional_id)
+    meta = node.metadata.state.transactions.get(transactional_id)
     if meta is None or meta.producer_id != header.producer_id:
         raise Rejected(ErrorCode.INVALID_TXN_STATE, f"producer {header.producer_id} has no transaction "
                                                     f"{transactional_id!r}")
@@ -134,52 +149,52 @@ def _in_transaction(broker: Any, transactional_id: str | None, stream: str, head
                                                     f"{transactional_id!r}")
 
 
-async def _await_transaction(broker: Any, request: Any) -> None:
+async def _await_transaction(node: NodeView, request: ProduceRequest) -> None:
     """Let this node's metadata catch up with an AddPartitionsToTxn the client saw answered."""
     txn = request.transactional_id
-    group = broker.metadata.group
+    group = node.metadata.group
     if txn is None or group is None:
         return
     wanted = {topic.name for topic in request.topic_data}
 
-    def visible(_: Any) -> bool:
-        meta = broker.metadata.state.transactions.get(txn)
+    def visible(_: object) -> bool:
+        meta = node.metadata.state.transactions.get(txn)
         return meta is not None and meta.state is TxnState.ONGOING and wanted <= set(meta.streams)
 
     await group.wait_for(visible, TXN_VISIBLE_WAIT_S)
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
+async def handle(node: NodeView, context: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     acks = request.acks
     version = context.api_version
     if acks not in (0, 1, -1):
         return error_response(request, version, ErrorCode.INVALID_REQUIRED_ACKS)
     if request.transactional_id is not None:
-        if not authorized(broker, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        if not authorized(node, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
             return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        await _await_transaction(broker, request)
-    results: list[tuple[str, list[Any]]] = []
+        await _await_transaction(node, request)
+    results: list[tuple[str, list[ProduceResponse.PartitionProduceResponse]]] = []
     appended: dict[str, list[AppendHandle]] = {}
     # Phase 1, synchronous: validate and append every partition's data (no await, so requests
     # on other connections cannot interleave inside one append).
     for topic in request.topic_data:
-        responses: list[Any] = []
+        responses: list[ProduceResponse.PartitionProduceResponse] = []
         results.append((topic.name, responses))
-        if not authorized(broker, context, Operation.WRITE, ResourceType.TOPIC, topic.name):
+        if not authorized(node, context, Operation.WRITE, ResourceType.TOPIC, topic.name):
             responses += [_partition_error(d.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for d in topic.partition_data]
             continue
         for data in topic.partition_data:
-            partition = broker.replicas.get(topic.name)
+            partition = node.replicas.get(topic.name)
             if partition is None or data.index != 0:
                 responses.append(_partition_error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                   f"unknown stream {topic.name!r} partition {data.index}"))
                 continue
             limit = partition.max_message_bytes
             try:
-                batches = parse_batches(data.records, version,
-                                        broker.config.max_batch_bytes if limit is None else limit)
+                batches = parse_batches(_one_buffer(data.records), version,
+                                        node.config.max_batch_bytes if limit is None else limit)
                 for header, _ in batches:
-                    _in_transaction(broker, request.transactional_id, topic.name, header)
+                    _in_transaction(node, request.transactional_id, topic.name, header)
                 handles = [partition.append(batch, header) for header, batch in batches]
             except Rejected as error:
                 responses.append(_partition_error(data.index, error.code, error.message))
@@ -188,8 +203,8 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
                 responses.append(_partition_error(data.index, error.code, error.message or None))
                 continue
             appended.setdefault(partition.name, []).extend(handles)
-            if broker.metrics is not None:
-                _count(broker.metrics, partition.name, batches, handles)
+            if node.metrics is not None:
+                _count(node.metrics, partition.name, batches, handles)
             responses.append(PartitionResponse(index=data.index, error_code=0, base_offset=handles[0].base_offset,
                                                log_append_time_ms=-1, log_start_offset=partition.log_start_offset))
     # Phase 2: durability, as acks asks. One group-commit sync covers all of this request's data.
@@ -205,14 +220,14 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     if acks == 0:
         return None
     for name, parts in results:
-        error = failed.get(name)
-        if error is not None:
-            parts[:] = [_partition_error(part.index, error.code, error.message or None) if part.error_code == 0
+        failure = failed.get(name)
+        if failure is not None:
+            parts[:] = [_partition_error(part.index, failure.code, failure.message or None) if part.error_code == 0
                         else part for part in parts]
     return ProduceResponse(responses=[TopicResponse(name=name, partition_responses=parts) for name, parts in results])
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: ProduceRequest, version: int, code: ErrorCode) -> ProduceResponse | None:
     if request.acks == 0:
         return None
     return ProduceResponse(responses=[

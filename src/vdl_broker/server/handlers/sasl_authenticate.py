@@ -7,8 +7,8 @@ connection is closed once the answer is sent. session_lifetime_ms is 0: no re-au
 
 from __future__ import annotations
 
-from typing import Any
-
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import SaslAuthenticateRequest, SaslAuthenticateResponse
 from vdl_wire.sasl import SaslError
@@ -17,10 +17,11 @@ API_KEY = SaslAuthenticateRequest.DECL.api_key
 NAME = "SaslAuthenticate"
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
+async def handle(node: NodeView, context: RequestContext,
+                 request: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
     connection = context.connection
     session = connection.sasl if connection is not None else None
-    if session is None or session.mechanism is None or session.authenticated or session.raw_tokens:
+    if connection is None or session is None or session.mechanism is None or session.authenticated or session.raw_tokens:
         if connection is not None:
             connection.close_after_response()
         return SaslAuthenticateResponse(error_code=int(ErrorCode.ILLEGAL_SASL_STATE),
@@ -35,5 +36,6 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
     return SaslAuthenticateResponse(error_code=0, auth_bytes=reply, session_lifetime_ms=0)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: SaslAuthenticateRequest, version: int,
+                   code: ErrorCode) -> SaslAuthenticateResponse:
     return SaslAuthenticateResponse(error_code=int(code))

@@ -6,8 +6,8 @@ connection closed; a second handshake, or one on a listener without SASL, ILLEGA
 
 from __future__ import annotations
 
-from typing import Any
-
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import SaslHandshakeRequest, SaslHandshakeResponse
 
@@ -15,11 +15,11 @@ API_KEY = SaslHandshakeRequest.DECL.api_key
 NAME = "SaslHandshake"
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
-    mechanisms = list(broker.config.sasl_mechanisms)
+def handle(node: NodeView, context: RequestContext, request: SaslHandshakeRequest) -> SaslHandshakeResponse:
+    mechanisms = list(node.config.sasl_mechanisms)
     connection = context.connection
     session = connection.sasl if connection is not None else None
-    if session is None:
+    if connection is None or session is None:
         return SaslHandshakeResponse(error_code=int(ErrorCode.ILLEGAL_SASL_STATE), mechanisms=mechanisms)
     if session.mechanism is not None or session.authenticated:
         connection.close_after_response()
@@ -30,5 +30,5 @@ def handle(broker: Any, context: Any, request: Any) -> Any:
     return SaslHandshakeResponse(error_code=0, mechanisms=mechanisms)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: SaslHandshakeRequest, version: int, code: ErrorCode) -> SaslHandshakeResponse:
     return SaslHandshakeResponse(error_code=int(code), mechanisms=[])

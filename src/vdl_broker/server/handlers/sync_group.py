@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.server.authorizer import (
     Operation,
     authorized_group,
 )
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import SyncGroupRequest, SyncGroupResponse
 
@@ -15,10 +15,10 @@ API_KEY = SyncGroupRequest.DECL.api_key
 NAME = "SyncGroup"
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
-    if not authorized_group(broker, context, Operation.READ, request.group_id):
+async def handle(node: NodeView, context: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
+    if not authorized_group(node, context, Operation.READ, request.group_id):
         return error_response(request, context.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    coordinator = broker.groups.active()
+    coordinator = node.groups.active()
     if coordinator is None:
         return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
     result = await coordinator.sync_group(
@@ -29,5 +29,5 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
                              protocol_name=result.protocol_name, assignment=result.assignment)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: SyncGroupRequest, version: int, code: ErrorCode) -> SyncGroupResponse:
     return SyncGroupResponse(error_code=int(code), assignment=b"")

@@ -4,9 +4,11 @@ commits. On the coordinator (the metadata leader), which coordinates groups and 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized, authorized_group
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_broker.transactions.coordinator import error_of
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
@@ -17,24 +19,26 @@ FENCED_VERSION = 2
 R = TxnOffsetCommitResponse
 
 
-def _response(request: Any, code: Any) -> Any:
+def _response(request: TxnOffsetCommitRequest,
+              code: Callable[[str, TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition], ErrorCode],
+              ) -> TxnOffsetCommitResponse:
     return R(topics=[R.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
         R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code(t.name, p)))
         for p in t.partitions]) for t in request.topics])
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
+async def handle(node: NodeView, context: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     version = context.api_version
-    if not authorized(broker, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+    if not authorized(node, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if not authorized_group(broker, context, Operation.READ, request.group_id):
+    if not authorized_group(node, context, Operation.READ, request.group_id):
         return error_response(request, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    if not broker.transactions.active():
+    if not node.transactions.active():
         return error_response(request, version, ErrorCode.NOT_COORDINATOR)
-    streams = broker.metadata.state.streams
+    streams = node.metadata.state.streams
 
-    def refusal(name: str, partition: Any) -> ErrorCode | None:
-        if not authorized(broker, context, Operation.READ, ResourceType.TOPIC, name):
+    def refusal(name: str, partition: TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition) -> ErrorCode | None:
+        if not authorized(node, context, Operation.READ, ResourceType.TOPIC, name):
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED
         if name not in streams or partition.partition_index != 0:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -44,14 +48,14 @@ async def handle(broker: Any, context: Any, request: Any) -> Any:
                for t in request.topics for p in t.partitions if refusal(t.name, p) is None}
     code = ErrorCode.NONE
     if offsets:
-        code = error_of(await broker.transactions.offset_commit(request.transactional_id, request.producer_id,
+        code = error_of(await node.transactions.offset_commit(request.transactional_id, request.producer_id,
                                                                 request.producer_epoch, request.group_id, offsets))
         if code is ErrorCode.PRODUCER_FENCED and version < FENCED_VERSION:
             code = ErrorCode.INVALID_PRODUCER_EPOCH
     return _response(request, lambda name, p: refusal(name, p) or code)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: TxnOffsetCommitRequest, version: int, code: ErrorCode) -> TxnOffsetCommitResponse:
     if code is ErrorCode.PRODUCER_FENCED and version < FENCED_VERSION:
         code = ErrorCode.INVALID_PRODUCER_EPOCH
     return _response(request, lambda name, p: code)

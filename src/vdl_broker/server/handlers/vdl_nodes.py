@@ -19,7 +19,9 @@ from vdl_broker.cluster.membership import (
 from vdl_broker.cluster.metadata import Outcome, register_node_command
 from vdl_broker.config import ConfigError, split_host_port
 from vdl_broker.server.authorizer import Operation, authorized_cluster
+from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.forwarding import on_metadata_leader
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import VdlNodesRequest, VdlNodesResponse
 
@@ -38,10 +40,10 @@ class _Refused(Exception):
         self.code = code
 
 
-def node_list(broker: Any) -> list[Any]:
+def node_list(node: NodeView) -> list[VdlNodesResponse.VdlNode]:
     """Every node: addresses, state, role in the metadata group, reachable from its leader."""
-    state = broker.metadata.state
-    group = broker.metadata.group
+    state = node.metadata.state
+    group = node.metadata.group
     conf = group.conf if group is not None else None
     status = group.peer_status() if group is not None else {}
     nodes = []
@@ -55,68 +57,68 @@ def node_list(broker: Any) -> list[Any]:
         peer = status.get(node_id)
         nodes.append(Node(node_id=node_id, client=info.client, raft=info.raft, rack=info.rack,
                           state=state.membership.state_of(node_id), metadata_role=role,
-                          reachable=node_id == broker.node_id or (peer is not None and peer.alive)))
+                          reachable=node_id == node.node_id or (peer is not None and peer.alive)))
     return nodes
 
 
-async def _on_leader(broker: Any, request: Any) -> Any:
+async def _on_leader(node: NodeView, request: VdlNodesRequest) -> VdlNodesResponse:
     try:
-        await _act(broker, request)
+        await _act(node, request)
     except _Refused as refused:
         return VdlNodesResponse(error_code=int(refused.code), error_message=str(refused))
-    metadata_log = broker.metadata.log
-    return VdlNodesResponse(nodes=node_list(broker), removed_nodes=sorted(broker.metadata.state.membership.removed),
+    metadata_log = node.metadata.log
+    return VdlNodesResponse(nodes=node_list(node), removed_nodes=sorted(node.metadata.state.membership.removed),
                             metadata_last_index=metadata_log.last_index if metadata_log is not None else -1)
 
 
-def _known(broker: Any, node_id: int) -> None:
-    state = broker.metadata.state
+def _known(node: NodeView, node_id: int) -> None:
+    state = node.metadata.state
     if node_id in state.membership.removed:
         raise _Refused(ErrorCode.BROKER_ID_NOT_REGISTERED, f"node {node_id} was removed from the cluster")
     if node_id not in state.nodes:
         raise _Refused(ErrorCode.BROKER_ID_NOT_REGISTERED, f"no node {node_id} in the cluster")
 
 
-async def _submit(broker: Any, command: dict[str, Any]) -> None:
-    result = await broker.metadata.submit(command)
+async def _submit(node: NodeView, command: dict[str, Any]) -> None:
+    result = await node.metadata.submit(command)
     if result.outcome is not Outcome.OK:
         raise _Refused(ErrorCode.INVALID_REQUEST, result.message)
 
 
-async def _act(broker: Any, request: Any) -> None:
+async def _act(node: NodeView, request: VdlNodesRequest) -> None:
     action, node_id = request.action, request.node_id
-    state = broker.metadata.state
+    state = node.metadata.state
     if action == "list":
         return
     if action == "join":
-        await _join(broker, request)
+        await _join(node, request)
     elif action in ("decommission", "remove"):
-        _known(broker, node_id)
+        _known(node, node_id)
         current = state.membership.state_of(node_id)
         wanted = DECOMMISSIONING if action == "decommission" else REMOVING
         if current == wanted or current == REMOVING:
             return  # asked again: already on its way out
         if action == "decommission":
-            _check_room(broker, node_id)
+            _check_room(node, node_id)
         log.info("node %d: %s asked", node_id, action)
-        await _submit(broker, set_node_state_command(node_id, wanted))
+        await _submit(node, set_node_state_command(node_id, wanted))
     elif action == "reassignment_done":
-        await _submit(broker, complete_reassignment_command(request.stream or "", request.created_index,
+        await _submit(node, complete_reassignment_command(request.stream or "", request.created_index,
                                                             list(request.replicas)))
     else:
         raise _Refused(ErrorCode.INVALID_REQUEST, f"unknown action {action!r}; accepted: {', '.join(ACTIONS)}")
 
 
-async def _join(broker: Any, request: Any) -> None:
-    node_id, client, raft = request.node_id, request.client, request.raft
+async def _join(node: NodeView, request: VdlNodesRequest) -> None:
+    node_id, client, raft = request.node_id, request.client or "", request.raft or ""
     if node_id <= 0:
         raise _Refused(ErrorCode.INVALID_REQUEST, f"node id must be positive, got {node_id}")
     for value, what in ((client, "client"), (raft, "raft")):
         try:
-            split_host_port(value or "", what)
+            split_host_port(value, what)
         except ConfigError as error:
             raise _Refused(ErrorCode.INVALID_REQUEST, f"join: {error}") from None
-    state = broker.metadata.state
+    state = node.metadata.state
     if node_id in state.membership.removed:
         raise _Refused(ErrorCode.BROKER_ID_NOT_REGISTERED,
                        f"node {node_id} was removed from the cluster: join under a new node id")
@@ -124,14 +126,14 @@ async def _join(broker: Any, request: Any) -> None:
     listeners, rack = tuple(request.listeners), request.rack or None
     if known is None:
         log.info("node %d asks to join (client %s, raft %s)", node_id, client, raft)
-        await _submit(broker, join_node_command(node_id, client, raft, listeners, rack))
+        await _submit(node, join_node_command(node_id, client, raft, listeners, rack))
     elif (known.client, known.raft, known.listeners, known.rack) != (client, raft, listeners, rack):
-        await _submit(broker, register_node_command(node_id, client, raft, listeners, rack))  # it moved
+        await _submit(node, register_node_command(node_id, client, raft, listeners, rack))  # it moved
 
 
-def _check_room(broker: Any, node_id: int) -> None:
+def _check_room(node: NodeView, node_id: int) -> None:
     """Decommissioning must leave room for every replica the node holds."""
-    state = broker.metadata.state
+    state = node.metadata.state
     others = [n for n in state.membership.placeable(state.nodes) if n != node_id]
     for stream in state.streams_on(node_id):
         needed = len(state.membership.target_of(stream))
@@ -141,24 +143,25 @@ def _check_room(broker: Any, node_id: int) -> None:
                            f"{stream.name} of {needed} replicas: add a node first")
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
+async def handle(node: NodeView, context: RequestContext, request: VdlNodesRequest) -> VdlNodesResponse:
     # Listing describes the cluster; anything else changes it (Kafka's DESCRIBE / ALTER on the
     # cluster resource). A node's own requests between nodes are always allowed.
     operation = Operation.DESCRIBE if request.action == "list" else Operation.ALTER
-    if not authorized_cluster(broker, context, operation):
+    if not authorized_cluster(node, context, operation):
         return error_response(request, context.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    if request.action == "list" and context.forwarded and not broker.metadata.is_leader:
+    if request.action == "list" and context.forwarded and not node.metadata.is_leader:
         # Another node asking over the node-to-node channel (a node starting: server/joining.py):
         # what this node has applied is enough, and it may not reach the metadata leader yet.
-        return await _on_leader(broker, request)
-    return await run(broker, request, context.api_version, context)
+        return await _on_leader(node, request)
+    return await run(node, request, context.api_version, context)
 
 
-async def run(broker: Any, request: Any, version: int = 0, context: Any = None) -> Any:
+async def run(node: NodeView, request: VdlNodesRequest, version: int = 0,
+              context: RequestContext | None = None) -> VdlNodesResponse:
     """The request answered by the metadata leader (here, or forwarded to it); `context` None:
     this node's own request."""
-    return await on_metadata_leader(broker, version, request, _on_leader, error_response, context)
+    return await on_metadata_leader(node, version, request, _on_leader, error_response, context)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: VdlNodesRequest, version: int, code: ErrorCode) -> VdlNodesResponse:
     return VdlNodesResponse(error_code=int(code))

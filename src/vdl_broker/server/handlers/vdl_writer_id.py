@@ -8,9 +8,9 @@ key), so existing ACLs for `vdl-spark/` keep working.
 
 from __future__ import annotations
 
-from typing import Any
-
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import VdlWriterIdRequest, VdlWriterIdResponse
 
@@ -18,14 +18,14 @@ API_KEY = VdlWriterIdRequest.DECL.api_key
 NAME = "VdlWriterId"
 
 
-def handle(broker: Any, context: Any, request: Any) -> Any:
+def handle(node: NodeView, context: RequestContext, request: VdlWriterIdRequest) -> VdlWriterIdResponse:
     if not request.writer_key:
         return error_response(request, context.api_version, ErrorCode.INVALID_REQUEST)
-    if not authorized(broker, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.writer_key):
+    if not authorized(node, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.writer_key):
         return error_response(request, context.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    producer_id, epoch = broker.producer_ids.derived(request.writer_key)
+    producer_id, epoch = node.producer_ids.derived(request.writer_key)
     return VdlWriterIdResponse(error_code=0, producer_id=producer_id, producer_epoch=epoch)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: VdlWriterIdRequest, version: int, code: ErrorCode) -> VdlWriterIdResponse:
     return VdlWriterIdResponse(error_code=int(code), producer_id=-1, producer_epoch=-1)

@@ -10,10 +10,12 @@ land after its marker and hold the last stable offset back.
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable
 
 from vdl_broker.cluster.transactions import TxnState
 from vdl_broker.server.authorizer import Operation, authorized_cluster
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
 from vdl_broker.server.partition import AppendHandle, Partition, PartitionError
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
@@ -27,21 +29,21 @@ COMMIT_WAIT_MS = 10_000
 R = WriteTxnMarkersResponse
 
 
-def _response(request: Any, code: Any) -> Any:
+def _response(request: WriteTxnMarkersRequest, code: Callable[[int, str, int], ErrorCode]) -> WriteTxnMarkersResponse:
     return R(markers=[R.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
         R.WritableTxnMarkerTopicResult(name=t.name, partitions=[
             R.WritableTxnMarkerPartitionResult(partition_index=p, error_code=int(code(marker.producer_id, t.name, p)))
             for p in t.partition_indexes]) for t in marker.topics]) for marker in request.markers])
 
 
-async def write_markers(broker: Any, request: Any) -> Any:
+async def write_markers(node: NodeView, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     producers = {marker.producer_id for marker in request.markers}
 
     def ongoing() -> set[int]:
-        return {t.producer_id for t in broker.metadata.state.transactions.txns.values()
+        return {t.producer_id for t in node.metadata.state.transactions.txns.values()
                 if t.producer_id in producers and t.state is TxnState.ONGOING}
 
-    group = broker.metadata.group
+    group = node.metadata.group
     if group is not None:
         await group.wait_for(lambda _: not ongoing(), DECISION_WAIT_S)
     # Still ongoing here: a late request of a deposed coordinator for an earlier transaction of
@@ -59,7 +61,7 @@ async def write_markers(broker: Any, request: Any) -> Any:
                 if marker.producer_id in stale:
                     codes[key] = ErrorCode.TRANSACTION_COORDINATOR_FENCED
                     continue
-                partition = broker.replicas.get(topic.name)
+                partition = node.replicas.get(topic.name)
                 if not isinstance(partition, Partition) or index != 0:
                     codes[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if partition is None or index != 0
                                   else ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -77,12 +79,12 @@ async def write_markers(broker: Any, request: Any) -> Any:
     return _response(request, lambda pid, name, index: codes.get((pid, name, index), ErrorCode.UNKNOWN_SERVER_ERROR))
 
 
-async def handle(broker: Any, context: Any, request: Any) -> Any:
+async def handle(node: NodeView, context: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     # Kafka: CLUSTER_ACTION on the cluster (inter-broker); a node's own requests always pass.
-    if not authorized_cluster(broker, context, Operation.CLUSTER_ACTION):
+    if not authorized_cluster(node, context, Operation.CLUSTER_ACTION):
         return error_response(request, context.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return await write_markers(broker, request)
+    return await write_markers(node, request)
 
 
-def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def error_response(request: WriteTxnMarkersRequest, version: int, code: ErrorCode) -> WriteTxnMarkersResponse:
     return _response(request, lambda pid, name, index: code)

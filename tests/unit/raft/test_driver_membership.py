@@ -1,6 +1,6 @@
-"""Membership changes through the real driver: RaftGroups over StreamLogs and loopback transports
-in one process (the Cluster of test_raft_driver). A replica joins knowing no configuration, gets
-the log start (with the configuration in force there) after retention, is promoted; a voter
+"""Membership changes through the real driver: RaftGroups over StreamLogs on the in-memory network
+and the virtual clock (tests/support/raft_groups.py). A replica joins knowing no configuration,
+gets the log start (with the configuration in force there) after retention, is promoted; a voter
 leaves; every replica restarts into the configuration it had, from its saved records."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_raft_driver import Cluster, produce
-from tests.support.waiting import until
+from tests.support import virtual_time
+from tests.support.raft_groups import Cluster, produce, until
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.membership import ConfigChangeError
@@ -20,7 +20,7 @@ from vdl_broker.raft.persistence import load_membership
 from vdl_broker.raft.types import ConfState
 from vdl_broker.server.partition import Partition
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 
 
 class MembershipCluster(Cluster):
@@ -71,7 +71,7 @@ def run(tmp_path: Path, body: Callable[[MembershipCluster, RaftGroup], Awaitable
             await body(c, await c.leader())
         finally:
             await c.close()
-    asyncio.run(main())
+    virtual_time.run(main())
 
 
 async def load(c: MembershipCluster, leader: RaftGroup, values: list[bytes], retention: bool = False) -> None:
@@ -142,8 +142,6 @@ def test_partition_of_a_joining_replica_applies_from_the_reset(tmp_path: Path) -
     run(tmp_path, body)
 
 
-
-
 def test_a_learner_catches_up_through_the_throttle(tmp_path: Path) -> None:
     """Entries for a learner far behind leave at recovery_rate_bytes; its last stretch (8 MiB) does
     not. Megabyte entries: a lag counted in entries alone would throttle none of them."""
@@ -151,6 +149,9 @@ def test_a_learner_catches_up_through_the_throttle(tmp_path: Path) -> None:
 
     async def body(c: MembershipCluster, leader: RaftGroup) -> None:
         await load(c, leader, [b"z" * 1_000_000 for _ in range(24)])  # 24 MB in 1 MB entries
+        # The leader sizes its entries at its ticks (the lag in bytes): a learner added within a
+        # tick of the load would get its first max_inflight_bytes unthrottled. Quiet, it ticked.
+        await until(lambda: leader.quiescent, 5, "the leader going quiet")
         await c.start_node(4)
         started = asyncio.get_running_loop().time()
         await change(leader, ConfState((1, 2, 3), (4,)))
@@ -163,5 +164,7 @@ def test_a_learner_catches_up_through_the_throttle(tmp_path: Path) -> None:
         assert throttle.sent_bytes >= 14_000_000
         # The bucket's burst, and the debt of the last message (up to max_append_bytes), go unpaced.
         assert took >= (throttle.sent_bytes - throttle.burst - (1 << 20)) / rate
+        # And the pacing is all it waits for: the network costs a millisecond per hop here.
+        assert took < (throttle.sent_bytes - throttle.burst) / rate
 
     run(tmp_path, body, LogConfig(fsync=False), recovery_rate=rate)

@@ -1,0 +1,74 @@
+"""The cluster's feature level: which metadata commands the cluster may use (as Kafka's
+`metadata.version`, KIP-584 and KIP-778).
+
+A release supports levels up to SUPPORTED_LEVEL. A new cluster starts at the level of the
+release that formed it (its init_cluster carries it); a cluster formed before levels existed is
+at BASELINE_LEVEL. Once every node runs a release that supports a higher level, an operator
+raises it (`vdl cluster upgrade`, which sends Kafka's UpdateFeatures for FEATURE_NAME): the
+`finalize_features` command. A command introduced at level N is refused, alike on every node,
+while the cluster is below N, so a node still on the older release never meets it. Levels only
+go up: a node whose release is older than the cluster's level refuses to start.
+
+A node that meets a command or a level its release does not know (a newer release wrote it)
+raises NewerMetadata instead of skipping it, which would leave it with a state different from
+the other nodes': vdl_broker.cluster.service stops the node, naming both versions.
+
+    {"op": "finalize_features", "level": N}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from vdl_broker.cluster.transactions import TXN_OPS
+from vdl_wire.messages.update_features import METADATA_FEATURE as FEATURE_NAME
+
+BASELINE_LEVEL = 1  # everything a cluster formed before feature levels may hold
+TRANSACTIONS_LEVEL = 2  # the transaction coordinator's commands (cluster/transactions.py)
+SUPPORTED_LEVEL = 2  # the highest level this release understands
+# Commands added after the baseline, and the level that introduced each (a command not named
+# here is part of the baseline).
+COMMAND_LEVELS: dict[str, int] = dict.fromkeys(TXN_OPS, TRANSACTIONS_LEVEL)
+FEATURE_OPS = frozenset({"finalize_features"})
+
+
+class NewerMetadata(Exception):
+    """The metadata log holds what a newer release wrote; applying past it would diverge."""
+
+
+def finalize_features_command(level: int) -> dict[str, Any]:
+    return {"op": "finalize_features", "level": level}
+
+
+def newer_than_supported(what: str, level: int | None = None) -> NewerMetadata:
+    needs = f"feature level {level}" if level is not None else "a newer release"
+    return NewerMetadata(f"the cluster metadata holds {what}, which needs {needs}; this release supports "
+                         f"{FEATURE_NAME} up to level {SUPPORTED_LEVEL}: run this node on the release the "
+                         f"other nodes run (a downgrade below a finalized level is not possible)")
+
+
+@dataclass
+class FeaturesState:
+    level: int = BASELINE_LEVEL
+    finalized_index: int = -1  # Raft index of the last finalize (ApiVersions' finalized_features_epoch)
+
+    def refuses(self, op: str) -> str | None:
+        """Why `op` may not be applied at the cluster's level (None: it may)."""
+        needed = COMMAND_LEVELS.get(op, BASELINE_LEVEL)
+        if needed > self.level:
+            return (f"{op} needs {FEATURE_NAME} level {needed}, the cluster is at level {self.level}: "
+                    f"finalize it with `vdl cluster upgrade` once every node runs this release")
+        return None
+
+    def apply(self, index: int, command: dict[str, Any]) -> str | None:
+        """Apply a finalize; an error message for a command every node refuses alike."""
+        level = command.get("level")
+        if isinstance(level, bool) or not isinstance(level, int) or level < BASELINE_LEVEL:
+            return f"bad finalize_features level {level!r}"
+        if level > SUPPORTED_LEVEL:
+            raise newer_than_supported(f"{FEATURE_NAME} finalized at level {level}", level)
+        if level < self.level:
+            return f"{FEATURE_NAME} is at level {self.level}: it cannot go down to {level}"
+        self.level, self.finalized_index = level, index
+        return None

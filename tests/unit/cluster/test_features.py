@@ -1,0 +1,80 @@
+"""The cluster's feature level (cluster/features.py): set by the release that forms the cluster,
+raised only by a finalize every node applies alike, never lowered; what a newer release wrote
+stops a node instead of being skipped."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.cluster.test_cluster_metadata import apply, state_with
+from vdl_broker.cluster import features
+from vdl_broker.cluster.features import (
+    BASELINE_LEVEL,
+    FeaturesState,
+    NewerMetadata,
+    finalize_features_command,
+)
+from vdl_broker.cluster.metadata import ClusterState, Outcome, create_stream_command, init_cluster_command
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def next_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This release as the next one would be: level 2 supported, and (for the test's sake)
+    create_stream introduced at level 2."""
+    monkeypatch.setattr(features, "SUPPORTED_LEVEL", 2)
+    monkeypatch.setattr(features, "COMMAND_LEVELS", {"create_stream": 2})
+
+
+def test_a_new_cluster_starts_at_its_releases_level_and_an_old_one_at_the_baseline() -> None:
+    state = ClusterState()
+    assert state.apply(1, init_cluster_command("c1")).ok
+    assert state.features == FeaturesState(features.SUPPORTED_LEVEL, -1)
+    formed_before_levels = ClusterState()
+    assert formed_before_levels.apply(1, {"op": "init_cluster", "cluster_id": "c2"}).ok
+    assert formed_before_levels.features == FeaturesState(BASELINE_LEVEL, -1)
+
+
+def test_a_command_of_a_higher_level_is_refused_until_the_level_is_finalized(next_release: None) -> None:
+    state, log = state_with(3)
+    refused = apply(state, log, create_stream_command("events", 3))
+    assert (refused.outcome, refused.message) == (
+        Outcome.INVALID_COMMAND, "create_stream needs vdl.metadata.version level 2, the cluster is at level 1: "
+        "finalize it with `vdl cluster upgrade` once every node runs this release")
+    assert "events" not in state.streams
+    finalized = state.apply(500, finalize_features_command(2))
+    assert finalized.ok and state.features == FeaturesState(2, 500)
+    assert apply(state, log, create_stream_command("events", 3)).ok
+    # Levels only go up; nonsense is refused alike on every node.
+    for bad, why in ((1, "vdl.metadata.version is at level 2: it cannot go down to 1"),
+                     (0, "bad finalize_features level 0"), (True, "bad finalize_features level True"),
+                     ("2", "bad finalize_features level '2'")):
+        result = state.apply(501, finalize_features_command(bad))  # type: ignore[arg-type]
+        assert (result.outcome, result.message) == (Outcome.INVALID_COMMAND, why)
+    assert state.features == FeaturesState(2, 500)
+
+
+def test_what_a_newer_release_wrote_stops_the_node_instead_of_being_skipped() -> None:
+    state, log = state_with(3)
+    before = state.snapshot()
+    newer = features.SUPPORTED_LEVEL + 1
+    with pytest.raises(NewerMetadata, match=r"a 'create_widget' command at index 7, which needs a newer release; "
+                                            rf"this release supports vdl.metadata.version up to level "
+                                            rf"{features.SUPPORTED_LEVEL}"):
+        state.apply(7, {"op": "create_widget", "name": "w"})
+    with pytest.raises(NewerMetadata, match=f"finalized at level {newer}, which needs feature level {newer}"):
+        state.apply(8, finalize_features_command(newer))
+    with pytest.raises(NewerMetadata, match="a cluster formed at feature level 3"):
+        ClusterState().apply(1, {"op": "init_cluster", "cluster_id": "c", "feature_level": 3})
+    assert state.snapshot() == before  # nothing of either was applied
+
+
+def test_a_snapshot_of_a_higher_level_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    newer = ClusterState()
+    monkeypatch.setattr(features, "SUPPORTED_LEVEL", 2)
+    assert newer.apply(1, {"op": "init_cluster", "cluster_id": "c", "feature_level": 2}).ok
+    data = newer.snapshot()
+    monkeypatch.setattr(features, "SUPPORTED_LEVEL", 1)
+    with pytest.raises(NewerMetadata, match="a snapshot at feature level 2"):
+        ClusterState().load_snapshot(data)
