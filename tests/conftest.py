@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
+import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -41,9 +45,54 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          help="run the tests in reverse order of collection")
 
 
+# The tiers (setup.cfg's markers) follow from where a test lives. tests/unit is `unit` -- pure
+# logic, run without sockets, processes, threads or sleeps, which _unit_tests_stay_pure refuses
+# while it runs -- unless its module sets TIER = "component" (real sockets, threads or event
+# loops in this process). tests/integration, tests/faults and tests/dev start broker processes
+# (`process`); a test using the SparkSession, or living in tests/spark or tests/notebooks, is
+# `spark`; a module that sets SLOW = True takes minutes (`slow`).
+TESTS = Path(__file__).resolve().parent
+PROCESS_DIRS = frozenset({"integration", "faults", "dev"})
+SPARK_DIRS = frozenset({"spark", "notebooks"})
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        top = Path(str(item.fspath)).relative_to(TESTS).parts[0]
+        module = getattr(item, "module", None)
+        if top == "unit":
+            tier = getattr(module, "TIER", "unit")
+            if tier not in ("unit", "component"):
+                raise pytest.UsageError(f"{item.nodeid}: TIER must be 'unit' or 'component', not {tier!r}")
+            item.add_marker(tier)
+        elif top in PROCESS_DIRS:
+            item.add_marker("process")
+        if top in SPARK_DIRS or "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker("spark")
+        if getattr(module, "SLOW", False):
+            item.add_marker("slow")
     if config.getoption("--reverse") and not config.pluginmanager.hasplugin("reverse"):
         items.reverse()
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_stay_pure(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `unit` test that sleeps, starts a thread or a process, or connects or binds a socket
+    fails, naming what it did: such a test belongs in the component tier."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+
+    def refuse(what: str) -> Callable[..., None]:
+        def refused(*args: Any, **kwargs: Any) -> None:
+            raise AssertionError(f"a unit test may not {what}: set TIER = 'component' in its module")
+        return refused
+
+    monkeypatch.setattr(time, "sleep", refuse("sleep"))
+    monkeypatch.setattr(threading.Thread, "start", refuse("start a thread"))
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse("start a process"))
+    monkeypatch.setattr(socket.socket, "connect", refuse("connect a socket"))
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse("connect a socket"))
+    monkeypatch.setattr(socket.socket, "bind", refuse("bind a socket"))
 
 
 @pytest.fixture

@@ -25,11 +25,17 @@ from vdl_broker.cluster.transactions import TXN_OPS
 from vdl_wire.messages.update_features import METADATA_FEATURE as FEATURE_NAME
 
 BASELINE_LEVEL = 1  # everything a cluster formed before feature levels may hold
-TRANSACTIONS_LEVEL = 2  # the transaction coordinator's commands (cluster/transactions.py)
 SUPPORTED_LEVEL = 2  # the highest level this release understands
+# Level 2: DeleteRecords writes LOG_START entries into stream logs, which a release before it
+# cannot read; it is refused below this level.
+DELETE_RECORDS_LEVEL = 2
 # Commands added after the baseline, and the level that introduced each (a command not named
 # here is part of the baseline).
-COMMAND_LEVELS: dict[str, int] = dict.fromkeys(TXN_OPS, TRANSACTIONS_LEVEL)
+COMMAND_LEVELS: dict[str, int] = dict.fromkeys(TXN_OPS, 2)  # Level 2: the transaction coordinator's commands
+# Level 2: nodes describe themselves -- register_node and join_node carry "own" (a node's own
+# registration, which other nodes' peers entries no longer override: cluster/metadata.py).
+# Below it, a node's description comes from the metadata leader's config, as before.
+OWN_REGISTRATION_LEVEL = 2
 FEATURE_OPS = frozenset({"finalize_features"})
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from .add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from .add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+from .alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from .alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -27,11 +28,14 @@ from .alter_partition_reassignments import (
 from .alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
 from .create_acls import CreateAclsRequest, CreateAclsResponse
+from .create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from .create_topics import CreateTopicsRequest, CreateTopicsResponse
 from .delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from .delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from .delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from .describe_acls import DescribeAclsRequest, DescribeAclsResponse
+from .describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from .describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
@@ -58,6 +62,7 @@ from .metadata import MetadataRequest, MetadataResponse
 from .offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from .offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from .offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from .offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from .produce import ProduceRequest, ProduceResponse
 from .sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from .sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
@@ -118,6 +123,11 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (DescribeProducersRequest, DescribeProducersResponse),
     (DescribeTransactionsRequest, DescribeTransactionsResponse),
     (ListTransactionsRequest, ListTransactionsResponse),
+    (AlterConfigsRequest, AlterConfigsResponse),
+    (CreatePartitionsRequest, CreatePartitionsResponse),
+    (DescribeClusterRequest, DescribeClusterResponse),
+    (DeleteRecordsRequest, DeleteRecordsResponse),
+    (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     (UpdateFeaturesRequest, UpdateFeaturesResponse),
     (VdlNodesRequest, VdlNodesResponse),
     (VdlWriterIdRequest, VdlWriterIdResponse),
@@ -205,6 +215,16 @@ __all__ = [
     "SaslHandshakeResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "AlterConfigsRequest",
+    "AlterConfigsResponse",
+    "CreatePartitionsRequest",
+    "CreatePartitionsResponse",
+    "DeleteRecordsRequest",
+    "DeleteRecordsResponse",
+    "DescribeClusterRequest",
+    "DescribeClusterResponse",
+    "OffsetForLeaderEpochRequest",
+    "OffsetForLeaderEpochResponse",
     "UpdateFeaturesRequest",
     "UpdateFeaturesResponse",
     "VdlNodesRequest",

@@ -14,6 +14,8 @@ from log_testing import data_entry, noop_entry
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.types import Entry, EntryType
 
+SLOW = True  # a minute or more: left out of make test-unit, run by make test
+
 CONFIG = dict(segment_bytes=1200, index_interval_bytes=120, tail_cache_bytes=0, fsync=False)
 HEADER = 25
 

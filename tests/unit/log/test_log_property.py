@@ -15,6 +15,8 @@ from log_testing import make_batch
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.types import Entry, EntryType
 
+SLOW = True  # a minute or more: left out of make test-unit, run by make test
+
 
 @dataclass
 class ModelEntry:

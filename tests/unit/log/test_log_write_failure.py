@@ -22,6 +22,8 @@ from vdl_broker.log.fileio import writev_all
 from vdl_broker.log.index_file import IndexFile
 from vdl_broker.raft.types import Entry
 
+TIER = "component"  # real sockets, threads or sleeps in this process
+
 
 def config(**overrides: object) -> LogConfig:
     values: dict[str, object] = dict(segment_bytes=1000, index_interval_bytes=150, tail_cache_bytes=1 << 20,

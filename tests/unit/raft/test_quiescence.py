@@ -19,6 +19,8 @@ from raft_sim import NetConfig
 from vdl_broker.raft import Message, MessageType, NotLeaderError, RaftConfig, Role
 from vdl_broker.raft.liveness import LivenessChange, NodeLiveness, successor
 
+SLOW = True  # a minute or more: left out of make test-unit, run by make test
+
 TICK = 10  # simulated steps per tick
 E = 10  # election ticks
 # Leader lost -> new leader: liveness timeout + successor delay + a pre-vote and a vote round
@@ -174,6 +176,27 @@ def test_node_liveness_down_up_and_restart() -> None:
     assert not live.tick()
     live.heard(2, incarnation=8)
     assert live.tick() == LivenessChange(restarted=(2,))
+
+
+def test_quorum_contact_counts_the_voters_heard_within_a_timeout() -> None:
+    live = NodeLiveness(2)
+    for peer in (2, 3, 4, 5):
+        live.add_peer(peer)
+    assert live.in_contact_with_quorum((1, 2, 3), 1) and live.in_contact_with_quorum((1, 2, 3, 4, 5), 1)
+    live.tick()
+    live.heard(2)
+    live.tick()  # 3, 4, 5 silent for two ticks: down
+    assert [live.is_alive(p) for p in (2, 3, 4, 5)] == [True, False, False, False]
+    assert live.in_contact_with_quorum((1, 2, 3), 1)  # itself and 2: two of three
+    assert not live.in_contact_with_quorum((1, 2, 3, 4, 5), 1)  # two of five
+    assert not live.in_contact_with_quorum((2, 3, 4), 1)  # a learner counts only the voters it hears
+    assert live.in_contact_with_quorum((), 1)  # no configuration known yet: nothing to be cut off from
+    live.heard(3)
+    live.tick()
+    assert not live.is_alive(2) and live.is_alive(3)
+    assert live.in_contact_with_quorum((1, 3, 4, 5, 6), 1) is False
+    live.heard(4)
+    assert live.in_contact_with_quorum((1, 3, 4, 5, 6), 1)
 
 
 def test_successor_spreads_groups_over_the_survivors() -> None:

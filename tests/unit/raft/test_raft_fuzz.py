@@ -20,6 +20,8 @@ from raft_sim import Cluster, NetConfig
 
 from vdl_broker.raft import ConfState, NotLeaderError, RaftConfig
 
+SLOW = True  # a minute or more: left out of make test-unit, run by make test
+
 DEFAULT_SEEDS = 2500
 DEFAULT_STEPS = 800
 CHUNKS = 10

@@ -22,6 +22,7 @@ from vdl_broker.raft.types import Message, MessageType
 from vdl_broker.raft.wire import encode_hello
 from vdl_broker.server.tls import node_id_of, raft_contexts
 
+TIER = "component"  # real sockets, threads or sleeps in this process
 pytestmark = pytest.mark.timeout(30)
 
 

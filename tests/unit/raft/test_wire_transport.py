@@ -13,6 +13,7 @@ import pytest
 from vdl_broker.raft.transport import RaftTransport, TransportConfig
 from vdl_broker.raft.types import Entry, EntryType, Message, MessageType
 
+TIER = "component"  # real sockets, threads or sleeps in this process
 pytestmark = pytest.mark.timeout(30)
 
 FAST = TransportConfig(backoff_min_s=0.01, backoff_max_s=0.1)

@@ -14,6 +14,8 @@ from vdl_wire import messages as m
 from vdl_wire.errors import ErrorCode
 from vdl_wire.response_errors import response_error
 
+TIER = "component"  # real sockets, threads or sleeps in this process
+
 
 def _samples(metrics: BrokerMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     body, _ = metrics.exposition(None)
