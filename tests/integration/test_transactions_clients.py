@@ -297,21 +297,25 @@ def test_kill_9_of_the_coordinator_mid_commit_the_transaction_still_completes(cl
     else:
         assert committed in ([b"m1", b"m2", b"m3"], [])
     # Nothing stays open: the last stable offset reaches the end (the marker after m1..m3).
-    with admin(cluster) as c:
-        from tests.support.waiting import wait_until
+    from tests.support.waiting import wait_until
 
-        wait_until(lambda: read_all(cluster.bootstrap_servers, "txn-midcommit", "read_uncommitted", 3)
-                   == [b"m1", b"m2", b"m3"] and lso(c, "txn-midcommit") == 4, 60, "the transaction completes")
+    wait_until(lambda: read_all(cluster.bootstrap_servers, "txn-midcommit", "read_uncommitted", 3)
+               == [b"m1", b"m2", b"m3"] and lso(cluster, "txn-midcommit") == 4, 60, "the transaction completes")
 
 
-def lso(c: VdlClient, stream: str) -> int:
+def lso(cluster: DevCluster, stream: str) -> int:
+    """The stream's last stable offset as its leader answers ListOffsets read_committed (-1: none yet)."""
+    from tests.support.cluster import node_address, running_nodes
+    from tests.support.kafka import raw_request
     from vdl_wire import messages as m
 
     request = m.ListOffsetsRequest(replica_id=-1, isolation_level=1, topics=[m.ListOffsetsRequest.ListOffsetsTopic(
         name=stream, partitions=[m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])])
-    try:
-        response = c._send_node(c._leader(stream), request)  # noqa: SLF001 - read_committed: not in the client
-    except Exception:  # noqa: BLE001 - a leader change in progress: the caller asks again
-        return -1
-    partition = response.topics[0].partitions[0]
-    return partition.offset if partition.error_code == 0 else -1
+    for node_id in running_nodes(cluster):
+        try:
+            partition = raw_request(node_address(cluster, node_id), request, 5).topics[0].partitions[0]
+        except OSError:
+            continue
+        if partition.error_code == 0:
+            return partition.offset
+    return -1
