@@ -11,7 +11,7 @@ In one run, on the demo's 3-node cluster (fsync on) and the demo's Spark setting
 - where each micro-batch's time goes: StreamingQueryProgress durationMs (latestOffset, getBatch,
   queryPlanning, addBatch, walCommit, commitOffsets), inside foreachBatch (enriched write,
   aggregation, Delta MERGE + commit), CPU seconds per process (Spark's JVM, its Python workers
-  by kind, brokers), and one InitProducerId round trip (what each exactly-once write task pays);
+  by kind, brokers), and one VdlWriterId round trip (what each exactly-once write task pays);
 - freshness: `vdl demo --follow`'s loop at 5,000 events/s with a 1 s trigger: p50/p99 of the age
   of the newest event visible in Delta at each commit -- goal p99 <= 5 s;
 - `vdl demo --records N` wall time, start to exit (a fresh process each) -- goal <= 35 s for 1M.
@@ -151,7 +151,7 @@ def init_producer_id_ms(bootstrap: str, samples: int = 50) -> list[float]:
     with VdlClient(ClientSettings.from_bootstrap(bootstrap)) as client:
         for i in range(samples):
             started = time.perf_counter()
-            client.init_producer_id(f"vdl-spark/bench/{i}/0")
+            client.writer_id(f"vdl-spark/bench/{i}/0")
             times.append((time.perf_counter() - started) * 1000)
     return times
 
@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         report.add(f"vdl demo --records {records:,}: wall, start to exit", statistics.median(demo_seconds), "s",
                    35.0 if records == 1_000_000 else None, higher_is_better=False,
                    note=f"runs: {listed(demo_seconds, '.1f')}")
-    report.add("InitProducerId round trip (once per exactly-once write task)", statistics.median(producer_ids), "ms",
+    report.add("VdlWriterId round trip (once per exactly-once write task)", statistics.median(producer_ids), "ms",
                higher_is_better=False, note=f"p99 {percentile(producer_ids, 0.99):.2f} ms")
     parts = {kind: breakdown(runs[kind]) for kind in runs}
     for key in sorted(set(parts["vdl"]) | set(parts["file"]), key=_order):

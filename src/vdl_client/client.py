@@ -55,6 +55,7 @@ from vdl_wire.messages import (
     InitProducerIdRequest,
     ListOffsetsRequest,
     MetadataRequest,
+    VdlWriterIdRequest,
 )
 
 log = logging.getLogger("vdl_client")
@@ -495,13 +496,21 @@ class VdlClient:
 
     # -- produce -------------------------------------------------------------------------------
 
-    def init_producer_id(self, transactional_id: str | None = None) -> tuple[int, int]:
-        """A producer id and epoch; with a transactional id the broker derives them from it
-        deterministically (InitProducerId with a transactional id), so a retried writer keyed the same way gets the same."""
-        request = InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=60_000)
+    def init_producer_id(self) -> tuple[int, int]:
+        """A fresh producer id and epoch for an idempotent producer (InitProducerId, no transactional id)."""
+        request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000)
 
         response = self.call(ANY_NODE, request, "InitProducerId", error_of=lambda r: r.error_code)
         self.check_error(response.error_code, "InitProducerId")
+        return response.producer_id, response.producer_epoch
+
+    def writer_id(self, writer_key: str) -> tuple[int, int]:
+        """The producer id and epoch the broker derives from `writer_key` (VdlWriterId, VDL's own):
+        the same for every call, on every node, so a retried writer keyed the same way re-sends
+        its batches under the same producer id and sequences and they are stored once."""
+        request = VdlWriterIdRequest(writer_key=writer_key)
+        response = self.call(ANY_NODE, request, "VdlWriterId", error_of=lambda r: r.error_code)
+        self.check_error(response.error_code, "VdlWriterId")
         return response.producer_id, response.producer_epoch
 
     def pipeline(self, stream: str, timeout_ms: int, delivery_timeout_ms: int, window: int) -> ProducePipeline:

@@ -6,18 +6,19 @@ batch re-sent after a leader change or a lost answer keeps its sequence so the b
 once.
 
 Exactly-once streaming writes (option exactlyOnce, default true): the task's producer id
-comes from InitProducerId with the transactional id "vdl-spark/<query id>/<batch id>/<partition>"
-which the broker maps deterministically to a producer id (epoch 0). A replayed micro-batch (same
+comes from VdlWriterId (VDL's own API, not a Kafka transaction) with the writer key
+"vdl-spark/<query id>/<batch id>/<partition>", which the broker maps deterministically to a
+producer id (epoch 0). A replayed micro-batch (same
 batch id, same rows in the same task partitions, as Spark guarantees for a deterministic plan over
 a replayable source) or a retried task attempt therefore re-sends the very same batches with the
 very same sequences, and the broker acknowledges them without storing them again. Costs: one
-InitProducerId per task and micro-batch, and the broker keeps producer state per (query, batch,
+VdlWriterId per task and micro-batch, and the broker keeps producer state per (query, batch,
 task). Where Spark cannot replay identically (non-deterministic plans, a non-replayable source),
 the guarantee degrades to at-least-once.
 
 Batch writes (df.write) are at-least-once, unless the option exactlyOnce is set to true
 explicitly: then the write must run inside foreachBatch of a streaming query, and its tasks take
-the transactional id "vdl-spark/<query id>/<batch id>/<partition>/<topic>" from the running
+the writer key "vdl-spark/<query id>/<batch id>/<partition>/<topic>" from the running
 micro-batch, so a replayed micro-batch re-sends the same batches as above. One such write per
 stream and micro-batch: a second exactly-once write of the same micro-batch to the same stream
 would be taken for a replay of the first.
@@ -140,7 +141,7 @@ class StreamProducer:
         self._client = client
         self._options = options
         self._txn_id = txn_id
-        self._producer_id, self._epoch = client.init_producer_id(txn_id)
+        self._producer_id, self._epoch = client.writer_id(txn_id) if txn_id else client.init_producer_id()
         self._streams: dict[str, _StreamState] = {}
         self._codec = _CODECS[options.compression]
 

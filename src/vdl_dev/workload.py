@@ -248,7 +248,7 @@ def produce_workload(bootstrap: str, stream: str, config: WorkloadConfig, *, sta
     # held the exit for its whole deadline.
     with VdlClient(settings) as client, tqdm(total=config.records - start, unit=" records", unit_scale=True,
                                              desc=f"produce {stream}", disable=not progress, smoothing=0.1) as bar:
-        producer_id, epoch = client.init_producer_id(None)
+        producer_id, epoch = client.init_producer_id()
         sequence = 0
         in_flight: tuple[Background, int, int] | None = None
         for records, count in _encoded_batches(config, start, batch_bytes):
@@ -317,7 +317,7 @@ class SteadyProducer:
         chunk: EventChunk | None = None
         settings = ClientSettings.from_bootstrap(self.bootstrap, client_id="vdl-demo-follow")
         with VdlClient(settings) as client:
-            producer_id, epoch = client.init_producer_id(None)
+            producer_id, epoch = client.init_producer_id()
             started = time.monotonic()
             while not self._stop.is_set() and self.produced < self.config.records:
                 due = min(self.config.records, int((time.monotonic() - started) * self.rate),

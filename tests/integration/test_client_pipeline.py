@@ -34,7 +34,7 @@ def test_pipeline_resends_in_order_through_a_restart(tmp_path: Path) -> None:
     try:
         with VdlClient(ClientSettings((broker.bootstrap,), deadline_ms=30_000, retry_backoff_ms=50)) as client:
             client.create_streams(["pipe"])
-            producer = client.init_producer_id(None)
+            producer = client.init_producer_id()
             pipeline = client.pipeline("pipe", 5_000, 30_000, 3)
             expected: list[bytes] = []
             for i in range(30):

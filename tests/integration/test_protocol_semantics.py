@@ -39,10 +39,11 @@ def test_idempotent_retry_is_acked_with_original_offset_and_gaps_refused(module_
         gap = produce_partition(c, "idem", make_batch([b"z"], pid, epoch, 9))
         assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         assert c.list_offset("idem", -1) == 5
-        # Transactional ids map to a stable producer id.
+        # A transactional id keeps its producer id; each new instance gets the next epoch.
         one = c.request(m.InitProducerIdRequest(transactional_id="writer-1", transaction_timeout_ms=60000), 1)
         two = c.request(m.InitProducerIdRequest(transactional_id="writer-1", transaction_timeout_ms=60000), 1)
-        assert one.producer_id == two.producer_id and one.producer_epoch == 0
+        assert (one.error_code, two.error_code) == (0, 0)
+        assert one.producer_id == two.producer_id and (one.producer_epoch, two.producer_epoch) == (0, 1)
 
 
 def test_idempotence_state_survives_restart(broker: BrokerProcess) -> None:

@@ -106,6 +106,25 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
             m.OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=STREAM, partitions=[
                 m.OffsetForLeaderEpochRequest.OffsetForLeaderPartition(partition=0, leader_epoch=1)])]),
          lambda r: topic_errors(r, "topics", "partitions"), [TOPIC_DENIED]),
+    24: (lambda: m.AddPartitionsToTxnRequest(transactions=[m.AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+            transactional_id="t", producer_id=1, producer_epoch=0, topics=[
+                m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=STREAM, partitions=[0])])]),
+         lambda r: [p.partition_error_code for x in r.results_by_transaction for t in x.topic_results
+                    for p in t.results_by_partition], [TXN_DENIED]),
+    25: (lambda: m.AddOffsetsToTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, group_id=GROUP),
+         lambda r: [r.error_code], [TXN_DENIED]),
+    26: (lambda: m.EndTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, committed=True),
+         lambda r: [r.error_code], [TXN_DENIED]),
+    27: (lambda: m.WriteTxnMarkersRequest(markers=[m.WriteTxnMarkersRequest.WritableTxnMarker(
+            producer_id=1, producer_epoch=0, transaction_result=True, coordinator_epoch=0, topics=[
+                m.WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=STREAM, partition_indexes=[0])])]),
+         lambda r: [p.error_code for x in r.markers for t in x.topics for p in t.partitions], [CLUSTER_DENIED]),
+    28: (lambda: m.TxnOffsetCommitRequest(transactional_id="t", group_id=GROUP, producer_id=1, producer_epoch=0,
+                                          topics=[m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(
+                                              name=STREAM, partitions=[
+                                                  m.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(
+                                                      partition_index=0, committed_offset=1)])]),
+         lambda r: [p.error_code for t in r.topics for p in t.partitions], [TXN_DENIED]),
     29: (lambda: m.DescribeAclsRequest(resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1),
          lambda r: [r.error_code], [CLUSTER_DENIED]),
     30: (lambda: m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(
@@ -153,8 +172,15 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
             name=STREAM, partitions=[m.AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition(
                 partition_index=0, replicas=[1])])]), lambda r: [r.error_code], [CLUSTER_DENIED]),
     46: (lambda: m.ListPartitionReassignmentsRequest(), lambda r: [r.error_code], [CLUSTER_DENIED]),
+    61: (lambda: m.DescribeProducersRequest(topics=[m.DescribeProducersRequest.TopicRequest(
+            name=STREAM, partition_indexes=[0])]),
+         lambda r: [p.error_code for t in r.topics for p in t.partitions], [TOPIC_DENIED]),
+    65: (lambda: m.DescribeTransactionsRequest(transactional_ids=["t"]),
+         lambda r: [s.error_code for s in r.transaction_states], [TXN_DENIED]),
+    66: (lambda: m.ListTransactionsRequest(), lambda r: [r.error_code, len(r.transaction_states)], [0, 0]),
     10000: (lambda: m.VdlNodesRequest(action="decommission", node_id=1), lambda r: [r.error_code],
             [CLUSTER_DENIED]),
+    10001: (lambda: m.VdlWriterIdRequest(writer_key="vdl-spark/q/0/0"), lambda r: [r.error_code], [TXN_DENIED]),
 }
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from vdl_broker.cluster.transactions import TXN_OPS
 from vdl_wire.messages.update_features import METADATA_FEATURE as FEATURE_NAME
 
 BASELINE_LEVEL = 1  # everything a cluster formed before feature levels may hold
@@ -29,8 +30,9 @@ SUPPORTED_LEVEL = 2  # the highest level this release understands
 # cannot read; it is refused below this level.
 DELETE_RECORDS_LEVEL = 2
 # Commands added after the baseline, and the level that introduced each (a command not named
-# here is part of the baseline). Level 2: KIP-848 consumer groups' replicated state.
-COMMAND_LEVELS: dict[str, int] = {"consumer_group": 2}
+# here is part of the baseline). Level 2: KIP-848 consumer groups' replicated state and the
+# transaction coordinator's commands.
+COMMAND_LEVELS: dict[str, int] = {"consumer_group": 2} | dict.fromkeys(TXN_OPS, 2)
 CONSUMER_GROUPS_LEVEL = COMMAND_LEVELS["consumer_group"]
 # Level 2: nodes describe themselves -- register_node and join_node carry "own" (a node's own
 # registration, which other nodes' peers entries no longer override: cluster/metadata.py).

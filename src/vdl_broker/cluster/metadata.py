@@ -22,6 +22,7 @@ written by VDL 0.1 carry it as the value of a RecordBatch in a DATA entry; both 
     {"op": "create_stream", "name": "events", "adopt_on": 1, ...}   a 0.1 single-node stream
     {"op": "delete_stream", "name": "events"}
     consumer-group commands (committed offsets, settled generations): see cluster/groups.py
+    transaction coordinator commands (producer ids, epochs, states): see cluster/transactions.py
     SCRAM users: see cluster/users.py; ACLs: see cluster/acls.py
     {"op": "alter_stream_config", "name": "events", ...}: see cluster/stream_configs.py
     the feature level ({"op": "finalize_features", ...}): see cluster/features.py
@@ -55,6 +56,7 @@ from vdl_broker.cluster.membership import MEMBERSHIP_OPS, MembershipState, node_
 from vdl_broker.cluster.stream_configs import CONFIG_OPS, ConfigProblem, apply_alter, validated
 from vdl_broker.cluster.topic_ids import ZERO as ZERO_TOPIC_ID
 from vdl_broker.cluster.topic_ids import TopicIds
+from vdl_broker.cluster.transactions import TXN_OPS, TransactionsState, TxnResult
 from vdl_broker.cluster.users import USER_OPS, UsersState
 from vdl_wire.records.record_batch import read_records
 
@@ -118,6 +120,7 @@ class ApplyResult:
     message: str = ""
     stream: StreamInfo | None = None  # created or deleted stream
     node: NodeInfo | None = None
+    txn: TxnResult | None = None  # a transaction command's error code and metadata after it
 
     @property
     def ok(self) -> bool:
@@ -195,7 +198,7 @@ def validate_stream_name(name: Any) -> str | None:
 # ---------------------------------------------------------------------------------- state
 
 _BASE_OPS = frozenset({"init_cluster", "register_node", "create_stream", "delete_stream"})
-KNOWN_OPS = _BASE_OPS | GROUP_OPS | USER_OPS | ACL_OPS | CONFIG_OPS | MEMBERSHIP_OPS | FEATURE_OPS
+KNOWN_OPS = _BASE_OPS | GROUP_OPS | USER_OPS | ACL_OPS | CONFIG_OPS | MEMBERSHIP_OPS | FEATURE_OPS | TXN_OPS
 
 
 class ClusterState:
@@ -212,6 +215,7 @@ class ClusterState:
     nodes: dict[int, NodeInfo]
     streams: StreamTable
     groups: GroupsState
+    transactions: TransactionsState
     membership: MembershipState
     users: UsersState
     acls: AclsState
@@ -223,6 +227,7 @@ class ClusterState:
         self.nodes: dict[int, NodeInfo] = {}
         self.streams = StreamTable()  # with replica counts per node: placement passes over no stream
         self.groups = GroupsState()
+        self.transactions = TransactionsState()
         self.membership = MembershipState()
         self.users = UsersState()
         self.acls = AclsState()
@@ -315,6 +320,18 @@ class ClusterState:
             return self._create_stream(index, command)
         if op == "delete_stream":
             return self._delete_stream(index, command)
+        if op in TXN_OPS:
+            outcome = self.transactions.apply(op, command)
+            if isinstance(outcome, str):
+                return ApplyResult(index, op, Outcome.INVALID_COMMAND, outcome)
+            by_group: dict[str, dict[str, list[Any]]] = {}
+            for pending in outcome.commit_offsets:
+                by_group.setdefault(pending.group, {})[pending.stream] = [pending.offset, pending.leader_epoch,
+                                                                          pending.metadata]
+            for group_id, offsets in by_group.items():
+                self.groups.apply("commit_offsets", {"group": group_id, "ts": command["ts"], "offsets": offsets},
+                                  set(self.streams))
+            return ApplyResult(index, op, Outcome.OK, txn=outcome)
         if op in GROUP_OPS or op in USER_OPS or op in ACL_OPS:
             if op in GROUP_OPS:
                 error = self.groups.apply(op, command, set(self.streams))
@@ -430,6 +447,7 @@ class ClusterState:
         if stream is None or not isinstance(name, str):
             return ApplyResult(index, "delete_stream", Outcome.UNKNOWN, f"no stream {name!r}")
         self.groups.drop_stream(name)
+        self.transactions.drop_stream(name)
         self.membership.drop_stream(name)
         return ApplyResult(index, "delete_stream", Outcome.OK, stream=stream)
 

@@ -52,6 +52,8 @@ from vdl_broker.server.replica_manager import ISR_MAX_LAG_ENTRIES, ReplicaManage
 from vdl_broker.server.sasl import Decoys, SaslSession
 from vdl_broker.server.tls import client_listener_context, node_id_of, raft_contexts
 from vdl_broker.tables.service import TableService
+from vdl_broker.transactions.coordinator import TransactionCoordinator
+from vdl_broker.transactions.markers import BrokerMarkerWriter
 
 if TYPE_CHECKING:
     from vdl_broker.server.node_view import NodeView
@@ -116,6 +118,8 @@ class Broker:
         # removed): the process then stops (server/main.py), it has nothing left to serve.
         self.removed = asyncio.Event()
         self.producer_ids = ProducerIdAllocator(start_ms=_producer_id_start(config.node_id))
+        self.transactions = TransactionCoordinator(self.metadata, self.producer_ids.allocate,
+                                                   BrokerMarkerWriter(self))
         self.handlers: dict[int, Handler] = build_handlers()
         self.authorizer = Authorizer(config.authorizer, config.super_users, lambda: self.metadata.state.acls)
         self._decoys = Decoys()
@@ -271,6 +275,7 @@ class Broker:
             self.tables.start()
             group = self.metadata.start(metadata_log)
             self.groups.start(group)
+            self.transactions.start(group)
             self.membership.start()
             self.reassigner.start()
             self._join_task = asyncio.get_running_loop().create_task(find_cluster(self), name="find-cluster")
@@ -332,6 +337,7 @@ class Broker:
         for connection in list(self.connections):
             connection.close("broker shutting down")
         self.groups.close()
+        self.transactions.close()
         self.replicas.close()
         if self._auth_executor is not None:
             self._auth_executor.shutdown(wait=False, cancel_futures=True)

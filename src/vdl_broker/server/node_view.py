@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from vdl_broker.server.producer_state import ProducerIdAllocator
     from vdl_broker.server.replica_manager import ReplicaManager
     from vdl_broker.tables.service import TableService
+    from vdl_broker.transactions.coordinator import TransactionCoordinator
 
 
 class NodeView(Protocol):
@@ -49,6 +50,10 @@ class NodeView(Protocol):
 
     @property
     def authorizer(self) -> Authorizer: ...
+
+    @property
+    def transactions(self) -> TransactionCoordinator:
+        """The transaction coordinator (active while this node leads the metadata group)."""
 
     @property
     def producer_ids(self) -> ProducerIdAllocator: ...

@@ -56,6 +56,7 @@ from vdl_broker.server.producer_state import (
     record_batch,
     replay_producer_state,
 )
+from vdl_broker.server.txn_index import AbortedTxn, StreamTxns, observe
 from vdl_wire.errors import ErrorCode
 from vdl_wire.records.batch_header import (
     BatchHeader,
@@ -132,6 +133,7 @@ class Partition:
         self.settings = settings  # the stream's config as applied here (None: the node's defaults)
         self.group: RaftGroup | None = None
         self.producers = ProducerStateTable()  # committed batches, on every replica
+        self.txns = StreamTxns()  # committed transactions: open ones (the LSO) and aborted ones
         self._leader_producers = ProducerStateTable()  # while leading: this term's view
         self.closed = False
         self._serving = (-1, -1)  # (term, write failures) this node serves as leader for
@@ -220,6 +222,16 @@ class Partition:
         return self._high_watermark
 
     @property
+    def last_stable_offset(self) -> int:
+        """Below it every transaction is decided: what read_committed consumers, retention and
+        the Delta tiering writer may reach (KIP-98)."""
+        self.txns.forget_before(self.log.log_start_offset)
+        return max(self.txns.last_stable_offset(self._high_watermark), self.log.log_start_offset)
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
+        return self.txns.aborted_between(start, end)
+
+    @property
     def log_start_offset(self) -> int:
         return max(self.log.log_start_offset, self._deleted_below)
 
@@ -298,8 +310,9 @@ class Partition:
         """The committed producer table from the log's DATA entries up to Raft index
         `through_index` (at open: the group replays only the entries after it)."""
         self.producers = ProducerStateTable()
+        self.txns = StreamTxns()
         end = self.log.offset_for_index(max(through_index, self.log.first_index - 1))
-        return replay_producer_state(self.log, self.producers, end)
+        return replay_producer_state(self.log, self.producers, end, self.txns)
 
     def on_apply(self, entries: list[Entry]) -> None:
         """RaftGroup apply callback: committed entries, in order, on every replica."""
@@ -307,6 +320,8 @@ class Partition:
             if entry.type == EntryType.DATA:
                 header = parse_batch_header(entry.data)
                 record_batch(self.producers, header, header.base_offset)
+                if header.is_transactional:
+                    observe(self.txns, header, entry.data)
                 self._high_watermark = max(self._high_watermark, header.base_offset + header.last_offset_delta + 1)
             elif entry.type == EntryType.LOG_START:
                 (offset,) = _OFFSET.unpack_from(entry.data)
@@ -319,6 +334,7 @@ class Partition:
         of the dropped prefix is gone, as after retention (KIP-360 accepts unknown producers);
         everything before the new start is committed."""
         self.producers = ProducerStateTable()
+        self.txns = StreamTxns()
         self._high_watermark = max(self._high_watermark, self.log.log_start_offset)
 
     # -- append ------------------------------------------------------------------------------
@@ -334,7 +350,7 @@ class Partition:
         assert group is not None
         if header is None:
             header = parse_batch_header(batch)
-        idempotent = header.producer_id >= 0
+        idempotent = header.producer_id >= 0 and not header.is_control  # markers carry no sequence
         if idempotent:
             last_seq = last_sequence(header.base_sequence, header.last_offset_delta)
             check = self._leader_producers.check(header.producer_id, header.producer_epoch, header.base_sequence,

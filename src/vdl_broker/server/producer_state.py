@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from vdl_broker.log import StreamLog
+from vdl_broker.server.txn_index import StreamTxns, observe
 from vdl_wire.records.batch_header import BATCH_HEADER_SIZE, BatchHeader, parse_batch_header
 
 # Producer-state rebuild reads the log in chunks of this size.
@@ -107,6 +108,10 @@ class ProducerStateTable:
     def producer_ids(self) -> list[int]:
         return list(self._producers)
 
+    def epoch_of(self, producer_id: int) -> int:
+        entry = self._producers.get(producer_id)
+        return entry.epoch if entry else -1
+
     def last_batches(self, producer_id: int) -> list[BatchMetadata]:
         entry = self._producers.get(producer_id)
         return list(entry.batches) if entry else []
@@ -114,35 +119,36 @@ class ProducerStateTable:
 
 @dataclass
 class ProducerIdAllocator:
-    """Producer ids for InitProducerId.
+    """Producer ids.
 
-    Without a transactional id: a fresh id, above every id seen in the logs and distinct per
-    broker start (the start time in ms scaled up), so ids are not reused after a restart.
-    With a transactional id: an id derived from its hash, in its own id space (the top bit of
-    the positive int64 range), epoch 0, so a restarted writer keyed by that id gets the same id.
+    `allocate`: a fresh id, above every id seen in the logs and distinct per broker start (the
+    start time in ms scaled up), so ids are not reused after a restart.
+    `derived`: an id derived from a writer key's hash (VdlWriterId), in its own id space (the top
+    bit of the positive int64 range), epoch 0, so a restarted writer keyed the same gets the same id.
     """
 
     start_ms: int
     _next: int = -1
 
-    TRANSACTIONAL_SPACE: int = 1 << 62
+    WRITER_SPACE: int = 1 << 62
 
     def __post_init__(self) -> None:
         # Room for 2**20 ids per millisecond of start time before two starts could collide.
-        self._next = (self.start_ms << 20) % self.TRANSACTIONAL_SPACE
+        self._next = (self.start_ms << 20) % self.WRITER_SPACE
 
     def observe(self, producer_id: int) -> None:
-        if producer_id < self.TRANSACTIONAL_SPACE and producer_id >= self._next:
+        if producer_id < self.WRITER_SPACE and producer_id >= self._next:
             self._next = producer_id + 1
 
-    def allocate(self, transactional_id: str | None) -> tuple[int, int]:
-        if transactional_id is not None:
-            digest = hashlib.sha256(transactional_id.encode()).digest()
-            value = int.from_bytes(digest[:8], "big") % self.TRANSACTIONAL_SPACE
-            return self.TRANSACTIONAL_SPACE + value, 0
+    def allocate(self) -> int:
         producer_id = self._next
         self._next += 1
-        return producer_id, 0
+        return producer_id
+
+    def derived(self, writer_key: str) -> tuple[int, int]:
+        digest = hashlib.sha256(writer_key.encode()).digest()
+        value = int.from_bytes(digest[:8], "big") % self.WRITER_SPACE
+        return self.WRITER_SPACE + value, 0
 
 
 def record_batch(table: ProducerStateTable, header: BatchHeader, base_offset: int) -> None:
@@ -152,9 +158,11 @@ def record_batch(table: ProducerStateTable, header: BatchHeader, base_offset: in
                      last_sequence(header.base_sequence, header.last_offset_delta), base_offset)
 
 
-def replay_producer_state(stream_log: StreamLog, table: ProducerStateTable, end_offset: int) -> int:
-    """Book every batch of the log below `end_offset` in `table`, reading batch headers only
-    (no record decoding); returns the number of batches seen."""
+def replay_producer_state(stream_log: StreamLog, table: ProducerStateTable, end_offset: int,
+                          txns: StreamTxns | None = None) -> int:
+    """Book every batch of the log below `end_offset` in `table` (and its transactions in
+    `txns`), reading batch headers only (and markers' one record); returns the number of
+    batches seen."""
     offset, seen = stream_log.log_start_offset, 0
     while offset < end_offset:
         result = stream_log.read(offset, REBUILD_CHUNK_BYTES, end_offset)
@@ -165,10 +173,13 @@ def replay_producer_state(stream_log: StreamLog, table: ProducerStateTable, end_
             position = 0
             while position + BATCH_HEADER_SIZE <= len(buffer):
                 header = parse_batch_header(buffer, position)
-                position += 12 + header.batch_length  # base offset + length prefix, then the rest
+                end = position + 12 + header.batch_length  # base offset + length prefix, then the rest
                 next_offset = header.next_offset
                 seen += 1
                 record_batch(table, header, header.base_offset)
+                if txns is not None and header.is_transactional:
+                    observe(txns, header, memoryview(buffer)[position:end])
+                position = end
         if next_offset <= offset:
             break
         offset = next_offset

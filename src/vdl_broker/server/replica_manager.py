@@ -128,6 +128,10 @@ class ReplicaManager:
             limit = group.applied_index
             if partition.settings is not None and partition.settings.table is not None:
                 limit = retention_limit(partition.log, limit, self.broker.tables.tiered_end(partition.name))
+            # Never past the last stable offset: an open transaction's records stay with its marker to come.
+            stable = partition.last_stable_offset
+            if stable < partition.log.log_end_offset:
+                limit = min(limit, partition.log.index_for_offset(stable) - 1)
             if partition.log.apply_retention(now_ms, max_index=limit):
                 log.info("retention removed segments of %s; log start offset now %d",
                          partition.name, partition.log_start_offset)

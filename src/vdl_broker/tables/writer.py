@@ -89,7 +89,7 @@ class StreamTable:
 
     def lag_records(self) -> int:
         end = self.end_offset
-        return max(0, self.partition.high_watermark - (end if end is not None else self.partition.log_start_offset))
+        return max(0, self.partition.last_stable_offset - (end if end is not None else self.partition.log_start_offset))
 
     def lag_seconds(self) -> float:
         """How long the oldest record not in the table has waited (the leader's view; 0 elsewhere)."""
@@ -147,7 +147,8 @@ class StreamTable:
                               f"table (retention before the table was set?)")
                 log.warning("stream %s: %s", self.name, self.error)
                 cursor = start
-            high_watermark = partition.high_watermark
+            # Never past the last stable offset: an open transaction may still abort (KIP-98).
+            high_watermark = partition.last_stable_offset
             now = time.monotonic()
             if high_watermark <= cursor:
                 self.pending_since = None
@@ -177,7 +178,7 @@ class StreamTable:
             self.counters.records += end - cursor
             self.counters.dead_letters += dead
             cursor = self.end_offset = end
-            if partition.high_watermark <= end:
+            if partition.last_stable_offset <= end:
                 self.pending_since = None
             elif end == high_watermark:  # all read were written; newer records came after the read
                 self.pending_since = read_at

@@ -18,6 +18,8 @@ handler sets only what it needs: ProduceResponse(responses=[...]).
 
 from __future__ import annotations
 
+from .add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+from .add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from .alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from .alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
@@ -44,6 +46,7 @@ from .describe_user_scram_credentials import (
     DescribeUserScramCredentialsResponse,
 )
 from .elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from .end_txn import EndTxnRequest, EndTxnResponse
 from .fetch import FetchRequest, FetchResponse
 from .find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from .heartbeat import HeartbeatRequest, HeartbeatResponse
@@ -66,8 +69,19 @@ from .produce import ProduceRequest, ProduceResponse
 from .sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from .sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from .sync_group import SyncGroupRequest, SyncGroupResponse
+from .transactions_admin import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
+from .txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from .update_features import UpdateFeaturesRequest, UpdateFeaturesResponse
 from .vdl_nodes import VdlNodesRequest, VdlNodesResponse
+from .vdl_writer_id import VdlWriterIdRequest, VdlWriterIdResponse
+from .write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 # (request class, response class) per API, in api-key order.
 MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
@@ -88,6 +102,11 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (CreateTopicsRequest, CreateTopicsResponse),
     (DeleteTopicsRequest, DeleteTopicsResponse),
     (InitProducerIdRequest, InitProducerIdResponse),
+    (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+    (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+    (EndTxnRequest, EndTxnResponse),
+    (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+    (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
     (DescribeConfigsRequest, DescribeConfigsResponse),
     (DescribeLogDirsRequest, DescribeLogDirsResponse),
     (DeleteGroupsRequest, DeleteGroupsResponse),
@@ -103,6 +122,9 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (DeleteAclsRequest, DeleteAclsResponse),
     (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
     (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
+    (DescribeProducersRequest, DescribeProducersResponse),
+    (DescribeTransactionsRequest, DescribeTransactionsResponse),
+    (ListTransactionsRequest, ListTransactionsResponse),
     (AlterConfigsRequest, AlterConfigsResponse),
     (CreatePartitionsRequest, CreatePartitionsResponse),
     (DescribeClusterRequest, DescribeClusterResponse),
@@ -112,10 +134,27 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
     (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
     (VdlNodesRequest, VdlNodesResponse),
+    (VdlWriterIdRequest, VdlWriterIdResponse),
 )
 
 __all__ = [
     "MESSAGE_PAIRS",
+    "DescribeProducersRequest",
+    "DescribeProducersResponse",
+    "DescribeTransactionsRequest",
+    "DescribeTransactionsResponse",
+    "ListTransactionsRequest",
+    "ListTransactionsResponse",
+    "WriteTxnMarkersRequest",
+    "WriteTxnMarkersResponse",
+    "AddOffsetsToTxnRequest",
+    "AddOffsetsToTxnResponse",
+    "AddPartitionsToTxnRequest",
+    "AddPartitionsToTxnResponse",
+    "EndTxnRequest",
+    "EndTxnResponse",
+    "TxnOffsetCommitRequest",
+    "TxnOffsetCommitResponse",
     "AlterPartitionReassignmentsRequest",
     "AlterPartitionReassignmentsResponse",
     "AlterUserScramCredentialsRequest",
@@ -198,4 +237,6 @@ __all__ = [
     "UpdateFeaturesResponse",
     "VdlNodesRequest",
     "VdlNodesResponse",
+    "VdlWriterIdRequest",
+    "VdlWriterIdResponse",
 ]

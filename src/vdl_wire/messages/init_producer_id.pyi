@@ -14,7 +14,9 @@ class InitProducerIdRequest:
     CODECS: ClassVar[dict[int, CompiledVersion]]
     transactional_id: str | None
     transaction_timeout_ms: int
-    def __init__(self, transactional_id: str | None = ..., transaction_timeout_ms: int = ...) -> None: ...
+    producer_id: int
+    producer_epoch: int
+    def __init__(self, transactional_id: str | None = ..., transaction_timeout_ms: int = ..., producer_id: int = ..., producer_epoch: int = ...) -> None: ...
 
 class InitProducerIdResponse:
     DECL: ClassVar[MessageDecl]

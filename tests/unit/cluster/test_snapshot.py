@@ -44,6 +44,16 @@ from vdl_broker.cluster.metadata import (
     register_node_command,
 )
 from vdl_broker.cluster.stream_configs import CONFIG_OPS, alter_stream_config_command
+from vdl_broker.cluster.transactions import (
+    TXN_OPS,
+    add_offsets_command,
+    add_partitions_command,
+    complete_txn_command,
+    end_txn_command,
+    init_producer_command,
+    timeout_txn_command,
+    txn_offset_commit_command,
+)
 from vdl_broker.cluster.users import (
     USER_OPS,
     bootstrap_user_command,
@@ -97,6 +107,15 @@ def samples() -> list[dict[str, Any]]:
         delete_scram_command("bob", "SCRAM-SHA-256"),
         create_acls_command([ACL, dataclasses.replace(ACL, principal="User:bob")]),
         delete_acls_command([dataclasses.replace(ACL, principal="User:bob")]),
+        init_producer_command("t1", 5000, 60000, 1000, None),
+        add_partitions_command("t1", 5001, 1000, 0, ["orders"]),
+        end_txn_command("t1", 5002, 1000, 0, True, True),
+        complete_txn_command("t1", 5003, 1000, 1),
+        init_producer_command("t2", 6000, 10000, 2000, None),
+        add_partitions_command("t2", 6001, 2000, 0, ["orders", "legacy"]),
+        add_offsets_command("t2", 6002, 2000, 0, "g2"),
+        txn_offset_commit_command("t2", 6003, 2000, 0, "g2", {"orders": (5, 1, "m")}),
+        timeout_txn_command("t2", 17000, 2000, 0),
     ]
 
 
@@ -110,7 +129,7 @@ def populated() -> ClusterState:
 
 def test_every_command_has_a_sample() -> None:
     known = {"init_cluster", "register_node", "create_stream", "delete_stream",
-             *GROUP_OPS, *USER_OPS, *ACL_OPS, *CONFIG_OPS, *MEMBERSHIP_OPS}
+             *GROUP_OPS, *USER_OPS, *ACL_OPS, *CONFIG_OPS, *MEMBERSHIP_OPS, *TXN_OPS}
     assert {command["op"] for command in samples()} == known
 
 

@@ -64,7 +64,10 @@ class FakeClient:
         return {s: self.log_start.get(s, 0) for s in streams}
 
     # producer side
-    def init_producer_id(self, txn_id):  # noqa: ANN001
+    def init_producer_id(self):  # noqa: ANN201
+        return (7, 0)
+
+    def writer_id(self, writer_key: str):  # noqa: ANN201
         return (7, 0)
 
     def stream_exists(self, stream: str) -> bool:

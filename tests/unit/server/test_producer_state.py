@@ -60,14 +60,14 @@ def test_sequence_wraps() -> None:
     assert table.check(1, 0, 0, 4).verdict is Verdict.APPEND
 
 
-def test_allocator_fresh_ids_and_transactional_ids_are_stable() -> None:
+def test_allocator_fresh_ids_and_writer_ids_are_stable() -> None:
     first = ProducerIdAllocator(start_ms=1_000)
-    a, epoch = first.allocate(None)
-    b, _ = first.allocate(None)
-    assert epoch == 0 and b == a + 1
+    a = first.allocate()
+    b = first.allocate()
+    assert b == a + 1
     first.observe(b + 100)
-    assert first.allocate(None)[0] == b + 101
-    t1 = first.allocate("writer-x")
-    t2 = ProducerIdAllocator(start_ms=2_000).allocate("writer-x")
-    assert t1 == t2 and t1[0] >= ProducerIdAllocator.TRANSACTIONAL_SPACE and t1[0] < 2**63
-    assert first.allocate("writer-y") != t1
+    assert first.allocate() == b + 101
+    t1 = first.derived("writer-x")
+    t2 = ProducerIdAllocator(start_ms=2_000).derived("writer-x")
+    assert t1 == t2 and t1[1] == 0 and ProducerIdAllocator.WRITER_SPACE <= t1[0] < 2**63
+    assert first.derived("writer-y") != t1

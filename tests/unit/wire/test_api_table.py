@@ -49,8 +49,13 @@ TABLE = [
     (19, 0, 7),
     (20, 0, 6),
     (21, 0, 2),
-    (22, 0, 1),
+    (22, 0, 4),
     (23, 0, 4),
+    (24, 0, 4),
+    (25, 0, 3),
+    (26, 0, 4),
+    (27, 0, 1),
+    (28, 0, 3),
     (29, 0, 3),
     (30, 0, 3),
     (31, 0, 3),
@@ -69,18 +74,22 @@ TABLE = [
     (51, 0, 0),
     (57, 0, 1),
     (60, 0, 1),
+    (61, 0, 0),
+    (65, 0, 0),
+    (66, 0, 1),
     (68, 0, 1),
     (69, 0, 1),
     (10000, 0, 0),  # VdlNodes: VDL's own (protocol/messages/vdl_nodes.py)
+    (10001, 0, 0),  # VdlWriterId: VDL's own (the Spark sink's producer ids)
 ]
 
 # The highest version Apache Kafka 3.0 serves of each API (# message defs at tag 3.0.0:
 # clients/src/main/resources/common/message/*Request.json): clients that pin a broker version
 # instead of asking (kafka-python's api_version=(3, 0)) send these, so every API served here is
-# served at least that far. InitProducerId's transactional versions come with transactions.
+# served at least that far.
 KAFKA_3_0 = {0: 9, 1: 12, 2: 7, 3: 11, 8: 8, 9: 8, 10: 4, 11: 7, 12: 4, 13: 4, 14: 5, 15: 5, 16: 4, 17: 1,
-             18: 3, 19: 7, 20: 6, 21: 2, 23: 4, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 35: 2, 36: 2, 37: 3,
-             42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 47: 0, 50: 0, 51: 0, 60: 0}
+             18: 3, 19: 7, 20: 6, 21: 2, 22: 4, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 35: 2, 36: 2, 37: 3,
+             42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 47: 0, 50: 0, 51: 0, 60: 0, 61: 0, 65: 0, 66: 0}
 
 
 def _join(parts) -> bytes:
@@ -102,9 +111,10 @@ def test_every_api_served_as_far_as_kafka_3_0_serves_it() -> None:
 
 # The first flexible version of each API (# message defs: "flexibleVersions"); None: never.
 FLEXIBLE_FROM = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 17: None,
-                 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 35: 2, 36: 2, 37: 2,
-                 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 47: None, 50: 0, 51: 0, 57: 0, 60: 0, 68: 0, 69: 0,
-                 10000: 0}  # VdlNodes (ours)
+                 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 29: 2, 30: 2, 31: 2, 32: 4,
+                 33: 2, 35: 2, 36: 2, 37: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 47: None, 50: 0, 51: 0, 57: 0, 60: 0,
+                 61: 0, 65: 0, 66: 0, 68: 0, 69: 0,
+                 10000: 0, 10001: 0}  # VdlNodes, VdlWriterId (ours)
 
 
 def test_flexible_versions_are_kafkas() -> None:

@@ -162,7 +162,7 @@ def _check_both_directions(cls: type, version: int, value: Any) -> None:
 
 
 # VDL's own API (protocol/messages/vdl_nodes.py): no Kafka client implements it.
-VDL_ONLY = {"VdlNodesRequest", "VdlNodesResponse"}
+VDL_ONLY = {"VdlNodesRequest", "VdlNodesResponse", "VdlWriterIdRequest", "VdlWriterIdResponse"}
 # KIP-848's APIs, which kafka-python 3.0 does not implement: Kafka's Java client exercises them
 # (tests/integration/test_java_client.py).
 NOT_IN_KAFKA_PYTHON = {"ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse",

@@ -18,6 +18,8 @@ from types import ModuleType
 from typing import Any
 
 from vdl_broker.server.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_partition_reassignments,
     alter_user_scram_credentials,
@@ -36,8 +38,11 @@ from vdl_broker.server.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
+    describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -48,6 +53,7 @@ from vdl_broker.server.handlers import (
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -57,8 +63,11 @@ from vdl_broker.server.handlers import (
     sasl_authenticate,
     sasl_handshake,
     sync_group,
+    txn_offset_commit,
     update_features,
     vdl_nodes,
+    vdl_writer_id,
+    write_txn_markers,
 )
 
 MODULES: tuple[ModuleType, ...] = (
@@ -70,6 +79,8 @@ MODULES: tuple[ModuleType, ...] = (
     describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments, update_features,
     vdl_nodes, alter_configs, create_partitions, describe_cluster, delete_records, offset_for_leader_epoch,
     consumer_group_heartbeat, consumer_group_describe,
+    vdl_writer_id, add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit,
+    write_txn_markers, describe_producers, describe_transactions, list_transactions,
 )
 
 

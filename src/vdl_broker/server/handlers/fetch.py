@@ -44,6 +44,7 @@ NAME = "Fetch"
 FOLLOWER_READ_VERSION = 11  # Fetch v11 added rack_id and preferred_read_replica (KIP-392)
 TopicResponse = FetchResponse.FetchableTopicResponse
 PartitionData = FetchResponse.PartitionData
+AbortedTransaction = FetchResponse.AbortedTransaction
 
 
 @dataclass(slots=True)
@@ -59,12 +60,18 @@ class _Read:
     # waits like an empty one and, if the watermark is still behind at the answer, gets
     # OFFSET_NOT_AVAILABLE (never a high watermark below the offset the client asks for).
     ahead_of_follower: bool = False
+    last_stable_offset: int = -1
+    aborted: list[FetchResponse.AbortedTransaction] | None = None  # read_committed: those of the range
+
+
+READ_COMMITTED = 1  # Fetch v4+ isolation_level (KIP-98)
 
 
 @dataclass(frozen=True, slots=True)
 class _Client:
     version: int
     rack: str  # Fetch v11 rack_id (librdkafka's client.rack); "" = none
+    read_committed: bool = False
 
 
 def _read_partition(node: NodeView, topic: str, fp: FetchRequest.FetchPartition, budget: int, has_data: bool,
@@ -77,13 +84,14 @@ def _read_partition(node: NodeView, topic: str, fp: FetchRequest.FetchPartition,
         if preferred != NO_PREFERENCE:  # Kafka answers a redirect with no records
             return _Read(fp.partition, ErrorCode.NONE, partition.high_watermark, partition.log_start_offset,
                          preferred_read_replica=preferred)
-        return _read_log(partition, fp, budget, has_data, follower=False)
+        return _read_log(partition, fp, budget, has_data, follower=False, committed=client.read_committed)
     # Kafka: only Fetch v11+ from a consumer may read at a follower (FetchParams.fetchOnlyLeader).
     # Not at a node cut off from the cluster: the consumer would sit there seeing nothing new.
     if isinstance(partition, Partition) and client.version >= FOLLOWER_READ_VERSION \
             and partition.serves_follower_reads and not node.cut_off:
         out_of_range = ErrorCode.OFFSET_OUT_OF_RANGE if client.rack else ErrorCode.NOT_LEADER_OR_FOLLOWER
-        return _read_log(partition, fp, budget, has_data, follower=True, out_of_range=out_of_range)
+        return _read_log(partition, fp, budget, has_data, follower=True, committed=client.read_committed,
+                         out_of_range=out_of_range)
     # Led elsewhere, or a leader without its read lease: the client asks Metadata again.
     return _Read(fp.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
@@ -99,8 +107,23 @@ def _preferred_replica(node: NodeView, partition: Partition, offset: int, client
 
 
 def _read_log(partition: Partition, fp: FetchRequest.FetchPartition, budget: int, has_data: bool,
-              follower: bool, out_of_range: ErrorCode = ErrorCode.OFFSET_OUT_OF_RANGE) -> _Read:
+              follower: bool, committed: bool, out_of_range: ErrorCode = ErrorCode.OFFSET_OUT_OF_RANGE) -> _Read:
+    read = _read_range(partition, fp, budget, has_data, follower, committed, out_of_range)
+    if read.error is ErrorCode.NONE:
+        read.last_stable_offset = partition.last_stable_offset
+        if committed and read.buffers:
+            # KIP-98: the consumer drops the records of these producers from first_offset up to
+            # their abort marker; it learns where the records it got end from the batches.
+            read.aborted = [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                            for a in partition.aborted_between(fp.fetch_offset, read.last_stable_offset)]
+    return read
+
+
+def _read_range(partition: Partition, fp: FetchRequest.FetchPartition, budget: int, has_data: bool,
+                follower: bool, committed: bool, out_of_range: ErrorCode) -> _Read:
     high_watermark = partition.high_watermark
+    # read_committed reads stop at the last stable offset: no open transaction's records.
+    bound = partition.last_stable_offset if committed else high_watermark
     start = partition.log_start_offset
     offset = fp.fetch_offset
     # Kafka compares against the log end offset: between HW and LEO is "no data yet", not out of
@@ -109,12 +132,12 @@ def _read_log(partition: Partition, fp: FetchRequest.FetchPartition, budget: int
         if follower:
             return _Read(fp.partition, out_of_range)
         return _Read(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark, start)
-    if offset >= high_watermark or (has_data and budget <= 0):
+    if offset >= bound or (has_data and budget <= 0):
         return _Read(fp.partition, ErrorCode.NONE, high_watermark, start, None, 0,
                      ahead_of_follower=follower and offset > high_watermark)
     limit = min(fp.partition_max_bytes, budget) if has_data else fp.partition_max_bytes
     try:
-        result = partition.log.read(offset, max(1, limit), high_watermark)
+        result = partition.log.read(offset, max(1, limit), bound)
     except OffsetOutOfRange:
         if follower:
             return _Read(fp.partition, out_of_range)
@@ -160,8 +183,11 @@ def _partition_data(read: _Read, version: int) -> FetchResponse.PartitionData:
         # librdkafka and the Java consumer take OFFSET_NOT_AVAILABLE as "ask the leader again".
         read = _Read(read.partition_index, ErrorCode.OFFSET_NOT_AVAILABLE)
     return PartitionData(partition_index=read.partition_index, error_code=int(read.error),
-                         high_watermark=read.high_watermark, last_stable_offset=read.high_watermark,
-                         log_start_offset=read.log_start_offset, aborted_transactions=[],
+                         high_watermark=read.high_watermark,
+                         last_stable_offset=read.last_stable_offset if read.last_stable_offset >= 0
+                         else read.high_watermark,
+                         log_start_offset=read.log_start_offset,
+                         aborted_transactions=read.aborted if read.aborted is not None else [],
                          preferred_read_replica=read.preferred_read_replica, records=_records(read, version))
 
 
@@ -189,7 +215,8 @@ async def handle(node: NodeView, context: RequestContext, request: FetchRequest)
               if not authorized(node, context, Operation.READ, ResourceType.TOPIC, t.topic)}
     await await_read_lease([p for p in (node.replicas.get(t.topic) for t in request.topics)
                             if p is not None and p.name not in denied])
-    client = _Client(version, (request.rack_id or "") if version >= FOLLOWER_READ_VERSION else "")
+    client = _Client(version, (request.rack_id or "") if version >= FOLLOWER_READ_VERSION else "",
+                     version >= 4 and request.isolation_level == READ_COMMITTED)
     while True:
         topics, total, failed = _read_all(node, request, client, denied)
         if total >= min_bytes or failed or not topics or loop.time() >= deadline:

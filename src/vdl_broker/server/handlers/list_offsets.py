@@ -34,8 +34,8 @@ TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
-def _lookup(node: NodeView, name: str, index: int, timestamp: int,
-            version: int) -> tuple[ErrorCode, int, int]:
+def _lookup(node: NodeView, name: str, index: int, timestamp: int, version: int,
+            read_committed: bool = False) -> tuple[ErrorCode, int, int]:
     partition = node.replicas.get(name)
     if partition is None or index != 0:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
@@ -44,7 +44,8 @@ def _lookup(node: NodeView, name: str, index: int, timestamp: int,
     # Led elsewhere (a RemotePartition), or a leader without its read lease.
     if not isinstance(partition, Partition) or not partition.serves_reads:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1
-    high_watermark = partition.high_watermark
+    # read_committed (v2+ isolation_level 1) sees the log up to the last stable offset (KIP-98).
+    high_watermark = partition.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == LATEST:
         return ErrorCode.NONE, high_watermark, -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
@@ -81,12 +82,14 @@ def _first_record_at(partition: Partition, batch_offset: int, timestamp: int, hi
 async def handle(node: NodeView, context: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     version = context.api_version
     await await_read_lease([p for p in (node.replicas.get(t.name) for t in request.topics) if p is not None])
+    read_committed = version >= 2 and request.isolation_level == 1
     topics = []
     for topic in request.topics:
         partitions = []
         allowed = authorized(node, context, Operation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
-            code, offset, timestamp = (_lookup(node, topic.name, p.partition_index, p.timestamp, version) if allowed
+            code, offset, timestamp = (_lookup(node, topic.name, p.partition_index, p.timestamp, version,
+                                               read_committed) if allowed
                                        else (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1))
             # Kafka: the latest epoch for the latest offset, else the epoch of the offset's batch
             # (a consumer reset there validates its position with this epoch: KIP-320)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from vdl_broker.cluster.transactions import TxnState
 from vdl_broker.metrics import BrokerMetrics
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.connection import RequestContext
@@ -48,8 +49,6 @@ def _check_header(header: BatchHeader, max_batch_bytes: int) -> None:
                        f"{header.last_offset_delta}")
     if header.is_control:
         raise Rejected(ErrorCode.INVALID_RECORD, "clients cannot write control batches")
-    if header.is_transactional:
-        raise Rejected(ErrorCode.INVALID_TXN_STATE, "VDL does not support transactions")
     if header.base_timestamp < -1 or (header.max_timestamp != -1 and header.max_timestamp < header.base_timestamp):
         raise Rejected(ErrorCode.INVALID_TIMESTAMP,
                        f"batch timestamps {header.base_timestamp}..{header.max_timestamp}")
@@ -126,11 +125,55 @@ def _partition_error(index: int, code: ErrorCode,
                              log_start_offset=-1, error_message=message)
 
 
+# How long a stream leader waits for its copy of the cluster metadata to show a transaction's
+# partitions (added on the metadata leader a moment before) before refusing the batch.
+TXN_VISIBLE_WAIT_S = 2.0
+
+
+def _in_transaction(node: NodeView, transactional_id: str | None, stream: str, header: BatchHeader) -> None:
+    """KIP-890 part 1: a transactional batch is stored only for a partition added to its
+    producer's ongoing transaction (the coordinator's state, replicated to every node); raises
+    Rejected otherwise. A batch outside transactions must not claim to be in one."""
+    if not header.is_transactional:
+        return
+    if transactional_id is None:
+        raise Rejected(ErrorCode.INVALID_TXN_STATE, "a transactional batch without a transactional id")
+    meta = node.metadata.state.transactions.get(transactional_id)
+    if meta is None or meta.producer_id != header.producer_id:
+        raise Rejected(ErrorCode.INVALID_TXN_STATE, f"producer {header.producer_id} has no transaction "
+                                                    f"{transactional_id!r}")
+    if header.producer_epoch < meta.epoch:
+        raise Rejected(ErrorCode.INVALID_PRODUCER_EPOCH, f"producer epoch {header.producer_epoch} is fenced "
+                                                         f"(current {meta.epoch})")
+    if meta.state is not TxnState.ONGOING or meta.epoch != header.producer_epoch or stream not in meta.streams:
+        raise Rejected(ErrorCode.INVALID_TXN_STATE, f"stream {stream} is not in an ongoing transaction of "
+                                                    f"{transactional_id!r}")
+
+
+async def _await_transaction(node: NodeView, request: ProduceRequest) -> None:
+    """Let this node's metadata catch up with an AddPartitionsToTxn the client saw answered."""
+    txn = request.transactional_id
+    group = node.metadata.group
+    if txn is None or group is None:
+        return
+    wanted = {topic.name for topic in request.topic_data}
+
+    def visible(_: object) -> bool:
+        meta = node.metadata.state.transactions.get(txn)
+        return meta is not None and meta.state is TxnState.ONGOING and wanted <= set(meta.streams)
+
+    await group.wait_for(visible, TXN_VISIBLE_WAIT_S)
+
+
 async def handle(node: NodeView, context: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     acks = request.acks
     version = context.api_version
     if acks not in (0, 1, -1):
         return error_response(request, version, ErrorCode.INVALID_REQUIRED_ACKS)
+    if request.transactional_id is not None:
+        if not authorized(node, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+            return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        await _await_transaction(node, request)
     results: list[tuple[str, list[ProduceResponse.PartitionProduceResponse]]] = []
     appended: dict[str, list[AppendHandle]] = {}
     # A leader answers only under its read lease, and no node cut off from the cluster does
@@ -161,6 +204,8 @@ async def handle(node: NodeView, context: RequestContext, request: ProduceReques
             try:
                 batches = parse_batches(_one_buffer(data.records), version,
                                         node.config.max_batch_bytes if limit is None else limit)
+                for header, _ in batches:
+                    _in_transaction(node, request.transactional_id, topic.name, header)
                 handles = [partition.append(batch, header) for header, batch in batches]
             except Rejected as error:
                 responses.append(_partition_error(data.index, error.code, error.message))

@@ -1,0 +1,318 @@
+"""Transaction coordinator state in the cluster metadata (pure: no I/O, no clock of its own).
+
+Kafka keeps this in __transaction_state (KIP-98); here it is part of the metadata group's state
+machine, like group offsets, so it survives any node and a change of metadata leader (the
+coordinator of every transactional id is the metadata leader, as FindCoordinator key type 1
+says). Per transactional id: producer id, epoch, last epoch, state, partitions (streams: each
+stream is one partition), transaction timeout, start time.
+
+Commands (JSON objects; every time and every fresh producer id comes from the proposer, so
+applying stays deterministic on every node):
+
+    {"op": "txn_init_producer", "txn": t, "ts": ms, "timeout_ms": n, "new_producer_id": p,
+     "expected": [pid, epoch] | null}
+    {"op": "txn_add_partitions", "txn": t, "ts": ms, "producer_id": p, "epoch": e, "streams": [s, ...]}
+    {"op": "txn_end", "txn": t, "ts": ms, "producer_id": p, "epoch": e, "commit": bool, "bump": bool}
+    {"op": "txn_timeout", "txn": t, "ts": ms, "producer_id": p, "epoch": e}
+    {"op": "txn_complete", "txn": t, "ts": ms, "producer_id": p, "epoch": e}
+    {"op": "txn_add_offsets", "txn": t, "ts": ms, "producer_id": p, "epoch": e, "group": g}
+    {"op": "txn_offset_commit", "txn": t, "ts": ms, "producer_id": p, "epoch": e, "group": g,
+     "offsets": {"stream": [offset, leader_epoch, metadata]}}
+
+Offsets committed in a transaction wait in it and reach the group's committed offsets only when
+it commits (ClusterState applies TxnResult.commit_offsets); an abort drops them.
+
+Each yields a TxnResult: a Kafka error code (0 = done) and the transaction's metadata after it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from vdl_wire.errors import ErrorCode
+
+NO_EPOCH = -1
+# Kafka bumps to a new producer id once the epoch would reach Short.MaxValue (KIP-360).
+MAX_EPOCH = 2**15 - 2
+MAX_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
+
+
+class TxnState(Enum):
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+
+    @property
+    def decided(self) -> bool:
+        """Committed or aborted in the metadata, markers not all written yet."""
+        return self in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+
+    @property
+    def idle(self) -> bool:
+        return self in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+
+
+@dataclass(frozen=True)
+class PendingOffset:
+    group: str
+    stream: str
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+@dataclass(frozen=True)
+class TxnMeta:
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    # The epoch before the producer's own last bump (KIP-360): a retried InitProducerId or EndTxn
+    # of that producer naming it gets the current one. NO_EPOCH after a fence by a new instance.
+    last_epoch: int
+    state: TxnState
+    streams: tuple[str, ...]
+    timeout_ms: int
+    start_ms: int  # when the ongoing transaction began (-1: none)
+    update_ms: int
+    groups: tuple[str, ...] = ()  # consumer groups added (AddOffsetsToTxn)
+    offsets: tuple[PendingOffset, ...] = ()  # TxnOffsetCommit's, applied on commit
+
+
+@dataclass(frozen=True)
+class TxnResult:
+    error: int
+    meta: TxnMeta | None
+    commit_offsets: tuple[PendingOffset, ...] = ()  # a commit completed: these become committed
+
+
+@dataclass
+class TransactionsState:
+    txns: dict[str, TxnMeta] = field(default_factory=dict)
+
+    def get(self, transactional_id: str) -> TxnMeta | None:
+        return self.txns.get(transactional_id)
+
+    def timed_out(self, now_ms: int) -> list[TxnMeta]:
+        """Ongoing transactions older than their timeout: the coordinator aborts them."""
+        return [t for t in self.txns.values()
+                if t.state is TxnState.ONGOING and t.start_ms + t.timeout_ms <= now_ms]
+
+    def decided(self) -> list[TxnMeta]:
+        """Commits and aborts decided but not completed: a new coordinator resumes them."""
+        return [t for t in self.txns.values() if t.state.decided]
+
+    # -- applying (each returns a TxnResult, or an error text for a malformed command)
+
+    def apply(self, op: str, command: dict[str, Any]) -> TxnResult | str:
+        txn, ts = command.get("txn"), command.get("ts")
+        if not isinstance(txn, str) or not txn or not isinstance(ts, int):
+            return f"{op}: txn must be a non-empty string and ts an int"
+        try:
+            if op == "txn_init_producer":
+                return self._init(txn, ts, command)
+            pid, epoch = int(command["producer_id"]), int(command["epoch"])
+            if op == "txn_add_partitions":
+                return self._add(txn, ts, pid, epoch, [str(s) for s in command["streams"]])
+            if op == "txn_end":
+                return self._end(txn, ts, pid, epoch, bool(command["commit"]), bool(command.get("bump", False)))
+            if op == "txn_timeout":
+                return self._timeout(txn, ts, pid, epoch)
+            if op == "txn_complete":
+                return self._complete(txn, ts, pid, epoch)
+            if op == "txn_add_offsets":
+                return self._add_group(txn, ts, pid, epoch, str(command["group"]))
+            if op == "txn_offset_commit":
+                return self._offset_commit(txn, ts, pid, epoch, str(command["group"]), command["offsets"])
+        except (KeyError, TypeError, ValueError) as error:
+            return f"{op}: {error!r}"
+        return f"unknown transaction command {op}"
+
+    def _put(self, meta: TxnMeta) -> TxnResult:
+        self.txns[meta.transactional_id] = meta
+        return TxnResult(0, meta)
+
+    def _init(self, txn: str, ts: int, command: dict[str, Any]) -> TxnResult:
+        timeout, new_pid = int(command["timeout_ms"]), int(command["new_producer_id"])
+        expected = command.get("expected")
+        if timeout <= 0 or timeout > MAX_TIMEOUT_MS:
+            return TxnResult(int(ErrorCode.INVALID_TRANSACTION_TIMEOUT), self.txns.get(txn))
+        current = self.txns.get(txn)
+        if current is None:
+            return self._put(TxnMeta(txn, new_pid, 0, NO_EPOCH, TxnState.EMPTY, (), timeout, -1, ts))
+        if expected is not None:
+            exp_pid, exp_epoch = int(expected[0]), int(expected[1])
+            if (exp_pid, exp_epoch) == (current.producer_id, current.last_epoch) and current.last_epoch != NO_EPOCH:
+                # The producer's own bump, retried: it already happened (KIP-360); the abort it
+                # started may still be completing.
+                if current.state.decided:
+                    return TxnResult(int(ErrorCode.CONCURRENT_TRANSACTIONS), current)
+                return TxnResult(0, current)
+            if (exp_pid, exp_epoch) != (current.producer_id, current.epoch):
+                return TxnResult(int(ErrorCode.PRODUCER_FENCED), current)
+        if current.state.decided:
+            return TxnResult(int(ErrorCode.CONCURRENT_TRANSACTIONS), current)
+        # Only the producer's own bump (it named its id and epoch) may be retried under the old
+        # epoch; a new instance fences every older one for good (Kafka's prepareIncrementProducerEpoch).
+        own = expected is not None
+        if current.state is TxnState.ONGOING:
+            # The old instance's transaction is aborted under a bumped epoch, which fences it;
+            # the new instance retries (CONCURRENT_TRANSACTIONS) once the abort completed.
+            pid, epoch = self._bumped(current, new_pid)
+            self._put(dataclasses.replace(current, producer_id=pid, epoch=epoch,
+                                          last_epoch=current.epoch if own and pid == current.producer_id else NO_EPOCH,
+                                          state=TxnState.PREPARE_ABORT, update_ms=ts))
+            return TxnResult(int(ErrorCode.CONCURRENT_TRANSACTIONS), self.txns[txn])
+        pid, epoch = self._bumped(current, new_pid)
+        last = current.epoch if own and pid == current.producer_id else NO_EPOCH
+        return self._put(TxnMeta(txn, pid, epoch, last, TxnState.EMPTY, (), timeout, -1, ts))
+
+    @staticmethod
+    def _bumped(current: TxnMeta, new_pid: int) -> tuple[int, int]:
+        if current.epoch >= MAX_EPOCH:
+            return new_pid, 0
+        return current.producer_id, current.epoch + 1
+
+    def _fenced(self, current: TxnMeta | None, pid: int, epoch: int) -> TxnResult | None:
+        if current is None:
+            return TxnResult(int(ErrorCode.INVALID_PRODUCER_ID_MAPPING), None)
+        if current.producer_id != pid:
+            return TxnResult(int(ErrorCode.INVALID_PRODUCER_ID_MAPPING), current)
+        if current.epoch != epoch:
+            return TxnResult(int(ErrorCode.PRODUCER_FENCED), current)
+        return None
+
+    def _add(self, txn: str, ts: int, pid: int, epoch: int, streams: list[str]) -> TxnResult:
+        current = self.txns.get(txn)
+        fenced = self._fenced(current, pid, epoch)
+        if fenced is not None:
+            return fenced
+        assert current is not None
+        if current.state.decided:
+            return TxnResult(int(ErrorCode.CONCURRENT_TRANSACTIONS), current)
+        if current.state is TxnState.ONGOING:
+            merged = tuple(sorted(set(current.streams) | set(streams)))
+            return self._put(dataclasses.replace(current, streams=merged, update_ms=ts))
+        return self._put(dataclasses.replace(current, state=TxnState.ONGOING, streams=tuple(sorted(set(streams))),
+                                             start_ms=ts, update_ms=ts))
+
+    def _add_group(self, txn: str, ts: int, pid: int, epoch: int, group: str) -> TxnResult:
+        added = self._add(txn, ts, pid, epoch, [])
+        if added.error or added.meta is None:
+            return added
+        groups = tuple(sorted(set(added.meta.groups) | {group}))
+        return self._put(dataclasses.replace(added.meta, groups=groups))
+
+    def _offset_commit(self, txn: str, ts: int, pid: int, epoch: int, group: str,
+                       offsets: dict[str, Any]) -> TxnResult:
+        current = self.txns.get(txn)
+        fenced = self._fenced(current, pid, epoch)
+        if fenced is not None:
+            return fenced
+        assert current is not None
+        if current.state is not TxnState.ONGOING or group not in current.groups:
+            return TxnResult(int(ErrorCode.INVALID_TXN_STATE), current)
+        kept = {(o.group, o.stream): o for o in current.offsets}
+        for stream, (offset, leader_epoch, metadata) in sorted(offsets.items()):
+            kept[(group, stream)] = PendingOffset(group, stream, int(offset), int(leader_epoch), metadata)
+        return self._put(dataclasses.replace(current, offsets=tuple(kept[k] for k in sorted(kept)), update_ms=ts))
+
+    def _end(self, txn: str, ts: int, pid: int, epoch: int, commit: bool, bump: bool) -> TxnResult:
+        current = self.txns.get(txn)
+        if current is None or current.producer_id != pid:
+            return TxnResult(int(ErrorCode.INVALID_PRODUCER_ID_MAPPING), current)
+        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        deciding = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        retried = bump and current.last_epoch == epoch and current.epoch == epoch + 1
+        if retried or (not bump and current.epoch == epoch and current.state in (done, deciding)):
+            # A retried EndTxn of a transaction already ended the same way (the answer was lost).
+            if current.state in (done, deciding):
+                return TxnResult(0, current)
+            return TxnResult(int(ErrorCode.INVALID_TXN_STATE), current)
+        if current.epoch != epoch:
+            return TxnResult(int(ErrorCode.PRODUCER_FENCED), current)
+        if current.state.decided:
+            return TxnResult(int(ErrorCode.CONCURRENT_TRANSACTIONS), current)
+        if current.state is not TxnState.ONGOING:
+            if not commit and bump:
+                # KIP-890: an abort with nothing added still bumps, so the producer moves on.
+                return self._put(dataclasses.replace(current, epoch=epoch + 1, last_epoch=epoch,
+                                                     state=TxnState.COMPLETE_ABORT, update_ms=ts))
+            return TxnResult(int(ErrorCode.INVALID_TXN_STATE), current)
+        if bump and current.epoch < MAX_EPOCH:
+            return self._put(dataclasses.replace(current, epoch=epoch + 1, last_epoch=epoch, state=deciding,
+                                                 update_ms=ts))
+        return self._put(dataclasses.replace(current, state=deciding, update_ms=ts))
+
+    def _timeout(self, txn: str, ts: int, pid: int, epoch: int) -> TxnResult:
+        current = self.txns.get(txn)
+        if current is None or current.state is not TxnState.ONGOING or (current.producer_id, current.epoch) != (pid, epoch):
+            return TxnResult(int(ErrorCode.INVALID_TXN_STATE), current)
+        # The bump fences the producer's late writes and EndTxn; it keeps last_epoch so the
+        # producer itself may recover with InitProducerId naming its epoch (KIP-360).
+        bumped = epoch + 1 if epoch < MAX_EPOCH else epoch
+        return self._put(dataclasses.replace(current, epoch=bumped, last_epoch=epoch if bumped != epoch else NO_EPOCH,
+                                             state=TxnState.PREPARE_ABORT, update_ms=ts))
+
+    def _complete(self, txn: str, ts: int, pid: int, epoch: int) -> TxnResult:
+        current = self.txns.get(txn)
+        if current is None or not current.state.decided or (current.producer_id, current.epoch) != (pid, epoch):
+            return TxnResult(int(ErrorCode.INVALID_TXN_STATE), current)
+        committed = current.state is TxnState.PREPARE_COMMIT
+        done = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
+        self._put(dataclasses.replace(current, state=done, streams=(), groups=(), offsets=(), start_ms=-1,
+                                      update_ms=ts))
+        return TxnResult(0, self.txns[txn], current.offsets if committed else ())
+
+    def drop_stream(self, stream: str) -> None:
+        """A deleted stream leaves the transactions it was part of (no marker can reach it)."""
+        for txn, meta in list(self.txns.items()):
+            if stream in meta.streams:
+                self.txns[txn] = dataclasses.replace(meta, streams=tuple(s for s in meta.streams if s != stream))
+
+
+# ---------------------------------------------------------------------------------- commands
+
+
+def init_producer_command(txn: str, ts_ms: int, timeout_ms: int, new_producer_id: int,
+                          expected: tuple[int, int] | None) -> dict[str, Any]:
+    return {"op": "txn_init_producer", "txn": txn, "ts": ts_ms, "timeout_ms": timeout_ms,
+            "new_producer_id": new_producer_id, "expected": list(expected) if expected is not None else None}
+
+
+def add_partitions_command(txn: str, ts_ms: int, producer_id: int, epoch: int, streams: list[str]) -> dict[str, Any]:
+    return {"op": "txn_add_partitions", "txn": txn, "ts": ts_ms, "producer_id": producer_id, "epoch": epoch,
+            "streams": sorted(streams)}
+
+
+def end_txn_command(txn: str, ts_ms: int, producer_id: int, epoch: int, commit: bool, bump: bool) -> dict[str, Any]:
+    return {"op": "txn_end", "txn": txn, "ts": ts_ms, "producer_id": producer_id, "epoch": epoch,
+            "commit": commit, "bump": bump}
+
+
+def timeout_txn_command(txn: str, ts_ms: int, producer_id: int, epoch: int) -> dict[str, Any]:
+    return {"op": "txn_timeout", "txn": txn, "ts": ts_ms, "producer_id": producer_id, "epoch": epoch}
+
+
+def complete_txn_command(txn: str, ts_ms: int, producer_id: int, epoch: int) -> dict[str, Any]:
+    return {"op": "txn_complete", "txn": txn, "ts": ts_ms, "producer_id": producer_id, "epoch": epoch}
+
+
+def add_offsets_command(txn: str, ts_ms: int, producer_id: int, epoch: int, group: str) -> dict[str, Any]:
+    return {"op": "txn_add_offsets", "txn": txn, "ts": ts_ms, "producer_id": producer_id, "epoch": epoch,
+            "group": group}
+
+
+def txn_offset_commit_command(txn: str, ts_ms: int, producer_id: int, epoch: int, group: str,
+                              offsets: dict[str, tuple[int, int, str | None]]) -> dict[str, Any]:
+    return {"op": "txn_offset_commit", "txn": txn, "ts": ts_ms, "producer_id": producer_id, "epoch": epoch,
+            "group": group, "offsets": {stream: list(value) for stream, value in offsets.items()}}
+
+
+TXN_OPS = frozenset({"txn_init_producer", "txn_add_partitions", "txn_end", "txn_timeout", "txn_complete",
+                     "txn_add_offsets", "txn_offset_commit"})

@@ -1,0 +1,49 @@
+"""DescribeProducers (key 61): a stream's active producers (KIP-664), at its leader: producer id,
+epoch, last sequence, and the first offset of its open transaction (-1: none). READ on the
+stream. Per-producer timestamps and coordinator epochs are not kept (-1)."""
+
+from __future__ import annotations
+
+from vdl_broker.server.authorizer import Operation, ResourceType, authorized
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
+from vdl_broker.server.partition import Partition
+from vdl_wire.errors import ErrorCode
+from vdl_wire.messages import DescribeProducersRequest, DescribeProducersResponse
+
+API_KEY = DescribeProducersRequest.DECL.api_key
+NAME = "DescribeProducers"
+R = DescribeProducersResponse
+
+
+def _partition(node: NodeView, context: RequestContext, name: str, index: int) -> R.PartitionResponse:
+    def refused(code: ErrorCode) -> R.PartitionResponse:
+        return R.PartitionResponse(partition_index=index, error_code=int(code), active_producers=[])
+
+    if not authorized(node, context, Operation.READ, ResourceType.TOPIC, name):
+        return refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    partition = node.replicas.get(name)
+    if partition is None or index != 0:
+        return refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not isinstance(partition, Partition) or not partition.is_leader:
+        return refused(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    producers = []
+    for producer_id in sorted(partition.producers.producer_ids()):
+        batches = partition.producers.last_batches(producer_id)
+        producers.append(R.ProducerState(
+            producer_id=producer_id, producer_epoch=partition.producers.epoch_of(producer_id),
+            last_sequence=batches[-1].last_seq if batches else -1, last_timestamp=-1, coordinator_epoch=-1,
+            current_txn_start_offset=partition.txns.open.get(producer_id, -1)))
+    return R.PartitionResponse(partition_index=index, error_code=0, active_producers=producers)
+
+
+def handle(node: NodeView, context: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
+    return R(topics=[R.TopicResponse(name=t.name, partitions=[_partition(node, context, t.name, p)
+                                                              for p in t.partition_indexes])
+                     for t in request.topics])
+
+
+def error_response(request: DescribeProducersRequest, version: int, code: ErrorCode) -> DescribeProducersResponse:
+    return R(topics=[R.TopicResponse(name=t.name, partitions=[
+        R.PartitionResponse(partition_index=p, error_code=int(code), active_producers=[])
+        for p in t.partition_indexes]) for t in request.topics])

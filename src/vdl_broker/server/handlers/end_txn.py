@@ -1,0 +1,34 @@
+"""EndTxn (key 26): commit or abort the producer's ongoing transaction, on the coordinator (the
+metadata leader). The decision is committed in the metadata first; the answer waits (a bounded
+while) for the markers, so a read_committed consumer sees a committed transaction once the
+producer's commit returns."""
+
+from __future__ import annotations
+
+from vdl_broker.server.authorizer import Operation, ResourceType, authorized
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
+from vdl_broker.transactions.coordinator import error_of
+from vdl_wire.errors import ErrorCode
+from vdl_wire.messages import EndTxnRequest, EndTxnResponse
+
+API_KEY = EndTxnRequest.DECL.api_key
+NAME = "EndTxn"
+FENCED_VERSION = 2
+
+
+async def handle(node: NodeView, context: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
+    version = context.api_version
+    if not authorized(node, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not node.transactions.active():
+        return error_response(request, version, ErrorCode.NOT_COORDINATOR)
+    result = await node.transactions.end(request.transactional_id, request.producer_id, request.producer_epoch,
+                                           request.committed, bump=False)
+    return error_response(request, version, error_of(result))
+
+
+def error_response(request: EndTxnRequest, version: int, code: ErrorCode) -> EndTxnResponse:
+    if code is ErrorCode.PRODUCER_FENCED and version < FENCED_VERSION:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    return EndTxnResponse(error_code=int(code))

@@ -1,0 +1,61 @@
+"""TxnOffsetCommit (key 28): offsets a transactional producer commits for a consumer group
+(consume-transform-produce); they wait in the transaction and reach the group only if it
+commits. On the coordinator (the metadata leader), which coordinates groups and transactions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from vdl_broker.server.authorizer import Operation, ResourceType, authorized, authorized_group
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.node_view import NodeView
+from vdl_broker.transactions.coordinator import error_of
+from vdl_wire.errors import ErrorCode
+from vdl_wire.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+
+API_KEY = TxnOffsetCommitRequest.DECL.api_key
+NAME = "TxnOffsetCommit"
+FENCED_VERSION = 2
+R = TxnOffsetCommitResponse
+
+
+def _response(request: TxnOffsetCommitRequest,
+              code: Callable[[str, TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition], ErrorCode],
+              ) -> TxnOffsetCommitResponse:
+    return R(topics=[R.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+        R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code(t.name, p)))
+        for p in t.partitions]) for t in request.topics])
+
+
+async def handle(node: NodeView, context: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    version = context.api_version
+    if not authorized(node, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not authorized_group(node, context, Operation.READ, request.group_id):
+        return error_response(request, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if not node.transactions.active():
+        return error_response(request, version, ErrorCode.NOT_COORDINATOR)
+    streams = node.metadata.state.streams
+
+    def refusal(name: str, partition: TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition) -> ErrorCode | None:
+        if not authorized(node, context, Operation.READ, ResourceType.TOPIC, name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if name not in streams or partition.partition_index != 0:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return None
+
+    offsets = {t.name: (p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+               for t in request.topics for p in t.partitions if refusal(t.name, p) is None}
+    code = ErrorCode.NONE
+    if offsets:
+        code = error_of(await node.transactions.offset_commit(request.transactional_id, request.producer_id,
+                                                                request.producer_epoch, request.group_id, offsets))
+        if code is ErrorCode.PRODUCER_FENCED and version < FENCED_VERSION:
+            code = ErrorCode.INVALID_PRODUCER_EPOCH
+    return _response(request, lambda name, p: refusal(name, p) or code)
+
+
+def error_response(request: TxnOffsetCommitRequest, version: int, code: ErrorCode) -> TxnOffsetCommitResponse:
+    if code is ErrorCode.PRODUCER_FENCED and version < FENCED_VERSION:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    return _response(request, lambda name, p: code)

@@ -1,0 +1,193 @@
+"""The transaction coordinator of one node, tied to the metadata group (KIP-98): this node
+coordinates every transactional id while it leads the metadata group (FindCoordinator key type 1
+names that node), and every change of a transaction is a metadata command (cluster/transactions.py),
+so a new leader carries on where the old one stopped.
+
+A decision (PrepareCommit / PrepareAbort) is committed in the metadata first; then the markers
+go to every stream of the transaction through the stream's own Raft group (`MarkerWriter`), and
+only then is the transaction completed. A new metadata leader resumes every decided transaction,
+and aborts every ongoing one older than its timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from vdl_broker.cluster.service import MetadataService
+from vdl_broker.cluster.transactions import (
+    TxnMeta,
+    TxnResult,
+    TxnState,
+    add_offsets_command,
+    add_partitions_command,
+    complete_txn_command,
+    end_txn_command,
+    init_producer_command,
+    timeout_txn_command,
+    txn_offset_commit_command,
+)
+from vdl_broker.raft.group import RaftGroup
+from vdl_broker.raft.types import NotLeaderError, RaftError
+from vdl_wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+CHECK_INTERVAL_S = 1.0  # how often the leader looks for timed-out and unfinished transactions
+END_WAIT_S = 10.0  # how long EndTxn waits for the markers before answering (the decision stands)
+RETRY_S = 0.5  # between attempts to write a decided transaction's markers
+
+
+class MarkerWriter(Protocol):
+    async def write_markers(self, meta: TxnMeta, commit: bool, streams: list[str]) -> set[str]:
+        """Write the commit/abort marker of `meta` into each of `streams`; the streams that hold
+        it now (committed by their Raft groups)."""
+        ...
+
+
+class TransactionCoordinator:
+    def __init__(self, metadata: MetadataService, allocate_producer_id: Callable[[], int],
+                 markers: MarkerWriter | None,
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        self.metadata = metadata
+        self.markers = markers
+        self._allocate = allocate_producer_id
+        self._clock_ms = clock_ms
+        self._task: asyncio.Task[None] | None = None
+        self._finishing: dict[str, asyncio.Task[bool]] = {}
+
+    # -- lifecycle
+
+    def start(self, group: RaftGroup) -> None:
+        group.add_role_listener(self._role_changed)
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="txn-coordinator")
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        for task in self._finishing.values():
+            task.cancel()
+        self._finishing.clear()
+
+    def _role_changed(self, group: RaftGroup) -> None:
+        if group.leader_ready:
+            self._resume()
+
+    def active(self) -> bool:
+        """True while this node leads the metadata group: the caller answers NOT_COORDINATOR
+        otherwise and the client looks the coordinator up again."""
+        return self.metadata.is_leader
+
+    def state(self, transactional_id: str) -> TxnMeta | None:
+        return self.metadata.state.transactions.get(transactional_id)
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(CHECK_INTERVAL_S)
+            if not self.metadata.is_leader:
+                continue
+            try:
+                self._resume()
+                for meta in self.metadata.state.transactions.timed_out(self._clock_ms()):
+                    log.info("transaction %s (producer %d, epoch %d) timed out after %d ms: aborting",
+                             meta.transactional_id, meta.producer_id, meta.epoch, meta.timeout_ms)
+                    await self._submit(timeout_txn_command(meta.transactional_id, self._clock_ms(), meta.producer_id,
+                                                           meta.epoch))
+                self._resume()
+            except Exception:
+                log.exception("transaction coordinator pass failed")
+
+    def _resume(self) -> None:
+        """Finish every decided transaction nobody is finishing (a new leader's inheritance)."""
+        if not self.metadata.is_leader:
+            return
+        for meta in self.metadata.state.transactions.decided():
+            self._finish(meta)
+
+    def _finish(self, meta: TxnMeta) -> asyncio.Task[bool]:
+        running = self._finishing.get(meta.transactional_id)
+        if running is not None and not running.done():
+            return running
+        task = asyncio.get_running_loop().create_task(self._complete(meta), name=f"txn-{meta.transactional_id}")
+        self._finishing[meta.transactional_id] = task
+        task.add_done_callback(lambda _: self._finishing.pop(meta.transactional_id, None)
+                               if self._finishing.get(meta.transactional_id) is task else None)
+        return task
+
+    async def _complete(self, meta: TxnMeta) -> bool:
+        commit = meta.state is TxnState.PREPARE_COMMIT
+        written: set[str] = set()
+        while self.metadata.is_leader:
+            current = self.state(meta.transactional_id)
+            if current is None or not current.state.decided or \
+                    (current.producer_id, current.epoch) != (meta.producer_id, meta.epoch):
+                return True  # completed already (by this leader or an earlier one)
+            missing = [s for s in current.streams if s not in written]
+            if missing and self.markers is not None:
+                written |= await self.markers.write_markers(current, commit, missing)
+                missing = [s for s in current.streams if s not in written]
+            if not missing or self.markers is None:
+                result = await self._submit(complete_txn_command(meta.transactional_id, self._clock_ms(),
+                                                                 meta.producer_id, meta.epoch))
+                if isinstance(result, TxnResult):
+                    return True
+            await asyncio.sleep(RETRY_S)
+        return False
+
+    async def _submit(self, command: dict[str, Any]) -> TxnResult | ErrorCode:
+        if self.metadata.state.features.refuses(command["op"]) is not None:
+            # A cluster formed by an older release, not yet upgraded (`vdl cluster upgrade`).
+            return ErrorCode.UNSUPPORTED_VERSION
+        try:
+            result = await self.metadata.submit(command)
+        except NotLeaderError:
+            return ErrorCode.NOT_COORDINATOR
+        except RaftError:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if result.txn is None:
+            log.warning("transaction command refused: %s", result.message)
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        return result.txn
+
+    async def _then_finish(self, submitted: Awaitable[TxnResult | ErrorCode], wait: bool) -> TxnResult | ErrorCode:
+        result = await submitted
+        if isinstance(result, TxnResult) and result.meta is not None and result.meta.state.decided:
+            task = self._finish(result.meta)
+            if wait:
+                try:
+                    await asyncio.wait_for(asyncio.shield(task), END_WAIT_S)
+                except TimeoutError:
+                    pass  # decided and durable: the markers follow; the client's next step may wait
+        return result
+
+    # -- requests (the caller has checked active())
+
+    async def init_producer(self, transactional_id: str, timeout_ms: int,
+                            expected: tuple[int, int] | None) -> TxnResult | ErrorCode:
+        command = init_producer_command(transactional_id, self._clock_ms(), timeout_ms, self._allocate(), expected)
+        return await self._then_finish(self._submit(command), wait=False)
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                             streams: list[str]) -> TxnResult | ErrorCode:
+        return await self._submit(add_partitions_command(transactional_id, self._clock_ms(), producer_id, epoch,
+                                                         streams))
+
+    async def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group: str) -> TxnResult | ErrorCode:
+        return await self._submit(add_offsets_command(transactional_id, self._clock_ms(), producer_id, epoch, group))
+
+    async def offset_commit(self, transactional_id: str, producer_id: int, epoch: int, group: str,
+                            offsets: dict[str, tuple[int, int, str | None]]) -> TxnResult | ErrorCode:
+        return await self._submit(txn_offset_commit_command(transactional_id, self._clock_ms(), producer_id, epoch,
+                                                            group, offsets))
+
+    async def end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                  bump: bool) -> TxnResult | ErrorCode:
+        return await self._then_finish(self._submit(end_txn_command(transactional_id, self._clock_ms(), producer_id,
+                                                                    epoch, commit, bump)), wait=True)
+
+
+def error_of(result: TxnResult | ErrorCode) -> ErrorCode:
+    return result if isinstance(result, ErrorCode) else ErrorCode(result.error)

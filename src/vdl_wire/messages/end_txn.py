@@ -1,0 +1,33 @@
+"""EndTxn (key 26), versions 0-4; flexible from 3. # message defs: EndTxnRequest.json
+
+v5 (KIP-890 part 2: an epoch bump per transaction, answered with the new id and epoch) is not
+served: clients use it only where the transaction.version feature says so.
+"""
+
+from __future__ import annotations
+
+from ..codec import build_message
+from ..schema import BOOL, INT16, INT32, INT64, STRING, Field, message
+
+END_TXN_REQUEST = message(
+    "EndTxnRequest",
+    26,
+    "0-4",
+    "3+",
+    Field("transactional_id", STRING),
+    Field("producer_id", INT64),
+    Field("producer_epoch", INT16),
+    Field("committed", BOOL),
+)
+
+END_TXN_RESPONSE = message(
+    "EndTxnResponse",
+    26,
+    "0-4",
+    "3+",
+    Field("throttle_time_ms", INT32),
+    Field("error_code", INT16),
+)
+
+EndTxnRequest = build_message(END_TXN_REQUEST, __name__)
+EndTxnResponse = build_message(END_TXN_RESPONSE, __name__)

@@ -1,0 +1,207 @@
+"""Transactions (KIP-98, KIP-890's rules) against a real broker: the coordinator's APIs over the
+wire. (Markers and read_committed come with the stream side.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.support.cluster import BrokerProcess
+from tests.support.kafka import BrokerClient, client, make_batch
+from tests.support.waiting import wait_until
+from vdl_wire import messages as m
+from vdl_wire.errors import ErrorCode
+from vdl_wire.records.record_batch import RecordBatchBuilder, iter_batches, read_records
+
+TIMEOUT_MS = 60_000
+
+
+def init(c: BrokerClient, txn: str, expected: tuple[int, int] = (-1, -1), version: int = 4) -> Any:
+    return c.request(m.InitProducerIdRequest(transactional_id=txn, transaction_timeout_ms=TIMEOUT_MS,
+                                             producer_id=expected[0], producer_epoch=expected[1]), version)
+
+
+def add(c: BrokerClient, txn: str, pid: int, epoch: int, streams: list[str], version: int = 3) -> list[int]:
+    topics = [m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=s, partitions=[0]) for s in streams]
+    response = c.request(m.AddPartitionsToTxnRequest(v3_and_below_transactional_id=txn, v3_and_below_producer_id=pid,
+                                                     v3_and_below_producer_epoch=epoch, v3_and_below_topics=topics),
+                         version)
+    return [p.partition_error_code for t in response.results_by_topic_v3_and_below for p in t.results_by_partition]
+
+
+def end(c: BrokerClient, txn: str, pid: int, epoch: int, commit: bool, version: int = 3) -> int:
+    return c.request(m.EndTxnRequest(transactional_id=txn, producer_id=pid, producer_epoch=epoch, committed=commit),
+                     version).error_code
+
+
+def test_a_new_instance_fences_the_zombie_for_good(module_broker: BrokerProcess) -> None:
+    with client(module_broker.bootstrap) as c:
+        c.create_stream("tx-zombie")
+        old = init(c, "zombie")
+        assert (old.error_code, old.producer_epoch) == (0, 0)
+        new = init(c, "zombie")
+        assert (new.error_code, new.producer_id, new.producer_epoch) == (0, old.producer_id, 1)
+        # The old instance retrying its own bump (KIP-360) cannot take the epoch back.
+        retried = init(c, "zombie", (old.producer_id, 0))
+        assert retried.error_code == ErrorCode.PRODUCER_FENCED
+        assert init(c, "zombie", (old.producer_id, 0), version=3).error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+        assert add(c, "zombie", old.producer_id, 0, ["tx-zombie"]) == [ErrorCode.PRODUCER_FENCED]
+        assert add(c, "zombie", old.producer_id, 0, ["tx-zombie"], version=1) == [ErrorCode.INVALID_PRODUCER_EPOCH]
+        # The new instance's own bump is retriable.
+        bumped = init(c, "zombie", (new.producer_id, 1))
+        assert (bumped.error_code, bumped.producer_epoch) == (0, 2)
+        assert init(c, "zombie", (new.producer_id, 1)).producer_epoch == 2
+
+
+def test_commit_abort_and_an_ongoing_transaction_fenced(module_broker: BrokerProcess) -> None:
+    with client(module_broker.bootstrap) as c:
+        c.create_stream("tx-a")
+        first = init(c, "ctp")
+        pid = first.producer_id
+        assert end(c, "ctp", pid, 0, True) == ErrorCode.INVALID_TXN_STATE  # nothing to commit
+        assert add(c, "ctp", pid, 0, ["tx-a", "tx-missing"]) == [ErrorCode.OPERATION_NOT_ATTEMPTED,
+                                                                  ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        assert add(c, "ctp", pid, 0, ["tx-a"]) == [0]
+        assert end(c, "ctp", pid, 0, True) == 0
+        assert end(c, "ctp", pid, 0, True) == 0  # a retry of a commit done
+        assert end(c, "ctp", pid, 0, False) == ErrorCode.INVALID_TXN_STATE
+        assert add(c, "ctp", pid, 0, ["tx-a"]) == [0]
+        assert end(c, "ctp", pid, 0, False) == 0
+        # An ongoing transaction of the old instance is aborted when a new one starts.
+        assert add(c, "ctp", pid, 0, ["tx-a"]) == [0]
+        assert init(c, "ctp").error_code == ErrorCode.CONCURRENT_TRANSACTIONS
+        assert end(c, "ctp", pid, 0, True) == ErrorCode.PRODUCER_FENCED
+        # The coordinator completes the abort by itself; then the new instance gets its epoch.
+        new = wait_until(lambda: (r := init(c, "ctp")).error_code != ErrorCode.CONCURRENT_TRANSACTIONS and r,
+                         message="the fencing abort completes")
+        assert (new.error_code, new.producer_id, new.producer_epoch) == (0, pid, 2)
+
+
+def test_offsets_in_a_transaction_reach_the_group_on_commit(module_broker: BrokerProcess) -> None:
+    with client(module_broker.bootstrap) as c:
+        c.create_stream("tx-in")
+        pid = init(c, "offsets").producer_id
+        added = c.request(m.AddOffsetsToTxnRequest(transactional_id="offsets", producer_id=pid, producer_epoch=0,
+                                                   group_id="tx-group"), 3)
+        assert added.error_code == 0
+        partition = m.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=42,
+                                                                              committed_metadata="m")
+        committed = c.request(m.TxnOffsetCommitRequest(
+            transactional_id="offsets", group_id="tx-group", producer_id=pid, producer_epoch=0,
+            topics=[m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name="tx-in", partitions=[partition])]), 3)
+        assert [p.error_code for t in committed.topics for p in t.partitions] == [0]
+        assert fetched_offset(c, "tx-group", "tx-in") == -1
+        assert end(c, "offsets", pid, 0, True) == 0
+        assert fetched_offset(c, "tx-group", "tx-in") == 42
+
+
+def fetched_offset(c: BrokerClient, group: str, stream: str) -> int:
+    response = c.request(m.OffsetFetchRequest(group_id=group, topics=[
+        m.OffsetFetchRequest.OffsetFetchRequestTopic(name=stream, partition_indexes=[0])]), 5)
+    return response.topics[0].partitions[0].committed_offset
+
+
+def txn_batch(values: list[bytes], pid: int, epoch: int, sequence: int) -> bytes:
+    builder = RecordBatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=sequence, is_transactional=True)
+    for value in values:
+        builder.append(1000, None, value)
+    return builder.build()
+
+
+def produce_txn(c: BrokerClient, txn: str | None, stream: str, batch: bytes) -> Any:
+    data = m.ProduceRequest.PartitionProduceData(index=0, records=batch)
+    response = c.request(m.ProduceRequest(transactional_id=txn, acks=-1, timeout_ms=10_000, topic_data=[
+        m.ProduceRequest.TopicProduceData(name=stream, partition_data=[data])]), 9)
+    return response.responses[0].partition_responses[0]
+
+
+def committed_read(c: BrokerClient, stream: str, offset: int = 0) -> Any:
+    partition = m.FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=4 << 20)
+    response = c.request(m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=16 << 20,
+                                        isolation_level=1,
+                                        topics=[m.FetchRequest.FetchTopic(topic=stream, partitions=[partition])]), 11)
+    return response.responses[0].partitions[0]
+
+
+def latest(c: BrokerClient, stream: str, isolation: int) -> int:
+    response = c.request(m.ListOffsetsRequest(replica_id=-1, isolation_level=isolation, topics=[
+        m.ListOffsetsRequest.ListOffsetsTopic(name=stream, partitions=[
+            m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])]), 5)
+    return response.topics[0].partitions[0].offset
+
+
+def values_of(records: Any) -> list[bytes | None]:
+    return [r.value for batch in iter_batches(bytes(records)) if not batch[0].is_control
+            for r in read_records(batch[1])] if records else []
+
+
+def test_transactional_batches_only_in_an_added_partition_and_the_lso(module_broker: BrokerProcess) -> None:
+    with client(module_broker.bootstrap) as c:
+        c.create_stream("tx-lso")
+        c.create_stream("tx-other")
+        pid = init(c, "lso").producer_id
+        # KIP-890 part 1: not added to the transaction -> refused.
+        assert produce_txn(c, "lso", "tx-lso", txn_batch([b"x"], pid, 0, 0)).error_code == ErrorCode.INVALID_TXN_STATE
+        assert produce_txn(c, None, "tx-lso", txn_batch([b"x"], pid, 0, 0)).error_code == ErrorCode.INVALID_TXN_STATE
+        assert add(c, "lso", pid, 0, ["tx-lso"]) == [0]
+        assert produce_txn(c, "lso", "tx-other", txn_batch([b"x"], pid, 0, 0)).error_code == \
+            ErrorCode.INVALID_TXN_STATE
+        assert c.produce("tx-lso", make_batch([b"plain"])) == 0
+        assert produce_txn(c, "lso", "tx-lso", txn_batch([b"t1", b"t2"], pid, 0, 0)).base_offset == 1
+        assert c.produce("tx-lso", make_batch([b"after"])) == 3
+        # Open: read_committed stops at its first offset; read_uncommitted sees everything.
+        assert (latest(c, "tx-lso", 0), latest(c, "tx-lso", 1)) == (4, 1)
+        part = committed_read(c, "tx-lso")
+        assert (part.high_watermark, part.last_stable_offset, values_of(part.records)) == (4, 1, [b"plain"])
+        assert end(c, "lso", pid, 0, False) == 0
+        # Aborted: the marker at 4; the consumer is told which producer's records to drop.
+        assert (latest(c, "tx-lso", 0), latest(c, "tx-lso", 1)) == (5, 5)
+        part = committed_read(c, "tx-lso")
+        assert part.last_stable_offset == 5
+        assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(pid, 1)]
+        assert values_of(part.records) == [b"plain", b"t1", b"t2", b"after"]  # filtering is the consumer's
+        producers = c.request(m.DescribeProducersRequest(topics=[m.DescribeProducersRequest.TopicRequest(
+            name="tx-lso", partition_indexes=[0])]), 0).topics[0].partitions[0]
+        assert [(p.producer_id, p.producer_epoch, p.last_sequence, p.current_txn_start_offset)
+                for p in producers.active_producers] == [(pid, 0, 1, -1)]
+
+
+def test_an_open_transaction_is_aborted_after_its_timeout(module_broker: BrokerProcess) -> None:
+    with client(module_broker.bootstrap) as c:
+        c.create_stream("tx-timeout")
+        first = c.request(m.InitProducerIdRequest(transactional_id="slow", transaction_timeout_ms=1000), 4)
+        pid = first.producer_id
+        assert add(c, "slow", pid, 0, ["tx-timeout"]) == [0]
+        assert produce_txn(c, "slow", "tx-timeout", txn_batch([b"late"], pid, 0, 0)).error_code == 0
+        described = c.request(m.DescribeTransactionsRequest(transactional_ids=["slow", "nobody"]), 0)
+        assert [(s.error_code, s.transaction_state, s.producer_id, [t.topic for t in s.topics])
+                for s in described.transaction_states] == [
+            (0, "Ongoing", pid, ["tx-timeout"]), (ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "", -1, [])]
+        listed = c.request(m.ListTransactionsRequest(state_filters=["Ongoing", "Nope"]), 1)
+        assert ("slow", pid, "Ongoing") in [(s.transactional_id, s.producer_id, s.transaction_state)
+                                            for s in listed.transaction_states]
+        assert listed.unknown_state_filters == ["Nope"]
+        # The coordinator aborts it (bumping the epoch, so the producer's EndTxn is fenced).
+        wait_until(lambda: latest(c, "tx-timeout", 1) == 2, 20, "the timed-out transaction is aborted")
+        assert end(c, "slow", pid, 0, True) == ErrorCode.PRODUCER_FENCED
+        part = committed_read(c, "tx-timeout")
+        assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(pid, 0)]
+
+
+def test_the_aborted_index_and_open_transactions_survive_a_restart(broker: BrokerProcess) -> None:
+    with client(broker.bootstrap) as c:
+        c.create_stream("tx-restart")
+        pid = init(c, "restart").producer_id
+        assert add(c, "restart", pid, 0, ["tx-restart"]) == [0]
+        assert produce_txn(c, "restart", "tx-restart", txn_batch([b"gone"], pid, 0, 0)).error_code == 0
+        assert end(c, "restart", pid, 0, False) == 0
+        assert add(c, "restart", pid, 0, ["tx-restart"]) == [0]
+        assert produce_txn(c, "restart", "tx-restart", txn_batch([b"open"], pid, 0, 1)).base_offset == 2
+    broker.restart()
+    with client(broker.bootstrap) as c:
+        wait_until(lambda: latest(c, "tx-restart", 0) == 3, 20, "the stream serves again")
+        part = committed_read(c, "tx-restart")
+        assert (part.last_stable_offset, [(a.producer_id, a.first_offset) for a in part.aborted_transactions]) == \
+            (2, [(pid, 0)])
+        # The coordinator state came back too: the transaction can still be committed.
+        assert end(c, "restart", pid, 0, True) == 0
+        assert latest(c, "tx-restart", 1) == 4

@@ -1,0 +1,321 @@
+"""Transactions with real clients on a 3-node cluster: confluent-kafka's (librdkafka),
+kafka-python's and aiokafka's transactional producers; read_committed and read_uncommitted readers
+see exactly the records they should; zombies are fenced; consume-transform-produce commits its
+offsets with its output; a kill -9 of the coordinator between transactions and mid-commit."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from tests.support.cluster import DevCluster
+from tests.support.kafka import make_batch
+from vdl_client.client import VdlClient
+from vdl_client.settings import ClientSettings
+
+DEADLINE_S = 30
+
+
+def admin(cluster: DevCluster) -> VdlClient:
+    return VdlClient(ClientSettings.from_bootstrap(cluster.bootstrap_servers, deadline_ms=30_000))
+
+
+def read_all(bootstrap: str, stream: str, isolation: str, expected_count: int) -> list[bytes]:
+    """Every value of `stream` a confluent-kafka consumer with `isolation` reads, until it holds
+    `expected_count` values and has reached the partition's end, or the deadline."""
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{stream}-{isolation}",
+                                         "isolation.level": isolation, "enable.auto.commit": False,
+                                         "enable.partition.eof": True})
+    consumer.assign([confluent_kafka.TopicPartition(stream, 0, confluent_kafka.OFFSET_BEGINNING)])
+    values: list[bytes] = []
+    at_end = False
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while time.monotonic() < deadline and not (at_end and len(values) >= expected_count):
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                at_end = message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF
+                continue
+            at_end = False
+            values.append(message.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def confluent_transactions(bootstrap: str, stream: str, txn_id: str) -> None:
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
+                                         "linger.ms": 5})
+    producer.init_transactions(DEADLINE_S)
+    producer.begin_transaction()
+    for value in (b"c1", b"c2", b"c3"):
+        producer.produce(stream, value)
+    producer.commit_transaction(DEADLINE_S)
+    producer.begin_transaction()
+    for value in (b"a1", b"a2"):
+        producer.produce(stream, value)
+    producer.flush(DEADLINE_S)
+    producer.abort_transaction(DEADLINE_S)
+    producer.begin_transaction()
+    producer.produce(stream, b"c4")
+    producer.commit_transaction(DEADLINE_S)
+
+
+def kafka_python_transactions(bootstrap: str, stream: str, txn_id: str) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for value in (b"c1", b"c2", b"c3"):
+            producer.send(stream, value)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        for value in (b"a1", b"a2"):
+            producer.send(stream, value)
+        producer.flush()
+        producer.abort_transaction()
+        producer.begin_transaction()
+        producer.send(stream, b"c4")
+        producer.commit_transaction()
+    finally:
+        producer.close(timeout=5)
+
+
+def aiokafka_transactions(bootstrap: str, stream: str, txn_id: str) -> None:
+    import asyncio
+
+    import aiokafka
+
+    async def run() -> None:
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id,
+                                             enable_idempotence=True)
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for value in (b"c1", b"c2", b"c3"):
+                    await producer.send_and_wait(stream, value)
+            await producer.begin_transaction()
+            for value in (b"a1", b"a2"):
+                await producer.send_and_wait(stream, value)
+            await producer.abort_transaction()
+            async with producer.transaction():
+                await producer.send_and_wait(stream, b"c4")
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+
+
+def check_commit_and_abort(cluster: DevCluster, stream: str, write: Callable[[str, str, str], None]) -> None:
+    with admin(cluster) as c:
+        c.create_stream(stream)
+    write(cluster.bootstrap_servers, stream, f"{stream}-txn")
+    assert read_all(cluster.bootstrap_servers, stream, "read_committed", 4) == [b"c1", b"c2", b"c3", b"c4"]
+    assert read_all(cluster.bootstrap_servers, stream, "read_uncommitted", 6) == \
+        [b"c1", b"c2", b"c3", b"a1", b"a2", b"c4"]
+
+
+def test_confluent_kafka_commit_and_abort(cluster: DevCluster) -> None:
+    check_commit_and_abort(cluster, "txn-confluent", confluent_transactions)
+
+
+def test_kafka_python_commit_and_abort(cluster: DevCluster) -> None:
+    check_commit_and_abort(cluster, "txn-kafkapython", kafka_python_transactions)
+
+
+def test_aiokafka_commit_and_abort(cluster: DevCluster) -> None:
+    check_commit_and_abort(cluster, "txn-aiokafka", aiokafka_transactions)
+
+
+def test_an_open_transaction_holds_read_committed_back(cluster: DevCluster) -> None:
+    import confluent_kafka
+
+    with admin(cluster) as c:
+        c.create_stream("txn-open")
+        c.produce("txn-open", make_batch([b"before"]), 10_000, time.monotonic() + DEADLINE_S)
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                                         "transactional.id": "txn-open-1"})
+    producer.init_transactions(DEADLINE_S)
+    producer.begin_transaction()
+    producer.produce("txn-open", b"open")
+    producer.flush(DEADLINE_S)
+    # The open transaction's record is visible to read_uncommitted only.
+    assert read_all(cluster.bootstrap_servers, "txn-open", "read_uncommitted", 2) == [b"before", b"open"]
+    assert read_all(cluster.bootstrap_servers, "txn-open", "read_committed", 1) == [b"before"]
+    producer.commit_transaction(DEADLINE_S)
+    assert read_all(cluster.bootstrap_servers, "txn-open", "read_committed", 2) == [b"before", b"open"]
+
+
+def test_a_zombie_producer_is_fenced_by_a_new_instance(cluster: DevCluster) -> None:
+    import confluent_kafka
+
+    with admin(cluster) as c:
+        c.create_stream("txn-zombie")
+    config = {"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "txn-zombie-1"}
+    zombie = confluent_kafka.Producer(config)
+    zombie.init_transactions(DEADLINE_S)
+    zombie.begin_transaction()
+    zombie.produce("txn-zombie", b"zombie")
+    zombie.flush(DEADLINE_S)
+    successor = confluent_kafka.Producer(config)
+    successor.init_transactions(DEADLINE_S)  # aborts the zombie's open transaction and fences it
+    try:
+        zombie.commit_transaction(DEADLINE_S)
+        raised = None
+    except confluent_kafka.KafkaException as error:
+        raised = error.args[0]
+    assert raised is not None and raised.fatal()
+    successor.begin_transaction()
+    successor.produce("txn-zombie", b"successor")
+    successor.commit_transaction(DEADLINE_S)
+    assert read_all(cluster.bootstrap_servers, "txn-zombie", "read_committed", 1) == [b"successor"]
+    assert read_all(cluster.bootstrap_servers, "txn-zombie", "read_uncommitted", 2) == [b"zombie", b"successor"]
+
+
+def test_consume_transform_produce_commits_offsets_with_the_output(cluster: DevCluster) -> None:
+    import confluent_kafka
+
+    with admin(cluster) as c:
+        c.create_stream("ctp-in")
+        c.create_stream("ctp-out")
+        for value in (b"x", b"y", b"z"):
+            c.produce("ctp-in", make_batch([value]), 10_000, time.monotonic() + DEADLINE_S)
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "ctp",
+                                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                         "isolation.level": "read_committed"})
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                                         "transactional.id": "ctp-1"})
+    producer.init_transactions(DEADLINE_S)
+    consumer.assign([confluent_kafka.TopicPartition("ctp-in", 0, confluent_kafka.OFFSET_BEGINNING)])
+    try:
+        taken: list[bytes] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while len(taken) < 2 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                taken.append(message.value())
+        taken = taken[:2]
+        producer.begin_transaction()
+        for value in taken:
+            producer.produce("ctp-out", value.upper())
+        producer.send_offsets_to_transaction([confluent_kafka.TopicPartition("ctp-in", 0, 2)],
+                                             consumer.consumer_group_metadata(), DEADLINE_S)
+        # Before the commit the group has no offset; after it, exactly the one sent.
+        assert consumer.committed([confluent_kafka.TopicPartition("ctp-in", 0)], 10)[0].offset < 0
+        producer.commit_transaction(DEADLINE_S)
+        assert consumer.committed([confluent_kafka.TopicPartition("ctp-in", 0)], 10)[0].offset == 2
+    finally:
+        consumer.close()
+    assert read_all(cluster.bootstrap_servers, "ctp-out", "read_committed", 2) == [b"X", b"Y"]
+
+
+def coordinator(cluster: DevCluster) -> int:
+    """The node coordinating transactions (the metadata leader), as FindCoordinator says."""
+    from tests.support.cluster import node_address, running_nodes
+    from tests.support.kafka import raw_request
+    from tests.support.waiting import wait_until
+    from vdl_wire import messages as m
+
+    def ask() -> int | None:
+        for node_id in running_nodes(cluster):
+            try:
+                found = raw_request(node_address(cluster, node_id),
+                                    m.FindCoordinatorRequest(key="any", key_type=1), 3)
+            except OSError:
+                continue
+            if found.error_code == 0 and found.node_id in running_nodes(cluster):
+                return found.node_id
+        return None
+
+    return wait_until(ask, 30, "a transaction coordinator")
+
+
+def test_kill_9_of_the_coordinator_between_transactions(cluster: DevCluster) -> None:
+    import confluent_kafka
+
+    with admin(cluster) as c:
+        c.create_stream("txn-failover")
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                                         "transactional.id": "txn-failover-1"})
+    producer.init_transactions(DEADLINE_S)
+    producer.begin_transaction()
+    producer.produce("txn-failover", b"one")
+    producer.commit_transaction(DEADLINE_S)
+    cluster.kill(coordinator(cluster))
+    producer.begin_transaction()
+    producer.produce("txn-failover", b"two")
+    producer.commit_transaction(60)
+    producer.begin_transaction()
+    producer.produce("txn-failover", b"three")
+    producer.flush(60)
+    producer.abort_transaction(60)
+    assert read_all(cluster.bootstrap_servers, "txn-failover", "read_committed", 2) == [b"one", b"two"]
+
+
+def test_kill_9_of_the_coordinator_mid_commit_the_transaction_still_completes(cluster: DevCluster) -> None:
+    import threading
+
+    import confluent_kafka
+
+    with admin(cluster) as c:
+        c.create_stream("txn-midcommit")
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                                         "transactional.id": "txn-midcommit-1", "transaction.timeout.ms": 10_000})
+    producer.init_transactions(DEADLINE_S)
+    producer.begin_transaction()
+    for value in (b"m1", b"m2", b"m3"):
+        producer.produce("txn-midcommit", value)
+    producer.flush(DEADLINE_S)
+    target = coordinator(cluster)
+    outcome: list[object] = []
+
+    def commit() -> None:
+        try:
+            producer.commit_transaction(60)
+            outcome.append("committed")
+        except confluent_kafka.KafkaException as error:
+            outcome.append(error.args[0])
+
+    committing = threading.Thread(target=commit)
+    committing.start()
+    cluster.kill(target)  # while EndTxn is on its way or being decided
+    committing.join(90)
+    assert outcome, "commit_transaction did not return"
+    # Whatever the client heard, the transaction ends whole: committed (the decision was made and
+    # the new coordinator finished it) or aborted (not decided: aborted by its timeout), never half.
+    committed = read_all(cluster.bootstrap_servers, "txn-midcommit", "read_committed", 3)
+    if outcome == ["committed"]:
+        assert committed == [b"m1", b"m2", b"m3"]
+    else:
+        assert committed in ([b"m1", b"m2", b"m3"], [])
+    # Nothing stays open: the last stable offset reaches the end (the marker after m1..m3).
+    from tests.support.waiting import wait_until
+
+    wait_until(lambda: read_all(cluster.bootstrap_servers, "txn-midcommit", "read_uncommitted", 3)
+               == [b"m1", b"m2", b"m3"] and lso(cluster, "txn-midcommit") == 4, 60, "the transaction completes")
+
+
+def lso(cluster: DevCluster, stream: str) -> int:
+    """The stream's last stable offset as its leader answers ListOffsets read_committed (-1: none yet)."""
+    from tests.support.cluster import node_address, running_nodes
+    from tests.support.kafka import raw_request
+    from vdl_wire import messages as m
+
+    request = m.ListOffsetsRequest(replica_id=-1, isolation_level=1, topics=[m.ListOffsetsRequest.ListOffsetsTopic(
+        name=stream, partitions=[m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])])
+    for node_id in running_nodes(cluster):
+        try:
+            partition = raw_request(node_address(cluster, node_id), request, 5).topics[0].partitions[0]
+        except OSError:
+            continue
+        if partition.error_code == 0:
+            return partition.offset
+    return -1

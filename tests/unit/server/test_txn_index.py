@@ -1,0 +1,70 @@
+"""A stream's transactions from its batches (server/txn_index.py): open transactions hold the last
+stable offset, abort markers add aborted transactions, retention forgets them."""
+
+from __future__ import annotations
+
+import pytest
+
+from vdl_broker.server.txn_index import AbortedTxn, StreamTxns, observe
+from vdl_wire.records.batch_header import parse_batch_header, with_base_offset
+from vdl_wire.records.control import end_txn_marker, marker_commits
+from vdl_wire.records.record_batch import RecordBatchBuilder
+
+pytestmark = pytest.mark.unit
+
+
+def batch(producer_id: int, base_offset: int, count: int = 1, transactional: bool = True) -> bytes:
+    builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=0, base_sequence=0,
+                                 is_transactional=transactional)
+    for i in range(count):
+        builder.append(1000, None, f"v{i}".encode())
+    return bytes(with_base_offset(builder.build(), base_offset))
+
+
+def marker(producer_id: int, offset: int, commit: bool) -> bytes:
+    return bytes(with_base_offset(end_txn_marker(producer_id, 0, commit, 0, 1000), offset))
+
+
+def feed(txns: StreamTxns, *batches: bytes) -> None:
+    for data in batches:
+        observe(txns, parse_batch_header(data), data)
+
+
+def test_markers_say_commit_or_abort() -> None:
+    for commit in (True, False):
+        data = end_txn_marker(7, 3, commit, 0, 1000)
+        header = parse_batch_header(data)
+        assert (header.is_control, header.is_transactional, header.producer_id, header.producer_epoch) == \
+            (True, True, 7, 3)
+        assert marker_commits(data, header) is commit
+    plain = batch(7, 0)
+    assert marker_commits(plain, parse_batch_header(plain)) is None
+
+
+def test_the_earliest_open_transaction_is_the_last_stable_offset() -> None:
+    txns = StreamTxns()
+    feed(txns, batch(-1, 0, transactional=False), batch(1, 1, 2), batch(2, 3), batch(1, 4))
+    assert txns.last_stable_offset(5) == 1
+    feed(txns, marker(1, 5, commit=True))
+    assert txns.last_stable_offset(6) == 3
+    feed(txns, marker(2, 6, commit=False))
+    assert txns.last_stable_offset(7) == 7
+    assert txns.last_stable_offset(2) == 2  # never past the high watermark
+    assert txns.aborted == [AbortedTxn(6, 2, 3)]
+
+
+def test_aborted_transactions_of_a_range_and_retention() -> None:
+    txns = StreamTxns()
+    feed(txns, batch(1, 0, 3), marker(1, 3, commit=False), batch(2, 4), batch(3, 5), marker(3, 6, commit=False),
+         marker(2, 7, commit=False))
+    assert [(a.producer_id, a.first_offset) for a in txns.aborted_between(0, 8)] == [(1, 0), (3, 5), (2, 4)]
+    assert [(a.producer_id, a.first_offset) for a in txns.aborted_between(4, 5)] == [(2, 4)]
+    assert txns.aborted_between(8, 20) == []
+    txns.forget_before(4)
+    assert [a.producer_id for a in txns.aborted] == [3, 2]
+
+
+def test_a_marker_without_data_aborts_nothing_here() -> None:
+    txns = StreamTxns()
+    feed(txns, marker(9, 0, commit=False))
+    assert (txns.aborted, txns.open) == ([], {})
