@@ -6,17 +6,20 @@ exact rows (chispa)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from chispa import assert_df_equality
 from deltalake import DeltaTable
 
-from tests.spark.kafka_helpers import Produced, admin, record
+from tests.spark.kafka_helpers import Produced, admin, expected_df, record
 from tests.support.cluster import BrokerProcess, start_broker
 from tests.support.waiting import wait_until
+from vdl_client.configs import alter_stream_configs, describe_stream_configs
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -65,8 +68,11 @@ def produce(broker: BrokerProcess, stream: str, first: int, count: int, tag: str
 
 
 def table_count(path: str) -> int:
+    """Rows in the table, from its files' record counts in the Delta log: deltalake's reader
+    refuses tables with deletion vectors enabled, and the brokers only append (no file of theirs
+    has rows deleted)."""
     try:
-        return DeltaTable(path).to_pyarrow_table(columns=["offset"]).num_rows
+        return sum(pa.table(DeltaTable(path).get_add_actions(flatten=True)).column("num_records").to_pylist())
     except Exception:  # not created yet
         return 0
 
@@ -135,3 +141,122 @@ def test_streaming_read_follows_the_brokers_appends(spark, broker, lake, tmp_pat
         query.stop()
     assert_df_equality(spark.table("delta_follow").orderBy("offset"), table_df(spark, rows), ignore_nullable=True)
 
+
+def overlapping_optimize(spark, path: str):  # noqa: ANN001, ANN201
+    """The latest OPTIMIZE commit if a broker's WRITE committed between the version OPTIMIZE read
+    and its own (the two really ran at once), else None."""
+    commits = history(spark, path)
+    optimize = [c for c in commits if c.operation == "OPTIMIZE"]
+    if not optimize:
+        return None
+    last = optimize[-1]
+    between = [c for c in commits if last.readVersion < c.version < last.version and c.operation == "WRITE"]
+    return last if between else None
+
+
+@pytest.mark.timeout(600)  # OPTIMIZE, VACUUM and three reads: minutes on a loaded machine
+def test_optimize_and_vacuum_while_the_brokers_append(spark, broker, lake) -> None:  # noqa: ANN001
+    stream, path = "compacted", str(lake / "compacted")
+    create_tiered(broker, stream, path, **{"segment.bytes": "8192"})
+    rows = produce(broker, stream, 0, 100, "a")
+    wait_for_table(path, 100)
+    optimized, failures = threading.Event(), []
+    appended: list[Produced] = []
+
+    def append_until_optimized() -> None:
+        # Small produces, each once the table holds the one before, keep the brokers committing
+        # small files one after another while OPTIMIZE runs; the last part is held until an
+        # OPTIMIZE has committed, so the brokers also append onto the table as OPTIMIZE left it.
+        try:
+            start = 100
+            while not optimized.is_set():
+                appended.extend(produce(broker, stream, start, 20, "b"))
+                start += 20
+                wait_until(lambda n=start: optimized.is_set() or table_count(path) == n, 60, f"{start} rows in the table")
+            appended.extend(produce(broker, stream, start, 100, "c"))
+        except Exception as error:  # reported by the test thread
+            failures.append(error)
+
+    producer = threading.Thread(target=append_until_optimized, name="append-until-optimized")
+    producer.start()
+    try:
+        # Each OPTIMIZE compacts the small files committed so far; one that a broker's commit
+        # overlapped (committed after OPTIMIZE read the table, before OPTIMIZE committed) is the
+        # case under test, so OPTIMIZE runs until that has happened.
+        wait_until(lambda: spark.sql(f"OPTIMIZE delta.`{path}`").collect() and overlapping_optimize(spark, path),
+                   180, "an OPTIMIZE overlapping a broker's commit", interval=0)
+    finally:
+        optimized.set()
+        producer.join(120)
+    assert not failures and not producer.is_alive()
+    rows += appended
+    wait_for_table(path, len(rows))
+
+    # VACUUM deletes every file the table no longer references (retention 0: the check is off for
+    # this test only). It runs once the brokers have committed what they hold: a file a broker
+    # wrote but has not committed yet is not in the table either, so VACUUM RETAIN 0 HOURS would
+    # delete it (why Delta refuses short retentions by default).
+    live = {Path(uri.removeprefix("file://")).name for uri in DeltaTable(path).file_uris()}
+    on_disk = {p.name for p in Path(path).glob("*.parquet")}
+    assert live < on_disk  # OPTIMIZE left the compacted files behind
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    try:
+        spark.sql(f"VACUUM delta.`{path}` RETAIN 0 HOURS").collect()
+    finally:
+        spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+    assert {p.name for p in Path(path).glob("*.parquet")} == live
+    rows += produce(broker, stream, len(rows), 200, "d")  # the brokers go on appending after VACUUM
+    wait_for_table(path, len(rows))
+    # Exactly the stream's records, each once: the overlapped OPTIMIZE neither lost nor repeated any.
+    assert_df_equality(delta(spark, path), table_df(spark, rows), ignore_nullable=True)
+
+    # format("vdl") from offset 0 reads the compacted, vacuumed table below the log start.
+    with admin(broker.bootstrap) as client:
+        alter_stream_configs(client, stream, {"retention.bytes": "8192"})
+        wait_until(lambda: client.list_offset(stream, -2) > 100, 60, "retention deleting most of the log")
+    df = (spark.read.format("vdl").option("kafka.bootstrap.servers", broker.bootstrap).option("subscribe", stream)
+          .option("includeHeaders", "true").load().orderBy("offset"))
+    assert_df_equality(df, expected_df(spark, rows))
+
+
+@pytest.mark.parametrize("properties", [
+    "",
+    "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')",
+], ids=["plain", "deletion-vectors"])
+def test_brokers_append_to_a_table_delta_spark_created(spark, broker, lake, properties: str,  # noqa: ANN001
+                                                       request: pytest.FixtureRequest) -> None:
+    stream = f"made-{request.node.callspec.id}"
+    path = str(lake / stream)
+    spark.sql(f"CREATE TABLE delta.`{path}` ({TABLE_DDL}) USING DELTA {properties}")
+    create_tiered(broker, stream, path)
+    rows = produce(broker, stream, 0, 150, "a")
+    wait_for_table(path, 150)
+    assert_df_equality(delta(spark, path), table_df(spark, rows), ignore_nullable=True)
+
+
+@pytest.mark.parametrize(("properties", "reason"), [
+    # Row tracking (with the domain metadata it needs) is a writer feature delta-rs lacks.
+    ("'delta.enableRowTracking' = 'true'", "Unsupported table features required: "),
+    # delta-rs could append, but format("vdl") could not read the stream's history back.
+    ("'delta.columnMapping.mode' = 'name'", "uses column mapping (delta.columnMapping.mode = name)"),
+], ids=["row-tracking", "column-mapping"])
+def test_a_table_feature_the_brokers_cannot_write_is_refused(spark, broker, lake, properties: str,  # noqa: ANN001
+                                                             reason: str, request: pytest.FixtureRequest) -> None:
+    """The brokers write nothing to such a table and say why in the stream's table status."""
+    stream = f"refused-{request.node.callspec.id}"
+    path = str(lake / stream)
+    spark.sql(f"CREATE TABLE delta.`{path}` ({TABLE_DDL}) USING DELTA TBLPROPERTIES ({properties})")
+    create_tiered(broker, stream, path)
+    produce(broker, stream, 0, 50, "a")
+
+    def error() -> str | None:
+        with admin(broker.bootstrap) as client:
+            status = {c.name: c.value for c in describe_stream_configs(client, stream)}
+        return status.get("vdl.table.status.error")
+
+    message = wait_until(error, 60, "the table's error")
+    assert reason in message, message
+    if "enableRowTracking" in properties:  # delta-rs names both features, in either order
+        assert "RowTracking" in message and "DomainMetadata" in message, message
+    assert delta(spark, path).count() == 0
+    assert list(Path(path).glob("*.parquet")) == []
