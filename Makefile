@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-unit demo install jars lint bench chaos raft-fuzz membership-soak test-many-streams metadata-snapshot-soak clean
+.PHONY: test test-unit demo install jars lint bench chaos cutoff raft-fuzz membership-soak test-many-streams metadata-snapshot-soak clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -63,6 +63,12 @@ chaos: install
 
 # The Raft simulator's fuzzers: 20,000 seeds (membership changes in half of them; the suite runs
 # 2,500), and 5,000 of the quiescence fuzzer (many groups per node, node liveness; the suite runs 300).
+# A node cut off from the others (Raft links only) with confluent-kafka, kafka-python and aiokafka
+# producers bootstrapped at it: how long writes stall, per round; the p99 per client at the end.
+ROUNDS ?= 12
+cutoff: install
+	$(PY) -m tests.faults.cutoff --rounds $(ROUNDS)
+
 raft-fuzz: install
 	VDL_RAFT_SEEDS=20000 $(PY) -m pytest -q tests/unit/raft/test_raft_fuzz.py
 	VDL_QUIESCE_SEEDS=5000 $(PY) -m pytest -q tests/unit/raft/test_quiescence.py -k random_seeds

@@ -13,7 +13,7 @@ Every node is a Raft cluster member; a node with no cluster section is a cluster
     id = 2
     client = "127.0.0.1:9093"
     raft = "127.0.0.1:19093"
-    rack = "eu-west-1b"                # optional, as that node's own `rack` setting
+    rack = "eu-west-1b"                # optional: each node registers its own rack when it starts
 
 TOML keys are the dataclass field names (a `-` in a key reads as `_`); a flag given on the
 command line wins over the file. Every error is a ConfigError whose message names the setting.
@@ -194,6 +194,13 @@ class NodeConfig:
         elif own.rack is None and self.rack is not None:
             nodes[self.node_id] = replace(own, rack=self.rack)
         return [nodes[node_id] for node_id in sorted(nodes)]
+
+    @property
+    def own_address(self) -> NodeAddress:
+        """This node as it registers itself in the cluster metadata at every start (Kafka's
+        broker registration): from its own settings, whatever other nodes' `peers` say of it."""
+        return NodeAddress(self.node_id, self.client_address, self.raft_listen or "", self.advertised_listeners,
+                           self.rack)
 
     @property
     def voter_ids(self) -> list[int]:

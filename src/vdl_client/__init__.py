@@ -3,7 +3,9 @@
 connection.py  Connection (framing, correlation ids, versions from the protocol declarations),
                connect_first / request_once over a `host:port,host:port` bootstrap list
 client.py      VdlClient: leader discovery through Metadata, retries until a deadline, and one
-               helper per API the project uses (admin, offsets, fetch, produce)
+               helper per API the project uses (admin, offsets, fetch, produce); send/call
+               for the others, along a route
+routes.py      where a request goes: ANY_NODE, CONTROLLER, LeaderOf, CoordinatorOf, Node
 pipeline.py    ProducePipeline: several Produce requests in flight to one stream's leader
 requests.py    the Fetch and Produce requests for one stream
 settings.py    ClientSettings and the errors the client reports
@@ -19,28 +21,37 @@ from vdl_client.connection import (
     BootstrapError,
     Connection,
     connect_first,
-    default_version,
     parse_bootstrap,
     request_once,
 )
 from vdl_client.pipeline import ProducePipeline
+from vdl_client.routes import ANY_NODE, CONTROLLER, CoordinatorOf, LeaderOf, Node, Route
 from vdl_client.settings import (
     BrokerUnreachableError,
     ClientSettings,
+    RetriableError,
     StreamExistsError,
     StreamNotFoundError,
     VdlClientError,
 )
+from vdl_wire.api import default_version
 
 __all__ = [
+    "ANY_NODE",
+    "CONTROLLER",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "BootstrapError",
     "BrokerUnreachableError",
     "ClientSettings",
     "Connection",
+    "CoordinatorOf",
     "FetchResult",
+    "LeaderOf",
+    "Node",
     "ProducePipeline",
+    "RetriableError",
+    "Route",
     "StreamExistsError",
     "StreamNotFoundError",
     "VdlClient",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from typing import TypedDict
 
 from vdl_client.client import VdlClient
 from vdl_client.settings import VdlClientError
@@ -82,7 +83,19 @@ def create_acls(client: VdlClient, bindings: list[AclBinding]) -> None:
         _check(result.error_code, result.error_message, "CreateAcls")
 
 
-def _filter_fields(acl_filter: AclFilter) -> dict[str, object]:
+class _FilterFields(TypedDict):
+    """The fields DescribeAcls and a DeleteAcls filter share, under their names there."""
+
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+
+
+def _filter_fields(acl_filter: AclFilter) -> _FilterFields:
     return {"resource_type_filter": acl_filter.resource_type, "resource_name_filter": acl_filter.name,
             "pattern_type_filter": acl_filter.pattern_type, "principal_filter": acl_filter.principal,
             "host_filter": acl_filter.host, "operation": acl_filter.operation,

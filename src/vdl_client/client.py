@@ -5,25 +5,42 @@ open their own client inside read()/write(), and the CLI runs one command at a t
 call that targets a stream goes to that stream's leader (found with Metadata) and is retried
 through leader changes and connection errors (Metadata refresh + backoff) until a deadline.
 
+Modules that speak other APIs build on the public plumbing: send (one attempt along a route,
+see routes.py), call (retried until a deadline), retrying, check_error, connection/disconnect;
+nothing outside this module touches the client's private state.
+
 Each API is spoken at the highest version vdl_wire declares for it (see
 connection.default_version); Fetch answers at those versions are always RecordBatch v2.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from vdl_client.connection import Connection
 from vdl_client.pipeline import ProducePipeline
 from vdl_client.requests import LEADER_FETCH_VERSION, fetch_request, produce_request
+from vdl_client.routes import (
+    ANY_NODE,
+    CONTROLLER,
+    GROUP_KEY,
+    AnyNode,
+    Controller,
+    CoordinatorOf,
+    LeaderOf,
+    Node,
+    Route,
+)
 from vdl_client.settings import (
     LEADER_ERRORS,
     BrokerUnreachableError,
     ClientSettings,
+    RetriableError,
     StreamExistsError,
     StreamNotFoundError,
     VdlClientError,
@@ -47,10 +64,6 @@ EARLIEST_TIMESTAMP = -2  # ListOffsets: the log start offset
 LATEST_TIMESTAMP = -1  # ListOffsets: the high watermark
 
 
-class _Retry(Exception):
-    """Internal: the request hit a leader change or a dead connection; refresh and retry."""
-
-
 @dataclass
 class FetchResult:
     error: ErrorCode
@@ -62,8 +75,14 @@ class FetchResult:
 class VdlClient:
     """Blocking client; use as a context manager. Not thread-safe (one per task)."""
 
-    def __init__(self, settings: ClientSettings) -> None:
+    def __init__(self, settings: ClientSettings, connect: Callable[[str], Connection] | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        """`connect(address)` opens a connection (default: a Connection with the settings'
+        timeout, client id and security) and `sleep` waits out a retry's backoff; tests pass
+        ones that answer without a network and without waiting."""
         self.settings = settings
+        self._connect = connect or self._open_connection
+        self._sleep = sleep
         self._nodes: dict[int, tuple[str, int]] = {}
         self._leaders: dict[str, int] = {}
         self._controller = -1
@@ -80,67 +99,173 @@ class VdlClient:
             connection.close()
         self._connections.clear()
 
-    # -- plumbing ------------------------------------------------------------------------------
+    # -- plumbing: routes, retries, connections (the public API for modules built on the client) --
 
     @property
     def _timeout_s(self) -> float:
         return self.settings.request_timeout_ms / 1000
 
-    def _connection(self, key: object, address: str) -> Connection:
-        connection = self._connections.get(key)
-        if connection is None:
-            connection = Connection(address, self._timeout_s, self.settings.client_id, self.settings.security)
-            self._connections[key] = connection
-        return connection
+    def send(self, route: Route, request: Any, timeout_s: float | None = None, version: int | None = None) -> Any:
+        """One attempt: `request` to the node `route` resolves to, its decoded response (whatever
+        its error codes say; see call). `timeout_s` defaults to the request timeout, `version`
+        to the highest one declared.
 
-    def _drop(self, key: object) -> None:
-        connection = self._connections.pop(key, None)
-        if connection is not None:
-            connection.close()
-
-    def _address(self, node_id: int) -> str:
-        host, port = self._nodes[node_id]
-        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-    def _send_any(self, request: Any) -> Any:
-        """To any reachable node: known nodes first, then the bootstrap servers in order."""
-        errors = []
-        targets: list[tuple[object, str]] = [(n, self._address(n)) for n in self._nodes]
-        targets += [(f"bootstrap:{server}", server) for server in self.settings.bootstrap_servers]
-        for key, address in targets:
-            try:
-                return self._connection(key, address).request(request, self._timeout_s)
-            except OSError as exc:
-                self._drop(key)
-                errors.append(f"{address}: {exc.strerror or exc}")
-        if self.settings.fail_fast_when_unreachable and not self._nodes:
-            raise BrokerUnreachableError("cannot connect to " + "; ".join(errors))
-        raise _Retry("no broker reachable: " + "; ".join(errors))
-
-    def _send_node(self, node_id: int, request: Any, timeout_s: float | None = None, version: int | None = None) -> Any:
+        Raises RetriableError when the route does not resolve now (no leader yet, node unknown,
+        nothing reachable) or the node does not answer; the connection is then closed and what
+        the route resolved to (a stream's leader, the controller) forgotten. StreamNotFoundError
+        for the leader of a stream that does not exist.
+        """
+        if isinstance(route, AnyNode):
+            return self._send_any(request, timeout_s, version)
+        if isinstance(route, Controller):
+            if self._controller < 0 or self._controller not in self._nodes:
+                self._metadata([])
+            if self._controller not in self._nodes:  # none elected yet: any node forwards admin requests
+                return self._send_any(request, timeout_s, version)
+            node_id = self._controller
+        elif isinstance(route, LeaderOf):
+            node_id = self._leader(route.stream)
+        elif isinstance(route, CoordinatorOf):
+            node_id, _ = self._find_coordinator(route.key, route.key_type)
+        else:
+            node_id = route.node_id
         if node_id not in self._nodes:
-            raise _Retry(f"node {node_id} unknown")
-        address = self._address(node_id)
+            self._metadata([])
         try:
-            return self._connection(node_id, address).request(request, timeout_s or self._timeout_s, version)
-        except OSError as exc:
-            self._drop(node_id)
-            raise _Retry(f"node {node_id} ({address}): {exc}") from exc
+            return self._send_node(node_id, request, timeout_s, version)
+        except RetriableError:
+            self._forget(route)
+            raise
 
-    def _retrying(self, what: str, attempt: Callable[[], T], deadline: float | None = None) -> T:
-        """Call attempt() until it returns; _Retry means refresh metadata, back off and retry."""
+    def call(self, route: Route, request: Any, what: str | None = None, *,
+             error_of: Callable[[Any], int] | None = None, deadline: float | None = None,
+             timeout_s: float | None = None, version: int | None = None) -> Any:
+        """`request` along `route`, retried (see retrying) until `deadline` (default: now plus
+        the settings' deadline_ms). `error_of(response)` picks the error code that decides: a
+        retriable one (settings.LEADER_ERRORS) forgets what the route resolved to and retries;
+        any other comes back with the response, for the caller to read (check_error)."""
+        what = what or type(request).__name__.removesuffix("Request")
+
+        def attempt() -> Any:
+            response = self.send(route, request, timeout_s, version)
+            code = 0 if error_of is None else error_of(response)
+            if code and ErrorCode(code) in LEADER_ERRORS:
+                self._forget(route)
+                raise RetriableError(f"{what}: {ErrorCode(code).name}")
+            return response
+
+        return self.retrying(what, attempt, deadline)
+
+    def retrying(self, what: str, attempt: Callable[[], T], deadline: float | None = None) -> T:
+        """attempt() until it returns, at most until `deadline` (time.monotonic(); default: now
+        plus the settings' deadline_ms). RetriableError means: forget every stream leader and
+        the controller learned (the next attempt asks Metadata again), back off (retry_backoff_ms,
+        doubling up to 1 s) and try again; VdlClientError("<what>: gave up ...") once the next
+        try would start past the deadline. Any other exception ends it at once."""
         deadline = deadline if deadline is not None else time.monotonic() + self.settings.deadline_ms / 1000
         backoff = max(self.settings.retry_backoff_ms, 1) / 1000
         while True:
             try:
                 return attempt()
-            except _Retry as exc:
+            except RetriableError as exc:
                 if time.monotonic() + backoff > deadline:
                     raise VdlClientError(f"{what}: gave up after retries until the deadline: {exc}") from None
                 log.debug("%s: retrying: %s", what, exc)
                 self._leaders.clear()
-                time.sleep(backoff)
+                # A controller that died stays in the node list: only a new Metadata answer moves on.
+                self._controller = -1
+                self._sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
+
+    @staticmethod
+    def check_error(error_code: int, what: str) -> None:
+        """Nothing for 0; RetriableError for the errors a retry may cure (settings.LEADER_ERRORS),
+        StreamNotFoundError for UNKNOWN_TOPIC_OR_PARTITION, VdlClientError for the rest."""
+        if error_code == 0:
+            return
+        error = ErrorCode(error_code)
+        if error in LEADER_ERRORS:
+            raise RetriableError(f"{what}: {error.name}")
+        if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise StreamNotFoundError(f"{what}: stream does not exist")
+        raise VdlClientError(f"{what}: {error.name} ({error_code})")
+
+    def connection(self, node_id: int, key: Hashable | None = None) -> Connection:
+        """The client's connection to a node named in the last Metadata answer, opened when
+        there is none. It is kept under `key` (default: the node id, the connection send uses);
+        another key gives a connection of one's own, e.g. to pipeline requests on it. Raises
+        OSError when the node cannot be reached (then disconnect(key))."""
+        return self._connection(node_id if key is None else key, self._address(node_id))
+
+    def connected(self, key: Hashable) -> Connection | None:
+        """The connection kept under `key`, if it is still open (not dropped since)."""
+        return self._connections.get(key)
+
+    def disconnect(self, key: Hashable) -> None:
+        """Close the connection kept under `key` (a node id, or the key given to connection)."""
+        connection = self._connections.pop(key, None)
+        if connection is not None:
+            connection.close()
+
+    def knows_node(self, node_id: int, refresh: bool = False) -> bool:
+        """Whether the last Metadata answer names `node_id`; with `refresh`, one more Metadata
+        request first when it did not (False when no node answers it)."""
+        if node_id in self._nodes or not refresh:
+            return node_id in self._nodes
+        try:
+            self._metadata([])
+        except (RetriableError, BrokerUnreachableError):
+            return False
+        return node_id in self._nodes
+
+    def forget_leader(self, stream: str) -> None:
+        """Ask Metadata for `stream`'s leader again before the next request to it."""
+        self._leaders.pop(stream, None)
+
+    def _forget(self, route: Route) -> None:
+        if isinstance(route, LeaderOf):
+            self._leaders.pop(route.stream, None)
+        elif isinstance(route, Controller):
+            self._controller = -1
+
+    def _open_connection(self, address: str) -> Connection:
+        return Connection(address, self._timeout_s, self.settings.client_id, self.settings.security)
+
+    def _connection(self, key: Hashable, address: str) -> Connection:
+        connection = self._connections.get(key)
+        if connection is None:
+            connection = self._connect(address)
+            self._connections[key] = connection
+        return connection
+
+    def _address(self, node_id: int) -> str:
+        host, port = self._nodes[node_id]
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def _send_any(self, request: Any, timeout_s: float | None = None, version: int | None = None) -> Any:
+        """To any reachable node: known nodes first, then the bootstrap servers in order."""
+        errors = []
+        targets: list[tuple[Hashable, str]] = [(n, self._address(n)) for n in self._nodes]
+        targets += [(f"bootstrap:{server}", server) for server in self.settings.bootstrap_servers]
+        for key, address in targets:
+            try:
+                return self._connection(key, address).request(request, timeout_s or self._timeout_s, version)
+            except OSError as exc:
+                self.disconnect(key)
+                errors.append(f"{address}: {exc.strerror or exc}")
+        if self.settings.fail_fast_when_unreachable and not self._nodes:
+            raise BrokerUnreachableError("cannot connect to " + "; ".join(errors))
+        raise RetriableError("no broker reachable: " + "; ".join(errors))
+
+    def _send_node(self, node_id: int, request: Any, timeout_s: float | None = None, version: int | None = None) -> Any:
+        if node_id not in self._nodes:
+            raise RetriableError(f"node {node_id} unknown")
+        address = self._address(node_id)
+        try:
+            return self._connection(node_id, address).request(request, timeout_s or self._timeout_s, version)
+        except OSError as exc:
+            self.disconnect(node_id)
+            raise RetriableError(f"node {node_id} ({address}): {exc}") from exc
 
     def _metadata(self, streams: Sequence[str] | None) -> Any:
         request = MetadataRequest(
@@ -162,25 +287,21 @@ class VdlClient:
                 if topic.name == stream and topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     raise StreamNotFoundError(f"stream {stream!r} does not exist")
             if stream not in self._leaders:
-                raise _Retry(f"stream {stream!r} has no leader yet")
+                raise RetriableError(f"stream {stream!r} has no leader yet")
         return self._leaders[stream]
 
-    @staticmethod
-    def _check(error_code: int, what: str) -> None:
-        if error_code == 0:
-            return
-        error = ErrorCode(error_code)
-        if error in LEADER_ERRORS:
-            raise _Retry(f"{what}: {error.name}")
-        if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-            raise StreamNotFoundError(f"{what}: stream does not exist")
-        raise VdlClientError(f"{what}: {error.name} ({error_code})")
+    def _find_coordinator(self, key: str, key_type: int) -> tuple[int, str]:
+        response = self._send_any(FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key]))
+        found = response.coordinators[0]
+        self.check_error(found.error_code, f"FindCoordinator {key!r}")
+        host = f"[{found.host}]" if ":" in found.host else found.host
+        return found.node_id, f"{host}:{found.port}"
 
     # -- metadata and admin --------------------------------------------------------------------
 
     def metadata(self, streams: Sequence[str] | None = None) -> Any:
         """The MetadataResponse for `streams` (None: every stream), from any reachable node."""
-        return self._retrying("Metadata", lambda: self._metadata(streams))
+        return self.retrying("Metadata", lambda: self._metadata(streams))
 
     def list_streams(self) -> list[str]:
         response = self.metadata(None)
@@ -195,37 +316,31 @@ class VdlClient:
 
     def leader_of(self, stream: str) -> int:
         """The node id leading `stream` (waits through elections until the deadline)."""
-        return self._retrying(f"Metadata {stream!r}", lambda: self._leader(stream))
+        return self.retrying(f"Metadata {stream!r}", lambda: self._leader(stream))
 
     def api_versions(self) -> dict[int, tuple[int, int]]:
         """What a broker serves: api key -> (min version, max version)."""
         request = ApiVersionsRequest(client_software_name="vdl-client", client_software_version="0")
 
-        def attempt() -> dict[int, tuple[int, int]]:
-            response = self._send_any(request)
-            self._check(response.error_code, "ApiVersions")
-            return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-
-        return self._retrying("ApiVersions", attempt)
+        response = self.call(ANY_NODE, request, "ApiVersions", error_of=lambda r: r.error_code)
+        self.check_error(response.error_code, "ApiVersions")
+        return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
 
     def find_coordinator(self, group_id: str) -> tuple[int, str]:
         """The node coordinating a consumer group: (node id, host:port)."""
-        return self._retrying(f"FindCoordinator {group_id!r}", lambda: self.find_coordinator_once(group_id))
+        return self.retrying(f"FindCoordinator {group_id!r}", lambda: self.find_coordinator_once(group_id))
 
     def find_coordinator_once(self, group_id: str) -> tuple[int, str]:
-        """One FindCoordinator (v4+: a list of keys) to any node; raises on an error."""
-        response = self._send_any(FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id]))
-        found = response.coordinators[0]
-        self._check(found.error_code, f"FindCoordinator {group_id!r}")
-        host = f"[{found.host}]" if ":" in found.host else found.host
-        return found.node_id, f"{host}:{found.port}"
+        """One FindCoordinator (v4+: a list of keys) to any node; raises on an error
+        (RetriableError while the coordinator is not available)."""
+        return self._find_coordinator(group_id, GROUP_KEY)
 
     def request_node(self, node_id: int, request: Any, timeout_s: float | None = None) -> Any:
         """One request to one node named in the last Metadata answer, no retry; raises
         BrokerUnreachableError when it cannot be reached or does not answer in time."""
         try:
-            return self._send_node(node_id, request, timeout_s)
-        except _Retry as error:
+            return self.send(Node(node_id), request, timeout_s)
+        except RetriableError as error:
             raise BrokerUnreachableError(str(error)) from None
 
     def address_of(self, node_id: int) -> str:
@@ -252,17 +367,17 @@ class VdlClient:
             timeout_ms=self.settings.request_timeout_ms)
 
         def attempt() -> None:
-            for result in self._to_controller(request).topics:
+            for result in self.send(CONTROLLER, request).topics:
                 if result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
                     if not exist_ok:
                         raise StreamExistsError(f"stream {result.name!r} already exists")
                 elif result.error_code != 0:
-                    self._check(result.error_code, f"CreateTopics {result.name!r} ({result.error_message})")
+                    self.check_error(result.error_code, f"CreateTopics {result.name!r} ({result.error_message})")
 
-        self._retrying("CreateTopics", attempt)
+        self.retrying("CreateTopics", attempt)
         for stream in wanted:  # wait until each stream has a leader, so the first write succeeds
-            self._leaders.pop(stream, None)
-            self._retrying(f"leader of new stream {stream!r}", lambda s=stream: self._leader(s))
+            self.forget_leader(stream)
+            self.retrying(f"leader of new stream {stream!r}", functools.partial(self._leader, stream))
 
     def delete_streams(self, streams: Iterable[str], missing_ok: bool = True) -> None:
         """Delete streams; a missing one raises StreamNotFoundError unless `missing_ok`."""
@@ -271,36 +386,21 @@ class VdlClient:
                                       timeout_ms=self.settings.request_timeout_ms)
 
         def attempt() -> None:
-            for result in self._to_controller(request).responses:
+            for result in self.send(CONTROLLER, request).responses:
                 if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     if not missing_ok:
                         raise StreamNotFoundError(f"stream {result.name!r} does not exist")
                 elif result.error_code != 0:
-                    self._check(result.error_code, f"DeleteTopics {result.name!r}")
+                    self.check_error(result.error_code, f"DeleteTopics {result.name!r}")
 
-        self._retrying("DeleteTopics", attempt)
+        self.retrying("DeleteTopics", attempt)
         for stream in names:
-            self._leaders.pop(stream, None)
+            self.forget_leader(stream)
 
     def admin(self, request: Any, what: str) -> Any:
         """An admin request (ACLs, users) answered by the metadata leader, retried through
         leader changes; the caller reads the response's error codes."""
-        def attempt() -> Any:
-            try:
-                return self._to_controller(request)
-            except _Retry:
-                self._controller = -1  # ask Metadata who leads now
-                raise
-
-        return self._retrying(what, attempt)
-
-    def _to_controller(self, request: Any) -> Any:
-        """Admin requests go to the metadata leader (any node forwards, but that costs a hop)."""
-        if self._controller < 0 or self._controller not in self._nodes:
-            self._metadata([])
-        if self._controller in self._nodes:
-            return self._send_node(self._controller, request)
-        return self._send_any(request)
+        return self.call(CONTROLLER, request, what)
 
     # -- offsets -------------------------------------------------------------------------------
 
@@ -312,8 +412,8 @@ class VdlClient:
         result: dict[str, int] = {}
         for stream in streams:
             wanted = timestamp if timestamp is not None else (timestamps or {})[stream]
-            result[stream] = self._retrying(f"ListOffsets {stream!r}",
-                                            lambda s=stream, t=wanted: self._list_offset(s, t))
+            result[stream] = self.retrying(f"ListOffsets {stream!r}",
+                                           functools.partial(self._list_offset, stream, wanted))
         return result
 
     def list_offset(self, stream: str, timestamp: int) -> int:
@@ -324,10 +424,10 @@ class VdlClient:
         request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
             ListOffsetsRequest.ListOffsetsTopic(name=stream, partitions=[
                 ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=timestamp)])])
-        response = self._send_node(self._leader(stream), request)
-        partition = response.topics[0].partitions[0]
-        self._check(partition.error_code, f"ListOffsets {stream!r}")
-        return partition.offset
+        partition = self.send(LeaderOf(stream), request).topics[0].partitions[0]
+        self.check_error(partition.error_code, f"ListOffsets {stream!r}")
+        offset: int = partition.offset
+        return offset
 
     # -- fetch ---------------------------------------------------------------------------------
 
@@ -346,18 +446,18 @@ class VdlClient:
             except StreamNotFoundError:
                 return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, -1, -1)
             response = self._send_node(leader, request, self._timeout_s + max_wait_ms / 1000, LEADER_FETCH_VERSION)
-            self._check(response.error_code, f"Fetch {stream!r}")
+            self.check_error(response.error_code, f"Fetch {stream!r}")
             partition = response.responses[0].partitions[0]
             error = ErrorCode(partition.error_code)
             if error in (ErrorCode.OFFSET_OUT_OF_RANGE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-                self._leaders.pop(stream, None)
+                self.forget_leader(stream)
                 if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and self.stream_exists(stream):
-                    raise _Retry(f"Fetch {stream!r}: node {leader} does not know the stream (yet)")
+                    raise RetriableError(f"Fetch {stream!r}: node {leader} does not know the stream (yet)")
                 return FetchResult(error, None, partition.high_watermark, partition.log_start_offset)
-            self._check(partition.error_code, f"Fetch {stream!r}")
+            self.check_error(partition.error_code, f"Fetch {stream!r}")
             return FetchResult(error, partition.records, partition.high_watermark, partition.log_start_offset)
 
-        return self._retrying(f"Fetch {stream!r} at {offset}", attempt, deadline)
+        return self.retrying(f"Fetch {stream!r} at {offset}", attempt, deadline)
 
     def fetch_start(self, stream: str, offset: int, partition_max_bytes: int, max_bytes: int,
                     max_wait_ms: int) -> PendingFetch:
@@ -369,26 +469,28 @@ class VdlClient:
         if leader is None or leader not in self._nodes:
             return pending
         try:
-            connection = self._connection(leader, self._address(leader))
+            connection = self.connection(leader)
             pending.correlation = connection.send(
                 fetch_request(stream, offset, partition_max_bytes, max_bytes, max_wait_ms),
                 self._timeout_s + max_wait_ms / 1000, LEADER_FETCH_VERSION)
             pending.node = leader
         except OSError:
-            self._drop(leader)
+            self.disconnect(leader)
         return pending
 
     def fetch_finish(self, pending: PendingFetch, deadline: float) -> FetchResult:
-        if pending.correlation is not None and pending.node in self._connections:
+        node = pending.node
+        connection = None if node is None else self.connected(node)
+        if pending.correlation is not None and node is not None and connection is not None:
             try:
-                response = self._connections[pending.node].receive(
+                response = connection.receive(
                     FetchRequest, pending.correlation, self._timeout_s + pending.args[4] / 1000, LEADER_FETCH_VERSION)
                 partition = response.responses[0].partitions[0]
                 if response.error_code == 0 and partition.error_code == 0:
                     return FetchResult(ErrorCode.NONE, partition.records, partition.high_watermark,
                                        partition.log_start_offset)
             except OSError:
-                self._drop(pending.node)
+                self.disconnect(node)
         return self.fetch(*pending.args, deadline)
 
     # -- produce -------------------------------------------------------------------------------
@@ -398,12 +500,9 @@ class VdlClient:
         deterministically (InitProducerId with a transactional id), so a retried writer keyed the same way gets the same."""
         request = InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=60_000)
 
-        def attempt() -> tuple[int, int]:
-            response = self._send_any(request)
-            self._check(response.error_code, "InitProducerId")
-            return response.producer_id, response.producer_epoch
-
-        return self._retrying("InitProducerId", attempt)
+        response = self.call(ANY_NODE, request, "InitProducerId", error_of=lambda r: r.error_code)
+        self.check_error(response.error_code, "InitProducerId")
+        return response.producer_id, response.producer_epoch
 
     def pipeline(self, stream: str, timeout_ms: int, delivery_timeout_ms: int, window: int) -> ProducePipeline:
         return ProducePipeline(self, stream, timeout_ms, delivery_timeout_ms, window)
@@ -423,23 +522,26 @@ class VdlClient:
             leader = self._leader(stream)
             if acks == 0:
                 return self._send_unanswered(leader, request)
-            response = self._send_node(leader, request, self._timeout_s + timeout_ms / 1000)
+            response = self.send(LeaderOf(stream), request, self._timeout_s + timeout_ms / 1000)
             partition = response.responses[0].partition_responses[0]
             if partition.error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
                 return -1
-            self._check(partition.error_code, f"Produce to {stream!r} ({partition.error_message})")
-            return partition.base_offset
+            self.check_error(partition.error_code, f"Produce to {stream!r} ({partition.error_message})")
+            base_offset: int = partition.base_offset
+            return base_offset
 
-        return self._retrying(f"Produce to {stream!r}", attempt, deadline)
+        return self.retrying(f"Produce to {stream!r}", attempt, deadline)
 
     def _send_unanswered(self, node_id: int, request: Any) -> int:
         """acks=0: the broker sends no answer, so only sending can fail."""
+        if node_id not in self._nodes:
+            raise RetriableError(f"node {node_id} unknown")
         address = self._address(node_id)
         try:
             self._connection(node_id, address).send(request, self._timeout_s)
         except OSError as exc:
-            self._drop(node_id)
-            raise _Retry(f"node {node_id} ({address}): {exc}") from exc
+            self.disconnect(node_id)
+            raise RetriableError(f"node {node_id} ({address}): {exc}") from exc
         return -1
 
 

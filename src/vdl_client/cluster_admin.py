@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from vdl_client.client import VdlClient
-from vdl_client.settings import LEADER_ERRORS, StreamNotFoundError, VdlClientError
+from vdl_client.routes import ANY_NODE, CONTROLLER
+from vdl_client.settings import StreamNotFoundError, VdlClientError
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import (
     AlterPartitionReassignmentsRequest,
@@ -45,16 +47,11 @@ class Reassignment:
     removing: tuple[int, ...]
 
 
-def _nodes_request(client: VdlClient, request: VdlNodesRequest, what: str) -> list:
-    def attempt() -> list:
-        response = client._to_controller(request)
-        if response.error_code in LEADER_ERRORS:
-            client._check(response.error_code, what)
-        if response.error_code:
-            raise VdlClientError(f"{what}: {ErrorCode(response.error_code).name}: {response.error_message}")
-        return list(response.nodes)
-
-    return client._retrying(what, attempt)
+def _nodes_request(client: VdlClient, request: Any, what: str) -> list[Any]:
+    response = client.call(CONTROLLER, request, what, error_of=lambda r: r.error_code)
+    if response.error_code:
+        raise VdlClientError(f"{what}: {ErrorCode(response.error_code).name}: {response.error_message}")
+    return list(response.nodes)
 
 
 def list_nodes(client: VdlClient) -> list[NodeView]:
@@ -90,18 +87,15 @@ def reassign_stream(client: VdlClient, stream: str, replicas: Sequence[int] | No
             partition_index=0, replicas=None if replicas is None else list(replicas))])])
     what = f"reassign {stream}"
 
-    def attempt() -> None:
-        response = client._to_controller(request)
-        client._check(response.error_code, what)
-        result = response.responses[0].partitions[0]
-        if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-            raise StreamNotFoundError(f"{what}: stream does not exist")
-        if result.error_code in LEADER_ERRORS:
-            client._check(result.error_code, what)
-        if result.error_code:
-            raise VdlClientError(f"{what}: {ErrorCode(result.error_code).name}: {result.error_message}")
-
-    client._retrying(what, attempt)
+    # The request's error first: with one, the response may carry no partition results.
+    response = client.call(CONTROLLER, request, what,
+                           error_of=lambda r: r.error_code or r.responses[0].partitions[0].error_code)
+    client.check_error(response.error_code, what)
+    result = response.responses[0].partitions[0]
+    if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        raise StreamNotFoundError(f"{what}: stream does not exist")
+    if result.error_code:
+        raise VdlClientError(f"{what}: {ErrorCode(result.error_code).name}: {result.error_message}")
 
 
 def list_reassignments(client: VdlClient, streams: Sequence[str] | None = None) -> list[Reassignment]:
@@ -110,13 +104,10 @@ def list_reassignments(client: VdlClient, streams: Sequence[str] | None = None) 
         for s in streams]
     request = ListPartitionReassignmentsRequest(topics=topics)
 
-    def attempt() -> list[Reassignment]:
-        response = client._to_controller(request)
-        client._check(response.error_code, "list reassignments")
-        return [Reassignment(t.name, tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
-                for t in response.topics for p in t.partitions]
-
-    return client._retrying("list reassignments", attempt)
+    response = client.call(CONTROLLER, request, "list reassignments", error_of=lambda r: r.error_code)
+    client.check_error(response.error_code, "list reassignments")
+    return [Reassignment(t.name, tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
+            for t in response.topics for p in t.partitions]
 
 
 def elect_preferred(client: VdlClient, streams: Sequence[str] | None = None) -> dict[str, tuple[str, str | None]]:
@@ -126,18 +117,15 @@ def elect_preferred(client: VdlClient, streams: Sequence[str] | None = None) -> 
                                            for s in streams]
     request = ElectLeadersRequest(election_type=PREFERRED, topic_partitions=topics, timeout_ms=30_000)
 
-    def attempt() -> dict[str, tuple[str, str | None]]:
-        response = client._send_any(request)
-        client._check(response.error_code, "elect preferred leaders")
-        outcomes = {}
-        for result in response.replica_election_results:
-            for partition in result.partition_result:
-                code = partition.error_code
-                name = {0: "elected", ErrorCode.ELECTION_NOT_NEEDED: "already"}.get(code) or ErrorCode(code).name
-                outcomes[result.topic] = (name, partition.error_message)
-        return outcomes
-
-    return client._retrying("elect preferred leaders", attempt)
+    response = client.call(ANY_NODE, request, "elect preferred leaders", error_of=lambda r: r.error_code)
+    client.check_error(response.error_code, "elect preferred leaders")
+    outcomes: dict[str, tuple[str, str | None]] = {}
+    for result in response.replica_election_results:
+        for partition in result.partition_result:
+            code = partition.error_code
+            name = {0: "elected", ErrorCode.ELECTION_NOT_NEEDED: "already"}.get(code) or ErrorCode(code).name
+            outcomes[result.topic] = (name, partition.error_message)
+    return outcomes
 
 
 @dataclass(frozen=True)
@@ -150,7 +138,7 @@ def feature_levels(client: VdlClient) -> FeatureLevels:
     """The cluster's `vdl.metadata.version`, as the metadata leader's ApiVersions tells it."""
     response = client.admin(ApiVersionsRequest(client_software_name="vdl", client_software_version="0"),
                             "ApiVersions")
-    client._check(response.error_code, "ApiVersions")
+    client.check_error(response.error_code, "ApiVersions")
     supported = max((f.max_version for f in response.supported_features or [] if f.name == METADATA_FEATURE),
                     default=0)
     finalized = max((f.max_version_level for f in response.finalized_features or [] if f.name == METADATA_FEATURE),

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from vdl_client.client import VdlClient
+from vdl_client.routes import ANY_NODE, CONTROLLER, LeaderOf
 from vdl_client.settings import StreamNotFoundError, VdlClientError
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
@@ -34,14 +35,11 @@ def describe_stream_configs(client: VdlClient, stream: str, keys: Sequence[str] 
     request = DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
         resource_type=TOPIC_RESOURCE, resource_name=stream, configuration_keys=None if keys is None else list(keys))])
 
-    def attempt() -> list[StreamConfig]:
-        response = client._send_node(client._leader(stream), request)
-        result = response.results[0]
-        _raise_for(result.error_code, result.error_message, f"DescribeConfigs {stream!r}")
-        return [StreamConfig(c.name, c.value, SOURCES.get(c.config_source, str(c.config_source)), c.read_only)
-                for c in result.configs]
-
-    return client._retrying(f"DescribeConfigs {stream!r}", attempt)
+    what = f"DescribeConfigs {stream!r}"
+    result = client.call(LeaderOf(stream), request, what, error_of=lambda r: r.results[0].error_code).results[0]
+    _raise_for(result.error_code, result.error_message, what)
+    return [StreamConfig(c.name, c.value, SOURCES.get(c.config_source, str(c.config_source)), c.read_only)
+            for c in result.configs]
 
 
 def stream_config_values(client: VdlClient, streams: Sequence[str], keys: Sequence[str]) -> dict[str, dict[str, str]]:
@@ -50,12 +48,11 @@ def stream_config_values(client: VdlClient, streams: Sequence[str], keys: Sequen
     request = DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
         resource_type=TOPIC_RESOURCE, resource_name=stream, configuration_keys=list(keys)) for stream in streams])
 
-    def attempt() -> dict[str, dict[str, str]]:
-        response = client._send_any(request)
-        return {result.resource_name: {c.name: c.value for c in result.configs if c.value is not None}
-                for result in response.results if result.error_code == 0}
-
-    return client._retrying("DescribeConfigs", attempt) if streams else {}
+    if not streams:
+        return {}
+    response = client.call(ANY_NODE, request, "DescribeConfigs")
+    return {result.resource_name: {c.name: c.value for c in result.configs if c.value is not None}
+            for result in response.results if result.error_code == 0}
 
 
 def alter_stream_configs(client: VdlClient, stream: str, to_set: Mapping[str, str] | None = None,
@@ -68,11 +65,10 @@ def alter_stream_configs(client: VdlClient, stream: str, to_set: Mapping[str, st
     request = IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(
         resource_type=TOPIC_RESOURCE, resource_name=stream, configs=configs)])
 
-    def attempt() -> None:
-        result = client._to_controller(request).responses[0]
-        _raise_for(result.error_code, result.error_message, f"IncrementalAlterConfigs {stream!r}")
-
-    client._retrying(f"IncrementalAlterConfigs {stream!r}", attempt)
+    what = f"IncrementalAlterConfigs {stream!r}"
+    response = client.call(CONTROLLER, request, what, error_of=lambda r: r.responses[0].error_code)
+    result = response.responses[0]
+    _raise_for(result.error_code, result.error_message, what)
 
 
 def _raise_for(error_code: int, message: str | None, what: str) -> None:
@@ -80,4 +76,4 @@ def _raise_for(error_code: int, message: str | None, what: str) -> None:
         raise StreamNotFoundError(f"{what}: stream does not exist")
     if error_code in (ErrorCode.INVALID_CONFIG, ErrorCode.INVALID_REQUEST):
         raise VdlClientError(f"{ErrorCode(error_code).name}: {message}")
-    VdlClient._check(error_code, f"{what} ({message})" if message else what)
+    VdlClient.check_error(error_code, f"{what} ({message})" if message else what)

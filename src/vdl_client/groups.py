@@ -10,11 +10,12 @@ refuses it (UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION), which is what protects a li
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from vdl_client.client import VdlClient
+from vdl_client.routes import CoordinatorOf
 from vdl_client.settings import VdlClientError
 from vdl_wire.consumer_protocol import assigned_topics
 from vdl_wire.errors import ErrorCode
@@ -25,8 +26,6 @@ from vdl_wire.messages import (
     OffsetFetchRequest,
 )
 
-COORDINATOR_ERRORS = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 EMPTY_STATES = frozenset({"Empty", "Dead"})
 
 
@@ -61,27 +60,18 @@ class GroupDescription:
         return next((member for member in self.members if stream in member.streams), None)
 
 
-def _to_coordinator(client: VdlClient, group_id: str, request: Any, error_of: Any, what: str,
+def _to_coordinator(client: VdlClient, group_id: str, request: Any, error_of: Callable[[Any], int], what: str,
                     deadline: float | None = None) -> Any:
-    """`request` at the group's coordinator; coordinator errors (error_of(response)) and dead
-    connections look the coordinator up again, until the deadline."""
-    def attempt() -> Any:
-        node_id, _ = client.find_coordinator_once(group_id)
-        if node_id not in client._nodes:
-            client._metadata([])
-        response = client._send_node(node_id, request)
-        code = error_of(response)
-        if code in COORDINATOR_ERRORS:
-            client._check(code, what)  # retried: the coordinator moved or is starting
-        return response
-
-    return client._retrying(what, attempt, deadline)
+    """`request` at the group's coordinator; a retriable error (error_of(response): coordinator
+    moved or starting, a timeout) and dead connections look the coordinator up again, until the
+    deadline. Every request here is safe to repeat (reads, and commits of the same offsets)."""
+    return client.call(CoordinatorOf(group_id), request, what, error_of=error_of, deadline=deadline)
 
 
 def list_groups(client: VdlClient) -> list[ListedGroup]:
     """Every group the coordinator knows (with members, or only committed offsets), by id."""
     response = _to_coordinator(client, "", ListGroupsRequest(states_filter=[]), lambda r: r.error_code, "ListGroups")
-    client._check(response.error_code, "ListGroups")
+    client.check_error(response.error_code, "ListGroups")
     return sorted((ListedGroup(g.group_id, g.group_state, g.protocol_type) for g in response.groups),
                   key=lambda g: g.group_id)
 
@@ -92,7 +82,7 @@ def describe_group(client: VdlClient, group_id: str) -> GroupDescription:
     group = response.groups[0]
     if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND:  # DescribeGroups v6+: no such group
         return GroupDescription(group_id, "Dead", "", "", ())
-    client._check(group.error_code, f"DescribeGroups {group_id!r}")
+    client.check_error(group.error_code, f"DescribeGroups {group_id!r}")
     members = []
     for member in group.members:
         assignment = assigned_topics(group.protocol_type, bytes(member.member_assignment or b"")) or {}
@@ -108,7 +98,7 @@ def committed_offsets(client: VdlClient, group_id: str) -> dict[str, int]:
     response = _to_coordinator(client, group_id, request, lambda r: r.groups[0].error_code,
                                f"OffsetFetch {group_id!r}")
     group = response.groups[0]
-    client._check(group.error_code, f"OffsetFetch {group_id!r}")
+    client.check_error(group.error_code, f"OffsetFetch {group_id!r}")
     return {topic.name: p.committed_offset for topic in group.topics for p in topic.partitions
             if p.partition_index == 0 and p.error_code == 0 and p.committed_offset >= 0}
 

@@ -47,7 +47,7 @@ class ProducePipeline:
     def _open(self) -> Connection:
         if self._connection is None:
             leader = self._client.leader_of(self._stream)
-            self._connection = self._client._connection(self._key, self._client.address_of(leader))
+            self._connection = self._client.connection(leader, key=self._key)
         return self._connection
 
     def submit(self, batch: bytes) -> None:
@@ -84,8 +84,8 @@ class ProducePipeline:
     def _recover(self, extra: list[bytes]) -> None:
         pending = [batch for batch, _ in self._inflight] + extra
         self._inflight.clear()
-        self._client._drop(self._key)
-        self._client._leaders.pop(self._stream, None)
+        self._client.disconnect(self._key)
+        self._client.forget_leader(self._stream)
         self._connection = None
         for batch in pending:
             deadline = time.monotonic() + self._delivery_timeout_ms / 1000

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from vdl_client.client import FetchResult, PendingFetch, VdlClient
 from vdl_client.requests import REPLICA_FETCH_VERSION, fetch_request
+from vdl_client.routes import Node
+from vdl_client.settings import RetriableError, VdlClientError
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import FetchRequest, MetadataRequest
 
@@ -50,8 +53,8 @@ def replica_sets(client: VdlClient, streams: Sequence[str]) -> dict[str, Replica
         request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=s) for s in names],
                                   allow_auto_topic_creation=False)
         try:
-            response = client._send_node(leader, request)
-        except Exception:  # unreachable now (the client's internal retry signal): leader-only reads
+            response = client.send(Node(leader), request)
+        except (RetriableError, VdlClientError):  # unreachable now: its streams are read from the leader
             continue
         racks = {broker.node_id: broker.rack for broker in response.brokers}
         for topic in response.topics:
@@ -65,20 +68,10 @@ def _timeout_s(client: VdlClient, max_wait_ms: int) -> float:
     return min(client.settings.request_timeout_ms / 1000, REPLICA_TIMEOUT_S) + max_wait_ms / 1000
 
 
-def _known(client: VdlClient, node: int, stream: str) -> bool:
-    if node in client._nodes:
-        return True
-    try:
-        client._metadata([stream])
-    except Exception:  # nothing reachable (the client's internal retry signal included): move on
-        return False
-    return node in client._nodes
-
-
-def _result(response: object) -> FetchResult:
-    if response.error_code:  # type: ignore[attr-defined]
-        return FetchResult(ErrorCode(response.error_code), None, -1, -1)  # type: ignore[attr-defined]
-    partition = response.responses[0].partitions[0]  # type: ignore[attr-defined]
+def _result(response: Any) -> FetchResult:
+    if response.error_code:
+        return FetchResult(ErrorCode(response.error_code), None, -1, -1)
+    partition = response.responses[0].partitions[0]
     return FetchResult(ErrorCode(partition.error_code), partition.records if partition.error_code == 0 else None,
                        partition.high_watermark, partition.log_start_offset)
 
@@ -86,14 +79,12 @@ def _result(response: object) -> FetchResult:
 def fetch_replica(client: VdlClient, node: int, stream: str, offset: int, partition_max_bytes: int, max_bytes: int,
                   max_wait_ms: int) -> FetchResult:
     """One Fetch v11 of `stream` from `offset` at `node` (see the module docstring)."""
-    if not _known(client, node, stream):
+    if not client.knows_node(node, refresh=True):
         return FetchResult(ErrorCode.NETWORK_EXCEPTION, None, -1, -1)
     request = fetch_request(stream, offset, partition_max_bytes, max_bytes, max_wait_ms)
     try:
-        connection = client._connection(node, client.address_of(node))
-        return _result(connection.request(request, _timeout_s(client, max_wait_ms), REPLICA_FETCH_VERSION))
-    except OSError:
-        client._drop(node)
+        return _result(client.send(Node(node), request, _timeout_s(client, max_wait_ms), REPLICA_FETCH_VERSION))
+    except RetriableError:  # the connection is closed: the next fetch here opens a new one
         return FetchResult(ErrorCode.NETWORK_EXCEPTION, None, -1, -1)
 
 
@@ -102,25 +93,26 @@ def fetch_replica_start(client: VdlClient, node: int, stream: str, offset: int, 
     """Send the Fetch now, read its answer with fetch_replica_finish (nothing else may use the
     client in between)."""
     pending = PendingFetch((stream, offset, partition_max_bytes, max_bytes, max_wait_ms))
-    if node not in client._nodes:
+    if not client.knows_node(node):
         return pending
     try:
-        connection = client._connection(node, client.address_of(node))
+        connection = client.connection(node)
         pending.correlation = connection.send(fetch_request(stream, offset, partition_max_bytes, max_bytes, max_wait_ms),
                                               _timeout_s(client, max_wait_ms), REPLICA_FETCH_VERSION)
         pending.node = node
     except OSError:
-        client._drop(node)
+        client.disconnect(node)
     return pending
 
 
 def fetch_replica_finish(client: VdlClient, node: int, pending: PendingFetch) -> FetchResult:
-    if pending.correlation is not None and pending.node == node and node in client._connections:
+    connection = client.connected(node)
+    if pending.correlation is not None and pending.node == node and connection is not None:
         try:
-            return _result(client._connections[node].receive(
+            return _result(connection.receive(
                 FetchRequest, pending.correlation, _timeout_s(client, pending.args[4]), REPLICA_FETCH_VERSION))
         except OSError:
-            client._drop(node)
+            client.disconnect(node)
             return FetchResult(ErrorCode.NETWORK_EXCEPTION, None, -1, -1)
     return fetch_replica(client, node, *pending.args)
 

@@ -43,6 +43,14 @@ LEADER_ERRORS = frozenset({
 })
 
 
+class RetriableError(Exception):
+    """One attempt failed in a way a retry may cure: a leader or coordinator change, a node that
+    did not answer, a route that does not resolve yet. VdlClient.retrying catches it and tries
+    again; it never reaches the caller of a retrying method (that one gets VdlClientError at the
+    deadline). Not a VdlClientError, so that `except VdlClientError` inside an attempt cannot
+    swallow a retry."""
+
+
 class VdlClientError(RuntimeError):
     """A request failed for good (non-retriable error, or retries ran past the deadline)."""
 

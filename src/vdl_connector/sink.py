@@ -45,7 +45,7 @@ from vdl_connector.schema import WriteColumns
 from vdl_wire.records.compression import Compression
 
 if TYPE_CHECKING:
-    from vdl_client.client import ProducePipeline
+    from vdl_client.pipeline import ProducePipeline
 
 log = logging.getLogger("vdl_connector")
 

@@ -172,8 +172,9 @@ class DevCluster:
             first = Listener(protocols[0], host, base_port + i - 1) if protocols else None
             return ([first] if first else []) + [Listener(p, host, start + i - 1) for p, start in extra.items()]
 
+        # A node's rack is its own setting only, as in Kafka: it registers itself with it.
         members = [NodeAddress(i, f"{host}:{base_port + i - 1}", f"{host}:{base_port + nodes + i - 1}",
-                               tuple(str(lst) for lst in listeners(i)), (racks or {}).get(i))
+                               tuple(str(lst) for lst in listeners(i)))
                    for i in range(1, nodes + 1)]
         self.nodes: dict[int, NodeProcess] = {}
         for member in members:
@@ -189,7 +190,7 @@ class DevCluster:
                                   "ssl_keyfile": str(tls_dir / f"node{member.id}.key"),
                                   "ssl_cafile": str(tls_dir / "ca.pem")}
             config = NodeConfig(directory / "data", host, port, member.id, raft_listen=member.raft, peers=members,
-                                **(node_settings | {"rack": member.rack}))
+                                **(node_settings | {"rack": (racks or {}).get(member.id)}))
             self.nodes[member.id] = NodeProcess(config, directory / "node.toml")
         self._atexit_registered = False
 
@@ -391,10 +392,10 @@ class DevCluster:
     # ------------------------------------------------------------------ Kafka metadata
 
     def wait_for_brokers(self, timeout_s: float = START_TIMEOUT_S) -> None:
-        """Wait until every running node's Metadata lists every node of the cluster (the
-        metadata group has a leader and has registered them all)."""
+        """Wait until every running node's Metadata lists every node of the cluster as it
+        describes itself (the metadata group has a leader, and every node registered itself)."""
         deadline = time.monotonic() + timeout_s
-        expected = set(self.nodes)
+        expected = {node_id: node.config.rack for node_id, node in self.nodes.items()}
         while True:
             pending = []
             for node in self.nodes.values():
@@ -402,7 +403,7 @@ class DevCluster:
                     continue
                 try:
                     response = fetch_metadata(node.client_address, [], timeout_s=1.0, security=self.client_security)
-                    if {b.node_id for b in response.brokers} != expected:
+                    if {b.node_id: b.rack for b in response.brokers} != expected:
                         pending.append(node.node_id)
                 except (OSError, ValueError, VdlClientError):  # a login refused: users not applied yet
                     pending.append(node.node_id)

@@ -97,8 +97,15 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
          lambda r: [t.error_code for t in r.topics], [TOPIC_DENIED]),
     20: (lambda: m.DeleteTopicsRequest(topics=[m.DeleteTopicsRequest.DeleteTopicState(name=STREAM)], timeout_ms=5000),
          lambda r: [t.error_code for t in r.responses], [TOPIC_DENIED]),
+    21: (lambda: m.DeleteRecordsRequest(topics=[m.DeleteRecordsRequest.DeleteRecordsTopic(
+            name=STREAM, partitions=[m.DeleteRecordsRequest.DeleteRecordsPartition(partition_index=0, offset=-1)])],
+            timeout_ms=5000), lambda r: topic_errors(r, "topics", "partitions"), [TOPIC_DENIED]),
     22: (lambda: m.InitProducerIdRequest(transactional_id="vdl-spark/q/0/0", transaction_timeout_ms=60_000),
          lambda r: [r.error_code], [TXN_DENIED]),
+    23: (lambda: m.OffsetForLeaderEpochRequest(replica_id=-1, topics=[
+            m.OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=STREAM, partitions=[
+                m.OffsetForLeaderEpochRequest.OffsetForLeaderPartition(partition=0, leader_epoch=1)])]),
+         lambda r: topic_errors(r, "topics", "partitions"), [TOPIC_DENIED]),
     29: (lambda: m.DescribeAclsRequest(resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1),
          lambda r: [r.error_code], [CLUSTER_DENIED]),
     30: (lambda: m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(
@@ -115,6 +122,19 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
             resource_type=2, resource_name=STREAM, configs=[m.IncrementalAlterConfigsRequest.AlterableConfig(
                 name="retention.ms", config_operation=0, value="1000")])]),
          lambda r: [x.error_code for x in r.responses], [TOPIC_DENIED]),
+    33: (lambda: m.AlterConfigsRequest(resources=[m.AlterConfigsRequest.AlterConfigsResource(
+            resource_type=2, resource_name=STREAM, configs=[m.AlterConfigsRequest.AlterableConfig(
+                name="retention.ms", value="1000")]), m.AlterConfigsRequest.AlterConfigsResource(
+            resource_type=4, resource_name="1", configs=[])]),
+         lambda r: [x.error_code for x in r.responses], [TOPIC_DENIED, CLUSTER_DENIED]),
+    37: (lambda: m.CreatePartitionsRequest(topics=[m.CreatePartitionsRequest.CreatePartitionsTopic(
+            name=STREAM, count=2)], timeout_ms=5000), lambda r: [x.error_code for x in r.results], [TOPIC_DENIED]),
+    # DescribeCluster needs no ACL (as Metadata): eve may do nothing on the cluster
+    57: (lambda: m.UpdateFeaturesRequest(timeout_ms=5000, feature_updates=[
+            m.UpdateFeaturesRequest.FeatureUpdateKey(feature="vdl.metadata.version", max_version_level=1,
+                                                     upgrade_type=1)]), lambda r: [r.error_code], [CLUSTER_DENIED]),
+    60: (lambda: m.DescribeClusterRequest(include_cluster_authorized_operations=True),
+         lambda r: [r.error_code, r.cluster_authorized_operations], [0, 0]),
     35: (lambda: m.DescribeLogDirsRequest(topics=None), lambda r: [r.error_code], [CLUSTER_DENIED]),
     42: (lambda: m.DeleteGroupsRequest(groups_names=[GROUP]), lambda r: [g.error_code for g in r.results],
          [GROUP_DENIED]),

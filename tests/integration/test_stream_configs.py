@@ -229,6 +229,15 @@ def test_broker_resources_describe_each_node(cluster: DevCluster) -> None:
             name="log.retention.ms", config_operation=0, value="1")])])
     answer = raw_request(node_address(cluster, 1), alter).responses[0]
     assert answer.error_code == ErrorCode.INVALID_CONFIG and answer.error_message.startswith("log.retention.ms: ")
+    # Deleting is a no-op (nothing is set dynamically on a node), as Kafka answers for an unset
+    # config: kafka-reassign-partitions --verify deletes the replication throttles this way.
+    clear = m.IncrementalAlterConfigsRequest(resources=[m.IncrementalAlterConfigsRequest.AlterConfigsResource(
+        resource_type=BROKER, resource_name="1", configs=[m.IncrementalAlterConfigsRequest.AlterableConfig(
+            name=name, config_operation=1, value=None) for name in (
+            "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+            "replica.alter.log.dirs.io.max.bytes.per.second")])])
+    cleared = raw_request(node_address(cluster, 1), clear).responses[0]
+    assert (cleared.error_code, cleared.error_message) == (ErrorCode.NONE, None)
 
 
 def vdl(*args: str) -> subprocess.CompletedProcess[str]:

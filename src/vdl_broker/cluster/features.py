@@ -24,10 +24,17 @@ from typing import Any
 from vdl_wire.messages.update_features import METADATA_FEATURE as FEATURE_NAME
 
 BASELINE_LEVEL = 1  # everything a cluster formed before feature levels may hold
-SUPPORTED_LEVEL = 1  # the highest level this release understands
+SUPPORTED_LEVEL = 2  # the highest level this release understands
+# Level 2: DeleteRecords writes LOG_START entries into stream logs, which a release before it
+# cannot read; it is refused below this level.
+DELETE_RECORDS_LEVEL = 2
 # Commands added after the baseline, and the level that introduced each (a command not named
 # here is part of the baseline).
 COMMAND_LEVELS: dict[str, int] = {}
+# Level 2: nodes describe themselves -- register_node and join_node carry "own" (a node's own
+# registration, which other nodes' peers entries no longer override: cluster/metadata.py).
+# Below it, a node's description comes from the metadata leader's config, as before.
+OWN_REGISTRATION_LEVEL = 2
 FEATURE_OPS = frozenset({"finalize_features"})
 
 

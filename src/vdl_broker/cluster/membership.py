@@ -30,7 +30,7 @@ makes the target the stream's replica set, and the nodes no longer in it drop th
 Commands (applying checks structure and the current state; proposers validate node ids and
 sizes first, so a refused command is a race, answered alike on every node):
 
-    {"op": "join_node", "id": n, "client": "h:p", "raft": "h:p", "listeners": [...], "rack": r}
+    {"op": "join_node", "id": n, "client": "h:p", "raft": "h:p", "listeners": [...], "rack": r, "own": true}
     {"op": "set_node_state", "id": n, "state": "active" | "decommissioning" | "removing"}
     {"op": "remove_node", "id": n}                            once no stream involves it
     {"op": "reassign_stream", "name": s, "created_index": i, "target": [n, ...] | null (cancel)}
@@ -54,20 +54,24 @@ MEMBERSHIP_OPS = frozenset({"join_node", "set_node_state", "remove_node", "reass
 
 
 def node_command(op: str, node_id: int, client: str, raft: str, listeners: tuple[str, ...] = (),
-                 rack: str | None = None) -> dict[str, Any]:
-    """A node's registration: `register_node` (cluster/metadata.py) or `join_node`."""
+                 rack: str | None = None, own: bool = False) -> dict[str, Any]:
+    """A node's registration: `register_node` (cluster/metadata.py) or `join_node`. `own`: the
+    node describes itself, from its own config (its word wins over any other node's)."""
     command: dict[str, Any] = {"op": op, "id": node_id, "client": client, "raft": raft}
     if listeners:
         command["listeners"] = list(listeners)
     if rack is not None:
         command["rack"] = rack
+    if own:
+        command["own"] = True
     return command
 
 
 def join_node_command(node_id: int, client: str, raft: str, listeners: tuple[str, ...] = (),
-                      rack: str | None = None) -> dict[str, Any]:
-    """Registered like register_node, as a joining node."""
-    return node_command("join_node", node_id, client, raft, listeners, rack)
+                      rack: str | None = None, own: bool = False) -> dict[str, Any]:
+    """Registered like register_node, as a joining node. It is always the node's own request:
+    `own` says so from the feature level that knows it (cluster/features.py)."""
+    return node_command("join_node", node_id, client, raft, listeners, rack, own=own)
 
 
 def set_node_state_command(node_id: int, state: str) -> dict[str, Any]:

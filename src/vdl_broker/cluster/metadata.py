@@ -10,8 +10,14 @@ written by VDL 0.1 carry it as the value of a RecordBatch in a DATA entry; both 
 
     {"op": "init_cluster", "cluster_id": "..."}       the first one applied wins
     {"op": "register_node", "id": 2, "client": "h:9093", "raft": "h:19093",
-     "listeners": ["SASL_SSL://h:9093", ...], "rack": "r1"}  listeners, rack: optional; without
-                                                   a rack the known one stays
+     "listeners": ["SASL_SSL://h:9093", ...], "rack": "r1", "own": true}
+                                                   listeners, rack, own: optional. own: node 2
+                                                   describes itself from its own config at start
+                                                   (Kafka's broker registration); after that, a
+                                                   registration by another node (a metadata
+                                                   leader's `peers` entry) leaves it unchanged.
+                                                   Without own and without a rack, the known
+                                                   rack stays
     {"op": "create_stream", "name": "events", "replication_factor": 3 | null, "config": {...}}
     {"op": "create_stream", "name": "events", "adopt_on": 1, ...}   a 0.1 single-node stream
     {"op": "delete_stream", "name": "events"}
@@ -78,6 +84,9 @@ class NodeInfo:
     raft: str
     listeners: tuple[str, ...] = ()  # PROTOCOL://host:port of each client listener, if several
     rack: str | None = None  # Kafka's broker.rack (follower reads pick replicas by it)
+    # Registered by the node itself (from its own config): another node's `peers` entry for it,
+    # often without its rack or listeners, no longer overrides it.
+    own: bool = False
 
     def address_for(self, protocol: str) -> str:
         """Where a client that came in over `protocol` reaches this node."""
@@ -119,8 +128,8 @@ class ApplyResult:
 
 
 def register_node_command(node_id: int, client: str, raft: str, listeners: tuple[str, ...] = (),
-                          rack: str | None = None) -> dict[str, Any]:
-    return node_command("register_node", node_id, client, raft, listeners, rack)
+                          rack: str | None = None, own: bool = False) -> dict[str, Any]:
+    return node_command("register_node", node_id, client, raft, listeners, rack, own)
 
 
 def create_stream_command(name: str, replication_factor: int | None = None,
@@ -252,6 +261,11 @@ class ClusterState:
         """The streams with a replica on `node_id`, those being moved onto or off it included."""
         return [s for s in self.streams.values() if node_id in self.membership.hosts(s)]
 
+    @property
+    def nodes_register_themselves(self) -> bool:
+        """Whether the cluster's feature level lets nodes describe themselves ("own")."""
+        return self.features.level >= levels.OWN_REGISTRATION_LEVEL
+
     def result_for(self, index: int) -> list[ApplyResult] | None:
         """The results of the entry at Raft index `index` (recent entries only)."""
         return self._results.get(index)
@@ -289,6 +303,10 @@ class ClusterState:
             raise newer_than_supported(f"a {op!r} command at index {index}")
         if isinstance(op, str) and (refused := self.features.refuses(op)) is not None:
             return ApplyResult(index, op, Outcome.INVALID_COMMAND, refused)
+        if (op in ("register_node", "join_node") and command.get("own")
+                and self.features.level < levels.OWN_REGISTRATION_LEVEL):
+            return ApplyResult(index, op, Outcome.INVALID_COMMAND,
+                               f"a node's own registration needs feature level {levels.OWN_REGISTRATION_LEVEL}")
         if op == "init_cluster":
             return self._init_cluster(index, command)
         if op == "register_node":
@@ -338,17 +356,20 @@ class ClusterState:
     def _register_node(self, index: int, command: dict[str, Any]) -> ApplyResult:
         node_id, client, raft = command.get("id"), command.get("client"), command.get("raft")
         listeners = command.get("listeners", [])
-        rack = command.get("rack")
+        rack, own = command.get("rack"), command.get("own", False)
         if (isinstance(node_id, bool) or not isinstance(node_id, int) or node_id <= 0
                 or not isinstance(client, str) or not isinstance(raft, str) or not isinstance(listeners, list)
                 or not all(isinstance(item, str) for item in listeners)
-                or not (rack is None or (isinstance(rack, str) and rack))):
+                or not (rack is None or (isinstance(rack, str) and rack)) or not isinstance(own, bool)):
             return ApplyResult(index, "register_node", Outcome.INVALID_COMMAND, "bad register_node")
         if node_id in self.membership.removed:
             return ApplyResult(index, "register_node", Outcome.INVALID_COMMAND, f"node {node_id} was removed")
-        if rack is None and node_id in self.nodes:
-            rack = self.nodes[node_id].rack  # a registrar that does not know the rack keeps it
-        node = NodeInfo(node_id, client, raft, tuple(listeners), rack)
+        known = self.nodes.get(node_id)
+        if known is not None and known.own and not own:
+            return ApplyResult(index, "register_node", Outcome.OK, node=known)  # its own word stands
+        if rack is None and known is not None and not own:
+            rack = known.rack  # a registrar that does not know the rack keeps it
+        node = NodeInfo(node_id, client, raft, tuple(listeners), rack, own)
         self.nodes[node_id] = node
         return ApplyResult(index, "register_node", Outcome.OK, node=node)
 

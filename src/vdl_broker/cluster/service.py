@@ -27,6 +27,7 @@ from vdl_broker.cluster.metadata import (
     METADATA_GROUP,
     ApplyResult,
     ClusterState,
+    NodeInfo,
     Outcome,
     adopt_stream_command,
     create_stream_command,
@@ -40,7 +41,7 @@ from vdl_broker.cluster.metadata import (
 )
 from vdl_broker.cluster.stream_configs import alter_stream_config_command
 from vdl_broker.cluster.users import bootstrap_user_command
-from vdl_broker.config import NodeConfig
+from vdl_broker.config import NodeAddress, NodeConfig
 from vdl_broker.log import StreamLog
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.host import RaftHost
@@ -48,6 +49,11 @@ from vdl_broker.raft.types import Entry, EntryType, NotLeaderError, RaftError
 from vdl_wire.sasl import ScramCredential
 
 log = logging.getLogger(__name__)
+
+
+def own_registration_differs(known: NodeInfo, own: NodeAddress) -> bool:
+    """Whether a node's registered description differs from the one its own config gives."""
+    return (known.client, known.raft, known.listeners, known.rack) != (own.client, own.raft, own.listeners, own.rack)
 
 ChangeListener = Callable[[list[ApplyResult]], None]
 LegacyStreams = Callable[[], list[str]]
@@ -195,15 +201,24 @@ class MetadataService:
             return
         self._registered_term = group.term
         commands = []
+        me = self.config.node_id
         for member in self.config.members:
             if member.id in self.state.membership.removed:
                 continue  # removed for good (cluster/membership.py): a stale config cannot bring it back
-            if self.config.join and member.id != self.config.node_id:
-                continue  # a joined node's peers are whoever it joined through: their own word counts
             known = self.state.nodes.get(member.id)
+            if member.id == me and self.state.nodes_register_themselves:
+                own = self.config.own_address
+                if known is None or not known.own or own_registration_differs(known, own):
+                    commands.append(register_node_command(me, own.client, own.raft, own.listeners, own.rack,
+                                                          own=True))
+                continue
+            if (self.config.join and member.id != me) or (known is not None and known.own):
+                continue  # a node's own word counts (it registers itself: server/joining.py)
             if (known is None or known.client != member.client or known.raft != member.raft
                     or known.listeners != member.listeners
                     or (member.rack is not None and known.rack != member.rack)):
+                # Registered from this node's `peers` until the node registers itself: a cluster
+                # forms with every member known, whichever start first.
                 commands.append(register_node_command(member.id, member.client, member.raft, member.listeners,
                                                       member.rack))
         if self.state.cluster_id is None:

@@ -189,6 +189,12 @@ class AlterOp(IntEnum):
     SUBTRACT = 3
 
 
+# Kafka's per-topic replication throttles. VDL has none (a move copies at the node's
+# recovery_rate_bytes), so none is ever set, and deleting one is the no-op it is in Kafka for an
+# unset config: kafka-reassign-partitions --verify deletes them on every stream it moved.
+REPLICATION_THROTTLES = frozenset({"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"})
+
+
 def altered(current: Mapping[str, Any], changes: list[tuple[str, int, str | None]]) -> tuple[dict[str, str], list[str]]:
     """(set, delete) for changes (name, operation, value) to a stream's config; raises ConfigProblem."""
     to_set: dict[str, str] = {}
@@ -201,6 +207,8 @@ def altered(current: Mapping[str, Any], changes: list[tuple[str, int, str | None
         if operation == AlterOp.SET:
             to_set[name] = canonical_value(name, value)
         elif operation == AlterOp.DELETE:
+            if name in REPLICATION_THROTTLES:
+                continue
             known_key(name)
             to_delete.append(name)
         elif operation in (AlterOp.APPEND, AlterOp.SUBTRACT):

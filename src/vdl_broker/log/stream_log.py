@@ -446,6 +446,17 @@ class StreamLog:
             count += 1
         return self._delete_first(count)
 
+    def delete_below_offset(self, offset: int, max_index: int) -> int:
+        """Delete the oldest segments whose records are all below `offset` (DeleteRecords moved
+        the log start there), never the active one, never entries above `max_index` or not yet
+        durable. How many."""
+        index = min(max_index, self._commit.durable_index)
+        count = 0
+        while (count + 1 < len(self._segments) and self._segments[count + 1].base_offset <= offset
+               and self._segments[count + 1].base_index - 1 <= index):
+            count += 1
+        return self._delete_first(count)
+
     def _delete_first(self, count: int) -> int:
         if count == 0:
             return 0

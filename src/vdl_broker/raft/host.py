@@ -84,6 +84,9 @@ class RaftHost:
         for peer in others:
             self.liveness.add_peer(peer)
         self._frames_heard: dict[int, int] = {}
+        # Called after every change of the liveness view (a peer down, up or restarted): the
+        # server checks whether this node is now cut off from the cluster (server/cut_off.py).
+        self.liveness_listeners: list[Callable[[], None]] = []
         self._ticks = 0
         self._campaigns: list[tuple[int, str]] = []  # (tick due, group name)
         self._ticker: asyncio.Task[None] | None = None
@@ -207,6 +210,11 @@ class RaftHost:
         change = self.liveness.tick()
         if change:
             self._react(change)
+            for listener in self.liveness_listeners:
+                try:
+                    listener()
+                except Exception:
+                    log.exception("node %d: a liveness listener failed", self.node_id)
 
     def _react(self, change: LivenessChange) -> None:
         log.info("node %d: peers down %s, back %s, restarted %s", self.node_id, list(change.down),

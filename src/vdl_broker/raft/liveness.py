@@ -104,6 +104,16 @@ class NodeLiveness:
         state = self._peers.get(peer)
         return state is not None and not state.down
 
+    def in_contact_with_quorum(self, voters: Iterable[int], me: int) -> bool:
+        """Whether node `me` hears from a majority of `voters` (itself counting when it is one).
+        False means it has heard from no majority for `timeout_ticks`: a node cut off from the
+        rest of the cluster, which will elect leaders without it."""
+        members = set(voters)
+        if not members:
+            return True
+        live = sum(1 for v in members if v == me or self.is_alive(v))
+        return live >= len(members) // 2 + 1
+
 
 def successor(group: str, voters: Sequence[int], dead: int, alive: Iterable[int]) -> int:
     """The voter of `group` that should campaign when `dead` (its leader's node) is gone: one of

@@ -27,6 +27,7 @@ class EntryType(IntEnum):
     NOOP = 2  # a new leader's first entry of its term
     CONFIG = 3  # a Raft configuration (vdl_broker.raft.membership)
     METADATA = 4  # a command of the metadata Raft group
+    LOG_START = 5  # a stream's new log start offset (DeleteRecords): int64 big-endian; takes no offsets
 
 
 @dataclass(slots=True)

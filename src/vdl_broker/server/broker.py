@@ -43,7 +43,7 @@ from vdl_broker.server import internal
 from vdl_broker.server.authorizer import Authorizer
 from vdl_broker.server.connection import KafkaConnection
 from vdl_broker.server.handlers import Handler, build_handlers
-from vdl_broker.server.joining import find_cluster, formation_at_start
+from vdl_broker.server.joining import find_cluster, formation_at_start, registered_itself
 from vdl_broker.server.leader_balancer import LeaderBalancer
 from vdl_broker.server.producer_state import ProducerIdAllocator
 from vdl_broker.server.reassigner import StreamReassigner
@@ -90,6 +90,7 @@ class Broker:
         if self.host.transport is not None:
             self.host.transport.call_handler = lambda peer, payload: internal.serve(self, peer, payload)
         self.replicas = ReplicaManager(self)
+        self.host.liveness_listeners.append(self._check_cut_off)
         self.tables = TableService(self)
         self.metadata = MetadataService(self.host, config, legacy_streams=self.replicas.legacy_stream_names)
         self.metrics_endpoint: MetricsEndpoint | None = None
@@ -125,6 +126,22 @@ class Broker:
     @property
     def advertised_host(self) -> str:
         return self.config.client_host
+
+    @property
+    def cut_off(self) -> bool:
+        """This node has heard from no majority of the metadata group's voters for an election
+        timeout: the rest of the cluster goes on without it (server/cut_off.py)."""
+        group = self.metadata.group
+        if group is None or self.host.transport is None or group.stopped:
+            return False
+        return not self.host.liveness.in_contact_with_quorum(group.voters, self.node_id)
+
+    def _check_cut_off(self) -> None:
+        if self.cut_off:
+            log.warning("node %d: cut off from the cluster (no majority heard from): clients are sent to "
+                        "the other nodes", self.node_id)
+            for partition in self.replicas.all():
+                partition.cut_off_now()
 
     @property
     def cluster_id(self) -> str | None:
@@ -255,7 +272,8 @@ class Broker:
             self.reassigner.start()
             self._join_task = asyncio.get_running_loop().create_task(find_cluster(self), name="find-cluster")
             state = self.metadata.state
-            if not await group.wait_for(lambda _: self.node_id in state.nodes and state.cluster_id is not None,
+            # As a Kafka broker, it serves once it has registered itself (server/joining.py).
+            if not await group.wait_for(lambda _: registered_itself(self) and state.cluster_id is not None,
                                         METADATA_WAIT_S):
                 log.warning("node %d: starting without the cluster metadata (no metadata leader within %.0f s)",
                             self.node_id, METADATA_WAIT_S)

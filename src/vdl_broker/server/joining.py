@@ -29,7 +29,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from vdl_broker.cluster.identity import Formation, formation
+from vdl_broker.cluster.service import own_registration_differs
+from vdl_broker.raft.types import RaftError
 from vdl_broker.server import internal, peer_request
+from vdl_broker.server.handlers import vdl_nodes
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import VdlNodesRequest
 
@@ -78,7 +81,7 @@ async def _pause(broker: Broker, done: Callable[[], bool]) -> None:
 async def join_cluster(broker: Broker) -> None:
     me = broker.node_id
     config = broker.config
-    own = next(member for member in config.members if member.id == me)
+    own = config.own_address
     request = VdlNodesRequest(action="join", node_id=me, client=own.client, raft=own.raft,
                               listeners=list(own.listeners), rack=own.rack)
     state = broker.metadata.state
@@ -150,9 +153,53 @@ async def formation_at_start(broker: Broker) -> Formation:
         await asyncio.sleep(PROBE_RETRY_S)
 
 
+def registered_itself(broker: Broker) -> bool:
+    """The metadata applied here describes this node as its own config does (below the feature
+    level at which nodes describe themselves: it is registered at all)."""
+    state = broker.metadata.state
+    known = state.nodes.get(broker.node_id)
+    if known is None or not state.nodes_register_themselves:
+        return known is not None
+    return known.own and not own_registration_differs(known, broker.config.own_address)
+
+
+async def register_self(broker: Broker) -> None:
+    """Describe this node in the cluster metadata from its own config -- addresses, listeners,
+    rack -- as Kafka brokers register themselves: no other node's `peers` entry needs to repeat
+    them, and a change takes effect at the node's restart. Asked of the metadata leader (through
+    whichever node this one reaches) until this node's own copy of the metadata shows it."""
+    me = broker.node_id
+    own = broker.config.own_address
+    state = broker.metadata.state
+    request = VdlNodesRequest(action="register", node_id=me, client=own.client, raft=own.raft,
+                              listeners=list(own.listeners), rack=own.rack)
+
+    def registered() -> bool:
+        # A cluster below the level waits for `vdl cluster upgrade` (the loop asks again then).
+        return state.nodes_register_themselves and registered_itself(broker)
+
+    while not registered():
+        if me in state.membership.removed:
+            return
+        if not state.nodes_register_themselves:
+            await _pause(broker, registered)
+            continue
+        try:
+            response = await vdl_nodes.run(broker, request)
+        except (OSError, ValueError, TimeoutError, RaftError) as error:
+            log.debug("node %d: registering itself failed: %s", me, error)
+        else:
+            if response.error_code != 0:
+                log.debug("node %d: registering itself: %s", me,
+                          response.error_message or ErrorCode(response.error_code).name)
+        await _pause(broker, registered)
+    log.info("node %d: registered itself (client %s, raft %s, rack %s)", me, own.client, own.raft, own.rack or "-")
+
+
 async def find_cluster(broker: Broker) -> None:
-    """What a starting node does to reach its cluster (nothing for a cluster of one)."""
+    """What a starting node does to reach its cluster (for a cluster of one: describe itself)."""
     if broker.config.join:
         await join_cluster(broker)
     elif any(peer.id != broker.node_id for peer in broker.config.peers):
         await discover_peers(broker)
+    await register_self(broker)

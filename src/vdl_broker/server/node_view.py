@@ -65,6 +65,10 @@ class NodeView(Protocol):
     def host(self) -> RaftHost:
         """The Raft host, whose transport carries requests to other nodes (server/internal.py)."""
 
+    @property
+    def cut_off(self) -> bool:
+        """This node hears no majority of the cluster: clients are sent elsewhere (server/cut_off.py)."""
+
     def own_address(self, protocol: str) -> str:
         """This node's advertised host:port for clients of listener `protocol`."""
 

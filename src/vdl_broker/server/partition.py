@@ -11,6 +11,15 @@ Raft knows entries; the partition knows Kafka:
 - High watermark: the offset after the last committed DATA entry, advanced as the group applies
   committed entries; it never moves backwards (a new leader serves only once its own-term no-op
   committed, so its commit index is at least every earlier leader's).
+- Leader epoch (KIP-101, KIP-320) = the Raft term: the leader stamps each batch's
+  partition_leader_epoch with the term it serves in, Metadata reports the term, and
+  OffsetForLeaderEpoch answers from the terms of the log's entries (`end_offset_for_epoch`).
+- Log start: the segments' start (retention), or higher where DeleteRecords (KIP-107) moved it:
+  a LOG_START entry through the stream's Raft group, so every replica applies it at the same
+  point of the log; each keeps it (log/log_start.py) until retention deletes the segments below.
+  A follower that misses the entry because the leader's log no longer holds it loses nothing:
+  the entry follows every record below its offset, so a log without it starts at or above it,
+  and the follower's reset to that log (on_snapshot) starts there too.
 - Producer state (KIP-98) follows the replicated log on every replica: committed batches are
   recorded as they are applied (after a restart, the log up to the saved commit point is scanned
   once). A leader checks batches against a copy of that table taken when its term began plus
@@ -31,10 +40,12 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import struct
 from dataclasses import dataclass
 
 from vdl_broker.cluster.stream_configs import StreamSettings
 from vdl_broker.log import StreamLog
+from vdl_broker.log.log_start import load_deleted_below, save_deleted_below
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.proposals import Proposal, ProposalStorageError
 from vdl_broker.raft.types import Entry, EntryType, RaftError, SnapshotMeta
@@ -55,6 +66,7 @@ from vdl_wire.records.batch_header import (
 
 log = logging.getLogger(__name__)
 
+_OFFSET = struct.Struct(">q")  # a LOG_START entry's payload
 MAX_WAITERS = 256  # idle long polls time out without a wake: past this, drop the finished ones
 
 # KIP-98: what a refused idempotent batch is answered.
@@ -95,14 +107,17 @@ class AppendHandle:
             return
         future = self.proposal.committed if acks == -1 else self.proposal.durable
         if not future.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(future), max(0, timeout_ms) / 1000)
-            except TimeoutError:
+            # Futures are not cancelled by asyncio.wait: the proposal lives on either way.
+            cut_off = self.partition.cut_off_future()
+            await asyncio.wait((future, cut_off), timeout=max(0, timeout_ms) / 1000,
+                               return_when=asyncio.FIRST_COMPLETED)
+            if not future.done():
+                if cut_off.done():  # the outcome is unknown: the client retries elsewhere
+                    raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"stream {self.partition.name}: node "
+                                         f"{self.partition.node_id} is cut off from the cluster")
                 raise PartitionError(ErrorCode.REQUEST_TIMED_OUT, f"stream {self.partition.name}: "
-                                     f"not {'committed' if acks == -1 else 'stored'} within {timeout_ms} ms") from None
-            except RaftError as error:
-                raise self.partition.proposal_error(error) from None
-        elif (failure := future.exception()) is not None:
+                                     f"not {'committed' if acks == -1 else 'stored'} within {timeout_ms} ms")
+        if (failure := future.exception()) is not None:
             raise self.partition.proposal_error(failure)
 
 
@@ -121,9 +136,12 @@ class Partition:
         self.closed = False
         self._serving = (-1, -1)  # (term, write failures) this node serves as leader for
         self._next_offset = -1  # while serving: the base offset of the next batch
+        self._deleted_below = load_deleted_below(stream_log.directory)
         self._high_watermark = stream_log.log_start_offset
         self._inflight: dict[int, Proposal] = {}  # base offset -> proposal not yet committed/lost
         self._waiters: list[asyncio.Future[None]] = []
+        self._cut_off: asyncio.Future[None] | None = None  # resolved when this node is cut off
+        self.last_leader = 0  # the leader this replica last knew (kept while it knows none)
 
     def attach(self, group: RaftGroup) -> None:
         """Bind the group (before its task first runs) and rebuild producer state from the
@@ -203,7 +221,13 @@ class Partition:
 
     @property
     def log_start_offset(self) -> int:
-        return self.log.log_start_offset
+        return max(self.log.log_start_offset, self._deleted_below)
+
+    @property
+    def deleted_below(self) -> int:
+        """Where DeleteRecords moved the log start (0: never); retention deletes the segments
+        below (ReplicaManager.apply_retention)."""
+        return self._deleted_below
 
     @property
     def log_end_offset(self) -> int:
@@ -213,6 +237,49 @@ class Partition:
     def max_message_bytes(self) -> int | None:
         """The stream's produce batch size limit (None: the node's)."""
         return self.settings.max_message_bytes if self.settings is not None else None
+
+    @property
+    def leader_epoch(self) -> int:
+        """The term of the Raft group as this replica knows it (-1: no group)."""
+        return self.group.term if self.group is not None else -1
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) as Kafka's leader epoch cache answers OffsetForLeaderEpoch
+        (LeaderEpochFileCache.endOffsetFor): for the leader's own term the log end offset; for
+        an older one the start of the next term that has entries here (where the records of
+        later leaders begin), with the term of the last record before it; (-1, -1) for a term
+        this leader does not know. Leader only (`is_leader`)."""
+        log = self.log
+        current = self._serving[0]
+        if epoch == current:
+            return epoch, self.log_end_offset
+        if epoch > current or epoch < 0:
+            return -1, -1
+        if log.first_index <= log.last_index and epoch < log.term_at(log.first_index):
+            # Older than every entry here: batches that releases before leader epochs stored
+            # carry what their producer set (kafka-python: 0), not a term. Kafka would answer the
+            # start of the first term, which a consumer past it takes for a truncation and resets
+            # its position to the start; but a consumer reads committed entries only, which Raft
+            # never truncates, so its epoch ends at the log end.
+            return epoch, self.log_end_offset
+        # Terms never decrease along the log: the first entry of a later term, by bisection.
+        low, high = log.first_index, log.last_index + 1
+        while low < high:
+            middle = (low + high) // 2
+            if log.term_at(middle) > epoch:
+                high = middle
+            else:
+                low = middle + 1
+        end = max(log.offset_for_index(low - 1), self.log_start_offset)
+        if end <= self.log_start_offset:
+            return epoch, end  # Kafka: an epoch older than the log's first answers the log start
+        return log.term_at(log.index_for_offset(end - 1)), end
+
+    def epoch_at(self, offset: int) -> int:
+        """The term of the entry holding `offset`; the current term at or past the log end."""
+        if offset >= self.log_end_offset or offset < self.log_start_offset:
+            return self.leader_epoch
+        return self.log.term_at(self.log.index_for_offset(offset))
 
     def in_sync_replicas(self, max_lag_entries: int) -> list[int]:
         return self.group.in_sync_replicas(max_lag_entries) if self.group is not None else []
@@ -241,6 +308,11 @@ class Partition:
                 header = parse_batch_header(entry.data)
                 record_batch(self.producers, header, header.base_offset)
                 self._high_watermark = max(self._high_watermark, header.base_offset + header.last_offset_delta + 1)
+            elif entry.type == EntryType.LOG_START:
+                (offset,) = _OFFSET.unpack_from(entry.data)
+                if offset > self._deleted_below:
+                    save_deleted_below(self.log.directory, offset, self.log.config.fsync)
+                    self._deleted_below = offset
 
     def on_snapshot(self, snapshot: SnapshotMeta) -> None:
         """The leader reset our log start (we lagged behind its retention): the producer state
@@ -273,7 +345,7 @@ class Partition:
             if check.verdict is not Verdict.APPEND:
                 raise PartitionError(VERDICT_ERRORS[check.verdict])
         base_offset = self._next_offset
-        stored = with_base_offset(batch, base_offset)
+        stored = with_base_offset(batch, base_offset, self._serving[0])
         try:
             last_offset = check_batch(stored).last_offset  # a bad batch must never reach the replicated log
             # A view, not the bytearray itself: a Raft entry's payload is bytes or a memoryview.
@@ -288,6 +360,30 @@ class Partition:
         self._inflight[base_offset] = proposal
         proposal.committed.add_done_callback(lambda _: self._inflight.pop(base_offset, None))
         return AppendHandle(self, base_offset, False, proposal)
+
+    def delete_records(self, offset: int) -> tuple[int, Proposal | None]:
+        """DeleteRecords (KIP-107): the log start moves up to `offset` (-1: the high watermark)
+        once the returned proposal commits; (the new start, None) when it is there already.
+        Raises PartitionError: OFFSET_OUT_OF_RANGE beyond the high watermark, or not leader."""
+        if self.closed:
+            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"stream {self.name} was deleted")
+        if not self.is_leader:
+            raise self.not_leader_error()
+        group = self.group
+        assert group is not None
+        high_watermark = self._high_watermark
+        if offset == -1:
+            offset = high_watermark
+        if offset < 0 or offset > high_watermark:
+            raise PartitionError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                                 f"stream {self.name}: offset {offset} is not in [0, {high_watermark}] "
+                                 f"(-1: the high watermark)")
+        if offset <= self.log_start_offset:
+            return self.log_start_offset, None
+        try:
+            return offset, group.propose(_OFFSET.pack(offset), EntryType.LOG_START)
+        except RaftError:
+            raise self.not_leader_error() from None
 
     def proposal_error(self, error: BaseException) -> PartitionError:
         """What a failed proposal answers: KAFKA_STORAGE_ERROR when the leader could not write
@@ -312,7 +408,23 @@ class Partition:
         self._waiters.append(future)
         return future
 
+    def cut_off_future(self) -> asyncio.Future[None]:
+        """Resolved when this node finds itself cut off from the cluster (`cut_off_now`)."""
+        if self._cut_off is None or self._cut_off.done():
+            self._cut_off = asyncio.get_running_loop().create_future()
+        return self._cut_off
+
+    def cut_off_now(self) -> None:
+        """This node lost contact with a majority: produce requests waiting for a commit here
+        are answered now (NOT_LEADER_OR_FOLLOWER) instead of at their timeout."""
+        if self._cut_off is not None and not self._cut_off.done():
+            self._cut_off.set_result(None)
+        self._cut_off = None
+
     def _on_change(self, _group: RaftGroup | None = None) -> None:
+        group = self.group
+        if group is not None and group.leader_id:
+            self.last_leader = group.leader_id
         waiters, self._waiters = self._waiters, []
         for future in waiters:
             if not future.done():
@@ -367,6 +479,8 @@ class RemotePartition:
     high_watermark = -1
     log_start_offset = -1
     log_end_offset = -1
+    deleted_below = 0
+    leader_epoch = -1
 
     def __init__(self, name: str, leader_id: int) -> None:
         self.name = name

@@ -31,6 +31,7 @@ from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.persistence import load_hard_state, save_hard_state
 from vdl_broker.raft.types import HardState, Role
 from vdl_broker.server import internal
+from vdl_broker.server.cut_off import leader_elsewhere
 from vdl_broker.server.partition import Partition, RemotePartition
 from vdl_broker.server.replica_registry import ReplicaRegistry
 from vdl_broker.server.stream_settings import log_config_for, settings_for, with_settings
@@ -66,6 +67,9 @@ class ReplicaManager:
         self._deleted: set[str] = set()
         self._configs: dict[str, dict[str, Any]] = {}  # stream -> the config object its settings came from
         self._remote: dict[str, tuple[float, int, list[int]]] = {}  # name -> (time, leader, isr)
+        # name -> (time, leader): the leader another replica follows, for a stream whose leader
+        # this node cannot hear (its link to the leader cut: `leader_view`).
+        self._hearsay: dict[str, tuple[float, int]] = {}
         self._stale: set[str] = set()  # streams whose leader view wants refreshing
         self._refresher: asyncio.Task[None] | None = None
         self._dirty = asyncio.Event()
@@ -114,6 +118,9 @@ class ReplicaManager:
         for partition in self.all():
             group = partition.group
             config = partition.log.config
+            if group is not None and not group.stopped and partition.deleted_below > partition.log.log_start_offset:
+                # DeleteRecords moved the start: the segments wholly below it go (applied entries only)
+                partition.log.delete_below_offset(partition.deleted_below, group.applied_index)
             if group is None or group.stopped or (config.retention_ms < 0 and config.retention_bytes < 0):
                 continue
             # Raft: retention may drop applied (committed) entries only; on a stream with a
@@ -136,10 +143,15 @@ class ReplicaManager:
 
     # -- leaders as Metadata reports them -------------------------------------------------------
 
-    def leader_view(self, name: str, info: StreamInfo) -> tuple[int, list[int]]:
+    def leader_view(self, name: str, info: StreamInfo, first_hand: bool = False) -> tuple[int, list[int]]:
         """(leader node id or -1, isr) of a stream as this node knows it. The leader of a local
         replica is known first hand (and its ISR too when it is us); other streams' leaders are
-        learned by asking a replica (cached for a second, refreshed in the background)."""
+        learned by asking a replica (cached for a second, refreshed in the background). A local
+        replica that knows no leader while another replica follows one -- its link to that
+        leader cut, the leader still holding a majority through the others (a bridge) -- can win
+        no election and would answer "no leader" for as long as the cut lasts, which clients
+        ask again, here: it names the leader the other replica follows instead, unless
+        `first_hand` (another node asking: what it is told must not come back to it)."""
         partition = self._partitions.get(name)
         if partition is not None and partition.group is not None:
             leader = partition.leader_id or -1
@@ -157,7 +169,28 @@ class ReplicaManager:
         # A learned view counts while recent; an old one may name a dead leader.
         if cached is not None and age <= REMOTE_VIEW_MAX_AGE_S and (leader < 0 or cached[1] == leader):
             return cached[1], cached[2]
+        heard = self._hearsay.get(name)
+        if (leader < 0 and not first_hand and heard is not None
+                and time.monotonic() - heard[0] <= REMOTE_VIEW_MAX_AGE_S):
+            return heard[1], [heard[1]]
         return leader, [leader] if leader > 0 else []
+
+    def leader_when_cut_off(self, name: str, info: StreamInfo) -> int:
+        """The leader a cut-off node names for a stream (server/cut_off.py): itself only while
+        it still serves the stream (every voter is here), else another replica."""
+        me = self.broker.node_id
+        partition = self._partitions.get(name)
+        if partition is not None and partition.serves_reads:
+            return me
+        group = partition.group if partition is not None else None
+        voters = group.voters if group is not None else self.state.membership.hosts(info)
+        if partition is not None:
+            last = partition.last_leader
+        else:
+            cached = self._remote.get(name)
+            last = cached[1] if cached is not None else 0
+        liveness = self.broker.host.liveness
+        return leader_elsewhere(name, voters, me, last, liveness.is_alive)
 
     def _refresh_remote(self, name: str) -> None:
         self._stale.add(name)
@@ -189,6 +222,9 @@ class ReplicaManager:
             for partition in topic.partitions or []:
                 if partition.leader_id == node_id:  # the leader's own word, with its ISR
                     self._remote[topic.name] = (now, node_id, list(partition.isr_nodes))
+                elif partition.leader_id > 0 and partition.leader_id != self.broker.node_id:
+                    # The leader a replica follows (its first-hand view: nodes ask first_hand).
+                    self._hearsay[topic.name] = (now, int(partition.leader_id))
 
     def local_replicas_serving(self) -> bool:
         """Every replica the metadata places here is open, and those that need no other node

@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         if argv and argv[0] in raw:
             return raw[argv[0]](argv[1:])
         args = build_parser(loaded).parse_args(argv)
-        return args.run(args)
+        code: int = args.run(args)
+        return code
     except (CliError, VdlClientError) as error:
         print(f"vdl: error: {error}", file=sys.stderr)
         return 1

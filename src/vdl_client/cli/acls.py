@@ -83,7 +83,7 @@ def cmd_acls(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands: argparse._SubParsersAction, connection: argparse.ArgumentParser) -> None:
+def register(commands: argparse._SubParsersAction[Parser], connection: Parser) -> None:
     acls = commands.add_parser("acls", help="list, create or delete ACLs")
     actions = acls.add_subparsers(dest="action", required=True, parser_class=Parser)
     for action in ("list", "create", "delete"):

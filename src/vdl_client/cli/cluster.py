@@ -67,7 +67,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands: argparse._SubParsersAction, connection: argparse.ArgumentParser) -> None:
+def register(commands: argparse._SubParsersAction[Parser], connection: Parser) -> None:
     cluster = commands.add_parser("cluster", help="the cluster's health and feature level")
     actions = cluster.add_subparsers(dest="action", required=True, parser_class=Parser)
     status = actions.add_parser("status", parents=[connection],

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from vdl_client.client import VdlClient
 from vdl_client.connection import BootstrapError, parse_bootstrap
@@ -24,12 +25,12 @@ class CliError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse's convention)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse's convention)
         print(f"vdl: error: {message}", file=sys.stderr)
         sys.exit(2)
 
 
-def connection_options() -> argparse.ArgumentParser:
+def connection_options() -> Parser:
     """The options of every command that talks to brokers (a parent parser)."""
     parent = Parser(add_help=False)
     parent.add_argument("--bootstrap", default=os.environ.get("VDL_BOOTSTRAP", DEFAULT_BOOTSTRAP),

@@ -106,7 +106,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands: argparse._SubParsersAction, connection: argparse.ArgumentParser) -> None:
+def register(commands: argparse._SubParsersAction[Parser], connection: Parser) -> None:
     groups = commands.add_parser("groups", help="consumer groups: list, describe (offsets and lag), reset offsets")
     actions = groups.add_subparsers(dest="action", required=True, parser_class=Parser)
     actions.add_parser("list", parents=[connection], help="every group, its state and type").set_defaults(run=cmd_list)

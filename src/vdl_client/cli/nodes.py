@@ -55,7 +55,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
     return _take_out(args, remove_node, "removing (out of the metadata group, its replicas recreated elsewhere)")
 
 
-def register(commands: argparse._SubParsersAction, connection: argparse.ArgumentParser) -> None:
+def register(commands: argparse._SubParsersAction[Parser], connection: Parser) -> None:
     nodes = commands.add_parser("nodes", help="list the cluster's nodes; decommission or remove one")
     actions = nodes.add_subparsers(dest="action", required=True, parser_class=Parser)
     listing = actions.add_parser("list", parents=[connection],

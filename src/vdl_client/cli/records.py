@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from vdl_client.cli.common import DEADLINE_MS, REQUEST_TIMEOUT_MS, CliError, open_client
+from vdl_client.cli.common import DEADLINE_MS, REQUEST_TIMEOUT_MS, CliError, Parser, open_client
 from vdl_client.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, VdlClient
 from vdl_client.settings import StreamNotFoundError
 from vdl_wire.errors import ErrorCode
@@ -124,7 +124,7 @@ def _fetch(client: VdlClient, stream: str, offset: int) -> tuple[int, memoryview
     return result.high_watermark, result.records
 
 
-def register(commands: argparse._SubParsersAction, connection: argparse.ArgumentParser) -> None:
+def register(commands: argparse._SubParsersAction[Parser], connection: Parser) -> None:
     produce = commands.add_parser("produce", parents=[connection], help="produce lines as records")
     produce.add_argument("stream")
     produce.add_argument("--file", type=Path, help="read lines from this file instead of stdin")

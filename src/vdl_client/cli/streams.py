@@ -70,7 +70,7 @@ def format_configs(configs: list[StreamConfig]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def register(commands: argparse._SubParsersAction, connection: argparse.ArgumentParser) -> None:
+def register(commands: argparse._SubParsersAction[Parser], connection: Parser) -> None:
     streams = commands.add_parser("streams", help="create, list, describe or delete streams; alter their configs")
     actions = streams.add_subparsers(dest="action", required=True, parser_class=Parser)
     for action in ("create", "describe", "delete"):
@@ -146,7 +146,7 @@ def cmd_elect_preferred(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def register_replica_commands(actions: argparse._SubParsersAction, connection: argparse.ArgumentParser) -> None:
+def register_replica_commands(actions: argparse._SubParsersAction[Parser], connection: Parser) -> None:
     reassign = actions.add_parser("reassign", parents=[connection],
                                   help="move a stream's replicas (learners catch up, then the set changes)")
     reassign.add_argument("name")

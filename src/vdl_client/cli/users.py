@@ -58,7 +58,7 @@ def cmd_users(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands: argparse._SubParsersAction, connection: argparse.ArgumentParser) -> None:
+def register(commands: argparse._SubParsersAction[Parser], connection: Parser) -> None:
     users = commands.add_parser("users", help="create, list or delete SCRAM users")
     actions = users.add_subparsers(dest="action", required=True, parser_class=Parser)
     create = actions.add_parser("create", parents=[connection])

@@ -18,6 +18,7 @@ handler sets only what it needs: ProduceResponse(responses=[...]).
 
 from __future__ import annotations
 
+from .alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from .alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -25,11 +26,14 @@ from .alter_partition_reassignments import (
 from .alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
 from .create_acls import CreateAclsRequest, CreateAclsResponse
+from .create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from .create_topics import CreateTopicsRequest, CreateTopicsResponse
 from .delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from .delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from .delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from .describe_acls import DescribeAclsRequest, DescribeAclsResponse
+from .describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from .describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
@@ -55,6 +59,7 @@ from .metadata import MetadataRequest, MetadataResponse
 from .offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from .offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from .offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from .offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from .produce import ProduceRequest, ProduceResponse
 from .sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from .sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
@@ -96,6 +101,11 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (DeleteAclsRequest, DeleteAclsResponse),
     (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
     (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
+    (AlterConfigsRequest, AlterConfigsResponse),
+    (CreatePartitionsRequest, CreatePartitionsResponse),
+    (DescribeClusterRequest, DescribeClusterResponse),
+    (DeleteRecordsRequest, DeleteRecordsResponse),
+    (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     (UpdateFeaturesRequest, UpdateFeaturesResponse),
     (VdlNodesRequest, VdlNodesResponse),
 )
@@ -166,6 +176,16 @@ __all__ = [
     "SaslHandshakeResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "AlterConfigsRequest",
+    "AlterConfigsResponse",
+    "CreatePartitionsRequest",
+    "CreatePartitionsResponse",
+    "DeleteRecordsRequest",
+    "DeleteRecordsResponse",
+    "DescribeClusterRequest",
+    "DescribeClusterResponse",
+    "OffsetForLeaderEpochRequest",
+    "OffsetForLeaderEpochResponse",
     "UpdateFeaturesRequest",
     "UpdateFeaturesResponse",
     "VdlNodesRequest",

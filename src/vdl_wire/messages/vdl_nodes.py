@@ -6,6 +6,8 @@ declares one, in a key far from Kafka's range; `vdl nodes` and joining nodes use
                                          how much metadata log the answering node holds (a node
                                          with an empty one asks before it may vote)
     action "join"       node_id, client, raft        a new node asks to join (node.toml join = true)
+    action "register"   node_id, client, raft, listeners, rack   a known node describes itself from
+                                         its own config (at every start, as Kafka brokers register)
     action "decommission" node_id        move its replicas off, then remove it
     action "remove"     node_id          a node gone for good: out of the metadata group, replicas moved
     action "reassignment_done" stream, created_index, replicas   a stream leader reports its move done

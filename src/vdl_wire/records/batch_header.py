@@ -123,10 +123,17 @@ def set_base_offset(batch: bytearray | memoryview, base_offset: int, position: i
     BASE_OFFSET.pack_into(batch, position + BASE_OFFSET_OFFSET, base_offset)
 
 
-def with_base_offset(batch: Buffer, base_offset: int) -> bytearray:
-    """A copy of the batch with a new base offset."""
+PARTITION_LEADER_EPOCH_OFFSET = 12  # after base offset (int64) and batch length (int32)
+PARTITION_LEADER_EPOCH = struct.Struct(">i")
+
+
+def with_base_offset(batch: Buffer, base_offset: int, leader_epoch: int | None = None) -> bytearray:
+    """A copy of the batch with a new base offset and, if given, the partition leader epoch the
+    leader stamps (both outside the CRC, so no recomputation)."""
     out = bytearray(batch)
     set_base_offset(out, base_offset)
+    if leader_epoch is not None:
+        PARTITION_LEADER_EPOCH.pack_into(out, PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
     return out
 
 

@@ -9,6 +9,7 @@ import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.ListGroupsOptions;
@@ -75,6 +76,7 @@ import java.util.Optional;
 import java.util.Properties;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
@@ -240,9 +242,17 @@ public final class KafkaHarness {
                 return out;
             }
             case "describe_cluster": {
-                DescribeClusterResult cluster = admin.describeCluster();
+                DescribeClusterResult cluster = admin.describeCluster(
+                    new DescribeClusterOptions().includeAuthorizedOperations(c.path("authorized_operations").asBoolean(false)));
                 ObjectNode out = NODES.objectNode();
                 out.put("cluster_id", cluster.clusterId().get());
+                Set<AclOperation> operations = cluster.authorizedOperations().get();
+                if (operations == null) {
+                    out.putNull("authorized_operations");
+                } else {
+                    ArrayNode ops = out.putArray("authorized_operations");
+                    new TreeSet<>(operations.stream().map(Object::toString).toList()).forEach(ops::add);
+                }
                 out.put("controller", cluster.controller().get() == null ? -1 : cluster.controller().get().id());
                 ArrayNode nodes = out.putArray("nodes");
                 List<Node> sorted = new ArrayList<>(cluster.nodes().get());

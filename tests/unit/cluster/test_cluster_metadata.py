@@ -7,9 +7,12 @@ from collections import Counter
 
 import pytest
 
+from vdl_broker.cluster.features import finalize_features_command
+from vdl_broker.cluster.membership import join_node_command
 from vdl_broker.cluster.metadata import (
     METADATA_GROUP,
     ClusterState,
+    NodeInfo,
     Outcome,
     adopt_stream_command,
     create_stream_command,
@@ -80,6 +83,40 @@ def test_a_node_registration_carries_its_rack_and_a_registrar_without_it_keeps_i
         command = register_node_command(1, "h:1", "h:2") | {"rack": bad}
         assert apply(state, log, command).outcome is Outcome.INVALID_COMMAND
     assert state.nodes[1].rack is None
+
+
+def test_a_node_describing_itself_wins_over_other_nodes_peers_entries() -> None:
+    state, log = state_with(2)
+    own = register_node_command(2, "h:5", "h:6", ("SSL://h:7",), "rack-b", own=True)
+    assert own == {"op": "register_node", "id": 2, "client": "h:5", "raft": "h:6", "listeners": ["SSL://h:7"],
+                   "rack": "rack-b", "own": True}
+    # Below feature level 2 (a cluster formed by an older release, not upgraded yet): refused alike
+    # everywhere, as is a joining node's own registration.
+    assert not state.nodes_register_themselves
+    refused = apply(state, log, own)
+    assert (refused.outcome, refused.message) == (Outcome.INVALID_COMMAND,
+                                                  "a node's own registration needs feature level 2")
+    assert apply(state, log, join_node_command(3, "h:8", "h:9", own=True)).outcome is Outcome.INVALID_COMMAND
+    assert state.nodes[2] == NodeInfo(2, "127.0.0.1:9093", "127.0.0.1:19093") and 3 not in state.nodes
+    assert state.membership.node_states == {}
+    assert apply(state, log, finalize_features_command(2)).ok and state.nodes_register_themselves
+    assert apply(state, log, own).ok
+    assert state.nodes[2] == NodeInfo(2, "h:5", "h:6", ("SSL://h:7",), "rack-b", own=True)
+    # A metadata leader's `peers` entry for node 2 (no rack, no listeners, old addresses): ignored.
+    result = apply(state, log, register_node_command(2, "h:1", "h:2"))
+    assert result.ok and result.node == state.nodes[2] == NodeInfo(2, "h:5", "h:6", ("SSL://h:7",), "rack-b", own=True)
+    # Its own next registration (a restart with a changed config) replaces it, rack removed too.
+    assert apply(state, log, register_node_command(2, "h:5", "h:6", own=True)).ok
+    assert state.nodes[2] == NodeInfo(2, "h:5", "h:6", (), None, own=True)
+    assert apply(state, log, register_node_command(1, "h:1", "h:2") | {"own": "yes"}).outcome is Outcome.INVALID_COMMAND
+    # Entries written before nodes described themselves replay as they did, and a snapshot keeps it.
+    replica = ClusterState()
+    for index, payload in enumerate(log, start=1):
+        replica.apply_entry(index, [decode_command(payload)])
+    assert replica.nodes == state.nodes
+    restored = ClusterState()
+    restored.load_snapshot(state.snapshot())
+    assert restored.nodes == state.nodes
 
 
 def test_adopted_streams_stay_on_the_node_that_holds_them() -> None:

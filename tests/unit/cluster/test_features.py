@@ -55,16 +55,19 @@ def test_a_command_of_a_higher_level_is_refused_until_the_level_is_finalized(nex
     assert state.features == FeaturesState(2, 500)
 
 
-def test_what_a_newer_release_wrote_stops_the_node_instead_of_being_skipped() -> None:
+def test_what_a_newer_release_wrote_stops_the_node_instead_of_being_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(features, "SUPPORTED_LEVEL", 1)  # a release at level 1 meets what level 2 wrote
     state, log = state_with(3)
     before = state.snapshot()
+    supported = features.SUPPORTED_LEVEL
     with pytest.raises(NewerMetadata, match=r"a 'create_widget' command at index 7, which needs a newer release; "
-                                            r"this release supports vdl.metadata.version up to level 1"):
+                                            rf"this release supports vdl.metadata.version up to level {supported}"):
         state.apply(7, {"op": "create_widget", "name": "w"})
-    with pytest.raises(NewerMetadata, match="finalized at level 2, which needs feature level 2"):
-        state.apply(8, finalize_features_command(2))
-    with pytest.raises(NewerMetadata, match="a cluster formed at feature level 3"):
-        ClusterState().apply(1, {"op": "init_cluster", "cluster_id": "c", "feature_level": 3})
+    with pytest.raises(NewerMetadata, match=f"finalized at level {supported + 1}, which needs feature level "
+                                            f"{supported + 1}"):
+        state.apply(8, finalize_features_command(supported + 1))
+    with pytest.raises(NewerMetadata, match=f"a cluster formed at feature level {supported + 2}"):
+        ClusterState().apply(1, {"op": "init_cluster", "cluster_id": "c", "feature_level": supported + 2})
     assert state.snapshot() == before  # nothing of either was applied
 
 

@@ -79,6 +79,15 @@ def test_altered_sets_and_deletes_and_refuses_list_operations() -> None:
         altered(current, [("retention.ms", 7, "1")])
 
 
+def test_deleting_replication_throttles_is_a_no_op() -> None:
+    """kafka-reassign-partitions --verify deletes them on each stream it moved; VDL has none."""
+    changes = [("leader.replication.throttled.replicas", AlterOp.DELETE, None),
+               ("follower.replication.throttled.replicas", AlterOp.DELETE, None), ("segment.ms", AlterOp.DELETE, None)]
+    assert altered({"segment.ms": "5"}, changes) == ({}, ["segment.ms"])
+    with pytest.raises(ConfigProblem, match="^unknown stream config 'leader.replication.throttled.replicas'"):
+        altered({}, [("leader.replication.throttled.replicas", AlterOp.SET, "*")])
+
+
 def test_metadata_applies_alter_commands_on_every_node_alike() -> None:
     state, log = state_with(3)
     assert apply(state, log, create_stream_command("events", 3, {"retention.ms": "1000"})).ok

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from vdl_client.routes import ANY_NODE
 from vdl_connector.planning import OffsetRange
 from vdl_connector.tables import TableLookup, TableRange, TableReadError, plan_reads, read_table_range
 
@@ -40,10 +41,8 @@ class Configs:
         self.paths, self.log_starts = paths, log_starts
         self.describes = 0
 
-    def _retrying(self, what: str, attempt):  # noqa: ANN001, ANN202
-        return attempt()
-
-    def _send_any(self, request):  # noqa: ANN001, ANN202
+    def call(self, route, request, what):  # noqa: ANN001, ANN201
+        assert route == ANY_NODE  # every node answers configs from the replicated metadata
         self.describes += 1
         from vdl_wire.messages import DescribeConfigsResponse as R
 

@@ -18,6 +18,7 @@ from vdl_broker.log import (
     OffsetOutOfRange,
     StreamLog,
 )
+from vdl_broker.log.log_start import DELETED_BELOW_FILE, load_deleted_below, save_deleted_below
 from vdl_broker.log.segment import Segment
 from vdl_broker.raft.types import Entry, EntryType
 
@@ -381,3 +382,28 @@ def test_recovery_logs_what_was_cut(tmp_path: Path, caplog: pytest.LogCaptureFix
     assert any("cut segment 00000000000000000001.log" in r.getMessage() and "index 10" in r.getMessage()
                for r in caplog.records)
     log.close()
+
+
+def test_delete_below_offset_deletes_whole_segments_below_it(tmp_path: Path) -> None:
+    log = StreamLog.open(tmp_path / "s", small_config())
+    fill(log, 100)
+    assert log.segment_count > 3
+    second = log._segments[1]
+    assert log.delete_below_offset(second.base_offset + 1, max_index=100) == 0  # nothing durable yet
+    log.sync_now()
+    # never past max_index: the entries above it may not be applied yet
+    assert log.delete_below_offset(second.base_offset + 1, max_index=second.base_index - 2) == 0
+    assert log.delete_below_offset(second.base_offset - 1, max_index=100) == 0  # the first still has records kept
+    assert log.delete_below_offset(second.base_offset + 1, max_index=100) == 1
+    assert (log.log_start_offset, log.first_index) == (second.base_offset, second.base_index)
+    log.delete_below_offset(10_000, max_index=100)
+    assert log.segment_count == 1 and log.last_index == 100  # the active segment stays
+    log.close()
+
+
+def test_deleted_below_is_kept_with_a_checksum(tmp_path: Path) -> None:
+    assert load_deleted_below(tmp_path) == 0
+    save_deleted_below(tmp_path, 1234, durable=True)
+    assert load_deleted_below(tmp_path) == 1234
+    (tmp_path / DELETED_BELOW_FILE).write_bytes(b"\x00" * 12)  # checksum wrong: ignored
+    assert load_deleted_below(tmp_path) == 0

@@ -178,6 +178,27 @@ def test_node_liveness_down_up_and_restart() -> None:
     assert live.tick() == LivenessChange(restarted=(2,))
 
 
+def test_quorum_contact_counts_the_voters_heard_within_a_timeout() -> None:
+    live = NodeLiveness(2)
+    for peer in (2, 3, 4, 5):
+        live.add_peer(peer)
+    assert live.in_contact_with_quorum((1, 2, 3), 1) and live.in_contact_with_quorum((1, 2, 3, 4, 5), 1)
+    live.tick()
+    live.heard(2)
+    live.tick()  # 3, 4, 5 silent for two ticks: down
+    assert [live.is_alive(p) for p in (2, 3, 4, 5)] == [True, False, False, False]
+    assert live.in_contact_with_quorum((1, 2, 3), 1)  # itself and 2: two of three
+    assert not live.in_contact_with_quorum((1, 2, 3, 4, 5), 1)  # two of five
+    assert not live.in_contact_with_quorum((2, 3, 4), 1)  # a learner counts only the voters it hears
+    assert live.in_contact_with_quorum((), 1)  # no configuration known yet: nothing to be cut off from
+    live.heard(3)
+    live.tick()
+    assert not live.is_alive(2) and live.is_alive(3)
+    assert live.in_contact_with_quorum((1, 3, 4, 5, 6), 1) is False
+    live.heard(4)
+    assert live.in_contact_with_quorum((1, 3, 4, 5, 6), 1)
+
+
 def test_successor_spreads_groups_over_the_survivors() -> None:
     picks = [successor(f"stream-{i}", (1, 2, 3), 1, [2, 3]) for i in range(1000)]
     assert set(picks) == {2, 3}

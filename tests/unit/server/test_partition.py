@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,8 +15,10 @@ from tests.support.kafka import numbered_batch as batch
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.persistence import COMMIT_POINT_FILE
-from vdl_broker.server.partition import Partition, PartitionError
+from vdl_broker.server.partition import AppendHandle, Partition, PartitionError
 from vdl_wire.errors import ErrorCode
+from vdl_wire.records.batch_header import parse_batch_header
+from vdl_wire.records.record_batch import iter_batches
 
 TIER = "component"  # real sockets, threads or sleeps in this process
 pytestmark = pytest.mark.timeout(30)
@@ -144,6 +147,30 @@ def test_not_leader_without_quorum(tmp_path: Path) -> None:
     asyncio.run(run())
 
 
+def test_a_node_cut_off_answers_the_produce_requests_waiting_for_a_commit_at_once(tmp_path: Path) -> None:
+    async def run() -> None:
+        partition = await open_partition(tmp_path / "s")
+        loop = asyncio.get_running_loop()
+        # A proposal its cut-off leader can no longer commit (its followers are out of reach).
+        stuck = SimpleNamespace(committed=loop.create_future(), durable=loop.create_future())
+        handle = AppendHandle(partition, 0, False, stuck)  # type: ignore[arg-type]
+        waiting = [loop.create_task(handle.wait(-1, 60_000)) for _ in range(2)]
+        await asyncio.sleep(0)  # one loop turn: both run until they park on the commit
+        assert not any(task.done() for task in waiting)
+        partition.cut_off_now()
+        for task in waiting:
+            with pytest.raises(PartitionError) as refused:
+                await asyncio.wait_for(task, 5)
+            assert refused.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            assert refused.value.message == "stream s: node 1 is cut off from the cluster"
+        # A later wait is not answered by that old cut; a timeout still is REQUEST_TIMED_OUT.
+        with pytest.raises(PartitionError) as late:
+            await handle.wait(-1, 50)
+        assert late.value.code == ErrorCode.REQUEST_TIMED_OUT
+        await close(partition)
+    asyncio.run(run())
+
+
 def test_concurrent_requests_each_wait_for_their_own_batches(tmp_path: Path) -> None:
     async def run() -> None:
         partition = await open_partition(tmp_path / "s")
@@ -170,5 +197,75 @@ def test_concurrent_requests_each_wait_for_their_own_batches(tmp_path: Path) -> 
         retry = asyncio.create_task(retried())
         await first.wait(-1, 1000)
         assert (first.base_offset, await retry) == (10, 10)
+        await close(partition)
+    asyncio.run(run())
+
+
+def _leader_epochs(partition: Partition) -> list[int]:
+    """partition_leader_epoch of every committed batch, in offset order."""
+    read = partition.log.read(partition.log_start_offset, 1 << 20, partition.high_watermark)
+    data = b"".join(bytes(b) for b in read.buffers)
+    return [parse_batch_header(batch).partition_leader_epoch for _, batch in iter_batches(data)]
+
+
+def test_leader_epochs_are_terms_and_end_where_the_next_term_begins(tmp_path: Path) -> None:
+    async def term_with(batches: list[int]) -> int:
+        partition = await open_partition(tmp_path / "s")
+        for count in batches:
+            await partition.append(batch(count)).wait(-1, 1000)
+        term = partition.leader_epoch
+        await close(partition)
+        return term
+
+    async def run() -> None:
+        # a single voter elects itself again at each start: one term per opening
+        first = await term_with([2, 3])  # offsets 0-4
+        second = await term_with([1])  # offset 5
+        await term_with([])  # a term without records: Kafka's epoch cache has no entry for it
+        partition = await open_partition(tmp_path / "s")
+        await partition.append(batch(2)).wait(-1, 1000)  # offsets 6-7
+        current = partition.leader_epoch
+        assert first < second < current - 1
+        assert _leader_epochs(partition) == [first, first, second, current]
+        assert partition.end_offset_for_epoch(current) == (current, 8)  # its own term: the log end
+        assert partition.end_offset_for_epoch(current - 1) == (second, 6)  # the empty term: as its floor
+        assert partition.end_offset_for_epoch(second) == (second, 6)
+        assert partition.end_offset_for_epoch(first) == (first, 5)
+        # Older than the log (kafka-python stamps 0 on what older releases stored as sent): no
+        # truncation to report, the log end.
+        assert partition.end_offset_for_epoch(first - 1) == (first - 1, 8)
+        assert partition.end_offset_for_epoch(0) == (0, 8)
+        assert partition.end_offset_for_epoch(current + 1) == (-1, -1)  # unknown to this leader
+        assert (partition.epoch_at(0), partition.epoch_at(5), partition.epoch_at(7), partition.epoch_at(8)) == (
+            first, second, current, current)
+        # records deleted below 6: an epoch ending below the new log start ends at it
+        start, proposal = partition.delete_records(6)
+        assert proposal is not None and start == 6
+        await proposal.committed
+        assert partition.log_start_offset == 6
+        assert partition.end_offset_for_epoch(first) == (first, 6)
+        await close(partition)
+    asyncio.run(run())
+
+
+def test_delete_records_moves_the_start_and_keeps_it_across_a_restart(tmp_path: Path) -> None:
+    async def run() -> None:
+        partition = await open_partition(tmp_path / "s")
+        await partition.append(batch(5)).wait(-1, 1000)
+        with pytest.raises(PartitionError) as refused:
+            partition.delete_records(6)
+        assert refused.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+        start, proposal = partition.delete_records(3)
+        assert (start, proposal is not None) == (3, True)
+        await proposal.committed
+        assert (partition.log_start_offset, partition.deleted_below, partition.log.log_start_offset) == (3, 3, 0)
+        assert partition.delete_records(2) == (3, None)  # below the start: nothing to do
+        await close(partition)
+        partition = await open_partition(tmp_path / "s")
+        assert partition.log_start_offset == 3
+        start, proposal = partition.delete_records(-1)  # the high watermark
+        assert start == 5 and proposal is not None
+        await proposal.committed
+        assert partition.log_start_offset == 5
         await close(partition)
     asyncio.run(run())

@@ -77,6 +77,7 @@ BITFIELDS = {
     ("MetadataResponse", "cluster_authorized_operations"): "authorized_operations",
     ("MetadataResponseTopic", "topic_authorized_operations"): "authorized_operations",
     ("DescribedGroup", "authorized_operations"): "authorized_operations",
+    ("DescribeClusterResponse", "cluster_authorized_operations"): "authorized_operations",
 }
 
 
@@ -241,8 +242,10 @@ def _old_classes() -> dict[tuple[str, int], type]:
 
 OLD = _old_classes()
 # Legacy classes that disagree with Kafka's message definitions (checked against the JSON peer
-# above): DescribeLogDirsRequest_v0 declares a topic's partitions as one int32, the JSON as []int32.
-OLD_MISTAKES = {("DescribeLogDirsRequest", 0)}
+# above): DescribeLogDirsRequest_v0 declares a topic's partitions as one int32, the JSON as []int32;
+# CreatePartitionsRequest_v0/1 nest count and assignments in a struct of their own (kafka-python:
+# "not compatible with new protocol").
+OLD_MISTAKES = {("DescribeLogDirsRequest", 0), ("CreatePartitionsRequest", 0), ("CreatePartitionsRequest", 1)}
 OLD_CASES = [
     (cls, v)
     for pair in MESSAGE_PAIRS

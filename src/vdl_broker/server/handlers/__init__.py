@@ -18,15 +18,19 @@ from types import ModuleType
 from typing import Any
 
 from vdl_broker.server.handlers import (
+    alter_configs,
     alter_partition_reassignments,
     alter_user_scram_credentials,
     api_versions,
     create_acls,
+    create_partitions,
     create_topics,
     delete_acls,
     delete_groups,
+    delete_records,
     delete_topics,
     describe_acls,
+    describe_cluster,
     describe_configs,
     describe_groups,
     describe_log_dirs,
@@ -46,6 +50,7 @@ from vdl_broker.server.handlers import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     sasl_authenticate,
     sasl_handshake,
@@ -61,7 +66,7 @@ MODULES: tuple[ModuleType, ...] = (
     describe_acls, create_acls, delete_acls, describe_user_scram_credentials, alter_user_scram_credentials,
     describe_configs, incremental_alter_configs,
     describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments, update_features,
-    vdl_nodes,
+    vdl_nodes, alter_configs, create_partitions, describe_cluster, delete_records, offset_for_leader_epoch,
 )
 
 

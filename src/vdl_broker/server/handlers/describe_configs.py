@@ -25,7 +25,12 @@ from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.node_view import NodeView
 from vdl_broker.server.stream_settings import node_defaults
 from vdl_wire.errors import ErrorCode
-from vdl_wire.messages import DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest
+from vdl_wire.messages import (
+    AlterConfigsRequest,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+)
 
 API_KEY = DescribeConfigsRequest.DECL.api_key
 NAME = "DescribeConfigs"
@@ -177,7 +182,8 @@ def _describe(node: NodeView,
 
 def refusal(node: NodeView, context: RequestContext,
             resource: DescribeConfigsRequest.DescribeConfigsResource
-            | IncrementalAlterConfigsRequest.AlterConfigsResource, operation: Operation) -> ErrorCode | None:
+            | IncrementalAlterConfigsRequest.AlterConfigsResource | AlterConfigsRequest.AlterConfigsResource,
+            operation: Operation) -> ErrorCode | None:
     """DESCRIBE_CONFIGS / ALTER_CONFIGS on the stream (TOPIC) or on the cluster (BROKER)."""
     if resource.resource_type == ResourceType.TOPIC:
         if not authorized(node, context, operation, AclResource.TOPIC, resource.resource_name):

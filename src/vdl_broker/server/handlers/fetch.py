@@ -79,8 +79,9 @@ def _read_partition(node: NodeView, topic: str, fp: FetchRequest.FetchPartition,
                          preferred_read_replica=preferred)
         return _read_log(partition, fp, budget, has_data, follower=False)
     # Kafka: only Fetch v11+ from a consumer may read at a follower (FetchParams.fetchOnlyLeader).
+    # Not at a node cut off from the cluster: the consumer would sit there seeing nothing new.
     if isinstance(partition, Partition) and client.version >= FOLLOWER_READ_VERSION \
-            and partition.serves_follower_reads:
+            and partition.serves_follower_reads and not node.cut_off:
         out_of_range = ErrorCode.OFFSET_OUT_OF_RANGE if client.rack else ErrorCode.NOT_LEADER_OR_FOLLOWER
         return _read_log(partition, fp, budget, has_data, follower=True, out_of_range=out_of_range)
     # Led elsewhere, or a leader without its read lease: the client asks Metadata again.

@@ -4,14 +4,17 @@ every replica applies the change (server/stream_settings.py).
 
 Each change is checked first (cluster/stream_configs.py): an unknown key, a bad value or an
 operation that does not fit gets INVALID_CONFIG naming the key, and nothing of that resource
-changes. Node settings (BROKER resources) come from node.toml and flags: INVALID_CONFIG.
+changes. Node settings (BROKER resources) come from node.toml and flags: setting one gets
+INVALID_CONFIG; deleting is a no-op (none is ever set dynamically).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Mapping
+from functools import partial
 
-from vdl_broker.cluster.stream_configs import ConfigProblem, altered
+from vdl_broker.cluster.stream_configs import AlterOp, ConfigProblem, altered
 from vdl_broker.raft.types import NotLeaderError, RaftError
 from vdl_broker.server.authorizer import Operation
 from vdl_broker.server.connection import RequestContext
@@ -29,19 +32,25 @@ NAME = "IncrementalAlterConfigs"
 Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
 
-async def _alter_one(node: NodeView, resource: IncrementalAlterConfigsRequest.AlterConfigsResource,
-                     validate_only: bool) -> tuple[ErrorCode, str | None]:
-    if resource.resource_type == ResourceType.BROKER:
-        names = ", ".join(c.name for c in resource.configs) or "(none)"
+# How a stream's config changes, given its current config: (keys to set, keys to delete);
+# raises ConfigProblem. AlterConfigs (key 33) computes its own and shares the rest.
+Changes = Callable[[Mapping[str, str]], tuple[dict[str, str], list[str]]]
+
+
+async def alter_resource(node: NodeView, resource_type: int, resource_name: str, config_names: list[str],
+                         changes: Changes, validate_only: bool) -> tuple[ErrorCode, str | None]:
+    """Check and store one resource's change on the metadata leader: (error, message)."""
+    if resource_type == ResourceType.BROKER:
+        names = ", ".join(config_names) or "(none)"
         return ErrorCode.INVALID_CONFIG, (f"{names}: node settings are static (node.toml or flags); a stream's "
                                           f"own settings are altered on its TOPIC resource")
-    if resource.resource_type != ResourceType.TOPIC:
-        return ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} is not supported (2 = TOPIC)"
-    info = node.metadata.state.streams.get(resource.resource_name)
+    if resource_type != ResourceType.TOPIC:
+        return ErrorCode.INVALID_REQUEST, f"resource type {resource_type} is not supported (2 = TOPIC)"
+    info = node.metadata.state.streams.get(resource_name)
     if info is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown stream {resource.resource_name!r}"
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown stream {resource_name!r}"
     try:
-        to_set, to_delete = altered(info.config, [(c.name, c.config_operation, c.value) for c in resource.configs])
+        to_set, to_delete = changes(info.config)
     except ConfigProblem as invalid:
         return ErrorCode.INVALID_CONFIG, str(invalid)
     problem = table_problem(to_set)
@@ -51,6 +60,23 @@ async def _alter_one(node: NodeView, resource: IncrementalAlterConfigsRequest.Al
         return ErrorCode.NONE, None
     result = await node.metadata.alter_stream_config(info.name, to_set, to_delete)
     return OUTCOME_ERRORS[result.outcome], result.message or None
+
+
+def _incremental(resource: IncrementalAlterConfigsRequest.AlterConfigsResource,
+                 current: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    return altered(current, [(c.name, c.config_operation, c.value) for c in resource.configs])
+
+
+async def _alter_one(node: NodeView, resource: IncrementalAlterConfigsRequest.AlterConfigsResource,
+                     validate_only: bool) -> tuple[ErrorCode, str | None]:
+    if resource.resource_type == ResourceType.BROKER and resource.configs and all(
+            c.config_operation == AlterOp.DELETE for c in resource.configs):
+        # Nothing is ever set dynamically on a node, so there is nothing to delete: Kafka answers
+        # success for deleting an unset config, and kafka-reassign-partitions --verify deletes
+        # the replication throttles of every node it moved replicas to.
+        return ErrorCode.NONE, None
+    return await alter_resource(node, resource.resource_type, resource.resource_name,
+                                [c.name for c in resource.configs], partial(_incremental, resource), validate_only)
 
 
 async def _alter_here(node: NodeView,

@@ -88,11 +88,17 @@ async def handle(node: NodeView, context: RequestContext, request: ListOffsetsRe
         for p in topic.partitions:
             code, offset, timestamp = (_lookup(node, topic.name, p.partition_index, p.timestamp, version) if allowed
                                        else (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1))
+            # Kafka: the latest epoch for the latest offset, else the epoch of the offset's batch
+            # (a consumer reset there validates its position with this epoch: KIP-320)
+            partition = node.replicas.get(topic.name)
+            epoch = -1
+            if offset >= 0 and isinstance(partition, Partition):
+                epoch = partition.leader_epoch if p.timestamp == LATEST else partition.epoch_at(offset)
             partitions.append(PartitionResponse(
                 partition_index=p.partition_index, error_code=int(code),
                 # v0 answers a list of offsets ("old style"); v1+ one offset and its timestamp.
                 old_style_offsets=[offset] if version == 0 and offset >= 0 else [],
-                timestamp=timestamp, offset=offset, leader_epoch=0 if offset >= 0 else -1))
+                timestamp=timestamp, offset=offset, leader_epoch=epoch))
         topics.append(TopicResponse(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(topics=topics)
 

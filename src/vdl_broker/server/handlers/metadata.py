@@ -1,5 +1,6 @@
 """Metadata (key 3): every registered node (with its rack, v1+), and each stream as a topic with one partition (0):
-its leader (LEADER_NOT_AVAILABLE while none is known), replicas and ISR.
+its leader (LEADER_NOT_AVAILABLE while none is known), replicas and ISR. A node cut off from the
+cluster names the other nodes only, and another replica as each stream's leader (server/cut_off.py).
 
 Nodes are given at the addresses of the listener (protocol) the client came in on. Streams the
 principal may not DESCRIBE are left out of an "every stream" answer and answered
@@ -37,17 +38,25 @@ def requested_names(request: MetadataRequest, version: int) -> list[str] | None:
     return [topic.name for topic in request.topics if topic.name is not None]
 
 
-def _topic(node: NodeView, name: str) -> MetadataResponse.MetadataResponseTopic:
+def _topic(node: NodeView, name: str, cut_off: bool = False,
+           first_hand: bool = False) -> MetadataResponse.MetadataResponseTopic:
     info = node.metadata.state.streams[name]
-    leader, isr = node.replicas.leader_view(name, info)
-    error = ErrorCode.NONE if leader > 0 else ErrorCode.LEADER_NOT_AVAILABLE
-    # leader_epoch -1 ("unknown"): clients then skip epoch fencing, which Fetch/ListOffsets here
-    # do not implement (no OffsetForLeaderEpoch).
     # During a reassignment: every node holding a replica, the target's first (as Kafka does).
     membership = node.metadata.state.membership
     replicas = list(dict.fromkeys((*membership.target_of(info), *membership.hosts(info))))
+    if cut_off:  # another replica, never "no leader" (server/cut_off.py)
+        leader = node.replicas.leader_when_cut_off(name, info)
+        isr = [leader] if leader > 0 else []
+    else:
+        leader, isr = node.replicas.leader_view(name, info, first_hand)
+    error = ErrorCode.NONE if leader > 0 else ErrorCode.LEADER_NOT_AVAILABLE
+    # The leader epoch is the stream's Raft term (KIP-320: clients validate their position with
+    # OffsetForLeaderEpoch when it changes); -1 ("unknown") where this node has no replica, or
+    # names another node's leadership because it is cut off.
+    local = node.replicas.local(name)
+    epoch = local.leader_epoch if local is not None and leader > 0 and not cut_off else -1
     partition = Partition(error_code=int(error), partition_index=0, leader_id=leader if leader > 0 else -1,
-                          leader_epoch=-1, replica_nodes=replicas, isr_nodes=isr, offline_replicas=[])
+                          leader_epoch=epoch, replica_nodes=replicas, isr_nodes=isr, offline_replicas=[])
     return Topic(error_code=0, name=name, topic_id=node.metadata.state.topic_id(name), is_internal=False,
                  partitions=[partition])
 
@@ -62,13 +71,18 @@ def _by_id(node: NodeView, context: RequestContext,
     return _topic(node, name)
 
 
-def _brokers(node: NodeView, protocol: str) -> list[MetadataResponse.MetadataResponseBroker]:
+def listener_brokers(node: NodeView, protocol: str,
+                     without_self: bool = False) -> list[MetadataResponse.MetadataResponseBroker]:
+    """Every node (but this one, `without_self`) with its address on the listener of `protocol`
+    (DescribeCluster answers the same)."""
     nodes = dict(node.metadata.state.nodes)
+    if without_self and len(nodes) > 1:
+        nodes.pop(node.node_id, None)
     brokers = []
     for node_id in sorted(nodes):
         host, port = split_host_port(nodes[node_id].address_for(protocol), "client")
         brokers.append(Broker(node_id=node_id, host=host, port=port, rack=nodes[node_id].rack))
-    if node.node_id not in nodes:  # not registered yet: clients still need this node
+    if node.node_id not in nodes and not without_self:  # not registered yet: clients still need this node
         host, port = split_host_port(node.own_address(protocol), "client")
         brokers.append(Broker(node_id=node.node_id, host=host, port=port, rack=node.config.rack))
     return brokers
@@ -82,9 +96,13 @@ def handle(node: NodeView, context: RequestContext, request: MetadataRequest) ->
     def describable(name: str) -> bool:
         return authorized(node, context, Operation.DESCRIBE, ResourceType.TOPIC, name)
 
+    # Cut off from the cluster: send clients to the other nodes (server/cut_off.py).
+    cut_off = node.cut_off
+    # Another node asking (server/internal.py) is told what this node knows first hand only.
+    first_hand = context.forwarded
     topics = []
     if names is None:
-        topics = [_topic(node, name) for name in sorted(streams) if describable(name)]
+        topics = [_topic(node, name, cut_off, first_hand) for name in sorted(streams) if describable(name)]
     else:
         # Metadata v4+ lets the client veto auto-creation; the broker config must allow it too.
         may_create = node.config.auto_create_streams and (version < 4 or request.allow_auto_topic_creation)
@@ -93,7 +111,7 @@ def handle(node: NodeView, context: RequestContext, request: MetadataRequest) ->
                                               and create_topics.may_create(node, context, name)):
                 topics.append(Topic(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), name=name))
             elif name in streams:
-                topics.append(_topic(node, name))
+                topics.append(_topic(node, name, cut_off, first_hand))
             elif validate_stream_name(name) is not None:
                 topics.append(Topic(error_code=int(ErrorCode.INVALID_TOPIC_EXCEPTION), name=name))
             elif may_create and create_topics.may_create(node, context, name):
@@ -108,8 +126,12 @@ def handle(node: NodeView, context: RequestContext, request: MetadataRequest) ->
                 topics.append(Topic(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name=name))
         topics += [_by_id(node, context, t.topic_id) for t in request.topics or [] if t.name is None]
     controller = node.metadata.leader_id or -1
-    return MetadataResponse(brokers=_brokers(node, context.protocol), cluster_id=node.cluster_id, controller_id=controller,
-                            topics=topics)
+    # A cut-off node names itself only for the streams it still serves alone.
+    without_self = cut_off and all(p.leader_id != node.node_id for t in topics for p in t.partitions or [])
+    if without_self and controller == node.node_id:
+        controller = -1
+    return MetadataResponse(brokers=listener_brokers(node, context.protocol, without_self), cluster_id=node.cluster_id,
+                            controller_id=controller, topics=topics)
 
 
 async def _auto_create(node: NodeView, name: str) -> None:

@@ -31,7 +31,7 @@ NAME = "VdlNodes"
 log = logging.getLogger(__name__)
 
 Node = VdlNodesResponse.VdlNode
-ACTIONS = ("list", "join", "decommission", "remove", "reassignment_done")
+ACTIONS = ("list", "join", "register", "decommission", "remove", "reassignment_done")
 
 
 class _Refused(Exception):
@@ -92,6 +92,8 @@ async def _act(node: NodeView, request: VdlNodesRequest) -> None:
         return
     if action == "join":
         await _join(node, request)
+    elif action == "register":
+        await _register(node, request)
     elif action in ("decommission", "remove"):
         _known(node, node_id)
         current = state.membership.state_of(node_id)
@@ -109,26 +111,49 @@ async def _act(node: NodeView, request: VdlNodesRequest) -> None:
         raise _Refused(ErrorCode.INVALID_REQUEST, f"unknown action {action!r}; accepted: {', '.join(ACTIONS)}")
 
 
-async def _join(node: NodeView, request: VdlNodesRequest) -> None:
-    node_id, client, raft = request.node_id, request.client or "", request.raft or ""
-    if node_id <= 0:
-        raise _Refused(ErrorCode.INVALID_REQUEST, f"node id must be positive, got {node_id}")
+def _check_addresses(request: VdlNodesRequest) -> tuple[str, str]:
+    """(client, raft) of a join or register request, both host:port."""
+    client, raft = request.client or "", request.raft or ""
+    if request.node_id <= 0:
+        raise _Refused(ErrorCode.INVALID_REQUEST, f"node id must be positive, got {request.node_id}")
     for value, what in ((client, "client"), (raft, "raft")):
         try:
             split_host_port(value, what)
         except ConfigError as error:
-            raise _Refused(ErrorCode.INVALID_REQUEST, f"join: {error}") from None
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"{request.action}: {error}") from None
+    return client, raft
+
+
+async def _join(node: NodeView, request: VdlNodesRequest) -> None:
+    client, raft = _check_addresses(request)
+    node_id = request.node_id
     state = node.metadata.state
     if node_id in state.membership.removed:
         raise _Refused(ErrorCode.BROKER_ID_NOT_REGISTERED,
                        f"node {node_id} was removed from the cluster: join under a new node id")
     known = state.nodes.get(node_id)
-    listeners, rack = tuple(request.listeners), request.rack or None
     if known is None:
         log.info("node %d asks to join (client %s, raft %s)", node_id, client, raft)
-        await _submit(node, join_node_command(node_id, client, raft, listeners, rack))
-    elif (known.client, known.raft, known.listeners, known.rack) != (client, raft, listeners, rack):
-        await _submit(node, register_node_command(node_id, client, raft, listeners, rack))  # it moved
+        await _submit(node, join_node_command(node_id, client, raft, tuple(request.listeners or ()),
+                                              request.rack or None, own=state.nodes_register_themselves))
+    else:
+        await _register(node, request)  # it moved
+
+
+async def _register(node: NodeView, request: VdlNodesRequest) -> None:
+    """A known node describing itself from its own config (at every start: server/joining.py)."""
+    client, raft = _check_addresses(request)
+    node_id = request.node_id
+    _known(node, node_id)
+    state = node.metadata.state
+    known = state.nodes[node_id]
+    listeners, rack = tuple(request.listeners or ()), request.rack or None
+    own = state.nodes_register_themselves  # below that level: as the metadata leader's config would
+    if (own and not known.own) or (known.client, known.raft, known.listeners, known.rack) != (client, raft,
+                                                                                             listeners, rack):
+        log.info("node %d registers itself (client %s, raft %s, listeners %s, rack %s)", node_id, client, raft,
+                 ",".join(listeners) or "-", rack or "-")
+        await _submit(node, register_node_command(node_id, client, raft, listeners, rack, own=own))
 
 
 def _check_room(node: NodeView, node_id: int) -> None:

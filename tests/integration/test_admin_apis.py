@@ -1,0 +1,368 @@
+"""DeleteRecords (21), OffsetForLeaderEpoch (23), AlterConfigs (33), CreatePartitions (37) and
+DescribeCluster (60) with raw requests, on one node and on a 3-node cluster: the exact answers
+Kafka's clients read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.cluster import BrokerProcess
+from tests.support.kafka import (
+    create_topic_raw,
+    fetch_partition,
+    list_offset_raw,
+    metadata_raw,
+    one_record_batch,
+    produce_raw,
+    raw_request,
+    record_values,
+)
+from tests.support.waiting import wait_until
+from vdl_broker.server.handlers.create_partitions import refusal
+from vdl_dev.dev_cluster import DevCluster
+from vdl_wire import messages as m
+from vdl_wire.errors import ErrorCode
+from vdl_wire.records.batch_header import parse_batch_header
+from vdl_wire.records.record_batch import iter_batches
+
+TOPIC, BROKER = 2, 4  # config resource types
+
+
+def describe_cluster(address: str, version: int = 1, operations: bool = False, endpoint_type: int = 1) -> Any:
+    request = m.DescribeClusterRequest(include_cluster_authorized_operations=operations, endpoint_type=endpoint_type)
+    return raw_request(address, request, version)
+
+
+def stream_config(address: str, stream: str) -> dict[str, str]:
+    """The stream's own settings (source 1, DYNAMIC_TOPIC_CONFIG)."""
+    resource = m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=TOPIC, resource_name=stream)
+    result = raw_request(address, m.DescribeConfigsRequest(resources=[resource]), 4).results[0]
+    assert result.error_code == 0
+    return {c.name: c.value for c in result.configs if c.config_source == 1}
+
+
+def alter_configs(address: str, stream: str, configs: dict[str, str | None], validate_only: bool = False,
+                  version: int = 2, resource_type: int = TOPIC) -> tuple[int, str | None]:
+    resource = m.AlterConfigsRequest.AlterConfigsResource(
+        resource_type=resource_type, resource_name=stream,
+        configs=[m.AlterConfigsRequest.AlterableConfig(name=k, value=v) for k, v in configs.items()])
+    result = raw_request(address, m.AlterConfigsRequest(resources=[resource], validate_only=validate_only),
+                         version).responses[0]
+    assert (result.resource_type, result.resource_name) == (resource_type, stream)
+    return result.error_code, result.error_message
+
+
+def create_partitions(address: str, counts: dict[str, int], validate_only: bool = False, version: int = 3) -> list[
+        tuple[str, int, str | None]]:
+    request = m.CreatePartitionsRequest(topics=[
+        m.CreatePartitionsRequest.CreatePartitionsTopic(name=name, count=count) for name, count in counts.items()],
+        timeout_ms=5000, validate_only=validate_only)
+    return [(r.name, r.error_code, r.error_message) for r in raw_request(address, request, version).results]
+
+
+def delete_records(address: str, offsets: dict[tuple[str, int], int], version: int = 2,
+                   timeout_ms: int = 10_000) -> list[tuple[str, int, int, int]]:
+    """(stream, partition, error code, low watermark) per partition asked."""
+    streams = list(dict.fromkeys(name for name, _ in offsets))
+    request = m.DeleteRecordsRequest(timeout_ms=timeout_ms, topics=[m.DeleteRecordsRequest.DeleteRecordsTopic(
+        name=name, partitions=[m.DeleteRecordsRequest.DeleteRecordsPartition(partition_index=p, offset=o)
+                               for (n, p), o in offsets.items() if n == name]) for name in streams])
+    response = raw_request(address, request, version, timeout=timeout_ms / 1000 + 5)
+    return [(t.name, p.partition_index, p.error_code, p.low_watermark) for t in response.topics for p in t.partitions]
+
+
+def produce_values(address: str, stream: str, count: int) -> None:
+    """`count` one-record batches v0.., so every offset starts a batch."""
+    for i in range(count):
+        assert produce_raw(address, stream, one_record_batch(b"v%d" % i))[0] == 0
+
+
+def epoch_end(address: str, stream: str, leader_epoch: int, current: int = -1, version: int = 4,
+              partition: int = 0) -> tuple[int, int, int]:
+    """(error code, leader epoch, end offset) of an OffsetForLeaderEpoch for one partition."""
+    request = m.OffsetForLeaderEpochRequest(replica_id=-1, topics=[m.OffsetForLeaderEpochRequest.OffsetForLeaderTopic(
+        topic=stream, partitions=[m.OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+            partition=partition, current_leader_epoch=current, leader_epoch=leader_epoch)])])
+    response = raw_request(address, request, version)
+    assert [t.topic for t in response.topics] == [stream]
+    result = response.topics[0].partitions[0]
+    assert result.partition == partition
+    return result.error_code, result.leader_epoch, result.end_offset
+
+
+def metadata_epoch(address: str, stream: str) -> int:
+    return metadata_raw(address, [stream]).topics[0].partitions[0].leader_epoch
+
+
+# ---- one node -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_offset_for_leader_epoch_one_node(module_broker: BrokerProcess, version: int) -> None:
+    stream, address = f"ofle-{version}", module_broker.bootstrap
+    assert create_topic_raw(address, stream) == (0, None)
+    produce_values(address, stream, 3)
+    epoch = metadata_epoch(address, stream)
+    assert epoch >= 1
+    # batches carry the term they were written in
+    assert {parse_batch_header(b).partition_leader_epoch
+            for _, b in iter_batches(memoryview(fetch_partition(address, stream, 0).records))} == {epoch}
+    listed = m.ListOffsetsRequest(replica_id=-1, topics=[m.ListOffsetsRequest.ListOffsetsTopic(name=stream, partitions=[
+        m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=t) for t in (-1, -2)])])
+    assert [(p.offset, p.leader_epoch) for p in raw_request(address, listed, 4).topics[0].partitions] == [
+        (3, epoch), (0, epoch)]
+    answered_epoch = epoch if version >= 1 else -1  # v0 has no epoch in the answer
+    assert epoch_end(address, stream, epoch, epoch, version) == (0, answered_epoch, 3)
+    # Older than every entry (what releases before leader epochs stored carries the producer's
+    # stamp): no truncation to report, the log end (Partition.end_offset_for_epoch).
+    assert epoch_end(address, stream, epoch - 1, -1, version) == (0, epoch - 1 if version >= 1 else -1, 3)
+    assert epoch_end(address, stream, epoch + 1, -1, version) == (0, -1, -1)
+    if version >= 2:  # the current leader epoch fences stale and future clients
+        assert epoch_end(address, stream, epoch, epoch - 1, version) == (ErrorCode.FENCED_LEADER_EPOCH, -1, -1)
+        assert epoch_end(address, stream, epoch, epoch + 1, version) == (ErrorCode.UNKNOWN_LEADER_EPOCH, -1, -1)
+    assert epoch_end(address, stream, epoch, -1, version, partition=1)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert epoch_end(address, "ofle-none", epoch, -1, version)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_delete_records_moves_the_log_start(module_broker: BrokerProcess, version: int) -> None:
+    stream, address = f"dr-{version}", module_broker.bootstrap
+    assert create_topic_raw(address, stream) == (0, None)
+    produce_values(address, stream, 10)
+    assert delete_records(address, {(stream, 0): 4}, version) == [(stream, 0, 0, 4)]
+    assert list_offset_raw(address, stream, -2) == (0, 4)
+    below = fetch_partition(address, stream, 3)
+    assert (below.error_code, below.log_start_offset, below.high_watermark) == (ErrorCode.OFFSET_OUT_OF_RANGE, 4, 10)
+    at = fetch_partition(address, stream, 4)
+    assert (at.error_code, at.log_start_offset, record_values(at.records)) == (
+        0, 4, [(i, b"v%d" % i) for i in range(4, 10)])
+    # below the start: nothing changes; -1: the high watermark
+    assert delete_records(address, {(stream, 0): 2}, version) == [(stream, 0, 0, 4)]
+    assert delete_records(address, {(stream, 0): -1}, version) == [(stream, 0, 0, 10)]
+    assert list_offset_raw(address, stream, -2) == (0, 10)
+    assert list_offset_raw(address, stream, -1) == (0, 10)
+    produce_values(address, stream, 1)
+    assert record_values(fetch_partition(address, stream, 10).records) == [(10, b"v0")]
+
+
+def test_delete_records_refuses_bad_offsets_and_partitions(module_broker: BrokerProcess) -> None:
+    address = module_broker.bootstrap
+    assert create_topic_raw(address, "dr-bad") == (0, None)
+    produce_values(address, "dr-bad", 3)
+    assert delete_records(address, {("dr-bad", 0): 4, ("dr-bad", 1): 1, ("dr-none", 0): 1}) == [
+        ("dr-bad", 0, ErrorCode.OFFSET_OUT_OF_RANGE, -1), ("dr-bad", 1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1),
+        ("dr-none", 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)]
+    assert delete_records(address, {("dr-bad", 0): -2}) == [("dr-bad", 0, ErrorCode.OFFSET_OUT_OF_RANGE, -1)]
+    assert delete_records(address, {("dr-bad", 0): 3}) == [("dr-bad", 0, 0, 3)]  # the high watermark itself
+
+
+def test_delete_records_survives_a_restart(broker: BrokerProcess) -> None:
+    address = broker.bootstrap
+    assert create_topic_raw(address, "dr-restart") == (0, None)
+    produce_values(address, "dr-restart", 5)
+    assert delete_records(address, {("dr-restart", 0): 3}) == [("dr-restart", 0, 0, 3)]
+    broker.restart()
+    wait_until(lambda: list_offset_raw(address, "dr-restart", -2) == (0, 3), timeout=20,
+               message=lambda: f"earliest {list_offset_raw(address, 'dr-restart', -2)}")
+    assert record_values(fetch_partition(address, "dr-restart", 3).records) == [(3, b"v3"), (4, b"v4")]
+
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_describe_cluster_one_node(module_broker: BrokerProcess, version: int) -> None:
+    metadata = metadata_raw(module_broker.bootstrap, [])
+    response = describe_cluster(module_broker.bootstrap, version)
+    assert (response.error_code, response.error_message, response.cluster_id, response.controller_id) == (
+        0, None, metadata.cluster_id, 1)
+    assert [(b.broker_id, b.host, b.port, b.rack) for b in response.brokers] == [(1, "127.0.0.1", module_broker.port,
+                                                                                   None)]
+    assert response.cluster_authorized_operations == -(1 << 31)  # not asked for
+    assert response.endpoint_type == 1  # v0 has none: its default
+
+
+def test_describe_cluster_authorized_operations_without_authorizer(module_broker: BrokerProcess) -> None:
+    # Without an authorizer everything is allowed: CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
+    # IDEMPOTENT_WRITE, ALTER, DESCRIBE (bits 5, 9, 10, 11, 12, 7, 8)
+    response = describe_cluster(module_broker.bootstrap, operations=True)
+    assert response.cluster_authorized_operations == sum(1 << b for b in (5, 7, 8, 9, 10, 11, 12)) == 0x1FA0
+
+
+def test_describe_cluster_controllers_are_not_served(module_broker: BrokerProcess) -> None:
+    response = describe_cluster(module_broker.bootstrap, endpoint_type=2)
+    assert (response.error_code, response.endpoint_type, response.brokers) == (
+        ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, 2, [])
+    assert response.error_message == "VDL nodes are brokers only (endpoint type 1); their metadata leader is the controller"
+
+
+def test_create_partitions_is_refused(module_broker: BrokerProcess) -> None:
+    assert create_topic_raw(module_broker.bootstrap, "cp-one") == (0, None)
+    for validate_only in (False, True):
+        assert create_partitions(module_broker.bootstrap, {"cp-one": 1, "cp-none": 2, "cp-one-more": 0},
+                                 validate_only) == [
+            ("cp-one", ErrorCode.INVALID_PARTITIONS,
+             "VDL streams have exactly one partition (each is one Raft group): stream 'cp-one' has 1 and cannot have 1"),
+            ("cp-none", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown stream 'cp-none'"),
+            ("cp-one-more", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown stream 'cp-one-more'")]
+    assert create_partitions(module_broker.bootstrap, {"cp-one": 4}, version=0) == [
+        ("cp-one", ErrorCode.INVALID_PARTITIONS, refusal("cp-one", 4))]
+    assert [p.partition_index for p in metadata_raw(module_broker.bootstrap, ["cp-one"]).topics[0].partitions] == [0]
+
+
+def test_create_partitions_names_a_duplicate(module_broker: BrokerProcess) -> None:
+    request = m.CreatePartitionsRequest(topics=[m.CreatePartitionsRequest.CreatePartitionsTopic(name="cp-twice", count=2)
+                                                for _ in range(2)], timeout_ms=5000)
+    results = raw_request(module_broker.bootstrap, request).results
+    assert [(r.name, r.error_code, r.error_message) for r in results] == [
+        ("cp-twice", ErrorCode.INVALID_REQUEST, "duplicate topic 'cp-twice' in the request")] * 2
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_alter_configs_replaces_the_whole_config(module_broker: BrokerProcess, version: int) -> None:
+    stream = f"ac-whole-{version}"
+    address = module_broker.bootstrap
+    assert create_topic_raw(address, stream) == (0, None)
+    assert alter_configs(address, stream, {"retention.ms": "60000", "segment.bytes": "1048576"},
+                         version=version) == (0, None)
+    assert stream_config(address, stream) == {"retention.ms": "60000", "segment.bytes": "1048576"}
+    # Kafka semantics: what is not listed returns to its default
+    assert alter_configs(address, stream, {"retention.bytes": "1000000"}, version=version) == (0, None)
+    assert stream_config(address, stream) == {"retention.bytes": "1000000"}
+    assert alter_configs(address, stream, {}, version=version) == (0, None)
+    assert stream_config(address, stream) == {}
+
+
+def test_alter_configs_validate_only_changes_nothing(module_broker: BrokerProcess) -> None:
+    address = module_broker.bootstrap
+    assert create_topic_raw(address, "ac-validate") == (0, None)
+    assert alter_configs(address, "ac-validate", {"retention.ms": "1000"}) == (0, None)
+    assert alter_configs(address, "ac-validate", {"segment.ms": "5000"}, validate_only=True) == (0, None)
+    assert stream_config(address, "ac-validate") == {"retention.ms": "1000"}
+
+
+def test_alter_configs_refuses_bad_input_and_changes_nothing(module_broker: BrokerProcess) -> None:
+    address = module_broker.bootstrap
+    assert create_topic_raw(address, "ac-bad") == (0, None)
+    assert alter_configs(address, "ac-bad", {"retention.ms": "1000"}) == (0, None)
+    assert alter_configs(address, "ac-bad", {"retention.ms": "soon"}) == (
+        ErrorCode.INVALID_CONFIG, "retention.ms: 'soon' is not an integer >= -1")
+    code, message = alter_configs(address, "ac-bad", {"cleanup.policy": "compact"})
+    assert (code, message.split(" (accepted")[0]) == (ErrorCode.INVALID_CONFIG, "unknown stream config 'cleanup.policy'")
+    assert alter_configs(address, "ac-bad", {"retention.ms": None}) == (
+        ErrorCode.INVALID_CONFIG, "retention.ms needs a value (an integer >= -1)")
+    assert alter_configs(address, "ac-bad", {"vdl.table.format": "json"}) == (
+        ErrorCode.INVALID_CONFIG, "vdl.table.schema: required when vdl.table.format=json (a Spark DDL schema)")
+    assert alter_configs(address, "ac-none", {"retention.ms": "1"}) == (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown stream 'ac-none'")
+    assert stream_config(address, "ac-bad") == {"retention.ms": "1000"}
+
+
+def test_alter_configs_answers_broker_resources_as_incremental_alter_configs(module_broker: BrokerProcess) -> None:
+    assert alter_configs(module_broker.bootstrap, "1", {"log.retention.ms": "1"}, resource_type=BROKER) == (
+        ErrorCode.INVALID_CONFIG, "log.retention.ms: node settings are static (node.toml or flags); a stream's own "
+                                  "settings are altered on its TOPIC resource")
+
+
+# ---- three nodes --------------------------------------------------------------------------------
+
+
+def test_describe_cluster_three_nodes_any_node(dev_cluster: DevCluster) -> None:
+    for node_id in dev_cluster.node_ids():
+        address = dev_cluster.nodes[node_id].client_address
+        metadata = metadata_raw(address, [])
+        response = describe_cluster(address)
+        assert (response.error_code, response.cluster_id, response.controller_id) == (
+            0, metadata.cluster_id, metadata.controller_id)
+        assert response.controller_id in (1, 2, 3)
+        assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [
+            (b.node_id, b.host, b.port) for b in metadata.brokers]
+        assert [b.broker_id for b in response.brokers] == [1, 2, 3]
+
+
+def test_alter_configs_through_a_follower_applies_everywhere(dev_cluster: DevCluster) -> None:
+    addresses = [dev_cluster.nodes[n].client_address for n in dev_cluster.node_ids()]
+    controller = metadata_raw(addresses[0], []).controller_id
+    follower = next(dev_cluster.nodes[n].client_address for n in dev_cluster.node_ids() if n != controller)
+    assert create_topic_raw(follower, "ac-cluster") == (0, None)
+    assert alter_configs(follower, "ac-cluster", {"retention.ms": "123456"}) == (0, None)
+    assert alter_configs(follower, "ac-cluster", {"max.message.bytes": "2000000"}) == (0, None)
+    for address in addresses:  # the metadata leader committed it before answering: every node
+        wait_config(address, "ac-cluster", {"max.message.bytes": "2000000"})
+
+
+def wait_config(address: str, stream: str, expected: dict[str, str]) -> None:
+    wait_until(lambda: stream_config(address, stream) == expected, timeout=10,
+               message=lambda: f"{address}: {stream_config(address, stream)}")
+
+
+def test_delete_records_three_nodes_every_replica_agrees(cluster: DevCluster) -> None:
+    address = cluster.nodes[1].client_address
+    assert create_topic_raw(address, "dr-cluster") == (0, None)
+    leader = wait_for_leader(cluster, "dr-cluster")
+    leader_address = cluster.nodes[leader].client_address
+    produce_values(leader_address, "dr-cluster", 6)
+    for node_id in cluster.node_ids():
+        if node_id != leader:
+            assert delete_records(cluster.nodes[node_id].client_address, {("dr-cluster", 0): 2}) == [
+                ("dr-cluster", 0, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)]
+    assert delete_records(leader_address, {("dr-cluster", 0): 5}) == [("dr-cluster", 0, 0, 5)]
+    cluster.kill(leader)  # the next leader has the new start from the Raft log
+    new_leader = wait_for_leader(cluster, "dr-cluster", other_than=leader)
+    new_address = cluster.nodes[new_leader].client_address
+    wait_until(lambda: list_offset_raw(new_address, "dr-cluster", -2) == (0, 5), timeout=20,
+               message=lambda: f"earliest at node {new_leader}: {list_offset_raw(new_address, 'dr-cluster', -2)}")
+    assert fetch_partition(new_address, "dr-cluster", 4).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert record_values(fetch_partition(new_address, "dr-cluster", 5).records) == [(5, b"v5")]
+
+
+def test_offset_for_leader_epoch_across_a_leader_change(cluster: DevCluster) -> None:
+    assert create_topic_raw(cluster.nodes[1].client_address, "ofle-cluster") == (0, None)
+    leader = wait_for_leader(cluster, "ofle-cluster")
+    address = cluster.nodes[leader].client_address
+    produce_values(address, "ofle-cluster", 4)
+    old = metadata_epoch(address, "ofle-cluster")
+    for node_id in cluster.node_ids():
+        if node_id != leader:  # followers know the term, but only the leader answers
+            follower = cluster.nodes[node_id].client_address
+            assert metadata_epoch(follower, "ofle-cluster") == old
+            assert epoch_end(follower, "ofle-cluster", old, old) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1)
+    cluster.kill(leader)
+    new_leader = wait_for_leader(cluster, "ofle-cluster", other_than=leader)
+    new_address = cluster.nodes[new_leader].client_address
+    new = metadata_epoch(new_address, "ofle-cluster")
+    assert new > old
+    produce_values(new_address, "ofle-cluster", 2)
+    # the old term ends where the new leader's records begin; the new one at the log end
+    assert epoch_end(new_address, "ofle-cluster", old, new) == (0, old, 4)
+    assert epoch_end(new_address, "ofle-cluster", new, new) == (0, new, 6)
+    assert epoch_end(new_address, "ofle-cluster", old, old) == (ErrorCode.FENCED_LEADER_EPOCH, -1, -1)
+    epochs = [parse_batch_header(b).partition_leader_epoch
+              for _, b in iter_batches(memoryview(fetch_partition(new_address, "ofle-cluster", 0).records))]
+    assert epochs == [old] * 4 + [new] * 2
+
+
+def wait_for_leader(cluster: DevCluster, stream: str, other_than: int | None = None) -> int:
+    found: list[int] = []
+
+    def led() -> bool:
+        for node_id in cluster.node_ids():
+            if node_id == other_than or not cluster.nodes[node_id].running:
+                continue
+            leader = metadata_raw(cluster.nodes[node_id].client_address, [stream]).topics[0].partitions[0].leader_id
+            if leader > 0 and leader != other_than and list_offset_raw(
+                    cluster.nodes[leader].client_address, stream, -1)[0] == 0:
+                found[:] = [leader]
+                return True
+        return False
+
+    wait_until(led, timeout=30, message=f"no leader of {stream}")
+    return found[0]
+
+
+def test_create_partitions_three_nodes(dev_cluster: DevCluster) -> None:
+    address = dev_cluster.nodes[2].client_address
+    assert create_topic_raw(address, "cp-cluster") == (0, None)
+    assert create_partitions(address, {"cp-cluster": 3}) == [
+        ("cp-cluster", ErrorCode.INVALID_PARTITIONS, refusal("cp-cluster", 3))]

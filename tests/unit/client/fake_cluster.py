@@ -1,0 +1,117 @@
+"""A cluster that answers a VdlClient without a network or waiting:
+VdlClient(settings(), connect=cluster.connect, sleep=cluster.sleep).
+
+Nodes are "n<id>:9092"; the test sets who leads, who is the controller, which nodes are down,
+and queues error codes a node answers once per request type. Every request is recorded as
+(address, request class name), for tests that assert where the client sent what.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from vdl_client.settings import ClientSettings
+from vdl_wire.errors import ErrorCode
+from vdl_wire.messages import (
+    ApiVersionsResponse,
+    CreateTopicsResponse,
+    FindCoordinatorResponse,
+    MetadataResponse,
+    OffsetFetchResponse,
+)
+
+BOOTSTRAP = "n1:9092"
+
+
+def settings(**overrides: Any) -> ClientSettings:
+    # Backoff and deadline small: a give-up test takes a few milliseconds.
+    defaults: dict[str, Any] = {"retry_backoff_ms": 1, "deadline_ms": 200, "request_timeout_ms": 1000}
+    return ClientSettings((BOOTSTRAP,), **{**defaults, **overrides})
+
+
+def address(node_id: int) -> str:
+    return f"n{node_id}:9092"
+
+
+class FakeCluster:
+    def __init__(self, nodes: tuple[int, ...] = (1, 2, 3)) -> None:
+        self.nodes = nodes
+        self.down: set[int] = set()
+        self.controller = nodes[0]
+        self.leaders: dict[str, int] = {}
+        self.coordinator = nodes[0]
+        self.committed: dict[str, dict[str, int]] = {}
+        self.errors: dict[tuple[int, str], list[int]] = defaultdict(list)  # (node, request) -> codes, once each
+        self.sent: list[tuple[str, str]] = []
+        self.slept: list[float] = []  # the client's backoffs, in seconds
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+
+    def connect(self, addr: str) -> FakeConnection:
+        node = int(addr.removeprefix("n").split(":")[0])
+        if node in self.down:
+            raise ConnectionRefusedError(111, "Connection refused")
+        return FakeConnection(self, node, addr)
+
+    def answer(self, node: int, request: Any) -> Any:
+        name = type(request).__name__
+        queued = self.errors[(node, name)]
+        error = queued.pop(0) if queued else 0
+        if name == "MetadataRequest":
+            return self._metadata(request)
+        if name == "ApiVersionsRequest":
+            return ApiVersionsResponse(error_code=error, api_keys=[])
+        if name == "CreateTopicsRequest":
+            if not error:
+                for topic in request.topics:
+                    self.leaders.setdefault(topic.name, self.controller)
+            return CreateTopicsResponse(topics=[CreateTopicsResponse.CreatableTopicResult(
+                name=topic.name, error_code=error) for topic in request.topics])
+        if name == "FindCoordinatorRequest":
+            return FindCoordinatorResponse(coordinators=[FindCoordinatorResponse.Coordinator(
+                key=request.coordinator_keys[0], node_id=self.coordinator, host=f"n{self.coordinator}", port=9092,
+                error_code=error)])
+        if name == "OffsetFetchRequest":
+            group = request.groups[0].group_id
+            return OffsetFetchResponse(groups=[OffsetFetchResponse.OffsetFetchResponseGroup(
+                group_id=group, error_code=error, topics=[] if error else [
+                    OffsetFetchResponse.OffsetFetchResponseTopics(name=stream, partitions=[
+                        OffsetFetchResponse.OffsetFetchResponsePartitions(partition_index=0, committed_offset=offset)])
+                    for stream, offset in sorted(self.committed.get(group, {}).items())])])
+        raise AssertionError(f"the fake cluster does not answer {name}")
+
+    def _metadata(self, request: Any) -> Any:
+        wanted = list(self.leaders) if request.topics is None else [t.name for t in request.topics]
+        topics = []
+        for stream in wanted:
+            if stream not in self.leaders:
+                topics.append(MetadataResponse.MetadataResponseTopic(
+                    name=stream, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            topics.append(MetadataResponse.MetadataResponseTopic(name=stream, partitions=[
+                MetadataResponse.MetadataResponsePartition(partition_index=0, leader_id=self.leaders[stream],
+                                                           replica_nodes=list(self.nodes),
+                                                           isr_nodes=list(self.nodes))]))
+        return MetadataResponse(
+            brokers=[MetadataResponse.MetadataResponseBroker(node_id=n, host=f"n{n}", port=9092) for n in self.nodes],
+            controller_id=self.controller, topics=topics)
+
+
+class FakeConnection:
+    def __init__(self, cluster: FakeCluster, node: int, addr: str) -> None:
+        self.cluster, self.node, self.address = cluster, node, addr
+
+    def request(self, request: Any, timeout_s: float, version: int | None = None) -> Any:
+        if self.node in self.cluster.down:
+            raise ConnectionResetError(104, "Connection reset by peer")
+        self.cluster.sent.append((self.address, type(request).__name__))
+        return self.cluster.answer(self.node, request)
+
+    def send(self, request: Any, timeout_s: float, version: int | None = None) -> int:
+        self.cluster.sent.append((self.address, type(request).__name__))
+        return 0
+
+    def close(self) -> None:
+        pass
