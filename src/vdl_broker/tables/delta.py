@@ -11,7 +11,8 @@ same Delta commit as its files, the transaction (app id, version = the last offs
   and goes on from there, so no offset is written twice and none is skipped.
 
 A table is adopted only when it is new, empty, or already holds this app id's transaction: a
-path holding another stream's rows is refused rather than mixed into.
+path holding another stream's rows is refused rather than mixed into, and so is a table with
+column mapping (its files name columns by physical names, which format("vdl") cannot read).
 """
 
 from __future__ import annotations
@@ -77,6 +78,13 @@ class DeltaTarget:
         next `append` commits against."""
         table = self._load(create=True)
         assert table is not None
+        mapping = table.metadata().configuration.get("delta.columnMapping.mode", "none")
+        if mapping != "none":
+            # delta-rs would append, but the files' columns then have physical names, not
+            # offset/key/value: format("vdl") could not read the stream's history from them.
+            raise TieringError(f"the Delta table at {self.path} uses column mapping (delta.columnMapping.mode = "
+                               f"{mapping}), a table feature stream tables cannot have: give the stream a table "
+                               f"without it")
         version = table.transaction_version(app_id)
         if version is not None:
             return version + 1

@@ -71,6 +71,15 @@ def test_another_streams_table_is_not_adopted(tmp_path: Path) -> None:
     assert DeltaTarget(str(tmp_path / "empty"), SCHEMA, []).next_offset("app", 4) == 4
 
 
+
+def test_a_table_with_column_mapping_is_not_adopted(tmp_path: Path) -> None:
+    """Its files name columns by physical names, which format("vdl") cannot read history from."""
+    path = str(tmp_path / "t")
+    DeltaTable.create(path, SCHEMA, configuration={"delta.columnMapping.mode": "name"})
+    with pytest.raises(TieringError, match=r"uses column mapping \(delta.columnMapping.mode = name\)"):
+        DeltaTarget(path, SCHEMA, []).next_offset("app", 0)
+    assert offsets(tmp_path / "t") == []
+
 def test_compaction_and_vacuum_keep_every_row_once(tmp_path: Path) -> None:
     target = DeltaTarget(str(tmp_path / "t"), SCHEMA, [])
     target.next_offset("app", 0)
