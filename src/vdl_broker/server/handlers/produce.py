@@ -3,8 +3,8 @@
 acks 0: no response at all; 1: after the leader's durable local append; -1: after the commit by
 a majority of the stream's replicas (a cluster of one: its own durable append). A partition's
 data is all-or-nothing: a bad batch is rejected whole with the error naming the problem, and
-nothing of it becomes visible. A leader without its read lease, or on a node cut off from the
-cluster, answers NOT_LEADER_OR_FOLLOWER (the client asks Metadata and goes to the new leader).
+nothing of it becomes visible. A leader on a node cut off from the cluster answers
+NOT_LEADER_OR_FOLLOWER (the client asks Metadata and goes to the new leader).
 
 Hot path: per batch only (CRC32C over the batch, a header parse, one copy for the base offset).
 """
@@ -18,7 +18,7 @@ from vdl_broker.metrics import BrokerMetrics
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.node_view import NodeView
-from vdl_broker.server.partition import AppendHandle, PartitionError, await_read_lease
+from vdl_broker.server.partition import AppendHandle, PartitionError
 from vdl_wire.errors import DecodeError, ErrorCode
 from vdl_wire.messages import ProduceRequest, ProduceResponse
 from vdl_wire.primitives import Buffer
@@ -176,10 +176,12 @@ async def handle(node: NodeView, context: RequestContext, request: ProduceReques
         await _await_transaction(node, request)
     results: list[tuple[str, list[ProduceResponse.PartitionProduceResponse]]] = []
     appended: dict[str, list[AppendHandle]] = {}
-    # A leader answers only under its read lease, and no node cut off from the cluster does
-    # (server/cut_off.py): what it accepted could not commit, and the client would wait out its
-    # timeout instead of going to the new leader. A lease just taken comes back within a beat.
-    await await_read_lease([p for p in (node.replicas.get(t.name) for t in request.topic_data) if p is not None])
+    # No node cut off from the cluster appends (server/cut_off.py): what it accepted could not
+    # commit, and the client would wait out its timeout instead of going to the new leader. The
+    # read lease is not asked for here: a lease that lapses and comes back within one producer's
+    # window would refuse a batch and accept the next, and an idempotent producer unknown to the
+    # leader (any first sequence is accepted, KIP-360) would then have its refused batch taken
+    # for a duplicate when it is sent again: lost.
     cut_off = node.cut_off
     # Phase 1, synchronous: validate and append every partition's data (no await, so requests
     # on other connections cannot interleave inside one append).
@@ -195,10 +197,9 @@ async def handle(node: NodeView, context: RequestContext, request: ProduceReques
                 responses.append(_partition_error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                   f"unknown stream {topic.name!r} partition {data.index}"))
                 continue
-            if partition.is_leader and (cut_off or not partition.serves_reads):
+            if partition.is_leader and cut_off:
                 responses.append(_partition_error(data.index, ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                                  f"node {node.node_id} is cut off from the cluster" if cut_off
-                                                  else f"node {node.node_id} lost its lease on {topic.name}"))
+                                                  f"node {node.node_id} is cut off from the cluster"))
                 continue
             limit = partition.max_message_bytes
             try:
