@@ -6,14 +6,9 @@ from __future__ import annotations
 
 import subprocess
 
-import pytest
-
 from tests.integration.test_transactions_clients import admin, read_all
 from tests.support.cluster import DevCluster
 from tests.support.java_client import java_command
-
-pytestmark = pytest.mark.skipif(subprocess.run(["which", "java"], capture_output=True).returncode != 0,
-                                reason="no Java")
 
 RECORDS = 2000
 
