@@ -139,13 +139,20 @@ def load(bootstrap: str, stream: str, records: int, batch_records: int = LOAD_BA
     return time.perf_counter() - start
 
 
-def timed_query(start_query) -> float:  # noqa: ANN001
+def timed_query(start_query, rows: int | None = None) -> float:  # noqa: ANN001
+    """Seconds until the AvailableNow query ends; with `rows`, refuses a run that read another count
+    (a query resuming from a checkpoint that is already at the end reads nothing, very fast)."""
     start = time.perf_counter()
     query = start_query()
     query.awaitTermination()
+    elapsed = time.perf_counter() - start
     if query.exception() is not None:
         raise RuntimeError(str(query.exception()))
-    return time.perf_counter() - start
+    if rows is not None:
+        read = sum(progress["numInputRows"] for progress in query.recentProgress)
+        if read != rows:
+            raise RuntimeError(f"query {query.name or query.id} read {read:,} rows, expected {rows:,}")
+    return elapsed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,11 +199,13 @@ def main(argv: list[str] | None = None) -> int:
                    "rows/s",
                    note=f"the same batches into Kafka: {records / load_s['kafka']:,.0f} rows/s")
 
-        def read_query(fmt: str, bootstrap: str, run: str):  # noqa: ANN202
-            return (spark.readStream.format(fmt).option("kafka.bootstrap.servers", bootstrap)
+        def read_query(fmt: str, target: Target, run: str):  # noqa: ANN202
+            # A checkpoint per format *and* system: format("kafka") on Kafka resuming from the
+            # offsets format("kafka") on VDL reached would read nothing.
+            return (spark.readStream.format(fmt).option("kafka.bootstrap.servers", target.bootstrap)
                     .option("subscribe", "bench").option("startingOffsets", "earliest").option("minPartitions", "2")
                     .load().writeStream.format("noop").trigger(availableNow=True)
-                    .option("checkpointLocation", str(work / f"read-{fmt}-{run}")).start())
+                    .option("checkpointLocation", str(work / f"read-{fmt}-{target.key}-{run}")).start())
 
         def ceiling_query(run: str):  # noqa: ANN202
             return (spark.readStream.format("vdl_bench_ceiling").option("rows", str(records)).option("partitions", "2")
@@ -217,10 +226,10 @@ def main(argv: list[str] | None = None) -> int:
             frame.write.format("vdl_bench_ceiling").mode("append").save()
 
         measures: dict[str, Callable[[str], object]] = {
-            "ceiling": lambda r: timed_query(lambda: ceiling_query(r)),
-            "vdl": lambda r: timed_query(lambda: read_query("vdl", vdl.bootstrap, r)),
-            "kafka_on_vdl": lambda r: timed_query(lambda: read_query("kafka", vdl.bootstrap, r)),
-            "kafka_on_kafka": lambda r: timed_query(lambda: read_query("kafka", kafka.bootstrap, r)),
+            "ceiling": lambda r: timed_query(lambda: ceiling_query(r), records),
+            "vdl": lambda r: timed_query(lambda: read_query("vdl", vdl, r), records),
+            "kafka_on_vdl": lambda r: timed_query(lambda: read_query("kafka", vdl, r), records),
+            "kafka_on_kafka": lambda r: timed_query(lambda: read_query("kafka", kafka, r), records),
             "discard": lambda r: timed_query_batch(lambda: write_discard(r)),
             "write_vdl": lambda r: timed_query_batch(lambda: write("vdl", vdl, r)),
             "write_kafka_on_vdl": lambda r: timed_query_batch(lambda: write("kafka", vdl, r)),
@@ -337,7 +346,7 @@ def exactly_once_rows(report: Report, spark, bootstrap: str, work: Path, records
                     .option("checkpointLocation", str(work / f"copy-{run}"))
                     .trigger(availableNow=True).start())
 
-        rates[exactly_once] = max(rates[exactly_once], records / timed_query(copy_query))
+        rates[exactly_once] = max(rates[exactly_once], records / timed_query(copy_query, records))
     for exactly_once in ("false", "true"):
         report.add(f"stream copy vdl -> vdl, exactlyOnce={exactly_once}", rates[exactly_once], "rows/s",
                    note="best of 2")
