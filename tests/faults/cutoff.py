@@ -5,7 +5,11 @@ user would configure it (client defaults but acks=all and idempotence). Per roun
 how long acknowledged writes stopped (the longest gap between two acknowledgements around the
 cut), for producers running at the cut and for new ones started at it ("(new)": from the cut to
 their first acknowledgement, at most); after each round heals, every acknowledged record must be
-in the stream exactly once.
+in the stream exactly once. A new producer's stall counts its client's start-up too (librdkafka
+waits 500 ms before it asks for a producer id, a Java producer is built in the harness JVM), so
+the table also gives it from the producer's first send, and each client's start-up without a
+cut: the producers running at the cut, started at the round's beginning on the same machine,
+from their start to their first acknowledgement.
 
 Shapes (3 nodes, as tests/faults/chaos/nemesis.py draws them):
     isolate-leader  the stream's leader cut off from both others
@@ -54,6 +58,8 @@ class Round:
     shape: str
     cut_node: int
     stalls: dict[str, float] = field(default_factory=dict)  # client -> seconds without acknowledgements
+    from_send: dict[str, float] = field(default_factory=dict)  # new producers: the stall from their first send
+    startup: dict[str, float] = field(default_factory=dict)  # running ones: start to first ack, no cut
 
 
 class JavaProducer(threading.Thread):
@@ -71,10 +77,13 @@ class JavaProducer(threading.Thread):
         self.failure: BaseException | None = None
         self.undelivered = -1
         self.times: list[float] = []  # one per acknowledgement, at the poll that saw it
+        self.started = self.first_send = math.nan
 
     def run(self) -> None:
+        self.started = time.monotonic()
         try:
             self.java.producer(self.client, self.bootstrap, acks="all", **{"linger.ms": 5})
+            self.first_send = time.monotonic()  # the harness starts sending as it answers
             self.java.call("produce_in_background", name=self.client, task=self.client, topic=STREAM,
                            prefix=self.client, interval_ms=int(1000 / RATE_PER_S))
             while not self.stop_event.wait(self.POLL_S):  # a measurement's sampling period
@@ -101,6 +110,7 @@ class Producer(threading.Thread):
         self.stop_event = threading.Event()
         self.failure: BaseException | None = None
         self.undelivered = -1
+        self.started = self.first_send = math.nan  # thread start; first send, once the client is built
 
     def value(self, seq: int) -> bytes:
         return f"{self.client}-{seq:08d}".encode()
@@ -113,9 +123,12 @@ class Producer(threading.Thread):
             delay = started + seq / RATE_PER_S - time.monotonic()
             if delay > 0:
                 self.stop_event.wait(delay)  # pacing the workload, not synchronization
+            if seq == 0:
+                self.first_send = time.monotonic()
             yield seq
 
     def run(self) -> None:
+        self.started = time.monotonic()
         try:
             if self.kind == "confluent-kafka":
                 self._confluent()
@@ -173,6 +186,8 @@ class Producer(threading.Thread):
                 if self.stop_event.is_set():
                     break
                 await asyncio.sleep(max(0.0, started + seq / RATE_PER_S - time.monotonic()))  # pacing
+                if seq == 0:
+                    self.first_send = time.monotonic()
                 value = self.value(seq)
                 future = await producer.send(STREAM, value=value, partition=0)
                 pending.add(future)
@@ -269,7 +284,13 @@ def run_round(world: World, shape: str, number: int, java: Any = None) -> Round:
                                       f"{dict(counts())} (before {dict(before)})")
         result = Round(shape, cut_node)
         for producer in producers:
-            result.stalls[producer.kind + (" (new)" if producer in late else "")] = stall(ack_times(producer), cut)
+            times = ack_times(producer)
+            if producer in late:
+                result.stalls[producer.kind + " (new)"] = stall(times, cut)
+                result.from_send[producer.kind] = stall(times, producer.first_send)
+            else:
+                result.stalls[producer.kind] = stall(times, cut)
+                result.startup[producer.kind] = times[0] - producer.started
     finally:
         world.links.heal()
         for producer in producers:
@@ -321,17 +342,24 @@ def run_rounds(directory: Path, rounds: int, seed: int = 7, with_java: bool = Fa
 
 
 def table(results: Sequence[Round]) -> str:
-    """Per shape and client: rounds, p99 and max of the stall, in seconds."""
-    lines = [f"{'shape':<16}{'client':<24}{'rounds':>7}{'p99 s':>9}{'max s':>9}"]
+    """Per shape and client, p99 over the rounds in seconds: the stall of producers running at
+    the cut; of new ones started at it, from the cut (the goal's measure: start-up included) and
+    from their first send; and the client's start-up without a cut (from the start of the
+    producers running at the cut to their first acknowledgement)."""
+    header = ("running", "new: from cut", "from 1st send", "start-up, no cut")
+    lines = [f"{'shape':<16}{'client':<17}{'rounds':>7}" + "".join(f"{h:>18}" for h in header)]
     for shape in [*SHAPES, "all"]:
         chosen = [r for r in results if shape in (r.shape, "all")]
         if not chosen:
             continue
-        for client in MEASURED:
-            values = [r.stalls[client] for r in chosen if client in r.stalls]
-            if not values:
+        for client in (*CLIENTS, JAVA):
+            columns = [[r.stalls[client] for r in chosen if client in r.stalls],
+                       [r.stalls[f"{client} (new)"] for r in chosen if f"{client} (new)" in r.stalls],
+                       [r.from_send[client] for r in chosen if client in r.from_send],
+                       [r.startup[client] for r in chosen if client in r.startup]]
+            if not columns[0]:
                 continue
-            lines.append(f"{shape:<16}{client:<24}{len(values):>7}{p99(values):>9.2f}{max(values):>9.2f}")
+            lines.append(f"{shape:<16}{client:<17}{len(columns[0]):>7}" + "".join(f"{p99(c):>18.2f}" for c in columns))
     return "\n".join(lines)
 
 
@@ -345,6 +373,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = run_rounds(Path(directory), args.rounds, args.seed, with_java=not args.no_java)
     for number, result in enumerate(results):
         stalls = "  ".join(f"{client} {seconds:.2f} s" for client, seconds in result.stalls.items())
+        stalls += "  from first send: " + "  ".join(f"{c} {s:.2f} s" for c, s in result.from_send.items())
+        stalls += "  start-up, no cut: " + "  ".join(f"{c} {s:.2f} s" for c, s in result.startup.items())
         print(f"round {number:3d} {result.shape:<15} node {result.cut_node} cut off: {stalls}")
     print(table(results))
     return 0

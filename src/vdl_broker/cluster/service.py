@@ -70,6 +70,7 @@ class MetadataService:
         self._legacy_streams = legacy_streams
         self._registered_term = -1
         self.group: RaftGroup | None = None
+        self.last_leader = 0  # the metadata leader this node last knew (kept while it knows none)
 
     def start(self, stream_log: StreamLog) -> RaftGroup:
         """Drive the metadata group over `stream_log` (<data_dir>/__metadata), replaying it."""
@@ -81,7 +82,12 @@ class MetadataService:
         self.group = self.host.create_group(METADATA_GROUP, self.config.voter_ids, stream_log, apply=self._apply,
                                             config=config, state_machine=self, may_truncate=self.may_truncate)
         self.group.add_commit_listener(self._after_commit)
+        self.group.add_role_listener(self._note_leader)
         return self.group
+
+    def _note_leader(self, group: RaftGroup) -> None:
+        if group.leader_id:
+            self.last_leader = group.leader_id
 
     def add_listener(self, listener: ChangeListener) -> None:
         """Called on every node with the results of each applied entry (streams created or

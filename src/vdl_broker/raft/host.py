@@ -22,18 +22,20 @@ from collections.abc import Callable, Sequence
 from vdl_broker.log import StreamLog
 from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.group import ApplyFn, LatencyFn, RaftGroup, SnapshotFn
-from vdl_broker.raft.liveness import LivenessChange, NodeLiveness, successor
+from vdl_broker.raft.liveness import (
+    CAMPAIGN_DELAY_TICKS,
+    CAMPAIGN_RETRIES,
+    LivenessChange,
+    NodeLiveness,
+    may_campaign_again,
+    successor,
+)
 from vdl_broker.raft.snapshotting import StateMachine
 from vdl_broker.raft.throttle import CatchUpThrottle
 from vdl_broker.raft.transport import Address, Identify, RaftTransport, TlsContexts, TransportConfig
-from vdl_broker.raft.types import NONE, Message, Role
+from vdl_broker.raft.types import NONE, Message
 
 log = logging.getLogger(__name__)
-
-# A designated successor campaigns this many ticks after it lost the leader's node: the other
-# survivors notice the same silence within about a tick and must have forgotten the leader (or
-# they refuse the pre-vote and the group falls back to an ordinary election timeout).
-CAMPAIGN_DELAY_TICKS = 2
 
 # Builds a node's transport: RaftTransport's signature (node id, listen address, handler, peers,
 # config, tls=, identify=). Tests put an in-memory network behind it.
@@ -88,7 +90,7 @@ class RaftHost:
         # server checks whether this node is now cut off from the cluster (server/cut_off.py).
         self.liveness_listeners: list[Callable[[], None]] = []
         self._ticks = 0
-        self._campaigns: list[tuple[int, str]] = []  # (tick due, group name)
+        self._campaigns: list[tuple[int, str, int]] = []  # (tick due, group name, attempts so far)
         self._ticker: asyncio.Task[None] | None = None
         # Catch-up appends (replicas far behind) are paced; None: as fast as they go.
         self.throttle = CatchUpThrottle(recovery_rate_bytes, self._send, clock=clock) if recovery_rate_bytes else None
@@ -228,14 +230,18 @@ class RaftHost:
                 log.exception("node %d: group %s failed to react to peer liveness", self.node_id, group.name)
                 continue
             if forgotten and successor(group.name, group.voters, forgotten, alive) == self.node_id:
-                self._campaigns.append((self._ticks + CAMPAIGN_DELAY_TICKS, group.name))
+                self._campaigns.append((self._ticks + CAMPAIGN_DELAY_TICKS, group.name, 0))
 
     def _start_campaigns(self) -> None:
         if not self._campaigns:
             return
-        due = [name for tick, name in self._campaigns if tick <= self._ticks]
-        self._campaigns = [(tick, name) for tick, name in self._campaigns if tick > self._ticks]
-        for name in due:
+        due = [(name, attempts) for tick, name, attempts in self._campaigns if tick <= self._ticks]
+        self._campaigns = [campaign for campaign in self._campaigns if campaign[0] > self._ticks]
+        for name, attempts in due:
             group = self.groups.get(name)
-            if group is not None and not group.stopped and group.role == Role.FOLLOWER and group.leader_id == NONE:
+            if group is None or group.stopped or group.leader_id != NONE:
+                continue
+            if may_campaign_again(group.role, attempts):
                 group.campaign()
+                if attempts < CAMPAIGN_RETRIES:
+                    self._campaigns.append((self._ticks + CAMPAIGN_DELAY_TICKS, name, attempts + 1))

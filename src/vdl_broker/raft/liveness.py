@@ -115,6 +115,17 @@ class NodeLiveness:
         return live >= len(members) // 2 + 1
 
 
+# A designated successor campaigns this many ticks after it lost the leader's node: the other
+# survivors notice the same silence within about a tick and must have forgotten the leader.
+CAMPAIGN_DELAY_TICKS = 2
+# One that noticed it later (a loaded machine, a frame from the leader still in flight) still
+# holds the leader's lease and ignores the pre-vote without an answer: the successor asks again
+# every CAMPAIGN_DELAY_TICKS while it knows no leader, this many times more, rather than waiting
+# out its randomized election timeout (1-2 s more without a leader). A pre-vote changes no term:
+# asking again disrupts nothing.
+CAMPAIGN_RETRIES = 4
+
+
 def successor(group: str, voters: Sequence[int], dead: int, alive: Iterable[int]) -> int:
     """The voter of `group` that should campaign when `dead` (its leader's node) is gone: one of
     the live voters, chosen by a stable hash of the group's name so that the groups of one dead
@@ -143,3 +154,10 @@ def react(node: RaftNode, change: LivenessChange, is_alive: Callable[[int], bool
         if back or (change.down and live < node.quorum):
             node.wake()
     return forgotten
+
+
+def may_campaign_again(role: Role, attempts: int) -> bool:
+    """Whether a designated successor that knows no leader campaigns (again) now: a follower
+    does; a pre-candidate too, once it already asked (its pre-vote went unanswered); a candidate
+    waits for its votes."""
+    return role == Role.FOLLOWER or (attempts > 0 and role == Role.PRE_CANDIDATE)

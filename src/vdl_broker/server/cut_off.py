@@ -7,11 +7,18 @@ Metadata of whichever broker they have a connection to (librdkafka, the Java cli
 kafka-python: the least loaded one; aiokafka: any, shuffled), so a cut-off node that answered
 "no leader" kept being asked, and held its clients for as long as it stayed cut off. Instead it:
 
-- names only the other nodes as brokers (clients then drop it from the brokers they ask), unless
-  it still serves a stream itself (a stream whose replicas are all here);
 - names, as each stream's leader, the replica the rest of the cluster most likely elected
-  (`leader_elsewhere`): never itself, never "no leader"; a wrong guess costs the client one
-  NOT_LEADER_OR_FOLLOWER from a node that does know, and its next Metadata goes there;
+  (`leader_elsewhere`): never itself (unless it still serves the stream: every replica is
+  here), never "no leader"; a wrong guess costs the client one NOT_LEADER_OR_FOLLOWER from a
+  node that does know, and its next Metadata may go there;
+- names, as the controller and as the coordinator of every group and transactional id
+  (FindCoordinator), the metadata group's leader chosen the same way: never itself, which could
+  coordinate nothing and would be asked again after each NOT_COORDINATOR;
+- still names itself among the brokers. Left out, librdkafka (2.16) decommissions the broker it
+  asked, and that broker's thread, on its way down, takes back the partitions the same answer
+  had just moved to the new leader: they sit with no leader until librdkafka's one-second scan
+  of unavailable partitions, which finds no connection up the first time (measured: 2 s more
+  without acknowledgements for a producer bootstrapped at a cut-off leader);
 - refuses Produce and Fetch (follower reads too) with NOT_LEADER_OR_FOLLOWER, and fails the
   produce requests waiting for a commit the same way, so clients retry elsewhere instead of
   waiting out their request timeout.

@@ -5,7 +5,8 @@ invariants); MultiCluster ties them together the way a node's host does: a crash
 takes a node down in every group at once, partitions cut every group's links, and each node runs
 a NodeLiveness fed by every message it receives from a peer plus one node heartbeat per peer per
 tick (over the same lossy network). Liveness changes go to every group (liveness.react); the
-successor of a forgotten leader campaigns two ticks later, as the host does.
+successor of a forgotten leader campaigns two ticks later, and again while it knows no leader, as
+the host does.
 
 Invariants, besides each group's own (election safety, log matching, leader completeness, state
 machine safety, committed entries durable on a majority):
@@ -25,9 +26,14 @@ from collections.abc import Callable
 from raft_sim import Cluster, InvariantError, NetConfig
 
 from vdl_broker.raft import Message, RaftConfig, RaftNode, Role
-from vdl_broker.raft.liveness import NodeLiveness, react, successor
-
-CAMPAIGN_DELAY_TICKS = 2  # the host's delay before a successor campaigns
+from vdl_broker.raft.liveness import (  # noqa: F401 - CAMPAIGN_DELAY_TICKS re-exported for the tests
+    CAMPAIGN_DELAY_TICKS,
+    CAMPAIGN_RETRIES,
+    NodeLiveness,
+    may_campaign_again,
+    react,
+    successor,
+)
 
 
 class GroupSim(Cluster):
@@ -68,7 +74,7 @@ class MultiCluster:
         self.liveness = {i: self._new_liveness(i) for i in self.ids}
         self._beats: list[tuple[int, int, int, int, int]] = []  # (time, seq, sender, to, incarnation)
         self._seq = 0
-        self._campaigns: list[tuple[int, int, int, int]] = []  # (time, seq, group index, node)
+        self._campaigns: list[tuple[int, int, int, int, int]] = []  # (time, seq, group index, node, attempts)
         self.tick_times: dict[tuple[int, int], list[int]] = {}  # (group, node) -> sim time of each core tick
 
     def _new_liveness(self, i: int) -> NodeLiveness:
@@ -138,17 +144,22 @@ class MultiCluster:
             forgotten = react(node, change, live.is_alive)
             if forgotten and successor(group.name, node.voters, forgotten, alive) == i:
                 self._seq += 1
-                heapq.heappush(self._campaigns, (self.now + CAMPAIGN_DELAY_TICKS * self.tick_every, self._seq, g, i))
+                heapq.heappush(self._campaigns,
+                               (self.now + CAMPAIGN_DELAY_TICKS * self.tick_every, self._seq, g, i, 0))
             group.process(i)
 
     def _run_campaigns(self) -> None:
         while self._campaigns and self._campaigns[0][0] <= self.now:
-            _, _, g, i = heapq.heappop(self._campaigns)
+            _, _, g, i, attempts = heapq.heappop(self._campaigns)
             group = self.groups[g]
             node = group.nodes[i].node
-            if node is not None and node.role == Role.FOLLOWER and node.leader_id == 0:
+            if node is not None and node.leader_id == 0 and may_campaign_again(node.role, attempts):
                 node.campaign()
                 group.process(i)
+                if attempts < CAMPAIGN_RETRIES:
+                    self._seq += 1
+                    heapq.heappush(self._campaigns, (self.now + CAMPAIGN_DELAY_TICKS * self.tick_every, self._seq,
+                                                     g, i, attempts + 1))
 
     # ------------------------------------------------------------------ time
 

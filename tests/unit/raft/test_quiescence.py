@@ -130,6 +130,29 @@ def test_cut_off_quiescent_leader_is_replaced_and_deposed() -> None:
         c.groups[0].propose(old, b"x")
 
 
+@pytest.mark.parametrize("seed", range(1, 9))
+def test_a_successor_asks_again_a_survivor_that_noticed_the_leader_gone_later(seed: int) -> None:
+    """Regression: the designated successor's pre-vote reached the other survivor before it had
+    noticed the leader's node gone; still in the leader's lease, that survivor ignored it, and
+    the successor waited out a randomized election timeout (1-2 s in a real cluster). It asks
+    again every CAMPAIGN_DELAY_TICKS while it knows no leader: here the other survivor notices
+    7 ticks after it (it still heard the leader for 7 ticks), and a leader follows at once."""
+    c = MultiCluster(3, 1, seed=seed)
+    settle(c)
+    old = c.leader(0)
+    assert old is not None
+    first = successor("g0", c.core(0, old).voters, old, [i for i in c.ids if i != old])
+    [late] = [i for i in c.ids if i not in (old, first)]
+    c.partition({old, late}, {first, late})  # the successor stops hearing the leader...
+    c.run(7 * TICK)
+    c.partition({old}, {first, late})  # ... the other survivor 7 ticks later
+    cut = c.now
+    bound = (E + 2 * CAMPAIGN_DELAY_TICKS + 1) * TICK
+    assert c.run_until(lambda: any(c.core(0, i).role == Role.LEADER for i in (first, late)), bound), \
+        f"no leader among {first, late} {bound // TICK} ticks after the leader was cut off from both"
+    assert c.now - cut <= bound
+
+
 def test_cut_off_leader_woken_by_reads_only_steps_down() -> None:
     """Regression: a quiescent leader cut off from its followers, woken by reads (no writes),
     quiesced again after a few heartbeat rounds -- counting followers it had not heard from

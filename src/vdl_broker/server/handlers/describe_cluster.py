@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from vdl_broker.server.authorizer import Operation, authorized_cluster
 from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.handlers import find_coordinator
 from vdl_broker.server.handlers.metadata import listener_brokers
 from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
@@ -42,7 +43,7 @@ def handle(node: NodeView, context: RequestContext, request: DescribeClusterRequ
                for b in listener_brokers(node, context.protocol)]
     operations = (cluster_authorized_operations(node, context) if request.include_cluster_authorized_operations
                   else AUTHORIZED_OPERATIONS_OMITTED)
-    return DescribeClusterResponse(cluster_id=node.cluster_id or "", controller_id=node.metadata.leader_id or -1,
+    return DescribeClusterResponse(cluster_id=node.cluster_id or "", controller_id=find_coordinator.metadata_leader(node) or -1,
                                    brokers=brokers, cluster_authorized_operations=operations,
                                    endpoint_type=endpoint_type)
 

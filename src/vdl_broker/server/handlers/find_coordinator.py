@@ -1,13 +1,16 @@
 """FindCoordinator (key 10): the metadata leader coordinates every consumer group (one
 well-known node, so members bootstrapped from different nodes meet in one group); this node
-while no leader is known. v4+ look up several keys in one request (KIP-699), each answered on
-its own; share groups (key type 2) do not exist here."""
+while no leader is known, unless this node is cut off from the cluster: then the node the rest
+of the cluster most likely follows (server/cut_off.py), never itself, which could coordinate
+nothing and would be asked again after each NOT_COORDINATOR. v4+ look up several keys in one
+request (KIP-699), each answered on its own; share groups (key type 2) do not exist here."""
 
 from __future__ import annotations
 
 from vdl_broker.config import split_host_port
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.cut_off import leader_elsewhere
 from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import FindCoordinatorRequest, FindCoordinatorResponse
@@ -20,6 +23,17 @@ GROUP, TRANSACTION = 0, 1
 Coordinator = FindCoordinatorResponse.Coordinator
 
 
+def metadata_leader(node: NodeView) -> int:
+    """The metadata leader (it coordinates groups and transactions, and is the controller) as
+    this node knows it, 0 when it knows none; on a node cut off from the cluster, the one the
+    rest of the cluster most likely follows, never this node (server/cut_off.py)."""
+    group = node.metadata.group
+    if node.cut_off and group is not None:
+        return leader_elsewhere(group.name, group.voters, node.node_id, node.metadata.last_leader,
+                                node.host.liveness.is_alive)
+    return node.metadata.leader_id
+
+
 def _find(node: NodeView, context: RequestContext, key_type: int,
           key: str) -> FindCoordinatorResponse.Coordinator:
     if key_type not in (GROUP, TRANSACTION):
@@ -30,7 +44,7 @@ def _find(node: NodeView, context: RequestContext, key_type: int,
                   if key_type == TRANSACTION else (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED))
     if not authorized(node, context, Operation.DESCRIBE, kind, key):
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=int(code))
-    leader = node.metadata.leader_id
+    leader = metadata_leader(node)
     address = node.node_client_address(leader, context.protocol) if leader else None
     if address is None:
         leader, address = node.node_id, node.own_address(context.protocol)

@@ -1,6 +1,7 @@
 """Metadata (key 3): every registered node (with its rack, v1+), and each stream as a topic with one partition (0):
 its leader (LEADER_NOT_AVAILABLE while none is known), replicas and ISR. A node cut off from the
-cluster names the other nodes only, and another replica as each stream's leader (server/cut_off.py).
+cluster names another replica as each stream's leader, and another node as the controller
+(server/cut_off.py).
 
 Nodes are given at the addresses of the listener (protocol) the client came in on. Streams the
 principal may not DESCRIBE are left out of an "every stream" answer and answered
@@ -15,7 +16,7 @@ from vdl_broker.cluster.metadata import validate_stream_name
 from vdl_broker.config import split_host_port
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.connection import RequestContext
-from vdl_broker.server.handlers import create_topics
+from vdl_broker.server.handlers import create_topics, find_coordinator
 from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import CreateTopicsRequest, MetadataRequest, MetadataResponse
@@ -71,18 +72,14 @@ def _by_id(node: NodeView, context: RequestContext,
     return _topic(node, name)
 
 
-def listener_brokers(node: NodeView, protocol: str,
-                     without_self: bool = False) -> list[MetadataResponse.MetadataResponseBroker]:
-    """Every node (but this one, `without_self`) with its address on the listener of `protocol`
-    (DescribeCluster answers the same)."""
-    nodes = dict(node.metadata.state.nodes)
-    if without_self and len(nodes) > 1:
-        nodes.pop(node.node_id, None)
+def listener_brokers(node: NodeView, protocol: str) -> list[MetadataResponse.MetadataResponseBroker]:
+    """Every node with its address on the listener of `protocol` (DescribeCluster answers the same)."""
+    nodes = node.metadata.state.nodes
     brokers = []
     for node_id in sorted(nodes):
         host, port = split_host_port(nodes[node_id].address_for(protocol), "client")
         brokers.append(Broker(node_id=node_id, host=host, port=port, rack=nodes[node_id].rack))
-    if node.node_id not in nodes and not without_self:  # not registered yet: clients still need this node
+    if node.node_id not in nodes:  # not registered yet: clients still need this node
         host, port = split_host_port(node.own_address(protocol), "client")
         brokers.append(Broker(node_id=node.node_id, host=host, port=port, rack=node.config.rack))
     return brokers
@@ -125,12 +122,10 @@ def handle(node: NodeView, context: RequestContext, request: MetadataRequest) ->
             else:
                 topics.append(Topic(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name=name))
         topics += [_by_id(node, context, t.topic_id) for t in request.topics or [] if t.name is None]
-    controller = node.metadata.leader_id or -1
-    # A cut-off node names itself only for the streams it still serves alone.
-    without_self = cut_off and all(p.leader_id != node.node_id for t in topics for p in t.partitions or [])
-    if without_self and controller == node.node_id:
-        controller = -1
-    return MetadataResponse(brokers=listener_brokers(node, context.protocol, without_self), cluster_id=node.cluster_id,
+    controller = find_coordinator.metadata_leader(node) or -1  # never this node when cut off
+    # Every node, this one too even when cut off (server/cut_off.py: librdkafka drops a broker
+    # left out of Metadata, and with it the new leader it has just learned).
+    return MetadataResponse(brokers=listener_brokers(node, context.protocol), cluster_id=node.cluster_id,
                             controller_id=controller, topics=topics)
 
 
