@@ -39,10 +39,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """`--reverse`: run the collected tests in reverse order, to catch tests that pass only after
-    (or before) others. The pytest-reverse plugin, when installed, owns the option instead."""
+    (or before) others. The pytest-reverse plugin, when installed, owns the option instead.
+    `--record-durations`: write each module's measured time into tests/durations.txt."""
     with contextlib.suppress(ValueError):  # pytest-reverse defined it
         parser.addoption("--reverse", action="store_true", default=False,
                          help="run the tests in reverse order of collection")
+    parser.addoption("--record-durations", action="store_true", default=False,
+                     help=f"update {DURATIONS.name} with the time each module run took (its tests' setup, call "
+                          "and teardown), for the parallel workers' schedule")
 
 
 # The tiers (setup.cfg's markers) follow from where a test lives. tests/unit is `unit` -- pure
@@ -54,6 +58,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 TESTS = Path(__file__).resolve().parent
 PROCESS_DIRS = frozenset({"integration", "faults", "dev"})
 SPARK_DIRS = frozenset({"spark", "notebooks"})
+
+# The parallel schedule. `--dist loadfile` hands a worker one whole module at a time (its
+# module-scoped cluster is started once), in collection order (setup.cfg turns off xdist's own
+# reordering by test count, which put the long modules of few tests last: one worker then ran
+# a minutes-long module while the other sat idle). The workers collect the longest modules
+# first, from the times in tests/durations.txt (`pytest --record-durations` updates it), so the
+# run ends on short ones and both workers finish together. A module missing from the file is
+# placed by its tier's typical time. Only the order changes: every test still runs.
+DURATIONS = TESTS / "durations.txt"
+TIER_SECONDS = {"slow": 240.0, "spark": 120.0, "process": 60.0, "component": 5.0, "unit": 1.0}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -71,8 +85,63 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker("spark")
         if getattr(module, "SLOW", False):
             item.add_marker("slow")
+    if hasattr(config, "workerinput"):  # an xdist worker: its collection is the schedule
+        items[:] = longest_modules_first(items)
     if config.getoption("--reverse") and not config.pluginmanager.hasplugin("reverse"):
         items.reverse()
+
+
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def read_durations(path: Path = DURATIONS) -> dict[str, float]:
+    """Seconds per module ("SECONDS tests/PATH.py" lines; # comments)."""
+    durations: dict[str, float] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip() and not line.startswith("#"):
+                seconds, module = line.split()
+                durations[module] = float(seconds)
+    return durations
+
+
+def longest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The items with their modules in decreasing expected time (ties in collection order), each
+    module's tests in their own order."""
+    known = read_durations()
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(module_of(item.nodeid), []).append(item)
+
+    def expected(module: str) -> float:
+        if module in known:
+            return known[module]
+        markers = {mark.name for item in modules[module] for mark in item.iter_markers()}
+        return max((seconds for tier, seconds in TIER_SECONDS.items() if tier in markers), default=1.0)
+
+    order = sorted(modules, key=lambda module: -expected(module))
+    return [item for module in order for item in modules[module]]
+
+
+_measured: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Sum each module's time (in the controller, the workers' reports) for --record-durations."""
+    _measured[module_of(report.nodeid)] = _measured.get(module_of(report.nodeid), 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if not config.getoption("--record-durations") or hasattr(config, "workerinput") or not _measured:
+        return
+    durations = read_durations() | {module: round(seconds, 1) for module, seconds in _measured.items()}
+    lines = [f"{seconds:g} {module}" for module, seconds in sorted(durations.items(), key=lambda kv: (-kv[1], kv[0]))]
+    DURATIONS.write_text("# Seconds per test module in a full run (setup, call and teardown of its tests), longest\n"
+                         "# first: the parallel workers take the longest modules first (tests/conftest.py).\n"
+                         "# `pytest --record-durations` updates it; a module not listed is placed by its tier.\n"
+                         + "\n".join(lines) + "\n")
 
 
 @pytest.fixture(autouse=True)

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import subprocess
 import tomllib
+from collections.abc import Callable
 
 import pytest
 
-from tests.support.cluster import VDL_CLI, node_address, wait_until
+from tests.support.cluster import VDL_CLI, BrokerProcess, node_address, wait_until
 from tests.support.kafka import metadata_raw
 from vdl_broker.config import dump_node_config
 from vdl_dev.dev_cluster import DevCluster
@@ -61,3 +62,17 @@ def test_each_node_registers_its_own_rack_and_a_changed_rack_shows_after_its_res
     wait_until(lambda: every_node_says(cluster, unracked), 30,
                lambda: f"no rack for node 2 in Metadata: {racks_in_metadata(cluster, 1)}")
     assert racks_listed(cluster) == CLUSTER_RACKS | {2: "-"}
+
+
+def test_a_node_of_its_own_without_raft_listen_registers_itself_and_serves_at_once(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
+    """A cluster of one has no raft address: its registration carries none and is accepted (it
+    was refused as a bad raft address, so the node waited out its 10 s metadata wait at every
+    start, warned it started without the cluster metadata, and a changed rack never showed)."""
+    broker = broker_factory(rack="rack-a", auto_create_streams=False)
+    assert "starting without the cluster metadata" not in broker.recent_output(2000)
+    assert [(b.node_id, b.rack) for b in metadata_raw(broker.bootstrap, []).brokers] == [(1, "rack-a")]
+    broker.config["rack"] = "rack-b"
+    broker.restart()
+    assert "starting without the cluster metadata" not in broker.recent_output(2000)
+    assert [(b.node_id, b.rack) for b in metadata_raw(broker.bootstrap, []).brokers] == [(1, "rack-b")]

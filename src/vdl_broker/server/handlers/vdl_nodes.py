@@ -111,12 +111,15 @@ async def _act(node: NodeView, request: VdlNodesRequest) -> None:
         raise _Refused(ErrorCode.INVALID_REQUEST, f"unknown action {action!r}; accepted: {', '.join(ACTIONS)}")
 
 
-def _check_addresses(request: VdlNodesRequest) -> tuple[str, str]:
-    """(client, raft) of a join or register request, both host:port."""
+def _check_addresses(request: VdlNodesRequest, raft_optional: bool = False) -> tuple[str, str]:
+    """(client, raft) of a join or register request, both host:port (raft may be empty when
+    `raft_optional`: a node with no raft_listen, a cluster of one, has no raft address)."""
     client, raft = request.client or "", request.raft or ""
     if request.node_id <= 0:
         raise _Refused(ErrorCode.INVALID_REQUEST, f"node id must be positive, got {request.node_id}")
     for value, what in ((client, "client"), (raft, "raft")):
+        if what == "raft" and raft_optional and not value:
+            continue
         try:
             split_host_port(value, what)
         except ConfigError as error:
@@ -141,11 +144,14 @@ async def _join(node: NodeView, request: VdlNodesRequest) -> None:
 
 
 async def _register(node: NodeView, request: VdlNodesRequest) -> None:
-    """A known node describing itself from its own config (at every start: server/joining.py)."""
-    client, raft = _check_addresses(request)
+    """A known node describing itself from its own config (at every start: server/joining.py).
+    A node registered without a raft address (a cluster of one, no raft_listen) registers
+    without one too; any other node must keep one."""
+    state = node.metadata.state
+    registered = state.nodes.get(request.node_id)
+    client, raft = _check_addresses(request, raft_optional=registered is not None and not registered.raft)
     node_id = request.node_id
     _known(node, node_id)
-    state = node.metadata.state
     known = state.nodes[node_id]
     listeners, rack = tuple(request.listeners or ()), request.rack or None
     own = state.nodes_register_themselves  # below that level: as the metadata leader's config would
