@@ -182,7 +182,7 @@ def decode_records(data: Buffers, start: int, end: int, aborted: Sequence[tuple[
         parts.append((empty[0], empty[1], empty[2], empty[3], empty[4]))
     # Chunked, not concatenated: a copy of every column would cost more than decoding them.
     columns = [pa.chunked_array([p[i] for p in parts]) for i in range(5)]
-    records = Records(*columns, skipped=skipped)
+    records = Records(columns[0], columns[1], columns[2], columns[3], columns[4], skipped)
     if covered != end - start or records.count + skipped != end - start:
         raise TieringError(f"records [{start}, {end}) are not contiguous: got {records.count} records and "
                            f"{skipped} offsets of markers or aborted transactions")
