@@ -124,18 +124,20 @@ def test_a_table_holds_committed_records_only(broker_factory: Callable[..., Brok
     with client(broker) as vdl:
         end = vdl.list_offset("txn", -1)
     assert end == 3 + 5 * 5 + 1  # 4 records and a marker per transaction
-    wait_until(lambda: DeltaTable(str(path)).transaction_version(app_of(path)) == end - 1, 30,
-               "the table reaching the log's end")
+    wait_until(lambda: table_end(path) == end - 1, 30, "the table reaching the log's end")
     assert table_rows(path) == expected
     assert "vdl.table.status.error" not in status(broker, "txn")
     assert DeltaTable(str(path)).metadata().configuration["vdl.table.start"] == "0"
 
 
-def app_of(path: Path) -> str:
+def table_end(path: Path) -> int | None:
+    """The last offset the stream's writer committed to a table of committed records only."""
     try:
-        return DeltaTable(str(path)).metadata().configuration.get("vdl.table.writer", "")
+        table = DeltaTable(str(path))
     except Exception:  # not created yet
-        return ""
+        return None
+    writer = table.metadata().configuration.get("vdl.table.writer")
+    return None if writer is None else table.transaction_version(writer)
 
 
 def test_json_table_dead_letters_hold_exactly_the_malformed(broker_factory: Callable[..., BrokerProcess],
