@@ -34,6 +34,10 @@ from vdl_connector.planning import OffsetRange, plan_ranges
 from vdl_connector.schema import ARROW_HEADERS_TYPE, arrow_read_schema, constant_string
 
 TABLE_KEYS = ("vdl.table.path", "vdl.table.format")
+# A table of committed records only says so with these properties (vdl_broker/tables/delta.py):
+# its writer's app id, whose transaction version is the table's last offset, and its first offset.
+WRITER_PROPERTY = "vdl.table.writer"
+START_PROPERTY = "vdl.table.start"
 PATHS_TTL_S = 30.0  # how long the driver trusts which streams have tables
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 COLUMNS = ["offset", "timestamp", "key", "value", "headers"]
@@ -57,15 +61,23 @@ class TableSnapshot:
 
     path: str
     files: tuple[TableFile, ...]
+    # A table of committed records only (a stream with transactions): offsets [covers[0],
+    # covers[1]) are the table's, markers' and aborted records' without a row. None: every offset
+    # of [first_offset, end_offset) has its row.
+    covers: tuple[int, int] | None = None
 
     @property
     def first_offset(self) -> int | None:
+        if self.covers is not None:
+            return self.covers[0]
         return self.files[0].first if self.files else None
 
     @property
     def end_offset(self) -> int | None:
         """One past the highest offset (the table holds [first_offset, end_offset): each commit
         appends the offsets right after the previous one)."""
+        if self.covers is not None:
+            return self.covers[1]
         return max(f.last for f in self.files) + 1 if self.files else None
 
     def files_for(self, start: int, end: int) -> tuple[TableFile, ...]:
@@ -94,7 +106,14 @@ def load_snapshot(path: str, cache: dict[str, Any] | None = None) -> TableSnapsh
             if low is None or high is None:
                 raise TableReadError(f"table {path}: file {relative} has no offset statistics")
             files.append(TableFile(f"{base}/{urllib.parse.unquote(relative)}", int(low), int(high)))
-    return TableSnapshot(path, tuple(sorted(files, key=lambda f: f.first)))
+    covers = None
+    configuration = table.metadata().configuration
+    writer = configuration.get(WRITER_PROPERTY)
+    if writer is not None:
+        version = table.transaction_version(writer)
+        start = int(configuration.get(START_PROPERTY, "0"))
+        covers = (start, version + 1) if version is not None and version >= start else None
+    return TableSnapshot(path, tuple(sorted(files, key=lambda f: f.first)), covers)
 
 
 @dataclass
@@ -154,13 +173,15 @@ class TableRange(InputPartition):
     end: int
     path: str
     files: tuple[TableFile, ...] = ()  # empty: the task finds them in the table's current version
+    committed_only: bool = False  # offsets without a row are markers' or aborted records' (TableSnapshot.covers)
 
 
 def plan_table_ranges(stream: str, start: int, end: int, snapshot: TableSnapshot, min_partitions: int | None,
                       max_records_per_partition: int | None) -> list[TableRange]:
     """[start, end) of one stream's table, split as log ranges are, each with its files."""
     pieces = plan_ranges({stream: start}, {stream: end}, min_partitions, max_records_per_partition)
-    return [TableRange(stream, p.start, p.end, snapshot.path, snapshot.files_for(p.start, p.end)) for p in pieces]
+    return [TableRange(stream, p.start, p.end, snapshot.path, snapshot.files_for(p.start, p.end),
+                       snapshot.covers is not None) for p in pieces]
 
 
 GapHandler = Callable[[str, int, int], None]
@@ -206,7 +227,12 @@ def read_table_range(part: TableRange, include_headers: bool) -> Iterator[pa.Rec
     """Yield exactly the records [part.start, part.end) from the table, in offset order, in
     Spark's Kafka schema (timestampType 0: the table keeps create times)."""
     position = part.start
-    files = part.files or load_snapshot(part.path).files_for(part.start, part.end)
+    committed_only = part.committed_only
+    if part.files:
+        files = part.files
+    else:
+        snapshot = load_snapshot(part.path)
+        files, committed_only = snapshot.files_for(part.start, part.end), snapshot.covers is not None
     replanned = not part.files
     while position < part.end:
         try:
@@ -214,18 +240,24 @@ def read_table_range(part: TableRange, include_headers: bool) -> Iterator[pa.Rec
                 offsets = table.column("offset").to_numpy()
                 if len(offsets) == 0:
                     continue
-                if offsets[0] != position or (len(offsets) > 1 and not (np.diff(offsets) == 1).all()):
+                if committed_only:  # offsets without a row are markers' or aborted records'
+                    if offsets[0] < position or (len(offsets) > 1 and not (np.diff(offsets) > 0).all()):
+                        raise _Missing(position)
+                elif offsets[0] != position or (len(offsets) > 1 and not (np.diff(offsets) == 1).all()):
                     raise _Missing(position)
                 yield from _spark_batches(part.stream, table, include_headers)
                 position = int(offsets[-1]) + 1
-            if position < part.end:
+            if position < part.end and not committed_only:
                 raise _Missing(position)
+            position = part.end
         except (_Missing, FileNotFoundError, OSError) as problem:
             if replanned:
                 raise TableReadError(f"stream {part.stream!r}: offsets [{position}, {part.end}) are not in its "
                                      f"Delta table {part.path} ({problem})") from None
             # A file compacted away and vacuumed since planning: the current version has the rest.
-            files, replanned = load_snapshot(part.path).files_for(position, part.end), True
+            snapshot = load_snapshot(part.path)
+            files, replanned = snapshot.files_for(position, part.end), True
+            committed_only = committed_only or snapshot.covers is not None
 
 
 class _Missing(Exception):

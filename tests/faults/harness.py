@@ -375,3 +375,33 @@ def check_consumed(seen: Sequence[tuple[int, bytes | None]], log: dict[int, byte
             problems.append(f"consumer saw {value!r} at {offset}, the log holds {log.get(offset)!r}")
         expected = offset + 1
     return problems
+
+
+def read_committed_log(address: str, stream: str, start: int, end: int) -> list[tuple[int, bytes | None]]:
+    """(offset, value) of every record a read_committed consumer keeps in [start, end) (end at or
+    below the last stable offset), by Fetch v11 with isolation_level 1 at `address` (a leader)
+    and the consumer's rule of KIP-98: a producer's records from an aborted transaction's first
+    offset up to its abort marker are dropped."""
+    out: list[tuple[int, bytes | None]] = []
+    offset = start
+    deadline = time.monotonic() + 60
+    while offset < end:
+        assert time.monotonic() < deadline, f"reading {stream} [{start}, {end}) read_committed stalled at {offset}"
+        partition = m.FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=8 << 20)
+        request = m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=8 << 20, isolation_level=1,
+                                 topics=[m.FetchRequest.FetchTopic(topic=stream, partitions=[partition])])
+        answer = raw_request(address, request, 11).responses[0].partitions[0]
+        if answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            continue  # its read lease lapsed for a moment: ask again
+        assert answer.error_code == 0, f"Fetch {stream}@{offset}: {ErrorCode(answer.error_code).name}"
+        pending = sorted((a.first_offset, a.producer_id) for a in answer.aborted_transactions)
+        aborted: set[int] = set()
+        for header, batch in iter_batches(memoryview(bytes(answer.records or b""))):
+            while pending and pending[0][0] <= header.last_offset:
+                aborted.add(pending.pop(0)[1])
+            if header.is_control:
+                aborted.discard(header.producer_id)  # its abort marker ends what is dropped
+            elif not (header.is_transactional and header.producer_id in aborted):
+                out += [(r.offset, _b(r.value)) for r in read_records(batch) if start <= r.offset < end]
+            offset = max(offset, header.next_offset)
+    return out

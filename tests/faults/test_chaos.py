@@ -4,7 +4,9 @@ consumers (assign and group) run, then the checker must find nothing: no acknowl
 lost, no offset seen with two values, no duplicate from an idempotent producer, no consumer
 going backwards or skipping, no high watermark served lower than before, no record nobody
 sent, no node exiting by itself, every replica byte-identical to the leader's committed log,
-and acks=all resuming after every heal."""
+and acks=all resuming after every heal. Transactional producers commit and abort across two
+more streams meanwhile: no aborted read, no committed transaction lost or torn, every reader
+seeing the same records in the same order."""
 
 from __future__ import annotations
 
@@ -31,3 +33,4 @@ def test_short_campaign_finds_no_anomaly(tmp_path: Path) -> None:
     assert expected <= struck, f"nemeses that never struck: {sorted(expected - struck)}"
     assert all(fault.after_heal_s is not None for fault in result.faults)
     assert result.acknowledged > 1000
+    assert result.transactions["committed"] >= 20 and result.transactions["aborted"] >= 5, result.transactions

@@ -13,16 +13,21 @@ from tests.faults.harness import (
     check_acknowledged,
     create_stream,
     high_watermark,
+    iter_batches,
     list_offset_raw,
+    m,
     node_address,
     produce_batches,
+    raw_request,
     read_all,
     read_log_image,
+    read_records,
     wait_for_full_isr,
     wait_logs_converged,
     wait_until,
 )
 from vdl_dev.dev_cluster import DevCluster
+from vdl_wire.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -63,3 +68,75 @@ def test_follower_behind_retention_restarts_from_leader_log_start(cluster: DevCl
     assert {o: v for o, v in fetched.items() if o >= caught_up.log_start_offset} == on_disk
     retained = [a for a in acked if a[1] >= max(leader_start_now, caught_up.log_start_offset)]
     assert retained and check_acknowledged(retained, fetched) == []
+
+
+def committed_view(address: str, stream: str, start: int) -> tuple[int, list[bytes]]:
+    """(last stable offset, values a read_committed consumer keeps) of a Fetch v11 with
+    isolation_level 1 from `start` at the replica at `address` (any replica serves it)."""
+    partition = m.FetchRequest.FetchPartition(partition=0, fetch_offset=start, partition_max_bytes=8 << 20)
+    request = m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=8 << 20, isolation_level=1,
+                             topics=[m.FetchRequest.FetchTopic(topic=stream, partitions=[partition])])
+    answer = raw_request(address, request, 11).responses[0].partitions[0]
+    assert answer.error_code == 0, ErrorCode(answer.error_code).name
+    # The consumer's rule (KIP-98): a producer's records from an aborted transaction's first offset
+    # up to its abort marker are dropped.
+    aborted = {a.producer_id: a.first_offset for a in answer.aborted_transactions}
+    kept: list[bytes] = []
+    for header, batch in iter_batches(memoryview(bytes(answer.records or b""))):
+        dropped = header.producer_id in aborted and header.base_offset >= aborted[header.producer_id]
+        if header.is_control:
+            if dropped:  # the abort marker ends what is dropped
+                del aborted[header.producer_id]
+            continue
+        if dropped:
+            continue
+        kept += [bytes(r.value) for r in read_records(batch) if r.value is not None]
+    return int(answer.last_stable_offset), kept
+
+
+def test_a_follower_reset_to_the_leaders_log_start_serves_read_committed_as_the_leader(
+        cluster: DevCluster, probes: ProbeLog) -> None:
+    """A follower that missed what retention deleted starts at the leader's log start with a
+    fresh transaction index: an aborted transaction that began below that start and one open
+    there must look the same from it as from the leader (its last stable offset, what a
+    read_committed consumer keeps), and after the open one commits."""
+    import confluent_kafka
+
+    stream = "retained-txn"
+    leader = create_stream(cluster, stream, via=1, probes=probes)
+    wait_for_full_isr(cluster, stream)
+    follower = next(i for i in cluster.node_ids() if i != leader)
+    cluster.kill(follower)
+    producers = {name: confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 1,
+                                                  "transactional.id": f"retained-{name}"}) for name in ("ab", "op")}
+    for producer in producers.values():
+        producer.init_transactions(30)
+    producers["ab"].begin_transaction()
+    producers["ab"].produce(stream, b"aborted-early")
+    producers["ab"].flush(30)
+    produce_batches(cluster, stream, 300, "filler", leader)  # ~600 KB: retention deletes most of it
+    producers["ab"].produce(stream, b"aborted-late")
+    producers["ab"].flush(30)
+    producers["ab"].abort_transaction(30)
+    producers["op"].begin_transaction()
+    producers["op"].produce(stream, b"open")
+    producers["op"].flush(30)
+    produce_batches(cluster, stream, 5, "after", leader)
+    leader_address = node_address(cluster, leader)
+    start = wait_until(lambda: list_offset_raw(leader_address, stream, EARLIEST)[1], 20,
+                       "the leader's retention passing the aborted transaction's first offset")
+    cluster.restart(follower, timeout_s=60)
+    wait_for_full_isr(cluster, stream)
+    follower_address = node_address(cluster, follower)
+    assert read_log_image(cluster, follower, stream).log_start_offset > 0  # it was reset to the leader's start
+    leader_view = committed_view(leader_address, stream, start)
+    assert b"open" not in leader_view[1] and b"after-00000-00".ljust(100, b".") not in leader_view[1] and not any(v.startswith(b"aborted") for v in leader_view[1])
+    assert leader_view[1][-1].startswith(b"filler-00299")  # the records after the open transaction wait
+    wait_until(lambda: committed_view(follower_address, stream, start) == leader_view, 20,
+               "the follower's read_committed view matching the leader's")
+    producers["op"].commit_transaction(30)
+    after = committed_view(leader_address, stream, start)
+    assert after[1][:len(leader_view[1]) + 1] == [*leader_view[1], b"open"] and len(after[1]) == len(leader_view[1]) + 101
+    assert after[0] > leader_view[0]
+    wait_until(lambda: committed_view(follower_address, stream, start) == after, 20,
+               "the follower seeing the commit as the leader does")

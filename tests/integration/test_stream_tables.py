@@ -38,17 +38,17 @@ def produce(bootstrap: str, stream: str, values: list[bytes | None], headers: bo
     producer.close()
 
 
-def log_records(bootstrap: str, stream: str, start: int = 0) -> list[dict[str, Any]]:
+def log_records(bootstrap: str, stream: str, start: int = 0, isolation: str = "read_uncommitted") -> list[dict[str, Any]]:
     """Every record of the log from `start`, as kafka-python reads it, in table-row form."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level=isolation)
     partition = TopicPartition(stream, 0)
     consumer.assign([partition])
     end = consumer.end_offsets([partition])[partition]
     consumer.seek(partition, start)
     rows: list[dict[str, Any]] = []
-    while len(rows) < end - start:
+    while consumer.position(partition) < end:
         for record in consumer.poll(1000).get(partition, []):
             rows.append({"offset": record.offset, "key": record.key, "value": record.value,
                          "timestamp": datetime.datetime.fromtimestamp(record.timestamp / 1000, datetime.UTC),
@@ -96,6 +96,48 @@ def test_raw_table_holds_exactly_the_log(broker_factory: Callable[..., BrokerPro
     assert "vdl.table.status.error" not in shown
     history = DeltaTable(str(path)).history()
     assert all(h["operation"] in ("WRITE", "CREATE TABLE") for h in history)
+
+
+def test_a_table_holds_committed_records_only(broker_factory: Callable[..., BrokerProcess], tmp_path: Path) -> None:
+    """A stream with transactions: the table holds what a read_committed consumer reads (no
+    markers, nothing of an aborted transaction), and says so in its properties."""
+    import confluent_kafka
+
+    broker = broker_factory()
+    path = tmp_path / "txn"
+    with client(broker) as vdl:
+        vdl.create_stream("txn", config={"vdl.table.path": str(path), "vdl.table.lag.ms": "300"})
+    produce(broker.bootstrap, "txn", [b"plain-%d" % i for i in range(3)])
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tiered",
+                                         "linger.ms": 5})
+    producer.init_transactions(30)
+    for number, commit in enumerate([True, False, True, False, False]):
+        producer.begin_transaction()
+        for i in range(4):
+            producer.produce("txn", b"t%d-%d" % (number, i), headers=[("n", b"%d" % i)])
+        producer.flush(30)
+        producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+    produce(broker.bootstrap, "txn", [b"after"], headers=False)
+    expected = log_records(broker.bootstrap, "txn", isolation="read_committed")
+    assert [row["value"] for row in expected] == [b"plain-0", b"plain-1", b"plain-2", b"t0-0", b"t0-1", b"t0-2",
+                                                  b"t0-3", b"t2-0", b"t2-1", b"t2-2", b"t2-3", b"after"]
+    with client(broker) as vdl:
+        end = vdl.list_offset("txn", -1)
+    assert end == 3 + 5 * 5 + 1  # 4 records and a marker per transaction
+    wait_until(lambda: table_end(path) == end - 1, 30, "the table reaching the log's end")
+    assert table_rows(path) == expected
+    assert "vdl.table.status.error" not in status(broker, "txn")
+    assert DeltaTable(str(path)).metadata().configuration["vdl.table.start"] == "0"
+
+
+def table_end(path: Path) -> int | None:
+    """The last offset the stream's writer committed to a table of committed records only."""
+    try:
+        table = DeltaTable(str(path))
+    except Exception:  # not created yet
+        return None
+    writer = table.metadata().configuration.get("vdl.table.writer")
+    return None if writer is None else table.transaction_version(writer)
 
 
 def test_json_table_dead_letters_hold_exactly_the_malformed(broker_factory: Callable[..., BrokerProcess],

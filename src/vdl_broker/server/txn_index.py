@@ -36,7 +36,11 @@ class StreamTxns:
     def marker(self, producer_id: int, offset: int, commit: bool) -> None:
         first = self.open.pop(producer_id, None)
         if not commit and first is not None:
-            bisect.insort(self.aborted, AbortedTxn(offset, producer_id, first))
+            entry = AbortedTxn(offset, producer_id, first)
+            if not self.aborted or self.aborted[-1] < entry:
+                self.aborted.append(entry)  # markers come in offset order: no search
+            else:
+                bisect.insort(self.aborted, entry)
 
     def last_stable_offset(self, high_watermark: int) -> int:
         return min(min(self.open.values(), default=high_watermark), high_watermark)

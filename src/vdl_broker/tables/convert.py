@@ -117,6 +117,7 @@ class Records:
     keys: pa.ChunkedArray
     values: pa.ChunkedArray
     headers: pa.ChunkedArray
+    skipped: int = 0  # offsets of the range holding no committed record (markers, aborted transactions)
 
     @property
     def count(self) -> int:
@@ -141,12 +142,27 @@ def _batches(data: Buffers) -> Iterator[tuple[Any, memoryview]]:
         yield from iter_batches(part)
 
 
-def decode_records(data: Buffers, start: int, end: int) -> Records:
+def decode_records(data: Buffers, start: int, end: int, aborted: Sequence[tuple[int, int, int]] = ()) -> Records:
     """The records [start, end) of consecutive stored batches (one buffer, or a list of them as
-    the log hands them out); every offset exactly once."""
+    the log hands them out); every offset exactly once. Committed records only: control batches
+    (transaction markers) and the batches of `aborted` transactions — (producer id, first offset,
+    abort marker offset), as the stream's aborted index holds them — take offsets but no rows."""
     parts: list[tuple[pa.Array, pa.Array, pa.Array, pa.Array, pa.Array]] = []
+    covered = skipped = 0
+    last = -1
     for header, batch in _batches(data):
-        if header.is_control or header.next_offset <= start or header.base_offset >= end:
+        if header.next_offset <= start or header.base_offset >= end:
+            continue
+        if header.base_offset <= last:
+            raise TieringError(f"records [{start}, {end}) are not contiguous: a batch at {header.base_offset} "
+                               f"after offset {last}")
+        overlap = min(header.next_offset, end) - max(header.base_offset, start)
+        covered += overlap
+        last = header.next_offset - 1
+        if header.is_control or (header.is_transactional and any(
+                producer == header.producer_id and first <= header.base_offset <= marker
+                for producer, first, marker in aborted)):
+            skipped += overlap
             continue
         decoded = decode_columns_arrow(batch)
         offsets = decoded.offsets.to_numpy()
@@ -158,15 +174,18 @@ def decode_records(data: Buffers, start: int, end: int) -> Records:
             parts.append((decoded.offsets.slice(lo, count), decoded.timestamps.slice(lo, count),
                           decoded.keys.slice(lo, count), decoded.values.slice(lo, count),
                           _headers_or_null(headers, count)))
-    if not parts:
+    if not covered:
         raise TieringError(f"no records in [{start}, {end})")
+    if not parts:  # markers and aborted records only
+        empty = [pa.array([], pa.int64()), pa.array([], pa.int64()), pa.array([], pa.binary()),
+                 pa.array([], pa.binary()), pa.nulls(0, HEADERS)]
+        parts.append((empty[0], empty[1], empty[2], empty[3], empty[4]))
     # Chunked, not concatenated: a copy of every column would cost more than decoding them.
     columns = [pa.chunked_array([p[i] for p in parts]) for i in range(5)]
-    records = Records(*columns)
-    offsets = columns[0].to_numpy()
-    if offsets[0] != start or offsets[-1] != end - 1 or records.count != end - start:
-        raise TieringError(f"records [{start}, {end}) are not contiguous: got {records.count} records "
-                           f"{offsets[0]}..{offsets[-1]}")
+    records = Records(columns[0], columns[1], columns[2], columns[3], columns[4], skipped)
+    if covered != end - start or records.count + skipped != end - start:
+        raise TieringError(f"records [{start}, {end}) are not contiguous: got {records.count} records and "
+                           f"{skipped} offsets of markers or aborted transactions")
     return records
 
 
@@ -201,13 +220,16 @@ def _with_day(table: pa.Table, millis: pa.Array | pa.ChunkedArray, settings: Tab
 class Converted:
     rows: pa.Table  # the table's rows, in offset order
     dead_letters: pa.Table  # DEAD_LETTER_SCHEMA, in offset order
+    skipped: int = 0  # offsets without a committed record: no row (Records.skipped)
 
 
-def convert(data: Buffers, start: int, end: int, settings: TableSettings) -> Converted:
-    """The table rows (and dead letters) for the records [start, end) stored in `data`."""
-    records = decode_records(data, start, end)
+def convert(data: Buffers, start: int, end: int, settings: TableSettings,
+            aborted: Sequence[tuple[int, int, int]] = ()) -> Converted:
+    """The table rows (and dead letters) for the committed records [start, end) stored in
+    `data` (`aborted`: the transactions aborted in the range, see decode_records)."""
+    records = decode_records(data, start, end, aborted)
     if settings.format != "json":
-        return Converted(raw_rows(records, settings), DEAD_LETTER_SCHEMA.empty_table())
+        return Converted(raw_rows(records, settings), DEAD_LETTER_SCHEMA.empty_table(), records.skipped)
     schema = json_schema(settings.schema or "")
     good, bad = parse_json(records.values.combine_chunks(), schema)
     parsed = good[1] if good[1] is not None else schema.target.empty_table()
@@ -216,7 +238,7 @@ def convert(data: Buffers, start: int, end: int, settings: TableSettings) -> Con
     rows = pa.Table.from_arrays(columns, schema=pa.schema([RAW_FIELDS[0], RAW_FIELDS[1], *schema.target]))
     rows = _with_day(rows, records.timestamps_ms.take(indices), settings)
     dead = raw_rows(records, settings, np.array([i for i, _ in bad], dtype=np.int64), [e for _, e in bad])
-    return Converted(rows, dead)
+    return Converted(rows, dead, records.skipped)
 
 
 # ------------------------------------------------------------------------------------ JSON

@@ -40,6 +40,13 @@ class TableStats:
     end_offset: int | None  # one past the highest (None: empty)
 
 
+# Table properties of a table that holds committed records only (some offsets without a row):
+# the writer's app id (its transaction version is the last offset the table covers) and the
+# first offset it covers. Read by vdl_connector/tables.py.
+WRITER_PROPERTY = "vdl.table.writer"
+START_PROPERTY = "vdl.table.start"
+
+
 class DeltaTarget:
     """A Delta table at `path` holding rows of `schema`, partitioned by `partition_by`."""
 
@@ -92,6 +99,24 @@ class DeltaTarget:
             raise TieringError(f"the Delta table at {self.path} already holds rows that this stream did not write "
                                f"(no transaction {app_id!r} in it): give the stream another vdl.table.path")
         return default
+
+    def mark_committed_only(self, app_id: str, start: int) -> None:
+        """Record in the table (once) that it holds committed records only, so offsets of
+        transaction markers and aborted records have no row: readers then accept gaps between
+        offsets and take the table's end from `app_id`'s transaction (format("vdl"),
+        vdl_connector/tables.py). `start`: where the commit about to be made begins; the table
+        covers offsets from its first row, or from there when it has none yet. Refreshes the
+        snapshot the next `append` commits against."""
+        table = self._load(create=True)
+        assert table is not None
+        if table.metadata().configuration.get(WRITER_PROPERTY) is not None:
+            return
+        actions = pa.table(table.get_add_actions(flatten=True))
+        lows = actions.column("min.offset").to_pylist() if actions.num_rows else []
+        first = min((low for low in lows if low is not None), default=start)
+        table.alter.set_table_properties({WRITER_PROPERTY: app_id, START_PROPERTY: str(first)},
+                                         raise_if_not_exists=False)
+        table.update_incremental()
 
     def append(self, rows: pa.Table, app_id: str, last_offset: int) -> int:
         """Append `rows` with the transaction (app_id, last_offset) against the snapshot loaded by

@@ -5,7 +5,9 @@ whole stored batches from the log, never at or above the high watermark, and han
 worker thread, which re-reads the table's transaction version (where the table really is: a
 deposed or new leader may have written meanwhile), converts the records (convert.py) and
 commits them with the transaction (app id, last offset) — see delta.py for why that is exactly
-once. A commit is made when the oldest record not yet in the table has waited about
+once. Committed records only (KIP-98): the range ends at the last stable offset, and transaction
+markers and aborted transactions' records take their offsets but no rows (the table then says so
+in its properties, delta.py's mark_committed_only). A commit is made when the oldest record not yet in the table has waited about
 `vdl.table.lag.ms` (less the time commits take), or sooner when a lot is pending.
 
 On every replica it keeps `end_offset` (all offsets below it are in the table): the leader knows
@@ -165,9 +167,11 @@ class StreamTable:
             if end <= cursor:
                 await asyncio.sleep(POLL_S)
                 continue
+            # Every transaction below the last stable offset is decided: its aborted ones are known.
+            aborted = [(a.producer_id, a.first_offset, a.last_offset) for a in partition.aborted_between(cursor, end)]
             read_at = time.monotonic()
             started = time.monotonic()
-            moved, dead = await self._in_thread(self._commit, data, cursor, end)
+            moved, dead = await self._in_thread(self._commit, data, cursor, end, aborted)
             self._commit_times.append(time.monotonic() - started)
             if moved != end:  # another writer got there first: go on from where the table is
                 log.info("stream %s: the table is at offset %d, not %d: another writer committed", self.name,
@@ -219,13 +223,20 @@ class StreamTable:
             position = result.next_offset
         return parts, position
 
-    def _commit(self, data: list[bytes | memoryview], start: int, end: int) -> tuple[int, int]:
-        """Worker thread: append records [start, end) unless the table moved; returns (where the
-        table now ends, dead letters written)."""
+    def _commit(self, data: list[bytes | memoryview], start: int, end: int,
+                aborted: list[tuple[int, int, int]]) -> tuple[int, int]:
+        """Worker thread: append the committed records of [start, end) unless the table moved
+        (a range of markers and aborted records only is an append of no rows, moving the
+        transaction on); returns (where the table now ends, dead letters written)."""
         where = self.target.next_offset(self.app_id, start)
         if where != start:
             return where, 0
-        converted = convert_records(data, start, end, self.settings)
+        converted = convert_records(data, start, end, self.settings, aborted)
+        if converted.skipped:
+            self.target.mark_committed_only(self.app_id, start)
+            where = self.target.next_offset(self.app_id, start)  # the snapshot to commit against
+            if where != start:
+                return where, 0
         dead = 0
         if self.dead_target is not None and converted.dead_letters.num_rows:
             # Dead letters first, with their own transaction: offsets below the dead-letter

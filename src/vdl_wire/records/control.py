@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import struct
 
-from .batch_header import BatchHeader
+from vdl_wire.errors import DecodeError
+
+from .batch_header import BATCH_HEADER_SIZE, BatchHeader
+from .compression import Compression
 from .record_batch import RecordBatchBuilder, read_records
+from .varint import read_varint
 
 ABORT, COMMIT = 0, 1
 _KEY = struct.Struct(">hh")
@@ -31,6 +35,22 @@ def marker_commits(batch: bytes | bytearray | memoryview, header: BatchHeader) -
     (not a control batch, or a control record of another type)."""
     if not header.is_control:
         return None
+    if header.compression == Compression.NONE:
+        # The usual case (markers are written uncompressed): the first record's key read in
+        # place, not a whole record decoded — a replica's recovery reads every marker of its log.
+        # Record: length, attributes (int8), timestamp delta, offset delta, key length, key.
+        try:
+            end = len(batch)
+            _, position = read_varint(batch, BATCH_HEADER_SIZE, end)
+            _, position = read_varint(batch, position + 1, end, 10)
+            _, position = read_varint(batch, position, end)
+            length, position = read_varint(batch, position, end)
+        except DecodeError:
+            return None
+        if length < _KEY.size or position + _KEY.size > end:
+            return None
+        _, kind = _KEY.unpack_from(batch, position)
+        return True if kind == COMMIT else False if kind == ABORT else None
     for record in read_records(batch, verify_crc=False):
         if record.key is None or len(record.key) < _KEY.size:
             return None

@@ -33,6 +33,7 @@ from tests.faults.chaos.checker import (
 )
 from tests.faults.chaos.nemesis import Injected, Nemesis, available
 from tests.faults.chaos.probes import Probes
+from tests.faults.chaos.transactions import TXN_KINDS, TXN_STREAMS, TxnWorkload
 from tests.faults.chaos.world import World, start_world
 from tests.faults.harness import (
     high_watermark,
@@ -63,6 +64,7 @@ class CampaignConfig:
     compose_probability: float = 0.2
     recovery_bound_s: float = 30.0
     node_log_level: str = "WARNING"
+    txn_writers: int = 2  # transactional producers writing TXN_STREAMS (0: none)
 
     def resolved_seed(self) -> int:
         if self.seed is not None:
@@ -94,9 +96,10 @@ class CampaignResult:
     retried_duplicates: int
     disk_faults: bool  # the data directories were tmpfs mounts (disk-full faults possible)
     acks_by_time: list[float] = field(default_factory=list, repr=False)
+    transactions: dict[str, int] = field(default_factory=dict)  # outcome -> count
 
     def anomaly_counts(self) -> dict[str, int]:
-        counts = dict.fromkeys((*ANOMALY_KINDS, *EXTRA_KINDS), 0)
+        counts = dict.fromkeys((*ANOMALY_KINDS, *TXN_KINDS, *EXTRA_KINDS), 0)
         for anomaly in self.anomalies:
             counts[anomaly.kind] += 1
         return counts
@@ -111,7 +114,7 @@ class CampaignResult:
 
     def table(self) -> str:
         names = sorted({n for f in self.faults for n in f.nemeses})
-        kinds = [k for k in (*ANOMALY_KINDS, *EXTRA_KINDS)]
+        kinds = [k for k in (*ANOMALY_KINDS, *TXN_KINDS, *EXTRA_KINDS)]
         rows = []
         for name in names:
             mine = [f for f in self.faults if name in f.nemeses]
@@ -150,6 +153,11 @@ class CampaignResult:
                 ("phantom records", counts["phantom"], "0"),
                 ("nodes exiting by themselves / stuck clusters", counts["node_exit"] + counts["stuck"], "0"),
                 ("replicas differing from the leader at the end", counts["diverged"], "0"),
+                ("transactions committed / aborted / unknown outcome",
+                 " / ".join(str(self.transactions.get(k, 0)) for k in ("committed", "aborted", "unknown")), "-"),
+                ("aborted reads (read_committed)", counts["aborted_read"], "0"),
+                ("committed transactions lost / torn", f"{counts['lost_commit']} / {counts['torn']}", "0 / 0"),
+                ("transactional records out of order or phantom", counts["txn_order"] + counts["txn_phantom"], "0"),
                 ("acks=all resumed after a heal or kill, p99 s",
                  f"{percentile(resumed, 0.99):.2f}" if resumed else "-", "<= 3")]
         return markdown_table(("goal", "measured", "target"), rows)
@@ -157,6 +165,7 @@ class CampaignResult:
     def to_json(self) -> dict[str, object]:
         return {"seed": self.seed, "nodes": self.nodes, "duration_s": self.duration_s,
                 "acknowledged": self.acknowledged, "retried_duplicates": self.retried_duplicates,
+                "transactions": self.transactions,
                 "anomaly_counts": self.anomaly_counts(), "anomalies": [asdict(a) for a in self.anomalies],
                 "faults": [asdict(f) for f in self.faults]}
 
@@ -177,7 +186,8 @@ def run_campaign(config: CampaignConfig, say: Callable[[str], None] = print) -> 
     rng = random.Random(seed)
     say(f"chaos: seed {seed} (replay with VDL_CHAOS_SEED={seed}), {config.nodes} nodes, "
         f">= {config.faults} faults, >= {config.min_duration_s:.0f} s")
-    world = start_world(config.directory, config.nodes, seed, [STREAM], {"log_level": config.node_log_level})
+    streams = [STREAM, *(TXN_STREAMS if config.txn_writers else ())]
+    world = start_world(config.directory, config.nodes, seed, streams, {"log_level": config.node_log_level})
     if not world.tmpfs:
         say(f"chaos: no disk-full faults: {world.tmpfs_reason}")
     try:
@@ -194,8 +204,10 @@ def run_campaign(config: CampaignConfig, say: Callable[[str], None] = print) -> 
 def _campaign(world: World, config: CampaignConfig, seed: int, rng: random.Random,
               say: Callable[[str], None]) -> CampaignResult:
     replicas = min(config.nodes, 5)
-    wait_for_full_isr(world.cluster, STREAM, timeout=60, replicas=replicas)
+    for stream in world.streams:
+        wait_for_full_isr(world.cluster, stream, timeout=60, replicas=replicas)
     bootstrap = world.cluster.bootstrap_servers
+    transactional = TxnWorkload(bootstrap, config.txn_writers, seed).start() if config.txn_writers else None
     workload = Workload(bootstrap, STREAM, config.rate_per_s, tag="",
                         kinds=("confluent", "confluent-idempotent", "kafka-python")).start()
     consumers = [ConsumerThread(bootstrap, STREAM, "kafka-python", name="assign-reader"),
@@ -236,7 +248,8 @@ def _campaign(world: World, config: CampaignConfig, seed: int, rng: random.Rando
         time.sleep(rng.uniform(*config.quiet_s))  # scheduled quiet time between faults
     duration = time.monotonic() - started
     say(f"chaos: {len(faults)} faults in {duration:.0f} s; healing and checking")
-    return _finish(world, workload, consumers, monitor, probes, faults, anomalies, seed, duration, replicas)
+    return _finish(world, workload, consumers, monitor, probes, faults, anomalies, seed, duration, replicas,
+                   transactional)
 
 
 def _heal(item: Injected, anomalies: list[Anomaly], say: Callable[[str], None]) -> None:
@@ -276,7 +289,7 @@ def _check_processes(world: World, anomalies: list[Anomaly], say: Callable[[str]
 
 def _finish(world: World, workload: Workload, consumers: list[ConsumerThread], monitor: HighWatermarkMonitor,
             probes: Probes, faults: list[FaultRecord], anomalies: list[Anomaly], seed: int, duration: float,
-            replicas: int) -> CampaignResult:
+            replicas: int, transactional: TxnWorkload | None) -> CampaignResult:
     world.links.heal()
     for node_id in sorted(world.paused):
         world.resume(node_id)
@@ -286,7 +299,8 @@ def _finish(world: World, workload: Workload, consumers: list[ConsumerThread], m
     # is a finding (the cluster needs a manual step), not the end of the check.
     for step, action in (("every replica back in sync", lambda: wait_for_full_isr(
                              world.cluster, STREAM, timeout=120, replicas=replicas)),
-                         ("the producers delivering everything", lambda: workload.stop(timeout=120))):
+                         ("the producers delivering everything", lambda: workload.stop(timeout=120)),
+                         ("the transactional producers stopping", lambda: transactional and transactional.stop_writers())):
         try:
             action()
         except AssertionError as error:
@@ -318,8 +332,14 @@ def _finish(world: World, workload: Workload, consumers: list[ConsumerThread], m
         sessions=[Session(c.reader, [Read(t, o, v) for t, o, v in s]) for c in consumers for s in c.sessions],
         high_watermarks=list(monitor.samples))
     anomalies += check(history, final, log_start)
+    if transactional is not None:
+        try:
+            anomalies += transactional.finish(world.cluster)
+        except AssertionError as error:
+            anomalies.append(Anomaly("stuck", time.monotonic(), f"the transactional workload: {error}"))
     return CampaignResult(seed, len(world.node_ids), duration, faults, anomalies, len(acks),
-                          retried_duplicates(history, final), world.tmpfs, sorted(a.time for a in acks))
+                          retried_duplicates(history, final), world.tmpfs, sorted(a.time for a in acks),
+                          transactional.outcomes() if transactional is not None else {})
 
 
 def _metadata_logs_identical(world: World) -> bool:
@@ -352,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="default: VDL_CHAOS_SEED, else random")
     parser.add_argument("--rate", type=float, default=100.0, help="records/s per producer")
     parser.add_argument("--node-log-level", default="WARNING")
+    parser.add_argument("--txn-writers", type=int, default=2, help="transactional producers (0: none)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/chaos.json"))
     parser.add_argument("--keep", type=Path, default=None,
                         help="run in this directory and keep it (each node's output.log), instead of a temporary one")
@@ -359,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         directory = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vdl-chaos-")))
         config = CampaignConfig(directory, args.nodes, args.faults, args.min_duration, args.seed, args.rate,
-                                node_log_level=args.node_log_level)
+                                node_log_level=args.node_log_level, txn_writers=args.txn_writers)
         result = run_campaign(config)
     print(result.table())
     print(result.goals())

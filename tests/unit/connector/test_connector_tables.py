@@ -134,3 +134,26 @@ def test_files_whose_offset_ranges_interleave_are_read_in_offset_order(tmp_path:
         values = [v for b in read_table_range(part, False) for v in b.column("value").to_pylist()]
         assert offsets == list(range(part.start, part.end))
         assert values == [b"v%d" % i for i in range(part.start, part.end)]
+
+
+def test_a_table_of_committed_records_only_covers_its_markers_and_aborted_offsets(tmp_path: Path) -> None:
+    """A stream with transactions: the table has no rows for offsets of markers and aborted
+    records (the first two, 3-4 and the last two here); its properties say so and where it ends."""
+    from deltalake import CommitProperties, Transaction
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, rows(2, 3), mode="append", commit_properties=CommitProperties(
+        app_transactions=[Transaction("writer", 4)]))
+    DeltaTable(path).alter.set_table_properties({"vdl.table.writer": "writer", "vdl.table.start": "0"},
+                                                raise_if_not_exists=False)
+    write_deltalake(path, rows(5, 8), mode="append", commit_properties=CommitProperties(
+        app_transactions=[Transaction("writer", 9)]))
+    client = Configs({"s": path}, {"s": 10})
+    gaps: list[tuple[str, int, int]] = []
+    tasks = plan_reads(client, TableLookup(), {"s": 0}, {"s": 12}, None, None, lambda *gap: gaps.append(gap))
+    assert gaps == []
+    assert [(type(t).__name__, t.start, t.end) for t in tasks] == [("TableRange", 0, 10), ("OffsetRange", 10, 12)]
+    assert TableLookup().earliest(client, ["s"], {"s": 10}) == {"s": 0}
+    for part in (tasks[0], TableRange("s", 0, 10, path), TableRange("s", 3, 7, path)):
+        offsets = [o for b in read_table_range(part, False) for o in b.column("offset").to_pylist()]  # type: ignore[arg-type]
+        assert offsets == [o for o in (2, 5, 6, 7) if part.start <= o < part.end]  # type: ignore[attr-defined]

@@ -3,6 +3,8 @@ stable offset, abort markers add aborted transactions, retention forgets them.""
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from vdl_broker.server.txn_index import AbortedTxn, StreamTxns, observe
@@ -39,6 +41,21 @@ def test_markers_say_commit_or_abort() -> None:
         assert marker_commits(data, header) is commit
     plain = batch(7, 0)
     assert marker_commits(plain, parse_batch_header(plain)) is None
+
+
+def test_control_records_read_in_place() -> None:
+    """Markers are read in place (a multi-byte varint before the key included); a control record
+    of another type is no marker."""
+    def control(kind: int, value_size: int) -> bytes:
+        builder = RecordBatchBuilder(producer_id=7, producer_epoch=0, is_transactional=True,
+                                     is_control=True)
+        builder.append(1000, struct.pack(">hh", 0, kind), struct.pack(">hi", 0, 3).ljust(value_size, b"."))
+        return builder.build()
+
+    for kind, expected in ((0, False), (1, True), (5, None)):
+        for delta in (6, 300):  # a one- and a two-byte record length before the key
+            data = control(kind, delta)
+            assert marker_commits(data, parse_batch_header(data)) is expected, (kind, delta)
 
 
 def test_the_earliest_open_transaction_is_the_last_stable_offset() -> None:

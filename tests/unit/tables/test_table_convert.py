@@ -9,6 +9,7 @@ import pytest
 
 from vdl_broker.cluster.stream_configs import TableSettings
 from vdl_broker.tables.convert import TieringError, convert, table_schema
+from vdl_wire.records.control import end_txn_marker
 from vdl_wire.records.record_batch import RecordBatchBuilder
 
 T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z
@@ -101,3 +102,34 @@ def test_json_schema_problems_are_the_tables_error() -> None:
         table_schema(settings("json", "offset BIGINT"))
     with pytest.raises(TieringError, match="MAP columns are not supported"):
         table_schema(settings("json", "m MAP<STRING, INT>"))
+
+
+def txn(base_offset: int, values: list[bytes], producer_id: int) -> bytes:
+    builder = RecordBatchBuilder(base_offset=base_offset, producer_id=producer_id, producer_epoch=0, base_sequence=0,
+                                 is_transactional=True)
+    for i, value in enumerate(values):
+        builder.append(T0 + base_offset + i, None, value)
+    return builder.build()
+
+
+def marker(offset: int, producer_id: int, commit: bool) -> bytes:
+    data = bytearray(end_txn_marker(producer_id, 0, commit, 0, T0))
+    struct.pack_into(">q", data, 0, offset)
+    return bytes(data)
+
+
+def test_committed_records_only_markers_and_aborted_transactions_take_offsets_but_no_rows() -> None:
+    # 0: plain; 1-2: producer 7 (aborted at 5); 3: producer 8 (committed at 6); 4: producer 7 again.
+    data = (stored(0, [b"plain"]) + txn(1, [b"a1", b"a2"], 7) + txn(3, [b"c1"], 8) + txn(4, [b"a3"], 7)
+            + marker(5, 7, False) + marker(6, 8, True) + stored(7, [b"after"]))
+    converted = convert(data, 0, 8, settings(), aborted=[(7, 1, 5)])
+    assert [(r["offset"], r["value"]) for r in converted.rows.to_pylist()] == [(0, b"plain"), (3, b"c1"), (7, b"after")]
+    assert converted.skipped == 5
+    # A range of markers and aborted records only: no rows, no error.
+    empty = convert(data, 4, 7, settings(), aborted=[(7, 1, 5)])
+    assert (empty.rows.num_rows, empty.skipped, empty.rows.schema) == (0, 3, table_schema(settings()))
+    # The same producer's batches outside its aborted range are committed.
+    assert convert(data, 3, 5, settings(), aborted=[(7, 1, 2)]).rows.column("value").to_pylist() == [b"c1", b"a3"]
+    # A gap is still an error, markers or not.
+    with pytest.raises(TieringError, match="not contiguous"):
+        convert(data[:len(stored(0, [b"plain"]))] + txn(2, [b"x"], 9), 0, 3, settings())
