@@ -160,6 +160,12 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
     47: (lambda: m.OffsetDeleteRequest(group_id=GROUP, topics=[m.OffsetDeleteRequest.OffsetDeleteRequestTopic(
             name=STREAM, partitions=[m.OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=0)])]),
          lambda r: [r.error_code], [GROUP_DENIED]),
+    48: (lambda: m.DescribeClientQuotasRequest(components=[], strict=False),
+         lambda r: [r.error_code, len(r.entries or [])], [CLUSTER_DENIED, 0]),
+    49: (lambda: m.AlterClientQuotasRequest(entries=[m.AlterClientQuotasRequest.EntryData(
+            entity=[m.AlterClientQuotasRequest.EntityData(entity_type="user", entity_name="eve")],
+            ops=[m.AlterClientQuotasRequest.OpData(key="producer_byte_rate", remove=True)])]),
+         lambda r: [e.error_code for e in r.entries], [CLUSTER_DENIED]),
     50: (lambda: m.DescribeUserScramCredentialsRequest(users=None), lambda r: [r.error_code], [CLUSTER_DENIED]),
     51: (lambda: m.AlterUserScramCredentialsRequest(deletions=[m.AlterUserScramCredentialsRequest
                                                                .ScramCredentialDeletion(name="eve", mechanism=1)]),
