@@ -42,3 +42,20 @@ def admins(java: JavaClients, java_targets: dict[str, JavaTarget]) -> None:
     """An admin client in `java` per target, named as the target."""
     for target in java_targets.values():
         java.admin(target.name, target.bootstrap, target.security)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test on these clusters gets the tail of every node's output (as tests/conftest.py
+    gives a failed test on `dev_cluster`)."""
+    outcome = yield
+    report = outcome.get_result()
+    targets = getattr(item, "funcargs", {}).get("java_targets")
+    if not report.failed or not isinstance(targets, dict):
+        return
+    clusters = {id(t.cluster): (name.split("-", 2)[0] + "-node", t.cluster) for name, t in targets.items()}
+    for label, cluster in clusters.values():
+        for node in cluster.nodes.values():
+            tail = "\n".join(list(node.output)[-200:])
+            state = "running" if node.running else f"exited {node.exit_codes}"
+            report.sections.append((f"{label} cluster, node {node.node_id} output ({state})", tail))
