@@ -324,9 +324,9 @@ def test_configs_alter_and_describe(java: JavaClients, target: JavaTarget, vdl: 
                                            ] + ["Default configs for brokers in the cluster are:"]
 
 
-def test_configs_users_clients_and_quotas(java: JavaClients, target: JavaTarget) -> None:
+def test_configs_users_clients_groups_and_quotas(java: JavaClients, target: JavaTarget) -> None:
     """Users and clients: their SCRAM credentials, and client quotas, which VDL does not enforce:
-    none is described, setting one is refused saying so."""
+    none is described, setting one is refused saying so; groups: their configs, read-only."""
     way_in = target.tool_args()
     user = run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "users", "--entity-name", ADMIN_USER)
     admin_line = f"SCRAM credential configs for user-principal '{ADMIN_USER}' are SCRAM-SHA-512=iterations=8192"
@@ -339,6 +339,24 @@ def test_configs_users_clients_and_quotas(java: JavaClients, target: JavaTarget)
                    ["--entity-type", "ips"]):
         described = run(java, "kafka-configs", *way_in, "--describe", *entity)
         assert (described.stdout, described.stderr) == ("", ""), entity
+
+    # Group configs (KIP-848) are the nodes' settings, read-only: none is a group's own.
+    group = named(target, "configured-group")
+    assert run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "groups", "--entity-name",
+               group).stdout == f"Dynamic configs for group {group} are:\n"
+    assert run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "groups", "--entity-name", group,
+               "--all").stdout.splitlines() == [
+        f"All configs for group {group} are:",
+        "  consumer.heartbeat.interval.ms=500 sensitive=false "
+        "synonyms={STATIC_BROKER_CONFIG:group.consumer.heartbeat.interval.ms=500}",
+        "  consumer.session.timeout.ms=45000 sensitive=false "
+        "synonyms={DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}"]
+    grouped = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "groups", "--entity-name", group,
+                  "--add-config", "consumer.session.timeout.ms=30000", ok=False)
+    assert grouped.returncode == 1
+    assert ("org.apache.kafka.common.errors.InvalidConfigurationException: consumer.session.timeout.ms: group "
+            "configs are the nodes' settings (node.toml or flags: group_consumer_session_timeout_ms, "
+            "group_consumer_heartbeat_interval_ms), the same for every group") in grouped.stderr
 
     limited = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "users", "--entity-name", ADMIN_USER,
                   "--add-config", "producer_byte_rate=1048576", ok=False)

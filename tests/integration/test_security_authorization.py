@@ -135,8 +135,9 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
          lambda r: [x.error_code for x in r.filter_results], [CLUSTER_DENIED]),
     32: (lambda: m.DescribeConfigsRequest(resources=[
             m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=2, resource_name=STREAM),
-            m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="1")]),
-         lambda r: [x.error_code for x in r.results], [TOPIC_DENIED, CLUSTER_DENIED]),
+            m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="1"),
+            m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=32, resource_name=GROUP)]),
+         lambda r: [x.error_code for x in r.results], [TOPIC_DENIED, CLUSTER_DENIED, GROUP_DENIED]),
     44: (lambda: m.IncrementalAlterConfigsRequest(resources=[m.IncrementalAlterConfigsRequest.AlterConfigsResource(
             resource_type=2, resource_name=STREAM, configs=[m.IncrementalAlterConfigsRequest.AlterableConfig(
                 name="retention.ms", config_operation=0, value="1000")])]),
