@@ -366,3 +366,20 @@ def test_create_partitions_three_nodes(dev_cluster: DevCluster) -> None:
     assert create_topic_raw(address, "cp-cluster") == (0, None)
     assert create_partitions(address, {"cp-cluster": 3}) == [
         ("cp-cluster", ErrorCode.INVALID_PARTITIONS, refusal("cp-cluster", 3))]
+
+
+def test_acl_apis_without_an_authorizer_are_security_disabled(module_broker: BrokerProcess) -> None:
+    """A node with `authorizer = none` keeps no ACLs: each ACL API says so (Kafka's answer with
+    no authorizer configured), which the Java AdminClient raises as SecurityDisabledException."""
+    no_authorizer = "no authorizer is configured on the broker (authorizer = none)"
+    creation = m.CreateAclsRequest.AclCreation(resource_type=2, resource_name="s", resource_pattern_type=3,
+                                               principal="User:alice", host="*", operation=3, permission_type=3)
+    created = raw_request(module_broker.bootstrap, m.CreateAclsRequest(creations=[creation]), 3)
+    assert [(r.error_code, r.error_message) for r in created.results] == [(ErrorCode.SECURITY_DISABLED, no_authorizer)]
+    described = raw_request(module_broker.bootstrap, m.DescribeAclsRequest(
+        resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1), 3)
+    assert (described.error_code, described.error_message) == (ErrorCode.SECURITY_DISABLED, no_authorizer)
+    deleted = raw_request(module_broker.bootstrap, m.DeleteAclsRequest(filters=[m.DeleteAclsRequest.DeleteAclsFilter(
+        resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1)]), 3)
+    assert [(r.error_code, r.error_message) for r in deleted.filter_results] == [
+        (ErrorCode.SECURITY_DISABLED, no_authorizer)]

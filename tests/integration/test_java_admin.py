@@ -1,7 +1,7 @@
 """Apache Kafka's Java AdminClient (kafka-clients 4.4) against VDL: every Admin API a Kafka
-operator uses, on one node over PLAINTEXT and on a 3-node cluster over PLAINTEXT and SASL_SSL
+operator uses, on one node and on a 3-node cluster, each over PLAINTEXT and over SASL_SSL
 (SCRAM-SHA-512, ACL authorizer), with exact answers. One JVM (JavaClients) and the clusters
-are shared by the whole module: a JVM start takes seconds here.
+are shared by the whole module (tests/integration/conftest.py): a JVM start takes seconds here.
 
 Kafka 4.x removed Admin.alterConfigs (the non-incremental AlterConfigs, key 33), so that API is
 driven here by confluent-kafka's AdminClient.alter_configs, which still sends it.
@@ -13,142 +13,35 @@ lost or duplicated."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from tests.support.cluster import start_cluster
 from tests.support.java_client import JavaClients, JavaError
+from tests.support.java_targets import JavaTarget
 from tests.support.kafka import list_offset_raw, metadata_raw
 from tests.support.metrics import scrape
-from tests.support.security import ADMIN_PASSWORD, ADMIN_PASSWORD_ENV, ADMIN_USER, TlsMaterial, confluent_conf
 from tests.support.waiting import wait_until
-from vdl_broker.listeners import parse_bootstrap_users
-from vdl_client import ClientSettings, VdlClient, admin
-from vdl_client.security import SecuritySettings
 from vdl_dev.dev_cluster import DevCluster
-from vdl_wire.acls import AclBinding, Operation, PatternType, Permission, ResourceType
+
+pytestmark = pytest.mark.usefixtures("admins")
 
 ALL_CLUSTER_OPERATIONS = ["ALTER", "ALTER_CONFIGS", "CLUSTER_ACTION", "CREATE", "DESCRIBE", "DESCRIBE_CONFIGS",
                           "IDEMPOTENT_WRITE"]
 
 
-@dataclass
-class Target:
-    """One way in: a cluster, the listener the Java clients use, and their security settings."""
-
-    name: str
-    cluster: DevCluster
-    protocol: str
-    security: dict[str, str] = field(default_factory=dict)
-    authorizer: bool = False
-
-    @property
-    def bootstrap(self) -> str:
-        return self.cluster.bootstrap_for(self.protocol)
-
-    @property
-    def plain(self) -> str:
-        """A PLAINTEXT address for raw requests (as User:ANONYMOUS, allowed everything)."""
-        return self.cluster.bootstrap_for("PLAINTEXT").split(",")[0]
-
-    def addresses(self) -> list[tuple[int, str, int]]:
-        return [(n, *_host_port(self.cluster.address(n, self.protocol))) for n in self.cluster.node_ids()]
-
-    def confluent(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self.bootstrap, **self.confluent_security}
-
-    confluent_security: dict[str, Any] = field(default_factory=dict)
-
-
-def _host_port(address: str) -> tuple[str, int]:
-    host, port = address.rsplit(":", 1)
-    return host, int(port)
-
-
-def _admin_security(tls: TlsMaterial) -> SecuritySettings:
-    return SecuritySettings("SASL_SSL", "SCRAM-SHA-512", ADMIN_USER, ADMIN_PASSWORD, str(tls.ca))
-
-
-@pytest.fixture(scope="module")
-def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaClients]:
-    with JavaClients(tmp_path_factory.mktemp("java")) as clients:
-        yield clients
-
-
-@pytest.fixture(scope="module")
-def one_node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> DevCluster:
-    return start_cluster(tmp_path_factory.mktemp("one-node"), nodes=1,
-                         register=lambda c: request.addfinalizer(c.kill_all))
-
-
-@pytest.fixture(scope="module")
-def secure_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-                   tls_material: TlsMaterial) -> DevCluster:
-    """3 nodes, SASL_SSL and PLAINTEXT listeners, ACLs on; `admin` is a super user and the
-    PLAINTEXT listener's User:ANONYMOUS may do everything (an ACL on every resource type)."""
-    bootstrap = parse_bootstrap_users([{"name": ADMIN_USER, "mechanism": "SCRAM-SHA-512",
-                                        "password_env": ADMIN_PASSWORD_ENV}], "bootstrap_users")
-    cluster = start_cluster(tmp_path_factory.mktemp("secure"), nodes=3, protocols=("SASL_SSL", "PLAINTEXT"),
-                            settings={"authorizer": "acl", "super_users": [ADMIN_USER], "bootstrap_users": bootstrap},
-                            register=lambda c: request.addfinalizer(c.kill_all), tls_dir=tls_material.directory,
-                            client_security=_admin_security(tls_material), env={ADMIN_PASSWORD_ENV: ADMIN_PASSWORD})
-    settings = ClientSettings.from_bootstrap(cluster.bootstrap_for("SASL_SSL"), deadline_ms=20_000,
-                                             security=_admin_security(tls_material))
-    with VdlClient(settings) as client:
-        admin.create_acls(client, [AclBinding(kind, name, PatternType.LITERAL, "User:ANONYMOUS", "*", Operation.ALL,
-                                              Permission.ALLOW)
-                                   for kind, name in ((ResourceType.TOPIC, "*"), (ResourceType.GROUP, "*"),
-                                                      (ResourceType.CLUSTER, "kafka-cluster"))])
-    return cluster
-
-
-def java_sasl_ssl(tls: TlsMaterial) -> dict[str, str]:
-    return {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
-            "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
-                                f'username="{ADMIN_USER}" password="{ADMIN_PASSWORD}";',
-            "ssl.truststore.location": str(tls.ca), "ssl.truststore.type": "PEM"}
-
-
-@pytest.fixture(scope="module")
-def targets(java: JavaClients, one_node: DevCluster, secure_cluster: DevCluster,
-            tls_material: TlsMaterial) -> dict[str, Target]:
-    found = {
-        "one-plain": Target("one-plain", one_node, "PLAINTEXT"),
-        "three-plain": Target("three-plain", secure_cluster, "PLAINTEXT", authorizer=True),
-        "three-sasl-ssl": Target("three-sasl-ssl", secure_cluster, "SASL_SSL", java_sasl_ssl(tls_material),
-                                 authorizer=True,
-                                 confluent_security=confluent_conf("SASL_SSL", tls_material, "SCRAM-SHA-512",
-                                                                   ADMIN_USER, ADMIN_PASSWORD)),
-    }
-    for target in found.values():
-        java.admin(target.name, target.bootstrap, target.security)
-    return found
-
-
-TARGETS = ["one-plain", "three-plain", "three-sasl-ssl"]
-
-
-@pytest.fixture(params=TARGETS)
-def target(request: pytest.FixtureRequest, targets: dict[str, Target]) -> Target:
-    return targets[request.param]
-
-
-def topic(target: Target, name: str) -> str:
+def topic(target: JavaTarget, name: str) -> str:
     return f"{target.name}-{name}"
 
 
-def create(java: JavaClients, target: Target, name: str) -> str:
+def create(java: JavaClients, target: JavaTarget, name: str) -> str:
     result = java.call("create_topics", name=target.name, topics=[{"name": name}])
     assert list(result) == [name] and "ok" in result[name], result
     return result[name]["ok"]["topic_id"]
 
 
-def send(java: JavaClients, target: Target, stream: str, values: list[str]) -> list[dict]:
+def send(java: JavaClients, target: JavaTarget, stream: str, values: list[str]) -> list[dict]:
     producer = f"{target.name}-producer"
     java.producer(producer, target.bootstrap, target.security, acks="all")
     try:
@@ -160,7 +53,7 @@ def send(java: JavaClients, target: Target, stream: str, values: list[str]) -> l
 # ---- topics ---------------------------------------------------------------------------------------
 
 
-def test_create_describe_list_delete_topics(java: JavaClients, target: Target) -> None:
+def test_create_describe_list_delete_topics(java: JavaClients, target: JavaTarget) -> None:
     name = topic(target, "topics")
     result = java.call("create_topics", name=target.name, topics=[{"name": name}])
     replication = len(target.cluster.node_ids())
@@ -183,7 +76,7 @@ def test_create_describe_list_delete_topics(java: JavaClients, target: Target) -
     assert missing["error"] == "UnknownTopicOrPartitionException"
 
 
-def test_create_partitions_is_refused(java: JavaClients, target: Target) -> None:
+def test_create_partitions_is_refused(java: JavaClients, target: JavaTarget) -> None:
     name = topic(target, "partitions")
     create(java, target, name)
     result = java.call("create_partitions", name=target.name, counts={name: 3, topic(target, "absent"): 2})
@@ -198,7 +91,7 @@ def test_create_partitions_is_refused(java: JavaClients, target: Target) -> None
 # ---- cluster --------------------------------------------------------------------------------------
 
 
-def test_describe_cluster(java: JavaClients, target: Target) -> None:
+def test_describe_cluster(java: JavaClients, target: JavaTarget) -> None:
     metadata = metadata_raw(target.plain, [])
     described = java.call("describe_cluster", name=target.name, authorized_operations=True)
     assert described == {
@@ -208,7 +101,7 @@ def test_describe_cluster(java: JavaClients, target: Target) -> None:
     assert java.call("describe_cluster", name=target.name)["authorized_operations"] is None
 
 
-def test_describe_log_dirs(java: JavaClients, target: Target) -> None:
+def test_describe_log_dirs(java: JavaClients, target: JavaTarget) -> None:
     name = topic(target, "log-dirs")
     create(java, target, name)
     send(java, target, name, ["a", "b"])
@@ -223,7 +116,7 @@ def test_describe_log_dirs(java: JavaClients, target: Target) -> None:
             str(n)][d]["replicas"].get(name, 0) > 0, timeout=20, message=f"node {node_id} has no bytes of {name}")
 
 
-def test_elect_leaders_and_reassignments(java: JavaClients, target: Target) -> None:
+def test_elect_leaders_and_reassignments(java: JavaClients, target: JavaTarget) -> None:
     name = topic(target, "leaders")
     create(java, target, name)
     result = java.call("elect_leaders", name=target.name, topics=[name])
@@ -241,7 +134,7 @@ def test_elect_leaders_and_reassignments(java: JavaClients, target: Target) -> N
 # ---- records and offsets ------------------------------------------------------------------------
 
 
-def test_delete_records_and_list_offsets(java: JavaClients, target: Target) -> None:
+def test_delete_records_and_list_offsets(java: JavaClients, target: JavaTarget) -> None:
     name = topic(target, "records")
     create(java, target, name)
     sent = send(java, target, name, [f"v{i}" for i in range(10)])
@@ -260,19 +153,19 @@ def test_delete_records_and_list_offsets(java: JavaClients, target: Target) -> N
 # ---- configs ------------------------------------------------------------------------------------
 
 
-def own_configs(java: JavaClients, target: Target, name: str) -> dict[str, str]:
+def own_configs(java: JavaClients, target: JavaTarget, name: str) -> dict[str, str]:
     described = java.call("describe_configs", name=target.name, resources=[["TOPIC", name]])[name]["ok"]
     return {key: entry["value"] for key, entry in described.items() if entry["source"] == "DYNAMIC_TOPIC_CONFIG"}
 
 
-def wait_configs(java: JavaClients, target: Target, name: str, expected: dict[str, str]) -> None:
+def wait_configs(java: JavaClients, target: JavaTarget, name: str, expected: dict[str, str]) -> None:
     """The stream's own configs as DescribeConfigs answers them: any node answers, and a node
     other than the metadata leader applies a committed change a moment later."""
     wait_until(lambda: own_configs(java, target, name) == expected, timeout=10,
                message=lambda: f"{name}: {own_configs(java, target, name)}, expected {expected}")
 
 
-def test_describe_and_incremental_alter_configs(java: JavaClients, target: Target) -> None:
+def test_describe_and_incremental_alter_configs(java: JavaClients, target: JavaTarget) -> None:
     name = topic(target, "configs")
     create(java, target, name)
     described = java.call("describe_configs", name=target.name, resources=[["TOPIC", name]])[name]["ok"]
@@ -292,7 +185,7 @@ def test_describe_and_incremental_alter_configs(java: JavaClients, target: Targe
 
 
 @pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")  # the API under test
-def test_alter_configs_replaces_the_whole_config(java: JavaClients, target: Target) -> None:
+def test_alter_configs_replaces_the_whole_config(java: JavaClients, target: JavaTarget) -> None:
     # Admin.alterConfigs is gone from Kafka 4's Java client: librdkafka's still sends AlterConfigs
     name = topic(target, "alter-configs")
     create(java, target, name)
@@ -314,7 +207,7 @@ def test_alter_configs_replaces_the_whole_config(java: JavaClients, target: Targ
 # ---- consumer groups ----------------------------------------------------------------------------
 
 
-def test_consumer_group_admin(java: JavaClients, target: Target) -> None:
+def test_consumer_group_admin(java: JavaClients, target: JavaTarget) -> None:
     name, group = topic(target, "group-stream"), topic(target, "group")
     create(java, target, name)
     send(java, target, name, [f"v{i}" for i in range(5)])
@@ -345,15 +238,10 @@ def test_consumer_group_admin(java: JavaClients, target: Target) -> None:
 # ---- security -----------------------------------------------------------------------------------
 
 
-def test_acls(java: JavaClients, target: Target) -> None:
+def test_acls(java: JavaClients, target: JavaTarget) -> None:
     principal = f"User:{target.name}-acl-user"
     acl = {"resource_type": "TOPIC", "resource": topic(target, "acl"), "pattern": "PREFIXED", "principal": principal,
            "host": "*", "operation": "READ", "permission": "ALLOW"}
-    if not target.authorizer:
-        with pytest.raises(JavaError) as refused:
-            java.call("create_acls", name=target.name, acls=[acl])
-        assert refused.value.error == "SecurityDisabledException"
-        return
     java.call("create_acls", name=target.name, acls=[acl])
     # any node answers DescribeAcls: one other than the metadata leader applies a change a moment later
     wait_until(lambda: java.call("describe_acls", name=target.name, principal=principal) == [acl], timeout=10,
@@ -363,7 +251,7 @@ def test_acls(java: JavaClients, target: Target) -> None:
                message="the deleted ACL is still described")
 
 
-def test_user_scram_credentials(java: JavaClients, target: Target) -> None:
+def test_user_scram_credentials(java: JavaClients, target: JavaTarget) -> None:
     user = f"{target.name}-scram-user"
     java.call("alter_user_scram_credentials", name=target.name,
               upsert=[{"user": user, "mechanism": "SCRAM-SHA-256", "password": "Pa55-word", "iterations": 8192}])
@@ -382,8 +270,8 @@ def test_user_scram_credentials(java: JavaClients, target: Target) -> None:
 
 
 def test_java_consumer_validates_its_position_across_a_leader_change(java: JavaClients,
-                                                                     targets: dict[str, Target]) -> None:
-    target = targets["three-plain"]
+                                                                     java_targets: dict[str, JavaTarget]) -> None:
+    target = java_targets["3-nodes-plain"]
     cluster = target.cluster
     name = topic(target, "epochs")
     create(java, target, name)

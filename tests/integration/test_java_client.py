@@ -4,91 +4,30 @@ protocol and with KIP-848's `group.protocol=consumer`, alone and two sharing sev
 (disjoint assignments, a rebalance when one leaves); an assign-mode consumer with seek,
 offsetsForTimes and committed offsets.
 
-Each test runs on a 3-node cluster over PLAINTEXT and on one node over SASL_SSL with
-SCRAM-SHA-512. One JVM (`JavaClients`) and both clusters serve the whole module.
+Each test runs on one node and on a 3-node cluster, each over PLAINTEXT and over SASL_SSL with
+SCRAM-SHA-512 (tests/integration/conftest.py). One JVM (`JavaClients`) and both clusters serve
+the whole module.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 
-from tests.support.cluster import start_cluster
 from tests.support.java_client import JavaClients
-from tests.support.security import ADMIN_PASSWORD, ADMIN_PASSWORD_ENV, ADMIN_USER, TlsMaterial
+from tests.support.java_targets import JavaTarget
 from tests.support.waiting import wait_until
-from vdl_broker.listeners import parse_bootstrap_users
-from vdl_client.security import SecuritySettings
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("admins")]
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PROTOCOLS = ("classic", "consumer")
 SESSION_MS = 10_000
-# KIP-848 members heartbeat at the interval the coordinator names: short, so rebalances settle fast.
-CLUSTER_SETTINGS = {"group_consumer_heartbeat_interval_ms": 500}
 
 
-@dataclass(frozen=True)
-class Target:
-    """A cluster and the client properties that reach it."""
-
-    bootstrap: str
-    security: dict[str, str]
-    replication: int
-
-
-def java_security(tls: TlsMaterial) -> dict[str, str]:
-    return {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
-            "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
-                                f'username="{ADMIN_USER}" password="{ADMIN_PASSWORD}";',
-            "ssl.truststore.type": "PEM", "ssl.truststore.location": str(tls.ca)}
-
-
-@pytest.fixture(scope="module")
-def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaClients]:
-    with JavaClients(tmp_path_factory.mktemp("java")) as clients:
-        yield clients
-
-
-@pytest.fixture(scope="module")
-def secure_node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-                tls_material: TlsMaterial) -> Target:
-    bootstrap = [{"name": ADMIN_USER, "mechanism": "SCRAM-SHA-512", "password_env": ADMIN_PASSWORD_ENV}]
-    settings = {**CLUSTER_SETTINGS, "authorizer": "acl", "super_users": [ADMIN_USER],
-                "bootstrap_users": parse_bootstrap_users(bootstrap, "bootstrap_users")}
-    security = SecuritySettings("SASL_SSL", "SCRAM-SHA-512", ADMIN_USER, ADMIN_PASSWORD, str(tls_material.ca))
-    cluster = start_cluster(tmp_path_factory.mktemp("java-secure"), nodes=1, settings=settings,
-                            register=lambda c: request.addfinalizer(c.kill_all), protocols=("SASL_SSL",),
-                            tls_dir=tls_material.directory, client_security=security,
-                            env={ADMIN_PASSWORD_ENV: ADMIN_PASSWORD})
-    return Target(cluster.bootstrap_for("SASL_SSL"), java_security(tls_material), 1)
-
-
-@pytest.fixture(params=["3-nodes", "1-node-sasl-ssl"])
-def target(request: pytest.FixtureRequest) -> Target:
-    if request.param == "3-nodes":
-        cluster = request.getfixturevalue("dev_cluster")
-        return Target(cluster.bootstrap_servers, {}, 3)
-    return request.getfixturevalue("secure_node")
-
-
-_admins: dict[str, str] = {}
-
-
-def admin_for(java: JavaClients, target: Target) -> str:
-    admin = _admins.get(target.bootstrap)
-    if admin is None:
-        admin = _admins[target.bootstrap] = f"admin-{len(_admins)}"
-        java.admin(admin, target.bootstrap, target.security)
-    return admin
-
-
-def create_streams(java: JavaClients, target: Target, *names: str) -> None:
-    admin = admin_for(java, target)
+def create_streams(java: JavaClients, target: JavaTarget, *names: str) -> None:
+    admin = target.name
     created = java.call("create_topics", name=admin,
                         topics=[{"name": name, "replication": target.replication} for name in names])
     assert {name: (outcome.get("error"), outcome.get("ok", {}).get("partitions"),
@@ -114,34 +53,38 @@ def values_of(records: list[dict]) -> list[tuple[str, int, str | None, str]]:
     return [(r["topic"], r["offset"], r["key"], r["value"]) for r in records]
 
 
-@pytest.mark.parametrize("codec", CODECS)
-def test_producer_defaults_every_codec(java: JavaClients, target: Target, codec: str) -> None:
-    stream = unique(f"java-{codec}")
-    create_streams(java, target, stream)
-    producer = unique("producer")
-    # Defaults: enable.idempotence=true, acks=all; linger lets several records share a batch.
-    java.producer(producer, target.bootstrap, target.security, **{"compression.type": codec, "linger.ms": 20})
-    try:
-        values = [f"{codec}-value-{i}-" + "x" * (i % 50) for i in range(200)]
-        keys = [f"key-{i}" if i % 3 else None for i in range(200)]
-        sent = java.send(producer, stream, values, keys)
-        assert [(s.get("error"), s["partition"], s["offset"]) for s in sent] == [(None, 0, i) for i in range(200)]
-    finally:
-        java.call("close", name=producer)
+def test_producer_defaults_every_codec(java: JavaClients, target: JavaTarget) -> None:
+    """A producer per codec, each with its own stream, read back by one consumer."""
+    streams = {codec: unique(f"java-{codec}") for codec in CODECS}
+    create_streams(java, target, *streams.values())
+    keys = [f"key-{i}" if i % 3 else None for i in range(200)]
+    values = {codec: [f"{codec}-value-{i}-" + "x" * (i % 50) for i in range(200)] for codec in CODECS}
+    for codec, stream in streams.items():
+        producer = unique(f"producer-{codec}")
+        # Defaults: enable.idempotence=true, acks=all; linger lets several records share a batch.
+        java.producer(producer, target.bootstrap, target.security, **{"compression.type": codec, "linger.ms": 20})
+        try:
+            sent = java.send(producer, stream, values[codec], keys)
+            assert [(s.get("error"), s["partition"], s["offset"]) for s in sent] == [(None, 0, i) for i in range(200)], \
+                codec
+        finally:
+            java.call("close", name=producer)
     reader = unique("reader")
     java.consumer(reader, target.bootstrap, target.security)
     try:
-        java.call("assign", name=reader, partitions=[stream])
-        java.call("seek_to_beginning", name=reader, partitions=[stream])
-        got = java.poll(reader, min_records=200)
-        assert values_of(got) == [(stream, i, keys[i], values[i]) for i in range(200)]
+        java.call("assign", name=reader, partitions=list(streams.values()))
+        java.call("seek_to_beginning", name=reader, partitions=list(streams.values()))
+        got = java.poll(reader, min_records=200 * len(CODECS))
+        for codec, stream in streams.items():
+            assert values_of([r for r in got if r["topic"] == stream]) == [
+                (stream, i, keys[i], values[codec][i]) for i in range(200)], codec
         assert {r["timestamp_type"] for r in got} == {"CreateTime"}
     finally:
         java.call("close", name=reader)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_group_consumer_reads_commits_and_resumes(java: JavaClients, target: Target, protocol: str) -> None:
+def test_group_consumer_reads_commits_and_resumes(java: JavaClients, target: JavaTarget, protocol: str) -> None:
     stream = unique(f"java-group-{protocol}")
     group = unique("group")
     create_streams(java, target, stream)
@@ -162,7 +105,7 @@ def test_group_consumer_reads_commits_and_resumes(java: JavaClients, target: Tar
         assert metadata["group_id"] == group and metadata["member_id"] != "" and metadata["generation_id"] >= 1
         # The admin client lists and describes the group as the kind it is (ListGroups v5 type;
         # ConsumerGroupDescribe for a KIP-848 group, DescribeGroups for a classic one).
-        admin = admin_for(java, target)
+        admin = target.name
         kind = "Consumer" if protocol == "consumer" else "Classic"
         listed = [g for g in java.call("list_groups", name=admin) if g["group_id"] == group]
         assert listed == [{"group_id": group, "type": kind, "protocol": "consumer", "state": "Stable"}]
@@ -193,7 +136,7 @@ def test_group_consumer_reads_commits_and_resumes(java: JavaClients, target: Tar
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_two_members_share_streams_and_rebalance(java: JavaClients, target: Target, protocol: str) -> None:
+def test_two_members_share_streams_and_rebalance(java: JavaClients, target: JavaTarget, protocol: str) -> None:
     streams = [unique(f"java-share-{protocol}-{i}") for i in range(4)]
     group = unique("group")
     create_streams(java, target, *streams)
@@ -256,7 +199,7 @@ def test_two_members_share_streams_and_rebalance(java: JavaClients, target: Targ
         java.call("close", name=producer)
 
 
-def test_assign_seek_offsets_for_times_and_committed(java: JavaClients, target: Target) -> None:
+def test_assign_seek_offsets_for_times_and_committed(java: JavaClients, target: JavaTarget) -> None:
     stream = unique("java-assign")
     group = unique("group")
     create_streams(java, target, stream)

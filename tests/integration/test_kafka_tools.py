@@ -1,12 +1,15 @@
-"""Apache Kafka 4.4's command-line tools (bin/kafka-*.sh, run by their main class) against a
-3-node cluster: what each prints, parsed, and what the cluster holds afterwards, read back with
-other clients (librdkafka's admin client, VDL's own client, raw requests).
+"""Apache Kafka 4.4's command-line tools (bin/kafka-*.sh, run by their main class) against VDL,
+on one node and on three, over the PLAINTEXT listener and over SASL_SSL (TLS + SCRAM-SHA-512 as
+the `admin` super user, the tools' --command-config): what each prints, parsed, and what the
+cluster holds afterwards, read back with other clients (librdkafka, VDL's own client, raw
+requests) over the plain listener.
 
-The cluster has two listeners: PLAINTEXT, where the tools run as User:ANONYMOUS, and SASL_SSL
-(TLS + SCRAM-SHA-512). It runs the ACL authorizer with ANONYMOUS as a super user, so the tools on
-the plain listener may do anything while ACLs added by kafka-acls decide what a SCRAM user may do
-on the secured one. No leader balancing runs by itself, so only kafka-leader-election moves a
-leader to its preferred replica here.
+The tools run inside the module's harness JVM (JavaClients.tool: each tool's main, its exit
+caught, its stdout and stderr captured), since a JVM start per run costs seconds here; one test
+runs tools as JVMs of their own, as their bin/ scripts do. The clusters run the ACL authorizer
+with the plain listener's User:ANONYMOUS as a super user, so ACLs added by kafka-acls decide
+what another SCRAM user may do on the secured listener. No leader balancing runs by itself, so
+only kafka-leader-election moves a leader to its preferred replica here.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,85 +25,81 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from tests.support.cluster import start_cluster
-from tests.support.java_client import ToolResult, kafka_tool, write_properties
+from tests.support.java_client import JavaClients, ToolResult, kafka_tool, write_properties
+from tests.support.java_targets import JavaTarget, java_login
 from tests.support.kafka import raw_request
-from tests.support.security import ADMIN_PASSWORD, ADMIN_PASSWORD_ENV, ADMIN_USER, TlsMaterial
+from tests.support.security import ADMIN_USER
 from tests.support.waiting import wait_until
-from vdl_broker.listeners import parse_bootstrap_users
 from vdl_client import ClientSettings, VdlClient
 from vdl_dev.dev_cluster import DevCluster
 from vdl_wire import messages as m
 
-ALICE, ALICE_PASSWORD = "alice", "alice-Pa55-tools"
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs' config source
 TOPIC = 2  # DescribeConfigs' resource type
 
 
-@pytest.fixture(scope="module")
-def tools_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-                  tls_material: TlsMaterial) -> DevCluster:
-    bootstrap = parse_bootstrap_users([{"name": ADMIN_USER, "mechanism": "SCRAM-SHA-512",
-                                        "password_env": ADMIN_PASSWORD_ENV}], "bootstrap_users")
-    # No group waits for more members: every group here has one, and each wait costs seconds.
-    settings = {"authorizer": "acl", "super_users": [ADMIN_USER, "ANONYMOUS"], "bootstrap_users": bootstrap,
-                "leader_balance_interval_ms": 0, "group_initial_rebalance_delay_ms": 0}
-    return start_cluster(tmp_path_factory.mktemp("kafka-tools"), nodes=3, settings=settings,
-                         protocols=("PLAINTEXT", "SASL_SSL"), tls_dir=tls_material.directory,
-                         env={ADMIN_PASSWORD_ENV: ADMIN_PASSWORD},
-                         register=lambda cluster: request.addfinalizer(cluster.kill_all))
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory, tls_material: TlsMaterial) -> Path:
-    """Where the tools' input files go: admin.properties and alice.properties log in over
-    SASL_SSL (the JVM reads the CA's PEM file as its trust store)."""
-    directory = tmp_path_factory.mktemp("tool-files")
-    for name, user, password in (("admin", ADMIN_USER, ADMIN_PASSWORD), ("alice", ALICE, ALICE_PASSWORD)):
-        write_properties(directory / f"{name}.properties", {
-            "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
-            "sasl.jaas.config": f'org.apache.kafka.common.security.scram.ScramLoginModule required '
-                                f'username="{user}" password="{password}";',
-            "ssl.truststore.type": "PEM", "ssl.truststore.location": str(tls_material.ca)})
-    return directory
-
-
-@pytest.fixture(scope="module")
-def vdl(tools_cluster: DevCluster) -> Iterator[VdlClient]:
-    with VdlClient(ClientSettings.from_bootstrap(tools_cluster.bootstrap_servers, deadline_ms=30_000)) as client:
+@pytest.fixture
+def vdl(target: JavaTarget) -> Iterator[VdlClient]:
+    """VDL's own client on the target's cluster, over the plain listener."""
+    settings = ClientSettings.from_bootstrap(target.cluster.bootstrap_servers, deadline_ms=30_000)
+    with VdlClient(settings) as client:
         yield client
 
 
-def run(tool: str, *args: str, input: str | None = None, ok: bool = True) -> ToolResult:
-    result = kafka_tool(tool, *args, input=input, timeout_s=120)
+def run(java: JavaClients, tool: str, *args: str, input: str | None = None, ok: bool = True) -> ToolResult:
+    result = java.tool(tool, *args, input=input, timeout_s=120)
     if ok:
         assert result.returncode == 0, f"{tool} {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n" \
                                        f"{result.stderr[-4000:]}"
     return result
 
 
-def parallel(*calls: Callable[[], Any]) -> list[Any]:
-    """Independent tool runs at once: most of each is a JVM starting, and they overlap well."""
-    with ThreadPoolExecutor(len(calls)) as pool:
-        return [future.result() for future in [pool.submit(call) for call in calls]]
+def named(target: JavaTarget, name: str) -> str:
+    """A stream or group name of this target's (a cluster serves two targets)."""
+    return f"{target.name}-{name}"
 
 
 def confluent_admin(cluster: DevCluster) -> AdminClient:
     return AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
 
 
+def settle(cluster: DevCluster, request: Any, answer: Callable[[Any], object], expected: object) -> None:
+    """Wait until every node's answer to `request` is `expected`: a change to the cluster's
+    metadata (configs, ACLs, users) is answered once the metadata group committed it, and each
+    node applies it a moment later, as Kafka's brokers apply their metadata log (a tool run
+    right after asks any node)."""
+    def on_each_node() -> list[object]:
+        return [answer(raw_request(cluster.address(i), request)) for i in cluster.node_ids()]
+
+    wait_until(lambda: on_each_node() == [expected] * len(cluster.node_ids()), timeout=10,
+               message=lambda: f"each node's answer {on_each_node()}, expected {expected}")
+
+
 def settle_configs(cluster: DevCluster, stream: str, expected: dict[str, str]) -> None:
-    """Wait until every node answers DescribeConfigs with the stream's configs `expected`: a
-    change is answered once the metadata group committed it, and each node applies it a moment
-    later (then a tool describes the same whichever node it asks)."""
     request = m.DescribeConfigsRequest(resources=[m.DescribeConfigsRequest.DescribeConfigsResource(
         resource_type=TOPIC, resource_name=stream, configuration_keys=None)])
+    settle(cluster, request, lambda r: {c.name: c.value for c in r.results[0].configs
+                                        if c.config_source == DYNAMIC_TOPIC_CONFIG}, expected)
 
-    def on_each_node() -> list[dict[str, str]]:
-        results = [raw_request(cluster.address(i), request).results[0] for i in cluster.node_ids()]
-        return [{c.name: c.value for c in r.configs if c.config_source == DYNAMIC_TOPIC_CONFIG} for r in results]
 
-    wait_until(lambda: on_each_node() == [expected] * 3, timeout=10, message=lambda: f"{on_each_node()}")
+def settle_acls(cluster: DevCluster, principal: str, count: int) -> None:
+    """Every node has `count` ACLs of `principal`."""
+    request = m.DescribeAclsRequest(resource_type_filter=1, pattern_type_filter=1, principal_filter=principal,
+                                    operation=1, permission_type=1)  # 1: ANY
+    settle(cluster, request, lambda r: sum(len(x.acls) for x in r.resources), count)
+
+
+def settle_reassignments(cluster: DevCluster) -> None:
+    """No node lists a reassignment in progress (the tool refuses a new one while any is)."""
+    settle(cluster, m.ListPartitionReassignmentsRequest(timeout_ms=10_000), lambda r: (r.error_code, len(r.topics)),
+           (0, 0))
+
+
+def settle_user(cluster: DevCluster, user: str) -> None:
+    """Every node knows `user`'s SCRAM credential."""
+    request = m.DescribeUserScramCredentialsRequest(users=[
+        m.DescribeUserScramCredentialsRequest.UserName(name=user)])
+    settle(cluster, request, lambda r: r.results[0].error_code, 0)
 
 
 def stream_configs(cluster: DevCluster, stream: str) -> dict[str, tuple[str, int]]:
@@ -165,67 +163,80 @@ def replicas(vdl: VdlClient, stream: str) -> tuple[int, list[int]]:
 # ------------------------------------------------------------------------------------ kafka-topics
 
 
-def test_topics_create_describe_list_delete(tools_cluster: DevCluster, vdl: VdlClient) -> None:
-    bs = tools_cluster.bootstrap_servers
-    created, refused, placed, compacted = parallel(
-        lambda: run("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", "tools-topic",
-                    "--config", "retention.ms=3600000", "--config", "max.message.bytes=200000"),
-        lambda: run("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", "tools-three",
-                    "--partitions", "3", ok=False),
-        lambda: run("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", "tools-placed",
-                    "--replica-assignment", "1:2:3", ok=False),
-        lambda: run("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", "tools-compacted",
-                    "--config", "cleanup.policy=compact", ok=False))
-    assert created.stdout == "Created topic tools-topic.\n"
+def test_topics_create_describe_list_delete(java: JavaClients, target: JavaTarget, vdl: VdlClient) -> None:
+    way_in = target.tool_args()
+    stream = named(target, "topic")
+    created = run(java, "kafka-topics", *way_in, "--create", "--topic", stream,
+                  "--config", "retention.ms=3600000", "--config", "max.message.bytes=200000")
+    assert created.stdout == f"Created topic {stream}.\n"
+    refused = run(java, "kafka-topics", *way_in, "--create", "--topic", named(target, "three"), "--partitions", "3",
+                  ok=False)
     assert (refused.returncode, refused.stdout) == (
         1, "Error while executing topic command : a VDL log stream has exactly one partition\n")
+    placed = run(java, "kafka-topics", *way_in, "--create", "--topic", named(target, "placed"),
+                 "--replica-assignment", "1", ok=False)
     assert (placed.returncode, placed.stdout) == (
         1, "Error while executing topic command : VDL places replicas itself: give a replication factor\n")
+    compacted = run(java, "kafka-topics", *way_in, "--create", "--topic", named(target, "compacted"),
+                    "--config", "cleanup.policy=compact", ok=False)
     assert compacted.returncode == 1
     assert compacted.stdout.startswith("Error while executing topic command : unknown stream config 'cleanup.policy'")
-    assert not any(vdl.stream_exists(name) for name in ("tools-three", "tools-placed", "tools-compacted"))
-    settle_configs(tools_cluster, "tools-topic", {"retention.ms": "3600000", "max.message.bytes": "200000"})
-    assert stream_configs(tools_cluster, "tools-topic") == {"retention.ms": ("3600000", DYNAMIC_TOPIC_CONFIG),
-                                                            "max.message.bytes": ("200000", DYNAMIC_TOPIC_CONFIG)}
+    assert not any(vdl.stream_exists(named(target, name)) for name in ("three", "placed", "compacted"))
+    settle_configs(target.cluster, stream, {"retention.ms": "3600000", "max.message.bytes": "200000"})
+    assert stream_configs(target.cluster, stream) == {"retention.ms": ("3600000", DYNAMIC_TOPIC_CONFIG),
+                                                      "max.message.bytes": ("200000", DYNAMIC_TOPIC_CONFIG)}
 
-    described, listed = parallel(
-        lambda: run("kafka-topics", "--bootstrap-server", bs, "--describe", "--topic", "tools-topic"),
-        lambda: run("kafka-topics", "--bootstrap-server", bs, "--list"))
+    described = run(java, "kafka-topics", *way_in, "--describe", "--topic", stream)
+    listed = run(java, "kafka-topics", *way_in, "--list")
     topic, partitions = describe_topic(described.stdout)
-    leader, nodes = replicas(vdl, "tools-topic")
-    assert topic == {"Topic": "tools-topic", "TopicId": topic["TopicId"], "PartitionCount": "1",
-                     "ReplicationFactor": "3", "Configs": "max.message.bytes=200000,retention.ms=3600000"}
+    leader, nodes = replicas(vdl, stream)
+    assert topic == {"Topic": stream, "TopicId": topic["TopicId"], "PartitionCount": "1",
+                     "ReplicationFactor": str(target.replication),
+                     "Configs": "max.message.bytes=200000,retention.ms=3600000"}
     assert [(p["Partition"], p["Leader"], p["Replicas"]) for p in partitions] == [
         ("0", str(leader), ",".join(map(str, nodes)))]
-    assert sorted(partitions[0]["Isr"].split(",")) == ["1", "2", "3"]
-    assert "tools-topic" in listed.stdout.splitlines()
+    assert sorted(partitions[0]["Isr"].split(",")) == [str(n) for n in target.cluster.node_ids()]
+    assert stream in listed.stdout.splitlines()
 
-    grown = run("kafka-topics", "--bootstrap-server", bs, "--alter", "--topic", "tools-topic", "--partitions", "3",
-                ok=False)
+    grown = run(java, "kafka-topics", *way_in, "--alter", "--topic", stream, "--partitions", "3", ok=False)
     assert (grown.returncode, grown.stdout) == (1, (
         "Error while executing topic command : VDL streams have exactly one partition (each is one Raft group): "
-        "stream 'tools-topic' has 1 and cannot have 3\n"))
-    assert len(vdl.metadata(["tools-topic"]).topics[0].partitions) == 1
+        f"stream '{stream}' has 1 and cannot have 3\n"))
+    assert len(vdl.metadata([stream]).topics[0].partitions) == 1
 
-    deleted = run("kafka-topics", "--bootstrap-server", bs, "--delete", "--topic", "tools-topic")
+    deleted = run(java, "kafka-topics", *way_in, "--delete", "--topic", stream)
     assert deleted.stdout == ""
     # Answered once the metadata group committed the deletion; a node may apply it a moment later.
-    wait_until(lambda: "tools-topic" not in vdl.list_streams(), timeout=10, message="the stream to go")
+    wait_until(lambda: stream not in vdl.list_streams(), timeout=10, message="the stream to go")
+
+
+def test_a_tool_runs_as_a_jvm_of_its_own(java_targets: dict[str, JavaTarget]) -> None:
+    """As bin/kafka-console-producer.sh runs it (the other tests run the tools in the harness
+    JVM): its own JVM, its stdin to its end, its producer closed as the JVM exits."""
+    target = java_targets["3-nodes-sasl-ssl"]
+    stream = named(target, "own-jvm")
+    settings = ClientSettings.from_bootstrap(target.cluster.bootstrap_servers, deadline_ms=30_000)
+    with VdlClient(settings) as vdl:
+        vdl.create_stream(stream, exist_ok=False)
+    produced = kafka_tool("kafka-console-producer", *target.tool_args(), "--topic", stream, input="one\ntwo\n",
+                          timeout_s=120)
+    assert (produced.returncode, produced.stdout) == (0, "")
+    assert consume_all(target.cluster, stream, 2) == [(None, "one"), (None, "two")]
 
 
 # ------------------------------------------------------------------------ console producer/consumer
 
 
-def test_console_producer_and_consumer_with_keys(tools_cluster: DevCluster, vdl: VdlClient) -> None:
-    bs = tools_cluster.bootstrap_servers
-    vdl.create_stream("tools-console", exist_ok=False)
+def test_console_producer_and_consumer_with_keys(java: JavaClients, target: JavaTarget, vdl: VdlClient) -> None:
+    stream = named(target, "console")
+    vdl.create_stream(stream, exist_ok=False)
     records = [("k1", "first value"), ("k2", "zwei | the separator again"), ("k3", "третий"), ("k1", "  padded  ")]
-    produced = run("kafka-console-producer", "--bootstrap-server", bs, "--topic", "tools-console",
+    produced = run(java, "kafka-console-producer", *target.tool_args(), "--topic", stream,
                    "--reader-property", "parse.key=true", "--reader-property", "key.separator=|",
                    "--command-property", "acks=all", input="".join(f"{k}|{v}\n" for k, v in records))
     assert produced.stdout == ""
-    assert consume_all(tools_cluster, "tools-console", len(records)) == records
-    consumed = run("kafka-console-consumer", "--bootstrap-server", bs, "--topic", "tools-console",
+    assert consume_all(target.cluster, stream, len(records)) == records
+    consumed = run(java, "kafka-console-consumer", *target.tool_args(), "--topic", stream,
                    "--from-beginning", "--max-messages", "3", "--formatter-property", "print.key=true",
                    "--formatter-property", "key.separator=|")
     assert consumed.stdout == "".join(f"{k}|{v}\n" for k, v in records[:3])
@@ -235,91 +246,128 @@ def test_console_producer_and_consumer_with_keys(tools_cluster: DevCluster, vdl:
 # --------------------------------------------------------------------------- kafka-consumer-groups
 
 
-def test_consumer_groups_list_describe_reset_delete(tools_cluster: DevCluster, vdl: VdlClient) -> None:
-    bs = tools_cluster.bootstrap_servers
-    vdl.create_stream("tools-grouped", exist_ok=False)
-    produce(tools_cluster, "tools-grouped", [f"v{i}" for i in range(5)])
+def test_consumer_groups_list_describe_reset_delete(java: JavaClients, target: JavaTarget, vdl: VdlClient) -> None:
+    way_in = target.tool_args()
+    stream, group = named(target, "grouped"), named(target, "group")
+    vdl.create_stream(stream, exist_ok=False)
+    produce(target.cluster, stream, [f"v{i}" for i in range(5)])
     # One record per poll, so the offset committed as the consumer closes is exactly what it read.
-    consumed = run("kafka-console-consumer", "--bootstrap-server", bs, "--topic", "tools-grouped",
-                   "--group", "tools-group", "--from-beginning", "--max-messages", "2",
-                   "--command-property", "max.poll.records=1")
+    consumed = run(java, "kafka-console-consumer", *way_in, "--topic", stream, "--group", group,
+                   "--from-beginning", "--max-messages", "2", "--command-property", "max.poll.records=1")
     assert consumed.stdout == "v0\nv1\n"
 
-    listed, described = parallel(
-        lambda: run("kafka-consumer-groups", "--bootstrap-server", bs, "--list"),
-        lambda: run("kafka-consumer-groups", "--bootstrap-server", bs, "--describe", "--group", "tools-group"))
-    assert "tools-group" in listed.stdout.splitlines()
-    assert table(described.stdout) == [{"GROUP": "tools-group", "TOPIC": "tools-grouped", "PARTITION": "0",
+    listed = run(java, "kafka-consumer-groups", *way_in, "--list")
+    described = run(java, "kafka-consumer-groups", *way_in, "--describe", "--group", group)
+    assert group in listed.stdout.splitlines()
+    assert table(described.stdout) == [{"GROUP": group, "TOPIC": stream, "PARTITION": "0",
                                         "CURRENT-OFFSET": "2", "LOG-END-OFFSET": "5", "LAG": "3",
                                         "CONSUMER-ID": "-", "HOST": "-", "CLIENT-ID": "-"}]
-    assert "Consumer group 'tools-group' has no active members." in described.stderr
+    assert f"Consumer group '{group}' has no active members." in described.stderr
 
     def reset(*how: str) -> list[dict[str, str]]:
-        return table(run("kafka-consumer-groups", "--bootstrap-server", bs, "--group", "tools-group",
-                         "--topic", "tools-grouped", "--reset-offsets", *how, "--execute").stdout)
+        return table(run(java, "kafka-consumer-groups", *way_in, "--group", group, "--topic", stream,
+                         "--reset-offsets", *how, "--execute").stdout)
 
     def committed() -> int:
-        client = confluent_admin(tools_cluster)
-        wanted = ConsumerGroupTopicPartitions("tools-group", [TopicPartition("tools-grouped", 0)])
+        client = confluent_admin(target.cluster)
+        wanted = ConsumerGroupTopicPartitions(group, [TopicPartition(stream, 0)])
         [future] = client.list_consumer_group_offsets([wanted]).values()
         [partition] = future.result(timeout=30).topic_partitions
         return partition.offset
 
-    assert reset("--to-earliest") == [{"GROUP": "tools-group", "TOPIC": "tools-grouped", "PARTITION": "0",
-                                       "NEW-OFFSET": "0"}]
+    assert reset("--to-earliest") == [{"GROUP": group, "TOPIC": stream, "PARTITION": "0", "NEW-OFFSET": "0"}]
     assert committed() == 0
-    assert reset("--to-offset", "4") == [{"GROUP": "tools-group", "TOPIC": "tools-grouped", "PARTITION": "0",
-                                          "NEW-OFFSET": "4"}]
+    assert reset("--to-offset", "4") == [{"GROUP": group, "TOPIC": stream, "PARTITION": "0", "NEW-OFFSET": "4"}]
     assert committed() == 4
 
-    deleted = run("kafka-consumer-groups", "--bootstrap-server", bs, "--delete", "--group", "tools-group")
-    assert deleted.stdout == "Deletion of requested consumer groups ('tools-group') was successful.\n"
+    deleted = run(java, "kafka-consumer-groups", *way_in, "--delete", "--group", group)
+    assert deleted.stdout == f"Deletion of requested consumer groups ('{group}') was successful.\n"
     assert committed() == -1001  # librdkafka's OFFSET_INVALID: the group has no offset any more
 
 
 # ------------------------------------------------------------------------------------ kafka-configs
 
 
-def test_configs_alter_and_describe(tools_cluster: DevCluster, vdl: VdlClient) -> None:
-    bs = tools_cluster.bootstrap_servers
-    vdl.create_stream("tools-configured", config={"max.message.bytes": "100000"}, exist_ok=False)
-    added = run("kafka-configs", "--bootstrap-server", bs, "--alter", "--entity-type", "topics",
-                "--entity-name", "tools-configured", "--add-config", "retention.ms=7200000,segment.bytes=1048576")
-    assert added.stdout == "Completed updating config for topic tools-configured.\n"
-    removed = run("kafka-configs", "--bootstrap-server", bs, "--alter", "--entity-type", "topics",
-                  "--entity-name", "tools-configured", "--delete-config", "max.message.bytes")
-    assert removed.stdout == "Completed updating config for topic tools-configured.\n"
-    settle_configs(tools_cluster, "tools-configured", {"retention.ms": "7200000", "segment.bytes": "1048576"})
-    assert stream_configs(tools_cluster, "tools-configured") == {
+def test_configs_alter_and_describe(java: JavaClients, target: JavaTarget, vdl: VdlClient) -> None:
+    way_in = target.tool_args()
+    stream = named(target, "configured")
+    vdl.create_stream(stream, config={"max.message.bytes": "100000"}, exist_ok=False)
+    added = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "topics", "--entity-name", stream,
+                "--add-config", "retention.ms=7200000,segment.bytes=1048576")
+    assert added.stdout == f"Completed updating config for topic {stream}.\n"
+    removed = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "topics", "--entity-name", stream,
+                  "--delete-config", "max.message.bytes")
+    assert removed.stdout == f"Completed updating config for topic {stream}.\n"
+    settle_configs(target.cluster, stream, {"retention.ms": "7200000", "segment.bytes": "1048576"})
+    assert stream_configs(target.cluster, stream) == {
         "retention.ms": ("7200000", DYNAMIC_TOPIC_CONFIG), "segment.bytes": ("1048576", DYNAMIC_TOPIC_CONFIG)}
 
-    topic, broker, brokers, users = parallel(
-        lambda: run("kafka-configs", "--bootstrap-server", bs, "--describe", "--entity-type", "topics",
-                    "--entity-name", "tools-configured"),
-        lambda: run("kafka-configs", "--bootstrap-server", bs, "--describe", "--entity-type", "brokers",
-                    "--entity-name", "2", "--all"),
-        lambda: run("kafka-configs", "--bootstrap-server", bs, "--describe", "--entity-type", "brokers"),
-        lambda: run("kafka-configs", "--bootstrap-server", bs, "--describe", "--entity-type", "users", ok=False))
-    # Describing users asks for their client quotas too, an API VDL does not serve.
-    assert users.returncode == 1
-    assert ("org.apache.kafka.common.errors.UnsupportedVersionException: The node does not support "
-            "DESCRIBE_CLIENT_QUOTAS") in users.stderr
+    topic = run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "topics", "--entity-name", stream)
     assert topic.stdout.splitlines() == [
-        "Dynamic configs for topic tools-configured are:",
+        f"Dynamic configs for topic {stream} are:",
         "  retention.ms=7200000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=7200000, "
         "DEFAULT_CONFIG:log.retention.ms=-1}",
         "  segment.bytes=1048576 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:segment.bytes=1048576, "
         "DEFAULT_CONFIG:log.segment.bytes=1073741824}"]
+    last = target.cluster.node_ids()[-1]
+    broker = run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "brokers", "--entity-name", str(last),
+                 "--all")
     node_configs = dict(re.findall(r"^  (\S+?)=(\S*) sensitive=", broker.stdout, re.MULTILINE))
-    assert broker.stdout.splitlines()[0] == "All configs for broker 2 are:"
-    assert node_configs["broker.id"] == "2"
-    assert node_configs["listeners"] == (f"PLAINTEXT://{tools_cluster.address(2, 'PLAINTEXT')},"
-                                         f"SASL_SSL://{tools_cluster.address(2, 'SASL_SSL')}")
+    assert broker.stdout.splitlines()[0] == f"All configs for broker {last} are:"
+    assert node_configs["broker.id"] == str(last)
+    assert node_configs["listeners"] == (f"PLAINTEXT://{target.cluster.address(last, 'PLAINTEXT')},"
+                                         f"SASL_SSL://{target.cluster.address(last, 'SASL_SSL')}")
     assert node_configs["num.partitions"] == "1"
     # Node settings are static (node.toml and flags): no node has a dynamic one.
-    assert brokers.stdout.splitlines() == ["Dynamic configs for broker 1 are:", "Dynamic configs for broker 2 are:",
-                                           "Dynamic configs for broker 3 are:",
-                                           "Default configs for brokers in the cluster are:"]
+    brokers = run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "brokers")
+    assert brokers.stdout.splitlines() == [f"Dynamic configs for broker {n} are:" for n in target.cluster.node_ids()
+                                           ] + ["Default configs for brokers in the cluster are:"]
+
+
+def test_configs_users_clients_groups_and_quotas(java: JavaClients, target: JavaTarget) -> None:
+    """Users and clients: their SCRAM credentials, and client quotas, which VDL does not enforce:
+    none is described, setting one is refused saying so; groups: their configs, read-only."""
+    way_in = target.tool_args()
+    user = run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "users", "--entity-name", ADMIN_USER)
+    admin_line = f"SCRAM credential configs for user-principal '{ADMIN_USER}' are SCRAM-SHA-512=iterations=8192"
+    assert user.stdout == admin_line + "\n"
+    users = run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "users")
+    assert admin_line in users.stdout.splitlines()
+    assert "Quota configs" not in users.stdout
+    for entity in (["--entity-type", "clients"], ["--entity-type", "clients", "--entity-name", "app"],
+                   ["--entity-type", "users", "--entity-name", ADMIN_USER, "--entity-type", "clients"],
+                   ["--entity-type", "ips"]):
+        described = run(java, "kafka-configs", *way_in, "--describe", *entity)
+        assert (described.stdout, described.stderr) == ("", ""), entity
+
+    # Group configs (KIP-848) are the nodes' settings, read-only: none is a group's own.
+    group = named(target, "configured-group")
+    assert run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "groups", "--entity-name",
+               group).stdout == f"Dynamic configs for group {group} are:\n"
+    assert run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "groups", "--entity-name", group,
+               "--all").stdout.splitlines() == [
+        f"All configs for group {group} are:",
+        "  consumer.heartbeat.interval.ms=500 sensitive=false "
+        "synonyms={STATIC_BROKER_CONFIG:group.consumer.heartbeat.interval.ms=500}",
+        "  consumer.session.timeout.ms=45000 sensitive=false "
+        "synonyms={DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}"]
+    grouped = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "groups", "--entity-name", group,
+                  "--add-config", "consumer.session.timeout.ms=30000", ok=False)
+    assert grouped.returncode == 1
+    assert ("org.apache.kafka.common.errors.InvalidConfigurationException: consumer.session.timeout.ms: group "
+            "configs are the nodes' settings (node.toml or flags: group_consumer_session_timeout_ms, "
+            "group_consumer_heartbeat_interval_ms), the same for every group") in grouped.stderr
+
+    limited = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "users", "--entity-name", ADMIN_USER,
+                  "--add-config", "producer_byte_rate=1048576", ok=False)
+    assert limited.returncode == 1
+    assert ("org.apache.kafka.common.errors.UnsupportedVersionException: VDL enforces no client quotas (no produce, "
+            "fetch, request or connection throttling): a quota set here would not be applied") in limited.stderr
+    unknown = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "clients", "--entity-name", "app",
+                  "--delete-config", "consumer_byte_rate", ok=False)
+    assert unknown.returncode == 1
+    # the tool checks what it deletes exists: no quota does
+    assert unknown.stderr == "Invalid config(s): consumer_byte_rate\n"
 
 
 # ------------------------------------------------------------------- kafka-acls and the SASL_SSL listener
@@ -337,231 +385,253 @@ def acl_listing(stdout: str) -> dict[tuple[str, str, str], set[tuple[str, str, s
     return listing
 
 
-def test_acls_decide_what_a_scram_user_does_on_the_secured_listener(tools_cluster: DevCluster, vdl: VdlClient,
-                                                                     files: Path) -> None:
-    bs, secured = tools_cluster.bootstrap_servers, tools_cluster.bootstrap_for("SASL_SSL")
-    admin_login, alice_login = str(files / "admin.properties"), str(files / "alice.properties")
-    for stream in ("app-orders", "tools-private"):
+def test_acls_decide_what_a_scram_user_does_on_the_secured_listener(java: JavaClients, target: JavaTarget,
+                                                                     vdl: VdlClient, tmp_path: Path) -> None:
+    """An operator (on the target's listener) gives a SCRAM user ACLs; the user, on the SASL_SSL
+    listener, may do what they allow and nothing else."""
+    way_in = target.tool_args()
+    secured = target.cluster.bootstrap_for("SASL_SSL")
+    alice, password = named(target, "alice"), "alice-Pa55-tools"
+    alice_login = str(write_properties(tmp_path / "alice.properties", java_login(target.tls, alice, password)))
+    prefix = named(target, "app-")
+    orders = f"{prefix}orders"
+    for stream in (orders, named(target, "private")):
         vdl.create_stream(stream, exist_ok=False)
-    user = run("kafka-configs", "--bootstrap-server", secured, "--command-config", admin_login, "--alter",
-               "--entity-type", "users", "--entity-name", ALICE,
-               "--add-config", f"SCRAM-SHA-512=[iterations=4096,password={ALICE_PASSWORD}]")
-    assert user.stdout == f"Completed updating config for user {ALICE}.\n"
+    user = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "users", "--entity-name", alice,
+               "--add-config", f"SCRAM-SHA-512=[iterations=4096,password={password}]")
+    assert user.stdout == f"Completed updating config for user {alice}.\n"
+    settle_user(target.cluster, alice)
 
     # One after the other: kafka-acls looks for the ACLs that exist already and adds only the others.
-    producer_acls = run("kafka-acls", "--bootstrap-server", bs, "--add", "--allow-principal", f"User:{ALICE}",
-                        "--producer", "--topic", "app-", "--resource-pattern-type", "prefixed")
-    assert acl_listing(producer_acls.stdout) == {("TOPIC", "app-", "PREFIXED"): {
-        (f"User:{ALICE}", "*", op, "ALLOW") for op in ("DESCRIBE", "CREATE", "WRITE")}}
-    consumer_acls = run("kafka-acls", "--bootstrap-server", bs, "--add", "--allow-principal", f"User:{ALICE}",
-                        "--consumer", "--topic", "app-", "--group", "app-", "--resource-pattern-type", "prefixed")
-    assert consumer_acls.stdout.splitlines()[0] == (
-        f"Acl (pattern=ResourcePattern(resourceType=TOPIC, name=app-, patternType=PREFIXED), entry=(principal="
-        f"User:{ALICE}, host=*, operation=DESCRIBE, permissionType=ALLOW)) already exists.")
+    producer_acls = run(java, "kafka-acls", *way_in, "--add", "--allow-principal", f"User:{alice}",
+                        "--producer", "--topic", prefix, "--resource-pattern-type", "prefixed")
+    assert acl_listing(producer_acls.stdout) == {("TOPIC", prefix, "PREFIXED"): {
+        (f"User:{alice}", "*", op, "ALLOW") for op in ("DESCRIBE", "CREATE", "WRITE")}}
+    consumer_acls = run(java, "kafka-acls", *way_in, "--add", "--allow-principal", f"User:{alice}",
+                        "--consumer", "--topic", prefix, "--group", prefix, "--resource-pattern-type", "prefixed")
+    assert (f"Acl (pattern=ResourcePattern(resourceType=TOPIC, name={prefix}, patternType=PREFIXED), entry=(principal="
+            f"User:{alice}, host=*, operation=DESCRIBE, permissionType=ALLOW)) already exists.") in \
+        consumer_acls.stdout.splitlines()
     assert acl_listing(consumer_acls.stdout) == {
-        ("TOPIC", "app-", "PREFIXED"): {(f"User:{ALICE}", "*", "READ", "ALLOW")},
-        ("GROUP", "app-", "PREFIXED"): {(f"User:{ALICE}", "*", "READ", "ALLOW")}}
-    expected = {("TOPIC", "app-", "PREFIXED"): {(f"User:{ALICE}", "*", op, "ALLOW")
+        ("TOPIC", prefix, "PREFIXED"): {(f"User:{alice}", "*", "READ", "ALLOW")},
+        ("GROUP", prefix, "PREFIXED"): {(f"User:{alice}", "*", "READ", "ALLOW")}}
+    expected = {("TOPIC", prefix, "PREFIXED"): {(f"User:{alice}", "*", op, "ALLOW")
                                                 for op in ("DESCRIBE", "CREATE", "WRITE", "READ")},
-                ("GROUP", "app-", "PREFIXED"): {(f"User:{ALICE}", "*", "READ", "ALLOW")}}
-    listed = run("kafka-acls", "--bootstrap-server", bs, "--list")
+                ("GROUP", prefix, "PREFIXED"): {(f"User:{alice}", "*", "READ", "ALLOW")}}
+    settle_acls(target.cluster, f"User:{alice}", 5)
+    listed = run(java, "kafka-acls", *way_in, "--list", "--principal", f"User:{alice}")
     assert acl_listing(listed.stdout) == expected
 
-    # Alice on the SASL_SSL listener: she sees, writes and reads app-* only.
-    alice_topics, produced = parallel(
-        lambda: run("kafka-topics", "--bootstrap-server", secured, "--command-config", alice_login, "--list"),
-        lambda: run("kafka-console-producer", "--bootstrap-server", secured, "--command-config", alice_login,
-                    "--topic", "app-orders", "--command-property", "acks=all", input="order-1\norder-2\n"))
-    assert alice_topics.stdout.split() == ["app-orders"]
-    assert produced.returncode == 0
-    consumed = run("kafka-console-consumer", "--bootstrap-server", secured, "--command-config", alice_login,
-                   "--topic", "app-orders", "--group", "app-readers", "--from-beginning", "--max-messages", "2")
+    # Alice on the SASL_SSL listener: she sees, writes and reads her prefix's streams only.
+    as_alice = ["--bootstrap-server", secured, "--command-config", alice_login]
+    alice_topics = run(java, "kafka-topics", *as_alice, "--list")
+    assert alice_topics.stdout.split() == [orders]
+    run(java, "kafka-console-producer", *as_alice, "--topic", orders, "--command-property", "acks=all",
+        input="order-1\norder-2\n")
+    consumed = run(java, "kafka-console-consumer", *as_alice, "--topic", orders, "--group", f"{prefix}readers",
+                   "--from-beginning", "--max-messages", "2")
     assert consumed.stdout == "order-1\norder-2\n"
-    assert consume_all(tools_cluster, "app-orders", 2) == [(None, "order-1"), (None, "order-2")]
+    assert consume_all(target.cluster, orders, 2) == [(None, "order-1"), (None, "order-2")]
 
-    removed = run("kafka-acls", "--bootstrap-server", bs, "--remove", "--force", "--allow-principal",
-                  f"User:{ALICE}", "--operation", "Write", "--operation", "Create", "--topic", "app-",
-                  "--resource-pattern-type", "prefixed")
-    assert removed.returncode == 0
-    remaining, refused = parallel(
-        lambda: run("kafka-acls", "--bootstrap-server", bs, "--list", "--principal", f"User:{ALICE}"),
-        lambda: run("kafka-console-producer", "--bootstrap-server", secured, "--command-config", alice_login,
-                    "--topic", "app-orders", "--command-property", "acks=all", "--command-property",
-                    "max.block.ms=10000", input="order-3\n", ok=False))
+    run(java, "kafka-acls", *way_in, "--remove", "--force", "--allow-principal", f"User:{alice}",
+        "--operation", "Write", "--operation", "Create", "--topic", prefix, "--resource-pattern-type", "prefixed")
+    settle_acls(target.cluster, f"User:{alice}", 3)
+    remaining = run(java, "kafka-acls", *way_in, "--list", "--principal", f"User:{alice}")
     assert acl_listing(remaining.stdout) == {
-        ("TOPIC", "app-", "PREFIXED"): {(f"User:{ALICE}", "*", op, "ALLOW") for op in ("DESCRIBE", "READ")},
-        ("GROUP", "app-", "PREFIXED"): {(f"User:{ALICE}", "*", "READ", "ALLOW")}}
+        ("TOPIC", prefix, "PREFIXED"): {(f"User:{alice}", "*", op, "ALLOW") for op in ("DESCRIBE", "READ")},
+        ("GROUP", prefix, "PREFIXED"): {(f"User:{alice}", "*", "READ", "ALLOW")}}
+    refused = run(java, "kafka-console-producer", *as_alice, "--topic", orders, "--command-property", "acks=all",
+                  "--command-property", "max.block.ms=10000", input="order-3\n", ok=False)
     # An idempotent producer (the default) needs WRITE on some topic for InitProducerId, as in
-    # Kafka (KIP-679): without one it is refused before it sends anything.
+    # Kafka (KIP-679): without one it is refused before it sends anything (the send fails, or
+    # the producer fails first, then the tool: either way the cause is printed).
     assert "org.apache.kafka.common.errors.ClusterAuthorizationException: Cluster authorization failed." in \
-        refused.stderr.splitlines()
-    assert vdl.list_offset("app-orders", -1) == 2
+        refused.stderr
+    assert vdl.list_offset(orders, -1) == 2
 
 
 # ------------------------------------------------------- kafka-reassign-partitions, kafka-leader-election
 
 
-def test_reassign_partitions_moves_a_stream(tools_cluster: DevCluster, vdl: VdlClient, tmp_path: Path) -> None:
-    bs = tools_cluster.bootstrap_servers
-    vdl.create_stream("tools-moved", replication_factor=1, exist_ok=False)
-    produce(tools_cluster, "tools-moved", ["a", "b", "c"])
-    [source] = replicas(vdl, "tools-moved")[1]
-    target = next(node for node in tools_cluster.node_ids() if node != source)
-    (tmp_path / "move.json").write_text(json.dumps({"version": 1, "topics": [{"topic": "tools-moved"}]}))
-    generated = run("kafka-reassign-partitions", "--bootstrap-server", bs, "--generate",
-                    "--topics-to-move-json-file", str(tmp_path / "move.json"), "--broker-list", "1,2,3")
+def test_reassign_partitions_moves_a_stream(java: JavaClients, target: JavaTarget, vdl: VdlClient,
+                                            tmp_path: Path) -> None:
+    """A one-replica stream moved to another node (on one node: to the node it is on already),
+    its records kept."""
+    way_in = target.tool_args()
+    stream = named(target, "moved")
+    vdl.create_stream(stream, replication_factor=1, exist_ok=False)
+    produce(target.cluster, stream, ["a", "b", "c"])
+    [source] = replicas(vdl, stream)[1]
+    nodes = target.cluster.node_ids()
+    destination = next((node for node in nodes if node != source), source)
+    (tmp_path / "move.json").write_text(json.dumps({"version": 1, "topics": [{"topic": stream}]}))
+    generated = run(java, "kafka-reassign-partitions", *way_in, "--generate",
+                    "--topics-to-move-json-file", str(tmp_path / "move.json"),
+                    "--broker-list", ",".join(map(str, nodes)))
     current, proposed = (json.loads(line) for line in generated.stdout.splitlines() if line.startswith("{"))
-    data_dir = tools_cluster.nodes[source].config.data_dir
-    assert current == {"version": 1, "partitions": [{"topic": "tools-moved", "partition": 0, "replicas": [source],
+    data_dir = target.cluster.nodes[source].config.data_dir
+    assert current == {"version": 1, "partitions": [{"topic": stream, "partition": 0, "replicas": [source],
                                                      "log_dirs": [str(data_dir)]}]}
-    assert [(p["topic"], len(p["replicas"])) for p in proposed["partitions"]] == [("tools-moved", 1)]
+    assert [(p["topic"], len(p["replicas"])) for p in proposed["partitions"]] == [(stream, 1)]
 
-    plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "tools-moved", "partition": 0,
-                                                              "replicas": [target], "log_dirs": ["any"]}]}))
+    def plan(to: list[int]) -> str:
+        path = tmp_path / f"plan-{'-'.join(map(str, to))}.json"
+        path.write_text(json.dumps({"version": 1, "partitions": [{"topic": stream, "partition": 0, "replicas": to,
+                                                                  "log_dirs": ["any"] * len(to)}]}))
+        return str(path)
+
     # VDL has no replication throttles (a move copies at the node's recovery_rate_bytes): setting
     # them is refused, before the tool asks for the move.
-    throttled = run("kafka-reassign-partitions", "--bootstrap-server", bs, "--execute",
-                    "--reassignment-json-file", str(plan), "--throttle", "1000000", ok=False)
+    throttled = run(java, "kafka-reassign-partitions", *way_in, "--execute", "--reassignment-json-file",
+                    plan([destination]), "--throttle", "1000000", ok=False)
     assert throttled.returncode == 1
     assert ("Error: org.apache.kafka.common.errors.InvalidConfigurationException: unknown stream config "
             "'leader.replication.throttled.replicas'") in throttled.stdout
-    assert replicas(vdl, "tools-moved")[1] == [source]
-    executed = run("kafka-reassign-partitions", "--bootstrap-server", bs, "--execute",
-                   "--reassignment-json-file", str(plan))
-    assert executed.stdout.splitlines()[-1] == "Successfully started partition reassignment for tools-moved-0"
+    absent = run(java, "kafka-reassign-partitions", *way_in, "--execute", "--reassignment-json-file", plan([9]),
+                 ok=False)
+    assert (absent.returncode, absent.stdout.splitlines()[0]) == (1, "Error: Unknown broker id 9")  # the tool's check
+    assert replicas(vdl, stream)[1] == [source]
+    executed = run(java, "kafka-reassign-partitions", *way_in, "--execute", "--reassignment-json-file",
+                   plan([destination]))
+    assert executed.stdout.splitlines()[-1] == f"Successfully started partition reassignment for {stream}-0"
 
     def verified() -> str | None:
-        out = run("kafka-reassign-partitions", "--bootstrap-server", bs, "--verify",
-                  "--reassignment-json-file", str(plan)).stdout
-        return out if "Reassignment of partition tools-moved-0 is completed." in out else None
+        out = run(java, "kafka-reassign-partitions", *way_in, "--verify", "--reassignment-json-file",
+                  plan([destination])).stdout
+        return out if f"Reassignment of partition {stream}-0 is completed." in out else None
 
     out = wait_until(verified, timeout=60, message="the move to complete")
     assert out.splitlines() == ["Status of partition reassignment:",
-                                "Reassignment of partition tools-moved-0 is completed.", "",
-                                "Clearing broker-level throttles on brokers 1,2,3",
-                                "Clearing topic-level throttles on topic tools-moved"]
+                                f"Reassignment of partition {stream}-0 is completed.", "",
+                                f"Clearing broker-level throttles on broker{'s' if len(nodes) > 1 else ''} "
+                                f"{','.join(map(str, nodes))}",
+                                f"Clearing topic-level throttles on topic {stream}"]
     # The stream's one replica moved, so its leader did too: Metadata may name none for a moment
     # after the move completes, until the new replica's election is known.
-    wait_until(lambda: replicas(vdl, "tools-moved") == (target, [target]), timeout=10,
-               message=lambda: f"{target} to lead alone, not {replicas(vdl, 'tools-moved')}")
-    assert consume_all(tools_cluster, "tools-moved", 3) == [(None, "a"), (None, "b"), (None, "c")]
+    wait_until(lambda: replicas(vdl, stream) == (destination, [destination]), timeout=10,
+               message=lambda: f"{destination} to lead alone, not {replicas(vdl, stream)}")
+    assert consume_all(target.cluster, stream, 3) == [(None, "a"), (None, "b"), (None, "c")]
+    settle_reassignments(target.cluster)
 
 
-def test_leader_election_moves_the_leader_to_the_preferred_replica(tools_cluster: DevCluster, vdl: VdlClient,
-                                                                   tmp_path: Path) -> None:
-    bs = tools_cluster.bootstrap_servers
-    vdl.create_stream("tools-elected", exist_ok=False)
-    leader, nodes = replicas(vdl, "tools-elected")
-    # Reorder the replicas (kafka-reassign-partitions) so that a follower is the preferred one.
-    preferred = next(node for node in nodes if node != leader)
-    order = [preferred, *(node for node in nodes if node != preferred)]
-    plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "tools-elected", "partition": 0,
-                                                              "replicas": order, "log_dirs": ["any"] * 3}]}))
-    run("kafka-reassign-partitions", "--bootstrap-server", bs, "--execute", "--reassignment-json-file", str(plan))
-    wait_until(lambda: replicas(vdl, "tools-elected")[1] == order, timeout=30, message="the new replica order")
-    assert replicas(vdl, "tools-elected")[0] == leader
+def test_leader_election_moves_the_leader_to_the_preferred_replica(java: JavaClients, target: JavaTarget,
+                                                                   vdl: VdlClient, tmp_path: Path) -> None:
+    """With several replicas: reordered so that a follower is preferred, then elected. On one
+    node the one replica is the preferred one already."""
+    way_in = target.tool_args()
+    stream = named(target, "elected")
+    vdl.create_stream(stream, exist_ok=False)
+    leader, nodes = replicas(vdl, stream)
+    preferred = next((node for node in nodes if node != leader), leader)
+    if preferred != leader:
+        # Reorder the replicas (kafka-reassign-partitions) so that a follower is the preferred one.
+        order = [preferred, *(node for node in nodes if node != preferred)]
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": stream, "partition": 0,
+                                                                  "replicas": order, "log_dirs": ["any"] * 3}]}))
+        run(java, "kafka-reassign-partitions", *way_in, "--execute", "--reassignment-json-file", str(plan))
+        wait_until(lambda: replicas(vdl, stream)[1] == order, timeout=30, message="the new replica order")
+        settle_reassignments(target.cluster)
+        assert replicas(vdl, stream)[0] == leader
 
-    elected = run("kafka-leader-election", "--bootstrap-server", bs, "--election-type", "preferred",
-                  "--topic", "tools-elected", "--partition", "0")
-    assert elected.stdout == "Successfully completed leader election (PREFERRED) for partitions tools-elected-0\n"
-    assert wait_until(lambda: replicas(vdl, "tools-elected")[0] == preferred, timeout=30,
-                      message=lambda: f"{preferred} to lead, not {replicas(vdl, 'tools-elected')}")
-    again, unclean = parallel(
-        lambda: run("kafka-leader-election", "--bootstrap-server", bs, "--election-type", "preferred",
-                    "--topic", "tools-elected", "--partition", "0"),
-        lambda: run("kafka-leader-election", "--bootstrap-server", bs, "--election-type", "unclean",
-                    "--topic", "tools-elected", "--partition", "0", ok=False))
-    assert again.stdout == "Valid replica already elected for partitions tools-elected-0\n"
+        elected = run(java, "kafka-leader-election", *way_in, "--election-type", "preferred",
+                      "--topic", stream, "--partition", "0")
+        assert elected.stdout == f"Successfully completed leader election (PREFERRED) for partitions {stream}-0\n"
+        assert wait_until(lambda: replicas(vdl, stream)[0] == preferred, timeout=30,
+                          message=lambda: f"{preferred} to lead, not {replicas(vdl, stream)}")
+    again = run(java, "kafka-leader-election", *way_in, "--election-type", "preferred", "--topic", stream,
+                "--partition", "0")
+    assert again.stdout == f"Valid replica already elected for partitions {stream}-0\n"
+    unclean = run(java, "kafka-leader-election", *way_in, "--election-type", "unclean", "--topic", stream,
+                  "--partition", "0", ok=False)
     assert (unclean.returncode, unclean.stdout) == (1, (
-        "Error completing leader election (UNCLEAN) for partition: tools-elected-0: org.apache.kafka.common.errors."
+        f"Error completing leader election (UNCLEAN) for partition: {stream}-0: org.apache.kafka.common.errors."
         "InvalidRequestException: only preferred-replica elections (type 0): Raft elects with a majority\n"))
-    assert replicas(vdl, "tools-elected")[0] == preferred
+    assert replicas(vdl, stream)[0] == preferred
 
 
 # ------------------------------------------------------------------- kafka-log-dirs, kafka-get-offsets
 
 
-def test_log_dirs_describe(tools_cluster: DevCluster, vdl: VdlClient) -> None:
-    vdl.create_stream("tools-sized", exist_ok=False)
-    produce(tools_cluster, "tools-sized", ["x" * 100] * 3)
+def test_log_dirs_describe(java: JavaClients, target: JavaTarget, vdl: VdlClient) -> None:
+    stream = named(target, "sized")
+    vdl.create_stream(stream, exist_ok=False)
+    produce(target.cluster, stream, ["x" * 100] * 3)
+    nodes = target.cluster.node_ids()
 
     def described() -> dict[str, Any] | None:
         """The report once every replica has all of the stream (acks=all waits for two of three)."""
-        out = run("kafka-log-dirs", "--bootstrap-server", tools_cluster.bootstrap_servers, "--describe",
-                  "--topic-list", "tools-sized").stdout.splitlines()
+        out = run(java, "kafka-log-dirs", *target.tool_args(), "--describe",
+                  "--topic-list", stream).stdout.splitlines()
         assert out[:2] == ["Querying brokers for log directories information",
-                           "Received log directory information from brokers 1,2,3"]
+                           f"Received log directory information from brokers {','.join(map(str, nodes))}"]
         report = json.loads(out[2])
         sizes = {p["size"] for b in report["brokers"] for d in b["logDirs"] for p in d["partitions"]}
         return report if len(sizes) == 1 else None
 
     report = wait_until(described, timeout=30, message="the replicas to hold the same bytes")
-    assert [b["broker"] for b in report["brokers"]] == [1, 2, 3]
+    assert [b["broker"] for b in report["brokers"]] == nodes
     sizes = set()
     for broker in report["brokers"]:
         [log_dir] = broker["logDirs"]
-        assert (log_dir["logDir"], log_dir["error"]) == (str(tools_cluster.nodes[broker["broker"]].config.data_dir),
-                                                         None)
+        assert (log_dir["logDir"], log_dir["error"]) == (
+            str(target.cluster.nodes[broker["broker"]].config.data_dir), None)
         [partition] = log_dir["partitions"]
-        assert (partition["partition"], partition["offsetLag"], partition["isFuture"]) == ("tools-sized-0", 0, False)
+        assert (partition["partition"], partition["offsetLag"], partition["isFuture"]) == (f"{stream}-0", 0, False)
         sizes.add(partition["size"])
     [size] = sizes  # every replica holds the same entries
     assert size > 300
 
 
-def test_get_offsets_earliest_latest_and_by_time(tools_cluster: DevCluster, vdl: VdlClient) -> None:
-    vdl.create_stream("tools-timed", exist_ok=False)
+def test_get_offsets_earliest_latest_and_by_time(java: JavaClients, target: JavaTarget, vdl: VdlClient) -> None:
+    stream = named(target, "timed")
+    vdl.create_stream(stream, exist_ok=False)
     base = 1_700_000_000_000
-    produce(tools_cluster, "tools-timed", ["a", "b", "c", "d"], timestamps=[base, base + 1000, base + 3000, base + 2000])
-    bs = tools_cluster.bootstrap_servers
-
-    def offsets(time_spec: str) -> Callable[[], str]:
-        return lambda: run("kafka-get-offsets", "--bootstrap-server", bs, "--topic", "tools-timed",
-                           "--time", time_spec).stdout
-
-    answers = parallel(offsets("earliest"), offsets("latest"), offsets(str(base + 500)), offsets("max-timestamp"))
-    assert answers == ["tools-timed:0:0\n", "tools-timed:0:4\n", "tools-timed:0:1\n", "tools-timed:0:2\n"]
+    produce(target.cluster, stream, ["a", "b", "c", "d"], timestamps=[base, base + 1000, base + 3000, base + 2000])
+    answers = [run(java, "kafka-get-offsets", *target.tool_args(), "--topic", stream, "--time", spec).stdout
+               for spec in ("earliest", "latest", str(base + 500), "max-timestamp")]
+    assert answers == [f"{stream}:0:0\n", f"{stream}:0:4\n", f"{stream}:0:1\n", f"{stream}:0:2\n"]
 
 
-def test_delete_records_moves_the_log_start(tools_cluster: DevCluster, vdl: VdlClient, tmp_path: Path) -> None:
-    bs = tools_cluster.bootstrap_servers
-    vdl.create_stream("tools-trimmed", exist_ok=False)
-    produce(tools_cluster, "tools-trimmed", ["a", "b", "c", "d", "e"])
+def test_delete_records_moves_the_log_start(java: JavaClients, target: JavaTarget, vdl: VdlClient,
+                                            tmp_path: Path) -> None:
+    way_in = target.tool_args()
+    stream = named(target, "trimmed")
+    vdl.create_stream(stream, exist_ok=False)
+    produce(target.cluster, stream, ["a", "b", "c", "d", "e"])
     (tmp_path / "offsets.json").write_text(json.dumps({"version": 1, "partitions": [
-        {"topic": "tools-trimmed", "partition": 0, "offset": 3}]}))
-    deleted = run("kafka-delete-records", "--bootstrap-server", bs, "--offset-json-file",
-                  str(tmp_path / "offsets.json"))
+        {"topic": stream, "partition": 0, "offset": 3}]}))
+    deleted = run(java, "kafka-delete-records", *way_in, "--offset-json-file", str(tmp_path / "offsets.json"))
     assert deleted.stdout.splitlines() == ["Executing records delete operation", "Records delete operation completed:",
-                                           "partition: tools-trimmed-0\tlow_watermark: 3"]
-    earliest = run("kafka-get-offsets", "--bootstrap-server", bs, "--topic", "tools-trimmed", "--time", "earliest")
-    assert earliest.stdout == "tools-trimmed:0:3\n"
-    assert vdl.list_offset("tools-trimmed", -2) == 3
-    consumed = run("kafka-console-consumer", "--bootstrap-server", bs, "--topic", "tools-trimmed",
-                   "--from-beginning", "--max-messages", "2")
+                                           f"partition: {stream}-0\tlow_watermark: 3"]
+    earliest = run(java, "kafka-get-offsets", *way_in, "--topic", stream, "--time", "earliest")
+    assert earliest.stdout == f"{stream}:0:3\n"
+    assert vdl.list_offset(stream, -2) == 3
+    consumed = run(java, "kafka-console-consumer", *way_in, "--topic", stream, "--from-beginning",
+                   "--max-messages", "2")
     assert consumed.stdout == "d\ne\n"
 
 
 # ------------------------------------------------------------------------------------ perf tests
 
 
-def test_producer_and_consumer_perf_tests(tools_cluster: DevCluster, vdl: VdlClient) -> None:
-    bs = tools_cluster.bootstrap_servers
-    vdl.create_stream("tools-perf", exist_ok=False)
-    produce(tools_cluster, "tools-perf", ["before"])
-    before = vdl.list_offset("tools-perf", -1)
-    sent = run("kafka-producer-perf-test", "--topic", "tools-perf", "--num-records", "3000", "--record-size", "100",
-               "--throughput", "-1", "--command-property", f"bootstrap.servers={bs}", "acks=all")
+def test_producer_and_consumer_perf_tests(java: JavaClients, target: JavaTarget, vdl: VdlClient) -> None:
+    way_in = target.tool_args()
+    stream = named(target, "perf")
+    vdl.create_stream(stream, exist_ok=False)
+    produce(target.cluster, stream, ["before"])
+    before = vdl.list_offset(stream, -1)
+    sent = run(java, "kafka-producer-perf-test", *way_in, "--topic", stream, "--num-records", "3000",
+               "--record-size", "100", "--throughput", "-1", "--command-property", "acks=all")
     summary = sent.stdout.splitlines()[-1]
     match = re.fullmatch(r"(\d+) records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "
                          r"[\d.]+ ms max latency, \d+ ms 50th, \d+ ms 95th, \d+ ms 99th, \d+ ms 99\.9th\.", summary)
     assert match is not None, summary
     assert int(match.group(1)) == 3000
-    assert vdl.list_offset("tools-perf", -1) == before + 3000
+    assert vdl.list_offset(stream, -1) == before + 3000
 
-    read = run("kafka-consumer-perf-test", "--bootstrap-server", bs, "--topic", "tools-perf",
-               "--num-records", str(before + 3000), "--timeout", "60000")
+    read = run(java, "kafka-consumer-perf-test", *way_in, "--topic", stream, "--num-records", str(before + 3000),
+               "--timeout", "60000")
     header, values = read.stdout.splitlines()[-2:]
     stats = dict(zip([h.strip() for h in header.split(",")], [v.strip() for v in values.split(",")], strict=True))
     assert int(stats["data.consumed.in.nMsg"]) == before + 3000

@@ -135,8 +135,9 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
          lambda r: [x.error_code for x in r.filter_results], [CLUSTER_DENIED]),
     32: (lambda: m.DescribeConfigsRequest(resources=[
             m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=2, resource_name=STREAM),
-            m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="1")]),
-         lambda r: [x.error_code for x in r.results], [TOPIC_DENIED, CLUSTER_DENIED]),
+            m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="1"),
+            m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=32, resource_name=GROUP)]),
+         lambda r: [x.error_code for x in r.results], [TOPIC_DENIED, CLUSTER_DENIED, GROUP_DENIED]),
     44: (lambda: m.IncrementalAlterConfigsRequest(resources=[m.IncrementalAlterConfigsRequest.AlterConfigsResource(
             resource_type=2, resource_name=STREAM, configs=[m.IncrementalAlterConfigsRequest.AlterableConfig(
                 name="retention.ms", config_operation=0, value="1000")])]),
@@ -160,6 +161,12 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
     47: (lambda: m.OffsetDeleteRequest(group_id=GROUP, topics=[m.OffsetDeleteRequest.OffsetDeleteRequestTopic(
             name=STREAM, partitions=[m.OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=0)])]),
          lambda r: [r.error_code], [GROUP_DENIED]),
+    48: (lambda: m.DescribeClientQuotasRequest(components=[], strict=False),
+         lambda r: [r.error_code, len(r.entries or [])], [CLUSTER_DENIED, 0]),
+    49: (lambda: m.AlterClientQuotasRequest(entries=[m.AlterClientQuotasRequest.EntryData(
+            entity=[m.AlterClientQuotasRequest.EntityData(entity_type="user", entity_name="eve")],
+            ops=[m.AlterClientQuotasRequest.OpData(key="producer_byte_rate", remove=True)])]),
+         lambda r: [e.error_code for e in r.entries], [CLUSTER_DENIED]),
     50: (lambda: m.DescribeUserScramCredentialsRequest(users=None), lambda r: [r.error_code], [CLUSTER_DENIED]),
     51: (lambda: m.AlterUserScramCredentialsRequest(deletions=[m.AlterUserScramCredentialsRequest
                                                                .ScramCredentialDeletion(name="eve", mechanism=1)]),

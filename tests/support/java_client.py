@@ -146,6 +146,12 @@ class JavaClients:
         return self.call("poll", name=name, min_records=min_records, timeout_ms=timeout_ms,
                          timeout_s=timeout_ms / 1000 + CALL_TIMEOUT_S)
 
+    def tool(self, tool: str, *args: str, input: str | None = None, timeout_s: float = CALL_TIMEOUT_S) -> ToolResult:
+        """One of Kafka's command-line tools (`tool` as its bin/ script is named) run to its end in
+        this JVM (KafkaHarness.runTool): what `kafka_tool` does, without a JVM start per run."""
+        done = self.call("tool", main=TOOLS[tool], args=list(args), input=input or "", timeout_s=timeout_s)
+        return ToolResult(done["returncode"], done["stdout"], done["stderr"])
+
     def close(self) -> None:
         if self._process.poll() is None:
             try:

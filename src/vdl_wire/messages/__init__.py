@@ -27,6 +27,12 @@ from .alter_partition_reassignments import (
 )
 from .alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
+from .client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+)
 from .consumer_group_describe import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
 from .consumer_group_heartbeat import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from .create_acls import CreateAclsRequest, CreateAclsResponse
@@ -128,6 +134,8 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (AlterConfigsRequest, AlterConfigsResponse),
     (CreatePartitionsRequest, CreatePartitionsResponse),
     (DescribeClusterRequest, DescribeClusterResponse),
+    (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
+    (AlterClientQuotasRequest, AlterClientQuotasResponse),
     (DeleteRecordsRequest, DeleteRecordsResponse),
     (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     (UpdateFeaturesRequest, UpdateFeaturesResponse),
@@ -231,6 +239,10 @@ __all__ = [
     "DeleteRecordsResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
+    "DescribeClientQuotasRequest",
+    "DescribeClientQuotasResponse",
+    "AlterClientQuotasRequest",
+    "AlterClientQuotasResponse",
     "OffsetForLeaderEpochRequest",
     "OffsetForLeaderEpochResponse",
     "UpdateFeaturesRequest",

@@ -59,6 +59,7 @@ import org.apache.kafka.common.resource.ResourcePatternFilter;
 import org.apache.kafka.common.resource.ResourceType;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.utils.internals.Exit;
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -180,6 +181,8 @@ public final class KafkaHarness {
             case "consume_in_background": return startConsumer(name, c);
             case "task_status": return task(c).status(false);
             case "task_stop": return task(c).stop();
+            // Kafka's command-line tools, in this JVM
+            case "tool": return runTool(c);
             default: return adminOp(op, admin(name), c);
         }
     }
@@ -815,6 +818,135 @@ public final class KafkaHarness {
             throw new IllegalArgumentException("no task " + c.get("task").asText());
         }
         return task;
+    }
+
+    // -- command-line tools ---------------------------------------------------------------------
+
+    /** Thrown in place of the JVM's exit while a tool runs here: its main method ends with it. */
+    private static final class ToolExit extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+        final int status;
+
+        ToolExit(int status) {
+            super("exit " + status, null, false, false);
+            this.status = status;
+        }
+    }
+
+    /**
+     * A tool's stdout or stderr, as a JVM of its own would print them: nothing from the thread
+     * that called Exit.exit while it unwinds (a JVM's exit does not return), nothing once the tool
+     * ended.
+     */
+    private static final class Captured extends java.io.ByteArrayOutputStream {
+        private volatile Thread exiting;
+        private volatile boolean ended;
+
+        private boolean dropped() {
+            return ended || Thread.currentThread() == exiting;
+        }
+
+        @Override
+        public synchronized void write(int b) {
+            if (!dropped()) {
+                super.write(b);
+            }
+        }
+
+        @Override
+        public synchronized void write(byte[] b, int off, int len) {
+            if (!dropped()) {
+                super.write(b, off, len);
+            }
+        }
+    }
+
+    /**
+     * One of Kafka's tools ({"main": its main class, "args", "input": its stdin}) run to its end
+     * in this JVM as its bin/ script runs it in a JVM of its own, without the JVM start (seconds
+     * here). Its stdout and stderr are captured (Kafka's logging too: the log4j appender follows
+     * System.err). A tool ends itself with Exit.exit: here the first call gives the exit status
+     * and throws to unwind the tool (what it prints meanwhile is dropped: a JVM's exit does not
+     * return); then the shutdown hooks it registered run, as a JVM runs them when it exits (the
+     * console producer closes its producer there, sending what it read). Answers {"returncode",
+     * "stdout", "stderr"}; an exception thrown out of main is printed to stderr with status 1,
+     * as the JVM does.
+     */
+    private JsonNode runTool(JsonNode c) throws Exception {
+        Class<?> main = Class.forName(c.get("main").asText());
+        String[] args = stringList(c.get("args")).toArray(new String[0]);
+        if (main.getName().equals("org.apache.kafka.tools.consumer.ConsoleConsumer")) {
+            // the one static counter among the tools: a new JVM starts it at 0
+            var count = main.getDeclaredField("messageCount");
+            count.setAccessible(true);
+            count.setInt(null, 0);
+        }
+        Captured stdout = new Captured();
+        Captured stderr = new Captured();
+        Integer[] status = {null};
+        List<Runnable> hooks = new ArrayList<>();
+        Exit.Procedure end = (code, message) -> {
+            synchronized (status) {
+                if (status[0] == null) {
+                    status[0] = code;
+                    stdout.exiting = Thread.currentThread();
+                    stderr.exiting = Thread.currentThread();
+                }
+            }
+            throw new ToolExit(code);
+        };
+        PrintStream savedOut = System.out;
+        PrintStream savedErr = System.err;
+        java.io.InputStream savedIn = System.in;
+        Exit.setExitProcedure(end);
+        Exit.setHaltProcedure(end);
+        Exit.setShutdownHookAdder((hookName, hook) -> {
+            synchronized (hooks) {
+                hooks.add(hook);
+            }
+        });
+        try (PrintStream out = new PrintStream(stdout, true, StandardCharsets.UTF_8);
+             PrintStream err = new PrintStream(stderr, true, StandardCharsets.UTF_8)) {
+            System.setOut(out);
+            System.setErr(err);
+            System.setIn(new java.io.ByteArrayInputStream(c.path("input").asText("").getBytes(StandardCharsets.UTF_8)));
+            try {
+                main.getMethod("main", String[].class).invoke(null, (Object) args);
+            } catch (java.lang.reflect.InvocationTargetException thrown) {
+                if (!(thrown.getCause() instanceof ToolExit) && status[0] == null) {
+                    err.print("Exception in thread \"main\" ");
+                    thrown.getCause().printStackTrace(err);
+                    status[0] = 1;
+                }
+            }
+            stdout.exiting = null;
+            stderr.exiting = null;
+            List<Runnable> registered;
+            synchronized (hooks) {
+                registered = new ArrayList<>(hooks);
+            }
+            for (Runnable hook : registered) {
+                Thread running = new Thread(hook, "tool-shutdown-hook");
+                running.start();
+                running.join(60_000);
+            }
+            stdout.ended = true;
+            stderr.ended = true;
+        } finally {
+            System.setOut(savedOut);
+            System.setErr(savedErr);
+            System.setIn(savedIn);
+            Exit.resetExitProcedure();
+            Exit.resetHaltProcedure();
+            Exit.resetShutdownHookAdder();
+        }
+        ObjectNode result = NODES.objectNode();
+        synchronized (status) {
+            result.put("returncode", status[0] == null ? 0 : status[0]);
+        }
+        result.put("stdout", stdout.toString(StandardCharsets.UTF_8));
+        result.put("stderr", stderr.toString(StandardCharsets.UTF_8));
+        return result;
     }
 
     // -- plumbing -------------------------------------------------------------------------------

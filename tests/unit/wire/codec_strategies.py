@@ -103,6 +103,8 @@ def _sample(ftype: Any, classes: dict[str, type], version: int, seed: int) -> An
         return max(lo, min(hi, seed + 1))
     if ftype is BOOL:
         return True
+    if ftype is FLOAT64:
+        return seed + 0.5
     if ftype is STRING:
         return f"s{seed}x"
     if ftype in (BYTES, RECORDS):

@@ -20,6 +20,7 @@ from typing import Any
 from vdl_broker.server.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
     alter_user_scram_credentials,
@@ -34,6 +35,7 @@ from vdl_broker.server.handlers import (
     delete_records,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -78,7 +80,7 @@ MODULES: tuple[ModuleType, ...] = (
     describe_configs, incremental_alter_configs,
     describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments, update_features,
     vdl_nodes, alter_configs, create_partitions, describe_cluster, delete_records, offset_for_leader_epoch,
-    consumer_group_heartbeat, consumer_group_describe,
+    consumer_group_heartbeat, consumer_group_describe, describe_client_quotas, alter_client_quotas,
     vdl_writer_id, add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit,
     write_txn_markers, describe_producers, describe_transactions, list_transactions,
 )

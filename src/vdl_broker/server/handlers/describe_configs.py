@@ -9,6 +9,9 @@ state as read-only entries (`vdl.table.status.*`, vdl_broker/tables).
 BROKER: as Kafka, the resource name is this node's id (clients send it to that node) or "" for
 the cluster-wide dynamic defaults (none here); another id is INVALID_REQUEST. Node settings come
 from node.toml and flags, so they are all read-only, named as Kafka names them.
+
+GROUP (KIP-848 group configs): the node's group settings, the same for any group name, read-only
+(DESCRIBE_CONFIGS on the group, as Kafka asks).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class ResourceType(IntEnum):
 
     TOPIC = 2
     BROKER = 4
+    GROUP = 32  # KIP-848's group configs
 
 
 class Source(IntEnum):
@@ -140,6 +144,22 @@ def broker_configs(node: NodeConfig, replication_factor: int) -> list[Described]
     return described
 
 
+def group_configs(node: NodeConfig) -> list[Described]:
+    """A consumer group's configs (KIP-848): the node's settings, the same for every group
+    (read-only: VDL has no per-group configs), with the broker config each one defaults to."""
+    described = []
+    for name, setting, doc in (
+            ("consumer.session.timeout.ms", "group_consumer_session_timeout_ms",
+             "a KIP-848 member without a heartbeat this long is removed"),
+            ("consumer.heartbeat.interval.ms", "group_consumer_heartbeat_interval_ms",
+             "how often KIP-848 members heartbeat")):
+        value = str(getattr(node, setting))
+        source = _node_source(setting, getattr(node, setting))
+        described.append(Described(name, value, source, ConfigType.INT, doc, read_only=True,
+                                   synonyms=((f"group.{name}", value, source),)))
+    return described
+
+
 def _entry(described: Described, synonyms: bool,
            documentation: bool) -> DescribeConfigsResponse.DescribeConfigsResourceResult:
     return Entry(name=described.name, value=described.value, read_only=described.read_only,
@@ -176,18 +196,24 @@ def _describe(node: NodeView,
             return ErrorCode.INVALID_REQUEST, (f"unexpected broker id, expected {node.node_id} or an empty "
                                                f"string, but received {name!r}"), []
         return ErrorCode.NONE, None, broker_configs(node.config, node.metadata.state.default_replication_factor())
+    if resource.resource_type == ResourceType.GROUP:
+        return ErrorCode.NONE, None, group_configs(node.config)
     return ErrorCode.INVALID_REQUEST, (f"resource type {resource.resource_type} is not supported "
-                                       f"(2 = TOPIC, 4 = BROKER)"), []
+                                       f"(2 = TOPIC, 4 = BROKER, 32 = GROUP)"), []
 
 
 def refusal(node: NodeView, context: RequestContext,
             resource: DescribeConfigsRequest.DescribeConfigsResource
             | IncrementalAlterConfigsRequest.AlterConfigsResource | AlterConfigsRequest.AlterConfigsResource,
             operation: Operation) -> ErrorCode | None:
-    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the stream (TOPIC) or on the cluster (BROKER)."""
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the stream (TOPIC), on the group (GROUP) or on the
+    cluster (BROKER), as Kafka asks."""
     if resource.resource_type == ResourceType.TOPIC:
         if not authorized(node, context, operation, AclResource.TOPIC, resource.resource_name):
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif resource.resource_type == ResourceType.GROUP:
+        if not authorized(node, context, operation, AclResource.GROUP, resource.resource_name):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED
     elif not authorized_cluster(node, context, operation):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     return None

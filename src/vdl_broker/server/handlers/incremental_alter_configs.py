@@ -44,6 +44,11 @@ async def alter_resource(node: NodeView, resource_type: int, resource_name: str,
         names = ", ".join(config_names) or "(none)"
         return ErrorCode.INVALID_CONFIG, (f"{names}: node settings are static (node.toml or flags); a stream's "
                                           f"own settings are altered on its TOPIC resource")
+    if resource_type == ResourceType.GROUP:
+        names = ", ".join(config_names) or "(none)"
+        return ErrorCode.INVALID_CONFIG, (f"{names}: group configs are the nodes' settings (node.toml or flags: "
+                                          f"group_consumer_session_timeout_ms, group_consumer_heartbeat_interval_ms),"
+                                          f" the same for every group")
     if resource_type != ResourceType.TOPIC:
         return ErrorCode.INVALID_REQUEST, f"resource type {resource_type} is not supported (2 = TOPIC)"
     info = node.metadata.state.streams.get(resource_name)
