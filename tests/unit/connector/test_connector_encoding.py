@@ -88,3 +88,20 @@ def test_equal_size_values_decode_exactly_across_record_size_changes(count: int)
         assert decoded.values.equals(values)
         assert decoded.offsets.to_pylist() == list(range(count))
         assert decoded.keys.to_pylist() == (keys.to_pylist() if keys is not None else [None] * count)
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.ZSTD])
+def test_encode_batch_in_place_equals_build_batch(codec: int) -> None:
+    """encode_batch writes the records into the batch's own buffer (the uniform layout's template
+    kept from batch to batch, grown when a longer one comes): the same bytes as build_batch."""
+    uniform = pa.array([bytes([i % 256]) * 100 for i in range(9_000)], pa.binary())
+    other_values = pa.array([b"%04d" % i + b"w" * 96 for i in range(9_000)], pa.binary())  # same layout
+    cases = [(None, uniform, None, 0, 70), (None, uniform, None, 0, 9_000), (None, other_values, None, 100, 8_300),
+             (KEYS, VALUES, None, 0, 300), (KEYS, VALUES, HEADERS, 17, 250)]
+    for keys, values, headers, start, stop in cases:
+        columns = RecordColumns(keys, values, headers)
+        expected = build_batch(columns.encode(start, stop), stop - start, 1234, 5, 0, 10, codec)
+        batch = columns.encode_batch(start, stop, 1234, 5, 0, 10, codec)
+        assert bytes(batch) == expected
+        validate_batch(bytes(batch))
+        assert [r.value for r in read_records(bytes(batch))] == values.to_pylist()[start:stop]
