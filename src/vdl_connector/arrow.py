@@ -5,7 +5,8 @@ writer; it is re-exported here. Encoding (the write path): `build_batch(columns,
 Arrow columns into RecordBatch v2 bytes. Per-record Python work would cap a writer at a few hundred thousand records/s here;
 instead every record's field sizes, positions and varints are computed for the whole batch at
 once and the key/value bytes are copied with one gather. Only headers are encoded per record in
-Python, and only for records that have them. `RecordColumns.encode_batch` writes the records
+Python by `encode_headers`; a whole column of them (Spark's array<struct<key, value>>) is
+encoded at once by `encode_headers_column`. `RecordColumns.encode_batch` writes the records
 straight into the batch's buffer after room for its header: the bytes are copied once from the
 Arrow columns and not again on the way to the socket.
 
@@ -30,7 +31,7 @@ from vdl_wire.records.compression import Compression, compress
 from vdl_wire.records.varint import write_varint
 
 __all__ = ["ArrowColumns", "BinaryColumn", "RawColumns", "RecordColumns", "build_batch", "cut_points",
-           "decode_columns_arrow", "encode_headers", "parse_records"]
+           "decode_columns_arrow", "encode_headers", "encode_headers_column", "parse_records"]
 
 # ============================================================================== encoding
 
@@ -133,6 +134,30 @@ def encode_headers(headers: list | None) -> bytes:
             write_varint(out, len(value))
             out += value
     return bytes(out)
+
+
+def encode_headers_column(column: pa.Array) -> pa.Array:
+    """encode_headers of every row of a list<struct<key: string, value: binary or string>> column
+    (null or empty: no headers), without a step per row: each header's bytes are joined element-wise,
+    then each row's headers (a list join), after the row's header count."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    counts = pc.fill_null(pc.list_value_length(column), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    # flatten() takes the column's slice and leaves out null rows; the struct's flatten() its fields'
+    key_field, value_field = column.flatten().flatten()
+    keys = pc.fill_null(key_field.cast(pa.binary()), _binary_scalar(_EMPTY))
+    values = value_field if pa.types.is_binary(value_field.type) else value_field.cast(pa.binary())
+    value_lengths = pc.binary_length(values).to_numpy(zero_copy_only=False)
+    if values.null_count:
+        value_lengths = np.where(values.is_null().to_numpy(zero_copy_only=False), -1, value_lengths)
+        values = pc.fill_null(values, _binary_scalar(_EMPTY))
+    entries = pc.binary_join_element_wise(
+        _varint_array(_zigzag(pc.binary_length(keys).to_numpy(zero_copy_only=False))), keys,
+        _varint_array(_zigzag(value_lengths)), values, _binary_scalar(_EMPTY))
+    offsets = np.zeros(len(counts) + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    rows = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), entries), _binary_scalar(_EMPTY))
+    return pc.binary_join_element_wise(_varint_array(_zigzag(counts)), rows, _binary_scalar(_EMPTY))
 
 
 class RecordColumns:

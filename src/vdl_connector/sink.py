@@ -40,7 +40,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from vdl_connector.arrow import RecordColumns, cut_points, encode_headers
+from vdl_connector.arrow import RecordColumns, cut_points, encode_headers, encode_headers_column
 from vdl_connector.options import SinkOptions, VdlOptionError
 from vdl_connector.schema import WriteColumns
 from vdl_wire.records.compression import Compression
@@ -236,15 +236,10 @@ def _binary(column: pa.Array) -> pa.Array | None:
 
 
 def _headers(column: pa.Array) -> pa.Array | None:
-    """Pre-encoded headers sections (per record: Python work only for this column)."""
+    """Pre-encoded headers sections, one per record."""
     if pa.types.is_null(column.type) or column.null_count == len(column):
         return None
-    sections = []
-    for entry in column.to_pylist():
-        sections.append(encode_headers(
-            [(h["key"], h["value"].encode() if isinstance(h["value"], str) else h["value"]) for h in entry]
-            if entry else None))
-    return pa.array(sections, pa.binary())
+    return encode_headers_column(column)
 
 
 def split_by_stream(batch: pa.RecordBatch, columns: WriteColumns,
