@@ -26,9 +26,9 @@ from benchmarks.report import RESULTS_DIR, Report
 
 SAMPLE_RATE = 200  # per second
 TOP = 12  # frames by self time kept in the report
-# Frames py-spy samples as running while their process only waits: Spark's worker daemon forks
-# its workers from this loop, and a forked worker's samples land on it until its own frames show.
-# Left out of the top frames (kept in the flame graph).
+# Frames that tell nothing about the work: Spark's Python workers are forked from the daemon's
+# loop, and py-spy puts samples of a forked worker there when it sees no frame below it (up to a
+# third of a write's samples). Left out of the top frames, kept in the flame graph.
 WAITING_FRAMES = ("manager (daemon.py:",)
 
 
