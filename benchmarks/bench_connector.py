@@ -245,8 +245,13 @@ def main(argv: list[str] | None = None) -> int:
             def each(_batch, _batch_id: int) -> None:  # noqa: ANN001
                 write_frame()
 
-            timed_query(lambda: spark.readStream.format("vdl_bench_ceiling").option("rows", "1")
-                        .option("partitions", "1").load().writeStream.foreachBatch(each)
+            # A file source (JVM only): a Python streaming source starts a runner process per query,
+            # which fails to connect back to a loaded machine's JVM in time now and then.
+            one_row = work / "one-row"
+            if not one_row.exists():
+                one_row.mkdir()
+                (one_row / "row.txt").write_text("row\n")
+            timed_query(lambda: spark.readStream.format("text").load(str(one_row)).writeStream.foreachBatch(each)
                         .option("checkpointLocation", str(work / f"micro-batch-{run}"))
                         .trigger(availableNow=True).start())
 
