@@ -1,7 +1,10 @@
 """Spark connector throughput next to what Spark's Python Data Source API takes at best, and next
 to Spark's own Kafka connector (spark-sql-kafka-0-10) on VDL and on Apache Kafka.
 
-Run: `.venv/bin/python -m benchmarks.bench_connector [--quick] [--rounds N]` (--quick: 1M records, not 10M).
+Run: `.venv/bin/python -m benchmarks.bench_connector [--quick] [--rounds N] [--groups write,...] [--no-kafka]
+[--profile]` (--quick: 1M records, not 10M; --groups: some of read, write, realtime, exactly-once;
+--no-kafka: leave Apache Kafka and format("kafka") out; --profile: one more run of the vdl
+writes with py-spy on the broker and Spark's Python workers, flame graphs beside the JSON).
 
 Measured in one run on this machine, one single-node VDL broker (fsync on) and one Apache Kafka
 node (vdl_dev.kafka_peer, its defaults), the same N 100-byte records loaded into both by the
@@ -14,7 +17,9 @@ with the broker CPU per record of each run:
   stream, >= 0.9x format("kafka") reading the same data from Kafka;
 - write: df.write.format("vdl") of N rows (acks=-1), format("kafka") to VDL and to Kafka (the
   Java producer's defaults: acks=all, idempotent), next to a Python data source whose Arrow
-  writer discards every batch -- goal >= 0.6x the discarding writer;
+  writer discards every batch -- goal >= 0.7x the discarding writer; the same write
+  exactly-once (exactlyOnce=true, inside foreachBatch of a one-micro-batch streaming query) next
+  to the discarding writer inside the same foreachBatch -- goal >= 0.7x;
 - Spark's real-time mode (trigger(realTime=...)), format("kafka") -> format("kafka") on VDL and
   on Kafka at 5,000 events/s: end-to-end latency from the producer's send to the arrival at a
   consumer of the copy (benchmarks/realtime.py) -- goal p99 <= 200 ms on VDL;
@@ -43,6 +48,7 @@ from pyspark.sql.datasource import (
 )
 
 from benchmarks.peers import Target, kafka_targets, per_record_us, vdl_target
+from benchmarks.profile import Profiler, spark_python_workers
 from benchmarks.realtime import copy_latencies, start_copy
 from benchmarks.report import Report, cpu_seconds, percentile
 from vdl_dev.jvm import spark_jars_setting
@@ -53,6 +59,7 @@ LOAD_BATCH_RECORDS = 10_000
 KAFKA_LOAD_BATCH_RECORDS = 5_000  # 600 KB batches: Kafka's default max.message.bytes is 1 MiB
 REALTIME_RATE = 5_000
 CEILING_BATCH_ROWS = 100_000
+GROUPS = ("read", "write", "realtime", "exactly-once")
 
 
 class CeilingSource(DataSource):
@@ -160,9 +167,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="1M records instead of 10M, shorter latency runs")
     parser.add_argument("--records", type=int, help="number of records (overrides --quick)")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds per comparison (default 2)")
+    parser.add_argument("--groups", default=",".join(GROUPS),
+                        help=f"comma-separated groups to run, of {', '.join(GROUPS)} (default: all)")
+    parser.add_argument("--no-kafka", action="store_true", help="leave Apache Kafka and format('kafka') out")
+    parser.add_argument("--profile", action="store_true",
+                        help="one more run of the vdl writes with py-spy on the broker and Spark's Python "
+                             "workers: flame graphs (SVG) beside the JSON, top frames in the table")
     parser.add_argument("--realtime-rate", type=int, default=REALTIME_RATE,
                         help=f"events/s of the real-time mode latency runs (default {REALTIME_RATE:,})")
     args = parser.parse_args(argv)
+    chosen = [g.strip() for g in args.groups.split(",") if g.strip()]
+    unknown = sorted(set(chosen) - set(GROUPS))
+    if unknown:
+        parser.error(f"--groups: unknown {', '.join(unknown)}; accepted: {', '.join(GROUPS)}")
+    with_kafka = not args.no_kafka
     rounds = args.rounds
     records = args.records or (1_000_000 if args.quick else 10_000_000)
     records -= records % LOAD_BATCH_RECORDS
@@ -177,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="bench-connector-"))
     broker = start_broker(work / "broker")
-    peer = KafkaPeer(1, work / "kafka")
+    peer = KafkaPeer(1, work / "kafka") if with_kafka else None
     spark = (SparkSession.builder.master("local[2]").appName("bench-connector")
              .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false").config("spark.jars", spark_jars_setting())
@@ -185,19 +203,24 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(CeilingSource)
     report = Report("bench_connector")
+    profiler = Profiler("bench_connector", args.profile)
     try:
-        peer.start()
         vdl = vdl_target(broker.bootstrap, lambda: [broker.process.pid])
-        [kafka, _] = kafka_targets(peer)
-        cpu_of = {"vdl": vdl, "kafka_on_vdl": vdl, "kafka_on_kafka": kafka, "ceiling": None,
-                  "write_vdl": vdl, "write_kafka_on_vdl": vdl, "write_kafka_on_kafka": kafka, "discard": None}
-        kafka.create("bench")
+        kafka: Target | None = None
+        if peer is not None:
+            peer.start()
+            [kafka, _] = kafka_targets(peer)
+        cpu_of: dict[str, Target | None] = {
+            "vdl": vdl, "kafka_on_vdl": vdl, "kafka_on_kafka": kafka, "ceiling": None,
+            "write_vdl": vdl, "write_vdl_eo": vdl, "write_kafka_on_vdl": vdl, "write_kafka_on_kafka": kafka,
+            "discard": None, "discard_eo": None}
         # Batches under Kafka's default max.message.bytes (1 MiB), the same into both
         load_s = {target.key: load(target.bootstrap, "bench", records, KAFKA_LOAD_BATCH_RECORDS)
-                  for target in (vdl, kafka)}
-        report.add(f"load via client (Produce, {KAFKA_LOAD_BATCH_RECORDS:,}-record batches)", records / load_s["vdl"],
-                   "rows/s",
-                   note=f"the same batches into Kafka: {records / load_s['kafka']:,.0f} rows/s")
+                  for target in (vdl, kafka) if target is not None and ("read" in chosen or "exactly-once" in chosen)}
+        if load_s:
+            report.add(f"load via client (Produce, {KAFKA_LOAD_BATCH_RECORDS:,}-record batches)",
+                       records / load_s["vdl"], "rows/s",
+                       note=f"the same batches into Kafka: {records / load_s['kafka']:,.0f} rows/s" if kafka else "")
 
         def read_query(fmt: str, target: Target, run: str):  # noqa: ANN202
             # A checkpoint per format *and* system: format("kafka") on Kafka resuming from the
@@ -225,34 +248,76 @@ def main(argv: list[str] | None = None) -> int:
         def write_discard(run: str) -> None:
             frame.write.format("vdl_bench_ceiling").mode("append").save()
 
-        measures: dict[str, Callable[[str], object]] = {
-            "ceiling": lambda r: timed_query(lambda: ceiling_query(r), records),
-            "vdl": lambda r: timed_query(lambda: read_query("vdl", vdl, r), records),
-            "kafka_on_vdl": lambda r: timed_query(lambda: read_query("kafka", vdl, r), records),
-            "kafka_on_kafka": lambda r: timed_query(lambda: read_query("kafka", kafka, r), records),
-            "discard": lambda r: timed_query_batch(lambda: write_discard(r)),
-            "write_vdl": lambda r: timed_query_batch(lambda: write("vdl", vdl, r)),
-            "write_kafka_on_vdl": lambda r: timed_query_batch(lambda: write("kafka", vdl, r)),
-            "write_kafka_on_kafka": lambda r: timed_query_batch(lambda: write("kafka", kafka, r)),
-        }
+        def in_micro_batch(run: str, write_frame: Callable[[], None]) -> None:
+            """write_frame() inside foreachBatch of a streaming query of one one-row micro-batch: the
+            running query and batch id are what an exactly-once df.write takes its producer ids from."""
+            def each(_batch, _batch_id: int) -> None:  # noqa: ANN001
+                write_frame()
+
+            # A file source (JVM only): a Python streaming source starts a runner process per query,
+            # which fails to connect back to a loaded machine's JVM in time now and then.
+            one_row = work / "one-row"
+            if not one_row.exists():
+                one_row.mkdir()
+                (one_row / "row.txt").write_text("row\n")
+            timed_query(lambda: spark.readStream.format("text").load(str(one_row)).writeStream.foreachBatch(each)
+                        .option("checkpointLocation", str(work / f"micro-batch-{run}"))
+                        .trigger(availableNow=True).start())
+
+        def write_exactly_once(run: str) -> None:
+            topic = f"bench-write-eo-{run}"
+            vdl.create(topic)
+            in_micro_batch(f"eo-{run}", lambda: frame.write.format("vdl").option("bootstrap.servers", vdl.bootstrap)
+                           .option("topic", topic).option("exactlyOnce", "true").mode("append").save())
+
+        measures: dict[str, Callable[[str], object]] = {}
+        groups: list[tuple[str, ...]] = []
+        if "read" in chosen:
+            groups.append(("ceiling", "vdl", "kafka_on_vdl", "kafka_on_kafka") if kafka else ("ceiling", "vdl"))
+            measures["ceiling"] = lambda r: timed_query(lambda: ceiling_query(r), records)
+            measures["vdl"] = lambda r: timed_query(lambda: read_query("vdl", vdl, r), records)
+            if kafka is not None:
+                kafka_target = kafka
+                measures["kafka_on_vdl"] = lambda r: timed_query(lambda: read_query("kafka", vdl, r), records)
+                measures["kafka_on_kafka"] = lambda r: timed_query(
+                    lambda: read_query("kafka", kafka_target, r), records)
+        if "write" in chosen:
+            groups.append(("discard", "write_vdl", "discard_eo", "write_vdl_eo")
+                          + (("write_kafka_on_vdl", "write_kafka_on_kafka") if kafka else ()))
+            measures["discard"] = lambda r: timed_query_batch(lambda: write_discard(r))
+            measures["write_vdl"] = lambda r: timed_query_batch(lambda: write("vdl", vdl, r))
+            measures["discard_eo"] = lambda r: timed_query_batch(lambda: in_micro_batch(r, lambda: write_discard(r)))
+            measures["write_vdl_eo"] = lambda r: timed_query_batch(lambda: write_exactly_once(r))
+            if kafka is not None:
+                kafka_target = kafka
+                measures["write_kafka_on_vdl"] = lambda r: timed_query_batch(lambda: write("kafka", vdl, r))
+                measures["write_kafka_on_kafka"] = lambda r: timed_query_batch(
+                    lambda: write("kafka", kafka_target, r))
         for key, measure in measures.items():  # warm up Python workers, the JIT, both connectors
             measure(f"warm-{key}")
         # Alternating rounds, each group side by side: the machine is shared, so load drifts.
         started = time.perf_counter()
         seconds: dict[str, list[float]] = {key: [] for key in measures}
         cpu: dict[str, list[float]] = {key: [] for key in measures}
+        client_cpu: dict[str, list[float]] = {key: [] for key in measures}
         points: dict[str, list[tuple[float, float]]] = {key: [] for key in measures}
-        groups = (("ceiling", "vdl", "kafka_on_vdl", "kafka_on_kafka"),
-                  ("discard", "write_vdl", "write_kafka_on_vdl", "write_kafka_on_kafka"))
         for run in range(rounds):
             for group in groups:
                 for key in group[run % len(group):] + group[:run % len(group)]:
                     target = cpu_of[key]
                     pids = target.pids() if target else []
                     before = cpu_seconds(pids)
-                    seconds[key].append(measures[key](str(run)))
+                    spark_before = spark_cpu_seconds()
+                    seconds[key].append(float(measures[key](str(run))))  # type: ignore[arg-type]
                     cpu[key].append(per_record_us(cpu_seconds(pids) - before, records))
+                    client_cpu[key].append(per_record_us(spark_cpu_seconds() - spark_before, records))
                     points[key].append((time.perf_counter() - started, records / seconds[key][-1]))
+        if args.profile:  # after the rounds: py-spy's sampling takes CPU from what it watches
+            targets = {"broker": lambda: [broker.process.pid], "spark-workers": spark_python_workers}
+            for key in ("write_vdl", "write_vdl_eo"):
+                if key in measures:
+                    with profiler.recording(key, targets):
+                        measures[key]("profile")
         rate = {key: statistics.median(records / s for s in values) for key, values in seconds.items()}
 
         def ratio(measured: str, base: str) -> float:
@@ -269,43 +334,74 @@ def main(argv: list[str] | None = None) -> int:
                   "kafka_on_vdl": 'readStream.format("kafka") on VDL -> noop',
                   "kafka_on_kafka": 'readStream.format("kafka") on Kafka -> noop',
                   "discard": "ceiling: rows -> discarding Arrow writer",
-                  "write_vdl": 'df.write.format("vdl") to VDL',
+                  "write_vdl": 'df.write.format("vdl") to VDL (at-least-once)',
+                  "discard_eo": "ceiling: rows -> discarding Arrow writer, in foreachBatch",
+                  "write_vdl_eo": 'df.write.format("vdl") to VDL, exactlyOnce, in foreachBatch',
                   "write_kafka_on_vdl": 'df.write.format("kafka") to VDL',
                   "write_kafka_on_kafka": 'df.write.format("kafka") to Kafka'}
+        labels = {key: label for key, label in labels.items() if key in measures}
         goals = {"vdl": 1_000_000, "write_vdl": 500_000}
         for key, label in labels.items():
             report.add(label, rate[key], "rows/s", goal=goals.get(key), note=broker_cpu(key) + listed(key))
             if cpu_of[key]:
                 report.add(f"{label}, broker CPU", statistics.median(cpu[key]), "us/record", higher_is_better=False)
+            if key.startswith(("write", "discard")):
+                report.add(f"{label}, Spark CPU (driver JVM + Python workers)", statistics.median(client_cpu[key]),
+                           "us/record", higher_is_better=False)
         for measured, base, goal in (("vdl", "ceiling", 0.6), ("vdl", "kafka_on_vdl", 1.0), ("vdl", "kafka_on_kafka", 0.9),
                                      ("kafka_on_vdl", "kafka_on_kafka", None),
-                                     ("write_vdl", "discard", 0.6), ("write_vdl", "write_kafka_on_vdl", None),
+                                     ("write_vdl", "discard", 0.7), ("write_vdl_eo", "discard_eo", 0.7),
+                                     ("write_vdl_eo", "discard", None), ("write_vdl", "write_kafka_on_vdl", None),
                                      ("write_vdl", "write_kafka_on_kafka", None),
                                      ("write_kafka_on_vdl", "write_kafka_on_kafka", None)):
-            report.add(f"{labels[measured]} / {labels[base]}", ratio(measured, base), "x", goal=goal,
-                       note="median of per-round ratios")
+            if measured in measures and base in measures:
+                report.add(f"{labels[measured]} / {labels[base]}", ratio(measured, base), "x", goal=goal,
+                           note="median of per-round ratios")
         for key in labels:
-            report.throughput(labels[key], points[key], "rows/s", baseline=key not in ("vdl", "write_vdl"))
-        report.side_by_side(
-            f"Spark connectors, {records:,} 100-byte records, alternating rounds (medians of {rounds}); "
-            "broker CPU per record in brackets",
-            ["", 'format("vdl") on VDL', 'format("kafka") on VDL', 'format("kafka") on Kafka (defaults)',
-             'vdl / kafka on VDL', 'vdl / kafka on Kafka'],
-            [[f"{what} (rows/s)", *(f"{rate[k]:,.0f} ({statistics.median(cpu[k]):.2f})" for k in keys),
-              f"{ratio(keys[0], keys[1]):.2f}x", f"{ratio(keys[0], keys[2]):.2f}x"]
-             for what, keys in (("streaming read, AvailableNow -> noop", ("vdl", "kafka_on_vdl", "kafka_on_kafka")),
-                                ("batch write", ("write_vdl", "write_kafka_on_vdl", "write_kafka_on_kafka")))])
+            report.throughput(labels[key], points[key], "rows/s", baseline=key not in ("vdl", "write_vdl", "write_vdl_eo"))
+        if kafka is not None and "read" in chosen and "write" in chosen:
+            report.side_by_side(
+                f"Spark connectors, {records:,} 100-byte records, alternating rounds (medians of {rounds}); "
+                "broker CPU per record in brackets",
+                ["", 'format("vdl") on VDL', 'format("kafka") on VDL', 'format("kafka") on Kafka (defaults)',
+                 'vdl / kafka on VDL', 'vdl / kafka on Kafka'],
+                [[f"{what} (rows/s)", *(f"{rate[k]:,.0f} ({statistics.median(cpu[k]):.2f})" for k in keys),
+                  f"{ratio(keys[0], keys[1]):.2f}x", f"{ratio(keys[0], keys[2]):.2f}x"]
+                 for what, keys in (("streaming read, AvailableNow -> noop", ("vdl", "kafka_on_vdl", "kafka_on_kafka")),
+                                    ("batch write", ("write_vdl", "write_kafka_on_vdl", "write_kafka_on_kafka")))])
 
-        realtime_rows(report, spark, {"VDL": vdl, "Kafka (defaults)": kafka}, work, args.realtime_rate,
-                      realtime_seconds, rounds)
-        exactly_once_rows(report, spark, vdl.bootstrap, work, records)
+        if "realtime" in chosen:
+            realtime_targets = {"VDL": vdl} if kafka is None else {"VDL": vdl, "Kafka (defaults)": kafka}
+            realtime_rows(report, spark, realtime_targets, work, args.realtime_rate, realtime_seconds, rounds)
+        if "exactly-once" in chosen:
+            exactly_once_rows(report, spark, vdl.bootstrap, work, records)
+        profiler.add_to(report)
     finally:
         spark.stop()
         broker.kill()
-        peer.stop_all()
+        if peer is not None:
+            peer.stop_all()
     report.finish()
     return 0
 
+
+def spark_cpu_seconds() -> float:
+    """CPU seconds of this SparkSession's JVM and Python workers so far: every process this benchmark
+    started, less the brokers (counted apart) and py-spy. A process's reaped children count in it
+    (cutime/cstime): a Python worker that exits moves into its daemon's count, not out of the sum."""
+    import psutil
+
+    total = 0.0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            command = " ".join(child.cmdline())
+            if "vdl_broker" in command or "kafka.Kafka" in command or "py-spy" in command:
+                continue
+            times = child.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
 
 def realtime_rows(report: Report, spark, targets: dict[str, Target], work: Path, rate: int,  # noqa: ANN001
                   seconds: float, rounds: int) -> None:

@@ -1,7 +1,7 @@
 """Replication benchmark: a 3-node dev cluster on this machine, next to one VDL node and a
 3-node Apache Kafka cluster.
 
-    .venv/bin/python -m benchmarks.bench_replication [--quick] [--no-fsync]
+    .venv/bin/python -m benchmarks.bench_replication [--quick] [--no-fsync] [--profile]
     .venv/bin/python -m benchmarks.bench_replication --metrics [--rounds 3] [--no-fsync]
 
 Four targets take turns in every round (each round starting with the next one, after an
@@ -19,6 +19,10 @@ batch, as VDL). The same confluent-kafka clients and records go to all of them:
 - failover: kill -9 of the stream's leader to the first acknowledged acks=-1 produce at any
   node, several kills (the killed node restarted and back in sync in between) -- goal median
   <= 2 s.
+
+With --profile: one more acks=-1 throughput run on VDL 3 nodes and on 1 node after the rounds,
+with py-spy on every node (benchmarks/profile.py): flame graphs beside the JSON, top frames by
+self time per node in the table.
 
 With --metrics: alternating rounds of fresh clusters with metrics off and on (scraped every 5 s
 meanwhile), acks=-1 throughput; the goal is on >= 0.95x of off (benchmarks/metrics_cost.py).
@@ -48,6 +52,7 @@ from benchmarks.peers import (
     rotation,
     vdl_target,
 )
+from benchmarks.profile import Profiler
 from benchmarks.report import Report, percentile
 from vdl_client import ClientSettings, VdlClient, request_once
 from vdl_client.requests import produce_request
@@ -197,7 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int,
                         help="throughput and latency rounds; each value reported is the median (default 3, quick 1)")
     parser.add_argument("--metrics", action="store_true", help="compare metrics off and on, round by round")
+    parser.add_argument("--profile", action="store_true",
+                        help="one more throughput run per VDL target with py-spy on its nodes: flame graphs (SVG) "
+                             "beside the JSON, top frames in the table")
     args = parser.parse_args(argv)
+    profiler = Profiler("bench_replication", args.profile)
     count = 200_000 if args.quick else 2_000_000
     latency_seconds = 2.0 if args.quick else 5.0
     kills = args.kills or (3 if args.quick else 5)
@@ -245,6 +254,14 @@ def main(argv: list[str] | None = None) -> int:
                     measure_throughput(target, round_number, count, args.producers, results[target.key][-1])
                     print(f"round {round_number + 1} {target.label}: " + ", ".join(
                         f"{k} {v:,.1f}" for k, v in results[target.key][-1].values.items()), flush=True)
+            if args.profile:  # after the rounds: py-spy's sampling takes CPU from what it watches
+                node_pids = {f"node{i}": (lambda node=node: [node.pid] if node.pid else [])
+                             for i, node in cluster.nodes.items()}
+                for target, processes in ((vdl, node_pids), (vdl1, {"node": lambda: [single.process.pid]})):
+                    topic = target.topic("bench-repl-profile")
+                    create_in_sync(target, nodes[target.key], topic)
+                    with profiler.recording(target.key, processes):
+                        produce_run(target.bootstrap, topic, count, -1, args.producers)
             failovers: list[float] = []
             for _ in range(kills):
                 failovers.append(failover_seconds(cluster, TOPIC_FAILOVER))
@@ -270,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     report.add("failover: kill -9 leader -> first acks=-1 ack (median)", statistics.median(failovers), "s", 2.0,
                higher_is_better=False, note=f"VDL 3 nodes, {kills} kills: {spread}")
     report.add("failover (worst)", max(failovers), "s", higher_is_better=False)
+    profiler.add_to(report)
     report.finish()
     return 0
 

@@ -516,7 +516,7 @@ class VdlClient:
     def pipeline(self, stream: str, timeout_ms: int, delivery_timeout_ms: int, window: int) -> ProducePipeline:
         return ProducePipeline(self, stream, timeout_ms, delivery_timeout_ms, window)
 
-    def produce(self, stream: str, batch: bytes, timeout_ms: int, deadline: float,
+    def produce(self, stream: str, batch: bytes | bytearray, timeout_ms: int, deadline: float,
                 transactional_id: str | None = None, acks: int = -1) -> int:
         """Append one RecordBatch; returns its base offset (-1 when unknown).
 

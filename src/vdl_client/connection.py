@@ -8,6 +8,7 @@ package declares, so no caller writes an API key or version number.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 DEFAULT_CLIENT_ID = "vdl-client"
 MAX_RESPONSE_BYTES = 1 << 30
 _SIZE = struct.Struct(">i")
+_JOIN_BELOW = 64 * 1024  # smaller requests are joined and sent in one call: copying costs less
+_IOV_MAX = 1024  # buffers per sendmsg (Linux's IOV_MAX)
 
 
 class BootstrapError(ValueError):
@@ -90,8 +93,26 @@ class Connection:
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         buffers = encode_request(spec.api_key, version, self._correlation, self._client_id, request)
         self._sock.settimeout(timeout_s)
-        self._sock.sendall(b"".join(buffers))
+        self._send_buffers(buffers)
         return self._correlation
+
+    def _send_buffers(self, buffers: Sequence[Any]) -> None:
+        """The buffers in order; a large one (a Produce's records) is not copied into a joint one."""
+        if len(buffers) == 1 or sum(len(b) for b in buffers) < _JOIN_BELOW:
+            self._sock.sendall(b"".join(buffers))
+            return
+        if not hasattr(self._sock, "sendmsg") or isinstance(self._sock, ssl.SSLSocket):  # TLS: no sendmsg
+            for buffer in buffers:
+                self._sock.sendall(buffer)
+            return
+        views = [memoryview(b).cast("B") for b in buffers]
+        while views:
+            sent = self._sock.sendmsg(views[:_IOV_MAX])
+            while views and sent >= len(views[0]):
+                sent -= len(views[0])
+                views.pop(0)
+            if sent:
+                views[0] = views[0][sent:]
 
     def receive(self, request_class: type, correlation: int, timeout_s: float, version: int | None = None) -> Any:
         """Read the answer to the request sent with `correlation` (the next frame on the wire)."""

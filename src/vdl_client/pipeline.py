@@ -24,9 +24,15 @@ class ProducePipeline:
     own, so the client encodes the next batch while the broker appends and syncs the last.
 
     Safe with the idempotent producer (KIP-98 allows 5 in flight): the broker handles one
-    connection's requests in order. On any failure every unacknowledged batch is sent again, in
-    order, one at a time through the retrying path; batches the broker already stored come back
-    as duplicates (acknowledged, not stored again).
+    connection's requests in order and appends a batch only in sequence after the producer's last
+    one, so a batch behind a refused one is refused too (OUT_OF_ORDER_SEQUENCE_NUMBER). Answers
+    are read in order, and the first failure sends every unacknowledged batch again, in order, one
+    at a time through the retrying path (answers behind it are not read: the connection is
+    dropped); batches the broker already stored come back as duplicates (acknowledged, not stored
+    again). Until the broker has acknowledged one batch of the producer it does not know it, and
+    takes a first batch at any sequence (KIP-360): so the first batch goes alone, lest the one
+    behind it be stored ahead of it should it be refused (its retry would then be taken for an
+    old duplicate, and lost).
     """
 
     def __init__(self, client: VdlClient, stream: str, timeout_ms: int, delivery_timeout_ms: int,
@@ -36,9 +42,10 @@ class ProducePipeline:
         self._timeout_ms = timeout_ms
         self._delivery_timeout_ms = delivery_timeout_ms
         self._window = max(1, window)
-        self._inflight: deque[tuple[bytes, int]] = deque()
+        self._inflight: deque[tuple[bytes | bytearray, int]] = deque()
         self._key = ("pipeline", stream)
         self._connection: Connection | None = None
+        self._known = False  # whether the broker acknowledged a batch of this producer yet
 
     @property
     def _timeout_s(self) -> float:
@@ -50,8 +57,8 @@ class ProducePipeline:
             self._connection = self._client.connection(leader, key=self._key)
         return self._connection
 
-    def submit(self, batch: bytes) -> None:
-        while len(self._inflight) >= self._window:
+    def submit(self, batch: bytes | bytearray) -> None:
+        while len(self._inflight) >= (self._window if self._known else 1):
             self._complete_oldest()
         try:
             correlation = self._open().send(produce_request(self._stream, batch, self._timeout_ms),
@@ -75,13 +82,16 @@ class ProducePipeline:
         error = partition.error_code
         if error in (0, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
             self._inflight.popleft()
+            self._known = True
             return
         if ErrorCode(error) in LEADER_ERRORS:
             self._recover([])
             return
+        # Every batch before this one is acknowledged: a gap (OUT_OF_ORDER_SEQUENCE_NUMBER) or any
+        # other refusal is not cured by sending it again.
         raise VdlClientError(f"Produce to {self._stream!r}: {ErrorCode(error).name} ({partition.error_message})")
 
-    def _recover(self, extra: list[bytes]) -> None:
+    def _recover(self, extra: list[bytes | bytearray]) -> None:
         pending = [batch for batch, _ in self._inflight] + extra
         self._inflight.clear()
         self._client.disconnect(self._key)
@@ -90,6 +100,7 @@ class ProducePipeline:
         for batch in pending:
             deadline = time.monotonic() + self._delivery_timeout_ms / 1000
             self._client.produce(self._stream, batch, self._timeout_ms, deadline)
+            self._known = True
 
     def finish(self) -> None:
         while self._inflight:

@@ -5,7 +5,10 @@ writer; it is re-exported here. Encoding (the write path): `build_batch(columns,
 Arrow columns into RecordBatch v2 bytes. Per-record Python work would cap a writer at a few hundred thousand records/s here;
 instead every record's field sizes, positions and varints are computed for the whole batch at
 once and the key/value bytes are copied with one gather. Only headers are encoded per record in
-Python, and only for records that have them.
+Python by `encode_headers`; a whole column of them (Spark's array<struct<key, value>>) is
+encoded at once by `encode_headers_column`. `RecordColumns.encode_batch` writes the records
+straight into the batch's buffer after room for its header: the bytes are copied once from the
+Arrow columns and not again on the way to the socket.
 
 The broker never imports this module: vdl_wire needs neither numpy nor pyarrow.
 
@@ -28,7 +31,7 @@ from vdl_wire.records.compression import Compression, compress
 from vdl_wire.records.varint import write_varint
 
 __all__ = ["ArrowColumns", "BinaryColumn", "RawColumns", "RecordColumns", "build_batch", "cut_points",
-           "decode_columns_arrow", "encode_headers", "parse_records"]
+           "decode_columns_arrow", "encode_headers", "encode_headers_column", "parse_records"]
 
 # ============================================================================== encoding
 
@@ -45,11 +48,11 @@ def _zigzag(values: np.ndarray) -> np.ndarray:
     return ((values << 1) ^ (values >> 63)).astype(np.uint64)
 
 
+_VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)  # a varint grows a byte at each
+
+
 def _varint_sizes(unsigned: np.ndarray) -> np.ndarray:
-    sizes = np.ones(len(unsigned), dtype=np.int64)
-    for k in range(1, 10):
-        sizes += unsigned >= np.uint64(1 << (7 * k))
-    return sizes
+    return np.searchsorted(_VARINT_LIMITS, unsigned, side="right").astype(np.int64) + 1
 
 
 def _varint_array(unsigned: np.ndarray) -> pa.Array:
@@ -133,6 +136,30 @@ def encode_headers(headers: list | None) -> bytes:
     return bytes(out)
 
 
+def encode_headers_column(column: pa.Array) -> pa.Array:
+    """encode_headers of every row of a list<struct<key: string, value: binary or string>> column
+    (null or empty: no headers), without a step per row: each header's bytes are joined element-wise,
+    then each row's headers (a list join), after the row's header count."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    counts = pc.fill_null(pc.list_value_length(column), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    # flatten() takes the column's slice and leaves out null rows; the struct's flatten() its fields'
+    key_field, value_field = column.flatten().flatten()
+    keys = pc.fill_null(key_field.cast(pa.binary()), _binary_scalar(_EMPTY))
+    values = value_field if pa.types.is_binary(value_field.type) else value_field.cast(pa.binary())
+    value_lengths = pc.binary_length(values).to_numpy(zero_copy_only=False)
+    if values.null_count:
+        value_lengths = np.where(values.is_null().to_numpy(zero_copy_only=False), -1, value_lengths)
+        values = pc.fill_null(values, _binary_scalar(_EMPTY))
+    entries = pc.binary_join_element_wise(
+        _varint_array(_zigzag(pc.binary_length(keys).to_numpy(zero_copy_only=False))), keys,
+        _varint_array(_zigzag(value_lengths)), values, _binary_scalar(_EMPTY))
+    offsets = np.zeros(len(counts) + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    rows = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), entries), _binary_scalar(_EMPTY))
+    return pc.binary_join_element_wise(_varint_array(_zigzag(counts)), rows, _binary_scalar(_EMPTY))
+
+
 class RecordColumns:
     """Records to encode: keys, values and pre-encoded headers sections as binary columns."""
 
@@ -146,23 +173,25 @@ class RecordColumns:
             filled = self.headers.filled
             self.headers.filled = pc.if_else(pc.equal(pc.binary_length(filled), 0), _binary_scalar(_NO_HEADERS),
                                              filled)
-        key_part = _varint_sizes(_zigzag(self.keys.lengths)) + np.maximum(self.keys.lengths, 0)
-        value_part = _varint_sizes(_zigzag(self.values.lengths)) + np.maximum(self.values.lengths, 0)
-        header_part = 1 if self.headers is None else np.maximum(self.headers.lengths, 1)
-        # attributes + timestamp delta (always 0: one timestamp per batch) + the rest, offset delta aside
-        self.fixed = 2 + key_part + value_part + header_part
         self._uniform = self._uniform_lengths()
+        # Per record: attributes + timestamp delta (always 0: one timestamp per batch) + the rest,
+        # offset delta aside; for records all of one size, computed once.
+        key_lengths, value_lengths = ((np.array([self._uniform[0]]), np.array([self._uniform[1]]))
+                                      if self._uniform is not None else (self.keys.lengths, self.values.lengths))
+        key_part = _varint_sizes(_zigzag(key_lengths)) + np.maximum(key_lengths, 0)
+        value_part = _varint_sizes(_zigzag(value_lengths)) + np.maximum(value_lengths, 0)
+        header_part = 1 if self.headers is None else np.maximum(self.headers.lengths, 1)
+        self.fixed = 2 + key_part + value_part + header_part
 
     def _uniform_lengths(self) -> tuple[int, int] | None:
-        """(key length or -1, value length) when every record has the same sizes, no headers and
-        contiguous bytes: then records are fixed-width rows and encode by slicing (no gathers)."""
+        """(key length or -1, value length) when every record has the same sizes and no headers:
+        then records are fixed-width rows and encode by slicing (no gathers). (Equal lengths, none
+        null, are contiguous bytes: an Arrow binary array's offsets only grow.)"""
         if self.headers is None and self.count:
             uniform = []
             for column in (self.keys, self.values):
                 first = int(column.lengths[0])
                 if not (column.lengths == first).all():
-                    return None
-                if first > 0 and not (column.starts == column.starts[0] + first * np.arange(self.count)).all():
                     return None
                 uniform.append(first)
             return uniform[0], uniform[1]
@@ -171,13 +200,38 @@ class RecordColumns:
     def size_bounds(self) -> np.ndarray:
         """Upper bound of each encoded record's size, whatever its offset delta."""
         body = self.fixed + _OFFSET_DELTA_BOUND
-        return body + _varint_sizes(_zigzag(body))
+        bounds = body + _varint_sizes(_zigzag(body))
+        return np.full(self.count, bounds[0], dtype=np.int64) if self._uniform is not None else bounds
 
     def encode(self, start: int, stop: int) -> bytes:
         """The records section for rows [start, stop), offset deltas 0.., timestamp deltas 0."""
-        count = stop - start
         if self._uniform is not None:
-            return self._encode_uniform(start, stop)
+            return bytes(self._encode_uniform_into(start, stop, 0))
+        joined, total = self._joined(start, stop)
+        return memoryview(joined)[:total].tobytes()
+
+    def encode_batch(self, start: int, stop: int, timestamp_ms: int, producer_id: int, producer_epoch: int,
+                     base_sequence: int, compression: int = Compression.NONE) -> bytearray:
+        """The RecordBatch v2 of rows [start, stop) (as build_batch(encode(start, stop), ...)),
+        encoded in place in the one buffer it is sent from."""
+        count = stop - start
+        if compression:
+            out = bytearray(BATCH_HEADER_SIZE)
+            out += compress(compression, self.encode(start, stop))
+            _seal(out, count, timestamp_ms, producer_id, producer_epoch, base_sequence, compression)
+            return out
+        if self._uniform is not None:
+            out = self._encode_uniform_into(start, stop, BATCH_HEADER_SIZE)
+        else:
+            joined, total = self._joined(start, stop)
+            out = bytearray(BATCH_HEADER_SIZE + total)
+            out[BATCH_HEADER_SIZE:] = memoryview(joined)[:total]
+        _seal(out, count, timestamp_ms, producer_id, producer_epoch, base_sequence, Compression.NONE)
+        return out
+
+    def _joined(self, start: int, stop: int) -> tuple[pa.Buffer | bytes, int]:
+        """The records section as an Arrow buffer (and its length: the buffer may be longer)."""
+        count = stop - start
         # Each part of a record as a binary column; Arrow joins them row by row in one C pass,
         # and the joined array's data buffer is the records section.
         deltas = _zigzag(np.arange(count, dtype=np.int64))
@@ -195,44 +249,103 @@ class RecordColumns:
         joined = pc.binary_join_element_wise(*parts, _binary_scalar(_EMPTY))
         _, offsets, data = joined.buffers()
         total = int(np.frombuffer(offsets, dtype=np.int32)[joined.offset + count])
-        return data.to_pybytes()[:total] if data is not None else b""
+        return (data if data is not None else b""), total
 
-    def _encode_uniform(self, start: int, stop: int) -> bytes:
-        """Fixed-width records, grouped by the byte width of their offset delta."""
+    def _encode_uniform_into(self, start: int, stop: int, header_room: int) -> bytearray:
+        """Fixed-width records after `header_room` bytes: the layout's template (everything but the
+        key and value bytes) copied in one piece, then the keys and values into their columns."""
         assert self._uniform is not None
         key_length, value_length = self._uniform
-        key_varint = _varint_bytes(int(_zigzag(np.array([key_length]))[0]))
-        value_varint = _varint_bytes(int(_zigzag(np.array([value_length]))[0]))
-        parts = []
-        low = 0
+        layout = _uniform_layout(key_length, value_length)
         count = stop - start
-        for width, limit in ((1, 64), (2, 8192), (3, 1 << 20), (4, 1 << 27), (5, 1 << 31)):
+        size = layout.size(count)
+        out = bytearray(header_room + size)
+        target = np.frombuffer(out, dtype=np.uint8)
+        target[header_room:] = layout.template(count)[:size]
+        for low, high, offset, width, key_column, value_column in layout.groups(count):
+            rows = high - low
+            matrix = target[header_room + offset:header_room + offset + rows * width].reshape(rows, width)
+            for column, length, source in ((key_column, key_length, self.keys), (value_column, value_length, self.values)):
+                if length > 0:
+                    first = int(source.starts[0]) + (start + low) * length
+                    matrix[:, column:column + length] = source.data[first:first + rows * length].reshape(rows, length)
+        return out
+
+
+# Offset deltas below each limit take `width` varint bytes (zigzag: a delta d is 2d on the wire).
+_DELTA_WIDTHS = ((1, 64), (2, 8192), (3, 1 << 20), (4, 1 << 27), (5, 1 << 31))
+
+
+class _UniformLayout:
+    """Records of one key length and one value length, without headers: a record's bytes other
+    than its key and value depend on its offset delta only, so the same rows of every batch are
+    the same template (kept, grown as batches get longer)."""
+
+    def __init__(self, key_length: int, value_length: int) -> None:
+        self.key_length, self.value_length = key_length, value_length
+        self._key_varint = _varint_bytes(int(_zigzag(np.array([key_length]))[0]))
+        self._value_varint = _varint_bytes(int(_zigzag(np.array([value_length]))[0]))
+        self._template = np.zeros(0, dtype=np.uint8)
+        self._rows = 0
+
+    def groups(self, count: int) -> list[tuple[int, int, int, int, int, int]]:
+        """(first row, end row, byte offset, row width, key column, value column) per delta width."""
+        groups = []
+        low = offset = 0
+        for width, limit in _DELTA_WIDTHS:
             high = min(count, limit)
             if high <= low:
                 continue
-            rows = high - low
-            body = 2 + width + len(key_varint) + max(key_length, 0) + len(value_varint) + max(value_length, 0) + 1
-            length_varint = _varint_bytes(int(_zigzag(np.array([body]))[0]))
-            out = np.zeros((rows, len(length_varint) + body), dtype=np.uint8)
-            column = 0
-            for chunk in (length_varint, b"\x00\x00"):
-                out[:, column:column + len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
-                column += len(chunk)
-            deltas = _zigzag(np.arange(low, high, dtype=np.int64))
-            for k in range(width):
-                more = np.uint64(0x80) if k < width - 1 else np.uint64(0)
-                out[:, column + k] = (((deltas >> np.uint64(7 * k)) & np.uint64(0x7F)) | more).astype(np.uint8)
-            column += width
-            for varint, length, source in ((key_varint, key_length, self.keys), (value_varint, value_length, self.values)):
-                out[:, column:column + len(varint)] = np.frombuffer(varint, dtype=np.uint8)
-                column += len(varint)
-                if length > 0:
-                    first = int(source.starts[0]) + (start + low) * length
-                    out[:, column:column + length] = source.data[first:first + rows * length].reshape(rows, length)
-                    column += length
-            parts.append(out.tobytes())  # the last byte of each row stays 0: no headers
+            body = (2 + width + len(self._key_varint) + max(self.key_length, 0) + len(self._value_varint)
+                    + max(self.value_length, 0) + 1)
+            prefix = len(_varint_bytes(int(_zigzag(np.array([body]))[0]))) + 2 + width
+            key_column = prefix + len(self._key_varint)
+            value_column = key_column + max(self.key_length, 0) + len(self._value_varint)
+            row_width = prefix + body - 2 - width
+            groups.append((low, high, offset, row_width, key_column, value_column))
+            offset += (high - low) * row_width
             low = high
-        return b"".join(parts)
+        return groups
+
+    def size(self, count: int) -> int:
+        return sum((high - low) * width for low, high, _, width, _, _ in self.groups(count))
+
+    def template(self, count: int) -> np.ndarray:
+        """The first `count` records with zero bytes where keys and values go."""
+        if count > self._rows:
+            rows = max(count, 2 * self._rows)
+            template = np.zeros(self.size(rows), dtype=np.uint8)
+            for low, high, offset, width, key_column, value_column in self.groups(rows):
+                matrix = template[offset:offset + (high - low) * width].reshape(high - low, width)
+                delta_width = next(w for w, limit in _DELTA_WIDTHS if high <= limit)
+                body = width - (key_column - len(self._key_varint) - delta_width - 2)
+                length_varint = _varint_bytes(int(_zigzag(np.array([body]))[0]))
+                column = len(length_varint)
+                matrix[:, :column] = np.frombuffer(length_varint, dtype=np.uint8)
+                column += 2  # attributes 0, timestamp delta 0
+                deltas = _zigzag(np.arange(low, high, dtype=np.int64))
+                for k in range(delta_width):
+                    more = np.uint64(0x80) if k < delta_width - 1 else np.uint64(0)
+                    matrix[:, column + k] = (((deltas >> np.uint64(7 * k)) & np.uint64(0x7F)) | more).astype(np.uint8)
+                matrix[:, key_column - len(self._key_varint):key_column] = np.frombuffer(self._key_varint, np.uint8)
+                matrix[:, value_column - len(self._value_varint):value_column] = np.frombuffer(self._value_varint,
+                                                                                                 np.uint8)
+                # the last byte of each row stays 0: no headers
+            self._template, self._rows = template, rows
+        return self._template
+
+
+@functools.lru_cache(maxsize=8)
+def _uniform_layout(key_length: int, value_length: int) -> _UniformLayout:
+    return _UniformLayout(key_length, value_length)
+
+
+def _seal(out: bytearray, count: int, timestamp_ms: int, producer_id: int, producer_epoch: int,
+          base_sequence: int, compression: int) -> None:
+    """Write the batch header into the first BATCH_HEADER_SIZE bytes of `out`, CRC last."""
+    _HEADER.pack_into(out, 0, 0, len(out) - 12, -1, 2, 0, int(compression) & 0x07, count - 1, timestamp_ms,
+                      timestamp_ms, producer_id, producer_epoch, base_sequence, count)
+    struct.pack_into(">I", out, _CRC_OFFSET, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
 
 
 def build_batch(records: bytes, count: int, timestamp_ms: int, producer_id: int, producer_epoch: int,
@@ -241,10 +354,8 @@ def build_batch(records: bytes, count: int, timestamp_ms: int, producer_id: int,
     if compression:
         records = compress(compression, records)
     out = bytearray(BATCH_HEADER_SIZE)
-    _HEADER.pack_into(out, 0, 0, BATCH_HEADER_SIZE - 12 + len(records), -1, 2, 0, int(compression) & 0x07,
-                      count - 1, timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, count)
     out += records
-    struct.pack_into(">I", out, _CRC_OFFSET, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
+    _seal(out, count, timestamp_ms, producer_id, producer_epoch, base_sequence, compression)
     return bytes(out)
 
 

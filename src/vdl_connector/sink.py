@@ -40,7 +40,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from vdl_connector.arrow import RecordColumns, build_batch, cut_points, encode_headers
+from vdl_connector.arrow import RecordColumns, cut_points, encode_headers, encode_headers_column
 from vdl_connector.options import SinkOptions, VdlOptionError
 from vdl_connector.schema import WriteColumns
 from vdl_wire.records.compression import Compression
@@ -52,8 +52,8 @@ log = logging.getLogger("vdl_connector")
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"  # Spark's StreamExecution.QUERY_ID_KEY
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # Spark's MicroBatchExecution.BATCH_ID_KEY
-_SEQUENCE_WRAP = 1 << 31
-MAX_IN_FLIGHT = 3  # produce requests in flight per stream (KIP-98 allows up to 5 when idempotent)  # Kafka sequences are int32 and wrap to 0 (KIP-98)
+_SEQUENCE_WRAP = 1 << 31  # Kafka sequences are int32 and wrap to 0 (KIP-98)
+MAX_IN_FLIGHT = 5  # produce requests in flight per stream: KIP-98's most for an idempotent producer
 _CODECS = {"none": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
            "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
 
@@ -191,7 +191,7 @@ class StreamProducer:
             cuts.append(count)
         start = 0
         for stop in cuts:
-            self._send(stream, state, columns.encode(start, stop), stop - start)
+            self._send(stream, state, columns, start, stop)
             start = stop
         rest = count - start
         state.values = [values.slice(start)] if rest else []
@@ -199,9 +199,12 @@ class StreamProducer:
         state.headers = [headers.slice(start) if headers is not None else None] if rest else []
         state.pending_bytes = 0 if not rest else (values.slice(start).nbytes + 24 * rest)
 
-    def _send(self, stream: str, state: _StreamState, records: bytes, count: int) -> None:
-        batch = build_batch(records, count, int(time.time() * 1000), self._producer_id, self._epoch,
-                            state.next_sequence, self._codec)
+    def _send(self, stream: str, state: _StreamState, columns: RecordColumns, start: int, stop: int) -> None:
+        """Rows [start, stop) as one batch, sent while the batches before it are still in flight:
+        the next one is encoded while the broker appends and syncs these."""
+        count = stop - start
+        batch = columns.encode_batch(start, stop, int(time.time() * 1000), self._producer_id, self._epoch,
+                                     state.next_sequence, self._codec)
         if state.pipeline is None:
             state.pipeline = self._client.pipeline(stream, self._options.client.request_timeout_ms,
                                                    self._options.delivery_timeout_ms, MAX_IN_FLIGHT)
@@ -233,15 +236,10 @@ def _binary(column: pa.Array) -> pa.Array | None:
 
 
 def _headers(column: pa.Array) -> pa.Array | None:
-    """Pre-encoded headers sections (per record: Python work only for this column)."""
+    """Pre-encoded headers sections, one per record."""
     if pa.types.is_null(column.type) or column.null_count == len(column):
         return None
-    sections = []
-    for entry in column.to_pylist():
-        sections.append(encode_headers(
-            [(h["key"], h["value"].encode() if isinstance(h["value"], str) else h["value"]) for h in entry]
-            if entry else None))
-    return pa.array(sections, pa.binary())
+    return encode_headers_column(column)
 
 
 def split_by_stream(batch: pa.RecordBatch, columns: WriteColumns,

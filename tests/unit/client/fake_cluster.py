@@ -4,11 +4,17 @@ VdlClient(settings(), connect=cluster.connect, sleep=cluster.sleep).
 Nodes are "n<id>:9092"; the test sets who leads, who is the controller, which nodes are down,
 and queues error codes a node answers once per request type. Every request is recorded as
 (address, request class name), for tests that assert where the client sent what.
+
+Produce appends to one replicated log per stream (`stored`: the batches in log order) with
+idempotent producers' bookkeeping as KIP-98/KIP-360 have it: an unknown producer's first batch
+is taken at any sequence, then a batch is appended only in sequence, a retry of a remembered
+batch is a duplicate, an older one DUPLICATE_SEQUENCE_NUMBER, a gap OUT_OF_ORDER_SEQUENCE_NUMBER.
+Requests sent on a connection are answered in order (send, then receive), as a broker does.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from typing import Any
 
 from vdl_client.settings import ClientSettings
@@ -19,7 +25,9 @@ from vdl_wire.messages import (
     FindCoordinatorResponse,
     MetadataResponse,
     OffsetFetchResponse,
+    ProduceResponse,
 )
+from vdl_wire.records.batch_header import parse_batch_header
 
 BOOTSTRAP = "n1:9092"
 
@@ -45,6 +53,8 @@ class FakeCluster:
         self.errors: dict[tuple[int, str], list[int]] = defaultdict(list)  # (node, request) -> codes, once each
         self.sent: list[tuple[str, str]] = []
         self.slept: list[float] = []  # the client's backoffs, in seconds
+        self.stored: dict[str, list[bytes]] = defaultdict(list)  # stream -> batches, in log order
+        self._sequences: dict[tuple[str, int], list[tuple[int, int]]] = {}  # (stream, producer) -> (first, last)
 
     def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
@@ -73,6 +83,11 @@ class FakeCluster:
             return FindCoordinatorResponse(coordinators=[FindCoordinatorResponse.Coordinator(
                 key=request.coordinator_keys[0], node_id=self.coordinator, host=f"n{self.coordinator}", port=9092,
                 error_code=error)])
+        if name == "ProduceRequest":
+            topic = request.topic_data[0]
+            code = error or self._append(topic.name, bytes(topic.partition_data[0].records))
+            return ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=[
+                ProduceResponse.PartitionProduceResponse(index=0, error_code=code)])])
         if name == "OffsetFetchRequest":
             group = request.groups[0].group_id
             return OffsetFetchResponse(groups=[OffsetFetchResponse.OffsetFetchResponseGroup(
@@ -81,6 +96,22 @@ class FakeCluster:
                         OffsetFetchResponse.OffsetFetchResponsePartitions(partition_index=0, committed_offset=offset)])
                     for stream, offset in sorted(self.committed.get(group, {}).items())])])
         raise AssertionError(f"the fake cluster does not answer {name}")
+
+    def _append(self, stream: str, batch: bytes) -> int:
+        header = parse_batch_header(batch)
+        first, last = header.base_sequence, header.base_sequence + header.last_offset_delta
+        if self.leaders.get(stream) is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        known = self._sequences.get((stream, header.producer_id))
+        if known is not None:
+            if (first, last) in known[-5:]:
+                return 0  # a retry of a remembered batch: acknowledged, not stored again
+            if first != known[-1][1] + 1:
+                return (ErrorCode.DUPLICATE_SEQUENCE_NUMBER if last <= known[-1][1]
+                        else ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+        self._sequences.setdefault((stream, header.producer_id), []).append((first, last))
+        self.stored[stream].append(batch)
+        return 0
 
     def _metadata(self, request: Any) -> Any:
         wanted = list(self.leaders) if request.topics is None else [t.name for t in request.topics]
@@ -102,6 +133,8 @@ class FakeCluster:
 class FakeConnection:
     def __init__(self, cluster: FakeCluster, node: int, addr: str) -> None:
         self.cluster, self.node, self.address = cluster, node, addr
+        self._answers: deque[tuple[int, Any]] = deque()
+        self._correlation = 0
 
     def request(self, request: Any, timeout_s: float, version: int | None = None) -> Any:
         if self.node in self.cluster.down:
@@ -110,8 +143,20 @@ class FakeConnection:
         return self.cluster.answer(self.node, request)
 
     def send(self, request: Any, timeout_s: float, version: int | None = None) -> int:
+        """The node handles the request now; its answer waits for receive(), in order."""
+        if self.node in self.cluster.down:
+            raise ConnectionResetError(104, "Connection reset by peer")
         self.cluster.sent.append((self.address, type(request).__name__))
-        return 0
+        self._correlation += 1
+        answer = None if getattr(request, "acks", -1) == 0 else self.cluster.answer(self.node, request)
+        if answer is not None:
+            self._answers.append((self._correlation, answer))
+        return self._correlation
+
+    def receive(self, request_class: type, correlation: int, timeout_s: float, version: int | None = None) -> Any:
+        got, answer = self._answers.popleft()
+        assert got == correlation, (got, correlation)
+        return answer
 
     def close(self) -> None:
         pass

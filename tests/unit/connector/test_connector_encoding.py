@@ -5,7 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from vdl_connector.arrow import RecordColumns, build_batch, cut_points, encode_headers
+from vdl_connector.arrow import RecordColumns, build_batch, cut_points, encode_headers, encode_headers_column
+from vdl_connector.schema import ARROW_HEADERS_TYPE
 from vdl_wire.records.compression import Compression
 from vdl_wire.records.record_batch import read_records, validate_batch
 
@@ -88,3 +89,35 @@ def test_equal_size_values_decode_exactly_across_record_size_changes(count: int)
         assert decoded.values.equals(values)
         assert decoded.offsets.to_pylist() == list(range(count))
         assert decoded.keys.to_pylist() == (keys.to_pylist() if keys is not None else [None] * count)
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.ZSTD])
+def test_encode_batch_in_place_equals_build_batch(codec: int) -> None:
+    """encode_batch writes the records into the batch's own buffer (the uniform layout's template
+    kept from batch to batch, grown when a longer one comes): the same bytes as build_batch."""
+    uniform = pa.array([bytes([i % 256]) * 100 for i in range(9_000)], pa.binary())
+    other_values = pa.array([b"%04d" % i + b"w" * 96 for i in range(9_000)], pa.binary())  # same layout
+    cases = [(None, uniform, None, 0, 70), (None, uniform, None, 0, 9_000), (None, other_values, None, 100, 8_300),
+             (KEYS, VALUES, None, 0, 300), (KEYS, VALUES, HEADERS, 17, 250)]
+    for keys, values, headers, start, stop in cases:
+        columns = RecordColumns(keys, values, headers)
+        expected = build_batch(columns.encode(start, stop), stop - start, 1234, 5, 0, 10, codec)
+        batch = columns.encode_batch(start, stop, 1234, 5, 0, 10, codec)
+        assert bytes(batch) == expected
+        validate_batch(bytes(batch))
+        assert [r.value for r in read_records(bytes(batch))] == values.to_pylist()[start:stop]
+
+
+def test_headers_column_encodes_as_each_row_alone() -> None:
+    """Spark's headers column (array<struct<key, value>>) is encoded for all rows at once: the same
+    sections as encode_headers row by row, null and empty lists included, on a slice too."""
+    rows = [None if i % 11 == 0 else [] if i % 7 == 0 else
+            [{"key": "k" * (i % 4) + str(j), "value": None if (i + j) % 5 == 0 else bytes([i % 256]) * ((i * j) % 140)}
+             for j in range(i % 4 + 1)] for i in range(400)]
+    column = pa.array(rows, ARROW_HEADERS_TYPE)
+    for part in (column, column[13:321]):
+        expected = [encode_headers([(h["key"], h["value"]) for h in row] if row else None) for row in part.to_pylist()]
+        assert encode_headers_column(part).to_pylist() == expected
+    text_values = pa.array([[{"key": "a", "value": "\u00e9"}], None],
+                           pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())])))
+    assert encode_headers_column(text_values).to_pylist() == [encode_headers([("a", "\u00e9".encode())]), b"\x00"]
