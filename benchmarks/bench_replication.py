@@ -1,7 +1,7 @@
 """Replication benchmark: a 3-node dev cluster on this machine, next to one VDL node and a
 3-node Apache Kafka cluster.
 
-    .venv/bin/python -m benchmarks.bench_replication [--quick] [--no-fsync]
+    .venv/bin/python -m benchmarks.bench_replication [--quick] [--no-fsync] [--vdl-only] [--profile]
     .venv/bin/python -m benchmarks.bench_replication --metrics [--rounds 3] [--no-fsync]
 
 Four targets take turns in every round (each round starting with the next one, after an
@@ -11,14 +11,25 @@ defaults (acknowledged from the page cache) and with topic flush.messages=1 (fsy
 batch, as VDL). The same confluent-kafka clients and records go to all of them:
 - produce throughput: confluent-kafka producer processes, 100-byte records, acks=-1
   (majority commit), linger 5 ms, with the brokers' CPU per record -- goal >= 300,000
-  records/s; >= 0.8x of one node's; >= 1.0x Kafka with flush.messages=1, >= 0.8x Kafka's defaults;
+  records/s; >= 0.85x of one node's; >= 1.0x Kafka with flush.messages=1, >= 0.8x Kafka's defaults;
 - produce latency (send to acknowledgement, acks=-1) at a steady 20,000 records/s: p50, p99
   -- goal p99 <= 8 ms;
 - produce-to-consume latency at a steady 20,000 records/s -- goal p99 <= Kafka's under both
   settings;
+- replication's cost: broker CPU per acknowledged record (us/record = CPU seconds per million
+  records) of the whole cluster and of each role apart -- the stream's leader, each follower --
+  counted from the start of the run until every broker is idle again (a follower that was
+  behind at the last acknowledgement has caught up by then) -- goals: a follower <= 0.5x the
+  leader; 3 nodes in all <= 2.2x one node; 3-node throughput >= 0.85x one node's;
 - failover: kill -9 of the stream's leader to the first acknowledged acks=-1 produce at any
   node, several kills (the killed node restarted and back in sync in between) -- goal median
   <= 2 s.
+
+With --vdl-only: VDL on 3 nodes and on 1 node only (throughput and CPU per role; no Kafka, no
+latency runs, no failover) -- the quick loop for replication's cost. With --profile: after the
+rounds, one more throughput run per VDL target under py-spy (benchmarks/flamegraph.py): the
+leader's, a follower's and the single node's flame graphs beside the JSON
+(results/bench_replication.<role>.svg) and their top frames by self time in the report.
 
 With --metrics: alternating rounds of fresh clusters with metrics off and on (scraped every 5 s
 meanwhile), acks=-1 throughput; the goal is on >= 0.95x of off (benchmarks/metrics_cost.py).
@@ -35,9 +46,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.bench_broker import RECORD_BYTES, Broker, latency, produce_run
+from benchmarks.flamegraph import Sampler, format_top
 from benchmarks.peers import (
     Measure,
     Target,
@@ -48,7 +61,7 @@ from benchmarks.peers import (
     rotation,
     vdl_target,
 )
-from benchmarks.report import Report, percentile
+from benchmarks.report import RESULTS_DIR, Report, cpu_seconds, percentile
 from vdl_client import ClientSettings, VdlClient, request_once
 from vdl_client.requests import produce_request
 from vdl_dev.dev_cluster import DevCluster, fetch_metadata, free_base_port
@@ -180,12 +193,99 @@ def measure_latency(target: Target, round_number: int, seconds: float, result: T
     result.values["p50"], result.values["p99"] = percentile(result.latency, 0.5), percentile(result.latency, 0.99)
 
 
-def measure_throughput(target: Target, round_number: int, count: int, producers: int, result: TargetRound) -> None:
+# A stream's brokers by role for one topic: {"leader": pid, "follower-1": pid, ...}.
+Roles = Callable[[str], dict[str, int]]
+
+
+def settle(pids: list[int], timeout_s: float = 20.0, window_s: float = 0.25, idle_share: float = 0.05) -> None:
+    """Wait until every process uses under `idle_share` of a core over `window_s` (a follower
+    still catching up after the last acknowledgement is busy), at most `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    last = {pid: cpu_seconds([pid]) for pid in pids}
+    while time.monotonic() < deadline:
+        time.sleep(window_s)
+        now = {pid: cpu_seconds([pid]) for pid in pids}
+        if all(now[pid] - last[pid] < idle_share * window_s for pid in pids):
+            return
+        last = now
+
+
+def measure_throughput(target: Target, round_number: int, count: int, producers: int, result: TargetRound,
+                       roles: Roles | None = None) -> None:
+    """acks=-1 throughput; the broker CPU per record of all and (with `roles`) of each role,
+    counted until the brokers are idle again."""
+    topic = target.topic(f"{TOPIC_THROUGHPUT}-{round_number}")
+    by_role = roles(topic) if roles is not None else {}
+    before = {role: cpu_seconds([pid]) for role, pid in by_role.items()}
     with target.cpu() as used:
-        run = produce_run(target.bootstrap, target.topic(f"{TOPIC_THROUGHPUT}-{round_number}"), count, -1, producers)
+        run = produce_run(target.bootstrap, topic, count, -1, producers)
+        if by_role:
+            settle(list(by_role.values()))
     result.values["acks_all"] = run.rate
     result.values["acks_all_cpu"] = per_record_us(used[0], count)
     result.timelines["acks_all"] = run.counts
+    spent = {role: per_record_us(cpu_seconds([pid]) - before[role], count) for role, pid in by_role.items()}
+    if spent:
+        result.values["leader_cpu"] = spent["leader"]
+        followers = [v for role, v in spent.items() if role != "leader"]
+        if followers:
+            result.values["follower_cpu"] = statistics.mean(followers)
+            result.values["follower_max_cpu"] = max(followers)
+
+
+def report_cost(report: Report, vdl: Target, vdl1: Target, results: dict[str, list[TargetRound]]) -> None:
+    """Replication's cost: CPU per record by role, and the ratios the goals are on (medians of
+    per-round ratios, each round's values measured side by side)."""
+    three, one = results[vdl.key], results[vdl1.key]
+
+    def listed(values: list[float]) -> str:
+        return "rounds: " + ", ".join(f"{v:.2f}" for v in values)
+
+    for label, key, runs in (("3 nodes, leader", "leader_cpu", three), ("3 nodes, a follower (mean of 2)",
+                              "follower_cpu", three), ("3 nodes, the busier follower", "follower_max_cpu", three),
+                             ("1 node", "leader_cpu", one)):
+        values = [r.values[key] for r in runs]
+        report.add(f"broker CPU per record, {label}", statistics.median(values), "us/record",
+                   higher_is_better=False, note="= CPU s per million acknowledged records; " + listed(values))
+    ratios = [
+        ("follower / leader CPU per record, 3 nodes", [r.values["follower_max_cpu"] / r.values["leader_cpu"]
+                                                       for r in three], 0.5, False),
+        ("3-node total / 1-node CPU per record", [a.values["acks_all_cpu"] / b.values["acks_all_cpu"]
+                                                  for a, b in zip(three, one, strict=True)], 2.2, False),
+        ("3-node / 1-node acks=-1 throughput", [a.values["acks_all"] / b.values["acks_all"]
+                                                for a, b in zip(three, one, strict=True)], 0.85, True),
+    ]
+    for name, values, goal, higher in ratios:
+        report.add(name, statistics.median(values), "x", goal, higher_is_better=higher,
+                   note="median of per-round ratios: " + ", ".join(f"{v:.2f}" for v in values))
+    rows = [[f"round {i + 1}", f"{a.values['acks_all']:,.0f}", f"{b.values['acks_all']:,.0f}",
+             f"{a.values['acks_all'] / b.values['acks_all']:.2f}", f"{a.values['leader_cpu']:.2f}",
+             f"{a.values['follower_cpu']:.2f}", f"{a.values['acks_all_cpu']:.2f}", f"{b.values['acks_all_cpu']:.2f}",
+             f"{a.values['follower_max_cpu'] / a.values['leader_cpu']:.2f}",
+             f"{a.values['acks_all_cpu'] / b.values['acks_all_cpu']:.2f}"]
+            for i, (a, b) in enumerate(zip(three, one, strict=True))]
+    report.side_by_side("replication's cost per round (CPU in us/record; followers: mean of 2; "
+                        "load: " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + " at the end)",
+                        ["round", "3 nodes rec/s", "1 node rec/s", "3/1", "leader CPU", "follower CPU",
+                         "3 nodes CPU", "1 node CPU", "follower/leader", "3/1 CPU"], rows)
+
+
+def profile_runs(targets: list[tuple[Target, Roles]], count: int, producers: int, report: Report) -> None:
+    """One more throughput run per target under py-spy: flame graphs and top frames by self time."""
+    for target, roles in targets:
+        topic = target.topic(f"{TOPIC_THROUGHPUT}-profile")
+        target.create(topic)
+        by_role = roles(topic)
+        chosen = {f"{target.key}-{role}": pid for role, pid in by_role.items() if role in ("leader", "follower-1")}
+        with Sampler(chosen, RESULTS_DIR / "bench_replication") as sampler:
+            produce_run(target.bootstrap, topic, count, -1, producers)
+            settle(list(by_role.values()))
+        if sampler.profiles:
+            print(format_top(sampler.profiles, 12), flush=True)
+        for role, profile in sampler.profiles.items():
+            report.side_by_side(f"py-spy, {target.label}, {role}: top frames by self time ({profile.samples} samples;"
+                                f" flame graph results/bench_replication.{role}.svg)", ["self", "frame"],
+                                [[f"{share * 100:.1f}%", frame] for frame, share in profile.top(12)])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,6 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int,
                         help="throughput and latency rounds; each value reported is the median (default 3, quick 1)")
     parser.add_argument("--metrics", action="store_true", help="compare metrics off and on, round by round")
+    parser.add_argument("--vdl-only", action="store_true",
+                        help="VDL on 3 nodes and 1 node only: throughput and CPU per role (no Kafka, latency, failover)")
+    parser.add_argument("--profile", action="store_true",
+                        help="one more run per VDL target under py-spy: flame graphs (SVG) beside the JSON")
     args = parser.parse_args(argv)
     count = 200_000 if args.quick else 2_000_000
     latency_seconds = 2.0 if args.quick else 5.0
@@ -211,23 +315,35 @@ def main(argv: list[str] | None = None) -> int:
         settings = {"log_level": "WARNING", "fsync": not args.no_fsync}
         cluster = DevCluster(3, Path(tmp) / "cluster", free_base_port(6), settings=settings)
         single: Broker | None = None
-        peer = KafkaPeer(3, Path(tmp) / "kafka")
+        peer = None if args.vdl_only else KafkaPeer(3, Path(tmp) / "kafka")
         try:
             cluster.start(timeout_s=60)
             cluster.wait_for_brokers(timeout_s=60)
-            create_streams(cluster, TOPIC_FAILOVER)
+            if not args.vdl_only:
+                create_streams(cluster, TOPIC_FAILOVER)
             # Baselines, same machine, same run; each idles while another is measured.
             single = Broker(Path(tmp) / "single", fsync=not args.no_fsync)
-            peer.start()
+            if peer is not None:
+                peer.start()
             vdl = vdl_target(cluster.bootstrap_servers, lambda: [p for n in cluster.nodes.values() if (p := n.pid)],
                              "VDL 3 nodes", "vdl3", fsync=not args.no_fsync)
             vdl1 = vdl_target(single.bootstrap, lambda: [single.process.pid], "VDL 1 node", "vdl1",
                               fsync=not args.no_fsync)
-            kafka = kafka_targets(peer, "Kafka 3 nodes")
+            kafka = kafka_targets(peer, "Kafka 3 nodes") if peer is not None else []
             targets = [vdl, vdl1, *kafka]
             nodes = {vdl.key: {i: n.client_address for i, n in cluster.nodes.items()},
                      vdl1.key: {1: single.bootstrap},
-                     **{t.key: {n.node_id: n.client_address for n in peer.nodes.values()} for t in kafka}}
+                     **{t.key: {n.node_id: n.client_address for n in peer.nodes.values()}
+                        for t in kafka if peer is not None}}
+            single_pid = single.process.pid
+
+            def cluster_roles(topic: str) -> dict[str, int]:
+                leader = in_sync(nodes[vdl.key], topic, 3, 60)
+                followers = [i for i in sorted(cluster.nodes) if i != leader]
+                pids = {i: n.pid or 0 for i, n in cluster.nodes.items()}
+                return {"leader": pids[leader]} | {f"follower-{k + 1}": pids[i] for k, i in enumerate(followers)}
+
+            roles: dict[str, Roles] = {vdl.key: cluster_roles, vdl1.key: lambda _topic: {"leader": single_pid}}
             for target in targets:  # one unrecorded run each: JIT, page caches, connections
                 create_in_sync(target, nodes[target.key], target.topic("bench-repl-warm-up"))
                 produce_run(target.bootstrap, target.topic("bench-repl-warm-up"), count // 10, -1, args.producers)
@@ -240,32 +356,44 @@ def main(argv: list[str] | None = None) -> int:
                 # Latency first: after a throughput run the third replica may still be catching
                 # up (acks=-1 waits for a majority only) and would compete for the 2 cores.
                 for target in order:
-                    measure_latency(target, round_number, latency_seconds, results[target.key][-1])
+                    if not args.vdl_only:
+                        measure_latency(target, round_number, latency_seconds, results[target.key][-1])
                 for target in order:
-                    measure_throughput(target, round_number, count, args.producers, results[target.key][-1])
+                    measure_throughput(target, round_number, count, args.producers, results[target.key][-1],
+                                       roles.get(target.key))
                     print(f"round {round_number + 1} {target.label}: " + ", ".join(
                         f"{k} {v:,.1f}" for k, v in results[target.key][-1].values.items()), flush=True)
+            report = Report("bench_replication")
+            if args.profile:
+                profile_runs([(vdl, cluster_roles), (vdl1, roles[vdl1.key])], count, args.producers, report)
             failovers: list[float] = []
-            for _ in range(kills):
+            for _ in range(0 if args.vdl_only else kills):
                 failovers.append(failover_seconds(cluster, TOPIC_FAILOVER))
         finally:
             cluster.kill_all()
-            peer.stop_all()
+            if peer is not None:
+                peer.stop_all()
             if single is not None:
                 single.stop()
-    report = Report("bench_replication")
     middle = rounds // 2
     for target in targets:
         report.timeline(f"acks=-1, {target.label}", results[target.key][middle].timelines["acks_all"],
                         baseline=target is not vdl)
+        if args.vdl_only:
+            continue
         report.latency(f"produce-to-consume, acks=-1, 20k rec/s, {target.label}",
                        [v for run in results[target.key] for v in run.latency], baseline=target is not vdl)
+    who = f"{args.producers} confluent-kafka producer processes, linger 5 ms, 100-byte records"
+    report_cost(report, vdl, vdl1, results)
+    if args.vdl_only:
+        compare_targets(report, targets, results, MEASURES[:1], ratio_goals={("acks_all", vdl1.key): 0.85}, who=who)
+        report.finish()
+        return 0
     kafka_default, kafka_flush = kafka
     compare_targets(report, targets, results, MEASURES,
-                    ratio_goals={("acks_all", vdl1.key): 0.8, ("acks_all", kafka_flush.key): 1.0,
+                    ratio_goals={("acks_all", vdl1.key): 0.85, ("acks_all", kafka_flush.key): 1.0,
                                  ("acks_all", kafka_default.key): 0.8, ("p99", kafka_flush.key): 1.0,
-                                 ("p99", kafka_default.key): 1.0},
-                    who=f"{args.producers} confluent-kafka producer processes, linger 5 ms, 100-byte records")
+                                 ("p99", kafka_default.key): 1.0}, who=who)
     spread = ", ".join(f"{f:.2f}" for f in failovers)
     report.add("failover: kill -9 leader -> first acks=-1 ack (median)", statistics.median(failovers), "s", 2.0,
                higher_is_better=False, note=f"VDL 3 nodes, {kills} kills: {spread}")
