@@ -364,8 +364,7 @@ class RaftTransport:
     @staticmethod
     def _write_parts(writer: asyncio.StreamWriter, parts: list[Any]) -> None:
         try:
-            writer.write(_LENGTH.pack(sum(len(p) for p in parts)))
-            writer.writelines(parts)
+            writer.writelines([_LENGTH.pack(sum(len(p) for p in parts)), *parts])
         except (OSError, RuntimeError) as error:  # uvloop: RuntimeError on a closed handle
             raise ConnectionError(str(error)) from error
 
@@ -441,7 +440,9 @@ class RaftTransport:
                 end += 1
             parts = encode_frame(self.node_id, batch[start:end])
             length = sum(len(p) for p in parts)
-            writer.write(_LENGTH.pack(length))
+            # One call for the length and the body: a write() of its own may reach the socket
+            # alone (one more syscall and TCP segment per frame).
+            parts.insert(0, _LENGTH.pack(length))
             writer.writelines(parts)
             peer.stats.frames_sent += 1
             peer.stats.messages_sent += end - start
