@@ -31,6 +31,10 @@ rounds, one more throughput run per VDL target under py-spy (benchmarks/flamegra
 leader's, a follower's and the single node's flame graphs beside the JSON
 (results/bench_replication.<role>.svg) and their top frames by self time in the report.
 
+With --baseline DIR (and --vdl-only): a 3-node cluster and a node of the checkout at DIR (e.g.
+`git worktree add /tmp/vdl-before main`) join the rounds, and the CPU per role is compared
+round by round (this / baseline): a before/after on the same loaded machine.
+
 With --metrics: alternating rounds of fresh clusters with metrics off and on (scraped every 5 s
 meanwhile), acks=-1 throughput; the goal is on >= 0.95x of off (benchmarks/metrics_cost.py).
 
@@ -57,6 +61,7 @@ from benchmarks.peers import (
     TargetRound,
     compare_targets,
     kafka_targets,
+    median_ratio,
     per_record_us,
     rotation,
     vdl_target,
@@ -233,7 +238,21 @@ def measure_throughput(target: Target, round_number: int, count: int, producers:
             result.values["follower_max_cpu"] = max(followers)
 
 
-def report_cost(report: Report, vdl: Target, vdl1: Target, results: dict[str, list[TargetRound]]) -> None:
+def roles_of(cluster: DevCluster) -> Roles:
+    """The cluster's brokers by role for a topic: its in-sync leader, then the others."""
+    addresses = {i: n.client_address for i, n in cluster.nodes.items()}
+
+    def roles(topic: str) -> dict[str, int]:
+        leader = in_sync(addresses, topic, 3, 60)
+        followers = [i for i in sorted(cluster.nodes) if i != leader]
+        pids = {i: n.pid or 0 for i, n in cluster.nodes.items()}
+        return {"leader": pids[leader]} | {f"follower-{k + 1}": pids[i] for k, i in enumerate(followers)}
+
+    return roles
+
+
+def report_cost(report: Report, vdl: Target, vdl1: Target, results: dict[str, list[TargetRound]],
+                prefix: str = "") -> None:
     """Replication's cost: CPU per record by role, and the ratios the goals are on (medians of
     per-round ratios, each round's values measured side by side)."""
     three, one = results[vdl.key], results[vdl1.key]
@@ -245,7 +264,7 @@ def report_cost(report: Report, vdl: Target, vdl1: Target, results: dict[str, li
                               "follower_cpu", three), ("3 nodes, the busier follower", "follower_max_cpu", three),
                              ("1 node", "leader_cpu", one)):
         values = [r.values[key] for r in runs]
-        report.add(f"broker CPU per record, {label}", statistics.median(values), "us/record",
+        report.add(f"{prefix}broker CPU per record, {label}", statistics.median(values), "us/record",
                    higher_is_better=False, note="= CPU s per million acknowledged records; " + listed(values))
     ratios = [
         ("follower / leader CPU per record, 3 nodes", [r.values["follower_max_cpu"] / r.values["leader_cpu"]
@@ -256,7 +275,7 @@ def report_cost(report: Report, vdl: Target, vdl1: Target, results: dict[str, li
                                                 for a, b in zip(three, one, strict=True)], 0.85, True),
     ]
     for name, values, goal, higher in ratios:
-        report.add(name, statistics.median(values), "x", goal, higher_is_better=higher,
+        report.add(prefix + name, statistics.median(values), "x", goal, higher_is_better=higher,
                    note="median of per-round ratios: " + ", ".join(f"{v:.2f}" for v in values))
     rows = [[f"round {i + 1}", f"{a.values['acks_all']:,.0f}", f"{b.values['acks_all']:,.0f}",
              f"{a.values['acks_all'] / b.values['acks_all']:.2f}", f"{a.values['leader_cpu']:.2f}",
@@ -264,7 +283,7 @@ def report_cost(report: Report, vdl: Target, vdl1: Target, results: dict[str, li
              f"{a.values['follower_max_cpu'] / a.values['leader_cpu']:.2f}",
              f"{a.values['acks_all_cpu'] / b.values['acks_all_cpu']:.2f}"]
             for i, (a, b) in enumerate(zip(three, one, strict=True))]
-    report.side_by_side("replication's cost per round (CPU in us/record; followers: mean of 2; "
+    report.side_by_side(f"{prefix}replication's cost per round (CPU in us/record; followers: mean of 2; "
                         "load: " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + " at the end)",
                         ["round", "3 nodes rec/s", "1 node rec/s", "3/1", "leader CPU", "follower CPU",
                          "3 nodes CPU", "1 node CPU", "follower/leader", "3/1 CPU"], rows)
@@ -301,7 +320,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="VDL on 3 nodes and 1 node only: throughput and CPU per role (no Kafka, latency, failover)")
     parser.add_argument("--profile", action="store_true",
                         help="one more run per VDL target under py-spy: flame graphs (SVG) beside the JSON")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="with --vdl-only: also a 3-node cluster and a node of the checkout at DIR, same rounds")
     args = parser.parse_args(argv)
+    if args.baseline is not None and not args.vdl_only:
+        parser.error("--baseline goes with --vdl-only")
     count = 200_000 if args.quick else 2_000_000
     latency_seconds = 2.0 if args.quick else 5.0
     kills = args.kills or (3 if args.quick else 5)
@@ -315,10 +338,18 @@ def main(argv: list[str] | None = None) -> int:
         settings = {"log_level": "WARNING", "fsync": not args.no_fsync}
         cluster = DevCluster(3, Path(tmp) / "cluster", free_base_port(6), settings=settings)
         single: Broker | None = None
+        base_single: Broker | None = None
+        base_cluster = None if args.baseline is None else DevCluster(
+            3, Path(tmp) / "base-cluster", free_base_port(6), settings=settings,
+            command=[sys.executable, "-m", "vdl_broker.server.main"],
+            env={"PYTHONPATH": str(args.baseline.resolve() / "src")})
         peer = None if args.vdl_only else KafkaPeer(3, Path(tmp) / "kafka")
         try:
             cluster.start(timeout_s=60)
             cluster.wait_for_brokers(timeout_s=60)
+            if base_cluster is not None:
+                base_cluster.start(timeout_s=60)
+                base_cluster.wait_for_brokers(timeout_s=60)
             if not args.vdl_only:
                 create_streams(cluster, TOPIC_FAILOVER)
             # Baselines, same machine, same run; each idles while another is measured.
@@ -336,14 +367,23 @@ def main(argv: list[str] | None = None) -> int:
                      **{t.key: {n.node_id: n.client_address for n in peer.nodes.values()}
                         for t in kafka if peer is not None}}
             single_pid = single.process.pid
-
-            def cluster_roles(topic: str) -> dict[str, int]:
-                leader = in_sync(nodes[vdl.key], topic, 3, 60)
-                followers = [i for i in sorted(cluster.nodes) if i != leader]
-                pids = {i: n.pid or 0 for i, n in cluster.nodes.items()}
-                return {"leader": pids[leader]} | {f"follower-{k + 1}": pids[i] for k, i in enumerate(followers)}
-
+            cluster_roles = roles_of(cluster)
             roles: dict[str, Roles] = {vdl.key: cluster_roles, vdl1.key: lambda _topic: {"leader": single_pid}}
+            base3 = base1 = vdl
+            if base_cluster is not None:
+                base_single = Broker(Path(tmp) / "base-single", source=args.baseline, fsync=not args.no_fsync)
+                base_pid = base_single.process.pid
+                base_nodes = base_cluster.nodes
+                base3 = vdl_target(base_cluster.bootstrap_servers, lambda: [p for n in base_nodes.values() if (p := n.pid)],
+                                   "baseline 3 nodes", "base3",
+                                   fsync=not args.no_fsync)
+                base1 = vdl_target(base_single.bootstrap, lambda: [base_pid], "baseline 1 node", "base1",
+                                   fsync=not args.no_fsync)
+                targets += [base3, base1]
+                nodes[base3.key] = {i: n.client_address for i, n in base_cluster.nodes.items()}
+                nodes[base1.key] = {1: base_single.bootstrap}
+                roles[base3.key] = roles_of(base_cluster)
+                roles[base1.key] = lambda _topic: {"leader": base_pid}
             for target in targets:  # one unrecorded run each: JIT, page caches, connections
                 create_in_sync(target, nodes[target.key], target.topic("bench-repl-warm-up"))
                 produce_run(target.bootstrap, target.topic("bench-repl-warm-up"), count // 10, -1, args.producers)
@@ -371,6 +411,10 @@ def main(argv: list[str] | None = None) -> int:
                 failovers.append(failover_seconds(cluster, TOPIC_FAILOVER))
         finally:
             cluster.kill_all()
+            if base_cluster is not None:
+                base_cluster.kill_all()
+            if base_single is not None:
+                base_single.stop()
             if peer is not None:
                 peer.stop_all()
             if single is not None:
@@ -386,6 +430,13 @@ def main(argv: list[str] | None = None) -> int:
     who = f"{args.producers} confluent-kafka producer processes, linger 5 ms, 100-byte records"
     report_cost(report, vdl, vdl1, results)
     if args.vdl_only:
+        if args.baseline is not None:
+            report_cost(report, base3, base1, results, "baseline: ")
+            for key, label in (("leader_cpu", "leader"), ("follower_cpu", "follower")):
+                ratio, ratios = median_ratio([r.values[key] for r in results[vdl.key]],
+                                             [r.values[key] for r in results[base3.key]])
+                report.add(f"CPU per record, 3 nodes, {label}: this / baseline", ratio, "x", higher_is_better=False,
+                           note="median of per-round ratios: " + ", ".join(f"{r:.2f}" for r in ratios))
         compare_targets(report, targets, results, MEASURES[:1], ratio_goals={("acks_all", vdl1.key): 0.85}, who=who)
         report.finish()
         return 0
