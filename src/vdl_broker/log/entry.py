@@ -15,6 +15,11 @@ import crc32c
 from vdl_broker.raft.types import EntryType
 
 
+class FrozenBuffer(bytearray):
+    """A buffer filled once by its owner (a socket read straight into it) and never changed
+    after: the log keeps views into it as it keeps views into bytes, without a copy."""
+
+
 class OffsetOutOfRange(LookupError):
     """A Kafka offset outside [log_start_offset, log_end_offset]."""
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from vdl_broker.log import loading, reading
 from vdl_broker.log.config import LogConfig
 from vdl_broker.log.damage import DamageRecord, clear_damage, save_damage
-from vdl_broker.log.entry import HEADER_SIZE, IndexOutOfRange, encode_header
+from vdl_broker.log.entry import HEADER_SIZE, FrozenBuffer, IndexOutOfRange, encode_header
 from vdl_broker.log.fileio import fsync_dir
 from vdl_broker.log.group_commit import GroupCommit
 from vdl_broker.log.log_start import LogStart, save_log_start
@@ -45,7 +45,8 @@ def _immutable_view(payload: bytes | memoryview | bytearray) -> memoryview:
     """The cache may keep the caller's buffer only if nobody can change it later."""
     if isinstance(payload, bytes):
         return memoryview(payload)
-    if isinstance(payload, memoryview) and payload.readonly and isinstance(payload.obj, bytes):
+    if isinstance(payload, memoryview) and (isinstance(payload.obj, FrozenBuffer)
+                                            or (payload.readonly and isinstance(payload.obj, bytes))):
         return payload
     return memoryview(bytes(payload))
 

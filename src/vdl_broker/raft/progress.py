@@ -109,6 +109,10 @@ class Progress:
         """Book an append ending at last_index (replicate: optimistic next; probe: pause)."""
         if self.state == ProgressState.REPLICATE:
             self.next = last_index + 1
+            if last_index <= self.match:
+                # An empty append to a caught-up member (a commit notice): it holds no window
+                # slot, since nothing but its own answer, which may be lost, would free it.
+                return
             self.inflight.append((last_index, nbytes))
             self.inflight_bytes += nbytes
         elif self.state == ProgressState.PROBE:

@@ -100,6 +100,7 @@ class Replication(NodeState):
         self._broadcast = True
 
     def _tick_heartbeat(self) -> None:
+        self._send_due_commits()
         self.heartbeat_elapsed += 1
         self.election_elapsed += 1
         if self.election_elapsed >= self.config.election_ticks:
@@ -177,11 +178,10 @@ class Replication(NodeState):
             if self._maybe_commit():
                 self._commit_changed = True
             self._send_appends(m.sender)
-            if pr.match == self.log.last_index() and pr.commit_sent < self.log.committed:
-                # Caught up after the commit moved (while its probe was in flight, say): tell it
-                # in an append. A heartbeat's commit is capped at its match, so only an append
-                # lets a recovering follower know it holds the whole committed log (recovery.py).
-                self._send_append(m.sender, send_if_empty=True)
+            # Caught up but not told the commit yet (it moved while this append was in flight):
+            # the next append with entries tells it, or an empty one at the next tick
+            # (_send_due_commits). Not now: an empty append per commit per follower doubled
+            # the frames, Readys and answers of every replicated batch.
             if m.sender == self.transferee and pr.match == self.log.last_index():
                 self._send(MessageType.TIMEOUT_NOW, m.sender)
 
@@ -250,14 +250,24 @@ class Replication(NodeState):
         if not (self._broadcast or self._commit_changed):
             return
         for peer in self.peers:
-            sent = False
             while self._send_append(peer):
-                sent = True
                 if self.progress[peer].state != ProgressState.REPLICATE:
                     break
-            if not sent and self._commit_changed:
-                self._send_append(peer, send_if_empty=True)
+        # A commit change alone sends nothing now: appends carry the commit, and _send_due_commits
+        # tells the members no append told, once a tick.
         self._broadcast = self._commit_changed = False
+
+    def _send_due_commits(self) -> None:
+        """Every tick: an empty append to each caught-up member whose last append carried an
+        older commit. A heartbeat's commit is capped at its match, so only an append lets a
+        recovering follower know it holds the whole committed log (recovery.py); and followers
+        serve reads up to the commit they know (KIP-392), so they learn it within a tick."""
+        log = self.log
+        committed, last = log.committed, log.last_index()
+        for peer in self.peers:
+            pr = self.progress[peer]
+            if pr.commit_sent < committed and pr.match == last:
+                self._send_append(peer, send_if_empty=True)
 
     def _maybe_commit(self) -> bool:
         matches = sorted((self.progress[v].match for v in self.voters), reverse=True)

@@ -105,6 +105,90 @@ class _Peer:
     calls: dict[int, asyncio.Future[bytes]] = field(default_factory=dict)
 
 
+class _FrameProtocol(asyncio.Protocol):
+    """Reads an attached connection's frames in place of its StreamReader (which read the HELLO).
+
+    A frame that arrived whole in one read is handed on as a slice of the bytes the transport
+    gave us (no copy); one spread over several reads is joined once into bytes of its length
+    (a StreamReader copies every byte three times: into its buffer, out of it, into bytes; a
+    zeroed buffer filled piecewise costs a fill and a copy). Each frame goes to `on_frame` from the transport's callback, with no task wake-up
+    per frame. Writing stays with the StreamWriter: flow control and the connection's loss are
+    passed on to its original protocol, which its drain() and close() rely on. `on_end` is
+    called once, when the connection ends (with the error, if any); nothing is read after."""
+
+    def __init__(self, inner: asyncio.BaseProtocol, max_frame_bytes: int, on_frame: Callable[[memoryview], None],
+                 on_end: Callable[[BaseException | None], None]) -> None:
+        self._inner = inner
+        self._max = max_frame_bytes
+        self._on_frame = on_frame
+        self._on_end = on_end
+        self.ended = False
+        self._head = b""  # the first bytes of a length prefix split over reads
+        self._chunks: list[memoryview] = []  # the pieces of a frame body being gathered
+        self._missing = 0  # its bytes still to come
+
+    def data_received(self, data: bytes) -> None:
+        if self.ended:
+            return
+        try:
+            self._feed(data)
+        except Exception as error:  # a malformed frame (WireError) or a broken handler: close
+            self._finish(error)
+
+    def _feed(self, data: bytes) -> None:
+        view = memoryview(data)
+        size = len(view)
+        position = 0
+        if self._missing:
+            take = min(self._missing, size)
+            self._chunks.append(view[:take])
+            self._missing -= take
+            position = take
+            if self._missing:
+                return
+            body, self._chunks = b"".join(self._chunks), []
+            self._on_frame(memoryview(body))
+        while position < size and not self.ended:
+            if self._head or size - position < _LENGTH.size:
+                need = _LENGTH.size - len(self._head)
+                self._head += bytes(view[position:position + need])
+                position += min(need, size - position)
+                if len(self._head) < _LENGTH.size:
+                    return
+                (length,), self._head = _LENGTH.unpack(self._head), b""
+            else:
+                (length,) = _LENGTH.unpack_from(view, position)
+                position += _LENGTH.size
+            if length > self._max:
+                raise WireError(f"frame of {length} bytes exceeds the limit {self._max}", 0)
+            if size - position >= length:
+                self._on_frame(view[position:position + length])
+                position += length
+                continue
+            self._chunks.append(view[position:])
+            self._missing = length - (size - position)
+            return
+
+    def _finish(self, error: BaseException | None) -> None:
+        if not self.ended:
+            self.ended = True
+            self._on_end(error)
+
+    def eof_received(self) -> bool | None:
+        self._finish(None)
+        return None  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._finish(exc)
+        self._inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+
 def _payload_bytes(message: Message) -> int:
     return sum(len(e.data) for e in message.entries) + 64
 
@@ -276,8 +360,7 @@ class RaftTransport:
     @staticmethod
     def _write_parts(writer: asyncio.StreamWriter, parts: list[Any]) -> None:
         try:
-            writer.write(_LENGTH.pack(sum(len(p) for p in parts)))
-            writer.writelines(parts)
+            writer.writelines([_LENGTH.pack(sum(len(p) for p in parts)), *parts])
         except (OSError, RuntimeError) as error:  # uvloop: RuntimeError on a closed handle
             raise ConnectionError(str(error)) from error
 
@@ -353,7 +436,9 @@ class RaftTransport:
                 end += 1
             parts = encode_frame(self.node_id, batch[start:end])
             length = sum(len(p) for p in parts)
-            writer.write(_LENGTH.pack(length))
+            # One call for the length and the body: a write() of its own may reach the socket
+            # alone (one more syscall and TCP segment per frame).
+            parts.insert(0, _LENGTH.pack(length))
             writer.writelines(parts)
             peer.stats.frames_sent += 1
             peer.stats.messages_sent += end - start
@@ -539,31 +624,58 @@ class RaftTransport:
         return await reader.readexactly(length)
 
     async def _read_loop(self, peer: _Peer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[BaseException | None] = loop.create_future()
+        transport = writer.transport
+        frames = _FrameProtocol(transport.get_protocol(), self.config.max_frame_bytes,
+                                lambda body: self._on_body(peer, writer, body),
+                                lambda end: None if done.done() else done.set_result(end))
+        error: BaseException | None = None
         try:
-            while not self._closed:
-                frame = decode_frame(await self._read_body(reader))
-                if frame.kind in (KIND_REQUEST, KIND_RESPONSE) and frame.sender == peer.id:
-                    assert frame.payload is not None
-                    self._on_call_frame(peer, writer, frame.kind, frame.call_id, frame.payload)
-                    continue
-                if frame.kind not in (KIND_MESSAGES, KIND_HEARTBEAT) or frame.sender != peer.id:
-                    raise WireError(f"unexpected frame kind {frame.kind} from node {frame.sender}", 0)
-                if frame.kind == KIND_HEARTBEAT:
-                    peer.stats.heartbeats_received += 1
-                    peer.incarnation = frame.incarnation
-                    continue
-                peer.stats.frames_received += 1
-                peer.stats.messages_received += len(frame.messages)
-                for group, message in frame.messages:
-                    if message.to != self.node_id:
-                        continue
-                    try:
-                        self.handler(group, message)
-                    except Exception:  # one bad group must not take the connection down
-                        log.exception("node %d: handling a message for group %s failed", self.node_id, group)
-        except (OSError, asyncio.IncompleteReadError) as error:
-            log.debug("node %d: connection to node %d closed: %s", self.node_id, peer.id, error)
-        except WireError as error:
-            log.warning("node %d: bad frame from node %d: %s", self.node_id, peer.id, error)
+            # From here on frames are read by _FrameProtocol; what the StreamReader holds already
+            # (frames right behind the HELLO) goes first. With its end fed, read() returns that
+            # at once (nothing in it awaits the loop), so no byte can overtake it.
+            at_eof = reader.at_eof()
+            transport.set_protocol(frames)
+            reader.feed_eof()
+            leftover = await reader.read()
+            if at_eof or transport.is_closing():
+                return  # lost before we took over (its protocol heard of it, not ours)
+            if leftover:
+                frames.data_received(leftover)
+            error = await done
+        except (OSError, asyncio.IncompleteReadError) as failure:
+            error = failure
         finally:
+            if isinstance(error, WireError):
+                log.warning("node %d: bad frame from node %d: %s", self.node_id, peer.id, error)
+            elif isinstance(error, (OSError, asyncio.IncompleteReadError)) or error is None:
+                log.debug("node %d: connection to node %d closed: %s", self.node_id, peer.id, error)
+            else:
+                log.error("node %d: reading from node %d failed: %r", self.node_id, peer.id, error)
             self._disconnect(peer, writer)
+
+    def _on_body(self, peer: _Peer, writer: asyncio.StreamWriter, body: memoryview) -> None:
+        """One frame from an attached peer (WireError: close the connection)."""
+        if self._closed:
+            return
+        frame = decode_frame(body)
+        if frame.kind in (KIND_REQUEST, KIND_RESPONSE) and frame.sender == peer.id:
+            assert frame.payload is not None
+            self._on_call_frame(peer, writer, frame.kind, frame.call_id, frame.payload)
+            return
+        if frame.kind not in (KIND_MESSAGES, KIND_HEARTBEAT) or frame.sender != peer.id:
+            raise WireError(f"unexpected frame kind {frame.kind} from node {frame.sender}", 0)
+        if frame.kind == KIND_HEARTBEAT:
+            peer.stats.heartbeats_received += 1
+            peer.incarnation = frame.incarnation
+            return
+        peer.stats.frames_received += 1
+        peer.stats.messages_received += len(frame.messages)
+        for group, message in frame.messages:
+            if message.to != self.node_id:
+                continue
+            try:
+                self.handler(group, message)
+            except Exception:  # one bad group must not take the connection down
+                log.exception("node %d: handling a message for group %s failed", self.node_id, group)

@@ -44,7 +44,7 @@ import struct
 from dataclasses import dataclass
 
 from vdl_broker.cluster.stream_configs import StreamSettings
-from vdl_broker.log import StreamLog
+from vdl_broker.log import FrozenBuffer, StreamLog
 from vdl_broker.log.log_start import load_deleted_below, save_deleted_below
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.proposals import Proposal, ProposalStorageError
@@ -361,7 +361,9 @@ class Partition:
             if check.verdict is not Verdict.APPEND:
                 raise PartitionError(VERDICT_ERRORS[check.verdict])
         base_offset = self._next_offset
-        stored = with_base_offset(batch, base_offset, self._serving[0])
+        # The one copy of the batch: nothing writes it after this stamp, so the log's tail cache
+        # keeps views of it as it is (a plain bytearray would be copied once more there).
+        stored = with_base_offset(batch, base_offset, self._serving[0], into=FrozenBuffer)
         try:
             last_offset = check_batch(stored).last_offset  # a bad batch must never reach the replicated log
             # A view, not the bytearray itself: a Raft entry's payload is bytes or a memoryview.

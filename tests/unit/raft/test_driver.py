@@ -333,8 +333,6 @@ def test_a_graceful_stop_during_a_step_down_lets_the_role_listeners_hear_of_it(t
     run(tmp_path, body)
 
 
-@pytest.mark.xfail(strict=True, reason="defect: a caught-up follower's lost answers to empty appends hold "
-                                       "the leader's inflight window, so the group never quiesces")
 def test_lost_answers_to_commit_notices_do_not_keep_a_group_awake(tmp_path: Path) -> None:
     """Seed 8: the leader sends a caught-up follower two empty appends (commit notices) whose
     answers the lossy link drops. Their inflight slots (last index 22 = the follower's match)
