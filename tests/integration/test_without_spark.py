@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.support.cluster import BrokerProcess, free_port, start_broker
 
-SPARK_EXTRA_MODULES = ("pyspark", "py4j", "delta", "pyarrow", "numpy", "pandas", "deltalake")
+SPARK_EXTRA_MODULES = ("pyspark", "py4j", "pyarrow", "numpy", "pandas", "deltalake")
 # Runs a module as __main__ after installing a finder that refuses the Spark extra's packages.
 WITHOUT_SPARK = f"""
 import runpy, sys
