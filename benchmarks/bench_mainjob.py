@@ -5,12 +5,14 @@
 
 In one run, on the demo's 3-node cluster (fsync on) and the demo's Spark settings (local[2]):
 - the main job (vdl_dev/pipeline.py: read once, from_json, foreachBatch -> exactly-once enriched
-  write + window aggregates MERGEd into Delta) over the `orders` stream, and the same job over
-  the same events as JSON-lines files (Spark's text source), alternately, `--rounds` each: rows/s
-  (medians) and their ratio -- goal >= 0.8x. The same number of micro-batches for both.
+  write + window aggregates MERGEd into Delta with delta-spark's DeltaTable.merge, idempotent by
+  txnAppId/txnVersion) over the `orders` stream, and the same job over the same events as
+  JSON-lines files (Spark's text source), both writing Delta the same way, alternately,
+  `--rounds` each: rows/s (medians) and their ratio -- goal >= 0.9x. The same number of
+  micro-batches for both.
 - where each micro-batch's time goes: StreamingQueryProgress durationMs (latestOffset, getBatch,
   queryPlanning, addBatch, walCommit, commitOffsets), inside foreachBatch (enriched write,
-  aggregation, Delta MERGE + commit), CPU seconds per process (Spark's JVM, its Python workers
+  aggregation, delta-spark MERGE + commit), CPU seconds per process (Spark's JVM, its Python workers
   by kind, brokers), and one VdlWriterId round trip (what each exactly-once write task pays);
 - freshness: `vdl demo --follow`'s loop at 5,000 events/s with a 1 s trigger: p50/p99 of the age
   of the newest event visible in Delta at each commit -- goal p99 <= 5 s;
@@ -249,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
                note=f"{records:,} events, {batches} micro-batches; rounds: {listed(vdl_rates, ',.0f')}")
     report.add("same job fed by Spark's file source (JSON lines)", statistics.median(file_rates), "rows/s",
                note=f"rounds: {listed(file_rates, ',.0f')}")
-    report.add("main job / file-source job", statistics.median(ratios), "x", 0.8,
+    report.add("main job / file-source job", statistics.median(ratios), "x", 0.9,
                note=f"median of per-round ratios: {listed(ratios, '.2f')}")
     freshness = follow_report.freshness
     report.add("freshness p50 (follow, 1 s trigger)", statistics.median(freshness), "s", higher_is_better=False,

@@ -9,18 +9,18 @@
 # MAGIC orders (log stream) --readStream.format("vdl")--> from_json --foreachBatch--+--> enrich (join dimensions)
 # MAGIC                                                                            |     --write.format("vdl"), exactly once--> orders-enriched
 # MAGIC                                                                            +--> orders per 1-minute window and category
-# MAGIC                                                                                  --Delta MERGE (add to the window's row + app transaction)--> orders_per_minute
+# MAGIC                                                                                  --DeltaTable.merge (add to the window's row), idempotent--> orders_per_minute
 # MAGIC ```
 # MAGIC
-# MAGIC **Delta.** Here the Delta table is written with the `deltalake` package from `foreachBatch`, so it works on any
-# MAGIC Spark. On a Spark with Delta installed (Databricks) `writeStream.format("delta")` works unchanged with this source,
-# MAGIC for example `aggregates.writeStream.format("delta").outputMode("append").option("checkpointLocation", ...).toTable("orders_per_minute")`.
+# MAGIC **Delta.** The table is written as on any Databricks cluster: `DeltaTable.forPath(spark, path).merge(...)` inside
+# MAGIC `foreachBatch`, made exactly once by Delta's idempotent writes, and read with `spark.read.format("delta")` and
+# MAGIC `DESCRIBE HISTORY`. (`writeStream.format("delta")` works with this source too, for a plain append of each row.)
 # MAGIC
 # MAGIC The last part, **freshness**, keeps events coming at a steady rate and prints for every micro-batch how old the
 # MAGIC newest event visible in the Delta table is (what `vdl demo --follow` does).
 # MAGIC
-# MAGIC `output_dir` must be a path that both Spark and plain Python (deltalake) can use: locally any directory, on
-# MAGIC Databricks a Unity Catalog volume (`/Volumes/<catalog>/<schema>/<volume>/...`).
+# MAGIC `output_dir` holds the Delta table and the checkpoints: locally any directory, on Databricks a Unity Catalog
+# MAGIC volume (`/Volumes/<catalog>/<schema>/<volume>/...`).
 
 # COMMAND ----------
 
@@ -104,14 +104,18 @@ orders.printSchema()
 # MAGIC   from the query and batch id, so a micro-batch Spark replays after a failure re-sends batches the broker already
 # MAGIC   holds, and nothing is stored twice.
 # MAGIC * **Window aggregates** (orders, units, revenue, largest order per 1-minute event-time window and category) of the
-# MAGIC   micro-batch are partial sums: `DeltaMergeSink` MERGEs them into the table, adding to the row of each window the
-# MAGIC   batch touched, and commits together with Delta's **app transaction** `(query id, batch id)`. A replayed batch
-# MAGIC   finds its id already committed and is skipped. The table is the aggregation state: a late order still counts.
+# MAGIC   micro-batch are partial sums: `DeltaTable.merge` adds them to the row of each window the batch touched. The table
+# MAGIC   is the aggregation state: a late order still counts.
+# MAGIC * **Exactly once into Delta**: Delta's idempotent writes. The first batch creates the table with an append and the
+# MAGIC   writer options `txnAppId` / `txnVersion`; every later batch is a MERGE, which takes the same pair from the session
+# MAGIC   settings `spark.databricks.delta.write.txnAppId` / `spark.databricks.delta.write.txnVersion` (set on the
+# MAGIC   micro-batch's own session, and unset after it). The commit records the pair as an app transaction; Delta skips a
+# MAGIC   write whose version (the batch id) is not above the one recorded for the app id, so a micro-batch Spark replays
+# MAGIC   after a failure changes nothing.
 
 # COMMAND ----------
 
-import pyarrow.compute as pc
-from vdl_dev.pipeline import ACCUMULATE, DeltaMergeSink
+from delta.tables import DeltaTable
 
 departments = spark.createDataFrame(
     [("books", "media"), ("electronics", "tech"), ("fashion", "apparel"), ("garden", "outdoor"),
@@ -122,11 +126,33 @@ regions = spark.createDataFrame(
 order_columns = ["order_id", "customer_id", "event_time", "category", "product_id", "quantity", "unit_price", "amount",
                  "country", "payment"]
 checkpoint = os.path.join(base, "checkpoints", "orders")
-sink = DeltaMergeSink(delta_path, checkpoint=checkpoint, combine=ACCUMULATE)
+app_id = f"orders-per-minute-{run}"  # one per pipeline: kept when the query restarts from its checkpoint
+accumulate = {"orders": "t.orders + s.orders", "units": "t.units + s.units", "revenue": "t.revenue + s.revenue",
+              "max_amount": "greatest(t.max_amount, s.max_amount)"}
+committed = []
+
+
+def merge_aggregates(aggregates, batch_id):
+    """MERGE one batch's partial aggregates, exactly once; False when Delta skipped it (committed before)."""
+    session = aggregates.sparkSession
+    if not DeltaTable.isDeltaTable(session, delta_path):
+        (aggregates.write.format("delta").option("txnAppId", app_id).option("txnVersion", batch_id)
+         .save(delta_path))
+        return True
+    session.conf.set("spark.databricks.delta.write.txnAppId", app_id)
+    session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+    try:
+        metrics = (DeltaTable.forPath(session, delta_path).alias("t")
+                   .merge(aggregates.alias("s"), "t.window_start = s.window_start AND t.category = s.category")
+                   .whenMatchedUpdate(set=accumulate).whenNotMatchedInsertAll()
+                   .execute())
+        return len(metrics.collect()) > 0  # no metrics row: Delta skipped the MERGE
+    finally:
+        session.conf.unset("spark.databricks.delta.write.txnAppId")
+        session.conf.unset("spark.databricks.delta.write.txnVersion")
 
 
 def process_batch(batch, batch_id):
-    sink.adopt_running_query(batch)  # the app id of the Delta transactions: this query's id
     batch.persist()
     try:
         enriched = (batch.join(F.broadcast(departments), "category", "left").join(F.broadcast(regions), "country", "left")
@@ -139,10 +165,11 @@ def process_batch(batch, batch_id):
                       .agg(F.count(F.lit(1)).alias("orders"), F.sum("quantity").cast("long").alias("units"),
                            F.sum("amount").alias("revenue"), F.max("amount").alias("max_amount"))
                       .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
-                              "category", "orders", "units", "revenue", "max_amount")).toArrow()
+                              "category", "orders", "units", "revenue", "max_amount"))
+        if merge_aggregates(aggregates, batch_id):
+            committed.append(batch_id)
     finally:
         batch.unpersist()
-    sink.write_arrow(aggregates, batch_id)
 
 # COMMAND ----------
 
@@ -157,22 +184,23 @@ query = (orders.writeStream.queryName(f"orders_{run}").option("checkpointLocatio
 query.awaitTermination()
 rows = sum(p["numInputRows"] for p in query.recentProgress)
 print(f"{query.name}: {rows} records in {sum(1 for p in query.recentProgress if p['numInputRows'])} micro-batches")
-print(f"Delta commits for batches {sink.committed}")
+print(f"Delta commits for batches {committed}")
 
 # COMMAND ----------
 
 # MAGIC %md
 # MAGIC ## 5. The Delta table
-# MAGIC Read with `deltalake` (or `spark.read.format("delta")` where Delta is installed).
+# MAGIC Read with `spark.read.format("delta")`; `DESCRIBE HISTORY` lists the commits (the first batch's `WRITE`, then a
+# MAGIC `MERGE` per micro-batch).
 
 # COMMAND ----------
 
-from deltalake import DeltaTable
-
-table = DeltaTable(delta_path)
-result = table.to_pandas().sort_values(["window_start", "category"]).reset_index(drop=True)
-print(f"Delta table version {table.version()}: {len(result)} rows, {int(result['orders'].sum())} orders")
-display(spark.createDataFrame(result).orderBy(F.desc("revenue")).limit(10))
+table = spark.read.format("delta").load(delta_path)
+result = table.orderBy("window_start", "category").toPandas()
+version = DeltaTable.forPath(spark, delta_path).history(1).first().version
+print(f"Delta table version {version}: {len(result)} rows, {int(result['orders'].sum())} orders")
+display(table.orderBy(F.desc("revenue")).limit(10))
+display(spark.sql(f"DESCRIBE HISTORY delta.`{delta_path}`").select("version", "timestamp", "operation", "operationMetrics"))
 
 # COMMAND ----------
 
@@ -192,19 +220,19 @@ display(fig)
 
 # MAGIC %md
 # MAGIC ## 6. A replayed batch is skipped
-# MAGIC Delta records the last batch id per app id. Calling the sink again with an old batch id (as Spark does after a
-# MAGIC crash between the Delta commit and its own checkpoint commit) changes nothing.
+# MAGIC Delta records the last batch id per app id. Merging again with that batch id (as Spark does after a crash between
+# MAGIC the Delta commit and its own checkpoint commit) changes nothing: no commit, no window counted twice.
 
 # COMMAND ----------
 
-import pyarrow as pa
-
-last = table.transaction_version(sink.app_id)
-version_before = table.version()
-skipped = not sink.write_arrow(pa.Table.from_pandas(result.head(1), preserve_index=False), last)
-print(f"app {sink.app_id}: last batch {last}; replaying it skipped: {skipped}; "
-      f"table version {version_before} -> {DeltaTable(delta_path).version()}")
-assert skipped and DeltaTable(delta_path).version() == version_before
+last = committed[-1]
+orders_before = table.agg(F.sum("orders")).first()[0]
+skipped = not merge_aggregates(spark.read.format("delta").load(delta_path).limit(1), last)
+version_after = DeltaTable.forPath(spark, delta_path).history(1).first().version
+orders_after = spark.read.format("delta").load(delta_path).agg(F.sum("orders")).first()[0]
+print(f"app {app_id}: last batch {last}; replaying it skipped: {skipped}; table version {version} -> {version_after}; "
+      f"orders {orders_before} -> {orders_after}")
+assert skipped and version_after == version and orders_after == orders_before
 
 # COMMAND ----------
 

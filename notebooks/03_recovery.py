@@ -17,7 +17,7 @@
 dbutils.widgets.text("bootstrap_servers", "127.0.0.1:9092", "VDL bootstrap servers")
 dbutils.widgets.text("cluster_state", "", "cluster.json of a local dev cluster (empty: kill the leader by hand)")
 dbutils.widgets.text("records", "40000", "Order events to produce")
-dbutils.widgets.text("output_dir", "/tmp/vdl-notebook-03", "Directory for the output table and checkpoint")
+dbutils.widgets.text("output_dir", "/tmp/vdl-notebook-03", "Directory for the Delta table and checkpoint")
 
 import os
 import uuid
@@ -49,7 +49,8 @@ print(f"produced {produce_workload(bootstrap, stream, WorkloadConfig(records=hal
 
 # MAGIC %md
 # MAGIC ## Start a streaming query and stop it half-way
-# MAGIC The file sink (parquet) is exactly-once by itself: it commits each batch's files in its own log.
+# MAGIC Into a Delta table with `writeStream.format("delta")`: Delta's streaming sink is exactly-once by itself (each
+# MAGIC micro-batch commits with the query id and batch id as an app transaction, so a replayed batch is skipped).
 
 # COMMAND ----------
 
@@ -64,11 +65,10 @@ def start_query(trigger):
                  .option("maxOffsetsPerTrigger", str(max(1000, records // 10)))
                  .load()
                  .selectExpr("offset", "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value"))
-    return (stream_df.writeStream.format("parquet")
-            .option("path", output_path)
+    return (stream_df.writeStream.format("delta")
             .option("checkpointLocation", checkpoint)
             .trigger(**trigger)
-            .start())
+            .start(output_path))
 
 
 query = start_query({"processingTime": "1 second"})
@@ -77,7 +77,7 @@ while sum(p["numInputRows"] for p in query.recentProgress) < records // 4:
     assert time.time() < deadline and query.isActive, f"the query made no progress: {query.exception()}"
     time.sleep(0.5)
 query.stop()
-before = spark.read.parquet(output_path).count()
+before = spark.read.format("delta").load(output_path).count()
 print(f"stopped the query after {before} records")
 
 # COMMAND ----------
@@ -154,7 +154,7 @@ query.awaitTermination()
 
 from pyspark.sql import functions as F
 
-result = spark.read.parquet(output_path)
+result = spark.read.format("delta").load(output_path)
 summary = result.agg(F.count("*").alias("rows"), F.countDistinct("offset").alias("offsets"),
                      F.min("offset").alias("first"), F.max("offset").alias("last")).first()
 display(result.groupBy((F.col("offset") / 10000).cast("int").alias("offset_block")).count().orderBy("offset_block"))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from vdl_client.cli.common import CliError
 
-SPARK_EXTRA_MODULES = ("pyspark", "pyarrow", "numpy", "pandas", "deltalake")
+SPARK_EXTRA_MODULES = ("pyspark", "delta", "pyarrow", "numpy", "pandas", "deltalake")
 
 
 def run_demo_command(argv: list[str]) -> int:

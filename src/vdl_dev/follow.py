@@ -135,8 +135,8 @@ def follow(spark: Any, bootstrap: str, base: Path, *, source: str, enriched: str
     finally:
         producer.halt()
         pipeline.stop()
-    table = read_delta_table(paths.delta_table)
-    report.delta_orders = sum(table["orders"].to_pylist())
+    totals = read_delta_table(spark, paths.delta_table).agg({"orders": "sum"}).first()
+    report.delta_orders = int(totals[0] or 0) if totals is not None else 0
     report.enriched_out = end_offset(bootstrap, enriched)
     return report
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 RAW_TABLE_LAG_MS = 1000  # the demo waits for the table at its end: keep that short
 
@@ -18,16 +19,14 @@ def raw_table_config(base: str | Path) -> dict[str, str]:
             "vdl.table.lag.ms": str(RAW_TABLE_LAG_MS)}
 
 
-def raw_table_rows(path: str, expected: int, timeout_s: float = 60.0) -> int:
-    """The table's row count once it reached `expected` (or whatever it holds at the deadline)."""
-    from deltalake import DeltaTable
+def raw_table_rows(spark: Any, path: str, expected: int, timeout_s: float = 60.0) -> int:
+    """The table's row count (spark.read.format("delta")) once it reached `expected` (or whatever
+    it holds at the deadline)."""
+    from delta.tables import DeltaTable
 
     deadline = time.monotonic() + timeout_s
     while True:
-        try:
-            rows = DeltaTable(path).count()
-        except Exception:  # not created yet
-            rows = 0
+        rows = spark.read.format("delta").load(path).count() if DeltaTable.isDeltaTable(spark, path) else 0
         if rows >= expected or time.monotonic() > deadline:
             return rows
         time.sleep(0.2)

@@ -119,20 +119,30 @@ def batch_lines(pipeline: Any, most: int = 8) -> list[str]:
     return lines
 
 
-def _show_table(table_path: str, say: Callable[[str], None], top: int = 10) -> tuple[int, int, int]:
-    """Print the top windows by revenue; returns (rows, table version, total orders)."""
-    import pyarrow.compute as pc
-    from deltalake import DeltaTable
+def _show_table(spark: Any, table_path: str, say: Callable[[str], None], top: int = 10) -> tuple[int, int, int]:
+    """Print the top windows by revenue and the table's history (DESCRIBE HISTORY); returns
+    (rows, table version, total orders)."""
+    from pyspark.sql import functions as F
 
     from vdl_dev.pipeline import read_delta_table
 
-    table = read_delta_table(table_path)
-    version = DeltaTable(table_path).version()
-    orders = int(pc.sum(table["orders"]).as_py() or 0)
-    frame = table.sort_by([("revenue", "descending")]).slice(0, top).to_pandas()
-    say(f"\ntop {top} of {table.num_rows} rows of {table_path} (Delta version {version}), by revenue:")
+    table = read_delta_table(spark, table_path).cache()
+    try:
+        totals = table.agg(F.count(F.lit(1)).alias("rows"), F.sum("orders").alias("orders")).first()
+        rows, orders = (totals.rows, totals.orders) if totals is not None else (0, 0)
+        frame: Any = table.orderBy(F.desc("revenue")).limit(top).toPandas()
+    finally:
+        table.unpersist()
+    history: Any = spark.sql(f"DESCRIBE HISTORY delta.`{table_path}`").select(
+        "version", "timestamp", "operation", F.col("operationMetrics.numTargetRowsUpdated").alias("updated"),
+        F.col("operationMetrics.numTargetRowsInserted").alias("inserted"),
+        F.col("operationMetrics.numOutputRows").alias("written"), "userMetadata").toPandas()
+    version = int(history["version"].max())
+    say(f"\ntop {top} of {rows} rows of {table_path} (Delta version {version}), by revenue:")
     say(frame.to_string(index=False))
-    return table.num_rows, version, orders
+    say(f"\nDESCRIBE HISTORY delta.`{table_path}`:")
+    say(history.to_string(index=False))
+    return int(rows), version, int(orders or 0)
 
 
 def run_demo(records: int = 1_000_000, data_dir: Path | None = None, nodes: int = 3, *, seed: int = 42,
@@ -199,8 +209,9 @@ def run_demo(records: int = 1_000_000, data_dir: Path | None = None, nodes: int 
                 for line in batch_lines(pipeline):
                     say(line)
                 say(f"enriched: {report.enriched_out:,} records out to stream {ENRICHED_STREAM!r}")
-                report.delta_rows, report.delta_version, report.delta_orders = _show_table(paths.delta_table, say)
-                report.raw_rows = raw_table_rows(raw_table_path(base), report.records_in)
+                report.delta_rows, report.delta_version, report.delta_orders = _show_table(spark, paths.delta_table,
+                                                                                        say)
+                report.raw_rows = raw_table_rows(spark, raw_table_path(base), report.records_in)
                 say(f"stream {SOURCE_STREAM!r} as a Delta table: {report.raw_rows:,} rows in {raw_table_path(base)}")
                 verdict = "OK" if report.ok else "MISMATCH"
                 say(f"\n{verdict}: {report.records_in:,} produced, {report.delta_orders:,} counted in Delta, "

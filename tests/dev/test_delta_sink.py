@@ -1,5 +1,7 @@
-"""DeltaMergeSink with deltalake directly (no Spark): a replayed batch id is skipped, MERGE
-upserts by key, and the app transaction is recorded in the same commit as the data."""
+"""DeltaMergeSink on delta-spark (the shared SparkSession): MERGE upserts or accumulates by key,
+Delta's idempotent writes skip a replayed batch id (the append's txnAppId/txnVersion options, the
+MERGE's session settings, unset again after it), and the main job replaying a micro-batch after
+a crash between its Delta commit and Spark's batch commit counts nothing twice."""
 
 from __future__ import annotations
 
@@ -7,60 +9,77 @@ import json
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
-import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
 
-from vdl_dev.delta_sink import newest_produced_ms
+from tests.dev.delta_frames import delta_frame, oracle_frame
+from tests.support.cluster import BrokerProcess
+from vdl_client import ClientSettings, VdlClient
+from vdl_dev.delta_sink import (
+    TXN_APP_ID_CONF,
+    TXN_VERSION_CONF,
+    USER_METADATA_CONF,
+    commit_metadata,
+    newest_produced_ms,
+    table_version,
+)
 from vdl_dev.pipeline import (
+    ACCUMULATE,
     DeltaMergeSink,
+    MainJobBatch,
     last_committed_batch,
+    parse_orders,
     query_id_from_checkpoint,
     read_delta_table,
+    read_orders,
 )
+from vdl_dev.workload import WorkloadConfig, events, produce_workload
 
-SCHEMA = pa.schema([("window_start", pa.timestamp("us", tz="UTC")), ("category", pa.string()),
-                    ("orders", pa.int64()), ("revenue", pa.decimal128(20, 2))])
-
-
-def _batch(rows: list[tuple[int, str, int, str]]) -> pa.Table:
-    columns = list(zip(*rows, strict=True))
-    starts = [datetime.fromtimestamp(minute * 60, UTC) for minute in columns[0]]
-    return pa.table([pa.array(starts, SCHEMA.field(0).type), pa.array(columns[1]), pa.array(columns[2], pa.int64()),
-                     pa.array([Decimal(v) for v in columns[3]], pa.decimal128(20, 2))], schema=SCHEMA)
+SCHEMA = "window_start timestamp, category string, orders long, revenue decimal(20,2)"
 
 
-def _rows(path: Path) -> list[tuple]:
-    table = read_delta_table(path)
-    return [(int(r["window_start"].timestamp()) // 60, r["category"], r["orders"], str(r["revenue"]))
-            for r in table.to_pylist()]
+def _batch(spark: Any, rows: list[tuple[int, str, int, str]]) -> Any:
+    return spark.createDataFrame([(datetime.fromtimestamp(minute * 60, UTC), category, orders, Decimal(revenue))
+                                  for minute, category, orders, revenue in rows], SCHEMA)
 
 
-def test_merge_upserts_and_a_replayed_batch_is_skipped(tmp_path: Path) -> None:
+def _rows(spark: Any, path: Path) -> list[tuple]:
+    return [(int(r.window_start.timestamp()) // 60, r.category, r.orders, str(r.revenue))
+            for r in read_delta_table(spark, path).collect()]
+
+
+def test_merge_upserts_and_a_replayed_batch_is_skipped(spark: Any, tmp_path: Path) -> None:
     table = tmp_path / "agg"
     sink = DeltaMergeSink(str(table), app_id="query-1")
-    assert sink.write_arrow(_batch([(0, "books", 2, "10.00"), (0, "toys", 1, "3.50")]), 0)
-    assert sink.write_arrow(_batch([(0, "books", 5, "25.00"), (1, "books", 1, "1.00")]), 1)
+    assert sink.merge(_batch(spark, [(0, "books", 2, "10.00"), (0, "toys", 1, "3.50")]), 0)  # append: creates it
+    assert sink.merge(_batch(spark, [(0, "books", 5, "25.00"), (1, "books", 1, "1.00")]), 1)  # MERGE
     expected = [(0, "books", 5, "25.00"), (0, "toys", 1, "3.50"), (1, "books", 1, "1.00")]
-    assert _rows(table) == expected
-    assert last_committed_batch(table, "query-1") == 1
+    assert _rows(spark, table) == expected
+    assert last_committed_batch(spark, table, "query-1") == 1 and table_version(spark, table) == 1
 
-    # Spark replays batch 1 after a crash (even with different contents): nothing changes.
+    # Spark replays batch 1 after a crash (even with different contents), or batch 0: Delta skips both.
     again = DeltaMergeSink(str(table), app_id="query-1")
-    assert not again.write_arrow(_batch([(0, "books", 99, "99.00")]), 1)
-    assert not again.write_arrow(_batch([(0, "books", 98, "98.00")]), 0)
-    assert again.skipped == [1, 0] and _rows(table) == expected
+    assert not again.merge(_batch(spark, [(0, "books", 99, "99.00")]), 1)
+    assert not again.merge(_batch(spark, [(0, "books", 98, "98.00")]), 0)
+    assert again.skipped == [1, 0] and again.committed == []
+    assert _rows(spark, table) == expected and table_version(spark, table) == 1
+    # The idempotence settings were the MERGE's only: the session is as before.
+    assert [spark.conf.get(key, None) for key in (TXN_APP_ID_CONF, TXN_VERSION_CONF, USER_METADATA_CONF)] \
+        == [None, None, None]
 
     # Another query (another app id) has its own sequence of versions.
     other = DeltaMergeSink(str(table), app_id="query-2")
-    assert other.write_arrow(_batch([(2, "home", 1, "2.00")]), 0)
-    assert last_committed_batch(table, "query-2") == 0 and last_committed_batch(table, "query-1") == 1
-    assert _rows(table)[-1] == (2, "home", 1, "2.00")
+    assert other.merge(_batch(spark, [(2, "home", 1, "2.00")]), 0)
+    assert last_committed_batch(spark, table, "query-2") == 0 and last_committed_batch(spark, table, "query-1") == 1
+    assert _rows(spark, table)[-1] == (2, "home", 1, "2.00")
+    operations = spark.sql(f"DESCRIBE HISTORY delta.`{table}`").orderBy("version").select("operation").collect()
+    assert [r.operation for r in operations] == ["WRITE", "MERGE", "MERGE"]
 
 
-def test_no_table_means_no_committed_batch(tmp_path: Path) -> None:
-    assert last_committed_batch(tmp_path / "missing", "q") is None
+def test_no_table_means_no_committed_batch(spark: Any, tmp_path: Path) -> None:
+    assert last_committed_batch(spark, tmp_path / "missing", "q") is None
+    assert table_version(spark, tmp_path / "missing") == -1
 
 
 def test_app_id_is_the_query_id_from_the_checkpoint(tmp_path: Path) -> None:
@@ -72,19 +91,80 @@ def test_app_id_is_the_query_id_from_the_checkpoint(tmp_path: Path) -> None:
         DeltaMergeSink(str(tmp_path / "t")).resolve_app_id()
 
 
-def test_accumulating_merge_adds_partial_aggregates_and_skips_a_replay(tmp_path: Path) -> None:
+def test_accumulating_merge_adds_partial_aggregates_and_a_replay_counts_nothing_twice(spark: Any,
+                                                                                      tmp_path: Path) -> None:
     """With `combine`, a batch's rows add to the table's rows (the table holds the aggregation
-    state); the replay of a committed batch still changes nothing."""
+    state); the replay of a committed batch changes nothing (without Delta's skip it would add
+    its partial sums a second time)."""
     table = tmp_path / "agg"
     combine = {"orders": "t.orders + s.orders", "revenue": "t.revenue + s.revenue"}
     sink = DeltaMergeSink(str(table), app_id="query-1", combine=combine)
-    assert sink.write_arrow(_batch([(0, "books", 2, "10.00"), (0, "toys", 1, "3.50")]), 0)
-    assert sink.write_arrow(_batch([(0, "books", 5, "25.25"), (1, "books", 1, "1.00")]), 1,
-                            {"vdl.newest_produced_ms": "1767225600123"})
+    assert sink.merge(_batch(spark, [(0, "books", 2, "10.00"), (0, "toys", 1, "3.50")]), 0)
+    assert sink.merge(_batch(spark, [(0, "books", 5, "25.25"), (1, "books", 1, "1.00")]), 1,
+                      {"vdl.newest_produced_ms": "1767225600123"})
     expected = [(0, "books", 7, "35.25"), (0, "toys", 1, "3.50"), (1, "books", 1, "1.00")]
-    assert _rows(table) == expected
-    assert not sink.write_arrow(_batch([(0, "books", 5, "25.25")]), 1)
-    assert _rows(table) == expected and sink.skipped == [1]
-    assert newest_produced_ms(table) == 1767225600123
-    history = DeltaTable(str(table)).history(1)[0]
-    assert (history["vdl.batch_id"], history["vdl.newest_produced_ms"]) == ("1", "1767225600123")
+    assert _rows(spark, table) == expected
+    assert not sink.merge(_batch(spark, [(0, "books", 5, "25.25")]), 1)
+    assert _rows(spark, table) == expected and sink.skipped == [1] and sink.committed == [0, 1]
+    assert newest_produced_ms(spark, table) == 1767225600123
+    newest = next(commit_metadata(spark, table))
+    assert newest == {"vdl.app_id": "query-1", "vdl.batch_id": "1", "vdl.newest_produced_ms": "1767225600123",
+                      "version": 1}
+
+    # The same rows under another app id are merged again and add up: what the skip prevents.
+    DeltaMergeSink(str(table), app_id="query-3", combine=combine).merge(_batch(spark, [(0, "books", 5, "25.25")]), 1)
+    assert _rows(spark, table)[0] == (0, "books", 12, "60.50")
+
+
+RECORDS = 3_000
+PER_BATCH = 1_000
+
+
+def test_main_job_replaying_a_committed_batch_counts_it_once(spark: Any, broker: BrokerProcess,
+                                                             tmp_path: Path) -> None:
+    """The driver dies after batch 1's Delta MERGE committed and before Spark committed the batch
+    (its offsets are in the checkpoint's offset log, not its commit log): the query restarted from
+    the checkpoint runs batch 1 again with the same id and offsets. The enriched records are sent
+    again with the same producer ids (stored once), the MERGE is skipped by Delta, and the table
+    equals the aggregates of every event counted once."""
+    from chispa import assert_df_equality
+
+    bootstrap = broker.bootstrap
+    with VdlClient(ClientSettings.from_bootstrap(bootstrap)) as client:
+        client.create_streams(["replay-orders", "replay-enriched"])
+    config = WorkloadConfig(records=RECORDS, seed=9)
+    produce_workload(bootstrap, "replay-orders", config, progress=False)
+    table, checkpoint = tmp_path / "orders_per_minute", str(tmp_path / "checkpoint")
+
+    class DriverDied(RuntimeError):
+        pass
+
+    def run(crash_after: int | None) -> MainJobBatch:
+        job = MainJobBatch(DeltaMergeSink(str(table), checkpoint=checkpoint, combine=ACCUMULATE), bootstrap,
+                           "replay-enriched")
+
+        def batch(orders: Any, batch_id: int) -> None:
+            job(orders, batch_id)
+            if batch_id == crash_after:
+                raise DriverDied(f"after batch {batch_id}'s Delta commit")
+
+        query = (parse_orders(read_orders(spark, bootstrap, "replay-orders", PER_BATCH)).writeStream
+                 .option("checkpointLocation", checkpoint).foreachBatch(batch).trigger(availableNow=True).start())
+        try:
+            query.awaitTermination()
+        except Exception as error:  # noqa: BLE001 - the injected crash, checked below
+            assert crash_after is not None and "DriverDied" in str(error), error
+        return job
+
+    first = run(crash_after=1)
+    assert first.sink.committed == [0, 1] and first.sink.skipped == []
+    second = run(crash_after=None)
+    assert second.sink.skipped == [1] and second.sink.committed == [2]
+    assert [b.batch_id for b in second.times] == [1, 2]
+
+    values = [v for _, v in events(config)]
+    assert_df_equality(delta_frame(spark, table), oracle_frame(spark, values), ignore_nullable=True)
+    with VdlClient(ClientSettings.from_bootstrap(bootstrap)) as client:
+        assert client.list_offsets(["replay-enriched"], -1)["replay-enriched"] == RECORDS
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{table}`").orderBy("version").select("operation").collect()
+    assert [r.operation for r in history] == ["WRITE", "MERGE", "MERGE"]
