@@ -95,13 +95,13 @@ class Sample:
     # Added later (defaults: an older soak.json without them still loads): the node's process id
     # and age (seconds since that process started: samples of different lifetimes compared at the
     # same age), its anonymous resident memory (heap: what a leak grows, unlike mapped libraries),
-    # whether it has Delta tiering's libraries loaded (a tiered stream's leader imports
-    # deltalake/pyarrow: tens of MB that follow the leadership, not a leak), and the machine's
-    # 1-minute load average (the machine is shared: restart times and rates follow it).
+    # whether it has written a Delta table (a tiered stream's leader: tens of MB of libraries that
+    # follow the leadership, not a leak), and the machine's 1-minute load average (the machine is
+    # shared: restart times and rates follow it).
     pid: int = 0
     age_s: float = -1.0
     rss_anon_mb: float = -1.0
-    delta_loaded: bool = False
+    tier_writer: bool = False
     load1: float = -1.0
 
 
@@ -163,9 +163,12 @@ def anonymous_rss_mb(pid: int) -> float:
     return -1.0
 
 
-def delta_libraries_loaded(pid: int) -> bool:
+def writes_delta_tables(pid: int) -> bool:
+    """Whether the process has written a Delta table (led a tiered stream): deltalake's write
+    path imports pandas (every node imports deltalake itself at start), tens of MB that stay
+    until the process ends. Seen as pandas's libraries mapped in /proc/<pid>/maps."""
     with contextlib.suppress(OSError):
-        return "deltalake" in Path(f"/proc/{pid}/maps").read_text()
+        return "/pandas/" in Path(f"/proc/{pid}/maps").read_text()
     return False
 
 
@@ -201,7 +204,7 @@ class Sampler(threading.Thread):
             except psutil.Error:  # it exited between the check and the read (a restart)
                 continue
             anon = sum(max(0.0, anonymous_rss_mb(p.pid)) for p in tree)
-            delta = any(delta_libraries_loaded(p.pid) for p in tree)
+            delta = any(writes_delta_tables(p.pid) for p in tree)
             streams = {}
             for stream in self.streams:
                 with contextlib.suppress(FileNotFoundError):  # a replica it does not hold
@@ -454,7 +457,7 @@ def metric_value(sample: Sample, metric: str) -> float:
 def same_age_trend(lives: list[Life], metric: str, warm: float, age: float) -> tuple[Trend, list[dict[str, Any]]]:
     """Each lifetime's median over the last third of the reference age (ages in [2/3 age, age]),
     compared across the soak between lifetimes of the same node in the same tiering role
-    (Delta's libraries loaded or not: tens of MB that follow a leadership): what each new process
+    (has written a Delta table or not: tens of MB of libraries that follow a leadership): what each new process
     carries more than the one before it (state it loads, files it keeps) shows as a slope. Only
     lifetimes whose window lies after the warm-up count."""
     points: dict[tuple[int, bool], list[tuple[float, float]]] = {}
@@ -464,9 +467,9 @@ def same_age_trend(lives: list[Life], metric: str, warm: float, age: float) -> t
         if not window:
             continue
         t = median([s.t for s in window])
-        delta = sum(s.delta_loaded for s in window) * 2 > len(window)
+        delta = sum(s.tier_writer for s in window) * 2 > len(window)
         value = median([metric_value(s, metric) for s in window])
-        rows.append({"node": life.node, "t": round(t, 1), "value": round(value, 3), "delta_loaded": delta,
+        rows.append({"node": life.node, "t": round(t, 1), "value": round(value, 3), "tier_writer": delta,
                      "counted": t >= warm})
         if t >= warm:
             points.setdefault((life.node, delta), []).append((t, value))
@@ -475,7 +478,7 @@ def same_age_trend(lives: list[Life], metric: str, warm: float, age: float) -> t
 
 def within_life_trend(lives: list[Life], metric: str, warm: float, age: float) -> Trend:
     """The slope within each lifetime after its own warm-up (ages past half the reference age),
-    after the soak's warm-up, split where the Delta libraries get loaded: a leak that each
+    after the soak's warm-up, split where it first writes a Delta table: a leak that each
     restart hides."""
     series = []
     for life in lives:
@@ -484,10 +487,10 @@ def within_life_trend(lives: list[Life], metric: str, warm: float, age: float) -
         for sample, a in zip(life.samples, life.ages, strict=True):
             if a < age / 2 or sample.t < warm:
                 continue
-            if loaded is not None and sample.delta_loaded != loaded:
+            if loaded is not None and sample.tier_writer != loaded:
                 series.append(segment)
                 segment = []
-            loaded = sample.delta_loaded
+            loaded = sample.tier_writer
             segment.append((sample.t, metric_value(sample, metric)))
         series.append(segment)
     return shared_trend(series)
@@ -898,18 +901,25 @@ def plot(result: SoakResult, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [("rss_mb", "RSS (MB)"), ("open_files", "open files"), ("threads", "threads"),
-              ("metadata_mb", "metadata dir (MB)"), ("streams", "stream dirs (MB)"), ("restarts", "restart (s)")]
-    figure, axes = plt.subplots(3, 2, figsize=(13, 10), sharex=True)
+    panels = [("rss_mb", "RSS (MB; dashed: anonymous; big dots: each process at the reference age)"),
+              ("open_files", "open files (big dots: each process at the reference age)"), ("threads", "threads"),
+              ("metadata_mb", "metadata dir (MB)"), ("streams", "stream dirs (MB)"),
+              ("restarts", "restart (s): start→ready (CPU s: dotted)"), ("load1", "machine load, 1 min (2 cores)"),
+              ("tier_writer", "has written a Delta table (led the tiered stream)")]
+    figure, axes = plt.subplots(4, 2, figsize=(13, 13), sharex=True)
     nodes = sorted({s.node for s in result.samples})
+    colours = {node: f"C{i}" for i, node in enumerate(nodes)}
     warm = result.goals.get("warmup_s", 0.0)
     for axis, (metric, title) in zip(axes.flat, panels, strict=True):
-        axis.set_title(title)
+        axis.set_title(title, fontsize=9)
         axis.grid(alpha=0.3)
         if metric == "restarts":
             for node in nodes:
-                mine = [r for r in result.restarts if r.node == node]
-                axis.plot([r.t for r in mine], [r.ready_s for r in mine], "o-", label=f"node {node} start→ready")
+                mine = sorted((r for r in result.restarts if r.node == node), key=lambda r: r.t)
+                axis.plot([r.t for r in mine], [r.ready_s for r in mine], "o-", color=colours[node],
+                          label=f"node {node}")
+                cpu = [r for r in mine if r.cpu_s >= 0]
+                axis.plot([r.t for r in cpu], [r.cpu_s for r in cpu], "o:", color=colours[node], alpha=0.6)
             healthy = [r for r in result.restarts if r.healthy_s >= 0]
             axis.plot([r.t for r in healthy], [r.healthy_s for r in healthy], "x", color="grey", label="ready→in sync")
         elif metric == "streams":
@@ -918,11 +928,28 @@ def plot(result: SoakResult, path: Path) -> Path:
                     points = [(s.t, s.streams_mb[stream]) for s in result.samples if s.node == node and stream in s.streams_mb]
                     if points:
                         axis.plot(*zip(*points, strict=True), label=f"n{node} {stream.removeprefix('soak-')}", lw=0.8)
+        elif metric == "load1":
+            points = sorted({(s.t, s.load1) for s in result.samples if s.load1 >= 0})
+            if points:
+                axis.plot(*zip(*points, strict=True), color="black", lw=0.8, label="load")
         else:
             for node in nodes:
-                points = [(s.t, getattr(s, metric)) for s in result.samples if s.node == node]
+                points = [(s.t, float(getattr(s, metric))) for s in result.samples if s.node == node]
+                if metric == "tier_writer":
+                    points = [(t, y + 0.04 * (node - 2)) for t, y in points]  # nodes side by side
                 if points:
-                    axis.plot(*zip(*points, strict=True), label=f"node {node}", lw=0.9)
+                    axis.plot(*zip(*points, strict=True), color=colours[node], label=f"node {node}", lw=0.9)
+                if metric == "rss_mb":
+                    anon = [(s.t, s.rss_anon_mb) for s in result.samples if s.node == node and s.rss_anon_mb >= 0]
+                    if anon:
+                        axis.plot(*zip(*anon, strict=True), color=colours[node], lw=0.7, ls="--")
+                if metric in ("rss_mb", "open_files"):
+                    lives = [life for life in result.goals.get(metric, {}).get("same_age_lives", [])
+                             if life["node"] == node]
+                    for counted in (True, False):  # hollow: in the warm-up, not counted
+                        chosen = [life for life in lives if life["counted"] is counted]
+                        axis.plot([life["t"] for life in chosen], [life["value"] for life in chosen], "o",
+                                  color=colours[node], ms=6, mfc=None if counted else "white")
         for restart in result.restarts:
             axis.axvline(restart.t, color="red", alpha=0.15, lw=0.8)
         for move in result.moves:

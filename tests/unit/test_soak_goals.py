@@ -84,7 +84,7 @@ def soak(value: Callable[[int, int, float], float], files: Callable[[int, int, f
             age = t - starts[life]
             samples.append(Sample(float(t), n, value(n, life, age), files(n, life, age), 30, metadata(float(t)), {},
                                   pid=100 * n + life, age_s=age, rss_anon_mb=value(n, life, age) / 2,
-                                  delta_loaded=delta(n, life, age), load1=2.0))
+                                  tier_writer=delta(n, life, age), load1=2.0))
     return SoakResult(config={}, samples=samples, restarts=restarts,
                       counts={"acknowledged": 1000, "lost_acknowledged": {"a": 0, "b": 0},
                               "idempotent_stored_twice": {"a": 0}})
