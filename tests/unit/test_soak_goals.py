@@ -139,11 +139,11 @@ def test_the_tiering_libraries_following_a_leadership_are_not_growth() -> None:
     assert table["RSS flat within 5 %/h within a process"] == "met"
 
 
-def sawtooth(growth_mb_per_cycle: float) -> Callable[[float], float]:
-    """Grows 0.4 MB a minute from 1 MB, truncated back every 600 s (the first at 900 s)."""
+def sawtooth(growth_mb_per_cycle: float, period: float = 600) -> Callable[[float], float]:
+    """Grows 0.4 MB a minute from 1 MB, truncated back every `period` s (the first at 900 s)."""
     def size(t: float) -> float:
-        cycle = 0 if t < 900 else 1 + int((t - 900) // 600)
-        since = t if t < 900 else (t - 900) % 600
+        cycle = 0 if t < 900 else 1 + int((t - 900) // period)
+        since = t if t < 900 else (t - 900) % period
         return 1.0 + growth_mb_per_cycle * cycle + since / 150
     return size
 
@@ -157,6 +157,9 @@ def test_the_metadata_sawtooth_is_judged_by_its_envelope_after_the_first_truncat
     # Each cycle 0.3 MB higher (a state that is never truncated): the peaks' slope gives it away.
     growing = evaluate_goals(soak(warming, metadata=sawtooth(0.3)), SoakConfig(duration_s=HOUR))["metadata_mb"]
     assert growing["verdict"] == "missed" and growing["trend"]["pct_per_hour"] > 20
+    # Only two cycles after the first truncation: a growth cannot be told from the sampling phase.
+    two = evaluate_goals(soak(warming, metadata=sawtooth(0.3, 1100)), SoakConfig(duration_s=HOUR))["metadata_mb"]
+    assert two["1"]["peaks_mb"] == [8.567, 8.867] and two["verdict"] == "unclear"
     # Never truncated: every sample after the warm-up, a straight growth.
     never = evaluate_goals(soak(warming, metadata=lambda t: 1 + t / 150), SoakConfig(duration_s=HOUR))["metadata_mb"]
     assert never["1"]["first_truncation_t"] is None and never["verdict"] == "missed"
