@@ -1,13 +1,31 @@
 """The soak's goal arithmetic (tests/soak/soak.py) on made-up samples: process lifetimes cut at
-restarts and settled, slopes over the run and within a lifetime, the restart-time drift."""
+restarts and settled; RSS and open files compared at the same age across lifetimes and within a
+lifetime past its warm-up; the metadata sawtooth's envelope; each node's last restarts against
+its first; the goal table."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import pytest
 
-from tests.soak.soak import Restart, Sample, SoakConfig, SoakResult, evaluate_goals, settled
+from tests.soak.soak import (
+    Restart,
+    Sample,
+    SoakConfig,
+    SoakResult,
+    Trend,
+    evaluate_goals,
+    restart_drift,
+    settled,
+    shared_trend,
+    verdict,
+)
 
 pytestmark = pytest.mark.unit
+
+HOUR = 3600
 
 
 def leaking_node() -> SoakResult:
@@ -31,13 +49,137 @@ def test_lifetimes_cut_at_restarts_leave_out_warm_up_and_settling() -> None:
     assert [s.t for s in settled(leaking_node(), 1, warm=700.0)[0]][:2] == [700.0, 710.0]
 
 
-def test_a_leak_within_each_process_misses_the_goal_even_when_restarts_hide_it() -> None:
-    goals = evaluate_goals(leaking_node(), SoakConfig(duration_s=1200, warmup_fraction=0.0))
-    assert goals["metadata_mb"] == {"run_pct_per_hour": {1: 0.0}, "life_pct_per_hour": {1: 0.0}, "worst": 0.0,
-                                    "met": True}
-    rss = goals["rss_mb"]
-    # 100 MB/h against the settled samples' mean, 100 + (60*295 + 48*255 + 8*55) / 116 / 36 MB.
-    assert rss["life_pct_per_hour"] == {1: 93.22}
-    assert abs(rss["run_pct_per_hour"][1]) < rss["life_pct_per_hour"][1]
-    assert rss["met"] is False
-    assert goals["restart_ready"] == {"first_round_s": 2.0, "last_round_s": 2.1, "change_pct": 5.0, "met": True}
+def test_shared_trend_fits_one_slope_to_series_at_different_levels() -> None:
+    # Two series at 100 and 300, both rising exactly 1 per hour: 1 / 180.5 of their mean.
+    a = [(0.0, 100.0), (HOUR / 2, 100.5), (HOUR, 101.0)]
+    b = [(0.0, 300.0), (HOUR, 301.0)]
+    trend = shared_trend([a, b])
+    assert (trend.points, trend.series, trend.margin) == (5, 2, 0.0)
+    assert trend.pct_per_hour == round(1 / (902.5 / 5) * 100, 2)
+    # A single series of two points leaves no degree of freedom: the margin is unknown.
+    assert math.isinf(shared_trend([b]).margin)
+    assert shared_trend([[(0.0, 1.0)]]) == Trend(0.0, math.inf, 0, 0)
+
+
+def test_verdict_is_unclear_when_the_interval_straddles_the_bound() -> None:
+    assert [verdict(3.0, 1.5, 5.0), verdict(-3.0, 2.5, 5.0), verdict(8.0, 2.0, 5.0), verdict(-8.0, 2.0, 5.0),
+            verdict(0.0, math.inf, 5.0)] == ["met", "unclear", "missed", "missed", "unclear"]
+
+
+def soak(value: Callable[[int, int, float], float], files: Callable[[int, int, float], int] = lambda n, i, a: 50,
+         delta: Callable[[int, int, float], bool] = lambda n, i, a: False,
+         metadata: Callable[[float], float] = lambda t: 1.0, ready: Callable[[int, int], float] = lambda n, i: 2.0,
+         ) -> SoakResult:
+    """An hour on 3 nodes sampled every 10 s; a rolling restart every 600 s (node n restarted
+    20*(n-1) s into the round, 1 s to stop, `ready(node, round)` s to ready); the first processes
+    started 60 s before the workload. `value(node, life, age)` is the RSS of the node's `life`-th
+    process at `age` seconds after it started."""
+    restarts = [Restart(r, n, 600.0 * r + 20 * (n - 1), 1.0, ready(n, r), 0.5, 1.5 * ready(n, r), 1.0)
+                for r in range(1, 6) for n in (1, 2, 3)]
+    samples = []
+    for n in (1, 2, 3):
+        starts = [-60.0] + [r.t + r.stop_s for r in restarts if r.node == n]
+        for t in range(0, HOUR, 10):
+            life = max(i for i, s in enumerate(starts) if s <= t)
+            age = t - starts[life]
+            samples.append(Sample(float(t), n, value(n, life, age), files(n, life, age), 30, metadata(float(t)), {},
+                                  pid=100 * n + life, age_s=age, rss_anon_mb=value(n, life, age) / 2,
+                                  tier_writer=delta(n, life, age), load1=2.0))
+    return SoakResult(config={}, samples=samples, restarts=restarts,
+                      counts={"acknowledged": 1000, "lost_acknowledged": {"a": 0, "b": 0},
+                              "idempotent_stored_twice": {"a": 0}})
+
+
+def goals_of(result: SoakResult) -> dict[str, str]:
+    goals = evaluate_goals(result, SoakConfig(duration_s=HOUR))
+    return {row["goal"].split(" (")[0]: row["verdict"] for row in goals["table"]}
+
+
+def warming(node: int, life: int, age: float) -> float:
+    """Every process rises from 150 to 250 MB over its first 200 s, then stays (with a 1 MB
+    wobble): what a young process does, not a leak."""
+    return 150 + 100 * min(age, 200.0) / 200 + (age // 10 % 2)
+
+
+def test_a_warm_up_after_each_restart_is_not_growth() -> None:
+    goals = evaluate_goals(soak(warming), SoakConfig(duration_s=HOUR))
+    assert goals["reference_age_s"] == 549.0  # node 3's last process: restarted 41 s into the last round
+    table = {row["goal"].split(" (")[0]: row["verdict"] for row in goals["table"]}
+    assert table == {"RSS flat within 5 %/h over the soak": "met", "RSS flat within 5 %/h within a process": "met",
+                     "open files flat within 5 %/h over the soak": "met",
+                     "open files flat within 5 %/h within a process": "met",
+                     "metadata disk flat within 5 %/h after its first truncation": "met",
+                     "restart time": "met", "restart CPU time": "met", "0 acknowledged records lost": "met"}
+    # Lifetimes after the warm-up (540 s), each compared at ages 366-549 s: 5 per node.
+    assert goals["rss_mb"]["same_age"]["points"] == 15
+    assert {life["value"] for life in goals["rss_mb"]["same_age_lives"]} == {250.0, 250.5}  # the wobble
+
+
+def test_a_leak_within_each_process_misses_even_when_restarts_hide_it_across_the_soak() -> None:
+    table = goals_of(soak(lambda n, i, a: warming(n, i, a) + a / 36))  # +100 MB an hour of a process's life
+    assert table["RSS flat within 5 %/h within a process"] == "missed"
+    assert table["RSS flat within 5 %/h over the soak"] == "met"
+
+
+def test_growth_carried_from_one_process_to_the_next_misses_across_the_soak() -> None:
+    # Each new process holds 15 MB more than the one before (state it loads at start): 1.5 MB/min.
+    table = goals_of(soak(lambda n, i, a: warming(n, i, a) + 15 * i, files=lambda n, i, a: 50 + 5 * i))
+    assert table["RSS flat within 5 %/h over the soak"] == "missed"
+    assert table["RSS flat within 5 %/h within a process"] == "met"
+    assert table["open files flat within 5 %/h over the soak"] == "missed"
+
+
+def test_the_tiering_libraries_following_a_leadership_are_not_growth() -> None:
+    # The later lifetimes of node 1 lead the tiered stream from age 300 s: 80 MB more.
+    def tiering(n: int, i: int, a: float) -> bool:
+        return n == 1 and i >= 3 and a >= 300
+
+    table = goals_of(soak(lambda n, i, a: warming(n, i, a) + 80 * tiering(n, i, a), delta=tiering))
+    assert table["RSS flat within 5 %/h over the soak"] == "met"
+    assert table["RSS flat within 5 %/h within a process"] == "met"
+
+
+def sawtooth(growth_mb_per_cycle: float, period: float = 600) -> Callable[[float], float]:
+    """Grows 0.4 MB a minute from 1 MB, truncated back every `period` s (the first at 900 s)."""
+    def size(t: float) -> float:
+        cycle = 0 if t < 900 else 1 + int((t - 900) // period)
+        since = t if t < 900 else (t - 900) % period
+        return 1.0 + growth_mb_per_cycle * cycle + since / 150
+    return size
+
+
+def test_the_metadata_sawtooth_is_judged_by_its_envelope_after_the_first_truncation() -> None:
+    flat = evaluate_goals(soak(warming, metadata=sawtooth(0.0)), SoakConfig(duration_s=HOUR))["metadata_mb"]
+    assert flat["measure"] == "peaks and troughs after the first truncation"
+    assert flat["1"]["first_truncation_t"] == 900.0 and flat["1"]["truncations"] == 5
+    assert flat["1"]["peaks_mb"] == [4.933] * 4 and flat["1"]["troughs_mb"] == [1.0] * 4
+    assert flat["verdict"] == "met" and flat["trend"]["pct_per_hour"] == 0.0
+    # Each cycle 0.3 MB higher (a state that is never truncated): the peaks' slope gives it away.
+    growing = evaluate_goals(soak(warming, metadata=sawtooth(0.3)), SoakConfig(duration_s=HOUR))["metadata_mb"]
+    assert growing["verdict"] == "missed" and growing["trend"]["pct_per_hour"] > 20
+    # Only two cycles after the first truncation: a growth cannot be told from the sampling phase.
+    two = evaluate_goals(soak(warming, metadata=sawtooth(0.3, 1100)), SoakConfig(duration_s=HOUR))["metadata_mb"]
+    assert two["1"]["peaks_mb"] == [8.567, 8.867] and two["verdict"] == "unclear"
+    # Never truncated: every sample after the warm-up, a straight growth.
+    never = evaluate_goals(soak(warming, metadata=lambda t: 1 + t / 150), SoakConfig(duration_s=HOUR))["metadata_mb"]
+    assert never["1"]["first_truncation_t"] is None and never["verdict"] == "missed"
+
+
+def test_restart_time_compares_each_nodes_last_restarts_with_its_first_by_median() -> None:
+    # Five rounds: node n takes 2, 2, 9 (one slow outlier), 2.1, 2.1 s; the medians of the first
+    # two and the last two of every node: 2.0 -> 2.1 s.
+    times = {1: 2.0, 2: 2.0, 3: 9.0, 4: 2.1, 5: 2.1}
+    result = soak(warming, ready=lambda n, r: times[r])
+    drift = restart_drift(result.restarts, "ready_s")
+    assert (drift["first_s"], drift["last_s"], drift["change_pct"], drift["verdict"]) == (2.0, 2.1, 5.0, "met")
+    assert drift["per_node"]["3"] == {"first_s": 2.0, "last_s": 2.1}
+    assert restart_drift(soak(warming, ready=lambda n, r: 2.0 + 0.2 * r).restarts, "cpu_s")["verdict"] == "missed"
+    assert restart_drift(result.restarts[:2], "ready_s")["verdict"] == "n/a"  # one restart per node
+
+
+def test_a_lost_record_misses_the_goal() -> None:
+    result = soak(warming)
+    result.counts["lost_acknowledged"] = {"a": 0, "b": 1}
+    assert goals_of(result)["0 acknowledged records lost"] == "missed"
+    del result.counts["lost_acknowledged"]
+    assert goals_of(result)["0 acknowledged records lost"] == "n/a"
