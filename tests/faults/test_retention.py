@@ -5,6 +5,8 @@ log is its start offset plus the segments after it).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from tests.faults.harness import (
@@ -70,18 +72,36 @@ def test_follower_behind_retention_restarts_from_leader_log_start(cluster: DevCl
     assert retained and check_acknowledged(retained, fetched) == []
 
 
-def committed_view(address: str, stream: str, start: int) -> tuple[int, list[bytes]]:
-    """(last stable offset, values a read_committed consumer keeps) of a Fetch v11 with
-    isolation_level 1 from `start` at the replica at `address` (any replica serves it)."""
+@dataclass(frozen=True)
+class CommittedView:
+    """What a read_committed consumer fetching from `start` at one replica sees."""
+
+    start: int
+    last_stable_offset: int
+    kept: dict[int, bytes]  # offset -> value of the records it keeps
+
+    def values(self, since: int = 0) -> list[bytes]:
+        return [value for offset, value in self.kept.items() if offset >= since]
+
+
+def committed_view(address: str, stream: str, start: int | None = None) -> CommittedView | None:
+    """The view of a Fetch v11 with isolation_level 1 at the replica at `address` (any replica
+    serves it) from `start`, by default its log start; None when retention has just moved the log
+    start past `start` (OFFSET_OUT_OF_RANGE: retention keeps running while the test reads)."""
+    if start is None:
+        code, start = list_offset_raw(address, stream, EARLIEST)
+        assert code == 0, ErrorCode(code).name
     partition = m.FetchRequest.FetchPartition(partition=0, fetch_offset=start, partition_max_bytes=8 << 20)
     request = m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=8 << 20, isolation_level=1,
                              topics=[m.FetchRequest.FetchTopic(topic=stream, partitions=[partition])])
     answer = raw_request(address, request, 11).responses[0].partitions[0]
+    if answer.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+        return None
     assert answer.error_code == 0, ErrorCode(answer.error_code).name
     # The consumer's rule (KIP-98): a producer's records from an aborted transaction's first offset
     # up to its abort marker are dropped.
     aborted = {a.producer_id: a.first_offset for a in answer.aborted_transactions}
-    kept: list[bytes] = []
+    kept: dict[int, bytes] = {}
     for header, batch in iter_batches(memoryview(bytes(answer.records or b""))):
         dropped = header.producer_id in aborted and header.base_offset >= aborted[header.producer_id]
         if header.is_control:
@@ -90,8 +110,16 @@ def committed_view(address: str, stream: str, start: int) -> tuple[int, list[byt
             continue
         if dropped:
             continue
-        kept += [bytes(r.value) for r in read_records(batch) if r.value is not None]
-    return int(answer.last_stable_offset), kept
+        kept.update((r.offset, bytes(r.value)) for r in read_records(batch) if r.value is not None)
+    return CommittedView(start, int(answer.last_stable_offset), kept)
+
+
+def same_views(leader: str, follower: str, stream: str) -> CommittedView | None:
+    """The leader's view when the follower's, fetched from the same offset (the later of the two
+    log starts), is the same; else None."""
+    start = max(list_offset_raw(address, stream, EARLIEST)[1] for address in (leader, follower))
+    views = [committed_view(address, stream, start) for address in (leader, follower)]
+    return views[0] if views[0] is not None and views[0] == views[1] else None
 
 
 def test_a_follower_reset_to_the_leaders_log_start_serves_read_committed_as_the_leader(
@@ -123,20 +151,26 @@ def test_a_follower_reset_to_the_leaders_log_start_serves_read_committed_as_the_
     producers["op"].flush(30)
     produce_batches(cluster, stream, 5, "after", leader)
     leader_address = node_address(cluster, leader)
-    start = wait_until(lambda: list_offset_raw(leader_address, stream, EARLIEST)[1], 20,
-                       "the leader's retention passing the aborted transaction's first offset")
+    wait_until(lambda: list_offset_raw(leader_address, stream, EARLIEST)[1], 20,
+               "the leader's retention passing the aborted transaction's first offset")
     cluster.restart(follower, timeout_s=60)
     wait_for_full_isr(cluster, stream)
     follower_address = node_address(cluster, follower)
     assert read_log_image(cluster, follower, stream).log_start_offset > 0  # it was reset to the leader's start
-    leader_view = committed_view(leader_address, stream, start)
-    assert b"open" not in leader_view[1] and b"after-00000-00".ljust(100, b".") not in leader_view[1] and not any(v.startswith(b"aborted") for v in leader_view[1])
-    assert leader_view[1][-1].startswith(b"filler-00299")  # the records after the open transaction wait
-    wait_until(lambda: committed_view(follower_address, stream, start) == leader_view, 20,
+    before = wait_until(lambda: committed_view(leader_address, stream), 20, "a read_committed fetch at the leader")
+    values = before.values()
+    assert b"open" not in values and b"after-00000-00".ljust(100, b".") not in values
+    assert not any(v.startswith(b"aborted") for v in values)
+    assert values[-1].startswith(b"filler-00299")  # the records after the open transaction wait
+    wait_until(lambda: same_views(leader_address, follower_address, stream), 20,
                "the follower's read_committed view matching the leader's")
     producers["op"].commit_transaction(30)
-    after = committed_view(leader_address, stream, start)
-    assert after[1][:len(leader_view[1]) + 1] == [*leader_view[1], b"open"] and len(after[1]) == len(leader_view[1]) + 101
-    assert after[0] > leader_view[0]
-    wait_until(lambda: committed_view(follower_address, stream, start) == after, 20,
+    after = wait_until(lambda: committed_view(leader_address, stream, before.start)
+                       or committed_view(leader_address, stream), 20, "a read_committed fetch at the leader")
+    kept_before = before.values(since=after.start)
+    assert after.values()[:len(kept_before) + 1] == [*kept_before, b"open"]
+    assert len(after.values()) == len(kept_before) + 101
+    assert after.last_stable_offset > before.last_stable_offset
+    wait_until(lambda: (view := same_views(leader_address, follower_address, stream)) is not None
+               and view.last_stable_offset == after.last_stable_offset, 20,
                "the follower seeing the commit as the leader does")

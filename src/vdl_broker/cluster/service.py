@@ -76,7 +76,7 @@ class MetadataService:
         """Drive the metadata group over `stream_log` (<data_dir>/__metadata), replaying it."""
         self.log = stream_log
         # Never quiescent: it is one group, and the whole cluster's state and leadership hang on it.
-        config = dataclasses.replace(self.host.raft_config, quiesce_after_heartbeats=0,
+        config = dataclasses.replace(self.host.raft_config, quiesce_after_heartbeats=0, prompt_commit_notices=True,
                                      snapshot_entries=self.config.metadata_snapshot_entries,
                                      snapshot_bytes=self.config.metadata_snapshot_bytes)
         self.group = self.host.create_group(METADATA_GROUP, self.config.voter_ids, stream_log, apply=self._apply,

@@ -49,6 +49,11 @@ class RaftConfig:
     # (vdl_broker.raft.snapshotting); 0 = never.
     snapshot_entries: int = 0
     snapshot_bytes: int = 0
+    # A commit a caught-up follower was not told yet rides the next append, or an empty append at
+    # the next tick (cheap for streams: no extra frame per replicated batch). True: the empty
+    # append goes at once — for the metadata group, whose followers serve what it commits (ACLs,
+    # users, configs) to clients right after the leader answered.
+    prompt_commit_notices: bool = False
 
     @property
     def read_lease_ticks(self) -> float:

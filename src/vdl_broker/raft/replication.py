@@ -181,7 +181,11 @@ class Replication(NodeState):
             # Caught up but not told the commit yet (it moved while this append was in flight):
             # the next append with entries tells it, or an empty one at the next tick
             # (_send_due_commits). Not now: an empty append per commit per follower doubled
-            # the frames, Readys and answers of every replicated batch.
+            # the frames, Readys and answers of every replicated batch -- unless the group
+            # wants its followers to know at once (prompt_commit_notices).
+            if (self.config.prompt_commit_notices and pr.commit_sent < self.log.committed
+                    and pr.match == self.log.last_index()):
+                self._send_append(m.sender, send_if_empty=True)
             if m.sender == self.transferee and pr.match == self.log.last_index():
                 self._send(MessageType.TIMEOUT_NOW, m.sender)
 
@@ -254,7 +258,9 @@ class Replication(NodeState):
                 if self.progress[peer].state != ProgressState.REPLICATE:
                     break
         # A commit change alone sends nothing now: appends carry the commit, and _send_due_commits
-        # tells the members no append told, once a tick.
+        # tells the members no append told, once a tick (at once with prompt_commit_notices).
+        if self._commit_changed and self.config.prompt_commit_notices:
+            self._send_due_commits()
         self._broadcast = self._commit_changed = False
 
     def _send_due_commits(self) -> None:

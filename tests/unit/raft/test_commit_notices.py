@@ -4,7 +4,9 @@ every replicated batch."""
 
 from __future__ import annotations
 
-from raft_sim import Cluster
+import dataclasses
+
+from raft_sim import NO_QUIESCE, Cluster
 
 from vdl_broker.raft import Message, MessageType, Role
 
@@ -44,3 +46,15 @@ def test_a_commit_goes_out_with_the_next_append_or_tick_not_an_empty_append() ->
     notices = [m for m in sent if m.sender == 1 and m.type == MessageType.APPEND]
     assert [(m.to, len(m.entries), m.commit) for m in notices] == [(2, 0, second), (3, 0, second)]
     assert all(c.node(i).commit_index == second for i in (2, 3))
+
+
+def test_with_prompt_commit_notices_followers_learn_a_commit_without_waiting_for_a_tick() -> None:
+    """The metadata group's followers serve what it commits (ACLs, users, configs) right after the
+    leader answered the client: there the notice goes at once."""
+    prompt = dataclasses.replace(NO_QUIESCE, prompt_commit_notices=True)
+    c = Cluster(3, 8, config=lambda i: prompt)
+    _elect(c, 1)
+    first = c.propose(1, b"a")
+    c.drain()
+    assert c.node(1).commit_index == first
+    assert all(c.node(i).commit_index == first for i in (2, 3))  # no tick, no further append
