@@ -71,6 +71,13 @@ class FetchResult:
     records: memoryview | None
     high_watermark: int
     log_start_offset: int
+    # READ_COMMITTED only: (producer id, first offset) of each aborted transaction in the range.
+    aborted: tuple[tuple[int, int], ...] = ()
+
+
+def aborted_of(partition: Any) -> tuple[tuple[int, int], ...]:
+    """A Fetch response partition's aborted transactions (null below READ_COMMITTED)."""
+    return tuple((a.producer_id, a.first_offset) for a in partition.aborted_transactions or ())
 
 
 class VdlClient:
@@ -422,7 +429,8 @@ class VdlClient:
         return self.list_offsets([stream], timestamp)[stream]
 
     def _list_offset(self, stream: str, timestamp: int) -> int:
-        request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+        # READ_COMMITTED: LATEST_TIMESTAMP answers the last stable offset, not the high watermark.
+        request = ListOffsetsRequest(replica_id=-1, isolation_level=self.settings.isolation_level, topics=[
             ListOffsetsRequest.ListOffsetsTopic(name=stream, partitions=[
                 ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=timestamp)])])
         partition = self.send(LeaderOf(stream), request).topics[0].partitions[0]
@@ -439,7 +447,8 @@ class VdlClient:
         OFFSET_OUT_OF_RANGE and UNKNOWN_TOPIC_OR_PARTITION come back to the caller, which decides
         about data loss; leader changes and dead connections are retried until `deadline`.
         """
-        request = fetch_request(stream, offset, partition_max_bytes, max_bytes, max_wait_ms)
+        request = fetch_request(stream, offset, partition_max_bytes, max_bytes, max_wait_ms,
+                                self.settings.isolation_level)
 
         def attempt() -> FetchResult:
             try:
@@ -456,7 +465,8 @@ class VdlClient:
                     raise RetriableError(f"Fetch {stream!r}: node {leader} does not know the stream (yet)")
                 return FetchResult(error, None, partition.high_watermark, partition.log_start_offset)
             self.check_error(partition.error_code, f"Fetch {stream!r}")
-            return FetchResult(error, partition.records, partition.high_watermark, partition.log_start_offset)
+            return FetchResult(error, partition.records, partition.high_watermark, partition.log_start_offset,
+                               aborted_of(partition))
 
         return self.retrying(f"Fetch {stream!r} at {offset}", attempt, deadline)
 
@@ -472,7 +482,8 @@ class VdlClient:
         try:
             connection = self.connection(leader)
             pending.correlation = connection.send(
-                fetch_request(stream, offset, partition_max_bytes, max_bytes, max_wait_ms),
+                fetch_request(stream, offset, partition_max_bytes, max_bytes, max_wait_ms,
+                              self.settings.isolation_level),
                 self._timeout_s + max_wait_ms / 1000, LEADER_FETCH_VERSION)
             pending.node = leader
         except OSError:
@@ -489,7 +500,7 @@ class VdlClient:
                 partition = response.responses[0].partitions[0]
                 if response.error_code == 0 and partition.error_code == 0:
                     return FetchResult(ErrorCode.NONE, partition.records, partition.high_watermark,
-                                       partition.log_start_offset)
+                                       partition.log_start_offset, aborted_of(partition))
             except OSError:
                 self.disconnect(node)
         return self.fetch(*pending.args, deadline)

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vdl_client.client import FetchResult, PendingFetch, VdlClient
+from vdl_client.client import FetchResult, PendingFetch, VdlClient, aborted_of
 from vdl_client.requests import REPLICA_FETCH_VERSION, fetch_request
 from vdl_client.routes import Node
 from vdl_client.settings import RetriableError, VdlClientError
@@ -73,7 +73,7 @@ def _result(response: Any) -> FetchResult:
         return FetchResult(ErrorCode(response.error_code), None, -1, -1)
     partition = response.responses[0].partitions[0]
     return FetchResult(ErrorCode(partition.error_code), partition.records if partition.error_code == 0 else None,
-                       partition.high_watermark, partition.log_start_offset)
+                       partition.high_watermark, partition.log_start_offset, aborted_of(partition))
 
 
 def fetch_replica(client: VdlClient, node: int, stream: str, offset: int, partition_max_bytes: int, max_bytes: int,
@@ -81,7 +81,7 @@ def fetch_replica(client: VdlClient, node: int, stream: str, offset: int, partit
     """One Fetch v11 of `stream` from `offset` at `node` (see the module docstring)."""
     if not client.knows_node(node, refresh=True):
         return FetchResult(ErrorCode.NETWORK_EXCEPTION, None, -1, -1)
-    request = fetch_request(stream, offset, partition_max_bytes, max_bytes, max_wait_ms)
+    request = fetch_request(stream, offset, partition_max_bytes, max_bytes, max_wait_ms, client.settings.isolation_level)
     try:
         return _result(client.send(Node(node), request, _timeout_s(client, max_wait_ms), REPLICA_FETCH_VERSION))
     except RetriableError:  # the connection is closed: the next fetch here opens a new one
@@ -97,7 +97,8 @@ def fetch_replica_start(client: VdlClient, node: int, stream: str, offset: int, 
         return pending
     try:
         connection = client.connection(node)
-        pending.correlation = connection.send(fetch_request(stream, offset, partition_max_bytes, max_bytes, max_wait_ms),
+        pending.correlation = connection.send(fetch_request(stream, offset, partition_max_bytes, max_bytes, max_wait_ms,
+                                                            client.settings.isolation_level),
                                               _timeout_s(client, max_wait_ms), REPLICA_FETCH_VERSION)
         pending.node = node
     except OSError:

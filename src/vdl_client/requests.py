@@ -12,10 +12,12 @@ LEADER_FETCH_VERSION = 10
 REPLICA_FETCH_VERSION = 11
 
 
-def fetch_request(stream: str, offset: int, partition_max_bytes: int, max_bytes: int, max_wait_ms: int) -> Any:
-    """A Fetch for partition 0, READ_UNCOMMITTED (everything below the high watermark)."""
+def fetch_request(stream: str, offset: int, partition_max_bytes: int, max_bytes: int, max_wait_ms: int,
+                  isolation_level: int = 0) -> Any:
+    """A Fetch for partition 0: isolation_level 0 READ_UNCOMMITTED (everything below the high
+    watermark), 1 READ_COMMITTED (below the last stable offset, KIP-98)."""
     return FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
-                        isolation_level=0, session_id=0, session_epoch=-1, topics=[
+                        isolation_level=isolation_level, session_id=0, session_epoch=-1, topics=[
                             FetchRequest.FetchTopic(topic=stream, partitions=[
                                 FetchRequest.FetchPartition(partition=0, fetch_offset=offset,
                                                             partition_max_bytes=partition_max_bytes)])],

@@ -26,6 +26,10 @@ class ClientSettings:
     # a Spark job started with its cluster wants the retries.
     fail_fast_when_unreachable: bool = False
     security: SecuritySettings | None = None  # None: PLAINTEXT
+    # Kafka's isolation.level for Fetch and ListOffsets (KIP-98): 0 READ_UNCOMMITTED reads up to
+    # the high watermark; 1 READ_COMMITTED up to the last stable offset, with the aborted
+    # transactions of each fetched range (the reader skips their records).
+    isolation_level: int = 0
 
     @classmethod
     def from_bootstrap(cls, servers: str | Sequence[str], **settings: Any) -> ClientSettings:

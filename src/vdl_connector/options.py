@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vdl_client import BootstrapError, ClientSettings, parse_bootstrap
 from vdl_connector.security_options import SECURITY_OPTIONS, SecurityOptionError, parse_security_options
@@ -66,6 +66,8 @@ class ReplicaPreference:
 
 
 PREFER_REPLICAS_ACCEPTS = "'leader', 'any' or 'rack:<name>'"
+# Kafka's consumer isolation.level (KIP-98) -> the Fetch / ListOffsets isolation_level field.
+ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,8 @@ SOURCE_OPTIONS = (
     "kafka.fetch.max.wait.ms", "fetch.max.wait.ms", "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "kafka.request.timeout.ms",
     "request.timeout.ms", "kafka.retry.backoff.ms", "retry.backoff.ms", "kafka.client.id",
-    "client.id", "commitOffsetsToGroup", "preferReplicas", *SECURITY_OPTIONS,
+    "client.id", "commitOffsetsToGroup", "preferReplicas", "kafka.isolation.level", "isolation.level",
+    *SECURITY_OPTIONS,
 )
 SINK_OPTIONS = (
     "bootstrap.servers", "kafka.bootstrap.servers", "topic", "createStreams", "exactlyOnce",
@@ -324,10 +327,22 @@ def parse_replica_preference(value: str | None) -> ReplicaPreference:
     raise VdlOptionError(f"option 'preferReplicas' accepts {PREFER_REPLICAS_ACCEPTS}, got {value!r}")
 
 
+def _isolation_level(options: _Options) -> int:
+    """kafka.isolation.level (or isolation.level): read_uncommitted (the default) | read_committed."""
+    name, value = options.first("kafka.isolation.level", "isolation.level")
+    if value is None:
+        return ISOLATION_LEVELS["read_uncommitted"]
+    level = ISOLATION_LEVELS.get(value.strip().lower())
+    if level is None:
+        raise VdlOptionError(f"option '{name}' accepts {' or '.join(repr(k) for k in ISOLATION_LEVELS)}, "
+                             f"got {value!r}")
+    return level
+
+
 def parse_source_options(raw: Mapping[str, str]) -> SourceOptions:
     options = _Options(raw)
     poll_timeout = _int("kafkaConsumer.pollTimeoutMs", options.get("kafkaConsumer.pollTimeoutMs"), 120_000)
-    client = _client(options, poll_timeout or 120_000)
+    client = replace(_client(options, poll_timeout or 120_000), isolation_level=_isolation_level(options))
     subscription = _subscription(options)
     starting = _position(options, "starting")
     ending = _position(options, "ending")

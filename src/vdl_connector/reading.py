@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,6 +18,8 @@ from vdl_connector.replica_reads import ReplicaFetcher
 from vdl_connector.schema import ARROW_HEADERS_TYPE, arrow_read_schema, constant_string
 from vdl_connector.tables import TableRange, read_table_range
 from vdl_wire.errors import ErrorCode
+from vdl_wire.records.batch_header import BatchHeader
+from vdl_wire.records.control import marker_commits
 from vdl_wire.records.record_batch import iter_batches
 
 log = logging.getLogger("vdl_connector")
@@ -90,6 +92,34 @@ def _add_batch(chunks: _Chunks, batch: memoryview, start: int, end: int, include
     chunks.rows += hi - lo
 
 
+class AbortedFilter:
+    """Which batches of one Fetch response become no rows: control batches (transaction markers)
+    always, and under READ_COMMITTED the batches of the aborted transactions the response lists.
+
+    As Kafka's consumer (CompletedFetch, KIP-98): going through the batches in offset order, a
+    producer joins the aborted set once a batch at or past its aborted transaction's first offset
+    comes, its transactional batches are skipped while it is in the set, and its abort marker
+    takes it out again (its later transactions may commit).
+    """
+
+    def __init__(self, aborted: Iterable[tuple[int, int]]) -> None:
+        self._pending = sorted(aborted, key=lambda entry: entry[1])  # (producer id, first offset)
+        self._next = 0
+        self._aborting: set[int] = set()
+
+    def skips(self, header: BatchHeader, batch: memoryview) -> bool:
+        """Feed every batch of the response in order; True: the batch gives no rows."""
+        if header.producer_id >= 0:
+            while self._next < len(self._pending) and self._pending[self._next][1] <= header.last_offset:
+                self._aborting.add(self._pending[self._next][0])
+                self._next += 1
+            if header.is_control and marker_commits(batch, header) is False:
+                self._aborting.discard(header.producer_id)
+        if header.is_control:
+            return True
+        return header.is_transactional and header.producer_id in self._aborting
+
+
 DataLossHandler = Callable[[SourceOptions, str], None]
 
 
@@ -136,22 +166,24 @@ def read_range(client, rng: OffsetRange, options: SourceOptions,  # noqa: ANN001
         # on its way while this response is decoded and handed to Spark.
         wanted = []
         next_position = position
+        aborted = AbortedFilter(result.aborted)
         for header, batch in iter_batches(result.records or b""):
+            skip = aborted.skips(header, batch)  # every batch, in order: it tracks abort markers
             if header.next_offset <= next_position:
                 continue  # a batch entirely below the position (fetch returns whole batches)
             if header.base_offset >= end:
                 break
-            wanted.append((header, batch, next_position))
+            wanted.append((header, batch, next_position, skip))
             next_position = min(header.next_offset, end)
         if position < next_position < end:
             pending = source.fetch_start(stream, next_position, options.max_partition_fetch_bytes,
                                          options.fetch_max_bytes, options.fetch_max_wait_ms)
         chunks = _Chunks()
-        for header, batch, expected in wanted:
+        for header, batch, expected, skip in wanted:
             if header.base_offset > expected and not rng.from_earliest:
                 on_data_loss(options, f"stream {stream!r}: offsets [{expected}, {header.base_offset}) "
                                       "are missing from the log")
-            if not header.is_control:
+            if not skip:  # markers, and records of aborted transactions under READ_COMMITTED
                 _add_batch(chunks, batch, expected, end, include_headers)
             if chunks.rows >= MAX_ROWS_PER_ARROW_BATCH:
                 yield _to_record_batch(stream, chunks, include_headers)

@@ -113,6 +113,68 @@ def _bytes_out(cluster: DevCluster, stream: str) -> dict[int, float]:
     return {node_id: scrape(cluster, node_id).get("vdl_bytes_out_total", stream=stream) for node_id in CLUSTER_RACKS}
 
 
+TXN_STREAM = "kk-txn"
+TXN_DEADLINE_S = 30
+
+
+def transactional_producer(bootstrap: str, txn_id: str):  # noqa: ANN201
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5})
+    producer.init_transactions(TXN_DEADLINE_S)
+    return producer
+
+
+def offsets_values(spark, rows: list[tuple[int, bytes]]):  # noqa: ANN001, ANN201
+    return spark.createDataFrame(rows, "offset long, value binary")
+
+
+def test_read_committed_skips_aborted_and_open_transactions(spark, cluster, tmp_path: Path) -> None:  # noqa: ANN001
+    """Committed, aborted and open transactions in one stream: format("vdl") with read_committed
+    gives the committed records only, the rows format("kafka") gives, and an open transaction's
+    records once it commits (a streaming query's next batch); read_uncommitted gives every data
+    record; markers are never rows."""
+    with admin(cluster.bootstrap_servers) as client:
+        client.create_streams([TXN_STREAM])
+    first = transactional_producer(cluster.bootstrap_servers, "kk-txn-first")
+    first.begin_transaction()
+    for value in (b"c1", b"c2", b"c3"):
+        first.produce(TXN_STREAM, value, partition=0)
+    first.commit_transaction(TXN_DEADLINE_S)  # data 0-2, commit marker 3
+    first.begin_transaction()
+    for value in (b"a1", b"a2"):
+        first.produce(TXN_STREAM, value, partition=0)
+    first.flush(TXN_DEADLINE_S)
+    first.abort_transaction(TXN_DEADLINE_S)  # data 4-5, abort marker 6
+    first.begin_transaction()
+    first.produce(TXN_STREAM, b"c4", partition=0)
+    first.commit_transaction(TXN_DEADLINE_S)  # data 7, commit marker 8
+    second = transactional_producer(cluster.bootstrap_servers, "kk-txn-second")
+    second.begin_transaction()
+    second.produce(TXN_STREAM, b"o1", partition=0)
+    second.flush(TXN_DEADLINE_S)  # data 9, left open: the last stable offset stays at 9
+
+    committed = {"subscribe": TXN_STREAM, "kafka.isolation.level": "read_committed"}
+    vdl = read(spark, "vdl", cluster.bootstrap_servers, **committed)
+    assert_df_equality(ordered(read(spark, "kafka", cluster.bootstrap_servers, **committed)), ordered(vdl))
+    assert_df_equality(ordered(vdl).select("offset", "value"),
+                       offsets_values(spark, [(0, b"c1"), (1, b"c2"), (2, b"c3"), (7, b"c4")]),
+                       ignore_nullable=True)
+    # the short spelling, read_uncommitted: every data record, the open one too, no marker
+    uncommitted = read(spark, "vdl", cluster.bootstrap_servers, subscribe=TXN_STREAM,
+                       **{"isolation.level": "read_uncommitted"})
+    assert_df_equality(ordered(uncommitted).select("offset", "value"), offsets_values(spark, [
+        (0, b"c1"), (1, b"c2"), (2, b"c3"), (4, b"a1"), (5, b"a2"), (7, b"c4"), (9, b"o1")]), ignore_nullable=True)
+
+    stream = read_stream(spark, "vdl", cluster.bootstrap_servers, startingOffsets="earliest", **committed)
+    checkpoint = str(tmp_path / "txn-checkpoint")
+    before = collect_available(stream.select("offset", "value"), checkpoint)
+    assert sorted((r.offset, r.value) for r in before) == [(0, b"c1"), (1, b"c2"), (2, b"c3"), (7, b"c4")]
+    second.commit_transaction(TXN_DEADLINE_S)  # commit marker 10
+    after = collect_available(stream.select("offset", "value"), checkpoint)
+    assert [(r.offset, r.value) for r in after] == [(9, b"o1")]
+
+
 def test_starting_offsets_by_timestamp(spark, cluster, headers_stream, tmp_path: Path) -> None:  # noqa: ANN001
     # record i has timestamp TIMESTAMP_BASE + 17 i: start at i = 100 (a timestamp between two
     # records starts at the next one)

@@ -15,6 +15,8 @@ BOOT = {"bootstrap.servers": "127.0.0.1:1"}  # never contacted: validation comes
     ({"subscribe": "a", "failOnDataLoss": "maybe"}, "'failOnDataLoss'"),
     ({"subscribe": "a", "endingOffsets": "earliest"}, "'endingOffsets'"),
     ({"subscribe": "a", "preferReplicas": "nearest"}, "'preferReplicas' accepts 'leader', 'any' or 'rack:<name>'"),
+    ({"subscribe": "a", "kafka.isolation.level": "read_latest"},
+     "'kafka.isolation.level' accepts 'read_uncommitted' or 'read_committed', got 'read_latest'"),
 ])
 @pytest.mark.parametrize("streaming", [False, True])
 def test_invalid_read_options_fail_at_load(spark, options: dict, named: str, streaming: bool) -> None:  # noqa: ANN001

@@ -177,3 +177,16 @@ def test_commit_offsets_to_group() -> None:
     with pytest.raises(VdlOptionError, match="option 'commitOffsetsToGroup' is only valid for streaming queries"):
         check_batch_source(options)
     fails("option 'commitOffsetsToGroup' must be a consumer group id", BASE | {"commitOffsetsToGroup": "  "})
+
+
+def test_isolation_level() -> None:
+    assert parse().client.isolation_level == 0  # read_uncommitted, as Kafka's consumer
+    assert parse(**{"kafka.isolation.level": "read_committed"}).client.isolation_level == 1
+    assert parse(**{"isolation.level": " READ_COMMITTED "}).client.isolation_level == 1
+    assert parse(**{"kafka.isolation.level": "read_uncommitted"}).client.isolation_level == 0
+    # the prefixed spelling wins, as for the connector's other kafka.* options
+    assert parse(**{"kafka.isolation.level": "read_committed", "isolation.level": "read_uncommitted"}
+                 ).client.isolation_level == 1
+    for name in ("kafka.isolation.level", "isolation.level"):
+        fails(rf"option '{name}' accepts 'read_uncommitted' or 'read_committed', got 'committed'",
+              BASE | {name: "committed"})

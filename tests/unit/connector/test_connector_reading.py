@@ -13,7 +13,9 @@ from vdl_connector.schema import arrow_read_schema, validate_write_schema
 from vdl_connector.sink import StreamProducer, VdlWriteError, split_by_stream
 from vdl_connector.source import VdlDataLossError, data_loss
 from vdl_wire.errors import ErrorCode
+from vdl_wire.records.batch_header import with_base_offset
 from vdl_wire.records.compression import Compression
+from vdl_wire.records.control import end_txn_marker
 from vdl_wire.records.record_batch import RecordBatchBuilder, iter_batches, read_records
 
 
@@ -153,6 +155,62 @@ def test_deleted_stream_is_data_loss() -> None:
     with pytest.raises(VdlDataLossError, match="stream 's' no longer exists"):
         list(read_range(client, OffsetRange("s", 0, 5), options(), data_loss))
     assert list(read_range(client, OffsetRange("s", 0, 5), options(failOnDataLoss="false"), data_loss)) == []
+
+
+class OneFetch:
+    """Answers every Fetch with the same records and aborted transactions (READ_COMMITTED)."""
+
+    def __init__(self, records: bytes, aborted: tuple[tuple[int, int], ...]) -> None:
+        self.result = FetchResult(ErrorCode.NONE, memoryview(records), 100, 0, aborted)
+
+    def fetch(self, stream, offset, partition_max_bytes, max_bytes, max_wait_ms, deadline):  # noqa: ANN001, ANN201
+        return self.result
+
+    def fetch_start(self, *args):  # noqa: ANN002, ANN201
+        return args
+
+    def fetch_finish(self, pending, deadline):  # noqa: ANN001, ANN201
+        return self.result
+
+
+def txn_log() -> bytes:
+    """Two producers' transactions, interleaved: 10 commits [0,1]; 20 aborts [2,3], then commits
+    [7,8]; 30 aborts [11] (its marker at 13); an idempotent batch of 30 (not transactional) at
+    12, between that transaction's batch and its abort marker; a plain record at 4."""
+
+    def data(base: int, count: int, producer: int, transactional: bool = True) -> bytes:
+        builder = RecordBatchBuilder(base_offset=base, producer_id=producer, producer_epoch=0, base_sequence=base,
+                                     is_transactional=transactional)
+        for i in range(count):
+            builder.append(1000 + base + i, None, f"v{base + i}".encode())
+        return builder.build()
+
+    def marker(base: int, producer: int, commit: bool) -> bytes:
+        return bytes(with_base_offset(end_txn_marker(producer, 0, commit, 0, 2000), base))
+
+    plain = RecordBatchBuilder(base_offset=4)
+    plain.append(1004, None, b"v4")
+    return b"".join([data(0, 2, 10), data(2, 2, 20), plain.build(), marker(5, 10, True), marker(6, 20, False),
+                     data(7, 2, 20), marker(9, 20, True), data(10, 1, 10), data(11, 1, 30),
+                     data(12, 1, 30, transactional=False), marker(13, 30, False), marker(14, 10, True)])
+
+
+def test_read_committed_skips_aborted_transactions_and_markers() -> None:
+    client = OneFetch(txn_log(), aborted=((30, 11), (20, 2)))  # the broker's order is not relied on
+    committed = options(**{"kafka.isolation.level": "read_committed"})
+    got = rows(list(read_range(client, OffsetRange("s", 0, 15), committed, data_loss)))
+    assert [(r["offset"], r["value"]) for r in got] == [
+        (0, b"v0"), (1, b"v1"), (4, b"v4"), (7, b"v7"), (8, b"v8"), (10, b"v10"), (12, b"v12")]
+    # an aborted transaction is skipped from its first offset on only: a range starting in the
+    # middle of one (the broker lists it, it ends in the range) skips its records there too
+    got = rows(list(read_range(client, OffsetRange("s", 3, 9), committed, data_loss)))
+    assert [r["offset"] for r in got] == [4, 7, 8]
+
+
+def test_read_uncommitted_keeps_aborted_records_but_never_markers() -> None:
+    client = OneFetch(txn_log(), aborted=())
+    got = rows(list(read_range(client, OffsetRange("s", 0, 15), options(), data_loss)))
+    assert [r["offset"] for r in got] == [0, 1, 2, 3, 4, 7, 8, 10, 11, 12]
 
 
 def sink_options(**extra: str):  # noqa: ANN201
