@@ -151,17 +151,25 @@ def _unit_tests_stay_pure(request: pytest.FixtureRequest, monkeypatch: pytest.Mo
     if request.node.get_closest_marker("unit") is None:
         return
 
-    def refuse(what: str) -> Callable[..., None]:
-        def refused(*args: Any, **kwargs: Any) -> None:
-            raise AssertionError(f"a unit test may not {what}: set TIER = 'component' in its module")
-        return refused
+    test_thread = threading.current_thread()
 
-    monkeypatch.setattr(time, "sleep", refuse("sleep"))
-    monkeypatch.setattr(threading.Thread, "start", refuse("start a thread"))
-    monkeypatch.setattr(subprocess.Popen, "__init__", refuse("start a process"))
-    monkeypatch.setattr(socket.socket, "connect", refuse("connect a socket"))
-    monkeypatch.setattr(socket.socket, "connect_ex", refuse("connect a socket"))
-    monkeypatch.setattr(socket.socket, "bind", refuse("bind a socket"))
+    def refuse(owner: object, name: str, what: str) -> None:
+        original = getattr(owner, name)
+
+        def refused(*args: Any, **kwargs: Any) -> Any:
+            # Only the test's own thread: a worker that ran a Spark module before keeps py4j's
+            # threads, which sleep and connect while a unit test runs.
+            if threading.current_thread() is not test_thread:
+                return original(*args, **kwargs)
+            raise AssertionError(f"a unit test may not {what}: set TIER = 'component' in its module")
+        monkeypatch.setattr(owner, name, refused)
+
+    refuse(time, "sleep", "sleep")
+    refuse(threading.Thread, "start", "start a thread")
+    refuse(subprocess.Popen, "__init__", "start a process")
+    refuse(socket.socket, "connect", "connect a socket")
+    refuse(socket.socket, "connect_ex", "connect a socket")
+    refuse(socket.socket, "bind", "bind a socket")
 
 
 @pytest.fixture
