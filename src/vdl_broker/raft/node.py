@@ -116,6 +116,11 @@ class RaftNode(Election, Replication, Follower, Recovery, ConfChanges, Quiescenc
         # (term, index, commit) of the last successful append of a leader: the index it brought
         # us to, the commit index it reported (recovery.py).
         self._refetched = (0, 0, 0)
+        # The highest commit index a leader has reported to this node since it started (an
+        # append's, or a quiesced heartbeat's: a plain heartbeat's is capped by our match). A node
+        # holding and having applied it knows the group's state as of now, not only as of its own
+        # last saved commit point (a restart replays an older committed state first).
+        self.leader_commit = 0
         self.quiescent = False
         self._idle_heartbeats = 0  # leader: heartbeat rounds in a row with nothing to replicate
         self._become_follower(self.term, NONE)

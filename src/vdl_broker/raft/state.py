@@ -65,6 +65,7 @@ class NodeState:
     damage: Damage | None
     _recovering: bool
     _refetched: tuple[int, int, int]
+    leader_commit: int  # the highest commit index a leader reported since the start (node.py)
 
     # Quiescence (quiescence.py).
     quiescent: bool
