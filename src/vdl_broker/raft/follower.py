@@ -30,6 +30,8 @@ class Follower(NodeState):
             self.election_elapsed = 0
             self.leader_id = m.sender
             self.log.commit_to(min(m.commit, self.log.last_index()))
+            if m.quiesce and not self.leader_commit:  # quiesced: every follower holds its commit index
+                self.leader_commit = m.commit
             # Quiesce only holding everything the leader committed; else the plain response wakes it.
             quiesce = m.quiesce and self.log.committed == m.commit and not self._recovering
             self.quiescent = quiesce
@@ -48,6 +50,8 @@ class Follower(NodeState):
         if m.index < log.committed:
             self._send(MessageType.APPEND_RESPONSE, m.sender, index=log.committed)
             return
+        if not self.leader_commit:
+            self.leader_commit = m.commit
         entries = m.entries if isinstance(m.entries, list) else list(m.entries)
         last_new = log.maybe_append(m.index, m.log_term, m.commit, entries)
         if last_new is not None:

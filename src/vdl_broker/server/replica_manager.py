@@ -50,6 +50,7 @@ REMOTE_VIEW_TTL_S = 1.0  # a leader/isr learned from another node is refreshed a
 REMOTE_VIEW_MAX_AGE_S = 3.0  # and no longer used after this
 FIRST_CAMPAIGN_DELAY_S = 0.3  # a fresh stream's preferred leader campaigns this soon (not after 1-2 s)
 FIRST_CAMPAIGN_ATTEMPTS = 6  # ... and again this often, FIRST_CAMPAIGN_DELAY_S apart, while leaderless
+METADATA_RECHECK_S = 0.1  # replicas waiting for a current metadata view look again this often
 OPEN_PARALLELISM = 16  # replica logs opened at once (worker threads, mostly waiting on fsyncs)
 
 
@@ -75,6 +76,7 @@ class ReplicaManager:
         self._dirty = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._worker: asyncio.Task[None] | None = None
+        self._current = False  # _metadata_current() latched
 
     # -- the streams ---------------------------------------------------------------------------
 
@@ -330,6 +332,17 @@ class ReplicaManager:
                 shutil.rmtree(directory, ignore_errors=True)
                 self.registry.forget(name)
         wanted = [info for name, info in desired.items() if name not in self._partitions]
+        if wanted and not self._metadata_current():
+            # A restart replays the metadata from its last saved commit point: this view may
+            # place here a stream that has moved away since (its directory deleted then). Opened
+            # now, its replica would start empty with the old replica set as its voters -- one
+            # replica: elected at once, acknowledging writes the real replica never sees. Only
+            # replicas this node held when it stopped open before the view is current (their
+            # own Raft state decides what they may do); the others wait for it.
+            held = [info for info in wanted if self.registry.holds(info.name, info.created_index)]
+            if len(held) < len(wanted):
+                asyncio.get_running_loop().call_later(METADATA_RECHECK_S, self._dirty.set)
+            wanted = held
         if wanted:
             await self._open_all(wanted)
         for name, partition in self._partitions.items():
@@ -337,6 +350,22 @@ class ReplicaManager:
             info = self.state.streams.get(name)
             if info is not None and self._configs.get(name) is not info.config:
                 self._apply_settings(partition, info)
+
+    def _metadata_current(self) -> bool:
+        """This node's metadata state is the cluster's of now (not a replay of an older one): it
+        leads the metadata group, or it holds and has applied the commit index its leader
+        reported since this node started. Once true, it stays so (later lag is ordinary Raft
+        lag: entries apply in order, so a replica placed here is opened before it is moved)."""
+        if self._current:
+            return True
+        group = self.broker.metadata.group
+        if group is None:
+            return False
+        node = group.node
+        self._current = group.leader_ready or (
+            group.leader_id not in (0, self.broker.node_id) and node.leader_commit > 0
+            and group.applied_index >= node.leader_commit)
+        return self._current
 
     def _apply_settings(self, partition: Partition, info: StreamInfo) -> None:
         """The stream's config as this replica applies it (segment roll, retention, size limit)."""
@@ -380,6 +409,18 @@ class ReplicaManager:
         # a replica joining by a reassignment is a learner anyway).
         lost = not marker.exists() and (self.registry.holds(info.name, info.created_index) or (
             self.broker.node_id in info.replicas and self.registry.may_have_held(info.created_index)))
+        if directory.exists() and self.broker.node_id not in info.replicas:
+            # A replica joining by a reassignment starts empty, as a learner of the current group.
+            # A directory here is a copy left from an earlier placement (the node stopped or
+            # crashed before deleting it when the stream moved away): its log, Raft state and
+            # configuration are stale -- opened, a configuration naming this node the only voter
+            # would elect it on that old log and lose every record written since. If it was a
+            # replica in this reassignment already (a restart half-way), its acknowledgements
+            # may count: it starts damaged, voting for no one until the leader gave its log back.
+            log.warning("node %d: %s holds a stale copy of stream %s, which joins this node by a reassignment: "
+                        "wiping it", self.broker.node_id, directory, info.name)
+            shutil.rmtree(directory)
+            lost = True
         if directory.exists():
             try:
                 found = marker.read_text().strip()

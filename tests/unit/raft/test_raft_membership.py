@@ -11,8 +11,10 @@ from vdl_broker.raft import (
     ConfigChangeError,
     ConfigRecord,
     ConfState,
+    Entry,
     EntryType,
     MemoryStorage,
+    Message,
     MessageType,
     NotLeaderError,
     RaftConfig,
@@ -241,3 +243,39 @@ def test_conf_payloads_and_membership_records() -> None:
         make_conf([True])
     m = Membership(ConfState((1,)), [], 1, 0, lambda i: 0)
     assert m.current == ConfState((1,)) and m.conf_at(5) == ConfState((1,))
+
+
+def _catch_up_on_a_prefix_naming_it_the_only_voter(commit: int) -> tuple[RaftNode, MemoryStorage]:
+    """Node 1 joins (no configuration, empty log) a group led by node 2 whose log starts with
+    the stream's first placement, node 1 alone; the leader sent only that prefix so far."""
+    storage = MemoryStorage()
+    node = RaftNode(1, [], storage, RaftConfig(pre_vote=False, check_quorum=False))
+    prefix = [Entry(1, 1, EntryType.CONFIG, encode_conf(make_conf([1]))), Entry(2, 1, EntryType.DATA, b"old")]
+    node.step(Message(MessageType.APPEND, 1, 2, 5, index=0, log_term=0, entries=prefix, commit=commit))
+    return node, storage
+
+
+def _campaigns(node: RaftNode, storage: MemoryStorage) -> bool:
+    for _ in range(ELECTION):
+        node.tick()
+        while node.has_ready():
+            rd = node.ready()
+            storage.append(rd.entries)  # the driver's part: the entries durable, then advance
+            storage.hard_state = rd.hard_state or storage.hard_state
+            if node.role != Role.FOLLOWER or any(m.type in (MessageType.VOTE, MessageType.PRE_VOTE)
+                                                 for m in [*rd.messages, *rd.early_messages]):
+                return True
+            node.advance(rd)
+    return node.role != Role.FOLLOWER
+
+
+def test_joining_node_never_campaigns_on_an_old_prefix_of_the_log_naming_it_the_only_voter() -> None:
+    """A stream moved back to a node it left: catching up from the log start, the joiner holds
+    for a while a prefix whose configuration is its old one-voter placement. Elected on it, it
+    would serve that old log and lose everything written since (the soak's loss)."""
+    node, storage = _catch_up_on_a_prefix_naming_it_the_only_voter(commit=1000)
+    assert node.conf == ConfState((1,))
+    assert not _campaigns(node, storage)
+    # Holding the leader's commit index, its configuration is the group's current one: a
+    # node that is a voter there campaigns as usual (here, the prefix is all there is).
+    assert _campaigns(*_catch_up_on_a_prefix_naming_it_the_only_voter(commit=2))
