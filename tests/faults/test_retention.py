@@ -156,7 +156,9 @@ def test_a_follower_reset_to_the_leaders_log_start_serves_read_committed_as_the_
     cluster.restart(follower, timeout_s=60)
     wait_for_full_isr(cluster, stream)
     follower_address = node_address(cluster, follower)
-    assert read_log_image(cluster, follower, stream).log_start_offset > 0  # it was reset to the leader's start
+    # It was reset to the leader's start: waited for, not assumed the moment the leader counts it in sync.
+    wait_until(lambda: read_log_image(cluster, follower, stream).log_start_offset > 0, 30,
+               "the follower's log starting at the leader's log start")
     before = wait_until(lambda: committed_view(leader_address, stream), 20, "a read_committed fetch at the leader")
     values = before.values()
     assert b"open" not in values and b"after-00000-00".ljust(100, b".") not in values
