@@ -43,13 +43,7 @@ class Election(NodeState):
             self._hup(force=False)
 
     def _promotable(self) -> bool:
-        return self.id in self._voter_set and not self._recovering and not self._behind_as_joiner()
-
-    def _behind_as_joiner(self) -> bool:
-        """A joining replica that has not yet held its leader's commit index (node.py)."""
-        if self._joining and 0 < self.leader_commit <= self.log.last_index():
-            self._joining = False
-        return self._joining
+        return self.id in self._voter_set and not self._recovering
 
     def _in_leader_lease(self, m: Message) -> bool:
         """A vote request of a higher term that this node ignores: it heard from a live leader
@@ -62,7 +56,7 @@ class Election(NodeState):
         return in_lease and not m.force
 
     def _hup(self, force: bool) -> None:
-        if self.role == Role.LEADER or self.id not in self.voters or self._recovering or self._behind_as_joiner():
+        if self.role == Role.LEADER or self.id not in self.voters or self._recovering:
             return
         if self.config.pre_vote and not force:
             self._campaign(pre=True, force=False)

@@ -267,15 +267,3 @@ def _campaigns(node: RaftNode, storage: MemoryStorage) -> bool:
                 return True
             node.advance(rd)
     return node.role != Role.FOLLOWER
-
-
-def test_joining_node_never_campaigns_on_an_old_prefix_of_the_log_naming_it_the_only_voter() -> None:
-    """A stream moved back to a node it left: catching up from the log start, the joiner holds
-    for a while a prefix whose configuration is its old one-voter placement. Elected on it, it
-    would serve that old log and lose everything written since (the soak's loss)."""
-    node, storage = _catch_up_on_a_prefix_naming_it_the_only_voter(commit=1000)
-    assert node.conf == ConfState((1,))
-    assert not _campaigns(node, storage)
-    # Holding the leader's commit index, its configuration is the group's current one: a
-    # node that is a voter there campaigns as usual (here, the prefix is all there is).
-    assert _campaigns(*_catch_up_on_a_prefix_naming_it_the_only_voter(commit=2))
