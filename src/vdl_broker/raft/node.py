@@ -122,12 +122,6 @@ class RaftNode(Election, Replication, Follower, Recovery, ConfChanges, Quiescenc
         # own last saved commit point (a restart replays an older committed state first). The
         # first, not the highest: under steady writes a follower may never hold the latest.
         self.leader_commit = 0
-        # A replica opened knowing no configuration, its log empty: it joins a group (a
-        # reassignment adds it as a learner) and catches up from the log's start, whose old
-        # configurations may name it a voter -- even the only one (the stream was here alone
-        # before). It must not campaign on such a prefix: it may only once it holds the commit
-        # index a leader reported, so its configuration is the group's current one.
-        self._joining = not voters and not membership and self.log.last_index() == 0
         self.quiescent = False
         self._idle_heartbeats = 0  # leader: heartbeat rounds in a row with nothing to replicate
         self._become_follower(self.term, NONE)

@@ -66,7 +66,6 @@ class NodeState:
     _recovering: bool
     _refetched: tuple[int, int, int]
     leader_commit: int  # the first commit index a leader reported since the start (node.py)
-    _joining: bool  # a joining replica not yet caught up once: it does not campaign (node.py)
 
     # Quiescence (quiescence.py).
     quiescent: bool
