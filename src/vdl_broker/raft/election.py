@@ -3,9 +3,22 @@ leader from being disrupted (Raft §5.2, thesis §9.6 and §6.4). A room of Raft
 
 - A follower that heard no leader for its randomized timeout, in [election_ticks,
   2 * election_ticks), campaigns -- if it may: a voter of the configuration in force that is not
-  recovering from storage damage (recovery.py). Learners, nodes outside the configuration and
-  damaged nodes never campaign; their time since they last heard a leader grows instead, so past
-  an election timeout they grant the votes of those who may.
+  recovering from storage damage (recovery.py), nor a joiner still catching up (below).
+  Learners, nodes outside the configuration and damaged nodes never campaign; their time since
+  they last heard a leader grows instead, so past an election timeout they grant the votes of
+  those who may.
+- A joiner -- a replica opened knowing no configuration, its log empty, added to a running
+  group -- copies the log from its start, whose old configurations may name it a voter: a
+  stream placed on this node alone before, moved away and back, has a prefix whose
+  configuration makes it the only voter. It uses them as any node does (the latest in its log),
+  but it campaigns on its own only once it holds the first commit index a leader reported to it
+  (RaftNode.leader_commit): everything committed before it was added, so the configuration it
+  is on is the one it was added to or a later one. A leadership transfer to it (TIMEOUT_NOW) needs no such
+  wait: the leader sends it only to a member holding its whole log. This is the Raft thesis'
+  "new servers join as non-voting members until caught up" (§4.2.1) for the one case where the
+  log itself would say otherwise; as KIP-853 tells a replica's incarnations apart by directory
+  id, the server also wipes a joiner's stale directory and makes it a damaged (recovering)
+  replica, which covers a joiner restarted half-way (vdl_broker.server.replica_manager).
 - With PreVote a campaign first asks, without changing its term, whether it could win (a
   pre-vote is granted for a log at least as up to date, in a term above the voter's); only then
   does it start a real election in a new term. A partitioned node rejoining therefore does not
@@ -43,7 +56,17 @@ class Election(NodeState):
             self._hup(force=False)
 
     def _promotable(self) -> bool:
-        return self.id in self._voter_set and not self._recovering
+        return self.id in self._voter_set and not self._recovering and not self._catching_up_as_joiner()
+
+    def _catching_up_as_joiner(self) -> bool:
+        """A joiner (node.py) that does not hold yet the first commit index a leader reported to
+        it: its configuration may be an old one of its log's prefix, naming it a voter (even the
+        only one) of a placement the group has left. Once it holds that index, every
+        configuration committed before it joined is in its log, and later ones are the group's
+        own: it campaigns as any voter."""
+        if self._joining and 0 < self.leader_commit <= self.log.last_index():
+            self._joining = False
+        return self._joining
 
     def _in_leader_lease(self, m: Message) -> bool:
         """A vote request of a higher term that this node ignores: it heard from a live leader
@@ -57,6 +80,10 @@ class Election(NodeState):
 
     def _hup(self, force: bool) -> None:
         if self.role == Role.LEADER or self.id not in self.voters or self._recovering:
+            return
+        # A transfer (force) campaigns even as a catching-up joiner: its leader sends TIMEOUT_NOW
+        # only to a member holding its whole log, so our configuration is the leader's current one.
+        if not force and self._catching_up_as_joiner():
             return
         if self.config.pre_vote and not force:
             self._campaign(pre=True, force=False)

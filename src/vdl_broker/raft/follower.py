@@ -8,7 +8,8 @@
   quiesce when asked and caught up (quiescence.py).
 - SNAPSHOT: the leader's log starts after entries we lack: reset our log to its start point
   (the driver installs it, StreamLog.reset), unless we hold that point already.
-- TIMEOUT_NOW: a leadership transfer to us: campaign at once, past PreVote and the lease.
+- TIMEOUT_NOW: a leadership transfer to us: campaign at once, past PreVote and the lease (a
+  joiner catching up: once it holds the leader's last entry the message names, election.py).
 Every acknowledgement leaves only after the driver synced what it acknowledges (the driver
 contract), and reports the log we hold now (after storage damage too: recovery.py).
 """
@@ -43,6 +44,11 @@ class Follower(NodeState):
             self.leader_id = m.sender
             self._handle_snapshot(m)
         elif t == MessageType.TIMEOUT_NOW:
+            # A joiner still catching up (election.py) takes it only holding the leader's last
+            # entry it names (sent when we held it: one that is not here is a stale message).
+            # Older leaders name none (index 0): as before, the transfer goes ahead.
+            if self._joining and (m.index > self.log.last_index() or self.log.term(m.index) not in (None, m.log_term)):
+                return  # (a term unknown below the log start: a committed entry, held)
             self._hup(force=True)  # leadership transfer: skip PreVote and the leader lease
 
     def _handle_append(self, m: Message) -> None:

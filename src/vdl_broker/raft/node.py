@@ -122,6 +122,10 @@ class RaftNode(Election, Replication, Follower, Recovery, ConfChanges, Quiescenc
         # own last saved commit point (a restart replays an older committed state first). The
         # first, not the highest: under steady writes a follower may never hold the latest.
         self.leader_commit = 0
+        # A joiner (no configuration given or saved, an empty log) campaigns on its own only once
+        # it holds leader_commit: the prefix it copies first may name it a voter of an old
+        # placement (election.py).
+        self._joining = not voters and not membership and self.log.last_index() == 0
         self.quiescent = False
         self._idle_heartbeats = 0  # leader: heartbeat rounds in a row with nothing to replicate
         self._become_follower(self.term, NONE)

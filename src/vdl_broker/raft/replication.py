@@ -81,7 +81,7 @@ class Replication(NodeState):
         self.transferee = target
         self.election_elapsed = 0  # the transfer must finish within one election timeout
         if self.progress[target].match == self.log.last_index():
-            self._send(MessageType.TIMEOUT_NOW, target)
+            self._send_timeout_now(target)
         else:
             self._send_append(target)
 
@@ -187,7 +187,11 @@ class Replication(NodeState):
                     and pr.match == self.log.last_index()):
                 self._send_append(m.sender, send_if_empty=True)
             if m.sender == self.transferee and pr.match == self.log.last_index():
-                self._send(MessageType.TIMEOUT_NOW, m.sender)
+                self._send_timeout_now(m.sender)
+
+    def _send_timeout_now(self, target: int) -> None:
+        # It names our last entry: a joiner campaigns on it only holding that entry (follower.py).
+        self._send(MessageType.TIMEOUT_NOW, target, index=self.log.last_index(), log_term=self.log.last_term())
 
     def _handle_heartbeat_response(self, m: Message, pr: Progress) -> None:
         behind = pr.match < self.log.last_index()

@@ -66,6 +66,7 @@ class NodeState:
     _recovering: bool
     _refetched: tuple[int, int, int]
     leader_commit: int  # the first commit index a leader reported since the start (node.py)
+    _joining: bool  # a joiner that does not hold leader_commit yet: no campaign of its own (election.py)
 
     # Quiescence (quiescence.py).
     quiescent: bool

@@ -150,7 +150,8 @@ class Message:
     VOTE / PRE_VOTE: index/log_term = candidate's last index and term; force = leadership
         transfer (ignore the leader lease). *_RESPONSE: reject.
     SNAPSHOT: snapshot = the leader's log start point (driver fills snapshot.data).
-    TIMEOUT_NOW: campaign now (leadership transfer target).
+    TIMEOUT_NOW: campaign now (leadership transfer target); index/log_term = the leader's last
+        entry, which the target held when it was sent (0: a leader that names none).
     """
 
     type: MessageType

@@ -79,6 +79,7 @@ class SimNode:
     owed: int = 0  # damaged: the node lost entries up to here and must get them back
     lost_disk: bool = False  # nothing on disk tells it held the group: it asks its peers at start
     probing: bool = False  # up, waiting for its peers' answers before it starts
+    joiner: bool = False  # started knowing no configuration, even if an initial node (rejoin)
 
 
 @dataclass
@@ -145,7 +146,7 @@ class Cluster:
         cfg = self._config(sn.id)
         rng = random.Random(self.seed * 7919 + sn.id * 104729 + sn.restarts)
         damage = sn.damage if getattr(self, "corruption_aware", True) else None
-        sn.node = RaftNode(sn.id, self.initial if sn.id in self.initial else (), sn.storage, cfg,
+        sn.node = RaftNode(sn.id, self.initial if sn.id in self.initial and not sn.joiner else (), sn.storage, cfg,
                            hard_state=sn.storage.hard_state, rng=rng, damage=damage, membership=sn.storage.membership)
         sn.applied = sn.node.applied_index
 
@@ -232,6 +233,16 @@ class Cluster:
         sn.owed = max(sn.owed, sn.storage.last_index)
         sn.storage = MemoryStorage()
         sn.damage = Damage(EXTENT_UNKNOWN, True, 0)
+
+    def rejoin(self, i: int) -> None:
+        """Crash node i and start it again empty, knowing no configuration: a node the group
+        moved away from (its copy deleted) that is to join again, as a new replica would."""
+        if self.nodes[i].node is not None:
+            self.crash(i)
+        sn = self.nodes[i]
+        sn.storage, sn.damage, sn.applied, sn.restarts = MemoryStorage(), None, 0, sn.restarts + 1
+        sn.joiner = True
+        self._boot(sn)
 
     def lose_disk(self, i: int) -> None:
         """Crash node i and lose its whole data directory: at its restart nothing tells it that

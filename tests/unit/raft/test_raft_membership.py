@@ -267,3 +267,103 @@ def _campaigns(node: RaftNode, storage: MemoryStorage) -> bool:
                 return True
             node.advance(rd)
     return node.role != Role.FOLLOWER
+
+
+def test_joining_node_never_campaigns_on_an_old_prefix_of_the_log_naming_it_the_only_voter() -> None:
+    """A stream moved back to a node it left: catching up from the log start, the joiner holds
+    for a while a prefix whose configuration is its old one-voter placement. Elected on it, it
+    would serve that old log and lose everything written since (the soak's loss)."""
+    node, storage = _catch_up_on_a_prefix_naming_it_the_only_voter(commit=1000)
+    assert node.conf == ConfState((1,))
+    assert not _campaigns(node, storage)
+    # A stale TIMEOUT_NOW (its leader's last entry is not here) does not make it campaign either.
+    node.step(Message(MessageType.TIMEOUT_NOW, 1, 2, 5, index=900, log_term=5))
+    assert not _campaigns(node, storage)
+    # Holding the leader's commit index, its configuration is the group's current one: a
+    # node that is a voter there campaigns as usual (here, the prefix is all there is).
+    assert _campaigns(*_catch_up_on_a_prefix_naming_it_the_only_voter(commit=2))
+
+
+def test_a_leadership_transfer_reaches_a_joiner_holding_the_leaders_log() -> None:
+    """TIMEOUT_NOW names the leader's last entry: a joiner holding it campaigns at once, even
+    before it held the first commit index it was told; so does one told by a leader of an
+    older version, which names no entry."""
+    for index, log_term in ((2, 1), (0, 0)):
+        node, storage = _catch_up_on_a_prefix_naming_it_the_only_voter(commit=1000)
+        node.step(Message(MessageType.TIMEOUT_NOW, 1, 2, 5, index=index, log_term=log_term))
+        assert node.role == Role.LEADER  # the one voter of its configuration
+
+
+def _move(c: Cluster, leader: int, to: int) -> None:
+    """Move a one-voter group from `leader` to `to` (a node already started): add it as a
+    learner, promote it once caught up, hand it leadership, remove the old voter."""
+    change(c, leader, (leader,), (to,))
+    assert c.run_until(lambda: c.node(leader).match_index(to) == c.node(leader).last_index, ELECTION)
+    change(c, leader, (leader, to))
+    c.node(leader).transfer_leadership(to)
+    c.process(leader)
+    assert c.run_until(lambda: c.leader() == to and c.node(to).current_term_committed, ELECTION), f"{to} not leading"
+    change(c, to, (to,))
+
+
+def test_a_group_moved_back_to_a_node_never_elects_it_on_the_old_prefix_while_it_catches_up() -> None:
+    """One voter, moved 1 -> 2 -> 3 -> 2: node 2 joins again empty and copies node 3's log from
+    its start, which holds the configuration naming node 2 the only voter. Its catch-up stalls
+    on that prefix (a throttled copy), and the leader falls silent for many election timeouts:
+    it must not elect itself there (the simulator's leader completeness check fails if it does). Then it catches up, takes
+    over by a transfer, the old voter is removed, and a restart leaves it leading as usual."""
+    c = Cluster(1, 7)
+    elect(c, 1)
+    two = c.add_node()
+    _move(c, 1, two)
+    written = [commit(c, two, f"on-two-{n}".encode(), members=(two,)) for n in range(3)]
+    prefix_end = c.node(two).last_index  # the last entry of node 2's placement
+    three = c.add_node()
+    _move(c, two, three)
+    commit(c, three, b"on-three", members=(three,))
+    c.rejoin(two)
+
+    def throttled(m: Message) -> bool:
+        """Appends to node 2 carry at most the old placement's entries."""
+        if m.type != MessageType.APPEND or m.to != two or not m.entries or m.entries[-1].index <= prefix_end:
+            return False
+        if m.index < prefix_end or c.nodes[two].storage.last_index < prefix_end:  # (a probe: answered)
+            c.send(Message(MessageType.APPEND, two, m.sender, m.term, log_term=m.log_term, index=m.index,
+                           entries=[e for e in m.entries if e.index <= prefix_end], commit=m.commit))
+        return True
+
+    c.hold = throttled
+    change(c, three, (three,), (two,))
+    assert c.run_until(lambda: c.nodes[two].storage.last_index == prefix_end, ELECTION)
+    assert c.node(two).conf == ConfState((two,))  # the old placement's configuration
+    c.run(ELECTION)
+    c.partition({two}, {three})  # and the leader falls silent (it restarts, say)
+    c.run(5 * ELECTION)
+    assert c.node(two).role == Role.FOLLOWER and c.node(two).term <= c.node(three).term
+    c.heal()
+    c.hold = None
+    _move(c, three, two)
+    back = commit(c, two, b"back", members=(two,))
+    assert [d for i, (_, d) in sorted(c.oracle.items()) if i in (*written, back)] == [
+        b"on-two-0", b"on-two-1", b"on-two-2", b"back"]
+    c.crash(two)
+    c.restart(two)  # an ordinary restart: its log and configuration decide, it leads again
+    assert c.run_until(lambda: c.leader() == two, ELECTION)
+
+
+def test_a_promoted_joiner_campaigns_when_its_leader_is_gone() -> None:
+    """The joiner's wait ends once it holds what it was first told committed: promoted, it
+    campaigns on its own when the leader fails (here it is the only one that can win)."""
+    c = Cluster(3, 5)
+    elect(c, 1)
+    commit(c, 1, b"before")
+    new = c.add_node()
+    change(c, 1, (1, 2, 3), (new,))
+    change(c, 1, (1, 2, 3, new))
+    change(c, 1, (1, 2, new))
+    index = commit(c, 1, b"promoted", members=(1, 2, new))
+    c.crash(1)
+    # Node 2's own campaigns reach nobody: only the newcomer can win, with node 2's vote.
+    c.hold = lambda m: m.sender == 2 and m.type in (MessageType.VOTE, MessageType.PRE_VOTE)
+    assert c.run_until(lambda: c.leader() == new, 4 * ELECTION)
+    assert c.node(new).commit_index >= index
