@@ -6,18 +6,22 @@ Raft state or configuration: every acknowledged record is on the new replica, at
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.faults.harness import (
+    LATEST,
     ProbeLog,
     check_acknowledged,
     create_stream,
     high_watermark,
+    list_offset_raw,
     node_address,
     read_all,
     wait_logs_converged,
@@ -25,16 +29,27 @@ from tests.faults.harness import (
 )
 from tests.faults.test_membership import admin, preload, replicas_of, wait_moved
 from tests.support.cluster import start_cluster
+from vdl_broker.raft.config import RaftConfig
 from vdl_client.cluster_admin import reassign_stream
 from vdl_dev.dev_cluster import DevCluster
 
 pytestmark = pytest.mark.timeout(180)
 
+# Node 2 copies to replicas catching up at this rate (the other tests never copy from it): one
+# append of max_append_bytes (1 MiB) leaves at once, the next 16 s later.
+SLOW_COPY_RATE = 64 * 1024
+SILENCE_S = 2 * 2 * RaftConfig().election_ticks * RaftConfig().tick_interval_s  # two longest election timeouts
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
     clusters: list[DevCluster] = []
-    started = start_cluster(tmp_path_factory.mktemp("move-back"), 3, register=clusters.append,
+    def register(cluster: DevCluster) -> None:
+        clusters.append(cluster)
+        node = cluster.nodes[2]
+        node.config = dataclasses.replace(node.config, recovery_rate_bytes=SLOW_COPY_RATE)
+
+    started = start_cluster(tmp_path_factory.mktemp("move-back"), 3, register=register,
                             settings={"leader_balance_interval_ms": 0})
     try:
         yield started
@@ -99,4 +114,51 @@ def test_move_away_restart_and_move_back_keeps_every_record(cluster: DevCluster,
     acked += [("after", o, v) for _, o, v in preload(cluster, stream, 1.0)]
     move(cluster, stream, [1])
     acked += [("back", o, v) for _, o, v in preload(cluster, stream, 0.2)]
+    check_everything(cluster, stream, acked, (1,))
+
+
+
+def test_a_joiner_copying_an_old_prefix_never_elects_itself_when_its_leader_falls_silent(cluster: DevCluster) -> None:
+    """The stream reached node 1 by a move (its log holds a configuration naming node 1 the only
+    voter), moved to node 2, and back. Node 1 joins empty and copies node 2's log from its start
+    at node 2's slow catch-up rate: the first append (1 MiB) leaves it for seconds on a prefix
+    whose configuration is that old one. Node 2 is killed then (a rolling restart): node 1 hears
+    no leader for two election timeouts and must not elect itself on that prefix -- it would
+    answer as leader with the old log, report the move done, and node 2 would delete the only
+    full copy (the soak's lost records). Node 2 comes back and the move finishes with every
+    acknowledged record on node 1."""
+    stream = "back-throttled"
+    probes = ProbeLog()
+    create_stream(cluster, stream, via=3, probes=probes, replication_factor=1)
+    if replicas_of(cluster, stream) == (1,):
+        move(cluster, stream, [3])
+    move(cluster, stream, [1])
+    # 125 entries of 20 kB: the first append to node 1 takes 52 of them, and the rest are more
+    # than a learner's unthrottled last stretch (RaftConfig.learner_lag_entries), so they wait.
+    acked = [("probe", o, v) for v, o in probes.acked] + preload(cluster, stream, 2.5)
+    move(cluster, stream, [2])
+    acked += [("after", o, v) for _, o, v in preload(cluster, stream, 0.1)]
+    with admin(cluster) as client:
+        reassign_stream(client, stream, [1])
+    data = Path(cluster.nodes[1].config.data_dir) / stream
+
+    def copied() -> int:
+        return sum(p.stat().st_size for p in data.glob("*.log")) if data.is_dir() else 0
+
+    # The first append (max_append_bytes) is on node 1; the next waits for the throttle.
+    wait_until(lambda: copied() > 512 * 1024, 30, "node 1 copying the stream's first entries")
+    cluster.kill(2)
+    deadline = time.monotonic() + SILENCE_S
+    while time.monotonic() < deadline:  # an observation window: node 1 must never lead meanwhile
+        try:
+            code, end = list_offset_raw(node_address(cluster, 1), stream, LATEST)
+        except (OSError, ValueError):
+            code, end = -1, 0
+        assert code != 0, (f"node 1 leads {stream} on an old prefix of its log (high watermark {end} "
+                           f"of {len(acked)} acknowledged records)")
+        time.sleep(0.05)
+    cluster.restart(2, timeout_s=60)
+    wait_moved(cluster, [stream], timeout=60)
+    wait_until(lambda: replicas_of(cluster, stream) == (1,), 10, f"{stream} on [1]")
+    acked += [("back", o, v) for _, o, v in preload(cluster, stream, 0.1)]
     check_everything(cluster, stream, acked, (1,))
