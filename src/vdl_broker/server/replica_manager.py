@@ -77,6 +77,7 @@ class ReplicaManager:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._worker: asyncio.Task[None] | None = None
         self._current = False  # _metadata_current() latched
+        self._swept = False  # leftover directories deleted (once the metadata is current)
 
     # -- the streams ---------------------------------------------------------------------------
 
@@ -331,6 +332,12 @@ class ReplicaManager:
                 log.info("node %d: deleting the data of stream %s", node_id, name)
                 shutil.rmtree(directory, ignore_errors=True)
                 self.registry.forget(name)
+        if not self._swept:
+            if self._metadata_current():
+                self._swept = True
+                self._delete_leftovers(desired)
+            elif self.broker.metadata.group is not None:
+                asyncio.get_running_loop().call_later(METADATA_RECHECK_S, self._dirty.set)
         wanted = [info for name, info in desired.items() if name not in self._partitions]
         if wanted and not self._metadata_current():
             # A restart replays the metadata from its last saved commit point: this view may
@@ -350,6 +357,23 @@ class ReplicaManager:
             info = self.state.streams.get(name)
             if info is not None and self._configs.get(name) is not info.config:
                 self._apply_settings(partition, info)
+
+    def _delete_leftovers(self, desired: dict[str, StreamInfo]) -> None:
+        """Once this node's metadata is current: delete the stream directories left from replicas
+        it no longer holds -- moved away or deleted while it was down (or before it deleted them),
+        which nothing else would remove until the stream came back here. Only directories naming
+        their incarnation (a 0.1 directory without one waits for its adoption)."""
+        if not self.data_dir.is_dir():
+            return
+        for directory in sorted(self.data_dir.iterdir()):
+            name = directory.name
+            if (name in desired or name in self._partitions or validate_stream_name(name) is not None
+                    or not (directory / INCARNATION_FILE).is_file()):
+                continue
+            log.info("node %d: deleting %s, left from a replica of stream %s this node no longer holds",
+                     self.broker.node_id, directory, name)
+            shutil.rmtree(directory, ignore_errors=True)
+            self.registry.forget(name)
 
     def _metadata_current(self) -> bool:
         """This node's metadata state is the cluster's of now (not a replay of an older one): it
@@ -409,6 +433,7 @@ class ReplicaManager:
         # a replica joining by a reassignment is a learner anyway).
         lost = not marker.exists() and (self.registry.holds(info.name, info.created_index) or (
             self.broker.node_id in info.replicas and self.registry.may_have_held(info.created_index)))
+        why = "lost its directory"
         if directory.exists() and self.broker.node_id not in info.replicas:
             # A replica joining by a reassignment starts empty, as a learner of the current group.
             # A directory here is a copy left from an earlier placement (the node stopped or
@@ -420,7 +445,7 @@ class ReplicaManager:
             log.warning("node %d: %s holds a stale copy of stream %s, which joins this node by a reassignment: "
                         "wiping it", self.broker.node_id, directory, info.name)
             shutil.rmtree(directory)
-            lost = True
+            lost, why = True, "starts empty in place of that stale copy"
         if directory.exists():
             try:
                 found = marker.read_text().strip()
@@ -433,8 +458,8 @@ class ReplicaManager:
         if not directory.exists():
             directory.mkdir(parents=True)
         if lost:
-            log.error("node %d: the replica of stream %s lost its directory %s: it votes for no one until a "
-                      "leader has given its log back", self.broker.node_id, info.name, directory)
+            log.error("node %d: the replica of stream %s %s (%s): it votes for no one until a leader has given "
+                      "its log back", self.broker.node_id, info.name, why, directory)
             save_damage(directory, DamageRecord(UNKNOWN, 0), durable=self.config.fsync)
         if not marker.exists():
             atomic_write(marker, expected.encode(), durable=self.config.fsync)
