@@ -23,7 +23,7 @@ import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
-from vdl_broker.cluster.membership import complete_reassignment_command
+from vdl_broker.cluster.membership import Reassignment, complete_reassignment_command
 from vdl_broker.cluster.metadata import Outcome
 from vdl_broker.raft.membership import ConfigChangeError
 from vdl_broker.raft.reconfigure import next_step
@@ -52,6 +52,10 @@ class StreamReassigner:
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._reporting: dict[str, asyncio.Task[None]] = {}
+        # Reassignments whose completion the metadata leader accepted, until this node's metadata
+        # shows them done: a pass meanwhile would report (and log) the same completion again. By
+        # identity: a new reassignment of the same stream, even to the same target, is reported.
+        self._reported_done: dict[str, Reassignment] = {}
         self._last_reason: dict[str, str] = {}
 
     def start(self) -> None:
@@ -87,6 +91,8 @@ class StreamReassigner:
     def step(self) -> None:
         state = self.broker.metadata.state
         self._active = False
+        for name in [n for n, r in self._reported_done.items() if state.membership.reassignments.get(n) is not r]:
+            del self._reported_done[name]
         for name, moving in list(state.membership.reassignments.items()):
             stream = state.streams.get(name)
             partition = self.broker.replicas.local(name)
@@ -108,9 +114,10 @@ class StreamReassigner:
                     group.propose_conf_change(step.conf)
                 elif step.kind == "transfer":
                     group.transfer_leadership(step.target)
-                elif step.kind == "done" and name not in self._reporting:
+                elif (step.kind == "done" and name not in self._reporting
+                      and self._reported_done.get(name) is not moving):
                     task = asyncio.get_running_loop().create_task(
-                        self._report(name, stream.created_index, list(moving.target)))
+                        self._report(name, stream.created_index, moving))
                     self._reporting[name] = task
                     task.add_done_callback(functools.partial(self._reported, name))
             except (ConfigChangeError, RaftError, ValueError) as error:
@@ -119,10 +126,11 @@ class StreamReassigner:
     def _reported(self, name: str, _task: asyncio.Task[None]) -> None:
         self._reporting.pop(name, None)
 
-    async def _report(self, name: str, created_index: int, replicas: list[int]) -> None:
+    async def _report(self, name: str, created_index: int, moving: Reassignment) -> None:
         """Tell the metadata leader the stream's configuration is the target (retried by later
-        passes until the metadata shows the reassignment done)."""
+        passes until it accepts)."""
         broker = self.broker
+        replicas = list(moving.target)
         try:
             if broker.metadata.is_leader:
                 result = await broker.metadata.submit(complete_reassignment_command(name, created_index, replicas))
@@ -135,6 +143,7 @@ class StreamReassigner:
         except (RaftError, OSError, TimeoutError) as error:
             ok, message = False, str(error)
         if ok:
+            self._reported_done[name] = moving
             log.info("stream %s: reassignment done, replicas %s", name, replicas)
         else:
             log.info("stream %s: reporting the reassignment failed (%s): retrying", name, message)
