@@ -136,7 +136,8 @@ class MembershipController:
         if node.conf_pending or not node.current_term_committed:
             return
         step = next_step(group.conf, metadata_target(self.metadata.state), group.node_id, group.peer_status(),
-                         group.last_index, min(self.catchup_lag, group.promotion_lag()))
+                         group.last_index, min(self.catchup_lag, group.promotion_lag()),
+                         conf_index=group.node.membership.last_index)
         try:
             if step.kind == "change" and step.conf is not None:
                 log.info("metadata group: %s (%s -> %s)", step.reason, group.conf, step.conf)

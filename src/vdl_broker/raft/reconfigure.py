@@ -9,7 +9,10 @@ one voter at a time). The order keeps the group as available as it was:
    node: keeping it only makes the majority harder to reach);
 3. target nodes not in the group yet join as learners (all at once: learners change no quorum);
 4. a learner that has caught up (alive, i.e. heard from lately, within `catchup_lag` entries of the
-   leader's log) is promoted, in target order, one at a time;
+   leader's log, and holding `conf_index`, the entry of the configuration in force: the one that
+   added it or a later one) is promoted, in target order, one at a time -- so a voter's log always
+   ends past the configurations of earlier placements its prefix may hold (election.py, joiners),
+   a restart included;
 5. once every target node votes, the other voters are removed one at a time; when the leader
    itself must go, it hands leadership to a caught-up target voter first (the new leader goes on).
 
@@ -45,7 +48,7 @@ def caught_up(status: Mapping[int, PeerStatus], node: int, last_index: int, catc
 
 
 def next_step(conf: ConfState, target: Sequence[int], leader: int, status: Mapping[int, PeerStatus],
-              last_index: int, catchup_lag: int = 100) -> Step:
+              last_index: int, catchup_lag: int = 100, conf_index: int = 0) -> Step:
     wanted = list(dict.fromkeys(target))
     wanted_set = set(wanted)
     voters, learners = set(conf.voters), set(conf.learners)
@@ -61,7 +64,7 @@ def next_step(conf: ConfState, target: Sequence[int], leader: int, status: Mappi
     if missing:
         return Step("change", _conf(voters, learners | set(missing)), reason=f"add learners {missing}")
     for node in wanted:
-        if node in learners and caught_up(status, node, last_index, catchup_lag):
+        if node in learners and caught_up(status, node, last_index, catchup_lag) and status[node].match >= conf_index:
             return Step("change", _conf(voters | {node}, learners - {node}), reason=f"promote {node}")
     if learners:
         return Step("wait", reason=f"learners {sorted(learners)} catching up")

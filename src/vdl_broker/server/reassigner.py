@@ -105,7 +105,8 @@ class StreamReassigner:
             if group.leader_age_s < self.settle_s or group.node.conf_pending:
                 continue
             step = next_step(group.conf, moving.target, group.node_id, group.peer_status(), group.last_index,
-                             min(self.catchup_lag, group.promotion_lag()))
+                             min(self.catchup_lag, group.promotion_lag()),
+                             conf_index=group.node.membership.last_index)
             if step.reason and self._last_reason.get(name) != step.reason:
                 self._last_reason[name] = step.reason
                 log.info("stream %s: reassignment to %s: %s", name, list(moving.target), step.reason)
