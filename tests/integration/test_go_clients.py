@@ -1,0 +1,133 @@
+"""franz-go (github.com/twmb/franz-go: kgo 1.22.3, kadm 1.20.0) against VDL, one Go program
+(tests/support/go, built by `make install`) run once per scenario (tests/support/polyglot.py):
+
+- an idempotent acks=all producer per codec (none, gzip, snappy, lz4, zstd), read back exactly
+  (offsets, keys, values, headers, timestamps), over PLAINTEXT and SASL_SSL (SCRAM-SHA-512), on one
+  node and three;
+- consumer groups, classic (cooperative-sticky) and KIP-848: resume from a commit, two members with
+  disjoint assignments, a rebalance when one leaves, the group described and its offsets fetched;
+- kadm: create (twice), describe configs, list offsets (start, end, by time), describe a group,
+  lag, delete (twice);
+- transactions: commit, abort, read_committed against read_uncommitted, and a
+  GroupTransactSession copying a stream with the group's offsets in its transactions;
+- the stream leader killed -9 on three nodes while the producer runs: every record once, in order.
+
+Clusters come from tests/integration/conftest.py (`java_targets`: one node and three, both
+listeners), shared by the whole module.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.support.java_targets import JavaTarget
+from tests.support.polyglot import FRANZ, expected_record, run_scenario, target_args
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.timeout(300)
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+FRANZ_PROGRAM = (str(FRANZ),)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def franz(scenario: str, target: JavaTarget, **args: Any) -> Any:
+    return run_scenario(FRANZ_PROGRAM, scenario, target_args(target, **args))
+
+
+def test_produce_every_codec_read_back_exactly(target: JavaTarget) -> None:
+    topics = [unique(f"franz-{codec}") for codec in CODECS]
+    got = franz("produce", target, topics=topics, codecs=list(CODECS), count=60)
+    assert got["acked"] == {codec: list(range(60)) for codec in CODECS}
+    assert got["records"] == {codec: [expected_record(topic, i) for i in range(60)]
+                              for codec, topic in zip(CODECS, topics, strict=True)}
+
+
+@pytest.mark.parametrize("target_name", ["1-node-plain", "3-nodes-sasl-ssl"])
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_groups_resume_share_and_rebalance(java_targets: dict[str, JavaTarget], target_name: str,
+                                           protocol: str) -> None:
+    target = java_targets[target_name]
+    topics = sorted(unique(f"franz-group-{i}") for i in range(4))
+    group = unique("franz-group")
+    got = franz("groups", target, topics=topics, group=group, count=10, protocol=protocol)
+    assert got["first_read"] == {t: list(range(10)) for t in topics}
+    # Two members resume at the commit (10), each with two streams, together every stream once;
+    # the four records more of each stream go to its member only.
+    assert got["early"] == [[], []]
+    assigned = got["two_assigned"]
+    assert sorted(assigned[0] + assigned[1]) == topics and [len(a) for a in assigned] == [2, 2]
+    assert got["two_read"] == [{t: [10, 11, 12, 13] for t in assigned[m]} for m in (0, 1)]
+    assert got["described"] == {"state": "Stable", "members": 2, "protocol_type": "consumer"}
+    # One leaves: the other takes every stream and reads the one record more of each.
+    assert got["last_read"] == {t: [14] for t in topics}
+    assert got["committed"] == {t: 15 for t in topics}
+
+
+def test_admin(java_targets: dict[str, JavaTarget]) -> None:
+    target = java_targets["3-nodes-plain"]
+    topics = [unique("franz-admin"), unique("franz-admin")]
+    got = franz("admin", target, topics=topics, group=unique("franz-admin-group"))
+    assert got == {
+        "created": {t: "OK" for t in topics},
+        "created_again": {topics[0]: "TOPIC_ALREADY_EXISTS"},
+        "configs": {"retention.ms": "86400000/DYNAMIC_TOPIC_CONFIG", "segment.ms": "604800000/DEFAULT_CONFIG",
+                    "max.message.bytes": "16777216/DEFAULT_CONFIG"},
+        # Timestamps base + i*1000 (i = 0..4): the first at or after base+2000 is offset 2.
+        "offsets": {"start": 0, "end": 5, "after_third": 2, "after_all": 5},
+        "group": {"state": "Empty", "members": 0, "lag": {topics[0]: 2}},
+        "deleted": {t: "OK" for t in topics},
+        "deleted_again": {topics[0]: "UNKNOWN_TOPIC_OR_PARTITION"},
+        "remaining": [],
+    }
+
+
+@pytest.mark.parametrize("target_name", ["1-node-plain", "3-nodes-sasl-ssl"])
+def test_transactions(java_targets: dict[str, JavaTarget], target_name: str) -> None:
+    target = java_targets[target_name]
+    source, copy = unique("franz-txn"), unique("franz-txn-copy")
+    got = franz("transactions", target, topics=[source, copy], group=unique("franz-txn-group"),
+                txn_id=unique("franz-txn"))
+    # Offsets: 0-2 committed, 3 its marker, 4-5 aborted, 6 the abort marker, 7 committed, 8 a marker.
+    committed = [expected_record(source, i) for i in range(3)] + [expected_record(source, 5, offset=7)]
+    assert got["read_committed"] == committed
+    assert got["read_uncommitted"] == [expected_record(source, i, offset=o)
+                                       for i, o in enumerate([0, 1, 2, 4, 5, 7])]
+    # The copy: one transaction per poll, each with its offsets; a marker after each.
+    copied = got["copied"]
+    assert [(r["key"], r["value"], r["headers"], r["timestamp"]) for r in copied] == [
+        (r["key"], "copy-" + r["value"], r["headers"], r["timestamp"]) for r in committed]
+    # franz-go commits the offset after the last record it read (7), not past the marker at 8.
+    assert got["group_offsets"] == {source: 8}
+
+
+def test_kill_stream_leader_loses_nothing(java_targets: dict[str, JavaTarget]) -> None:
+    target = java_targets["3-nodes-plain"]
+    cluster = target.cluster
+    topic = unique("franz-kill")
+    killed: list[int] = []
+    now = int(time.time() * 1000)
+
+    def on_progress(acked: int) -> None:
+        if acked >= 100 and not killed:
+            leader = wait_until(lambda: cluster.leader_of(topic), message=f"a leader of {topic}")
+            cluster.kill(leader)
+            killed.append(leader)
+
+    try:
+        # franz-go times a record out from its timestamp: these are now's, so retries have time.
+        created = run_scenario(FRANZ_PROGRAM, "kill-leader",
+                               target_args(target, topics=[topic], count=400, base_millis=now),
+                               on_progress=on_progress)
+    finally:
+        for node_id in killed:
+            cluster.restart(node_id)
+    assert killed, "the producer finished before the leader was killed"
+    assert created["records"] == [expected_record(topic, i, base=now) for i in range(400)]
