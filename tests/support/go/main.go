@@ -466,12 +466,17 @@ func admin(a Args) {
 	out["deleted_again"] = errNames(deletedAgain.Sorted(), func(t kadm.DeleteTopicResponse) (string, error) {
 		return t.Topic, t.Err
 	})
-	topics, err := adm.ListTopics(ctx)
-	must(err)
-	remaining := []string{}
-	for _, t := range a.Topics {
-		if topics.Has(t) {
-			remaining = append(remaining, t)
+	// Any node may answer the listing: like Kafka's brokers, they learn of the delete within
+	// moments of its answer, not all before it.
+	remaining := a.Topics
+	for wait := deadline(10); len(remaining) > 0 && wait.Err() == nil; time.Sleep(20 * time.Millisecond) {
+		topics, err := adm.ListTopics(ctx)
+		must(err)
+		remaining = []string{}
+		for _, t := range a.Topics {
+			if topics.Has(t) {
+				remaining = append(remaining, t)
+			}
 		}
 	}
 	out["remaining"] = remaining
