@@ -1,5 +1,6 @@
-"""franz-go (github.com/twmb/franz-go: kgo 1.22.3, kadm 1.20.0) against VDL, one Go program
-(tests/support/go, built by `make install`) run once per scenario (tests/support/polyglot.py):
+"""franz-go (github.com/twmb/franz-go: kgo 1.22.3, kadm 1.20.0) and IBM/sarama 1.61.1 against
+VDL, one Go program (tests/support/go, built by `make install`) run once per scenario
+(tests/support/polyglot.py). franz-go:
 
 - an idempotent acks=all producer per codec (none, gzip, snappy, lz4, zstd), read back exactly
   (offsets, keys, values, headers, timestamps), over PLAINTEXT and SASL_SSL (SCRAM-SHA-512), on one
@@ -11,6 +12,11 @@
 - transactions: commit, abort, read_committed against read_uncommitted, and a
   GroupTransactSession copying a stream with the group's offsets in its transactions;
 - the stream leader killed -9 on three nodes while the producer runs: every record once, in order.
+
+Sarama (PLAINTEXT; its own SCRAM needs a third-party module), with the protocol versions of its
+default Kafka release (2.8) and of old ones (0.11, 1.0: Produce v3, Fetch v5-6, JoinGroup v1-2,
+DescribeConfigs v0...): every codec, a group of two with round robin, admin, transactions, and
+the leader kill.
 
 Clusters come from tests/integration/conftest.py (`java_targets`: one node and three, both
 listeners), shared by the whole module.
@@ -131,3 +137,83 @@ def test_kill_stream_leader_loses_nothing(java_targets: dict[str, JavaTarget]) -
             cluster.restart(node_id)
     assert killed, "the producer finished before the leader was killed"
     assert created["records"] == [expected_record(topic, i, base=now) for i in range(400)]
+
+
+SARAMA_CODECS = {"": CODECS, "4.0.0": CODECS, "1.0.0": CODECS[:-1], "0.11.0.0": CODECS[:-1]}  # zstd: Kafka 2.1+
+
+
+@pytest.mark.parametrize(("target_name", "version"), [("3-nodes-plain", ""), ("1-node-plain", "4.0.0"),
+                                                      ("1-node-plain", "1.0.0"), ("3-nodes-plain", "0.11.0.0")])
+def test_sarama_produce_every_codec(java_targets: dict[str, JavaTarget], target_name: str, version: str) -> None:
+    target = java_targets[target_name]
+    codecs = SARAMA_CODECS[version]
+    topics = [unique(f"sarama-{codec}") for codec in codecs]
+    got = franz("sarama-produce", target, topics=topics, codecs=list(codecs), count=30, sarama_version=version)
+    assert got["acked"] == {codec: list(range(30)) for codec in codecs}
+    assert got["records"] == {codec: [expected_record(topic, i) for i in range(30)]
+                              for codec, topic in zip(codecs, topics, strict=True)}
+
+
+@pytest.mark.parametrize(("target_name", "version"), [("3-nodes-plain", ""), ("1-node-plain", "0.11.0.0")])
+def test_sarama_group_resumes_shares_and_rebalances(java_targets: dict[str, JavaTarget], target_name: str,
+                                                    version: str) -> None:
+    target = java_targets[target_name]
+    topics = sorted(unique(f"sarama-group-{i}") for i in range(4))
+    got = franz("sarama-groups", target, topics=topics, group=unique("sarama-group"), count=10, sarama_version=version)
+    assert got["first_read"] == {t: list(range(10)) for t in topics}
+    assert got["early"] == [[], []]
+    assigned = got["two_assigned"]
+    assert sorted(assigned[0] + assigned[1]) == topics and [len(a) for a in assigned] == [2, 2]
+    assert got["two_read"] == [{t: [10, 11, 12, 13] for t in assigned[m]} for m in (0, 1)]
+    assert got["described"] == {"state": "Stable", "members": 2, "protocol_type": "consumer", "protocol": "roundrobin"}
+    assert got["last_read"] == {t: [14] for t in topics}
+    assert got["committed"] == {t: 15 for t in topics}
+
+
+@pytest.mark.parametrize("version", ["", "0.11.0.0"])
+def test_sarama_admin(java_targets: dict[str, JavaTarget], version: str) -> None:
+    topic = unique("sarama-admin")
+    got = franz("sarama-admin", java_targets["3-nodes-plain"], topics=[topic], group=unique("sarama-admin"),
+                sarama_version=version)
+    assert got == {
+        "created": "OK",
+        "created_again": "kafka server: Topic with this name already exists",
+        "created_bad_partitions": "kafka server: Number of partitions is invalid",
+        # DescribeConfigs v0 has no config source: sarama says Unknown for what is not a default.
+        "configs": {"retention.ms": "86400000/" + ("Unknown" if version else "Topic"), "segment.ms": "604800000/Default"},
+        "group_offset": -1,
+        "deleted": "OK",
+        "deleted_again": "kafka server: Request was for a topic or partition that does not exist on this broker",
+    }
+
+
+@pytest.mark.parametrize(("target_name", "version"), [("3-nodes-plain", ""), ("1-node-plain", "0.11.0.0")])
+def test_sarama_transactions(java_targets: dict[str, JavaTarget], target_name: str, version: str) -> None:
+    topic = unique("sarama-txn")
+    got = franz("sarama-transactions", java_targets[target_name], topics=[topic], txn_id=unique("sarama-txn"),
+                sarama_version=version)
+    assert got["read_committed"] == [expected_record(topic, i) for i in range(3)] + [
+        expected_record(topic, 5, offset=7)]
+    assert got["read_uncommitted"] == [expected_record(topic, i, offset=o) for i, o in enumerate([0, 1, 2, 4, 5, 7])]
+
+
+def test_sarama_kill_stream_leader_loses_nothing(java_targets: dict[str, JavaTarget]) -> None:
+    target = java_targets["3-nodes-plain"]
+    cluster = target.cluster
+    topic = unique("sarama-kill")
+    killed: list[int] = []
+
+    def on_progress(acked: object) -> None:
+        if isinstance(acked, int) and acked >= 100 and not killed:
+            leader = wait_until(lambda: cluster.leader_of(topic), message=f"a leader of {topic}")
+            cluster.kill(leader)
+            killed.append(leader)
+
+    try:
+        got = run_scenario(FRANZ_PROGRAM, "sarama-kill-leader", target_args(target, topics=[topic], count=300),
+                           on_progress=on_progress)
+    finally:
+        for node_id in killed:
+            cluster.restart(node_id)
+    assert killed, "the producer finished before the leader was killed"
+    assert got["records"] == [expected_record(topic, i) for i in range(300)]

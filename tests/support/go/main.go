@@ -1,4 +1,4 @@
-// vdl-franz: franz-go (kgo + kadm) driven by tests/integration/test_go_clients.py.
+// vdl-franz: franz-go (kgo + kadm) and IBM/sarama driven by tests/integration/test_go_clients.py.
 //
 // Usage: vdl-franz SCENARIO 'JSON-ARGS'. One scenario per run; progress lines ({"progress": ...})
 // and then one result line ({"result": ...}) as JSON on stdout, or {"error": "..."} and exit 1.
@@ -40,6 +40,8 @@ type Args struct {
 	Protocol    string   `json:"protocol"` // consumer groups: "classic" or "consumer" (KIP-848)
 	TxnID       string   `json:"txn_id"`
 	BaseMillis  int64    `json:"base_millis"`
+	// sarama's protocol versions: a Kafka release ("4.0.0"); "" is sarama's default (2.8).
+	SaramaVersion string `json:"sarama_version"`
 }
 
 // Rec is a record as the tests compare it.
@@ -589,10 +591,17 @@ func main() {
 	var a Args
 	must(json.Unmarshal([]byte(os.Args[2]), &a))
 	scenarios := map[string]func(Args){"produce": produce, "kill-leader": killLeader, "groups": groups,
-		"admin": admin, "transactions": transactions}
+		"admin": admin, "transactions": transactions,
+		"sarama-produce": saramaProduce, "sarama-groups": saramaGroups, "sarama-admin": saramaAdminScenario,
+		"sarama-transactions": saramaTransactions, "sarama-kill-leader": saramaKillLeader}
 	run, ok := scenarios[os.Args[1]]
 	if !ok {
-		fail(fmt.Errorf("unknown scenario %q: one of produce, kill-leader, groups, admin, transactions", os.Args[1]))
+		names := []string{}
+		for name := range scenarios {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		fail(fmt.Errorf("unknown scenario %q: one of %s", os.Args[1], strings.Join(names, ", ")))
 	}
 	run(a)
 }
