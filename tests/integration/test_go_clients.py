@@ -122,21 +122,21 @@ def test_kill_stream_leader_loses_nothing(java_targets: dict[str, JavaTarget]) -
     now = int(time.time() * 1000)
 
     def on_progress(acked: int) -> None:
-        if acked >= 100 and not killed:
-            leader = wait_until(lambda: cluster.leader_of(topic), message=f"a leader of {topic}")
-            cluster.kill(leader)
-            killed.append(leader)
+        assert acked == 100 and not killed  # the producer waits: its next records go to the next leader
+        leader = wait_until(lambda: cluster.leader_of(topic), message=f"a leader of {topic}")
+        cluster.kill(leader)
+        killed.append(leader)
 
     try:
         # franz-go times a record out from its timestamp: these are now's, so retries have time.
         created = run_scenario(FRANZ_PROGRAM, "kill-leader",
-                               target_args(target, topics=[topic], count=400, base_millis=now),
+                               target_args(target, topics=[topic], count=200, pause_at=100, base_millis=now),
                                on_progress=on_progress)
     finally:
         for node_id in killed:
             cluster.restart(node_id)
-    assert killed, "the producer finished before the leader was killed"
-    assert created["records"] == [expected_record(topic, i, base=now) for i in range(400)]
+    assert killed, "the producer never paused for the kill"
+    assert created["records"] == [expected_record(topic, i, base=now) for i in range(200)]
 
 
 SARAMA_CODECS = {"": CODECS, "4.0.0": CODECS, "1.0.0": CODECS[:-1], "0.11.0.0": CODECS[:-1]}  # zstd: Kafka 2.1+
@@ -203,17 +203,17 @@ def test_sarama_kill_stream_leader_loses_nothing(java_targets: dict[str, JavaTar
     topic = unique("sarama-kill")
     killed: list[int] = []
 
-    def on_progress(acked: object) -> None:
-        if isinstance(acked, int) and acked >= 100 and not killed:
-            leader = wait_until(lambda: cluster.leader_of(topic), message=f"a leader of {topic}")
-            cluster.kill(leader)
-            killed.append(leader)
+    def on_progress(acked: int) -> None:
+        assert acked == 100 and not killed  # the producer waits: its next records go to the next leader
+        leader = wait_until(lambda: cluster.leader_of(topic), message=f"a leader of {topic}")
+        cluster.kill(leader)
+        killed.append(leader)
 
     try:
-        got = run_scenario(FRANZ_PROGRAM, "sarama-kill-leader", target_args(target, topics=[topic], count=300),
-                           on_progress=on_progress)
+        got = run_scenario(FRANZ_PROGRAM, "sarama-kill-leader",
+                           target_args(target, topics=[topic], count=200, pause_at=100), on_progress=on_progress)
     finally:
         for node_id in killed:
             cluster.restart(node_id)
-    assert killed, "the producer finished before the leader was killed"
-    assert got["records"] == [expected_record(topic, i) for i in range(300)]
+    assert killed, "the producer never paused for the kill"
+    assert got["records"] == [expected_record(topic, i) for i in range(200)]

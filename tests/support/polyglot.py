@@ -2,7 +2,9 @@
 into build/polyglot/vdl-franz) and kafkajs (tests/support/node, `npm ci` into its node_modules).
 
 Each is one program run once per scenario: `PROGRAM SCENARIO JSON-ARGS` prints JSON lines,
-{"progress": ...} while it runs and one {"result": ...} (or {"error": ...}) at the end. Both make
+{"progress": ...} when it pauses for the test (which answers with a line on its stdin once
+`on_progress` did its part, a node killed say) and one {"result": ...} (or {"error": ...}) at
+the end. Both make
 the same records (`expected_record`), so the tests of both compare against one spelling.
 """
 
@@ -39,7 +41,7 @@ def run_scenario(program: tuple[str, ...], scenario: str, args: dict[str, Any],
     """Run one scenario; its result, or AssertionError with the program's error and output."""
     if not Path(program[-1]).exists() or (program[0] == "node" and not (NODE_DIR / "node_modules").exists()):
         raise AssertionError(f"{program[-1]} (or its node_modules) is missing: run `make install`")
-    process = subprocess.Popen([*program, scenario, json.dumps(args)], stdout=subprocess.PIPE,
+    process = subprocess.Popen([*program, scenario, json.dumps(args)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=os.environ | {"KAFKAJS_NO_PARTITIONER_WARNING": "1"})
     timer = threading.Timer(timeout_s, process.kill)
     timer.start()
@@ -53,8 +55,12 @@ def run_scenario(program: tuple[str, ...], scenario: str, args: dict[str, Any],
             if not line.startswith("{"):
                 continue
             message = json.loads(line)
-            if "progress" in message and on_progress is not None:
-                on_progress(message["progress"])
+            if "progress" in message:
+                if on_progress is not None:
+                    on_progress(message["progress"])
+                assert process.stdin is not None
+                process.stdin.write("go on\n")  # the program waits for this after a progress line
+                process.stdin.flush()
             elif "result" in message:
                 result = message["result"]
             elif "error" in message:

@@ -7,6 +7,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -40,6 +41,7 @@ type Args struct {
 	Protocol    string   `json:"protocol"` // consumer groups: "classic" or "consumer" (KIP-848)
 	TxnID       string   `json:"txn_id"`
 	BaseMillis  int64    `json:"base_millis"`
+	PauseAt     int      `json:"pause_at"` // kill-leader: records acked before the test's kill
 	// sarama's protocol versions: a Kafka release ("4.0.0"); "" is sarama's default (2.8).
 	SaramaVersion string `json:"sarama_version"`
 }
@@ -191,8 +193,9 @@ func produce(a Args) {
 	emit("result", map[string]any{"acked": acked, "records": records})
 }
 
-// killLeader: an idempotent producer of `count` records, 20 in flight; a progress line after each
-// 50 acked (the test kills the stream's leader meanwhile), then every record read back.
+// killLeader: an idempotent producer of `count` records; after the first `pause_at` are acked,
+// a progress line and a wait for a line on stdin (the test kills the stream's leader then), the
+// rest 20 in flight; then every record read back.
 func killLeader(a Args) {
 	topic := a.Topics[0]
 	adm := kadm.NewClient(a.client())
@@ -200,13 +203,18 @@ func killLeader(a Args) {
 	adm.Close()
 	cl := a.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxBufferedRecords(20),
 		kgo.RecordDeliveryTimeout(60*time.Second))
+	var first []*kgo.Record
+	for i := 0; i < a.PauseAt; i++ {
+		first = append(first, makeRecord(topic, i, a.BaseMillis))
+	}
+	must(cl.ProduceSync(deadline(30), first...).FirstErr())
+	pause(a.PauseAt)
 	var (
 		mu       sync.Mutex
 		firstErr error
-		acked    int
 		wg       sync.WaitGroup
 	)
-	for i := 0; i < a.Count; i++ {
+	for i := a.PauseAt; i < a.Count; i++ {
 		wg.Add(1)
 		cl.Produce(context.Background(), makeRecord(topic, i, a.BaseMillis), func(r *kgo.Record, err error) {
 			defer wg.Done()
@@ -215,20 +223,20 @@ func killLeader(a Args) {
 			if err != nil && firstErr == nil {
 				firstErr = err
 			}
-			acked++
-			if acked%50 == 0 {
-				emit("progress", acked)
-			}
 		})
-		// A pace the test can kill a node in: the producer still runs at hundreds a second.
-		if i%10 == 9 {
-			time.Sleep(5 * time.Millisecond)
-		}
 	}
 	wg.Wait()
 	must(firstErr)
 	cl.Close()
 	emit("result", map[string]any{"records": readAll(a, a.Count, false, topic)})
+}
+
+// pause tells the test how many records are acked and waits for its go-ahead (a line on stdin).
+func pause(acked int) {
+	emit("progress", acked)
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		fail(fmt.Errorf("waiting for the test's go-ahead: %w", err))
+	}
 }
 
 // assignment tracks what the group gave a member (franz-go tells through callbacks).

@@ -363,8 +363,8 @@ func saramaTransactions(a Args) {
 		"read_uncommitted": saramaRead(a, 6, false, a.Topics[0])})
 }
 
-// sarama-kill-leader: an idempotent sync producer of `count` records in sends of 10; a progress
-// line after each 50 acked (the test kills the stream's leader meanwhile), then all read back.
+// sarama-kill-leader: an idempotent sync producer of `count` records in sends of 10; after
+// `pause_at` acked, a pause for the test to kill the stream's leader; then all read back.
 func saramaKillLeader(a Args) {
 	adm := saramaAdmin(a)
 	saramaCreate(a, adm, a.Topics[0])
@@ -377,8 +377,8 @@ func saramaKillLeader(a Args) {
 			messages = append(messages, saramaMessage(a.Topics[0], j, a.BaseMillis))
 		}
 		must(producer.SendMessages(messages))
-		if (i+10)%50 == 0 {
-			emit("progress", i+10)
+		if i+10 == a.PauseAt {
+			pause(a.PauseAt)
 		}
 	}
 	must(producer.Close())

@@ -108,15 +108,21 @@ async function produce (args) {
     }
   }
   await producer.disconnect()
+  // One reader for every stream (a consumer's join costs a good part of a second).
+  const all = await readAll(args, kafka, args.topics, args.count * args.codecs.length)
   const records = {}
-  for (const [i, codec] of args.codecs.entries()) {
-    records[codec] = await readAll(args, kafka, [args.topics[i]], args.count)
-  }
+  for (const [i, codec] of args.codecs.entries()) records[codec] = all.filter(r => r.topic === args.topics[i])
   emit('result', { acked, records })
 }
 
-// kill-leader: an idempotent producer of `count` records in sends of 10, one at a time; a progress
-// line after each 50 acked (the test kills the stream's leader meanwhile), then all read back.
+// Tells the test how many records are acked and waits for its go-ahead (a line on stdin).
+function pause (acked) {
+  emit('progress', acked)
+  return new Promise(resolve => process.stdin.once('data', () => { process.stdin.pause(); resolve() }))
+}
+
+// kill-leader: an idempotent producer of `count` records in sends of 10, one at a time; after
+// `pause_at` acked, a pause for the test to kill the stream's leader; then all read back.
 async function killLeader (args) {
   const kafka = kafkaOf(args)
   const admin = kafka.admin()
@@ -128,7 +134,7 @@ async function killLeader (args) {
   for (let i = 0; i < args.count; i += 10) {
     const messages = Array.from({ length: 10 }, (_, j) => makeMessage(i + j, args.base_millis))
     await producer.send({ topic: args.topics[0], messages, acks: -1 })
-    if ((i + 10) % 50 === 0) emit('progress', i + 10)
+    if (i + 10 === args.pause_at) await pause(args.pause_at)
   }
   await producer.disconnect()
   emit('result', { records: await readAll(args, kafka, args.topics, args.count) })
