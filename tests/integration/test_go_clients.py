@@ -11,7 +11,8 @@ VDL, one Go program (tests/support/go, built by `make install`) run once per sce
   lag, delete (twice);
 - transactions: commit, abort, read_committed against read_uncommitted, and a
   GroupTransactSession copying a stream with the group's offsets in its transactions;
-- the stream leader killed -9 on three nodes while the producer runs: every record once, in order.
+- the stream leader killed -9 on three nodes while the producer runs: every record once, in order;
+- a KIP-848 regex subscription (SubscribedTopicRegex) taking a stream created later.
 
 Sarama (PLAINTEXT; its own SCRAM needs a third-party module), with the protocol versions of its
 default Kafka release (2.8) and of old ones (0.11, 1.0: Produce v3, Fetch v5-6, JoinGroup v1-2,
@@ -217,3 +218,15 @@ def test_sarama_kill_stream_leader_loses_nothing(java_targets: dict[str, JavaTar
             cluster.restart(node_id)
     assert killed, "the producer never paused for the kill"
     assert got["records"] == [expected_record(topic, i) for i in range(200)]
+
+
+def test_kip848_regex_subscription_follows_new_streams(java_targets: dict[str, JavaTarget]) -> None:
+    """kgo.ConsumeRegex with KIP-848's protocol (`ServerSideBalancer`) sends SubscribedTopicRegex:
+    the coordinator resolves it, again when a matching stream is created (VDL refused it with
+    INVALID_REQUEST before). (With the classic protocol the client matches names itself.)"""
+    target = java_targets["1-node-plain"]
+    prefix = unique("franz-rx")
+    topics = [f"{prefix}-a", f"{prefix}-b", unique("franz-other"), f"{prefix}-c"]
+    got = franz("regex", target, topics=topics, regex=f"{prefix}-.*", group=unique("franz-rx"), protocol="consumer")
+    assert got == {"first": {topics[0]: [0], topics[1]: [0]}, "first_assigned": topics[:2],
+                   "then": {topics[3]: [0]}, "then_assigned": [topics[0], topics[1], topics[3]]}

@@ -42,6 +42,7 @@ type Args struct {
 	TxnID       string   `json:"txn_id"`
 	BaseMillis  int64    `json:"base_millis"`
 	PauseAt     int      `json:"pause_at"` // kill-leader: records acked before the test's kill
+	Regex       string   `json:"regex"`
 	// sarama's protocol versions: a Kafka release ("4.0.0"); "" is sarama's default (2.8).
 	SaramaVersion string `json:"sarama_version"`
 }
@@ -599,7 +600,7 @@ func main() {
 	var a Args
 	must(json.Unmarshal([]byte(os.Args[2]), &a))
 	scenarios := map[string]func(Args){"produce": produce, "kill-leader": killLeader, "groups": groups,
-		"admin": admin, "transactions": transactions,
+		"admin": admin, "transactions": transactions, "regex": regexGroup,
 		"sarama-produce": saramaProduce, "sarama-groups": saramaGroups, "sarama-admin": saramaAdminScenario,
 		"sarama-transactions": saramaTransactions, "sarama-kill-leader": saramaKillLeader}
 	run, ok := scenarios[os.Args[1]]
@@ -612,4 +613,33 @@ func main() {
 		fail(fmt.Errorf("unknown scenario %q: one of %s", os.Args[1], strings.Join(names, ", ")))
 	}
 	run(a)
+}
+
+// regexGroup: a group member subscribed by regex (kgo.ConsumeRegex; with the KIP-848 protocol
+// the coordinator resolves it: SubscribedTopicRegex) to topics[:2] of the three topics, one
+// record each; then topics[3], created now, matches too and its record is read.
+func regexGroup(a Args) {
+	adm := kadm.NewClient(a.client())
+	defer adm.Close()
+	createTopics(a, adm, a.Topics[:3]...)
+	producer := a.client()
+	defer producer.Close()
+	for _, t := range a.Topics[:3] {
+		must(producer.ProduceSync(deadline(30), makeRecord(t, 0, a.BaseMillis)).FirstErr())
+	}
+	as := &assignment{}
+	member := a.client(groupOpts(Args{Group: a.Group, Topics: []string{a.Regex}, Protocol: a.Protocol},
+		append(as.opts(), kgo.ConsumeRegex(), kgo.MetadataMinAge(100*time.Millisecond),
+			kgo.MetadataMaxAge(500*time.Millisecond))...)...)
+	defer member.Close()
+	got := [][]Rec{{}}
+	pollUntil("the matching topics", []*kgo.Client{member}, got, func() bool { return len(got[0]) >= 2 })
+	first := offsetsOf(got[0])
+	firstAssigned := as.sorted()
+	createTopics(a, adm, a.Topics[3])
+	must(producer.ProduceSync(deadline(30), makeRecord(a.Topics[3], 1, a.BaseMillis)).FirstErr())
+	got = [][]Rec{{}}
+	pollUntil("the new matching topic", []*kgo.Client{member}, got, func() bool { return len(got[0]) >= 1 })
+	emit("result", map[string]any{"first": first, "first_assigned": firstAssigned, "then": offsetsOf(got[0]),
+		"then_assigned": as.sorted()})
 }
