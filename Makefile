@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-unit demo install jars lint bench chaos cutoff raft-fuzz membership-soak test-many-streams metadata-snapshot-soak soak clean
+.PHONY: test test-unit demo install jars polyglot lint bench chaos cutoff raft-fuzz membership-soak test-many-streams metadata-snapshot-soak soak clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -13,7 +13,20 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP) kcat jars
+install: $(STAMP) kcat jars polyglot
+
+# The clients of other languages the tests drive (tests/support/polyglot.py): franz-go, a Go
+# program built into the git-ignored build/polyglot/ (modules pinned by go.mod/go.sum, fetched
+# into Go's module cache here, never by a test), and kafkajs, `npm ci` from the committed lock
+# file into tests/support/node/node_modules/.
+FRANZ := build/polyglot/vdl-franz
+$(FRANZ): tests/support/go/main.go tests/support/go/go.mod tests/support/go/go.sum
+	cd tests/support/go && go build -mod=readonly -o ../../../$(FRANZ) .
+KAFKAJS := tests/support/node/node_modules/.installed
+$(KAFKAJS): tests/support/node/package.json tests/support/node/package-lock.json
+	cd tests/support/node && npm ci --no-audit --no-fund --loglevel=error
+	touch $(KAFKAJS)
+polyglot: $(FRANZ) $(KAFKAJS)
 
 # The JVM parts (jvm/pom.xml): Apache Kafka's broker, tools and Java client into jvm/lib/kafka/,
 # Spark's Kafka connector and Delta into jvm/lib/spark/ (less what pyspark ships). Fetched from
@@ -95,4 +108,4 @@ test-many-streams: install
 	VDL_MANY_STREAMS=1000 $(PY) -m pytest -q tests/faults/test_many_streams.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info jvm/lib jvm/target jvm/*/target
+	rm -rf $(VENV) .pytest_cache build *.egg-info tests/support/node/node_modules jvm/lib jvm/target jvm/*/target

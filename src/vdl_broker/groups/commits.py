@@ -63,7 +63,8 @@ def consumer_group_state(group: ConsumerGroup) -> dict[str, Any] | None:
                          "rebalance_timeout_ms": m.rebalance_timeout_ms, "subscribed": list(m.subscribed),
                          "server_assignor": m.server_assignor, "epoch": m.epoch,
                          "previous_epoch": m.previous_epoch, "owned": sorted(m.owned),
-                         "revoking": sorted(m.revoking)} for m in group.members.values()]}
+                         "revoking": sorted(m.revoking), **({"regex": m.regex} if m.regex is not None else {})}
+                        for m in group.members.values()]}
 
 
 def restore_consumer_group(group_id: str, state: dict[str, Any]) -> ConsumerGroup:
@@ -75,5 +76,5 @@ def restore_consumer_group(group_id: str, state: dict[str, Any]) -> ConsumerGrou
         group.members[m["member_id"]] = ConsumerMember(
             m["member_id"], m["instance_id"], m["rack_id"], m["client_id"], m["client_host"],
             int(m["rebalance_timeout_ms"]), tuple(m["subscribed"]), m["server_assignor"], int(m["epoch"]),
-            int(m["previous_epoch"]), frozenset(m["owned"]), frozenset(m["revoking"]))
+            int(m["previous_epoch"]), frozenset(m["owned"]), frozenset(m["revoking"]), regex=m.get("regex"))
     return group

@@ -20,6 +20,7 @@ So a partition is never owned by two members at once.
 from __future__ import annotations
 
 import enum
+import re
 import struct
 import uuid
 from collections.abc import Callable, Collection
@@ -59,6 +60,9 @@ class ConsumerMember:
     revoking: frozenset[str] = frozenset()  # owned streams it was told to give up
     session_deadline_ms: int = 0
     revoke_deadline_ms: int | None = None
+    # SubscribedTopicRegex: `subscribed` is then what it matches, resolved again as streams come
+    # and go.
+    regex: str | None = None
 
 
 @dataclass
@@ -159,6 +163,10 @@ class ConsumerGroupCoordinator:
         invalid = _invalid(request)
         if invalid is not None:
             return HeartbeatResult(ErrorCode.INVALID_REQUEST, invalid)
+        if request.subscribed_topic_regex and _compiled(request.subscribed_topic_regex) is None:
+            return HeartbeatResult(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                                   f"SubscribedTopicRegex {request.subscribed_topic_regex!r} is not a valid regular "
+                                   "expression.")
         if request.server_assignor is not None and request.server_assignor not in ASSIGNORS:
             return HeartbeatResult(ErrorCode.UNSUPPORTED_ASSIGNOR,
                                    f"Unknown assignor {request.server_assignor}: {', '.join(ASSIGNORS)} are served.")
@@ -199,7 +207,8 @@ class ConsumerGroupCoordinator:
         member_id = request.member_id or self._new_member_id()
         member = ConsumerMember(member_id, request.instance_id, request.rack_id, request.client_id,
                                 request.client_host, request.rebalance_timeout_ms,
-                                tuple(request.subscribed_topic_names or ()), request.server_assignor)
+                                tuple(request.subscribed_topic_names or ()), request.server_assignor,
+                                regex=request.subscribed_topic_regex or None)
         group.members[member_id] = member
         group.group_epoch += 1
         return member
@@ -207,12 +216,20 @@ class ConsumerGroupCoordinator:
     @staticmethod
     def _update(group: ConsumerGroup, member: ConsumerMember, request: HeartbeatRequestData) -> bool:
         changed = False
-        if request.subscribed_topic_names is not None:
+        if request.subscribed_topic_regex is not None and (request.subscribed_topic_regex or None) != member.regex:
+            # "" drops the regex (the names, if given, are the subscription then); the streams a
+            # new regex matches are resolved by _refresh_target.
+            member.regex = request.subscribed_topic_regex or None
+            if member.regex is None and request.subscribed_topic_names is None:
+                member.subscribed = ()
+            changed = True
+        if request.subscribed_topic_names is not None and member.regex is None:
             subscribed = tuple(sorted(set(request.subscribed_topic_names)))
             if subscribed != tuple(sorted(set(member.subscribed))):
                 member.subscribed = subscribed
-                group.group_epoch += 1
                 changed = True
+        if changed:
+            group.group_epoch += 1
         if request.rebalance_timeout_ms >= 0:
             member.rebalance_timeout_ms = request.rebalance_timeout_ms
         if request.server_assignor is not None and request.server_assignor != member.server_assignor:
@@ -227,6 +244,13 @@ class ConsumerGroupCoordinator:
         """Recompute the target assignment when the group epoch moved past it or the subscribed
         streams that exist changed (one created or deleted)."""
         existing = set(streams)
+        for member in group.members.values():
+            if member.regex is not None:
+                matching = _matching(member.regex, existing)
+                if matching != member.subscribed:
+                    member.subscribed = matching
+                    if group.assignment_epoch == group.group_epoch:  # else a new epoch is due anyway
+                        group.group_epoch += 1
         subscribed = frozenset(s for m in group.members.values() for s in m.subscribed if s in existing)
         if subscribed != group.subscribed_streams:
             group.subscribed_streams = subscribed
@@ -335,9 +359,22 @@ def _invalid(request: HeartbeatRequestData) -> str | None:
             return "MemberId can't be empty."
     else:
         return f"MemberEpoch is invalid: {request.member_epoch}."
-    if request.subscribed_topic_regex is not None:
-        return "SubscribedTopicRegex is not supported: subscribe to topic names."
     return None
+
+
+def _compiled(regex: str) -> re.Pattern[str] | None:
+    """A SubscribedTopicRegex as Python's `re` reads it (Kafka: RE2/J, whose syntax is a subset
+    of it for what topic patterns use); None if it does not compile."""
+    try:
+        return re.compile(regex)
+    except re.error:
+        return None
+
+
+def _matching(regex: str, streams: Collection[str]) -> tuple[str, ...]:
+    """The streams a regex subscription takes: Kafka matches the whole name."""
+    pattern = _compiled(regex)
+    return tuple(sorted(s for s in streams if pattern is not None and pattern.fullmatch(s)))
 
 
 def _fenced(member: ConsumerMember, request: HeartbeatRequestData) -> str | None:

@@ -204,3 +204,38 @@ def test_uniform_assignment_is_even_and_sticky() -> None:
 def test_classic_protocol_encodings_for_describe_groups() -> None:
     assert consumer_subscription(["b", "a"]) == b"\x00\x00\x00\x00\x00\x02\x00\x01a\x00\x01b\xff\xff\xff\xff"
     assert consumer_assignment(["a"]) == b"\x00\x00\x00\x00\x00\x01\x00\x01a\x00\x00\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff"
+
+
+def test_a_regex_subscription_follows_the_streams_it_matches() -> None:
+    """KIP-848's SubscribedTopicRegex (franz-go's ConsumeRegex with its server-side balancer,
+    the Java consumer's SubscriptionPattern): the coordinator resolves it, whole-name match,
+    against the streams there are, and again as streams come and go."""
+    c, changed = make()
+    streams = ("orders-eu", "orders-us", "payments")
+    joined = beat(c, "m1", 0, topics=None, subscribed_topic_regex="orders-.*", streams=streams)
+    assert joined == HeartbeatResult(ErrorCode.NONE, None, "m1", 1, frozenset({"orders-eu", "orders-us"}))
+    # Later heartbeats leave the regex out (unchanged): a new matching stream is assigned, a
+    # stream whose name only contains a match is not.
+    more = (*streams, "orders-asia", "old-orders-x")
+    assert beat(c, "m1", 1, owned={"orders-eu", "orders-us"}, streams=more) == HeartbeatResult(
+        ErrorCode.NONE, None, "m1", 2, frozenset({"orders-eu", "orders-us", "orders-asia"}))
+    group = c.group("g")
+    assert group is not None and group.members["m1"].regex == "orders-.*"
+    # The stored group keeps the regex for a new coordinator.
+    assert restore_consumer_group("g", consumer_group_state(group) or {}).members["m1"].regex == "orders-.*"
+    # An empty regex drops it: the member subscribes to the names it gives, first revoking what
+    # the regex gave it, then getting those.
+    assert beat(c, "m1", 2, owned={"orders-eu", "orders-us", "orders-asia"}, topics=("payments",),
+                subscribed_topic_regex="", streams=more) == HeartbeatResult(ErrorCode.NONE, None, "m1", 2, frozenset())
+    assert beat(c, "m1", 2, owned=set(), streams=more) == HeartbeatResult(
+        ErrorCode.NONE, None, "m1", 3, frozenset({"payments"}))
+    assert group.members["m1"].regex is None and group.members["m1"].subscribed == ("payments",)
+    assert changed
+
+
+def test_an_invalid_regex_is_refused_naming_it() -> None:
+    c, _ = make()
+    refused = beat(c, "m1", 0, topics=None, subscribed_topic_regex="orders-(")
+    assert refused.error is ErrorCode.INVALID_REGULAR_EXPRESSION
+    assert refused.message is not None and "orders-(" in refused.message
+    assert c.group("g") is None

@@ -50,6 +50,7 @@ def _describe(node: NodeView, context: RequestContext, group_id: str) -> Describ
 
     members = [Member(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.epoch,
                       client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed),
+                      subscribed_topic_regex=m.regex,
                       assignment=assignment(m.owned), target_assignment=assignment(group.target.get(m.member_id,
                                                                                                      frozenset())),
                       member_type=CONSUMER_MEMBER_TYPE)
