@@ -20,7 +20,7 @@ install: $(STAMP) kcat jars polyglot
 # into Go's module cache here, never by a test), and kafkajs, `npm ci` from the committed lock
 # file into tests/support/node/node_modules/.
 FRANZ := build/polyglot/vdl-franz
-$(FRANZ): tests/support/go/main.go tests/support/go/go.mod tests/support/go/go.sum
+$(FRANZ): $(wildcard tests/support/go/*.go) tests/support/go/go.mod tests/support/go/go.sum
 	cd tests/support/go && go build -mod=readonly -o ../../../$(FRANZ) .
 KAFKAJS := tests/support/node/node_modules/.installed
 $(KAFKAJS): tests/support/node/package.json tests/support/node/package-lock.json
