@@ -19,7 +19,9 @@ with the broker CPU per record of each run:
   Java producer's defaults: acks=all, idempotent), next to a Python data source whose Arrow
   writer discards every batch -- goal >= 0.7x the discarding writer; the same write
   exactly-once (exactlyOnce=true, inside foreachBatch of a one-micro-batch streaming query) next
-  to the discarding writer inside the same foreachBatch -- goal >= 0.7x;
+  to the discarding writer inside the same foreachBatch -- goal >= 0.7x; and the same write
+  exactlyOnce=transactional (one Kafka transaction per task, committed by the driver) next to
+  exactlyOnce=true;
 - Spark's real-time mode (trigger(realTime=...)), format("kafka") -> format("kafka") on VDL and
   on Kafka at 5,000 events/s: end-to-end latency from the producer's send to the arrival at a
   consumer of the copy (benchmarks/realtime.py) -- goal p99 <= 200 ms on VDL;
@@ -212,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             [kafka, _] = kafka_targets(peer)
         cpu_of: dict[str, Target | None] = {
             "vdl": vdl, "kafka_on_vdl": vdl, "kafka_on_kafka": kafka, "ceiling": None,
-            "write_vdl": vdl, "write_vdl_eo": vdl, "write_kafka_on_vdl": vdl, "write_kafka_on_kafka": kafka,
+            "write_vdl": vdl, "write_vdl_eo": vdl, "write_vdl_txn": vdl, "write_kafka_on_vdl": vdl, "write_kafka_on_kafka": kafka,
             "discard": None, "discard_eo": None}
         # Batches under Kafka's default max.message.bytes (1 MiB), the same into both
         load_s = {target.key: load(target.bootstrap, "bench", records, KAFKA_LOAD_BATCH_RECORDS)
@@ -264,11 +266,11 @@ def main(argv: list[str] | None = None) -> int:
                         .option("checkpointLocation", str(work / f"micro-batch-{run}"))
                         .trigger(availableNow=True).start())
 
-        def write_exactly_once(run: str) -> None:
-            topic = f"bench-write-eo-{run}"
+        def write_exactly_once(run: str, mode: str = "true") -> None:
+            topic = f"bench-write-eo-{mode}-{run}"
             vdl.create(topic)
-            in_micro_batch(f"eo-{run}", lambda: frame.write.format("vdl").option("bootstrap.servers", vdl.bootstrap)
-                           .option("topic", topic).option("exactlyOnce", "true").mode("append").save())
+            in_micro_batch(f"eo-{mode}-{run}", lambda: frame.write.format("vdl").option("bootstrap.servers", vdl.bootstrap)
+                           .option("topic", topic).option("exactlyOnce", mode).mode("append").save())
 
         measures: dict[str, Callable[[str], object]] = {}
         groups: list[tuple[str, ...]] = []
@@ -282,12 +284,13 @@ def main(argv: list[str] | None = None) -> int:
                 measures["kafka_on_kafka"] = lambda r: timed_query(
                     lambda: read_query("kafka", kafka_target, r), records)
         if "write" in chosen:
-            groups.append(("discard", "write_vdl", "discard_eo", "write_vdl_eo")
+            groups.append(("discard", "write_vdl", "discard_eo", "write_vdl_eo", "write_vdl_txn")
                           + (("write_kafka_on_vdl", "write_kafka_on_kafka") if kafka else ()))
             measures["discard"] = lambda r: timed_query_batch(lambda: write_discard(r))
             measures["write_vdl"] = lambda r: timed_query_batch(lambda: write("vdl", vdl, r))
             measures["discard_eo"] = lambda r: timed_query_batch(lambda: in_micro_batch(r, lambda: write_discard(r)))
             measures["write_vdl_eo"] = lambda r: timed_query_batch(lambda: write_exactly_once(r))
+            measures["write_vdl_txn"] = lambda r: timed_query_batch(lambda: write_exactly_once(r, "transactional"))
             if kafka is not None:
                 kafka_target = kafka
                 measures["write_kafka_on_vdl"] = lambda r: timed_query_batch(lambda: write("kafka", vdl, r))
@@ -314,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
                     points[key].append((time.perf_counter() - started, records / seconds[key][-1]))
         if args.profile:  # after the rounds: py-spy's sampling takes CPU from what it watches
             targets = {"broker": lambda: [broker.process.pid], "spark-workers": spark_python_workers}
-            for key in ("write_vdl", "write_vdl_eo"):
+            for key in ("write_vdl", "write_vdl_eo", "write_vdl_txn"):
                 if key in measures:
                     with profiler.recording(key, targets):
                         measures[key]("profile")
@@ -337,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                   "write_vdl": 'df.write.format("vdl") to VDL (at-least-once)',
                   "discard_eo": "ceiling: rows -> discarding Arrow writer, in foreachBatch",
                   "write_vdl_eo": 'df.write.format("vdl") to VDL, exactlyOnce, in foreachBatch',
+                  "write_vdl_txn": 'df.write.format("vdl") to VDL, exactlyOnce=transactional, in foreachBatch',
                   "write_kafka_on_vdl": 'df.write.format("kafka") to VDL',
                   "write_kafka_on_kafka": 'df.write.format("kafka") to Kafka'}
         labels = {key: label for key, label in labels.items() if key in measures}
@@ -351,14 +355,15 @@ def main(argv: list[str] | None = None) -> int:
         for measured, base, goal in (("vdl", "ceiling", 0.6), ("vdl", "kafka_on_vdl", 1.0), ("vdl", "kafka_on_kafka", 0.9),
                                      ("kafka_on_vdl", "kafka_on_kafka", None),
                                      ("write_vdl", "discard", 0.7), ("write_vdl_eo", "discard_eo", 0.7),
-                                     ("write_vdl_eo", "discard", None), ("write_vdl", "write_kafka_on_vdl", None),
+                                     ("write_vdl_eo", "discard", None), ("write_vdl_txn", "write_vdl_eo", None),
+                                     ("write_vdl_txn", "discard_eo", None), ("write_vdl", "write_kafka_on_vdl", None),
                                      ("write_vdl", "write_kafka_on_kafka", None),
                                      ("write_kafka_on_vdl", "write_kafka_on_kafka", None)):
             if measured in measures and base in measures:
                 report.add(f"{labels[measured]} / {labels[base]}", ratio(measured, base), "x", goal=goal,
                            note="median of per-round ratios")
         for key in labels:
-            report.throughput(labels[key], points[key], "rows/s", baseline=key not in ("vdl", "write_vdl", "write_vdl_eo"))
+            report.throughput(labels[key], points[key], "rows/s", baseline=key not in ("vdl", "write_vdl", "write_vdl_eo", "write_vdl_txn"))
         if kafka is not None and "read" in chosen and "write" in chosen:
             report.side_by_side(
                 f"Spark connectors, {records:,} 100-byte records, alternating rounds (medians of {rounds}); "

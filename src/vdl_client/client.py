@@ -524,8 +524,9 @@ class VdlClient:
         self.check_error(response.error_code, "VdlWriterId")
         return response.producer_id, response.producer_epoch
 
-    def pipeline(self, stream: str, timeout_ms: int, delivery_timeout_ms: int, window: int) -> ProducePipeline:
-        return ProducePipeline(self, stream, timeout_ms, delivery_timeout_ms, window)
+    def pipeline(self, stream: str, timeout_ms: int, delivery_timeout_ms: int, window: int,
+                 transactional_id: str | None = None) -> ProducePipeline:
+        return ProducePipeline(self, stream, timeout_ms, delivery_timeout_ms, window, transactional_id)
 
     def produce(self, stream: str, batch: bytes | bytearray, timeout_ms: int, deadline: float,
                 transactional_id: str | None = None, acks: int = -1) -> int:

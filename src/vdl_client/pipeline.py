@@ -36,12 +36,13 @@ class ProducePipeline:
     """
 
     def __init__(self, client: VdlClient, stream: str, timeout_ms: int, delivery_timeout_ms: int,
-                 window: int) -> None:
+                 window: int, transactional_id: str | None = None) -> None:
         self._client = client
         self._stream = stream
         self._timeout_ms = timeout_ms
         self._delivery_timeout_ms = delivery_timeout_ms
         self._window = max(1, window)
+        self._transactional_id = transactional_id  # set for the batches of a transactional producer
         self._inflight: deque[tuple[bytes | bytearray, int]] = deque()
         self._key = ("pipeline", stream)
         self._connection: Connection | None = None
@@ -61,7 +62,7 @@ class ProducePipeline:
         while len(self._inflight) >= (self._window if self._known else 1):
             self._complete_oldest()
         try:
-            correlation = self._open().send(produce_request(self._stream, batch, self._timeout_ms),
+            correlation = self._open().send(produce_request(self._stream, batch, self._timeout_ms, self._transactional_id),
                                             self._timeout_s)
         except (OSError, VdlClientError) as exc:
             log.debug("pipeline to %r: send failed (%s); resending in order", self._stream, exc)
@@ -99,7 +100,7 @@ class ProducePipeline:
         self._connection = None
         for batch in pending:
             deadline = time.monotonic() + self._delivery_timeout_ms / 1000
-            self._client.produce(self._stream, batch, self._timeout_ms, deadline)
+            self._client.produce(self._stream, batch, self._timeout_ms, deadline, self._transactional_id)
             self._known = True
 
     def finish(self) -> None:

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from vdl_wire.records.arrow import ArrowColumns, RawColumns, decode_columns_arrow, parse_records
+from vdl_wire.records.batch_header import TRANSACTIONAL_MASK
 from vdl_wire.records.compression import Compression, compress
 from vdl_wire.records.varint import write_varint
 
@@ -211,14 +212,15 @@ class RecordColumns:
         return memoryview(joined)[:total].tobytes()
 
     def encode_batch(self, start: int, stop: int, timestamp_ms: int, producer_id: int, producer_epoch: int,
-                     base_sequence: int, compression: int = Compression.NONE) -> bytearray:
+                     base_sequence: int, compression: int = Compression.NONE, transactional: bool = False) -> bytearray:
         """The RecordBatch v2 of rows [start, stop) (as build_batch(encode(start, stop), ...)),
-        encoded in place in the one buffer it is sent from."""
+        encoded in place in the one buffer it is sent from; `transactional` sets the batch's
+        transactional attribute (its records count only once their transaction commits)."""
         count = stop - start
         if compression:
             out = bytearray(BATCH_HEADER_SIZE)
             out += compress(compression, self.encode(start, stop))
-            _seal(out, count, timestamp_ms, producer_id, producer_epoch, base_sequence, compression)
+            _seal(out, count, timestamp_ms, producer_id, producer_epoch, base_sequence, compression, transactional)
             return out
         if self._uniform is not None:
             out = self._encode_uniform_into(start, stop, BATCH_HEADER_SIZE)
@@ -226,7 +228,7 @@ class RecordColumns:
             joined, total = self._joined(start, stop)
             out = bytearray(BATCH_HEADER_SIZE + total)
             out[BATCH_HEADER_SIZE:] = memoryview(joined)[:total]
-        _seal(out, count, timestamp_ms, producer_id, producer_epoch, base_sequence, Compression.NONE)
+        _seal(out, count, timestamp_ms, producer_id, producer_epoch, base_sequence, Compression.NONE, transactional)
         return out
 
     def _joined(self, start: int, stop: int) -> tuple[pa.Buffer | bytes, int]:
@@ -341,9 +343,10 @@ def _uniform_layout(key_length: int, value_length: int) -> _UniformLayout:
 
 
 def _seal(out: bytearray, count: int, timestamp_ms: int, producer_id: int, producer_epoch: int,
-          base_sequence: int, compression: int) -> None:
+          base_sequence: int, compression: int, transactional: bool = False) -> None:
     """Write the batch header into the first BATCH_HEADER_SIZE bytes of `out`, CRC last."""
-    _HEADER.pack_into(out, 0, 0, len(out) - 12, -1, 2, 0, int(compression) & 0x07, count - 1, timestamp_ms,
+    attributes = (int(compression) & 0x07) | (TRANSACTIONAL_MASK if transactional else 0)
+    _HEADER.pack_into(out, 0, 0, len(out) - 12, -1, 2, 0, attributes, count - 1, timestamp_ms,
                       timestamp_ms, producer_id, producer_epoch, base_sequence, count)
     struct.pack_into(">I", out, _CRC_OFFSET, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
 

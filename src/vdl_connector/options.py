@@ -100,6 +100,9 @@ class SinkOptions:
     topic: str | None = None
     create_streams: bool = False
     exactly_once: bool = True
+    # exactlyOnce=transactional: each task writes in a Kafka transaction the driver commits
+    transactional: bool = False
+    transaction_timeout_ms: int = 900_000
     batch_size: int = 1024 * 1024
     compression: str = "none"
     delivery_timeout_ms: int = 120_000
@@ -122,11 +125,14 @@ SOURCE_OPTIONS = (
 SINK_OPTIONS = (
     "bootstrap.servers", "kafka.bootstrap.servers", "topic", "createStreams", "exactlyOnce",
     "kafka.batch.size", "batch.size", "kafka.compression.type", "compression.type",
-    "kafka.delivery.timeout.ms", "delivery.timeout.ms", "kafka.request.timeout.ms",
-    "request.timeout.ms", "kafka.retry.backoff.ms", "retry.backoff.ms", "kafka.client.id", "client.id",
+    "kafka.delivery.timeout.ms", "delivery.timeout.ms", "kafka.transaction.timeout.ms", "transaction.timeout.ms",
+    "kafka.request.timeout.ms", "request.timeout.ms", "kafka.retry.backoff.ms", "retry.backoff.ms", "kafka.client.id", "client.id",
     *SECURITY_OPTIONS,
 )
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+EXACTLY_ONCE_MODES = ("true", "false", "transactional")
+# The coordinator refuses longer ones (Kafka's transaction.max.timeout.ms default, 15 minutes).
+MAX_TRANSACTION_TIMEOUT_MS = 900_000
 _DURATION = re.compile(r"^\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*$")
 _DURATION_MS = {"us": 0.001, "ms": 1, None: 1, "s": 1000, "m": 60_000, "min": 60_000,
                 "h": 3_600_000, "d": 86_400_000}
@@ -421,11 +427,23 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
     compression = (comp_value or "none").strip().lower()
     if compression not in COMPRESSIONS:
         raise VdlOptionError(f"option '{comp_name}' accepts {', '.join(COMPRESSIONS)}, got {comp_value!r}")
+    mode_value = options.get("exactlyOnce")
+    mode = "true" if mode_value is None else mode_value.strip().lower()
+    if mode not in EXACTLY_ONCE_MODES:
+        raise VdlOptionError(f"option 'exactlyOnce' accepts {', '.join(repr(m) for m in EXACTLY_ONCE_MODES)}, "
+                             f"got {mode_value!r}")
+    timeout_name, timeout_value = options.first("kafka.transaction.timeout.ms", "transaction.timeout.ms")
+    timeout = _int(timeout_name, timeout_value, MAX_TRANSACTION_TIMEOUT_MS) or MAX_TRANSACTION_TIMEOUT_MS
+    if timeout > MAX_TRANSACTION_TIMEOUT_MS:
+        raise VdlOptionError(f"option '{timeout_name}' must be at most {MAX_TRANSACTION_TIMEOUT_MS} (the "
+                             f"coordinator's transaction.max.timeout.ms), got {timeout_value!r}")
     return SinkOptions(
         client=client,
         topic=topic.strip() if topic else None,
         create_streams=_bool("createStreams", options.get("createStreams"), False),
-        exactly_once=_bool("exactlyOnce", options.get("exactlyOnce"), True),
+        exactly_once=mode != "false",
+        transactional=mode == "transactional",
+        transaction_timeout_ms=timeout,
         batch_size=_int(batch_name, batch_value, 1024 * 1024) or 1024 * 1024,
         compression=compression,
         delivery_timeout_ms=delivery,

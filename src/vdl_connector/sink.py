@@ -22,12 +22,27 @@ the writer key "vdl-spark/<query id>/<batch id>/<partition>/<topic>" from the ru
 micro-batch, so a replayed micro-batch re-sends the same batches as above. One such write per
 stream and micro-batch: a second exactly-once write of the same micro-batch to the same stream
 would be taken for a replay of the first.
+
+Transactional writes (exactlyOnce=transactional): every task of a streaming micro-batch writes
+all its rows, to every stream they target, in one Kafka transaction (KIP-98) under the
+transactional id "vdl-spark/txn/<query id>/<partition>", and leaves it open; its commit message
+carries the transactional id, producer id and epoch, and the driver's commit(batch id) ends every
+task's transaction with EndTxn once all tasks succeeded (abort() aborts them), so read_committed
+readers see a micro-batch only once Spark commits it, and nothing of a failed one. The same id
+for every micro-batch and attempt of a task: a retried attempt's InitProducerId bumps the epoch,
+which fences a zombie attempt and aborts what it left open. Replays: each task's transaction also
+commits the batch id as the offset of the consumer group named like the transactional id
+(TxnOffsetCommit: it becomes visible exactly when the transaction commits); a task that finds
+its group at the micro-batch's id already writes nothing, so a micro-batch replayed after the
+driver committed it (and died before Spark's commit log said so) is stored once, whatever rows
+the replay brings.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -47,6 +62,7 @@ from vdl_wire.records.compression import Compression
 
 if TYPE_CHECKING:
     from vdl_client.pipeline import ProducePipeline
+    from vdl_client.transactions import TxnProducer
 
 log = logging.getLogger("vdl_connector")
 
@@ -69,6 +85,18 @@ class VdlCommitMessage(WriterCommitMessage):
     counts: dict[str, int] = field(default_factory=dict)
     partition_id: int = -1
     transactional_id: str | None = None
+    # exactlyOnce=transactional: the task's open transaction, for the driver to end (-1: none,
+    # the task wrote nothing); replayed: the task found its micro-batch committed already.
+    producer_id: int = -1
+    epoch: int = -1
+    replayed: bool = False
+
+    def open_transaction(self) -> TxnProducer | None:
+        from vdl_client.transactions import TxnProducer
+
+        if self.transactional_id is None or self.producer_id < 0:
+            return None
+        return TxnProducer(self.transactional_id, self.producer_id, self.epoch)
 
 
 def total_counts(messages: list[WriterCommitMessage | None]) -> dict[str, int]:
@@ -110,6 +138,36 @@ def transactional_id(query_id: str, batch_id: int, partition: int) -> str:
     return f"vdl-spark/{query_id}/{batch_id}/{partition}"
 
 
+TXN_PREFIX = "vdl-spark/txn/"  # under the exactly-once sink's ACL prefix vdl-spark/, never a writer key
+BATCH_MARKER = "vdl-spark micro-batch id"  # metadata of the replay marker's offsets
+
+
+@dataclass(frozen=True)
+class TxnIdentity:
+    """A transactional task: its transactional id (also the name of its replay-marker group),
+    its Spark partition, and the micro-batch it writes (None outside a micro-batch: no replays)."""
+
+    transactional_id: str
+    partition: int
+    batch_id: int | None
+
+
+def transactional_identity(write_id: str, in_batch_of: str | None = None) -> TxnIdentity:
+    """The running task's transactional id: "vdl-spark/txn/<query id>/<partition>" in a streaming
+    micro-batch (with "/<topic or *>" for a df.write inside foreachBatch); outside a micro-batch
+    "vdl-spark/txn/<write_id>/<partition>", write_id made once per df.write on the driver."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    partition = context.partitionId() if context is not None else 0
+    query = context.getLocalProperty(QUERY_ID_PROPERTY) if context is not None else None
+    batch = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
+    if query is None or batch is None:
+        return TxnIdentity(f"{TXN_PREFIX}{write_id}/{partition}", partition, None)
+    txn_id = f"{TXN_PREFIX}{query}/{partition}"
+    return TxnIdentity(txn_id if in_batch_of is None else f"{txn_id}/{in_batch_of}", partition, int(batch))
+
+
 @dataclass
 class _StreamState:
     """Rows waiting to be produced to one stream, as Arrow slices (not yet encoded: a record's
@@ -137,11 +195,19 @@ class StreamProducer:
     """Batches rows per stream by size (deterministically: only the sequence of rows decides where
     a batch ends) and produces each batch to the stream's leader, acks=-1, idempotent."""
 
-    def __init__(self, client, options: SinkOptions, txn_id: str | None) -> None:  # noqa: ANN001
+    def __init__(self, client, options: SinkOptions, txn_id: str | None,  # noqa: ANN001
+                 transaction: TxnProducer | None = None) -> None:
+        """transaction: write every batch in this open transaction (each stream is added to it
+        before its first batch); else produce under the writer key `txn_id`'s producer id, or a
+        fresh idempotent one."""
         self._client = client
         self._options = options
         self._txn_id = txn_id
-        self._producer_id, self._epoch = client.writer_id(txn_id) if txn_id else client.init_producer_id()
+        self._transaction = transaction
+        if transaction is not None:
+            self._producer_id, self._epoch = transaction.producer_id, transaction.epoch
+        else:
+            self._producer_id, self._epoch = client.writer_id(txn_id) if txn_id else client.init_producer_id()
         self._streams: dict[str, _StreamState] = {}
         self._codec = _CODECS[options.compression]
 
@@ -149,6 +215,10 @@ class StreamProducer:
         state = self._streams.get(stream)
         if state is None:
             ensure_stream(self._client, stream, self._options.create_streams)
+            if self._transaction is not None:
+                from vdl_client.transactions import add_streams
+
+                add_streams(self._client, self._transaction, [stream])
             state = self._streams[stream] = _StreamState()
         return state
 
@@ -204,10 +274,11 @@ class StreamProducer:
         the next one is encoded while the broker appends and syncs these."""
         count = stop - start
         batch = columns.encode_batch(start, stop, int(time.time() * 1000), self._producer_id, self._epoch,
-                                     state.next_sequence, self._codec)
+                                     state.next_sequence, self._codec, self._transaction is not None)
         if state.pipeline is None:
+            txn = self._transaction.transactional_id if self._transaction is not None else None
             state.pipeline = self._client.pipeline(stream, self._options.client.request_timeout_ms,
-                                                   self._options.delivery_timeout_ms, MAX_IN_FLIGHT)
+                                                   self._options.delivery_timeout_ms, MAX_IN_FLIGHT, txn)
         state.pipeline.submit(batch)
         state.next_sequence = (state.next_sequence + count) % _SEQUENCE_WRAP
         state.records += count
@@ -285,6 +356,67 @@ def write_batches(options: SinkOptions, columns: WriteColumns, iterator: Iterato
     return VdlCommitMessage(counts, partition, txn_id)
 
 
+def write_transactional(options: SinkOptions, columns: WriteColumns, iterator: Iterator[pa.RecordBatch],
+                        write_id: str, in_batch_of: str | None = None) -> VdlCommitMessage:
+    """The task's rows in one open transaction (see the module docstring), or nothing when the
+    replay marker says this task's micro-batch is committed already."""
+    from vdl_client import VdlClient
+    from vdl_client.groups import committed_offsets
+    from vdl_client.transactions import commit_offsets_in_transaction, end_transaction, init_transactions
+
+    identity = transactional_identity(write_id, in_batch_of)
+    txn_id = identity.transactional_id
+    with VdlClient(options.client) as client:
+        # First: it fences an older attempt and aborts what that one left open, so the marker
+        # read next is final (a transaction of this id is never pending behind it).
+        transaction = init_transactions(client, txn_id, options.transaction_timeout_ms)
+        if identity.batch_id is not None:
+            done = committed_offsets(client, txn_id)
+            if done and max(done.values()) >= identity.batch_id:
+                log.info("%s: micro-batch %d committed already; writing nothing", txn_id, identity.batch_id)
+                return VdlCommitMessage({}, identity.partition, txn_id, replayed=True)
+        try:
+            producer = StreamProducer(client, options, None, transaction)
+            for batch in iterator:
+                for stream, keys, values, headers in split_by_stream(batch, columns, options.topic):
+                    producer.add(stream, keys, values, headers)
+            counts = {stream: n for stream, n in producer.flush().items() if n}
+            if not counts:  # nothing added: no transaction to end
+                return VdlCommitMessage({}, identity.partition, txn_id)
+            if identity.batch_id is not None:
+                commit_offsets_in_transaction(client, transaction, txn_id, dict.fromkeys(counts, identity.batch_id),
+                                              BATCH_MARKER)
+        except BaseException:
+            try:
+                end_transaction(client, transaction, commit=False, deadline=time.monotonic() + 5)
+            except Exception as exc:  # noqa: BLE001 - the next attempt's InitProducerId aborts it anyway
+                log.warning("%s: abort after a failed write: %s", txn_id, exc)
+            raise
+    return VdlCommitMessage(counts, identity.partition, txn_id, transaction.producer_id, transaction.epoch)
+
+
+def end_transactions(options: SinkOptions, messages: list[WriterCommitMessage | None], commit: bool) -> None:
+    """On the driver: commit (or abort) the transaction each task left open. A commit that fails
+    fails the micro-batch: Spark runs it again, and the tasks whose transaction did commit find
+    their replay marker and write nothing."""
+    from vdl_client import VdlClient
+    from vdl_client.transactions import end_transaction
+
+    open_ones = [m.open_transaction() for m in messages if isinstance(m, VdlCommitMessage)]
+    transactions = [t for t in open_ones if t is not None]
+    if not transactions:
+        return
+    with VdlClient(options.client) as client:
+        for transaction in transactions:
+            if commit:
+                end_transaction(client, transaction, commit=True)
+                continue
+            try:
+                end_transaction(client, transaction, commit=False)
+            except Exception as exc:  # noqa: BLE001 - aborted by its timeout or the next InitProducerId
+                log.warning("abort of %s: %s", transaction.transactional_id, exc)
+
+
 def _check_topic_on_driver(options: SinkOptions) -> None:
     """With the topic option set, a missing stream fails on the driver before any task runs."""
     if options.topic is None:
@@ -305,15 +437,21 @@ class VdlBatchWriter(DataSourceArrowWriter):
         self.options = options
         self.columns = columns
         self.exactly_once = exactly_once
+        self.write_id = uuid.uuid4().hex  # names this write's transactions outside a micro-batch
         _check_topic_on_driver(options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> VdlCommitMessage:
+        if self.options.transactional:
+            return write_transactional(self.options, self.columns, iterator, self.write_id,
+                                       self.options.topic or "*")
         return write_batches(self.options, self.columns, iterator, self.exactly_once, in_batch=True)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        end_transactions(self.options, messages, commit=True)
         log.info("vdl write committed: %s", total_counts(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        end_transactions(self.options, messages, commit=False)
         # Records already acknowledged stay in their streams: a log cannot un-append.
         log.warning("vdl write aborted after writing %s", total_counts(messages))
 
@@ -325,10 +463,14 @@ class VdlStreamWriter(DataSourceStreamArrowWriter):
         _check_topic_on_driver(options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> VdlCommitMessage:
+        if self.options.transactional:
+            return write_transactional(self.options, self.columns, iterator, "")
         return write_batches(self.options, self.columns, iterator, self.options.exactly_once)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        end_transactions(self.options, messages, commit=True)
         log.info("vdl micro-batch %d committed: %s", batchId, total_counts(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        end_transactions(self.options, messages, commit=False)
         log.warning("vdl micro-batch %d aborted after writing %s", batchId, total_counts(messages))

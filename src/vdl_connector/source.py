@@ -110,7 +110,8 @@ class VdlDataSource(DataSource):
         from vdl_connector.sink import VdlBatchWriter
 
         options = parse_sink_options(self._raw)
-        # For df.write exactly-once is opt-in (inside foreachBatch): only an explicit exactlyOnce=true.
+        # For df.write exactly-once is opt-in (inside foreachBatch): only an explicit exactlyOnce=true
+        # (or transactional, which needs no micro-batch: a write outside one is one transaction per task).
         exactly_once = "exactlyonce" in self._raw and options.exactly_once
         return VdlBatchWriter(options, validate_write_schema(schema, options.topic), exactly_once)
 

@@ -20,9 +20,12 @@ from typing import Any
 from vdl_client.settings import ClientSettings
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import (
+    AddPartitionsToTxnResponse,
     ApiVersionsResponse,
     CreateTopicsResponse,
+    EndTxnResponse,
     FindCoordinatorResponse,
+    InitProducerIdResponse,
     MetadataResponse,
     OffsetFetchResponse,
     ProduceResponse,
@@ -52,6 +55,7 @@ class FakeCluster:
         self.committed: dict[str, dict[str, int]] = {}
         self.errors: dict[tuple[int, str], list[int]] = defaultdict(list)  # (node, request) -> codes, once each
         self.sent: list[tuple[str, str]] = []
+        self.versions: list[tuple[str, int | None]] = []  # (request, the version the client asked for)
         self.slept: list[float] = []  # the client's backoffs, in seconds
         self.stored: dict[str, list[bytes]] = defaultdict(list)  # stream -> batches, in log order
         self._sequences: dict[tuple[str, int], list[tuple[int, int]]] = {}  # (stream, producer) -> (first, last)
@@ -95,6 +99,15 @@ class FakeCluster:
                     OffsetFetchResponse.OffsetFetchResponseTopics(name=stream, partitions=[
                         OffsetFetchResponse.OffsetFetchResponsePartitions(partition_index=0, committed_offset=offset)])
                     for stream, offset in sorted(self.committed.get(group, {}).items())])])
+        if name == "InitProducerIdRequest":
+            return InitProducerIdResponse(error_code=error, producer_id=7, producer_epoch=3)
+        if name == "AddPartitionsToTxnRequest":
+            R = AddPartitionsToTxnResponse  # noqa: N806
+            return R(results_by_topic_v3_and_below=[R.AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=[
+                R.AddPartitionsToTxnPartitionResult(partition_index=0, partition_error_code=error)])
+                for t in request.v3_and_below_topics])
+        if name == "EndTxnRequest":
+            return EndTxnResponse(error_code=error)
         raise AssertionError(f"the fake cluster does not answer {name}")
 
     def _append(self, stream: str, batch: bytes) -> int:
@@ -140,6 +153,7 @@ class FakeConnection:
         if self.node in self.cluster.down:
             raise ConnectionResetError(104, "Connection reset by peer")
         self.cluster.sent.append((self.address, type(request).__name__))
+        self.cluster.versions.append((type(request).__name__, version))
         return self.cluster.answer(self.node, request)
 
     def send(self, request: Any, timeout_s: float, version: int | None = None) -> int:

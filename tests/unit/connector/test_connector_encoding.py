@@ -121,3 +121,17 @@ def test_headers_column_encodes_as_each_row_alone() -> None:
     text_values = pa.array([[{"key": "a", "value": "\u00e9"}], None],
                            pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())])))
     assert encode_headers_column(text_values).to_pylist() == [encode_headers([("a", "\u00e9".encode())]), b"\x00"]
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.ZSTD])
+def test_a_transactional_batch_carries_the_attribute_and_the_same_records(codec: int) -> None:
+    from vdl_wire.records.batch_header import parse_batch_header
+
+    columns = RecordColumns(KEYS, VALUES, HEADERS)
+    plain = columns.encode_batch(0, 40, 1234, 5, 2, 10, codec)
+    batch = bytes(columns.encode_batch(0, 40, 1234, 5, 2, 10, codec, transactional=True))
+    validate_batch(batch)  # the CRC covers the attributes
+    header = parse_batch_header(batch)
+    assert (header.is_transactional, header.compression, header.producer_id, header.producer_epoch) == (True, codec, 5, 2)
+    assert not parse_batch_header(bytes(plain)).is_transactional
+    assert [r.value for r in read_records(batch)] == [r.value for r in read_records(bytes(plain))]

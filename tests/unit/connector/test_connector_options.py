@@ -157,13 +157,29 @@ def test_offset_spec_direct() -> None:
     assert parse_offset_spec("startingOffsets", " earliest ").kind == "earliest"
 
 
+def test_sink_exactly_once_modes() -> None:
+    def sink(**extra: str):  # noqa: ANN202
+        return parse_sink_options(lower({"bootstrap.servers": "h:1", **extra}))
+
+    assert (sink().exactly_once, sink().transactional) == (True, False)
+    assert (sink(exactlyOnce="false").exactly_once, sink(exactlyOnce="false").transactional) == (False, False)
+    transactional = sink(exactlyOnce=" Transactional ")
+    assert (transactional.exactly_once, transactional.transactional) == (True, True)
+    assert transactional.transaction_timeout_ms == 900_000
+    assert sink(**{"kafka.transaction.timeout.ms": "60000"}).transaction_timeout_ms == 60_000
+    with pytest.raises(VdlOptionError, match="option 'kafka.transaction.timeout.ms' must be at most 900000"):
+        sink(**{"kafka.transaction.timeout.ms": "900001"})
+    with pytest.raises(VdlOptionError, match="option 'transaction.timeout.ms' must be an integer >= 1"):
+        sink(**{"transaction.timeout.ms": "0"})
+
+
 def test_sink_options() -> None:
     options = parse_sink_options(lower({"bootstrap.servers": "h:1", "topic": "out", "createStreams": "true"}))
     assert options.topic == "out" and options.create_streams and options.exactly_once
     assert options.compression == "none" and options.batch_size == 1024 * 1024
     with pytest.raises(VdlOptionError, match="option 'kafka.compression.type' accepts"):
         parse_sink_options(lower({"bootstrap.servers": "h:1", "kafka.compression.type": "brotli"}))
-    with pytest.raises(VdlOptionError, match="option 'exactlyOnce' must be 'true' or 'false'"):
+    with pytest.raises(VdlOptionError, match="option 'exactlyOnce' accepts 'true', 'false', 'transactional', got '1'"):
         parse_sink_options(lower({"bootstrap.servers": "h:1", "exactlyOnce": "1"}))
     with pytest.raises(VdlOptionError, match="'bootstrap.servers'"):
         parse_sink_options({"topic": "x"})

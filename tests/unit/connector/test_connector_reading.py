@@ -82,7 +82,7 @@ class FakeClient:
         self.produced.append((stream, batch))
         return 0
 
-    def pipeline(self, stream, timeout_ms, delivery_timeout_ms, window):  # noqa: ANN001, ANN201
+    def pipeline(self, stream, timeout_ms, delivery_timeout_ms, window, transactional_id=None):  # noqa: ANN001, ANN201
         client = self
 
         class Pipeline:
