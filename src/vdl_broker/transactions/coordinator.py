@@ -7,9 +7,9 @@ A decision (PrepareCommit / PrepareAbort) is committed in the metadata first, an
 answered then, as Kafka answers once PrepareCommit is in its transaction log; the markers then go
 to every stream of the transaction through the stream's own Raft group (`MarkerWriter`), and only
 then is the transaction completed. The producer's next step on a decided transaction
-(AddPartitionsToTxn, AddOffsetsToTxn, InitProducerId) waits here until the markers are written
-and the completion proposed -- its own entry follows the completion in the metadata log, in the
-same Raft round when they meet -- instead of answering CONCURRENT_TRANSACTIONS at once and having
+(AddPartitionsToTxn, AddOffsetsToTxn, InitProducerId) waits here until the markers are written,
+then is proposed with the completion -- its entry right behind it, in the same Raft round --
+instead of answering CONCURRENT_TRANSACTIONS at once and having
 the client back off. A new metadata leader resumes every decided transaction, and aborts every
 ongoing one older than its timeout.
 """
@@ -48,6 +48,9 @@ SETTLE_WAIT_S = 10.0  # how long a request waits for the previous transaction's 
 RETRY_S = 0.5  # between attempts to write a decided transaction's markers
 
 
+CommandOf = Callable[[], dict[str, Any]]  # a command made when it is proposed (its time, a fresh id)
+
+
 class MarkerWriter(Protocol):
     async def write_markers(self, meta: TxnMeta, commit: bool, streams: list[str]) -> set[str]:
         """Write the commit/abort marker of `meta` into each of `streams`; the streams that hold
@@ -65,9 +68,9 @@ class TransactionCoordinator:
         self._clock_ms = clock_ms
         self._task: asyncio.Task[None] | None = None
         self._finishing: dict[str, asyncio.Task[bool]] = {}
-        # Per transactional id, requests waiting for its decided transaction's completion to be
-        # proposed (resolved then; the finishing task's end releases them too).
-        self._settled: dict[str, asyncio.Future[None]] = {}
+        # Per transactional id, the commands of requests waiting for its decided transaction's
+        # completion: proposed right behind it, in the same pass (one Raft round carries them).
+        self._queued: dict[str, list[tuple[CommandOf, asyncio.Future[Proposal | ErrorCode]]]] = {}
 
     # -- lifecycle
 
@@ -81,8 +84,10 @@ class TransactionCoordinator:
         for task in self._finishing.values():
             task.cancel()
         self._finishing.clear()
-        for transactional_id in list(self._settled):
-            self._release(transactional_id)
+        for queued in self._queued.values():
+            for _, slot in queued:
+                slot.cancel()
+        self._queued.clear()
 
     def _role_changed(self, group: RaftGroup) -> None:
         if group.leader_ready:
@@ -144,34 +149,39 @@ class TransactionCoordinator:
             if not missing or self.markers is None:
                 proposed = self._propose(complete_txn_command(meta.transactional_id, self._clock_ms(),
                                                               meta.producer_id, meta.epoch))
-                self._release(meta.transactional_id)
+                for command, slot in self._queued.pop(meta.transactional_id, []):
+                    if not slot.done():
+                        slot.set_result(self._propose(command()))
                 result = await self._outcome(proposed)
                 if isinstance(result, TxnResult):
                     return True
             await asyncio.sleep(RETRY_S)
         return False
 
-    def _release(self, transactional_id: str) -> None:
-        waiter = self._settled.pop(transactional_id, None)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def _await_settled(self, transactional_id: str) -> None:
-        """When `transactional_id`'s transaction is decided, not completed: wait (a bounded while)
-        until its markers are written and its completion proposed, so what the caller proposes
-        next applies after the completion. Kafka answers CONCURRENT_TRANSACTIONS here and the
-        client retries after its backoff (librdkafka 100 ms): longer than the markers take."""
+    async def _after_settled(self, transactional_id: str, command: CommandOf) -> TxnResult | ErrorCode:
+        """Submit `command()`; while `transactional_id`'s transaction is decided, not completed,
+        first wait (a bounded while) for its markers: the command is then proposed right behind
+        the completion, in the same Raft round, and applies after it. Kafka answers
+        CONCURRENT_TRANSACTIONS here and the client retries after its backoff (librdkafka
+        100 ms): longer than the markers take."""
         meta = self.state(transactional_id)
-        if meta is None or not meta.state.decided or not self.metadata.is_leader:
-            return
-        task = self._finish(meta)
-        waiter = self._settled.get(transactional_id)
-        if waiter is None or waiter.done():
-            waiter = self._settled[transactional_id] = asyncio.get_running_loop().create_future()
-        waits: set[asyncio.Future[Any]] = {task, waiter}
-        # FIRST_COMPLETED: the completion may have been proposed before this waiter existed; the
-        # finishing task's end releases it then.
-        await asyncio.wait(waits, timeout=SETTLE_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
+        if meta is not None and meta.state.decided and self.metadata.is_leader:
+            task = self._finish(meta)
+            slot: asyncio.Future[Proposal | ErrorCode] = asyncio.get_running_loop().create_future()
+            queue = self._queued.setdefault(transactional_id, [])
+            queue.append((command, slot))
+            waits: set[asyncio.Future[Any]] = {task, slot}
+            try:
+                # FIRST_COMPLETED: the completion may have been proposed before this request came;
+                # the finishing task's end lets it go on then.
+                await asyncio.wait(waits, timeout=SETTLE_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not slot.done():
+                    queue[:] = [entry for entry in queue if entry[1] is not slot]
+                    slot.cancel()
+            if not slot.cancelled():
+                return await self._outcome(slot.result())
+        return await self._submit(command())
 
     def _propose(self, command: dict[str, Any]) -> Proposal | ErrorCode:
         if self.metadata.state.features.refuses(command["op"]) is not None:
@@ -213,19 +223,17 @@ class TransactionCoordinator:
 
     async def init_producer(self, transactional_id: str, timeout_ms: int,
                             expected: tuple[int, int] | None) -> TxnResult | ErrorCode:
-        await self._await_settled(transactional_id)
-        command = init_producer_command(transactional_id, self._clock_ms(), timeout_ms, self._allocate(), expected)
-        return await self._then_finish(self._submit(command))
+        return await self._then_finish(self._after_settled(transactional_id, lambda: init_producer_command(
+            transactional_id, self._clock_ms(), timeout_ms, self._allocate(), expected)))
 
     async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                              streams: list[str]) -> TxnResult | ErrorCode:
-        await self._await_settled(transactional_id)
-        return await self._submit(add_partitions_command(transactional_id, self._clock_ms(), producer_id, epoch,
-                                                         streams))
+        return await self._after_settled(transactional_id, lambda: add_partitions_command(
+            transactional_id, self._clock_ms(), producer_id, epoch, streams))
 
     async def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group: str) -> TxnResult | ErrorCode:
-        await self._await_settled(transactional_id)
-        return await self._submit(add_offsets_command(transactional_id, self._clock_ms(), producer_id, epoch, group))
+        return await self._after_settled(transactional_id, lambda: add_offsets_command(
+            transactional_id, self._clock_ms(), producer_id, epoch, group))
 
     async def offset_commit(self, transactional_id: str, producer_id: int, epoch: int, group: str,
                             offsets: dict[str, tuple[int, int, str | None]]) -> TxnResult | ErrorCode:

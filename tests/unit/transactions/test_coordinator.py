@@ -42,11 +42,13 @@ class FakeMetadata:
         self.is_leader = True
         self.pending: list[FakeProposal] = []
         self.proposed: list[str] = []  # ops, in proposal order
+        self.proposers: list[asyncio.Task[Any] | None] = []  # the task that proposed each
         self._results: dict[int, ApplyResult] = {}
 
     def propose_entry(self, command: dict[str, Any]) -> FakeProposal:
         proposal = FakeProposal(len(self.proposed) + 1, command, asyncio.get_running_loop().create_future())
         self.proposed.append(command["op"])
+        self.proposers.append(asyncio.current_task())
         self.pending.append(proposal)
         return proposal
 
@@ -137,6 +139,8 @@ def test_end_txn_answers_once_decided_and_the_next_add_follows_the_completion(mo
         markers.gate.set_result(None)
         await settle(lambda: len(metadata.pending) == 2)
         assert metadata.proposed[-2:] == ["txn_complete", "txn_add_partitions"]
+        # Proposed in one pass of the finishing task: one Raft round carries both.
+        assert metadata.proposers[-1] is metadata.proposers[-2]
         assert [metadata.commit_next(), metadata.commit_next()] == ["txn_complete", "txn_add_partitions"]
         added = await add
         assert isinstance(added, TxnResult) and added.error == 0
