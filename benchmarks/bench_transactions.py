@@ -18,7 +18,8 @@ Commit latency is the commit_transaction call: it returns once the decision is d
 metadata (Kafka's EndTxn; the markers follow).
 
 --profile: after the rounds, one more transactional xN run under py-spy on every broker
-(benchmarks/profile.py): flame graphs and top frames by self time in the report.
+(benchmarks/profile.py, samples of the thread holding the GIL only: the brokers' Python CPU, not
+their waits): flame graphs and top frames by self time in the report.
 
 Clients, brokers and Raft traffic share the machine's cores; numbers are for this machine.
 """
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu: dict[str, list[float]] = {kind: [] for kind in kinds}
     timelines: dict[str, list[tuple[float, float]]] = {}
     commit_ms: dict[str, list[float]] = {kind: [] for kind in kinds if kind.startswith("transactional")}
-    profiler = Profiler("bench_transactions", args.profile)
+    profiler = Profiler("bench_transactions", args.profile, gil_only=True)
     with tempfile.TemporaryDirectory(prefix="vdl-bench-txn-") as tmp:
         cluster = DevCluster(3, Path(tmp) / "cluster", free_base_port(6), settings={"log_level": "WARNING"})
         try:
