@@ -121,7 +121,10 @@ TXN_DEADLINE_S = 30
 def transactional_producer(bootstrap: str, txn_id: str):  # noqa: ANN201
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5})
+    # A transaction here stays open while Spark reads around it: more than librdkafka's default
+    # 60 s timeout on a loaded machine, and the coordinator would abort it (and fence the producer).
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5,
+                         "transaction.timeout.ms": 600_000})
     producer.init_transactions(TXN_DEADLINE_S)
     return producer
 
