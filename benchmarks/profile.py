@@ -91,9 +91,13 @@ def read_collapsed(path: Path, target: str) -> Profile:
 class Profiler:
     """Records targets (name -> a function giving their pids at start) around a block when enabled."""
 
-    def __init__(self, benchmark: str, enabled: bool, results: Path = RESULTS_DIR) -> None:
+    def __init__(self, benchmark: str, enabled: bool, results: Path = RESULTS_DIR, gil_only: bool = False) -> None:
         self.benchmark = benchmark
         self.enabled = enabled
+        # Only samples of the thread holding the GIL (py-spy --gil): the Python CPU of a process
+        # that mostly waits (an event loop in epoll, threads in fsync), where py-spy's idle
+        # detection keeps those waits as Runner.run / _worker / GroupCommit._run "self" time.
+        self.gil_only = gil_only
         self.results = results
         self.profiles: list[Profile] = []
 
@@ -111,6 +115,8 @@ class Profiler:
                 raw = self.results / f"{self.benchmark}.{what}.{target}.{index}.txt"
                 command = [py_spy(), "record", "--pid", str(pid), "--subprocesses", "--nonblocking", "--function",
                            "--rate", str(SAMPLE_RATE), "--format", "raw", "--output", str(raw)]
+                if self.gil_only:
+                    command.append("--gil")
                 recorders.append((target, raw, subprocess.Popen(command, stdout=subprocess.DEVNULL,
                                                                 stderr=subprocess.PIPE)))
         try:

@@ -16,6 +16,7 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.support.cluster import VDL_CLI, BrokerProcess, free_port, wait_until
+from tests.support.kafka import wait_for_stable_offset
 from tests.support.metrics import scrape_url
 from vdl_client import ClientSettings, VdlClient
 from vdl_client.configs import alter_stream_configs, describe_stream_configs
@@ -117,6 +118,7 @@ def test_a_table_holds_committed_records_only(broker_factory: Callable[..., Brok
             producer.produce("txn", b"t%d-%d" % (number, i), headers=[("n", b"%d" % i)])
         producer.flush(30)
         producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+    wait_for_stable_offset(broker.bootstrap, "txn", 3 + 5 * 5)  # the last abort's marker before "after"
     produce(broker.bootstrap, "txn", [b"after"], headers=False)
     expected = log_records(broker.bootstrap, "txn", isolation="read_committed")
     assert [row["value"] for row in expected] == [b"plain-0", b"plain-1", b"plain-2", b"t0-0", b"t0-1", b"t0-2",

@@ -153,7 +153,9 @@ def test_transactional_batches_only_in_an_added_partition_and_the_lso(module_bro
         part = committed_read(c, "tx-lso")
         assert (part.high_watermark, part.last_stable_offset, values_of(part.records)) == (4, 1, [b"plain"])
         assert end(c, "lso", pid, 0, False) == 0
-        # Aborted: the marker at 4; the consumer is told which producer's records to drop.
+        # Aborted: the marker at 4 (written once EndTxn answered, as Kafka's); the consumer is
+        # told which producer's records to drop.
+        wait_until(lambda: latest(c, "tx-lso", 1) == 5, 10, "the abort marker is written")
         assert (latest(c, "tx-lso", 0), latest(c, "tx-lso", 1)) == (5, 5)
         part = committed_read(c, "tx-lso")
         assert part.last_stable_offset == 5
@@ -204,4 +206,5 @@ def test_the_aborted_index_and_open_transactions_survive_a_restart(broker: Broke
             (2, [(pid, 0)])
         # The coordinator state came back too: the transaction can still be committed.
         assert end(c, "restart", pid, 0, True) == 0
-        assert latest(c, "tx-restart", 1) == 4
+        wait_until(lambda: latest(c, "tx-restart", 1) == 4, 10, "the commit marker is written")
+        assert latest(c, "tx-restart", 0) == 4

@@ -16,6 +16,7 @@ from chispa import assert_df_equality
 from tests.faults.harness import wait_for_full_isr
 from tests.spark.kafka_helpers import Produced, admin, expected_df, produce_confluent, produce_kafka_python
 from tests.support.cluster import wait_until
+from tests.support.kafka import wait_for_stable_offset
 from tests.support.metrics import scrape
 from vdl_dev.dev_cluster import DevCluster
 
@@ -120,7 +121,10 @@ TXN_DEADLINE_S = 30
 def transactional_producer(bootstrap: str, txn_id: str):  # noqa: ANN201
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5})
+    # A transaction here stays open while Spark reads around it: more than librdkafka's default
+    # 60 s timeout on a loaded machine, and the coordinator would abort it (and fence the producer).
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5,
+                         "transaction.timeout.ms": 600_000})
     producer.init_transactions(TXN_DEADLINE_S)
     return producer
 
@@ -149,6 +153,7 @@ def test_read_committed_skips_aborted_and_open_transactions(spark, cluster, tmp_
     first.begin_transaction()
     first.produce(TXN_STREAM, b"c4", partition=0)
     first.commit_transaction(TXN_DEADLINE_S)  # data 7, commit marker 8
+    wait_for_stable_offset(cluster.bootstrap_servers, TXN_STREAM, 9)  # the marker at 8 before o1
     second = transactional_producer(cluster.bootstrap_servers, "kk-txn-second")
     second.begin_transaction()
     second.produce(TXN_STREAM, b"o1", partition=0)
@@ -171,6 +176,7 @@ def test_read_committed_skips_aborted_and_open_transactions(spark, cluster, tmp_
     before = collect_available(stream.select("offset", "value"), checkpoint)
     assert sorted((r.offset, r.value) for r in before) == [(0, b"c1"), (1, b"c2"), (2, b"c3"), (7, b"c4")]
     second.commit_transaction(TXN_DEADLINE_S)  # commit marker 10
+    wait_for_stable_offset(cluster.bootstrap_servers, TXN_STREAM, 11)
     after = collect_available(stream.select("offset", "value"), checkpoint)
     assert [(r.offset, r.value) for r in after] == [(9, b"o1")]
 

@@ -314,3 +314,21 @@ def coordinator_raw(address: str, group: str) -> tuple[int, int]:
     """FindCoordinator for a group (one key, v4+): (error code, node id)."""
     found = raw_request(address, m.FindCoordinatorRequest(key_type=0, coordinator_keys=[group])).coordinators[0]
     return found.error_code, found.node_id
+
+
+def wait_for_stable_offset(bootstrap: str, stream: str, offset: int, timeout_s: float = 30.0) -> None:
+    """Wait until `stream`'s last stable offset (ListOffsets read_committed of partition 0) is
+    `offset`. EndTxn answers once the decision is durable, as Kafka's does, and the markers follow:
+    a test that needs a transaction's marker in place (its offset, its records readable) waits."""
+    import confluent_kafka
+
+    from tests.support.cluster import wait_until
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "vdl-tests-stable-offset",
+                                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        partition = confluent_kafka.TopicPartition(stream, 0)
+        wait_until(lambda: consumer.get_watermark_offsets(partition, timeout=5, cached=False)[1] == offset,
+                   timeout_s, f"{stream}'s last stable offset reaching {offset}")
+    finally:
+        consumer.close()

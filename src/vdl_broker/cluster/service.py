@@ -45,6 +45,7 @@ from vdl_broker.config import NodeAddress, NodeConfig
 from vdl_broker.log import StreamLog
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.host import RaftHost
+from vdl_broker.raft.proposals import Proposal
 from vdl_broker.raft.types import Entry, EntryType, NotLeaderError, RaftError
 from vdl_wire.sasl import ScramCredential
 
@@ -107,10 +108,19 @@ class MetadataService:
     async def submit(self, command: dict[str, Any]) -> ApplyResult:
         """Propose `command` and wait until it is committed and applied here; its result.
         Raises NotLeaderError (with the leader id) on a non-leader or when leadership is lost."""
+        return await self.result_of(self.propose_entry(command))
+
+    def propose_entry(self, command: dict[str, Any]) -> Proposal:
+        """Propose `command` now (entries proposed by one leader apply in the order proposed);
+        `result_of` waits for its result. Raises NotLeaderError on a non-leader."""
         group = self.group
         if group is None or not group.leader_ready:
             raise NotLeaderError(self.leader_id, "not the metadata leader")
-        proposal = group.propose(encode_command(command), EntryType.METADATA)
+        return group.propose(encode_command(command), EntryType.METADATA)
+
+    async def result_of(self, proposal: Proposal) -> ApplyResult:
+        """The result of a proposed command once it is committed and applied here (raises
+        NotLeaderError when leadership is lost first)."""
         await proposal.committed
         results = self.state.result_for(proposal.index)
         if not results:

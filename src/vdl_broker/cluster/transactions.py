@@ -20,7 +20,8 @@ applying stays deterministic on every node):
      "offsets": {"stream": [offset, leader_epoch, metadata]}}
 
 Offsets committed in a transaction wait in it and reach the group's committed offsets only when
-it commits (ClusterState applies TxnResult.commit_offsets); an abort drops them.
+it commits -- with the commit decision (ClusterState applies TxnResult.commit_offsets); an abort
+drops them.
 
 Each yields a TxnResult: a Kafka error code (0 = done) and the transaction's metadata after it.
 """
@@ -88,7 +89,7 @@ class TxnMeta:
 class TxnResult:
     error: int
     meta: TxnMeta | None
-    commit_offsets: tuple[PendingOffset, ...] = ()  # a commit completed: these become committed
+    commit_offsets: tuple[PendingOffset, ...] = ()  # a commit decided: these become committed
 
 
 @dataclass
@@ -237,6 +238,10 @@ class TransactionsState:
         if current.epoch != epoch:
             return TxnResult(int(ErrorCode.PRODUCER_FENCED), current)
         if current.state.decided:
+            # Kafka's handleEndTransaction: the other outcome asked of a decided transaction is
+            # INVALID_TXN_STATE (EndTxn answers once decided, so a client can ask it now).
+            if (current.state is TxnState.PREPARE_COMMIT) != commit:
+                return TxnResult(int(ErrorCode.INVALID_TXN_STATE), current)
             return TxnResult(int(ErrorCode.CONCURRENT_TRANSACTIONS), current)
         if current.state is not TxnState.ONGOING:
             if not commit and bump:
@@ -244,10 +249,17 @@ class TransactionsState:
                 return self._put(dataclasses.replace(current, epoch=epoch + 1, last_epoch=epoch,
                                                      state=TxnState.COMPLETE_ABORT, update_ms=ts))
             return TxnResult(int(ErrorCode.INVALID_TXN_STATE), current)
+        # A commit's offsets reach the group with the decision: it is final, and EndTxn answers
+        # now, before the markers (Kafka makes them visible when its marker reaches the offsets
+        # topic, which does not wait for the data markers either).
+        moved = current.offsets if commit else ()
+        offsets = () if commit else current.offsets
         if bump and current.epoch < MAX_EPOCH:
-            return self._put(dataclasses.replace(current, epoch=epoch + 1, last_epoch=epoch, state=deciding,
-                                                 update_ms=ts))
-        return self._put(dataclasses.replace(current, state=deciding, update_ms=ts))
+            self._put(dataclasses.replace(current, epoch=epoch + 1, last_epoch=epoch, state=deciding,
+                                          offsets=offsets, update_ms=ts))
+        else:
+            self._put(dataclasses.replace(current, state=deciding, offsets=offsets, update_ms=ts))
+        return TxnResult(0, self.txns[txn], moved)
 
     def _timeout(self, txn: str, ts: int, pid: int, epoch: int) -> TxnResult:
         current = self.txns.get(txn)

@@ -3,10 +3,15 @@ coordinates every transactional id while it leads the metadata group (FindCoordi
 names that node), and every change of a transaction is a metadata command (cluster/transactions.py),
 so a new leader carries on where the old one stopped.
 
-A decision (PrepareCommit / PrepareAbort) is committed in the metadata first; then the markers
-go to every stream of the transaction through the stream's own Raft group (`MarkerWriter`), and
-only then is the transaction completed. A new metadata leader resumes every decided transaction,
-and aborts every ongoing one older than its timeout.
+A decision (PrepareCommit / PrepareAbort) is committed in the metadata first, and EndTxn is
+answered then, as Kafka answers once PrepareCommit is in its transaction log; the markers then go
+to every stream of the transaction through the stream's own Raft group (`MarkerWriter`), and only
+then is the transaction completed. The producer's next step on a decided transaction
+(AddPartitionsToTxn, AddOffsetsToTxn, InitProducerId) waits here until the markers are written,
+then is proposed with the completion -- its entry right behind it, in the same Raft round --
+instead of answering CONCURRENT_TRANSACTIONS at once and having
+the client back off. A new metadata leader resumes every decided transaction, and aborts every
+ongoing one older than its timeout.
 """
 
 from __future__ import annotations
@@ -31,14 +36,19 @@ from vdl_broker.cluster.transactions import (
     txn_offset_commit_command,
 )
 from vdl_broker.raft.group import RaftGroup
+from vdl_broker.raft.proposals import Proposal
 from vdl_broker.raft.types import NotLeaderError, RaftError
 from vdl_wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 CHECK_INTERVAL_S = 1.0  # how often the leader looks for timed-out and unfinished transactions
-END_WAIT_S = 10.0  # how long EndTxn waits for the markers before answering (the decision stands)
+SETTLE_WAIT_S = 10.0  # how long a request waits for the previous transaction's markers before
+# answering CONCURRENT_TRANSACTIONS (the client retries)
 RETRY_S = 0.5  # between attempts to write a decided transaction's markers
+
+
+CommandOf = Callable[[], dict[str, Any]]  # a command made when it is proposed (its time, a fresh id)
 
 
 class MarkerWriter(Protocol):
@@ -58,6 +68,9 @@ class TransactionCoordinator:
         self._clock_ms = clock_ms
         self._task: asyncio.Task[None] | None = None
         self._finishing: dict[str, asyncio.Task[bool]] = {}
+        # Per transactional id, the commands of requests waiting for its decided transaction's
+        # completion: proposed right behind it, in the same pass (one Raft round carries them).
+        self._queued: dict[str, list[tuple[CommandOf, asyncio.Future[Proposal | ErrorCode]]]] = {}
 
     # -- lifecycle
 
@@ -71,6 +84,10 @@ class TransactionCoordinator:
         for task in self._finishing.values():
             task.cancel()
         self._finishing.clear()
+        for queued in self._queued.values():
+            for _, slot in queued:
+                slot.cancel()
+        self._queued.clear()
 
     def _role_changed(self, group: RaftGroup) -> None:
         if group.leader_ready:
@@ -130,19 +147,58 @@ class TransactionCoordinator:
                 written |= await self.markers.write_markers(current, commit, missing)
                 missing = [s for s in current.streams if s not in written]
             if not missing or self.markers is None:
-                result = await self._submit(complete_txn_command(meta.transactional_id, self._clock_ms(),
-                                                                 meta.producer_id, meta.epoch))
+                proposed = self._propose(complete_txn_command(meta.transactional_id, self._clock_ms(),
+                                                              meta.producer_id, meta.epoch))
+                for command, slot in self._queued.pop(meta.transactional_id, []):
+                    if not slot.done():
+                        slot.set_result(self._propose(command()))
+                result = await self._outcome(proposed)
                 if isinstance(result, TxnResult):
                     return True
             await asyncio.sleep(RETRY_S)
         return False
 
-    async def _submit(self, command: dict[str, Any]) -> TxnResult | ErrorCode:
+    async def _after_settled(self, transactional_id: str, command: CommandOf) -> TxnResult | ErrorCode:
+        """Submit `command()`; while `transactional_id`'s transaction is decided, not completed,
+        first wait (a bounded while) for its markers: the command is then proposed right behind
+        the completion, in the same Raft round, and applies after it. Kafka answers
+        CONCURRENT_TRANSACTIONS here and the client retries after its backoff (librdkafka
+        100 ms): longer than the markers take."""
+        meta = self.state(transactional_id)
+        if meta is not None and meta.state.decided and self.metadata.is_leader:
+            task = self._finish(meta)
+            slot: asyncio.Future[Proposal | ErrorCode] = asyncio.get_running_loop().create_future()
+            queue = self._queued.setdefault(transactional_id, [])
+            queue.append((command, slot))
+            waits: set[asyncio.Future[Any]] = {task, slot}
+            try:
+                # FIRST_COMPLETED: the completion may have been proposed before this request came;
+                # the finishing task's end lets it go on then.
+                await asyncio.wait(waits, timeout=SETTLE_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not slot.done():
+                    queue[:] = [entry for entry in queue if entry[1] is not slot]
+                    slot.cancel()
+            if not slot.cancelled():
+                return await self._outcome(slot.result())
+        return await self._submit(command())
+
+    def _propose(self, command: dict[str, Any]) -> Proposal | ErrorCode:
         if self.metadata.state.features.refuses(command["op"]) is not None:
             # A cluster formed by an older release, not yet upgraded (`vdl cluster upgrade`).
             return ErrorCode.UNSUPPORTED_VERSION
         try:
-            result = await self.metadata.submit(command)
+            return self.metadata.propose_entry(command)
+        except NotLeaderError:
+            return ErrorCode.NOT_COORDINATOR
+        except RaftError:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+    async def _outcome(self, proposed: Proposal | ErrorCode) -> TxnResult | ErrorCode:
+        if isinstance(proposed, ErrorCode):
+            return proposed
+        try:
+            result = await self.metadata.result_of(proposed)
         except NotLeaderError:
             return ErrorCode.NOT_COORDINATOR
         except RaftError:
@@ -152,31 +208,32 @@ class TransactionCoordinator:
             return ErrorCode.UNKNOWN_SERVER_ERROR
         return result.txn
 
-    async def _then_finish(self, submitted: Awaitable[TxnResult | ErrorCode], wait: bool) -> TxnResult | ErrorCode:
+    async def _submit(self, command: dict[str, Any]) -> TxnResult | ErrorCode:
+        return await self._outcome(self._propose(command))
+
+    async def _then_finish(self, submitted: Awaitable[TxnResult | ErrorCode]) -> TxnResult | ErrorCode:
+        """The result of a command that may decide a transaction; a decision is finished in the
+        background (markers, then completion) -- durable now, it holds whatever happens."""
         result = await submitted
         if isinstance(result, TxnResult) and result.meta is not None and result.meta.state.decided:
-            task = self._finish(result.meta)
-            if wait:
-                try:
-                    await asyncio.wait_for(asyncio.shield(task), END_WAIT_S)
-                except TimeoutError:
-                    pass  # decided and durable: the markers follow; the client's next step may wait
+            self._finish(result.meta)
         return result
 
     # -- requests (the caller has checked active())
 
     async def init_producer(self, transactional_id: str, timeout_ms: int,
                             expected: tuple[int, int] | None) -> TxnResult | ErrorCode:
-        command = init_producer_command(transactional_id, self._clock_ms(), timeout_ms, self._allocate(), expected)
-        return await self._then_finish(self._submit(command), wait=False)
+        return await self._then_finish(self._after_settled(transactional_id, lambda: init_producer_command(
+            transactional_id, self._clock_ms(), timeout_ms, self._allocate(), expected)))
 
     async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                              streams: list[str]) -> TxnResult | ErrorCode:
-        return await self._submit(add_partitions_command(transactional_id, self._clock_ms(), producer_id, epoch,
-                                                         streams))
+        return await self._after_settled(transactional_id, lambda: add_partitions_command(
+            transactional_id, self._clock_ms(), producer_id, epoch, streams))
 
     async def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group: str) -> TxnResult | ErrorCode:
-        return await self._submit(add_offsets_command(transactional_id, self._clock_ms(), producer_id, epoch, group))
+        return await self._after_settled(transactional_id, lambda: add_offsets_command(
+            transactional_id, self._clock_ms(), producer_id, epoch, group))
 
     async def offset_commit(self, transactional_id: str, producer_id: int, epoch: int, group: str,
                             offsets: dict[str, tuple[int, int, str | None]]) -> TxnResult | ErrorCode:
@@ -186,7 +243,7 @@ class TransactionCoordinator:
     async def end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
                   bump: bool) -> TxnResult | ErrorCode:
         return await self._then_finish(self._submit(end_txn_command(transactional_id, self._clock_ms(), producer_id,
-                                                                    epoch, commit, bump)), wait=True)
+                                                                    epoch, commit, bump)))
 
 
 def error_of(result: TxnResult | ErrorCode) -> ErrorCode:

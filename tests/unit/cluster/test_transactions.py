@@ -168,8 +168,10 @@ def test_offsets_committed_in_a_transaction_reach_the_group_only_on_commit() -> 
     refused = state.apply_entry(10, [txn_offset_commit_command("t", 4, 500, 0, "other", {"in": (9, 0, None)})])
     assert refused[0].txn.error == ErrorCode.INVALID_TXN_STATE
     assert state.groups.committed("g") == {}
+    # With the commit decision (EndTxn answers then, before the markers): final from then on.
     state.apply_entry(11, [end_txn_command("t", 5, 500, 0, True, False)])
-    assert state.groups.committed("g") == {}
+    assert state.groups.committed("g")["in"].offset == 7
+    assert meta_of(state.transactions).offsets == ()
     state.apply_entry(12, [complete_txn_command("t", 6, 500, 0)])
     assert state.groups.committed("g")["in"].offset == 7
     assert meta_of(state.transactions).offsets == ()
@@ -201,3 +203,17 @@ def test_the_producers_own_bump_during_its_transaction_aborts_it_and_can_be_retr
     run(state, complete_txn_command("t", 3, 500, 1))
     retried = init(state, expected=(500, 0))
     assert (retried.error, retried.meta.epoch, retried.meta.state) == (0, 1, TxnState.COMPLETE_ABORT)
+
+
+def test_the_other_outcome_of_a_decided_transaction_is_an_invalid_state() -> None:
+    """EndTxn answers once the decision is committed: the producer may ask again before the
+    markers are written. The same outcome is a retry (done); the other one is INVALID_TXN_STATE,
+    as Kafka's handleEndTransaction answers, not CONCURRENT_TRANSACTIONS (retried forever)."""
+    state = TransactionsState()
+    init(state)
+    run(state, add_partitions_command("t", 2, 500, 0, ["s"]))
+    assert run(state, end_txn_command("t", 3, 500, 0, True, False)).error == 0
+    assert meta(state).state is TxnState.PREPARE_COMMIT
+    assert run(state, end_txn_command("t", 4, 500, 0, True, False)).error == 0
+    assert run(state, end_txn_command("t", 5, 500, 0, False, False)).error == ErrorCode.INVALID_TXN_STATE
+    assert meta(state).state is TxnState.PREPARE_COMMIT

@@ -1,7 +1,9 @@
 """EndTxn (key 26): commit or abort the producer's ongoing transaction, on the coordinator (the
-metadata leader). The decision is committed in the metadata first; the answer waits (a bounded
-while) for the markers, so a read_committed consumer sees a committed transaction once the
-producer's commit returns."""
+metadata leader). The answer comes once the decision is committed in the metadata, as Kafka's
+does once PrepareCommit/PrepareAbort is in its transaction log: the markers follow, so a
+read_committed consumer sees the transaction a moment after the commit returns (its last stable
+offset holds it back until then), and the producer's next transaction waits for them on the
+coordinator (transactions/coordinator.py)."""
 
 from __future__ import annotations
 

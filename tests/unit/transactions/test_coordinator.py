@@ -1,0 +1,173 @@
+"""The coordinator answers EndTxn once the decision is committed in the metadata, and the
+producer's next step on that transactional id waits for the markers and the completion, then
+follows it in the metadata log (transactions/coordinator.py). A fake metadata service commits
+entries only when the test says so, so every interleaving is chosen, not timed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from vdl_broker.cluster.features import SUPPORTED_LEVEL, FeaturesState
+from vdl_broker.cluster.metadata import ApplyResult, Outcome
+from vdl_broker.cluster.transactions import TransactionsState, TxnMeta, TxnResult, TxnState
+from vdl_broker.transactions import coordinator as coordinator_module
+from vdl_broker.transactions.coordinator import TransactionCoordinator
+
+pytestmark = pytest.mark.unit
+
+
+@dataclass
+class FakeProposal:
+    index: int
+    command: dict[str, Any]
+    committed: asyncio.Future[int]
+
+
+@dataclass
+class FakeState:
+    transactions: TransactionsState = field(default_factory=TransactionsState)
+    features: FeaturesState = field(default_factory=lambda: FeaturesState(level=SUPPORTED_LEVEL))
+
+
+class FakeMetadata:
+    """Proposals wait in `pending` until `commit_next()` applies the oldest one."""
+
+    def __init__(self) -> None:
+        self.state = FakeState()
+        self.is_leader = True
+        self.pending: list[FakeProposal] = []
+        self.proposed: list[str] = []  # ops, in proposal order
+        self.proposers: list[asyncio.Task[Any] | None] = []  # the task that proposed each
+        self._results: dict[int, ApplyResult] = {}
+
+    def propose_entry(self, command: dict[str, Any]) -> FakeProposal:
+        proposal = FakeProposal(len(self.proposed) + 1, command, asyncio.get_running_loop().create_future())
+        self.proposed.append(command["op"])
+        self.proposers.append(asyncio.current_task())
+        self.pending.append(proposal)
+        return proposal
+
+    async def result_of(self, proposal: FakeProposal) -> ApplyResult:
+        await proposal.committed
+        return self._results[proposal.index]
+
+    def commit_next(self) -> str:
+        proposal = self.pending.pop(0)
+        outcome = self.state.transactions.apply(proposal.command["op"], proposal.command)
+        assert isinstance(outcome, TxnResult)
+        self._results[proposal.index] = ApplyResult(proposal.index, proposal.command["op"], Outcome.OK, txn=outcome)
+        proposal.committed.set_result(proposal.index)
+        return proposal.command["op"]
+
+
+class GatedMarkers:
+    """Writes a transaction's markers when the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.gate: asyncio.Future[None] | None = None
+        self.written: list[tuple[int, int, bool]] = []
+
+    async def write_markers(self, meta: TxnMeta, commit: bool, streams: list[str]) -> set[str]:
+        if self.gate is not None:
+            await self.gate
+        self.written.append((meta.producer_id, meta.epoch, commit))
+        return set(streams)
+
+
+async def settle(condition: Callable[[], bool]) -> None:
+    """Let the loop run until `condition` holds (every step here is ready at once: no timing)."""
+    for _ in range(200):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the coordinator did not get there")
+
+
+async def idle() -> None:
+    """Let every ready task run as far as it can (the add reaches its wait)."""
+    for _ in range(50):
+        await asyncio.sleep(0)
+
+
+def run(body: Callable[[FakeMetadata, GatedMarkers, TransactionCoordinator], Coroutine[Any, Any, None]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A wait that ran into this would be the defect: the test fails instead of waiting it out.
+    monkeypatch.setattr(coordinator_module, "SETTLE_WAIT_S", 3600.0)
+
+    async def main() -> None:
+        metadata, markers = FakeMetadata(), GatedMarkers()
+        coordinator = TransactionCoordinator(metadata, lambda: 500, markers, clock_ms=lambda: 1)  # type: ignore[arg-type]
+        try:
+            await body(metadata, markers, coordinator)
+        finally:
+            coordinator.close()
+
+    asyncio.run(main())
+
+
+async def begin(metadata: FakeMetadata, coordinator: TransactionCoordinator) -> None:
+    init = asyncio.ensure_future(coordinator.init_producer("t", 60_000, None))
+    await settle(lambda: bool(metadata.pending))
+    metadata.commit_next()
+    assert (await init).error == 0  # type: ignore[union-attr]
+    add = asyncio.ensure_future(coordinator.add_partitions("t", 500, 0, ["s"]))
+    await settle(lambda: bool(metadata.pending))
+    metadata.commit_next()
+    assert (await add).error == 0  # type: ignore[union-attr]
+
+
+def test_end_txn_answers_once_decided_and_the_next_add_follows_the_completion(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def body(metadata: FakeMetadata, markers: GatedMarkers, coordinator: TransactionCoordinator) -> None:
+        await begin(metadata, coordinator)
+        markers.gate = asyncio.get_running_loop().create_future()
+        end = asyncio.ensure_future(coordinator.end("t", 500, 0, True, False))
+        await settle(lambda: bool(metadata.pending))
+        assert metadata.commit_next() == "txn_end"
+        result = await end  # answered: the markers are not written yet
+        assert isinstance(result, TxnResult) and result.error == 0
+        assert markers.written == [] and metadata.state.transactions.get("t").state is TxnState.PREPARE_COMMIT
+        # The next transaction's AddPartitionsToTxn waits for the markers instead of answering
+        # CONCURRENT_TRANSACTIONS.
+        add = asyncio.ensure_future(coordinator.add_partitions("t", 500, 0, ["s"]))
+        await settle(lambda: len(metadata.proposed) == 3)  # init, add, end: nothing new while it waits
+        assert not add.done()
+        markers.gate.set_result(None)
+        await settle(lambda: len(metadata.pending) == 2)
+        assert metadata.proposed[-2:] == ["txn_complete", "txn_add_partitions"]
+        # Proposed in one pass of the finishing task: one Raft round carries both.
+        assert metadata.proposers[-1] is metadata.proposers[-2]
+        assert [metadata.commit_next(), metadata.commit_next()] == ["txn_complete", "txn_add_partitions"]
+        added = await add
+        assert isinstance(added, TxnResult) and added.error == 0
+        assert markers.written == [(500, 0, True)]
+        assert metadata.state.transactions.get("t").state is TxnState.ONGOING
+
+    run(body, monkeypatch)
+
+
+def test_an_add_arriving_after_the_completion_was_proposed_goes_on_once_it_applies(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The completion is proposed (the waiters released) before the add arrives, and applies
+    after: the add must go on when the finishing ends, not wait for a release that came before it
+    (asyncio.wait's default waits for both)."""
+    async def body(metadata: FakeMetadata, markers: GatedMarkers, coordinator: TransactionCoordinator) -> None:
+        await begin(metadata, coordinator)
+        end = asyncio.ensure_future(coordinator.end("t", 500, 0, False, False))
+        await settle(lambda: bool(metadata.pending))
+        metadata.commit_next()
+        assert (await end).error == 0  # type: ignore[union-attr]
+        await settle(lambda: metadata.proposed[-1] == "txn_complete")
+        add = asyncio.ensure_future(coordinator.add_partitions("t", 500, 0, ["s"]))
+        await idle()
+        assert not add.done() and len(metadata.pending) == 1
+        assert metadata.commit_next() == "txn_complete"
+        await settle(lambda: metadata.proposed[-1] == "txn_add_partitions")
+        assert metadata.commit_next() == "txn_add_partitions"
+        assert (await add).error == 0  # type: ignore[union-attr]
+
+    run(body, monkeypatch)
