@@ -11,6 +11,7 @@ Hot path: per batch only (CRC32C over the batch, a header parse, one copy for th
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from vdl_broker.cluster.transactions import TxnState
@@ -150,30 +151,28 @@ def _in_transaction(node: NodeView, transactional_id: str | None, stream: str, h
                                                     f"{transactional_id!r}")
 
 
+def _transaction_visible(node: NodeView, request: ProduceRequest) -> bool:
+    """This node's metadata shows the request's transaction ongoing with all its streams."""
+    txn = request.transactional_id
+    if txn is None or node.metadata.group is None:
+        return True
+    meta = node.metadata.state.transactions.get(txn)
+    return meta is not None and meta.state is TxnState.ONGOING and \
+        {topic.name for topic in request.topic_data} <= set(meta.streams)
+
+
 async def _await_transaction(node: NodeView, request: ProduceRequest) -> None:
     """Let this node's metadata catch up with an AddPartitionsToTxn the client saw answered."""
-    txn = request.transactional_id
     group = node.metadata.group
-    if txn is None or group is None:
-        return
-    wanted = {topic.name for topic in request.topic_data}
-
-    def visible(_: object) -> bool:
-        meta = node.metadata.state.transactions.get(txn)
-        return meta is not None and meta.state is TxnState.ONGOING and wanted <= set(meta.streams)
-
-    await group.wait_for(visible, TXN_VISIBLE_WAIT_S)
+    if group is not None:
+        await group.wait_for(lambda _: _transaction_visible(node, request), TXN_VISIBLE_WAIT_S)
 
 
-async def handle(node: NodeView, context: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
-    acks = request.acks
-    version = context.api_version
-    if acks not in (0, 1, -1):
-        return error_response(request, version, ErrorCode.INVALID_REQUIRED_ACKS)
-    if request.transactional_id is not None:
-        if not authorized(node, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
-            return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        await _await_transaction(node, request)
+def _append_all(node: NodeView, context: RequestContext, request: ProduceRequest
+                ) -> tuple[list[tuple[str, list[PartitionResponse]]], dict[str, list[AppendHandle]]]:
+    """Phase 1, synchronous: validate and append every partition's data (no await, so requests
+    on other connections cannot interleave inside one append); the responses so far, and the
+    handles to wait on per stream."""
     results: list[tuple[str, list[ProduceResponse.PartitionProduceResponse]]] = []
     appended: dict[str, list[AppendHandle]] = {}
     # No node cut off from the cluster appends (server/cut_off.py): what it accepted could not
@@ -183,8 +182,6 @@ async def handle(node: NodeView, context: RequestContext, request: ProduceReques
     # leader (any first sequence is accepted, KIP-360) would then have its refused batch taken
     # for a duplicate when it is sent again: lost.
     cut_off = node.cut_off
-    # Phase 1, synchronous: validate and append every partition's data (no await, so requests
-    # on other connections cannot interleave inside one append).
     for topic in request.topic_data:
         responses: list[ProduceResponse.PartitionProduceResponse] = []
         results.append((topic.name, responses))
@@ -203,7 +200,7 @@ async def handle(node: NodeView, context: RequestContext, request: ProduceReques
                 continue
             limit = partition.max_message_bytes
             try:
-                batches = parse_batches(_one_buffer(data.records), version,
+                batches = parse_batches(_one_buffer(data.records), context.api_version,
                                         node.config.max_batch_bytes if limit is None else limit)
                 for header, _ in batches:
                     _in_transaction(node, request.transactional_id, topic.name, header)
@@ -219,6 +216,41 @@ async def handle(node: NodeView, context: RequestContext, request: ProduceReques
                 _count(node.metrics, partition.name, batches, handles)
             responses.append(PartitionResponse(index=data.index, error_code=0, base_offset=handles[0].base_offset,
                                                log_append_time_ms=-1, log_start_offset=partition.log_start_offset))
+    return results, appended
+
+
+async def handle(node: NodeView, context: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+    acks = request.acks
+    version = context.api_version
+    if acks not in (0, 1, -1):
+        return error_response(request, version, ErrorCode.INVALID_REQUIRED_ACKS)
+    if request.transactional_id is not None:
+        if not authorized(node, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+            return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    # Kafka processes one connection's requests in the order they were sent; an idempotent
+    # producer pipelines its batches of a partition on one connection and relies on it. A request
+    # that has to wait before appending (its transaction not shown here yet) would otherwise be
+    # overtaken by a later one arriving as its wait ends: the later batch stored first, out of
+    # sequence, and refused OUT_OF_ORDER_SEQUENCE_NUMBER -- fatal to the producer, whose earlier
+    # batch then succeeds. So a request waits behind the earlier one of its connection still on
+    # its way (no await at all when none is and its transaction shows: the hot path).
+    connection = context.connection
+    earlier = connection.appending if connection is not None else None
+    if (earlier is None or earlier.done()) and _transaction_visible(node, request):
+        results, appended = _append_all(node, context, request)
+    else:
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if connection is not None:
+            connection.appending = turn
+        try:
+            if earlier is not None and not earlier.done():
+                await asyncio.wait((earlier,))  # never raises; cancelling this leaves it alone
+            await _await_transaction(node, request)
+            results, appended = _append_all(node, context, request)
+        finally:
+            turn.set_result(None)
+            if connection is not None and connection.appending is turn:
+                connection.appending = None
     # Phase 2: durability, as acks asks. One group-commit sync covers all of this request's data.
     # It may fail: REQUEST_TIMED_OUT (not committed within the request's timeout) or
     # NOT_LEADER_OR_FOLLOWER (leadership lost meanwhile: the outcome is unknown).

@@ -1,0 +1,125 @@
+"""Produce requests of one connection reach their appends in the order they were sent (Kafka
+protocol guide: requests on a single TCP connection are processed in that order), even when an
+earlier one waits for this node's metadata to show its transaction (handlers/produce.py) and a
+later one arrives as that wait ends: an idempotent producer's batches would otherwise be stored
+out of sequence and the earlier one refused OUT_OF_ORDER_SEQUENCE_NUMBER (the Java
+transactional producer failed so on a loaded machine, its stream leader not the coordinator)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from vdl_broker.cluster.transactions import NO_EPOCH, TxnMeta, TxnState
+from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.handlers import produce
+from vdl_broker.server.partition import VERDICT_ERRORS, PartitionError
+from vdl_broker.server.producer_state import ProducerStateTable, Verdict, last_sequence
+from vdl_wire.messages import ProduceRequest
+from vdl_wire.records.batch_header import BatchHeader, parse_batch_header
+from vdl_wire.records.record_batch import RecordBatchBuilder
+
+pytestmark = pytest.mark.unit
+
+PID = 7
+TXN = "t"
+
+
+def txn_batch(seq: int, n: int = 5) -> bytes:
+    builder = RecordBatchBuilder(producer_id=PID, producer_epoch=0, base_sequence=seq, is_transactional=True)
+    for i in range(n):
+        builder.append(1_000 + i, None, b"v%d" % (seq + i))
+    return builder.build()
+
+
+def request(seq: int) -> ProduceRequest:
+    data = ProduceRequest.PartitionProduceData(index=0, records=txn_batch(seq))
+    return ProduceRequest(transactional_id=TXN, acks=-1, timeout_ms=1000,
+                          topic_data=[ProduceRequest.TopicProduceData(name="s", partition_data=[data])])
+
+
+@dataclass
+class Handle:
+    base_offset: int
+
+    async def wait(self, acks: int, timeout_ms: int) -> None:
+        return None
+
+
+@dataclass
+class LeaderPartition:
+    """The stream leader's append as Partition.append decides it: the producer-state check."""
+
+    name: str = "s"
+    is_leader: bool = True
+    max_message_bytes: None = None
+    log_start_offset: int = 0
+    table: ProducerStateTable = field(default_factory=ProducerStateTable)
+    stored: list[int] = field(default_factory=list)  # base sequences, in log order
+
+    def append(self, batch: bytes, header: BatchHeader | None = None) -> Handle:
+        header = header or parse_batch_header(batch)
+        last = last_sequence(header.base_sequence, header.last_offset_delta)
+        check = self.table.check(header.producer_id, header.producer_epoch, header.base_sequence, last)
+        if check.verdict is not Verdict.APPEND:
+            raise PartitionError(VERDICT_ERRORS[check.verdict])
+        offset = 5 * len(self.stored)
+        self.table.record(header.producer_id, header.producer_epoch, header.base_sequence, last, offset)
+        self.stored.append(header.base_sequence)
+        return Handle(offset)
+
+
+class MetadataGroup:
+    """The metadata group's wait_for as RaftGroup's: re-check after each change notice."""
+
+    def __init__(self) -> None:
+        self.waiters: list[asyncio.Future[None]] = []
+
+    async def wait_for(self, predicate: Any, timeout_s: float) -> bool:
+        while not predicate(self):
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self.waiters.append(future)
+            await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        return True
+
+    def changed(self) -> None:
+        waiters, self.waiters = self.waiters, []
+        for future in waiters:
+            future.set_result(None)
+
+
+def meta(streams: tuple[str, ...]) -> TxnMeta:
+    return TxnMeta(TXN, PID, 0, NO_EPOCH, TxnState.ONGOING, streams, 60_000, 1, 1)
+
+
+def test_a_request_arriving_as_an_earlier_one_stops_waiting_for_its_transaction_appends_after_it() -> None:
+    partition = LeaderPartition()
+    partition.append(txn_batch(0))  # the producer's previous transaction: it is known here
+    group = MetadataGroup()
+    txns: dict[str, TxnMeta] = {TXN: meta(())}  # AddPartitionsToTxn not applied here yet
+    node: Any = SimpleNamespace(
+        metadata=SimpleNamespace(group=group, state=SimpleNamespace(transactions=SimpleNamespace(get=txns.get))),
+        replicas={"s": partition}, config=SimpleNamespace(max_batch_bytes=1 << 20), metrics=None, cut_off=False,
+        authorizer=SimpleNamespace(allows=lambda *args: True))
+    connection = SimpleNamespace(appending=None)  # one client connection: both requests come on it
+    contexts = [RequestContext(SimpleNamespace(request_api_version=9), "127.0.0.1", connection)  # type: ignore[arg-type]
+                for _ in range(2)]
+
+    async def run() -> list[int]:
+        loop = asyncio.get_running_loop()
+        first = loop.create_task(produce.handle(node, contexts[0], request(5)))
+        while not group.waiters:  # the first request waits for the transaction to show here
+            await asyncio.sleep(0)
+        txns[TXN] = meta(("s",))
+        group.changed()
+        # The connection reads the next request, pipelined by the client, in the same pass.
+        second = loop.create_task(produce.handle(node, contexts[1], request(10)))
+        responses = await asyncio.gather(first, second)
+        return [r.responses[0].partition_responses[0].error_code for r in responses if r is not None]
+
+    assert asyncio.run(run()) == [0, 0]
+    assert partition.stored == [0, 5, 10]
