@@ -31,6 +31,7 @@ from vdl_dev.delta_sink import (
     last_committed_batch,
     query_id_from_checkpoint,
     read_delta_table,
+    session_settings,
 )
 from vdl_dev.workload import CATEGORIES, DEPARTMENTS, REGIONS
 
@@ -47,6 +48,7 @@ log = logging.getLogger("vdl_demo")
 WINDOW = "1 minute"
 ORDER_COLUMNS = ("order_id", "customer_id", "event_time", "category", "product_id", "quantity",
                  "unit_price", "amount", "country", "payment")
+MERGE_MATERIALIZE_SOURCE_CONF = "spark.databricks.delta.merge.materializeSource"  # DeltaSQLConf: all/auto/none
 # A window's row accumulates the partial aggregates of every batch that saw its orders.
 ACCUMULATE = {"orders": "t.orders + s.orders", "units": "t.units + s.units", "revenue": "t.revenue + s.revenue",
               "max_amount": "CASE WHEN s.max_amount > t.max_amount THEN s.max_amount ELSE t.max_amount END"}
@@ -208,8 +210,15 @@ class MainJobBatch:
             newest = int(stamp.timestamp() * 1000) if stamp is not None else None
             events = int(pc.sum(table["orders"]).as_py())
             metadata = {NEWEST_PRODUCED_METADATA: str(newest)} if newest is not None else {}
+            windows = pc.min_max(table["window_start"])  # tz-aware (UTC) datetimes: exact literals
+            low, high = windows["min"].as_py(), windows["max"].as_py()
             batch = spark.createDataFrame(table.drop_columns(["newest_produced"]), schema=self._table_schema(orders))
-            self.sink.merge(batch, batch_id, metadata)
+            # The batch is rows in the driver's memory, the same on every read: Delta need not
+            # copy it before the MERGE reads it twice (its "auto" mode copies any source it cannot
+            # prove deterministic, this one included: one more Spark job per micro-batch).
+            with session_settings(spark, {MERGE_MATERIALIZE_SOURCE_CONF: "none"}):
+                self.sink.merge(batch, batch_id, metadata,
+                                key_bounds={"window_start": (low, high)} if low is not None else None)
         done = time.monotonic()
         times = BatchTimes(batch_id, events, table.num_rows, enriched - started, aggregated - enriched,
                            done - aggregated, newest, int(time.time() * 1000))
@@ -278,3 +287,4 @@ def query_stats(query: StreamingQuery) -> QueryStats:
     """Batches that read data and rows read, from the query's progress reports."""
     progress = [p for p in query.recentProgress if p.get("numInputRows", 0) > 0] if query.recentProgress else []
     return QueryStats(query.name or str(query.id), len(progress), sum(int(p["numInputRows"]) for p in progress))
+
