@@ -161,7 +161,7 @@ def run_follow(rate: int = DEFAULT_RATE, trigger_s: float = DEFAULT_TRIGGER_S, d
                data_dir: Path | None = None, nodes: int = 3, *, seed: int = 42, keep: bool = False,
                say: Callable[[str], None] = print) -> int:
     """`vdl demo --follow`: 0 when Delta and the enriched stream account for every event produced."""
-    from vdl_dev.pipeline import warm_up
+    from vdl_dev.pipeline import warm_up_or_say
     from vdl_dev.run import ENRICHED_STREAM, SOURCE_STREAM, WARM_UP_DIR, create_streams
 
     base, temporary = prepare(data_dir)
@@ -182,7 +182,7 @@ def run_follow(rate: int = DEFAULT_RATE, trigger_s: float = DEFAULT_TRIGGER_S, d
                     spark = create_spark_session(base)
                 # Before the first event: freshness counts from it, and a cold first micro-batch
                 # would add Spark's start-up to it (vdl_dev.pipeline.warm_up).
-                say(f"warmed Spark up in {warm_up(spark, bootstrap, base / WARM_UP_DIR):.1f} s")
+                warm_up_or_say(spark, bootstrap, base / WARM_UP_DIR, say)
                 say("producing and processing; Ctrl-C stops producing, processes the rest and checks")
                 with _StopRequest() as request:
                     report = follow(spark, bootstrap, base, source=SOURCE_STREAM, enriched=ENRICHED_STREAM,

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DeltaMergeSink", "MainJobBatch", "PipelinePaths", "aggregate_orders", "enrich_orders",
            "last_committed_batch", "parse_orders", "query_id_from_checkpoint", "read_delta_table", "read_orders",
-           "start_pipeline", "warm_up"]
+           "start_pipeline", "warm_up", "warm_up_or_say"]
 
 log = logging.getLogger("vdl_demo")
 
@@ -293,6 +293,19 @@ def query_stats(query: StreamingQuery) -> QueryStats:
 
 WARM_UP_EVENTS = 2_000
 WARM_UP_STREAMS = ("vdl-warm-up-orders", "vdl-warm-up-enriched")
+
+
+def warm_up_or_say(spark: SparkSession, bootstrap: str, work: str | Path, say: Callable[[str], None]) -> None:
+    """warm_up, reported; a warm-up that fails only costs the job its head start (the job then
+    meets the same failure, or not, on its own)."""
+    try:
+        seconds = warm_up(spark, bootstrap, work)
+    except Exception as error:  # noqa: BLE001 - the job proper decides; Ctrl-C still propagates
+        say(f"warming Spark up failed ({type(error).__name__}: {str(error).splitlines()[0][:200]}); "
+            "the first micro-batch pays Spark's start-up")
+    else:
+        say(f"warmed Spark up in {seconds:.1f} s (the job once over {WARM_UP_EVENTS:,} events on scratch streams, "
+            "dropped after)")
 
 
 def warm_up(spark: SparkSession, bootstrap: str, work: str | Path, events: int = WARM_UP_EVENTS) -> float:

@@ -174,13 +174,7 @@ def run_demo(records: int = 1_000_000, data_dir: Path | None = None, nodes: int 
                 say(f"producing {records:,} order events while starting Spark (local[2])...")
                 producer = Background("vdl-demo-producer", lambda: produce_workload(
                     bootstrap, SOURCE_STREAM, WorkloadConfig(records=records, seed=seed), progress=False))
-                from vdl_dev.pipeline import (
-                    WARM_UP_EVENTS,
-                    PipelinePaths,
-                    read_orders,
-                    start_pipeline,
-                    warm_up,
-                )
+                from vdl_dev.pipeline import PipelinePaths, read_orders, start_pipeline, warm_up_or_say
 
                 spark = spark.result()
                 # PySpark's own SIGINT handler (installed by SparkContext) cancels jobs through
@@ -188,8 +182,7 @@ def run_demo(records: int = 1_000_000, data_dir: Path | None = None, nodes: int 
                 # KeyboardInterrupt lets the finally below stop everything.
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 paths = PipelinePaths.under(base)
-                say(f"warmed Spark up in {warm_up(spark, bootstrap, base / WARM_UP_DIR):.1f} s (the job once over "
-                    f"{WARM_UP_EVENTS:,} events on scratch streams, dropped after)")
+                warm_up_or_say(spark, bootstrap, base / WARM_UP_DIR, say)
                 # The job starts as soon as Spark is up and warm (above: Python workers, the JVM's
                 # compiled code, Delta's paths) and runs micro-batches back to back on the events
                 # produced so far: Spark's start-up overlaps the producing, and the first
