@@ -219,6 +219,10 @@ class MainJobBatch:
             with session_settings(spark, {MERGE_MATERIALIZE_SOURCE_CONF: "none"}):
                 self.sink.merge(batch, batch_id, metadata,
                                 key_bounds={"window_start": (low, high)} if low is not None else None)
+        if not events:
+            # An empty micro-batch (a query's first, started on an empty stream, runs one):
+            # nothing became visible, no freshness to report.
+            return
         done = time.monotonic()
         times = BatchTimes(batch_id, events, table.num_rows, enriched - started, aggregated - enriched,
                            done - aggregated, newest, int(time.time() * 1000))
