@@ -157,9 +157,17 @@ class DeltaMergeSink:
         if not batch.isEmpty():
             self.merge(batch, batch_id)
 
-    def merge(self, data: DataFrame, batch_id: int, metadata: Mapping[str, str] | None = None) -> bool:
-        """Merge one batch; False when Delta found it committed before (skipped)."""
+    def merge(self, data: DataFrame, batch_id: int, metadata: Mapping[str, str] | None = None,
+              key_bounds: Mapping[str, tuple[Any, Any]] | None = None) -> bool:
+        """Merge one batch; False when Delta found it committed before (skipped).
+
+        key_bounds: key column -> (lowest, highest) value in `data`, when the caller knows them.
+        They go into the MERGE condition as literals on the table's column, which Delta compares
+        with each file's min/max statistics: the files that cannot hold a matching row are
+        neither read to find the matches nor rewritten (without them every MERGE scans the whole
+        table, which grows by a file or two per batch)."""
         from delta.tables import DeltaTable
+        from pyspark.sql import functions as F
 
         spark = data.sparkSession
         app_id = self.resolve_app_id()
@@ -172,8 +180,10 @@ class DeltaMergeSink:
             self._exists = True
             return self._count(batch_id, True)
         self._exists = True
-        predicate = " AND ".join(f"t.{c} = s.{c}" for c in self.key_columns)
-        merger = DeltaTable.forPath(spark, self.table_path).alias("t").merge(data.alias("s"), predicate)
+        condition = F.expr(" AND ".join(f"t.{c} = s.{c}" for c in self.key_columns))
+        for column, (low, high) in (key_bounds or {}).items():
+            condition = condition & F.col(f"t.{column}").between(F.lit(low), F.lit(high))
+        merger = DeltaTable.forPath(spark, self.table_path).alias("t").merge(data.alias("s"), condition)
         merger = (merger.whenMatchedUpdateAll() if self.combine is None
                   else merger.whenMatchedUpdate(set=dict(self.combine)))
         with session_settings(spark, {TXN_APP_ID_CONF: app_id, TXN_VERSION_CONF: str(batch_id),

@@ -97,6 +97,18 @@ class _StopRequest:
         signal.signal(signal.SIGINT, self._previous)
 
 
+# StreamExecution's status once its sources are open and it looks for data.
+_LISTENING = ("Waiting for data to arrive", "Waiting for next trigger")
+
+
+def _wait_until_listening(query: Any, timeout_s: float = 120.0) -> None:
+    """Until the query has started and looked for data once (or stopped, or the time is up:
+    producing then starts anyway, and the query catches up)."""
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and query.status.get("message") not in _LISTENING and time.monotonic() < deadline:
+        query.awaitTermination(0.1)
+
+
 def follow(spark: Any, bootstrap: str, base: Path, *, source: str, enriched: str, rate: int = DEFAULT_RATE,
            trigger_s: float = DEFAULT_TRIGGER_S, duration_s: float | None = None, seed: int = 42,
            stop: threading.Event | None = None, say: Callable[[str], None] = print,
@@ -111,18 +123,22 @@ def follow(spark: Any, bootstrap: str, base: Path, *, source: str, enriched: str
     stop = stop or threading.Event()
     report = FollowReport()
     paths = PipelinePaths.under(base)
-    config = config or WorkloadConfig(records=10**12, seed=seed, start_ms=int(time.time() * 1000),
-                                      events_per_second=rate)
-    producer = SteadyProducer(bootstrap, source, config, rate).start()
 
     def on_batch(times: Any) -> None:
         report.batches.append(times)
         say(batch_line(times))
 
+    # The query starts first (its source's Python process, the stream's start offset) and waits
+    # for events, as a job that runs all along would: the first event does not wait for it.
     raw = read_orders(spark, bootstrap, source, min_partitions=READ_TASKS)
     pipeline = start_pipeline(spark, raw, bootstrap, paths, enriched=enriched, name="main_job_follow",
                               trigger={"processingTime": f"{trigger_s:g} seconds"}, on_batch=on_batch)
+    config = config or WorkloadConfig(records=10**12, seed=seed, start_ms=int(time.time() * 1000),
+                                      events_per_second=rate)
+    producer = SteadyProducer(bootstrap, source, config, rate)
     try:
+        _wait_until_listening(pipeline.query)
+        producer.start()
         deadline = None if duration_s is None else time.monotonic() + duration_s
         while not stop.wait(0.25):
             if deadline is not None and time.monotonic() >= deadline:
@@ -145,7 +161,8 @@ def run_follow(rate: int = DEFAULT_RATE, trigger_s: float = DEFAULT_TRIGGER_S, d
                data_dir: Path | None = None, nodes: int = 3, *, seed: int = 42, keep: bool = False,
                say: Callable[[str], None] = print) -> int:
     """`vdl demo --follow`: 0 when Delta and the enriched stream account for every event produced."""
-    from vdl_dev.run import ENRICHED_STREAM, SOURCE_STREAM, create_streams
+    from vdl_dev.pipeline import warm_up_or_say
+    from vdl_dev.run import ENRICHED_STREAM, SOURCE_STREAM, WARM_UP_DIR, create_streams
 
     base, temporary = prepare(data_dir)
     cluster: DemoCluster | None = None
@@ -163,6 +180,9 @@ def run_follow(rate: int = DEFAULT_RATE, trigger_s: float = DEFAULT_TRIGGER_S, d
                 say("starting Spark (local[2])...")
                 with deferred_interrupts():
                     spark = create_spark_session(base)
+                # Before the first event: freshness counts from it, and a cold first micro-batch
+                # would add Spark's start-up to it (vdl_dev.pipeline.warm_up).
+                warm_up_or_say(spark, bootstrap, base / WARM_UP_DIR, say)
                 say("producing and processing; Ctrl-C stops producing, processes the rest and checks")
                 with _StopRequest() as request:
                     report = follow(spark, bootstrap, base, source=SOURCE_STREAM, enriched=ENRICHED_STREAM,

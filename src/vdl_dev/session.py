@@ -21,7 +21,7 @@ from typing import Any
 
 from vdl_dev.cluster import DemoCluster
 
-OUR_SUBDIRS = ("cluster", "delta", "checkpoints", "spark-warehouse", "cluster.json", "log4j2.properties")
+OUR_SUBDIRS = ("cluster", "delta", "checkpoints", "spark-warehouse", "cluster.json", "log4j2.properties", "warm-up")
 # Spark settings the demo owns (local[2]: two cores shared with the brokers).
 SPARK_CONF = {
     "spark.sql.shuffle.partitions": "2",  # the window aggregates are tiny: one task per core

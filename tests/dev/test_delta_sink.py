@@ -116,6 +116,34 @@ def test_accumulating_merge_adds_partial_aggregates_and_a_replay_counts_nothing_
     assert _rows(spark, table)[0] == (0, "books", 12, "60.50")
 
 
+def _added_file(table: Path, version: int) -> Path:
+    """The data file commit `version` added (the table's first commits add one each)."""
+    log = (table / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+    [path] = [json.loads(line)["add"]["path"] for line in log if '"add"' in line]
+    return table / path
+
+
+def test_key_bounds_let_delta_skip_the_files_a_batch_cannot_match(spark: Any, tmp_path: Path) -> None:
+    """With the batch's key bounds in the condition, a MERGE reads only the files whose
+    statistics overlap them: a file of other windows, made unreadable, fails the MERGE without
+    the bounds and is not touched with them; the result is the accumulated rows."""
+    table = tmp_path / "agg"
+    combine = {"orders": "t.orders + s.orders", "revenue": "t.revenue + s.revenue"}
+    sink = DeltaMergeSink(str(table), app_id="query-1", combine=combine)
+    sink.merge(_batch(spark, [(0, "books", 1, "1.00")]), 0)
+    sink.merge(_batch(spark, [(10, "books", 1, "1.00")]), 1)  # a second file, minutes apart
+    other = _added_file(table, 0)
+    kept = other.read_bytes()
+    other.write_bytes(b"not parquet")
+    batch = [(10, "books", 2, "2.00"), (11, "toys", 1, "1.00")]
+    with pytest.raises(Exception, match="(?i)parquet|corrupt|footer|magic"):
+        sink.merge(_batch(spark, batch), 2)
+    bounds = {"window_start": (datetime.fromtimestamp(600, UTC), datetime.fromtimestamp(660, UTC))}
+    assert sink.merge(_batch(spark, batch), 2, key_bounds=bounds)
+    other.write_bytes(kept)
+    assert _rows(spark, table) == [(0, "books", 1, "1.00"), (10, "books", 3, "3.00"), (11, "toys", 1, "1.00")]
+
+
 RECORDS = 3_000
 PER_BATCH = 1_000
 
