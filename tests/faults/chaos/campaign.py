@@ -16,7 +16,7 @@ import os
 import random
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -344,16 +344,22 @@ def _finish(world: World, workload: Workload, consumers: list[ConsumerThread], m
 
 
 def _metadata_logs_identical(world: World) -> bool:
-    """Writes stopped: every node's metadata log holds the same entries, byte for byte, up to the
-    last index a majority holds (everything that may be committed). Past it, a deposed leader may
-    keep entries of its term that were never committed: Raft drops them when the leader next
-    appends at their indices, and with writes stopped it may not append again."""
-    images = [read_log_image(world.cluster, node_id, METADATA_GROUP) for node_id in world.node_ids]
-    majority_last = sorted((image.last_index for image in images), reverse=True)[len(images) // 2]
+    return metadata_logs_agree([read_log_image(world.cluster, node_id, METADATA_GROUP) for node_id in world.node_ids])
 
-    def prefix(image: LogImage) -> dict[int, tuple[int, int, bytes]]:
-        return {index: entry for index, entry in image.entries.items() if index <= majority_last}
-    return all(image.last_index >= majority_last and prefix(image) == prefix(images[0]) for image in images)
+
+def metadata_logs_agree(images: Sequence[LogImage]) -> bool:
+    """Writes stopped: every node's metadata log holds the same entries, byte for byte, from the
+    latest first index among them up to the last index a majority holds (everything that may be
+    committed). Below a node's first index its log was truncated behind a snapshot, at a point of
+    its own. Past the majority's last index, a deposed leader may keep entries of its term that
+    were never committed: Raft drops them when the leader next appends at their indices, and with
+    writes stopped it may not append again."""
+    majority_last = sorted((image.last_index for image in images), reverse=True)[len(images) // 2]
+    first = max(image.first_index for image in images)
+
+    def window(image: LogImage) -> dict[int, tuple[int, int, bytes]]:
+        return {index: entry for index, entry in image.entries.items() if first <= index <= majority_last}
+    return all(image.last_index >= majority_last and window(image) == window(images[0]) for image in images)
 
 
 def _was_produced(value: bytes | None, producers: dict[str, ProducerThread], probes: Probes) -> bool:
