@@ -89,7 +89,7 @@ class Connection:
     def send(self, request: Any, timeout_s: float, version: int | None = None) -> int:
         """Send one request; returns its correlation id, for receive()."""
         spec = api_spec(type(request))
-        version = spec.max_version if version is None else version
+        version = default_version(type(request)) if version is None else version
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         buffers = encode_request(spec.api_key, version, self._correlation, self._client_id, request)
         self._sock.settimeout(timeout_s)
@@ -117,7 +117,7 @@ class Connection:
     def receive(self, request_class: type, correlation: int, timeout_s: float, version: int | None = None) -> Any:
         """Read the answer to the request sent with `correlation` (the next frame on the wire)."""
         spec = api_spec(request_class)
-        version = spec.max_version if version is None else version
+        version = default_version(request_class) if version is None else version
         self._sock.settimeout(timeout_s)
         frame = self.read_frame()
         got, response = decode_response(spec.api_key, version, frame)

@@ -66,9 +66,18 @@ def api_spec(request_class: type) -> ApiSpec:
     return API_SPECS[message_class(request_class).DECL.api_key]
 
 
+# APIs this project sends at a version below the highest it serves. Produce v11+ is KIP-890's:
+# v12 means transaction version 2, which vdl_client's transactional producer does not speak (the
+# classic protocol must not use it within a transaction, ProduceRequest.json), and v10 is what
+# earlier releases' brokers serve.
+_SENT_BELOW_MAX = {m.ProduceRequest.DECL.api_key: 10}
+
+
 def default_version(request_class: type) -> int:
-    """The version this project speaks for an API when it sends one: the highest it declares."""
-    return api_spec(request_class).max_version
+    """The version this project speaks for an API when it sends one: the highest it declares
+    (Produce: v10)."""
+    spec = api_spec(request_class)
+    return min(spec.max_version, _SENT_BELOW_MAX.get(spec.api_key, spec.max_version))
 
 
 def supported_api_versions() -> list[tuple[int, int, int]]:

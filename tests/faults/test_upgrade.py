@@ -56,6 +56,10 @@ def previous_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target / "src"
 
 
+TXN_SUPPORTED = ("transaction.version", 0, 2)
+TXN_FINALIZED = ("transaction.version", 2)
+
+
 def vdl(cluster: DevCluster, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*VDL_CLI, *args, "--bootstrap", cluster.bootstrap_servers], capture_output=True,
                           text=True, timeout=60)
@@ -110,7 +114,8 @@ def test_rolling_upgrade_from_the_previous_release_under_load(tmp_path: Path, pr
 
     # Every node runs this release now; the cluster, formed before levels, is at the baseline.
     for node_id in cluster.node_ids():
-        assert metadata_levels(cluster, node_id) == ([("vdl.metadata.version", 1, LEVEL)],
+        # transaction.version (KIP-890 part 2) follows the level: not finalized at the baseline.
+        assert metadata_levels(cluster, node_id) == ([("vdl.metadata.version", 1, LEVEL), TXN_SUPPORTED],
                                                      [("vdl.metadata.version", features.BASELINE_LEVEL)])
     upgraded = vdl(cluster, "cluster", "upgrade")
     expected = (f"vdl.metadata.version raised from level {features.BASELINE_LEVEL} to {LEVEL}\n"
@@ -127,7 +132,7 @@ def test_the_level_rises_once_every_node_supports_it_and_never_goes_back(tmp_pat
     cluster.env = {"PYTHONPATH": str(next_release)}
     for node_id in (1, 2):
         cluster.restart(node_id, timeout_s=60)
-        assert metadata_levels(cluster, node_id)[0] == [("vdl.metadata.version", 1, LEVEL + 1)]
+        assert metadata_levels(cluster, node_id)[0] == [("vdl.metadata.version", 1, LEVEL + 1), TXN_SUPPORTED]
     # Node 3 last: its graceful stop hands the metadata leadership to node 1 or 2, which ask it.
     cluster.env = {}
     cluster.restart(3, timeout_s=60)
@@ -137,7 +142,7 @@ def test_the_level_rises_once_every_node_supports_it_and_never_goes_back(tmp_pat
     assert refused.stderr.strip().endswith(
         f"INVALID_UPDATE_VERSION: vdl.metadata.version level {LEVEL + 1} needs every node on a release supporting "
         f"it: node 3 supports up to level {LEVEL}"), refused.stderr
-    assert metadata_levels(cluster, 1)[1] == [("vdl.metadata.version", LEVEL)]
+    assert metadata_levels(cluster, 1)[1] == [("vdl.metadata.version", LEVEL), TXN_FINALIZED]
 
     cluster.env = {"PYTHONPATH": str(next_release)}
     cluster.restart(3, timeout_s=60)
@@ -149,7 +154,8 @@ def test_the_level_rises_once_every_node_supports_it_and_never_goes_back(tmp_pat
     assert (raised.returncode, raised.stdout) == (0, f"vdl.metadata.version raised from level {LEVEL} to "
                                                      f"{LEVEL + 1}\n"), raised.stderr
     for node_id in cluster.node_ids():
-        wait_until(lambda n=node_id: metadata_levels(cluster, n)[1] == [("vdl.metadata.version", LEVEL + 1)], 30,
+        wait_until(lambda n=node_id: metadata_levels(cluster, n)[1] == [("vdl.metadata.version", LEVEL + 1), TXN_FINALIZED],
+                   30,
                    f"node {node_id} applying the new level")
 
     # A node started on the older release again stops at once, naming both levels.

@@ -185,11 +185,11 @@ def test_the_feature_level_in_api_versions_and_vdl_cluster_upgrade(cluster: DevC
         answer = raw_request(node_address(cluster, node_id), m.ApiVersionsRequest(
             client_software_name="test", client_software_version="1"), 3)
         assert [(f.name, f.min_version, f.max_version) for f in answer.supported_features] == [
-            ("vdl.metadata.version", 1, level)]
+            ("vdl.metadata.version", 1, level), ("transaction.version", 0, 2)]
         # A new cluster starts at its release's level: finalized by nothing since.
         assert [(f.name, f.min_version_level, f.max_version_level) for f in answer.finalized_features] == [
-            ("vdl.metadata.version", level, level)]
-        assert answer.finalized_features_epoch == -1
+            ("vdl.metadata.version", level, level), ("transaction.version", 2, 2)]
+        assert answer.finalized_features_epoch == 0
     same = vdl(cluster, "cluster", "upgrade")
     assert (same.returncode, same.stdout) == (0, f"vdl.metadata.version is at level {level} already\n"), same.stderr
     above = vdl(cluster, "cluster", "upgrade", "--level", str(level + 1))
@@ -200,12 +200,20 @@ def test_the_feature_level_in_api_versions_and_vdl_cluster_upgrade(cluster: DevC
     key = m.UpdateFeaturesRequest.FeatureUpdateKey
     request = m.UpdateFeaturesRequest(timeout_ms=5000, validate_only=False, feature_updates=[
         key(feature="metadata.version", max_version_level=20, upgrade_type=1),
-        key(feature="vdl.metadata.version", max_version_level=level - 1, upgrade_type=2)])
+        key(feature="vdl.metadata.version", max_version_level=level - 1, upgrade_type=2),
+        key(feature="transaction.version", max_version_level=1, upgrade_type=2)])
     answer = raw_request(node_address(cluster, 2), request, 1)
     assert answer.error_code == 0
     assert [(r.feature, r.error_code, r.error_message) for r in answer.results] == [
         ("metadata.version", ErrorCode.INVALID_UPDATE_VERSION, "unknown feature 'metadata.version': VDL has "
-                                                               "vdl.metadata.version"),
+                                                               "vdl.metadata.version and transaction.version"),
         ("vdl.metadata.version", ErrorCode.INVALID_UPDATE_VERSION, f"vdl.metadata.version is at level {level}: "
                                                                    "downgrades are not possible, the metadata may "
-                                                                   "already use it")]
+                                                                   "already use it"),
+        ("transaction.version", ErrorCode.INVALID_UPDATE_VERSION, "transaction.version follows "
+                                                                  "vdl.metadata.version: it is at level 2 and cannot "
+                                                                  "be set on its own")]
+    # Asking transaction.version's own level (as `kafka-features upgrade` may) is a no-op.
+    same = raw_request(node_address(cluster, 2), m.UpdateFeaturesRequest(timeout_ms=5000, feature_updates=[
+        key(feature="transaction.version", max_version_level=2, upgrade_type=1)]), 1)
+    assert [(r.feature, r.error_code) for r in same.results] == [("transaction.version", 0)]

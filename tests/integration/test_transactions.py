@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from tests.support.cluster import BrokerProcess
-from tests.support.kafka import BrokerClient, client, make_batch
+from tests.support.kafka import BrokerClient, client, encode, make_batch, raw_socket, read_frame
 from tests.support.waiting import wait_until
+from vdl_wire import api
 from vdl_wire import messages as m
 from vdl_wire.errors import ErrorCode
 from vdl_wire.records.record_batch import RecordBatchBuilder, iter_batches, read_records
@@ -107,10 +108,10 @@ def txn_batch(values: list[bytes], pid: int, epoch: int, sequence: int) -> bytes
     return builder.build()
 
 
-def produce_txn(c: BrokerClient, txn: str | None, stream: str, batch: bytes) -> Any:
+def produce_txn(c: BrokerClient, txn: str | None, stream: str, batch: bytes, version: int = 9) -> Any:
     data = m.ProduceRequest.PartitionProduceData(index=0, records=batch)
     response = c.request(m.ProduceRequest(transactional_id=txn, acks=-1, timeout_ms=10_000, topic_data=[
-        m.ProduceRequest.TopicProduceData(name=stream, partition_data=[data])]), 9)
+        m.ProduceRequest.TopicProduceData(name=stream, partition_data=[data])]), version)
     return response.responses[0].partition_responses[0]
 
 
@@ -208,3 +209,94 @@ def test_the_aborted_index_and_open_transactions_survive_a_restart(broker: Broke
         assert end(c, "restart", pid, 0, True) == 0
         wait_until(lambda: latest(c, "tx-restart", 1) == 4, 10, "the commit marker is written")
         assert latest(c, "tx-restart", 0) == 4
+
+
+def end_v5(c: BrokerClient, txn: str, pid: int, epoch: int, commit: bool) -> tuple[int, int, int]:
+    response = c.request(m.EndTxnRequest(transactional_id=txn, producer_id=pid, producer_epoch=epoch,
+                                         committed=commit), 5)
+    return response.error_code, response.producer_id, response.producer_epoch
+
+
+def test_transaction_version_2_bumps_the_epoch_and_fences_the_ended_transaction(module_broker: BrokerProcess) -> None:
+    """KIP-890 part 2: Produce v12 adds its partition implicitly; EndTxn v5 bumps the epoch and
+    answers it; a delayed produce or EndTxn of the ended transaction (the Jepsen Bufstream
+    finding) is fenced instead of landing on the next transaction."""
+    with client(module_broker.bootstrap) as c:
+        c.create_stream("tv2-a")
+        pid = init(c, "tv2").producer_id
+        # Produce v11 (the classic protocol) still needs AddPartitionsToTxn; v12 adds implicitly.
+        assert produce_txn(c, "tv2", "tv2-a", txn_batch([b"x"], pid, 0, 0), 11).error_code == \
+            ErrorCode.INVALID_TXN_STATE
+        assert produce_txn(c, "tv2", "tv2-a", txn_batch([b"t1"], pid, 0, 0), 12).base_offset == 0
+        assert end_v5(c, "tv2", pid, 0, True) == (0, pid, 1)
+        # The answer was lost: the retried commit gets the same answer.
+        assert end_v5(c, "tv2", pid, 0, True) == (0, pid, 1)
+        assert produce_txn(c, "tv2", "tv2-a", txn_batch([b"t2"], pid, 1, 0), 12).error_code == 0
+        # Delayed requests of the ended transaction (epoch 0) must not touch the ongoing one.
+        late = produce_txn(c, "tv2", "tv2-a", txn_batch([b"late"], pid, 0, 1), 12)
+        assert late.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+        assert end_v5(c, "tv2", pid, 0, False)[0] == ErrorCode.INVALID_TXN_STATE
+        assert end(c, "tv2", pid, 0, False) == ErrorCode.PRODUCER_FENCED
+        assert end_v5(c, "tv2", pid, 1, True) == (0, pid, 2)
+        # Both commit markers (offsets 1 and 3) carry the bumped epochs.
+        wait_until(lambda: latest(c, "tv2-a", 1) == 4, 10, "the second commit marker is written")
+        part = committed_read(c, "tv2-a")
+        assert (part.last_stable_offset, list(part.aborted_transactions or []), values_of(part.records)) == \
+            (4, [], [b"t1", b"t2"])
+        markers = [(h.base_offset, h.producer_id, h.producer_epoch) for h, _ in iter_batches(bytes(part.records))
+                   if h.is_control]
+        assert markers == [(1, pid, 1), (3, pid, 2)]
+        # An abort with nothing produced still bumps (the producer moves on).
+        assert end_v5(c, "tv2", pid, 2, False) == (0, pid, 3)
+
+
+def test_pipelined_produce_v12_batches_of_a_new_transaction_keep_their_order(module_broker: BrokerProcess) -> None:
+    """A client pipelines its first batches of a transaction (Produce v12): each waits for the
+    coordinator to add the stream; they must still be appended in the order sent (the Java client
+    failed with OutOfOrderSequenceException when a later one was appended first)."""
+    with client(module_broker.bootstrap) as c:
+        c.create_stream("tv2-pipe")
+        pid = init(c, "tv2-pipe").producer_id
+    rounds, per_round = 3, 5
+    with raw_socket(module_broker.bootstrap, timeout=30) as sock:
+        for epoch in range(rounds):
+            frames = [encode(m.ProduceRequest(transactional_id="tv2-pipe", acks=-1, timeout_ms=10_000, topic_data=[
+                m.ProduceRequest.TopicProduceData(name="tv2-pipe", partition_data=[
+                    m.ProduceRequest.PartitionProduceData(index=0, records=txn_batch([b"%d-%d" % (epoch, i)], pid,
+                                                                                     epoch, i))])]), 12, i)
+                for i in range(per_round)]
+            sock.sendall(b"".join(frames))
+            answers = [api.decode_response(0, 12, read_frame(sock))[1].responses[0].partition_responses[0]
+                       for _ in range(per_round)]
+            assert [a.error_code for a in answers] == [0] * per_round, [a.error_message for a in answers]
+            with client(module_broker.bootstrap) as c:
+                assert end_v5(c, "tv2-pipe", pid, epoch, True) == (0, pid, epoch + 1)
+    with client(module_broker.bootstrap) as c:
+        wait_until(lambda: latest(c, "tv2-pipe", 1) == rounds * (per_round + 1), 10, "the last commit marker")
+        assert values_of(committed_read(c, "tv2-pipe").records) == [
+            b"%d-%d" % (epoch, i) for epoch in range(rounds) for i in range(per_round)]
+
+
+def test_txn_offset_commit_v5_adds_the_group_to_the_transaction(module_broker: BrokerProcess) -> None:
+    """KIP-890 part 2: a transaction version 2 client sends no AddOffsetsToTxn; TxnOffsetCommit v5
+    adds the group (v4 still needs it added)."""
+    with client(module_broker.bootstrap) as c:
+        c.create_stream("tv2-in")
+        c.create_stream("tv2-out")
+        pid = init(c, "tv2-offsets").producer_id
+
+        def commit_offset(offset: int, version: int) -> list[int]:
+            partition = m.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(partition_index=0,
+                                                                                  committed_offset=offset)
+            answer = c.request(m.TxnOffsetCommitRequest(
+                transactional_id="tv2-offsets", group_id="tv2-group", producer_id=pid, producer_epoch=0,
+                topics=[m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name="tv2-in", partitions=[partition])]),
+                version)
+            return [p.error_code for t in answer.topics for p in t.partitions]
+
+        assert produce_txn(c, "tv2-offsets", "tv2-out", txn_batch([b"out"], pid, 0, 0), 12).error_code == 0
+        assert commit_offset(7, 4) == [ErrorCode.INVALID_TXN_STATE]
+        assert commit_offset(7, 5) == [0]
+        assert fetched_offset(c, "tv2-group", "tv2-in") == -1
+        assert end_v5(c, "tv2-offsets", pid, 0, True) == (0, pid, 1)
+        assert fetched_offset(c, "tv2-group", "tv2-in") == 7

@@ -319,3 +319,42 @@ def lso(cluster: DevCluster, stream: str) -> int:
         if partition.error_code == 0:
             return partition.offset
     return -1
+
+
+def test_pipelined_produce_v12_to_a_stream_leader_away_from_the_coordinator_keeps_order(cluster: DevCluster) -> None:
+    """Transaction version 2 (KIP-890 part 2): a stream leader that is not the coordinator asks it
+    to add the stream for a Produce v12; a client's pipelined first batches of a transaction each
+    wait for that and must still be appended in the order sent (the Java client failed with
+    OutOfOrderSequenceException when a later one overtook an earlier one)."""
+    from tests.integration.test_transactions import end_v5, txn_batch
+    from tests.support.cluster import node_address
+    from tests.support.kafka import client, encode, raw_socket, read_frame
+    from vdl_wire import api
+    from vdl_wire import messages as m
+
+    coordinator_id = coordinator(cluster)
+    with admin(cluster) as c:
+        names = [f"tv2-pipe-{i}" for i in range(6)]
+        for name in names:
+            c.create_stream(name)
+    leaders = {name: cluster.leader_of(name, 30) for name in names}
+    stream, leader = next((n, lead) for n, lead in leaders.items() if lead not in (None, coordinator_id))
+    assert leader is not None
+    with client(node_address(cluster, coordinator_id)) as c:
+        pid = c.request(m.InitProducerIdRequest(transactional_id="tv2-pipe", transaction_timeout_ms=60_000,
+                                                producer_id=-1, producer_epoch=-1), 4).producer_id
+    rounds, per_round = 3, 8
+    with raw_socket(node_address(cluster, leader), timeout=30) as sock:
+        for epoch in range(rounds):
+            frames = [encode(m.ProduceRequest(transactional_id="tv2-pipe", acks=-1, timeout_ms=10_000, topic_data=[
+                m.ProduceRequest.TopicProduceData(name=stream, partition_data=[m.ProduceRequest.PartitionProduceData(
+                    index=0, records=txn_batch([b"%d-%d" % (epoch, i)], pid, epoch, i))])]), 12, i)
+                for i in range(per_round)]
+            sock.sendall(b"".join(frames))
+            answers = [api.decode_response(0, 12, read_frame(sock))[1].responses[0].partition_responses[0]
+                       for _ in range(per_round)]
+            assert [a.error_code for a in answers] == [0] * per_round, [a.error_message for a in answers]
+            with client(node_address(cluster, coordinator_id)) as c:
+                assert end_v5(c, "tv2-pipe", pid, epoch, True) == (0, pid, epoch + 1)
+    assert read_all(cluster.bootstrap_servers, stream, "read_committed", rounds * per_round) == [
+        b"%d-%d" % (epoch, i) for epoch in range(rounds) for i in range(per_round)]

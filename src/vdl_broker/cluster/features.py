@@ -39,6 +39,16 @@ CONSUMER_GROUPS_LEVEL = COMMAND_LEVELS["consumer_group"]
 # Below it, a node's description comes from the metadata leader's config, as before.
 OWN_REGISTRATION_LEVEL = 2
 FEATURE_OPS = frozenset({"finalize_features"})
+# Kafka's `transaction.version` (KIP-890 part 2): at 2, clients bump the epoch with every EndTxn
+# (v5) and add partitions and groups implicitly (Produce v12, TxnOffsetCommit v5). It follows the
+# cluster's level -- level 2 brings the coordinator, which serves both protocols -- so it needs
+# no command of its own: 0 (no transactions) below it.
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+TRANSACTION_VERSION_MAX = 2
+
+
+def transaction_version(level: int) -> int:
+    return TRANSACTION_VERSION_MAX if level >= COMMAND_LEVELS["txn_end"] else 0
 
 
 class NewerMetadata(Exception):

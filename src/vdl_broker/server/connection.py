@@ -110,10 +110,6 @@ class KafkaConnection(asyncio.Protocol):
         self._read_paused = False
         self._closed = False
         self._eof = False
-        # The last Produce request of this connection still on its way to its appends (it waits
-        # for this node's metadata, or behind an earlier one): a later one appends after it
-        # (handlers/produce.py), so an idempotent producer's batches stay in sequence.
-        self.appending: asyncio.Future[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._metrics = broker.metrics
 

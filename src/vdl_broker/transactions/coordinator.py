@@ -71,6 +71,10 @@ class TransactionCoordinator:
         # Per transactional id, the commands of requests waiting for its decided transaction's
         # completion: proposed right behind it, in the same pass (one Raft round carries them).
         self._queued: dict[str, list[tuple[CommandOf, asyncio.Future[Proposal | ErrorCode]]]] = {}
+        # Per transactional id, the last produce request of this node (as a stream leader) that
+        # waits for its transaction to hold its streams (server/handlers/produce.py): the
+        # producer's later requests wait behind it, so they are appended in the order sent.
+        self.produce_chain: dict[str, asyncio.Future[None]] = {}
 
     # -- lifecycle
 

@@ -25,4 +25,6 @@ class EndTxnResponse:
     CODECS: ClassVar[dict[int, CompiledVersion]]
     throttle_time_ms: int
     error_code: int
-    def __init__(self, throttle_time_ms: int = ..., error_code: int = ...) -> None: ...
+    producer_id: int
+    producer_epoch: int
+    def __init__(self, throttle_time_ms: int = ..., error_code: int = ..., producer_id: int = ..., producer_epoch: int = ...) -> None: ...

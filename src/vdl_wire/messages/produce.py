@@ -1,7 +1,9 @@
-"""Produce (key 0), versions 0-10, flexible from 9. # message defs: ProduceRequest.json
+"""Produce (key 0), versions 0-12, flexible from 9. # message defs: ProduceRequest.json
 
 v0-2 carry MessageSet magic 0/1 in `records`, v3+ RecordBatch v2; v3 adds transactional_id;
-v10 (KIP-951) lets a NOT_LEADER_OR_FOLLOWER answer name the new leader and its address.
+v10 (KIP-951) lets a NOT_LEADER_OR_FOLLOWER answer name the new leader and its address; v11
+(KIP-890) may answer TRANSACTION_ABORTABLE; v12 (KIP-890 part 2) is v11 whose transactional
+batches add their partition to the transaction implicitly (transaction.version 2 clients only).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from ..schema import INT16, INT32, INT64, RECORDS, STRING, Array, Field, message
 PRODUCE_REQUEST = message(
     "ProduceRequest",
     0,
-    "0-10",
+    "0-12",
     "9+",
     Field("transactional_id", STRING, versions="3+", nullable_versions="3+", default=None),
     Field("acks", INT16),
@@ -41,7 +43,7 @@ PRODUCE_REQUEST = message(
 PRODUCE_RESPONSE = message(
     "ProduceResponse",
     0,
-    "0-10",
+    "0-12",
     "9+",
     Field(
         "responses",

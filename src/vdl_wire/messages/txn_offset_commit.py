@@ -1,6 +1,8 @@
-"""TxnOffsetCommit (key 28), versions 0-3; flexible from 3. # message defs: TxnOffsetCommitRequest.json
+"""TxnOffsetCommit (key 28), versions 0-5; flexible from 3. # message defs: TxnOffsetCommitRequest.json
 
-v2 adds the committed leader epoch; v3 the member id, group instance id and generation.
+v2 adds the committed leader epoch; v3 the member id, group instance id and generation; v4 (KIP-890) may
+answer TRANSACTION_ABORTABLE; v5 (KIP-890 part 2) is v4 that adds the group to the transaction
+implicitly (AddOffsetsToTxn's work, transaction.version 2 clients only).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from ..schema import INT16, INT32, INT64, STRING, Array, Field, message, struct
 TXN_OFFSET_COMMIT_REQUEST = message(
     "TxnOffsetCommitRequest",
     28,
-    "0-3",
+    "0-5",
     "3+",
     Field("transactional_id", STRING),
     Field("group_id", STRING),
@@ -46,7 +48,7 @@ TXN_OFFSET_COMMIT_REQUEST = message(
 TXN_OFFSET_COMMIT_RESPONSE = message(
     "TxnOffsetCommitResponse",
     28,
-    "0-3",
+    "0-5",
     "3+",
     Field("throttle_time_ms", INT32),
     Field(

@@ -91,3 +91,9 @@ def test_kip848_group_state_waits_for_level_2() -> None:
     assert not refused.ok
     assert old.apply(3, finalize_features_command(features.CONSUMER_GROUPS_LEVEL)).ok
     assert old.apply(4, command).ok
+
+
+def test_transaction_version_follows_the_level_that_brings_the_coordinator() -> None:
+    # KIP-890 part 2's feature: finalized at 2 once the transaction commands may be used, else 0.
+    assert [features.transaction_version(level) for level in (1, 2, 3)] == [0, 2, 2]
+    assert features.COMMAND_LEVELS["txn_end"] == 2

@@ -1,9 +1,9 @@
-"""Produce requests of one connection reach their appends in the order they were sent (Kafka
-protocol guide: requests on a single TCP connection are processed in that order), even when an
-earlier one waits for this node's metadata to show its transaction (handlers/produce.py) and a
-later one arrives as that wait ends: an idempotent producer's batches would otherwise be stored
-out of sequence and the earlier one refused OUT_OF_ORDER_SEQUENCE_NUMBER (the Java
-transactional producer failed so on a loaded machine, its stream leader not the coordinator)."""
+"""A transactional producer's Produce requests reach their appends in the order they were sent
+(Kafka processes a connection's requests in order; the producer pipelines its batches), even when
+an earlier one waits for this node's metadata to show its transaction (handlers/produce.py) and a
+later one arrives as that wait ends: the later batch would otherwise be stored out of sequence and
+refused OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to the producer (the Java transactional producer failed
+so on a loaded machine, its stream leader not the coordinator)."""
 
 from __future__ import annotations
 
@@ -104,9 +104,8 @@ def test_a_request_arriving_as_an_earlier_one_stops_waiting_for_its_transaction_
     node: Any = SimpleNamespace(
         metadata=SimpleNamespace(group=group, state=SimpleNamespace(transactions=SimpleNamespace(get=txns.get))),
         replicas={"s": partition}, config=SimpleNamespace(max_batch_bytes=1 << 20), metrics=None, cut_off=False,
-        authorizer=SimpleNamespace(allows=lambda *args: True))
-    connection = SimpleNamespace(appending=None)  # one client connection: both requests come on it
-    contexts = [RequestContext(SimpleNamespace(request_api_version=9), "127.0.0.1", connection)  # type: ignore[arg-type]
+        authorizer=SimpleNamespace(allows=lambda *args: True), transactions=SimpleNamespace(produce_chain={}))
+    contexts = [RequestContext(SimpleNamespace(request_api_version=9), "127.0.0.1", None)  # type: ignore[arg-type]
                 for _ in range(2)]
 
     async def run() -> list[int]:

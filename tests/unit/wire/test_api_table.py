@@ -31,7 +31,7 @@ from vdl_wire.messages import (
 
 # DESIGN.md "Kafka protocol": exactly what we advertise.
 TABLE = [
-    (0, 0, 10),
+    (0, 0, 12),
     (1, 0, 12),
     (2, 0, 11),
     (3, 0, 13),
@@ -53,9 +53,9 @@ TABLE = [
     (23, 0, 4),
     (24, 0, 4),
     (25, 0, 3),
-    (26, 0, 4),
+    (26, 0, 5),
     (27, 0, 1),
-    (28, 0, 3),
+    (28, 0, 5),
     (29, 0, 3),
     (30, 0, 3),
     (31, 0, 3),
@@ -158,7 +158,7 @@ def test_unsupported_version_and_kafka_style_answer() -> None:
 
 def test_unsupported_version_of_other_api() -> None:
     with pytest.raises(UnsupportedVersionError) as info:
-        decode_request(_frame_header(0, 11, 5))
+        decode_request(_frame_header(0, 13, 5))
     assert "Produce" in str(info.value)
     with pytest.raises(UnsupportedVersionError):
         decode_request(_frame_header(1, 13, 5))  # Fetch v13 names topics by id
@@ -230,7 +230,7 @@ def test_defaults_let_handlers_set_only_what_they_need() -> None:
 
 def test_encode_request_rejects_unknown_versions() -> None:
     with pytest.raises(ValueError):
-        encode_request(0, 11, 1, None, ProduceRequest())
+        encode_request(0, 13, 1, None, ProduceRequest())
 
 
 def test_encoding_bad_values_is_a_value_error() -> None:

@@ -5,7 +5,13 @@ the cluster has finalized."""
 from __future__ import annotations
 
 from vdl_broker.cluster import features
-from vdl_broker.cluster.features import BASELINE_LEVEL, FEATURE_NAME
+from vdl_broker.cluster.features import (
+    BASELINE_LEVEL,
+    FEATURE_NAME,
+    TRANSACTION_VERSION_FEATURE,
+    TRANSACTION_VERSION_MAX,
+    transaction_version,
+)
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.node_view import NodeView
 from vdl_wire import api
@@ -27,11 +33,20 @@ def handle(node: NodeView, context: RequestContext, request: ApiVersionsRequest)
     response = supported_response()
     if context.api_version >= 3:  # the feature fields exist from v3 (KIP-584)
         finalized = node.metadata.state.features
-        response.supported_features = [SupportedFeature(name=FEATURE_NAME, min_version=BASELINE_LEVEL,
-                                                        max_version=features.SUPPORTED_LEVEL)]
-        response.finalized_features_epoch = finalized.finalized_index
+        response.supported_features = [
+            SupportedFeature(name=FEATURE_NAME, min_version=BASELINE_LEVEL, max_version=features.SUPPORTED_LEVEL),
+            SupportedFeature(name=TRANSACTION_VERSION_FEATURE, min_version=0, max_version=TRANSACTION_VERSION_MAX)]
+        # -1 means "unknown": the Java client then ignores the finalized features (its ApiVersions
+        # keeps only an epoch above the last seen, -1 at first). The level a cluster was formed
+        # at holds from its first entry: epoch 0 until a finalize.
+        response.finalized_features_epoch = max(finalized.finalized_index, 0)
         response.finalized_features = [FinalizedFeature(name=FEATURE_NAME, max_version_level=finalized.level,
                                                         min_version_level=finalized.level)]
+        txn_level = transaction_version(finalized.level)
+        if txn_level:  # Kafka lists a feature at level 0 as not finalized
+            response.finalized_features.append(FinalizedFeature(name=TRANSACTION_VERSION_FEATURE,
+                                                                max_version_level=txn_level,
+                                                                min_version_level=txn_level))
     return response
 
 

@@ -3,7 +3,12 @@ metadata leader). The answer comes once the decision is committed in the metadat
 does once PrepareCommit/PrepareAbort is in its transaction log: the markers follow, so a
 read_committed consumer sees the transaction a moment after the commit returns (its last stable
 offset holds it back until then), and the producer's next transaction waits for them on the
-coordinator (transactions/coordinator.py)."""
+coordinator (transactions/coordinator.py).
+
+v5 (KIP-890 part 2, EndTxnRequest.json): the epoch is bumped with every decision and the answer
+names the producer id and the new epoch, which the producer's next transaction uses. The
+markers carry the bumped epoch, so a delayed produce or EndTxn of the ended transaction is
+fenced instead of landing on the next one."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from vdl_wire.messages import EndTxnRequest, EndTxnResponse
 API_KEY = EndTxnRequest.DECL.api_key
 NAME = "EndTxn"
 FENCED_VERSION = 2
+BUMP_VERSION = 5
 
 
 async def handle(node: NodeView, context: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
@@ -26,8 +32,12 @@ async def handle(node: NodeView, context: RequestContext, request: EndTxnRequest
     if not node.transactions.active():
         return error_response(request, version, ErrorCode.NOT_COORDINATOR)
     result = await node.transactions.end(request.transactional_id, request.producer_id, request.producer_epoch,
-                                           request.committed, bump=False)
-    return error_response(request, version, error_of(result))
+                                           request.committed, bump=version >= BUMP_VERSION)
+    response = error_response(request, version, error_of(result))
+    if version >= BUMP_VERSION and not isinstance(result, ErrorCode) and result.meta is not None \
+            and result.error == ErrorCode.NONE:
+        response.producer_id, response.producer_epoch = result.meta.producer_id, result.meta.epoch
+    return response
 
 
 def error_response(request: EndTxnRequest, version: int, code: ErrorCode) -> EndTxnResponse:

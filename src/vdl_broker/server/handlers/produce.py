@@ -16,14 +16,16 @@ from collections.abc import Sequence
 
 from vdl_broker.cluster.transactions import TxnState
 from vdl_broker.metrics import BrokerMetrics
+from vdl_broker.server import internal
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.node_view import NodeView
 from vdl_broker.server.partition import AppendHandle, PartitionError
+from vdl_broker.transactions.coordinator import error_of
 from vdl_wire.errors import DecodeError, ErrorCode
-from vdl_wire.messages import ProduceRequest, ProduceResponse
+from vdl_wire.messages import AddPartitionsToTxnRequest, ProduceRequest, ProduceResponse
 from vdl_wire.primitives import Buffer
-from vdl_wire.records.batch_header import MAGIC_OFFSET, BatchHeader
+from vdl_wire.records.batch_header import MAGIC_OFFSET, BatchHeader, parse_batch_header
 from vdl_wire.records.conversion import message_set_to_batches
 from vdl_wire.records.record_batch import RecordBatchBuilder, read_records, validate_batch
 
@@ -151,28 +153,150 @@ def _in_transaction(node: NodeView, transactional_id: str | None, stream: str, h
                                                     f"{transactional_id!r}")
 
 
-def _transaction_visible(node: NodeView, request: ProduceRequest) -> bool:
-    """This node's metadata shows the request's transaction ongoing with all its streams."""
-    txn = request.transactional_id
-    if txn is None or node.metadata.group is None:
-        return True
-    meta = node.metadata.state.transactions.get(txn)
-    return meta is not None and meta.state is TxnState.ONGOING and \
-        {topic.name for topic in request.topic_data} <= set(meta.streams)
-
-
 async def _await_transaction(node: NodeView, request: ProduceRequest) -> None:
     """Let this node's metadata catch up with an AddPartitionsToTxn the client saw answered."""
+    txn = request.transactional_id
     group = node.metadata.group
-    if group is not None:
-        await group.wait_for(lambda _: _transaction_visible(node, request), TXN_VISIBLE_WAIT_S)
+    if txn is None or group is None:
+        return
+    wanted = {topic.name for topic in request.topic_data}
+
+    def visible(_: object) -> bool:
+        meta = node.metadata.state.transactions.get(txn)
+        return meta is not None and meta.state is TxnState.ONGOING and wanted <= set(meta.streams)
+
+    await group.wait_for(visible, TXN_VISIBLE_WAIT_S)
 
 
-def _append_all(node: NodeView, context: RequestContext, request: ProduceRequest
-                ) -> tuple[list[tuple[str, list[PartitionResponse]]], dict[str, list[AppendHandle]]]:
-    """Phase 1, synchronous: validate and append every partition's data (no await, so requests
-    on other connections cannot interleave inside one append); the responses so far, and the
-    handles to wait on per stream."""
+# Produce v12 (KIP-890 part 2, ProduceRequest.json): a transaction.version 2 client sends no
+# AddPartitionsToTxn; the stream leader asks the coordinator to add the partition when the
+# transaction does not hold it yet. Older versions keep part 1's check (the partition must be added).
+IMPLICIT_ADD_VERSION = 12
+ADD_VERSION = 4  # the broker's AddPartitionsToTxn (batched), sent to the coordinator on another node
+COORDINATOR_TIMEOUT_S = 15.0  # the coordinator may wait for the previous transaction's markers (10 s)
+# Coordinator errors the producer retries: Kafka answers them as NOT_ENOUGH_REPLICAS to a produce
+# (its ReplicaManager's mapping of AddPartitionsToTxn errors).
+_RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS})
+
+
+def _first_transactional(request: ProduceRequest) -> tuple[int, int] | None:
+    """The producer id and epoch of the request's first transactional batch (None: none)."""
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            records = _one_buffer(data.records)
+            if records is None or len(records) <= MAGIC_OFFSET or records[MAGIC_OFFSET] != 2:
+                continue
+            try:
+                header = parse_batch_header(records)
+            except DecodeError:
+                continue  # refused with its reason by the append path
+            if header.is_transactional:
+                return header.producer_id, header.producer_epoch
+    return None
+
+
+async def _ask_coordinator(node: NodeView, context: RequestContext, txn: str, producer_id: int, epoch: int,
+                           streams: list[str]) -> ErrorCode:
+    if node.transactions.active():
+        return error_of(await node.transactions.add_partitions(txn, producer_id, epoch, streams))
+    leader = node.metadata.leader_id
+    if not leader or leader == node.node_id or context.forwarded:
+        return ErrorCode.NOT_COORDINATOR
+    request = AddPartitionsToTxnRequest(transactions=[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+        transactional_id=txn, producer_id=producer_id, producer_epoch=epoch, verify_only=False,
+        topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=s, partitions=[0]) for s in streams])])
+    try:
+        # On behalf of the client's principal: the coordinator authorizes it as its own request.
+        response = await internal.call(node, leader, request, ADD_VERSION, COORDINATOR_TIMEOUT_S, context)
+    except (OSError, ValueError, TimeoutError):
+        return ErrorCode.NOT_COORDINATOR
+    if response.error_code:
+        return ErrorCode(response.error_code)
+    codes = [ErrorCode(p.partition_error_code) for t in response.results_by_transaction
+             for r in t.topic_results for p in r.results_by_partition]
+    return next((code for code in codes if code is not ErrorCode.NONE), ErrorCode.NONE)
+
+
+async def _add_implicitly(node: NodeView, context: RequestContext, request: ProduceRequest) -> dict[str, ErrorCode]:
+    """Produce v12: add the request's streams to its producer's transaction (on the coordinator)
+    unless they are in it; the streams refused, with the error to answer."""
+    txn = request.transactional_id
+    first = _first_transactional(request)
+    if txn is None or first is None:
+        return {}
+    producer_id, epoch = first
+    known = node.metadata.state.streams
+    wanted = sorted({t.name for t in request.topic_data if t.name in known
+                     and authorized(node, context, Operation.WRITE, ResourceType.TOPIC, t.name)})
+    meta = node.metadata.state.transactions.get(txn)
+    if not wanted or (meta is not None and meta.state is TxnState.ONGOING
+                      and (meta.producer_id, meta.epoch) == first and set(wanted) <= set(meta.streams)):
+        return {}
+    if meta is not None and meta.producer_id == producer_id and epoch < meta.epoch:
+        return {}  # an older epoch: fenced by the append path's check, never added
+    code = await _ask_coordinator(node, context, txn, producer_id, epoch, wanted)
+    if code is ErrorCode.NONE:
+        return {}
+    if code in _RETRIABLE:
+        code = ErrorCode.NOT_ENOUGH_REPLICAS
+    elif code is ErrorCode.PRODUCER_FENCED:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH  # what a produce answers a fenced producer
+    return dict.fromkeys(wanted, code)
+
+
+def _ready(node: NodeView, request: ProduceRequest, version: int) -> bool:
+    """True when the request's transactional batches may be appended now: the transaction is
+    ongoing with every stream of the request (and, from v12, under the batches' epoch)."""
+    txn = request.transactional_id
+    meta = node.metadata.state.transactions.get(txn) if txn is not None else None
+    if meta is None or meta.state is not TxnState.ONGOING:
+        return False
+    if version >= IMPLICIT_ADD_VERSION and _first_transactional(request) not in (None, (meta.producer_id, meta.epoch)):
+        return False
+    return {topic.name for topic in request.topic_data} <= set(meta.streams)
+
+
+async def handle(node: NodeView, context: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+    acks = request.acks
+    version = context.api_version
+    if acks not in (0, 1, -1):
+        return error_response(request, version, ErrorCode.INVALID_REQUIRED_ACKS)
+    txn = request.transactional_id
+    if txn is None:
+        return await _durable(request, _append(node, context, request, version, {}))
+    if not authorized(node, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn):
+        return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    chain = node.transactions.produce_chain
+    if txn not in chain and _ready(node, request, version):
+        return await _durable(request, _append(node, context, request, version, {}))
+    # This request waits (the coordinator adds its streams, or this node's metadata catches up):
+    # the producer's later requests wait behind it, so its batches are appended in the order it
+    # sent them (a client pipelines them: a later batch appended first is out of sequence).
+    before = chain.get(txn)
+    mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    chain[txn] = mine
+    try:
+        if before is not None:
+            await before
+        refused: dict[str, ErrorCode] = {}
+        if version >= IMPLICIT_ADD_VERSION:
+            refused = await _add_implicitly(node, context, request)
+        if not refused:
+            await _await_transaction(node, request)
+        appended = _append(node, context, request, version, refused)
+    finally:
+        mine.set_result(None)
+        if chain.get(txn) is mine:
+            del chain[txn]
+    return await _durable(request, appended)
+
+
+Appended = tuple[list[tuple[str, list[ProduceResponse.PartitionProduceResponse]]], dict[str, list[AppendHandle]]]
+
+
+def _append(node: NodeView, context: RequestContext, request: ProduceRequest, version: int,
+            refused: dict[str, ErrorCode]) -> Appended:
     results: list[tuple[str, list[ProduceResponse.PartitionProduceResponse]]] = []
     appended: dict[str, list[AppendHandle]] = {}
     # No node cut off from the cluster appends (server/cut_off.py): what it accepted could not
@@ -182,6 +306,8 @@ def _append_all(node: NodeView, context: RequestContext, request: ProduceRequest
     # leader (any first sequence is accepted, KIP-360) would then have its refused batch taken
     # for a duplicate when it is sent again: lost.
     cut_off = node.cut_off
+    # Phase 1, synchronous: validate and append every partition's data (no await, so requests
+    # on other connections cannot interleave inside one append).
     for topic in request.topic_data:
         responses: list[ProduceResponse.PartitionProduceResponse] = []
         results.append((topic.name, responses))
@@ -194,13 +320,17 @@ def _append_all(node: NodeView, context: RequestContext, request: ProduceRequest
                 responses.append(_partition_error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                   f"unknown stream {topic.name!r} partition {data.index}"))
                 continue
+            if topic.name in refused:
+                responses.append(_partition_error(data.index, refused[topic.name],
+                                                  f"the transaction coordinator refused to add {topic.name}"))
+                continue
             if partition.is_leader and cut_off:
                 responses.append(_partition_error(data.index, ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                                   f"node {node.node_id} is cut off from the cluster"))
                 continue
             limit = partition.max_message_bytes
             try:
-                batches = parse_batches(_one_buffer(data.records), context.api_version,
+                batches = parse_batches(_one_buffer(data.records), version,
                                         node.config.max_batch_bytes if limit is None else limit)
                 for header, _ in batches:
                     _in_transaction(node, request.transactional_id, topic.name, header)
@@ -219,38 +349,9 @@ def _append_all(node: NodeView, context: RequestContext, request: ProduceRequest
     return results, appended
 
 
-async def handle(node: NodeView, context: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+async def _durable(request: ProduceRequest, done: Appended) -> ProduceResponse | None:
+    results, appended = done
     acks = request.acks
-    version = context.api_version
-    if acks not in (0, 1, -1):
-        return error_response(request, version, ErrorCode.INVALID_REQUIRED_ACKS)
-    if request.transactional_id is not None:
-        if not authorized(node, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
-            return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    # Kafka processes one connection's requests in the order they were sent; an idempotent
-    # producer pipelines its batches of a partition on one connection and relies on it. A request
-    # that has to wait before appending (its transaction not shown here yet) would otherwise be
-    # overtaken by a later one arriving as its wait ends: the later batch stored first, out of
-    # sequence, and refused OUT_OF_ORDER_SEQUENCE_NUMBER -- fatal to the producer, whose earlier
-    # batch then succeeds. So a request waits behind the earlier one of its connection still on
-    # its way (no await at all when none is and its transaction shows: the hot path).
-    connection = context.connection
-    earlier = connection.appending if connection is not None else None
-    if (earlier is None or earlier.done()) and _transaction_visible(node, request):
-        results, appended = _append_all(node, context, request)
-    else:
-        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if connection is not None:
-            connection.appending = turn
-        try:
-            if earlier is not None and not earlier.done():
-                await asyncio.wait((earlier,))  # never raises; cancelling this leaves it alone
-            await _await_transaction(node, request)
-            results, appended = _append_all(node, context, request)
-        finally:
-            turn.set_result(None)
-            if connection is not None and connection.appending is turn:
-                connection.appending = None
     # Phase 2: durability, as acks asks. One group-commit sync covers all of this request's data.
     # It may fail: REQUEST_TIMED_OUT (not committed within the request's timeout) or
     # NOT_LEADER_OR_FOLLOWER (leadership lost meanwhile: the outcome is unknown).

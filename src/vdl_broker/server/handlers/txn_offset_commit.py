@@ -1,11 +1,15 @@
 """TxnOffsetCommit (key 28): offsets a transactional producer commits for a consumer group
 (consume-transform-produce); they wait in the transaction and reach the group only if it
-commits. On the coordinator (the metadata leader), which coordinates groups and transactions."""
+commits. On the coordinator (the metadata leader), which coordinates groups and transactions.
+
+v5 (KIP-890 part 2, TxnOffsetCommitRequest.json): a transaction.version 2 client sends no
+AddOffsetsToTxn; the group is added to the transaction here when it is not in it yet."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from vdl_broker.cluster.transactions import TxnState
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized, authorized_group
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.node_view import NodeView
@@ -16,6 +20,7 @@ from vdl_wire.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 API_KEY = TxnOffsetCommitRequest.DECL.api_key
 NAME = "TxnOffsetCommit"
 FENCED_VERSION = 2
+IMPLICIT_ADD_VERSION = 5
 R = TxnOffsetCommitResponse
 
 
@@ -47,7 +52,12 @@ async def handle(node: NodeView, context: RequestContext, request: TxnOffsetComm
     offsets = {t.name: (p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
                for t in request.topics for p in t.partitions if refusal(t.name, p) is None}
     code = ErrorCode.NONE
-    if offsets:
+    if offsets and version >= IMPLICIT_ADD_VERSION:
+        meta = node.transactions.state(request.transactional_id)
+        if meta is None or meta.state is not TxnState.ONGOING or request.group_id not in meta.groups:
+            code = error_of(await node.transactions.add_offsets(request.transactional_id, request.producer_id,
+                                                                request.producer_epoch, request.group_id))
+    if offsets and code is ErrorCode.NONE:
         code = error_of(await node.transactions.offset_commit(request.transactional_id, request.producer_id,
                                                                 request.producer_epoch, request.group_id, offsets))
         if code is ErrorCode.PRODUCER_FENCED and version < FENCED_VERSION:

@@ -13,7 +13,12 @@ from __future__ import annotations
 import asyncio
 
 from vdl_broker.cluster import features
-from vdl_broker.cluster.features import FEATURE_NAME, finalize_features_command
+from vdl_broker.cluster.features import (
+    FEATURE_NAME,
+    TRANSACTION_VERSION_FEATURE,
+    finalize_features_command,
+    transaction_version,
+)
 from vdl_broker.server import internal
 from vdl_broker.server.authorizer import Operation, authorized_cluster
 from vdl_broker.server.connection import RequestContext
@@ -56,8 +61,16 @@ async def _update_here(node: NodeView, request: UpdateFeaturesRequest, version: 
 
 async def _update_one(node: NodeView, update: UpdateFeaturesRequest.FeatureUpdateKey, version: int,
                       validate_only: bool) -> tuple[ErrorCode, str | None]:
+    if update.feature == TRANSACTION_VERSION_FEATURE:
+        # Derived from the cluster's level (cluster/features.py): asking its level is a no-op.
+        txn_level = transaction_version(node.metadata.state.features.level)
+        if update.max_version_level == txn_level:
+            return ErrorCode.NONE, None
+        return ErrorCode.INVALID_UPDATE_VERSION, (f"{TRANSACTION_VERSION_FEATURE} follows {FEATURE_NAME}: it is "
+                                                  f"at level {txn_level} and cannot be set on its own")
     if update.feature != FEATURE_NAME:
-        return ErrorCode.INVALID_UPDATE_VERSION, f"unknown feature {update.feature!r}: VDL has {FEATURE_NAME}"
+        return ErrorCode.INVALID_UPDATE_VERSION, (f"unknown feature {update.feature!r}: VDL has {FEATURE_NAME} "
+                                                  f"and {TRANSACTION_VERSION_FEATURE}")
     downgrade = update.allow_downgrade if version == 0 else update.upgrade_type != UPGRADE
     current = node.metadata.state.features.level
     level = update.max_version_level
