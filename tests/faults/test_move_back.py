@@ -157,8 +157,10 @@ def test_a_joiner_copying_an_old_prefix_never_elects_itself_when_its_leader_fall
             code, end = list_offset_raw(node_address(cluster, 1), stream, LATEST)
         except (OSError, ValueError):
             code, end = -1, 0
-        assert code != 0, (f"node 1 leads {stream} on an old prefix of its log (high watermark {end} "
-                           f"of {len(acked)} acknowledged records)")
+        # Leading with every acknowledged record is no finding (on a loaded machine the copy may
+        # have finished before the kill); leading on a shorter log is the defect.
+        assert code != 0 or end >= len(acked), (f"node 1 leads {stream} on an old prefix of its log (high "
+                                                f"watermark {end} of {len(acked)} acknowledged records)")
         time.sleep(0.05)
     cluster.restart(2, timeout_s=60)
     wait_moved(cluster, [stream], timeout=60)
