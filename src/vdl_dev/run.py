@@ -27,9 +27,11 @@ from vdl_dev.raw_table import raw_table_config, raw_table_path, raw_table_rows
 from vdl_dev.session import (
     Background,
     create_spark_session,
+    interrupt_handler,
     is_interrupt,
     prepare,
     quiet_interrupts,
+    raise_if_interrupted,
     shutdown,
     sigterm_as_interrupt,
 )
@@ -93,6 +95,7 @@ def _wait_for(query: Any, total: int, progress: bool) -> None:
 
     with tqdm(total=total, unit=" records", unit_scale=True, desc="spark job", disable=not progress) as bar:
         while True:
+            raise_if_interrupted()
             ended = query.awaitTermination(0.5)
             through = min(processed_through(query, SOURCE_STREAM), total)
             bar.update(max(0, through - bar.n))
@@ -180,7 +183,8 @@ def run_demo(records: int = 1_000_000, data_dir: Path | None = None, nodes: int 
                 # PySpark's own SIGINT handler (installed by SparkContext) cancels jobs through
                 # py4j from inside the interrupted py4j call: tracebacks, sometimes a hang. A plain
                 # KeyboardInterrupt lets the finally below stop everything.
-                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGINT, interrupt_handler)
+                raise_if_interrupted()
                 paths = PipelinePaths.under(base)
                 # The job starts as soon as Spark is up and runs micro-batches back to back on the
                 # events produced so far: its start-up (Python workers, plans, the JVM's compiled

@@ -126,17 +126,33 @@ def is_interrupt(error: BaseException) -> bool:
     return False
 
 
+# The signals interrupt_handler raised: Python drops a KeyboardInterrupt raised while a weakref
+# callback runs (importlib's module-lock callback during an import: "Exception ignored in ..."),
+# so raise_if_interrupted raises it again at the next point that checks.
+_SIGNALLED: list[int] = []
+
+
+def interrupt_handler(signum: int, frame: FrameType | None) -> None:
+    _SIGNALLED.append(signum)
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def raise_if_interrupted() -> None:
+    if _SIGNALLED:
+        raise KeyboardInterrupt(f"signal {_SIGNALLED[0]}")
+
+
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C, so the same finally blocks stop everything."""
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, handler)
+    """SIGTERM behaves like Ctrl-C, so the same finally blocks stop everything; both are recorded
+    for raise_if_interrupted."""
+    _SIGNALLED.clear()
+    previous = {sig: signal.signal(sig, interrupt_handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def prepare(data_dir: Path | None) -> tuple[Path, bool]:
