@@ -32,8 +32,7 @@ from typing import Any
 import pytest
 
 from tests.support.java_targets import JavaTarget
-from tests.support.polyglot import FRANZ, expected_record, run_scenario, target_args
-from tests.support.waiting import wait_until
+from tests.support.polyglot import FRANZ, expected_record, run_killing_the_leader, run_scenario, target_args
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -116,27 +115,11 @@ def test_transactions(java_targets: dict[str, JavaTarget], target_name: str) -> 
 
 
 def test_kill_stream_leader_loses_nothing(java_targets: dict[str, JavaTarget]) -> None:
-    target = java_targets["3-nodes-plain"]
-    cluster = target.cluster
     topic = unique("franz-kill")
-    killed: list[int] = []
     now = int(time.time() * 1000)
-
-    def on_progress(acked: int) -> None:
-        assert acked == 100 and not killed  # the producer waits: its next records go to the next leader
-        leader = wait_until(lambda: cluster.leader_of(topic), message=f"a leader of {topic}")
-        cluster.kill(leader)
-        killed.append(leader)
-
-    try:
-        # franz-go times a record out from its timestamp: these are now's, so retries have time.
-        created = run_scenario(FRANZ_PROGRAM, "kill-leader",
-                               target_args(target, topics=[topic], count=200, pause_at=100, base_millis=now),
-                               on_progress=on_progress)
-    finally:
-        for node_id in killed:
-            cluster.restart(node_id)
-    assert killed, "the producer never paused for the kill"
+    # franz-go times a record out from its timestamp: these are now's, so retries have time.
+    created = run_killing_the_leader(FRANZ_PROGRAM, "kill-leader", java_targets["3-nodes-plain"], topic,
+                                     base_millis=now)
     assert created["records"] == [expected_record(topic, i, base=now) for i in range(200)]
 
 
@@ -199,24 +182,8 @@ def test_sarama_transactions(java_targets: dict[str, JavaTarget], target_name: s
 
 
 def test_sarama_kill_stream_leader_loses_nothing(java_targets: dict[str, JavaTarget]) -> None:
-    target = java_targets["3-nodes-plain"]
-    cluster = target.cluster
     topic = unique("sarama-kill")
-    killed: list[int] = []
-
-    def on_progress(acked: int) -> None:
-        assert acked == 100 and not killed  # the producer waits: its next records go to the next leader
-        leader = wait_until(lambda: cluster.leader_of(topic), message=f"a leader of {topic}")
-        cluster.kill(leader)
-        killed.append(leader)
-
-    try:
-        got = run_scenario(FRANZ_PROGRAM, "sarama-kill-leader",
-                           target_args(target, topics=[topic], count=200, pause_at=100), on_progress=on_progress)
-    finally:
-        for node_id in killed:
-            cluster.restart(node_id)
-    assert killed, "the producer never paused for the kill"
+    got = run_killing_the_leader(FRANZ_PROGRAM, "sarama-kill-leader", java_targets["3-nodes-plain"], topic)
     assert got["records"] == [expected_record(topic, i) for i in range(200)]
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from tests.support.java_targets import JavaTarget
 from tests.support.security import ADMIN_PASSWORD, ADMIN_USER
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 FRANZ = REPO / "build" / "polyglot" / "vdl-franz"
@@ -73,6 +74,30 @@ def run_scenario(program: tuple[str, ...], scenario: str, args: dict[str, Any],
     if error is not None or code != 0:
         tail = "".join(lines[-20:]) + stderr[-4000:]
         raise AssertionError(f"{program[-1]} {scenario} failed (exit {code}): {error}\n{tail}")
+    return result
+
+
+def run_killing_the_leader(program: tuple[str, ...], scenario: str, target: JavaTarget, topic: str,
+                           **scenario_args: Any) -> Any:
+    """Run a scenario that produces 200 records to `topic` and pauses after 100 are acknowledged:
+    the stream's leader is killed -9 then (the program's next records go to the next leader),
+    and restarted once the program ended. Its result."""
+    cluster = target.cluster
+    killed: list[int] = []
+
+    def on_progress(acked: int) -> None:
+        assert acked == 100 and not killed
+        leader = wait_until(lambda: cluster.leader_of(topic), message=f"a leader of {topic}")
+        cluster.kill(leader)
+        killed.append(leader)
+
+    try:
+        result = run_scenario(program, scenario, target_args(target, topics=[topic], count=200, pause_at=100,
+                                                             **scenario_args), on_progress=on_progress)
+    finally:
+        for node_id in killed:
+            cluster.restart(node_id)
+    assert killed, "the producer never paused for the kill"
     return result
 
 
