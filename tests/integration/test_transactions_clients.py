@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 
 from tests.support.cluster import DevCluster
-from tests.support.kafka import make_batch
+from tests.support.kafka import make_batch, read_to_end
 from vdl_client.client import VdlClient
 from vdl_client.settings import ClientSettings
 
@@ -23,28 +23,7 @@ def admin(cluster: DevCluster) -> VdlClient:
 def read_all(bootstrap: str, stream: str, isolation: str, expected_count: int) -> list[bytes]:
     """Every value of `stream` a confluent-kafka consumer with `isolation` reads, until it holds
     `expected_count` values and has reached the partition's end, or the deadline."""
-    import confluent_kafka
-
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{stream}-{isolation}",
-                                         "isolation.level": isolation, "enable.auto.commit": False,
-                                         "enable.partition.eof": True})
-    consumer.assign([confluent_kafka.TopicPartition(stream, 0, confluent_kafka.OFFSET_BEGINNING)])
-    values: list[bytes] = []
-    at_end = False
-    deadline = time.monotonic() + DEADLINE_S
-    try:
-        while time.monotonic() < deadline and not (at_end and len(values) >= expected_count):
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            if message.error():
-                at_end = message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF
-                continue
-            at_end = False
-            values.append(message.value())
-    finally:
-        consumer.close()
-    return values
+    return [value for _, value in read_to_end(bootstrap, stream, isolation, expected_count, DEADLINE_S)]
 
 
 def confluent_transactions(bootstrap: str, stream: str, txn_id: str) -> None:

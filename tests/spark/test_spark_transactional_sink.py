@@ -16,6 +16,7 @@ import pytest
 from chispa import assert_df_equality
 
 from tests.spark.kafka_helpers import create_streams, produce_kafka_python
+from tests.support.kafka import read_to_end
 from tests.support.waiting import wait_until
 
 COUNT = 100
@@ -26,36 +27,6 @@ SOURCE = "txs-src"
 def source(broker) -> list[bytes]:  # noqa: ANN001
     create_streams(broker.bootstrap, SOURCE)
     return [p.value for p in produce_kafka_python(broker.bootstrap, SOURCE, COUNT, "none", "txs", with_headers=False)]
-
-
-def read_to_end(bootstrap: str, stream: str, isolation: str, at_least: int = 0,
-                timeout_s: float = 30) -> list[tuple[int, bytes]]:
-    """(offset, value) of every record a confluent-kafka consumer with `isolation` reads from the
-    start up to the partition's end (the last stable offset for read_committed), once it holds at
-    least `at_least` records."""
-    import confluent_kafka
-
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"txs-{stream}-{isolation}",
-                                         "isolation.level": isolation, "enable.auto.commit": False,
-                                         "enable.partition.eof": True, "fetch.wait.max.ms": 10})
-    consumer.assign([confluent_kafka.TopicPartition(stream, 0, confluent_kafka.OFFSET_BEGINNING)])
-    records: list[tuple[int, bytes]] = []
-    at_end = False
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline and not (at_end and len(records) >= at_least):
-            message = consumer.poll(0.1)
-            if message is None:
-                continue
-            if message.error():
-                at_end = message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF
-                continue
-            at_end = False
-            records.append((message.offset(), message.value()))
-    finally:
-        consumer.close()
-    assert at_end and len(records) >= at_least, (stream, isolation, at_end, len(records))
-    return records
 
 
 def high_watermark(bootstrap: str, stream: str) -> int:

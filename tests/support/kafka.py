@@ -332,3 +332,33 @@ def wait_for_stable_offset(bootstrap: str, stream: str, offset: int, timeout_s: 
                    timeout_s, f"{stream}'s last stable offset reaching {offset}")
     finally:
         consumer.close()
+
+
+def read_to_end(bootstrap: str, stream: str, isolation: str, at_least: int = 0,
+                timeout_s: float = 30) -> list[tuple[int, bytes]]:
+    """(offset, value) of every record a confluent-kafka consumer with `isolation` reads from the
+    start up to the partition's end (the last stable offset for read_committed), once it holds at
+    least `at_least` records."""
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"txs-{stream}-{isolation}",
+                                         "isolation.level": isolation, "enable.auto.commit": False,
+                                         "enable.partition.eof": True, "fetch.wait.max.ms": 10})
+    consumer.assign([confluent_kafka.TopicPartition(stream, 0, confluent_kafka.OFFSET_BEGINNING)])
+    records: list[tuple[int, bytes]] = []
+    at_end = False
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline and not (at_end and len(records) >= at_least):
+            message = consumer.poll(0.1)
+            if message is None:
+                continue
+            if message.error():
+                at_end = message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF
+                continue
+            at_end = False
+            records.append((message.offset(), message.value()))
+    finally:
+        consumer.close()
+    assert at_end and len(records) >= at_least, (stream, isolation, at_end, len(records))
+    return records
