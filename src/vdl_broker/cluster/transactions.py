@@ -12,7 +12,8 @@ applying stays deterministic on every node):
     {"op": "txn_init_producer", "txn": t, "ts": ms, "timeout_ms": n, "new_producer_id": p,
      "expected": [pid, epoch] | null}
     {"op": "txn_add_partitions", "txn": t, "ts": ms, "producer_id": p, "epoch": e, "streams": [s, ...]}
-    {"op": "txn_end", "txn": t, "ts": ms, "producer_id": p, "epoch": e, "commit": bool, "bump": bool}
+    {"op": "txn_end", "txn": t, "ts": ms, "producer_id": p, "epoch": e, "commit": bool, "bump": bool,
+     "new_producer_id": p2 | null}  (p2: the id a bump moves to when the epoch is exhausted)
     {"op": "txn_timeout", "txn": t, "ts": ms, "producer_id": p, "epoch": e}
     {"op": "txn_complete", "txn": t, "ts": ms, "producer_id": p, "epoch": e}
     {"op": "txn_add_offsets", "txn": t, "ts": ms, "producer_id": p, "epoch": e, "group": g}
@@ -36,8 +37,14 @@ from typing import Any
 from vdl_wire.errors import ErrorCode
 
 NO_EPOCH = -1
-# Kafka bumps to a new producer id once the epoch would reach Short.MaxValue (KIP-360).
+NO_PRODUCER_ID = -1
+# An epoch at or past this is exhausted: the producer's next bump moves it to a new producer id
+# with epoch 0 (Kafka's TransactionMetadata.isEpochExhausted: epoch >= Short.MaxValue - 1).
 MAX_EPOCH = 2**15 - 2
+# Short.MaxValue: reached only inside the coordinator -- by the bump of a transaction that ends
+# under an exhausted epoch (its markers carry it, the producer moves to the new id) or by a fence
+# (a timeout, a new instance) -- never handed to a producer.
+FENCE_EPOCH = 2**15 - 1
 MAX_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
 
 
@@ -83,6 +90,18 @@ class TxnMeta:
     update_ms: int
     groups: tuple[str, ...] = ()  # consumer groups added (AddOffsetsToTxn)
     offsets: tuple[PendingOffset, ...] = ()  # TxnOffsetCommit's, applied on commit
+    # KIP-890 part 2 with an exhausted epoch: a decided transaction's bump moves the producer to
+    # this id (epoch 0) at its completion; EndTxn already answers it (Kafka's nextProducerId).
+    next_producer_id: int = NO_PRODUCER_ID
+    # The id the producer had before it moved to a new one (an exhausted epoch): a retried
+    # EndTxn or InitProducerId naming it and `last_epoch` is recognised (Kafka's prevProducerId).
+    prev_producer_id: int = NO_PRODUCER_ID
+
+    def producer_ids(self) -> tuple[int, int]:
+        """The producer id and epoch the producer is to use from now on (EndTxn v5's answer)."""
+        if self.next_producer_id != NO_PRODUCER_ID:
+            return self.next_producer_id, 0
+        return self.producer_id, self.epoch
 
 
 @dataclass(frozen=True)
@@ -121,7 +140,9 @@ class TransactionsState:
             if op == "txn_add_partitions":
                 return self._add(txn, ts, pid, epoch, [str(s) for s in command["streams"]])
             if op == "txn_end":
-                return self._end(txn, ts, pid, epoch, bool(command["commit"]), bool(command.get("bump", False)))
+                new_pid = command.get("new_producer_id")
+                return self._end(txn, ts, pid, epoch, bool(command["commit"]), bool(command.get("bump", False)),
+                                 None if new_pid is None else int(new_pid))
             if op == "txn_timeout":
                 return self._timeout(txn, ts, pid, epoch)
             if op == "txn_complete":
@@ -148,11 +169,15 @@ class TransactionsState:
             return self._put(TxnMeta(txn, new_pid, 0, NO_EPOCH, TxnState.EMPTY, (), timeout, -1, ts))
         if expected is not None:
             exp_pid, exp_epoch = int(expected[0]), int(expected[1])
-            if (exp_pid, exp_epoch) == (current.producer_id, current.last_epoch) and current.last_epoch != NO_EPOCH:
+            if _retried_bump(current, exp_pid, exp_epoch):
                 # The producer's own bump, retried: it already happened (KIP-360); the abort it
                 # started may still be completing.
                 if current.state.decided:
                     return TxnResult(int(ErrorCode.CONCURRENT_TRANSACTIONS), current)
+                if current.epoch >= FENCE_EPOCH:
+                    # The bump was a fence (a timeout) that exhausted the epoch: the producer
+                    # recovers on a new id (Kafka's prepareProducerIdRotation).
+                    return self._put(_moved(current, new_pid, exp_epoch, current.state, timeout, ts))
                 return TxnResult(0, current)
             if (exp_pid, exp_epoch) != (current.producer_id, current.epoch):
                 return TxnResult(int(ErrorCode.PRODUCER_FENCED), current)
@@ -162,22 +187,20 @@ class TransactionsState:
         # epoch; a new instance fences every older one for good (Kafka's prepareIncrementProducerEpoch).
         own = expected is not None
         if current.state is TxnState.ONGOING:
-            # The old instance's transaction is aborted under a bumped epoch, which fences it;
-            # the new instance retries (CONCURRENT_TRANSACTIONS) once the abort completed.
-            pid, epoch = self._bumped(current, new_pid)
-            self._put(dataclasses.replace(current, producer_id=pid, epoch=epoch,
-                                          last_epoch=current.epoch if own and pid == current.producer_id else NO_EPOCH,
+            # The old instance's transaction is aborted under a bumped epoch of the same producer
+            # id -- the id its records carry, so the markers must too, even with an exhausted
+            # epoch (Kafka's prepareFenceProducerEpoch) -- which fences it; the new instance
+            # retries (CONCURRENT_TRANSACTIONS) once the abort completed.
+            self._put(dataclasses.replace(current, epoch=min(current.epoch + 1, FENCE_EPOCH),
+                                          last_epoch=current.epoch if own else NO_EPOCH,
                                           state=TxnState.PREPARE_ABORT, update_ms=ts))
             return TxnResult(int(ErrorCode.CONCURRENT_TRANSACTIONS), self.txns[txn])
-        pid, epoch = self._bumped(current, new_pid)
-        last = current.epoch if own and pid == current.producer_id else NO_EPOCH
-        return self._put(TxnMeta(txn, pid, epoch, last, TxnState.EMPTY, (), timeout, -1, ts))
-
-    @staticmethod
-    def _bumped(current: TxnMeta, new_pid: int) -> tuple[int, int]:
         if current.epoch >= MAX_EPOCH:
-            return new_pid, 0
-        return current.producer_id, current.epoch + 1
+            if own:
+                return self._put(_moved(current, new_pid, current.epoch, TxnState.EMPTY, timeout, ts))
+            return self._put(TxnMeta(txn, new_pid, 0, NO_EPOCH, TxnState.EMPTY, (), timeout, -1, ts))
+        return self._put(TxnMeta(txn, current.producer_id, current.epoch + 1, current.epoch if own else NO_EPOCH,
+                                 TxnState.EMPTY, (), timeout, -1, ts, prev_producer_id=current.prev_producer_id))
 
     def _fenced(self, current: TxnMeta | None, pid: int, epoch: int) -> TxnResult | None:
         if current is None:
@@ -223,18 +246,24 @@ class TransactionsState:
             kept[(group, stream)] = PendingOffset(group, stream, int(offset), int(leader_epoch), metadata)
         return self._put(dataclasses.replace(current, offsets=tuple(kept[k] for k in sorted(kept)), update_ms=ts))
 
-    def _end(self, txn: str, ts: int, pid: int, epoch: int, commit: bool, bump: bool) -> TxnResult:
+    def _end(self, txn: str, ts: int, pid: int, epoch: int, commit: bool, bump: bool,
+             new_pid: int | None) -> TxnResult:
         current = self.txns.get(txn)
-        if current is None or current.producer_id != pid:
+        moved_retry = current is not None and bump and _retried_move(current, pid, epoch)
+        if current is None or (current.producer_id != pid and not moved_retry):
             return TxnResult(int(ErrorCode.INVALID_PRODUCER_ID_MAPPING), current)
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         deciding = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-        retried = bump and current.last_epoch == epoch and current.epoch == epoch + 1
+        retried = moved_retry or (bump and current.last_epoch == epoch and current.epoch == epoch + 1)
         if retried or (not bump and current.epoch == epoch and current.state in (done, deciding)):
             # A retried EndTxn of a transaction already ended the same way (the answer was lost).
-            if current.state in (done, deciding):
-                return TxnResult(0, current)
-            return TxnResult(int(ErrorCode.INVALID_TXN_STATE), current)
+            if current.state not in (done, deciding):
+                return TxnResult(int(ErrorCode.INVALID_TXN_STATE), current)
+            if current.state is done and current.epoch >= FENCE_EPOCH and new_pid is not None:
+                # The abort of a timeout that exhausted the epoch: the producer moves on to a new
+                # id (it must never be handed Short.MaxValue).
+                return self._put(_moved(current, new_pid, epoch, done, current.timeout_ms, ts))
+            return TxnResult(0, current)
         if current.epoch != epoch:
             return TxnResult(int(ErrorCode.PRODUCER_FENCED), current)
         if current.state.decided:
@@ -243,9 +272,15 @@ class TransactionsState:
             if (current.state is TxnState.PREPARE_COMMIT) != commit:
                 return TxnResult(int(ErrorCode.INVALID_TXN_STATE), current)
             return TxnResult(int(ErrorCode.CONCURRENT_TRANSACTIONS), current)
+        exhausted = bump and epoch >= MAX_EPOCH
+        if exhausted and new_pid is None:
+            raise ValueError(f"epoch {epoch} is exhausted: the command needs new_producer_id")
         if current.state is not TxnState.ONGOING:
             if not commit and bump:
                 # KIP-890: an abort with nothing added still bumps, so the producer moves on.
+                if exhausted:
+                    assert new_pid is not None
+                    return self._put(_moved(current, new_pid, epoch, TxnState.COMPLETE_ABORT, current.timeout_ms, ts))
                 return self._put(dataclasses.replace(current, epoch=epoch + 1, last_epoch=epoch,
                                                      state=TxnState.COMPLETE_ABORT, update_ms=ts))
             return TxnResult(int(ErrorCode.INVALID_TXN_STATE), current)
@@ -254,7 +289,13 @@ class TransactionsState:
         # topic, which does not wait for the data markers either).
         moved = current.offsets if commit else ()
         offsets = () if commit else current.offsets
-        if bump and current.epoch < MAX_EPOCH:
+        if exhausted:
+            # The markers carry Short.MaxValue under the old id; the completion moves the
+            # producer to `new_pid`, epoch 0, which EndTxn answers now (Kafka's
+            # prepareAbortOrCommit with a nextProducerId, KIP-890 part 2).
+            self._put(dataclasses.replace(current, epoch=FENCE_EPOCH, last_epoch=epoch, state=deciding,
+                                          offsets=offsets, update_ms=ts, next_producer_id=new_pid))
+        elif bump:
             self._put(dataclasses.replace(current, epoch=epoch + 1, last_epoch=epoch, state=deciding,
                                           offsets=offsets, update_ms=ts))
         else:
@@ -266,8 +307,9 @@ class TransactionsState:
         if current is None or current.state is not TxnState.ONGOING or (current.producer_id, current.epoch) != (pid, epoch):
             return TxnResult(int(ErrorCode.INVALID_TXN_STATE), current)
         # The bump fences the producer's late writes and EndTxn; it keeps last_epoch so the
-        # producer itself may recover with InitProducerId naming its epoch (KIP-360).
-        bumped = epoch + 1 if epoch < MAX_EPOCH else epoch
+        # producer itself may recover with InitProducerId naming its epoch (KIP-360) -- on a new
+        # id if this bump exhausted the epoch.
+        bumped = min(epoch + 1, FENCE_EPOCH)
         return self._put(dataclasses.replace(current, epoch=bumped, last_epoch=epoch if bumped != epoch else NO_EPOCH,
                                              state=TxnState.PREPARE_ABORT, update_ms=ts))
 
@@ -277,15 +319,43 @@ class TransactionsState:
             return TxnResult(int(ErrorCode.INVALID_TXN_STATE), current)
         committed = current.state is TxnState.PREPARE_COMMIT
         done = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
-        self._put(dataclasses.replace(current, state=done, streams=(), groups=(), offsets=(), start_ms=-1,
-                                      update_ms=ts))
+        after = dataclasses.replace(current, state=done, streams=(), groups=(), offsets=(), start_ms=-1, update_ms=ts)
+        if current.next_producer_id != NO_PRODUCER_ID:
+            # Kafka's prepareComplete: the producer moves to the new id; a retried EndTxn naming
+            # the old id and its last epoch is recognised by prev_producer_id.
+            after = dataclasses.replace(after, producer_id=current.next_producer_id, epoch=0,
+                                        next_producer_id=NO_PRODUCER_ID, prev_producer_id=current.producer_id)
+        self._put(after)
         return TxnResult(0, self.txns[txn], current.offsets if committed else ())
+
 
     def drop_stream(self, stream: str) -> None:
         """A deleted stream leaves the transactions it was part of (no marker can reach it)."""
         for txn, meta in list(self.txns.items()):
             if stream in meta.streams:
                 self.txns[txn] = dataclasses.replace(meta, streams=tuple(s for s in meta.streams if s != stream))
+
+
+def _retried_bump(current: TxnMeta, pid: int, epoch: int) -> bool:
+    """`pid`/`epoch` name the producer's own last bump: under the same id, or under the id it
+    left for `current.producer_id` when that epoch was exhausted."""
+    if current.last_epoch == NO_EPOCH or epoch != current.last_epoch:
+        return False
+    return pid == current.producer_id or _retried_move(current, pid, epoch)
+
+
+def _retried_move(current: TxnMeta, pid: int, epoch: int) -> bool:
+    """`pid`/`epoch` are the exhausted ones the producer left for `current.producer_id`, epoch 0,
+    which it has not used yet (Kafka's retryOnOverflow: prevProducerId, epoch exhausted)."""
+    return (pid == current.prev_producer_id != NO_PRODUCER_ID and pid != current.producer_id
+            and current.epoch == 0 and epoch == current.last_epoch and epoch >= MAX_EPOCH)
+
+
+def _moved(current: TxnMeta, new_pid: int, last_epoch: int, state: TxnState, timeout_ms: int, ts: int) -> TxnMeta:
+    """The producer's own bump of an exhausted epoch: a new id, epoch 0, the old id and the
+    epoch it last used kept to recognise a retry."""
+    return TxnMeta(current.transactional_id, new_pid, 0, last_epoch, state, (), timeout_ms, -1, ts,
+                   prev_producer_id=current.producer_id)
 
 
 # ---------------------------------------------------------------------------------- commands
@@ -302,9 +372,18 @@ def add_partitions_command(txn: str, ts_ms: int, producer_id: int, epoch: int, s
             "streams": sorted(streams)}
 
 
-def end_txn_command(txn: str, ts_ms: int, producer_id: int, epoch: int, commit: bool, bump: bool) -> dict[str, Any]:
-    return {"op": "txn_end", "txn": txn, "ts": ts_ms, "producer_id": producer_id, "epoch": epoch,
-            "commit": commit, "bump": bump}
+def end_txn_command(txn: str, ts_ms: int, producer_id: int, epoch: int, commit: bool, bump: bool,
+                    new_producer_id: int | None = None) -> dict[str, Any]:
+    command: dict[str, Any] = {"op": "txn_end", "txn": txn, "ts": ts_ms, "producer_id": producer_id, "epoch": epoch,
+                               "commit": commit, "bump": bump}
+    if new_producer_id is not None:
+        command["new_producer_id"] = new_producer_id
+    return command
+
+
+def needs_new_producer_id(epoch: int, bump: bool) -> bool:
+    """An EndTxn whose bump may move the producer to a new id: its command carries one."""
+    return bump and epoch >= MAX_EPOCH
 
 
 def timeout_txn_command(txn: str, ts_ms: int, producer_id: int, epoch: int) -> dict[str, Any]:

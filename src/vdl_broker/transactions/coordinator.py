@@ -32,6 +32,7 @@ from vdl_broker.cluster.transactions import (
     complete_txn_command,
     end_txn_command,
     init_producer_command,
+    needs_new_producer_id,
     timeout_txn_command,
     txn_offset_commit_command,
 )
@@ -246,8 +247,11 @@ class TransactionCoordinator:
 
     async def end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
                   bump: bool) -> TxnResult | ErrorCode:
+        # An exhausted epoch's bump moves the producer to a new id, which the command carries
+        # (applying stays deterministic); it is taken only then, as Kafka's handleEndTransaction.
+        new_pid = self._allocate() if needs_new_producer_id(epoch, bump) else None
         return await self._then_finish(self._submit(end_txn_command(transactional_id, self._clock_ms(), producer_id,
-                                                                    epoch, commit, bump)))
+                                                                    epoch, commit, bump, new_pid)))
 
 
 def error_of(result: TxnResult | ErrorCode) -> ErrorCode:

@@ -3,10 +3,14 @@ and KIP-360 epoch bumps, transitions, timeouts, KIP-890's per-transaction bump."
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from vdl_broker.cluster.transactions import (
+    FENCE_EPOCH,
     NO_EPOCH,
+    NO_PRODUCER_ID,
     TransactionsState,
     TxnMeta,
     TxnResult,
@@ -15,6 +19,7 @@ from vdl_broker.cluster.transactions import (
     complete_txn_command,
     end_txn_command,
     init_producer_command,
+    needs_new_producer_id,
     timeout_txn_command,
 )
 from vdl_wire.errors import ErrorCode
@@ -132,6 +137,138 @@ def test_exhausted_epoch_moves_to_the_new_producer_id() -> None:
     state.txns["t"] = TxnMeta("t", 500, 32766, NO_EPOCH, TxnState.EMPTY, (), 60000, -1, 0)
     bumped = init(state, new_pid=777)
     assert (bumped.meta.producer_id, bumped.meta.epoch) == (777, 0)
+
+
+def at_epoch(state: TransactionsState, epoch: int) -> None:
+    """Producer 500 of "t" at `epoch`, idle, as if it had run that many transactions."""
+    init(state)
+    state.txns["t"] = dataclasses.replace(meta(state), epoch=epoch, last_epoch=epoch - 1)
+
+
+def test_kip_890_bumps_cross_the_exhausted_epoch_onto_a_new_producer_id() -> None:
+    """transaction.version 2: every EndTxn bumps. The one ending under Short.MaxValue - 1 writes
+    its markers under Short.MaxValue and moves the producer to the new id, epoch 0, which EndTxn
+    answers at once (Kafka's prepareAbortOrCommit / prepareComplete with a nextProducerId)."""
+    state = TransactionsState()
+    at_epoch(state, 32765)
+    run(state, add_partitions_command("t", 2, 500, 32765, ["s"]))
+    ended = run(state, end_txn_command("t", 3, 500, 32765, True, True))
+    assert (ended.meta.producer_id, ended.meta.epoch, ended.meta.producer_ids()) == (500, 32766, (500, 32766))
+    run(state, complete_txn_command("t", 4, 500, 32766))
+    run(state, add_partitions_command("t", 5, 500, 32766, ["s"]))
+    # The coordinator takes a new id only for a bump of an exhausted epoch.
+    assert not needs_new_producer_id(32765, True) and not needs_new_producer_id(32766, False)
+    assert needs_new_producer_id(32766, True)
+    ended = run(state, end_txn_command("t", 6, 500, 32766, True, True, new_producer_id=777))
+    assert ended.error == 0
+    assert (ended.meta.producer_id, ended.meta.epoch, ended.meta.last_epoch, ended.meta.next_producer_id) == \
+        (500, FENCE_EPOCH, 32766, 777)
+    assert ended.meta.producer_ids() == (777, 0)  # what EndTxn v5 answers
+    # Retried before the markers are written: the same answer, not Short.MaxValue.
+    again = run(state, end_txn_command("t", 7, 500, 32766, True, True, new_producer_id=778))
+    assert (again.error, again.meta.producer_ids()) == (0, (777, 0))
+    # The new id cannot start before the completion (the markers go out under the old one).
+    assert run(state, add_partitions_command("t", 8, 777, 0, ["s"])).error == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    done = run(state, complete_txn_command("t", 9, 500, FENCE_EPOCH))
+    assert (done.meta.state, done.meta.producer_id, done.meta.epoch, done.meta.last_epoch,
+            done.meta.prev_producer_id, done.meta.next_producer_id) == \
+        (TxnState.COMPLETE_COMMIT, 777, 0, 32766, 500, NO_PRODUCER_ID)
+    # Retried after the completion: recognised by the previous id; the other outcome is not.
+    late = run(state, end_txn_command("t", 10, 500, 32766, True, True, new_producer_id=779))
+    assert (late.error, late.meta.producer_ids()) == (0, (777, 0))
+    assert run(state, end_txn_command("t", 10, 500, 32766, False, True, new_producer_id=779)).error == \
+        ErrorCode.INVALID_TXN_STATE
+    # The old id is fenced for anything else.
+    assert run(state, add_partitions_command("t", 11, 500, 32766, ["s"])).error == \
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert run(state, add_partitions_command("t", 11, 500, FENCE_EPOCH, ["s"])).error == \
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    # The producer goes on under the new id; once it has bumped it, the old id's retry is over.
+    assert run(state, add_partitions_command("t", 12, 777, 0, ["s"])).meta.state is TxnState.ONGOING
+    ended = run(state, end_txn_command("t", 13, 777, 0, False, True))
+    assert ended.meta.producer_ids() == (777, 1)
+    run(state, complete_txn_command("t", 14, 777, 1))
+    assert run(state, end_txn_command("t", 15, 500, 32766, True, True, new_producer_id=780)).error == \
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING
+
+
+def test_an_empty_abort_under_an_exhausted_epoch_moves_at_once() -> None:
+    state = TransactionsState()
+    at_epoch(state, 32766)
+    aborted = run(state, end_txn_command("t", 2, 500, 32766, False, True, new_producer_id=777))
+    assert (aborted.error, aborted.meta.state, aborted.meta.producer_id, aborted.meta.epoch,
+            aborted.meta.prev_producer_id) == (0, TxnState.COMPLETE_ABORT, 777, 0, 500)
+    again = run(state, end_txn_command("t", 3, 500, 32766, False, True, new_producer_id=778))
+    assert (again.error, again.meta.producer_ids()) == (0, (777, 0))
+
+
+def test_an_exhausted_bump_without_a_new_id_is_a_malformed_command() -> None:
+    state = TransactionsState()
+    at_epoch(state, 32766)
+    run(state, add_partitions_command("t", 2, 500, 32766, ["s"]))
+    refused = state.apply("txn_end", end_txn_command("t", 3, 500, 32766, True, True))
+    assert isinstance(refused, str) and "new_producer_id" in refused
+    assert meta(state).state is TxnState.ONGOING
+
+
+def test_init_producer_id_bump_of_an_exhausted_epoch_moves_and_can_be_retried() -> None:
+    """KIP-360: the producer's own InitProducerId naming an exhausted epoch moves it to a new id;
+    the retry (the answer was lost) gets the same new id, not a fence."""
+    state = TransactionsState()
+    at_epoch(state, 32766)
+    moved = init(state, expected=(500, 32766), new_pid=777)
+    assert (moved.error, moved.meta.producer_id, moved.meta.epoch, moved.meta.last_epoch,
+            moved.meta.prev_producer_id) == (0, 777, 0, 32766, 500)
+    again = init(state, expected=(500, 32766), new_pid=778)
+    assert (again.error, again.meta.producer_id, again.meta.epoch) == (0, 777, 0)
+    assert init(state, expected=(500, 32765), new_pid=779).error == ErrorCode.PRODUCER_FENCED
+    # A new instance (no expected id) fences both for good.
+    fresh = init(state, new_pid=779)
+    assert (fresh.meta.producer_id, fresh.meta.epoch, fresh.meta.last_epoch) == (777, 1, NO_EPOCH)
+    assert init(state, expected=(500, 32766), new_pid=780).error == ErrorCode.PRODUCER_FENCED
+
+
+def test_a_new_instance_aborts_an_exhausted_transaction_under_its_own_producer_id() -> None:
+    """The fence's markers must carry the id the transaction's records carry: the abort bumps to
+    Short.MaxValue under the old id, and the new instance moves to the new id once it completed
+    (it used to move at once, so the markers went to the new id and the old transaction stayed
+    open on its streams)."""
+    state = TransactionsState()
+    at_epoch(state, 32766)
+    run(state, add_partitions_command("t", 2, 500, 32766, ["a"]))
+    fenced = init(state, new_pid=777)
+    assert fenced.error == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert (fenced.meta.producer_id, fenced.meta.epoch, fenced.meta.state, fenced.meta.streams) == \
+        (500, FENCE_EPOCH, TxnState.PREPARE_ABORT, ("a",))
+    run(state, complete_txn_command("t", 3, 500, FENCE_EPOCH))
+    retried = init(state, new_pid=778)
+    assert (retried.error, retried.meta.producer_id, retried.meta.epoch, retried.meta.last_epoch) == \
+        (0, 778, 0, NO_EPOCH)
+
+
+def test_a_timeout_at_an_exhausted_epoch_fences_and_the_producer_recovers_on_a_new_id() -> None:
+    state = TransactionsState()
+    at_epoch(state, 32766)
+    run(state, add_partitions_command("t", 1000, 500, 32766, ["a"]))
+    aborted = run(state, timeout_txn_command("t", 61000, 500, 32766))
+    assert (aborted.meta.epoch, aborted.meta.last_epoch) == (FENCE_EPOCH, 32766)
+    assert run(state, add_partitions_command("t", 61001, 500, 32766, ["a"])).error == ErrorCode.PRODUCER_FENCED
+    run(state, complete_txn_command("t", 61002, 500, FENCE_EPOCH))
+    # KIP-360 recovery: never handed Short.MaxValue, a new id instead; its retry is recognised.
+    recovered = init(state, expected=(500, 32766), new_pid=777)
+    assert (recovered.error, recovered.meta.producer_id, recovered.meta.epoch) == (0, 777, 0)
+    assert init(state, expected=(500, 32766), new_pid=778).meta.producer_id == 777
+
+
+def test_a_kip_890_abort_after_an_exhausting_timeout_moves_to_a_new_id() -> None:
+    state = TransactionsState()
+    at_epoch(state, 32766)
+    run(state, add_partitions_command("t", 1000, 500, 32766, ["a"]))
+    run(state, timeout_txn_command("t", 61000, 500, 32766))
+    run(state, complete_txn_command("t", 61002, 500, FENCE_EPOCH))
+    # The producer's EndTxn v5 abort of the timed-out transaction: done, on a new id.
+    aborted = run(state, end_txn_command("t", 61003, 500, 32766, False, True, new_producer_id=777))
+    assert (aborted.error, aborted.meta.producer_ids(), aborted.meta.state) == (0, (777, 0), TxnState.COMPLETE_ABORT)
 
 
 def test_bad_timeout_and_malformed_commands() -> None:

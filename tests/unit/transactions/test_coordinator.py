@@ -6,6 +6,7 @@ entries only when the test says so, so every interleaving is chosen, not timed."
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,14 @@ import pytest
 
 from vdl_broker.cluster.features import SUPPORTED_LEVEL, FeaturesState
 from vdl_broker.cluster.metadata import ApplyResult, Outcome
-from vdl_broker.cluster.transactions import TransactionsState, TxnMeta, TxnResult, TxnState
+from vdl_broker.cluster.transactions import (
+    FENCE_EPOCH,
+    MAX_EPOCH,
+    TransactionsState,
+    TxnMeta,
+    TxnResult,
+    TxnState,
+)
 from vdl_broker.transactions import coordinator as coordinator_module
 from vdl_broker.transactions.coordinator import TransactionCoordinator
 
@@ -171,3 +179,53 @@ def test_an_add_arriving_after_the_completion_was_proposed_goes_on_once_it_appli
         assert (await add).error == 0  # type: ignore[union-attr]
 
     run(body, monkeypatch)
+
+
+def test_an_end_txn_bump_of_an_exhausted_epoch_takes_a_new_id_and_marks_under_the_old(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """KIP-890 part 2 across the epoch limit: the coordinator puts a new producer id in the
+    EndTxn command only for a bump of an exhausted epoch, answers it (epoch 0) once the decision
+    is committed, writes the markers under the old id and Short.MaxValue, and the producer's next
+    transaction, under the new id, follows the completion."""
+    monkeypatch.setattr(coordinator_module, "SETTLE_WAIT_S", 3600.0)
+    ids = iter(range(900, 1000))
+
+    async def main() -> None:
+        metadata, markers = FakeMetadata(), GatedMarkers()
+        coordinator = TransactionCoordinator(metadata, lambda: next(ids), markers, clock_ms=lambda: 1)  # type: ignore[arg-type]
+        try:
+            init = asyncio.ensure_future(coordinator.init_producer("t", 60_000, None))
+            await settle(lambda: bool(metadata.pending))
+            metadata.commit_next()
+            pid = (await init).meta.producer_id  # type: ignore[union-attr]
+            assert pid == 900
+            # Near the limit through the state machine, not 32k transactions.
+            meta = metadata.state.transactions.get("t")
+            metadata.state.transactions.txns["t"] = dataclasses.replace(meta, epoch=MAX_EPOCH - 1)
+            for epoch in (MAX_EPOCH - 1, MAX_EPOCH):
+                add = asyncio.ensure_future(coordinator.add_partitions("t", pid, epoch, ["s"]))
+                await settle(lambda: bool(metadata.pending))
+                metadata.commit_next()
+                assert (await add).error == 0  # type: ignore[union-attr]
+                end = asyncio.ensure_future(coordinator.end("t", pid, epoch, True, True))
+                await settle(lambda: bool(metadata.pending))
+                assert ("new_producer_id" in metadata.pending[0].command) == (epoch == MAX_EPOCH)
+                metadata.commit_next()
+                ended = await end
+                assert isinstance(ended, TxnResult) and ended.error == 0
+                answered = ended.meta.producer_ids()  # type: ignore[union-attr]
+                assert answered == ((pid, epoch + 1) if epoch < MAX_EPOCH else (901, 0))
+                await settle(lambda: bool(metadata.pending))
+                assert metadata.commit_next() == "txn_complete"
+            assert markers.written == [(900, MAX_EPOCH, True), (900, FENCE_EPOCH, True)]
+            after = metadata.state.transactions.get("t")
+            assert (after.producer_id, after.epoch, after.prev_producer_id) == (901, 0, 900)
+            add = asyncio.ensure_future(coordinator.add_partitions("t", 901, 0, ["s"]))
+            await settle(lambda: bool(metadata.pending))
+            metadata.commit_next()
+            assert (await add).error == 0  # type: ignore[union-attr]
+            assert next(ids) == 902  # one new id taken, by the exhausted bump only
+        finally:
+            coordinator.close()
+
+    asyncio.run(main())

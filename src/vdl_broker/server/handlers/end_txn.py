@@ -8,7 +8,8 @@ coordinator (transactions/coordinator.py).
 v5 (KIP-890 part 2, EndTxnRequest.json): the epoch is bumped with every decision and the answer
 names the producer id and the new epoch, which the producer's next transaction uses. The
 markers carry the bumped epoch, so a delayed produce or EndTxn of the ended transaction is
-fenced instead of landing on the next one."""
+fenced instead of landing on the next one. When the epoch is exhausted (Short.MaxValue - 1), the
+markers carry Short.MaxValue and the answer names a new producer id with epoch 0."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ async def handle(node: NodeView, context: RequestContext, request: EndTxnRequest
     response = error_response(request, version, error_of(result))
     if version >= BUMP_VERSION and not isinstance(result, ErrorCode) and result.meta is not None \
             and result.error == ErrorCode.NONE:
-        response.producer_id, response.producer_epoch = result.meta.producer_id, result.meta.epoch
+        # With an exhausted epoch, the new producer id and epoch 0 (KIP-890 part 2).
+        response.producer_id, response.producer_epoch = result.meta.producer_ids()
     return response
 
 
