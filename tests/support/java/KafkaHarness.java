@@ -153,6 +153,10 @@ public final class KafkaHarness {
             case "close": return close(name);
             // producer
             case "send": return send(producer(name), c);
+            case "init_transactions": producer(name).initTransactions(); return NODES.nullNode();
+            case "begin_transaction": producer(name).beginTransaction(); return NODES.nullNode();
+            case "commit_transaction": producer(name).commitTransaction(); return NODES.nullNode();
+            case "abort_transaction": producer(name).abortTransaction(); return NODES.nullNode();
             // consumer
             case "subscribe": return subscribe(consumer(name), c);
             case "assign": consumer(name).assign(partitions(c.get("partitions"))); return NODES.nullNode();
