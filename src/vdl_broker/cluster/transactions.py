@@ -278,8 +278,7 @@ class TransactionsState:
         if current.state is not TxnState.ONGOING:
             if not commit and bump:
                 # KIP-890: an abort with nothing added still bumps, so the producer moves on.
-                if exhausted:
-                    assert new_pid is not None
+                if exhausted and new_pid is not None:
                     return self._put(_moved(current, new_pid, epoch, TxnState.COMPLETE_ABORT, current.timeout_ms, ts))
                 return self._put(dataclasses.replace(current, epoch=epoch + 1, last_epoch=epoch,
                                                      state=TxnState.COMPLETE_ABORT, update_ms=ts))
@@ -289,7 +288,7 @@ class TransactionsState:
         # topic, which does not wait for the data markers either).
         moved = current.offsets if commit else ()
         offsets = () if commit else current.offsets
-        if exhausted:
+        if exhausted and new_pid is not None:
             # The markers carry Short.MaxValue under the old id; the completion moves the
             # producer to `new_pid`, epoch 0, which EndTxn answers now (Kafka's
             # prepareAbortOrCommit with a nextProducerId, KIP-890 part 2).
