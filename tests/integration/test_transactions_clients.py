@@ -337,3 +337,89 @@ def test_pipelined_produce_v12_to_a_stream_leader_away_from_the_coordinator_keep
                 assert end_v5(c, "tv2-pipe", pid, epoch, True) == (0, pid, epoch + 1)
     assert read_all(cluster.bootstrap_servers, stream, "read_committed", rounds * per_round) == [
         b"%d-%d" % (epoch, i) for epoch in range(rounds) for i in range(per_round)]
+
+
+def kafka_python_read(bootstrap: str, stream: str, isolation: str, expected_count: int) -> list[bytes]:
+    """Every value of `stream` a kafka-python consumer with `isolation` reads (no group), until it
+    holds `expected_count` values and has reached the end offset it answers, or the deadline."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False)
+    partition = TopicPartition(stream, 0)
+    try:
+        consumer.assign([partition])
+        consumer.seek_to_beginning(partition)
+        values: list[bytes] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200).values():
+                values.extend(record.value for record in records)
+            if len(values) >= expected_count and consumer.position(partition) >= \
+                    consumer.end_offsets([partition])[partition]:
+                break
+        return values
+    finally:
+        consumer.close()
+
+
+def test_kafka_python_consume_transform_produce_with_read_committed(cluster: DevCluster) -> None:
+    """kafka-python on both sides: a read_committed group consumer, a transactional producer
+    sending its output and the consumed offsets in one transaction (send_offsets_to_transaction
+    with the consumer's group metadata), an aborted attempt; readers with kafka-python see exactly
+    the committed records, and the group's offset moves only with the commit."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    with admin(cluster) as c:
+        c.create_stream("kp-ctp-in")
+        c.create_stream("kp-ctp-out")
+    bootstrap = cluster.bootstrap_servers
+    source = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kp-ctp-source")
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id="kp-ctp", enable_auto_commit=False,
+                             auto_offset_reset="earliest", isolation_level="read_committed")
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kp-ctp-1")
+    partition = TopicPartition("kp-ctp-in", 0)
+    try:
+        # The input: one committed transaction, one aborted, one committed.
+        source.init_transactions()
+        for values, commit in (([b"x", b"y"], True), ([b"dropped"], False), ([b"z"], True)):
+            source.begin_transaction()
+            for value in values:
+                source.send("kp-ctp-in", value)
+            source.flush()
+            source.commit_transaction() if commit else source.abort_transaction()
+        assert kafka_python_read(bootstrap, "kp-ctp-in", "read_committed", 3) == [b"x", b"y", b"z"]
+        assert kafka_python_read(bootstrap, "kp-ctp-in", "read_uncommitted", 4) == [b"x", b"y", b"dropped", b"z"]
+
+        consumer.subscribe(["kp-ctp-in"])
+        taken: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while len(taken) < 3 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200).values():
+                taken.extend((record.offset, record.value) for record in records)
+        # read_committed: the aborted record is skipped (its offset, 2, and the markers' are gaps).
+        assert [value for _, value in taken] == [b"x", b"y", b"z"], taken
+        next_offset = taken[-1][0] + 1
+        producer.init_transactions()
+        # An attempt that aborts: neither its output nor its offsets count.
+        producer.begin_transaction()
+        producer.send("kp-ctp-out", b"ABORTED")
+        producer.send_offsets_to_transaction({partition: OffsetAndMetadata(next_offset, "", -1)},
+                                             consumer.group_metadata())
+        producer.flush()  # stored, then aborted (an abort drops records not sent yet)
+        producer.abort_transaction()
+        assert consumer.committed(partition) is None
+        producer.begin_transaction()
+        for _, value in taken:
+            producer.send("kp-ctp-out", value.upper())
+        producer.send_offsets_to_transaction({partition: OffsetAndMetadata(next_offset, "", -1)},
+                                             consumer.group_metadata())
+        assert consumer.committed(partition) is None  # not before the commit
+        producer.commit_transaction()
+        assert consumer.committed(partition) == next_offset
+    finally:
+        for client in (source, producer):
+            client.close(timeout=5)
+        consumer.close()
+    assert kafka_python_read(bootstrap, "kp-ctp-out", "read_committed", 3) == [b"X", b"Y", b"Z"]
+    assert kafka_python_read(bootstrap, "kp-ctp-out", "read_uncommitted", 4) == [b"ABORTED", b"X", b"Y", b"Z"]
