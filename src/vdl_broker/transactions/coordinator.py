@@ -8,7 +8,8 @@ answered then, as Kafka answers once PrepareCommit is in its transaction log; th
 to every stream of the transaction through the stream's own Raft group (`MarkerWriter`), and only
 then is the transaction completed. The producer's next step on a decided transaction
 (AddPartitionsToTxn, AddOffsetsToTxn, InitProducerId) waits here until the markers are written,
-then is proposed with the completion -- its entry right behind it, in the same Raft round --
+then is proposed with the completion -- its entry right behind it, in the same Raft round; one
+arriving once the completion is proposed is proposed at once behind it, not after it applies --
 instead of answering CONCURRENT_TRANSACTIONS at once and having
 the client back off. A new metadata leader resumes every decided transaction, and aborts every
 ongoing one older than its timeout.
@@ -72,6 +73,9 @@ class TransactionCoordinator:
         # Per transactional id, the commands of requests waiting for its decided transaction's
         # completion: proposed right behind it, in the same pass (one Raft round carries them).
         self._queued: dict[str, list[tuple[CommandOf, asyncio.Future[Proposal | ErrorCode]]]] = {}
+        # Transactional ids whose completion is proposed and not applied yet: a command for one
+        # goes right behind it (the log applies a leader's proposals in the order made).
+        self._completing: set[str] = set()
         # Per transactional id, the last produce request of this node (as a stream leader) that
         # waits for its transaction to hold its streams (server/handlers/produce.py): the
         # producer's later requests wait behind it, so they are appended in the order sent.
@@ -157,7 +161,12 @@ class TransactionCoordinator:
                 for command, slot in self._queued.pop(meta.transactional_id, []):
                     if not slot.done():
                         slot.set_result(self._propose(command()))
-                result = await self._outcome(proposed)
+                if not isinstance(proposed, ErrorCode):
+                    self._completing.add(meta.transactional_id)
+                try:
+                    result = await self._outcome(proposed)
+                finally:
+                    self._completing.discard(meta.transactional_id)
                 if isinstance(result, TxnResult):
                     return True
             await asyncio.sleep(RETRY_S)
@@ -170,7 +179,8 @@ class TransactionCoordinator:
         CONCURRENT_TRANSACTIONS here and the client retries after its backoff (librdkafka
         100 ms): longer than the markers take."""
         meta = self.state(transactional_id)
-        if meta is not None and meta.state.decided and self.metadata.is_leader:
+        if meta is not None and meta.state.decided and self.metadata.is_leader \
+                and transactional_id not in self._completing:
             task = self._finish(meta)
             slot: asyncio.Future[Proposal | ErrorCode] = asyncio.get_running_loop().create_future()
             queue = self._queued.setdefault(transactional_id, [])

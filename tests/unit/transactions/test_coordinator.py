@@ -25,6 +25,7 @@ from vdl_broker.cluster.transactions import (
 )
 from vdl_broker.transactions import coordinator as coordinator_module
 from vdl_broker.transactions.coordinator import TransactionCoordinator
+from vdl_wire.errors import ErrorCode
 
 pytestmark = pytest.mark.unit
 
@@ -158,11 +159,12 @@ def test_end_txn_answers_once_decided_and_the_next_add_follows_the_completion(mo
     run(body, monkeypatch)
 
 
-def test_an_add_arriving_after_the_completion_was_proposed_goes_on_once_it_applies(
+def test_an_add_arriving_after_the_completion_was_proposed_goes_right_behind_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The completion is proposed (the waiters released) before the add arrives, and applies
-    after: the add must go on when the finishing ends, not wait for a release that came before it
-    (asyncio.wait's default waits for both)."""
+    after: the add is proposed at once, right behind it (the log applies them in that order), so
+    both take one Raft round -- it used to wait for the completion to apply, then take a round of
+    its own. It must not wait for a release that came before it either."""
     async def body(metadata: FakeMetadata, markers: GatedMarkers, coordinator: TransactionCoordinator) -> None:
         await begin(metadata, coordinator)
         end = asyncio.ensure_future(coordinator.end("t", 500, 0, False, False))
@@ -171,12 +173,37 @@ def test_an_add_arriving_after_the_completion_was_proposed_goes_on_once_it_appli
         assert (await end).error == 0  # type: ignore[union-attr]
         await settle(lambda: metadata.proposed[-1] == "txn_complete")
         add = asyncio.ensure_future(coordinator.add_partitions("t", 500, 0, ["s"]))
-        await idle()
-        assert not add.done() and len(metadata.pending) == 1
+        await settle(lambda: len(metadata.pending) == 2)
+        assert not add.done()
+        assert [p.command["op"] for p in metadata.pending] == ["txn_complete", "txn_add_partitions"]
         assert metadata.commit_next() == "txn_complete"
-        await settle(lambda: metadata.proposed[-1] == "txn_add_partitions")
         assert metadata.commit_next() == "txn_add_partitions"
-        assert (await add).error == 0  # type: ignore[union-attr]
+        added = await add
+        assert isinstance(added, TxnResult) and added.error == 0
+        assert metadata.state.transactions.get("t").state is TxnState.ONGOING
+
+    run(body, monkeypatch)
+
+
+def test_an_add_behind_a_completion_that_fails_is_refused_and_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Proposed behind a completion that does not apply (the markers' producer epoch moved on, say),
+    the add meets the decided transaction: CONCURRENT_TRANSACTIONS, which the client retries --
+    never an add to a transaction whose markers are not all written."""
+    async def body(metadata: FakeMetadata, markers: GatedMarkers, coordinator: TransactionCoordinator) -> None:
+        await begin(metadata, coordinator)
+        end = asyncio.ensure_future(coordinator.end("t", 500, 0, True, False))
+        await settle(lambda: bool(metadata.pending))
+        metadata.commit_next()
+        assert (await end).error == 0  # type: ignore[union-attr]
+        await settle(lambda: metadata.proposed[-1] == "txn_complete")
+        add = asyncio.ensure_future(coordinator.add_partitions("t", 500, 0, ["s"]))
+        await settle(lambda: len(metadata.pending) == 2)
+        metadata.pending[0].command["epoch"] = 7  # the completion will not apply
+        assert metadata.commit_next() == "txn_complete"
+        assert metadata.commit_next() == "txn_add_partitions"
+        added = await add
+        assert isinstance(added, TxnResult) and added.error == ErrorCode.CONCURRENT_TRANSACTIONS
+        assert metadata.state.transactions.get("t").state is TxnState.PREPARE_COMMIT
 
     run(body, monkeypatch)
 
