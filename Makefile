@@ -75,7 +75,7 @@ chaos: install
 	$(PY) -m tests.faults.chaos --nodes 5 --faults 100 --min-duration 600
 
 # The Raft simulator's fuzzers: 20,000 seeds (membership changes in half of them; the suite runs
-# 2,500), and 5,000 of the quiescence fuzzer (many groups per node, node liveness; the suite runs 300).
+# 1,200), and 5,000 of the quiescence fuzzer (many groups per node, node liveness; the suite runs 300).
 # A node cut off from the others (Raft links only) with confluent-kafka, kafka-python and aiokafka
 # producers bootstrapped at it: how long writes stall, per round; the p99 per client at the end.
 ROUNDS ?= 12

@@ -6,7 +6,7 @@ also change the membership at random (learners added, promoted, demoted, removed
 removed; new nodes joining; removed nodes coming back) under the same faults.
 
 Reproduce one seed: VDL_RAFT_SEED=1234 .venv/bin/python -m pytest tests/unit/raft/test_raft_fuzz.py -q
-More seeds: VDL_RAFT_SEEDS=20000 (default 2500); steps per seed: VDL_RAFT_STEPS (default 800).
+More seeds: VDL_RAFT_SEEDS=20000 (default 1200); steps per seed: VDL_RAFT_STEPS (default 800).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from vdl_broker.raft import ConfState, NotLeaderError, RaftConfig
 
 SLOW = True  # a minute or more: left out of make test-unit, run by make test
 
-DEFAULT_SEEDS = 2500
+DEFAULT_SEEDS = 1200
 DEFAULT_STEPS = 800
 CHUNKS = 10
 
