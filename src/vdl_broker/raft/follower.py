@@ -62,13 +62,27 @@ class Follower(NodeState):
         last_new = log.maybe_append(m.index, m.log_term, m.commit, entries)
         if last_new is not None:
             self._note_refetched(last_new, m.commit)
-            self._send(MessageType.APPEND_RESPONSE, m.sender, index=last_new)
+            self._acknowledge(m.sender, last_new)
             return
         # Fast backtracking: tell the leader the last index whose term is <= its prev term.
         hint_index, hint_term = log.find_conflict_by_term(min(m.index, log.last_index()), m.log_term)
         self._send(
             MessageType.APPEND_RESPONSE, m.sender, index=m.index, reject=True, reject_hint=hint_index, log_term=hint_term
         )
+
+    def _acknowledge(self, leader: int, index: int) -> None:
+        """One answer per batch of appends: appends that arrived together (a pipelined burst)
+        are answered once, by the last one's index, which covers the others (the leader's match
+        and its window of appends in flight move to it at once). Only an answer still waiting in
+        this Ready is widened: it leaves after the same sync as the entries it now names."""
+        msgs = self._msgs
+        if msgs:
+            last = msgs[-1]
+            if (last.type == MessageType.APPEND_RESPONSE and last.to == leader and not last.reject
+                    and last.term == self.term and last.index <= index):
+                last.index = index
+                return
+        self._send(MessageType.APPEND_RESPONSE, leader, index=index)
 
     def _handle_snapshot(self, m: Message) -> None:
         snap = m.snapshot

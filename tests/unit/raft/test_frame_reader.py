@@ -1,7 +1,9 @@
-"""The Raft connection's frame reader (transport._FrameProtocol): however the byte stream is cut
-into reads, the same frame bodies come out, in order; a frame that arrived whole in one read is
-a slice of that read (no copy), one spread over reads is joined once into bytes (which the log
-keeps without a copy); an oversized length ends the connection with a WireError."""
+"""The Raft connection's frame reader (transport._FrameProtocol, a buffered protocol): however the
+byte stream is cut into reads, the same frame bodies come out, in order; a frame longer than a
+read is read in place into a FrozenBuffer of its length (no copy of what comes after its first
+read), a small one read whole is copied into bytes of its own -- either way a buffer nothing
+changes after, which the log keeps without a copy; an oversized length ends the connection
+with a WireError."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vdl_broker.log import FrozenBuffer
 from vdl_broker.raft.transport import _FrameProtocol
 from vdl_broker.raft.wire import WireError
 
@@ -51,14 +54,49 @@ def test_any_cut_of_the_stream_gives_the_same_frames(bodies: list[bytes], cuts: 
     assert ends == []
 
 
-def test_a_whole_frame_is_a_slice_of_the_read_and_a_split_one_joined_bytes() -> None:
+def _feed_reads(protocol: _FrameProtocol, stream: bytes, cuts: list[int]) -> None:
+    """Deliver `stream` as the transport does, read by read into the protocol's own buffers,
+    each read cut at the next point of `cuts` or at the end of the buffer handed out."""
+    position = 0
+    for cut in [*cuts, len(stream)]:
+        while position < cut:
+            buffer = protocol.get_buffer(-1)
+            assert len(buffer) > 0
+            size = min(len(buffer), cut - position)
+            buffer[:size] = stream[position:position + size]
+            protocol.buffer_updated(size)
+            position += size
+
+
+@settings(max_examples=100, deadline=None)
+@given(bodies=st.lists(st.binary(max_size=300), max_size=12), cuts=st.lists(st.integers(0, 4000), max_size=20),
+       big=st.integers(0, 3))
+def test_any_cut_of_reads_into_its_buffers_gives_the_same_frames(bodies: list[bytes], cuts: list[int],
+                                                                 big: int) -> None:
+    bodies = bodies + [bytes([i]) * (200_000 + i) for i in range(big)]  # longer than the read-ahead
+    stream = _stream(bodies)
+    protocol, frames, ends, _ = _reader()
+    _feed_reads(protocol, stream, sorted({min(c, len(stream)) for c in cuts}))
+    assert [bytes(f) for f in frames] == bodies
+    assert ends == []
+
+
+def test_a_long_frame_is_read_in_place_and_a_small_one_copied_into_its_own_bytes() -> None:
     protocol, frames, _, _ = _reader()
-    read = _stream([b"a" * 10, b"b" * 50])
-    protocol.data_received(read[:30])  # the first whole, the second's first bytes
-    protocol.data_received(read[30:])
-    assert [bytes(f) for f in frames] == [b"a" * 10, b"b" * 50]
-    assert frames[0].obj is not None and frames[0].readonly and isinstance(frames[0].obj, bytes)
-    assert isinstance(frames[1].obj, bytes) and len(frames[1].obj) == 50  # its own bytes, the frame only
+    long_body = b"b" * 300_000
+    read = _stream([b"a" * 10, long_body, b"c" * 5])
+    _feed_reads(protocol, read, [30])  # the first whole, the second's first bytes, the rest
+    assert [bytes(f) for f in frames] == [b"a" * 10, long_body, b"c" * 5]
+    assert isinstance(frames[0].obj, bytes) and len(frames[0].obj) == 10
+    assert isinstance(frames[1].obj, FrozenBuffer) and len(frames[1].obj) == len(long_body)
+    # Its bytes after the first read went straight into it: the buffers handed out were its own.
+    assert isinstance(frames[2].obj, bytes) and len(frames[2].obj) == 5
+    protocol2, frames2, _, _ = _reader()
+    _feed_reads(protocol2, _stream([long_body]), [10])
+    assert protocol2.get_buffer(-1).obj is not frames2[0].obj  # done: back to the read-ahead
+    partial, _, _, _ = _reader()
+    _feed_reads(partial, _stream([long_body])[:100_000], [10])
+    assert isinstance(partial.get_buffer(-1).obj, FrozenBuffer)  # the next read lands in the frame
 
 
 def test_a_length_prefix_split_over_three_reads() -> None:

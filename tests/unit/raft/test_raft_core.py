@@ -104,6 +104,26 @@ def test_stepping_between_ready_and_advance_with_a_conflicting_append() -> None:
     assert not node.has_ready()
 
 
+def test_appends_that_arrive_together_are_answered_once_by_the_last_index() -> None:
+    storage = MemoryStorage()
+    node = _node(storage=storage)
+    # A pipelined burst: three appends (one of them empty, a commit notice) before one Ready.
+    node.step(_append(1, 0, 0, [(1, 1), (2, 1)]))
+    node.step(_append(1, 2, 1, [(3, 1)]))
+    node.step(_append(1, 3, 1, [], commit=3))
+    rd = node.ready()
+    assert [e.index for e in rd.entries] == [1, 2, 3]
+    assert [(m.type, m.to, m.index, m.reject) for m in rd.messages] == [(MessageType.APPEND_RESPONSE, 1, 3, False)]
+    storage.append(rd.entries)
+    storage.hard_state = rd.hard_state or storage.hard_state
+    node.advance(rd)
+    # An answer already handed to the driver is never widened: the next append gets its own.
+    node.step(_append(1, 3, 1, [(4, 1)]))
+    rd2 = node.ready()
+    assert [(m.index, m.reject) for m in rd2.messages if m.type == MessageType.APPEND_RESPONSE] == [(4, False)]
+    assert [(m.index, m.reject) for m in rd.messages] == [(3, False)]
+
+
 def test_follower_rejects_with_conflict_hint() -> None:
     node = _node(storage=build_storage([1, 1, 2, 2, 2]))
     node.step(_append(3, 5, 3, []))
