@@ -158,7 +158,7 @@ def start_cluster(directory: Path, nodes: int = 3, settings: dict[str, Any] | No
         cluster = DevCluster(nodes, Path(directory) / f"attempt{attempt}",
                              free_base_port(ports_needed(nodes, metrics, secure.get("protocols", ()))),
                              command=broker_command(), settings=merged, metrics=metrics, racks=racks,
-                             **secure)
+                             log_files=True, **secure)
         if register is not None:
             register(cluster)
         try:

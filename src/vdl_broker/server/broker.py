@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from vdl_broker.cluster.controller import MembershipController
 from vdl_broker.cluster.identity import Formation
+from vdl_broker.cluster.membership import DECOMMISSIONING
 from vdl_broker.cluster.metadata import METADATA_GROUP, ApplyResult
 from vdl_broker.cluster.service import MetadataService
 from vdl_broker.config import NodeConfig, split_host_port
@@ -44,7 +45,7 @@ from vdl_broker.server import internal
 from vdl_broker.server.authorizer import Authorizer
 from vdl_broker.server.connection import KafkaConnection
 from vdl_broker.server.handlers import Handler, build_handlers
-from vdl_broker.server.joining import find_cluster, formation_at_start, registered_itself
+from vdl_broker.server.joining import find_cluster, formation_at_start, registered_itself, watch_departure
 from vdl_broker.server.leader_balancer import LeaderBalancer
 from vdl_broker.server.producer_state import ProducerIdAllocator
 from vdl_broker.server.reassigner import StreamReassigner
@@ -114,6 +115,7 @@ class Broker:
         self.reassigner = StreamReassigner(self)
         self.balancer = LeaderBalancer(self, config.leader_balance_interval_ms)
         self._join_task: asyncio.Task[None] | None = None
+        self._departure_task: asyncio.Task[None] | None = None
         # Set once the metadata says this node was removed from the cluster (decommissioned or
         # removed): the process then stops (server/main.py), it has nothing left to serve.
         self.removed = asyncio.Event()
@@ -189,6 +191,10 @@ class Broker:
                              durable=False)
         if self.node_id in self.metadata.state.membership.removed:
             self.removed_from_cluster()
+        elif (self._departure_task is None
+              and self.metadata.state.membership.state_of(self.node_id) == DECOMMISSIONING):
+            self._departure_task = asyncio.get_running_loop().create_task(watch_departure(self),
+                                                                          name="watch-departure")
 
     def removed_from_cluster(self) -> None:
         if not self.removed.is_set():
@@ -315,8 +321,9 @@ class Broker:
                 log.exception("retention pass failed")
 
     async def _stop_raft(self, transfer: bool) -> None:
-        if self._join_task is not None:
-            self._join_task.cancel()
+        for task in (self._join_task, self._departure_task):
+            if task is not None:
+                task.cancel()
         await self.balancer.stop()
         await self.reassigner.stop()
         await self.membership.stop()

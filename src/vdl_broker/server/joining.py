@@ -203,3 +203,24 @@ async def find_cluster(broker: Broker) -> None:
     elif any(peer.id != broker.node_id for peer in broker.config.peers):
         await discover_peers(broker)
     await register_self(broker)
+
+
+async def watch_departure(broker: Broker) -> None:
+    """A node on its way out (decommissioning) asks the metadata leader, about every second,
+    whether it was removed yet, and stops once it was. Its own metadata replica may never show
+    it: the leader drops it from the metadata group right after the removal commits, and the
+    append telling it the new commit index may never come (a configuration takes effect on
+    append, raft/confchange.py)."""
+    me = broker.node_id
+    state = broker.metadata.state
+    request = VdlNodesRequest(action="list", node_id=me)
+    while me not in state.membership.removed:
+        try:
+            response = await vdl_nodes.run(broker, request)
+        except (OSError, ValueError, TimeoutError, RaftError) as error:
+            log.debug("node %d: asking whether it was removed failed: %s", me, error)
+        else:
+            if response.error_code == 0 and me in response.removed_nodes:
+                break
+        await _pause(broker, lambda: me in state.membership.removed)
+    broker.removed_from_cluster()
