@@ -318,6 +318,11 @@ class Partition:
         rebuilt = rebuild_producer_state(self.log, end)
         self.producers, self.txns = rebuilt.table, rebuilt.txns
         self.rebuilt_from, self.rebuilt_batches = rebuilt.snapshot_offset, rebuilt.batches_replayed
+        if rebuilt.snapshot_offset >= 0:
+            log.info("stream %s: producer state from the snapshot at offset %d and %d batches after it",
+                     self.name, rebuilt.snapshot_offset, rebuilt.batches_replayed)
+        elif rebuilt.batches_replayed:
+            log.info("stream %s: producer state from the whole log (%d batches)", self.name, rebuilt.batches_replayed)
         return rebuilt.batches_replayed
 
     def _applied_offset(self, index: int) -> int:
