@@ -12,9 +12,9 @@ import confluent_kafka
 
 from tests.faults.harness import stream_directory
 from tests.support.cluster import BrokerProcess
-from vdl_broker.raft.persistence import COMMIT_POINT_FILE
-from tests.support.waiting import wait_until
 from tests.support.kafka import RequestFailed, client, make_batch
+from tests.support.waiting import wait_until
+from vdl_broker.raft.persistence import COMMIT_POINT_FILE
 from vdl_wire.records.record_batch import iter_batches, read_records
 
 
