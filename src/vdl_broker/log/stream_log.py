@@ -29,7 +29,7 @@ from vdl_broker.log.reading import ReadResult
 from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE, save_recovery_point
 from vdl_broker.log.retention import segments_to_delete
 from vdl_broker.log.segment import Segment
-from vdl_broker.log.tail_cache import CachedEntry, TailCache
+from vdl_broker.log.tail_cache import CacheBudget, CachedEntry, TailCache
 from vdl_broker.raft.types import Entry, EntryType
 from vdl_wire.records.batch_header import BatchFields, check_batch
 
@@ -87,11 +87,11 @@ class StreamLog:
     # ---- opening ----------------------------------------------------------------------------
     @classmethod
     def open(cls, directory: Path, config: LogConfig | None = None, *,
-             clock: Callable[[], float] = time.time) -> StreamLog:
-        """Open (creating if needed) the log in `directory`; recovers after an unclean stop."""
+             clock: Callable[[], float] = time.time, cache_budget: CacheBudget | None = None) -> StreamLog:
+        """Open (creating if needed) the log in `directory`; recovers after an unclean stop.
+        `cache_budget`: the node's tail cache budget, shared with its other logs."""
         config = LogConfig() if config is None else config
         log = cls(Path(directory), config, clock)
-        log.cache = TailCache(config.tail_cache_bytes)
         loaded = loading.load(log.directory, config, log._now_ms())
         log._segments = loaded.segments
         log._reindex()
@@ -108,6 +108,7 @@ class StreamLog:
         # stopped retention between its segments and their snapshots.
         state_snapshots.delete_above(log.directory, log.log_end_offset)
         state_snapshots.delete_below(log.directory, log.log_start_offset)
+        log.cache = TailCache(config.tail_cache_bytes, cache_budget)  # joins the budget once open
         return log
 
     def mark_damaged(self, record: DamageRecord) -> None:
@@ -530,7 +531,7 @@ class StreamLog:
         for segment in self._segments:
             segment.close()
         self._commit.unsynced_sealed.clear()
-        self.cache.clear()
+        self.cache.close()
         self._closed = True
 
     @staticmethod

@@ -465,7 +465,8 @@ class ReplicaManager:
             atomic_write(marker, expected.encode(), durable=self.config.fsync)
         self.registry.add(info.name, info.created_index)
         settings = settings_for(self.config, info.config)
-        stream_log = StreamLog.open(directory, log_config_for(self.config, settings))
+        stream_log = StreamLog.open(directory, log_config_for(self.config, settings),
+                                    cache_budget=self.broker.cache_budget)
         if info.adopted:
             _raise_term_to_log(stream_log)
         return stream_log
