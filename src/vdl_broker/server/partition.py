@@ -358,6 +358,16 @@ class Partition:
             self._snapshot_segment = self.log.active_base_index
             self._save_state_snapshot(entries[-1].index)
 
+    def forget_deleted(self) -> None:
+        """Retention or DeleteRecords deleted segments: forget the producers and aborted
+        transactions whose batches all went with them, as a restart (which reads what is left)
+        would, so the tables do not grow with every producer id the stream ever saw (Kafka evicts
+        them likewise when its log start moves)."""
+        start = self.log.log_start_offset
+        self.producers.forget_batches_below(start)
+        self._leader_producers.forget_batches_below(start)
+        self.txns.forget_before(start)
+
     def on_snapshot(self, snapshot: SnapshotMeta) -> None:
         """The leader reset our log start (we lagged behind its retention): the producer state
         of the dropped prefix is gone, as after retention (KIP-360 accepts unknown producers);

@@ -154,6 +154,27 @@ def test_producer_state_snapshots_at_rolls_and_close_bound_the_restart_replay(tm
     asyncio.run(run())
 
 
+def test_retention_forgets_the_producers_whose_batches_it_deleted_as_a_restart_does(tmp_path: Path) -> None:
+    async def run() -> None:
+        directory = tmp_path / "s"
+        config = LogConfig(segment_bytes=500, fsync=False, retention_bytes=1)
+        partition = await open_partition(directory, config=config)
+        for producer_id in range(1, 21):  # 20 producers of one batch each, a few per segment
+            await partition.append(batch(1, producer_id=producer_id, seq=0)).wait(-1, 1000)
+        assert partition.group is not None and len(partition.producers) == 20
+        assert partition.log.apply_retention(max_index=partition.group.applied_index) > 0
+        partition.forget_deleted()
+        start = partition.log.log_start_offset
+        assert sorted(partition.producers.producer_ids()) == list(range(start + 1, 21))
+        assert sorted(partition._leader_producers.producer_ids()) == list(range(start + 1, 21))
+        remaining = sorted(partition.producers.producer_ids())
+        await close(partition)
+        partition = await open_partition(directory, config=config)
+        assert sorted(partition.producers.producer_ids()) == remaining  # the restarted state is the same
+        await close(partition)
+    asyncio.run(run())
+
+
 def test_new_term_rederives_leader_producer_state_from_committed(tmp_path: Path) -> None:
     async def run() -> None:
         partition = await open_partition(tmp_path / "s")
