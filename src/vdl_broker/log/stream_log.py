@@ -481,6 +481,7 @@ class StreamLog:
             self._commit.forget(segment)
             segment.delete()
         del self._segments[:count]
+        self.cache.drop_before(first.base_index)
         state_snapshots.delete_below(self.directory, first.base_offset)
         self._previous_term = previous_term
         self._reindex()

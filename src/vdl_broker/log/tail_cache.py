@@ -154,6 +154,18 @@ class TailCache:
         k = bisect_right(self._data_offsets, offset, self._data_head) - 1
         return self._data, max(k, self._data_head)
 
+    def drop_before(self, index: int) -> None:
+        """The log no longer holds entries below `index` (retention, a truncation behind a
+        snapshot): neither does the cache, so it never holds more than the log."""
+        entries = self._entries
+        while self._head < len(entries) and entries[self._head].index < index:
+            entry = entries[self._head]
+            self._head += 1
+            self.bytes -= HEADER_SIZE + len(entry.data)
+            if entry.base_offset >= 0:
+                self._data_head += 1
+        self._compact()
+
     def truncate_from(self, index: int) -> None:
         first = self.first_index
         if first is None:

@@ -62,3 +62,20 @@ def test_a_log_keeps_its_own_capacity_within_a_larger_share(tmp_path: Path) -> N
 def test_a_negative_budget_is_refused() -> None:
     with pytest.raises(ValueError, match="a tail cache budget must be >= 0 bytes, got -5"):
         CacheBudget(-5)
+
+
+def test_retention_drops_the_cached_entries_it_deletes_from_the_log(tmp_path: Path) -> None:
+    budget = CacheBudget(1 << 30)
+    log = StreamLog.open(tmp_path / "s", LogConfig(segment_bytes=5 * ENTRY_BYTES, fsync=False), cache_budget=budget)
+    fill(log, 40)
+    assert len(log.cache) == 40
+    log.sync_now()
+    assert log.delete_through(30) > 0
+    first = log.first_index
+    # The cache held 40 entries after retention kept only the last few before: it now starts
+    # where the log does (a cache larger than its log is memory no reader can use).
+    assert log.cache.first_index == first and len(log.cache) == 40 - first + 1
+    assert log.cache.bytes == len(log.cache) * ENTRY_BYTES and log.cache.first_offset == first - 1
+    assert [e.index for e in log.entries(first, 41)] == list(range(first, 41))
+    fill(log, 2)
+    assert log.cache.first_index == first and len(log.cache) == 42 - first + 1
