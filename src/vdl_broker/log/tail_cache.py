@@ -160,9 +160,11 @@ class TailCache:
         entries = self._entries
         while self._head < len(entries) and entries[self._head].index < index:
             entry = entries[self._head]
+            entries[self._head] = _EVICTED  # the buffer goes now, as in evict()
             self._head += 1
             self.bytes -= HEADER_SIZE + len(entry.data)
             if entry.base_offset >= 0:
+                self._data[self._data_head] = _EVICTED
                 self._data_head += 1
         self._compact()
 
