@@ -120,6 +120,9 @@ class NodeConfig:
     # Stream replicas a node may hold: CreateTopics that would place one more on a node at the
     # limit is refused (POLICY_VIOLATION) instead of overloading it. Checked by the metadata leader.
     max_streams_per_node: int = 10_000
+    # The tail caches of all the logs of this node together (recent entries kept in memory for
+    # tailing readers and followers): each log holds up to 64 MiB and an equal share of this.
+    tail_cache_bytes: int = 256 * MIB
     log_level: str = "INFO"
     # Kafka's broker.rack: Metadata reports it, and a consumer whose Fetch names the same rack
     # (client.rack) is sent to a replica here (KIP-392).
@@ -439,6 +442,8 @@ def validate(config: NodeConfig) -> None:
         raise ConfigError("offsets_retention_minutes must be >= 0 and offsets_retention_check_ms >= 1")
     if config.node_id < 1:
         raise ConfigError(f"node_id must be a positive integer, got {config.node_id}")
+    if config.tail_cache_bytes < 0:
+        raise ConfigError(f"tail_cache_bytes must be >= 0 (0: no tail cache), got {config.tail_cache_bytes}")
     if config.max_streams_per_node < 1:
         raise ConfigError(f"max_streams_per_node must be a positive integer, got {config.max_streams_per_node}")
     if config.peers and config.raft_listen is None:

@@ -17,6 +17,10 @@ What runs (tests/soak/soak.py):
 - an operator: a reassignment of `soak-moving` every 5 min per hour of run, a rolling restart
   (SIGTERM each node in turn, wait until ready and every stream fully in sync) every 10 min per
   hour of run (intervals scale with --duration);
+- every stream has retention (2 MiB of 512 KiB segments, checked every 10 s), as a real
+  cluster's streams have: their directories stop growing a few minutes in; a recorder reads
+  each stream's committed records as they come, so the final checks also cover what retention
+  deleted before the end (a range deleted before it was read is reported as unchecked);
 - a sampler: every node's RSS, open files and threads (its process tree), the disk use of its
   metadata directory and of each stream's directory, and each restart's time from process start
   to its readiness line.

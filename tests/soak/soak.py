@@ -11,7 +11,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 import psutil
 
 from tests.faults.harness import (
+    EARLIEST,
     check_acknowledged,
     high_watermark,
     node_address,
@@ -32,6 +33,7 @@ from tests.faults.harness import (
 )
 from tests.faults.workload import Acks, ProducerThread
 from tests.soak.workers import AiokafkaProducerThread, GroupCommitter, GroupLedger
+from tests.support.kafka import list_offset_raw
 from vdl_client.client import VdlClient
 from vdl_client.cluster_admin import list_reassignments, reassign_stream
 from vdl_client.groups import committed_offsets
@@ -47,6 +49,9 @@ MOVES = ((2,), (3,), (1,))
 HOUR_S = 3600.0
 HEALTHY_TIMEOUT_S = 120.0
 SETTLE_S = 20.0  # after a process is ready, samples this long are left out of the slopes
+# Every stream has retention, as a real cluster's streams do: their directories (and what a
+# restart opens) stop growing once it bites, a few minutes in whatever the duration.
+STREAM_RETENTION = {"retention.bytes": str(2 << 20), "segment.bytes": str(512 << 10)}
 
 
 @dataclass
@@ -64,8 +69,11 @@ class SoakConfig:
     spark: bool = True
     # Small snapshot thresholds so the metadata group snapshots and truncates many times during
     # the run (200 groups committing every 100 ms write thousands of entries a minute anyway).
+    # Retention runs every 10 s (not every minute) so the streams' directories stay near their
+    # retention.bytes.
     settings: dict[str, Any] = field(default_factory=lambda: {"metadata_snapshot_entries": 5000,
-                                                              "leader_balance_interval_ms": 0})
+                                                              "leader_balance_interval_ms": 0,
+                                                              "retention_check_ms": 10_000})
 
     def scaled(self, per_hour: float) -> float:
         return per_hour * self.duration_s / HOUR_S
@@ -212,6 +220,44 @@ class Sampler(threading.Thread):
             self.samples.append(Sample(round(t, 2), node_id, round(rss / 1e6, 2), fds, threads,
                                        round(directory_mb(data / "__metadata"), 3), streams,
                                        tree[0].pid, round(age, 2), round(anon, 2), delta, load_average()))
+
+
+class Recorder(threading.Thread):
+    """Reads each stream's committed records as they come (from the leader, every `interval`), so
+    the checks at the end also see those retention deletes before the end: a committed record
+    never moves, so reading it early is reading it at the end. A range retention deleted before
+    it was read is kept in `missed` (its acknowledgements are then not checked, and say so)."""
+
+    def __init__(self, cluster: DevCluster, streams: list[str], interval: float) -> None:
+        super().__init__(daemon=True, name="soak-recorder")
+        self.cluster, self.streams, self.interval = cluster, streams, interval
+        self.logs: dict[str, dict[int, bytes | None]] = {stream: {} for stream in streams}
+        self.next: dict[str, int] = dict.fromkeys(streams, 0)
+        self.missed: dict[str, list[tuple[int, int]]] = {stream: [] for stream in streams}
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop_event.wait(self.interval):
+            for stream in self.streams:
+                with contextlib.suppress(AssertionError, OSError, ValueError):  # a leader moving: next round
+                    self.catch_up(stream)
+
+    def catch_up(self, stream: str) -> None:
+        leader, hw = high_watermark(self.cluster, stream, timeout=10)
+        address = node_address(self.cluster, leader)
+        code, start = list_offset_raw(address, stream, EARLIEST)
+        if code != 0:
+            return
+        if start > self.next[stream]:
+            self.missed[stream].append((self.next[stream], start))
+            self.next[stream] = start
+        records = read_all(address, stream, self.next[stream], hw)
+        self.logs[stream].update({offset: value for offset, (_, value) in records.items()})
+        self.next[stream] = max(self.next[stream], hw)
+
+    def merged(self, stream: str, hw: int, log: dict[int, bytes | None]) -> dict[int, bytes | None]:
+        """What was read along the way, with the final read (`log`, from the log start) over it."""
+        return {offset: value for offset, value in self.logs[stream].items() if offset < hw} | log
 
 
 def admin_client(cluster: DevCluster) -> VdlClient:
@@ -675,8 +721,12 @@ def read_log(cluster: DevCluster, stream: str) -> tuple[int, dict[int, bytes | N
     the leadership moves during the read (the last restart's leaderships settling)."""
     def attempt() -> tuple[int, dict[int, bytes | None]] | None:
         leader, hw = high_watermark(cluster, stream, timeout=60)
+        address = node_address(cluster, leader)
         try:
-            records = read_all(node_address(cluster, leader), stream, 0, hw)
+            code, start = list_offset_raw(address, stream, EARLIEST)  # retention moved it
+            if code != 0:
+                return None
+            records = read_all(address, stream, start, hw)
         except AssertionError as error:
             if "NOT_LEADER_OR_FOLLOWER" in str(error):
                 return None
@@ -686,12 +736,19 @@ def read_log(cluster: DevCluster, stream: str) -> tuple[int, dict[int, bytes | N
     return wait_until(attempt, 120, f"reading {stream} whole from its leader", interval=0.5)
 
 
+def unread(offset: int, missed: Sequence[tuple[int, int]]) -> bool:
+    return any(first <= offset < end for first, end in missed)
+
+
 def check_stream(stream: str, hw: int, log: dict[int, bytes | None], acks: Acks,
-                 producers: list[ProducerThread]) -> list[str]:
-    """Every acknowledged record at its offset; an idempotent producer's records stored once."""
-    problems = [f"{stream}: the committed log has holes below {hw}"] if sorted(log) != list(range(hw)) else []
+                 producers: list[ProducerThread], missed: Sequence[tuple[int, int]] = ()) -> list[str]:
+    """Every acknowledged record at its offset; an idempotent producer's records stored once
+    (offsets in `missed`, deleted by retention before they were read, are not checked)."""
+    holes = [offset for offset in range(hw) if offset not in log and not unread(offset, missed)]
+    problems = [f"{stream}: the committed log has {len(holes)} holes below {hw} (first {holes[0]})"] if holes else []
     mine = {p.client for p in producers}
-    problems += [f"{stream}: {p}" for p in check_acknowledged([a for a in acks.snapshot() if a[0] in mine], log)[:20]]
+    problems += [f"{stream}: {p}" for p in check_acknowledged(
+        [a for a in acks.snapshot() if a[0] in mine and not unread(a[1], missed)], log)[:20]]
     idempotent = tuple(f"{p.client}-".encode() for p in producers if p.idempotent)
     stored = [v for v in log.values() if v is not None and idempotent and v.startswith(idempotent)]
     if len(stored) != len(set(stored)):
@@ -699,11 +756,13 @@ def check_stream(stream: str, hw: int, log: dict[int, bytes | None], acks: Acks,
     return problems
 
 
-def lost_and_doubled(log: dict[int, bytes | None], acks: Acks, producers: list[ProducerThread]) -> tuple[int, int]:
+def lost_and_doubled(log: dict[int, bytes | None], acks: Acks, producers: list[ProducerThread],
+                     missed: Sequence[tuple[int, int]] = ()) -> tuple[int, int]:
     """Exact counts behind check_stream's problems (which list only the first few): acknowledged
     records not at their acknowledged offset, and extra copies of idempotent producers' records."""
     mine = {p.client for p in producers}
-    lost = sum(1 for client, offset, value in acks.snapshot() if client in mine and log.get(offset) != value)
+    lost = sum(1 for client, offset, value in acks.snapshot()
+               if client in mine and log.get(offset) != value and not unread(offset, missed))
     idempotent = tuple(f"{p.client}-".encode() for p in producers if p.idempotent)
     stored = [v for v in log.values() if v is not None and idempotent and v.startswith(idempotent)]
     return lost, len(stored) - len(set(stored))
@@ -730,7 +789,8 @@ def check_table(path: Path, hw: int, log: dict[int, bytes | None]) -> list[str]:
     problems = []
     if deltalake_rows != len(rows):
         problems.append(f"{TIERED}: the table holds {deltalake_rows - len(rows)} offsets twice")
-    wrong = [o for o in range(hw) if rows.get(o) != log.get(o)]
+    # Offsets retention deleted before the recorder read them are not in `log`: not compared.
+    wrong = [o for o in range(hw) if o in log and rows.get(o) != log[o]]
     if wrong:
         problems.append(f"{TIERED}: table and log differ at {len(wrong)} offsets, first {wrong[:5]}")
     return problems
@@ -758,9 +818,10 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> SoakResu
     with soak_cluster(work, config) as cluster:
         table_path = (work / "lake" / TIERED).resolve()
         with admin_client(cluster) as client:
-            client.create_stream(MAIN, 3)
-            client.create_stream(MOVING, 1)
-            client.create_stream(TIERED, 3, config={"vdl.table.path": str(table_path), "vdl.table.lag.ms": "2000"})
+            client.create_stream(MAIN, 3, config=STREAM_RETENTION)
+            client.create_stream(MOVING, 1, config=STREAM_RETENTION)
+            client.create_stream(TIERED, 3, config={"vdl.table.path": str(table_path), "vdl.table.lag.ms": "2000",
+                                                    **STREAM_RETENTION})
         with admin_client(cluster) as client:
             reassign_stream(client, MOVING, [1])  # a known start: the moves walk MOVES from here
             wait_until(lambda: not list_reassignments(client, [MOVING]), HEALTHY_TIMEOUT_S, f"{MOVING} on [1]")
@@ -795,6 +856,7 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> SoakResu
         started = time.monotonic()
         end = started + config.duration_s
         sampler = Sampler(cluster, [MAIN, MOVING, TIERED], config.sample_interval, started)
+        recorder = Recorder(cluster, [MAIN, MOVING, TIERED], 5.0)
         operator = Operator(cluster, config, started, end)
         everything = [p for ps in producers.values() for p in ps]
         finished = threading.Event()
@@ -805,7 +867,7 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> SoakResu
                     f"moves={len(operator.moves)}  restarts={len(operator.restarts)}  load={' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
         reporter = threading.Thread(target=progress, daemon=True, name="soak-progress")
-        for thread in [*everything, *committers, sampler, reporter]:
+        for thread in [*everything, *committers, sampler, recorder, reporter]:
             thread.start()
         say(f"soak running for {config.duration_s:.0f} s: {len(everything)} producers, {len(committers)} group "
             f"committers over {config.groups} groups, a reassignment every {config.reassign_interval:.0f} s, a "
@@ -829,6 +891,8 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> SoakResu
                 thread.join(120)
             sampler.stop_event.set()
             sampler.join(30)
+            recorder.stop_event.set()
+            recorder.join(60)
         result.elapsed_s = round(time.monotonic() - started, 1)
         result.samples, result.restarts, result.moves = sampler.samples, operator.restarts, operator.moves
         result.counts["stale_replica_views"] = operator.stale
@@ -842,12 +906,19 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> SoakResu
                 if producer.undelivered != 0:
                     result.problems.append(f"producer {producer.client}: {producer.undelivered} records never delivered")
             lost, doubled = {}, {}
+            unchecked: dict[str, int] = {}
             for stream, mine in producers.items():
                 hw, log = read_log(cluster, stream)
+                log = recorder.merged(stream, hw, log)
                 logs[stream] = (hw, log)
-                result.problems += check_stream(stream, hw, log, acks, mine)
-                lost[stream], doubled[stream] = lost_and_doubled(log, acks, mine)
-            result.counts |= {"lost_acknowledged": lost, "idempotent_stored_twice": doubled}
+                missed = recorder.missed[stream]
+                result.problems += check_stream(stream, hw, log, acks, mine, missed)
+                lost[stream], doubled[stream] = lost_and_doubled(log, acks, mine, missed)
+                unchecked[stream] = sum(1 for client, offset, _ in acks.snapshot()
+                                        if client in {p.client for p in mine} and unread(offset, missed))
+            result.counts |= {"lost_acknowledged": lost, "idempotent_stored_twice": doubled,
+                              "unchecked_deleted_before_read": unchecked,
+                              "retention_missed_ranges": {s: r for s, r in recorder.missed.items() if r}}
             result.problems += check_table(table_path, *logs[TIERED])
 
             with admin_client(cluster) as client:

@@ -108,6 +108,7 @@ def test_rack_from_toml_flag_and_peers(tmp_path: Path) -> None:
     ({"join": "yes"}, "join must be true or false"),
     ({"recovery_rate_bytes": 0}, "recovery_rate_bytes must be at least 1024"),
     ({"leader_balance_interval_ms": -1}, "leader_balance_interval_ms must be >= 0"),
+    ({"tail_cache_bytes": -1}, r"tail_cache_bytes must be >= 0 \(0: no tail cache\), got -1"),
 ])
 def test_errors_name_the_setting(change: dict, message: str) -> None:
     table = {"node_id": 2, "data_dir": "d", "listen": "h:1", "raft_listen": "h:2", **change}

@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import pytest
 
+from tests.faults.workload import Acks
 from tests.soak.soak import (
     Restart,
     Sample,
     SoakConfig,
     SoakResult,
     Trend,
+    check_stream,
     evaluate_goals,
+    lost_and_doubled,
     restart_drift,
     settled,
     shared_trend,
@@ -183,3 +187,20 @@ def test_a_lost_record_misses_the_goal() -> None:
     assert goals_of(result)["0 acknowledged records lost"] == "missed"
     del result.counts["lost_acknowledged"]
     assert goals_of(result)["0 acknowledged records lost"] == "n/a"
+
+
+def test_records_retention_deleted_before_they_were_read_are_unchecked_and_the_rest_checked() -> None:
+    acks = Acks()
+    for offset in range(10):
+        acks.add("p", offset, b"p-%d" % offset)
+    producers = [SimpleNamespace(client="p", idempotent=True)]
+    log: dict[int, bytes | None] = {o: b"p-%d" % o for o in range(10) if not 3 <= o < 6}  # 3..5 deleted unread
+    log[8] = b"other"
+    missed = [(3, 6)]
+    lost, doubled = lost_and_doubled(log, acks, producers, missed)  # type: ignore[arg-type]
+    assert (lost, doubled) == (1, 0)  # offset 8 only
+    problems = check_stream("s", 10, log, acks, producers, missed)  # type: ignore[arg-type]
+    assert not any("holes" in p for p in problems) and any("8" in p for p in problems)
+    del log[7]  # a hole outside the deleted range is one
+    assert any("1 holes below 10 (first 7)" in p for p in check_stream("s", 10, log, acks, producers, missed))  # type: ignore[arg-type]
+    assert lost_and_doubled(log, acks, producers)[0] == 5  # type: ignore[arg-type]  # without the range: 3, 4, 5, 7, 8

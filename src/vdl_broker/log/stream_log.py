@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vdl_broker.log import loading, reading
+from vdl_broker.log import loading, reading, state_snapshots
 from vdl_broker.log.config import LogConfig
 from vdl_broker.log.damage import DamageRecord, clear_damage, save_damage
 from vdl_broker.log.entry import HEADER_SIZE, FrozenBuffer, IndexOutOfRange, encode_header
@@ -29,7 +29,7 @@ from vdl_broker.log.reading import ReadResult
 from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE, save_recovery_point
 from vdl_broker.log.retention import segments_to_delete
 from vdl_broker.log.segment import Segment
-from vdl_broker.log.tail_cache import CachedEntry, TailCache
+from vdl_broker.log.tail_cache import CacheBudget, CachedEntry, TailCache
 from vdl_broker.raft.types import Entry, EntryType
 from vdl_wire.records.batch_header import BatchFields, check_batch
 
@@ -87,11 +87,11 @@ class StreamLog:
     # ---- opening ----------------------------------------------------------------------------
     @classmethod
     def open(cls, directory: Path, config: LogConfig | None = None, *,
-             clock: Callable[[], float] = time.time) -> StreamLog:
-        """Open (creating if needed) the log in `directory`; recovers after an unclean stop."""
+             clock: Callable[[], float] = time.time, cache_budget: CacheBudget | None = None) -> StreamLog:
+        """Open (creating if needed) the log in `directory`; recovers after an unclean stop.
+        `cache_budget`: the node's tail cache budget, shared with its other logs."""
         config = LogConfig() if config is None else config
         log = cls(Path(directory), config, clock)
-        log.cache = TailCache(config.tail_cache_bytes)
         loaded = loading.load(log.directory, config, log._now_ms())
         log._segments = loaded.segments
         log._reindex()
@@ -104,6 +104,11 @@ class StreamLog:
         commit.dir_dirty = loaded.recovered
         commit.recovery_base = loaded.segments[-1].base_index
         save_recovery_point(log.directory, commit.recovery_base, durable=config.fsync)
+        # Recovery may have cut the tail (a crash before it was durable), and a crash may have
+        # stopped retention between its segments and their snapshots.
+        state_snapshots.delete_above(log.directory, log.log_end_offset)
+        state_snapshots.delete_below(log.directory, log.log_start_offset)
+        log.cache = TailCache(config.tail_cache_bytes, cache_budget)  # joins the budget once open
         return log
 
     def mark_damaged(self, record: DamageRecord) -> None:
@@ -184,6 +189,11 @@ class StreamLog:
     @property
     def segment_count(self) -> int:
         return len(self._segments)
+
+    @property
+    def active_base_index(self) -> int:
+        """First Raft index of the active segment: it changes when the log rolls."""
+        return self._segments[-1].base_index
 
     def _segment_for_index(self, index: int) -> int:
         return bisect_right(self._base_indices, index) - 1
@@ -408,11 +418,13 @@ class StreamLog:
         self._reindex()
         self._last_index = from_index - 1
         self._last_term = self._read_term(self._last_index)
+        state_snapshots.delete_above(self.directory, self.log_end_offset)
 
     def reset(self, first_index: int, previous_term: int, start_offset: int) -> None:
         """Drop everything; the log now starts at first_index (snapshot install)."""
         for segment in self._segments:
             segment.delete()
+        state_snapshots.delete_above(self.directory, -1)
         self.cache.clear()
         self._fsync_dir()
         save_log_start(self.directory, LogStart(start_offset, first_index, previous_term), self.config.fsync)
@@ -469,12 +481,35 @@ class StreamLog:
             self._commit.forget(segment)
             segment.delete()
         del self._segments[:count]
+        self.cache.drop_before(first.base_index)
+        state_snapshots.delete_below(self.directory, first.base_offset)
         self._previous_term = previous_term
         self._reindex()
         self._commit.dir_dirty = True
         logger.info("%s: retention deleted %d segment(s); log now starts at index %d, offset %d",
                     self.directory, count, first.base_index, first.base_offset)
         return count
+
+    # ---- state snapshots (state_snapshots.py) -----------------------------------------------
+    def save_state_snapshot(self, offset: int, payload: bytes) -> None:
+        """Keep `payload`, state derived from every batch below `offset` (<= the log end), as
+        the snapshot at `offset`; it lives as long as the log holds that offset."""
+        if not self.log_start_offset <= offset <= self.log_end_offset:
+            raise ValueError(f"snapshot offset {offset} outside the log [{self.log_start_offset}, "
+                             f"{self.log_end_offset}]")
+        state_snapshots.write_snapshot(self.directory, offset, payload, self.config.fsync)
+
+    def latest_state_snapshot(self, max_offset: int) -> tuple[int, bytes] | None:
+        """(offset, payload) of the newest readable snapshot at or below `max_offset` and at or
+        above the log start, or None (damaged ones are deleted on the way)."""
+        return state_snapshots.load_latest(self.directory, max_offset, self.log_start_offset)
+
+    def state_snapshot_offsets(self) -> list[int]:
+        return state_snapshots.snapshot_offsets(self.directory)
+
+    def discard_state_snapshot(self, offset: int) -> None:
+        """Its payload turned out unreadable to its user: delete it (an older one is used)."""
+        state_snapshots.discard(state_snapshots.snapshot_path(self.directory, offset))
 
     # ---- shutdown ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -497,7 +532,7 @@ class StreamLog:
         for segment in self._segments:
             segment.close()
         self._commit.unsynced_sealed.clear()
-        self.cache.clear()
+        self.cache.close()
         self._closed = True
 
     @staticmethod

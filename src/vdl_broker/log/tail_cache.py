@@ -2,6 +2,10 @@
 
 Entries are views into the buffers that were written by append (one buffer per append call), so
 caching costs no copy. The cache always ends at the log's last entry; eviction drops the oldest.
+
+A node's caches share one budget (`CacheBudget`, the node's `tail_cache_bytes`): each holds at
+most its log's own capacity and at most an equal share of the budget, so a node's cache memory
+is bounded by the budget whatever the number of streams it holds (not streams x capacity).
 """
 
 from __future__ import annotations
@@ -32,15 +36,60 @@ class CachedEntry:
 _EVICTED = CachedEntry(0, 0, 0, memoryview(b""), -1, -1, 0)
 
 
+class CacheBudget:
+    """Bytes the tail caches of one node may hold together, shared equally among its caches."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        if limit_bytes < 0:
+            raise ValueError(f"a tail cache budget must be >= 0 bytes, got {limit_bytes}")
+        self.limit = limit_bytes
+        self._caches: dict[int, TailCache] = {}
+        self.share = limit_bytes
+
+    def join(self, cache: TailCache) -> None:
+        self._caches[id(cache)] = cache
+        self._reshare()
+
+    def leave(self, cache: TailCache) -> None:
+        if self._caches.pop(id(cache), None) is not None:
+            self._reshare()
+
+    def _reshare(self) -> None:
+        self.share = self.limit // max(1, len(self._caches))
+        for cache in self._caches.values():  # a new member shrinks the others now, not at their next append
+            cache.evict()
+
+    @property
+    def bytes(self) -> int:
+        return sum(cache.bytes for cache in self._caches.values())
+
+    def __len__(self) -> int:
+        return len(self._caches)
+
+
 class TailCache:
-    def __init__(self, capacity_bytes: int) -> None:
+    def __init__(self, capacity_bytes: int, budget: CacheBudget | None = None) -> None:
         self.capacity = capacity_bytes
+        self.budget = budget
         self._entries: list[CachedEntry] = []
         self._head = 0
         self._data_offsets: list[int] = []  # base offsets of cached data entries (bisect key)
         self._data: list[CachedEntry] = []
         self._data_head = 0
         self.bytes = 0
+        if budget is not None and capacity_bytes > 0:
+            budget.join(self)
+
+    @property
+    def limit(self) -> int:
+        """What this cache may hold now: its own capacity, within its share of the budget."""
+        return self.capacity if self.budget is None else min(self.capacity, self.budget.share)
+
+    def close(self) -> None:
+        """The log is closed: free the entries and give the share back."""
+        self.clear()
+        if self.budget is not None:
+            self.budget.leave(self)
 
     def __len__(self) -> int:
         return len(self._entries) - self._head
@@ -63,11 +112,13 @@ class TailCache:
                 self._data_offsets.append(entry.base_offset)
                 self._data.append(entry)
             self.bytes += HEADER_SIZE + len(entry.data)
-        self._evict()
+        self.evict()
 
-    def _evict(self) -> None:
+    def evict(self) -> None:
+        """Drop the oldest entries until the cache is within its limit."""
         entries = self._entries
-        while self.bytes > self.capacity and self._head < len(entries):
+        limit = self.limit
+        while self.bytes > limit and self._head < len(entries):
             entry = entries[self._head]
             entries[self._head] = _EVICTED
             self._head += 1
@@ -102,6 +153,20 @@ class TailCache:
         """The cached data list and the position in it of the batch holding `offset`."""
         k = bisect_right(self._data_offsets, offset, self._data_head) - 1
         return self._data, max(k, self._data_head)
+
+    def drop_before(self, index: int) -> None:
+        """The log no longer holds entries below `index` (retention, a truncation behind a
+        snapshot): neither does the cache, so it never holds more than the log."""
+        entries = self._entries
+        while self._head < len(entries) and entries[self._head].index < index:
+            entry = entries[self._head]
+            entries[self._head] = _EVICTED  # the buffer goes now, as in evict()
+            self._head += 1
+            self.bytes -= HEADER_SIZE + len(entry.data)
+            if entry.base_offset >= 0:
+                self._data[self._data_head] = _EVICTED
+                self._data_head += 1
+        self._compact()
 
     def truncate_from(self, index: int) -> None:
         first = self.first_index

@@ -38,6 +38,7 @@ from vdl_broker.listeners import Listener
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.damage import UNKNOWN, DamageRecord
 from vdl_broker.log.fileio import atomic_write
+from vdl_broker.log.tail_cache import CacheBudget
 from vdl_broker.metrics import BrokerCollector, BrokerMetrics, MetricsEndpoint
 from vdl_broker.metrics.tables import TableCollector
 from vdl_broker.raft.host import RaftHost
@@ -93,6 +94,9 @@ class Broker:
                              recovery_rate_bytes=config.recovery_rate_bytes)
         if self.host.transport is not None:
             self.host.transport.call_handler = lambda peer, payload: internal.serve(self, peer, payload)
+        # One budget for the tail caches of every log here: memory does not grow with the number
+        # of streams times a log's cache capacity.
+        self.cache_budget = CacheBudget(config.tail_cache_bytes)
         self.replicas = ReplicaManager(self)
         self.host.liveness_listeners.append(self._check_cut_off)
         self.tables = TableService(self)
@@ -265,7 +269,8 @@ class Broker:
             # No retention: the log is truncated behind snapshots of the state (raft/snapshotting.py),
             # in segments small enough that what stays behind the latest snapshot is small too.
             metadata_log = StreamLog.open(data_dir / METADATA_GROUP,
-                                          LogConfig(segment_bytes=METADATA_SEGMENT_BYTES, fsync=self.config.fsync))
+                                          LogConfig(segment_bytes=METADATA_SEGMENT_BYTES, fsync=self.config.fsync),
+                                          cache_budget=self.cache_budget)
             self.metadata.log = metadata_log  # peers asking what this node holds are told
             catching_up = (metadata_log.last_index == 0 and metadata_log.damage is None
                            and await formation_at_start(self) is Formation.EXISTING)

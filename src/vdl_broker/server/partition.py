@@ -21,8 +21,9 @@ Raft knows entries; the partition knows Kafka:
   the entry follows every record below its offset, so a log without it starts at or above it,
   and the follower's reset to that log (on_snapshot) starts there too.
 - Producer state (KIP-98) follows the replicated log on every replica: committed batches are
-  recorded as they are applied (after a restart, the log up to the saved commit point is scanned
-  once). A leader checks batches against a copy of that table taken when its term began plus
+  recorded as they are applied. After a restart it is rebuilt up to the saved commit point from
+  the newest state snapshot (written at each segment roll and at a clean close, as Kafka's
+  producer-state snapshots) and the batches after it, not from the whole log. A leader checks batches against a copy of that table taken when its term began plus
   its own proposals, so a retry of an in-flight batch is recognised, and a proposal another
   leader later replaces never pollutes the committed table.
 
@@ -52,9 +53,10 @@ from vdl_broker.raft.types import Entry, EntryType, RaftError, SnapshotMeta
 from vdl_broker.server.producer_state import (
     ProducerStateTable,
     Verdict,
+    encode_state,
     last_sequence,
+    rebuild_producer_state,
     record_batch,
-    replay_producer_state,
 )
 from vdl_broker.server.txn_index import AbortedTxn, StreamTxns, observe
 from vdl_wire.errors import ErrorCode
@@ -144,6 +146,9 @@ class Partition:
         self._waiters: list[asyncio.Future[None]] = []
         self._cut_off: asyncio.Future[None] | None = None  # resolved when this node is cut off
         self.last_leader = 0  # the leader this replica last knew (kept while it knows none)
+        self._snapshot_segment = stream_log.active_base_index  # the segment last snapshotted in
+        self.rebuilt_from = -1  # the state snapshot's offset the last rebuild started at (-1: none)
+        self.rebuilt_batches = 0  # batches it read from the log
 
     def attach(self, group: RaftGroup) -> None:
         """Bind the group (before its task first runs) and rebuild producer state from the
@@ -309,10 +314,28 @@ class Partition:
     def _rebuild(self, through_index: int) -> int:
         """The committed producer table from the log's DATA entries up to Raft index
         `through_index` (at open: the group replays only the entries after it)."""
-        self.producers = ProducerStateTable()
-        self.txns = StreamTxns()
-        end = self.log.offset_for_index(max(through_index, self.log.first_index - 1))
-        return replay_producer_state(self.log, self.producers, end, self.txns)
+        end = self._applied_offset(through_index)
+        rebuilt = rebuild_producer_state(self.log, end)
+        self.producers, self.txns = rebuilt.table, rebuilt.txns
+        self.rebuilt_from, self.rebuilt_batches = rebuilt.snapshot_offset, rebuilt.batches_replayed
+        if rebuilt.snapshot_offset >= 0:
+            log.info("stream %s: producer state from the snapshot at offset %d and %d batches after it",
+                     self.name, rebuilt.snapshot_offset, rebuilt.batches_replayed)
+        elif rebuilt.batches_replayed:
+            log.info("stream %s: producer state from the whole log (%d batches)", self.name, rebuilt.batches_replayed)
+        return rebuilt.batches_replayed
+
+    def _applied_offset(self, index: int) -> int:
+        return self.log.offset_for_index(max(index, self.log.first_index - 1))
+
+    def _save_state_snapshot(self, through_index: int) -> None:
+        """The committed producer and transaction state (every entry up to `through_index` is
+        applied) as the log's state snapshot there. A failure costs restart time only."""
+        offset = self._applied_offset(through_index)
+        try:
+            self.log.save_state_snapshot(offset, encode_state(self.producers, self.txns))
+        except (OSError, ValueError) as error:
+            log.warning("stream %s: producer state snapshot at offset %d not written: %s", self.name, offset, error)
 
     def on_apply(self, entries: list[Entry]) -> None:
         """RaftGroup apply callback: committed entries, in order, on every replica."""
@@ -328,6 +351,22 @@ class Partition:
                 if offset > self._deleted_below:
                     save_deleted_below(self.log.directory, offset, self.log.config.fsync)
                     self._deleted_below = offset
+        if entries and self.log.active_base_index != self._snapshot_segment \
+                and entries[-1].index >= self.log.active_base_index:
+            # The log rolled and the new segment's first entries are applied: one snapshot per
+            # segment bounds what a restart reads to about a segment.
+            self._snapshot_segment = self.log.active_base_index
+            self._save_state_snapshot(entries[-1].index)
+
+    def forget_deleted(self) -> None:
+        """Retention or DeleteRecords deleted segments: forget the producers and aborted
+        transactions whose batches all went with them, as a restart (which reads what is left)
+        would, so the tables do not grow with every producer id the stream ever saw (Kafka evicts
+        them likewise when its log start moves)."""
+        start = self.log.log_start_offset
+        self.producers.forget_batches_below(start)
+        self._leader_producers.forget_batches_below(start)
+        self.txns.forget_before(start)
 
     def on_snapshot(self, snapshot: SnapshotMeta) -> None:
         """The leader reset our log start (we lagged behind its retention): the producer state
@@ -457,6 +496,8 @@ class Partition:
         self.closed = True
         self._on_change()
         if clean:
+            if self.group is not None and self.group.applied_index >= self.log.first_index:
+                self._save_state_snapshot(self.group.applied_index)  # the next start reads nothing
             self.log.close()
 
 

@@ -4,18 +4,27 @@ Per producer id the broker keeps the current epoch and the (first sequence, last
 base offset) of its last 5 batches. A retried batch matching one of them is acknowledged with
 its original offset and not stored again; a batch older than those is DUPLICATE_SEQUENCE_NUMBER;
 a gap is OUT_OF_ORDER_SEQUENCE_NUMBER. Pure bookkeeping: no I/O, rebuilt from the log at start.
+
+A restart does not read the whole log for it: the state (with the stream's transactions) is
+saved as a log state snapshot at each segment roll and at a clean close (`encode_state`), and
+`rebuild_producer_state` loads the newest usable one and replays only the batches after it, as
+Kafka's ProducerStateManager does with its `<offset>.snapshot` files.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import struct
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
 from vdl_broker.log import StreamLog
-from vdl_broker.server.txn_index import StreamTxns, observe
+from vdl_broker.server.txn_index import AbortedTxn, StreamTxns, observe
 from vdl_wire.records.batch_header import BATCH_HEADER_SIZE, BatchHeader, parse_batch_header
+
+log = logging.getLogger(__name__)
 
 # Producer-state rebuild reads the log in chunks of this size.
 REBUILD_CHUNK_BYTES = 8 * 1024 * 1024
@@ -116,6 +125,21 @@ class ProducerStateTable:
         entry = self._producers.get(producer_id)
         return list(entry.batches) if entry else []
 
+    def entries(self) -> list[tuple[int, ProducerEntry]]:
+        """(producer id, entry), by producer id."""
+        return sorted(self._producers.items())
+
+    def forget_batches_below(self, offset: int) -> None:
+        """Drop the batches stored below `offset` (retention removed them) and the producers
+        left with none: what a replay of the log from `offset` would not have seen (a replay
+        keeps, per producer, the last batches of its newest epoch; those below `offset` are the
+        oldest of them)."""
+        for producer_id, entry in list(self._producers.items()):
+            while entry.batches and entry.batches[0].base_offset < offset:
+                entry.batches.popleft()
+            if not entry.batches:
+                del self._producers[producer_id]
+
 
 @dataclass
 class ProducerIdAllocator:
@@ -159,11 +183,11 @@ def record_batch(table: ProducerStateTable, header: BatchHeader, base_offset: in
 
 
 def replay_producer_state(stream_log: StreamLog, table: ProducerStateTable, end_offset: int,
-                          txns: StreamTxns | None = None) -> int:
-    """Book every batch of the log below `end_offset` in `table` (and its transactions in
-    `txns`), reading batch headers only (and markers' one record); returns the number of
-    batches seen."""
-    offset, seen = stream_log.log_start_offset, 0
+                          txns: StreamTxns | None = None, start: int | None = None) -> int:
+    """Book every batch of the log from `start` (a batch's base offset; default the log
+    start) below `end_offset` in `table` (and its transactions in `txns`), reading batch
+    headers only (and markers' one record); returns the number of batches seen."""
+    offset, seen = stream_log.log_start_offset if start is None else start, 0
     while offset < end_offset:
         result = stream_log.read(offset, REBUILD_CHUNK_BYTES, end_offset)
         if not result.buffers:
@@ -184,3 +208,93 @@ def replay_producer_state(stream_log: StreamLog, table: ProducerStateTable, end_
             break
         offset = next_offset
     return seen
+
+
+# -- snapshots (kept by the log: StreamLog.save_state_snapshot) ----------------------------------
+# Payload (big-endian): version u8 | producers u32, each: id i64, epoch i16, batches u8, each:
+# first sequence i32, last sequence i32, base offset i64 | open transactions u32, each: producer
+# id i64, first offset i64 | aborted transactions u32, each: last offset i64, producer id i64,
+# first offset i64.
+STATE_VERSION = 1
+_U8, _U32 = struct.Struct(">B"), struct.Struct(">I")
+_PRODUCER = struct.Struct(">qhB")
+_BATCH = struct.Struct(">iiq")
+_OPEN = struct.Struct(">qq")
+_ABORTED = struct.Struct(">qqq")
+
+
+def encode_state(table: ProducerStateTable, txns: StreamTxns) -> bytes:
+    parts = [_U8.pack(STATE_VERSION), _U32.pack(len(table))]
+    for producer_id, entry in table.entries():
+        parts.append(_PRODUCER.pack(producer_id, entry.epoch, len(entry.batches)))
+        parts.extend(_BATCH.pack(b.first_seq, b.last_seq, b.base_offset) for b in entry.batches)
+    parts.append(_U32.pack(len(txns.open)))
+    parts.extend(_OPEN.pack(pid, first) for pid, first in sorted(txns.open.items()))
+    parts.append(_U32.pack(len(txns.aborted)))
+    parts.extend(_ABORTED.pack(a.last_offset, a.producer_id, a.first_offset) for a in txns.aborted)
+    return b"".join(parts)
+
+
+def decode_state(data: bytes) -> tuple[ProducerStateTable, StreamTxns]:
+    """The state `encode_state` wrote; ValueError (or struct.error, a ValueError too) when the
+    payload is not one this version reads."""
+    view = memoryview(data)
+    position = 0
+
+    def take(layout: struct.Struct) -> tuple[int, ...]:
+        nonlocal position
+        values = layout.unpack_from(view, position)
+        position += layout.size
+        return values
+
+    (version,) = take(_U8)
+    if version != STATE_VERSION:
+        raise ValueError(f"producer state version {version}, this node reads version {STATE_VERSION}")
+    table = ProducerStateTable()
+    for _ in range(take(_U32)[0]):
+        producer_id, epoch, count = take(_PRODUCER)
+        entry = ProducerEntry(epoch)
+        for _ in range(count):
+            entry.batches.append(BatchMetadata(*take(_BATCH)))
+        table._producers[producer_id] = entry
+    txns = StreamTxns()
+    for _ in range(take(_U32)[0]):
+        producer_id, first = take(_OPEN)
+        txns.open[producer_id] = first
+    for _ in range(take(_U32)[0]):
+        last, producer_id, first = take(_ABORTED)
+        txns.aborted.append(AbortedTxn(last, producer_id, first))
+    if position != len(view):
+        raise ValueError(f"{len(view) - position} bytes after the producer state")
+    return table, txns
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    table: ProducerStateTable
+    txns: StreamTxns
+    snapshot_offset: int  # -1: no snapshot used, the whole log was read
+    batches_replayed: int
+
+
+def rebuild_producer_state(stream_log: StreamLog, end_offset: int) -> Rebuilt:
+    """The producer and transaction state of the log's batches below `end_offset`: the newest
+    usable state snapshot at or below it, then the batches from there on (the whole log without
+    one). The same state a replay of the whole log gives, except that an open or aborted
+    transaction straddling the log start keeps its true first offset."""
+    start = stream_log.log_start_offset
+    table, txns, snapshot_offset = ProducerStateTable(), StreamTxns(), -1
+    while (found := stream_log.latest_state_snapshot(end_offset)) is not None:
+        offset, payload = found
+        try:
+            table, txns = decode_state(payload)
+        except (ValueError, struct.error) as error:
+            log.warning("%s: state snapshot at %d unreadable (%s): deleted", stream_log.directory, offset, error)
+            stream_log.discard_state_snapshot(offset)
+            continue
+        table.forget_batches_below(start)
+        txns.forget_before(start)
+        snapshot_offset = start = offset
+        break
+    seen = replay_producer_state(stream_log, table, end_offset, txns, start=start)
+    return Rebuilt(table, txns, snapshot_offset, seen)

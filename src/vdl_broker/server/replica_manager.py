@@ -123,7 +123,8 @@ class ReplicaManager:
             config = partition.log.config
             if group is not None and not group.stopped and partition.deleted_below > partition.log.log_start_offset:
                 # DeleteRecords moved the start: the segments wholly below it go (applied entries only)
-                partition.log.delete_below_offset(partition.deleted_below, group.applied_index)
+                if partition.log.delete_below_offset(partition.deleted_below, group.applied_index):
+                    partition.forget_deleted()
             if group is None or group.stopped or (config.retention_ms < 0 and config.retention_bytes < 0):
                 continue
             # Raft: retention may drop applied (committed) entries only; on a stream with a
@@ -136,6 +137,7 @@ class ReplicaManager:
             if stable < partition.log.log_end_offset:
                 limit = min(limit, partition.log.index_for_offset(stable) - 1)
             if partition.log.apply_retention(now_ms, max_index=limit):
+                partition.forget_deleted()
                 log.info("retention removed segments of %s; log start offset now %d",
                          partition.name, partition.log_start_offset)
 
@@ -465,7 +467,8 @@ class ReplicaManager:
             atomic_write(marker, expected.encode(), durable=self.config.fsync)
         self.registry.add(info.name, info.created_index)
         settings = settings_for(self.config, info.config)
-        stream_log = StreamLog.open(directory, log_config_for(self.config, settings))
+        stream_log = StreamLog.open(directory, log_config_for(self.config, settings),
+                                    cache_budget=self.broker.cache_budget)
         if info.adopted:
             _raise_term_to_log(stream_log)
         return stream_log

@@ -24,8 +24,8 @@ TIER = "component"  # real sockets, threads or sleeps in this process
 pytestmark = pytest.mark.timeout(30)
 
 
-async def open_partition(directory: Path, voters: tuple[int, ...] = (1,)) -> Partition:
-    stream_log = StreamLog.open(directory, LogConfig(fsync=False))
+async def open_partition(directory: Path, voters: tuple[int, ...] = (1,), config: LogConfig | None = None) -> Partition:
+    stream_log = StreamLog.open(directory, config or LogConfig(fsync=False))
     partition = Partition("s", stream_log, node_id=1)
     group = RaftGroup("s#1", 1, voters, stream_log, lambda name, message: True, apply=partition.on_apply,
                       on_snapshot=partition.on_snapshot, resume_from_commit_point=True)
@@ -110,6 +110,67 @@ def test_idempotent_producer_in_flight_committed_and_after_restart(tmp_path: Pat
         assert partition.high_watermark == 4
         again = partition.append(batch(1, producer_id=7, seq=3))
         assert again.duplicate and again.base_offset == 3
+        await close(partition)
+    asyncio.run(run())
+
+
+def test_producer_state_snapshots_at_rolls_and_close_bound_the_restart_replay(tmp_path: Path) -> None:
+    async def run() -> None:
+        directory = tmp_path / "s"
+        config = LogConfig(segment_bytes=500, fsync=False)
+        partition = await open_partition(directory, config=config)
+        for seq in range(60):  # three producers, about 6 batches (of 1 record) per segment
+            await partition.append(batch(1, producer_id=7 + seq % 3, seq=seq // 3)).wait(-1, 1000)
+        rolls = partition.log.segment_count - 1
+        taken = partition.log.state_snapshot_offsets()
+        assert rolls > 5 and len(taken) == rolls  # one per roll, at committed offsets
+        assert all(0 < offset <= partition.high_watermark for offset in taken)
+        await close(partition)  # a clean close snapshots the end: the next start reads nothing
+        assert partition.log.state_snapshot_offsets()[-1] == 60
+
+        partition = await open_partition(directory, config=config)
+        assert (partition.rebuilt_from, partition.rebuilt_batches) == (60, 0)
+        retry = partition.append(batch(1, producer_id=8, seq=19))
+        assert retry.duplicate and retry.base_offset == 58
+        await partition.append(batch(1, producer_id=8, seq=20)).wait(-1, 1000)
+        # A crash: no close-time snapshot (the commit point is saved every 2 s and at a stop).
+        assert partition.group is not None
+        await partition.group.stop(transfer=False)
+        partition.close(clean=False)
+        newest = partition.log.state_snapshot_offsets()[-1]
+        (directory / f"{newest:020d}.snapshot").unlink()
+        partition.log.close()
+
+        partition = await open_partition(directory, config=config)
+        assert 0 < partition.rebuilt_from < 61 and partition.rebuilt_batches == 61 - partition.rebuilt_from
+        assert partition.rebuilt_batches <= 8  # about one segment, not the 61 batches of the log
+        for producer_id, seq, offset in ((8, 20, 60), (9, 19, 59), (7, 19, 57)):
+            again = partition.append(batch(1, producer_id=producer_id, seq=seq))
+            assert again.duplicate and again.base_offset == offset
+        with pytest.raises(PartitionError) as gap:
+            partition.append(batch(1, producer_id=8, seq=22))
+        assert gap.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        await close(partition)
+    asyncio.run(run())
+
+
+def test_retention_forgets_the_producers_whose_batches_it_deleted_as_a_restart_does(tmp_path: Path) -> None:
+    async def run() -> None:
+        directory = tmp_path / "s"
+        config = LogConfig(segment_bytes=500, fsync=False, retention_bytes=1)
+        partition = await open_partition(directory, config=config)
+        for producer_id in range(1, 21):  # 20 producers of one batch each, a few per segment
+            await partition.append(batch(1, producer_id=producer_id, seq=0)).wait(-1, 1000)
+        assert partition.group is not None and len(partition.producers) == 20
+        assert partition.log.apply_retention(max_index=partition.group.applied_index) > 0
+        partition.forget_deleted()
+        start = partition.log.log_start_offset
+        assert sorted(partition.producers.producer_ids()) == list(range(start + 1, 21))
+        assert sorted(partition._leader_producers.producer_ids()) == list(range(start + 1, 21))
+        remaining = sorted(partition.producers.producer_ids())
+        await close(partition)
+        partition = await open_partition(directory, config=config)
+        assert sorted(partition.producers.producer_ids()) == remaining  # the restarted state is the same
         await close(partition)
     asyncio.run(run())
 

@@ -71,3 +71,16 @@ def test_allocator_fresh_ids_and_writer_ids_are_stable() -> None:
     t2 = ProducerIdAllocator(start_ms=2_000).derived("writer-x")
     assert t1 == t2 and t1[1] == 0 and ProducerIdAllocator.WRITER_SPACE <= t1[0] < 2**63
     assert first.derived("writer-y") != t1
+
+
+def test_forgetting_batches_below_the_log_start_keeps_what_a_replay_from_there_sees() -> None:
+    table = ProducerStateTable()
+    table.record(1, 0, 0, 0, base_offset=0)  # all its batches below the start: forgotten
+    table.record(2, 0, 0, 0, base_offset=1)
+    table.record(2, 0, 1, 1, base_offset=5)  # one batch below, one above: the one above stays
+    table.record(3, 1, 0, 0, base_offset=6)
+    table.forget_batches_below(5)
+    assert sorted(table.producer_ids()) == [2, 3]
+    assert [b.base_offset for b in table.last_batches(2)] == [5]
+    assert table.check(2, 0, 0, 0).verdict is Verdict.DUPLICATE_SEQUENCE  # still known: in sequence from 1
+    assert table.check(1, 0, 7, 7).verdict is Verdict.APPEND  # unknown again (KIP-360)
