@@ -602,11 +602,41 @@ class CompiledVersion:
     encode: Writer
 
 
+class _VersionCodecs(dict[int, CompiledVersion]):
+    """version -> CompiledVersion, each valid version compiled when first used.
+
+    Compiling every version of every API at import took most of the import's time (about 0.4 s
+    of CPU), paid by every process that imports the wire layer: each broker and client, and each
+    of Spark's Python workers that loads the connector, most of which use a handful of versions.
+    Two threads compiling the same version at once each build an equal codec; either is kept."""
+
+    def __init__(self, decl: MessageDecl, classes: dict[str, type]) -> None:
+        super().__init__()
+        self._decl = decl
+        self._classes = classes
+
+    def __missing__(self, version: int) -> CompiledVersion:
+        valid = self._decl.valid_versions
+        if not valid.low <= version <= valid.high:
+            raise KeyError(version)
+        flexible = self._decl.is_flexible(version)
+        ctx = _Ctx(version, flexible, self._classes)
+        compiled: _Compiled = {}
+        codec = CompiledVersion(
+            version,
+            flexible,
+            _compile_struct_decoder(self._decl.root, ctx, compiled),
+            _compile_struct_encoder(self._decl.root, ctx, compiled),
+        )
+        self[version] = codec
+        return codec
+
+
 def build_message(decl: MessageDecl, module: str | None = None) -> type:
-    """Generate the value classes for `decl` and compile every valid version.
+    """Generate the value classes for `decl`; each valid version compiles when first used.
 
     The returned class carries `DECL` (the declaration), `API_KEY`, `VERSIONS` (the valid range)
-    and `CODECS` (version -> CompiledVersion); nested struct classes are attributes under Kafka's
+    and `CODECS` (version -> CompiledVersion, compiled on first use); nested struct classes are attributes under Kafka's
     struct type names, reachable from the message class itself (e.g. ProduceRequest.TopicProduceData).
     Pass `module=__name__` from the module that binds the class under decl.name, for pickling.
     """
@@ -619,18 +649,8 @@ def build_message(decl: MessageDecl, module: str | None = None) -> type:
             sub.__qualname__ = name if sub is cls else f"{decl.name}.{name}"
         if sub is not cls:
             setattr(cls, name, sub)
-    codecs: dict[int, CompiledVersion] = {}
     valid: Versions = decl.valid_versions
-    for version in range(valid.low, valid.high + 1):
-        flexible = decl.is_flexible(version)
-        ctx = _Ctx(version, flexible, classes)
-        compiled: _Compiled = {}
-        codecs[version] = CompiledVersion(
-            version,
-            flexible,
-            _compile_struct_decoder(decl.root, ctx, compiled),
-            _compile_struct_encoder(decl.root, ctx, compiled),
-        )
+    codecs = _VersionCodecs(decl, classes)
     for attribute, value in (("DECL", decl), ("API_KEY", decl.api_key), ("VERSIONS", valid), ("CODECS", codecs)):
         setattr(cls, attribute, value)
     return cls

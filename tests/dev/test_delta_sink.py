@@ -196,3 +196,35 @@ def test_main_job_replaying_a_committed_batch_counts_it_once(spark: Any, broker:
         assert client.list_offsets(["replay-enriched"], -1)["replay-enriched"] == RECORDS
     history = spark.sql(f"DESCRIBE HISTORY delta.`{table}`").orderBy("version").select("operation").collect()
     assert [r.operation for r in history] == ["WRITE", "MERGE", "MERGE"]
+
+
+
+def test_enriched_orders_carry_their_dimensions_as_a_left_join_with_them_would(spark: Any) -> None:
+    """The dimension lookups (map literals in the plan) give what a left join with the dimension
+    tables gives: the department and region of known keys, nothing for an unknown or null key."""
+    from pyspark.sql import functions as F
+
+    from vdl_dev.pipeline import ORDER_COLUMNS, enrich_orders, order_schema
+    from vdl_dev.workload import DEPARTMENTS, REGIONS
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [("o1", "c1", at, "books", "p1", 1, Decimal("600.00"), Decimal("600.00"), "DE", "card"),
+            ("o2", "c2", at, "toys", "p2", 2, Decimal("30.00"), Decimal("60.00"), "US", "card"),
+            ("o3", "c3", at, "unknown", "p3", 1, Decimal("5.00"), Decimal("5.00"), "ZZ", "cash"),
+            ("o4", "c4", at, None, "p4", 1, Decimal("5.00"), Decimal("5.00"), None, "cash")]
+    orders = spark.createDataFrame(rows, order_schema()).withColumn("source_offset", F.lit(7).cast("long"))
+    enriched = {row.key: json.loads(row.value) for row in enrich_orders(orders).collect()}
+    assert {key: (v.get("department"), v.get("region"), v["amount_tier"]) for key, v in enriched.items()} == {
+        "c1": (DEPARTMENTS["books"], REGIONS["DE"], "large"), "c2": (DEPARTMENTS["toys"], REGIONS["US"], "medium"),
+        "c3": (None, None, "small"), "c4": (None, None, "small")}
+    # The same JSON, field for field, as joining the dimension tables.
+    departments = spark.createDataFrame(sorted(DEPARTMENTS.items()), "category string, department string")
+    regions = spark.createDataFrame(sorted(REGIONS.items()), "country string, region string")
+    tier = F.when(F.col("amount") >= 500, "large").when(F.col("amount") >= 50, "medium").otherwise("small")
+    joined = (orders.join(departments, "category", "left").join(regions, "country", "left")
+              .withColumn("amount_tier", tier)
+              .select(F.col("customer_id").alias("key"),
+                      F.to_json(F.struct(*ORDER_COLUMNS, "department", "region", "amount_tier", "source_offset"))
+                      .alias("value")))
+    assert sorted((r.key, r.value) for r in enrich_orders(orders).collect()) == \
+        sorted((r.key, r.value) for r in joined.collect())
