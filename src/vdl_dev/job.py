@@ -15,7 +15,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from vdl_dev.session import create_spark_session, is_interrupt, quiet_interrupts, shutdown, sigterm_as_interrupt
+from vdl_dev.session import (
+    create_spark_session,
+    is_interrupt,
+    quiet_interrupts,
+    shutdown,
+    sigterm_as_interrupt,
+)
 
 READ_TASKS = 2  # minPartitions: as in `vdl demo`
 

@@ -114,6 +114,15 @@ def _end_offset(bootstrap: str, stream: str) -> int:
         return client.list_offsets([stream], -1)[stream]
 
 
+def _kill_at_enriched_offset(job: JobProcess, bootstrap: str, target: int, seed: int) -> str:
+    """Kill the job's group once the enriched stream reaches `target`; its output."""
+    wait_until(lambda: _end_offset(bootstrap, ENRICHED) >= target or job.process.poll() is not None, 240,
+               lambda: f"the enriched stream to reach offset {target} (seed {seed}):\n{job.output}")
+    assert job.process.poll() is None, f"the job ended before offset {target} (seed {seed}):\n{job.output}"
+    job.kill_group()
+    return job.output
+
+
 @pytest.mark.timeout(600)
 def test_kill_9_of_the_driver_mid_batch_keeps_both_outputs_exactly_once(dev_cluster: DevCluster, spark: Any,
                                                                         tmp_path: Path) -> None:
@@ -145,12 +154,7 @@ def test_kill_9_of_the_driver_mid_batch_keeps_both_outputs_exactly_once(dev_clus
         if reached >= RECORDS - 1:
             break
         target = rng.randrange(reached + 1, RECORDS)
-        job = JobProcess(bootstrap, data_dir)
-        wait_until(lambda: _end_offset(bootstrap, ENRICHED) >= target or job.process.poll() is not None, 240,
-                   lambda: f"the enriched stream to reach offset {target} (seed {seed}):\n{job.output}")
-        assert job.process.poll() is None, f"the job ended before offset {target} (seed {seed}):\n{job.output}"
-        job.kill_group()
-        outputs.append(job.output)
+        outputs.append(_kill_at_enriched_offset(JobProcess(bootstrap, data_dir), bootstrap, target, seed))
 
     # 3. Restarted: it finishes; the held batch was replayed (its enriched records stored once) and merged.
     outputs.append(JobProcess(bootstrap, data_dir).finish(240))
