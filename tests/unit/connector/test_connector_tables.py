@@ -157,3 +157,21 @@ def test_a_table_of_committed_records_only_covers_its_markers_and_aborted_offset
     for part in (tasks[0], TableRange("s", 0, 10, path), TableRange("s", 3, 7, path)):
         offsets = [o for b in read_table_range(part, False) for o in b.column("offset").to_pylist()]  # type: ignore[arg-type]
         assert offsets == [o for o in (2, 5, 6, 7) if part.start <= o < part.end]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("include_headers", [True, False])
+def test_ranges_across_row_groups_read_exactly_their_rows(tmp_path: Path, include_headers: bool) -> None:
+    """One file of many row groups (as the brokers write them): a range starting and ending
+    inside row groups, or on their edges, yields exactly its rows, in order."""
+    from deltalake import WriterProperties
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, rows(0, 1000), mode="append", writer_properties=WriterProperties(max_row_group_size=100))
+    for start, end in ((0, 1000), (150, 655), (200, 300), (999, 1000), (450, 451)):
+        task = TableRange("s", start, end, path)
+        got = pa.Table.from_batches(list(read_table_range(task, include_headers=include_headers)))
+        assert got.column("offset").to_pylist() == list(range(start, end))
+        assert got.column("value").to_pylist() == [b"v%d" % i for i in range(start, end)]
+        assert ("headers" in got.column_names) == include_headers
+        if include_headers:
+            assert got.column("headers").to_pylist()[:2] == rows(start, end).column("headers").to_pylist()[:2]
