@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from vdl_connector.planning import OffsetRange, plan_ranges
+from vdl_connector.planning import OffsetRange, split_ranges
 from vdl_connector.schema import ARROW_HEADERS_TYPE, arrow_read_schema, constant_string
 
 TABLE_KEYS = ("vdl.table.path", "vdl.table.format")
@@ -178,14 +178,6 @@ class TableRange(InputPartition):
     committed_only: bool = False  # offsets without a row are markers' or aborted records' (TableSnapshot.covers)
 
 
-def plan_table_ranges(stream: str, start: int, end: int, snapshot: TableSnapshot, min_partitions: int | None,
-                      max_records_per_partition: int | None) -> list[TableRange]:
-    """[start, end) of one stream's table, split as log ranges are, each with its files."""
-    pieces = plan_ranges({stream: start}, {stream: end}, min_partitions, max_records_per_partition)
-    return [TableRange(stream, p.start, p.end, snapshot.path, snapshot.files_for(p.start, p.end),
-                       snapshot.covers is not None) for p in pieces]
-
-
 GapHandler = Callable[[str, int, int], None]
 
 
@@ -201,7 +193,9 @@ def plan_reads(client: Any, lookup: TableLookup, start: dict[str, int], end: dic
     paths = lookup.paths(client, sorted(s for s in end if begin[s] < end[s]))
     tiered = [s for s, path in paths.items() if path is not None]
     log_starts = client.list_offsets(tiered, EARLIEST_TIMESTAMP) if tiered else {}
-    tasks: list[InputPartition] = []
+    # The table parts and the log parts share minPartitions as the ranges of one read: a stream
+    # half in its table is read by as many tasks as one all in its log.
+    table_parts: list[tuple[OffsetRange, TableSnapshot]] = []
     for stream in tiered:
         upto = min(end[stream], log_starts[stream])
         if begin[stream] >= upto:
@@ -213,12 +207,17 @@ def plan_reads(client: Any, lookup: TableLookup, start: dict[str, int], end: dic
         if first > begin[stream] and stream not in from_earliest:
             on_gap(stream, begin[stream], first)
         table_stop = min(upto, table_end)
-        tasks += plan_table_ranges(stream, max(begin[stream], first), table_stop, snapshot, min_partitions,
-                                   max_records_per_partition)
+        table_parts.append((OffsetRange(stream, max(begin[stream], first), table_stop), snapshot))
         begin[stream] = table_stop  # still below the log start: the log task reports the gap
-    for piece in plan_ranges(begin, end, min_partitions, max_records_per_partition):
-        tasks.append(OffsetRange(piece.stream, piece.start, piece.end, piece.stream in from_earliest,
-                                 paths.get(piece.stream)))
+    log_parts = [OffsetRange(s, begin[s], e) for s, e in sorted(end.items()) if e > begin[s]]
+    split = split_ranges([part for part, _ in table_parts] + log_parts, min_partitions, max_records_per_partition)
+    tasks: list[InputPartition] = []
+    for (_, snapshot), pieces in zip(table_parts, split, strict=False):
+        tasks += [TableRange(p.stream, p.start, p.end, snapshot.path, snapshot.files_for(p.start, p.end),
+                             snapshot.covers is not None) for p in pieces]
+    for pieces in split[len(table_parts):]:
+        tasks += [OffsetRange(p.stream, p.start, p.end, p.stream in from_earliest, paths.get(p.stream))
+                  for p in pieces]
     return tasks
 
 

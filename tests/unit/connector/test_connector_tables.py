@@ -68,9 +68,13 @@ def test_below_the_log_start_from_the_table_the_rest_from_the_log(tmp_path: Path
     assert sorted((t.stream, t.start, t.end, t.table) for t in log_tasks) == [("plain", 0, 9, None),
                                                                               ("s", 60, 120, path)]
     assert gaps == [] and client.describes == 1
-    split = plan_reads(client, TableLookup(), {"s": 10}, {"s": 120}, 3, None, lambda *gap: gaps.append(gap))
+    # minPartitions counts the tasks of the whole read, shared by the table and log parts by size.
+    split = plan_reads(client, TableLookup(), {"s": 10}, {"s": 120}, 6, None, lambda *gap: gaps.append(gap))
     pieces = [(t.start, t.end, len(t.files)) for t in split if isinstance(t, TableRange)]
     assert pieces == [(10, 26, 1), (26, 43, 2), (43, 60, 1)]
+    assert [(t.start, t.end) for t in split if isinstance(t, OffsetRange)] == [(60, 80), (80, 100), (100, 120)]
+    halves = plan_reads(client, TableLookup(), {"s": 10}, {"s": 120}, 2, None, lambda *gap: gaps.append(gap))
+    assert [(type(t).__name__, t.start, t.end) for t in halves] == [("TableRange", 10, 60), ("OffsetRange", 60, 120)]
     got = [b for b in read_table_range(table_tasks[0], include_headers=True)]
     offsets = [o for b in got for o in b.column("offset").to_pylist()]
     assert offsets == list(range(10, 60))
