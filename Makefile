@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-unit demo install jars polyglot lint bench chaos cutoff raft-fuzz membership-soak test-many-streams metadata-snapshot-soak soak clean
+.PHONY: test test-unit demo install jars polyglot lint bench chaos cutoff raft-fuzz membership-soak test-many-streams main-job-kill metadata-snapshot-soak soak clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -102,6 +102,13 @@ metadata-snapshot-soak: install
 SOAK_DURATION ?= 3600
 soak: install
 	$(PY) -m tests.soak --duration $(SOAK_DURATION) --results soak-results
+
+# The main job's driver killed -9 (its whole process group) mid-batch and restarted from its
+# checkpoint: once held between a batch's enriched write and its Delta MERGE (as in make test),
+# then at 3 random points; VDL_MAIN_JOB_KILLS=N for more.
+VDL_MAIN_JOB_KILLS ?= 3
+main-job-kill: install
+	VDL_MAIN_JOB_KILLS=$(VDL_MAIN_JOB_KILLS) $(PY) -m pytest -q tests/dev/test_main_job_kill.py
 
 # The many-streams process tests at 1,000 streams (make test runs them at 300).
 test-many-streams: install

@@ -60,13 +60,23 @@ def plan_ranges(start: Mapping[str, int], end: Mapping[str, int], min_partitions
     streams' starting offsets before planning. Empty ranges are dropped.
     """
     ranges = [OffsetRange(s, start.get(s, e), e) for s, e in sorted(end.items()) if e > start.get(s, e)]
+    return [piece for pieces in split_ranges(ranges, min_partitions, max_records_per_partition) for piece in pieces]
+
+
+def split_ranges(ranges: Sequence[OffsetRange], min_partitions: int | None = None,
+                 max_records_per_partition: int | None = None) -> list[list[OffsetRange]]:
+    """The pieces of each range (in order) for minPartitions / maxRecordsPerPartition, the ranges
+    taken together: minPartitions is shared out in proportion to their sizes, and only when it
+    exceeds their number (after maxRecordsPerPartition)."""
+    pieces = [[r] for r in ranges]
     if max_records_per_partition:
-        ranges = [piece for r in ranges for piece in _divide(math.ceil(r.size / max_records_per_partition), r)]
-    if min_partitions and min_partitions > len(ranges) and ranges:
+        pieces = [_divide(math.ceil(r.size / max_records_per_partition), r) for r in ranges]
+    count = sum(len(p) for p in pieces)
+    if min_partitions and min_partitions > count and count:
         total = sum(r.size for r in ranges)
-        ranges = [piece for r in ranges
-                  for piece in _divide(max(1, round(r.size / total * min_partitions)), r)]
-    return ranges
+        pieces = [[piece for r in group for piece in _divide(max(1, round(r.size / total * min_partitions)), r)]
+                  for group in pieces]
+    return pieces
 
 
 def spread_over_replicas(ranges: Sequence[InputPartition], placements: Mapping[str, ReplicaSet],

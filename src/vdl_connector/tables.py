@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from vdl_connector.planning import OffsetRange, plan_ranges
+from vdl_connector.planning import OffsetRange, split_ranges
 from vdl_connector.schema import ARROW_HEADERS_TYPE, arrow_read_schema, constant_string
 
 TABLE_KEYS = ("vdl.table.path", "vdl.table.format")
@@ -96,7 +96,9 @@ def load_snapshot(path: str, cache: dict[str, Any] | None = None) -> TableSnapsh
             cache[path] = table
     else:
         table.update_incremental()
-    actions = pa.table(table.get_add_actions(flatten=True))
+    # Through the Arrow stream interface: pa.table() on delta-rs's arro3 table imports pandas
+    # (0.2 s of CPU in each process that plans a tiered read).
+    actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
     base = table.table_uri.rstrip("/")
     files = []
     if actions.num_rows:
@@ -176,14 +178,6 @@ class TableRange(InputPartition):
     committed_only: bool = False  # offsets without a row are markers' or aborted records' (TableSnapshot.covers)
 
 
-def plan_table_ranges(stream: str, start: int, end: int, snapshot: TableSnapshot, min_partitions: int | None,
-                      max_records_per_partition: int | None) -> list[TableRange]:
-    """[start, end) of one stream's table, split as log ranges are, each with its files."""
-    pieces = plan_ranges({stream: start}, {stream: end}, min_partitions, max_records_per_partition)
-    return [TableRange(stream, p.start, p.end, snapshot.path, snapshot.files_for(p.start, p.end),
-                       snapshot.covers is not None) for p in pieces]
-
-
 GapHandler = Callable[[str, int, int], None]
 
 
@@ -199,7 +193,9 @@ def plan_reads(client: Any, lookup: TableLookup, start: dict[str, int], end: dic
     paths = lookup.paths(client, sorted(s for s in end if begin[s] < end[s]))
     tiered = [s for s, path in paths.items() if path is not None]
     log_starts = client.list_offsets(tiered, EARLIEST_TIMESTAMP) if tiered else {}
-    tasks: list[InputPartition] = []
+    # The table parts and the log parts share minPartitions as the ranges of one read: a stream
+    # half in its table is read by as many tasks as one all in its log.
+    table_parts: list[tuple[OffsetRange, TableSnapshot]] = []
     for stream in tiered:
         upto = min(end[stream], log_starts[stream])
         if begin[stream] >= upto:
@@ -211,12 +207,17 @@ def plan_reads(client: Any, lookup: TableLookup, start: dict[str, int], end: dic
         if first > begin[stream] and stream not in from_earliest:
             on_gap(stream, begin[stream], first)
         table_stop = min(upto, table_end)
-        tasks += plan_table_ranges(stream, max(begin[stream], first), table_stop, snapshot, min_partitions,
-                                   max_records_per_partition)
+        table_parts.append((OffsetRange(stream, max(begin[stream], first), table_stop), snapshot))
         begin[stream] = table_stop  # still below the log start: the log task reports the gap
-    for piece in plan_ranges(begin, end, min_partitions, max_records_per_partition):
-        tasks.append(OffsetRange(piece.stream, piece.start, piece.end, piece.stream in from_earliest,
-                                 paths.get(piece.stream)))
+    log_parts = [OffsetRange(s, begin[s], e) for s, e in sorted(end.items()) if e > begin[s]]
+    split = split_ranges([part for part, _ in table_parts] + log_parts, min_partitions, max_records_per_partition)
+    tasks: list[InputPartition] = []
+    for (_, snapshot), pieces in zip(table_parts, split, strict=False):
+        tasks += [TableRange(p.stream, p.start, p.end, snapshot.path, snapshot.files_for(p.start, p.end),
+                             snapshot.covers is not None) for p in pieces]
+    for pieces in split[len(table_parts):]:
+        tasks += [OffsetRange(p.stream, p.start, p.end, p.stream in from_earliest, paths.get(p.stream))
+                  for p in pieces]
     return tasks
 
 
@@ -236,7 +237,7 @@ def read_table_range(part: TableRange, include_headers: bool) -> Iterator[pa.Rec
     replanned = not part.files
     while position < part.end:
         try:
-            for table in _read_files(files, position, part.end):
+            for table in _read_files(files, position, part.end, include_headers):
                 offsets = table.column("offset").to_numpy()
                 if len(offsets) == 0:
                     continue
@@ -265,29 +266,29 @@ class _Missing(Exception):
         super().__init__(f"no row for offset {offset}")
 
 
-def _read_files(files: Sequence[TableFile], start: int, end: int) -> Iterator[pa.Table]:
+def _read_files(files: Sequence[TableFile], start: int, end: int, include_headers: bool = True) -> Iterator[pa.Table]:
     """The rows in [start, end) of `files` (ordered by their lowest offset), in offset order.
     Files may interleave: compaction bin-packs by size, so one file can hold 0..9 and 20..29 and
     another 10..19. Rows below the next file's lowest offset are final (no later file holds
-    any), so they go out sorted while the rest waits for the files after."""
-    # Imported here: pyarrow.dataset takes half a second (pandas with it), and every Python
-    # process Spark starts imports this module while only tiered reads need it.
-    import pyarrow.dataset as ds
-    import pyarrow.fs as pafs
-
-    wanted = (ds.field("offset") >= start) & (ds.field("offset") < end)
+    any), so they go out sorted while the rest waits for the files after. The headers column is
+    read only when asked for (decoding its lists costs as much as the keys and values)."""
+    columns = COLUMNS if include_headers else [c for c in COLUMNS if c != "headers"]
     waiting: list[pa.Table] = []
     for number, file in enumerate(files):
-        filesystem, path = pafs.FileSystem.from_uri(file.uri)
-        waiting.append(ds.dataset(path, format="parquet", filesystem=filesystem).to_table(columns=COLUMNS,
-                                                                                            filter=wanted))
+        waiting.append(_read_file(file, start, end, columns))
         bound = files[number + 1].first if number + 1 < len(files) else end
         rows = pa.concat_tables(waiting) if len(waiting) > 1 else waiting[0]
         offsets = rows.column("offset").to_numpy()
-        if len(offsets) and (np.diff(offsets) > 0).all() and offsets[-1] < bound:
-            waiting = []
-            yield rows  # the usual case: one file after the other, already in order
+        if len(offsets) < 2 or (np.diff(offsets) > 0).all():
+            # In order (the usual case: one file after the other, or one whose last rows the
+            # next file's interleave): what is below the bound goes out as a slice, no copy.
+            final = int(np.searchsorted(offsets, bound))
+            if final:
+                yield rows if final == len(offsets) else rows.slice(0, final)
+            waiting = [rows.slice(final)] if final < len(offsets) else []
             continue
+        # Files that interleave (delta-rs's writer spreads one append's rows over files, and
+        # compaction bin-packs): only the rows where they overlap are sorted by a copy.
         order = np.argsort(offsets, kind="stable")
         final = int(np.searchsorted(offsets[order], bound))
         waiting = [rows.take(pa.array(order[final:]))] if final < len(order) else []
@@ -295,21 +296,52 @@ def _read_files(files: Sequence[TableFile], start: int, end: int) -> Iterator[pa
             yield rows.take(pa.array(order[:final]))
 
 
+def _read_file(file: TableFile, start: int, end: int, columns: list[str]) -> pa.Table:
+    """The rows of [start, end) in one Parquet file: only its row groups whose offset statistics
+    overlap the range are read, and the rows are cut from them by offset (a slice, no copy, when
+    they are in order, as the brokers write them)."""
+    # pyarrow.parquet, not pyarrow.dataset: the dataset module takes half a second to import
+    # (pandas with it), and its filter copies every row it keeps.
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    filesystem, path = pafs.FileSystem.from_uri(file.uri)
+    with filesystem.open_input_file(path) as handle:
+        parquet = pq.ParquetFile(handle)
+        metadata = parquet.metadata
+        column = parquet.schema_arrow.get_field_index("offset")  # a top-level int64: its leaf's index too
+        groups = []
+        for number in range(metadata.num_row_groups):
+            stats = metadata.row_group(number).column(column).statistics
+            if stats is None or not stats.has_min_max or (stats.max >= start and stats.min < end):
+                groups.append(number)
+        table = (parquet.read_row_groups(groups, columns=columns) if groups
+                 else parquet.schema_arrow.empty_table().select(columns))
+    offsets = table.column("offset").to_numpy()
+    if len(offsets) < 2 or (np.diff(offsets) > 0).all():
+        low, high = np.searchsorted(offsets, [start, end])
+        return table.slice(int(low), int(high - low))
+    return table.filter(pa.array((offsets >= start) & (offsets < end)))
+
+
 def _spark_batches(stream: str, table: pa.Table, include_headers: bool) -> Iterator[pa.RecordBatch]:
-    count = table.num_rows
-    columns = [
-        table.column("key").cast(pa.binary()).combine_chunks(),
-        table.column("value").cast(pa.binary()).combine_chunks(),
-        constant_string(stream, count),
-        pa.array(np.zeros(count, dtype=np.int32)),
-        table.column("offset").combine_chunks(),
-        table.column("timestamp").cast(TIMESTAMP_TYPE).combine_chunks(),
-        pa.array(np.zeros(count, dtype=np.int32)),
-    ]
-    if include_headers:
-        columns.append(table.column("headers").cast(ARROW_HEADERS_TYPE).combine_chunks())
-    batch = pa.RecordBatch.from_arrays(columns, schema=arrow_read_schema(include_headers))
-    for first in range(0, count, MAX_ROWS_PER_BATCH):
-        yield batch.slice(first, MAX_ROWS_PER_BATCH)
-
-
+    """The table's rows in Spark's Kafka schema, one batch per chunk (its Parquet row groups:
+    no copy of the keys and values into one array)."""
+    schema = arrow_read_schema(include_headers)
+    names = ["key", "value", "offset", "timestamp", *(["headers"] if include_headers else [])]
+    for chunk in table.select(names).to_batches(max_chunksize=MAX_ROWS_PER_BATCH):
+        count = chunk.num_rows
+        if not count:
+            continue
+        columns = [
+            chunk.column(0).cast(pa.binary()),
+            chunk.column(1).cast(pa.binary()),
+            constant_string(stream, count),
+            pa.array(np.zeros(count, dtype=np.int32)),
+            chunk.column(2),
+            chunk.column(3).cast(TIMESTAMP_TYPE),
+            pa.array(np.zeros(count, dtype=np.int32)),
+        ]
+        if include_headers:
+            columns.append(chunk.column(4).cast(ARROW_HEADERS_TYPE))
+        yield pa.RecordBatch.from_arrays(columns, schema=schema)

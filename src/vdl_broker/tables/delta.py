@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
 from vdl_broker.tables.convert import TieringError
@@ -45,6 +45,15 @@ class TableStats:
 # first offset it covers. Read by vdl_connector/tables.py.
 WRITER_PROPERTY = "vdl.table.writer"
 START_PROPERTY = "vdl.table.start"
+# Rows per Parquet row group, in appends and compaction (delta-rs's default is ~1M: a catching-up
+# append or a compacted file was one row group). A reader of an offset range (format("vdl") splits
+# a table's offsets over tasks) skips the row groups whose offset statistics lie outside it; with
+# one big row group every task decoded all of it.
+ROW_GROUP_ROWS = 131_072
+
+
+def writer_properties() -> WriterProperties:
+    return WriterProperties(max_row_group_size=ROW_GROUP_ROWS)
 
 
 class DeltaTarget:
@@ -127,7 +136,7 @@ class DeltaTarget:
         properties = CommitProperties(app_transactions=[Transaction(app_id, last_offset)], max_commit_retries=8)
         try:
             write_deltalake(table, rows, mode="append", partition_by=self.partition_by or None,
-                            commit_properties=properties)
+                            commit_properties=properties, writer_properties=writer_properties())
         except CommitFailedError as error:
             if "concurrent transaction" in str(error).lower():
                 raise TransactionConflict(str(error)) from None
@@ -137,7 +146,8 @@ class DeltaTarget:
     def compact(self, target_bytes: int) -> dict[str, Any]:
         """Rewrite small files into larger ones (optimize.compact): same rows, fewer files."""
         table = self._load(create=False)
-        return {} if table is None else table.optimize.compact(target_size=target_bytes)
+        return {} if table is None else table.optimize.compact(target_size=target_bytes,
+                                                              writer_properties=writer_properties())
 
     def vacuum(self, retention_ms: int) -> list[str]:
         """Delete files the table no longer references and removed more than `retention_ms` ago

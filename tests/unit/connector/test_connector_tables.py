@@ -68,9 +68,13 @@ def test_below_the_log_start_from_the_table_the_rest_from_the_log(tmp_path: Path
     assert sorted((t.stream, t.start, t.end, t.table) for t in log_tasks) == [("plain", 0, 9, None),
                                                                               ("s", 60, 120, path)]
     assert gaps == [] and client.describes == 1
-    split = plan_reads(client, TableLookup(), {"s": 10}, {"s": 120}, 3, None, lambda *gap: gaps.append(gap))
+    # minPartitions counts the tasks of the whole read, shared by the table and log parts by size.
+    split = plan_reads(client, TableLookup(), {"s": 10}, {"s": 120}, 6, None, lambda *gap: gaps.append(gap))
     pieces = [(t.start, t.end, len(t.files)) for t in split if isinstance(t, TableRange)]
     assert pieces == [(10, 26, 1), (26, 43, 2), (43, 60, 1)]
+    assert [(t.start, t.end) for t in split if isinstance(t, OffsetRange)] == [(60, 80), (80, 100), (100, 120)]
+    halves = plan_reads(client, TableLookup(), {"s": 10}, {"s": 120}, 2, None, lambda *gap: gaps.append(gap))
+    assert [(type(t).__name__, t.start, t.end) for t in halves] == [("TableRange", 10, 60), ("OffsetRange", 60, 120)]
     got = [b for b in read_table_range(table_tasks[0], include_headers=True)]
     offsets = [o for b in got for o in b.column("offset").to_pylist()]
     assert offsets == list(range(10, 60))
@@ -157,3 +161,21 @@ def test_a_table_of_committed_records_only_covers_its_markers_and_aborted_offset
     for part in (tasks[0], TableRange("s", 0, 10, path), TableRange("s", 3, 7, path)):
         offsets = [o for b in read_table_range(part, False) for o in b.column("offset").to_pylist()]  # type: ignore[arg-type]
         assert offsets == [o for o in (2, 5, 6, 7) if part.start <= o < part.end]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("include_headers", [True, False])
+def test_ranges_across_row_groups_read_exactly_their_rows(tmp_path: Path, include_headers: bool) -> None:
+    """One file of many row groups (as the brokers write them): a range starting and ending
+    inside row groups, or on their edges, yields exactly its rows, in order."""
+    from deltalake import WriterProperties
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, rows(0, 1000), mode="append", writer_properties=WriterProperties(max_row_group_size=100))
+    for start, end in ((0, 1000), (150, 655), (200, 300), (999, 1000), (450, 451)):
+        task = TableRange("s", start, end, path)
+        got = pa.Table.from_batches(list(read_table_range(task, include_headers=include_headers)))
+        assert got.column("offset").to_pylist() == list(range(start, end))
+        assert got.column("value").to_pylist() == [b"v%d" % i for i in range(start, end)]
+        assert ("headers" in got.column_names) == include_headers
+        if include_headers:
+            assert got.column("headers").to_pylist()[:2] == rows(start, end).column("headers").to_pylist()[:2]

@@ -106,3 +106,28 @@ def test_retention_limit_keeps_what_the_table_does_not_hold(tmp_path: Path) -> N
     assert retention_limit(log, 4, 6) == 2
     assert retention_limit(log, 3, 12) == 3  # all in the table: as far as applied
     log.close()
+
+
+def _row_groups(path: Path) -> list[list[int]]:
+    """Rows per Parquet row group, per data file of the table's current version."""
+    import pyarrow.parquet as pq
+
+    files = DeltaTable(str(path)).file_uris()
+    return sorted([pq.ParquetFile(f.removeprefix("file://")).metadata.row_group(g).num_rows
+                   for g in range(pq.ParquetFile(f.removeprefix("file://")).metadata.num_row_groups)] for f in files)
+
+
+def test_appends_and_compaction_write_row_groups_of_at_most_row_group_rows(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Readers of an offset range skip row groups by their statistics: the brokers' files must
+    have more than one (delta-rs's default made a big append one row group)."""
+    monkeypatch.setattr("vdl_broker.tables.delta.ROW_GROUP_ROWS", 100)
+    target = DeltaTarget(str(tmp_path / "t"), SCHEMA, [])
+    target.next_offset("app", 0)
+    target.append(rows(0, 250), "app", 249)
+    target.next_offset("app", 0)
+    target.append(rows(250, 300), "app", 299)
+    assert _row_groups(tmp_path / "t") == [[50], [100, 100, 50]]
+    target.compact(1 << 20)
+    assert _row_groups(tmp_path / "t") == [[100, 100, 100]]
+    assert offsets(tmp_path / "t") == list(range(300))
