@@ -53,8 +53,16 @@ def test_produce_every_codec_read_back_exactly(java_targets: dict[str, JavaTarge
 @pytest.mark.parametrize("target_name", ["1-node-plain", "3-nodes-sasl-ssl"])
 def test_group_resumes_shares_and_rebalances(java_targets: dict[str, JavaTarget], target_name: str) -> None:
     target = java_targets[target_name]
-    topics = sorted(unique(f"kafkajs-group-{i}") for i in range(4))
-    got = kafkajs("groups", target, topics=topics, group=unique("kafkajs-group"), count=10)
+    for attempt in range(5):
+        topics = sorted(unique(f"kafkajs-group-{i}") for i in range(4))
+        try:
+            got = kafkajs("groups", target, topics=topics, group=unique("kafkajs-group"), count=10)
+            break
+        except AssertionError as error:
+            # A defect of kafkajs itself, named by the driver (tests/support/node/driver.js):
+            # that attempt shows nothing about the broker; a new group on new streams runs again.
+            if "tulios/kafkajs#1366" not in str(error) or attempt == 4:
+                raise
     assert got["first_read"] == {t: list(range(10)) for t in topics}
     # Two members resume at the commit (10), each with two streams, together every stream once;
     # the four records more of each stream go to its member only.
