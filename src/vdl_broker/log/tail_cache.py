@@ -10,6 +10,7 @@ is bounded by the budget whatever the number of streams it holds (not streams x 
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_right
 from dataclasses import dataclass
 
@@ -45,23 +46,27 @@ class CacheBudget:
         self.limit = limit_bytes
         self._caches: dict[int, TailCache] = {}
         self.share = limit_bytes
+        # Logs open on worker threads (many at once at a start) while the event loop's appends
+        # use the caches; joining only changes the share: each cache shrinks to it at its next
+        # append, on the thread that owns it (evicting another log's cache from here would race
+        # with that log's reads and appends).
+        self._lock = threading.Lock()
 
     def join(self, cache: TailCache) -> None:
-        self._caches[id(cache)] = cache
-        self._reshare()
+        with self._lock:
+            self._caches[id(cache)] = cache
+            self.share = self.limit // len(self._caches)
 
     def leave(self, cache: TailCache) -> None:
-        if self._caches.pop(id(cache), None) is not None:
-            self._reshare()
-
-    def _reshare(self) -> None:
-        self.share = self.limit // max(1, len(self._caches))
-        for cache in self._caches.values():  # a new member shrinks the others now, not at their next append
-            cache.evict()
+        with self._lock:
+            if self._caches.pop(id(cache), None) is not None:
+                self.share = self.limit // max(1, len(self._caches))
 
     @property
     def bytes(self) -> int:
-        return sum(cache.bytes for cache in self._caches.values())
+        with self._lock:
+            caches = list(self._caches.values())
+        return sum(cache.bytes for cache in caches)
 
     def __len__(self) -> int:
         return len(self._caches)

@@ -37,8 +37,10 @@ def test_the_caches_of_many_logs_stay_within_the_node_budget(tmp_path: Path) -> 
     # The newest entries are the ones kept: a tailing read is still served from memory.
     assert logs[0].cache.first_index == 16 and logs[0].entries(16, 41)[-1].index == 40
 
-    late = open_log(tmp_path / "late", budget)  # one more log: every other cache shrinks at once
+    late = open_log(tmp_path / "late", budget)  # one more log: every other cache shrinks at its next append
     assert budget.share == 20 * ENTRY_BYTES
+    for log in logs:
+        fill(log, 1)
     assert [len(log.cache) for log in logs] == [20] * 4 and len(late.cache) == 0
     for log in logs[:3]:
         log.close()  # their shares come back
