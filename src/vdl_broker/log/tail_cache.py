@@ -124,14 +124,19 @@ class TailCache:
         entries = self._entries
         limit = self.limit
         while self.bytes > limit and self._head < len(entries):
-            entry = entries[self._head]
-            entries[self._head] = _EVICTED
-            self._head += 1
-            self.bytes -= HEADER_SIZE + len(entry.data)
-            if entry.base_offset >= 0:
-                self._data[self._data_head] = _EVICTED
-                self._data_head += 1
+            self._drop_oldest()
         self._compact()
+
+    def _drop_oldest(self) -> None:
+        # the slot is overwritten, not just skipped, so the entry's buffer is freed now rather
+        # than at the next compaction
+        entry = self._entries[self._head]
+        self._entries[self._head] = _EVICTED
+        self._head += 1
+        self.bytes -= HEADER_SIZE + len(entry.data)
+        if entry.base_offset >= 0:
+            self._data[self._data_head] = _EVICTED
+            self._data_head += 1
 
     def _compact(self) -> None:
         if self._head > _COMPACT_AT and self._head * 2 > len(self._entries):
@@ -164,13 +169,7 @@ class TailCache:
         snapshot): neither does the cache, so it never holds more than the log."""
         entries = self._entries
         while self._head < len(entries) and entries[self._head].index < index:
-            entry = entries[self._head]
-            entries[self._head] = _EVICTED  # the buffer goes now, as in evict()
-            self._head += 1
-            self.bytes -= HEADER_SIZE + len(entry.data)
-            if entry.base_offset >= 0:
-                self._data[self._data_head] = _EVICTED
-                self._data_head += 1
+            self._drop_oldest()
         self._compact()
 
     def truncate_from(self, index: int) -> None:
