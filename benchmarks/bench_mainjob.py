@@ -58,11 +58,12 @@ class Run:
         return self.rows / self.seconds
 
 
-def cpu_by_process() -> dict[str, float]:
-    """CPU seconds of this process's descendants by kind (reaped children count with their parent)."""
+def cpu_by_process() -> dict[int, tuple[str, float]]:
+    """CPU seconds of this process's descendants, by pid, with their kind (reaped children count
+    with their parent)."""
     import psutil
 
-    totals: dict[str, float] = {}
+    found: dict[int, tuple[str, float]] = {}
     for process in psutil.Process().children(recursive=True):
         try:
             times = process.cpu_times()
@@ -77,7 +78,17 @@ def cpu_by_process() -> dict[str, float]:
             kind = "python " + command.split()[-1].split(".")[-1]
         else:
             kind = "other"
-        totals[kind] = totals.get(kind, 0.0) + times.user + times.system + times.children_user + times.children_system
+        found[process.pid] = (kind, times.user + times.system + times.children_user + times.children_system)
+    return found
+
+
+def cpu_between(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds by kind spent between two samples, per process alive at the second one: a short
+    worker that started and exited between them is not counted (an undercount, never a negative
+    figure from a process that was sampled once and then gone)."""
+    totals: dict[str, float] = {}
+    for pid, (kind, seconds) in after.items():
+        totals[kind] = totals.get(kind, 0.0) + seconds - before.get(pid, (kind, 0.0))[1]
     return totals
 
 
@@ -128,7 +139,7 @@ def run_pipeline(spark: Any, kind: str, raw: Any, bootstrap: str, work: Path, re
         batch_seconds = p["durationMs"]["triggerExecution"] / 1000
         elapsed += batch_seconds
         timeline.append((elapsed, p["numInputRows"] / batch_seconds))
-    cpu = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    cpu = cpu_between(before, after)
     return Run(kind, seconds, rows, progress, pipeline.batch.times, cpu, timeline)
 
 
