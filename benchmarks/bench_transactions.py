@@ -1,19 +1,28 @@
 """Transactions benchmark: a 3-node dev cluster on this machine.
 
     .venv/bin/python -m benchmarks.bench_transactions [--quick] [--rounds N] [--records N]
-        [--producers N] [--profile]
+        [--producers N] [--duration-ms N] [--profile]
 
 Variants, each writing 100-byte records with acks=all, linger 5 ms, to a fresh stream per run,
 with confluent-kafka producers (one thread each; the client's own threads do the I/O):
 - idempotent x1 (`enable.idempotence`), the baseline of
 - transactional x1 (`transactional.id`): 100 records per transaction, begin / produce /
   commit_transaction in a loop -- the issue's goal (>= 0.7x, commit p99 <= 20 ms);
+- transactional x1 every D ms (--duration-ms, default 100): the same producer committing a
+  transaction every D ms however many records it holds, as Kafka's own ProducerPerformance
+  measures transactional throughput (--transaction-duration-ms, 3000 by default there): records
+  are sent without waiting and the commit flushes them; a reference next to the goal's number,
+  paired with the same idempotent x1 run;
 - idempotent xN and transactional xN (N = --producers, default 4): N producers at once, each on
   its own stream, so the coordinator sees N transactions in flight (one producer alone leaves it
   idle between commits, and the commit's latency bounds its rate: 100 records / commit latency).
 Fair: same records, same client settings (idempotence on for both), same cluster, each variant of
 a pair runs in the same round, the order alternating per round; medians over rounds; the per-round
-ratio; the brokers' CPU per record (all three processes, the fair number on a shared machine).
+ratio; the brokers' CPU per record (all three processes, the fair number on a shared machine),
+also net of the cluster's idle CPU (measured once over IDLE_S with no client: its ticks and
+heartbeats weigh on a slow run -- a transactional one -- per record, not on a fast one).
+What a 100-record transaction costs: its time split into the produce() calls and
+commit_transaction (medians), and the brokers' net CPU per transaction.
 Commit latency is the commit_transaction call: it returns once the decision is durable in the
 metadata (Kafka's EndTxn; the markers follow).
 
@@ -43,13 +52,16 @@ from vdl_dev.dev_cluster import DevCluster, free_base_port
 
 RECORD_BYTES = 100
 PER_TXN = 100
+IDLE_S = 3.0  # the idle cluster's CPU is measured over this long
 
 
 def produce(bootstrap: str, stream: str, count: int, transactional: str | None,
-            commit_ms: list[float], ready: threading.Barrier | None = None) -> tuple[float, list[tuple[float, float]]]:
+            commit_ms: list[float], ready: threading.Barrier | None = None, duration_ms: float = 0.0,
+            loop_ms: list[float] | None = None) -> tuple[float, list[tuple[float, float]]]:
     """Records/s of one producer writing `count` records (in transactions of PER_TXN when
-    `transactional`, appending each commit's latency to `commit_ms`); (rate, (time, acknowledged) samples).
-    `ready`: producers of one run start together once each has warmed up."""
+    `transactional`, or of `duration_ms` each when given; appending each commit's latency to
+    `commit_ms`, and the time of each transaction's produce() calls to `loop_ms`); (rate, (time,
+    acknowledged) samples). `ready`: producers of one run start together once each has warmed up."""
     import confluent_kafka
 
     conf = {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "enable.idempotence": True,
@@ -71,8 +83,29 @@ def produce(bootstrap: str, stream: str, count: int, transactional: str | None,
         ready.wait(60)
     started = time.perf_counter()
     samples = [(0.0, 0.0)]
-    if transactional:
+    if transactional and duration_ms:
+        # Kafka's ProducerPerformance: send without waiting, commit once the transaction is
+        # `duration_ms` old (and at the end).
+        producer.begin_transaction()
+        begun = time.perf_counter()
+        for i in range(count):
+            try:
+                producer.produce(stream, value)
+            except BufferError:
+                producer.poll(0.001)
+                producer.produce(stream, value)
+            now = time.perf_counter()
+            if (now - begun) * 1000 >= duration_ms or i == count - 1:
+                producer.commit_transaction(30)
+                done = time.perf_counter()
+                commit_ms.append((done - now) * 1000)
+                samples.append((done - started, float(i + 1)))
+                if i < count - 1:
+                    producer.begin_transaction()
+                    begun = time.perf_counter()
+    elif transactional:
         for first in range(0, count, PER_TXN):
+            begun = time.perf_counter()
             producer.begin_transaction()
             for _ in range(min(PER_TXN, count - first)):
                 producer.produce(stream, value)
@@ -80,6 +113,8 @@ def produce(bootstrap: str, stream: str, count: int, transactional: str | None,
             producer.commit_transaction(30)
             done = time.perf_counter()
             commit_ms.append((done - asked) * 1000)
+            if loop_ms is not None:
+                loop_ms.append((asked - begun) * 1000)
             if first % 10_000 == 0:
                 samples.append((done - started, float(first + PER_TXN)))
     else:
@@ -100,11 +135,13 @@ def produce(bootstrap: str, stream: str, count: int, transactional: str | None,
 
 
 def produce_many(bootstrap: str, streams: list[str], count: int, transactional: str | None,
-                 commit_ms: list[float]) -> tuple[float, list[tuple[float, float]]]:
+                 commit_ms: list[float], duration_ms: float = 0.0,
+                 loop_ms: list[float] | None = None) -> tuple[float, list[tuple[float, float]]]:
     """`len(streams)` producers at once, `count` records in all (each its share, on its own stream);
     (total records/s, samples of the first)."""
     if len(streams) == 1:
-        return produce(bootstrap, streams[0], count, transactional, commit_ms)
+        return produce(bootstrap, streams[0], count, transactional, commit_ms, duration_ms=duration_ms,
+                       loop_ms=loop_ms)
     share = count // len(streams)
     ready = threading.Barrier(len(streams))
     results: list[tuple[float, list[tuple[float, float]]] | BaseException] = [ValueError("not run")] * len(streams)
@@ -139,17 +176,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--records", type=int, default=None)
     parser.add_argument("--producers", type=int, default=4, help="producers of the xN variants (default 4)")
+    parser.add_argument("--duration-ms", type=float, default=100.0,
+                        help="the time-based variant's transaction length (default 100; ProducerPerformance's "
+                             "--transaction-duration-ms)")
     parser.add_argument("--profile", action="store_true", help="one more transactional xN run under py-spy")
     args = parser.parse_args(argv)
     rounds = args.rounds or (2 if args.quick else 4)
     count = args.records or (50_000 if args.quick else 200_000)
     many = args.producers
-    kinds = {"idempotent x1": 1, "transactional x1": 1, f"idempotent x{many}": many, f"transactional x{many}": many}
-    pairs = [("idempotent x1", "transactional x1"), (f"idempotent x{many}", f"transactional x{many}")]
+    timed = f"transactional x1 every {args.duration_ms:g} ms"
+    kinds = {"idempotent x1": 1, "transactional x1": 1, timed: 1,
+             f"idempotent x{many}": many, f"transactional x{many}": many}
+    groups = [("idempotent x1", "transactional x1", timed), (f"idempotent x{many}", f"transactional x{many}")]
     rates: dict[str, list[float]] = {kind: [] for kind in kinds}
     cpu: dict[str, list[float]] = {kind: [] for kind in kinds}
+    net_cpu: dict[str, list[float]] = {kind: [] for kind in kinds}
     timelines: dict[str, list[tuple[float, float]]] = {}
     commit_ms: dict[str, list[float]] = {kind: [] for kind in kinds if kind.startswith("transactional")}
+    loop_ms: list[float] = []  # transactional x1: each transaction's produce() calls
     profiler = Profiler("bench_transactions", args.profile, gil_only=True)
     with tempfile.TemporaryDirectory(prefix="vdl-bench-txn-") as tmp:
         cluster = DevCluster(3, Path(tmp) / "cluster", free_base_port(6), settings={"log_level": "WARNING"})
@@ -167,19 +211,30 @@ def main(argv: list[str] | None = None) -> int:
             # One unrecorded run of each: connections, the coordinator's first transactional ids.
             for kind in kinds:
                 produce_many(cluster.bootstrap_servers, streams(kind, "warm"), count // 10,
-                             "bench-warm" if kind.startswith("transactional") else None, [])
+                             "bench-warm" if kind.startswith("transactional") else None, [],
+                             args.duration_ms if kind == timed else 0.0)
+            # The cluster with every stream and no client: its ticks and heartbeats.
+            before, begun = cpu_seconds(pids), time.perf_counter()
+            time.sleep(IDLE_S)
+            idle_cpu = (cpu_seconds(pids) - before) / (time.perf_counter() - begun)
+            print(f"idle cluster: brokers' CPU {idle_cpu * 1000:.0f} ms/s", flush=True)
             for number in range(rounds):
-                for pair in pairs:
-                    for kind in (pair if number % 2 == 0 else tuple(reversed(pair))):
-                        before = cpu_seconds(pids)
-                        transactional = f"bench-{kind[-2:]}-{number}" if kind.startswith("transactional") else None
+                for group in groups:
+                    for kind in (group if number % 2 == 0 else tuple(reversed(group))):
+                        before, begun = cpu_seconds(pids), time.perf_counter()
+                        transactional = (f"bench-{kind.replace(' ', '-')}-{number}" if kind.startswith("transactional")
+                                         else None)
                         rate, samples = produce_many(cluster.bootstrap_servers, streams(kind, str(number)), count,
-                                                     transactional, commit_ms.get(kind, []))
-                        cpu[kind].append(per_record_us(cpu_seconds(pids) - before, count))
+                                                     transactional, commit_ms.get(kind, []),
+                                                     args.duration_ms if kind == timed else 0.0,
+                                                     loop_ms if kind == "transactional x1" else None)
+                        used, elapsed = cpu_seconds(pids) - before, time.perf_counter() - begun
+                        cpu[kind].append(per_record_us(used, count))
+                        net_cpu[kind].append(per_record_us(max(0.0, used - idle_cpu * elapsed), count))
                         rates[kind].append(rate)
                         timelines.setdefault(kind, [(t, v / t if t else 0.0) for t, v in samples[1:]])
                         print(f"round {number + 1} {kind}: {rate:,.0f} records/s, brokers' CPU "
-                              f"{cpu[kind][-1]:.1f} us/record", flush=True)
+                              f"{cpu[kind][-1]:.1f} us/record ({net_cpu[kind][-1]:.1f} net of idle)", flush=True)
             if args.profile:
                 kind = f"transactional x{many}"
                 with profiler.recording("transactional", {f"node{i}": (lambda p=n.pid: [p] if p else [])
@@ -191,21 +246,36 @@ def main(argv: list[str] | None = None) -> int:
     for kind, points in timelines.items():
         report.throughput(f"{kind}, acks=all, 3 nodes (average since start)", points,
                           baseline=kind.startswith("idempotent"))
-    for kind, samples in commit_ms.items():
-        report.latency(f"commit_transaction (100 records), {kind}, 3 nodes", samples)
+    for kind, commits in commit_ms.items():
+        what = f"a transaction of {args.duration_ms:g} ms" if kind == timed else "100 records"
+        report.latency(f"commit_transaction ({what}), {kind}, 3 nodes", commits)
     who = f"confluent-kafka producers, 100-byte records, {count:,} per run, {rounds} alternating rounds"
-    for base, txn in pairs:
-        ratios = [t / i for t, i in zip(rates[txn], rates[base], strict=True)]
+    for base, *others in groups:
         report.add(f"{base} produce, acks=all (median)", statistics.median(rates[base]), "records/s", note=who)
-        report.add(f"{txn} produce, 100 records per transaction (median)", statistics.median(rates[txn]), "records/s")
-        report.add(f"{txn} / {base} (median of per-round ratios)", statistics.median(ratios), "x", 0.7,
-                   note=", ".join(f"{r:.2f}" for r in ratios))
-        report.add(f"commit latency p50, {txn}", percentile(commit_ms[txn], 0.5), "ms", higher_is_better=False)
-        report.add(f"commit latency p99, {txn}", percentile(commit_ms[txn], 0.99), "ms", 20.0,
-                   higher_is_better=False, note=f"{len(commit_ms[txn])} commits")
+        for txn in others:
+            ratios = [t / i for t, i in zip(rates[txn], rates[base], strict=True)]
+            per = "100 records per transaction" if txn != timed else f"a commit every {args.duration_ms:g} ms"
+            report.add(f"{txn} produce, {per} (median)", statistics.median(rates[txn]), "records/s",
+                       note=f"{count / len(commit_ms[txn]) * rounds:,.0f} records per transaction" if txn == timed else "")
+            report.add(f"{txn} / {base} (median of per-round ratios)", statistics.median(ratios), "x",
+                       0.7 if txn != timed else None, note=", ".join(f"{r:.2f}" for r in ratios)
+                       + ("" if txn != timed else " (reference: Kafka's ProducerPerformance way)"))
+            report.add(f"commit latency p50, {txn}", percentile(commit_ms[txn], 0.5), "ms", higher_is_better=False)
+            report.add(f"commit latency p99, {txn}", percentile(commit_ms[txn], 0.99), "ms",
+                       20.0 if txn != timed else None, higher_is_better=False, note=f"{len(commit_ms[txn])} commits")
+    # What one 100-record transaction of the goal's producer costs.
+    loop, commit = statistics.median(loop_ms), percentile(commit_ms["transactional x1"], 0.5)
+    report.add("transactional x1: produce() of 100 records per transaction (median)", loop, "ms",
+               higher_is_better=False, note=f"commit_transaction p50 {commit:.2f} ms: the commit is "
+               f"{commit / (loop + commit):.0%} of a transaction's time")
+    report.add("brokers' idle CPU (every stream, no client)", idle_cpu * 1000, "ms/s", higher_is_better=False)
     for kind in kinds:
         report.add(f"brokers' CPU per record, {kind} (median)", statistics.median(cpu[kind]), "us",
-                   higher_is_better=False)
+                   higher_is_better=False, note=f"{statistics.median(net_cpu[kind]):.1f} us net of idle")
+    per_txn = statistics.median(net_cpu["transactional x1"]) * PER_TXN / 1000
+    report.add("brokers' CPU per 100-record transaction, transactional x1 net of idle (median)", per_txn, "ms",
+               higher_is_better=False, note=f"idempotent x1: {statistics.median(net_cpu['idempotent x1']) * PER_TXN / 1000:.2f} ms "
+               "per 100 records")
     profiler.add_to(report)
     report.finish()
     return 0
