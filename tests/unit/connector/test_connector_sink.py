@@ -66,7 +66,8 @@ def without_timestamps(batch: bytes) -> tuple[int, int, bytes]:
 @pytest.mark.parametrize("uniform", [True, False])
 def test_batches_depend_on_the_rows_only_not_on_their_chunks(uniform: bool) -> None:
     keys, values, headers = rows(uniform)
-    runs = [[without_timestamps(b) for b in produce(keys, values, headers, ends)] for ends in chunkings(uniform)]
+    stored_runs = [produce(keys, values, headers, ends) for ends in chunkings(uniform)]
+    runs = [[without_timestamps(b) for b in stored] for stored in stored_runs]
     assert all(run == runs[0] for run in runs[1:])
     # The boundaries are those of the rows cut all at once, each batch within batch_size.
     reference = cut_points(RecordColumns(keys, values, headers).size_bounds(), BATCH_SIZE)
@@ -74,7 +75,7 @@ def test_batches_depend_on_the_rows_only_not_on_their_chunks(uniform: bool) -> N
     assert [sum(counts[:i + 1]) for i in range(len(counts) - 1)] == reference
     assert [sequence for sequence, _, _ in runs[0]] == [sum(counts[:i]) for i in range(len(counts))]
     # Every row once, in order, byte-exact.
-    stored = produce(keys, values, headers, chunkings(uniform)[3])
+    stored = stored_runs[3]  # in uneven chunks
     records = [r for batch in stored for r in read_records(batch)]
     assert [r.value for r in records] == values.to_pylist()
     assert [r.key for r in records] == (keys.to_pylist() if keys is not None else [None] * ROWS)
