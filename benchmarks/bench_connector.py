@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -386,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         broker.kill()
         if peer is not None:
             peer.stop_all()
+        # The logs written (GBs at 10M records a run) would stay in /tmp, which other runs share.
+        shutil.rmtree(work, ignore_errors=True)
     report.finish()
     return 0
 

@@ -6,9 +6,10 @@ Arrow columns into RecordBatch v2 bytes. Per-record Python work would cap a writ
 instead every record's field sizes, positions and varints are computed for the whole batch at
 once and the key/value bytes are copied with one gather. Only headers are encoded per record in
 Python by `encode_headers`; a whole column of them (Spark's array<struct<key, value>>) is
-encoded at once by `encode_headers_column`. `RecordColumns.encode_batch` writes the records
-straight into the batch's buffer after room for its header: the bytes are copied once from the
-Arrow columns and not again on the way to the socket.
+encoded at once by `encode_headers_column`. `encode_batch` writes the records straight into the
+batch's buffer after room for its header, from pieces of the Arrow columns they came in (a batch
+spans Spark's Arrow batches; they are not joined first): the bytes are copied once from the Arrow
+columns and not again on the way to the socket. `BatchCutter` decides where batches end.
 
 The broker never imports this module: vdl_wire needs neither numpy nor pyarrow.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import struct
+from collections.abc import Sequence
 
 import crc32c
 import numpy as np
@@ -31,7 +33,8 @@ from vdl_wire.records.batch_header import TRANSACTIONAL_MASK
 from vdl_wire.records.compression import Compression, compress
 from vdl_wire.records.varint import write_varint
 
-__all__ = ["ArrowColumns", "BinaryColumn", "RawColumns", "RecordColumns", "build_batch", "cut_points",
+__all__ = ["ArrowColumns", "BatchCutter", "BinaryColumn", "Piece", "RawColumns", "RecordColumns", "build_batch",
+           "cut_points", "encode_batch", "encode_records",
            "decode_columns_arrow", "encode_headers", "encode_headers_column", "parse_records"]
 
 # ============================================================================== encoding
@@ -174,11 +177,11 @@ class RecordColumns:
             filled = self.headers.filled
             self.headers.filled = pc.if_else(pc.equal(pc.binary_length(filled), 0), _binary_scalar(_NO_HEADERS),
                                              filled)
-        self._uniform = self._uniform_lengths()
+        self.uniform = self._uniform_lengths()
         # Per record: attributes + timestamp delta (always 0: one timestamp per batch) + the rest,
         # offset delta aside; for records all of one size, computed once.
-        key_lengths, value_lengths = ((np.array([self._uniform[0]]), np.array([self._uniform[1]]))
-                                      if self._uniform is not None else (self.keys.lengths, self.values.lengths))
+        key_lengths, value_lengths = ((np.array([self.uniform[0]]), np.array([self.uniform[1]]))
+                                      if self.uniform is not None else (self.keys.lengths, self.values.lengths))
         key_part = _varint_sizes(_zigzag(key_lengths)) + np.maximum(key_lengths, 0)
         value_part = _varint_sizes(_zigzag(value_lengths)) + np.maximum(value_lengths, 0)
         header_part = 1 if self.headers is None else np.maximum(self.headers.lengths, 1)
@@ -198,46 +201,42 @@ class RecordColumns:
             return uniform[0], uniform[1]
         return None
 
+    @functools.cached_property
+    def uniform_bound(self) -> int | None:
+        """The one size bound of every record (see size_bounds) when they are all of one size."""
+        return int(self.size_bounds_of(self.fixed)[0]) if self.uniform is not None else None
+
+    @staticmethod
+    def size_bounds_of(fixed: np.ndarray) -> np.ndarray:
+        body = fixed + _OFFSET_DELTA_BOUND
+        return body + _varint_sizes(_zigzag(body))
+
     def size_bounds(self) -> np.ndarray:
         """Upper bound of each encoded record's size, whatever its offset delta."""
-        body = self.fixed + _OFFSET_DELTA_BOUND
-        bounds = body + _varint_sizes(_zigzag(body))
-        return np.full(self.count, bounds[0], dtype=np.int64) if self._uniform is not None else bounds
+        bounds = self.size_bounds_of(self.fixed)
+        return np.full(self.count, bounds[0], dtype=np.int64) if self.uniform is not None else bounds
 
     def encode(self, start: int, stop: int) -> bytes:
         """The records section for rows [start, stop), offset deltas 0.., timestamp deltas 0."""
-        if self._uniform is not None:
-            return bytes(self._encode_uniform_into(start, stop, 0))
-        joined, total = self._joined(start, stop)
-        return memoryview(joined)[:total].tobytes()
+        return encode_records([(self, start, stop)])
 
     def encode_batch(self, start: int, stop: int, timestamp_ms: int, producer_id: int, producer_epoch: int,
                      base_sequence: int, compression: int = Compression.NONE, transactional: bool = False) -> bytearray:
         """The RecordBatch v2 of rows [start, stop) (as build_batch(encode(start, stop), ...)),
         encoded in place in the one buffer it is sent from; `transactional` sets the batch's
         transactional attribute (its records count only once their transaction commits)."""
-        count = stop - start
-        if compression:
-            out = bytearray(BATCH_HEADER_SIZE)
-            out += compress(compression, self.encode(start, stop))
-            _seal(out, count, timestamp_ms, producer_id, producer_epoch, base_sequence, compression, transactional)
-            return out
-        if self._uniform is not None:
-            out = self._encode_uniform_into(start, stop, BATCH_HEADER_SIZE)
-        else:
-            joined, total = self._joined(start, stop)
-            out = bytearray(BATCH_HEADER_SIZE + total)
-            out[BATCH_HEADER_SIZE:] = memoryview(joined)[:total]
-        _seal(out, count, timestamp_ms, producer_id, producer_epoch, base_sequence, Compression.NONE, transactional)
-        return out
+        return encode_batch([(self, start, stop)], timestamp_ms, producer_id, producer_epoch, base_sequence,
+                            compression, transactional)
 
-    def _joined(self, start: int, stop: int) -> tuple[pa.Buffer | bytes, int]:
-        """The records section as an Arrow buffer (and its length: the buffer may be longer)."""
+    def joined(self, start: int, stop: int, first_delta: int = 0) -> memoryview:
+        """Rows [start, stop) as records of offset deltas first_delta.. (a part of a records
+        section), a view of an Arrow buffer."""
         count = stop - start
         # Each part of a record as a binary column; Arrow joins them row by row in one C pass,
         # and the joined array's data buffer is the records section.
-        deltas = _zigzag(np.arange(count, dtype=np.int64))
-        body = self.fixed[start:stop] + _varint_sizes(deltas)
+        deltas = _zigzag(np.arange(first_delta, first_delta + count, dtype=np.int64))
+        fixed = self.fixed if self.uniform is not None else self.fixed[start:stop]  # one size: broadcast
+        body = fixed + _varint_sizes(deltas)
         parts: list[pa.Array | pa.Scalar] = [_varint_array(_zigzag(body)), _binary_scalar(_ATTRIBUTES_AND_TIMESTAMP_DELTA),
                                              _varint_array(deltas)]
         for column in (self.keys, self.values):
@@ -251,27 +250,7 @@ class RecordColumns:
         joined = pc.binary_join_element_wise(*parts, _binary_scalar(_EMPTY))
         _, offsets, data = joined.buffers()
         total = int(np.frombuffer(offsets, dtype=np.int32)[joined.offset + count])
-        return (data if data is not None else b""), total
-
-    def _encode_uniform_into(self, start: int, stop: int, header_room: int) -> bytearray:
-        """Fixed-width records after `header_room` bytes: the layout's template (everything but the
-        key and value bytes) copied in one piece, then the keys and values into their columns."""
-        assert self._uniform is not None
-        key_length, value_length = self._uniform
-        layout = _uniform_layout(key_length, value_length)
-        count = stop - start
-        size = layout.size(count)
-        out = bytearray(header_room + size)
-        target = np.frombuffer(out, dtype=np.uint8)
-        target[header_room:] = layout.template(count)[:size]
-        for low, high, offset, width, key_column, value_column in layout.groups(count):
-            rows = high - low
-            matrix = target[header_room + offset:header_room + offset + rows * width].reshape(rows, width)
-            for column, length, source in ((key_column, key_length, self.keys), (value_column, value_length, self.values)):
-                if length > 0:
-                    first = int(source.starts[0]) + (start + low) * length
-                    matrix[:, column:column + length] = source.data[first:first + rows * length].reshape(rows, length)
-        return out
+        return memoryview(data if data is not None else b"")[:total]
 
 
 # Offset deltas below each limit take `width` varint bytes (zigzag: a delta d is 2d on the wire).
@@ -342,6 +321,127 @@ def _uniform_layout(key_length: int, value_length: int) -> _UniformLayout:
     return _UniformLayout(key_length, value_length)
 
 
+Piece = tuple[RecordColumns, int, int]  # rows [start, stop) of some columns
+
+
+def encode_records(pieces: Sequence[Piece]) -> bytes:
+    """The records section of the pieces' rows, in order (offset deltas 0.., timestamp deltas 0)."""
+    return bytes(_encode_into(pieces, 0))
+
+
+def encode_batch(pieces: Sequence[Piece], timestamp_ms: int, producer_id: int, producer_epoch: int,
+                 base_sequence: int, compression: int = Compression.NONE, transactional: bool = False) -> bytearray:
+    """The RecordBatch v2 of the pieces' rows, in order: rows Spark handed over in several Arrow
+    batches are encoded from where they are, not joined into one array first. The records are
+    written straight into the one buffer the batch is sent from, after room for its header."""
+    count = sum(stop - start for _, start, stop in pieces)
+    if compression:
+        out = bytearray(BATCH_HEADER_SIZE)
+        out += compress(compression, encode_records(pieces))
+    else:
+        out = _encode_into(pieces, BATCH_HEADER_SIZE)
+    _seal(out, count, timestamp_ms, producer_id, producer_epoch, base_sequence, compression, transactional)
+    return out
+
+
+def _encode_into(pieces: Sequence[Piece], header_room: int) -> bytearray:
+    uniform = pieces[0][0].uniform if pieces else None
+    if uniform is not None and all(columns.uniform == uniform for columns, _, _ in pieces):
+        return _encode_uniform_into(pieces, uniform, header_room)
+    parts = []
+    first_delta = 0
+    for columns, start, stop in pieces:
+        parts.append(columns.joined(start, stop, first_delta))
+        first_delta += stop - start
+    out = bytearray(header_room + sum(len(part) for part in parts))
+    position = header_room
+    for part in parts:
+        out[position:position + len(part)] = part
+        position += len(part)
+    return out
+
+
+def _encode_uniform_into(pieces: Sequence[Piece], uniform: tuple[int, int], header_room: int) -> bytearray:
+    """Fixed-width records after `header_room` bytes: the layout's template (everything but the
+    key and value bytes) copied in one piece, then each piece's keys and values into their
+    columns, a strided copy per run of one record width."""
+    key_length, value_length = uniform
+    count = sum(stop - start for _, start, stop in pieces)
+    layout = _uniform_layout(key_length, value_length)
+    size = layout.size(count)
+    out = bytearray(header_room + size)
+    target = np.frombuffer(out, dtype=np.uint8)
+    target[header_room:] = layout.template(count)[:size]
+    groups = layout.groups(count)
+    row = 0  # the piece's first row in the batch
+    for columns, start, stop in pieces:
+        end = row + stop - start
+        for low, high, offset, width, key_column, value_column in groups:
+            first, last = max(low, row), min(high, end)
+            if first >= last:
+                continue
+            rows = last - first
+            base = header_room + offset + (first - low) * width
+            matrix = target[base:base + rows * width].reshape(rows, width)
+            source_row = start + first - row
+            for column, length, source in ((key_column, key_length, columns.keys),
+                                           (value_column, value_length, columns.values)):
+                if length > 0:
+                    at = int(source.starts[0]) + source_row * length
+                    matrix[:, column:column + length] = source.data[at:at + rows * length].reshape(rows, length)
+        row = end
+    return out
+
+
+class BatchCutter:
+    """Where batches end, by size only: each batch holds as many records as fit in batch_size
+    bytes (at least one), so only the sequence of records decides, not the chunks they come in
+    (an exactly-once replay cuts the same batches whatever Arrow batches Spark hands over).
+    Records of one size are counted by division, others by a search in their sizes' running
+    sum: no step per record."""
+
+    def __init__(self, batch_size: int) -> None:
+        self.capacity = batch_size - BATCH_HEADER_SIZE
+        self.used = 0  # size bound of the records of the open batch
+
+    def ends(self, columns: RecordColumns) -> list[int]:
+        """The rows of `columns` the open batch ends before (each starts the next batch)."""
+        bound = columns.uniform_bound
+        if bound is not None:
+            return self._ends_uniform(bound, columns.count)
+        return self.ends_of(columns.size_bounds())
+
+    def _ends_uniform(self, bound: int, count: int) -> list[int]:
+        ends = []
+        row = 0
+        while row < count:
+            if self.used and self.used + bound > self.capacity:
+                ends.append(row)
+                self.used = 0
+            fits = (self.capacity - self.used) // bound if self.used else max(1, self.capacity // bound)
+            take = min(fits, count - row)
+            self.used += take * bound
+            row += take
+        return ends
+
+    def ends_of(self, bounds: np.ndarray) -> list[int]:
+        """ends() of records of these size bounds."""
+        ends = []
+        cumulative = np.cumsum(bounds)
+        count = len(bounds)
+        row = 0
+        while row < count:
+            before = int(cumulative[row - 1]) if row else 0
+            if self.used and self.used + int(bounds[row]) > self.capacity:
+                ends.append(row)
+                self.used = 0
+            stop = int(np.searchsorted(cumulative, before + self.capacity - self.used, side="right"))
+            stop = min(max(stop, row + 1), count)  # the first record of a batch goes in, whatever its size
+            self.used += int(cumulative[stop - 1]) - before
+            row = stop
+        return ends
+
+
 def _seal(out: bytearray, count: int, timestamp_ms: int, producer_id: int, producer_epoch: int,
           base_sequence: int, compression: int, transactional: bool = False) -> None:
     """Write the batch header into the first BATCH_HEADER_SIZE bytes of `out`, CRC last."""
@@ -363,18 +463,6 @@ def build_batch(records: bytes, count: int, timestamp_ms: int, producer_id: int,
 
 
 def cut_points(bounds: np.ndarray, batch_size: int) -> list[int]:
-    """Deterministic batch boundaries by size only: each batch holds as many records as fit in
-    batch_size bytes (at least one). Returns the end index of every full batch."""
-    cuts = []
-    start = 0
-    cumulative = np.cumsum(bounds)
-    count = len(bounds)
-    while start < count:
-        base = cumulative[start - 1] if start else 0
-        stop = int(np.searchsorted(cumulative, base + batch_size - BATCH_HEADER_SIZE, side="right"))
-        stop = max(stop, start + 1)
-        if stop >= count:
-            break
-        cuts.append(stop)
-        start = stop
-    return cuts
+    """Deterministic batch boundaries by size only (see BatchCutter) of records of these size
+    bounds: the end index of every full batch."""
+    return BatchCutter(batch_size).ends_of(bounds)

@@ -55,7 +55,14 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from vdl_connector.arrow import RecordColumns, cut_points, encode_headers, encode_headers_column
+from vdl_connector.arrow import (
+    BatchCutter,
+    Piece,
+    RecordColumns,
+    encode_batch,
+    encode_headers,
+    encode_headers_column,
+)
 from vdl_connector.options import SinkOptions, VdlOptionError
 from vdl_connector.schema import WriteColumns
 from vdl_wire.records.compression import Compression
@@ -170,30 +177,21 @@ def transactional_identity(write_id: str, in_batch_of: str | None = None) -> Txn
 
 @dataclass
 class _StreamState:
-    """Rows waiting to be produced to one stream, as Arrow slices (not yet encoded: a record's
-    encoding depends on its position in its Kafka batch)."""
+    """The batch being filled for one stream: pieces of the Arrow columns its rows came in (not
+    yet encoded: a record's encoding depends on its position in its Kafka batch)."""
 
-    keys: list[pa.Array | None] = field(default_factory=list)
-    values: list[pa.Array] = field(default_factory=list)
-    headers: list[pa.Array | None] = field(default_factory=list)
-    pending_bytes: int = 0
+    cutter: BatchCutter
+    open: list[Piece] = field(default_factory=list)
     next_sequence: int = 0
     records: int = 0
     pipeline: ProducePipeline | None = None  # opened at the first batch
 
 
-def _concat(arrays: list[pa.Array | None], lengths: list[int]) -> pa.Array | None:
-    if all(a is None for a in arrays):
-        return None
-    filled = [pa.nulls(n, pa.binary()) if a is None else a for a, n in zip(arrays, lengths, strict=True)]
-    if len(filled) == 1:
-        return filled[0]
-    return pa.concat_arrays(filled)
-
-
 class StreamProducer:
     """Batches rows per stream by size (deterministically: only the sequence of rows decides where
-    a batch ends) and produces each batch to the stream's leader, acks=-1, idempotent."""
+    a batch ends, see BatchCutter) and produces each batch to the stream's leader, acks=-1,
+    idempotent, several in flight (ProducePipeline): the next batch is encoded while the broker
+    appends and syncs the last ones."""
 
     def __init__(self, client, options: SinkOptions, txn_id: str | None,  # noqa: ANN001
                  transaction: TxnProducer | None = None) -> None:
@@ -219,7 +217,7 @@ class StreamProducer:
                 from vdl_client.transactions import add_streams
 
                 add_streams(self._client, self._transaction, [stream])
-            state = self._streams[stream] = _StreamState()
+            state = self._streams[stream] = _StreamState(BatchCutter(self._options.batch_size))
         return state
 
     def add(self, stream: str, keys: pa.Array | None, values: pa.Array, headers: pa.Array | None) -> None:
@@ -227,15 +225,14 @@ class StreamProducer:
         if len(values) == 0:
             return
         state = self._state(stream)
-        state.keys.append(keys)
-        state.values.append(values)
-        state.headers.append(headers)
-        # cheap upper bound; the exact cut is computed when enough bytes are pending
-        state.pending_bytes += values.nbytes + (keys.nbytes if keys is not None else 0) + 24 * len(values)
-        if headers is not None:
-            state.pending_bytes += headers.nbytes
-        if state.pending_bytes >= self._options.batch_size:
-            self._drain(stream, state, final=False)
+        columns = RecordColumns(keys, values, headers)
+        start = 0
+        for end in state.cutter.ends(columns):
+            if end > start:
+                state.open.append((columns, start, end))
+            self._send(stream, state)
+            start = end
+        state.open.append((columns, start, columns.count))
 
     def append(self, stream: str, timestamp_ms: int, key: bytes | None, value: bytes | None,
                headers: list[tuple[str, bytes | None]]) -> None:
@@ -243,38 +240,12 @@ class StreamProducer:
         self.add(stream, pa.array([key], pa.binary()), pa.array([value], pa.binary()),
                  pa.array([encode_headers(headers)], pa.binary()) if headers else None)
 
-    def _drain(self, stream: str, state: _StreamState, final: bool) -> None:
-        lengths = [len(v) for v in state.values]
-        count = sum(lengths)
-        if count == 0:
-            return
-        values = _concat(state.values, lengths)
-        assert values is not None  # count > 0: there are values
-        keys = _concat(state.keys, lengths)
-        headers = None
-        if any(h is not None for h in state.headers):
-            headers = pa.concat_arrays([pa.array([b"\x00"] * len(v), pa.binary()) if h is None else h
-                                        for h, v in zip(state.headers, state.values, strict=True)])
-        columns = RecordColumns(keys, values, headers)
-        cuts = cut_points(columns.size_bounds(), self._options.batch_size)
-        if final:
-            cuts.append(count)
-        start = 0
-        for stop in cuts:
-            self._send(stream, state, columns, start, stop)
-            start = stop
-        rest = count - start
-        state.values = [values.slice(start)] if rest else []
-        state.keys = [keys.slice(start) if keys is not None else None] if rest else []
-        state.headers = [headers.slice(start) if headers is not None else None] if rest else []
-        state.pending_bytes = 0 if not rest else (values.slice(start).nbytes + 24 * rest)
-
-    def _send(self, stream: str, state: _StreamState, columns: RecordColumns, start: int, stop: int) -> None:
-        """Rows [start, stop) as one batch, sent while the batches before it are still in flight:
-        the next one is encoded while the broker appends and syncs these."""
-        count = stop - start
-        batch = columns.encode_batch(start, stop, int(time.time() * 1000), self._producer_id, self._epoch,
-                                     state.next_sequence, self._codec, self._transaction is not None)
+    def _send(self, stream: str, state: _StreamState) -> None:
+        """The open batch, sent while the batches before it are still in flight."""
+        pieces, state.open = state.open, []
+        count = sum(stop - start for _, start, stop in pieces)
+        batch = encode_batch(pieces, int(time.time() * 1000), self._producer_id, self._epoch, state.next_sequence,
+                             self._codec, self._transaction is not None)
         if state.pipeline is None:
             txn = self._transaction.transactional_id if self._transaction is not None else None
             state.pipeline = self._client.pipeline(stream, self._options.client.request_timeout_ms,
@@ -285,7 +256,8 @@ class StreamProducer:
 
     def flush(self) -> dict[str, int]:
         for stream, state in self._streams.items():
-            self._drain(stream, state, final=True)
+            if state.open:
+                self._send(stream, state)
             if state.pipeline is not None:
                 state.pipeline.finish()
         return {stream: state.records for stream, state in self._streams.items()}

@@ -135,3 +135,72 @@ def test_a_transactional_batch_carries_the_attribute_and_the_same_records(codec:
     assert (header.is_transactional, header.compression, header.producer_id, header.producer_epoch) == (True, codec, 5, 2)
     assert not parse_batch_header(bytes(plain)).is_transactional
     assert [r.value for r in read_records(batch)] == [r.value for r in read_records(bytes(plain))]
+
+
+def _greedy(bounds: list[int], batch_size: int) -> list[int]:
+    """cut_points record by record: a record goes into the open batch if it fits (or the batch is empty)."""
+    ends, used = [], 0
+    for row, bound in enumerate(bounds):
+        if used and used + bound > batch_size - 61:
+            ends.append(row)
+            used = 0
+        used += bound
+    return ends
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_batch_cutter_across_chunks_cuts_as_record_by_record(seed: int) -> None:
+    """BatchCutter over rows arriving in chunks (of one record size or of many, records larger than
+    a batch included) ends batches where a record-by-record greedy cut over all of them does."""
+    import random
+
+    from vdl_connector.arrow import BatchCutter
+
+    rng = random.Random(seed)
+    chunks = []
+    for _ in range(30):
+        count = rng.randint(1, 400)
+        if rng.random() < 0.5:
+            size = rng.choice([1, 50, 100, 3000])
+            values = pa.array([b"u" * size] * count, pa.binary())
+        else:
+            values = pa.array([b"w" * rng.choice([0, 5, 90, 700, 2500]) for _ in range(count)], pa.binary())
+        chunks.append(RecordColumns(None, values))
+    bounds = [int(b) for columns in chunks for b in columns.size_bounds()]
+    cutter = BatchCutter(2000)
+    ends, offset = [], 0
+    for columns in chunks:
+        ends += [offset + end for end in cutter.ends(columns)]
+        offset += columns.count
+    assert ends == _greedy(bounds, 2000) == cut_points(pa.array(bounds).to_numpy(), 2000)
+
+
+def _joined(pieces: list, arrays: list[pa.Array | None], fill: bytes | None) -> pa.Array:
+    """The pieces' rows of `arrays` (one per piece; None: `fill` in every row) as one array."""
+    return pa.concat_arrays([(pa.array([fill] * columns.count, pa.binary()) if array is None else array)
+                             .slice(start, stop - start)
+                             for array, (columns, start, stop) in zip(arrays, pieces, strict=True)])
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.ZSTD])
+def test_a_batch_of_pieces_equals_its_rows_encoded_as_one_array(codec: int) -> None:
+    """encode_batch of pieces of several columns (all of one layout, or mixed layouts, keys,
+    nulls and headers) gives the bytes of the same rows joined into one array first."""
+    from vdl_connector.arrow import encode_batch
+
+    same = [pa.array([bytes([i % 256]) * 100 for i in range(n)], pa.binary()) for n in (70, 9_000, 300)]
+    mixed_values = [same[0], VALUES, same[2]]
+    mixed_keys = [None, KEYS, pa.array([b"key"] * 300, pa.binary())]
+    for keys, values, headers in ((None, same, None), (mixed_keys, mixed_values, None),
+                                  (mixed_keys, mixed_values, [None, HEADERS, None])):
+        pieces = []
+        for i, array in enumerate(values):
+            columns = RecordColumns(keys[i] if keys else None, array, headers[i] if headers else None)
+            pieces.append((columns, 3 if i else 0, columns.count - (5 if i == 1 else 0)))
+        joined_keys = _joined(pieces, keys or [None] * 3, None)
+        joined_values = _joined(pieces, values, None)
+        joined_headers = _joined(pieces, headers, b"\x00") if headers else None
+        whole = RecordColumns(joined_keys, joined_values, joined_headers)
+        expected = whole.encode_batch(0, whole.count, 1234, 5, 0, 10, codec)
+        assert bytes(encode_batch(pieces, 1234, 5, 0, 10, codec)) == bytes(expected)
+        assert [r.value for r in read_records(bytes(expected))] == joined_values.to_pylist()
