@@ -147,6 +147,8 @@ class Partition:
         self._cut_off: asyncio.Future[None] | None = None  # resolved when this node is cut off
         self.last_leader = 0  # the leader this replica last knew (kept while it knows none)
         self._snapshot_segment = stream_log.active_base_index  # the segment last snapshotted in
+        self._unsnapshotted_bytes = 0  # batch bytes applied since the last state snapshot
+        self._periodic_snapshot = -1  # offset of the last snapshot taken by size within a segment
         self.rebuilt_from = -1  # the state snapshot's offset the last rebuild started at (-1: none)
         self.rebuilt_batches = 0  # batches it read from the log
 
@@ -328,19 +330,24 @@ class Partition:
     def _applied_offset(self, index: int) -> int:
         return self.log.offset_for_index(max(index, self.log.first_index - 1))
 
-    def _save_state_snapshot(self, through_index: int) -> None:
+    def _save_state_snapshot(self, through_index: int) -> int:
         """The committed producer and transaction state (every entry up to `through_index` is
-        applied) as the log's state snapshot there. A failure costs restart time only."""
+        applied) as the log's state snapshot there; its offset, -1 when it was not written (a
+        failure costs restart time only)."""
         offset = self._applied_offset(through_index)
+        self._unsnapshotted_bytes = 0
         try:
             self.log.save_state_snapshot(offset, encode_state(self.producers, self.txns))
         except (OSError, ValueError) as error:
             log.warning("stream %s: producer state snapshot at offset %d not written: %s", self.name, offset, error)
+            return -1
+        return offset
 
     def on_apply(self, entries: list[Entry]) -> None:
         """RaftGroup apply callback: committed entries, in order, on every replica."""
         for entry in entries:
             if entry.type == EntryType.DATA:
+                self._unsnapshotted_bytes += len(entry.data)
                 header = parse_batch_header(entry.data)
                 record_batch(self.producers, header, header.base_offset)
                 if header.is_transactional:
@@ -357,6 +364,15 @@ class Partition:
             # segment bounds what a restart reads to about a segment.
             self._snapshot_segment = self.log.active_base_index
             self._save_state_snapshot(entries[-1].index)
+            self._periodic_snapshot = -1  # kept: the next one by size is in the new segment
+        elif entries and self._unsnapshotted_bytes >= self.log.config.state_snapshot_bytes:
+            # ... and one every state_snapshot_bytes within a segment bounds it to that much
+            # after a crash (a clean close snapshots the end). Only the newest of these is kept
+            # in a segment: the older ones save nothing once it exists.
+            previous = self._periodic_snapshot
+            self._periodic_snapshot = self._save_state_snapshot(entries[-1].index)
+            if 0 <= previous < self._periodic_snapshot:
+                self.log.discard_state_snapshot(previous)
 
     def forget_deleted(self) -> None:
         """Retention or DeleteRecords deleted segments: forget the producers and aborted
