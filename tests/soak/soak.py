@@ -9,6 +9,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -818,6 +819,9 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> SoakResu
     results = Path(config.results_dir)
     results.mkdir(parents=True, exist_ok=True)
     work = results / "work"
+    # A fresh cluster every run: nodes started on an earlier run's data directories would join
+    # that run's cluster (its ports and streams), not form a new one.
+    shutil.rmtree(work, ignore_errors=True)
     result = SoakResult(config={k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()})
     with soak_cluster(work, config) as cluster:
         table_path = (work / "lake" / TIERED).resolve()
