@@ -222,11 +222,11 @@ class GroupCommitter(threading.Thread):
                     current = asyncio.current_task()
                     if current is not None and current.cancelling():
                         raise  # this task was cancelled: it stops
-                    # Nothing cancelled this task: aiokafka let an internal task's cancellation
-                    # out, as AIOKafkaConsumer.stop() can (it cancels its coordinator's tasks and
-                    # awaits them; one cancelled before it first ran raises CancelledError in the
-                    # caller: aio-libs/aiokafka#647). A session broken by the client, as by a
-                    # restart: noted with where it came from, and the next group goes on.
+                    # Nothing cancelled this task: aiokafka let the cancellation of one of its own
+                    # tasks out (its stop() and coordinator cancel their tasks and await them; one
+                    # cancelled before it first ran raises CancelledError in the caller, as in
+                    # aio-libs/aiokafka#647). A session broken by the client, as by a restart:
+                    # noted with where it came from, and the next group goes on.
                     self.leaked_cancellations.append(f"{group}: {error!r} at {where(error)}")
                 self.sessions += 1
 
@@ -256,5 +256,8 @@ class GroupCommitter(threading.Thread):
                         self.ledger.committed(group, position)
                     except Exception:  # unknown outcome: it may have been stored
                         self.ledger.failed(group, position)
+                    except asyncio.CancelledError:  # the same, and the session ends (_run_aiokafka)
+                        self.ledger.failed(group, position)
+                        raise
         finally:
             await consumer.stop()
