@@ -1072,6 +1072,16 @@ def table(result: SoakResult) -> str:
         lines.append(f"{node:>4}  {span([s.rss_mb for s in mine]):>11}  {span([s.rss_anon_mb for s in mine]):>11}  "
                      f"{span([s.open_files for s in mine]):>9}  {span([s.threads for s in mine]):>9}  "
                      f"{span([s.metadata_mb for s in mine], '{:.2f}'):>11}  {ready:>24}")
+    warm = goals.get("warmup_s", 0.0)
+    lines.append("stream directories (MB): first -> last sample, and the largest after the warm-up")
+    for stream in (MAIN, MOVING, TIERED):
+        parts = []
+        for node in sorted({s.node for s in result.samples}):
+            values = [(s.t, s.streams_mb[stream]) for s in result.samples if s.node == node and stream in s.streams_mb]
+            if values:
+                late = [v for t, v in values if t >= warm]
+                parts.append(f"n{node} {values[0][1]:.2f}→{values[-1][1]:.2f} (max {max(late, default=0.0):.2f})")
+        lines.append(f"  {stream}: {', '.join(parts) or '-'}")
     loads = [s.load1 for s in result.samples if s.load1 >= 0]
     if loads:
         lines.append(f"machine load (1 min) over the run: min {min(loads):.1f}, median {median(loads):.1f}, "
