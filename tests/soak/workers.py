@@ -105,12 +105,10 @@ class GroupLedger:
 
 
 def where(error: BaseException) -> str:
-    """The innermost frame an exception came from: file:line in function."""
-    frames = traceback.extract_tb(error.__traceback__)
-    if not frames:
-        return "?"
-    frame = frames[-1]
-    return f"{Path(frame.filename).name}:{frame.lineno} in {frame.name}"
+    """The innermost frames an exception came from (file:line in function, innermost first):
+    one of a cancelled task another awaited shows that task's frames too."""
+    frames = traceback.extract_tb(error.__traceback__)[-6:]
+    return " <- ".join(f"{Path(f.filename).name}:{f.lineno} in {f.name}" for f in reversed(frames)) or "?"
 
 
 class GroupCommitter(threading.Thread):
