@@ -147,8 +147,7 @@ class Partition:
         self._cut_off: asyncio.Future[None] | None = None  # resolved when this node is cut off
         self.last_leader = 0  # the leader this replica last knew (kept while it knows none)
         self._snapshot_segment = stream_log.active_base_index  # the segment last snapshotted in
-        self._unsnapshotted_bytes = 0  # batch bytes applied since the last state snapshot
-        self._periodic_snapshot = -1  # offset of the last snapshot taken by size within a segment
+        self._unsnapshotted_bytes = 0  # batch bytes applied (or replayed at open) since the last state snapshot
         self.rebuilt_from = -1  # the state snapshot's offset the last rebuild started at (-1: none)
         self.rebuilt_batches = 0  # batches it read from the log
 
@@ -320,6 +319,8 @@ class Partition:
         rebuilt = rebuild_producer_state(self.log, end)
         self.producers, self.txns = rebuilt.table, rebuilt.txns
         self.rebuilt_from, self.rebuilt_batches = rebuilt.snapshot_offset, rebuilt.batches_replayed
+        # What was replayed is not in a snapshot either: it counts toward the next one by size.
+        self._unsnapshotted_bytes = rebuilt.bytes_replayed
         if rebuilt.snapshot_offset >= 0:
             log.info("stream %s: producer state from the snapshot at offset %d and %d batches after it",
                      self.name, rebuilt.snapshot_offset, rebuilt.batches_replayed)
@@ -364,15 +365,16 @@ class Partition:
             # segment bounds what a restart reads to about a segment.
             self._snapshot_segment = self.log.active_base_index
             self._save_state_snapshot(entries[-1].index)
-            self._periodic_snapshot = -1  # kept: the next one by size is in the new segment
         elif entries and self._unsnapshotted_bytes >= self.log.config.state_snapshot_bytes:
             # ... and one every state_snapshot_bytes within a segment bounds it to that much
-            # after a crash (a clean close snapshots the end). Only the newest of these is kept
-            # in a segment: the older ones save nothing once it exists.
-            previous = self._periodic_snapshot
-            self._periodic_snapshot = self._save_state_snapshot(entries[-1].index)
-            if 0 <= previous < self._periodic_snapshot:
-                self.log.discard_state_snapshot(previous)
+            # after a crash (a clean close snapshots the end). The active segment keeps only its
+            # newest snapshot (older ones there save nothing once it exists); earlier segments'
+            # stay, as fallbacks should it be unreadable.
+            offset = self._save_state_snapshot(entries[-1].index)
+            active_base = self._applied_offset(self.log.active_base_index - 1)
+            for older in self.log.state_snapshot_offsets():
+                if active_base <= older < offset:
+                    self.log.discard_state_snapshot(older)
 
     def forget_deleted(self) -> None:
         """Retention or DeleteRecords deleted segments: forget the producers and aborted

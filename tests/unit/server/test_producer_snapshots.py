@@ -149,37 +149,53 @@ def test_an_unreadable_payload_falls_back_to_the_log(tmp_path: Path) -> None:
     log.close()
 
 
+@dataclass
+class Writer:
+    """Random batches of idempotent producers and a transactional one, appended to a partition's
+    log and applied to it (no Raft group: its apply callback is fed by hand, as the group would);
+    `boundaries` holds every batch's base offset."""
+    partition: Partition
+    rng: random.Random
+    boundaries: list[int] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)  # each batch's bytes
+    sequences: dict[int, int] = field(default_factory=lambda: dict.fromkeys(range(1, 5), 0))
+    open_txn: bool = False
+
+    def write(self, batches: int) -> None:
+        for _ in range(batches):
+            log = self.partition.log
+            pid = self.rng.randint(1, 4)
+            if pid == 4 and self.open_txn and self.rng.random() < 0.5:
+                data = end_txn_marker(4, 0, self.rng.random() < 0.5, 0, 1000)
+                self.open_txn = False
+            else:
+                builder = RecordBatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=self.sequences[pid],
+                                             is_transactional=pid == 4)
+                count = self.rng.randint(1, 4)
+                for i in range(count):
+                    builder.append(1000, None, b"value %d" % i)
+                data = builder.build()
+                self.sequences[pid] += count
+                self.open_txn = self.open_txn or pid == 4
+            self.boundaries.append(log.log_end_offset)
+            self.sizes.append(len(data))
+            entry = Entry(log.last_index + 1, 1, EntryType.DATA, bytes(with_base_offset(data, log.log_end_offset)))
+            log.append([entry])
+            self.partition.on_apply([entry])
+
+
 def applied_log(directory: Path, rng: random.Random, batches: int, snapshot_bytes: int) -> tuple[Partition, list[int]]:
-    """A partition (no Raft group: its apply callback is fed by hand, as the group would) over a
-    log of one segment, applying `batches` random batches of idempotent producers and a
-    transactional one; every batch's base offset and the end."""
+    """A partition over a log of one segment that applied `batches` random batches (Writer);
+    every batch's base offset, and the end."""
+    writer = open_writer(directory, rng, snapshot_bytes)
+    writer.write(batches)
+    return writer.partition, [*writer.boundaries, writer.partition.log.log_end_offset]
+
+
+def open_writer(directory: Path, rng: random.Random, snapshot_bytes: int) -> Writer:
     config = LogConfig(segment_bytes=1 << 20, index_interval_bytes=200, tail_cache_bytes=0, fsync=False,
                        state_snapshot_bytes=snapshot_bytes)
-    partition = Partition("s", StreamLog.open(directory, config), node_id=1)
-    boundaries = []
-    sequences = dict.fromkeys(range(1, 5), 0)
-    open_txn = False
-    for _ in range(batches):
-        log = partition.log
-        boundaries.append(log.log_end_offset)
-        pid = rng.randint(1, 4)
-        if pid == 4 and open_txn and rng.random() < 0.5:
-            data = end_txn_marker(4, 0, rng.random() < 0.5, 0, 1000)
-            open_txn = False
-        else:
-            builder = RecordBatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=sequences[pid],
-                                         is_transactional=pid == 4)
-            count = rng.randint(1, 4)
-            for i in range(count):
-                builder.append(1000, None, b"value %d" % i)
-            data = builder.build()
-            sequences[pid] += count
-            open_txn = open_txn or pid == 4
-        entry = Entry(log.last_index + 1, 1, EntryType.DATA, bytes(with_base_offset(data, log.log_end_offset)))
-        log.append([entry])
-        partition.on_apply([entry])
-    boundaries.append(partition.log.log_end_offset)
-    return partition, boundaries
+    return Writer(Partition("s", StreamLog.open(directory, config), node_id=1), rng)
 
 
 def test_snapshots_by_size_within_a_segment_bound_the_replay_and_give_the_whole_log_state(tmp_path: Path) -> None:
@@ -241,3 +257,27 @@ def test_a_crash_after_a_snapshot_by_size_recovers_the_state_of_what_the_log_kep
     assert encode_state(rebuilt.table, rebuilt.txns) == full_replay(recovered, cut_at)
     assert rebuilt.table.last_batches(1)
     recovered.close()
+
+
+def test_after_a_crash_the_tail_replayed_counts_toward_the_next_snapshot_by_size(tmp_path: Path) -> None:
+    # Without counting it, a node that crashes again and again could leave up to twice
+    # state_snapshot_bytes unsnapshotted each time.
+    writer = open_writer(tmp_path, random.Random(3), snapshot_bytes=2000)
+    writer.write(100)
+    partition = writer.partition
+    (snapshot,) = partition.log.state_snapshot_offsets()
+    first = writer.boundaries.index(snapshot)
+    replayed_bytes = sum(writer.sizes[first:])
+    assert 0 < replayed_bytes < 2000
+    crash(partition.log)
+
+    partition = writer.partition = Partition("s", StreamLog.open(tmp_path, partition.log.config), node_id=1)
+    assert partition._rebuild(partition.log.last_index) == len(writer.sizes) - first
+    before = len(writer.sizes)
+    while partition.log.state_snapshot_offsets() == [snapshot]:
+        writer.write(1)
+    (newer,) = partition.log.state_snapshot_offsets()  # the older one by size is gone
+    assert newer == partition.log.log_end_offset
+    since = replayed_bytes + sum(writer.sizes[before:])
+    assert 2000 <= since < 2000 + max(writer.sizes)  # the replayed tail counted: not 2000 more
+    partition.log.close()
