@@ -97,6 +97,9 @@ class NodeConfig:
     retention_ms: int = -1
     retention_bytes: int = -1
     retention_check_ms: int = 60_000
+    # Each stream's producer state is snapshotted at every segment roll and after this many bytes
+    # of batches since the last snapshot: what a restart after a crash replays (log/config.py).
+    producer_state_snapshot_bytes: int = 64 * MIB
     fsync: bool = True
     group_min_session_timeout_ms: int = 1_000
     group_max_session_timeout_ms: int = 1_800_000
@@ -435,6 +438,8 @@ def validate(config: NodeConfig) -> None:
         raise ConfigError("segment_bytes must be at least 1024")
     if config.retention_check_ms < 1:
         raise ConfigError(f"retention_check_ms must be >= 1, got {config.retention_check_ms}")
+    if config.producer_state_snapshot_bytes < 1:
+        raise ConfigError(f"producer_state_snapshot_bytes must be positive, got {config.producer_state_snapshot_bytes}")
     if config.metadata_snapshot_entries < 1 or config.metadata_snapshot_bytes < 1:
         raise ConfigError(f"metadata_snapshot_entries and metadata_snapshot_bytes must be positive, got "
                           f"{config.metadata_snapshot_entries} and {config.metadata_snapshot_bytes}")

@@ -36,8 +36,9 @@ node restarts each rolling round:
   before), and the slope within each process past its own warm-up (a leak each restart hides);
 - metadata disk flat within 5 % per hour: the peaks and troughs of its sawtooth after the first
   truncation (the log is deleted a 4 MiB segment at a time behind a snapshot);
-- restart time at the end within 10 % of the start: each node's last restarts against its first
-  (medians), with the CPU time to ready beside it (the machine's load, sampled too, moves wall time);
+- restart time at the end at most 10 % above the start (end <= 1.10 x start: restarts must not get
+  slower, a faster one meets it): each node's last restarts against its first (medians), with the
+  CPU time to ready beside it (the machine's load, sampled too, moves wall time);
 - 0 acknowledged records lost (and no idempotent record stored twice), counted exactly.
 Writes soak.json and soak.png to the results directory (default soak-results/) and prints a table.
 """

@@ -9,6 +9,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -615,7 +616,9 @@ def restart_drift(restarts: list[Restart], field_name: str) -> dict[str, Any]:
         per_node[str(node)] = {"first_s": round(median(values[:k]), 3), "last_s": round(median(values[-k:]), 3)}
     start, end = median(first), median(last)
     change = (end / start * 100 - 100) if start else 0.0
-    state = "met" if abs(change) <= 10.0 else "missed"
+    # The goal is that restarts do not get slower over the cluster's life: one-sided, a restart
+    # that got faster meets it.
+    state = "met" if end <= start * (1 + RESTART_DRIFT_PCT / 100) else "missed"
     return {"first_s": round(start, 3), "last_s": round(end, 3), "change_pct": round(change, 1),
             "per_node": per_node, "load1_first": round(median(loads[0]), 2), "load1_last": round(median(loads[1]), 2),
             "met": state == "met", "verdict": state}
@@ -633,7 +636,8 @@ def evaluate_goals(result: SoakResult, config: SoakConfig) -> dict[str, Any]:
       soak (`same_age_trend`), and the slope within each lifetime past its own warm-up
       (`within_life_trend`); processes never restarted after the warm-up, if any, on their own;
     - metadata disk: the envelope of its sawtooth after the first truncation (`sawtooth_trend`);
-    - restart time: each node's last restarts against its first (`restart_drift`), the CPU
+    - restart time: each node's last restarts against its first, at most 10 % slower (`restart_drift`;
+      one-sided: faster is fine), the CPU
       time to ready beside the wall time (the machine is shared; CPU time does not queue);
     - acknowledged records lost and idempotent records stored twice (exact counts).
     Each goal gets met, missed or unclear (the run cannot tell: the slope's interval straddles
@@ -689,9 +693,10 @@ def evaluate_goals(result: SoakResult, config: SoakConfig) -> dict[str, Any]:
         drift = restart_drift(result.restarts, field_name)
         goals[key] = drift
         if drift["verdict"] == "n/a":
-            row(f"{label} at the end within 10 % of the start", drift["note"], "n/a")
+            row(f"{label} at the end at most 10 % above the start", drift["note"], "n/a")
         else:
-            row(f"{label} at the end within 10 % of the start (median of each node's last vs first restarts)",
+            row(f"{label} at the end at most 10 % above the start (end <= 1.10 x start; median of each node's "
+                "last vs first restarts)",
                 f"{drift['first_s']:.2f} s -> {drift['last_s']:.2f} s ({drift['change_pct']:+.1f} %), "
                 f"load {drift['load1_first']:.1f} -> {drift['load1_last']:.1f}", drift["verdict"])
     lost = result.counts.get("lost_acknowledged")
@@ -814,6 +819,9 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> SoakResu
     results = Path(config.results_dir)
     results.mkdir(parents=True, exist_ok=True)
     work = results / "work"
+    # A fresh cluster every run: nodes started on an earlier run's data directories would join
+    # that run's cluster (its ports and streams), not form a new one.
+    shutil.rmtree(work, ignore_errors=True)
     result = SoakResult(config={k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()})
     with soak_cluster(work, config) as cluster:
         table_path = (work / "lake" / TIERED).resolve()
@@ -959,6 +967,8 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> SoakResu
                           "groups_committed": committed_groups,
                           "group_sessions": sum(c.sessions for c in committers),
                           "group_session_errors": sum(len(c.errors) for c in committers),
+                          "group_session_error_examples": [e for c in committers for e in c.errors[:2]][:12],
+                          "aiokafka_leaked_cancellations": [e for c in committers for e in c.leaked_cancellations],
                           "consumed": sum(c.consumed for c in committers)}
     result.goals = evaluate_goals(result, config)
     return result
@@ -1062,6 +1072,16 @@ def table(result: SoakResult) -> str:
         lines.append(f"{node:>4}  {span([s.rss_mb for s in mine]):>11}  {span([s.rss_anon_mb for s in mine]):>11}  "
                      f"{span([s.open_files for s in mine]):>9}  {span([s.threads for s in mine]):>9}  "
                      f"{span([s.metadata_mb for s in mine], '{:.2f}'):>11}  {ready:>24}")
+    warm = goals.get("warmup_s", 0.0)
+    lines.append("stream directories (MB): first -> last sample, and the largest after the warm-up")
+    for stream in (MAIN, MOVING, TIERED):
+        parts = []
+        for node in sorted({s.node for s in result.samples}):
+            values = [(s.t, s.streams_mb[stream]) for s in result.samples if s.node == node and stream in s.streams_mb]
+            if values:
+                late = [v for t, v in values if t >= warm]
+                parts.append(f"n{node} {values[0][1]:.2f}→{values[-1][1]:.2f} (max {max(late, default=0.0):.2f})")
+        lines.append(f"  {stream}: {', '.join(parts) or '-'}")
     loads = [s.load1 for s in result.samples if s.load1 >= 0]
     if loads:
         lines.append(f"machine load (1 min) over the run: min {min(loads):.1f}, median {median(loads):.1f}, "
@@ -1076,6 +1096,10 @@ def table(result: SoakResult) -> str:
                  f"{counts.get('lost_acknowledged', '?')}; delivery errors {counts.get('delivery_errors')}")
     lines.append(f"group commits {counts.get('group_commits')} over {counts.get('groups_committed')} groups "
                  f"({counts.get('group_commit_failures')} failed, outcome checked), {counts.get('group_sessions')} sessions")
+    leaked = counts.get("aiokafka_leaked_cancellations", [])
+    if leaked:
+        lines.append(f"aiokafka sessions ended by a CancelledError it let out (aio-libs/aiokafka#647): {len(leaked)}")
+        lines += [f"  - {line}" for line in leaked[:5]]
     lines.append(f"reassignments {len(result.moves)} ({', '.join(f'{m.seconds:.1f}s' for m in result.moves)}), "
                  f"rolling restarts {len({r.round for r in result.restarts})}")
     stale = counts.get("stale_replica_views", [])

@@ -16,6 +16,7 @@ from vdl_broker.config import (
     load_config,
     load_node_config,
 )
+from vdl_broker.server.stream_settings import log_config_for
 
 
 def test_flags_only_make_a_cluster_of_one() -> None:
@@ -109,6 +110,7 @@ def test_rack_from_toml_flag_and_peers(tmp_path: Path) -> None:
     ({"recovery_rate_bytes": 0}, "recovery_rate_bytes must be at least 1024"),
     ({"leader_balance_interval_ms": -1}, "leader_balance_interval_ms must be >= 0"),
     ({"tail_cache_bytes": -1}, r"tail_cache_bytes must be >= 0 \(0: no tail cache\), got -1"),
+    ({"producer_state_snapshot_bytes": 0}, "producer_state_snapshot_bytes must be positive, got 0"),
 ])
 def test_errors_name_the_setting(change: dict, message: str) -> None:
     table = {"node_id": 2, "data_dir": "d", "listen": "h:1", "raft_listen": "h:2", **change}
@@ -196,3 +198,9 @@ def test_listeners_and_security_settings(tmp_path: Path) -> None:
 def test_bad_security_settings_name_the_setting(table: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         config_from_table({"data_dir": "d", **table})
+
+
+def test_producer_state_snapshot_bytes_reaches_every_stream_log() -> None:
+    assert config_from_table({"data_dir": "d"}).producer_state_snapshot_bytes == 64 << 20
+    config = config_from_table({"data_dir": "d", "producer_state_snapshot_bytes": 1 << 20})
+    assert log_config_for(config).state_snapshot_bytes == 1 << 20

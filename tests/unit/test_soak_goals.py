@@ -181,6 +181,23 @@ def test_restart_time_compares_each_nodes_last_restarts_with_its_first_by_median
     assert restart_drift(result.restarts[:2], "ready_s")["verdict"] == "n/a"  # one restart per node
 
 
+def test_restart_time_goal_is_one_sided_faster_meets_it_and_more_than_10_percent_slower_misses() -> None:
+    def drift(last: float) -> dict:
+        times = {1: 2.0, 2: 2.0, 3: 2.0, 4: last, 5: last}
+        return restart_drift(soak(warming, ready=lambda n, r: times[r]).restarts, "ready_s")
+
+    faster = drift(1.0)
+    assert (faster["change_pct"], faster["verdict"], faster["met"]) == (-50.0, "met", True)
+    assert drift(2.2)["verdict"] == "met"  # exactly 1.10 x the start
+    assert (drift(2.3)["change_pct"], drift(2.3)["verdict"]) == (15.0, "missed")
+    goals = evaluate_goals(soak(warming, ready=lambda n, r: 3.0 - 0.2 * r), SoakConfig(duration_s=HOUR))
+    rows = [row for row in goals["table"] if row["goal"].startswith("restart time")]
+    assert [(row["goal"], row["verdict"]) for row in rows] == \
+        [("restart time (start to ready) at the end at most 10 % above the start (end <= 1.10 x start; median of "
+          "each node's last vs first restarts)", "met")]
+    assert rows[0]["measured"].startswith("2.70 s -> 2.10 s (-22.2 %)")
+
+
 def test_a_lost_record_misses_the_goal() -> None:
     result = soak(warming)
     result.counts["lost_acknowledged"] = {"a": 0, "b": 1}

@@ -18,6 +18,10 @@ class LogConfig:
     index_interval_bytes: int = 4096
     tail_cache_bytes: int = 64 << 20
     fsync: bool = True
+    # The stream's producer state is snapshotted at each segment roll (as Kafka does) and also
+    # after this many bytes of batches applied since the last snapshot, so a restart after a
+    # crash replays at most about this much of the log into it, not up to a whole segment.
+    state_snapshot_bytes: int = 64 << 20
     # Re-read every segment with CRC checks when the log opens, not only those after the recovery
     # point: a flipped byte in an old sealed segment is found before the node serves or votes
     # with it (costs one sequential read of the log per start).
@@ -30,5 +34,7 @@ class LogConfig:
             raise ValueError(f"segment_ms must be positive, got {self.segment_ms}")
         if self.index_interval_bytes <= 0:
             raise ValueError(f"index_interval_bytes must be positive, got {self.index_interval_bytes}")
+        if self.state_snapshot_bytes <= 0:
+            raise ValueError(f"state_snapshot_bytes must be positive, got {self.state_snapshot_bytes}")
         if self.tail_cache_bytes < 0:
             raise ValueError(f"tail_cache_bytes must be >= 0, got {self.tail_cache_bytes}")

@@ -147,6 +147,7 @@ class Partition:
         self._cut_off: asyncio.Future[None] | None = None  # resolved when this node is cut off
         self.last_leader = 0  # the leader this replica last knew (kept while it knows none)
         self._snapshot_segment = stream_log.active_base_index  # the segment last snapshotted in
+        self._unsnapshotted_bytes = 0  # batch bytes applied (or replayed at open) since the last state snapshot
         self.rebuilt_from = -1  # the state snapshot's offset the last rebuild started at (-1: none)
         self.rebuilt_batches = 0  # batches it read from the log
 
@@ -318,6 +319,8 @@ class Partition:
         rebuilt = rebuild_producer_state(self.log, end)
         self.producers, self.txns = rebuilt.table, rebuilt.txns
         self.rebuilt_from, self.rebuilt_batches = rebuilt.snapshot_offset, rebuilt.batches_replayed
+        # What was replayed is not in a snapshot either: it counts toward the next one by size.
+        self._unsnapshotted_bytes = rebuilt.bytes_replayed
         if rebuilt.snapshot_offset >= 0:
             log.info("stream %s: producer state from the snapshot at offset %d and %d batches after it",
                      self.name, rebuilt.snapshot_offset, rebuilt.batches_replayed)
@@ -328,19 +331,24 @@ class Partition:
     def _applied_offset(self, index: int) -> int:
         return self.log.offset_for_index(max(index, self.log.first_index - 1))
 
-    def _save_state_snapshot(self, through_index: int) -> None:
+    def _save_state_snapshot(self, through_index: int) -> int:
         """The committed producer and transaction state (every entry up to `through_index` is
-        applied) as the log's state snapshot there. A failure costs restart time only."""
+        applied) as the log's state snapshot there; its offset, -1 when it was not written (a
+        failure costs restart time only)."""
         offset = self._applied_offset(through_index)
+        self._unsnapshotted_bytes = 0
         try:
             self.log.save_state_snapshot(offset, encode_state(self.producers, self.txns))
         except (OSError, ValueError) as error:
             log.warning("stream %s: producer state snapshot at offset %d not written: %s", self.name, offset, error)
+            return -1
+        return offset
 
     def on_apply(self, entries: list[Entry]) -> None:
         """RaftGroup apply callback: committed entries, in order, on every replica."""
         for entry in entries:
             if entry.type == EntryType.DATA:
+                self._unsnapshotted_bytes += len(entry.data)
                 header = parse_batch_header(entry.data)
                 record_batch(self.producers, header, header.base_offset)
                 if header.is_transactional:
@@ -357,6 +365,16 @@ class Partition:
             # segment bounds what a restart reads to about a segment.
             self._snapshot_segment = self.log.active_base_index
             self._save_state_snapshot(entries[-1].index)
+        elif entries and self._unsnapshotted_bytes >= self.log.config.state_snapshot_bytes:
+            # ... and one every state_snapshot_bytes within a segment bounds it to that much
+            # after a crash (a clean close snapshots the end). The active segment keeps only its
+            # newest snapshot (older ones there save nothing once it exists); earlier segments'
+            # stay, as fallbacks should it be unreadable.
+            offset = self._save_state_snapshot(entries[-1].index)
+            active_base = self._applied_offset(self.log.active_base_index - 1)
+            for older in self.log.state_snapshot_offsets():
+                if active_base <= older < offset:
+                    self.log.discard_state_snapshot(older)
 
     def forget_deleted(self) -> None:
         """Retention or DeleteRecords deleted segments: forget the producers and aborted

@@ -183,11 +183,11 @@ def record_batch(table: ProducerStateTable, header: BatchHeader, base_offset: in
 
 
 def replay_producer_state(stream_log: StreamLog, table: ProducerStateTable, end_offset: int,
-                          txns: StreamTxns | None = None, start: int | None = None) -> int:
+                          txns: StreamTxns | None = None, start: int | None = None) -> tuple[int, int]:
     """Book every batch of the log from `start` (a batch's base offset; default the log
     start) below `end_offset` in `table` (and its transactions in `txns`), reading batch
-    headers only (and markers' one record); returns the number of batches seen."""
-    offset, seen = stream_log.log_start_offset if start is None else start, 0
+    headers only (and markers' one record); returns the number of batches and bytes seen."""
+    offset, seen, size = stream_log.log_start_offset if start is None else start, 0, 0
     while offset < end_offset:
         result = stream_log.read(offset, REBUILD_CHUNK_BYTES, end_offset)
         if not result.buffers:
@@ -200,6 +200,7 @@ def replay_producer_state(stream_log: StreamLog, table: ProducerStateTable, end_
                 end = position + 12 + header.batch_length  # base offset + length prefix, then the rest
                 next_offset = header.next_offset
                 seen += 1
+                size += end - position
                 record_batch(table, header, header.base_offset)
                 if txns is not None and header.is_transactional:
                     observe(txns, header, memoryview(buffer)[position:end])
@@ -207,7 +208,7 @@ def replay_producer_state(stream_log: StreamLog, table: ProducerStateTable, end_
         if next_offset <= offset:
             break
         offset = next_offset
-    return seen
+    return seen, size
 
 
 # -- snapshots (kept by the log: StreamLog.save_state_snapshot) ----------------------------------
@@ -275,6 +276,7 @@ class Rebuilt:
     txns: StreamTxns
     snapshot_offset: int  # -1: no snapshot used, the whole log was read
     batches_replayed: int
+    bytes_replayed: int = 0
 
 
 def rebuild_producer_state(stream_log: StreamLog, end_offset: int) -> Rebuilt:
@@ -296,5 +298,5 @@ def rebuild_producer_state(stream_log: StreamLog, end_offset: int) -> Rebuilt:
         txns.forget_before(start)
         snapshot_offset = start = offset
         break
-    seen = replay_producer_state(stream_log, table, end_offset, txns, start=start)
-    return Rebuilt(table, txns, snapshot_offset, seen)
+    seen, size = replay_producer_state(stream_log, table, end_offset, txns, start=start)
+    return Rebuilt(table, txns, snapshot_offset, seen, size)

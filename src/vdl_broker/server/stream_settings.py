@@ -27,7 +27,7 @@ def log_config_for(config: NodeConfig, settings: StreamSettings | None = None) -
     """A stream log's settings: the node's, with the stream's own where it has them."""
     base = LogConfig(segment_bytes=config.segment_bytes, segment_ms=config.segment_ms,
                      retention_ms=config.retention_ms, retention_bytes=config.retention_bytes,
-                     fsync=config.fsync)
+                     state_snapshot_bytes=config.producer_state_snapshot_bytes, fsync=config.fsync)
     return base if settings is None else with_settings(base, settings)
 
 

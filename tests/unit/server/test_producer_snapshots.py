@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE
 from vdl_broker.log.state_snapshots import snapshot_path
 from vdl_broker.raft.types import Entry, EntryType
+from vdl_broker.server.partition import Partition
 from vdl_broker.server.producer_state import (
     ProducerStateTable,
     decode_state,
@@ -145,3 +147,137 @@ def test_an_unreadable_payload_falls_back_to_the_log(tmp_path: Path) -> None:
     assert encode_state(rebuilt.table, rebuilt.txns) == full_replay(log, end)
     assert log.state_snapshot_offsets() == []  # deleted: not tried again
     log.close()
+
+
+@dataclass
+class Writer:
+    """Random batches of idempotent producers and a transactional one, appended to a partition's
+    log and applied to it (no Raft group: its apply callback is fed by hand, as the group would);
+    `boundaries` holds every batch's base offset."""
+    partition: Partition
+    rng: random.Random
+    boundaries: list[int] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)  # each batch's bytes
+    sequences: dict[int, int] = field(default_factory=lambda: dict.fromkeys(range(1, 5), 0))
+    open_txn: bool = False
+
+    def write(self, batches: int) -> None:
+        for _ in range(batches):
+            log = self.partition.log
+            pid = self.rng.randint(1, 4)
+            if pid == 4 and self.open_txn and self.rng.random() < 0.5:
+                data = end_txn_marker(4, 0, self.rng.random() < 0.5, 0, 1000)
+                self.open_txn = False
+            else:
+                builder = RecordBatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=self.sequences[pid],
+                                             is_transactional=pid == 4)
+                count = self.rng.randint(1, 4)
+                for i in range(count):
+                    builder.append(1000, None, b"value %d" % i)
+                data = builder.build()
+                self.sequences[pid] += count
+                self.open_txn = self.open_txn or pid == 4
+            self.boundaries.append(log.log_end_offset)
+            self.sizes.append(len(data))
+            entry = Entry(log.last_index + 1, 1, EntryType.DATA, bytes(with_base_offset(data, log.log_end_offset)))
+            log.append([entry])
+            self.partition.on_apply([entry])
+
+
+def applied_log(directory: Path, rng: random.Random, batches: int, snapshot_bytes: int) -> tuple[Partition, list[int]]:
+    """A partition over a log of one segment that applied `batches` random batches (Writer);
+    every batch's base offset, and the end."""
+    writer = open_writer(directory, rng, snapshot_bytes)
+    writer.write(batches)
+    return writer.partition, [*writer.boundaries, writer.partition.log.log_end_offset]
+
+
+def open_writer(directory: Path, rng: random.Random, snapshot_bytes: int) -> Writer:
+    config = LogConfig(segment_bytes=1 << 20, index_interval_bytes=200, tail_cache_bytes=0, fsync=False,
+                       state_snapshot_bytes=snapshot_bytes)
+    return Writer(Partition("s", StreamLog.open(directory, config), node_id=1), rng)
+
+
+def test_snapshots_by_size_within_a_segment_bound_the_replay_and_give_the_whole_log_state(tmp_path: Path) -> None:
+    partition, boundaries = applied_log(tmp_path, random.Random(5), 200, snapshot_bytes=1500)
+    log = partition.log
+    assert log.segment_count == 1  # no roll: every snapshot here was taken by size
+    snapshots = log.state_snapshot_offsets()
+    assert len(snapshots) == 1  # the older ones by size were superseded
+    newest = snapshots[0]
+    assert 0 < newest < log.log_end_offset
+    # What a crash now leaves to replay: the batches after the newest snapshot, less than
+    # state_snapshot_bytes of them (each batch is under 150 bytes).
+    replayed = [b for b in boundaries[:-1] if b >= newest]
+    assert 0 < len(replayed) <= 1500 // 70
+    end = log.log_end_offset
+    rebuilt = rebuild_producer_state(log, end)
+    assert (rebuilt.snapshot_offset, rebuilt.batches_replayed) == (newest, len(replayed))
+    assert encode_state(rebuilt.table, rebuilt.txns) == full_replay(log, end)
+    assert encode_state(rebuilt.table, rebuilt.txns) == encode_state(partition.producers, partition.txns)
+    log.close()
+
+
+def crash(log: StreamLog) -> None:
+    """Close the log's files as a kill -9 leaves them: without the clean-shutdown marker."""
+    log.sync_now()
+    log.close()
+    (log.directory / CLEAN_SHUTDOWN_FILE).unlink()
+
+
+def test_a_crash_after_a_snapshot_by_size_recovers_the_state_of_what_the_log_kept(tmp_path: Path) -> None:
+    partition, boundaries = applied_log(tmp_path, random.Random(11), 120, snapshot_bytes=2000)
+    log = partition.log
+    (snapshot,) = log.state_snapshot_offsets()
+    later = [b for b in boundaries[:-1] if b >= snapshot]
+    assert len(later) >= 2  # batches appended after the snapshot, then the crash
+    expected = encode_state(partition.producers, partition.txns)
+    cut_at = boundaries[boundaries.index(snapshot) - 2]  # two batches below the snapshot
+    cut_position = log._segments[-1].position_of(log.index_for_offset(cut_at))
+    crash(log)  # no close-time snapshot (Partition.close(clean=True) would write one)
+
+    reopened = StreamLog.open(tmp_path, log.config)
+    assert reopened.state_snapshot_offsets() == [snapshot]
+    rebuilt = rebuild_producer_state(reopened, reopened.log_end_offset)
+    assert (rebuilt.snapshot_offset, rebuilt.batches_replayed) == (snapshot, len(later))
+    assert encode_state(rebuilt.table, rebuilt.txns) == expected == full_replay(reopened, reopened.log_end_offset)
+    crash(reopened)
+
+    # A crash that also lost the log's unsynced tail from two batches below the snapshot on (a
+    # torn write there): the snapshot describes batches the log no longer holds, so it goes,
+    # and the state is that of what is left, replayed whole.
+    (segment,) = tmp_path.glob("*.log")
+    with segment.open("r+b") as file:
+        file.truncate(cut_position + 7)
+    recovered = StreamLog.open(tmp_path, log.config)
+    assert recovered.log_end_offset == cut_at
+    assert recovered.state_snapshot_offsets() == []
+    rebuilt = rebuild_producer_state(recovered, cut_at)
+    assert (rebuilt.snapshot_offset, rebuilt.batches_replayed) == (-1, boundaries.index(cut_at))
+    assert encode_state(rebuilt.table, rebuilt.txns) == full_replay(recovered, cut_at)
+    assert rebuilt.table.last_batches(1)
+    recovered.close()
+
+
+def test_after_a_crash_the_tail_replayed_counts_toward_the_next_snapshot_by_size(tmp_path: Path) -> None:
+    # Without counting it, a node that crashes again and again could leave up to twice
+    # state_snapshot_bytes unsnapshotted each time.
+    writer = open_writer(tmp_path, random.Random(3), snapshot_bytes=2000)
+    writer.write(100)
+    partition = writer.partition
+    (snapshot,) = partition.log.state_snapshot_offsets()
+    first = writer.boundaries.index(snapshot)
+    replayed_bytes = sum(writer.sizes[first:])
+    assert 0 < replayed_bytes < 2000
+    crash(partition.log)
+
+    partition = writer.partition = Partition("s", StreamLog.open(tmp_path, partition.log.config), node_id=1)
+    assert partition._rebuild(partition.log.last_index) == len(writer.sizes) - first
+    before = len(writer.sizes)
+    while partition.log.state_snapshot_offsets() == [snapshot]:
+        writer.write(1)
+    (newer,) = partition.log.state_snapshot_offsets()  # the older one by size is gone
+    assert newer == partition.log.log_end_offset
+    since = replayed_bytes + sum(writer.sizes[before:])
+    assert 2000 <= since < 2000 + max(writer.sizes)  # the replayed tail counted: not 2000 more
+    partition.log.close()
