@@ -14,7 +14,8 @@ the table is.
   p99 <= lag.ms + 1 s).
 - read: 10M records read by Spark (readStream, availableNow, noop sink, minPartitions 2) from a
   stream whose first half is only in its Delta table (retention deleted it from the log) and from
-  a stream all in the log, alternating rounds; medians (goal: >= 0.9x).
+  a stream all in the log, alternating rounds; medians (goal: >= 0.9x), and the CPU per record of
+  Spark's Python workers and of its JVM (the figure to trust on a loaded machine).
 
 The clients run on the same machine as the broker (2 cores shared). Prints a table and writes
 benchmarks/results/bench_tables.json and .png.
@@ -276,6 +277,37 @@ def load(bootstrap: str, stream: str, records: int, config: dict[str, str] | Non
             vdl.produce(stream, batches[n % len(batches)], 30_000, time.monotonic() + 60)
 
 
+def spark_cpu_seconds() -> tuple[float, float]:
+    """(Spark's Python workers, its JVM): CPU seconds so far of this process's SparkSession. A
+    Python worker that exited counts in the process that reaped it (its daemon, or the JVM for the
+    driver-side runners): those children's times are the Python side's too. Waits (up to 2 s) for
+    exited workers to be reaped: a zombie's CPU is in no process's count."""
+    import psutil
+
+    deadline = time.monotonic() + 2
+    while True:
+        python = jvm = 0.0
+        zombies = False
+        for child in psutil.Process().children(recursive=True):
+            try:
+                command = child.cmdline()
+                times = child.cpu_times()
+                zombies = zombies or child.status() == psutil.STATUS_ZOMBIE
+            except psutil.ZombieProcess:
+                zombies = True
+                continue
+            except psutil.NoSuchProcess:
+                continue
+            if command and Path(command[0]).name == "java":
+                jvm += times.user + times.system
+                python += times.children_user + times.children_system
+            elif any("pyspark" in part for part in command):
+                python += times.user + times.system + times.children_user + times.children_system
+        if not zombies or time.monotonic() > deadline:
+            return python, jvm
+        time.sleep(0.05)
+
+
 def phase_read(report: Report, broker: Any, lake: Path, records: int, rounds: int, work: Path) -> None:
     data_dir = broker.data_dir
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -303,10 +335,12 @@ def phase_read(report: Report, broker: Any, lake: Path, records: int, rounds: in
              .config("spark.driver.memory", "2g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     times: dict[str, list[float]] = {"read-log": [], "read-half": []}
+    cpu: dict[str, list[tuple[float, float]]] = {"read-log": [], "read-half": []}  # (Python workers, JVM) s
     try:
         for number in range(rounds + 1):  # round 0 warms up the Python workers: not counted
             order = ("read-log", "read-half") if number % 2 == 0 else ("read-half", "read-log")
             for stream in order:
+                cpu_before = spark_cpu_seconds()
                 started = time.perf_counter()
                 query = (spark.readStream.format("vdl").option("bootstrap.servers", broker.bootstrap)
                          .option("subscribe", stream).option("startingOffsets", "earliest")
@@ -318,6 +352,8 @@ def phase_read(report: Report, broker: Any, lake: Path, records: int, rounds: in
                     raise RuntimeError(str(query.exception()))
                 if number > 0:
                     times[stream].append(time.perf_counter() - started)
+                    cpu_after = spark_cpu_seconds()
+                    cpu[stream].append((cpu_after[0] - cpu_before[0], cpu_after[1] - cpu_before[1]))
     finally:
         spark.stop()
     ratios = [a / b for a, b in zip(times["read-log"], times["read-half"], strict=True)]
@@ -326,6 +362,12 @@ def phase_read(report: Report, broker: Any, lake: Path, records: int, rounds: in
                    "records/s", note="rounds " + ", ".join(f"{records / t:,.0f}" for t in times[stream]))
     report.add("read half table + half log / all log", statistics.median(ratios), "x", goal=0.9,
                note=f"median of per-round ratios {', '.join(f'{r:.2f}' for r in ratios)}")
+    # CPU per record: the figure to trust on a shared machine (the rates follow its load).
+    for stream, label in (("read-log", "all in the log"), ("read-half", "half in the table")):
+        for index, kind in ((0, "Spark's Python workers"), (1, "Spark's JVM")):
+            values = [used[index] / records * 1e6 for used in cpu[stream]]
+            report.add(f"{kind}, CPU per record, {label}", statistics.median(values), "us/record",
+                       note="rounds " + ", ".join(f"{v:.2f}" for v in values))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -267,39 +267,51 @@ class _Missing(Exception):
 
 
 def _read_files(files: Sequence[TableFile], start: int, end: int, include_headers: bool = True) -> Iterator[pa.Table]:
-    """The rows in [start, end) of `files` (ordered by their lowest offset), in offset order.
-    Files may interleave: compaction bin-packs by size, so one file can hold 0..9 and 20..29 and
-    another 10..19. Rows below the next file's lowest offset are final (no later file holds
-    any), so they go out sorted while the rest waits for the files after. The headers column is
-    read only when asked for (decoding its lists costs as much as the keys and values)."""
+    """The rows in [start, end) of `files` (ordered by their lowest offset), in offset order, a
+    row group at a time: Spark converts the first rows while the next are decoded. Files may
+    interleave: compaction bin-packs by size, so one file can hold 0..9 and 20..29 and another
+    10..19 (and tables written before the brokers kept an append's rows in order hold them out
+    of order within a file too). Rows below the lowest offset any unread row group may hold
+    (the next row groups' statistics, the next file's lowest offset) are final, so they go out
+    sorted while the rest waits. The headers column is read only when asked for (decoding its
+    lists costs as much as the keys and values)."""
     columns = COLUMNS if include_headers else [c for c in COLUMNS if c != "headers"]
     waiting: list[pa.Table] = []
-    for number, file in enumerate(files):
-        waiting.append(_read_file(file, start, end, columns))
-        bound = files[number + 1].first if number + 1 < len(files) else end
+
+    def release(bound: int) -> Iterator[pa.Table]:
+        nonlocal waiting
+        if not waiting:
+            return
         rows = pa.concat_tables(waiting) if len(waiting) > 1 else waiting[0]
         offsets = rows.column("offset").to_numpy()
         if len(offsets) < 2 or (np.diff(offsets) > 0).all():
-            # In order (the usual case: one file after the other, or one whose last rows the
-            # next file's interleave): what is below the bound goes out as a slice, no copy.
+            # In order (the usual case: row group after row group, file after file): what is
+            # below the bound goes out as a slice, no copy.
             final = int(np.searchsorted(offsets, bound))
+            waiting = [rows.slice(final)] if final < len(offsets) else []
             if final:
                 yield rows if final == len(offsets) else rows.slice(0, final)
-            waiting = [rows.slice(final)] if final < len(offsets) else []
-            continue
-        # Files that interleave (delta-rs's writer spreads one append's rows over files, and
-        # compaction bin-packs): only the rows where they overlap are sorted by a copy.
+            return
+        # Out of order: only the rows where they overlap are sorted by a copy.
         order = np.argsort(offsets, kind="stable")
         final = int(np.searchsorted(offsets[order], bound))
         waiting = [rows.take(pa.array(order[final:]))] if final < len(order) else []
         if final:
             yield rows.take(pa.array(order[:final]))
 
+    for number, file in enumerate(files):
+        following = files[number + 1].first if number + 1 < len(files) else end
+        for rows, unread in _read_file(file, start, end, columns):
+            waiting.append(rows)
+            yield from release(following if unread is None else min(following, unread))
+        yield from release(following)
 
-def _read_file(file: TableFile, start: int, end: int, columns: list[str]) -> pa.Table:
-    """The rows of [start, end) in one Parquet file: only its row groups whose offset statistics
-    overlap the range are read, and the rows are cut from them by offset (a slice, no copy, when
-    they are in order, as the brokers write them)."""
+
+def _read_file(file: TableFile, start: int, end: int, columns: list[str]) -> Iterator[tuple[pa.Table, int | None]]:
+    """The rows of [start, end) in one Parquet file, a row group at a time, each with the lowest
+    offset the file's row groups still to come may hold (None: none to come). Only the row
+    groups whose offset statistics overlap the range are read, and the rows are cut from them by
+    offset (a slice, no copy, when they are in order, as the brokers write them)."""
     # pyarrow.parquet, not pyarrow.dataset: the dataset module takes half a second to import
     # (pandas with it), and its filter copies every row it keeps.
     import pyarrow.fs as pafs
@@ -310,13 +322,24 @@ def _read_file(file: TableFile, start: int, end: int, columns: list[str]) -> pa.
         parquet = pq.ParquetFile(handle)
         metadata = parquet.metadata
         column = parquet.schema_arrow.get_field_index("offset")  # a top-level int64: its leaf's index too
-        groups = []
+        groups: list[tuple[int, int | None]] = []  # (row group, its lowest offset when known)
         for number in range(metadata.num_row_groups):
             stats = metadata.row_group(number).column(column).statistics
-            if stats is None or not stats.has_min_max or (stats.max >= start and stats.min < end):
-                groups.append(number)
-        table = (parquet.read_row_groups(groups, columns=columns) if groups
-                 else parquet.schema_arrow.empty_table().select(columns))
+            if stats is None or not stats.has_min_max:
+                groups.append((number, None))
+            elif stats.max >= start and stats.min < end:
+                groups.append((number, int(stats.min)))
+        if any(low is None for _, low in groups):  # no statistics to bound what comes: all at once
+            yield _cut(parquet.read_row_groups([number for number, _ in groups], columns=columns), start, end), None
+            return
+        lows = [low for _, low in groups if low is not None]
+        for index, (number, _) in enumerate(groups):
+            unread = min(lows[index + 1:], default=None)
+            yield _cut(parquet.read_row_group(number, columns=columns), start, end), unread
+
+
+def _cut(table: pa.Table, start: int, end: int) -> pa.Table:
+    """The rows of `table` in [start, end) (a slice when they are in order)."""
     offsets = table.column("offset").to_numpy()
     if len(offsets) < 2 or (np.diff(offsets) > 0).all():
         low, high = np.searchsorted(offsets, [start, end])

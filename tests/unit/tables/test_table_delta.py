@@ -131,3 +131,24 @@ def test_appends_and_compaction_write_row_groups_of_at_most_row_group_rows(tmp_p
     target.compact(1 << 20)
     assert _row_groups(tmp_path / "t") == [[100, 100, 100]]
     assert offsets(tmp_path / "t") == list(range(300))
+
+
+def _file_offsets(path: Path) -> list[list[int]]:
+    """The offset column of each data file of the table's current version, in the file's order."""
+    import pyarrow.parquet as pq
+
+    return sorted(pq.read_table(f.removeprefix("file://"), columns=["offset"]).column(0).to_pylist()
+                  for f in DeltaTable(str(path)).file_uris())
+
+
+def test_an_append_of_many_chunks_writes_its_rows_in_offset_order(tmp_path: Path) -> None:
+    """Tiering hands the writer one chunk per stored batch; delta-rs spread chunks over its
+    partitions and wrote them interleaved (0..9999, 20000.., 10000..): format("vdl") then read
+    every row group whose statistics overlapped its range and sorted them by a copy before its
+    first batch. Rows go out in offset order, row groups with disjoint offset ranges."""
+    chunked = pa.concat_tables([rows(start, start + 100) for start in range(0, 4000, 100)])
+    assert chunked.column("offset").num_chunks == 40
+    target = DeltaTarget(str(tmp_path / "t"), SCHEMA, [])
+    target.next_offset("app", 0)
+    target.append(chunked, "app", 3999)
+    assert _file_offsets(tmp_path / "t") == [list(range(4000))]
