@@ -91,6 +91,13 @@ def test_users_and_acls_through_any_node_survive_a_leader_kill(secure_cluster: D
                            AclOperation.WRITE, AclPermissionType.DENY)]
     for future in admin.create_acls(bindings).values():
         future.result(30)
+    # The metadata leader answers once the user and the ACLs are committed; each other node
+    # applies them a moment later (as Kafka's brokers learn of the controller's changes): frank's
+    # first record through a node waits for that node's copy. Both bindings came in one request
+    # (one metadata command), so a node that allows fr-open holds the DENY too.
+    for node_id in cluster.node_ids():
+        wait_until(lambda n=node_id: produce_through(cluster, tls, n, "fr-open") is None, timeout=60,
+                   message=f"node {node_id} authenticating and authorizing frank")
     for node_id in cluster.node_ids():  # every node's copy of the metadata has them
         assert produce_through(cluster, tls, node_id, "fr-open") is None
         assert produce_through(cluster, tls, node_id, "fr-secret") == "TOPIC_AUTHORIZATION_FAILED"

@@ -128,7 +128,7 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         fresh = damage is None and hard_state.term == 0 and stream_log.last_index == 0
         self.node = RaftNode(node_id, self._bootstrap, self.storage, cfg, hard_state=hard_state, rng=self._rng,
                              applied=applied, damage=damage, membership=self._durable_membership,
-                             lease_after_start=not fresh)
+                             lease_after_start=not fresh, peer_alive=peer_alive)
         self._saved_commit = applied
         self._ticks = 0
         self._tick_times = deque(maxlen=2 * cfg.election_ticks + 2)

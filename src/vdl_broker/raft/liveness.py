@@ -16,9 +16,10 @@ What a group does about it (`react`), for every group this node holds with that 
   a new leader does not depend on the number of groups.
 - peer down and this node leads: wake only when the live voters no longer make a majority, so
   CheckQuorum can step down (a quiescent leader checks nothing).
-- peer up or restarted, and this node leads: wake, to catch that follower up (quiescence left it
-  behind as presumed down, or it restarted with an older log); a restarted one is also probed
-  again at its match (RaftNode.recheck_peer), in case its restart lost what it acknowledged.
+- peer up or restarted, and this node leads: wake, to catch that member (a voter or a learner)
+  up (quiescence left it behind as presumed down, or it restarted with an older log); a
+  restarted one is also probed again at its match (RaftNode.recheck_peer), in case its restart
+  lost what it acknowledged.
 
 Safety of forgetting a leader (quiescence docstring, "Safety"): down needs timeout_ticks >=
 election_ticks of silence since this node's start, which outlasts every read lease the leader
@@ -149,7 +150,9 @@ def react(node: RaftNode, change: LivenessChange, is_alive: Callable[[int], bool
     elif node.role == Role.LEADER:
         for peer in change.restarted:
             node.recheck_peer(peer)
-        back = any(p in voters for p in (*change.up, *change.restarted))
+        # Learners too: quiescence leaves a lagging learner behind as it does a voter.
+        members = set(node.peers)
+        back = any(p in members for p in (*change.up, *change.restarted))
         live = 1 + sum(1 for p in node.voters if p != node.id and is_alive(p))
         if back or (change.down and live < node.quorum):
             node.wake()

@@ -9,7 +9,7 @@ then handled by the room that owns it.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from vdl_broker.raft.confchange import ConfChanges
 from vdl_broker.raft.config import RaftConfig
@@ -62,6 +62,7 @@ class RaftNode(Election, Replication, Follower, Recovery, ConfChanges, Quiescenc
         damage: Damage | None = None,
         membership: Sequence[ConfigRecord] = (),
         lease_after_start: bool = False,
+        peer_alive: Callable[[int], bool] | None = None,
     ) -> None:
         """`voters`: the configuration the group was created with, used while the log and the
         saved configuration records name none (membership.py); empty for a node joining an
@@ -71,7 +72,11 @@ class RaftNode(Election, Replication, Follower, Recovery, ConfChanges, Quiescenc
         leader had just been heard: before a restart this node may have acknowledged a heartbeat
         that a leader still counts in its read lease (read_lease_tick), which must outlive any
         election. Drivers that serve reads under the lease turn it on (but for a brand-new
-        replica, which acknowledged nothing); the simulations elect at once without it."""
+        replica, which acknowledged nothing); the simulations elect at once without it.
+
+        `peer_alive`: the driver's node liveness (vdl_broker.raft.liveness), whether a peer's
+        node is heard from; a leader never quiesces past a lagging member whose node is alive
+        (quiescence.py). None: no node liveness, silence alone presumes a member down."""
         if node_id <= 0 or any(v <= 0 for v in voters):
             raise ValueError("node ids must be positive")
         config = config or RaftConfig()
@@ -127,6 +132,7 @@ class RaftNode(Election, Replication, Follower, Recovery, ConfChanges, Quiescenc
         # placement (election.py).
         self._joining = not voters and not membership and self.log.last_index() == 0
         self.quiescent = False
+        self._peer_alive = peer_alive
         self._idle_heartbeats = 0  # leader: heartbeat rounds in a row with nothing to replicate
         self._become_follower(self.term, NONE)
         self._sync_conf()

@@ -6,14 +6,18 @@ Quiescing
     A leader with nothing to replicate for `RaftConfig.quiesce_after_heartbeats` heartbeat rounds
     in a row -- everything committed in its own term, durable and applied here, no leadership
     transfer, every follower caught up (match = last index, nothing in flight) or silent since
-    the last CheckQuorum round (presumed down), and a caught-up majority of voters heard from in
-    this round -- sends its caught-up followers (learners too) one last HEARTBEAT with
-    quiesce=True (commit = its last index) and quiesces: tick() does
-    nothing, so it sends no heartbeats and runs no CheckQuorum. A follower receiving that
-    heartbeat quiesces when it holds and has committed that index (and is not recovering from
-    damage) and answers quiesce=True; otherwise its ordinary answer wakes the leader. A lagging
-    follower gets nothing (it is presumed down): when its node comes back, the driver wakes the
-    leader (`wake()`), which catches it up.
+    the last CheckQuorum round with its node down by the driver's node liveness, if it has one
+    (presumed down), and a caught-up majority of voters heard from in this round -- sends its
+    caught-up followers (learners too) one last HEARTBEAT with quiesce=True (commit = its last
+    index) and quiesces: tick() does nothing, so it sends no heartbeats and runs no CheckQuorum.
+    A follower receiving that heartbeat quiesces when it holds and has committed that index (and
+    is not recovering from damage) and answers quiesce=True; otherwise its ordinary answer wakes
+    the leader. A lagging follower gets nothing (it is presumed down): when its node comes back,
+    the driver wakes the leader (`wake()`), which catches it up. A lagging member silent to the
+    group whose node is alive keeps the leader awake: what the leader sent it was lost (a new
+    leader's first appends and heartbeats, sent before its node's connection to that node was
+    up, are dropped), and as its node never went down, no node liveness change would ever wake
+    the leader for it; awake, the leader heartbeats it and its answer gets the probe sent again.
 
 Waking
     Any message wakes a node but a quiesce heartbeat, its acknowledgement and a late answer to a
@@ -138,11 +142,12 @@ class Quiescence(NodeState):
                 or self.progress[self.id].match != last or self._broadcast or self._commit_changed):
             return False
         heard = 1
+        alive = self._peer_alive
         for peer in self.peers:  # voters and learners
             pr = self.progress[peer]
             caught_up = pr.match == last and pr.state == ProgressState.REPLICATE and not pr.inflight
-            if not caught_up and pr.recent_active:
-                return False  # a live member still catching up
+            if not caught_up and (pr.recent_active or (alive is not None and alive(peer))):
+                return False  # a live member still catching up (module docstring)
             heard += caught_up and pr.recent_active and peer in self._voter_set
         # A caught-up majority heard from in this CheckQuorum round: a leader cut off from its
         # followers never quiesces, so CheckQuorum deposes it even while reads keep waking it.

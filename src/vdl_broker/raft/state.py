@@ -10,6 +10,7 @@ and set in RaftNode.__init__; a room calls another's methods through the declara
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from vdl_broker.raft.types import Message, MessageType, Role
@@ -71,6 +72,7 @@ class NodeState:
     # Quiescence (quiescence.py).
     quiescent: bool
     _idle_heartbeats: int
+    _peer_alive: Callable[[int], bool] | None  # the driver's node liveness (None: none)
 
     def _send(self, kind: MessageType, to: int, **fields: object) -> None:
         self._msgs.append(Message(kind, to, self.id, self.term, **fields))  # type: ignore[arg-type]

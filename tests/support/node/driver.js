@@ -222,11 +222,13 @@ async function groups (args) {
   const lastRead = offsetsOf(got[0].slice(before))
   await two[0].consumer.disconnect()
   const committed = {}
-  // fetchOffsets looks up each topic's partitions concurrently, and all but the first may read
-  // the admin's metadata before the refresh that adds them lands (then it asks for no partition
-  // and gets none): the admin learns every topic first.
-  await admin.fetchTopicMetadata({ topics: args.topics })
-  for (const t of await admin.fetchOffsets({ groupId: args.group, topics: args.topics })) {
+  // One stream per fetchOffsets: for several, kafkajs adds each to its admin's topics and
+  // refreshes its metadata concurrently (src/admin/index.js findTopicPartitions), and on three
+  // nodes these refreshes go to different brokers and may land out of order: an older one, asked
+  // before the last stream was added, then replaces the cache and that stream is fetched with no
+  // partition at all (every node answered every stream with its partition).
+  for (const topic of args.topics) {
+    const [t] = await admin.fetchOffsets({ groupId: args.group, topics: [topic] })
     committed[t.topic] = Number(t.partitions[0].offset)
   }
   await producer.disconnect()

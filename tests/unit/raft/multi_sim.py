@@ -44,6 +44,10 @@ class GroupSim(Cluster):
         self.name = name
         super().__init__(n, seed, **kwargs)  # type: ignore[arg-type]
 
+    def peer_alive_of(self, i: int) -> Callable[[int], bool] | None:
+        # The node's liveness of the moment (a restart replaces it), as the host gives its groups.
+        return lambda peer: self.owner.liveness[i].is_alive(peer)
+
     def deliver(self, m: Message) -> None:
         if self.nodes[m.to].node is not None and frozenset((m.sender, m.to)) not in self.cut:
             self.owner.heard(m.to, m.sender)

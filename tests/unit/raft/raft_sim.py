@@ -147,8 +147,13 @@ class Cluster:
         rng = random.Random(self.seed * 7919 + sn.id * 104729 + sn.restarts)
         damage = sn.damage if getattr(self, "corruption_aware", True) else None
         sn.node = RaftNode(sn.id, self.initial if sn.id in self.initial and not sn.joiner else (), sn.storage, cfg,
-                           hard_state=sn.storage.hard_state, rng=rng, damage=damage, membership=sn.storage.membership)
+                           hard_state=sn.storage.hard_state, rng=rng, damage=damage, membership=sn.storage.membership,
+                           peer_alive=self.peer_alive_of(sn.id))
         sn.applied = sn.node.applied_index
+
+    def peer_alive_of(self, i: int) -> Callable[[int], bool] | None:
+        """Node i's node liveness for its core (None here: no node liveness)."""
+        return None
 
     def add_node(self) -> int:
         """Start a new node that knows no configuration (it joins when a leader adds it)."""

@@ -16,7 +16,7 @@ import pytest
 from multi_sim import CAMPAIGN_DELAY_TICKS, MultiCluster
 from raft_sim import NetConfig
 
-from vdl_broker.raft import Message, MessageType, NotLeaderError, RaftConfig, Role
+from vdl_broker.raft import ConfState, Message, MessageType, NotLeaderError, RaftConfig, Role
 from vdl_broker.raft.liveness import LivenessChange, NodeLiveness, successor
 
 SLOW = True  # a minute or more: left out of make test-unit, run by make test
@@ -419,3 +419,57 @@ def test_a_lost_recheck_of_a_restarted_follower_is_sent_again() -> None:
     c.restart(restarted)
     assert c.run_until(lambda: bool(dropped), 30 * TICK), "the leader never probed the restarted follower"
     assert c.run_until(c.quiescent_everywhere, 60 * TICK), "the group never went quiet again"
+
+
+def learner_behind(seed: int) -> tuple[MultiCluster, int, int]:
+    """One group of two voters and a learner (once a voter), all quiet: (cluster, leader, learner)."""
+    c = MultiCluster(3, 1, seed=seed)
+    assert c.run_until(c.all_have_leaders, 100 * TICK)
+    group, leader = c.groups[0], c.leader(0)
+    assert leader is not None
+    learner = next(i for i in c.ids if i != leader)
+    voters = tuple(i for i in c.ids if i != learner)
+    core = c.core(0, leader)
+
+    def committed(index: int | None) -> None:
+        assert index is not None
+        assert c.run_until(lambda: core.commit_index >= index, 50 * TICK)
+
+    committed(group.propose(leader, b"first"))  # this leader's first entry: changes may follow
+    committed(group.change_conf(leader, ConfState(voters)))  # one voter at a time: out, then a learner
+    committed(group.change_conf(leader, ConfState(voters, (learner,))))
+    assert c.run_until(c.quiescent_everywhere, 60 * TICK)
+    assert c.core(0, leader).learners == (learner,)
+    return c, leader, learner
+
+
+def test_a_leader_never_quiesces_past_a_lagging_learner_whose_node_is_alive() -> None:
+    """What the leader sends a learner is lost for a while (the integration case: a restarted
+    node's new leader writes before its connection to the learner's node is up), while node
+    liveness hears that node. Presuming it down, the leader would quiesce for good: no liveness
+    change ever wakes it for a node that never went down, and a learner never campaigns."""
+    c, leader, learner = learner_behind(seed=11)
+    group = c.groups[0]
+    group.hold = lambda m: m.sender == leader and m.to == learner
+    index = group.propose(leader, b"missed")
+    c.run(3 * E * TICK)
+    assert c.liveness[leader].is_alive(learner)
+    assert not c.core(0, leader).quiescent, "the leader quiesced past a live learner it could not reach"
+    group.hold = None
+    assert c.run_until(lambda: group.nodes[learner].applied >= index, 20 * TICK), "the learner was never caught up"
+    assert c.run_until(c.quiescent_everywhere, 60 * TICK)
+
+
+def test_a_learner_back_from_a_partition_wakes_its_leader() -> None:
+    """Cut off, the learner is presumed down (its node too) and the leader quiesces past it;
+    when its node is heard again, the leader wakes and catches it up, as it does a voter."""
+    c, leader, learner = learner_behind(seed=12)
+    group = c.groups[0]
+    c.partition({learner}, {i for i in c.ids if i != learner})
+    index = group.propose(leader, b"missed")
+    assert c.run_until(lambda: c.core(0, leader).quiescent, 60 * TICK), \
+        "the leader never quiesced past the cut-off learner"
+    assert group.nodes[learner].applied < index
+    c.heal()
+    assert c.run_until(lambda: group.nodes[learner].applied >= index, 30 * TICK), "the learner was never caught up"
+    assert c.run_until(c.quiescent_everywhere, 60 * TICK)
