@@ -188,15 +188,20 @@ def test_kafka_python_admin_alters_and_describes(cluster: DevCluster) -> None:
     client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
     try:
         client.create_topics([NewTopic("kp-configured", 1, 3, topic_configs={"segment.ms": "3600000"})])
-        resource = ConfigResource(ConfigResourceType.TOPIC, "kp-configured")
-        modified = client.describe_configs([resource])["topic"]["kp-configured"]
-        assert {k: (v["value"], v["config_source"]) for k, v in modified.items()} == {
-            "segment.ms": ("3600000", "DYNAMIC_TOPIC_CONFIG")}
+
+        def described() -> dict[str, tuple[str, str]]:
+            answer = client.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-configured")])
+            return {k: (v["value"], v["config_source"]) for k, v in answer["topic"]["kp-configured"].items()}
+
+        # kafka-python asks any node; one other than the metadata leader applies a change a moment
+        # later (as Kafka's brokers apply the controller's records), so each answer is awaited
+        wait_until(lambda: described() == {"segment.ms": ("3600000", "DYNAMIC_TOPIC_CONFIG")}, 10,
+                   "the created topic's config described")
         assert client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-configured",
                                                     {"retention.bytes": "1048576"})]) == {"topic": {"kp-configured": "OK"}}
-        modified = client.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-configured")])
-        assert {k: v["value"] for k, v in modified["topic"]["kp-configured"].items()} == {
-            "segment.ms": "3600000", "retention.bytes": "1048576"}
+        wait_until(lambda: described() == {"segment.ms": ("3600000", "DYNAMIC_TOPIC_CONFIG"),
+                                           "retention.bytes": ("1048576", "DYNAMIC_TOPIC_CONFIG")}, 10,
+                   "the altered config described")
         refused = client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-configured",
                                                        {"vdl.table.format": "parquet"})], raise_on_unknown=False)
         assert "vdl.table.format: 'parquet' is not one of raw | json" in refused["topic"]["kp-configured"]
