@@ -55,6 +55,15 @@ PER_TXN = 100
 IDLE_S = 3.0  # the idle cluster's CPU is measured over this long
 
 
+def produce_waiting(producer, stream: str, value: bytes) -> None:  # noqa: ANN001
+    """produce(), waiting a moment for the client's queue to drain once when it is full."""
+    try:
+        producer.produce(stream, value)
+    except BufferError:
+        producer.poll(0.001)
+        producer.produce(stream, value)
+
+
 def produce(bootstrap: str, stream: str, count: int, transactional: str | None,
             commit_ms: list[float], ready: threading.Barrier | None = None, duration_ms: float = 0.0,
             loop_ms: list[float] | None = None) -> tuple[float, list[tuple[float, float]]]:
@@ -89,11 +98,7 @@ def produce(bootstrap: str, stream: str, count: int, transactional: str | None,
         producer.begin_transaction()
         begun = time.perf_counter()
         for i in range(count):
-            try:
-                producer.produce(stream, value)
-            except BufferError:
-                producer.poll(0.001)
-                producer.produce(stream, value)
+            produce_waiting(producer, stream, value)
             now = time.perf_counter()
             if (now - begun) * 1000 >= duration_ms or i == count - 1:
                 producer.commit_transaction(30)
@@ -119,11 +124,7 @@ def produce(bootstrap: str, stream: str, count: int, transactional: str | None,
                 samples.append((done - started, float(first + PER_TXN)))
     else:
         for i in range(count):
-            try:
-                producer.produce(stream, value)
-            except BufferError:
-                producer.poll(0.001)
-                producer.produce(stream, value)
+            produce_waiting(producer, stream, value)
             if i % 10_000 == 0:
                 producer.poll(0)
                 samples.append((time.perf_counter() - started, float(i - len(producer))))
