@@ -7,13 +7,16 @@ from __future__ import annotations
 import subprocess
 import tomllib
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 
+import confluent_kafka
 import pytest
 
-from tests.support.cluster import VDL_CLI, BrokerProcess, node_address, wait_until
-from tests.support.kafka import metadata_raw
-from vdl_broker.config import dump_node_config
-from vdl_dev.dev_cluster import DevCluster
+from tests.support.cluster import VDL_CLI, BrokerProcess, node_address, start_cluster, wait_until
+from tests.support.kafka import create_topic_raw, metadata_raw, read_to_end
+from vdl_broker.config import NodeAddress, dump_node_config
+from vdl_dev.dev_cluster import DevCluster, free_base_port, ports_needed
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -76,3 +79,62 @@ def test_a_node_of_its_own_without_raft_listen_registers_itself_and_serves_at_on
     broker.restart()
     assert "starting without the cluster metadata" not in broker.recent_output(2000)
     assert [(b.node_id, b.rack) for b in metadata_raw(broker.bootstrap, []).brokers] == [(1, "rack-b")]
+
+
+def produce_all(bootstrap: str, stream: str, values: list[bytes]) -> list[tuple[int, bytes]]:
+    """(offset, value) of each record as an idempotent acks=all confluent-kafka producer had it
+    acknowledged."""
+    acked: list[tuple[int, bytes]] = []
+
+    def on_delivery(error: confluent_kafka.KafkaError | None, message: confluent_kafka.Message) -> None:
+        assert error is None, error
+        acked.append((message.offset(), message.value()))
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                         "linger.ms": 5})
+    for value in values:
+        producer.produce(stream, value, partition=0, on_delivery=on_delivery)
+    assert producer.flush(30) == 0
+    return sorted(acked)
+
+
+def move_every_node(cluster: DevCluster) -> None:
+    """New client, raft and metrics ports for every node, in its own settings and in every
+    node's `peers` (as an operator moving the whole cluster writes them)."""
+    base = free_base_port(ports_needed(len(cluster.nodes), metrics=True))
+    count = len(cluster.nodes)
+    peers = [NodeAddress(i, f"{cluster.host}:{base + i - 1}", f"{cluster.host}:{base + count + i - 1}")
+             for i in cluster.node_ids()]
+    for node_id, node in cluster.nodes.items():
+        node.config = replace(node.config, port=base + node_id - 1, raft_listen=peers[node_id - 1].raft,
+                              metrics_listen=f"{cluster.host}:{base + 2 * count + node_id - 1}", peers=peers)
+
+
+def test_a_whole_cluster_moved_to_new_addresses_forms_again_and_keeps_its_records(tmp_path: Path) -> None:
+    """Every node's addresses change at once (new `peers` everywhere, new listen addresses), all
+    restarted on their data directories: the configured peers reach the quorum and each node
+    registers its new addresses (the addresses the metadata held were all stale: the nodes
+    dialled each other there and no metadata leader was ever elected)."""
+    cluster = start_cluster(tmp_path, nodes=3, register=lambda c: None)
+    try:
+        assert create_topic_raw(node_address(cluster, 1), "moved", replication_factor=3) == (0, None)
+        before = produce_all(cluster.bootstrap_servers, "moved", [f"before-{i}".encode() for i in range(300)])
+        assert before == [(i, f"before-{i}".encode()) for i in range(300)]
+        cluster.stop_all()
+        old = cluster.bootstrap_servers
+
+        move_every_node(cluster)
+        assert cluster.bootstrap_servers != old
+        cluster.start(timeout_s=30)
+        cluster.wait_for_brokers(timeout_s=30)
+        moved = {n: cluster.nodes[n].client_address for n in cluster.node_ids()}
+        for node_id in cluster.node_ids():  # each node's new address, in every node's Metadata
+            brokers = metadata_raw(node_address(cluster, node_id), []).brokers
+            assert {b.node_id: f"{b.host}:{b.port}" for b in brokers} == moved
+
+        assert read_to_end(cluster.bootstrap_servers, "moved", "read_uncommitted", at_least=300) == before
+        after = produce_all(cluster.bootstrap_servers, "moved", [f"after-{i}".encode() for i in range(50)])
+        assert after == [(300 + i, f"after-{i}".encode()) for i in range(50)]
+        assert read_to_end(cluster.bootstrap_servers, "moved", "read_uncommitted", at_least=350) == before + after
+    finally:
+        cluster.kill_all()

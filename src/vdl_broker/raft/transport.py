@@ -5,6 +5,15 @@ restarted dialer's new connection replaces the old one). The connection carries 
 ways: a 4-byte big-endian length, then a body from vdl_broker.raft.wire. The dialer's first
 frame is a HELLO naming itself.
 
+Where a peer is dialed: the address last given by `add_peer` (what the cluster metadata says
+of it) and, when the two differ, the one `peers` gave at construction (the node's own
+configuration), tried in turn until one answers. A whole cluster moved to new addresses has
+only stale ones in its metadata until its nodes register again, which needs a metadata leader,
+which needs the configured addresses; a single node moved has the new address in the metadata
+while the other nodes' configurations may still name the old one. A connection that reaches
+another node than the one dialed (a stale address now used by another node) is dropped at its
+first frame (the sender id differs) and the other address tried.
+
 With TLS (`tls` = server and dialing SSL contexts, `identify` = the node id a verified peer
 certificate names) every connection is mutual TLS and a peer must hold a certificate naming the
 node id it claims; anything else is refused and logged. The same connection carries calls
@@ -91,7 +100,8 @@ class PeerStats:
 @dataclass
 class _Peer:
     id: int
-    address: Address | None
+    address: Address | None  # the latest given (the cluster metadata's)
+    configured: Address | None = None  # from the node's configuration, tried when `address` fails
     queue: list[tuple[str, Message]] = field(default_factory=list)
     queue_bytes: int = 0
     writer: asyncio.StreamWriter | None = None
@@ -242,6 +252,7 @@ class RaftTransport:
         self._closed = False
         self._readers: set[asyncio.Task[None]] = set()
         self._pending_peers = dict(peers or {})
+        self._configured = dict(peers or {})
         self.incarnation = random.getrandbits(63)  # new at every start: peers see a restart
 
     # ------------------------------------------------------------------ lifecycle
@@ -308,7 +319,7 @@ class RaftTransport:
             return
         peer = self._peers.get(peer_id)
         if peer is None:
-            peer = _Peer(peer_id, address)
+            peer = _Peer(peer_id, address, self._configured.get(peer_id))
             self._peers[peer_id] = peer
             loop = asyncio.get_running_loop()
             peer.tasks.append(loop.create_task(self._write_loop(peer)))
@@ -479,23 +490,36 @@ class RaftTransport:
         follower never catching up, a node never learning the metadata)."""
         backoff = self.config.backoff_min_s
         loop = asyncio.get_running_loop()
+        dropped_at_once: Address | None = None  # tried last next time (another node may answer there)
+        attached: Address | None = None
         while not self._closed:
             if peer.writer is None and peer.address is not None:
-                try:
-                    attached = await self._dial_once(peer)
-                except Exception:  # uvloop raises odd types on sockets reset mid-setup
-                    log.exception("node %d -> %d: dialing failed", self.node_id, peer.id)
-                    attached = False
-                if not attached:
+                attached = None
+                addresses = self._addresses(peer)
+                if dropped_at_once in addresses:
+                    addresses.remove(dropped_at_once)
+                    addresses.append(dropped_at_once)
+                for address in addresses:
+                    try:
+                        if await self._dial_once(peer, address):
+                            attached = address
+                    except Exception:  # uvloop raises odd types on sockets reset mid-setup
+                        log.exception("node %d -> %d: dialing failed", self.node_id, peer.id)
+                    if attached is not None or self._closed or peer.writer is not None:
+                        break
+                if attached is None:
                     await asyncio.sleep(backoff * (0.5 + random.random()))
                     backoff = min(backoff * 2, self.config.backoff_max_s)
                     continue
+                dropped_at_once = None
             if peer.writer is not None:
                 since = loop.time()
                 await peer.disconnected.wait()  # then dial again
                 if loop.time() - since < self.config.backoff_max_s:
                     # Accepted, then closed at once (a peer resetting every connection, a
-                    # restarting node's backlog): back off as for a failed dial, not spin.
+                    # restarting node's backlog, another node at a stale address): back off as
+                    # for a failed dial, not spin, and try the other address first.
+                    dropped_at_once = attached
                     await asyncio.sleep(backoff * (0.5 + random.random()))
                     backoff = min(backoff * 2, self.config.backoff_max_s)
                 else:
@@ -503,11 +527,15 @@ class RaftTransport:
             elif peer.address is None:
                 await asyncio.sleep(self.config.backoff_max_s)
 
-    async def _dial_once(self, peer: _Peer) -> bool:
-        """Connect, say HELLO and attach; False when the peer cannot be reached now."""
-        assert peer.address is not None
+    @staticmethod
+    def _addresses(peer: _Peer) -> list[Address]:
+        """Where to dial `peer`: the metadata's address, then the configured one if it differs."""
+        return [a for a in dict.fromkeys((peer.address, peer.configured)) if a is not None]
+
+    async def _dial_once(self, peer: _Peer, address: Address) -> bool:
+        """Connect to `address`, say HELLO and attach; False when the peer cannot be reached there now."""
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(*peer.address),
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(*address),
                                                     self.config.connect_timeout_s)
         except (TimeoutError, OSError):
             return False
@@ -520,7 +548,7 @@ class RaftTransport:
         except (OSError, RuntimeError, AttributeError):
             writer.close()
             return False
-        if self.tls is not None and not await self._dial_tls(peer, writer):
+        if self.tls is not None and not await self._dial_tls(peer, address, writer):
             return False
         try:
             hello = encode_hello(self.node_id)
@@ -534,7 +562,7 @@ class RaftTransport:
         self._attach(peer, reader, writer)
         return True
 
-    async def _dial_tls(self, peer: _Peer, writer: asyncio.StreamWriter) -> bool:
+    async def _dial_tls(self, peer: _Peer, address: Address, writer: asyncio.StreamWriter) -> bool:
         """TLS over a fresh connection; the peer's certificate must name the node we dialed."""
         assert self.tls is not None and self.identify is not None
         try:
@@ -543,13 +571,13 @@ class RaftTransport:
             # A certificate problem is worth a warning; a peer going away mid-handshake is not.
             log.log(logging.WARNING if isinstance(error, ssl.SSLError) else logging.DEBUG,
                     "node %d: TLS to node %d at %s:%s failed, refused: %s", self.node_id, peer.id,
-                    *peer.address or ("?", "?"), error)
+                    *address, error)
             writer.close()
             return False
         named = self.identify(writer.get_extra_info("peercert"))
         if named != peer.id:
             log.warning("node %d: refused node %d at %s:%s: its certificate names node %s", self.node_id, peer.id,
-                        *peer.address or ("?", "?"), named)
+                        *address, named)
             writer.close()
             return False
         return True

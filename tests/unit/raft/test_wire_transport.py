@@ -273,3 +273,60 @@ def test_a_peer_resetting_every_connection_is_dialed_with_backoff() -> None:
             await a.stop()
             server.close()
     run(main)
+
+
+def test_a_peer_at_a_stale_address_is_reached_at_its_configured_one() -> None:
+    """The address the metadata gave (add_peer) answers nothing -- the whole cluster moved --
+    and the one this node's configuration names does: the peer is reached there (it was dialed
+    at the stale one only, forever)."""
+    async def main() -> None:
+        ib = Inbox()
+        b = RaftTransport(2, ("127.0.0.1", 0), ib, config=FAST)
+        await b.start()
+        a = RaftTransport(1, ("127.0.0.1", 0), Inbox(), peers={2: ("127.0.0.1", b.port)}, config=FAST)
+        await a.start()
+        b.add_peer(1, ("127.0.0.1", a.port))
+        try:
+            with socket.socket() as stale:  # bound, never listening: a dial there is refused
+                stale.bind(("127.0.0.1", 0))
+                a.add_peer(2, stale.getsockname())
+                await _until(lambda: a.is_connected(2))
+            assert a.send("g", Message(MessageType.HEARTBEAT, 2, 1, 7))
+            await ib.wait_count(1)
+            assert [(g, m.sender, m.term) for g, m in ib.items] == [("g", 1, 7)]
+        finally:
+            await a.stop()
+            await b.stop()
+    run(main)
+
+
+def test_a_stale_address_now_used_by_another_node_is_left_for_the_configured_one() -> None:
+    """The metadata's address of node 2 is node 3's now (ports reused after a move): that
+    connection is dropped at node 3's first frame and node 2 is dialed at its configured
+    address instead; node 3 handles nothing meant for node 2."""
+    async def main() -> None:
+        ib, ic = Inbox(), Inbox()
+        b = RaftTransport(2, ("127.0.0.1", 0), ib, config=FAST)
+        c = RaftTransport(3, ("127.0.0.1", 0), ic, config=FAST)
+        await b.start()
+        await c.start()
+        a = RaftTransport(1, ("127.0.0.1", 0), Inbox(), peers={2: ("127.0.0.1", b.port), 3: ("127.0.0.1", c.port)},
+                          config=FAST)
+        await a.start()
+        b.add_peer(1, ("127.0.0.1", a.port))
+        c.add_peer(1, ("127.0.0.1", a.port))
+        try:
+            a.add_peer(2, ("127.0.0.1", c.port))
+            await _until(lambda: b.is_connected(1), timeout=10)
+            await _until(lambda: a.is_connected(2) and a.is_connected(3))
+            assert a.send("g", Message(MessageType.HEARTBEAT, 2, 1, 7))
+            assert a.send("g", Message(MessageType.HEARTBEAT, 3, 1, 8))
+            await ib.wait_count(1)
+            await ic.wait_count(1)
+            assert [(m.to, m.term) for _, m in ib.items] == [(2, 7)]
+            assert [(m.to, m.term) for _, m in ic.items] == [(3, 8)]
+            assert a.stats(2).connects == 2  # node 3's answer first, then node 2's
+        finally:
+            for t in (a, b, c):
+                await t.stop()
+    run(main)
