@@ -1,11 +1,16 @@
 """Opening a stream's log directory: finding its segments and, after an unclean stop, recovering.
 
-Every segment (with LogConfig.verify_on_open, the default; else only those from the recovery
-point on, normally just the active one) is re-read with CRC checks, its indexes rebuilt, and the
-log is cut at the first torn or corrupt entry (seed 002, Kafka's LogLoader) -- after a clean
-shutdown too: a flipped byte must be found before the node acknowledges or votes with it.
-Without verify_on_open, segments before the recovery point are trusted: their base offset comes
-from the first record of their offset index and their indexes are checked when first used.
+Every segment from the recovery point on (normally just the active one: the segments before it
+were synced) is re-read with CRC checks, its indexes rebuilt, and the log is cut at the first
+torn or corrupt entry (seed 002, Kafka's LogLoader) -- after a clean shutdown too: a flipped
+byte must be found before the node acknowledges or votes with it. The segments before the
+recovery point get the same full check unless their files are still byte for byte what passed
+it at an earlier open (verified.py: one CRC32C pass over each file instead of a walk over its
+entries), so a flipped byte in an old sealed segment is found all the same, and the first
+segment that fails that comparison is checked in full with everything after it. Without
+LogConfig.verify_on_open (Kafka's behaviour) the segments before the recovery point are trusted
+unread. Trusted segments take their base offset from the first record of their offset index;
+their indexes are checked when first used.
 
 A cut is a torn write (the unsynced tail of an unclean stop: nothing can have been acknowledged)
 or damage to durable data: after a clean shutdown everything was synced; otherwise intact
@@ -29,6 +34,7 @@ from vdl_broker.log.fileio import fsync_dir
 from vdl_broker.log.log_start import LogStart, load_log_start
 from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE, load_recovery_point, scan
 from vdl_broker.log.segment import LOG_SUFFIX, Segment
+from vdl_broker.log.verified import SegmentRecord, load_records, record_of, save_records, still_holds
 from vdl_broker.raft.types import EntryType
 from vdl_wire.records.batch_header import BATCH_HEADER_SIZE, batch_fields
 
@@ -78,10 +84,15 @@ def load(directory: Path, config: LogConfig, now_ms: float) -> LoadedLog:
     if not segments:
         segments = [new_segment(directory, config, start.first_index, start.start_offset)]
     point = load_recovery_point(directory)
-    first = 0 if point is None or config.verify_on_open else max(0, bisect_right(bases, point) - 1)
+    first = 0 if point is None else max(0, bisect_right(bases, point) - 1)
+    records = load_records(directory) if config.verify_on_open else {}
+    if config.verify_on_open:
+        first = _still_verified(segments, first, records)
     _load_trusted(segments, first)
     cut = _recover(directory, segments, first, start, all_synced=clean, fsync=config.fsync)
     _chain_offsets(segments, start)
+    if config.verify_on_open:
+        _record_verified(directory, segments, first, records)
     for segment in segments[:-1]:
         segment.sealed = True
     active = segments[-1]
@@ -99,6 +110,40 @@ def load(directory: Path, config: LogConfig, now_ms: float) -> LoadedLog:
         if config.fsync:  # fsync=False (tests, benchmarks) skips every fsync
             fsync_dir(directory)
     return LoadedLog(segments, previous_term, recovered=not clean or cut, damage=load_damage(directory))
+
+
+def _still_verified(segments: list[Segment], first: int, records: dict[int, SegmentRecord]) -> int:
+    """How many of the first `first` segments (all sealed) are still exactly what passed the
+    full check at an earlier open: their entry count still reaches the next segment's base,
+    their offsets still continue one another, their files still have the recorded checksums."""
+    previous_end: int | None = None
+    for i in range(first):
+        segment = segments[i]
+        record = records.get(segment.base_index)
+        if record is None or record.count != segments[i + 1].base_index - segment.base_index:
+            return i
+        if record.has_data and previous_end is not None and record.base_offset != previous_end:
+            return i
+        if not still_holds(segment, record):
+            logger.warning("%s: changed since it was last checked: checking it and every later segment entry "
+                           "by entry", segment.log_path)
+            return i
+        if record.has_data:
+            previous_end = record.next_offset
+    return first
+
+
+def _record_verified(directory: Path, segments: list[Segment], trusted: int,
+                     records: dict[int, SegmentRecord]) -> None:
+    """Record every sealed segment as it passed this open: the trusted ones as they were, the
+    ones checked in full (now loaded) as their files are now."""
+    kept = {s.base_index: records[s.base_index] for s in segments[:trusted]}
+    kept |= {s.base_index: record_of(s) for s in segments[trusted:-1]}
+    if kept != records:
+        try:
+            save_records(directory, kept)
+        except OSError as error:  # disk full: only a longer check at the next open
+            logger.warning("%s: cannot record its checked segments (%s)", directory, error)
 
 
 def _load_trusted(segments: list[Segment], count: int) -> None:

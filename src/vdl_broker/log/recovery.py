@@ -1,8 +1,8 @@
 """Walking a segment's entries: index rebuilds and crash recovery.
 
-Recovery (seed 002, Kafka's LogLoader): with a clean-shutdown marker every segment is trusted and
-its indexes only checked when first used; without it, every segment from the recovery point on
-is re-read with CRC checks and the log is cut at the first torn or corrupt entry.
+Recovery (seed 002, Kafka's LogLoader): every segment from the recovery point on is re-read with
+CRC checks and the log is cut at the first torn or corrupt entry; the segments before it are
+compared with what passed that check before (loading.py, verified.py).
 """
 
 from __future__ import annotations
