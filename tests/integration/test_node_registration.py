@@ -98,16 +98,15 @@ def produce_all(bootstrap: str, stream: str, values: list[bytes]) -> list[tuple[
     return sorted(acked)
 
 
-def move_every_node(cluster: DevCluster) -> None:
-    """New client, raft and metrics ports for every node, in its own settings and in every
-    node's `peers` (as an operator moving the whole cluster writes them)."""
-    base = free_base_port(ports_needed(len(cluster.nodes), metrics=True))
+def move_every_node(cluster: DevCluster, host: str) -> None:
+    """A new host and new client, raft and metrics ports for every node, in its own settings and
+    in every node's `peers` (as an operator moving the whole cluster writes them)."""
+    base = free_base_port(ports_needed(len(cluster.nodes), metrics=True), host)
     count = len(cluster.nodes)
-    peers = [NodeAddress(i, f"{cluster.host}:{base + i - 1}", f"{cluster.host}:{base + count + i - 1}")
-             for i in cluster.node_ids()]
+    peers = [NodeAddress(i, f"{host}:{base + i - 1}", f"{host}:{base + count + i - 1}") for i in cluster.node_ids()]
     for node_id, node in cluster.nodes.items():
-        node.config = replace(node.config, port=base + node_id - 1, raft_listen=peers[node_id - 1].raft,
-                              metrics_listen=f"{cluster.host}:{base + 2 * count + node_id - 1}", peers=peers)
+        node.config = replace(node.config, host=host, port=base + node_id - 1, raft_listen=peers[node_id - 1].raft,
+                              metrics_listen=f"{host}:{base + 2 * count + node_id - 1}", peers=peers)
 
 
 def test_a_whole_cluster_moved_to_new_addresses_forms_again_and_keeps_its_records(tmp_path: Path) -> None:
@@ -121,10 +120,9 @@ def test_a_whole_cluster_moved_to_new_addresses_forms_again_and_keeps_its_record
         before = produce_all(cluster.bootstrap_servers, "moved", [f"before-{i}".encode() for i in range(300)])
         assert before == [(i, f"before-{i}".encode()) for i in range(300)]
         cluster.stop_all()
-        old = cluster.bootstrap_servers
 
-        move_every_node(cluster)
-        assert cluster.bootstrap_servers != old
+        move_every_node(cluster, "127.0.0.2")  # another loopback address: a new host
+        assert "127.0.0.1" not in cluster.bootstrap_servers
         cluster.start(timeout_s=30)
         cluster.wait_for_brokers(timeout_s=30)
         moved = {n: cluster.nodes[n].client_address for n in cluster.node_ids()}
