@@ -22,6 +22,7 @@ from tests.faults.harness import (
     create_stream,
     high_watermark,
     node_address,
+    probe_write,
     produce_batches,
     produce_raw,
     read_all,
@@ -35,6 +36,7 @@ from tests.support.kafka import raw_request
 from vdl_broker.cluster.metadata import METADATA_GROUP
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.damage import DAMAGE_FILE
+from vdl_broker.log.verified import load_records
 from vdl_broker.raft.persistence import COMMIT_POINT_FILE, HARD_STATE_FILE, load_hard_state
 from vdl_dev.dev_cluster import DevCluster
 from vdl_wire import messages as m
@@ -170,3 +172,35 @@ def test_damaged_small_file(cluster: DevCluster, probes: ProbeLog, file: str) ->
     converge(cluster, stream, follower, acked)
     if file == HARD_STATE_FILE:
         load_hard_state(source)  # readable again: rewritten once it followed a leader
+
+
+def test_flipped_byte_in_an_old_segment_checked_at_an_earlier_start(cluster: DevCluster, probes: ProbeLog) -> None:
+    """A sealed segment that passed the entry-by-entry check at one start is only compared with
+    its recorded checksums at the next (vdl_broker/log/verified.py): a byte flipped in it while
+    the node is down is found all the same -- cut, recorded as damage, fetched again from the
+    leader -- and the replica ends byte-identical."""
+    stream = "checked-segment"
+    topic = m.CreateTopicsRequest.CreatableTopic(name=stream, num_partitions=1, replication_factor=3, configs=[
+        m.CreateTopicsRequest.CreatableTopicConfig(name="segment.bytes", value="8192")])
+    created = raw_request(node_address(cluster, 1), m.CreateTopicsRequest(topics=[topic], timeout_ms=30_000),
+                          timeout=35.0).topics[0]
+    assert created.error_code == 0, created.error_message
+    leader, _ = probe_write(cluster, stream, probes, 30, tag="create")
+    wait_for_full_isr(cluster, stream)
+    acked = produce_batches(cluster, stream, 12, "acked")
+    follower = others(cluster, leader)[0]
+    cluster.restart(follower, timeout_s=60)  # this start checks every segment and records them
+    wait_logs_converged(cluster, stream, timeout=60)
+    cluster.stop(follower)
+    source = directory(cluster, follower, stream)
+    segments = sorted(source.glob("*.log"))
+    assert len(segments) >= 3
+    path, position = entry_position(source, acked[1][1])
+    assert path == segments[0] and int(path.stem) in load_records(source)
+    flip_byte(path, position + HEADER + 200)
+    cluster.restart(follower, timeout_s=60)
+    output = cluster.nodes[follower].output
+    wait_until(lambda: any("damaged entry" in line and path.name in line for line in output), 30,
+               f"node {follower} finding the flipped byte in {path.name} at its start")
+    assert any("changed since it was last checked" in line and path.name in line for line in output)
+    converge(cluster, stream, follower, acked)
