@@ -14,6 +14,14 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:

@@ -30,7 +30,7 @@ from pathlib import Path
 from vdl_broker.log.config import LogConfig
 from vdl_broker.log.damage import DamageRecord, load_damage, save_damage
 from vdl_broker.log.entry import HEADER, HEADER_SIZE
-from vdl_broker.log.fileio import fsync_dir
+from vdl_broker.log.fileio import fsync_dir, fsync_file
 from vdl_broker.log.log_start import LogStart, load_log_start
 from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE, load_recovery_point, scan
 from vdl_broker.log.segment import LOG_SUFFIX, Segment
@@ -212,6 +212,10 @@ def _recover(directory: Path, segments: list[Segment], first: int, start: LogSta
                 save_damage(directory, DamageRecord(held).merge(load_damage(directory)), durable=fsync)
         if end < file_size:
             os.truncate(segment.log_path, end)
+        if fsync and not all_synced and end > 0:
+            # What a killed process wrote is in the page cache but maybe not on disk; from here on
+            # the log calls it durable (its node acknowledges and votes with it), so make it so.
+            fsync_file(segment.log_path)
         segment.flush_indexes_or_drop()
         segment.loaded = True
         if segment.has_data:

@@ -407,3 +407,28 @@ def test_deleted_below_is_kept_with_a_checksum(tmp_path: Path) -> None:
     assert load_deleted_below(tmp_path) == 1234
     (tmp_path / DELETED_BELOW_FILE).write_bytes(b"\x00" * 12)  # checksum wrong: ignored
     assert load_deleted_below(tmp_path) == 0
+
+
+def test_a_start_after_a_crash_syncs_what_it_now_calls_durable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A killed process's last writes may be in the page cache only; the reopened log counts them
+    durable (its node acknowledges and votes with them), so the open syncs them first. A clean
+    stop synced everything: nothing to sync then."""
+    directory = tmp_path / "s"
+    log = StreamLog.open(directory, small_config(fsync=True))
+    fill(log, 30)
+    log.close()
+    segments = sorted(directory.glob("*.log"))
+    assert len(segments) > 2
+    synced: list[str] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd)))
+
+    reopened = StreamLog.open(directory, small_config(fsync=True))
+    assert synced == []  # after a clean stop
+    reopened.close()
+    (directory / ".clean-shutdown").unlink()  # as if the process had been killed
+    synced.clear()
+    reopened = StreamLog.open(directory, small_config(fsync=True))
+    assert str(segments[-1]) in synced  # the active segment, unsynced when the process died
+    assert reopened.durable_index == reopened.last_index
+    reopened.close()
