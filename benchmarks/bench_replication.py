@@ -19,8 +19,10 @@ batch, as VDL). The same confluent-kafka clients and records go to all of them:
 - replication's cost: broker CPU per acknowledged record (us/record = CPU seconds per million
   records) of the whole cluster and of each role apart -- the stream's leader, each follower --
   counted from the start of the run until every broker is idle again (a follower that was
-  behind at the last acknowledgement has caught up by then) -- goals: a follower <= 0.5x the
-  leader; 3 nodes in all <= 2.2x one node; 3-node throughput >= 0.85x one node's;
+  behind at the last acknowledgement has caught up by then), split into user and system time
+  (the kernel's share: socket reads and writes, the page cache, fdatasync's writeback) -- goals:
+  a follower <= 0.5x the leader; 3 nodes in all <= 2.2x one node; 3-node throughput >= 0.85x
+  one node's;
 - failover: kill -9 of the stream's leader to the first acknowledged acks=-1 produce at any
   node, several kills (the killed node restarted and back in sync in between) -- goal median
   <= 2 s.
@@ -221,7 +223,7 @@ def measure_throughput(target: Target, round_number: int, count: int, producers:
     counted until the brokers are idle again."""
     topic = target.topic(f"{TOPIC_THROUGHPUT}-{round_number}")
     by_role = roles(topic) if roles is not None else {}
-    before = {role: cpu_seconds([pid]) for role, pid in by_role.items()}
+    before = {role: cpu_split(pid) for role, pid in by_role.items()}
     with target.cpu() as used:
         run = produce_run(target.bootstrap, topic, count, -1, producers)
         if by_role:
@@ -229,13 +231,30 @@ def measure_throughput(target: Target, round_number: int, count: int, producers:
     result.values["acks_all"] = run.rate
     result.values["acks_all_cpu"] = per_record_us(used[0], count)
     result.timelines["acks_all"] = run.counts
-    spent = {role: per_record_us(cpu_seconds([pid]) - before[role], count) for role, pid in by_role.items()}
+    after = {role: cpu_split(pid) for role, pid in by_role.items()}
+    user = {role: per_record_us(after[role][0] - before[role][0], count) for role in by_role}
+    system = {role: per_record_us(after[role][1] - before[role][1], count) for role in by_role}
+    spent = {role: user[role] + system[role] for role in by_role}
     if spent:
         result.values["leader_cpu"] = spent["leader"]
-        followers = [v for role, v in spent.items() if role != "leader"]
+        result.values["leader_user"], result.values["leader_sys"] = user["leader"], system["leader"]
+        followers = [role for role in spent if role != "leader"]
         if followers:
-            result.values["follower_cpu"] = statistics.mean(followers)
-            result.values["follower_max_cpu"] = max(followers)
+            result.values["follower_cpu"] = statistics.mean(spent[role] for role in followers)
+            result.values["follower_max_cpu"] = max(spent[role] for role in followers)
+            result.values["follower_user"] = statistics.mean(user[role] for role in followers)
+            result.values["follower_sys"] = statistics.mean(system[role] for role in followers)
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds the process has used so far; (0, 0) once it is gone."""
+    import psutil
+
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.NoSuchProcess:
+        return 0.0, 0.0
+    return times.user, times.system
 
 
 def roles_of(cluster: DevCluster) -> Roles:
@@ -283,6 +302,14 @@ def report_cost(report: Report, vdl: Target, vdl1: Target, results: dict[str, li
              f"{a.values['follower_max_cpu'] / a.values['leader_cpu']:.2f}",
              f"{a.values['acks_all_cpu'] / b.values['acks_all_cpu']:.2f}"]
             for i, (a, b) in enumerate(zip(three, one, strict=True))]
+    # Where each role's CPU goes: Python and the interpreter (user) or the kernel (system: socket
+    # reads and writes, the page cache, fdatasync's writeback) -- what a Python change can cut.
+    split_rows = [[label, *(f"{statistics.median(r.values[f'{key}_{kind}'] for r in runs):.3f}"
+                           for kind in ("user", "sys"))]
+                  for label, key, runs in (("3 nodes, leader", "leader", three), ("3 nodes, a follower (mean of 2)",
+                                           "follower", three), ("1 node", "leader", one))]
+    report.side_by_side(f"{prefix}CPU per record by role, user and system (us/record, medians of "
+                        f"{len(three)} rounds)", ["role", "user", "system"], split_rows)
     report.side_by_side(f"{prefix}replication's cost per round (CPU in us/record; followers: mean of 2; "
                         "load: " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + " at the end)",
                         ["round", "3 nodes rec/s", "1 node rec/s", "3/1", "leader CPU", "follower CPU",

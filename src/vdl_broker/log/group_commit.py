@@ -52,7 +52,7 @@ class GroupCommit:
     # (same indexes, other bytes) durable.
     generation: int = 0
     observer: Callable[[float], None] | None = None  # told each sync's duration in seconds (metrics)
-    _inflight: asyncio.Task[None] | None = None
+    _inflight: asyncio.Future[None] | None = None
 
     # ---- what the log tells it ------------------------------------------------------------
     def sealed(self, segment: Segment) -> None:
@@ -102,20 +102,30 @@ class GroupCommit:
     async def sync(self) -> None:
         target = self.tail()[1]
         while self.needs_sync(target):
-            if self._inflight is None:
-                self._inflight = asyncio.get_running_loop().create_task(self._sync_task())
-            await asyncio.shield(self._inflight)
+            inflight = self._inflight
+            if inflight is None:
+                inflight = self._start_sync()
+            # Shielded: a waiter cancelled (its group stopping) leaves the sync running for the others.
+            await asyncio.shield(inflight)
 
-    async def _sync_task(self) -> None:
-        try:
-            job = self._job()
-            started = time.perf_counter()
-            await asyncio.get_running_loop().run_in_executor(None, self._run, job)
+    def _start_sync(self) -> asyncio.Future[None]:
+        """Hand one fdatasync job to a worker thread; its completion is booked by a callback that
+        runs before any waiter resumes (no task of its own: one hand-off and one wake-up per sync)."""
+        job = self._job()
+        started = time.perf_counter()
+        future = asyncio.get_running_loop().run_in_executor(None, self._run, job)
+        self._inflight = future
+
+        def done(finished: asyncio.Future[None]) -> None:
+            self._inflight = None
+            if finished.cancelled() or finished.exception() is not None:
+                return  # the waiters see the error; nothing became durable
+            self._finish(job)
             if self.observer is not None and job.fds:
                 self.observer(time.perf_counter() - started)
-            self._finish(job)
-        finally:
-            self._inflight = None
+
+        future.add_done_callback(done)
+        return future
 
     def _job(self) -> _SyncJob:
         active, last_index = self.tail()

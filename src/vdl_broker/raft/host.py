@@ -93,7 +93,8 @@ class RaftHost:
         self._campaigns: list[tuple[int, str, int]] = []  # (tick due, group name, attempts so far)
         self._ticker: asyncio.Task[None] | None = None
         # Catch-up appends (replicas far behind) are paced; None: as fast as they go.
-        self.throttle = CatchUpThrottle(recovery_rate_bytes, self._send, clock=clock) if recovery_rate_bytes else None
+        self.throttle = (CatchUpThrottle(recovery_rate_bytes, self._send_paced, clock=clock, obsolete=self._paced_obsolete)
+                         if recovery_rate_bytes else None)
 
     async def start(self) -> None:
         if self.transport is not None:
@@ -115,6 +116,17 @@ class RaftHost:
 
     def _send_catchup(self, group: str, message: Message) -> bool:
         return self.throttle.submit(group, message) if self.throttle is not None else self._send(group, message)
+
+    def _send_paced(self, group: str, message: Message) -> bool:
+        """The throttle lets `message` go: its group's leader counts it as on its way from now."""
+        raft_group = self.groups.get(group)
+        if raft_group is not None:
+            raft_group.paced_left(message)
+        return self._send(group, message)
+
+    def _paced_obsolete(self, group: str, message: Message) -> bool:
+        raft_group = self.groups.get(group)
+        return raft_group is None or raft_group.paced_obsolete(message)
 
     def create_group(self, name: str, voters: Sequence[int], stream_log: StreamLog, *,
                      apply: ApplyFn | None = None, on_snapshot: SnapshotFn | None = None,

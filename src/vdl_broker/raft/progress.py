@@ -1,10 +1,20 @@
-"""The leader's view of one follower: match/next indexes and flow control (etcd's Progress)."""
+"""The leader's view of one follower: match/next indexes and flow control (etcd's Progress).
+
+Every message in flight to it (each append of the pipeline, the probe, the log reset) carries
+the leader tick it left at. A heartbeat sent at a later tick travels behind it on the same
+ordered connection, and the follower answers both in order: a heartbeat answer echoing a later
+tick while that message is still unanswered means it was lost (lost_before). A message the
+driver holds back (a paced catch-up: raft/throttle.py) has not left: heartbeats overtake it,
+so until the driver says it left (RaftNode.append_left) no answer counts against it (HELD).
+"""
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
 from enum import IntEnum
+
+HELD = 1 << 62  # the tick of a message still held back by the driver: later than any heartbeat
 
 
 class ProgressState(IntEnum):
@@ -40,6 +50,8 @@ class Progress:
         "heartbeat_match",
         "lease_tick",
         "commit_sent",
+        "probe_last",
+        "probe_tick",
     )
 
     def __init__(self, next_index: int) -> None:
@@ -49,11 +61,15 @@ class Progress:
         self.probe_sent = False
         self.pending_snapshot = 0
         self.recent_active = False
-        self.inflight: deque[tuple[int, int]] = deque()  # (last index, bytes) per append in flight
+        # (last index, bytes, the tick it left at) per append in flight
+        self.inflight: deque[tuple[int, int, int]] = deque()
         self.inflight_bytes = 0
         self.heartbeat_match = 0  # match at the previous heartbeat response (stall detection)
         self.lease_tick = -1  # newest leader tick this peer echoed in a heartbeat response (read lease)
         self.commit_sent = 0  # the highest commit index an APPEND told this peer
+        # The probe (PROBE) or log reset (SNAPSHOT) in flight: its last index, the tick it left at.
+        self.probe_last = 0
+        self.probe_tick = 0
 
     def reset_inflight(self) -> None:
         self.inflight.clear()
@@ -75,10 +91,11 @@ class Progress:
         self.probe_sent = False
         self.reset_inflight()
 
-    def become_snapshot(self, snapshot_index: int) -> None:
+    def become_snapshot(self, snapshot_index: int, tick: int) -> None:
         self.state = ProgressState.SNAPSHOT
         self.pending_snapshot = snapshot_index
         self.probe_sent = False
+        self.probe_last, self.probe_tick = snapshot_index, tick
         self.reset_inflight()
 
     def maybe_update(self, index: int) -> bool:
@@ -105,27 +122,48 @@ class Progress:
         self.probe_sent = False
         return True
 
-    def sent(self, last_index: int, nbytes: int) -> None:
-        """Book an append ending at last_index (replicate: optimistic next; probe: pause)."""
+    def sent(self, last_index: int, nbytes: int, tick: int) -> None:
+        """Book an append ending at last_index, sent at `tick` (replicate: optimistic next;
+        probe: pause)."""
         if self.state == ProgressState.REPLICATE:
             self.next = last_index + 1
             if last_index <= self.match:
                 # An empty append to a caught-up member (a commit notice): it holds no window
                 # slot, since nothing but its own answer, which may be lost, would free it.
                 return
-            self.inflight.append((last_index, nbytes))
+            self.inflight.append((last_index, nbytes, tick))
             self.inflight_bytes += nbytes
         elif self.state == ProgressState.PROBE:
             self.probe_sent = True
+            self.probe_last, self.probe_tick = last_index, tick
+
+    def stamp(self, last_index: int, tick: int) -> None:
+        """The message in flight ending at last_index (an append's last entry, a log reset's
+        index) left at `tick` (HELD: it is held back). Unknown (answered, or replaced by a
+        resend): nothing to do."""
+        if self.state == ProgressState.REPLICATE:
+            inflight = self.inflight
+            for position, (last, nbytes, _) in enumerate(inflight):
+                if last == last_index:
+                    inflight[position] = (last, nbytes, tick)
+                    return
+                if last > last_index:
+                    return
+        elif self.probe_last == last_index and (self.probe_sent or self.state == ProgressState.SNAPSHOT):
+            self.probe_tick = tick
+
+    def lost_before(self, tick: int) -> bool:
+        """Whether a message in flight left before `tick` (a heartbeat answered since was sent
+        after it: on an ordered connection, its answer would have come first)."""
+        if self.state == ProgressState.REPLICATE:
+            return bool(self.inflight) and self.inflight[0][2] < tick
+        if self.state == ProgressState.PROBE and not self.probe_sent:
+            return False
+        return self.probe_tick < tick
 
     def free_to(self, index: int) -> None:
         while self.inflight and self.inflight[0][0] <= index:
-            _, nbytes = self.inflight.popleft()
-            self.inflight_bytes -= nbytes
-
-    def free_first(self) -> None:
-        if self.inflight:
-            _, nbytes = self.inflight.popleft()
+            _, nbytes, _ = self.inflight.popleft()
             self.inflight_bytes -= nbytes
 
     def is_paused(self, max_messages: int, max_bytes: int) -> bool:

@@ -184,12 +184,34 @@ class ReadyLoop(GroupState):
             # state machine's snapshot, if this group has one: snapshotting.py).
             message.snapshot = self._snapshot_to_send(message.snapshot)
             if isinstance(message.snapshot.data, dict):
-                self._send_catchup(self.name, message)
+                self._send_paced(message)
                 return
         if message.type == MessageType.APPEND and message.entries and self._catching_up(message.to):
-            self._send_catchup(self.name, message)
+            self._send_paced(message)
             return
         self._send_fn(self.name, message)
+
+    def _send_paced(self, message: Message) -> None:
+        """Through the node's catch-up throttle: held back until it leaves (paced_left), so the
+        core does not take a heartbeat answer that overtook it for its loss."""
+        node = self.node
+        node.message_held(message)
+        if not self._send_catchup(self.name, message):
+            node.message_left(message)  # dropped (a full queue): lost, the next heartbeat resends
+
+    def paced_left(self, message: Message) -> None:
+        """The throttle sent `message` (RaftHost)."""
+        self.node.message_left(message)
+
+    def paced_obsolete(self, message: Message) -> bool:
+        """Whether a catch-up message still waiting is pointless now (RaftHost, throttle.py): the
+        leader that sent it stepped down, or the follower acknowledged its entries meanwhile."""
+        node = self.node
+        if self._stopped or node.role != Role.LEADER or message.term != node.term:
+            return True
+        if message.type == MessageType.APPEND and message.entries:
+            return node.match_index(message.to) >= message.entries[-1].index
+        return False
 
     def _apply(self, entries: list[Entry]) -> None:
         if entries[0].index <= self._applied_floor:

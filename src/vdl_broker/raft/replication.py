@@ -10,7 +10,9 @@ lease and leadership transfer. A room of RaftNode (state.py).
   term (§5.4.2). The leader counts its own entries only once the driver synced them (advance).
 - Heartbeats carry min(commit, the member's match) and the leader's tick; the echoed tick is the
   read lease (read_lease_tick). A heartbeat response also unsticks a lost probe, a lost snapshot
-  or a pipeline stalled by lost appends.
+  or a pipeline stalled by lost appends: one that left before the echoed tick and is still
+  unanswered (progress.py). Nothing still on its way is sent again (a paced catch-up's held-back
+  appends, message_held, are on their way until they leave).
 - CheckQuorum: a leader that heard from no majority within an election timeout steps down.
 - A member that refuses an append at or after its match, its log ending below that match, lost
   entries it had acknowledged (storage damage, recovery.py): the leader stops counting them.
@@ -18,7 +20,7 @@ lease and leadership transfer. A room of RaftNode (state.py).
 
 from __future__ import annotations
 
-from vdl_broker.raft.progress import PeerStatus, Progress, ProgressState
+from vdl_broker.raft.progress import HELD, PeerStatus, Progress, ProgressState
 from vdl_broker.raft.state import NodeState
 from vdl_broker.raft.types import (
     NONE,
@@ -197,12 +199,20 @@ class Replication(NodeState):
         behind = pr.match < self.log.last_index()
         stalled = pr.match == pr.heartbeat_match
         pr.heartbeat_match = pr.match
+        # The answer to a heartbeat sent at tick m.index: whatever left before that tick and is
+        # still unanswered was lost (progress.py); what left since, or is held back, may still
+        # be on its way -- sending it again would send the same entries twice.
         if pr.state == ProgressState.PROBE:
-            pr.probe_sent = False  # the probe may have been lost: allow another
+            if pr.probe_sent and not pr.lost_before(m.index):
+                return
+            pr.probe_sent = False
         elif pr.state == ProgressState.SNAPSHOT:
-            pr.become_probe()  # the reset may have been lost: decide again
-        elif behind and stalled:
-            # Replicating, yet no progress over a whole heartbeat interval: appends were lost.
+            if not pr.lost_before(m.index):
+                return
+            pr.become_probe()  # the reset was lost: decide again
+        elif behind and (pr.lost_before(m.index) if pr.inflight else stalled):
+            # Replicating, and appends were lost (or, none in flight, no progress over a whole
+            # heartbeat interval): find where the logs match again.
             pr.become_probe()
         else:
             return  # responses to the appends in flight drive the pipeline
@@ -210,6 +220,26 @@ class Replication(NodeState):
             # Probing a follower that holds everything (recheck_peer) too: until an append
             # answers, it counts as catching up and the group never goes quiet.
             self._send_append(m.sender, send_if_empty=True)
+
+    def message_held(self, m: Message) -> None:
+        """The driver holds back `m` (an APPEND or SNAPSHOT this leader sent: a paced catch-up,
+        raft/throttle.py): heartbeats overtake it, so their answers tell nothing of it until
+        message_left(m)."""
+        self._stamp(m, HELD)
+
+    def message_left(self, m: Message) -> None:
+        """The held-back `m` left now (or was dropped: then the next heartbeat answer finds it
+        lost and it is sent again)."""
+        self._stamp(m, self.ticks)
+
+    def _stamp(self, m: Message, tick: int) -> None:
+        pr = self.progress.get(m.to)
+        if pr is None or self.role != Role.LEADER or m.term != self.term:
+            return
+        if m.type == MessageType.APPEND:
+            pr.stamp(m.entries[-1].index if m.entries else m.index, tick)
+        elif m.type == MessageType.SNAPSHOT and m.snapshot is not None:
+            pr.stamp(m.snapshot.index, tick)
 
     def _send_appends(self, peer: int) -> None:
         """Pipeline: keep sending while the window allows and entries remain."""
@@ -240,13 +270,13 @@ class Replication(NodeState):
             assert start_term is not None
             conf = self.membership.conf_at(start)
             self._send(MessageType.SNAPSHOT, peer, snapshot=SnapshotMeta(start, start_term, conf=conf))
-            pr.become_snapshot(start)
+            pr.become_snapshot(start, self.ticks)
             return True
         if not entries and not send_if_empty:
             return False
         nbytes = sum(len(e.data) for e in entries)
         self._send(MessageType.APPEND, peer, index=prev, log_term=prev_term, entries=entries, commit=log.committed)
-        pr.sent(entries[-1].index if entries else prev, nbytes)
+        pr.sent(entries[-1].index if entries else prev, nbytes, self.ticks)
         pr.commit_sent = max(pr.commit_sent, log.committed)
         return True
 

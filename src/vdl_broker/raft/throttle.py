@@ -13,8 +13,15 @@ beyond `max_queued_bytes` a message is dropped and Raft sends it again later.
 A leader that hears no progress from a follower over a heartbeat sends again from the
 follower's last match (its lost-append recovery): with appends waiting here, that resend makes
 every queued append to that follower from that point on obsolete. They are dropped when the
-resend arrives, so the queue never holds the same entries twice; without it, resends would pile
-up behind each other faster than the rate lets them out and the follower would never catch up.
+resend arrives -- the resend takes the place of the first it replaces, so it does not go back to
+the end of the queue -- and the queue never holds the same entries twice; without it, resends
+would pile up behind each other faster than the rate lets them out and the follower would never
+catch up.
+
+A queued message can also become pointless while it waits: the follower acknowledged its
+entries meanwhile (they reached it in an earlier message), or its leader stepped down.
+`obsolete(group, message)` (the group's view, RaftHost) is asked before a message spends the
+bucket: such a message is dropped, never sent, so the rate goes to entries the follower lacks.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from collections.abc import Callable
 from vdl_broker.raft.types import Message
 
 SendFn = Callable[[str, Message], bool]
+ObsoleteFn = Callable[[str, Message], bool]
 
 
 def payload_bytes(message: Message) -> int:
@@ -38,12 +46,13 @@ def payload_bytes(message: Message) -> int:
 
 class CatchUpThrottle:
     def __init__(self, rate_bytes: int, send: SendFn, max_queued_bytes: int = 256 << 20,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, obsolete: ObsoleteFn | None = None) -> None:
         if rate_bytes <= 0:
             raise ValueError("rate_bytes must be positive")
         self.rate = float(rate_bytes)
         self.burst = max(self.rate / 10, 64 << 10)
         self._send = send
+        self._obsolete = obsolete
         self._clock = clock
         self._tokens = self.burst
         self._stamp = clock()
@@ -54,11 +63,12 @@ class CatchUpThrottle:
         self.sent_bytes = 0  # catch-up payload bytes handed to the transport
         self.dropped = 0
         self.superseded = 0  # queued appends a resend made obsolete
+        self.obsolete = 0  # queued messages dropped unsent: acknowledged meanwhile, or of a past leader
 
     def submit(self, group: str, message: Message) -> bool:
         """Send now if the bucket allows and nothing waits, else queue (False: dropped)."""
         size = payload_bytes(message)
-        self._drop_superseded(group, message)
+        position = self._drop_superseded(group, message)
         self._refill()
         if not self._queue and self._tokens > 0:
             self._spend(size)
@@ -66,7 +76,10 @@ class CatchUpThrottle:
         if self._queued_bytes + size > self.max_queued_bytes:
             self.dropped += 1
             return False
-        self._queue.append((group, message, size))
+        if position < 0:
+            self._queue.append((group, message, size))
+        else:
+            self._queue.insert(position, (group, message, size))
         self._queued_bytes += size
         if self._pump is None or self._pump.done():
             self._pump = asyncio.get_running_loop().create_task(self._run(), name="raft-catchup-throttle")
@@ -84,20 +97,25 @@ class CatchUpThrottle:
         self._queue.clear()
         self._queued_bytes = 0
 
-    def _drop_superseded(self, group: str, message: Message) -> None:
+    def _drop_superseded(self, group: str, message: Message) -> int:
         """Forget queued appends to the same follower of the same group that `message` (sent
-        from an earlier or the same point of the log) repeats."""
+        from an earlier or the same point of the log) repeats; returns where the first of them
+        was (-1: none)."""
         if not self._queue:
-            return
+            return -1
         kept: deque[tuple[str, Message, int]] = deque()
+        position = -1
         for item in self._queue:
             queued_group, queued, size = item
             if queued_group == group and queued.to == message.to and queued.index >= message.index:
                 self._queued_bytes -= size
                 self.superseded += 1
+                if position < 0:
+                    position = len(kept)
             else:
                 kept.append(item)
         self._queue = kept
+        return position
 
     def _refill(self) -> None:
         now = self._clock()
@@ -110,11 +128,18 @@ class CatchUpThrottle:
 
     async def _run(self) -> None:
         while self._queue:
+            queue = self._queue  # (replaced by _drop_superseded)
+            group, message, size = queue[0]
+            if self._obsolete is not None and self._obsolete(group, message):
+                queue.popleft()
+                self._queued_bytes -= size
+                self.obsolete += 1
+                continue
             self._refill()
             if self._tokens <= 0:
                 await asyncio.sleep(min(1.0, (1 - self._tokens) / self.rate))
                 continue
-            group, message, size = self._queue.popleft()
+            queue.popleft()
             self._queued_bytes -= size
             self._spend(size)
             self._send(group, message)

@@ -72,7 +72,8 @@ def test_rate_must_be_positive() -> None:
 
 def test_a_resend_from_the_followers_match_replaces_what_waits_for_it() -> None:
     """Lost-append recovery resends from the follower's match every heartbeat: those resends must
-    not pile up behind each other (the follower would never catch up at a low rate)."""
+    not pile up behind each other (the follower would never catch up at a low rate), nor lose
+    their turn: a resend waits where the first append it replaces waited."""
     async def main() -> tuple[list[tuple[str, int, int]], CatchUpThrottle]:
         sent: list[tuple[str, int, int]] = []
         throttle = CatchUpThrottle(1 << 20, lambda group, m: sent.append((group, m.to, m.index)) or True)
@@ -90,5 +91,33 @@ def test_a_resend_from_the_followers_match_replaces_what_waits_for_it() -> None:
         return queued, throttle
 
     queued, throttle = virtual_time.run(main())
-    assert queued == [("g", 2, 2), ("g", 3, 7), ("h", 2, 3), ("g", 2, 3)]
+    assert queued == [("g", 2, 2), ("g", 2, 3), ("g", 3, 7), ("h", 2, 3)]
     assert throttle.superseded == 6  # the queued 3 and 4, then each resend replacing the one before
+
+
+def test_a_queued_message_made_obsolete_meanwhile_is_dropped_before_it_spends_the_budget() -> None:
+    """The follower acknowledged a queued append's entries meanwhile (they reached it in an
+    earlier message): it is dropped unsent, and the next one leaves in its place at once."""
+    async def main() -> tuple[list[tuple[float, int]], CatchUpThrottle]:
+        loop = asyncio.get_running_loop()
+        sent: list[tuple[float, int]] = []
+        acknowledged = {"match": 0}
+
+        def obsolete(group: str, m: Message) -> bool:
+            return m.entries[-1].index <= acknowledged["match"]
+
+        throttle = CatchUpThrottle(RATE, lambda group, m: sent.append((loop.time(), m.index)) or True,
+                                   clock=loop.time, obsolete=obsolete)
+        started = loop.time()
+        for index in (0, 1, 2):  # 1 MiB each: the first leaves at once, the others wait 1 s each
+            assert throttle.submit("g", append(index, 1 << 20))
+        acknowledged["match"] = 2  # entries 1 and 2 reached the follower (a resend that got there)
+        await until(lambda: len(sent) == 2)
+        await throttle.close()
+        return [(when - started, index) for when, index in sent], throttle
+
+    sent, throttle = virtual_time.run(main())
+    # The append of entry 2 never left; the one of entry 3 left when the debt of the first was
+    # paid, not a second later.
+    assert sent == [(0.0, 0), (pytest.approx(((1 << 20) - throttle.burst + 1) / RATE, abs=1e-9), 2)]
+    assert (throttle.obsolete, throttle.sent_bytes) == (1, 2 << 20)
