@@ -276,6 +276,13 @@ class TransactionsState:
         if exhausted and new_pid is None:
             raise ValueError(f"epoch {epoch} is exhausted: the command needs new_producer_id")
         if current.state is not TxnState.ONGOING:
+            if not commit and not bump and current.state is TxnState.EMPTY:
+                # No transaction was ever open under this epoch (Empty follows only
+                # InitProducerId), so none can be committed: the abort of one whose
+                # AddPartitionsToTxn never landed is done. Kafka answers INVALID_TXN_STATE, which
+                # librdkafka makes fatal: it sends this abort once it *sent* an add, whatever the
+                # answer (rdkafka_txnmgr.c: txn_req_cnt), e.g. an add lost in a coordinator change.
+                return TxnResult(0, current)
             if not commit and bump:
                 # KIP-890: an abort with nothing added still bumps, so the producer moves on.
                 if exhausted and new_pid is not None:

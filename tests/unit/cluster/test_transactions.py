@@ -354,3 +354,20 @@ def test_the_other_outcome_of_a_decided_transaction_is_an_invalid_state() -> Non
     assert run(state, end_txn_command("t", 4, 500, 0, True, False)).error == 0
     assert run(state, end_txn_command("t", 5, 500, 0, False, False)).error == ErrorCode.INVALID_TXN_STATE
     assert meta(state).state is TxnState.PREPARE_COMMIT
+
+
+def test_an_abort_under_an_epoch_that_never_had_a_transaction_is_done() -> None:
+    """librdkafka sends EndTxn(abort) once it sent an AddPartitionsToTxn, whatever its answer: an
+    add lost in a coordinator change leaves the new epoch Empty. Nothing can be committed under
+    it, so the abort is done (Kafka answers INVALID_TXN_STATE, fatal to librdkafka); a commit
+    still is INVALID_TXN_STATE, and so is an abort after a commit (it may be the committed one)."""
+    state = TransactionsState()
+    init(state)
+    aborted = run(state, end_txn_command("t", 2, 500, 0, False, False))
+    assert (aborted.error, aborted.meta.state, aborted.meta.epoch) == (0, TxnState.EMPTY, 0)
+    assert run(state, end_txn_command("t", 3, 500, 0, True, False)).error == ErrorCode.INVALID_TXN_STATE
+    assert run(state, end_txn_command("t", 4, 500, 1, False, False)).error == ErrorCode.PRODUCER_FENCED
+    run(state, add_partitions_command("t", 5, 500, 0, ["s"]))
+    run(state, end_txn_command("t", 6, 500, 0, True, False))
+    run(state, complete_txn_command("t", 7, 500, 0))
+    assert run(state, end_txn_command("t", 8, 500, 0, False, False)).error == ErrorCode.INVALID_TXN_STATE
