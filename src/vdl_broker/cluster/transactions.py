@@ -46,6 +46,7 @@ MAX_EPOCH = 2**15 - 2
 # (a timeout, a new instance) -- never handed to a producer.
 FENCE_EPOCH = 2**15 - 1
 MAX_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
+MARKER_EPOCHS = 2**31 - 1  # a marker's coordinator epoch is an int32 (EndTransactionMarker), 0 = none
 
 
 class TxnState(Enum):
@@ -96,6 +97,17 @@ class TxnMeta:
     # The id the producer had before it moved to a new one (an exhausted epoch): a retried
     # EndTxn or InitProducerId naming it and `last_epoch` is recognised (Kafka's prevProducerId).
     prev_producer_id: int = NO_PRODUCER_ID
+    # How many commits/aborts this transactional id has decided (the current one's number while
+    # decided): its markers carry it as their coordinator epoch, so a stream tells a late marker
+    # of an earlier decision -- a deposed coordinator's, a retry's copy -- from the current one
+    # (server/txn_index.py), which the classic protocol's unchanged producer id and epoch cannot.
+    decision: int = 0
+
+    @property
+    def marker_epoch(self) -> int:
+        """The coordinator epoch of this decision's markers: 1 .. MARKER_EPOCHS, wrapping (0: a
+        decision made before decisions were numbered)."""
+        return 0 if self.decision <= 0 else (self.decision - 1) % MARKER_EPOCHS + 1
 
     def producer_ids(self) -> tuple[int, int]:
         """The producer id and epoch the producer is to use from now on (EndTxn v5's answer)."""
@@ -114,6 +126,12 @@ class TxnResult:
 @dataclass
 class TransactionsState:
     txns: dict[str, TxnMeta] = field(default_factory=dict)
+    # Whether decisions are numbered (TxnMeta.decision). A state that began without the numbering
+    # (a snapshot written before it) never starts it: its nodes' counts would differ from those
+    # of nodes that counted from the start, and a stream would refuse the current decision's
+    # markers as late; its markers carry coordinator epoch 0, which streams do not check. A new
+    # cluster's state numbers them (ClusterState).
+    numbered: bool = False
 
     def get(self, transactional_id: str) -> TxnMeta | None:
         return self.txns.get(transactional_id)
@@ -156,6 +174,14 @@ class TransactionsState:
         return f"unknown transaction command {op}"
 
     def _put(self, meta: TxnMeta) -> TxnResult:
+        previous = self.txns.get(meta.transactional_id)
+        # The decision number outlives every change of the transactional id (a new instance, a
+        # new producer id) and counts one more whenever a transaction becomes decided.
+        decision = max(meta.decision, previous.decision if previous is not None else 0)
+        if self.numbered and meta.state.decided and (previous is None or not previous.state.decided):
+            decision += 1
+        if decision != meta.decision:
+            meta = dataclasses.replace(meta, decision=decision)
         self.txns[meta.transactional_id] = meta
         return TxnResult(0, meta)
 
