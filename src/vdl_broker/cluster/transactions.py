@@ -35,6 +35,7 @@ from enum import Enum
 from typing import Any
 
 from vdl_wire.errors import ErrorCode
+from vdl_wire.records.control import MARKER_EPOCHS
 
 NO_EPOCH = -1
 NO_PRODUCER_ID = -1
@@ -46,7 +47,6 @@ MAX_EPOCH = 2**15 - 2
 # (a timeout, a new instance) -- never handed to a producer.
 FENCE_EPOCH = 2**15 - 1
 MAX_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
-MARKER_EPOCHS = 2**31 - 1  # a marker's coordinator epoch is an int32 (EndTransactionMarker), 0 = none
 
 
 class TxnState(Enum):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from vdl_wire.records.batch_header import BatchHeader
-from vdl_wire.records.control import read_marker
+from vdl_wire.records.control import MARKER_EPOCHS, read_marker
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -33,9 +33,7 @@ class AbortedTxn:
     first_offset: int
 
 
-# The coordinator epochs a marker carries, 1 .. MARKER_EPOCHS (0: none, a coordinator before
-# them): decision numbers wrap around, compared as serial numbers (RFC 1982).
-MARKER_EPOCHS = 2**31 - 1
+# Decision numbers wrap around within 1 .. MARKER_EPOCHS: compared as serial numbers (RFC 1982).
 
 
 class MarkerVerdict(Enum):

@@ -19,6 +19,9 @@ from .record_batch import RecordBatchBuilder, read_records
 from .varint import read_varint
 
 ABORT, COMMIT = 0, 1
+# The coordinator epochs a marker may carry that name a decision: 1 .. MARKER_EPOCHS (an int32;
+# 0: none). VDL numbers each transactional id's decisions and wraps them into this range.
+MARKER_EPOCHS = 2**31 - 1
 _KEY = struct.Struct(">hh")
 _VALUE = struct.Struct(">hi")
 

@@ -9,7 +9,6 @@ import pytest
 
 from vdl_broker.cluster.transactions import (
     FENCE_EPOCH,
-    MARKER_EPOCHS,
     NO_EPOCH,
     NO_PRODUCER_ID,
     TransactionsState,
@@ -24,6 +23,7 @@ from vdl_broker.cluster.transactions import (
     timeout_txn_command,
 )
 from vdl_wire.errors import ErrorCode
+from vdl_wire.records.control import MARKER_EPOCHS
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,6 @@ import struct
 import pytest
 
 from vdl_broker.server.txn_index import (
-    MARKER_EPOCHS,
     AbortedTxn,
     LastMarker,
     MarkerVerdict,
@@ -17,7 +16,7 @@ from vdl_broker.server.txn_index import (
     observe,
 )
 from vdl_wire.records.batch_header import parse_batch_header, with_base_offset
-from vdl_wire.records.control import Marker, end_txn_marker, marker_commits, read_marker
+from vdl_wire.records.control import MARKER_EPOCHS, Marker, end_txn_marker, marker_commits, read_marker
 from vdl_wire.records.record_batch import RecordBatchBuilder
 
 pytestmark = pytest.mark.unit
