@@ -1,12 +1,14 @@
 """Transactions with real clients on a 3-node cluster: confluent-kafka's (librdkafka),
 kafka-python's and aiokafka's transactional producers; read_committed and read_uncommitted readers
 see exactly the records they should; zombies are fenced; consume-transform-produce commits its
-offsets with its output; a kill -9 of the coordinator between transactions and mid-commit."""
+offsets with its output; a kill -9 of the coordinator between transactions and mid-commit; an abort
+pipelined behind the next transaction's add follows it."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from tests.support.cluster import DevCluster
 from tests.support.kafka import make_batch, read_to_end
@@ -423,3 +425,54 @@ def test_kafka_python_consume_transform_produce_with_read_committed(cluster: Dev
         consumer.close()
     assert kafka_python_read(bootstrap, "kp-ctp-out", "read_committed", 3) == [b"X", b"Y", b"Z"]
     assert kafka_python_read(bootstrap, "kp-ctp-out", "read_uncommitted", 4) == [b"ABORTED", b"X", b"Y", b"Z"]
+
+
+def test_an_abort_pipelined_behind_the_next_transactions_add_follows_it(cluster: DevCluster) -> None:
+    """librdkafka's sequence when the next transaction's records time out while its
+    AddPartitionsToTxn waits for the previous transaction's markers: the add, then EndTxn(abort),
+    on one connection. Kafka handles them in that order (the abort aborts the new transaction);
+    the abort used to overtake the waiting add and meet the committed transaction:
+    INVALID_TXN_STATE, fatal to librdkafka (the fault campaign's transactions of unknown
+    outcome). Each round pipelines both right behind the commit's answer, while its markers are
+    being written on the 3 nodes."""
+    from tests.support.cluster import node_address
+    from tests.support.kafka import encode, raw_socket, read_frame
+    from vdl_wire import api
+    from vdl_wire import messages as m
+
+    with admin(cluster) as c:
+        c.create_stream("txn-pipelined-abort")
+    address = node_address(cluster, coordinator(cluster))
+    topics = [m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="txn-pipelined-abort", partitions=[0])]
+
+    def add(pid: int, correlation_id: int) -> bytes:
+        return encode(m.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id="pipelined", v3_and_below_producer_id=pid, v3_and_below_producer_epoch=0,
+            v3_and_below_topics=topics), 3, correlation_id)
+
+    def end(pid: int, commit: bool, correlation_id: int) -> bytes:
+        return encode(m.EndTxnRequest(transactional_id="pipelined", producer_id=pid, producer_epoch=0,
+                                      committed=commit), 3, correlation_id)
+
+    def answer(sock: Any, key: int, version: int) -> Any:
+        return api.decode_response(key, version, read_frame(sock))[1]
+
+    with raw_socket(address, timeout=30) as sock:
+        sock.sendall(encode(m.InitProducerIdRequest(transactional_id="pipelined", transaction_timeout_ms=60_000,
+                                                    producer_id=-1, producer_epoch=-1), 4, 1))
+        init = answer(sock, 22, 4)
+        assert (init.error_code, init.producer_epoch) == (0, 0)
+        pid = init.producer_id
+        sock.sendall(add(pid, 2))
+        assert [p.partition_error_code for t in answer(sock, 24, 3).results_by_topic_v3_and_below
+                for p in t.results_by_partition] == [0]
+        for round_ in range(5):
+            sock.sendall(end(pid, True, 10 * round_ + 3))
+            assert answer(sock, 26, 3).error_code == 0
+            sock.sendall(add(pid, 10 * round_ + 4) + end(pid, False, 10 * round_ + 5))  # one write
+            added = [p.partition_error_code for t in answer(sock, 24, 3).results_by_topic_v3_and_below
+                     for p in t.results_by_partition]
+            assert (round_, added, answer(sock, 26, 3).error_code) == (round_, [0], 0)
+            sock.sendall(add(pid, 10 * round_ + 6))  # the next round's transaction
+            assert [p.partition_error_code for t in answer(sock, 24, 3).results_by_topic_v3_and_below
+                    for p in t.results_by_partition] == [0]

@@ -227,7 +227,7 @@ class ClusterState:
         self.nodes: dict[int, NodeInfo] = {}
         self.streams = StreamTable()  # with replica counts per node: placement passes over no stream
         self.groups = GroupsState()
-        self.transactions = TransactionsState()
+        self.transactions = TransactionsState(numbered=True)  # a snapshot without it says False
         self.membership = MembershipState()
         self.users = UsersState()
         self.acls = AclsState()

@@ -35,6 +35,7 @@ from enum import Enum
 from typing import Any
 
 from vdl_wire.errors import ErrorCode
+from vdl_wire.records.control import MARKER_EPOCHS
 
 NO_EPOCH = -1
 NO_PRODUCER_ID = -1
@@ -96,6 +97,17 @@ class TxnMeta:
     # The id the producer had before it moved to a new one (an exhausted epoch): a retried
     # EndTxn or InitProducerId naming it and `last_epoch` is recognised (Kafka's prevProducerId).
     prev_producer_id: int = NO_PRODUCER_ID
+    # How many commits/aborts this transactional id has decided (the current one's number while
+    # decided): its markers carry it as their coordinator epoch, so a stream tells a late marker
+    # of an earlier decision -- a deposed coordinator's, a retry's copy -- from the current one
+    # (server/txn_index.py), which the classic protocol's unchanged producer id and epoch cannot.
+    decision: int = 0
+
+    @property
+    def marker_epoch(self) -> int:
+        """The coordinator epoch of this decision's markers: 1 .. MARKER_EPOCHS, wrapping (0: a
+        decision made before decisions were numbered)."""
+        return 0 if self.decision <= 0 else (self.decision - 1) % MARKER_EPOCHS + 1
 
     def producer_ids(self) -> tuple[int, int]:
         """The producer id and epoch the producer is to use from now on (EndTxn v5's answer)."""
@@ -114,6 +126,12 @@ class TxnResult:
 @dataclass
 class TransactionsState:
     txns: dict[str, TxnMeta] = field(default_factory=dict)
+    # Whether decisions are numbered (TxnMeta.decision). A state that began without the numbering
+    # (a snapshot written before it) never starts it: its nodes' counts would differ from those
+    # of nodes that counted from the start, and a stream would refuse the current decision's
+    # markers as late; its markers carry coordinator epoch 0, which streams do not check. A new
+    # cluster's state numbers them (ClusterState).
+    numbered: bool = False
 
     def get(self, transactional_id: str) -> TxnMeta | None:
         return self.txns.get(transactional_id)
@@ -156,6 +174,14 @@ class TransactionsState:
         return f"unknown transaction command {op}"
 
     def _put(self, meta: TxnMeta) -> TxnResult:
+        previous = self.txns.get(meta.transactional_id)
+        # The decision number outlives every change of the transactional id (a new instance, a
+        # new producer id) and counts one more whenever a transaction becomes decided.
+        decision = max(meta.decision, previous.decision if previous is not None else 0)
+        if self.numbered and meta.state.decided and (previous is None or not previous.state.decided):
+            decision += 1
+        if decision != meta.decision:
+            meta = dataclasses.replace(meta, decision=decision)
         self.txns[meta.transactional_id] = meta
         return TxnResult(0, meta)
 
@@ -276,6 +302,13 @@ class TransactionsState:
         if exhausted and new_pid is None:
             raise ValueError(f"epoch {epoch} is exhausted: the command needs new_producer_id")
         if current.state is not TxnState.ONGOING:
+            if not commit and not bump and current.state is TxnState.EMPTY:
+                # No transaction was ever open under this epoch (Empty follows only
+                # InitProducerId), so none can be committed: the abort of one whose
+                # AddPartitionsToTxn never landed is done. Kafka answers INVALID_TXN_STATE, which
+                # librdkafka makes fatal: it sends this abort once it *sent* an add, whatever the
+                # answer (rdkafka_txnmgr.c: txn_req_cnt), e.g. an add lost in a coordinator change.
+                return TxnResult(0, current)
             if not commit and bump:
                 # KIP-890: an abort with nothing added still bumps, so the producer moves on.
                 if exhausted and new_pid is not None:

@@ -58,7 +58,15 @@ from vdl_broker.server.producer_state import (
     rebuild_producer_state,
     record_batch,
 )
-from vdl_broker.server.txn_index import AbortedTxn, StreamTxns, observe
+from vdl_broker.server.txn_index import (
+    AbortedTxn,
+    LastMarker,
+    MarkerVerdict,
+    StreamTxns,
+    forget_markers_before,
+    marker_verdict,
+    observe,
+)
 from vdl_wire.errors import ErrorCode
 from vdl_wire.records.batch_header import (
     BatchHeader,
@@ -66,6 +74,7 @@ from vdl_wire.records.batch_header import (
     parse_batch_header,
     with_base_offset,
 )
+from vdl_wire.records.control import read_marker
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +146,7 @@ class Partition:
         self.producers = ProducerStateTable()  # committed batches, on every replica
         self.txns = StreamTxns()  # committed transactions: open ones (the LSO) and aborted ones
         self._leader_producers = ProducerStateTable()  # while leading: this term's view
+        self._leader_markers: dict[int, LastMarker] = {}  # while leading: each producer's last marker
         self.closed = False
         self._serving = (-1, -1)  # (term, write failures) this node serves as leader for
         self._next_offset = -1  # while serving: the base offset of the next batch
@@ -306,6 +316,7 @@ class Partition:
 
     def _start_serving(self, serving: tuple[int, int]) -> None:
         self._leader_producers = copy.deepcopy(self.producers)
+        self._leader_markers = dict(self.txns.markers)
         self._next_offset = self.log.log_end_offset
         self._serving = serving
         term = serving[0]
@@ -384,6 +395,7 @@ class Partition:
         start = self.log.log_start_offset
         self.producers.forget_batches_below(start)
         self._leader_producers.forget_batches_below(start)
+        forget_markers_before(self._leader_markers, start)
         self.txns.forget_before(start)
 
     def on_snapshot(self, snapshot: SnapshotMeta) -> None:
@@ -408,6 +420,18 @@ class Partition:
         if header is None:
             header = parse_batch_header(batch)
         idempotent = header.producer_id >= 0 and not header.is_control  # markers carry no sequence
+        marker = read_marker(batch, header) if header.is_control and header.producer_id >= 0 else None
+        if marker is not None:
+            last = self._leader_markers.get(header.producer_id)
+            verdict = marker_verdict(None if last is None else last.coordinator_epoch, marker.coordinator_epoch)
+            if verdict is MarkerVerdict.FENCED:
+                assert last is not None
+                raise PartitionError(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                                     f"stream {self.name}: a marker of producer {header.producer_id} at coordinator "
+                                     f"epoch {marker.coordinator_epoch}, after its marker at {last.coordinator_epoch}")
+            if verdict is MarkerVerdict.WRITTEN:
+                assert last is not None  # the same decision's marker: written (or in flight)
+                return AppendHandle(self, last.offset, True, self._inflight.get(last.offset))
         if idempotent:
             last_seq = last_sequence(header.base_sequence, header.last_offset_delta)
             check = self._leader_producers.check(header.producer_id, header.producer_epoch, header.base_sequence,
@@ -432,6 +456,8 @@ class Partition:
         self._next_offset = last_offset + 1
         if idempotent:
             record_batch(self._leader_producers, header, base_offset)
+        elif marker is not None and marker.coordinator_epoch > 0:
+            self._leader_markers[header.producer_id] = LastMarker(marker.coordinator_epoch, base_offset)
         self._inflight[base_offset] = proposal
         proposal.committed.add_done_callback(lambda _: self._inflight.pop(base_offset, None))
         return AppendHandle(self, base_offset, False, proposal)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from vdl_broker.log import StreamLog
-from vdl_broker.server.txn_index import AbortedTxn, StreamTxns, observe
+from vdl_broker.server.txn_index import AbortedTxn, LastMarker, StreamTxns, observe
 from vdl_wire.records.batch_header import BATCH_HEADER_SIZE, BatchHeader, parse_batch_header
 
 log = logging.getLogger(__name__)
@@ -215,13 +215,16 @@ def replay_producer_state(stream_log: StreamLog, table: ProducerStateTable, end_
 # Payload (big-endian): version u8 | producers u32, each: id i64, epoch i16, batches u8, each:
 # first sequence i32, last sequence i32, base offset i64 | open transactions u32, each: producer
 # id i64, first offset i64 | aborted transactions u32, each: last offset i64, producer id i64,
-# first offset i64.
-STATE_VERSION = 1
+# first offset i64 | (version 2) last markers u32, each: producer id i64, coordinator epoch i32,
+# offset i64. Version 1 (no markers) is still read.
+STATE_VERSION = 2
+_READS = (1, 2)
 _U8, _U32 = struct.Struct(">B"), struct.Struct(">I")
 _PRODUCER = struct.Struct(">qhB")
 _BATCH = struct.Struct(">iiq")
 _OPEN = struct.Struct(">qq")
 _ABORTED = struct.Struct(">qqq")
+_MARKER = struct.Struct(">qiq")
 
 
 def encode_state(table: ProducerStateTable, txns: StreamTxns) -> bytes:
@@ -233,6 +236,8 @@ def encode_state(table: ProducerStateTable, txns: StreamTxns) -> bytes:
     parts.extend(_OPEN.pack(pid, first) for pid, first in sorted(txns.open.items()))
     parts.append(_U32.pack(len(txns.aborted)))
     parts.extend(_ABORTED.pack(a.last_offset, a.producer_id, a.first_offset) for a in txns.aborted)
+    parts.append(_U32.pack(len(txns.markers)))
+    parts.extend(_MARKER.pack(pid, m.coordinator_epoch, m.offset) for pid, m in sorted(txns.markers.items()))
     return b"".join(parts)
 
 
@@ -249,8 +254,9 @@ def decode_state(data: bytes) -> tuple[ProducerStateTable, StreamTxns]:
         return values
 
     (version,) = take(_U8)
-    if version != STATE_VERSION:
-        raise ValueError(f"producer state version {version}, this node reads version {STATE_VERSION}")
+    if version not in _READS:
+        raise ValueError(f"producer state version {version}, this node reads versions "
+                         f"{' and '.join(map(str, _READS))}")
     table = ProducerStateTable()
     for _ in range(take(_U32)[0]):
         producer_id, epoch, count = take(_PRODUCER)
@@ -265,6 +271,10 @@ def decode_state(data: bytes) -> tuple[ProducerStateTable, StreamTxns]:
     for _ in range(take(_U32)[0]):
         last, producer_id, first = take(_ABORTED)
         txns.aborted.append(AbortedTxn(last, producer_id, first))
+    if version >= 2:
+        for _ in range(take(_U32)[0]):
+            producer_id, epoch, offset = take(_MARKER)
+            txns.markers[producer_id] = LastMarker(epoch, offset)
     if position != len(view):
         raise ValueError(f"{len(view) - position} bytes after the producer state")
     return table, txns

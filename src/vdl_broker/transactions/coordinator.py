@@ -252,16 +252,28 @@ class TransactionCoordinator:
 
     async def offset_commit(self, transactional_id: str, producer_id: int, epoch: int, group: str,
                             offsets: dict[str, tuple[int, int, str | None]]) -> TxnResult | ErrorCode:
-        return await self._submit(txn_offset_commit_command(transactional_id, self._clock_ms(), producer_id, epoch,
-                                                            group, offsets))
+        return await self._in_order(transactional_id, lambda: txn_offset_commit_command(
+            transactional_id, self._clock_ms(), producer_id, epoch, group, offsets))
 
     async def end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
                   bump: bool) -> TxnResult | ErrorCode:
         # An exhausted epoch's bump moves the producer to a new id, which the command carries
         # (applying stays deterministic); it is taken only then, as Kafka's handleEndTransaction.
         new_pid = self._allocate() if needs_new_producer_id(epoch, bump) else None
-        return await self._then_finish(self._submit(end_txn_command(transactional_id, self._clock_ms(), producer_id,
-                                                                    epoch, commit, bump, new_pid)))
+        return await self._then_finish(self._in_order(transactional_id, lambda: end_txn_command(
+            transactional_id, self._clock_ms(), producer_id, epoch, commit, bump, new_pid)))
+
+    async def _in_order(self, transactional_id: str, command: CommandOf) -> TxnResult | ErrorCode:
+        """Submit `command()` at once -- or, while earlier requests of the transactional id wait
+        for its decided transaction's completion, behind them. Kafka handles a connection's
+        requests one at a time: a producer's EndTxn sent after its AddPartitionsToTxn meets the
+        add's outcome. Here the add may wait for the markers (`_after_settled`) while the EndTxn
+        runs: applied first, librdkafka's abort of the new transaction would meet the previous,
+        committed one (INVALID_TXN_STATE, fatal to it) and the add would then open a transaction
+        nobody ends."""
+        if self._queued.get(transactional_id):
+            return await self._after_settled(transactional_id, command)
+        return await self._submit(command())
 
 
 def error_of(result: TxnResult | ErrorCode) -> ErrorCode:

@@ -63,7 +63,7 @@ class BrokerMarkerWriter:
         waits = []
         for node, names in by_leader.items():
             marker = WriteTxnMarkersRequest.WritableTxnMarker(producer_id=meta.producer_id, producer_epoch=meta.epoch, transaction_result=commit,
-                            coordinator_epoch=0,
+                            coordinator_epoch=meta.marker_epoch,
                             topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=s, partition_indexes=[0])
                                     for s in names])
             pending = _Pending(marker, loop.create_future())

@@ -23,6 +23,7 @@ from vdl_broker.cluster.transactions import (
     timeout_txn_command,
 )
 from vdl_wire.errors import ErrorCode
+from vdl_wire.records.control import MARKER_EPOCHS
 
 pytestmark = pytest.mark.unit
 
@@ -354,3 +355,53 @@ def test_the_other_outcome_of_a_decided_transaction_is_an_invalid_state() -> Non
     assert run(state, end_txn_command("t", 4, 500, 0, True, False)).error == 0
     assert run(state, end_txn_command("t", 5, 500, 0, False, False)).error == ErrorCode.INVALID_TXN_STATE
     assert meta(state).state is TxnState.PREPARE_COMMIT
+
+
+def test_an_abort_under_an_epoch_that_never_had_a_transaction_is_done() -> None:
+    """librdkafka sends EndTxn(abort) once it sent an AddPartitionsToTxn, whatever its answer: an
+    add lost in a coordinator change leaves the new epoch Empty. Nothing can be committed under
+    it, so the abort is done (Kafka answers INVALID_TXN_STATE, fatal to librdkafka); a commit
+    still is INVALID_TXN_STATE, and so is an abort after a commit (it may be the committed one)."""
+    state = TransactionsState()
+    init(state)
+    aborted = run(state, end_txn_command("t", 2, 500, 0, False, False))
+    assert (aborted.error, aborted.meta.state, aborted.meta.epoch) == (0, TxnState.EMPTY, 0)
+    assert run(state, end_txn_command("t", 3, 500, 0, True, False)).error == ErrorCode.INVALID_TXN_STATE
+    assert run(state, end_txn_command("t", 4, 500, 1, False, False)).error == ErrorCode.PRODUCER_FENCED
+    run(state, add_partitions_command("t", 5, 500, 0, ["s"]))
+    run(state, end_txn_command("t", 6, 500, 0, True, False))
+    run(state, complete_txn_command("t", 7, 500, 0))
+    assert run(state, end_txn_command("t", 8, 500, 0, False, False)).error == ErrorCode.INVALID_TXN_STATE
+
+
+def test_every_decision_of_a_transactional_id_is_numbered_for_its_markers() -> None:
+    """Markers carry their decision's number as their coordinator epoch (a stream refuses an
+    earlier one): it grows with each commit or abort -- the producer's, a timeout's, a new
+    instance's fence -- and outlives new instances and producer ids."""
+    state = TransactionsState(numbered=True)
+    init(state)
+    assert meta(state).decision == 0 and meta(state).marker_epoch == 0
+    numbers = []
+    for ts, commit in ((2, True), (5, False)):
+        run(state, add_partitions_command("t", ts, 500, 0, ["s"]))
+        decided = run(state, end_txn_command("t", ts + 1, 500, 0, commit, False)).meta
+        assert run(state, end_txn_command("t", ts + 1, 500, 0, commit, False)).meta.decision == decided.decision
+        run(state, complete_txn_command("t", ts + 2, 500, 0))
+        numbers.append((decided.decision, meta(state).decision))
+    assert numbers == [(1, 1), (2, 2)]
+    run(state, add_partitions_command("t", 10, 500, 0, ["s"]))
+    assert run(state, timeout_txn_command("t", 11, 500, 0)).meta.decision == 3
+    run(state, complete_txn_command("t", 12, 500, 1))
+    assert init(state, new_pid=600).meta.decision == 3  # a new instance: numbers go on
+    run(state, add_partitions_command("t", 13, 500, 2, ["s"]))
+    fenced = init(state, new_pid=600)  # the next instance fences the ongoing one: an abort
+    assert (fenced.error, fenced.meta.state, fenced.meta.decision, fenced.meta.marker_epoch) == \
+        (ErrorCode.CONCURRENT_TRANSACTIONS, TxnState.PREPARE_ABORT, 4, 4)
+    # A state that began without the numbering (an older snapshot) never starts it: its markers
+    # carry 0, which streams do not check.
+    unnumbered = TransactionsState()
+    init(unnumbered)
+    run(unnumbered, add_partitions_command("t", 2, 500, 0, ["s"]))
+    assert run(unnumbered, end_txn_command("t", 3, 500, 0, True, False)).meta.marker_epoch == 0
+    assert TxnMeta("t", 1, 0, NO_EPOCH, TxnState.PREPARE_COMMIT, (), 1, 1, 1, decision=MARKER_EPOCHS + 2) \
+        .marker_epoch == 2  # wraps within the int32 a marker carries, never 0

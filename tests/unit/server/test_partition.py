@@ -18,7 +18,8 @@ from vdl_broker.raft.persistence import COMMIT_POINT_FILE
 from vdl_broker.server.partition import AppendHandle, Partition, PartitionError
 from vdl_wire.errors import ErrorCode
 from vdl_wire.records.batch_header import parse_batch_header
-from vdl_wire.records.record_batch import iter_batches
+from vdl_wire.records.control import end_txn_marker
+from vdl_wire.records.record_batch import RecordBatchBuilder, iter_batches
 
 TIER = "component"  # real sockets, threads or sleeps in this process
 pytestmark = pytest.mark.timeout(30)
@@ -328,5 +329,55 @@ def test_delete_records_moves_the_start_and_keeps_it_across_a_restart(tmp_path: 
         assert start == 5 and proposal is not None
         await proposal.committed
         assert partition.log_start_offset == 5
+        await close(partition)
+    asyncio.run(run())
+
+
+def _txn_records(producer_id: int, seq: int, count: int) -> bytes:
+    builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=0, base_sequence=seq, is_transactional=True)
+    for i in range(count):
+        builder.append(1000, None, b"r%d" % (seq + i))
+    return builder.build()
+
+
+def test_a_late_marker_of_an_earlier_decision_does_not_end_the_next_transaction(tmp_path: Path) -> None:
+    """The classic protocol gives every transaction of a producer the same id and epoch. Decision
+    1 (commit) is written; the producer's next transaction writes here; its abort (decision 2) is
+    decided; then decision 1's marker arrives again -- sent by a deposed coordinator, or a copy a
+    retry already wrote. It used to be written: it committed the next transaction's records (an
+    aborted read). The marker's coordinator epoch names its decision: the same one is already
+    written, an earlier one is refused (TRANSACTION_COORDINATOR_FENCED), after a restart too."""
+    async def run() -> None:
+        directory = tmp_path / "s"
+        partition = await open_partition(directory)
+        await partition.append(_txn_records(7, 0, 2)).wait(-1, 1000)  # transaction n: offsets 0-1
+        first = partition.append(end_txn_marker(7, 0, True, 1, 1000))  # its commit: offset 2
+        await first.wait(-1, 1000)
+        next_txn = partition.append(_txn_records(7, 2, 2))  # transaction n+1: offsets 3-4
+        await next_txn.wait(-1, 1000)
+        assert partition.last_stable_offset == 3
+        late = partition.append(end_txn_marker(7, 0, True, 1, 1000))
+        assert late.duplicate and late.base_offset == first.base_offset  # written already: not again
+        await late.wait(-1, 1000)
+        assert (partition.high_watermark, partition.last_stable_offset) == (5, 3)  # n+1 still open
+        aborted = partition.append(end_txn_marker(7, 0, False, 2, 1000))  # n+1's own abort
+        await aborted.wait(-1, 1000)
+        assert aborted.base_offset == 5 and partition.last_stable_offset == 6
+        assert [(a.producer_id, a.first_offset, a.last_offset) for a in partition.aborted_between(0, 6)] == \
+            [(7, 3, 5)]
+        await close(partition)
+
+        partition = await open_partition(directory)  # the fence survives a restart (snapshot, replay)
+        await partition.append(_txn_records(7, 4, 1)).wait(-1, 1000)  # transaction n+2: offset 6
+        with pytest.raises(PartitionError) as fenced:
+            partition.append(end_txn_marker(7, 0, True, 1, 1000))
+        assert fenced.value.code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+        again = partition.append(end_txn_marker(7, 0, False, 2, 1000))
+        assert again.duplicate and again.base_offset == 5
+        assert (partition.high_watermark, partition.last_stable_offset) == (7, 6)
+        # A marker of no numbered decision (a coordinator before the numbering) is written as before.
+        unnumbered = partition.append(end_txn_marker(7, 0, True, 0, 1000))
+        await unnumbered.wait(-1, 1000)
+        assert (unnumbered.base_offset, partition.last_stable_offset) == (7, 8)
         await close(partition)
     asyncio.run(run())

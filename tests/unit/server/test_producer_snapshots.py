@@ -23,7 +23,7 @@ from vdl_broker.server.producer_state import (
     rebuild_producer_state,
     replay_producer_state,
 )
-from vdl_broker.server.txn_index import AbortedTxn, StreamTxns
+from vdl_broker.server.txn_index import AbortedTxn, LastMarker, StreamTxns
 from vdl_wire.records.batch_header import with_base_offset
 from vdl_wire.records.control import end_txn_marker
 from vdl_wire.records.record_batch import RecordBatchBuilder
@@ -50,7 +50,8 @@ def build(directory: Path, rng: random.Random, batches: int) -> Workload:
     log = StreamLog.open(directory, LogConfig(segment_bytes=2000, index_interval_bytes=200, tail_cache_bytes=0,
                                               fsync=False))
     work = Workload(log)
-    producers = {pid: {"epoch": 0, "seq": 0, "txn": False, "transactional": pid >= 3} for pid in range(1, 6)}
+    producers = {pid: {"epoch": 0, "seq": 0, "txn": False, "transactional": pid >= 3, "decision": 0}
+                 for pid in range(1, 6)}
     for _ in range(batches):
         offset = log.log_end_offset
         work.boundaries.append(offset)
@@ -60,7 +61,9 @@ def build(directory: Path, rng: random.Random, batches: int) -> Workload:
         state = producers[pid]
         roll = rng.random()
         if state["txn"] and roll < 0.5:  # end the transaction: commit or abort
-            data = end_txn_marker(pid, state["epoch"], rng.random() < 0.6, 0, 1000)
+            state["decision"] += 1  # the marker's coordinator epoch (0 now and then: an unnumbered one)
+            data = end_txn_marker(pid, state["epoch"], rng.random() < 0.6,
+                                  state["decision"] if rng.random() < 0.9 else 0, 1000)
             state["txn"] = False
         else:
             if roll > 0.97 and not state["txn"]:  # a new epoch (a restarted producer) restarts sequences
@@ -124,14 +127,21 @@ def test_state_roundtrip_and_versions() -> None:
     table.record(7, 2, 0, 4, base_offset=10)
     table.record(7, 2, 5, 9, base_offset=20)
     table.record(2**62 + 5, 0, 2**31 - 3, 1, base_offset=30)  # a writer id; a wrapped sequence
-    txns = StreamTxns(open={9: 40}, aborted=[AbortedTxn(35, 8, 31)])
+    txns = StreamTxns(open={9: 40}, aborted=[AbortedTxn(35, 8, 31)], markers={8: LastMarker(2**31 - 1, 35)})
     payload = encode_state(table, txns)
     decoded_table, decoded_txns = decode_state(payload)
     assert encode_state(decoded_table, decoded_txns) == payload
     assert [(b.first_seq, b.last_seq, b.base_offset) for b in decoded_table.last_batches(7)] == [(0, 4, 10), (5, 9, 20)]
     assert decoded_table.epoch_of(7) == 2 and decoded_txns.open == {9: 40}
     assert decoded_txns.aborted == [AbortedTxn(35, 8, 31)]
-    with pytest.raises(ValueError, match="producer state version 9, this node reads version 1"):
+    assert decoded_txns.markers == {8: LastMarker(2**31 - 1, 35)}
+    # Version 1 (before the markers' coordinator epochs) is still read: no markers known.
+    version_1 = bytes([1]) + payload[1:-(4 + 20)]
+    old_table, old_txns = decode_state(version_1)
+    assert encode_state(old_table, StreamTxns(open=old_txns.open, aborted=old_txns.aborted, markers=txns.markers)) \
+        == payload
+    assert old_txns.markers == {}
+    with pytest.raises(ValueError, match=r"producer state version 9, this node reads versions 1 and 2"):
         decode_state(bytes([9]) + payload[1:])
     with pytest.raises(ValueError, match="bytes after the producer state"):
         decode_state(payload + b"\0")

@@ -7,9 +7,16 @@ import struct
 
 import pytest
 
-from vdl_broker.server.txn_index import AbortedTxn, StreamTxns, observe
+from vdl_broker.server.txn_index import (
+    AbortedTxn,
+    LastMarker,
+    MarkerVerdict,
+    StreamTxns,
+    marker_verdict,
+    observe,
+)
 from vdl_wire.records.batch_header import parse_batch_header, with_base_offset
-from vdl_wire.records.control import end_txn_marker, marker_commits
+from vdl_wire.records.control import MARKER_EPOCHS, Marker, end_txn_marker, marker_commits, read_marker
 from vdl_wire.records.record_batch import RecordBatchBuilder
 
 pytestmark = pytest.mark.unit
@@ -85,3 +92,32 @@ def test_a_marker_without_data_aborts_nothing_here() -> None:
     txns = StreamTxns()
     feed(txns, marker(9, 0, commit=False))
     assert (txns.aborted, txns.open) == ([], {})
+
+
+def test_a_marker_carries_its_coordinator_epoch() -> None:
+    for commit, epoch in ((True, 1), (False, MARKER_EPOCHS), (True, 0)):
+        data = end_txn_marker(7, 3, commit, epoch, 1000)
+        assert read_marker(data, parse_batch_header(data)) == Marker(commit, epoch)
+    # A marker whose value is short (another writer's): no epoch.
+    builder = RecordBatchBuilder(producer_id=7, producer_epoch=3, is_transactional=True, is_control=True)
+    builder.append(1000, struct.pack(">hh", 0, 1), b"\0")
+    data = builder.build()
+    assert read_marker(data, parse_batch_header(data)) == Marker(True, 0)
+    txns = StreamTxns()
+    feed(txns, batch(7, 0), bytes(with_base_offset(end_txn_marker(7, 0, True, 5, 1000), 1)),
+         bytes(with_base_offset(end_txn_marker(8, 0, True, 0, 1000), 2)))
+    assert txns.markers == {7: LastMarker(5, 1)}  # an unnumbered marker (epoch 0) leaves none
+    txns.forget_before(2)
+    assert txns.markers == {}
+
+
+def test_a_marker_of_the_same_decision_is_written_and_of_an_earlier_one_fenced() -> None:
+    assert marker_verdict(None, 3) is MarkerVerdict.WRITE
+    assert marker_verdict(3, 0) is MarkerVerdict.WRITE  # no number: unchecked, as before
+    assert marker_verdict(0, 3) is MarkerVerdict.WRITE
+    assert marker_verdict(3, 4) is MarkerVerdict.WRITE
+    assert marker_verdict(3, 3) is MarkerVerdict.WRITTEN
+    assert marker_verdict(3, 2) is MarkerVerdict.FENCED
+    # Numbers wrap around: compared as serial numbers.
+    assert marker_verdict(MARKER_EPOCHS, 1) is MarkerVerdict.WRITE
+    assert marker_verdict(1, MARKER_EPOCHS) is MarkerVerdict.FENCED

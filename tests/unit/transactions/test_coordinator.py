@@ -185,6 +185,40 @@ def test_an_add_arriving_after_the_completion_was_proposed_goes_right_behind_it(
     run(body, monkeypatch)
 
 
+def test_an_end_txn_sent_after_a_waiting_add_follows_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """librdkafka sends the next transaction's AddPartitionsToTxn, then -- its records timed out
+    while the add waited for the previous transaction's markers -- EndTxn(abort) on the same
+    connection. Kafka handles them in that order; the EndTxn used to overtake the waiting add and
+    meet the committed transaction: INVALID_TXN_STATE, fatal to librdkafka (the fault campaign's
+    transactions of unknown outcome), and the add then opened a transaction nobody ended."""
+    async def body(metadata: FakeMetadata, markers: GatedMarkers, coordinator: TransactionCoordinator) -> None:
+        await begin(metadata, coordinator)
+        markers.gate = asyncio.get_running_loop().create_future()
+        end = asyncio.ensure_future(coordinator.end("t", 500, 0, True, False))
+        await settle(lambda: bool(metadata.pending))
+        metadata.commit_next()
+        assert (await end).error == 0  # type: ignore[union-attr]
+        add = asyncio.ensure_future(coordinator.add_partitions("t", 500, 0, ["s2"]))
+        await idle()
+        abort = asyncio.ensure_future(coordinator.end("t", 500, 0, False, False))
+        await idle()
+        assert metadata.proposed == ["txn_init_producer", "txn_add_partitions", "txn_end"]  # both wait
+        assert not add.done() and not abort.done()
+        markers.gate.set_result(None)
+        await settle(lambda: len(metadata.pending) == 3)
+        assert [p.command["op"] for p in metadata.pending] == ["txn_complete", "txn_add_partitions", "txn_end"]
+        assert [metadata.commit_next() for _ in range(3)] == ["txn_complete", "txn_add_partitions", "txn_end"]
+        added, aborted = await add, await abort
+        assert isinstance(added, TxnResult) and added.error == 0
+        assert isinstance(aborted, TxnResult) and aborted.error == 0
+        after = metadata.state.transactions.get("t")
+        assert (after.state, after.streams) == (TxnState.PREPARE_ABORT, ("s2",))
+        # The abort is finished like any decision: its markers go to the new transaction's stream.
+        await settle(lambda: markers.written[-1:] == [(500, 0, False)])
+
+    run(body, monkeypatch)
+
+
 def test_an_add_behind_a_completion_that_fails_is_refused_and_retried(monkeypatch: pytest.MonkeyPatch) -> None:
     """Proposed behind a completion that does not apply (the markers' producer epoch moved on, say),
     the add meets the decided transaction: CONCURRENT_TRANSACTIONS, which the client retries --

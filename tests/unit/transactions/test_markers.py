@@ -16,8 +16,8 @@ from vdl_wire.messages import WriteTxnMarkersResponse as R
 pytestmark = pytest.mark.unit
 
 
-def meta(txn: str, pid: int, streams: tuple[str, ...]) -> TxnMeta:
-    return TxnMeta(txn, pid, 0, NO_EPOCH, TxnState.PREPARE_COMMIT, streams, 60000, 1, 1)
+def meta(txn: str, pid: int, streams: tuple[str, ...], decision: int = 0) -> TxnMeta:
+    return TxnMeta(txn, pid, 0, NO_EPOCH, TxnState.PREPARE_COMMIT, streams, 60000, 1, 1, decision=decision)
 
 
 def test_markers_for_one_leader_travel_together(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -38,11 +38,12 @@ def test_markers_for_one_leader_travel_together(monkeypatch: pytest.MonkeyPatch)
     writer = markers.BrokerMarkerWriter(broker)  # type: ignore[arg-type]
 
     async def run() -> list[set[str]]:
-        return list(await asyncio.gather(writer.write_markers(meta("t1", 10, ("a", "b")), True, ["a", "b"]),
+        return list(await asyncio.gather(writer.write_markers(meta("t1", 10, ("a", "b"), 4), True, ["a", "b"]),
                                          writer.write_markers(meta("t2", 20, ("b", "down")), False, ["b", "down"]),
                                          writer.write_markers(meta("t3", 30, ("gone",)), True, ["gone"])))
 
     assert asyncio.run(run()) == [{"a", "b"}, {"b"}, {"gone"}]
     assert len(sent) == 1
-    assert [(m.producer_id, m.transaction_result, [t.name for t in m.topics]) for m in sent[0].markers] == \
-        [(10, True, ["a", "b"]), (20, False, ["b", "down"])]
+    # Each carries its decision's number as its coordinator epoch (0: an unnumbered decision).
+    assert [(m.producer_id, m.transaction_result, m.coordinator_epoch, [t.name for t in m.topics])
+            for m in sent[0].markers] == [(10, True, 4, ["a", "b"]), (20, False, 0, ["b", "down"])]

@@ -30,9 +30,11 @@ def _partition(node: NodeView, context: RequestContext, name: str, index: int) -
     producers = []
     for producer_id in sorted(partition.producers.producer_ids()):
         batches = partition.producers.last_batches(producer_id)
+        marker = partition.txns.markers.get(producer_id)  # its last marker's (server/txn_index.py)
         producers.append(R.ProducerState(
             producer_id=producer_id, producer_epoch=partition.producers.epoch_of(producer_id),
-            last_sequence=batches[-1].last_seq if batches else -1, last_timestamp=-1, coordinator_epoch=-1,
+            last_sequence=batches[-1].last_seq if batches else -1, last_timestamp=-1,
+            coordinator_epoch=marker.coordinator_epoch if marker is not None else -1,
             current_txn_start_offset=partition.txns.open.get(producer_id, -1)))
     return R.PartitionResponse(partition_index=index, error_code=0, active_producers=producers)
 

@@ -4,7 +4,9 @@ synchronous pass (one Raft round carries them all), then the answer waits for th
 
 Before writing, the leader lets its copy of the cluster metadata show the decision: from then on
 its produce check (handlers/produce.py) refuses the transaction's late batches, so none can
-land after its marker and hold the last stable offset back.
+land after its marker and hold the last stable offset back. Each marker's coordinator epoch names
+its decision; the stream (Partition.append) writes a decision's marker once and refuses an
+earlier decision's (TRANSACTION_COORDINATOR_FENCED), whatever the metadata copy shows.
 """
 
 from __future__ import annotations
