@@ -16,25 +16,57 @@ health.py      the cluster's health as `vdl cluster status` shows it (every node
 cli/           the `vdl` command line, one module per command group
 """
 
-from vdl_client.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FetchResult, VdlClient
-from vdl_client.connection import (
-    BootstrapError,
-    Connection,
-    connect_first,
-    parse_bootstrap,
-    request_once,
-)
-from vdl_client.pipeline import ProducePipeline
-from vdl_client.routes import ANY_NODE, CONTROLLER, CoordinatorOf, LeaderOf, Node, Route
-from vdl_client.settings import (
-    BrokerUnreachableError,
-    ClientSettings,
-    RetriableError,
-    StreamExistsError,
-    StreamNotFoundError,
-    VdlClientError,
-)
-from vdl_wire.api import default_version
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vdl_client.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FetchResult, VdlClient
+    from vdl_client.connection import (
+        BootstrapError,
+        Connection,
+        connect_first,
+        parse_bootstrap,
+        request_once,
+    )
+    from vdl_client.pipeline import ProducePipeline
+    from vdl_client.routes import ANY_NODE, CONTROLLER, CoordinatorOf, LeaderOf, Node, Route
+    from vdl_client.settings import (
+        BrokerUnreachableError,
+        ClientSettings,
+        RetriableError,
+        StreamExistsError,
+        StreamNotFoundError,
+        VdlClientError,
+    )
+    from vdl_wire.api import default_version
+
+# Where each name lives, imported on first use (PEP 562): the client's modules load every protocol
+# message class (vdl_wire.api), which a process that only parses settings or bootstrap lists -- a
+# Spark Python worker that looks up or plans format("vdl") -- need not pay for.
+_LAZY = {
+    **dict.fromkeys(("EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "FetchResult", "VdlClient"), "vdl_client.client"),
+    **dict.fromkeys(("Connection", "connect_first", "request_once"), "vdl_client.connection"),
+    **dict.fromkeys(("BootstrapError", "parse_bootstrap"), "vdl_client.bootstrap"),
+    "ProducePipeline": "vdl_client.pipeline",
+    **dict.fromkeys(("ANY_NODE", "CONTROLLER", "CoordinatorOf", "LeaderOf", "Node", "Route"), "vdl_client.routes"),
+    **dict.fromkeys(("BrokerUnreachableError", "ClientSettings", "RetriableError", "StreamExistsError",
+                     "StreamNotFoundError", "VdlClientError"), "vdl_client.settings"),
+    "default_version": "vdl_wire.api",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vdl_client' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "ANY_NODE",

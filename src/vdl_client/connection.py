@@ -13,45 +13,19 @@ import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from vdl_wire.address import AddressError, split_host_port
+from vdl_client.bootstrap import DEFAULT_CLIENT_ID, BootstrapError, parse_bootstrap, split_address
 from vdl_wire.api import api_spec, decode_response, default_version, encode_request
 
 if TYPE_CHECKING:
     from vdl_client.security import SecuritySettings
 
-DEFAULT_CLIENT_ID = "vdl-client"
+__all__ = ["DEFAULT_CLIENT_ID", "BootstrapError", "Connection", "connect_first", "parse_bootstrap", "request_once",
+           "split_address"]
+
 MAX_RESPONSE_BYTES = 1 << 30
 _SIZE = struct.Struct(">i")
 _JOIN_BELOW = 64 * 1024  # smaller requests are joined and sent in one call: copying costs less
 _IOV_MAX = 1024  # buffers per sendmsg (Linux's IOV_MAX)
-
-
-class BootstrapError(ValueError):
-    """A bootstrap list that is not `host:port[,host:port...]`."""
-
-
-def split_address(address: str) -> tuple[str, int]:
-    """"host:port" -> (host, port); IPv6 hosts may be bracketed ("[::1]:9092")."""
-    try:
-        return split_host_port(address)
-    except AddressError:
-        raise BootstrapError(f"expected HOST:PORT, got {address!r}") from None
-
-
-def parse_bootstrap(servers: str | Sequence[str]) -> tuple[str, ...]:
-    """A comma-separated `host:port,host:port` (or a sequence of them) -> validated addresses,
-    in the order given (clients try them in that order, as Kafka's tools do)."""
-    parts = servers.split(",") if isinstance(servers, str) else [p for s in servers for p in s.split(",")]
-    addresses = tuple(p.strip() for p in parts if p.strip())
-    if not addresses:
-        raise BootstrapError("expected a comma-separated list of HOST:PORT, got nothing")
-    for address in addresses:
-        try:
-            split_address(address)
-        except BootstrapError:
-            raise BootstrapError(
-                f"expected a comma-separated list of HOST:PORT, got {servers!r}") from None
-    return addresses
 
 
 class Connection:

@@ -22,7 +22,6 @@ from typing import Any
 
 from vdl_client.settings import VdlClientError
 from vdl_wire.errors import ErrorCode
-from vdl_wire.messages import SaslAuthenticateRequest, SaslHandshakeRequest
 from vdl_wire.sasl import MECHANISMS as SASL_MECHANISMS
 from vdl_wire.sasl import PLAIN, SaslError, ScramClient, plain_token
 from vdl_wire.sasl import SECURITY_PROTOCOLS as LISTENER_PROTOCOLS
@@ -98,6 +97,10 @@ class SecuritySettings:
         returns its response. Raises AuthenticationError."""
         if not self.sasl:
             return
+        # Imported here: loading every message class costs a Spark worker that only parses
+        # options (vdl_connector.security_options) a good part of its start-up.
+        from vdl_wire.messages import SaslHandshakeRequest
+
         handshake = request(SaslHandshakeRequest(mechanism=self.mechanism))
         if handshake.error_code != 0:
             raise AuthenticationError(f"SASL handshake: {ErrorCode(handshake.error_code).name} (the broker offers "
@@ -115,6 +118,8 @@ class SecuritySettings:
 
     @staticmethod
     def _step(request: Callable[[Any], Any], token: bytes) -> bytes:
+        from vdl_wire.messages import SaslAuthenticateRequest
+
         response = request(SaslAuthenticateRequest(auth_bytes=token))
         if response.error_code != 0:
             raise AuthenticationError(f"{ErrorCode(response.error_code).name}: {response.error_message or ''}".strip())

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vdl_client.connection import DEFAULT_CLIENT_ID, parse_bootstrap
+from vdl_client.bootstrap import DEFAULT_CLIENT_ID, parse_bootstrap
 from vdl_wire.errors import ErrorCode
 
 if TYPE_CHECKING:

@@ -14,7 +14,6 @@ import pyarrow.compute as pc
 from vdl_connector.arrow import decode_columns_arrow
 from vdl_connector.options import EARLIEST, SourceOptions
 from vdl_connector.planning import OffsetRange
-from vdl_connector.replica_reads import ReplicaFetcher
 from vdl_connector.schema import ARROW_HEADERS_TYPE, arrow_read_schema, constant_string
 from vdl_connector.tables import TableRange, read_table_range
 from vdl_wire.errors import ErrorCode
@@ -135,6 +134,10 @@ def read_range(client, rng: OffsetRange, options: SourceOptions,  # noqa: ANN001
     stream, position, end = rng.stream, rng.start, rng.end
     include_headers = options.include_headers
     # Follower reads: the range's replicas first, the leader last (preferReplicas).
+    if rng.replicas:
+        # Imported here: it loads the whole client (vdl_client), which a Spark worker that only
+        # plans or looks the source up need not load.
+        from vdl_connector.replica_reads import ReplicaFetcher
     source = ReplicaFetcher(client, rng.replicas, 2 * options.fetch_max_wait_ms / 1000) if rng.replicas else client
     deadline = time.monotonic() + options.poll_timeout_ms / 1000
     pending = None

@@ -371,13 +371,13 @@ def end_transactions(options: SinkOptions, messages: list[WriterCommitMessage | 
     """On the driver: commit (or abort) the transaction each task left open. A commit that fails
     fails the micro-batch: Spark runs it again, and the tasks whose transaction did commit find
     their replay marker and write nothing."""
-    from vdl_client import VdlClient
-    from vdl_client.transactions import end_transaction
-
     open_ones = [m.open_transaction() for m in messages if isinstance(m, VdlCommitMessage)]
     transactions = [t for t in open_ones if t is not None]
     if not transactions:
-        return
+        return  # (an exactly-once or plain write: the commit worker need not load the client)
+    from vdl_client import VdlClient
+    from vdl_client.transactions import end_transaction
+
     with VdlClient(options.client) as client:
         for transaction in transactions:
             if commit:

@@ -63,8 +63,11 @@ DELTA_SQL_CONF = {
 }
 
 # Delta rebuilds a table's state from its log in 50 tasks by default, sized for a cluster: on the
-# two cores of a local session that stage is most of a small MERGE's time (measured 5-10x).
-LOCAL_DELTA_CONF = {"spark.databricks.delta.snapshotPartitions": "2"}
+# two cores of a local session that stage is most of a small MERGE's time (measured 5-10x). One
+# task, not two: the state is a few hundred actions, and each task of that stage generates its
+# own projections (Delta's plan is too wide for whole-stage code generation), which is most of
+# its CPU (a main-job MERGE: 1.5 -> 1.25 JVM CPU s, alternating runs).
+LOCAL_DELTA_CONF = {"spark.databricks.delta.snapshotPartitions": "1"}
 
 
 def spark_session_conf() -> dict[str, str]:

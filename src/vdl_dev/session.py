@@ -43,7 +43,14 @@ SPARK_CONF = {
 # than they return on two cores shared with the brokers. Measured on `vdl demo`'s 1M events (two
 # demos side by side): JVM 65 -> 48 CPU seconds, all processes 96 -> 74; the compiler threads
 # 31 -> 4, while the tasks' own code, less optimized, took 15 -> 25.
-JVM_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+#
+# C1 alone gets a 48 MB code cache (the JVM sizes it for tiered compiles only): Spark's, Delta's
+# and the generated classes of a session that runs a job for a minute or more fill it, and then
+# the JVM disables its compiler for good ("CodeCache is full. Compiler has been disabled"): every
+# later method and generated class runs interpreted (seen in `vdl demo --follow` after about
+# 50 s). The cache the JVM reserves with tiered compiles on, 240 MB, is address space reserved,
+# used as the code grows.
+JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m")
 
 LOG4J2 = """rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console

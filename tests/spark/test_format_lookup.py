@@ -59,3 +59,27 @@ def test_a_wheel_puts_the_lookup_module_and_every_package_at_the_top(tmp_path: P
         entry_points = archive.read(next(n for n in archive.namelist() if n.endswith("entry_points.txt"))).decode()
     assert tops == {"pyspark_vdl.py", "vdl_wire", "vdl_broker", "vdl_client", "vdl_connector", "vdl_dev"}
     assert "[vdl.commands]\ndev = vdl_dev.cli" in entry_points
+
+
+# What Spark's lookup and create-data-source workers do with format("vdl"): import the lookup
+# module, make the source and ask its schema. A read's or a plain write's commit worker likewise
+# only unpickles the writer. None of them talks to a broker, so none needs the client's modules,
+# which load every protocol message class (about half a CPU second of each worker's start).
+LIGHT_WORKER = textwrap.dedent("""
+    import sys
+    from pyspark_vdl import DefaultSource
+    from vdl_connector.sink import end_transactions
+    from vdl_connector.options import parse_sink_options
+    source = DefaultSource({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "orders"})
+    source.schema()
+    end_transactions(parse_sink_options({"kafka.bootstrap.servers": "127.0.0.1:9"}), [None], commit=True)
+    heavy = sorted(m for m in sys.modules if m in ("vdl_wire.messages", "vdl_wire.api", "vdl_client.client"))
+    print("loaded:", heavy)
+    sys.exit(1 if heavy else 0)
+""")
+
+
+def test_planning_workers_do_not_load_the_client(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-c", LIGHT_WORKER], capture_output=True, text=True, timeout=120,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr

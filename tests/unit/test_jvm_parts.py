@@ -56,3 +56,13 @@ def test_delta_sql_extension_and_catalog_are_classes_of_the_delta_jar() -> None:
     classes = set(zipfile.ZipFile(delta).namelist())
     for key in ("spark.sql.extensions", "spark.sql.catalog.spark_catalog"):
         assert conf[key].replace(".", "/") + ".class" in classes, conf[key]
+
+
+def test_the_demo_jvm_keeps_a_code_cache_that_c1_alone_does_not_fill() -> None:
+    """With C1 alone the JVM reserves 48 MB of code cache, which a minute of Spark and Delta
+    fills; then it stops compiling for good. The demo's session asks for the tiered default."""
+    from vdl_dev.session import JVM_OPTIONS
+
+    sizes = [option.split("=", 1)[1] for option in JVM_OPTIONS if option.startswith("-XX:ReservedCodeCacheSize=")]
+    assert "-XX:TieredStopAtLevel=1" in JVM_OPTIONS
+    assert sizes and sizes[-1].endswith("m") and int(sizes[-1][:-1]) >= 240, JVM_OPTIONS
