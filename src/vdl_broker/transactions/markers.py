@@ -279,7 +279,8 @@ class BrokerRoutes:
         return partition.leader_id or NOWHERE
 
     def is_alive(self, node: int) -> bool:
-        return node == self.node_id or self.broker.host.liveness.is_alive(node)
+        # A node liveness has not heard of yet (just joined) is tried: its call tells.
+        return node == self.node_id or not self.broker.host.liveness.is_down(node)
 
     async def send(self, node: int, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
         if node == self.node_id:

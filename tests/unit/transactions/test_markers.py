@@ -54,7 +54,7 @@ class Cluster:
             node_id=1, metadata=SimpleNamespace(state=SimpleNamespace(streams=dict.fromkeys(self.leaders, 0))),
             replicas=SimpleNamespace(get=lambda name: SimpleNamespace(leader_id=self.leaders[name])
                                      if name in self.leaders else None),
-            host=SimpleNamespace(liveness=SimpleNamespace(is_alive=lambda node: node not in self.down),
+            host=SimpleNamespace(liveness=SimpleNamespace(is_down=lambda node: node in self.down),
                                  liveness_listeners=[]))
 
     async def call(self, broker: Any, node: int, request: Any, version: int, timeout_s: float) -> Any:
