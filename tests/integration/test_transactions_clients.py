@@ -476,3 +476,84 @@ def test_an_abort_pipelined_behind_the_next_transactions_add_follows_it(cluster:
             sock.sendall(add(pid, 10 * round_ + 6))  # the next round's transaction
             assert [p.partition_error_code for t in answer(sock, 24, 3).results_by_topic_v3_and_below
                     for p in t.results_by_partition] == [0]
+
+
+def serving_leader(cluster: DevCluster, stream: str, skip: int) -> int | None:
+    """The stream's leader as the running nodes but `skip` (stopped) name it."""
+    from tests.support.cluster import running_nodes
+    from vdl_dev.dev_cluster import fetch_metadata
+
+    for node_id in running_nodes(cluster):
+        if node_id == skip:
+            continue
+        try:
+            response = fetch_metadata(node_address_of(cluster, node_id), [stream], 1.0)
+        except (OSError, ValueError):
+            continue
+        for topic in response.topics:
+            for partition in topic.partitions or []:
+                if topic.error_code == 0 and partition.leader_id >= 0:
+                    return int(partition.leader_id)
+    return None
+
+
+def node_address_of(cluster: DevCluster, node_id: int) -> str:
+    from tests.support.cluster import node_address
+
+    return node_address(cluster, node_id)
+
+
+MARKERS_AFTER_ELECTION_S = 3.0  # the stalled commit completes this soon after a new leader is elected
+
+
+def test_sigstop_of_a_stream_leader_as_a_transaction_commits_its_markers_go_to_the_new_leader(
+        cluster: DevCluster) -> None:
+    """The leader of one of the transaction's streams (not the coordinator) freezes (SIGSTOP) as
+    EndTxn commits: the markers' call to it hangs. They go to the stream's new leader once it is
+    elected -- not after the call's 15 s timeout -- so the producer's next transaction (whose
+    AddPartitionsToTxn waits for those markers; it writes another stream, so the client's own view
+    of the frozen leader plays no part) commits within MARKERS_AFTER_ELECTION_S of the election,
+    and read_committed readers see exactly the committed records."""
+    import signal
+
+    import confluent_kafka
+
+    from tests.support.waiting import wait_until
+
+    coordinator_id = coordinator(cluster)
+    names = [f"txn-frozen-{i}" for i in range(6)]
+    with admin(cluster) as c:
+        for name in names:
+            c.create_stream(name)
+    leaders = {name: wait_until(lambda n=name: cluster.leader_of(n), 30, f"a leader of {name}") for name in names}
+    stream, frozen = next((n, lead) for n, lead in leaders.items() if lead != coordinator_id)
+    other = next(n for n, lead in leaders.items() if lead != frozen)
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                                         "transactional.id": "txn-frozen-1", "linger.ms": 1})
+    producer.init_transactions(DEADLINE_S)
+    producer.begin_transaction()
+    producer.produce(stream, b"one")
+    producer.commit_transaction(DEADLINE_S)
+    producer.begin_transaction()
+    producer.produce(stream, b"two")
+    producer.produce(other, b"two")
+    producer.flush(DEADLINE_S)
+    cluster.stop(frozen, signal.SIGSTOP)
+    try:
+        frozen_at = time.monotonic()
+        producer.commit_transaction(DEADLINE_S)  # decided by the coordinator; the markers to come
+        new_leader = wait_until(lambda: (lead := serving_leader(cluster, stream, frozen)) not in (None, frozen)
+                                and lead, 30, f"a new leader of {stream}")
+        elected_at = time.monotonic()
+        producer.begin_transaction()
+        producer.produce(other, b"three")
+        producer.commit_transaction(DEADLINE_S)
+        committed_at = time.monotonic()
+        print(f"SIGSTOP of node {frozen} (stream {stream}, new leader {new_leader}): new leader after "
+              f"{elected_at - frozen_at:.2f} s, next transaction committed after {committed_at - frozen_at:.2f} s")
+        assert committed_at - elected_at <= MARKERS_AFTER_ELECTION_S, (elected_at - frozen_at,
+                                                                       committed_at - frozen_at)
+        assert read_all(cluster.bootstrap_servers, other, "read_committed", 2) == [b"two", b"three"]
+        assert read_all(cluster.bootstrap_servers, stream, "read_committed", 2) == [b"one", b"two"]
+    finally:
+        cluster.stop(frozen, signal.SIGCONT)

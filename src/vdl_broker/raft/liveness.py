@@ -105,6 +105,11 @@ class NodeLiveness:
         state = self._peers.get(peer)
         return state is not None and not state.down
 
+    def is_down(self, peer: int) -> bool:
+        """Known and silent for `timeout_ticks` (a peer never heard of is not down: unknown)."""
+        state = self._peers.get(peer)
+        return state is not None and state.down
+
     def in_contact_with_quorum(self, voters: Iterable[int], me: int) -> bool:
         """Whether node `me` hears from a majority of `voters` (itself counting when it is one).
         False means it has heard from no majority for `timeout_ticks`: a node cut off from the

@@ -192,9 +192,10 @@ def test_node_liveness_down_up_and_restart() -> None:
     live.add_peer(2)
     assert not live.tick() and not live.tick()
     assert live.tick() == LivenessChange(down=(2,))
-    assert not live.is_alive(2)
+    assert not live.is_alive(2) and live.is_down(2)
+    assert not live.is_alive(9) and not live.is_down(9)  # never heard of: not alive, not known down
     live.heard(2, incarnation=7)
-    assert live.tick() == LivenessChange(up=(2,)) and live.is_alive(2)
+    assert live.tick() == LivenessChange(up=(2,)) and live.is_alive(2) and not live.is_down(2)
     live.heard(2, incarnation=7)
     assert not live.tick()
     live.heard(2, incarnation=8)
