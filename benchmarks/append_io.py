@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
-import json
 import os
 import resource
 import statistics
@@ -40,6 +39,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from benchmarks.report import Report
 
 MiB = 1 << 20
 HEADER = 32
@@ -169,25 +170,27 @@ def main() -> None:
     def cpu(r: dict[str, float]) -> float:
         return r["user_us_per_mb"] + r["sys_us_per_mb"]
 
-    print(f"append_io: {args.mb} MiB per run, {args.batch_kb} KiB appends, fdatasync every {args.per_commit}, "
-          f"{args.rounds} alternating rounds, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(f"{'variant':<10} {'user us/MB':>11} {'sys us/MB':>10} {'wall us/MB':>11} {'cpu/base':>9} "
-          f"{'wall/base':>10} {'pgalloc/MB':>11} {'pgsteal/MB':>11}")
-    for variant in variants:
-        rows = results[variant]
-        cpu_ratio = ratio(variant, cpu) if "base" in results else float("nan")
-        wall_ratio = ratio(variant, lambda r: r["wall_us_per_mb"]) if "base" in results else float("nan")
-        print(f"{variant:<10} {med(rows, 'user_us_per_mb'):>11.0f} {med(rows, 'sys_us_per_mb'):>10.0f} "
-              f"{med(rows, 'wall_us_per_mb'):>11.0f} {cpu_ratio:>9.2f} {wall_ratio:>10.2f} "
-              f"{med(rows, 'pgalloc_per_mb'):>11.0f} {med(rows, 'pgsteal_per_mb'):>11.0f}")
-    print(f"{'catch-up read':<27} {'user us/MB':>11} {'sys us/MB':>10} {'wall us/MB':>11}")
-    for name, rows in reads.items():
-        if rows:
-            print(f"{name:<27} {med(rows, 'user_us_per_mb'):>11.0f} {med(rows, 'sys_us_per_mb'):>10.0f} "
-                  f"{med(rows, 'wall_us_per_mb'):>11.0f}")
-    out = Path(__file__).parent / "results" / "append_io.json"
-    out.write_text(json.dumps({"args": vars(args), "load_average": load, "writes": results, "reads": reads}, indent=1))
-
+    report = Report("append_io")
+    report.side_by_side(
+        f"append file I/O: {args.mb} MiB per run, {args.batch_kb} KiB appends, fdatasync every {args.per_commit}, "
+        f"{args.rounds} alternating rounds, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
+        ("variant", "user us/MB", "sys us/MB", "wall us/MB", "cpu/base", "wall/base", "pgalloc/MB", "pgsteal/MB"),
+        [(variant, f"{med(results[variant], 'user_us_per_mb'):.0f}", f"{med(results[variant], 'sys_us_per_mb'):.0f}",
+          f"{med(results[variant], 'wall_us_per_mb'):.0f}",
+          f"{ratio(variant, cpu):.2f}" if "base" in results else "",
+          f"{ratio(variant, lambda r: r['wall_us_per_mb']):.2f}" if "base" in results else "",
+          f"{med(results[variant], 'pgalloc_per_mb'):.0f}", f"{med(results[variant], 'pgsteal_per_mb'):.0f}")
+         for variant in variants])
+    report.side_by_side("catch-up read", ("pages", "user us/MB", "sys us/MB", "wall us/MB"),
+                        [(name, f"{med(rows, 'user_us_per_mb'):.0f}", f"{med(rows, 'sys_us_per_mb'):.0f}",
+                          f"{med(rows, 'wall_us_per_mb'):.0f}") for name, rows in reads.items() if rows])
+    if "base" in results:
+        for variant in variants:
+            if variant != "base":
+                report.add(f"{variant} / base, CPU per MB", ratio(variant, cpu), "ratio", higher_is_better=False)
+                report.add(f"{variant} / base, wall per MB", ratio(variant, lambda r: r["wall_us_per_mb"]), "ratio",
+                           higher_is_better=False)
+    report.finish()
 
 if __name__ == "__main__":
     main()
