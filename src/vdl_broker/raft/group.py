@@ -102,7 +102,9 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         self._bootstrap, self._durable_membership = self._load_membership(tuple(sorted(set(voters))))
         self.config = cfg
         self._send_fn = send
-        self._send_catchup = send_catchup or send  # APPENDs to replicas far behind (raft/throttle.py)
+        # APPENDs and snapshots to replicas far behind (raft/throttle.py); without a throttle they
+        # leave at once, which the core must hear (paced_left), or it waits for them for ever.
+        self._send_catchup = send_catchup or partial(self._send_unpaced, send)
         self._apply_fn = apply
         self._snapshot_fn = on_snapshot
         self.storage = StreamLogStorage(stream_log)
@@ -223,6 +225,10 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
     @property
     def stopped(self) -> bool:
         return self._stopped
+
+    def _send_unpaced(self, send: SendFn, group: str, message: Message) -> bool:
+        self.paced_left(message)
+        return send(group, message)
 
     def peer_status(self) -> dict[int, PeerStatus]:
         """Leader only (else empty): every voter's match/next/state/recent_active."""

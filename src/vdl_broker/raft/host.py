@@ -115,7 +115,8 @@ class RaftHost:
         return self.transport.send(group, message) if self.transport is not None else False
 
     def _send_catchup(self, group: str, message: Message) -> bool:
-        return self.throttle.submit(group, message) if self.throttle is not None else self._send(group, message)
+        # Unpaced, it leaves now: its group must hear so (paced_left), or a loss is never noticed.
+        return self.throttle.submit(group, message) if self.throttle is not None else self._send_paced(group, message)
 
     def _send_paced(self, group: str, message: Message) -> bool:
         """The throttle lets `message` go: its group's leader counts it as on its way from now."""
