@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from vdl_broker.raft.types import Entry, EntryType
 from vdl_wire.records.batch_header import BATCH_HEADER_SIZE, HEADER, LOG_OVERHEAD, MAGIC
 
@@ -29,3 +31,12 @@ def noop_entry(index: int, term: int) -> Entry:
 
 def config_entry(index: int, term: int, payload: bytes = b"config") -> Entry:
     return Entry(index, term, EntryType.CONFIG, payload)
+
+
+def flip(path: Path, position: int) -> None:
+    """Flip one bit of the byte at `position` of the file at `path` (a damaged disk)."""
+    with open(path, "r+b") as f:
+        f.seek(position)
+        byte = f.read(1)
+        f.seek(position)
+        f.write(bytes([byte[0] ^ 0x40]))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from log_testing import data_entry
+from log_testing import data_entry, flip
 
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.damage import DAMAGE_FILE, DamageRecord
@@ -25,14 +25,6 @@ def build(directory: Path, count: int = 10) -> list[int]:
     positions = [log._segments[0].position_of(i) for i in range(1, count + 1)]
     log.close()
     return positions
-
-
-def flip(path: Path, position: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(position)
-        byte = f.read(1)
-        f.seek(position)
-        f.write(bytes([byte[0] ^ 0x40]))
 
 
 def segment(directory: Path) -> Path:

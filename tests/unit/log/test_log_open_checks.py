@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from log_testing import data_entry
+from log_testing import data_entry, flip
 
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.damage import DamageRecord
@@ -18,14 +18,6 @@ from vdl_broker.log.verified import CHECKSUMS_FILE
 SMALL = LogConfig(segment_bytes=600, tail_cache_bytes=0, fsync=False)
 HEADER = 25
 ENTRIES = 30
-
-
-def flip(path: Path, position: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(position)
-        byte = f.read(1)
-        f.seek(position)
-        f.write(bytes([byte[0] ^ 0x40]))
 
 
 def contents(log: StreamLog) -> list[tuple[int, int, bytes]]:

@@ -286,11 +286,8 @@ def test_tail_cache_reads_touch_no_disk(tmp_path: Path, monkeypatch: pytest.Monk
     log.close()
 
 
-def test_a_sync_waiter_cancelled_leaves_the_sync_to_the_others(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fdatasync job is shared: a waiter that goes away (its group stopping) cancels only its
-    wait, and the entries become durable for the waiters that stay."""
-    log = StreamLog.open(tmp_path / "s", small_config(segment_bytes=1 << 20, fsync=True))
+def gated_fdatasync(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], threading.Event]:
+    """Make every fdatasync record its fd, then wait for the returned gate (at most 5 s)."""
     syncs: list[int] = []
     gate = threading.Event()
     real = os.fdatasync
@@ -301,13 +298,22 @@ def test_a_sync_waiter_cancelled_leaves_the_sync_to_the_others(tmp_path: Path,
         real(fd)
 
     monkeypatch.setattr(os, "fdatasync", slow_fdatasync)
+    return syncs, gate
+
+
+def test_a_sync_waiter_cancelled_leaves_the_sync_to_the_others(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fdatasync job is shared: a waiter that goes away (its group stopping) cancels only its
+    wait, and the entries become durable for the waiters that stay."""
+    log = StreamLog.open(tmp_path / "s", small_config(segment_bytes=1 << 20, fsync=True))
+    syncs, gate = gated_fdatasync(monkeypatch)
 
     async def scenario() -> None:
         fill(log, 3)
         leaving, staying = asyncio.create_task(log.sync()), asyncio.create_task(log.sync())
         await until(lambda: len(syncs) == 1)
         leaving.cancel()
-        await asyncio.sleep(0)
+        await asyncio.gather(leaving, return_exceptions=True)
         assert leaving.cancelled() and not staying.done()
         gate.set()
         await staying
@@ -321,16 +327,7 @@ def test_a_sync_waiter_cancelled_leaves_the_sync_to_the_others(tmp_path: Path,
 
 def test_group_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     log = StreamLog.open(tmp_path / "s", small_config(segment_bytes=1 << 20, fsync=True))
-    syncs: list[int] = []
-    gate = threading.Event()
-    real = os.fdatasync
-
-    def slow_fdatasync(fd: int) -> None:
-        syncs.append(fd)
-        gate.wait(5)
-        real(fd)
-
-    monkeypatch.setattr(os, "fdatasync", slow_fdatasync)
+    syncs, gate = gated_fdatasync(monkeypatch)
 
     async def scenario() -> None:
         fill(log, 3)
