@@ -26,6 +26,12 @@ commit_transaction (medians), and the brokers' net CPU per transaction.
 Commit latency is the commit_transaction call: it returns once the decision is durable in the
 metadata (Kafka's EndTxn; the markers follow).
 
+--baseline DIR: a before/after instead -- two 3-node clusters side by side, this checkout's and
+the one at DIR (e.g. a `git worktree add` of main; its brokers run with DIR/src first on their
+path), the same variants on each (idempotent x1, transactional x1, transactional xN), the
+clusters' order alternating per round; medians per cluster and the per-round ratio this /
+baseline. Both clusters idle while the other runs (their idle CPU is taken off each run's).
+
 --profile: after the rounds, one more transactional xN run under py-spy on every broker
 (benchmarks/profile.py, samples of the thread holding the GIL only: the brokers' Python CPU, not
 their waits): flame graphs and top frames by self time in the report.
@@ -181,7 +187,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="the time-based variant's transaction length (default 100; ProducerPerformance's "
                              "--transaction-duration-ms)")
     parser.add_argument("--profile", action="store_true", help="one more transactional xN run under py-spy")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="a checkout to compare with, round by round (e.g. a worktree of main)")
     args = parser.parse_args(argv)
+    if args.baseline is not None:
+        if args.profile:
+            parser.error("--profile does not go with --baseline")
+        if not (args.baseline / "src" / "vdl_broker").is_dir():
+            parser.error(f"--baseline {args.baseline}: no src/vdl_broker there (give a checkout's top directory)")
+        return compare(args)
     rounds = args.rounds or (2 if args.quick else 4)
     count = args.records or (50_000 if args.quick else 200_000)
     many = args.producers
@@ -278,6 +292,90 @@ def main(argv: list[str] | None = None) -> int:
                higher_is_better=False, note=f"idempotent x1: {statistics.median(net_cpu['idempotent x1']) * PER_TXN / 1000:.2f} ms "
                "per 100 records")
     profiler.add_to(report)
+    report.finish()
+    return 0
+
+
+def _idle_cpu(pids: list[int]) -> float:
+    before, begun = cpu_seconds(pids), time.perf_counter()
+    time.sleep(IDLE_S)
+    return (cpu_seconds(pids) - before) / (time.perf_counter() - begun)
+
+
+def compare(args: argparse.Namespace) -> int:
+    """--baseline: the same variants on this checkout's cluster and the baseline's, alternating."""
+    rounds = args.rounds or (2 if args.quick else 4)
+    count = args.records or (30_000 if args.quick else 100_000)
+    many = args.producers
+    kinds = {"idempotent x1": 1, "transactional x1": 1, f"transactional x{many}": many}
+    sides = ("this", "baseline")
+    rates = {(side, kind): [] for side in sides for kind in kinds}  # type: dict[tuple[str, str], list[float]]
+    net_cpu = {(side, kind): [] for side in sides for kind in kinds}  # type: dict[tuple[str, str], list[float]]
+    commit_ms = {(side, kind): [] for side in sides for kind in kinds}  # type: dict[tuple[str, str], list[float]]
+    with tempfile.TemporaryDirectory(prefix="vdl-bench-txn-") as tmp:
+        clusters = {"this": DevCluster(3, Path(tmp) / "this", free_base_port(6), settings={"log_level": "WARNING"})}
+        clusters["baseline"] = DevCluster(3, Path(tmp) / "baseline", free_base_port(6),
+                                          settings={"log_level": "WARNING"},
+                                          env={"PYTHONPATH": str(args.baseline.resolve() / "src")})
+        try:
+            pids: dict[str, list[int]] = {}
+            idle: dict[str, float] = {}
+            for side, cluster in clusters.items():
+                cluster.start(timeout_s=60)
+                cluster.wait_for_brokers(timeout_s=60)
+                pids[side] = [p for n in cluster.nodes.values() if (p := n.pid)]
+                create_streams(cluster, *[f"bench-txn-{kind.replace(' ', '-')}-{run}-{i}" for kind, n in kinds.items()
+                                          for run in [*map(str, range(rounds)), "warm"] for i in range(n)])
+                for kind, n in kinds.items():
+                    produce_many(cluster.bootstrap_servers, [f"bench-txn-{kind.replace(' ', '-')}-warm-{i}"
+                                                             for i in range(n)],
+                                 count // 10, "bench-warm" if kind.startswith("transactional") else None, [])
+            for side in sides:
+                idle[side] = _idle_cpu(pids[side])
+                print(f"idle cluster, {side}: brokers' CPU {idle[side] * 1000:.0f} ms/s", flush=True)
+            for number in range(rounds):
+                for kind, n in kinds.items():
+                    for side in (sides if number % 2 == 0 else tuple(reversed(sides))):
+                        cluster = clusters[side]
+                        before, begun = cpu_seconds(pids[side]), time.perf_counter()
+                        rate, _ = produce_many(cluster.bootstrap_servers,
+                                               [f"bench-txn-{kind.replace(' ', '-')}-{number}-{i}" for i in range(n)],
+                                               count, f"bench-{kind.replace(' ', '-')}-{number}"
+                                               if kind.startswith("transactional") else None, commit_ms[side, kind])
+                        used, elapsed = cpu_seconds(pids[side]) - before, time.perf_counter() - begun
+                        rates[side, kind].append(rate)
+                        net_cpu[side, kind].append(per_record_us(max(0.0, used - idle[side] * elapsed), count))
+                        print(f"round {number + 1} {kind}, {side}: {rate:,.0f} records/s, brokers' CPU "
+                              f"{net_cpu[side, kind][-1]:.1f} us/record net of idle", flush=True)
+        finally:
+            for cluster in clusters.values():
+                cluster.kill_all()
+    report = Report("bench_transactions_compare")
+    who = (f"confluent-kafka, 100-byte records, {count:,} per run, {rounds} rounds, the clusters' order alternating; "
+           f"baseline: {args.baseline}")
+    for kind in kinds:
+        for side in sides:
+            report.add(f"{kind} produce, {side} (median)", statistics.median(rates[side, kind]), "records/s",
+                       note=who if kind == "idempotent x1" and side == "this" else "")
+        ratios = [a / b for a, b in zip(rates["this", kind], rates["baseline", kind], strict=True)]
+        report.add(f"{kind}: this / baseline (median of per-round ratios)", statistics.median(ratios), "x",
+                   note=", ".join(f"{r:.2f}" for r in ratios))
+        for side in sides:
+            if kind.startswith("transactional"):
+                commits = commit_ms[side, kind]
+                report.add(f"commit latency p50 / p99, {kind}, {side}", percentile(commits, 0.5), "ms",
+                           higher_is_better=False, note=f"p99 {percentile(commits, 0.99):.1f} ms, "
+                           f"{len(commits)} commits")
+                report.add(f"commit latency p99, {kind}, {side}", percentile(commits, 0.99), "ms",
+                           20.0 if kind == "transactional x1" else None, higher_is_better=False)
+            cost = statistics.median(net_cpu[side, kind]) * PER_TXN / 1000
+            report.add(f"brokers' CPU per 100 records, {kind}, {side}, net of idle (median)", cost, "ms",
+                       higher_is_better=False)
+        for side in sides:
+            base = [t / i for t, i in zip(rates[side, kind], rates[side, "idempotent x1"], strict=True)]
+            if kind == "transactional x1":
+                report.add(f"transactional x1 / idempotent x1, {side} (median of per-round ratios)",
+                           statistics.median(base), "x", 0.7)
     report.finish()
     return 0
 

@@ -10,6 +10,7 @@ node removed from its cluster (`vdl nodes decommission`/`remove`) stops by itsel
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import resource
 import signal
@@ -48,10 +49,21 @@ def _install_event_loop_policy() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
+def settle_heap() -> None:
+    """Move everything alive once the node serves (modules, classes, the recovered state) out of
+    the cyclic collector's reach for good (gc.freeze). Left in, each full collection walks it
+    all again: 20-30 ms of CPU every few seconds under a transactional load, a stall of up to
+    ~300 ms on a loaded machine (measured), on whatever request is in flight -- the tail of every
+    latency. What the node allocates afterwards is collected as before."""
+    gc.collect()
+    gc.freeze()
+
+
 async def serve(config: NodeConfig) -> None:
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(IO_THREADS, thread_name_prefix="vdl-io"))
     broker = Broker(config)
     await broker.start()
+    settle_heap()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
