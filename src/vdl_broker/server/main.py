@@ -54,7 +54,9 @@ def settle_heap() -> None:
     the cyclic collector's reach for good (gc.freeze). Left in, each full collection walks it
     all again: 20-30 ms of CPU every few seconds under a transactional load, a stall of up to
     ~300 ms on a loaded machine (measured), on whatever request is in flight -- the tail of every
-    latency. What the node allocates afterwards is collected as before."""
+    latency. What the node allocates afterwards is collected as before. The price: a reference
+    cycle among the frozen objects that becomes garbage later (a replica open at start, deleted
+    since) is never freed -- bounded by the heap the node held when it started serving."""
     gc.collect()
     gc.freeze()
 
