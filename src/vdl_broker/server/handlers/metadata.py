@@ -85,9 +85,18 @@ def listener_brokers(node: NodeView, protocol: str) -> list[MetadataResponse.Met
     return brokers
 
 
-def handle(node: NodeView, context: RequestContext, request: MetadataRequest) -> MetadataResponse:
+# How long a Metadata answer may wait for other nodes' word on the leaders and ISRs of streams
+# this node does not lead (ReplicaManager.refresh_stale_views); loopback and LAN answers take ms.
+VIEW_REFRESH_S = 0.5
+
+
+async def handle(node: NodeView, context: RequestContext, request: MetadataRequest) -> MetadataResponse:
     version = context.api_version
     names = requested_names(request, version)
+    if not node.cut_off and not context.forwarded:
+        # Not when another node asks (it wants this node's first-hand word only), nor when cut off.
+        await node.replicas.refresh_stale_views(sorted(node.metadata.state.streams) if names is None else names,
+                                                VIEW_REFRESH_S)
     streams = node.metadata.state.streams
 
     def describable(name: str) -> bool:
