@@ -612,6 +612,38 @@ def test_delete_records_moves_the_log_start(java: JavaClients, target: JavaTarge
     assert consumed.stdout == "d\ne\n"
 
 
+# ------------------------------------------------------------------------------ kafka-transactions
+
+
+def test_transactions_describe_producers_and_find_hanging_at_every_replica(java: JavaClients, target: JavaTarget,
+                                                                           vdl: VdlClient) -> None:
+    """describe-producers --broker-id N and find-hanging --broker-id N ask node N about its own
+    replicas, followers included (as a Kafka broker answers DescribeProducers wherever it has the
+    log): every replica names the idempotent producer that wrote the stream. About 2 s a target."""
+    way_in = target.tool_args()
+    stream = named(target, "producers")
+    vdl.create_stream(stream, exist_ok=False)
+    run(java, "kafka-console-producer", *way_in, "--topic", stream, "--command-property", "acks=all",
+        input="one\ntwo\n")  # the Java producer is idempotent by default: one producer id, sequences 0 and 1
+
+    def producers(node: int) -> list[dict[str, str]]:
+        out = run(java, "kafka-transactions", *way_in, "describe-producers", "--topic", stream, "--partition", "0",
+                  "--broker-id", str(node)).stdout
+        header, *rows = (line.split("\t") for line in out.splitlines())
+        return [{h.strip(): v.strip() for h, v in zip(header, row, strict=False) if h.strip()} for row in rows]
+
+    leader, nodes = replicas(vdl, stream)
+    [at_leader] = producers(leader)
+    assert (at_leader["ProducerEpoch"], at_leader["LastSequence"], at_leader["CurrentTransactionStartOffset"]) == (
+        "0", "1", "None")
+    for node in nodes:  # a follower applies the batches a moment after the leader committed them
+        wait_until(lambda n=node: producers(n) == [at_leader], timeout=10,
+                   message=lambda n=node: f"node {n}: {producers(n)}")
+        hanging = run(java, "kafka-transactions", *way_in, "find-hanging", "--broker-id", str(node))
+        assert hanging.stdout.split() == ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
+                                          "StartOffset", "LastTimestamp", "Duration(min)"]
+
+
 # ------------------------------------------------------------------------------------ perf tests
 
 
