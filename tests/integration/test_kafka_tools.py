@@ -224,6 +224,41 @@ def test_a_tool_runs_as_a_jvm_of_its_own(java_targets: dict[str, JavaTarget]) ->
     assert consume_all(target.cluster, stream, 2) == [(None, "one"), (None, "two")]
 
 
+def test_topics_describe_min_isr_partitions(java: JavaClients, target: JavaTarget, vdl: VdlClient) -> None:
+    """--at-min-isr-partitions / --under-min-isr-partitions compare each partition's ISR with the
+    topic's min.insync.replicas, which DescribeConfigs did not list (the tool failed on a null):
+    a stream's is its Raft majority, so a one-replica stream is at its minimum, a healthy one of
+    three above it. About 1 s a target."""
+    way_in = target.tool_args()
+    single, default = named(target, "min-isr-one"), named(target, "min-isr-default")
+    vdl.create_stream(single, replication_factor=1, exist_ok=False)
+    vdl.create_stream(default, exist_ok=False)
+    [node] = replicas(vdl, single)[1]
+    at_min = run(java, "kafka-topics", *way_in, "--describe", "--at-min-isr-partitions", "--topic", single)
+    # Partition lines only: describe_topic takes its first line for the topic's.
+    assert [(p["Topic"], p["Partition"], p["Leader"], p["Isr"]) for p in describe_topic("x\n" + at_min.stdout)[1]
+            ] == [(single, "0", str(node), str(node))]
+    # A healthy stream of three replicas is above its minimum of two (wait until all are in sync).
+    wait_until(lambda: len(vdl.metadata([default]).topics[0].partitions[0].isr_nodes) == target.replication,
+               timeout=10, message="every replica in sync")
+    above = run(java, "kafka-topics", *way_in, "--describe", "--at-min-isr-partitions", "--topic", default)
+    under = run(java, "kafka-topics", *way_in, "--describe", "--under-min-isr-partitions", "--topic", default)
+    leader = str(replicas(vdl, default)[0])
+    # On one node the default stream has one replica: at its minimum too.
+    assert [(p["Topic"], p["Isr"]) for p in describe_topic("x\n" + above.stdout)[1]] == (
+        [] if target.replication > 1 else [(default, leader)])
+    assert under.stdout == ""
+    client = confluent_admin(target.cluster)  # held: a collected client cancels its futures
+    [future] = client.describe_configs([ConfigResource("topic", default)]).values()
+    entry = future.result(timeout=30)["min.insync.replicas"]
+    assert (entry.value, entry.is_read_only) == (str(target.replication // 2 + 1), True)
+    refused = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "topics", "--entity-name", default,
+                  "--add-config", "min.insync.replicas=1", ok=False)
+    assert refused.returncode == 1
+    assert ("InvalidConfigurationException: min.insync.replicas is read-only: a write is acknowledged once a "
+            "majority of the stream's replicas hold it (Raft)") in refused.stderr
+
+
 # ------------------------------------------------------------------------ console producer/consumer
 
 
