@@ -6,7 +6,7 @@ then asks DescribeGroups)."""
 from __future__ import annotations
 
 from vdl_broker.groups.consumer import ASSIGNORS
-from vdl_broker.server.authorizer import Operation, authorized_group
+from vdl_broker.server.authorizer import Operation, ResourceType, authorized_group, authorized_operations
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
@@ -26,7 +26,13 @@ def handle(node: NodeView, context: RequestContext,
            request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
     if node.groups.active() is None:
         return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
-    return ConsumerGroupDescribeResponse(groups=[_describe(node, context, group_id) for group_id in request.group_ids])
+    described = [_describe(node, context, group_id) for group_id in request.group_ids]
+    if request.include_authorized_operations:  # KIP-430, for every group the principal may describe
+        for answer in described:
+            if answer.error_code not in (ErrorCode.INVALID_GROUP_ID, ErrorCode.GROUP_AUTHORIZATION_FAILED):
+                answer.authorized_operations = authorized_operations(node, context, ResourceType.GROUP,
+                                                                     answer.group_id)
+    return ConsumerGroupDescribeResponse(groups=described)
 
 
 def _describe(node: NodeView, context: RequestContext, group_id: str) -> Described:

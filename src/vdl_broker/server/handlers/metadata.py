@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import uuid
 
+from vdl_broker.cluster.acls import CLUSTER_NAME
 from vdl_broker.cluster.metadata import validate_stream_name
 from vdl_broker.config import split_host_port
-from vdl_broker.server.authorizer import Operation, ResourceType, authorized
+from vdl_broker.server.authorizer import Operation, ResourceType, authorized, authorized_operations
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.handlers import create_topics, find_coordinator
 from vdl_broker.server.node_view import NodeView
@@ -131,11 +132,20 @@ async def handle(node: NodeView, context: RequestContext, request: MetadataReque
             else:
                 topics.append(Topic(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name=name))
         topics += [_by_id(node, context, t.topic_id) for t in request.topics or [] if t.name is None]
+    if request.include_topic_authorized_operations:  # v8+ (KIP-430): what the principal may do on each
+        for topic in topics:
+            if topic.error_code != ErrorCode.TOPIC_AUTHORIZATION_FAILED and topic.name is not None:
+                topic.topic_authorized_operations = authorized_operations(node, context, ResourceType.TOPIC,
+                                                                          topic.name)
     controller = find_coordinator.metadata_leader(node) or -1  # never this node when cut off
     # Every node, this one too even when cut off (server/cut_off.py: librdkafka drops a broker
     # left out of Metadata, and with it the new leader it has just learned).
-    return MetadataResponse(brokers=listener_brokers(node, context.protocol), cluster_id=node.cluster_id,
-                            controller_id=controller, topics=topics)
+    response = MetadataResponse(brokers=listener_brokers(node, context.protocol), cluster_id=node.cluster_id,
+                                controller_id=controller, topics=topics)
+    if request.include_cluster_authorized_operations:  # v8-10 (KIP-430; later versions: DescribeCluster)
+        response.cluster_authorized_operations = authorized_operations(node, context, ResourceType.CLUSTER,
+                                                                       CLUSTER_NAME)
+    return response
 
 
 async def _auto_create(node: NodeView, name: str) -> None:
