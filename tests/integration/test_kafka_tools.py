@@ -298,6 +298,10 @@ def test_consumer_groups_list_describe_reset_delete(java: JavaClients, target: J
                                         "CURRENT-OFFSET": "2", "LOG-END-OFFSET": "5", "LAG": "3",
                                         "CONSUMER-ID": "-", "HOST": "-", "CLIENT-ID": "-"}]
     assert f"Consumer group '{group}' has no active members." in described.stderr
+    # The console consumer's group is a classic one, emptied: described as such (DescribeGroups,
+    # no protocol), as ListGroups lists it, not as an Empty KIP-848 group with its assignor.
+    [state] = table(run(java, "kafka-consumer-groups", *way_in, "--describe", "--group", group, "--state").stdout)
+    assert (state["ASSIGNMENT-STRATEGY"], state["STATE"], state["#MEMBERS"]) == ("-", "Empty", "0")
 
     def reset(*how: str) -> list[dict[str, str]]:
         return table(run(java, "kafka-consumer-groups", *way_in, "--group", group, "--topic", stream,

@@ -1,7 +1,8 @@
 """ConsumerGroupDescribe (key 69): a KIP-848 group's state, epochs, assignor and members with
-their current and target assignments. A group known only by committed offsets is Empty; a
-classic group with members, or no group at all, is GROUP_ID_NOT_FOUND (Kafka's admin client
-then asks DescribeGroups)."""
+their current and target assignments. A group known only by committed offsets is Empty (a
+KIP-848 group whose last member left is forgotten but for its offsets); a classic group, with
+members or emptied, or no group at all, is GROUP_ID_NOT_FOUND (Kafka's admin client then asks
+DescribeGroups)."""
 
 from __future__ import annotations
 
@@ -42,8 +43,11 @@ def _describe(node: NodeView, context: RequestContext, group_id: str) -> Describ
         return Described(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), group_id=group_id)
     group = node.groups.consumer_groups.group(group_id)
     if group is None:
-        classic = node.groups.coordinator.group(group_id)
-        if (classic is not None and classic.members) or not node.groups.known(group_id):
+        # A classic group, with members or emptied (its generation is kept), is not a consumer
+        # group, as ListGroups says: Kafka's admin client then describes it with DescribeGroups.
+        classic = (node.groups.coordinator.group(group_id) is not None
+                   or group_id in node.metadata.state.groups.groups)
+        if classic or not node.groups.known(group_id):
             return Described(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), group_id=group_id,
                              error_message=f"Group {group_id} is not a consumer group." if classic else
                              f"Group {group_id} not found.")
