@@ -196,6 +196,14 @@ class ReplicaManager:
         cached = self._remote.get(name)
         return cached is None or now - cached[0] > REMOTE_VIEW_MAX_AGE_S
 
+    def _may_answer(self, name: str) -> bool:
+        """Some other replica of `name` is not known to be down: asking it may tell its leader."""
+        info = self.state.streams.get(name)
+        liveness = self.broker.host.liveness
+        return info is not None and any(replica != self.broker.node_id and replica in self.state.nodes
+                                        and not liveness.is_down(replica)
+                                        for replica in self.state.membership.hosts(info))
+
     async def refresh_stale_views(self, names: list[str], timeout_s: float) -> None:
         """Learn again, waiting at most `timeout_s`, the leader and ISR of those of `names` whose
         view is too old to use. Metadata calls it before answering: a view is otherwise refreshed
@@ -204,7 +212,9 @@ class ReplicaManager:
         as the ISR of one this node follows (kafka-topics --describe
         --under-replicated-partitions listed healthy streams)."""
         now = time.monotonic()
-        stale = {name for name in names if name in self.state.streams and self._view_is_stale(name, now)}
+        # Not for streams whose other replicas are all down (or none: one node): no answer would come.
+        stale = {name for name in names if name in self.state.streams and self._view_is_stale(name, now)
+                 and self._may_answer(name)}
         if not stale:
             return
         self._stale |= stale
