@@ -281,6 +281,34 @@ def test_describe_cluster_three_nodes_any_node(dev_cluster: DevCluster) -> None:
         assert [b.broker_id for b in response.brokers] == [1, 2, 3]
 
 
+def test_metadata_names_leader_and_isr_at_a_node_asked_first(dev_cluster: DevCluster) -> None:
+    """The first Metadata a node answers about a stream it does not lead names the leader and the
+    leader's ISR: it used to name no leader for a stream with no replica there (and only the
+    leader as the ISR of a stream it follows, its view of it a few seconds old) until a background
+    refresh served a later request (kafka-topics --describe --under-replicated-partitions and
+    --unavailable-partitions listed healthy streams). 1 s."""
+    addresses = {n: dev_cluster.nodes[n].client_address for n in dev_cluster.node_ids()}
+
+    def view(node_id: int, stream: str) -> tuple[int, list[int]]:
+        [partition] = metadata_raw(addresses[node_id], [stream]).topics[0].partitions
+        return partition.leader_id, sorted(partition.isr_nodes)
+
+    def in_sync(node_id: int, stream: str, replication: int) -> tuple[int, list[int]] | None:
+        answer = view(node_id, stream)
+        return answer if len(answer[1]) == replication else None
+
+    for stream, replication in (("md-first-three", 3), ("md-first-one", 1)):
+        assert create_topic_raw(addresses[1], stream, replication) == (0, None)
+        leader = wait_until(lambda s=stream: view(1, s)[0] if view(1, s)[0] > 0 else None, timeout=10,
+                            message="a leader")
+        # The leader's own word, once every replica is in sync (node 1 handled the create).
+        expected = wait_until(lambda s=stream, r=replication, n=leader: in_sync(n, s, r), timeout=10,
+                              message=f"{stream}'s replicas in sync")
+        others = [n for n in addresses if n not in (1, leader)]
+        assert others
+        assert {n: view(n, stream) for n in others} == {n: expected for n in others}
+
+
 def test_alter_configs_through_a_follower_applies_everywhere(dev_cluster: DevCluster) -> None:
     addresses = [dev_cluster.nodes[n].client_address for n in dev_cluster.node_ids()]
     controller = metadata_raw(addresses[0], []).controller_id

@@ -224,6 +224,41 @@ def test_a_tool_runs_as_a_jvm_of_its_own(java_targets: dict[str, JavaTarget]) ->
     assert consume_all(target.cluster, stream, 2) == [(None, "one"), (None, "two")]
 
 
+def test_topics_describe_min_isr_partitions(java: JavaClients, target: JavaTarget, vdl: VdlClient) -> None:
+    """--at-min-isr-partitions / --under-min-isr-partitions compare each partition's ISR with the
+    topic's min.insync.replicas, which DescribeConfigs did not list (the tool failed on a null):
+    a stream's is its Raft majority, so a one-replica stream is at its minimum, a healthy one of
+    three above it. About 1 s a target."""
+    way_in = target.tool_args()
+    single, default = named(target, "min-isr-one"), named(target, "min-isr-default")
+    vdl.create_stream(single, replication_factor=1, exist_ok=False)
+    vdl.create_stream(default, exist_ok=False)
+    [node] = replicas(vdl, single)[1]
+    at_min = run(java, "kafka-topics", *way_in, "--describe", "--at-min-isr-partitions", "--topic", single)
+    # Partition lines only: describe_topic takes its first line for the topic's.
+    assert [(p["Topic"], p["Partition"], p["Leader"], p["Isr"]) for p in describe_topic("x\n" + at_min.stdout)[1]
+            ] == [(single, "0", str(node), str(node))]
+    # A healthy stream of three replicas is above its minimum of two (wait until all are in sync).
+    wait_until(lambda: len(vdl.metadata([default]).topics[0].partitions[0].isr_nodes) == target.replication,
+               timeout=10, message="every replica in sync")
+    above = run(java, "kafka-topics", *way_in, "--describe", "--at-min-isr-partitions", "--topic", default)
+    under = run(java, "kafka-topics", *way_in, "--describe", "--under-min-isr-partitions", "--topic", default)
+    leader = str(replicas(vdl, default)[0])
+    # On one node the default stream has one replica: at its minimum too.
+    assert [(p["Topic"], p["Isr"]) for p in describe_topic("x\n" + above.stdout)[1]] == (
+        [] if target.replication > 1 else [(default, leader)])
+    assert under.stdout == ""
+    client = confluent_admin(target.cluster)  # held: a collected client cancels its futures
+    [future] = client.describe_configs([ConfigResource("topic", default)]).values()
+    entry = future.result(timeout=30)["min.insync.replicas"]
+    assert (entry.value, entry.is_read_only) == (str(target.replication // 2 + 1), True)
+    refused = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "topics", "--entity-name", default,
+                  "--add-config", "min.insync.replicas=1", ok=False)
+    assert refused.returncode == 1
+    assert ("InvalidConfigurationException: min.insync.replicas is read-only: a write is acknowledged once a "
+            "majority of the stream's replicas hold it (Raft)") in refused.stderr
+
+
 # ------------------------------------------------------------------------ console producer/consumer
 
 
@@ -263,6 +298,10 @@ def test_consumer_groups_list_describe_reset_delete(java: JavaClients, target: J
                                         "CURRENT-OFFSET": "2", "LOG-END-OFFSET": "5", "LAG": "3",
                                         "CONSUMER-ID": "-", "HOST": "-", "CLIENT-ID": "-"}]
     assert f"Consumer group '{group}' has no active members." in described.stderr
+    # The console consumer's group is a classic one, emptied: described as such (DescribeGroups,
+    # no protocol), as ListGroups lists it, not as an Empty KIP-848 group with its assignor.
+    [state] = table(run(java, "kafka-consumer-groups", *way_in, "--describe", "--group", group, "--state").stdout)
+    assert (state["ASSIGNMENT-STRATEGY"], state["STATE"], state["#MEMBERS"]) == ("-", "Empty", "0")
 
     def reset(*how: str) -> list[dict[str, str]]:
         return table(run(java, "kafka-consumer-groups", *way_in, "--group", group, "--topic", stream,
@@ -610,6 +649,38 @@ def test_delete_records_moves_the_log_start(java: JavaClients, target: JavaTarge
     consumed = run(java, "kafka-console-consumer", *way_in, "--topic", stream, "--from-beginning",
                    "--max-messages", "2")
     assert consumed.stdout == "d\ne\n"
+
+
+# ------------------------------------------------------------------------------ kafka-transactions
+
+
+def test_transactions_describe_producers_and_find_hanging_at_every_replica(java: JavaClients, target: JavaTarget,
+                                                                           vdl: VdlClient) -> None:
+    """describe-producers --broker-id N and find-hanging --broker-id N ask node N about its own
+    replicas, followers included (as a Kafka broker answers DescribeProducers wherever it has the
+    log): every replica names the idempotent producer that wrote the stream. About 2 s a target."""
+    way_in = target.tool_args()
+    stream = named(target, "producers")
+    vdl.create_stream(stream, exist_ok=False)
+    run(java, "kafka-console-producer", *way_in, "--topic", stream, "--command-property", "acks=all",
+        input="one\ntwo\n")  # the Java producer is idempotent by default: one producer id, sequences 0 and 1
+
+    def producers(node: int) -> list[dict[str, str]]:
+        out = run(java, "kafka-transactions", *way_in, "describe-producers", "--topic", stream, "--partition", "0",
+                  "--broker-id", str(node)).stdout
+        header, *rows = (line.split("\t") for line in out.splitlines())
+        return [{h.strip(): v.strip() for h, v in zip(header, row, strict=False) if h.strip()} for row in rows]
+
+    leader, nodes = replicas(vdl, stream)
+    [at_leader] = producers(leader)
+    assert (at_leader["ProducerEpoch"], at_leader["LastSequence"], at_leader["CurrentTransactionStartOffset"]) == (
+        "0", "1", "None")
+    for node in nodes:  # a follower applies the batches a moment after the leader committed them
+        wait_until(lambda n=node: producers(n) == [at_leader], timeout=10,
+                   message=lambda n=node: f"node {n}: {producers(n)}")
+        hanging = run(java, "kafka-transactions", *way_in, "find-hanging", "--broker-id", str(node))
+        assert hanging.stdout.split() == ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
+                                          "StartOffset", "LastTimestamp", "Duration(min)"]
 
 
 # ------------------------------------------------------------------------------------ perf tests

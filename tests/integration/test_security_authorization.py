@@ -233,3 +233,38 @@ def test_deny_beats_allow(guarded: DevCluster) -> None:
             msg.topic(), error.name() if error else None))
     assert producer.flush(30) == 0
     assert results == {"deny-this": "TOPIC_AUTHORIZATION_FAILED", "deny-that": None}
+
+
+def test_authorized_operations_are_what_the_acls_allow(guarded: DevCluster) -> None:
+    """KIP-430 through librdkafka's admin client (Metadata v8+ for topics and the cluster,
+    ConsumerGroupDescribe / DescribeGroups for groups): each is what the principal may do,
+    where they used to be left out (librdkafka: None). dan may do everything on deny-* but WRITE
+    on deny-this; the admin, a super user, everything on a group and on the cluster. 0.2 s."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicCollection, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    def client(user: str, password: str, mechanism: str) -> AdminClient:
+        return AdminClient(confluent_conf("SASL_PLAINTEXT", None, mechanism, user, password)  # type: ignore[arg-type]
+                           | {"bootstrap.servers": guarded.bootstrap_servers})
+
+    def names(operations: list[Any] | None) -> list[str] | None:
+        return None if operations is None else sorted(op.name for op in operations)
+
+    dan = client("dan", "dan-Pa55", "SCRAM-SHA-256")
+    topic_ops = ["ALTER", "ALTER_CONFIGS", "CREATE", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ", "WRITE"]
+    described = dan.describe_topics(TopicCollection(["deny-this", "deny-that"]), include_authorized_operations=True)
+    assert {name: names(f.result(timeout=30).authorized_operations) for name, f in described.items()} == {
+        "deny-this": [op for op in topic_ops if op != "WRITE"], "deny-that": topic_ops}
+    # (dan may do nothing on the cluster: an empty bit field, which librdkafka gives as None.)
+
+    admin_client = client(ADMIN_USER, ADMIN_PASSWORD, "SCRAM-SHA-512")
+    group = "ops-group"
+    [altered] = admin_client.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+        group, [TopicPartition(STREAM, 0, 1)])]).values()
+    altered.result(timeout=30)
+    [future] = admin_client.describe_consumer_groups([group], include_authorized_operations=True).values()
+    assert names(future.result(timeout=30).authorized_operations) == [
+        "ALTER_CONFIGS", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ"]
+    assert names(admin_client.describe_cluster(include_authorized_operations=True).result(timeout=30)
+                 .authorized_operations) == ["ALTER", "ALTER_CONFIGS", "CLUSTER_ACTION", "CREATE", "DESCRIBE",
+                                             "DESCRIBE_CONFIGS", "IDEMPOTENT_WRITE"]

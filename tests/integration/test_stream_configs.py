@@ -30,6 +30,7 @@ EXPECTED = {
     "vdl.table.partition.by": ("none", 5), "vdl.table.compact.interval.ms": ("600000", 5),
     "vdl.table.compact.target.bytes": ("134217728", 5), "vdl.table.vacuum.interval.ms": ("3600000", 5),
     "vdl.table.vacuum.retention.ms": ("604800000", 5),
+    "min.insync.replicas": ("2", 5),  # read-only: the majority of 3 replicas
 }
 
 
@@ -278,7 +279,8 @@ def test_cli_sets_and_shows_configs(cluster: DevCluster) -> None:
         "  vdl.table.compact.interval.ms   600000      (default)\n"
         "  vdl.table.compact.target.bytes  134217728   (default)\n"
         "  vdl.table.vacuum.interval.ms    3600000     (default)\n"
-        "  vdl.table.vacuum.retention.ms   604800000   (default)\n")
+        "  vdl.table.vacuum.retention.ms   604800000   (default)\n"
+        "  min.insync.replicas             2           (default)\n")
     output = wait_until(lambda: (text := described()).endswith(expected) and text, 10, "describe showing the change")
     assert output.startswith("stream cli-configured: partition 0, leader node ")
     assert output.splitlines()[0].endswith("offsets 0..0 (0 records)")

@@ -50,6 +50,7 @@ TOOLS = {
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
     "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
 }
 
 

@@ -138,6 +138,10 @@ class ConfigProblem(ValueError):
 
 def known_key(name: str) -> ConfigKey:
     key = CONFIG_KEYS.get(name)
+    if key is None and name == "min.insync.replicas":
+        # DescribeConfigs shows it (read-only), so say why it cannot be set, not that it is unknown.
+        raise ConfigProblem("min.insync.replicas is read-only: a write is acknowledged once a majority of the "
+                            f"stream's replicas hold it (Raft); the settable stream configs: {', '.join(CONFIG_KEYS)}")
     if key is None:
         raise ConfigProblem(f"unknown stream config {name!r} (accepted: {', '.join(CONFIG_KEYS)})")
     return key

@@ -72,6 +72,9 @@ class ReplicaManager:
         # this node cannot hear (its link to the leader cut: `leader_view`).
         self._hearsay: dict[str, tuple[float, int]] = {}
         self._stale: set[str] = set()  # streams whose leader view wants refreshing
+        # name -> when a node last answered (or failed to answer) about it; set at each answer
+        self._asked: dict[str, float] = {}
+        self._views_asked = asyncio.Event()
         self._refresher: asyncio.Task[None] | None = None
         self._dirty = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -184,6 +187,50 @@ class ReplicaManager:
             return heard[1], [heard[1]]
         return leader, [leader] if leader > 0 else []
 
+    def _view_is_stale(self, name: str, now: float) -> bool:
+        """leader_view would answer from a view too old to use: a stream this node does not lead
+        whose leader (and ISR) it last learned from its leader more than REMOTE_VIEW_MAX_AGE_S ago."""
+        partition = self._partitions.get(name)
+        if partition is not None and partition.group is not None and partition.leader_id == self.broker.node_id:
+            return False  # known first hand
+        cached = self._remote.get(name)
+        return cached is None or now - cached[0] > REMOTE_VIEW_MAX_AGE_S
+
+    def _may_answer(self, name: str) -> bool:
+        """Some other replica of `name` is not known to be down: asking it may tell its leader."""
+        info = self.state.streams.get(name)
+        liveness = self.broker.host.liveness
+        return info is not None and any(replica != self.broker.node_id and replica in self.state.nodes
+                                        and not liveness.is_down(replica)
+                                        for replica in self.state.membership.hosts(info))
+
+    async def refresh_stale_views(self, names: list[str], timeout_s: float) -> None:
+        """Learn again, waiting at most `timeout_s`, the leader and ISR of those of `names` whose
+        view is too old to use. Metadata calls it before answering: a view is otherwise refreshed
+        only in the background after a request found it old, so the first Metadata after a few
+        quiet seconds named no leader for a stream without a replica here, and only the leader
+        as the ISR of one this node follows (kafka-topics --describe
+        --under-replicated-partitions listed healthy streams)."""
+        now = time.monotonic()
+        # Not for streams whose other replicas are all down (or none: one node): no answer would come.
+        stale = {name for name in names if name in self.state.streams and self._view_is_stale(name, now)
+                 and self._may_answer(name)}
+        if not stale:
+            return
+        self._stale |= stale
+        if self._refresher is None or self._refresher.done():
+            self._refresher = self.spawn(self._refresh_views())
+        # Done once some replica of each answered (or could not be reached): a silent node
+        # delays only the streams no other replica answers for, and those by `timeout_s` at most.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while any(self._asked.get(name, -1.0) < now for name in stale):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._views_asked.wait(), remaining)
+
     def leader_when_cut_off(self, name: str, info: StreamInfo) -> int:
         """The leader a cut-off node names for a stream (server/cut_off.py): itself only while
         it still serves the stream (every voter is here), else another replica."""
@@ -225,6 +272,7 @@ class ReplicaManager:
         try:
             response = await internal.call(self.broker, node_id, request, default_version(MetadataRequest), 2.0)
         except (OSError, ValueError, TimeoutError):
+            self._answered(names)
             return
         now = time.monotonic()
         for topic in response.topics:
@@ -234,6 +282,15 @@ class ReplicaManager:
                 elif partition.leader_id > 0 and partition.leader_id != self.broker.node_id:
                     # The leader a replica follows (its first-hand view: nodes ask first_hand).
                     self._hearsay[topic.name] = (now, int(partition.leader_id))
+        self._answered(names)
+
+    def _answered(self, names: list[str]) -> None:
+        """A node answered about `names` (or could not): wake refresh_stale_views' waiters."""
+        now = time.monotonic()
+        for name in names:
+            self._asked[name] = now
+        self._views_asked.set()
+        self._views_asked = asyncio.Event()
 
     def local_replicas_serving(self) -> bool:
         """Every replica the metadata places here is open, and those that need no other node

@@ -57,8 +57,9 @@ def key_values(pairs: list[str] | None, option: str) -> dict[str, str]:
 
 def format_configs(configs: list[StreamConfig]) -> str:
     """One line per config: name, value, where it comes from; the table's state last."""
-    settings = [c for c in configs if not c.read_only]
-    status = [c for c in configs if c.read_only]
+    # Read-only entries are the table's state (vdl.table.status.*), and min.insync.replicas.
+    status = [c for c in configs if c.read_only and c.name.startswith("vdl.table.status.")]
+    settings = [c for c in configs if c not in status]
     width = max((len(c.name) for c in configs), default=0)
     values = {c.name: "-" if c.value is None else c.value for c in configs}
     value_width = max((len(values[c.name]) for c in settings), default=0)

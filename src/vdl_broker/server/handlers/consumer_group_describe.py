@@ -1,12 +1,13 @@
 """ConsumerGroupDescribe (key 69): a KIP-848 group's state, epochs, assignor and members with
-their current and target assignments. A group known only by committed offsets is Empty; a
-classic group with members, or no group at all, is GROUP_ID_NOT_FOUND (Kafka's admin client
-then asks DescribeGroups)."""
+their current and target assignments. A group known only by committed offsets is Empty (a
+KIP-848 group whose last member left is forgotten but for its offsets); a classic group, with
+members or emptied, or no group at all, is GROUP_ID_NOT_FOUND (Kafka's admin client then asks
+DescribeGroups)."""
 
 from __future__ import annotations
 
 from vdl_broker.groups.consumer import ASSIGNORS
-from vdl_broker.server.authorizer import Operation, authorized_group
+from vdl_broker.server.authorizer import Operation, ResourceType, authorized_group, authorized_operations
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
@@ -26,7 +27,13 @@ def handle(node: NodeView, context: RequestContext,
            request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
     if node.groups.active() is None:
         return error_response(request, context.api_version, ErrorCode.NOT_COORDINATOR)
-    return ConsumerGroupDescribeResponse(groups=[_describe(node, context, group_id) for group_id in request.group_ids])
+    described = [_describe(node, context, group_id) for group_id in request.group_ids]
+    if request.include_authorized_operations:  # KIP-430, for every group the principal may describe
+        for answer in described:
+            if answer.error_code not in (ErrorCode.INVALID_GROUP_ID, ErrorCode.GROUP_AUTHORIZATION_FAILED):
+                answer.authorized_operations = authorized_operations(node, context, ResourceType.GROUP,
+                                                                     answer.group_id)
+    return ConsumerGroupDescribeResponse(groups=described)
 
 
 def _describe(node: NodeView, context: RequestContext, group_id: str) -> Described:
@@ -36,8 +43,11 @@ def _describe(node: NodeView, context: RequestContext, group_id: str) -> Describ
         return Described(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), group_id=group_id)
     group = node.groups.consumer_groups.group(group_id)
     if group is None:
-        classic = node.groups.coordinator.group(group_id)
-        if (classic is not None and classic.members) or not node.groups.known(group_id):
+        # A classic group, with members or emptied (its generation is kept), is not a consumer
+        # group, as ListGroups says: Kafka's admin client then describes it with DescribeGroups.
+        classic = (node.groups.coordinator.group(group_id) is not None
+                   or group_id in node.metadata.state.groups.groups)
+        if classic or not node.groups.known(group_id):
             return Described(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), group_id=group_id,
                              error_message=f"Group {group_id} is not a consumer group." if classic else
                              f"Group {group_id} not found.")

@@ -115,7 +115,7 @@ async def _create_here(node: NodeView, request: CreateTopicsRequest) -> CreateTo
             name=topic.name, topic_id=state.topic_id(topic.name) if info is not None else ZERO_TOPIC_ID,
             error_code=0, num_partitions=1, replication_factor=replication_factor,
             configs=[Config(name=c.name, value=c.value, read_only=c.read_only, config_source=int(c.source),
-                            is_sensitive=False) for c in stream_configs(answered, node.config)]))
+                            is_sensitive=False) for c in stream_configs(answered, node.config, replication_factor)]))
     # Kafka answers once the controller created the topic; waiting for the first leader too saves
     # every client a round of LEADER_NOT_AVAILABLE retries right after the create.
     wait_s = min(MAX_LEADER_WAIT_S, max(0.0, request.timeout_ms / 1000))

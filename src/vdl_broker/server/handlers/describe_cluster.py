@@ -7,7 +7,8 @@ only when asked for (KIP-430)."""
 
 from __future__ import annotations
 
-from vdl_broker.server.authorizer import Operation, authorized_cluster
+from vdl_broker.cluster.acls import CLUSTER_NAME
+from vdl_broker.server.authorizer import ResourceType, authorized_operations
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.handlers import find_coordinator
 from vdl_broker.server.handlers.metadata import listener_brokers
@@ -21,15 +22,9 @@ NAME = "DescribeCluster"
 
 Broker = DescribeClusterResponse.DescribeClusterBroker
 
-# The operations Kafka defines on the CLUSTER resource that VDL's ACLs know (Kafka's
-# AclEntry.supportedOperations(CLUSTER), without the delegation-token ones VDL lacks).
-CLUSTER_OPERATIONS = (Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS,
-                      Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE)
-
-
 def cluster_authorized_operations(node: NodeView, context: RequestContext) -> int:
     """KIP-430's bit field: bit `operation` set for each operation allowed on the cluster."""
-    return sum(1 << op for op in CLUSTER_OPERATIONS if authorized_cluster(node, context, op))
+    return authorized_operations(node, context, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 def handle(node: NodeView, context: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:

@@ -3,7 +3,10 @@
 TOPIC: every stream config key (cluster/stream_configs.py) with its effective value, answered by
 any node from its copy of the replicated metadata: the stream's own value (DYNAMIC_TOPIC_CONFIG),
 else this node's setting (STATIC_BROKER_CONFIG when node.toml or a flag sets it) or the built-in
-default (DEFAULT_CONFIG). A node holding a replica of a stream with a Delta table adds the table's
+default (DEFAULT_CONFIG); and `min.insync.replicas`, read-only: a majority of the stream's
+replicas, the number Raft needs on disk before an acks=all write is acknowledged (Kafka's tools
+read it: kafka-topics --describe --at-min-isr-partitions / --under-min-isr-partitions compare each
+partition's in-sync replicas with it). A node holding a replica of a stream with a Delta table adds the table's
 state as read-only entries (`vdl.table.status.*`, vdl_broker/tables).
 
 BROKER: as Kafka, the resource name is this node's id (clients send it to that node) or "" for
@@ -79,8 +82,21 @@ def _node_source(setting: str, value: object) -> Source:
     return Source.DEFAULT_CONFIG if _BUILT_IN.get(setting) == value else Source.STATIC_BROKER_CONFIG
 
 
-def stream_configs(stream_config: Mapping[str, object], node: NodeConfig) -> list[Described]:
-    """Every stream config key with its effective value and where it comes from."""
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+
+
+def min_insync_replicas(replication_factor: int) -> Described:
+    """Kafka's min.insync.replicas of a stream of `replication_factor` replicas: its Raft majority,
+    fixed (no setting changes what a commit needs)."""
+    value = str(replication_factor // 2 + 1)
+    return Described(MIN_INSYNC_REPLICAS, value, Source.DEFAULT_CONFIG, ConfigType.INT,
+                     "replicas that hold a write before it is acknowledged: a majority of the stream's replicas "
+                     "(Raft), not a setting", read_only=True, synonyms=((MIN_INSYNC_REPLICAS, value, Source.DEFAULT_CONFIG),))
+
+
+def stream_configs(stream_config: Mapping[str, object], node: NodeConfig, replication_factor: int) -> list[Described]:
+    """Every stream config key with its effective value and where it comes from, then the
+    stream's min.insync.replicas."""
     defaults = node_defaults(node)
     described = []
     for key in CONFIG_KEYS.values():
@@ -98,6 +114,7 @@ def stream_configs(stream_config: Mapping[str, object], node: NodeConfig) -> lis
             synonyms.append((key.name, key.default, Source.DEFAULT_CONFIG))
         value, source = (synonyms[0][1], synonyms[0][2]) if synonyms else (None, Source.DEFAULT_CONFIG)
         described.append(Described(key.name, value, source, key.type, key.doc, synonyms=tuple(synonyms)))
+    described.append(min_insync_replicas(replication_factor))
     return described
 
 
@@ -184,7 +201,7 @@ def _describe(node: NodeView,
         info = node.metadata.state.streams.get(resource.resource_name)
         if info is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown stream {resource.resource_name!r}", []
-        described = stream_configs(info.config, node.config)
+        described = stream_configs(info.config, node.config, len(info.replicas))
         for name, value, doc in node.tables.status(info.name):
             described.append(Described(name, value, Source.DEFAULT_CONFIG, ConfigType.STRING, doc, read_only=True))
         return ErrorCode.NONE, None, described

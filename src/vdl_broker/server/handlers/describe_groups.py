@@ -9,7 +9,9 @@ from vdl_broker.groups.consumer import ConsumerGroup, consumer_assignment, consu
 from vdl_broker.groups.coordinator import GroupState
 from vdl_broker.server.authorizer import (
     Operation,
+    ResourceType,
     authorized_group,
+    authorized_operations,
 )
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.node_view import NodeView
@@ -59,6 +61,11 @@ def handle(node: NodeView, context: RequestContext, request: DescribeGroupsReque
         described.append(Described(error_code=0, group_id=group_id, group_state=group.state.value,
                                    protocol_type=group.protocol_type or "",
                                    protocol_data=(group.protocol_name or "") if stable else "", members=members))
+    if request.include_authorized_operations:  # v3+ (KIP-430), for every group the principal may describe
+        for answer in described:
+            if answer.error_code not in (ErrorCode.INVALID_GROUP_ID, ErrorCode.GROUP_AUTHORIZATION_FAILED):
+                answer.authorized_operations = authorized_operations(node, context, ResourceType.GROUP,
+                                                                     answer.group_id)
     return DescribeGroupsResponse(groups=described)
 
 

@@ -1,6 +1,10 @@
-"""DescribeProducers (key 61): a stream's active producers (KIP-664), at its leader: producer id,
-epoch, last sequence, and the first offset of its open transaction (-1: none). READ on the
-stream. Per-producer timestamps and coordinator epochs are not kept (-1)."""
+"""DescribeProducers (key 61): a stream's active producers (KIP-664), at any of its replicas, as
+Kafka's Partition.activeProducerState answers wherever the log is (kafka-transactions
+find-hanging --broker-id N asks node N about every replica it holds): producer id, epoch, last
+sequence, and the first offset of its open transaction (-1: none), from the committed batches
+every replica applies (a follower's view may lag its leader's by a heartbeat). A node without a
+replica answers NOT_LEADER_OR_FOLLOWER. READ on the stream. Per-producer timestamps are not kept
+(-1)."""
 
 from __future__ import annotations
 
@@ -25,8 +29,8 @@ def _partition(node: NodeView, context: RequestContext, name: str, index: int) -
     partition = node.replicas.get(name)
     if partition is None or index != 0:
         return refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if not isinstance(partition, Partition) or not partition.is_leader:
-        return refused(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    if not isinstance(partition, Partition):
+        return refused(ErrorCode.NOT_LEADER_OR_FOLLOWER)  # no replica here
     producers = []
     for producer_id in sorted(partition.producers.producer_ids()):
         batches = partition.producers.last_batches(producer_id)

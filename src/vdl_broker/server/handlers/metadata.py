@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import uuid
 
+from vdl_broker.cluster.acls import CLUSTER_NAME
 from vdl_broker.cluster.metadata import validate_stream_name
 from vdl_broker.config import split_host_port
-from vdl_broker.server.authorizer import Operation, ResourceType, authorized
+from vdl_broker.server.authorizer import Operation, ResourceType, authorized, authorized_operations
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.handlers import create_topics, find_coordinator
 from vdl_broker.server.node_view import NodeView
@@ -85,9 +86,18 @@ def listener_brokers(node: NodeView, protocol: str) -> list[MetadataResponse.Met
     return brokers
 
 
-def handle(node: NodeView, context: RequestContext, request: MetadataRequest) -> MetadataResponse:
+# How long a Metadata answer may wait for other nodes' word on the leaders and ISRs of streams
+# this node does not lead (ReplicaManager.refresh_stale_views); loopback and LAN answers take ms.
+VIEW_REFRESH_S = 0.5
+
+
+async def handle(node: NodeView, context: RequestContext, request: MetadataRequest) -> MetadataResponse:
     version = context.api_version
     names = requested_names(request, version)
+    if not node.cut_off and not context.forwarded:
+        # Not when another node asks (it wants this node's first-hand word only), nor when cut off.
+        await node.replicas.refresh_stale_views(sorted(node.metadata.state.streams) if names is None else names,
+                                                VIEW_REFRESH_S)
     streams = node.metadata.state.streams
 
     def describable(name: str) -> bool:
@@ -122,11 +132,20 @@ def handle(node: NodeView, context: RequestContext, request: MetadataRequest) ->
             else:
                 topics.append(Topic(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name=name))
         topics += [_by_id(node, context, t.topic_id) for t in request.topics or [] if t.name is None]
+    if request.include_topic_authorized_operations:  # v8+ (KIP-430): what the principal may do on each
+        for topic in topics:
+            if topic.error_code != ErrorCode.TOPIC_AUTHORIZATION_FAILED and topic.name is not None:
+                topic.topic_authorized_operations = authorized_operations(node, context, ResourceType.TOPIC,
+                                                                          topic.name)
     controller = find_coordinator.metadata_leader(node) or -1  # never this node when cut off
     # Every node, this one too even when cut off (server/cut_off.py: librdkafka drops a broker
     # left out of Metadata, and with it the new leader it has just learned).
-    return MetadataResponse(brokers=listener_brokers(node, context.protocol), cluster_id=node.cluster_id,
-                            controller_id=controller, topics=topics)
+    response = MetadataResponse(brokers=listener_brokers(node, context.protocol), cluster_id=node.cluster_id,
+                                controller_id=controller, topics=topics)
+    if request.include_cluster_authorized_operations:  # v8-10 (KIP-430; later versions: DescribeCluster)
+        response.cluster_authorized_operations = authorized_operations(node, context, ResourceType.CLUSTER,
+                                                                       CLUSTER_NAME)
+    return response
 
 
 async def _auto_create(node: NodeView, name: str) -> None:
