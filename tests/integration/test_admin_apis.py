@@ -248,8 +248,11 @@ def test_alter_configs_refuses_bad_input_and_changes_nothing(module_broker: Brok
     assert alter_configs(address, "ac-bad", {"retention.ms": "1000"}) == (0, None)
     assert alter_configs(address, "ac-bad", {"retention.ms": "soon"}) == (
         ErrorCode.INVALID_CONFIG, "retention.ms: 'soon' is not an integer >= -1")
-    code, message = alter_configs(address, "ac-bad", {"cleanup.policy": "compact"})
-    assert (code, message.split(" (accepted")[0]) == (ErrorCode.INVALID_CONFIG, "unknown stream config 'cleanup.policy'")
+    assert alter_configs(address, "ac-bad", {"cleanup.policy": "compact"}) == (
+        ErrorCode.INVALID_CONFIG, "cleanup.policy: 'compact' is not one of delete")
+    code, message = alter_configs(address, "ac-bad", {"unclean.leader.election.enable": "true"})
+    assert (code, message.split(" (accepted")[0]) == (
+        ErrorCode.INVALID_CONFIG, "unknown stream config 'unclean.leader.election.enable'")
     assert alter_configs(address, "ac-bad", {"retention.ms": None}) == (
         ErrorCode.INVALID_CONFIG, "retention.ms needs a value (an integer >= -1)")
     assert alter_configs(address, "ac-bad", {"vdl.table.format": "json"}) == (

@@ -22,10 +22,11 @@ CLUSTER_SETTINGS = {"retention_check_ms": 200}
 TOPIC, BROKER = 2, 4
 
 # (value, source, read-only) of every stream config of a stream created with retention.ms=60000
-# on nodes with the default settings (5 = DEFAULT_CONFIG, 1 = DYNAMIC_TOPIC_CONFIG).
+# and cleanup.policy=delete (Kafka's one VDL has, as Kafka Streams and Connect name it) on nodes with the default settings (5 = DEFAULT_CONFIG, 1 = DYNAMIC_TOPIC_CONFIG).
 EXPECTED = {
     "retention.ms": ("60000", 1), "retention.bytes": ("-1", 5), "segment.bytes": ("1073741824", 5),
-    "segment.ms": ("604800000", 5), "max.message.bytes": ("16777216", 5), "vdl.table.path": (None, 5),
+    "segment.ms": ("604800000", 5), "max.message.bytes": ("16777216", 5), "cleanup.policy": ("delete", 1),
+    "vdl.table.path": (None, 5),
     "vdl.table.format": ("raw", 5), "vdl.table.schema": (None, 5), "vdl.table.lag.ms": ("5000", 5),
     "vdl.table.partition.by": ("none", 5), "vdl.table.compact.interval.ms": ("600000", 5),
     "vdl.table.compact.target.bytes": ("134217728", 5), "vdl.table.vacuum.interval.ms": ("3600000", 5),
@@ -85,11 +86,14 @@ def test_confluent_admin_creates_describes_and_alters(cluster: DevCluster) -> No
     from confluent_kafka.admin import ConfigResource, NewTopic
 
     client = admin(cluster)
-    futures = client.create_topics([NewTopic("configured", 1, 3, config={"retention.ms": "60000"}),
-                                    NewTopic("unknown-key", 1, 3, config={"cleanup.policy": "compact"}),
+    futures = client.create_topics([NewTopic("configured", 1, 3, config={"retention.ms": "60000",
+                                                                         "cleanup.policy": "delete"}),
+                                    NewTopic("compacted", 1, 3, config={"cleanup.policy": "compact"}),
+                                    NewTopic("unknown-key", 1, 3, config={"unclean.leader.election.enable": "true"}),
                                     NewTopic("bad-value", 1, 3, config={"segment.bytes": "12"})])
     futures["configured"].result(timeout=30)
-    for name, words in (("unknown-key", "unknown stream config 'cleanup.policy'"),
+    for name, words in (("compacted", "cleanup.policy: 'compact' is not one of delete"),
+                        ("unknown-key", "unknown stream config 'unclean.leader.election.enable'"),
                         ("bad-value", "segment.bytes: '12' is not an integer in 1024..2147483647")):
         with pytest.raises(Exception) as caught:
             futures[name].result(timeout=30)
@@ -271,6 +275,7 @@ def test_cli_sets_and_shows_configs(cluster: DevCluster) -> None:
         "  segment.bytes                   1073741824  (default)\n"
         "  segment.ms                      604800000   (default)\n"
         "  max.message.bytes               65536       (stream)\n"
+        "  cleanup.policy                  delete      (default)\n"
         "  vdl.table.path                  -           (default)\n"
         "  vdl.table.format                raw         (default)\n"
         "  vdl.table.schema                -           (default)\n"

@@ -108,6 +108,10 @@ _KEYS = (
               node_setting="segment_ms", broker_name="log.roll.ms"),
     ConfigKey("max.message.bytes", ConfigType.INT, "largest record batch a producer may send (MESSAGE_TOO_LARGE "
               "beyond)", minimum=0, maximum=INT_MAX, node_setting="max_batch_bytes", broker_name="message.max.bytes"),
+    # Kafka's default policy, the only one a VDL log has: accepted (Kafka Streams, Connect and
+    # many scripts name it), and `compact` is refused naming what is accepted.
+    ConfigKey("cleanup.policy", ConfigType.STRING, "what happens to old segments: delete (by retention.ms and "
+              "retention.bytes); VDL does not compact logs", default="delete", choices=("delete",)),
     ConfigKey("vdl.table.path", ConfigType.STRING, "the stream's Delta table: an absolute local path or a URI the "
               "deltalake package can write; set = tiering on", check=_check_path),
     ConfigKey("vdl.table.format", ConfigType.STRING, "raw: columns offset, timestamp, key, value, headers; json: the "

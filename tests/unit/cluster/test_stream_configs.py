@@ -26,7 +26,7 @@ NODE = {"retention_ms": -1, "retention_bytes": -1, "segment_bytes": 1 << 30, "se
 @pytest.mark.parametrize(("name", "value", "stored"), [
     ("retention.ms", " 60000", "60000"), ("retention.ms", "-1", "-1"), ("retention.bytes", "0", "0"),
     ("segment.bytes", "1024", "1024"), ("segment.ms", "1", "1"), ("max.message.bytes", "0", "0"),
-    ("vdl.table.format", "JSON", "json"), ("vdl.table.partition.by", "day", "day"),
+    ("cleanup.policy", "Delete", "delete"), ("vdl.table.format", "JSON", "json"), ("vdl.table.partition.by", "day", "day"),
     ("vdl.table.path", "/data/orders", "/data/orders"), ("vdl.table.path", "s3://bucket/orders", "s3://bucket/orders"),
     ("vdl.table.schema", "id BIGINT, amount DOUBLE", "id BIGINT, amount DOUBLE"),
 ])
@@ -48,7 +48,9 @@ def test_accepted_values_are_stored_canonical(name: str, value: str, stored: str
     ("vdl.table.schema", "id BIGNUM", "vdl.table.schema: not a Spark DDL schema: unknown type"),
     ("vdl.table.lag.ms", "99", "vdl.table.lag.ms: '99' is not an integer >= 100"),
     ("retention.ms", None, "retention.ms needs a value (an integer >= -1)"),
-    ("cleanup.policy", "compact", "unknown stream config 'cleanup.policy' (accepted: retention.ms, retention.bytes"),
+    ("cleanup.policy", "compact", "cleanup.policy: 'compact' is not one of delete"),
+    ("unclean.leader.election.enable", "true",
+     "unknown stream config 'unclean.leader.election.enable' (accepted: retention.ms, retention.bytes"),
 ])
 def test_bad_values_name_the_key_and_what_it_accepts(name: str, value: str | None, message: str) -> None:
     with pytest.raises(ConfigProblem) as caught:
