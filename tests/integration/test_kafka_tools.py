@@ -166,8 +166,11 @@ def replicas(vdl: VdlClient, stream: str) -> tuple[int, list[int]]:
 def test_topics_create_describe_list_delete(java: JavaClients, target: JavaTarget, vdl: VdlClient) -> None:
     way_in = target.tool_args()
     stream = named(target, "topic")
+    # cleanup.policy=delete and min.insync.replicas up to the majority, as Kafka guides create
+    # topics: accepted (the second is what the stream gives anyway and is not stored).
     created = run(java, "kafka-topics", *way_in, "--create", "--topic", stream,
-                  "--config", "retention.ms=3600000", "--config", "max.message.bytes=200000")
+                  "--config", "retention.ms=3600000", "--config", "max.message.bytes=200000",
+                  "--config", "cleanup.policy=delete", "--config", f"min.insync.replicas={target.replication // 2 + 1}")
     assert created.stdout == f"Created topic {stream}.\n"
     refused = run(java, "kafka-topics", *way_in, "--create", "--topic", named(target, "three"), "--partitions", "3",
                   ok=False)
@@ -182,17 +185,21 @@ def test_topics_create_describe_list_delete(java: JavaClients, target: JavaTarge
     assert compacted.returncode == 1
     assert compacted.stdout == "Error while executing topic command : cleanup.policy: 'compact' is not one of delete\n"
     assert not any(vdl.stream_exists(named(target, name)) for name in ("three", "placed", "compacted"))
-    settle_configs(target.cluster, stream, {"retention.ms": "3600000", "max.message.bytes": "200000"})
+    settle_configs(target.cluster, stream, {"retention.ms": "3600000", "max.message.bytes": "200000",
+                                            "cleanup.policy": "delete"})
     assert stream_configs(target.cluster, stream) == {"retention.ms": ("3600000", DYNAMIC_TOPIC_CONFIG),
-                                                      "max.message.bytes": ("200000", DYNAMIC_TOPIC_CONFIG)}
+                                                      "max.message.bytes": ("200000", DYNAMIC_TOPIC_CONFIG),
+                                                      "cleanup.policy": ("delete", DYNAMIC_TOPIC_CONFIG)}
 
     described = run(java, "kafka-topics", *way_in, "--describe", "--topic", stream)
     listed = run(java, "kafka-topics", *way_in, "--list")
     topic, partitions = describe_topic(described.stdout)
     leader, nodes = replicas(vdl, stream)
+    # The tool lists the configs in its map's order.
+    assert sorted(topic.pop("Configs").split(",")) == [
+        "cleanup.policy=delete", "max.message.bytes=200000", "retention.ms=3600000"]
     assert topic == {"Topic": stream, "TopicId": topic["TopicId"], "PartitionCount": "1",
-                     "ReplicationFactor": str(target.replication),
-                     "Configs": "max.message.bytes=200000,retention.ms=3600000"}
+                     "ReplicationFactor": str(target.replication)}
     assert [(p["Partition"], p["Leader"], p["Replicas"]) for p in partitions] == [
         ("0", str(leader), ",".join(map(str, nodes)))]
     assert sorted(partitions[0]["Isr"].split(",")) == [str(n) for n in target.cluster.node_ids()]
@@ -252,11 +259,18 @@ def test_topics_describe_min_isr_partitions(java: JavaClients, target: JavaTarge
     [future] = client.describe_configs([ConfigResource("topic", default)]).values()
     entry = future.result(timeout=30)["min.insync.replicas"]
     assert (entry.value, entry.is_read_only) == (str(target.replication // 2 + 1), True)
+    # Asking for the majority (as Kafka guides do) is accepted and changes nothing; more is refused.
+    most = target.replication // 2 + 1
+    accepted = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "topics", "--entity-name", default,
+                   "--add-config", f"min.insync.replicas={most}")
+    assert accepted.stdout == f"Completed updating config for topic {default}.\n"
     refused = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "topics", "--entity-name", default,
-                  "--add-config", "min.insync.replicas=1", ok=False)
+                  "--add-config", f"min.insync.replicas={target.replication + 1}", ok=False)
     assert refused.returncode == 1
-    assert ("InvalidConfigurationException: min.insync.replicas is read-only: a write is acknowledged once a "
-            "majority of the stream's replicas hold it (Raft)") in refused.stderr
+    assert (f"InvalidConfigurationException: min.insync.replicas: '{target.replication + 1}' is not an integer in "
+            f"1..{most}: a write is acknowledged once a majority of the stream's {target.replication} replica(s) "
+            "hold it (Raft), never fewer or more") in refused.stderr
+    assert stream_configs(target.cluster, default) == {}
 
 
 # ------------------------------------------------------------------------ console producer/consumer

@@ -22,7 +22,8 @@ CLUSTER_SETTINGS = {"retention_check_ms": 200}
 TOPIC, BROKER = 2, 4
 
 # (value, source, read-only) of every stream config of a stream created with retention.ms=60000
-# and cleanup.policy=delete (Kafka's one VDL has, as Kafka Streams and Connect name it) on nodes with the default settings (5 = DEFAULT_CONFIG, 1 = DYNAMIC_TOPIC_CONFIG).
+# and cleanup.policy=delete (Kafka's one VDL has, as Kafka Streams and Connect name it) and
+# min.insync.replicas=2 (what a Raft stream of 3 gives; accepted, not stored) on nodes with the default settings (5 = DEFAULT_CONFIG, 1 = DYNAMIC_TOPIC_CONFIG).
 EXPECTED = {
     "retention.ms": ("60000", 1), "retention.bytes": ("-1", 5), "segment.bytes": ("1073741824", 5),
     "segment.ms": ("604800000", 5), "max.message.bytes": ("16777216", 5), "cleanup.policy": ("delete", 1),
@@ -87,7 +88,8 @@ def test_confluent_admin_creates_describes_and_alters(cluster: DevCluster) -> No
 
     client = admin(cluster)
     futures = client.create_topics([NewTopic("configured", 1, 3, config={"retention.ms": "60000",
-                                                                         "cleanup.policy": "delete"}),
+                                                                         "cleanup.policy": "delete",
+                                                                         "min.insync.replicas": "2"}),
                                     NewTopic("compacted", 1, 3, config={"cleanup.policy": "compact"}),
                                     NewTopic("unknown-key", 1, 3, config={"unclean.leader.election.enable": "true"}),
                                     NewTopic("bad-value", 1, 3, config={"segment.bytes": "12"})])

@@ -285,7 +285,7 @@ class ClusterState:
         refused = self._refuse_create(0, name, replication_factor, {})
         if refused is None and config:
             try:
-                validated(config)
+                validated(config, replication_factor or self.default_replication_factor())
             except ConfigProblem as problem:
                 return ApplyResult(0, "create_stream", Outcome.INVALID_CONFIG, str(problem))
         return refused

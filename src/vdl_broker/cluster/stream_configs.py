@@ -140,9 +140,30 @@ class ConfigProblem(ValueError):
     """A config change refused (INVALID_CONFIG); the message names the key and what it accepts."""
 
 
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+
+
+def majority(replication_factor: int) -> int:
+    """Replicas that hold a write before it is acknowledged (a Raft commit): a stream's
+    min.insync.replicas, in Kafka's words."""
+    return replication_factor // 2 + 1
+
+
+def check_min_insync(value: Any, replication_factor: int) -> None:
+    """min.insync.replicas given at a create or an alter (Kafka guides set 2 for 3 replicas): a
+    minimum at or below the majority is what the stream gives anyway, so it is accepted and
+    nothing is stored; above it is refused, naming what is accepted."""
+    most = majority(replication_factor)
+    text = str(value).strip() if value is not None else ""
+    if not (text.isdigit() and 1 <= int(text) <= most):
+        raise ConfigProblem(f"{MIN_INSYNC_REPLICAS}: {value!r} is not an integer in 1..{most}: a write is "
+                            f"acknowledged once a majority of the stream's {replication_factor} replica(s) hold it "
+                            f"(Raft), never fewer or more")
+
+
 def known_key(name: str) -> ConfigKey:
     key = CONFIG_KEYS.get(name)
-    if key is None and name == "min.insync.replicas":
+    if key is None and name == MIN_INSYNC_REPLICAS:
         # DescribeConfigs shows it (read-only), so say why it cannot be set, not that it is unknown.
         raise ConfigProblem("min.insync.replicas is read-only: a write is acknowledged once a majority of the "
                             f"stream's replicas hold it (Raft); the settable stream configs: {', '.join(CONFIG_KEYS)}")
@@ -181,9 +202,12 @@ def check_combination(config: Mapping[str, str]) -> None:
         raise ConfigProblem("vdl.table.schema: required when vdl.table.format=json (a Spark DDL schema)")
 
 
-def validated(config: Mapping[str, Any]) -> dict[str, str]:
-    """A whole config (CreateTopics) checked and canonical; raises ConfigProblem."""
-    result = {name: canonical_value(name, value) for name, value in config.items()}
+def validated(config: Mapping[str, Any], replication_factor: int) -> dict[str, str]:
+    """A whole config (CreateTopics, AlterConfigs) of a stream of `replication_factor` replicas,
+    checked and canonical, as stored; raises ConfigProblem."""
+    if MIN_INSYNC_REPLICAS in config:
+        check_min_insync(config[MIN_INSYNC_REPLICAS], replication_factor)
+    result = {name: canonical_value(name, value) for name, value in config.items() if name != MIN_INSYNC_REPLICAS}
     check_combination(result)
     return result
 
@@ -203,8 +227,10 @@ class AlterOp(IntEnum):
 REPLICATION_THROTTLES = frozenset({"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"})
 
 
-def altered(current: Mapping[str, Any], changes: list[tuple[str, int, str | None]]) -> tuple[dict[str, str], list[str]]:
-    """(set, delete) for changes (name, operation, value) to a stream's config; raises ConfigProblem."""
+def altered(current: Mapping[str, Any], changes: list[tuple[str, int, str | None]],
+            replication_factor: int) -> tuple[dict[str, str], list[str]]:
+    """(set, delete) for changes (name, operation, value) to the config of a stream of
+    `replication_factor` replicas; raises ConfigProblem."""
     to_set: dict[str, str] = {}
     to_delete: list[str] = []
     names = [name for name, _, _ in changes]
@@ -212,6 +238,10 @@ def altered(current: Mapping[str, Any], changes: list[tuple[str, int, str | None
     if twice is not None:
         raise ConfigProblem(f"{twice}: named more than once in the request")
     for name, operation, value in changes:
+        if name == MIN_INSYNC_REPLICAS and operation in (AlterOp.SET, AlterOp.DELETE):
+            if operation == AlterOp.SET:
+                check_min_insync(value, replication_factor)
+            continue  # never stored: the stream's is its majority whatever was asked
         if operation == AlterOp.SET:
             to_set[name] = canonical_value(name, value)
         elif operation == AlterOp.DELETE:

@@ -60,34 +60,57 @@ def test_bad_values_name_the_key_and_what_it_accepts(name: str, value: str | Non
 
 def test_json_format_needs_a_schema() -> None:
     with pytest.raises(ConfigProblem, match=r"^vdl.table.schema: required when vdl.table.format=json"):
-        validated({"vdl.table.path": "/t", "vdl.table.format": "json"})
-    assert validated({"vdl.table.format": "json", "vdl.table.schema": "a INT"}) == {
+        validated({"vdl.table.path": "/t", "vdl.table.format": "json"}, 3)
+    assert validated({"vdl.table.format": "json", "vdl.table.schema": "a INT"}, 3) == {
         "vdl.table.format": "json", "vdl.table.schema": "a INT"}
     with pytest.raises(ConfigProblem, match="vdl.table.schema: required"):
-        altered({"vdl.table.format": "json", "vdl.table.schema": "a INT"}, [("vdl.table.schema", AlterOp.DELETE, None)])
+        altered({"vdl.table.format": "json", "vdl.table.schema": "a INT"}, [("vdl.table.schema", AlterOp.DELETE, None)], 3)
 
 
 def test_altered_sets_and_deletes_and_refuses_list_operations() -> None:
     current = {"retention.ms": "1000", "segment.ms": "5"}
-    to_set, to_delete = altered(current, [("retention.ms", AlterOp.SET, "2000"), ("segment.ms", AlterOp.DELETE, None)])
+    to_set, to_delete = altered(current, [("retention.ms", AlterOp.SET, "2000"), ("segment.ms", AlterOp.DELETE, None)],
+                                3)
     assert (to_set, to_delete) == ({"retention.ms": "2000"}, ["segment.ms"])
     with pytest.raises(ConfigProblem, match="^retention.ms: APPEND applies to list configs only; use SET$"):
-        altered(current, [("retention.ms", AlterOp.APPEND, "1")])
+        altered(current, [("retention.ms", AlterOp.APPEND, "1")], 3)
     with pytest.raises(ConfigProblem, match="^unknown stream config 'nope'"):
-        altered(current, [("nope", AlterOp.DELETE, None)])
+        altered(current, [("nope", AlterOp.DELETE, None)], 3)
     with pytest.raises(ConfigProblem, match="^retention.ms: named more than once"):
-        altered(current, [("retention.ms", AlterOp.SET, "1"), ("retention.ms", AlterOp.DELETE, None)])
+        altered(current, [("retention.ms", AlterOp.SET, "1"), ("retention.ms", AlterOp.DELETE, None)], 3)
     with pytest.raises(ConfigProblem, match="unknown operation 7"):
-        altered(current, [("retention.ms", 7, "1")])
+        altered(current, [("retention.ms", 7, "1")], 3)
+
+
+@pytest.mark.parametrize(("replicas", "accepted", "refused"), [(1, ["1"], ["2", "0"]), (3, ["1", "2"], ["3", "-1", "x"]),
+                                                               (5, ["1", "2", "3"], ["4", "5"])])
+def test_min_insync_replicas_up_to_the_majority_is_accepted_and_not_stored(
+        replicas: int, accepted: list[str], refused: list[str]) -> None:
+    """Kafka guides create topics with min.insync.replicas=2 for 3 replicas: what a Raft stream
+    gives anyway. Accepted at a create and an alter, never stored; above the majority refused."""
+    for value in accepted:
+        assert validated({"min.insync.replicas": value, "retention.ms": "1000"}, replicas) == {"retention.ms": "1000"}
+        assert altered({"segment.ms": "5"}, [("min.insync.replicas", AlterOp.SET, value)], replicas) == ({}, [])
+    assert altered({"segment.ms": "5"}, [("min.insync.replicas", AlterOp.DELETE, None)], replicas) == ({}, [])
+    most = replicas // 2 + 1
+    for value in refused:
+        message = (f"min.insync.replicas: {value!r} is not an integer in 1..{most}: a write is acknowledged once a "
+                   f"majority of the stream's {replicas} replica(s) hold it (Raft), never fewer or more")
+        with pytest.raises(ConfigProblem) as caught:
+            validated({"min.insync.replicas": value}, replicas)
+        assert str(caught.value) == message
+        with pytest.raises(ConfigProblem) as caught:
+            altered({}, [("min.insync.replicas", AlterOp.SET, value)], replicas)
+        assert str(caught.value) == message
 
 
 def test_deleting_replication_throttles_is_a_no_op() -> None:
     """kafka-reassign-partitions --verify deletes them on each stream it moved; VDL has none."""
     changes = [("leader.replication.throttled.replicas", AlterOp.DELETE, None),
                ("follower.replication.throttled.replicas", AlterOp.DELETE, None), ("segment.ms", AlterOp.DELETE, None)]
-    assert altered({"segment.ms": "5"}, changes) == ({}, ["segment.ms"])
+    assert altered({"segment.ms": "5"}, changes, 3) == ({}, ["segment.ms"])
     with pytest.raises(ConfigProblem, match="^unknown stream config 'leader.replication.throttled.replicas'"):
-        altered({}, [("leader.replication.throttled.replicas", AlterOp.SET, "*")])
+        altered({}, [("leader.replication.throttled.replicas", AlterOp.SET, "*")], 3)
 
 
 def test_metadata_applies_alter_commands_on_every_node_alike() -> None:

@@ -26,15 +26,15 @@ NAME = "AlterConfigs"
 Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
-def replaced(resource: AlterConfigsRequest.AlterConfigsResource,
-             current: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+def replaced(resource: AlterConfigsRequest.AlterConfigsResource, current: Mapping[str, str],
+             replication_factor: int) -> tuple[dict[str, str], list[str]]:
     """(keys to set, keys to delete) that make the stream's config exactly the resource's
     list; raises ConfigProblem (a key twice, an unknown key, a bad or missing value)."""
     names = [c.name for c in resource.configs]
     twice = next((n for n in names if names.count(n) > 1), None)
     if twice is not None:
         raise ConfigProblem(f"{twice}: named more than once in the request")
-    config = validated({c.name: c.value for c in resource.configs})
+    config = validated({c.name: c.value for c in resource.configs}, replication_factor)
     to_set = {name: value for name, value in config.items() if current.get(name) != value}
     return to_set, sorted(name for name in current if name not in config)
 

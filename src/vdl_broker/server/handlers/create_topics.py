@@ -81,7 +81,8 @@ async def _create_here(node: NodeView, request: CreateTopicsRequest) -> CreateTo
         if problem is not None:
             problems[i] = problem
         elif not request.validate_only:
-            creates[i] = topic.name, replication_factor, validated(config)
+            creates[i] = topic.name, replication_factor, validated(
+                config, replication_factor or node.metadata.state.default_replication_factor())
     # Every create of the request is proposed at once: they commit together (one metadata
     # round instead of one per stream), and apply in the request's order.
     outcomes = await asyncio.gather(*(node.metadata.create_stream(*args) for args in creates.values()),
@@ -110,7 +111,8 @@ async def _create_here(node: NodeView, request: CreateTopicsRequest) -> CreateTo
         replication_factor = (len(info.replicas) if info is not None else
                               topic.replication_factor if topic.replication_factor > 0 else
                               state.default_replication_factor())
-        answered = info.config if info is not None else validated({c.name: c.value for c in topic.configs or []})
+        answered = info.config if info is not None else validated({c.name: c.value for c in topic.configs or []},
+                                                                  replication_factor)
         results.append(Result(
             name=topic.name, topic_id=state.topic_id(topic.name) if info is not None else ZERO_TOPIC_ID,
             error_code=0, num_partitions=1, replication_factor=replication_factor,

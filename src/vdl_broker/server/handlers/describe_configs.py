@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from enum import IntEnum
 
-from vdl_broker.cluster.stream_configs import CONFIG_KEYS, ConfigType
+from vdl_broker.cluster.stream_configs import CONFIG_KEYS, MIN_INSYNC_REPLICAS, ConfigType, majority
 from vdl_broker.config import NodeConfig
 from vdl_broker.server.authorizer import Operation, authorized, authorized_cluster
 from vdl_broker.server.authorizer import ResourceType as AclResource
@@ -82,13 +82,10 @@ def _node_source(setting: str, value: object) -> Source:
     return Source.DEFAULT_CONFIG if _BUILT_IN.get(setting) == value else Source.STATIC_BROKER_CONFIG
 
 
-MIN_INSYNC_REPLICAS = "min.insync.replicas"
-
-
 def min_insync_replicas(replication_factor: int) -> Described:
     """Kafka's min.insync.replicas of a stream of `replication_factor` replicas: its Raft majority,
     fixed (no setting changes what a commit needs)."""
-    value = str(replication_factor // 2 + 1)
+    value = str(majority(replication_factor))
     return Described(MIN_INSYNC_REPLICAS, value, Source.DEFAULT_CONFIG, ConfigType.INT,
                      "replicas that hold a write before it is acknowledged: a majority of the stream's replicas "
                      "(Raft), not a setting", read_only=True, synonyms=((MIN_INSYNC_REPLICAS, value, Source.DEFAULT_CONFIG),))

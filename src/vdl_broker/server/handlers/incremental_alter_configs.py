@@ -32,9 +32,10 @@ NAME = "IncrementalAlterConfigs"
 Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
 
-# How a stream's config changes, given its current config: (keys to set, keys to delete);
-# raises ConfigProblem. AlterConfigs (key 33) computes its own and shares the rest.
-Changes = Callable[[Mapping[str, str]], tuple[dict[str, str], list[str]]]
+# How a stream's config changes, given its current config and replication factor: (keys to
+# set, keys to delete); raises ConfigProblem. AlterConfigs (key 33) computes its own and shares
+# the rest.
+Changes = Callable[[Mapping[str, str], int], tuple[dict[str, str], list[str]]]
 
 
 async def alter_resource(node: NodeView, resource_type: int, resource_name: str, config_names: list[str],
@@ -55,7 +56,7 @@ async def alter_resource(node: NodeView, resource_type: int, resource_name: str,
     if info is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown stream {resource_name!r}"
     try:
-        to_set, to_delete = changes(info.config)
+        to_set, to_delete = changes(info.config, len(info.replicas))
     except ConfigProblem as invalid:
         return ErrorCode.INVALID_CONFIG, str(invalid)
     problem = table_problem(to_set)
@@ -67,9 +68,9 @@ async def alter_resource(node: NodeView, resource_type: int, resource_name: str,
     return OUTCOME_ERRORS[result.outcome], result.message or None
 
 
-def _incremental(resource: IncrementalAlterConfigsRequest.AlterConfigsResource,
-                 current: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
-    return altered(current, [(c.name, c.config_operation, c.value) for c in resource.configs])
+def _incremental(resource: IncrementalAlterConfigsRequest.AlterConfigsResource, current: Mapping[str, str],
+                 replication_factor: int) -> tuple[dict[str, str], list[str]]:
+    return altered(current, [(c.name, c.config_operation, c.value) for c in resource.configs], replication_factor)
 
 
 async def _alter_one(node: NodeView, resource: IncrementalAlterConfigsRequest.AlterConfigsResource,
