@@ -10,6 +10,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -68,6 +69,9 @@ class SoakConfig:
     sample_every_s: float | None = None  # None: scaled, 10 s per hour (at least 1 s)
     warmup_fraction: float = 0.15  # samples before this share of the run are left out of slopes
     spark: bool = True
+    # A node whose broker also traces its memory (tests/soak/memwatch.py; lines beside soak.json).
+    memwatch_node: int | None = None
+    memwatch_every_s: float = 20.0
     # Small snapshot thresholds so the metadata group snapshots and truncates many times during
     # the run (200 groups committing every 100 ms write thousands of entries a minute anyway).
     # Retention runs every 10 s (not every minute) so the streams' directories stay near their
@@ -807,6 +811,11 @@ def soak_cluster(work: Path, config: SoakConfig) -> Iterator[DevCluster]:
     try:
         def register(cluster: DevCluster) -> None:
             cluster.log_files = True  # each node's output in node<i>/output.log, kept for a look afterwards
+            if config.memwatch_node is not None:
+                cluster.command = [sys.executable, "-m", "tests.soak.memwatch"]
+                cluster.env.update({"SOAK_MEMWATCH_NODE": str(config.memwatch_node),
+                                    "SOAK_MEMWATCH_OUT": str(Path(config.results_dir).resolve()),
+                                    "SOAK_MEMWATCH_EVERY": str(config.memwatch_every_s)})
             clusters.append(cluster)
 
         yield start_cluster(work / "cluster", 3, settings=config.settings, register=register)
