@@ -10,6 +10,7 @@ cache filling to its bound. Costs CPU and memory: diagnosis only, never in the s
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import json
 import os
@@ -34,6 +35,35 @@ def status() -> dict[str, float]:
             "file_mb": values["RssFile"] / 1e3, "threads": values["Threads"]}
 
 
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                       "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def malloc_mb() -> dict[str, float]:
+    """glibc's mallinfo2: bytes malloc holds from the system (main arena and the others, plus
+    mmapped blocks), in use, and free inside it (fragmentation a cache's churn leaves)."""
+    try:
+        function = ctypes.CDLL(None).mallinfo2
+    except (AttributeError, OSError):
+        return {}
+    function.restype = _Mallinfo2
+    info = function()
+    return {"malloc_arena_mb": round(info.arena / 1e6, 2), "malloc_mmap_mb": round(info.hblkhd / 1e6, 2),
+            "malloc_used_mb": round(info.uordblks / 1e6, 2), "malloc_free_mb": round(info.fordblks / 1e6, 2)}
+
+
+def arrow_mb() -> dict[str, Any]:
+    """pyarrow's memory pool (its own allocator, not glibc's), once pyarrow is loaded."""
+    if "pyarrow" not in sys.modules:
+        return {}
+    import pyarrow
+
+    pool = pyarrow.default_memory_pool()
+    return {"arrow_backend": pool.backend_name, "arrow_allocated_mb": round(pool.bytes_allocated() / 1e6, 2),
+            "arrow_max_mb": round(pool.max_memory() / 1e6, 2)}
+
+
 def watch(out: Path, every: float) -> None:
     first: tracemalloc.Snapshot | None = None
     started = time.monotonic()
@@ -49,7 +79,7 @@ def watch(out: Path, every: float) -> None:
         traced, peak = tracemalloc.get_traced_memory()
         line: dict[str, Any] = {"age_s": round(time.monotonic() - started, 1), **status(),
                                 "traced_mb": round(traced / 1e6, 2), "traced_peak_mb": round(peak / 1e6, 2),
-                                "gc_objects": sum(kinds.values()), "types": dict(kinds.most_common(25)),
+                                **malloc_mb(), **arrow_mb(), "gc_objects": sum(kinds.values()), "types": dict(kinds.most_common(25)),
                                 "grown": grown}
         with out.open("a") as stream:
             stream.write(json.dumps(line) + "\n")

@@ -108,8 +108,8 @@ class Sample:
     # Added later (defaults: an older soak.json without them still loads): the node's process id
     # and age (seconds since that process started: samples of different lifetimes compared at the
     # same age), its anonymous resident memory (heap: what a leak grows, unlike mapped libraries),
-    # whether it has written a Delta table (a tiered stream's leader: tens of MB of libraries that
-    # follow the leadership, not a leak), and the machine's 1-minute load average (the machine is
+    # whether it has loaded the Delta write path (tens of MB of libraries: at start on a node holding a
+    # tiered replica, later on one that gets such a replica; not a leak), and the machine's 1-minute load average (the machine is
     # shared: restart times and rates follow it).
     pid: int = 0
     age_s: float = -1.0
@@ -177,9 +177,12 @@ def anonymous_rss_mb(pid: int) -> float:
 
 
 def writes_delta_tables(pid: int) -> bool:
-    """Whether the process has written a Delta table (led a tiered stream): deltalake's write
-    path imports pandas (every node imports deltalake itself at start), tens of MB that stay
-    until the process ends. Seen as pandas's libraries mapped in /proc/<pid>/maps."""
+    """Whether the process has loaded what a Delta commit loads (pyarrow's pandas bridge among
+    it: tens of MB that stay until the process ends). A node holding a replica of a tiered stream
+    loads it before it serves (vdl_broker/tables/service.py `prepare`), so this is true from its
+    first sample; a process that gets such a replica later (a reassignment) loads it then, a
+    step the within-process slope is split at. Seen as pandas's libraries mapped in
+    /proc/<pid>/maps."""
     with contextlib.suppress(OSError):
         return "/pandas/" in Path(f"/proc/{pid}/maps").read_text()
     return False
@@ -508,7 +511,7 @@ def metric_value(sample: Sample, metric: str) -> float:
 def same_age_trend(lives: list[Life], metric: str, warm: float, age: float) -> tuple[Trend, list[dict[str, Any]]]:
     """Each lifetime's median over the last third of the reference age (ages in [2/3 age, age]),
     compared across the soak between lifetimes of the same node in the same tiering role
-    (has written a Delta table or not: tens of MB of libraries that follow a leadership): what each new process
+    (has loaded the Delta write path or not: tens of MB of libraries): what each new process
     carries more than the one before it (state it loads, files it keeps) shows as a slope. Only
     lifetimes whose window lies after the warm-up count."""
     points: dict[tuple[int, bool], list[tuple[float, float]]] = {}
@@ -1002,7 +1005,7 @@ def plot(result: SoakResult, path: Path) -> Path:
               ("open_files", "open files (big dots: each process at the reference age)"), ("threads", "threads"),
               ("metadata_mb", "metadata dir (MB)"), ("streams", "stream dirs (MB)"),
               ("restarts", "restart (s): start→ready (CPU s: dotted)"), ("load1", "machine load, 1 min (2 cores)"),
-              ("tier_writer", "has written a Delta table (led the tiered stream)")]
+              ("tier_writer", "has loaded the Delta write path")]
     figure, axes = plt.subplots(4, 2, figsize=(13, 13), sharex=True)
     nodes = sorted({s.node for s in result.samples})
     colours = {node: f"C{i}" for i, node in enumerate(nodes)}

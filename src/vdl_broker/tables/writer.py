@@ -164,6 +164,7 @@ class StreamTable:
         partition = self.partition
         cursor = await self._in_thread(self.target.next_offset, self.app_id, partition.log_start_offset)
         self.end_offset = cursor
+        await self._schedule_compaction()
         self.error = None
         while partition.is_leader:
             start = partition.log_start_offset
@@ -271,6 +272,20 @@ class StreamTable:
                 dead = letters.num_rows
         self.target.append(converted.rows, self.app_id, end - 1)
         return end, dead
+
+    async def _schedule_compaction(self) -> None:
+        """As a writer starts leading: compaction is due `compact.interval.ms` after the table's
+        oldest small file was written, not after this writer started. Timed from the writer's
+        start, a stream whose leadership moves (or whose leader restarts) more often than the
+        interval never compacted: its table's files, and the memory of every writer holding its
+        snapshot, grew with every commit."""
+        settings = self.settings
+        if settings.compact_interval_ms <= 0:
+            return
+        oldest = await self._in_thread(self.target.oldest_small_file_ms, settings.compact_target_bytes)
+        if oldest is not None:
+            waited = max(0.0, time.time() - oldest / 1000)
+            self._last_compact = min(self._last_compact, time.monotonic() - waited)
 
     async def _housekeeping(self) -> None:
         """Compaction and vacuum when due (leader only, between commits)."""
