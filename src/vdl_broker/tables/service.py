@@ -75,6 +75,8 @@ class TableService:
         self.counters: dict[str, TableCounters] = {}
         self._executor: ThreadPoolExecutor | None = None
         self._task: asyncio.Task[None] | None = None
+        self._warmed = False  # the Delta write path is loaded (writer.py `warm_up`)
+        self._warm_asked = False
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="tables")
@@ -92,18 +94,26 @@ class TableService:
         later (a reassignment, a new tiered stream) loads them then. Returns whether it loaded."""
         if not self.holds_tiered_replica() or missing_packages():
             return False
+        self._warm_asked = True
+        await asyncio.get_running_loop().run_in_executor(self._pool(), self._warm_up)
+        return self._warmed
+
+    def _warm_up(self) -> None:
+        """Worker thread: writer.py `warm_up`, once per process."""
+        if self._warmed:
+            return
         started, cpu = time.monotonic(), time.process_time()
         try:
             from vdl_broker.tables.writer import warm_up  # deltalake, pyarrow: only now
 
-            await asyncio.get_running_loop().run_in_executor(self._pool(), warm_up)
+            warm_up()
         except Exception as error:  # a broken install: the stream's table reports it when opened
             log.warning("node %d: loading the tiering libraries failed: %s: %s", self.broker.node_id,
                         type(error).__name__, error)
-            return False
+            return
+        self._warmed = True
         log.info("node %d: tiering libraries loaded in %.2f s (%.2f s CPU)", self.broker.node_id,
                  time.monotonic() - started, time.process_time() - cpu)
-        return True
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:
@@ -163,6 +173,12 @@ class TableService:
             return _Unavailable(partition, settings, error, writer_id)
         from vdl_broker.tables.writer import StreamTable  # deltalake, pyarrow: only now
 
+        if not self._warm_asked:
+            # The node's first tiered replica came while it serves (a new stream, a reassignment):
+            # the whole write path now, on the worker before this table's first call, whether it
+            # leads or follows (its memory then follows the replicas it holds, not a leadership).
+            self._warm_asked = True
+            self._pool().submit(self._warm_up)
         try:
             table = StreamTable(partition, settings, writer_id, self._pool(),
                                 self.counters.setdefault(partition.name, TableCounters()))
