@@ -6,7 +6,8 @@ threads, the bytes tracemalloc holds (what Python allocated and still references
 objects the garbage collector tracks by type (top 25), and the allocation
 sites that grew most since the first line (top 25). What Python holds against what the
 process holds tells a Python leak from native memory (Rust, Arrow, the allocator) or a
-cache filling to its bound. Costs CPU and memory: diagnosis only, never in the suite."""
+cache filling to its bound. Costs CPU and memory: diagnosis only, never in the suite
+(SOAK_MEMWATCH_TRACE=0 leaves tracemalloc, the costly part, out)."""
 
 from __future__ import annotations
 
@@ -69,12 +70,14 @@ def watch(out: Path, every: float) -> None:
     started = time.monotonic()
     while True:
         time.sleep(every)
-        snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
-        if first is None:
-            first = snapshot
-        grown = [{"site": str(stat.traceback[0]), "size_kb": round(stat.size / 1e3, 1),
-                  "diff_kb": round(stat.size_diff / 1e3, 1), "count_diff": stat.count_diff}
-                 for stat in snapshot.compare_to(first, "lineno")[:25]]
+        grown = []
+        if tracemalloc.is_tracing():
+            snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+            if first is None:
+                first = snapshot
+            grown = [{"site": str(stat.traceback[0]), "size_kb": round(stat.size / 1e3, 1),
+                      "diff_kb": round(stat.size_diff / 1e3, 1), "count_diff": stat.count_diff}
+                     for stat in snapshot.compare_to(first, "lineno")[:25]]
         kinds = Counter(type(o).__name__ for o in gc.get_objects())
         traced, peak = tracemalloc.get_traced_memory()
         line: dict[str, Any] = {"age_s": round(time.monotonic() - started, 1), **status(),
@@ -88,7 +91,8 @@ def watch(out: Path, every: float) -> None:
 if __name__ == "__main__":
     config = load_config(sys.argv[1:])
     if str(config.node_id) == os.environ.get("SOAK_MEMWATCH_NODE"):
-        tracemalloc.start(1)
+        if os.environ.get("SOAK_MEMWATCH_TRACE", "1") != "0":  # 0: no tracemalloc (its own cost), the rest kept
+            tracemalloc.start(1)
         directory = Path(os.environ.get("SOAK_MEMWATCH_OUT", "."))
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / f"memwatch-node{config.node_id}-{os.getpid()}.jsonl"
