@@ -218,3 +218,36 @@ def test_a_table_of_another_stream_is_refused(broker_factory: Callable[..., Brok
     described = subprocess.run([*VDL_CLI, "streams", "describe", "second", "--bootstrap", broker.bootstrap],
                                capture_output=True, text=True, timeout=30)
     assert "vdl.table.status.error" in described.stdout and "vdl.table.status.last.offset    -1" in described.stdout
+
+
+def mapped(broker: BrokerProcess) -> str:
+    assert broker.process is not None
+    return Path(f"/proc/{broker.process.pid}/maps").read_text()
+
+
+def test_a_node_holding_a_tiered_replica_loads_the_tiering_libraries_before_it_serves(
+        broker_factory: Callable[..., BrokerProcess], tmp_path: Path) -> None:
+    """The libraries a Delta commit loads (deltalake and its runtime, pyarrow, pyarrow's pandas
+    bridge when pandas is installed) are loaded before the node is ready when it holds a
+    replica of a stream with a table, or as soon as a serving node gets its first such replica,
+    not when it first writes the table (a step of ~80 MB in a serving process); a node without
+    one loads none of them (idle nodes stay small)."""
+    import importlib.util
+
+    broker = broker_factory()
+    with client(broker) as vdl:
+        vdl.create_stream("plain")
+    broker.restart()
+    maps = mapped(broker)
+    assert "deltalake" not in maps and "pyarrow" not in maps and "/pandas/" not in maps
+    with client(broker) as vdl:  # a table, no records: the leader never commits a row
+        vdl.create_stream("tiered", config={"vdl.table.path": str(tmp_path / "tiered")})
+    # A serving node's first tiered replica: loaded then (no commit needed).
+    wait_until(lambda: "deltalake/_internal" in (maps := mapped(broker)) and "libarrow" in maps
+               and ("/pandas/" in maps or importlib.util.find_spec("pandas") is None), 30,
+               "the tiering libraries loaded")
+    broker.restart()
+    maps = mapped(broker)  # at once: as the node says it is ready
+    assert "deltalake/_internal" in maps and "libarrow" in maps
+    if importlib.util.find_spec("pandas") is not None:
+        assert "/pandas/" in maps

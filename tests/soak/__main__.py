@@ -29,6 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=40.0, help="records per second of each producer (default 40)")
     parser.add_argument("--results", type=Path, default=Path("soak-results"), help="results directory")
     parser.add_argument("--no-spark", action="store_true", help="leave the Spark streaming query out")
+    parser.add_argument("--rolling-every", type=float, metavar="S",
+                        help="seconds between rolling restarts (default 10 min per hour of run)")
+    parser.add_argument("--reassign-every", type=float, metavar="S",
+                        help="seconds between reassignments (default 5 min per hour of run)")
+    parser.add_argument("--memwatch", type=int, metavar="NODE",
+                        help="trace that node's memory (tests/soak/memwatch.py): memwatch-*.jsonl in the results")
     parser.add_argument("--strict-goals", action="store_true", help="exit 2 when a goal is missed")
     parser.add_argument("--report", type=Path, metavar="DIR",
                         help="no run: read DIR/soak.json again, recompute the goals, rewrite the plot, print the table")
@@ -42,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         print(table(result))
         return 1 if result.problems else 0
     config = SoakConfig(duration_s=args.duration, results_dir=args.results, groups=args.groups,
-                        committers_per_client=args.committers, rate_per_s=args.rate, spark=not args.no_spark)
+                        committers_per_client=args.committers, rate_per_s=args.rate, spark=not args.no_spark,
+                        memwatch_node=args.memwatch, rolling_every_s=args.rolling_every,
+                        reassign_every_s=args.reassign_every)
     result = run_soak(config)
     json_path, png_path = write_outputs(result, args.results)
     print(f"\nsoak finished after {fmt_duration(result.elapsed_s)}; {json_path}, {png_path}\n")

@@ -298,6 +298,8 @@ class Broker:
                             self.node_id, METADATA_WAIT_S)
             elif not await self.replicas.wait_until_serving(METADATA_WAIT_S):
                 log.warning("node %d: starting before every local replica serves", self.node_id)
+            # Paid here, before serving, not as a step when it first writes a stream's table.
+            await self.tables.prepare()
             loop = asyncio.get_running_loop()
             for listener in self.config.client_listeners:
                 self.servers.append(await self._listen(listener))

@@ -154,6 +154,22 @@ class DeltaTarget:
         return {} if table is None else table.optimize.compact(target_size=target_bytes,
                                                               writer_properties=writer_properties())
 
+    def oldest_small_file_ms(self, target_bytes: int) -> int | None:
+        """When the oldest file smaller than `target_bytes` (what compaction rewrites) was
+        written, in ms since the epoch (None: no such file, or no table yet)."""
+        table = self._load(create=False)
+        if table is None:
+            return None
+        actions = pa.table(table.get_add_actions(flatten=True))
+        if actions.num_rows == 0:
+            return None
+        written = actions.column("modification_time")
+        if pa.types.is_timestamp(written.type):
+            written = written.cast(pa.timestamp("ms")).cast(pa.int64())
+        small = [when for size, when in zip(actions.column("size_bytes").to_pylist(), written.to_pylist(), strict=True)
+                 if size is not None and when is not None and size < target_bytes]
+        return min(small, default=None)
+
     def vacuum(self, retention_ms: int) -> list[str]:
         """Delete files the table no longer references and removed more than `retention_ms` ago
         (rounded up to whole hours, delta-rs's unit: never earlier than asked)."""

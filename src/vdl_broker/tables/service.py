@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -74,9 +75,50 @@ class TableService:
         self.counters: dict[str, TableCounters] = {}
         self._executor: ThreadPoolExecutor | None = None
         self._task: asyncio.Task[None] | None = None
+        self._warmed = False  # the Delta write path is loaded (writer.py `warm_up`)
+        self._warm_asked = False
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="tables")
+
+    def holds_tiered_replica(self) -> bool:
+        return any(p.settings is not None and p.settings.table is not None and not p.closed
+                   for p in self.broker.replicas.all())
+
+    async def prepare(self) -> bool:
+        """Before the node serves: when it holds a replica of a stream with a table (and the
+        packages are installed), load what its first Delta commit would (writer.py `warm_up`:
+        pyarrow, deltalake, pyarrow's pandas bridge, deltalake's runtime), so that becoming the
+        stream's writer later is no step in memory or threads of a serving process. A node
+        without such a replica loads nothing (idle nodes stay small); one that gets a replica
+        later (a reassignment, a new tiered stream) loads them then. Returns whether it loaded."""
+        if not self.holds_tiered_replica() or missing_packages():
+            return False
+        self._warm_asked = True
+        await asyncio.get_running_loop().run_in_executor(self._pool(), self._warm_up)
+        return self._warmed
+
+    def _warm_up(self) -> None:
+        """Worker thread: writer.py `warm_up`, once per process."""
+        if self._warmed:
+            return
+        started, cpu = time.monotonic(), time.process_time()
+        try:
+            from vdl_broker.tables.writer import warm_up  # deltalake, pyarrow: only now
+
+            warm_up()
+        except Exception as error:  # a broken install: the stream's table reports it when opened
+            log.warning("node %d: loading the tiering libraries failed: %s: %s", self.broker.node_id,
+                        type(error).__name__, error)
+            return
+        self._warmed = True
+        log.info("node %d: tiering libraries loaded in %.2f s (%.2f s CPU)", self.broker.node_id,
+                 time.monotonic() - started, time.process_time() - cpu)
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="vdl-tables")
+        return self._executor
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -131,10 +173,14 @@ class TableService:
             return _Unavailable(partition, settings, error, writer_id)
         from vdl_broker.tables.writer import StreamTable  # deltalake, pyarrow: only now
 
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="vdl-tables")
+        if not self._warm_asked:
+            # The node's first tiered replica came while it serves (a new stream, a reassignment):
+            # the whole write path now, on the worker before this table's first call, whether it
+            # leads or follows (its memory then follows the replicas it holds, not a leadership).
+            self._warm_asked = True
+            self._pool().submit(self._warm_up)
         try:
-            table = StreamTable(partition, settings, writer_id, self._executor,
+            table = StreamTable(partition, settings, writer_id, self._pool(),
                                 self.counters.setdefault(partition.name, TableCounters()))
         except Exception as error:  # e.g. a schema this version cannot store
             log.error("stream %s: its table %s cannot be written: %s", partition.name, settings.path, error)

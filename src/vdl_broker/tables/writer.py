@@ -23,16 +23,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import tempfile
 import time
 from collections import deque
 from concurrent.futures import Executor
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from vdl_broker.cluster.stream_configs import TableSettings
 from vdl_broker.log.entry import OffsetOutOfRange
-from vdl_broker.tables.convert import DEAD_LETTER_SCHEMA, partition_columns, table_schema
+from vdl_broker.tables.convert import DEAD_LETTER_SCHEMA, RAW_FIELDS, partition_columns, table_schema
 from vdl_broker.tables.convert import convert as convert_records
 from vdl_broker.tables.delta import DeltaTarget, TransactionConflict
 from vdl_broker.tables.service import TableCounters
@@ -44,6 +46,27 @@ MAX_COMMIT_BYTES = 128 << 20  # stored batch bytes read for one commit
 POLL_S = 0.1  # how often a leader with records waiting checks whether to commit
 FOLLOWER_REFRESH_S = 5.0  # how often a follower re-reads the table's end
 RETRY_MIN_S, RETRY_MAX_S = 0.5, 30.0
+
+WARM_UP_APP_ID = "vdl-warm-up"
+
+
+def warm_up() -> None:
+    """Everything a node's first Delta commit loads, done once in a scratch table that is then
+    deleted: importing pyarrow and deltalake; building rows from Python values, on which
+    pyarrow imports pandas when it is installed (its pandas bridge: ~60 MB of libraries);
+    deltalake's Rust runtime and its worker threads, and its allocator's first arenas (a
+    create, an append with a transaction, a snapshot's add actions read back). The service
+    runs it before the node serves (service.py `prepare`): a node that leads a tiered stream
+    later then costs no more memory than its followers, and the cost shows at start, like an
+    import, instead of as a step in a serving process."""
+    schema = pa.schema(RAW_FIELDS)
+    rows = pa.Table.from_pylist([{"offset": 0, "timestamp": None, "key": None, "value": b"", "headers": None}],
+                                schema=schema)
+    with tempfile.TemporaryDirectory(prefix="vdl-tables-warm-up-") as scratch:
+        target = DeltaTarget(scratch, schema, [], stats_columns=["offset", "timestamp"])
+        target.next_offset(WARM_UP_APP_ID, 0)  # creates the table; the snapshot to commit against
+        target.append(rows, WARM_UP_APP_ID, 0)
+        target.stats()
 
 
 class StreamTable:
@@ -141,6 +164,7 @@ class StreamTable:
         partition = self.partition
         cursor = await self._in_thread(self.target.next_offset, self.app_id, partition.log_start_offset)
         self.end_offset = cursor
+        await self._schedule_compaction()
         self.error = None
         while partition.is_leader:
             start = partition.log_start_offset
@@ -248,6 +272,20 @@ class StreamTable:
                 dead = letters.num_rows
         self.target.append(converted.rows, self.app_id, end - 1)
         return end, dead
+
+    async def _schedule_compaction(self) -> None:
+        """As a writer starts leading: compaction is due `compact.interval.ms` after the table's
+        oldest small file was written, not after this writer started. Timed from the writer's
+        start, a stream whose leadership moves (or whose leader restarts) more often than the
+        interval never compacted: its table's files, and the memory of every writer holding its
+        snapshot, grew with every commit."""
+        settings = self.settings
+        if settings.compact_interval_ms <= 0:
+            return
+        oldest = await self._in_thread(self.target.oldest_small_file_ms, settings.compact_target_bytes)
+        if oldest is not None:
+            waited = max(0.0, time.time() - oldest / 1000)
+            self._last_compact = min(self._last_compact, time.monotonic() - waited)
 
     async def _housekeeping(self) -> None:
         """Compaction and vacuum when due (leader only, between commits)."""

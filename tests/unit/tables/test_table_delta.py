@@ -3,18 +3,27 @@ app id meet, adoption rules, compaction and vacuum keeping every row once; reten
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
 from tests.unit.tables.test_table_convert import stored
+from vdl_broker.cluster.stream_configs import TableSettings
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.types import Entry, EntryType
-from vdl_broker.tables.convert import TieringError
+from vdl_broker.tables import writer as writer_module
+from vdl_broker.tables.convert import TieringError, table_schema
 from vdl_broker.tables.delta import DeltaTarget, TransactionConflict
 from vdl_broker.tables.service import retention_limit
+from vdl_broker.tables.writer import StreamTable
 
 SCHEMA = pa.schema([pa.field("offset", pa.int64(), nullable=False), pa.field("value", pa.binary())])
 
@@ -152,3 +161,72 @@ def test_an_append_of_many_chunks_writes_its_rows_in_offset_order(tmp_path: Path
     target.next_offset("app", 0)
     target.append(chunked, "app", 3999)
     assert _file_offsets(tmp_path / "t") == [list(range(4000))]
+
+
+def test_the_oldest_small_file_is_what_compaction_would_rewrite(tmp_path: Path) -> None:
+    target = DeltaTarget(str(tmp_path / "t"), SCHEMA, [])
+    assert target.oldest_small_file_ms(1 << 20) is None  # no table
+    target.next_offset("app", 0)
+    assert target.oldest_small_file_ms(1 << 20) is None  # no file
+    for start in (0, 5):
+        target.next_offset("app", 0)
+        target.append(rows(start, start + 5), "app", start + 4)
+    actions = pa.table(DeltaTable(str(tmp_path / "t")).get_add_actions(flatten=True))
+    written = actions.column("modification_time").cast(pa.timestamp("ms")).cast(pa.int64()).to_pylist()
+    assert target.oldest_small_file_ms(1 << 20) == min(written)
+    assert target.oldest_small_file_ms(10) is None  # every file at or above the target: nothing to compact
+
+
+class _Inline(Executor):
+    """Runs each call at once on the caller's thread (unit tests start no threads)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as error:
+            future.set_exception(error)
+        return future
+
+
+class _LeaderOnce:
+    """A stream's partition that leads for one pass of the writer's loop, all of it in the table."""
+
+    name = "events"
+    log_start_offset = 0
+
+    def __init__(self, end: int) -> None:
+        self.last_stable_offset = end
+        self._checks = 0
+
+    @property
+    def is_leader(self) -> bool:
+        self._checks += 1
+        return self._checks <= 1  # one pass of the leader's loop
+
+    def changed_future(self) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.set_result(None)
+        return future
+
+
+def test_a_new_leader_compacts_a_table_whose_small_files_waited_past_the_interval(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compaction is due an interval after the oldest small file was written, not after the
+    writer started: a stream whose leadership moved more often than the interval never
+    compacted (its files, and every writer's memory of them, grew with each commit)."""
+    settings = TableSettings(str(tmp_path / "t"), "raw", None, 1000, "none", compact_interval_ms=600_000,
+                             compact_target_bytes=1 << 20, vacuum_interval_ms=0, vacuum_retention_ms=0)
+    earlier = DeltaTarget(settings.path, table_schema(settings), [])
+    earlier.next_offset("app", 0)
+    for offset in range(3):  # a writer before this one: three small commits
+        earlier.next_offset("app", 0)
+        earlier.append(pa.Table.from_pylist([{"offset": offset, "value": b"v"}], schema=table_schema(settings)),
+                       "app", offset)
+    clock = time.time
+    # Those commits were made 20 minutes ago (as a previous leader's, before a restart).
+    monkeypatch.setattr(writer_module, "time", SimpleNamespace(time=lambda: clock() + 1200, monotonic=time.monotonic))
+    table = StreamTable(_LeaderOnce(3), settings, "app", _Inline())
+    asyncio.run(table._lead())
+    assert DeltaTarget(settings.path, table_schema(settings), []).stats().files == 1
+    assert offsets(tmp_path / "t") == [0, 1, 2]

@@ -1,0 +1,101 @@
+"""A broker process with a memory watch (the soak's `--memwatch NODE`): runs
+vdl_broker.server.main as usual; in the node named by SOAK_MEMWATCH_NODE it also traces Python
+allocations (tracemalloc, 1 frame) and every SOAK_MEMWATCH_EVERY seconds appends one JSON line
+to SOAK_MEMWATCH_OUT/memwatch-node<id>-<pid>.jsonl: the process's RSS, anonymous RSS and
+threads, the bytes tracemalloc holds (what Python allocated and still references), the
+objects the garbage collector tracks by type (top 25), and the allocation
+sites that grew most since the first line (top 25). What Python holds against what the
+process holds tells a Python leak from native memory (Rust, Arrow, the allocator) or a
+cache filling to its bound. Costs CPU and memory: diagnosis only, never in the suite
+(SOAK_MEMWATCH_TRACE=0 leaves tracemalloc, the costly part, out)."""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import json
+import os
+import sys
+import threading
+import time
+import tracemalloc
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from vdl_broker.server.main import load_config, main
+
+
+def status() -> dict[str, float]:
+    values = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssFile", "Threads"):
+            values[key] = float(value.split()[0])
+    return {"rss_mb": values["VmRSS"] / 1e3, "anon_mb": values["RssAnon"] / 1e3,
+            "file_mb": values["RssFile"] / 1e3, "threads": values["Threads"]}
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                       "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def malloc_mb() -> dict[str, float]:
+    """glibc's mallinfo2: bytes malloc holds from the system (main arena and the others, plus
+    mmapped blocks), in use, and free inside it (fragmentation a cache's churn leaves)."""
+    try:
+        function = ctypes.CDLL(None).mallinfo2
+    except (AttributeError, OSError):
+        return {}
+    function.restype = _Mallinfo2
+    info = function()
+    return {"malloc_arena_mb": round(info.arena / 1e6, 2), "malloc_mmap_mb": round(info.hblkhd / 1e6, 2),
+            "malloc_used_mb": round(info.uordblks / 1e6, 2), "malloc_free_mb": round(info.fordblks / 1e6, 2)}
+
+
+def arrow_mb() -> dict[str, Any]:
+    """pyarrow's memory pool (its own allocator, not glibc's), once pyarrow is loaded."""
+    if "pyarrow" not in sys.modules:
+        return {}
+    import pyarrow
+
+    pool = pyarrow.default_memory_pool()
+    return {"arrow_backend": pool.backend_name, "arrow_allocated_mb": round(pool.bytes_allocated() / 1e6, 2),
+            "arrow_max_mb": round(pool.max_memory() / 1e6, 2)}
+
+
+def watch(out: Path, every: float) -> None:
+    first: tracemalloc.Snapshot | None = None
+    started = time.monotonic()
+    while True:
+        time.sleep(every)
+        grown = []
+        if tracemalloc.is_tracing():
+            snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+            if first is None:
+                first = snapshot
+            grown = [{"site": str(stat.traceback[0]), "size_kb": round(stat.size / 1e3, 1),
+                      "diff_kb": round(stat.size_diff / 1e3, 1), "count_diff": stat.count_diff}
+                     for stat in snapshot.compare_to(first, "lineno")[:25]]
+        kinds = Counter(type(o).__name__ for o in gc.get_objects())
+        traced, peak = tracemalloc.get_traced_memory()
+        line: dict[str, Any] = {"age_s": round(time.monotonic() - started, 1), **status(),
+                                "traced_mb": round(traced / 1e6, 2), "traced_peak_mb": round(peak / 1e6, 2),
+                                **malloc_mb(), **arrow_mb(), "gc_objects": sum(kinds.values()), "types": dict(kinds.most_common(25)),
+                                "grown": grown}
+        with out.open("a") as stream:
+            stream.write(json.dumps(line) + "\n")
+
+
+if __name__ == "__main__":
+    config = load_config(sys.argv[1:])
+    if str(config.node_id) == os.environ.get("SOAK_MEMWATCH_NODE"):
+        if os.environ.get("SOAK_MEMWATCH_TRACE", "1") != "0":  # 0: no tracemalloc (its own cost), the rest kept
+            tracemalloc.start(1)
+        directory = Path(os.environ.get("SOAK_MEMWATCH_OUT", "."))
+        directory.mkdir(parents=True, exist_ok=True)
+        target = directory / f"memwatch-node{config.node_id}-{os.getpid()}.jsonl"
+        threading.Thread(target=watch, args=(target, float(os.environ.get("SOAK_MEMWATCH_EVERY", "20"))),
+                         daemon=True, name="memwatch").start()
+    sys.exit(main(sys.argv[1:]))
