@@ -3,10 +3,12 @@ wire. (Markers and read_committed come with the stream side.)"""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from tests.support.cluster import BrokerProcess
-from tests.support.kafka import BrokerClient, client, encode, make_batch, raw_socket, read_frame
+from tests.support.kafka import BrokerClient, client, encode, make_batch, raw_socket, read_frame, read_to_end
 from tests.support.waiting import wait_until
 from vdl_wire import api
 from vdl_wire import messages as m
@@ -300,3 +302,52 @@ def test_txn_offset_commit_v5_adds_the_group_to_the_transaction(module_broker: B
         assert fetched_offset(c, "tv2-group", "tv2-in") == -1
         assert end_v5(c, "tv2-offsets", pid, 0, True) == (0, pid, 1)
         assert fetched_offset(c, "tv2-group", "tv2-in") == 7
+
+
+EXPIRATION_MS = 3_000
+
+
+def test_an_idle_transactional_id_expires_and_its_next_producer_starts_afresh(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
+    """Kafka's transactional.id.expiration.ms, with confluent-kafka's producer: a committed id
+    unchanged that long is forgotten (DescribeTransactions, ListTransactions), and a new producer
+    with the same id gets a new producer id at epoch 0 (a known id would keep its producer id and
+    bump the epoch) and commits."""
+    import confluent_kafka
+
+    broker = broker_factory(transactional_id_expiration_ms=EXPIRATION_MS,
+                            transaction_remove_expired_transaction_cleanup_interval_ms=100)
+
+    def committed_once(value: bytes) -> None:
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "expiring"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce("tx-expire", value)
+        producer.commit_transaction(30)
+
+    def described(c: BrokerClient) -> tuple[int, str, int, int]:
+        [state] = c.request(m.DescribeTransactionsRequest(transactional_ids=["expiring"]), 0).transaction_states
+        return state.error_code, state.transaction_state, state.producer_id, state.producer_epoch
+
+    def listed(c: BrokerClient) -> list[str]:
+        return [s.transactional_id for s in c.request(m.ListTransactionsRequest(), 1).transaction_states]
+
+    with client(broker.bootstrap) as c:
+        c.create_stream("tx-expire")
+        before_commit = time.time()
+        committed_once(b"first")
+        wait_until(lambda: described(c)[:2] == (0, "CompleteCommit"), 10, "the first transaction completes")
+        first_pid = described(c)[2]
+        assert described(c) == (0, "CompleteCommit", first_pid, 0)
+        assert listed(c) == ["expiring"]
+        wait_until(lambda: described(c)[0] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, 30, "the id expires")
+        # Never before its expiration: its last change was no earlier than the commit began.
+        assert time.time() - before_commit >= EXPIRATION_MS / 1000
+        assert described(c) == (ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "", -1, -1)
+        assert listed(c) == []
+        committed_once(b"second")
+        wait_until(lambda: described(c)[:2] == (0, "CompleteCommit"), 10, "the second transaction completes")
+        (_, _, second_pid, second_epoch) = described(c)
+        assert (second_pid != first_pid, second_epoch) == (True, 0)
+    assert [value for _, value in read_to_end(broker.bootstrap, "tx-expire", "read_committed", 2)] == [
+        b"first", b"second"]

@@ -19,6 +19,7 @@ applying stays deterministic on every node):
     {"op": "txn_add_offsets", "txn": t, "ts": ms, "producer_id": p, "epoch": e, "group": g}
     {"op": "txn_offset_commit", "txn": t, "ts": ms, "producer_id": p, "epoch": e, "group": g,
      "offsets": {"stream": [offset, leader_epoch, metadata]}}
+    {"op": "txn_expire", "ts": ms, "expiration_ms": n}  (every id `expired` at ts: removed)
 
 Offsets committed in a transaction wait in it and reach the group's committed offsets only when
 it commits -- with the commit decision (ClusterState applies TxnResult.commit_offsets); an abort
@@ -141,6 +142,15 @@ class TransactionsState:
         return [t for t in self.txns.values()
                 if t.state is TxnState.ONGOING and t.start_ms + t.timeout_ms <= now_ms]
 
+    def expired(self, now_ms: int, expiration_ms: int) -> list[str]:
+        """Transactional ids without a transaction (Empty, CompleteCommit, CompleteAbort) and
+        unchanged for `expiration_ms`: their state is removed, and the id's next InitProducerId
+        starts afresh with a new producer id (Kafka's `transactional.id.expiration.ms`,
+        TransactionStateManager.removeExpiredTransactionalIds). An Ongoing transaction never
+        expires -- its timeout aborts it first -- nor does a decided one, whose markers are due."""
+        return sorted(t.transactional_id for t in self.txns.values()
+                      if t.state.idle and t.update_ms + expiration_ms <= now_ms)
+
     def decided(self) -> list[TxnMeta]:
         """Commits and aborts decided but not completed: a new coordinator resumes them."""
         return [t for t in self.txns.values() if t.state.decided]
@@ -148,6 +158,8 @@ class TransactionsState:
     # -- applying (each returns a TxnResult, or an error text for a malformed command)
 
     def apply(self, op: str, command: dict[str, Any]) -> TxnResult | str:
+        if op == "txn_expire":
+            return self._expire(command)
         txn, ts = command.get("txn"), command.get("ts")
         if not isinstance(txn, str) or not txn or not isinstance(ts, int):
             return f"{op}: txn must be a non-empty string and ts an int"
@@ -172,6 +184,18 @@ class TransactionsState:
         except (KeyError, TypeError, ValueError) as error:
             return f"{op}: {error!r}"
         return f"unknown transaction command {op}"
+
+    def _expire(self, command: dict[str, Any]) -> TxnResult | str:
+        # Which ids are due is decided here, from the command's time, not by the proposer: an id
+        # used again between the proposal and now stays (as Kafka removes an id only if its
+        # metadata did not change meanwhile).
+        ts, expiration = command.get("ts"), command.get("expiration_ms")
+        if (isinstance(ts, bool) or not isinstance(ts, int) or isinstance(expiration, bool)
+                or not isinstance(expiration, int) or expiration < 0):
+            return "txn_expire: ts must be an int and expiration_ms an int >= 0"
+        for txn in self.expired(ts, expiration):
+            del self.txns[txn]
+        return TxnResult(0, None)
 
     def _put(self, meta: TxnMeta) -> TxnResult:
         previous = self.txns.get(meta.transactional_id)
@@ -437,5 +461,9 @@ def txn_offset_commit_command(txn: str, ts_ms: int, producer_id: int, epoch: int
             "group": group, "offsets": {stream: list(value) for stream, value in offsets.items()}}
 
 
+def expire_txns_command(ts_ms: int, expiration_ms: int) -> dict[str, Any]:
+    return {"op": "txn_expire", "ts": ts_ms, "expiration_ms": expiration_ms}
+
+
 TXN_OPS = frozenset({"txn_init_producer", "txn_add_partitions", "txn_end", "txn_timeout", "txn_complete",
-                     "txn_add_offsets", "txn_offset_commit"})
+                     "txn_add_offsets", "txn_offset_commit", "txn_expire"})

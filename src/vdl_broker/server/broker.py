@@ -124,8 +124,10 @@ class Broker:
         # removed): the process then stops (server/main.py), it has nothing left to serve.
         self.removed = asyncio.Event()
         self.producer_ids = ProducerIdAllocator(start_ms=_producer_id_start(config.node_id))
-        self.transactions = TransactionCoordinator(self.metadata, self.producer_ids.allocate,
-                                                   BrokerMarkerWriter(self))
+        self.transactions = TransactionCoordinator(
+            self.metadata, self.producer_ids.allocate, BrokerMarkerWriter(self),
+            expiration_ms=config.transactional_id_expiration_ms,
+            expiration_check_ms=config.transaction_remove_expired_transaction_cleanup_interval_ms)
         self.handlers: dict[int, Handler] = build_handlers()
         self.authorizer = Authorizer(config.authorizer, config.super_users, lambda: self.metadata.state.acls)
         self._decoys = Decoys()

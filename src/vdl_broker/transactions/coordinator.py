@@ -13,6 +13,11 @@ arriving once the completion is proposed is proposed at once behind it, not afte
 instead of answering CONCURRENT_TRANSACTIONS at once and having
 the client back off. A new metadata leader resumes every decided transaction, and aborts every
 ongoing one older than its timeout.
+
+The leader also removes transactional ids idle for `transactional_id_expiration_ms` (checked every
+`transaction_remove_expired_transaction_cleanup_interval_ms`; Kafka's settings of the same names),
+once the cluster's feature level allows the command (cluster/features.py): the metadata and its
+snapshots do not grow with every id ever used.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from vdl_broker.cluster.transactions import (
     add_partitions_command,
     complete_txn_command,
     end_txn_command,
+    expire_txns_command,
     init_producer_command,
     needs_new_producer_id,
     timeout_txn_command,
@@ -48,6 +54,8 @@ CHECK_INTERVAL_S = 1.0  # how often the leader looks for timed-out and unfinishe
 SETTLE_WAIT_S = 10.0  # how long a request waits for the previous transaction's markers before
 # answering CONCURRENT_TRANSACTIONS (the client retries)
 RETRY_S = 0.5  # between attempts to write a decided transaction's markers
+EXPIRATION_MS = 7 * 24 * 3600 * 1000  # Kafka's transactional.id.expiration.ms default
+EXPIRATION_CHECK_MS = 3_600_000  # Kafka's transaction.remove.expired.transaction.cleanup.interval.ms
 
 
 CommandOf = Callable[[], dict[str, Any]]  # a command made when it is proposed (its time, a fresh id)
@@ -63,8 +71,12 @@ class MarkerWriter(Protocol):
 class TransactionCoordinator:
     def __init__(self, metadata: MetadataService, allocate_producer_id: Callable[[], int],
                  markers: MarkerWriter | None,
-                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 expiration_ms: int = EXPIRATION_MS, expiration_check_ms: int = EXPIRATION_CHECK_MS) -> None:
         self.metadata = metadata
+        self.expiration_ms = expiration_ms
+        self.expiration_check_ms = expiration_check_ms
+        self._next_expiry_ms: int | None = None  # when the leader looks for expired ids next
         self.markers = markers
         self._allocate = allocate_producer_id
         self._clock_ms = clock_ms
@@ -123,8 +135,26 @@ class TransactionCoordinator:
                     await self._submit(timeout_txn_command(meta.transactional_id, self._clock_ms(), meta.producer_id,
                                                            meta.epoch))
                 self._resume()
+                now = self._clock_ms()
+                if self._next_expiry_ms is None or now >= self._next_expiry_ms:
+                    self._next_expiry_ms = now + self.expiration_check_ms
+                    await self.expire_transactional_ids()
             except Exception:
                 log.exception("transaction coordinator pass failed")
+
+    async def expire_transactional_ids(self) -> list[str]:
+        """Propose the removal of every transactional id idle for `expiration_ms` (leader only);
+        the ids due. Nothing while the cluster is below the level that brought the command: a
+        node still on the previous release could not apply it."""
+        if not self.metadata.is_leader or self.metadata.state.features.refuses("txn_expire") is not None:
+            return []
+        now = self._clock_ms()
+        due = self.metadata.state.transactions.expired(now, self.expiration_ms)
+        if due:
+            log.info("removing %d transactional id(s) idle for %d ms: %s", len(due), self.expiration_ms,
+                     due[:10])
+            await self._submit(expire_txns_command(now, self.expiration_ms))
+        return due
 
     def _resume(self) -> None:
         """Finish every decided transaction nobody is finishing (a new leader's inheritance)."""

@@ -97,3 +97,22 @@ def test_transaction_version_follows_the_level_that_brings_the_coordinator() -> 
     # KIP-890 part 2's feature: finalized at 2 once the transaction commands may be used, else 0.
     assert [features.transaction_version(level) for level in (1, 2, 3)] == [0, 2, 2]
     assert features.COMMAND_LEVELS["txn_end"] == 2
+
+
+def test_transactional_ids_expire_only_from_level_3() -> None:
+    """A cluster formed by the release before level 3 keeps its transactional ids until the
+    operator finalizes level 3: a node still on that release could not apply the expiry."""
+    from vdl_broker.cluster.transactions import expire_txns_command, init_producer_command
+
+    assert features.TXN_EXPIRY_LEVEL == 3 <= features.SUPPORTED_LEVEL
+    old = ClusterState()
+    assert old.apply(1, {"op": "init_cluster", "cluster_id": "c", "feature_level": 2}).ok
+    assert old.apply(2, init_producer_command("t", 1000, 60000, 500, None)).ok
+    refused = old.apply(3, expire_txns_command(10 ** 12, 1))
+    assert (refused.outcome, refused.message) == (
+        Outcome.INVALID_COMMAND, "txn_expire needs vdl.metadata.version level 3, the cluster is at level 2: "
+        "finalize it with `vdl cluster upgrade` once every node runs this release")
+    assert old.transactions.get("t") is not None
+    assert old.apply(4, finalize_features_command(3)).ok
+    assert old.apply(5, expire_txns_command(10 ** 12, 1)).ok
+    assert old.transactions.get("t") is None

@@ -50,6 +50,7 @@ from vdl_broker.cluster.transactions import (
     add_partitions_command,
     complete_txn_command,
     end_txn_command,
+    expire_txns_command,
     init_producer_command,
     timeout_txn_command,
     txn_offset_commit_command,
@@ -107,10 +108,12 @@ def samples() -> list[dict[str, Any]]:
         delete_scram_command("bob", "SCRAM-SHA-256"),
         create_acls_command([ACL, dataclasses.replace(ACL, principal="User:bob")]),
         delete_acls_command([dataclasses.replace(ACL, principal="User:bob")]),
+        init_producer_command("t0", 100, 60000, 900, None),  # idle: expires below
         init_producer_command("t1", 5000, 60000, 1000, None),
         add_partitions_command("t1", 5001, 1000, 0, ["orders"]),
         end_txn_command("t1", 5002, 1000, 0, True, True),
         complete_txn_command("t1", 5003, 1000, 1),
+        expire_txns_command(5100, 5000),
         init_producer_command("t2", 6000, 10000, 2000, None),
         add_partitions_command("t2", 6001, 2000, 0, ["orders", "legacy"]),
         add_offsets_command("t2", 6002, 2000, 0, "g2"),
@@ -169,3 +172,14 @@ def test_a_snapshot_of_another_format_is_refused() -> None:
     data = zstandard.ZstdCompressor().compress(json.dumps({"format": 2, "state": {}}).encode())
     with pytest.raises(ValueError, match="metadata snapshot format 2; this release reads 1"):
         ClusterState().load_snapshot(data)
+
+
+def test_an_expired_transactional_id_is_not_in_the_snapshot_and_the_expiry_goes_on_alike() -> None:
+    state = populated()
+    assert sorted(state.transactions.txns) == ["t1", "t2"]  # t0 expired, t1 complete, t2 aborting
+    restored = ClusterState()
+    restored.load_snapshot(state.snapshot())
+    assert restored.transactions.txns == state.transactions.txns
+    later = expire_txns_command(5003 + 5000, 5000)  # t1's turn; t2 is decided: it stays
+    assert restored.apply_entry(99, [later])[0].ok and state.apply_entry(99, [later])[0].ok
+    assert sorted(restored.transactions.txns) == sorted(state.transactions.txns) == ["t2"]

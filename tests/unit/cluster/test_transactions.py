@@ -18,6 +18,7 @@ from vdl_broker.cluster.transactions import (
     add_partitions_command,
     complete_txn_command,
     end_txn_command,
+    expire_txns_command,
     init_producer_command,
     needs_new_producer_id,
     timeout_txn_command,
@@ -405,3 +406,63 @@ def test_every_decision_of_a_transactional_id_is_numbered_for_its_markers() -> N
     assert run(unnumbered, end_txn_command("t", 3, 500, 0, True, False)).meta.marker_epoch == 0
     assert TxnMeta("t", 1, 0, NO_EPOCH, TxnState.PREPARE_COMMIT, (), 1, 1, 1, decision=MARKER_EPOCHS + 2) \
         .marker_epoch == 2  # wraps within the int32 a marker carries, never 0
+
+
+DAY_MS = 86_400_000
+
+
+def test_idle_transactional_ids_expire_and_their_next_init_starts_afresh() -> None:
+    """Kafka's transactional.id.expiration.ms: Empty, CompleteCommit and CompleteAbort ids
+    unchanged that long go; an Ongoing or decided transaction stays (its timeout comes first)."""
+    state = TransactionsState()
+    ids = {name: 500 + n for n, name in enumerate(("empty", "committed", "aborted", "ongoing", "deciding", "recent"))}
+    for name, pid in ids.items():
+        run(state, init_producer_command(name, 1000, 60000, pid, None))
+    for name in ("committed", "aborted", "ongoing", "deciding"):
+        run(state, add_partitions_command(name, 1001, ids[name], 0, ["s"]))
+    for name, commit in (("committed", True), ("aborted", False), ("deciding", True)):
+        run(state, end_txn_command(name, 1002, ids[name], 0, commit, False))
+    for name in ("committed", "aborted"):
+        run(state, complete_txn_command(name, 1003, ids[name], 0))
+    run(state, init_producer_command("recent", 1004, 60000, 0, None))  # its epoch 1: changed at 1004
+    assert {t: m.state for t, m in state.txns.items()} == {
+        "empty": TxnState.EMPTY, "committed": TxnState.COMPLETE_COMMIT, "aborted": TxnState.COMPLETE_ABORT,
+        "ongoing": TxnState.ONGOING, "deciding": TxnState.PREPARE_COMMIT, "recent": TxnState.EMPTY}
+    # Due when its last change is at least `expiration_ms` old, to the millisecond.
+    assert state.expired(1003 + DAY_MS - 1, DAY_MS) == ["empty"]
+    assert state.expired(1003 + DAY_MS, DAY_MS) == ["aborted", "committed", "empty"]
+    assert run(state, expire_txns_command(1003 + DAY_MS, DAY_MS)) == TxnResult(0, None)
+    assert sorted(state.txns) == ["deciding", "ongoing", "recent"]
+    # Much later: still never an open or decided transaction.
+    run(state, expire_txns_command(10 * DAY_MS, DAY_MS))
+    assert sorted(state.txns) == ["deciding", "ongoing"]
+    # The old producer's requests name an id the coordinator no longer maps (as Kafka's).
+    assert run(state, add_partitions_command("committed", 20 * DAY_MS, 501, 0, ["s"])).error == \
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert run(state, end_txn_command("aborted", 20 * DAY_MS, 502, 0, False, True)).error == \
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    # A new instance starts afresh: the proposed new producer id, epoch 0, even naming the old id.
+    fresh = run(state, init_producer_command("committed", 20 * DAY_MS, 30000, 777, (501, 0)))
+    assert fresh == TxnResult(0, TxnMeta("committed", 777, 0, NO_EPOCH, TxnState.EMPTY, (), 30000, -1, 20 * DAY_MS))
+
+
+def test_an_id_used_again_after_the_expiry_was_proposed_stays() -> None:
+    """Which ids go is decided when the command applies, from its time: the proposer's view may
+    be stale by then (as Kafka removes an id only if its metadata did not change meanwhile)."""
+    state = TransactionsState()
+    init(state)
+    now = 1000 + DAY_MS
+    assert state.expired(now, DAY_MS) == ["t"]  # the leader proposes ...
+    run(state, init_producer_command("t", now - 1, 60000, 999, None))  # ... a new instance comes first
+    run(state, expire_txns_command(now, DAY_MS))
+    assert (meta(state).producer_id, meta(state).epoch) == (500, 1)
+
+
+def test_malformed_expiry_commands_are_refused_alike() -> None:
+    state = TransactionsState()
+    init(state)
+    for bad in ({"ts": "1"}, {"ts": True}, {"expiration_ms": -1}, {"expiration_ms": None}, {"expiration_ms": False}):
+        command = expire_txns_command(10 * DAY_MS, DAY_MS) | bad
+        assert state.apply("txn_expire", command) == \
+            "txn_expire: ts must be an int and expiration_ms an int >= 0", bad
+    assert state.get("t") is not None

@@ -290,3 +290,40 @@ def test_an_end_txn_bump_of_an_exhausted_epoch_takes_a_new_id_and_marks_under_th
             coordinator.close()
 
     asyncio.run(main())
+
+
+def test_the_leader_expires_idle_transactional_ids_once_the_level_allows_it() -> None:
+    """At level 2 (a cluster formed by the previous release, not yet upgraded) the coordinator
+    proposes no expiry, however long an id was idle; from level 3 it does, and the id goes."""
+    from vdl_broker.cluster.transactions import init_producer_command
+
+    async def main() -> None:
+        metadata = FakeMetadata()
+        metadata.state.features = FeaturesState(level=2)
+        now = [0]
+        coordinator = TransactionCoordinator(metadata, lambda: 500, None, clock_ms=lambda: now[0],  # type: ignore[arg-type]
+                                             expiration_ms=5_000)
+        try:
+            for name, ts in (("old", 1_000), ("young", 4_000)):
+                metadata.state.transactions.apply("txn_init_producer",
+                                                  init_producer_command(name, ts, 60_000, 500, None))
+            now[0] = 6_000
+            assert await coordinator.expire_transactional_ids() == []
+            assert metadata.proposed == []
+            metadata.state.features = FeaturesState(level=3)
+            metadata.is_leader = False
+            assert await coordinator.expire_transactional_ids() == []
+            metadata.is_leader = True
+            expiry = asyncio.ensure_future(coordinator.expire_transactional_ids())
+            await settle(lambda: bool(metadata.pending))
+            assert metadata.pending[0].command == {"op": "txn_expire", "ts": 6_000, "expiration_ms": 5_000}
+            metadata.commit_next()
+            assert await expiry == ["old"]
+            assert sorted(metadata.state.transactions.txns) == ["young"]
+            # Nothing due: nothing proposed.
+            assert await coordinator.expire_transactional_ids() == []
+            assert metadata.proposed == ["txn_expire"]
+        finally:
+            coordinator.close()
+
+    asyncio.run(main())

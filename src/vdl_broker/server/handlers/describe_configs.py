@@ -145,6 +145,11 @@ def broker_configs(node: NodeConfig, replication_factor: int) -> list[Described]
         ("offsets.retention.minutes", "offsets_retention_minutes", ConfigType.INT, "committed offsets"),
         ("offsets.retention.check.interval.ms", "offsets_retention_check_ms", ConfigType.LONG, "committed offsets"),
         ("offset.metadata.max.bytes", "offset_metadata_max_bytes", ConfigType.INT, "committed offsets"),
+        ("transactional.id.expiration.ms", "transactional_id_expiration_ms", ConfigType.INT,
+         "idle transactional ids are forgotten"),
+        ("transaction.remove.expired.transaction.cleanup.interval.ms",
+         "transaction_remove_expired_transaction_cleanup_interval_ms", ConfigType.INT,
+         "how often expired transactional ids are looked for"),
     ]
     for name, attribute, config_type, doc in named:
         current = getattr(node, attribute)
