@@ -25,15 +25,19 @@ from vdl_broker.cluster.transactions import TXN_OPS
 from vdl_wire.messages.update_features import METADATA_FEATURE as FEATURE_NAME
 
 BASELINE_LEVEL = 1  # everything a cluster formed before feature levels may hold
-SUPPORTED_LEVEL = 2  # the highest level this release understands
+SUPPORTED_LEVEL = 3  # the highest level this release understands
 # Level 2: DeleteRecords writes LOG_START entries into stream logs, which a release before it
 # cannot read; it is refused below this level.
 DELETE_RECORDS_LEVEL = 2
 # Commands added after the baseline, and the level that introduced each (a command not named
 # here is part of the baseline). Level 2: KIP-848 consumer groups' replicated state and the
 # transaction coordinator's commands.
-COMMAND_LEVELS: dict[str, int] = {"consumer_group": 2} | dict.fromkeys(TXN_OPS, 2)
+# Level 3: a KIP-848 group whose last member left stays one while it has offsets
+# (consumer_group_empty); below it, such a group is forgotten and its offsets stay as a classic
+# group's, as before.
+COMMAND_LEVELS: dict[str, int] = {"consumer_group": 2, "consumer_group_empty": 3} | dict.fromkeys(TXN_OPS, 2)
 CONSUMER_GROUPS_LEVEL = COMMAND_LEVELS["consumer_group"]
+EMPTY_CONSUMER_GROUPS_LEVEL = COMMAND_LEVELS["consumer_group_empty"]
 # Level 2: nodes describe themselves -- register_node and join_node carry "own" (a node's own
 # registration, which other nodes' peers entries no longer override: cluster/metadata.py).
 # Below it, a node's description comes from the metadata leader's config, as before.

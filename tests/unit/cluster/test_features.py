@@ -97,3 +97,14 @@ def test_transaction_version_follows_the_level_that_brings_the_coordinator() -> 
     # KIP-890 part 2's feature: finalized at 2 once the transaction commands may be used, else 0.
     assert [features.transaction_version(level) for level in (1, 2, 3)] == [0, 2, 2]
     assert features.COMMAND_LEVELS["txn_end"] == 2
+
+
+def test_an_emptied_kip848_group_is_kept_only_from_level_3() -> None:
+    """Below level 3 a KIP-848 group whose members all left is forgotten (the nodes still on the
+    release before it would keep no such group)."""
+    command = {"op": "consumer_group_empty", "group": "g", "state": {"group_epoch": 2, "members": []}}
+    state = ClusterState()
+    assert state.apply(1, {"op": "init_cluster", "cluster_id": "c", "feature_level": 2}).ok
+    assert not state.apply(2, command).ok
+    assert state.apply(3, finalize_features_command(features.EMPTY_CONSUMER_GROUPS_LEVEL)).ok
+    assert state.apply(4, command).ok
