@@ -131,13 +131,37 @@ def test_fencing_commits_and_session_expiry(node: str) -> None:
     fetch.groups[0].member_epoch = 1
     answer = raw_request(node, fetch, version=9).groups[0]
     assert [(t.name, p.committed_offset) for t in answer.topics for p in t.partitions] == [(name, 5)]
-    # Silent for a session timeout: removed, the group is gone, its offsets stay.
+    # Silent for a session timeout: removed; the group, Empty, stays a consumer group while its
+    # offsets stay (as in Kafka), at the group epoch the removal took it to.
     wait_until(lambda: raw_request(node, m.ConsumerGroupDescribeRequest(group_ids=[group]), version=1)
                .groups[0].group_state == "Empty", 3 * SESSION_MS / 1000, "the member's session to expire")
+    described = raw_request(node, m.ConsumerGroupDescribeRequest(group_ids=[group]), version=1).groups[0]
+    assert (described.error_code, described.group_epoch, described.assignment_epoch, described.assignor_name,
+            described.members) == (0, 2, 2, "uniform", [])
+    assert [(g.protocol_type, g.group_state, g.group_type)
+            for g in raw_request(node, m.ListGroupsRequest(), version=5).groups if g.group_id == group] == [
+        ("consumer", "Empty", "consumer")]
     assert heartbeat(node, group, "m", 1, owned=[]).error_code == ErrorCode.UNKNOWN_MEMBER_ID
     fetch.groups[0].member_id, fetch.groups[0].member_epoch = None, -1
     answer = raw_request(node, fetch, version=9).groups[0]
     assert [(t.name, p.committed_offset) for t in answer.topics for p in t.partitions] == [(name, 5)]
+
+
+def test_a_group_known_by_offsets_alone_is_a_classic_group(node: str) -> None:
+    """Offsets committed without a generation (an admin client's, Spark's) make a classic group,
+    Empty, as Kafka's OffsetCommit does: ConsumerGroupDescribe says it is not a consumer group."""
+    (name,) = streams(node, "kip848-offsets", 1)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    assert commit_raw(node, group, {name: 4}, version=9) == {name: 0}
+    described = raw_request(node, m.ConsumerGroupDescribeRequest(group_ids=[group, "nobody"]), version=1).groups
+    assert [(d.group_id, d.error_code, d.error_message) for d in described] == [
+        (group, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group} is not a consumer group."),
+        ("nobody", ErrorCode.GROUP_ID_NOT_FOUND, "Group nobody not found.")]
+    classic = raw_request(node, m.DescribeGroupsRequest(groups=[group]), version=5).groups[0]
+    assert (classic.error_code, classic.group_state, classic.protocol_type, classic.members) == (0, "Empty", "", [])
+    assert [(g.protocol_type, g.group_state, g.group_type)
+            for g in raw_request(node, m.ListGroupsRequest(), version=5).groups if g.group_id == group] == [
+        ("", "Empty", "classic")]
 
 
 def test_a_group_id_is_one_kind_while_it_has_members(node: str) -> None:

@@ -22,12 +22,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    ConsumerGroupType,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from tests.support.java_client import JavaClients, ToolResult, kafka_tool, write_properties
 from tests.support.java_targets import JavaTarget, java_login
-from tests.support.kafka import raw_request
+from tests.support.kafka import metadata_raw, raw_request
 from tests.support.security import ADMIN_USER
 from tests.support.waiting import wait_until
 from vdl_client import ClientSettings, VdlClient
@@ -336,6 +343,68 @@ def test_consumer_groups_list_describe_reset_delete(java: JavaClients, target: J
     deleted = run(java, "kafka-consumer-groups", *way_in, "--delete", "--group", group)
     assert deleted.stdout == f"Deletion of requested consumer groups ('{group}') was successful.\n"
     assert committed() == -1001  # librdkafka's OFFSET_INVALID: the group has no offset any more
+
+
+def test_a_group_is_of_one_kind_everywhere_once_empty(java: JavaClients, java_targets: dict[str, JavaTarget]) -> None:
+    """As in Kafka 4: offsets committed without a generation (an admin's, Spark's) make a classic
+    group, Empty; a KIP-848 group whose members all left stays a consumer group, Empty, while it
+    has offsets. kafka-consumer-groups, the Java AdminClient and librdkafka all see that one kind
+    (the Java and librdkafka admins ask ConsumerGroupDescribe, then DescribeGroups for a classic
+    group)."""
+    target = java_targets["1-node-plain"]
+    stream, simple, modern = named(target, "kinds"), named(target, "offsets-only"), named(target, "emptied")
+    admin = named(target, "kinds-admin")
+    java.admin(admin, target.bootstrap, target.security)
+    settings = ClientSettings.from_bootstrap(target.cluster.bootstrap_servers, deadline_ms=30_000)
+    with VdlClient(settings) as vdl:
+        vdl.create_stream(stream, exist_ok=False)
+    produce(target.cluster, stream, ["a", "b", "c"])
+    java.call("alter_consumer_group_offsets", name=admin, group=simple, offsets={stream: 2})
+    consumer = named(target, "kinds-consumer")
+    java.consumer(consumer, target.bootstrap, target.security, **{
+        "group.id": modern, "group.protocol": "consumer", "auto.offset.reset": "earliest",
+        "enable.auto.commit": "false"})
+    java.call("subscribe", name=consumer, topics=[stream])
+    assert [r["value"] for r in java.poll(consumer, min_records=3)] == ["a", "b", "c"]
+    java.call("commit", name=consumer)
+    java.call("close", name=consumer)  # leaves the group: its last member
+
+    way_in = target.tool_args()
+
+    def state(group: str) -> list[list[str]]:
+        out = run(java, "kafka-consumer-groups", *way_in, "--describe", "--state", "--group", group).stdout
+        return [line.split() for line in out.splitlines() if line.strip()]
+
+    header = ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+    coordinator = [target.cluster.address(1), "(1)"]
+    assert state(simple) == [header, [simple, *coordinator, "-", "Empty", "0"]]
+    assert state(modern) == [header, [modern, *coordinator, "uniform", "Empty", "0"]]
+    listed = run(java, "kafka-consumer-groups", *way_in, "--list", "--type").stdout
+    assert [line.split() for line in listed.splitlines() if line.split()[0] in ("GROUP", simple, modern)] == [
+        ["GROUP", "TYPE"], [modern, "Consumer"], [simple, "Classic"]]
+
+    described = java.call("describe_consumer_groups", name=admin, groups=[simple, modern])
+    assert described == {
+        simple: {"ok": {"group_id": simple, "state": "Empty", "type": "Classic", "assignor": "", "coordinator": 1,
+                        "group_epoch": -1, "target_assignment_epoch": -1, "members": []}},
+        # Joined at group epoch 1, left at 2.
+        modern: {"ok": {"group_id": modern, "state": "Empty", "type": "Consumer", "assignor": "uniform",
+                        "coordinator": 1, "group_epoch": 2, "target_assignment_epoch": 2, "members": []}}}
+    assert [g for g in java.call("list_groups", name=admin) if g["group_id"] in (simple, modern)] == [
+        {"group_id": modern, "type": "Consumer", "protocol": "consumer", "state": "Empty"},
+        {"group_id": simple, "type": "Classic", "protocol": "", "state": "Empty"}]
+    client = confluent_admin(target.cluster)  # held: a collected client cancels its futures
+    seen = {group: future.result(timeout=30) for group, future in client.describe_consumer_groups([simple,
+                                                                                                  modern]).items()}
+    assert {group: (d.type, d.state, d.partition_assignor, d.members, d.is_simple_consumer_group)
+            for group, d in seen.items()} == {
+        simple: (ConsumerGroupType.CLASSIC, ConsumerGroupState.EMPTY, "", [], True),
+        modern: (ConsumerGroupType.CONSUMER, ConsumerGroupState.EMPTY, "uniform", [], False)}
+    epoch = metadata_raw(target.cluster.address(1), [stream]).topics[0].partitions[0].leader_epoch
+    assert java.call("list_consumer_group_offsets", name=admin, group=simple) == {
+        stream: {"offset": 2, "metadata": "", "leader_epoch": -1}}
+    assert java.call("list_consumer_group_offsets", name=admin, group=modern) == {
+        stream: {"offset": 3, "metadata": "", "leader_epoch": epoch}}
 
 
 # ------------------------------------------------------------------------------------ kafka-configs

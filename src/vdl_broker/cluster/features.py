@@ -32,9 +32,13 @@ DELETE_RECORDS_LEVEL = 2
 # Commands added after the baseline, and the level that introduced each (a command not named
 # here is part of the baseline). Level 2: KIP-848 consumer groups' replicated state and the
 # transaction coordinator's commands.
-# Level 3: the expiry of idle transactional ids (`txn_expire`); below it, they are kept.
-COMMAND_LEVELS: dict[str, int] = {"consumer_group": 2} | dict.fromkeys(TXN_OPS, 2) | {"txn_expire": 3}
+# Level 3: the expiry of idle transactional ids (`txn_expire`; below it, they are kept), and a
+# KIP-848 group whose last member left staying one while it has offsets (`consumer_group_empty`;
+# below it, such a group is forgotten and its offsets stay as a classic group's, as before).
+COMMAND_LEVELS: dict[str, int] = ({"consumer_group": 2, "consumer_group_empty": 3} | dict.fromkeys(TXN_OPS, 2)
+                                  | {"txn_expire": 3})
 CONSUMER_GROUPS_LEVEL = COMMAND_LEVELS["consumer_group"]
+EMPTY_CONSUMER_GROUPS_LEVEL = COMMAND_LEVELS["consumer_group_empty"]
 TXN_EXPIRY_LEVEL = COMMAND_LEVELS["txn_expire"]
 # Level 2: nodes describe themselves -- register_node and join_node carry "own" (a node's own
 # registration, which other nodes' peers entries no longer override: cluster/metadata.py).

@@ -19,6 +19,13 @@ deterministic on every node):
     {"op": "expire_offsets", "now": ms, "retention_ms": r}
     {"op": "consumer_group", "group": g, "state": {...} or null}     a KIP-848 group (groups/commits.py),
                                                                     null once its last member left
+    {"op": "consumer_group_empty", "group": g, "state": {...}}       its last member left (level 3): it
+                                                                    stays a KIP-848 group while it has offsets
+
+A group known only by offsets committed without a generation (an admin client's, Spark's) is a
+classic group, Empty; a KIP-848 group whose members all left stays a KIP-848 group, Empty, until
+its offsets go (Kafka's OffsetMetadataManager.validateOffsetCommit makes the first a classic group;
+its GroupMetadataManager deletes an empty consumer group only once its offsets expired).
 """
 
 from __future__ import annotations
@@ -79,15 +86,29 @@ class StoredGroup:
 class GroupsState:
     offsets: dict[str, dict[str, CommittedOffset]] = field(default_factory=dict)
     groups: dict[str, StoredGroup] = field(default_factory=dict)
-    # KIP-848 groups with members: their epochs, members and assignments as JSON (the
-    # coordinator's own form, groups/commits.py), so a new coordinator carries them on.
+    # KIP-848 groups: their epochs, members and assignments as JSON (the coordinator's own form,
+    # groups/commits.py), so a new coordinator carries them on; one without members (its last
+    # member left, consumer_group_empty) is kept only while it has offsets.
     consumer_groups: dict[str, Any] = field(default_factory=dict)
 
     def group_ids(self) -> set[str]:
-        # KIP-848 groups are left out: one with members is the coordinator's to show (it adopted
-        # the stored state), and the record of one whose last member just left may still be on
-        # its way out; neither is an Empty classic group.
-        return set(self.offsets) | set(self.groups)
+        # KIP-848 groups with members are left out: they are the coordinator's to show (it
+        # adopted the stored state).
+        return set(self.offsets) | set(self.groups) | {g for g in self.consumer_groups if self.empty_consumer_group(g)}
+
+    def empty_consumer_group(self, group: str) -> dict[str, Any] | None:
+        """The stored state of a KIP-848 group whose members all left (None: no such group)."""
+        state = self.consumer_groups.get(group)
+        return state if isinstance(state, dict) and not state.get("members") else None
+
+    def _live_consumer_group(self, group: str) -> bool:
+        return group in self.consumer_groups and self.empty_consumer_group(group) is None
+
+    def _drop_empty_groups(self, group: str) -> None:
+        """The group's offsets are gone: an empty KIP-848 group goes with them (Kafka deletes an
+        empty group whose offsets all expired)."""
+        if group not in self.offsets and self.empty_consumer_group(group) is not None:
+            del self.consumer_groups[group]
 
     def committed(self, group: str) -> dict[str, CommittedOffset]:
         return self.offsets.get(group, {})
@@ -99,7 +120,7 @@ class GroupsState:
         due = []
         for group, offsets in self.offsets.items():
             stored = self.groups.get(group)
-            if group in live or (stored is not None and stored.members) or group in self.consumer_groups:
+            if group in live or (stored is not None and stored.members) or self._live_consumer_group(group):
                 continue
             last = max((o.commit_ms for o in offsets.values()), default=0)
             if stored is not None:
@@ -129,6 +150,8 @@ class GroupsState:
             else:
                 return "consumer_group: state must be an object or null"
             return None
+        if op == "consumer_group_empty":
+            return self._consumer_group_empty(group, command)
         if op == "delete_group":
             self.offsets.pop(group, None)
             self.groups.pop(group, None)
@@ -143,6 +166,7 @@ class GroupsState:
                 stored.pop(name, None)
             if not stored:
                 self.offsets.pop(group, None)
+            self._drop_empty_groups(group)
             return None
         return f"unknown group command {op}"
 
@@ -172,6 +196,21 @@ class GroupsState:
         if current is not None and current.generation_id > stored.generation_id:
             return None  # a late proposal from an older coordinator: the newer generation stays
         self.groups[group] = stored
+        if self.empty_consumer_group(group) is not None:
+            del self.consumer_groups[group]  # a classic member took the empty KIP-848 group's id over
+        return None
+
+    def _consumer_group_empty(self, group: str, command: dict[str, Any]) -> str | None:
+        state = command.get("state")
+        if not isinstance(state, dict) or state.get("members"):
+            return "consumer_group_empty: state must be an object without members"
+        if group not in self.offsets:
+            self.consumer_groups.pop(group, None)  # nothing committed: nothing keeps the group
+            return None
+        self.consumer_groups[group] = state
+        stored = self.groups.get(group)
+        if stored is not None and not stored.members:
+            del self.groups[group]  # the id was an empty classic group's before: it is a KIP-848 group's now
         return None
 
     def _expire(self, command: dict[str, Any]) -> str | None:
@@ -184,6 +223,7 @@ class GroupsState:
             stored = self.groups.get(group)
             if stored is not None and not stored.members:
                 self.groups.pop(group)
+            self._drop_empty_groups(group)
         return None
 
     def drop_stream(self, stream: str) -> None:
@@ -192,6 +232,7 @@ class GroupsState:
             del self.offsets[group][stream]
             if not self.offsets[group]:
                 del self.offsets[group]
+                self._drop_empty_groups(group)
 
 
 # ---------------------------------------------------------------------------------- commands
@@ -225,8 +266,12 @@ def consumer_group_command(group: str, state: dict[str, Any] | None) -> dict[str
     return {"op": "consumer_group", "group": group, "state": state}
 
 
+def consumer_group_empty_command(group: str, state: dict[str, Any]) -> dict[str, Any]:
+    return {"op": "consumer_group_empty", "group": group, "state": state}
+
+
 GROUP_OPS = frozenset({"commit_offsets", "group_generation", "delete_group", "delete_offsets", "expire_offsets",
-                       "consumer_group"})
+                       "consumer_group", "consumer_group_empty"})
 
 
 def _b64(data: bytes) -> str:

@@ -50,11 +50,8 @@ def restore_group(stored: StoredGroup) -> Group | None:
     return group
 
 
-def consumer_group_state(group: ConsumerGroup) -> dict[str, Any] | None:
-    """A KIP-848 group as the metadata stores it; None once it has no members (its offsets stay,
-    kept by commit_offsets)."""
-    if not group.members:
-        return None
+def consumer_group_state(group: ConsumerGroup) -> dict[str, Any]:
+    """A KIP-848 group as the metadata stores it (members [] once its last member left)."""
     return {"group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
             "assignor": group.assignor, "subscribed_streams": sorted(group.subscribed_streams),
             "target": {member_id: sorted(streams) for member_id, streams in group.target.items()},

@@ -133,8 +133,11 @@ class ConsumerGroupCoordinator:
 
     def __init__(self, config: ConsumerGroupConfig | None = None,
                  on_changed: Callable[[ConsumerGroup], None] | None = None,
-                 new_member_id: Callable[[], str] | None = None) -> None:
+                 new_member_id: Callable[[], str] | None = None,
+                 initial_epoch: Callable[[str], int] | None = None) -> None:
         self.config = config or ConsumerGroupConfig()
+        # The group epoch a group starts from: a group whose members all left resumes its own.
+        self._initial_epoch = initial_epoch or (lambda group_id: 0)
         self._groups: dict[str, ConsumerGroup] = {}
         self._on_changed = on_changed or (lambda group: None)
         self._new_member_id = new_member_id or (lambda: str(uuid.uuid4()))
@@ -175,7 +178,8 @@ class ConsumerGroupCoordinator:
             return self._leave(group, request, streams)
         if request.member_epoch == JOIN_EPOCH:
             if group is None:
-                group = self._groups[request.group_id] = ConsumerGroup(request.group_id)
+                epoch = self._initial_epoch(request.group_id)
+                group = self._groups[request.group_id] = ConsumerGroup(request.group_id, epoch, epoch)
             member = group.members.get(request.member_id) if request.member_id else None
             if member is None:
                 member = self._join(group, request)

@@ -16,10 +16,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from vdl_broker.cluster.features import EMPTY_CONSUMER_GROUPS_LEVEL
 from vdl_broker.cluster.groups import (
     CommittedOffset,
     commit_offsets_command,
     consumer_group_command,
+    consumer_group_empty_command,
     delete_group_command,
     delete_offsets_command,
     expire_offsets_command,
@@ -65,7 +67,8 @@ class GroupService:
         self.coordinator = GroupCoordinator(config, on_settled=self._settled,
                                             initial_generation=self._stored_generation)
         # KIP-848 groups (group.protocol=consumer): one group id is either kind, never both.
-        self.consumer_groups = ConsumerGroupCoordinator(consumer_config, on_changed=self._consumer_group_changed)
+        self.consumer_groups = ConsumerGroupCoordinator(consumer_config, on_changed=self._consumer_group_changed,
+                                                        initial_epoch=self._stored_group_epoch)
         self._term = -1
         self._retention_task: asyncio.Task[None] | None = None
         self._expiry_task: asyncio.Task[None] | None = None
@@ -104,8 +107,10 @@ class GroupService:
                 if restored is not None:
                     self.coordinator.adopt(restored)
             self.consumer_groups.clear()
-            for group_id, state in self.metadata.state.groups.consumer_groups.items():
-                self.consumer_groups.adopt(restore_consumer_group(group_id, state), self._clock_ms())
+            stored_groups = self.metadata.state.groups
+            for group_id, state in stored_groups.consumer_groups.items():
+                if stored_groups.empty_consumer_group(group_id) is None:  # an empty one is only stored
+                    self.consumer_groups.adopt(restore_consumer_group(group_id, state), self._clock_ms())
             self._term = group.term
             log.info("coordinating groups from term %d (%d groups with members)", self._term,
                      len(self.coordinator.groups()))
@@ -120,6 +125,14 @@ class GroupService:
         return group_id in self.metadata.state.groups.group_ids() or self.coordinator.group(group_id) is not None \
             or self.consumer_groups.group(group_id) is not None
 
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """A KIP-848 group: the coordinator's, or one whose members all left (stored, Empty)."""
+        live = self.consumer_groups.group(group_id)
+        if live is not None:
+            return live
+        empty = self.metadata.state.groups.empty_consumer_group(group_id)
+        return restore_consumer_group(group_id, empty) if empty is not None else None
+
     def clock_ms(self) -> int:
         return self._clock_ms()
 
@@ -127,7 +140,14 @@ class GroupService:
         return set(self.metadata.state.streams)
 
     def _consumer_group_changed(self, group: ConsumerGroup) -> None:
-        if not self.metadata.propose(consumer_group_command(group.group_id, consumer_group_state(group))):
+        if group.members:
+            command = consumer_group_command(group.group_id, consumer_group_state(group))
+        elif self.metadata.state.features.level >= EMPTY_CONSUMER_GROUPS_LEVEL:
+            # Its last member left: it stays a KIP-848 group while it has offsets, as in Kafka.
+            command = consumer_group_empty_command(group.group_id, consumer_group_state(group))
+        else:
+            command = consumer_group_command(group.group_id, None)  # forgotten (nodes on the older release)
+        if not self.metadata.propose(command):
             log.warning("consumer group %s: epoch %d not recorded (no longer the metadata leader)",
                         group.group_id, group.group_epoch)
 
@@ -142,6 +162,11 @@ class GroupService:
                                  group_id, member_id)
             except Exception:
                 log.exception("consumer group expiry pass failed")
+
+    def _stored_group_epoch(self, group_id: str) -> int:
+        """Where a KIP-848 group whose members all left resumes its group epoch (Kafka keeps it)."""
+        empty = self.metadata.state.groups.empty_consumer_group(group_id)
+        return int(empty["group_epoch"]) if empty is not None else 0
 
     def _stored_generation(self, group_id: str) -> int:
         stored = self.metadata.state.groups.groups.get(group_id)

@@ -116,3 +116,14 @@ def test_transactional_ids_expire_only_from_level_3() -> None:
     assert old.apply(4, finalize_features_command(3)).ok
     assert old.apply(5, expire_txns_command(10 ** 12, 1)).ok
     assert old.transactions.get("t") is None
+
+
+def test_an_emptied_kip848_group_is_kept_only_from_level_3() -> None:
+    """Below level 3 a KIP-848 group whose members all left is forgotten (the nodes still on the
+    release before it would keep no such group)."""
+    command = {"op": "consumer_group_empty", "group": "g", "state": {"group_epoch": 2, "members": []}}
+    state = ClusterState()
+    assert state.apply(1, {"op": "init_cluster", "cluster_id": "c", "feature_level": 2}).ok
+    assert not state.apply(2, command).ok
+    assert state.apply(3, finalize_features_command(features.EMPTY_CONSUMER_GROUPS_LEVEL)).ok
+    assert state.apply(4, command).ok

@@ -3,16 +3,20 @@ and replay giving the same state on every node."""
 
 from __future__ import annotations
 
+from vdl_broker.cluster import features
+from vdl_broker.cluster.features import finalize_features_command
 from vdl_broker.cluster.groups import (
     CommittedOffset,
     StoredMember,
     commit_offsets_command,
+    consumer_group_empty_command,
     delete_group_command,
     delete_offsets_command,
     expire_offsets_command,
     group_generation_command,
 )
 from vdl_broker.cluster.metadata import (
+    ApplyResult,
     ClusterState,
     Outcome,
     create_stream_command,
@@ -33,7 +37,7 @@ def cluster(*streams: str) -> tuple[ClusterState, list[bytes]]:
     return state, log
 
 
-def apply(state: ClusterState, log: list[bytes], command: dict) -> object:
+def apply(state: ClusterState, log: list[bytes], command: dict) -> ApplyResult:
     log.append(encode_command(command))
     [result] = state.apply_entry(len(log), [decode_command(log[-1])])
     return result
@@ -110,3 +114,34 @@ def test_malformed_group_commands_are_refused_alike_everywhere() -> None:
                 {"op": "expire_offsets", "now": None, "retention_ms": 1}]:
         assert apply(state, log, bad).outcome is Outcome.INVALID_COMMAND, bad
     assert state.groups.group_ids() == set()
+
+
+def test_a_kip848_group_whose_members_all_left_stays_one_while_it_has_offsets() -> None:
+    """Kafka keeps an empty consumer group until its offsets are gone; a classic group's generation
+    takes its id over."""
+    state, log = cluster("a", "b")
+    apply(state, log, finalize_features_command(features.EMPTY_CONSUMER_GROUPS_LEVEL))
+    empty = {"group_epoch": 4, "assignment_epoch": 4, "assignor": "uniform", "subscribed_streams": [], "target": {},
+             "members": []}
+    apply(state, log, group_generation_command("g", 0, 2, "consumer", None, None, []))  # an empty classic group
+    for group in ("g", "expiring", "taken"):
+        apply(state, log, commit_offsets_command(group, 0, {"a": (1, -1, None), "b": (2, -1, None)}))
+    for group in ("g", "expiring", "taken", "uncommitted"):
+        assert apply(state, log, consumer_group_empty_command(group, empty)).outcome is Outcome.OK
+    groups = state.groups
+    assert {g: groups.empty_consumer_group(g) for g in ("g", "expiring", "taken", "uncommitted")} == {
+        "g": empty, "expiring": empty, "taken": empty, "uncommitted": None}
+    assert "g" not in groups.groups  # it was an empty classic group's id: a KIP-848 group's now
+    assert groups.group_ids() == {"g", "expiring", "taken"}
+    apply(state, log, group_generation_command("taken", MINUTE, 1, "consumer", "range", "m-1", [MEMBER]))
+    assert groups.empty_consumer_group("taken") is None
+    # Its offsets gone, deleted or expired (counted from their commit), the group goes with them.
+    apply(state, log, delete_offsets_command("g", ["a"]))
+    assert groups.empty_consumer_group("g") == empty
+    apply(state, log, delete_offsets_command("g", ["b"]))
+    assert groups.expired_groups(10 * MINUTE, 10 * MINUTE, live=set()) == ["expiring"]
+    apply(state, log, expire_offsets_command(10 * MINUTE, 10 * MINUTE, []))
+    assert (groups.group_ids(), groups.consumer_groups) == ({"taken"}, {})
+    refused = apply(state, log, consumer_group_empty_command("x", {**empty, "members": [{"member_id": "m"}]}))
+    assert (refused.outcome, refused.message) == (
+        Outcome.INVALID_COMMAND, "consumer_group_empty: state must be an object without members")

@@ -239,3 +239,9 @@ def test_an_invalid_regex_is_refused_naming_it() -> None:
     assert refused.error is ErrorCode.INVALID_REGULAR_EXPRESSION
     assert refused.message is not None and "orders-(" in refused.message
     assert c.group("g") is None
+
+
+def test_a_group_whose_members_all_left_resumes_its_group_epoch() -> None:
+    """Kafka keeps an empty consumer group's epochs: a member joining it again starts above them."""
+    coordinator = ConsumerGroupCoordinator(ConsumerGroupConfig(SESSION_MS, 500), initial_epoch=lambda group_id: 4)
+    assert beat(coordinator, "m1", 0).member_epoch == 5

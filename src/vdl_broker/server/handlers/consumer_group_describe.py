@@ -1,12 +1,11 @@
 """ConsumerGroupDescribe (key 69): a KIP-848 group's state, epochs, assignor and members with
-their current and target assignments. A group known only by committed offsets is Empty (a
-KIP-848 group whose last member left is forgotten but for its offsets); a classic group, with
-members or emptied, or no group at all, is GROUP_ID_NOT_FOUND (Kafka's admin client then asks
-DescribeGroups)."""
+their current and target assignments; one whose members all left is Empty while it has offsets.
+A classic group -- also one known only by offsets committed without a generation -- or no group
+at all is GROUP_ID_NOT_FOUND, as Kafka's GroupMetadataManager.consumerGroupDescribe answers (its
+admin client then asks DescribeGroups)."""
 
 from __future__ import annotations
 
-from vdl_broker.groups.consumer import ASSIGNORS
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized_group, authorized_operations
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.node_view import NodeView
@@ -41,17 +40,11 @@ def _describe(node: NodeView, context: RequestContext, group_id: str) -> Describ
         return Described(error_code=int(ErrorCode.INVALID_GROUP_ID), group_id=group_id)
     if not authorized_group(node, context, Operation.DESCRIBE, group_id):
         return Described(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), group_id=group_id)
-    group = node.groups.consumer_groups.group(group_id)
+    group = node.groups.consumer_group(group_id)
     if group is None:
-        # A classic group, with members or emptied (its generation is kept), is not a consumer
-        # group, as ListGroups says: Kafka's admin client then describes it with DescribeGroups.
-        classic = (node.groups.coordinator.group(group_id) is not None
-                   or group_id in node.metadata.state.groups.groups)
-        if classic or not node.groups.known(group_id):
-            return Described(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), group_id=group_id,
-                             error_message=f"Group {group_id} is not a consumer group." if classic else
-                             f"Group {group_id} not found.")
-        return Described(error_code=0, group_id=group_id, group_state="Empty", assignor_name=ASSIGNORS[0])
+        return Described(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), group_id=group_id,
+                         error_message=f"Group {group_id} is not a consumer group." if node.groups.known(group_id)
+                         else f"Group {group_id} not found.")
     state = node.metadata.state
 
     def assignment(streams: frozenset[str]) -> Assignment:

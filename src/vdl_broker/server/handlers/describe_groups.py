@@ -38,7 +38,7 @@ def handle(node: NodeView, context: RequestContext, request: DescribeGroupsReque
         if not authorized_group(node, context, Operation.DESCRIBE, group_id):
             described.append(Described(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), group_id=group_id))
             continue
-        consumer_group = node.groups.consumer_groups.group(group_id)
+        consumer_group = node.groups.consumer_group(group_id)
         if consumer_group is not None:
             described.append(_consumer_group(consumer_group))
             continue

@@ -1,5 +1,6 @@
 """ListGroups (key 16): the groups this node coordinates, with members or only committed offsets
-(those are Empty); v4 filters by state (KIP-518), v5 by type (KIP-848); an empty filter lists
+(those are Empty: a KIP-848 group whose members all left is still a consumer group, one known
+only by offsets committed without a generation a classic one); v4 filters by state (KIP-518), v5 by type (KIP-848); an empty filter lists
 them all. As in Kafka, every node answers with the groups it coordinates: the metadata leader
 all of them, any other node none (an empty list is not an error), so a client asking every node
 (Kafka's admin clients do) finds each group once."""
@@ -34,7 +35,10 @@ def handle(node: NodeView, context: RequestContext, request: ListGroupsRequest) 
     stored = node.metadata.state.groups
     for group_id in stored.group_ids():
         kept = stored.groups.get(group_id)
-        listed[group_id] = ((kept.protocol_type or "") if kept else "", "Empty", CLASSIC)
+        if stored.empty_consumer_group(group_id) is not None:
+            listed[group_id] = (CONSUMER, "Empty", CONSUMER)  # a KIP-848 group whose members all left
+        else:  # offsets committed without a generation make a classic group (protocol type "")
+            listed[group_id] = ((kept.protocol_type or "") if kept else "", "Empty", CLASSIC)
     for group in coordinator.groups():
         listed[group.group_id] = (group.protocol_type or "", group.state.value, CLASSIC)
     # A KIP-848 group's protocol type is "consumer", as Kafka lists it.
