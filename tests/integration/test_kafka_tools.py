@@ -672,6 +672,63 @@ def test_leader_election_moves_the_leader_to_the_preferred_replica(java: JavaCli
     assert replicas(vdl, stream)[0] == preferred
 
 
+# -------------------------------------------------------------------------- kafka-metadata-quorum
+
+
+ZERO_DIRECTORY_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Uuid.ZERO_UUID as the tool prints it: VDL has no directory ids
+
+
+def test_metadata_quorum_describe_status_and_replication(java: JavaClients, target: JavaTarget) -> None:
+    """kafka-metadata-quorum sees VDL's metadata group as the quorum (DescribeQuorum, asked of any
+    node, answered by the metadata leader): its leader, every node a voter with its listeners, no
+    observers; --replication one row per voter, the leader first. About 0.3 s a target."""
+    way_in = target.tool_args()
+    described = raw_request(target.plain, m.DescribeClusterRequest())
+    started_ms = int(time.time() * 1000)
+    status_out = run(java, "kafka-metadata-quorum", *way_in, "describe", "--status").stdout
+    replication_out = run(java, "kafka-metadata-quorum", *way_in, "describe", "--replication").stdout
+    ended_ms = int(time.time() * 1000)
+    leader, nodes = described.controller_id, target.cluster.node_ids()
+    assert leader in nodes
+
+    status = dict(line.split(":", 1) for line in status_out.splitlines())
+    status = {key: value.strip() for key, value in status.items()}
+    assert list(status) == ["ClusterId", "LeaderId", "LeaderEpoch", "HighWatermark", "MaxFollowerLag",
+                            "MaxFollowerLagTimeMs", "CurrentVoters", "CurrentObservers"]
+    assert (status["ClusterId"], status["LeaderId"]) == (described.cluster_id, str(leader))
+    assert int(status["LeaderEpoch"]) >= 1
+    high_watermark = int(status["HighWatermark"])
+    assert high_watermark > 0
+    assert int(status["MaxFollowerLag"]) >= 0
+    configs = {i: target.cluster.nodes[i].config for i in nodes}
+    assert json.loads(status["CurrentVoters"]) == [
+        {"id": i,  # no "directoryId": Kafka 4.4's tool leaves a zero one out
+         "endpoints": [f"{lst.protocol}://{configs[i].advertised_address(lst)}" for lst in configs[i].client_listeners]}
+        for i in nodes]
+    assert status["CurrentObservers"] == "[]"
+
+    lines = [line.split() for line in replication_out.splitlines()]
+    assert lines[0] == ["NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
+                        "LastCaughtUpTimestamp", "Status"]
+    rows = [dict(zip(lines[0], fields, strict=True)) for fields in lines[1:]]
+    assert [(int(r["NodeId"]), r["Status"], r["DirectoryId"]) for r in rows] == (
+        [(leader, "Leader", ZERO_DIRECTORY_ID)] + [(i, "Follower", ZERO_DIRECTORY_ID) for i in nodes if i != leader])
+    leader_end = int(rows[0]["LogEndOffset"])
+    assert leader_end >= high_watermark  # asked after --status: the leader's log only grows
+    assert [int(r["Lag"]) for r in rows] == [leader_end - int(r["LogEndOffset"]) for r in rows]
+    # The leader reports its own timestamps as now; it tracks no follower fetch times (-1).
+    assert started_ms <= int(rows[0]["LastFetchTimestamp"]) == int(rows[0]["LastCaughtUpTimestamp"]) <= ended_ms
+    assert [(r["LastFetchTimestamp"], r["LastCaughtUpTimestamp"]) for r in rows[1:]] == [("-1", "-1")] * (len(nodes) - 1)
+
+    # Every node answers as the leader does: a follower forwards the request there.
+    request = m.DescribeQuorumRequest(topics=[m.DescribeQuorumRequest.TopicData(
+        topic_name="__cluster_metadata", partitions=[m.DescribeQuorumRequest.PartitionData(partition_index=0)])])
+    for i in nodes:
+        [partition] = raw_request(target.cluster.address(i, "PLAINTEXT"), request).topics[0].partitions
+        assert (partition.error_code, partition.leader_id, [v.replica_id for v in partition.current_voters]) == (
+            0, leader, nodes)
+
+
 # ------------------------------------------------------------------- kafka-log-dirs, kafka-get-offsets
 
 

@@ -149,6 +149,9 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
          lambda r: [x.error_code for x in r.responses], [TOPIC_DENIED, CLUSTER_DENIED]),
     37: (lambda: m.CreatePartitionsRequest(topics=[m.CreatePartitionsRequest.CreatePartitionsTopic(
             name=STREAM, count=2)], timeout_ms=5000), lambda r: [x.error_code for x in r.results], [TOPIC_DENIED]),
+    55: (lambda: m.DescribeQuorumRequest(topics=[m.DescribeQuorumRequest.TopicData(
+            topic_name="__cluster_metadata", partitions=[m.DescribeQuorumRequest.PartitionData(partition_index=0)])]),
+         lambda r: [r.error_code, len(r.topics)], [CLUSTER_DENIED, 0]),
     # DescribeCluster needs no ACL (as Metadata): eve may do nothing on the cluster
     57: (lambda: m.UpdateFeaturesRequest(timeout_ms=5000, feature_updates=[
             m.UpdateFeaturesRequest.FeatureUpdateKey(feature="vdl.metadata.version", max_version_level=1,

@@ -47,6 +47,7 @@ from .describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from .describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from .describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
 from .describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
@@ -138,6 +139,7 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (AlterClientQuotasRequest, AlterClientQuotasResponse),
     (DeleteRecordsRequest, DeleteRecordsResponse),
     (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+    (DescribeQuorumRequest, DescribeQuorumResponse),
     (UpdateFeaturesRequest, UpdateFeaturesResponse),
     (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
     (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
@@ -193,6 +195,8 @@ __all__ = [
     "ElectLeadersResponse",
     "DescribeLogDirsRequest",
     "DescribeLogDirsResponse",
+    "DescribeQuorumRequest",
+    "DescribeQuorumResponse",
     "DescribeUserScramCredentialsRequest",
     "DescribeUserScramCredentialsResponse",
     "FetchRequest",

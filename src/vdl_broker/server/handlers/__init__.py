@@ -41,6 +41,7 @@ from vdl_broker.server.handlers import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_quorum,
     describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
@@ -82,7 +83,7 @@ MODULES: tuple[ModuleType, ...] = (
     vdl_nodes, alter_configs, create_partitions, describe_cluster, delete_records, offset_for_leader_epoch,
     consumer_group_heartbeat, consumer_group_describe, describe_client_quotas, alter_client_quotas,
     vdl_writer_id, add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit,
-    write_txn_markers, describe_producers, describe_transactions, list_transactions,
+    write_txn_markers, describe_producers, describe_transactions, list_transactions, describe_quorum,
 )
 
 
