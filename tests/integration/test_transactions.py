@@ -190,6 +190,22 @@ def test_an_open_transaction_is_aborted_after_its_timeout(module_broker: BrokerP
         assert end(c, "slow", pid, 0, True) == ErrorCode.PRODUCER_FENCED
         part = committed_read(c, "tx-timeout")
         assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(pid, 0)]
+        # The producer's other late requests get Kafka 4.4's answers (measured), at once.
+        began = time.monotonic()
+        assert produce_txn(c, "slow", "tx-timeout", txn_batch([b"later"], pid, 0, 1)).error_code == \
+            ErrorCode.INVALID_PRODUCER_EPOCH
+        assert time.monotonic() - began < 1.0  # not after waiting for a transaction to show up
+        offset = m.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1)
+        offsets = c.request(m.TxnOffsetCommitRequest(
+            transactional_id="slow", group_id="slow-group", producer_id=pid, producer_epoch=0,
+            topics=[m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name="tx-timeout", partitions=[offset])]), 3)
+        assert [p.error_code for t in offsets.topics for p in t.partitions] == [ErrorCode.INVALID_PRODUCER_EPOCH]
+        R = m.AddPartitionsToTxnRequest
+        verified = c.request(R(transactions=[R.AddPartitionsToTxnTransaction(
+            transactional_id="slow", producer_id=pid, producer_epoch=0, verify_only=True,
+            topics=[R.AddPartitionsToTxnTopic(name="tx-timeout", partitions=[0])])]), 4)
+        assert [p.partition_error_code for t in verified.results_by_transaction for r in t.topic_results
+                for p in r.results_by_partition] == [ErrorCode.PRODUCER_FENCED]
 
 
 def test_the_aborted_index_and_open_transactions_survive_a_restart(broker: BrokerProcess) -> None:
@@ -237,7 +253,7 @@ def test_transaction_version_2_bumps_the_epoch_and_fences_the_ended_transaction(
         # Delayed requests of the ended transaction (epoch 0) must not touch the ongoing one.
         late = produce_txn(c, "tv2", "tv2-a", txn_batch([b"late"], pid, 0, 1), 12)
         assert late.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
-        assert end_v5(c, "tv2", pid, 0, False)[0] == ErrorCode.INVALID_TXN_STATE
+        assert end_v5(c, "tv2", pid, 0, False)[0] == ErrorCode.PRODUCER_FENCED  # Kafka: Ongoing, other epoch
         assert end(c, "tv2", pid, 0, False) == ErrorCode.PRODUCER_FENCED
         assert end_v5(c, "tv2", pid, 1, True) == (0, pid, 2)
         # Both commit markers (offsets 1 and 3) carry the bumped epochs.

@@ -8,10 +8,14 @@ from __future__ import annotations
 import subprocess
 from collections import Counter
 
+import pytest
+
 from tests.integration.test_transactions_clients import admin, read_all
+from tests.integration.test_transactions_epoch_limit import described
 from tests.support.cluster import DevCluster
-from tests.support.java_client import java_command
+from tests.support.java_client import JavaClients, JavaError, java_command
 from tests.support.metrics import scrape
+from tests.support.waiting import wait_until
 
 RECORDS = 2000
 THROUGHPUT = 5000  # records/s: 0.4 s of sending, so several 100 ms transactions follow each other
@@ -61,3 +65,44 @@ def test_java_transactional_producer_and_the_transactions_tool(cluster: DevClust
     # the epoch its predecessors' bumps reached (the classic protocol keeps 0 throughout).
     header, row = (line.split() for line in producers.strip().splitlines())
     assert int(row[header.index("ProducerEpoch")]) == used[("EndTxn", "5")] - 1 >= 1, producers
+
+
+def test_a_java_producer_whose_transaction_timed_out_gets_kafkas_answers_on_commit_and_on_abort(
+        cluster: DevCluster, java: JavaClients) -> None:
+    """The coordinator aborts a transaction older than transaction.timeout.ms with an epoch bump.
+    The Java producer (transaction version 2) then gets what it gets from Kafka 4.4 (measured, same
+    client): its commit (EndTxn v5 under the old epoch) INVALID_TXN_STATE, so
+    InvalidTxnStateException, fatal; its abort instead is the abort already made, answered with the
+    bumped epoch, and the producer's next transaction commits."""
+    stream = "txn-java-timeout"
+    with admin(cluster) as c:
+        c.create_stream(stream)
+
+    def open_until_timed_out(name: str) -> None:
+        java.producer(name, cluster.bootstrap_servers, **{"transactional.id": name, "transaction.timeout.ms": 1000,
+                                                           "acks": "all"})
+        java.call("init_transactions", name=name)
+        java.call("begin_transaction", name=name)
+        sent = java.call("send", name=name, topic=stream, records=[{"value": f"{name}-open"}])
+        assert all("error" not in s for s in sent), sent
+        wait_until(lambda: described(cluster, name)[1:] == (1, "CompleteAbort"), 30,
+                   f"the coordinator aborted {name}'s transaction on its timeout")
+
+    open_until_timed_out("java-timeout-commit")
+    with pytest.raises(JavaError) as fenced:
+        java.call("commit_transaction", name="java-timeout-commit")
+    # Fatal: the producer is in an error state (as with Kafka).
+    with pytest.raises(JavaError) as after:
+        java.call("abort_transaction", name="java-timeout-commit")
+    assert after.value.error == "KafkaException" and "error state" in after.value.message, after.value
+    assert fenced.value.error == "InvalidTxnStateException", fenced.value
+    open_until_timed_out("java-timeout-abort")
+    java.call("abort_transaction", name="java-timeout-abort")
+    assert described(cluster, "java-timeout-abort")[1:] == (1, "CompleteAbort")
+    java.call("begin_transaction", name="java-timeout-abort")
+    sent = java.call("send", name="java-timeout-abort", topic=stream, records=[{"value": "after"}])
+    assert all("error" not in s for s in sent), sent
+    java.call("commit_transaction", name="java-timeout-abort")
+    assert read_all(cluster.bootstrap_servers, stream, "read_committed", 1) == [b"after"]
+    for name in ("java-timeout-commit", "java-timeout-abort"):
+        java.call("close", name=name)

@@ -308,6 +308,13 @@ class TransactionsState:
         if retried or (not bump and current.epoch == epoch and current.state in (done, deciding)):
             # A retried EndTxn of a transaction already ended the same way (the answer was lost).
             if current.state not in (done, deciding):
+                # Not a retry after all. Kafka's handleEndTransaction (transaction version 2)
+                # wants the current epoch once the next transaction (Ongoing) or epoch (Empty)
+                # began: PRODUCER_FENCED. The other outcome of an ended transaction under the
+                # epoch its end bumped past is INVALID_TXN_STATE -- a commit after the
+                # coordinator's timeout abort too, as Kafka 4.4 answers it (measured).
+                if current.state in (TxnState.ONGOING, TxnState.EMPTY):
+                    return TxnResult(int(ErrorCode.PRODUCER_FENCED), current)
                 return TxnResult(int(ErrorCode.INVALID_TXN_STATE), current)
             if current.state is done and current.epoch >= FENCE_EPOCH and new_pid is not None:
                 # The abort of a timeout that exhausted the epoch: the producer moves on to a new

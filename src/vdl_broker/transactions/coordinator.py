@@ -129,18 +129,28 @@ class TransactionCoordinator:
                 continue
             try:
                 self._resume()
-                for meta in self.metadata.state.transactions.timed_out(self._clock_ms()):
-                    log.info("transaction %s (producer %d, epoch %d) timed out after %d ms: aborting",
-                             meta.transactional_id, meta.producer_id, meta.epoch, meta.timeout_ms)
-                    await self._submit(timeout_txn_command(meta.transactional_id, self._clock_ms(), meta.producer_id,
-                                                           meta.epoch))
-                self._resume()
+                await self.abort_timed_out()
                 now = self._clock_ms()
                 if self._next_expiry_ms is None or now >= self._next_expiry_ms:
                     self._next_expiry_ms = now + self.expiration_check_ms
                     await self.expire_transactional_ids()
             except Exception:
                 log.exception("transaction coordinator pass failed")
+
+    async def abort_timed_out(self) -> list[str]:
+        """Abort every ongoing transaction older than its timeout, with an epoch bump that fences
+        its producer, and start writing the markers (leader only); the transactional ids."""
+        if not self.metadata.is_leader:
+            return []
+        aborted = []
+        for meta in self.metadata.state.transactions.timed_out(self._clock_ms()):
+            log.info("transaction %s (producer %d, epoch %d) timed out after %d ms: aborting",
+                     meta.transactional_id, meta.producer_id, meta.epoch, meta.timeout_ms)
+            await self._submit(timeout_txn_command(meta.transactional_id, self._clock_ms(), meta.producer_id,
+                                                   meta.epoch))
+            aborted.append(meta.transactional_id)
+        self._resume()
+        return aborted
 
     async def expire_transactional_ids(self) -> list[str]:
         """Propose the removal of every transactional id idle for `expiration_ms` (leader only);

@@ -15,6 +15,7 @@ from vdl_broker.cluster.transactions import (
     TxnMeta,
     TxnResult,
     TxnState,
+    add_offsets_command,
     add_partitions_command,
     complete_txn_command,
     end_txn_command,
@@ -22,6 +23,7 @@ from vdl_broker.cluster.transactions import (
     init_producer_command,
     needs_new_producer_id,
     timeout_txn_command,
+    txn_offset_commit_command,
 )
 from vdl_wire.errors import ErrorCode
 from vdl_wire.records.control import MARKER_EPOCHS
@@ -271,6 +273,78 @@ def test_a_kip_890_abort_after_an_exhausting_timeout_moves_to_a_new_id() -> None
     # The producer's EndTxn v5 abort of the timed-out transaction: done, on a new id.
     aborted = run(state, end_txn_command("t", 61003, 500, 32766, False, True, new_producer_id=777))
     assert (aborted.error, aborted.meta.producer_ids(), aborted.meta.state) == (0, (777, 0), TxnState.COMPLETE_ABORT)
+
+
+def late_requests_of_epoch(state: TransactionsState, pid: int, epoch: int) -> dict[str, int]:
+    """What each request a producer may still send under `epoch` gets now (the state is kept)."""
+    saved = dict(state.txns)
+    answers = {}
+    for name, command in {
+            "EndTxn v5 commit": end_txn_command("t", 70000, pid, epoch, True, True),
+            "EndTxn v5 abort": end_txn_command("t", 70000, pid, epoch, False, True, new_producer_id=900),
+            "EndTxn v4 commit": end_txn_command("t", 70000, pid, epoch, True, False),
+            "EndTxn v4 abort": end_txn_command("t", 70000, pid, epoch, False, False),
+            "AddPartitionsToTxn": add_partitions_command("t", 70000, pid, epoch, ["b"]),
+            "AddOffsetsToTxn": add_offsets_command("t", 70000, pid, epoch, "g"),
+            "TxnOffsetCommit": txn_offset_commit_command("t", 70000, pid, epoch, "g", {"a": (5, 0, None)})}.items():
+        answers[name] = run(state, command).error
+        state.txns.clear()
+        state.txns.update(saved)
+    return answers
+
+
+# After the coordinator aborted a transaction that outlived transaction.timeout.ms (its bump
+# fences the producer), Kafka 4.4's coordinator answers the producer's late requests so
+# (measured): an EndTxn v5 abort under the old epoch is the retry of an abort (KIP-890 part 2)
+# and answers the bumped epoch; a v5 commit is INVALID_TXN_STATE (Kafka's trunk answers
+# PRODUCER_FENCED since KAFKA-20785, after 4.4). While the abort's markers are written Kafka
+# answers both EndTxn v5 CONCURRENT_TRANSACTIONS first and this once the client retries; here the
+# answer comes at once. (TxnOffsetCommit's PRODUCER_FENCED is answered INVALID_PRODUCER_EPOCH on
+# the wire, handlers/txn_offset_commit.py.)
+KAFKA_AFTER_A_TIMEOUT = {
+    "EndTxn v5 commit": ErrorCode.INVALID_TXN_STATE,
+    "EndTxn v5 abort": ErrorCode.NONE,
+    "EndTxn v4 commit": ErrorCode.PRODUCER_FENCED,
+    "EndTxn v4 abort": ErrorCode.PRODUCER_FENCED,
+    "AddPartitionsToTxn": ErrorCode.PRODUCER_FENCED,
+    "AddOffsetsToTxn": ErrorCode.PRODUCER_FENCED,
+    "TxnOffsetCommit": ErrorCode.PRODUCER_FENCED,
+}
+
+
+def test_after_a_timeout_abort_the_producers_late_requests_get_kafkas_answers() -> None:
+    state = TransactionsState()
+    init(state)
+    run(state, add_partitions_command("t", 1000, 500, 0, ["a"]))
+    run(state, add_offsets_command("t", 1001, 500, 0, "g"))
+    run(state, timeout_txn_command("t", 61001, 500, 0))
+    assert meta(state).state is TxnState.PREPARE_ABORT
+    assert late_requests_of_epoch(state, 500, 0) == KAFKA_AFTER_A_TIMEOUT  # markers being written
+    run(state, complete_txn_command("t", 61002, 500, 1))
+    assert late_requests_of_epoch(state, 500, 0) == KAFKA_AFTER_A_TIMEOUT
+    # The abort's answer names the epoch the timeout bumped to: the producer goes on with it.
+    aborted = run(state, end_txn_command("t", 70000, 500, 0, False, True))
+    assert (aborted.meta.producer_ids(), aborted.meta.state) == ((500, 1), TxnState.COMPLETE_ABORT)
+    assert run(state, add_partitions_command("t", 70001, 500, 1, ["a"])).meta.state is TxnState.ONGOING
+
+
+def test_an_end_txn_v5_one_epoch_behind_once_the_next_transaction_or_epoch_began_is_fenced() -> None:
+    """Kafka's handleEndTransaction (transaction version 2) wants the current epoch in Ongoing and
+    Empty: a delayed EndTxn v5 of the ended transaction is PRODUCER_FENCED there, whichever
+    outcome it asks."""
+    state = TransactionsState()
+    init(state)
+    run(state, add_partitions_command("t", 1, 500, 0, ["a"]))
+    run(state, end_txn_command("t", 2, 500, 0, True, True))
+    run(state, complete_txn_command("t", 3, 500, 1))
+    run(state, add_partitions_command("t", 4, 500, 1, ["a"]))
+    assert late_requests_of_epoch(state, 500, 0)["EndTxn v5 commit"] == ErrorCode.PRODUCER_FENCED
+    assert late_requests_of_epoch(state, 500, 0)["EndTxn v5 abort"] == ErrorCode.PRODUCER_FENCED
+    run(state, end_txn_command("t", 5, 500, 1, False, True))
+    run(state, complete_txn_command("t", 6, 500, 2))
+    assert init(state, expected=(500, 2)).meta.state is TxnState.EMPTY  # the producer's own bump: 3
+    assert late_requests_of_epoch(state, 500, 2)["EndTxn v5 commit"] == ErrorCode.PRODUCER_FENCED
+    assert late_requests_of_epoch(state, 500, 2)["EndTxn v5 abort"] == ErrorCode.PRODUCER_FENCED
 
 
 def test_bad_timeout_and_malformed_commands() -> None:

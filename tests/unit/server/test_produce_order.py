@@ -19,6 +19,7 @@ from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.handlers import produce
 from vdl_broker.server.partition import VERDICT_ERRORS, PartitionError
 from vdl_broker.server.producer_state import ProducerStateTable, Verdict, last_sequence
+from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import ProduceRequest
 from vdl_wire.records.batch_header import BatchHeader, parse_batch_header
 from vdl_wire.records.record_batch import RecordBatchBuilder
@@ -122,3 +123,31 @@ def test_a_request_arriving_as_an_earlier_one_stops_waiting_for_its_transaction_
 
     assert asyncio.run(run()) == [0, 0]
     assert partition.stored == [0, 5, 10]
+
+
+class NoWaitGroup:
+    """A metadata group whose wait must not be needed: the request is answerable at once."""
+
+    async def wait_for(self, predicate: Any, timeout_s: float) -> bool:
+        assert predicate(self), "the request waited for a transaction that cannot come"
+        return True
+
+
+@pytest.mark.parametrize("version", [9, 12])
+def test_a_batch_of_an_epoch_a_timeout_fenced_is_refused_at_once_as_kafka_answers(version: int) -> None:
+    """After the coordinator aborted the producer's transaction on its timeout (epoch 0 -> 1), a
+    late batch under epoch 0 gets INVALID_PRODUCER_EPOCH (Kafka: the coordinator's
+    PRODUCER_FENCED, as a produce answers it) at once, not after the wait for a transaction to
+    show up here (TXN_VISIBLE_WAIT_S)."""
+    partition = LeaderPartition()
+    aborted = TxnMeta(TXN, PID, 1, 0, TxnState.COMPLETE_ABORT, (), 60_000, -1, 1)
+    node: Any = SimpleNamespace(
+        metadata=SimpleNamespace(group=NoWaitGroup(), state=SimpleNamespace(
+            transactions=SimpleNamespace(get={TXN: aborted}.get), streams={"s": None})),
+        replicas={"s": partition}, config=SimpleNamespace(max_batch_bytes=1 << 20), metrics=None, cut_off=False,
+        authorizer=SimpleNamespace(allows=lambda *args: True), transactions=SimpleNamespace(produce_chain={}))
+    context = RequestContext(SimpleNamespace(request_api_version=version), "127.0.0.1", None)  # type: ignore[arg-type]
+    response = asyncio.run(produce.handle(node, context, request(0)))
+    assert response is not None
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert partition.stored == []

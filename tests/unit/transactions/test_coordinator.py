@@ -24,7 +24,7 @@ from vdl_broker.cluster.transactions import (
     TxnState,
 )
 from vdl_broker.transactions import coordinator as coordinator_module
-from vdl_broker.transactions.coordinator import TransactionCoordinator
+from vdl_broker.transactions.coordinator import TransactionCoordinator, error_of
 from vdl_wire.errors import ErrorCode
 
 pytestmark = pytest.mark.unit
@@ -286,6 +286,52 @@ def test_an_end_txn_bump_of_an_exhausted_epoch_takes_a_new_id_and_marks_under_th
             metadata.commit_next()
             assert (await add).error == 0  # type: ignore[union-attr]
             assert next(ids) == 902  # one new id taken, by the exhausted bump only
+        finally:
+            coordinator.close()
+
+    asyncio.run(main())
+
+
+def test_the_leader_aborts_a_timed_out_transaction_and_the_producers_end_txn_v5_gets_kafkas_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transaction older than its timeout is aborted with an epoch bump and its markers written.
+    The producer's EndTxn v5 under the old epoch then gets what Kafka 4.4 answers (measured): a
+    commit INVALID_TXN_STATE, while the markers are written and after; an abort is the abort
+    already made, answered with the bumped epoch, and proposes nothing."""
+    monkeypatch.setattr(coordinator_module, "SETTLE_WAIT_S", 3600.0)
+    now = [1]
+
+    async def main() -> None:
+        metadata, markers = FakeMetadata(), GatedMarkers()
+        coordinator = TransactionCoordinator(metadata, lambda: 500, markers, clock_ms=lambda: now[0])  # type: ignore[arg-type]
+        try:
+            await begin(metadata, coordinator)
+            markers.gate = asyncio.get_running_loop().create_future()
+            now[0] = 60_000  # not yet: the transaction began at 1 with a 60 s timeout
+            assert await coordinator.abort_timed_out() == [] and metadata.pending == []
+            now[0] = 60_001
+            timeout = asyncio.ensure_future(coordinator.abort_timed_out())
+            await settle(lambda: bool(metadata.pending))
+            assert metadata.commit_next() == "txn_timeout"
+            assert await timeout == ["t"]
+
+            async def end(commit: bool) -> TxnResult | ErrorCode:
+                ended = asyncio.ensure_future(coordinator.end("t", 500, 0, commit, True))
+                await settle(lambda: bool(metadata.pending))
+                assert metadata.commit_next() == "txn_end"
+                return await ended
+
+            assert error_of(await end(True)) is ErrorCode.INVALID_TXN_STATE  # markers not written yet
+            markers.gate.set_result(None)
+            await settle(lambda: bool(metadata.pending))
+            assert metadata.commit_next() == "txn_complete"
+            assert markers.written == [(500, 1, False)]
+            assert error_of(await end(True)) is ErrorCode.INVALID_TXN_STATE
+            aborted = await end(False)
+            assert isinstance(aborted, TxnResult) and aborted.error == 0
+            assert aborted.meta.producer_ids() == (500, 1)  # type: ignore[union-attr]
+            await idle()
+            assert metadata.pending == [] and markers.written == [(500, 1, False)]
         finally:
             coordinator.close()
 

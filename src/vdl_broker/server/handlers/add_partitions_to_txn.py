@@ -1,7 +1,8 @@
 """AddPartitionsToTxn (key 24): a producer adds streams to its ongoing transaction, on the
 transaction coordinator (the metadata leader). Only partition 0 exists. v4 (sent by brokers,
 KIP-890 part 1) batches transactions; verify_only there only checks the partitions are in the
-transaction: a stream leader here reads the replicated coordinator state itself instead."""
+transaction (a stream leader here reads the replicated coordinator state itself instead; a Kafka
+broker's check gets Kafka's answers)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,21 @@ def _topic_results(topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopi
         for p in t.partitions]) for t in topics]
 
 
+def _verified(node: NodeView, txn: str, producer_id: int, epoch: int, every: list[tuple[str, int]]) -> Code:
+    """verify_only, as Kafka's TransactionCoordinator.handleVerifyPartitionsInTransaction answers
+    (Kafka 4.4, v4 too): a fenced epoch (a timeout's or a new instance's bump) is PRODUCER_FENCED,
+    which a stream leader answers the produce as INVALID_PRODUCER_EPOCH; a partition not in the
+    transaction is TRANSACTION_ABORTABLE (KIP-890)."""
+    meta = node.transactions.state(txn)
+    if meta is None or meta.producer_id != producer_id:
+        return dict.fromkeys(every, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    if meta.epoch != epoch:
+        return dict.fromkeys(every, ErrorCode.PRODUCER_FENCED)
+    if meta.state.decided:
+        return dict.fromkeys(every, ErrorCode.CONCURRENT_TRANSACTIONS)
+    return {key: ErrorCode.NONE if key[0] in meta.streams else ErrorCode.TRANSACTION_ABORTABLE for key in every}
+
+
 async def _one(node: NodeView, context: RequestContext, txn: str, producer_id: int, epoch: int,
                topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic],
                verify_only: bool) -> Code:
@@ -50,11 +66,7 @@ async def _one(node: NodeView, context: RequestContext, txn: str, producer_id: i
         # Kafka adds nothing when any partition fails; the others answer OPERATION_NOT_ATTEMPTED.
         return {key: codes.get(key, ErrorCode.OPERATION_NOT_ATTEMPTED) for key in every}
     if verify_only:
-        meta = node.transactions.state(txn)
-        added: tuple[str, ...] = ()
-        if meta is not None and (meta.producer_id, meta.epoch) == (producer_id, epoch):
-            added = meta.streams
-        return {key: ErrorCode.NONE if key[0] in added else ErrorCode.INVALID_TXN_STATE for key in every}
+        return _verified(node, txn, producer_id, epoch, every)
     result = await node.transactions.add_partitions(txn, producer_id, epoch, sorted({n for n, _ in every}))
     return dict.fromkeys(every, error_of(result))
 

@@ -160,9 +160,12 @@ async def _await_transaction(node: NodeView, request: ProduceRequest) -> None:
     if txn is None or group is None:
         return
     wanted = {topic.name for topic in request.topic_data}
+    first = _first_transactional(request)
 
     def visible(_: object) -> bool:
         meta = node.metadata.state.transactions.get(txn)
+        if meta is not None and first is not None and meta.producer_id == first[0] and first[1] < meta.epoch:
+            return True  # fenced (a timeout's or a new instance's bump): refused now, nothing to wait for
         return meta is not None and meta.state is TxnState.ONGOING and wanted <= set(meta.streams)
 
     await group.wait_for(visible, TXN_VISIBLE_WAIT_S)

@@ -60,8 +60,12 @@ async def handle(node: NodeView, context: RequestContext, request: TxnOffsetComm
     if offsets and code is ErrorCode.NONE:
         code = error_of(await node.transactions.offset_commit(request.transactional_id, request.producer_id,
                                                                 request.producer_epoch, request.group_id, offsets))
-        if code is ErrorCode.PRODUCER_FENCED and version < FENCED_VERSION:
-            code = ErrorCode.INVALID_PRODUCER_EPOCH
+    if code is ErrorCode.PRODUCER_FENCED:
+        # Kafka 4.4 answers a fenced epoch (a timeout's or a new instance's bump) so at every
+        # version: its group coordinator verifies the transaction with the transaction
+        # coordinator and answers its PRODUCER_FENCED as a write does (AddPartitionsToTxnManager).
+        # The Java client throws ProducerFencedException for either.
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
     return _response(request, lambda name, p: refusal(name, p) or code)
 
 
