@@ -130,6 +130,7 @@ class NodeConfig:
     max_streams_per_node: int = 10_000
     # The tail caches of all the logs of this node together (recent entries kept in memory for
     # tailing readers and followers): each log holds up to 64 MiB and an equal share of this.
+    # Counted in memory, not payload: each entry's payload and its objects' ENTRY_OVERHEAD.
     tail_cache_bytes: int = 256 * MIB
     log_level: str = "INFO"
     # Kafka's broker.rack: Metadata reports it, and a consumer whose Fetch names the same rack

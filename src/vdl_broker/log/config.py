@@ -16,7 +16,7 @@ class LogConfig:
     retention_ms: int = -1  # -1 = keep forever
     retention_bytes: int = -1  # -1 = no size limit
     index_interval_bytes: int = 4096
-    tail_cache_bytes: int = 64 << 20
+    tail_cache_bytes: int = 64 << 20  # memory: payloads and tail_cache.ENTRY_OVERHEAD per entry
     fsync: bool = True
     # The stream's producer state is snapshotted at each segment roll (as Kafka does) and also
     # after this many bytes of batches applied since the last snapshot, so a restart after a

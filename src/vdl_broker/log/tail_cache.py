@@ -6,6 +6,8 @@ caching costs no copy. The cache always ends at the log's last entry; eviction d
 A node's caches share one budget (`CacheBudget`, the node's `tail_cache_bytes`): each holds at
 most its log's own capacity and at most an equal share of the budget, so a node's cache memory
 is bounded by the budget whatever the number of streams it holds (not streams x capacity).
+Capacity and budget bound memory, not payload: each entry is charged its payload and
+ENTRY_OVERHEAD, the Python objects that hold it.
 """
 
 from __future__ import annotations
@@ -14,9 +16,26 @@ import threading
 from bisect import bisect_right
 from dataclasses import dataclass
 
-from vdl_broker.log.entry import HEADER_SIZE
+# Evicted slots are deleted from the lists' fronts once they are more than half of them (each
+# deletion moves fewer slots than were evicted since the last: O(1) per entry) and more than this
+# many: a cache of a few entries does not move them at every append. Not more, so a log's dead
+# slots stay within one per cached entry (part of ENTRY_OVERHEAD), not a thousand per log
+# whatever its share: with thousands of streams, each share is a few dozen small entries.
+_COMPACT_AT = 64
 
-_COMPACT_AT = 1024
+# Memory one cached entry costs beyond its payload bytes, charged with them: with small batches
+# the objects around a payload outweigh it (a 200-byte batch costs ~900 bytes), so a cache that
+# counted payloads alone held 3-5x its budget. Measured with tracemalloc on CPython 3.11: the
+# memory a StreamLog with a cache retains per appended entry, less the same log's without a
+# cache, less the payload. A leader's entry: 619-649 B (1,024 to 20,000 entries; the same for
+# 100 B to 64 KiB payloads): this CachedEntry (88), four int objects (112), three list slots,
+# the memoryview (184), its managed buffer (120) and the FrozenBuffer object around the payload
+# (96). A follower's: 449 B (a view into a Raft frame shared by its entries, with the frame's
+# 21-byte entry header). pymalloc's 16-byte size classes, which tracemalloc does not show, bring
+# the leader's to ~680 B; evicted slots awaiting compaction (_COMPACT_AT) add at most one per
+# cached entry in each of the three lists, 24 B. The larger is charged for both, so the budget
+# is a bound. tests/unit/log/test_tail_cache_memory.py re-measures it.
+ENTRY_OVERHEAD = 704
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +57,8 @@ _EVICTED = CachedEntry(0, 0, 0, memoryview(b""), -1, -1, 0)
 
 
 class CacheBudget:
-    """Bytes the tail caches of one node may hold together, shared equally among its caches."""
+    """Bytes the tail caches of one node may hold together (payloads and ENTRY_OVERHEAD each),
+    shared equally among its caches."""
 
     def __init__(self, limit_bytes: int) -> None:
         if limit_bytes < 0:
@@ -116,7 +136,7 @@ class TailCache:
             if entry.base_offset >= 0:
                 self._data_offsets.append(entry.base_offset)
                 self._data.append(entry)
-            self.bytes += HEADER_SIZE + len(entry.data)
+            self.bytes += ENTRY_OVERHEAD + len(entry.data)
         self.evict()
 
     def evict(self) -> None:
@@ -133,9 +153,10 @@ class TailCache:
         entry = self._entries[self._head]
         self._entries[self._head] = _EVICTED
         self._head += 1
-        self.bytes -= HEADER_SIZE + len(entry.data)
+        self.bytes -= ENTRY_OVERHEAD + len(entry.data)
         if entry.base_offset >= 0:
             self._data[self._data_head] = _EVICTED
+            self._data_offsets[self._data_head] = -1  # its int object goes too (bisect starts past it)
             self._data_head += 1
 
     def _compact(self) -> None:
@@ -181,7 +202,7 @@ class TailCache:
             return
         k = self._head + index - first
         for entry in self._entries[k:]:
-            self.bytes -= HEADER_SIZE + len(entry.data)
+            self.bytes -= ENTRY_OVERHEAD + len(entry.data)
             if entry.base_offset >= 0:
                 self._data.pop()
                 self._data_offsets.pop()

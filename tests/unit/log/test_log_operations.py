@@ -20,6 +20,7 @@ from vdl_broker.log import (
 )
 from vdl_broker.log.log_start import DELETED_BELOW_FILE, load_deleted_below, save_deleted_below
 from vdl_broker.log.segment import Segment
+from vdl_broker.log.tail_cache import ENTRY_OVERHEAD
 from vdl_broker.raft.types import Entry, EntryType
 
 TIER = "component"  # real sockets, threads or sleeps in this process
@@ -265,7 +266,8 @@ def test_delete(tmp_path: Path) -> None:
 
 
 def test_tail_cache_reads_touch_no_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    log = StreamLog.open(tmp_path / "s", small_config(segment_bytes=1 << 20, tail_cache_bytes=2000))
+    cache_bytes = 20 * (ENTRY_OVERHEAD + 91)  # the last 20 or so entries of fill()'s (91-byte batches, no-ops)
+    log = StreamLog.open(tmp_path / "s", small_config(segment_bytes=1 << 20, tail_cache_bytes=cache_bytes))
     fill(log, 100)
     calls: list[str] = []
     for name in ("pread", "read", "open"):
@@ -281,7 +283,7 @@ def test_tail_cache_reads_touch_no_disk(tmp_path: Path, monkeypatch: pytest.Monk
     # older data comes from disk, and the cache stays within its budget
     assert log.read(0, 1 << 20).first_offset == 0
     assert calls
-    assert log.cache.bytes <= 2000
+    assert log.cache.bytes <= cache_bytes
     monkeypatch.undo()
     log.close()
 
@@ -388,7 +390,7 @@ def test_purge_deleted_and_reads_across_cache_boundary(tmp_path: Path) -> None:
     (tmp_path / ".old.1234.deleted" / "x.log").write_bytes(b"x")
     assert StreamLog.purge_deleted(tmp_path) == 1
     assert list(tmp_path.iterdir()) == []
-    log = StreamLog.open(tmp_path / "s", small_config(tail_cache_bytes=600))
+    log = StreamLog.open(tmp_path / "s", small_config(tail_cache_bytes=5 * (ENTRY_OVERHEAD + 91)))
     written = fill(log, 120)
     data = [bytes(e.data) for e in written if e.type == EntryType.DATA]
     assert log.cache.first_offset is not None and log.cache.first_offset > 0

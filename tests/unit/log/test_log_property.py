@@ -13,6 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from log_testing import make_batch
 
 from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.log.tail_cache import ENTRY_OVERHEAD
 from vdl_broker.raft.types import Entry, EntryType
 
 SLOW = True  # a minute or more: left out of make test-unit, run by make test
@@ -41,7 +42,7 @@ class LogMachine(RuleBasedStateMachine):
         self.start_offset = 0
         self.term = 1
 
-    @initialize(cache=st.sampled_from([0, 400, 1 << 20]), segment_bytes=st.sampled_from([300, 700, 5000]))
+    @initialize(cache=st.sampled_from([0, 2 * ENTRY_OVERHEAD + 400, 1 << 20]), segment_bytes=st.sampled_from([300, 700, 5000]))
     def open(self, cache: int, segment_bytes: int) -> None:
         self.config = LogConfig(segment_bytes=segment_bytes, index_interval_bytes=90, tail_cache_bytes=cache,
                                 fsync=False)

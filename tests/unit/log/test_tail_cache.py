@@ -9,8 +9,7 @@ import gc
 import weakref
 
 from vdl_broker.log import FrozenBuffer
-from vdl_broker.log.entry import HEADER_SIZE
-from vdl_broker.log.tail_cache import CachedEntry, TailCache
+from vdl_broker.log.tail_cache import ENTRY_OVERHEAD, CachedEntry, TailCache
 
 BATCH = 1000
 
@@ -21,7 +20,7 @@ def _entry(index: int, data: memoryview) -> CachedEntry:
 
 
 def test_an_evicted_entrys_buffer_is_released_at_once() -> None:
-    cache = TailCache(capacity_bytes=3 * (HEADER_SIZE + BATCH))
+    cache = TailCache(capacity_bytes=3 * (ENTRY_OVERHEAD + BATCH))
     buffers: list[weakref.ref[FrozenBuffer]] = []
     for index in range(1, 11):
         buffer = FrozenBuffer(bytes([index]) * BATCH)
@@ -30,7 +29,7 @@ def test_an_evicted_entrys_buffer_is_released_at_once() -> None:
         del buffer
     gc.collect()
     assert [ref() is not None for ref in buffers] == [False] * 7 + [True] * 3
-    assert cache.first_index == 8 and cache.first_offset == 70 and cache.bytes == 3 * (HEADER_SIZE + BATCH)
+    assert cache.first_index == 8 and cache.first_offset == 70 and cache.bytes == 3 * (ENTRY_OVERHEAD + BATCH)
     # What is cached reads as before.
     assert [bytes(e.data) for e in cache.entries(8, 11)] == [bytes([i]) * BATCH for i in (8, 9, 10)]
     data, k = cache.data_from(85)

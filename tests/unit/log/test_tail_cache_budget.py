@@ -9,12 +9,11 @@ import pytest
 from log_testing import data_entry
 
 from vdl_broker.log import LogConfig, StreamLog
-from vdl_broker.log.entry import HEADER_SIZE
-from vdl_broker.log.tail_cache import CacheBudget
+from vdl_broker.log.tail_cache import ENTRY_OVERHEAD, CacheBudget
 
 pytestmark = pytest.mark.unit
 
-ENTRY_BYTES = HEADER_SIZE + 61 + 939  # a batch header and 939 body bytes
+ENTRY_BYTES = ENTRY_OVERHEAD + 61 + 939  # a batch header and 939 body bytes, and the objects holding them
 
 
 def fill(log: StreamLog, count: int) -> None:

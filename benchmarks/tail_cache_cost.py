@@ -1,0 +1,152 @@
+"""Micro-benchmark of the tail cache, outside the broker: memory per cached entry and the time of
+the reads it serves and of the appends that fill it, for this tree and (same run) a baseline tree.
+
+    .venv/bin/python -m benchmarks.tail_cache_cost [--baseline-src DIR] [--rounds 5]
+
+DIR is another checkout's `src` (e.g. `git archive main src | tar -x -C /tmp/base`). Each round
+runs the measurement once per tree in a fresh process, the trees alternating; the table gives
+medians over the rounds and the ratio to the baseline.
+
+- memory: tracemalloc, per entry appended to a StreamLog with a 1 GiB cache, less the same log's
+  without a cache, less the payload; payloads as a leader's (one FrozenBuffer per batch) and a
+  follower's (views into one Raft frame per 64 entries).
+- read: log.read() served by the cache of 4,000 batches of 300 B: a tailing consumer (the last 5)
+  and a 1 MiB fetch from 4,000 back.
+- add: TailCache.add of one 300 B entry to a full cache of 1,000 entries (each add evicts one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent.parent
+WIRE_ENTRY_HEADER = 21  # index, term, type, size before each entry of a Raft frame (raft/wire.py)
+FRAME = 64
+
+
+def _measure() -> dict[str, float]:
+    """Runs in a child whose sys.path starts with the tree under test."""
+    from vdl_broker.log import FrozenBuffer, LogConfig, StreamLog
+    from vdl_broker.log.tail_cache import CacheBudget, CachedEntry, TailCache
+    from vdl_broker.raft.types import Entry, EntryType
+    from vdl_wire.records.batch_header import HEADER, LOG_OVERHEAD, MAGIC
+
+    def make_batch(base_offset: int, size: int) -> bytes:
+        """A batch header the log accepts (one record), zero filler as body."""
+        buf = bytearray(size)
+        HEADER.pack_into(buf, 0, base_offset, size - LOG_OVERHEAD, 0, MAGIC, 0, 0, 0, 0, 0, 0, 0, 0, 1)
+        return bytes(buf)
+
+    def entries(index: int, count: int, size: int, follower: bool) -> list[Entry]:
+        payloads = [make_batch(index - 1 + i, size) for i in range(count)]
+        if not follower:
+            return [Entry(index + i, 1, EntryType.DATA, memoryview(FrozenBuffer(p))) for i, p in enumerate(payloads)]
+        frame = memoryview(FrozenBuffer(b"".join(bytes(WIRE_ENTRY_HEADER) + p for p in payloads)))
+        step = WIRE_ENTRY_HEADER + size
+        return [Entry(index + i, 1, EntryType.DATA, frame[i * step + WIRE_ENTRY_HEADER:(i + 1) * step])
+                for i in range(count)]
+
+    def retained(directory: Path, cache: int, size: int, count: int, follower: bool) -> float:
+        log = StreamLog.open(directory, LogConfig(fsync=False, tail_cache_bytes=cache), cache_budget=CacheBudget(cache))
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        for start in range(0, count, FRAME):
+            log.append(entries(start + 1, min(FRAME, count - start), size, follower))
+        gc.collect()
+        used = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        log.close()
+        return used / count
+
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        for size, count in ((300, 2048), (65536, 128)):
+            for follower in (False, True):
+                name = f"{size}{follower}"
+                cached = retained(root / f"c{name}", 1 << 30, size, count, follower)
+                bare = retained(root / f"n{name}", 0, size, count, follower)
+                out[f"memory/entry beyond payload, {'follower' if follower else 'leader'} {size} B"] = \
+                    cached - bare - size
+
+        log = StreamLog.open(root / "read", LogConfig(fsync=False, tail_cache_bytes=1 << 30))
+        for start in range(0, 4000, FRAME):
+            log.append(entries(start + 1, min(FRAME, 4000 - start), 300, False))
+        end = log.log_end_offset
+        for label, back, calls in (("read, tail 5 batches", 5, 20000), ("read, 1 MiB from cache", 4000, 300)):
+            times = []
+            for _ in range(5):
+                started = time.perf_counter_ns()
+                for _ in range(calls):
+                    log.read(end - back, 1 << 20, end)
+                times.append((time.perf_counter_ns() - started) / calls)
+            out[f"{label} (ns)"] = statistics.median(times)
+        log.close()
+
+    from vdl_broker.log import tail_cache
+    # what this tree charges per entry (a tree before ENTRY_OVERHEAD charged the 25-byte header)
+    charge = getattr(tail_cache, "ENTRY_OVERHEAD", 25) + 300
+    cache = TailCache(1000 * charge)
+    payload = memoryview(bytes(300))
+    made = [CachedEntry(i, 1, 1, payload, 10 * i, 10 * i + 9, 10 * i + 10) for i in range(1, 41001)]
+    for entry in made[:1000]:
+        cache.add([entry])
+    started = time.perf_counter_ns()
+    for entry in made[1000:]:
+        cache.add([entry])
+    out["add with eviction (ns)"] = (time.perf_counter_ns() - started) / 40000
+    assert len(cache) == 1000
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--baseline-src", type=Path, help="a baseline checkout's src directory")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        sys.path.insert(0, str(args.child))
+        print(json.dumps(_measure()))
+        return
+    from benchmarks.report import Report
+
+    trees = {"this": HERE / "src"}
+    if args.baseline_src:
+        trees["baseline"] = args.baseline_src.resolve()
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
+    for round_number in range(args.rounds):
+        order = list(trees) if round_number % 2 == 0 else list(reversed(trees))
+        for name in order:
+            output = subprocess.run([sys.executable, "-m", "benchmarks.tail_cache_cost", "--child", str(trees[name])],
+                                    cwd=HERE, check=True, capture_output=True, text=True).stdout
+            runs[name].append(json.loads(output))
+    report = Report("tail_cache_cost")
+    rows = []
+    for key in runs["this"][0]:
+        this = statistics.median(run[key] for run in runs["this"])
+        report.add(key, this, "B" if key.startswith("memory") else "ns", higher_is_better=False)
+        row: list[object] = [key, f"{this:.0f}"]
+        if "baseline" in runs:
+            base = statistics.median(run[key] for run in runs["baseline"])
+            ratios = [t[key] / b[key] for t, b in zip(runs["this"], runs["baseline"], strict=True)]
+            row += [f"{base:.0f}", f"{statistics.median(ratios):.3f}"]
+        rows.append(row)
+    header = ["measure (median of rounds)", "this", "baseline", "ratio (median per round)"]
+    report.side_by_side(f"this tree vs baseline, {args.rounds} alternating rounds", header[:len(rows[0])], rows)
+    report.finish()
+
+
+if __name__ == "__main__":
+    main()
