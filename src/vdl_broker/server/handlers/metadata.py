@@ -51,6 +51,13 @@ def _topic(node: NodeView, name: str, cut_off: bool = False,
         isr = [leader] if leader > 0 else []
     else:
         leader, isr = node.replicas.leader_view(name, info, first_hand)
+    # A view learned before a node left the cluster (a decommission, a removal) may still name it:
+    # a leader missing from the answer's brokers is "no leader" (clients ask again), never a node
+    # the client cannot find (kafka-python's sender then fails on every loop, for good).
+    known = node.metadata.state.nodes
+    if leader > 0 and leader not in known and leader != node.node_id:
+        leader = -1
+    isr = [replica for replica in isr if replica in known or replica == node.node_id]
     error = ErrorCode.NONE if leader > 0 else ErrorCode.LEADER_NOT_AVAILABLE
     # The leader epoch is the stream's Raft term (KIP-320: clients validate their position with
     # OffsetForLeaderEpoch when it changes); -1 ("unknown") where this node has no replica, or
