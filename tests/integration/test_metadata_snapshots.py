@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.raft_groups import ticking
 from tests.support.waiting import until
 from vdl_broker.cluster.groups import commit_offsets_command
 from vdl_broker.cluster.metadata import (
@@ -165,15 +166,7 @@ def test_a_follower_behind_the_truncated_log_gets_the_snapshot(tmp_path: Path) -
         for i, stream_log in logs.items():
             groups[i] = RaftGroup("__metadata", i, [1, 2, 3], stream_log, send, config=config,
                                   apply=machines[i].apply, state_machine=machines[i], rng=random.Random(i))
-            groups[i].start()
-
-        async def tick() -> None:
-            while True:
-                await asyncio.sleep(0.01)
-                for group in groups.values():
-                    group.tick()
-        ticker = asyncio.get_running_loop().create_task(tick())
-        try:
+        async with ticking(groups, logs.values()):
             groups[1].campaign()
             await until(lambda: groups[1].leader_ready, 10)
             await _write(groups[1], _setup_commands())
@@ -185,12 +178,6 @@ def test_a_follower_behind_the_truncated_log_gets_the_snapshot(tmp_path: Path) -
             await until(lambda: groups[3].applied_through >= groups[1].commit_index, 30)
             assert machines[3].state.groups.offsets == machines[1].state.groups.offsets
             assert logs[3].first_index > 1000  # its log was reset after the snapshot it got
-        finally:
-            ticker.cancel()
-            for group in groups.values():
-                await group.stop(transfer=False)
-            for stream_log in logs.values():
-                stream_log.close()
 
     asyncio.run(body())
 

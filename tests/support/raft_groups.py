@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -387,3 +388,29 @@ async def until(condition: Callable[[], object], timeout: float = 10.0, message:
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout:.1f} virtual s waiting for {message or condition}")
         await asyncio.sleep(0.001)
+
+
+@asynccontextmanager
+async def ticking(groups: Mapping[int, RaftGroup], logs: Iterable[StreamLog],
+                  every_s: float = 0.01) -> AsyncIterator[None]:
+    """Start RaftGroups wired to each other without a transport (their `send` steps the
+    destination group) and tick them every `every_s` while the block runs; then stop them and
+    close their logs."""
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            for group in groups.values():
+                group.tick()
+
+    for group in groups.values():
+        group.start()
+    ticker = asyncio.get_running_loop().create_task(tick())
+    try:
+        yield
+    finally:
+        ticker.cancel()
+        for group in groups.values():
+            await group.stop(transfer=False)
+        for stream_log in logs:
+            stream_log.close()

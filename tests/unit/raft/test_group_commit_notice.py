@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import virtual_time
+from tests.support.raft_groups import ticking
 from tests.support.waiting import until
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.config import RaftConfig
@@ -51,27 +52,12 @@ async def _run(tmp_path: Path) -> None:
         groups[i] = RaftGroup("g", i, ids, logs[i], send, apply=apply_on(i), rng=random.Random(i),
                               config=RaftConfig(election_ticks=5, max_committed_bytes=1))
 
-    async def tick() -> None:
-        while True:
-            await asyncio.sleep(0.01)
-            for group in groups.values():
-                group.tick()
-
-    for group in groups.values():
-        group.start()
-    ticker = asyncio.get_running_loop().create_task(tick())
-    try:
+    async with ticking(groups, logs.values()):
         await until(lambda: any(g.leader_ready for g in groups.values()), 10, "a leader")
         leader = next(g for g in groups.values() if g.leader_ready)
         proposals = [leader.propose(b"x" * 100, EntryType.METADATA) for _ in range(200)]
         await asyncio.wait_for(asyncio.gather(*(p.committed for p in proposals)), 20)
         last = proposals[-1].index
         await until(lambda: all(applied[i] >= last for i in ids), 10, "every replica applying the burst")
-    finally:
-        ticker.cancel()
-        for group in groups.values():
-            await group.stop(transfer=False)
-        for stream_log in logs.values():
-            stream_log.close()
     assert max(told) >= last  # the followers did learn the commits (through the burst)
     assert ahead == [], f"commit indexes sent before the sender applied them: {ahead[:5]}"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import virtual_time
+from tests.support.raft_groups import ticking
 from tests.support.waiting import until
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.group_commit import GroupCommit, _SyncJob
@@ -70,16 +71,7 @@ async def _run(tmp_path: Path) -> dict[Path, int]:
         groups[i] = RaftGroup("g", i, ids, logs[i], send, apply=ignore, rng=random.Random(i),
                               config=RaftConfig(election_ticks=5))
 
-    async def tick() -> None:
-        while True:
-            await asyncio.sleep(0.01)
-            for group in groups.values():
-                group.tick()
-
-    for group in groups.values():
-        group.start()
-    ticker = asyncio.get_running_loop().create_task(tick())
-    try:
+    async with ticking(groups, logs.values()):
         await until(lambda: any(g.leader_ready for g in groups.values()), 10, "a leader")
         leader = next(g for g in groups.values() if g.leader_ready)
         proposals = []
@@ -91,9 +83,3 @@ async def _run(tmp_path: Path) -> dict[Path, int]:
         last = proposals[-1].index
         await until(lambda: all(log.durable_index >= last for log in logs.values()), 10, "every replica durable")
         return {logs[i].directory: logs[i].last_index for i in ids}
-    finally:
-        ticker.cancel()
-        for group in groups.values():
-            await group.stop(transfer=False)
-        for stream_log in logs.values():
-            stream_log.close()
