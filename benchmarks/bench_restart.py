@@ -57,7 +57,7 @@ def build(directory: Path, batches: int, segment_bytes: int) -> tuple[int, int]:
     """The log, with a state snapshot at each roll (as a replica writes them) in `rolls/` and one
     at the end (a clean close) in `close/`. Returns (segments, bytes)."""
     log = StreamLog.open(directory, config(segment_bytes))
-    table, txns = ProducerStateTable(), StreamTxns()
+    table, txns = ProducerStateTable(0), StreamTxns()
     segments = 1
     for i in range(batches):
         builder = RecordBatchBuilder(producer_id=1000 + i % PRODUCERS, producer_epoch=0, base_sequence=i // PRODUCERS)
@@ -150,7 +150,7 @@ def main() -> None:
             started = time.process_time()
             log = StreamLog.open(directory, config(segment_bytes))
             opened = time.process_time()
-            rebuilt = rebuild_producer_state(log, log.log_end_offset)
+            rebuilt = rebuild_producer_state(log, log.log_end_offset, 0)
             spent = time.process_time() - opened
             opens.append(opened - started)
             assert len(rebuilt.table) == PRODUCERS

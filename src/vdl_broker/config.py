@@ -119,6 +119,10 @@ class NodeConfig:
     # every transaction.remove.expired.transaction.cleanup.interval.ms (transactions/coordinator.py).
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    # Kafka's producer.id.expiration.ms and producer.id.expiration.check.interval.ms (KIP-854): a
+    # stream's replica forgets an idempotent producer without a batch this long (server/producer_state.py).
+    producer_id_expiration_ms: int = 24 * 3600 * 1000
+    producer_id_expiration_check_interval_ms: int = 600_000
     # Kafka's offset.metadata.max.bytes: longer commit metadata gets OFFSET_METADATA_TOO_LARGE.
     offset_metadata_max_bytes: int = 4096
     # The metadata state is snapshotted after this many metadata entries, or this many bytes of
@@ -273,6 +277,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--offsets-retention-check-ms", type=int)
     parser.add_argument("--transactional-id-expiration-ms", type=int)
     parser.add_argument("--transaction-remove-expired-transaction-cleanup-interval-ms", type=int)
+    parser.add_argument("--producer-id-expiration-ms", type=int)
+    parser.add_argument("--producer-id-expiration-check-interval-ms", type=int)
     parser.add_argument("--join", action=argparse.BooleanOptionalAction, default=None,
                         help="join the running cluster named by [[peers]] (a new node)")
     parser.add_argument("--recovery-rate-bytes", type=int)
@@ -453,7 +459,8 @@ def validate(config: NodeConfig) -> None:
                           f"{config.metadata_snapshot_entries} and {config.metadata_snapshot_bytes}")
     if config.offsets_retention_minutes < 0 or config.offsets_retention_check_ms < 1:
         raise ConfigError("offsets_retention_minutes must be >= 0 and offsets_retention_check_ms >= 1")
-    for name in ("transactional_id_expiration_ms", "transaction_remove_expired_transaction_cleanup_interval_ms"):
+    for name in ("transactional_id_expiration_ms", "transaction_remove_expired_transaction_cleanup_interval_ms",
+                 "producer_id_expiration_ms", "producer_id_expiration_check_interval_ms"):
         if getattr(config, name) < 1:
             raise ConfigError(f"{name} must be >= 1, got {getattr(config, name)}")
     if config.node_id < 1:

@@ -367,3 +367,53 @@ def test_an_idle_transactional_id_expires_and_its_next_producer_starts_afresh(
         assert (second_pid != first_pid, second_epoch) == (True, 0)
     assert [value for _, value in read_to_end(broker.bootstrap, "tx-expire", "read_committed", 2)] == [
         b"first", b"second"]
+
+
+def test_an_idle_idempotent_producer_is_forgotten_and_a_busy_one_kept(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
+    """Kafka's producer.id.expiration.ms (KIP-854), with confluent-kafka's idempotent producers: a
+    stream forgets a producer without a batch that long (DescribeProducers no longer lists it),
+    so its producer table does not grow with every producer id it ever saw; a producer still
+    writing stays."""
+    import confluent_kafka
+
+    broker = broker_factory(producer_id_expiration_ms=EXPIRATION_MS, producer_id_expiration_check_interval_ms=100)
+
+    def producer() -> confluent_kafka.Producer:
+        return confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True,
+                                         "linger.ms": 0})
+
+    def send(p: confluent_kafka.Producer, value: bytes) -> None:
+        p.produce("pid-expire", value)
+        assert p.flush(30) == 0
+
+    def described(c: BrokerClient) -> list[int]:
+        [topic] = c.request(m.DescribeProducersRequest(topics=[m.DescribeProducersRequest.TopicRequest(
+            name="pid-expire", partition_indexes=[0])]), 0).topics
+        return sorted(p.producer_id for p in topic.partitions[0].active_producers)
+
+    with client(broker.bootstrap) as c:
+        c.create_stream("pid-expire")
+        idle, busy = producer(), producer()
+        send(idle, b"idle-1")
+        idle_last = time.time()
+        send(busy, b"busy-1")
+        both = described(c)
+        assert len(both) == 2
+        sent = 1
+
+        def only_busy_left() -> bool:
+            nonlocal sent
+            sent += 1
+            send(busy, b"busy-%d" % sent)
+            return len(described(c)) == 1
+
+        wait_until(only_busy_left, 30, "the idle producer is forgotten")
+        # Never before its expiration: its last batch was acknowledged before idle_last.
+        assert time.time() - idle_last >= EXPIRATION_MS / 1000
+        [kept] = described(c)
+        assert kept in both
+        send(idle, b"idle-2")  # a forgotten producer writes on: accepted, listed again
+        assert described(c) == both
+    assert [value for _, value in read_to_end(broker.bootstrap, "pid-expire", "read_uncommitted", 2 + sent)] == [
+        b"idle-1", b"busy-1", *(b"busy-%d" % n for n in range(2, sent + 1)), b"idle-2"]

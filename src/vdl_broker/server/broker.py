@@ -322,10 +322,15 @@ class Broker:
                  ", mutual TLS" if self.config.raft_tls and self.config.raft_listen else "")
 
     async def _retention_loop(self) -> None:
+        next_expiry = time.monotonic() + self.config.producer_id_expiration_check_interval_ms / 1000
         while True:
-            await asyncio.sleep(self.config.retention_check_ms / 1000)
+            wait_s = min(self.config.retention_check_ms / 1000, max(0.0, next_expiry - time.monotonic()))
+            await asyncio.sleep(wait_s)
             try:
                 self.replicas.apply_retention()
+                if time.monotonic() >= next_expiry:
+                    next_expiry = time.monotonic() + self.config.producer_id_expiration_check_interval_ms / 1000
+                    self.replicas.expire_producers(int(time.time() * 1000))
             except Exception:
                 log.exception("retention pass failed")
 

@@ -42,6 +42,7 @@ import asyncio
 import copy
 import logging
 import struct
+import time
 from dataclasses import dataclass
 
 from vdl_broker.cluster.stream_configs import StreamSettings
@@ -133,6 +134,11 @@ class AppendHandle:
             raise self.partition.proposal_error(failure)
 
 
+def _now_ms() -> int:
+    """Wall-clock ms: producers' idle times survive a restart in the state snapshots."""
+    return int(time.time() * 1000)
+
+
 class Partition:
     """Partition 0 of one stream's topic, replicated by its Raft group (`attach` it right after
     creating the group with `apply=partition.on_apply, on_snapshot=partition.on_snapshot`)."""
@@ -143,9 +149,9 @@ class Partition:
         self.node_id = node_id
         self.settings = settings  # the stream's config as applied here (None: the node's defaults)
         self.group: RaftGroup | None = None
-        self.producers = ProducerStateTable()  # committed batches, on every replica
+        self.producers = ProducerStateTable(_now_ms())  # committed batches, on every replica
         self.txns = StreamTxns()  # committed transactions: open ones (the LSO) and aborted ones
-        self._leader_producers = ProducerStateTable()  # while leading: this term's view
+        self._leader_producers = ProducerStateTable(_now_ms())  # while leading: this term's view
         self._leader_markers: dict[int, LastMarker] = {}  # while leading: each producer's last marker
         self.closed = False
         self._serving = (-1, -1)  # (term, write failures) this node serves as leader for
@@ -327,7 +333,7 @@ class Partition:
         """The committed producer table from the log's DATA entries up to Raft index
         `through_index` (at open: the group replays only the entries after it)."""
         end = self._applied_offset(through_index)
-        rebuilt = rebuild_producer_state(self.log, end)
+        rebuilt = rebuild_producer_state(self.log, end, _now_ms())
         self.producers, self.txns = rebuilt.table, rebuilt.txns
         self.rebuilt_from, self.rebuilt_batches = rebuilt.snapshot_offset, rebuilt.batches_replayed
         # What was replayed is not in a snapshot either: it counts toward the next one by size.
@@ -357,6 +363,7 @@ class Partition:
 
     def on_apply(self, entries: list[Entry]) -> None:
         """RaftGroup apply callback: committed entries, in order, on every replica."""
+        self.producers.now_ms = _now_ms()
         for entry in entries:
             if entry.type == EntryType.DATA:
                 self._unsnapshotted_bytes += len(entry.data)
@@ -398,11 +405,20 @@ class Partition:
         forget_markers_before(self._leader_markers, start)
         self.txns.forget_before(start)
 
+    def expire_producers(self, now_ms: int, idle_ms: int, writer_idle_ms: int) -> int:
+        """Forget the producers idle that long here (ProducerStateTable.expire), but those of open
+        transactions, in the committed table and the leader's; returns how many went. Each
+        replica decides on its own clock, as each Kafka replica does."""
+        open_txns = self.txns.open
+        gone = self.producers.expire(now_ms, idle_ms, writer_idle_ms, open_txns)
+        self._leader_producers.expire(now_ms, idle_ms, writer_idle_ms, open_txns)
+        return len(gone)
+
     def on_snapshot(self, snapshot: SnapshotMeta) -> None:
         """The leader reset our log start (we lagged behind its retention): the producer state
         of the dropped prefix is gone, as after retention (KIP-360 accepts unknown producers);
         everything before the new start is committed."""
-        self.producers = ProducerStateTable()
+        self.producers = ProducerStateTable(_now_ms())
         self.txns = StreamTxns()
         self._high_watermark = max(self._high_watermark, self.log.log_start_offset)
 
@@ -455,6 +471,7 @@ class Partition:
             raise self.not_leader_error() from None
         self._next_offset = last_offset + 1
         if idempotent:
+            self._leader_producers.now_ms = _now_ms()
             record_batch(self._leader_producers, header, base_offset)
         elif marker is not None and marker.coordinator_epoch > 0:
             self._leader_markers[header.producer_id] = LastMarker(marker.coordinator_epoch, base_offset)

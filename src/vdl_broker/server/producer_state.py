@@ -9,6 +9,10 @@ A restart does not read the whole log for it: the state (with the stream's trans
 saved as a log state snapshot at each segment roll and at a clean close (`encode_state`), and
 `rebuild_producer_state` loads the newest usable one and replays only the batches after it, as
 Kafka's ProducerStateManager does with its `<offset>.snapshot` files.
+
+A producer without a batch for a while is forgotten (`expire`), as Kafka forgets it after
+`producer.id.expiration.ms` (KIP-854), so the table does not grow with every producer id a stream
+ever saw when retention never removes its batches.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import hashlib
 import logging
 import struct
 from collections import deque
+from collections.abc import Container
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -61,6 +66,7 @@ class BatchMetadata:
 class ProducerEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
+    last_ms: int = 0  # the table's clock when its last batch was booked
 
     @property
     def last_seq(self) -> int:
@@ -77,10 +83,12 @@ def _in_sequence(last_seq: int, next_first_seq: int) -> bool:
 
 
 class ProducerStateTable:
-    """The producers of one stream."""
+    """The producers of one stream. `now_ms` is the owner's wall clock (ms), set before it books
+    batches: each producer's entry keeps the time of its last batch, for `expire`."""
 
-    def __init__(self) -> None:
+    def __init__(self, now_ms: int) -> None:
         self._producers: dict[int, ProducerEntry] = {}
+        self.now_ms = now_ms
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -113,6 +121,7 @@ class ProducerStateTable:
             entry = ProducerEntry(epoch)
             self._producers[producer_id] = entry
         entry.batches.append(BatchMetadata(first_seq, last_seq, base_offset))
+        entry.last_ms = self.now_ms
 
     def producer_ids(self) -> list[int]:
         return list(self._producers)
@@ -140,6 +149,24 @@ class ProducerStateTable:
             if not entry.batches:
                 del self._producers[producer_id]
 
+    def expire(self, now_ms: int, idle_ms: int, writer_idle_ms: int, keep: Container[int]) -> list[int]:
+        """Forget the producers whose last batch was booked `idle_ms` or more before `now_ms`
+        (writer-keyed ids, `ProducerIdAllocator.derived`: `writer_idle_ms`), except those in `keep`
+        (an open transaction's); returns their ids. Kafka: ProducerStateManager.removeExpiredProducers.
+        A forgotten producer's next batch is accepted at any sequence (KIP-360), so a retry of a
+        batch older than that is stored again."""
+        self.now_ms = now_ms
+        gone = [producer_id for producer_id, entry in self._producers.items()
+                if producer_id not in keep
+                and now_ms - entry.last_ms >= (writer_idle_ms if producer_id >= WRITER_SPACE else idle_ms)]
+        for producer_id in gone:
+            del self._producers[producer_id]
+        return gone
+
+
+# Writer-keyed producer ids (VdlWriterId) live in the top bit of the positive int64 range.
+WRITER_SPACE = 1 << 62
+
 
 @dataclass
 class ProducerIdAllocator:
@@ -154,14 +181,12 @@ class ProducerIdAllocator:
     start_ms: int
     _next: int = -1
 
-    WRITER_SPACE: int = 1 << 62
-
     def __post_init__(self) -> None:
         # Room for 2**20 ids per millisecond of start time before two starts could collide.
-        self._next = (self.start_ms << 20) % self.WRITER_SPACE
+        self._next = (self.start_ms << 20) % WRITER_SPACE
 
     def observe(self, producer_id: int) -> None:
-        if producer_id < self.WRITER_SPACE and producer_id >= self._next:
+        if producer_id < WRITER_SPACE and producer_id >= self._next:
             self._next = producer_id + 1
 
     def allocate(self) -> int:
@@ -171,8 +196,8 @@ class ProducerIdAllocator:
 
     def derived(self, writer_key: str) -> tuple[int, int]:
         digest = hashlib.sha256(writer_key.encode()).digest()
-        value = int.from_bytes(digest[:8], "big") % self.WRITER_SPACE
-        return self.WRITER_SPACE + value, 0
+        value = int.from_bytes(digest[:8], "big") % WRITER_SPACE
+        return WRITER_SPACE + value, 0
 
 
 def record_batch(table: ProducerStateTable, header: BatchHeader, base_offset: int) -> None:
@@ -212,15 +237,17 @@ def replay_producer_state(stream_log: StreamLog, table: ProducerStateTable, end_
 
 
 # -- snapshots (kept by the log: StreamLog.save_state_snapshot) ----------------------------------
-# Payload (big-endian): version u8 | producers u32, each: id i64, epoch i16, batches u8, each:
-# first sequence i32, last sequence i32, base offset i64 | open transactions u32, each: producer
-# id i64, first offset i64 | aborted transactions u32, each: last offset i64, producer id i64,
-# first offset i64 | (version 2) last markers u32, each: producer id i64, coordinator epoch i32,
-# offset i64. Version 1 (no markers) is still read.
-STATE_VERSION = 2
-_READS = (1, 2)
+# Payload (big-endian): version u8 | producers u32, each: id i64, epoch i16, (version 3) time of
+# its last batch i64 (ms), batches u8, each: first sequence i32, last sequence i32, base offset
+# i64 | open transactions u32, each: producer id i64, first offset i64 | aborted transactions
+# u32, each: last offset i64, producer id i64, first offset i64 | (version 2) last markers u32,
+# each: producer id i64, coordinator epoch i32, offset i64. Versions 1 (no markers) and 2 (no
+# times: their producers count as seen when the snapshot is read) are still read.
+STATE_VERSION = 3
+_READS = (1, 2, 3)
 _U8, _U32 = struct.Struct(">B"), struct.Struct(">I")
-_PRODUCER = struct.Struct(">qhB")
+_PRODUCER = struct.Struct(">qhqB")
+_PRODUCER_V2 = struct.Struct(">qhB")
 _BATCH = struct.Struct(">iiq")
 _OPEN = struct.Struct(">qq")
 _ABORTED = struct.Struct(">qqq")
@@ -230,7 +257,7 @@ _MARKER = struct.Struct(">qiq")
 def encode_state(table: ProducerStateTable, txns: StreamTxns) -> bytes:
     parts = [_U8.pack(STATE_VERSION), _U32.pack(len(table))]
     for producer_id, entry in table.entries():
-        parts.append(_PRODUCER.pack(producer_id, entry.epoch, len(entry.batches)))
+        parts.append(_PRODUCER.pack(producer_id, entry.epoch, entry.last_ms, len(entry.batches)))
         parts.extend(_BATCH.pack(b.first_seq, b.last_seq, b.base_offset) for b in entry.batches)
     parts.append(_U32.pack(len(txns.open)))
     parts.extend(_OPEN.pack(pid, first) for pid, first in sorted(txns.open.items()))
@@ -241,9 +268,9 @@ def encode_state(table: ProducerStateTable, txns: StreamTxns) -> bytes:
     return b"".join(parts)
 
 
-def decode_state(data: bytes) -> tuple[ProducerStateTable, StreamTxns]:
-    """The state `encode_state` wrote; ValueError (or struct.error, a ValueError too) when the
-    payload is not one this version reads."""
+def decode_state(data: bytes, now_ms: int) -> tuple[ProducerStateTable, StreamTxns]:
+    """The state `encode_state` wrote, its table's clock at `now_ms`; ValueError (or
+    struct.error, a ValueError too) when the payload is not one this version reads."""
     view = memoryview(data)
     position = 0
 
@@ -256,11 +283,14 @@ def decode_state(data: bytes) -> tuple[ProducerStateTable, StreamTxns]:
     (version,) = take(_U8)
     if version not in _READS:
         raise ValueError(f"producer state version {version}, this node reads versions "
-                         f"{' and '.join(map(str, _READS))}")
-    table = ProducerStateTable()
+                         f"{', '.join(map(str, _READS))}")
+    table = ProducerStateTable(now_ms)
     for _ in range(take(_U32)[0]):
-        producer_id, epoch, count = take(_PRODUCER)
-        entry = ProducerEntry(epoch)
+        if version >= 3:
+            producer_id, epoch, last_ms, count = take(_PRODUCER)
+        else:
+            (producer_id, epoch, count), last_ms = take(_PRODUCER_V2), now_ms
+        entry = ProducerEntry(epoch, last_ms=last_ms)
         for _ in range(count):
             entry.batches.append(BatchMetadata(*take(_BATCH)))
         table._producers[producer_id] = entry
@@ -289,17 +319,18 @@ class Rebuilt:
     bytes_replayed: int = 0
 
 
-def rebuild_producer_state(stream_log: StreamLog, end_offset: int) -> Rebuilt:
+def rebuild_producer_state(stream_log: StreamLog, end_offset: int, now_ms: int) -> Rebuilt:
     """The producer and transaction state of the log's batches below `end_offset`: the newest
     usable state snapshot at or below it, then the batches from there on (the whole log without
     one). The same state a replay of the whole log gives, except that an open or aborted
-    transaction straddling the log start keeps its true first offset."""
+    transaction straddling the log start keeps its true first offset. Producers the snapshot
+    does not time, and those of the batches replayed, count as seen at `now_ms`."""
     start = stream_log.log_start_offset
-    table, txns, snapshot_offset = ProducerStateTable(), StreamTxns(), -1
+    table, txns, snapshot_offset = ProducerStateTable(now_ms), StreamTxns(), -1
     while (found := stream_log.latest_state_snapshot(end_offset)) is not None:
         offset, payload = found
         try:
-            table, txns = decode_state(payload)
+            table, txns = decode_state(payload, now_ms)
         except (ValueError, struct.error) as error:
             log.warning("%s: state snapshot at %d unreadable (%s): deleted", stream_log.directory, offset, error)
             stream_log.discard_state_snapshot(offset)

@@ -144,6 +144,16 @@ class ReplicaManager:
                 log.info("retention removed segments of %s; log start offset now %d",
                          partition.name, partition.log_start_offset)
 
+    def expire_producers(self, now_ms: int) -> None:
+        """Forget every local replica's idle producers: allocated producer ids idle for
+        `producer_id_expiration_ms`, writer-keyed ones (the Spark sink's, named like transactional
+        ids) for `transactional_id_expiration_ms`."""
+        config = self.broker.config
+        for partition in self.all():
+            if gone := partition.expire_producers(now_ms, config.producer_id_expiration_ms,
+                                                  config.transactional_id_expiration_ms):
+                log.info("stream %s: %d idle producer ids forgotten", partition.name, gone)
+
     def close(self) -> None:
         """Close the logs (the Raft groups were stopped before)."""
         for partition in self._partitions.values():

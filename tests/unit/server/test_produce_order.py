@@ -59,7 +59,7 @@ class LeaderPartition:
     is_leader: bool = True
     max_message_bytes: None = None
     log_start_offset: int = 0
-    table: ProducerStateTable = field(default_factory=ProducerStateTable)
+    table: ProducerStateTable = field(default_factory=lambda: ProducerStateTable(0))
     stored: list[int] = field(default_factory=list)  # base sequences, in log order
 
     def append(self, batch: bytes, header: BatchHeader | None = None) -> Handle:

@@ -6,6 +6,7 @@ of whole segments, any end offset."""
 from __future__ import annotations
 
 import random
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,8 +32,21 @@ from vdl_wire.records.record_batch import RecordBatchBuilder
 pytestmark = pytest.mark.unit
 
 
+def untimed(table: ProducerStateTable, txns: StreamTxns) -> bytes:
+    """The state as `encode_state` writes it with every producer's last-batch time at 0: the
+    times are the clock of whoever booked the batches, the rest must match."""
+    times = [(entry, entry.last_ms) for _, entry in table.entries()]
+    for entry, _ in times:
+        entry.last_ms = 0
+    try:
+        return encode_state(table, txns)
+    finally:
+        for entry, last_ms in times:
+            entry.last_ms = last_ms
+
+
 def full_replay(log: StreamLog, end: int) -> bytes:
-    table, txns = ProducerStateTable(), StreamTxns()
+    table, txns = ProducerStateTable(0), StreamTxns()
     replay_producer_state(log, table, end, txns)
     return encode_state(table, txns)
 
@@ -113,7 +127,7 @@ def test_rebuilt_from_snapshots_equals_the_whole_log_replay(tmp_path: Path, seed
             log.delete_through(log.index_for_offset(bases[len(bases) // 2]) - 1)
             assert log.log_start_offset == bases[len(bases) // 2]
     for end in sorted(rng.sample([b for b in work.boundaries if b >= log.log_start_offset], 6)) + [log.log_end_offset]:
-        rebuilt = rebuild_producer_state(log, end)
+        rebuilt = rebuild_producer_state(log, end, 0)
         assert encode_state(rebuilt.table, rebuilt.txns) == full_replay(log, end), f"end {end}"
         usable = [o for o in log.state_snapshot_offsets() if log.log_start_offset <= o <= end]
         assert rebuilt.snapshot_offset == max(usable, default=-1)
@@ -123,28 +137,42 @@ def test_rebuilt_from_snapshots_equals_the_whole_log_replay(tmp_path: Path, seed
 
 
 def test_state_roundtrip_and_versions() -> None:
-    table = ProducerStateTable()
+    table = ProducerStateTable(1_000)
     table.record(7, 2, 0, 4, base_offset=10)
+    table.now_ms = 2_000
     table.record(7, 2, 5, 9, base_offset=20)
     table.record(2**62 + 5, 0, 2**31 - 3, 1, base_offset=30)  # a writer id; a wrapped sequence
     txns = StreamTxns(open={9: 40}, aborted=[AbortedTxn(35, 8, 31)], markers={8: LastMarker(2**31 - 1, 35)})
     payload = encode_state(table, txns)
-    decoded_table, decoded_txns = decode_state(payload)
+    decoded_table, decoded_txns = decode_state(payload, 5_000)
     assert encode_state(decoded_table, decoded_txns) == payload
     assert [(b.first_seq, b.last_seq, b.base_offset) for b in decoded_table.last_batches(7)] == [(0, 4, 10), (5, 9, 20)]
     assert decoded_table.epoch_of(7) == 2 and decoded_txns.open == {9: 40}
+    assert [(pid, entry.last_ms) for pid, entry in decoded_table.entries()] == [(7, 2_000), (2**62 + 5, 2_000)]
     assert decoded_txns.aborted == [AbortedTxn(35, 8, 31)]
     assert decoded_txns.markers == {8: LastMarker(2**31 - 1, 35)}
-    # Version 1 (before the markers' coordinator epochs) is still read: no markers known.
-    version_1 = bytes([1]) + payload[1:-(4 + 20)]
-    old_table, old_txns = decode_state(version_1)
+    # Versions 2 (no producer times) and 1 (no markers either) are still read: their producers
+    # count as seen when read, no markers are known from version 1.
+    producers = (struct.pack(">I", 2)
+                 + struct.pack(">qhB", 7, 2, 2) + struct.pack(">iiq", 0, 4, 10) + struct.pack(">iiq", 5, 9, 20)
+                 + struct.pack(">qhB", 2**62 + 5, 0, 1) + struct.pack(">iiq", 2**31 - 3, 1, 30))
+    txn_part = payload[payload.index(struct.pack(">I", 1) + struct.pack(">qq", 9, 40)):]
+    version_2 = bytes([2]) + producers + txn_part
+    v2_table, v2_txns = decode_state(version_2, 5_000)
+    assert [(pid, entry.last_ms) for pid, entry in v2_table.entries()] == [(7, 5_000), (2**62 + 5, 5_000)]
+    v2_table.now_ms = 2_000
+    for _, entry in v2_table.entries():
+        entry.last_ms = 2_000
+    assert encode_state(v2_table, v2_txns) == payload
+    version_1 = bytes([1]) + producers + txn_part[:-(4 + 20)]
+    old_table, old_txns = decode_state(version_1, 2_000)
     assert encode_state(old_table, StreamTxns(open=old_txns.open, aborted=old_txns.aborted, markers=txns.markers)) \
         == payload
     assert old_txns.markers == {}
-    with pytest.raises(ValueError, match=r"producer state version 9, this node reads versions 1 and 2"):
-        decode_state(bytes([9]) + payload[1:])
+    with pytest.raises(ValueError, match=r"producer state version 9, this node reads versions 1, 2, 3"):
+        decode_state(bytes([9]) + payload[1:], 0)
     with pytest.raises(ValueError, match="bytes after the producer state"):
-        decode_state(payload + b"\0")
+        decode_state(payload + b"\0", 0)
 
 
 def test_an_unreadable_payload_falls_back_to_the_log(tmp_path: Path) -> None:
@@ -152,7 +180,7 @@ def test_an_unreadable_payload_falls_back_to_the_log(tmp_path: Path) -> None:
     log = work.log
     end = log.log_end_offset
     log.save_state_snapshot(end, b"\x01\x00")  # a valid file whose payload is cut short
-    rebuilt = rebuild_producer_state(log, end)
+    rebuilt = rebuild_producer_state(log, end, 0)
     assert rebuilt.snapshot_offset == -1 and rebuilt.batches_replayed == 60
     assert encode_state(rebuilt.table, rebuilt.txns) == full_replay(log, end)
     assert log.state_snapshot_offsets() == []  # deleted: not tried again
@@ -221,10 +249,10 @@ def test_snapshots_by_size_within_a_segment_bound_the_replay_and_give_the_whole_
     replayed = [b for b in boundaries[:-1] if b >= newest]
     assert 0 < len(replayed) <= 1500 // 70
     end = log.log_end_offset
-    rebuilt = rebuild_producer_state(log, end)
+    rebuilt = rebuild_producer_state(log, end, 0)
     assert (rebuilt.snapshot_offset, rebuilt.batches_replayed) == (newest, len(replayed))
-    assert encode_state(rebuilt.table, rebuilt.txns) == full_replay(log, end)
-    assert encode_state(rebuilt.table, rebuilt.txns) == encode_state(partition.producers, partition.txns)
+    assert untimed(rebuilt.table, rebuilt.txns) == full_replay(log, end)
+    assert untimed(rebuilt.table, rebuilt.txns) == untimed(partition.producers, partition.txns)
     log.close()
 
 
@@ -241,16 +269,16 @@ def test_a_crash_after_a_snapshot_by_size_recovers_the_state_of_what_the_log_kep
     (snapshot,) = log.state_snapshot_offsets()
     later = [b for b in boundaries[:-1] if b >= snapshot]
     assert len(later) >= 2  # batches appended after the snapshot, then the crash
-    expected = encode_state(partition.producers, partition.txns)
+    expected = untimed(partition.producers, partition.txns)
     cut_at = boundaries[boundaries.index(snapshot) - 2]  # two batches below the snapshot
     cut_position = log._segments[-1].position_of(log.index_for_offset(cut_at))
     crash(log)  # no close-time snapshot (Partition.close(clean=True) would write one)
 
     reopened = StreamLog.open(tmp_path, log.config)
     assert reopened.state_snapshot_offsets() == [snapshot]
-    rebuilt = rebuild_producer_state(reopened, reopened.log_end_offset)
+    rebuilt = rebuild_producer_state(reopened, reopened.log_end_offset, 0)
     assert (rebuilt.snapshot_offset, rebuilt.batches_replayed) == (snapshot, len(later))
-    assert encode_state(rebuilt.table, rebuilt.txns) == expected == full_replay(reopened, reopened.log_end_offset)
+    assert untimed(rebuilt.table, rebuilt.txns) == expected == full_replay(reopened, reopened.log_end_offset)
     crash(reopened)
 
     # A crash that also lost the log's unsynced tail from two batches below the snapshot on (a
@@ -262,7 +290,7 @@ def test_a_crash_after_a_snapshot_by_size_recovers_the_state_of_what_the_log_kep
     recovered = StreamLog.open(tmp_path, log.config)
     assert recovered.log_end_offset == cut_at
     assert recovered.state_snapshot_offsets() == []
-    rebuilt = rebuild_producer_state(recovered, cut_at)
+    rebuilt = rebuild_producer_state(recovered, cut_at, 0)
     assert (rebuilt.snapshot_offset, rebuilt.batches_replayed) == (-1, boundaries.index(cut_at))
     assert encode_state(rebuilt.table, rebuilt.txns) == full_replay(recovered, cut_at)
     assert rebuilt.table.last_batches(1)

@@ -150,6 +150,10 @@ def broker_configs(node: NodeConfig, replication_factor: int) -> list[Described]
         ("transaction.remove.expired.transaction.cleanup.interval.ms",
          "transaction_remove_expired_transaction_cleanup_interval_ms", ConfigType.INT,
          "how often expired transactional ids are looked for"),
+        ("producer.id.expiration.ms", "producer_id_expiration_ms", ConfigType.INT,
+         "idle idempotent producers are forgotten"),
+        ("producer.id.expiration.check.interval.ms", "producer_id_expiration_check_interval_ms", ConfigType.INT,
+         "how often idle producers are looked for"),
     ]
     for name, attribute, config_type, doc in named:
         current = getattr(node, attribute)
