@@ -35,6 +35,10 @@ class PeerStatus:
     # Answered a heartbeat sent within the last election timeout (unlike recent_active, not
     # cleared at every CheckQuorum round): what membership changes count as "alive".
     alive: bool = False
+    # Ticks since the leader last heard from it, and since it last held the leader's whole log
+    # when it answered (-1: never this term); 0 for the leader itself.
+    heard_ticks_ago: int = -1
+    caught_up_ticks_ago: int = -1
 
 
 class Progress:
@@ -52,6 +56,8 @@ class Progress:
         "commit_sent",
         "probe_last",
         "probe_tick",
+        "heard_tick",
+        "caught_up_tick",
     )
 
     def __init__(self, next_index: int) -> None:
@@ -70,6 +76,8 @@ class Progress:
         # The probe (PROBE) or log reset (SNAPSHOT) in flight: its last index, the tick it left at.
         self.probe_last = 0
         self.probe_tick = 0
+        self.heard_tick = -1  # the leader's tick at this peer's last response
+        self.caught_up_tick = -1  # ... at its last response while holding the leader's whole log
 
     def reset_inflight(self) -> None:
         self.inflight.clear()

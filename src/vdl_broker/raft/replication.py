@@ -47,10 +47,15 @@ class Replication(NodeState):
         if self.role != Role.LEADER:
             return {}
         recent = self.ticks - self.config.election_ticks
+
+        def ago(peer: int, tick: int) -> int:
+            return 0 if peer == self.id else (self.ticks - tick if tick >= 0 else -1)
+
         return {
             peer: PeerStatus(pr.match, pr.next, pr.state, pr.recent_active or peer == self.id,
                              peer not in self._voter_set,
-                             peer == self.id or pr.recent_active or (pr.lease_tick >= 0 and pr.lease_tick >= recent))
+                             peer == self.id or pr.recent_active or (pr.lease_tick >= 0 and pr.lease_tick >= recent),
+                             ago(peer, pr.heard_tick), ago(peer, pr.caught_up_tick))
             for peer, pr in self.progress.items()
         }
 
@@ -146,6 +151,12 @@ class Replication(NodeState):
             pr.recent_active = True
             pr.lease_tick = max(pr.lease_tick, m.index)
             self._handle_heartbeat_response(m, pr)
+        else:
+            return
+        # What KRaft's DescribeQuorum reports as each voter's last fetch and last caught-up times.
+        pr.heard_tick = self.ticks
+        if pr.match >= self.log.last_index():
+            pr.caught_up_tick = self.ticks
 
     def _handle_append_reject(self, m: Message, pr: Progress) -> None:
         hint = m.reject_hint

@@ -406,3 +406,33 @@ def test_a_node_refuses_votes_for_one_election_timeout_after_start_with_lease_af
     node.step(Message(MessageType.VOTE, 2, 1, 5, log_term=0, index=0))
     replies = [(m.type, m.to, m.reject) for m in node.ready().messages]
     assert replies == [(MessageType.VOTE_RESPONSE, 1, False)]
+
+
+def test_the_leader_knows_when_it_last_heard_from_each_peer_and_last_saw_it_caught_up() -> None:
+    """What DescribeQuorum reports as a voter's last fetch and last caught-up times (KIP-595): the
+    ticks since the leader last heard from it, and since it last answered holding the whole log."""
+    c = Cluster(3, 21, config=config())
+    elect(c, 1)
+    c.propose(1, b"a")
+    c.run(20 * c.tick_every)
+    leader = c.node(1)
+    beat = leader.config.heartbeat_ticks
+    status = leader.peer_status()
+    assert (status[1].heard_ticks_ago, status[1].caught_up_ticks_ago) == (0, 0)
+    for peer in (2, 3):
+        assert 0 <= status[peer].heard_ticks_ago <= beat
+        assert status[peer].caught_up_ticks_ago == status[peer].heard_ticks_ago  # it holds everything
+    c.partition({1, 2}, {3})
+    c.run(c.tick_every)
+    cut_at = leader.ticks
+    c.propose(1, b"b")
+    c.run(30 * c.tick_every)
+    status = leader.peer_status()
+    assert leader.role == Role.LEADER and status[3].match < leader.last_index == status[2].match
+    assert 0 <= status[2].heard_ticks_ago <= beat and status[2].caught_up_ticks_ago == status[2].heard_ticks_ago
+    assert status[3].heard_ticks_ago >= leader.ticks - cut_at
+    assert status[3].caught_up_ticks_ago >= status[3].heard_ticks_ago
+    c.heal()
+    assert c.run_until(lambda: leader.peer_status()[3].match == leader.last_index, 20 * c.tick_every)
+    status = leader.peer_status()
+    assert 0 <= status[3].heard_ticks_ago <= beat and status[3].caught_up_ticks_ago == status[3].heard_ticks_ago

@@ -29,8 +29,8 @@ Topic = DescribeQuorumRequest.TopicData
 Part = DescribeQuorumRequest.PartitionData
 
 
-def status(match: int, learner: bool = False) -> PeerStatus:
-    return PeerStatus(match, match + 1, ProgressState.REPLICATE, True, learner, True)
+def status(match: int, learner: bool = False, heard: int = -1, caught_up: int = -1) -> PeerStatus:
+    return PeerStatus(match, match + 1, ProgressState.REPLICATE, True, learner, True, heard, caught_up)
 
 
 class Authorizer:
@@ -47,7 +47,11 @@ def three_nodes(node_id: int = 2, leading: bool = True, allow: bool = True) -> A
     """Node 2 leads voters 1-3 in term 7 (commit index 41); node 4 is a learner."""
     group = SimpleNamespace(
         is_leader=leading, term=7, commit_index=41, conf=ConfState(voters=(3, 1, 2), learners=(4,)),
-        peer_status=lambda: {1: status(41), 2: status(42), 3: status(30), 4: status(12, learner=True)}
+        config=SimpleNamespace(tick_interval_s=0.1),
+        # 1 answered 2 ticks ago holding everything; 3 answered 1 tick ago, last caught up 15
+        # ticks ago; learner 4 never answered this term.
+        peer_status=lambda: {1: status(41, heard=2, caught_up=2), 2: status(42, heard=0, caught_up=0),
+                             3: status(30, heard=1, caught_up=15), 4: status(12, learner=True)}
         if leading else {})
     nodes = {1: NodeInfo(1, "h1:9092", "h1:9100"),
              2: NodeInfo(2, "h2:9092", "h2:9100", listeners=("PLAINTEXT://h2:9092", "SASL_SSL://h2:9093")),
@@ -88,10 +92,14 @@ def test_the_leader_describes_the_metadata_group(version: int, monkeypatch: pyte
     assert (topic.topic_name, partition.partition_index, partition.error_code, partition.error_message) == (
         "__cluster_metadata", 0, 0, None)
     assert (partition.leader_id, partition.leader_epoch, partition.high_watermark) == (2, 7, 41)
-    # v0 has no timestamps (-1 is the decoded default); v1+: the leader's are now, a follower's unknown.
-    now = NOW_MS if version >= 1 else -1
-    assert replicas(partition.current_voters) == [(1, ZERO, 41, -1, -1), (2, ZERO, 42, now, now),
-                                                  (3, ZERO, 30, -1, -1)]
+    # v0 has no timestamps (-1 is the decoded default); v1+: the leader's are now, a follower's
+    # when the leader last heard from it and last saw it hold its whole log (one tick 100 ms).
+    def at(ms: int) -> int:
+        return ms if version >= 1 else -1
+
+    assert replicas(partition.current_voters) == [(1, ZERO, 41, at(NOW_MS - 200), at(NOW_MS - 200)),
+                                                  (2, ZERO, 42, at(NOW_MS), at(NOW_MS)),
+                                                  (3, ZERO, 30, at(NOW_MS - 100), at(NOW_MS - 1500))]
     assert replicas(partition.observers) == [(4, ZERO, 12, -1, -1)]
     listeners = [(n.node_id, [(lst.name, lst.host, lst.port) for lst in n.listeners]) for n in response.nodes]
     assert listeners == ([] if version < 2 else [

@@ -4,8 +4,9 @@ show). The leader is the metadata group's leader, the leader epoch its Raft term
 watermark its commit index (entry i is offset i - 1, so the commit index is the offset after the
 last committed entry), each voter's log end offset the index the leader knows it has durably
 (its own included), the observers the group's learners, and v2's nodes the voters with their
-client listeners. The leader tracks no per-follower fetch times: a follower's timestamps are -1
-("unknown" in KIP-836), the leader's are now, as Kafka reports its own.
+client listeners. A follower's last fetch time is when the leader last heard from it, its last
+caught-up time when it last answered holding the leader's whole log (-1, "unknown" in KIP-836,
+when it has not this term); the leader's are now, as Kafka reports its own.
 
 Only the leader knows its followers' progress: another node forwards the request there, as a
 Kafka broker forwards it to the active controller (KafkaApis: DESCRIBE_QUORUM is forwarded). A
@@ -73,12 +74,19 @@ def describe(node: NodeView, now_ms: int) -> DescribeQuorumResponse:
     conf = group.conf
     leader = node.node_id
 
+    tick_ms = group.config.tick_interval_s * 1000
+
+    def stamp(ticks_ago: int) -> int:
+        return UNKNOWN_TIMESTAMP if ticks_ago < 0 else now_ms - round(ticks_ago * tick_ms)
+
     def replica(member: int) -> DescribeQuorumResponse.ReplicaState:
         peer = status.get(member)
-        stamp = now_ms if member == leader else UNKNOWN_TIMESTAMP
-        return Replica(replica_id=member, replica_directory_id=NO_DIRECTORY_ID,
-                       log_end_offset=peer.match if peer is not None else NO_OFFSET,
-                       last_fetch_timestamp=stamp, last_caught_up_timestamp=stamp)
+        if peer is None:
+            return Replica(replica_id=member, replica_directory_id=NO_DIRECTORY_ID, log_end_offset=NO_OFFSET,
+                           last_fetch_timestamp=UNKNOWN_TIMESTAMP, last_caught_up_timestamp=UNKNOWN_TIMESTAMP)
+        return Replica(replica_id=member, replica_directory_id=NO_DIRECTORY_ID, log_end_offset=peer.match,
+                       last_fetch_timestamp=stamp(peer.heard_ticks_ago),
+                       last_caught_up_timestamp=stamp(peer.caught_up_ticks_ago))
 
     voters = sorted(conf.voters)
     partition = Partition(partition_index=CLUSTER_METADATA_PARTITION, leader_id=leader, leader_epoch=group.term,
