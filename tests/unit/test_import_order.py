@@ -1,4 +1,4 @@
-"""The packages' imports point one way (DESIGN.md, Layout): every import statement in src/, at
+"""The packages' imports point one way (the README's "Layout"): every import statement in src/, at
 module level or inside a function, is read with `ast` and checked against the allowed edges.
 
     vdl_wire        nothing of ours

@@ -1,5 +1,4 @@
-"""The damage record: what a log knows it lost of data it had synced (DESIGN.md, "Corruption is
-not a crash").
+"""The damage record: what a log knows it lost of data it had synced (corruption is not a crash).
 
 Recovery cuts a log at its first bad entry either way; what differs is whether the lost entries
 can have been acknowledged. A torn write at the unsynced tail cannot (nothing after it, no

@@ -2,7 +2,7 @@
 
 `sync()` returns once every entry appended before the call is durable. One fdatasync, run in a
 worker thread, covers every append made before it started; callers that arrive while it runs
-share the next one (DESIGN.md, "Storage": fsync/fdatasync, never sync_file_range).
+share the next one. fsync/fdatasync, never sync_file_range: only they make data durable.
 
 A sync job covers the active segment and every segment sealed since the last sync, the directory
 when files were created or removed, and then moves the recovery point up to the active segment:

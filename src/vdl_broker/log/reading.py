@@ -2,7 +2,8 @@
 
 Both prefer the tail cache, which always ends at the log's last entry, and fall back to the
 segments for older entries. Reads by offset return the stored batches as memoryviews of the
-mapped segment files or of the appended buffers, never per-record objects (DESIGN.md, "Seams").
+mapped segment files or of the appended buffers, never per-record objects: a fetch costs the
+same whatever its records' count.
 """
 
 from __future__ import annotations

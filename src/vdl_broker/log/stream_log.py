@@ -1,4 +1,4 @@
-"""StreamLog: one stream's Raft log on disk (DESIGN.md, "Storage" and "Seams").
+"""StreamLog: one stream's Raft log on disk (the README's "Layout").
 
 Appends go to the active segment with one os.write per segment touched by an append call; the
 in-memory indexes grow with them and reach disk at roll and close. The parts live next door:

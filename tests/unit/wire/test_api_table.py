@@ -29,7 +29,7 @@ from vdl_wire.messages import (
     ProduceRequest,
 )
 
-# DESIGN.md "Kafka protocol": exactly what we advertise.
+# The README's "Kafka APIs served": exactly what we advertise.
 TABLE = [
     (0, 0, 12),
     (1, 0, 12),

@@ -1,6 +1,6 @@
-"""ApiVersions (key 18): exactly the APIs and versions this broker implements (DESIGN.md table),
-and from v3 the feature levels (cluster/features.py): what this node's release supports and what
-the cluster has finalized."""
+"""ApiVersions (key 18): exactly the APIs and versions this broker implements (the README's
+"Kafka APIs served"), and from v3 the feature levels (cluster/features.py): what this node's
+release supports and what the cluster has finalized."""
 
 from __future__ import annotations
 
