@@ -32,6 +32,13 @@ path), the same variants on each (idempotent x1, transactional x1, transactional
 clusters' order alternating per round; medians per cluster and the per-round ratio this /
 baseline. Both clusters idle while the other runs (their idle CPU is taken off each run's).
 
+Where a transaction's time goes (every transactional variant but the timed one): the brokers'
+own latency per request of the transaction's requests (AddPartitionsToTxn -- it waits for the
+previous transaction's markers --, Produce, EndTxn; from each node's /metrics, mean per request),
+their fsync and Raft commit latencies, the answers other than NONE (CONCURRENT_TRANSACTIONS: a
+client retry after its backoff), and the brokers' run-queue wait per transaction (/proc schedstat:
+time their threads were ready to run but had no CPU -- on a shared machine the first suspect).
+
 --profile: after the rounds, one more transactional xN run under py-spy on every broker
 (benchmarks/profile.py, samples of the thread holding the GIL only: the brokers' Python CPU, not
 their waits): flame graphs and top frames by self time in the report.
@@ -48,6 +55,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 from benchmarks.bench_replication import create_streams
@@ -177,6 +185,68 @@ def produce_many(bootstrap: str, streams: list[str], count: int, transactional: 
     return share * len(streams) / slowest, first[1]
 
 
+TRACED_APIS = ("AddPartitionsToTxn", "Produce", "EndTxn")
+
+
+def run_queue_wait_s(pids: list[int]) -> float:
+    """Seconds the processes' threads have spent ready to run but waiting for a CPU (Linux
+    /proc/PID/task/TID/schedstat, second field, ns); 0 where it cannot be read."""
+    total = 0
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/schedstat") as stats:
+                    total += int(stats.read().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    return total / 1e9
+
+
+def broker_counters(cluster: DevCluster) -> dict[str, float]:
+    """Every node's request, fsync and Raft commit counters summed: "api:NAME" -> (seconds,
+    count) as two keys ("...:s", "...:n"), "error:NAME" -> answers with that error (not NONE)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    totals: dict[str, float] = {}
+    for url in cluster.metrics_urls().values():
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                key = None
+                if sample.name in ("vdl_request_latency_seconds_sum", "vdl_request_latency_seconds_count"):
+                    key = f"api:{sample.labels.get('api')}:{'s' if sample.name.endswith('_sum') else 'n'}"
+                elif sample.name in ("vdl_fsync_latency_seconds_sum", "vdl_fsync_latency_seconds_count",
+                                     "vdl_raft_commit_latency_seconds_sum", "vdl_raft_commit_latency_seconds_count"):
+                    what = "fsync" if "fsync" in sample.name else "raft commit"
+                    key = f"api:{what}:{'s' if sample.name.endswith('_sum') else 'n'}"
+                elif sample.name == "vdl_requests_total" and sample.labels.get("error") != "NONE":
+                    key = f"error:{sample.labels.get('api')} {sample.labels.get('error')}"
+                if key is not None:
+                    totals[key] = totals.get(key, 0.0) + sample.value
+    return totals
+
+
+def breakdown(before: dict[str, float], after: dict[str, float], transactions: int) -> dict[str, float]:
+    """Per run: "NAME ms" -> the brokers' mean latency of one NAME (request, fsync, Raft commit),
+    "NAME per txn" -> how many per transaction, "error ..." -> answers per transaction."""
+    delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    out: dict[str, float] = {}
+    for name in (*TRACED_APIS, "fsync", "raft commit"):
+        count = delta.get(f"api:{name}:n", 0.0)
+        if count:
+            out[f"{name} ms"] = delta.get(f"api:{name}:s", 0.0) / count * 1000
+            out[f"{name} per txn"] = count / transactions
+    for key, value in delta.items():
+        if key.startswith("error:") and value:
+            out[key] = value / transactions
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_transactions")
     parser.add_argument("--quick", action="store_true")
@@ -209,9 +279,14 @@ def main(argv: list[str] | None = None) -> int:
     timelines: dict[str, list[tuple[float, float]]] = {}
     commit_ms: dict[str, list[float]] = {kind: [] for kind in kinds if kind.startswith("transactional")}
     loop_ms: list[float] = []  # transactional x1: each transaction's produce() calls
+    # Per traced variant and round: where its transactions' time went (breakdown()), and the
+    # brokers' run-queue wait per transaction.
+    traced: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds
+                                                 if kind.startswith("transactional") and kind != timed}
     profiler = Profiler("bench_transactions", args.profile, gil_only=True)
     with tempfile.TemporaryDirectory(prefix="vdl-bench-txn-") as tmp:
-        cluster = DevCluster(3, Path(tmp) / "cluster", free_base_port(6), settings={"log_level": "WARNING"})
+        cluster = DevCluster(3, Path(tmp) / "cluster", free_base_port(9), settings={"log_level": "WARNING"},
+                             metrics=True)
         try:
             cluster.start(timeout_s=60)
             cluster.wait_for_brokers(timeout_s=60)
@@ -236,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
             for number in range(rounds):
                 for group in groups:
                     for kind in (group if number % 2 == 0 else tuple(reversed(group))):
+                        counters = broker_counters(cluster) if kind in traced else {}
+                        waited = run_queue_wait_s(pids)
                         before, begun = cpu_seconds(pids), time.perf_counter()
                         transactional = (f"bench-{kind.replace(' ', '-')}-{number}" if kind.startswith("transactional")
                                          else None)
@@ -244,6 +321,11 @@ def main(argv: list[str] | None = None) -> int:
                                                      args.duration_ms if kind == timed else 0.0,
                                                      loop_ms if kind == "transactional x1" else None)
                         used, elapsed = cpu_seconds(pids) - before, time.perf_counter() - begun
+                        if kind in traced:
+                            parts = breakdown(counters, broker_counters(cluster), count // PER_TXN)
+                            parts["run-queue wait ms per txn"] = (run_queue_wait_s(pids) - waited) / (count / PER_TXN) * 1000
+                            parts["run-queue wait s/s"] = (run_queue_wait_s(pids) - waited) / elapsed
+                            traced[kind].append(parts)
                         cpu[kind].append(per_record_us(used, count))
                         net_cpu[kind].append(per_record_us(max(0.0, used - idle_cpu * elapsed), count))
                         rates[kind].append(rate)
@@ -283,6 +365,22 @@ def main(argv: list[str] | None = None) -> int:
     report.add("transactional x1: produce() of 100 records per transaction (median)", loop, "ms",
                higher_is_better=False, note=f"commit_transaction p50 {commit:.2f} ms: the commit is "
                f"{commit / (loop + commit):.0%} of a transaction's time")
+    for kind, measured in traced.items():
+        def median_of(key: str, measured: list[dict[str, float]] = measured) -> float:
+            return statistics.median(r.get(key, 0.0) for r in measured)
+        spent = ", ".join(f"{api} {median_of(f'{api} ms'):.1f}" for api in TRACED_APIS)
+        report.add(f"{kind}: brokers' latency per request, sum of {'/'.join(TRACED_APIS)} (medians of run means)",
+                   sum(median_of(f"{api} ms") for api in TRACED_APIS), "ms", higher_is_better=False,
+                   note=f"{spent} ms; fsync {median_of('fsync ms'):.1f} ms ({median_of('fsync per txn'):.1f} per txn "
+                   f"on the 3 nodes), Raft commit {median_of('raft commit ms'):.1f} ms "
+                   f"({median_of('raft commit per txn'):.1f} per txn)")
+        errors = sorted({key for r in measured for key in r if key.startswith("error:")})
+        report.add(f"{kind}: answers other than NONE per transaction (median)",
+                   sum(median_of(key) for key in errors), "", higher_is_better=False,
+                   note=", ".join(f"{key[6:]} {median_of(key):.3f}" for key in errors) or "none")
+        report.add(f"{kind}: brokers' run-queue wait per transaction (median)", median_of("run-queue wait ms per txn"),
+                   "ms", higher_is_better=False, note=f"{median_of('run-queue wait s/s'):.2f} s per second of the run "
+                   "(threads ready to run, no CPU free)")
     report.add("brokers' idle CPU (every stream, no client)", idle_cpu * 1000, "ms/s", higher_is_better=False)
     for kind in kinds:
         report.add(f"brokers' CPU per record, {kind} (median)", statistics.median(cpu[kind]), "us",

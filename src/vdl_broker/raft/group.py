@@ -421,13 +421,15 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         self._role_listeners.append(listener)
 
     def changed_future(self) -> asyncio.Future[None]:
-        """Resolves after the next processed Ready (role, term, commit or log change) or stop."""
+        """Resolves after the next processed Ready (role, term, commit or log change), as soon as
+        newly committed entries are applied (before that Ready's sync of new entries), or at stop."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._change_waiters.append(future)
         return future
 
     async def wait_for(self, predicate: Callable[[RaftGroup], bool], timeout_s: float) -> bool:
-        """Wait until predicate(self) holds (re-checked after each Ready); False on timeout."""
+        """Wait until predicate(self) holds (re-checked after each Ready and after each apply of
+        committed entries); False on timeout."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while not predicate(self):

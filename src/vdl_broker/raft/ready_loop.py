@@ -225,6 +225,9 @@ class ReadyLoop(GroupState):
         self._applied_through = max(self._applied_through, entries[-1].index)
         self._proposals.applied(entries, self.node.leader_id)
         self._call(self._commit_listeners, "commit")
+        # wait_for's waiters look at applied state: they go on now, not after this Ready's sync
+        # of the new entries it may also carry (a follower learns a commit from the next append).
+        self._notify_change()
 
     def _role_changed(self) -> None:
         leading = self.node.role == Role.LEADER
