@@ -1,14 +1,19 @@
-"""The parallel schedule (tests/conftest.py): xdist hands the workers whole modules in the order
-the workers collected them, which puts the longest first (tests/durations.txt). With xdist's own
-reordering by number of tests, the long modules of few tests (faults, dev, spark) ran last and one
-worker ran them alone for minutes while the other sat idle."""
+"""The suite's own speed (tests/conftest.py). The parallel schedule: xdist hands the workers whole
+modules in the order the workers collected them, which puts the longest first
+(tests/durations.txt). With xdist's own reordering by number of tests, the long modules of few
+tests (faults, dev, spark) ran last and one worker ran them alone for minutes while the other sat
+idle. Bytecode: the Python processes the tests start load src/ compiled, not compiled anew."""
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from xdist.scheduler import LoadFileScheduling
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -62,3 +67,14 @@ def test_the_workers_take_the_modules_in_collection_order(pytestconfig: pytest.C
 
     assert [collection[index] for index in first.sent[:2]] == collection[:2]
     assert [collection[index] for index in second.sent[:6]] == collection[2:8]
+
+
+def test_every_source_file_has_current_bytecode_while_the_tests_run() -> None:
+    # Even with PYTHONDONTWRITEBYTECODE set (tests/conftest.py compiles the trees first): a broker
+    # process then loads vdl_broker compiled.
+    stale = []
+    for source in sorted((REPO / "src").rglob("*.py")):
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        if not cached.exists() or cached.stat().st_mtime < source.stat().st_mtime:
+            stale.append(str(source.relative_to(REPO)))
+    assert stale == []
