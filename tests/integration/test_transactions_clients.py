@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from tests.support.cluster import DevCluster
 from tests.support.kafka import make_batch, read_to_end
 from vdl_client.client import VdlClient
@@ -370,6 +372,7 @@ def test_kafka_python_consume_transform_produce_with_read_committed(cluster: Dev
     with the consumer's group metadata), an aborted attempt; readers with kafka-python see exactly
     the committed records, and the group's offset moves only with the commit."""
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.errors import CommitFailedError
     from kafka.structs import OffsetAndMetadata
 
     with admin(cluster) as c:
@@ -419,12 +422,28 @@ def test_kafka_python_consume_transform_produce_with_read_committed(cluster: Dev
         assert consumer.committed(partition) is None  # not before the commit
         producer.commit_transaction()
         assert consumer.committed(partition) == next_offset
+        # The consumer leaves the group (as one a rebalance fenced out): its group metadata names
+        # a member that is gone, so offsets sent with it are refused (KIP-447, as by Kafka) and
+        # the transaction can only abort: a zombie's output and position never commit.
+        stale = consumer.group_metadata()
+        consumer.close()
+        producer.begin_transaction()
+        producer.send("kp-ctp-out", b"ZOMBIE")
+        producer.flush()
+        with pytest.raises(CommitFailedError):
+            producer.send_offsets_to_transaction({partition: OffsetAndMetadata(1, "", -1)}, stale)
+            producer.commit_transaction()
+        producer.abort_transaction()
+        checker = KafkaConsumer(bootstrap_servers=bootstrap, group_id="kp-ctp", enable_auto_commit=False)
+        assert checker.committed(partition) == next_offset
+        checker.close()
     finally:
         for client in (source, producer):
             client.close(timeout=5)
         consumer.close()
     assert kafka_python_read(bootstrap, "kp-ctp-out", "read_committed", 3) == [b"X", b"Y", b"Z"]
-    assert kafka_python_read(bootstrap, "kp-ctp-out", "read_uncommitted", 4) == [b"ABORTED", b"X", b"Y", b"Z"]
+    assert kafka_python_read(bootstrap, "kp-ctp-out", "read_uncommitted", 5) == [b"ABORTED", b"X", b"Y", b"Z",
+                                                                                 b"ZOMBIE"]
 
 
 def test_an_abort_pipelined_behind_the_next_transactions_add_follows_it(cluster: DevCluster) -> None:

@@ -9,11 +9,13 @@ import subprocess
 from collections import Counter
 
 import pytest
+from confluent_kafka import Producer
 
 from tests.integration.test_transactions_clients import admin, read_all
 from tests.integration.test_transactions_epoch_limit import described
 from tests.support.cluster import DevCluster
 from tests.support.java_client import JavaClients, JavaError, java_command
+from tests.support.kafka import read_to_end
 from tests.support.metrics import scrape
 from tests.support.waiting import wait_until
 
@@ -106,3 +108,32 @@ def test_a_java_producer_whose_transaction_timed_out_gets_kafkas_answers_on_comm
     assert read_all(cluster.bootstrap_servers, stream, "read_committed", 1) == [b"after"]
     for name in ("java-timeout-commit", "java-timeout-abort"):
         java.call("close", name=name)
+
+
+def test_kafka_transactions_abort_ends_an_open_transaction_in_its_stream(cluster: DevCluster, java: JavaClients) -> None:
+    """`kafka-transactions abort` (Admin.abortTransaction: DescribeProducers, then WriteTxnMarkers
+    straight to the stream's leader, KIP-664) writes the abort marker there and then, as Kafka's
+    broker does, though the coordinator still holds the transaction open: read_committed readers
+    pass it at once. The producer's own abort later writes the coordinator's marker after it."""
+    stream = "txn-java-abort-tool"
+    with admin(cluster) as c:
+        c.create_stream(stream)
+    name = "java-abort-tool"
+    java.producer(name, cluster.bootstrap_servers, **{"transactional.id": name, "acks": "all"})
+    java.call("init_transactions", name=name)
+    java.call("begin_transaction", name=name)
+    sent = java.call("send", name=name, topic=stream, records=[{"value": "open-1"}, {"value": "open-2"}])
+    assert [s.get("offset") for s in sent] == [0, 1], sent
+    plain = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    plain.produce(stream, b"after")
+    assert plain.flush(30) == 0
+    assert read_to_end(cluster.bootstrap_servers, stream, "read_committed") == []  # the open transaction holds it
+    aborted = java.tool("kafka-transactions", "--bootstrap-server", cluster.bootstrap_servers, "abort",
+                        "--topic", stream, "--partition", "0", "--start-offset", "0")
+    assert aborted.returncode == 0, aborted.stdout + aborted.stderr
+    assert read_to_end(cluster.bootstrap_servers, stream, "read_committed", 1) == [(2, b"after")]
+    java.call("abort_transaction", name=name)
+    java.call("close", name=name)
+    assert read_to_end(cluster.bootstrap_servers, stream, "read_committed", 1) == [(2, b"after")]
+    assert [v for _, v in read_to_end(cluster.bootstrap_servers, stream, "read_uncommitted", 3)] == [
+        b"open-1", b"open-2", b"after"]

@@ -30,6 +30,34 @@ def check_commit(group: Group | None, generation_id: int, member_id: str) -> Err
     return ErrorCode.NONE
 
 
+def check_txn_commit(group: Group | None, known: bool, generation_id: int, member_id: str,
+                     instance_id: str | None) -> ErrorCode:
+    """Whether a TxnOffsetCommit (v3+, KIP-447) from (generation_id, member_id, instance_id) may
+    put offsets in its transaction, as Kafka's ClassicGroup.validateOffsetCommit decides for a
+    transactional commit: a consumer that a rebalance fenced out of the group (a zombie of
+    consume-transform-produce) is refused, so its output's offsets cannot commit. No generation
+    and no member (a producer outside group management, or v0-2) always may; unlike OffsetCommit,
+    a completing rebalance does not refuse it. `known`: the group has stored offsets or a
+    generation (an empty group refuses a member as unknown, a group never seen its generation)."""
+    if group is None or not group.members:
+        if generation_id < 0:
+            return ErrorCode.NONE
+        return ErrorCode.UNKNOWN_MEMBER_ID if known else ErrorCode.ILLEGAL_GENERATION
+    if generation_id < 0 and not member_id and instance_id is None:
+        return ErrorCode.NONE
+    if instance_id is not None:
+        static = next((m.member_id for m in group.members.values() if m.group_instance_id == instance_id), None)
+        if static is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if static != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+    elif member_id not in group.members:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if generation_id != group.generation_id:
+        return ErrorCode.ILLEGAL_GENERATION
+    return ErrorCode.NONE
+
+
 def stored_members(group: Group) -> list[StoredMember]:
     return [StoredMember(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
                          m.rebalance_timeout_ms, tuple(m.protocols), m.assignment)

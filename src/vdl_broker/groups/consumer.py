@@ -346,6 +346,26 @@ class ConsumerGroupCoordinator:
             return ErrorCode.STALE_MEMBER_EPOCH if version_with_epoch else ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.NONE
 
+    def check_txn_commit(self, group_id: str, member_id: str, member_epoch: int, instance_id: str | None) -> ErrorCode:
+        """Whether a TxnOffsetCommit (v3+, KIP-447) naming this member may put offsets in its
+        transaction (Kafka's ConsumerGroup.validateOffsetCommit for a transactional commit): none
+        named (no epoch, no member) always may; a named member must be in the group at its
+        epoch -- FENCED_MEMBER_EPOCH above it, ILLEGAL_GENERATION below (Kafka turns the stale
+        epoch into that for transactional commits)."""
+        group = self._groups.get(group_id)
+        if (group is None or not group.members) and member_epoch < 0:
+            return ErrorCode.NONE
+        if member_epoch < 0 and not member_id and instance_id is None:
+            return ErrorCode.NONE
+        member = group.members.get(member_id) if group is not None else None
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch > member.epoch:
+            return ErrorCode.FENCED_MEMBER_EPOCH
+        if member_epoch < member.epoch:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
 
 def _invalid(request: HeartbeatRequestData) -> str | None:
     """KIP-848's request validation (Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid)."""

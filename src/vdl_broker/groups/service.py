@@ -30,6 +30,7 @@ from vdl_broker.cluster.groups import (
 from vdl_broker.cluster.service import MetadataService
 from vdl_broker.groups.commits import (
     check_commit,
+    check_txn_commit,
     consumer_group_state,
     restore_consumer_group,
     restore_group,
@@ -217,6 +218,15 @@ class GroupService:
         else:
             results.update(dict.fromkeys(accepted, ErrorCode.NONE))
         return results
+
+    def check_txn_commit(self, group_id: str, generation_id: int, member_id: str,
+                         instance_id: str | None) -> ErrorCode:
+        """Whether a TxnOffsetCommit naming this member of the group may add its offsets to its
+        transaction (KIP-447; commits.check_txn_commit)."""
+        if self.consumer_groups.group(group_id) is not None:
+            return self.consumer_groups.check_txn_commit(group_id, member_id, generation_id, instance_id)
+        return check_txn_commit(self.coordinator.group(group_id), self.known(group_id), generation_id, member_id,
+                                instance_id)
 
     def _unchanged(self, group_id: str, offsets: dict[str, tuple[int, int, str | None]]) -> bool:
         """Auto-commit repeats the same offsets every few seconds; the metadata log is replayed

@@ -164,6 +164,21 @@ def test_commits_at_the_member_epoch() -> None:
     assert c.check_commit("none", "", -1, version_with_epoch=True) is ErrorCode.NONE
 
 
+def test_transactional_commits_at_the_member_epoch() -> None:
+    """TxnOffsetCommit v3+ (KIP-447), as Kafka's ConsumerGroup.validateOffsetCommit: a stale epoch
+    is ILLEGAL_GENERATION, a member that is gone UNKNOWN_MEMBER_ID, no member named passes."""
+    c, _ = make()
+    assert c.check_txn_commit("g", "m1", 3, None) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert c.check_txn_commit("g", "", -1, None) is ErrorCode.NONE
+    beat(c, "m1", 0)
+    assert c.check_txn_commit("g", "m1", 1, None) is ErrorCode.NONE
+    assert c.check_txn_commit("g", "m1", 0, None) is ErrorCode.ILLEGAL_GENERATION
+    assert c.check_txn_commit("g", "m1", 2, None) is ErrorCode.FENCED_MEMBER_EPOCH
+    assert c.check_txn_commit("g", "other", 1, None) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert c.check_txn_commit("g", "", -1, None) is ErrorCode.NONE
+    assert c.check_txn_commit("g", "", -1, "instance") is ErrorCode.UNKNOWN_MEMBER_ID
+
+
 def test_a_new_coordinator_adopts_the_stored_group() -> None:
     c, _ = make()
     beat(c, "m1", 0, now=0)

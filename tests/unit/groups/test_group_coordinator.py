@@ -255,6 +255,31 @@ def test_commit_checks_follow_kafka() -> None:
     asyncio.run(run())
 
 
+def test_transactional_commit_checks_follow_kafka() -> None:
+    """TxnOffsetCommit v3+ (KIP-447): a consumer fenced out of the group commits nothing; a
+    commit naming no member always may (Kafka's ClassicGroup.validateOffsetCommit, transactional)."""
+    from vdl_broker.groups.commits import check_txn_commit
+
+    async def run() -> None:
+        c = make()
+        assert check_txn_commit(None, False, -1, "", None) is ErrorCode.NONE
+        assert check_txn_commit(None, False, 3, "gone", None) is ErrorCode.ILLEGAL_GENERATION
+        assert check_txn_commit(None, True, 3, "gone", None) is ErrorCode.UNKNOWN_MEMBER_ID  # an emptied group
+        joined = await c.join_group("g", "", "instance-1", "c", "h", 5000, 5000, "consumer", PROTOCOLS, False)
+        group = c.group("g")
+        # Unlike OffsetCommit, not refused while the generation's assignment is not out yet.
+        assert check_txn_commit(group, True, 1, joined.member_id, "instance-1") is ErrorCode.NONE
+        await c.sync_group("g", 1, joined.member_id, [(joined.member_id, b"A")])
+        assert check_txn_commit(group, True, 1, joined.member_id, "instance-1") is ErrorCode.NONE
+        assert check_txn_commit(group, True, 0, joined.member_id, "instance-1") is ErrorCode.ILLEGAL_GENERATION
+        assert check_txn_commit(group, True, 1, "stranger", None) is ErrorCode.UNKNOWN_MEMBER_ID
+        assert check_txn_commit(group, True, 1, "stranger", "instance-1") is ErrorCode.FENCED_INSTANCE_ID
+        assert check_txn_commit(group, True, 1, joined.member_id, "instance-2") is ErrorCode.UNKNOWN_MEMBER_ID
+        assert check_txn_commit(group, True, -1, "", None) is ErrorCode.NONE  # names no member: v0-2
+        c.close()
+    asyncio.run(run())
+
+
 def test_settled_generations_are_reported_and_restored_on_a_new_coordinator() -> None:
     from vdl_broker.cluster.groups import StoredGroup
     from vdl_broker.groups.commits import restore_group, stored_members

@@ -90,7 +90,9 @@ def test_txn_offset_commit_of_a_fenced_epoch_is_an_invalid_producer_epoch_at_eve
     def commit(meta: TxnMeta, epoch: int) -> list[int]:
         node: Any = SimpleNamespace(authorizer=SimpleNamespace(allows=lambda *args: True),
                                     metadata=SimpleNamespace(state=SimpleNamespace(streams={"a": None})),
-                                    transactions=Coordinator(meta))
+                                    transactions=Coordinator(meta),
+                                    groups=SimpleNamespace(active=lambda: True,  # the request names no member
+                                                           check_txn_commit=lambda *args: ErrorCode.NONE))
         request = TxnOffsetCommitRequest(
             transactional_id="t", group_id="g", producer_id=7, producer_epoch=epoch,
             topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name="a", partitions=[

@@ -1,6 +1,8 @@
 """TxnOffsetCommit (key 28): offsets a transactional producer commits for a consumer group
 (consume-transform-produce); they wait in the transaction and reach the group only if it
 commits. On the coordinator (the metadata leader), which coordinates groups and transactions.
+From v3 the request names the consumer whose position the offsets are (KIP-447): they are
+refused, as by Kafka's group coordinator, unless it is still a member in that generation.
 
 v5 (KIP-890 part 2, TxnOffsetCommitRequest.json): a transaction.version 2 client sends no
 AddOffsetsToTxn; the group is added to the transaction here when it is not in it yet."""
@@ -52,7 +54,11 @@ async def handle(node: NodeView, context: RequestContext, request: TxnOffsetComm
     offsets = {t.name: (p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
                for t in request.topics for p in t.partitions if refusal(t.name, p) is None}
     code = ErrorCode.NONE
-    if offsets and version >= IMPLICIT_ADD_VERSION:
+    if offsets:
+        # v3+ name the consumer (KIP-447): a member fenced out by a rebalance commits nothing.
+        code = ErrorCode.NOT_COORDINATOR if node.groups.active() is None else node.groups.check_txn_commit(
+            request.group_id, request.generation_id, request.member_id, request.group_instance_id)
+    if offsets and code is ErrorCode.NONE and version >= IMPLICIT_ADD_VERSION:
         meta = node.transactions.state(request.transactional_id)
         if meta is None or meta.state is not TxnState.ONGOING or request.group_id not in meta.groups:
             code = error_of(await node.transactions.add_offsets(request.transactional_id, request.producer_id,

@@ -7,6 +7,11 @@ its produce check (handlers/produce.py) refuses the transaction's late batches, 
 land after its marker and hold the last stable offset back. Each marker's coordinator epoch names
 its decision; the stream (Partition.append) writes a decision's marker once and refuses an
 earlier decision's (TRANSACTION_COORDINATOR_FENCED), whatever the metadata copy shows.
+
+An operator's WriteTxnMarkers (Kafka's Admin.abortTransaction: `kafka-transactions abort`, KIP-664)
+comes from a client, not from a node: it aborts the transaction in the stream there and then, as
+Kafka's broker does, whatever the coordinator holds; the guard against a deposed coordinator's
+late request is for the coordinators' requests only.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import Callable
 from vdl_broker.cluster.transactions import TxnState
 from vdl_broker.server.authorizer import Operation, authorized_cluster
 from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.internal import NODE_PRINCIPAL_PREFIX
 from vdl_broker.server.node_view import NodeView
 from vdl_broker.server.partition import AppendHandle, Partition, PartitionError
 from vdl_wire.errors import ErrorCode
@@ -38,7 +44,10 @@ def _response(request: WriteTxnMarkersRequest, code: Callable[[int, str, int], E
             for p in t.partition_indexes]) for t in marker.topics]) for marker in request.markers])
 
 
-async def write_markers(node: NodeView, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+async def write_markers(node: NodeView, request: WriteTxnMarkersRequest,
+                        from_coordinator: bool = True) -> WriteTxnMarkersResponse:
+    """`from_coordinator`: a transaction coordinator's markers (a node's), which wait for the
+    decision in the metadata; False: an operator's abort (module docstring)."""
     producers = {marker.producer_id for marker in request.markers}
 
     def ongoing() -> set[int]:
@@ -46,11 +55,11 @@ async def write_markers(node: NodeView, request: WriteTxnMarkersRequest) -> Writ
                 if t.producer_id in producers and t.state is TxnState.ONGOING}
 
     group = node.metadata.group
-    if group is not None:
+    if group is not None and from_coordinator:
         await group.wait_for(lambda _: not ongoing(), DECISION_WAIT_S)
     # Still ongoing here: a late request of a deposed coordinator for an earlier transaction of
     # the producer; its marker would end the producer's next transaction in these streams.
-    stale = ongoing()
+    stale = ongoing() if from_coordinator else set()
     codes: dict[tuple[int, str, int], ErrorCode] = {}
     handles: list[tuple[tuple[int, str, int], AppendHandle]] = []
     now = int(time.time() * 1000)
@@ -85,7 +94,7 @@ async def handle(node: NodeView, context: RequestContext, request: WriteTxnMarke
     # Kafka: CLUSTER_ACTION on the cluster (inter-broker); a node's own requests always pass.
     if not authorized_cluster(node, context, Operation.CLUSTER_ACTION):
         return error_response(request, context.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return await write_markers(node, request)
+    return await write_markers(node, request, from_coordinator=context.principal.startswith(NODE_PRINCIPAL_PREFIX))
 
 
 def error_response(request: WriteTxnMarkersRequest, version: int, code: ErrorCode) -> WriteTxnMarkersResponse:
