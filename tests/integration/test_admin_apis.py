@@ -250,9 +250,10 @@ def test_alter_configs_refuses_bad_input_and_changes_nothing(module_broker: Brok
         ErrorCode.INVALID_CONFIG, "retention.ms: 'soon' is not an integer >= -1")
     assert alter_configs(address, "ac-bad", {"cleanup.policy": "compact"}) == (
         ErrorCode.INVALID_CONFIG, "cleanup.policy: 'compact' is not one of delete")
-    code, message = alter_configs(address, "ac-bad", {"unclean.leader.election.enable": "true"})
-    assert (code, message.split(" (accepted")[0]) == (
-        ErrorCode.INVALID_CONFIG, "unknown stream config 'unclean.leader.election.enable'")
+    assert alter_configs(address, "ac-bad", {"unclean.leader.election.enable": "true"}) == (
+        ErrorCode.INVALID_CONFIG, "unclean.leader.election.enable: 'true' is not one of false")
+    code, message = alter_configs(address, "ac-bad", {"preallocate": "true"})
+    assert (code, message.split(" (accepted")[0]) == (ErrorCode.INVALID_CONFIG, "unknown stream config 'preallocate'")
     assert alter_configs(address, "ac-bad", {"retention.ms": None}) == (
         ErrorCode.INVALID_CONFIG, "retention.ms needs a value (an integer >= -1)")
     assert alter_configs(address, "ac-bad", {"vdl.table.format": "json"}) == (

@@ -173,11 +173,13 @@ def replicas(vdl: VdlClient, stream: str) -> tuple[int, list[int]]:
 def test_topics_create_describe_list_delete(java: JavaClients, target: JavaTarget, vdl: VdlClient) -> None:
     way_in = target.tool_args()
     stream = named(target, "topic")
-    # cleanup.policy=delete and min.insync.replicas up to the majority, as Kafka guides create
-    # topics: accepted (the second is what the stream gives anyway and is not stored).
+    # cleanup.policy=delete, message.timestamp.type=CreateTime and min.insync.replicas up to the
+    # majority, as Kafka guides and Kafka Streams create topics: accepted (the last is what the
+    # stream gives anyway and is not stored).
     created = run(java, "kafka-topics", *way_in, "--create", "--topic", stream,
                   "--config", "retention.ms=3600000", "--config", "max.message.bytes=200000",
-                  "--config", "cleanup.policy=delete", "--config", f"min.insync.replicas={target.replication // 2 + 1}")
+                  "--config", "cleanup.policy=delete", "--config", "message.timestamp.type=CreateTime",
+                  "--config", f"min.insync.replicas={target.replication // 2 + 1}")
     assert created.stdout == f"Created topic {stream}.\n"
     refused = run(java, "kafka-topics", *way_in, "--create", "--topic", named(target, "three"), "--partitions", "3",
                   ok=False)
@@ -193,10 +195,11 @@ def test_topics_create_describe_list_delete(java: JavaClients, target: JavaTarge
     assert compacted.stdout == "Error while executing topic command : cleanup.policy: 'compact' is not one of delete\n"
     assert not any(vdl.stream_exists(named(target, name)) for name in ("three", "placed", "compacted"))
     settle_configs(target.cluster, stream, {"retention.ms": "3600000", "max.message.bytes": "200000",
-                                            "cleanup.policy": "delete"})
+                                            "cleanup.policy": "delete", "message.timestamp.type": "CreateTime"})
     assert stream_configs(target.cluster, stream) == {"retention.ms": ("3600000", DYNAMIC_TOPIC_CONFIG),
                                                       "max.message.bytes": ("200000", DYNAMIC_TOPIC_CONFIG),
-                                                      "cleanup.policy": ("delete", DYNAMIC_TOPIC_CONFIG)}
+                                                      "cleanup.policy": ("delete", DYNAMIC_TOPIC_CONFIG),
+                                                      "message.timestamp.type": ("CreateTime", DYNAMIC_TOPIC_CONFIG)}
 
     described = run(java, "kafka-topics", *way_in, "--describe", "--topic", stream)
     listed = run(java, "kafka-topics", *way_in, "--list")
@@ -204,7 +207,8 @@ def test_topics_create_describe_list_delete(java: JavaClients, target: JavaTarge
     leader, nodes = replicas(vdl, stream)
     # The tool lists the configs in its map's order.
     assert sorted(topic.pop("Configs").split(",")) == [
-        "cleanup.policy=delete", "max.message.bytes=200000", "retention.ms=3600000"]
+        "cleanup.policy=delete", "max.message.bytes=200000", "message.timestamp.type=CreateTime",
+        "retention.ms=3600000"]
     assert topic == {"Topic": stream, "TopicId": topic["TopicId"], "PartitionCount": "1",
                      "ReplicationFactor": str(target.replication)}
     assert [(p["Partition"], p["Leader"], p["Replicas"]) for p in partitions] == [

@@ -27,7 +27,8 @@ TOPIC, BROKER = 2, 4
 EXPECTED = {
     "retention.ms": ("60000", 1), "retention.bytes": ("-1", 5), "segment.bytes": ("1073741824", 5),
     "segment.ms": ("604800000", 5), "max.message.bytes": ("16777216", 5), "cleanup.policy": ("delete", 1),
-    "vdl.table.path": (None, 5),
+    "message.timestamp.type": ("CreateTime", 5), "compression.type": ("producer", 5),
+    "unclean.leader.election.enable": ("false", 5), "vdl.table.path": (None, 5),
     "vdl.table.format": ("raw", 5), "vdl.table.schema": (None, 5), "vdl.table.lag.ms": ("5000", 5),
     "vdl.table.partition.by": ("none", 5), "vdl.table.compact.interval.ms": ("600000", 5),
     "vdl.table.compact.target.bytes": ("134217728", 5), "vdl.table.vacuum.interval.ms": ("3600000", 5),
@@ -91,11 +92,11 @@ def test_confluent_admin_creates_describes_and_alters(cluster: DevCluster) -> No
                                                                          "cleanup.policy": "delete",
                                                                          "min.insync.replicas": "2"}),
                                     NewTopic("compacted", 1, 3, config={"cleanup.policy": "compact"}),
-                                    NewTopic("unknown-key", 1, 3, config={"unclean.leader.election.enable": "true"}),
+                                    NewTopic("unknown-key", 1, 3, config={"preallocate": "true"}),
                                     NewTopic("bad-value", 1, 3, config={"segment.bytes": "12"})])
     futures["configured"].result(timeout=30)
     for name, words in (("compacted", "cleanup.policy: 'compact' is not one of delete"),
-                        ("unknown-key", "unknown stream config 'unclean.leader.election.enable'"),
+                        ("unknown-key", "unknown stream config 'preallocate'"),
                         ("bad-value", "segment.bytes: '12' is not an integer in 1024..2147483647")):
         with pytest.raises(Exception) as caught:
             futures[name].result(timeout=30)
@@ -278,6 +279,9 @@ def test_cli_sets_and_shows_configs(cluster: DevCluster) -> None:
         "  segment.ms                      604800000   (default)\n"
         "  max.message.bytes               65536       (stream)\n"
         "  cleanup.policy                  delete      (default)\n"
+        "  message.timestamp.type          CreateTime  (default)\n"
+        "  compression.type                producer    (default)\n"
+        "  unclean.leader.election.enable  false       (default)\n"
         "  vdl.table.path                  -           (default)\n"
         "  vdl.table.format                raw         (default)\n"
         "  vdl.table.schema                -           (default)\n"

@@ -112,6 +112,15 @@ _KEYS = (
     # many scripts name it), and `compact` is refused naming what is accepted.
     ConfigKey("cleanup.policy", ConfigType.STRING, "what happens to old segments: delete (by retention.ms and "
               "retention.bytes); VDL does not compact logs", default="delete", choices=("delete",)),
+    # Kafka topic configs whose default is all a VDL log does: accepted and described with that one
+    # value, so tools, Kafka Streams (its internal topics name message.timestamp.type) and
+    # provisioning scripts that pass them work; any other value is refused naming what is accepted.
+    ConfigKey("message.timestamp.type", ConfigType.STRING, "records keep the timestamp their producer gave them "
+              "(CreateTime); VDL does not stamp append times", default="CreateTime", choices=("CreateTime",)),
+    ConfigKey("compression.type", ConfigType.STRING, "batches are stored compressed as their producer sent them "
+              "(producer); VDL does not recompress", default="producer", choices=("producer",)),
+    ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, "false: only a replica holding every "
+              "acknowledged write can lead (Raft); VDL never elects another", default="false", choices=("false",)),
     ConfigKey("vdl.table.path", ConfigType.STRING, "the stream's Delta table: an absolute local path or a URI the "
               "deltalake package can write; set = tiering on", check=_check_path),
     ConfigKey("vdl.table.format", ConfigType.STRING, "raw: columns offset, timestamp, key, value, headers; json: the "
@@ -186,10 +195,12 @@ def canonical_value(name: str, value: Any) -> str:
         if (key.minimum is not None and number < key.minimum) or (key.maximum is not None and number > key.maximum):
             raise ConfigProblem(f"{name}: {value!r} is not {key.accepted()}")
         return str(number)
-    if key.choices and text.lower() not in key.choices:
-        raise ConfigProblem(f"{name}: {value!r} is not one of {key.accepted()}")
     if key.choices:
-        return text.lower()
+        # Kafka's own spelling is stored (CreateTime), whatever the case given.
+        choice = next((c for c in key.choices if c.lower() == text.lower()), None)
+        if choice is None:
+            raise ConfigProblem(f"{name}: {value!r} is not one of {key.accepted()}")
+        return choice
     reason = key.check(str(value)) if key.check is not None else None
     if reason is not None:
         raise ConfigProblem(f"{name}: {reason}")

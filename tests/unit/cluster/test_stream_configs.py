@@ -49,13 +49,24 @@ def test_accepted_values_are_stored_canonical(name: str, value: str, stored: str
     ("vdl.table.lag.ms", "99", "vdl.table.lag.ms: '99' is not an integer >= 100"),
     ("retention.ms", None, "retention.ms needs a value (an integer >= -1)"),
     ("cleanup.policy", "compact", "cleanup.policy: 'compact' is not one of delete"),
-    ("unclean.leader.election.enable", "true",
-     "unknown stream config 'unclean.leader.election.enable' (accepted: retention.ms, retention.bytes"),
+    ("unclean.leader.election.enable", "true", "unclean.leader.election.enable: 'true' is not one of false"),
+    ("message.timestamp.type", "LogAppendTime", "message.timestamp.type: 'LogAppendTime' is not one of CreateTime"),
+    ("compression.type", "zstd", "compression.type: 'zstd' is not one of producer"),
+    ("preallocate", "true", "unknown stream config 'preallocate' (accepted: retention.ms, retention.bytes"),
 ])
 def test_bad_values_name_the_key_and_what_it_accepts(name: str, value: str | None, message: str) -> None:
     with pytest.raises(ConfigProblem) as caught:
         canonical_value(name, value)
     assert str(caught.value).startswith(message)
+
+
+def test_kafkas_defaults_that_are_all_a_vdl_log_does_are_accepted_in_kafkas_spelling() -> None:
+    """Kafka Streams names message.timestamp.type=CreateTime on its internal topics; provisioning
+    scripts pass Kafka's defaults: stored as Kafka spells them, whatever the case given."""
+    assert validated({"message.timestamp.type": "createtime", "compression.type": "PRODUCER",
+                      "unclean.leader.election.enable": "False", "cleanup.policy": "Delete"}, 3) == {
+        "message.timestamp.type": "CreateTime", "compression.type": "producer",
+        "unclean.leader.election.enable": "false", "cleanup.policy": "delete"}
 
 
 def test_json_format_needs_a_schema() -> None:
