@@ -32,7 +32,15 @@ from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.host import RaftHost
 from vdl_broker.raft.transport import Address, CallHandler, Handler, PeerStats, TransportConfig
 from vdl_broker.raft.types import Message
-from vdl_broker.raft.wire import KIND_HEARTBEAT, KIND_MESSAGES, decode_frame, encode_frame, encode_heartbeat
+from vdl_broker.raft.wire import (
+    KIND_HEARTBEAT,
+    KIND_LEAVING,
+    KIND_MESSAGES,
+    decode_frame,
+    encode_frame,
+    encode_heartbeat,
+    encode_leaving,
+)
 from vdl_broker.server.partition import Partition
 from vdl_wire.records.record_batch import RecordBatchBuilder
 
@@ -142,6 +150,7 @@ class _Peer:
     queue: list[tuple[str, Message]] = field(default_factory=list)
     wrote: bool = False  # a message frame went out since the last send_heartbeats()
     incarnation: int | None = None
+    leaving: bool = False
 
 
 class MemoryTransport:
@@ -154,6 +163,7 @@ class MemoryTransport:
         self.listen = listen
         self.handler = handler
         self.call_handler: CallHandler | None = None
+        self.on_leaving: Callable[[int], None] | None = None
         self.incarnation = network.rng.getrandbits(63)  # new at every start, as a new process's
         self._peers: dict[int, _Peer] = {}
         self._pending = list(peers or {})
@@ -214,7 +224,15 @@ class MemoryTransport:
         peer = self._peers.get(sender)
         if peer is None:
             return  # an unknown node: the real transport refuses its connection
+        if incarnation != peer.incarnation:
+            peer.leaving = False  # a restarted peer: the real transport sees a new connection
         peer.incarnation = incarnation
+        if kind == KIND_LEAVING:
+            if not peer.leaving:
+                peer.leaving = True
+                if self.on_leaving is not None:
+                    self.on_leaving(sender)
+            return
         if kind == KIND_HEARTBEAT:
             peer.stats.heartbeats_received += 1
             return
@@ -231,6 +249,15 @@ class MemoryTransport:
 
     def peer_ids(self) -> list[int]:
         return list(self._peers)
+
+    def announce_leaving(self) -> None:
+        for peer_id in self._peers:
+            if self._started and self.network.linked(self.node_id, peer_id):
+                self.network.send(self, peer_id, encode_leaving(self.node_id))
+
+    def is_leaving(self, peer_id: int) -> bool:
+        peer = self._peers.get(peer_id)
+        return peer is not None and peer.leaving
 
     def stats(self, peer_id: int) -> PeerStats:
         peer = self._peers.get(peer_id)

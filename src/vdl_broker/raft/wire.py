@@ -4,7 +4,7 @@ A frame body carries the messages of many Raft groups from one sender to one rec
 group between two nodes shares one connection and one tick's heartbeats travel together:
 
     frame   := version u8 | kind u8 | sender u32 | group count u32 | group*      (kind MESSAGES)
-             | version u8 | kind u8 | sender u32                                   (kind HELLO)
+             | version u8 | kind u8 | sender u32                                   (kind HELLO, LEAVING)
              | version u8 | kind u8 | sender u32 | call id u32 | payload         (kind REQUEST/RESPONSE)
              | version u8 | kind u8 | sender u32 | incarnation u64               (kind HEARTBEAT)
     group   := name length u16 | name utf-8 | message count u32 | message*
@@ -19,7 +19,8 @@ REQUEST/RESPONSE frames carry the node-to-node calls of the layers above (opaque
 the server forwards Kafka requests to the metadata leader with them), over the same connection
 and so the same mutual TLS as Raft. A HEARTBEAT frame is the node-pair liveness signal
 (vdl_broker.raft.liveness): sent when nothing else went to that peer for a tick; its incarnation
-is new at every process start.
+is new at every process start. A LEAVING frame says the sender is stopping gracefully: a leader
+handing a group over stops counting on it as a transferee (RaftGroup.stop).
 
 All integers big-endian. Decoding never copies entry payloads: they are memoryview slices of the
 frame. Any malformed input raises WireError, and nothing else.
@@ -40,6 +41,7 @@ KIND_MESSAGES = 2
 KIND_REQUEST = 3
 KIND_RESPONSE = 4
 KIND_HEARTBEAT = 5
+KIND_LEAVING = 6
 
 # The name of the metadata group (streams are named like Kafka topics, which cannot start "__"
 # followed by this exact name in practice; the cluster layer refuses it as a stream name).
@@ -90,6 +92,10 @@ class Frame:
 
 def encode_hello(sender: int) -> bytes:
     return _FRAME.pack(VERSION, KIND_HELLO, sender)
+
+
+def encode_leaving(sender: int) -> bytes:
+    return _FRAME.pack(VERSION, KIND_LEAVING, sender)
 
 
 def encode_heartbeat(sender: int, incarnation: int) -> bytes:
@@ -180,9 +186,9 @@ def decode_frame(data: Buffer) -> Frame:
         version, kind, sender = reader.unpack(_FRAME)
         if version != VERSION:
             raise WireError(f"unsupported wire version {version}", 0)
-        if kind == KIND_HELLO:
+        if kind in (KIND_HELLO, KIND_LEAVING):
             _expect_end(reader)
-            return Frame(KIND_HELLO, sender, [])
+            return Frame(kind, sender, [])
         if kind in (KIND_REQUEST, KIND_RESPONSE):
             (call_id,) = reader.unpack(_COUNT)
             return Frame(kind, sender, [], call_id, reader.take(len(reader.view) - reader.pos))
