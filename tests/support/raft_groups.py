@@ -130,9 +130,13 @@ class MemoryNetwork:
         # FIFO per link whatever order the loop runs equal-time timers in: take the oldest.
         frame, incarnation = self._links[(sender, to)].popleft()
         destination = self.transports.get(to)
-        if destination is None or not self.linked(sender, to):
-            return  # lost with the connection
         decoded = decode_frame(frame)
+        # A LEAVING frame is written just before its sender closes the connection (a graceful
+        # stop): TCP still delivers it after the sender stopped. Any other frame in flight is
+        # lost with the connection.
+        stopped_gracefully = decoded.kind == KIND_LEAVING and (sender, to) not in self._cut
+        if destination is None or not (self.linked(sender, to) or stopped_gracefully):
+            return
         now = asyncio.get_running_loop().time()
         if decoded.kind == KIND_MESSAGES:
             for group, m in decoded.messages:
