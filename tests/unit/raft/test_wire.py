@@ -11,12 +11,14 @@ from hypothesis import strategies as st
 from vdl_broker.raft.types import ConfState, Entry, EntryType, Message, MessageType, SnapshotMeta
 from vdl_broker.raft.wire import (
     KIND_HELLO,
+    KIND_LEAVING,
     KIND_MESSAGES,
     METADATA_GROUP,
     WireError,
     decode_frame,
     encode_frame,
     encode_hello,
+    encode_leaving,
 )
 
 
@@ -74,6 +76,13 @@ def test_entry_payloads_are_zero_copy_slices() -> None:
 def test_hello() -> None:
     frame = decode_frame(encode_hello(42))
     assert (frame.kind, frame.sender, frame.messages) == (KIND_HELLO, 42, [])
+
+
+def test_leaving() -> None:
+    frame = decode_frame(encode_leaving(42))
+    assert (frame.kind, frame.sender, frame.messages) == (KIND_LEAVING, 42, [])
+    with pytest.raises(WireError):
+        decode_frame(encode_leaving(42) + b"x")
 
 
 def test_truncations_and_bit_flips_raise_wire_error_only() -> None:
