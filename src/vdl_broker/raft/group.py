@@ -265,8 +265,10 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
                 # TIMEOUT_NOW): try the next one; none left (NotLeaderError), stop leading as is.
                 while self.is_leader and not self._stopped and loop.time() < deadline:
                     target = self.transfer_leadership()
-                    await self.wait_for(lambda g: not g.is_leader or g._peer_leaving(target),
-                                        deadline - loop.time())
+
+                    def over(g: RaftGroup, target: int = target) -> bool:
+                        return not g.is_leader or g._peer_leaving(target)
+                    await self.wait_for(over, deadline - loop.time())
         if transfer and self._leading and not self.is_leader and self._task is not None:
             # The core stepped down (a newer term reached it, the transfer's or not) and the
             # Ready loop has not carried that out yet: cancelling it now would leave the role
