@@ -34,7 +34,6 @@ from vdl_broker.raft.transport import Address, CallHandler, Handler, PeerStats, 
 from vdl_broker.raft.types import Message
 from vdl_broker.raft.wire import (
     KIND_HEARTBEAT,
-    KIND_LEAVING,
     KIND_MESSAGES,
     decode_frame,
     encode_frame,
@@ -131,10 +130,10 @@ class MemoryNetwork:
         frame, incarnation = self._links[(sender, to)].popleft()
         destination = self.transports.get(to)
         decoded = decode_frame(frame)
-        # A LEAVING frame is written just before its sender closes the connection (a graceful
-        # stop): TCP still delivers it after the sender stopped. Any other frame in flight is
-        # lost with the connection.
-        stopped_gracefully = decoded.kind == KIND_LEAVING and (sender, to) not in self._cut
+        # The leaving notice is written just before its sender closes the connection (a
+        # graceful stop): TCP still delivers it after the sender stopped. Any other frame in
+        # flight is lost with the connection.
+        stopped_gracefully = decoded.leaving and (sender, to) not in self._cut
         if destination is None or not (self.linked(sender, to) or stopped_gracefully):
             return
         now = asyncio.get_running_loop().time()
@@ -145,7 +144,7 @@ class MemoryNetwork:
                 self.trace.append(delivery)
                 if self.on_delivery is not None:
                     self.on_delivery(delivery)
-        destination.receive(sender, decoded.kind, decoded.messages, incarnation)
+        destination.receive(sender, decoded.kind, decoded.messages, incarnation, decoded.leaving)
 
 
 @dataclass
@@ -224,24 +223,23 @@ class MemoryTransport:
                 self.network.send(self, peer_id, encode_heartbeat(self.node_id, self.incarnation))
             peer.wrote = False
 
-    def receive(self, sender: int, kind: int, messages: list[tuple[str, Message]], incarnation: int) -> None:
+    def receive(self, sender: int, kind: int, messages: list[tuple[str, Message]], incarnation: int,
+                leaving: bool = False) -> None:
         peer = self._peers.get(sender)
         if peer is None:
             return  # an unknown node: the real transport refuses its connection
         if incarnation != peer.incarnation:
             peer.leaving = False  # a restarted peer: the real transport sees a new connection
         peer.incarnation = incarnation
-        if kind == KIND_LEAVING:
-            if not peer.leaving:
-                peer.leaving = True
-                if self.on_leaving is not None:
-                    self.on_leaving(sender)
-            return
         if kind == KIND_HEARTBEAT:
             peer.stats.heartbeats_received += 1
             return
         peer.stats.frames_received += 1
         peer.stats.messages_received += len(messages)
+        if leaving and not peer.leaving:
+            peer.leaving = True
+            if self.on_leaving is not None:
+                self.on_leaving(sender)
         for group, message in messages:
             self.handler(group, message)
 

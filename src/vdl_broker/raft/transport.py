@@ -30,8 +30,8 @@ this process's incarnation (a new connection starts with one too, so a restarted
 once); every frame received counts as hearing from its sender (`heard_from()`), whatever the
 number of Raft groups.
 
-A node stopping gracefully says so (`announce_leaving()`: a LEAVING frame to every connected
-peer); a peer that said so is `is_leaving()` until it connects again (a restart), and `on_leaving`
+A node stopping gracefully says so (`announce_leaving()`: a leaving notice to every connected
+peer, vdl_broker.raft.wire); a peer that said so is `is_leaving()` until it connects again (a restart), and `on_leaving`
 hears of it. Leaders handing a group over stop counting on it (RaftGroup.stop): when a whole
 cluster stops at once, no leader waits out its transfer timeout for a transferee that stopped too.
 """
@@ -55,7 +55,6 @@ from vdl_broker.raft.types import Message
 from vdl_broker.raft.wire import (
     KIND_HEARTBEAT,
     KIND_HELLO,
-    KIND_LEAVING,
     KIND_MESSAGES,
     KIND_REQUEST,
     KIND_RESPONSE,
@@ -121,7 +120,7 @@ class _Peer:
     heartbeat_due: bool = False
     incarnation: int | None = None  # the peer's, from its last HEARTBEAT frame
     calls: dict[int, asyncio.Future[bytes]] = field(default_factory=dict)
-    leaving: bool = False  # it said it is stopping (a LEAVING frame), on its current connection
+    leaving: bool = False  # it said it is stopping (the leaving notice), on its current connection
 
 
 # Bytes read ahead when no frame is in progress: the small frames (responses, heartbeats) of a
@@ -741,13 +740,6 @@ class RaftTransport:
             assert frame.payload is not None
             self._on_call_frame(peer, writer, frame.kind, frame.call_id, frame.payload)
             return
-        if frame.kind == KIND_LEAVING and frame.sender == peer.id:
-            if peer.writer is writer and not peer.leaving:
-                peer.leaving = True
-                log.info("node %d: node %d is stopping", self.node_id, peer.id)
-                if self.on_leaving is not None:
-                    self.on_leaving(peer.id)
-            return
         if frame.kind not in (KIND_MESSAGES, KIND_HEARTBEAT) or frame.sender != peer.id:
             raise WireError(f"unexpected frame kind {frame.kind} from node {frame.sender}", 0)
         if frame.kind == KIND_HEARTBEAT:
@@ -756,6 +748,11 @@ class RaftTransport:
             return
         peer.stats.frames_received += 1
         peer.stats.messages_received += len(frame.messages)
+        if frame.leaving and peer.writer is writer and not peer.leaving:
+            peer.leaving = True
+            log.info("node %d: node %d is stopping", self.node_id, peer.id)
+            if self.on_leaving is not None:
+                self.on_leaving(peer.id)
         for group, message in frame.messages:
             if message.to != self.node_id:
                 continue

@@ -4,7 +4,7 @@ A frame body carries the messages of many Raft groups from one sender to one rec
 group between two nodes shares one connection and one tick's heartbeats travel together:
 
     frame   := version u8 | kind u8 | sender u32 | group count u32 | group*      (kind MESSAGES)
-             | version u8 | kind u8 | sender u32                                   (kind HELLO, LEAVING)
+             | version u8 | kind u8 | sender u32                                   (kind HELLO)
              | version u8 | kind u8 | sender u32 | call id u32 | payload         (kind REQUEST/RESPONSE)
              | version u8 | kind u8 | sender u32 | incarnation u64               (kind HEARTBEAT)
     group   := name length u16 | name utf-8 | message count u32 | message*
@@ -19,8 +19,12 @@ REQUEST/RESPONSE frames carry the node-to-node calls of the layers above (opaque
 the server forwards Kafka requests to the metadata leader with them), over the same connection
 and so the same mutual TLS as Raft. A HEARTBEAT frame is the node-pair liveness signal
 (vdl_broker.raft.liveness): sent when nothing else went to that peer for a tick; its incarnation
-is new at every process start. A LEAVING frame says the sender is stopping gracefully: a leader
-handing a group over stops counting on it as a transferee (RaftGroup.stop).
+is new at every process start.
+
+The leaving notice says the sender is stopping gracefully (a leader handing a group over stops
+counting on it as a transferee: RaftGroup.stop). It is a MESSAGES frame with one group, named
+LEAVING_GROUP (not a legal stream name), carrying no message: a release before it reads a frame
+with nothing in it, where a frame kind of its own would make it drop the connection.
 
 All integers big-endian. Decoding never copies entry payloads: they are memoryview slices of the
 frame. Any malformed input raises WireError, and nothing else.
@@ -41,7 +45,7 @@ KIND_MESSAGES = 2
 KIND_REQUEST = 3
 KIND_RESPONSE = 4
 KIND_HEARTBEAT = 5
-KIND_LEAVING = 6
+LEAVING_GROUP = "@leaving"
 
 # The name of the metadata group (streams are named like Kafka topics, which cannot start "__"
 # followed by this exact name in practice; the cluster layer refuses it as a stream name).
@@ -85,6 +89,7 @@ class Frame:
     call_id: int = 0  # REQUEST/RESPONSE
     payload: memoryview | None = None
     incarnation: int = 0  # HEARTBEAT
+    leaving: bool = False  # MESSAGES: it holds the leaving notice
 
 
 # ---------------------------------------------------------------------------------- encoding
@@ -95,7 +100,10 @@ def encode_hello(sender: int) -> bytes:
 
 
 def encode_leaving(sender: int) -> bytes:
-    return _FRAME.pack(VERSION, KIND_LEAVING, sender)
+    """The leaving notice (see the module's docstring)."""
+    name = LEAVING_GROUP.encode()
+    return (_FRAME.pack(VERSION, KIND_MESSAGES, sender) + _COUNT.pack(1) + _NAME_LEN.pack(len(name)) + name
+            + _COUNT.pack(0))
 
 
 def encode_heartbeat(sender: int, incarnation: int) -> bytes:
@@ -186,9 +194,9 @@ def decode_frame(data: Buffer) -> Frame:
         version, kind, sender = reader.unpack(_FRAME)
         if version != VERSION:
             raise WireError(f"unsupported wire version {version}", 0)
-        if kind in (KIND_HELLO, KIND_LEAVING):
+        if kind == KIND_HELLO:
             _expect_end(reader)
-            return Frame(kind, sender, [])
+            return Frame(KIND_HELLO, sender, [])
         if kind in (KIND_REQUEST, KIND_RESPONSE):
             (call_id,) = reader.unpack(_COUNT)
             return Frame(kind, sender, [], call_id, reader.take(len(reader.view) - reader.pos))
@@ -200,6 +208,7 @@ def decode_frame(data: Buffer) -> Frame:
             raise WireError(f"unknown frame kind {kind}", 1)
         (group_count,) = reader.unpack(_COUNT)
         messages: list[tuple[str, Message]] = []
+        leaving = False
         for _ in range(group_count):
             (name_len,) = reader.unpack(_NAME_LEN)
             position = reader.pos
@@ -208,10 +217,14 @@ def decode_frame(data: Buffer) -> Frame:
             except UnicodeDecodeError as error:
                 raise WireError("group name is not UTF-8", position) from error
             (count,) = reader.unpack(_COUNT)
+            if group == LEAVING_GROUP:
+                if count:
+                    raise WireError("the leaving notice carries messages", position)
+                leaving = True
             for _ in range(count):
                 messages.append((group, _decode_message(reader, sender)))
         _expect_end(reader)
-        return Frame(KIND_MESSAGES, sender, messages)
+        return Frame(KIND_MESSAGES, sender, messages, leaving=leaving)
     except WireError:
         raise
     except (ValueError, TypeError, struct.error, RecursionError, OverflowError) as error:
