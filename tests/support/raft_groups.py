@@ -32,7 +32,14 @@ from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.host import RaftHost
 from vdl_broker.raft.transport import Address, CallHandler, Handler, PeerStats, TransportConfig
 from vdl_broker.raft.types import Message
-from vdl_broker.raft.wire import KIND_HEARTBEAT, KIND_MESSAGES, decode_frame, encode_frame, encode_heartbeat
+from vdl_broker.raft.wire import (
+    KIND_HEARTBEAT,
+    KIND_MESSAGES,
+    decode_frame,
+    encode_frame,
+    encode_heartbeat,
+    encode_leaving,
+)
 from vdl_broker.server.partition import Partition
 from vdl_wire.records.record_batch import RecordBatchBuilder
 
@@ -122,9 +129,13 @@ class MemoryNetwork:
         # FIFO per link whatever order the loop runs equal-time timers in: take the oldest.
         frame, incarnation = self._links[(sender, to)].popleft()
         destination = self.transports.get(to)
-        if destination is None or not self.linked(sender, to):
-            return  # lost with the connection
         decoded = decode_frame(frame)
+        # The leaving notice is written just before its sender closes the connection (a
+        # graceful stop): TCP still delivers it after the sender stopped. Any other frame in
+        # flight is lost with the connection.
+        stopped_gracefully = decoded.leaving and (sender, to) not in self._cut
+        if destination is None or not (self.linked(sender, to) or stopped_gracefully):
+            return
         now = asyncio.get_running_loop().time()
         if decoded.kind == KIND_MESSAGES:
             for group, m in decoded.messages:
@@ -133,7 +144,7 @@ class MemoryNetwork:
                 self.trace.append(delivery)
                 if self.on_delivery is not None:
                     self.on_delivery(delivery)
-        destination.receive(sender, decoded.kind, decoded.messages, incarnation)
+        destination.receive(sender, decoded.kind, decoded.messages, incarnation, decoded.leaving)
 
 
 @dataclass
@@ -142,6 +153,7 @@ class _Peer:
     queue: list[tuple[str, Message]] = field(default_factory=list)
     wrote: bool = False  # a message frame went out since the last send_heartbeats()
     incarnation: int | None = None
+    leaving: bool = False
 
 
 class MemoryTransport:
@@ -154,6 +166,7 @@ class MemoryTransport:
         self.listen = listen
         self.handler = handler
         self.call_handler: CallHandler | None = None
+        self.on_leaving: Callable[[int], None] | None = None
         self.incarnation = network.rng.getrandbits(63)  # new at every start, as a new process's
         self._peers: dict[int, _Peer] = {}
         self._pending = list(peers or {})
@@ -210,16 +223,23 @@ class MemoryTransport:
                 self.network.send(self, peer_id, encode_heartbeat(self.node_id, self.incarnation))
             peer.wrote = False
 
-    def receive(self, sender: int, kind: int, messages: list[tuple[str, Message]], incarnation: int) -> None:
+    def receive(self, sender: int, kind: int, messages: list[tuple[str, Message]], incarnation: int,
+                leaving: bool = False) -> None:
         peer = self._peers.get(sender)
         if peer is None:
             return  # an unknown node: the real transport refuses its connection
+        if incarnation != peer.incarnation:
+            peer.leaving = False  # a restarted peer: the real transport sees a new connection
         peer.incarnation = incarnation
         if kind == KIND_HEARTBEAT:
             peer.stats.heartbeats_received += 1
             return
         peer.stats.frames_received += 1
         peer.stats.messages_received += len(messages)
+        if leaving and not peer.leaving:
+            peer.leaving = True
+            if self.on_leaving is not None:
+                self.on_leaving(sender)
         for group, message in messages:
             self.handler(group, message)
 
@@ -231,6 +251,15 @@ class MemoryTransport:
 
     def peer_ids(self) -> list[int]:
         return list(self._peers)
+
+    def announce_leaving(self) -> None:
+        for peer_id in self._peers:
+            if self._started and self.network.linked(self.node_id, peer_id):
+                self.network.send(self, peer_id, encode_leaving(self.node_id))
+
+    def is_leaving(self, peer_id: int) -> bool:
+        peer = self._peers.get(peer_id)
+        return peer is not None and peer.leaving
 
     def stats(self, peer_id: int) -> PeerStats:
         peer = self._peers.get(peer_id)

@@ -87,13 +87,15 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
                  on_awake: GroupFn | None = None, peer_alive: Callable[[int], bool] | None = None,
                  send_catchup: SendFn | None = None, state_machine: StateMachine | None = None,
                  may_truncate: Callable[[], bool] | None = None,
+                 peer_leaving: Callable[[int], bool] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """`voters`: the configuration the group was created with, used only when this replica
         has saved none yet (then it is saved at once); empty for a replica joining an existing
         group, which learns its configuration from the leader (vdl_broker.raft.membership).
         `state_machine`: snapshotted every RaftConfig.snapshot_entries / snapshot_bytes, the log
         truncated behind while `may_truncate()` (snapshotting.py). `clock`: the time the read
-        lease and the leader's age are measured on (a test's virtual clock)."""
+        lease and the leader's age are measured on (a test's virtual clock). `peer_leaving(node)`:
+        that node said it is stopping (never chosen to take leadership over at a graceful stop)."""
         cfg = config or RaftConfig()
         self._clock = clock
         self.name = name
@@ -152,6 +154,7 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         # The host's ticker ticks only groups that are awake: it hears of every wake-up here.
         self._on_awake = on_awake
         self._peer_alive = peer_alive
+        self._peer_leaving = peer_leaving or (lambda node: False)
         self.elections_won = 0  # times this node became the group's leader (metrics)
         self._leading = False
         self._leader_since = 0.0
@@ -250,13 +253,22 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
 
     async def stop(self, transfer: bool = True, timeout_s: float = 2.0) -> None:
         """Stop driving the group; a leader first hands leadership to its most caught-up peer
-        (waiting up to timeout_s). The StreamLog stays open: its owner closes it."""
+        that is not leaving too (waiting up to timeout_s). The StreamLog stays open: its owner
+        closes it."""
         if self._stopped:
             return
         if transfer and self.is_leader and len(self.voters) > 1 and self._task is not None:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout_s
             with contextlib.suppress(RaftError, ValueError):
-                self.transfer_leadership()
-                await self.wait_for(lambda g: not g.is_leader, timeout_s)
+                # A transferee that says it is leaving has stopped its groups (it ignores
+                # TIMEOUT_NOW): try the next one; none left (NotLeaderError), stop leading as is.
+                while self.is_leader and not self._stopped and loop.time() < deadline:
+                    target = self.transfer_leadership()
+
+                    def over(g: RaftGroup, target: int = target) -> bool:
+                        return not g.is_leader or g._peer_leaving(target)
+                    await self.wait_for(over, deadline - loop.time())
         if transfer and self._leading and not self.is_leader and self._task is not None:
             # The core stepped down (a newer term reached it, the transfer's or not) and the
             # Ready loop has not carried that out yet: cancelling it now would leave the role
@@ -324,6 +336,10 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         forgotten = react(self.node, change, is_alive)
         self._poke()
         return forgotten
+
+    def peer_leaving(self, peer: int) -> None:
+        """`peer` said it is stopping: a graceful stop waiting for it to take over stops waiting."""
+        self._notify_change()
 
     def campaign(self) -> None:
         """Start an election now (PreVote first)."""
@@ -401,7 +417,7 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         if target is None:
             status = self.node.peer_status()
             candidates = [(st.recent_active, st.match, peer) for peer, st in status.items()
-                          if peer != self.node_id and not st.learner]
+                          if peer != self.node_id and not st.learner and not self._peer_leaving(peer)]
             if not candidates:
                 raise NotLeaderError(self.node.leader_id, "no peer to transfer leadership to")
             target = max(candidates)[2]

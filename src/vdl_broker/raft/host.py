@@ -81,6 +81,8 @@ class RaftHost:
         self.transport = (transport_factory(node_id, raft_listen, self._deliver, others, transport_config,
                                             tls=tls, identify=identify)
                           if raft_listen is not None else None)
+        if self.transport is not None:
+            self.transport.on_leaving = self._peer_leaving
         # Silence of election_ticks of our ticks (not less: see vdl_broker.raft.quiescence, "Safety").
         self.liveness = NodeLiveness(self.raft_config.election_ticks)
         for peer in others:
@@ -143,6 +145,7 @@ class RaftHost:
                           else self.raft_config, apply=apply, on_snapshot=on_snapshot,
                           resume_from_commit_point=resume_from_commit_point, commit_latency=self.commit_latency,
                           on_awake=self._wake_up, peer_alive=self.liveness.is_alive,
+                          peer_leaving=self._is_leaving,
                           send_catchup=self._send_catchup, state_machine=state_machine,
                           may_truncate=may_truncate, clock=self.clock,
                           rng=random.Random(self._rng.getrandbits(64)) if self._rng is not None else None)
@@ -159,9 +162,15 @@ class RaftHost:
             await group.stop(transfer=transfer)
 
     async def stop(self, transfer: bool = True, timeout_s: float = 2.0) -> None:
-        """Graceful: leaders hand over their groups first (concurrently), then everything stops."""
+        """Graceful: leaders hand over their groups first (concurrently), then everything stops.
+
+        The peers hear first that this node is leaving: their leaders stop handing groups to it
+        (it no longer answers TIMEOUT_NOW), so a whole cluster stopped at once does not wait out
+        every transfer's timeout."""
         groups = list(self.groups.values())
         if transfer:
+            if self.transport is not None:
+                self.transport.announce_leaving()
             await asyncio.gather(*(g.stop(transfer=True, timeout_s=timeout_s) for g in groups),
                                  return_exceptions=True)
         for group in groups:
@@ -174,6 +183,14 @@ class RaftHost:
             await self.throttle.close()
         if self.transport is not None:
             await self.transport.stop()
+
+    def _is_leaving(self, peer: int) -> bool:
+        return self.transport is not None and self.transport.is_leaving(peer)
+
+    def _peer_leaving(self, peer: int) -> None:
+        # Only a leader handing its group over waits on this (RaftGroup.stop): wake its wait.
+        for group in list(self.groups.values()):
+            group.peer_leaving(peer)
 
     def awake_groups(self) -> int:
         """How many groups the ticker ticks (the others are quiescent)."""

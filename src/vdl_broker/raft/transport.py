@@ -29,6 +29,11 @@ HEARTBEAT frame to every connected peer that got no other frame since the last c
 this process's incarnation (a new connection starts with one too, so a restarted peer shows at
 once); every frame received counts as hearing from its sender (`heard_from()`), whatever the
 number of Raft groups.
+
+A node stopping gracefully says so (`announce_leaving()`: a leaving notice to every connected
+peer, vdl_broker.raft.wire); a peer that said so is `is_leaving()` until it connects again (a restart), and `on_leaving`
+hears of it. Leaders handing a group over stop counting on it (RaftGroup.stop): when a whole
+cluster stops at once, no leader waits out its transfer timeout for a transferee that stopped too.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from vdl_broker.raft.wire import (
     encode_frame,
     encode_heartbeat,
     encode_hello,
+    encode_leaving,
 )
 
 log = logging.getLogger(__name__)
@@ -114,6 +120,7 @@ class _Peer:
     heartbeat_due: bool = False
     incarnation: int | None = None  # the peer's, from its last HEARTBEAT frame
     calls: dict[int, asyncio.Future[bytes]] = field(default_factory=dict)
+    leaving: bool = False  # it said it is stopping (the leaving notice), on its current connection
 
 
 # Bytes read ahead when no frame is in progress: the small frames (responses, heartbeats) of a
@@ -243,6 +250,7 @@ class RaftTransport:
         self.tls = tls
         self.identify = identify
         self.call_handler: CallHandler | None = None
+        self.on_leaving: Callable[[int], None] | None = None  # a peer said it is stopping
         self._call_ids = itertools.count(1)
         self._call_tasks: set[asyncio.Task[None]] = set()
         self._peers: dict[int, _Peer] = {}
@@ -363,6 +371,20 @@ class RaftTransport:
 
     def peer_ids(self) -> list[int]:
         return list(self._peers)
+
+    def announce_leaving(self) -> None:
+        """Tell every connected peer that this node is stopping (best effort). Written now, not
+        queued: closing the connection at stop() still sends what was written."""
+        frame = encode_leaving(self.node_id)
+        for peer in self._peers.values():
+            if peer.writer is not None and not self._closed:
+                with contextlib.suppress(ConnectionError):
+                    self._write_parts(peer.writer, [frame])
+
+    def is_leaving(self, peer_id: int) -> bool:
+        """The peer said it is stopping (and has not connected again since)."""
+        peer = self._peers.get(peer_id)
+        return peer is not None and peer.leaving
 
     def stats(self, peer_id: int) -> PeerStats:
         peer = self._peers.get(peer_id)
@@ -649,6 +671,7 @@ class RaftTransport:
 
     def _attach(self, peer: _Peer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer.writer = writer
+        peer.leaving = False  # a new connection: the peer restarted (or never left)
         peer.stats.connects += 1
         peer.heartbeat_due = True  # every connection starts with our incarnation (a restart shows)
         peer.wake.set()
@@ -725,6 +748,11 @@ class RaftTransport:
             return
         peer.stats.frames_received += 1
         peer.stats.messages_received += len(frame.messages)
+        if frame.leaving and peer.writer is writer and not peer.leaving:
+            peer.leaving = True
+            log.info("node %d: node %d is stopping", self.node_id, peer.id)
+            if self.on_leaving is not None:
+                self.on_leaving(peer.id)
         for group, message in frame.messages:
             if message.to != self.node_id:
                 continue

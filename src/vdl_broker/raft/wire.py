@@ -21,6 +21,11 @@ and so the same mutual TLS as Raft. A HEARTBEAT frame is the node-pair liveness 
 (vdl_broker.raft.liveness): sent when nothing else went to that peer for a tick; its incarnation
 is new at every process start.
 
+The leaving notice says the sender is stopping gracefully (a leader handing a group over stops
+counting on it as a transferee: RaftGroup.stop). It is a MESSAGES frame with one group, named
+LEAVING_GROUP (not a legal stream name), carrying no message: a release before it reads a frame
+with nothing in it, where a frame kind of its own would make it drop the connection.
+
 All integers big-endian. Decoding never copies entry payloads: they are memoryview slices of the
 frame. Any malformed input raises WireError, and nothing else.
 """
@@ -40,6 +45,7 @@ KIND_MESSAGES = 2
 KIND_REQUEST = 3
 KIND_RESPONSE = 4
 KIND_HEARTBEAT = 5
+LEAVING_GROUP = "@leaving"
 
 # The name of the metadata group (streams are named like Kafka topics, which cannot start "__"
 # followed by this exact name in practice; the cluster layer refuses it as a stream name).
@@ -83,6 +89,7 @@ class Frame:
     call_id: int = 0  # REQUEST/RESPONSE
     payload: memoryview | None = None
     incarnation: int = 0  # HEARTBEAT
+    leaving: bool = False  # MESSAGES: it holds the leaving notice
 
 
 # ---------------------------------------------------------------------------------- encoding
@@ -90,6 +97,13 @@ class Frame:
 
 def encode_hello(sender: int) -> bytes:
     return _FRAME.pack(VERSION, KIND_HELLO, sender)
+
+
+def encode_leaving(sender: int) -> bytes:
+    """The leaving notice (see the module's docstring)."""
+    name = LEAVING_GROUP.encode()
+    return (_FRAME.pack(VERSION, KIND_MESSAGES, sender) + _COUNT.pack(1) + _NAME_LEN.pack(len(name)) + name
+            + _COUNT.pack(0))
 
 
 def encode_heartbeat(sender: int, incarnation: int) -> bytes:
@@ -194,6 +208,7 @@ def decode_frame(data: Buffer) -> Frame:
             raise WireError(f"unknown frame kind {kind}", 1)
         (group_count,) = reader.unpack(_COUNT)
         messages: list[tuple[str, Message]] = []
+        leaving = False
         for _ in range(group_count):
             (name_len,) = reader.unpack(_NAME_LEN)
             position = reader.pos
@@ -202,10 +217,14 @@ def decode_frame(data: Buffer) -> Frame:
             except UnicodeDecodeError as error:
                 raise WireError("group name is not UTF-8", position) from error
             (count,) = reader.unpack(_COUNT)
+            if group == LEAVING_GROUP:
+                if count:
+                    raise WireError("the leaving notice carries messages", position)
+                leaving = True
             for _ in range(count):
                 messages.append((group, _decode_message(reader, sender)))
         _expect_end(reader)
-        return Frame(KIND_MESSAGES, sender, messages)
+        return Frame(KIND_MESSAGES, sender, messages, leaving=leaving)
     except WireError:
         raise
     except (ValueError, TypeError, struct.error, RecursionError, OverflowError) as error:

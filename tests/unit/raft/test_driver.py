@@ -350,3 +350,65 @@ def test_lost_answers_to_commit_notices_do_not_keep_a_group_awake(tmp_path: Path
         await c.all_committed(new.last_index)
         await until(lambda: all(g.quiescent for g in c.groups()), 10, "every replica quiet")
     run(tmp_path, body, seed=8)
+
+
+def test_a_whole_cluster_stopping_at_once_does_not_wait_out_the_transfers(tmp_path: Path) -> None:
+    """Every node stops gracefully at the same moment (stop every node of a cluster, `docker
+    compose down`): the leader's transferee is stopping too and ignores TIMEOUT_NOW. Its LEAVING
+    notice ends the leader's wait: a few network trips, not the 2 s transfer timeout."""
+    async def body(c: Cluster) -> None:
+        leader = await c.leader()
+        await produce(c, leader, [b"x"] * 5)
+        await c.all_committed(leader.last_index)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await asyncio.gather(*(c.stop_node(i, transfer=True) for i in list(c.hosts)))
+        assert loop.time() - started < 10 * TICK
+    run(tmp_path, body)
+
+
+def test_a_graceful_stop_never_hands_over_to_a_peer_that_is_leaving(tmp_path: Path) -> None:
+    """Of two caught-up followers the transfer picks the higher id, unless that one said it is
+    stopping: then the other takes over."""
+    async def body(c: Cluster) -> None:
+        leader = await c.leader()
+        old = leader.node_id
+        await produce(c, leader, [b"x"] * 5)
+        await c.all_committed(leader.last_index)
+        staying, leaving = sorted(i for i in c.ids if i != old)
+        c.hosts[leaving].transport.announce_leaving()
+        await until(lambda: c.hosts[old].transport.is_leaving(leaving), 1, "the leader hearing of the leaving node")
+        assert not c.hosts[old].transport.is_leaving(staying)
+        await c.stop_node(old, transfer=True)
+        new = await c.leader(timeout=5)
+        assert new.node_id == staying
+        assert await produce(c, new, [b"y"]) == [5]
+    run(tmp_path, body)
+
+
+def test_a_leader_stops_waiting_for_a_transferee_that_says_it_is_leaving(tmp_path: Path) -> None:
+    """The transferee's group is stopped (it ignores TIMEOUT_NOW): the graceful stop waits for it
+    -- until its node says it is leaving; then the stop hands over to the other follower at once
+    instead of waiting out its timeout."""
+    async def body(c: Cluster) -> None:
+        leader = await c.leader()
+        old = leader.node_id
+        await produce(c, leader, [b"x"] * 5)
+        await c.all_committed(leader.last_index)
+        staying, leaving = sorted(i for i in c.ids if i != old)
+        await c.group(leaving).stop(transfer=False)  # its node has not said so yet
+        loop = asyncio.get_running_loop()
+        stopping = asyncio.ensure_future(c.stop_node(old, transfer=True))
+        await asyncio.sleep(20 * TICK)  # virtual time: the transfer to `leaving` cannot land
+        assert not stopping.done() and leader.is_leader
+        term = leader.term
+        announced = loop.time()
+        c.hosts[leaving].transport.announce_leaving()
+        await asyncio.wait_for(stopping, 10 * TICK)
+        assert loop.time() - announced < 10 * TICK
+        handovers = [(d.to, d.time >= announced) for d in c.network.trace if d.type == "TIMEOUT_NOW"]
+        assert handovers == [(leaving, False), (staying, True)]
+        # It campaigned at once (its new leadership needs the stopped leader's vote, which the
+        # in-memory network drops with the stopped node's connection: not asserted).
+        assert c.group(staying).term == term + 1
+    run(tmp_path, body)

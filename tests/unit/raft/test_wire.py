@@ -12,11 +12,13 @@ from vdl_broker.raft.types import ConfState, Entry, EntryType, Message, MessageT
 from vdl_broker.raft.wire import (
     KIND_HELLO,
     KIND_MESSAGES,
+    LEAVING_GROUP,
     METADATA_GROUP,
     WireError,
     decode_frame,
     encode_frame,
     encode_hello,
+    encode_leaving,
 )
 
 
@@ -74,6 +76,21 @@ def test_entry_payloads_are_zero_copy_slices() -> None:
 def test_hello() -> None:
     frame = decode_frame(encode_hello(42))
     assert (frame.kind, frame.sender, frame.messages) == (KIND_HELLO, 42, [])
+
+
+def test_the_leaving_notice_is_a_frame_of_messages_with_nothing_in_it() -> None:
+    """A release that does not know the notice decodes a MESSAGES frame without messages (a new
+    frame kind would be a bad frame there, and close the connection)."""
+    body = encode_leaving(42)
+    name = LEAVING_GROUP.encode()
+    assert body == struct.pack(">BBIIH", 1, KIND_MESSAGES, 42, 1, len(name)) + name + struct.pack(">I", 0)
+    frame = decode_frame(body)
+    assert (frame.kind, frame.sender, frame.messages, frame.leaving) == (KIND_MESSAGES, 42, [], True)
+    assert decode_frame(_join(encode_frame(42, _sample_messages()))).leaving is False
+    with pytest.raises(WireError, match="trailing"):
+        decode_frame(body + b"x")
+    with pytest.raises(WireError, match="leaving notice carries messages"):
+        decode_frame(body[:-4] + struct.pack(">I", 1) + body[-4:])
 
 
 def test_truncations_and_bit_flips_raise_wire_error_only() -> None:

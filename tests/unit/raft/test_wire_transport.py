@@ -130,6 +130,35 @@ def test_drop_when_down_and_reconnect_after_restart() -> None:
     run(main)
 
 
+def test_a_leaving_notice_written_just_before_stop_arrives_and_a_restart_clears_it() -> None:
+    """announce_leaving() then stop() at once (a graceful stop with no group to hand over): the
+    frame still reaches both the dialing and the accepting side; a peer that connects again
+    (restarted) is not leaving any more."""
+    async def main() -> None:
+        (a, b, c), _ = await _mesh(3)
+        heard: list[tuple[int, int]] = []
+        a.on_leaving = lambda peer: heard.append((1, peer))
+        c.on_leaving = lambda peer: heard.append((3, peer))
+        port_b = b.port
+        b.announce_leaving()
+        await b.stop()  # node 2 accepts node 1's connection and dials node 3's
+        await _until(lambda: len(heard) == 2)
+        assert sorted(heard) == [(1, 2), (3, 2)]
+        assert a.is_leaving(2) and c.is_leaving(2) and not a.is_leaving(3)
+        b2 = RaftTransport(2, ("127.0.0.1", port_b), Inbox(), config=FAST)
+        await b2.start()
+        b2.add_peer(1, ("127.0.0.1", a.port))
+        b2.add_peer(3, ("127.0.0.1", c.port))
+        try:
+            await _until(lambda: a.is_connected(2) and c.is_connected(2))
+            assert not a.is_leaving(2) and not c.is_leaving(2)
+            assert sorted(heard) == [(1, 2), (3, 2)]
+        finally:
+            for t in (a, b2, c):
+                await t.stop()
+    run(main)
+
+
 def test_garbage_connection_is_rejected_without_harm() -> None:
     async def main() -> None:
         (a, b), (_, ib) = await _mesh(2)
