@@ -410,6 +410,16 @@ def test_a_group_is_of_one_kind_everywhere_once_empty(java: JavaClients, java_ta
     assert java.call("list_consumer_group_offsets", name=admin, group=modern) == {
         stream: {"offset": 3, "metadata": "", "leader_epoch": epoch}}
 
+    # Its offsets deleted, the emptied KIP-848 group stays until the next retention pass (as
+    # Kafka's cleanup), so the tool still describes it and deletes it.
+    deleted = run(java, "kafka-consumer-groups", *way_in, "--delete-offsets", "--group", modern, "--topic", stream)
+    assert [line.split() for line in deleted.stdout.splitlines() if line.strip()][-2:] == [
+        ["TOPIC", "PARTITION", "STATUS"], [stream, "0", "Successful"]]
+    assert state(modern) == [header, [modern, *coordinator, "uniform", "Empty", "0"]]
+    assert java.call("list_consumer_group_offsets", name=admin, group=modern) == {}
+    removed = run(java, "kafka-consumer-groups", *way_in, "--delete", "--group", modern)
+    assert removed.stdout.strip() == f"Deletion of requested consumer groups ('{modern}') was successful."
+
 
 # ------------------------------------------------------------------------------------ kafka-configs
 

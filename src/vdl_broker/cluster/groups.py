@@ -24,8 +24,10 @@ deterministic on every node):
 
 A group known only by offsets committed without a generation (an admin client's, Spark's) is a
 classic group, Empty; a KIP-848 group whose members all left stays a KIP-848 group, Empty, until
-its offsets go (Kafka's OffsetMetadataManager.validateOffsetCommit makes the first a classic group;
-its GroupMetadataManager deletes an empty consumer group only once its offsets expired).
+the first offset retention pass after its offsets are gone, expired or deleted (Kafka's
+OffsetMetadataManager.validateOffsetCommit makes the first a classic group; its
+GroupMetadataManager.cleanupGroupMetadata deletes an empty group without offsets at its next pass,
+so `kafka-consumer-groups --delete-offsets` leaves a group that `--describe` and `--delete` find).
 """
 
 from __future__ import annotations
@@ -88,7 +90,8 @@ class GroupsState:
     groups: dict[str, StoredGroup] = field(default_factory=dict)
     # KIP-848 groups: their epochs, members and assignments as JSON (the coordinator's own form,
     # groups/commits.py), so a new coordinator carries them on; one without members (its last
-    # member left, consumer_group_empty) is kept only while it has offsets.
+    # member left, consumer_group_empty) is kept while it has offsets, and until the next
+    # retention pass once they are gone.
     consumer_groups: dict[str, Any] = field(default_factory=dict)
 
     def group_ids(self) -> set[str]:
@@ -105,8 +108,7 @@ class GroupsState:
         return group in self.consumer_groups and self.empty_consumer_group(group) is None
 
     def _drop_empty_groups(self, group: str) -> None:
-        """The group's offsets are gone: an empty KIP-848 group goes with them (Kafka deletes an
-        empty group whose offsets all expired)."""
+        """At a retention pass: an empty KIP-848 group without offsets goes."""
         if group not in self.offsets and self.empty_consumer_group(group) is not None:
             del self.consumer_groups[group]
 
@@ -127,6 +129,9 @@ class GroupsState:
                 last = max(last, stored.since_ms)
             if last + retention_ms <= now_ms:
                 due.append(group)
+        # Empty KIP-848 groups whose offsets were deleted (or whose streams were): due at once.
+        due.extend(g for g in self.consumer_groups
+                   if g not in self.offsets and g not in live and self.empty_consumer_group(g) is not None)
         return sorted(due)
 
     # -- applying (each returns an error text, or None when applied)
@@ -166,7 +171,6 @@ class GroupsState:
                 stored.pop(name, None)
             if not stored:
                 self.offsets.pop(group, None)
-            self._drop_empty_groups(group)
             return None
         return f"unknown group command {op}"
 
@@ -232,7 +236,6 @@ class GroupsState:
             del self.offsets[group][stream]
             if not self.offsets[group]:
                 del self.offsets[group]
-                self._drop_empty_groups(group)
 
 
 # ---------------------------------------------------------------------------------- commands
