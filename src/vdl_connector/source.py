@@ -111,6 +111,11 @@ class VdlDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from vdl_connector.sink import VdlBatchWriter
 
+        if overwrite:
+            # A stream is append-only: writing the rows after what it holds is not an overwrite
+            # (Spark's Kafka sink refuses SaveMode.Overwrite too).
+            raise VdlOptionError("save mode 'overwrite' is not supported: a stream is append-only; "
+                                 "use mode('append')")
         options = parse_sink_options(self._raw)
         # For df.write exactly-once is opt-in (inside foreachBatch): only an explicit exactlyOnce=true
         # (or transactional, which needs no micro-batch: a write outside one is one transaction per task).

@@ -72,3 +72,11 @@ def test_kafka_only_options_are_taken(spark) -> None:  # noqa: ANN001
     df = (spark.read.format("vdl").options(**BOOT, subscribe="a", groupIdPrefix="g")
           .option("kafka.max.poll.records", "10").load())
     assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+
+
+def test_overwrite_mode_fails(spark) -> None:  # noqa: ANN001
+    """Not an append in disguise (format("kafka") refuses SaveMode.Overwrite too)."""
+    df = spark.createDataFrame([("x",)], "value string")
+    with pytest.raises(Exception, match=r"save mode 'overwrite' is not supported: a stream is append-only; "
+                                        r"use mode\('append'\)"):
+        df.write.format("vdl").options(**BOOT, topic="t").mode("overwrite").save()
