@@ -334,12 +334,13 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _current_latest(self, start: Mapping[str, int]) -> tuple[dict[str, int], dict[str, int]]:
         """(effective start, latest) for every stream to read now; handles new and lost streams."""
         client = self._driver_client()
-        streams = _streams(client, self.options)
-        if self._available_now is not None:
-            streams = [s for s in streams if s in self._available_now]
+        existing = _streams(client, self.options)
+        # availableNow reads the streams that existed at its start (a later one waits for the next run)
+        streams = existing if self._available_now is None else [s for s in existing if s in self._available_now]
         effective = {}
         for stream in start:
-            if stream not in streams and (self._available_now is None or stream in self._available_now):
+            # Gone, whenever it went: an availableNow restart after the delete reports it too.
+            if stream not in existing:
                 data_loss(self.options, f"stream {stream!r} no longer exists; offsets from "
                                         f"{start[stream]} on cannot be read")
         latest = client.list_offsets(streams, LATEST) if streams else {}
