@@ -8,6 +8,7 @@ option in its documented spelling.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping
@@ -129,6 +130,12 @@ SINK_OPTIONS = (
     "kafka.request.timeout.ms", "request.timeout.ms", "kafka.retry.backoff.ms", "retry.backoff.ms", "kafka.client.id", "client.id",
     *SECURITY_OPTIONS,
 )
+# Spark's Kafka options that format("vdl") has no use for, taken so a Kafka job moves unchanged
+# (every other `kafka.`-prefixed name is a Kafka client config, which format("kafka") passes on).
+KAFKA_ONLY_OPTIONS = ("groupIdPrefix",)
+# What Spark itself adds to a data source's options: load(path)/save(path), and a streaming
+# sink's checkpointLocation and queryName.
+SPARK_OPTIONS = ("path", "checkpointLocation", "queryName")
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 EXACTLY_ONCE_MODES = ("true", "false", "transactional")
 # The coordinator refuses longer ones (Kafka's transaction.max.timeout.ms default, 15 minutes).
@@ -158,6 +165,26 @@ class _Options:
 
     def has(self, name: str) -> bool:
         return self.get(name) is not None
+
+
+def check_known_options(raw: Mapping[str, str]) -> None:
+    """A misspelt option (startingOffset, maxOffsetPerTrigger) fails instead of being ignored.
+
+    Spark's Kafka source ignores unknown names silently; here only `kafka.`-prefixed client configs
+    and Spark's own Kafka options are taken without use."""
+    known = {n.lower() for n in (*SOURCE_OPTIONS, *SINK_OPTIONS, *KAFKA_ONLY_OPTIONS, *SPARK_OPTIONS)}
+    unknown = sorted(str(k) for k in raw if str(k).lower() not in known and not str(k).lower().startswith("kafka."))
+    if not unknown:
+        return
+    spelled = {n.lower(): n for n in (*SOURCE_OPTIONS, *SINK_OPTIONS)}
+    close = difflib.get_close_matches(unknown[0].lower(), list(spelled), n=1, cutoff=0.75)
+    hint = f" (did you mean '{spelled[close[0]]}'?)" if close else ""
+    sink_only = [n for n in SINK_OPTIONS if n not in SOURCE_OPTIONS]
+    # Spark hands the names lower-cased (options are case-insensitive).
+    raise VdlOptionError(
+        f"unknown option '{unknown[0]}'{hint}; format(\"vdl\") reads with {', '.join(SOURCE_OPTIONS)}; "
+        f"writes with the client and security options among those and {', '.join(sink_only)} "
+        "(any other 'kafka.' client config is ignored)")
 
 
 def _bool(name: str, value: str | None, default: bool) -> bool:

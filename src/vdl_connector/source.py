@@ -36,6 +36,7 @@ from vdl_connector.options import (
     SourceOptions,
     VdlOptionError,
     check_batch_source,
+    check_known_options,
     check_streaming_source,
     parse_sink_options,
     parse_source_options,
@@ -78,6 +79,7 @@ class VdlDataSource(DataSource):
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self._raw = {str(k).lower(): str(v) for k, v in dict(options).items()}
+        check_known_options(dict(options))
         # A read names its streams; validate now so mistakes surface at load(), on the driver.
         # Writes have no subscription and are validated in writer()/streamWriter().
         self._source: SourceOptions | None = None
@@ -109,6 +111,11 @@ class VdlDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from vdl_connector.sink import VdlBatchWriter
 
+        if overwrite:
+            # A stream is append-only: writing the rows after what it holds is not an overwrite
+            # (Spark's Kafka sink refuses SaveMode.Overwrite too).
+            raise VdlOptionError("save mode 'overwrite' is not supported: a stream is append-only; "
+                                 "use mode('append')")
         options = parse_sink_options(self._raw)
         # For df.write exactly-once is opt-in (inside foreachBatch): only an explicit exactlyOnce=true
         # (or transactional, which needs no micro-batch: a write outside one is one transaction per task).
@@ -207,10 +214,12 @@ class VdlBatchReader(DataSourceReader):
         tables = TableLookup()
         with _open_client(options) as client:
             streams = _streams(client, options)
+            _check_batch_streams_exist(options, streams)
             start = resolve_positions(client, options, options.starting or OffsetSpec("earliest"),
                                       streams, "earliest", starting=True, tables=tables)
             end = resolve_positions(client, options, options.ending or OffsetSpec("latest"),
                                     streams, "latest", starting=False)
+            _check_batch_end_reachable(client, options, streams, end)
             for stream in streams:
                 if end[stream] < start[stream]:
                     raise VdlOptionError(
@@ -224,6 +233,32 @@ class VdlBatchReader(DataSourceReader):
         yield from _read(self.options, partition)
 
 
+def _check_batch_streams_exist(options: SourceOptions, streams: Sequence[str]) -> None:
+    """A batch read of a stream that does not exist fails on the driver, as Spark's Kafka source
+    fails (UnknownTopicOrPartition); a pattern that matches nothing reads no rows."""
+    if options.subscription.kind == "subscribePattern":
+        return
+    missing = [s for s in options.subscription.streams if s not in set(streams)]
+    if missing:
+        raise VdlOptionError(f"option '{options.subscription.kind}': stream(s) {missing} do not exist")
+
+
+def _check_batch_end_reachable(client, options: SourceOptions, streams: Sequence[str],  # noqa: ANN001
+                               end: Mapping[str, int]) -> None:
+    """An endingOffsets past a stream's latest offset would leave a task waiting for records that
+    may never come (kafkaConsumer.pollTimeoutMs); fail on the driver instead (Spark's Kafka
+    source fails its task with OffsetOutOfRange)."""
+    ending = options.ending
+    if ending is None or ending.kind != "offsets" or not streams:
+        return
+    latest = client.list_offsets(streams, LATEST)
+    for stream in streams:
+        if end[stream] > latest[stream]:
+            raise VdlOptionError(
+                f"option 'endingOffsets': offset {end[stream]} for stream {stream!r} is past its latest "
+                f"offset {latest[stream]}; it accepts offsets up to the latest, or -1 (latest)")
+
+
 def _table_gap(options: SourceOptions, stream: str, begin: int, first: int) -> None:
     data_loss(options, f"stream {stream!r}: offsets [{begin}, {first}) were deleted before they reached the "
                        f"stream's table")
@@ -234,7 +269,10 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
     if isinstance(partition, TableRange):
         yield from read_table_range(partition, options.include_headers)
         return
-    assert isinstance(partition, OffsetRange)
+    if not isinstance(partition, OffsetRange):
+        # PySpark hands a batch read that planned no ranges one placeholder InputPartition(None)
+        # (plan_data_source_read.py): an empty stream, or a pattern matching none, reads no rows.
+        return
     with _open_client(options) as client:
         yield from read_range(client, partition, options, data_loss)
 
@@ -296,12 +334,13 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _current_latest(self, start: Mapping[str, int]) -> tuple[dict[str, int], dict[str, int]]:
         """(effective start, latest) for every stream to read now; handles new and lost streams."""
         client = self._driver_client()
-        streams = _streams(client, self.options)
-        if self._available_now is not None:
-            streams = [s for s in streams if s in self._available_now]
+        existing = _streams(client, self.options)
+        # availableNow reads the streams that existed at its start (a later one waits for the next run)
+        streams = existing if self._available_now is None else [s for s in existing if s in self._available_now]
         effective = {}
         for stream in start:
-            if stream not in streams and (self._available_now is None or stream in self._available_now):
+            # Gone, whenever it went: an availableNow restart after the delete reports it too.
+            if stream not in existing:
                 data_loss(self.options, f"stream {stream!r} no longer exists; offsets from "
                                         f"{start[stream]} on cannot be read")
         latest = client.list_offsets(streams, LATEST) if streams else {}

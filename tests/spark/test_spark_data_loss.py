@@ -24,8 +24,8 @@ def tiny_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProc
     process.kill()
 
 
-def run(spark, bootstrap: str, checkpoint: str, fail_on_data_loss: bool):  # noqa: ANN001, ANN201
-    stream = (spark.readStream.format("vdl").option("bootstrap.servers", bootstrap).option("subscribe", "lossy")
+def run(spark, bootstrap: str, checkpoint: str, fail_on_data_loss: bool, name: str = "lossy"):  # noqa: ANN001, ANN201
+    stream = (spark.readStream.format("vdl").option("bootstrap.servers", bootstrap).option("subscribe", name)
               .option("startingOffsets", "earliest").option("failOnDataLoss", str(fail_on_data_loss).lower()).load())
     rows: list = []
     query = (stream.writeStream.foreachBatch(lambda df, _: rows.extend(df.collect()))
@@ -65,3 +65,23 @@ def test_retention_data_loss(spark, tiny_broker, tmp_path: Path) -> None:  # noq
     assert query.exception() is None
     kept = [p for p in more if p.offset >= earliest]
     assert_df_equality(got.orderBy("offset"), expected_df(spark, kept, include_headers=False))
+
+
+def test_deleted_stream_is_data_loss_at_an_available_now_restart(spark, tiny_broker, tmp_path: Path) -> None:  # noqa: ANN001
+    """The stream went between two availableNow runs: the restart fails (failOnDataLoss=true) rather
+    than finishing as if nothing were missing, and goes on with failOnDataLoss=false."""
+    bootstrap = tiny_broker.bootstrap
+    create_streams(bootstrap, "dropped")
+    first = produce_kafka_python(bootstrap, "dropped", 10, "none", "d", with_headers=False)
+    checkpoint = str(tmp_path / "checkpoint")
+    query, got = run(spark, bootstrap, checkpoint, True, "dropped")
+    assert query.exception() is None
+    assert_df_equality(got.orderBy("offset"), expected_df(spark, first, include_headers=False))
+    with admin(bootstrap) as client:
+        client.delete_streams(["dropped"])
+    query, _ = run(spark, bootstrap, checkpoint, True, "dropped")
+    assert query.exception() is not None
+    message = str(query.exception())
+    assert "stream 'dropped' no longer exists; offsets from 10 on cannot be read" in message, message
+    query, got = run(spark, bootstrap, checkpoint, False, "dropped")
+    assert query.exception() is None and got.count() == 0

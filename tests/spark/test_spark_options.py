@@ -17,6 +17,12 @@ BOOT = {"bootstrap.servers": "127.0.0.1:1"}  # never contacted: validation comes
     ({"subscribe": "a", "preferReplicas": "nearest"}, "'preferReplicas' accepts 'leader', 'any' or 'rack:<name>'"),
     ({"subscribe": "a", "kafka.isolation.level": "read_latest"},
      "'kafka.isolation.level' accepts 'read_uncommitted' or 'read_committed', got 'read_latest'"),
+    # A misspelt name fails instead of being ignored (format("kafka") ignores it).
+    ({"subscribe": "a", "startingOffset": "earliest"},
+     "unknown option 'startingoffset' \\(did you mean 'startingOffsets'\\?\\); format\\(\"vdl\"\\) reads with "
+     "bootstrap.servers, kafka.bootstrap.servers, subscribe, subscribePattern, assign, startingOffsets"),
+    ({"subscribe": "a", "maxOffsetPerTrigger": "5"}, "unknown option 'maxoffsetpertrigger' \\(did you mean "
+                                                     "'maxOffsetsPerTrigger'"),
 ])
 @pytest.mark.parametrize("streaming", [False, True])
 def test_invalid_read_options_fail_at_load(spark, options: dict, named: str, streaming: bool) -> None:  # noqa: ANN001
@@ -53,3 +59,24 @@ def test_register_function(spark) -> None:  # noqa: ANN001
 
     vdl_connector.register(spark)
     assert spark.read.format("vdl").options(**BOOT, subscribe="a").load().columns[:2] == ["key", "value"]
+
+
+def test_misspelt_write_option_fails(spark) -> None:  # noqa: ANN001
+    df = spark.createDataFrame([("x",)], "value string")
+    with pytest.raises(Exception, match="unknown option 'exactlyonse' \\(did you mean 'exactlyOnce'\\?\\)"):
+        df.write.format("vdl").options(**BOOT, topic="t", exactlyonse="false").mode("append").save()
+
+
+def test_kafka_only_options_are_taken(spark) -> None:  # noqa: ANN001
+    """A Kafka job's options move unchanged: Kafka client configs and groupIdPrefix are not errors."""
+    df = (spark.read.format("vdl").options(**BOOT, subscribe="a", groupIdPrefix="g")
+          .option("kafka.max.poll.records", "10").load())
+    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+
+
+def test_overwrite_mode_fails(spark) -> None:  # noqa: ANN001
+    """Not an append in disguise (format("kafka") refuses SaveMode.Overwrite too)."""
+    df = spark.createDataFrame([("x",)], "value string")
+    with pytest.raises(Exception, match=r"save mode 'overwrite' is not supported: a stream is append-only; "
+                                        r"use mode\('append'\)"):
+        df.write.format("vdl").options(**BOOT, topic="t").mode("overwrite").save()

@@ -50,6 +50,39 @@ def test_batch_read_without_headers_and_offsets_json(spark, broker, produced) ->
     assert_df_equality(ordered(df), expected_df(spark, wanted, include_headers=False))
 
 
+def test_batch_read_of_nothing_is_empty(spark, broker, produced) -> None:  # noqa: ANN001
+    """An empty stream, a pattern matching none, or an empty range read no rows (PySpark hands
+    such a read one placeholder partition)."""
+    create_streams(broker.bootstrap, "empty")
+    def reader():  # noqa: ANN202
+        return spark.read.format("vdl").option("bootstrap.servers", broker.bootstrap)
+
+    assert reader().option("subscribe", "empty").load().collect() == []
+    assert reader().option("subscribePattern", "no-such-.*").load().collect() == []
+    assert (spark.read.format("vdl").option("bootstrap.servers", broker.bootstrap).option("subscribe", "kp-none")
+            .option("startingOffsets", '{"kp-none":{"0":7}}').option("endingOffsets", '{"kp-none":{"0":7}}')
+            .load().collect()) == []
+
+
+@pytest.mark.parametrize("option", ["subscribe", "assign"])
+def test_batch_read_of_missing_stream_fails_naming_it(spark, broker, produced, option: str) -> None:  # noqa: ANN001
+    value = "kp-none,missing" if option == "subscribe" else '{"kp-none":[0],"missing":[0]}'
+    reader = spark.read.format("vdl").option("bootstrap.servers", broker.bootstrap).option(option, value)
+    with pytest.raises(Exception, match=rf"option '{option}': stream\(s\) \['missing'\] do not exist"):
+        reader.load().collect()
+
+
+def test_batch_ending_offset_past_latest_fails_on_driver(spark, broker, produced) -> None:  # noqa: ANN001
+    """Not a task waiting kafkaConsumer.pollTimeoutMs (2 min) for records that are not there."""
+    reader = (spark.read.format("vdl").option("bootstrap.servers", broker.bootstrap).option("subscribe", "kp-none")
+              .option("endingOffsets", '{"kp-none":{"0":500}}'))
+    started = time.monotonic()
+    with pytest.raises(Exception, match="option 'endingOffsets': offset 500 for stream 'kp-none' is past its "
+                                        "latest offset 120"):
+        reader.load().collect()
+    assert time.monotonic() - started < 30
+
+
 def test_min_partitions_same_rows(spark, broker, produced) -> None:  # noqa: ANN001
     df = (spark.read.format("vdl").option("bootstrap.servers", broker.bootstrap)
           .option("subscribe", "kp-none").option("minPartitions", "5").option("includeHeaders", "true").load())
