@@ -2,7 +2,11 @@
 `kafka-leader-election --election-type PREFERRED`, AdminClient elect_leaders). Each stream's
 leader hands leadership to the stream's preferred leader (server/leader_balancer.py); a stream
 led elsewhere is forwarded to its leader. Unclean elections (type 1) do not exist in Raft: a
-leader is always elected by a majority holding every committed entry, so they are refused."""
+leader is always elected by a majority holding every committed entry. As Kafka's controller
+answers an unclean election for a partition whose leader is live (ELECTION_NOT_NEEDED: the tool
+says "Valid replica already elected"), a stream with a leader is answered so; one without gets
+ELIGIBLE_LEADERS_NOT_AVAILABLE (Kafka's answer when no replica can be elected), never a replica
+that could lack acknowledged writes."""
 
 from __future__ import annotations
 
@@ -52,8 +56,7 @@ async def handle(node: NodeView, context: RequestContext,
             if name not in streams or partition != 0:
                 outcomes[name, partition] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no stream {name} partition {partition}")
             elif election_type != PREFERRED:
-                outcomes[name, partition] = (ErrorCode.INVALID_REQUEST,
-                                             "only preferred-replica elections (type 0): Raft elects with a majority")
+                outcomes[name, partition] = _unclean(node.replicas.leader_view(name, streams[name])[0], name)
             else:
                 leader = node.replicas.leader_view(name, streams[name])[0]
                 local_partition = node.replicas.local(name)
@@ -75,6 +78,14 @@ async def handle(node: NodeView, context: RequestContext,
         by_topic[name].append(PartitionResult(partition_id=partition, error_code=int(code), error_message=message))
     return ElectLeadersResponse(replica_election_results=[Result(topic=name, partition_result=results)
                                                           for name, results in by_topic.items()])
+
+
+def _unclean(leader: int, name: str) -> Outcome:
+    if leader > 0:
+        return ErrorCode.ELECTION_NOT_NEEDED, (f"stream {name} has a leader (node {leader}) holding every "
+                                               "acknowledged write: Raft needs no unclean election")
+    return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, (f"stream {name} has no leader now: Raft elects only a "
+                                                      "replica holding every acknowledged write, never an unclean one")
 
 
 async def _local(node: NodeView, name: str, timeout_s: float) -> dict[tuple[str, int], Outcome]:
