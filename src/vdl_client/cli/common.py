@@ -74,7 +74,10 @@ def client_properties(args: argparse.Namespace) -> dict[str, str]:
         properties[key.strip()] = value
     unknown = sorted(set(properties) - set(PROPERTIES) - {"bootstrap.servers", "client.id"})
     if unknown:
-        raise CliError(f"unknown client propert{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
+        # `streams create` takes stream configs too, but on the command line, as kafka-topics does.
+        hint = " (a stream config goes on the command line: --config KEY=VALUE)" if getattr(
+            args, "config_pairs", False) else ""
+        raise CliError(f"unknown client propert{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}{hint}; "
                        f"accepted: bootstrap.servers, client.id, {', '.join(PROPERTIES)}")
     return properties
 
