@@ -31,9 +31,10 @@ once); every frame received counts as hearing from its sender (`heard_from()`), 
 number of Raft groups.
 
 A node stopping gracefully says so (`announce_leaving()`: a leaving notice to every connected
-peer, vdl_broker.raft.wire); a peer that said so is `is_leaving()` until it connects again (a restart), and `on_leaving`
-hears of it. Leaders handing a group over stop counting on it (RaftGroup.stop): when a whole
-cluster stops at once, no leader waits out its transfer timeout for a transferee that stopped too.
+peer, vdl_broker.raft.wire); a peer that said so is `is_leaving()` until it connects again (a
+restart), and `on_leaving` hears of it. Leaders handing a group over stop counting on it
+(RaftGroup.stop): when a whole cluster stops at once, no leader waits out its transfer timeout for
+a transferee that stopped too.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import pytest
 from tests.support.raft_groups import GROUP, TICK, Cluster, Delivery, batch, produce, run, until
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.config import RaftConfig
+from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.persistence import load_commit_point
 from vdl_broker.raft.proposals import ProposalLostError
 from vdl_broker.raft.types import EntryType
@@ -352,14 +353,21 @@ def test_lost_answers_to_commit_notices_do_not_keep_a_group_awake(tmp_path: Path
     run(tmp_path, body, seed=8)
 
 
+async def settled(c: Cluster) -> tuple[RaftGroup, int, int]:
+    """The leader once 5 records are committed everywhere, and its followers (lower id first)."""
+    leader = await c.leader()
+    await produce(c, leader, [b"x"] * 5)
+    await c.all_committed(leader.last_index)
+    lower, higher = sorted(i for i in c.ids if i != leader.node_id)
+    return leader, lower, higher
+
+
 def test_a_whole_cluster_stopping_at_once_does_not_wait_out_the_transfers(tmp_path: Path) -> None:
     """Every node stops gracefully at the same moment (stop every node of a cluster, `docker
     compose down`): the leader's transferee is stopping too and ignores TIMEOUT_NOW. Its LEAVING
     notice ends the leader's wait: a few network trips, not the 2 s transfer timeout."""
     async def body(c: Cluster) -> None:
-        leader = await c.leader()
-        await produce(c, leader, [b"x"] * 5)
-        await c.all_committed(leader.last_index)
+        await settled(c)
         loop = asyncio.get_running_loop()
         started = loop.time()
         await asyncio.gather(*(c.stop_node(i, transfer=True) for i in list(c.hosts)))
@@ -371,11 +379,8 @@ def test_a_graceful_stop_never_hands_over_to_a_peer_that_is_leaving(tmp_path: Pa
     """Of two caught-up followers the transfer picks the higher id, unless that one said it is
     stopping: then the other takes over."""
     async def body(c: Cluster) -> None:
-        leader = await c.leader()
+        leader, staying, leaving = await settled(c)
         old = leader.node_id
-        await produce(c, leader, [b"x"] * 5)
-        await c.all_committed(leader.last_index)
-        staying, leaving = sorted(i for i in c.ids if i != old)
         c.hosts[leaving].transport.announce_leaving()
         await until(lambda: c.hosts[old].transport.is_leaving(leaving), 1, "the leader hearing of the leaving node")
         assert not c.hosts[old].transport.is_leaving(staying)
@@ -391,11 +396,8 @@ def test_a_leader_stops_waiting_for_a_transferee_that_says_it_is_leaving(tmp_pat
     -- until its node says it is leaving; then the stop hands over to the other follower at once
     instead of waiting out its timeout."""
     async def body(c: Cluster) -> None:
-        leader = await c.leader()
+        leader, staying, leaving = await settled(c)
         old = leader.node_id
-        await produce(c, leader, [b"x"] * 5)
-        await c.all_committed(leader.last_index)
-        staying, leaving = sorted(i for i in c.ids if i != old)
         await c.group(leaving).stop(transfer=False)  # its node has not said so yet
         loop = asyncio.get_running_loop()
         stopping = asyncio.ensure_future(c.stop_node(old, transfer=True))
