@@ -828,10 +828,15 @@ def test_transactions_describe_producers_and_find_hanging_at_every_replica(java:
         header, *rows = (line.split("\t") for line in out.splitlines())
         return [{h.strip(): v.strip() for h, v in zip(header, row, strict=False) if h.strip()} for row in rows]
 
+    printed = run(java, "kafka-console-consumer", *way_in, "--topic", stream, "--from-beginning", "--max-messages",
+                  "2", "--formatter-property", "print.timestamp=true").stdout
+    timestamps = [int(line.split("\t")[0].removeprefix("CreateTime:")) for line in printed.splitlines()]
     leader, nodes = replicas(vdl, stream)
     [at_leader] = producers(leader)
-    assert (at_leader["ProducerEpoch"], at_leader["LastSequence"], at_leader["CurrentTransactionStartOffset"]) == (
-        "0", "1", "None")
+    # LastTimestamp: the max timestamp of the producer's last batch ("two"'s, or both records' if
+    # they went in one batch), the same at every replica.
+    assert (at_leader["ProducerEpoch"], at_leader["LastSequence"], at_leader["LastTimestamp"],
+            at_leader["CurrentTransactionStartOffset"]) == ("0", "1", str(max(timestamps)), "None")
     for node in nodes:  # a follower applies the batches a moment after the leader committed them
         wait_until(lambda n=node: producers(n) == [at_leader], timeout=10,
                    message=lambda n=node: f"node {n}: {producers(n)}")

@@ -1,10 +1,10 @@
 """DescribeProducers (key 61): a stream's active producers (KIP-664), at any of its replicas, as
 Kafka's Partition.activeProducerState answers wherever the log is (kafka-transactions
 find-hanging --broker-id N asks node N about every replica it holds): producer id, epoch, last
-sequence, and the first offset of its open transaction (-1: none), from the committed batches
-every replica applies (a follower's view may lag its leader's by a heartbeat). A node without a
-replica answers NOT_LEADER_OR_FOLLOWER. READ on the stream. Per-producer timestamps are not kept
-(-1)."""
+sequence, the max timestamp of its last batch (as Kafka's ProducerStateEntry.lastTimestamp; -1
+once retention removed that batch), and the first offset of its open transaction (-1: none), from
+the committed batches every replica applies (a follower's view may lag its leader's by a
+heartbeat). A node without a replica answers NOT_LEADER_OR_FOLLOWER. READ on the stream."""
 
 from __future__ import annotations
 
@@ -14,10 +14,25 @@ from vdl_broker.server.node_view import NodeView
 from vdl_broker.server.partition import Partition
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import DescribeProducersRequest, DescribeProducersResponse
+from vdl_wire.records.batch_header import parse_batch_header
 
 API_KEY = DescribeProducersRequest.DECL.api_key
 NAME = "DescribeProducers"
 R = DescribeProducersResponse
+
+
+def _last_timestamp(partition: Partition, base_offset: int) -> int:
+    """The max timestamp of the batch at `base_offset`, read from the log: the producer table keeps
+    each batch's offsets only, and every replica reads the same bytes here (find-hanging compares
+    this with its transaction timeout)."""
+    high_watermark = partition.high_watermark
+    if not partition.log_start_offset <= base_offset < high_watermark:
+        return -1
+    read = partition.log.read(base_offset, 1, high_watermark)
+    if not read.buffers:
+        return -1
+    header = parse_batch_header(read.buffers[0])
+    return header.max_timestamp if header.base_offset == base_offset else -1
 
 
 def _partition(node: NodeView, context: RequestContext, name: str, index: int) -> R.PartitionResponse:
@@ -37,7 +52,8 @@ def _partition(node: NodeView, context: RequestContext, name: str, index: int) -
         marker = partition.txns.markers.get(producer_id)  # its last marker's (server/txn_index.py)
         producers.append(R.ProducerState(
             producer_id=producer_id, producer_epoch=partition.producers.epoch_of(producer_id),
-            last_sequence=batches[-1].last_seq if batches else -1, last_timestamp=-1,
+            last_sequence=batches[-1].last_seq if batches else -1,
+            last_timestamp=_last_timestamp(partition, batches[-1].base_offset) if batches else -1,
             coordinator_epoch=marker.coordinator_epoch if marker is not None else -1,
             current_txn_start_offset=partition.txns.open.get(producer_id, -1)))
     return R.PartitionResponse(partition_index=index, error_code=0, active_producers=producers)
