@@ -191,6 +191,35 @@ def test_confluent_static_member_restarts_into_its_membership(broker: BrokerProc
     restarted.close()
 
 
+def test_kafka_python_admin_removes_a_static_member_by_instance_id(broker: BrokerProcess) -> None:
+    """A static member that closed is still in the group (it sends no LeaveGroup) until its
+    session runs out; KafkaAdminClient.remove_group_members (LeaveGroup v3+, by instance id
+    alone) takes it out at once, and an instance id the group does not have is UNKNOWN_MEMBER_ID."""
+    from kafka import KafkaAdminClient, KafkaConsumer
+    from kafka.admin import MemberToRemove
+    from kafka.errors import NoError, UnknownMemberIdError
+
+    stream = "kp-static-remove"
+    _create(broker, [stream])
+    group = f"kp-static-{uuid.uuid4().hex[:6]}"
+    consumer = KafkaConsumer(stream, bootstrap_servers=broker.bootstrap, group_id=group,
+                             group_instance_id="instance-1", auto_offset_reset="earliest", session_timeout_ms=60000)
+    _wait(lambda: bool(consumer.poll(timeout_ms=50) is not None and consumer.assignment()), "an assignment")
+    consumer.close()
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        before = admin.describe_groups([group])[group]
+        assert (before["group_state"], [m["group_instance_id"] for m in before["members"]]) == (
+            "Stable", ["instance-1"])
+        removed = admin.remove_group_members(group, [MemberToRemove(group_instance_id="instance-1"),
+                                                     MemberToRemove(group_instance_id="instance-2")])
+        assert removed == {"instance-1": NoError, "instance-2": UnknownMemberIdError}
+        after = admin.describe_groups([group])[group]
+        assert (after["group_state"], after["members"]) == ("Empty", [])
+    finally:
+        admin.close()
+
+
 # -- members started at the same moment ---------------------------------------------------------
 # Every member is constructed and subscribed before any of them polls (confluent-kafka,
 # aiokafka: then polled in turn from this thread; kafka-python: threads released by a barrier),
