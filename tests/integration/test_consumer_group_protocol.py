@@ -182,3 +182,60 @@ def test_a_group_id_is_one_kind_while_it_has_members(node: str) -> None:
     assert raw_request(node, m.LeaveGroupRequest(group_id=group, member_id=joined.member_id),
                        version=0).error_code == 0
     assert heartbeat(node, group, "m2", 0, subscribed=[name]).error_code == 0
+
+
+def test_a_confluent_static_member_restart_keeps_its_stream(node: str) -> None:
+    """librdkafka with `group.protocol=consumer` and `group.instance.id`: a static member that
+    closes leaves with epoch -2 and keeps its stream, which the other member is not given; its
+    restart under a new member id takes the stream back without either member's assignment
+    changing (KIP-345 under KIP-848). The session timeout still removes one that stays away."""
+    import confluent_kafka
+    from confluent_kafka.admin import AdminClient
+
+    names = streams(node, "static848", 2)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    events: dict[str, list[tuple[str, list[str]]]] = {}
+
+    def consumer(name: str, instance: str) -> confluent_kafka.Consumer:
+        events[name] = []
+
+        def on_assign(c: confluent_kafka.Consumer, parts: list[confluent_kafka.TopicPartition]) -> None:
+            events[name].append(("assign", sorted(p.topic for p in parts)))
+            c.incremental_assign(parts)
+
+        def on_revoke(c: confluent_kafka.Consumer, parts: list[confluent_kafka.TopicPartition]) -> None:
+            events[name].append(("revoke", sorted(p.topic for p in parts)))
+            c.incremental_unassign(parts)
+        c = confluent_kafka.Consumer({"bootstrap.servers": node, "group.id": group, "group.protocol": "consumer",
+                                      "group.instance.id": instance, "enable.auto.commit": False})
+        c.subscribe(names, on_assign=on_assign, on_revoke=on_revoke)
+        return c
+
+    def held(*consumers: confluent_kafka.Consumer) -> list[list[str]]:
+        for c in consumers:
+            c.poll(0.05)
+        return [sorted(p.topic for p in c.assignment()) for c in consumers]
+
+    a, b = consumer("a", "instance-a"), consumer("b", "instance-b")
+    wait_until(lambda: all(len(s) == 1 for s in held(a, b)), 20, lambda: f"one stream each: {events}")
+    a_stream, b_stream = held(a, b)[0][0], held(a, b)[1][0]
+    assert {a_stream, b_stream} == set(names)
+    settled = list(events["a"])  # its first assignment, and a revoke if it joined first
+    b.close()  # static: leaves with epoch -2
+
+    admin = AdminClient({"bootstrap.servers": node})
+    away = admin.describe_consumer_groups([group])[group].result(timeout=20)
+    assert sorted((x.group_instance_id, [p.topic for p in x.assignment.topic_partitions]) for x in away.members) == [
+        ("instance-a", [a_stream]), ("instance-b", [b_stream])]
+
+    restarted = consumer("b2", "instance-b")
+    wait_until(lambda: held(a, restarted) == [[a_stream], [b_stream]], 20, lambda: f"b back: {events}")
+    assert events["a"] == settled  # nothing moved while b was away and back
+    assert events["b2"] == [("assign", [b_stream])]
+    back = admin.describe_consumer_groups([group])[group].result(timeout=20)
+    assert sorted(x.group_instance_id for x in back.members) == ["instance-a", "instance-b"]
+
+    restarted.close()
+    # Gone for longer than its session: removed, and the other member takes its stream.
+    wait_until(lambda: held(a) == [sorted(names)], SESSION_MS / 1000 + 10, lambda: f"a takes over: {events}")
+    a.close()

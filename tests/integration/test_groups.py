@@ -126,6 +126,100 @@ def test_confluent_group_shares_streams_and_takes_over(broker: BrokerProcess) ->
         consumer.close()
 
 
+def test_confluent_static_member_restarts_into_its_membership(broker: BrokerProcess) -> None:
+    """KIP-345 static membership (`group.instance.id`), as librdkafka uses it: a static member
+    sends no LeaveGroup when it closes, and its restart with the same instance id takes over its
+    membership at once -- not after the old member's session timeout -- and resumes from its
+    commit; the group keeps one member under that instance id. A second process started with
+    the same instance id fences the first (FENCED_INSTANCE_ID, fatal to it)."""
+    import confluent_kafka
+    from confluent_kafka.admin import AdminClient
+
+    stream = "ck-static"
+    _create(broker, [stream])
+    group = f"ck-static-{uuid.uuid4().hex[:6]}"
+    session_s = 60  # a restart must not wait for it (DEADLINE_S is shorter)
+    assert DEADLINE_S < session_s
+
+    def static_consumer() -> confluent_kafka.Consumer:
+        consumer = confluent_kafka.Consumer({
+            "bootstrap.servers": broker.bootstrap, "group.id": group, "group.instance.id": "instance-1",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "session.timeout.ms": session_s * 1000, "heartbeat.interval.ms": 200})
+        consumer.subscribe([stream])
+        return consumer
+
+    def read(consumer: confluent_kafka.Consumer, count: int) -> list[tuple[int, bytes]]:
+        records: list[tuple[int, bytes]] = []
+
+        def more() -> bool:
+            message = consumer.poll(0.05)
+            if message is not None:
+                assert message.error() is None, message.error()
+                records.append((message.offset(), message.value()))
+            return len(records) >= count
+        _wait(more, f"{count} records", lambda: (records, broker.recent_output(20)))
+        return records
+
+    first = static_consumer()
+    assert read(first, 4) == [(i, f"{stream}-{i}".encode()) for i in range(4)]
+    first.commit(asynchronous=False)
+    first.close()
+
+    restarted = static_consumer()
+    assert read(restarted, 6) == [(i, f"{stream}-{i}".encode()) for i in range(4, 10)]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    described = admin.describe_consumer_groups([group])[group].result(timeout=DEADLINE_S)
+    assert [(m.group_instance_id, [(tp.topic, tp.partition) for tp in m.assignment.topic_partitions])
+            for m in described.members] == [("instance-1", [(stream, 0)])]
+    assert described.state is confluent_kafka.ConsumerGroupState.STABLE
+
+    fatal: list[confluent_kafka.KafkaError] = []
+    twin = static_consumer()
+
+    def fenced() -> bool:
+        for consumer in (restarted, twin):
+            message = consumer.poll(0.05)
+            if message is not None and message.error() is not None:
+                fatal.append(message.error())
+        return bool(fatal)
+    _wait(fenced, "the older instance to be fenced", lambda: broker.recent_output(20))
+    assert fatal[0].code() == confluent_kafka.KafkaError._FATAL and "fenced" in fatal[0].str()
+    _wait(lambda: twin.poll(0.05) is None and bool(twin.assignment()), "the newer instance to hold the stream")
+    assert [(tp.topic, tp.partition) for tp in twin.assignment()] == [(stream, 0)]
+    twin.close()
+    restarted.close()
+
+
+def test_kafka_python_admin_removes_a_static_member_by_instance_id(broker: BrokerProcess) -> None:
+    """A static member that closed is still in the group (it sends no LeaveGroup) until its
+    session runs out; KafkaAdminClient.remove_group_members (LeaveGroup v3+, by instance id
+    alone) takes it out at once, and an instance id the group does not have is UNKNOWN_MEMBER_ID."""
+    from kafka import KafkaAdminClient, KafkaConsumer
+    from kafka.admin import MemberToRemove
+    from kafka.errors import NoError, UnknownMemberIdError
+
+    stream = "kp-static-remove"
+    _create(broker, [stream])
+    group = f"kp-static-{uuid.uuid4().hex[:6]}"
+    consumer = KafkaConsumer(stream, bootstrap_servers=broker.bootstrap, group_id=group,
+                             group_instance_id="instance-1", auto_offset_reset="earliest", session_timeout_ms=60000)
+    _wait(lambda: bool(consumer.poll(timeout_ms=50) is not None and consumer.assignment()), "an assignment")
+    consumer.close()
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        before = admin.describe_groups([group])[group]
+        assert (before["group_state"], [m["group_instance_id"] for m in before["members"]]) == (
+            "Stable", ["instance-1"])
+        removed = admin.remove_group_members(group, [MemberToRemove(group_instance_id="instance-1"),
+                                                     MemberToRemove(group_instance_id="instance-2")])
+        assert removed == {"instance-1": NoError, "instance-2": UnknownMemberIdError}
+        after = admin.describe_groups([group])[group]
+        assert (after["group_state"], after["members"]) == ("Empty", [])
+    finally:
+        admin.close()
+
+
 # -- members started at the same moment ---------------------------------------------------------
 # Every member is constructed and subscribed before any of them polls (confluent-kafka,
 # aiokafka: then polled in turn from this thread; kafka-python: threads released by a barrier),

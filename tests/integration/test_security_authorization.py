@@ -43,7 +43,10 @@ def guarded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
                                                  security=login(ADMIN_USER, ADMIN_PASSWORD, "SCRAM-SHA-512"))) as c:
         admin.upsert_user(c, "eve", "SCRAM-SHA-256", "eve-Pa55", 4096)
         admin.upsert_user(c, "dan", "SCRAM-SHA-256", "dan-Pa55", 4096)
+        admin.upsert_user(c, "olga", "SCRAM-SHA-256", "olga-Pa55", 4096)  # a lag monitor: DESCRIBE only
         admin.create_acls(c, [
+            AclBinding(ResourceType.TOPIC, STREAM, PatternType.LITERAL, "User:olga", "*", Operation.DESCRIBE,
+                       Permission.ALLOW),
             AclBinding(ResourceType.TOPIC, "deny-", PatternType.PREFIXED, "User:dan", "*", Operation.ALL,
                        Permission.ALLOW),
             AclBinding(ResourceType.TOPIC, "deny-this", PatternType.LITERAL, "User:dan", "*", Operation.WRITE,
@@ -224,6 +227,23 @@ def test_metadata_leaves_out_streams_the_principal_may_not_describe(guarded: Dev
     with Connection(guarded.bootstrap_servers, 10, "dan", login("dan", "dan-Pa55")) as dan:
         names = [t.name for t in dan.request(m.MetadataRequest(topics=None), 10).topics]
     assert names == ["deny-that", "deny-this"]  # WRITE is denied on deny-this, DESCRIBE is not
+
+
+def test_describe_alone_lists_offsets_but_does_not_read(guarded: DevCluster) -> None:
+    """ListOffsets needs DESCRIBE on the stream, as Kafka's (KafkaApis.handleListOffsetRequest),
+    so a lag monitor allowed only that gets the stream's offsets; reading it still needs READ."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    olga = AdminClient(confluent_conf("SASL_PLAINTEXT", None, "SCRAM-SHA-256", "olga", "olga-Pa55")  # type: ignore[arg-type]
+                       | {"bootstrap.servers": guarded.bootstrap_servers})
+    offsets = {name: olga.list_offsets({TopicPartition(STREAM, 0): spec})[TopicPartition(STREAM, 0)]
+               .result(timeout=30).offset for name, spec in (("earliest", OffsetSpec.earliest()),
+                                                              ("latest", OffsetSpec.latest()))}
+    assert offsets == {"earliest": 0, "latest": 1}
+    build, codes, _ = CHECKS[1]
+    with Connection(guarded.bootstrap_servers, 10, "olga", login("olga", "olga-Pa55")) as connection:
+        assert codes(connection.request(build(), 10)) == [int(TOPIC_DENIED)]
 
 
 def test_deny_beats_allow(guarded: DevCluster) -> None:

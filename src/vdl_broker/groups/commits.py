@@ -11,18 +11,20 @@ from vdl_broker.groups.coordinator import Group, GroupState, Member
 from vdl_wire.errors import ErrorCode
 
 
-def check_commit(group: Group | None, generation_id: int, member_id: str) -> ErrorCode:
-    """Whether an OffsetCommit from (generation_id, member_id) may store offsets, as Kafka's
-    GroupCoordinator.handleCommitOffsets decides: a commit with no generation (-1) to a group
-    without members is a standalone commit (the group only stores offsets); a member commits
-    only in its current generation, and not while the generation's assignment is not out yet."""
+def check_commit(group: Group | None, generation_id: int, member_id: str,
+                 instance_id: str | None = None) -> ErrorCode:
+    """Whether an OffsetCommit from (generation_id, member_id, instance_id) may store offsets, as
+    Kafka's GroupCoordinator.handleCommitOffsets decides: a commit with no generation (-1) to a
+    group without members is a standalone commit (the group only stores offsets); a member
+    commits only in its current generation, and not while the generation's assignment is not out
+    yet; a static member replaced by a restart of its instance is fenced (Group.check_member)."""
     if group is None or not group.members:
         if generation_id < 0:
             return ErrorCode.NONE
         # A generation that no coordinator knows any more (the group emptied or never existed).
         return ErrorCode.ILLEGAL_GENERATION if group is None else ErrorCode.UNKNOWN_MEMBER_ID
-    if member_id not in group.members:
-        return ErrorCode.UNKNOWN_MEMBER_ID
+    if (code := group.check_member(member_id, instance_id)) is not ErrorCode.NONE:
+        return code
     if generation_id != group.generation_id:
         return ErrorCode.ILLEGAL_GENERATION
     if group.state is GroupState.COMPLETING_REBALANCE:
@@ -45,14 +47,8 @@ def check_txn_commit(group: Group | None, known: bool, generation_id: int, membe
         return ErrorCode.UNKNOWN_MEMBER_ID if known else ErrorCode.ILLEGAL_GENERATION
     if generation_id < 0 and not member_id and instance_id is None:
         return ErrorCode.NONE
-    if instance_id is not None:
-        static = next((m.member_id for m in group.members.values() if m.group_instance_id == instance_id), None)
-        if static is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if static != member_id:
-            return ErrorCode.FENCED_INSTANCE_ID
-    elif member_id not in group.members:
-        return ErrorCode.UNKNOWN_MEMBER_ID
+    if (code := group.check_member(member_id, instance_id)) is not ErrorCode.NONE:
+        return code
     if generation_id != group.generation_id:
         return ErrorCode.ILLEGAL_GENERATION
     return ErrorCode.NONE

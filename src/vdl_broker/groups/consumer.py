@@ -86,6 +86,12 @@ class ConsumerGroup:
             return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
 
+    def static_member(self, instance_id: str | None) -> ConsumerMember | None:
+        """The member with this group.instance.id (KIP-345), if any."""
+        if instance_id is None:
+            return None
+        return next((m for m in self.members.values() if m.instance_id == instance_id), None)
+
     def owner_of(self, stream: str, other_than: str) -> str | None:
         """Who else still holds `stream`: a partition being revoked is held until its member
         says it let it go."""
@@ -181,10 +187,22 @@ class ConsumerGroupCoordinator:
                 epoch = self._initial_epoch(request.group_id)
                 group = self._groups[request.group_id] = ConsumerGroup(request.group_id, epoch, epoch)
             member = group.members.get(request.member_id) if request.member_id else None
-            if member is None:
+            static = group.static_member(request.instance_id)
+            if member is None and static is not None:
+                if static.epoch != STATIC_LEAVE_EPOCH:
+                    return HeartbeatResult(ErrorCode.UNRELEASED_INSTANCE_ID,
+                                           f"Static member {static.member_id} with instance id {request.instance_id} "
+                                           "is present in the consumer group.")
+                member = self._replace_static(group, static, request)
+            elif member is None:
                 member = self._join(group, request)
         else:
             member = group.members.get(request.member_id) if group is not None else None
+            static = group.static_member(request.instance_id) if group is not None else None
+            if static is not None and static.member_id != request.member_id:
+                return HeartbeatResult(ErrorCode.FENCED_INSTANCE_ID,
+                                       f"Static member {request.member_id} with instance id {request.instance_id} "
+                                       f"was fenced by member {static.member_id}.")
             if group is None or member is None:
                 return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID,
                                        f"Member {request.member_id} is not a member of group {request.group_id}.")
@@ -215,6 +233,21 @@ class ConsumerGroupCoordinator:
                                 regex=request.subscribed_topic_regex or None)
         group.members[member_id] = member
         group.group_epoch += 1
+        return member
+
+    def _replace_static(self, group: ConsumerGroup, left: ConsumerMember,
+                        request: HeartbeatRequestData) -> ConsumerMember:
+        """A static member back after its temporary leave (Kafka: a new member id copying the
+        old member, epoch 0): it takes over the old member's target and owned streams, which no
+        one else was given meanwhile, so the group epoch does not move and no rebalance runs."""
+        member_id = request.member_id or self._new_member_id()
+        del group.members[left.member_id]
+        member = ConsumerMember(member_id, left.instance_id, left.rack_id, request.client_id, request.client_host,
+                                left.rebalance_timeout_ms, left.subscribed, left.server_assignor,
+                                epoch=JOIN_EPOCH, previous_epoch=JOIN_EPOCH, owned=left.owned, regex=left.regex)
+        group.members[member_id] = member
+        if left.member_id in group.target:
+            group.target[member_id] = group.target.pop(left.member_id)
         return member
 
     @staticmethod
@@ -300,6 +333,14 @@ class ConsumerGroupCoordinator:
         if group is None or member is None:
             return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID,
                                    f"Member {request.member_id} is not a member of group {request.group_id}.")
+        if request.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+            # KIP-345 under KIP-848: a static member leaving for a while (a restart) keeps its
+            # place and streams, unassigned to anyone else, until its session runs out.
+            member.epoch = STATIC_LEAVE_EPOCH
+            member.revoking = frozenset()
+            member.revoke_deadline_ms = None
+            self._on_changed(group)
+            return HeartbeatResult(ErrorCode.NONE, None, member.member_id, request.member_epoch)
         self._remove(group, member.member_id, streams)
         return HeartbeatResult(ErrorCode.NONE, None, member.member_id, request.member_epoch)
 

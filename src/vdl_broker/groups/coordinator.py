@@ -114,7 +114,17 @@ class GroupCoordinator:
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
 
         loop = asyncio.get_running_loop()
-        if not member_id:
+        if not member_id and group_instance_id is not None:
+            # KIP-345: a static member (group.instance.id) joins without KIP-394's round trip; a
+            # restarted instance takes over its old membership, assignment included.
+            member_id = self._new_member_id(client_id or "member")
+            old_id = group.static_member_id(group_instance_id)
+            if old_id is not None:
+                replaced = self._replace_static_member(group, old_id, member_id, client_id, client_host,
+                                                       session_timeout_ms, rebalance_timeout_ms, protocols)
+                if replaced is not None:
+                    return replaced
+        elif not member_id:
             member_id = self._new_member_id(client_id or "member")
             if require_known_member_id:
                 # KIP-394: hand out the id first, so a client that dies before rejoining leaves
@@ -124,8 +134,8 @@ class GroupCoordinator:
                 return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=member_id)
         elif member_id in group.pending_members:
             group.pending_members.pop(member_id).cancel()
-        elif member_id not in group.members:
-            return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
+        elif (code := group.check_member(member_id, group_instance_id)) is not ErrorCode.NONE:
+            return JoinResult(code, member_id=member_id)
 
         member = group.members.get(member_id)
         if member is not None and self._unchanged_rejoin(group, member, protocols):
@@ -157,6 +167,39 @@ class GroupCoordinator:
             self._prepare_rebalance(group)
         self._try_complete_join(group)
         return await future
+
+    def _replace_static_member(self, group: Group, old_id: str, member_id: str, client_id: str,
+                               client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int,
+                               protocols: list[tuple[str, bytes]]) -> JoinResult | None:
+        """A restarted static member (Kafka: updateStaticMemberAndRebalance) takes the place of
+        `old_id` under the new `member_id`: the old instance's parked requests are fenced. In a
+        Stable group whose protocol stays the same it gets the current generation at once, with
+        the old member's assignment and no rebalance (the result); else None, the group is
+        rebalancing and the join goes on as the member's rejoin."""
+        old = group.members.pop(old_id)
+        self._cancel_session(old)
+        _resolve(old.join_future, JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
+        _resolve(old.sync_future, SyncResult(ErrorCode.FENCED_INSTANCE_ID))
+        member = Member(member_id, old.group_instance_id, client_id, client_host, session_timeout_ms,
+                        rebalance_timeout_ms, old.protocol_type, list(protocols), assignment=old.assignment)
+        group.members[member_id] = member
+        leader = group.leader_id
+        if leader == old_id:
+            group.leader_id = member_id
+        log.info("group %s: static member %s rejoined as %s (was %s)", group.group_id, old.group_instance_id,
+                 member_id, old_id)
+        if group.state is not GroupState.STABLE or group.select_protocol() != group.protocol_name:
+            if group.state is not GroupState.PREPARING_REBALANCE:
+                # Completing: the leader may be assigning to the old member id; Stable: the
+                # protocol changes. Either way the generation is redone with the new member.
+                self._prepare_rebalance(group)
+            return None
+        self._schedule_session(group, member)
+        self._on_settled(group)
+        # The old leader's id, as Kafka answers: the member must not take itself for the leader
+        # and assign, since a Stable group passes on no new assignment.
+        return JoinResult(ErrorCode.NONE, group.generation_id, group.protocol_name, leader or "", member_id, [],
+                          group.protocol_type)
 
     def _prepare_rebalance(self, group: Group) -> None:
         log.info("group %s: rebalance (generation %d, %d members)", group.group_id, group.generation_id,
@@ -265,14 +308,16 @@ class GroupCoordinator:
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str,
                          assignments: list[tuple[str, bytes]], protocol_type: str | None = None,
-                         protocol_name: str | None = None) -> SyncResult:
+                         protocol_name: str | None = None, group_instance_id: str | None = None) -> SyncResult:
         """`protocol_type` and `protocol_name` (SyncGroup v5+, KIP-559), when given, must be the
         group's."""
         group = self._groups.get(group_id)
         log.debug("sync %s gen=%d member=%r state=%s", group_id, generation_id, member_id,
                   group.state.value if group else None)
-        if group is None or member_id not in group.members:
+        if group is None:
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        if (code := group.check_member(member_id, group_instance_id)) is not ErrorCode.NONE:
+            return SyncResult(code)
         if generation_id != group.generation_id:
             return SyncResult(ErrorCode.ILLEGAL_GENERATION)
         if (protocol_type is not None and protocol_type != group.protocol_type) or \
@@ -306,12 +351,15 @@ class GroupCoordinator:
 
     # -- Heartbeat / LeaveGroup -------------------------------------------------------------
 
-    def heartbeat(self, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str,
+                  group_instance_id: str | None = None) -> ErrorCode:
         group = self._groups.get(group_id)
         log.debug("heartbeat %s gen=%d member=%r state=%s", group_id, generation_id, member_id,
                   group.state.value if group else None)
-        if group is None or member_id not in group.members:
+        if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if (code := group.check_member(member_id, group_instance_id)) is not ErrorCode.NONE:
+            return code
         if generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
         member = group.members[member_id]
@@ -323,10 +371,17 @@ class GroupCoordinator:
         self._schedule_session(group, member)
         return ErrorCode.NONE
 
-    def leave_group(self, group_id: str, member_id: str) -> ErrorCode:
+    def leave_group(self, group_id: str, member_id: str, group_instance_id: str | None = None) -> ErrorCode:
+        """LeaveGroup v3+ may name a static member by its instance id alone (the admin clients'
+        removeMembersFromConsumerGroup); with a member id too, it must be the instance's."""
         group = self._groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if group_instance_id is not None:
+            if not member_id:
+                member_id = group.static_member_id(group_instance_id) or ""
+            if (code := group.check_member(member_id, group_instance_id)) is not ErrorCode.NONE:
+                return code
         if member_id in group.pending_members:
             group.pending_members.pop(member_id).cancel()
             self._try_complete_join(group)

@@ -78,6 +78,23 @@ class Group:
     # Rebalance time left for further initial delays, in ms.
     initial_remaining_ms: int = 0
 
+    def static_member_id(self, instance_id: str) -> str | None:
+        """The member id of the static member (KIP-345) with this group.instance.id, if any."""
+        return next((m.member_id for m in self.members.values() if m.group_instance_id == instance_id), None)
+
+    def check_member(self, member_id: str, instance_id: str | None) -> ErrorCode:
+        """Whether a request naming (member_id, instance_id) comes from a current member, as
+        Kafka's ClassicGroup.validateMember decides: a static member's instance id names one
+        member id, and a request with an older one is from an instance that a restart with the
+        same group.instance.id replaced (FENCED_INSTANCE_ID, fatal to the client, so two
+        processes with one instance id do not take the membership from each other in turn)."""
+        if instance_id is not None:
+            static = self.static_member_id(instance_id)
+            if static is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.NONE if static == member_id else ErrorCode.FENCED_INSTANCE_ID
+        return ErrorCode.NONE if member_id in self.members else ErrorCode.UNKNOWN_MEMBER_ID
+
     def all_joined(self) -> bool:
         return bool(self.members) and all(m.join_future is not None for m in self.members.values()) \
             and not self.pending_members

@@ -193,13 +193,15 @@ class GroupService:
     # -- requests (the caller has checked active())
 
     async def commit(self, group_id: str, generation_id: int, member_id: str,
-                     offsets: list[OffsetToCommit], version_with_epoch: bool = False) -> dict[str, ErrorCode]:
+                     offsets: list[OffsetToCommit], version_with_epoch: bool = False,
+                     instance_id: str | None = None) -> dict[str, ErrorCode]:
         """Per stream, the answer to an OffsetCommit of `offsets`; `generation_id` is the member
-        epoch for a KIP-848 group (`version_with_epoch`: OffsetCommit v9+)."""
+        epoch for a KIP-848 group (`version_with_epoch`: OffsetCommit v9+); `instance_id` a
+        classic static member's (v7+)."""
         if self.consumer_groups.group(group_id) is not None:
             code = self.consumer_groups.check_commit(group_id, member_id, generation_id, version_with_epoch)
         else:
-            code = check_commit(self.coordinator.group(group_id), generation_id, member_id)
+            code = check_commit(self.coordinator.group(group_id), generation_id, member_id, instance_id)
         if code is not ErrorCode.NONE:
             return {o.stream: code for o in offsets}
         results: dict[str, ErrorCode] = {}

@@ -260,3 +260,53 @@ def test_a_group_whose_members_all_left_resumes_its_group_epoch() -> None:
     """Kafka keeps an empty consumer group's epochs: a member joining it again starts above them."""
     coordinator = ConsumerGroupCoordinator(ConsumerGroupConfig(SESSION_MS, 500), initial_epoch=lambda group_id: 4)
     assert beat(coordinator, "m1", 0).member_epoch == 5
+
+
+def test_a_static_member_restarting_keeps_its_streams_without_a_rebalance() -> None:
+    """KIP-345 under KIP-848 (Kafka's getOrMaybeCreateStaticConsumerGroupMember): a static
+    member leaving with epoch -2 keeps its place and streams (no one else is given them); its
+    instance joining again under a new member id takes them back at the same group epoch. Its
+    instance id is UNRELEASED_INSTANCE_ID while the old member has not left, the old member id
+    is FENCED_INSTANCE_ID once replaced, and the session timeout still removes a member that
+    never comes back."""
+    c, changed = make()
+    beat(c, "m1", 0, instance_id="i1")
+    beat(c, "m2", 0, instance_id="i2")
+    beat(c, "m1", 1, owned=set(STREAMS), instance_id="i1")
+    beat(c, "m1", 1, owned={"s0", "s1"}, instance_id="i1")
+    beat(c, "m2", 2, owned=set(), instance_id="i2")
+    group = c.group("g")
+    assert group is not None and group.state is ConsumerGroupState.STABLE and group.group_epoch == 2
+    # While m2 runs, a second process with its instance id is refused.
+    assert beat(c, "m3", 0, instance_id="i2").error is ErrorCode.UNRELEASED_INSTANCE_ID
+
+    assert beat(c, "m2", -2, instance_id="i2") == HeartbeatResult(ErrorCode.NONE, None, "m2", -2, None)
+    assert changed[-1] == "g" and group.group_epoch == 2
+    # m1 is not given m2's streams meanwhile.
+    assert beat(c, "m1", 2, now=100, owned={"s0", "s1"}, instance_id="i1") == \
+        HeartbeatResult(ErrorCode.NONE, None, "m1", 2, None)
+
+    back = beat(c, "m3", 0, now=200, instance_id="i2")
+    assert back == HeartbeatResult(ErrorCode.NONE, None, "m3", 2, frozenset({"s2", "s3"}))
+    assert group.group_epoch == 2 and sorted(group.members) == ["m1", "m3"]
+    assert group.target == {"m1": frozenset({"s0", "s1"}), "m3": frozenset({"s2", "s3"})}
+    assert beat(c, "m3", 2, now=300, owned={"s2", "s3"}, instance_id="i2").error is ErrorCode.NONE
+    assert group.state is ConsumerGroupState.STABLE
+    assert beat(c, "m2", 2, now=300, owned={"s2", "s3"}, instance_id="i2").error is ErrorCode.FENCED_INSTANCE_ID
+    # The stored form keeps a member away for a while, so a new coordinator does too.
+    beat(c, "m3", -2, now=400, instance_id="i2")
+    restored = restore_consumer_group("g", consumer_group_state(group))
+    assert restored.members["m3"].epoch == -2 and restored.members["m3"].owned == frozenset({"s2", "s3"})
+    # Not back within its session (from its last heartbeat): removed, and its streams go to m1.
+    beat(c, "m1", 2, now=500, owned={"s0", "s1"}, instance_id="i1")
+    assert c.expire(300 + SESSION_MS - 1, STREAMS) == []
+    assert c.expire(300 + SESSION_MS, STREAMS) == [("g", "m3")]
+    assert beat(c, "m1", 2, now=300 + SESSION_MS, owned={"s0", "s1"}, instance_id="i1").assignment == \
+        frozenset(STREAMS)
+
+
+def test_a_member_without_an_instance_id_leaving_with_minus_two_leaves() -> None:
+    c, _ = make()
+    beat(c, "m1", 0)
+    assert beat(c, "m1", -2).error is ErrorCode.NONE
+    assert c.group("g") is None

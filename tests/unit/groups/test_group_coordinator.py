@@ -316,3 +316,88 @@ def test_a_recreated_group_continues_its_stored_generations() -> None:
         assert (await join(c)).generation_id == 8
         c.close()
     asyncio.run(run())
+
+
+async def _static_join(c: GroupCoordinator, instance: str, client: str, member_id: str = "",
+                       protocols=PROTOCOLS):
+    return await c.join_group("g", member_id, instance, client, "h", 5000, 5000, "consumer", protocols, True)
+
+
+def test_a_restarted_static_member_takes_its_place_without_a_rebalance() -> None:
+    """KIP-345: a static member joins without MEMBER_ID_REQUIRED; the same group.instance.id
+    joining again (a restart: the old process sent no LeaveGroup) replaces the old member at
+    once, in the same generation and with its assignment, and the old member id is fenced."""
+    async def run() -> None:
+        settled: list[tuple[int, list[str]]] = []
+        counter = itertools.count()
+        c = GroupCoordinator(CoordinatorConfig(min_session_timeout_ms=10, initial_rebalance_delay_ms=0),
+                             new_member_id=lambda client: f"{client}-{next(counter)}",
+                             on_settled=lambda g: settled.append((g.generation_id, list(g.members))))
+        a = await _static_join(c, "instance-a", "a")
+        assert (a.error, a.member_id, a.generation_id, a.leader) == (ErrorCode.NONE, "a-0", 1, "a-0")
+        b_task = asyncio.create_task(_static_join(c, "instance-b", "b"))
+        await asyncio.sleep(0)
+        a = await _static_join(c, "instance-a", "a", member_id="a-0")
+        b = await b_task
+        assert (a.generation_id, b.generation_id, b.member_id) == (2, 2, "b-1")
+        follower = asyncio.create_task(c.sync_group("g", 2, "b-1", [], group_instance_id="instance-b"))
+        await c.sync_group("g", 2, "a-0", [("a-0", b"A"), ("b-1", b"B")], group_instance_id="instance-a")
+        assert (await follower).assignment == b"B"
+
+        # The leader's instance restarts: same generation, no rebalance, the old leader's id
+        # named as leader so the new member does not assign.
+        restarted = await _static_join(c, "instance-a", "a")
+        assert (restarted.error, restarted.member_id, restarted.generation_id, restarted.leader,
+                restarted.members) == (ErrorCode.NONE, "a-2", 2, "a-0", [])
+        group = c.group("g")
+        assert group.state is GroupState.STABLE and group.leader_id == "a-2"
+        assert settled[-1] == (2, ["b-1", "a-2"])  # replicated with the new member id
+        synced = await c.sync_group("g", 2, "a-2", [], group_instance_id="instance-a")
+        assert (synced.error, synced.assignment) == (ErrorCode.NONE, b"A")
+        assert c.heartbeat("g", 2, "a-2", "instance-a") is ErrorCode.NONE
+        assert c.heartbeat("g", 2, "b-1", "instance-b") is ErrorCode.NONE
+
+        # The old instance, still running, is fenced on every request naming its instance id.
+        assert c.heartbeat("g", 2, "a-0", "instance-a") is ErrorCode.FENCED_INSTANCE_ID
+        assert (await c.sync_group("g", 2, "a-0", [], group_instance_id="instance-a")).error \
+            is ErrorCode.FENCED_INSTANCE_ID
+        assert (await _static_join(c, "instance-a", "a", member_id="a-0")).error is ErrorCode.FENCED_INSTANCE_ID
+        from vdl_broker.groups.commits import check_commit
+        assert check_commit(group, 2, "a-0", "instance-a") is ErrorCode.FENCED_INSTANCE_ID
+        assert check_commit(group, 2, "a-2", "instance-a") is ErrorCode.NONE
+        assert check_commit(group, 2, "a-2", "instance-x") is ErrorCode.UNKNOWN_MEMBER_ID
+        assert c.heartbeat("g", 2, "a-0") is ErrorCode.UNKNOWN_MEMBER_ID  # no instance id: just gone
+        assert c.group("g").state is GroupState.STABLE
+
+        # LeaveGroup v3+ by instance id alone (the admin clients' removeMembersFromConsumerGroup).
+        assert c.leave_group("g", "b-0", "instance-b") is ErrorCode.FENCED_INSTANCE_ID
+        assert c.leave_group("g", "", "instance-x") is ErrorCode.UNKNOWN_MEMBER_ID
+        assert c.leave_group("g", "", "instance-b") is ErrorCode.NONE
+        assert list(c.group("g").members) == ["a-2"] and c.group("g").state is GroupState.PREPARING_REBALANCE
+        c.close()
+    asyncio.run(run())
+
+
+def test_a_static_member_restarting_during_a_rebalance_joins_it() -> None:
+    """A restart while the generation is completing redoes it (the leader may be assigning to
+    the old member id), and the old instance's parked SyncGroup is fenced."""
+    async def run() -> None:
+        counter = itertools.count()
+        c = GroupCoordinator(CoordinatorConfig(min_session_timeout_ms=10, initial_rebalance_delay_ms=0),
+                             new_member_id=lambda client: f"{client}-{next(counter)}")
+        a = await _static_join(c, "instance-a", "a")
+        b_task = asyncio.create_task(_static_join(c, "instance-b", "b"))
+        await asyncio.sleep(0)
+        await _static_join(c, "instance-a", "a", member_id=a.member_id)
+        b = await b_task
+        assert c.group("g").state is GroupState.COMPLETING_REBALANCE and b.generation_id == 2
+        parked_sync = asyncio.create_task(c.sync_group("g", 2, b.member_id, [], group_instance_id="instance-b"))
+        await asyncio.sleep(0)
+        restarted = asyncio.create_task(_static_join(c, "instance-b", "b"))
+        assert (await parked_sync).error is ErrorCode.FENCED_INSTANCE_ID
+        assert c.group("g").state is GroupState.PREPARING_REBALANCE
+        rejoined = await _static_join(c, "instance-a", "a", member_id=a.member_id)
+        assert (rejoined.generation_id, sorted(m for m, _, _ in rejoined.members)) == (3, ["a-0", "b-2"])
+        assert ((await restarted).error, (await restarted).generation_id) == (ErrorCode.NONE, 3)
+        c.close()
+    asyncio.run(run())

@@ -21,7 +21,8 @@ def handle(node: NodeView, context: RequestContext, request: HeartbeatRequest) -
     coordinator = node.groups.active()
     if coordinator is None:
         return HeartbeatResponse(error_code=int(ErrorCode.NOT_COORDINATOR))
-    code = coordinator.heartbeat(request.group_id, request.generation_id, request.member_id)
+    code = coordinator.heartbeat(request.group_id, request.generation_id, request.member_id,
+                                 request.group_instance_id)
     return HeartbeatResponse(error_code=int(code))
 
 

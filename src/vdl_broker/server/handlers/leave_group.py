@@ -25,7 +25,7 @@ def handle(node: NodeView, context: RequestContext, request: LeaveGroupRequest) 
         return LeaveGroupResponse(error_code=int(coordinator.leave_group(request.group_id, request.member_id)))
     members = []
     for member in request.members:
-        code = coordinator.leave_group(request.group_id, member.member_id)
+        code = coordinator.leave_group(request.group_id, member.member_id, member.group_instance_id)
         members.append(LeaveGroupResponse.MemberResponse(
             member_id=member.member_id, group_instance_id=member.group_instance_id, error_code=int(code)))
     return LeaveGroupResponse(error_code=0, members=members)

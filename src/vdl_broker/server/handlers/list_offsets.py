@@ -86,7 +86,8 @@ async def handle(node: NodeView, context: RequestContext, request: ListOffsetsRe
     topics = []
     for topic in request.topics:
         partitions = []
-        allowed = authorized(node, context, Operation.READ, ResourceType.TOPIC, topic.name)
+        # DESCRIBE, as Kafka's KafkaApis.handleListOffsetRequest: lag monitors read offsets, not records.
+        allowed = authorized(node, context, Operation.DESCRIBE, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             code, offset, timestamp = (_lookup(node, topic.name, p.partition_index, p.timestamp, version,
                                                read_committed) if allowed

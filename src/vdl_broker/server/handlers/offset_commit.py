@@ -40,7 +40,8 @@ async def handle(node: NodeView, context: RequestContext,
     # v0 has no generation: it is always a standalone commit (Kafka: generation -1, no member).
     generation = request.generation_id_or_member_epoch if context.api_version >= 1 else -1
     results = await node.groups.commit(request.group_id, generation, request.member_id or "", offsets,
-                                       version_with_epoch=context.api_version >= MEMBER_EPOCH_VERSION)
+                                       version_with_epoch=context.api_version >= MEMBER_EPOCH_VERSION,
+                                       instance_id=request.group_instance_id)
 
     def code(stream: str, partition: int) -> ErrorCode:
         if stream in denied:

@@ -24,7 +24,7 @@ async def handle(node: NodeView, context: RequestContext, request: SyncGroupRequ
     result = await coordinator.sync_group(
         request.group_id, request.generation_id, request.member_id,
         [(a.member_id, bytes(a.assignment)) for a in request.assignments],
-        request.protocol_type, request.protocol_name)
+        request.protocol_type, request.protocol_name, request.group_instance_id)
     return SyncGroupResponse(error_code=int(result.error), protocol_type=result.protocol_type,
                              protocol_name=result.protocol_name, assignment=result.assignment)
 
