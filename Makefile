@@ -39,13 +39,15 @@ $(JARS): jvm/pom.xml jvm/kafka/pom.xml jvm/spark/pom.xml jvm/prune_spark_jars.py
 	touch $(JARS)
 
 # The tests' Java programs (tests/support/java/): the harness (Kafka's Java client driven over
-# stdin/stdout) and a Kafka Streams word count, compiled against jvm/lib/kafka/ into the
-# git-ignored jvm/lib/harness/.
-HARNESS_SOURCES := tests/support/java/KafkaHarness.java tests/support/java/WordCountApp.java
+# stdin/stdout), a Kafka Streams word count and a Kafka Connect source connector (with the
+# ServiceLoader manifest Connect's plugin.discovery=service_load finds it by), compiled against
+# jvm/lib/kafka/ into the git-ignored jvm/lib/harness/.
+HARNESS_SOURCES := $(wildcard tests/support/java/*.java)
 HARNESS := jvm/lib/harness/.compiled
-$(HARNESS): $(HARNESS_SOURCES) $(JARS)
+$(HARNESS): $(HARNESS_SOURCES) $(wildcard tests/support/java/META-INF/services/*) $(JARS)
 	rm -rf jvm/lib/harness
 	javac -Xlint:all -d jvm/lib/harness -cp 'jvm/lib/kafka/*' $(HARNESS_SOURCES)
+	cp -r tests/support/java/META-INF jvm/lib/harness/
 	touch $(HARNESS)
 
 jars: $(JARS) $(HARNESS)
