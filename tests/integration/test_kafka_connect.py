@@ -47,6 +47,10 @@ class Worker:
             # A VDL stream has one partition (Connect's defaults: 25 offset, 5 status partitions).
             "offset.storage.partitions": 1, "status.storage.partitions": 1,
             "exactly.once.source.support": "enabled",
+            # A killed task's open transaction is aborted this long after it began (60 s by
+            # default): until then a starting worker waits, reading the offsets topic
+            # read_committed up to its high watermark (Connect's TopicAdmin.endOffsets), as on Kafka.
+            "producer.transaction.timeout.ms": 5000,
             # A departed worker's tasks go to the others at once (5 minutes by default).
             "scheduled.rebalance.max.delay.ms": 0,
             "listeners": self.url, "plugin.discovery": "service_load",
