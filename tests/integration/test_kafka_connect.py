@@ -59,7 +59,7 @@ class Worker:
         self._log = self.log_path.open("w")
         self.process = subprocess.Popen(
             java_command("org.apache.kafka.connect.cli.ConnectDistributed", str(properties), heap="512m",
-                         classpath=harness_classpath()),
+                         classpath=harness_classpath("CountingSourceConnector")),
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:

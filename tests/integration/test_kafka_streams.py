@@ -47,7 +47,7 @@ class WordCountApp:
         self._log = log.open("w")
         self.process = subprocess.Popen(
             java_command("WordCountApp", cluster.bootstrap_servers, APP, INPUT, OUTPUT, str(state_dir), "instance-1",
-                         classpath=harness_classpath()),
+                         classpath=harness_classpath("WordCountApp")),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1)
         self.lines: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
