@@ -440,18 +440,22 @@ def test_configs_alter_and_describe(java: JavaClients, target: JavaTarget, vdl: 
     stream = named(target, "configured")
     vdl.create_stream(stream, config={"max.message.bytes": "100000"}, exist_ok=False)
     added = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "topics", "--entity-name", stream,
-                "--add-config", "retention.ms=7200000,segment.bytes=1048576")
+                "--add-config", "retention.ms=7200000,segment.bytes=1048576,cleanup.policy=[compact,delete]")
     assert added.stdout == f"Completed updating config for topic {stream}.\n"
     removed = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "topics", "--entity-name", stream,
                   "--delete-config", "max.message.bytes")
     assert removed.stdout == f"Completed updating config for topic {stream}.\n"
-    settle_configs(target.cluster, stream, {"retention.ms": "7200000", "segment.bytes": "1048576"})
+    settle_configs(target.cluster, stream, {"retention.ms": "7200000", "segment.bytes": "1048576",
+                                            "cleanup.policy": "compact,delete"})
     assert stream_configs(target.cluster, stream) == {
-        "retention.ms": ("7200000", DYNAMIC_TOPIC_CONFIG), "segment.bytes": ("1048576", DYNAMIC_TOPIC_CONFIG)}
+        "retention.ms": ("7200000", DYNAMIC_TOPIC_CONFIG), "segment.bytes": ("1048576", DYNAMIC_TOPIC_CONFIG),
+        "cleanup.policy": ("compact,delete", DYNAMIC_TOPIC_CONFIG)}
 
     topic = run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "topics", "--entity-name", stream)
     assert topic.stdout.splitlines() == [
         f"Dynamic configs for topic {stream} are:",
+        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete, "
+        "DEFAULT_CONFIG:log.cleanup.policy=delete}",
         "  retention.ms=7200000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=7200000, "
         "DEFAULT_CONFIG:log.retention.ms=-1}",
         "  segment.bytes=1048576 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:segment.bytes=1048576, "

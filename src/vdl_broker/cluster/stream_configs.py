@@ -49,7 +49,7 @@ class ConfigKey:
     maximum: int | None = None
     choices: tuple[str, ...] = ()
     node_setting: str | None = None  # NodeConfig field holding the node's default
-    broker_name: str | None = None  # the matching Kafka broker config (a synonym)
+    broker_name: str | None = None  # the matching Kafka broker config (the default's synonym)
     check: Callable[[str], str | None] | None = None  # extra check: why the value is bad, or None
     canonical: Callable[[str], str] | None = None  # the value as stored, once `check` passed it
     accepts: str | None = None  # what `check` accepts, in words
@@ -148,16 +148,18 @@ _KEYS = (
               "retention.bytes delete them; compact: every record is kept (VDL never compacts, so the latest "
               "value of every key stays readable; retention deletes nothing); compact,delete: as delete",
               default="delete", check=_check_cleanup_policy, canonical=_canonical_cleanup_policy,
-              accepts=CLEANUP_POLICY_ACCEPTS),
+              accepts=CLEANUP_POLICY_ACCEPTS, broker_name="log.cleanup.policy"),
     # Kafka's compaction settings (Kafka Streams' versioned stores set min.compaction.lag.ms):
     # accepted and described; VDL never compacts, so they change nothing.
     ConfigKey("min.compaction.lag.ms", ConfigType.LONG, "Kafka: the least time a record stays uncompacted; "
-              "VDL never compacts (no effect)", default="0", minimum=0, maximum=LONG_MAX),
+              "VDL never compacts (no effect)", default="0", minimum=0, maximum=LONG_MAX,
+              broker_name="log.cleaner.min.compaction.lag.ms"),
     ConfigKey("max.compaction.lag.ms", ConfigType.LONG, "Kafka: the longest time a record stays ineligible for "
-              "compaction; VDL never compacts (no effect)", default=str(LONG_MAX), minimum=1, maximum=LONG_MAX),
+              "compaction; VDL never compacts (no effect)", default=str(LONG_MAX), minimum=1, maximum=LONG_MAX,
+              broker_name="log.cleaner.max.compaction.lag.ms"),
     ConfigKey("delete.retention.ms", ConfigType.LONG, "Kafka: how long compaction keeps tombstones; VDL never "
               "compacts, so tombstones stay like every record (no effect)", default="86400000", minimum=0,
-              maximum=LONG_MAX),
+              maximum=LONG_MAX, broker_name="log.cleaner.delete.retention.ms"),
     # Kafka topic configs whose default is all a VDL log does: accepted and described with that one
     # value, so tools, Kafka Streams (its internal topics name message.timestamp.type) and
     # provisioning scripts that pass them work; any other value is refused naming what is accepted.
