@@ -28,9 +28,9 @@ $(KAFKAJS): tests/support/node/package.json tests/support/node/package-lock.json
 	touch $(KAFKAJS)
 polyglot: $(FRANZ) $(KAFKAJS)
 
-# The JVM parts (jvm/pom.xml): Apache Kafka's broker, tools and Java client into jvm/lib/kafka/,
-# Spark's Kafka connector and Delta into jvm/lib/spark/ (less what pyspark ships). Fetched from
-# Maven Central once; tests never download.
+# The JVM parts (jvm/pom.xml): Apache Kafka's broker, tools, Java client and Kafka Streams into
+# jvm/lib/kafka/, Spark's Kafka connector and Delta into jvm/lib/spark/ (less what pyspark
+# ships). Fetched from Maven Central once; tests never download.
 JARS := jvm/lib/.fetched
 $(JARS): jvm/pom.xml jvm/kafka/pom.xml jvm/spark/pom.xml jvm/prune_spark_jars.py $(STAMP)
 	rm -rf jvm/lib
@@ -38,12 +38,17 @@ $(JARS): jvm/pom.xml jvm/kafka/pom.xml jvm/spark/pom.xml jvm/prune_spark_jars.py
 	$(PY) jvm/prune_spark_jars.py jvm/lib/spark
 	touch $(JARS)
 
-# The tests' Java harness (tests/support/java/): Kafka's Java client driven over stdin/stdout,
-# compiled against jvm/lib/kafka/ into the git-ignored jvm/lib/harness/.
-HARNESS := jvm/lib/harness/KafkaHarness.class
-$(HARNESS): tests/support/java/KafkaHarness.java $(JARS)
+# The tests' Java programs (tests/support/java/): the harness (Kafka's Java client driven over
+# stdin/stdout), a Kafka Streams word count and a Kafka Connect source connector (with the
+# ServiceLoader manifest Connect's plugin.discovery=service_load finds it by), compiled against
+# jvm/lib/kafka/ into the git-ignored jvm/lib/harness/.
+HARNESS_SOURCES := $(wildcard tests/support/java/*.java)
+HARNESS := jvm/lib/harness/.compiled
+$(HARNESS): $(HARNESS_SOURCES) $(wildcard tests/support/java/META-INF/services/*) $(JARS)
 	rm -rf jvm/lib/harness
-	javac -Xlint:all -d jvm/lib/harness -cp 'jvm/lib/kafka/*' tests/support/java/KafkaHarness.java
+	javac -Xlint:all -d jvm/lib/harness -cp 'jvm/lib/kafka/*' $(HARNESS_SOURCES)
+	cp -r tests/support/java/META-INF jvm/lib/harness/
+	touch $(HARNESS)
 
 jars: $(JARS) $(HARNESS)
 

@@ -248,8 +248,9 @@ def test_alter_configs_refuses_bad_input_and_changes_nothing(module_broker: Brok
     assert alter_configs(address, "ac-bad", {"retention.ms": "1000"}) == (0, None)
     assert alter_configs(address, "ac-bad", {"retention.ms": "soon"}) == (
         ErrorCode.INVALID_CONFIG, "retention.ms: 'soon' is not an integer >= -1")
-    assert alter_configs(address, "ac-bad", {"cleanup.policy": "compact"}) == (
-        ErrorCode.INVALID_CONFIG, "cleanup.policy: 'compact' is not one of delete")
+    assert alter_configs(address, "ac-bad", {"cleanup.policy": "shrink"}) == (
+        ErrorCode.INVALID_CONFIG, "cleanup.policy: 'shrink' is not one of delete, compact, compact,delete (either "
+                                  "order) or empty (keep every record)")
     assert alter_configs(address, "ac-bad", {"unclean.leader.election.enable": "true"}) == (
         ErrorCode.INVALID_CONFIG, "unclean.leader.election.enable: 'true' is not one of false")
     code, message = alter_configs(address, "ac-bad", {"preallocate": "true"})

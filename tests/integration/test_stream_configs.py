@@ -22,12 +22,13 @@ CLUSTER_SETTINGS = {"retention_check_ms": 200}
 TOPIC, BROKER = 2, 4
 
 # (value, source, read-only) of every stream config of a stream created with retention.ms=60000
-# and cleanup.policy=delete (Kafka's one VDL has, as Kafka Streams and Connect name it) and
+# and cleanup.policy=delete and
 # min.insync.replicas=2 (what a Raft stream of 3 gives; accepted, not stored) on nodes with the default settings (5 = DEFAULT_CONFIG, 1 = DYNAMIC_TOPIC_CONFIG).
 EXPECTED = {
     "retention.ms": ("60000", 1), "retention.bytes": ("-1", 5), "segment.bytes": ("1073741824", 5),
     "segment.ms": ("604800000", 5), "max.message.bytes": ("16777216", 5), "cleanup.policy": ("delete", 1),
-    "message.timestamp.type": ("CreateTime", 5), "compression.type": ("producer", 5),
+    "min.compaction.lag.ms": ("0", 5), "max.compaction.lag.ms": ("9223372036854775807", 5),
+    "delete.retention.ms": ("86400000", 5), "message.timestamp.type": ("CreateTime", 5), "compression.type": ("producer", 5),
     "unclean.leader.election.enable": ("false", 5), "vdl.table.path": (None, 5),
     "vdl.table.format": ("raw", 5), "vdl.table.schema": (None, 5), "vdl.table.lag.ms": ("5000", 5),
     "vdl.table.partition.by": ("none", 5), "vdl.table.compact.interval.ms": ("600000", 5),
@@ -91,11 +92,15 @@ def test_confluent_admin_creates_describes_and_alters(cluster: DevCluster) -> No
     futures = client.create_topics([NewTopic("configured", 1, 3, config={"retention.ms": "60000",
                                                                          "cleanup.policy": "delete",
                                                                          "min.insync.replicas": "2"}),
-                                    NewTopic("compacted", 1, 3, config={"cleanup.policy": "compact"}),
+                                    NewTopic("compacted", 1, 3, config={"cleanup.policy": "delete, compact",
+                                                                        "min.compaction.lag.ms": "86400000"}),
+                                    NewTopic("shrunk", 1, 3, config={"cleanup.policy": "shrink"}),
                                     NewTopic("unknown-key", 1, 3, config={"preallocate": "true"}),
                                     NewTopic("bad-value", 1, 3, config={"segment.bytes": "12"})])
     futures["configured"].result(timeout=30)
-    for name, words in (("compacted", "cleanup.policy: 'compact' is not one of delete"),
+    futures["compacted"].result(timeout=30)
+    for name, words in (("shrunk", "cleanup.policy: 'shrink' is not one of delete, compact, compact,delete (either "
+                                   "order) or empty (keep every record)"),
                         ("unknown-key", "unknown stream config 'preallocate'"),
                         ("bad-value", "segment.bytes: '12' is not an integer in 1024..2147483647")):
         with pytest.raises(Exception) as caught:
@@ -103,6 +108,10 @@ def test_confluent_admin_creates_describes_and_alters(cluster: DevCluster) -> No
         error = caught.value.args[0]
         assert error.code() == ErrorCode.INVALID_CONFIG and words in error.str()
     assert confluent_describe(client, "configured") == EXPECTED
+    # Stored and described as Kafka does: the list joined with "," in the order given.
+    wait_until(lambda: describe_at(node_address(cluster, cluster.node_ids()[0]), "compacted") == EXPECTED | {
+        "retention.ms": ("-1", 5), "cleanup.policy": ("delete,compact", 1), "min.compaction.lag.ms": ("86400000", 1)},
+        10, "the compacted stream's configs")
     # Every node answers the same from its copy of the metadata.
     for node_id in cluster.node_ids():
         wait_until(lambda n=node_id: describe_at(node_address(cluster, n), "configured") == EXPECTED, 10,
@@ -191,6 +200,71 @@ def test_segment_size_and_retention_set_by_admin_client_apply_on_every_replica(c
     assert 0 < start < end == 600
 
 
+def test_retention_deletes_nothing_of_a_compact_stream_and_applies_to_compact_delete(cluster: DevCluster) -> None:
+    """VDL never compacts: a stream with cleanup.policy=compact keeps every record whatever its
+    retention (as a compacted Kafka topic keeps the latest value of every key, and offsets never
+    change); DeleteRecords on it is POLICY_VIOLATION, as in Kafka. compact,delete deletes old
+    segments by retention exactly like delete, and so does compact once altered to delete."""
+    from confluent_kafka.admin import NewTopic
+    from kafka import KafkaConsumer, TopicPartition
+
+    client = admin(cluster)
+    retained = {"segment.bytes": "16384", "retention.bytes": "32768"}
+    futures = client.create_topics([NewTopic("kept", 1, 3, config=retained | {"cleanup.policy": "compact"}),
+                                    NewTopic("windowed", 1, 3, config=retained | {"cleanup.policy": "compact,delete"})])
+    for future in futures.values():
+        future.result(timeout=30)
+    for stream in ("kept", "windowed"):
+        for node_id in cluster.node_ids():
+            wait_until(lambda n=node_id, s=stream: describe_at(node_address(cluster, n), s)["segment.bytes"]
+                       == ("16384", 1), 10, f"node {node_id} applying {stream}'s configs")
+        produce(cluster, stream, 600, 200)  # ~150 KB: ~10 segments of 16 KiB
+    # Retention runs every 200 ms on each node and deletes the compact,delete stream's old
+    # segments; the compact stream's, judged in the same passes, all stay.
+    for node_id in cluster.node_ids():
+        wait_until(lambda n=node_id: 0 < len(segments(cluster, n, "windowed")) <= 4, 30,
+                   f"retention deleting old segments of the compact,delete stream on node {node_id}")
+        kept = segments(cluster, node_id, "kept")
+        assert len(kept) >= 6 and kept[0].name == "00000000000000000001.log", [p.name for p in kept]
+
+    def offsets(stream: str) -> tuple[int, int]:
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers)
+        partition = TopicPartition(stream, 0)
+        try:
+            return consumer.beginning_offsets([partition])[partition], consumer.end_offsets([partition])[partition]
+        finally:
+            consumer.close()
+
+    start, end = offsets("windowed")
+    assert 0 < start < end == 600
+    assert offsets("kept") == (0, 600)
+    consumer = KafkaConsumer("kept", bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest",
+                             consumer_timeout_ms=10_000)
+    records = []
+    for record in consumer:
+        records.append((record.offset, record.value))
+        if len(records) == 600:
+            break
+    consumer.close()
+    assert records == [(i, b"%08d" % i + b"x" * 192) for i in range(600)]
+
+    from confluent_kafka import KafkaException
+    from confluent_kafka import TopicPartition as Partition
+
+    [deleting] = client.delete_records([Partition("kept", 0, 300)]).values()
+    with pytest.raises(KafkaException) as refused:
+        deleting.result(timeout=30)
+    assert refused.value.args[0].code() == ErrorCode.POLICY_VIOLATION
+    assert offsets("kept") == (0, 600)
+
+    confluent_alter(client, "kept", {"cleanup.policy": "delete"})
+    for node_id in cluster.node_ids():
+        wait_until(lambda n=node_id: 0 < len(segments(cluster, n, "kept")) <= 4, 30,
+                   f"retention deleting old segments of the stream altered to delete on node {node_id}")
+    start, end = offsets("kept")
+    assert 0 < start < end == 600
+
+
 def test_kafka_python_admin_alters_and_describes(cluster: DevCluster) -> None:
     from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 
@@ -273,25 +347,28 @@ def test_cli_sets_and_shows_configs(cluster: DevCluster) -> None:
         return result.stdout
     expected = (
         "configs:\n"
-        "  retention.ms                    86400000    (stream)\n"
-        "  retention.bytes                 -1          (default)\n"
-        "  segment.bytes                   1073741824  (default)\n"
-        "  segment.ms                      604800000   (default)\n"
-        "  max.message.bytes               65536       (stream)\n"
-        "  cleanup.policy                  delete      (default)\n"
-        "  message.timestamp.type          CreateTime  (default)\n"
-        "  compression.type                producer    (default)\n"
-        "  unclean.leader.election.enable  false       (default)\n"
-        "  vdl.table.path                  -           (default)\n"
-        "  vdl.table.format                raw         (default)\n"
-        "  vdl.table.schema                -           (default)\n"
-        "  vdl.table.lag.ms                5000        (default)\n"
-        "  vdl.table.partition.by          none        (default)\n"
-        "  vdl.table.compact.interval.ms   600000      (default)\n"
-        "  vdl.table.compact.target.bytes  134217728   (default)\n"
-        "  vdl.table.vacuum.interval.ms    3600000     (default)\n"
-        "  vdl.table.vacuum.retention.ms   604800000   (default)\n"
-        "  min.insync.replicas             2           (default)\n")
+        "  retention.ms                    86400000             (stream)\n"
+        "  retention.bytes                 -1                   (default)\n"
+        "  segment.bytes                   1073741824           (default)\n"
+        "  segment.ms                      604800000            (default)\n"
+        "  max.message.bytes               65536                (stream)\n"
+        "  cleanup.policy                  delete               (default)\n"
+        "  min.compaction.lag.ms           0                    (default)\n"
+        "  max.compaction.lag.ms           9223372036854775807  (default)\n"
+        "  delete.retention.ms             86400000             (default)\n"
+        "  message.timestamp.type          CreateTime           (default)\n"
+        "  compression.type                producer             (default)\n"
+        "  unclean.leader.election.enable  false                (default)\n"
+        "  vdl.table.path                  -                    (default)\n"
+        "  vdl.table.format                raw                  (default)\n"
+        "  vdl.table.schema                -                    (default)\n"
+        "  vdl.table.lag.ms                5000                 (default)\n"
+        "  vdl.table.partition.by          none                 (default)\n"
+        "  vdl.table.compact.interval.ms   600000               (default)\n"
+        "  vdl.table.compact.target.bytes  134217728            (default)\n"
+        "  vdl.table.vacuum.interval.ms    3600000              (default)\n"
+        "  vdl.table.vacuum.retention.ms   604800000            (default)\n"
+        "  min.insync.replicas             2                    (default)\n")
     output = wait_until(lambda: (text := described()).endswith(expected) and text, 10, "describe showing the change")
     assert output.startswith("stream cli-configured: partition 0, leader node ")
     assert output.splitlines()[0].endswith("offsets 0..0 (0 records)")

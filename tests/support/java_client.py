@@ -71,10 +71,12 @@ def java_command(main_class: str, *args: str, heap: str = "256m", classpath: str
             f"-Dlog4j2.configurationFile={LOG4J_CONFIG}", "-cp", classpath or kafka_classpath(), main_class, *args]
 
 
-def harness_classpath() -> str:
+def harness_classpath(needed: str = "KafkaHarness") -> str:
+    """The tests' compiled Java programs (tests/support/java/) and Kafka's jars; `needed` is the
+    class the caller runs (missing after a checkout that added it: `make jars` compiles it)."""
     harness = jvm_lib() / "harness"
-    if not (harness / "KafkaHarness.class").exists():
-        raise FileNotFoundError(f"{harness}/KafkaHarness.class is missing: run `make jars`")
+    if not (harness / f"{needed}.class").exists():
+        raise FileNotFoundError(f"{harness}/{needed}.class is missing: run `make jars`")
     return f"{harness}:{kafka_classpath()}"
 
 

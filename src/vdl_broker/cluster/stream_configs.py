@@ -36,6 +36,7 @@ class ConfigType(IntEnum):
     STRING = 2
     INT = 3
     LONG = 5
+    LIST = 7
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,14 @@ class ConfigKey:
     maximum: int | None = None
     choices: tuple[str, ...] = ()
     node_setting: str | None = None  # NodeConfig field holding the node's default
-    broker_name: str | None = None  # the matching Kafka broker config (a synonym)
+    broker_name: str | None = None  # the matching Kafka broker config (the default's synonym)
     check: Callable[[str], str | None] | None = None  # extra check: why the value is bad, or None
+    canonical: Callable[[str], str] | None = None  # the value as stored, once `check` passed it
+    accepts: str | None = None  # what `check` accepts, in words
 
     def accepted(self) -> str:
+        if self.accepts is not None:
+            return self.accepts
         if self.choices:
             return " | ".join(self.choices)
         if self.minimum is not None:
@@ -68,6 +73,35 @@ def _check_path(value: str) -> str | None:
     if scheme is None:
         return None if value.startswith("/") else "must be an absolute local path or a URI (s3://, gs://, az://, file://...)"
     return None if scheme in URI_SCHEMES else f"URI scheme {scheme!r} is not one of {', '.join(URI_SCHEMES)}"
+
+
+# Kafka's cleanup.policy is a list of `delete` and `compact` (LogConfig: ValidList.in, no
+# duplicates, empty allowed: "an empty list means infinite retention"), described joined with
+# "," in the order given. VDL never compacts: a policy without `delete` keeps every record.
+CLEANUP_POLICIES = ("delete", "compact")
+CLEANUP_POLICY_ACCEPTS = "delete, compact, compact,delete (either order) or empty (keep every record)"
+
+
+def _cleanup_policies(value: str) -> list[str]:
+    return [item.strip().lower() for item in value.split(",")] if value.strip() else []
+
+
+def _check_cleanup_policy(value: str) -> str | None:
+    policies = _cleanup_policies(value)
+    if any(p not in CLEANUP_POLICIES for p in policies) or len(set(policies)) != len(policies):
+        return f"{value!r} is not one of {CLEANUP_POLICY_ACCEPTS}"
+    return None
+
+
+def _canonical_cleanup_policy(value: str) -> str:
+    return ",".join(_cleanup_policies(value))
+
+
+def retention_deletes(cleanup_policy: str) -> bool:
+    """Whether retention.ms / retention.bytes delete old segments of a stream with this policy:
+    only with `delete` in it (Kafka's LogConfig.delete). `compact` alone keeps every record:
+    VDL does not compact, so the latest value of every key stays readable by keeping them all."""
+    return "delete" in _cleanup_policies(cleanup_policy)
 
 
 RESERVED_COLUMNS = ("offset", "timestamp", "day")  # a json table's own columns
@@ -108,10 +142,24 @@ _KEYS = (
               node_setting="segment_ms", broker_name="log.roll.ms"),
     ConfigKey("max.message.bytes", ConfigType.INT, "largest record batch a producer may send (MESSAGE_TOO_LARGE "
               "beyond)", minimum=0, maximum=INT_MAX, node_setting="max_batch_bytes", broker_name="message.max.bytes"),
-    # Kafka's default policy, the only one a VDL log has: accepted (Kafka Streams, Connect and
-    # many scripts name it), and `compact` is refused naming what is accepted.
-    ConfigKey("cleanup.policy", ConfigType.STRING, "what happens to old segments: delete (by retention.ms and "
-              "retention.bytes); VDL does not compact logs", default="delete", choices=("delete",)),
+    # Kafka Streams' changelogs ask for compact (windowed: compact,delete), Connect's internal
+    # topics for compact: accepted; VDL keeps every record where Kafka would compact (README).
+    ConfigKey("cleanup.policy", ConfigType.LIST, "what happens to old segments: delete: retention.ms and "
+              "retention.bytes delete them; compact: every record is kept (VDL never compacts, so the latest "
+              "value of every key stays readable; retention deletes nothing); compact,delete: as delete",
+              default="delete", check=_check_cleanup_policy, canonical=_canonical_cleanup_policy,
+              accepts=CLEANUP_POLICY_ACCEPTS, broker_name="log.cleanup.policy"),
+    # Kafka's compaction settings (Kafka Streams' versioned stores set min.compaction.lag.ms):
+    # accepted and described; VDL never compacts, so they change nothing.
+    ConfigKey("min.compaction.lag.ms", ConfigType.LONG, "Kafka: the least time a record stays uncompacted; "
+              "VDL never compacts (no effect)", default="0", minimum=0, maximum=LONG_MAX,
+              broker_name="log.cleaner.min.compaction.lag.ms"),
+    ConfigKey("max.compaction.lag.ms", ConfigType.LONG, "Kafka: the longest time a record stays ineligible for "
+              "compaction; VDL never compacts (no effect)", default=str(LONG_MAX), minimum=1, maximum=LONG_MAX,
+              broker_name="log.cleaner.max.compaction.lag.ms"),
+    ConfigKey("delete.retention.ms", ConfigType.LONG, "Kafka: how long compaction keeps tombstones; VDL never "
+              "compacts, so tombstones stay like every record (no effect)", default="86400000", minimum=0,
+              maximum=LONG_MAX, broker_name="log.cleaner.delete.retention.ms"),
     # Kafka topic configs whose default is all a VDL log does: accepted and described with that one
     # value, so tools, Kafka Streams (its internal topics name message.timestamp.type) and
     # provisioning scripts that pass them work; any other value is refused naming what is accepted.
@@ -204,7 +252,7 @@ def canonical_value(name: str, value: Any) -> str:
     reason = key.check(str(value)) if key.check is not None else None
     if reason is not None:
         raise ConfigProblem(f"{name}: {reason}")
-    return str(value)
+    return key.canonical(str(value)) if key.canonical is not None else str(value)
 
 
 def check_combination(config: Mapping[str, str]) -> None:
@@ -325,6 +373,7 @@ class StreamSettings:
     segment_ms: int
     max_message_bytes: int
     table: TableSettings | None = None
+    retention_deletes: bool = True  # cleanup.policy has delete (else retention deletes nothing)
 
 
 def value_of(name: str, config: Mapping[str, Any], node_defaults: Mapping[str, Any]) -> str | None:
@@ -354,4 +403,5 @@ def stream_settings(config: Mapping[str, Any], node_defaults: Mapping[str, Any])
                               number("vdl.table.compact.interval.ms"), number("vdl.table.compact.target.bytes"),
                               number("vdl.table.vacuum.interval.ms"), number("vdl.table.vacuum.retention.ms"))
     return StreamSettings(number("retention.ms"), number("retention.bytes"), number("segment.bytes"),
-                          number("segment.ms"), number("max.message.bytes"), table)
+                          number("segment.ms"), number("max.message.bytes"), table,
+                          retention_deletes(value_of("cleanup.policy", config, node_defaults) or ""))

@@ -482,11 +482,16 @@ class Partition:
     def delete_records(self, offset: int) -> tuple[int, Proposal | None]:
         """DeleteRecords (KIP-107): the log start moves up to `offset` (-1: the high watermark)
         once the returned proposal commits; (the new start, None) when it is there already.
-        Raises PartitionError: OFFSET_OUT_OF_RANGE beyond the high watermark, or not leader."""
+        Raises PartitionError: POLICY_VIOLATION on a stream whose cleanup.policy lacks delete (as
+        Kafka), OFFSET_OUT_OF_RANGE beyond the high watermark, or not leader."""
         if self.closed:
             raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"stream {self.name} was deleted")
         if not self.is_leader:
             raise self.not_leader_error()
+        if self.settings is not None and not self.settings.retention_deletes:
+            # Kafka (Partition.deleteRecordsOnLeader): a topic without the delete policy keeps its records
+            raise PartitionError(ErrorCode.POLICY_VIOLATION, f"Records of partition {self.name}-0 can not be "
+                                 "deleted due to the configured policy")
         group = self.group
         assert group is not None
         high_watermark = self._high_watermark

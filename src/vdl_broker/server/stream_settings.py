@@ -32,5 +32,8 @@ def log_config_for(config: NodeConfig, settings: StreamSettings | None = None) -
 
 
 def with_settings(log_config: LogConfig, settings: StreamSettings) -> LogConfig:
+    if not settings.retention_deletes:  # cleanup.policy=compact: every record is kept
+        return replace(log_config, segment_bytes=settings.segment_bytes, segment_ms=settings.segment_ms,
+                       retention_ms=-1, retention_bytes=-1)
     return replace(log_config, segment_bytes=settings.segment_bytes, segment_ms=settings.segment_ms,
                    retention_ms=settings.retention_ms, retention_bytes=settings.retention_bytes)

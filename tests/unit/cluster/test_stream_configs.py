@@ -18,6 +18,8 @@ from vdl_broker.cluster.stream_configs import (
     stream_settings,
     validated,
 )
+from vdl_broker.log import LogConfig
+from vdl_broker.server.stream_settings import with_settings
 
 NODE = {"retention_ms": -1, "retention_bytes": -1, "segment_bytes": 1 << 30, "segment_ms": 604800000,
         "max_batch_bytes": 16 << 20}
@@ -26,7 +28,10 @@ NODE = {"retention_ms": -1, "retention_bytes": -1, "segment_bytes": 1 << 30, "se
 @pytest.mark.parametrize(("name", "value", "stored"), [
     ("retention.ms", " 60000", "60000"), ("retention.ms", "-1", "-1"), ("retention.bytes", "0", "0"),
     ("segment.bytes", "1024", "1024"), ("segment.ms", "1", "1"), ("max.message.bytes", "0", "0"),
-    ("cleanup.policy", "Delete", "delete"), ("vdl.table.format", "JSON", "json"), ("vdl.table.partition.by", "day", "day"),
+    ("cleanup.policy", "Delete", "delete"), ("cleanup.policy", "compact", "compact"),
+    ("cleanup.policy", "compact,delete", "compact,delete"), ("cleanup.policy", " Delete , compact", "delete,compact"),
+    ("cleanup.policy", "", ""), ("min.compaction.lag.ms", "86400000", "86400000"),
+    ("max.compaction.lag.ms", "1", "1"), ("delete.retention.ms", "0", "0"), ("vdl.table.format", "JSON", "json"), ("vdl.table.partition.by", "day", "day"),
     ("vdl.table.path", "/data/orders", "/data/orders"), ("vdl.table.path", "s3://bucket/orders", "s3://bucket/orders"),
     ("vdl.table.schema", "id BIGINT, amount DOUBLE", "id BIGINT, amount DOUBLE"),
 ])
@@ -48,7 +53,13 @@ def test_accepted_values_are_stored_canonical(name: str, value: str, stored: str
     ("vdl.table.schema", "id BIGNUM", "vdl.table.schema: not a Spark DDL schema: unknown type"),
     ("vdl.table.lag.ms", "99", "vdl.table.lag.ms: '99' is not an integer >= 100"),
     ("retention.ms", None, "retention.ms needs a value (an integer >= -1)"),
-    ("cleanup.policy", "compact", "cleanup.policy: 'compact' is not one of delete"),
+    ("cleanup.policy", "shrink", "cleanup.policy: 'shrink' is not one of delete, compact, compact,delete (either "
+     "order) or empty (keep every record)"),
+    ("cleanup.policy", "compact,compact", "cleanup.policy: 'compact,compact' is not one of delete, compact, "),
+    ("cleanup.policy", "compact,", "cleanup.policy: 'compact,' is not one of delete, compact, "),
+    ("cleanup.policy", None, "cleanup.policy needs a value (delete, compact, compact,delete (either order) or empty"),
+    ("min.compaction.lag.ms", "-1", "min.compaction.lag.ms: '-1' is not an integer >= 0"),
+    ("max.compaction.lag.ms", "0", "max.compaction.lag.ms: '0' is not an integer >= 1"),
     ("unclean.leader.election.enable", "true", "unclean.leader.election.enable: 'true' is not one of false"),
     ("message.timestamp.type", "LogAppendTime", "message.timestamp.type: 'LogAppendTime' is not one of CreateTime"),
     ("compression.type", "zstd", "compression.type: 'zstd' is not one of producer"),
@@ -67,6 +78,19 @@ def test_kafkas_defaults_that_are_all_a_vdl_log_does_are_accepted_in_kafkas_spel
                       "unclean.leader.election.enable": "False", "cleanup.policy": "Delete"}, 3) == {
         "message.timestamp.type": "CreateTime", "compression.type": "producer",
         "unclean.leader.election.enable": "false", "cleanup.policy": "delete"}
+
+
+@pytest.mark.parametrize(("policy", "deletes"), [
+    (None, True), ("delete", True), ("compact", False), ("compact,delete", True), ("delete,compact", True), ("", False),
+])
+def test_retention_deletes_only_with_the_delete_policy(policy: str | None, deletes: bool) -> None:
+    """VDL never compacts: a stream whose policy lacks delete keeps every record (its
+    retention.ms / retention.bytes stay described, as in Kafka, and delete nothing)."""
+    config = {"retention.ms": "1000", "retention.bytes": "10"} | ({} if policy is None else {"cleanup.policy": policy})
+    settings = stream_settings(config, NODE)
+    assert (settings.retention_ms, settings.retention_bytes, settings.retention_deletes) == (1000, 10, deletes)
+    log_config = with_settings(LogConfig(), settings)
+    assert (log_config.retention_ms, log_config.retention_bytes) == ((1000, 10) if deletes else (-1, -1))
 
 
 def test_json_format_needs_a_schema() -> None:

@@ -108,7 +108,7 @@ def stream_configs(stream_config: Mapping[str, object], node: NodeConfig, replic
                 synonyms.append((key.broker_name or key.name, str(node_value), node_source))
             synonyms.append((key.broker_name or key.name, str(_BUILT_IN[key.node_setting]), Source.DEFAULT_CONFIG))
         elif key.default is not None:
-            synonyms.append((key.name, key.default, Source.DEFAULT_CONFIG))
+            synonyms.append((key.broker_name or key.name, key.default, Source.DEFAULT_CONFIG))
         value, source = (synonyms[0][1], synonyms[0][2]) if synonyms else (None, Source.DEFAULT_CONFIG)
         described.append(Described(key.name, value, source, key.type, key.doc, synonyms=tuple(synonyms)))
     described.append(min_insync_replicas(replication_factor))
