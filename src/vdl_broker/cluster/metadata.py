@@ -43,6 +43,7 @@ import json
 import re
 import uuid
 from collections import Counter, OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -53,7 +54,13 @@ from vdl_broker.cluster.acls import ACL_OPS, AclsState
 from vdl_broker.cluster.features import FEATURE_OPS, FeaturesState, newer_than_supported
 from vdl_broker.cluster.groups import GROUP_OPS, GroupsState
 from vdl_broker.cluster.membership import MEMBERSHIP_OPS, MembershipState, node_command
-from vdl_broker.cluster.stream_configs import CONFIG_OPS, ConfigProblem, apply_alter, validated
+from vdl_broker.cluster.stream_configs import (
+    CONFIG_OPS,
+    ConfigProblem,
+    apply_alter,
+    sets_unreleased_policy,
+    validated,
+)
 from vdl_broker.cluster.topic_ids import ZERO as ZERO_TOPIC_ID
 from vdl_broker.cluster.topic_ids import TopicIds
 from vdl_broker.cluster.transactions import TXN_OPS, TransactionsState, TxnResult
@@ -285,10 +292,21 @@ class ClusterState:
         refused = self._refuse_create(0, name, replication_factor, {})
         if refused is None and config:
             try:
-                validated(config, replication_factor or self.default_replication_factor())
+                checked = validated(config, replication_factor or self.default_replication_factor())
             except ConfigProblem as problem:
                 return ApplyResult(0, "create_stream", Outcome.INVALID_CONFIG, str(problem))
+            if (too_new := self.config_level_problem(checked)) is not None:
+                return ApplyResult(0, "create_stream", Outcome.INVALID_CONFIG, too_new)
         return refused
+
+    def config_level_problem(self, to_set: Mapping[str, str]) -> str | None:
+        """Why a proposer may not write the canonical configs `to_set` at the cluster's level."""
+        needed = levels.KEEP_ALL_POLICY_LEVEL
+        if sets_unreleased_policy(to_set) and self.features.level < needed:
+            return (f"cleanup.policy other than delete and the compaction settings need {levels.FEATURE_NAME} "
+                    f"level {needed}, the cluster is at level {self.features.level}: finalize it with "
+                    "`vdl cluster upgrade` once every node runs this release")
+        return None
 
     # -- applying
 

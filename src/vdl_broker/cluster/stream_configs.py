@@ -104,6 +104,16 @@ def retention_deletes(cleanup_policy: str) -> bool:
     return "delete" in _cleanup_policies(cleanup_policy)
 
 
+# Keys and values a release before feature level 3 does not know (features.KEEP_ALL_POLICY_LEVEL).
+COMPACTION_KEYS = frozenset({"min.compaction.lag.ms", "max.compaction.lag.ms", "delete.retention.ms"})
+
+
+def sets_unreleased_policy(to_set: Mapping[str, str]) -> bool:
+    """Whether canonical `to_set` names a cleanup.policy other than `delete` or a compaction
+    setting: what only nodes at feature level 3 read alike."""
+    return to_set.get("cleanup.policy", "delete") != "delete" or not COMPACTION_KEYS.isdisjoint(to_set)
+
+
 RESERVED_COLUMNS = ("offset", "timestamp", "day")  # a json table's own columns
 
 

@@ -59,7 +59,7 @@ async def alter_resource(node: NodeView, resource_type: int, resource_name: str,
         to_set, to_delete = changes(info.config, len(info.replicas))
     except ConfigProblem as invalid:
         return ErrorCode.INVALID_CONFIG, str(invalid)
-    problem = table_problem(to_set)
+    problem = table_problem(to_set) or node.metadata.state.config_level_problem(to_set)
     if problem is not None:
         return ErrorCode.INVALID_CONFIG, problem
     if validate_only or not (to_set or to_delete):
