@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reassign-every", type=float, metavar="S",
                         help="seconds between reassignments (default 5 min per hour of run)")
     parser.add_argument("--memwatch", type=int, metavar="NODE",
-                        help="trace that node's memory (tests/soak/memwatch.py): memwatch-*.jsonl in the results")
+                        help="trace that node's memory (0: every node; tests/soak/memwatch.py): memwatch-*.jsonl in the results")
     parser.add_argument("--strict-goals", action="store_true", help="exit 2 when a goal is missed")
     parser.add_argument("--report", type=Path, metavar="DIR",
                         help="no run: read DIR/soak.json again, recompute the goals, rewrite the plot, print the table")

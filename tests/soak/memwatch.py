@@ -6,8 +6,14 @@ threads, the bytes tracemalloc holds (what Python allocated and still references
 objects the garbage collector tracks by type (top 25), and the allocation
 sites that grew most since the first line (top 25). What Python holds against what the
 process holds tells a Python leak from native memory (Rust, Arrow, the allocator) or a
-cache filling to its bound. Costs CPU and memory: diagnosis only, never in the suite
-(SOAK_MEMWATCH_TRACE=0 leaves tracemalloc, the costly part, out)."""
+cache filling to its bound. SOAK_MEMWATCH_NODE=0 watches every node. Costs CPU and memory:
+diagnosis only, never in the suite. tracemalloc, the costly part, distorts what it watches:
+it keeps a record per live allocation in glibc's heap and churns it, so a traced broker's
+anonymous memory and glibc's free bytes grow several times faster than an untraced one's
+(a 10-minute soak: the traced node 108 -> 385 MB anonymous and 24 -> 75 MB free in malloc,
+the two untraced nodes of the same run 83 -> 143-158 MB; untraced brokers hold 3 -> 8-12 MB
+free in malloc). Read RSS and mallinfo2 from a run with SOAK_MEMWATCH_TRACE=0 (no
+tracemalloc, the rest kept), allocation sites from a traced one."""
 
 from __future__ import annotations
 
@@ -90,7 +96,7 @@ def watch(out: Path, every: float) -> None:
 
 if __name__ == "__main__":
     config = load_config(sys.argv[1:])
-    if str(config.node_id) == os.environ.get("SOAK_MEMWATCH_NODE"):
+    if os.environ.get("SOAK_MEMWATCH_NODE") in (str(config.node_id), "0"):
         if os.environ.get("SOAK_MEMWATCH_TRACE", "1") != "0":  # 0: no tracemalloc (its own cost), the rest kept
             tracemalloc.start(1)
         directory = Path(os.environ.get("SOAK_MEMWATCH_OUT", "."))

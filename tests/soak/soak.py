@@ -69,7 +69,7 @@ class SoakConfig:
     sample_every_s: float | None = None  # None: scaled, 10 s per hour (at least 1 s)
     warmup_fraction: float = 0.15  # samples before this share of the run are left out of slopes
     spark: bool = True
-    # A node whose broker also traces its memory (tests/soak/memwatch.py; lines beside soak.json).
+    # A node whose broker also traces its memory, 0 for every node (tests/soak/memwatch.py; lines beside soak.json).
     memwatch_node: int | None = None
     memwatch_every_s: float = 20.0
     # Small snapshot thresholds so the metadata group snapshots and truncates many times during

@@ -64,6 +64,14 @@ log = logging.getLogger(__name__)
 
 METADATA_WAIT_S = 10.0  # how long a starting node waits for the metadata before serving clients
 METADATA_SEGMENT_BYTES = 4 << 20
+# The metadata log's tail cache (memory: payloads and tail_cache.ENTRY_OVERHEAD per entry). Only
+# Raft reads this log -- replication to followers and the apply of what commits, both right
+# after the append; a node further behind is sent entries read from disk, or a snapshot -- so it
+# keeps the last ~5,000 small commands (seconds of the heaviest offset-commit load), not the
+# whole log between two truncations behind snapshots: up to two 4 MiB segments, tens of
+# thousands of entries (~850 bytes each cached), which filled over the many minutes a segment
+# takes to fill (about 15 in the soak) and grew the node's memory by tens of MB all along.
+METADATA_TAIL_CACHE_BYTES = 4 << 20
 # The Raft addresses of every node this node last knew of (from the metadata): a node restarted
 # with the whole cluster must reach nodes that joined after its node.toml was written (the
 # transport's lower id dials, so it needs their addresses) before any metadata is applied.
@@ -77,6 +85,13 @@ def _producer_id_start(node_id: int) -> int:
     # ProducerIdAllocator spaces starts 2**20 ids per ms: folding the node id into the start
     # time keeps two nodes started in the same millisecond apart.
     return int(time.time() * 1000) * 64 + node_id % 64
+
+
+def metadata_log_config(config: NodeConfig) -> LogConfig:
+    """The metadata group's log: 4 MiB segments, no retention (it is truncated behind snapshots
+    of the state, raft/snapshotting.py), a small tail cache within the node's budget."""
+    return LogConfig(segment_bytes=METADATA_SEGMENT_BYTES, fsync=config.fsync,
+                     tail_cache_bytes=METADATA_TAIL_CACHE_BYTES)
 
 
 class Broker:
@@ -271,7 +286,7 @@ class Broker:
             # No retention: the log is truncated behind snapshots of the state (raft/snapshotting.py),
             # in segments small enough that what stays behind the latest snapshot is small too.
             metadata_log = StreamLog.open(data_dir / METADATA_GROUP,
-                                          LogConfig(segment_bytes=METADATA_SEGMENT_BYTES, fsync=self.config.fsync),
+                                          metadata_log_config(self.config),
                                           cache_budget=self.cache_budget)
             self.metadata.log = metadata_log  # peers asking what this node holds are told
             catching_up = (metadata_log.last_index == 0 and metadata_log.damage is None
