@@ -506,6 +506,25 @@ def test_configs_users_clients_groups_and_quotas(java: JavaClients, target: Java
     assert unknown.stderr == "Invalid config(s): consumer_byte_rate\n"
 
 
+def test_client_metrics_lists_none_and_refuses_a_subscription(java: JavaClients, target: JavaTarget) -> None:
+    """VDL collects no client metrics (KIP-714): kafka-client-metrics and kafka-configs list no
+    client-metrics resource (ListConfigResources), as Kafka where none was set; setting one is
+    refused saying why."""
+    way_in = target.tool_args()
+    for args in (["--list"], ["--describe"]):
+        listed = run(java, "kafka-client-metrics", *way_in, *args)
+        assert (listed.stdout.strip(), listed.stderr) == ("", ""), args
+    named_one = run(java, "kafka-client-metrics", *way_in, "--describe", "--name", "producers")
+    assert named_one.stdout == "The client metric resource producers doesn't exist and doesn't have dynamic config.\n"
+    configs = run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "client-metrics")
+    assert (configs.stdout, configs.stderr) == ("", "")
+    subscribed = run(java, "kafka-client-metrics", *way_in, "--alter", "--name", "producers", "--metrics",
+                     "org.apache.kafka.producer.", "--interval", "1000", ok=False)
+    assert (subscribed.returncode, subscribed.stdout) == (
+        1, "Error while executing client metrics command : VDL collects no client metrics (KIP-714): a "
+           "client-metrics resource cannot be set\n")
+
+
 # ------------------------------------------------------------------- kafka-acls and the SASL_SSL listener
 
 
