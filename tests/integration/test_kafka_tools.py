@@ -460,7 +460,7 @@ def test_configs_alter_and_describe(java: JavaClients, target: JavaTarget, vdl: 
                                            ] + ["Default configs for brokers in the cluster are:"]
 
 
-def test_configs_users_clients_groups_and_quotas(java: JavaClients, target: JavaTarget) -> None:
+def test_configs_users_clients_groups_and_quotas(java: JavaClients, target: JavaTarget, admins: None) -> None:
     """Users and clients: their SCRAM credentials, and client quotas, which VDL does not enforce:
     none is described, setting one is refused saying so; groups: their configs, read-only."""
     way_in = target.tool_args()
@@ -476,8 +476,14 @@ def test_configs_users_clients_groups_and_quotas(java: JavaClients, target: Java
         described = run(java, "kafka-configs", *way_in, "--describe", *entity)
         assert (described.stdout, described.stderr) == ("", ""), entity
 
-    # Group configs (KIP-848) are the nodes' settings, read-only: none is a group's own.
-    group = named(target, "configured-group")
+    # Group configs (KIP-848) are the nodes' settings, read-only: none is a group's own. The tool
+    # describes a group that exists (here by its committed offset), as against Kafka.
+    absent = named(target, "absent-group")
+    assert run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "groups", "--entity-name",
+               absent).stdout == f"The group '{absent}' doesn't exist and doesn't have dynamic config.\n"
+    group, stream = named(target, "configured-group"), named(target, "configured-group-stream")
+    assert "ok" in java.call("create_topics", name=target.name, topics=[{"name": stream}])[stream]
+    java.call("alter_consumer_group_offsets", name=target.name, group=group, offsets={stream: 0})
     assert run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "groups", "--entity-name",
                group).stdout == f"Dynamic configs for group {group} are:\n"
     assert run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "groups", "--entity-name", group,
