@@ -197,6 +197,29 @@ def test_describe_cluster_controllers_are_not_served(module_broker: BrokerProces
     assert response.error_message == "VDL nodes are brokers only (endpoint type 1); their metadata leader is the controller"
 
 
+def test_list_config_resources(module_broker: BrokerProcess) -> None:
+    """ListConfigResources: v0 lists client-metrics resources (none: VDL collects no client
+    metrics); v1 the types asked for, every type served when none is (topics are the streams,
+    brokers the nodes, groups with dynamic configs none); a type not served (8, BROKER_LOGGER)
+    is UNSUPPORTED_VERSION, as Kafka answers it."""
+    address = module_broker.bootstrap
+    assert create_topic_raw(address, "lcr-one") == (0, None)
+
+    def listed(version: int, *types: int) -> tuple[int, list[tuple[str, int]]]:
+        answer = raw_request(address, m.ListConfigResourcesRequest(resource_types=list(types)), version)
+        return answer.error_code, [(r.resource_name, r.resource_type) for r in answer.config_resources]
+
+    streams = sorted((t.name, 2) for t in metadata_raw(address, None).topics)
+    assert ("lcr-one", 2) in streams
+    assert listed(0) == (0, [])
+    assert listed(1, 16) == (0, [])
+    assert listed(1, 32) == (0, [])
+    assert listed(1, 4) == (0, [("1", 4)])
+    assert listed(1, 2) == (0, streams)
+    assert listed(1) == (0, [("1", 4), *streams])
+    assert listed(1, 2, 8) == (ErrorCode.UNSUPPORTED_VERSION, [])
+
+
 def test_create_partitions_is_refused(module_broker: BrokerProcess) -> None:
     assert create_topic_raw(module_broker.bootstrap, "cp-one") == (0, None)
     for validate_only in (False, True):

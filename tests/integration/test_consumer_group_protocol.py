@@ -239,3 +239,36 @@ def test_a_confluent_static_member_restart_keeps_its_stream(node: str) -> None:
     # Gone for longer than its session: removed, and the other member takes its stream.
     wait_until(lambda: held(a) == [sorted(names)], SESSION_MS / 1000 + 10, lambda: f"a takes over: {events}")
     a.close()
+
+
+def offset_delete(address: str, group: str, *names: str) -> dict[str, int]:
+    """OffsetDelete of partition 0 of each stream: stream -> its partition's error code."""
+    topics = [m.OffsetDeleteRequest.OffsetDeleteRequestTopic(
+        name=n, partitions=[m.OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=0)]) for n in names]
+    response = raw_request(address, m.OffsetDeleteRequest(group_id=group, topics=topics))
+    assert response.error_code == 0
+    return {t.name: t.partitions[0].error_code for t in response.topics}
+
+
+def test_offset_delete_refuses_streams_members_subscribe_to(node: str) -> None:
+    """As Kafka's ConsumerGroup.isSubscribedToTopic: the offsets of a stream some member of a
+    KIP-848 group subscribes to (by name or by regular expression) are in use,
+    GROUP_SUBSCRIBED_TO_TOPIC; those of the group's other streams are deleted; once the members
+    left, every stream's are (kafka-consumer-groups --delete-offsets)."""
+    by_name, by_regex, other = streams(node, "kip848-offdel", 3)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    assert summary(heartbeat(node, group, "a", 0, subscribed=[by_name]))[:2] == (0, 1)
+    joined = heartbeat(node, group, "b", 0, subscribed_topic_regex=f"{by_regex}|no-such-stream")
+    assert (joined.error_code, joined.member_epoch) == (0, 2)
+    assert commit_raw(node, group, {by_name: 1, by_regex: 2, other: 3}, version=9, generation=1,
+                      member_id="a") == {by_name: 0, by_regex: 0, other: 0}
+    assert offset_delete(node, group, by_name, by_regex, other) == {
+        by_name: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, by_regex: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, other: 0}
+    fetch = m.OffsetFetchRequest(groups=[m.OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=None)])
+    answer = raw_request(node, fetch).groups[0]
+    assert sorted((t.name, p.committed_offset) for t in answer.topics for p in t.partitions) == sorted(
+        [(by_name, 1), (by_regex, 2)])
+    assert heartbeat(node, group, "a", -1).error_code == 0
+    assert heartbeat(node, group, "b", -1).error_code == 0
+    assert offset_delete(node, group, by_name, by_regex) == {by_name: 0, by_regex: 0}
+    assert raw_request(node, fetch).groups[0].topics == []

@@ -475,7 +475,7 @@ def test_configs_alter_and_describe(java: JavaClients, target: JavaTarget, vdl: 
                                            ] + ["Default configs for brokers in the cluster are:"]
 
 
-def test_configs_users_clients_groups_and_quotas(java: JavaClients, target: JavaTarget) -> None:
+def test_configs_users_clients_groups_and_quotas(java: JavaClients, target: JavaTarget, admins: None) -> None:
     """Users and clients: their SCRAM credentials, and client quotas, which VDL does not enforce:
     none is described, setting one is refused saying so; groups: their configs, read-only."""
     way_in = target.tool_args()
@@ -491,8 +491,14 @@ def test_configs_users_clients_groups_and_quotas(java: JavaClients, target: Java
         described = run(java, "kafka-configs", *way_in, "--describe", *entity)
         assert (described.stdout, described.stderr) == ("", ""), entity
 
-    # Group configs (KIP-848) are the nodes' settings, read-only: none is a group's own.
-    group = named(target, "configured-group")
+    # Group configs (KIP-848) are the nodes' settings, read-only: none is a group's own. The tool
+    # describes a group that exists (here by its committed offset), as against Kafka.
+    absent = named(target, "absent-group")
+    assert run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "groups", "--entity-name",
+               absent).stdout == f"The group '{absent}' doesn't exist and doesn't have dynamic config.\n"
+    group, stream = named(target, "configured-group"), named(target, "configured-group-stream")
+    assert "ok" in java.call("create_topics", name=target.name, topics=[{"name": stream}])[stream]
+    java.call("alter_consumer_group_offsets", name=target.name, group=group, offsets={stream: 0})
     assert run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "groups", "--entity-name",
                group).stdout == f"Dynamic configs for group {group} are:\n"
     assert run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "groups", "--entity-name", group,
@@ -519,6 +525,25 @@ def test_configs_users_clients_groups_and_quotas(java: JavaClients, target: Java
     assert unknown.returncode == 1
     # the tool checks what it deletes exists: no quota does
     assert unknown.stderr == "Invalid config(s): consumer_byte_rate\n"
+
+
+def test_client_metrics_lists_none_and_refuses_a_subscription(java: JavaClients, target: JavaTarget) -> None:
+    """VDL collects no client metrics (KIP-714): kafka-client-metrics and kafka-configs list no
+    client-metrics resource (ListConfigResources), as Kafka where none was set; setting one is
+    refused saying why."""
+    way_in = target.tool_args()
+    for args in (["--list"], ["--describe"]):
+        listed = run(java, "kafka-client-metrics", *way_in, *args)
+        assert (listed.stdout.strip(), listed.stderr) == ("", ""), args
+    named_one = run(java, "kafka-client-metrics", *way_in, "--describe", "--name", "producers")
+    assert named_one.stdout == "The client metric resource producers doesn't exist and doesn't have dynamic config.\n"
+    configs = run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "client-metrics")
+    assert (configs.stdout, configs.stderr) == ("", "")
+    subscribed = run(java, "kafka-client-metrics", *way_in, "--alter", "--name", "producers", "--metrics",
+                     "org.apache.kafka.producer.", "--interval", "1000", ok=False)
+    assert (subscribed.returncode, subscribed.stdout) == (
+        1, "Error while executing client metrics command : VDL collects no client metrics (KIP-714): a "
+           "client-metrics resource cannot be set\n")
 
 
 # ------------------------------------------------------------------- kafka-acls and the SASL_SSL listener

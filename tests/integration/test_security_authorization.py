@@ -197,6 +197,8 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
          lambda r: [r.error_code], [GROUP_DENIED]),
     69: (lambda: m.ConsumerGroupDescribeRequest(group_ids=[GROUP], include_authorized_operations=False),
          lambda r: [g.error_code for g in r.groups], [GROUP_DENIED]),
+    74: (lambda: m.ListConfigResourcesRequest(resource_types=[]), lambda r: [r.error_code, len(r.config_resources)],
+         [CLUSTER_DENIED, 0]),
     10000: (lambda: m.VdlNodesRequest(action="decommission", node_id=1), lambda r: [r.error_code],
             [CLUSTER_DENIED]),
     10001: (lambda: m.VdlWriterIdRequest(writer_key="vdl-spark/q/0/0"), lambda r: [r.error_code], [TXN_DENIED]),

@@ -52,6 +52,7 @@ TOOLS = {
     "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
     "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
+    "kafka-client-metrics": "org.apache.kafka.tools.ClientMetricsCommand",
 }
 
 

@@ -61,6 +61,7 @@ from .incremental_alter_configs import IncrementalAlterConfigsRequest, Increment
 from .init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from .join_group import JoinGroupRequest, JoinGroupResponse
 from .leave_group import LeaveGroupRequest, LeaveGroupResponse
+from .list_config_resources import ListConfigResourcesRequest, ListConfigResourcesResponse
 from .list_groups import ListGroupsRequest, ListGroupsResponse
 from .list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from .list_partition_reassignments import (
@@ -143,12 +144,15 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (UpdateFeaturesRequest, UpdateFeaturesResponse),
     (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
     (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
+    (ListConfigResourcesRequest, ListConfigResourcesResponse),
     (VdlNodesRequest, VdlNodesResponse),
     (VdlWriterIdRequest, VdlWriterIdResponse),
 )
 
 __all__ = [
     "MESSAGE_PAIRS",
+    "ListConfigResourcesRequest",
+    "ListConfigResourcesResponse",
     "DescribeProducersRequest",
     "DescribeProducersResponse",
     "DescribeTransactionsRequest",

@@ -53,6 +53,7 @@ from vdl_broker.server.handlers import (
     init_producer_id,
     join_group,
     leave_group,
+    list_config_resources,
     list_groups,
     list_offsets,
     list_partition_reassignments,
@@ -84,6 +85,7 @@ MODULES: tuple[ModuleType, ...] = (
     consumer_group_heartbeat, consumer_group_describe, describe_client_quotas, alter_client_quotas,
     vdl_writer_id, add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit,
     write_txn_markers, describe_producers, describe_transactions, list_transactions, describe_quorum,
+    list_config_resources,
 )
 
 

@@ -25,6 +25,7 @@ from vdl_broker.server.node_view import NodeView
 from vdl_broker.tables import table_problem
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+from vdl_wire.messages.list_config_resources import CLIENT_METRICS
 
 API_KEY = IncrementalAlterConfigsRequest.DECL.api_key
 NAME = "IncrementalAlterConfigs"
@@ -50,6 +51,9 @@ async def alter_resource(node: NodeView, resource_type: int, resource_name: str,
         return ErrorCode.INVALID_CONFIG, (f"{names}: group configs are the nodes' settings (node.toml or flags: "
                                           f"group_consumer_session_timeout_ms, group_consumer_heartbeat_interval_ms),"
                                           f" the same for every group")
+    if resource_type == CLIENT_METRICS:
+        return ErrorCode.INVALID_REQUEST, ("VDL collects no client metrics (KIP-714): a client-metrics resource "
+                                           "cannot be set")
     if resource_type != ResourceType.TOPIC:
         return ErrorCode.INVALID_REQUEST, f"resource type {resource_type} is not supported (2 = TOPIC)"
     info = node.metadata.state.streams.get(resource_name)

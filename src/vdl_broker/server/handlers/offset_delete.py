@@ -1,6 +1,6 @@
 """OffsetDelete (key 47, KIP-496): removes a group's committed offsets of some streams. Allowed
 for a group without members, and for a consumer group's streams none of its members
-subscribes to (GROUP_SUBSCRIBED_TO_TOPIC otherwise)."""
+subscribes to (GROUP_SUBSCRIBED_TO_TOPIC otherwise), classic or KIP-848."""
 
 from __future__ import annotations
 
@@ -43,6 +43,11 @@ async def handle(node: NodeView, context: RequestContext,
                 # Not a consumer group: whose offsets are in use cannot be told.
                 return error_response(request, 0, ErrorCode.NON_EMPTY_GROUP)
             subscribed |= topics
+    consumer_group = node.groups.consumer_groups.group(request.group_id)
+    if consumer_group is not None:
+        # A KIP-848 group's subscriptions are the members' own (a regex's as resolved), as Kafka's
+        # ConsumerGroup.isSubscribedToTopic reads them.
+        subscribed |= {stream for member in consumer_group.members.values() for stream in member.subscribed}
     codes: dict[tuple[str, int], ErrorCode] = {}
     deletable = []
     for topic in request.topics:
