@@ -245,6 +245,7 @@ _LIST_PARSERS = {
     "bootstrap_users": parse_bootstrap_users,
 }
 _CHOICES = {"ssl_client_auth": SSL_CLIENT_AUTH, "authorizer": AUTHORIZERS}
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL")
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -385,6 +386,9 @@ def _apply(values: dict[str, Any], key: str, value: Any, source: str) -> None:
         raise ConfigError(f"{source}: {key} must be an integer")
     if key in _STRING_KEYS and not isinstance(value, str):
         raise ConfigError(f"{source}: {key} must be a string")
+    if key == "log_level" and value.upper() not in LOG_LEVELS:
+        # Python's level names, in any case: logging.basicConfig would stop the start with a traceback
+        raise ConfigError(f"{source}: log_level accepts {' | '.join(LOG_LEVELS)}, got {value!r}")
     values[key] = value
 
 

@@ -1,5 +1,6 @@
-"""DeleteRecords (21), OffsetForLeaderEpoch (23), AlterConfigs (33), CreatePartitions (37) and
-DescribeCluster (60) with raw requests, on one node and on a 3-node cluster: the exact answers
+"""DeleteRecords (21), OffsetForLeaderEpoch (23), AlterConfigs (33), CreatePartitions (37),
+DescribeCluster (60) and the BROKER_LOGGER and CLIENT_METRICS resources of DescribeConfigs (32) and
+IncrementalAlterConfigs (44) with raw requests, on one node and on a 3-node cluster: the exact answers
 Kafka's clients read."""
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from vdl_wire.errors import ErrorCode
 from vdl_wire.records.batch_header import parse_batch_header
 from vdl_wire.records.record_batch import iter_batches
 
-TOPIC, BROKER = 2, 4  # config resource types
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 4, 8, 16  # config resource types
+SET, DELETE, APPEND = 0, 1, 2  # IncrementalAlterConfigs operations
 
 
 def describe_cluster(address: str, version: int = 1, operations: bool = False, endpoint_type: int = 1) -> Any:
@@ -200,7 +202,7 @@ def test_describe_cluster_controllers_are_not_served(module_broker: BrokerProces
 def test_list_config_resources(module_broker: BrokerProcess) -> None:
     """ListConfigResources: v0 lists client-metrics resources (none: VDL collects no client
     metrics); v1 the types asked for, every type served when none is (topics are the streams,
-    brokers the nodes, groups with dynamic configs none); a type not served (8, BROKER_LOGGER)
+    brokers and broker loggers the nodes, groups with dynamic configs none); a type not served
     is UNSUPPORTED_VERSION, as Kafka answers it."""
     address = module_broker.bootstrap
     assert create_topic_raw(address, "lcr-one") == (0, None)
@@ -215,9 +217,10 @@ def test_list_config_resources(module_broker: BrokerProcess) -> None:
     assert listed(1, 16) == (0, [])
     assert listed(1, 32) == (0, [])
     assert listed(1, 4) == (0, [("1", 4)])
+    assert listed(1, 8) == (0, [("1", 8)])
     assert listed(1, 2) == (0, streams)
-    assert listed(1) == (0, [("1", 4), *streams])
-    assert listed(1, 2, 8) == (ErrorCode.UNSUPPORTED_VERSION, [])
+    assert listed(1) == (0, [("1", 8), ("1", 4), *streams])
+    assert listed(1, 2, 0) == (ErrorCode.UNSUPPORTED_VERSION, [])
 
 
 def test_create_partitions_is_refused(module_broker: BrokerProcess) -> None:
@@ -291,6 +294,94 @@ def test_alter_configs_answers_broker_resources_as_incremental_alter_configs(mod
     assert alter_configs(module_broker.bootstrap, "1", {"log.retention.ms": "1"}, resource_type=BROKER) == (
         ErrorCode.INVALID_CONFIG, "log.retention.ms: node settings are static (node.toml or flags); a stream's own "
                                   "settings are altered on its TOPIC resource")
+
+
+def describe_resource(address: str, resource_type: int, name: str,
+                      keys: list[str] | None = None) -> m.DescribeConfigsResponse.DescribeConfigsResult:
+    resource = m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=resource_type, resource_name=name,
+                                                                configuration_keys=keys)
+    request = m.DescribeConfigsRequest(resources=[resource], include_synonyms=True, include_documentation=True)
+    result = raw_request(address, request, 4).results[0]
+    assert (result.resource_type, result.resource_name) == (resource_type, name)
+    return result
+
+
+def alter_loggers(address: str, name: str, changes: list[tuple[str, int, str | None]], validate_only: bool = False,
+                  resource_type: int = BROKER_LOGGER) -> tuple[int, str | None]:
+    resource = m.IncrementalAlterConfigsRequest.AlterConfigsResource(
+        resource_type=resource_type, resource_name=name,
+        configs=[m.IncrementalAlterConfigsRequest.AlterableConfig(name=n, config_operation=op, value=v)
+                 for n, op, v in changes])
+    request = m.IncrementalAlterConfigsRequest(resources=[resource], validate_only=validate_only)
+    result = raw_request(address, request, 1).responses[0]
+    assert (result.resource_type, result.resource_name) == (resource_type, name)
+    return result.error_code, result.error_message
+
+
+def test_broker_loggers_as_kafka_answers_them(module_broker: BrokerProcess) -> None:
+    """BROKER_LOGGER (KIP-412): the node's loggers (root and the vdl_broker hierarchy) at their
+    levels, settable, no type or synonyms; the resource is the node's id; each refusal in Kafka's
+    words, and a refused or validate-only request changes nothing; legacy AlterConfigs has no
+    BROKER_LOGGER (INVALID_REQUEST), as in Kafka."""
+    address, logger = module_broker.bootstrap, "vdl_broker.groups.coordinator"
+    described = describe_resource(address, BROKER_LOGGER, "1")
+    levels = {c.name: c.value for c in described.configs}
+    root = levels["root"]
+    assert described.error_code == 0 and levels[logger] == root and "vdl_broker.server.handlers" in levels
+    assert {name for name in levels if name != "root" and not name.startswith("vdl_broker")} == set()
+    entry = next(c for c in described.configs if c.name == logger)
+    assert (entry.config_source, entry.read_only, entry.is_sensitive, entry.config_type, entry.synonyms,
+            entry.documentation) == (6, False, False, 0, [], None)
+    assert [(c.name, c.value) for c in describe_resource(address, BROKER_LOGGER, "1", [logger]).configs] == [
+        (logger, root)]
+    for name, message in (("", "Broker id must not be empty"), ("one", "Broker id must be an integer, but it is: one"),
+                          ("2", "Unexpected broker id, expected 1 but received 2")):
+        refused = describe_resource(address, BROKER_LOGGER, name)
+        assert (refused.error_code, refused.error_message, refused.configs) == (ErrorCode.INVALID_REQUEST, message, [])
+
+    debug = [(logger, SET, "DEBUG")]
+    assert alter_loggers(address, "1", debug, validate_only=True) == (0, None)
+    assert {c.name: c.value for c in describe_resource(address, BROKER_LOGGER, "1").configs} == levels
+    for name, changes, answer in (
+            ("2", debug, (ErrorCode.INVALID_REQUEST, "Unexpected node id. Expected 1, but received 2")),
+            ("one", debug, (ErrorCode.INVALID_REQUEST, "Node id must be an integer, but it is: one")),
+            ("1", debug + [("vdl_broker.nope", SET, "DEBUG")],
+             (ErrorCode.INVALID_CONFIG, "Logger vdl_broker.nope does not exist!")),
+            ("1", debug + [("vdl_broker", SET, "VERBOSE")],
+             (ErrorCode.INVALID_CONFIG, "Cannot set the log level of vdl_broker to VERBOSE as it is not a supported "
+                                        "log level. Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, WARN")),
+            ("1", debug + [("root", DELETE, None)],
+             (ErrorCode.INVALID_REQUEST, "Removing the log level of the root logger is not allowed")),
+            ("1", debug + [("vdl_broker", APPEND, "DEBUG")],
+             (ErrorCode.INVALID_REQUEST, "APPEND operation is not allowed for the BROKER_LOGGER resource")),
+            ("1", debug + [(logger, DELETE, None)], (ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")),
+            ("1", [(logger, SET, None)], (ErrorCode.INVALID_REQUEST, f"Null value not supported for : {logger}"))):
+        assert alter_loggers(address, name, changes) == answer, changes
+    assert {c.name: c.value for c in describe_resource(address, BROKER_LOGGER, "1").configs} == levels
+    assert alter_configs(address, "1", {logger: "DEBUG"}, resource_type=BROKER_LOGGER) == (
+        ErrorCode.INVALID_REQUEST, "resource type 8 (BROKER_LOGGER) is altered by IncrementalAlterConfigs only")
+
+    # vdl_broker.groups set: the coordinator under it logs at its level; unset, at root's again
+    assert alter_loggers(address, "1", [("vdl_broker.groups", SET, "TRACE")]) == (0, None)
+    assert {c.name: c.value for c in describe_resource(address, BROKER_LOGGER, "1").configs} == levels | {
+        name: "TRACE" for name in levels if name.startswith("vdl_broker.groups")}
+    assert alter_loggers(address, "1", [("vdl_broker.groups", DELETE, None)]) == (0, None)
+    assert {c.name: c.value for c in describe_resource(address, BROKER_LOGGER, "1").configs} == levels
+
+
+def test_a_client_metrics_resource_describes_as_kafkas_defaults(module_broker: BrokerProcess) -> None:
+    """DescribeConfigs of a named client-metrics resource: Kafka's defaults, as Kafka answers for a
+    name no subscription was set under (VDL sets none); an empty name is INVALID_REQUEST."""
+    described = describe_resource(module_broker.bootstrap, CLIENT_METRICS, "producers")
+    assert described.error_code == 0
+    assert [(c.name, c.value, c.config_source, c.config_type, c.synonyms, c.documentation)
+            for c in described.configs] == [
+        ("metrics", "", 5, 7, [], "Telemetry metric name prefix list"),
+        ("interval.ms", "300000", 5, 3, [], "Metrics push interval in milliseconds"),
+        ("match", "", 5, 7, [], "Client match criteria")]
+    empty = describe_resource(module_broker.bootstrap, CLIENT_METRICS, "")
+    assert (empty.error_code, empty.error_message) == (ErrorCode.INVALID_REQUEST,
+                                                       "Client metrics subscription name must not be empty")
 
 
 # ---- three nodes --------------------------------------------------------------------------------

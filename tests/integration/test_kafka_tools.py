@@ -34,12 +34,13 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from tests.support.java_client import JavaClients, ToolResult, kafka_tool, write_properties
 from tests.support.java_targets import JavaTarget, java_login
-from tests.support.kafka import metadata_raw, raw_request
+from tests.support.kafka import coordinator_raw, metadata_raw, raw_request
 from tests.support.security import ADMIN_USER
 from tests.support.waiting import wait_until
 from vdl_client import ClientSettings, VdlClient
 from vdl_dev.dev_cluster import DevCluster
 from vdl_wire import messages as m
+from vdl_wire.errors import ErrorCode
 
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs' config source
 TOPIC = 2  # DescribeConfigs' resource type
@@ -475,6 +476,57 @@ def test_configs_alter_and_describe(java: JavaClients, target: JavaTarget, vdl: 
                                            ] + ["Default configs for brokers in the cluster are:"]
 
 
+def test_configs_broker_loggers_describe_set_and_unset(java: JavaClients, target: JavaTarget) -> None:
+    """kafka-configs --entity-type broker-loggers: a node's loggers and their levels; setting one
+    makes the node log at that level (its output shows the DEBUG line), deleting it returns it to
+    its parent's; a level Kafka does not accept is INVALID_CONFIG naming the valid ones, a logger
+    the node does not have is refused by the tool (it describes the node's loggers first)."""
+    way_in = target.tool_args()
+    group, logger = named(target, "logged-group"), "vdl_broker.groups.coordinator"
+    error, coordinator = coordinator_raw(target.plain, group)
+    assert error == 0
+    node = str(coordinator)
+    address = target.cluster.address(coordinator, "PLAINTEXT")
+    describe = ["--describe", "--entity-type", "broker-loggers", "--entity-name", node]
+
+    def line(name: str, level: str) -> str:
+        return f"  {name}={level} sensitive=false synonyms={{}}"
+
+    before = run(java, "kafka-configs", *way_in, *describe).stdout.splitlines()
+    root = before[1].removeprefix("  root=").removesuffix(" sensitive=false synonyms={}")
+    assert before[:2] == [f"Dynamic configs for broker-logger {node} are:", line("root", root)]
+    assert root == target.cluster.nodes[coordinator].config.log_level.upper().replace("WARNING", "WARN")
+    assert {line(n, root) for n in ("vdl_broker", "vdl_broker.groups", logger)} <= set(before)
+
+    added = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "broker-loggers", "--entity-name", node,
+                "--add-config", f"{logger}=DEBUG")
+    assert added.stdout == f"Completed updating config for broker-logger {node}.\n"
+    during = run(java, "kafka-configs", *way_in, *describe).stdout.splitlines()
+    assert during == [line(logger, "DEBUG") if entry == line(logger, root) else entry for entry in before]
+    join = m.JoinGroupRequest(group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+                              member_id="while-debug", protocol_type="consumer",
+                              protocols=[m.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")])
+    assert raw_request(address, join).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    output = target.cluster.nodes[coordinator].output
+    wait_until(lambda: any(entry.endswith(f" DEBUG {logger}: join {group} member='while-debug'")
+                           for entry in list(output)), message=lambda: "\n".join(list(output)[-20:]))
+
+    removed = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "broker-loggers", "--entity-name",
+                  node, "--delete-config", logger)
+    assert removed.stdout == f"Completed updating config for broker-logger {node}.\n"
+    assert run(java, "kafka-configs", *way_in, *describe).stdout.splitlines() == before
+
+    loud = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "broker-loggers", "--entity-name", node,
+               "--add-config", f"{logger}=LOUD", ok=False)
+    assert loud.returncode == 1
+    assert (f"org.apache.kafka.common.errors.InvalidConfigurationException: Cannot set the log level of {logger} "
+            f"to LOUD as it is not a supported log level. Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, "
+            f"WARN") in loud.stderr
+    unknown = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "broker-loggers", "--entity-name",
+                  node, "--add-config", "kafka.server.ReplicaManager=DEBUG", ok=False)
+    assert (unknown.returncode, unknown.stderr) == (1, "Invalid broker logger(s): kafka.server.ReplicaManager\n")
+
+
 def test_configs_users_clients_groups_and_quotas(java: JavaClients, target: JavaTarget, admins: None) -> None:
     """Users and clients: their SCRAM credentials, and client quotas, which VDL does not enforce:
     none is described, setting one is refused saying so; groups: their configs, read-only."""
@@ -529,8 +581,8 @@ def test_configs_users_clients_groups_and_quotas(java: JavaClients, target: Java
 
 def test_client_metrics_lists_none_and_refuses_a_subscription(java: JavaClients, target: JavaTarget) -> None:
     """VDL collects no client metrics (KIP-714): kafka-client-metrics and kafka-configs list no
-    client-metrics resource (ListConfigResources), as Kafka where none was set; setting one is
-    refused saying why."""
+    client-metrics resource (ListConfigResources), as Kafka where none was set, and describe a
+    named one with Kafka's defaults; setting one is refused saying why."""
     way_in = target.tool_args()
     for args in (["--list"], ["--describe"]):
         listed = run(java, "kafka-client-metrics", *way_in, *args)
@@ -539,6 +591,15 @@ def test_client_metrics_lists_none_and_refuses_a_subscription(java: JavaClients,
     assert named_one.stdout == "The client metric resource producers doesn't exist and doesn't have dynamic config.\n"
     configs = run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "client-metrics")
     assert (configs.stdout, configs.stderr) == ("", "")
+    # --all describes the name without listing first: Kafka's defaults, as Kafka answers for a
+    # name no subscription was set under
+    defaults = run(java, "kafka-configs", *way_in, "--describe", "--all", "--entity-type", "client-metrics",
+                   "--entity-name", "producers")
+    assert (defaults.stdout.splitlines(), defaults.stderr) == ([
+        "All configs for client-metric producers are:",
+        "  interval.ms=300000 sensitive=false synonyms={}",
+        "  match= sensitive=false synonyms={}",
+        "  metrics= sensitive=false synonyms={}"], "")
     subscribed = run(java, "kafka-client-metrics", *way_in, "--alter", "--name", "producers", "--metrics",
                      "org.apache.kafka.producer.", "--interval", "1000", ok=False)
     assert (subscribed.returncode, subscribed.stdout) == (

@@ -139,12 +139,18 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
     32: (lambda: m.DescribeConfigsRequest(resources=[
             m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=2, resource_name=STREAM),
             m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="1"),
+            m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=8, resource_name="1"),
+            m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=16, resource_name="producers"),
             m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=32, resource_name=GROUP)]),
-         lambda r: [x.error_code for x in r.results], [TOPIC_DENIED, CLUSTER_DENIED, GROUP_DENIED]),
+         lambda r: [x.error_code for x in r.results],
+         [TOPIC_DENIED, CLUSTER_DENIED, CLUSTER_DENIED, CLUSTER_DENIED, GROUP_DENIED]),
     44: (lambda: m.IncrementalAlterConfigsRequest(resources=[m.IncrementalAlterConfigsRequest.AlterConfigsResource(
             resource_type=2, resource_name=STREAM, configs=[m.IncrementalAlterConfigsRequest.AlterableConfig(
-                name="retention.ms", config_operation=0, value="1000")])]),
-         lambda r: [x.error_code for x in r.responses], [TOPIC_DENIED]),
+                name="retention.ms", config_operation=0, value="1000")]),
+            m.IncrementalAlterConfigsRequest.AlterConfigsResource(
+            resource_type=8, resource_name="1", configs=[m.IncrementalAlterConfigsRequest.AlterableConfig(
+                name="vdl_broker", config_operation=0, value="DEBUG")])]),
+         lambda r: [x.error_code for x in r.responses], [TOPIC_DENIED, CLUSTER_DENIED]),
     33: (lambda: m.AlterConfigsRequest(resources=[m.AlterConfigsRequest.AlterConfigsResource(
             resource_type=2, resource_name=STREAM, configs=[m.AlterConfigsRequest.AlterableConfig(
                 name="retention.ms", value="1000")]), m.AlterConfigsRequest.AlterConfigsResource(

@@ -104,6 +104,7 @@ def test_rack_from_toml_flag_and_peers(tmp_path: Path) -> None:
     ({"segment_bytes": "big"}, "segment_bytes must be an integer"),
     ({"mystery": 1}, "unknown setting 'mystery'"),
     ({"log_level": 3}, "log_level must be a string"),
+    ({"log_level": "loud"}, "log_level accepts DEBUG | INFO | WARNING | WARN | ERROR | CRITICAL | FATAL, got 'loud'"),
     ({"join": True}, "join = true needs peers naming at least one member"),
     ({"join": True, "peers": [{"id": 2, "client": "h:1", "raft": "h:2"}]}, "join = true needs peers"),
     ({"join": "yes"}, "join must be true or false"),

@@ -32,6 +32,7 @@ URI_SCHEMES = ("file", "s3", "s3a", "gs", "az", "abfs", "abfss", "adl", "lakefs"
 class ConfigType(IntEnum):
     """DescribeConfigs v3+ ConfigType. # message defs: DescribeConfigsResponse.json"""
 
+    UNKNOWN = 0
     BOOLEAN = 1
     STRING = 2
     INT = 3

@@ -13,6 +13,13 @@ BROKER: as Kafka, the resource name is this node's id (clients send it to that n
 the cluster-wide dynamic defaults (none here); another id is INVALID_REQUEST. Node settings come
 from node.toml and flags, so they are all read-only, named as Kafka names them.
 
+BROKER_LOGGER (KIP-412): the resource name is this node's id, as Kafka (empty, not a number or
+another id is INVALID_REQUEST); the answer is the node's loggers and their levels
+(server/loggers.py), settable by IncrementalAlterConfigs.
+
+CLIENT_METRICS (KIP-714): a named subscription's configs are Kafka's defaults, as Kafka answers for
+a name none was set under: VDL collects no client metrics, so none ever is (read-only here).
+
 GROUP (KIP-848 group configs): the node's group settings, the same for any group name, read-only
 (DESCRIBE_CONFIGS on the group, as Kafka asks).
 """
@@ -25,6 +32,7 @@ from enum import IntEnum
 
 from vdl_broker.cluster.stream_configs import CONFIG_KEYS, MIN_INSYNC_REPLICAS, ConfigType, majority
 from vdl_broker.config import NodeConfig
+from vdl_broker.server import loggers
 from vdl_broker.server.authorizer import Operation, authorized, authorized_cluster
 from vdl_broker.server.authorizer import ResourceType as AclResource
 from vdl_broker.server.connection import RequestContext
@@ -37,6 +45,7 @@ from vdl_wire.messages import (
     DescribeConfigsResponse,
     IncrementalAlterConfigsRequest,
 )
+from vdl_wire.messages.list_config_resources import CLIENT_METRICS
 
 API_KEY = DescribeConfigsRequest.DECL.api_key
 NAME = "DescribeConfigs"
@@ -51,6 +60,7 @@ class ResourceType(IntEnum):
 
     TOPIC = 2
     BROKER = 4
+    BROKER_LOGGER = 8
     GROUP = 32  # KIP-848's group configs
 
 
@@ -60,6 +70,7 @@ class Source(IntEnum):
     DYNAMIC_TOPIC_CONFIG = 1
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 
 @dataclass(frozen=True)
@@ -70,7 +81,7 @@ class Described:
     value: str | None
     source: Source
     type: ConfigType
-    doc: str
+    doc: str | None
     read_only: bool = False
     synonyms: tuple[tuple[str, str | None, Source], ...] = ()
 
@@ -183,6 +194,38 @@ def group_configs(node: NodeConfig) -> list[Described]:
     return described
 
 
+def logger_configs() -> list[Described]:
+    """The node's loggers and their levels, as Kafka describes a broker's: settable, no type,
+    doc or synonyms (# Kafka: ConfigHelper.describeConfigs, BROKER_LOGGER)."""
+    return [Described(name, level, Source.DYNAMIC_BROKER_LOGGER_CONFIG, ConfigType.UNKNOWN, None)
+            for name, level in loggers.loggers().items()]
+
+
+# Kafka's client-metrics configs and their defaults (# Kafka: ClientMetricsConfigs).
+_CLIENT_METRICS = (("metrics", "", ConfigType.LIST, "Telemetry metric name prefix list"),
+                   ("interval.ms", "300000", ConfigType.INT, "Metrics push interval in milliseconds"),
+                   ("match", "", ConfigType.LIST, "Client match criteria"))
+
+
+def client_metrics_configs() -> list[Described]:
+    """A client-metrics subscription's configs: Kafka's defaults, what Kafka answers for a name
+    none was set under (VDL sets none: read-only)."""
+    return [Described(name, value, Source.DEFAULT_CONFIG, config_type, doc, read_only=True)
+            for name, value, config_type, doc in _CLIENT_METRICS]
+
+
+def _broker_id_problem(name: str, node_id: int) -> str | None:
+    """Why a BROKER_LOGGER resource name is not this node's id, in Kafka's words (# Kafka:
+    ConfigHelper.describeConfigs), or None."""
+    if name == "":
+        return "Broker id must not be empty"
+    try:
+        asked = int(name)
+    except ValueError:
+        return f"Broker id must be an integer, but it is: {name}"
+    return None if asked == node_id else f"Unexpected broker id, expected {node_id} but received {name}"
+
+
 def _entry(described: Described, synonyms: bool,
            documentation: bool) -> DescribeConfigsResponse.DescribeConfigsResourceResult:
     return Entry(name=described.name, value=described.value, read_only=described.read_only,
@@ -219,10 +262,20 @@ def _describe(node: NodeView,
             return ErrorCode.INVALID_REQUEST, (f"unexpected broker id, expected {node.node_id} or an empty "
                                                f"string, but received {name!r}"), []
         return ErrorCode.NONE, None, broker_configs(node.config, node.metadata.state.default_replication_factor())
+    if resource.resource_type == ResourceType.BROKER_LOGGER:
+        problem = _broker_id_problem(resource.resource_name, node.node_id)
+        if problem is not None:
+            return ErrorCode.INVALID_REQUEST, problem, []
+        return ErrorCode.NONE, None, logger_configs()
+    if resource.resource_type == CLIENT_METRICS:
+        if not resource.resource_name:
+            return ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty", []
+        return ErrorCode.NONE, None, client_metrics_configs()
     if resource.resource_type == ResourceType.GROUP:
         return ErrorCode.NONE, None, group_configs(node.config)
     return ErrorCode.INVALID_REQUEST, (f"resource type {resource.resource_type} is not supported "
-                                       f"(2 = TOPIC, 4 = BROKER, 32 = GROUP)"), []
+                                       f"(2 = TOPIC, 4 = BROKER, 8 = BROKER_LOGGER, 16 = CLIENT_METRICS, "
+                                       f"32 = GROUP)"), []
 
 
 def refusal(node: NodeView, context: RequestContext,
@@ -230,7 +283,7 @@ def refusal(node: NodeView, context: RequestContext,
             | IncrementalAlterConfigsRequest.AlterConfigsResource | AlterConfigsRequest.AlterConfigsResource,
             operation: Operation) -> ErrorCode | None:
     """DESCRIBE_CONFIGS / ALTER_CONFIGS on the stream (TOPIC), on the group (GROUP) or on the
-    cluster (BROKER), as Kafka asks."""
+    cluster (BROKER, BROKER_LOGGER, CLIENT_METRICS), as Kafka asks."""
     if resource.resource_type == ResourceType.TOPIC:
         if not authorized(node, context, operation, AclResource.TOPIC, resource.resource_name):
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED

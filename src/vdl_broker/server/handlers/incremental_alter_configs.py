@@ -6,16 +6,22 @@ Each change is checked first (cluster/stream_configs.py): an unknown key, a bad 
 operation that does not fit gets INVALID_CONFIG naming the key, and nothing of that resource
 changes. Node settings (BROKER resources) come from node.toml and flags: setting one gets
 INVALID_CONFIG; deleting is a no-op (none is ever set dynamically).
+
+A node's loggers (BROKER_LOGGER resources, KIP-412) are this node's alone: the node the request
+reaches sets their levels itself (server/loggers.py), unstored, without the metadata group, as a
+Kafka broker does; the resource name must be its id.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
 from functools import partial
 
 from vdl_broker.cluster.stream_configs import AlterOp, ConfigProblem, altered
 from vdl_broker.raft.types import NotLeaderError, RaftError
+from vdl_broker.server import loggers
 from vdl_broker.server.authorizer import Operation
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.forwarding import on_metadata_leader
@@ -31,6 +37,8 @@ API_KEY = IncrementalAlterConfigsRequest.DECL.api_key
 NAME = "IncrementalAlterConfigs"
 
 Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+
+log = logging.getLogger(__name__)
 
 
 # How a stream's config changes, given its current config and replication factor: (keys to
@@ -51,6 +59,11 @@ async def alter_resource(node: NodeView, resource_type: int, resource_name: str,
         return ErrorCode.INVALID_CONFIG, (f"{names}: group configs are the nodes' settings (node.toml or flags: "
                                           f"group_consumer_session_timeout_ms, group_consumer_heartbeat_interval_ms),"
                                           f" the same for every group")
+    if resource_type == ResourceType.BROKER_LOGGER:
+        # Only legacy AlterConfigs gets here (IncrementalAlterConfigs sets loggers on the node
+        # asked): Kafka's AlterConfigs has no BROKER_LOGGER either (KIP-412).
+        return ErrorCode.INVALID_REQUEST, (f"resource type {resource_type} (BROKER_LOGGER) is altered by "
+                                           f"IncrementalAlterConfigs only")
     if resource_type == CLIENT_METRICS:
         return ErrorCode.INVALID_REQUEST, ("VDL collects no client metrics (KIP-714): a client-metrics resource "
                                            "cannot be set")
@@ -89,6 +102,33 @@ async def _alter_one(node: NodeView, resource: IncrementalAlterConfigsRequest.Al
                                 [c.name for c in resource.configs], partial(_incremental, resource), validate_only)
 
 
+def _alter_loggers(node: NodeView, resource: IncrementalAlterConfigsRequest.AlterConfigsResource,
+                   validate_only: bool) -> tuple[ErrorCode, str | None]:
+    """Check every change of a BROKER_LOGGER resource, then (not validate_only) apply them
+    (# Kafka: ConfigAdminManager.preprocess, RuntimeLoggerManager)."""
+    names = [c.name for c in resource.configs]
+    if len(set(names)) < len(names):
+        return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
+    unset = [c.name for c in resource.configs if c.config_operation != AlterOp.DELETE and c.value is None]
+    if unset:
+        return ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(unset)}"
+    try:
+        asked = int(resource.resource_name)
+    except ValueError:
+        return ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {resource.resource_name}"
+    if asked != node.node_id:
+        return ErrorCode.INVALID_REQUEST, f"Unexpected node id. Expected {node.node_id}, but received {asked}"
+    changes = [loggers.LoggerChange(c.name, c.config_operation, c.value) for c in resource.configs]
+    try:
+        loggers.check(changes)
+    except loggers.LoggerProblem as problem:
+        return (ErrorCode.INVALID_CONFIG if problem.invalid_config else ErrorCode.INVALID_REQUEST), str(problem)
+    if not validate_only:
+        for line in loggers.apply(changes):
+            log.warning("%s", line)
+    return ErrorCode.NONE, None
+
+
 async def _alter_here(node: NodeView,
                       request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
@@ -112,14 +152,27 @@ async def _alter_here(node: NodeView,
 async def handle(node: NodeView, context: RequestContext,
                  request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     refused = {id(r): refusal(node, context, r, Operation.ALTER_CONFIGS) for r in request.resources}
-    denied = [Result(error_code=int(code), resource_type=r.resource_type, resource_name=r.resource_name)
-              for r in request.resources if (code := refused[id(r)]) is not None]
+    answered = [Result(error_code=int(code), resource_type=r.resource_type, resource_name=r.resource_name)
+                for r in request.resources if (code := refused[id(r)]) is not None]
+    # A node's loggers are set here, on the node asked; the rest goes to the metadata leader.
+    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    message: str | None
+    for resource in request.resources:
+        if resource.resource_type != ResourceType.BROKER_LOGGER or refused[id(resource)] is not None:
+            continue
+        if counts[(resource.resource_type, resource.resource_name)] > 1:
+            code, message = ErrorCode.INVALID_REQUEST, "the resource is named more than once in the request"
+        else:
+            code, message = _alter_loggers(node, resource, request.validate_only)
+        answered.append(Result(error_code=int(code), error_message=message, resource_type=resource.resource_type,
+                               resource_name=resource.resource_name))
     response = IncrementalAlterConfigsResponse(responses=[])
-    request.resources = [r for r in request.resources if refused[id(r)] is None]
+    request.resources = [r for r in request.resources
+                         if refused[id(r)] is None and r.resource_type != ResourceType.BROKER_LOGGER]
     if request.resources:
         response = await on_metadata_leader(node, context.api_version, request, _alter_here, error_response,
                                             context)
-    response.responses += denied
+    response.responses += answered
     return response
 
 

@@ -1,12 +1,11 @@
 """ListConfigResources (key 74; v0 was KIP-714's ListClientMetricsResources, v1 KIP-1142): the
 config resources of the types asked for (v1: none asked = every type served; v0: client metrics
-only). As Kafka's broker answers: TOPIC the streams, BROKER the nodes, GROUP the groups with
-dynamic configs -- none, VDL's group configs are the nodes' settings -- and CLIENT_METRICS the
+only). As Kafka's broker answers: TOPIC the streams, BROKER and BROKER_LOGGER the nodes, GROUP
+the groups with dynamic configs -- none, VDL's group configs are the nodes' settings -- and CLIENT_METRICS the
 client-metrics subscriptions -- none, VDL collects no client metrics -- so
 `kafka-client-metrics --list` and `kafka-configs --describe --entity-type client-metrics` list
-nothing, as on a Kafka cluster where none was set. Another type (BROKER_LOGGER: VDL has no
-broker loggers) is UNSUPPORTED_VERSION, Kafka's answer to a type it does not list. Needs
-DESCRIBE_CONFIGS on the cluster, as in Kafka."""
+nothing, as on a Kafka cluster where none was set. Another type is UNSUPPORTED_VERSION, Kafka's
+answer to a type it does not list. Needs DESCRIBE_CONFIGS on the cluster, as in Kafka."""
 
 from __future__ import annotations
 
@@ -24,7 +23,8 @@ NAME = "ListConfigResources"
 
 Resource = ListConfigResourcesResponse.ConfigResource
 
-SERVED_TYPES = (ResourceType.TOPIC, ResourceType.BROKER, ResourceType.GROUP, CLIENT_METRICS)
+SERVED_TYPES = (ResourceType.TOPIC, ResourceType.BROKER, ResourceType.BROKER_LOGGER, ResourceType.GROUP,
+                CLIENT_METRICS)
 
 
 def handle(node: NodeView, context: RequestContext,
@@ -38,9 +38,10 @@ def handle(node: NodeView, context: RequestContext,
     if any(t not in SERVED_TYPES for t in wanted):
         return error_response(request, context.api_version, ErrorCode.UNSUPPORTED_VERSION)
     resources: list[Resource] = []
-    if ResourceType.BROKER in wanted:
-        resources += [Resource(resource_name=str(b.node_id), resource_type=int(ResourceType.BROKER))
-                      for b in listener_brokers(node, context.protocol)]
+    for per_node in (ResourceType.BROKER_LOGGER, ResourceType.BROKER):  # in Kafka's order
+        if per_node in wanted:
+            resources += [Resource(resource_name=str(b.node_id), resource_type=int(per_node))
+                          for b in listener_brokers(node, context.protocol)]
     if ResourceType.TOPIC in wanted:
         resources += [Resource(resource_name=name, resource_type=int(ResourceType.TOPIC))
                       for name in sorted(node.metadata.state.streams)]
