@@ -58,10 +58,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_upgrade(args: argparse.Namespace) -> int:
     with open_client(args) as client:
         before, after = upgrade_features(client, args.level, validate_only=args.dry_run)
-    if args.dry_run:
-        print(f"vdl.metadata.version is at level {before}; level {args.level or 'latest'} may be finalized")
-    elif before == after:
+    if before == after:
         print(f"vdl.metadata.version is at level {after} already")
+    elif args.dry_run:
+        print(f"vdl.metadata.version is at level {before}; level {after} may be finalized")
     else:
         print(f"vdl.metadata.version raised from level {before} to {after}")
     return 0
