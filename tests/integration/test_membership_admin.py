@@ -6,10 +6,11 @@ against a real 3-node cluster."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import VDL_CLI, node_address, wait_until
+from tests.support.cluster import VDL_CLI, node_address, start_cluster, wait_until
 from tests.support.kafka import EARLIEST, fetch_raw, list_offset_raw, one_record_batch, produce_raw
 from vdl_client.client import VdlClient
 from vdl_client.settings import ClientSettings
@@ -185,3 +186,22 @@ def test_bad_membership_requests_get_an_error_naming_the_problem(cluster: DevClu
     assert topic.partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     listed = raw_request(address, m.ListPartitionReassignmentsRequest(topics=None))
     assert listed.error_code == 0 and listed.topics == []
+
+
+def test_the_last_active_node_cannot_be_removed_or_decommissioned(tmp_path: Path,
+                                                                  request: pytest.FixtureRequest) -> None:
+    """A cluster of one: nothing could take its replicas or the cluster metadata, so removing or
+    decommissioning its node is refused, naming why. `remove` was accepted and left the node
+    "removing" for good (its streams warned that no node could take their replicas)."""
+    single = start_cluster(tmp_path / "single", nodes=1, register=lambda c: request.addfinalizer(c.kill_all))
+    b = ["--bootstrap", single.bootstrap_servers]
+    create(single, "only-here", 1)
+    for action in ("remove", "decommission"):
+        refused = vdl("nodes", action, "1", *b)
+        assert (refused.returncode, refused.stdout, refused.stderr.decode()) == (
+            1, b"", f"vdl: error: {action} node 1: INVALID_REQUEST: node 1 is the cluster's last active node: "
+                    f"{action} it after another node has joined\n")
+    listed = vdl("nodes", "list", *b)
+    assert [line.split()[4] for line in listed.stdout.decode().splitlines()[1:]] == ["active"], listed.stdout
+    produce(single, "only-here", [b"still", b"here"])
+    assert read(single, "only-here") == [b"still", b"here"]
