@@ -205,3 +205,26 @@ def test_the_last_active_node_cannot_be_removed_or_decommissioned(tmp_path: Path
     assert [line.split()[4] for line in listed.stdout.decode().splitlines()[1:]] == ["active"], listed.stdout
     produce(single, "only-here", [b"still", b"here"])
     assert read(single, "only-here") == [b"still", b"here"]
+
+
+def test_a_removed_node_started_again_stops_without_serving(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A removed node's id cannot join again: started again on its data directory, the node
+    stops at once, saying so, and never listens for clients. It used to log that it was stopping,
+    wait 10 s for a registration that could not come, listen and print `vdl-broker listening on`
+    anyway, and only then stop."""
+    trio = start_cluster(tmp_path / "trio", nodes=3, register=lambda c: request.addfinalizer(c.kill_all))
+    trio.kill(3)  # gone (a dead machine), so removed for good
+    b = ["--bootstrap", ",".join(node_address(trio, n) for n in (1, 2))]
+    removed = vdl("nodes", "remove", "3", *b)
+    assert (removed.returncode, removed.stdout) == (
+        0, b"node 3: removing (out of the metadata group, its replicas recreated elsewhere)\n"), removed.stderr
+    wait_until(lambda: b"\n3 " not in vdl("nodes", "list", *b).stdout, 60, "node 3 to leave the node list")
+    node = trio.nodes[3]  # the machine comes back, with the node's service
+    node.output.clear()
+    trio.restart(3, wait=False)
+    wait_until(lambda: node.process is not None and node.process.poll() is not None, 60,
+               lambda: "node 3 to stop again:\n" + "\n".join(node.output))
+    assert node.process is not None and node.process.returncode == 0
+    assert [line for line in node.output if not line.startswith("20")] == [
+        "vdl-broker: node 3 was removed from the cluster: not starting (its id cannot join again: a new node needs "
+        "a new node_id and an empty data directory)"]
