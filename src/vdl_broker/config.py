@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from vdl_broker.cluster.stream_configs import CONFIG_KEYS
 from vdl_broker.listeners import (
     AUTHORIZERS,
     PLAINTEXT,
@@ -452,8 +453,15 @@ def load_node_config(path: Path) -> NodeConfig:
 def validate(config: NodeConfig) -> None:
     if config.max_request_bytes < 1024:
         raise ConfigError("max_request_bytes must be at least 1024")
-    if config.segment_bytes < 1024:
-        raise ConfigError("segment_bytes must be at least 1024")
+    for key in CONFIG_KEYS.values():
+        # A node setting that is the default of a stream config takes that config's range: a value
+        # the stream config refuses would fail every replica opened with it, after the start.
+        if key.node_setting is None:
+            continue
+        value = getattr(config, key.node_setting)
+        if (key.minimum is not None and value < key.minimum) or (key.maximum is not None and value > key.maximum):
+            raise ConfigError(f"{key.node_setting} must be {key.accepted()} (the default of streams' {key.name}), "
+                              f"got {value}")
     if config.retention_check_ms < 1:
         raise ConfigError(f"retention_check_ms must be >= 1, got {config.retention_check_ms}")
     if config.producer_state_snapshot_bytes < 1:

@@ -44,6 +44,7 @@ from vdl_client.settings import (
     StreamExistsError,
     StreamNotFoundError,
     VdlClientError,
+    with_message,
 )
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import (
@@ -292,8 +293,14 @@ class VdlClient:
         if stream not in self._leaders:
             response = self._metadata([stream])
             for topic in response.topics:
-                if topic.name == stream and topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                if topic.name != stream or topic.error_code == 0:
+                    continue
+                if topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     raise StreamNotFoundError(f"stream {stream!r} does not exist")
+                if ErrorCode(topic.error_code) not in LEADER_ERRORS:
+                    # TOPIC_AUTHORIZATION_FAILED, INVALID_TOPIC_EXCEPTION, ...: no retry cures
+                    # them (a retry loop would end at the deadline saying "no leader yet").
+                    self.check_error(topic.error_code, f"Metadata {stream!r}")
             if stream not in self._leaders:
                 raise RetriableError(f"stream {stream!r} has no leader yet")
         return self._leaders[stream]
@@ -380,7 +387,7 @@ class VdlClient:
                     if not exist_ok:
                         raise StreamExistsError(f"stream {result.name!r} already exists")
                 elif result.error_code != 0:
-                    self.check_error(result.error_code, f"CreateTopics {result.name!r} ({result.error_message})")
+                    self.check_error(result.error_code, with_message(f"CreateTopics {result.name!r}", result.error_message))
 
         self.retrying("CreateTopics", attempt)
         for stream in wanted:  # wait until each stream has a leader, so the first write succeeds
@@ -547,7 +554,7 @@ class VdlClient:
             partition = response.responses[0].partition_responses[0]
             if partition.error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
                 return -1
-            self.check_error(partition.error_code, f"Produce to {stream!r} ({partition.error_message})")
+            self.check_error(partition.error_code, with_message(f"Produce to {stream!r}", partition.error_message))
             base_offset: int = partition.base_offset
             return base_offset
 

@@ -148,8 +148,9 @@ def feature_levels(client: VdlClient) -> FeatureLevels:
 
 def upgrade_features(client: VdlClient, level: int | None = None, validate_only: bool = False) -> tuple[int, int]:
     """Raise the cluster's feature level to `level` (None: the highest the metadata leader's
-    release supports); (level before, level after). The leader refuses unless every node runs a
-    release that supports it."""
+    release supports); (level before, level after: the one asked for, also when `validate_only`
+    says it may be finalized without changing anything). The leader refuses unless every node
+    runs a release that supports it."""
     before = feature_levels(client)
     target = before.supported if level is None else level
     update = UpdateFeaturesRequest.FeatureUpdateKey(feature=METADATA_FEATURE, max_version_level=target,
@@ -162,4 +163,4 @@ def upgrade_features(client: VdlClient, level: int | None = None, validate_only:
     for code, message in results:
         if code:
             raise VdlClientError(f"{what}: {ErrorCode(code).name}: {message}")
-    return before.finalized, before.finalized if validate_only else target
+    return before.finalized, target

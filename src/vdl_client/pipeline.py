@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from vdl_client.connection import Connection
 from vdl_client.requests import produce_request
-from vdl_client.settings import LEADER_ERRORS, VdlClientError
+from vdl_client.settings import LEADER_ERRORS, VdlClientError, with_message
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import ProduceRequest
 
@@ -90,7 +90,7 @@ class ProducePipeline:
             return
         # Every batch before this one is acknowledged: a gap (OUT_OF_ORDER_SEQUENCE_NUMBER) or any
         # other refusal is not cured by sending it again.
-        raise VdlClientError(f"Produce to {self._stream!r}: {ErrorCode(error).name} ({partition.error_message})")
+        raise VdlClientError(with_message(f"Produce to {self._stream!r}: {ErrorCode(error).name}", partition.error_message))
 
     def _recover(self, extra: list[bytes | bytearray]) -> None:
         pending = [batch for batch, _ in self._inflight] + extra

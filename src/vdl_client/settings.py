@@ -59,6 +59,12 @@ class VdlClientError(RuntimeError):
     """A request failed for good (non-retriable error, or retries ran past the deadline)."""
 
 
+def with_message(what: str, message: str | None) -> str:
+    """`what`, followed by the broker's error message in parentheses when it sent one (an answer
+    without one has null there: never shown as "(None)")."""
+    return f"{what} ({message})" if message else what
+
+
 class StreamNotFoundError(VdlClientError):
     """The stream does not exist."""
 

@@ -9,7 +9,7 @@ import argparse
 import importlib
 from pathlib import Path
 
-from vdl_client.cli.common import CliError
+from vdl_client.cli.common import CliError, UsageError
 
 SPARK_EXTRA_MODULES = ("pyspark", "delta", "pyarrow", "numpy", "pandas", "deltalake")
 
@@ -30,7 +30,7 @@ def cmd_dev_cluster(args: argparse.Namespace) -> int:
     from vdl_dev.dev_cluster import run_dev_cluster
 
     if args.nodes < 1:
-        raise CliError(f"--nodes must be at least 1, got {args.nodes}")
+        raise UsageError(f"--nodes must be at least 1, got {args.nodes}")
     try:
         return run_dev_cluster(args.nodes, args.data_dir, args.base_port, secure=args.secure)
     except ValueError as error:

@@ -148,8 +148,8 @@ def test_the_level_rises_once_every_node_supports_it_and_never_goes_back(tmp_pat
     cluster.restart(3, timeout_s=60)
     cluster.wait_for_brokers(timeout_s=60)
     dry = vdl(cluster, "cluster", "upgrade", "--dry-run")
-    assert (dry.returncode, dry.stdout) == (0, f"vdl.metadata.version is at level {LEVEL}; level latest may be "
-                                               "finalized\n"), dry.stderr
+    assert (dry.returncode, dry.stdout) == (0, f"vdl.metadata.version is at level {LEVEL}; level {LEVEL + 1} may "
+                                               "be finalized\n"), dry.stderr
     raised = vdl(cluster, "cluster", "upgrade")
     assert (raised.returncode, raised.stdout) == (0, f"vdl.metadata.version raised from level {LEVEL} to "
                                                      f"{LEVEL + 1}\n"), raised.stderr
@@ -157,6 +157,9 @@ def test_the_level_rises_once_every_node_supports_it_and_never_goes_back(tmp_pat
         wait_until(lambda n=node_id: metadata_levels(cluster, n)[1] == [("vdl.metadata.version", LEVEL + 1), TXN_FINALIZED],
                    30,
                    f"node {node_id} applying the new level")
+    again = vdl(cluster, "cluster", "upgrade", "--dry-run")
+    assert (again.returncode, again.stdout) == (0, f"vdl.metadata.version is at level {LEVEL + 1} already\n"), \
+        again.stderr
 
     # A node started on the older release again stops at once, naming both levels.
     cluster.env = {}

@@ -6,10 +6,11 @@ against a real 3-node cluster."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import VDL_CLI, node_address, wait_until
+from tests.support.cluster import VDL_CLI, node_address, start_cluster, wait_until
 from tests.support.kafka import EARLIEST, fetch_raw, list_offset_raw, one_record_batch, produce_raw
 from vdl_client.client import VdlClient
 from vdl_client.settings import ClientSettings
@@ -185,3 +186,45 @@ def test_bad_membership_requests_get_an_error_naming_the_problem(cluster: DevClu
     assert topic.partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     listed = raw_request(address, m.ListPartitionReassignmentsRequest(topics=None))
     assert listed.error_code == 0 and listed.topics == []
+
+
+def test_the_last_active_node_cannot_be_removed_or_decommissioned(tmp_path: Path,
+                                                                  request: pytest.FixtureRequest) -> None:
+    """A cluster of one: nothing could take its replicas or the cluster metadata, so removing or
+    decommissioning its node is refused, naming why. `remove` was accepted and left the node
+    "removing" for good (its streams warned that no node could take their replicas)."""
+    single = start_cluster(tmp_path / "single", nodes=1, register=lambda c: request.addfinalizer(c.kill_all))
+    b = ["--bootstrap", single.bootstrap_servers]
+    create(single, "only-here", 1)
+    for action in ("remove", "decommission"):
+        refused = vdl("nodes", action, "1", *b)
+        assert (refused.returncode, refused.stdout, refused.stderr.decode()) == (
+            1, b"", f"vdl: error: {action} node 1: INVALID_REQUEST: node 1 is the cluster's last active node: "
+                    f"{action} it after another node has joined\n")
+    listed = vdl("nodes", "list", *b)
+    assert [line.split()[4] for line in listed.stdout.decode().splitlines()[1:]] == ["active"], listed.stdout
+    produce(single, "only-here", [b"still", b"here"])
+    assert read(single, "only-here") == [b"still", b"here"]
+
+
+def test_a_removed_node_started_again_stops_without_serving(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A removed node's id cannot join again: started again on its data directory, the node
+    stops at once, saying so, and never listens for clients. It used to log that it was stopping,
+    wait 10 s for a registration that could not come, listen and print `vdl-broker listening on`
+    anyway, and only then stop."""
+    trio = start_cluster(tmp_path / "trio", nodes=3, register=lambda c: request.addfinalizer(c.kill_all))
+    trio.kill(3)  # gone (a dead machine), so removed for good
+    b = ["--bootstrap", ",".join(node_address(trio, n) for n in (1, 2))]
+    removed = vdl("nodes", "remove", "3", *b)
+    assert (removed.returncode, removed.stdout) == (
+        0, b"node 3: removing (out of the metadata group, its replicas recreated elsewhere)\n"), removed.stderr
+    wait_until(lambda: b"\n3 " not in vdl("nodes", "list", *b).stdout, 60, "node 3 to leave the node list")
+    node = trio.nodes[3]  # the machine comes back, with the node's service
+    node.output.clear()
+    trio.restart(3, wait=False)
+    wait_until(lambda: node.process is not None and node.process.poll() is not None, 60,
+               lambda: "node 3 to stop again:\n" + "\n".join(node.output))
+    assert node.process is not None and node.process.returncode == 0
+    assert [line for line in node.output if not line.startswith("20")] == [
+        "vdl-broker: node 3 was removed from the cluster: not starting (its id cannot join again: a new node needs "
+        "a new node_id and an empty data directory)"]

@@ -334,6 +334,31 @@ def test_tls_and_scram_connection_setup_works_from_the_cli(secure_node: DevClust
         assert subprocess.run([*VDL_CLI, *args, *base], capture_output=True, timeout=60).returncode == 0
 
 
+def test_the_cli_says_a_stream_is_not_authorized_at_once(secure_node: DevCluster, tls_material: TlsMaterial) -> None:
+    """Metadata answers TOPIC_AUTHORIZATION_FAILED for a named stream the principal may not
+    describe (as for one that does not exist, as Kafka does): the client reports it at once, as the
+    one line the CLI prints. It used to retry until its deadline (30 s) and then say the stream
+    had no leader yet; and CreateTopics' refusal without a message printed "(None)"."""
+    from tests.support.cluster import VDL_CLI
+
+    user, password = "alice", USERS["alice"][1]
+    as_alice = ["--bootstrap", secure_node.bootstrap_for("SASL_SSL"), "-X", "security.protocol=SASL_SSL",
+                "-X", "sasl.mechanism=SCRAM-SHA-256", "-X", f"sasl.username={user}", "-X", f"sasl.password={password}",
+                "-X", f"ssl.ca.location={tls_material.ca}"]
+    refused = f"vdl: error: Metadata '{HIDDEN}': TOPIC_AUTHORIZATION_FAILED (29)\n"
+    for command, stdin, expected in (
+            (["consume", HIDDEN, "--from", "earliest", "--max", "1"], None, refused),
+            (["streams", "describe", HIDDEN], None, refused),
+            (["produce", HIDDEN], "x\n", refused),
+            (["consume", "no-such-stream", "--max", "1"], None,
+             "vdl: error: Metadata 'no-such-stream': TOPIC_AUTHORIZATION_FAILED (29)\n"),
+            (["streams", "create", "not-alices"], None,
+             "vdl: error: CreateTopics 'not-alices': TOPIC_AUTHORIZATION_FAILED (29)\n")):
+        done = subprocess.run([*VDL_CLI, *command, *as_alice], input=stdin, capture_output=True, text=True,
+                              timeout=120)
+        assert (done.returncode, done.stdout, done.stderr) == (1, "", expected), command
+
+
 def test_requests_split_over_tls_records_are_not_held_by_delayed_acks(secure_node: DevCluster,
                                                                       tls_material: TlsMaterial) -> None:
     """librdkafka writes one request as several TLS records with Nagle on; each record after the

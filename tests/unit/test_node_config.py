@@ -112,6 +112,16 @@ def test_rack_from_toml_flag_and_peers(tmp_path: Path) -> None:
     ({"leader_balance_interval_ms": -1}, "leader_balance_interval_ms must be >= 0"),
     ({"tail_cache_bytes": -1}, r"tail_cache_bytes must be >= 0 \(0: no tail cache\), got -1"),
     ({"producer_state_snapshot_bytes": 0}, "producer_state_snapshot_bytes must be positive, got 0"),
+    # The defaults of stream configs take the stream config's range: before, a node started with
+    # them and then failed to open every replica (a stream created there hung its client).
+    ({"segment_bytes": 3_000_000_000},
+     r"^segment_bytes must be an integer in 1024..2147483647 \(the default of streams' segment.bytes\), "
+     r"got 3000000000$"),
+    ({"segment_bytes": 100}, r"^segment_bytes must be an integer in 1024..2147483647 .*got 100$"),
+    ({"segment_ms": 0}, r"^segment_ms must be an integer >= 1 \(the default of streams' segment.ms\), got 0$"),
+    ({"retention_ms": -5}, r"^retention_ms must be an integer >= -1 \(the default of streams' retention.ms\), got -5$"),
+    ({"retention_bytes": -2}, r"^retention_bytes must be an integer >= -1 .*retention.bytes\), got -2$"),
+    ({"max_batch_bytes": -1}, r"^max_batch_bytes must be an integer in 0..2147483647 .*max.message.bytes\), got -1$"),
 ])
 def test_errors_name_the_setting(change: dict, message: str) -> None:
     table = {"node_id": 2, "data_dir": "d", "listen": "h:1", "raft_listen": "h:2", **change}

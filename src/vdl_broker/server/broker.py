@@ -308,9 +308,13 @@ class Broker:
             self.reassigner.start()
             self._join_task = asyncio.get_running_loop().create_task(find_cluster(self), name="find-cluster")
             state = self.metadata.state
-            # As a Kafka broker, it serves once it has registered itself (server/joining.py).
-            if not await group.wait_for(lambda _: registered_itself(self) and state.cluster_id is not None,
-                                        METADATA_WAIT_S):
+            # As a Kafka broker, it serves once it has registered itself (server/joining.py); a
+            # node its own metadata says was removed never will: it stops without serving.
+            registered = await group.wait_for(lambda _: self.removed.is_set() or (
+                registered_itself(self) and state.cluster_id is not None), METADATA_WAIT_S)
+            if self.removed.is_set():
+                return  # server/main.py stops it
+            if not registered:
                 log.warning("node %d: starting without the cluster metadata (no metadata leader within %.0f s)",
                             self.node_id, METADATA_WAIT_S)
             elif not await self.replicas.wait_until_serving(METADATA_WAIT_S):

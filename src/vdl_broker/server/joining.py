@@ -72,7 +72,9 @@ async def _ask(broker: Broker, request: VdlNodesRequest) -> Any:
 
 async def _pause(broker: Broker, done: Callable[[], bool]) -> None:
     group = broker.metadata.group
-    if group is None:
+    if group is None or group.stopped:
+        # A stopped group's wait_for returns at once: the caller's loop would spin without ever
+        # yielding, and never see the cancellation of a node stopping.
         await asyncio.sleep(RETRY_S)
     else:  # the metadata log reaching us ends it early
         await group.wait_for(lambda _: done(), RETRY_S)

@@ -65,6 +65,11 @@ async def serve(config: NodeConfig) -> None:
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(IO_THREADS, thread_name_prefix="vdl-io"))
     broker = Broker(config)
     await broker.start()
+    if broker.removed.is_set():  # restarted after its removal: it serves nothing, and says why
+        print(f"vdl-broker: node {config.node_id} was removed from the cluster: not starting (its id cannot join "
+              "again: a new node needs a new node_id and an empty data directory)", file=sys.stderr, flush=True)
+        await broker.stop()
+        return
     settle_heap()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -19,7 +19,8 @@ tried in order until one answers, as Kafka's tools do, and librdkafka-style clie
 groups in with an entry point in the group `vdl.commands` naming such a module; a module may also
 map command names to functions that parse their own arguments (`RAW_COMMANDS`, like `vdl demo`).
 
-A failure prints one line (`vdl: error: ...`) and exits non-zero.
+A failure prints one line (`vdl: error: ...`) and exits non-zero: 2 for a bad command line (argparse's
+own errors and common.UsageError), 1 for anything else (and `cluster status` of an unhealthy cluster).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from importlib.metadata import entry_points
 from types import ModuleType
 
 from vdl_client.cli import acls, cluster, groups, nodes, records, streams, users
-from vdl_client.cli.common import CliError, Parser, connection_options
+from vdl_client.cli.common import CliError, Parser, UsageError, connection_options
 from vdl_client.settings import VdlClientError
 
 COMMAND_GROUPS = (streams, nodes, records, groups, cluster, users, acls)
@@ -66,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser(loaded).parse_args(argv)
         code: int = args.run(args)
         return code
+    except UsageError as error:
+        print(f"vdl: error: {error}", file=sys.stderr)
+        return 2
     except (CliError, VdlClientError) as error:
         print(f"vdl: error: {error}", file=sys.stderr)
         return 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 from vdl_client import admin
-from vdl_client.cli.common import CliError, Parser, open_client
+from vdl_client.cli.common import Parser, UsageError, open_client
 from vdl_wire.acls import (
     CLUSTER_NAME,
     AclBinding,
@@ -34,10 +34,10 @@ def _resource(args: argparse.Namespace, required: bool) -> tuple[int, str | None
                                              (ResourceType.CLUSTER, CLUSTER_NAME if args.cluster else None))
              if name is not None]
     if len(given) > 1:
-        raise CliError("give one of --topic, --group, --transactional-id, --cluster")
+        raise UsageError("give one of --topic, --group, --transactional-id, --cluster")
     if not given:
         if required:
-            raise CliError("an ACL needs a resource: --topic, --group, --transactional-id or --cluster")
+            raise UsageError("an ACL needs a resource: --topic, --group, --transactional-id or --cluster")
         return ResourceType.ANY, None
     return int(given[0][0]), given[0][1]
 
@@ -52,9 +52,9 @@ def cmd_acls(args: argparse.Namespace) -> int:
     if args.action == "create":
         principal = args.allow or args.deny
         if not principal or (args.allow and args.deny):
-            raise CliError("give exactly one of --allow PRINCIPAL or --deny PRINCIPAL")
+            raise UsageError("give exactly one of --allow PRINCIPAL or --deny PRINCIPAL")
         if not args.operation:
-            raise CliError(f"give at least one --operation ({', '.join(OPERATIONS)})")
+            raise UsageError(f"give at least one --operation ({', '.join(OPERATIONS)})")
         kind, name = _resource(args, required=True)
         permission = Permission.ALLOW if args.allow else Permission.DENY
         pattern = PatternType.PREFIXED if args.prefixed else PatternType.LITERAL
@@ -63,7 +63,7 @@ def cmd_acls(args: argparse.Namespace) -> int:
         for binding in bindings:
             problem = binding.problem()
             if problem is not None:
-                raise CliError(problem)
+                raise UsageError(problem)
         with open_client(args) as client:
             admin.create_acls(client, bindings)
         for binding in bindings:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from vdl_client.cli.common import CliError, Parser, columns, open_client
+from vdl_client.cli.common import Parser, UsageError, columns, open_client
 from vdl_client.cluster_admin import upgrade_features
 from vdl_client.health import ClusterHealth, NodeHealth, cluster_health
 
@@ -47,7 +47,7 @@ def render(health: ClusterHealth, min_disk_free: float) -> tuple[str, bool]:
 
 def cmd_status(args: argparse.Namespace) -> int:
     if not 0 <= args.min_disk_free <= 100:
-        raise CliError(f"--min-disk-free must be a percentage from 0 to 100, got {args.min_disk_free}")
+        raise UsageError(f"--min-disk-free must be a percentage from 0 to 100, got {args.min_disk_free}")
     with open_client(args) as client:
         health = cluster_health(client)
     text, healthy = render(health, args.min_disk_free / 100)
@@ -58,10 +58,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_upgrade(args: argparse.Namespace) -> int:
     with open_client(args) as client:
         before, after = upgrade_features(client, args.level, validate_only=args.dry_run)
-    if args.dry_run:
-        print(f"vdl.metadata.version is at level {before}; level {args.level or 'latest'} may be finalized")
-    elif before == after:
+    if before == after:
         print(f"vdl.metadata.version is at level {after} already")
+    elif args.dry_run:
+        print(f"vdl.metadata.version is at level {before}; level {after} may be finalized")
     else:
         print(f"vdl.metadata.version raised from level {before} to {after}")
     return 0

@@ -21,7 +21,12 @@ DEADLINE_MS = 30_000
 
 
 class CliError(Exception):
-    """A failure reported to the user as one line."""
+    """A failure reported to the user as one line (exit code 1)."""
+
+
+class UsageError(CliError):
+    """A bad command line that only a check after parsing finds (a value out of range, options
+    that go together): one line and exit code 2, as argparse's own errors."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -60,7 +65,7 @@ def client_properties(args: argparse.Namespace) -> dict[str, str]:
     for item in args.config:
         if _is_pair(item):
             if not getattr(args, "config_pairs", False):
-                raise CliError(f"--config takes a client properties FILE, got {item.split('=')[0]}=...")
+                raise UsageError(f"--config takes a client properties FILE, got {item.split('=')[0]}=...")
             continue
         try:
             text = Path(item).read_text()
@@ -70,14 +75,14 @@ def client_properties(args: argparse.Namespace) -> dict[str, str]:
     for item in args.properties:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise CliError(f"-X expects KEY=VALUE, got {key.strip()!r} without '='")
+            raise UsageError(f"-X expects KEY=VALUE, got {key.strip()!r} without '='")
         properties[key.strip()] = value
     unknown = sorted(set(properties) - set(PROPERTIES) - {"bootstrap.servers", "client.id"})
     if unknown:
         # `streams create` takes stream configs too, but on the command line, as kafka-topics does.
         hint = " (a stream config goes on the command line: --config KEY=VALUE)" if getattr(
             args, "config_pairs", False) else ""
-        raise CliError(f"unknown client propert{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}{hint}; "
+        raise UsageError(f"unknown client propert{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}{hint}; "
                        f"accepted: bootstrap.servers, client.id, {', '.join(PROPERTIES)}")
     return properties
 
@@ -89,12 +94,12 @@ def open_client(args: argparse.Namespace) -> VdlClient:
         properties = client_properties(args)
         security = SecuritySettings.from_properties(properties, "-X/--config")
     except SecurityError as error:
-        raise CliError(str(error)) from None
+        raise UsageError(str(error)) from None
     bootstrap = properties.get("bootstrap.servers", args.bootstrap)
     try:
         servers = parse_bootstrap(bootstrap)
     except BootstrapError:
-        raise CliError(f"--bootstrap must be HOST:PORT[,HOST:PORT...], got {bootstrap!r}") from None
+        raise UsageError(f"--bootstrap must be HOST:PORT[,HOST:PORT...], got {bootstrap!r}") from None
     return VdlClient(ClientSettings(servers, request_timeout_ms=REQUEST_TIMEOUT_MS, deadline_ms=DEADLINE_MS,
                                     client_id=properties.get("client.id", CLIENT_ID), fail_fast_when_unreachable=True,
                                     security=security))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime, timedelta
 
-from vdl_client.cli.common import CliError, Parser, columns, open_client
+from vdl_client.cli.common import CliError, Parser, UsageError, columns, open_client
 from vdl_client.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, VdlClient
 from vdl_client.groups import GroupDescription, commit_offsets, committed_offsets, describe_group, list_groups
 from vdl_client.settings import StreamNotFoundError
@@ -73,7 +73,7 @@ def reset_target(spec: str) -> tuple[str, int]:
     try:
         when = datetime.fromisoformat(spec)
     except ValueError:
-        raise CliError(f"--to must be {RESET_TO}, got {spec!r}") from None
+        raise UsageError(f"--to must be {RESET_TO}, got {spec!r}") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return "timestamp", (when - EPOCH) // timedelta(milliseconds=1)  # exact: no float rounding

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from vdl_client.cli.common import DEADLINE_MS, REQUEST_TIMEOUT_MS, CliError, Parser, open_client
+from vdl_client.cli.common import DEADLINE_MS, REQUEST_TIMEOUT_MS, CliError, Parser, UsageError, open_client
 from vdl_client.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, VdlClient
 from vdl_client.settings import StreamNotFoundError
 from vdl_wire.errors import ErrorCode
@@ -75,9 +75,9 @@ def _start_offset(client: VdlClient, stream: str, spec: str) -> int:
     try:
         offset = int(spec)
     except ValueError:
-        raise CliError(f"--from must be earliest, latest or an offset, got {spec!r}") from None
+        raise UsageError(f"--from must be earliest, latest or an offset, got {spec!r}") from None
     if offset < 0:
-        raise CliError(f"--from offset must be >= 0, got {offset}")
+        raise UsageError(f"--from offset must be >= 0, got {offset}")
     return offset
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from vdl_client.cli.common import CliError, Parser, config_pairs, open_client
+from vdl_client.cli.common import CliError, Parser, UsageError, config_pairs, open_client
 from vdl_client.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from vdl_client.cluster_admin import elect_preferred, list_reassignments, reassign_stream
 from vdl_client.configs import StreamConfig, alter_stream_configs, describe_stream_configs
@@ -37,7 +37,7 @@ def cmd_streams(args: argparse.Namespace) -> int:
 def cmd_alter_config(args: argparse.Namespace) -> int:
     to_set = key_values(args.set, "--set")
     if not to_set and not args.delete:
-        raise CliError("alter-config needs --set KEY=VALUE or --delete KEY")
+        raise UsageError("alter-config needs --set KEY=VALUE or --delete KEY")
     with open_client(args) as client:
         alter_stream_configs(client, args.name, to_set, args.delete)
     changes = [f"{k}={v}" for k, v in to_set.items()] + [f"{k} (default)" for k in args.delete]
@@ -50,7 +50,7 @@ def key_values(pairs: list[str] | None, option: str) -> dict[str, str]:
     for pair in pairs or []:
         key, equals, value = pair.partition("=")
         if not equals or not key:
-            raise CliError(f"{option} takes KEY=VALUE, got {pair!r}")
+            raise UsageError(f"{option} takes KEY=VALUE, got {pair!r}")
         result[key] = value
     return result
 
@@ -108,7 +108,7 @@ def node_ids(value: str) -> list[int]:
 
 def cmd_reassign(args: argparse.Namespace) -> int:
     if (args.replicas is None) == (not args.cancel):
-        raise CliError("reassign needs --replicas N,N,... or --cancel")
+        raise UsageError("reassign needs --replicas N,N,... or --cancel")
     with open_client(args) as client:
         reassign_stream(client, args.name, args.replicas)
         if args.cancel:

@@ -15,7 +15,7 @@ import getpass
 import sys
 
 from vdl_client import admin
-from vdl_client.cli.common import CliError, Parser, open_client
+from vdl_client.cli.common import CliError, Parser, UsageError, open_client
 from vdl_wire.sasl import (
     DEFAULT_ITERATIONS,
     MAX_ITERATIONS,
@@ -30,10 +30,17 @@ MECHANISMS = (SCRAM_SHA_256, SCRAM_SHA_512)
 def _password(args: argparse.Namespace) -> str:
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
+    elif not sys.stdin.isatty():
+        # getpass would fall back to reading stdin with a warning, and end in an EOFError.
+        raise UsageError("no terminal to ask for the password on: give it as stdin's first line with "
+                         "--password-stdin")
     else:
-        password = getpass.getpass(f"password for {args.name}: ")
-        if getpass.getpass("again: ") != password:
-            raise CliError("the passwords differ")
+        try:
+            password = getpass.getpass(f"password for {args.name}: ")
+            if getpass.getpass("again: ") != password:
+                raise CliError("the passwords differ")
+        except EOFError:
+            raise CliError("no password given") from None
     if not password:
         raise CliError("the password is empty")
     return password
@@ -42,7 +49,7 @@ def _password(args: argparse.Namespace) -> str:
 def cmd_users(args: argparse.Namespace) -> int:
     if args.action == "create":
         if not MIN_ITERATIONS <= args.iterations <= MAX_ITERATIONS:
-            raise CliError(f"--iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, got {args.iterations}")
+            raise UsageError(f"--iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, got {args.iterations}")
         password = _password(args)
         with open_client(args) as client:
             admin.upsert_user(client, args.name, args.mechanism, password, args.iterations)

@@ -100,6 +100,12 @@ async def _act(node: NodeView, request: VdlNodesRequest) -> None:
         wanted = DECOMMISSIONING if action == "decommission" else REMOVING
         if current == wanted or current == REMOVING:
             return  # asked again: already on its way out
+        if not any(n != node_id for n in state.membership.placeable(state.nodes)):
+            # Nothing could take its replicas or carry the cluster metadata on: it would stay
+            # "removing" for good (and a cluster of one would remove itself).
+            raise _Refused(ErrorCode.INVALID_REQUEST,
+                           f"node {node_id} is the cluster's last active node: {action} it after another node "
+                           "has joined")
         if action == "decommission":
             _check_room(node, node_id)
         log.info("node %d: %s asked", node_id, action)
