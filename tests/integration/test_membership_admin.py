@@ -207,19 +207,24 @@ def test_the_last_active_node_cannot_be_removed_or_decommissioned(tmp_path: Path
     assert read(single, "only-here") == [b"still", b"here"]
 
 
-def test_a_removed_node_started_again_stops_without_serving(tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    """A removed node's id cannot join again: started again on its data directory, the node
-    stops at once, saying so, and never listens for clients. It used to log that it was stopping,
-    wait 10 s for a registration that could not come, listen and print `vdl-broker listening on`
-    anyway, and only then stop."""
+def test_a_removed_node_stops_by_itself_and_started_again_stops_without_serving(
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A node removed while it runs stops by itself (exit code 0), as a decommissioned one does;
+    it ran on, cut off from the metadata group, serving nothing. Its id cannot join again:
+    started again on its data directory, the node stops at once, saying so, and never listens for
+    clients. It used to log that it was stopping, wait 10 s for a registration that could not
+    come, listen and print `vdl-broker listening on` anyway, and only then stop."""
     trio = start_cluster(tmp_path / "trio", nodes=3, register=lambda c: request.addfinalizer(c.kill_all))
-    trio.kill(3)  # gone (a dead machine), so removed for good
     b = ["--bootstrap", ",".join(node_address(trio, n) for n in (1, 2))]
     removed = vdl("nodes", "remove", "3", *b)
     assert (removed.returncode, removed.stdout) == (
         0, b"node 3: removing (out of the metadata group, its replicas recreated elsewhere)\n"), removed.stderr
     wait_until(lambda: b"\n3 " not in vdl("nodes", "list", *b).stdout, 60, "node 3 to leave the node list")
-    node = trio.nodes[3]  # the machine comes back, with the node's service
+    node = trio.nodes[3]
+    wait_until(lambda: node.process is not None and node.process.poll() is not None, 30,
+               lambda: "node 3 to stop by itself:\n" + "\n".join(list(node.output)[-20:]))
+    assert node.process is not None and node.process.returncode == 0
+    assert any("node 3 was removed from the cluster: stopping" in line for line in node.output), list(node.output)[-20:]
     node.output.clear()
     trio.restart(3, wait=False)
     wait_until(lambda: node.process is not None and node.process.poll() is not None, 60,

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from vdl_broker.cluster.controller import MembershipController
 from vdl_broker.cluster.identity import Formation
-from vdl_broker.cluster.membership import DECOMMISSIONING
+from vdl_broker.cluster.membership import DECOMMISSIONING, REMOVING
 from vdl_broker.cluster.metadata import METADATA_GROUP, ApplyResult
 from vdl_broker.cluster.service import MetadataService
 from vdl_broker.config import NodeConfig, split_host_port
@@ -213,7 +213,7 @@ class Broker:
         if self.node_id in self.metadata.state.membership.removed:
             self.removed_from_cluster()
         elif (self._departure_task is None
-              and self.metadata.state.membership.state_of(self.node_id) == DECOMMISSIONING):
+              and self.metadata.state.membership.state_of(self.node_id) in (DECOMMISSIONING, REMOVING)):
             self._departure_task = asyncio.get_running_loop().create_task(watch_departure(self),
                                                                           name="watch-departure")
 

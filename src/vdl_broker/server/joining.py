@@ -208,11 +208,11 @@ async def find_cluster(broker: Broker) -> None:
 
 
 async def watch_departure(broker: Broker) -> None:
-    """A node on its way out (decommissioning) asks the metadata leader, about every second,
-    whether it was removed yet, and stops once it was. Its own metadata replica may never show
-    it: the leader drops it from the metadata group right after the removal commits, and the
-    append telling it the new commit index may never come (a configuration takes effect on
-    append, raft/confchange.py)."""
+    """A node on its way out (decommissioning, or `removing` while it runs) asks the metadata
+    leader, about every second, whether it was removed yet, and stops once it was. Its own
+    metadata replica may never show it: the leader drops it from the metadata group right after
+    the removal commits, and the append telling it the new commit index may never come (a
+    configuration takes effect on append, raft/confchange.py)."""
     me = broker.node_id
     state = broker.metadata.state
     request = VdlNodesRequest(action="list", node_id=me)
