@@ -29,12 +29,16 @@ def _names(streams: tuple[str, ...]) -> str:
     return f"{len(streams)} ({shown}{more})"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def render(health: ClusterHealth, min_disk_free: float) -> tuple[str, bool]:
     """The screen, and whether the cluster is healthy."""
     up = sum(1 for n in health.nodes if n.up)
     leader = f"node {health.metadata_leader}" if health.metadata_leader >= 0 else "none"
-    lines = [f"cluster {health.cluster_id or '-'}: {len(health.nodes)} nodes ({up} up), "
-             f"{len(health.streams)} streams, metadata leader {leader}"]
+    lines = [f"cluster {health.cluster_id or '-'}: {_count(len(health.nodes), 'node')} ({up} up), "
+             f"{_count(len(health.streams), 'stream')}, metadata leader {leader}"]
     rows = [[str(n.node_id), n.address, "up" if n.up else "down", str(len(n.leads)) if n.up else "-", _disk(n)]
             for n in health.nodes]
     text = "\n".join(lines) + "\n" + columns(["NODE", "ADDRESS", "STATE", "LEADS", "DISK FREE"], rows)

@@ -74,15 +74,17 @@ def format_configs(configs: list[StreamConfig]) -> str:
 def register(commands: argparse._SubParsersAction[Parser], connection: Parser) -> None:
     streams = commands.add_parser("streams", help="create, list, describe or delete streams; alter their configs")
     actions = streams.add_subparsers(dest="action", required=True, parser_class=Parser)
-    for action in ("create", "describe", "delete"):
-        sub = actions.add_parser(action, parents=[connection])
+    helps = {"create": "create a stream", "describe": "a stream's leader, offsets and configs",
+             "delete": "delete a stream and its records"}
+    for action, help_text in helps.items():
+        sub = actions.add_parser(action, parents=[connection], help=help_text)
         sub.add_argument("name")
         if action == "create":
             sub.add_argument("--replication-factor", type=int, default=-1,
                              help="1, 3 or 5 (default: 3, or every node of a smaller cluster)")
             # --config (common.py) takes a stream config, e.g. retention.ms=86400000, here too.
             sub.set_defaults(config_pairs=True)
-    actions.add_parser("list", parents=[connection])
+    actions.add_parser("list", parents=[connection], help="the streams' names")
     streams.set_defaults(run=cmd_streams)
     alter = actions.add_parser("alter-config", parents=[connection], help="set or remove stream configs")
     alter.add_argument("name")

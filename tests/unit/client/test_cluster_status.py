@@ -39,3 +39,8 @@ def test_every_reason_for_unhealthy() -> None:
                     "1 unavailable stream(s)\n")
     assert render(health, 0.0)[0].endswith("unhealthy: node 2 down; no metadata leader; 12 under-replicated "
                                             "stream(s); 1 unavailable stream(s)\n")
+
+
+def test_one_node_and_one_stream_are_not_plural() -> None:
+    health = ClusterHealth("abc", 1, (NodeHealth(1, "h:1", True, ("a",), 100 * GIB, 50 * GIB),), ("a",), (), ())
+    assert render(health, 0.10)[0].splitlines()[0] == "cluster abc: 1 node (1 up), 1 stream, metadata leader node 1"
