@@ -56,6 +56,13 @@ WILDCARD = "*"
 _CONCRETE_TYPES = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID)
 
 
+def principal_problem(principal: str) -> str | None:
+    """Why `principal` is not one an ACL names (Kafka's KafkaPrincipal, type User)."""
+    if not principal.startswith("User:") or len(principal) == len("User:"):
+        return f"principal must be User:<name> or User:*, got {principal!r}"
+    return None
+
+
 @dataclass(frozen=True, order=True)
 class AclBinding:
     resource_type: int
@@ -87,8 +94,8 @@ class AclBinding:
             return "resource name must not be empty"
         if self.resource_type == ResourceType.CLUSTER and self.name != CLUSTER_NAME:
             return f"the CLUSTER resource is named {CLUSTER_NAME!r}"
-        if not self.principal.startswith("User:") or len(self.principal) == len("User:"):
-            return f"principal must be User:<name> or User:*, got {self.principal!r}"
+        if (problem := principal_problem(self.principal)) is not None:
+            return problem
         if not self.host:
             return "host must be * or an address"
         if self.operation in (Operation.UNKNOWN, Operation.ANY) or self.operation not in Operation._value2member_map_:

@@ -23,6 +23,7 @@ from vdl_wire.acls import (
     PatternType,
     Permission,
     ResourceType,
+    principal_problem,
 )
 
 OPERATIONS = tuple(op.name for op in Operation if op not in (Operation.UNKNOWN, Operation.ANY))
@@ -69,6 +70,8 @@ def cmd_acls(args: argparse.Namespace) -> int:
         for binding in bindings:
             print(f"created {_describe(binding)}")
         return 0
+    if args.principal is not None and (problem := principal_problem(args.principal)) is not None:
+        raise UsageError(f"--principal: {problem}")
     kind, name = _resource(args, required=False)
     pattern = PatternType.PREFIXED if args.prefixed else (PatternType.LITERAL if name is not None else PatternType.ANY)
     acl_filter = AclFilter(kind, name, int(pattern), args.principal, None,
