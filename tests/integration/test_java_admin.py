@@ -76,6 +76,19 @@ def test_create_describe_list_delete_topics(java: JavaClients, target: JavaTarge
     assert missing["error"] == "UnknownTopicOrPartitionException"
 
 
+def test_describe_topics_by_id(java: JavaClients, target: JavaTarget) -> None:
+    # Admin.describeTopics(TopicCollection.ofTopicIds) sends Metadata v12+ topics with an id and
+    # the name "" (the Java default, not null): asked for by id, as Kafka answers them.
+    name = topic(target, "by-id")
+    topic_id = create(java, target, name)
+    unknown = "AAAAAAAAAAAAAAAAAAAAAQ"  # Uuid.ONE_UUID: never a topic's id
+    described = java.call("describe_topics", name=target.name, topic_ids=[topic_id, unknown])
+    assert described[unknown]["error"] == "UnknownTopicIdException"
+    by_id = described[topic_id]["ok"]
+    assert (by_id["name"], by_id["topic_id"], by_id["internal"]) == (name, topic_id, False)
+    assert sorted(by_id["partitions"][0]["replicas"]) == target.cluster.node_ids()
+
+
 def test_create_partitions_is_refused(java: JavaClients, target: JavaTarget) -> None:
     name = topic(target, "partitions")
     create(java, target, name)
@@ -182,6 +195,37 @@ def test_describe_and_incremental_alter_configs(java: JavaClients, target: JavaT
     assert refused.value.message == "retention.ms: 'soon' is not an integer >= -1"
     broker = java.call("describe_configs", name=target.name, resources=[["BROKER", "1"]])["1"]["ok"]
     assert broker["log.retention.ms"]["read_only"] is True
+
+
+def test_incremental_alter_configs_append_and_subtract_cleanup_policy(java: JavaClients, target: JavaTarget) -> None:
+    # cleanup.policy is a LIST config: APPEND adds the items not in it yet, SUBTRACT takes items
+    # out, from the stream's value else the default `delete` (Kafka's ConfigAdminManager).
+    name = topic(target, "policy-list")
+    create(java, target, name)
+
+    def alter(**ops: dict[str, str]) -> None:
+        java.call("incremental_alter_configs", name=target.name, type="TOPIC", resource=name, **ops)
+
+    alter(append={"cleanup.policy": "compact"})
+    wait_configs(java, target, name, {"cleanup.policy": "delete,compact"})
+    alter(append={"cleanup.policy": "compact"})  # already there: unchanged
+    wait_configs(java, target, name, {"cleanup.policy": "delete,compact"})
+    alter(subtract={"cleanup.policy": "delete"})
+    wait_configs(java, target, name, {"cleanup.policy": "compact"})
+    alter(subtract={"cleanup.policy": "compact"})  # empty: keep every record
+    wait_configs(java, target, name, {"cleanup.policy": ""})
+    alter(append={"cleanup.policy": "delete"})
+    wait_configs(java, target, name, {"cleanup.policy": "delete"})
+    with pytest.raises(JavaError) as bogus:
+        alter(append={"cleanup.policy": "bogus"})
+    assert (bogus.value.error, bogus.value.message) == (
+        "InvalidConfigurationException", "cleanup.policy: 'delete,bogus' is not one of delete, compact, "
+        "compact,delete (either order) or empty (keep every record)")
+    with pytest.raises(JavaError) as not_list:
+        alter(append={"retention.ms": "1000"})
+    assert (not_list.value.error, not_list.value.message) == (
+        "InvalidConfigurationException", "retention.ms: APPEND applies to list configs only (cleanup.policy); use SET")
+    wait_configs(java, target, name, {"cleanup.policy": "delete"})
 
 
 @pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")  # the API under test
