@@ -172,7 +172,7 @@ class ConsumerGroupCoordinator:
         invalid = _invalid(request)
         if invalid is not None:
             return HeartbeatResult(ErrorCode.INVALID_REQUEST, invalid)
-        if request.subscribed_topic_regex and _compiled(request.subscribed_topic_regex) is None:
+        if request.subscribed_topic_regex and compiled_regex(request.subscribed_topic_regex) is None:
             return HeartbeatResult(ErrorCode.INVALID_REGULAR_EXPRESSION,
                                    f"SubscribedTopicRegex {request.subscribed_topic_regex!r} is not a valid regular "
                                    "expression.")
@@ -427,9 +427,10 @@ def _invalid(request: HeartbeatRequestData) -> str | None:
     return None
 
 
-def _compiled(regex: str) -> re.Pattern[str] | None:
-    """A SubscribedTopicRegex as Python's `re` reads it (Kafka: RE2/J, whose syntax is a subset
-    of it for what topic patterns use); None if it does not compile."""
+def compiled_regex(regex: str) -> re.Pattern[str] | None:
+    """A SubscribedTopicRegex or a ListTransactions TransactionalIdPattern as Python's `re` reads
+    it (Kafka: RE2/J, whose syntax is a subset of it for what these patterns use); None if it
+    does not compile."""
     try:
         return re.compile(regex)
     except re.error:
@@ -438,7 +439,7 @@ def _compiled(regex: str) -> re.Pattern[str] | None:
 
 def _matching(regex: str, streams: Collection[str]) -> tuple[str, ...]:
     """The streams a regex subscription takes: Kafka matches the whole name."""
-    pattern = _compiled(regex)
+    pattern = compiled_regex(regex)
     return tuple(sorted(s for s in streams if pattern is not None and pattern.fullmatch(s)))
 
 
