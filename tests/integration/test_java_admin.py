@@ -279,6 +279,40 @@ def test_consumer_group_admin(java: JavaClients, target: JavaTarget) -> None:
     assert missing["error"] == "GroupIdNotFoundException"
 
 
+def test_remove_members_from_a_consumer_group(java: JavaClients, target: JavaTarget) -> None:
+    # Admin.removeMembersFromConsumerGroup sends LeaveGroup v3+; Kafka 4 fences the named members
+    # of a KIP-848 consumer group out too (the group epoch moves on; a removed member rejoins).
+    name, group = topic(target, "remove-stream"), topic(target, "remove-group")
+    create(java, target, name)
+    send(java, target, name, ["v0"])
+    consumers = [f"{target.name}-remove-{i}" for i in (1, 2)]
+    for i, consumer in enumerate(consumers):
+        static = {"group.instance.id": "static-1"} if i == 0 else {}
+        java.consumer(consumer, target.bootstrap, target.security, **{
+            "group.id": group, "group.protocol": "consumer", "auto.offset.reset": "earliest", **static})
+        java.call("subscribe", name=consumer, topics=[name])
+    assert [r["value"] for r in java.poll(consumers[0], min_records=1)] == ["v0"]
+
+    def described() -> dict:
+        return java.call("describe_consumer_groups", name=target.name, groups=[group])[group]["ok"]
+
+    def both_joined() -> bool:
+        java.poll(consumers[1], min_records=0, timeout_ms=200)  # a KIP-848 consumer joins in poll
+        return len(described()["members"]) == 2
+
+    wait_until(both_joined, timeout=30, message=lambda: f"{described()}")
+    before = described()
+    assert before["type"] == "Consumer"
+    with pytest.raises(JavaError) as unknown:
+        java.call("remove_members", name=target.name, group=group, instance_ids=["no-such-instance"])
+    assert unknown.value.error == "UnknownMemberIdException", unknown.value
+    assert java.call("remove_members", name=target.name, group=group, instance_ids=["static-1"]) is None
+    after = described()
+    assert after["type"] == "Consumer" and after["group_epoch"] > before["group_epoch"], (before, after)
+    for consumer in consumers:
+        java.call("close", name=consumer)
+
+
 # ---- security -----------------------------------------------------------------------------------
 
 

@@ -344,6 +344,26 @@ class ConsumerGroupCoordinator:
         self._remove(group, member.member_id, streams)
         return HeartbeatResult(ErrorCode.NONE, None, member.member_id, request.member_epoch)
 
+    def remove_member(self, group_id: str, member_id: str, instance_id: str | None,
+                      streams: Collection[str]) -> ErrorCode:
+        """A LeaveGroup v3+ member (the admin clients' removeMembersFromConsumerGroup) of a
+        consumer group: the member is fenced out as Kafka's classicGroupLeaveToConsumerGroup does;
+        named by its instance id alone, the static member holding it (a member id given too
+        must be that member's: FENCED_INSTANCE_ID otherwise)."""
+        group = self._groups.get(group_id)
+        member = None
+        if group is not None:
+            if instance_id is not None:
+                member = next((m for m in group.members.values() if m.instance_id == instance_id), None)
+                if member is not None and member_id and member.member_id != member_id:
+                    return ErrorCode.FENCED_INSTANCE_ID
+            else:
+                member = group.members.get(member_id)
+        if group is None or member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        self._remove(group, member.member_id, streams)
+        return ErrorCode.NONE
+
     def _remove(self, group: ConsumerGroup, member_id: str, streams: Collection[str]) -> None:
         group.members.pop(member_id, None)
         group.target.pop(member_id, None)

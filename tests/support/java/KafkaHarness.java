@@ -16,12 +16,14 @@ import org.apache.kafka.clients.admin.ListGroupsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.MemberToRemove;
 import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.PartitionReassignment;
 import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions;
 import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.clients.admin.ScramCredentialInfo;
 import org.apache.kafka.clients.admin.ScramMechanism;
@@ -317,6 +319,13 @@ public final class KafkaHarness {
                     out.set(e.getKey(), outcome(e.getValue(), ignored -> NODES.nullNode()));
                 }
                 return out;
+            }
+            case "remove_members": {  // instance_ids: those static members; absent: every member
+                var options = c.has("instance_ids")
+                    ? new RemoveMembersFromConsumerGroupOptions(stringList(c.get("instance_ids")).stream().map(MemberToRemove::new).toList())
+                    : new RemoveMembersFromConsumerGroupOptions();
+                admin.removeMembersFromConsumerGroup(c.get("group").asText(), options).all().get();
+                return NODES.nullNode();
             }
             case "delete_records": {
                 Map<TopicPartition, RecordsToDelete> wanted = new HashMap<>();
