@@ -76,6 +76,19 @@ def test_create_describe_list_delete_topics(java: JavaClients, target: JavaTarge
     assert missing["error"] == "UnknownTopicOrPartitionException"
 
 
+def test_describe_topics_by_id(java: JavaClients, target: JavaTarget) -> None:
+    # Admin.describeTopics(TopicCollection.ofTopicIds) sends Metadata v12+ topics with an id and
+    # the name "" (the Java default, not null): asked for by id, as Kafka answers them.
+    name = topic(target, "by-id")
+    topic_id = create(java, target, name)
+    unknown = "AAAAAAAAAAAAAAAAAAAAAQ"  # Uuid.ONE_UUID: never a topic's id
+    described = java.call("describe_topics", name=target.name, topic_ids=[topic_id, unknown])
+    assert described[unknown]["error"] == "UnknownTopicIdException"
+    by_id = described[topic_id]["ok"]
+    assert (by_id["name"], by_id["topic_id"], by_id["internal"]) == (name, topic_id, False)
+    assert sorted(by_id["partitions"][0]["replicas"]) == target.cluster.node_ids()
+
+
 def test_create_partitions_is_refused(java: JavaClients, target: JavaTarget) -> None:
     name = topic(target, "partitions")
     create(java, target, name)
@@ -184,6 +197,37 @@ def test_describe_and_incremental_alter_configs(java: JavaClients, target: JavaT
     assert broker["log.retention.ms"]["read_only"] is True
 
 
+def test_incremental_alter_configs_append_and_subtract_cleanup_policy(java: JavaClients, target: JavaTarget) -> None:
+    # cleanup.policy is a LIST config: APPEND adds the items not in it yet, SUBTRACT takes items
+    # out, from the stream's value else the default `delete` (Kafka's ConfigAdminManager).
+    name = topic(target, "policy-list")
+    create(java, target, name)
+
+    def alter(**ops: dict[str, str]) -> None:
+        java.call("incremental_alter_configs", name=target.name, type="TOPIC", resource=name, **ops)
+
+    alter(append={"cleanup.policy": "compact"})
+    wait_configs(java, target, name, {"cleanup.policy": "delete,compact"})
+    alter(append={"cleanup.policy": "compact"})  # already there: unchanged
+    wait_configs(java, target, name, {"cleanup.policy": "delete,compact"})
+    alter(subtract={"cleanup.policy": "delete"})
+    wait_configs(java, target, name, {"cleanup.policy": "compact"})
+    alter(subtract={"cleanup.policy": "compact"})  # empty: keep every record
+    wait_configs(java, target, name, {"cleanup.policy": ""})
+    alter(append={"cleanup.policy": "delete"})
+    wait_configs(java, target, name, {"cleanup.policy": "delete"})
+    with pytest.raises(JavaError) as bogus:
+        alter(append={"cleanup.policy": "bogus"})
+    assert (bogus.value.error, bogus.value.message) == (
+        "InvalidConfigurationException", "cleanup.policy: 'delete,bogus' is not one of delete, compact, "
+        "compact,delete (either order) or empty (keep every record)")
+    with pytest.raises(JavaError) as not_list:
+        alter(append={"retention.ms": "1000"})
+    assert (not_list.value.error, not_list.value.message) == (
+        "InvalidConfigurationException", "retention.ms: APPEND applies to list configs only (cleanup.policy); use SET")
+    wait_configs(java, target, name, {"cleanup.policy": "delete"})
+
+
 @pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")  # the API under test
 def test_alter_configs_replaces_the_whole_config(java: JavaClients, target: JavaTarget) -> None:
     # Admin.alterConfigs is gone from Kafka 4's Java client: librdkafka's still sends AlterConfigs
@@ -233,6 +277,40 @@ def test_consumer_group_admin(java: JavaClients, target: JavaTarget) -> None:
     assert [g for g in java.call("list_groups", name=target.name) if g["group_id"] == group] == []
     missing = java.call("delete_consumer_groups", name=target.name, groups=[group])[group]
     assert missing["error"] == "GroupIdNotFoundException"
+
+
+def test_remove_members_from_a_consumer_group(java: JavaClients, target: JavaTarget) -> None:
+    # Admin.removeMembersFromConsumerGroup sends LeaveGroup v3+; Kafka 4 fences the named members
+    # of a KIP-848 consumer group out too (the group epoch moves on; a removed member rejoins).
+    name, group = topic(target, "remove-stream"), topic(target, "remove-group")
+    create(java, target, name)
+    send(java, target, name, ["v0"])
+    consumers = [f"{target.name}-remove-{i}" for i in (1, 2)]
+    for i, consumer in enumerate(consumers):
+        static = {"group.instance.id": "static-1"} if i == 0 else {}
+        java.consumer(consumer, target.bootstrap, target.security, **{
+            "group.id": group, "group.protocol": "consumer", "auto.offset.reset": "earliest", **static})
+        java.call("subscribe", name=consumer, topics=[name])
+    assert [r["value"] for r in java.poll(consumers[0], min_records=1)] == ["v0"]
+
+    def described() -> dict:
+        return java.call("describe_consumer_groups", name=target.name, groups=[group])[group]["ok"]
+
+    def both_joined() -> bool:
+        java.poll(consumers[1], min_records=0, timeout_ms=200)  # a KIP-848 consumer joins in poll
+        return len(described()["members"]) == 2
+
+    wait_until(both_joined, timeout=30, message=lambda: f"{described()}")
+    before = described()
+    assert before["type"] == "Consumer"
+    with pytest.raises(JavaError) as unknown:
+        java.call("remove_members", name=target.name, group=group, instance_ids=["no-such-instance"])
+    assert unknown.value.error == "UnknownMemberIdException", unknown.value
+    assert java.call("remove_members", name=target.name, group=group, instance_ids=["static-1"]) is None
+    after = described()
+    assert after["type"] == "Consumer" and after["group_epoch"] > before["group_epoch"], (before, after)
+    for consumer in consumers:
+        java.call("close", name=consumer)
 
 
 # ---- security -----------------------------------------------------------------------------------

@@ -297,6 +297,25 @@ class AlterOp(IntEnum):
 REPLICATION_THROTTLES = frozenset({"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"})
 
 
+def _list_altered(name: str, operation: int, value: str | None, current: Mapping[str, Any]) -> str:
+    """A list config after APPEND (the items not in it yet, at its end) or SUBTRACT (every item
+    given taken out) of comma-separated `value`, from the stream's value, else the built-in
+    default: Kafka's ConfigAdminManager.prepareIncrementalConfigs (its config default, not the
+    node's setting)."""
+    key = known_key(name)
+    if key.type != ConfigType.LIST:
+        raise ConfigProblem(f"{name}: {AlterOp(operation).name} applies to list configs only "
+                            f"({', '.join(k.name for k in CONFIG_KEYS.values() if k.type == ConfigType.LIST)}); use SET")
+    if value is None:
+        raise ConfigProblem(f"{name}: {AlterOp(operation).name} needs a value ({key.accepted()})")
+    old = str(current[name]) if name in current else (key.default or "")
+    items = [item.strip() for item in old.split(",") if item.strip()]
+    given = [item.strip() for item in value.split(",") if item.strip()]
+    if operation == AlterOp.APPEND:
+        return ",".join(items + [item for item in dict.fromkeys(given) if item not in items])
+    return ",".join(item for item in items if item not in given)
+
+
 def altered(current: Mapping[str, Any], changes: list[tuple[str, int, str | None]],
             replication_factor: int) -> tuple[dict[str, str], list[str]]:
     """(set, delete) for changes (name, operation, value) to the config of a stream of
@@ -320,8 +339,7 @@ def altered(current: Mapping[str, Any], changes: list[tuple[str, int, str | None
             known_key(name)
             to_delete.append(name)
         elif operation in (AlterOp.APPEND, AlterOp.SUBTRACT):
-            known_key(name)
-            raise ConfigProblem(f"{name}: {AlterOp(operation).name} applies to list configs only; use SET")
+            to_set[name] = canonical_value(name, _list_altered(name, operation, value, current))
         else:
             raise ConfigProblem(f"{name}: unknown operation {operation} (0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT)")
     merged = {k: str(v) for k, v in current.items() if k not in to_delete}

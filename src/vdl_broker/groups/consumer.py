@@ -172,7 +172,7 @@ class ConsumerGroupCoordinator:
         invalid = _invalid(request)
         if invalid is not None:
             return HeartbeatResult(ErrorCode.INVALID_REQUEST, invalid)
-        if request.subscribed_topic_regex and _compiled(request.subscribed_topic_regex) is None:
+        if request.subscribed_topic_regex and compiled_regex(request.subscribed_topic_regex) is None:
             return HeartbeatResult(ErrorCode.INVALID_REGULAR_EXPRESSION,
                                    f"SubscribedTopicRegex {request.subscribed_topic_regex!r} is not a valid regular "
                                    "expression.")
@@ -344,6 +344,26 @@ class ConsumerGroupCoordinator:
         self._remove(group, member.member_id, streams)
         return HeartbeatResult(ErrorCode.NONE, None, member.member_id, request.member_epoch)
 
+    def remove_member(self, group_id: str, member_id: str, instance_id: str | None,
+                      streams: Collection[str]) -> ErrorCode:
+        """A LeaveGroup v3+ member (the admin clients' removeMembersFromConsumerGroup) of a
+        consumer group: the member is fenced out as Kafka's classicGroupLeaveToConsumerGroup does;
+        named by its instance id alone, the static member holding it (a member id given too
+        must be that member's: FENCED_INSTANCE_ID otherwise)."""
+        group = self._groups.get(group_id)
+        member = None
+        if group is not None:
+            if instance_id is not None:
+                member = next((m for m in group.members.values() if m.instance_id == instance_id), None)
+                if member is not None and member_id and member.member_id != member_id:
+                    return ErrorCode.FENCED_INSTANCE_ID
+            else:
+                member = group.members.get(member_id)
+        if group is None or member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        self._remove(group, member.member_id, streams)
+        return ErrorCode.NONE
+
     def _remove(self, group: ConsumerGroup, member_id: str, streams: Collection[str]) -> None:
         group.members.pop(member_id, None)
         group.target.pop(member_id, None)
@@ -427,9 +447,10 @@ def _invalid(request: HeartbeatRequestData) -> str | None:
     return None
 
 
-def _compiled(regex: str) -> re.Pattern[str] | None:
-    """A SubscribedTopicRegex as Python's `re` reads it (Kafka: RE2/J, whose syntax is a subset
-    of it for what topic patterns use); None if it does not compile."""
+def compiled_regex(regex: str) -> re.Pattern[str] | None:
+    """A SubscribedTopicRegex or a ListTransactions TransactionalIdPattern as Python's `re` reads
+    it (Kafka: RE2/J, whose syntax is a subset of it for what these patterns use); None if it
+    does not compile."""
     try:
         return re.compile(regex)
     except re.error:
@@ -438,7 +459,7 @@ def _compiled(regex: str) -> re.Pattern[str] | None:
 
 def _matching(regex: str, streams: Collection[str]) -> tuple[str, ...]:
     """The streams a regex subscription takes: Kafka matches the whole name."""
-    pattern = _compiled(regex)
+    pattern = compiled_regex(regex)
     return tuple(sorted(s for s in streams if pattern is not None and pattern.fullmatch(s)))
 
 

@@ -424,9 +424,13 @@ class Partition:
 
     # -- append ------------------------------------------------------------------------------
 
-    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader | None = None) -> AppendHandle:
+    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader | None = None,
+               operator_marker: bool = False) -> AppendHandle:
         """Idempotence check, offset assignment and proposal of one validated RecordBatch v2,
-        synchronously; raises PartitionError."""
+        synchronously; raises PartitionError. `operator_marker`: an operator's abort marker
+        (Admin.abortTransaction), written even when the producer's last marker here carries the
+        same coordinator epoch: the operator took that epoch from DescribeProducers, and Kafka
+        refuses only a lower one (ProducerAppendInfo.checkCoordinatorEpoch)."""
         if self.closed:
             raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"stream {self.name} was deleted")
         if not self.is_leader:
@@ -445,7 +449,7 @@ class Partition:
                 raise PartitionError(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
                                      f"stream {self.name}: a marker of producer {header.producer_id} at coordinator "
                                      f"epoch {marker.coordinator_epoch}, after its marker at {last.coordinator_epoch}")
-            if verdict is MarkerVerdict.WRITTEN:
+            if verdict is MarkerVerdict.WRITTEN and not operator_marker:
                 assert last is not None  # the same decision's marker: written (or in flight)
                 return AppendHandle(self, last.offset, True, self._inflight.get(last.offset))
         if idempotent:
@@ -611,7 +615,8 @@ class RemotePartition:
         self.name = name
         self.leader_id = leader_id
 
-    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader | None = None) -> AppendHandle:
+    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader | None = None,
+               operator_marker: bool = False) -> AppendHandle:
         raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this node holds no replica of stream {self.name}")
 
     def changed_future(self) -> asyncio.Future[None]:

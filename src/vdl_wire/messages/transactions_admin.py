@@ -76,17 +76,19 @@ DESCRIBE_TRANSACTIONS_RESPONSE = message(
 LIST_TRANSACTIONS_REQUEST = message(
     "ListTransactionsRequest",
     66,
-    "0-1",
+    "0-2",
     "0+",
     Field("state_filters", Array(STRING)),
     Field("producer_id_filters", Array(INT64)),
     Field("duration_filter", INT64, versions="1+", default=-1),
+    # KIP-1152: a regular expression (RE2/J) the whole transactional id matches; null or empty: any.
+    Field("transactional_id_pattern", STRING, versions="2+", nullable_versions="2+", default=None),
 )
 
 LIST_TRANSACTIONS_RESPONSE = message(
     "ListTransactionsResponse",
     66,
-    "0-1",
+    "0-2",
     "0+",
     Field("throttle_time_ms", INT32),
     Field("error_code", INT16),

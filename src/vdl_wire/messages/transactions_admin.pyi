@@ -92,7 +92,8 @@ class ListTransactionsRequest:
     state_filters: list[str]
     producer_id_filters: list[int]
     duration_filter: int
-    def __init__(self, state_filters: list[str] = ..., producer_id_filters: list[int] = ..., duration_filter: int = ...) -> None: ...
+    transactional_id_pattern: str | None
+    def __init__(self, state_filters: list[str] = ..., producer_id_filters: list[int] = ..., duration_filter: int = ..., transactional_id_pattern: str | None = ...) -> None: ...
 
 class ListTransactionsResponse:
     DECL: ClassVar[MessageDecl]

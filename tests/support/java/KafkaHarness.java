@@ -16,12 +16,14 @@ import org.apache.kafka.clients.admin.ListGroupsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.MemberToRemove;
 import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.PartitionReassignment;
 import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions;
 import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.clients.admin.ScramCredentialInfo;
 import org.apache.kafka.clients.admin.ScramMechanism;
@@ -42,8 +44,10 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.ElectionType;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.acl.AccessControlEntry;
 import org.apache.kafka.common.acl.AccessControlEntryFilter;
 import org.apache.kafka.common.acl.AclBinding;
@@ -226,6 +230,15 @@ public final class KafkaHarness {
             }
             case "describe_topics": {
                 ObjectNode out = NODES.objectNode();
+                if (c.has("topic_ids")) {  // by id (KIP-516: Metadata v12 names topics by id alone)
+                    List<Uuid> ids = new ArrayList<>();
+                    c.get("topic_ids").forEach(id -> ids.add(Uuid.fromString(id.asText())));
+                    var byId = admin.describeTopics(TopicCollection.ofTopicIds(ids)).topicIdValues();
+                    for (var e : byId.entrySet()) {
+                        out.set(e.getKey().toString(), outcome(e.getValue(), KafkaHarness::topicJson));
+                    }
+                    return out;
+                }
                 var described = admin.describeTopics(stringList(c.get("topics"))).topicNameValues();
                 for (var e : described.entrySet()) {
                     out.set(e.getKey(), outcome(e.getValue(), KafkaHarness::topicJson));
@@ -307,6 +320,13 @@ public final class KafkaHarness {
                 }
                 return out;
             }
+            case "remove_members": {  // instance_ids: those static members; absent: every member
+                var options = c.has("instance_ids")
+                    ? new RemoveMembersFromConsumerGroupOptions(stringList(c.get("instance_ids")).stream().map(MemberToRemove::new).toList())
+                    : new RemoveMembersFromConsumerGroupOptions();
+                admin.removeMembersFromConsumerGroup(c.get("group").asText(), options).all().get();
+                return NODES.nullNode();
+            }
             case "delete_records": {
                 Map<TopicPartition, RecordsToDelete> wanted = new HashMap<>();
                 c.get("before").properties().forEach(e -> wanted.put(new TopicPartition(e.getKey(), 0), RecordsToDelete.beforeOffset(e.getValue().asLong())));
@@ -351,6 +371,8 @@ public final class KafkaHarness {
                 for (JsonNode key : c.path("delete")) {
                     ops.add(new AlterConfigOp(new ConfigEntry(key.asText(), ""), AlterConfigOp.OpType.DELETE));
                 }
+                c.path("append").properties().forEach(e -> ops.add(new AlterConfigOp(new ConfigEntry(e.getKey(), e.getValue().asText()), AlterConfigOp.OpType.APPEND)));
+                c.path("subtract").properties().forEach(e -> ops.add(new AlterConfigOp(new ConfigEntry(e.getKey(), e.getValue().asText()), AlterConfigOp.OpType.SUBTRACT)));
                 changes.put(resource, ops);
                 admin.incrementalAlterConfigs(changes).all().get();
                 return NODES.nullNode();

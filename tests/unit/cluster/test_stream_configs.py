@@ -102,12 +102,12 @@ def test_json_format_needs_a_schema() -> None:
         altered({"vdl.table.format": "json", "vdl.table.schema": "a INT"}, [("vdl.table.schema", AlterOp.DELETE, None)], 3)
 
 
-def test_altered_sets_and_deletes_and_refuses_list_operations() -> None:
+def test_altered_sets_and_deletes_and_refuses_list_operations_on_other_keys() -> None:
     current = {"retention.ms": "1000", "segment.ms": "5"}
     to_set, to_delete = altered(current, [("retention.ms", AlterOp.SET, "2000"), ("segment.ms", AlterOp.DELETE, None)],
                                 3)
     assert (to_set, to_delete) == ({"retention.ms": "2000"}, ["segment.ms"])
-    with pytest.raises(ConfigProblem, match="^retention.ms: APPEND applies to list configs only; use SET$"):
+    with pytest.raises(ConfigProblem, match=r"^retention.ms: APPEND applies to list configs only \(cleanup.policy\); use SET$"):
         altered(current, [("retention.ms", AlterOp.APPEND, "1")], 3)
     with pytest.raises(ConfigProblem, match="^unknown stream config 'nope'"):
         altered(current, [("nope", AlterOp.DELETE, None)], 3)
@@ -115,6 +115,20 @@ def test_altered_sets_and_deletes_and_refuses_list_operations() -> None:
         altered(current, [("retention.ms", AlterOp.SET, "1"), ("retention.ms", AlterOp.DELETE, None)], 3)
     with pytest.raises(ConfigProblem, match="unknown operation 7"):
         altered(current, [("retention.ms", 7, "1")], 3)
+
+
+@pytest.mark.parametrize(("current", "operation", "value", "result"), [
+    ({}, AlterOp.APPEND, "compact", "delete,compact"),  # from the default `delete`
+    ({"cleanup.policy": "compact"}, AlterOp.APPEND, "delete,compact", "compact,delete"),
+    ({"cleanup.policy": "delete,compact"}, AlterOp.APPEND, "compact", "delete,compact"),
+    ({"cleanup.policy": "compact,delete"}, AlterOp.SUBTRACT, "delete", "compact"),
+    ({"cleanup.policy": "compact"}, AlterOp.SUBTRACT, "compact", ""),
+    ({}, AlterOp.SUBTRACT, "compact", "delete"),
+])
+def test_append_and_subtract_on_the_list_config(current: dict[str, str], operation: AlterOp, value: str,
+                                                result: str) -> None:
+    """Kafka's ConfigAdminManager: APPEND adds what is missing at the end, SUBTRACT removes."""
+    assert altered(current, [("cleanup.policy", operation, value)], 3) == ({"cleanup.policy": result}, [])
 
 
 @pytest.mark.parametrize(("replicas", "accepted", "refused"), [(1, ["1"], ["2", "0"]), (3, ["1", "2"], ["3", "-1", "x"]),

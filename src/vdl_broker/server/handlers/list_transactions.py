@@ -1,5 +1,6 @@
 """ListTransactions (key 66): the transactions a coordinator knows (KIP-664), filtered by state,
-producer id and (v1) running longer than a duration. Every node holds the replicated state, but
+producer id, (v1) running longer than a duration and (v2, KIP-1152) a transactional id pattern
+the whole id matches (INVALID_REGULAR_EXPRESSION when it does not compile). Every node holds the replicated state, but
 only the coordinator (the metadata leader) lists it, as each Kafka broker lists only its own:
 admin clients ask every node and concatenate the answers. DESCRIBE on each id, else left out."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 import time
 
 from vdl_broker.cluster.transactions import TxnState
+from vdl_broker.groups.consumer import compiled_regex
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.node_view import NodeView
@@ -25,6 +27,11 @@ def handle(node: NodeView, context: RequestContext, request: ListTransactionsReq
     wanted_states = set(request.state_filters)
     wanted_producers = set(request.producer_id_filters)
     duration = request.duration_filter if context.api_version >= 1 else -1
+    pattern_text = request.transactional_id_pattern if context.api_version >= 2 else None
+    pattern = compiled_regex(pattern_text) if pattern_text else None
+    if pattern_text and pattern is None:
+        return R(error_code=int(ErrorCode.INVALID_REGULAR_EXPRESSION), unknown_state_filters=unknown,
+                 transaction_states=[])
     now = int(time.time() * 1000)
     listed = []
     if node.transactions.active():
@@ -34,6 +41,8 @@ def handle(node: NodeView, context: RequestContext, request: ListTransactionsReq
             if wanted_producers and meta.producer_id not in wanted_producers:
                 continue
             if duration >= 0 and (meta.start_ms < 0 or now - meta.start_ms < duration):
+                continue
+            if pattern is not None and not pattern.fullmatch(meta.transactional_id):
                 continue
             if not authorized(node, context, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
                               meta.transactional_id):

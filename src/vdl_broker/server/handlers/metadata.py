@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from vdl_broker.cluster import topic_ids
 from vdl_broker.cluster.acls import CLUSTER_NAME
 from vdl_broker.cluster.metadata import validate_stream_name
 from vdl_broker.config import split_host_port
@@ -32,11 +33,20 @@ Partition = MetadataResponse.MetadataResponsePartition
 Broker = MetadataResponse.MetadataResponseBroker
 
 
+def _by_id_topics(request: MetadataRequest) -> list[uuid.UUID]:
+    """The ids a v12+ request asks for. A topic with a non-zero id is asked for by id whatever
+    its name: the Java client leaves the name "" (its default), not null, and Kafka then ignores
+    the names (KafkaApis.handleTopicMetadataRequest)."""
+    return [topic.topic_id for topic in request.topics or [] if topic.topic_id not in (None, topic_ids.ZERO)]
+
+
 def requested_names(request: MetadataRequest, version: int) -> list[str] | None:
-    """None means every stream: a null list (v1+), or an empty one in v0. Topics named by id
-    only (v10+) are answered apart (`_by_id`)."""
+    """None means every stream: a null list (v1+), or an empty one in v0. Topics asked for by
+    id (v12+) are answered apart (`_by_id`)."""
     if request.topics is None or (version == 0 and not request.topics):
         return None
+    if _by_id_topics(request):
+        return []
     return [topic.name for topic in request.topics if topic.name is not None]
 
 
@@ -138,7 +148,7 @@ async def handle(node: NodeView, context: RequestContext, request: MetadataReque
                 topics.append(Topic(error_code=int(ErrorCode.LEADER_NOT_AVAILABLE), name=name))
             else:
                 topics.append(Topic(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name=name))
-        topics += [_by_id(node, context, t.topic_id) for t in request.topics or [] if t.name is None]
+        topics += [_by_id(node, context, topic_id) for topic_id in _by_id_topics(request)]
     if request.include_topic_authorized_operations:  # v8+ (KIP-430): what the principal may do on each
         for topic in topics:
             if topic.error_code != ErrorCode.TOPIC_AUTHORIZATION_FAILED and topic.name is not None:

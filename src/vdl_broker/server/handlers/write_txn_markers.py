@@ -11,7 +11,9 @@ earlier decision's (TRANSACTION_COORDINATOR_FENCED), whatever the metadata copy 
 An operator's WriteTxnMarkers (Kafka's Admin.abortTransaction: `kafka-transactions abort`, KIP-664)
 comes from a client, not from a node: it aborts the transaction in the stream there and then, as
 Kafka's broker does, whatever the coordinator holds; the guard against a deposed coordinator's
-late request is for the coordinators' requests only.
+late request is for the coordinators' requests only, and so is the "this decision's marker is
+written already" of a marker at the producer's last coordinator epoch (the one DescribeProducers
+shows the operator).
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ async def write_markers(node: NodeView, request: WriteTxnMarkersRequest,
                                   else ErrorCode.NOT_LEADER_OR_FOLLOWER)
                     continue
                 try:
-                    handles.append((key, partition.append(batch)))
+                    handles.append((key, partition.append(batch, operator_marker=not from_coordinator)))
                 except PartitionError as error:
                     codes[key] = error.code
     for key, handle in handles:
