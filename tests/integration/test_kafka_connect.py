@@ -20,6 +20,7 @@ import pytest
 
 from tests.support.cluster import free_port
 from tests.support.java_client import harness_classpath, java_command
+from tests.support.kafka import stream_set_configs
 from tests.support.waiting import wait_until
 from vdl_dev.dev_cluster import DevCluster
 
@@ -28,7 +29,6 @@ pytestmark = pytest.mark.timeout(300)
 INTERNAL = ("connect-offsets", "connect-configs", "connect-status")
 TOPIC = "counted"
 COUNT = 2000
-DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs' config source
 
 
 class Worker:
@@ -100,14 +100,6 @@ class Worker:
         self._log.close()
 
 
-def topic_configs(cluster: DevCluster, stream: str) -> dict[str, str]:
-    from confluent_kafka.admin import AdminClient, ConfigResource
-
-    client = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    [future] = client.describe_configs([ConfigResource("topic", stream)]).values()
-    return {name: entry.value for name, entry in future.result(timeout=30).items()
-            if int(entry.source) == DYNAMIC_TOPIC_CONFIG}
-
 
 class CommittedReader:
     """The connector's topic from offset 0, read_committed: (offset, value) in order."""
@@ -139,7 +131,7 @@ def test_distributed_worker_runs_an_exactly_once_source_across_a_kill(cluster: D
 
         def described(name: str) -> dict[str, str] | None:
             try:
-                return topic_configs(cluster, name)
+                return stream_set_configs(cluster.bootstrap_servers, name)
             except KafkaException:
                 return None  # not created yet: the herder starts its stores after REST answers
         for name in INTERNAL:

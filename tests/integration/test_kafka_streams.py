@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.java_client import harness_classpath, java_command
+from tests.support.kafka import stream_set_configs
 from tests.support.waiting import wait_until
 from vdl_dev.dev_cluster import DevCluster
 
@@ -26,7 +27,6 @@ APP = "wordcount"
 INPUT, OUTPUT = "wc-lines", "wc-counts"
 REPARTITION, CHANGELOG = f"{APP}-words-repartition", f"{APP}-counts-changelog"
 WORDS = ("apple", "berry", "cherry", "damson", "elder", "fig", "grape", "hazel")
-DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs' config source
 
 
 def lines(first: int, count: int) -> list[str]:
@@ -126,15 +126,6 @@ def produce(cluster: DevCluster, text: list[str]) -> None:
     assert producer.flush(60) == 0 and not errors, errors[:3]
 
 
-def topic_configs(cluster: DevCluster, stream: str) -> dict[str, str]:
-    """The configs set on the stream (DescribeConfigs through librdkafka)."""
-    from confluent_kafka.admin import AdminClient, ConfigResource
-
-    client = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    [future] = client.describe_configs([ConfigResource("topic", stream)]).values()
-    return {name: entry.value for name, entry in future.result(timeout=30).items()
-            if int(entry.source) == DYNAMIC_TOPIC_CONFIG}
-
 
 def log_start(cluster: DevCluster, stream: str) -> int:
     from confluent_kafka import Consumer, TopicPartition
@@ -164,9 +155,11 @@ def test_word_count_exactly_once_across_a_kill(cluster: DevCluster, reader: Comm
 
         # The internal topics Streams created, with the configs it asked for: the changelog
         # compacted (kept whole here), the repartition topic deleted by retention and DeleteRecords.
-        assert topic_configs(cluster, CHANGELOG) == {"cleanup.policy": "compact", "message.timestamp.type": "CreateTime"}
-        assert topic_configs(cluster, REPARTITION) == {"cleanup.policy": "delete", "segment.bytes": "52428800",
-                                                       "retention.ms": "-1", "message.timestamp.type": "CreateTime"}
+        bootstrap = cluster.bootstrap_servers
+        assert stream_set_configs(bootstrap, CHANGELOG) == {"cleanup.policy": "compact",
+                                                            "message.timestamp.type": "CreateTime"}
+        assert stream_set_configs(bootstrap, REPARTITION) == {"cleanup.policy": "delete", "segment.bytes": "52428800",
+                                                              "retention.ms": "-1", "message.timestamp.type": "CreateTime"}
         # Streams purges the repartition records its tasks committed past (repartition.purge.interval.ms).
         wait_until(lambda: log_start(cluster, REPARTITION) > 0, 30, "Streams deleting consumed repartition records")
         assert log_start(cluster, CHANGELOG) == 0

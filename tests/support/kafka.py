@@ -362,3 +362,16 @@ def read_to_end(bootstrap: str, stream: str, isolation: str, at_least: int = 0,
         consumer.close()
     assert at_end and len(records) >= at_least, (stream, isolation, at_end, len(records))
     return records
+
+
+DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs' config source of a config set on the topic
+
+
+def stream_set_configs(bootstrap: str, stream: str) -> dict[str, str]:
+    """The configs set on the stream itself (DescribeConfigs through librdkafka): name -> value."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    client = AdminClient({"bootstrap.servers": bootstrap})  # held: a collected client cancels its futures
+    [future] = client.describe_configs([ConfigResource("topic", stream)]).values()
+    return {name: entry.value for name, entry in future.result(timeout=30).items()
+            if int(entry.source) == DYNAMIC_TOPIC_CONFIG}
