@@ -137,7 +137,7 @@ def start_franz_cluster(directory: Path, nodes: int) -> DevCluster:
 
 
 def report(title: str, run: SuiteRun) -> str:
-    lines = [f"== {title}: {run.verdict or 'NO VERDICT (panic or timeout)'}"]
+    lines = [f"== {title} (the binary's verdict: {run.verdict or 'none, a panic or its timeout'})"]
     for name, outcome in sorted(run.outcomes.items()):
         if "/" in name:
             continue
