@@ -39,7 +39,7 @@ polyglot: $(FRANZ) $(KAFKAJS) $(FRANZ_SUITES)
 # franz-go's whole kgo suite on 1 node and on 3 (KGO_TEST_RECORDS=$(FRANZ_RECORDS); franz-go's
 # own default is 500000): every test's outcome, failing on one VDL does not explain (README).
 FRANZ_RECORDS ?= 20000
-peer-franz: install
+peer-franz: $(STAMP) $(FRANZ_SUITES)
 	$(PY) -m tests.support.franz_suite --records $(FRANZ_RECORDS)
 
 # The JVM parts (jvm/pom.xml): Apache Kafka's broker, tools, Java client and Kafka Streams into
