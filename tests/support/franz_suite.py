@@ -14,7 +14,8 @@ runs a fast subset in `make test`.
 franz-go's environment: KGO_SEEDS (bootstrap), KGO_TEST_RF (replication factor),
 KGO_TEST_RECORDS (records of the ETL tests, 500,000 by default), KGO_TEST_MAX_TOPIC_PARTS (caps
 the 7, 11 and 31 partitions its topics get: a VDL stream has exactly one), KGO_TEST_SCRAM and
-KGO_TEST_SCRAM_SEEDS (a SASL listener and a SCRAM-SHA-256 login).
+KGO_TEST_SCRAM_SEEDS (a SASL listener and a SCRAM-SHA-256 login), all set here; the others pass
+through from the environment (`KGO_TEST_CHAOS=1 make peer-franz`: connections cut at random).
 """
 
 from __future__ import annotations
