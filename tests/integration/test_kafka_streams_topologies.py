@@ -8,8 +8,8 @@ instance that held the queried store (the other takes its tasks over, its standb
 answering interactive queries before and after). The internal topics Streams creates are
 described back with the configs it asked for and behave as in Kafka: the repartition and
 subscription topics are purged by DeleteRecords, the changelogs kept. Kafka's application reset
-tool (StreamsResetter) deletes
-the internal topics and rewinds the inputs, and the application then computes it all again."""
+tool (StreamsResetter) deletes the internal topics and rewinds the inputs, and the application
+then computes its aggregations again exactly (its joins meet the customers' latest names)."""
 
 from __future__ import annotations
 
