@@ -53,9 +53,10 @@ $(JARS): jvm/pom.xml jvm/kafka/pom.xml jvm/spark/pom.xml jvm/prune_spark_jars.py
 	touch $(JARS)
 
 # The tests' Java programs (tests/support/java/): the harness (Kafka's Java client driven over
-# stdin/stdout), a Kafka Streams word count and a Kafka Connect source connector (with the
-# ServiceLoader manifest Connect's plugin.discovery=service_load finds it by), compiled against
-# jvm/lib/kafka/ into the git-ignored jvm/lib/harness/.
+# stdin/stdout), Kafka Streams apps (a word count; windowed, join and standby topologies) and a
+# Kafka Connect source connector (with the ServiceLoader manifest Connect's
+# plugin.discovery=service_load finds it by), compiled against jvm/lib/kafka/ into the
+# git-ignored jvm/lib/harness/.
 HARNESS_SOURCES := $(wildcard tests/support/java/*.java)
 HARNESS := jvm/lib/harness/.compiled
 $(HARNESS): $(HARNESS_SOURCES) $(wildcard tests/support/java/META-INF/services/*) $(JARS)

@@ -7,8 +7,6 @@ that restores the counts from the changelog."""
 
 from __future__ import annotations
 
-import subprocess
-import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -16,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.java_client import harness_classpath, java_command
 from tests.support.kafka import stream_set_configs
+from tests.support.kafka_streams import StreamsApp
 from tests.support.waiting import wait_until
 from vdl_dev.dev_cluster import DevCluster
 
@@ -39,53 +37,12 @@ def counts(text: list[str]) -> Counter[str]:
     return Counter(word.lower() for line in text for word in line.split())
 
 
-class WordCountApp:
-    """The app's JVM: its stdout lines ("STATE RUNNING"...) collected, its stderr in a log file."""
-
-    def __init__(self, cluster: DevCluster, state_dir: Path, log: Path) -> None:
-        self.log_path = log
-        self._log = log.open("w")
-        self.process = subprocess.Popen(
-            java_command("WordCountApp", cluster.bootstrap_servers, APP, INPUT, OUTPUT, str(state_dir), "instance-1",
-                         classpath=harness_classpath("WordCountApp")),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1)
-        self.lines: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def wait_running(self) -> None:
-        def running() -> bool:
-            failed = [line for line in self.lines if line.startswith("FAILED") or line == "STATE ERROR"]
-            assert not failed, f"{failed}; log:\n{self.log_tail()}"
-            return bool(self.lines) and self.lines[-1] == "STATE RUNNING"
-        wait_until(running, 90, lambda: f"the app RUNNING (states {self.lines}); log:\n{self.log_tail()}")
-
-    def log_tail(self, count: int = 30) -> str:
-        self._log.flush()
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-count:])
-
-    def kill(self) -> None:
-        self.process.kill()  # SIGKILL: no close, no commit, its transaction left open
-        self.process.wait(30)
-        self._log.close()
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            assert self.process.stdin is not None
-            self.process.stdin.close()
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
+def word_count_app(cluster: DevCluster, state_dir: Path, log: Path) -> StreamsApp:
+    """The app's JVM (tests/support/java/WordCountApp.java)."""
+    return StreamsApp("WordCountApp", [cluster.bootstrap_servers, APP, INPUT, OUTPUT, str(state_dir), "instance-1"], log)
 
 
-class CommittedReader:
+class CountsReader:
     """The output stream from offset 0, read_committed: every (word, count) in order."""
 
     def __init__(self, cluster: DevCluster) -> None:
@@ -110,8 +67,8 @@ class CommittedReader:
 
 
 @pytest.fixture
-def reader(cluster: DevCluster) -> Iterator[CommittedReader]:
-    committed = CommittedReader(cluster)
+def reader(cluster: DevCluster) -> Iterator[CountsReader]:
+    committed = CountsReader(cluster)
     yield committed
     committed.close()
 
@@ -138,14 +95,14 @@ def log_start(cluster: DevCluster, stream: str) -> int:
         consumer.close()
 
 
-def test_word_count_exactly_once_across_a_kill(cluster: DevCluster, reader: CommittedReader, tmp_path: Path) -> None:
+def test_word_count_exactly_once_across_a_kill(cluster: DevCluster, reader: CountsReader, tmp_path: Path) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     for future in admin.create_topics([NewTopic(INPUT, 1, 3), NewTopic(OUTPUT, 1, 3)]).values():
         future.result(timeout=30)
 
-    app = WordCountApp(cluster, tmp_path / "state-1", tmp_path / "app-1.log")
+    app = word_count_app(cluster, tmp_path / "state-1", tmp_path / "app-1.log")
     try:
         app.wait_running()
         first = lines(0, 200)
@@ -176,7 +133,7 @@ def test_word_count_exactly_once_across_a_kill(cluster: DevCluster, reader: Comm
         app.close()
 
     # A new instance with an empty state directory: its counts come from the changelog.
-    restarted = WordCountApp(cluster, tmp_path / "state-2", tmp_path / "app-2.log")
+    restarted = word_count_app(cluster, tmp_path / "state-2", tmp_path / "app-2.log")
     try:
         restarted.wait_running()
         reader.read_until(total)

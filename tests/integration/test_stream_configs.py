@@ -265,6 +265,40 @@ def test_retention_deletes_nothing_of_a_compact_stream_and_applies_to_compact_de
     assert 0 < start < end == 600
 
 
+def test_retention_ms_deletes_every_expired_record_the_last_segment_too(cluster: DevCluster) -> None:
+    """As Kafka: once the newest record of the active segment is older than retention.ms, it goes
+    too (the log rolls a new empty segment first), on every replica: a stream whose records all
+    expired keeps none -- a windowed changelog of Kafka Streams with event times a day old, say.
+    The stream goes on at its end offset. VDL kept the last segment whatever its age."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import NewTopic
+
+    client = admin(cluster)
+    config = {"cleanup.policy": "compact,delete", "retention.ms": "86400000"}
+    client.create_topics([NewTopic("expired", 1, 3, config=config)])["expired"].result(timeout=30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    day_old = 1_700_000_000_000  # 2023: years older than a day
+    for i in range(3):
+        producer.produce("expired", key=b"k%d" % i, value=b"v%d" % i, timestamp=day_old + i)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "expired-reader",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    partition = TopicPartition("expired", 0)
+    try:
+        wait_until(lambda: consumer.get_watermark_offsets(partition, timeout=10, cached=False) == (3, 3), 30,
+                   lambda: f"retention deleting every record: {consumer.get_watermark_offsets(partition, 10)}")
+        for node_id in cluster.node_ids():
+            wait_until(lambda n=node_id: len(names := [p.name for p in segments(cluster, n, "expired")]) == 1
+                       and names != ["00000000000000000001.log"], 30, f"node {node_id} deleting the expired segment")
+        producer.produce("expired", key=b"new", value=b"now")
+        assert producer.flush(30) == 0
+        consumer.assign([TopicPartition("expired", 0, 0)])  # below the log start: reset to earliest
+        messages = wait_until(lambda: consumer.consume(10, 0.5), 30, "the new record")
+        assert [(m.offset(), m.key(), m.value()) for m in messages] == [(3, b"new", b"now")]
+    finally:
+        consumer.close()
+
+
 def test_kafka_python_admin_alters_and_describes(cluster: DevCluster) -> None:
     from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 

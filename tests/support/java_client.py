@@ -51,6 +51,7 @@ TOOLS = {
     "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
     "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-streams-application-reset": "org.apache.kafka.tools.StreamsResetter",
     "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
     "kafka-client-metrics": "org.apache.kafka.tools.ClientMetricsCommand",
 }

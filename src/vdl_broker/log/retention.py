@@ -1,7 +1,9 @@
 """Which whole segments retention may delete (Kafka's retention.ms / retention.bytes, seed 002).
 
-Oldest first, never the active segment, and never past `max_index` (entries the layer above
-still needs, e.g. not yet applied).
+Oldest first, never past `max_index` (entries the layer above still needs, e.g. not yet
+applied). The active segment too, as in Kafka, once every segment before it goes and it holds
+records: a stream whose every record expired keeps none (the caller rolls the log first, so it
+keeps an empty active segment; Kafka: UnifiedLog.deletableSegments, deleteSegments rolls).
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ class _SegmentLike(Protocol):
     @property
     def last_index(self) -> int: ...
 
+    @property
+    def has_data(self) -> bool: ...
+
 
 _Segment = TypeVar("_Segment", bound=_SegmentLike)
 
@@ -27,10 +32,14 @@ _Segment = TypeVar("_Segment", bound=_SegmentLike)
 def segments_to_delete(segments: Sequence[_Segment], now_ms: int, retention_ms: int,
                        retention_bytes: int, max_index: int | None = None,
                        prepare: Callable[[_Segment], object] | None = None) -> int:
-    """How many of the oldest segments to delete (`prepare` loads a segment before it is judged)."""
+    """How many of the oldest segments to delete (`prepare` loads a segment before it is judged);
+    all of them when the active one goes too."""
     total = sum(s.size for s in segments)
     count = 0
-    for segment in segments[:-1]:  # the active segment always stays
+    for position, segment in enumerate(segments):
+        # an active segment without records (Raft's own entries at most) stays: nothing to expire
+        if position == len(segments) - 1 and not segment.has_data:
+            break
         if prepare is not None:
             prepare(segment)
         if max_index is not None and segment.last_index > max_index:

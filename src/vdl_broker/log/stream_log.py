@@ -440,14 +440,20 @@ class StreamLog:
         self._last_term = previous_term
 
     def apply_retention(self, now_ms: int | None = None, max_index: int | None = None) -> int:
-        """Delete whole oldest segments past retention.ms / retention.bytes (never the active one,
-        never one holding entries above `max_index`); returns how many were deleted."""
+        """Delete whole oldest segments past retention.ms / retention.bytes (never one holding
+        entries above `max_index`); returns how many were deleted. When the active segment goes
+        too, the log rolls first and ends up empty, starting at its end offset."""
         now = int(self._now_ms()) if now_ms is None else now_ms
         # never delete entries that are not yet durable (the sync covering them still needs them)
         durable_index = self._commit.durable_index
         max_index = durable_index if max_index is None else min(max_index, durable_index)
         count = segments_to_delete(self._segments, now, self.config.retention_ms, self.config.retention_bytes,
                                    max_index, prepare=lambda s: self._ensure_loaded(self._segments.index(s)))
+        if count and count == len(self._segments):
+            self._roll()
+            # the new segment's file is in the directory before the log start names it, so a
+            # crash in between still finds a segment where the log starts (loading.load)
+            self._fsync_dir()
         return self._delete_first(count)
 
     def delete_through(self, index: int) -> int:

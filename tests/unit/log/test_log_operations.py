@@ -226,15 +226,59 @@ def test_retention_by_bytes_and_time(tmp_path: Path) -> None:
     log.close()
     log = StreamLog.open(tmp_path / "s", small_config())
     assert log.first_index == first and log.term_at(first - 1) == 1
-    # time: every segment whose newest batch is older than now - retention.ms goes, but not the active one
+    # time: every segment whose newest batch is older than now - retention.ms goes
     log.config.retention_ms = 10
     # max_index keeps every segment holding an entry above it, however old
     oldest_end = log._ensure_loaded(0).last_index
     assert oldest_end > first + 5
     assert log.apply_retention(now_ms=10_000, max_index=first + 5) == 0 and log.first_index == first
     assert log.apply_retention(now_ms=10_000, max_index=oldest_end) == 1 and log.first_index == oldest_end + 1
-    log.apply_retention(now_ms=10_000)
-    assert log.segment_count == 1 and log.last_index == 100
+    # ... the active one too once it is all that is left (below)
+    log.apply_retention(now_ms=10_000, max_index=99)
+    assert log.segment_count == 1 and log.last_index == 100 and log.first_index <= 100
+    log.close()
+
+
+def test_retention_deletes_an_expired_active_segment_as_kafka_does(tmp_path: Path) -> None:
+    """Kafka deletes the active segment too once its newest record is older than retention.ms
+    (it rolls a new empty one first): a stream whose every record expired keeps none of them --
+    a Kafka Streams windowed changelog gone quiet, say. VDL kept the last segment for good."""
+    log = StreamLog.open(tmp_path / "s", small_config(retention_ms=10))
+    fill(log, 6)  # timestamps 1001..1006, one segment
+    log.sync_now()
+    assert log.segment_count == 1 and (log.log_start_offset, log.log_end_offset, log.last_index) == (0, 10, 6)
+    # not yet expired; then expired but for an entry the caller still needs (not applied)
+    assert log.apply_retention(now_ms=1010, max_index=6) == 0
+    assert log.apply_retention(now_ms=10_000, max_index=5) == 0
+    assert log.apply_retention(now_ms=10_000, max_index=6) == 1
+    assert (log.first_index, log.last_index, log.term_at(6)) == (7, 6, 1)
+    assert (log.log_start_offset, log.log_end_offset, log.segment_count) == (10, 10, 1)
+    assert log.read(10, 1000).size == 0
+    with pytest.raises(OffsetOutOfRange):
+        log.read(9, 1000)
+    assert log.apply_retention(now_ms=20_000) == 0  # the empty active segment stays
+    for clean in (True, False):
+        log.close() if clean else log._release()
+        log = StreamLog.open(tmp_path / "s", small_config(retention_ms=10))
+        assert (log.first_index, log.last_index, log.term_at(6), log.log_start_offset, log.log_end_offset) == \
+            (7, 6, 1, 10, 10)
+    # the log goes on where it was: next index 7, next offset 10
+    fill(log, 2, term=2)
+    assert (log.first_index, log.last_index, log.log_start_offset, log.log_end_offset) == (7, 8, 10, 12)
+    assert log.read(10, 1000).first_offset == 10
+    log.close()
+
+
+def test_retention_by_bytes_keeps_the_active_segment_unless_the_limit_is_zero(tmp_path: Path) -> None:
+    """retention.bytes deletes while the log stays at least that large without the segment
+    (Kafka's rule): the active segment alone goes only at 0."""
+    log = StreamLog.open(tmp_path / "s", small_config(retention_bytes=1))
+    fill(log, 6)
+    log.sync_now()
+    assert log.apply_retention(now_ms=0) == 0 and log.first_index == 1
+    log.config.retention_bytes = 0
+    assert log.apply_retention(now_ms=0) == 1
+    assert (log.first_index, log.log_start_offset, log.log_end_offset) == (7, 10, 10)
     log.close()
 
 
