@@ -23,7 +23,9 @@ SEED = 20261123
 
 
 def test_short_campaign_finds_no_anomaly(tmp_path: Path) -> None:
-    config = CampaignConfig(tmp_path, nodes=3, faults=16, min_duration_s=60, seed=SEED, rate_per_s=80)
+    # One fault of each nemesis (16 on 3 nodes), held 1-3 s: the long campaign holds them longer.
+    config = CampaignConfig(tmp_path, nodes=3, faults=16, min_duration_s=0, seed=SEED, rate_per_s=80,
+                            hold_s=(1.0, 3.0))
     result = run_campaign(config)
     print(result.table())
     print(result.goals())

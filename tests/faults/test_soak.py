@@ -1,4 +1,4 @@
-"""The soak's short form (`make soak` runs the hour): about 90 s of the mixed workload on a
+"""The soak's short form (`make soak` runs the hour): about 50 s of the mixed workload on a
 3-node cluster — producers of three clients, group committers over 20 groups, a Delta-tiered
 stream, a reassignment and a rolling restart — then its checks. Asserted: nothing acknowledged is
 lost, misplaced or (idempotent) doubled, group offsets read back as committed, the table matches
@@ -18,13 +18,13 @@ pytestmark = pytest.mark.timeout(600)
 
 
 def test_short_soak_loses_nothing(tmp_path: Path) -> None:
-    config = SoakConfig(duration_s=90, results_dir=tmp_path / "soak", groups=20, committers_per_client=1,
-                        group_session_s=2.0, rate_per_s=25.0, reassign_every_s=40, rolling_every_s=45,
+    config = SoakConfig(duration_s=50, results_dir=tmp_path / "soak", groups=20, committers_per_client=1,
+                        group_session_s=2.0, rate_per_s=25.0, reassign_every_s=40, rolling_every_s=25,
                         sample_every_s=2.0, spark=False,
-                        # Snapshots of the metadata group every 1,000 entries: the run's offset
+                        # Snapshots of the metadata group every 500 entries: the run's offset
                         # commits reach at least one (checked below). Its log is not truncated in
                         # so short a run: that deletes whole 4 MiB segments (`make soak` shows it).
-                        settings={"metadata_snapshot_entries": 1000, "leader_balance_interval_ms": 0})
+                        settings={"metadata_snapshot_entries": 500, "leader_balance_interval_ms": 0})
     result = run_soak(config)
     json_path, png_path = write_outputs(result, config.results_dir)
     print(table(result))
