@@ -50,7 +50,9 @@ class ConfigKey:
     maximum: int | None = None
     choices: tuple[str, ...] = ()
     node_setting: str | None = None  # NodeConfig field holding the node's default
-    broker_name: str | None = None  # the matching Kafka broker config (the default's synonym)
+    # The Kafka broker config a topic config defaults to (its DEFAULT_CONFIG synonym), None for
+    # VDL's own (# Kafka: ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS).
+    broker_name: str | None = None
     check: Callable[[str], str | None] | None = None  # extra check: why the value is bad, or None
     canonical: Callable[[str], str] | None = None  # the value as stored, once `check` passed it
     accepts: str | None = None  # what `check` accepts, in words
@@ -175,11 +177,14 @@ _KEYS = (
     # value, so tools, Kafka Streams (its internal topics name message.timestamp.type) and
     # provisioning scripts that pass them work; any other value is refused naming what is accepted.
     ConfigKey("message.timestamp.type", ConfigType.STRING, "records keep the timestamp their producer gave them "
-              "(CreateTime); VDL does not stamp append times", default="CreateTime", choices=("CreateTime",)),
+              "(CreateTime); VDL does not stamp append times", default="CreateTime", choices=("CreateTime",),
+              broker_name="log.message.timestamp.type"),
     ConfigKey("compression.type", ConfigType.STRING, "batches are stored compressed as their producer sent them "
-              "(producer); VDL does not recompress", default="producer", choices=("producer",)),
+              "(producer); VDL does not recompress", default="producer", choices=("producer",),
+              broker_name="compression.type"),
     ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, "false: only a replica holding every "
-              "acknowledged write can lead (Raft); VDL never elects another", default="false", choices=("false",)),
+              "acknowledged write can lead (Raft); VDL never elects another", default="false", choices=("false",),
+              broker_name="unclean.leader.election.enable"),
     ConfigKey("vdl.table.path", ConfigType.STRING, "the stream's Delta table: an absolute local path or a URI the "
               "deltalake package can write; set = tiering on", check=_check_path),
     ConfigKey("vdl.table.format", ConfigType.STRING, "raw: columns offset, timestamp, key, value, headers; json: the "

@@ -112,15 +112,17 @@ def stream_configs(stream_config: Mapping[str, object], node: NodeConfig, replic
         own = stream_config.get(key.name)
         if own is not None:
             synonyms.append((key.name, str(own), Source.DYNAMIC_TOPIC_CONFIG))
-        if key.node_setting is not None:
+        # The node-wide value is the Kafka broker config's (none for VDL's own keys, as Kafka lists
+        # no synonym for a topic config without a broker one).
+        if key.node_setting is not None and key.broker_name is not None:
             node_value = defaults[key.node_setting]
             node_source = _node_source(key.node_setting, node_value)
             if node_source is Source.STATIC_BROKER_CONFIG:
-                synonyms.append((key.broker_name or key.name, str(node_value), node_source))
-            synonyms.append((key.broker_name or key.name, str(_BUILT_IN[key.node_setting]), Source.DEFAULT_CONFIG))
-        elif key.default is not None:
-            synonyms.append((key.broker_name or key.name, key.default, Source.DEFAULT_CONFIG))
-        value, source = (synonyms[0][1], synonyms[0][2]) if synonyms else (None, Source.DEFAULT_CONFIG)
+                synonyms.append((key.broker_name, str(node_value), node_source))
+            synonyms.append((key.broker_name, str(_BUILT_IN[key.node_setting]), Source.DEFAULT_CONFIG))
+        elif key.default is not None and key.broker_name is not None:
+            synonyms.append((key.broker_name, key.default, Source.DEFAULT_CONFIG))
+        value, source = (synonyms[0][1], synonyms[0][2]) if synonyms else (key.default, Source.DEFAULT_CONFIG)
         described.append(Described(key.name, value, source, key.type, key.doc, synonyms=tuple(synonyms)))
     described.append(min_insync_replicas(replication_factor))
     return described
@@ -305,7 +307,7 @@ def handle(node: NodeView, context: RequestContext,
             continue
         code, message, described = _describe(node, resource)
         keys = resource.configuration_keys
-        if keys is not None:
+        if keys:  # null or empty: every config (# Kafka: ConfigHelper.describeConfigs)
             wanted = set(keys)
             described = [d for d in described if d.name in wanted]
         results.append(_result(resource, code, message, [
