@@ -335,8 +335,9 @@ class Broker:
         # Always: any stream may get retention.ms / retention.bytes of its own at any time.
         self._retention_task = loop.create_task(self._retention_loop())
         self.balancer.start()
+        # The metadata group's voters now, not the `peers` entries (a joining node's name a few).
         log.info("node %d: serving %s (%d voters, raft %s%s)", self.node_id,
-                 ", ".join(str(lst) for lst in self.config.client_listeners), len(self.config.members),
+                 ", ".join(str(lst) for lst in self.config.client_listeners), len(group.voters),
                  self.config.raft_listen or "none: a cluster of one",
                  ", mutual TLS" if self.config.raft_tls and self.config.raft_listen else "")
 

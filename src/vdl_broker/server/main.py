@@ -90,7 +90,8 @@ async def serve(config: NodeConfig) -> None:
         return
     settle_heap()
     print(f"vdl-broker listening on {config.client_host}:{broker.port}", flush=True)
-    log.info("node %d serving %d streams from %s", config.node_id, len(broker.replicas.names()), config.data_dir)
+    # The replicas this node holds (a node that just joined holds none yet), not the cluster's streams.
+    log.info("node %d serving %d streams from %s", config.node_id, len(broker.replicas.all()), config.data_dir)
     waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(broker.removed.wait())]
     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     for waiting in waits:
