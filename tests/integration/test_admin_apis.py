@@ -561,6 +561,13 @@ def test_altering_another_nodes_settings_is_refused_by_the_node_asked(dev_cluste
             ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {node_id}, but received {other}")
         assert alter_loggers(address, str(node_id), [("log.retention.ms", DELETE, None)],
                              resource_type=BROKER) == (0, None)
+        # Describing one: Kafka's words too (ConfigHelper.describeConfigs).
+        for name, message in ((str(other), f"Unexpected broker id, expected {node_id} or empty string, but "
+                                           f"received {other}"),
+                              ("one", "Broker id must be an integer, but it is: one")):
+            described = describe_resource(address, BROKER, name)
+            assert (described.error_code, described.error_message, described.configs) == (
+                ErrorCode.INVALID_REQUEST, message, [])
 
 
 def test_create_partitions_three_nodes(dev_cluster: DevCluster) -> None:

@@ -260,9 +260,13 @@ def _describe(node: NodeView,
         name = resource.resource_name
         if name == "":
             return ErrorCode.NONE, None, []  # no cluster-wide dynamic broker defaults
-        if name != str(node.node_id):
-            return ErrorCode.INVALID_REQUEST, (f"unexpected broker id, expected {node.node_id} or an empty "
-                                               f"string, but received {name!r}"), []
+        try:
+            asked = int(name)
+        except ValueError:
+            return ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}", []
+        if asked != node.node_id:  # in Kafka's words (# Kafka: ConfigHelper.describeConfigs)
+            return ErrorCode.INVALID_REQUEST, (f"Unexpected broker id, expected {node.node_id} or empty string, "
+                                               f"but received {name}"), []
         return ErrorCode.NONE, None, broker_configs(node.config, node.metadata.state.default_replication_factor())
     if resource.resource_type == ResourceType.BROKER_LOGGER:
         problem = _broker_id_problem(resource.resource_name, node.node_id)
