@@ -300,17 +300,19 @@ def test_describe_configs_with_an_empty_key_list_answers_every_config(module_bro
     """An empty configuration key list is every config, as a null one (Kafka: ConfigHelper); it
     answered none. Each topic config's default synonym is named by the Kafka broker config it
     defaults to (ServerTopicConfigSynonyms), message.timestamp.type's too (it was named by the
-    topic config); VDL's own configs have none, as a Kafka topic config without a broker one."""
+    topic config); VDL's own configs have none, as a Kafka topic config without a broker one, and
+    so have retention.ms and segment.ms while the node sets no default (Kafka 4.4 answers so: its
+    log.retention.ms and log.roll.ms have no default of their own)."""
     address = module_broker.bootstrap
     assert create_topic_raw(address, "dc-all") == (0, None)
     every = describe_resource(address, TOPIC, "dc-all")
     empty = describe_resource(address, TOPIC, "dc-all", keys=[])
     assert (empty.error_code, empty.configs) == (0, every.configs)
     assert {c.name: [(s.name, s.value, s.source) for s in c.synonyms] for c in every.configs} == {
-        "retention.ms": [("log.retention.ms", "-1", 5)],
+        "retention.ms": [],  # Kafka: log.retention.ms has no default (log.retention.hours has)
         "retention.bytes": [("log.retention.bytes", "-1", 5)],
         "segment.bytes": [("log.segment.bytes", "1073741824", 5)],
-        "segment.ms": [("log.roll.ms", "604800000", 5)],
+        "segment.ms": [],  # Kafka: log.roll.ms has no default (log.roll.hours has)
         "max.message.bytes": [("message.max.bytes", "16777216", 5)],
         "cleanup.policy": [("log.cleanup.policy", "delete", 5)],
         "min.compaction.lag.ms": [("log.cleaner.min.compaction.lag.ms", "0", 5)],
@@ -324,8 +326,10 @@ def test_describe_configs_with_an_empty_key_list_answers_every_config(module_bro
                                  "vdl.table.partition.by", "vdl.table.compact.interval.ms",
                                  "vdl.table.compact.target.bytes", "vdl.table.vacuum.interval.ms",
                                  "vdl.table.vacuum.retention.ms")}}
-    assert [(c.name, c.value, c.config_source) for c in every.configs if c.name.startswith("vdl.table.")][:2] == [
-        ("vdl.table.path", None, 5), ("vdl.table.format", "raw", 5)]
+    assert [(c.name, c.value, c.config_source) for c in every.configs
+            if c.name in ("retention.ms", "segment.ms", "vdl.table.path", "vdl.table.format")] == [
+        ("retention.ms", "-1", 5), ("segment.ms", "604800000", 5), ("vdl.table.path", None, 5),
+        ("vdl.table.format", "raw", 5)]
 
 
 def describe_resource(address: str, resource_type: int, name: str,

@@ -457,8 +457,7 @@ def test_configs_alter_and_describe(java: JavaClients, target: JavaTarget, vdl: 
         f"Dynamic configs for topic {stream} are:",
         "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete, "
         "DEFAULT_CONFIG:log.cleanup.policy=delete}",
-        "  retention.ms=7200000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=7200000, "
-        "DEFAULT_CONFIG:log.retention.ms=-1}",
+        "  retention.ms=7200000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=7200000}",
         "  segment.bytes=1048576 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:segment.bytes=1048576, "
         "DEFAULT_CONFIG:log.segment.bytes=1073741824}"]
     # --all: a default's synonym is the Kafka broker config it comes from (ServerTopicConfigSynonyms;

@@ -119,10 +119,15 @@ def stream_configs(stream_config: Mapping[str, object], node: NodeConfig, replic
             node_source = _node_source(key.node_setting, node_value)
             if node_source is Source.STATIC_BROKER_CONFIG:
                 synonyms.append((key.broker_name, str(node_value), node_source))
-            synonyms.append((key.broker_name, str(_BUILT_IN[key.node_setting]), Source.DEFAULT_CONFIG))
+            if key.broker_default_listed:
+                synonyms.append((key.broker_name, str(_BUILT_IN[key.node_setting]), Source.DEFAULT_CONFIG))
         elif key.default is not None and key.broker_name is not None:
             synonyms.append((key.broker_name, key.default, Source.DEFAULT_CONFIG))
-        value, source = (synonyms[0][1], synonyms[0][2]) if synonyms else (key.default, Source.DEFAULT_CONFIG)
+        if synonyms:
+            value, source = synonyms[0][1], synonyms[0][2]
+        else:  # the built-in default, as a Kafka topic config without a synonym
+            value = str(_BUILT_IN[key.node_setting]) if key.node_setting is not None else key.default
+            source = Source.DEFAULT_CONFIG
         described.append(Described(key.name, value, source, key.type, key.doc, synonyms=tuple(synonyms)))
     described.append(min_insync_replicas(replication_factor))
     return described
