@@ -324,10 +324,13 @@ class Broker:
             loop = asyncio.get_running_loop()
             for listener in self.config.client_listeners:
                 self.servers.append(await self._listen(listener))
-        except BaseException:
+        except BaseException:  # a failed start, or a stop (SIGTERM) while starting: close what opened
             for server in self.servers:
                 server.close()
             await self._stop_raft(transfer=False)
+            self.groups.close()
+            self.transactions.close()
+            self.replicas.close()  # each log with its clean-shutdown marker, as a stop
             if self.metrics_endpoint is not None:
                 await self.metrics_endpoint.stop()
             raise

@@ -63,7 +63,7 @@ async def _alter_here(node: NodeView, request: AlterConfigsRequest) -> AlterConf
 async def handle(node: NodeView, context: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
     refused = {id(r): refusal(node, context, r, Operation.ALTER_CONFIGS) for r in request.resources}
     answered = [Result(error_code=int(code), resource_type=r.resource_type, resource_name=r.resource_name)
-              for r in request.resources if (code := refused[id(r)]) is not None]
+                for r in request.resources if (code := refused[id(r)]) is not None]
     # The node's own settings are answered here, on the node asked, another node's id refused first.
     counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
     here = [r for r in request.resources if refused[id(r)] is None and r.resource_type == ResourceType.BROKER]
@@ -80,7 +80,7 @@ async def handle(node: NodeView, context: RequestContext, request: AlterConfigsR
                                                  [c.name for c in resource.configs], partial(replaced, resource),
                                                  request.validate_only)
         answered.append(Result(error_code=int(code), error_message=message, resource_type=resource.resource_type,
-                             resource_name=resource.resource_name))
+                               resource_name=resource.resource_name))
     response = AlterConfigsResponse(responses=[])
     local = {id(r) for r in here}
     request.resources = [r for r in request.resources if refused[id(r)] is None and id(r) not in local]
