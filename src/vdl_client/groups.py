@@ -33,7 +33,8 @@ EMPTY_STATES = frozenset({"Empty", "Dead"})
 class ListedGroup:
     group_id: str
     state: str
-    protocol_type: str
+    protocol_type: str  # the members' protocol ("consumer"; "" for offsets committed without members)
+    group_type: str  # Kafka's GroupType, as its tools print it: Classic, Consumer (KIP-848)
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,9 @@ def list_groups(client: VdlClient) -> list[ListedGroup]:
     """Every group the coordinator knows (with members, or only committed offsets), by id."""
     response = _to_coordinator(client, "", ListGroupsRequest(states_filter=[]), lambda r: r.error_code, "ListGroups")
     client.check_error(response.error_code, "ListGroups")
-    return sorted((ListedGroup(g.group_id, g.group_state, g.protocol_type) for g in response.groups),
-                  key=lambda g: g.group_id)
+    # ListGroups v5 names the type ("classic", "consumer"); before, every group was classic.
+    return sorted((ListedGroup(g.group_id, g.group_state, g.protocol_type, (g.group_type or "classic").capitalize())
+                   for g in response.groups), key=lambda g: g.group_id)
 
 
 def describe_group(client: VdlClient, group_id: str) -> GroupDescription:

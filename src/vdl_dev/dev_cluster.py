@@ -219,16 +219,19 @@ class DevCluster:
     def node_ids(self) -> list[int]:
         return sorted(self.nodes)
 
-    def add_node(self, wait: bool = True, timeout_s: float = START_TIMEOUT_S, **settings: Any) -> int:
+    def add_node(self, wait: bool = True, timeout_s: float = START_TIMEOUT_S, peers: Sequence[int] | None = None,
+                 **settings: Any) -> int:
         """Start one more node (the next id, on free ports) with `join = true` and every current
-        node as its peers: it joins the running cluster by itself. Returns its id."""
+        node (or those of `peers`: a joining node needs one) as its peers: it joins the running
+        cluster by itself. Returns its id."""
         node_id = max(self.nodes) + 1
         base = free_base_port(2, self.host)
         member = NodeAddress(node_id, f"{self.host}:{base}", f"{self.host}:{base + 1}")
-        peers = [NodeAddress(n.node_id, n.client_address, n.config.raft_listen or "") for n in self.nodes.values()]
+        named = [NodeAddress(n.node_id, n.client_address, n.config.raft_listen or "") for n in self.nodes.values()
+                 if peers is None or n.node_id in peers]
         directory = self.data_dir / f"node{node_id}"
         config = NodeConfig(directory / "data", self.host, base, node_id, raft_listen=member.raft,
-                            peers=[*peers, member], join=True, **(self.settings | settings))
+                            peers=[*named, member], join=True, **(self.settings | settings))
         node = self.nodes[node_id] = NodeProcess(config, directory / "node.toml")
         node.config_path.parent.mkdir(parents=True, exist_ok=True)
         config.data_dir.mkdir(parents=True, exist_ok=True)

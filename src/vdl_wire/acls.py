@@ -54,6 +54,18 @@ class Permission(IntEnum):
 CLUSTER_NAME = "kafka-cluster"  # the one CLUSTER resource's name, as in Kafka
 WILDCARD = "*"
 _CONCRETE_TYPES = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID)
+# The operations an ACL on each resource type can name (ALL besides), as kafka-acls accepts them
+# (# Kafka: AclEntry.supportedOperations, AclCommand.validateOperation). Brokers store any
+# concrete operation, as Kafka's do: only the command line refuses the others.
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[Operation, ...]] = {
+    ResourceType.TOPIC: (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE, Operation.ALTER,
+                         Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS),
+    ResourceType.GROUP: (Operation.READ, Operation.DELETE, Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS,
+                         Operation.ALTER_CONFIGS),
+    ResourceType.CLUSTER: (Operation.CREATE, Operation.ALTER, Operation.DESCRIBE, Operation.CLUSTER_ACTION,
+                           Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE),
+    ResourceType.TRANSACTIONAL_ID: (Operation.WRITE, Operation.DESCRIBE),
+}
 
 
 def principal_problem(principal: str) -> str | None:

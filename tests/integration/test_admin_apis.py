@@ -296,6 +296,42 @@ def test_alter_configs_answers_broker_resources_as_incremental_alter_configs(mod
                                   "settings are altered on its TOPIC resource")
 
 
+def test_describe_configs_with_an_empty_key_list_answers_every_config(module_broker: BrokerProcess) -> None:
+    """An empty configuration key list is every config, as a null one (Kafka: ConfigHelper); it
+    answered none. Each topic config's default synonym is named by the Kafka broker config it
+    defaults to (ServerTopicConfigSynonyms), message.timestamp.type's too (it was named by the
+    topic config); VDL's own configs have none, as a Kafka topic config without a broker one, and
+    so have retention.ms and segment.ms while the node sets no default (Kafka 4.4 answers so: its
+    log.retention.ms and log.roll.ms have no default of their own)."""
+    address = module_broker.bootstrap
+    assert create_topic_raw(address, "dc-all") == (0, None)
+    every = describe_resource(address, TOPIC, "dc-all")
+    empty = describe_resource(address, TOPIC, "dc-all", keys=[])
+    assert (empty.error_code, empty.configs) == (0, every.configs)
+    assert {c.name: [(s.name, s.value, s.source) for s in c.synonyms] for c in every.configs} == {
+        "retention.ms": [],  # Kafka: log.retention.ms has no default (log.retention.hours has)
+        "retention.bytes": [("log.retention.bytes", "-1", 5)],
+        "segment.bytes": [("log.segment.bytes", "1073741824", 5)],
+        "segment.ms": [],  # Kafka: log.roll.ms has no default (log.roll.hours has)
+        "max.message.bytes": [("message.max.bytes", "16777216", 5)],
+        "cleanup.policy": [("log.cleanup.policy", "delete", 5)],
+        "min.compaction.lag.ms": [("log.cleaner.min.compaction.lag.ms", "0", 5)],
+        "max.compaction.lag.ms": [("log.cleaner.max.compaction.lag.ms", "9223372036854775807", 5)],
+        "delete.retention.ms": [("log.cleaner.delete.retention.ms", "86400000", 5)],
+        "message.timestamp.type": [("log.message.timestamp.type", "CreateTime", 5)],
+        "compression.type": [("compression.type", "producer", 5)],
+        "unclean.leader.election.enable": [("unclean.leader.election.enable", "false", 5)],
+        "min.insync.replicas": [("min.insync.replicas", "1", 5)],
+        **{name: [] for name in ("vdl.table.path", "vdl.table.format", "vdl.table.schema", "vdl.table.lag.ms",
+                                 "vdl.table.partition.by", "vdl.table.compact.interval.ms",
+                                 "vdl.table.compact.target.bytes", "vdl.table.vacuum.interval.ms",
+                                 "vdl.table.vacuum.retention.ms")}}
+    assert [(c.name, c.value, c.config_source) for c in every.configs
+            if c.name in ("retention.ms", "segment.ms", "vdl.table.path", "vdl.table.format")] == [
+        ("retention.ms", "-1", 5), ("segment.ms", "604800000", 5), ("vdl.table.path", None, 5),
+        ("vdl.table.format", "raw", 5)]
+
+
 def describe_resource(address: str, resource_type: int, name: str,
                       keys: list[str] | None = None) -> m.DescribeConfigsResponse.DescribeConfigsResult:
     resource = m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=resource_type, resource_name=name,
@@ -506,6 +542,36 @@ def wait_for_leader(cluster: DevCluster, stream: str, other_than: int | None = N
 
     wait_until(led, timeout=30, message=f"no leader of {stream}")
     return found[0]
+
+
+def test_altering_another_nodes_settings_is_refused_by_the_node_asked(dev_cluster: DevCluster) -> None:
+    """A BROKER resource names the node the request is sent to (or is "", the cluster-wide
+    defaults): as Kafka, the node asked refuses another id with INVALID_REQUEST before looking at
+    the configs (Kafka: ConfigAdminManager.validateResourceNameIsCurrentNodeId). It was forwarded
+    to the metadata leader and answered INVALID_CONFIG, the answer for the node's own id."""
+    static = ("log.retention.ms: node settings are static (node.toml or flags); a stream's own settings are "
+              "altered on its TOPIC resource")
+    for node_id in dev_cluster.node_ids():
+        address = dev_cluster.nodes[node_id].client_address
+        other = next(n for n in dev_cluster.node_ids() if n != node_id)
+        for name, answer in ((str(node_id), (ErrorCode.INVALID_CONFIG, static)), ("", (ErrorCode.INVALID_CONFIG, static)),
+                             (str(other), (ErrorCode.INVALID_REQUEST,
+                                           f"Unexpected broker id, expected {node_id}, but received {other}")),
+                             ("one", (ErrorCode.INVALID_REQUEST, "Node id must be an integer, but it is: one"))):
+            assert alter_loggers(address, name, [("log.retention.ms", SET, "1")], resource_type=BROKER) == answer
+            assert alter_configs(address, name, {"log.retention.ms": "1"}, resource_type=BROKER) == answer
+        # Another node's id is refused even when every change is a deletion (a no-op on its own id).
+        assert alter_loggers(address, str(other), [("log.retention.ms", DELETE, None)], resource_type=BROKER) == (
+            ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {node_id}, but received {other}")
+        assert alter_loggers(address, str(node_id), [("log.retention.ms", DELETE, None)],
+                             resource_type=BROKER) == (0, None)
+        # Describing one: Kafka's words too (ConfigHelper.describeConfigs).
+        for name, message in ((str(other), f"Unexpected broker id, expected {node_id} or empty string, but "
+                                           f"received {other}"),
+                              ("one", "Broker id must be an integer, but it is: one")):
+            described = describe_resource(address, BROKER, name)
+            assert (described.error_code, described.error_message, described.configs) == (
+                ErrorCode.INVALID_REQUEST, message, [])
 
 
 def test_create_partitions_three_nodes(dev_cluster: DevCluster) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import subprocess
 
+import confluent_kafka
 import pytest
 from kafka import KafkaConsumer
 
@@ -60,15 +61,26 @@ def test_groups_list_describe_and_reset(cluster: DevCluster, streams: None) -> N
         commit_offsets(client, "billing", {"orders": 3, "payments": 4})
     consumer = KafkaConsumer("orders", bootstrap_servers=cluster.bootstrap_servers, group_id="web",
                              auto_offset_reset="earliest", enable_auto_commit=False)
+    # A KIP-848 group (group.protocol=consumer) beside the classic ones.
+    modern = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "modern",
+                                       "group.protocol": "consumer", "auto.offset.reset": "earliest"})
     try:
+        modern.subscribe(["payments"])
+        wait_until(lambda: (modern.poll(0.2), bool(modern.assignment()))[1], 30,
+                   "the modern group's member to be assigned payments")
         seen: list[int] = []
         wait_until(lambda: seen.extend(r.offset for rs in consumer.poll(200).values() for r in rs) or len(seen) == 10,
                    30, "the web group's member to read 10 records")
         consumer.commit()
-        listed = vdl(cluster, "groups", "list")
-        assert (listed.returncode, listed.stdout) == (0, "GROUP    STATE   TYPE\n"
-                                                         "billing  Empty   -\n"
-                                                         "web      Stable  consumer\n")
+        # TYPE is the group's type, as Kafka's tools print it (it showed the protocol type);
+        # PROTOCOL the members' protocol type, none for offsets committed without members.
+        # (The modern member's acknowledgement of its assignment makes its group Stable.)
+        listed = wait_until(lambda: (done := vdl(cluster, "groups", "list")).returncode == 0
+                            and "\nmodern   Stable" in done.stdout and done, 30, "the modern group to be Stable")
+        assert (listed.returncode, listed.stdout) == (0, "GROUP    STATE   TYPE      PROTOCOL\n"
+                                                         "billing  Empty   Classic   -\n"
+                                                         "modern   Stable  Consumer  consumer\n"
+                                                         "web      Stable  Classic   consumer\n")
         member = _member_id(cluster, "web")
         web = vdl(cluster, "groups", "describe", "web")
         assert web.stdout == ("group web: Stable, 1 member(s) (consumer, range)\n"
@@ -79,6 +91,7 @@ def test_groups_list_describe_and_reset(cluster: DevCluster, streams: None) -> N
             1, "", "vdl: error: group 'web' has 1 member(s) (Stable): stop its consumers before resetting its offsets\n")
     finally:
         consumer.close()  # leaves the group: Empty
+        modern.close()
     billing = vdl(cluster, "groups", "describe", "billing")
     assert (billing.returncode, billing.stdout) == (0, "group billing: Empty, 0 member(s)\n"
                                                        "STREAM    COMMITTED  HIGH-WATERMARK  LAG  OWNER\n"

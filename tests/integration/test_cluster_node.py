@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import wait_until
+from tests.support.cluster import DEFAULT_CLUSTER_SETTINGS, broker_command, wait_until
 from tests.support.kafka import (
     LATEST,
     create_topic_raw,
@@ -37,7 +37,7 @@ from tests.support.kafka import (
 )
 from tests.support.metrics import scrape
 from vdl_broker.log import LogConfig, StreamLog
-from vdl_dev.dev_cluster import DevCluster, free_base_port
+from vdl_dev.dev_cluster import DevCluster, free_base_port, ports_needed
 from vdl_wire.errors import ErrorCode
 from vdl_wire.records.record_batch import iter_batches, read_records
 
@@ -383,3 +383,39 @@ def test_long_poll_on_an_idle_stream_answers_after_its_group_went_quiet(cluster:
     code, high_watermark, records = fetch(addr(cluster, leader), stream, 1, max_wait_ms=1500)
     assert (code, high_watermark, records) == (0, 1, [])
     assert time.monotonic() - started >= 1.4  # it did wait, through the group's quiet spell
+
+
+def test_sigterm_while_a_node_looks_for_its_cluster_is_a_clean_stop(tmp_path: Path,
+                                                                    request: pytest.FixtureRequest) -> None:
+    """A node of a new 3-node cluster started alone waits for its peers to say whether the
+    cluster exists (and, the cluster formed, up to 10 s for a metadata leader); SIGTERM then
+    stops it at once, exit code 0, with one line saying so, as a stop once it serves. The
+    signal's default action killed it (exit code -15, no line)."""
+    cluster = DevCluster(3, tmp_path, free_base_port(ports_needed(3, False, ())), command=broker_command(),
+                         settings=DEFAULT_CLUSTER_SETTINGS | {"log_level": "INFO"}, metrics=False, log_files=True)
+    request.addfinalizer(cluster.kill_all)
+    cluster.write_configs()
+    cluster.restart(1, wait=False)  # node 1 alone
+    node = cluster.nodes[1]
+    waiting = ("WARNING vdl_broker.server.joining: node 1: its metadata log is empty; waiting for node(s) 2, 3 to "
+               "say whether the cluster exists (a new cluster forms once every node in peers has started)")
+    wait_until(lambda: any(line.endswith(waiting.split(" ", 1)[1]) for line in node.output), 30,
+               lambda: "node 1 to wait for its peers:\n" + "\n".join(node.output))
+    assert cluster.stop(1, signal.SIGTERM, timeout_s=10) == 0  # else killed after 10 s: -9
+    logged = [line.split(" ", 2)[2] for line in node.output]  # without the date and time
+    assert logged[logged.index(waiting):][-1] == (
+        "INFO vdl_broker: node 1: stopped cleanly before serving (it was still starting)"), logged
+    assert not [line for line in logged if "Traceback" in line or line.startswith("ERROR")], logged
+    # Restarted alone once the cluster exists, it waits (up to 10 s) for a metadata leader: the
+    # same clean stop then, its replica's log closed as a stop closes it.
+    cluster.start()
+    wait_until(lambda: create_topic_raw(addr(cluster, 1), "held", 3)[0] == 0, 30, "the stream created")
+    cluster.stop_all()
+    node.output.clear()
+    cluster.restart(1, wait=False)
+    wait_until(lambda: any("peers down [2, 3]" in line for line in node.output), 30,
+               lambda: "node 1 to find its peers down:\n" + "\n".join(node.output))
+    assert cluster.stop(1, signal.SIGTERM, timeout_s=10) == 0
+    logged = [line.split(" ", 2)[2] for line in node.output if line.startswith("20")]
+    assert logged[-1] == "INFO vdl_broker: node 1: stopped cleanly before serving (it was still starting)", logged
+    assert not [line for line in logged if "Traceback" in line or line.startswith("ERROR")], logged

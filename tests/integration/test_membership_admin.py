@@ -233,3 +233,24 @@ def test_a_removed_node_stops_by_itself_and_started_again_stops_without_serving(
     assert [line for line in node.output if not line.startswith("20")] == [
         "vdl-broker: node 3 was removed from the cluster: not starting (its id cannot join again: a new node needs "
         "a new node_id and an empty data directory)"]
+
+
+def test_a_joining_node_logs_its_own_replicas_and_the_metadata_voters(tmp_path: Path,
+                                                                       request: pytest.FixtureRequest) -> None:
+    """A node joining a 3-node cluster with `peers` naming one member (and itself) logs, once it
+    serves, the replicas it holds (none yet) and the metadata group's voters (3, or 4 once it is
+    promoted). It logged the cluster's streams (2) and its `peers` entries (2 voters)."""
+    trio = start_cluster(tmp_path / "trio", nodes=3, settings={"log_level": "INFO"},
+                         register=lambda c: request.addfinalizer(c.kill_all))
+    create(trio, "elsewhere-1", 1)
+    create(trio, "elsewhere-2", 1)
+    joined = trio.add_node(timeout_s=60, peers=[1])
+    node = trio.nodes[joined]
+    wait_until(lambda: any(" streams from " in line for line in node.output), 30,
+               lambda: "node 4 to log that it serves:\n" + "\n".join(node.output))
+    serving = [line.split(" ", 2)[2] for line in node.output if line.startswith("20") and " serving " in line]
+    # A learner first, a voter once caught up: either may be the metadata group's state then.
+    expected = [[f"INFO vdl_broker.server.broker: node 4: serving PLAINTEXT://{node.client_address} ({voters} voters, "
+                 f"raft {node.config.raft_listen})",
+                 f"INFO vdl_broker: node 4 serving 0 streams from {node.config.data_dir}"] for voters in (3, 4)]
+    assert serving in expected, serving

@@ -185,6 +185,23 @@ def test_an_open_transaction_is_aborted_after_its_timeout(module_broker: BrokerP
         assert ("slow", pid, "Ongoing") in [(s.transactional_id, s.producer_id, s.transaction_state)
                                             for s in listed.transaction_states]
         assert listed.unknown_state_filters == ["Nope"]
+        # KIP-994: an hour's duration filter leaves out "slow", just started, and lists "idle",
+        # never started, as Kafka (it was left out); a pattern that does not compile is Kafka's
+        # error response, without the unknown states.
+        assert init(c, "idle").error_code == 0
+        long_running = c.request(m.ListTransactionsRequest(duration_filter=3_600_000,
+                                                           transactional_id_pattern="slow|idle"), 2)
+        assert [(s.transactional_id, s.transaction_state) for s in long_running.transaction_states] == [
+            ("idle", "Empty")]
+        bad = c.request(m.ListTransactionsRequest(state_filters=["Nope"], transactional_id_pattern="idle("), 2)
+        assert (bad.error_code, bad.unknown_state_filters, bad.transaction_states) == (
+            ErrorCode.INVALID_REGULAR_EXPRESSION, [], [])
+        # Kafka's engine is RE2/J, without lookarounds or backreferences: Kafka 4.4 refuses these
+        # (measured); Python's `re` took them and listed "idle".
+        for pattern in ("(?=i)idle", "(i)dle|\\1"):
+            refused = c.request(m.ListTransactionsRequest(transactional_id_pattern=pattern), 2)
+            assert (refused.error_code, refused.transaction_states) == (ErrorCode.INVALID_REGULAR_EXPRESSION, []), \
+                pattern
         # The coordinator aborts it (bumping the epoch, so the producer's EndTxn is fenced).
         wait_until(lambda: latest(c, "tx-timeout", 1) == 2, 20, "the timed-out transaction is aborted")
         assert end(c, "slow", pid, 0, True) == ErrorCode.PRODUCER_FENCED

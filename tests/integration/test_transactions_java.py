@@ -177,15 +177,19 @@ def test_kafka_transactions_list_by_transactional_id_pattern(cluster: DevCluster
         java.producer(transactional_id, cluster.bootstrap_servers, **{"transactional.id": transactional_id})
         java.call("init_transactions", name=transactional_id)
 
-    def listed(pattern: str) -> list[str]:
+    def listed(pattern: str, *more: str) -> list[str]:
         done = java.tool("kafka-transactions", "--bootstrap-server", cluster.bootstrap_servers, "list",
-                         "--transactional-id-pattern", pattern)
+                         "--transactional-id-pattern", pattern, *more)
         assert done.returncode == 0, done.stdout + done.stderr
         return sorted(line.split()[0] for line in done.stdout.strip().splitlines()[1:])
 
     assert listed("pattern-orders-.*") == ids[:2]
     assert listed("pattern-.*-1") == [ids[0], ids[2]]
     assert listed("pattern-orders") == []  # the whole id must match
+    # KIP-994's duration filter leaves out only transactions started no longer ago than it: these
+    # are Empty, never started, and are listed, as Kafka lists them (they were left out).
+    assert listed("pattern-orders-.*", "--duration-filter", "3600000") == ids[:2]
+    assert listed("pattern-.*", "--duration-filter", "0") == sorted(ids)
     bad = java.tool("kafka-transactions", "--bootstrap-server", cluster.bootstrap_servers, "list",
                     "--transactional-id-pattern", "pattern-(")
     # The Java admin knows no ListTransactions error but the coordinators': it names the code.

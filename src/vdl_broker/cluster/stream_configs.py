@@ -50,7 +50,12 @@ class ConfigKey:
     maximum: int | None = None
     choices: tuple[str, ...] = ()
     node_setting: str | None = None  # NodeConfig field holding the node's default
-    broker_name: str | None = None  # the matching Kafka broker config (the default's synonym)
+    # The Kafka broker config a topic config defaults to (its DEFAULT_CONFIG synonym), None for
+    # VDL's own (# Kafka: ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS).
+    broker_name: str | None = None
+    # Kafka names no DEFAULT_CONFIG synonym when its broker config has no default of its own
+    # (log.retention.ms, log.roll.ms: the *.hours form holds it): only a value the node sets.
+    broker_default_listed: bool = True
     check: Callable[[str], str | None] | None = None  # extra check: why the value is bad, or None
     canonical: Callable[[str], str] | None = None  # the value as stored, once `check` passed it
     accepts: str | None = None  # what `check` accepts, in words
@@ -143,14 +148,14 @@ def _check_schema(value: str) -> str | None:
 _KEYS = (
     ConfigKey("retention.ms", ConfigType.LONG, "delete whole segments whose newest record is older than this; "
               "-1 keeps them", minimum=-1, maximum=LONG_MAX, node_setting="retention_ms",
-              broker_name="log.retention.ms"),
+              broker_name="log.retention.ms", broker_default_listed=False),
     ConfigKey("retention.bytes", ConfigType.LONG, "delete the oldest segments while the log is larger than this; "
               "-1: no limit", minimum=-1, maximum=LONG_MAX, node_setting="retention_bytes",
               broker_name="log.retention.bytes"),
     ConfigKey("segment.bytes", ConfigType.INT, "segment file size at which the log rolls", minimum=1024,
               maximum=MAX_SEGMENT_BYTES, node_setting="segment_bytes", broker_name="log.segment.bytes"),
     ConfigKey("segment.ms", ConfigType.LONG, "segment age at which the log rolls", minimum=1, maximum=LONG_MAX,
-              node_setting="segment_ms", broker_name="log.roll.ms"),
+              node_setting="segment_ms", broker_name="log.roll.ms", broker_default_listed=False),
     ConfigKey("max.message.bytes", ConfigType.INT, "largest record batch a producer may send (MESSAGE_TOO_LARGE "
               "beyond)", minimum=0, maximum=INT_MAX, node_setting="max_batch_bytes", broker_name="message.max.bytes"),
     # Kafka Streams' changelogs ask for compact (windowed: compact,delete), Connect's internal
@@ -175,11 +180,14 @@ _KEYS = (
     # value, so tools, Kafka Streams (its internal topics name message.timestamp.type) and
     # provisioning scripts that pass them work; any other value is refused naming what is accepted.
     ConfigKey("message.timestamp.type", ConfigType.STRING, "records keep the timestamp their producer gave them "
-              "(CreateTime); VDL does not stamp append times", default="CreateTime", choices=("CreateTime",)),
+              "(CreateTime); VDL does not stamp append times", default="CreateTime", choices=("CreateTime",),
+              broker_name="log.message.timestamp.type"),
     ConfigKey("compression.type", ConfigType.STRING, "batches are stored compressed as their producer sent them "
-              "(producer); VDL does not recompress", default="producer", choices=("producer",)),
+              "(producer); VDL does not recompress", default="producer", choices=("producer",),
+              broker_name="compression.type"),
     ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, "false: only a replica holding every "
-              "acknowledged write can lead (Raft); VDL never elects another", default="false", choices=("false",)),
+              "acknowledged write can lead (Raft); VDL never elects another", default="false", choices=("false",),
+              broker_name="unclean.leader.election.enable"),
     ConfigKey("vdl.table.path", ConfigType.STRING, "the stream's Delta table: an absolute local path or a URI the "
               "deltalake package can write; set = tiering on", check=_check_path),
     ConfigKey("vdl.table.format", ConfigType.STRING, "raw: columns offset, timestamp, key, value, headers; json: the "

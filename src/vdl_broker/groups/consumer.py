@@ -23,10 +23,15 @@ import enum
 import re
 import struct
 import uuid
+import warnings
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from vdl_wire.errors import ErrorCode
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)  # re's own parser, under its old name
+    import sre_parse
 
 # KIP-848: member epoch 0 joins, -1 leaves, -2 leaves temporarily (a static member).
 JOIN_EPOCH = 0
@@ -447,14 +452,30 @@ def _invalid(request: HeartbeatRequestData) -> str | None:
     return None
 
 
+# What Python's `re` has and RE2 (Kafka's RE2/J) refuses: lookarounds, backreferences and
+# conditionals, atomic groups, possessive repeats (RE2's syntax page lists them as not supported).
+_NOT_RE2 = {"ASSERT", "ASSERT_NOT", "GROUPREF", "GROUPREF_EXISTS", "ATOMIC_GROUP", "POSSESSIVE_REPEAT"}
+
+
+def _re2_refuses(parsed: object) -> bool:
+    """Does the parse tree of a pattern (sre_parse's) use a construct RE2 does not have?"""
+    if isinstance(parsed, sre_parse.SubPattern):
+        return any(_re2_refuses(item) for item in parsed.data)
+    if isinstance(parsed, (list, tuple)):
+        return any(_re2_refuses(item) for item in parsed)
+    return str(parsed) in _NOT_RE2
+
+
 def compiled_regex(regex: str) -> re.Pattern[str] | None:
     """A SubscribedTopicRegex or a ListTransactions TransactionalIdPattern as Python's `re` reads
-    it (Kafka: RE2/J, whose syntax is a subset of it for what these patterns use); None if it
-    does not compile."""
+    it; None if it does not compile or uses what RE2/J, Kafka's engine, refuses (a lookahead:
+    Kafka 4.4 answers INVALID_REGULAR_EXPRESSION)."""
     try:
-        return re.compile(regex)
+        compiled = re.compile(regex)
+        parsed = sre_parse.parse(regex)
     except re.error:
         return None
+    return None if _re2_refuses(parsed) else compiled
 
 
 def _matching(regex: str, streams: Collection[str]) -> tuple[str, ...]:

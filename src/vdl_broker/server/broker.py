@@ -324,10 +324,13 @@ class Broker:
             loop = asyncio.get_running_loop()
             for listener in self.config.client_listeners:
                 self.servers.append(await self._listen(listener))
-        except BaseException:
+        except BaseException:  # a failed start, or a stop (SIGTERM) while starting: close what opened
             for server in self.servers:
                 server.close()
             await self._stop_raft(transfer=False)
+            self.groups.close()
+            self.transactions.close()
+            self.replicas.close()  # each log with its clean-shutdown marker, as a stop
             if self.metrics_endpoint is not None:
                 await self.metrics_endpoint.stop()
             raise
@@ -335,8 +338,9 @@ class Broker:
         # Always: any stream may get retention.ms / retention.bytes of its own at any time.
         self._retention_task = loop.create_task(self._retention_loop())
         self.balancer.start()
+        # The metadata group's voters now, not the `peers` entries (a joining node's name a few).
         log.info("node %d: serving %s (%d voters, raft %s%s)", self.node_id,
-                 ", ".join(str(lst) for lst in self.config.client_listeners), len(self.config.members),
+                 ", ".join(str(lst) for lst in self.config.client_listeners), len(group.voters),
                  self.config.raft_listen or "none: a cluster of one",
                  ", mutual TLS" if self.config.raft_tls and self.config.raft_listen else "")
 

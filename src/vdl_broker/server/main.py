@@ -3,13 +3,15 @@
     vdl-broker --data-dir DIR --listen 127.0.0.1:9092 [--config node.toml] [...]
 
 Prints "vdl-broker listening on HOST:PORT" once it accepts connections. SIGTERM/SIGINT shut
-down cleanly (logs closed with their clean marker); after SIGKILL the next start recovers. A
+down cleanly (logs closed with their clean marker), exit code 0, also while it is still starting;
+after SIGKILL the next start recovers. A
 node removed from its cluster (`vdl nodes decommission`/`remove`) stops by itself, exit code 0.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import resource
@@ -62,21 +64,34 @@ def settle_heap() -> None:
 
 
 async def serve(config: NodeConfig) -> None:
-    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(IO_THREADS, thread_name_prefix="vdl-io"))
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(ThreadPoolExecutor(IO_THREADS, thread_name_prefix="vdl-io"))
     broker = Broker(config)
-    await broker.start()
+    # From the first moment: a node still looking for its cluster or waiting for the metadata
+    # (10 s) stops as cleanly as a serving one, exit code 0 (the signals' default killed it).
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    starting = asyncio.ensure_future(broker.start())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait([starting, stopping], return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        starting.cancel()  # Broker.start closes what it opened
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        log.info("node %d: stopped cleanly before serving (it was still starting)", config.node_id)
+        return
+    stopping.cancel()
+    starting.result()  # a failed start (a port taken) raises here
     if broker.removed.is_set():  # restarted after its removal: it serves nothing, and says why
         print(f"vdl-broker: node {config.node_id} was removed from the cluster: not starting (its id cannot join "
               "again: a new node needs a new node_id and an empty data directory)", file=sys.stderr, flush=True)
         await broker.stop()
         return
     settle_heap()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
     print(f"vdl-broker listening on {config.client_host}:{broker.port}", flush=True)
-    log.info("node %d serving %d streams from %s", config.node_id, len(broker.replicas.names()), config.data_dir)
+    # The replicas this node holds (a node that just joined holds none yet), not the cluster's streams.
+    log.info("node %d serving %d streams from %s", config.node_id, len(broker.replicas.all()), config.data_dir)
     waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(broker.removed.wait())]
     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     for waiting in waits:

@@ -110,9 +110,6 @@ class ReplicaManager:
     def local(self, name: str) -> Partition | None:
         return self._partitions.get(name)
 
-    def names(self) -> list[str]:
-        return sorted(self.state.streams)
-
     def all(self) -> list[Partition]:
         return list(self._partitions.values())
 

@@ -17,6 +17,7 @@ from vdl_client import admin
 from vdl_client.cli.common import Parser, UsageError, open_client
 from vdl_wire.acls import (
     CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
     AclBinding,
     AclFilter,
     Operation,
@@ -43,6 +44,15 @@ def _resource(args: argparse.Namespace, required: bool) -> tuple[int, str | None
     return int(given[0][0]), given[0][1]
 
 
+def _check_operations(kind: ResourceType, operations: list[str]) -> None:
+    """Refuse an operation an ACL on `kind` cannot name, as kafka-acls does (READ on the cluster)."""
+    accepted = ["ALL", *(op.name for op in SUPPORTED_OPERATIONS[kind])]
+    refused = [op for op in dict.fromkeys(operations) if op not in accepted]
+    if refused:
+        option = "--" + kind.name.lower().replace("_", "-")
+        raise UsageError(f"{option} ACLs accept --operation {', '.join(accepted)}; not {', '.join(refused)}")
+
+
 def _describe(binding: AclBinding) -> str:
     pattern = PatternType(binding.pattern_type).name
     return (f"{ResourceType(binding.resource_type).name}:{binding.name} ({pattern})  {binding.principal}  "
@@ -57,6 +67,7 @@ def cmd_acls(args: argparse.Namespace) -> int:
         if not args.operation:
             raise UsageError(f"give at least one --operation ({', '.join(OPERATIONS)})")
         kind, name = _resource(args, required=True)
+        _check_operations(ResourceType(kind), args.operation)
         permission = Permission.ALLOW if args.allow else Permission.DENY
         pattern = PatternType.PREFIXED if args.prefixed else PatternType.LITERAL
         bindings = [AclBinding(kind, name or "", int(pattern), principal, args.host, int(Operation[op]), int(permission))
@@ -73,6 +84,8 @@ def cmd_acls(args: argparse.Namespace) -> int:
     if args.principal is not None and (problem := principal_problem(args.principal)) is not None:
         raise UsageError(f"--principal: {problem}")
     kind, name = _resource(args, required=False)
+    if args.action == "delete" and kind != ResourceType.ANY:
+        _check_operations(ResourceType(kind), args.operation)
     pattern = PatternType.PREFIXED if args.prefixed else (PatternType.LITERAL if name is not None else PatternType.ANY)
     acl_filter = AclFilter(kind, name, int(pattern), args.principal, None,
                            int(Operation[args.operation[0]]) if args.operation else int(Operation.ANY))

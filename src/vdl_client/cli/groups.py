@@ -23,8 +23,9 @@ RESET_TO = "earliest, latest, an offset or an ISO-8601 time (2026-01-31T12:00:00
 def cmd_list(args: argparse.Namespace) -> int:
     with open_client(args) as client:
         groups = list_groups(client)
-    print(columns(["GROUP", "STATE", "TYPE"], [[g.group_id, g.state, g.protocol_type or "-"] for g in groups]),
-          end="")
+    # As Kafka's tools: TYPE is the group's (Classic or Consumer), PROTOCOL its members' protocol type.
+    print(columns(["GROUP", "STATE", "TYPE", "PROTOCOL"],
+                  [[g.group_id, g.state, g.group_type, g.protocol_type or "-"] for g in groups]), end="")
     return 0
 
 

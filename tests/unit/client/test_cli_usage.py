@@ -49,6 +49,21 @@ def exit_code(argv: list[str]) -> int | str | None:
      "an ACL needs a resource: --topic, --group, --transactional-id or --cluster"),
     (["acls", "create", "--allow", "alice", "--operation", "READ", "--topic", "orders"],
      "principal must be User:<name> or User:*, got 'alice'"),
+    # kafka-acls' table of the operations each resource type takes (AclEntry.supportedOperations)
+    (["acls", "create", "--allow", "User:alice", "--operation", "READ", "--cluster"],
+     "--cluster ACLs accept --operation ALL, CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, "
+     "ALTER_CONFIGS, IDEMPOTENT_WRITE; not READ"),
+    (["acls", "create", "--deny", "User:bob", "--operation", "write", "--operation", "IDEMPOTENT_WRITE",
+      "--operation", "READ", "--transactional-id", "tx"],
+     "--transactional-id ACLs accept --operation ALL, WRITE, DESCRIBE; not IDEMPOTENT_WRITE, READ"),
+    (["acls", "create", "--allow", "User:alice", "--operation", "WRITE", "--group", "g"],
+     "--group ACLs accept --operation ALL, READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS; not WRITE"),
+    (["acls", "create", "--allow", "User:alice", "--operation", "IDEMPOTENT_WRITE", "--topic", "orders"],
+     "--topic ACLs accept --operation ALL, READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, "
+     "ALTER_CONFIGS; not IDEMPOTENT_WRITE"),
+    (["acls", "delete", "--principal", "User:alice", "--operation", "READ", "--cluster"],
+     "--cluster ACLs accept --operation ALL, CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, "
+     "ALTER_CONFIGS, IDEMPOTENT_WRITE; not READ"),
     (["acls", "list", "--principal", "alice"], "--principal: principal must be User:<name> or User:*, got 'alice'"),
     (["acls", "delete", "--principal", "alice", "--topic", "orders"],
      "--principal: principal must be User:<name> or User:*, got 'alice'"),

@@ -14,8 +14,8 @@ from vdl_broker.raft.types import NotLeaderError, RaftError
 from vdl_broker.server.authorizer import Operation
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.forwarding import on_metadata_leader
-from vdl_broker.server.handlers.describe_configs import refusal
-from vdl_broker.server.handlers.incremental_alter_configs import alter_resource
+from vdl_broker.server.handlers.describe_configs import ResourceType, refusal
+from vdl_broker.server.handlers.incremental_alter_configs import alter_resource, node_id_problem
 from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import AlterConfigsRequest, AlterConfigsResponse
@@ -62,14 +62,32 @@ async def _alter_here(node: NodeView, request: AlterConfigsRequest) -> AlterConf
 
 async def handle(node: NodeView, context: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
     refused = {id(r): refusal(node, context, r, Operation.ALTER_CONFIGS) for r in request.resources}
-    denied = [Result(error_code=int(code), resource_type=r.resource_type, resource_name=r.resource_name)
-              for r in request.resources if (code := refused[id(r)]) is not None]
+    answered = [Result(error_code=int(code), resource_type=r.resource_type, resource_name=r.resource_name)
+                for r in request.resources if (code := refused[id(r)]) is not None]
+    # The node's own settings are answered here, on the node asked, another node's id refused first.
+    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    here = [r for r in request.resources if refused[id(r)] is None and r.resource_type == ResourceType.BROKER]
+    message: str | None
+    for resource in here:
+        wrong_node = None if context.forwarded else node_id_problem(node, resource.resource_type,
+                                                                     resource.resource_name)
+        if counts[(resource.resource_type, resource.resource_name)] > 1:
+            code, message = ErrorCode.INVALID_REQUEST, "the resource is named more than once in the request"
+        elif wrong_node is not None:
+            code, message = ErrorCode.INVALID_REQUEST, wrong_node
+        else:
+            code, message = await alter_resource(node, resource.resource_type, resource.resource_name,
+                                                 [c.name for c in resource.configs], partial(replaced, resource),
+                                                 request.validate_only)
+        answered.append(Result(error_code=int(code), error_message=message, resource_type=resource.resource_type,
+                               resource_name=resource.resource_name))
     response = AlterConfigsResponse(responses=[])
-    request.resources = [r for r in request.resources if refused[id(r)] is None]
+    local = {id(r) for r in here}
+    request.resources = [r for r in request.resources if refused[id(r)] is None and id(r) not in local]
     if request.resources:
         response = await on_metadata_leader(node, context.api_version, request, _alter_here, error_response,
                                             context)
-    response.responses += denied
+    response.responses += answered
     return response
 
 

@@ -112,15 +112,22 @@ def stream_configs(stream_config: Mapping[str, object], node: NodeConfig, replic
         own = stream_config.get(key.name)
         if own is not None:
             synonyms.append((key.name, str(own), Source.DYNAMIC_TOPIC_CONFIG))
-        if key.node_setting is not None:
+        # The node-wide value is the Kafka broker config's (none for VDL's own keys, as Kafka lists
+        # no synonym for a topic config without a broker one).
+        if key.node_setting is not None and key.broker_name is not None:
             node_value = defaults[key.node_setting]
             node_source = _node_source(key.node_setting, node_value)
             if node_source is Source.STATIC_BROKER_CONFIG:
-                synonyms.append((key.broker_name or key.name, str(node_value), node_source))
-            synonyms.append((key.broker_name or key.name, str(_BUILT_IN[key.node_setting]), Source.DEFAULT_CONFIG))
-        elif key.default is not None:
-            synonyms.append((key.broker_name or key.name, key.default, Source.DEFAULT_CONFIG))
-        value, source = (synonyms[0][1], synonyms[0][2]) if synonyms else (None, Source.DEFAULT_CONFIG)
+                synonyms.append((key.broker_name, str(node_value), node_source))
+            if key.broker_default_listed:
+                synonyms.append((key.broker_name, str(_BUILT_IN[key.node_setting]), Source.DEFAULT_CONFIG))
+        elif key.default is not None and key.broker_name is not None:
+            synonyms.append((key.broker_name, key.default, Source.DEFAULT_CONFIG))
+        if synonyms:
+            value, source = synonyms[0][1], synonyms[0][2]
+        else:  # the built-in default, as a Kafka topic config without a synonym
+            value = str(_BUILT_IN[key.node_setting]) if key.node_setting is not None else key.default
+            source = Source.DEFAULT_CONFIG
         described.append(Described(key.name, value, source, key.type, key.doc, synonyms=tuple(synonyms)))
     described.append(min_insync_replicas(replication_factor))
     return described
@@ -258,9 +265,13 @@ def _describe(node: NodeView,
         name = resource.resource_name
         if name == "":
             return ErrorCode.NONE, None, []  # no cluster-wide dynamic broker defaults
-        if name != str(node.node_id):
-            return ErrorCode.INVALID_REQUEST, (f"unexpected broker id, expected {node.node_id} or an empty "
-                                               f"string, but received {name!r}"), []
+        try:
+            asked = int(name)
+        except ValueError:
+            return ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}", []
+        if asked != node.node_id:  # in Kafka's words (# Kafka: ConfigHelper.describeConfigs)
+            return ErrorCode.INVALID_REQUEST, (f"Unexpected broker id, expected {node.node_id} or empty string, "
+                                               f"but received {name}"), []
         return ErrorCode.NONE, None, broker_configs(node.config, node.metadata.state.default_replication_factor())
     if resource.resource_type == ResourceType.BROKER_LOGGER:
         problem = _broker_id_problem(resource.resource_name, node.node_id)
@@ -305,7 +316,7 @@ def handle(node: NodeView, context: RequestContext,
             continue
         code, message, described = _describe(node, resource)
         keys = resource.configuration_keys
-        if keys is not None:
+        if keys:  # null or empty: every config (# Kafka: ConfigHelper.describeConfigs)
             wanted = set(keys)
             described = [d for d in described if d.name in wanted]
         results.append(_result(resource, code, message, [

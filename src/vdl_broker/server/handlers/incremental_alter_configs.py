@@ -5,7 +5,8 @@ every replica applies the change (server/stream_settings.py).
 Each change is checked first (cluster/stream_configs.py): an unknown key, a bad value or an
 operation that does not fit gets INVALID_CONFIG naming the key, and nothing of that resource
 changes. Node settings (BROKER resources) come from node.toml and flags: setting one gets
-INVALID_CONFIG; deleting is a no-op (none is ever set dynamically).
+INVALID_CONFIG; deleting is a no-op (none is ever set dynamically). As in Kafka, a BROKER resource
+naming another node than the one asked is INVALID_REQUEST first.
 
 A node's loggers (BROKER_LOGGER resources, KIP-412) are this node's alone: the node the request
 reaches sets their levels itself (server/loggers.py), unstored, without the metadata group, as a
@@ -102,6 +103,20 @@ async def _alter_one(node: NodeView, resource: IncrementalAlterConfigsRequest.Al
                                 [c.name for c in resource.configs], partial(_incremental, resource), validate_only)
 
 
+def node_id_problem(node: NodeView, resource_type: int, resource_name: str) -> str | None:
+    """Why a BROKER resource does not name the node asked (nor "", the cluster-wide defaults), in
+    Kafka's words: checked by the node the request reaches, before any config (# Kafka:
+    ConfigAdminManager.validateResourceNameIsCurrentNodeId)."""
+    if resource_type != ResourceType.BROKER or resource_name == "":
+        return None
+    try:
+        asked = int(resource_name)
+    except ValueError:
+        return f"Node id must be an integer, but it is: {resource_name}"
+    return None if asked == node.node_id else (f"Unexpected broker id, expected {node.node_id}, "
+                                               f"but received {resource_name}")
+
+
 def _alter_loggers(node: NodeView, resource: IncrementalAlterConfigsRequest.AlterConfigsResource,
                    validate_only: bool) -> tuple[ErrorCode, str | None]:
     """Check every change of a BROKER_LOGGER resource, then (not validate_only) apply them
@@ -154,21 +169,30 @@ async def handle(node: NodeView, context: RequestContext,
     refused = {id(r): refusal(node, context, r, Operation.ALTER_CONFIGS) for r in request.resources}
     answered = [Result(error_code=int(code), resource_type=r.resource_type, resource_name=r.resource_name)
                 for r in request.resources if (code := refused[id(r)]) is not None]
-    # A node's loggers are set here, on the node asked; the rest goes to the metadata leader.
+    # A node's loggers are set here, on the node asked; streams' configs go to the metadata leader.
     counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
     message: str | None
+    # So are its settings (BROKER: static, nothing to store), another node's id refused first.
+    here: set[int] = set()
     for resource in request.resources:
-        if resource.resource_type != ResourceType.BROKER_LOGGER or refused[id(resource)] is not None:
+        if refused[id(resource)] is not None or resource.resource_type not in (ResourceType.BROKER_LOGGER,
+                                                                                ResourceType.BROKER):
             continue
+        wrong_node = None if context.forwarded else node_id_problem(node, resource.resource_type,
+                                                                     resource.resource_name)
         if counts[(resource.resource_type, resource.resource_name)] > 1:
             code, message = ErrorCode.INVALID_REQUEST, "the resource is named more than once in the request"
+        elif wrong_node is not None:
+            code, message = ErrorCode.INVALID_REQUEST, wrong_node
+        elif resource.resource_type == ResourceType.BROKER:
+            code, message = await _alter_one(node, resource, request.validate_only)
         else:
             code, message = _alter_loggers(node, resource, request.validate_only)
+        here.add(id(resource))
         answered.append(Result(error_code=int(code), error_message=message, resource_type=resource.resource_type,
                                resource_name=resource.resource_name))
     response = IncrementalAlterConfigsResponse(responses=[])
-    request.resources = [r for r in request.resources
-                         if refused[id(r)] is None and r.resource_type != ResourceType.BROKER_LOGGER]
+    request.resources = [r for r in request.resources if refused[id(r)] is None and id(r) not in here]
     if request.resources:
         response = await on_metadata_leader(node, context.api_version, request, _alter_here, error_response,
                                             context)

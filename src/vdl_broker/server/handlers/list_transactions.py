@@ -1,5 +1,6 @@
 """ListTransactions (key 66): the transactions a coordinator knows (KIP-664), filtered by state,
-producer id, (v1) running longer than a duration and (v2, KIP-1152) a transactional id pattern
+producer id, (v1, KIP-994) started longer than a duration ago (one not started passes, as in
+Kafka) and (v2, KIP-1152) a transactional id pattern
 the whole id matches (INVALID_REGULAR_EXPRESSION when it does not compile). Every node holds the replicated state, but
 only the coordinator (the metadata leader) lists it, as each Kafka broker lists only its own:
 admin clients ask every node and concatenate the answers. DESCRIBE on each id, else left out."""
@@ -30,8 +31,8 @@ def handle(node: NodeView, context: RequestContext, request: ListTransactionsReq
     pattern_text = request.transactional_id_pattern if context.api_version >= 2 else None
     pattern = compiled_regex(pattern_text) if pattern_text else None
     if pattern_text and pattern is None:
-        return R(error_code=int(ErrorCode.INVALID_REGULAR_EXPRESSION), unknown_state_filters=unknown,
-                 transaction_states=[])
+        # Kafka throws InvalidRegularExpression: the error response, without the unknown states.
+        return error_response(request, context.api_version, ErrorCode.INVALID_REGULAR_EXPRESSION)
     now = int(time.time() * 1000)
     listed = []
     if node.transactions.active():
@@ -40,7 +41,10 @@ def handle(node: NodeView, context: RequestContext, request: ListTransactionsReq
                 continue
             if wanted_producers and meta.producer_id not in wanted_producers:
                 continue
-            if duration >= 0 and (meta.start_ms < 0 or now - meta.start_ms < duration):
+            # Kafka leaves out those started no longer than `duration` ago, and nothing else: one
+            # not started (start -1, Empty after InitProducerId) is listed, as running since 1970
+            # (# Kafka: TransactionStateManager.listTransactionStates).
+            if duration >= 0 and now - meta.start_ms <= duration:
                 continue
             if pattern is not None and not pattern.fullmatch(meta.transactional_id):
                 continue
