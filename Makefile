@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-unit demo install jars polyglot peer-franz lint bench chaos cutoff raft-fuzz membership-soak test-many-streams main-job-kill metadata-snapshot-soak soak clean
+.PHONY: test test-unit demo install jars polyglot peer-franz peer-confluent lint bench chaos cutoff raft-fuzz membership-soak test-many-streams main-job-kill metadata-snapshot-soak soak clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -86,6 +86,13 @@ test-unit: $(STAMP)
 
 demo: install
 	$(VENV)/bin/vdl demo
+
+# confluent-kafka-python's own integration tests (of the release in .venv) against a fresh VDL
+# cluster: tests/peers/confluent.py, which fetches their source and test requirements into the
+# git-ignored build/peers/ (here only: `make test` never downloads). PEER_NODES=3 for 3 nodes,
+# PEER_GROUP_PROTOCOL=consumer for KIP-848 consumers, PEER_SRC=a checkout or git dir to use.
+peer-confluent: $(STAMP)
+	$(PY) -m tests.peers.confluent
 
 bench: install
 	$(PY) -m benchmarks

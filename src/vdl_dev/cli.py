@@ -32,7 +32,8 @@ def cmd_dev_cluster(args: argparse.Namespace) -> int:
     if args.nodes < 1:
         raise UsageError(f"--nodes must be at least 1, got {args.nodes}")
     try:
-        return run_dev_cluster(args.nodes, args.data_dir, args.base_port, secure=args.secure)
+        settings = {"auto_create_streams": True} if args.auto_create_streams else None
+        return run_dev_cluster(args.nodes, args.data_dir, args.base_port, settings=settings, secure=args.secure)
     except ValueError as error:
         raise CliError(str(error)) from None
 
@@ -55,4 +56,7 @@ def register(commands: argparse._SubParsersAction, connection: argparse.Argument
     dev.add_argument("--secure", action="store_true",
                      help="SASL_SSL listeners, Raft over mutual TLS, ACLs and an admin super user, with a throw-away "
                           "CA; prints the client properties")
+    dev.add_argument("--auto-create-streams", action="store_true",
+                     help="create a stream on its first Metadata or Produce, as Kafka's auto.create.topics.enable "
+                          "(clients' own test suites expect it)")
     dev.set_defaults(run=cmd_dev_cluster)

@@ -172,3 +172,42 @@ def test_echoed_lines_of_concurrent_nodes_never_run_together(tmp_path: Path) -> 
     for thread in threads:
         thread.join()
     assert sorted(out.getvalue().splitlines()) == sorted(lines)
+
+
+def test_dev_cluster_auto_create_streams_lets_a_producer_write_a_new_stream(tmp_path: Path) -> None:
+    """`vdl dev-cluster --auto-create-streams`: a stream is created on its first produce, as Kafka's
+    default (confluent-kafka's test_consumer_memberid produces to a topic it never created)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    port = free_base_port(ports_needed(1, metrics=True))
+    vdl = Path(sys.executable).with_name("vdl")
+    launcher = subprocess.Popen([str(vdl), "dev-cluster", "--nodes", "1", "--data-dir", str(tmp_path / "c"),
+                                 "--base-port", str(port), "--auto-create-streams"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert launcher.stdout is not None
+        for line in launcher.stdout:
+            if "press Ctrl-C" in line:
+                break
+        assert load_node_config(tmp_path / "c" / "node1" / "node.toml").auto_create_streams
+        bootstrap = f"127.0.0.1:{port}"
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for value in (b"first", b"second"):
+            producer.produce("never-created", value)
+        assert producer.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "auto", "enable.auto.commit": False})
+        consumer.assign([TopicPartition("never-created", 0, 0)])
+        values = []
+        deadline = time.monotonic() + 30
+        while len(values) < 2 and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                values.append((message.offset(), message.value()))
+        consumer.close()
+        assert values == [(0, b"first"), (1, b"second")]
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(30) == 0
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()

@@ -596,3 +596,27 @@ def test_acl_apis_without_an_authorizer_are_security_disabled(module_broker: Bro
         resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1)]), 3)
     assert [(r.error_code, r.error_message) for r in deleted.filter_results] == [
         (ErrorCode.SECURITY_DISABLED, no_authorizer)]
+
+
+def test_alter_replica_log_dirs_to_the_nodes_one_directory(module_broker: BrokerProcess, tmp_path: Any) -> None:
+    """AlterReplicaLogDirs (34), through kafka-python's admin as its own integration test calls it:
+    a replica "moved" to the directory DescribeLogDirs names is NONE (a node has one), another
+    directory LOG_DIR_NOT_FOUND, a stream not held there REPLICA_NOT_AVAILABLE. The broker closed
+    the connection (an API it did not serve)."""
+    from kafka import KafkaAdminClient
+    from kafka.errors import LogDirNotFoundError, NoError, ReplicaNotAvailableError
+    from kafka.structs import TopicPartitionReplica
+
+    assert create_topic_raw(module_broker.bootstrap, "log-dir-move") == (0, None)
+    admin = KafkaAdminClient(bootstrap_servers=module_broker.bootstrap)
+    try:
+        described = admin.describe_log_dirs()
+        directory = described[0]["log_dirs"][0]["log_dir"]
+        broker_id = described[0]["broker"]
+        here = TopicPartitionReplica("log-dir-move", 0, broker_id)
+        missing = TopicPartitionReplica("no-such-stream", 0, broker_id)
+        assert admin.alter_replica_log_dirs({here: directory, missing: directory}) == {
+            here: NoError, missing: ReplicaNotAvailableError}
+        assert admin.alter_replica_log_dirs({here: str(tmp_path)}) == {here: LogDirNotFoundError}
+    finally:
+        admin.close()

@@ -6,6 +6,15 @@ requests will be processed in the order they are sent"). Each decoded request ta
 queue; a handler fills its slot when done (at once, or later for a delayed produce/fetch), and
 the queue is written out from the head as slots complete.
 
+Processed in order, too: a request sees the effects of every request sent before it, as on
+Kafka, whose broker handles a connection's requests one at a time (librdkafka's admin pipelines
+a ListOffsets behind a DeleteRecords and reads the new start from it; a consumer's committed()
+follows its asynchronous commit on the coordinator's connection). So a request does not start
+while a write sent before it is unanswered (`Order`, each handler's: what it changes). Reads do
+not hold later requests (a write pipelined behind a long-poll Fetch starts at once; the fetch
+may then see it, never miss an earlier one), and Produce requests pipeline behind each other:
+each appends when it starts, so their batches keep the order they were sent in.
+
 Security: a connection belongs to one listener (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) and
 carries a principal: `User:ANONYMOUS`, `User:<certificate CN>` after mutual TLS, `User:<name>`
 after SASL. Until SASL succeeds on a SASL listener, only ApiVersions, SaslHandshake and
@@ -25,6 +34,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Protocol
 
 from vdl_broker.config import NodeConfig
@@ -67,8 +77,16 @@ class RequestContext:
         return self.header.client_id or ""
 
 
+class Order(Enum):
+    """What a request is to the requests sent after it on its connection (module docstring)."""
+
+    READ = "read"  # changes nothing: later requests need not wait for it
+    PRODUCE = "produce"  # a write that later Produce requests pipeline behind
+    WRITE = "write"  # later requests start once it is answered
+
+
 class _Slot:
-    __slots__ = ("api", "buffers", "done", "size", "started")
+    __slots__ = ("api", "buffers", "done", "order", "size", "started")
 
     def __init__(self, size: int) -> None:
         self.buffers: Buffers | None = None
@@ -76,6 +94,7 @@ class _Slot:
         self.size = size
         self.api = ""  # with metrics on: the handler's name and when the request arrived
         self.started = 0.0
+        self.order: Order | None = None  # set while the request runs and holds later ones back
 
 
 class ConnectionOwner(Protocol):
@@ -104,6 +123,12 @@ class KafkaConnection(asyncio.Protocol):
         self._quickack: Any = None  # TLS: the socket whose delayed ACK is sent at once after each read
         self._splitter = FrameSplitter(broker.config.max_request_bytes)
         self._slots: deque[_Slot] = deque()
+        # Requests waiting for the writes sent before them (module docstring), in arrival order,
+        # and the writes running: Produce requests, and the others.
+        self._waiting: deque[tuple[Any, RequestContext, Any, _Slot]] = deque()
+        self._running_produces = 0
+        self._running_writes = 0
+        self._starting = False
         self._inflight_bytes = 0
         self._max_inflight = broker.config.max_inflight_bytes
         self._write_paused = False
@@ -148,6 +173,7 @@ class KafkaConnection(asyncio.Protocol):
         for task in list(self._tasks):
             task.cancel()
         self._slots.clear()
+        self._waiting.clear()
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -256,6 +282,37 @@ class KafkaConnection(asyncio.Protocol):
         if self._metrics is not None:
             slot.api = handler.name
             slot.started = time.perf_counter()
+        if self._waiting or self._must_wait(handler.order):
+            self._waiting.append((handler, context, request, slot))
+            return
+        self._start(handler, context, request, slot)
+
+    def _must_wait(self, order: Order) -> bool:
+        """A request of `order` waits while a write sent before it runs (Produce behind Produce
+        excepted)."""
+        return self._running_writes > 0 or (order is not Order.PRODUCE and self._running_produces > 0)
+
+    def _start_waiting(self) -> None:
+        """Start the waiting requests, in order, as far as the running writes allow. A request
+        answered at once completes (and calls this) inside the loop: that call returns, the loop
+        goes on."""
+        if self._starting:
+            return
+        self._starting = True
+        try:
+            while self._waiting and not self._closed and not self._must_wait(self._waiting[0][0].order):
+                self._start(*self._waiting.popleft())
+        finally:
+            self._starting = False
+
+    def _start(self, handler: Any, context: RequestContext, request: Any, slot: _Slot) -> None:
+        header = context.header
+        if handler.order is Order.PRODUCE:
+            self._running_produces += 1
+            slot.order = Order.PRODUCE
+        elif handler.order is Order.WRITE:
+            self._running_writes += 1
+            slot.order = Order.WRITE
         if handler.is_async:
             task = asyncio.get_running_loop().create_task(self._run_async(handler, context, request, slot))
             self._tasks.add(task)
@@ -305,6 +362,11 @@ class KafkaConnection(asyncio.Protocol):
         """Fill a slot; `response` None means no answer at all (Produce with acks=0)."""
         if self._closed:
             return
+        if slot.order is Order.PRODUCE:
+            self._running_produces -= 1
+        elif slot.order is Order.WRITE:
+            self._running_writes -= 1
+        slot.order = None
         if self._metrics is not None and slot.api:
             # Per request: the error the answer carries, for vdl_requests_total.
             self._metrics.request_done(slot.api, header.request_api_version, response_error(response),
@@ -318,6 +380,7 @@ class KafkaConnection(asyncio.Protocol):
                 return
         slot.done = True
         self._flush()
+        self._start_waiting()
 
     def _flush(self) -> None:
         transport = self.transport

@@ -25,6 +25,7 @@ from .alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
 )
+from .alter_replica_log_dirs import AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse
 from .alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
 from .client_quotas import (
@@ -117,6 +118,7 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
     (DescribeConfigsRequest, DescribeConfigsResponse),
     (DescribeLogDirsRequest, DescribeLogDirsResponse),
+    (AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse),
     (DeleteGroupsRequest, DeleteGroupsResponse),
     (ElectLeadersRequest, ElectLeadersResponse),
     (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
@@ -170,6 +172,8 @@ __all__ = [
     "TxnOffsetCommitRequest",
     "TxnOffsetCommitResponse",
     "AlterPartitionReassignmentsRequest",
+    "AlterReplicaLogDirsRequest",
+    "AlterReplicaLogDirsResponse",
     "AlterPartitionReassignmentsResponse",
     "AlterUserScramCredentialsRequest",
     "AlterUserScramCredentialsResponse",

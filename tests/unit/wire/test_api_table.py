@@ -61,6 +61,7 @@ TABLE = [
     (31, 0, 3),
     (32, 0, 4),
     (33, 0, 2),
+    (34, 0, 2),
     (35, 0, 5),
     (36, 0, 2),
     (37, 0, 3),
@@ -92,7 +93,7 @@ TABLE = [
 # instead of asking (kafka-python's api_version=(3, 0)) send these, so every API served here is
 # served at least that far.
 KAFKA_3_0 = {0: 9, 1: 12, 2: 7, 3: 11, 8: 8, 9: 8, 10: 4, 11: 7, 12: 4, 13: 4, 14: 5, 15: 5, 16: 4, 17: 1,
-             18: 3, 19: 7, 20: 6, 21: 2, 22: 4, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 35: 2, 36: 2, 37: 3,
+             18: 3, 19: 7, 20: 6, 21: 2, 22: 4, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 34: 2, 35: 2, 36: 2, 37: 3,
              42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 47: 0, 50: 0, 51: 0, 55: 0, 60: 0, 61: 0, 65: 0, 66: 0}
 
 
@@ -116,7 +117,7 @@ def test_every_api_served_as_far_as_kafka_3_0_serves_it() -> None:
 # The first flexible version of each API (# message defs: "flexibleVersions"); None: never.
 FLEXIBLE_FROM = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 17: None,
                  18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 29: 2, 30: 2, 31: 2, 32: 4,
-                 33: 2, 35: 2, 36: 2, 37: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 47: None, 48: 1, 49: 1, 50: 0, 51: 0, 55: 0, 57: 0, 60: 0,
+                 33: 2, 34: 2, 35: 2, 36: 2, 37: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 47: None, 48: 1, 49: 1, 50: 0, 51: 0, 55: 0, 57: 0, 60: 0,
                  61: 0, 65: 0, 66: 0, 68: 0, 69: 0, 74: 0,
                  10000: 0, 10001: 0}  # VdlNodes, VdlWriterId (ours)
 
@@ -134,8 +135,8 @@ def _frame_header(api_key: int, version: int, correlation_id: int) -> bytes:
 
 def test_unsupported_api_carries_ids() -> None:
     with pytest.raises(UnsupportedApiError) as info:
-        decode_request(_frame_header(34, 2, 77))  # AlterReplicaLogDirs is not offered
-    assert (info.value.api_key, info.value.api_version, info.value.correlation_id) == (34, 2, 77)
+        decode_request(_frame_header(38, 2, 77))  # CreateDelegationToken is not offered
+    assert (info.value.api_key, info.value.api_version, info.value.correlation_id) == (38, 2, 77)
     assert isinstance(info.value, DecodeError)
     assert info.value.header.correlation_id == 77
 

@@ -7,6 +7,10 @@
   a coroutine function when the request may wait (delayed produce/fetch, group joins);
 - `error_response(request, version, code)` -> the response that answers every part of the
   request with `code` (used when a handler raises: the client gets UNKNOWN_SERVER_ERROR).
+
+A handler's `Order` (server/connection.py: what later requests on its connection wait for) is
+READ for the modules in READS, PRODUCE for Produce, WRITE for every other: a new API is a write
+until it is listed here as changing nothing.
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from vdl_broker.server.connection import Order
 from vdl_broker.server.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
+    alter_replica_log_dirs,
     alter_user_scram_credentials,
     api_versions,
     consumer_group_describe,
@@ -80,11 +86,22 @@ MODULES: tuple[ModuleType, ...] = (
     delete_topics, init_producer_id, delete_groups, offset_delete, sasl_handshake, sasl_authenticate,
     describe_acls, create_acls, delete_acls, describe_user_scram_credentials, alter_user_scram_credentials,
     describe_configs, incremental_alter_configs,
-    describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments, update_features,
+    describe_log_dirs, alter_replica_log_dirs, elect_leaders, alter_partition_reassignments,
+    list_partition_reassignments, update_features,
     vdl_nodes, alter_configs, create_partitions, describe_cluster, delete_records, offset_for_leader_epoch,
     consumer_group_heartbeat, consumer_group_describe, describe_client_quotas, alter_client_quotas,
     vdl_writer_id, add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit,
     write_txn_markers, describe_producers, describe_transactions, list_transactions, describe_quorum,
+    list_config_resources,
+)
+
+# The APIs that change nothing (Metadata's auto-creation runs on its own, as Kafka's: the answer
+# says LEADER_NOT_AVAILABLE and the client asks again).
+READS: tuple[ModuleType, ...] = (
+    fetch, list_offsets, metadata, offset_fetch, find_coordinator, describe_groups, list_groups, api_versions,
+    describe_acls, describe_user_scram_credentials, describe_configs, describe_log_dirs,
+    list_partition_reassignments, describe_cluster, offset_for_leader_epoch, consumer_group_describe,
+    describe_client_quotas, describe_producers, describe_transactions, list_transactions, describe_quorum,
     list_config_resources,
 )
 
@@ -96,9 +113,16 @@ class Handler:
     handle: Callable[..., Any]
     error_response: Callable[[Any, int, Any], Any]
     is_async: bool
+    order: Order
+
+
+def order_of(module: ModuleType) -> Order:
+    if module is produce:
+        return Order.PRODUCE
+    return Order.READ if module in READS else Order.WRITE
 
 
 def build_handlers() -> dict[int, Handler]:
     return {module.API_KEY: Handler(module.API_KEY, module.NAME, module.handle, module.error_response,
-                                    inspect.iscoroutinefunction(module.handle))
+                                    inspect.iscoroutinefunction(module.handle), order_of(module))
             for module in MODULES}
