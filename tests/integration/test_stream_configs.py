@@ -151,8 +151,10 @@ def test_confluent_admin_creates_describes_and_alters(cluster: DevCluster) -> No
         wait_until(lambda n=node_id: describe_at(node_address(cluster, n), "configured") == EXPECTED, 10,
                    f"node {node_id} describing the new stream's configs")
 
-    confluent_alter(client, "configured", {"retention.ms": None, "max.message.bytes": "1000"})
-    expected = EXPECTED | {"retention.ms": ("-1", 5), "max.message.bytes": ("1000", 1)}
+    confluent_alter(client, "configured", {"retention.ms": None, "max.message.bytes": "1000",
+                                           "flush.messages": "1", "remote.copy.lag.ms": "-1"})
+    expected = EXPECTED | {"retention.ms": ("-1", 5), "max.message.bytes": ("1000", 1), "flush.messages": ("1", 1),
+                           "remote.copy.lag.ms": ("-1", 1)}
     # librdkafka may ask a node other than the metadata leader, which applies the change a moment later
     wait_until(lambda: confluent_describe(client, "configured") == expected, 10, "the altered configs described")
     for node_id in cluster.node_ids():
@@ -166,6 +168,12 @@ def test_confluent_admin_creates_describes_and_alters(cluster: DevCluster) -> No
         list(client.incremental_alter_configs([bad]).values())[0].result(timeout=30)
     assert caught.value.args[0].code() == ErrorCode.INVALID_CONFIG
     assert "retention.ms: 'yesterday' is not an integer >= -1" in caught.value.args[0].str()
+    ratio = ConfigResource("topic", "configured", incremental_configs=[
+        ConfigEntry("min.cleanable.dirty.ratio", "half", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(Exception) as caught:
+        list(client.incremental_alter_configs([ratio]).values())[0].result(timeout=30)
+    assert (caught.value.args[0].code(), caught.value.args[0].str()) == (
+        ErrorCode.INVALID_CONFIG, "min.cleanable.dirty.ratio: 'half' is not a number in 0..1")
     assert confluent_describe(client, "configured") == expected  # nothing of a refused change applied
 
 
