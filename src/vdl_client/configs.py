@@ -19,14 +19,14 @@ from vdl_wire.messages import DescribeConfigsRequest, IncrementalAlterConfigsReq
 
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
-SOURCES = {1: "stream", 4: "node", 5: "default"}  # DescribeConfigs ConfigSource, as the CLI says it
+SOURCES = {1: "stream", 3: "cluster", 4: "node", 5: "default"}  # DescribeConfigs ConfigSource, as the CLI says it
 
 
 @dataclass(frozen=True)
 class StreamConfig:
     name: str
     value: str | None
-    source: str  # "stream" (set for it), "node" (node.toml), "default"
+    source: str  # "stream" (set for it), "node" (node.toml), "default", "cluster" (min.insync.replicas)
     read_only: bool
 
 

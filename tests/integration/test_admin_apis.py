@@ -279,8 +279,20 @@ def test_alter_configs_refuses_bad_input_and_changes_nothing(module_broker: Brok
                                   "order) or empty (keep every record)")
     assert alter_configs(address, "ac-bad", {"unclean.leader.election.enable": "true"}) == (
         ErrorCode.INVALID_CONFIG, "unclean.leader.election.enable: 'true' is not one of false")
-    code, message = alter_configs(address, "ac-bad", {"preallocate": "true"})
-    assert (code, message.split(" (accepted")[0]) == (ErrorCode.INVALID_CONFIG, "unknown stream config 'preallocate'")
+    code, message = alter_configs(address, "ac-bad", {"colour": "blue"})
+    assert (code, message.split(" (accepted")[0]) == (ErrorCode.INVALID_CONFIG, "unknown stream config 'colour'")
+    # Kafka 4.4's topic configs, refused where Kafka refuses them, naming what is accepted
+    assert alter_configs(address, "ac-bad", {"preallocate": "yes"}) == (
+        ErrorCode.INVALID_CONFIG, "preallocate: 'yes' is not true | false")
+    assert alter_configs(address, "ac-bad", {"compression.zstd.level": "23"}) == (
+        ErrorCode.INVALID_CONFIG, "compression.zstd.level: '23' is not an integer in -131072..22")
+    assert alter_configs(address, "ac-bad", {"compression.type": "gzip"}) == (
+        ErrorCode.INVALID_CONFIG, "compression.type: 'gzip' is refused: VDL stores every batch as its producer "
+                                  "compressed it and does not recompress, so only producer is accepted (set "
+                                  "compression.type on the producer instead)")
+    assert alter_configs(address, "ac-bad", {"follower.replication.throttled.replicas": "0-1"}) == (
+        ErrorCode.INVALID_CONFIG, "follower.replication.throttled.replicas: '0-1' is not the literal '*' or a list "
+                                  "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
     assert alter_configs(address, "ac-bad", {"retention.ms": None}) == (
         ErrorCode.INVALID_CONFIG, "retention.ms needs a value (an integer >= -1)")
     assert alter_configs(address, "ac-bad", {"vdl.table.format": "json"}) == (
@@ -321,7 +333,10 @@ def test_describe_configs_with_an_empty_key_list_answers_every_config(module_bro
         "message.timestamp.type": [("log.message.timestamp.type", "CreateTime", 5)],
         "compression.type": [("compression.type", "producer", 5)],
         "unclean.leader.election.enable": [("unclean.leader.election.enable", "false", 5)],
-        "min.insync.replicas": [("min.insync.replicas", "1", 5)],
+        # Kafka 4.4's other topic configs, with the synonyms a Kafka 4.4 broker answers (its defaults)
+        **KAFKA_DEFAULT_SYNONYMS,
+        # Kafka 4.4: the cluster's dynamic default (3); VDL's is the stream's Raft majority
+        "min.insync.replicas": [("min.insync.replicas", "1", 3)],
         **{name: [] for name in ("vdl.table.path", "vdl.table.format", "vdl.table.schema", "vdl.table.lag.ms",
                                  "vdl.table.partition.by", "vdl.table.compact.interval.ms",
                                  "vdl.table.compact.target.bytes", "vdl.table.vacuum.interval.ms",
@@ -330,6 +345,71 @@ def test_describe_configs_with_an_empty_key_list_answers_every_config(module_bro
             if c.name in ("retention.ms", "segment.ms", "vdl.table.path", "vdl.table.format")] == [
         ("retention.ms", "-1", 5), ("segment.ms", "604800000", 5), ("vdl.table.path", None, 5),
         ("vdl.table.format", "raw", 5)]
+
+
+# Kafka 4.4's topic configs VDL did not know, with the synonyms (name, value, source) and the
+# type a Kafka 4.4 broker describes them with on a new topic (vdl_dev.kafka_peer, 1 node).
+KAFKA_DEFAULT_SYNONYMS = {
+    "compression.gzip.level": [("compression.gzip.level", "-1", 5)],
+    "compression.lz4.level": [("compression.lz4.level", "9", 5)],
+    "compression.zstd.level": [("compression.zstd.level", "3", 5)],
+    "errors.deadletterqueue.group.enable": [],
+    "file.delete.delay.ms": [("log.segment.delete.delay.ms", "60000", 5)],
+    "flush.messages": [("log.flush.interval.messages", "9223372036854775807", 5)],
+    "flush.ms": [],
+    "follower.replication.throttled.replicas": [],
+    "index.interval.bytes": [("log.index.interval.bytes", "4096", 5)],
+    "leader.replication.throttled.replicas": [],
+    "local.retention.bytes": [("log.local.retention.bytes", "-2", 5)],
+    "local.retention.ms": [("log.local.retention.ms", "-2", 5)],
+    "max.decompressed.message.bytes": [("max.decompressed.message.bytes", "2147483639", 5)],
+    "message.timestamp.after.max.ms": [("log.message.timestamp.after.max.ms", "3600000", 5)],
+    "message.timestamp.before.max.ms": [("log.message.timestamp.before.max.ms", "9223372036854775807", 5)],
+    "min.cleanable.dirty.ratio": [("log.cleaner.min.cleanable.ratio", "0.5", 5)],
+    "preallocate": [("log.preallocate", "false", 5)],
+    "remote.copy.lag.bytes": [("log.remote.copy.lag.bytes", "-1", 5)],
+    "remote.copy.lag.ms": [("log.remote.copy.lag.ms", "0", 5)],
+    "remote.log.copy.disable": [],
+    "remote.log.delete.on.disable": [],
+    "remote.storage.enable": [],
+    "segment.index.bytes": [("log.index.size.max.bytes", "10485760", 5)],
+    "segment.jitter.ms": [],
+}
+# DescribeConfigs ConfigType: 1 BOOLEAN, 3 INT, 5 LONG, 6 DOUBLE, 7 LIST (# Kafka: LogConfig)
+KAFKA_TYPES = {
+    "compression.gzip.level": 3, "compression.lz4.level": 3, "compression.zstd.level": 3,
+    "errors.deadletterqueue.group.enable": 1, "file.delete.delay.ms": 5, "flush.messages": 5, "flush.ms": 5,
+    "follower.replication.throttled.replicas": 7, "index.interval.bytes": 3, "leader.replication.throttled.replicas": 7,
+    "local.retention.bytes": 5, "local.retention.ms": 5, "max.decompressed.message.bytes": 3,
+    "message.timestamp.after.max.ms": 5, "message.timestamp.before.max.ms": 5, "min.cleanable.dirty.ratio": 6,
+    "preallocate": 1, "remote.copy.lag.bytes": 5, "remote.copy.lag.ms": 5, "remote.log.copy.disable": 1,
+    "remote.log.delete.on.disable": 1, "remote.storage.enable": 1, "segment.index.bytes": 3, "segment.jitter.ms": 5,
+    "min.insync.replicas": 3, "retention.bytes": 5,
+}
+
+
+def test_kafka_topic_configs_are_stored_and_described_as_kafka_describes_them(module_broker: BrokerProcess) -> None:
+    """Every Kafka 4.4 topic config VDL refused as unknown (file.delete.delay.ms, preallocate,
+    flush.*...) is accepted in Kafka's range, stored and described with Kafka's type, settable
+    (not read-only) and with VDL's documentation saying what it does on VDL; min.insync.replicas
+    as Kafka 4.4 describes its own: the cluster's dynamic default, not read-only."""
+    address = module_broker.bootstrap
+    assert create_topic_raw(address, "dc-kafka") == (0, None)
+    assert alter_configs(address, "dc-kafka", {"file.delete.delay.ms": "0", "preallocate": "TRUE",
+                                               "min.cleanable.dirty.ratio": "0.75", "retention.bytes": "-5"}) == (0, None)
+    assert stream_config(address, "dc-kafka") == {"file.delete.delay.ms": "0", "preallocate": "true",
+                                                  "min.cleanable.dirty.ratio": "0.75", "retention.bytes": "-5"}
+    every = {c.name: c for c in describe_resource(address, TOPIC, "dc-kafka").configs}
+    assert {name: every[name].config_type for name in KAFKA_TYPES} == KAFKA_TYPES
+    assert [(c.name, c.read_only) for c in every.values() if c.read_only] == []
+    assert [(s.name, s.value, s.source) for s in every["preallocate"].synonyms] == [
+        ("preallocate", "true", 1), ("log.preallocate", "false", 5)]
+    assert (every["min.insync.replicas"].value, every["min.insync.replicas"].config_source,
+            every["min.insync.replicas"].is_default) == ("1", 3, False)
+    assert every["file.delete.delay.ms"].documentation == (
+        "Kafka: how long a deleted segment file stays on disk; VDL deletes a segment's files at once (no effect on VDL)")
+    assert every["flush.messages"].documentation == (
+        "Kafka: records appended between fsyncs; VDL fsyncs every write before it is acknowledged (no effect on VDL)")
 
 
 def describe_resource(address: str, resource_type: int, name: str,

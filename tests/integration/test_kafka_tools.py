@@ -180,8 +180,18 @@ def test_topics_create_describe_list_delete(java: JavaClients, target: JavaTarge
     created = run(java, "kafka-topics", *way_in, "--create", "--topic", stream,
                   "--config", "retention.ms=3600000", "--config", "max.message.bytes=200000",
                   "--config", "cleanup.policy=delete", "--config", "message.timestamp.type=CreateTime",
-                  "--config", f"min.insync.replicas={target.replication // 2 + 1}")
+                  "--config", f"min.insync.replicas={target.replication // 2 + 1}",
+                  # Kafka topic configs with no effect on VDL (README), as provisioning tools pass them
+                  "--config", "file.delete.delay.ms=0", "--config", "preallocate=true",
+                  "--config", "segment.index.bytes=4096")
     assert created.stdout == f"Created topic {stream}.\n"
+    # A codec to recompress to (Kafka's broker-side compression.type): VDL says why it is refused.
+    recompressed = run(java, "kafka-topics", *way_in, "--create", "--topic", named(target, "zstd"),
+                       "--config", "compression.type=zstd", ok=False)
+    assert (recompressed.returncode, recompressed.stdout) == (1, (
+        "Error while executing topic command : compression.type: 'zstd' is refused: VDL stores every batch as its "
+        "producer compressed it and does not recompress, so only producer is accepted (set compression.type on the "
+        "producer instead)\n"))
     refused = run(java, "kafka-topics", *way_in, "--create", "--topic", named(target, "three"), "--partitions", "3",
                   ok=False)
     assert (refused.returncode, refused.stdout) == (
@@ -202,25 +212,26 @@ def test_topics_create_describe_list_delete(java: JavaClients, target: JavaTarge
     assert (shrunk.returncode, shrunk.stdout) == (1, (
         "Error while executing topic command : Invalid value shrink for configuration cleanup.policy: String must "
         "be one of: compact, delete\n"))
-    assert not any(vdl.stream_exists(named(target, name)) for name in ("three", "placed", "shrunk"))
+    assert not any(vdl.stream_exists(named(target, name)) for name in ("three", "placed", "shrunk", "zstd"))
     settle_configs(target.cluster, compacted, {"cleanup.policy": "compact"})
     assert stream_configs(target.cluster, compacted) == {"cleanup.policy": ("compact", DYNAMIC_TOPIC_CONFIG)}
     run(java, "kafka-topics", *way_in, "--delete", "--topic", compacted)
-    settle_configs(target.cluster, stream, {"retention.ms": "3600000", "max.message.bytes": "200000",
-                                            "cleanup.policy": "delete", "message.timestamp.type": "CreateTime"})
-    assert stream_configs(target.cluster, stream) == {"retention.ms": ("3600000", DYNAMIC_TOPIC_CONFIG),
-                                                      "max.message.bytes": ("200000", DYNAMIC_TOPIC_CONFIG),
-                                                      "cleanup.policy": ("delete", DYNAMIC_TOPIC_CONFIG),
-                                                      "message.timestamp.type": ("CreateTime", DYNAMIC_TOPIC_CONFIG)}
+    own = {"retention.ms": "3600000", "max.message.bytes": "200000", "cleanup.policy": "delete",
+           "message.timestamp.type": "CreateTime", "file.delete.delay.ms": "0", "preallocate": "true",
+           "segment.index.bytes": "4096"}
+    settle_configs(target.cluster, stream, own)
+    assert stream_configs(target.cluster, stream) == {name: (value, DYNAMIC_TOPIC_CONFIG) for name, value in own.items()}
 
     described = run(java, "kafka-topics", *way_in, "--describe", "--topic", stream)
     listed = run(java, "kafka-topics", *way_in, "--list")
     topic, partitions = describe_topic(described.stdout)
     leader, nodes = replicas(vdl, stream)
-    # The tool lists the configs in its map's order.
+    # The tool lists the configs in its map's order, every one not at its default: as Kafka 4.4's
+    # (`Configs: min.insync.replicas=1,...`), min.insync.replicas too, the cluster's dynamic default.
     assert sorted(topic.pop("Configs").split(",")) == [
-        "cleanup.policy=delete", "max.message.bytes=200000", "message.timestamp.type=CreateTime",
-        "retention.ms=3600000"]
+        "cleanup.policy=delete", "file.delete.delay.ms=0", "max.message.bytes=200000",
+        "message.timestamp.type=CreateTime", f"min.insync.replicas={target.replication // 2 + 1}", "preallocate=true",
+        "retention.ms=3600000", "segment.index.bytes=4096"]
     assert topic == {"Topic": stream, "TopicId": topic["TopicId"], "PartitionCount": "1",
                      "ReplicationFactor": str(target.replication)}
     assert [(p["Partition"], p["Leader"], p["Replicas"]) for p in partitions] == [
@@ -281,7 +292,8 @@ def test_topics_describe_min_isr_partitions(java: JavaClients, target: JavaTarge
     client = confluent_admin(target.cluster)  # held: a collected client cancels its futures
     [future] = client.describe_configs([ConfigResource("topic", default)]).values()
     entry = future.result(timeout=30)["min.insync.replicas"]
-    assert (entry.value, entry.is_read_only) == (str(target.replication // 2 + 1), True)
+    # As Kafka 4.4 describes its own: the cluster's dynamic default, settable (not read-only)
+    assert (entry.value, entry.is_read_only, int(entry.source)) == (str(target.replication // 2 + 1), False, 3)
     # Asking for the majority (as Kafka guides do) is accepted and changes nothing; more is refused.
     most = target.replication // 2 + 1
     accepted = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "topics", "--entity-name", default,
@@ -464,11 +476,17 @@ def test_configs_alter_and_describe(java: JavaClients, target: JavaTarget, vdl: 
     # message.timestamp.type's was named by the topic config); VDL's own configs have none.
     every = run(java, "kafka-configs", *way_in, "--describe", "--all", "--entity-type", "topics", "--entity-name",
                 stream).stdout.splitlines()
-    assert [line for line in every if line.startswith(("  message.timestamp", "  compression.type",
-                                                       "  unclean", "  vdl.table.format"))] == [
+    # Kafka 4.4's other topic configs likewise (file.delete.delay.ms: no effect on VDL, README), and
+    # min.insync.replicas, as Kafka 4.4 describes it: the cluster's dynamic default.
+    assert [line for line in every if line.startswith(("  message.timestamp.type=", "  compression.type=",
+                                                       "  unclean", "  vdl.table.format=", "  file.delete.delay.ms=",
+                                                       "  min.insync.replicas="))] == [
         "  compression.type=producer sensitive=false synonyms={DEFAULT_CONFIG:compression.type=producer}",
+        "  file.delete.delay.ms=60000 sensitive=false synonyms={DEFAULT_CONFIG:log.segment.delete.delay.ms=60000}",
         "  message.timestamp.type=CreateTime sensitive=false "
         "synonyms={DEFAULT_CONFIG:log.message.timestamp.type=CreateTime}",
+        f"  min.insync.replicas={target.replication // 2 + 1} sensitive=false "
+        f"synonyms={{DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas={target.replication // 2 + 1}}}",
         "  unclean.leader.election.enable=false sensitive=false "
         "synonyms={DEFAULT_CONFIG:unclean.leader.election.enable=false}",
         "  vdl.table.format=raw sensitive=false synonyms={}"]
@@ -728,13 +746,15 @@ def test_reassign_partitions_moves_a_stream(java: JavaClients, target: JavaTarge
                                                                   "log_dirs": ["any"] * len(to)}]}))
         return str(path)
 
-    # VDL has no replication throttles (a move copies at the node's recovery_rate_bytes): setting
-    # them is refused, before the tool asks for the move.
+    # VDL has no replication throttles (a move copies at the node's recovery_rate_bytes): the
+    # brokers' throttle rates the tool sets first are refused (node settings are static), before
+    # it asks for the move. (The topic configs naming the throttled replicas are accepted, as Kafka's.)
     throttled = run(java, "kafka-reassign-partitions", *way_in, "--execute", "--reassignment-json-file",
                     plan([destination]), "--throttle", "1000000", ok=False)
     assert throttled.returncode == 1
-    assert ("Error: org.apache.kafka.common.errors.InvalidConfigurationException: unknown stream config "
-            "'leader.replication.throttled.replicas'") in throttled.stdout
+    assert ("Error: org.apache.kafka.common.errors.InvalidConfigurationException: leader.replication.throttled.rate, "
+            "follower.replication.throttled.rate: node settings are static (node.toml or flags); a stream's own "
+            "settings are altered on its TOPIC resource") in throttled.stdout
     absent = run(java, "kafka-reassign-partitions", *way_in, "--execute", "--reassignment-json-file", plan([9]),
                  ok=False)
     assert (absent.returncode, absent.stdout.splitlines()[0]) == (1, "Error: Unknown broker id 9")  # the tool's check

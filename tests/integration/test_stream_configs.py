@@ -29,13 +29,33 @@ EXPECTED = {
     "segment.ms": ("604800000", 5), "max.message.bytes": ("16777216", 5), "cleanup.policy": ("delete", 1),
     "min.compaction.lag.ms": ("0", 5), "max.compaction.lag.ms": ("9223372036854775807", 5),
     "delete.retention.ms": ("86400000", 5), "message.timestamp.type": ("CreateTime", 5), "compression.type": ("producer", 5),
-    "unclean.leader.election.enable": ("false", 5), "vdl.table.path": (None, 5),
+    "unclean.leader.election.enable": ("false", 5),
+    # Kafka 4.4's other topic configs, at Kafka's defaults (no effect on VDL: README)
+    "compression.gzip.level": ("-1", 5), "compression.lz4.level": ("9", 5), "compression.zstd.level": ("3", 5),
+    "errors.deadletterqueue.group.enable": ("false", 5), "file.delete.delay.ms": ("60000", 5),
+    "flush.messages": ("9223372036854775807", 5), "flush.ms": ("9223372036854775807", 5),
+    "follower.replication.throttled.replicas": ("", 5), "index.interval.bytes": ("4096", 5),
+    "leader.replication.throttled.replicas": ("", 5), "local.retention.bytes": ("-2", 5),
+    "local.retention.ms": ("-2", 5), "max.decompressed.message.bytes": ("2147483639", 5),
+    "message.timestamp.after.max.ms": ("3600000", 5), "message.timestamp.before.max.ms": ("9223372036854775807", 5),
+    "min.cleanable.dirty.ratio": ("0.5", 5), "preallocate": ("false", 5), "remote.copy.lag.bytes": ("-1", 5),
+    "remote.copy.lag.ms": ("0", 5), "remote.log.copy.disable": ("false", 5),
+    "remote.log.delete.on.disable": ("false", 5), "remote.storage.enable": ("false", 5),
+    "segment.index.bytes": ("10485760", 5), "segment.jitter.ms": ("0", 5),
+    "vdl.table.path": (None, 5),
     "vdl.table.format": ("raw", 5), "vdl.table.schema": (None, 5), "vdl.table.lag.ms": ("5000", 5),
     "vdl.table.partition.by": ("none", 5), "vdl.table.compact.interval.ms": ("600000", 5),
     "vdl.table.compact.target.bytes": ("134217728", 5), "vdl.table.vacuum.interval.ms": ("3600000", 5),
     "vdl.table.vacuum.retention.ms": ("604800000", 5),
-    "min.insync.replicas": ("2", 5),  # read-only: the majority of 3 replicas
+    # the majority of 3 replicas, as Kafka 4.4 describes its own: the cluster's dynamic default (3)
+    "min.insync.replicas": ("2", 3),
 }
+# Kafka 4.4 topic configs VDL refused (confluent-kafka-python's admin tests, Terraform and
+# Strimzi pass them), as a create gives them and as they are then described (source 1).
+KAFKA_ONLY = {"file.delete.delay.ms": "0", "preallocate": "true", "flush.messages": "1", "flush.ms": "1000",
+              "segment.index.bytes": "4096", "index.interval.bytes": "1024", "min.cleanable.dirty.ratio": "0.1",
+              "compression.gzip.level": "9", "segment.jitter.ms": "100", "message.timestamp.after.max.ms": "0",
+              "leader.replication.throttled.replicas": "*"}
 
 
 def admin(cluster: DevCluster):  # noqa: ANN201 - confluent_kafka imported lazily
@@ -95,19 +115,33 @@ def test_confluent_admin_creates_describes_and_alters(cluster: DevCluster) -> No
                                     NewTopic("compacted", 1, 3, config={"cleanup.policy": "delete, compact",
                                                                         "min.compaction.lag.ms": "86400000"}),
                                     NewTopic("shrunk", 1, 3, config={"cleanup.policy": "shrink"}),
-                                    NewTopic("unknown-key", 1, 3, config={"preallocate": "true"}),
-                                    NewTopic("bad-value", 1, 3, config={"segment.bytes": "12"})])
+                                    NewTopic("unknown-key", 1, 3, config={"colour": "blue"}),
+                                    NewTopic("bad-value", 1, 3, config={"segment.bytes": "12"}),
+                                    NewTopic("kafka-only", 1, 3, config=KAFKA_ONLY),
+                                    NewTopic("recompressed", 1, 3, config={"compression.type": "zstd"}),
+                                    NewTopic("bad-delay", 1, 3, config={"file.delete.delay.ms": "-1"}),
+                                    NewTopic("bad-ratio", 1, 3, config={"min.cleanable.dirty.ratio": "1.5"})])
     futures["configured"].result(timeout=30)
     futures["compacted"].result(timeout=30)
+    futures["kafka-only"].result(timeout=30)
     for name, words in (("shrunk", "cleanup.policy: 'shrink' is not one of delete, compact, compact,delete (either "
                                    "order) or empty (keep every record)"),
-                        ("unknown-key", "unknown stream config 'preallocate'"),
-                        ("bad-value", "segment.bytes: '12' is not an integer in 1024..2147483647")):
+                        ("unknown-key", "unknown stream config 'colour'"),
+                        ("bad-value", "segment.bytes: '12' is not an integer in 1024..2147483647"),
+                        ("recompressed", "compression.type: 'zstd' is refused: VDL stores every batch as its producer "
+                                         "compressed it and does not recompress, so only producer is accepted (set "
+                                         "compression.type on the producer instead)"),
+                        ("bad-delay", "file.delete.delay.ms: '-1' is not an integer >= 0"),
+                        ("bad-ratio", "min.cleanable.dirty.ratio: '1.5' is not a number in 0..1")):
         with pytest.raises(Exception) as caught:
             futures[name].result(timeout=30)
         error = caught.value.args[0]
         assert error.code() == ErrorCode.INVALID_CONFIG and words in error.str()
     assert confluent_describe(client, "configured") == EXPECTED
+    wait_until(lambda: describe_at(node_address(cluster, cluster.node_ids()[-1]), "kafka-only") == EXPECTED | {
+        "retention.ms": ("-1", 5), "cleanup.policy": ("delete", 5), **{name: (value, 1) for name, value in
+                                                                       KAFKA_ONLY.items()}}, 10,
+        "the Kafka topic configs stored and described")
     # Stored and described as Kafka does: the list joined with "," in the order given.
     wait_until(lambda: describe_at(node_address(cluster, cluster.node_ids()[0]), "compacted") == EXPECTED | {
         "retention.ms": ("-1", 5), "cleanup.policy": ("delete,compact", 1), "min.compaction.lag.ms": ("86400000", 1)},
@@ -117,8 +151,10 @@ def test_confluent_admin_creates_describes_and_alters(cluster: DevCluster) -> No
         wait_until(lambda n=node_id: describe_at(node_address(cluster, n), "configured") == EXPECTED, 10,
                    f"node {node_id} describing the new stream's configs")
 
-    confluent_alter(client, "configured", {"retention.ms": None, "max.message.bytes": "1000"})
-    expected = EXPECTED | {"retention.ms": ("-1", 5), "max.message.bytes": ("1000", 1)}
+    confluent_alter(client, "configured", {"retention.ms": None, "max.message.bytes": "1000",
+                                           "flush.messages": "1", "remote.copy.lag.ms": "-1"})
+    expected = EXPECTED | {"retention.ms": ("-1", 5), "max.message.bytes": ("1000", 1), "flush.messages": ("1", 1),
+                           "remote.copy.lag.ms": ("-1", 1)}
     # librdkafka may ask a node other than the metadata leader, which applies the change a moment later
     wait_until(lambda: confluent_describe(client, "configured") == expected, 10, "the altered configs described")
     for node_id in cluster.node_ids():
@@ -132,6 +168,12 @@ def test_confluent_admin_creates_describes_and_alters(cluster: DevCluster) -> No
         list(client.incremental_alter_configs([bad]).values())[0].result(timeout=30)
     assert caught.value.args[0].code() == ErrorCode.INVALID_CONFIG
     assert "retention.ms: 'yesterday' is not an integer >= -1" in caught.value.args[0].str()
+    ratio = ConfigResource("topic", "configured", incremental_configs=[
+        ConfigEntry("min.cleanable.dirty.ratio", "half", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(Exception) as caught:
+        list(client.incremental_alter_configs([ratio]).values())[0].result(timeout=30)
+    assert (caught.value.args[0].code(), caught.value.args[0].str()) == (
+        ErrorCode.INVALID_CONFIG, "min.cleanable.dirty.ratio: 'half' is not a number in 0..1")
     assert confluent_describe(client, "configured") == expected  # nothing of a refused change applied
 
 
@@ -319,6 +361,14 @@ def test_kafka_python_admin_alters_and_describes(cluster: DevCluster) -> None:
         wait_until(lambda: described() == {"segment.ms": ("3600000", "DYNAMIC_TOPIC_CONFIG"),
                                            "retention.bytes": ("1048576", "DYNAMIC_TOPIC_CONFIG")}, 10,
                    "the altered config described")
+        # A Kafka 4.4 topic config VDL refused before (it has no effect on VDL: README)
+        assert client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-configured", {
+            "segment.bytes": "1048576", "segment.index.bytes": "65536"})]) == {"topic": {"kp-configured": "OK"}}
+        wait_until(lambda: described() == {"segment.ms": ("3600000", "DYNAMIC_TOPIC_CONFIG"),
+                                           "retention.bytes": ("1048576", "DYNAMIC_TOPIC_CONFIG"),
+                                           "segment.bytes": ("1048576", "DYNAMIC_TOPIC_CONFIG"),
+                                           "segment.index.bytes": ("65536", "DYNAMIC_TOPIC_CONFIG")}, 10,
+                   "the Kafka topic config described")
         refused = client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-configured",
                                                        {"vdl.table.format": "parquet"})], raise_on_unknown=False)
         assert "vdl.table.format: 'parquet' is not one of raw | json" in refused["topic"]["kp-configured"]
@@ -379,30 +429,21 @@ def test_cli_sets_and_shows_configs(cluster: DevCluster) -> None:
         result = vdl("streams", "describe", "cli-configured", *b)
         assert result.returncode == 0, result.stderr
         return result.stdout
-    expected = (
-        "configs:\n"
-        "  retention.ms                    86400000             (stream)\n"
-        "  retention.bytes                 -1                   (default)\n"
-        "  segment.bytes                   1073741824           (default)\n"
-        "  segment.ms                      604800000            (default)\n"
-        "  max.message.bytes               65536                (stream)\n"
-        "  cleanup.policy                  delete               (default)\n"
-        "  min.compaction.lag.ms           0                    (default)\n"
-        "  max.compaction.lag.ms           9223372036854775807  (default)\n"
-        "  delete.retention.ms             86400000             (default)\n"
-        "  message.timestamp.type          CreateTime           (default)\n"
-        "  compression.type                producer             (default)\n"
-        "  unclean.leader.election.enable  false                (default)\n"
-        "  vdl.table.path                  -                    (default)\n"
-        "  vdl.table.format                raw                  (default)\n"
-        "  vdl.table.schema                -                    (default)\n"
-        "  vdl.table.lag.ms                5000                 (default)\n"
-        "  vdl.table.partition.by          none                 (default)\n"
-        "  vdl.table.compact.interval.ms   600000               (default)\n"
-        "  vdl.table.compact.target.bytes  134217728            (default)\n"
-        "  vdl.table.vacuum.interval.ms    3600000              (default)\n"
-        "  vdl.table.vacuum.retention.ms   604800000            (default)\n"
-        "  min.insync.replicas             2                    (default)\n")
+    rows = [("retention.ms", "86400000", "stream"), ("retention.bytes", "-1", "default"),
+            ("segment.bytes", "1073741824", "default"), ("segment.ms", "604800000", "default"),
+            ("max.message.bytes", "65536", "stream"), ("cleanup.policy", "delete", "default"),
+            ("min.compaction.lag.ms", "0", "default"), ("max.compaction.lag.ms", "9223372036854775807", "default"),
+            ("delete.retention.ms", "86400000", "default"), ("message.timestamp.type", "CreateTime", "default"),
+            ("compression.type", "producer", "default"), ("unclean.leader.election.enable", "false", "default"),
+            *((name, value if value is not None else "-", "default") for name, (value, _) in EXPECTED.items()
+              if name not in ("retention.ms", "retention.bytes", "segment.bytes", "segment.ms", "max.message.bytes",
+                              "cleanup.policy", "min.compaction.lag.ms", "max.compaction.lag.ms",
+                              "delete.retention.ms", "message.timestamp.type", "compression.type",
+                              "unclean.leader.election.enable", "min.insync.replicas")),
+            ("min.insync.replicas", "2", "cluster")]
+    width, value_width = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
+    expected = "configs:\n" + "".join(f"  {name:<{width}}  {value:<{value_width}}  ({source})\n"
+                                       for name, value, source in rows)
     output = wait_until(lambda: (text := described()).endswith(expected) and text, 10, "describe showing the change")
     assert output.startswith("stream cli-configured: partition 0, leader node ")
     assert output.splitlines()[0].endswith("offsets 0..0 (0 records)")

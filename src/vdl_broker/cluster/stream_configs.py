@@ -24,6 +24,8 @@ from vdl_broker.tables.ddl import DdlError, parse_schema
 
 MAX_SEGMENT_BYTES = (1 << 31) - 1  # index files store positions as uint32 (vdl_broker/log/config.py)
 LONG_MAX = (1 << 63) - 1
+LONG_MIN = -(1 << 63)
+INT_MIN = -(1 << 31)
 INT_MAX = (1 << 31) - 1
 MIB = 1 << 20
 URI_SCHEMES = ("file", "s3", "s3a", "gs", "az", "abfs", "abfss", "adl", "lakefs", "memory")
@@ -37,6 +39,7 @@ class ConfigType(IntEnum):
     STRING = 2
     INT = 3
     LONG = 5
+    DOUBLE = 6
     LIST = 7
 
 
@@ -65,7 +68,13 @@ class ConfigKey:
             return self.accepts
         if self.choices:
             return " | ".join(self.choices)
+        if self.type == ConfigType.BOOLEAN:
+            return "true | false"
+        if self.minimum in (LONG_MIN, INT_MIN) and self.maximum in (LONG_MAX, INT_MAX):
+            return "an integer"
         if self.minimum is not None:
+            if self.type == ConfigType.DOUBLE:
+                return f"a number in {self.minimum}..{self.maximum}"
             if self.maximum in (None, LONG_MAX):
                 return f"an integer >= {self.minimum}"
             return f"an integer in {self.minimum}..{self.maximum}"
@@ -120,6 +129,64 @@ def sets_unreleased_policy(to_set: Mapping[str, str]) -> bool:
     return to_set.get("cleanup.policy", "delete") != "delete" or not COMPACTION_KEYS.isdisjoint(to_set)
 
 
+# Kafka's broker-side codecs (# Kafka: BrokerCompressionType). Kafka recompresses every appended
+# batch to the topic's codec; a VDL stream's Raft log holds the batches as produced (replicas are
+# byte-identical copies of what the leader appended), so only `producer` is what VDL does.
+KAFKA_COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+COMPRESSION_ACCEPTS = "producer (Kafka's uncompressed, zstd, lz4, snappy and gzip recompress; VDL does not)"
+
+
+def _check_compression_type(value: str) -> str | None:
+    text = value.strip().lower()
+    if text == "producer":
+        return None
+    if text in KAFKA_COMPRESSION_TYPES:
+        return (f"{value!r} is refused: VDL stores every batch as its producer compressed it and does not "
+                f"recompress, so only producer is accepted (set compression.type on the producer instead)")
+    return f"{value!r} is not one of {', '.join(KAFKA_COMPRESSION_TYPES)} (VDL accepts producer only)"
+
+
+def _check_gzip_level(value: str) -> str | None:
+    """Kafka: GZIP's level validator, 1..9 or -1 (the JDK's default level)."""
+    try:
+        level = int(value.strip())
+    except ValueError:
+        return f"{value!r} is not an integer"
+    return None if level == -1 or 1 <= level <= 9 else f"{value!r} is not in 1..9 or -1"
+
+
+def _throttled_items(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _check_throttled_replicas(value: str) -> str | None:
+    """Kafka's ThrottledReplicaListValidator: `*`, or partitionId:brokerId pairs (or none)."""
+    items = _throttled_items(value)
+    if items == ["*"]:
+        return None
+    for item in items:
+        partition, colon, broker = item.partition(":")
+        if not (colon and partition.strip().isdigit() and broker.strip().isdigit()):
+            return f"{value!r} is not the literal '*' or a list [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+    return None
+
+
+def _canonical_list(value: str) -> str:
+    return ",".join(_throttled_items(value))
+
+
+REMOTE_STORAGE_ACCEPTS = "false (VDL has no Kafka tiered storage: a stream tiers to a Delta table, vdl.table.path)"
+
+
+def _no_effect(kafka: str, why: str) -> str:
+    return f"Kafka: {kafka}; {why} (no effect on VDL)"
+
+
+NO_INDEX = "VDL indexes a segment at its own fixed interval (4096 bytes), the index growing with it"
+FSYNC = "VDL fsyncs every write before it is acknowledged"
+NO_TIERED = "VDL has no Kafka tiered storage (a stream tiers to a Delta table: vdl.table.path)"
+
+
 RESERVED_COLUMNS = ("offset", "timestamp", "day")  # a json table's own columns
 
 
@@ -149,8 +216,9 @@ _KEYS = (
     ConfigKey("retention.ms", ConfigType.LONG, "delete whole segments whose newest record is older than this; "
               "-1 keeps them", minimum=-1, maximum=LONG_MAX, node_setting="retention_ms",
               broker_name="log.retention.ms", broker_default_listed=False),
+    # Kafka takes any long here (a negative one: no limit, # Kafka: LogConfig).
     ConfigKey("retention.bytes", ConfigType.LONG, "delete the oldest segments while the log is larger than this; "
-              "-1: no limit", minimum=-1, maximum=LONG_MAX, node_setting="retention_bytes",
+              "-1 (any negative): no limit", minimum=LONG_MIN, maximum=LONG_MAX, node_setting="retention_bytes",
               broker_name="log.retention.bytes"),
     ConfigKey("segment.bytes", ConfigType.INT, "segment file size at which the log rolls", minimum=1024,
               maximum=MAX_SEGMENT_BYTES, node_setting="segment_bytes", broker_name="log.segment.bytes"),
@@ -183,11 +251,78 @@ _KEYS = (
               "(CreateTime); VDL does not stamp append times", default="CreateTime", choices=("CreateTime",),
               broker_name="log.message.timestamp.type"),
     ConfigKey("compression.type", ConfigType.STRING, "batches are stored compressed as their producer sent them "
-              "(producer); VDL does not recompress", default="producer", choices=("producer",),
+              "(producer); VDL does not recompress", default="producer", check=_check_compression_type,
+              canonical=lambda value: value.strip().lower(), accepts=COMPRESSION_ACCEPTS,
               broker_name="compression.type"),
     ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, "false: only a replica holding every "
               "acknowledged write can lead (Raft); VDL never elects another", default="false", choices=("false",),
               broker_name="unclean.leader.election.enable"),
+    # Every other Kafka 4.4 topic config (# Kafka: LogConfig CONFIG, ServerTopicConfigSynonyms),
+    # with Kafka's type, range and default, so provisioning tools (Terraform, Strimzi's topic
+    # operator, kafka-topics --config) that pass them work: stored and described as Kafka does;
+    # what each does not change on VDL is in its doc and the README.
+    ConfigKey("compression.gzip.level", ConfigType.INT, _no_effect("the gzip level of recompression",
+              "VDL does not recompress"), default="-1", check=_check_gzip_level, accepts="an integer in 1..9, or -1", broker_name="compression.gzip.level"),
+    ConfigKey("compression.lz4.level", ConfigType.INT, _no_effect("the lz4 level of recompression",
+              "VDL does not recompress"), default="9", minimum=1, maximum=17, broker_name="compression.lz4.level"),
+    ConfigKey("compression.zstd.level", ConfigType.INT, _no_effect("the zstd level of recompression",
+              "VDL does not recompress"), default="3", minimum=-131072, maximum=22,
+              broker_name="compression.zstd.level"),
+    ConfigKey("errors.deadletterqueue.group.enable", ConfigType.BOOLEAN, _no_effect(
+              "whether share groups may use the topic as a dead-letter queue", "VDL has no share groups"),
+              default="false"),
+    ConfigKey("file.delete.delay.ms", ConfigType.LONG, _no_effect("how long a deleted segment file stays on disk",
+              "VDL deletes a segment's files at once"), default="60000", minimum=0, maximum=LONG_MAX,
+              broker_name="log.segment.delete.delay.ms"),
+    ConfigKey("flush.messages", ConfigType.LONG, _no_effect("records appended between fsyncs", FSYNC),
+              default=str(LONG_MAX), minimum=1, maximum=LONG_MAX, broker_name="log.flush.interval.messages"),
+    ConfigKey("flush.ms", ConfigType.LONG, _no_effect("time between fsyncs", FSYNC), default=str(LONG_MAX),
+              minimum=0, maximum=LONG_MAX),
+    ConfigKey("follower.replication.throttled.replicas", ConfigType.LIST, _no_effect(
+              "replicas whose replication is throttled on followers", "VDL has no replication throttles "
+              "(a replica move copies at the node's recovery_rate_bytes)"), default="",
+              check=_check_throttled_replicas, canonical=_canonical_list,
+              accepts="* or [partitionId]:[brokerId],..."),
+    ConfigKey("index.interval.bytes", ConfigType.INT, _no_effect("bytes between offset index entries", NO_INDEX),
+              default="4096", minimum=0, maximum=INT_MAX, broker_name="log.index.interval.bytes"),
+    ConfigKey("leader.replication.throttled.replicas", ConfigType.LIST, _no_effect(
+              "replicas whose replication is throttled on the leader", "VDL has no replication throttles "
+              "(a replica move copies at the node's recovery_rate_bytes)"), default="",
+              check=_check_throttled_replicas, canonical=_canonical_list,
+              accepts="* or [partitionId]:[brokerId],..."),
+    ConfigKey("local.retention.bytes", ConfigType.LONG, _no_effect("local retention with tiered storage", NO_TIERED),
+              default="-2", minimum=-2, maximum=LONG_MAX, broker_name="log.local.retention.bytes"),
+    ConfigKey("local.retention.ms", ConfigType.LONG, _no_effect("local retention with tiered storage", NO_TIERED),
+              default="-2", minimum=-2, maximum=LONG_MAX, broker_name="log.local.retention.ms"),
+    ConfigKey("max.decompressed.message.bytes", ConfigType.INT, _no_effect(
+              "largest decompressed batch the broker accepts", "VDL stores batches as produced"),
+              default="2147483639", minimum=1, maximum=2147483639, broker_name="max.decompressed.message.bytes"),
+    ConfigKey("message.timestamp.after.max.ms", ConfigType.LONG, _no_effect(
+              "how far ahead of the broker's clock a record's timestamp may be", "VDL keeps every record's timestamp"),
+              default="3600000", minimum=0, maximum=LONG_MAX, broker_name="log.message.timestamp.after.max.ms"),
+    ConfigKey("message.timestamp.before.max.ms", ConfigType.LONG, _no_effect(
+              "how far behind the broker's clock a record's timestamp may be", "VDL keeps every record's timestamp"),
+              default=str(LONG_MAX), minimum=0, maximum=LONG_MAX, broker_name="log.message.timestamp.before.max.ms"),
+    ConfigKey("min.cleanable.dirty.ratio", ConfigType.DOUBLE, _no_effect(
+              "the share of a log not yet compacted before compaction runs", "VDL never compacts"), default="0.5",
+              minimum=0, maximum=1, broker_name="log.cleaner.min.cleanable.ratio"),
+    ConfigKey("preallocate", ConfigType.BOOLEAN, _no_effect("preallocate a new segment file",
+              "VDL's segments grow as written"), default="false", broker_name="log.preallocate"),
+    ConfigKey("remote.copy.lag.bytes", ConfigType.LONG, _no_effect("tiered storage copy lag", NO_TIERED),
+              default="-1", minimum=-1, maximum=LONG_MAX, broker_name="log.remote.copy.lag.bytes"),
+    ConfigKey("remote.copy.lag.ms", ConfigType.LONG, _no_effect("tiered storage copy lag", NO_TIERED),
+              default="0", minimum=-1, maximum=LONG_MAX, broker_name="log.remote.copy.lag.ms"),
+    ConfigKey("remote.log.copy.disable", ConfigType.BOOLEAN, _no_effect("stop copying to tiered storage",
+              NO_TIERED), default="false"),
+    ConfigKey("remote.log.delete.on.disable", ConfigType.BOOLEAN, _no_effect(
+              "delete tiered data when tiered storage is turned off", NO_TIERED), default="false"),
+    # Kafka itself refuses true where the broker has no tiered storage, as VDL has none.
+    ConfigKey("remote.storage.enable", ConfigType.BOOLEAN, "Kafka's tiered storage; " + NO_TIERED + ": false only",
+              default="false", choices=("false",), accepts=REMOTE_STORAGE_ACCEPTS),
+    ConfigKey("segment.index.bytes", ConfigType.INT, _no_effect("the size of a segment's offset index", NO_INDEX),
+              default="10485760", minimum=4, maximum=INT_MAX, broker_name="log.index.size.max.bytes"),
+    ConfigKey("segment.jitter.ms", ConfigType.LONG, _no_effect("a random time taken off segment.ms",
+              "VDL rolls at segment.ms"), default="0", minimum=0, maximum=LONG_MAX),
     ConfigKey("vdl.table.path", ConfigType.STRING, "the stream's Delta table: an absolute local path or a URI the "
               "deltalake package can write; set = tiering on", check=_check_path),
     ConfigKey("vdl.table.format", ConfigType.STRING, "raw: columns offset, timestamp, key, value, headers; json: the "
@@ -261,7 +396,24 @@ def canonical_value(name: str, value: Any) -> str:
             raise ConfigProblem(f"{name}: {value!r} is not {key.accepted()}") from None
         if (key.minimum is not None and number < key.minimum) or (key.maximum is not None and number > key.maximum):
             raise ConfigProblem(f"{name}: {value!r} is not {key.accepted()}")
+        reason = key.check(text) if key.check is not None else None
+        if reason is not None:
+            raise ConfigProblem(f"{name}: {reason}")
         return str(number)
+    if key.type == ConfigType.DOUBLE:
+        try:
+            number_ = float(text)
+        except ValueError:
+            raise ConfigProblem(f"{name}: {value!r} is not {key.accepted()}") from None
+        if not (number_ == number_ and (key.minimum is None or number_ >= key.minimum)
+                and (key.maximum is None or number_ <= key.maximum)):
+            raise ConfigProblem(f"{name}: {value!r} is not {key.accepted()}")
+        return text  # as given, as Kafka stores and describes it
+    if key.type == ConfigType.BOOLEAN and not key.choices:
+        # Kafka: ConfigDef parses a boolean case-insensitively, anything else is refused.
+        if text.lower() not in ("true", "false"):
+            raise ConfigProblem(f"{name}: {value!r} is not {key.accepted()}")
+        return text.lower()
     if key.choices:
         # Kafka's own spelling is stored (CreateTime), whatever the case given.
         choice = next((c for c in key.choices if c.lower() == text.lower()), None)
@@ -297,12 +449,6 @@ class AlterOp(IntEnum):
     DELETE = 1
     APPEND = 2
     SUBTRACT = 3
-
-
-# Kafka's per-topic replication throttles. VDL has none (a move copies at the node's
-# recovery_rate_bytes), so none is ever set, and deleting one is the no-op it is in Kafka for an
-# unset config: kafka-reassign-partitions --verify deletes them on every stream it moved.
-REPLICATION_THROTTLES = frozenset({"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"})
 
 
 def _list_altered(name: str, operation: int, value: str | None, current: Mapping[str, Any]) -> str:
@@ -342,8 +488,6 @@ def altered(current: Mapping[str, Any], changes: list[tuple[str, int, str | None
         if operation == AlterOp.SET:
             to_set[name] = canonical_value(name, value)
         elif operation == AlterOp.DELETE:
-            if name in REPLICATION_THROTTLES:
-                continue
             known_key(name)
             to_delete.append(name)
         elif operation in (AlterOp.APPEND, AlterOp.SUBTRACT):

@@ -57,7 +57,7 @@ def key_values(pairs: list[str] | None, option: str) -> dict[str, str]:
 
 def format_configs(configs: list[StreamConfig]) -> str:
     """One line per config: name, value, where it comes from; the table's state last."""
-    # Read-only entries are the table's state (vdl.table.status.*), and min.insync.replicas.
+    # Read-only entries are the table's state (vdl.table.status.*).
     status = [c for c in configs if c.read_only and c.name.startswith("vdl.table.status.")]
     settings = [c for c in configs if c not in status]
     width = max((len(c.name) for c in configs), default=0)

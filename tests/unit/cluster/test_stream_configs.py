@@ -62,8 +62,30 @@ def test_accepted_values_are_stored_canonical(name: str, value: str, stored: str
     ("max.compaction.lag.ms", "0", "max.compaction.lag.ms: '0' is not an integer >= 1"),
     ("unclean.leader.election.enable", "true", "unclean.leader.election.enable: 'true' is not one of false"),
     ("message.timestamp.type", "LogAppendTime", "message.timestamp.type: 'LogAppendTime' is not one of CreateTime"),
-    ("compression.type", "zstd", "compression.type: 'zstd' is not one of producer"),
-    ("preallocate", "true", "unknown stream config 'preallocate' (accepted: retention.ms, retention.bytes"),
+    ("compression.type", "zstd", "compression.type: 'zstd' is refused: VDL stores every batch as its producer "
+     "compressed it and does not recompress, so only producer is accepted (set compression.type on the producer "
+     "instead)"),
+    ("compression.type", "brotli", "compression.type: 'brotli' is not one of uncompressed, zstd, lz4, snappy, gzip, "
+     "producer (VDL accepts producer only)"),
+    ("nope.nope", "true", "unknown stream config 'nope.nope' (accepted: retention.ms, retention.bytes"),
+    # Kafka 4.4's own refusals of these (# Kafka: LogConfig), each naming the range it accepts.
+    ("file.delete.delay.ms", "-1", "file.delete.delay.ms: '-1' is not an integer >= 0"),
+    ("file.delete.delay.ms", "x", "file.delete.delay.ms: 'x' is not an integer >= 0"),
+    ("compression.gzip.level", "0", "compression.gzip.level: '0' is not in 1..9 or -1"),
+    ("compression.zstd.level", "23", "compression.zstd.level: '23' is not an integer in -131072..22"),
+    ("compression.lz4.level", "18", "compression.lz4.level: '18' is not an integer in 1..17"),
+    ("min.cleanable.dirty.ratio", "1.5", "min.cleanable.dirty.ratio: '1.5' is not a number in 0..1"),
+    ("min.cleanable.dirty.ratio", "NaN", "min.cleanable.dirty.ratio: 'NaN' is not a number in 0..1"),
+    ("preallocate", "yes", "preallocate: 'yes' is not true | false"),
+    ("segment.index.bytes", "3", "segment.index.bytes: '3' is not an integer in 4..2147483647"),
+    ("local.retention.ms", "-3", "local.retention.ms: '-3' is not an integer >= -2"),
+    ("flush.messages", "0", "flush.messages: '0' is not an integer >= 1"),
+    ("max.decompressed.message.bytes", "2147483647", "max.decompressed.message.bytes: '2147483647' is not an "
+     "integer in 1..2147483639"),
+    ("leader.replication.throttled.replicas", "x", "leader.replication.throttled.replicas: 'x' is not the literal "
+     "'*' or a list [partitionId]:[brokerId],[partitionId]:[brokerId],..."),
+    ("remote.storage.enable", "true", "remote.storage.enable: 'true' is not one of false (VDL has no Kafka tiered "
+     "storage: a stream tiers to a Delta table, vdl.table.path)"),
 ])
 def test_bad_values_name_the_key_and_what_it_accepts(name: str, value: str | None, message: str) -> None:
     with pytest.raises(ConfigProblem) as caught:
@@ -107,7 +129,8 @@ def test_altered_sets_and_deletes_and_refuses_list_operations_on_other_keys() ->
     to_set, to_delete = altered(current, [("retention.ms", AlterOp.SET, "2000"), ("segment.ms", AlterOp.DELETE, None)],
                                 3)
     assert (to_set, to_delete) == ({"retention.ms": "2000"}, ["segment.ms"])
-    with pytest.raises(ConfigProblem, match=r"^retention.ms: APPEND applies to list configs only \(cleanup.policy\); use SET$"):
+    with pytest.raises(ConfigProblem, match=r"^retention.ms: APPEND applies to list configs only \(cleanup.policy, "
+                       r"follower.replication.throttled.replicas, leader.replication.throttled.replicas\); use SET$"):
         altered(current, [("retention.ms", AlterOp.APPEND, "1")], 3)
     with pytest.raises(ConfigProblem, match="^unknown stream config 'nope'"):
         altered(current, [("nope", AlterOp.DELETE, None)], 3)
@@ -153,13 +176,37 @@ def test_min_insync_replicas_up_to_the_majority_is_accepted_and_not_stored(
         assert str(caught.value) == message
 
 
-def test_deleting_replication_throttles_is_a_no_op() -> None:
-    """kafka-reassign-partitions --verify deletes them on each stream it moved; VDL has none."""
-    changes = [("leader.replication.throttled.replicas", AlterOp.DELETE, None),
-               ("follower.replication.throttled.replicas", AlterOp.DELETE, None), ("segment.ms", AlterOp.DELETE, None)]
-    assert altered({"segment.ms": "5"}, changes, 3) == ({}, ["segment.ms"])
-    with pytest.raises(ConfigProblem, match="^unknown stream config 'leader.replication.throttled.replicas'"):
-        altered({}, [("leader.replication.throttled.replicas", AlterOp.SET, "*")], 3)
+def test_replication_throttles_are_kafkas_list_configs() -> None:
+    """kafka-reassign-partitions --throttle APPENDs them and --verify deletes them; VDL has no
+    throttles, but stores and describes them as Kafka does."""
+    assert altered({}, [("leader.replication.throttled.replicas", AlterOp.APPEND, "0:1, 0:2")], 3) == (
+        {"leader.replication.throttled.replicas": "0:1,0:2"}, [])
+    assert altered({"follower.replication.throttled.replicas": "*"},
+                   [("follower.replication.throttled.replicas", AlterOp.DELETE, None)], 3) == ({}, [
+                       "follower.replication.throttled.replicas"])
+
+
+# Every Kafka 4.4 topic config VDL refused before, with a value Kafka 4.4 accepts (a real broker:
+# vdl_dev.kafka_peer) and the value stored.
+KAFKA_ONLY_VALUES = {
+    "file.delete.delay.ms": ("0", "0"), "flush.messages": ("1", "1"), "flush.ms": ("1000", "1000"),
+    "index.interval.bytes": ("0", "0"), "segment.index.bytes": ("4", "4"), "segment.jitter.ms": ("10", "10"),
+    "preallocate": ("TRUE", "true"), "min.cleanable.dirty.ratio": ("0.25", "0.25"),
+    "compression.gzip.level": ("-1", "-1"), "compression.lz4.level": ("17", "17"),
+    "compression.zstd.level": ("-131072", "-131072"), "local.retention.ms": ("-2", "-2"),
+    "local.retention.bytes": ("1024", "1024"), "remote.copy.lag.ms": ("-1", "-1"),
+    "remote.copy.lag.bytes": ("-1", "-1"), "remote.log.copy.disable": ("true", "true"),
+    "remote.log.delete.on.disable": ("false", "false"), "remote.storage.enable": ("false", "false"),
+    "message.timestamp.after.max.ms": ("0", "0"), "message.timestamp.before.max.ms": ("5", "5"),
+    "max.decompressed.message.bytes": ("1023", "1023"), "errors.deadletterqueue.group.enable": ("true", "true"),
+    "leader.replication.throttled.replicas": ("*", "*"), "follower.replication.throttled.replicas": ("0:1", "0:1"),
+    "retention.bytes": ("-5", "-5"),
+}
+
+
+def test_every_kafka_topic_config_kafka_accepts_is_accepted_and_stored() -> None:
+    assert validated({name: given for name, (given, _) in KAFKA_ONLY_VALUES.items()}, 3) == {
+        name: stored for name, (_, stored) in KAFKA_ONLY_VALUES.items()}
 
 
 def test_metadata_applies_alter_commands_on_every_node_alike() -> None:

@@ -3,8 +3,8 @@
 TOPIC: every stream config key (cluster/stream_configs.py) with its effective value, answered by
 any node from its copy of the replicated metadata: the stream's own value (DYNAMIC_TOPIC_CONFIG),
 else this node's setting (STATIC_BROKER_CONFIG when node.toml or a flag sets it) or the built-in
-default (DEFAULT_CONFIG); and `min.insync.replicas`, read-only: a majority of the stream's
-replicas, the number Raft needs on disk before an acks=all write is acknowledged (Kafka's tools
+default (DEFAULT_CONFIG); and `min.insync.replicas`, the cluster's default as Kafka 4 describes
+it (DYNAMIC_DEFAULT_BROKER_CONFIG, not read-only): a majority of the stream's replicas, the number Raft needs on disk before an acks=all write is acknowledged (Kafka's tools
 read it: kafka-topics --describe --at-min-isr-partitions / --under-min-isr-partitions compare each
 partition's in-sync replicas with it). A node holding a replica of a stream with a Delta table adds the table's
 state as read-only entries (`vdl.table.status.*`, vdl_broker/tables).
@@ -68,6 +68,7 @@ class Source(IntEnum):
     """DescribeConfigs v1+ ConfigSource."""
 
     DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
@@ -94,12 +95,15 @@ def _node_source(setting: str, value: object) -> Source:
 
 
 def min_insync_replicas(replication_factor: int) -> Described:
-    """Kafka's min.insync.replicas of a stream of `replication_factor` replicas: its Raft majority,
-    fixed (no setting changes what a commit needs)."""
+    """Kafka's min.insync.replicas of a stream of `replication_factor` replicas: its Raft majority.
+    Kafka 4 describes a topic's as the cluster's dynamic default (the controller sets one at
+    bootstrap), settable: here too, as a create or an alter may name it (up to the majority,
+    stored nothing: check_min_insync), though no setting changes what a commit needs."""
     value = str(majority(replication_factor))
-    return Described(MIN_INSYNC_REPLICAS, value, Source.DEFAULT_CONFIG, ConfigType.INT,
+    return Described(MIN_INSYNC_REPLICAS, value, Source.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigType.INT,
                      "replicas that hold a write before it is acknowledged: a majority of the stream's replicas "
-                     "(Raft), not a setting", read_only=True, synonyms=((MIN_INSYNC_REPLICAS, value, Source.DEFAULT_CONFIG),))
+                     "(Raft); a create or alter may ask for 1 up to it, more is refused",
+                     synonyms=((MIN_INSYNC_REPLICAS, value, Source.DYNAMIC_DEFAULT_BROKER_CONFIG),))
 
 
 def stream_configs(stream_config: Mapping[str, object], node: NodeConfig, replication_factor: int) -> list[Described]:
