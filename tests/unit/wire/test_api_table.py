@@ -84,6 +84,7 @@ TABLE = [
     (68, 0, 1),
     (69, 0, 1),
     (74, 0, 1),
+    (75, 0, 0),
     (10000, 0, 0),  # VdlNodes: VDL's own (protocol/messages/vdl_nodes.py)
     (10001, 0, 0),  # VdlWriterId: VDL's own (the Spark sink's producer ids)
 ]
