@@ -5,6 +5,7 @@ Kafka's clients read."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from vdl_wire.records.record_batch import iter_batches
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 4, 8, 16  # config resource types
 SET, DELETE, APPEND = 0, 1, 2  # IncrementalAlterConfigs operations
+ZERO_ID = uuid.UUID(int=0)  # Kafka's "no topic id"
 
 
 def describe_cluster(address: str, version: int = 1, operations: bool = False, endpoint_type: int = 1) -> Any:
@@ -698,5 +700,127 @@ def test_alter_replica_log_dirs_to_the_nodes_one_directory(module_broker: Broker
         assert admin.alter_replica_log_dirs({here: directory, missing: directory}) == {
             here: NoError, missing: ReplicaNotAvailableError}
         assert admin.alter_replica_log_dirs({here: str(tmp_path)}) == {here: LogDirNotFoundError}
+    finally:
+        admin.close()
+
+
+# Every TOPIC operation (KIP-430 bits: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
+# ALTER_CONFIGS), what a node without an authorizer allows, as Kafka's answers.
+EVERY_TOPIC_OPERATION = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+
+
+def describe_topic_partitions(address: str, names: list[str], limit: int = 2000,
+                              cursor: tuple[str, int] | None = None) -> Any:
+    request = m.DescribeTopicPartitionsRequest(
+        topics=[m.DescribeTopicPartitionsRequest.TopicRequest(name=name) for name in names],
+        response_partition_limit=limit,
+        cursor=None if cursor is None else m.DescribeTopicPartitionsRequest.Cursor(topic_name=cursor[0],
+                                                                                   partition_index=cursor[1]))
+    return raw_request(address, request, 0)
+
+
+def paged(response: Any) -> tuple[list[tuple[Any, ...]], tuple[str, int] | None]:
+    """Each topic's (error, name, id, internal, operations, partitions) and the next cursor."""
+    topics = [(t.error_code, t.name, t.topic_id, t.is_internal, t.topic_authorized_operations,
+               [(p.error_code, p.partition_index, p.leader_id, p.leader_epoch, p.replica_nodes, p.isr_nodes,
+                 p.eligible_leader_replicas, p.last_known_elr, p.offline_replicas) for p in t.partitions])
+              for t in response.topics]
+    cursor = response.next_cursor
+    return topics, None if cursor is None else (cursor.topic_name, cursor.partition_index)
+
+
+def test_describe_topic_partitions_pages_by_name(module_broker: BrokerProcess) -> None:
+    """DescribeTopicPartitions (75): the named topics in name order, each as Metadata describes it
+    (empty ELR lists), at most the partition limit of them (0 is 1), the next cursor naming the
+    first left out; from a cursor the page starts at its topic and partition (past a stream's one
+    partition: none of it); an unknown name is UNKNOWN_TOPIC_OR_PARTITION, an invalid one
+    INVALID_TOPIC_EXCEPTION; a cursor outside the names or negative is INVALID_REQUEST."""
+    address = module_broker.bootstrap
+    names = ["dtp-b", "dtp-a", "dtp-c"]
+    for name in names:
+        assert create_topic_raw(address, name) == (0, None)
+    wait_until(lambda: all(t.partitions[0].leader_id == 1 for t in metadata_raw(address, names).topics),
+               timeout=10, message="a leader for each stream")
+    known = {t.name: t for t in metadata_raw(address, names).topics}
+
+    def described(name: str, partitions: bool = True) -> tuple[Any, ...]:
+        epoch = known[name].partitions[0].leader_epoch
+        assert epoch >= 1
+        return (0, name, known[name].topic_id, False, EVERY_TOPIC_OPERATION,
+                [(0, 0, 1, epoch, [1], [1], [], [], [])] if partitions else [])
+
+    unknown = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "dtp-missing", ZERO_ID, False, EVERY_TOPIC_OPERATION, [])
+    asked = [*names, "dtp-missing"]
+    assert paged(describe_topic_partitions(address, asked)) == (
+        [described("dtp-a"), described("dtp-b"), described("dtp-c"), unknown], None)
+    assert paged(describe_topic_partitions(address, asked, limit=2)) == (
+        [described("dtp-a"), described("dtp-b")], ("dtp-c", 0))
+    assert paged(describe_topic_partitions(address, asked, limit=2, cursor=("dtp-c", 0))) == (
+        [described("dtp-c"), unknown], None)
+    assert paged(describe_topic_partitions(address, asked, limit=0)) == ([described("dtp-a")], ("dtp-b", 0))
+    assert paged(describe_topic_partitions(address, asked, cursor=("dtp-b", 1))) == (
+        [described("dtp-b", partitions=False), described("dtp-c"), unknown], None)
+    # An unknown topic takes no room on the page: the cursor is the next one's.
+    assert paged(describe_topic_partitions(address, ["dtp-missing", "dtp-c", "dtp-a"], limit=1)) == (
+        [described("dtp-a")], ("dtp-c", 0))
+    assert paged(describe_topic_partitions(address, ["dtp-a", "bad/name"])) == (
+        [(ErrorCode.INVALID_TOPIC_EXCEPTION, "bad/name", ZERO_ID, False, EVERY_TOPIC_OPERATION, []),
+         described("dtp-a")], None)
+    refused = [(ErrorCode.INVALID_REQUEST, name, ZERO_ID, False, -(2**31), []) for name in asked]
+    assert paged(describe_topic_partitions(address, asked, cursor=("dtp-z", 0))) == (refused, None)
+    assert paged(describe_topic_partitions(address, asked, cursor=("dtp-a", -1))) == (refused, None)
+    assert paged(describe_topic_partitions(address, [], cursor=("dtp-a", -1))) == ([], None)
+
+
+def test_describe_topic_partitions_of_every_stream(module_broker: BrokerProcess) -> None:
+    """An empty topic list is every stream, in name order, paged the same way; the cursor's topic
+    need not exist."""
+    address = module_broker.bootstrap
+    for name in ("dtp-all-1", "dtp-all-2", "dtp-all-3"):
+        assert create_topic_raw(address, name) == (0, None)
+    streams = sorted(t.name for t in metadata_raw(address, None).topics)
+    topics, cursor = paged(describe_topic_partitions(address, []))
+    assert ([t[1] for t in topics], cursor) == (streams, None)
+    assert all(t[0] == 0 and len(t[5]) == 1 for t in topics)
+    topics, cursor = paged(describe_topic_partitions(address, [], limit=2, cursor=("dtp-all-0", 0)))
+    assert ([t[1] for t in topics], cursor) == (["dtp-all-1", "dtp-all-2"], ("dtp-all-3", 0))
+    topics, cursor = paged(describe_topic_partitions(address, [], limit=1, cursor=("dtp-all-3", 0)))
+    after = [name for name in streams if name > "dtp-all-3"]
+    assert ([t[1] for t in topics], cursor) == (["dtp-all-3"], (after[0], 0) if after else None)
+
+
+def test_describe_topic_partitions_through_kafka_python(module_broker: BrokerProcess) -> None:
+    """kafka-python's admin `describe_topic_partitions`, as its own test_describe_topic_partitions
+    and test_describe_topic_partitions_pagination call it (their topic has 4 partitions, a
+    stream one: a page of 1 partition over two streams ends at the second). It fails on a broker
+    without the API (it sends the request unasked)."""
+    from kafka import KafkaAdminClient
+
+    address = module_broker.bootstrap
+    for name in ("dtp-kp-1", "dtp-kp-2"):
+        assert create_topic_raw(address, name) == (0, None)
+    wait_until(lambda: all(t.partitions[0].leader_id == 1
+                           for t in metadata_raw(address, ["dtp-kp-1", "dtp-kp-2"]).topics),
+               timeout=10, message="a leader for each stream")
+    known = {t.name: t for t in metadata_raw(address, ["dtp-kp-1", "dtp-kp-2"]).topics}
+
+    def described(name: str) -> dict[str, Any]:
+        partition = {"error_code": 0, "partition_index": 0, "leader_id": 1,
+                     "leader_epoch": known[name].partitions[0].leader_epoch, "replica_nodes": [1], "isr_nodes": [1],
+                     "eligible_leader_replicas": None, "last_known_elr": None,  # kafka-python's None for empty
+                     "offline_replicas": []}
+        return {"error_code": 0, "name": name, "topic_id": known[name].topic_id, "is_internal": False,
+                "partitions": [partition], "topic_authorized_operations": EVERY_TOPIC_OPERATION}
+
+    admin = KafkaAdminClient(bootstrap_servers=address)
+    try:
+        assert admin.describe_topic_partitions(["dtp-kp-1"]) == {"topics": [described("dtp-kp-1")],
+                                                                 "next_cursor": None}
+        first = admin.describe_topic_partitions(["dtp-kp-2", "dtp-kp-1"], response_partition_limit=1)
+        assert first == {"topics": [described("dtp-kp-1")],
+                         "next_cursor": {"topic_name": "dtp-kp-2", "partition_index": 0}}
+        second = admin.describe_topic_partitions(["dtp-kp-2", "dtp-kp-1"], response_partition_limit=10,
+                                                 cursor=first["next_cursor"])
+        assert second == {"topics": [described("dtp-kp-2")], "next_cursor": None}
     finally:
         admin.close()

@@ -14,9 +14,11 @@ only kafka-leader-election moves a leader to its preferred replica here.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -135,6 +137,11 @@ def describe_topic(stdout: str) -> tuple[dict[str, str], list[dict[str, str]]]:
     return fields(lines[0]), [fields(line) for line in lines[1:]]
 
 
+def topic_id_string(topic_id: uuid.UUID) -> str:
+    """A topic id as Kafka's tools print it (Uuid.toString: URL-safe base64, unpadded)."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
 def produce(cluster: DevCluster, stream: str, values: list[str], timestamps: list[int] | None = None) -> None:
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 0})
     for i, value in enumerate(values):
@@ -249,6 +256,40 @@ def test_topics_create_describe_list_delete(java: JavaClients, target: JavaTarge
     assert deleted.stdout == ""
     # Answered once the metadata group committed the deletion; a node may apply it a moment later.
     wait_until(lambda: stream not in vdl.list_streams(), timeout=10, message="the stream to go")
+
+
+def test_topics_describe_pages_through_describe_topic_partitions(java: JavaClients,
+                                                                java_targets: dict[str, JavaTarget]) -> None:
+    """kafka-topics --describe on 3 nodes, exactly: Kafka 4's tool describes topics with
+    DescribeTopicPartitions once the broker advertises it, so each partition line ends with the
+    eligible leader replicas, empty (`Elr: N/A` came from the Metadata fallback). A page of one
+    partition makes the AdminClient follow the cursor from stream to stream."""
+    target = java_targets["3-nodes-plain"]
+    way_in = target.tool_args()
+    names = [named(target, "dtp-1"), named(target, "dtp-2")]
+    settings = ClientSettings.from_bootstrap(target.cluster.bootstrap_servers, deadline_ms=30_000)
+    with VdlClient(settings) as vdl:
+        for name in names:
+            vdl.create_stream(name, exist_ok=False)
+        wait_until(lambda: all(len(t.partitions[0].isr_nodes) == 3 for t in vdl.metadata(names).topics),
+                   timeout=20, message="every replica in sync")
+        topics = {t.name: t for t in vdl.metadata(names).topics}
+
+    def block(name: str) -> str:
+        topic = topics[name]
+        [partition] = topic.partitions
+        return (f"Topic: {name}\tTopicId: {topic_id_string(topic.topic_id)}\tPartitionCount: 1\t"
+                f"ReplicationFactor: 3\tConfigs: \n"
+                f"\tTopic: {name}\tPartition: 0\tLeader: {partition.leader_id}\t"
+                f"Replicas: {','.join(map(str, partition.replica_nodes))}\t"
+                f"Isr: {','.join(map(str, partition.isr_nodes))}\tElr: \tLastKnownElr: \n")
+
+    one = run(java, "kafka-topics", *way_in, "--describe", "--topic", names[0])
+    assert one.stdout == block(names[0])
+    both = run(java, "kafka-topics", *way_in, "--describe", "--topic", f"{named(target, 'dtp-')}.*",
+               "--partition-size-limit-per-response", "1")
+    # The tool prints the topics in its map's order.
+    assert sorted(re.split(r"(?=^Topic: )", both.stdout, flags=re.MULTILINE)[1:]) == [block(n) for n in names]
 
 
 def test_a_tool_runs_as_a_jvm_of_its_own(java_targets: dict[str, JavaTarget]) -> None:

@@ -205,6 +205,10 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
          lambda r: [g.error_code for g in r.groups], [GROUP_DENIED]),
     74: (lambda: m.ListConfigResourcesRequest(resource_types=[]), lambda r: [r.error_code, len(r.config_resources)],
          [CLUSTER_DENIED, 0]),
+    # A name eve may not DESCRIBE, whether it exists or not: no existence disclosed.
+    75: (lambda: m.DescribeTopicPartitionsRequest(topics=[m.DescribeTopicPartitionsRequest.TopicRequest(name=n)
+                                                          for n in (STREAM, "no-such-stream")]),
+         lambda r: [t.error_code for t in r.topics], [TOPIC_DENIED, TOPIC_DENIED]),
     10000: (lambda: m.VdlNodesRequest(action="decommission", node_id=1), lambda r: [r.error_code],
             [CLUSTER_DENIED]),
     10001: (lambda: m.VdlWriterIdRequest(writer_key="vdl-spark/q/0/0"), lambda r: [r.error_code], [TXN_DENIED]),
@@ -235,6 +239,33 @@ def test_metadata_leaves_out_streams_the_principal_may_not_describe(guarded: Dev
     with Connection(guarded.bootstrap_servers, 10, "dan", login("dan", "dan-Pa55")) as dan:
         names = [t.name for t in dan.request(m.MetadataRequest(topics=None), 10).topics]
     assert names == ["deny-that", "deny-this"]  # WRITE is denied on deny-this, DESCRIBE is not
+
+
+def test_describe_topic_partitions_leaves_out_streams_the_principal_may_not_describe(guarded: DevCluster) -> None:
+    """As Metadata: left out of the every-stream answer; named, TOPIC_AUTHORIZATION_FAILED after
+    the others, with no topic id nor operations, and no room taken on the page."""
+    def described(topics: list[str], limit: int = 2000) -> list[tuple[int, str, bool, int, int]]:
+        request = m.DescribeTopicPartitionsRequest(
+            topics=[m.DescribeTopicPartitionsRequest.TopicRequest(name=n) for n in topics], response_partition_limit=limit)
+        with Connection(guarded.bootstrap_servers, 10, "dan", login("dan", "dan-Pa55")) as dan:
+            response = dan.request(request, 10)
+        cursor = response.next_cursor
+        assert cursor is None or (cursor.topic_name, cursor.partition_index) == ("deny-this", 0)
+        return [(t.error_code, t.name, t.topic_id.int != 0, len(t.partitions), t.topic_authorized_operations)
+                for t in response.topics]
+
+    # KIP-430 bits of the TOPIC operations (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
+    # DESCRIBE_CONFIGS, ALTER_CONFIGS): dan may do all on deny-*, but WRITE on deny-this.
+    every = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+    assert described([]) == [(0, "deny-that", True, 1, every), (0, "deny-this", True, 1, every & ~(1 << 4))]
+    assert described(["deny-this", STREAM, "deny-that"]) == [
+        (0, "deny-that", True, 1, every), (0, "deny-this", True, 1, every & ~(1 << 4)),
+        (TOPIC_DENIED, STREAM, False, 0, -(2**31))]
+    # A full page still walks on to a refused name (Kafka checks each as its walk reaches it) ...
+    assert described([STREAM, "deny-that"], limit=1) == [
+        (0, "deny-that", True, 1, every), (TOPIC_DENIED, STREAM, False, 0, -(2**31))]
+    # ... but stops at the next describable one, the cursor's: names past it are not checked yet.
+    assert described(["deny-this", STREAM, "deny-that"], limit=1) == [(0, "deny-that", True, 1, every)]
 
 
 def test_describe_alone_lists_offsets_but_does_not_read(guarded: DevCluster) -> None:

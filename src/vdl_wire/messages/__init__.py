@@ -49,6 +49,7 @@ from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from .describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from .describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
+from .describe_topic_partitions import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 from .describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
@@ -147,6 +148,7 @@ MESSAGE_PAIRS: tuple[tuple[type, type], ...] = (
     (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
     (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
     (ListConfigResourcesRequest, ListConfigResourcesResponse),
+    (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
     (VdlNodesRequest, VdlNodesResponse),
     (VdlWriterIdRequest, VdlWriterIdResponse),
 )
@@ -155,6 +157,8 @@ __all__ = [
     "MESSAGE_PAIRS",
     "ListConfigResourcesRequest",
     "ListConfigResourcesResponse",
+    "DescribeTopicPartitionsRequest",
+    "DescribeTopicPartitionsResponse",
     "DescribeProducersRequest",
     "DescribeProducersResponse",
     "DescribeTransactionsRequest",

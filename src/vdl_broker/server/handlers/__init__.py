@@ -48,6 +48,7 @@ from vdl_broker.server.handlers import (
     describe_log_dirs,
     describe_producers,
     describe_quorum,
+    describe_topic_partitions,
     describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
@@ -92,7 +93,7 @@ MODULES: tuple[ModuleType, ...] = (
     consumer_group_heartbeat, consumer_group_describe, describe_client_quotas, alter_client_quotas,
     vdl_writer_id, add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit,
     write_txn_markers, describe_producers, describe_transactions, list_transactions, describe_quorum,
-    list_config_resources,
+    list_config_resources, describe_topic_partitions,
 )
 
 # The APIs that change nothing (Metadata's auto-creation runs on its own, as Kafka's: the answer
@@ -102,7 +103,7 @@ READS: tuple[ModuleType, ...] = (
     describe_acls, describe_user_scram_credentials, describe_configs, describe_log_dirs,
     list_partition_reassignments, describe_cluster, offset_for_leader_epoch, consumer_group_describe,
     describe_client_quotas, describe_producers, describe_transactions, list_transactions, describe_quorum,
-    list_config_resources,
+    list_config_resources, describe_topic_partitions,
 )
 
 

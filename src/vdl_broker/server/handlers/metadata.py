@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass
 
 from vdl_broker.cluster import topic_ids
 from vdl_broker.cluster.acls import CLUSTER_NAME
@@ -50,8 +51,17 @@ def requested_names(request: MetadataRequest, version: int) -> list[str] | None:
     return [topic.name for topic in request.topics if topic.name is not None]
 
 
-def _topic(node: NodeView, name: str, cut_off: bool = False,
-           first_hand: bool = False) -> MetadataResponse.MetadataResponseTopic:
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    """What a client is told of a stream's one partition (Metadata, DescribeTopicPartitions)."""
+
+    leader: int  # -1: none known
+    leader_epoch: int  # -1: unknown
+    replicas: list[int]
+    isr: list[int]
+
+
+def partition_view(node: NodeView, name: str, cut_off: bool = False, first_hand: bool = False) -> PartitionView:
     info = node.metadata.state.streams[name]
     # During a reassignment: every node holding a replica, the target's first (as Kafka does).
     membership = node.metadata.state.membership
@@ -68,14 +78,21 @@ def _topic(node: NodeView, name: str, cut_off: bool = False,
     if leader > 0 and leader not in known and leader != node.node_id:
         leader = -1
     isr = [replica for replica in isr if replica in known or replica == node.node_id]
-    error = ErrorCode.NONE if leader > 0 else ErrorCode.LEADER_NOT_AVAILABLE
     # The leader epoch is the stream's Raft term (KIP-320: clients validate their position with
     # OffsetForLeaderEpoch when it changes); -1 ("unknown") where this node has no replica, or
     # names another node's leadership because it is cut off.
     local = node.replicas.local(name)
     epoch = local.leader_epoch if local is not None and leader > 0 and not cut_off else -1
-    partition = Partition(error_code=int(error), partition_index=0, leader_id=leader if leader > 0 else -1,
-                          leader_epoch=epoch, replica_nodes=replicas, isr_nodes=isr, offline_replicas=[])
+    return PartitionView(leader=leader if leader > 0 else -1, leader_epoch=epoch, replicas=replicas, isr=isr)
+
+
+def _topic(node: NodeView, name: str, cut_off: bool = False,
+           first_hand: bool = False) -> MetadataResponse.MetadataResponseTopic:
+    view = partition_view(node, name, cut_off, first_hand)
+    error = ErrorCode.NONE if view.leader > 0 else ErrorCode.LEADER_NOT_AVAILABLE
+    partition = Partition(error_code=int(error), partition_index=0, leader_id=view.leader,
+                          leader_epoch=view.leader_epoch, replica_nodes=view.replicas, isr_nodes=view.isr,
+                          offline_replicas=[])
     return Topic(error_code=0, name=name, topic_id=node.metadata.state.topic_id(name), is_internal=False,
                  partitions=[partition])
 
