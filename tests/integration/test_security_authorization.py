@@ -167,6 +167,10 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
                                                      upgrade_type=1)]), lambda r: [r.error_code], [CLUSTER_DENIED]),
     60: (lambda: m.DescribeClusterRequest(include_cluster_authorized_operations=True),
          lambda r: [r.error_code, r.cluster_authorized_operations], [0, 0]),
+    34: (lambda: m.AlterReplicaLogDirsRequest(dirs=[m.AlterReplicaLogDirsRequest.AlterReplicaLogDir(
+            path="/elsewhere", topics=[m.AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic(name=STREAM,
+                                                                                           partitions=[0])])]),
+         lambda r: topic_errors(r, "results", "partitions"), [CLUSTER_DENIED]),
     35: (lambda: m.DescribeLogDirsRequest(topics=None), lambda r: [r.error_code], [CLUSTER_DENIED]),
     42: (lambda: m.DeleteGroupsRequest(groups_names=[GROUP]), lambda r: [g.error_code for g in r.results],
          [GROUP_DENIED]),
