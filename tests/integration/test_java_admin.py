@@ -224,7 +224,8 @@ def test_incremental_alter_configs_append_and_subtract_cleanup_policy(java: Java
     with pytest.raises(JavaError) as not_list:
         alter(append={"retention.ms": "1000"})
     assert (not_list.value.error, not_list.value.message) == (
-        "InvalidConfigurationException", "retention.ms: APPEND applies to list configs only (cleanup.policy); use SET")
+        "InvalidConfigurationException", "retention.ms: APPEND applies to list configs only (cleanup.policy, "
+        "follower.replication.throttled.replicas, leader.replication.throttled.replicas); use SET")
     wait_configs(java, target, name, {"cleanup.policy": "delete"})
 
 

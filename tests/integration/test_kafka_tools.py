@@ -279,7 +279,7 @@ def test_topics_describe_pages_through_describe_topic_partitions(java: JavaClien
         topic = topics[name]
         [partition] = topic.partitions
         return (f"Topic: {name}\tTopicId: {topic_id_string(topic.topic_id)}\tPartitionCount: 1\t"
-                f"ReplicationFactor: 3\tConfigs: \n"
+                f"ReplicationFactor: 3\tConfigs: min.insync.replicas=2\n"
                 f"\tTopic: {name}\tPartition: 0\tLeader: {partition.leader_id}\t"
                 f"Replicas: {','.join(map(str, partition.replica_nodes))}\t"
                 f"Isr: {','.join(map(str, partition.isr_nodes))}\tElr: \tLastKnownElr: \n")
