@@ -467,6 +467,10 @@ def test_configs_alter_and_describe(java: JavaClients, target: JavaTarget, vdl: 
     assert [line for line in every if line.startswith(("  message.timestamp", "  compression.type",
                                                        "  unclean", "  vdl.table.format"))] == [
         "  compression.type=producer sensitive=false synonyms={DEFAULT_CONFIG:compression.type=producer}",
+        "  message.timestamp.after.max.ms=3600000 sensitive=false "
+        "synonyms={DEFAULT_CONFIG:log.message.timestamp.after.max.ms=3600000}",
+        "  message.timestamp.before.max.ms=9223372036854775807 sensitive=false "
+        "synonyms={DEFAULT_CONFIG:log.message.timestamp.before.max.ms=9223372036854775807}",
         "  message.timestamp.type=CreateTime sensitive=false "
         "synonyms={DEFAULT_CONFIG:log.message.timestamp.type=CreateTime}",
         "  unclean.leader.election.enable=false sensitive=false "

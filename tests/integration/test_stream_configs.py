@@ -28,7 +28,9 @@ EXPECTED = {
     "retention.ms": ("60000", 1), "retention.bytes": ("-1", 5), "segment.bytes": ("1073741824", 5),
     "segment.ms": ("604800000", 5), "max.message.bytes": ("16777216", 5), "cleanup.policy": ("delete", 1),
     "min.compaction.lag.ms": ("0", 5), "max.compaction.lag.ms": ("9223372036854775807", 5),
-    "delete.retention.ms": ("86400000", 5), "message.timestamp.type": ("CreateTime", 5), "compression.type": ("producer", 5),
+    "delete.retention.ms": ("86400000", 5), "message.timestamp.type": ("CreateTime", 5),
+    "message.timestamp.before.max.ms": ("9223372036854775807", 5), "message.timestamp.after.max.ms": ("3600000", 5),
+    "compression.type": ("producer", 5),
     "unclean.leader.election.enable": ("false", 5), "vdl.table.path": (None, 5),
     "vdl.table.format": ("raw", 5), "vdl.table.schema": (None, 5), "vdl.table.lag.ms": ("5000", 5),
     "vdl.table.partition.by": ("none", 5), "vdl.table.compact.interval.ms": ("600000", 5),
@@ -381,28 +383,30 @@ def test_cli_sets_and_shows_configs(cluster: DevCluster) -> None:
         return result.stdout
     expected = (
         "configs:\n"
-        "  retention.ms                    86400000             (stream)\n"
-        "  retention.bytes                 -1                   (default)\n"
-        "  segment.bytes                   1073741824           (default)\n"
-        "  segment.ms                      604800000            (default)\n"
-        "  max.message.bytes               65536                (stream)\n"
-        "  cleanup.policy                  delete               (default)\n"
-        "  min.compaction.lag.ms           0                    (default)\n"
-        "  max.compaction.lag.ms           9223372036854775807  (default)\n"
-        "  delete.retention.ms             86400000             (default)\n"
-        "  message.timestamp.type          CreateTime           (default)\n"
-        "  compression.type                producer             (default)\n"
-        "  unclean.leader.election.enable  false                (default)\n"
-        "  vdl.table.path                  -                    (default)\n"
-        "  vdl.table.format                raw                  (default)\n"
-        "  vdl.table.schema                -                    (default)\n"
-        "  vdl.table.lag.ms                5000                 (default)\n"
-        "  vdl.table.partition.by          none                 (default)\n"
-        "  vdl.table.compact.interval.ms   600000               (default)\n"
-        "  vdl.table.compact.target.bytes  134217728            (default)\n"
-        "  vdl.table.vacuum.interval.ms    3600000              (default)\n"
-        "  vdl.table.vacuum.retention.ms   604800000            (default)\n"
-        "  min.insync.replicas             2                    (default)\n")
+        "  retention.ms                     86400000             (stream)\n"
+        "  retention.bytes                  -1                   (default)\n"
+        "  segment.bytes                    1073741824           (default)\n"
+        "  segment.ms                       604800000            (default)\n"
+        "  max.message.bytes                65536                (stream)\n"
+        "  cleanup.policy                   delete               (default)\n"
+        "  min.compaction.lag.ms            0                    (default)\n"
+        "  max.compaction.lag.ms            9223372036854775807  (default)\n"
+        "  delete.retention.ms              86400000             (default)\n"
+        "  message.timestamp.type           CreateTime           (default)\n"
+        "  message.timestamp.before.max.ms  9223372036854775807  (default)\n"
+        "  message.timestamp.after.max.ms   3600000              (default)\n"
+        "  compression.type                 producer             (default)\n"
+        "  unclean.leader.election.enable   false                (default)\n"
+        "  vdl.table.path                   -                    (default)\n"
+        "  vdl.table.format                 raw                  (default)\n"
+        "  vdl.table.schema                 -                    (default)\n"
+        "  vdl.table.lag.ms                 5000                 (default)\n"
+        "  vdl.table.partition.by           none                 (default)\n"
+        "  vdl.table.compact.interval.ms    600000               (default)\n"
+        "  vdl.table.compact.target.bytes   134217728            (default)\n"
+        "  vdl.table.vacuum.interval.ms     3600000              (default)\n"
+        "  vdl.table.vacuum.retention.ms    604800000            (default)\n"
+        "  min.insync.replicas              2                    (default)\n")
     output = wait_until(lambda: (text := described()).endswith(expected) and text, 10, "describe showing the change")
     assert output.startswith("stream cli-configured: partition 0, leader node ")
     assert output.splitlines()[0].endswith("offsets 0..0 (0 records)")

@@ -26,6 +26,7 @@ MAX_SEGMENT_BYTES = (1 << 31) - 1  # index files store positions as uint32 (vdl_
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
 MIB = 1 << 20
+TIMESTAMP_AFTER_MAX_MS = 3_600_000  # Kafka 4's log.message.timestamp.after.max.ms default
 URI_SCHEMES = ("file", "s3", "s3a", "gs", "az", "abfs", "abfss", "adl", "lakefs", "memory")
 
 
@@ -182,6 +183,14 @@ _KEYS = (
     ConfigKey("message.timestamp.type", ConfigType.STRING, "records keep the timestamp their producer gave them "
               "(CreateTime); VDL does not stamp append times", default="CreateTime", choices=("CreateTime",),
               broker_name="log.message.timestamp.type"),
+    # KIP-937 (Kafka 4.0 defaults): a produce whose CreateTime timestamps lie further from the
+    # leader's clock than these is refused with INVALID_TIMESTAMP (vdl_broker/server/handlers/produce.py).
+    ConfigKey("message.timestamp.before.max.ms", ConfigType.LONG, "a record whose timestamp is more than this "
+              "before the leader's clock is refused (INVALID_TIMESTAMP)", default=str(LONG_MAX), minimum=0,
+              maximum=LONG_MAX, broker_name="log.message.timestamp.before.max.ms"),
+    ConfigKey("message.timestamp.after.max.ms", ConfigType.LONG, "a record whose timestamp is more than this "
+              "after the leader's clock is refused (INVALID_TIMESTAMP)", default=str(TIMESTAMP_AFTER_MAX_MS),
+              minimum=0, maximum=LONG_MAX, broker_name="log.message.timestamp.after.max.ms"),
     ConfigKey("compression.type", ConfigType.STRING, "batches are stored compressed as their producer sent them "
               "(producer); VDL does not recompress", default="producer", choices=("producer",),
               broker_name="compression.type"),
@@ -411,6 +420,8 @@ class StreamSettings:
     max_message_bytes: int
     table: TableSettings | None = None
     retention_deletes: bool = True  # cleanup.policy has delete (else retention deletes nothing)
+    timestamp_before_max_ms: int = LONG_MAX
+    timestamp_after_max_ms: int = TIMESTAMP_AFTER_MAX_MS
 
 
 def value_of(name: str, config: Mapping[str, Any], node_defaults: Mapping[str, Any]) -> str | None:
@@ -441,4 +452,5 @@ def stream_settings(config: Mapping[str, Any], node_defaults: Mapping[str, Any])
                               number("vdl.table.vacuum.interval.ms"), number("vdl.table.vacuum.retention.ms"))
     return StreamSettings(number("retention.ms"), number("retention.bytes"), number("segment.bytes"),
                           number("segment.ms"), number("max.message.bytes"), table,
-                          retention_deletes(value_of("cleanup.policy", config, node_defaults) or ""))
+                          retention_deletes(value_of("cleanup.policy", config, node_defaults) or ""),
+                          number("message.timestamp.before.max.ms"), number("message.timestamp.after.max.ms"))
