@@ -333,6 +333,8 @@ def test_describe_configs_with_an_empty_key_list_answers_every_config(module_bro
         "max.compaction.lag.ms": [("log.cleaner.max.compaction.lag.ms", "9223372036854775807", 5)],
         "delete.retention.ms": [("log.cleaner.delete.retention.ms", "86400000", 5)],
         "message.timestamp.type": [("log.message.timestamp.type", "CreateTime", 5)],
+        "message.timestamp.before.max.ms": [("log.message.timestamp.before.max.ms", "9223372036854775807", 5)],
+        "message.timestamp.after.max.ms": [("log.message.timestamp.after.max.ms", "3600000", 5)],
         "compression.type": [("compression.type", "producer", 5)],
         "unclean.leader.election.enable": [("unclean.leader.election.enable", "false", 5)],
         # Kafka 4.4's other topic configs, with the synonyms a Kafka 4.4 broker answers (its defaults)

@@ -521,9 +521,14 @@ def test_configs_alter_and_describe(java: JavaClients, target: JavaTarget, vdl: 
     # min.insync.replicas, as Kafka 4.4 describes it: the cluster's dynamic default.
     assert [line for line in every if line.startswith(("  message.timestamp.type=", "  compression.type=",
                                                        "  unclean", "  vdl.table.format=", "  file.delete.delay.ms=",
-                                                       "  min.insync.replicas="))] == [
+                                                       "  min.insync.replicas=", "  message.timestamp.after.max.ms=",
+                                                       "  message.timestamp.before.max.ms="))] == [
         "  compression.type=producer sensitive=false synonyms={DEFAULT_CONFIG:compression.type=producer}",
         "  file.delete.delay.ms=60000 sensitive=false synonyms={DEFAULT_CONFIG:log.segment.delete.delay.ms=60000}",
+        "  message.timestamp.after.max.ms=3600000 sensitive=false "
+        "synonyms={DEFAULT_CONFIG:log.message.timestamp.after.max.ms=3600000}",
+        "  message.timestamp.before.max.ms=9223372036854775807 sensitive=false "
+        "synonyms={DEFAULT_CONFIG:log.message.timestamp.before.max.ms=9223372036854775807}",
         "  message.timestamp.type=CreateTime sensitive=false "
         "synonyms={DEFAULT_CONFIG:log.message.timestamp.type=CreateTime}",
         f"  min.insync.replicas={target.replication // 2 + 1} sensitive=false "

@@ -47,7 +47,7 @@ def test_a_single_node_directory_of_version_0_1_serves_its_records(tmp_path: Pat
         assert read(broker.bootstrap, "orders", 30) == ORDERS
         assert read(broker.bootstrap, "clicks", 5) == CLICKS
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
-        assert producer.send("orders", b"after", timestamp_ms=1_800_000_000_000).get(10).offset == 30
+        assert producer.send("orders", b"after", timestamp_ms=1_700_000_000_000).get(10).offset == 30
         producer.close()
         assert (data_dir / METADATA_GROUP).is_dir() and (data_dir / "orders" / "incarnation").is_file()
         assert broker.terminate() == 0

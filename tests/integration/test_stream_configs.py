@@ -28,7 +28,9 @@ EXPECTED = {
     "retention.ms": ("60000", 1), "retention.bytes": ("-1", 5), "segment.bytes": ("1073741824", 5),
     "segment.ms": ("604800000", 5), "max.message.bytes": ("16777216", 5), "cleanup.policy": ("delete", 1),
     "min.compaction.lag.ms": ("0", 5), "max.compaction.lag.ms": ("9223372036854775807", 5),
-    "delete.retention.ms": ("86400000", 5), "message.timestamp.type": ("CreateTime", 5), "compression.type": ("producer", 5),
+    "delete.retention.ms": ("86400000", 5), "message.timestamp.type": ("CreateTime", 5),
+    "message.timestamp.before.max.ms": ("9223372036854775807", 5), "message.timestamp.after.max.ms": ("3600000", 5),
+    "compression.type": ("producer", 5),
     "unclean.leader.election.enable": ("false", 5),
     # Kafka 4.4's other topic configs, at Kafka's defaults (no effect on VDL: README)
     "compression.gzip.level": ("-1", 5), "compression.lz4.level": ("9", 5), "compression.zstd.level": ("3", 5),
@@ -37,7 +39,6 @@ EXPECTED = {
     "follower.replication.throttled.replicas": ("", 5), "index.interval.bytes": ("4096", 5),
     "leader.replication.throttled.replicas": ("", 5), "local.retention.bytes": ("-2", 5),
     "local.retention.ms": ("-2", 5), "max.decompressed.message.bytes": ("2147483639", 5),
-    "message.timestamp.after.max.ms": ("3600000", 5), "message.timestamp.before.max.ms": ("9223372036854775807", 5),
     "min.cleanable.dirty.ratio": ("0.5", 5), "preallocate": ("false", 5), "remote.copy.lag.bytes": ("-1", 5),
     "remote.copy.lag.ms": ("0", 5), "remote.log.copy.disable": ("false", 5),
     "remote.log.delete.on.disable": ("false", 5), "remote.storage.enable": ("false", 5),
@@ -434,11 +435,13 @@ def test_cli_sets_and_shows_configs(cluster: DevCluster) -> None:
             ("max.message.bytes", "65536", "stream"), ("cleanup.policy", "delete", "default"),
             ("min.compaction.lag.ms", "0", "default"), ("max.compaction.lag.ms", "9223372036854775807", "default"),
             ("delete.retention.ms", "86400000", "default"), ("message.timestamp.type", "CreateTime", "default"),
-            ("compression.type", "producer", "default"), ("unclean.leader.election.enable", "false", "default"),
+            ("message.timestamp.before.max.ms", "9223372036854775807", "default"),
+            ("message.timestamp.after.max.ms", "3600000", "default"), ("compression.type", "producer", "default"), ("unclean.leader.election.enable", "false", "default"),
             *((name, value if value is not None else "-", "default") for name, (value, _) in EXPECTED.items()
               if name not in ("retention.ms", "retention.bytes", "segment.bytes", "segment.ms", "max.message.bytes",
                               "cleanup.policy", "min.compaction.lag.ms", "max.compaction.lag.ms",
-                              "delete.retention.ms", "message.timestamp.type", "compression.type",
+                              "delete.retention.ms", "message.timestamp.type", "message.timestamp.before.max.ms",
+                              "message.timestamp.after.max.ms", "compression.type",
                               "unclean.leader.election.enable", "min.insync.replicas")),
             ("min.insync.replicas", "2", "cluster")]
     width, value_width = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)

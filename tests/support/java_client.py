@@ -54,6 +54,13 @@ TOOLS = {
     "kafka-streams-application-reset": "org.apache.kafka.tools.StreamsResetter",
     "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
     "kafka-client-metrics": "org.apache.kafka.tools.ClientMetricsCommand",
+    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
+    "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
+    "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
+    "kafka-e2e-latency": "org.apache.kafka.tools.EndToEndLatency",
+    # no bin/ script: Kafka's system tests run these with kafka-run-class.sh
+    "transactional-message-copier": "org.apache.kafka.tools.TransactionalMessageCopier",
+    "client-compatibility-test": "org.apache.kafka.tools.ClientCompatibilityTest",
 }
 
 

@@ -28,6 +28,7 @@ LONG_MIN = -(1 << 63)
 INT_MIN = -(1 << 31)
 INT_MAX = (1 << 31) - 1
 MIB = 1 << 20
+TIMESTAMP_AFTER_MAX_MS = 3_600_000  # Kafka 4's log.message.timestamp.after.max.ms default
 URI_SCHEMES = ("file", "s3", "s3a", "gs", "az", "abfs", "abfss", "adl", "lakefs", "memory")
 
 
@@ -250,6 +251,14 @@ _KEYS = (
     ConfigKey("message.timestamp.type", ConfigType.STRING, "records keep the timestamp their producer gave them "
               "(CreateTime); VDL does not stamp append times", default="CreateTime", choices=("CreateTime",),
               broker_name="log.message.timestamp.type"),
+    # KIP-937 (Kafka 4.0 defaults): a produce whose CreateTime timestamps lie further from the
+    # leader's clock than these is refused with INVALID_TIMESTAMP (vdl_broker/server/handlers/produce.py).
+    ConfigKey("message.timestamp.before.max.ms", ConfigType.LONG, "a record whose timestamp is more than this "
+              "before the leader's clock is refused (INVALID_TIMESTAMP)", default=str(LONG_MAX), minimum=0,
+              maximum=LONG_MAX, broker_name="log.message.timestamp.before.max.ms"),
+    ConfigKey("message.timestamp.after.max.ms", ConfigType.LONG, "a record whose timestamp is more than this "
+              "after the leader's clock is refused (INVALID_TIMESTAMP)", default=str(TIMESTAMP_AFTER_MAX_MS),
+              minimum=0, maximum=LONG_MAX, broker_name="log.message.timestamp.after.max.ms"),
     ConfigKey("compression.type", ConfigType.STRING, "batches are stored compressed as their producer sent them "
               "(producer); VDL does not recompress", default="producer", check=_check_compression_type,
               canonical=lambda value: value.strip().lower(), accepts=COMPRESSION_ACCEPTS,
@@ -262,7 +271,8 @@ _KEYS = (
     # operator, kafka-topics --config) that pass them work: stored and described as Kafka does;
     # what each does not change on VDL is in its doc and the README.
     ConfigKey("compression.gzip.level", ConfigType.INT, _no_effect("the gzip level of recompression",
-              "VDL does not recompress"), default="-1", check=_check_gzip_level, accepts="an integer in 1..9, or -1", broker_name="compression.gzip.level"),
+              "VDL does not recompress"), default="-1", check=_check_gzip_level, accepts="an integer in 1..9, or -1",
+              broker_name="compression.gzip.level"),
     ConfigKey("compression.lz4.level", ConfigType.INT, _no_effect("the lz4 level of recompression",
               "VDL does not recompress"), default="9", minimum=1, maximum=17, broker_name="compression.lz4.level"),
     ConfigKey("compression.zstd.level", ConfigType.INT, _no_effect("the zstd level of recompression",
@@ -297,12 +307,6 @@ _KEYS = (
     ConfigKey("max.decompressed.message.bytes", ConfigType.INT, _no_effect(
               "largest decompressed batch the broker accepts", "VDL stores batches as produced"),
               default="2147483639", minimum=1, maximum=2147483639, broker_name="max.decompressed.message.bytes"),
-    ConfigKey("message.timestamp.after.max.ms", ConfigType.LONG, _no_effect(
-              "how far ahead of the broker's clock a record's timestamp may be", "VDL keeps every record's timestamp"),
-              default="3600000", minimum=0, maximum=LONG_MAX, broker_name="log.message.timestamp.after.max.ms"),
-    ConfigKey("message.timestamp.before.max.ms", ConfigType.LONG, _no_effect(
-              "how far behind the broker's clock a record's timestamp may be", "VDL keeps every record's timestamp"),
-              default=str(LONG_MAX), minimum=0, maximum=LONG_MAX, broker_name="log.message.timestamp.before.max.ms"),
     ConfigKey("min.cleanable.dirty.ratio", ConfigType.DOUBLE, _no_effect(
               "the share of a log not yet compacted before compaction runs", "VDL never compacts"), default="0.5",
               minimum=0, maximum=1, broker_name="log.cleaner.min.cleanable.ratio"),
@@ -555,6 +559,8 @@ class StreamSettings:
     max_message_bytes: int
     table: TableSettings | None = None
     retention_deletes: bool = True  # cleanup.policy has delete (else retention deletes nothing)
+    timestamp_before_max_ms: int = LONG_MAX
+    timestamp_after_max_ms: int = TIMESTAMP_AFTER_MAX_MS
 
 
 def value_of(name: str, config: Mapping[str, Any], node_defaults: Mapping[str, Any]) -> str | None:
@@ -585,4 +591,5 @@ def stream_settings(config: Mapping[str, Any], node_defaults: Mapping[str, Any])
                               number("vdl.table.vacuum.interval.ms"), number("vdl.table.vacuum.retention.ms"))
     return StreamSettings(number("retention.ms"), number("retention.bytes"), number("segment.bytes"),
                           number("segment.ms"), number("max.message.bytes"), table,
-                          retention_deletes(value_of("cleanup.policy", config, node_defaults) or ""))
+                          retention_deletes(value_of("cleanup.policy", config, node_defaults) or ""),
+                          number("message.timestamp.before.max.ms"), number("message.timestamp.after.max.ms"))

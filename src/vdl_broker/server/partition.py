@@ -45,7 +45,7 @@ import struct
 import time
 from dataclasses import dataclass
 
-from vdl_broker.cluster.stream_configs import StreamSettings
+from vdl_broker.cluster.stream_configs import LONG_MAX, TIMESTAMP_AFTER_MAX_MS, StreamSettings
 from vdl_broker.log import FrozenBuffer, StreamLog
 from vdl_broker.log.log_start import load_deleted_below, save_deleted_below
 from vdl_broker.raft.group import RaftGroup
@@ -271,6 +271,13 @@ class Partition:
     def max_message_bytes(self) -> int | None:
         """The stream's produce batch size limit (None: the node's)."""
         return self.settings.max_message_bytes if self.settings is not None else None
+
+    @property
+    def timestamp_limits(self) -> tuple[int, int]:
+        """(message.timestamp.before.max.ms, message.timestamp.after.max.ms) of the stream."""
+        if self.settings is None:
+            return LONG_MAX, TIMESTAMP_AFTER_MAX_MS
+        return self.settings.timestamp_before_max_ms, self.settings.timestamp_after_max_ms
 
     @property
     def leader_epoch(self) -> int:
@@ -605,6 +612,7 @@ class RemotePartition:
     serves_reads = False
     serves_follower_reads = False
     max_message_bytes = None
+    timestamp_limits = (0, 0)  # never consulted: NOT_LEADER_OR_FOLLOWER first
     high_watermark = -1
     log_start_offset = -1
     log_end_offset = -1

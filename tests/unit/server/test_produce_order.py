@@ -58,6 +58,7 @@ class LeaderPartition:
     name: str = "s"
     is_leader: bool = True
     max_message_bytes: None = None
+    timestamp_limits: tuple[int, int] = ((1 << 63) - 1, 3_600_000)  # Kafka's defaults
     log_start_offset: int = 0
     table: ProducerStateTable = field(default_factory=lambda: ProducerStateTable(0))
     stored: list[int] = field(default_factory=list)  # base sequences, in log order

@@ -12,6 +12,7 @@ Hot path: per batch only (CRC32C over the batch, a header parse, one copy for th
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 
 from vdl_broker.cluster.transactions import TxnState
@@ -36,10 +37,12 @@ TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
 
 class Rejected(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str,
+                 record_errors: list[ProduceResponse.BatchIndexAndErrorMessage] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.record_errors = record_errors or []
 
 
 def _check_header(header: BatchHeader, max_batch_bytes: int) -> None:
@@ -57,6 +60,40 @@ def _check_header(header: BatchHeader, max_batch_bytes: int) -> None:
                        f"batch timestamps {header.base_timestamp}..{header.max_timestamp}")
     if header.producer_id >= 0 and header.base_sequence < 0:
         raise Rejected(ErrorCode.INVALID_RECORD, "an idempotent batch needs a base sequence")
+
+
+def _java_long(value: int) -> int:
+    """`value` as Java's long arithmetic leaves it (Kafka's message prints the bounds so)."""
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+def check_timestamps(batches: list[tuple[BatchHeader, Buffer]], limits: tuple[int, int], now_ms: int) -> None:
+    """KIP-937: a CreateTime record more than message.timestamp.before.max.ms before `now_ms` or
+    message.timestamp.after.max.ms after it fails its whole batch with INVALID_TIMESTAMP, each such
+    record named in record_errors by its index (# Kafka: LogValidator.validateTimestamp). The
+    header's max timestamp settles the usual batch without reading its records."""
+    before, after = limits
+    errors: list[ProduceResponse.BatchIndexAndErrorMessage] = []
+    index = 0
+    for header, batch in batches:
+        if header.timestamp_type != 0 or (header.max_timestamp - now_ms <= after and before > now_ms):
+            index += header.record_count
+            continue
+        try:
+            records = list(read_records(batch))
+        except DecodeError as error:
+            raise Rejected(ErrorCode.CORRUPT_MESSAGE, str(error)) from None
+        for record in records:
+            timestamp = record.timestamp
+            if timestamp != -1 and (now_ms - timestamp > before or timestamp - now_ms > after):
+                errors.append(ProduceResponse.BatchIndexAndErrorMessage(
+                    batch_index=index, batch_index_error_message=(
+                        f"Timestamp {timestamp} of message with offset {record.offset} is out of range. The "
+                        f"timestamp should be within [{_java_long(now_ms - before)}, {_java_long(now_ms + after)}]")))
+            index += 1
+    if errors:
+        raise Rejected(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp",
+                       errors)
 
 
 def _renumber(batch: bytes) -> bytes:
@@ -335,11 +372,16 @@ def _append(node: NodeView, context: RequestContext, request: ProduceRequest, ve
             try:
                 batches = parse_batches(_one_buffer(data.records), version,
                                         node.config.max_batch_bytes if limit is None else limit)
+                check_timestamps(batches, partition.timestamp_limits, int(time.time() * 1000))
                 for header, _ in batches:
                     _in_transaction(node, request.transactional_id, topic.name, header)
                 handles = [partition.append(batch, header) for header, batch in batches]
             except Rejected as error:
-                responses.append(_partition_error(data.index, error.code, error.message))
+                response = _partition_error(data.index, error.code, error.message)
+                if error.record_errors:
+                    response.record_errors = error.record_errors
+                    response.log_start_offset = partition.log_start_offset
+                responses.append(response)
                 continue
             except PartitionError as error:
                 responses.append(_partition_error(data.index, error.code, error.message or None))
