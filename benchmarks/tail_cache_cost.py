@@ -14,7 +14,9 @@ medians over the rounds and the ratio to the baseline.
   and a 1 MiB fetch from 4,000 back; log.entries() of the last 64 (a follower's catch-up).
 - append: log.append() of 64 leader batches of 300 B to a log whose cache is full (each evicts
   one), per entry: the segment write included (fsync off), as the broker appends.
-- add: TailCache.add of one 300 B entry to a full cache of 1,000 entries (each add evicts one).
+- add: TailCache.add of one 300 B CachedEntry to a full cache of 1,000 entries (each add evicts
+  one). The log's path while the cache kept CachedEntry objects; the log now appends an entry's
+  fields (measured in "append" above), add() is for callers holding CachedEntry objects (tests).
 
 Times are the process's CPU time (the machine is shared: wall time counts other processes' turns).
 """
