@@ -171,7 +171,7 @@ def encode_command(command: dict[str, Any]) -> bytes:
     return json.dumps(command, sort_keys=True, separators=(",", ":")).encode()
 
 
-def decode_command(payload: bytes | memoryview) -> Any:
+def decode_command(payload: bytes | bytearray | memoryview) -> Any:
     """The command of a METADATA entry (None when it is not JSON)."""
     try:
         return json.loads(bytes(payload))
@@ -179,7 +179,7 @@ def decode_command(payload: bytes | memoryview) -> Any:
         return None
 
 
-def decode_legacy_commands(payload: bytes | memoryview) -> list[Any]:
+def decode_legacy_commands(payload: bytes | bytearray | memoryview) -> list[Any]:
     """The commands of a metadata DATA entry written by VDL 0.1: the JSON values of a
     RecordBatch's records (anything undecodable becomes None)."""
     try:

@@ -34,7 +34,7 @@ _HEADER_REST = struct.Struct("<BqqI")
 ENTRY_TYPES = frozenset(int(t) for t in EntryType)
 
 
-def encode_header(entry_type: int, term: int, index: int, payload: bytes | memoryview) -> bytes:
+def encode_header(entry_type: int, term: int, index: int, payload: bytes | bytearray | memoryview) -> bytes:
     rest = _HEADER_REST.pack(entry_type, term, index, len(payload))
     crc = crc32c.crc32c(payload, crc32c.crc32c(rest))
     return struct.pack("<I", crc) + rest

@@ -32,7 +32,7 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
 IOV_MAX = 1024
 
 
-def writev_all(fd: int, parts: list[bytes | memoryview], total: int = -1) -> None:
+def writev_all(fd: int, parts: list[bytes | bytearray | memoryview], total: int = -1) -> None:
     """Write every buffer in order with as few writev calls as possible (no user-space join).
     `total` (their summed length, when the caller knows it) saves a pass over the buffers."""
     if 0 <= total and len(parts) <= IOV_MAX:

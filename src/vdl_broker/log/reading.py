@@ -13,9 +13,9 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vdl_broker.log.entry import HEADER_SIZE, IndexOutOfRange, OffsetOutOfRange
+from vdl_broker.log.entry import IndexOutOfRange, OffsetOutOfRange
 from vdl_broker.raft.types import Entry, EntryType
-from vdl_wire.records.batch_header import batch_fields
+from vdl_wire.records.batch_header import Buffer, batch_fields
 
 if TYPE_CHECKING:
     from vdl_broker.log.segment import Segment
@@ -28,7 +28,7 @@ _SCAN_CHUNK = 64 << 10
 
 @dataclass
 class ReadResult:
-    buffers: list[memoryview]
+    buffers: list[Buffer]
     first_offset: int
     next_offset: int
 
@@ -49,12 +49,7 @@ def read_entries(log: StreamLog, start_index: int, end_index: int, max_bytes: in
     cache_first = cache.first_index
     while index < end_index:
         if cache_first is not None and index >= cache_first:
-            for cached in cache.entries(index, end_index):
-                size = HEADER_SIZE + len(cached.data)
-                if out and size > budget:
-                    return out
-                budget -= size
-                out.append(Entry(cached.index, cached.term, EntryType(cached.type), cached.data))
+            cache.read_entries(out, index, end_index, budget)
             return out
         i = log._segment_for_index(index)
         segment = log._ensure_loaded(i)
@@ -102,7 +97,7 @@ def read_batches(log: StreamLog, offset: int, max_bytes: int, max_offset: int | 
     if offset < start or offset > end:
         raise OffsetOutOfRange(f"offset {offset} outside [{start}, {end}]")
     limit = end if max_offset is None else min(max_offset, end)
-    buffers: list[memoryview] = []
+    buffers: list[Buffer] = []
     first_offset = -1
     next_offset = offset
     total = 0
@@ -111,18 +106,9 @@ def read_batches(log: StreamLog, offset: int, max_bytes: int, max_offset: int | 
     while next_offset < limit:
         cache_first = log.cache.first_offset
         if cache_first is not None and next_offset >= cache_first:
-            data, k = log.cache.data_from(next_offset)
-            for cached in data[k:]:
-                if cached.last_offset >= limit:
-                    break
-                size = len(cached.data)
-                if buffers and total + size > max_bytes:
-                    break
-                if first_offset < 0:
-                    first_offset = cached.base_offset
-                buffers.append(cached.data)
-                total += size
-                next_offset = cached.last_offset + 1
+            first_cached, next_offset = log.cache.read_batches(buffers, next_offset, limit, max_bytes - total)
+            if first_offset < 0:
+                first_offset = first_cached
             break
         i = log._segment_for_offset(next_offset)
         if (i, next_offset) == visited:
@@ -164,9 +150,9 @@ def offset_for_index(log: StreamLog, raft_index: int) -> int:
     log._check_index(raft_index)
     if raft_index == log.last_index:
         return log.log_end_offset
-    cached = log.cache.get(raft_index)
+    cached = log.cache.end_offset_at(raft_index)
     if cached is not None:
-        return cached.end_offset
+        return cached
     segment = log._ensure_loaded(log._segment_for_index(raft_index))
     for _, entry_type, _, index, payload in segment.iter_entries(segment.position_of(raft_index),
                                                                  chunk=_SCAN_CHUNK):
@@ -181,8 +167,7 @@ def index_for_offset(log: StreamLog, offset: int) -> int:
         raise OffsetOutOfRange(f"offset {offset} outside [{log.log_start_offset}, {log.log_end_offset})")
     cache_first = log.cache.first_offset
     if cache_first is not None and offset >= cache_first:
-        data, k = log.cache.data_from(offset)
-        return data[k].index
+        return log.cache.index_for_offset(offset)
     segment = log._ensure_loaded(log._segment_for_offset(offset))
     for _, entry_type, _, index, payload in segment.iter_entries(segment.position_for_offset(offset),
                                                                  chunk=_SCAN_CHUNK):

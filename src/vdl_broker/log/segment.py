@@ -212,7 +212,7 @@ class Segment:
         if self.fd is None:
             self.fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
-    def write(self, parts: list[bytes | memoryview], total: int = -1) -> None:
+    def write(self, parts: list[bytes | bytearray | memoryview], total: int = -1) -> None:
         assert self.fd is not None
         writev_all(self.fd, parts, total)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from vdl_broker.log import loading, reading, state_snapshots
 from vdl_broker.log.config import LogConfig
 from vdl_broker.log.damage import DamageRecord, clear_damage, save_damage
-from vdl_broker.log.entry import HEADER_SIZE, FrozenBuffer, IndexOutOfRange, encode_header
+from vdl_broker.log.entry import HEADER_SIZE, IndexOutOfRange, encode_header
 from vdl_broker.log.fileio import fsync_dir
 from vdl_broker.log.group_commit import GroupCommit
 from vdl_broker.log.log_start import LogStart, save_log_start
@@ -29,7 +29,7 @@ from vdl_broker.log.reading import ReadResult
 from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE, save_recovery_point
 from vdl_broker.log.retention import segments_to_delete
 from vdl_broker.log.segment import Segment
-from vdl_broker.log.tail_cache import CacheBudget, CachedEntry, TailCache
+from vdl_broker.log.tail_cache import CacheBudget, TailCache
 from vdl_broker.raft.types import Entry, EntryType
 from vdl_wire.records.batch_header import BatchFields, check_batch
 
@@ -39,16 +39,6 @@ __all__ = ["LogRollbackError", "ReadResult", "StreamLog"]
 
 # Every type but DATA is stored as is: no Kafka offsets, no batch checks.
 _KNOWN_TYPES = frozenset(EntryType)
-
-
-def _immutable_view(payload: bytes | memoryview | bytearray) -> memoryview:
-    """The cache may keep the caller's buffer only if nobody can change it later."""
-    if isinstance(payload, bytes):
-        return memoryview(payload)
-    if isinstance(payload, memoryview) and (isinstance(payload.obj, FrozenBuffer)
-                                            or (payload.readonly and isinstance(payload.obj, bytes))):
-        return payload
-    return memoryview(bytes(payload))
 
 
 class LogRollbackError(RuntimeError):
@@ -209,9 +199,9 @@ class StreamLog:
         if index == self.first_index - 1:
             return self._previous_term
         self._check_index(index)
-        cached = self.cache.get(index)
+        cached = self.cache.term_at(index)
         if cached is not None:
-            return cached.term
+            return cached
         segment = self._ensure_loaded(self._segment_for_index(index))
         return segment.header(segment.position_of(index))[2]
 
@@ -251,7 +241,7 @@ class StreamLog:
         if active.count and now_ms - active.created_ms >= self.config.segment_ms:
             self._roll()
         limit = self.config.segment_bytes
-        parts: list[bytes | memoryview] = []
+        parts: list[bytes | bytearray | memoryview] = []
         planned: list[tuple[Entry, int, int, BatchFields | None]] = []  # entry, position, size, fields
         position = self._segments[-1].size
         chunk_start = position
@@ -315,7 +305,7 @@ class StreamLog:
             term = entry.term
         return checked
 
-    def _write(self, parts: list[bytes | memoryview],
+    def _write(self, parts: list[bytes | bytearray | memoryview],
                planned: list[tuple[Entry, int, int, BatchFields | None]], chunk_start: int,
                now_ms: float) -> None:
         segment = self._segments[-1]
@@ -325,19 +315,18 @@ class StreamLog:
             segment.created_ms = now_ms
             if planned[0][3] is not None:
                 self._base_offsets[-1] = planned[0][3].base_offset
-        cached: list[CachedEntry] = []
+        cache = self.cache
         end_offset = segment.next_offset
         for entry, position, size, fields in planned:
             segment.note(position, size, fields)
-            if self.cache.capacity:
-                payload = _immutable_view(entry.data)
+            if cache.capacity:
                 if fields is None:
-                    cached.append(CachedEntry(entry.index, entry.term, entry.type, payload, -1, -1, end_offset))
+                    cache.append(entry.index, entry.term, entry.type, entry.data, -1, -1, end_offset)
                 else:
                     end_offset = fields.last_offset + 1
-                    cached.append(CachedEntry(entry.index, entry.term, entry.type, payload,
-                                              fields.base_offset, fields.last_offset, end_offset))
-        self.cache.add(cached)
+                    cache.append(entry.index, entry.term, entry.type, entry.data, fields.base_offset,
+                                 fields.last_offset, end_offset)
+        cache.evict()
 
     def _roll(self) -> None:
         old = self._segments[-1]

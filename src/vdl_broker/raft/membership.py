@@ -76,7 +76,7 @@ def encode_conf(conf: ConfState) -> bytes:
                       separators=(",", ":")).encode()
 
 
-def decode_conf(payload: bytes | memoryview) -> ConfState | None:
+def decode_conf(payload: bytes | bytearray | memoryview) -> ConfState | None:
     """The configuration of a CONFIG entry (None when the payload is not one)."""
     try:
         raw = json.loads(bytes(payload))

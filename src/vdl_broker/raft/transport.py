@@ -139,7 +139,7 @@ class _FrameProtocol(asyncio.BufferedProtocol):
     CPU: an allocation and a copy of every replicated byte). Frames that a read holds whole
     are copied out of the read-ahead buffer into bytes of their own (they are small). Every
     body handed on is backed by a buffer of exactly its length that nothing changes after, so
-    the log keeps views of the entries in it without a copy (stream_log._immutable_view).
+    the log keeps views of the entries in it without a copy (tail_cache._kept).
 
     Each frame goes to `on_frame` from the transport's callback, with no task wake-up per frame.
     Writing stays with the StreamWriter: flow control and the connection's loss are passed on

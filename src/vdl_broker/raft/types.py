@@ -32,12 +32,13 @@ class EntryType(IntEnum):
 
 @dataclass(slots=True)
 class Entry:
-    """One Raft log entry. `data` (the entry's payload) is never copied: bytes or a memoryview."""
+    """One Raft log entry. `data` (the entry's payload) is never copied: bytes, a memoryview or a
+    bytearray nothing changes (the log's own buffer: it keeps no view of each)."""
 
     index: int
     term: int
     type: EntryType = EntryType.DATA
-    data: bytes | memoryview = b""
+    data: bytes | bytearray | memoryview = b""
 
 
 class Role(IntEnum):

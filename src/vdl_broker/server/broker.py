@@ -67,9 +67,9 @@ METADATA_SEGMENT_BYTES = 4 << 20
 # The metadata log's tail cache (memory: payloads and tail_cache.ENTRY_OVERHEAD per entry). Only
 # Raft reads this log -- replication to followers and the apply of what commits, both right
 # after the append; a node further behind is sent entries read from disk, or a snapshot -- so it
-# keeps the last ~5,000 small commands (seconds of the heaviest offset-commit load), not the
+# keeps the last ~10,000 small commands (seconds of the heaviest offset-commit load), not the
 # whole log between two truncations behind snapshots: up to two 4 MiB segments, tens of
-# thousands of entries (~850 bytes each cached), which filled over the many minutes a segment
+# thousands of entries (~410 bytes each cached), which filled over the many minutes a segment
 # takes to fill (about 15 in the soak) and grew the node's memory by tens of MB all along.
 METADATA_TAIL_CACHE_BYTES = 4 << 20
 # The Raft addresses of every node this node last knew of (from the metadata): a node restarted

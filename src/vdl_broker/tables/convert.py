@@ -134,11 +134,11 @@ def _headers_or_null(headers: pa.Array | None, count: int) -> pa.Array:
     return pa.ListArray.from_arrays(offsets, values, type=HEADERS, mask=pc.equal(lengths, 0))
 
 
-Buffers = bytes | memoryview | Sequence[bytes | memoryview]
+Buffers = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview]
 
 
 def _batches(data: Buffers) -> Iterator[tuple[Any, memoryview]]:
-    for part in [data] if isinstance(data, bytes | memoryview) else data:
+    for part in [data] if isinstance(data, bytes | bytearray | memoryview) else data:
         yield from iter_batches(part)
 
 

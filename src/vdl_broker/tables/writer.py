@@ -228,12 +228,12 @@ class StreamTable:
         finally:
             future.cancel()
 
-    def _read(self, start: int, high_watermark: int) -> tuple[list[bytes | memoryview], int]:
+    def _read(self, start: int, high_watermark: int) -> tuple[list[bytes | bytearray | memoryview], int]:
         """Whole stored batches from `start`, all below the high watermark, as the log hands
         them out (views of the tail cache's buffers or of segment mappings): the worker thread may
         read them, as they are committed (never truncated) and a mapping lives while a view of
         it does (retention only unlinks the file)."""
-        parts: list[bytes | memoryview] = []
+        parts: list[bytes | bytearray | memoryview] = []
         position, size = start, 0
         while position < high_watermark and size < MAX_COMMIT_BYTES:
             try:
@@ -247,7 +247,7 @@ class StreamTable:
             position = result.next_offset
         return parts, position
 
-    def _commit(self, data: list[bytes | memoryview], start: int, end: int,
+    def _commit(self, data: list[bytes | bytearray | memoryview], start: int, end: int,
                 aborted: list[tuple[int, int, int]]) -> tuple[int, int]:
         """Worker thread: append the committed records of [start, end) unless the table moved
         (a range of markers and aborted records only is an append of no rows, moving the

@@ -75,8 +75,8 @@ class FetchResponse:
         snapshot_id: FetchResponse.SnapshotId
         aborted_transactions: list[FetchResponse.AbortedTransaction] | None
         preferred_read_replica: int
-        records: bytes | memoryview | Sequence[bytes | memoryview] | None
-        def __init__(self, partition_index: int = ..., error_code: int = ..., high_watermark: int = ..., last_stable_offset: int = ..., log_start_offset: int = ..., diverging_epoch: FetchResponse.EpochEndOffset = ..., current_leader: FetchResponse.LeaderIdAndEpoch = ..., snapshot_id: FetchResponse.SnapshotId = ..., aborted_transactions: list[FetchResponse.AbortedTransaction] | None = ..., preferred_read_replica: int = ..., records: bytes | memoryview | Sequence[bytes | memoryview] | None = ...) -> None: ...
+        records: bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview] | None
+        def __init__(self, partition_index: int = ..., error_code: int = ..., high_watermark: int = ..., last_stable_offset: int = ..., log_start_offset: int = ..., diverging_epoch: FetchResponse.EpochEndOffset = ..., current_leader: FetchResponse.LeaderIdAndEpoch = ..., snapshot_id: FetchResponse.SnapshotId = ..., aborted_transactions: list[FetchResponse.AbortedTransaction] | None = ..., preferred_read_replica: int = ..., records: bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview] | None = ...) -> None: ...
         EpochEndOffset: type[FetchResponse.EpochEndOffset]
         LeaderIdAndEpoch: type[FetchResponse.LeaderIdAndEpoch]
         SnapshotId: type[FetchResponse.SnapshotId]

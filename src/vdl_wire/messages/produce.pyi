@@ -15,8 +15,8 @@ class ProduceRequest:
     CODECS: ClassVar[dict[int, CompiledVersion]]
     class PartitionProduceData:
         index: int
-        records: bytes | memoryview | Sequence[bytes | memoryview] | None
-        def __init__(self, index: int = ..., records: bytes | memoryview | Sequence[bytes | memoryview] | None = ...) -> None: ...
+        records: bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview] | None
+        def __init__(self, index: int = ..., records: bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview] | None = ...) -> None: ...
     class TopicProduceData:
         name: str
         partition_data: list[ProduceRequest.PartitionProduceData]

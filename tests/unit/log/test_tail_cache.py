@@ -6,10 +6,13 @@ append's buffer came from fresh memory)."""
 from __future__ import annotations
 
 import gc
+import random
 import weakref
 
 from vdl_broker.log import FrozenBuffer
 from vdl_broker.log.tail_cache import ENTRY_OVERHEAD, CachedEntry, TailCache
+from vdl_broker.raft.types import Entry, EntryType
+from vdl_wire.records.batch_header import Buffer
 
 BATCH = 1000
 
@@ -31,7 +34,118 @@ def test_an_evicted_entrys_buffer_is_released_at_once() -> None:
     assert [ref() is not None for ref in buffers] == [False] * 7 + [True] * 3
     assert cache.first_index == 8 and cache.first_offset == 70 and cache.bytes == 3 * (ENTRY_OVERHEAD + BATCH)
     # What is cached reads as before.
-    assert [bytes(e.data) for e in cache.entries(8, 11)] == [bytes([i]) * BATCH for i in (8, 9, 10)]
-    data, k = cache.data_from(85)
-    assert data[k].index == 9 and [e.index for e in data[k:]] == [9, 10]
+    entries: list[Entry] = []
+    cache.read_entries(entries, 8, 11, 1 << 20)
+    assert [(e.index, bytes(e.data)) for e in entries] == [(i, bytes([i]) * BATCH) for i in (8, 9, 10)]
+    batches: list[memoryview] = []
+    assert cache.read_batches(batches, 85, 100, 1 << 20) == (80, 100)
+    assert [bytes(b) for b in batches] == [bytes([9]) * BATCH, bytes([10]) * BATCH]
+    assert cache.index_for_offset(85) == 9
     assert cache.get(7) is None and cache.get(10) is not None and cache.get(10).index == 10  # type: ignore[union-attr]
+
+
+def _model_batches(cached: list[CachedEntry], offset: int, limit: int, max_bytes: int,
+                   out: list[bytes]) -> tuple[list[bytes], int, int]:
+    """What a read of the cache returns, walked entry by entry (as the cache once did)."""
+    data = [e for e in cached if e.base_offset >= 0 and e.last_offset >= offset]
+    taken: list[bytes] = []
+    total, first, next_offset = 0, -1, offset
+    for e in data:
+        if e.last_offset >= limit or ((out or taken) and total + len(e.data) > max_bytes):
+            break
+        if first < 0:
+            first = e.base_offset
+        taken.append(bytes(e.data))
+        total += len(e.data)
+        next_offset = e.last_offset + 1
+    return taken, first, next_offset
+
+
+def test_reads_by_offset_and_index_match_the_entries_cached_through_evictions_and_truncations() -> None:
+    """The cache keeps entries as arrays of their fields and one buffer reference each (the
+    appended buffer itself when the payload is all of it, else the view): every read returns the
+    entries a walk over them would, the buffers themselves (no copy), through evictions,
+    compactions, truncations and entries without offsets (NOOP, CONFIG) among the batches."""
+    rng = random.Random(7)
+    frame = FrozenBuffer(rng.randbytes(1 << 16))
+    cache = TailCache(capacity_bytes=60 * (ENTRY_OVERHEAD + 200))
+    model: list[CachedEntry] = []
+    index, end_offset = 1, 0
+    for step in range(1500):
+        if step % 97 == 96 and len(model) > 3:  # a follower's log cut back by a new leader
+            cut = model[rng.randrange(1, len(model))].index
+            cache.truncate_from(cut)
+            model = [e for e in model if e.index < cut]
+            index = cut
+            end_offset = model[-1].end_offset if model else end_offset
+        size = rng.randrange(61, 400)
+        start = rng.randrange(0, len(frame) - size)
+        kind = rng.choice([EntryType.DATA] * 6 + [EntryType.NOOP, EntryType.CONFIG])
+        payload = (memoryview(frame)[start:start + size] if rng.random() < 0.5
+                   else memoryview(FrozenBuffer(rng.randbytes(size))))
+        if kind == EntryType.DATA:
+            records = rng.randrange(1, 5)
+            entry = CachedEntry(index, 1 + index // 300, kind, payload, end_offset, end_offset + records - 1,
+                                end_offset + records)
+        else:
+            entry = CachedEntry(index, 1 + index // 300, kind, payload, -1, -1, end_offset)
+        cache.add([entry])
+        model.append(entry)
+        model = model[len(model) - len(cache):]  # what eviction kept: the newest
+        index, end_offset = index + 1, entry.end_offset
+        assert cache.first_index == model[0].index and cache.bytes == sum(ENTRY_OVERHEAD + len(e.data)
+                                                                            for e in model)
+        if step % 5:
+            continue
+        data = [e for e in model if e.base_offset >= 0]
+        if not data:
+            assert cache.first_offset is None
+            continue
+        assert cache.first_offset == data[0].base_offset
+        offset = rng.randrange(data[0].base_offset, end_offset)
+        limit = rng.choice([end_offset, rng.randrange(offset, end_offset + 1)])
+        max_bytes = rng.choice([0, 150, 700, 1 << 20])
+        for out in ([], [b"x"]):
+            buffers: list[Buffer] = list(out)
+            first, next_offset = cache.read_batches(buffers, offset, limit, max_bytes)
+            assert ([bytes(b) for b in buffers[len(out):]], first, next_offset) == _model_batches(
+                model, offset, limit, max_bytes, out)
+        holder = next(e for e in data if e.last_offset >= offset)
+        assert cache.index_for_offset(offset) == holder.index
+        a = rng.randrange(model[0].index, index)
+        b = rng.randrange(a, index + 1)
+        entries: list[Entry] = []
+        cache.read_entries(entries, a, b, rng.choice([0, 1000, 1 << 20]))
+        expected = model[a - model[0].index:b - model[0].index]
+        assert [(e.index, e.term, e.type, bytes(e.data)) for e in entries] == [
+            (e.index, e.term, e.type, bytes(e.data)) for e in expected[:len(entries)]]
+        assert len(entries) >= min(1, b - a)
+        for e in entries:  # the payload itself: the appended buffer or view, not a copy
+            source = expected[e.index - a].data
+            assert e.data is source or e.data is source.obj
+        probe = model[rng.randrange(len(model))]
+        assert cache.term_at(probe.index) == probe.term and cache.end_offset_at(probe.index) == probe.end_offset
+        got = cache.get(probe.index)
+        assert got is not None and (got.base_offset, got.last_offset, bytes(got.data)) == (
+            probe.base_offset, probe.last_offset, bytes(probe.data))
+    assert cache.term_at(model[0].index - 1) is None and cache.get(index) is None
+
+
+def test_a_payload_read_from_a_cache_is_kept_as_it_is_when_appended_again() -> None:
+    """Reads hand out the cached buffer itself (a leader's FrozenBuffer): appended to another log's
+    cache (a learner caught up from this log, say), it is kept as it is, not copied."""
+    buffer = FrozenBuffer(b"b" * BATCH)
+    source = TailCache(capacity_bytes=1 << 20)
+    source.add([_entry(1, memoryview(buffer))])
+    read: list[Entry] = []
+    source.read_entries(read, 1, 2, 1 << 20)
+    assert read[0].data is buffer
+    copy = TailCache(capacity_bytes=1 << 20)
+    copy.append(1, read[0].term, read[0].type, read[0].data, 0, 9, 10)
+    batches: list[Buffer] = []
+    assert copy.read_batches(batches, 0, 10, 1 << 20) == (0, 10) and batches[0] is buffer
+    # A buffer its owner may still change is copied (bytes(...)): the cache's stays as appended.
+    mutable = bytearray(b"m" * BATCH)
+    copy.append(2, 1, 1, memoryview(mutable), 10, 19, 20)
+    mutable[:] = bytes(BATCH)
+    assert bytes(copy.get(2).data) == b"m" * BATCH  # type: ignore[union-attr]

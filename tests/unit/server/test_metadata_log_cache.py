@@ -19,7 +19,7 @@ from vdl_broker.server.broker import METADATA_TAIL_CACHE_BYTES, metadata_log_con
 
 pytestmark = pytest.mark.unit
 
-COMMANDS = 12_000  # ~10 MB cached at ~850 bytes an entry (payload and ENTRY_OVERHEAD): past the bound
+COMMANDS = 20_000  # ~8 MB cached at ~410 bytes an entry (payload and ENTRY_OVERHEAD): past the bound
 
 
 def command(i: int) -> bytes:

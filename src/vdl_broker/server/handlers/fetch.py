@@ -53,7 +53,7 @@ class _Read:
     error: ErrorCode
     high_watermark: int = -1
     log_start_offset: int = -1
-    buffers: list[memoryview] | None = None
+    buffers: list[bytes | bytearray | memoryview] | None = None
     size: int = 0
     preferred_read_replica: int = NO_PREFERENCE
     # A follower asked for an offset past its high watermark (but within its log): the fetch
@@ -167,7 +167,7 @@ def _read_all(node: NodeView, request: FetchRequest, client: _Client,
     return topics, total, failed
 
 
-def _records(read: _Read, version: int) -> bytes | memoryview | Sequence[bytes | memoryview] | None:
+def _records(read: _Read, version: int) -> bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview] | None:
     if not read.buffers:
         return b""
     if version <= 3:

@@ -105,7 +105,7 @@ def _renumber(batch: bytes) -> bytes:
     return builder.build()
 
 
-def _one_buffer(records: bytes | memoryview | Sequence[bytes | memoryview] | None) -> Buffer | None:
+def _one_buffer(records: bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview] | None) -> Buffer | None:
     """A decoded request's records are one buffer; a list of buffers is the codec's form for
     records to encode, joined here should one ever arrive."""
     if records is None or isinstance(records, bytes | bytearray | memoryview):
