@@ -8,32 +8,15 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
 
-from tests.support.cluster import BrokerProcess, start_broker
+from tests.support.cluster import BrokerProcess
 from tests.support.kafka import client, make_batch
 
 DEADLINE_S = 40.0
-# Members started together form one generation through Kafka's initial rebalance delay (3 s by
-# default), which test clusters otherwise leave out: without it, a member's first rebalances
-# revoke streams it began reading, so it reads records again (at least once, as on Kafka).
-REBALANCE_DELAY_MS = 3000
-
-
-@pytest.fixture
-def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
-    return broker_factory(group_initial_rebalance_delay_ms=REBALANCE_DELAY_MS)
-
-
-@pytest.fixture(scope="module")
-def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    broker = start_broker(tmp_path_factory.mktemp("broker"), auto_create_streams=False,
-                          group_initial_rebalance_delay_ms=REBALANCE_DELAY_MS)
-    yield broker
-    broker.kill()
 
 
 def _create(broker: BrokerProcess, streams: list[str]) -> None:

@@ -38,12 +38,8 @@ BROKER_COMMAND = (sys.executable, "-m", "vdl_broker.server.main")
 VDL_CLI = (sys.executable, "-m", "vdl_client.cli")
 # Test clusters skip fsync: kill -9 keeps the page cache, so process crashes test the same
 # protocol paths and the 2-core machine is spared the flushes.
-# No initial rebalance delay, as Kafka's own integration tests set it (group.initial.rebalance.delay.ms=0):
-# the 3 s default made each classic group's first generation wait; tests of the delay set it.
-# VDL_TEST_REBALANCE_DELAY_MS overrides it (to run the suite with the default).
-REBALANCE_DELAY_MS = int(os.environ.get("VDL_TEST_REBALANCE_DELAY_MS", "0"))
 DEFAULT_CLUSTER_SETTINGS: dict[str, Any] = {"log_level": os.environ.get("VDL_TEST_LOG_LEVEL", "WARNING"),
-                                            "fsync": False, "group_initial_rebalance_delay_ms": REBALANCE_DELAY_MS}
+                                            "fsync": False}
 
 
 def broker_command() -> list[str]:
@@ -138,11 +134,6 @@ def start_broker(tmp_path: Path, command: tuple[str, ...] = BROKER_COMMAND, **co
     data_dir = Path(tmp_path) / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     config.setdefault("log_level", os.environ.get("VDL_TEST_LOG_LEVEL", "WARNING"))
-    delay_ms = config.pop("group_initial_rebalance_delay_ms", REBALANCE_DELAY_MS)
-    if "config" not in config:  # a setting without a command-line flag: through a config file
-        settings = Path(tmp_path) / "test-node.toml"
-        settings.write_text(f"group_initial_rebalance_delay_ms = {delay_ms}\n")
-        config["config"] = str(settings)
     for attempt in range(3):
         broker = BrokerProcess(data_dir, free_port(), dict(config), command=command)
         try:
