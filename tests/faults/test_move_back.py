@@ -167,3 +167,26 @@ def test_a_joiner_copying_an_old_prefix_never_elects_itself_when_its_leader_fall
     wait_until(lambda: replicas_of(cluster, stream) == (1,), 10, f"{stream} on [1]")
     acked += [("back", o, v) for _, o, v in preload(cluster, stream, 0.1)]
     check_everything(cluster, stream, acked, (1,))
+
+
+@pytest.mark.parametrize("how", ["kill", "clean"])
+def test_the_target_of_a_finished_move_restarted_at_once_keeps_the_only_copy(cluster: DevCluster, how: str) -> None:
+    """A one-replica stream moved from node 1 to node 2; node 1 deleted its copy; node 2 is
+    restarted at once (kill -9 or SIGTERM: a rolling restart right after a move). Node 2 replays
+    its metadata from its last saved commit point, which may still show the move half-way (node 2
+    joining, not yet a voter): that old view must not make it wipe its replica as a stale copy --
+    it is the only one. Every acknowledged record is still there after the restart."""
+    stream = f"moved-restarted-{how}"
+    probes = ProbeLog()
+    create_stream(cluster, stream, via=1, probes=probes, replication_factor=1)
+    if replicas_of(cluster, stream) != (1,):
+        move(cluster, stream, [1])
+    acked = [("probe", o, v) for v, o in probes.acked] + preload(cluster, stream, 0.5)
+    move(cluster, stream, [2])
+    if how == "clean":
+        cluster.stop(2, signal.SIGTERM)
+    else:
+        cluster.kill(2)
+    cluster.restart(2, timeout_s=60)
+    acked += [("after", o, v) for _, o, v in preload(cluster, stream, 0.2)]
+    check_everything(cluster, stream, acked, (2,))

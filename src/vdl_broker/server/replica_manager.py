@@ -410,9 +410,13 @@ class ReplicaManager:
             # place here a stream that has moved away since (its directory deleted then). Opened
             # now, its replica would start empty with the old replica set as its voters -- one
             # replica: elected at once, acknowledging writes the real replica never sees. Only
-            # replicas this node held when it stopped open before the view is current (their
-            # own Raft state decides what they may do); the others wait for it.
-            held = [info for info in wanted if self.registry.holds(info.name, info.created_index)]
+            # replicas this node held when it stopped, as a voter in this view too, open before
+            # the view is current (their own Raft state decides what they may do); the others
+            # wait for it. A held replica this view shows still joining (a move to this node that
+            # finished after the last saved commit point) would be wiped as a stale copy
+            # (_open_log) -- and it may be the stream's only copy now.
+            held = [info for info in wanted
+                    if self.registry.holds(info.name, info.created_index) and node_id in info.replicas]
             if len(held) < len(wanted):
                 asyncio.get_running_loop().call_later(METADATA_RECHECK_S, self._dirty.set)
             wanted = held
