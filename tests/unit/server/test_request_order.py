@@ -112,7 +112,7 @@ def test_a_request_waits_for_the_writes_before_it_and_only_for_them() -> None:
         async def step(label: str, release: int | None) -> None:
             if release is not None:
                 gated.release(release)
-            for _ in range(10):
+            for _ in range(10):  # event-loop turns, not time: every runnable handler task moves on
                 await asyncio.sleep(0)
             steps.append((label, list(gated.started), answered(transport)))
 

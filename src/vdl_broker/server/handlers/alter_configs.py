@@ -15,7 +15,7 @@ from vdl_broker.server.authorizer import Operation
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.forwarding import on_metadata_leader
 from vdl_broker.server.handlers.describe_configs import ResourceType, refusal
-from vdl_broker.server.handlers.incremental_alter_configs import alter_resource, node_id_problem
+from vdl_broker.server.handlers.incremental_alter_configs import alter_resource, local_resource_problem
 from vdl_broker.server.node_view import NodeView
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import AlterConfigsRequest, AlterConfigsResponse
@@ -69,12 +69,10 @@ async def handle(node: NodeView, context: RequestContext, request: AlterConfigsR
     here = [r for r in request.resources if refused[id(r)] is None and r.resource_type == ResourceType.BROKER]
     message: str | None
     for resource in here:
-        wrong_node = None if context.forwarded else node_id_problem(node, resource.resource_type,
-                                                                     resource.resource_name)
-        if counts[(resource.resource_type, resource.resource_name)] > 1:
-            code, message = ErrorCode.INVALID_REQUEST, "the resource is named more than once in the request"
-        elif wrong_node is not None:
-            code, message = ErrorCode.INVALID_REQUEST, wrong_node
+        problem = local_resource_problem(node, context, counts[(resource.resource_type, resource.resource_name)],
+                                         resource.resource_type, resource.resource_name)
+        if problem is not None:
+            code, message = ErrorCode.INVALID_REQUEST, problem
         else:
             code, message = await alter_resource(node, resource.resource_type, resource.resource_name,
                                                  [c.name for c in resource.configs], partial(replaced, resource),

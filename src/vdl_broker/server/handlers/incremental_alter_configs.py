@@ -117,6 +117,16 @@ def node_id_problem(node: NodeView, resource_type: int, resource_name: str) -> s
                                                f"but received {resource_name}")
 
 
+def local_resource_problem(node: NodeView, context: RequestContext, named_times: int, resource_type: int,
+                           resource_name: str) -> str | None:
+    """Why a resource answered on the node asked (BROKER, BROKER_LOGGER) is INVALID_REQUEST before
+    any of its configs is looked at: named more than once, or another node's id (not checked on a
+    forwarded request, which the node it names sent)."""
+    if named_times > 1:
+        return "the resource is named more than once in the request"
+    return None if context.forwarded else node_id_problem(node, resource_type, resource_name)
+
+
 def _alter_loggers(node: NodeView, resource: IncrementalAlterConfigsRequest.AlterConfigsResource,
                    validate_only: bool) -> tuple[ErrorCode, str | None]:
     """Check every change of a BROKER_LOGGER resource, then (not validate_only) apply them
@@ -178,12 +188,10 @@ async def handle(node: NodeView, context: RequestContext,
         if refused[id(resource)] is not None or resource.resource_type not in (ResourceType.BROKER_LOGGER,
                                                                                 ResourceType.BROKER):
             continue
-        wrong_node = None if context.forwarded else node_id_problem(node, resource.resource_type,
-                                                                     resource.resource_name)
-        if counts[(resource.resource_type, resource.resource_name)] > 1:
-            code, message = ErrorCode.INVALID_REQUEST, "the resource is named more than once in the request"
-        elif wrong_node is not None:
-            code, message = ErrorCode.INVALID_REQUEST, wrong_node
+        problem = local_resource_problem(node, context, counts[(resource.resource_type, resource.resource_name)],
+                                         resource.resource_type, resource.resource_name)
+        if problem is not None:
+            code, message = ErrorCode.INVALID_REQUEST, problem
         elif resource.resource_type == ResourceType.BROKER:
             code, message = await _alter_one(node, resource, request.validate_only)
         else:
