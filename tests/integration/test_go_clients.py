@@ -1,4 +1,4 @@
-"""franz-go (github.com/twmb/franz-go: kgo 1.22.3, kadm 1.20.0) and IBM/sarama 1.61.1 against
+"""franz-go (github.com/twmb/franz-go: kgo 1.22.3, kadm 1.20.0), IBM/sarama 1.61.1 and segmentio/kafka-go 0.4.51 against
 VDL, one Go program (tests/support/go, built by `make install`) run once per scenario
 (tests/support/polyglot.py). franz-go:
 
@@ -197,3 +197,16 @@ def test_kip848_regex_subscription_follows_new_streams(java_targets: dict[str, J
     got = franz("regex", target, topics=topics, regex=f"{prefix}-.*", group=unique("franz-rx"), protocol="consumer")
     assert got == {"first": {topics[0]: [0], topics[1]: [0]}, "first_assigned": topics[:2],
                    "then": {topics[3]: [0]}, "then_assigned": [topics[0], topics[1], topics[3]]}
+
+
+@pytest.mark.parametrize("target_name", ["1-node-plain", "3-nodes-plain"])
+def test_kafka_go_writer_client_fetch_and_group_reader(java_targets: dict[str, JavaTarget], target_name: str) -> None:
+    """segmentio/kafka-go: its Client's Fetch is sessionless with session id -1 (VDL answered it
+    FETCH_SESSION_ID_NOT_FOUND and no topics, which kafka-go reports as "topic not found")."""
+    topics = [unique(f"kafkago-{codec}") for codec in CODECS]
+    group = unique("kafkago-group")
+    got = franz("kafkago-produce", java_targets[target_name], topics=topics, codecs=list(CODECS), count=30, group=group)
+    assert got["records"] == {codec: [expected_record(topic, i) for i in range(30)]
+                              for codec, topic in zip(CODECS, topics, strict=True)}
+    assert got["group"] == [expected_record(topics[0], i) for i in range(30)]
+    assert got["committed"] == 30

@@ -112,6 +112,31 @@ def test_fetch_errors_and_down_conversion(module_broker: BrokerProcess) -> None:
         assert response.responses[0].partitions[0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
 
 
+def test_a_full_fetch_naming_a_session_is_answered_in_full(module_broker: BrokerProcess) -> None:
+    """KIP-227: epoch 0 or -1 makes a fetch full whatever session id it names (kafka-go's Client
+    sends id -1, epoch -1); only an incremental fetch (epoch above 0) needs the session VDL
+    never creates."""
+    with client(module_broker.bootstrap) as c:
+        c.create_stream("sessions")
+        c.produce("sessions", make_batch([b"s0", b"s1"]))
+        for version in (7, 11, 12):
+            for session_id, epoch in ((-1, -1), (0, -1), (0, 0), (7, 0), (7, -1)):
+                request = m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                                         session_id=session_id, session_epoch=epoch, topics=[
+                    m.FetchRequest.FetchTopic(topic="sessions", partitions=[
+                        m.FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
+                response = c.request(request, version)
+                assert (response.error_code, response.session_id) == (ErrorCode.NONE, 0), (version, session_id, epoch)
+                [topic] = response.responses
+                [part] = topic.partitions
+                assert (topic.topic, part.error_code, part.high_watermark) == ("sessions", ErrorCode.NONE, 2)
+                assert [r.value for r in read_records(bytes(part.records))] == [b"s0", b"s1"]
+            incremental = m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                                         session_id=7, session_epoch=1, topics=[])
+            response = c.request(incremental, version)
+            assert (response.error_code, response.responses) == (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, [])
+
+
 def test_list_offsets(module_broker: BrokerProcess) -> None:
     with client(module_broker.bootstrap) as c:
         c.create_stream("times")

@@ -1,4 +1,4 @@
-// vdl-franz: franz-go (kgo + kadm) and IBM/sarama driven by tests/integration/test_go_clients.py.
+// vdl-franz: franz-go (kgo + kadm), IBM/sarama and segmentio/kafka-go driven by tests/integration/test_go_clients.py.
 //
 // Usage: vdl-franz SCENARIO 'JSON-ARGS'. One scenario per run; progress lines ({"progress": ...})
 // and then one result line ({"result": ...}) as JSON on stdout, or {"error": "..."} and exit 1.
@@ -602,7 +602,8 @@ func main() {
 	scenarios := map[string]func(Args){"produce": produce, "kill-leader": killLeader, "groups": groups,
 		"admin": admin, "transactions": transactions, "regex": regexGroup,
 		"sarama-produce": saramaProduce, "sarama-groups": saramaGroups, "sarama-admin": saramaAdminScenario,
-		"sarama-transactions": saramaTransactions, "sarama-kill-leader": saramaKillLeader}
+		"sarama-transactions": saramaTransactions, "sarama-kill-leader": saramaKillLeader,
+		"kafkago-produce": kafkagoProduce}
 	run, ok := scenarios[os.Args[1]]
 	if !ok {
 		names := []string{}

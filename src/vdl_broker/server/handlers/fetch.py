@@ -17,7 +17,10 @@ high watermark but within its log waits like an empty fetch and then gets OFFSET
 Older versions at a follower get NOT_LEADER_OR_FOLLOWER (Kafka's fetchOnlyLeader).
 
 Fetch sessions (KIP-227) are not offered: session_id 0 in every answer, as a broker without
-sessions replies; an incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND.
+sessions replies. A full fetch (session epoch 0, asking for a session, or -1, sessionless or
+closing one, whatever session id it names) is answered in full; only an incremental fetch
+(epoch above 0) needs a session, and gets FETCH_SESSION_ID_NOT_FOUND (Kafka's
+FetchManager.newContext).
 """
 
 from __future__ import annotations
@@ -204,9 +207,13 @@ def _response(node: NodeView, topics: list[tuple[str, list[_Read]]], version: in
     return FetchResponse(error_code=0, session_id=0, responses=responses)
 
 
+# FetchMetadata.INITIAL_EPOCH and FINAL_EPOCH (clients/.../requests/FetchMetadata.java).
+FULL_FETCH_EPOCHS = (0, -1)
+
+
 async def handle(node: NodeView, context: RequestContext, request: FetchRequest) -> FetchResponse:
     version = context.api_version
-    if version >= 7 and request.session_id != 0:
+    if version >= 7 and request.session_epoch not in FULL_FETCH_EPOCHS:
         return FetchResponse(error_code=int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), session_id=0, responses=[])
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, request.max_wait_ms) / 1000
