@@ -9,6 +9,7 @@ TOPIC_AUTHORIZATION_FAILED when named, as Kafka does; auto-creation needs CREATE
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
@@ -142,6 +143,7 @@ async def handle(node: NodeView, context: RequestContext, request: MetadataReque
     # Another node asking (server/internal.py) is told what this node knows first hand only.
     first_hand = context.forwarded
     topics = []
+    creating: dict[str, int] = {}  # auto-created here: name -> its index in topics
     if names is None:
         topics = [_topic(node, name, cut_off, first_hand) for name in sorted(streams) if describable(name)]
     else:
@@ -156,7 +158,7 @@ async def handle(node: NodeView, context: RequestContext, request: MetadataReque
             elif validate_stream_name(name) is not None:
                 topics.append(Topic(error_code=int(ErrorCode.INVALID_TOPIC_EXCEPTION), name=name))
             elif may_create and create_topics.may_create(node, context, name):
-                node.replicas.spawn(_auto_create(node, name))
+                creating[name] = len(topics)
                 topics.append(Topic(error_code=int(ErrorCode.LEADER_NOT_AVAILABLE), name=name))
             elif node.replicas.registry.catching_up:
                 # A node whose data directory was lost does not know every stream until its
@@ -165,6 +167,13 @@ async def handle(node: NodeView, context: RequestContext, request: MetadataReque
                 topics.append(Topic(error_code=int(ErrorCode.LEADER_NOT_AVAILABLE), name=name))
             else:
                 topics.append(Topic(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name=name))
+        if creating:
+            await _auto_create(node, list(creating))
+            for name, index in creating.items():
+                if name in node.metadata.state.streams:
+                    created = _topic(node, name, cut_off, first_hand)
+                    if created.partitions[0].leader_id > 0:
+                        topics[index] = created
         topics += [_by_id(node, context, topic_id) for topic_id in _by_id_topics(request)]
     if request.include_topic_authorized_operations:  # v8+ (KIP-430): what the principal may do on each
         for topic in topics:
@@ -182,13 +191,30 @@ async def handle(node: NodeView, context: RequestContext, request: MetadataReque
     return response
 
 
-async def _auto_create(node: NodeView, name: str) -> None:
-    topic = CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=-1)
-    request = CreateTopicsRequest(topics=[topic], timeout_ms=10_000)
+# How long the Metadata request that auto-creates streams waits for their first leaders.
+AUTO_CREATE_WAIT_S = 5.0
+
+
+async def _auto_create(node: NodeView, names: list[str]) -> None:
+    """Create the streams, then wait (at most AUTO_CREATE_WAIT_S) until this node knows their
+    first leaders, so that the creating request answers with them. Kafka answers it
+    LEADER_NOT_AVAILABLE and has the leader in the topic's first record; a VDL stream elects
+    its leader after, and a client asking again at once (kafka-go's DialLeader) found the
+    stream listed without one and dialled "no broker". The creation runs on as the node's own
+    task if the client goes away."""
+    topics = [CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=-1) for name in names]
+    request = CreateTopicsRequest(topics=topics, timeout_ms=int(AUTO_CREATE_WAIT_S * 1000))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + AUTO_CREATE_WAIT_S
+    await asyncio.wait([node.replicas.spawn(_create(node, request))], timeout=AUTO_CREATE_WAIT_S)
+    await asyncio.gather(*(node.replicas.wait_for_leader(name, max(0.0, deadline - loop.time())) for name in names))
+
+
+async def _create(node: NodeView, request: CreateTopicsRequest) -> None:
     try:
         await create_topics.create(node, request, None)
     except Exception:
-        log.exception("auto-creating stream %s failed", name)
+        log.exception("auto-creating streams %s failed", ", ".join(t.name for t in request.topics))
 
 
 def error_response(request: MetadataRequest, version: int, code: ErrorCode) -> MetadataResponse:
