@@ -1,7 +1,7 @@
 """Transactions benchmark: a 3-node dev cluster on this machine.
 
     .venv/bin/python -m benchmarks.bench_transactions [--quick] [--rounds N] [--records N]
-        [--producers N] [--duration-ms N] [--profile | --baseline DIR | --kafka]
+        [--producers N] [--duration-ms N] [--profile | --baseline DIR [--idle-streams N] | --kafka]
 
 Variants, each writing 100-byte records with acks=all, linger 5 ms, to a fresh stream per run,
 with confluent-kafka producers (one thread each; the client's own threads do the I/O):
@@ -73,6 +73,7 @@ from benchmarks.bench_replication import create_streams, wait_for_in_sync
 from benchmarks.peers import Target, kafka_targets, per_record_us, rotation, vdl_target
 from benchmarks.profile import Profiler
 from benchmarks.report import Report, cpu_seconds, percentile
+from vdl_client import ClientSettings, VdlClient
 from vdl_dev.dev_cluster import DevCluster, free_base_port
 from vdl_dev.kafka_peer import KafkaPeer
 
@@ -271,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="one more transactional xN run under py-spy")
     parser.add_argument("--baseline", type=Path, metavar="DIR",
                         help="a checkout to compare with, round by round (e.g. a worktree of main)")
+    parser.add_argument("--idle-streams", type=int, default=0, metavar="N",
+                        help="with --baseline: N more streams on each cluster, never written (a cluster's "
+                             "other streams; default 0)")
     parser.add_argument("--kafka", action="store_true",
                         help="Apache Kafka (3 nodes) beside VDL, idempotent x1 and transactional x1 on each")
     args = parser.parse_args(argv)
@@ -284,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.baseline / "src" / "vdl_broker").is_dir():
             parser.error(f"--baseline {args.baseline}: no src/vdl_broker there (give a checkout's top directory)")
         return compare(args)
+    if args.idle_streams:
+        parser.error("--idle-streams goes with --baseline")
     rounds = args.rounds or (2 if args.quick else 4)
     count = args.records or (50_000 if args.quick else 200_000)
     many = args.producers
@@ -442,6 +448,10 @@ def compare(args: argparse.Namespace) -> int:
                 pids[side] = [p for n in cluster.nodes.values() if (p := n.pid)]
                 create_streams(cluster, *[f"bench-txn-{kind.replace(' ', '-')}-{run}-{i}" for kind, n in kinds.items()
                                           for run in [*map(str, range(rounds)), "warm"] for i in range(n)])
+                if args.idle_streams:
+                    with VdlClient(ClientSettings.from_bootstrap(cluster.nodes[1].client_address,
+                                                                 deadline_ms=300_000)) as client:
+                        client.create_streams([f"bench-txn-idle-{i}" for i in range(args.idle_streams)])
                 for kind, n in kinds.items():
                     produce_many(cluster.bootstrap_servers, [f"bench-txn-{kind.replace(' ', '-')}-warm-{i}"
                                                              for i in range(n)],
@@ -468,7 +478,7 @@ def compare(args: argparse.Namespace) -> int:
                 cluster.kill_all()
     report = Report("bench_transactions_compare")
     who = (f"confluent-kafka, 100-byte records, {count:,} per run, {rounds} rounds, the clusters' order alternating; "
-           f"baseline: {args.baseline}")
+           f"baseline: {args.baseline}" + (f"; {args.idle_streams} idle streams on each" if args.idle_streams else ""))
     for kind in kinds:
         for side in sides:
             report.add(f"{kind} produce, {side} (median)", statistics.median(rates[side, kind]), "records/s",
