@@ -1,7 +1,7 @@
 """Transactions benchmark: a 3-node dev cluster on this machine.
 
     .venv/bin/python -m benchmarks.bench_transactions [--quick] [--rounds N] [--records N]
-        [--producers N] [--duration-ms N] [--profile]
+        [--producers N] [--duration-ms N] [--profile | --baseline DIR [--idle-streams N] | --kafka]
 
 Variants, each writing 100-byte records with acks=all, linger 5 ms, to a fresh stream per run,
 with confluent-kafka producers (one thread each; the client's own threads do the I/O):
@@ -39,6 +39,17 @@ their fsync and Raft commit latencies, the answers other than NONE (CONCURRENT_T
 client retry after its backoff), and the brokers' run-queue wait per transaction (/proc schedstat:
 time their threads were ready to run but had no CPU -- on a shared machine the first suspect).
 
+--kafka: Apache Kafka 4.4 beside VDL instead, to know what the goal asks of a system that serves
+transactions: a 3-node VDL cluster and a 3-node Kafka cluster (vdl_dev.kafka_peer, KRaft combined
+mode, replication factor 3, min.insync.replicas=2) side by side, the same producers and records,
+idempotent x1 and transactional x1 (100 records per transaction) on each; the systems' order
+rotating and the variants' order alternating per round. Kafka twice, as benchmarks/peers.py
+measures it: topics with its defaults (acknowledged from the page cache) and topics with
+flush.messages=1 (every batch fsync'd, markers included); its transaction state log
+(__transaction_state) is not fsync'd in either -- VDL fsyncs every step of a transaction. Each
+system's own ratio transactional / idempotent, its commit latency, its brokers' CPU per
+transaction (net of idle).
+
 --profile: after the rounds, one more transactional xN run under py-spy on every broker
 (benchmarks/profile.py, samples of the thread holding the GIL only: the brokers' Python CPU, not
 their waits): flame graphs and top frames by self time in the report.
@@ -58,11 +69,13 @@ import time
 import urllib.request
 from pathlib import Path
 
-from benchmarks.bench_replication import create_streams
-from benchmarks.peers import per_record_us
+from benchmarks.bench_replication import create_streams, wait_for_in_sync
+from benchmarks.peers import Target, kafka_targets, per_record_us, rotation, vdl_target
 from benchmarks.profile import Profiler
 from benchmarks.report import Report, cpu_seconds, percentile
+from vdl_client import ClientSettings, VdlClient
 from vdl_dev.dev_cluster import DevCluster, free_base_port
+from vdl_dev.kafka_peer import KafkaPeer
 
 RECORD_BYTES = 100
 PER_TXN = 100
@@ -259,13 +272,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="one more transactional xN run under py-spy")
     parser.add_argument("--baseline", type=Path, metavar="DIR",
                         help="a checkout to compare with, round by round (e.g. a worktree of main)")
+    parser.add_argument("--idle-streams", type=int, default=0, metavar="N",
+                        help="with --baseline: N more streams on each cluster, never written (a cluster's "
+                             "other streams; default 0)")
+    parser.add_argument("--kafka", action="store_true",
+                        help="Apache Kafka (3 nodes) beside VDL, idempotent x1 and transactional x1 on each")
     args = parser.parse_args(argv)
+    if args.kafka:
+        if args.profile or args.baseline is not None:
+            parser.error("--kafka goes with neither --profile nor --baseline")
+        return against_kafka(args)
     if args.baseline is not None:
         if args.profile:
             parser.error("--profile does not go with --baseline")
         if not (args.baseline / "src" / "vdl_broker").is_dir():
             parser.error(f"--baseline {args.baseline}: no src/vdl_broker there (give a checkout's top directory)")
         return compare(args)
+    if args.idle_streams:
+        parser.error("--idle-streams goes with --baseline")
     rounds = args.rounds or (2 if args.quick else 4)
     count = args.records or (50_000 if args.quick else 200_000)
     many = args.producers
@@ -424,6 +448,10 @@ def compare(args: argparse.Namespace) -> int:
                 pids[side] = [p for n in cluster.nodes.values() if (p := n.pid)]
                 create_streams(cluster, *[f"bench-txn-{kind.replace(' ', '-')}-{run}-{i}" for kind, n in kinds.items()
                                           for run in [*map(str, range(rounds)), "warm"] for i in range(n)])
+                if args.idle_streams:
+                    with VdlClient(ClientSettings.from_bootstrap(cluster.nodes[1].client_address,
+                                                                 deadline_ms=300_000)) as client:
+                        client.create_streams([f"bench-txn-idle-{i}" for i in range(args.idle_streams)])
                 for kind, n in kinds.items():
                     produce_many(cluster.bootstrap_servers, [f"bench-txn-{kind.replace(' ', '-')}-warm-{i}"
                                                              for i in range(n)],
@@ -450,7 +478,7 @@ def compare(args: argparse.Namespace) -> int:
                 cluster.kill_all()
     report = Report("bench_transactions_compare")
     who = (f"confluent-kafka, 100-byte records, {count:,} per run, {rounds} rounds, the clusters' order alternating; "
-           f"baseline: {args.baseline}")
+           f"baseline: {args.baseline}" + (f"; {args.idle_streams} idle streams on each" if args.idle_streams else ""))
     for kind in kinds:
         for side in sides:
             report.add(f"{kind} produce, {side} (median)", statistics.median(rates[side, kind]), "records/s",
@@ -474,6 +502,95 @@ def compare(args: argparse.Namespace) -> int:
             if kind == "transactional x1":
                 report.add(f"transactional x1 / idempotent x1, {side} (median of per-round ratios)",
                            statistics.median(base), "x", 0.7)
+    report.finish()
+    return 0
+
+
+def against_kafka(args: argparse.Namespace) -> int:
+    """--kafka: VDL and Kafka, 3 nodes each, the same two variants on each, rounds alternating."""
+    rounds = args.rounds or (2 if args.quick else 4)
+    count = args.records or (30_000 if args.quick else 100_000)
+    kinds = ("idempotent x1", "transactional x1")
+    with tempfile.TemporaryDirectory(prefix="vdl-bench-txn-") as tmp:
+        cluster = DevCluster(3, Path(tmp) / "vdl", free_base_port(6), settings={"log_level": "WARNING"})
+        peer = KafkaPeer(3, Path(tmp) / "kafka")
+        try:
+            cluster.start(timeout_s=60)
+            cluster.wait_for_brokers(timeout_s=60)
+            peer.start()
+            targets = [vdl_target(cluster.bootstrap_servers, lambda: [p for n in cluster.nodes.values() if (p := n.pid)],
+                                  "VDL 3 nodes", "vdl"), *kafka_targets(peer, "Kafka 3 nodes")]
+            rates = {(t.key, kind): [] for t in targets for kind in kinds}  # type: dict[tuple[str, str], list[float]]
+            net_cpu = {(t.key, kind): [] for t in targets for kind in kinds}  # type: dict[tuple[str, str], list[float]]
+            gross_cpu = {(t.key, kind): [] for t in targets for kind in kinds}  # type: dict[tuple[str, str], list[float]]
+            commit_ms: dict[str, list[float]] = {t.key: [] for t in targets}
+
+            def topic(target: Target, kind: str, run: str) -> str:
+                return target.topic(f"bench-txn-{kind.replace(' ', '-')}-{run}")
+
+            runs = [*map(str, range(rounds)), "warm"]
+            for target in targets:
+                target.create(*[topic(target, kind, run) for kind in kinds for run in runs])
+                if target.key == "vdl":
+                    for name in (topic(target, kind, run) for kind in kinds for run in runs):
+                        wait_for_in_sync(cluster, name, 60)
+                for kind in kinds:  # connections, the coordinators' first transactional ids
+                    produce(target.bootstrap, topic(target, kind, "warm"), count // 10,
+                            f"bench-warm-{target.key}" if kind.startswith("transactional") else None, [])
+            # Once per cluster (Kafka's two targets share one), after every warm-up.
+            idle_of = {"vdl": _idle_cpu(targets[0].pids()), "kafka": _idle_cpu(targets[1].pids())}
+            idle = {t.key: idle_of["vdl" if t is targets[0] else "kafka"] for t in targets}
+            for name, value in idle_of.items():
+                print(f"idle {name}: brokers' CPU {value * 1000:.0f} ms/s", flush=True)
+            for number in range(rounds):
+                for target in rotation(targets, number):
+                    for kind in (kinds if number % 2 == 0 else tuple(reversed(kinds))):
+                        transactional = (f"bench-{target.key}-{number}" if kind.startswith("transactional") else None)
+                        pids = target.pids()
+                        before, begun = cpu_seconds(pids), time.perf_counter()
+                        rate, _ = produce(target.bootstrap, topic(target, kind, str(number)), count, transactional,
+                                          commit_ms[target.key] if transactional else [])
+                        used, elapsed = cpu_seconds(pids) - before, time.perf_counter() - begun
+                        rates[target.key, kind].append(rate)
+                        gross_cpu[target.key, kind].append(per_record_us(used, count))
+                        net_cpu[target.key, kind].append(
+                            per_record_us(max(0.0, used - idle[target.key] * elapsed), count))
+                        print(f"round {number + 1} {target.label}, {kind}: {rate:,.0f} records/s, brokers' CPU "
+                              f"{gross_cpu[target.key, kind][-1]:.1f} us/record ({net_cpu[target.key, kind][-1]:.1f} "
+                              f"net of idle), load {os.getloadavg()[0]:.1f}",
+                              flush=True)
+        finally:
+            cluster.kill_all()
+            peer.kill_all()
+    report = Report("bench_transactions_kafka")
+    who = (f"confluent-kafka, 100-byte records, acks=all, linger 5 ms, {count:,} per run, {rounds} rounds, "
+           f"the systems' order rotating, the variants' alternating")
+    rows = []
+    for target in targets:
+        idem, txn = rates[target.key, "idempotent x1"], rates[target.key, "transactional x1"]
+        ratios = [t / i for t, i in zip(txn, idem, strict=True)]
+        commits = commit_ms[target.key]
+        per_txn = statistics.median(net_cpu[target.key, "transactional x1"]) * PER_TXN / 1000
+        gross_txn = statistics.median(gross_cpu[target.key, "transactional x1"]) * PER_TXN / 1000
+        report.add(f"idempotent x1 produce, {target.label} (median)", statistics.median(idem), "records/s",
+                   note=f"{target.durability}; {who}" if target is targets[0] else target.durability)
+        report.add(f"transactional x1 produce, 100 records per transaction, {target.label} (median)",
+                   statistics.median(txn), "records/s")
+        report.add(f"transactional x1 / idempotent x1, {target.label} (median of per-round ratios)",
+                   statistics.median(ratios), "x", 0.7 if target is targets[0] else None,
+                   note=", ".join(f"{r:.3f}" for r in ratios))
+        report.add(f"commit latency p50, {target.label}", percentile(commits, 0.5), "ms", higher_is_better=False)
+        report.add(f"commit latency p99, {target.label}", percentile(commits, 0.99), "ms",
+                   20.0 if target is targets[0] else None, higher_is_better=False, note=f"{len(commits)} commits")
+        report.add(f"brokers' CPU per 100-record transaction, {target.label}, net of idle (median)", per_txn, "ms",
+                   higher_is_better=False, note=f"{gross_txn:.2f} ms with idle; idempotent: "
+                   f"{statistics.median(net_cpu[target.key, 'idempotent x1']) * PER_TXN / 1000:.2f} ms per 100 records")
+        rows.append([target.label, f"{statistics.median(idem):,.0f}", f"{statistics.median(txn):,.0f}",
+                     f"{statistics.median(ratios):.3f}x", f"{percentile(commits, 0.5):.1f} / {percentile(commits, 0.99):.1f}",
+                     f"{per_txn:.2f} ({gross_txn:.2f})"])
+    report.side_by_side(f"VDL next to Kafka, 3 nodes each: {who}",
+                        ["system", "idempotent x1 rec/s", "transactional x1 rec/s", "ratio", "commit p50 / p99 ms",
+                         "brokers' CPU ms per txn net of idle (with)"], rows)
     report.finish()
     return 0
 

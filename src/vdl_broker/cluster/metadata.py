@@ -206,6 +206,18 @@ def validate_stream_name(name: Any) -> str | None:
 
 _BASE_OPS = frozenset({"init_cluster", "register_node", "create_stream", "delete_stream"})
 KNOWN_OPS = _BASE_OPS | GROUP_OPS | USER_OPS | ACL_OPS | CONFIG_OPS | MEMBERSHIP_OPS | FEATURE_OPS | TXN_OPS
+# The commands of transactions and consumer groups: the most frequent ones (several per
+# transaction, one per offset commit), and none changes a stream, its config, a node or the
+# membership.
+_PLACEMENT_FREE_OPS = TXN_OPS | GROUP_OPS
+
+
+def changes_placement(results: list[ApplyResult]) -> bool:
+    """False when every command of an applied entry leaves the streams, their configs, the nodes
+    and the membership as they were: what decides where replicas live and how they run has not
+    changed, and the listeners that act on it (a node's replicas, stream moves) can skip it. No
+    results at all is a restored snapshot (MetadataService.restore): anything may have changed."""
+    return not results or any(result.op not in _PLACEMENT_FREE_OPS for result in results)
 
 
 class ClusterState:

@@ -298,7 +298,7 @@ class Broker:
             self.metadata.add_listener(self.replicas.on_metadata_change)
             self.metadata.add_listener(self._track_nodes)
             self.metadata.add_listener(self.membership.poke)
-            self.metadata.add_listener(self.reassigner.poke)
+            self.metadata.add_listener(self.reassigner.on_metadata_change)
             self.replicas.start()
             self.tables.start()
             group = self.metadata.start(metadata_log)

@@ -24,7 +24,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from vdl_broker.cluster.membership import Reassignment, complete_reassignment_command
-from vdl_broker.cluster.metadata import Outcome
+from vdl_broker.cluster.metadata import ApplyResult, Outcome, changes_placement
 from vdl_broker.raft.membership import ConfigChangeError
 from vdl_broker.raft.reconfigure import next_step
 from vdl_broker.raft.types import RaftError
@@ -72,6 +72,12 @@ class StreamReassigner:
 
     def poke(self, *_: object) -> None:
         self._wake.set()
+
+    def on_metadata_change(self, results: list[ApplyResult]) -> None:
+        """MetadataService listener: a pass now, unless the entry only holds commands of
+        transactions or consumer groups (no stream moves for them; the timer's passes go on)."""
+        if changes_placement(results):
+            self._wake.set()
 
     async def _run(self) -> None:
         while not self._stopping:

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vdl_broker.cluster.metadata import ApplyResult, StreamInfo, validate_stream_name
+from vdl_broker.cluster.metadata import ApplyResult, StreamInfo, changes_placement, validate_stream_name
 from vdl_broker.log import StreamLog
 from vdl_broker.log.damage import UNKNOWN, DamageRecord, save_damage
 from vdl_broker.log.fileio import atomic_write
@@ -363,11 +363,14 @@ class ReplicaManager:
                     await task
 
     def on_metadata_change(self, results: list[ApplyResult]) -> None:
-        """MetadataService listener (every node, every applied entry)."""
+        """MetadataService listener (every node, every applied entry). An entry of transactions
+        or consumer groups only leaves the replicas as they are: no pass over every stream for
+        it (several per transaction otherwise, on every node)."""
         for result in results:
             if result.ok and result.op == "delete_stream" and result.stream is not None:
                 self._deleted.add(result.stream.name)
-        self._dirty.set()
+        if changes_placement(results):
+            self._dirty.set()
 
     async def _reconcile_loop(self) -> None:
         while True:

@@ -7,7 +7,8 @@ from collections import Counter
 
 import pytest
 
-from vdl_broker.cluster.features import finalize_features_command
+from vdl_broker.cluster.features import SUPPORTED_LEVEL, finalize_features_command
+from vdl_broker.cluster.groups import commit_offsets_command
 from vdl_broker.cluster.membership import join_node_command
 from vdl_broker.cluster.metadata import (
     METADATA_GROUP,
@@ -15,6 +16,7 @@ from vdl_broker.cluster.metadata import (
     NodeInfo,
     Outcome,
     adopt_stream_command,
+    changes_placement,
     create_stream_command,
     decode_command,
     decode_legacy_commands,
@@ -24,6 +26,13 @@ from vdl_broker.cluster.metadata import (
     new_cluster_id,
     register_node_command,
     validate_stream_name,
+)
+from vdl_broker.cluster.stream_configs import alter_stream_config_command
+from vdl_broker.cluster.transactions import (
+    add_partitions_command,
+    complete_txn_command,
+    end_txn_command,
+    init_producer_command,
 )
 from vdl_wire.records.record_batch import RecordBatchBuilder
 
@@ -125,6 +134,27 @@ def test_adopted_streams_stay_on_the_node_that_holds_them() -> None:
     assert adopted.ok and adopted.stream.replicas == (2,) and adopted.stream.adopted
     assert not apply(state, log, create_stream_command("new", 1)).stream.adopted
     assert apply(state, log, adopt_stream_command("ghost", 9)).outcome is Outcome.INVALID_COMMAND
+
+
+def test_only_entries_touching_streams_nodes_or_configs_change_placement() -> None:
+    """A transaction's and a consumer group's entries leave every stream where and as it is: a
+    node's replicas and stream moves need no new look after them (changes_placement)."""
+    state, log = state_with(3)
+    assert apply(state, log, finalize_features_command(SUPPORTED_LEVEL)).ok
+    created = apply(state, log, create_stream_command("s", 3))
+    assert created.ok and changes_placement([created])
+    transaction = [apply(state, log, command) for command in (
+        init_producer_command("t", 1000, 60000, 7, None), add_partitions_command("t", 1001, 7, 0, ["s"]),
+        end_txn_command("t", 1002, 7, 0, True, True, None), complete_txn_command("t", 1003, 7, 1))]
+    assert [(r.op, r.ok) for r in transaction] == [("txn_init_producer", True), ("txn_add_partitions", True),
+                                                    ("txn_end", True), ("txn_complete", True)]
+    offsets = apply(state, log, commit_offsets_command("g", 1004, {"s": (5, 0, None)}))
+    assert offsets.ok
+    assert not changes_placement([*transaction, offsets])
+    configured = apply(state, log, alter_stream_config_command("s", {"retention.ms": "1000"}, []))
+    assert configured.ok and changes_placement([configured]) and changes_placement([offsets, configured])
+    assert changes_placement([apply(state, log, delete_stream_command("s"))])
+    assert changes_placement([])  # a snapshot restored: the replicas must be looked at again
 
 
 def test_default_replication_factor_and_validation() -> None:
