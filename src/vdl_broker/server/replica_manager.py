@@ -65,7 +65,7 @@ class ReplicaManager:
         self.registry = ReplicaRegistry(self.data_dir, durable=broker.config.fsync)
         self._partitions: dict[str, Partition] = {}
         self._incarnations: dict[str, int] = {}
-        self._deleted: set[str] = set()
+        self._deleted: set[tuple[str, int]] = set()  # (name, created index) of streams deleted
         self._configs: dict[str, dict[str, Any]] = {}  # stream -> the config object its settings came from
         self._remote: dict[str, tuple[float, int, list[int]]] = {}  # name -> (time, leader, isr)
         # name -> (time, leader): the leader another replica follows, for a stream whose leader
@@ -366,7 +366,7 @@ class ReplicaManager:
         """MetadataService listener (every node, every applied entry)."""
         for result in results:
             if result.ok and result.op == "delete_stream" and result.stream is not None:
-                self._deleted.add(result.stream.name)
+                self._deleted.add((result.stream.name, result.stream.created_index))
         self._dirty.set()
 
     async def _reconcile_loop(self) -> None:
@@ -391,10 +391,16 @@ class ReplicaManager:
             info = desired.get(name)
             if info is None or info.created_index != self._incarnations.get(name):
                 await self._remove(name)
-        for name in sorted(self._deleted):
-            self._deleted.discard(name)
+        for name, created_index in sorted(self._deleted):
+            self._deleted.discard((name, created_index))
             directory = self.data_dir / name
-            if name not in desired and name not in self._partitions and directory.is_dir():
+            # A restart replays the metadata after its last snapshot in steps: a deletion may be
+            # seen before the stream's re-creation on this node that followed it -- the directory
+            # then holds that newer incarnation (maybe its only copy), which the view once
+            # current opens (or _delete_leftovers deletes). Only the deleted incarnation's goes.
+            found = _incarnation_in(directory)
+            if (name not in desired and name not in self._partitions and directory.is_dir()
+                    and found in (None, str(created_index))):
                 log.info("node %d: deleting the data of stream %s", node_id, name)
                 shutil.rmtree(directory, ignore_errors=True)
                 self.registry.forget(name)
@@ -414,9 +420,12 @@ class ReplicaManager:
             # the view is current (their own Raft state decides what they may do); the others
             # wait for it. A held replica this view shows still joining (a move to this node that
             # finished after the last saved commit point) would be wiped as a stale copy
-            # (_open_log) -- and it may be the stream's only copy now.
+            # (_open_log) -- and it may be the stream's only copy now. So would a directory
+            # holding another incarnation (a newer one, when the registry still names this one:
+            # the node stopped between deleting its directory and forgetting it).
             held = [info for info in wanted
-                    if self.registry.holds(info.name, info.created_index) and node_id in info.replicas]
+                    if self.registry.holds(info.name, info.created_index) and node_id in info.replicas
+                    and _incarnation_in(self.data_dir / info.name) in (None, str(info.created_index))]
             if len(held) < len(wanted):
                 asyncio.get_running_loop().call_later(METADATA_RECHECK_S, self._dirty.set)
             wanted = held
@@ -586,6 +595,14 @@ class ReplicaManager:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+
+def _incarnation_in(directory: Path) -> str | None:
+    """The incarnation (create index) a stream directory names, or None (none, unreadable)."""
+    try:
+        return (directory / INCARNATION_FILE).read_text().strip() or None
+    except OSError:
+        return None
 
 
 async def _discard(group: RaftGroup, stream_log: StreamLog) -> None:
