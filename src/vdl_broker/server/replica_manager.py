@@ -67,7 +67,8 @@ class ReplicaManager:
         self._incarnations: dict[str, int] = {}
         self._deleted: set[tuple[str, int]] = set()  # (name, created index) of streams deleted
         self._configs: dict[str, dict[str, Any]] = {}  # stream -> the config object its settings came from
-        self._remote: dict[str, tuple[float, int, list[int]]] = {}  # name -> (time, leader, isr)
+        # name -> (time, leader, isr, leader epoch): the leader's own word, from its Metadata answer
+        self._remote: dict[str, tuple[float, int, list[int], int]] = {}
         # name -> (time, leader): the leader another replica follows, for a stream whose leader
         # this node cannot hear (its link to the leader cut: `leader_view`).
         self._hearsay: dict[str, tuple[float, int]] = {}
@@ -194,6 +195,14 @@ class ReplicaManager:
             return heard[1], [heard[1]]
         return leader, [leader] if leader > 0 else []
 
+    def learned_leader_epoch(self, name: str, leader: int) -> int:
+        """The leader epoch (Raft term) `leader` itself last reported for stream `name`, while
+        that word is recent enough to use (REMOTE_VIEW_MAX_AGE_S); -1 if none."""
+        cached = self._remote.get(name)
+        if cached is None or cached[1] != leader or time.monotonic() - cached[0] > REMOTE_VIEW_MAX_AGE_S:
+            return -1
+        return cached[3]
+
     def _view_is_stale(self, name: str, now: float) -> bool:
         """leader_view would answer from a view too old to use: a stream this node does not lead
         whose leader (and ISR) it last learned from its leader more than REMOTE_VIEW_MAX_AGE_S ago."""
@@ -285,7 +294,7 @@ class ReplicaManager:
         for topic in response.topics:
             for partition in topic.partitions or []:
                 if partition.leader_id == node_id:  # the leader's own word, with its ISR
-                    self._remote[topic.name] = (now, node_id, list(partition.isr_nodes))
+                    self._remote[topic.name] = (now, node_id, list(partition.isr_nodes), int(partition.leader_epoch))
                 elif partition.leader_id > 0 and partition.leader_id != self.broker.node_id:
                     # The leader a replica follows (its first-hand view: nodes ask first_hand).
                     self._hearsay[topic.name] = (now, int(partition.leader_id))
