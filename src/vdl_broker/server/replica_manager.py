@@ -396,9 +396,17 @@ class ReplicaManager:
         deleted (or recreated), delete leftover directories, open the new replicas."""
         node_id = self.broker.node_id
         desired = {info.name: info for info in self.state.streams_on(node_id)}
+        current = self._metadata_current()
         for name in list(self._partitions):
             info = desired.get(name)
             if info is None or info.created_index != self._incarnations.get(name):
+                if not current:
+                    # A restart replays the metadata in steps: a view showing the stream gone from
+                    # here may be followed by its coming back (moved away and back since): this
+                    # replica's directory is then the current copy, maybe the only one. It goes
+                    # only if the view once current still says so.
+                    asyncio.get_running_loop().call_later(METADATA_RECHECK_S, self._dirty.set)
+                    continue
                 await self._remove(name)
         for name, created_index in sorted(self._deleted):
             self._deleted.discard((name, created_index))

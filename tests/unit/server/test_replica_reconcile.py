@@ -195,3 +195,22 @@ def test_a_replica_remembered_from_an_older_incarnation_keeps_the_newer_ones_rec
         await restart(tmp_path, commands, snapshot_after=5, steps=[2])
 
     virtual_time.run(main())
+
+
+@pytest.mark.parametrize("snapshot_after", [0, 5])
+def test_a_stream_moved_away_and_back_keeps_its_records_through_the_replay(tmp_path: Path,
+                                                                           snapshot_after: int) -> None:
+    """The stream was created on node 2, moved to node 3 and back to node 2 (the copy it holds
+    now). Node 2's replay (from no snapshot, or one from before the first move) shows its replica
+    here, then the move away: removing the replica on that view deleted the directory -- the
+    current copy, its only one -- and the move back then opened it empty."""
+    commands = [*NODES, create_stream_command("other", 1), create_stream_command(STREAM, 1),
+                reassign_stream_command(STREAM, 5, [3]), complete_reassignment_command(STREAM, 5, [3]),
+                reassign_stream_command(STREAM, 5, [NODE]), complete_reassignment_command(STREAM, 5, [NODE])]
+
+    async def main() -> None:
+        await before_the_restart(tmp_path, commands)
+        await restart(tmp_path, commands, snapshot_after=snapshot_after,
+                      steps=[5 - snapshot_after, 2, 2] if snapshot_after < 5 else [2, 2])
+
+    virtual_time.run(main())
