@@ -29,8 +29,13 @@ from tests.faults.harness import (
 )
 from tests.faults.test_membership import admin, preload, replicas_of, wait_moved
 from tests.support.cluster import start_cluster
+from vdl_broker.cluster.metadata import METADATA_GROUP, ClusterState
 from vdl_broker.raft.config import RaftConfig
-from vdl_client.cluster_admin import reassign_stream
+from vdl_broker.raft.snapshots import SnapshotStore
+from vdl_client.client import VdlClient
+from vdl_client.cluster_admin import list_reassignments, reassign_stream
+from vdl_client.configs import alter_stream_configs
+from vdl_client.settings import ClientSettings
 from vdl_dev.dev_cluster import DevCluster
 
 pytestmark = pytest.mark.timeout(180)
@@ -189,4 +194,81 @@ def test_the_target_of_a_finished_move_restarted_at_once_keeps_the_only_copy(clu
         cluster.kill(2)
     cluster.restart(2, timeout_s=60)
     acked += [("after", o, v) for _, o, v in preload(cluster, stream, 0.2)]
+    check_everything(cluster, stream, acked, (2,))
+
+
+# The metadata snapshot interval of the cluster below: a snapshot every this many entries, so
+# one lands while a move is held half-way, and none after it by the time the move is done.
+SNAPSHOT_ENTRIES = 25
+
+
+@pytest.fixture
+def snapshotting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    clusters: list[DevCluster] = []
+    started = start_cluster(tmp_path_factory.mktemp("move-snapshot"), 3, register=clusters.append,
+                            settings={"leader_balance_interval_ms": 0, "metadata_snapshot_entries": SNAPSHOT_ENTRIES})
+    try:
+        yield started
+    finally:
+        for c in clusters:
+            c.kill_all()
+
+
+def snapshot_view(cluster: DevCluster, node_id: int) -> ClusterState | None:
+    """The metadata state of `node_id`'s latest metadata snapshot (what its restart starts from)."""
+    latest = SnapshotStore(Path(cluster.nodes[node_id].config.data_dir) / METADATA_GROUP, durable=False).latest()
+    if latest is None:
+        return None
+    state = ClusterState()
+    state.load_snapshot(latest.data)
+    return state
+
+
+def moving_in(state: ClusterState | None, stream: str, node_id: int) -> bool:
+    """`state` shows `stream` being moved onto `node_id` (not yet one of its replicas)."""
+    if state is None or stream not in state.streams:
+        return False
+    moving = state.membership.reassignments.get(stream)
+    return moving is not None and node_id in moving.adding and node_id not in state.streams[stream].replicas
+
+
+def test_the_target_of_a_finished_move_restarted_from_a_snapshot_taken_half_way_keeps_the_only_copy(
+        snapshotting: DevCluster) -> None:
+    """Deterministically what the short soak saw: a one-replica stream moved from node 1 to
+    node 2; node 2's last metadata snapshot taken while the move was under way (node 1 is
+    stopped with SIGSTOP meanwhile, so it cannot advance, and metadata entries are written until
+    node 2 snapshots); node 1 resumes, the move finishes and node 1 deletes its copy; node 2 is
+    restarted cleanly. It starts from that snapshot, showing itself still joining: its replica --
+    the only copy -- must not be wiped as a stale one. Every acknowledged record is read back,
+    at its offset, and writes go on."""
+    cluster = snapshotting
+    stream = "moved-snapshot"
+    probes = ProbeLog()
+    create_stream(cluster, stream, via=1, probes=probes, replication_factor=1)
+    if replicas_of(cluster, stream) != (1,):
+        move(cluster, stream, [1])
+    acked = [("probe", o, v) for v, o in probes.acked] + preload(cluster, stream, 0.5)
+    others = ",".join(node_address(cluster, n) for n in (2, 3))
+    cluster.stop(1, signal.SIGSTOP)
+    try:
+        with VdlClient(ClientSettings.from_bootstrap(others, deadline_ms=60_000)) as client:
+            reassign_stream(client, stream, [2])
+            step = 0
+            while not moving_in(snapshot_view(cluster, 2), stream, 2):
+                assert step < 4 * SNAPSHOT_ENTRIES, "node 2 took no metadata snapshot while the move was under way"
+                alter_stream_configs(client, stream, {"retention.ms": str(3_600_000 + step)})
+                step += 1
+            assert [r.replicas for r in list_reassignments(client, [stream])] == [(2, 1)], "the move went on"
+    finally:
+        cluster.stop(1, signal.SIGCONT)
+    wait_moved(cluster, [stream], timeout=60)
+    wait_until(lambda: replicas_of(cluster, stream) == (2,), 10, f"{stream} on node 2")
+    node1_copy = Path(cluster.nodes[1].config.data_dir) / stream
+    wait_until(lambda: not node1_copy.exists(), 10, "node 1 deleted its copy")
+    # What node 2 restarts from: the move half-way (no snapshot since it finished).
+    assert moving_in(snapshot_view(cluster, 2), stream, 2)
+    cluster.stop(2, signal.SIGTERM)
+    assert moving_in(snapshot_view(cluster, 2), stream, 2)
+    cluster.restart(2, timeout_s=60)
+    acked += [("after", o, v) for _, o, v in preload(cluster, stream, 0.1)]
     check_everything(cluster, stream, acked, (2,))

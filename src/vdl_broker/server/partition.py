@@ -612,7 +612,7 @@ class RemotePartition:
     serves_reads = False
     serves_follower_reads = False
     max_message_bytes = None
-    timestamp_limits = (0, 0)  # never consulted: NOT_LEADER_OR_FOLLOWER first
+    timestamp_limits = (0, 0)  # never consulted: Produce refuses NOT_LEADER_OR_FOLLOWER first
     high_watermark = -1
     log_start_offset = -1
     log_end_offset = -1
@@ -625,7 +625,10 @@ class RemotePartition:
 
     def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader | None = None,
                operator_marker: bool = False) -> AppendHandle:
-        raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this node holds no replica of stream {self.name}")
+        raise self.not_leader_error()
+
+    def not_leader_error(self) -> PartitionError:
+        return PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this node holds no replica of stream {self.name}")
 
     def changed_future(self) -> asyncio.Future[None]:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()

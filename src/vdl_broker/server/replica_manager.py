@@ -65,9 +65,10 @@ class ReplicaManager:
         self.registry = ReplicaRegistry(self.data_dir, durable=broker.config.fsync)
         self._partitions: dict[str, Partition] = {}
         self._incarnations: dict[str, int] = {}
-        self._deleted: set[str] = set()
+        self._deleted: set[tuple[str, int]] = set()  # (name, created index) of streams deleted
         self._configs: dict[str, dict[str, Any]] = {}  # stream -> the config object its settings came from
-        self._remote: dict[str, tuple[float, int, list[int]]] = {}  # name -> (time, leader, isr)
+        # name -> (time, leader, isr, leader epoch): the leader's own word, from its Metadata answer
+        self._remote: dict[str, tuple[float, int, list[int], int]] = {}
         # name -> (time, leader): the leader another replica follows, for a stream whose leader
         # this node cannot hear (its link to the leader cut: `leader_view`).
         self._hearsay: dict[str, tuple[float, int]] = {}
@@ -194,6 +195,14 @@ class ReplicaManager:
             return heard[1], [heard[1]]
         return leader, [leader] if leader > 0 else []
 
+    def learned_leader_epoch(self, name: str, leader: int) -> int:
+        """The leader epoch (Raft term) `leader` itself last reported for stream `name`, while
+        that word is recent enough to use (REMOTE_VIEW_MAX_AGE_S); -1 if none."""
+        cached = self._remote.get(name)
+        if cached is None or cached[1] != leader or time.monotonic() - cached[0] > REMOTE_VIEW_MAX_AGE_S:
+            return -1
+        return cached[3]
+
     def _view_is_stale(self, name: str, now: float) -> bool:
         """leader_view would answer from a view too old to use: a stream this node does not lead
         whose leader (and ISR) it last learned from its leader more than REMOTE_VIEW_MAX_AGE_S ago."""
@@ -285,7 +294,7 @@ class ReplicaManager:
         for topic in response.topics:
             for partition in topic.partitions or []:
                 if partition.leader_id == node_id:  # the leader's own word, with its ISR
-                    self._remote[topic.name] = (now, node_id, list(partition.isr_nodes))
+                    self._remote[topic.name] = (now, node_id, list(partition.isr_nodes), int(partition.leader_epoch))
                 elif partition.leader_id > 0 and partition.leader_id != self.broker.node_id:
                     # The leader a replica follows (its first-hand view: nodes ask first_hand).
                     self._hearsay[topic.name] = (now, int(partition.leader_id))
@@ -368,7 +377,7 @@ class ReplicaManager:
         it (several per transaction otherwise, on every node)."""
         for result in results:
             if result.ok and result.op == "delete_stream" and result.stream is not None:
-                self._deleted.add(result.stream.name)
+                self._deleted.add((result.stream.name, result.stream.created_index))
         if changes_placement(results):
             self._dirty.set()
 
@@ -390,14 +399,28 @@ class ReplicaManager:
         deleted (or recreated), delete leftover directories, open the new replicas."""
         node_id = self.broker.node_id
         desired = {info.name: info for info in self.state.streams_on(node_id)}
+        current = self._metadata_current()
         for name in list(self._partitions):
             info = desired.get(name)
             if info is None or info.created_index != self._incarnations.get(name):
+                if not current:
+                    # A restart replays the metadata in steps: a view showing the stream gone from
+                    # here may be followed by its coming back (moved away and back since): this
+                    # replica's directory is then the current copy, maybe the only one. It goes
+                    # only if the view once current still says so.
+                    asyncio.get_running_loop().call_later(METADATA_RECHECK_S, self._dirty.set)
+                    continue
                 await self._remove(name)
-        for name in sorted(self._deleted):
-            self._deleted.discard(name)
+        for name, created_index in sorted(self._deleted):
+            self._deleted.discard((name, created_index))
             directory = self.data_dir / name
-            if name not in desired and name not in self._partitions and directory.is_dir():
+            # A restart replays the metadata after its last snapshot in steps: a deletion may be
+            # seen before the stream's re-creation on this node that followed it -- the directory
+            # then holds that newer incarnation (maybe its only copy), which the view once
+            # current opens (or _delete_leftovers deletes). Only the deleted incarnation's goes.
+            found = _incarnation_in(directory)
+            if (name not in desired and name not in self._partitions and directory.is_dir()
+                    and found in (None, str(created_index))):
                 log.info("node %d: deleting the data of stream %s", node_id, name)
                 shutil.rmtree(directory, ignore_errors=True)
                 self.registry.forget(name)
@@ -417,9 +440,12 @@ class ReplicaManager:
             # the view is current (their own Raft state decides what they may do); the others
             # wait for it. A held replica this view shows still joining (a move to this node that
             # finished after the last saved commit point) would be wiped as a stale copy
-            # (_open_log) -- and it may be the stream's only copy now.
+            # (_open_log) -- and it may be the stream's only copy now. So would a directory
+            # holding another incarnation (a newer one, when the registry still names this one:
+            # the node stopped between deleting its directory and forgetting it).
             held = [info for info in wanted
-                    if self.registry.holds(info.name, info.created_index) and node_id in info.replicas]
+                    if self.registry.holds(info.name, info.created_index) and node_id in info.replicas
+                    and _incarnation_in(self.data_dir / info.name) in (None, str(info.created_index))]
             if len(held) < len(wanted):
                 asyncio.get_running_loop().call_later(METADATA_RECHECK_S, self._dirty.set)
             wanted = held
@@ -589,6 +615,14 @@ class ReplicaManager:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+
+def _incarnation_in(directory: Path) -> str | None:
+    """The incarnation (create index) a stream directory names, or None (none, unreadable)."""
+    try:
+        return (directory / INCARNATION_FILE).read_text().strip() or None
+    except OSError:
+        return None
 
 
 async def _discard(group: RaftGroup, stream_log: StreamLog) -> None:

@@ -33,6 +33,7 @@ from vdl_broker.log import OffsetOutOfRange
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.delayed import wait_for_any
+from vdl_broker.server.handlers.metadata import current_leader
 from vdl_broker.server.node_view import NodeView
 from vdl_broker.server.partition import Partition, await_read_lease
 from vdl_broker.server.read_replicas import NO_PREFERENCE, preferred_read_replica
@@ -45,6 +46,7 @@ API_KEY = FetchRequest.DECL.api_key
 NAME = "Fetch"
 
 FOLLOWER_READ_VERSION = 11  # Fetch v11 added rack_id and preferred_read_replica (KIP-392)
+LEADER_HINT_VERSION = 12  # Fetch v12 added CurrentLeader (KIP-951 fills it)
 TopicResponse = FetchResponse.FetchableTopicResponse
 PartitionData = FetchResponse.PartitionData
 AbortedTransaction = FetchResponse.AbortedTransaction
@@ -194,6 +196,19 @@ def _partition_data(read: _Read, version: int) -> FetchResponse.PartitionData:
                          preferred_read_replica=read.preferred_read_replica, records=_records(read, version))
 
 
+def _add_leader_hints(node: NodeView, name: str, partitions: list[FetchResponse.PartitionData]) -> None:
+    """Name the current leader in every NOT_LEADER_OR_FOLLOWER partition answer (KIP-951), so
+    the consumer fetches there at once. Fetch v16 added the leaders' NodeEndpoints; this broker
+    answers up to v12, whose clients find a leader they do not know yet through Metadata."""
+    refused = [part for part in partitions if part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER]
+    if not refused:
+        return
+    leader, epoch = current_leader(node, name)
+    if leader > 0:
+        for part in refused:
+            part.current_leader = FetchResponse.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
+
+
 def _response(node: NodeView, topics: list[tuple[str, list[_Read]]], version: int) -> FetchResponse:
     metrics = node.metrics
     responses = []
@@ -203,6 +218,8 @@ def _response(node: NodeView, topics: list[tuple[str, list[_Read]]], version: in
             if size:
                 metrics.fetched(name, size)
         partitions = [_partition_data(read, version) for read in reads]
+        if version >= LEADER_HINT_VERSION:
+            _add_leader_hints(node, name, partitions)
         responses.append(TopicResponse(topic=name, partitions=partitions))
     return FetchResponse(error_code=0, session_id=0, responses=responses)
 

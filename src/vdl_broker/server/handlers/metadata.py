@@ -87,6 +87,29 @@ def partition_view(node: NodeView, name: str, cut_off: bool = False, first_hand:
     return PartitionView(leader=leader if leader > 0 else -1, leader_epoch=epoch, replicas=replicas, isr=isr)
 
 
+def current_leader(node: NodeView, name: str) -> tuple[int, int]:
+    """(leader id, leader epoch) of stream `name` for an answer refusing a request here with
+    NOT_LEADER_OR_FOLLOWER: Produce v10+ and Fetch v12+ carry it (KIP-951, CurrentLeader), so a
+    client goes to that leader without asking Metadata first. The leader a Metadata answer here
+    names, never this node itself (it just refused), with its Raft term: this node's replica's,
+    else the one the leader itself last reported (a client ignores a hint whose epoch is not
+    newer than the one it knows); (-1, -1) when unknown."""
+    if name not in node.metadata.state.streams:
+        return -1, -1
+    view = partition_view(node, name, node.cut_off)
+    if view.leader <= 0 or view.leader == node.node_id:
+        return -1, -1
+    epoch = view.leader_epoch if view.leader_epoch >= 0 else node.replicas.learned_leader_epoch(name, view.leader)
+    return view.leader, epoch
+
+
+def leader_endpoints(node: NodeView, protocol: str,
+                     leaders: set[int]) -> list[MetadataResponse.MetadataResponseBroker]:
+    """The addresses of `leaders` on the listener of `protocol`, as Metadata gives them (the
+    NodeEndpoints of a KIP-951 answer: the client may not know a leader named in it yet)."""
+    return [broker for broker in listener_brokers(node, protocol) if broker.node_id in leaders]
+
+
 def _topic(node: NodeView, name: str, cut_off: bool = False,
            first_hand: bool = False) -> MetadataResponse.MetadataResponseTopic:
     view = partition_view(node, name, cut_off, first_hand)

@@ -20,6 +20,7 @@ from vdl_broker.metrics import BrokerMetrics
 from vdl_broker.server import internal
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.connection import RequestContext
+from vdl_broker.server.handlers.metadata import current_leader, leader_endpoints
 from vdl_broker.server.node_view import NodeView
 from vdl_broker.server.partition import AppendHandle, PartitionError
 from vdl_broker.transactions.coordinator import error_of
@@ -297,7 +298,36 @@ def _ready(node: NodeView, request: ProduceRequest, version: int) -> bool:
     return {topic.name for topic in request.topic_data} <= set(meta.streams)
 
 
+LEADER_HINT_VERSION = 10  # Produce v10 added CurrentLeader and NodeEndpoints (KIP-951)
+
+
 async def handle(node: NodeView, context: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+    response = await _answer(node, context, request)
+    if response is not None and context.api_version >= LEADER_HINT_VERSION:
+        add_leader_hints(node, context.protocol, response)
+    return response
+
+
+def add_leader_hints(node: NodeView, protocol: str, response: ProduceResponse) -> None:
+    """Name the current leader (and its address on the client's listener) in every
+    NOT_LEADER_OR_FOLLOWER partition answer, as Kafka 3.7+ does (KIP-951): the Java client and
+    librdkafka then send the batch there at once instead of asking Metadata first."""
+    leaders: set[int] = set()
+    for topic in response.responses:
+        for part in topic.partition_responses:
+            if part.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                continue
+            leader, epoch = current_leader(node, topic.name)
+            if leader > 0:
+                part.current_leader = ProduceResponse.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
+                leaders.add(leader)
+    if leaders:
+        response.node_endpoints = [ProduceResponse.NodeEndpoint(node_id=b.node_id, host=b.host, port=b.port,
+                                                                rack=b.rack)
+                                   for b in leader_endpoints(node, protocol, leaders)]
+
+
+async def _answer(node: NodeView, context: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     acks = request.acks
     version = context.api_version
     if acks not in (0, 1, -1):
@@ -367,6 +397,13 @@ def _append(node: NodeView, context: RequestContext, request: ProduceRequest, ve
             if partition.is_leader and cut_off:
                 responses.append(_partition_error(data.index, ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                                   f"node {node.node_id} is cut off from the cluster"))
+                continue
+            if not partition.is_leader and not partition.closed:
+                # Refused before its data is looked at, as Kafka does (ReplicaManager.appendToLocalLog):
+                # a node without a replica checked timestamps against no settings and answered
+                # INVALID_TIMESTAMP, which a producer does not retry -- the batch failed.
+                refusal = partition.not_leader_error()
+                responses.append(_partition_error(data.index, refusal.code, refusal.message or None))
                 continue
             limit = partition.max_message_bytes
             try:

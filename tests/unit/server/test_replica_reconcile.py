@@ -1,0 +1,216 @@
+"""The replica manager at a node's start, fed the metadata views a restart sees in the order it
+sees them: first the state of its last metadata snapshot (the metadata group replays only what
+follows it once its leader tells the commit index), then the current one.
+
+In each case node 2 holds the only copy of a one-replica stream, with acknowledged records; it
+restarts cleanly, its last metadata snapshot older than the stream's placement there; the replay
+that follows is applied in steps, the manager reconciling after each (its loop may run between
+two batches of replayed entries). Whatever it sees meanwhile, the replica opens with every
+record, at its offset: nothing deletes it from a view that is not the cluster's of now.
+
+Real ClusterState (the metadata snapshot taken and restored as the node does), real StreamLogs,
+ReplicaRegistry, RaftHost and RaftGroups on a virtual clock; the broker around the manager is a
+stand-in with the attributes it reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from tests.support import virtual_time
+from tests.support.kafka import record_values
+from tests.support.raft_groups import TICK, batch, until
+from vdl_broker.cluster.membership import complete_reassignment_command, reassign_stream_command
+from vdl_broker.cluster.metadata import (
+    ApplyResult,
+    ClusterState,
+    create_stream_command,
+    delete_stream_command,
+    register_node_command,
+)
+from vdl_broker.config import NodeConfig
+from vdl_broker.log.damage import load_damage
+from vdl_broker.log.tail_cache import CacheBudget
+from vdl_broker.raft.config import RaftConfig
+from vdl_broker.raft.host import RaftHost
+from vdl_broker.server.replica_manager import ReplicaManager
+from vdl_broker.server.replica_registry import ReplicaRegistry
+
+pytestmark = pytest.mark.unit
+
+STREAM = "orders"
+NODE = 2  # the node restarted
+VALUES = [b"first", b"second", b"third"]
+EXPECTED = [(0, b"first"), (1, b"second"), (2, b"third")]
+NODES = [register_node_command(n, f"h:{n}", f"h:{n + 10}") for n in (1, 2, 3)]
+Command = dict[str, Any]
+
+
+class MetadataGroup:
+    """What `_metadata_current` reads of the metadata RaftGroup: not current until the leader
+    (node 1) has told a commit index this node has applied."""
+
+    def __init__(self, applied: int) -> None:
+        self.leader_ready = False
+        self.leader_id = 0
+        self.applied_index = applied
+        self.node = SimpleNamespace(leader_commit=0)
+
+    def caught_up(self, index: int) -> None:
+        self.leader_id, self.node.leader_commit, self.applied_index = 1, index, index
+
+
+def stand_in(data_dir: Path, state: ClusterState, group: MetadataGroup, host: RaftHost) -> Any:
+    config = NodeConfig(data_dir=data_dir, node_id=NODE, fsync=False)
+    return SimpleNamespace(node_id=NODE, config=config, metadata=SimpleNamespace(state=state, group=group),
+                           host=host, cache_budget=CacheBudget(config.tail_cache_bytes))
+
+
+async def start_host() -> RaftHost:
+    loop = asyncio.get_running_loop()
+    host = RaftHost(NODE, None, raft_config=RaftConfig(election_ticks=10, tick_interval_s=TICK), clock=loop.time)
+    await host.start()
+    return host
+
+
+async def stop(manager: ReplicaManager, host: RaftHost) -> None:
+    await manager.stop()
+    await host.stop()
+    manager.close()
+
+
+def records(manager: ReplicaManager, below: int | None = None) -> list[tuple[int, bytes | None]]:
+    """(offset, value) of the records in node 2's replica of the stream (below `below`)."""
+    partition = manager.local(STREAM)
+    assert partition is not None
+    if partition.log.log_end_offset == 0:
+        return []
+    read = partition.log.read(0, 1 << 20, below)
+    return record_values(b"".join(bytes(b) for b in read.buffers))
+
+
+def apply(state: ClusterState, first_index: int, commands: list[Command]) -> list[ApplyResult]:
+    return [result for index, command in enumerate(commands, first_index)
+            for result in state.apply_entry(index, [command])]
+
+
+async def before_the_restart(data_dir: Path, commands: list[Command]) -> None:
+    """Node 2 with the whole history applied: its replica the stream's only voter, the records
+    acknowledged (committed); then a clean stop (SIGTERM)."""
+    state = ClusterState()
+    apply(state, 1, commands)
+    assert state.streams[STREAM].replicas == (NODE,) and not state.membership.reassignments
+    group = MetadataGroup(applied=len(commands))
+    group.caught_up(len(commands))
+    host = await start_host()
+    manager = ReplicaManager(stand_in(data_dir, state, group, host))
+    await manager.reconcile()
+    partition = manager.local(STREAM)
+    assert partition is not None
+    await until(lambda: partition.is_leader, 5, "node 2 leads its one-replica stream")
+    handles = [partition.append(batch(value)) for value in VALUES]
+    await asyncio.wait_for(asyncio.gather(*(h.wait(-1, 10_000) for h in handles)), 5)
+    assert [h.base_offset for h in handles] == [0, 1, 2]
+    assert records(manager, partition.high_watermark) == EXPECTED
+    await stop(manager, host)
+
+
+async def restart(data_dir: Path, commands: list[Command], snapshot_after: int, steps: list[int]) -> None:
+    """Node 2 restarted: its metadata state is its snapshot taken after entry `snapshot_after`
+    (the manager reconciles with it at once), then the entries after it replayed, `steps` at a
+    time, the manager told of each step's results and reconciling after it; the last step
+    makes the view current. Then its replica holds every record, and serves them."""
+    state = ClusterState()
+    apply(state, 1, commands[:snapshot_after])
+    restarted = ClusterState()
+    restarted.load_snapshot(state.snapshot())
+    group = MetadataGroup(applied=snapshot_after)
+    host = await start_host()
+    manager = ReplicaManager(stand_in(data_dir, restarted, group, host))
+    await manager.reconcile()
+    index = snapshot_after + 1
+    for count in steps:
+        results = apply(restarted, index, commands[index - 1:index - 1 + count])
+        index += count
+        manager.on_metadata_change(results)
+        if index > len(commands):
+            group.caught_up(len(commands))
+        await manager.reconcile()
+    assert index == len(commands) + 1
+    partition = manager.local(STREAM)
+    assert partition is not None
+    assert records(manager) == EXPECTED, "the only copy of the stream was wiped"
+    assert load_damage(data_dir / STREAM) is None
+    await until(lambda: partition.is_leader, 5, "node 2 leads its one-replica stream again")
+    assert partition.high_watermark == 3
+    assert records(manager, partition.high_watermark) == EXPECTED
+    await stop(manager, host)
+
+
+def test_a_finished_move_seen_half_way_from_the_snapshot_keeps_the_only_copy(tmp_path: Path) -> None:
+    """Moved from node 1 to node 2, the move finished (node 1 deleted its copy); node 2's
+    snapshot shows it half-way (node 2 joining, not yet in the replica set). Opened from that
+    view, `_open_log` wiped the replica as a stale copy left from an earlier placement."""
+    commands = [*NODES, create_stream_command(STREAM, 1), reassign_stream_command(STREAM, 4, [NODE]),
+                complete_reassignment_command(STREAM, 4, [NODE])]
+
+    async def main() -> None:
+        await before_the_restart(tmp_path, commands)
+        await restart(tmp_path, commands, snapshot_after=5, steps=[1])
+
+    virtual_time.run(main())
+
+
+def test_a_stream_recreated_here_after_the_snapshot_keeps_its_records(tmp_path: Path) -> None:
+    """The stream was created on node 1, deleted, and created again -- on node 2; node 2's
+    snapshot is older than the deletion. Replayed alone, the deletion of the first incarnation
+    deleted the directory of that name: the second incarnation's, the only copy of it."""
+    commands = [*NODES, create_stream_command(STREAM, 1), delete_stream_command(STREAM),
+                create_stream_command("other", 1), create_stream_command(STREAM, 1)]
+
+    async def main() -> None:
+        await before_the_restart(tmp_path, commands)
+        await restart(tmp_path, commands, snapshot_after=4, steps=[1, 2])
+
+    virtual_time.run(main())
+
+
+def test_a_replica_remembered_from_an_older_incarnation_keeps_the_newer_ones_records(tmp_path: Path) -> None:
+    """The stream's first incarnation was on node 2, deleted, and the stream created again on
+    node 2; the node had stopped between deleting the first one's directory and forgetting it
+    (its registry still names it). Its snapshot, older than the deletion, places the first
+    incarnation here: opened from that view, `_open_log` wiped the directory as another
+    incarnation's -- the second one's, its only copy."""
+    commands = [*NODES, create_stream_command("other", 1), create_stream_command(STREAM, 1),
+                delete_stream_command(STREAM), create_stream_command(STREAM, 1)]
+
+    async def main() -> None:
+        await before_the_restart(tmp_path, commands)
+        ReplicaRegistry(tmp_path, durable=False).add(STREAM, 5)
+        await restart(tmp_path, commands, snapshot_after=5, steps=[2])
+
+    virtual_time.run(main())
+
+
+@pytest.mark.parametrize("snapshot_after", [0, 5])
+def test_a_stream_moved_away_and_back_keeps_its_records_through_the_replay(tmp_path: Path,
+                                                                           snapshot_after: int) -> None:
+    """The stream was created on node 2, moved to node 3 and back to node 2 (the copy it holds
+    now). Node 2's replay (from no snapshot, or one from before the first move) shows its replica
+    here, then the move away: removing the replica on that view deleted the directory -- the
+    current copy, its only one -- and the move back then opened it empty."""
+    commands = [*NODES, create_stream_command("other", 1), create_stream_command(STREAM, 1),
+                reassign_stream_command(STREAM, 5, [3]), complete_reassignment_command(STREAM, 5, [3]),
+                reassign_stream_command(STREAM, 5, [NODE]), complete_reassignment_command(STREAM, 5, [NODE])]
+
+    async def main() -> None:
+        await before_the_restart(tmp_path, commands)
+        await restart(tmp_path, commands, snapshot_after=snapshot_after,
+                      steps=[5 - snapshot_after, 2, 2] if snapshot_after < 5 else [2, 2])
+
+    virtual_time.run(main())
