@@ -21,7 +21,7 @@ from vdl_wire.records.record_batch import RecordBatchBuilder, iter_batches, read
 
 pytestmark = pytest.mark.timeout(180)
 
-N = 400
+N = 1000
 DEADLINE_S = 60.0
 Row = tuple[int, bytes, bytes, list[tuple[str, bytes]]]
 CODECS = {"uncompressed": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
@@ -61,13 +61,15 @@ def create_kafka_python(bootstrap: str, stream: str, config: dict[str, str]) -> 
 
 
 def produce_confluent(bootstrap: str, stream: str, codec: str, rows: list[Row]) -> list[object]:
-    """Every row produced idempotently; the delivered messages."""
+    """Every row produced idempotently, in batches of up to 8 KiB with five in flight (so the
+    leader recompresses pipelined batches, which must append in their order); the delivered messages."""
     import confluent_kafka
 
     errors: list[object] = []
     delivered: list[object] = []
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "compression.type": codec,
-                                         "linger.ms": 20, "enable.idempotence": True})
+                                         "linger.ms": 20, "batch.size": 8192, "enable.idempotence": True,
+                                         "max.in.flight.requests.per.connection": 5})
     for _, key, value, headers in rows:
         producer.produce(stream, key=key, value=value, headers=headers,
                          on_delivery=lambda err, msg: errors.append(err) if err else delivered.append(msg))
@@ -208,6 +210,7 @@ def test_an_alter_applies_to_later_batches(broker: BrokerProcess) -> None:
     create_confluent(broker.bootstrap, stream, {})
     rows = expected_rows(stream)
     produce_confluent(broker.bootstrap, stream, "lz4", rows[:200])
+    assert {codec for _, codec, _, _ in stored_batches(broker.bootstrap, stream)} == {Compression.LZ4}
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     entries = [ConfigEntry("compression.type", "zstd", incremental_operation=AlterConfigOpType.SET),
                ConfigEntry("compression.zstd.level", "19", incremental_operation=AlterConfigOpType.SET)]

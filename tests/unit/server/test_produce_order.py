@@ -59,6 +59,9 @@ class LeaderPartition:
     is_leader: bool = True
     max_message_bytes: None = None
     timestamp_limits: tuple[int, int] = ((1 << 63) - 1, 3_600_000)  # Kafka's defaults
+    recompression: None = None  # compression.type=producer
+    log_append_time: bool = False
+    produce_queue: None = None
     log_start_offset: int = 0
     table: ProducerStateTable = field(default_factory=lambda: ProducerStateTable(0))
     stored: list[int] = field(default_factory=list)  # base sequences, in log order
