@@ -272,3 +272,27 @@ def test_create_time_stays_the_default_and_answers_no_append_time(broker: Broker
     builder.append(1_700_000_000_000, b"k", b"v")
     assert produce_batch(broker.bootstrap, stream, builder.build()) == (0, 0, -1)
     assert stored_batches(broker.bootstrap, stream) == [(0, Compression.NONE, 0, 1_700_000_000_000)]
+
+
+def test_the_nodes_compression_type_is_the_default_of_streams(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Kafka's broker compression.type: node setting `compression_type` (--compression-type),
+    described as STATIC_BROKER_CONFIG; a stream's own value wins."""
+    node = start_broker(tmp_path_factory.mktemp("zstd-node"), auto_create_streams=False, compression_type="zstd")
+    try:
+        create_confluent(node.bootstrap, "node-default", {})
+        create_confluent(node.bootstrap, "own-value", {"compression.type": "producer"})
+        assert describe(node.bootstrap, "node-default")["compression.type"] == ("zstd", 4)
+        assert describe(node.bootstrap, "own-value")["compression.type"] == ("producer", 1)
+        from confluent_kafka.admin import AdminClient, ConfigResource
+
+        admin = AdminClient({"bootstrap.servers": node.bootstrap})  # held: a collected client cancels its futures
+        [future] = admin.describe_configs([ConfigResource("broker", "1")]).values()
+        entry = future.result(timeout=30)["compression.type"]
+        assert (entry.value, int(entry.source), entry.is_read_only) == ("zstd", 4, True)
+        for stream, stored in (("node-default", Compression.ZSTD), ("own-value", Compression.SNAPPY)):
+            rows = expected_rows(stream)[:50]
+            produce_confluent(node.bootstrap, stream, "snappy", rows)
+            assert consume_kcat(node.bootstrap, stream) == rows
+            assert {codec for _, codec, _, _ in stored_batches(node.bootstrap, stream)} == {stored}
+    finally:
+        node.kill()

@@ -260,7 +260,8 @@ _KEYS = (
               minimum=0, maximum=LONG_MAX, broker_name="log.message.timestamp.after.max.ms"),
     ConfigKey("compression.type", ConfigType.STRING, "producer: batches are stored compressed as their producer "
               "sent them; uncompressed, gzip, snappy, lz4, zstd: the leader recompresses every batch of another "
-              "codec to this one", default="producer", choices=KAFKA_COMPRESSION_TYPES, broker_name="compression.type"),
+              "codec to this one", choices=KAFKA_COMPRESSION_TYPES, node_setting="compression_type",
+              broker_name="compression.type"),
     ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, "false: only a replica holding every "
               "acknowledged write can lead (Raft); VDL never elects another", default="false", choices=("false",),
               broker_name="unclean.leader.election.enable"),

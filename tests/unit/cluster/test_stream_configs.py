@@ -22,7 +22,7 @@ from vdl_broker.log import LogConfig
 from vdl_broker.server.stream_settings import with_settings
 
 NODE = {"retention_ms": -1, "retention_bytes": -1, "segment_bytes": 1 << 30, "segment_ms": 604800000,
-        "max_batch_bytes": 16 << 20}
+        "max_batch_bytes": 16 << 20, "compression_type": "producer"}
 
 
 @pytest.mark.parametrize(("name", "value", "stored"), [
@@ -280,5 +280,8 @@ def test_compression_type_and_log_append_time_settings() -> None:
     assert of({"compression.type": "snappy"}) == (Compression.SNAPPY, None, False)
     assert of({"compression.type": "uncompressed", "message.timestamp.type": "LogAppendTime"}) == (
         Compression.NONE, None, True)
+    # The node's compression_type (Kafka's broker compression.type) when the stream sets none.
+    assert stream_settings({}, NODE | {"compression_type": "lz4"}).compression == Compression.LZ4
+    assert stream_settings({"compression.type": "producer"}, NODE | {"compression_type": "lz4"}).compression is None
     assert validated({"compression.type": "GZIP", "message.timestamp.type": "logappendtime"}, 3) == {
         "compression.type": "gzip", "message.timestamp.type": "LogAppendTime"}
