@@ -382,8 +382,8 @@ async def _append_in_order(node: NodeView, context: RequestContext, request: Pro
     a worker thread first: gzip of a 1 MB batch takes hundreds of ms, which the event loop must
     not spend. Each stream's produces still append in the order they started (a pipelining
     idempotent producer's sequences stay in order): a produce that waits for a worker, and any
-    later one to the same stream, is queued on the stream (Partition.produce_queue). A stream
-    whose batches need none of it pays one attribute read."""
+    later one to the same stream, is queued on the stream (Partition.produce_queue). A request
+    to streams whose batches need none of it pays two attribute reads per stream."""
     jobs: list[tuple[tuple[str, int], Buffer, Compression, int | None, int]] = []
     partitions: list[Partition | RemotePartition] = []
     queued = False
