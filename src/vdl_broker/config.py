@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from vdl_broker.cluster.stream_configs import CONFIG_KEYS
+from vdl_broker.cluster.stream_configs import CONFIG_KEYS, KAFKA_COMPRESSION_TYPES
 from vdl_broker.listeners import (
     AUTHORIZERS,
     PLAINTEXT,
@@ -98,6 +98,9 @@ class NodeConfig:
     retention_ms: int = -1
     retention_bytes: int = -1
     retention_check_ms: int = 60_000
+    # Kafka's broker compression.type: the default of streams' compression.type (producer: each
+    # batch stored as produced; a codec: the leader recompresses to it).
+    compression_type: str = "producer"
     # Each stream's producer state is snapshotted at every segment roll and after this many bytes
     # of batches since the last snapshot: what a restart after a crash replays (log/config.py).
     producer_state_snapshot_bytes: int = 64 * MIB
@@ -245,7 +248,7 @@ _LIST_PARSERS = {
     "super_users": parse_string_list,
     "bootstrap_users": parse_bootstrap_users,
 }
-_CHOICES = {"ssl_client_auth": SSL_CLIENT_AUTH, "authorizer": AUTHORIZERS}
+_CHOICES = {"ssl_client_auth": SSL_CLIENT_AUTH, "authorizer": AUTHORIZERS, "compression_type": KAFKA_COMPRESSION_TYPES}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL")
 
 
@@ -272,6 +275,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--retention-ms", type=int)
     parser.add_argument("--retention-bytes", type=int)
     parser.add_argument("--retention-check-ms", type=int)
+    parser.add_argument("--compression-type", help=f"default compression.type of streams: {' | '.join(KAFKA_COMPRESSION_TYPES)}")
     parser.add_argument("--auto-create-streams", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--max-request-bytes", type=int)
     parser.add_argument("--max-streams-per-node", type=int)

@@ -288,10 +288,11 @@ def test_alter_configs_refuses_bad_input_and_changes_nothing(module_broker: Brok
         ErrorCode.INVALID_CONFIG, "preallocate: 'yes' is not true | false")
     assert alter_configs(address, "ac-bad", {"compression.zstd.level": "23"}) == (
         ErrorCode.INVALID_CONFIG, "compression.zstd.level: '23' is not an integer in -131072..22")
-    assert alter_configs(address, "ac-bad", {"compression.type": "gzip"}) == (
-        ErrorCode.INVALID_CONFIG, "compression.type: 'gzip' is refused: VDL stores every batch as its producer "
-                                  "compressed it and does not recompress, so only producer is accepted (set "
-                                  "compression.type on the producer instead)")
+    assert alter_configs(address, "ac-bad", {"compression.type": "brotli"}) == (
+        ErrorCode.INVALID_CONFIG, "compression.type: 'brotli' is not one of uncompressed | zstd | lz4 | snappy | "
+                                  "gzip | producer")
+    assert alter_configs(address, "ac-bad", {"message.timestamp.type": "ArrivalTime"}) == (
+        ErrorCode.INVALID_CONFIG, "message.timestamp.type: 'ArrivalTime' is not one of CreateTime | LogAppendTime")
     assert alter_configs(address, "ac-bad", {"follower.replication.throttled.replicas": "0-1"}) == (
         ErrorCode.INVALID_CONFIG, "follower.replication.throttled.replicas: '0-1' is not the literal '*' or a list "
                                   "[partitionId]:[brokerId],[partitionId]:[brokerId],...")

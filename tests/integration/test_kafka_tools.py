@@ -192,13 +192,10 @@ def test_topics_create_describe_list_delete(java: JavaClients, target: JavaTarge
                   "--config", "file.delete.delay.ms=0", "--config", "preallocate=true",
                   "--config", "segment.index.bytes=4096")
     assert created.stdout == f"Created topic {stream}.\n"
-    # A codec to recompress to (Kafka's broker-side compression.type): VDL says why it is refused.
+    # A codec to recompress to (Kafka's broker-side compression.type) and LogAppendTime: accepted.
     recompressed = run(java, "kafka-topics", *way_in, "--create", "--topic", named(target, "zstd"),
-                       "--config", "compression.type=zstd", ok=False)
-    assert (recompressed.returncode, recompressed.stdout) == (1, (
-        "Error while executing topic command : compression.type: 'zstd' is refused: VDL stores every batch as its "
-        "producer compressed it and does not recompress, so only producer is accepted (set compression.type on the "
-        "producer instead)\n"))
+                       "--config", "compression.type=zstd", "--config", "message.timestamp.type=LogAppendTime")
+    assert recompressed.stdout == f"Created topic {named(target, 'zstd')}.\n"
     refused = run(java, "kafka-topics", *way_in, "--create", "--topic", named(target, "three"), "--partitions", "3",
                   ok=False)
     assert (refused.returncode, refused.stdout) == (
@@ -219,7 +216,12 @@ def test_topics_create_describe_list_delete(java: JavaClients, target: JavaTarge
     assert (shrunk.returncode, shrunk.stdout) == (1, (
         "Error while executing topic command : Invalid value shrink for configuration cleanup.policy: String must "
         "be one of: compact, delete\n"))
-    assert not any(vdl.stream_exists(named(target, name)) for name in ("three", "placed", "shrunk", "zstd"))
+    assert not any(vdl.stream_exists(named(target, name)) for name in ("three", "placed", "shrunk"))
+    recompressing = {"compression.type": "zstd", "message.timestamp.type": "LogAppendTime"}
+    settle_configs(target.cluster, named(target, "zstd"), recompressing)
+    assert stream_configs(target.cluster, named(target, "zstd")) == {
+        name: (value, DYNAMIC_TOPIC_CONFIG) for name, value in recompressing.items()}
+    run(java, "kafka-topics", *way_in, "--delete", "--topic", named(target, "zstd"))
     settle_configs(target.cluster, compacted, {"cleanup.policy": "compact"})
     assert stream_configs(target.cluster, compacted) == {"cleanup.policy": ("compact", DYNAMIC_TOPIC_CONFIG)}
     run(java, "kafka-topics", *way_in, "--delete", "--topic", compacted)

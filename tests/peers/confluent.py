@@ -48,12 +48,12 @@ NOT_SERVED = {
     "tests/integration/admin/test_describe_operations.py::test_describe_operations[sasl_cluster0]":
         "its sasl_cluster fixture always starts its own Kafka with trivup (a download)",
     "tests/integration/admin/test_basic_operations.py::test_basic_operations":
-        "topics of 2 partitions and CreatePartitions (a stream has one partition), compression.type=gzip "
-        "(VDL stores batches as produced), ACLs on a cluster without an authorizer",
+        "topics of 2 partitions and CreatePartitions (a stream has one partition), ACLs on a cluster without an "
+        "authorizer",
     "tests/integration/admin/test_delete_records.py::test_delete_records_multiple_topics_and_partitions":
         "topics of 3 partitions (a stream has one partition)",
     "tests/integration/admin/test_incremental_alter_configs.py::test_incremental_alter_configs":
-        "topics of 2 partitions (a stream has one partition), compression.type=gzip (VDL stores batches as produced)",
+        "topics of 2 partitions (a stream has one partition)",
     "tests/integration/consumer/test_consumer_upgrade_downgrade.py::test_consumer_upgrade_downgrade":
         "a topic of 10 partitions shared by classic and KIP-848 members (a stream has one partition)",
 }

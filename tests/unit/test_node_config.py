@@ -3,6 +3,7 @@ give one-line errors that name the setting."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -216,3 +217,16 @@ def test_producer_state_snapshot_bytes_reaches_every_stream_log() -> None:
     assert config_from_table({"data_dir": "d"}).producer_state_snapshot_bytes == 64 << 20
     config = config_from_table({"data_dir": "d", "producer_state_snapshot_bytes": 1 << 20})
     assert log_config_for(config).state_snapshot_bytes == 1 << 20
+
+
+def test_compression_type_is_a_node_setting_of_kafkas_codecs(tmp_path: Path) -> None:
+    """Kafka's broker compression.type: the default of streams' compression.type."""
+    assert load_config(["--data-dir", "/tmp/x"]).compression_type == "producer"
+    assert load_config(["--data-dir", "/tmp/x", "--compression-type", "zstd"]).compression_type == "zstd"
+    assert config_from_table({"data_dir": "/d", "compression_type": "gzip"}).compression_type == "gzip"
+    with pytest.raises(ConfigError, match=re.escape("compression_type accepts uncompressed | zstd | lz4 | snappy | "
+                                                    "gzip | producer, got 'brotli'")):
+        config_from_table({"data_dir": "/d", "compression_type": "brotli"})
+    path = tmp_path / "node.toml"
+    path.write_text(dump_node_config(NodeConfig(data_dir=tmp_path, compression_type="lz4")))
+    assert load_node_config(path).compression_type == "lz4"

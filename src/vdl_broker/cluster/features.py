@@ -41,9 +41,11 @@ CONSUMER_GROUPS_LEVEL = COMMAND_LEVELS["consumer_group"]
 EMPTY_CONSUMER_GROUPS_LEVEL = COMMAND_LEVELS["consumer_group_empty"]
 TXN_EXPIRY_LEVEL = COMMAND_LEVELS["txn_expire"]
 # Level 3: stream configs a release before it does not know -- a cleanup.policy other than
-# `delete` (a `compact` stream keeps every record) and Kafka's compaction settings. Such a
-# release reads an unknown value as unset, so its replicas would delete by retention what the
-# others keep: proposals setting them are refused below this level (stream_configs.level_needed).
+# `delete` (a `compact` stream keeps every record), Kafka's compaction settings, a compression.type
+# other than `producer` and message.timestamp.type=LogAppendTime. Such a release reads an unknown
+# value as unset, so its replicas would delete by retention what the others keep, and its leader
+# would store batches as produced: proposals setting them are refused below this level
+# (stream_configs.sets_unreleased_config).
 KEEP_ALL_POLICY_LEVEL = 3
 # Level 2: nodes describe themselves -- register_node and join_node carry "own" (a node's own
 # registration, which other nodes' peers entries no longer override: cluster/metadata.py).

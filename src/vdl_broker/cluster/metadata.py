@@ -58,7 +58,7 @@ from vdl_broker.cluster.stream_configs import (
     CONFIG_OPS,
     ConfigProblem,
     apply_alter,
-    sets_unreleased_policy,
+    sets_unreleased_config,
     validated,
 )
 from vdl_broker.cluster.topic_ids import ZERO as ZERO_TOPIC_ID
@@ -314,8 +314,9 @@ class ClusterState:
     def config_level_problem(self, to_set: Mapping[str, str]) -> str | None:
         """Why a proposer may not write the canonical configs `to_set` at the cluster's level."""
         needed = levels.KEEP_ALL_POLICY_LEVEL
-        if sets_unreleased_policy(to_set) and self.features.level < needed:
-            return (f"cleanup.policy other than delete and the compaction settings need {levels.FEATURE_NAME} "
+        if sets_unreleased_config(to_set) and self.features.level < needed:
+            return (f"cleanup.policy other than delete, the compaction settings, compression.type other than "
+                    f"producer and message.timestamp.type=LogAppendTime need {levels.FEATURE_NAME} "
                     f"level {needed}, the cluster is at level {self.features.level}: finalize it with "
                     "`vdl cluster upgrade` once every node runs this release")
         return None

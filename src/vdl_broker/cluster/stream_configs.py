@@ -21,6 +21,7 @@ from enum import IntEnum
 from typing import Any
 
 from vdl_broker.tables.ddl import DdlError, parse_schema
+from vdl_wire.records.compression import Compression
 
 MAX_SEGMENT_BYTES = (1 << 31) - 1  # index files store positions as uint32 (vdl_broker/log/config.py)
 LONG_MAX = (1 << 63) - 1
@@ -124,27 +125,25 @@ def retention_deletes(cleanup_policy: str) -> bool:
 COMPACTION_KEYS = frozenset({"min.compaction.lag.ms", "max.compaction.lag.ms", "delete.retention.ms"})
 
 
-def sets_unreleased_policy(to_set: Mapping[str, str]) -> bool:
-    """Whether canonical `to_set` names a cleanup.policy other than `delete` or a compaction
-    setting: what only nodes at feature level 3 read alike."""
-    return to_set.get("cleanup.policy", "delete") != "delete" or not COMPACTION_KEYS.isdisjoint(to_set)
+def sets_unreleased_config(to_set: Mapping[str, str]) -> bool:
+    """Whether canonical `to_set` names a cleanup.policy other than `delete`, a compaction
+    setting, a compression.type other than `producer` or message.timestamp.type=LogAppendTime:
+    what only nodes at feature level 3 read alike (a release before it reads them as unset, so
+    its leader would store batches as produced, with their CreateTime)."""
+    return (to_set.get("cleanup.policy", "delete") != "delete" or not COMPACTION_KEYS.isdisjoint(to_set)
+            or to_set.get("compression.type", "producer") != "producer"
+            or to_set.get("message.timestamp.type", "CreateTime") != "CreateTime")
 
 
-# Kafka's broker-side codecs (# Kafka: BrokerCompressionType). Kafka recompresses every appended
-# batch to the topic's codec; a VDL stream's Raft log holds the batches as produced (replicas are
-# byte-identical copies of what the leader appended), so only `producer` is what VDL does.
+# Kafka's broker-side codecs (# Kafka: BrokerCompressionType): `producer` stores each batch as its
+# producer compressed it; any other value has the leader recompress every produced batch of another
+# codec before it goes into the stream's Raft log (vdl_wire rewrite_batch), as Kafka's LogValidator.
 KAFKA_COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
-COMPRESSION_ACCEPTS = "producer (Kafka's uncompressed, zstd, lz4, snappy and gzip recompress; VDL does not)"
-
-
-def _check_compression_type(value: str) -> str | None:
-    text = value.strip().lower()
-    if text == "producer":
-        return None
-    if text in KAFKA_COMPRESSION_TYPES:
-        return (f"{value!r} is refused: VDL stores every batch as its producer compressed it and does not "
-                f"recompress, so only producer is accepted (set compression.type on the producer instead)")
-    return f"{value!r} is not one of {', '.join(KAFKA_COMPRESSION_TYPES)} (VDL accepts producer only)"
+CODECS = {"uncompressed": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
+          "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
+# KIP-390's level config of each codec that has one.
+LEVEL_KEYS = {Compression.GZIP: "compression.gzip.level", Compression.LZ4: "compression.lz4.level",
+              Compression.ZSTD: "compression.zstd.level"}
 
 
 def _check_gzip_level(value: str) -> str | None:
@@ -248,10 +247,10 @@ _KEYS = (
     # Kafka topic configs whose default is all a VDL log does: accepted and described with that one
     # value, so tools, Kafka Streams (its internal topics name message.timestamp.type) and
     # provisioning scripts that pass them work; any other value is refused naming what is accepted.
-    ConfigKey("message.timestamp.type", ConfigType.STRING, "records keep the timestamp their producer gave them "
-              "(CreateTime); VDL does not stamp append times", default="CreateTime", choices=("CreateTime",),
-              broker_name="log.message.timestamp.type"),
-    # KIP-937 (Kafka 4.0 defaults): a produce whose CreateTime timestamps lie further from the
+    ConfigKey("message.timestamp.type", ConfigType.STRING, "CreateTime: records keep the timestamp their producer "
+              "gave them; LogAppendTime: the leader stamps each batch with the time it appends it",
+              default="CreateTime", choices=("CreateTime", "LogAppendTime"), broker_name="log.message.timestamp.type"),
+    # KIP-937 (Kafka 4.0 defaults): on a CreateTime stream, a produce whose timestamps lie further from the
     # leader's clock than these is refused with INVALID_TIMESTAMP (vdl_broker/server/handlers/produce.py).
     ConfigKey("message.timestamp.before.max.ms", ConfigType.LONG, "a record whose timestamp is more than this "
               "before the leader's clock is refused (INVALID_TIMESTAMP)", default=str(LONG_MAX), minimum=0,
@@ -259,9 +258,9 @@ _KEYS = (
     ConfigKey("message.timestamp.after.max.ms", ConfigType.LONG, "a record whose timestamp is more than this "
               "after the leader's clock is refused (INVALID_TIMESTAMP)", default=str(TIMESTAMP_AFTER_MAX_MS),
               minimum=0, maximum=LONG_MAX, broker_name="log.message.timestamp.after.max.ms"),
-    ConfigKey("compression.type", ConfigType.STRING, "batches are stored compressed as their producer sent them "
-              "(producer); VDL does not recompress", default="producer", check=_check_compression_type,
-              canonical=lambda value: value.strip().lower(), accepts=COMPRESSION_ACCEPTS,
+    ConfigKey("compression.type", ConfigType.STRING, "producer: batches are stored compressed as their producer "
+              "sent them; uncompressed, gzip, snappy, lz4, zstd: the leader recompresses every batch of another "
+              "codec to this one", choices=KAFKA_COMPRESSION_TYPES, node_setting="compression_type",
               broker_name="compression.type"),
     ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, "false: only a replica holding every "
               "acknowledged write can lead (Raft); VDL never elects another", default="false", choices=("false",),
@@ -270,13 +269,13 @@ _KEYS = (
     # with Kafka's type, range and default, so provisioning tools (Terraform, Strimzi's topic
     # operator, kafka-topics --config) that pass them work: stored and described as Kafka does;
     # what each does not change on VDL is in its doc and the README.
-    ConfigKey("compression.gzip.level", ConfigType.INT, _no_effect("the gzip level of recompression",
-              "VDL does not recompress"), default="-1", check=_check_gzip_level, accepts="an integer in 1..9, or -1",
+    ConfigKey("compression.gzip.level", ConfigType.INT, "the gzip level of recompression (compression.type=gzip); "
+              "-1: zlib's default (6)", default="-1", check=_check_gzip_level, accepts="an integer in 1..9, or -1",
               broker_name="compression.gzip.level"),
-    ConfigKey("compression.lz4.level", ConfigType.INT, _no_effect("the lz4 level of recompression",
-              "VDL does not recompress"), default="9", minimum=1, maximum=17, broker_name="compression.lz4.level"),
-    ConfigKey("compression.zstd.level", ConfigType.INT, _no_effect("the zstd level of recompression",
-              "VDL does not recompress"), default="3", minimum=-131072, maximum=22,
+    ConfigKey("compression.lz4.level", ConfigType.INT, "the lz4 level of recompression (compression.type=lz4): 1 is "
+              "LZ4's fast mode, above it LZ4 HC", default="9", minimum=1, maximum=17, broker_name="compression.lz4.level"),
+    ConfigKey("compression.zstd.level", ConfigType.INT, "the zstd level of recompression (compression.type=zstd)",
+              default="3", minimum=-131072, maximum=22,
               broker_name="compression.zstd.level"),
     ConfigKey("errors.deadletterqueue.group.enable", ConfigType.BOOLEAN, _no_effect(
               "whether share groups may use the topic as a dead-letter queue", "VDL has no share groups"),
@@ -561,6 +560,11 @@ class StreamSettings:
     retention_deletes: bool = True  # cleanup.policy has delete (else retention deletes nothing)
     timestamp_before_max_ms: int = LONG_MAX
     timestamp_after_max_ms: int = TIMESTAMP_AFTER_MAX_MS
+    # compression.type: the codec every produced batch is stored with (None: `producer`, as sent),
+    # at its KIP-390 level (None: the codec has none).
+    compression: Compression | None = None
+    compression_level: int | None = None
+    log_append_time: bool = False  # message.timestamp.type=LogAppendTime
 
 
 def value_of(name: str, config: Mapping[str, Any], node_defaults: Mapping[str, Any]) -> str | None:
@@ -589,7 +593,11 @@ def stream_settings(config: Mapping[str, Any], node_defaults: Mapping[str, Any])
                               value_of("vdl.table.partition.by", config, node_defaults) or "none",
                               number("vdl.table.compact.interval.ms"), number("vdl.table.compact.target.bytes"),
                               number("vdl.table.vacuum.interval.ms"), number("vdl.table.vacuum.retention.ms"))
+    codec = CODECS.get(value_of("compression.type", config, node_defaults) or "producer")
+    level_key = LEVEL_KEYS.get(codec) if codec is not None else None
     return StreamSettings(number("retention.ms"), number("retention.bytes"), number("segment.bytes"),
                           number("segment.ms"), number("max.message.bytes"), table,
                           retention_deletes(value_of("cleanup.policy", config, node_defaults) or ""),
-                          number("message.timestamp.before.max.ms"), number("message.timestamp.after.max.ms"))
+                          number("message.timestamp.before.max.ms"), number("message.timestamp.after.max.ms"),
+                          codec, number(level_key) if level_key is not None else None,
+                          value_of("message.timestamp.type", config, node_defaults) == "LogAppendTime")

@@ -79,6 +79,9 @@ KNOWN_NODES_FILE = "known-nodes.json"
 # PLAIN logins cost a PBKDF2 each; they run here, never on the event loop, so a flood of failed
 # logins slows other logins at worst, never produce or fetch.
 AUTH_THREADS = 2
+# Recompressing a produced batch (compression.type) costs up to hundreds of ms for 1 MB (gzip):
+# it runs here, never on the event loop. zlib, zstd and lz4 release the GIL while they work.
+RECOMPRESS_THREADS = 2
 
 
 def _producer_id_start(node_id: int) -> int:
@@ -147,6 +150,7 @@ class Broker:
         self.authorizer = Authorizer(config.authorizer, config.super_users, lambda: self.metadata.state.acls)
         self._decoys = Decoys()
         self._auth_executor: ThreadPoolExecutor | None = None
+        self._recompress_executor: ThreadPoolExecutor | None = None
         self.connections: set[KafkaConnection] = set()
         self.servers: list[asyncio.Server] = []
         self.port = config.port
@@ -243,6 +247,11 @@ class Broker:
             self._auth_executor = ThreadPoolExecutor(AUTH_THREADS, thread_name_prefix="vdl-auth")
         return SaslSession(self.config.sasl_mechanisms, lambda: self.metadata.state.users, self._decoys,
                            self._auth_executor, peer)
+
+    def recompress_executor(self) -> ThreadPoolExecutor:
+        if self._recompress_executor is None:
+            self._recompress_executor = ThreadPoolExecutor(RECOMPRESS_THREADS, thread_name_prefix="vdl-recompress")
+        return self._recompress_executor
 
     async def _listen(self, listener: Listener) -> asyncio.Server:
         loop = asyncio.get_running_loop()
@@ -383,8 +392,9 @@ class Broker:
         self.groups.close()
         self.transactions.close()
         self.replicas.close()
-        if self._auth_executor is not None:
-            self._auth_executor.shutdown(wait=False, cancel_futures=True)
+        for executor in (self._auth_executor, self._recompress_executor):
+            if executor is not None:
+                executor.shutdown(wait=False, cancel_futures=True)
         if self.metrics_endpoint is not None:
             await self.metrics_endpoint.stop()
         for server in self.servers:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     from vdl_broker.cluster.service import MetadataService
     from vdl_broker.config import NodeConfig
     from vdl_broker.groups.service import GroupService
@@ -79,3 +81,6 @@ class NodeView(Protocol):
 
     def node_client_address(self, node_id: int, protocol: str) -> str | None:
         """Where clients of listener `protocol` reach node `node_id`, if known."""
+
+    def recompress_executor(self) -> Executor:
+        """The worker threads that recompress produced batches (compression.type), off the event loop."""

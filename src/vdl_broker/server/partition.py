@@ -75,6 +75,7 @@ from vdl_wire.records.batch_header import (
     parse_batch_header,
     with_base_offset,
 )
+from vdl_wire.records.compression import Compression
 from vdl_wire.records.control import read_marker
 
 log = logging.getLogger(__name__)
@@ -159,6 +160,9 @@ class Partition:
         self._deleted_below = load_deleted_below(stream_log.directory)
         self._high_watermark = stream_log.log_start_offset
         self._inflight: dict[int, Proposal] = {}  # base offset -> proposal not yet committed/lost
+        # The last produce waiting for a batch of it recompressed on a worker thread: later
+        # produces to this stream append after it (server/handlers/produce.py).
+        self.produce_queue: asyncio.Future[None] | None = None
         self._waiters: list[asyncio.Future[None]] = []
         self._cut_off: asyncio.Future[None] | None = None  # resolved when this node is cut off
         self.last_leader = 0  # the leader this replica last knew (kept while it knows none)
@@ -278,6 +282,20 @@ class Partition:
         if self.settings is None:
             return LONG_MAX, TIMESTAMP_AFTER_MAX_MS
         return self.settings.timestamp_before_max_ms, self.settings.timestamp_after_max_ms
+
+    @property
+    def recompression(self) -> tuple[Compression, int | None] | None:
+        """compression.type's codec and level every produced batch is stored with (None:
+        `producer`, each batch as its producer compressed it)."""
+        settings = self.settings
+        if settings is None or settings.compression is None:
+            return None
+        return settings.compression, settings.compression_level
+
+    @property
+    def log_append_time(self) -> bool:
+        """message.timestamp.type=LogAppendTime: the leader stamps each produced batch."""
+        return self.settings is not None and self.settings.log_append_time
 
     @property
     def leader_epoch(self) -> int:
@@ -613,6 +631,9 @@ class RemotePartition:
     serves_follower_reads = False
     max_message_bytes = None
     timestamp_limits = (0, 0)  # never consulted: Produce refuses NOT_LEADER_OR_FOLLOWER first
+    recompression = None
+    log_append_time = False
+    produce_queue: asyncio.Future[None] | None = None
     high_watermark = -1
     log_start_offset = -1
     log_end_offset = -1

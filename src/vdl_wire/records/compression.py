@@ -40,21 +40,26 @@ _INT32 = struct.Struct(">i")
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 
 
-def compress(codec: Compression | int, data: bytes | bytearray | memoryview) -> bytes:
-    """Compress `data` the way the Java client does for this codec."""
+def compress(codec: Compression | int, data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
+    """Compress `data` the way the Java client does for this codec, at KIP-390's `level` (None:
+    the codec's default; snappy has none). gzip: 1..9 or -1 (zlib's default, 6); lz4: 1 is
+    LZ4's fast mode, above it LZ4 HC at that level (Kafka's Lz4Compression); zstd: -131072..22."""
     codec = _codec(codec, 0)
     if codec == Compression.NONE:
         return bytes(data)
     if codec == Compression.GZIP:
-        compressor = zlib.compressobj(6, zlib.DEFLATED, 31)  # wbits 31 = gzip container
+        compressor = zlib.compressobj(6 if level is None else level, zlib.DEFLATED, 31)  # wbits 31 = gzip container
         return compressor.compress(data) + compressor.flush()
     if codec == Compression.SNAPPY:
         return _xerial_compress(data)
     if codec == Compression.LZ4:
-        # KIP-57: Kafka reads independent blocks only.
-        compressed: bytes = lz4.frame.compress(bytes(data), block_linked=False, content_checksum=False)
+        # KIP-57: Kafka reads independent blocks only. python-lz4's levels below 3 are its fast mode.
+        lz4_level = 0 if level is None or level <= 1 else min(max(level, lz4.frame.COMPRESSIONLEVEL_MINHC),
+                                                                      lz4.frame.COMPRESSIONLEVEL_MAX)
+        compressed: bytes = lz4.frame.compress(bytes(data), compression_level=lz4_level, block_linked=False,
+                                               content_checksum=False)
         return compressed
-    return zstandard.ZstdCompressor(level=3).compress(data)
+    return zstandard.ZstdCompressor(level=3 if level is None else level).compress(data)
 
 
 def decompress(codec: Compression | int, data: bytes | bytearray | memoryview,

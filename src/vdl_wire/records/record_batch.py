@@ -16,6 +16,7 @@ from vdl_wire.records.batch_header import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
     BATCH_LENGTH_OFFSET,
+    COMPRESSION_MASK,
     CONTROL_MASK,
     CRC,
     CRC_OFFSET,
@@ -273,6 +274,46 @@ class RecordBatchBuilder:
         out += records
         CRC.pack_into(out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
         return bytes(out)
+
+
+def rewrite_batch(batch: Buffer, header: BatchHeader, compression: Compression | int | None = None, *,
+                  level: int | None = None, log_append_time: int | None = None,
+                  max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> Buffer:
+    """What a leader stores of a produced batch on a stream whose compression.type or
+    message.timestamp.type asks for it (# Kafka: LogValidator): the records recompressed with
+    `compression` at `level` (None: left as they are) and, given `log_append_time`, the batch
+    stamped LogAppendTime (the timestamp-type bit, max timestamp = the append time; every record
+    then reads that time). The records' bytes are kept as produced (timestamps, offset deltas,
+    keys, values, headers) and so is every other header field (base offset and timestamp,
+    producer id, epoch and base sequence, the transactional bit), so idempotent retries and
+    transactions see the same batch; the CRC is computed anew. Control batches are never
+    rewritten. Returns `batch` itself when nothing changes; raises DecodeError when the records
+    do not decompress."""
+    if header.is_control:
+        return batch
+    recompress = compression is not None and int(compression) != header.compression
+    stamp = log_append_time is not None and (header.timestamp_type != 1 or header.max_timestamp != log_append_time)
+    if not recompress and not stamp:
+        return batch
+    codec = Compression(compression) if recompress and compression is not None else Compression(header.compression)
+    if recompress:
+        _, data = records_section(batch, False, max_output_bytes)
+        records: Buffer = compress(codec, data, level) if codec else data
+    else:
+        records = memoryview(batch)[BATCH_HEADER_SIZE:header.size]
+    attributes = (header.attributes & ~COMPRESSION_MASK) | int(codec)
+    max_timestamp = header.max_timestamp
+    if log_append_time is not None:
+        attributes |= TIMESTAMP_TYPE_MASK
+        max_timestamp = log_append_time
+    out = bytearray(BATCH_HEADER_SIZE + len(records))
+    HEADER.pack_into(out, 0, header.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records),
+                     header.partition_leader_epoch, MAGIC, 0, attributes, header.last_offset_delta,
+                     header.base_timestamp, max_timestamp, header.producer_id, header.producer_epoch,
+                     header.base_sequence, header.record_count)
+    out[BATCH_HEADER_SIZE:] = records
+    CRC.pack_into(out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return out
 
 
 def _write_bytes(out: bytearray, data: bytes | None) -> None:

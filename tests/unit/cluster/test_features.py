@@ -135,13 +135,18 @@ def test_a_policy_that_keeps_every_record_waits_for_level_3() -> None:
     alters setting them are refused until level 3 is finalized; `delete` is not."""
     state, _ = state_with(3)
     state.features = FeaturesState(2, -1)
-    why = ("cleanup.policy other than delete and the compaction settings need vdl.metadata.version level 3, the "
-           "cluster is at level 2: finalize it with `vdl cluster upgrade` once every node runs this release")
+    why = ("cleanup.policy other than delete, the compaction settings, compression.type other than producer and "
+           "message.timestamp.type=LogAppendTime need vdl.metadata.version level 3, the cluster is at level 2: "
+           "finalize it with `vdl cluster upgrade` once every node runs this release")
     for config in ({"cleanup.policy": "compact"}, {"cleanup.policy": "delete,compact"}, {"cleanup.policy": ""},
-                   {"min.compaction.lag.ms": "0"}, {"delete.retention.ms": "1000", "cleanup.policy": "delete"}):
+                   {"min.compaction.lag.ms": "0"}, {"delete.retention.ms": "1000", "cleanup.policy": "delete"},
+                   {"compression.type": "gzip"}, {"compression.type": "uncompressed"},
+                   {"message.timestamp.type": "LogAppendTime"}):
         refused = state.check_create("s", 3, dict(config))
         assert refused is not None and (refused.outcome, refused.message) == (Outcome.INVALID_CONFIG, why), config
     assert state.check_create("s", 3, {"cleanup.policy": "delete", "retention.ms": "1000"}) is None
+    assert state.check_create("s", 3, {"compression.type": "producer", "message.timestamp.type": "CreateTime",
+                                       "compression.gzip.level": "9"}) is None
     assert state.config_level_problem({"cleanup.policy": "compact"}) == why  # what an alter proposes
     assert state.config_level_problem({"cleanup.policy": "delete"}) is None
     assert state.apply(500, finalize_features_command(features.KEEP_ALL_POLICY_LEVEL)).ok

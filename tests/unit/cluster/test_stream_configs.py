@@ -22,7 +22,7 @@ from vdl_broker.log import LogConfig
 from vdl_broker.server.stream_settings import with_settings
 
 NODE = {"retention_ms": -1, "retention_bytes": -1, "segment_bytes": 1 << 30, "segment_ms": 604800000,
-        "max_batch_bytes": 16 << 20}
+        "max_batch_bytes": 16 << 20, "compression_type": "producer"}
 
 
 @pytest.mark.parametrize(("name", "value", "stored"), [
@@ -61,12 +61,10 @@ def test_accepted_values_are_stored_canonical(name: str, value: str, stored: str
     ("min.compaction.lag.ms", "-1", "min.compaction.lag.ms: '-1' is not an integer >= 0"),
     ("max.compaction.lag.ms", "0", "max.compaction.lag.ms: '0' is not an integer >= 1"),
     ("unclean.leader.election.enable", "true", "unclean.leader.election.enable: 'true' is not one of false"),
-    ("message.timestamp.type", "LogAppendTime", "message.timestamp.type: 'LogAppendTime' is not one of CreateTime"),
-    ("compression.type", "zstd", "compression.type: 'zstd' is refused: VDL stores every batch as its producer "
-     "compressed it and does not recompress, so only producer is accepted (set compression.type on the producer "
-     "instead)"),
-    ("compression.type", "brotli", "compression.type: 'brotli' is not one of uncompressed, zstd, lz4, snappy, gzip, "
-     "producer (VDL accepts producer only)"),
+    ("message.timestamp.type", "ArrivalTime",
+     "message.timestamp.type: 'ArrivalTime' is not one of CreateTime | LogAppendTime"),
+    ("compression.type", "brotli", "compression.type: 'brotli' is not one of uncompressed | zstd | lz4 | snappy | "
+     "gzip | producer"),
     ("nope.nope", "true", "unknown stream config 'nope.nope' (accepted: retention.ms, retention.bytes"),
     # Kafka 4.4's own refusals of these (# Kafka: LogConfig), each naming the range it accepts.
     ("file.delete.delay.ms", "-1", "file.delete.delay.ms: '-1' is not an integer >= 0"),
@@ -262,3 +260,28 @@ def test_every_key_documents_itself() -> None:
     for key in CONFIG_KEYS.values():
         assert key.doc and key.type
         assert key.node_setting is None or key.node_setting in NODE
+
+
+def test_compression_type_and_log_append_time_settings() -> None:
+    """compression.type's codec with its KIP-390 level (the codec's own key: gzip's default is
+    zlib's, -1), none for producer and snappy's level; LogAppendTime as a flag."""
+    from vdl_wire.records.compression import Compression
+
+    def of(config: dict[str, str]) -> tuple[Compression | None, int | None, bool]:
+        settings = stream_settings(config, NODE)
+        return settings.compression, settings.compression_level, settings.log_append_time
+
+    assert of({}) == (None, None, False)
+    assert of({"compression.type": "producer", "compression.zstd.level": "9"}) == (None, None, False)
+    assert of({"compression.type": "gzip"}) == (Compression.GZIP, -1, False)
+    assert of({"compression.type": "zstd", "compression.zstd.level": "-7", "compression.gzip.level": "9"}) == (
+        Compression.ZSTD, -7, False)
+    assert of({"compression.type": "lz4"}) == (Compression.LZ4, 9, False)
+    assert of({"compression.type": "snappy"}) == (Compression.SNAPPY, None, False)
+    assert of({"compression.type": "uncompressed", "message.timestamp.type": "LogAppendTime"}) == (
+        Compression.NONE, None, True)
+    # The node's compression_type (Kafka's broker compression.type) when the stream sets none.
+    assert stream_settings({}, NODE | {"compression_type": "lz4"}).compression == Compression.LZ4
+    assert stream_settings({"compression.type": "producer"}, NODE | {"compression_type": "lz4"}).compression is None
+    assert validated({"compression.type": "GZIP", "message.timestamp.type": "logappendtime"}, 3) == {
+        "compression.type": "gzip", "message.timestamp.type": "LogAppendTime"}

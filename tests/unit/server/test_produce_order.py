@@ -8,6 +8,7 @@ so on a loaded machine, its stream leader not the coordinator)."""
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -22,6 +23,7 @@ from vdl_broker.server.producer_state import ProducerStateTable, Verdict, last_s
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import ProduceRequest
 from vdl_wire.records.batch_header import BatchHeader, parse_batch_header
+from vdl_wire.records.compression import Compression
 from vdl_wire.records.record_batch import RecordBatchBuilder
 
 pytestmark = pytest.mark.unit
@@ -59,6 +61,9 @@ class LeaderPartition:
     is_leader: bool = True
     max_message_bytes: None = None
     timestamp_limits: tuple[int, int] = ((1 << 63) - 1, 3_600_000)  # Kafka's defaults
+    recompression: None = None  # compression.type=producer
+    log_append_time: bool = False
+    produce_queue: None = None
     log_start_offset: int = 0
     table: ProducerStateTable = field(default_factory=lambda: ProducerStateTable(0))
     stored: list[int] = field(default_factory=list)  # base sequences, in log order
@@ -152,3 +157,84 @@ def test_a_batch_of_an_epoch_a_timeout_fenced_is_refused_at_once_as_kafka_answer
     assert response is not None
     assert response.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_PRODUCER_EPOCH
     assert partition.stored == []
+
+
+class HeldExecutor(Executor):
+    """Runs nothing until the test says which job finishes, in the order it likes."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[Future[Any], Any, tuple[Any, ...]]] = []
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self.jobs.append((future, fn, args))
+        return future
+
+    def finish(self, index: int) -> None:
+        future, fn, args = self.jobs[index]
+        future.set_result(fn(*args))
+
+
+@dataclass
+class RecompressingPartition(LeaderPartition):
+    """A stream with compression.type=gzip; records the codec of each batch it stores."""
+
+    recompression: Any = (Compression.GZIP, None)
+    produce_queue: Any = None
+    codecs: list[int] = field(default_factory=list)
+
+    def append(self, batch: bytes, header: BatchHeader | None = None) -> Handle:
+        header = header or parse_batch_header(batch)
+        self.codecs.append(header.compression)
+        return super().append(batch, header)
+
+
+def idempotent_request(seq: int) -> ProduceRequest:
+    builder = RecordBatchBuilder(Compression.LZ4, producer_id=PID, producer_epoch=0, base_sequence=seq)
+    for i in range(5):
+        builder.append(1_000 + i, None, b"v%d" % (seq + i))
+    data = ProduceRequest.PartitionProduceData(index=0, records=builder.build())
+    return ProduceRequest(acks=-1, timeout_ms=1000,
+                          topic_data=[ProduceRequest.TopicProduceData(name="s", partition_data=[data])])
+
+
+def test_pipelined_batches_recompressed_off_the_loop_append_in_the_order_sent() -> None:
+    """An idempotent producer's pipelined batches to a compression.type=gzip stream are
+    recompressed on worker threads, which may finish them in any order: each is appended in the
+    order its request started, or the later would be stored first and the earlier refused
+    OUT_OF_ORDER_SEQUENCE_NUMBER. A produce sent meanwhile that needs no worker waits too."""
+    partition = RecompressingPartition()
+    executor = HeldExecutor()
+    node: Any = SimpleNamespace(
+        metadata=SimpleNamespace(group=NoWaitGroup(), state=SimpleNamespace(transactions=SimpleNamespace(get={}.get))),
+        replicas={"s": partition}, config=SimpleNamespace(max_batch_bytes=1 << 20), metrics=None, cut_off=False,
+        authorizer=SimpleNamespace(allows=lambda *args: True), transactions=SimpleNamespace(produce_chain={}),
+        recompress_executor=lambda: executor)
+    contexts = [RequestContext(SimpleNamespace(request_api_version=9), "127.0.0.1", None)  # type: ignore[arg-type]
+                for _ in range(3)]
+    gzip_request = idempotent_request(10)
+    gzip_data = gzip_request.topic_data[0].partition_data[0]
+    builder = RecordBatchBuilder(Compression.GZIP, producer_id=PID, producer_epoch=0, base_sequence=10)
+    for i in range(5):
+        builder.append(1_000 + i, None, b"v%d" % (10 + i))
+    gzip_data.records = builder.build()  # already the stream's codec: no worker needed
+
+    async def run() -> list[int]:
+        loop = asyncio.get_running_loop()
+        tasks = [loop.create_task(produce.handle(node, contexts[0], idempotent_request(0))),
+                 loop.create_task(produce.handle(node, contexts[1], idempotent_request(5))),
+                 loop.create_task(produce.handle(node, contexts[2], gzip_request))]
+        while len(executor.jobs) < 2:
+            await asyncio.sleep(0)
+        executor.finish(1)  # the second batch's recompression finishes first
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert partition.stored == []  # it waits for the first
+        executor.finish(0)
+        responses = await asyncio.gather(*tasks)
+        return [r.responses[0].partition_responses[0].error_code for r in responses if r is not None]
+
+    assert asyncio.run(run()) == [0, 0, 0]
+    assert partition.stored == [0, 5, 10]
+    assert partition.codecs == [Compression.GZIP] * 3
+    assert partition.produce_queue is None

@@ -158,6 +158,7 @@ def broker_configs(node: NodeConfig, replication_factor: int) -> list[Described]
         ("log.segment.bytes", "segment_bytes", ConfigType.INT, "default segment.bytes of streams"),
         ("log.roll.ms", "segment_ms", ConfigType.LONG, "default segment.ms of streams"),
         ("log.retention.check.interval.ms", "retention_check_ms", ConfigType.LONG, "how often retention runs"),
+        ("compression.type", "compression_type", ConfigType.STRING, "default compression.type of streams"),
         ("message.max.bytes", "max_batch_bytes", ConfigType.INT, "default max.message.bytes of streams"),
         ("socket.request.max.bytes", "max_request_bytes", ConfigType.INT, "largest request accepted"),
         ("auto.create.topics.enable", "auto_create_streams", ConfigType.BOOLEAN, "create streams on first use"),

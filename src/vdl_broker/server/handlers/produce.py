@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from vdl_broker.cluster.transactions import TxnState
 from vdl_broker.metrics import BrokerMetrics
@@ -22,14 +22,21 @@ from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.handlers.metadata import current_leader, leader_endpoints
 from vdl_broker.server.node_view import NodeView
-from vdl_broker.server.partition import AppendHandle, PartitionError
+from vdl_broker.server.partition import AppendHandle, Partition, PartitionError, RemotePartition
 from vdl_broker.transactions.coordinator import error_of
 from vdl_wire.errors import DecodeError, ErrorCode
 from vdl_wire.messages import AddPartitionsToTxnRequest, ProduceRequest, ProduceResponse
 from vdl_wire.primitives import Buffer
-from vdl_wire.records.batch_header import MAGIC_OFFSET, BatchHeader, parse_batch_header
+from vdl_wire.records.batch_header import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    MAGIC_OFFSET,
+    BatchHeader,
+    parse_batch_header,
+)
+from vdl_wire.records.compression import Compression
 from vdl_wire.records.conversion import message_set_to_batches
-from vdl_wire.records.record_batch import RecordBatchBuilder, read_records, validate_batch
+from vdl_wire.records.record_batch import RecordBatchBuilder, read_records, rewrite_batch, validate_batch
 
 API_KEY = ProduceRequest.DECL.api_key
 NAME = "Produce"
@@ -95,6 +102,27 @@ def check_timestamps(batches: list[tuple[BatchHeader, Buffer]], limits: tuple[in
     if errors:
         raise Rejected(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp",
                        errors)
+
+
+def stored_batches(batches: list[tuple[BatchHeader, Buffer]], recompression: tuple[Compression, int | None] | None,
+                   log_append_time: int | None, max_batch_bytes: int) -> list[tuple[BatchHeader, Buffer]]:
+    """The batches as the stream stores them: recompressed to its compression.type and stamped
+    with `log_append_time` (LogAppendTime) as they ask (# Kafka: LogValidator); raises Rejected.
+    A batch larger than max.message.bytes once recompressed is refused, as Kafka does."""
+    codec, level = recompression if recompression is not None else (None, None)
+    stored = []
+    for header, batch in batches:
+        try:
+            rewritten = rewrite_batch(batch, header, codec, level=level, log_append_time=log_append_time)
+        except DecodeError as error:
+            raise Rejected(ErrorCode.CORRUPT_MESSAGE, str(error)) from None
+        if rewritten is not batch:
+            header = validate_batch(rewritten)
+            if header.size > max_batch_bytes:
+                raise Rejected(ErrorCode.MESSAGE_TOO_LARGE, f"batch of {header.size} bytes once recompressed exceeds "
+                                                            f"the stream's max.message.bytes {max_batch_bytes}")
+        stored.append((header, rewritten))
+    return stored
 
 
 def _renumber(batch: bytes) -> bytes:
@@ -334,12 +362,12 @@ async def _answer(node: NodeView, context: RequestContext, request: ProduceReque
         return error_response(request, version, ErrorCode.INVALID_REQUIRED_ACKS)
     txn = request.transactional_id
     if txn is None:
-        return await _durable(request, _append(node, context, request, version, {}))
+        return await _durable(request, await _append_in_order(node, context, request, version, {}))
     if not authorized(node, context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn):
         return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     chain = node.transactions.produce_chain
     if txn not in chain and _ready(node, request, version):
-        return await _durable(request, _append(node, context, request, version, {}))
+        return await _durable(request, await _append_in_order(node, context, request, version, {}))
     # This request waits (the coordinator adds its streams, or this node's metadata catches up):
     # the producer's later requests wait behind it, so its batches are appended in the order it
     # sent them (a client pipelines them: a later batch appended first is out of sequence).
@@ -354,7 +382,7 @@ async def _answer(node: NodeView, context: RequestContext, request: ProduceReque
             refused = await _add_implicitly(node, context, request)
         if not refused:
             await _await_transaction(node, request)
-        appended = _append(node, context, request, version, refused)
+        appended = await _append_in_order(node, context, request, version, refused)
     finally:
         mine.set_result(None)
         if chain.get(txn) is mine:
@@ -363,10 +391,74 @@ async def _answer(node: NodeView, context: RequestContext, request: ProduceReque
 
 
 Appended = tuple[list[tuple[str, list[ProduceResponse.PartitionProduceResponse]]], dict[str, list[AppendHandle]]]
+Prepared = Mapping[tuple[str, int], Buffer]  # (stream, partition index) -> its records recompressed
+
+
+def _recompressed(records: Buffer, codec: Compression, level: int | None, max_batch_bytes: int) -> Buffer | None:
+    """On a worker thread: `records` (one RecordBatch v2) recompressed, or None to leave it to
+    the append (whose checks refuse it with their reason, or which has nothing to do)."""
+    try:
+        header = validate_batch(records)
+        if header.size > max_batch_bytes or header.is_control:
+            return None
+        return rewrite_batch(records, header, codec, level=level)
+    except DecodeError:
+        return None
+
+
+async def _append_in_order(node: NodeView, context: RequestContext, request: ProduceRequest, version: int,
+                           refused: dict[str, ErrorCode]) -> Appended:
+    """`_append`, with every batch that needs recompressing (compression.type) recompressed on
+    a worker thread first: gzip of a 1 MB batch takes hundreds of ms, which the event loop must
+    not spend. Each stream's produces still append in the order they started (a pipelining
+    idempotent producer's sequences stay in order): a produce that waits for a worker, and any
+    later one to the same stream, is queued on the stream (Partition.produce_queue). A request
+    to streams whose batches need none of it pays two attribute reads per stream."""
+    jobs: list[tuple[tuple[str, int], Buffer, Compression, int | None, int]] = []
+    partitions: list[Partition | RemotePartition] = []
+    queued = False
+    for topic in request.topic_data:
+        partition = node.replicas.get(topic.name)
+        if partition is None:
+            continue
+        partitions.append(partition)
+        queued = queued or partition.produce_queue is not None
+        recompression = partition.recompression
+        if (recompression is None or version < 3 or not partition.is_leader
+                or not authorized(node, context, Operation.WRITE, ResourceType.TOPIC, topic.name)):
+            continue  # v0-2's message sets are converted, then recompressed by the append
+        limit = partition.max_message_bytes
+        for data in topic.partition_data:
+            records = _one_buffer(data.records)
+            if (records is not None and len(records) > ATTRIBUTES_OFFSET + 1 and records[MAGIC_OFFSET] == 2
+                    and records[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK != recompression[0]):
+                jobs.append(((topic.name, data.index), records, recompression[0], recompression[1],
+                             node.config.max_batch_bytes if limit is None else limit))
+    if not jobs and not queued:
+        return _append(node, context, request, version, refused)
+    loop = asyncio.get_running_loop()
+    mine: asyncio.Future[None] = loop.create_future()
+    before = [p.produce_queue for p in partitions if p.produce_queue is not None]
+    for partition in partitions:
+        partition.produce_queue = mine
+    try:
+        executor = node.recompress_executor()
+        work = [loop.run_in_executor(executor, _recompressed, records, codec, level, limit)
+                for _, records, codec, level, limit in jobs]
+        done = await asyncio.gather(*work)
+        for earlier in before:
+            await earlier
+        prepared = {key: out for (key, *_), out in zip(jobs, done, strict=True) if out is not None}
+        return _append(node, context, request, version, refused, prepared)
+    finally:
+        mine.set_result(None)
+        for partition in partitions:
+            if partition.produce_queue is mine:
+                partition.produce_queue = None
 
 
 def _append(node: NodeView, context: RequestContext, request: ProduceRequest, version: int,
-            refused: dict[str, ErrorCode]) -> Appended:
+            refused: dict[str, ErrorCode], prepared: Prepared | None = None) -> Appended:
     results: list[tuple[str, list[ProduceResponse.PartitionProduceResponse]]] = []
     appended: dict[str, list[AppendHandle]] = {}
     # No node cut off from the cluster appends (server/cut_off.py): what it accepted could not
@@ -406,12 +498,20 @@ def _append(node: NodeView, context: RequestContext, request: ProduceRequest, ve
                 responses.append(_partition_error(data.index, refusal.code, refusal.message or None))
                 continue
             limit = partition.max_message_bytes
+            max_batch_bytes = node.config.max_batch_bytes if limit is None else limit
+            records = prepared.get((topic.name, data.index)) if prepared else None
+            now_ms = int(time.time() * 1000)
+            append_time = now_ms if partition.log_append_time else None
             try:
-                batches = parse_batches(_one_buffer(data.records), version,
-                                        node.config.max_batch_bytes if limit is None else limit)
-                check_timestamps(batches, partition.timestamp_limits, int(time.time() * 1000))
+                batches = parse_batches(_one_buffer(data.records) if records is None else records, version,
+                                        max_batch_bytes)
+                if append_time is None:  # KIP-937's bounds are CreateTime's only (as Kafka)
+                    check_timestamps(batches, partition.timestamp_limits, now_ms)
                 for header, _ in batches:
                     _in_transaction(node, request.transactional_id, topic.name, header)
+                recompression = partition.recompression
+                if recompression is not None or append_time is not None:
+                    batches = stored_batches(batches, recompression, append_time, max_batch_bytes)
                 handles = [partition.append(batch, header) for header, batch in batches]
             except Rejected as error:
                 response = _partition_error(data.index, error.code, error.message)
@@ -426,8 +526,11 @@ def _append(node: NodeView, context: RequestContext, request: ProduceRequest, ve
             appended.setdefault(partition.name, []).extend(handles)
             if node.metrics is not None:
                 _count(node.metrics, partition.name, batches, handles)
+            # LogAppendTime: the time stamped on the batch (a retried duplicate's is its original's,
+            # not known here: -1, as for CreateTime).
+            stamped = -1 if append_time is None or all(h.duplicate for h in handles) else append_time
             responses.append(PartitionResponse(index=data.index, error_code=0, base_offset=handles[0].base_offset,
-                                               log_append_time_ms=-1, log_start_offset=partition.log_start_offset))
+                                               log_append_time_ms=stamped, log_start_offset=partition.log_start_offset))
     return results, appended
 
 
