@@ -227,6 +227,8 @@ def test_pipelined_batches_recompressed_off_the_loop_append_in_the_order_sent() 
         while len(executor.jobs) < 2:
             await asyncio.sleep(0)
         executor.finish(1)  # the second batch's recompression finishes first
+        # Event-loop turns, not a timed wait (the executor is a stand-in: nothing else runs): the
+        # second produce has every chance to append, and must not before the first.
         for _ in range(10):
             await asyncio.sleep(0)
         assert partition.stored == []  # it waits for the first
