@@ -184,7 +184,9 @@ async def register_self(broker: Broker) -> None:
         if me in state.membership.removed:
             return
         if not state.nodes_register_themselves:
-            await _pause(broker, registered)
+            # Woken by the level (a forming cluster's first entries), not only by `registered`:
+            # the request below is what registers it.
+            await _pause(broker, lambda: state.nodes_register_themselves or registered())
             continue
         try:
             response = await vdl_nodes.run(broker, request)
