@@ -43,7 +43,7 @@ from vdl_broker.cluster.stream_configs import alter_stream_config_command
 from vdl_broker.cluster.users import bootstrap_user_command
 from vdl_broker.config import NodeAddress, NodeConfig
 from vdl_broker.log import StreamLog
-from vdl_broker.raft.group import RaftGroup
+from vdl_broker.raft.group import RaftGroup, campaign_first
 from vdl_broker.raft.host import RaftHost
 from vdl_broker.raft.proposals import Proposal
 from vdl_broker.raft.types import Entry, EntryType, NotLeaderError, RaftError
@@ -84,6 +84,9 @@ class MetadataService:
                                             config=config, state_machine=self, may_truncate=self.may_truncate)
         self.group.add_commit_listener(self._after_commit)
         self.group.add_role_listener(self._note_leader)
+        voters = self.config.voter_ids
+        if stream_log.last_index == 0 and not self.config.join and len(voters) > 1 and self.config.node_id == min(voters):
+            campaign_first(self.group)  # a forming cluster: its lowest node id leads first
         return self.group
 
     def _note_leader(self, group: RaftGroup) -> None:

@@ -464,6 +464,28 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
             raise GroupStoppedError(f"raft group {self.name} is stopped")
 
 
+FIRST_CAMPAIGN_DELAY_S = 0.3  # a new group's chosen first leader campaigns this soon (not after 1-2 s)
+FIRST_CAMPAIGN_ATTEMPTS = 6  # ... and again this often, FIRST_CAMPAIGN_DELAY_S apart, while leaderless
+
+
+def campaign_first(group: RaftGroup, attempts: int = FIRST_CAMPAIGN_ATTEMPTS) -> None:
+    """A new group's replicas all start as followers: without this its first election waits
+    1-2 election timeouts; the one replica chosen to lead first (a stream's preferred leader, a
+    forming cluster's lowest node id) asks for votes soon instead, and again while no leader is
+    known: the other replicas may not have opened theirs yet and the first pre-votes are lost (a
+    pre-vote never changes a term, so asking again disturbs nothing)."""
+    asyncio.get_running_loop().call_later(FIRST_CAMPAIGN_DELAY_S, _campaign_if_leaderless, group, attempts)
+
+
+def _campaign_if_leaderless(group: RaftGroup, attempts: int) -> None:
+    if group.stopped or group.leader_id != 0:
+        return
+    # A pre-candidate whose pre-votes found nobody asks again too (else it waits its timeout).
+    if group.role in (Role.FOLLOWER, Role.PRE_CANDIDATE):
+        group.campaign()
+    if attempts > 1:
+        asyncio.get_running_loop().call_later(FIRST_CAMPAIGN_DELAY_S, _campaign_if_leaderless, group, attempts - 1)
+
 
 def _observe_commit(observe: LatencyFn, proposed: float, committed: asyncio.Future[int]) -> None:
     if not committed.cancelled() and committed.exception() is None:

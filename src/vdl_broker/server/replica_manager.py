@@ -27,9 +27,9 @@ from vdl_broker.cluster.metadata import ApplyResult, StreamInfo, changes_placeme
 from vdl_broker.log import StreamLog
 from vdl_broker.log.damage import UNKNOWN, DamageRecord, save_damage
 from vdl_broker.log.fileio import atomic_write
-from vdl_broker.raft.group import RaftGroup
+from vdl_broker.raft.group import RaftGroup, campaign_first
 from vdl_broker.raft.persistence import load_hard_state, save_hard_state
-from vdl_broker.raft.types import HardState, Role
+from vdl_broker.raft.types import HardState
 from vdl_broker.server import internal
 from vdl_broker.server.cut_off import leader_elsewhere
 from vdl_broker.server.partition import Partition, RemotePartition
@@ -48,8 +48,6 @@ INCARNATION_FILE = "incarnation"
 ISR_MAX_LAG_ENTRIES = 1000  # a replica whose match index is within this of the leader is in sync
 REMOTE_VIEW_TTL_S = 1.0  # a leader/isr learned from another node is refreshed after this
 REMOTE_VIEW_MAX_AGE_S = 3.0  # and no longer used after this
-FIRST_CAMPAIGN_DELAY_S = 0.3  # a fresh stream's preferred leader campaigns this soon (not after 1-2 s)
-FIRST_CAMPAIGN_ATTEMPTS = 6  # ... and again this often, FIRST_CAMPAIGN_DELAY_S apart, while leaderless
 METADATA_RECHECK_S = 0.1  # replicas waiting for a current metadata view look again this often
 OPEN_PARALLELISM = 16  # replica logs opened at once (worker threads, mostly waiting on fsyncs)
 
@@ -595,8 +593,7 @@ class ReplicaManager:
         log.info("node %d: replica of stream %s open (replicas %s, offsets %d..%d)", self.broker.node_id,
                  info.name, list(info.replicas), stream_log.log_start_offset, stream_log.log_end_offset)
         if stream_log.last_index == 0 and info.preferred_leader == self.broker.node_id and len(info.replicas) > 1:
-            asyncio.get_running_loop().call_later(FIRST_CAMPAIGN_DELAY_S, _campaign_if_leaderless, group,
-                                                  FIRST_CAMPAIGN_ATTEMPTS)
+            campaign_first(group)
 
     async def _remove(self, name: str) -> None:
         partition = self._partitions.pop(name)
@@ -628,20 +625,6 @@ def _incarnation_in(directory: Path) -> str | None:
 async def _discard(group: RaftGroup, stream_log: StreamLog) -> None:
     await group.stop(transfer=False)
     stream_log.close()
-
-
-def _campaign_if_leaderless(group: RaftGroup, attempts: int) -> None:
-    """A new stream's replicas all start as followers: without this its first election waits
-    1-2 election timeouts; the preferred leader (replicas[0]) asks for votes at once instead,
-    and again while no leader is known: when many streams are created together, the other
-    replicas may not have opened theirs yet and the first pre-votes are lost (a pre-vote never
-    changes a term, so asking again disturbs nothing)."""
-    if group.stopped or group.leader_id != 0:
-        return
-    if group.role == Role.FOLLOWER:
-        group.campaign()
-    if attempts > 1:
-        asyncio.get_running_loop().call_later(FIRST_CAMPAIGN_DELAY_S, _campaign_if_leaderless, group, attempts - 1)
 
 
 def _raise_term_to_log(stream_log: StreamLog) -> None:
