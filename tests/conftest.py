@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import compileall
 import contextlib
+import functools
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -87,6 +89,35 @@ DURATIONS = TESTS / "durations.txt"
 TIER_SECONDS = {"slow": 240.0, "spark": 120.0, "process": 60.0, "component": 5.0, "unit": 1.0}
 
 
+# Spark's modules run one after another on one worker, as one unit of the schedule: each worker
+# running them would start a Spark JVM of its own (its start and JIT warm-up paid twice), and two
+# Spark modules side by side, each with local[2] on this 2-core machine, ran about twice as long as
+# alone. The controller schedules by node id only, so which modules use Spark is read from their
+# source (a test or fixture taking `spark`); the workers check it against the markers they give.
+SPARK_UNIT = "spark"
+_SIGNATURES = re.compile(r"^\s*(?:async\s+)?def \w+\(([^)]*)\)", re.M)
+
+
+@functools.cache
+def runs_spark(module: str) -> bool:
+    path = TESTS.parent / module
+    if Path(module).parts[1] in SPARK_DIRS:
+        return True
+    return any(re.search(r"\bspark\b", params) for params in _SIGNATURES.findall(path.read_text()))
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: a run without xdist has no schedule
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadFileScheduling
+
+    class SparkTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = module_of(nodeid)
+            return SPARK_UNIT if runs_spark(module) else module
+
+    return SparkTogether(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         top = Path(str(item.fspath)).relative_to(TESTS).parts[0]
@@ -100,6 +131,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker("process")
         if top in SPARK_DIRS or "spark" in getattr(item, "fixturenames", ()):
             item.add_marker("spark")
+            if not runs_spark(module_of(item.nodeid)):
+                raise pytest.UsageError(f"{item.nodeid} uses Spark through a fixture that does not take `spark` "
+                                        "by that name: the schedule would run it beside the Spark unit")
         if getattr(module, "SLOW", False):
             item.add_marker("slow")
     if hasattr(config, "workerinput"):  # an xdist worker: its collection is the schedule
