@@ -91,6 +91,20 @@ VERDICT_ERRORS = {
 }
 
 
+NO_LEADER_EPOCH = -1  # a request's current_leader_epoch -1: the client knows none, nothing is fenced
+
+
+def leader_epoch_error(requested: int, ours: int) -> ErrorCode:
+    """KIP-320: what a request naming the leader epoch its client knows (Fetch v9+, ListOffsets
+    v4+, OffsetForLeaderEpoch v2+) is answered at a replica whose epoch is `ours`: one older than
+    ours is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (the client refreshes its
+    metadata, then asks again); -1, or a replica without an epoch yet, is not checked.
+    # Kafka: Partition.checkCurrentLeaderEpoch, before its leader check."""
+    if requested == NO_LEADER_EPOCH or ours < 0 or requested == ours:
+        return ErrorCode.NONE
+    return ErrorCode.FENCED_LEADER_EPOCH if requested < ours else ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
 class PartitionError(Exception):
     """An append refused with a Kafka error code (the batch was not stored)."""
 
@@ -660,4 +674,5 @@ class RemotePartition:
         return False
 
 
-__all__ = ["VERDICT_ERRORS", "AppendHandle", "Partition", "PartitionError", "RemotePartition"]
+__all__ = ["NO_LEADER_EPOCH", "VERDICT_ERRORS", "AppendHandle", "Partition", "PartitionError", "RemotePartition",
+           "leader_epoch_error"]
