@@ -4,7 +4,8 @@ and kafka-python's admin), produced to by confluent-kafka with another codec, re
 kafka-python and kcat record for record, and the stored batches' codec seen in a raw Fetch; an
 idempotent retry of a recompressed batch deduplicated; an alter applying to later batches; and
 LogAppendTime stamped on batches, seen by confluent-kafka and kafka-python consumers and in the
-Produce response."""
+Produce response (a retry's: its original's); a batch its producer marked LogAppendTime checked
+and stored as Kafka's LogValidator does."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import pytest
 
 from tests.support.cluster import BrokerProcess, start_broker
 from tests.support.kafka import fetch_raw, produce_request, raw_request
+from tests.support.waiting import wait_until
+from vdl_wire.errors import ErrorCode
 from vdl_wire.records.compression import Compression
 from vdl_wire.records.record_batch import RecordBatchBuilder, iter_batches, read_records
 
@@ -262,6 +265,78 @@ def test_log_append_time_stamps_each_batch(broker: BrokerProcess) -> None:
     assert batches[0] == (0, Compression.LZ4, 1, append_time)
     assert [(codec, kind, stamp) for base, codec, kind, stamp in batches[1:]] == [
         (Compression.LZ4, 1, stamp_of[base][1]) for base, *_ in batches[1:]]
+
+
+def produce_errors(bootstrap: str, stream: str, batch: bytes) -> tuple[int, str | None, list[tuple[int, str]]]:
+    """(error code, message, record errors as (index, message)) of one refused Produce of `batch`."""
+    result = raw_request(bootstrap, produce_request(stream, batch)).responses[0].partition_responses[0]
+    return (int(result.error_code), result.error_message,
+            [(e.batch_index, e.batch_index_error_message) for e in result.record_errors])
+
+
+def test_a_retried_batch_answers_its_original_append_time(broker: BrokerProcess) -> None:
+    """Kafka keeps each batch's max timestamp with the producer's state and answers an idempotent
+    retry with it: on a LogAppendTime stream, the time the original was stamped with."""
+    stream = "log-append-time-retry"
+    create_confluent(broker.bootstrap, stream, {"message.timestamp.type": "LogAppendTime"})
+    first = idempotent_batch(Compression.NONE, 0, [b"a", b"b"])
+    error, base_offset, stamped = produce_batch(broker.bootstrap, stream, first)
+    assert (error, base_offset) == (0, 0) and stamped > 0
+    wait_until(lambda: int(time.time() * 1000) > stamped, timeout=5, message="the clock to pass the append time")
+    assert produce_batch(broker.bootstrap, stream, first) == (0, 0, stamped)  # the retry: the original's time
+    error, base_offset, second_stamp = produce_batch(broker.bootstrap, stream, idempotent_batch(Compression.NONE, 2,
+                                                                                                [b"c"]))
+    assert (error, base_offset) == (0, 2) and second_stamp > stamped
+    assert produce_batch(broker.bootstrap, stream, first) == (0, 0, stamped)  # an older one of the five kept
+    assert stored_batches(broker.bootstrap, stream) == [(0, Compression.NONE, 1, stamped),
+                                                        (2, Compression.NONE, 1, second_stamp)]
+
+
+def marked_batch(timestamps: list[int], codec: Compression = Compression.NONE) -> bytes:
+    """A batch its producer marked LogAppendTime (the timestamp-type bit), records k<i>/v<i>."""
+    builder = RecordBatchBuilder(codec, log_append_time=True)
+    for i, timestamp in enumerate(timestamps):
+        builder.append(timestamp, b"k%d" % i, b"v%d" % i)
+    return builder.build()
+
+
+def test_a_create_time_stream_stores_a_batch_marked_log_append_time_as_create_time(broker: BrokerProcess) -> None:
+    """Kafka's LogValidator: every record of a batch marked LogAppendTime reads its max timestamp;
+    on a CreateTime stream that is checked against message.timestamp.*.max.ms and the batch is
+    stored as CreateTime with its max timestamp; a max timestamp of -1 is refused."""
+    stream = "create-time-marked"
+    create_confluent(broker.bootstrap, stream, {})
+    now = int(time.time() * 1000)
+    assert produce_batch(broker.bootstrap, stream, marked_batch([now - 20, now - 10])) == (0, 0, -1)
+    assert stored_batches(broker.bootstrap, stream) == [(0, Compression.NONE, 0, now - 10)]
+    assert consume_kafka_python(broker.bootstrap, stream, 2) == [
+        ((0, b"k0", b"v0", []), 0, now - 20), ((1, b"k1", b"v1", []), 0, now - 10)]
+
+    ahead = now + 86_400_000  # the max timestamp every record reads is past the 1-hour bound
+    refused = produce_errors(broker.bootstrap, stream, marked_batch([now, ahead]))
+    assert refused[:2] == (ErrorCode.INVALID_TIMESTAMP,
+                           "One or more records have been rejected due to invalid timestamp")
+    assert [index for index, _ in refused[2]] == [0, 1]
+    assert [message.split(" of message")[0] for _, message in refused[2]] == [f"Timestamp {ahead}"] * 2
+    assert [message.split(" is out of range")[0].split("offset ")[1] for _, message in refused[2]] == ["0", "1"]
+
+    assert produce_errors(broker.bootstrap, stream, marked_batch([-1, -1], Compression.GZIP)) == (
+        ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp",
+        [(i, f"Invalid timestamp type in message PartialDefaultRecord(offset={i}, timestamp=-1, key=2 bytes, "
+             "value=2 bytes). Producer should not set timestamp type to LogAppendTime.") for i in range(2)])
+    assert stored_batches(broker.bootstrap, stream) == [(0, Compression.NONE, 0, now - 10)]
+
+
+def test_a_log_append_time_stream_refuses_a_batch_marked_log_append_time(broker: BrokerProcess) -> None:
+    """Kafka's LogValidator: on a LogAppendTime stream the producer may not set the type itself."""
+    stream = "log-append-time-marked"
+    create_confluent(broker.bootstrap, stream, {"message.timestamp.type": "LogAppendTime"})
+    now = int(time.time() * 1000)
+    assert produce_errors(broker.bootstrap, stream, marked_batch([now, now + 1])) == (
+        ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp",
+        [(i, f"Invalid timestamp type in message DefaultRecord(offset={i}, timestamp={now + 1}, key=2 bytes, "
+             "value=2 bytes). Producer should not set timestamp type to LogAppendTime.") for i in range(2)])
+    assert fetch_raw(broker.bootstrap, stream, 0) == (0, 0, b"")
 
 
 def test_create_time_stays_the_default_and_answers_no_append_time(broker: BrokerProcess) -> None:

@@ -91,6 +91,20 @@ VERDICT_ERRORS = {
 }
 
 
+NO_LEADER_EPOCH = -1  # a request's current_leader_epoch -1: the client knows none, nothing is fenced
+
+
+def leader_epoch_error(requested: int, ours: int) -> ErrorCode:
+    """KIP-320: what a request naming the leader epoch its client knows (Fetch v9+, ListOffsets
+    v4+, OffsetForLeaderEpoch v2+) is answered at a replica whose epoch is `ours`: one older than
+    ours is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (the client refreshes its
+    metadata, then asks again); -1, or a replica without an epoch yet, is not checked.
+    # Kafka: Partition.checkCurrentLeaderEpoch, before its leader check."""
+    if requested == NO_LEADER_EPOCH or ours < 0 or requested == ours:
+        return ErrorCode.NONE
+    return ErrorCode.FENCED_LEADER_EPOCH if requested < ours else ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
 class PartitionError(Exception):
     """An append refused with a Kafka error code (the batch was not stored)."""
 
@@ -106,12 +120,14 @@ class AppendHandle:
 
     `proposal` is the Raft entry holding the batch: this append's own, or, for a retried batch
     whose original is still in flight, the original's (same term: it commits no later). None
-    when the batch is a duplicate of one already committed."""
+    when the batch is a duplicate of one already committed. `max_timestamp` is the stored
+    batch's (a duplicate's: its original's), the append time on a LogAppendTime stream."""
 
     partition: Partition
     base_offset: int
     duplicate: bool = False
     proposal: Proposal | None = None
+    max_timestamp: int = -1
 
     async def wait(self, acks: int, timeout_ms: int) -> None:
         """acks 0: nothing; 1: the leader's own durable copy; -1: the commit by a majority.
@@ -483,7 +499,8 @@ class Partition:
                                                  last_seq)
             if check.verdict is Verdict.DUPLICATE:
                 # Its original is committed, or in flight in this term: then wait for it too.
-                return AppendHandle(self, check.base_offset, True, self._inflight.get(check.base_offset))
+                return AppendHandle(self, check.base_offset, True, self._inflight.get(check.base_offset),
+                                    check.max_timestamp)
             if check.verdict is not Verdict.APPEND:
                 raise PartitionError(VERDICT_ERRORS[check.verdict])
         base_offset = self._next_offset
@@ -506,7 +523,7 @@ class Partition:
             self._leader_markers[header.producer_id] = LastMarker(marker.coordinator_epoch, base_offset)
         self._inflight[base_offset] = proposal
         proposal.committed.add_done_callback(lambda _: self._inflight.pop(base_offset, None))
-        return AppendHandle(self, base_offset, False, proposal)
+        return AppendHandle(self, base_offset, False, proposal, header.max_timestamp)
 
     def delete_records(self, offset: int) -> tuple[int, Proposal | None]:
         """DeleteRecords (KIP-107): the log start moves up to `offset` (-1: the high watermark)
@@ -660,4 +677,5 @@ class RemotePartition:
         return False
 
 
-__all__ = ["VERDICT_ERRORS", "AppendHandle", "Partition", "PartitionError", "RemotePartition"]
+__all__ = ["NO_LEADER_EPOCH", "VERDICT_ERRORS", "AppendHandle", "Partition", "PartitionError", "RemotePartition",
+           "leader_epoch_error"]

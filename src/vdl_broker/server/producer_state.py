@@ -1,8 +1,9 @@
 """Idempotent-producer state of one stream (KIP-98): the last batches of each producer.
 
 Per producer id the broker keeps the current epoch and the (first sequence, last sequence,
-base offset) of its last 5 batches. A retried batch matching one of them is acknowledged with
-its original offset and not stored again; a batch older than those is DUPLICATE_SEQUENCE_NUMBER;
+base offset, max timestamp) of its last 5 batches. A retried batch matching one of them is
+acknowledged with its original offset (and, on a LogAppendTime stream, its original append
+time: the stored batch's max timestamp, # Kafka: BatchMetadata.timestamp) and not stored again; a batch older than those is DUPLICATE_SEQUENCE_NUMBER;
 a gap is OUT_OF_ORDER_SEQUENCE_NUMBER. Pure bookkeeping: no I/O, rebuilt from the log at start.
 
 A restart does not read the whole log for it: the state (with the stream's transactions) is
@@ -53,6 +54,7 @@ class Verdict(Enum):
 class Check:
     verdict: Verdict
     base_offset: int = -1
+    max_timestamp: int = -1  # DUPLICATE: the stored original's
 
 
 @dataclass(slots=True)
@@ -60,6 +62,7 @@ class BatchMetadata:
     first_seq: int
     last_seq: int
     base_offset: int
+    max_timestamp: int = -1  # the stored batch's (-1: read from a snapshot written before it was kept)
 
 
 @dataclass(slots=True)
@@ -107,7 +110,7 @@ class ProducerStateTable:
             return Check(Verdict.APPEND if first_seq == 0 else Verdict.OUT_OF_ORDER)
         for batch in entry.batches:
             if batch.first_seq == first_seq and batch.last_seq == last_seq:
-                return Check(Verdict.DUPLICATE, batch.base_offset)
+                return Check(Verdict.DUPLICATE, batch.base_offset, batch.max_timestamp)
         if not entry.batches or _in_sequence(entry.last_seq, first_seq):
             return Check(Verdict.APPEND)
         oldest = entry.batches[0].first_seq
@@ -115,12 +118,13 @@ class ProducerStateTable:
             return Check(Verdict.DUPLICATE_SEQUENCE)
         return Check(Verdict.OUT_OF_ORDER)
 
-    def record(self, producer_id: int, epoch: int, first_seq: int, last_seq: int, base_offset: int) -> None:
+    def record(self, producer_id: int, epoch: int, first_seq: int, last_seq: int, base_offset: int,
+               max_timestamp: int = -1) -> None:
         entry = self._producers.get(producer_id)
         if entry is None or epoch > entry.epoch:
             entry = ProducerEntry(epoch)
             self._producers[producer_id] = entry
-        entry.batches.append(BatchMetadata(first_seq, last_seq, base_offset))
+        entry.batches.append(BatchMetadata(first_seq, last_seq, base_offset, max_timestamp))
         entry.last_ms = self.now_ms
 
     def producer_ids(self) -> list[int]:
@@ -204,7 +208,7 @@ def record_batch(table: ProducerStateTable, header: BatchHeader, base_offset: in
     """Book one stored batch in `table` (idempotent producers only; control batches carry none)."""
     if header.producer_id >= 0 and not header.is_control:
         table.record(header.producer_id, header.producer_epoch, header.base_sequence,
-                     last_sequence(header.base_sequence, header.last_offset_delta), base_offset)
+                     last_sequence(header.base_sequence, header.last_offset_delta), base_offset, header.max_timestamp)
 
 
 def replay_producer_state(stream_log: StreamLog, table: ProducerStateTable, end_offset: int,
@@ -239,16 +243,18 @@ def replay_producer_state(stream_log: StreamLog, table: ProducerStateTable, end_
 # -- snapshots (kept by the log: StreamLog.save_state_snapshot) ----------------------------------
 # Payload (big-endian): version u8 | producers u32, each: id i64, epoch i16, (version 3) time of
 # its last batch i64 (ms), batches u8, each: first sequence i32, last sequence i32, base offset
-# i64 | open transactions u32, each: producer id i64, first offset i64 | aborted transactions
+# i64, (version 4) max timestamp i64 | open transactions u32, each: producer id i64, first offset i64 | aborted transactions
 # u32, each: last offset i64, producer id i64, first offset i64 | (version 2) last markers u32,
-# each: producer id i64, coordinator epoch i32, offset i64. Versions 1 (no markers) and 2 (no
-# times: their producers count as seen when the snapshot is read) are still read.
-STATE_VERSION = 3
-_READS = (1, 2, 3)
+# each: producer id i64, coordinator epoch i32, offset i64. Versions 1 (no markers), 2 (no
+# times: their producers count as seen when the snapshot is read) and 3 (no batch timestamps:
+# -1) are still read.
+STATE_VERSION = 4
+_READS = (1, 2, 3, 4)
 _U8, _U32 = struct.Struct(">B"), struct.Struct(">I")
 _PRODUCER = struct.Struct(">qhqB")
 _PRODUCER_V2 = struct.Struct(">qhB")
-_BATCH = struct.Struct(">iiq")
+_BATCH = struct.Struct(">iiqq")
+_BATCH_V3 = struct.Struct(">iiq")
 _OPEN = struct.Struct(">qq")
 _ABORTED = struct.Struct(">qqq")
 _MARKER = struct.Struct(">qiq")
@@ -258,7 +264,7 @@ def encode_state(table: ProducerStateTable, txns: StreamTxns) -> bytes:
     parts = [_U8.pack(STATE_VERSION), _U32.pack(len(table))]
     for producer_id, entry in table.entries():
         parts.append(_PRODUCER.pack(producer_id, entry.epoch, entry.last_ms, len(entry.batches)))
-        parts.extend(_BATCH.pack(b.first_seq, b.last_seq, b.base_offset) for b in entry.batches)
+        parts.extend(_BATCH.pack(b.first_seq, b.last_seq, b.base_offset, b.max_timestamp) for b in entry.batches)
     parts.append(_U32.pack(len(txns.open)))
     parts.extend(_OPEN.pack(pid, first) for pid, first in sorted(txns.open.items()))
     parts.append(_U32.pack(len(txns.aborted)))
@@ -292,7 +298,7 @@ def decode_state(data: bytes, now_ms: int) -> tuple[ProducerStateTable, StreamTx
             (producer_id, epoch, count), last_ms = take(_PRODUCER_V2), now_ms
         entry = ProducerEntry(epoch, last_ms=last_ms)
         for _ in range(count):
-            entry.batches.append(BatchMetadata(*take(_BATCH)))
+            entry.batches.append(BatchMetadata(*take(_BATCH if version >= 4 else _BATCH_V3)))
         table._producers[producer_id] = entry
     txns = StreamTxns()
     for _ in range(take(_U32)[0]):

@@ -277,23 +277,26 @@ class RecordBatchBuilder:
 
 
 def rewrite_batch(batch: Buffer, header: BatchHeader, compression: Compression | int | None = None, *,
-                  level: int | None = None, log_append_time: int | None = None,
+                  level: int | None = None, log_append_time: int | None = None, create_time: bool = False,
                   max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> Buffer:
     """What a leader stores of a produced batch on a stream whose compression.type or
     message.timestamp.type asks for it (# Kafka: LogValidator): the records recompressed with
     `compression` at `level` (None: left as they are) and, given `log_append_time`, the batch
     stamped LogAppendTime (the timestamp-type bit, max timestamp = the append time; every record
-    then reads that time). The records' bytes are kept as produced (timestamps, offset deltas,
-    keys, values, headers) and so is every other header field (base offset and timestamp,
-    producer id, epoch and base sequence, the transactional bit), so idempotent retries and
-    transactions see the same batch; the CRC is computed anew. Control batches are never
+    then reads that time); with `create_time` (a CreateTime stream), a batch its producer marked
+    LogAppendTime is marked CreateTime, its max timestamp kept (as Kafka's in-place validation).
+    The records' bytes are kept as produced (timestamps, offset deltas, keys, values, headers)
+    and so is every other header field (base offset and timestamp, producer id, epoch and base
+    sequence, the transactional bit), so idempotent retries and transactions see the same batch;
+    the CRC is computed anew. Control batches are never
     rewritten. Returns `batch` itself when nothing changes; raises DecodeError when the records
     do not decompress."""
     if header.is_control:
         return batch
     recompress = compression is not None and int(compression) != header.compression
     stamp = log_append_time is not None and (header.timestamp_type != 1 or header.max_timestamp != log_append_time)
-    if not recompress and not stamp:
+    unmark = create_time and log_append_time is None and header.timestamp_type == 1
+    if not recompress and not stamp and not unmark:
         return batch
     codec = Compression(compression) if recompress and compression is not None else Compression(header.compression)
     if recompress:
@@ -306,6 +309,8 @@ def rewrite_batch(batch: Buffer, header: BatchHeader, compression: Compression |
     if log_append_time is not None:
         attributes |= TIMESTAMP_TYPE_MASK
         max_timestamp = log_append_time
+    elif unmark:
+        attributes &= ~TIMESTAMP_TYPE_MASK
     out = bytearray(BATCH_HEADER_SIZE + len(records))
     HEADER.pack_into(out, 0, header.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records),
                      header.partition_leader_epoch, MAGIC, 0, attributes, header.last_offset_delta,

@@ -41,7 +41,7 @@ def node(leader: int = 2, follower: bool = False, learned: int = TERM) -> Any:
     holds none, and `learned` is the epoch the leader last reported to it (-1: none yet)."""
     state = SimpleNamespace(streams={STREAM: StreamInfo(STREAM, (2, 3, 1) if follower else (2, 3))},
                             membership=MembershipState(), nodes=NODES)
-    local = SimpleNamespace(leader_epoch=TERM) if follower else None
+    local = SimpleNamespace(leader_epoch=TERM, leader_id=leader) if follower else None
     replicas = SimpleNamespace(
         get=lambda name: RemotePartition(name, leader) if name == STREAM else None,
         leader_view=lambda name, info, first_hand: (leader, [leader] if leader > 0 else []),

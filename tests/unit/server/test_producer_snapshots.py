@@ -18,7 +18,9 @@ from vdl_broker.log.state_snapshots import snapshot_path
 from vdl_broker.raft.types import Entry, EntryType
 from vdl_broker.server.partition import Partition
 from vdl_broker.server.producer_state import (
+    Check,
     ProducerStateTable,
+    Verdict,
     decode_state,
     encode_state,
     rebuild_producer_state,
@@ -169,10 +171,28 @@ def test_state_roundtrip_and_versions() -> None:
     assert encode_state(old_table, StreamTxns(open=old_txns.open, aborted=old_txns.aborted, markers=txns.markers)) \
         == payload
     assert old_txns.markers == {}
-    with pytest.raises(ValueError, match=r"producer state version 9, this node reads versions 1, 2, 3"):
+    # Version 3 (no batch timestamps): each batch's is -1 (unknown).
+    timed = (struct.pack(">I", 2)
+             + struct.pack(">qhqB", 7, 2, 2_000, 2) + struct.pack(">iiq", 0, 4, 10) + struct.pack(">iiq", 5, 9, 20)
+             + struct.pack(">qhqB", 2**62 + 5, 0, 2_000, 1) + struct.pack(">iiq", 2**31 - 3, 1, 30))
+    v3_table, v3_txns = decode_state(bytes([3]) + timed + txn_part, 5_000)
+    assert encode_state(v3_table, v3_txns) == payload
+    with pytest.raises(ValueError, match=r"producer state version 9, this node reads versions 1, 2, 3, 4"):
         decode_state(bytes([9]) + payload[1:], 0)
     with pytest.raises(ValueError, match="bytes after the producer state"):
         decode_state(payload + b"\0", 0)
+
+
+def test_a_duplicate_is_answered_its_originals_max_timestamp_after_a_snapshot() -> None:
+    """Kafka keeps each batch's max timestamp with the producer state (BatchMetadata.timestamp):
+    a retry on a LogAppendTime stream is answered its original's append time, after a restart too."""
+    table = ProducerStateTable(0)
+    table.record(7, 0, 0, 4, base_offset=10, max_timestamp=1_800_000_000_001)
+    table.record(7, 0, 5, 9, base_offset=15, max_timestamp=1_800_000_000_002)
+    decoded, _ = decode_state(encode_state(table, StreamTxns()), 0)
+    for state in (table, decoded):
+        assert state.check(7, 0, 0, 4) == Check(Verdict.DUPLICATE, 10, 1_800_000_000_001)
+        assert state.check(7, 0, 5, 9) == Check(Verdict.DUPLICATE, 15, 1_800_000_000_002)
 
 
 def test_an_unreadable_payload_falls_back_to_the_log(tmp_path: Path) -> None:

@@ -74,6 +74,24 @@ def test_log_append_time_stamps_the_batch_and_every_record(target: Compression |
         assert out[:CRC_OFFSET] == original[:CRC_OFFSET]
 
 
+@pytest.mark.parametrize("target", [None, Compression.ZSTD])
+def test_a_create_time_stream_unmarks_a_batch_marked_log_append_time(target: Compression | None) -> None:
+    builder = RecordBatchBuilder(Compression.LZ4, log_append_time=True)
+    for timestamp, key, value, headers in ROWS:
+        builder.append(timestamp, key, value, headers)
+    original = builder.build()
+    header = validate_batch(original)
+    if target is None:  # without create_time (a LogAppendTime stream stamps it): nothing to do
+        assert rewrite_batch(original, header) is original
+    out = rewrite_batch(original, header, target, create_time=True)
+    stored = validate_batch(out)
+    assert (stored.timestamp_type, stored.base_timestamp, stored.max_timestamp) == (
+        0, 1_700_000_000_000, 1_700_000_000_245)  # Kafka's in-place validation keeps the max timestamp
+    assert rows(out) == [(i, ts, k, v, h) for i, (ts, k, v, h) in enumerate(ROWS)]
+    unmarked = batch(Compression.LZ4)
+    assert rewrite_batch(unmarked, validate_batch(unmarked), None, create_time=True) is unmarked
+
+
 def test_control_batches_are_never_rewritten() -> None:
     marker = end_txn_marker(4242, 7, True, 3, 1_700_000_000_000)
     header = validate_batch(marker)

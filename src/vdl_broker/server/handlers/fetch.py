@@ -16,6 +16,10 @@ epoch (kafka-python) would otherwise jump back to the start of the stream. An of
 high watermark but within its log waits like an empty fetch and then gets OFFSET_NOT_AVAILABLE.
 Older versions at a follower get NOT_LEADER_OR_FOLLOWER (Kafka's fetchOnlyLeader).
 
+Leader epochs (KIP-320): a Fetch v9+ naming a current_leader_epoch older than the replica's
+(the stream's Raft term, as Metadata reports it) gets FENCED_LEADER_EPOCH, a newer one
+UNKNOWN_LEADER_EPOCH, at the leader and at a follower alike; -1 is not checked.
+
 Fetch sessions (KIP-227) are not offered: session_id 0 in every answer, as a broker without
 sessions replies. A full fetch (session epoch 0, asking for a session, or -1, sessionless or
 closing one, whatever session id it names) is answered in full; only an incremental fetch
@@ -35,7 +39,7 @@ from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.delayed import wait_for_any
 from vdl_broker.server.handlers.metadata import current_leader
 from vdl_broker.server.node_view import NodeView
-from vdl_broker.server.partition import Partition, await_read_lease
+from vdl_broker.server.partition import Partition, await_read_lease, leader_epoch_error
 from vdl_broker.server.read_replicas import NO_PREFERENCE, preferred_read_replica
 from vdl_broker.server.replica_manager import ISR_MAX_LAG_ENTRIES
 from vdl_wire.errors import ErrorCode
@@ -84,6 +88,12 @@ def _read_partition(node: NodeView, topic: str, fp: FetchRequest.FetchPartition,
     partition = node.replicas.get(topic)
     if partition is None or fp.partition != 0:
         return _Read(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    # A replica here checks the client's leader epoch (Fetch v9+, KIP-320) before anything else,
+    # as Kafka's Partition.fetchRecords does: a consumer fetching with the epoch of an older
+    # leader learns that leadership moved instead of reading from a log that may have diverged.
+    fenced = leader_epoch_error(fp.current_leader_epoch, partition.leader_epoch)
+    if fenced is not ErrorCode.NONE:
+        return _Read(fp.partition, fenced)
     if isinstance(partition, Partition) and partition.serves_reads:
         preferred = _preferred_replica(node, partition, fp.fetch_offset, client)
         if preferred != NO_PREFERENCE:  # Kafka answers a redirect with no records

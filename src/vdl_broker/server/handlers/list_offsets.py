@@ -6,14 +6,17 @@ high watermark is ever answered.
 
 Tiered storage's sentinels are answered as by a Kafka broker without it: earliest local (-4) is
 the log start, latest tiered (-5) and earliest pending upload (-6) have no offset (-1). Each
-sentinel needs the version that introduced it (Kafka: UNSUPPORTED_VERSION otherwise)."""
+sentinel needs the version that introduced it (Kafka: UNSUPPORTED_VERSION otherwise).
+
+A v4+ current_leader_epoch older than the replica's (the stream's Raft term) is answered
+FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (KIP-320); -1 is not checked."""
 
 from __future__ import annotations
 
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.node_view import NodeView
-from vdl_broker.server.partition import Partition, await_read_lease
+from vdl_broker.server.partition import NO_LEADER_EPOCH, Partition, await_read_lease, leader_epoch_error
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import ListOffsetsRequest, ListOffsetsResponse
 from vdl_wire.records.record_batch import iter_batches, read_records
@@ -35,12 +38,17 @@ PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
 def _lookup(node: NodeView, name: str, index: int, timestamp: int, version: int,
-            read_committed: bool = False) -> tuple[ErrorCode, int, int]:
+            read_committed: bool = False, current_leader_epoch: int = NO_LEADER_EPOCH) -> tuple[ErrorCode, int, int]:
     partition = node.replicas.get(name)
     if partition is None or index != 0:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
     if timestamp < 0 and SENTINEL_VERSIONS.get(timestamp, version + 1) > version:
         return ErrorCode.UNSUPPORTED_VERSION if timestamp in SENTINEL_VERSIONS else ErrorCode.INVALID_REQUEST, -1, -1
+    # v4+ (KIP-320): the client's leader epoch is checked before leadership, as Kafka's
+    # Partition.fetchOffsetForTimestamp does.
+    fenced = leader_epoch_error(current_leader_epoch, partition.leader_epoch)
+    if fenced is not ErrorCode.NONE:
+        return fenced, -1, -1
     # Led elsewhere (a RemotePartition), or a leader without its read lease.
     if not isinstance(partition, Partition) or not partition.serves_reads:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1
@@ -90,7 +98,7 @@ async def handle(node: NodeView, context: RequestContext, request: ListOffsetsRe
         allowed = authorized(node, context, Operation.DESCRIBE, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             code, offset, timestamp = (_lookup(node, topic.name, p.partition_index, p.timestamp, version,
-                                               read_committed) if allowed
+                                               read_committed, p.current_leader_epoch) if allowed
                                        else (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1))
             # Kafka: the latest epoch for the latest offset, else the epoch of the offset's batch
             # (a consumer reset there validates its position with this epoch: KIP-320)

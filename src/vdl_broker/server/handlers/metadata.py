@@ -80,10 +80,16 @@ def partition_view(node: NodeView, name: str, cut_off: bool = False, first_hand:
         leader = -1
     isr = [replica for replica in isr if replica in known or replica == node.node_id]
     # The leader epoch is the stream's Raft term (KIP-320: clients validate their position with
-    # OffsetForLeaderEpoch when it changes); -1 ("unknown") where this node has no replica, or
-    # names another node's leadership because it is cut off.
-    local = node.replicas.local(name)
-    epoch = local.leader_epoch if local is not None and leader > 0 and not cut_off else -1
+    # OffsetForLeaderEpoch when it changes, and send it with Fetch and ListOffsets, which fence
+    # an older one). A node without a replica answers the term the leader itself last reported
+    # (ReplicaManager.learned_leader_epoch), and so does a replica naming a leader it does not
+    # follow itself (learned from the others); -1 ("unknown") where it has not heard it, or where
+    # this node names another node's leadership because it is cut off.
+    epoch = -1
+    if leader > 0 and not cut_off:
+        local = node.replicas.local(name)
+        epoch = (local.leader_epoch if local is not None and local.leader_id == leader
+                 else node.replicas.learned_leader_epoch(name, leader))
     return PartitionView(leader=leader if leader > 0 else -1, leader_epoch=epoch, replicas=replicas, isr=isr)
 
 
@@ -91,16 +97,14 @@ def current_leader(node: NodeView, name: str) -> tuple[int, int]:
     """(leader id, leader epoch) of stream `name` for an answer refusing a request here with
     NOT_LEADER_OR_FOLLOWER: Produce v10+ and Fetch v12+ carry it (KIP-951, CurrentLeader), so a
     client goes to that leader without asking Metadata first. The leader a Metadata answer here
-    names, never this node itself (it just refused), with its Raft term: this node's replica's,
-    else the one the leader itself last reported (a client ignores a hint whose epoch is not
-    newer than the one it knows); (-1, -1) when unknown."""
+    names, never this node itself (it just refused), with the leader epoch it gives (a client
+    ignores a hint whose epoch is not newer than the one it knows); (-1, -1) when unknown."""
     if name not in node.metadata.state.streams:
         return -1, -1
     view = partition_view(node, name, node.cut_off)
     if view.leader <= 0 or view.leader == node.node_id:
         return -1, -1
-    epoch = view.leader_epoch if view.leader_epoch >= 0 else node.replicas.learned_leader_epoch(name, view.leader)
-    return view.leader, epoch
+    return view.leader, view.leader_epoch
 
 
 def leader_endpoints(node: NodeView, protocol: str,

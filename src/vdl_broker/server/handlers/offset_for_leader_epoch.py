@@ -15,7 +15,7 @@ from __future__ import annotations
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized, authorized_cluster
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.node_view import NodeView
-from vdl_broker.server.partition import Partition, await_read_lease
+from vdl_broker.server.partition import NO_LEADER_EPOCH, Partition, await_read_lease, leader_epoch_error
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
@@ -24,7 +24,6 @@ NAME = "OffsetForLeaderEpoch"
 
 TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset
-UNKNOWN = -1  # current_leader_epoch -1: the client does not know it, no fencing
 
 
 def _answer(node: NodeView, name: str, p: OffsetForLeaderEpochRequest.OffsetForLeaderPartition,
@@ -35,13 +34,9 @@ def _answer(node: NodeView, name: str, p: OffsetForLeaderEpochRequest.OffsetForL
     partition = node.replicas.get(name)
     if partition is None or p.partition != 0:
         return failed(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    current = p.current_leader_epoch if version >= 2 else UNKNOWN
-    ours = partition.leader_epoch
-    if current != UNKNOWN and ours >= 0:
-        if current < ours:
-            return failed(ErrorCode.FENCED_LEADER_EPOCH)
-        if current > ours:
-            return failed(ErrorCode.UNKNOWN_LEADER_EPOCH)
+    fenced = leader_epoch_error(p.current_leader_epoch if version >= 2 else NO_LEADER_EPOCH, partition.leader_epoch)
+    if fenced is not ErrorCode.NONE:
+        return failed(fenced)
     # Led elsewhere (a RemotePartition), or a leader without its read lease.
     if not isinstance(partition, Partition) or not partition.serves_reads:
         return failed(ErrorCode.NOT_LEADER_OR_FOLLOWER)

@@ -36,7 +36,13 @@ from vdl_wire.records.batch_header import (
 )
 from vdl_wire.records.compression import Compression
 from vdl_wire.records.conversion import message_set_to_batches
-from vdl_wire.records.record_batch import RecordBatchBuilder, read_records, rewrite_batch, validate_batch
+from vdl_wire.records.record_batch import (
+    Record,
+    RecordBatchBuilder,
+    read_records,
+    rewrite_batch,
+    validate_batch,
+)
 
 API_KEY = ProduceRequest.DECL.api_key
 NAME = "Produce"
@@ -75,16 +81,34 @@ def _java_long(value: int) -> int:
     return (value + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
-def check_timestamps(batches: list[tuple[BatchHeader, Buffer]], limits: tuple[int, int], now_ms: int) -> None:
-    """KIP-937: a CreateTime record more than message.timestamp.before.max.ms before `now_ms` or
-    message.timestamp.after.max.ms after it fails its whole batch with INVALID_TIMESTAMP, each such
-    record named in record_errors by its index (# Kafka: LogValidator.validateTimestamp). The
-    header's max timestamp settles the usual batch without reading its records."""
+def _record_text(record: Record, header: BatchHeader) -> str:
+    """A record as Kafka's validator prints it: the records of a compressed batch are read
+    without their keys and values (PartialDefaultRecord: a null one is -1 bytes)."""
+    if header.compression:
+        key, value = (-1 if b is None else len(b) for b in (record.key, record.value))
+        return f"PartialDefaultRecord(offset={record.offset}, timestamp={record.timestamp}, key={key} bytes, " \
+               f"value={value} bytes)"
+    key, value = (0 if b is None else len(b) for b in (record.key, record.value))
+    return f"DefaultRecord(offset={record.offset}, timestamp={record.timestamp}, key={key} bytes, value={value} bytes)"
+
+
+def check_timestamps(batches: list[tuple[BatchHeader, Buffer]], limits: tuple[int, int], now_ms: int,
+                     log_append_time: bool = False) -> None:
+    """KIP-937: on a CreateTime stream a record more than message.timestamp.before.max.ms before
+    `now_ms` or message.timestamp.after.max.ms after it fails its whole batch with
+    INVALID_TIMESTAMP, each such record named in record_errors by its index (# Kafka:
+    LogValidator.validateTimestamp). The header's max timestamp settles the usual batch without
+    reading its records. A batch its producer marked LogAppendTime (the timestamp-type bit) reads
+    its max timestamp in every record: on a CreateTime stream that is checked so; on a
+    LogAppendTime stream (`log_append_time`), or when it is -1, every record is refused: the
+    producer should not set the type."""
     before, after = limits
     errors: list[ProduceResponse.BatchIndexAndErrorMessage] = []
     index = 0
     for header, batch in batches:
-        if header.timestamp_type != 0 or (header.max_timestamp - now_ms <= after and before > now_ms):
+        marked = header.timestamp_type == 1
+        refused = marked and (log_append_time or header.max_timestamp == -1)
+        if not refused and (log_append_time or (header.max_timestamp - now_ms <= after and before > now_ms)):
             index += header.record_count
             continue
         try:
@@ -93,7 +117,12 @@ def check_timestamps(batches: list[tuple[BatchHeader, Buffer]], limits: tuple[in
             raise Rejected(ErrorCode.CORRUPT_MESSAGE, str(error)) from None
         for record in records:
             timestamp = record.timestamp
-            if timestamp != -1 and (now_ms - timestamp > before or timestamp - now_ms > after):
+            if refused:
+                errors.append(ProduceResponse.BatchIndexAndErrorMessage(
+                    batch_index=index, batch_index_error_message=(
+                        f"Invalid timestamp type in message {_record_text(record, header)}. Producer should not "
+                        f"set timestamp type to LogAppendTime.")))
+            elif timestamp != -1 and (now_ms - timestamp > before or timestamp - now_ms > after):
                 errors.append(ProduceResponse.BatchIndexAndErrorMessage(
                     batch_index=index, batch_index_error_message=(
                         f"Timestamp {timestamp} of message with offset {record.offset} is out of range. The "
@@ -107,13 +136,16 @@ def check_timestamps(batches: list[tuple[BatchHeader, Buffer]], limits: tuple[in
 def stored_batches(batches: list[tuple[BatchHeader, Buffer]], recompression: tuple[Compression, int | None] | None,
                    log_append_time: int | None, max_batch_bytes: int) -> list[tuple[BatchHeader, Buffer]]:
     """The batches as the stream stores them: recompressed to its compression.type and stamped
-    with `log_append_time` (LogAppendTime) as they ask (# Kafka: LogValidator); raises Rejected.
-    A batch larger than max.message.bytes once recompressed is refused, as Kafka does."""
+    with `log_append_time` (LogAppendTime) as they ask, or (None: CreateTime) stored as
+    CreateTime when their producer marked them LogAppendTime, their max timestamp kept (# Kafka:
+    LogValidator sets the stream's timestamp type on every batch); raises Rejected. A batch
+    larger than max.message.bytes once recompressed is refused, as Kafka does."""
     codec, level = recompression if recompression is not None else (None, None)
     stored = []
     for header, batch in batches:
         try:
-            rewritten = rewrite_batch(batch, header, codec, level=level, log_append_time=log_append_time)
+            rewritten = rewrite_batch(batch, header, codec, level=level, log_append_time=log_append_time,
+                                      create_time=log_append_time is None)
         except DecodeError as error:
             raise Rejected(ErrorCode.CORRUPT_MESSAGE, str(error)) from None
         if rewritten is not batch:
@@ -505,12 +537,12 @@ def _append(node: NodeView, context: RequestContext, request: ProduceRequest, ve
             try:
                 batches = parse_batches(_one_buffer(data.records) if records is None else records, version,
                                         max_batch_bytes)
-                if append_time is None:  # KIP-937's bounds are CreateTime's only (as Kafka)
-                    check_timestamps(batches, partition.timestamp_limits, now_ms)
+                check_timestamps(batches, partition.timestamp_limits, now_ms, append_time is not None)
                 for header, _ in batches:
                     _in_transaction(node, request.transactional_id, topic.name, header)
                 recompression = partition.recompression
-                if recompression is not None or append_time is not None:
+                if (recompression is not None or append_time is not None
+                        or any(header.timestamp_type for header, _ in batches)):
                     batches = stored_batches(batches, recompression, append_time, max_batch_bytes)
                 handles = [partition.append(batch, header) for header, batch in batches]
             except Rejected as error:
@@ -526,9 +558,9 @@ def _append(node: NodeView, context: RequestContext, request: ProduceRequest, ve
             appended.setdefault(partition.name, []).extend(handles)
             if node.metrics is not None:
                 _count(node.metrics, partition.name, batches, handles)
-            # LogAppendTime: the time stamped on the batch (a retried duplicate's is its original's,
-            # not known here: -1, as for CreateTime).
-            stamped = -1 if append_time is None or all(h.duplicate for h in handles) else append_time
+            # LogAppendTime: the time stamped on the batch; a retried duplicate's is its original's,
+            # kept with the producer's state (# Kafka: UnifiedLog.append, BatchMetadata.timestamp).
+            stamped = -1 if append_time is None else handles[0].max_timestamp
             responses.append(PartitionResponse(index=data.index, error_code=0, base_offset=handles[0].base_offset,
                                                log_append_time_ms=stamped, log_start_offset=partition.log_start_offset))
     return results, appended
