@@ -299,9 +299,9 @@ class TailCache:
 
     def truncate_from(self, index: int) -> None:
         first = self.first_index
-        if first is None:
-            return
-        if index <= first:
+        # Nothing cached (all evicted) is cleared too: its dead slots would place the entries
+        # appended next at the index after them, not at their own.
+        if first is None or index <= first:
             self.clear()
             return
         p = index - self._base_index

@@ -8,8 +8,9 @@ from __future__ import annotations
 import gc
 import random
 import weakref
+from pathlib import Path
 
-from vdl_broker.log import FrozenBuffer
+from vdl_broker.log import FrozenBuffer, LogConfig, StreamLog
 from vdl_broker.log.tail_cache import ENTRY_OVERHEAD, CachedEntry, TailCache
 from vdl_broker.raft.types import Entry, EntryType
 from vdl_wire.records.batch_header import Buffer
@@ -159,3 +160,39 @@ def test_a_payload_read_from_a_cache_is_kept_as_it_is_when_appended_again() -> N
     copy.append(2, 1, 1, memoryview(mutable), 10, 19, 20)
     mutable[:] = bytes(BATCH)
     assert bytes(copy.get(2).data) == b"m" * BATCH  # type: ignore[union-attr]
+
+
+def test_a_truncation_while_every_entry_is_evicted_keeps_the_new_entries_at_their_index() -> None:
+    """An entry larger than the cache evicts everything; a Raft truncation then found no cached
+    entry and left the dead slots, so the entries appended after it were cached one slot per
+    dead entry too far: entry 3 answered as 5, with entry 3's term and payload."""
+    cache = TailCache(capacity_bytes=3 * ENTRY_OVERHEAD + 200)
+    for index in (1, 2, 3):
+        cache.append(index, 1, int(EntryType.NOOP), bytes([index]) * 100, -1, -1, 0)
+        cache.evict()
+    cache.append(4, 1, int(EntryType.NOOP), b"\x04" * 1000, -1, -1, 0)  # larger than the cache
+    cache.evict()
+    assert cache.first_index is None
+    cache.truncate_from(3)  # a new leader's log differs from index 3 on
+    for index in (3, 4):
+        cache.append(index, 2, int(EntryType.NOOP), bytes([index + 10]) * 50, -1, -1, 0)
+        cache.evict()
+    assert (cache.first_index, len(cache)) == (3, 2)
+    assert [cache.term_at(i) for i in (2, 3, 4, 5)] == [None, 2, 2, None]
+    entries: list[Entry] = []
+    cache.read_entries(entries, 3, 5, 1 << 20)
+    assert [(e.index, e.term, bytes(e.data)) for e in entries] == [(3, 2, b"\x0d" * 50), (4, 2, b"\x0e" * 50)]
+
+
+def test_a_logs_entries_after_a_truncation_behind_an_emptied_cache_read_as_written(tmp_path: Path) -> None:
+    log = StreamLog.open(tmp_path / "s", LogConfig(tail_cache_bytes=3 * ENTRY_OVERHEAD + 200, fsync=False))
+    log.append([Entry(i, 1, EntryType.CONFIG, bytes([i]) * 100) for i in (1, 2, 3)])
+    log.append([Entry(4, 1, EntryType.CONFIG, b"\x04" * 1000)])
+    log.truncate_suffix(3)
+    log.append([Entry(3, 2, EntryType.CONFIG, b"\x0d" * 50), Entry(4, 2, EntryType.CONFIG, b"\x0e" * 50),
+                Entry(5, 2, EntryType.CONFIG, b"\x0f" * 50)])
+    assert [log.term_at(i) for i in range(1, 6)] == [1, 1, 2, 2, 2]
+    assert [(e.index, e.term, bytes(e.data)) for e in log.entries(1, 6)] == [
+        (1, 1, b"\x01" * 100), (2, 1, b"\x02" * 100), (3, 2, b"\x0d" * 50), (4, 2, b"\x0e" * 50),
+        (5, 2, b"\x0f" * 50)]
+    log.close()
