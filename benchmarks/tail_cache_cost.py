@@ -9,9 +9,11 @@ medians over the rounds and the ratio to the baseline.
 
 - memory: tracemalloc, per entry appended to a StreamLog with a 1 GiB cache, less the same log's
   without a cache, less the payload; payloads as a leader's (one FrozenBuffer per batch) and a
-  follower's (views into one Raft frame per 64 entries).
+  follower's (one APPEND of 64 entries encoded and decoded as the transport reads a frame; and of
+  one entry, a quiet stream's, in bytes as the transport copies a small frame).
 - read: log.read() served by the cache of 4,000 batches of 300 B: a tailing consumer (the last 5)
-  and a 1 MiB fetch from 4,000 back; log.entries() of the last 64 (a follower's catch-up).
+  and a 1 MiB fetch from 4,000 back; log.entries() of the last 64 (a follower's catch-up); the
+  same two reads of a follower's log (a follower fetch), its entries from Raft frames.
 - append: log.append() of 64 leader batches of 300 B to a log whose cache is full (each evicts
   one), per entry: the segment write included (fsync off), as the broker appends.
 - add: TailCache.add of one 300 B CachedEntry to a full cache of 1,000 entries (each add evicts
@@ -36,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent.parent
-WIRE_ENTRY_HEADER = 21  # index, term, type, size before each entry of a Raft frame (raft/wire.py)
 FRAME = 64
 
 
@@ -44,7 +45,8 @@ def _measure() -> dict[str, float]:
     """Runs in a child whose sys.path starts with the tree under test."""
     from vdl_broker.log import FrozenBuffer, LogConfig, StreamLog
     from vdl_broker.log.tail_cache import CacheBudget, CachedEntry, TailCache
-    from vdl_broker.raft.types import Entry, EntryType
+    from vdl_broker.raft.types import Entry, EntryType, Message, MessageType
+    from vdl_broker.raft.wire import decode_frame, encode_frame
     from vdl_wire.records.batch_header import HEADER, LOG_OVERHEAD, MAGIC
 
     def make_batch(base_offset: int, size: int) -> bytes:
@@ -53,22 +55,24 @@ def _measure() -> dict[str, float]:
         HEADER.pack_into(buf, 0, base_offset, size - LOG_OVERHEAD, 0, MAGIC, 0, 0, 0, 0, 0, 0, 0, 0, 1)
         return bytes(buf)
 
-    def entries(index: int, count: int, size: int, follower: bool) -> list[Entry]:
+    def entries(index: int, count: int, size: int, follower: bool, small: bool = False) -> list[Entry]:
         payloads = [make_batch(index - 1 + i, size) for i in range(count)]
         if not follower:
             return [Entry(index + i, 1, EntryType.DATA, memoryview(FrozenBuffer(p))) for i, p in enumerate(payloads)]
-        frame = memoryview(FrozenBuffer(b"".join(bytes(WIRE_ENTRY_HEADER) + p for p in payloads)))
-        step = WIRE_ENTRY_HEADER + size
-        return [Entry(index + i, 1, EntryType.DATA, frame[i * step + WIRE_ENTRY_HEADER:(i + 1) * step])
-                for i in range(count)]
+        # encoded in one APPEND and decoded from one buffer, as the transport reads a frame
+        made = [Entry(index + i, 1, EntryType.DATA, p) for i, p in enumerate(payloads)]
+        parts = encode_frame(1, [("s", Message(MessageType.APPEND, 2, 1, 1, entries=made))])
+        # a frame a read holds whole is copied into bytes of its own, a longer one read into a FrozenBuffer
+        body = b"".join(parts) if small else FrozenBuffer(b"".join(parts))
+        return list(decode_frame(memoryview(body)).messages[0][1].entries)
 
-    def retained(directory: Path, cache: int, size: int, count: int, follower: bool) -> float:
+    def retained(directory: Path, cache: int, size: int, count: int, follower: bool, per_frame: int = FRAME) -> float:
         log = StreamLog.open(directory, LogConfig(fsync=False, tail_cache_bytes=cache), cache_budget=CacheBudget(cache))
         gc.collect()
         tracemalloc.start()
         before = tracemalloc.get_traced_memory()[0]
-        for start in range(0, count, FRAME):
-            log.append(entries(start + 1, min(FRAME, count - start), size, follower))
+        for start in range(0, count, per_frame):
+            log.append(entries(start + 1, min(per_frame, count - start), size, follower, per_frame == 1))
         gc.collect()
         used = tracemalloc.get_traced_memory()[0] - before
         tracemalloc.stop()
@@ -85,14 +89,25 @@ def _measure() -> dict[str, float]:
                 bare = retained(root / f"n{name}", 0, size, count, follower)
                 out[f"memory/entry beyond payload, {'follower' if follower else 'leader'} {size} B"] = \
                     cached - bare - size
+        # a quiet stream's follower: each APPEND carries one entry
+        cached = retained(root / "c1", 1 << 30, 300, 2048, True, 1)
+        bare = retained(root / "n1", 0, 300, 2048, True, 1)
+        out["memory/entry beyond payload, follower 300 B, 1 entry per frame"] = cached - bare - 300
 
         log = StreamLog.open(root / "read", LogConfig(fsync=False, tail_cache_bytes=1 << 30))
         for start in range(0, 4000, FRAME):
             log.append(entries(start + 1, min(FRAME, 4000 - start), 300, False))
         end, last = log.log_end_offset, log.last_index
+        copy = StreamLog.open(root / "read-follower", LogConfig(fsync=False, tail_cache_bytes=1 << 30))
+        for start in range(0, 4000, FRAME):
+            copy.append(entries(start + 1, min(FRAME, 4000 - start), 300, True))
         for label, read, calls in (("read, tail 5 batches", lambda: log.read(end - 5, 1 << 20, end), 20000),
                                    ("read, 1 MiB from cache", lambda: log.read(end - 4000, 1 << 20, end), 300),
-                                   ("entries, last 64", lambda: log.entries(last - 63, last + 1, 1 << 20), 2000)):
+                                   ("entries, last 64", lambda: log.entries(last - 63, last + 1, 1 << 20), 2000),
+                                   ("follower's cache: read, tail 5 batches",
+                                    lambda: copy.read(end - 5, 1 << 20, end), 20000),
+                                   ("follower's cache: read, 1 MiB",
+                                    lambda: copy.read(end - 4000, 1 << 20, end), 300)):
             times = []
             for _ in range(5):
                 started = time.process_time_ns()
@@ -101,6 +116,7 @@ def _measure() -> dict[str, float]:
                 times.append((time.process_time_ns() - started) / calls)
             out[f"{label} (ns)"] = statistics.median(times)
         log.close()
+        copy.close()
 
         log = StreamLog.open(root / "append", LogConfig(fsync=False, tail_cache_bytes=1000 * (300 + 704)))
         made = [entries(start + 1, FRAME, 300, False) for start in range(0, 360 * FRAME, FRAME)]

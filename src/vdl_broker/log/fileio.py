@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import ctypes
+import mmap
 import os
+import weakref
 from pathlib import Path
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_mmap = _libc.mmap
+_mmap.restype = ctypes.c_void_p
+_mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int64)
+_munmap = _libc.munmap
+_munmap.restype = ctypes.c_int
+_munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_MAP_FAILED = ctypes.c_void_p(-1).value
 
 
 def fsync_dir(directory: Path) -> None:
@@ -65,3 +77,25 @@ def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
     os.replace(temp, path)
     if durable:
         fsync_dir(path.parent)
+
+
+def map_file(path: Path) -> memoryview | None:
+    """The whole file, mapped read-only (None if it is empty): its pages are read on demand and
+    belong to the page cache, not to the process's memory. No descriptor stays open, as with
+    mmap.mmap, which keeps a duplicate of it while the mapping lives: one per mapped file. Unmapped
+    once no buffer uses it. The file must not shrink while mapped (a read past its end faults):
+    change it by writing another file and renaming it over this one."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return None
+        address = _mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if address is None or address == _MAP_FAILED:
+            error = ctypes.get_errno()
+            raise OSError(error, f"mmap: {os.strerror(error)}", str(path))
+    finally:
+        os.close(fd)
+    pages = (ctypes.c_char * size).from_address(address)
+    weakref.finalize(pages, _munmap, address, size)  # once the last view of it is gone
+    return memoryview(pages).cast("B").toreadonly()

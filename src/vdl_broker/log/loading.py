@@ -95,6 +95,8 @@ def load(directory: Path, config: LogConfig, now_ms: float) -> LoadedLog:
         _record_verified(directory, segments, first, records)
     for segment in segments[:-1]:
         segment.sealed = True
+        if segment.loaded:  # checked or rebuilt above: its indexes from their files now
+            segment.map_indexes()
     active = segments[-1]
     if not active.loaded:
         active.load(None)

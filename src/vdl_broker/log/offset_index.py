@@ -10,7 +10,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 
-from vdl_broker.log.index_file import IndexFile
+from vdl_broker.log.index_file import IndexFile, Records
 
 
 class OffsetIndex(IndexFile):
@@ -18,16 +18,17 @@ class OffsetIndex(IndexFile):
 
     def __init__(self, path) -> None:  # type: ignore[no-untyped-def]
         super().__init__(path)
-        self.relative = array("I")
-        self.positions = array("I")
+        self.relative: Records = array("I")
+        self.positions: Records = array("I")
 
     def __len__(self) -> int:
         return len(self.relative)
 
     def _encode(self, start: int, end: int) -> bytes:
+        relative, positions = self._growable()  # written only from memory (a mapped file holds them)
         out = array("I", bytes(8 * (end - start)))
-        out[0::2] = self.relative[start:end]
-        out[1::2] = self.positions[start:end]
+        out[0::2] = relative[start:end]
+        out[1::2] = positions[start:end]
         return out.tobytes()
 
     def _decode(self, data: bytes) -> None:
@@ -36,13 +37,26 @@ class OffsetIndex(IndexFile):
         self.relative = flat[0::2]
         self.positions = flat[1::2]
 
+    def _view(self, data: memoryview) -> None:
+        flat = data.cast("I")
+        self.relative = flat[0::2]
+        self.positions = flat[1::2]
+
+    def _growable(self) -> tuple[array[int], array[int]]:
+        self.unmap()
+        relative, positions = self.relative, self.positions
+        assert isinstance(relative, array) and isinstance(positions, array)  # unmapped: in memory
+        return relative, positions
+
     def _truncate_records(self, count: int) -> None:
-        del self.relative[count:]
-        del self.positions[count:]
+        relative, positions = self._growable()
+        del relative[count:]
+        del positions[count:]
 
     def append(self, relative_offset: int, position: int) -> None:
-        self.relative.append(relative_offset)
-        self.positions.append(position)
+        relative, positions = self._growable()
+        relative.append(relative_offset)
+        positions.append(position)
 
     def floor(self, relative_offset: int) -> int:
         """Record number of the last record with relative offset <= the target, or -1."""

@@ -1,14 +1,15 @@
 """Raft index (.ridx): the position of every entry of a segment, fixed-size records.
 
 Seed 000: entry X is found by arithmetic, not search — in a segment whose first Raft index is B,
-entry X's position is record X - B (uint32 little-endian).
+entry X's position is record X - B (uint32 little-endian). A sealed segment's is mapped
+(index_file.py): its positions are read from the file on demand, not held in memory.
 """
 
 from __future__ import annotations
 
 from array import array
 
-from vdl_broker.log.index_file import IndexFile
+from vdl_broker.log.index_file import IndexFile, Records
 
 
 class RaftIndex(IndexFile):
@@ -16,7 +17,7 @@ class RaftIndex(IndexFile):
 
     def __init__(self, path) -> None:  # type: ignore[no-untyped-def]
         super().__init__(path)
-        self.positions = array("I")
+        self.positions: Records = array("I")
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -28,11 +29,20 @@ class RaftIndex(IndexFile):
         self.positions = array("I")
         self.positions.frombytes(data)
 
+    def _view(self, data: memoryview) -> None:
+        self.positions = data.cast("I")
+
     def _truncate_records(self, count: int) -> None:
-        del self.positions[count:]
+        del self._growable()[count:]
+
+    def _growable(self) -> array[int]:
+        self.unmap()
+        positions = self.positions
+        assert isinstance(positions, array)  # unmapped: in memory
+        return positions
 
     def append(self, position: int) -> None:
-        self.positions.append(position)
-
-    def extend(self, positions: array[int]) -> None:
-        self.positions.extend(positions)
+        positions = self.positions
+        if not isinstance(positions, array):  # only an active segment's index grows
+            positions = self._growable()
+        positions.append(position)

@@ -88,7 +88,7 @@ class Segment:
 
     # ---- in-memory indexing (append and rebuild share it, so rebuilds equal what was written)
     def note(self, position: int, size: int, fields: BatchFields | None) -> None:
-        self.ridx.positions.append(position)
+        self.ridx.append(position)
         if fields is not None:
             if not self.has_data:
                 self.has_data = True
@@ -232,12 +232,22 @@ class Segment:
             for index in (self.ridx, self.oidx, self.tidx):
                 index.delete()
                 index.invalidate_disk()
+            return
+        if self.sealed:
+            self.map_indexes()
 
     def seal(self) -> None:
-        """No more appends: indexes to disk, reads through a mapping from now on."""
+        """No more appends: indexes to disk, reads through a mapping from now on (of the log and
+        of the indexes, which then cost no memory)."""
         self.flush_indexes()
         self.sealed = True
         self._map_file()
+        self.map_indexes()
+
+    def map_indexes(self) -> None:
+        """A sealed segment's indexes read from their files, mapped, instead of held in memory."""
+        for index in (self.ridx, self.oidx, self.tidx):
+            index.map()
 
     def _map_file(self) -> None:
         """Map the first `size` bytes (again, if the file grew); old mappings live on in the
@@ -253,6 +263,8 @@ class Segment:
         """Become the active segment again (after a truncation removed everything after it)."""
         self._drop_map()
         self.sealed = False
+        for index in (self.ridx, self.oidx, self.tidx):
+            index.unmap()
         self.open_for_append()
 
     def _drop_map(self) -> None:
@@ -356,7 +368,8 @@ class Segment:
         """Read the index files and check them against the log; rebuild when they disagree.
         `expected_count` is known for a sealed segment (next segment's base - this base)."""
         file_size = self.file_size()
-        whole = [self.ridx.load(), self.oidx.load(), self.tidx.load()]
+        mapped = self.sealed  # a sealed segment's are read from their files on demand
+        whole = [self.ridx.load(mapped), self.oidx.load(mapped), self.tidx.load(mapped)]
         self.size = file_size
         problem = None if all(whole) else "partial record"
         if problem is None:

@@ -321,11 +321,12 @@ class StreamLog:
             segment.note(position, size, fields)
             if cache.capacity:
                 if fields is None:
-                    cache.append(entry.index, entry.term, entry.type, entry.data, -1, -1, end_offset)
+                    cache.append(entry.index, entry.term, entry.type, entry.data, -1, -1, end_offset,
+                                 entry.frame, entry.start)
                 else:
                     end_offset = fields.last_offset + 1
                     cache.append(entry.index, entry.term, entry.type, entry.data, fields.base_offset,
-                                 fields.last_offset, end_offset)
+                                 fields.last_offset, end_offset, entry.frame, entry.start)
         cache.evict()
 
     def _roll(self) -> None:

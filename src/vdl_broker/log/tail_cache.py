@@ -6,10 +6,12 @@ the oldest.
 
 An entry is not an object: its fields are slots of per-cache arrays (machine integers, no int
 objects) and its payload one reference, to the appended buffer itself when the payload is all of
-it (a leader's batch), else to the view appended (an entry of a follower's Raft frame). Readers
-get these as they are: a read makes no object per batch, and a cached entry costs 160-270 B of
-memory beyond its payload (not 450-640 B: an object, int objects, a memoryview and its managed
-buffer each).
+it (a leader's batch), or to the Raft frame it came in, shared by the frame's entries, with its
+span in the frame (a follower's entry: Entry.frame and Entry.start, from the Raft decoder).
+Readers get a leader's buffers as they are (a read makes no object per batch) and a view of a
+follower's payload, made when read. A cached entry costs 100-170 B of memory beyond its payload
+(not 450-640 B: an object, int objects, a memoryview and its managed buffer each; nor the ~270 B
+of a follower's entry that kept its own view into the frame).
 
 A node's caches share one budget (`CacheBudget`, the node's `tail_cache_bytes`): each holds at
 most its log's own capacity and at most an equal share of the budget, so a node's cache memory
@@ -42,23 +44,33 @@ _COMPACT_AT = 64
 # the memory around a payload can outweigh it, and a cache that counted payloads alone held 3-5x
 # its budget. Measured with tracemalloc on CPython 3.11: the memory a StreamLog with a cache
 # retains per appended entry, less the same log's without a cache, less the payload (1,024 to
-# 20,000 entries; the same for 100 B to 64 KiB payloads). A follower's entry: 267-269 B, its
-# memoryview into the Raft frame (184), the frame's 21-byte entry header it keeps alive and its
-# slots in the arrays (57 B, ~61 with their room to grow). A leader's: 156-157 B, its slots and
-# the FrozenBuffer object around the payload (~96). pymalloc's 16-byte size classes, which
-# tracemalloc does not show, add up to 8 B to the view; evicted slots awaiting compaction
-# (_COMPACT_AT) at most a third of an entry's slots, 19 B. The larger is charged for both, so
-# the budget is a bound. tests/unit/log/test_tail_cache_memory.py re-measures it.
-ENTRY_OVERHEAD = 296
+# 20,000 entries; the same for 100 B to 64 KiB payloads). A leader's entry: ~166 B, its slots in
+# the arrays (66 B, ~70 with their room to grow) and the FrozenBuffer object around the payload
+# (~96). A follower's: ~95 B, its slots, the frame's 21-byte entry header it keeps alive and a
+# 64th of the frame's one view (the entries of a frame share it). Evicted slots awaiting
+# compaction (_COMPACT_AT) add at most a third of an entry's slots, 23 B. The larger is charged
+# for both, so the budget is a bound. tests/unit/log/test_tail_cache_memory.py re-measures it.
+ENTRY_OVERHEAD = 192
 
 _DATA = int(EntryType.DATA)
 _ENTRY_TYPES = {int(t): t for t in EntryType}
 
-# What the cache keeps of a payload: the appended buffer itself, or a view into it when the
-# payload is only part of it (an entry of a Raft frame read whole into one buffer).
+# What the cache keeps of a payload: the appended buffer itself, the Raft frame holding it (with
+# the payload's span), or a view into a buffer when the payload is only part of it.
 Kept = bytes | FrozenBuffer | memoryview
 # An evicted entry's slot until the next compaction: its buffer is freed at once.
 _EVICTED = b""
+# A slot's span: -1 when its buffer is the payload, else the payload's start in the frame
+# (shifted) and its size (frames are at most the transport's max_frame_bytes, far below 4 GiB).
+_WHOLE = -1
+_SPAN_SHIFT = 32
+_SIZE_MASK = (1 << _SPAN_SHIFT) - 1
+# A part of a buffer this small is copied rather than kept in place: keeping it pins the rest
+# of its buffer, and a quiet stream's follower gets each entry in a frame of its own (~100 B of
+# headers and a frame object around a payload; ~500 B per entry beyond its payload). Copying
+# costs ~0.1 us per entry, and a copy ~35 B of memory, less than a span; a larger payload
+# outweighs its frame's headers and is kept in place (no copy of the replicated bytes).
+_FRAMED_FROM = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +92,30 @@ def _kept(payload: Buffer) -> Kept:
     memoryview and its managed buffer (~300 B)."""
     if type(payload) is bytes or isinstance(payload, FrozenBuffer):  # read back from a cache
         return payload
+    if not len(payload):
+        return b""
     if isinstance(payload, memoryview):
         owner = payload.obj
         if isinstance(owner, FrozenBuffer) or (payload.readonly and isinstance(owner, bytes)):
-            # a contiguous view as long as its owner is all of it
-            return owner if payload.nbytes == len(owner) and payload.contiguous else payload
+            if payload.nbytes == len(owner) and payload.contiguous:  # as long as its owner: all of it
+                return owner
+            if payload.nbytes >= _FRAMED_FROM:  # a small part is copied (_FRAMED_FROM)
+                return payload
     return bytes(payload)
+
+
+def _immutable(frame: memoryview) -> bool:
+    """A frame nothing changes after it was read: its entries' spans stay their payloads."""
+    owner = frame.obj
+    return frame.contiguous and (isinstance(owner, FrozenBuffer) or (frame.readonly and type(owner) is bytes))
+
+
+def _payload(kept: Kept, span: int) -> Kept:
+    """A slot's payload: its buffer, or the view of its span in the frame it keeps."""
+    if span < 0:
+        return kept
+    start = span >> _SPAN_SHIFT
+    return memoryview(kept)[start:start + (span & _SIZE_MASK)]
 
 
 class CacheBudget:
@@ -136,6 +166,7 @@ class TailCache:
         self._types = bytearray()
         self._ends = array("q")  # log end offset right after the entry
         self._buffers: list[Kept] = []
+        self._spans = array("q")  # _WHOLE, or the payload's span in the frame _buffers holds
         # The data entries among them, in offset order (bisect keys), from _data_head on.
         self._data_head = 0
         self._bases = array("q")
@@ -144,7 +175,10 @@ class TailCache:
         # read's byte budget is a bisect, not a walk over the batches
         self._sums = array("q")
         self._added = 0
+        # their buffers (as _buffers): the payloads themselves where _framed is 0, so a read of
+        # a leader's batches is a slice of this list; 1 where the buffer is a frame
         self._data_buffers: list[Kept] = []
+        self._framed = bytearray()
         self.bytes = 0
         if budget is not None and capacity_bytes > 0:
             budget.join(self)
@@ -174,18 +208,28 @@ class TailCache:
 
     # ---- filling ----------------------------------------------------------------------------
     def append(self, index: int, term: int, entry_type: int, payload: Buffer, base_offset: int,
-               last_offset: int, end_offset: int) -> None:
+               last_offset: int, end_offset: int, frame: memoryview | None = None, start: int = 0) -> None:
         """Cache entry `index`, the one after the newest cached (any when the cache is empty);
-        DATA entries carry their batch's offsets. evict() once the append's entries are in."""
+        DATA entries carry their batch's offsets; an entry decoded from a Raft frame, the frame
+        and its payload's start in it (payload is frame[start:start + len(payload)]).
+        evict() once the append's entries are in."""
         terms = self._terms
         if not terms:
             self._base_index = index
-        kept = _kept(payload)
+        size = len(payload)
+        if frame is not None and _FRAMED_FROM <= size <= _SIZE_MASK and start <= _SIZE_MASK and _immutable(frame):
+            owner = frame.obj  # the frame's own buffer when the frame is all of it: no view kept
+            kept: Kept = owner if isinstance(owner, bytes | FrozenBuffer) and frame.nbytes == len(owner) else frame
+            span = start << _SPAN_SHIFT | size
+        else:
+            kept = _kept(payload)
+            span = _WHOLE
+            size = len(kept)
         terms.append(term)
         self._types.append(entry_type)
         self._ends.append(end_offset)
         self._buffers.append(kept)
-        size = len(kept)
+        self._spans.append(span)
         self.bytes += ENTRY_OVERHEAD + size
         if entry_type == _DATA:
             self._bases.append(base_offset)
@@ -193,6 +237,7 @@ class TailCache:
             self._sums.append(self._added)
             self._added += size
             self._data_buffers.append(kept)
+            self._framed.append(span != _WHOLE)
 
     def add(self, entries: Iterable[CachedEntry]) -> None:
         """append() each entry, then evict()."""
@@ -207,13 +252,14 @@ class TailCache:
         """Drop the oldest entries until the cache is within its limit."""
         limit = self.limit
         if self.bytes > limit:
-            buffers, types, data_buffers = self._buffers, self._types, self._data_buffers
+            buffers, spans, types, data_buffers = self._buffers, self._spans, self._types, self._data_buffers
             head, data_head, end = self._head, self._data_head, len(buffers)
             dropped = 0
             while self.bytes - dropped > limit and head < end:
                 # the slot is cleared, not just skipped, so the entry's buffer is freed now
                 # rather than at the next compaction
-                dropped += ENTRY_OVERHEAD + len(buffers[head])
+                span = spans[head]
+                dropped += ENTRY_OVERHEAD + (len(buffers[head]) if span < 0 else span & _SIZE_MASK)
                 buffers[head] = _EVICTED
                 if types[head] == _DATA:
                     data_buffers[data_head] = _EVICTED
@@ -226,22 +272,24 @@ class TailCache:
     def _compact(self) -> None:
         head = self._head
         if head > _COMPACT_AT and head * 4 > len(self._terms):
-            del self._terms[:head], self._types[:head], self._ends[:head], self._buffers[:head]
+            del self._terms[:head], self._types[:head], self._ends[:head], self._buffers[:head], self._spans[:head]
             self._base_index += head
             self._head = 0
         head = self._data_head
         if head > _COMPACT_AT and head * 4 > len(self._bases):
-            del self._bases[:head], self._lasts[:head], self._sums[:head], self._data_buffers[:head]
+            del (self._bases[:head], self._lasts[:head], self._sums[:head], self._data_buffers[:head],
+                 self._framed[:head])
             self._data_head = 0
 
     def drop_before(self, index: int) -> None:
         """The log no longer holds entries below `index` (retention, a truncation behind a
         snapshot): neither does the cache, so it never holds more than the log."""
-        buffers, types, data_buffers = self._buffers, self._types, self._data_buffers
+        buffers, spans, types, data_buffers = self._buffers, self._spans, self._types, self._data_buffers
         stop = min(index - self._base_index, len(buffers))
         while self._head < stop:
             head = self._head
-            self.bytes -= ENTRY_OVERHEAD + len(buffers[head])
+            span = spans[head]
+            self.bytes -= ENTRY_OVERHEAD + (len(buffers[head]) if span < 0 else span & _SIZE_MASK)
             buffers[head] = _EVICTED
             if types[head] == _DATA:
                 data_buffers[self._data_head] = _EVICTED
@@ -251,26 +299,26 @@ class TailCache:
 
     def truncate_from(self, index: int) -> None:
         first = self.first_index
-        if first is None:
-            return
-        if index <= first:
+        # Nothing cached (all evicted) is cleared too: its dead slots would place the entries
+        # appended next at the index after them, not at their own.
+        if first is None or index <= first:
             self.clear()
             return
         p = index - self._base_index
         if p >= len(self._terms):
             return
-        for kept in self._buffers[p:]:
-            self.bytes -= ENTRY_OVERHEAD + len(kept)
+        for kept, span in zip(self._buffers[p:], self._spans[p:], strict=True):
+            self.bytes -= ENTRY_OVERHEAD + (len(kept) if span < 0 else span & _SIZE_MASK)
         data = self._types.count(_DATA, p)
-        del self._terms[p:], self._types[p:], self._ends[p:], self._buffers[p:]
+        del self._terms[p:], self._types[p:], self._ends[p:], self._buffers[p:], self._spans[p:]
         if data:
             d = len(self._bases) - data
             self._added = self._sums[d]
-            del self._bases[d:], self._lasts[d:], self._sums[d:], self._data_buffers[d:]
+            del self._bases[d:], self._lasts[d:], self._sums[d:], self._data_buffers[d:], self._framed[d:]
 
     def clear(self) -> None:
-        del self._terms[:], self._types[:], self._ends[:], self._buffers[:]
-        del self._bases[:], self._lasts[:], self._sums[:], self._data_buffers[:]
+        del self._terms[:], self._types[:], self._ends[:], self._buffers[:], self._spans[:]
+        del self._bases[:], self._lasts[:], self._sums[:], self._data_buffers[:], self._framed[:]
         self._head = self._data_head = 0
         self._added = 0
         self.bytes = 0
@@ -299,20 +347,22 @@ class TailCache:
         if self._types[p] == _DATA:
             d = bisect_left(self._lasts, end - 1, self._data_head)
             base, last = self._bases[d], self._lasts[d]
-        return CachedEntry(index, self._terms[p], self._types[p], memoryview(self._buffers[p]),
-                           base, last, end)
+        return CachedEntry(index, self._terms[p], self._types[p],
+                           memoryview(_payload(self._buffers[p], self._spans[p])), base, last, end)
 
     def read_entries(self, out: list[Entry], start: int, end: int, max_bytes: int) -> None:
         """Append entries [start, end) to `out` (all cached: start >= first_index) while their
         stored size (header and payload) is within max_bytes, at least one if `out` is empty."""
         base = self._base_index
-        terms, types, buffers = self._terms, self._types, self._buffers
+        terms, types, buffers, spans, mask = self._terms, self._types, self._buffers, self._spans, _SIZE_MASK
         for p in range(start - base, end - base):
-            data = buffers[p]
-            size = HEADER_SIZE + len(data)
+            data, span = buffers[p], spans[p]
+            size = HEADER_SIZE + (len(data) if span < 0 else span & mask)
             if out and size > max_bytes:
                 return
             max_bytes -= size
+            if span >= 0:
+                data = _payload(data, span)
             out.append(Entry(base + p, terms[p], _ENTRY_TYPES[types[p]], data))
 
     def read_batches(self, out: list[Buffer], offset: int, limit: int, max_bytes: int) -> tuple[int, int]:
@@ -335,7 +385,16 @@ class TailCache:
             j = max(bisect_right(sums, room, k, j) - 1, k if out else k + 1)
             if j == k:
                 return -1, offset
-        out += self._data_buffers[k:j]
+        if self._framed.find(1, k, j) < 0:  # a leader's batches: the buffers themselves
+            out += self._data_buffers[k:j]
+        else:  # the entries' slots, from the first batch's on, skipping entries without data
+            p = bisect_right(self._ends, self._bases[k], self._head)
+            types, buffers, spans = self._types, self._buffers, self._spans
+            for _ in range(j - k):
+                while types[p] != _DATA:
+                    p += 1
+                out.append(_payload(buffers[p], spans[p]))
+                p += 1
         return self._bases[k], lasts[j - 1] + 1
 
     def index_for_offset(self, offset: int) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 
-from vdl_broker.log.index_file import IndexFile
+from vdl_broker.log.index_file import IndexFile, Records
 
 
 class TimeIndex(IndexFile):
@@ -19,18 +19,19 @@ class TimeIndex(IndexFile):
 
     def __init__(self, path) -> None:  # type: ignore[no-untyped-def]
         super().__init__(path)
-        self.timestamps = array("q")
-        self.relative = array("I")
-        self.positions = array("I")
+        self.timestamps: Records = array("q")
+        self.relative: Records = array("I")
+        self.positions: Records = array("I")
 
     def __len__(self) -> int:
         return len(self.timestamps)
 
     def _encode(self, start: int, end: int) -> bytes:
+        timestamps, relative, positions = self._growable()  # written only from memory (a mapped file holds them)
         out = array("q", bytes(16 * (end - start)))
-        out[0::2] = self.timestamps[start:end]
+        out[0::2] = timestamps[start:end]
         out[1::2] = array("q", ((p << 32) | r for r, p in
-                                zip(self.relative[start:end], self.positions[start:end], strict=True)))
+                                zip(relative[start:end], positions[start:end], strict=True)))
         return out.tobytes()
 
     def _decode(self, data: bytes) -> None:
@@ -41,15 +42,28 @@ class TimeIndex(IndexFile):
         self.relative = array("I", (v & 0xFFFFFFFF for v in packed))
         self.positions = array("I", ((v >> 32) & 0xFFFFFFFF for v in packed))
 
+    def _view(self, data: memoryview) -> None:
+        # (position << 32 | relative offset) little-endian: the relative offset's 4 bytes first
+        self.timestamps = data.cast("q")[0::2]
+        words = data.cast("I")
+        self.relative = words[2::4]
+        self.positions = words[3::4]
+
+    def _growable(self) -> tuple[array[int], array[int], array[int]]:
+        self.unmap()
+        timestamps, relative, positions = self.timestamps, self.relative, self.positions
+        assert isinstance(timestamps, array) and isinstance(relative, array) and isinstance(positions, array)
+        return timestamps, relative, positions
+
     def _truncate_records(self, count: int) -> None:
-        del self.timestamps[count:]
-        del self.relative[count:]
-        del self.positions[count:]
+        for records in self._growable():
+            del records[count:]
 
     def append(self, timestamp: int, relative_offset: int, position: int) -> None:
-        self.timestamps.append(timestamp)
-        self.relative.append(relative_offset)
-        self.positions.append(position)
+        timestamps, relative, positions = self._growable()
+        timestamps.append(timestamp)
+        relative.append(relative_offset)
+        positions.append(position)
 
     @property
     def last_timestamp(self) -> int:

@@ -86,7 +86,11 @@ class Snapshotting(GroupState):
         if not self._may_truncate() or self._stopped:
             return
         self.storage.compact_to(snapshot.index)
-        deleted = await asyncio.to_thread(self.log.delete_through, snapshot.index)
+        # On the event loop, as retention deletes segments: the log's segment list and tail cache
+        # are the loop's (its appends and reads run there), and a worker thread changing them
+        # raced with a read of the cache (entries moved under it). Only file deletions and the
+        # log start's small write are done here, once per snapshot.
+        deleted = self.log.delete_through(snapshot.index)
         log.info("raft group %s: snapshot at index %d (%d bytes); %d log segment(s) behind it deleted", self.name,
                  snapshot.index, len(snapshot.data), deleted)
 

@@ -27,7 +27,8 @@ LEAVING_GROUP (not a legal stream name), carrying no message: a release before i
 with nothing in it, where a frame kind of its own would make it drop the connection.
 
 All integers big-endian. Decoding never copies entry payloads: they are memoryview slices of the
-frame. Any malformed input raises WireError, and nothing else.
+frame, and each entry names the frame and its payload's start (Entry.frame, Entry.start).
+Any malformed input raises WireError, and nothing else.
 """
 
 from __future__ import annotations
@@ -261,7 +262,8 @@ def _decode_message(reader: _Reader, sender: int) -> Message:
         entry_type = _ENTRY_TYPES.get(e_type)
         if entry_type is None:
             raise WireError(f"unknown entry type {e_type}", entry_position + 16)
-        entries.append(Entry(e_index, e_term, entry_type, reader.take(size)))
+        start = reader.pos
+        entries.append(Entry(e_index, e_term, entry_type, reader.take(size), reader.view, start))
     snapshot = None
     if flags & _FLAG_SNAPSHOT:
         snap_position = reader.pos

@@ -8,8 +8,9 @@ from __future__ import annotations
 import gc
 import random
 import weakref
+from pathlib import Path
 
-from vdl_broker.log import FrozenBuffer
+from vdl_broker.log import FrozenBuffer, LogConfig, StreamLog
 from vdl_broker.log.tail_cache import ENTRY_OVERHEAD, CachedEntry, TailCache
 from vdl_broker.raft.types import Entry, EntryType
 from vdl_wire.records.batch_header import Buffer
@@ -63,12 +64,14 @@ def _model_batches(cached: list[CachedEntry], offset: int, limit: int, max_bytes
 
 def test_reads_by_offset_and_index_match_the_entries_cached_through_evictions_and_truncations() -> None:
     """The cache keeps entries as arrays of their fields and one buffer reference each (the
-    appended buffer itself when the payload is all of it, else the view): every read returns the
+    appended buffer itself when the payload is all of it, the Raft frame and the payload's span
+    when the entry names its frame, else the view): every read returns the
     entries a walk over them would, the buffers themselves (no copy), through evictions,
     compactions, truncations and entries without offsets (NOOP, CONFIG) among the batches."""
     rng = random.Random(7)
     frame = FrozenBuffer(rng.randbytes(1 << 16))
-    cache = TailCache(capacity_bytes=60 * (ENTRY_OVERHEAD + 200))
+    frame_view = memoryview(frame)
+    cache = TailCache(capacity_bytes=60 * (ENTRY_OVERHEAD + 600))
     model: list[CachedEntry] = []
     index, end_offset = 1, 0
     for step in range(1500):
@@ -78,10 +81,11 @@ def test_reads_by_offset_and_index_match_the_entries_cached_through_evictions_an
             model = [e for e in model if e.index < cut]
             index = cut
             end_offset = model[-1].end_offset if model else end_offset
-        size = rng.randrange(61, 400)
+        size = rng.randrange(61, 400) if rng.random() < 0.9 else rng.randrange(4096, 6000)
         start = rng.randrange(0, len(frame) - size)
         kind = rng.choice([EntryType.DATA] * 6 + [EntryType.NOOP, EntryType.CONFIG])
-        payload = (memoryview(frame)[start:start + size] if rng.random() < 0.5
+        source = rng.random()
+        payload = (memoryview(frame)[start:start + size] if source < 0.6
                    else memoryview(FrozenBuffer(rng.randbytes(size))))
         if kind == EntryType.DATA:
             records = rng.randrange(1, 5)
@@ -89,7 +93,12 @@ def test_reads_by_offset_and_index_match_the_entries_cached_through_evictions_an
                                 end_offset + records)
         else:
             entry = CachedEntry(index, 1 + index // 300, kind, payload, -1, -1, end_offset)
-        cache.add([entry])
+        if source < 0.3:  # an entry decoded from a Raft frame: the frame and the payload's start
+            cache.append(entry.index, entry.term, entry.type, payload, entry.base_offset, entry.last_offset,
+                         entry.end_offset, frame_view, start)
+            cache.evict()
+        else:
+            cache.add([entry])
         model.append(entry)
         model = model[len(model) - len(cache):]  # what eviction kept: the newest
         index, end_offset = index + 1, entry.end_offset
@@ -120,9 +129,11 @@ def test_reads_by_offset_and_index_match_the_entries_cached_through_evictions_an
         assert [(e.index, e.term, e.type, bytes(e.data)) for e in entries] == [
             (e.index, e.term, e.type, bytes(e.data)) for e in expected[:len(entries)]]
         assert len(entries) >= min(1, b - a)
-        for e in entries:  # the payload itself: the appended buffer or view, not a copy
-            source = expected[e.index - a].data
-            assert e.data is source or e.data is source.obj
+        for e in entries:  # the payload itself (the appended buffer or view, or a view of the frame), not a
+            appended = expected[e.index - a].data  # copy; but a small part of the frame is copied
+            assert e.data is appended or e.data is appended.obj or (
+                isinstance(e.data, memoryview) and e.data.obj is frame) or (
+                len(appended) < 4096 and appended.obj is frame and type(e.data) is bytes)
         probe = model[rng.randrange(len(model))]
         assert cache.term_at(probe.index) == probe.term and cache.end_offset_at(probe.index) == probe.end_offset
         got = cache.get(probe.index)
@@ -149,3 +160,39 @@ def test_a_payload_read_from_a_cache_is_kept_as_it_is_when_appended_again() -> N
     copy.append(2, 1, 1, memoryview(mutable), 10, 19, 20)
     mutable[:] = bytes(BATCH)
     assert bytes(copy.get(2).data) == b"m" * BATCH  # type: ignore[union-attr]
+
+
+def test_a_truncation_while_every_entry_is_evicted_keeps_the_new_entries_at_their_index() -> None:
+    """An entry larger than the cache evicts everything; a Raft truncation then found no cached
+    entry and left the dead slots, so the entries appended after it were cached one slot per
+    dead entry too far: entry 3 answered as 5, with entry 3's term and payload."""
+    cache = TailCache(capacity_bytes=3 * ENTRY_OVERHEAD + 200)
+    for index in (1, 2, 3):
+        cache.append(index, 1, int(EntryType.NOOP), bytes([index]) * 100, -1, -1, 0)
+        cache.evict()
+    cache.append(4, 1, int(EntryType.NOOP), b"\x04" * 1000, -1, -1, 0)  # larger than the cache
+    cache.evict()
+    assert cache.first_index is None
+    cache.truncate_from(3)  # a new leader's log differs from index 3 on
+    for index in (3, 4):
+        cache.append(index, 2, int(EntryType.NOOP), bytes([index + 10]) * 50, -1, -1, 0)
+        cache.evict()
+    assert (cache.first_index, len(cache)) == (3, 2)
+    assert [cache.term_at(i) for i in (2, 3, 4, 5)] == [None, 2, 2, None]
+    entries: list[Entry] = []
+    cache.read_entries(entries, 3, 5, 1 << 20)
+    assert [(e.index, e.term, bytes(e.data)) for e in entries] == [(3, 2, b"\x0d" * 50), (4, 2, b"\x0e" * 50)]
+
+
+def test_a_logs_entries_after_a_truncation_behind_an_emptied_cache_read_as_written(tmp_path: Path) -> None:
+    log = StreamLog.open(tmp_path / "s", LogConfig(tail_cache_bytes=3 * ENTRY_OVERHEAD + 200, fsync=False))
+    log.append([Entry(i, 1, EntryType.CONFIG, bytes([i]) * 100) for i in (1, 2, 3)])
+    log.append([Entry(4, 1, EntryType.CONFIG, b"\x04" * 1000)])
+    log.truncate_suffix(3)
+    log.append([Entry(3, 2, EntryType.CONFIG, b"\x0d" * 50), Entry(4, 2, EntryType.CONFIG, b"\x0e" * 50),
+                Entry(5, 2, EntryType.CONFIG, b"\x0f" * 50)])
+    assert [log.term_at(i) for i in range(1, 6)] == [1, 1, 2, 2, 2]
+    assert [(e.index, e.term, bytes(e.data)) for e in log.entries(1, 6)] == [
+        (1, 1, b"\x01" * 100), (2, 1, b"\x02" * 100), (3, 2, b"\x0d" * 50), (4, 2, b"\x0e" * 50),
+        (5, 2, b"\x0f" * 50)]
+    log.close()
