@@ -304,7 +304,7 @@ def spark():  # noqa: ANN201 - pyspark imported lazily so collection stays fast
     from pyspark.sql import SparkSession
 
     from vdl_dev.jvm import spark_session_conf
-    from vdl_dev.session import JVM_OPTIONS
+    from vdl_dev.session import JVM_OPTIONS, environment, spark_launch_environment
 
     builder = (
         SparkSession.builder.master("local[2, 4]")  # 2 cores; a failed task is retried (the exactly-once tests need it)
@@ -323,7 +323,8 @@ def spark():  # noqa: ANN201 - pyspark imported lazily so collection stays fast
     )
     for key, value in spark_session_conf().items():  # the jars, Delta's SQL extension and catalog
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    with environment(spark_launch_environment()):  # workers import pyspark's bytecode, not the zip's sources
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel(os.environ.get("VDL_TEST_SPARK_LOG_LEVEL", "ERROR"))
     yield session
     session.stop()

@@ -91,6 +91,12 @@ def workers_spark_home() -> Path | None:
     return home
 
 
+def spark_launch_environment() -> dict[str, str]:
+    """What the environment of a process launching Spark's JVM sets (workers_spark_home)."""
+    home = workers_spark_home()
+    return {SPARK_HOME_VARIABLE: str(home)} if home is not None else {}
+
+
 @contextmanager
 def environment(settings: dict[str, str]) -> Iterator[None]:
     """os.environ with `settings` for the block (the JVM that pyspark launches in it inherits them)."""
@@ -134,8 +140,7 @@ def create_spark_session(data_dir: Path, app_name: str = "vdl-demo") -> Any:
     builder = SparkSession.builder.master("local[2]").appName(app_name)
     for key, value in {**spark_session_conf(), **SPARK_CONF}.items():
         builder = builder.config(key, value)
-    home = workers_spark_home()
-    with environment({SPARK_HOME_VARIABLE: str(home)} if home is not None else {}):
+    with environment(spark_launch_environment()):
         spark = builder.config("spark.sql.warehouse.dir", str(data_dir / "spark-warehouse")).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

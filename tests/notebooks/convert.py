@@ -85,7 +85,7 @@ from pyspark.sql import DataFrame as _DataFrame, SparkSession
 import IPython.display
 
 from vdl_dev.jvm import spark_session_conf
-from vdl_dev.session import JVM_OPTIONS
+from vdl_dev.session import JVM_OPTIONS, environment, spark_launch_environment
 
 # As on Databricks: Delta (delta-spark, its SQL extension and catalog) in the session; the JVM
 # compiles as the test session's does (C1 only: less CPU for short runs).
@@ -95,7 +95,8 @@ _builder = (SparkSession.builder.master("local[2]").appName("vdl-notebooks")
             .config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC"))
 for _key, _value in spark_session_conf().items():
     _builder = _builder.config(_key, _value)
-spark = _builder.getOrCreate()
+with environment(spark_launch_environment()):
+    spark = _builder.getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
 
 
