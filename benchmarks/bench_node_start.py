@@ -4,7 +4,8 @@ Two data directories, each one node (made once, then restarted):
 
 - idle: `--streams` plain streams (default 500) and no table: what a node of a cluster without
   tiering costs;
-- tiered: one stream with a table holding a few committed records, besides 20 plain streams.
+- tiered: one stream with a table holding a few committed records, besides 20 plain streams;
+- fresh: an empty data directory each time (a new cluster of one forming).
 
 Each start is measured from the process's spawn to its readiness line (wall seconds), with the
 CPU seconds it used until then, its RSS and anonymous RSS then and `--settle` seconds later, and
@@ -112,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(scratch)
         old = baseline_command(revision, work / "baseline")
         try:
-            dirs = {"idle": make_data(work / "idle", streams, tiered=False),
-                    "tiered": make_data(work / "tiered", 20, tiered=True)}
+            dirs: dict[str, Path | None] = {"idle": make_data(work / "idle", streams, tiered=False),
+                                            "tiered": make_data(work / "tiered", 20, tiered=True), "fresh": None}
             seen: dict[str, list[dict[str, float]]] = {}
             measures: dict[str, Callable[[], float]] = {}
             for data, path in dirs.items():
@@ -121,8 +122,9 @@ def main(argv: list[str] | None = None) -> int:
                     key = f"{data}, {code}"
                     seen[key] = []
 
-                    def one(key: str = key, command: tuple[str, ...] = command, path: Path = path) -> float:
-                        seen[key].append(measure(command, path, args.settle))
+                    def one(key: str = key, command: tuple[str, ...] = command, path: Path | None = path) -> float:
+                        data_dir = path or Path(tempfile.mkdtemp(dir=work)) / "data"
+                        seen[key].append(measure(command, data_dir, args.settle))
                         return seen[key][-1]["ready_s"]
 
                     measures[key] = one
@@ -140,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             report.add(f"{key}: {f}", medians[f], f.split("_")[-1] if f.endswith("_s") else "MB",
                        higher_is_better=False)
     report.side_by_side(f"medians of {rounds} alternating rounds (load {os.getloadavg()[0]:.1f} at the end; "
-                        f"idle: {streams} plain streams; tiered: 1 stream with a table + 20 plain)",
+                        f"idle: {streams} plain streams; tiered: 1 stream with a table + 20 plain; fresh: empty)",
                         ["node, code", "ready s", "CPU s to ready", "RSS MB at ready", "anon MB at ready",
                          f"RSS MB +{args.settle:.0f} s", f"anon MB +{args.settle:.0f} s", "threads"], rows)
     report.finish()
