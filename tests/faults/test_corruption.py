@@ -109,8 +109,12 @@ def test_damaged_follower_does_not_elect_a_leader_lacking_acknowledged_writes(
         shutil.rmtree(cluster.nodes[damaged].config.data_dir)
     cluster.kill(leader)  # the only intact copy of the acknowledged writes is down
 
-    cluster.restart(behind, timeout_s=60)
+    # The behind node first. Alone it elects no metadata leader, so it serves only after
+    # METADATA_WAIT_S (10 s): the damaged node starts meanwhile rather than after (from its
+    # start to the writes below nothing changes).
+    cluster.restart(behind, wait=False)
     cluster.restart(damaged, timeout_s=60)
+    cluster.wait_ready([behind], timeout_s=60)
     # The behind node may only become leader with the damaged node's vote: it must get none.
     # Wait until the damaged node has its recovery state on disk and several election timeouts
     # passed (the behind node's term moves up as it keeps campaigning).

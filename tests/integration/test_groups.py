@@ -8,15 +8,32 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
 
-from tests.support.cluster import BrokerProcess
+from tests.support.cluster import BrokerProcess, start_broker
 from tests.support.kafka import client, make_batch
 
 DEADLINE_S = 40.0
+# Members started together form one generation through the initial rebalance delay: the broker
+# completes a new group's first join once this long passed with no member joining (Kafka's
+# InitialDelayedJoin). 1 s rather than the 3 s default: members here join within milliseconds
+# of each other, and each window they join in costs the whole delay again.
+REBALANCE_DELAY_MS = 1000
+
+
+@pytest.fixture(scope="module")
+def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """conftest's module_broker, with the shorter initial rebalance delay (every test here uses
+    its own streams and groups)."""
+    directory = tmp_path_factory.mktemp("groups-broker")
+    settings = directory / "node.toml"
+    settings.write_text(f"group_initial_rebalance_delay_ms = {REBALANCE_DELAY_MS}\n")
+    broker = start_broker(directory, auto_create_streams=False, config=str(settings))
+    yield broker
+    broker.kill()
 
 
 def _create(broker: BrokerProcess, streams: list[str]) -> None:
@@ -33,12 +50,12 @@ def _wait(condition: Callable[[], bool], what: str, state: Callable[[], object] 
         time.sleep(0.05)
 
 
-def test_kafka_python_group_shares_streams_and_takes_over(broker: BrokerProcess) -> None:
+def test_kafka_python_group_shares_streams_and_takes_over(module_broker: BrokerProcess) -> None:
     from kafka import KafkaConsumer
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
     streams = [f"kp-group-{i}" for i in range(3)]
-    _create(broker, streams)
+    _create(module_broker, streams)
     assignments: dict[int, set[str]] = {}
     seen: dict[int, set[bytes]] = {i: set() for i in range(3)}
     stops = [threading.Event() for _ in range(3)]
@@ -46,7 +63,7 @@ def test_kafka_python_group_shares_streams_and_takes_over(broker: BrokerProcess)
 
     def run(index: int) -> None:
         try:
-            consumer = KafkaConsumer(*streams, bootstrap_servers=broker.bootstrap, group_id="kp-group",
+            consumer = KafkaConsumer(*streams, bootstrap_servers=module_broker.bootstrap, group_id="kp-group",
                                      auto_offset_reset="earliest", enable_auto_commit=False,
                                      partition_assignment_strategy=[RoundRobinPartitionAssignor],
                                      session_timeout_ms=6000, heartbeat_interval_ms=200,
@@ -68,10 +85,10 @@ def test_kafka_python_group_shares_streams_and_takes_over(broker: BrokerProcess)
         _wait(lambda index=index: len(assignments) == index + 1
               and set().union(*assignments.values()) == set(streams)
               and all(assignments.values()), f"consumer {index} to join",
-              lambda: (assignments, errors, broker.recent_output(30)))
+              lambda: (assignments, errors, module_broker.recent_output(30)))
     _wait(lambda: len(assignments) == 3 and all(len(a) == 1 for a in assignments.values())
           and set().union(*assignments.values()) == set(streams), "three consumers with one stream each",
-          lambda: (assignments, errors, broker.recent_output(30)))
+          lambda: (assignments, errors, module_broker.recent_output(30)))
     leaver = 0
     left_stream = next(iter(assignments[leaver]))
     stops[leaver].set()
@@ -88,14 +105,14 @@ def test_kafka_python_group_shares_streams_and_takes_over(broker: BrokerProcess)
     assert not errors, errors
 
 
-def test_confluent_group_shares_streams_and_takes_over(broker: BrokerProcess) -> None:
+def test_confluent_group_shares_streams_and_takes_over(module_broker: BrokerProcess) -> None:
     import confluent_kafka
 
     streams = [f"ck-group-{i}" for i in range(3)]
-    _create(broker, streams)
+    _create(module_broker, streams)
     group = f"ck-group-{uuid.uuid4().hex[:6]}"
     consumers = [confluent_kafka.Consumer({
-        "bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+        "bootstrap.servers": module_broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
         "enable.auto.commit": False, "partition.assignment.strategy": "roundrobin",
         "session.timeout.ms": 6000, "heartbeat.interval.ms": 200}) for _ in range(3)]
     for consumer in consumers:
@@ -126,7 +143,7 @@ def test_confluent_group_shares_streams_and_takes_over(broker: BrokerProcess) ->
         consumer.close()
 
 
-def test_confluent_static_member_restarts_into_its_membership(broker: BrokerProcess) -> None:
+def test_confluent_static_member_restarts_into_its_membership(module_broker: BrokerProcess) -> None:
     """KIP-345 static membership (`group.instance.id`), as librdkafka uses it: a static member
     sends no LeaveGroup when it closes, and its restart with the same instance id takes over its
     membership at once -- not after the old member's session timeout -- and resumes from its
@@ -136,14 +153,14 @@ def test_confluent_static_member_restarts_into_its_membership(broker: BrokerProc
     from confluent_kafka.admin import AdminClient
 
     stream = "ck-static"
-    _create(broker, [stream])
+    _create(module_broker, [stream])
     group = f"ck-static-{uuid.uuid4().hex[:6]}"
     session_s = 60  # a restart must not wait for it (DEADLINE_S is shorter)
     assert DEADLINE_S < session_s
 
     def static_consumer() -> confluent_kafka.Consumer:
         consumer = confluent_kafka.Consumer({
-            "bootstrap.servers": broker.bootstrap, "group.id": group, "group.instance.id": "instance-1",
+            "bootstrap.servers": module_broker.bootstrap, "group.id": group, "group.instance.id": "instance-1",
             "auto.offset.reset": "earliest", "enable.auto.commit": False,
             "session.timeout.ms": session_s * 1000, "heartbeat.interval.ms": 200})
         consumer.subscribe([stream])
@@ -158,7 +175,7 @@ def test_confluent_static_member_restarts_into_its_membership(broker: BrokerProc
                 assert message.error() is None, message.error()
                 records.append((message.offset(), message.value()))
             return len(records) >= count
-        _wait(more, f"{count} records", lambda: (records, broker.recent_output(20)))
+        _wait(more, f"{count} records", lambda: (records, module_broker.recent_output(20)))
         return records
 
     first = static_consumer()
@@ -168,7 +185,7 @@ def test_confluent_static_member_restarts_into_its_membership(broker: BrokerProc
 
     restarted = static_consumer()
     assert read(restarted, 6) == [(i, f"{stream}-{i}".encode()) for i in range(4, 10)]
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": module_broker.bootstrap})
     described = admin.describe_consumer_groups([group])[group].result(timeout=DEADLINE_S)
     assert [(m.group_instance_id, [(tp.topic, tp.partition) for tp in m.assignment.topic_partitions])
             for m in described.members] == [("instance-1", [(stream, 0)])]
@@ -183,7 +200,7 @@ def test_confluent_static_member_restarts_into_its_membership(broker: BrokerProc
             if message is not None and message.error() is not None:
                 fatal.append(message.error())
         return bool(fatal)
-    _wait(fenced, "the older instance to be fenced", lambda: broker.recent_output(20))
+    _wait(fenced, "the older instance to be fenced", lambda: module_broker.recent_output(20))
     assert fatal[0].code() == confluent_kafka.KafkaError._FATAL and "fenced" in fatal[0].str()
     _wait(lambda: twin.poll(0.05) is None and bool(twin.assignment()), "the newer instance to hold the stream")
     assert [(tp.topic, tp.partition) for tp in twin.assignment()] == [(stream, 0)]
@@ -191,7 +208,7 @@ def test_confluent_static_member_restarts_into_its_membership(broker: BrokerProc
     restarted.close()
 
 
-def test_kafka_python_admin_removes_a_static_member_by_instance_id(broker: BrokerProcess) -> None:
+def test_kafka_python_admin_removes_a_static_member_by_instance_id(module_broker: BrokerProcess) -> None:
     """A static member that closed is still in the group (it sends no LeaveGroup) until its
     session runs out; KafkaAdminClient.remove_group_members (LeaveGroup v3+, by instance id
     alone) takes it out at once, and an instance id the group does not have is UNKNOWN_MEMBER_ID."""
@@ -200,13 +217,13 @@ def test_kafka_python_admin_removes_a_static_member_by_instance_id(broker: Broke
     from kafka.errors import NoError, UnknownMemberIdError
 
     stream = "kp-static-remove"
-    _create(broker, [stream])
+    _create(module_broker, [stream])
     group = f"kp-static-{uuid.uuid4().hex[:6]}"
-    consumer = KafkaConsumer(stream, bootstrap_servers=broker.bootstrap, group_id=group,
+    consumer = KafkaConsumer(stream, bootstrap_servers=module_broker.bootstrap, group_id=group,
                              group_instance_id="instance-1", auto_offset_reset="earliest", session_timeout_ms=60000)
     _wait(lambda: bool(consumer.poll(timeout_ms=50) is not None and consumer.assignment()), "an assignment")
     consumer.close()
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin = KafkaAdminClient(bootstrap_servers=module_broker.bootstrap)
     try:
         before = admin.describe_groups([group])[group]
         assert (before["group_state"], [m["group_instance_id"] for m in before["members"]]) == (
