@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from vdl_broker.cluster.membership import (
@@ -69,6 +70,16 @@ def replacement(state: ClusterState, stream: StreamInfo, leaving: int) -> list[i
     return None
 
 
+# A voter being removed while it runs stops once it applied its own `removing` state (it then asks
+# the metadata leader whether it was removed: server/joining.py watch_departure). Taken out of the
+# group at once, it would never hear the commit of that entry (a configuration takes effect on
+# append) and would run on, serving nothing. So a live one stays a voter until it holds the log up
+# to the commit index of when it was first seen leaving, then TOLD_S more (heartbeats every tick
+# carry the commit index), and at most LEAVING_NOTICE_S in all.
+TOLD_S = 0.3
+LEAVING_NOTICE_S = 5.0
+
+
 class MembershipController:
     def __init__(self, metadata: MetadataService, interval_s: float = 0.5, catchup_lag: int = 100,
                  settle_s: float = 1.0, max_concurrent_moves: int = 8) -> None:
@@ -81,6 +92,8 @@ class MembershipController:
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._stuck: set[tuple[str, int]] = set()  # (stream, node) moves reported as waiting
+        self._leaving: dict[int, tuple[int, float]] = {}  # removed voter -> (commit index, time) first seen
+        self._told: dict[int, float] = {}  # removed voter -> when it first held that commit index
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="membership-controller")
@@ -135,7 +148,8 @@ class MembershipController:
         node = group.node
         if node.conf_pending or not node.current_term_committed:
             return
-        step = next_step(group.conf, metadata_target(self.metadata.state), group.node_id, group.peer_status(),
+        step = next_step(group.conf, self._until_told(metadata_target(self.metadata.state)), group.node_id,
+                         group.peer_status(),
                          group.last_index, min(self.catchup_lag, group.promotion_lag()),
                          conf_index=group.node.membership.last_index)
         try:
@@ -147,6 +161,26 @@ class MembershipController:
                 group.transfer_leadership(step.target)
         except ConfigChangeError as error:
             log.debug("metadata group change not now: %s", error)
+
+    def _until_told(self, target: list[int]) -> list[int]:
+        """`target` with the live voters it leaves out that may not know yet (TOLD_S above)."""
+        group = self.metadata.group
+        assert group is not None
+        now = time.monotonic()
+        status = group.peer_status()
+        kept = list(target)
+        for node in group.conf.voters:
+            if node in target:
+                continue
+            commit, since = self._leaving.setdefault(node, (group.node.commit_index, now))
+            peer = status.get(node)
+            if peer is None or not peer.alive or now - since > LEAVING_NOTICE_S:
+                continue
+            if peer.match >= commit:
+                self._told.setdefault(node, now)
+            if now - self._told.get(node, now) < TOLD_S:
+                kept.append(node)
+        return sorted(kept)
 
     async def _drain(self, state: ClusterState) -> None:
         membership = state.membership
