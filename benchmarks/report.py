@@ -359,3 +359,50 @@ def alternating_rounds(measures: dict[str, Callable[[], float]], rounds: int,
         for name, measure in measures.items():
             results[name].append(measure())
     return results
+
+
+def compare_source_trees(module: str, doc: str | None, measure: Callable[[], dict[str, float]],
+                         rounds: int, unit: Callable[[str], str], digits: Callable[[str], int]) -> None:
+    """The whole command of an in-process micro-benchmark (`python -m benchmarks.MODULE`): it
+    measures this tree's src/ and, with `--baseline-src DIR`, a baseline checkout's, each round in
+    a child process per tree (`--child SRC` runs `measure()` with SRC first on the path and prints
+    its JSON), the trees' order alternating; medians and per-round ratios, a table, JSON and a plot.
+    `unit` and `digits` say how each measure (by name) is reported."""
+    import argparse
+    import subprocess
+    import sys
+
+    parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{module}", description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--baseline-src", type=Path, help="a baseline checkout's src directory")
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        sys.path.insert(0, str(args.child))
+        print(json.dumps(measure()))
+        return
+    repo = Path(__file__).resolve().parent.parent
+    trees = {"this": repo / "src"}
+    if args.baseline_src:
+        trees["baseline"] = args.baseline_src.resolve()
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    for round_number in range(args.rounds):
+        for name in list(trees) if round_number % 2 == 0 else list(reversed(trees)):
+            output = subprocess.run([sys.executable, "-m", f"benchmarks.{module}", "--child", str(trees[name])],
+                                    cwd=repo, check=True, capture_output=True, text=True).stdout
+            runs[name].append(json.loads(output))
+    report = Report(module)
+    rows = []
+    for key in runs["this"][0]:
+        this = statistics.median(run[key] for run in runs["this"])
+        report.add(key, this, unit(key), higher_is_better=False)
+        row: list[object] = [key, f"{this:.{digits(key)}f}"]
+        if "baseline" in runs:
+            base = statistics.median(run[key] for run in runs["baseline"])
+            ratios = [t[key] / b[key] for t, b in zip(runs["this"], runs["baseline"], strict=True)]
+            row += [f"{base:.{digits(key)}f}", f"{statistics.median(ratios):.3f}"]
+        rows.append(row)
+    header = ["measure (median of rounds)", "this", "baseline", "ratio (median per round)"]
+    report.side_by_side(f"this tree vs baseline, {args.rounds} alternating rounds", header[:len(rows[0])], rows)
+    report.finish()

@@ -22,20 +22,16 @@ Times are the process's CPU time (the machine is shared: wall time counts other 
 
 from __future__ import annotations
 
-import argparse
 import gc
-import json
 import random
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any
 
-HERE = Path(__file__).resolve().parent.parent
+from benchmarks.report import compare_source_trees
+
 PAYLOAD = 300
 PER_APPEND = 64
 
@@ -121,41 +117,8 @@ def _measure() -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--baseline-src", type=Path, help="a baseline checkout's src directory")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        sys.path.insert(0, str(args.child))
-        print(json.dumps(_measure()))
-        return
-    from benchmarks.report import Report
-
-    trees = {"this": HERE / "src"}
-    if args.baseline_src:
-        trees["baseline"] = args.baseline_src.resolve()
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
-    for round_number in range(args.rounds):
-        order = list(trees) if round_number % 2 == 0 else list(reversed(trees))
-        for name in order:
-            output = subprocess.run([sys.executable, "-m", "benchmarks.sealed_index_cost", "--child",
-                                     str(trees[name])], cwd=HERE, check=True, capture_output=True, text=True).stdout
-            runs[name].append(json.loads(output))
-    report = Report("sealed_index_cost")
-    rows = []
-    for key in runs["this"][0]:
-        this = statistics.median(run[key] for run in runs["this"])
-        report.add(key, this, "B" if key.startswith("memory") else "ns", higher_is_better=False)
-        row: list[object] = [key, f"{this:.2f}" if key.startswith("memory") else f"{this:.0f}"]
-        if "baseline" in runs:
-            base = statistics.median(run[key] for run in runs["baseline"])
-            ratios = [t[key] / b[key] for t, b in zip(runs["this"], runs["baseline"], strict=True)]
-            row += [f"{base:.2f}" if key.startswith("memory") else f"{base:.0f}", f"{statistics.median(ratios):.3f}"]
-        rows.append(row)
-    header = ["measure (median of rounds)", "this", "baseline", "ratio (median per round)"]
-    report.side_by_side(f"this tree vs baseline, {args.rounds} alternating rounds", header[:len(rows[0])], rows)
-    report.finish()
+    compare_source_trees("sealed_index_cost", __doc__, _measure, 3,
+                         lambda key: "B" if key.startswith("memory") else "ns", lambda key: 2 if key.startswith("memory") else 0)
 
 
 if __name__ == "__main__":

@@ -25,19 +25,15 @@ Times are the process's CPU time (the machine is shared: wall time counts other 
 
 from __future__ import annotations
 
-import argparse
 import gc
-import json
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any
 
-HERE = Path(__file__).resolve().parent.parent
+from benchmarks.report import compare_source_trees
+
 FRAME = 64
 
 
@@ -148,41 +144,8 @@ def _measure() -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--baseline-src", type=Path, help="a baseline checkout's src directory")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        sys.path.insert(0, str(args.child))
-        print(json.dumps(_measure()))
-        return
-    from benchmarks.report import Report
-
-    trees = {"this": HERE / "src"}
-    if args.baseline_src:
-        trees["baseline"] = args.baseline_src.resolve()
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
-    for round_number in range(args.rounds):
-        order = list(trees) if round_number % 2 == 0 else list(reversed(trees))
-        for name in order:
-            output = subprocess.run([sys.executable, "-m", "benchmarks.tail_cache_cost", "--child", str(trees[name])],
-                                    cwd=HERE, check=True, capture_output=True, text=True).stdout
-            runs[name].append(json.loads(output))
-    report = Report("tail_cache_cost")
-    rows = []
-    for key in runs["this"][0]:
-        this = statistics.median(run[key] for run in runs["this"])
-        report.add(key, this, "B" if key.startswith("memory") else "ns", higher_is_better=False)
-        row: list[object] = [key, f"{this:.0f}"]
-        if "baseline" in runs:
-            base = statistics.median(run[key] for run in runs["baseline"])
-            ratios = [t[key] / b[key] for t, b in zip(runs["this"], runs["baseline"], strict=True)]
-            row += [f"{base:.0f}", f"{statistics.median(ratios):.3f}"]
-        rows.append(row)
-    header = ["measure (median of rounds)", "this", "baseline", "ratio (median per round)"]
-    report.side_by_side(f"this tree vs baseline, {args.rounds} alternating rounds", header[:len(rows[0])], rows)
-    report.finish()
+    compare_source_trees("tail_cache_cost", __doc__, _measure, 5,
+                         lambda key: "B" if key.startswith("memory") else "ns", lambda key: 0)
 
 
 if __name__ == "__main__":
