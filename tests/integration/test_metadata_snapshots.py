@@ -18,6 +18,7 @@ import json
 import os
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -162,7 +163,10 @@ def test_a_follower_behind_the_truncated_log_gets_the_snapshot(tmp_path: Path) -
                 asyncio.get_running_loop().call_soon(groups[message.to].step, message)
             return True
 
-        config = _config(500, 1 << 20)
+        # A heartbeat's round trip is five event-loop turns here (tick, leader's Ready loop,
+        # follower's step, its Ready loop, leader's step) and each turn may tick once when the
+        # writes make turns longer than a tick: check-quorum needs election_ticks well above five.
+        config = replace(_config(500, 1 << 20), election_ticks=30)
         for i, stream_log in logs.items():
             groups[i] = RaftGroup("__metadata", i, [1, 2, 3], stream_log, send, config=config,
                                   apply=machines[i].apply, state_machine=machines[i], rng=random.Random(i))
