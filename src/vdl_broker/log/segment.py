@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vdl_broker.log.entry import HEADER, HEADER_SIZE
-from vdl_broker.log.fileio import writev_all
+from vdl_broker.log.fileio import map_file, writev_all
 from vdl_broker.log.index_file import strictly_increasing
 from vdl_broker.log.offset_index import OffsetIndex
 from vdl_broker.log.raft_index import RaftIndex
@@ -65,9 +65,8 @@ class Segment:
         self.loaded = False
         self.sealed = False
         self.fd: int | None = None  # write descriptor (active segment, or sealed but not yet synced)
-        self._map: mmap.mmap | None = None
         self._view: memoryview | None = None
-        self._mappings: list[weakref.ref[mmap.mmap]] = []  # every mapping made; alive while buffers use it
+        self._mappings: list[weakref.ref[object]] = []  # every mapping made; alive while buffers use it
         self.indexes_rebuilt = False  # built from the log here, not read from index files
         self.created_ms = 0.0
 
@@ -254,10 +253,12 @@ class Segment:
         buffers that use them."""
         self._drop_map()
         if self.size > 0:
-            with open(self.log_path, "rb") as f:
-                self._map = mmap.mmap(f.fileno(), self.size, access=mmap.ACCESS_READ)
-            self._mappings = [m for m in self._mappings if m() is not None] + [weakref.ref(self._map)]
-            self._view = memoryview(self._map)
+            # map_file keeps no descriptor open (mmap.mmap keeps one per mapping: one per segment).
+            view = map_file(self.log_path)
+            if view is None:
+                return
+            self._mappings = [m for m in self._mappings if m() is not None] + [weakref.ref(view.obj)]
+            self._view = view[:self.size]
 
     def unseal(self) -> None:
         """Become the active segment again (after a truncation removed everything after it)."""
@@ -271,7 +272,6 @@ class Segment:
         # Buffers handed out may still point into the mapping: drop our references and let the
         # last user unmap it, instead of close() (which would fail or pull the memory away).
         self._view = None
-        self._map = None
 
     def close_write(self) -> None:
         if self.fd is not None:

@@ -510,3 +510,15 @@ def test_a_start_after_a_crash_syncs_what_it_now_calls_durable(tmp_path: Path, m
     assert str(segments[-1]) in synced  # the active segment, unsynced when the process died
     assert reopened.durable_index == reopened.last_index
     reopened.close()
+
+
+def test_mapped_segments_keep_no_descriptor_each(tmp_path: Path) -> None:
+    """Sealed segments (and any a read touches) stay mapped; a mapping must not hold a
+    descriptor, or a broker with many segments runs into the open-files limit (ulimit -n)."""
+    before = len(os.listdir("/proc/self/fd"))
+    log = StreamLog.open(tmp_path / "s", small_config())
+    entries = fill(log, 400)
+    assert log.segment_count >= 40
+    assert log.entries(1, log.last_index + 1) == entries  # reads every segment through its mapping
+    assert len(os.listdir("/proc/self/fd")) - before <= 3  # the active segment's and its indexes'
+    log.close()
