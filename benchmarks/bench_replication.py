@@ -228,6 +228,8 @@ def measure_throughput(target: Target, round_number: int, count: int, producers:
         run = produce_run(target.bootstrap, topic, count, -1, producers)
         if by_role:
             settle(list(by_role.values()))
+    if by_role:
+        check_leader_kept(roles, topic, by_role)
     result.values["acks_all"] = run.rate
     result.values["acks_all_cpu"] = per_record_us(used[0], count)
     result.timelines["acks_all"] = run.counts
@@ -244,6 +246,15 @@ def measure_throughput(target: Target, round_number: int, count: int, producers:
             result.values["follower_max_cpu"] = max(spent[role] for role in followers)
             result.values["follower_user"] = statistics.mean(user[role] for role in followers)
             result.values["follower_sys"] = statistics.mean(system[role] for role in followers)
+
+
+def check_leader_kept(roles: Roles, topic: str, by_role: dict[str, int]) -> None:
+    """The CPU by role is only what it says if the stream kept its leader through the run (an
+    election on a loaded machine would swap a follower's cost for the leader's): refuse the run."""
+    leader_now = roles(topic)["leader"]
+    if leader_now != by_role["leader"]:
+        raise RuntimeError(f"{topic}: the leader changed during the run (pid {by_role['leader']} -> {leader_now}); "
+                           "its CPU by role would be mislabelled")
 
 
 def cpu_split(pid: int) -> tuple[float, float]:
@@ -327,6 +338,7 @@ def profile_runs(targets: list[tuple[Target, Roles]], count: int, producers: int
         with profiler.recording(target.key, chosen):
             produce_run(target.bootstrap, topic, count, -1, producers)
             settle(list(by_role.values()))
+        check_leader_kept(roles, topic, by_role)
     profiler.add_to(report)
 
 
@@ -358,7 +370,9 @@ def main(argv: list[str] | None = None) -> int:
         return compare_metrics_cluster(rounds, count, args.producers, fsync=not args.no_fsync)
     results: dict[str, list[TargetRound]] = {}
     with tempfile.TemporaryDirectory(prefix="vdl-bench-repl-") as tmp:
-        settings = {"log_level": "WARNING", "fsync": not args.no_fsync}
+        # No leader balancing: a stream handed to its preferred leader mid-run (every 5 min by
+        # default) would swap the leader's and a follower's CPU (check_leader_kept).
+        settings = {"log_level": "WARNING", "fsync": not args.no_fsync, "leader_balance_interval_ms": 0}
         cluster = DevCluster(3, Path(tmp) / "cluster", free_base_port(6), settings=settings)
         single: Broker | None = None
         base_single: Broker | None = None
