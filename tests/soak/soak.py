@@ -36,7 +36,7 @@ from tests.faults.harness import (
 from tests.faults.workload import Acks, ProducerThread
 from tests.soak.workers import AiokafkaProducerThread, GroupCommitter, GroupLedger
 from tests.support.kafka import list_offset_raw
-from tests.support.metrics import try_scrape
+from tests.support.metrics import Scrape, scrape_url
 from vdl_client.client import VdlClient
 from vdl_client.cluster_admin import list_reassignments, reassign_stream
 from vdl_client.groups import committed_offsets
@@ -207,11 +207,21 @@ class Sampler(threading.Thread):
         self.cluster, self.streams, self.interval, self.started = cluster, streams, interval, started
         self.samples: list[Sample] = []
         self.stop_event = threading.Event()
-        self.cache_budget_mb: float | None = None  # vdl_tail_cache_budget_bytes, once scraped
+        self.cache_budget_mib: float | None = None  # vdl_tail_cache_budget_bytes, once scraped
 
     def run(self) -> None:
         while not self.stop_event.wait(self.interval):
             self.sample()
+
+    def scrape(self, node_id: int) -> Scrape | None:
+        """The node's /metrics, or None (no metrics listener, down, or an answer cut short)."""
+        url = self.cluster.metrics_urls().get(node_id)
+        if url is None:
+            return None
+        try:
+            return scrape_url(url, timeout=2.0)
+        except (OSError, ValueError):
+            return None
 
     def sample(self) -> None:
         t = time.monotonic() - self.started
@@ -227,10 +237,10 @@ class Sampler(threading.Thread):
             except psutil.Error:  # it exited between the check and the read (a restart)
                 continue
             anon = sum(max(0.0, anonymous_rss_mb(p.pid)) for p in tree)
-            scraped = try_scrape(self.cluster, node_id)
+            scraped = self.scrape(node_id)
             cache = scraped.value("vdl_tail_cache_bytes") if scraped is not None else None
-            if scraped is not None and self.cache_budget_mb is None:
-                self.cache_budget_mb = scraped.get("vdl_tail_cache_budget_bytes") / 1e6
+            if scraped is not None and self.cache_budget_mib is None:
+                self.cache_budget_mib = scraped.get("vdl_tail_cache_budget_bytes") / (1 << 20)
             delta = any(writes_delta_tables(p.pid) for p in tree)
             streams = {}
             for stream in self.streams:
@@ -602,13 +612,18 @@ def within_life_trend(lives: list[Life], metric: str, warm: float, since_age: fl
     return shared_trend(series)
 
 
-def long_lived(lives: list[Life], metric: str, warm: float, end: float) -> dict[int, float]:
+def long_lived(lives: list[Life], metric: str, warm: float, end: float,
+               since_age: list[float] | None = None) -> dict[int, float]:
     """Processes that were never restarted after the warm-up (their whole span after it): the
-    plain slope of each, by node. Empty when every node restarts during the run."""
+    plain slope of each, by node, past its own caches' fill when measured (`since_age`, one per
+    lifetime). Empty when every node restarts during the run."""
     spans = {}
-    for life in lives:
-        points = [(s.t, metric_value(s, metric)) for s in life.samples if s.t >= warm]
-        if points and points[0][0] - warm <= 0.1 * (end - warm) and points[-1][0] >= end - 0.1 * (end - warm):
+    for index, life in enumerate(lives):
+        since = since_age[index] if since_age is not None else 0.0
+        points = [(s.t, metric_value(s, metric)) for s, a in zip(life.samples, life.ages, strict=True)
+                  if s.t >= warm and a >= since]
+        first = min((s.t for s in life.samples if s.t >= warm), default=None)
+        if points and first is not None and first - warm <= 0.1 * (end - warm) and points[-1][0] >= end - 0.1 * (end - warm):
             spans[life.node] = round(percent_per_hour(points), 2)
     return spans
 
@@ -638,7 +653,7 @@ def sawtooth_trend(result: SoakResult, warm: float) -> tuple[Trend, dict[str, An
                              "peaks_mb": [round(y, 3) for _, y in peaks[-1]],
                              "troughs_mb": [round(y, 3) for _, y in troughs[-1]],
                              "max_mb_after_first": round(max((y for _, y in plain[-1]), default=0.0), 3)}
-    if all(len(p) >= 2 for p in peaks):
+    if peaks and all(len(p) >= 2 for p in peaks):
         # Both relative to the mean of the whole sawtooth, not of the peaks or troughs alone.
         mean = sum(y for p in plain for _, y in p) / max(1, sum(len(p) for p in plain))
         fitted = []
@@ -730,7 +745,7 @@ def evaluate_goals(result: SoakResult, config: SoakConfig) -> dict[str, Any]:
                 for s, a in zip(life.samples, life.ages, strict=True) if a >= f and s.cache_mb >= 0]
         goals["tail_cache"] = {"full_age_s": [None if f is None else round(f, 1) for f in full],
                                "held_mb_when_full": round(median(held), 2),
-                               "budget_mb": result.counts.get("tail_cache_budget_mb")}
+                               "budget_mib": result.counts.get("tail_cache_budget_mib")}
     table_rows: list[dict[str, str]] = []
 
     def row(goal: str, measured: str, state: str) -> None:
@@ -746,16 +761,17 @@ def evaluate_goals(result: SoakResult, config: SoakConfig) -> dict[str, Any]:
                   verdict(within.pct_per_hour, within.margin, FLAT_PCT_PER_HOUR)]
         state = "missed" if "missed" in states else "unclear" if "unclear" in states else "met"
         goals[metric] = {"same_age": asdict(across), "same_age_lives": per_life, "within_life": asdict(within),
-                         "never_restarted_pct_per_hour": long_lived(lives, metric, warm, end),
+                         "never_restarted_pct_per_hour": long_lived(lives, metric, warm, end,
+                                                                    since if isinstance(since, list) else None),
                          "verdict": state, "met": {"met": True, "missed": False}.get(state)}
         if metric in ("rss_mb", "open_files"):
             row(f"{names[metric]} flat within 5 %/h over the soak (each node at the same age after its start, "
                 f"ages {age * 2 / 3:.0f}-{age:.0f} s)", across.text(), states[0])
             if measured:
                 cache = goals["tail_cache"]
-                budget = f"{cache['budget_mb']:.0f}" if cache["budget_mb"] is not None else "?"
+                budget = f"{cache['budget_mib']:.0f}" if cache["budget_mib"] is not None else "?"
                 why = (f"each process past its own tail caches' fill (median {fill:.0f} s; full, they hold "
-                       f"{cache['held_mb_when_full']:.1f} MB, bound by the logs' retention and a {budget} MB budget) "
+                       f"{cache['held_mb_when_full']:.1f} MB, bound by the logs' retention and a {budget} MiB budget) "
                        f"and half the reference age {age:.0f} s")
             else:
                 why = (f"ages past {since_age:.0f} s: half the reference age {age:.0f} s, or the caches' fill time "
@@ -1000,8 +1016,8 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> SoakResu
             recorder.join(60)
         result.elapsed_s = round(time.monotonic() - started, 1)
         result.samples, result.restarts, result.moves = sampler.samples, operator.restarts, operator.moves
-        if sampler.cache_budget_mb is not None:
-            result.counts["tail_cache_budget_mb"] = round(sampler.cache_budget_mb, 1)
+        if sampler.cache_budget_mib is not None:
+            result.counts["tail_cache_budget_mib"] = round(sampler.cache_budget_mib, 1)
         result.counts["stale_replica_views"] = operator.stale
 
         logs: dict[str, tuple[int, dict[int, bytes | None]]] = {}
