@@ -28,6 +28,7 @@ from tests.support.kafka import (
     produce_raw,
 )
 from tests.support.metrics import Scrape, scrape, scrape_url, try_scrape
+from vdl_broker.log.tail_cache import ENTRY_OVERHEAD
 from vdl_dev.dev_cluster import DevCluster
 from vdl_wire import messages as m
 from vdl_wire.api import default_version
@@ -134,6 +135,26 @@ def test_counters_equal_what_was_produced_and_consumed(cluster: DevCluster) -> N
     assert size is not None and size > stored  # the batches inside Raft entries
     assert after.get("vdl_raft_commit_latency_seconds_count") - before.get("vdl_raft_commit_latency_seconds_count") >= 8
     assert 0 < after.get("vdl_disk_free_bytes") <= after.get("vdl_disk_total_bytes")
+
+
+def test_tail_cache_gauge_counts_each_entry_held_on_every_replica(cluster: DevCluster) -> None:
+    """vdl_tail_cache_bytes: each node's caches hold every batch its replica appended, payload and
+    ENTRY_OVERHEAD (the soak tells a cache filling after a start from a leak by it), within
+    vdl_tail_cache_budget_bytes (the node's tail_cache_bytes, 256 MiB by default)."""
+    stream = _stream(cluster, "cache")
+    leader = _leader(cluster, stream)
+    before = {i: scrape(cluster, i) for i in cluster.node_ids()}
+    batches = [make_batch([f"c{b}-{i}".encode() * (b + 3) for i in range(b + 2)]) for b in range(5)]
+    _produce(cluster, stream, leader, batches)
+    for node_id in cluster.node_ids():  # every follower appended them (its high watermark is theirs)
+        wait_until(lambda n=node_id: scrape(cluster, n).value("vdl_stream_high_watermark", stream=stream) == 20,
+                   30, f"node {node_id} to hold the 20 records")
+    held = sum(len(batch) + ENTRY_OVERHEAD for batch in batches)
+    for node_id in cluster.node_ids():
+        after = scrape(cluster, node_id)
+        assert after.get("vdl_tail_cache_bytes") - before[node_id].get("vdl_tail_cache_bytes") == held, node_id
+        assert after.value("vdl_tail_cache_budget_bytes") == 256 << 20
+        assert 0 < after.get("vdl_tail_cache_bytes") <= after.get("vdl_tail_cache_budget_bytes")
 
 
 def test_leader_elections_grow_when_the_leader_is_killed(cluster: DevCluster) -> None:

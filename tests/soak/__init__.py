@@ -33,7 +33,9 @@ missed, or unclear when the run's noise cannot tell; soak.evaluate_goals), meani
 node restarts each rolling round:
 - RSS and open files flat within 5 % per hour after warm-up: each node's processes compared at the
   same age after their start across the soak (what a new process carries more than the one
-  before), and the slope within each process past its own warm-up (a leak each restart hides);
+  before), and the slope within each process past its own warm-up (a leak each restart hides):
+  from when its tail caches are full (each node's vdl_tail_cache_bytes, sampled; they fill after
+  a start up to what the logs hold or tail_cache_bytes, memory that is warm-up, not growth);
 - metadata disk flat within 5 % per hour: the peaks and troughs of its sawtooth after the first
   truncation (the log is deleted a 4 MiB segment at a time behind a snapshot);
 - restart time at the end at most 10 % above the start (end <= 1.10 x start: restarts must not get

@@ -36,6 +36,7 @@ from tests.faults.harness import (
 from tests.faults.workload import Acks, ProducerThread
 from tests.soak.workers import AiokafkaProducerThread, GroupCommitter, GroupLedger
 from tests.support.kafka import list_offset_raw
+from tests.support.metrics import Scrape, scrape_url
 from vdl_client.client import VdlClient
 from vdl_client.cluster_admin import list_reassignments, reassign_stream
 from vdl_client.groups import committed_offsets
@@ -116,6 +117,10 @@ class Sample:
     rss_anon_mb: float = -1.0
     tier_writer: bool = False
     load1: float = -1.0
+    # What the node's tail caches hold (vdl_tail_cache_bytes, MB; -1: not scraped): a restarted
+    # process fills them up to what its logs hold (each stream's retention here) or its share of
+    # tail_cache_bytes, the process's warm-up that the slope within it is measured after.
+    cache_mb: float = -1.0
 
 
 @dataclass
@@ -193,18 +198,30 @@ def load_average() -> float:
 
 
 class Sampler(threading.Thread):
-    """Every node's RSS, open files, threads (its whole process tree), and the disk use of its
-    metadata directory and of each stream's directory, every `interval` seconds."""
+    """Every node's RSS, open files, threads (its whole process tree), what its tail caches hold
+    (its /metrics), and the disk use of its metadata directory and of each stream's directory,
+    every `interval` seconds."""
 
     def __init__(self, cluster: DevCluster, streams: list[str], interval: float, started: float) -> None:
         super().__init__(daemon=True, name="soak-sampler")
         self.cluster, self.streams, self.interval, self.started = cluster, streams, interval, started
         self.samples: list[Sample] = []
         self.stop_event = threading.Event()
+        self.cache_budget_mib: float | None = None  # vdl_tail_cache_budget_bytes, once scraped
 
     def run(self) -> None:
         while not self.stop_event.wait(self.interval):
             self.sample()
+
+    def scrape(self, node_id: int) -> Scrape | None:
+        """The node's /metrics, or None (no metrics listener, down, or an answer cut short)."""
+        url = self.cluster.metrics_urls().get(node_id)
+        if url is None:
+            return None
+        try:
+            return scrape_url(url, timeout=2.0)
+        except (OSError, ValueError):
+            return None
 
     def sample(self) -> None:
         t = time.monotonic() - self.started
@@ -220,6 +237,10 @@ class Sampler(threading.Thread):
             except psutil.Error:  # it exited between the check and the read (a restart)
                 continue
             anon = sum(max(0.0, anonymous_rss_mb(p.pid)) for p in tree)
+            scraped = self.scrape(node_id)
+            cache = scraped.value("vdl_tail_cache_bytes") if scraped is not None else None
+            if scraped is not None and self.cache_budget_mib is None:
+                self.cache_budget_mib = scraped.get("vdl_tail_cache_budget_bytes") / (1 << 20)
             delta = any(writes_delta_tables(p.pid) for p in tree)
             streams = {}
             for stream in self.streams:
@@ -227,7 +248,8 @@ class Sampler(threading.Thread):
                     streams[stream] = round(directory_mb(stream_directory(data, stream)), 3)
             self.samples.append(Sample(round(t, 2), node_id, round(rss / 1e6, 2), fds, threads,
                                        round(directory_mb(data / "__metadata"), 3), streams,
-                                       tree[0].pid, round(age, 2), round(anon, 2), delta, load_average()))
+                                       tree[0].pid, round(age, 2), round(anon, 2), delta, load_average(),
+                                       -1.0 if cache is None else round(cache / 1e6, 3)))
 
 
 class Recorder(threading.Thread):
@@ -554,16 +576,32 @@ def cache_fill_s(result: SoakResult, warm: float) -> float:
     return max(fills, default=0.0)
 
 
-def within_life_trend(lives: list[Life], metric: str, warm: float, since_age: float) -> Trend:
-    """The slope within each lifetime after its own warm-up (ages past `since_age`), after the
-    soak's warm-up, split where it loads the Delta write path (a process that gets a tiered
-    replica after its start): a leak that each restart hides."""
+def cache_full_age(life: Life) -> float | None:
+    """The age at which this process's tail caches were full: its first settled sample holding at
+    least the median of what they held from then on to the life's end (vdl_tail_cache_bytes). A
+    cache holds at most what its log holds (each stream's retention here; the metadata log's
+    entries since its last truncation) and its share of the node's tail_cache_bytes, so once full
+    it moves around a level rather than up. A cache still filling at the life's end is below that
+    median until its last samples: the few left past it then read its fill as growth (missed or
+    unclear, never met). None when the samples have no cache size (a soak.json from before it
+    was sampled)."""
+    held = [(a, s.cache_mb) for s, a in zip(life.samples, life.ages, strict=True) if s.cache_mb >= 0]
+    if not held:
+        return None
+    return next(a for k, (a, v) in enumerate(held) if v >= median([later for _, later in held[k:]]))
+
+
+def within_life_trend(lives: list[Life], metric: str, warm: float, since_age: float | list[float]) -> Trend:
+    """The slope within each lifetime after its own warm-up (ages past `since_age`, one for all or
+    one per lifetime), after the soak's warm-up, split where it loads the Delta write path (a
+    process that gets a tiered replica after its start): a leak that each restart hides."""
     series = []
-    for life in lives:
+    ages = since_age if isinstance(since_age, list) else [since_age] * len(lives)
+    for life, since in zip(lives, ages, strict=True):
         segment: list[tuple[float, float]] = []
         loaded: bool | None = None
         for sample, a in zip(life.samples, life.ages, strict=True):
-            if a < since_age or sample.t < warm:
+            if a < since or sample.t < warm:
                 continue
             if loaded is not None and sample.tier_writer != loaded:
                 series.append(segment)
@@ -574,13 +612,18 @@ def within_life_trend(lives: list[Life], metric: str, warm: float, since_age: fl
     return shared_trend(series)
 
 
-def long_lived(lives: list[Life], metric: str, warm: float, end: float) -> dict[int, float]:
+def long_lived(lives: list[Life], metric: str, warm: float, end: float,
+               since_age: list[float] | None = None) -> dict[int, float]:
     """Processes that were never restarted after the warm-up (their whole span after it): the
-    plain slope of each, by node. Empty when every node restarts during the run."""
+    plain slope of each, by node, past its own caches' fill when measured (`since_age`, one per
+    lifetime). Empty when every node restarts during the run."""
     spans = {}
-    for life in lives:
-        points = [(s.t, metric_value(s, metric)) for s in life.samples if s.t >= warm]
-        if points and points[0][0] - warm <= 0.1 * (end - warm) and points[-1][0] >= end - 0.1 * (end - warm):
+    for index, life in enumerate(lives):
+        since = since_age[index] if since_age is not None else 0.0
+        points = [(s.t, metric_value(s, metric)) for s, a in zip(life.samples, life.ages, strict=True)
+                  if s.t >= warm and a >= since]
+        first = min((s.t for s in life.samples if s.t >= warm), default=None)
+        if points and first is not None and first - warm <= 0.1 * (end - warm) and points[-1][0] >= end - 0.1 * (end - warm):
             spans[life.node] = round(percent_per_hour(points), 2)
     return spans
 
@@ -610,7 +653,7 @@ def sawtooth_trend(result: SoakResult, warm: float) -> tuple[Trend, dict[str, An
                              "peaks_mb": [round(y, 3) for _, y in peaks[-1]],
                              "troughs_mb": [round(y, 3) for _, y in troughs[-1]],
                              "max_mb_after_first": round(max((y for _, y in plain[-1]), default=0.0), 3)}
-    if all(len(p) >= 2 for p in peaks):
+    if peaks and all(len(p) >= 2 for p in peaks):
         # Both relative to the mean of the whole sawtooth, not of the peaks or troughs alone.
         mean = sum(y for p in plain for _, y in p) / max(1, sum(len(p) for p in plain))
         fitted = []
@@ -677,12 +720,32 @@ def evaluate_goals(result: SoakResult, config: SoakConfig) -> dict[str, Any]:
     end = max((s.t for s in result.samples), default=0.0)
     lives = lives_of(result)
     age = reference_age(lives)
-    # A process's own warm-up: half the age every process reached, or longer when its caches take
-    # longer to fill (cache_fill_s); never more than 3/4 of it, so each lifetime keeps a slope.
-    fill = cache_fill_s(result, warm)
-    since_age = min(max(age / 2, fill), age * 3 / 4)
+    # A process's own warm-up: half the age every process reached, or longer when its tail caches
+    # take longer to fill. Measured per process from the caches' sampled size (cache_full_age):
+    # each lifetime's slope starts once its own caches are full, however late (a life whose
+    # caches fill at its end keeps few points, and the goal is unclear rather than met or missed).
+    # An older soak.json without it: the stream directories' fill time at the soak's start
+    # (cache_fill_s), at most 3/4 of the reference age.
+    full = [cache_full_age(life) for life in lives]
+    measured = [f for f in full if f is not None]
+    if measured:
+        fill = median(measured)
+        since: float | list[float] = [max(age / 2, f if f is not None else age / 2) for f in full]
+        since_age = median(since)
+    else:
+        fill = cache_fill_s(result, warm)
+        since = since_age = min(max(age / 2, fill), age * 3 / 4)
     goals: dict[str, Any] = {"warmup_s": round(warm, 1), "settle_s": SETTLE_S, "reference_age_s": round(age, 1),
-                             "cache_fill_s": round(fill, 1), "process_warmup_s": round(since_age, 1)}
+                             "cache_fill_s": round(fill, 1), "process_warmup_s": round(since_age, 1),
+                             "cache_measured": bool(measured)}
+    if measured:
+        # What the caches held once full (median over the lifetimes' samples past their fill), and
+        # their bound: the node's tail_cache_bytes.
+        held = [s.cache_mb for life, f in zip(lives, full, strict=True) if f is not None
+                for s, a in zip(life.samples, life.ages, strict=True) if a >= f and s.cache_mb >= 0]
+        goals["tail_cache"] = {"full_age_s": [None if f is None else round(f, 1) for f in full],
+                               "held_mb_when_full": round(median(held), 2),
+                               "budget_mib": result.counts.get("tail_cache_budget_mib")}
     table_rows: list[dict[str, str]] = []
 
     def row(goal: str, measured: str, state: str) -> None:
@@ -693,19 +756,27 @@ def evaluate_goals(result: SoakResult, config: SoakConfig) -> dict[str, Any]:
     names = {"rss_mb": "RSS", "open_files": "open files", "threads": "threads", "rss_anon_mb": "anonymous RSS"}
     for metric in metrics:
         across, per_life = same_age_trend(lives, metric, warm, age)
-        within = within_life_trend(lives, metric, warm, since_age)
+        within = within_life_trend(lives, metric, warm, since)
         states = [verdict(across.pct_per_hour, across.margin, FLAT_PCT_PER_HOUR),
                   verdict(within.pct_per_hour, within.margin, FLAT_PCT_PER_HOUR)]
         state = "missed" if "missed" in states else "unclear" if "unclear" in states else "met"
         goals[metric] = {"same_age": asdict(across), "same_age_lives": per_life, "within_life": asdict(within),
-                         "never_restarted_pct_per_hour": long_lived(lives, metric, warm, end),
+                         "never_restarted_pct_per_hour": long_lived(lives, metric, warm, end,
+                                                                    since if isinstance(since, list) else None),
                          "verdict": state, "met": {"met": True, "missed": False}.get(state)}
         if metric in ("rss_mb", "open_files"):
             row(f"{names[metric]} flat within 5 %/h over the soak (each node at the same age after its start, "
                 f"ages {age * 2 / 3:.0f}-{age:.0f} s)", across.text(), states[0])
-            row(f"{names[metric]} flat within 5 %/h within a process (ages past {since_age:.0f} s: "
-                f"half the reference age {age:.0f} s, or the caches' fill time {fill:.0f} s if longer)", within.text(),
-                states[1])
+            if measured:
+                cache = goals["tail_cache"]
+                budget = f"{cache['budget_mib']:.0f}" if cache["budget_mib"] is not None else "?"
+                why = (f"each process past its own tail caches' fill (median {fill:.0f} s; full, they hold "
+                       f"{cache['held_mb_when_full']:.1f} MB, bound by the logs' retention and a {budget} MiB budget) "
+                       f"and half the reference age {age:.0f} s")
+            else:
+                why = (f"ages past {since_age:.0f} s: half the reference age {age:.0f} s, or the caches' fill time "
+                       f"{fill:.0f} s if longer")
+            row(f"{names[metric]} flat within 5 %/h within a process ({why})", within.text(), states[1])
             never = goals[metric]["never_restarted_pct_per_hour"]
             if never:
                 worst = max(abs(v) for v in never.values())
@@ -945,6 +1016,8 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> SoakResu
             recorder.join(60)
         result.elapsed_s = round(time.monotonic() - started, 1)
         result.samples, result.restarts, result.moves = sampler.samples, operator.restarts, operator.moves
+        if sampler.cache_budget_mib is not None:
+            result.counts["tail_cache_budget_mib"] = round(sampler.cache_budget_mib, 1)
         result.counts["stale_replica_views"] = operator.stale
 
         logs: dict[str, tuple[int, dict[int, bytes | None]]] = {}
@@ -1031,7 +1104,7 @@ def plot(result: SoakResult, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [("rss_mb", "RSS (MB; dashed: anonymous; big dots: each process at the reference age)"),
+    panels = [("rss_mb", "RSS (MB; dashed: anonymous; dotted: tail caches; big dots: each process at the reference age)"),
               ("open_files", "open files (big dots: each process at the reference age)"), ("threads", "threads"),
               ("metadata_mb", "metadata dir (MB)"), ("streams", "stream dirs (MB)"),
               ("restarts", "restart (s): start→ready (CPU s: dotted)"), ("load1", "machine load, 1 min (2 cores)"),
@@ -1073,6 +1146,9 @@ def plot(result: SoakResult, path: Path) -> Path:
                     anon = [(s.t, s.rss_anon_mb) for s in result.samples if s.node == node and s.rss_anon_mb >= 0]
                     if anon:
                         axis.plot(*zip(*anon, strict=True), color=colours[node], lw=0.7, ls="--")
+                    cache = [(s.t, s.cache_mb) for s in result.samples if s.node == node and s.cache_mb >= 0]
+                    if cache:
+                        axis.plot(*zip(*cache, strict=True), color=colours[node], lw=0.7, ls=":")
                 if metric in ("rss_mb", "open_files"):
                     lives = [life for life in result.goals.get(metric, {}).get("same_age_lives", [])
                              if life["node"] == node]
@@ -1098,8 +1174,8 @@ def plot(result: SoakResult, path: Path) -> Path:
 
 def table(result: SoakResult) -> str:
     lines = ["per node: first -> last sample (restart: first -> last start-to-ready, CPU s in brackets)",
-             f"{'node':>4}  {'RSS MB':>11}  {'anon MB':>11}  {'files':>9}  {'threads':>9}  {'meta MB':>11}  "
-             f"{'restart s':>24}"]
+             f"{'node':>4}  {'RSS MB':>11}  {'anon MB':>11}  {'cache MB':>11}  {'files':>9}  {'threads':>9}  "
+             f"{'meta MB':>11}  {'restart s':>24}"]
     goals = result.goals
     for node in sorted({s.node for s in result.samples}):
         mine = [s for s in result.samples if s.node == node]
@@ -1111,8 +1187,9 @@ def table(result: SoakResult) -> str:
         ready = span([r.ready_s for r in restarts], "{:.2f}")
         if restarts:
             ready += f" ({restarts[0].cpu_s:.2f}→{restarts[-1].cpu_s:.2f})"
+        cache = span([s.cache_mb for s in mine if s.cache_mb >= 0], "{:.1f}")
         lines.append(f"{node:>4}  {span([s.rss_mb for s in mine]):>11}  {span([s.rss_anon_mb for s in mine]):>11}  "
-                     f"{span([s.open_files for s in mine]):>9}  {span([s.threads for s in mine]):>9}  "
+                     f"{cache:>11}  {span([s.open_files for s in mine]):>9}  {span([s.threads for s in mine]):>9}  "
                      f"{span([s.metadata_mb for s in mine], '{:.2f}'):>11}  {ready:>24}")
     warm = goals.get("warmup_s", 0.0)
     lines.append("stream directories (MB): first -> last sample, and the largest after the warm-up")

@@ -73,11 +73,13 @@ def test_verdict_is_unclear_when_the_interval_straddles_the_bound() -> None:
 def soak(value: Callable[[int, int, float], float], files: Callable[[int, int, float], int] = lambda n, i, a: 50,
          delta: Callable[[int, int, float], bool] = lambda n, i, a: False,
          metadata: Callable[[float], float] = lambda t: 1.0, ready: Callable[[int, int], float] = lambda n, i: 2.0,
-         streams: Callable[[float], dict[str, float]] = lambda t: {}) -> SoakResult:
+         streams: Callable[[float], dict[str, float]] = lambda t: {},
+         cache: Callable[[int, int, float], float] = lambda n, i, a: -1.0) -> SoakResult:
     """An hour on 3 nodes sampled every 10 s; a rolling restart every 600 s (node n restarted
     20*(n-1) s into the round, 1 s to stop, `ready(node, round)` s to ready); the first processes
     started 60 s before the workload. `value(node, life, age)` is the RSS of the node's `life`-th
-    process at `age` seconds after it started."""
+    process at `age` seconds after it started; `cache(node, life, age)` what its tail caches hold
+    (MB; -1: not sampled)."""
     restarts = [Restart(r, n, 600.0 * r + 20 * (n - 1), 1.0, ready(n, r), 0.5, 1.5 * ready(n, r), 1.0)
                 for r in range(1, 6) for n in (1, 2, 3)]
     samples = []
@@ -89,7 +91,7 @@ def soak(value: Callable[[int, int, float], float], files: Callable[[int, int, f
             samples.append(Sample(float(t), n, value(n, life, age), files(n, life, age), 30, metadata(float(t)),
                                   streams(float(t)),
                                   pid=100 * n + life, age_s=age, rss_anon_mb=value(n, life, age) / 2,
-                                  tier_writer=delta(n, life, age), load1=2.0))
+                                  tier_writer=delta(n, life, age), load1=2.0, cache_mb=cache(n, life, age)))
     return SoakResult(config={}, samples=samples, restarts=restarts,
                       counts={"acknowledged": 1000, "lost_acknowledged": {"a": 0, "b": 0},
                               "idempotent_stored_twice": {"a": 0}})
@@ -170,6 +172,38 @@ def test_caches_filling_longer_than_half_a_life_are_warm_up_measured_from_the_st
     # A fill longer than 3/4 of a life leaves the last quarter counted, not nothing.
     goals = evaluate_goals(soak(caching(360), streams=filling(3000)), SoakConfig(duration_s=HOUR))
     assert goals["process_warmup_s"] == round(goals["reference_age_s"] * 3 / 4, 1)
+
+
+def cache_filling(fill: float) -> Callable[[int, int, float], float]:
+    """Tail caches (vdl_tail_cache_bytes) growing to 12 MB over `fill` s after each start (what the
+    logs hold), then at 12 MB give or take a retention step."""
+    return lambda n, i, a: 12.0 * min(a, fill) / fill - 0.5 * (a // 10 % 2)
+
+
+def test_each_process_is_measured_past_its_own_tail_caches_fill() -> None:
+    # Each process warms up for 200 s (warming), and its tail caches fill for 500 s, past 3/4 of
+    # the reference age (412 s): each lifetime's slope starts at its own caches' fill (the first
+    # sample at 90 % of the most they held), not at half the reference age nor a cap.
+    def rss(fill: float, leak: float = 0.0) -> Callable[[int, int, float], float]:
+        return lambda n, i, a: warming(n, i, a) + cache_filling(fill)(n, i, a) + leak * a
+
+    goals = evaluate_goals(soak(rss(500), cache=cache_filling(500)), SoakConfig(duration_s=HOUR))
+    assert goals["cache_measured"] is True
+    # Each life's first sample holding the median of what it holds from then on: from age 500 s
+    # (every other sample 0.5 MB lower, the retention step; ages offset by the restart times),
+    # 489 s in the median life (12 MB there, 11.5 the sample after: the median of the rest).
+    assert goals["cache_fill_s"] == 489.0
+    assert goals["tail_cache"]["held_mb_when_full"] == 11.74
+    table = {row["goal"].split(" (")[0]: row["verdict"] for row in goals["table"]}
+    assert table["RSS flat within 5 %/h within a process"] == "met"
+    # Unsampled caches (an older soak.json): from half the reference age, the fill reads as growth.
+    assert goals_of(soak(rss(500)))["RSS flat within 5 %/h within a process"] == "missed"
+    # A leak past the fill still misses (+36 MB an hour of a process's life).
+    leak = goals_of(soak(rss(500, leak=0.01), cache=cache_filling(500)))
+    assert leak["RSS flat within 5 %/h within a process"] == "missed"
+    # Caches still filling at each life's end: never met.
+    late = goals_of(soak(rss(700), cache=cache_filling(700)))
+    assert late["RSS flat within 5 %/h within a process"] != "met"
 
 
 def sawtooth(growth_mb_per_cycle: float, period: float = 600) -> Callable[[float], float]:

@@ -9,7 +9,10 @@ What each node reports, so that a sum over nodes counts every stream once:
   node elected but not serving yet). Unavailable streams have no leader to report them, so every
   replica reports its own view: alert on max() over nodes, not sum().
 - per Raft group (streams and "__metadata"): elections this node won (from its first win);
-- the node: size and free bytes of the data directory's disk, open client connections.
+- the node: size and free bytes of the data directory's disk, open client connections, the
+  memory its logs' tail caches hold and their budget (a cache fills after a start, up to what its
+  log holds or its share of the budget: memory that grows for a while after a start and then
+  stays, not a leak).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class BrokerView(Protocol):
     host: Any  # RaftHost: groups by name
     metadata: Any  # MetadataService: state.groups.offsets
     connections: set[Any]
+    cache_budget: Any  # CacheBudget: limit, bytes
 
 
 def _families() -> dict[str, _Family]:
@@ -65,6 +69,10 @@ def _families() -> dict[str, _Family]:
         "disk": GaugeMetricFamily("vdl_disk_free_bytes", "Free bytes on the disk holding the data directory"),
         "disk_total": GaugeMetricFamily("vdl_disk_total_bytes", "Size of the disk holding the data directory"),
         "connections": GaugeMetricFamily("vdl_connections", "Open Kafka client connections"),
+        "cache": GaugeMetricFamily("vdl_tail_cache_bytes", "Memory the tail caches of this node's logs hold "
+                                   "(each cached entry's payload and per-entry overhead)"),
+        "cache_budget": GaugeMetricFamily("vdl_tail_cache_budget_bytes", "The node's tail_cache_bytes: what its "
+                                          "tail caches may hold together"),
     }
 
 
@@ -128,6 +136,8 @@ class BrokerCollector:
         f["disk"].add_metric([], free)
         f["disk_total"].add_metric([], total)
         f["connections"].add_metric([], len(broker.connections))
+        f["cache"].add_metric([], broker.cache_budget.bytes)
+        f["cache_budget"].add_metric([], broker.cache_budget.limit)
         yield from f.values()
 
     def _group_lag(self, f: dict[str, _Family], led: dict[str, int]) -> None:

@@ -52,6 +52,17 @@ START_PROPERTY = "vdl.table.start"
 ROW_GROUP_ROWS = 131_072
 
 
+# A kept DeltaTable grows by every commit it is brought up to (its own appends, update_incremental):
+# delta-rs adds each new commit's actions to its snapshot as a piece of its own, ~30-60 KB of
+# memory per commit here, and only a fresh load (from the last checkpoint, which delta-rs writes
+# every 100 commits: delta.checkpointInterval) or a compaction's new snapshot consolidates them. A
+# tier writer committing every few seconds grew by tens of MB between two compactions, and
+# without compaction (vdl.table.compact.interval.ms = 0) without bound. So a table kept this many
+# versions past its load is loaded afresh: its memory stays that of a checkpoint and fewer
+# commits than this (the writer's, and a follower's that reads the table's end now and then).
+RELOAD_AFTER_COMMITS = 100
+
+
 def writer_properties() -> WriterProperties:
     return WriterProperties(max_row_group_size=ROW_GROUP_ROWS)
 
@@ -69,8 +80,11 @@ class DeltaTarget:
         # key and value bytes serve no reader, and cost every commit time and log space.
         self.configuration = {"delta.dataSkippingStatsColumns": ",".join(stats_columns)} if stats_columns else None
         self._table: DeltaTable | None = None
+        self._loaded_version = 0  # _table's version when it was loaded (RELOAD_AFTER_COMMITS)
 
     def _load(self, create: bool) -> DeltaTable | None:
+        if self._table is not None and self._table.version() - self._loaded_version >= RELOAD_AFTER_COMMITS:
+            self._table = None  # a fresh load from the last checkpoint, below
         if self._table is not None:
             self._table.update_incremental()
             return self._table
@@ -81,6 +95,7 @@ class DeltaTarget:
                 return None
             self._table = DeltaTable.create(self.path, self.schema, mode="ignore", partition_by=self.partition_by,
                                             configuration=self.configuration, storage_options=self.storage_options)
+        self._loaded_version = self._table.version()
         return self._table
 
     def transaction_version(self, app_id: str) -> int | None:
