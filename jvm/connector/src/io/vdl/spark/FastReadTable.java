@@ -1,0 +1,140 @@
+package io.vdl.spark;
+
+import java.util.EnumSet;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+
+import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.SupportsWrite;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.metric.CustomMetric;
+import org.apache.spark.sql.connector.metric.CustomTaskMetric;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.streaming.ContinuousStream;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
+import org.apache.spark.sql.connector.read.streaming.Offset;
+import org.apache.spark.sql.connector.read.streaming.PartitionOffset;
+import org.apache.spark.sql.connector.read.streaming.ReadLimit;
+import org.apache.spark.sql.connector.read.streaming.ReportsSourceMetrics;
+import org.apache.spark.sql.connector.read.streaming.SupportsRealTimeMode;
+import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/** A read served by Spark's Kafka table (options translated); writes stay the Python table's. */
+final class FastReadTable implements Table, SupportsRead, SupportsWrite {
+    private final Table python;
+    private final Table kafka;
+
+    FastReadTable(Table python, Table kafka) {
+        this.python = python;
+        this.kafka = kafka;
+    }
+
+    @Override
+    public String name() {
+        return "vdl";
+    }
+
+    @Override
+    @SuppressWarnings("deprecation")  // Table.schema(): what PythonTable implements
+    public StructType schema() {
+        return python.schema();
+    }
+
+    @Override
+    public Set<TableCapability> capabilities() {
+        Set<TableCapability> capabilities = EnumSet.noneOf(TableCapability.class);
+        for (TableCapability c : kafka.capabilities()) {
+            if (c == TableCapability.BATCH_READ || c == TableCapability.MICRO_BATCH_READ
+                    || c == TableCapability.CONTINUOUS_READ) {
+                capabilities.add(c);
+            }
+        }
+        for (TableCapability c : python.capabilities()) {
+            if (c != TableCapability.BATCH_READ && c != TableCapability.MICRO_BATCH_READ) {
+                capabilities.add(c);
+            }
+        }
+        return capabilities;
+    }
+
+    @Override
+    public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+        Map<String, String> translated = FastRead.kafkaOptions(options);
+        if (translated == null) {  // what getTable saw has changed meanwhile: let Python decide
+            return ((SupportsRead) python).newScanBuilder(options);
+        }
+        ScanBuilder builder = ((SupportsRead) kafka).newScanBuilder(new CaseInsensitiveStringMap(translated));
+        return () -> new FastScan(builder.build());
+    }
+
+    @Override
+    public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+        return ((SupportsWrite) python).newWriteBuilder(info);
+    }
+
+    /** Spark's Kafka scan, its micro-batch stream wrapped to read the Python source's offsets. */
+    private static final class FastScan implements Scan {
+        private final Scan scan;
+
+        FastScan(Scan scan) {
+            this.scan = scan;
+        }
+
+        @Override public StructType readSchema() { return scan.readSchema(); }
+        @Override public String description() { return scan.description(); }
+        @Override public Batch toBatch() { return scan.toBatch(); }
+        @Override public ContinuousStream toContinuousStream(String checkpoint) { return scan.toContinuousStream(checkpoint); }
+        @Override public CustomMetric[] supportedCustomMetrics() { return scan.supportedCustomMetrics(); }
+        @Override public CustomTaskMetric[] reportDriverMetrics() { return scan.reportDriverMetrics(); }
+        @Override public ColumnarSupportMode columnarSupportMode() { return scan.columnarSupportMode(); }
+
+        @Override
+        public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+            return new FastStream(scan.toMicroBatchStream(checkpointLocation));
+        }
+    }
+
+    /** Spark's KafkaMicroBatchStream, taking {"s": n} offsets as well as {"s":{"0":n}}. */
+    private static final class FastStream
+            implements MicroBatchStream, SupportsTriggerAvailableNow, ReportsSourceMetrics, SupportsRealTimeMode {
+        private final MicroBatchStream stream;
+
+        FastStream(MicroBatchStream stream) {
+            this.stream = stream;
+        }
+
+        @Override public Offset deserializeOffset(String json) { return stream.deserializeOffset(FastRead.kafkaOffsetJson(json)); }
+        @Override public Offset initialOffset() { return stream.initialOffset(); }
+        @Override public Offset latestOffset() { return stream.latestOffset(); }
+        @Override public InputPartition[] planInputPartitions(Offset start, Offset end) { return stream.planInputPartitions(start, end); }
+        @Override public PartitionReaderFactory createReaderFactory() { return stream.createReaderFactory(); }
+        @Override public void commit(Offset end) { stream.commit(end); }
+        @Override public void stop() { stream.stop(); }
+        @Override public String toString() { return stream.toString(); }
+
+        private SupportsTriggerAvailableNow admission() { return (SupportsTriggerAvailableNow) stream; }
+        @Override public ReadLimit getDefaultReadLimit() { return admission().getDefaultReadLimit(); }
+        @Override public Offset latestOffset(Offset start, ReadLimit limit) { return admission().latestOffset(start, limit); }
+        @Override public Offset reportLatestOffset() { return admission().reportLatestOffset(); }
+        @Override public void prepareForTriggerAvailableNow() { admission().prepareForTriggerAvailableNow(); }
+
+        @Override public Map<String, String> metrics(Optional<Offset> latestConsumedOffset) {
+            return ((ReportsSourceMetrics) stream).metrics(latestConsumedOffset);
+        }
+
+        private SupportsRealTimeMode realTime() { return (SupportsRealTimeMode) stream; }
+        @Override public InputPartition[] planInputPartitions(Offset start) { return realTime().planInputPartitions(start); }
+        @Override public Offset mergeOffsets(PartitionOffset[] offsets) { return realTime().mergeOffsets(offsets); }
+        @Override public void prepareForRealTimeMode() { realTime().prepareForRealTimeMode(); }
+    }
+}
