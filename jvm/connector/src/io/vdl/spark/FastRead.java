@@ -48,10 +48,7 @@ final class FastRead {
 
     /** Spark's Kafka source options for this read, or null: the Python source serves it. */
     static Map<String, String> kafkaOptions(Map<String, String> properties) {
-        Map<String, String> options = new HashMap<>();
-        for (Map.Entry<String, String> e : properties.entrySet()) {
-            options.put(e.getKey().toLowerCase(Locale.ROOT), e.getValue());
-        }
+        Map<String, String> options = lowerCased(properties);
         String subscribe = options.get("subscribe");
         String pattern = options.get("subscribepattern");
         String assign = options.get("assign");
@@ -96,6 +93,14 @@ final class FastRead {
             return null;
         }
         return kafka;
+    }
+
+    static Map<String, String> lowerCased(Map<String, String> properties) {
+        Map<String, String> options = new HashMap<>();
+        for (Map.Entry<String, String> e : properties.entrySet()) {
+            options.put(e.getKey().toLowerCase(Locale.ROOT), e.getValue());
+        }
+        return options;
     }
 
     private static List<String> splitNames(String list) {

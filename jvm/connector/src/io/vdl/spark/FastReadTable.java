@@ -33,10 +33,14 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 final class FastReadTable implements Table, SupportsRead, SupportsWrite {
     private final Table python;
     private final Table kafka;
+    private final Map<String, String> planned;  // the options getTable saw, lower-cased
+    private final Map<String, String> kafkaOptions;  // ... and what they became
 
-    FastReadTable(Table python, Table kafka) {
+    FastReadTable(Table python, Table kafka, Map<String, String> planned, Map<String, String> kafkaOptions) {
         this.python = python;
         this.kafka = kafka;
+        this.planned = planned;
+        this.kafkaOptions = kafkaOptions;
     }
 
     @Override
@@ -69,8 +73,9 @@ final class FastReadTable implements Table, SupportsRead, SupportsWrite {
 
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-        Map<String, String> translated = FastRead.kafkaOptions(options);
-        if (translated == null) {  // what getTable saw has changed meanwhile: let Python decide
+        Map<String, String> translated = FastRead.lowerCased(options).equals(planned)
+            ? kafkaOptions : FastRead.kafkaOptions(options);
+        if (translated == null) {  // other options than getTable saw, not for the Kafka source
             return ((SupportsRead) python).newScanBuilder(options);
         }
         ScanBuilder builder = ((SupportsRead) kafka).newScanBuilder(new CaseInsensitiveStringMap(translated));

@@ -57,6 +57,6 @@ public final class VdlProvider implements TableProvider, DataSourceRegister {
             return pythonTable;
         }
         Table kafkaTable = new KafkaSourceProvider().getTable(new CaseInsensitiveStringMap(kafkaOptions));
-        return new FastReadTable(pythonTable, kafkaTable);
+        return new FastReadTable(pythonTable, kafkaTable, FastRead.lowerCased(properties), kafkaOptions);
     }
 }
