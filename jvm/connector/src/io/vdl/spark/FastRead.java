@@ -43,6 +43,7 @@ final class FastRead {
         "max.partition.fetch.bytes", "fetch.max.wait.ms", "request.timeout.ms", "retry.backoff.ms",
         "client.id", "isolation.level");
     private static final long ADMIN_TIMEOUT_MS = 15_000;
+    private static final long API_TIMEOUT_MS = 15_000;
 
     private FastRead() {}
 
@@ -69,6 +70,13 @@ final class FastRead {
         for (Map.Entry<String, String> e : options.entrySet()) {
             String key = e.getKey();
             kafka.put(UNPREFIXED.contains(key) ? "kafka." + key : key, e.getValue());
+        }
+        // Spark's Kafka source asks the latest offsets with the AdminClient, whose call can stay
+        // bound to a killed leader until default.api.timeout.ms (60 s) passes; format("vdl")'s
+        // queries go on within seconds of a leader kill, so the JVM path waits 15 s at most.
+        if (!kafka.containsKey("kafka.default.api.timeout.ms")) {
+            kafka.put("kafka.default.api.timeout.ms", String.valueOf(API_TIMEOUT_MS));
+            kafka.putIfAbsent("kafka.request.timeout.ms", String.valueOf(API_TIMEOUT_MS));
         }
         String servers = kafka.get("kafka.bootstrap.servers");
         if (servers == null) {

@@ -79,7 +79,7 @@ final class FastReadTable implements Table, SupportsRead, SupportsWrite {
             return ((SupportsRead) python).newScanBuilder(options);
         }
         ScanBuilder builder = ((SupportsRead) kafka).newScanBuilder(new CaseInsensitiveStringMap(translated));
-        return () -> new FastScan(builder.build());
+        return () -> new FastScan(builder.build(), translated);
     }
 
     @Override
@@ -90,9 +90,11 @@ final class FastReadTable implements Table, SupportsRead, SupportsWrite {
     /** Spark's Kafka scan, its micro-batch stream wrapped to read the Python source's offsets. */
     private static final class FastScan implements Scan {
         private final Scan scan;
+        private final Map<String, String> options;
 
-        FastScan(Scan scan) {
+        FastScan(Scan scan, Map<String, String> options) {
             this.scan = scan;
+            this.options = options;
         }
 
         @Override public StructType readSchema() { return scan.readSchema(); }
@@ -105,7 +107,9 @@ final class FastReadTable implements Table, SupportsRead, SupportsWrite {
 
         @Override
         public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-            return new FastStream(scan.toMicroBatchStream(checkpointLocation));
+            boolean failOnDataLoss = !"false".equalsIgnoreCase(options.getOrDefault("failondataloss", "true").trim());
+            return new FastStream(scan.toMicroBatchStream(checkpointLocation),
+                failOnDataLoss ? new DataLossCheck(options.get("kafka.bootstrap.servers")) : null);
         }
     }
 
@@ -113,18 +117,32 @@ final class FastReadTable implements Table, SupportsRead, SupportsWrite {
     private static final class FastStream
             implements MicroBatchStream, SupportsTriggerAvailableNow, ReportsSourceMetrics, SupportsRealTimeMode {
         private final MicroBatchStream stream;
+        private final DataLossCheck dataLoss;  // null: failOnDataLoss=false
 
-        FastStream(MicroBatchStream stream) {
+        FastStream(MicroBatchStream stream, DataLossCheck dataLoss) {
             this.stream = stream;
+            this.dataLoss = dataLoss;
         }
 
         @Override public Offset deserializeOffset(String json) { return stream.deserializeOffset(FastRead.kafkaOffsetJson(json)); }
         @Override public Offset initialOffset() { return stream.initialOffset(); }
         @Override public Offset latestOffset() { return stream.latestOffset(); }
-        @Override public InputPartition[] planInputPartitions(Offset start, Offset end) { return stream.planInputPartitions(start, end); }
+        @Override
+        public InputPartition[] planInputPartitions(Offset start, Offset end) {
+            if (dataLoss != null) {
+                dataLoss.check(start.json());
+            }
+            return stream.planInputPartitions(start, end);
+        }
         @Override public PartitionReaderFactory createReaderFactory() { return stream.createReaderFactory(); }
         @Override public void commit(Offset end) { stream.commit(end); }
-        @Override public void stop() { stream.stop(); }
+        @Override
+        public void stop() {
+            if (dataLoss != null) {
+                dataLoss.close();
+            }
+            stream.stop();
+        }
         @Override public String toString() { return stream.toString(); }
 
         private SupportsTriggerAvailableNow admission() { return (SupportsTriggerAvailableNow) stream; }
