@@ -22,7 +22,8 @@ import org.apache.kafka.common.TopicPartition;
  */
 final class DataLossCheck implements AutoCloseable {
     private static final ObjectMapper JSON = new ObjectMapper();
-    private static final long TIMEOUT_MS = 30_000;
+    // as FastRead's defaults for Spark's Kafka source: a dead leader costs 5 s, a call 10 s at most
+    private static final long TIMEOUT_MS = 10_000;
     private final String servers;
     private Admin admin;
 
@@ -77,6 +78,8 @@ final class DataLossCheck implements AutoCloseable {
             Properties settings = new Properties();
             settings.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, servers);
             settings.put(AdminClientConfig.CLIENT_ID_CONFIG, "vdl-spark-planner");
+            settings.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, 5_000);
+            settings.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, (int) TIMEOUT_MS);
             admin = Admin.create(settings);
         }
         return admin;
@@ -85,7 +88,7 @@ final class DataLossCheck implements AutoCloseable {
     @Override
     public synchronized void close() {
         if (admin != null) {
-            admin.close();
+            admin.close(java.time.Duration.ofSeconds(2));
             admin = null;
         }
     }

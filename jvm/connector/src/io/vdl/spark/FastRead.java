@@ -43,7 +43,8 @@ final class FastRead {
         "max.partition.fetch.bytes", "fetch.max.wait.ms", "request.timeout.ms", "retry.backoff.ms",
         "client.id", "isolation.level");
     private static final long ADMIN_TIMEOUT_MS = 15_000;
-    private static final long API_TIMEOUT_MS = 15_000;
+    private static final long API_TIMEOUT_MS = 10_000;
+    private static final long REQUEST_TIMEOUT_MS = 5_000;
 
     private FastRead() {}
 
@@ -73,10 +74,11 @@ final class FastRead {
         }
         // Spark's Kafka source asks the latest offsets with the AdminClient, whose call can stay
         // bound to a killed leader until default.api.timeout.ms (60 s) passes; format("vdl")'s
-        // queries go on within seconds of a leader kill, so the JVM path waits 15 s at most.
-        if (!kafka.containsKey("kafka.default.api.timeout.ms")) {
+        // queries go on within seconds of a leader kill: on the JVM path a request to a dead node
+        // gives up after 5 s and is retried at the new leader within the call's 10 s.
+        if (!kafka.containsKey("kafka.default.api.timeout.ms") && !kafka.containsKey("kafka.request.timeout.ms")) {
             kafka.put("kafka.default.api.timeout.ms", String.valueOf(API_TIMEOUT_MS));
-            kafka.putIfAbsent("kafka.request.timeout.ms", String.valueOf(API_TIMEOUT_MS));
+            kafka.put("kafka.request.timeout.ms", String.valueOf(REQUEST_TIMEOUT_MS));
         }
         String servers = kafka.get("kafka.bootstrap.servers");
         if (servers == null) {
@@ -176,6 +178,26 @@ final class FastRead {
                 }
             }
             return true;
+        }
+    }
+
+    /** {"s":{"0":n}} as {"s": n}; unchanged when a stream has another partition than 0. */
+    static String vdlOffsetJson(String json) {
+        try {
+            JsonNode node = JSON.readTree(json);
+            Map<String, Object> flat = new java.util.LinkedHashMap<>();
+            Iterator<Map.Entry<String, JsonNode>> fields = node.properties().iterator();
+            while (fields.hasNext()) {
+                Map.Entry<String, JsonNode> field = fields.next();
+                JsonNode partitions = field.getValue();
+                if (!partitions.isObject() || partitions.size() != 1 || !partitions.has("0")) {
+                    return json;
+                }
+                flat.put(field.getKey(), partitions.get("0").asLong());
+            }
+            return JSON.writeValueAsString(flat);
+        } catch (Exception e) {
+            return json;
         }
     }
 

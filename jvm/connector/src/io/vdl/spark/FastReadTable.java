@@ -113,7 +113,10 @@ final class FastReadTable implements Table, SupportsRead, SupportsWrite {
         }
     }
 
-    /** Spark's KafkaMicroBatchStream, taking {"s": n} offsets as well as {"s":{"0":n}}. */
+    /**
+     * Spark's KafkaMicroBatchStream with format("vdl")'s offsets: {"s": n} in the checkpoint and
+     * the progress (a VDL stream is one partition), Kafka's {"s":{"0":n}} read too.
+     */
     private static final class FastStream
             implements MicroBatchStream, SupportsTriggerAvailableNow, ReportsSourceMetrics, SupportsRealTimeMode {
         private final MicroBatchStream stream;
@@ -124,18 +127,33 @@ final class FastReadTable implements Table, SupportsRead, SupportsWrite {
             this.dataLoss = dataLoss;
         }
 
-        @Override public Offset deserializeOffset(String json) { return stream.deserializeOffset(FastRead.kafkaOffsetJson(json)); }
-        @Override public Offset initialOffset() { return stream.initialOffset(); }
-        @Override public Offset latestOffset() { return stream.latestOffset(); }
+        private static Offset ours(Offset kafka) {
+            return kafka == null ? null : new VdlOffset(kafka);
+        }
+
+        private Offset kafka(Offset offset) {
+            if (offset == null || !(offset instanceof VdlOffset)) {
+                return offset == null ? null : stream.deserializeOffset(FastRead.kafkaOffsetJson(offset.json()));
+            }
+            return ((VdlOffset) offset).kafka;
+        }
+
+        @Override public Offset deserializeOffset(String json) { return ours(stream.deserializeOffset(FastRead.kafkaOffsetJson(json))); }
+        @Override public Offset initialOffset() { return ours(stream.initialOffset()); }
+        @Override public Offset latestOffset() { return ours(stream.latestOffset()); }
+        @Override public PartitionReaderFactory createReaderFactory() { return stream.createReaderFactory(); }
+        @Override public void commit(Offset end) { stream.commit(kafka(end)); }
+        @Override public String toString() { return stream.toString(); }
+
         @Override
         public InputPartition[] planInputPartitions(Offset start, Offset end) {
+            Offset from = kafka(start);
             if (dataLoss != null) {
-                dataLoss.check(start.json());
+                dataLoss.check(from.json());
             }
-            return stream.planInputPartitions(start, end);
+            return stream.planInputPartitions(from, kafka(end));
         }
-        @Override public PartitionReaderFactory createReaderFactory() { return stream.createReaderFactory(); }
-        @Override public void commit(Offset end) { stream.commit(end); }
+
         @Override
         public void stop() {
             if (dataLoss != null) {
@@ -143,21 +161,36 @@ final class FastReadTable implements Table, SupportsRead, SupportsWrite {
             }
             stream.stop();
         }
-        @Override public String toString() { return stream.toString(); }
 
         private SupportsTriggerAvailableNow admission() { return (SupportsTriggerAvailableNow) stream; }
         @Override public ReadLimit getDefaultReadLimit() { return admission().getDefaultReadLimit(); }
-        @Override public Offset latestOffset(Offset start, ReadLimit limit) { return admission().latestOffset(start, limit); }
-        @Override public Offset reportLatestOffset() { return admission().reportLatestOffset(); }
+        @Override public Offset latestOffset(Offset start, ReadLimit limit) { return ours(admission().latestOffset(kafka(start), limit)); }
+        @Override public Offset reportLatestOffset() { return ours(admission().reportLatestOffset()); }
         @Override public void prepareForTriggerAvailableNow() { admission().prepareForTriggerAvailableNow(); }
 
         @Override public Map<String, String> metrics(Optional<Offset> latestConsumedOffset) {
-            return ((ReportsSourceMetrics) stream).metrics(latestConsumedOffset);
+            return ((ReportsSourceMetrics) stream).metrics(latestConsumedOffset.map(this::kafka));
         }
 
         private SupportsRealTimeMode realTime() { return (SupportsRealTimeMode) stream; }
-        @Override public InputPartition[] planInputPartitions(Offset start) { return realTime().planInputPartitions(start); }
-        @Override public Offset mergeOffsets(PartitionOffset[] offsets) { return realTime().mergeOffsets(offsets); }
+        @Override public InputPartition[] planInputPartitions(Offset start) { return realTime().planInputPartitions(kafka(start)); }
+        @Override public Offset mergeOffsets(PartitionOffset[] offsets) { return ours(realTime().mergeOffsets(offsets)); }
         @Override public void prepareForRealTimeMode() { realTime().prepareForRealTimeMode(); }
+    }
+
+    /** A Kafka source offset shown as format("vdl")'s {"s": n} when every stream is one partition. */
+    private static final class VdlOffset extends Offset {
+        final Offset kafka;
+        private final String json;
+
+        VdlOffset(Offset kafka) {
+            this.kafka = kafka;
+            this.json = FastRead.vdlOffsetJson(kafka.json());
+        }
+
+        @Override
+        public String json() {
+            return json;
+        }
     }
 }
