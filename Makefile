@@ -65,19 +65,7 @@ $(HARNESS): $(HARNESS_SOURCES) $(wildcard tests/support/java/META-INF/services/*
 	cp -r tests/support/java/META-INF jvm/lib/harness/
 	touch $(HARNESS)
 
-# format("vdl")'s JVM provider (jvm/connector/): plain reads on Spark's own Kafka source, the
-# rest delegated to the Python data source; compiled against pyspark's jars and jvm/lib/spark/
-# into the git-ignored jvm/lib/connector/, which the project's sessions add to spark.jars.
-CONNECTOR_SOURCES := $(wildcard jvm/connector/src/io/vdl/spark/*.java)
-CONNECTOR := jvm/lib/connector/vdl-spark-connector.jar
-$(CONNECTOR): $(CONNECTOR_SOURCES) $(wildcard jvm/connector/META-INF/services/*) $(JARS)
-	rm -rf jvm/lib/connector build/connector
-	javac -Xlint:all,-path -Werror -d build/connector -cp "jvm/lib/spark/*:$$($(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')/*" $(CONNECTOR_SOURCES)
-	cp -r jvm/connector/META-INF build/connector/
-	mkdir -p jvm/lib/connector
-	jar cf $(CONNECTOR) -C build/connector .
-
-jars: $(JARS) $(HARNESS) $(CONNECTOR)
+jars: $(JARS) $(HARNESS)
 
 kcat:
 	@command -v kcat >/dev/null 2>&1 || { \

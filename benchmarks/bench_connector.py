@@ -54,10 +54,8 @@ from benchmarks.peers import Target, kafka_targets, per_record_us, vdl_target
 from benchmarks.profile import Profiler, spark_python_workers
 from benchmarks.realtime import copy_latencies, start_copy
 from benchmarks.report import Report, cpu_seconds, percentile
-from vdl_connector import PYTHON_SOURCE_NAME
-from vdl_dev.jvm import connector_jar, spark_jars_setting
+from vdl_dev.jvm import spark_jars_setting
 from vdl_dev.kafka_peer import KafkaPeer
-from vdl_dev.session import environment, spark_launch_environment
 
 RECORD_BYTES = 100
 LOAD_BATCH_RECORDS = 10_000
@@ -201,13 +199,10 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-connector-"))
     broker = start_broker(work / "broker")
     peer = KafkaPeer(1, work / "kafka") if with_kafka else None
-    # spark_launch_environment: with format("vdl")'s JVM provider in spark.jars, the Python
-    # source steps aside (as "vdl-python", measured too: the path every read took before)
-    with environment(spark_launch_environment()):
-        spark = (SparkSession.builder.master("local[2]").appName("bench-connector")
-                 .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
-                 .config("spark.ui.showConsoleProgress", "false").config("spark.jars", spark_jars_setting())
-                 .config("spark.driver.memory", "2g").getOrCreate())
+    spark = (SparkSession.builder.master("local[2]").appName("bench-connector")
+             .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false").config("spark.jars", spark_jars_setting())
+             .config("spark.driver.memory", "2g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(CeilingSource)
     report = Report("bench_connector")
@@ -219,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             peer.start()
             [kafka, _] = kafka_targets(peer)
         cpu_of: dict[str, Target | None] = {
-            "vdl": vdl, "vdl_python": vdl, "kafka_on_vdl": vdl, "kafka_on_kafka": kafka, "ceiling": None,
+            "vdl": vdl, "kafka_on_vdl": vdl, "kafka_on_kafka": kafka, "ceiling": None,
             "write_vdl": vdl, "write_vdl_eo": vdl, "write_vdl_txn": vdl, "write_kafka_on_vdl": vdl, "write_kafka_on_kafka": kafka,
             "discard": None, "discard_eo": None}
         # Batches under Kafka's default max.message.bytes (1 MiB), the same into both
@@ -281,13 +276,9 @@ def main(argv: list[str] | None = None) -> int:
         measures: dict[str, Callable[[str], object]] = {}
         groups: list[tuple[str, ...]] = []
         if "read" in chosen:
-            python_path = ("vdl_python",) if connector_jar() is not None else ()
-            groups.append(("ceiling", "vdl", *python_path, "kafka_on_vdl", "kafka_on_kafka") if kafka
-                          else ("ceiling", "vdl", *python_path))
+            groups.append(("ceiling", "vdl", "kafka_on_vdl", "kafka_on_kafka") if kafka else ("ceiling", "vdl"))
             measures["ceiling"] = lambda r: timed_query(lambda: ceiling_query(r), records)
             measures["vdl"] = lambda r: timed_query(lambda: read_query("vdl", vdl, r), records)
-            if python_path:
-                measures["vdl_python"] = lambda r: timed_query(lambda: read_query(PYTHON_SOURCE_NAME, vdl, r), records)
             if kafka is not None:
                 kafka_target = kafka
                 measures["kafka_on_vdl"] = lambda r: timed_query(lambda: read_query("kafka", vdl, r), records)
@@ -344,7 +335,6 @@ def main(argv: list[str] | None = None) -> int:
 
         labels = {"ceiling": "ceiling: synthetic Arrow source -> noop",
                   "vdl": 'readStream.format("vdl") on VDL -> noop',
-                  "vdl_python": 'readStream.format("vdl") on VDL, Python data source path -> noop',
                   "kafka_on_vdl": 'readStream.format("kafka") on VDL -> noop',
                   "kafka_on_kafka": 'readStream.format("kafka") on Kafka -> noop',
                   "discard": "ceiling: rows -> discarding Arrow writer",
@@ -360,11 +350,10 @@ def main(argv: list[str] | None = None) -> int:
             report.add(label, rate[key], "rows/s", goal=goals.get(key), note=broker_cpu(key) + listed(key))
             if cpu_of[key]:
                 report.add(f"{label}, broker CPU", statistics.median(cpu[key]), "us/record", higher_is_better=False)
-            if key != "ceiling":
+            if key.startswith(("write", "discard")):
                 report.add(f"{label}, Spark CPU (driver JVM + Python workers)", statistics.median(client_cpu[key]),
                            "us/record", higher_is_better=False)
         for measured, base, goal in (("vdl", "ceiling", 0.6), ("vdl", "kafka_on_vdl", 1.0), ("vdl", "kafka_on_kafka", 0.9),
-                                     ("vdl_python", "kafka_on_vdl", None), ("vdl", "vdl_python", None),
                                      ("kafka_on_vdl", "kafka_on_kafka", None),
                                      ("write_vdl", "discard", 0.7), ("write_vdl_eo", "discard_eo", 0.7),
                                      ("write_vdl_eo", "discard", None), ("write_vdl_txn", "write_vdl_eo", None),
@@ -375,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
                 report.add(f"{labels[measured]} / {labels[base]}", ratio(measured, base), "x", goal=goal,
                            note="median of per-round ratios")
         for key in labels:
-            report.throughput(labels[key], points[key], "rows/s", baseline=key not in ("vdl", "vdl_python", "write_vdl", "write_vdl_eo", "write_vdl_txn"))
+            report.throughput(labels[key], points[key], "rows/s", baseline=key not in ("vdl", "write_vdl", "write_vdl_eo", "write_vdl_txn"))
         if kafka is not None and "read" in chosen and "write" in chosen:
             report.side_by_side(
                 f"Spark connectors, {records:,} 100-byte records, alternating rounds (medians of {rounds}); "

@@ -129,19 +129,6 @@ class VdlDataSource(DataSource):
         return VdlStreamWriter(options, validate_write_schema(schema, options.topic))
 
 
-def named_source(name: str) -> type[VdlDataSource]:
-    """VdlDataSource under another name (beside the JVM provider, which is "vdl")."""
-    if name == VdlDataSource.name():
-        return VdlDataSource
-
-    class NamedVdlDataSource(VdlDataSource):
-        @classmethod
-        def name(cls) -> str:
-            return name
-
-    return NamedVdlDataSource
-
-
 # ---------------------------------------------------------------------------------------------
 # Offset resolution (driver, I/O through the client)
 
@@ -294,18 +281,6 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
 # Streaming reader
 
 
-def stream_offsets(offsets: Mapping[str, object]) -> dict[str, int]:
-    """{"<stream>": next_offset} from a checkpointed offset in this source's form or in Spark's
-    Kafka source's {"<stream>": {"0": next_offset}}, which format("vdl")'s JVM provider writes
-    (a stream is one partition): a query restarts on either path."""
-    flat = {}
-    for stream, offset in offsets.items():
-        if isinstance(offset, Mapping):
-            offset = offset.get("0", offset.get(0))
-        flat[stream] = int(offset)  # type: ignore[call-overload]
-    return flat
-
-
 class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets are {"<stream>": next_offset}; the driver process keeps this object alive."""
 
@@ -395,7 +370,6 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         # `start` is where the last completed micro-batch ended: finished, as far as Spark is concerned.
-        start = stream_offsets(start)
         self._commit_to_group(start)
         begin, latest = self._current_latest(start)
         if isinstance(limit, ReadAllAvailable):
@@ -423,7 +397,6 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # (offset 0; read() moves up to the log start without calling it data loss). Offsets
         # below a stream's log start come from its table (the same records whenever planned).
         # Which replica reads a range of the log is chosen now.
-        start, end = stream_offsets(start), stream_offsets(end)
         begin = {stream: int(start.get(stream, 0)) for stream in end}
         stop = {s: int(o) for s, o in end.items()}
         tasks = plan_reads(self._driver_client(), self._tables, begin, stop, self.options.min_partitions,
@@ -437,7 +410,7 @@ class VdlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict) -> None:
         """Offsets live in Spark's checkpoint; with commitOffsetsToGroup the end of the committed
         micro-batch is also stored as the group's offsets (a report: a failure is only logged)."""
-        self._commit_to_group(stream_offsets(end))
+        self._commit_to_group(end)
 
     def stop(self) -> None:
         if self._client is not None:

@@ -4,7 +4,6 @@
     jvm/lib/spark/   what a SparkSession needs beside pyspark's jars: Spark's Kafka connector
                      (format("kafka")) and Delta (delta-spark), handed to Spark as spark.jars,
                      with Delta's SQL extension and catalog (spark_session_conf)
-    jvm/lib/connector/  format("vdl")'s JVM provider, built from jvm/connector/ (spark.jars too)
 
 They live in the checkout (git-ignored), found relative to this file, or wherever VDL_JVM_LIB
 points (an installed package has no checkout). Nothing here downloads: a missing folder is an
@@ -17,8 +16,6 @@ import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-
-from vdl_connector import JVM_CONNECTOR_JAR
 
 JVM_LIB_VARIABLE = "VDL_JVM_LIB"
 
@@ -47,18 +44,10 @@ def kafka_classpath() -> str:
     return str(jvm_lib() / "kafka" / "*")
 
 
-def connector_jar() -> Path | None:
-    """format("vdl")'s JVM provider (jvm/connector/, built by `make jars`), if built."""
-    jar = jvm_lib() / "connector" / JVM_CONNECTOR_JAR
-    return jar if jar.is_file() else None
-
-
 def spark_jars() -> list[Path]:
     """The jars to hand Spark (`spark.jars`): spark-sql-kafka-0-10, delta-spark and their own
-    dependencies that pyspark lacks, and format("vdl")'s JVM provider when it is built (the
-    JVM must then start with spark_launch_environment's setting: vdl_dev.session)."""
-    jar = connector_jar()
-    return _jars("spark") + ([jar] if jar is not None else [])
+    dependencies that pyspark lacks."""
+    return _jars("spark")
 
 
 def spark_jars_setting() -> str:

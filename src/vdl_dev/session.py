@@ -22,9 +22,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from vdl_connector import PYTHON_SOURCE_NAME, PYTHON_SOURCE_NAME_VARIABLE
 from vdl_dev.cluster import DemoCluster
-from vdl_dev.jvm import connector_jar
 
 OUR_SUBDIRS = ("cluster", "delta", "checkpoints", "spark-warehouse", "cluster.json", "log4j2.properties", "warm-up")
 # Spark settings the demo owns (local[2]: two cores shared with the brokers).
@@ -96,10 +94,7 @@ def workers_spark_home() -> Path | None:
 def spark_launch_environment() -> dict[str, str]:
     """What the environment of a process launching Spark's JVM sets (workers_spark_home)."""
     home = workers_spark_home()
-    settings = {SPARK_HOME_VARIABLE: str(home)} if home is not None else {}
-    if connector_jar() is not None:  # in spark.jars (spark_session_conf): the Python source steps aside
-        settings[PYTHON_SOURCE_NAME_VARIABLE] = PYTHON_SOURCE_NAME
-    return settings
+    return {SPARK_HOME_VARIABLE: str(home)} if home is not None else {}
 
 
 @contextmanager
