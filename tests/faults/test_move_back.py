@@ -251,7 +251,10 @@ def test_the_target_of_a_finished_move_restarted_from_a_snapshot_taken_half_way_
     others = ",".join(node_address(cluster, n) for n in (2, 3))
     cluster.stop(1, signal.SIGSTOP)
     try:
-        with VdlClient(ClientSettings.from_bootstrap(others, deadline_ms=60_000)) as client:
+        # A request the stopped node 1 takes (as the controller its peers still name) never gets
+        # an answer: give up on it after 5 s, not the default 30, and ask again.
+        settings = ClientSettings.from_bootstrap(others, deadline_ms=60_000, request_timeout_ms=5_000)
+        with VdlClient(settings) as client:
             reassign_stream(client, stream, [2])
             step = 0
             while not moving_in(snapshot_view(cluster, 2), stream, 2):
