@@ -17,13 +17,21 @@ What each node reports, so that a sum over nodes counts every stream once:
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
+
+if TYPE_CHECKING:  # the broker's parts, read here, import this module
+    from vdl_broker.cluster.service import MetadataService
+    from vdl_broker.config import NodeConfig
+    from vdl_broker.log.tail_cache import CacheBudget
+    from vdl_broker.raft.host import RaftHost
+    from vdl_broker.server.replica_manager import ReplicaManager
 
 _Family = GaugeMetricFamily | CounterMetricFamily
 
@@ -32,12 +40,12 @@ class BrokerView(Protocol):
     """What the collectors read of a broker (vdl_broker.server.broker.Broker)."""
 
     node_id: int
-    config: Any  # NodeConfig: data_dir
-    replicas: Any  # ReplicaManager: all() -> local Partitions
-    host: Any  # RaftHost: groups by name
-    metadata: Any  # MetadataService: state.groups.offsets
-    connections: set[Any]
-    cache_budget: Any  # CacheBudget: limit, bytes
+    config: NodeConfig
+    replicas: ReplicaManager
+    host: RaftHost
+    metadata: MetadataService
+    connections: set[Any]  # only counted
+    cache_budget: CacheBudget
 
 
 def _families() -> dict[str, _Family]:
@@ -157,7 +165,7 @@ class BrokerCollector:
                 sum_samples.append(Sample("vdl_consumer_group_lag_sum", {"group": group_id}, total))
 
 
-def _disk(path: Any) -> tuple[float, float]:
+def _disk(path: str | os.PathLike[str]) -> tuple[float, float]:
     """(total, free) bytes of the disk holding `path` (NaN when it cannot be read)."""
     try:
         usage = shutil.disk_usage(path)
