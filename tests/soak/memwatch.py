@@ -17,6 +17,7 @@ tracemalloc, the rest kept), allocation sites from a traced one."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import json
@@ -60,6 +61,58 @@ def malloc_mb() -> dict[str, float]:
             "malloc_used_mb": round(info.uordblks / 1e6, 2), "malloc_free_mb": round(info.fordblks / 1e6, 2)}
 
 
+def smaps_mb() -> dict[str, Any]:
+    """Resident anonymous memory by who mapped it (/proc/self/smaps): the main arena's brk heap,
+    glibc's other arenas (heaps in mappings of at most 64 MiB, 64 MiB-aligned), pymalloc's
+    arenas (anonymous mappings of exactly 1 MiB in CPython 3.10+), and the rest (thread stacks,
+    glibc's mmapped chunks, extensions' own maps); and the resident bytes of the mapped files
+    (libraries, segments), the 40 largest by name."""
+    sizes = {"heap": 0, "arenas": 0, "pymalloc": 0, "other": 0}
+    files: dict[str, int] = {}  # resident kB of each mapped file
+    kind = None
+    name = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/smaps").read_text().splitlines():
+            if not line[0].isupper() or "-" in line.split(" ", 1)[0]:  # a mapping's first line
+                fields = line.split()
+                low, high = (int(x, 16) for x in fields[0].split("-"))
+                name = fields[5] if len(fields) > 5 else ""
+                if name == "[heap]":
+                    kind = "heap"
+                elif name:
+                    kind = None  # a file, the stack, vdso
+                elif high - low == 1 << 20:
+                    kind = "pymalloc"
+                elif low % (64 << 20) == 0 and high - low <= 64 << 20:
+                    kind = "arenas"
+                else:
+                    kind = "other"
+            elif kind is not None and line.startswith("Anonymous:"):
+                sizes[kind] += int(line.split()[1])
+            elif kind is None and name.startswith("/") and line.startswith("Rss:"):
+                files[name] = files.get(name, 0) + int(line.split()[1])
+    largest = dict(sorted(files.items(), key=lambda item: -item[1])[:40])
+    return {**{f"anon_{k}_mb": round(v / 1e3, 2) for k, v in sizes.items()},
+            "file_rss_kb": largest, "file_rss_mb": round(sum(files.values()) / 1e3, 2)}
+
+
+def apply_knobs(libc: ctypes.CDLL, knobs: dict[str, int]) -> None:
+    """glibc's mallopt for this process (as its MALLOC_*_ environment variables would, but per
+    node): arena_max (M_ARENA_MAX), mmap_threshold (M_MMAP_THRESHOLD, which also stops the
+    threshold from rising), trim_threshold (M_TRIM_THRESHOLD)."""
+    params = {"arena_max": -8, "mmap_threshold": -3, "trim_threshold": -1}
+    for name, value in knobs.items():
+        if name in params and not libc.mallopt(params[name], value):
+            raise SystemExit(f"mallopt({name}={value}) failed")
+
+
+def trim(libc: ctypes.CDLL, every: float, start: float) -> None:
+    time.sleep(start)
+    while True:
+        libc.malloc_trim(0)
+        time.sleep(every)
+
+
 def arrow_mb() -> dict[str, Any]:
     """pyarrow's memory pool (its own allocator, not glibc's), once pyarrow is loaded."""
     if "pyarrow" not in sys.modules:
@@ -88,7 +141,7 @@ def watch(out: Path, every: float) -> None:
         traced, peak = tracemalloc.get_traced_memory()
         line: dict[str, Any] = {"age_s": round(time.monotonic() - started, 1), **status(),
                                 "traced_mb": round(traced / 1e6, 2), "traced_peak_mb": round(peak / 1e6, 2),
-                                **malloc_mb(), **arrow_mb(), "gc_objects": sum(kinds.values()), "types": dict(kinds.most_common(25)),
+                                **malloc_mb(), **smaps_mb(), **arrow_mb(), "gc_objects": sum(kinds.values()), "types": dict(kinds.most_common(25)),
                                 "grown": grown}
         with out.open("a") as stream:
             stream.write(json.dumps(line) + "\n")
@@ -96,12 +149,23 @@ def watch(out: Path, every: float) -> None:
 
 if __name__ == "__main__":
     config = load_config(sys.argv[1:])
+    # Allocator knobs for one node, to compare nodes of one run: SOAK_MALLOC_KNOBS is JSON,
+    # {"<node id>": {"arena_max": 2, "mmap_threshold": 262144, "trim_every": 30, "trim_from": 300}, ...}:
+    # trim_every calls malloc_trim(0) every that many seconds from trim_from seconds after the start.
+    knobs = json.loads(os.environ.get("SOAK_MALLOC_KNOBS", "{}")).get(str(config.node_id), {})
+    if knobs:
+        libc = ctypes.CDLL(None)
+        apply_knobs(libc, knobs)
+        if knobs.get("trim_every"):
+            threading.Thread(target=trim, args=(libc, float(knobs["trim_every"]), float(knobs.get("trim_from", 0))), daemon=True,
+                             name="memwatch-trim").start()
     if os.environ.get("SOAK_MEMWATCH_NODE") in (str(config.node_id), "0"):
         if os.environ.get("SOAK_MEMWATCH_TRACE", "1") != "0":  # 0: no tracemalloc (its own cost), the rest kept
             tracemalloc.start(1)
         directory = Path(os.environ.get("SOAK_MEMWATCH_OUT", "."))
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / f"memwatch-node{config.node_id}-{os.getpid()}.jsonl"
+        target.write_text(json.dumps({"knobs": knobs}) + "\n")
         threading.Thread(target=watch, args=(target, float(os.environ.get("SOAK_MEMWATCH_EVERY", "20"))),
                          daemon=True, name="memwatch").start()
     sys.exit(main(sys.argv[1:]))

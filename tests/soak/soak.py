@@ -591,13 +591,12 @@ def cache_full_age(life: Life) -> float | None:
     return next(a for k, (a, v) in enumerate(held) if v >= median([later for _, later in held[k:]]))
 
 
-def within_life_trend(lives: list[Life], metric: str, warm: float, since_age: float | list[float]) -> Trend:
-    """The slope within each lifetime after its own warm-up (ages past `since_age`, one for all or
-    one per lifetime), after the soak's warm-up, split where it loads the Delta write path (a
-    process that gets a tiered replica after its start): a leak that each restart hides."""
+def within_life_trend(lives: list[Life], metric: str, warm: float, since_age: list[float]) -> Trend:
+    """The slope within each lifetime after its own warm-up (ages past `since_age`, one per
+    lifetime), after the soak's warm-up, split where it loads the Delta write path (a process
+    that gets a tiered replica after its start): a leak that each restart hides."""
     series = []
-    ages = since_age if isinstance(since_age, list) else [since_age] * len(lives)
-    for life, since in zip(lives, ages, strict=True):
+    for life, since in zip(lives, since_age, strict=True):
         segment: list[tuple[float, float]] = []
         loaded: bool | None = None
         for sample, a in zip(life.samples, life.ages, strict=True):
@@ -612,14 +611,12 @@ def within_life_trend(lives: list[Life], metric: str, warm: float, since_age: fl
     return shared_trend(series)
 
 
-def long_lived(lives: list[Life], metric: str, warm: float, end: float,
-               since_age: list[float] | None = None) -> dict[int, float]:
+def long_lived(lives: list[Life], metric: str, warm: float, end: float, since_age: list[float]) -> dict[int, float]:
     """Processes that were never restarted after the warm-up (their whole span after it): the
-    plain slope of each, by node, past its own caches' fill when measured (`since_age`, one per
-    lifetime). Empty when every node restarts during the run."""
+    plain slope of each, by node, past its own warm-up (`since_age`, one per lifetime: its
+    caches' fill when measured). Empty when every node restarts during the run."""
     spans = {}
-    for index, life in enumerate(lives):
-        since = since_age[index] if since_age is not None else 0.0
+    for life, since in zip(lives, since_age, strict=True):
         points = [(s.t, metric_value(s, metric)) for s, a in zip(life.samples, life.ages, strict=True)
                   if s.t >= warm and a >= since]
         first = min((s.t for s in life.samples if s.t >= warm), default=None)
@@ -730,11 +727,14 @@ def evaluate_goals(result: SoakResult, config: SoakConfig) -> dict[str, Any]:
     measured = [f for f in full if f is not None]
     if measured:
         fill = median(measured)
-        since: float | list[float] = [max(age / 2, f if f is not None else age / 2) for f in full]
+        since = [max(age / 2, f if f is not None else age / 2) for f in full]
         since_age = median(since)
     else:
         fill = cache_fill_s(result, warm)
-        since = since_age = min(max(age / 2, fill), age * 3 / 4)
+        since_age = min(max(age / 2, fill), age * 3 / 4)
+        since = [since_age] * len(lives)
+    # A never-restarted process is measured past its caches' fill when sampled, else whole.
+    never_since = since if measured else [0.0] * len(lives)
     goals: dict[str, Any] = {"warmup_s": round(warm, 1), "settle_s": SETTLE_S, "reference_age_s": round(age, 1),
                              "cache_fill_s": round(fill, 1), "process_warmup_s": round(since_age, 1),
                              "cache_measured": bool(measured)}
@@ -761,8 +761,7 @@ def evaluate_goals(result: SoakResult, config: SoakConfig) -> dict[str, Any]:
                   verdict(within.pct_per_hour, within.margin, FLAT_PCT_PER_HOUR)]
         state = "missed" if "missed" in states else "unclear" if "unclear" in states else "met"
         goals[metric] = {"same_age": asdict(across), "same_age_lives": per_life, "within_life": asdict(within),
-                         "never_restarted_pct_per_hour": long_lived(lives, metric, warm, end,
-                                                                    since if isinstance(since, list) else None),
+                         "never_restarted_pct_per_hour": long_lived(lives, metric, warm, end, never_since),
                          "verdict": state, "met": {"met": True, "missed": False}.get(state)}
         if metric in ("rss_mb", "open_files"):
             row(f"{names[metric]} flat within 5 %/h over the soak (each node at the same age after its start, "

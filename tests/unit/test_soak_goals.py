@@ -182,8 +182,9 @@ def cache_filling(fill: float) -> Callable[[int, int, float], float]:
 
 def test_each_process_is_measured_past_its_own_tail_caches_fill() -> None:
     # Each process warms up for 200 s (warming), and its tail caches fill for 500 s, past 3/4 of
-    # the reference age (412 s): each lifetime's slope starts at its own caches' fill (the first
-    # sample at 90 % of the most they held), not at half the reference age nor a cap.
+    # the reference age (412 s): each lifetime's slope starts at its own caches' fill (its first
+    # sample holding at least the median of what they hold from then on), not at half the
+    # reference age nor a cap.
     def rss(fill: float, leak: float = 0.0) -> Callable[[int, int, float], float]:
         return lambda n, i, a: warming(n, i, a) + cache_filling(fill)(n, i, a) + leak * a
 
