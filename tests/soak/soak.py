@@ -121,6 +121,15 @@ class Sample:
     # process fills them up to what its logs hold (each stream's retention here) or its share of
     # tail_cache_bytes, the process's warm-up that the slope within it is measured after.
     cache_mb: float = -1.0
+    # Of open_files, the sockets (-1: not counted): client and peer connections, which come and
+    # go with the clients (a committer finding its coordinator moved, a producer reconnecting
+    # after a restart), judged apart from the files a node opens itself.
+    sockets: int = -1
+
+    @property
+    def files(self) -> int:
+        """Open descriptors other than sockets: segments, indexes, snapshots, the node's own."""
+        return self.open_files - max(self.sockets, 0)
 
 
 @dataclass
@@ -179,6 +188,20 @@ def anonymous_rss_mb(pid: int) -> float:
             if line.startswith("RssAnon:"):
                 return int(line.split()[1]) / 1e3
     return -1.0
+
+
+def socket_count(pid: int) -> int:
+    """How many of the process's open descriptors are sockets (-1 when they cannot be read)."""
+    try:
+        fds = os.scandir(f"/proc/{pid}/fd")
+    except OSError:
+        return -1
+    count = 0
+    with fds:
+        for fd in fds:
+            with contextlib.suppress(OSError):  # closed while we walk
+                count += os.readlink(fd.path).startswith("socket:")
+    return count
 
 
 def writes_delta_tables(pid: int) -> bool:
@@ -249,7 +272,8 @@ class Sampler(threading.Thread):
             self.samples.append(Sample(round(t, 2), node_id, round(rss / 1e6, 2), fds, threads,
                                        round(directory_mb(data / "__metadata"), 3), streams,
                                        tree[0].pid, round(age, 2), round(anon, 2), delta, load_average(),
-                                       -1.0 if cache is None else round(cache / 1e6, 3)))
+                                       -1.0 if cache is None else round(cache / 1e6, 3),
+                                       sum(max(0, socket_count(p.pid)) for p in tree)))
 
 
 class Recorder(threading.Thread):
@@ -752,8 +776,14 @@ def evaluate_goals(result: SoakResult, config: SoakConfig) -> dict[str, Any]:
         table_rows.append({"goal": goal, "measured": measured, "verdict": state})
 
     has_anon = any(s.rss_anon_mb >= 0 for s in result.samples)
-    metrics = ["rss_mb", "open_files", "threads"] + (["rss_anon_mb"] if has_anon else [])
-    names = {"rss_mb": "RSS", "open_files": "open files", "threads": "threads", "rss_anon_mb": "anonymous RSS"}
+    # Open files are judged without the sockets when those were counted (an older soak.json did
+    # not): sockets follow the clients' connections and are judged on their own.
+    has_sockets = any(s.sockets >= 0 for s in result.samples)
+    files = ["files", "sockets"] if has_sockets else ["open_files"]
+    metrics = ["rss_mb", *files, "threads"] + (["rss_anon_mb"] if has_anon else [])
+    names = {"rss_mb": "RSS", "open_files": "open files", "files": "open files other than sockets",
+             "sockets": "open sockets", "threads": "threads",
+             "rss_anon_mb": "anonymous RSS"}
     for metric in metrics:
         across, per_life = same_age_trend(lives, metric, warm, age)
         within = within_life_trend(lives, metric, warm, since)
@@ -763,7 +793,7 @@ def evaluate_goals(result: SoakResult, config: SoakConfig) -> dict[str, Any]:
         goals[metric] = {"same_age": asdict(across), "same_age_lives": per_life, "within_life": asdict(within),
                          "never_restarted_pct_per_hour": long_lived(lives, metric, warm, end, never_since),
                          "verdict": state, "met": {"met": True, "missed": False}.get(state)}
-        if metric in ("rss_mb", "open_files"):
+        if metric in ("rss_mb", "open_files", "files", "sockets"):
             row(f"{names[metric]} flat within 5 %/h over the soak (each node at the same age after its start, "
                 f"ages {age * 2 / 3:.0f}-{age:.0f} s)", across.text(), states[0])
             if measured:
@@ -1104,7 +1134,8 @@ def plot(result: SoakResult, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     panels = [("rss_mb", "RSS (MB; dashed: anonymous; dotted: tail caches; big dots: each process at the reference age)"),
-              ("open_files", "open files (big dots: each process at the reference age)"), ("threads", "threads"),
+              ("open_files", "open files (dashed: sockets; big dots: the others, each process at the reference age)"),
+              ("threads", "threads"),
               ("metadata_mb", "metadata dir (MB)"), ("streams", "stream dirs (MB)"),
               ("restarts", "restart (s): start→ready (CPU s: dotted)"), ("load1", "machine load, 1 min (2 cores)"),
               ("tier_writer", "has loaded the Delta write path")]
@@ -1148,8 +1179,13 @@ def plot(result: SoakResult, path: Path) -> Path:
                     cache = [(s.t, s.cache_mb) for s in result.samples if s.node == node and s.cache_mb >= 0]
                     if cache:
                         axis.plot(*zip(*cache, strict=True), color=colours[node], lw=0.7, ls=":")
+                if metric == "open_files":
+                    sockets = [(s.t, s.sockets) for s in result.samples if s.node == node and s.sockets >= 0]
+                    if sockets:
+                        axis.plot(*zip(*sockets, strict=True), color=colours[node], lw=0.7, ls="--")
                 if metric in ("rss_mb", "open_files"):
-                    lives = [life for life in result.goals.get(metric, {}).get("same_age_lives", [])
+                    judged = "files" if metric == "open_files" and "files" in result.goals else metric
+                    lives = [life for life in result.goals.get(judged, {}).get("same_age_lives", [])
                              if life["node"] == node]
                     for counted in (True, False):  # hollow: in the warm-up, not counted
                         chosen = [life for life in lives if life["counted"] is counted]
