@@ -13,7 +13,18 @@ anonymous memory and glibc's free bytes grow several times faster than an untrac
 (a 10-minute soak: the traced node 108 -> 385 MB anonymous and 24 -> 75 MB free in malloc,
 the two untraced nodes of the same run 83 -> 143-158 MB; untraced brokers hold 3 -> 8-12 MB
 free in malloc). Read RSS and mallinfo2 from a run with SOAK_MEMWATCH_TRACE=0 (no
-tracemalloc, the rest kept), allocation sites from a traced one."""
+tracemalloc, the rest kept), allocation sites from a traced one.
+
+SOAK_MALLOC_KNOBS sets glibc's allocator per node (mallopt, periodic malloc_trim; see
+__main__ below) to compare nodes of one run. What it showed (15-minute runs of the soak's
+workload without Spark, restarts or moves, `--rolling-every 100000 --reassign-every 100000
+--no-spark`): past the tail caches' fill (~400 s) the C heap's live bytes (mallinfo2 in use)
+move by +0.1 to +0.8 MB per 5 minutes, while the footprint moves in steps of 1 MB or more
+(pymalloc's 1 MiB arenas, the main heap's top, other anonymous maps) in either direction, so a
+7-minute window reads anywhere from -1 to +16 %/h of a ~300 MB RSS. malloc_trim(0) every 60 s on
+every node did not flatten it (within a process +13.0 +- 1.7 %/h, against +8.1 +- 1.8 without;
+a trimmed follower's main heap still +2.4 MB per 5 minutes with +0.2 MB in use): the free bytes
+sit in pages shared with live chunks, which trimming cannot return."""
 
 from __future__ import annotations
 
