@@ -118,6 +118,8 @@ def apply_knobs(libc: ctypes.CDLL, knobs: dict[str, int]) -> None:
 
 
 def trim(libc: ctypes.CDLL, every: float, start: float) -> None:
+    """malloc_trim(0) on a fixed schedule (a timer of this diagnostic thread, nothing waited on):
+    every `every` seconds from `start` seconds after the process started."""
     time.sleep(start)
     while True:
         libc.malloc_trim(0)

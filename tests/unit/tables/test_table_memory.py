@@ -19,20 +19,15 @@ REPO = Path(__file__).resolve().parents[3]
 # more files in the table's state); prints the growth of the process's resident heap over those
 # (RssAnon: delta-rs's memory is Rust's, not Python's).
 WRITER = """
+import os
 import sys
-from pathlib import Path
 
 import vdl_broker.tables.delta as delta
+from tests.soak.soak import anonymous_rss_mb
 from tests.unit.tables.test_table_delta import SCHEMA, rows
 
 delta.RELOAD_AFTER_COMMITS = int(sys.argv[2])
 target = delta.DeltaTarget(sys.argv[1], SCHEMA, [])
-
-
-def anonymous_mb():
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1]) / 1e3
 
 
 def commit(n):
@@ -42,9 +37,9 @@ def commit(n):
 
 
 commit(100)
-before = anonymous_mb()
+before = anonymous_rss_mb(os.getpid())
 commit(400)
-print(anonymous_mb() - before)
+print(anonymous_rss_mb(os.getpid()) - before)
 """
 
 
