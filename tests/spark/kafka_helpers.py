@@ -111,3 +111,18 @@ def consume_all(bootstrap: str, topic: str, expected_count: int, timeout_s: floa
         records.extend(batch)
     consumer.close()
     return records
+
+
+def query_failure(query) -> str | None:  # noqa: ANN001 - a pyspark StreamingQuery
+    """The query's error followed by each of its Java causes, or None if it has not failed: Spark's
+    own message names only the outermost error ("Python worker failed to connect back."), and
+    what went wrong underneath is only in the causes."""
+    error = query.exception()
+    if error is None:
+        return None
+    lines = [str(error).splitlines()[0]]
+    cause = getattr(error, "_cause", None)  # pyspark keeps the converted Java cause chain here
+    while cause is not None:
+        lines.append(f"caused by: {str(cause).splitlines()[0] if str(cause) else type(cause).__name__}")
+        cause = getattr(cause, "_cause", None)
+    return "\n".join(lines)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from chispa import assert_df_equality
 
-from tests.spark.kafka_helpers import admin, create_streams, expected_df, produce_kafka_python
+from tests.spark.kafka_helpers import admin, create_streams, expected_df, produce_kafka_python, query_failure
 from tests.support.cluster import BrokerProcess, start_broker
 
 
@@ -43,7 +43,7 @@ def test_retention_data_loss(spark, tiny_broker, tmp_path: Path) -> None:  # noq
     first = produce_kafka_python(bootstrap, "lossy", 10, "none", "a", with_headers=False)
     checkpoint = str(tmp_path / "checkpoint")
     query, got = run(spark, bootstrap, checkpoint, True)
-    assert query.exception() is None
+    assert query_failure(query) is None
     assert_df_equality(got.orderBy("offset"), expected_df(spark, first, include_headers=False))
 
     more = produce_kafka_python(bootstrap, "lossy", 150, "none", "b" * 40, with_headers=False)
@@ -62,7 +62,7 @@ def test_retention_data_loss(spark, tiny_broker, tmp_path: Path) -> None:  # noq
     assert "stream 'lossy'" in message and f"offsets [10, {earliest})" in message and "failOnDataLoss" in message
 
     query, got = run(spark, bootstrap, checkpoint, False)
-    assert query.exception() is None
+    assert query_failure(query) is None
     kept = [p for p in more if p.offset >= earliest]
     assert_df_equality(got.orderBy("offset"), expected_df(spark, kept, include_headers=False))
 
@@ -75,7 +75,7 @@ def test_deleted_stream_is_data_loss_at_an_available_now_restart(spark, tiny_bro
     first = produce_kafka_python(bootstrap, "dropped", 10, "none", "d", with_headers=False)
     checkpoint = str(tmp_path / "checkpoint")
     query, got = run(spark, bootstrap, checkpoint, True, "dropped")
-    assert query.exception() is None
+    assert query_failure(query) is None
     assert_df_equality(got.orderBy("offset"), expected_df(spark, first, include_headers=False))
     with admin(bootstrap) as client:
         client.delete_streams(["dropped"])
@@ -84,4 +84,4 @@ def test_deleted_stream_is_data_loss_at_an_available_now_restart(spark, tiny_bro
     message = str(query.exception())
     assert "stream 'dropped' no longer exists; offsets from 10 on cannot be read" in message, message
     query, got = run(spark, bootstrap, checkpoint, False, "dropped")
-    assert query.exception() is None and got.count() == 0
+    assert query_failure(query) is None and got.count() == 0
