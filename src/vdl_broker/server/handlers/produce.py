@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from vdl_broker.cluster.transactions import TxnState
-from vdl_broker.metrics import BrokerMetrics
 from vdl_broker.server import internal
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.connection import RequestContext
@@ -43,6 +43,9 @@ from vdl_wire.records.record_batch import (
     rewrite_batch,
     validate_batch,
 )
+
+if TYPE_CHECKING:
+    from vdl_broker.metrics import BrokerMetrics
 
 API_KEY = ProduceRequest.DECL.api_key
 NAME = "Produce"
