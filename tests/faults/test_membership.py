@@ -51,6 +51,9 @@ pytestmark = pytest.mark.timeout(240)
 
 RECOVERY_RATE = 256 << 10  # bytes/s: a 1.5 MB catch-up takes ~6 s
 JOIN_LIMIT_S = 15.0  # a new node is listed (active, voting in the metadata group) within this
+# Records/s of each producer of a workload: acks=all writes at every moment of a move or kill
+# (wait_progress asks 20-30 more of each), light enough to leave the CPU to the nodes' moves.
+LOAD_RATE = 40
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +157,7 @@ def test_grow_to_five_under_load_and_move_half_the_streams(grown: DevCluster) ->
     for i, stream in enumerate(streams):
         create_stream(cluster, stream, via=1 + i % 3, probes=probes[stream])
     moved = streams[:2]
-    workloads = {s: Workload(cluster.bootstrap_servers, s, rate_per_s=80, tag=f"g{i}",
+    workloads = {s: Workload(cluster.bootstrap_servers, s, rate_per_s=LOAD_RATE, tag=f"g{i}",
                              kinds=("confluent", "kafka-python")).start() for i, s in enumerate(moved)}
     consumer = ConsumerThread(cluster.bootstrap_servers, moved[0])
     consumer.start()
@@ -195,7 +198,7 @@ def test_kill_9_the_leader_and_the_new_replica_in_the_middle_of_a_reassignment(g
     newcomer = next(i for i in nodes if i not in replicas)
     leaving = replicas[-1]
     target = tuple(r for r in replicas if r != leaving) + (newcomer,)
-    workload = Workload(cluster.bootstrap_servers, stream, rate_per_s=80, tag="k",
+    workload = Workload(cluster.bootstrap_servers, stream, rate_per_s=LOAD_RATE, tag="k",
                         kinds=("confluent", "kafka-python")).start()
     try:
         workload.wait_progress(20)
@@ -232,7 +235,7 @@ def test_decommission_moves_every_replica_off_and_removes_the_node(grown: DevClu
     # removal commits, before it may have heard of that commit; it must stop all the same.
     controller = metadata_raw(node_address(cluster, nodes[0]), []).controller_id
     victim = next(n for n in replicas_of(cluster, stream) if n != controller)
-    workload = Workload(cluster.bootstrap_servers, stream, rate_per_s=80, tag="d",
+    workload = Workload(cluster.bootstrap_servers, stream, rate_per_s=LOAD_RATE, tag="d",
                         kinds=("confluent", "kafka-python")).start()
     try:
         workload.wait_progress(30)
@@ -315,7 +318,7 @@ def test_random_moves_under_load_and_kill_9(grown: DevCluster) -> None:
     probes = ProbeLog()
     stream = "random-moves"
     create_stream(cluster, stream, via=nodes[0], probes=probes)
-    workload = Workload(cluster.bootstrap_servers, stream, rate_per_s=60, tag="r",
+    workload = Workload(cluster.bootstrap_servers, stream, rate_per_s=LOAD_RATE, tag="r",
                         kinds=("confluent", "kafka-python")).start()
     target: tuple[int, ...] = replicas_of(cluster, stream)
     try:

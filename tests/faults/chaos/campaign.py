@@ -66,6 +66,7 @@ class CampaignConfig:
     recovery_bound_s: float = 30.0
     node_log_level: str = "WARNING"
     txn_writers: int = 2  # transactional producers writing TXN_STREAMS (0: none)
+    txn_pause_s: float = 0.0  # each transactional producer's pause between two transactions
 
     def resolved_seed(self) -> int:
         if self.seed is not None:
@@ -208,7 +209,8 @@ def _campaign(world: World, config: CampaignConfig, seed: int, rng: random.Rando
     for stream in world.streams:
         wait_for_full_isr(world.cluster, stream, timeout=60, replicas=replicas)
     bootstrap = world.cluster.bootstrap_servers
-    transactional = TxnWorkload(bootstrap, config.txn_writers, seed).start() if config.txn_writers else None
+    transactional = TxnWorkload(bootstrap, config.txn_writers, seed,
+                                pause_s=config.txn_pause_s).start() if config.txn_writers else None
     workload = Workload(bootstrap, STREAM, config.rate_per_s, tag="",
                         kinds=("confluent", "confluent-idempotent", "kafka-python")).start()
     consumers = [ConsumerThread(bootstrap, STREAM, "kafka-python", name="assign-reader"),

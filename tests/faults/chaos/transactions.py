@@ -61,11 +61,12 @@ class TxnWriter(threading.Thread):
     (the same transactional id: it fences the old one) takes over."""
 
     def __init__(self, bootstrap: str, name: str, streams: Sequence[str], seed: int,
-                 abort_probability: float = 0.3) -> None:
+                 abort_probability: float = 0.3, pause_s: float = 0.0) -> None:
         super().__init__(daemon=True, name=f"txn-{name}")
         self.bootstrap, self.writer, self.streams = bootstrap, name, list(streams)
         self.rng = random.Random(seed)
         self.abort_probability = abort_probability
+        self.pause_s = pause_s  # between one transaction's end and the next one's begin
         self.txns: list[Txn] = []
         self.instances = 0
         self.stop_event = threading.Event()
@@ -126,6 +127,8 @@ class TxnWriter(threading.Thread):
                         self._old.append(producer)
                         producer = None
                 txn.ended = time.monotonic()
+                if self.pause_s:
+                    self.stop_event.wait(self.pause_s)  # the workload's pace, not a synchronization
         except BaseException as error:
             self.failure = error
 
@@ -233,9 +236,10 @@ def check_transactions(txns: Sequence[Txn], readers: Mapping[str, Mapping[str, l
 class TxnWorkload:
     """The writers and the reader of the campaign's transactional streams."""
 
-    def __init__(self, bootstrap: str, writers: int, seed: int, streams: Sequence[str] = TXN_STREAMS) -> None:
+    def __init__(self, bootstrap: str, writers: int, seed: int, streams: Sequence[str] = TXN_STREAMS,
+                 pause_s: float = 0.0) -> None:
         self.bootstrap, self.streams = bootstrap, list(streams)
-        self.writers = [TxnWriter(bootstrap, f"w{n}", streams, seed + n) for n in range(writers)]
+        self.writers = [TxnWriter(bootstrap, f"w{n}", streams, seed + n, pause_s=pause_s) for n in range(writers)]
         self.readers = [CommittedReader(bootstrap, streams, "committed-reader")]
 
     def start(self) -> TxnWorkload:
