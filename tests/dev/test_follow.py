@@ -22,7 +22,7 @@ from vdl_dev.run import main
 from vdl_dev.workload import WorkloadConfig, events
 
 RATE = 2_000
-FOLLOW_S = 8.0
+FOLLOW_S = 4.0  # a micro-batch a second: a few batches with events, then the drain
 
 
 @pytest.mark.timeout(300)

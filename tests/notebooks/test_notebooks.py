@@ -4,6 +4,11 @@ Each Databricks source file is converted to a Jupyter notebook (convert.py), a f
 local stand-ins for `spark`, `display` and `dbutils.widgets` is prepended, and nbclient executes it
 in one python3 kernel shared by the three notebooks (one Spark JVM for all). The notebooks assert
 their own results; the test also checks their printed outputs. 03 kills a node, so it runs last.
+
+The notebooks run with fewer events than their defaults for users (their widgets), enough for each
+to go through every step it shows: 02 runs two micro-batches (the first creates the Delta table,
+the second MERGEs into it) and follows for a few micro-batches; 03 streams in micro-batches of
+1,000, stops its query in the first half and resumes with the rest after the leader's kill.
 """
 
 from __future__ import annotations
@@ -26,6 +31,11 @@ from vdl_dev.cluster import DemoCluster
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 CELL_TIMEOUT_S = 300
+# 02: two micro-batches of 5,000 (its maxOffsetsPerTrigger is max(5000, records // 4)).
+RECORDS_02 = 10_000
+# 03: micro-batches of 1,000 (max(1000, records // 10)): the query stops after one or two of the
+# first half's, the restart reads the rest after the leader's kill.
+RECORDS_03 = 4_000
 
 
 @pytest.fixture(scope="module")
@@ -105,11 +115,12 @@ def test_01_quickstart(notebook_cluster: DemoCluster, kernel: Any) -> None:
 @pytest.mark.timeout(500)
 def test_02_streaming_to_delta(notebook_cluster: DemoCluster, kernel: Any, tmp_path: Path) -> None:
     notebook = _execute("02_streaming_to_delta.py", kernel, {
-        "bootstrap_servers": notebook_cluster.bootstrap_servers, "records": "20000", "output_dir": str(tmp_path),
-        "follow_rate": "2000", "follow_seconds": "8"})
+        "bootstrap_servers": notebook_cluster.bootstrap_servers, "records": str(RECORDS_02), "output_dir": str(tmp_path),
+        "follow_rate": "1000", "follow_seconds": "4"})
     text = _text(notebook)
+    assert "2 micro-batches" in text and "Delta commits for batches [0, 1]" in text, text
     assert "replaying it skipped: True" in text
-    assert "rows match the expected aggregates: True; 20000 enriched events" in text
+    assert f"rows match the expected aggregates: True; {RECORDS_02} enriched events" in text
     assert _has_image(notebook), "the aggregates plot is missing"
     assert re.search(r"^batch \d+: [\d,]+ events, \d+ windows merged; freshness \d+\.\d\d s", text, re.MULTILINE), text
     assert re.search(r"freshness check: (\d+) produced, \1 counted in Delta, \1 enriched: True", text), text
@@ -119,10 +130,12 @@ def test_02_streaming_to_delta(notebook_cluster: DemoCluster, kernel: Any, tmp_p
 def test_03_recovery(notebook_cluster: DemoCluster, kernel: Any, tmp_path: Path) -> None:
     state = notebook_cluster.data_dir / "cluster.json"
     notebook = _execute("03_recovery.py", kernel, {
-        "bootstrap_servers": notebook_cluster.bootstrap_servers, "cluster_state": str(state), "records": "20000",
-        "output_dir": str(tmp_path)})
+        "bootstrap_servers": notebook_cluster.bootstrap_servers, "cluster_state": str(state),
+        "records": str(RECORDS_03), "output_dir": str(tmp_path)})
     text = _text(notebook)
-    assert "recovery OK: 20000 rows, 20000 distinct offsets 0..19999" in text
+    assert f"recovery OK: {RECORDS_03} rows, {RECORDS_03} distinct offsets 0..{RECORDS_03 - 1}" in text
+    stopped_after = int(re.search(r"stopped the query after (\d+) records", text)[1])  # type: ignore[index]
+    assert 0 < stopped_after <= RECORDS_03 // 2, text  # stopped in the first half: the restart resumes
     assert "identical to the produced events: True" in text
     if json.loads(state.read_text())["kind"].startswith("3-node"):
         assert "killed node" in text and "leader: node" in text
