@@ -78,8 +78,9 @@ def table_count(path: str) -> int:
 
 
 def wait_for_table(path: str, count: int, timeout: float = 60) -> None:
+    # Each look loads the table's log afresh; the brokers commit every vdl.table.lag.ms (200).
     wait_until(lambda: table_count(path) == count, timeout,
-               lambda: f"{count} rows in {path} (has {table_count(path)})")
+               lambda: f"{count} rows in {path} (has {table_count(path)})", interval=0.2)
 
 
 def table_df(spark, rows: list[Produced]):  # noqa: ANN001, ANN201
@@ -131,12 +132,14 @@ def test_streaming_read_follows_the_brokers_appends(spark, broker, lake, tmp_pat
             assert query.exception() is None, query.exception()
             return spark.table("delta_follow").count()
 
-        wait_until(lambda: seen() == 200, 120, "the stream reading the table as it was")
+        # Each look is a Spark job: once per trigger is often enough.
+        wait_until(lambda: seen() == 200, 120, "the stream reading the table as it was", interval=0.5)
         # The brokers append while the query runs: it picks up each of their commits.
         for start in (200, 350):
             rows += produce(broker, "follow", start, 150, f"b{start}")
             total = len(rows)
-            wait_until(lambda total=total: seen() == total, 120, f"the stream following the table to {total} rows")
+            wait_until(lambda total=total: seen() == total, 120, f"the stream following the table to {total} rows",
+                       interval=0.5)
     finally:
         query.stop()
     assert_df_equality(spark.table("delta_follow").orderBy("offset"), table_df(spark, rows), ignore_nullable=True)
@@ -154,42 +157,79 @@ def overlapping_optimize(spark, path: str):  # noqa: ANN001, ANN201
     return last if between else None
 
 
+HOLD_GROUP, OPTIMIZE_GROUP = "vdl-test-hold", "vdl-test-optimize"
+
+
+def hold_both_task_slots(spark, gate: Path, held: Path) -> threading.Thread:  # noqa: ANN001
+    """A job whose two tasks take the session's two task slots (local[2]) until `gate` exists: a
+    job submitted meanwhile waits for a slot. Returns once both tasks run."""
+    gate_name, held_name = str(gate), str(held)
+
+    def task(index: int) -> None:
+        import time
+        from pathlib import Path
+
+        Path(held_name, str(index)).touch()
+        deadline = time.monotonic() + 300  # the test opens the gate in a finally; never a stuck slot
+        while not Path(gate_name).exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def hold() -> None:
+        spark.sparkContext.setJobGroup(HOLD_GROUP, "both task slots held by the test")
+        spark.sparkContext.parallelize(range(2), 2).foreach(task)
+
+    held.mkdir()
+    holder = threading.Thread(target=hold, name="hold-task-slots")
+    holder.start()
+    wait_until(lambda: len(list(held.iterdir())) == 2, 120, "both task slots held")
+    return holder
+
+
 @pytest.mark.timeout(600)  # OPTIMIZE, VACUUM and three reads: minutes on a loaded machine
-def test_optimize_and_vacuum_while_the_brokers_append(spark, broker, lake) -> None:  # noqa: ANN001
+def test_optimize_and_vacuum_while_the_brokers_append(spark, broker, lake, tmp_path: Path) -> None:  # noqa: ANN001
     stream, path = "compacted", str(lake / "compacted")
     create_tiered(broker, stream, path, **{"segment.bytes": "8192"})
-    rows = produce(broker, stream, 0, 100, "a")
-    wait_for_table(path, 100)
-    optimized, failures = threading.Event(), []
-    appended: list[Produced] = []
+    rows: list[Produced] = []
+    for start in (0, 100):  # two commits at least: small files for OPTIMIZE to compact
+        rows += produce(broker, stream, start, 100, f"a{start}")
+        wait_for_table(path, len(rows))
+    # The brokers commit while OPTIMIZE runs, by construction rather than by luck: OPTIMIZE reads
+    # the table's version as it starts its transaction, then compacts in Spark jobs, then commits.
+    # Spark reads the table first, so OPTIMIZE finds that version's snapshot loaded and starts its
+    # transaction without a job of its own; its first job then waits behind a job holding both
+    # task slots while the brokers commit twice (the test waits for each commit's rows).
+    # Delta checks the brokers' appends against OPTIMIZE's files and commits after them.
+    assert delta(spark, path).count() == len(rows)
+    gate = tmp_path / "gate"
+    holder = hold_both_task_slots(spark, gate, tmp_path / "held")
+    failures: list[BaseException] = []
 
-    def append_until_optimized() -> None:
-        # Small produces, each once the table holds the one before, keep the brokers committing
-        # small files one after another while OPTIMIZE runs; the last part is held until an
-        # OPTIMIZE has committed, so the brokers also append onto the table as OPTIMIZE left it.
+    def optimize() -> None:
         try:
-            start = 100
-            while not optimized.is_set():
-                appended.extend(produce(broker, stream, start, 20, "b"))
-                start += 20
-                wait_until(lambda n=start: optimized.is_set() or table_count(path) == n, 60, f"{start} rows in the table")
-            appended.extend(produce(broker, stream, start, 100, "c"))
-        except Exception as error:  # reported by the test thread
+            spark.sparkContext.setJobGroup(OPTIMIZE_GROUP, "OPTIMIZE under test")
+            spark.sql(f"OPTIMIZE delta.`{path}`").collect()
+        except BaseException as error:  # reported by the test thread  # noqa: BLE001
             failures.append(error)
 
-    producer = threading.Thread(target=append_until_optimized, name="append-until-optimized")
-    producer.start()
+    optimizer = threading.Thread(target=optimize, name="optimize")
     try:
-        # Each OPTIMIZE compacts the small files committed so far; one that a broker's commit
-        # overlapped (committed after OPTIMIZE read the table, before OPTIMIZE committed) is the
-        # case under test, so OPTIMIZE runs until that has happened.
-        wait_until(lambda: spark.sql(f"OPTIMIZE delta.`{path}`").collect() and overlapping_optimize(spark, path),
-                   180, "an OPTIMIZE overlapping a broker's commit", interval=0)
+        optimizer.start()
+        tracker = spark.sparkContext.statusTracker()
+        wait_until(lambda: failures or tracker.getJobIdsForGroup(OPTIMIZE_GROUP), 120, "OPTIMIZE's first job")
+        assert not failures, failures
+        for start in (200, 220):  # two of the brokers' commits while OPTIMIZE waits
+            rows += produce(broker, stream, start, 20, f"b{start}")
+            wait_for_table(path, len(rows))
     finally:
-        optimized.set()
-        producer.join(120)
-    assert not failures and not producer.is_alive()
-    rows += appended
+        gate.touch()
+        optimizer.join(300)
+        holder.join(60)
+    assert not failures, failures
+    assert not optimizer.is_alive() and not holder.is_alive()
+    overlapped = overlapping_optimize(spark, path)
+    assert overlapped is not None, [(c.version, c.operation, c.readVersion) for c in history(spark, path)]
+    # The brokers append onto the table as OPTIMIZE left it.
+    rows += produce(broker, stream, len(rows), 100, "c")
     wait_for_table(path, len(rows))
 
     # VACUUM deletes every file the table no longer references (retention 0: the check is off for
@@ -199,11 +239,18 @@ def test_optimize_and_vacuum_while_the_brokers_append(spark, broker, lake) -> No
     live = {Path(uri.removeprefix("file://")).name for uri in DeltaTable(path).file_uris()}
     on_disk = {p.name for p in Path(path).glob("*.parquet")}
     assert live < on_disk  # OPTIMIZE left the compacted files behind
-    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    # VACUUM lists the table's directory in a job of spark.sql.sources.parallelPartitionDiscovery
+    # .parallelism tasks, 10000 by default: minutes of scheduling on two cores for a few dozen
+    # files. The same listing in as many tasks as the session has slots.
+    vacuum_conf = {"spark.databricks.delta.retentionDurationCheck.enabled": "false",
+                   "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2"}
+    for key, value in vacuum_conf.items():
+        spark.conf.set(key, value)
     try:
         spark.sql(f"VACUUM delta.`{path}` RETAIN 0 HOURS").collect()
     finally:
-        spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+        for key in vacuum_conf:
+            spark.conf.unset(key)
     assert {p.name for p in Path(path).glob("*.parquet")} == live
     rows += produce(broker, stream, len(rows), 200, "d")  # the brokers go on appending after VACUUM
     wait_for_table(path, len(rows))
@@ -254,7 +301,7 @@ def test_a_table_feature_the_brokers_cannot_write_is_refused(spark, broker, lake
             status = {c.name: c.value for c in describe_stream_configs(client, stream)}
         return status.get("vdl.table.status.error")
 
-    message = wait_until(error, 60, "the table's error")
+    message = wait_until(error, 60, "the table's error", interval=0.2)
     assert reason in message, message
     if "enableRowTracking" in properties:  # delta-rs names both features, in either order
         assert "RowTracking" in message and "DomainMetadata" in message, message

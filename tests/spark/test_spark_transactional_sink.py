@@ -103,7 +103,7 @@ def test_a_micro_batch_over_two_streams_is_invisible_until_committed_and_a_repla
             # (a query that died, e.g. its source's Python runner not starting, ends the wait)
             wait_until(lambda s=s: query.exception() is not None
                        or len(read_to_end(broker.bootstrap, f"{prefix}-{s}", "read_uncommitted")) >= quarter,
-                       150, f"task 0's rows in {prefix}-{s}")
+                       150, f"task 0's rows in {prefix}-{s}", interval=0.5)  # each look: a new consumer
             assert query.exception() is None, query.exception()
             assert read_to_end(broker.bootstrap, f"{prefix}-{s}", "read_committed") == []
     finally:
