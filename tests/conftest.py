@@ -56,6 +56,22 @@ def compile_sources() -> None:
         compileall.compile_dir(TESTS.parent / tree, quiet=2)
 
 
+# The test modules pytest imports are rewritten (their asserts explained), and pytest keeps the
+# rewritten bytecode beside the plain one -- unless sys.dont_write_bytecode, which
+# PYTHONDONTWRITEBYTECODE sets: then every run, in each xdist worker, rewrote every test module
+# again (~8 s of CPU per worker collecting the suite, half of tests/unit's collection). Pytest
+# reads such bytecode whenever it is current: write it while collecting, as pytest does by default
+# (atomically, so two workers writing the same module is safe).
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> object:
+    writes = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = writes
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     """`--reverse`: run the collected tests in reverse order, to catch tests that pass only after
     (or before) others. The pytest-reverse plugin, when installed, owns the option instead.

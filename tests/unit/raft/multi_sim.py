@@ -49,7 +49,7 @@ class GroupSim(Cluster):
         return lambda peer: self.owner.liveness[i].is_alive(peer)
 
     def deliver(self, m: Message) -> None:
-        if self.nodes[m.to].node is not None and frozenset((m.sender, m.to)) not in self.cut:
+        if self.nodes[m.to].node is not None and not (self.cut and frozenset((m.sender, m.to)) in self.cut):
             self.owner.heard(m.to, m.sender)
         super().deliver(m)
 
@@ -175,8 +175,11 @@ class MultiCluster:
                 self.heard(to, sender, incarnation)
         for group in self.groups:
             group.step_time()
+        first = self.groups[0]
+        now, every, phases, drifting = self.now, self.tick_every, self.phase, bool(first.tick_rate)
         for i in self.ids:
-            if self.up[i] and self.groups[0].ticks_now(i):
+            # Cluster.ticks_now, inlined for clocks at rate 1 (this runs every step)
+            if self.up[i] and (first.ticks_now(i) if drifting else (now + phases[i]) % every == 0):
                 self._host_tick(i)
         self._run_campaigns()
         self._record_ticks()
@@ -211,14 +214,19 @@ class MultiCluster:
     # ------------------------------------------------------------------ invariants
 
     def _record_ticks(self) -> None:
+        now, tick_times = self.now, self.tick_times
         for g, group in enumerate(self.groups):
+            nodes = group.nodes
             for i in self.ids:
-                node = group.nodes[i].node
+                node = nodes[i].node
                 if node is None:
                     continue
                 # times[k]: when this incarnation's core reached ticks == k (times[0]: its boot).
-                times = self.tick_times.setdefault((g, i), [self.now])
-                times.extend([self.now] * (node.ticks + 1 - len(times)))
+                times = tick_times.get((g, i))
+                if times is None:
+                    times = tick_times[g, i] = [now]
+                if node.ticks >= len(times):
+                    times.extend([now] * (node.ticks + 1 - len(times)))
 
     def set_tick_rates(self, rates: dict[int, float]) -> None:
         """Clock drift: node i's clock (its ticks, node liveness, its read lease) runs rates[i]
@@ -229,8 +237,9 @@ class MultiCluster:
     def _check_leases(self) -> None:
         span = self.read_lease_ticks * self.tick_every  # on the leader's clock
         for g, group in enumerate(self.groups):
+            nodes = group.nodes
             for i in self.ids:
-                node = group.nodes[i].node
+                node = nodes[i].node
                 if node is None or node.role != Role.LEADER:
                     continue
                 tick = node.read_lease_tick()

@@ -352,7 +352,7 @@ class Cluster:
     def send(self, m: Message) -> None:
         if self.hold is not None and self.hold(m):
             return
-        if frozenset((m.sender, m.to)) in self.cut or self.rng.random() < self.net.loss:
+        if (self.cut and frozenset((m.sender, m.to)) in self.cut) or self.rng.random() < self.net.loss:
             return
         copies = 2 if self.rng.random() < self.net.duplicate else 1
         for _ in range(copies):
@@ -362,7 +362,7 @@ class Cluster:
 
     def deliver(self, m: Message) -> None:
         sn = self.nodes[m.to]
-        if sn.node is None or frozenset((m.sender, m.to)) in self.cut:
+        if sn.node is None or (self.cut and frozenset((m.sender, m.to)) in self.cut):
             return
         self.delivered += 1
         sn.node.step(m)
@@ -446,12 +446,18 @@ class Cluster:
                 self._probe(sn)
         if self.slow_disk:
             self._finish_parked()
-        while self._queue and self._queue[0][0] <= self.now:
-            self.deliver(heapq.heappop(self._queue)[2])
+        queue = self._queue
+        while queue and queue[0][0] <= self.now:
+            self.deliver(heapq.heappop(queue)[2])
+        # ticks_now, inlined for clocks at rate 1 (this runs every step; most tick nobody)
+        now, every, phases = self.now, self.tick_every, self.tick_phase
+        drifting = bool(self.tick_rate)
         for i in self.ids:
-            if self.ticks_now(i) and self.nodes[i].node is not None:
-                self.node(i).tick()
-                self.process(i)
+            if (self.ticks_now(i) if drifting else (now + phases[i]) % every == 0):
+                node = self.nodes[i].node
+                if node is not None:
+                    node.tick()
+                    self.process(i)
 
     def clock(self, i: int, at: int | None = None) -> float:
         """Node i's clock at step `at` (now), in steps of simulated time at rate 1."""
