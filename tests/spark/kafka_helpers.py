@@ -123,6 +123,7 @@ def query_failure(query) -> str | None:  # noqa: ANN001 - a pyspark StreamingQue
     lines = [str(error).splitlines()[0]]
     cause = getattr(error, "_cause", None)  # pyspark keeps the converted Java cause chain here
     while cause is not None:
-        lines.append(f"caused by: {str(cause).splitlines()[0] if str(cause) else type(cause).__name__}")
+        text = str(cause)
+        lines.append(f"caused by: {text.splitlines()[0] if text else type(cause).__name__}")
         cause = getattr(cause, "_cause", None)
     return "\n".join(lines)

@@ -171,6 +171,8 @@ def hold_both_task_slots(spark, gate: Path, held: Path) -> threading.Thread:  # 
 
         Path(held_name, str(index)).touch()
         deadline = time.monotonic() + 300  # the test opens the gate in a finally; never a stuck slot
+        # A wait on the gate (a file the test creates), with a deadline: this runs in a Spark
+        # task, where the tests' wait helpers are not imported.
         while not Path(gate_name).exists() and time.monotonic() < deadline:
             time.sleep(0.02)
 
