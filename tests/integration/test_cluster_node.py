@@ -399,10 +399,11 @@ def test_sigterm_while_a_node_looks_for_its_cluster_is_a_clean_stop(tmp_path: Pa
     node = cluster.nodes[1]
     waiting = ("WARNING vdl_broker.server.joining: node 1: its metadata log is empty; waiting for node(s) 2, 3 to "
                "say whether the cluster exists (a new cluster forms once every node in peers has started)")
-    wait_until(lambda: any(line.endswith(waiting.split(" ", 1)[1]) for line in node.output), 30,
+    # node.output is appended by the thread reading the node: read copies (list()).
+    wait_until(lambda: any(line.endswith(waiting.split(" ", 1)[1]) for line in list(node.output)), 30,
                lambda: "node 1 to wait for its peers:\n" + "\n".join(node.output))
     assert cluster.stop(1, signal.SIGTERM, timeout_s=10) == 0  # else killed after 10 s: -9
-    logged = [line.split(" ", 2)[2] for line in node.output]  # without the date and time
+    logged = [line.split(" ", 2)[2] for line in list(node.output)]  # without the date and time
     assert logged[logged.index(waiting):][-1] == (
         "INFO vdl_broker: node 1: stopped cleanly before serving (it was still starting)"), logged
     assert not [line for line in logged if "Traceback" in line or line.startswith("ERROR")], logged
@@ -413,9 +414,9 @@ def test_sigterm_while_a_node_looks_for_its_cluster_is_a_clean_stop(tmp_path: Pa
     cluster.stop_all()
     node.output.clear()
     cluster.restart(1, wait=False)
-    wait_until(lambda: any("peers down [2, 3]" in line for line in node.output), 30,
+    wait_until(lambda: any("peers down [2, 3]" in line for line in list(node.output)), 30,
                lambda: "node 1 to find its peers down:\n" + "\n".join(node.output))
     assert cluster.stop(1, signal.SIGTERM, timeout_s=10) == 0
-    logged = [line.split(" ", 2)[2] for line in node.output if line.startswith("20")]
+    logged = [line.split(" ", 2)[2] for line in list(node.output) if line.startswith("20")]
     assert logged[-1] == "INFO vdl_broker: node 1: stopped cleanly before serving (it was still starting)", logged
     assert not [line for line in logged if "Traceback" in line or line.startswith("ERROR")], logged

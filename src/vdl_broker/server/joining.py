@@ -43,7 +43,10 @@ log = logging.getLogger(__name__)
 
 RETRY_S = 1.0
 PROBE_RETRY_S = 0.25  # a node with an empty metadata log asks its peers again this often
-WAITING_LOG_S = 10.0  # ... and says whom it is waiting for this often
+# ... and says whom it is waiting for once it waited this long (an operator who started one node
+# learns why it does not serve yet), then again this often.
+WAITING_FIRST_LOG_S = 2.0
+WAITING_LOG_S = 10.0
 
 
 async def _ask(broker: Broker, request: VdlNodesRequest) -> Any:
@@ -125,7 +128,7 @@ async def formation_at_start(broker: Broker) -> Formation:
     peers = sorted(peer.id for peer in broker.config.peers if peer.id != broker.node_id)
     held: dict[int, int] = {}
     loop = asyncio.get_running_loop()
-    said = loop.time()
+    say_at = loop.time() + WAITING_FIRST_LOG_S
     request = VdlNodesRequest(action="list")
     while True:
         for peer in peers:
@@ -147,8 +150,8 @@ async def formation_at_start(broker: Broker) -> Formation:
                         held[holder])
         if verdict is not Formation.WAITING:
             return verdict
-        if loop.time() - said >= WAITING_LOG_S:
-            said = loop.time()
+        if loop.time() >= say_at:
+            say_at = loop.time() + WAITING_LOG_S
             log.warning("node %d: its metadata log is empty; waiting for node(s) %s to say whether the cluster "
                         "exists (a new cluster forms once every node in peers has started)", broker.node_id,
                         ", ".join(str(p) for p in peers if p not in held))
