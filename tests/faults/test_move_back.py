@@ -22,6 +22,7 @@ from tests.faults.harness import (
     create_stream,
     high_watermark,
     list_offset_raw,
+    metadata_raw,
     node_address,
     read_all,
     wait_logs_converged,
@@ -224,6 +225,14 @@ def snapshot_view(cluster: DevCluster, node_id: int) -> ClusterState | None:
     return state
 
 
+def controller_named(cluster: DevCluster, node_id: int) -> int | None:
+    """The metadata leader node `node_id`'s Metadata names (None: it did not answer)."""
+    try:
+        return int(metadata_raw(node_address(cluster, node_id), []).controller_id)
+    except (OSError, ValueError):
+        return None
+
+
 def moving_in(state: ClusterState | None, stream: str, node_id: int) -> bool:
     """`state` shows `stream` being moved onto `node_id` (not yet one of its replicas)."""
     if state is None or stream not in state.streams:
@@ -251,8 +260,14 @@ def test_the_target_of_a_finished_move_restarted_from_a_snapshot_taken_half_way_
     others = ",".join(node_address(cluster, n) for n in (2, 3))
     cluster.stop(1, signal.SIGSTOP)
     try:
-        # A request the stopped node 1 takes (as the controller its peers still name) never gets
-        # an answer: give up on it after 5 s, not the default 30, and ask again.
+        # The move and the config changes go to the metadata leader: wait until nodes 2 and 3
+        # name one of themselves. A request the client sent to the stopped node 1 (the leader
+        # they named until then) would go unanswered for the request timeout, and its next
+        # Metadata request would try node 1 first again (each 5 s: 10 s of the test).
+        wait_until(lambda: all(controller_named(cluster, n) in (2, 3) for n in (2, 3)), 30,
+                   "nodes 2 and 3 naming a metadata leader other than the stopped node 1")
+        # Should the leader change again meanwhile, give up on a request to node 1 after 5 s,
+        # not the default 30, and ask again.
         settings = ClientSettings.from_bootstrap(others, deadline_ms=60_000, request_timeout_ms=5_000)
         with VdlClient(settings) as client:
             reassign_stream(client, stream, [2])
