@@ -203,8 +203,8 @@ def test_flipped_byte_in_an_old_segment_checked_at_an_earlier_start(cluster: Dev
     assert path == segments[0] and int(path.stem) in load_records(source)
     flip_byte(path, position + HEADER + 200)
     cluster.restart(follower, timeout_s=60)
-    output = cluster.nodes[follower].output
-    wait_until(lambda: any("damaged entry" in line and path.name in line for line in output), 30,
+    output = cluster.nodes[follower].output  # appended by the thread reading the node: read copies (list())
+    wait_until(lambda: any("damaged entry" in line and path.name in line for line in list(output)), 30,
                f"node {follower} finding the flipped byte in {path.name} at its start")
-    assert any("changed since it was last checked" in line and path.name in line for line in output)
+    assert any("changed since it was last checked" in line and path.name in line for line in list(output))
     converge(cluster, stream, follower, acked)
