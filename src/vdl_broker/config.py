@@ -133,6 +133,10 @@ class NodeConfig:
     # them, since the last snapshot; its log is truncated behind (raft/snapshotting.py).
     metadata_snapshot_entries: int = 20_000
     metadata_snapshot_bytes: int = 16 * MIB
+    # How long a starting node waits for the cluster metadata (a metadata leader, its own
+    # registration) and then for its one-replica streams to lead, before it serves clients anyway
+    # (answering LEADER_NOT_AVAILABLE for what it does not know yet): each wait at most this long.
+    metadata_wait_ms: int = 10_000
     # Stream replicas a node may hold: CreateTopics that would place one more on a node at the
     # limit is refused (POLICY_VIOLATION) instead of overloading it. Checked by the metadata leader.
     max_streams_per_node: int = 10_000
@@ -470,6 +474,8 @@ def validate(config: NodeConfig) -> None:
         raise ConfigError(f"retention_check_ms must be >= 1, got {config.retention_check_ms}")
     if config.producer_state_snapshot_bytes < 1:
         raise ConfigError(f"producer_state_snapshot_bytes must be positive, got {config.producer_state_snapshot_bytes}")
+    if config.metadata_wait_ms < 0:
+        raise ConfigError(f"metadata_wait_ms must be >= 0, got {config.metadata_wait_ms}")
     if config.metadata_snapshot_entries < 1 or config.metadata_snapshot_bytes < 1:
         raise ConfigError(f"metadata_snapshot_entries and metadata_snapshot_bytes must be positive, got "
                           f"{config.metadata_snapshot_entries} and {config.metadata_snapshot_bytes}")

@@ -113,6 +113,7 @@ def test_rack_from_toml_flag_and_peers(tmp_path: Path) -> None:
     ({"leader_balance_interval_ms": -1}, "leader_balance_interval_ms must be >= 0"),
     ({"tail_cache_bytes": -1}, r"tail_cache_bytes must be >= 0 \(0: no tail cache\), got -1"),
     ({"producer_state_snapshot_bytes": 0}, "producer_state_snapshot_bytes must be positive, got 0"),
+    ({"metadata_wait_ms": -1}, r"^metadata_wait_ms must be >= 0, got -1$"),
     # The defaults of stream configs take the stream config's range: before, a node started with
     # them and then failed to open every replica (a stream created there hung its client).
     ({"segment_bytes": 3_000_000_000},

@@ -61,7 +61,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-METADATA_WAIT_S = 10.0  # how long a starting node waits for the metadata before serving clients
 METADATA_SEGMENT_BYTES = 4 << 20
 # The metadata log's tail cache (memory: payloads and tail_cache.ENTRY_OVERHEAD per entry). Only
 # Raft reads this log -- replication to followers and the apply of what commits, both right
@@ -330,14 +329,15 @@ class Broker:
             state = self.metadata.state
             # As a Kafka broker, it serves once it has registered itself (server/joining.py); a
             # node its own metadata says was removed never will: it stops without serving.
+            metadata_wait_s = self.config.metadata_wait_ms / 1000
             registered = await group.wait_for(lambda _: self.removed.is_set() or (
-                registered_itself(self) and state.cluster_id is not None), METADATA_WAIT_S)
+                registered_itself(self) and state.cluster_id is not None), metadata_wait_s)
             if self.removed.is_set():
                 return  # server/main.py stops it
             if not registered:
-                log.warning("node %d: starting without the cluster metadata (no metadata leader within %.0f s)",
-                            self.node_id, METADATA_WAIT_S)
-            elif not await self.replicas.wait_until_serving(METADATA_WAIT_S):
+                log.warning("node %d: starting without the cluster metadata (no metadata leader within %g s)",
+                            self.node_id, metadata_wait_s)
+            elif not await self.replicas.wait_until_serving(metadata_wait_s):
                 log.warning("node %d: starting before every local replica serves", self.node_id)
             # Paid here, before serving, not as a step when it first writes a stream's table.
             await self.tables.prepare()
