@@ -34,11 +34,6 @@ from vdl_wire import messages as m
 
 pytestmark = pytest.mark.timeout(180)
 
-# No initial rebalance delay (Kafka's group.initial.rebalance.delay.ms, 3 s by default, waits for
-# more members of a new group): each group here has one member at a time, and the delay only held
-# up the first join of each test's two consumers (6 s of every test; Kafka's tests set it to 0 too).
-CLUSTER_SETTINGS = {"group_initial_rebalance_delay_ms": 0}
-
 SESSION_MS = 10_000
 COMMIT_INTERVAL_MS = 200
 DEADLINE_S = 40.0
