@@ -182,6 +182,7 @@ class Partition:
         self._waiters: list[asyncio.Future[None]] = []
         self._cut_off: asyncio.Future[None] | None = None  # resolved when this node is cut off
         self.last_leader = 0  # the leader this replica last knew (kept while it knows none)
+        self._last_leader_term = -1  # the term it led in (leader_epoch)
         self._snapshot_segment = stream_log.active_base_index  # the segment last snapshotted in
         self._unsnapshotted_bytes = 0  # batch bytes applied (or replayed at open) since the last state snapshot
         self.rebuilt_from = -1  # the state snapshot's offset the last rebuild started at (-1: none)
@@ -315,8 +316,23 @@ class Partition:
 
     @property
     def leader_epoch(self) -> int:
-        """The term of the Raft group as this replica knows it (-1: no group)."""
-        return self.group.term if self.group is not None else -1
+        """The term of the stream's leader as this replica knows it (-1: no group). While an
+        election runs here (a term in which no leader is known yet) it stays the term of the last
+        leader known, as Kafka's epoch changes only with a new leader: Metadata keeps naming that
+        leader with that epoch until another is known, and a Fetch naming it must not be fenced
+        meanwhile (librdkafka, fenced by a follower whose Metadata names the old leader and epoch,
+        goes back to that leader and, when it is the one that stopped, waits out its socket
+        timeout). Reads here stay below the high watermark: committed records only."""
+        group = self.group
+        if group is None:
+            return -1
+        if group.leader_id:
+            self._note_leader(group)
+            return group.term
+        return self._last_leader_term if self._last_leader_term >= 0 else group.term
+
+    def _note_leader(self, group: RaftGroup) -> None:
+        self.last_leader, self._last_leader_term = group.leader_id, group.term
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(epoch, end offset) as Kafka's leader epoch cache answers OffsetForLeaderEpoch
@@ -593,7 +609,7 @@ class Partition:
     def _on_change(self, _group: RaftGroup | None = None) -> None:
         group = self.group
         if group is not None and group.leader_id:
-            self.last_leader = group.leader_id
+            self._note_leader(group)
         waiters, self._waiters = self._waiters, []
         for future in waiters:
             if not future.done():

@@ -15,7 +15,7 @@ from tests.support.kafka import numbered_batch as batch
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.persistence import COMMIT_POINT_FILE
-from vdl_broker.server.partition import AppendHandle, Partition, PartitionError
+from vdl_broker.server.partition import AppendHandle, Partition, PartitionError, leader_epoch_error
 from vdl_wire.errors import ErrorCode
 from vdl_wire.records.batch_header import parse_batch_header
 from vdl_wire.records.control import end_txn_marker
@@ -381,3 +381,28 @@ def test_a_late_marker_of_an_earlier_decision_does_not_end_the_next_transaction(
         assert (unnumbered.base_offset, partition.last_stable_offset) == (7, 8)
         await close(partition)
     asyncio.run(run())
+
+
+def test_leader_epoch_stays_the_last_leaders_term_while_an_election_runs(tmp_path: Path) -> None:
+    """A follower whose term moved on (an election under way, no leader known in the new term)
+    keeps fencing by the term of the last leader it knew: Metadata still names that leader with
+    that epoch, and a Fetch naming it is served (librdkafka, fenced here, went back to the stopped
+    leader and waited out its socket timeout). A new leader's term fences the old epoch."""
+    partition = Partition("s", StreamLog.open(tmp_path / "s", LogConfig(fsync=False)), node_id=2)
+    group = SimpleNamespace(leader_id=0, term=3)
+    partition.group = group  # type: ignore[assignment]  # the two fields leader_epoch reads
+    assert partition.leader_epoch == 3  # no leader known yet at all: the term
+    group.leader_id = 1  # node 1 leads term 3
+    assert partition.leader_epoch == 3
+    group.leader_id, group.term = 0, 4  # node 1 stopped; this node's election moved it to term 4
+    assert partition.leader_epoch == 3
+    assert leader_epoch_error(3, partition.leader_epoch) is ErrorCode.NONE
+    group.term = 5  # another round, still no leader
+    assert partition.leader_epoch == 3
+    group.leader_id = 3  # node 3 won term 5
+    assert partition.leader_epoch == 5
+    assert leader_epoch_error(3, partition.leader_epoch) is ErrorCode.FENCED_LEADER_EPOCH
+    group.leader_id, group.term = 0, 6
+    assert partition.leader_epoch == 5
+    partition.group = None
+    partition.close()
