@@ -261,9 +261,12 @@ def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
 
 
 @pytest.fixture(scope="module")
-def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """One broker shared by the tests of a module (they use distinct stream names)."""
-    broker = start_broker(tmp_path_factory.mktemp("broker"), auto_create_streams=False)
+def module_broker(request: pytest.FixtureRequest,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker shared by the tests of a module (they use distinct stream names). A module may
+    set BROKER_SETTINGS (extra broker settings, e.g. a shorter initial rebalance delay)."""
+    settings = {"auto_create_streams": False} | getattr(request.module, "BROKER_SETTINGS", {})
+    broker = start_broker(tmp_path_factory.mktemp("broker"), **settings)
     yield broker
     broker.kill()
 

@@ -14,6 +14,8 @@ from vdl_wire import messages as m
 from vdl_wire.errors import ErrorCode
 
 NONE = ErrorCode.NONE
+# Each live group here has one member: its first join need not wait for others (the 3 s default).
+BROKER_SETTINGS = {"group_initial_rebalance_delay_ms": 0}
 
 
 def _stream(broker: BrokerProcess, records: int = 10) -> str:
@@ -142,7 +144,7 @@ def test_live_group_generation_checks_and_refusals(module_broker: BrokerProcess)
 def test_offsets_of_groups_without_members_expire(broker_factory) -> None:
     from kafka import KafkaConsumer
 
-    broker = broker_factory(offsets_retention_minutes=0, offsets_retention_check_ms=100)
+    broker = broker_factory(offsets_retention_minutes=0, offsets_retention_check_ms=100, **BROKER_SETTINGS)
     address = broker.bootstrap
     stream = _stream(broker)
     consumer = KafkaConsumer(stream, bootstrap_servers=address, group_id="with-members", auto_offset_reset="earliest",
