@@ -19,7 +19,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import BrokerProcess, ensure_all_running, start_broker, start_cluster
+from tests.support.cluster import (
+    BrokerProcess,
+    ensure_all_running,
+    settings_file,
+    start_broker,
+    start_cluster,
+)
 from tests.support.security import TlsMaterial, make_tls_material
 from vdl_dev.dev_cluster import PORT_RANGE_VARIABLE, DevCluster, port_range
 
@@ -264,9 +270,11 @@ def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
 def module_broker(request: pytest.FixtureRequest,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker shared by the tests of a module (they use distinct stream names). A module may
-    set BROKER_SETTINGS (extra broker settings, e.g. a shorter initial rebalance delay)."""
-    settings = {"auto_create_streams": False} | getattr(request.module, "BROKER_SETTINGS", {})
-    broker = start_broker(tmp_path_factory.mktemp("broker"), **settings)
+    set BROKER_SETTINGS (node.toml keys, e.g. a shorter initial rebalance delay)."""
+    directory = tmp_path_factory.mktemp("broker")
+    settings = getattr(request.module, "BROKER_SETTINGS", {})
+    config = {"config": str(settings_file(directory, settings))} if settings else {}
+    broker = start_broker(directory, auto_create_streams=False, **config)
     yield broker
     broker.kill()
 
