@@ -85,20 +85,23 @@ class BrokerProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         text=True, env=env, cwd=REPO)
-        ready = threading.Event()
-        threading.Thread(target=self._pump, args=(self.process, ready), daemon=True).start()
-        if not ready.wait(START_TIMEOUT_S) or self.process.poll() is not None:
+        ready, listening = threading.Event(), threading.Event()
+        threading.Thread(target=self._pump, args=(self.process, ready, listening), daemon=True).start()
+        # Its output ending is not yet its exit (poll() may still say running): only the
+        # readiness line says it serves.
+        if not ready.wait(START_TIMEOUT_S) or not listening.is_set() or self.process.poll() is not None:
             self.kill()
             raise RuntimeError(f"vdl-broker did not become ready:\n{self.recent_output()}")
         return self
 
-    def _pump(self, process: subprocess.Popen[str], ready: threading.Event) -> None:
+    def _pump(self, process: subprocess.Popen[str], ready: threading.Event, listening: threading.Event) -> None:
         assert process.stdout is not None
         with open(self.log_path or os.devnull, "a") as sink:
             for line in process.stdout:
                 self.output.append(line.rstrip("\n"))
                 sink.write(line)
                 if line.startswith(READY_PREFIX):
+                    listening.set()
                     ready.set()
         ready.set()  # process ended: let start() notice instead of waiting out the deadline
 
