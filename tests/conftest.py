@@ -19,7 +19,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import BrokerProcess, ensure_all_running, start_broker, start_cluster
+from tests.support.cluster import (
+    BrokerProcess,
+    ensure_all_running,
+    settings_file,
+    start_broker,
+    start_cluster,
+)
 from tests.support.security import TlsMaterial, make_tls_material
 from vdl_dev.dev_cluster import PORT_RANGE_VARIABLE, DevCluster, port_range
 
@@ -261,9 +267,14 @@ def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
 
 
 @pytest.fixture(scope="module")
-def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """One broker shared by the tests of a module (they use distinct stream names)."""
-    broker = start_broker(tmp_path_factory.mktemp("broker"), auto_create_streams=False)
+def module_broker(request: pytest.FixtureRequest,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker shared by the tests of a module (they use distinct stream names). A module may
+    set BROKER_SETTINGS (node.toml keys, e.g. a shorter initial rebalance delay)."""
+    directory = tmp_path_factory.mktemp("broker")
+    settings = getattr(request.module, "BROKER_SETTINGS", {})
+    config = {"config": str(settings_file(directory, settings))} if settings else {}
+    broker = start_broker(directory, auto_create_streams=False, **config)
     yield broker
     broker.kill()
 

@@ -123,6 +123,16 @@ def test_run_dev_cluster_stops_every_node_on_sigterm(tmp_path: Path, stub: list[
             launcher.wait()
 
 
+def test_start_broker_says_a_broker_that_failed_did_not_become_ready(tmp_path: Path) -> None:
+    """A broker whose output ended without its readiness line failed, even if its exit is not
+    seen yet: start_broker raises with its output (it returned the failed broker when the exit
+    came a moment after the output's end, and the test using it failed later on "connection
+    refused"). The stand-in prints an error, closes its output and exits a little later."""
+    exits_later = ("sh", "-c", "echo 'vdl-broker: error: unrecognized arguments'; exec >&- 2>&-; exec sleep 5")
+    with pytest.raises(RuntimeError, match="(?s)did not become ready.*unrecognized arguments"):
+        start_broker(tmp_path, command=exits_later)
+
+
 def test_fetch_metadata_names_the_leader(tmp_path: Path) -> None:
     broker = start_broker(tmp_path, auto_create_streams=True)
     try:

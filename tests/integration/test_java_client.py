@@ -24,6 +24,9 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("admins")]
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PROTOCOLS = ("classic", "consumer")
 SESSION_MS = 10_000
+# Every consumer's: a consumer's close waits for its fetch in flight, which the broker holds up to
+# fetch.max.wait.ms when no record comes (500 ms by default, paid at every close).
+FETCH_WAIT = {"fetch.max.wait.ms": "100"}
 
 
 def create_streams(java: JavaClients, target: JavaTarget, *names: str) -> None:
@@ -41,7 +44,7 @@ def unique(prefix: str) -> str:
 
 def consumer_props(protocol: str, group: str) -> dict[str, str]:
     props = {"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": "false",
-             "group.protocol": protocol}
+             "group.protocol": protocol} | FETCH_WAIT
     if protocol == "classic":
         # The default (range first) gives every one-partition stream to the same member.
         props |= {"session.timeout.ms": str(SESSION_MS), "heartbeat.interval.ms": "500",
@@ -70,7 +73,7 @@ def test_producer_defaults_every_codec(java: JavaClients, target: JavaTarget) ->
         finally:
             java.call("close", name=producer)
     reader = unique("reader")
-    java.consumer(reader, target.bootstrap, target.security)
+    java.consumer(reader, target.bootstrap, target.security, **FETCH_WAIT)
     try:
         java.call("assign", name=reader, partitions=list(streams.values()))
         java.call("seek_to_beginning", name=reader, partitions=list(streams.values()))
@@ -213,7 +216,8 @@ def test_assign_seek_offsets_for_times_and_committed(java: JavaClients, target: 
     finally:
         java.call("close", name=producer)
     consumer = unique("consumer")
-    java.consumer(consumer, target.bootstrap, target.security, **{"group.id": group, "enable.auto.commit": "false"})
+    java.consumer(consumer, target.bootstrap, target.security,
+                  **{"group.id": group, "enable.auto.commit": "false"} | FETCH_WAIT)
     try:
         java.call("assign", name=consumer, partitions=[stream])
         assert java.call("committed", name=consumer, partitions=[stream]) == {stream: None}

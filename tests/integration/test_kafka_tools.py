@@ -56,6 +56,12 @@ def vdl(target: JavaTarget) -> Iterator[VdlClient]:
         yield client
 
 
+# The console consumer's: it closes after --max-messages, and a consumer's close waits for its
+# fetch in flight, which the broker holds up to fetch.max.wait.ms when no record comes (500 ms by
+# default, paid at every run).
+FETCH_WAIT = ("--command-property", "fetch.max.wait.ms=100")
+
+
 def run(java: JavaClients, tool: str, *args: str, input: str | None = None, ok: bool = True) -> ToolResult:
     result = java.tool(tool, *args, input=input, timeout_s=120)
     if ok:
@@ -363,7 +369,7 @@ def test_console_producer_and_consumer_with_keys(java: JavaClients, target: Java
                    "--command-property", "acks=all", input="".join(f"{k}|{v}\n" for k, v in records))
     assert produced.stdout == ""
     assert consume_all(target.cluster, stream, len(records)) == records
-    consumed = run(java, "kafka-console-consumer", *target.tool_args(), "--topic", stream,
+    consumed = run(java, "kafka-console-consumer", *FETCH_WAIT, *target.tool_args(), "--topic", stream,
                    "--from-beginning", "--max-messages", "3", "--formatter-property", "print.key=true",
                    "--formatter-property", "key.separator=|")
     assert consumed.stdout == "".join(f"{k}|{v}\n" for k, v in records[:3])
@@ -379,7 +385,7 @@ def test_consumer_groups_list_describe_reset_delete(java: JavaClients, target: J
     vdl.create_stream(stream, exist_ok=False)
     produce(target.cluster, stream, [f"v{i}" for i in range(5)])
     # One record per poll, so the offset committed as the consumer closes is exactly what it read.
-    consumed = run(java, "kafka-console-consumer", *way_in, "--topic", stream, "--group", group,
+    consumed = run(java, "kafka-console-consumer", *FETCH_WAIT, *way_in, "--topic", stream, "--group", group,
                    "--from-beginning", "--max-messages", "2", "--command-property", "max.poll.records=1")
     assert consumed.stdout == "v0\nv1\n"
 
@@ -434,7 +440,7 @@ def test_a_group_is_of_one_kind_everywhere_once_empty(java: JavaClients, java_ta
     consumer = named(target, "kinds-consumer")
     java.consumer(consumer, target.bootstrap, target.security, **{
         "group.id": modern, "group.protocol": "consumer", "auto.offset.reset": "earliest",
-        "enable.auto.commit": "false"})
+        "enable.auto.commit": "false", "fetch.max.wait.ms": "100"})
     java.call("subscribe", name=consumer, topics=[stream])
     assert [r["value"] for r in java.poll(consumer, min_records=3)] == ["a", "b", "c"]
     java.call("commit", name=consumer)
@@ -742,7 +748,7 @@ def test_acls_decide_what_a_scram_user_does_on_the_secured_listener(java: JavaCl
     assert alice_topics.stdout.split() == [orders]
     run(java, "kafka-console-producer", *as_alice, "--topic", orders, "--command-property", "acks=all",
         input="order-1\norder-2\n")
-    consumed = run(java, "kafka-console-consumer", *as_alice, "--topic", orders, "--group", f"{prefix}readers",
+    consumed = run(java, "kafka-console-consumer", *FETCH_WAIT, *as_alice, "--topic", orders, "--group", f"{prefix}readers",
                    "--from-beginning", "--max-messages", "2")
     assert consumed.stdout == "order-1\norder-2\n"
     assert consume_all(target.cluster, orders, 2) == [(None, "order-1"), (None, "order-2")]
@@ -983,7 +989,7 @@ def test_delete_records_moves_the_log_start(java: JavaClients, target: JavaTarge
     earliest = run(java, "kafka-get-offsets", *way_in, "--topic", stream, "--time", "earliest")
     assert earliest.stdout == f"{stream}:0:3\n"
     assert vdl.list_offset(stream, -2) == 3
-    consumed = run(java, "kafka-console-consumer", *way_in, "--topic", stream, "--from-beginning",
+    consumed = run(java, "kafka-console-consumer", *FETCH_WAIT, *way_in, "--topic", stream, "--from-beginning",
                    "--max-messages", "2")
     assert consumed.stdout == "d\ne\n"
 
@@ -1008,7 +1014,7 @@ def test_transactions_describe_producers_and_find_hanging_at_every_replica(java:
         header, *rows = (line.split("\t") for line in out.splitlines())
         return [{h.strip(): v.strip() for h, v in zip(header, row, strict=False) if h.strip()} for row in rows]
 
-    printed = run(java, "kafka-console-consumer", *way_in, "--topic", stream, "--from-beginning", "--max-messages",
+    printed = run(java, "kafka-console-consumer", *FETCH_WAIT, *way_in, "--topic", stream, "--from-beginning", "--max-messages",
                   "2", "--formatter-property", "print.timestamp=true").stdout
     timestamps = [int(line.split("\t")[0].removeprefix("CreateTime:")) for line in printed.splitlines()]
     leader, nodes = replicas(vdl, stream)

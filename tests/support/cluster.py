@@ -10,6 +10,7 @@ waits until every node lists every broker. Processes run this interpreter's modu
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -84,20 +85,23 @@ class BrokerProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         text=True, env=env, cwd=REPO)
-        ready = threading.Event()
-        threading.Thread(target=self._pump, args=(self.process, ready), daemon=True).start()
-        if not ready.wait(START_TIMEOUT_S) or self.process.poll() is not None:
+        ready, listening = threading.Event(), threading.Event()
+        threading.Thread(target=self._pump, args=(self.process, ready, listening), daemon=True).start()
+        # Its output ending is not yet its exit (poll() may still say running): only the
+        # readiness line says it serves.
+        if not ready.wait(START_TIMEOUT_S) or not listening.is_set() or self.process.poll() is not None:
             self.kill()
             raise RuntimeError(f"vdl-broker did not become ready:\n{self.recent_output()}")
         return self
 
-    def _pump(self, process: subprocess.Popen[str], ready: threading.Event) -> None:
+    def _pump(self, process: subprocess.Popen[str], ready: threading.Event, listening: threading.Event) -> None:
         assert process.stdout is not None
         with open(self.log_path or os.devnull, "a") as sink:
             for line in process.stdout:
                 self.output.append(line.rstrip("\n"))
                 sink.write(line)
                 if line.startswith(READY_PREFIX):
+                    listening.set()
                     ready.set()
         ready.set()  # process ended: let start() notice instead of waiting out the deadline
 
@@ -128,6 +132,14 @@ class BrokerProcess:
         if self.alive():
             self.terminate()
         return self.start()
+
+
+def settings_file(directory: Path, settings: dict[str, Any]) -> Path:
+    """A node.toml under `directory` holding `settings` (scalars): for node settings without a
+    command-line flag (start_broker(..., config=str(path)))."""
+    path = Path(directory) / "node.toml"
+    path.write_text("".join(f"{key} = {json.dumps(value)}\n" for key, value in settings.items()))
+    return path
 
 
 def start_broker(tmp_path: Path, command: tuple[str, ...] = BROKER_COMMAND, **config: Any) -> BrokerProcess:

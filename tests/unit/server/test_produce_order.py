@@ -81,7 +81,11 @@ class LeaderPartition:
 
 
 class MetadataGroup:
-    """The metadata group's wait_for as RaftGroup's: re-check after each change notice."""
+    """The metadata group's wait_for as RaftGroup's: re-check after each change notice. A
+    follower: its copy of the metadata may lag the leader's."""
+
+    leader_ready = False
+    applied_index = commit_index = 0
 
     def __init__(self) -> None:
         self.waiters: list[asyncio.Future[None]] = []
@@ -156,6 +160,30 @@ def test_a_batch_of_an_epoch_a_timeout_fenced_is_refused_at_once_as_kafka_answer
     response = asyncio.run(produce.handle(node, context, request(0)))
     assert response is not None
     assert response.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert partition.stored == []
+
+
+class CaughtUpLeader(NoWaitGroup):
+    """The metadata leader, its own term's entry committed and every committed entry applied."""
+
+    leader_ready = True
+    applied_index = commit_index = 42
+
+
+def test_a_batch_for_a_stream_not_added_is_refused_at_once_by_the_caught_up_metadata_leader() -> None:
+    """KIP-890 part 1 on the node leading the metadata: its state holds every AddPartitionsToTxn
+    ever answered, so a batch for a stream its transaction lacks gets INVALID_TXN_STATE at once
+    (as from Kafka), not after the wait for the stream to show up (TXN_VISIBLE_WAIT_S)."""
+    partition = LeaderPartition()
+    node: Any = SimpleNamespace(
+        metadata=SimpleNamespace(group=CaughtUpLeader(), state=SimpleNamespace(
+            transactions=SimpleNamespace(get={TXN: meta(("other",))}.get), streams={"s": None})),
+        replicas={"s": partition}, config=SimpleNamespace(max_batch_bytes=1 << 20), metrics=None, cut_off=False,
+        authorizer=SimpleNamespace(allows=lambda *args: True), transactions=SimpleNamespace(produce_chain={}))
+    context = RequestContext(SimpleNamespace(request_api_version=9), "127.0.0.1", None)  # type: ignore[arg-type]
+    response = asyncio.run(produce.handle(node, context, request(0)))
+    assert response is not None
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_TXN_STATE
     assert partition.stored == []
 
 

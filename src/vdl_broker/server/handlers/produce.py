@@ -46,6 +46,7 @@ from vdl_wire.records.record_batch import (
 
 if TYPE_CHECKING:
     from vdl_broker.metrics import BrokerMetrics
+    from vdl_broker.raft.group import RaftGroup
 
 API_KEY = ProduceRequest.DECL.api_key
 NAME = "Produce"
@@ -263,11 +264,16 @@ async def _await_transaction(node: NodeView, request: ProduceRequest) -> None:
     wanted = {topic.name for topic in request.topic_data}
     first = _first_transactional(request)
 
-    def visible(_: object) -> bool:
+    def visible(metadata: RaftGroup) -> bool:
         meta = node.metadata.state.transactions.get(txn)
         if meta is not None and first is not None and meta.producer_id == first[0] and first[1] < meta.epoch:
             return True  # fenced (a timeout's or a new instance's bump): refused now, nothing to wait for
-        return meta is not None and meta.state is TxnState.ONGOING and wanted <= set(meta.streams)
+        if meta is not None and meta.state is TxnState.ONGOING and wanted <= set(meta.streams):
+            return True
+        # The metadata leader, its own term's entry committed and everything committed applied,
+        # holds every AddPartitionsToTxn any coordinator answered (Raft's leader completeness):
+        # a stream missing now was never added, so the batch is refused at once, as Kafka does.
+        return metadata.leader_ready and metadata.applied_index >= metadata.commit_index
 
     await group.wait_for(visible, TXN_VISIBLE_WAIT_S)
 
