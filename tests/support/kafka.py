@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from tests.support.waiting import wait_until
 from vdl_client.connection import Connection, api_spec, request_once, split_address
 from vdl_wire import api
 from vdl_wire import messages as m
@@ -64,6 +65,14 @@ class BrokerClient:
                                                      replication_factor=replication_factor)
         result = self.request(m.CreateTopicsRequest(topics=[topic], timeout_ms=30_000)).topics[0]
         _check(result.error_code, result.error_message or name)
+        # CreateTopics may answer before the stream has a leader (after its wait for one, on a
+        # loaded machine), as Kafka's does: a producer retries NOT_LEADER_OR_FOLLOWER, these
+        # helpers do not, so the stream is waited for here, as vdl_client's create_stream does.
+        wait_until(lambda: self._leader_of(name) > 0, 30.0, f"a leader of new stream {name!r}")
+
+    def _leader_of(self, name: str) -> int:
+        partitions = self.metadata([name]).topics[0].partitions
+        return partitions[0].leader_id if partitions and partitions[0].error_code == 0 else -1
 
     def delete_stream(self, name: str) -> None:
         result = self.request(delete_topics_request(name)).responses[0]
