@@ -93,6 +93,7 @@ class SourceOptions:
     timestamp_strategy: str = "error"  # startingOffsetsByTimestampStrategy: error | latest
     commit_group: str | None = None  # commitOffsetsToGroup: report progress as this group's offsets
     prefer_replicas: ReplicaPreference = ReplicaPreference()
+    value_json_schema: str | None = None  # valueJsonSchema: parse the value into a struct (json_values.py)
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ SOURCE_OPTIONS = (
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "kafka.request.timeout.ms",
     "request.timeout.ms", "kafka.retry.backoff.ms", "retry.backoff.ms", "kafka.client.id",
     "client.id", "commitOffsetsToGroup", "preferReplicas", "kafka.isolation.level", "isolation.level",
-    *SECURITY_OPTIONS,
+    "valueJsonSchema", *SECURITY_OPTIONS,
 )
 SINK_OPTIONS = (
     "bootstrap.servers", "kafka.bootstrap.servers", "topic", "createStreams", "exactlyOnce",
@@ -418,7 +419,18 @@ def parse_source_options(raw: Mapping[str, str]) -> SourceOptions:
         timestamp_strategy=strategy,
         commit_group=commit_group.strip() if commit_group else None,
         prefer_replicas=parse_replica_preference(options.get("preferReplicas")),
+        value_json_schema=_value_json_schema(options.get("valueJsonSchema")),
     )
+
+
+def _value_json_schema(text: str | None) -> str | None:
+    """valueJsonSchema, checked here (on the driver, at load()); kept as its text."""
+    if text is None:
+        return None
+    from vdl_connector.json_values import parse_value_schema  # it imports this module
+
+    parse_value_schema(text)
+    return text
 
 
 def check_batch_source(options: SourceOptions) -> None:

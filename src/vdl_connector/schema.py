@@ -33,8 +33,12 @@ ARROW_HEADER_STRUCT = pa.struct([pa.field("key", pa.string()), pa.field("value",
 ARROW_HEADERS_TYPE = pa.list_(pa.field("element", ARROW_HEADER_STRUCT))
 
 
-def read_schema(include_headers: bool) -> StructType:
-    """Spark's Kafka source schema (KafkaRecordToRowConverter), every field nullable."""
+VALUE_JSON_COLUMN = "valueJson"  # valueJsonSchema's parsed value (vdl_connector/json_values.py)
+
+
+def read_schema(include_headers: bool, value_type: StructType | None = None) -> StructType:
+    """Spark's Kafka source schema (KafkaRecordToRowConverter), every field nullable; with
+    value_type (valueJsonSchema) a last column valueJson of that struct, parsed from the value."""
     fields = [
         StructField("key", BinaryType()),
         StructField("value", BinaryType()),
@@ -46,10 +50,12 @@ def read_schema(include_headers: bool) -> StructType:
     ]
     if include_headers:
         fields.append(StructField("headers", HEADERS_TYPE))
+    if value_type is not None:
+        fields.append(StructField(VALUE_JSON_COLUMN, value_type))
     return StructType(fields)
 
 
-def arrow_read_schema(include_headers: bool) -> pa.Schema:
+def arrow_read_schema(include_headers: bool, value_type: pa.DataType | None = None) -> pa.Schema:
     fields = [
         pa.field("key", pa.binary()),
         pa.field("value", pa.binary()),
@@ -61,6 +67,8 @@ def arrow_read_schema(include_headers: bool) -> pa.Schema:
     ]
     if include_headers:
         fields.append(pa.field("headers", ARROW_HEADERS_TYPE))
+    if value_type is not None:
+        fields.append(pa.field(VALUE_JSON_COLUMN, value_type))
     return pa.schema(fields)
 
 

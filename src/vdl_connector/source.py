@@ -44,7 +44,7 @@ from vdl_connector.options import (
 from vdl_connector.planning import OffsetRange, TriggerDelay, backlog, rate_limit, spread_over_replicas
 from vdl_connector.progress import GroupCommitter, with_offsets_behind_latest
 from vdl_connector.reading import read_range
-from vdl_connector.schema import read_schema, validate_write_schema
+from vdl_connector.schema import arrow_read_schema, read_schema, validate_write_schema
 from vdl_connector.tables import TableLookup, TableRange, plan_reads, read_table_range
 
 log = logging.getLogger("vdl_connector")
@@ -96,7 +96,8 @@ class VdlDataSource(DataSource):
         return self._source
 
     def schema(self) -> StructType:
-        return read_schema(self.source_options().include_headers)
+        options = self.source_options()
+        return read_schema(options.include_headers, _value_schema(options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         options = self.source_options()
@@ -264,7 +265,29 @@ def _table_gap(options: SourceOptions, stream: str, begin: int, first: int) -> N
                        f"stream's table")
 
 
+def _value_schema(options: SourceOptions) -> StructType | None:
+    if options.value_json_schema is None:
+        return None
+    from vdl_connector.json_values import parse_value_schema
+
+    return parse_value_schema(options.value_json_schema)
+
+
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """One task's batches; with valueJsonSchema, their values parsed (vdl_connector/json_values.py)."""
+    value_schema = _value_schema(options)
+    if value_schema is None:
+        yield from _read_records(options, partition)
+        return
+    from vdl_connector.json_values import JsonValueParser, arrow_struct, with_parsed_values
+
+    parser = JsonValueParser(arrow_struct(value_schema))
+    schema = arrow_read_schema(options.include_headers, parser.value_type)
+    for batch in _read_records(options, partition):
+        yield with_parsed_values(batch, parser, schema)
+
+
+def _read_records(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     """One task: a range of the log, or of the stream's table (vdl_connector/tables.py)."""
     if isinstance(partition, TableRange):
         yield from read_table_range(partition, options.include_headers)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime
+from decimal import Decimal
 
 import pytest
 from chispa import assert_df_equality
@@ -182,3 +184,35 @@ def test_pattern_picks_up_new_streams_from_earliest(spark, broker, checkpoint) -
         query.stop()
     assert query.exception() is None
     assert_df_equality(ordered(spark.table("pattern")), expected_df(spark, new_stream + more))
+
+
+def test_value_json_is_from_json_where_the_read_task_gives_it(spark, broker) -> None:  # noqa: ANN001
+    """valueJsonSchema: valueJson is from_json(value, schema) for every record the read task
+    parsed, and null (left to from_json) for the rest; coalescing the two is from_json's answer
+    for every record, whatever the batch mixes."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DecimalType, IntegerType, StringType, StructField, StructType, TimestampType
+
+    schema = StructType([StructField("id", StringType()), StructField("at", TimestampType()),
+                         StructField("n", IntegerType()), StructField("price", DecimalType(10, 2))])
+    good = ['{"id":"a","at":"2025-12-31T23:59:59.554Z","n":3,"price":32.27}', '{"n":-7,"price":5.5,"x":[1]}',
+            '{"id":"b",\n"at":"2025-01-01T10:00:00+02:00"}', ' {"id":"c"} ', "{}"]
+    left = [None, "{bad", "", '{"id":"d","n":"x"}', '{"id":"x","id":"y"}', '{"id":"e"}{"id":"f"}',
+            '{"price":5.555}', '{"at":"2025-01-01 10:00:00"}', '{"at":1700000000}', '{"id":12}']
+    values = [v for pair in zip(good * 2, left, strict=False) for v in pair]
+    create_streams(broker.bootstrap, "json-values")
+    (spark.createDataFrame([(str(i), v) for i, v in enumerate(values)], "key string, value string")
+     .write.format("vdl").option("bootstrap.servers", broker.bootstrap).option("topic", "json-values")
+     .mode("append").save())
+    df = (spark.read.format("vdl").option("bootstrap.servers", broker.bootstrap).option("subscribe", "json-values")
+          .option("valueJsonSchema", schema.json()).option("minPartitions", "3").load())
+    assert df.columns[-1] == "valueJson" and df.schema["valueJson"].dataType == schema
+    parsed = F.from_json(F.col("value").cast("string"), schema)
+    rows = df.select("offset", "valueJson", parsed.alias("spark"),
+                     F.coalesce("valueJson", parsed).alias("both")).orderBy("offset").collect()
+    assert [r.offset for r in rows] == list(range(len(values)))
+    assert [r.both for r in rows] == [r.spark for r in rows]
+    assert [r.valueJson for r in rows] == [r.spark if v in good else None for r, v in zip(rows, values, strict=True)]
+    assert [rows[0].valueJson.asDict(), rows[2].valueJson.asDict()] == [
+        {"id": "a", "at": datetime(2025, 12, 31, 23, 59, 59, 554000), "n": 3, "price": Decimal("32.27")},
+        {"id": None, "at": None, "n": -7, "price": Decimal("5.50")}]
