@@ -110,11 +110,13 @@ def parse_orders(raw: DataFrame) -> DataFrame:
     the source gives it."""
     from pyspark.sql import functions as F
 
+    from vdl_connector.schema import VALUE_JSON_COLUMN
+
     produced = F.col("timestamp") if "timestamp" in raw.columns else F.lit(None).cast("timestamp")
     order = F.from_json(F.col("value").cast("string"), order_schema())
-    if "valueJson" in raw.columns:
+    if VALUE_JSON_COLUMN in raw.columns:
         # from_json runs only where the source left valueJson null (vdl_connector/json_values.py).
-        order = F.coalesce(F.col("valueJson"), order)
+        order = F.coalesce(F.col(VALUE_JSON_COLUMN), order)
     parsed = raw.select(order.alias("order"),
                         F.col("offset").alias("source_offset"), produced.alias("produced_at"))
     return parsed.select("order.*", "source_offset", "produced_at")
