@@ -45,7 +45,8 @@ class MetricsEndpoint:
         for writer in list(self._clients):
             writer.close()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._server.wait_closed(), 2)
+            async with asyncio.timeout(2):
+                await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._clients.add(writer)
@@ -65,7 +66,8 @@ class MetricsEndpoint:
 
     async def _answer_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Answer one request; False when the connection is to be closed."""
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT_S)
+        async with asyncio.timeout(IDLE_TIMEOUT_S):
+            head = await reader.readuntil(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ")
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):

@@ -454,7 +454,8 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
                 return predicate(self)
             future = self.changed_future()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(future), remaining)
+                async with asyncio.timeout(remaining):
+                    await asyncio.shield(future)
         return True
 
     # ------------------------------------------------------------------ bookkeeping

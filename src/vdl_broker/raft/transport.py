@@ -412,7 +412,8 @@ class RaftTransport:
         peer.calls[call_id] = future
         try:
             self._write_parts(writer, encode_call(self.node_id, KIND_REQUEST, call_id, payload))
-            return await asyncio.wait_for(future, timeout_s)
+            async with asyncio.timeout(timeout_s):
+                return await future
         finally:
             peer.calls.pop(call_id, None)
 
@@ -558,8 +559,11 @@ class RaftTransport:
     async def _dial_once(self, peer: _Peer, address: Address) -> bool:
         """Connect to `address`, say HELLO and attach; False when the peer cannot be reached there now."""
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(*address),
-                                                    self.config.connect_timeout_s)
+            # asyncio.timeout, never asyncio.wait_for, in the broker: on Python 3.11 wait_for
+            # swallows a cancellation that arrives as the awaited call completes (CPython
+            # gh-86296), and a stopped transport's dial loop then ran on, holding up stop().
+            async with asyncio.timeout(self.config.connect_timeout_s):
+                reader, writer = await asyncio.open_connection(*address)
         except (TimeoutError, OSError):
             return False
         try:
@@ -589,7 +593,8 @@ class RaftTransport:
         """TLS over a fresh connection; the peer's certificate must name the node we dialed."""
         assert self.tls is not None and self.identify is not None
         try:
-            await asyncio.wait_for(writer.start_tls(self.tls[1]), self.config.connect_timeout_s)
+            async with asyncio.timeout(self.config.connect_timeout_s):
+                await writer.start_tls(self.tls[1])
         except (TimeoutError, OSError, ssl.SSLError, ConnectionError, RuntimeError, AttributeError) as error:
             # A certificate problem is worth a warning; a peer going away mid-handshake is not.
             log.log(logging.WARNING if isinstance(error, ssl.SSLError) else logging.DEBUG,
@@ -629,10 +634,9 @@ class RaftTransport:
         reader = asyncio.StreamReader()
         protocol = asyncio.StreamReaderProtocol(reader)
         try:
-            transport, _ = await asyncio.wait_for(
-                loop.connect_accepted_socket(lambda: protocol, connection, ssl=self.tls[0],
-                                             ssl_handshake_timeout=self.config.connect_timeout_s),
-                self.config.connect_timeout_s)
+            async with asyncio.timeout(self.config.connect_timeout_s):
+                transport, _ = await loop.connect_accepted_socket(
+                    lambda: protocol, connection, ssl=self.tls[0], ssl_handshake_timeout=self.config.connect_timeout_s)
         except (TimeoutError, OSError, ssl.SSLError, ConnectionError, RuntimeError, AttributeError) as error:
             # A refused certificate (ours or the dialer's) is worth a warning; a handshake that
             # timed out (a node busy starting up) is not.
@@ -650,7 +654,8 @@ class RaftTransport:
             assert self.identify is not None
             named = self.identify(writer.get_extra_info("peercert"))
         try:
-            body = await asyncio.wait_for(self._read_body(reader), self.config.connect_timeout_s)
+            async with asyncio.timeout(self.config.connect_timeout_s):
+                body = await self._read_body(reader)
             frame = decode_frame(body)
         except (TimeoutError, OSError, asyncio.IncompleteReadError, WireError) as error:
             log.warning("node %d: rejected raft connection: %s", self.node_id, error)
@@ -671,6 +676,9 @@ class RaftTransport:
         self._attach(peer, reader, writer)
 
     def _attach(self, peer: _Peer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._closed:  # a dial or accept finishing as stop() ran: no reader stop() would miss
+            writer.close()
+            return
         peer.writer = writer
         peer.leaving = False  # a new connection: the peer restarted (or never left)
         peer.stats.connects += 1

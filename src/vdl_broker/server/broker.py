@@ -410,7 +410,8 @@ class Broker:
             await self.metrics_endpoint.stop()
         for server in self.servers:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(server.wait_closed(), 2)
+                async with asyncio.timeout(2):
+                    await server.wait_closed()
 
 
 if TYPE_CHECKING:

@@ -29,14 +29,18 @@ async def request(address: str, request: Any, timeout_s: float, *, version: int 
     spec = api_spec(type(request))
     version = spec.max_version if version is None else version
     host, port = split_host_port(address)
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    async with asyncio.timeout(timeout_s):
+        reader, writer = await asyncio.open_connection(host, port)
     try:
         writer.write(b"".join(encode_request(spec.api_key, version, 1, client_id, request)))
-        await asyncio.wait_for(writer.drain(), timeout_s)
-        size = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), timeout_s), "big", signed=True)
+        async with asyncio.timeout(timeout_s):
+            await writer.drain()
+        async with asyncio.timeout(timeout_s):
+            size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
         if not 0 <= size <= MAX_RESPONSE_BYTES:
             raise OSError(f"bad response size {size} from {address}")
-        body = await asyncio.wait_for(reader.readexactly(size), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            body = await reader.readexactly(size)
     except asyncio.IncompleteReadError as error:
         raise ConnectionError(f"{address} closed the connection") from error
     finally:

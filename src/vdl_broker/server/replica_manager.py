@@ -243,7 +243,8 @@ class ReplicaManager:
             if remaining <= 0:
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._views_asked.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._views_asked.wait()
 
     def leader_when_cut_off(self, name: str, info: StreamInfo) -> int:
         """The leader a cut-off node names for a stream (server/cut_off.py): itself only while

@@ -222,7 +222,8 @@ class StreamTable:
     async def _wait_for_records(self) -> None:
         future = self.partition.changed_future()
         try:
-            await asyncio.wait_for(asyncio.shield(future), 1.0)
+            async with asyncio.timeout(1.0):
+                await asyncio.shield(future)
         except TimeoutError:
             pass
         finally:

@@ -240,6 +240,42 @@ def test_dial_loop_survives_a_connection_closed_before_the_hello(monkeypatch: py
     run(main)
 
 
+def test_stop_ends_a_dial_cancelled_just_as_its_connection_completes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (CI: a node stopped in an integration test hung for 60 s): Python 3.11's
+    asyncio.wait_for returns the result, swallowing the cancellation, when the awaited
+    connection completes just as the dialing task is cancelled. The dial loop then attached
+    the connection and waited on it forever, and stop() waited on the dial loop."""
+    real_open = asyncio.open_connection
+    cancelled: list[asyncio.Task[object]] = []
+
+    async def open_connection(*args: object, **kwargs: object) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        connection = await real_open(*args, **kwargs)  # type: ignore[arg-type]
+        # stop() cancelling the dial loop at this very moment, as it did in CI
+        for task in asyncio.all_tasks():
+            if task.get_coro().__qualname__ == "RaftTransport._dial_loop" and not cancelled:  # type: ignore[union-attr]
+                cancelled.append(task)
+                task.cancel()
+        return connection
+
+    async def main() -> None:
+        a = RaftTransport(1, ("127.0.0.1", 0), Inbox(), config=FAST)
+        b = RaftTransport(2, ("127.0.0.1", 0), Inbox(), config=FAST)
+        for t in (a, b):
+            await t.start()
+        monkeypatch.setattr(asyncio, "open_connection", open_connection)
+        try:
+            b.add_peer(1, ("127.0.0.1", a.port))
+            a.add_peer(2, ("127.0.0.1", b.port))
+            await _until(lambda: bool(cancelled))
+            done, _ = await asyncio.wait(cancelled, timeout=5)
+            assert done == set(cancelled), "the cancelled dial loop kept running"
+            assert cancelled[0].cancelled()
+        finally:
+            await asyncio.wait_for(a.stop(), 5)
+            await b.stop()
+    run(main)
+
+
 def test_dial_loop_survives_any_error_while_dialing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Regression (chaos campaign: after a peer reset every connection for a while, the lower-id
     node never dialed it again and the peer, restarted, never learned the metadata): uvloop's

@@ -42,7 +42,8 @@ async def _delete(node: NodeView, name: str, index: int, offset: int, timeout_ms
         return error.code, -1
     if proposal is not None:
         try:
-            await asyncio.wait_for(asyncio.shield(proposal.committed), max(0, timeout_ms) / 1000)
+            async with asyncio.timeout(max(0, timeout_ms) / 1000):
+                await asyncio.shield(proposal.committed)
         except TimeoutError:
             return ErrorCode.REQUEST_TIMED_OUT, -1
         except RaftError as error:
