@@ -22,7 +22,6 @@ import pytest
 from tests.support.cluster import (
     BrokerProcess,
     ensure_all_running,
-    settings_file,
     start_broker,
     start_cluster,
 )
@@ -267,14 +266,9 @@ def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
 
 
 @pytest.fixture(scope="module")
-def module_broker(request: pytest.FixtureRequest,
-                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """One broker shared by the tests of a module (they use distinct stream names). A module may
-    set BROKER_SETTINGS (node.toml keys, e.g. a shorter initial rebalance delay)."""
-    directory = tmp_path_factory.mktemp("broker")
-    settings = getattr(request.module, "BROKER_SETTINGS", {})
-    config = {"config": str(settings_file(directory, settings))} if settings else {}
-    broker = start_broker(directory, auto_create_streams=False, **config)
+def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker shared by the tests of a module (they use distinct stream names)."""
+    broker = start_broker(tmp_path_factory.mktemp("broker"), auto_create_streams=False)
     yield broker
     broker.kill()
 

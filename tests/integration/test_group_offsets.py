@@ -5,18 +5,15 @@ names each wrong request -- standalone commits, a live group's generation checks
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import BrokerProcess, settings_file, wait_until
+from tests.support.cluster import BrokerProcess, wait_until
 from tests.support.kafka import client, commit_raw, committed_raw, make_batch, metadata_raw, raw_request
 from vdl_wire import messages as m
 from vdl_wire.errors import ErrorCode
 
 NONE = ErrorCode.NONE
-# Each live group here has one member: its first join need not wait for others (the 3 s default).
-BROKER_SETTINGS = {"group_initial_rebalance_delay_ms": 0}
 
 
 def _stream(broker: BrokerProcess, records: int = 10) -> str:
@@ -142,11 +139,10 @@ def test_live_group_generation_checks_and_refusals(module_broker: BrokerProcess)
     assert _delete_groups(address, group) == {group: NONE}
 
 
-def test_offsets_of_groups_without_members_expire(broker_factory, tmp_path: Path) -> None:
+def test_offsets_of_groups_without_members_expire(broker_factory) -> None:
     from kafka import KafkaConsumer
 
-    broker = broker_factory(offsets_retention_minutes=0, offsets_retention_check_ms=100,
-                            config=str(settings_file(tmp_path, BROKER_SETTINGS)))
+    broker = broker_factory(offsets_retention_minutes=0, offsets_retention_check_ms=100)
     address = broker.bootstrap
     stream = _stream(broker)
     consumer = KafkaConsumer(stream, bootstrap_servers=address, group_id="with-members", auto_offset_reset="earliest",

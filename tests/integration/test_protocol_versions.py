@@ -29,8 +29,6 @@ from vdl_wire.errors import ErrorCode
 from vdl_wire.records.record_batch import RecordBatchBuilder
 
 ZERO_ID = uuid.UUID(int=0)
-# Each group here has one member: its first join need not wait for others (the 3 s default).
-BROKER_SETTINGS = {"group_initial_rebalance_delay_ms": 0}
 
 
 def _stream(broker: BrokerProcess, prefix: str) -> str:

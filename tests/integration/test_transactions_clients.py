@@ -18,9 +18,6 @@ from vdl_client.client import VdlClient
 from vdl_client.settings import ClientSettings
 
 DEADLINE_S = 30
-# The group consumers here are alone in their groups: their first join need not wait for others
-# (the 3 s default initial rebalance delay).
-CLUSTER_SETTINGS = {"group_initial_rebalance_delay_ms": 0}
 
 
 def admin(cluster: DevCluster) -> VdlClient:

@@ -10,7 +10,6 @@ waits until every node lists every broker. Processes run this interpreter's modu
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -132,14 +131,6 @@ class BrokerProcess:
         if self.alive():
             self.terminate()
         return self.start()
-
-
-def settings_file(directory: Path, settings: dict[str, Any]) -> Path:
-    """A node.toml under `directory` holding `settings` (scalars): for node settings without a
-    command-line flag (start_broker(..., config=str(path)))."""
-    path = Path(directory) / "node.toml"
-    path.write_text("".join(f"{key} = {json.dumps(value)}\n" for key, value in settings.items()))
-    return path
 
 
 def start_broker(tmp_path: Path, command: tuple[str, ...] = BROKER_COMMAND, **config: Any) -> BrokerProcess:
