@@ -40,6 +40,7 @@ from typing import Any
 from tests.faults.chaos.world import World, start_world
 from tests.faults.harness import high_watermark, node_address, read_all, wait_for_full_isr, wait_until
 from tests.faults.workload import Acks
+from tests.support.waiting import within
 
 CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
 JAVA = "java"
@@ -192,7 +193,7 @@ class Producer(threading.Thread):
                 future = await producer.send(STREAM, value=value, partition=0)
                 pending.add(future)
                 future.add_done_callback(lambda f, v=value: self._aiokafka_done(f, v, pending))
-            await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), 60)
+            await within(asyncio.gather(*pending, return_exceptions=True), 60)
             self.undelivered = 0
         finally:
             await producer.stop()

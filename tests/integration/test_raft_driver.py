@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.waiting import within
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.group import RaftGroup
@@ -101,12 +102,12 @@ class Cluster:
     async def leader(self, timeout: float = 10.0, exclude: int | None = None) -> RaftGroup:
         async def find() -> RaftGroup:
             while True:
-                ready = [g for g in self.groups() if g.leader_ready and g.node_id != exclude]
+                ready = [g for g in self.groups() if self.partitions[g.node_id].is_leader and g.node_id != exclude]
                 if ready:
                     return ready[0]
                 await asyncio.wait([asyncio.ensure_future(g.changed_future()) for g in self.groups()],
                                    timeout=TICK * 5, return_when=asyncio.FIRST_COMPLETED)
-        return await asyncio.wait_for(find(), timeout)
+        return await within(find(), timeout)
 
     async def all_committed(self, index: int, timeout: float = 10.0) -> None:
         for g in self.groups():
@@ -143,7 +144,7 @@ def run(tmp_path: Path, body: Callable[[Cluster], Awaitable[None]], n: int = 3,
 async def produce(c: Cluster, leader: RaftGroup, values: list[bytes]) -> list[int]:
     """Append all at once (one group-commit window), await all commits; returns base offsets."""
     handles = [c.partition(leader.node_id).append(batch(v)) for v in values]
-    await asyncio.wait_for(asyncio.gather(*(h.wait(-1, 10_000) for h in handles)), 10)
+    await within(asyncio.gather(*(h.wait(-1, 10_000) for h in handles)), 10)
     return [h.base_offset for h in handles]
 
 
@@ -173,8 +174,8 @@ def test_elect_replicate_commit(tmp_path: Path) -> None:
         assert leader.in_sync_replicas() == [1, 2, 3]
         durable = c.partition(leader.node_id).append(batch(b"d")).proposal
         assert durable is not None
-        assert await asyncio.wait_for(durable.durable, 5) == durable.index
-        await asyncio.wait_for(durable.committed, 5)
+        assert await within(durable.durable, 5) == durable.index
+        await within(durable.committed, 5)
     run(tmp_path, body)
 
 
@@ -218,7 +219,7 @@ def test_many_groups_share_connections_and_coalesce_heartbeats(tmp_path: Path) -
             async def all_led() -> None:
                 while not all(any(g.leader_ready for g in groups if g.name == n) for n in names):
                     await asyncio.sleep(TICK)
-            await asyncio.wait_for(all_led(), 10)
+            await within(all_led(), 10)
             t1 = c.hosts[1].transport
             before = (t1.stats(2).frames_sent, t1.stats(2).messages_sent)
             start = asyncio.get_running_loop().time()

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import virtual_time
+from tests.support.waiting import within
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.group import RaftGroup
@@ -273,7 +274,7 @@ class MemoryTransport:
         if not self.is_connected(peer_id) or other is None or other.call_handler is None:
             raise ConnectionError(f"node {peer_id} is not connected")
         await asyncio.sleep(self.network.latency_s)
-        answer = await asyncio.wait_for(other.call_handler(self.node_id, payload), timeout_s)
+        answer = await within(other.call_handler(self.node_id, payload), timeout_s)
         await asyncio.sleep(self.network.latency_s)
         return answer
 
@@ -354,15 +355,16 @@ class Cluster:
         return [h.groups[GROUP] for h in self.hosts.values()]
 
     async def leader(self, timeout: float = 10.0, exclude: int | None = None) -> RaftGroup:
-        """The first ready leader (not `exclude`), within `timeout` virtual seconds."""
+        """The first leader whose partition takes appends (its own-term no-op committed and applied
+        there), not `exclude`, within `timeout` virtual seconds."""
         async def find() -> RaftGroup:
             while True:
-                ready = [g for g in self.groups() if g.leader_ready and g.node_id != exclude]
+                ready = [g for g in self.groups() if self.partitions[g.node_id].is_leader and g.node_id != exclude]
                 if ready:
                     return ready[0]
                 await asyncio.wait([asyncio.ensure_future(g.changed_future()) for g in self.groups()],
                                    timeout=TICK * 5, return_when=asyncio.FIRST_COMPLETED)
-        return await asyncio.wait_for(find(), timeout)
+        return await within(find(), timeout)
 
     async def all_committed(self, index: int, timeout: float = 10.0) -> None:
         for g in self.groups():
@@ -404,7 +406,7 @@ def run(tmp_path: Path, body: Callable[[Cluster], Awaitable[None]], n: int = 3,
 async def produce(c: Cluster, leader: RaftGroup, values: list[bytes]) -> list[int]:
     """Append all at once (one group-commit window), await all commits; returns base offsets."""
     handles = [c.partition(leader.node_id).append(batch(v)) for v in values]
-    await asyncio.wait_for(asyncio.gather(*(h.wait(-1, 10_000) for h in handles)), 10)
+    await within(asyncio.gather(*(h.wait(-1, 10_000) for h in handles)), 10)
     return [h.base_offset for h in handles]
 
 

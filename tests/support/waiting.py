@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def wait_until(condition: Any, timeout: float = 10.0, message: str | Callable[[], str] = "",
@@ -33,3 +35,11 @@ async def until(condition: Callable[[], object], timeout: float = 10.0, message:
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout:.1f} s waiting for {message or condition}")
         await asyncio.sleep(0.005)
+
+
+async def within(awaitable: Awaitable[T], seconds: float) -> T:
+    """`await awaitable`, TimeoutError after `seconds`: asyncio.wait_for's job without its Python
+    3.11 flaw (it can swallow a cancellation that arrives as the awaited call completes, CPython
+    gh-86296)."""
+    async with asyncio.timeout(seconds):
+        return await awaitable

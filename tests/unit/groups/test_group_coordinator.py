@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 
+from tests.support.waiting import within
 from vdl_broker.groups.coordinator import CoordinatorConfig, GroupCoordinator, GroupState
 from vdl_wire.errors import ErrorCode
 
@@ -82,7 +83,7 @@ def test_rebalance_timeout_drops_members_that_do_not_rejoin() -> None:
         c = make()
         a = await join(c, client="a", rebalance_ms=50)
         await c.sync_group("g", 1, a.member_id, [])
-        b = await asyncio.wait_for(join(c, client="b", rebalance_ms=50), 2)
+        b = await within(join(c, client="b", rebalance_ms=50), 2)
         assert b.error is ErrorCode.NONE and b.generation_id == 2 and b.leader == b.member_id
         assert list(c.group("g").members) == [b.member_id]
         assert c.heartbeat("g", 2, a.member_id) is ErrorCode.UNKNOWN_MEMBER_ID
@@ -112,7 +113,7 @@ def test_leave_completes_pending_rebalance_and_bad_inputs() -> None:
         await asyncio.sleep(0)
         # a never rejoins but leaves: the rebalance completes with b alone.
         assert c.leave_group("g", a.member_id) is ErrorCode.NONE
-        b = await asyncio.wait_for(b_task, 2)
+        b = await within(b_task, 2)
         assert b.generation_id == 2 and b.leader == b.member_id
         assert c.leave_group("g", "ghost") is ErrorCode.UNKNOWN_MEMBER_ID
         # Kafka (GroupMetadata.supportsProtocols): a join into a non-empty group needs one protocol
@@ -167,7 +168,7 @@ def test_join_needs_one_protocol_every_member_supports() -> None:
         await asyncio.sleep(0)
         assert len(c.group("g").members) == 3
         rejoin = await join(c, member_id=a.member_id, client="a", protocols=[("x", b""), ("y", b"")])
-        b, accepted = await asyncio.wait_for(asyncio.gather(b_task, accepted_task), 2)
+        b, accepted = await within(asyncio.gather(b_task, accepted_task), 2)
         assert {rejoin.error, b.error, accepted.error} == {ErrorCode.NONE}
         assert rejoin.generation_id == b.generation_id == accepted.generation_id == 2
         assert c.group("g").protocol_name == "y"

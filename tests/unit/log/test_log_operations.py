@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from log_testing import config_entry, data_entry, make_batch, noop_entry
 
-from tests.support.waiting import until
+from tests.support.waiting import until, within
 from vdl_broker.log import (
     IndexOutOfRange,
     LogConfig,
@@ -368,7 +368,7 @@ def test_a_sync_waiter_cancelled_leaves_the_sync_to_the_others(tmp_path: Path,
         assert log.durable_index == 3
         assert len(syncs) == 1
 
-    asyncio.run(asyncio.wait_for(scenario(), 10))
+    asyncio.run(within(scenario(), 10))
     monkeypatch.undo()
     log.close()
 
@@ -394,7 +394,7 @@ def test_group_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         await log.sync()  # nothing new: no fdatasync at all
         assert len(syncs) == 2
 
-    asyncio.run(asyncio.wait_for(scenario(), 10))
+    asyncio.run(within(scenario(), 10))
     assert log.durable_end_offset == log.log_end_offset
     monkeypatch.undo()
     log.close()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.raft_groups import GROUP, TICK, Cluster, Delivery, batch, produce, run, until
+from tests.support.waiting import within
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.group import RaftGroup
@@ -49,8 +50,8 @@ def test_elect_replicate_commit(tmp_path: Path) -> None:
         assert leader.in_sync_replicas() == [1, 2, 3]
         durable = c.partition(leader.node_id).append(batch(b"d")).proposal
         assert durable is not None
-        assert await asyncio.wait_for(durable.durable, 5) == durable.index
-        await asyncio.wait_for(durable.committed, 5)
+        assert await within(durable.durable, 5) == durable.index
+        await within(durable.committed, 5)
     run(tmp_path, body)
 
 
@@ -113,7 +114,7 @@ def test_partitioned_leader_entries_are_truncated(tmp_path: Path) -> None:
         for handle in doomed:
             assert handle.proposal is not None
             with pytest.raises(ProposalLostError):
-                await asyncio.wait_for(handle.proposal.committed, 10)
+                await within(handle.proposal.committed, 10)
         last = new.last_index
         await c.all_committed(last)
         assert not c.group(old).is_leader
@@ -146,7 +147,7 @@ def test_idle_groups_quiesce_and_only_node_heartbeats_remain(tmp_path: Path) -> 
             # A write wakes its group only, commits on every node, and the group goes quiet again.
             leader = next(g for g in groups if g.name == "q3" and g.is_leader)
             proposal = leader.propose(batch(b"wake"), EntryType.DATA)
-            await asyncio.wait_for(proposal.committed, 5)
+            await within(proposal.committed, 5)
             assert [g.name for g in groups if not g.quiescent] == ["q3"] * 3
             await until(lambda: all(g.quiescent for g in groups), 10)
             assert all(g.commit_index == leader.commit_index for g in groups if g.name == "q3")
@@ -167,7 +168,7 @@ def test_single_voter_group_elects_itself(tmp_path: Path) -> None:
         # Entries that are not Kafka data take no offsets: the next batch continues at 3.
         for payload, entry_type in ((b"", EntryType.NOOP), (b'{"op":"x"}', EntryType.METADATA)):
             proposal = g.propose(payload, entry_type)
-            assert await asyncio.wait_for(proposal.committed, 5) == proposal.index
+            assert await within(proposal.committed, 5) == proposal.index
         assert await produce(c, g, [b"still fine"]) == [3]
         assert [(e[2], e[3]) for e in c.entries(1, g.last_index)][-3:-1] == [
             (EntryType.NOOP, b""), (EntryType.METADATA, b'{"op":"x"}')]
@@ -406,7 +407,7 @@ def test_a_leader_stops_waiting_for_a_transferee_that_says_it_is_leaving(tmp_pat
         term = leader.term
         announced = loop.time()
         c.hosts[leaving].transport.announce_leaving()
-        await asyncio.wait_for(stopping, 10 * TICK)
+        await within(stopping, 10 * TICK)
         assert loop.time() - announced < 10 * TICK
         handovers = [(d.to, d.time >= announced) for d in c.network.trace if d.type == "TIMEOUT_NOW"]
         assert handovers == [(leaving, False), (staying, True)]

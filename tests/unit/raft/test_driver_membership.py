@@ -13,6 +13,7 @@ import pytest
 
 from tests.support import virtual_time
 from tests.support.raft_groups import Cluster, produce, until
+from tests.support.waiting import within
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.membership import ConfigChangeError
@@ -54,7 +55,7 @@ async def change(leader: RaftGroup, conf: ConfState, timeout: float = 10.0) -> N
         except ConfigChangeError:
             assert loop.time() < deadline, "the change stayed refused"
             await leader.wait_for(lambda g: not g.node.conf_pending, 0.2)
-    await asyncio.wait_for(proposal.committed, timeout)
+    await within(proposal.committed, timeout)
 
 
 RETAINED = LogConfig(fsync=False, segment_bytes=4096, retention_bytes=8192)

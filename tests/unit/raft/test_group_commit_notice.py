@@ -14,7 +14,7 @@ import pytest
 
 from tests.support import virtual_time
 from tests.support.raft_groups import ticking
-from tests.support.waiting import until
+from tests.support.waiting import until, within
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.group import RaftGroup
@@ -56,7 +56,7 @@ async def _run(tmp_path: Path) -> None:
         await until(lambda: any(g.leader_ready for g in groups.values()), 10, "a leader")
         leader = next(g for g in groups.values() if g.leader_ready)
         proposals = [leader.propose(b"x" * 100, EntryType.METADATA) for _ in range(200)]
-        await asyncio.wait_for(asyncio.gather(*(p.committed for p in proposals)), 20)
+        await within(asyncio.gather(*(p.committed for p in proposals)), 20)
         last = proposals[-1].index
         await until(lambda: all(applied[i] >= last for i in ids), 10, "every replica applying the burst")
     assert max(told) >= last  # the followers did learn the commits (through the burst)

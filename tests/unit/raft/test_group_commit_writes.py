@@ -16,7 +16,7 @@ import pytest
 
 from tests.support import virtual_time
 from tests.support.raft_groups import ticking
-from tests.support.waiting import until
+from tests.support.waiting import until, within
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.group_commit import GroupCommit, _SyncJob
 from vdl_broker.log.segment import Segment
@@ -79,7 +79,7 @@ async def _run(tmp_path: Path) -> dict[Path, int]:
             proposals.append(leader.propose(b"x" * 100, EntryType.METADATA))
             if k % 50 == 49:
                 await asyncio.sleep(0.001)
-        await asyncio.wait_for(asyncio.gather(*(p.committed for p in proposals)), 20)
+        await within(asyncio.gather(*(p.committed for p in proposals)), 20)
         last = proposals[-1].index
         await until(lambda: all(log.durable_index >= last for log in logs.values()), 10, "every replica durable")
         return {logs[i].directory: logs[i].last_index for i in ids}

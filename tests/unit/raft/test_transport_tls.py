@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.security import TlsMaterial
+from tests.support.waiting import within
 from tests.unit.raft.test_wire_transport import FAST, Inbox, _until
 from vdl_broker.config import NodeConfig
 from vdl_broker.raft.transport import RaftTransport
@@ -114,7 +115,7 @@ def test_a_client_hello_waiting_when_the_connection_is_accepted_is_not_lost(tls_
                 if pending:
                     await loop.sock_sendall(raw, pending)
                 try:
-                    data = await asyncio.wait_for(loop.sock_recv(raw, 65536), max(0.0, deadline - loop.time()))
+                    data = await within(loop.sock_recv(raw, 65536), max(0.0, deadline - loop.time()))
                 except TimeoutError:
                     raise AssertionError("the accepting node never answered the ClientHello") from None
                 assert data, "the accepting node closed the connection during the handshake"

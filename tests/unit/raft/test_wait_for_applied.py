@@ -19,7 +19,7 @@ import pytest
 
 from tests.support import virtual_time
 from tests.support.raft_groups import ticking
-from tests.support.waiting import until
+from tests.support.waiting import until, within
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.group import RaftGroup
@@ -83,7 +83,7 @@ async def _run(tmp_path: Path) -> None:
         # The same Ready brought the second entry, whose sync is still held open.
         assert (first.index, second.index) in log_end_at_apply[follower_id]
         assert not release.is_set()
-        assert await asyncio.wait_for(waiter, 0.5) is True
+        assert await within(waiter, 0.5) is True
         assert not release.is_set()
         release.set()
-        await asyncio.wait_for(second.committed, 5)
+        await within(second.committed, 5)

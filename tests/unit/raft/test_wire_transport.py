@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from tests.support.waiting import within
 from vdl_broker.raft.transport import RaftTransport, TransportConfig
 from vdl_broker.raft.types import Entry, EntryType, Message, MessageType
 
@@ -33,14 +34,14 @@ class Inbox:
             while len(self.items) < count:
                 self.changed.clear()
                 await self.changed.wait()
-        await asyncio.wait_for(waiter(), timeout)
+        await within(waiter(), timeout)
 
 
 async def _until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
     async def waiter() -> None:
         while not predicate():
             await asyncio.sleep(0.005)
-    await asyncio.wait_for(waiter(), timeout)
+    await within(waiter(), timeout)
 
 
 async def _mesh(n: int) -> tuple[list[RaftTransport], list[Inbox]]:
@@ -167,7 +168,7 @@ def test_garbage_connection_is_rejected_without_harm() -> None:
                 reader, writer = await asyncio.open_connection("127.0.0.1", b.port)
                 writer.write(junk)
                 await writer.drain()
-                assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by b
+                assert await within(reader.read(), 5) == b""  # closed by b
                 writer.close()
             assert a.send("g", Message(MessageType.HEARTBEAT, 2, 1, 1))
             await ib.wait_count(1)
@@ -271,7 +272,7 @@ def test_stop_ends_a_dial_cancelled_just_as_its_connection_completes(monkeypatch
             assert done == set(cancelled), "the cancelled dial loop kept running"
             assert cancelled[0].cancelled()
         finally:
-            await asyncio.wait_for(a.stop(), 5)
+            await within(a.stop(), 5)
             await b.stop()
     run(main)
 

@@ -9,6 +9,7 @@ import asyncio
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.waiting import within
 from vdl_broker.metrics import BrokerMetrics, MetricsEndpoint
 from vdl_wire import messages as m
 from vdl_wire.errors import ErrorCode
@@ -71,7 +72,7 @@ async def _exchange(port: int, data: bytes) -> bytes:
     writer.write(data)
     await writer.drain()
     try:
-        return await asyncio.wait_for(reader.read(), 5)
+        return await within(reader.read(), 5)
     finally:
         writer.close()
 

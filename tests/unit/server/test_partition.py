@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.support.kafka import numbered_batch as batch
+from tests.support.waiting import within
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.persistence import COMMIT_POINT_FILE
@@ -57,7 +58,7 @@ def test_offsets_high_watermark_and_wakeups(tmp_path: Path) -> None:
         assert (second.base_offset, third.base_offset) == (3, 5)  # contiguous, assigned at once
         await third.wait(-1, 1000)
         assert partition.high_watermark == 6
-        await asyncio.wait_for(waiter, 1)  # a commit wakes long-poll fetches
+        await within(waiter, 1)  # a commit wakes long-poll fetches
         result = partition.log.read(0, 1 << 20, partition.high_watermark)
         assert result.next_offset == 6
         await close(partition)
@@ -222,7 +223,7 @@ def test_a_node_cut_off_answers_the_produce_requests_waiting_for_a_commit_at_onc
         partition.cut_off_now()
         for task in waiting:
             with pytest.raises(PartitionError) as refused:
-                await asyncio.wait_for(task, 5)
+                await within(task, 5)
             assert refused.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
             assert refused.value.message == "stream s: node 1 is cut off from the cluster"
         # A later wait is not answered by that old cut; a timeout still is REQUEST_TIMED_OUT.

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.waiting import within
 from vdl_broker.cluster.transactions import NO_EPOCH, TxnMeta, TxnState
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.handlers import produce
@@ -94,7 +95,7 @@ class MetadataGroup:
         while not predicate(self):
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self.waiters.append(future)
-            await asyncio.wait_for(asyncio.shield(future), timeout_s)
+            await within(asyncio.shield(future), timeout_s)
         return True
 
     def changed(self) -> None:

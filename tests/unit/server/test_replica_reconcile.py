@@ -25,6 +25,7 @@ import pytest
 from tests.support import virtual_time
 from tests.support.kafka import record_values
 from tests.support.raft_groups import TICK, batch, until
+from tests.support.waiting import within
 from vdl_broker.cluster.membership import complete_reassignment_command, reassign_stream_command
 from vdl_broker.cluster.metadata import (
     ApplyResult,
@@ -114,7 +115,7 @@ async def before_the_restart(data_dir: Path, commands: list[Command]) -> None:
     assert partition is not None
     await until(lambda: partition.is_leader, 5, "node 2 leads its one-replica stream")
     handles = [partition.append(batch(value)) for value in VALUES]
-    await asyncio.wait_for(asyncio.gather(*(h.wait(-1, 10_000) for h in handles)), 5)
+    await within(asyncio.gather(*(h.wait(-1, 10_000) for h in handles)), 5)
     assert [h.base_offset for h in handles] == [0, 1, 2]
     assert records(manager, partition.high_watermark) == EXPECTED
     await stop(manager, host)

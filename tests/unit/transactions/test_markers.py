@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.waiting import within
 from vdl_broker.cluster.transactions import NO_EPOCH, TxnMeta, TxnState
 from vdl_broker.transactions import markers
 from vdl_wire.messages import WriteTxnMarkersResponse as R
@@ -63,7 +64,7 @@ class Cluster:
         return await reply  # hangs until the test answers
 
     async def next_call(self) -> tuple[int, Any, asyncio.Future[Any]]:
-        return await asyncio.wait_for(self.calls.get(), WAIT_S)
+        return await within(self.calls.get(), WAIT_S)
 
     def tick(self) -> None:
         for listener in self.broker.host.liveness_listeners:
@@ -210,7 +211,7 @@ def test_a_marker_with_no_reachable_leader_counts_as_not_written_after_the_park_
         done = asyncio.create_task(writer.write_markers(meta("t1", 10, ("s",)), True, ["s"]))
         await asyncio.sleep(0)  # one loop step (no wall time): the task starts and parks its marker
         cluster.tick()
-        return await asyncio.wait_for(done, WAIT_S)
+        return await within(done, WAIT_S)
 
     assert asyncio.run(run()) == set()
     assert cluster.calls.empty()
