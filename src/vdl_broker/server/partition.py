@@ -579,6 +579,10 @@ class Partition:
 
     def not_leader_error(self) -> PartitionError:
         leader = self.leader_id
+        if leader == self.node_id:
+            # Elected, but its own-term no-op is not committed or not yet applied here.
+            return PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                  f"node {self.node_id} leads stream {self.name} but does not serve it yet")
         where = f"node {leader}" if leader else "unknown"
         return PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                               f"node {self.node_id} does not lead stream {self.name} (leader: {where})")

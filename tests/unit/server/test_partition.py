@@ -203,10 +203,22 @@ def test_not_leader_without_quorum(tmp_path: Path) -> None:
         with pytest.raises(PartitionError) as refused:
             partition.append(batch(1))
         assert refused.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert refused.value.message == "node 1 does not lead stream s (leader: unknown)"
         await close(partition)
         with pytest.raises(PartitionError) as gone:
             partition.append(batch(1))
         assert gone.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    asyncio.run(run())
+
+
+def test_an_elected_leader_not_serving_yet_says_so(tmp_path: Path) -> None:
+    """A leader refuses appends until it serves (elected, committed entries still to apply):
+    the refusal it would give then says so, instead of "does not lead (leader: itself)"."""
+    async def run() -> None:
+        partition = await open_partition(tmp_path / "s")
+        assert partition.leader_id == 1
+        assert partition.not_leader_error().message == "node 1 leads stream s but does not serve it yet"
+        await close(partition)
     asyncio.run(run())
 
 
