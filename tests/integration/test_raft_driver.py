@@ -15,117 +15,39 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import raft_groups
+from tests.support.raft_groups import TICK, batch, produce
 from tests.support.waiting import within
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.config import RaftConfig
-from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.host import RaftHost
-from vdl_broker.raft.transport import TransportConfig
+from vdl_broker.raft.transport import Address, TransportConfig
 from vdl_broker.raft.types import EntryType
-from vdl_broker.server.partition import Partition, PartitionError
-from vdl_wire.records.record_batch import RecordBatchBuilder, read_records
+from vdl_broker.server.partition import PartitionError
+from vdl_wire.records.record_batch import read_records
 
 pytestmark = pytest.mark.timeout(60)
 
-TICK = 0.02  # 20 ms ticks: elections in 200-400 ms
-GROUP = "events"
 FAST_TRANSPORT = TransportConfig(backoff_min_s=0.01, backoff_max_s=0.05)
 
 
-def batch(value: bytes, count: int = 1) -> bytes:
-    builder = RecordBatchBuilder()
-    for i in range(count):
-        builder.append(1_700_000_000_000 + i, None, value)
-    return builder.build()
-
-
-class Cluster:
-    """n RaftHosts, one group GROUP over a StreamLog per node; restartable nodes."""
+class Cluster(raft_groups.Cluster):
+    """The unit tests' cluster (tests/support/raft_groups.py) over real loopback transports and
+    real time; a restarted node listens on its old port again."""
 
     def __init__(self, tmp: Path, n: int = 3, log_config: LogConfig | None = None) -> None:
-        self.tmp = tmp
-        self.log_config = log_config or LogConfig(fsync=False)
-        self.ids = list(range(1, n + 1))
-        self.hosts: dict[int, RaftHost] = {}
-        self.logs: dict[int, StreamLog] = {}
+        super().__init__(tmp, n, log_config)
         self.ports: dict[int, int] = {}
-        self.applied: dict[int, list[int]] = {i: [] for i in self.ids}
-        self.partitions: dict[int, Partition] = {}
-        self.resume = False
-        self.recovery_rate: int | None = None  # the hosts' catch-up throttle (None: off)
 
-    async def start(self) -> None:
-        for i in self.ids:
-            await self.start_node(i)
-
-    async def start_node(self, i: int) -> None:
-        host = RaftHost(i, ("127.0.0.1", self.ports.get(i, 0)),
-                        raft_config=RaftConfig(election_ticks=10, tick_interval_s=TICK), transport_config=FAST_TRANSPORT,
-                        recovery_rate_bytes=self.recovery_rate)
+    async def start_host(self, i: int) -> RaftHost:
+        host = RaftHost(i, ("127.0.0.1", self.ports.get(i, 0)), raft_config=self.raft_config,
+                        transport_config=FAST_TRANSPORT, recovery_rate_bytes=self.recovery_rate)
         await host.start()
         self.ports[i] = host.raft_port
-        self.hosts[i] = host
-        for j, other in self.hosts.items():
-            if j != i:
-                other.add_peer(i, ("127.0.0.1", self.ports[i]))
-                host.add_peer(j, ("127.0.0.1", self.ports[j]))
-        self.logs[i] = StreamLog.open(self.tmp / f"node{i}" / GROUP, self.log_config)
-        self.applied[i] = []
-        partition = Partition(GROUP, self.logs[i], i)
+        return host
 
-        def apply(entries: list, i: int = i, partition: Partition = partition) -> None:
-            partition.on_apply(entries)
-            self.applied[i].extend(entry.index for entry in entries)
-        group = host.create_group(GROUP, self.ids, self.logs[i], apply=apply, on_snapshot=partition.on_snapshot,
-                                  resume_from_commit_point=self.resume)
-        partition.attach(group)
-        self.partitions[i] = partition
-
-    async def stop_node(self, i: int, transfer: bool = False, crash: bool = False) -> None:
-        host = self.hosts.pop(i)
-        await host.stop(transfer=transfer)
-        log = self.logs.pop(i)
-        if crash:
-            log._release()  # like kill -9: no clean-shutdown marker, the next open recovers
-        else:
-            log.close()
-
-    def partition(self, i: int) -> Partition:
-        return self.partitions[i]
-
-    def group(self, i: int) -> RaftGroup:
-        return self.hosts[i].groups[GROUP]
-
-    def groups(self) -> list[RaftGroup]:
-        return [h.groups[GROUP] for h in self.hosts.values()]
-
-    async def leader(self, timeout: float = 10.0, exclude: int | None = None) -> RaftGroup:
-        async def find() -> RaftGroup:
-            while True:
-                ready = [g for g in self.groups() if self.partitions[g.node_id].is_leader and g.node_id != exclude]
-                if ready:
-                    return ready[0]
-                await asyncio.wait([asyncio.ensure_future(g.changed_future()) for g in self.groups()],
-                                   timeout=TICK * 5, return_when=asyncio.FIRST_COMPLETED)
-        return await within(find(), timeout)
-
-    async def all_committed(self, index: int, timeout: float = 10.0) -> None:
-        for g in self.groups():
-            assert await g.wait_for(lambda g: g.applied_index >= index, timeout), (g.node_id, g.applied_index)
-
-    def entries(self, i: int, upto: int) -> list[tuple[int, int, int, bytes]]:
-        log = self.logs[i]
-        out = []
-        index = log.first_index
-        while index <= upto:
-            chunk = log.entries(index, upto + 1)
-            out += [(e.index, e.term, int(e.type), bytes(e.data)) for e in chunk]
-            index = chunk[-1].index + 1
-        return out
-
-    async def close(self) -> None:
-        for i in list(self.hosts):
-            await self.stop_node(i)
+    def address(self, i: int) -> Address:
+        return "127.0.0.1", self.ports[i]
 
 
 def run(tmp_path: Path, body: Callable[[Cluster], Awaitable[None]], n: int = 3,
@@ -139,13 +61,6 @@ def run(tmp_path: Path, body: Callable[[Cluster], Awaitable[None]], n: int = 3,
         finally:
             await cluster.close()
     asyncio.run(main())
-
-
-async def produce(c: Cluster, leader: RaftGroup, values: list[bytes]) -> list[int]:
-    """Append all at once (one group-commit window), await all commits; returns base offsets."""
-    handles = [c.partition(leader.node_id).append(batch(v)) for v in values]
-    await within(asyncio.gather(*(h.wait(-1, 10_000) for h in handles)), 10)
-    return [h.base_offset for h in handles]
 
 
 def test_elect_replicate_commit(tmp_path: Path) -> None:

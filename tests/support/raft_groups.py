@@ -314,15 +314,24 @@ class Cluster:
         for i in self.ids:
             await self.start_node(i)
 
-    async def start_node(self, i: int) -> None:
+    async def start_host(self, i: int) -> RaftHost:
+        """Node `i`'s RaftHost, started: on the memory network and the loop's (virtual) clock."""
         loop = asyncio.get_running_loop()
         host = RaftHost(i, address(i), raft_config=self.raft_config, recovery_rate_bytes=self.recovery_rate,
                         transport_factory=self.network.transport, clock=loop.time,
                         rng=random.Random(self.rng.getrandbits(64)))
         await host.start()
+        return host
+
+    def address(self, i: int) -> Address:
+        """Where node `i`'s peers reach it (once started)."""
+        return address(i)
+
+    async def start_node(self, i: int) -> None:
+        host = await self.start_host(i)
         for j, other in self.hosts.items():  # as the real nodes learn of each other
-            other.add_peer(i, address(i))
-            host.add_peer(j, address(j))
+            other.add_peer(i, self.address(i))
+            host.add_peer(j, self.address(j))
         self.hosts[i] = host
         self.logs[i] = StreamLog.open(self.tmp / f"node{i}" / GROUP, self.log_config)
         self.applied[i] = []
