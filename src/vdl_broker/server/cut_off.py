@@ -10,7 +10,9 @@ kafka-python: the least loaded one; aiokafka: any, shuffled), so a cut-off node 
 - names, as each stream's leader, the replica the rest of the cluster most likely elected
   (`leader_elsewhere`): never itself (unless it still serves the stream: every replica is
   here), never "no leader"; a wrong guess costs the client one NOT_LEADER_OR_FOLLOWER from a
-  node that does know, and its next Metadata may go there;
+  node that does know, and its next Metadata may go there. Another leader than the one it last
+  knew is named with the epoch after that one's, so that clients drop as outdated a follower's
+  answer still naming the old leader (ReplicaManager.leader_when_cut_off);
 - names, as the controller and as the coordinator of every group and transactional id
   (FindCoordinator), the metadata group's leader chosen the same way: never itself, which could
   coordinate nothing and would be asked again after each NOT_COORDINATOR;

@@ -246,22 +246,32 @@ class ReplicaManager:
                 async with asyncio.timeout(remaining):
                     await self._views_asked.wait()
 
-    def leader_when_cut_off(self, name: str, info: StreamInfo) -> int:
-        """The leader a cut-off node names for a stream (server/cut_off.py): itself only while
-        it still serves the stream (every voter is here), else another replica."""
+    def leader_when_cut_off(self, name: str, info: StreamInfo) -> tuple[int, int]:
+        """The leader a cut-off node names for a stream (server/cut_off.py), and its leader
+        epoch: itself only while it still serves the stream (every voter is here), else another
+        replica. Naming the leader it last knew, the epoch it knew; naming another node, the
+        next epoch (the far side elects it in a later term), not -1: a client that took that
+        answer then drops as outdated (KIP-320) a follower's Metadata still naming the old
+        leader before it learns of the election. With -1, librdkafka (2.16) took both in turn,
+        and once the two crossed a partition migration it kept sending to the cut-off node
+        while it believed the other the leader ("leader unchanged"): a producer got no
+        acknowledgement for its whole 30 s request timeout. -1 when it knows no epoch."""
         me = self.broker.node_id
         partition = self._partitions.get(name)
         if partition is not None and partition.serves_reads:
-            return me
+            return me, partition.leader_epoch
         group = partition.group if partition is not None else None
         voters = group.voters if group is not None else self.state.membership.hosts(info)
         if partition is not None:
-            last = partition.last_leader
+            last, epoch = partition.last_leader, partition.leader_epoch
         else:
             cached = self._remote.get(name)
-            last = cached[1] if cached is not None else 0
+            last, epoch = (cached[1], cached[3]) if cached is not None else (0, -1)
         liveness = self.broker.host.liveness
-        return leader_elsewhere(name, voters, me, last, liveness.is_alive)
+        leader = leader_elsewhere(name, voters, me, last, liveness.is_alive)
+        if leader <= 0 or epoch < 0:
+            return leader, -1
+        return leader, epoch if leader == last else epoch + 1
 
     def _refresh_remote(self, name: str) -> None:
         self._stale.add(name)

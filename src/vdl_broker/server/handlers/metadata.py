@@ -67,8 +67,9 @@ def partition_view(node: NodeView, name: str, cut_off: bool = False, first_hand:
     # During a reassignment: every node holding a replica, the target's first (as Kafka does).
     membership = node.metadata.state.membership
     replicas = list(dict.fromkeys((*membership.target_of(info), *membership.hosts(info))))
+    cut_off_epoch = -1
     if cut_off:  # another replica, never "no leader" (server/cut_off.py)
-        leader = node.replicas.leader_when_cut_off(name, info)
+        leader, cut_off_epoch = node.replicas.leader_when_cut_off(name, info)
         isr = [leader] if leader > 0 else []
     else:
         leader, isr = node.replicas.leader_view(name, info, first_hand)
@@ -83,9 +84,9 @@ def partition_view(node: NodeView, name: str, cut_off: bool = False, first_hand:
     # OffsetForLeaderEpoch when it changes, and send it with Fetch and ListOffsets, which fence
     # an older one). A node without a replica answers the term the leader itself last reported
     # (ReplicaManager.learned_leader_epoch), and so does a replica naming a leader it does not
-    # follow itself (learned from the others); -1 ("unknown") where it has not heard it, or where
-    # this node names another node's leadership because it is cut off.
-    epoch = -1
+    # follow itself (learned from the others); -1 ("unknown") where it has not heard it. A
+    # cut-off node gives the epoch of the leader it guesses (ReplicaManager.leader_when_cut_off).
+    epoch = cut_off_epoch if leader > 0 else -1
     if leader > 0 and not cut_off:
         local = node.replicas.local(name)
         epoch = (local.leader_epoch if local is not None and local.leader_id == leader
