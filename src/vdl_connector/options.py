@@ -108,6 +108,8 @@ class SinkOptions:
     batch_size: int = 1024 * 1024
     compression: str = "none"
     delivery_timeout_ms: int = 120_000
+    # Spark's own option on a streaming sink: where the query keeps its id (see sink.py)
+    checkpoint_location: str | None = None
 
 
 # Documented spellings; the key is what Spark hands us (lower-cased).
@@ -486,4 +488,5 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
         batch_size=_int(batch_name, batch_value, 1024 * 1024) or 1024 * 1024,
         compression=compression,
         delivery_timeout_ms=delivery,
+        checkpoint_location=options.get("checkpointLocation"),
     )

@@ -27,8 +27,9 @@ Transactional writes (exactlyOnce=transactional): every task of a streaming micr
 all its rows, to every stream they target, in one Kafka transaction (KIP-98) under the
 transactional id "vdl-spark/txn/<query id>/<partition>", and leaves it open; its commit message
 carries the transactional id, producer id and epoch, and the driver's commit(batch id) ends every
-task's transaction with EndTxn once all tasks succeeded (abort() aborts them), so read_committed
-readers see a micro-batch only once Spark commits it, and nothing of a failed one. The same id
+task's transaction with EndTxn once all tasks succeeded (abort() aborts them, and fences the ids
+of tasks that failed or were killed), so read_committed readers see a micro-batch only once Spark
+commits it, and nothing of a failed one. The same id
 for every micro-batch and attempt of a task: a retried attempt's InitProducerId bumps the epoch,
 which fences a zombie attempt and aborts what it left open. Replays: each task's transaction also
 commits the batch id as the offset of the consumer group named like the transactional id
@@ -40,11 +41,14 @@ the replay brings.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -170,9 +174,48 @@ def transactional_identity(write_id: str, in_batch_of: str | None = None) -> Txn
     query = context.getLocalProperty(QUERY_ID_PROPERTY) if context is not None else None
     batch = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
     if query is None or batch is None:
-        return TxnIdentity(f"{TXN_PREFIX}{write_id}/{partition}", partition, None)
-    txn_id = f"{TXN_PREFIX}{query}/{partition}"
-    return TxnIdentity(txn_id if in_batch_of is None else f"{txn_id}/{in_batch_of}", partition, int(batch))
+        return TxnIdentity(_txn_id(write_id, partition, None), partition, None)
+    return TxnIdentity(_txn_id(query, partition, in_batch_of), partition, int(batch))
+
+
+def _txn_id(scope: str, partition: int, in_batch_of: str | None) -> str:
+    """scope: the query id, or a df.write's write_id outside a micro-batch."""
+    txn_id = f"{TXN_PREFIX}{scope}/{partition}"
+    return txn_id if in_batch_of is None else f"{txn_id}/{in_batch_of}"
+
+
+def unfinished_transactional_ids(messages: list[WriterCommitMessage | None], query_id: str | None) -> list[str]:
+    """The transactional ids of the tasks that sent the driver no commit message: they failed, or
+    were killed when another task failed (Spark kills a cancelled task's Python worker, SIGKILL,
+    which leaves its transaction open). A task's id differs from another's only by its partition:
+    it is read from any message, else built from `query_id` (a streaming write's), else unknown."""
+    known = next((m.transactional_id for m in messages
+                  if isinstance(m, VdlCommitMessage) and m.transactional_id is not None), None)
+    if known is not None:
+        scope, _, rest = known.removeprefix(TXN_PREFIX).partition("/")
+        in_batch_of = rest.partition("/")[2] or None  # (topic names hold no "/")
+    elif query_id is not None:
+        scope, in_batch_of = query_id, None
+    else:
+        return []
+    return [_txn_id(scope, partition, in_batch_of) for partition, m in enumerate(messages) if m is None]
+
+
+def query_id_in_checkpoint(location: str | None) -> str | None:
+    """The query id Spark keeps in <checkpointLocation>/metadata (one JSON line, {"id": ...}),
+    when the checkpoint is on the local file system: the driver's commit worker has no Hadoop
+    file system to read others with."""
+    if location is None:
+        return None
+    parsed = urllib.parse.urlparse(location)
+    if parsed.scheme not in ("", "file"):
+        return None
+    try:
+        with open(Path(parsed.path if parsed.scheme else location) / "metadata", encoding="utf-8") as file:
+            query_id = json.loads(file.readline()).get("id")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return query_id if isinstance(query_id, str) else None
 
 
 @dataclass
@@ -367,16 +410,20 @@ def write_transactional(options: SinkOptions, columns: WriteColumns, iterator: I
     return VdlCommitMessage(counts, identity.partition, txn_id, transaction.producer_id, transaction.epoch)
 
 
-def end_transactions(options: SinkOptions, messages: list[WriterCommitMessage | None], commit: bool) -> None:
+def end_transactions(options: SinkOptions, messages: list[WriterCommitMessage | None], commit: bool,
+                     query_id: str | None = None) -> None:
     """On the driver: commit (or abort) the transaction each task left open. A commit that fails
     fails the micro-batch: Spark runs it again, and the tasks whose transaction did commit find
-    their replay marker and write nothing."""
+    their replay marker and write nothing. An abort also fences the ids of the tasks that sent no
+    message (InitProducerId aborts what such a task left open), so that no read_committed reader
+    waits for the transaction timeout behind a failed micro-batch."""
     open_ones = [m.open_transaction() for m in messages if isinstance(m, VdlCommitMessage)]
     transactions = [t for t in open_ones if t is not None]
-    if not transactions:
+    unfinished = [] if commit or not options.transactional else unfinished_transactional_ids(messages, query_id)
+    if not transactions and not unfinished:
         return  # (an exactly-once or plain write: the commit worker need not load the client)
     from vdl_client import VdlClient
-    from vdl_client.transactions import end_transaction
+    from vdl_client.transactions import end_transaction, init_transactions
 
     with VdlClient(options.client) as client:
         for transaction in transactions:
@@ -387,6 +434,11 @@ def end_transactions(options: SinkOptions, messages: list[WriterCommitMessage | 
                 end_transaction(client, transaction, commit=False)
             except Exception as exc:  # noqa: BLE001 - aborted by its timeout or the next InitProducerId
                 log.warning("abort of %s: %s", transaction.transactional_id, exc)
+        for txn_id in unfinished:
+            try:
+                init_transactions(client, txn_id, options.transaction_timeout_ms)
+            except Exception as exc:  # noqa: BLE001 - the next start's InitProducerId aborts it anyway
+                log.warning("fencing %s after a failed task: %s", txn_id, exc)
 
 
 def _check_topic_on_driver(options: SinkOptions) -> None:
@@ -444,5 +496,6 @@ class VdlStreamWriter(DataSourceStreamArrowWriter):
         log.info("vdl micro-batch %d committed: %s", batchId, total_counts(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        end_transactions(self.options, messages, commit=False)
+        query_id = query_id_in_checkpoint(self.options.checkpoint_location) if self.options.transactional else None
+        end_transactions(self.options, messages, commit=False, query_id=query_id)
         log.warning("vdl micro-batch %d aborted after writing %s", batchId, total_counts(messages))

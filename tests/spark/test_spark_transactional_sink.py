@@ -126,8 +126,9 @@ def test_a_micro_batch_over_two_streams_is_invisible_until_committed_and_a_repla
 
 
 def test_a_failed_micro_batch_is_aborted_in_every_stream(spark, broker, source, tmp_path: Path) -> None:  # noqa: ANN001
-    """Task 1 fails on every attempt after writing rows; task 0 succeeded and left its transaction
-    open: Spark aborts the micro-batch and the driver aborts task 0's transaction, so
+    """Task 1 fails on every attempt after writing rows; task 0 either succeeded and left its
+    transaction open or, still running when task 1 failed for the last time, was killed with it
+    open: Spark aborts the micro-batch and the driver aborts (or fences) task 0's transaction, so
     read_committed readers see nothing of it, and a record written afterwards is readable (the
     last stable offset moved past the aborted transactions: none is left open)."""
     prefix = "txs-fail"
@@ -169,3 +170,62 @@ def test_a_failed_micro_batch_is_aborted_in_every_stream(spark, broker, source, 
     producer.close()
     for stream in (f"{prefix}-a", f"{prefix}-b"):
         assert [v for _, v in read_to_end(broker.bootstrap, stream, "read_committed", 1)] == [b"after"]
+
+
+# A task's Python worker as Spark kills it when another task fails the stage: its transaction
+# open, its process gone without a word (SIGKILL), no commit message for the driver.
+KILLED_TASK = """
+import sys
+import confluent_kafka
+producer = confluent_kafka.Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[2]})
+producer.init_transactions(30)
+producer.begin_transaction()
+producer.produce(sys.argv[3], b"of a killed task", partition=0)
+assert producer.flush(30) == 0
+print("open", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_an_aborted_micro_batch_fences_the_transactions_of_killed_tasks(broker, tmp_path: Path) -> None:  # noqa: ANN001
+    """Both tasks of a micro-batch die with their transactions open (the stage failed, Spark killed
+    their workers): the driver's abort gets no message from either, and still aborts both by
+    fencing their transactional ids (read from the query id in the checkpoint), so a
+    read_committed reader is not held up to the transaction timeout (15 minutes)."""
+    import signal
+    import subprocess
+    import sys
+    import uuid
+
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from pyspark_vdl import DefaultSource
+
+    stream = "txs-killed"
+    create_streams(broker.bootstrap, stream)
+    query = str(uuid.uuid4())
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "metadata").write_text(f'{{"id":"{query}"}}\n')  # as Spark writes it at a query's start
+    for partition in (0, 1):
+        task = subprocess.Popen([sys.executable, "-c", KILLED_TASK, broker.bootstrap,
+                                 f"vdl-spark/txn/{query}/{partition}", stream],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert task.stdout.readline() == "open\n"
+        finally:
+            task.send_signal(signal.SIGKILL)
+            task.wait(30)
+    assert [v for _, v in read_to_end(broker.bootstrap, stream, "read_uncommitted", 2)] == [b"of a killed task"] * 2
+
+    writer = DefaultSource({"kafka.bootstrap.servers": broker.bootstrap, "topic": stream,
+                            "exactlyOnce": "transactional", "checkpointLocation": str(checkpoint)}
+                           ).streamWriter(StructType([StructField("value", BinaryType())]), False)
+    writer.abort([None, None], 0)
+
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+    producer.send(stream, b"after", partition=0).get(timeout=30)
+    producer.close()
+    assert read_to_end(broker.bootstrap, stream, "read_committed", 1) == [(4, b"after")]  # 2 records, 2 abort markers

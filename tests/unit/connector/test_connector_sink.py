@@ -85,3 +85,28 @@ def test_batches_depend_on_the_rows_only_not_on_their_chunks(uniform: bool) -> N
     if headers is not None:
         assert [r.headers for r in records] == [[("h", b"%d" % i)] if i % 5 == 0 else [] for i in range(ROWS)]
 
+
+
+def test_an_abort_names_the_transactional_ids_of_the_tasks_that_sent_no_message() -> None:
+    from vdl_connector.sink import VdlCommitMessage, unfinished_transactional_ids
+
+    query = "892f883c-3b9e-4939-be18-c544f26ad752"
+    streaming = VdlCommitMessage({"a": 3}, 1, f"vdl-spark/txn/{query}/1", producer_id=7, epoch=2)
+    assert unfinished_transactional_ids([None, streaming, None], None) == [
+        f"vdl-spark/txn/{query}/0", f"vdl-spark/txn/{query}/2"]
+    in_foreach_batch = VdlCommitMessage({}, 0, f"vdl-spark/txn/{query}/0/orders", replayed=True)
+    assert unfinished_transactional_ids([in_foreach_batch, None], None) == [f"vdl-spark/txn/{query}/1/orders"]
+    # no message from any task: the streaming writer's query id, else nothing to name
+    assert unfinished_transactional_ids([None, None], query) == [f"vdl-spark/txn/{query}/0", f"vdl-spark/txn/{query}/1"]
+    assert unfinished_transactional_ids([None, None], None) == []
+
+
+def test_the_query_id_is_read_from_a_local_checkpoint(tmp_path) -> None:  # noqa: ANN001
+    from vdl_connector.sink import query_id_in_checkpoint
+
+    (tmp_path / "metadata").write_text('{"id":"892f883c-3b9e-4939-be18-c544f26ad752"}\n')
+    assert query_id_in_checkpoint(str(tmp_path)) == "892f883c-3b9e-4939-be18-c544f26ad752"
+    assert query_id_in_checkpoint(tmp_path.as_uri()) == "892f883c-3b9e-4939-be18-c544f26ad752"
+    assert query_id_in_checkpoint(str(tmp_path / "absent")) is None
+    assert query_id_in_checkpoint("s3a://bucket/checkpoint") is None  # not readable from the commit worker
+    assert query_id_in_checkpoint(None) is None
