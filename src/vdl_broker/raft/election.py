@@ -127,14 +127,20 @@ class Election(NodeState):
             or (pre and m.term > self.term)
         )
         kind = MessageType.PRE_VOTE_RESPONSE if pre else MessageType.VOTE_RESPONSE
-        if can_vote and not self._recovering and self.log.is_up_to_date(m.index, m.log_term):
+        up_to_date = self.log.is_up_to_date(m.index, m.log_term)
+        if can_vote and not self._recovering and up_to_date:
             # Granting a real vote is recorded in hard state, durable before this reply leaves.
             self._msgs.append(Message(kind, m.sender, self.id, m.term))
             if not pre:
                 self.election_elapsed = 0
                 self.voted_for = m.sender
-        else:
-            self._send(kind, m.sender, reject=True)
+            return
+        self._send(kind, m.sender, reject=True)
+        if not up_to_date and self.role == Role.FOLLOWER and self.leader_id == NONE and self._promotable():
+            # A leaderless group asked by a candidate that cannot win against our log: we can,
+            # so campaign at the next tick rather than after our own timeout (the designated
+            # successor of a lost leader may be a replica that lags: vdl_broker.raft.liveness).
+            self.election_elapsed = max(self.election_elapsed, self.randomized_timeout - 1)
 
     def _step_candidate(self, m: Message) -> None:
         t = m.type

@@ -40,7 +40,7 @@ from vdl_broker.raft.clock import DriftMonitor
 from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.group_state import ApplyFn, GroupFn, LatencyFn, SendFn, SnapshotFn
 from vdl_broker.raft.lease import LeaseAndIsr
-from vdl_broker.raft.liveness import LivenessChange, react
+from vdl_broker.raft.liveness import LivenessChange, leader_lost, react
 from vdl_broker.raft.log_storage import StreamLogStorage
 from vdl_broker.raft.node import RaftNode
 from vdl_broker.raft.persistence import (
@@ -336,6 +336,11 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         forgotten = react(self.node, change, is_alive)
         self._poke()
         return forgotten
+
+    def leader_lost(self, forgotten: int, alive: Sequence[int]) -> bool:
+        """`react` forgot `forgotten`'s leadership: whether this node campaigns as its successor
+        (vdl_broker.raft.liveness.leader_lost; otherwise its own campaign waits for that one's)."""
+        return leader_lost(self.node, self.name, forgotten, alive)
 
     def peer_leaving(self, peer: int) -> None:
         """`peer` said it is stopping: a graceful stop waiting for it to take over stops waiting."""

@@ -28,7 +28,6 @@ from vdl_broker.raft.liveness import (
     LivenessChange,
     NodeLiveness,
     may_campaign_again,
-    successor,
 )
 from vdl_broker.raft.snapshotting import StateMachine
 from vdl_broker.raft.throttle import CatchUpThrottle
@@ -259,7 +258,7 @@ class RaftHost:
             except Exception:
                 log.exception("node %d: group %s failed to react to peer liveness", self.node_id, group.name)
                 continue
-            if forgotten and successor(group.name, group.voters, forgotten, alive) == self.node_id:
+            if forgotten and group.leader_lost(forgotten, alive):
                 self._campaigns.append((self._ticks + CAMPAIGN_DELAY_TICKS, group.name, 0))
 
     def _start_campaigns(self) -> None:
@@ -271,7 +270,7 @@ class RaftHost:
             group = self.groups.get(name)
             if group is None or group.stopped or group.leader_id != NONE:
                 continue
-            if may_campaign_again(group.role, attempts):
+            if may_campaign_again(group.role):
                 group.campaign()
-                if attempts < CAMPAIGN_RETRIES:
-                    self._campaigns.append((self._ticks + CAMPAIGN_DELAY_TICKS, name, attempts + 1))
+            if attempts < CAMPAIGN_RETRIES:
+                self._campaigns.append((self._ticks + CAMPAIGN_DELAY_TICKS, name, attempts + 1))

@@ -130,6 +130,23 @@ CAMPAIGN_DELAY_TICKS = 2
 # out its randomized election timeout (1-2 s more without a leader). A pre-vote changes no term:
 # asking again disrupts nothing.
 CAMPAIGN_RETRIES = 4
+# The survivors that are not the successor hold their own campaign this much longer than the
+# successor's delay: it may notice the silence up to a tick later, and its pre-vote and vote
+# take a round trip each.
+DEFER_MARGIN_TICKS = 3
+
+
+def leader_lost(node: RaftNode, group: str, forgotten: int, alive: Iterable[int]) -> bool:
+    """After `react` forgot `forgotten`, the leader of `group`: True when this node is its
+    successor and campaigns (CAMPAIGN_DELAY_TICKS later, then again: the driver); otherwise its
+    own campaign waits until the successor had its first try (RaftNode.defer_campaign), so the
+    node that leads next is the one successor() names -- the one a cut-off leader sends clients
+    to. If the successor's log is behind, the survivor it asks refuses and campaigns itself at
+    once (election.py), so deferring costs no election timeout."""
+    if successor(group, node.voters, forgotten, alive) == node.id:
+        return True
+    node.defer_campaign(CAMPAIGN_DELAY_TICKS + DEFER_MARGIN_TICKS)
+    return False
 
 
 def successor(group: str, voters: Sequence[int], dead: int, alive: Iterable[int]) -> int:
@@ -164,8 +181,8 @@ def react(node: RaftNode, change: LivenessChange, is_alive: Callable[[int], bool
     return forgotten
 
 
-def may_campaign_again(role: Role, attempts: int) -> bool:
+def may_campaign_again(role: Role) -> bool:
     """Whether a designated successor that knows no leader campaigns (again) now: a follower
-    does; a pre-candidate too, once it already asked (its pre-vote went unanswered); a candidate
-    waits for its votes."""
-    return role == Role.FOLLOWER or (attempts > 0 and role == Role.PRE_CANDIDATE)
+    does; a pre-candidate too (its own timeout may have started a campaign whose pre-vote a
+    survivor that had not yet noticed the leader gone ignored); a candidate waits for its votes."""
+    return role in (Role.FOLLOWER, Role.PRE_CANDIDATE)

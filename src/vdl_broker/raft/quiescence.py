@@ -93,6 +93,15 @@ class Quiescence(NodeState):
             self._booting = False
         self.wake()
 
+    def defer_campaign(self, ticks: int) -> None:
+        """Hold this follower's own campaign for at least `ticks` more ticks (the host: another
+        survivor of the leader's node is the designated successor and campaigns first,
+        vdl_broker.raft.liveness). Its randomized timeout, counted from the same silence, may be
+        about to run out; had it campaigned first, a cut-off leader's clients would be sent to
+        the successor it named (server/cut_off.py) while another node won the term."""
+        if self.role == Role.FOLLOWER:
+            self.election_elapsed = min(self.election_elapsed, self.randomized_timeout - ticks)
+
     def _wake(self, by: int) -> None:
         self.quiescent = False
         self._idle_heartbeats = 0

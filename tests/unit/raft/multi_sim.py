@@ -30,9 +30,9 @@ from vdl_broker.raft.liveness import (  # noqa: F401 - CAMPAIGN_DELAY_TICKS re-e
     CAMPAIGN_DELAY_TICKS,
     CAMPAIGN_RETRIES,
     NodeLiveness,
+    leader_lost,
     may_campaign_again,
     react,
-    successor,
 )
 
 
@@ -146,7 +146,7 @@ class MultiCluster:
             if node is None:
                 continue
             forgotten = react(node, change, live.is_alive)
-            if forgotten and successor(group.name, node.voters, forgotten, alive) == i:
+            if forgotten and leader_lost(node, group.name, forgotten, alive):
                 self._seq += 1
                 heapq.heappush(self._campaigns,
                                (self.now + CAMPAIGN_DELAY_TICKS * self.tick_every, self._seq, g, i, 0))
@@ -157,13 +157,15 @@ class MultiCluster:
             _, _, g, i, attempts = heapq.heappop(self._campaigns)
             group = self.groups[g]
             node = group.nodes[i].node
-            if node is not None and node.leader_id == 0 and may_campaign_again(node.role, attempts):
+            if node is None or node.leader_id != 0:
+                continue
+            if may_campaign_again(node.role):
                 node.campaign()
                 group.process(i)
-                if attempts < CAMPAIGN_RETRIES:
-                    self._seq += 1
-                    heapq.heappush(self._campaigns, (self.now + CAMPAIGN_DELAY_TICKS * self.tick_every, self._seq,
-                                                     g, i, attempts + 1))
+            if attempts < CAMPAIGN_RETRIES:
+                self._seq += 1
+                heapq.heappush(self._campaigns, (self.now + CAMPAIGN_DELAY_TICKS * self.tick_every, self._seq,
+                                                 g, i, attempts + 1))
 
     # ------------------------------------------------------------------ time
 
@@ -174,13 +176,16 @@ class MultiCluster:
             if frozenset((sender, to)) not in self.cut:
                 self.heard(to, sender, incarnation)
         for group in self.groups:
-            group.step_time()
+            group.deliver_due()
+        # As the host does (RaftHost._tick_loop): at a node's tick, node liveness first, then its groups.
         first = self.groups[0]
         now, every, phases, drifting = self.now, self.tick_every, self.phase, bool(first.tick_rate)
         for i in self.ids:
             # Cluster.ticks_now, inlined for clocks at rate 1 (this runs every step)
             if self.up[i] and (first.ticks_now(i) if drifting else (now + phases[i]) % every == 0):
                 self._host_tick(i)
+        for group in self.groups:
+            group.tick_due()
         self._run_campaigns()
         self._record_ticks()
         self._check_leases()

@@ -440,6 +440,11 @@ class Cluster:
 
     def step_time(self) -> None:
         """One unit of virtual time: deliver what is due, tick whoever's tick it is."""
+        self.deliver_due()
+        self.tick_due()
+
+    def deliver_due(self) -> None:
+        """step_time's first half: the clock moves on a step and what is due arrives."""
         self.now += 1
         for sn in self.nodes.values():
             if sn.probing:
@@ -449,6 +454,9 @@ class Cluster:
         queue = self._queue
         while queue and queue[0][0] <= self.now:
             self.deliver(heapq.heappop(queue)[2])
+
+    def tick_due(self) -> None:
+        """step_time's second half: the nodes whose timer fires at this step tick."""
         # ticks_now, inlined for clocks at rate 1 (this runs every step; most tick nobody)
         now, every, phases = self.now, self.tick_every, self.tick_phase
         drifting = bool(self.tick_rate)

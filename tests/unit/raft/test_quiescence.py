@@ -153,6 +153,29 @@ def test_a_successor_asks_again_a_survivor_that_noticed_the_leader_gone_later(se
     assert c.now - cut <= bound
 
 
+@pytest.mark.parametrize("seed", range(1, 9))
+def test_the_survivors_of_a_cut_off_leader_elect_its_designated_successor(seed: int) -> None:
+    """Regression: the survivor that is not the designated successor has its own randomized
+    election timeout run out (here at its shortest, election_ticks) at the very tick its node
+    liveness finds the leader's node gone, and campaigned before the successor (20 % of the
+    cuts: timeouts of 10 or 11 ticks beat the successor's campaign 2 ticks after). The cut-off
+    leader had sent its clients to the successor (server/cut_off.py), so they asked the wrong
+    node until they learned of the election. It now leaves the first try to the successor."""
+    c = MultiCluster(3, 1, seed=seed, config=lambda i: RaftConfig(election_ticks=E, quiesce_after_heartbeats=0))
+    assert c.run_until(c.all_have_leaders, 100 * TICK)
+    old = c.leader(0)
+    assert old is not None
+    first = successor("g0", c.core(0, old).voters, old, [i for i in c.ids if i != old])
+    [other] = [i for i in c.ids if i not in (old, first)]
+    # both survivors hold the leader's whole log (a lagging successor would be refused: it cannot win)
+    assert c.run_until(lambda: all(c.core(0, i).leader_id == old and c.core(0, i).log.last_index()
+                                   == c.core(0, old).log.last_index() for i in (first, other)), 10 * TICK)
+    c.core(0, other).randomized_timeout = E
+    c.partition({old}, {first, other})
+    assert c.run_until(lambda: c.leader(0) in (first, other), FAILOVER_BOUND_STEPS)
+    assert c.leader(0) == first
+
+
 def test_cut_off_leader_woken_by_reads_only_steps_down() -> None:
     """Regression: a quiescent leader cut off from its followers, woken by reads (no writes),
     quiesced again after a few heartbeat rounds -- counting followers it had not heard from

@@ -207,7 +207,7 @@ def test_leader_lowers_the_match_of_a_follower_that_lost_entries() -> None:
     assert c.node(1).role == Role.LEADER and c.committed_log(3) == c.committed_log(1)
 
 
-@pytest.mark.parametrize("seed", [97, 54, 320])  # 54 and 320 wipe a node
+@pytest.mark.parametrize("seed", [97, 54, 121])  # 54 and 121 wipe a node
 def test_fuzz_seeds_that_lose_committed_entries_without_the_fix(seed: int) -> None:
     """Random corruption faults (test_raft_fuzz): these seeds elect a leader lacking a committed
     entry when the damage is handled as a plain cut; with the Damage reported they pass."""

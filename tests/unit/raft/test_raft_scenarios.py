@@ -436,3 +436,28 @@ def test_the_leader_knows_when_it_last_heard_from_each_peer_and_last_saw_it_caug
     assert c.run_until(lambda: leader.peer_status()[3].match == leader.last_index, 20 * c.tick_every)
     status = leader.peer_status()
     assert 0 <= status[3].heard_ticks_ago <= beat and status[3].caught_up_ticks_ago == status[3].heard_ticks_ago
+
+
+def test_a_survivor_that_refuses_a_lagging_candidate_campaigns_at_its_next_tick() -> None:
+    """The leader's node is gone and both survivors forgot it (node liveness); the one that
+    campaigns first (the designated successor, node 3) lags: node 2 refuses it for its log, and
+    campaigns itself at its next tick instead of after its own election timeout (1-2 s more
+    without a leader in a real cluster)."""
+    c = Cluster(3, 4, config=config())
+    elect(c, 1)
+    c.partition({1, 2}, {3})
+    for k in range(3):
+        c.propose(1, b"v%d" % k)  # committed by 1 and 2; node 3 never gets them
+    c.drain()
+    c.partition({1}, {2, 3})
+    for i in (2, 3):
+        c.node(i).forget_leader()
+    c.node(3).campaign()
+    c.process(3)
+    c.drain()
+    assert c.node(3).role == Role.PRE_CANDIDATE and c.node(2).role == Role.FOLLOWER  # 2 refused 3
+    c.node(2).tick()
+    c.process(2)
+    c.drain()
+    assert c.node(2).role == Role.LEADER
+    assert c.node(2).term == c.node(1).term + 1
