@@ -93,7 +93,7 @@ class Election(NodeState):
     def _campaign(self, pre: bool, force: bool) -> None:
         if pre:
             self._become_pre_candidate()
-            vote_term, kind = self.term + 1, MessageType.PRE_VOTE
+            vote_term, kind = self.term + self._term_step, MessageType.PRE_VOTE
         else:
             self._become_candidate()
             vote_term, kind = self.term, MessageType.VOTE
@@ -169,6 +169,6 @@ class Election(NodeState):
         self.transferee = NONE
 
     def _become_candidate(self) -> None:
-        self._reset(self.term + 1)
+        self._reset(self.term + self._term_step)
         self.voted_for = self.id
         self.role = Role.CANDIDATE

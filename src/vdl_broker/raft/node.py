@@ -106,6 +106,7 @@ class RaftNode(Election, Replication, Follower, Recovery, ConfChanges, Quiescenc
         self.randomized_timeout = config.election_ticks
         self.ticks = 0
         self._booting = lease_after_start
+        self._term_step = 1
         self.progress = {}
         self.votes = {}
         self.transferee = NONE
@@ -340,6 +341,7 @@ class RaftNode(Election, Replication, Follower, Recovery, ConfChanges, Quiescenc
         self.election_elapsed = 0
         self.heartbeat_elapsed = 0
         self.randomized_timeout = self.config.election_ticks + self._rng.randrange(self.config.election_ticks)
+        self._term_step = 1
         self.votes = {}
         self.progress = {}
         self.transferee = NONE

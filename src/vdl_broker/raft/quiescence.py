@@ -98,9 +98,16 @@ class Quiescence(NodeState):
         survivor of the leader's node is the designated successor and campaigns first,
         vdl_broker.raft.liveness). Its randomized timeout, counted from the same silence, may be
         about to run out; had it campaigned first, a cut-off leader's clients would be sent to
-        the successor it named (server/cut_off.py) while another node won the term."""
+        the successor it named (server/cut_off.py) while another node won the term.
+
+        If it campaigns all the same (the successor lags, or failed), it skips a term: a cut-off
+        leader names the successor with the term after the one it knew as the leader epoch, and
+        a client holding that answer takes a hint naming this node only with a newer epoch (the
+        Java client's KIP-951 CurrentLeader, KIP-320's outdated-metadata check). Raft allows any
+        term increase; the term's epoch gap is one OffsetForLeaderEpoch already handles."""
         if self.role == Role.FOLLOWER:
             self.election_elapsed = min(self.election_elapsed, self.randomized_timeout - ticks)
+            self._term_step = 2
 
     def _wake(self, by: int) -> None:
         self.quiescent = False

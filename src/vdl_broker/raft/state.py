@@ -40,6 +40,7 @@ class NodeState:
     heartbeat_elapsed: int
     randomized_timeout: int
     _booting: bool  # RaftNode's lease_after_start, until election_ticks have passed
+    _term_step: int  # how far this node's next campaign moves its term (Quiescence.defer_campaign)
 
     # The configuration in force (confchange.py).
     voters: tuple[int, ...]

@@ -171,9 +171,11 @@ def test_the_survivors_of_a_cut_off_leader_elect_its_designated_successor(seed: 
     assert c.run_until(lambda: all(c.core(0, i).leader_id == old and c.core(0, i).log.last_index()
                                    == c.core(0, old).log.last_index() for i in (first, other)), 10 * TICK)
     c.core(0, other).randomized_timeout = E
+    term = c.core(0, old).term
     c.partition({old}, {first, other})
     assert c.run_until(lambda: c.leader(0) in (first, other), FAILOVER_BOUND_STEPS)
     assert c.leader(0) == first
+    assert c.core(0, first).term == term + 1  # the epoch the cut-off leader named with it
 
 
 def test_cut_off_leader_woken_by_reads_only_steps_down() -> None:
