@@ -29,14 +29,13 @@ transactional id "vdl-spark/txn/<query id>/<partition>", and leaves it open; its
 carries the transactional id, producer id and epoch, and the driver's commit(batch id) ends every
 task's transaction with EndTxn once all tasks succeeded (abort() aborts them, and fences the ids
 of tasks that failed or were killed), so read_committed readers see a micro-batch only once Spark
-commits it, and nothing of a failed one. The same id
-for every micro-batch and attempt of a task: a retried attempt's InitProducerId bumps the epoch,
-which fences a zombie attempt and aborts what it left open. Replays: each task's transaction also
-commits the batch id as the offset of the consumer group named like the transactional id
-(TxnOffsetCommit: it becomes visible exactly when the transaction commits); a task that finds
-its group at the micro-batch's id already writes nothing, so a micro-batch replayed after the
-driver committed it (and died before Spark's commit log said so) is stored once, whatever rows
-the replay brings.
+commits it, and nothing of a failed one. The same id for every micro-batch and attempt of a task:
+a retried attempt's InitProducerId bumps the epoch, which fences a zombie attempt and aborts what
+it left open. Replays: each task's transaction also commits the batch id as the offset of the
+consumer group named like the transactional id (TxnOffsetCommit: it becomes visible exactly when
+the transaction commits); a task that finds its group at the micro-batch's id already writes
+nothing, so a micro-batch replayed after the driver committed it (and died before Spark's commit
+log said so) is stored once, whatever rows the replay brings.
 """
 
 from __future__ import annotations
