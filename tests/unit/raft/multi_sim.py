@@ -5,8 +5,8 @@ invariants); MultiCluster ties them together the way a node's host does: a crash
 takes a node down in every group at once, partitions cut every group's links, and each node runs
 a NodeLiveness fed by every message it receives from a peer plus one node heartbeat per peer per
 tick (over the same lossy network). Liveness changes go to every group (liveness.react); the
-successor of a forgotten leader campaigns two ticks later, and again while it knows no leader, as
-the host does.
+successor of a forgotten leader campaigns two ticks later, and again while it knows no leader,
+and the other survivors defer their own campaigns (liveness.leader_lost), as the host does.
 
 Invariants, besides each group's own (election safety, log matching, leader completeness, state
 machine safety, committed entries durable on a majority):
