@@ -12,8 +12,10 @@ process start. A peer is
 What a group does about it (`react`), for every group this node holds with that peer as a voter:
 - peer down or restarted, and it led the group: forget it (RaftNode.forget_leader) so pre-votes
   are granted at once; the surviving voter `successor()` picks campaigns (the host, shortly
-  after): the leaders of a dead node's groups spread evenly over the survivors, and the time to
-  a new leader does not depend on the number of groups.
+  after) and the other survivors hold their own campaigns until it had its try (`leader_lost`):
+  the leaders of a dead node's groups spread evenly over the survivors, the time to a new leader
+  does not depend on the number of groups, and the leader elected is the one a cut-off leader
+  names to its clients.
 - peer down and this node leads: wake only when the live voters no longer make a majority, so
   CheckQuorum can step down (a quiescent leader checks nothing).
 - peer up or restarted, and this node leads: wake, to catch that member (a voter or a learner)
