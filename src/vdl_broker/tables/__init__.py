@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from typing import Any
 
 REQUIRED_PACKAGES = ("deltalake", "pyarrow", "numpy")
@@ -18,17 +18,17 @@ INSTALL_HINT = "pip install 'vdl-for-spark[tables]'"
 
 # deltalake's Rust code allocates from a jemalloc of its own, which reads this variable once, when
 # its library loads (tikv-jemallocator's `_rjem_` prefix). With jemalloc's default decay a tier
-# writer's resident memory grew with its commits, 10-20 MB per 1,400 (tens of MB an hour at a
-# commit every 2 s), while with freed pages returned at once it stayed within ~1.5 MB, at no CPU
-# cost measurable in a tier writer's process (one arena alone did not do it: the decay did).
+# writer's resident memory grew with its commits, 15-24 MB over 2,000 (a node committing every
+# 2 s: +14 MB/h), and with freed pages returned at once 1.3-1.4 MB (+1 to +3 MB/h), at no CPU cost
+# measurable in a tier writer's process (one arena alone did not do it: the decay did).
 DELTALAKE_ALLOCATOR_VARIABLE = "_RJEM_MALLOC_CONF"
 DELTALAKE_ALLOCATOR = "narenas:1,dirty_decay_ms:0,muzzy_decay_ms:0"
 
 
-def configure_deltalake_allocator(environ: MutableMapping[str, str] = os.environ) -> None:
+def configure_deltalake_allocator() -> None:
     """Give deltalake's allocator DELTALAKE_ALLOCATOR unless the operator set one: effective only
     before deltalake is first imported in this process (this package's import does it)."""
-    environ.setdefault(DELTALAKE_ALLOCATOR_VARIABLE, DELTALAKE_ALLOCATOR)
+    os.environ.setdefault(DELTALAKE_ALLOCATOR_VARIABLE, DELTALAKE_ALLOCATOR)
 
 
 # Every module that imports deltalake lives in this package: importing it first sets the allocator.
