@@ -69,7 +69,6 @@ def test_a_long_lived_writers_table_does_not_grow_with_its_commits(tmp_path: Pat
     assert reloaded < 0.75 * kept, f"{reloaded:.1f} MB more after 400 commits, {kept:.1f} MB when never reloaded"
 
 
-
 # What the broker's tier writer loads: vdl_broker.tables, then deltalake (through tables/delta.py)
 # with jemalloc's statistics printed at exit, which list the options jemalloc runs with.
 ALLOCATOR = """
