@@ -2,7 +2,7 @@
 
 Server side: `decode_request(frame)` and `encode_response(header, response)`.
 Client side: `encode_request(...)` and `decode_response(...)`.
-Frames passed in are bodies without the 4-byte size prefix (what FrameSplitter yields); encoded
+Frames passed in are bodies without the 4-byte size prefix (what FrameReader yields); encoded
 output includes the size prefix and is a list of buffers for writelines()/sendmsg().
 """
 

@@ -1,12 +1,32 @@
-"""Splitting a byte stream into Kafka frames (int32 size prefix + body).
+"""Reading a byte stream's Kafka frames (int32 size prefix + body) into buffers of their own.
 
 # Kafka protocol guide: "Common Request and Response Structure" (RequestOrResponse => Size Message).
 """
 
 from __future__ import annotations
 
+import struct
+import threading
+from collections.abc import Callable
+
 from .errors import DecodeError
-from .primitives import Buffer, pack_i32, unpack_i32
+from .primitives import Buffer, pack_i32
+
+_SIZE = struct.Struct(">i")
+
+# Bytes one read takes when no long frame is in progress (uvloop's own read size): the small
+# frames of a read come out of it, copied; a frame longer than what a read holds gets a buffer of
+# its own. One per thread (one event loop), shared by every reader on it (see FrameReader).
+SCRATCH_BYTES = 256 << 10
+EAGER_FRAME_BYTES = 4 << 20  # what a reader allocates ahead of a frame's bytes, by default
+_scratch = threading.local()
+
+
+def _thread_scratch() -> memoryview:
+    view: memoryview | None = getattr(_scratch, "view", None)
+    if view is None:
+        view = _scratch.view = memoryview(bytearray(SCRATCH_BYTES))
+    return view
 
 
 class FrameTooLargeError(DecodeError):
@@ -18,76 +38,117 @@ class FrameTooLargeError(DecodeError):
         self.limit = limit
 
 
-class FrameSplitter:
-    """Incremental splitter: `feed(chunk)` returns the whole frame bodies completed by `chunk`.
+class FrameReader:
+    """Incremental frame reader for a buffered protocol (asyncio.BufferedProtocol): the transport
+    reads into the buffer `get_buffer` hands out, and `buffer_updated(n, on_frame)` hands on the
+    frame bodies those n bytes completed.
 
-    Frames wholly inside one chunk are zero-copy memoryview slices of that chunk; a frame spread
-    over chunks is joined once. Chunks must not be mutated after feeding (pass bytes).
-    """
+    The body of a frame longer than what one read holds is read by the kernel straight into a
+    buffer of exactly its length (`new_buffer`) and handed on as it is: no copy in user space,
+    where reading into fresh bytes per read and joining them cost an allocation and a copy of
+    every byte. Frames a read holds whole are copied out of the read-ahead scratch into bytes of
+    their own (they are small). Either way nothing changes a body after it is handed on, so
+    callers may keep views into it.
 
-    __slots__ = ("max_frame_bytes", "_head", "_need", "_parts", "_have", "_consumed")
+    A buffer is allocated as its bytes arrive, at most `eager_bytes` ahead of them: a size
+    prefix alone (4 bytes from anyone) does not make the reader hold the frame's whole length. A
+    body longer than that is read into buffers of that size and joined once at its end.
 
-    def __init__(self, max_frame_bytes: int) -> None:
+    The scratch is shared by every reader of a thread: between a get_buffer and its
+    buffer_updated the event loop reads nothing else, and a reader leaves nothing in the scratch
+    when buffer_updated returns (a size prefix split over reads, at most 3 bytes, is kept apart).
+    So an idle connection holds no buffer."""
+
+    __slots__ = ("max_frame_bytes", "_new_buffer", "_eager", "_prefix", "_size", "_parts", "_frame", "_filled",
+                 "_consumed")
+
+    def __init__(self, max_frame_bytes: int, new_buffer: Callable[[int], bytearray] = bytearray,
+                 eager_bytes: int = EAGER_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._head = bytearray()  # partial size prefix
-        self._need = -1  # body size of the frame in progress, -1 while reading the prefix
-        self._parts: list[memoryview] = []
-        self._have = 0
+        self._new_buffer = new_buffer
+        self._eager = eager_bytes
+        self._prefix = b""  # the first bytes of a size prefix split over reads
+        self._size = 0  # of the body being read in place
+        self._parts: list[memoryview] = []  # its buffers filled so far (a body over eager_bytes)
+        self._frame: memoryview | None = None  # the buffer being filled
+        self._filled = 0  # its bytes read so far
         self._consumed = 0  # stream position, for error messages
 
     @property
     def buffered_bytes(self) -> int:
-        return len(self._head) + self._have
+        return len(self._prefix) + sum(len(p) for p in self._parts) + self._filled
+
+    def get_buffer(self) -> memoryview:
+        """Where the next read goes (never empty)."""
+        if self._frame is not None:
+            return self._frame[self._filled:]
+        scratch = _thread_scratch()
+        held = len(self._prefix)
+        scratch[:held] = self._prefix
+        return scratch[held:]
+
+    def buffer_updated(self, nbytes: int, on_frame: Callable[[memoryview], None]) -> None:
+        """`nbytes` were read into the last buffer handed out: each body they completed goes to
+        `on_frame`, in order; a bad size prefix raises after the bodies before it."""
+        if self._frame is None:
+            self._split(_thread_scratch(), len(self._prefix) + nbytes, on_frame)
+            return
+        self._filled += nbytes
+        self._consumed += nbytes
+        if self._filled < len(self._frame):
+            return
+        self._parts.append(self._frame)
+        have = sum(len(p) for p in self._parts)
+        if have < self._size:
+            self._frame, self._filled = memoryview(self._new_buffer(min(self._size - have, self._eager))), 0
+            return
+        body = self._parts[0] if len(self._parts) == 1 else self._join()
+        self._parts, self._frame, self._filled = [], None, 0
+        on_frame(body)
+
+    def _join(self) -> memoryview:
+        body = memoryview(self._new_buffer(self._size))
+        position = 0
+        for part in self._parts:
+            body[position:position + len(part)] = part
+            position += len(part)
+        return body
 
     def feed(self, data: Buffer) -> list[memoryview]:
-        if not isinstance(data, bytes):
-            data = bytes(data)  # we keep slices; a caller's reusable buffer must not back them
-        view = memoryview(data)
+        """Bytes read elsewhere, as if read into our buffers: the bodies they completed."""
+        view = memoryview(data).cast("B")
         frames: list[memoryview] = []
-        pos = 0
-        n = len(view)
-        while pos < n:
-            if self._need < 0:
-                if not self._head and n - pos >= 4:
-                    size = unpack_i32(view, pos)[0]
-                    pos += 4
-                else:
-                    take = min(4 - len(self._head), n - pos)
-                    self._head += view[pos : pos + take]
-                    pos += take
-                    if len(self._head) < 4:
-                        break
-                    size = unpack_i32(self._head, 0)[0]
-                    self._head.clear()
-                self._start_frame(size, self._consumed + pos - 4)
-                if size == 0:
-                    frames.append(memoryview(b""))
-                    self._need = -1
-                continue
-            missing = self._need - self._have
-            if not self._parts and n - pos >= missing:
-                frames.append(view[pos : pos + missing])  # zero copy
-                pos += missing
-                self._need = -1
-                continue
-            take = min(missing, n - pos)
-            self._parts.append(view[pos : pos + take])
-            self._have += take
-            pos += take
-            if self._have == self._need:
-                frames.append(memoryview(b"".join(self._parts)))
-                self._parts = []
-                self._have = 0
-                self._need = -1
-        self._consumed += n
+        while view:
+            target = self.get_buffer()
+            taken = min(len(target), len(view))
+            target[:taken] = view[:taken]
+            view = view[taken:]
+            self.buffer_updated(taken, frames.append)
         return frames
 
-    def _start_frame(self, size: int, position: int) -> None:
-        if size < 0:
-            raise DecodeError(f"negative frame size {size}", position)
-        if size > self.max_frame_bytes:
-            raise FrameTooLargeError(size, self.max_frame_bytes, position)
-        self._need = size
+    def _split(self, scratch: memoryview, held: int, on_frame: Callable[[memoryview], None]) -> None:
+        """The frames the scratch holds whole, copied out; a partial one continues in place."""
+        position = 0
+        self._prefix = b""
+        while held - position >= _SIZE.size:
+            (size,) = _SIZE.unpack_from(scratch, position)
+            at = self._consumed + position
+            if size < 0:
+                raise DecodeError(f"negative frame size {size}", at)
+            if size > self.max_frame_bytes:
+                raise FrameTooLargeError(size, self.max_frame_bytes, at)
+            start = position + _SIZE.size
+            if held - start < size:
+                frame = memoryview(self._new_buffer(min(size, max(self._eager, held - start))))
+                frame[:held - start] = scratch[start:held]
+                self._size, self._frame, self._filled = size, frame, held - start
+                self._consumed += held
+                return
+            position = start + size
+            # Copied out: the handler may keep the body, and the scratch is everyone's.
+            on_frame(memoryview(bytes(scratch[start:position])))
+        self._prefix = bytes(scratch[position:held])
+        self._consumed += position
 
 
 def frame(parts: list[Buffer]) -> list[Buffer]:

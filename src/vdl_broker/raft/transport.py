@@ -67,6 +67,8 @@ from vdl_broker.raft.wire import (
     encode_hello,
     encode_leaving,
 )
+from vdl_wire.errors import DecodeError
+from vdl_wire.framing import FrameReader
 
 log = logging.getLogger(__name__)
 
@@ -124,22 +126,14 @@ class _Peer:
     leaving: bool = False  # it said it is stopping (the leaving notice), on its current connection
 
 
-# Bytes read ahead when no frame is in progress: the small frames (responses, heartbeats) of a
-# read come out of it; a frame longer than what one read holds gets a buffer of its own.
-_SCRATCH_BYTES = 64 << 10
-
-
 class _FrameProtocol(asyncio.BufferedProtocol):
     """Reads an attached connection's frames in place of its StreamReader (which read the HELLO).
 
-    A buffered protocol: the transport reads into buffers we hand it (get_buffer), so the body
-    of a frame longer than one read -- an append's entries -- is read by the kernel straight
-    into a FrozenBuffer of the frame's length and handed on as it is, with no copy in user
-    space (reading into fresh bytes per read and joining them cost the follower a third of its
-    CPU: an allocation and a copy of every replicated byte). Frames that a read holds whole
-    are copied out of the read-ahead buffer into bytes of their own (they are small). Every
-    body handed on is backed by a buffer of exactly its length that nothing changes after, so
-    the log keeps views of the entries in it without a copy (tail_cache._kept).
+    A buffered protocol reading with vdl_wire's FrameReader: the entries of an append longer
+    than one read are read by the kernel straight into a FrozenBuffer of the frame's length and
+    handed on as they are (reading into fresh bytes per read and joining them cost the follower
+    a third of its CPU); small frames come as bytes of their own. The log keeps views of the
+    entries in either without a copy (tail_cache._kept).
 
     Each frame goes to `on_frame` from the transport's callback, with no task wake-up per frame.
     Writing stays with the StreamWriter: flow control and the connection's loss are passed on
@@ -149,34 +143,28 @@ class _FrameProtocol(asyncio.BufferedProtocol):
     def __init__(self, inner: asyncio.BaseProtocol, max_frame_bytes: int, on_frame: Callable[[memoryview], None],
                  on_end: Callable[[BaseException | None], None]) -> None:
         self._inner = inner
-        self._max = max_frame_bytes
+        # Its peers are the cluster's nodes: a frame's buffer is allocated whole from its size.
+        self._reader = FrameReader(max_frame_bytes, FrozenBuffer, eager_bytes=max_frame_bytes)
         self._on_frame = on_frame
         self._on_end = on_end
         self.ended = False
-        self._scratch = memoryview(bytearray(_SCRATCH_BYTES))
-        self._held = 0  # bytes of the scratch not consumed yet (a length prefix split over reads)
-        self._frame: memoryview | None = None  # the body being read in place (a FrozenBuffer's view)
-        self._filled = 0  # its bytes read so far
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame is not None:
-            return self._frame[self._filled:]
-        return self._scratch[self._held:]
+        return self._reader.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
         if self.ended:
             return
         try:
-            if self._frame is not None:
-                self._filled += nbytes
-                if self._filled == len(self._frame):
-                    body, self._frame = self._frame, None
-                    self._on_frame(body)
-                return
-            self._held += nbytes
-            self._split()
-        except Exception as error:  # a malformed frame (WireError) or a broken handler: close
+            self._reader.buffer_updated(nbytes, self._frame_read)
+        except DecodeError as error:  # a malformed frame: the connection's error, as Raft's own
+            self._finish(WireError(error.message, error.position))
+        except Exception as error:  # a broken handler: close
             self._finish(error)
+
+    def _frame_read(self, body: memoryview) -> None:
+        if not self.ended:
+            self._on_frame(body)
 
     def data_received(self, data: bytes) -> None:
         """Bytes read before this protocol took over (and tests): as if read into our buffers."""
@@ -187,30 +175,6 @@ class _FrameProtocol(asyncio.BufferedProtocol):
             target[:taken] = view[:taken]
             view = view[taken:]
             self.buffer_updated(taken)
-
-    def _split(self) -> None:
-        """Hand on the frames the scratch holds whole; start reading a partial one in place."""
-        scratch, held = self._scratch, self._held
-        position = 0
-        while held - position >= _LENGTH.size and not self.ended:
-            (length,) = _LENGTH.unpack_from(scratch, position)
-            if length > self._max:
-                raise WireError(f"frame of {length} bytes exceeds the limit {self._max}", 0)
-            start = position + _LENGTH.size
-            if held - start >= length:
-                position = start + length
-                self._on_frame(memoryview(bytes(scratch[start:position])))
-                continue
-            # The rest of this body goes straight into its own buffer (what is here is copied once).
-            have = held - start
-            frame = memoryview(FrozenBuffer(length))
-            frame[:have] = scratch[start:held]
-            self._frame, self._filled, self._held = frame, have, 0
-            return
-        rest = held - position  # at most a length prefix's first bytes
-        if rest and position:
-            scratch[:rest] = scratch[position:held]
-        self._held = rest
 
     def _finish(self, error: BaseException | None) -> None:
         if not self.ended:

@@ -39,12 +39,13 @@ from typing import Any, Protocol
 
 from vdl_broker.config import NodeConfig
 from vdl_broker.listeners import PLAINTEXT, Listener
+from vdl_broker.log import FrozenBuffer
 from vdl_broker.server.authorizer import ANONYMOUS
 from vdl_broker.server.sasl import SaslSession
 from vdl_broker.server.tls import certificate_cn
 from vdl_wire import api
 from vdl_wire.errors import DecodeError, ErrorCode
-from vdl_wire.framing import FrameSplitter, FrameTooLargeError
+from vdl_wire.framing import FrameReader, FrameTooLargeError
 from vdl_wire.messages import ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
 from vdl_wire.response_errors import response_error
 from vdl_wire.sasl import SaslError
@@ -110,7 +111,7 @@ class ConnectionOwner(Protocol):
     def sasl_session(self, peer: str) -> SaslSession: ...
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: ConnectionOwner, listener: Listener | None = None) -> None:
         self.broker = broker
         self.listener = listener or Listener(PLAINTEXT, broker.config.host, broker.config.port)
@@ -121,7 +122,8 @@ class KafkaConnection(asyncio.Protocol):
         self.sasl: SaslSession | None = None  # set on SASL listeners
         self._close_when_flushed = False
         self._quickack: Any = None  # TLS: the socket whose delayed ACK is sent at once after each read
-        self._splitter = FrameSplitter(broker.config.max_request_bytes)
+        # Requests are read into buffers of their own (FrozenBuffer: the log may keep them).
+        self._reader = FrameReader(broker.config.max_request_bytes, FrozenBuffer)
         self._slots: deque[_Slot] = deque()
         # Requests waiting for the writes sent before them (module docstring), in arrival order,
         # and the writes running: Produce requests, and the others.
@@ -183,7 +185,10 @@ class KafkaConnection(asyncio.Protocol):
         self._write_paused = False
         self._update_reading()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self._closed:
             return
         if self._quickack is not None:
@@ -195,20 +200,19 @@ class KafkaConnection(asyncio.Protocol):
             except OSError:
                 self._quickack = None
         try:
-            frames = self._splitter.feed(data)
+            self._reader.buffer_updated(nbytes, self._frame_read)
         except FrameTooLargeError as error:
             self.close(f"request of {error.size} bytes exceeds max_request_bytes={error.limit}")
-            return
         except DecodeError as error:
             self.close(f"bad frame: {error}")
+
+    def _frame_read(self, frame: memoryview) -> None:
+        if self._closed or self._close_when_flushed:
             return
-        for frame in frames:
-            if self._closed or self._close_when_flushed:
-                return
-            if self.sasl is not None and self.sasl.raw_tokens and not self.sasl.authenticated:
-                self._raw_token(bytes(frame))
-            else:
-                self._on_frame(frame)
+        if self.sasl is not None and self.sasl.raw_tokens and not self.sasl.authenticated:
+            self._raw_token(bytes(frame))
+        else:
+            self._on_frame(frame)
 
     def eof_received(self) -> bool | None:
         # The client half-closed: answer what is in flight, then close (see _flush).

@@ -17,7 +17,7 @@ from vdl_broker.server.connection import KafkaConnection, Order, RequestContext
 from vdl_broker.server.handlers import Handler, delete_records, fetch, list_offsets, order_of, produce
 from vdl_wire import messages as m
 from vdl_wire.errors import ErrorCode
-from vdl_wire.framing import FrameSplitter
+from vdl_wire.framing import FrameReader
 
 pytestmark = pytest.mark.unit
 
@@ -83,7 +83,18 @@ def requests() -> dict[str, Any]:
 
 def answered(transport: Transport) -> list[int]:
     """Correlation ids of the answers written, in order."""
-    return [int.from_bytes(bytes(frame[:4]), "big") for frame in FrameSplitter(1 << 20).feed(bytes(transport.written))]
+    return [int.from_bytes(bytes(frame[:4]), "big") for frame in FrameReader(1 << 20).feed(bytes(transport.written))]
+
+
+def read_into(connection: KafkaConnection, data: bytes) -> None:
+    """As the transport reads: into the buffers the connection hands out."""
+    view = memoryview(data)
+    while view:
+        buffer = connection.get_buffer(-1)
+        taken = min(len(buffer), len(view))
+        buffer[:taken] = view[:taken]
+        view = view[taken:]
+        connection.buffer_updated(taken)
 
 
 def test_handlers_are_ordered_by_what_they_change() -> None:
@@ -106,7 +117,7 @@ def test_a_request_waits_for_the_writes_before_it_and_only_for_them() -> None:
         transport = Transport()
         connection = KafkaConnection(owner)  # type: ignore[arg-type]
         connection.connection_made(transport)  # type: ignore[arg-type]
-        connection.data_received(b"".join(encode(sent[name], correlation_id=i + 1) for i, name in enumerate(order)))
+        read_into(connection, b"".join(encode(sent[name], correlation_id=i + 1) for i, name in enumerate(order)))
         steps = []
 
         async def step(label: str, release: int | None) -> None:
