@@ -13,6 +13,7 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.buffered_reads import read_into
 from vdl_broker.log import FrozenBuffer
 from vdl_broker.raft.transport import _FrameProtocol
 from vdl_broker.raft.wire import WireError
@@ -54,20 +55,6 @@ def test_any_cut_of_the_stream_gives_the_same_frames(bodies: list[bytes], cuts: 
     assert ends == []
 
 
-def _feed_reads(protocol: _FrameProtocol, stream: bytes, cuts: list[int]) -> None:
-    """Deliver `stream` as the transport does, read by read into the protocol's own buffers,
-    each read cut at the next point of `cuts` or at the end of the buffer handed out."""
-    position = 0
-    for cut in [*cuts, len(stream)]:
-        while position < cut:
-            buffer = protocol.get_buffer(-1)
-            assert len(buffer) > 0
-            size = min(len(buffer), cut - position)
-            buffer[:size] = stream[position:position + size]
-            protocol.buffer_updated(size)
-            position += size
-
-
 @settings(max_examples=100, deadline=None)
 @given(bodies=st.lists(st.binary(max_size=300), max_size=12), cuts=st.lists(st.integers(0, 4000), max_size=20),
        big=st.integers(0, 3))
@@ -76,7 +63,7 @@ def test_any_cut_of_reads_into_its_buffers_gives_the_same_frames(bodies: list[by
     bodies = bodies + [bytes([i]) * (200_000 + i) for i in range(big)]  # longer than the read-ahead
     stream = _stream(bodies)
     protocol, frames, ends, _ = _reader()
-    _feed_reads(protocol, stream, sorted({min(c, len(stream)) for c in cuts}))
+    read_into(protocol, stream, sorted({min(c, len(stream)) for c in cuts}))
     assert [bytes(f) for f in frames] == bodies
     assert ends == []
 
@@ -85,17 +72,17 @@ def test_a_long_frame_is_read_in_place_and_a_small_one_copied_into_its_own_bytes
     protocol, frames, _, _ = _reader()
     long_body = b"b" * 300_000
     read = _stream([b"a" * 10, long_body, b"c" * 5])
-    _feed_reads(protocol, read, [30])  # the first whole, the second's first bytes, the rest
+    read_into(protocol, read, [30])  # the first whole, the second's first bytes, the rest
     assert [bytes(f) for f in frames] == [b"a" * 10, long_body, b"c" * 5]
     assert isinstance(frames[0].obj, bytes) and len(frames[0].obj) == 10
     assert isinstance(frames[1].obj, FrozenBuffer) and len(frames[1].obj) == len(long_body)
     # Its bytes after the first read went straight into it: the buffers handed out were its own.
     assert isinstance(frames[2].obj, bytes) and len(frames[2].obj) == 5
     protocol2, frames2, _, _ = _reader()
-    _feed_reads(protocol2, _stream([long_body]), [10])
+    read_into(protocol2, _stream([long_body]), [10])
     assert protocol2.get_buffer(-1).obj is not frames2[0].obj  # done: back to the read-ahead
     partial, _, _, _ = _reader()
-    _feed_reads(partial, _stream([long_body])[:100_000], [10])
+    read_into(partial, _stream([long_body])[:100_000], [10])
     assert isinstance(partial.get_buffer(-1).obj, FrozenBuffer)  # the next read lands in the frame
 
 

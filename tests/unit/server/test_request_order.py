@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.buffered_reads import read_into
 from tests.support.kafka import encode, make_batch
 from vdl_broker.server.connection import KafkaConnection, Order, RequestContext
 from vdl_broker.server.handlers import Handler, delete_records, fetch, list_offsets, order_of, produce
@@ -84,17 +85,6 @@ def requests() -> dict[str, Any]:
 def answered(transport: Transport) -> list[int]:
     """Correlation ids of the answers written, in order."""
     return [int.from_bytes(bytes(frame[:4]), "big") for frame in FrameReader(1 << 20).feed(bytes(transport.written))]
-
-
-def read_into(connection: KafkaConnection, data: bytes) -> None:
-    """As the transport reads: into the buffers the connection hands out."""
-    view = memoryview(data)
-    while view:
-        buffer = connection.get_buffer(-1)
-        taken = min(len(buffer), len(view))
-        buffer[:taken] = view[:taken]
-        view = view[taken:]
-        connection.buffer_updated(taken)
 
 
 def test_handlers_are_ordered_by_what_they_change() -> None:
