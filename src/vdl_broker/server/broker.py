@@ -319,7 +319,6 @@ class Broker:
             self.metadata.add_listener(self.membership.poke)
             self.metadata.add_listener(self.reassigner.on_metadata_change)
             self.replicas.start()
-            self.tables.start()
             group = self.metadata.start(metadata_log)
             self.groups.start(group)
             self.transactions.start(group)
@@ -339,8 +338,6 @@ class Broker:
                             self.node_id, metadata_wait_s)
             elif not await self.replicas.wait_until_serving(metadata_wait_s):
                 log.warning("node %d: starting before every local replica serves", self.node_id)
-            # Paid here, before serving, not as a step when it first writes a stream's table.
-            await self.tables.prepare()
             loop = asyncio.get_running_loop()
             for listener in self.config.client_listeners:
                 self.servers.append(await self._listen(listener))
@@ -358,6 +355,7 @@ class Broker:
         # Always: any stream may get retention.ms / retention.bytes of its own at any time.
         self._retention_task = loop.create_task(self._retention_loop())
         self.balancer.start()
+        self.tables.start()  # after serving: tables/service.py `prepare`
         # The metadata group's voters now, not the `peers` entries (a joining node's name a few).
         log.info("node %d: serving %s (%d voters, raft %s%s)", self.node_id,
                  ", ".join(str(lst) for lst in self.config.client_listeners), len(group.voters),

@@ -63,6 +63,14 @@ def settle_heap() -> None:
     gc.freeze()
 
 
+async def load_tiering(broker: Broker) -> None:
+    """Right after the node serves, not before: the tiering libraries (tables/service.py
+    `prepare`) are no step on a restart's path to serving, and still loaded at start rather
+    than when the node first writes a table. Their modules then join the frozen heap too."""
+    if await broker.tables.prepare():
+        settle_heap()
+
+
 async def serve(config: NodeConfig) -> None:
     loop = asyncio.get_running_loop()
     loop.set_default_executor(ThreadPoolExecutor(IO_THREADS, thread_name_prefix="vdl-io"))
@@ -92,9 +100,10 @@ async def serve(config: NodeConfig) -> None:
     print(f"vdl-broker listening on {config.client_host}:{broker.port}", flush=True)
     # The replicas this node holds (a node that just joined holds none yet), not the cluster's streams.
     log.info("node %d serving %d streams from %s", config.node_id, len(broker.replicas.all()), config.data_dir)
+    loading = asyncio.ensure_future(load_tiering(broker))
     waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(broker.removed.wait())]
     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    for waiting in waits:
+    for waiting in [*waits, loading]:
         waiting.cancel()
     log.info("shutting down")
     await broker.stop()

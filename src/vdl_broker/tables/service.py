@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -75,8 +75,7 @@ class TableService:
         self.counters: dict[str, TableCounters] = {}
         self._executor: ThreadPoolExecutor | None = None
         self._task: asyncio.Task[None] | None = None
-        self._warmed = False  # the Delta write path is loaded (writer.py `warm_up`)
-        self._warm_asked = False
+        self._warming: Future[bool] | None = None  # loading the Delta write path (writer.py `warm_up`)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="tables")
@@ -86,22 +85,24 @@ class TableService:
                    for p in self.broker.replicas.all())
 
     async def prepare(self) -> bool:
-        """Before the node serves: when it holds a replica of a stream with a table (and the
-        packages are installed), load what its first Delta commit would (writer.py `warm_up`:
-        pyarrow, deltalake, pyarrow's pandas bridge, deltalake's runtime), so that becoming the
-        stream's writer later is no step in memory or threads of a serving process. A node
-        without such a replica loads nothing (idle nodes stay small); one that gets a replica
-        later (a reassignment, a new tiered stream) loads them then. Returns whether it loaded."""
-        if not self.holds_tiered_replica() or missing_packages():
+        """Once the node serves (Broker.start starts the service last): when it holds a replica of a stream with a table
+        (and the packages are installed), load what its first Delta commit would (writer.py
+        `warm_up`: pyarrow, deltalake, pyarrow's pandas bridge, deltalake's runtime), so that
+        becoming the stream's writer later is no step in memory or threads of a serving process,
+        and a restart's path to serving does not pay for it (~0.5 s of CPU). A node without such
+        a replica loads nothing (idle nodes stay small); one that gets a replica later (a
+        reassignment, a new tiered stream) loads them then (`_open`). Returns whether it loaded."""
+        if self._warming is None and (not self.holds_tiered_replica() or missing_packages()):
             return False
-        self._warm_asked = True
-        await asyncio.get_running_loop().run_in_executor(self._pool(), self._warm_up)
-        return self._warmed
+        return await asyncio.wrap_future(self._warm_up())
 
-    def _warm_up(self) -> None:
-        """Worker thread: writer.py `warm_up`, once per process."""
-        if self._warmed:
-            return
+    def _warm_up(self) -> Future[bool]:
+        """writer.py `warm_up` on a worker, once per process (whoever asks first)."""
+        if self._warming is None:
+            self._warming = self._pool().submit(self._load_write_path)
+        return self._warming
+
+    def _load_write_path(self) -> bool:
         started, cpu = time.monotonic(), time.process_time()
         try:
             from vdl_broker.tables.writer import warm_up  # deltalake, pyarrow: only now
@@ -110,10 +111,10 @@ class TableService:
         except Exception as error:  # a broken install: the stream's table reports it when opened
             log.warning("node %d: loading the tiering libraries failed: %s: %s", self.broker.node_id,
                         type(error).__name__, error)
-            return
-        self._warmed = True
+            return False
         log.info("node %d: tiering libraries loaded in %.2f s (%.2f s CPU)", self.broker.node_id,
                  time.monotonic() - started, time.process_time() - cpu)
+        return True
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:
@@ -131,6 +132,7 @@ class TableService:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
     async def _loop(self) -> None:
+        await self.prepare()  # first: writer.py is then imported on the worker, not on the event loop
         while True:
             try:
                 await self.reconcile()
@@ -173,12 +175,10 @@ class TableService:
             return _Unavailable(partition, settings, error, writer_id)
         from vdl_broker.tables.writer import StreamTable  # deltalake, pyarrow: only now
 
-        if not self._warm_asked:
-            # The node's first tiered replica came while it serves (a new stream, a reassignment):
-            # the whole write path now, on the worker before this table's first call, whether it
-            # leads or follows (its memory then follows the replicas it holds, not a leadership).
-            self._warm_asked = True
-            self._pool().submit(self._warm_up)
+        # The node's first tiered replica (at start, or a new stream, a reassignment): the whole
+        # write path now, on the worker before this table's first call, whether it leads or
+        # follows (its memory then follows the replicas it holds, not a leadership).
+        self._warm_up()
         try:
             table = StreamTable(partition, settings, writer_id, self._pool(),
                                 self.counters.setdefault(partition.name, TableCounters()))

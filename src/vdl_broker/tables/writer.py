@@ -56,9 +56,9 @@ def warm_up() -> None:
     pyarrow imports pandas when it is installed (its pandas bridge: ~60 MB of libraries);
     deltalake's Rust runtime and its worker threads, and its allocator's first arenas (a
     create, an append with a transaction, a snapshot's add actions read back). The service
-    runs it before the node serves (service.py `prepare`): a node that leads a tiered stream
-    later then costs no more memory than its followers, and the cost shows at start, like an
-    import, instead of as a step in a serving process."""
+    runs it as the node starts serving (service.py `prepare`): a node that leads a tiered stream
+    later then costs no more memory than its followers, and the cost shows once, at start, not
+    when the node first writes a table."""
     schema = pa.schema(RAW_FIELDS)
     rows = pa.Table.from_pylist([{"offset": 0, "timestamp": None, "key": None, "value": b"", "headers": None}],
                                 schema=schema)
