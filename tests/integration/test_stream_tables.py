@@ -231,14 +231,19 @@ def mapped(broker: BrokerProcess) -> str:
 def test_a_node_holding_a_tiered_replica_loads_the_tiering_libraries_as_it_starts(
         broker_factory: Callable[..., BrokerProcess], tmp_path: Path) -> None:
     """The libraries a Delta commit loads (deltalake and its runtime, pyarrow, pyarrow's pandas
-    bridge when pandas is installed) are loaded as soon as the node serves when it holds a
+    bridge when pandas is installed) are loaded right after the node serves when it holds a
     replica of a stream with a table (not before: a restart does not wait for them), or as soon
     as a serving node gets its first such replica, not when it first writes the table (a step
     of ~80 MB in a serving process); a node without one loads none of them (idle nodes stay
     small)."""
     import importlib.util
 
-    broker = broker_factory()
+    def loaded() -> bool:
+        maps = mapped(broker)
+        return ("deltalake/_internal" in maps and "libarrow" in maps
+                and ("/pandas/" in maps or importlib.util.find_spec("pandas") is None))
+
+    broker = broker_factory(log_level="INFO")
     with client(broker) as vdl:
         vdl.create_stream("plain")
     broker.restart()
@@ -247,10 +252,15 @@ def test_a_node_holding_a_tiered_replica_loads_the_tiering_libraries_as_it_start
     with client(broker) as vdl:  # a table, no records: the leader never commits a row
         vdl.create_stream("tiered", config={"vdl.table.path": str(tmp_path / "tiered")})
     # A serving node's first tiered replica: loaded then (no commit needed).
-    wait_until(lambda: "deltalake/_internal" in (maps := mapped(broker)) and "libarrow" in maps
-               and ("/pandas/" in maps or importlib.util.find_spec("pandas") is None), 30,
-               "the tiering libraries loaded")
+    wait_until(loaded, 30, "the tiering libraries loaded")
     broker.restart()
-    wait_until(lambda: "deltalake/_internal" in (maps := mapped(broker)) and "libarrow" in maps
-               and ("/pandas/" in maps or importlib.util.find_spec("pandas") is None), 30,
-               "the tiering libraries loaded after a restart")
+
+    def said() -> bool:
+        """The restarted node logged loading them after its `serving` line (Broker.start's)."""
+        lines = list(broker.output)
+        serving = max(i for i, line in enumerate(lines) if ": serving " in line)
+        return any("tiering libraries loaded" in line for line in lines[serving:])
+
+    # Before serving, they would have been loaded ahead of that line, never after it.
+    wait_until(said, 30, "the restarted node loading the tiering libraries after it serves")
+    assert loaded()

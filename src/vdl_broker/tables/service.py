@@ -85,13 +85,14 @@ class TableService:
                    for p in self.broker.replicas.all())
 
     async def prepare(self) -> bool:
-        """Once the node serves (Broker.start starts the service last): when it holds a replica of a stream with a table
-        (and the packages are installed), load what its first Delta commit would (writer.py
-        `warm_up`: pyarrow, deltalake, pyarrow's pandas bridge, deltalake's runtime), so that
-        becoming the stream's writer later is no step in memory or threads of a serving process,
-        and a restart's path to serving does not pay for it (~0.5 s of CPU). A node without such
-        a replica loads nothing (idle nodes stay small); one that gets a replica later (a
-        reassignment, a new tiered stream) loads them then (`_open`). Returns whether it loaded."""
+        """Once the node serves (Broker.start starts this service last): when it holds a replica
+        of a stream with a table (and the packages are installed), load what its first Delta
+        commit would (writer.py `warm_up`: pyarrow, deltalake, pyarrow's pandas bridge,
+        deltalake's runtime), so that becoming the stream's writer later is no step in memory or
+        threads of a serving process, and a restart's path to serving does not pay for it
+        (~0.5 s of CPU). A node without such a replica loads nothing (idle nodes stay small); one
+        that gets a replica later (a reassignment, a new tiered stream) loads them then
+        (`_open`). Returns whether it loaded."""
         if self._warming is None and (not self.holds_tiered_replica() or missing_packages()):
             return False
         return await asyncio.wrap_future(self._warm_up())
