@@ -12,7 +12,7 @@ import sys
 
 BENCHMARKS = ("bench_protocol", "bench_log", "bench_broker", "bench_replication", "bench_reassign", "bench_streams", "bench_connector",
               "bench_security", "bench_follower_reads", "bench_tables", "bench_mainjob", "bench_transactions", "bench_restart",
-              "bench_node_start")
+              "bench_node_start", "bench_delta_merge")
 # bench_protocol measures microseconds per request at fixed sizes: it has no smoke mode.
 WITHOUT_QUICK = {"bench_protocol"}
 

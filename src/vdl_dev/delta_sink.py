@@ -128,6 +128,9 @@ class DeltaMergeSink:
     combine: how a matched row takes the batch's values, column -> SQL over t (table) and s
     (batch), e.g. {"orders": "t.orders + s.orders"} to accumulate per-batch partial aggregates;
     None replaces the row (upsert).
+
+    table_properties: Delta table properties the first batch creates the table with (e.g.
+    delta.checkpointInterval); a table that exists keeps its own.
     """
 
     table_path: str
@@ -135,6 +138,7 @@ class DeltaMergeSink:
     checkpoint: str | None = None
     app_id: str | None = None
     combine: Mapping[str, str] | None = None
+    table_properties: Mapping[str, str] = field(default_factory=dict)
     committed: list[int] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)
     _exists: bool = False  # the table was seen (it never goes away under the job)
@@ -175,7 +179,7 @@ class DeltaMergeSink:
         if not self._exists and not is_delta_table(spark, self.table_path):
             # The first batch creates the table: an append whose idempotence Delta takes from the
             # writer's options (a replay of it finds the table, and merges, and is skipped there).
-            (data.write.format("delta").mode("append").option("txnAppId", app_id)
+            (data.write.format("delta").mode("append").options(**self.table_properties).option("txnAppId", app_id)
              .option("txnVersion", str(batch_id)).option("userMetadata", user_metadata).save(self.table_path))
             self._exists = True
             return self._count(batch_id, True)

@@ -48,7 +48,29 @@ log = logging.getLogger("vdl_demo")
 WINDOW = "1 minute"
 ORDER_COLUMNS = ("order_id", "customer_id", "event_time", "category", "product_id", "quantity",
                  "unit_price", "amount", "country", "payment")
-MERGE_MATERIALIZE_SOURCE_CONF = "spark.databricks.delta.merge.materializeSource"  # DeltaSQLConf: all/auto/none
+# The MERGE of a micro-batch's window aggregates works on a few hundred rows: the batch, the table
+# files it touches, the table's log. Spark's defaults are sized for more:
+SMALL_MERGE_CONF = {
+    # The batch is rows in the driver's memory, the same on every read: Delta need not copy it
+    # before the MERGE reads it twice (its "auto" mode copies any source it cannot prove
+    # deterministic, this one included: one more Spark job per micro-batch). DeltaSQLConf:
+    # all/auto/none.
+    "spark.databricks.delta.merge.materializeSource": "none",
+    # Generating and compiling Java for each operator, and in every task for each projection over
+    # the log's wide schema, cost more than running them interpreted: a MERGE of 8 rows took 1.43 s
+    # instead of 1.92 s (medians of 20, alternating sessions, both tables checkpointed every 100
+    # commits), its JVM CPU 1.68 s instead of 2.1 s. SQLConf: codegen.factoryMode FALLBACK (the
+    # default), CODEGEN_ONLY or NO_CODEGEN.
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+# Delta checkpoints a table every 10 commits by default: then every 10th micro-batch's MERGE writes
+# a Parquet checkpoint of the log (4-5 s instead of ~2 on this machine), and each MERGE after it
+# rebuilds the table's state from that checkpoint, which costs more CPU (projections over the
+# log's wide schema in every task) than replaying the JSON commits since. At 100, 100 MERGEs in a
+# row took 1.4-2.0 s each (median 1.59 s; at 10: ~1.9-2.1 s, and 4-5 s every 10th). Both settings
+# against the defaults: benchmarks/bench_delta_merge.py.
+AGGREGATE_TABLE_PROPERTIES = {"delta.checkpointInterval": "100"}
 # A window's row accumulates the partial aggregates of every batch that saw its orders.
 ACCUMULATE = {"orders": "t.orders + s.orders", "units": "t.units + s.units", "revenue": "t.revenue + s.revenue",
               "max_amount": "CASE WHEN s.max_amount > t.max_amount THEN s.max_amount ELSE t.max_amount END"}
@@ -197,12 +219,12 @@ class MainJobBatch:
     enriched_stream: str
     times: list[BatchTimes] = field(default_factory=list)
     on_batch: Callable[[BatchTimes], None] | None = None  # called after each batch's Delta commit
+    merge_settings: Mapping[str, str] = field(default_factory=lambda: dict(SMALL_MERGE_CONF))  # the MERGE's only
     _schema: Any = None
 
     def __call__(self, orders: DataFrame, batch_id: int) -> None:
         self.sink.adopt_running_query(orders)
         started = time.monotonic()
-        spark = orders.sparkSession
         orders.persist()  # read and parsed once, used twice
         try:
             (enrich_orders(orders).write.format("vdl")
@@ -215,23 +237,7 @@ class MainJobBatch:
         finally:
             orders.unpersist()
         aggregated = time.monotonic()
-        newest, events = None, 0
-        if table.num_rows:
-            import pyarrow.compute as pc
-
-            stamp = pc.max(table["newest_produced"]).as_py()
-            newest = int(stamp.timestamp() * 1000) if stamp is not None else None
-            events = int(pc.sum(table["orders"]).as_py())
-            metadata = {NEWEST_PRODUCED_METADATA: str(newest)} if newest is not None else {}
-            windows = pc.min_max(table["window_start"])  # tz-aware (UTC) datetimes: exact literals
-            low, high = windows["min"].as_py(), windows["max"].as_py()
-            batch = spark.createDataFrame(table.drop_columns(["newest_produced"]), schema=self._table_schema(orders))
-            # The batch is rows in the driver's memory, the same on every read: Delta need not
-            # copy it before the MERGE reads it twice (its "auto" mode copies any source it cannot
-            # prove deterministic, this one included: one more Spark job per micro-batch).
-            with session_settings(spark, {MERGE_MATERIALIZE_SOURCE_CONF: "none"}):
-                self.sink.merge(batch, batch_id, metadata,
-                                key_bounds={"window_start": (low, high)} if low is not None else None)
+        events, newest = self.merge_aggregates(table, orders, batch_id)
         if not events:
             # An empty micro-batch (a query's first, started on an empty stream, runs one):
             # nothing became visible, no freshness to report.
@@ -242,6 +248,25 @@ class MainJobBatch:
         self.times.append(times)
         if self.on_batch is not None:
             self.on_batch(times)
+
+    def merge_aggregates(self, table: Any, orders: DataFrame, batch_id: int) -> tuple[int, int | None]:
+        """MERGE a batch's window aggregates (aggregate_orders of `orders`, as an Arrow table)
+        into Delta; returns the events they count and the newest one's produce time (ms)."""
+        if not table.num_rows:
+            return 0, None
+        import pyarrow.compute as pc
+
+        stamp = pc.max(table["newest_produced"]).as_py()
+        newest = int(stamp.timestamp() * 1000) if stamp is not None else None
+        metadata = {NEWEST_PRODUCED_METADATA: str(newest)} if newest is not None else {}
+        windows = pc.min_max(table["window_start"])  # tz-aware (UTC) datetimes: exact literals
+        low, high = windows["min"].as_py(), windows["max"].as_py()
+        spark = orders.sparkSession
+        batch = spark.createDataFrame(table.drop_columns(["newest_produced"]), schema=self._table_schema(orders))
+        with session_settings(spark, self.merge_settings):
+            self.sink.merge(batch, batch_id, metadata,
+                            key_bounds={"window_start": (low, high)} if low is not None else None)
+        return int(pc.sum(table["orders"]).as_py()), newest
 
     def _table_schema(self, orders: DataFrame) -> Any:
         """The table's columns (Spark's types, not Arrow's round trip of them)."""
@@ -284,8 +309,9 @@ def start_pipeline(spark: SparkSession, raw: DataFrame, bootstrap: str, paths: P
 
     trigger: DataStreamWriter.trigger keywords, e.g. {"availableNow": True} or
     {"processingTime": "1 second"}; None runs micro-batches back to back."""
-    batch = MainJobBatch(DeltaMergeSink(paths.delta_table, checkpoint=paths.checkpoint, combine=ACCUMULATE),
-                         bootstrap, enriched, on_batch=on_batch)
+    sink = DeltaMergeSink(paths.delta_table, checkpoint=paths.checkpoint, combine=ACCUMULATE,
+                          table_properties=AGGREGATE_TABLE_PROPERTIES)
+    batch = MainJobBatch(sink, bootstrap, enriched, on_batch=on_batch)
     writer = (parse_orders(raw).writeStream.queryName(name).option("checkpointLocation", paths.checkpoint)
               .foreachBatch(batch))
     if trigger:

@@ -26,6 +26,7 @@ from vdl_dev.delta_sink import (
 )
 from vdl_dev.pipeline import (
     ACCUMULATE,
+    AGGREGATE_TABLE_PROPERTIES,
     DeltaMergeSink,
     MainJobBatch,
     last_committed_batch,
@@ -75,6 +76,18 @@ def test_merge_upserts_and_a_replayed_batch_is_skipped(spark: Any, tmp_path: Pat
     assert _rows(spark, table)[-1] == (2, "home", 1, "2.00")
     operations = spark.sql(f"DESCRIBE HISTORY delta.`{table}`").orderBy("version").select("operation").collect()
     assert [r.operation for r in operations] == ["WRITE", "MERGE", "MERGE"]
+
+
+def test_the_first_batch_creates_the_table_with_the_sinks_properties(spark: Any, tmp_path: Path) -> None:
+    """table_properties go on the table the first batch creates (the main job's: a checkpoint
+    every 100 commits); a sink with other properties leaves an existing table's as they are."""
+    table = tmp_path / "agg"
+    assert DeltaMergeSink(str(table), app_id="q", table_properties=AGGREGATE_TABLE_PROPERTIES).merge(
+        _batch(spark, [(0, "books", 1, "1.00")]), 0)
+    assert DeltaMergeSink(str(table), app_id="q", table_properties={"delta.checkpointInterval": "7"}).merge(
+        _batch(spark, [(0, "books", 3, "3.00")]), 1)
+    assert spark.sql(f"DESCRIBE DETAIL delta.`{table}`").first().properties == {"delta.checkpointInterval": "100"}
+    assert _rows(spark, table) == [(0, "books", 3, "3.00")]
 
 
 def test_no_table_means_no_committed_batch(spark: Any, tmp_path: Path) -> None:

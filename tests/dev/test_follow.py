@@ -54,10 +54,13 @@ def test_follow_reports_freshness_per_batch_and_accounts_for_every_event(
         assert re.fullmatch(rf"batch {times.batch_id}: {times.events:,} events, {times.windows} windows merged; "
                             rf"freshness {times.freshness_s:.2f} s \(age of the newest event visible in Delta\)",
                             line), line
-    assert newest_produced_ms(spark, tmp_path / "delta" / "orders_per_minute") == report.batches[-1].newest_produced_ms
+    table = tmp_path / "delta" / "orders_per_minute"
+    assert newest_produced_ms(spark, table) == report.batches[-1].newest_produced_ms
+    # The job's table is checkpointed every 100 commits, not Delta's 10 (vdl_dev/pipeline.py).
+    assert spark.sql(f"DESCRIBE DETAIL delta.`{table}`").first().properties == {"delta.checkpointInterval": "100"}
 
     produced = WorkloadConfig(records=report.produced, seed=5, start_ms=config.start_ms, events_per_second=RATE)
-    assert_df_equality(delta_frame(spark, tmp_path / "delta" / "orders_per_minute"),
+    assert_df_equality(delta_frame(spark, table),
                        oracle_frame(spark, (v for _, v in events(produced))), ignore_nullable=True)
 
 
