@@ -219,7 +219,8 @@ class MainJobBatch:
     enriched_stream: str
     times: list[BatchTimes] = field(default_factory=list)
     on_batch: Callable[[BatchTimes], None] | None = None  # called after each batch's Delta commit
-    merge_settings: Mapping[str, str] = field(default_factory=lambda: dict(SMALL_MERGE_CONF))  # the MERGE's only
+    # Session settings for the MERGE only (set on the micro-batch's session, unset after it).
+    merge_settings: Mapping[str, str] = field(default_factory=lambda: dict(SMALL_MERGE_CONF))
     _schema: Any = None
 
     def __call__(self, orders: DataFrame, batch_id: int) -> None:
