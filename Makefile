@@ -65,7 +65,13 @@ $(HARNESS): $(HARNESS_SOURCES) $(wildcard tests/support/java/META-INF/services/*
 	cp -r tests/support/java/META-INF jvm/lib/harness/
 	touch $(HARNESS)
 
-jars: $(JARS) $(HARNESS)
+# The Spark driver's class-data-sharing archive (vdl_dev/class_archive.py): the classes the main
+# job's warm-up loads, which every later Spark session of the project maps instead of loading.
+CLASS_ARCHIVE := jvm/lib/spark-classes.jsa
+$(CLASS_ARCHIVE): $(JARS) $(STAMP)
+	$(PY) -m vdl_dev.class_archive
+
+jars: $(JARS) $(HARNESS) $(CLASS_ARCHIVE)
 
 kcat:
 	@command -v kcat >/dev/null 2>&1 || { \

@@ -325,7 +325,7 @@ def spark():  # noqa: ANN201 - pyspark imported lazily so collection stays fast
     from pyspark.sql import SparkSession
 
     from vdl_dev.jvm import spark_session_conf
-    from vdl_dev.session import JVM_OPTIONS, environment, spark_launch_environment
+    from vdl_dev.session import environment, spark_jvm_options, spark_launch_environment
 
     builder = (
         SparkSession.builder.master("local[2, 4]")  # 2 cores; a failed task is retried (the exactly-once tests need it)
@@ -339,8 +339,9 @@ def spark():  # noqa: ANN201 - pyspark imported lazily so collection stays fast
         # The demo's JIT settings (vdl_dev/session.py: C1 only): the run's many short jobs are
         # planning and generated code run a few times each, where C2's compiles cost more CPU than
         # they return on two cores (tests/spark, delta_interop and kafka_format and read: 249 ->
-        # 203 CPU s). The JVM is not started yet: pyspark passes this to spark-submit.
-        .config("spark.driver.extraJavaOptions", " ".join(JVM_OPTIONS))
+        # 203 CPU s), and the class archive `make jars` built. The JVM is not started yet:
+        # pyspark passes this to spark-submit.
+        .config("spark.driver.extraJavaOptions", " ".join(spark_jvm_options()))
     )
     for key, value in spark_session_conf().items():  # the jars, Delta's SQL extension and catalog
         builder = builder.config(key, value)

@@ -16,7 +16,7 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -58,6 +58,13 @@ SPARK_CONF = {
 # 50 s). The cache the JVM reserves with tiered compiles on, 240 MB, is address space reserved,
 # used as the code grows.
 JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m")
+
+
+def spark_jvm_options() -> tuple[str, ...]:
+    """The options of a Spark driver JVM this project starts: JVM_OPTIONS and the class archive."""
+    from vdl_dev.jvm import class_archive_options
+
+    return (*JVM_OPTIONS, *class_archive_options())
 
 # Spark puts SPARK_HOME/python/lib/pyspark.zip (and py4j's zip) first on the path of every Python
 # process it starts (PythonUtils.sparkPythonPath): a pip-installed pyspark ships that zip with
@@ -127,16 +134,18 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 
 
-def create_spark_session(data_dir: Path, app_name: str = "vdl-demo") -> Any:
+def create_spark_session(data_dir: Path, app_name: str = "vdl-demo", jvm_options: Sequence[str] | None = None) -> Any:
     """A local Spark (2 cores) whose Python workers run this interpreter (it has vdl_connector),
-    logging only errors (the JVM reads its log4j2 file at launch: PYSPARK_SUBMIT_ARGS)."""
+    logging only errors (the JVM reads its log4j2 file at launch: PYSPARK_SUBMIT_ARGS).
+    jvm_options: the driver JVM's, spark_jvm_options() by default."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only (and no hostname warning)
     if "PYSPARK_SUBMIT_ARGS" not in os.environ:
         log4j = data_dir / "log4j2.properties"
         log4j.write_text(LOG4J2)
-        java_options = " ".join((f"-Dlog4j2.configurationFile={log4j}", *JVM_OPTIONS))
+        options = spark_jvm_options() if jvm_options is None else jvm_options
+        java_options = " ".join((f"-Dlog4j2.configurationFile={log4j}", *options))
         os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options {shlex.quote(java_options)} pyspark-shell"
     from pyspark.sql import SparkSession
 

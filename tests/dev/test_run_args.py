@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from vdl_client.cli import main as cli_main
-from vdl_dev.run import _prepare, main
+from vdl_dev.run import _prepare, default_batch_records, main
 
 
 def test_invalid_counts_are_refused(capsys) -> None:  # noqa: ANN001
@@ -18,6 +18,12 @@ def test_invalid_counts_are_refused(capsys) -> None:  # noqa: ANN001
 def test_the_vdl_cli_hands_demo_arguments_to_vdl_dev(capsys) -> None:  # noqa: ANN001
     assert cli_main(["demo", "--records", "0"]) == 2
     assert "--records and --nodes must be >= 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("records", "batch"), [(1_000_000, 500_000), (100_000, 50_000), (30_001, 15_001),
+                                              (10_000_000, 500_000), (5, 10_000)])
+def test_the_demo_job_takes_half_the_records_per_micro_batch_at_most_500000(records: int, batch: int) -> None:
+    assert default_batch_records(records) == batch
 
 
 def test_a_reused_data_dir_loses_only_the_previous_demo_run(tmp_path: Path) -> None:

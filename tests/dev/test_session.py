@@ -1,41 +1,81 @@
-"""The demo's SparkSession (vdl_dev/session.py): what its Python processes import."""
+"""The demo's SparkSession (vdl_dev/session.py): what its Python processes import, and its JVM's
+class archive."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from vdl_dev.jvm import class_archive
 
 REPO = Path(__file__).resolve().parents[2]
 
 PROBE = """
 import sys
 from pathlib import Path
+from pyspark import SparkContext
 from vdl_dev.session import create_spark_session
 spark = create_spark_session(Path(sys.argv[1]))
 try:
     where = spark.sparkContext.parallelize([0], 1).map(
         lambda _: (__import__("pyspark").__file__, __import__("py4j").__file__)).collect()
     print("WORKER", *where[0])
+    print("JVM", SparkContext._gateway.proc.pid, flush=True)
+    sys.stdin.readline()  # the test reads the JVM's memory map meanwhile
 finally:
     spark.stop()
 """
 
 
+@dataclass
+class DemoSession:
+    stdout: str
+    stderr: str
+    jvm_mapped: set[str]  # the files the session's JVM had mapped
+
+
+@pytest.fixture(scope="module")
+def demo_session(tmp_path_factory: pytest.TempPathFactory) -> DemoSession:
+    """The demo's session created in a process of its own (as `vdl demo` does)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "PYSPARK_SUBMIT_ARGS")}
+    with subprocess.Popen([sys.executable, "-c", PROBE, str(tmp_path_factory.mktemp("session"))], cwd=REPO, env=env,
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as probe:
+        assert probe.stdin is not None and probe.stdout is not None
+        lines = []
+        mapped: set[str] = set()
+        for line in probe.stdout:
+            lines.append(line)
+            if line.startswith("JVM "):
+                maps = Path(f"/proc/{line.split()[1]}/maps").read_text().splitlines()
+                mapped = {fields[5] for fields in map(str.split, maps) if len(fields) > 5}
+                probe.stdin.close()
+        stderr = probe.stderr.read() if probe.stderr is not None else ""
+        assert probe.wait(timeout=200) == 0, stderr
+    return DemoSession("".join(lines), stderr, mapped)
+
+
 @pytest.mark.timeout(240)
-def test_spark_workers_import_pyspark_from_site_packages_not_the_zip(tmp_path: Path) -> None:
+def test_spark_workers_import_pyspark_from_site_packages_not_the_zip(demo_session: DemoSession) -> None:
     """Spark puts SPARK_HOME/python/lib/pyspark.zip first on its Python workers' path; a
     pip-installed pyspark's zip holds sources only, compiled anew in every worker. The demo's
     session hands the JVM a SPARK_HOME without python/, so workers import the installed package."""
     import py4j
     import pyspark
 
-    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "PYSPARK_SUBMIT_ARGS")}
-    done = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path)], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=200)
-    assert done.returncode == 0, done.stderr
-    lines = [line.split() for line in done.stdout.splitlines() if line.startswith("WORKER ")]
-    assert lines == [["WORKER", pyspark.__file__, py4j.__file__]], done.stdout + done.stderr
+    lines = [line.split() for line in demo_session.stdout.splitlines() if line.startswith("WORKER ")]
+    assert lines == [["WORKER", pyspark.__file__, py4j.__file__]], demo_session.stdout + demo_session.stderr
+
+
+@pytest.mark.timeout(240)
+def test_the_session_jvm_maps_the_class_archive_make_built(demo_session: DemoSession) -> None:
+    """`make jars` builds the class archive (vdl_dev/class_archive.py) for the jars and JDK the
+    sessions run: the demo's JVM maps it (a JVM for which it does not fit runs without it, and
+    says nothing), and prints nothing about it."""
+    archive = str(class_archive())
+    assert archive in demo_session.jvm_mapped, sorted(p for p in demo_session.jvm_mapped if p.endswith(".jsa"))
+    assert "cds" not in demo_session.stderr, demo_session.stderr

@@ -1,5 +1,6 @@
 """The shared SparkSession has Delta as a Databricks cluster does: delta-spark's SQL (MERGE,
-DESCRIBE HISTORY, delta.`path`), its catalog (tables by name) and the Python DeltaTable API."""
+DESCRIBE HISTORY, delta.`path`), its catalog (tables by name) and the Python DeltaTable API; and
+its JVM maps the class archive `make jars` built."""
 
 from __future__ import annotations
 
@@ -30,3 +31,13 @@ def test_delta_sql_catalog_and_python_api(spark, tmp_path: Path) -> None:  # noq
         assert spark.sql("DESCRIBE DETAIL delta_session_t").first().format == "delta"
     finally:
         spark.sql("DROP TABLE delta_session_t")
+
+
+def test_the_sessions_jvm_maps_the_class_archive(spark) -> None:  # noqa: ANN001
+    from pyspark import SparkContext
+
+    from vdl_dev.jvm import class_archive
+
+    jvm = SparkContext._gateway.proc.pid  # noqa: SLF001 - pyspark keeps the JVM's process only there
+    mapped = {line.split()[5] for line in Path(f"/proc/{jvm}/maps").read_text().splitlines() if len(line.split()) > 5}
+    assert str(class_archive()) in mapped, sorted(p for p in mapped if p.endswith(".jsa"))

@@ -66,3 +66,13 @@ def test_the_demo_jvm_keeps_a_code_cache_that_c1_alone_does_not_fill() -> None:
     sizes = [option.split("=", 1)[1] for option in JVM_OPTIONS if option.startswith("-XX:ReservedCodeCacheSize=")]
     assert "-XX:TieredStopAtLevel=1" in JVM_OPTIONS
     assert sizes and sizes[-1].endswith("m") and int(sizes[-1][:-1]) >= 240, JVM_OPTIONS
+
+
+def test_the_driver_jvm_maps_the_class_archive_only_when_it_is_built(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from vdl_dev.jvm import JVM_LIB_VARIABLE, QUIET_CLASS_SHARING, class_archive_options
+
+    monkeypatch.setenv(JVM_LIB_VARIABLE, str(tmp_path))
+    assert class_archive_options() == ()
+    (tmp_path / "spark-classes.jsa").write_bytes(b"archive")
+    assert class_archive_options() == (f"-XX:SharedArchiveFile={tmp_path / 'spark-classes.jsa'}", QUIET_CLASS_SHARING)
