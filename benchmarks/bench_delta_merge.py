@@ -63,6 +63,7 @@ def run_side(side: str, merges: int) -> dict[str, object]:
     from vdl_dev.pipeline import (
         ACCUMULATE,
         AGGREGATE_TABLE_PROPERTIES,
+        INTERPRETED_CONF,
         SMALL_MERGE_CONF,
         MainJobBatch,
         aggregate_orders,
@@ -81,7 +82,7 @@ def run_side(side: str, merges: int) -> dict[str, object]:
                                   table_properties=AGGREGATE_TABLE_PROPERTIES if job_settings else {})
             # The defaults' side keeps what the job set before: all but the code generation settings.
             settings = {key: value for key, value in SMALL_MERGE_CONF.items()
-                        if job_settings or not key.startswith("spark.sql.codegen.")}
+                        if job_settings or key not in INTERPRETED_CONF}
             job = MainJobBatch(sink, "unused:9092", "unused", merge_settings=settings)
             seconds, cpu = [], 0.0
             for batch in range(WARM_UP_MERGES + merges):

@@ -48,6 +48,13 @@ log = logging.getLogger("vdl_demo")
 WINDOW = "1 minute"
 ORDER_COLUMNS = ("order_id", "customer_id", "event_time", "category", "product_id", "quantity",
                  "unit_price", "amount", "country", "payment")
+# Spark's code generation off, for queries over a few hundred rows and a Delta log: generating and
+# compiling Java for each operator, and in every task for each projection over the log's wide
+# schema, costs more than running them interpreted. A MERGE of 8 rows took 1.43 s instead of
+# 1.92 s (medians of 20, alternating sessions, both tables checkpointed every 100 commits), its
+# JVM CPU 1.68 s instead of 2.1 s; `vdl demo`'s reads of its tables at the end 2.3-3.0 s instead of
+# 4.4-4.7 s. SQLConf: codegen.factoryMode FALLBACK (the default), CODEGEN_ONLY or NO_CODEGEN.
+INTERPRETED_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 # The MERGE of a micro-batch's window aggregates works on a few hundred rows: the batch, the table
 # files it touches, the table's log. Spark's defaults are sized for more:
 SMALL_MERGE_CONF = {
@@ -56,13 +63,7 @@ SMALL_MERGE_CONF = {
     # deterministic, this one included: one more Spark job per micro-batch). DeltaSQLConf:
     # all/auto/none.
     "spark.databricks.delta.merge.materializeSource": "none",
-    # Generating and compiling Java for each operator, and in every task for each projection over
-    # the log's wide schema, cost more than running them interpreted: a MERGE of 8 rows took 1.43 s
-    # instead of 1.92 s (medians of 20, alternating sessions, both tables checkpointed every 100
-    # commits), its JVM CPU 1.68 s instead of 2.1 s. SQLConf: codegen.factoryMode FALLBACK (the
-    # default), CODEGEN_ONLY or NO_CODEGEN.
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    **INTERPRETED_CONF,
 }
 # Delta checkpoints a table every 10 commits by default: then every 10th micro-batch's MERGE writes
 # a Parquet checkpoint of the log (4-5 s instead of ~2 on this machine), and each MERGE after it
