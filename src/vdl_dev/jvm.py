@@ -80,9 +80,9 @@ def spark_session_conf() -> dict[str, str]:
 
 # Class data sharing (JEP 350, dynamic archives): a Spark driver JVM that maps the classes a main
 # job loaded, already parsed and verified, from an archive instead of reading ~16,000 of them out
-# of ~290 jars. Measured here: a session ready in 2.8-3.2 s instead of 5.2-5.8, its first query
-# 1.2 s instead of 2.7. A JVM for which the archive does not fit (another JDK, changed jars) runs
-# without it; the -Xlog setting keeps it from saying so on the job's output.
+# of ~290 jars. Measured here: a session ready in 2.8-3.9 s instead of 5.2-5.8, its first query
+# 1.2-1.8 s instead of 2.6-2.8. A JVM for which the archive does not fit (another JDK, changed
+# jars) runs without it; the -Xlog setting keeps it from saying so on the job's output.
 CLASS_ARCHIVE = "spark-classes.jsa"
 QUIET_CLASS_SHARING = "-Xlog:cds=off,cds+dynamic=off"
 

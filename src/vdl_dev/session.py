@@ -66,6 +66,7 @@ def spark_jvm_options() -> tuple[str, ...]:
 
     return (*JVM_OPTIONS, *class_archive_options())
 
+
 # Spark puts SPARK_HOME/python/lib/pyspark.zip (and py4j's zip) first on the path of every Python
 # process it starts (PythonUtils.sparkPythonPath): a pip-installed pyspark ships that zip with
 # sources only, so each worker, planner and source runner compiled pyspark from source as it

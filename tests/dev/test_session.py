@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import mapped_files
 from vdl_dev.jvm import class_archive
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,20 +44,22 @@ class DemoSession:
 def demo_session(tmp_path_factory: pytest.TempPathFactory) -> DemoSession:
     """The demo's session created in a process of its own (as `vdl demo` does)."""
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "PYSPARK_SUBMIT_ARGS")}
-    with subprocess.Popen([sys.executable, "-c", PROBE, str(tmp_path_factory.mktemp("session"))], cwd=REPO, env=env,
-                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as probe:
+    work = tmp_path_factory.mktemp("session")
+    errors = work / "stderr"  # a file, not a pipe: nobody reads a pipe while the probe runs
+    with errors.open("w") as stderr, subprocess.Popen([sys.executable, "-c", PROBE, str(work)], cwd=REPO, env=env,
+                                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                                                      text=True) as probe:
         assert probe.stdin is not None and probe.stdout is not None
         lines = []
         mapped: set[str] = set()
         for line in probe.stdout:
             lines.append(line)
             if line.startswith("JVM "):
-                maps = Path(f"/proc/{line.split()[1]}/maps").read_text().splitlines()
-                mapped = {fields[5] for fields in map(str.split, maps) if len(fields) > 5}
+                mapped = mapped_files(int(line.split()[1]))
                 probe.stdin.close()
-        stderr = probe.stderr.read() if probe.stderr is not None else ""
-        assert probe.wait(timeout=200) == 0, stderr
-    return DemoSession("".join(lines), stderr, mapped)
+        returncode = probe.wait(timeout=200)
+    assert returncode == 0, errors.read_text()
+    return DemoSession("".join(lines), errors.read_text(), mapped)
 
 
 @pytest.mark.timeout(240)

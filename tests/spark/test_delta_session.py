@@ -36,8 +36,8 @@ def test_delta_sql_catalog_and_python_api(spark, tmp_path: Path) -> None:  # noq
 def test_the_sessions_jvm_maps_the_class_archive(spark) -> None:  # noqa: ANN001
     from pyspark import SparkContext
 
+    from tests.support.processes import mapped_files
     from vdl_dev.jvm import class_archive
 
-    jvm = SparkContext._gateway.proc.pid  # noqa: SLF001 - pyspark keeps the JVM's process only there
-    mapped = {line.split()[5] for line in Path(f"/proc/{jvm}/maps").read_text().splitlines() if len(line.split()) > 5}
+    mapped = mapped_files(SparkContext._gateway.proc.pid)  # noqa: SLF001 - pyspark keeps the JVM's process there
     assert str(class_archive()) in mapped, sorted(p for p in mapped if p.endswith(".jsa"))
