@@ -23,6 +23,7 @@ from types import FrameType
 from typing import Any
 
 from vdl_dev.cluster import DemoCluster
+from vdl_dev.jvm import class_archive_options, spark_session_conf
 
 OUR_SUBDIRS = ("cluster", "delta", "checkpoints", "spark-warehouse", "cluster.json", "log4j2.properties", "warm-up")
 # Spark settings the demo owns (local[2]: two cores shared with the brokers).
@@ -62,8 +63,6 @@ JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m")
 
 def spark_jvm_options() -> tuple[str, ...]:
     """The options of a Spark driver JVM this project starts: JVM_OPTIONS and the class archive."""
-    from vdl_dev.jvm import class_archive_options
-
     return (*JVM_OPTIONS, *class_archive_options())
 
 
@@ -149,8 +148,6 @@ def create_spark_session(data_dir: Path, app_name: str = "vdl-demo", jvm_options
         java_options = " ".join((f"-Dlog4j2.configurationFile={log4j}", *options))
         os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options {shlex.quote(java_options)} pyspark-shell"
     from pyspark.sql import SparkSession
-
-    from vdl_dev.jvm import spark_session_conf
 
     builder = SparkSession.builder.master("local[2]").appName(app_name)
     for key, value in {**spark_session_conf(), **SPARK_CONF}.items():
