@@ -320,17 +320,18 @@ class SteadyProducer:
             producer_id, epoch = client.init_producer_id()
             started = time.monotonic()
             while not self._stop.is_set() and self.produced < self.config.records:
-                due = min(self.config.records, int((time.monotonic() - started) * self.rate),
-                          self.produced + self.max_batch)
-                if due <= self.produced:
-                    self._stop.wait(self.tick_s)
-                    continue
-                if chunk is None or chunk.first + chunk.count <= self.produced:
-                    chunk = next(chunks)
-                low = self.produced - chunk.first
-                count = min(due - self.produced, chunk.count - low)
-                columns = RecordColumns(chunk.keys.slice(low, count), chunk.values.slice(low, count))
-                batch = build_batch(columns.encode(0, count), count, int(time.time() * 1000), producer_id, epoch,
-                                    self.produced % (1 << 31), Compression.ZSTD)  # sequences wrap (KIP-98)
-                client.produce(self.stream, batch, 30_000, time.monotonic() + 60)
-                self.produced += count
+                # Each tick, what is due by then, and nothing more until the next one: sending what
+                # came due during the last round trip at once would be a tiny batch per round trip.
+                due = min(self.config.records, int((time.monotonic() - started) * self.rate))
+                while self.produced < due and not self._stop.is_set():
+                    if chunk is None or chunk.first + chunk.count <= self.produced:
+                        chunk = next(chunks)
+                    low = self.produced - chunk.first
+                    count = min(due - self.produced, chunk.count - low, self.max_batch)
+                    columns = RecordColumns(chunk.keys.slice(low, count), chunk.values.slice(low, count))
+                    batch = build_batch(columns.encode(0, count), count, int(time.time() * 1000), producer_id,
+                                        epoch, self.produced % (1 << 31), Compression.ZSTD)  # sequences wrap (KIP-98)
+                    client.produce(self.stream, batch, 30_000, time.monotonic() + 60)
+                    self.produced += count
+                elapsed = time.monotonic() - started
+                self._stop.wait((elapsed // self.tick_s + 1) * self.tick_s - elapsed)

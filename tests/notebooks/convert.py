@@ -85,12 +85,12 @@ from pyspark.sql import DataFrame as _DataFrame, SparkSession
 import IPython.display
 
 from vdl_dev.jvm import spark_session_conf
-from vdl_dev.session import JVM_OPTIONS, environment, spark_launch_environment
+from vdl_dev.session import environment, spark_jvm_options, spark_launch_environment
 
 # As on Databricks: Delta (delta-spark, its SQL extension and catalog) in the session; the JVM
-# compiles as the test session's does (C1 only: less CPU for short runs).
+# starts as the test session's does (C1 only: less CPU for short runs; the class archive).
 _builder = (SparkSession.builder.master("local[2]").appName("vdl-notebooks")
-            .config("spark.driver.extraJavaOptions", " ".join(JVM_OPTIONS))
+            .config("spark.driver.extraJavaOptions", " ".join(spark_jvm_options()))
             .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC"))
 for _key, _value in spark_session_conf().items():
