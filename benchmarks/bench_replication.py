@@ -23,12 +23,16 @@ batch, as VDL). The same confluent-kafka clients and records go to all of them:
   (the kernel's share: socket reads and writes, the page cache, fdatasync's writeback) -- goals:
   a follower <= 0.5x the leader; 3 nodes in all <= 2.2x one node; 3-node throughput >= 0.85x
   one node's;
+- the cost of a request: one-record produce requests, each acknowledged (acks=-1) before the
+  next is sent, and the brokers' CPU per request of the whole cluster and of each role -- the
+  per-batch work (request parsing, Raft rounds, syncs, thread hand-offs, wake-ups) that large
+  batches hide, and what a producer sending small batches (a low rate, linger.ms 0-5) pays;
 - failover: kill -9 of the stream's leader to the first acknowledged acks=-1 produce at any
   node, several kills (the killed node restarted and back in sync in between) -- goal median
   <= 2 s.
 
-With --vdl-only: VDL on 3 nodes and on 1 node only (throughput and CPU per role; no Kafka, no
-latency runs, no failover) -- the quick loop for replication's cost. With --profile: after the
+With --vdl-only: VDL on 3 nodes and on 1 node only (throughput, CPU per role and per request;
+no Kafka, no latency runs, no failover) -- the quick loop for replication's cost. With --profile: after the
 rounds, one more throughput run per VDL target under py-spy (benchmarks/profile.py): the
 leader's, a follower's and the single node's flame graphs beside the JSON
 (results/bench_replication.<target>.<role>.svg) and their top frames by self time in the report.
@@ -79,6 +83,7 @@ TOPIC_THROUGHPUT = "bench-repl-acksall"
 TOPIC_LATENCY = "bench-repl-latency"
 TOPIC_CONSUMED = "bench-repl-consumed"
 TOPIC_FAILOVER = "bench-repl-failover"
+TOPIC_REQUESTS = "bench-repl-requests"
 LATENCY_RATE = 20_000
 
 
@@ -248,6 +253,40 @@ def measure_throughput(target: Target, round_number: int, count: int, producers:
             result.values["follower_sys"] = statistics.mean(system[role] for role in followers)
 
 
+def sequential_produce(bootstrap: str, topic: str, requests: int) -> None:
+    """`requests` one-record produce requests (acks=-1), each waited for before the next."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "-1", "linger.ms": 0, "enable.idempotence": True})
+    value = b"x" * RECORD_BYTES
+    for _ in range(requests):
+        producer.produce(topic, value)
+        if producer.flush(30) != 0:
+            raise RuntimeError(f"{topic}: a record was not acknowledged within 30 s")
+
+
+def measure_requests(target: Target, round_number: int, requests: int, result: TargetRound,
+                     roles: Roles | None = None) -> None:
+    """The brokers' CPU per one-record acks=-1 produce request, in all and (with `roles`) by role,
+    counted until the brokers are idle again."""
+    topic = target.topic(f"{TOPIC_REQUESTS}-{round_number}")
+    by_role = roles(topic) if roles is not None else {}
+    before = {role: sum(cpu_split(pid)) for role, pid in by_role.items()}
+    with target.cpu() as used:
+        sequential_produce(target.bootstrap, topic, requests)
+        if by_role:
+            settle(list(by_role.values()))
+    if by_role:
+        check_leader_kept(roles, topic, by_role)
+    result.values["request_cpu"] = per_record_us(used[0], requests)
+    spent = {role: per_record_us(sum(cpu_split(pid)) - before[role], requests) for role, pid in by_role.items()}
+    if spent:
+        result.values["request_leader_cpu"] = spent["leader"]
+        followers = [spent[role] for role in spent if role != "leader"]
+        if followers:
+            result.values["request_follower_cpu"] = statistics.mean(followers)
+
+
 def check_leader_kept(roles: Roles, topic: str, by_role: dict[str, int]) -> None:
     """The CPU by role is only what it says if the stream kept its leader through the run (an
     election on a loaded machine would swap a follower's cost for the leader's): refuse the run."""
@@ -307,6 +346,12 @@ def report_cost(report: Report, vdl: Target, vdl1: Target, results: dict[str, li
     for name, values, goal, higher in ratios:
         report.add(prefix + name, statistics.median(values), "x", goal, higher_is_better=higher,
                    note="median of per-round ratios: " + ", ".join(f"{v:.2f}" for v in values))
+    for label, key, runs in (("3 nodes, in all", "request_cpu", three), ("3 nodes, leader", "request_leader_cpu", three),
+                             ("3 nodes, a follower (mean of 2)", "request_follower_cpu", three),
+                             ("1 node", "request_cpu", one)):
+        values = [r.values[key] for r in runs]
+        report.add(f"{prefix}broker CPU per one-record acks=-1 produce request, {label}", statistics.median(values),
+                   "us/request", higher_is_better=False, note=listed(values))
     rows = [[f"round {i + 1}", f"{a.values['acks_all']:,.0f}", f"{b.values['acks_all']:,.0f}",
              f"{a.values['acks_all'] / b.values['acks_all']:.2f}", f"{a.values['leader_cpu']:.2f}",
              f"{a.values['follower_cpu']:.2f}", f"{a.values['acks_all_cpu']:.2f}", f"{b.values['acks_all_cpu']:.2f}",
@@ -380,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline is not None and not args.vdl_only:
         parser.error("--baseline goes with --vdl-only")
     count = 200_000 if args.quick else 2_000_000
+    requests = 300 if args.quick else 1_000
     latency_seconds = 2.0 if args.quick else 5.0
     kills = args.kills or (3 if args.quick else 5)
     rounds = args.rounds or (1 if args.quick else 3)
@@ -447,13 +493,16 @@ def main(argv: list[str] | None = None) -> int:
                 order = rotation(targets, round_number)
                 for target in order:
                     create_in_sync(target, nodes[target.key], *(target.topic(f"{name}-{round_number}") for name in
-                                                              (TOPIC_LATENCY, TOPIC_CONSUMED, TOPIC_THROUGHPUT)))
+                                                              (TOPIC_LATENCY, TOPIC_CONSUMED, TOPIC_THROUGHPUT,
+                                                               TOPIC_REQUESTS)))
                     results.setdefault(target.key, []).append(TargetRound())
                 # Latency first: after a throughput run the third replica may still be catching
                 # up (acks=-1 waits for a majority only) and would compete for the 2 cores.
                 for target in order:
                     if not args.vdl_only:
                         measure_latency(target, round_number, latency_seconds, results[target.key][-1])
+                for target in order:
+                    measure_requests(target, round_number, requests, results[target.key][-1], roles.get(target.key))
                 for target in order:
                     measure_throughput(target, round_number, count, args.producers, results[target.key][-1],
                                        roles.get(target.key))
@@ -497,6 +546,10 @@ def main(argv: list[str] | None = None) -> int:
         report.finish()
         return 0
     kafka_default, kafka_flush = kafka
+    for target in kafka:
+        values = [r.values["request_cpu"] for r in results[target.key]]
+        report.add(f"broker CPU per one-record acks=-1 produce request, {target.label}", statistics.median(values),
+                   "us/request", higher_is_better=False, note="rounds: " + ", ".join(f"{v:.2f}" for v in values))
     compare_targets(report, targets, results, MEASURES,
                     ratio_goals={("acks_all", vdl1.key): 0.85, ("acks_all", kafka_flush.key): 1.0,
                                  ("acks_all", kafka_default.key): 0.8, ("p99", kafka_flush.key): 1.0,
