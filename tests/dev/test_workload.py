@@ -106,6 +106,7 @@ def test_the_steady_producer_sends_one_batch_per_tick(broker) -> None:  # noqa: 
         while not batches or batches[-1][0] + batches[-1][1] < produced:
             offset = batches[-1][0] + batches[-1][1] if batches else 0
             fetched = client.fetch("steady", offset, 1 << 20, 1 << 20, 0, time.monotonic() + 30)
+            assert fetched.records, f"nothing at offset {offset} of {produced} acknowledged records"
             batches += [(h.base_offset, h.last_offset_delta + 1) for h, _ in iter_batches(fetched.records)]
 
     assert [base for base, _ in batches] == [sum(n for _, n in batches[:i]) for i in range(len(batches))]
