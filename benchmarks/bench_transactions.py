@@ -72,7 +72,7 @@ from pathlib import Path
 from benchmarks.bench_replication import create_streams, wait_for_in_sync
 from benchmarks.peers import Target, kafka_targets, per_record_us, rotation, vdl_target
 from benchmarks.profile import Profiler
-from benchmarks.report import Report, cpu_seconds, percentile
+from benchmarks.report import Report, cpu_seconds, idle_cpu, percentile
 from vdl_client import ClientSettings, VdlClient
 from vdl_dev.dev_cluster import DevCluster, free_base_port
 from vdl_dev.kafka_peer import KafkaPeer
@@ -328,10 +328,8 @@ def main(argv: list[str] | None = None) -> int:
                              "bench-warm" if kind.startswith("transactional") else None, [],
                              args.duration_ms if kind == timed else 0.0)
             # The cluster with every stream and no client: its ticks and heartbeats.
-            before, begun = cpu_seconds(pids), time.perf_counter()
-            time.sleep(IDLE_S)
-            idle_cpu = (cpu_seconds(pids) - before) / (time.perf_counter() - begun)
-            print(f"idle cluster: brokers' CPU {idle_cpu * 1000:.0f} ms/s", flush=True)
+            idle_rate = idle_cpu(pids, IDLE_S)
+            print(f"idle cluster: brokers' CPU {idle_rate * 1000:.0f} ms/s", flush=True)
             for number in range(rounds):
                 for group in groups:
                     for kind in (group if number % 2 == 0 else tuple(reversed(group))):
@@ -351,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
                             parts["run-queue wait s/s"] = (run_queue_wait_s(pids) - waited) / elapsed
                             traced[kind].append(parts)
                         cpu[kind].append(per_record_us(used, count))
-                        net_cpu[kind].append(per_record_us(max(0.0, used - idle_cpu * elapsed), count))
+                        net_cpu[kind].append(per_record_us(max(0.0, used - idle_rate * elapsed), count))
                         rates[kind].append(rate)
                         timelines.setdefault(kind, [(t, v / t if t else 0.0) for t, v in samples[1:]])
                         print(f"round {number + 1} {kind}: {rate:,.0f} records/s, brokers' CPU "
@@ -405,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         report.add(f"{kind}: brokers' run-queue wait per transaction (median)", median_of("run-queue wait ms per txn"),
                    "ms", higher_is_better=False, note=f"{median_of('run-queue wait s/s'):.2f} s per second of the run "
                    "(threads ready to run, no CPU free)")
-    report.add("brokers' idle CPU (every stream, no client)", idle_cpu * 1000, "ms/s", higher_is_better=False)
+    report.add("brokers' idle CPU (every stream, no client)", idle_rate * 1000, "ms/s", higher_is_better=False)
     for kind in kinds:
         report.add(f"brokers' CPU per record, {kind} (median)", statistics.median(cpu[kind]), "us",
                    higher_is_better=False, note=f"{statistics.median(net_cpu[kind]):.1f} us net of idle")
@@ -416,12 +414,6 @@ def main(argv: list[str] | None = None) -> int:
     profiler.add_to(report)
     report.finish()
     return 0
-
-
-def _idle_cpu(pids: list[int]) -> float:
-    before, begun = cpu_seconds(pids), time.perf_counter()
-    time.sleep(IDLE_S)
-    return (cpu_seconds(pids) - before) / (time.perf_counter() - begun)
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -457,7 +449,7 @@ def compare(args: argparse.Namespace) -> int:
                                                              for i in range(n)],
                                  count // 10, "bench-warm" if kind.startswith("transactional") else None, [])
             for side in sides:
-                idle[side] = _idle_cpu(pids[side])
+                idle[side] = idle_cpu(pids[side], IDLE_S)
                 print(f"idle cluster, {side}: brokers' CPU {idle[side] * 1000:.0f} ms/s", flush=True)
             for number in range(rounds):
                 for kind, n in kinds.items():
@@ -538,7 +530,7 @@ def against_kafka(args: argparse.Namespace) -> int:
                     produce(target.bootstrap, topic(target, kind, "warm"), count // 10,
                             f"bench-warm-{target.key}" if kind.startswith("transactional") else None, [])
             # Once per cluster (Kafka's two targets share one), after every warm-up.
-            idle_of = {"vdl": _idle_cpu(targets[0].pids()), "kafka": _idle_cpu(targets[1].pids())}
+            idle_of = {"vdl": idle_cpu(targets[0].pids(), IDLE_S), "kafka": idle_cpu(targets[1].pids(), IDLE_S)}
             idle = {t.key: idle_of["vdl" if t is targets[0] else "kafka"] for t in targets}
             for name, value in idle_of.items():
                 print(f"idle {name}: brokers' CPU {value * 1000:.0f} ms/s", flush=True)

@@ -262,6 +262,14 @@ class CounterSampler:
         self._sample()
 
 
+def idle_cpu(pids: Sequence[int], seconds: float) -> float:
+    """The processes' CPU (cores) over `seconds` with no client: their ticks and heartbeats,
+    which a run's CPU is counted net of."""
+    before, begun = cpu_seconds(pids), time.perf_counter()
+    time.sleep(seconds)
+    return (cpu_seconds(pids) - before) / (time.perf_counter() - begun)
+
+
 def cpu_seconds(pids: Iterable[int]) -> float:
     """User + system CPU seconds the processes (all their threads) have used so far; a process
     that is gone counts 0."""
