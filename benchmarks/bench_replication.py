@@ -25,17 +25,19 @@ batch, as VDL). The same confluent-kafka clients and records go to all of them:
   one node's;
 - the cost of a request: one-record produce requests, each acknowledged (acks=-1) before the
   next is sent, and the brokers' CPU per request of the whole cluster (also net of its idle CPU,
-  measured just before) and of each role -- the per-batch work (request parsing, Raft rounds, syncs, thread hand-offs, wake-ups) that large
-  batches hide, and what a producer sending small batches (a low rate, linger.ms 0-5) pays;
+  measured just before) and of each role -- the per-batch work (request parsing, Raft rounds,
+  syncs, thread hand-offs, wake-ups) that large batches hide, and what a producer sending small
+  batches (a low rate, linger.ms 0-5) pays;
 - failover: kill -9 of the stream's leader to the first acknowledged acks=-1 produce at any
   node, several kills (the killed node restarted and back in sync in between) -- goal median
   <= 2 s.
 
 With --vdl-only: VDL on 3 nodes and on 1 node only (throughput, CPU per role and per request;
-no Kafka, no latency runs, no failover) -- the quick loop for replication's cost. With --profile: after the
-rounds, one more throughput run per VDL target under py-spy (benchmarks/profile.py): the
-leader's, a follower's and the single node's flame graphs beside the JSON
-(results/bench_replication.<target>.<role>.svg) and their top frames by self time in the report.
+no Kafka, no latency runs, no failover) -- the quick loop for replication's cost. With
+--profile: after the rounds, one more throughput run per VDL target under py-spy
+(benchmarks/profile.py): the leader's, a follower's and the single node's flame graphs beside
+the JSON (results/bench_replication.<target>.<role>.svg) and their top frames by self time in
+the report.
 
 With --baseline DIR (and --vdl-only): a 3-node cluster and a node of the checkout at DIR (e.g.
 `git worktree add /tmp/vdl-before main`) join the rounds, and the CPU per role is compared
