@@ -63,8 +63,9 @@ def percentile(values: list[float], fraction: float) -> float:
 def batch_line(times: Any) -> str:
     fresh = times.freshness_s
     freshness = f"{fresh:.2f} s" if fresh is not None else "n/a"
-    return (f"batch {times.batch_id}: {times.events:,} events, {times.windows} windows merged; "
-            f"freshness {freshness} (age of the newest event visible in Delta)")
+    return (f"batch {times.batch_id}: {times.events:,} events in {times.work_s:.2f} s (enriched write "
+            f"{times.enrich_s:.2f} s, window aggregates {times.aggregate_s:.2f} s, Delta MERGE {times.delta_s:.2f} s), "
+            f"{times.windows} windows merged; freshness {freshness} (age of the newest event visible in Delta)")
 
 
 def summary_line(report: FollowReport, seconds: float) -> str:
@@ -73,7 +74,8 @@ def summary_line(report: FollowReport, seconds: float) -> str:
         return f"follow: {report.produced:,} events in {seconds:.1f} s, no batch committed"
     return (f"follow: {report.produced:,} events in {seconds:.1f} s, {len(report.batches)} micro-batches; "
             f"freshness p50 {statistics.median(values):.2f} s, p99 {percentile(values, 0.99):.2f} s, "
-            f"max {max(values):.2f} s")
+            f"max {max(values):.2f} s; a micro-batch's work p50 "
+            f"{statistics.median(b.work_s for b in report.batches):.2f} s")
 
 
 class _StopRequest:

@@ -198,6 +198,11 @@ class BatchTimes:
     committed_at_ms: int  # when its Delta commit returned (the events are visible from then on)
 
     @property
+    def work_s(self) -> float:
+        """foreachBatch's time: both outputs, start to commit."""
+        return self.enrich_s + self.aggregate_s + self.delta_s
+
+    @property
     def freshness_s(self) -> float | None:
         """Age of the newest event in the Delta table when this batch made it visible."""
         if self.newest_produced_ms is None:

@@ -6,6 +6,7 @@ produced, with every event enriched once. The CLI's argument checks run without 
 from __future__ import annotations
 
 import re
+import statistics
 import threading
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ from tests.dev.delta_frames import delta_frame, oracle_frame
 from vdl_client import ClientSettings, VdlClient
 from vdl_dev.delta_sink import newest_produced_ms
 from vdl_dev.dev_cluster import DevCluster
-from vdl_dev.follow import follow
+from vdl_dev.follow import follow, summary_line
 from vdl_dev.run import main
 from vdl_dev.workload import WorkloadConfig, events
 
@@ -51,9 +52,18 @@ def test_follow_reports_freshness_per_batch_and_accounts_for_every_event(
     for times, line in zip(report.batches, batch_lines, strict=True):
         assert times.newest_produced_ms is not None and times.freshness_s is not None
         assert times.freshness_s == (times.committed_at_ms - times.newest_produced_ms) / 1000 > 0
-        assert re.fullmatch(rf"batch {times.batch_id}: {times.events:,} events, {times.windows} windows merged; "
-                            rf"freshness {times.freshness_s:.2f} s \(age of the newest event visible in Delta\)",
+        assert re.fullmatch(rf"batch {times.batch_id}: {times.events:,} events in {times.work_s:.2f} s \(enriched "
+                            rf"write {times.enrich_s:.2f} s, window aggregates {times.aggregate_s:.2f} s, Delta MERGE "
+                            rf"{times.delta_s:.2f} s\), {times.windows} windows merged; freshness "
+                            rf"{times.freshness_s:.2f} s \(age of the newest event visible in Delta\)",
                             line), line
+    # The run's summary: freshness percentiles and the median micro-batch's work (against the trigger).
+    fresh = sorted(report.freshness)
+    work = statistics.median(b.work_s for b in report.batches)
+    assert summary_line(report, 12.0) == (
+        f"follow: {report.produced:,} events in 12.0 s, {len(report.batches)} micro-batches; freshness p50 "
+        f"{statistics.median(fresh):.2f} s, p99 {fresh[round(0.99 * (len(fresh) - 1))]:.2f} s, max {fresh[-1]:.2f} s; "
+        f"a micro-batch's work p50 {work:.2f} s")
     table = tmp_path / "delta" / "orders_per_minute"
     assert newest_produced_ms(spark, table) == report.batches[-1].newest_produced_ms
     # The job's table is checkpointed every 100 commits, not Delta's 10 (vdl_dev/pipeline.py).
