@@ -272,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                note=f"max {max(freshness):.2f} s; all counted once: {follow_report.ok}")
     work = [b.work_s for b in follow_report.batches]
     report.add("micro-batch work p50 (follow, 1 s trigger)", statistics.median(work), "s", 1.0,
-               higher_is_better=False, note=f"foreachBatch, enriched write to Delta commit; p99 {percentile(work, 0.99):.2f} s")
+               higher_is_better=False,
+               note=f"foreachBatch: enriched write through Delta commit; p99 {percentile(work, 0.99):.2f} s")
     if demo_seconds:
         report.add(f"vdl demo --records {records:,}: wall, start to exit", statistics.median(demo_seconds), "s",
                    30.0 if records == 1_000_000 else None, higher_is_better=False,
