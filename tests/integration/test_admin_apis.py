@@ -6,6 +6,7 @@ Kafka's clients read."""
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -547,6 +548,27 @@ def test_metadata_names_leader_and_isr_at_a_node_asked_first(dev_cluster: DevClu
         others = [n for n in addresses if n not in (1, leader)]
         assert others
         assert {n: view(n, stream) for n in others} == {n: expected for n in others}
+
+
+def test_a_stream_created_without_waiting_has_its_leader_in_every_nodes_first_metadata(
+        dev_cluster: DevCluster) -> None:
+    """A client that asks any node about a stream right after creating it gets the stream's
+    leader, even from a CreateTopics that did not wait for it (timeout_ms 0): a node whose replica
+    of a new stream has no leader yet waits for the first election before answering. It answered
+    "no leader" at once, and kafka-go's Writer, which keeps a Metadata answer for 6 s, failed all
+    of its attempts to write right after a create ("topic partition has no leader")."""
+    addresses = {n: dev_cluster.nodes[n].client_address for n in dev_cluster.node_ids()}
+    for attempt in range(3):
+        stream = f"md-first-leader-{attempt}"
+        topic = m.CreateTopicsRequest.CreatableTopic(name=stream, num_partitions=1, replication_factor=3)
+        created = raw_request(addresses[1], m.CreateTopicsRequest(topics=[topic], timeout_ms=0), timeout=35.0)
+        assert created.topics[0].error_code == 0
+        with ThreadPoolExecutor(len(addresses)) as pool:
+            answers = dict(zip(addresses, pool.map(lambda a, s=stream: metadata_raw(a, [s]).topics[0].partitions,
+                                                   addresses.values()), strict=True))
+        leaders = {n: [(p.error_code, p.leader_id) for p in partitions] for n, partitions in answers.items()}
+        leader = leaders[1][0][1]
+        assert leader in addresses and leaders == {n: [(0, leader)] for n in addresses}, leaders
 
 
 def test_alter_configs_through_a_follower_applies_everywhere(dev_cluster: DevCluster) -> None:

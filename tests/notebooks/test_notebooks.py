@@ -122,7 +122,9 @@ def test_02_streaming_to_delta(notebook_cluster: DemoCluster, kernel: Any, tmp_p
     assert "replaying it skipped: True" in text
     assert f"rows match the expected aggregates: True; {RECORDS_02} enriched events" in text
     assert _has_image(notebook), "the aggregates plot is missing"
-    assert re.search(r"^batch \d+: [\d,]+ events, \d+ windows merged; freshness \d+\.\d\d s", text, re.MULTILINE), text
+    assert re.search(r"^batch \d+: [\d,]+ events in \d+\.\d\d s \(enriched write \d+\.\d\d s, window aggregates "
+                     r"\d+\.\d\d s, Delta MERGE \d+\.\d\d s\), \d+ windows merged; freshness \d+\.\d\d s",
+                     text, re.MULTILINE), text
     assert re.search(r"freshness check: (\d+) produced, \1 counted in Delta, \1 enriched: True", text), text
 
 

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import shutil
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +64,7 @@ class ReplicaManager:
         self.registry = ReplicaRegistry(self.data_dir, durable=broker.config.fsync)
         self._partitions: dict[str, Partition] = {}
         self._incarnations: dict[str, int] = {}
+        self._opening_new: set[str] = set()  # new replicas (no directory here before) being opened
         self._deleted: set[tuple[str, int]] = set()  # (name, created index) of streams deleted
         self._configs: dict[str, dict[str, Any]] = {}  # stream -> the config object its settings came from
         # name -> (time, leader, isr, leader epoch): the leader's own word, from its Metadata answer
@@ -344,6 +346,26 @@ class ReplicaManager:
                 future.cancel()
         return True
 
+    def electing_first_leader(self, name: str) -> bool:
+        """A new stream whose replica here knows no leader yet: being opened (created moments
+        ago), or open with nothing in its log -- not even the entry each new leader appends
+        first -- and no leader heard of."""
+        if name in self._opening_new:
+            return True
+        partition = self._partitions.get(name)
+        return (partition is not None and partition.group is not None and partition.log.last_index == 0
+                and not partition.is_leader)
+
+    async def wait_for_first_leaders(self, names: Iterable[str], timeout_s: float) -> None:
+        """Wait, at most `timeout_s`, until this node knows the first leader of each of `names`
+        whose replica here is electing it. Metadata calls it before answering: a client asking
+        right after a create was told "no leader", and one that keeps that answer (kafka-go's
+        Writer, for 6 s) failed every write meanwhile; Kafka puts a new topic's leader in the
+        record that creates it."""
+        electing = [name for name in names if self.electing_first_leader(name)]
+        if electing:
+            await asyncio.gather(*(self.wait_for_leader(name, timeout_s) for name in electing))
+
     async def wait_for_leader(self, name: str, timeout_s: float) -> bool:
         """Wait until some leader of `name` is known here; False on timeout. A local replica is
         watched (woken by its role changes), another stream polled through leader_view."""
@@ -516,14 +538,19 @@ class ReplicaManager:
         limit = asyncio.Semaphore(OPEN_PARALLELISM)
 
         async def one(info: StreamInfo) -> None:
-            async with limit:
+            if not (self.data_dir / info.name).exists():
+                self._opening_new.add(info.name)
+            try:
+                async with limit:
+                    if self.state.streams.get(info.name) != info or info.name in self._partitions:
+                        return  # deleted or opened meanwhile
+                    stream_log = await asyncio.to_thread(self._open_log, info)
                 if self.state.streams.get(info.name) != info or info.name in self._partitions:
-                    return  # deleted or opened meanwhile
-                stream_log = await asyncio.to_thread(self._open_log, info)
-            if self.state.streams.get(info.name) != info or info.name in self._partitions:
-                stream_log.close()
-                return
-            self._start_replica(info, stream_log)
+                    stream_log.close()
+                    return
+                self._start_replica(info, stream_log)
+            finally:
+                self._opening_new.discard(info.name)
 
         results = await asyncio.gather(*(one(info) for info in wanted), return_exceptions=True)
         failed = [(info.name, r) for info, r in zip(wanted, results, strict=True) if isinstance(r, BaseException)]
