@@ -346,25 +346,26 @@ class ReplicaManager:
                 future.cancel()
         return True
 
-    def electing_first_leader(self, name: str) -> bool:
-        """A new stream whose replica here knows no leader yet: being opened (created moments
-        ago), or open with nothing in its log -- not even the entry each new leader appends
-        first -- and no leader heard of."""
+    def leader_imminent(self, name: str) -> bool:
+        """A replica here whose leader is being settled and will be known here in a round trip
+        or two: a new stream's (its replica being opened, or nothing in its log yet, not even the
+        entry each new leader appends first), or this node's own, elected and committing that
+        entry."""
         if name in self._opening_new:
             return True
         partition = self._partitions.get(name)
-        return (partition is not None and partition.group is not None and partition.log.last_index == 0
-                and not partition.is_leader)
+        return (partition is not None and partition.group is not None and not partition.is_leader
+                and (partition.log.last_index == 0 or partition.leader_id == self.broker.node_id))
 
-    async def wait_for_first_leaders(self, names: Iterable[str], timeout_s: float) -> None:
-        """Wait, at most `timeout_s`, until this node knows the first leader of each of `names`
-        whose replica here is electing it. Metadata calls it before answering: a client asking
-        right after a create was told "no leader", and one that keeps that answer (kafka-go's
-        Writer, for 6 s) failed every write meanwhile; Kafka puts a new topic's leader in the
-        record that creates it."""
-        electing = [name for name in names if self.electing_first_leader(name)]
-        if electing:
-            await asyncio.gather(*(self.wait_for_leader(name, timeout_s) for name in electing))
+    async def wait_for_imminent_leaders(self, names: Iterable[str], timeout_s: float) -> None:
+        """Wait, at most `timeout_s`, until this node knows the leader of each of `names` whose
+        leader is imminent here. Metadata calls it before answering: a client asking right
+        after a create was told "no leader", and one that keeps that answer (kafka-go's Writer,
+        for 6 s) failed every write meanwhile; Kafka puts a new topic's leader in the record
+        that creates it."""
+        imminent = [name for name in names if self.leader_imminent(name)]
+        if imminent:
+            await asyncio.gather(*(self.wait_for_leader(name, timeout_s) for name in imminent))
 
     async def wait_for_leader(self, name: str, timeout_s: float) -> bool:
         """Wait until some leader of `name` is known here; False on timeout. A local replica is

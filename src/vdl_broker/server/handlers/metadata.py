@@ -152,9 +152,9 @@ def listener_brokers(node: NodeView, protocol: str) -> list[MetadataResponse.Met
 # How long a Metadata answer may wait for other nodes' word on the leaders and ISRs of streams
 # this node does not lead (ReplicaManager.refresh_stale_views); loopback and LAN answers take ms.
 VIEW_REFRESH_S = 0.5
-# How long it may wait for the first leader of a stream just created (its replica here electing
-# it: ReplicaManager.wait_for_first_leaders); a first election takes a round trip or two.
-FIRST_LEADER_WAIT_S = 3.0
+# How long it may wait for a leader about to be known here: a stream just created electing its
+# first, or this node committing its first entry as leader (ReplicaManager.leader_imminent).
+IMMINENT_LEADER_WAIT_S = 3.0
 
 
 async def handle(node: NodeView, context: RequestContext, request: MetadataRequest) -> MetadataResponse:
@@ -163,7 +163,7 @@ async def handle(node: NodeView, context: RequestContext, request: MetadataReque
     if not node.cut_off and not context.forwarded:
         # Not when another node asks (it wants this node's first-hand word only), nor when cut off.
         listed = sorted(node.metadata.state.streams) if names is None else names
-        await node.replicas.wait_for_first_leaders(listed, FIRST_LEADER_WAIT_S)
+        await node.replicas.wait_for_imminent_leaders(listed, IMMINENT_LEADER_WAIT_S)
         await node.replicas.refresh_stale_views(listed, VIEW_REFRESH_S)
     streams = node.metadata.state.streams
 
