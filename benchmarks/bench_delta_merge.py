@@ -1,24 +1,25 @@
-"""The main job's Delta MERGE of one micro-batch's window aggregates: the job's settings against
-Delta's and Spark's defaults.
+"""The main job's Delta MERGE of one micro-batch's window aggregates: delta-rs in the driver (the
+job's) against delta-spark's DeltaTable.merge (what it ran before).
 
     .venv/bin/python -m benchmarks.bench_delta_merge [--quick] [--merges 30] [--rounds 2]
 
-What `vdl demo --follow` pays per micro-batch besides its enriched write: MainJobBatch.merge_aggregates
-into a DeltaMergeSink (delta-spark's DeltaTable.merge, idempotent by txnAppId/txnVersion, the key
-bounds in its condition). Each side runs in a fresh local session with the demo's settings
-(vdl_dev.session.create_spark_session), one after the other, the order alternating by round:
+What `vdl demo --follow` pays per micro-batch besides its enriched write and aggregates: the
+batch's aggregates, collected as an Arrow table, into a DeltaMergeSink (idempotent by the app
+transaction, the key bounds in its condition). Each side runs in a fresh local session with the
+demo's settings (vdl_dev.session.create_spark_session), one after the other, the order
+alternating by round:
 
-- job settings: the MERGE run under SMALL_MERGE_CONF, the table created with
-  AGGREGATE_TABLE_PROPERTIES (vdl_dev/pipeline.py);
-- defaults: only the MERGE's materializeSource=none (what the job set before), Spark's code
-  generation and Delta's checkpoint every 10 commits.
+- delta-rs: MainJobBatch.merge_aggregates, the job's (DeltaMergeSink.merge_arrow);
+- delta-spark: the same rows as a DataFrame through DeltaMergeSink.merge under SMALL_MERGE_CONF
+  (below: the settings the job tuned that MERGE with), the key bounds passed.
 
-Each side makes `--merges` MERGEs into a new table, one micro-batch's aggregates each (8
-categories of one 1-minute window; the window moves every 12 batches, as at 5,000 events/s with
-~5-s micro-batches), after 3 unrecorded ones. Per side: seconds per MERGE (median and max over
-every round's MERGEs; their percentiles in the plot) and the session JVM's CPU seconds per MERGE
-(user + system, all its threads). No goal of its own: the follow loop's freshness (bench_mainjob)
-is what it serves.
+Both create the table with AGGREGATE_TABLE_PROPERTIES. Each side makes `--merges` MERGEs into a
+new table, one micro-batch's aggregates each (8 categories of one 1-minute window; the window
+moves every 12 batches, as at 5,000 events/s with ~5-s micro-batches), after 3 unrecorded ones.
+Per side: seconds per MERGE (median and max over every round's MERGEs; their percentiles in the
+plot) and CPU seconds per MERGE (user + system, all threads) of the session's JVM and of the
+driver's Python process (where delta-rs runs). No goal of its own: the follow loop's micro-batch
+(bench_mainjob) is what it serves.
 """
 
 from __future__ import annotations
@@ -35,8 +36,14 @@ from decimal import Decimal
 from pathlib import Path
 
 from benchmarks.report import Report, percentile
+from vdl_dev.pipeline import INTERPRETED_CONF
 
-SIDES = ("job settings", "defaults")
+SIDES = ("delta-rs", "delta-spark")
+# delta-spark's MERGE of a few hundred rows, tuned (its defaults are sized for more): the batch is
+# rows in the driver's memory, the same on every read, so Delta need not copy it before the MERGE
+# reads it twice (its "auto" mode copies any source it cannot prove deterministic: one more Spark
+# job per MERGE; DeltaSQLConf: all/auto/none); and no code generation (INTERPRETED_CONF).
+SMALL_MERGE_CONF = {"spark.databricks.delta.merge.materializeSource": "none", **INTERPRETED_CONF}
 WARM_UP_MERGES = 3
 CATEGORIES = ("books", "toys", "food", "garden", "music", "sports", "tools", "beauty")
 
@@ -56,46 +63,49 @@ def _orders(spark, batch: int):  # noqa: ANN001, ANN202 - a pyspark session and 
 
 
 def run_side(side: str, merges: int) -> dict[str, object]:
-    """In this process: a session, `merges` + warm-up MERGEs; seconds of each, JVM CPU per MERGE."""
+    """In this process: a session, `merges` + warm-up MERGEs; seconds of each, CPU per MERGE."""
     import psutil
+    import pyarrow.compute as pc
 
-    from vdl_dev.delta_sink import DeltaMergeSink
-    from vdl_dev.pipeline import (
-        ACCUMULATE,
-        AGGREGATE_TABLE_PROPERTIES,
-        INTERPRETED_CONF,
-        SMALL_MERGE_CONF,
-        MainJobBatch,
-        aggregate_orders,
-    )
+    from vdl_dev.delta_sink import DeltaMergeSink, session_settings
+    from vdl_dev.pipeline import ACCUMULATE, AGGREGATE_TABLE_PROPERTIES, MainJobBatch, aggregate_orders
     from vdl_dev.session import create_spark_session
 
-    def jvm_cpu() -> float:
-        return sum(sum(p.cpu_times()[:2]) for p in psutil.Process().children(recursive=True) if p.name() == "java")
+    driver = psutil.Process()
+
+    def cpu() -> tuple[float, float]:
+        jvm = sum(sum(p.cpu_times()[:2]) for p in driver.children(recursive=True) if p.name() == "java")
+        return jvm, sum(driver.cpu_times()[:2])
 
     with tempfile.TemporaryDirectory(prefix="bench-delta-merge-") as scratch:
         base = Path(scratch)
         spark = create_spark_session(base, app_name=f"bench-delta-merge ({side})")
         try:
-            job_settings = side == SIDES[0]
             sink = DeltaMergeSink(str(base / "orders_per_minute"), app_id="bench", combine=ACCUMULATE,
-                                  table_properties=AGGREGATE_TABLE_PROPERTIES if job_settings else {})
-            # The defaults' side keeps what the job set before: all but the code generation settings.
-            settings = {key: value for key, value in SMALL_MERGE_CONF.items()
-                        if job_settings or key not in INTERPRETED_CONF}
-            job = MainJobBatch(sink, "unused:9092", "unused", merge_settings=settings)
-            seconds, cpu = [], 0.0
+                                  table_properties=AGGREGATE_TABLE_PROPERTIES)
+            job = MainJobBatch(sink, "unused:9092", "unused")
+            seconds, jvm_cpu, driver_cpu = [], 0.0, 0.0
             for batch in range(WARM_UP_MERGES + merges):
                 orders = _orders(spark, batch)
                 table = aggregate_orders(orders).toArrow()
-                before, started = jvm_cpu(), time.monotonic()
-                job.merge_aggregates(table, orders, batch)
+                schema = aggregate_orders(orders).drop("newest_produced").schema
+                before, started = cpu(), time.monotonic()
+                if side == "delta-rs":
+                    job.merge_aggregates(table, batch)
+                else:
+                    rows = spark.createDataFrame(table.drop_columns(["newest_produced"]), schema=schema)
+                    bounds = pc.min_max(table["window_start"])
+                    with session_settings(spark, SMALL_MERGE_CONF):
+                        sink.merge(rows, batch, key_bounds={"window_start": (bounds["min"].as_py(),
+                                                                             bounds["max"].as_py())})
                 if batch >= WARM_UP_MERGES:
                     seconds.append(time.monotonic() - started)
-                    cpu += jvm_cpu() - before
+                    after = cpu()
+                    jvm_cpu += after[0] - before[0]
+                    driver_cpu += after[1] - before[1]
         finally:
             spark.stop()
-    return {"seconds": seconds, "cpu_per_merge": cpu / merges}
+    return {"seconds": seconds, "jvm_cpu_per_merge": jvm_cpu / merges, "driver_cpu_per_merge": driver_cpu / merges}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,26 +129,31 @@ def main(argv: list[str] | None = None) -> int:
             out = subprocess.run([sys.executable, "-m", "benchmarks.bench_delta_merge", "--child", side,
                                   "--merges", str(args.merges)], check=True, capture_output=True, text=True).stdout
             seen[side].append(json.loads(out.strip().splitlines()[-1]))
-            print(f"round {round_index + 1}, {side}: median {statistics.median(seen[side][-1]['seconds']):.2f} s, "
-                  f"JVM CPU {seen[side][-1]['cpu_per_merge']:.2f} s per MERGE", flush=True)
+            last = seen[side][-1]
+            print(f"round {round_index + 1}, {side}: median {statistics.median(last['seconds']):.3f} s, CPU per "
+                  f"MERGE: JVM {last['jvm_cpu_per_merge']:.3f} s, driver {last['driver_cpu_per_merge']:.3f} s",
+                  flush=True)
 
     report = Report("bench_delta_merge")
     medians, cpus = {}, {}
     for side in SIDES:
         every = [s for run in seen[side] for s in run["seconds"]]
         medians[side] = statistics.median(every)
-        cpus[side] = statistics.median(run["cpu_per_merge"] for run in seen[side])
+        jvm = statistics.median(run["jvm_cpu_per_merge"] for run in seen[side])
+        driver = statistics.median(run["driver_cpu_per_merge"] for run in seen[side])
+        cpus[side] = jvm + driver
         report.add(f"MERGE s, median ({side})", medians[side], "s", higher_is_better=False)
         report.add(f"MERGE s, max ({side})", percentile(every, 1.0), "s", higher_is_better=False,
                    note=f"{len(every)} MERGEs")
-        report.add(f"JVM CPU s per MERGE ({side})", cpus[side], "s", higher_is_better=False)
+        report.add(f"CPU s per MERGE, JVM + driver ({side})", cpus[side], "s", higher_is_better=False,
+                   note=f"JVM {jvm:.3f}, driver {driver:.3f}")
         report.latency(f"MERGE ({side})", every, "s", baseline=side != SIDES[0])
         last = seen[side][-1]["seconds"]
         series = report.throughput(side, [(WARM_UP_MERGES + i, s) for i, s in enumerate(last)], "s per MERGE",
                                    baseline=side != SIDES[0])
         series.x_label, series.title = "table version (last round)", "seconds per MERGE"
-    report.add("MERGE s, job settings / defaults", medians[SIDES[0]] / medians[SIDES[1]], "x", higher_is_better=False)
-    report.add("JVM CPU per MERGE, job settings / defaults", cpus[SIDES[0]] / cpus[SIDES[1]], "x",
+    report.add("MERGE s, delta-rs / delta-spark", medians[SIDES[0]] / medians[SIDES[1]], "x", higher_is_better=False)
+    report.add("CPU per MERGE, delta-rs / delta-spark", cpus[SIDES[0]] / cpus[SIDES[1]], "x",
                higher_is_better=False)
     report.finish()
     return 0

@@ -3,8 +3,8 @@ main-job benchmark use them).
 
     orders (log stream) --readStream.format("vdl"), valueJsonSchema--> parsed --foreachBatch, per micro-batch:
         +--> enrich (dimension lookups) --write.format("vdl"), exactly once--> orders-enriched
-        +--> orders per 1-minute event-time window and category --DeltaTable.merge (delta-spark:
-             accumulate; idempotent: txnAppId = query id, txnVersion = batch id)--> orders_per_minute
+        +--> orders per 1-minute event-time window and category, collected --MERGE (delta-rs in the
+             driver: accumulate; idempotent: app transaction = query id, batch id)--> orders_per_minute
 
 One query reads the source once per micro-batch and parses it once: the parsed batch is cached
 and feeds both outputs. The window aggregates of a batch are partial sums that the MERGE adds to
@@ -12,8 +12,13 @@ the table's rows, so the Delta table is the aggregation state (no Spark state st
 drop: a late order still updates its window). Both outputs are exactly once: a replayed
 micro-batch (same batch id after a restart) re-sends the enriched records with the same
 idempotent-producer ids and sequences, which the broker stores once, and Delta skips its MERGE
-(the table recorded that batch id for the query: vdl_dev/delta_sink.py). It is what a Databricks
-user runs: delta-spark's DeltaTable API inside foreachBatch.
+(the table recorded that batch id for the query: vdl_dev/delta_sink.py).
+
+The aggregates are a few hundred rows, collected to the driver anyway for the batch's figures;
+they MERGE through delta-rs there (DeltaMergeSink.merge_arrow) rather than through delta-spark's
+DeltaTable.merge, which spends ~0.9 s of Spark jobs and log replay on any commit on this machine
+(delta-rs: ~0.03 s) and so set each micro-batch's length. Spark reads the table as any Delta table
+(delta-spark: read_delta_table, DESCRIBE HISTORY); notebook 02 writes it with DeltaTable.merge.
 """
 
 from __future__ import annotations
@@ -31,11 +36,11 @@ from vdl_dev.delta_sink import (
     last_committed_batch,
     query_id_from_checkpoint,
     read_delta_table,
-    session_settings,
 )
 from vdl_dev.workload import DEPARTMENTS, REGIONS
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
@@ -50,27 +55,16 @@ ORDER_COLUMNS = ("order_id", "customer_id", "event_time", "category", "product_i
                  "unit_price", "amount", "country", "payment")
 # Spark's code generation off, for queries over a few hundred rows and a Delta log: generating and
 # compiling Java for each operator, and in every task for each projection over the log's wide
-# schema, costs more than running them interpreted. A MERGE of 8 rows took 1.43 s instead of
-# 1.92 s (medians of 20, alternating sessions, both tables checkpointed every 100 commits), its
-# JVM CPU 1.68 s instead of 2.1 s; `vdl demo`'s reads of its tables at the end 2.3-3.0 s instead of
-# 4.4-4.7 s. SQLConf: codegen.factoryMode FALLBACK (the default), CODEGEN_ONLY or NO_CODEGEN.
+# schema, costs more than running them interpreted: `vdl demo`'s reads of its tables at the end
+# took 2.3-3.0 s instead of 4.4-4.7 s (and delta-spark's MERGE of 8 rows 1.43 s instead of 1.92 s:
+# benchmarks/bench_delta_merge.py). SQLConf: codegen.factoryMode FALLBACK (the default),
+# CODEGEN_ONLY or NO_CODEGEN.
 INTERPRETED_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
-# The MERGE of a micro-batch's window aggregates works on a few hundred rows: the batch, the table
-# files it touches, the table's log. Spark's defaults are sized for more:
-SMALL_MERGE_CONF = {
-    # The batch is rows in the driver's memory, the same on every read: Delta need not copy it
-    # before the MERGE reads it twice (its "auto" mode copies any source it cannot prove
-    # deterministic, this one included: one more Spark job per micro-batch). DeltaSQLConf:
-    # all/auto/none.
-    "spark.databricks.delta.merge.materializeSource": "none",
-    **INTERPRETED_CONF,
-}
-# Delta checkpoints a table every 10 commits by default: then every 10th micro-batch's MERGE writes
-# a Parquet checkpoint of the log (4-5 s instead of ~2 on this machine), and each MERGE after it
-# rebuilds the table's state from that checkpoint, which costs more CPU (projections over the
-# log's wide schema in every task) than replaying the JSON commits since. At 100, 100 MERGEs in a
-# row took 1.4-2.0 s each (median 1.59 s; at 10: ~1.9-2.1 s, and 4-5 s every 10th). Both settings
-# against the defaults: benchmarks/bench_delta_merge.py.
+# Delta checkpoints a table every 10 commits by default; at 100, a reader (and the MERGE of the
+# next batch) replays up to 99 JSON commits after the last checkpoint instead of up to 9, but
+# rebuilds the table's state from a Parquet checkpoint ten times less often, which in delta-spark
+# costs more (projections over the log's wide schema in every task): 100 delta-spark MERGEs in a
+# row took 1.4-2.0 s each at 100 (median 1.59 s), ~1.9-2.1 s and 4-5 s every 10th at 10.
 AGGREGATE_TABLE_PROPERTIES = {"delta.checkpointInterval": "100"}
 # A window's row accumulates the partial aggregates of every batch that saw its orders.
 ACCUMULATE = {"orders": "t.orders + s.orders", "units": "t.units + s.units", "revenue": "t.revenue + s.revenue",
@@ -225,9 +219,6 @@ class MainJobBatch:
     enriched_stream: str
     times: list[BatchTimes] = field(default_factory=list)
     on_batch: Callable[[BatchTimes], None] | None = None  # called after each batch's Delta commit
-    # Session settings for the MERGE only (set on the micro-batch's session, unset after it).
-    merge_settings: Mapping[str, str] = field(default_factory=lambda: dict(SMALL_MERGE_CONF))
-    _schema: Any = None
 
     def __call__(self, orders: DataFrame, batch_id: int) -> None:
         self.sink.adopt_running_query(orders)
@@ -244,7 +235,7 @@ class MainJobBatch:
         finally:
             orders.unpersist()
         aggregated = time.monotonic()
-        events, newest = self.merge_aggregates(table, orders, batch_id)
+        events, newest = self.merge_aggregates(table, batch_id)
         if not events:
             # An empty micro-batch (a query's first, started on an empty stream, runs one):
             # nothing became visible, no freshness to report.
@@ -256,9 +247,9 @@ class MainJobBatch:
         if self.on_batch is not None:
             self.on_batch(times)
 
-    def merge_aggregates(self, table: Any, orders: DataFrame, batch_id: int) -> tuple[int, int | None]:
-        """MERGE a batch's window aggregates (aggregate_orders of `orders`, as an Arrow table)
-        into Delta; returns the events they count and the newest one's produce time (ms)."""
+    def merge_aggregates(self, table: pa.Table, batch_id: int) -> tuple[int, int | None]:
+        """MERGE a batch's window aggregates (aggregate_orders, as an Arrow table) into Delta;
+        returns the events they count and the newest one's produce time (ms)."""
         if not table.num_rows:
             return 0, None
         import pyarrow.compute as pc
@@ -266,20 +257,8 @@ class MainJobBatch:
         stamp = pc.max(table["newest_produced"]).as_py()
         newest = int(stamp.timestamp() * 1000) if stamp is not None else None
         metadata = {NEWEST_PRODUCED_METADATA: str(newest)} if newest is not None else {}
-        windows = pc.min_max(table["window_start"])  # tz-aware (UTC) datetimes: exact literals
-        low, high = windows["min"].as_py(), windows["max"].as_py()
-        spark = orders.sparkSession
-        batch = spark.createDataFrame(table.drop_columns(["newest_produced"]), schema=self._table_schema(orders))
-        with session_settings(spark, self.merge_settings):
-            self.sink.merge(batch, batch_id, metadata,
-                            key_bounds={"window_start": (low, high)} if low is not None else None)
+        self.sink.merge_arrow(table.drop_columns(["newest_produced"]), batch_id, metadata)
         return int(pc.sum(table["orders"]).as_py()), newest
-
-    def _table_schema(self, orders: DataFrame) -> Any:
-        """The table's columns (Spark's types, not Arrow's round trip of them)."""
-        if self._schema is None:
-            self._schema = aggregate_orders(orders).drop("newest_produced").schema
-        return self._schema
 
 
 @dataclass(frozen=True)

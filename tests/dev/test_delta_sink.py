@@ -1,7 +1,9 @@
-"""DeltaMergeSink on delta-spark (the shared SparkSession): MERGE upserts or accumulates by key,
-Delta's idempotent writes skip a replayed batch id (the append's txnAppId/txnVersion options, the
-MERGE's session settings, unset again after it), and the main job replaying a micro-batch after
-a crash between its Delta commit and Spark's batch commit counts nothing twice."""
+"""DeltaMergeSink on both its engines, delta-spark (a DataFrame, the shared SparkSession) and
+delta-rs (an Arrow table in the driver): MERGE upserts or accumulates by key, Delta's idempotent
+writes skip a replayed batch id (delta-spark: the append's txnAppId/txnVersion options, the
+MERGE's session settings, unset again after it; delta-rs: the commit's app transaction), either
+engine honours the other's, and the main job replaying a micro-batch after a crash between its
+Delta commit and Spark's batch commit counts nothing twice."""
 
 from __future__ import annotations
 
@@ -45,24 +47,37 @@ def _batch(spark: Any, rows: list[tuple[int, str, int, str]]) -> Any:
                                   for minute, category, orders, revenue in rows], SCHEMA)
 
 
+ENGINES = ("delta-spark", "delta-rs")
+
+
+def _merge(engine: str, sink: DeltaMergeSink, spark: Any, rows: list[tuple[int, str, int, str]], batch_id: int,
+           metadata: dict[str, str] | None = None) -> bool:
+    """sink.merge of the rows as a DataFrame (delta-spark), or sink.merge_arrow of them (delta-rs)."""
+    batch = _batch(spark, rows)
+    if engine == "delta-spark":
+        return sink.merge(batch, batch_id, metadata)
+    return sink.merge_arrow(batch.toArrow(), batch_id, metadata)
+
+
 def _rows(spark: Any, path: Path) -> list[tuple]:
     return [(int(r.window_start.timestamp()) // 60, r.category, r.orders, str(r.revenue))
             for r in read_delta_table(spark, path).collect()]
 
 
-def test_merge_upserts_and_a_replayed_batch_is_skipped(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_merge_upserts_and_a_replayed_batch_is_skipped(spark: Any, tmp_path: Path, engine: str) -> None:
     table = tmp_path / "agg"
     sink = DeltaMergeSink(str(table), app_id="query-1")
-    assert sink.merge(_batch(spark, [(0, "books", 2, "10.00"), (0, "toys", 1, "3.50")]), 0)  # append: creates it
-    assert sink.merge(_batch(spark, [(0, "books", 5, "25.00"), (1, "books", 1, "1.00")]), 1)  # MERGE
+    assert _merge(engine, sink, spark, [(0, "books", 2, "10.00"), (0, "toys", 1, "3.50")], 0)  # append: creates it
+    assert _merge(engine, sink, spark, [(0, "books", 5, "25.00"), (1, "books", 1, "1.00")], 1)  # MERGE
     expected = [(0, "books", 5, "25.00"), (0, "toys", 1, "3.50"), (1, "books", 1, "1.00")]
     assert _rows(spark, table) == expected
     assert last_committed_batch(spark, table, "query-1") == 1 and table_version(spark, table) == 1
 
     # Spark replays batch 1 after a crash (even with different contents), or batch 0: Delta skips both.
     again = DeltaMergeSink(str(table), app_id="query-1")
-    assert not again.merge(_batch(spark, [(0, "books", 99, "99.00")]), 1)
-    assert not again.merge(_batch(spark, [(0, "books", 98, "98.00")]), 0)
+    assert not _merge(engine, again, spark, [(0, "books", 99, "99.00")], 1)
+    assert not _merge(engine, again, spark, [(0, "books", 98, "98.00")], 0)
     assert again.skipped == [1, 0] and again.committed == []
     assert _rows(spark, table) == expected and table_version(spark, table) == 1
     # The idempotence settings were the MERGE's only: the session is as before.
@@ -71,21 +86,22 @@ def test_merge_upserts_and_a_replayed_batch_is_skipped(spark: Any, tmp_path: Pat
 
     # Another query (another app id) has its own sequence of versions.
     other = DeltaMergeSink(str(table), app_id="query-2")
-    assert other.merge(_batch(spark, [(2, "home", 1, "2.00")]), 0)
+    assert _merge(engine, other, spark, [(2, "home", 1, "2.00")], 0)
     assert last_committed_batch(spark, table, "query-2") == 0 and last_committed_batch(spark, table, "query-1") == 1
     assert _rows(spark, table)[-1] == (2, "home", 1, "2.00")
     operations = spark.sql(f"DESCRIBE HISTORY delta.`{table}`").orderBy("version").select("operation").collect()
     assert [r.operation for r in operations] == ["WRITE", "MERGE", "MERGE"]
 
 
-def test_the_first_batch_creates_the_table_with_the_sinks_properties(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_first_batch_creates_the_table_with_the_sinks_properties(spark: Any, tmp_path: Path, engine: str) -> None:
     """table_properties go on the table the first batch creates (the main job's: a checkpoint
     every 100 commits); a sink with other properties leaves an existing table's as they are."""
     table = tmp_path / "agg"
-    assert DeltaMergeSink(str(table), app_id="q", table_properties=AGGREGATE_TABLE_PROPERTIES).merge(
-        _batch(spark, [(0, "books", 1, "1.00")]), 0)
-    assert DeltaMergeSink(str(table), app_id="q", table_properties={"delta.checkpointInterval": "7"}).merge(
-        _batch(spark, [(0, "books", 3, "3.00")]), 1)
+    assert _merge(engine, DeltaMergeSink(str(table), app_id="q", table_properties=AGGREGATE_TABLE_PROPERTIES),
+                  spark, [(0, "books", 1, "1.00")], 0)
+    assert _merge(engine, DeltaMergeSink(str(table), app_id="q", table_properties={"delta.checkpointInterval": "7"}),
+                  spark, [(0, "books", 3, "3.00")], 1)
     assert spark.sql(f"DESCRIBE DETAIL delta.`{table}`").first().properties == {"delta.checkpointInterval": "100"}
     assert _rows(spark, table) == [(0, "books", 3, "3.00")]
 
@@ -104,20 +120,21 @@ def test_app_id_is_the_query_id_from_the_checkpoint(tmp_path: Path) -> None:
         DeltaMergeSink(str(tmp_path / "t")).resolve_app_id()
 
 
-def test_accumulating_merge_adds_partial_aggregates_and_a_replay_counts_nothing_twice(spark: Any,
-                                                                                      tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_accumulating_merge_adds_partial_aggregates_and_a_replay_counts_nothing_twice(spark: Any, tmp_path: Path,
+                                                                                      engine: str) -> None:
     """With `combine`, a batch's rows add to the table's rows (the table holds the aggregation
     state); the replay of a committed batch changes nothing (without Delta's skip it would add
     its partial sums a second time)."""
     table = tmp_path / "agg"
     combine = {"orders": "t.orders + s.orders", "revenue": "t.revenue + s.revenue"}
     sink = DeltaMergeSink(str(table), app_id="query-1", combine=combine)
-    assert sink.merge(_batch(spark, [(0, "books", 2, "10.00"), (0, "toys", 1, "3.50")]), 0)
-    assert sink.merge(_batch(spark, [(0, "books", 5, "25.25"), (1, "books", 1, "1.00")]), 1,
-                      {"vdl.newest_produced_ms": "1767225600123"})
+    assert _merge(engine, sink, spark, [(0, "books", 2, "10.00"), (0, "toys", 1, "3.50")], 0)
+    assert _merge(engine, sink, spark, [(0, "books", 5, "25.25"), (1, "books", 1, "1.00")], 1,
+                  {"vdl.newest_produced_ms": "1767225600123"})
     expected = [(0, "books", 7, "35.25"), (0, "toys", 1, "3.50"), (1, "books", 1, "1.00")]
     assert _rows(spark, table) == expected
-    assert not sink.merge(_batch(spark, [(0, "books", 5, "25.25")]), 1)
+    assert not _merge(engine, sink, spark, [(0, "books", 5, "25.25")], 1)
     assert _rows(spark, table) == expected and sink.skipped == [1] and sink.committed == [0, 1]
     assert newest_produced_ms(spark, table) == 1767225600123
     newest = next(commit_metadata(spark, table))
@@ -125,8 +142,27 @@ def test_accumulating_merge_adds_partial_aggregates_and_a_replay_counts_nothing_
                       "version": 1}
 
     # The same rows under another app id are merged again and add up: what the skip prevents.
-    DeltaMergeSink(str(table), app_id="query-3", combine=combine).merge(_batch(spark, [(0, "books", 5, "25.25")]), 1)
+    _merge(engine, DeltaMergeSink(str(table), app_id="query-3", combine=combine), spark, [(0, "books", 5, "25.25")], 1)
     assert _rows(spark, table)[0] == (0, "books", 12, "60.50")
+
+
+def test_either_engine_skips_what_the_other_committed(spark: Any, tmp_path: Path) -> None:
+    """One table written by both engines: each reads the other's app transactions (a replay
+    through the other engine is skipped) and merges onto the other's rows."""
+    table = tmp_path / "agg"
+    combine = {"orders": "t.orders + s.orders", "revenue": "t.revenue + s.revenue"}
+    sink = DeltaMergeSink(str(table), app_id="query-1", combine=combine)
+    assert _merge("delta-spark", sink, spark, [(0, "books", 2, "10.00")], 0)  # creates it
+    assert not _merge("delta-rs", sink, spark, [(0, "books", 2, "10.00")], 0)
+    assert _merge("delta-rs", sink, spark, [(0, "books", 1, "0.50"), (1, "toys", 1, "1.00")], 1)
+    assert not _merge("delta-spark", sink, spark, [(0, "books", 1, "0.50")], 1)
+    assert _merge("delta-spark", sink, spark, [(1, "toys", 2, "2.00")], 2)
+    assert not _merge("delta-rs", sink, spark, [(1, "toys", 2, "2.00")], 2)
+    assert sink.committed == [0, 1, 2] and sink.skipped == [0, 1, 2]
+    assert _rows(spark, table) == [(0, "books", 3, "10.50"), (1, "toys", 3, "3.00")]
+    assert last_committed_batch(spark, table, "query-1") == 2
+    operations = spark.sql(f"DESCRIBE HISTORY delta.`{table}`").orderBy("version").select("operation").collect()
+    assert [r.operation for r in operations] == ["WRITE", "MERGE", "MERGE"]
 
 
 def _added_file(table: Path, version: int) -> Path:
@@ -155,6 +191,27 @@ def test_key_bounds_let_delta_skip_the_files_a_batch_cannot_match(spark: Any, tm
     assert sink.merge(_batch(spark, batch), 2, key_bounds=bounds)
     other.write_bytes(kept)
     assert _rows(spark, table) == [(0, "books", 1, "1.00"), (10, "books", 3, "3.00"), (11, "toys", 1, "1.00")]
+
+
+def test_delta_rs_merges_read_only_the_files_the_batch_s_key_bounds_overlap(spark: Any, tmp_path: Path) -> None:
+    """merge_arrow bounds each key column to the batch's lowest and highest value itself: a file
+    of other windows (and other categories), made unreadable, is not read; the rows of the
+    windows at both bounds are matched (the bounds are inclusive, exact to the microsecond)."""
+    table = tmp_path / "agg"
+    combine = {"orders": "t.orders + s.orders", "revenue": "t.revenue + s.revenue"}
+    sink = DeltaMergeSink(str(table), app_id="query-1", combine=combine)
+    assert _merge("delta-rs", sink, spark, [(0, "books", 1, "1.00")], 0)
+    assert _merge("delta-rs", sink, spark, [(10, "books", 1, "1.00"), (11, "toys", 1, "1.00")], 1)
+    other = _added_file(table, 0)
+    kept = other.read_bytes()
+    other.write_bytes(b"not parquet")
+    assert _merge("delta-rs", sink, spark, [(10, "books", 2, "2.00"), (11, "toys", 1, "1.00")], 2)
+    other.write_bytes(kept)
+    assert _rows(spark, table) == [(0, "books", 1, "1.00"), (10, "books", 3, "3.00"), (11, "toys", 2, "2.00")]
+    # Not read is not skipped by luck: a batch whose bounds take in the first window reads it.
+    other.write_bytes(b"not parquet")
+    with pytest.raises(Exception, match="(?i)parquet|corrupt|footer|magic"):
+        _merge("delta-rs", sink, spark, [(0, "books", 1, "1.00"), (10, "books", 1, "1.00")], 3)
 
 
 RECORDS = 3_000
