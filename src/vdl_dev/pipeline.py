@@ -345,7 +345,7 @@ def warm_up(spark: SparkSession, bootstrap: str, work: str | Path, events: int =
     daemons (one per kind: data source lookup and creation, the streaming source runner, read
     and write tasks, write planning and commit, each importing pyspark, pyarrow and the
     connector), the JVM's compiled code and generated classes (whole-stage codegen caches them by
-    source text, so the same plans reuse them), Delta's table creation, log replay and MERGE, and
+    source text, so the same plans reuse them), delta-rs's table creation and MERGE, and
     the client's first VdlWriterId. Paid on a few thousand events, before the job's first batch
     (while the demo produces; before `--follow` starts producing), it is not paid on that batch's
     records. Two micro-batches: the first creates the table (an append), the second MERGEs."""
