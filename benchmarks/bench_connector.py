@@ -2,9 +2,11 @@
 to Spark's own Kafka connector (spark-sql-kafka-0-10) on VDL and on Apache Kafka.
 
 Run: `.venv/bin/python -m benchmarks.bench_connector [--quick] [--rounds N] [--groups write,...] [--no-kafka]
-[--profile]` (--quick: 1M records, not 10M; --groups: some of read, write, realtime, exactly-once;
---no-kafka: leave Apache Kafka and format("kafka") out; --profile: one more run of the vdl
-writes with py-spy on the broker and Spark's Python workers, flame graphs beside the JSON).
+[--profile] [--memory-limit SIZE]` (--quick: 1M records, not 10M; --groups: some of read, write,
+realtime, exactly-once; --no-kafka: leave Apache Kafka and format("kafka") out; --profile: one
+more run of the vdl writes with py-spy on the broker and Spark's Python workers, flame graphs
+beside the JSON; --memory-limit: the run in a memory cgroup of SIZE, root only, the page cache
+reclaimed and reused as on a broker that has run a while: benchmarks/memory_limit.py).
 
 Measured in one run on this machine, one single-node VDL broker (fsync on) and one Apache Kafka
 node (vdl_dev.kafka_peer, its defaults), the same N 100-byte records loaded into both by the
@@ -50,6 +52,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from benchmarks import memory_limit
 from benchmarks.peers import Target, kafka_targets, per_record_us, vdl_target
 from benchmarks.profile import Profiler, spark_python_workers
 from benchmarks.realtime import copy_latencies, start_copy
@@ -178,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
                              "workers: flame graphs (SVG) beside the JSON, top frames in the table")
     parser.add_argument("--realtime-rate", type=int, default=REALTIME_RATE,
                         help=f"events/s of the real-time mode latency runs (default {REALTIME_RATE:,})")
+    memory_limit.add_argument(parser)
     args = parser.parse_args(argv)
+    memory_limit.apply(args, "vdl-bench-connector")
     chosen = [g.strip() for g in args.groups.split(",") if g.strip()]
     unknown = sorted(set(chosen) - set(GROUPS))
     if unknown:
@@ -206,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(CeilingSource)
     report = Report("bench_connector")
+    memory_limit.add_row(report, args)
     profiler = Profiler("bench_connector", args.profile)
     try:
         vdl = vdl_target(broker.bootstrap, lambda: [broker.process.pid])

@@ -43,6 +43,12 @@ With --baseline DIR (and --vdl-only): a 3-node cluster and a node of the checkou
 `git worktree add /tmp/vdl-before main`) join the rounds, and the CPU per role is compared
 round by round (this / baseline): a before/after on the same loaded machine.
 
+With --memory-limit SIZE (root): the run and every process it starts in a memory cgroup of SIZE
+(e.g. 1536M), so the nodes write into page-cache pages the kernel reclaims and reuses, as on a
+broker that has run for a while, rather than into pages this VM gets back from its host at first
+touch (benchmarks/memory_limit.py): the kernel's share of the CPU per record is then measured at
+its steady state.
+
 With --metrics: alternating rounds of fresh clusters with metrics off and on (scraped every 5 s
 meanwhile), acks=-1 throughput; the goal is on >= 0.95x of off (benchmarks/metrics_cost.py).
 
@@ -61,6 +67,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks import memory_limit
 from benchmarks.bench_broker import RECORD_BYTES, Broker, latency, produce_run
 from benchmarks.peers import (
     Measure,
@@ -431,7 +438,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="one more run per VDL target under py-spy: flame graphs (SVG) beside the JSON")
     parser.add_argument("--baseline", type=Path, metavar="DIR",
                         help="with --vdl-only: also a 3-node cluster and a node of the checkout at DIR, same rounds")
+    memory_limit.add_argument(parser)
     args = parser.parse_args(argv)
+    memory_limit.apply(args, "vdl-bench-replication")
     if args.baseline is not None and not args.vdl_only:
         parser.error("--baseline goes with --vdl-only")
     count = 200_000 if args.quick else 2_000_000
@@ -519,6 +528,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"round {round_number + 1} {target.label}: " + ", ".join(
                         f"{k} {v:,.1f}" for k, v in results[target.key][-1].values.items()), flush=True)
             report = Report("bench_replication")
+            memory_limit.add_row(report, args)
             if args.profile:
                 profile_runs([(vdl, cluster_roles), (vdl1, roles[vdl1.key])], count, args.producers, report)
             failovers: list[float] = []
