@@ -99,6 +99,24 @@ def last_committed_batch(spark: SparkSession, table_path: str | Path, app_id: st
     return None
 
 
+# DESCRIBE HISTORY's operationMetrics of the rows a commit changed: delta-spark names them in
+# camelCase, delta-rs in snake_case (and a WRITE's rows num_added_rows).
+HISTORY_ROW_METRICS = {"updated": ("numTargetRowsUpdated", "num_target_rows_updated"),
+                       "inserted": ("numTargetRowsInserted", "num_target_rows_inserted"),
+                       "written": ("numOutputRows", "num_output_rows", "num_added_rows")}
+
+
+def history(spark: SparkSession, table_path: str | Path) -> DataFrame:
+    """DESCRIBE HISTORY: version, timestamp, operation, the rows each commit updated, inserted and
+    wrote (whichever engine made it: HISTORY_ROW_METRICS) and its userMetadata."""
+    from pyspark.sql import functions as F
+
+    rows = [F.coalesce(*(F.col("operationMetrics")[name] for name in names)).alias(column)
+            for column, names in HISTORY_ROW_METRICS.items()]
+    return spark.sql(f"DESCRIBE HISTORY delta.`{table_path}`").select("version", "timestamp", "operation", *rows,
+                                                                       "userMetadata")
+
+
 def table_version(spark: SparkSession, table_path: str | Path) -> int:
     """The table's current version (its newest commit), -1 when there is no table."""
     from delta.tables import DeltaTable

@@ -139,6 +139,7 @@ def _show_table(spark: Any, table_path: str, say: Callable[[str], None], top: in
     (rows, table version, total orders)."""
     from pyspark.sql import functions as F
 
+    from vdl_dev.delta_sink import history
     from vdl_dev.pipeline import read_delta_table
 
     table = read_delta_table(spark, table_path).cache()
@@ -148,15 +149,12 @@ def _show_table(spark: Any, table_path: str, say: Callable[[str], None], top: in
         frame: Any = table.orderBy(F.desc("revenue")).limit(top).toPandas()
     finally:
         table.unpersist()
-    history: Any = spark.sql(f"DESCRIBE HISTORY delta.`{table_path}`").select(
-        "version", "timestamp", "operation", F.col("operationMetrics.numTargetRowsUpdated").alias("updated"),
-        F.col("operationMetrics.numTargetRowsInserted").alias("inserted"),
-        F.col("operationMetrics.numOutputRows").alias("written"), "userMetadata").toPandas()
-    version = int(history["version"].max())
+    changes: Any = history(spark, table_path).toPandas()
+    version = int(changes["version"].max())
     say(f"\ntop {top} of {rows} rows of {table_path} (Delta version {version}), by revenue:")
     say(frame.to_string(index=False))
     say(f"\nDESCRIBE HISTORY delta.`{table_path}`:")
-    say(history.to_string(index=False))
+    say(changes.to_string(index=False))
     return int(rows), version, int(orders or 0)
 
 

@@ -24,6 +24,7 @@ import pytest
 
 from tests.dev.delta_frames import delta_frame, oracle_frame
 from tests.support.cluster import VDL_CLI, wait_until
+from vdl_dev.delta_sink import history
 from vdl_dev.workload import WorkloadConfig, events
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,6 +123,15 @@ def test_demo_delta_table_equals_independent_aggregates(tmp_path: Path, spark: A
     assert not _alive({n["pid"] for n in state["nodes"].values()})
 
     delta = delta_frame(spark, tmp_path / "delta" / "orders_per_minute")
+    # The history it printed: each commit with the rows it wrote (None where an engine's metric
+    # names were not read), MERGEs with the rows they updated and inserted.
+    changes = history(spark, tmp_path / "delta" / "orders_per_minute").collect()
+    assert [r.operation for r in changes][-1] == "WRITE" and "MERGE" in [r.operation for r in changes], changes
+    assert all(r.written is not None and (r.operation != "MERGE" or None not in (r.updated, r.inserted))
+               for r in changes), changes
+    for r in changes:
+        assert re.search(rf"^\s*{r.version} .* {r.operation}\s+{r.updated}\s+{r.inserted}\s+{r.written} ", output,
+                         re.MULTILINE), (r, output)
     oracle = oracle_frame(spark, (v for _, v in events(WorkloadConfig(records=RECORDS, seed=SEED))))
     assert_df_equality(delta, oracle, ignore_nullable=True)
     raw = spark.read.format("delta").load(str(tmp_path / "delta" / "orders_raw")).select("offset", "value")
