@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -291,6 +292,8 @@ def sql_literal(value: object) -> str | None:
     """`value` as a SQL literal that delta-rs (DataFusion) coerces to its column's type; None for
     a null or a type without one here (the caller then leaves that bound out)."""
     if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, int | float | Decimal):
         return str(value)
