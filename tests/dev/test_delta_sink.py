@@ -301,3 +301,12 @@ def test_enriched_orders_carry_their_dimensions_as_a_left_join_with_them_would(s
                       .alias("value")))
     assert sorted((r.key, r.value) for r in enrich_orders(orders).collect()) == \
         sorted((r.key, r.value) for r in joined.collect())
+
+
+def test_key_bounds_become_sql_literals_delta_rs_coerces_or_none() -> None:
+    from vdl_dev.delta_sink import sql_literal
+
+    assert sql_literal(datetime(2026, 1, 1, 0, 1, tzinfo=UTC)) == "'2026-01-01T00:01:00+00:00'"
+    assert sql_literal("o'brien") == "'o''brien'"
+    assert [sql_literal(v) for v in (7, Decimal("12.50"), 1.5)] == ["7", "12.50", "1.5"]
+    assert [sql_literal(v) for v in (None, True, float("nan"), b"raw")] == [None, None, None, None]
