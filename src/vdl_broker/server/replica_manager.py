@@ -348,13 +348,20 @@ class ReplicaManager:
 
     def leader_imminent(self, name: str) -> bool:
         """A replica here whose leader is being settled and will be known here in a round trip
-        or two: a new stream's (its replica being opened, or nothing in its log yet, not even the
-        entry each new leader appends first), or this node's own, elected and committing that
-        entry."""
+        or two: a new stream's (placed here by the metadata and not opened yet, its replica being
+        opened, or nothing in its log yet, not even the entry each new leader appends first), or
+        this node's own, elected and committing that entry."""
         if name in self._opening_new:
             return True
         partition = self._partitions.get(name)
-        return (partition is not None and partition.group is not None and not partition.is_leader
+        if partition is None:
+            # Not opened yet (the reconcile loop may be busy with others): new when it has no
+            # directory here, as _open_all counts a replica new; a restart's reopening is not,
+            # nor a placement in a replayed view that is not the cluster's of now.
+            info = self.state.streams.get(name)
+            return (info is not None and self.broker.node_id in info.replicas and self._metadata_current()
+                    and not (self.data_dir / name).exists())
+        return (partition.group is not None and not partition.is_leader
                 and (partition.log.last_index == 0 or partition.leader_id == self.broker.node_id))
 
     async def wait_for_imminent_leaders(self, names: Iterable[str], timeout_s: float) -> None:

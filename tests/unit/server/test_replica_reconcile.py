@@ -215,3 +215,26 @@ def test_a_stream_moved_away_and_back_keeps_its_records_through_the_replay(tmp_p
                       steps=[5 - snapshot_after, 2, 2] if snapshot_after < 5 else [2, 2])
 
     virtual_time.run(main())
+
+
+def test_a_new_stream_placed_here_has_its_leader_imminent_before_its_replica_opens(tmp_path: Path) -> None:
+    """Metadata waits, briefly, for the leader of a stream whose leader is imminent here. A new
+    stream the metadata places on this node is such a stream from the moment the node applies
+    its creation, before the manager has begun to open its replica (its loop busy with other
+    streams): it was not, and a node asked right then answered "no leader" while the others named
+    the leader. A replica placed here with a directory (a restart reopening it) and a stream
+    placed elsewhere are not: they are answered at once."""
+    state = ClusterState()
+    apply(state, 1, [*NODES, create_stream_command("fresh", 3), create_stream_command("reopened", 3),
+                     *(create_stream_command(f"single-{n}", 1) for n in range(3))])
+    [elsewhere, *_] = [name for name, info in state.streams.items() if NODE not in info.replicas]
+    (tmp_path / "reopened").mkdir()
+    group = MetadataGroup(applied=len(NODES) + 5)
+    group.caught_up(len(NODES) + 5)
+    manager = ReplicaManager(stand_in(tmp_path, state, group, None))  # type: ignore[arg-type]
+    assert manager.local("fresh") is None
+    assert [manager.leader_imminent(name) for name in ("fresh", "reopened", elsewhere, "missing")] == \
+        [True, False, False, False]
+    # A restart's replay, not yet the cluster's view of now, may place here what has moved away.
+    replaying = ReplicaManager(stand_in(tmp_path, state, MetadataGroup(applied=len(NODES) + 5), None))  # type: ignore[arg-type]
+    assert not replaying.leader_imminent("fresh")
