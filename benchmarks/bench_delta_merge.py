@@ -84,11 +84,12 @@ def run_side(side: str, merges: int) -> dict[str, object]:
             sink = DeltaMergeSink(str(base / "orders_per_minute"), app_id="bench", combine=ACCUMULATE,
                                   table_properties=AGGREGATE_TABLE_PROPERTIES)
             job = MainJobBatch(sink, "unused:9092", "unused")
+            # The table's columns in Spark's types (not Arrow's round trip of them), for the DataFrame.
+            schema = aggregate_orders(_orders(spark, 0)).drop("newest_produced").schema
             seconds, jvm_cpu, driver_cpu = [], 0.0, 0.0
             for batch in range(WARM_UP_MERGES + merges):
                 orders = _orders(spark, batch)
                 table = aggregate_orders(orders).toArrow()
-                schema = aggregate_orders(orders).drop("newest_produced").schema
                 before, started = cpu(), time.monotonic()
                 if side == "delta-rs":
                     job.merge_aggregates(table, batch)

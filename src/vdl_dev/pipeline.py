@@ -229,8 +229,8 @@ class MainJobBatch:
              .option("kafka.bootstrap.servers", self.bootstrap).option("topic", self.enriched_stream)
              .option("exactlyOnce", "true").mode("append").save())
             enriched = time.monotonic()
-            # A few hundred rows: collected once for the batch's figures, and merged from there
-            # (a local relation, which Delta's MERGE neither re-reads nor materializes again).
+            # A few hundred rows: collected once, for the batch's figures and for the MERGE in
+            # the driver (merge_aggregates).
             table = aggregate_orders(orders).toArrow()
         finally:
             orders.unpersist()
