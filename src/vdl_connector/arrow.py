@@ -353,11 +353,9 @@ def _encode_into(pieces: Sequence[Piece], header_room: int) -> bytearray:
     for columns, start, stop in pieces:
         parts.append(columns.joined(start, stop, first_delta))
         first_delta += stop - start
-    out = bytearray(header_room + sum(len(part) for part in parts))
-    position = header_room
+    out = bytearray(header_room)  # grown by copies: bytearray(n) would zero-fill what they overwrite
     for part in parts:
-        out[position:position + len(part)] = part
-        position += len(part)
+        out += part
     return out
 
 
@@ -369,9 +367,9 @@ def _encode_uniform_into(pieces: Sequence[Piece], uniform: tuple[int, int], head
     count = sum(stop - start for _, start, stop in pieces)
     layout = _uniform_layout(key_length, value_length)
     size = layout.size(count)
-    out = bytearray(header_room + size)
+    out = bytearray(header_room)
+    out += memoryview(layout.template(count))[:size]  # no zero-fill of a buffer about to be overwritten
     target = np.frombuffer(out, dtype=np.uint8)
-    target[header_room:] = layout.template(count)[:size]
     groups = layout.groups(count)
     row = 0  # the piece's first row in the batch
     for columns, start, stop in pieces:

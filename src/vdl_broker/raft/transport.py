@@ -144,7 +144,7 @@ class _FrameProtocol(asyncio.BufferedProtocol):
                  on_end: Callable[[BaseException | None], None]) -> None:
         self._inner = inner
         # Its peers are the cluster's nodes: a frame's buffer is allocated whole from its size.
-        self._reader = FrameReader(max_frame_bytes, FrozenBuffer, eager_bytes=max_frame_bytes)
+        self._reader = FrameReader(max_frame_bytes, FrozenBuffer.unfilled, eager_bytes=max_frame_bytes)
         self._on_frame = on_frame
         self._on_end = on_end
         self.ended = False

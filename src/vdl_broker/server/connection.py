@@ -123,7 +123,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._close_when_flushed = False
         self._quickack: Any = None  # TLS: the socket whose delayed ACK is sent at once after each read
         # Requests are read into buffers of their own (FrozenBuffer: the log may keep them).
-        self._reader = FrameReader(broker.config.max_request_bytes, FrozenBuffer)
+        self._reader = FrameReader(broker.config.max_request_bytes, FrozenBuffer.unfilled)
         self._slots: deque[_Slot] = deque()
         # Requests waiting for the writes sent before them (module docstring), in arrival order,
         # and the writes running: Produce requests, and the others.

@@ -127,15 +127,19 @@ PARTITION_LEADER_EPOCH_OFFSET = 12  # after base offset (int64) and batch length
 PARTITION_LEADER_EPOCH = struct.Struct(">i")
 
 
+def stamp(batch: bytearray | memoryview, base_offset: int, leader_epoch: int | None = None) -> None:
+    """Rewrite the base offset and, if given, the partition leader epoch the leader stamps, in
+    place (both outside the CRC, so no recomputation)."""
+    set_base_offset(batch, base_offset)
+    if leader_epoch is not None:
+        PARTITION_LEADER_EPOCH.pack_into(batch, PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
+
+
 def with_base_offset(batch: Buffer, base_offset: int, leader_epoch: int | None = None,
                      into: type[bytearray] = bytearray) -> bytearray:
-    """A copy of the batch (a new `into`, a bytearray or a subclass) with a new base offset and,
-    if given, the partition leader epoch the leader stamps (both outside the CRC, so no
-    recomputation)."""
+    """A copy of the batch (a new `into`, a bytearray or a subclass), stamped (see stamp)."""
     out = into(batch)
-    set_base_offset(out, base_offset)
-    if leader_epoch is not None:
-        PARTITION_LEADER_EPOCH.pack_into(out, PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
+    stamp(out, base_offset, leader_epoch)
     return out
 
 

@@ -13,10 +13,16 @@ import pytest
 
 from tests.support.kafka import numbered_batch as batch
 from tests.support.waiting import within
-from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.log import FrozenBuffer, LogConfig, StreamLog
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.persistence import COMMIT_POINT_FILE
-from vdl_broker.server.partition import AppendHandle, Partition, PartitionError, leader_epoch_error
+from vdl_broker.server.partition import (
+    STAMP_IN_PLACE_FROM,
+    AppendHandle,
+    Partition,
+    PartitionError,
+    leader_epoch_error,
+)
 from vdl_wire.errors import ErrorCode
 from vdl_wire.records.batch_header import parse_batch_header
 from vdl_wire.records.control import end_txn_marker
@@ -281,6 +287,56 @@ def _leader_epochs(partition: Partition) -> list[int]:
     read = partition.log.read(partition.log_start_offset, 1 << 20, partition.high_watermark)
     data = b"".join(bytes(b) for b in read.buffers)
     return [parse_batch_header(batch).partition_leader_epoch for _, batch in iter_batches(data)]
+
+
+def test_a_large_batch_most_of_its_request_buffer_is_stored_where_it_lies_any_other_is_copied(tmp_path: Path) -> None:
+    """The leader stamps a large produced batch in the request's own buffer (no copy of its
+    bytes); a small one, one that is a small part of its buffer (a view would pin the rest in the
+    tail cache) and one in bytes are copied, their buffers left as they were. Every one is
+    stored stamped: its base offset and the leader's epoch."""
+    large = RecordBatchBuilder()
+    large.append(1_000, None, b"L" * STAMP_IN_PLACE_FROM)
+    large_batch = large.build()
+    request_head = b"h" * 100  # what precedes the records in a Produce request
+
+    def in_request(batch_bytes: bytes, after: int = 0) -> tuple[FrozenBuffer, memoryview]:
+        buffer = FrozenBuffer(request_head + batch_bytes + b"t" * after)
+        return buffer, memoryview(buffer)[len(request_head):len(request_head) + len(batch_bytes)]
+
+    async def run() -> None:
+        partition = await open_partition(tmp_path / "s")
+        await partition.append(batch(3)).wait(-1, 1000)  # offsets 0-2: the next base offsets are not 0
+        cases = {"large, most of its buffer": in_request(large_batch),
+                 "large, a third of its buffer": in_request(large_batch, after=2 * len(large_batch)),
+                 "small": in_request(batch(2))}
+        originals = {name: bytes(buffer) for name, (buffer, _) in cases.items()}
+        bases = {}
+        for name, (_, view) in cases.items():
+            handle = partition.append(view)
+            await handle.wait(-1, 1000)
+            bases[name] = handle.base_offset
+        bytes_batch = partition.append(large_batch)  # bytes: read-only, copied
+        await bytes_batch.wait(-1, 1000)
+        epoch = partition.leader_epoch
+        assert bases == {"large, most of its buffer": 3, "large, a third of its buffer": 4, "small": 5}
+        assert bytes_batch.base_offset == 7
+
+        stamped_where_it_lies = cases["large, most of its buffer"][0]
+        header = parse_batch_header(stamped_where_it_lies, len(request_head))
+        assert (header.base_offset, header.partition_leader_epoch) == (3, epoch)
+        assert stamped_where_it_lies[:len(request_head)] == request_head
+        for name in ("large, a third of its buffer", "small"):
+            assert bytes(cases[name][0]) == originals[name], name  # copied: the request left as it was
+
+        read = partition.log.read(3, 1 << 24, partition.high_watermark)
+        stored = list(iter_batches(b"".join(bytes(b) for b in read.buffers)))
+        assert [(parse_batch_header(b).base_offset, parse_batch_header(b).partition_leader_epoch) for _, b in stored] == [
+            (3, epoch), (4, epoch), (5, epoch), (7, epoch)]
+        # Each stored batch is its produced bytes but for the two stamped fields (bytes 0-7, 12-15).
+        produced = [large_batch, large_batch, batch(2), large_batch]
+        assert [bytes(b[8:12]) + bytes(b[16:]) for _, b in stored] == [p[8:12] + p[16:] for p in produced]
+        await close(partition)
+    asyncio.run(run())
 
 
 def test_leader_epochs_are_terms_and_end_where_the_next_term_begins(tmp_path: Path) -> None:
