@@ -353,9 +353,11 @@ def _encode_into(pieces: Sequence[Piece], header_room: int) -> bytearray:
     for columns, start, stop in pieces:
         parts.append(columns.joined(start, stop, first_delta))
         first_delta += stop - start
-    out = bytearray(header_room)  # grown by copies: bytearray(n) would zero-fill what they overwrite
+    out = bytearray(header_room + sum(len(part) for part in parts))
+    position = header_room
     for part in parts:
-        out += part
+        out[position:position + len(part)] = part
+        position += len(part)
     return out
 
 
