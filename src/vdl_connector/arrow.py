@@ -370,7 +370,7 @@ def _encode_uniform_into(pieces: Sequence[Piece], uniform: tuple[int, int], head
     layout = _uniform_layout(key_length, value_length)
     size = layout.size(count)
     out = bytearray(header_room)
-    out += memoryview(layout.template(count))[:size]  # no zero-fill of a buffer about to be overwritten
+    out += layout.template(count)[:size].data  # no zero-fill of a buffer about to be overwritten
     target = np.frombuffer(out, dtype=np.uint8)
     groups = layout.groups(count)
     row = 0  # the piece's first row in the batch
