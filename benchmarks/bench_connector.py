@@ -23,7 +23,8 @@ with the broker CPU per record of each run:
   exactly-once (exactlyOnce=true, inside foreachBatch of a one-micro-batch streaming query) next
   to the discarding writer inside the same foreachBatch -- goal >= 0.7x; and the same write
   exactlyOnce=transactional (one Kafka transaction per task, committed by the driver) next to
-  exactlyOnce=true;
+  exactlyOnce=true; and, to tell the connector's CPU from Spark's, the writer's producer alone in
+  this process, fed the same values in Arrow batches of Spark's size (no Spark);
 - Spark's real-time mode (trigger(realTime=...)), format("kafka") -> format("kafka") on VDL and
   on Kafka at 5,000 events/s: end-to-end latency from the producer's send to the arrival at a
   consumer of the copy (benchmarks/realtime.py) -- goal p99 <= 200 ms on VDL;
@@ -65,6 +66,8 @@ LOAD_BATCH_RECORDS = 10_000
 KAFKA_LOAD_BATCH_RECORDS = 5_000  # 600 KB batches: Kafka's default max.message.bytes is 1 MiB
 REALTIME_RATE = 5_000
 CEILING_BATCH_ROWS = 100_000
+SPARK_ARROW_BATCH_ROWS = 10_000  # spark.sql.execution.arrow.maxRecordsPerBatch's default
+ALONE_DISTINCT_ROWS = 1_000_000  # the producer alone cycles through this many rows' batches
 GROUPS = ("read", "write", "realtime", "exactly-once")
 
 
@@ -221,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             [kafka, _] = kafka_targets(peer)
         cpu_of: dict[str, Target | None] = {
             "vdl": vdl, "kafka_on_vdl": vdl, "kafka_on_kafka": kafka, "ceiling": None,
-            "write_vdl": vdl, "write_vdl_eo": vdl, "write_vdl_txn": vdl, "write_kafka_on_vdl": vdl, "write_kafka_on_kafka": kafka,
+            "write_vdl": vdl, "write_vdl_eo": vdl, "write_vdl_txn": vdl, "write_alone": vdl, "write_kafka_on_vdl": vdl, "write_kafka_on_kafka": kafka,
             "discard": None, "discard_eo": None}
         # Batches under Kafka's default max.message.bytes (1 MiB), the same into both
         load_s = {target.key: load(target.bootstrap, "bench", records, KAFKA_LOAD_BATCH_RECORDS)
@@ -257,6 +260,26 @@ def main(argv: list[str] | None = None) -> int:
         def write_discard(run: str) -> None:
             frame.write.format("vdl_bench_ceiling").mode("append").save()
 
+        alone_batches: list[pa.Array] = []
+
+        def write_alone(run: str) -> None:
+            """The writer's producer (StreamProducer) in this process, fed `frame`'s values in
+            Arrow batches of Spark's size: the connector's and the broker's CPU without Spark's."""
+            from vdl_client import ClientSettings, VdlClient
+            from vdl_connector.options import SinkOptions
+            from vdl_connector.sink import StreamProducer
+
+            if not alone_batches:
+                alone_batches.extend(frame_values(min(records, ALONE_DISTINCT_ROWS), SPARK_ARROW_BATCH_ROWS))
+            topic = f"bench-write-alone-{run}"
+            vdl.create(topic)
+            options = SinkOptions(ClientSettings((vdl.bootstrap,)), topic=topic)
+            with VdlClient(options.client) as client:
+                producer = StreamProducer(client, options, None)
+                for index in range(records // SPARK_ARROW_BATCH_ROWS):
+                    producer.add(topic, None, alone_batches[index % len(alone_batches)], None)
+                producer.flush()
+
         def in_micro_batch(run: str, write_frame: Callable[[], None]) -> None:
             """write_frame() inside foreachBatch of a streaming query of one one-row micro-batch: the
             running query and batch id are what an exactly-once df.write takes its producer ids from."""
@@ -291,9 +314,10 @@ def main(argv: list[str] | None = None) -> int:
                 measures["kafka_on_kafka"] = lambda r: timed_query(
                     lambda: read_query("kafka", kafka_target, r), records)
         if "write" in chosen:
-            groups.append(("discard", "write_vdl", "discard_eo", "write_vdl_eo", "write_vdl_txn")
+            groups.append(("discard", "write_vdl", "discard_eo", "write_vdl_eo", "write_vdl_txn", "write_alone")
                           + (("write_kafka_on_vdl", "write_kafka_on_kafka") if kafka else ()))
             measures["discard"] = lambda r: timed_query_batch(lambda: write_discard(r))
+            measures["write_alone"] = lambda r: timed_query_batch(lambda: write_alone(r))
             measures["write_vdl"] = lambda r: timed_query_batch(lambda: write("vdl", vdl, r))
             measures["discard_eo"] = lambda r: timed_query_batch(lambda: in_micro_batch(r, lambda: write_discard(r)))
             measures["write_vdl_eo"] = lambda r: timed_query_batch(lambda: write_exactly_once(r))
@@ -311,16 +335,18 @@ def main(argv: list[str] | None = None) -> int:
         cpu: dict[str, list[float]] = {key: [] for key in measures}
         client_cpu: dict[str, list[float]] = {key: [] for key in measures}
         points: dict[str, list[tuple[float, float]]] = {key: [] for key in measures}
+        client_clock: dict[str, Callable[[], float]] = {"write_alone": time.process_time}  # else Spark's
         for run in range(rounds):
             for group in groups:
                 for key in group[run % len(group):] + group[:run % len(group)]:
                     target = cpu_of[key]
                     pids = target.pids() if target else []
                     before = cpu_seconds(pids)
-                    spark_before = spark_cpu_seconds()
+                    clock = client_clock.get(key, spark_cpu_seconds)
+                    client_before = clock()
                     seconds[key].append(float(measures[key](str(run))))  # type: ignore[arg-type]
                     cpu[key].append(per_record_us(cpu_seconds(pids) - before, records))
-                    client_cpu[key].append(per_record_us(spark_cpu_seconds() - spark_before, records))
+                    client_cpu[key].append(per_record_us(clock() - client_before, records))
                     points[key].append((time.perf_counter() - started, records / seconds[key][-1]))
         if args.profile:  # after the rounds: py-spy's sampling takes CPU from what it watches
             targets = {"broker": lambda: [broker.process.pid], "spark-workers": spark_python_workers}
@@ -348,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
                   "discard_eo": "ceiling: rows -> discarding Arrow writer, in foreachBatch",
                   "write_vdl_eo": 'df.write.format("vdl") to VDL, exactlyOnce, in foreachBatch',
                   "write_vdl_txn": 'df.write.format("vdl") to VDL, exactlyOnce=transactional, in foreachBatch',
+                  "write_alone": "the vdl writer's producer alone (no Spark), the same rows in Spark's Arrow batches",
                   "write_kafka_on_vdl": 'df.write.format("kafka") to VDL',
                   "write_kafka_on_kafka": 'df.write.format("kafka") to Kafka'}
         labels = {key: label for key, label in labels.items() if key in measures}
@@ -356,7 +383,10 @@ def main(argv: list[str] | None = None) -> int:
             report.add(label, rate[key], "rows/s", goal=goals.get(key), note=broker_cpu(key) + listed(key))
             if cpu_of[key]:
                 report.add(f"{label}, broker CPU", statistics.median(cpu[key]), "us/record", higher_is_better=False)
-            if key.startswith(("write", "discard")):
+            if key == "write_alone":
+                report.add(f"{label}, its CPU", statistics.median(client_cpu[key]), "us/record",
+                           higher_is_better=False)
+            elif key.startswith(("write", "discard")):
                 report.add(f"{label}, Spark CPU (driver JVM + Python workers)", statistics.median(client_cpu[key]),
                            "us/record", higher_is_better=False)
         for measured, base, goal in (("vdl", "ceiling", 0.6), ("vdl", "kafka_on_vdl", 1.0), ("vdl", "kafka_on_kafka", 0.9),
@@ -370,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
                 report.add(f"{labels[measured]} / {labels[base]}", ratio(measured, base), "x", goal=goal,
                            note="median of per-round ratios")
         for key in labels:
-            report.throughput(labels[key], points[key], "rows/s", baseline=key not in ("vdl", "write_vdl", "write_vdl_eo", "write_vdl_txn"))
+            report.throughput(labels[key], points[key], "rows/s",
+                              baseline=key not in ("vdl", "write_vdl", "write_vdl_eo", "write_vdl_txn", "write_alone"))
         if kafka is not None and "read" in chosen and "write" in chosen:
             report.side_by_side(
                 f"Spark connectors, {records:,} 100-byte records, alternating rounds (medians of {rounds}); "
@@ -461,6 +492,16 @@ def exactly_once_rows(report: Report, spark, bootstrap: str, work: Path, records
         report.add(f"stream copy vdl -> vdl, exactlyOnce={exactly_once}", rates[exactly_once], "rows/s",
                    note="best of 2")
     report.add("exactlyOnce=true / false", 100 * rates["true"] / rates["false"], "%", goal=80)
+
+
+def frame_values(rows: int, batch_rows: int) -> list[pa.Array]:
+    """The benchmark's write rows (the id, zero-padded to 20 digits, then "x"s to RECORD_BYTES) in
+    Arrow arrays of batch_rows, as Spark hands them to a Python writer."""
+    import pyarrow.compute as pc
+
+    ids = pc.utf8_lpad(pc.cast(pa.array(range(rows), pa.int64()), pa.string()), 20, "0")
+    values = pc.binary_join_element_wise(ids, pa.scalar("x" * (RECORD_BYTES - 20)), "").cast(pa.binary())
+    return [values.slice(start, batch_rows) for start in range(0, rows, batch_rows)]
 
 
 def timed_query_batch(action) -> float:  # noqa: ANN001
