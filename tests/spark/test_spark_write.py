@@ -6,7 +6,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from tests.spark.kafka_helpers import consume_all, create_streams, produce_confluent
+from tests.spark.kafka_helpers import admin, consume_all, create_streams, produce_confluent
 
 WRITE_SCHEMA = "key binary, value binary, headers array<struct<key: string, value: binary>>"
 
@@ -37,6 +37,19 @@ def test_batch_write_byte_exact(spark, broker) -> None:  # noqa: ANN001
     df.write.format("vdl").option("bootstrap.servers", broker.bootstrap).option("topic", "w-batch").mode(
         "append").save()
     assert_df_equality(by_value(read_back(spark, broker.bootstrap, "w-batch", 300)), by_value(df))
+
+
+def test_batches_fit_a_stream_that_takes_kafkas_default_max_message_bytes(spark, broker) -> None:  # noqa: ANN001
+    # Kafka's default max.message.bytes (1048588) is below the sink's default batch size (4 MiB):
+    # the batches are cut to fit the stream, not refused with MESSAGE_TOO_LARGE.
+    with admin(broker.bootstrap) as client:
+        client.create_streams(["w-kafka-limit"], {"max.message.bytes": "1048588"})
+    values = [f"{i:08d}".encode() * 25 for i in range(12_000)]  # 2.4 MB in one task
+    df = spark.createDataFrame([(v,) for v in values], "value binary").coalesce(1)
+    df.write.format("vdl").option("bootstrap.servers", broker.bootstrap).option("topic", "w-kafka-limit").mode(
+        "append").save()
+    records = consume_all(broker.bootstrap, "w-kafka-limit", len(values))
+    assert [(r.offset, r.value) for r in records] == list(enumerate(values))
 
 
 def test_topic_column_versus_option(spark, broker) -> None:  # noqa: ANN001

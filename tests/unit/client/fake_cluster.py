@@ -2,7 +2,8 @@
 VdlClient(settings(), connect=cluster.connect, sleep=cluster.sleep).
 
 Nodes are "n<id>:9092"; the test sets who leads, who is the controller, which nodes are down,
-and queues error codes a node answers once per request type. Every request is recorded as
+and queues error codes a node answers once per request type, and the configs DescribeConfigs
+reports for a stream (`configs`). Every request is recorded as
 (address, request class name), for tests that assert where the client sent what.
 
 Produce appends to one replicated log per stream (`stored`: the batches in log order) with
@@ -23,6 +24,7 @@ from vdl_wire.messages import (
     AddPartitionsToTxnResponse,
     ApiVersionsResponse,
     CreateTopicsResponse,
+    DescribeConfigsResponse,
     EndTxnResponse,
     FindCoordinatorResponse,
     InitProducerIdResponse,
@@ -58,6 +60,7 @@ class FakeCluster:
         self.versions: list[tuple[str, int | None]] = []  # (request, the version the client asked for)
         self.slept: list[float] = []  # the client's backoffs, in seconds
         self.stored: dict[str, list[bytes]] = defaultdict(list)  # stream -> batches, in log order
+        self.configs: dict[str, dict[str, str]] = defaultdict(dict)  # stream -> the configs set for it
         self._sequences: dict[tuple[str, int], list[tuple[int, int]]] = {}  # (stream, producer) -> (first, last)
 
     def sleep(self, seconds: float) -> None:
@@ -108,6 +111,14 @@ class FakeCluster:
                 for t in request.v3_and_below_topics])
         if name == "EndTxnRequest":
             return EndTxnResponse(error_code=error)
+        if name == "DescribeConfigsRequest":
+            R = DescribeConfigsResponse  # noqa: N806
+            return R(results=[R.DescribeConfigsResult(
+                resource_type=r.resource_type, resource_name=r.resource_name,
+                error_code=error or (0 if r.resource_name in self.leaders else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                configs=[R.DescribeConfigsResourceResult(name=k, value=v) for k, v in self.configs[r.resource_name].items()
+                         if r.configuration_keys is None or k in r.configuration_keys])
+                for r in request.resources])
         raise AssertionError(f"the fake cluster does not answer {name}")
 
     def _append(self, stream: str, batch: bytes) -> int:

@@ -176,7 +176,7 @@ def test_sink_exactly_once_modes() -> None:
 def test_sink_options() -> None:
     options = parse_sink_options(lower({"bootstrap.servers": "h:1", "topic": "out", "createStreams": "true"}))
     assert options.topic == "out" and options.create_streams and options.exactly_once
-    assert options.compression == "none" and options.batch_size == 1024 * 1024
+    assert options.compression == "none" and options.batch_size == 4 * 1024 * 1024
     with pytest.raises(VdlOptionError, match="option 'kafka.compression.type' accepts"):
         parse_sink_options(lower({"bootstrap.servers": "h:1", "kafka.compression.type": "brotli"}))
     with pytest.raises(VdlOptionError, match="option 'exactlyOnce' accepts 'true', 'false', 'transactional', got '1'"):

@@ -10,9 +10,10 @@ from vdl_connector.options import parse_sink_options, parse_source_options
 from vdl_connector.planning import OffsetRange
 from vdl_connector.reading import read_range
 from vdl_connector.schema import arrow_read_schema, validate_write_schema
-from vdl_connector.sink import StreamProducer, VdlWriteError, split_by_stream
+from vdl_connector.sink import StreamProducer, VdlWriteError, in_flight_window, split_by_stream
 from vdl_connector.source import VdlDataLossError, data_loss
 from vdl_wire.errors import ErrorCode
+from vdl_wire.messages import DescribeConfigsRequest, DescribeConfigsResponse
 from vdl_wire.records.batch_header import with_base_offset
 from vdl_wire.records.compression import Compression
 from vdl_wire.records.control import end_txn_marker
@@ -29,6 +30,8 @@ class FakeClient:
         self.fetches = 0
         self.produced: list[tuple[str, bytes]] = []
         self.existing: set[str] = set()
+        self.configs: dict[str, dict[str, str]] = {}  # stream -> the configs DescribeConfigs reports
+        self.windows: dict[str, int] = {}  # stream -> produce requests in flight its pipeline was opened with
 
     def add(self, stream: str, records: list[tuple[int, bytes | None, bytes | None, list]],
             compression: int = Compression.NONE) -> None:
@@ -78,12 +81,20 @@ class FakeClient:
     def create_streams(self, streams) -> None:  # noqa: ANN001
         self.existing.update(streams)
 
+    def call(self, route, request, what, error_of=None):  # noqa: ANN001, ANN201
+        assert isinstance(request, DescribeConfigsRequest), request  # the sink's only other request
+        R = DescribeConfigsResponse  # noqa: N806
+        return R(results=[R.DescribeConfigsResult(resource_name=r.resource_name, configs=[
+            R.DescribeConfigsResourceResult(name=k, value=v) for k, v in self.configs.get(r.resource_name, {}).items()
+            if k in r.configuration_keys]) for r in request.resources])
+
     def produce(self, stream, batch, timeout_ms, deadline, transactional_id=None):  # noqa: ANN001
         self.produced.append((stream, batch))
         return 0
 
     def pipeline(self, stream, timeout_ms, delivery_timeout_ms, window, transactional_id=None):  # noqa: ANN001, ANN201
         client = self
+        self.windows[stream] = window
 
         class Pipeline:
             def submit(self, batch: bytes) -> None:
@@ -232,6 +243,29 @@ def test_producer_batches_by_size_with_sequences() -> None:
         assert header.size <= 1000
         sequence += header.record_count
     assert sequence == 100
+
+
+def test_producer_batches_fit_the_streams_max_message_bytes_and_the_window_the_batch_size() -> None:
+    client = FakeClient()
+    client.existing.update({"capped", "open", "small"})
+    client.configs = {"capped": {"max.message.bytes": "1000"}, "open": {"max.message.bytes": "16777216"},
+                      "small": {"max.message.bytes": "1000"}}
+    for options, stream in ((sink_options(), "capped"), (sink_options(), "open"),
+                            (sink_options(**{"kafka.batch.size": "600"}), "small")):
+        producer = StreamProducer(client, options, None)
+        for _ in range(100):
+            producer.append(stream, 5, None, b"x" * 50, [])
+        assert producer.flush() == {stream: 100}
+    sizes = {stream: [next(iter_batches(b))[0].size for s, b in client.produced if s == stream]
+             for stream in ("capped", "open", "small")}
+    # The default 4 MiB under a stream's 1000-byte limit: batches of at most 1000 bytes; under 16
+    # MiB, one batch; an option below the limit wins.
+    assert len(sizes["capped"]) > 5 and max(sizes["capped"]) <= 1000 and max(sizes["capped"]) > 600
+    assert len(sizes["open"]) == 1
+    assert len(sizes["small"]) > len(sizes["capped"]) and max(sizes["small"]) <= 600
+    # Requests in flight: 5 of up to 1 MiB, 2 of the default 4 MiB (8 MiB per stream).
+    assert client.windows == {"capped": 5, "open": 2, "small": 5}
+    assert [in_flight_window(size) for size in (16_384, 1 << 20, 2 << 20, 3 << 20, 4 << 20, 64 << 20)] == [5, 5, 4, 2, 2, 2]
 
 
 def test_producer_missing_stream() -> None:
