@@ -99,7 +99,10 @@ class SourceOptions:
 # The sink's batch size (kafka.batch.size) unless set: a broker's CPU per record fell ~22% from 1
 # MiB batches to 4 MiB (benchmarks/bench_connector.py, write group: its costs per request and per
 # fsync spread over 4x the records). A stream's max.message.bytes, when lower, caps it (sink.py).
+# Rows that name their streams (the `topic` column, no `topic` option) keep 1 MiB: a task holds a
+# batch being filled, and ~8 MiB in flight, for every stream it meets.
 DEFAULT_BATCH_SIZE = 4 * 1024 * 1024
+FAN_OUT_BATCH_SIZE = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -491,7 +494,7 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
         exactly_once=mode != "false",
         transactional=mode == "transactional",
         transaction_timeout_ms=timeout,
-        batch_size=_int(batch_name, batch_value, DEFAULT_BATCH_SIZE) or DEFAULT_BATCH_SIZE,
+        batch_size=_int(batch_name, batch_value, None) or (DEFAULT_BATCH_SIZE if topic else FAN_OUT_BATCH_SIZE),
         compression=compression,
         delivery_timeout_ms=delivery,
         checkpoint_location=options.get("checkpointLocation"),

@@ -177,6 +177,11 @@ def test_sink_options() -> None:
     options = parse_sink_options(lower({"bootstrap.servers": "h:1", "topic": "out", "createStreams": "true"}))
     assert options.topic == "out" and options.create_streams and options.exactly_once
     assert options.compression == "none" and options.batch_size == 4 * 1024 * 1024
+    # Rows naming their streams (the topic column): 1 MiB per stream; the option wins either way.
+    assert parse_sink_options(lower({"bootstrap.servers": "h:1"})).batch_size == 1024 * 1024
+    assert parse_sink_options(lower({"bootstrap.servers": "h:1", "topic": "out", "kafka.batch.size": "65536"})
+                              ).batch_size == 65536
+    assert parse_sink_options(lower({"bootstrap.servers": "h:1", "batch.size": "65536"})).batch_size == 65536
     with pytest.raises(VdlOptionError, match="option 'kafka.compression.type' accepts"):
         parse_sink_options(lower({"bootstrap.servers": "h:1", "kafka.compression.type": "brotli"}))
     with pytest.raises(VdlOptionError, match="option 'exactlyOnce' accepts 'true', 'false', 'transactional', got '1'"):

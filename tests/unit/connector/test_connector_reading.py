@@ -250,8 +250,8 @@ def test_producer_batches_fit_the_streams_max_message_bytes_and_the_window_the_b
     client.existing.update({"capped", "open", "small"})
     client.configs = {"capped": {"max.message.bytes": "1000"}, "open": {"max.message.bytes": "16777216"},
                       "small": {"max.message.bytes": "1000"}}
-    for options, stream in ((sink_options(), "capped"), (sink_options(), "open"),
-                            (sink_options(**{"kafka.batch.size": "600"}), "small")):
+    for options, stream in ((sink_options(topic="capped"), "capped"), (sink_options(topic="open"), "open"),
+                            (sink_options(topic="small", **{"kafka.batch.size": "600"}), "small")):
         producer = StreamProducer(client, options, None)
         for _ in range(100):
             producer.append(stream, 5, None, b"x" * 50, [])
