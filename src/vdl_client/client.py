@@ -51,6 +51,7 @@ from vdl_wire.messages import (
     ApiVersionsRequest,
     CreateTopicsRequest,
     DeleteTopicsRequest,
+    DescribeProducersRequest,
     FetchRequest,
     FindCoordinatorRequest,
     InitProducerIdRequest,
@@ -530,6 +531,21 @@ class VdlClient:
         response = self.call(ANY_NODE, request, "VdlWriterId", error_of=lambda r: r.error_code)
         self.check_error(response.error_code, "VdlWriterId")
         return response.producer_id, response.producer_epoch
+
+    def last_sequence(self, stream: str, producer_id: int) -> int | None:
+        """The last sequence `producer_id` stored in `stream`, -1 if none (DescribeProducers at
+        its leader, KIP-664: from the batches the leader committed); None without READ on the
+        stream."""
+        request = DescribeProducersRequest(topics=[DescribeProducersRequest.TopicRequest(
+            name=stream, partition_indexes=[0])])
+        what = f"DescribeProducers {stream!r}"
+        response = self.call(LeaderOf(stream), request, what,
+                             error_of=lambda r: r.topics[0].partitions[0].error_code)
+        partition = response.topics[0].partitions[0]
+        if partition.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            return None
+        self.check_error(partition.error_code, what)
+        return next((p.last_sequence for p in partition.active_producers if p.producer_id == producer_id), -1)
 
     def pipeline(self, stream: str, timeout_ms: int, delivery_timeout_ms: int, window: int,
                  transactional_id: str | None = None) -> ProducePipeline:

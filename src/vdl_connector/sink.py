@@ -8,13 +8,14 @@ once.
 Exactly-once streaming writes (option exactlyOnce, default true): the task's producer id
 comes from VdlWriterId (VDL's own API, not a Kafka transaction) with the writer key
 "vdl-spark/<query id>/<batch id>/<partition>", which the broker maps deterministically to a
-producer id (epoch 0). A replayed micro-batch (same
-batch id, same rows in the same task partitions, as Spark guarantees for a deterministic plan over
-a replayable source) or a retried task attempt therefore re-sends the very same batches with the
-very same sequences, and the broker acknowledges them without storing them again. Costs: one
-VdlWriterId per task and micro-batch, and the broker keeps producer state per (query, batch,
-task). Where Spark cannot replay identically (non-deterministic plans, a non-replayable source),
-the guarantee degrades to at-least-once.
+producer id (epoch 0), and the task's i-th row for a stream has sequence i. A replayed
+micro-batch (same batch id, same rows in the same task partitions, as Spark guarantees for a
+deterministic plan over a replayable source) or a retried task attempt therefore gives every row
+the sequence it had: it starts after the last sequence the broker stored for that producer id
+(StreamProducer._resume) and the broker stores nothing twice. Costs: one VdlWriterId per task and
+micro-batch, one DescribeProducers per task and stream, and the broker keeps producer state per
+(query, batch, task). Where Spark cannot replay identically (non-deterministic plans, a
+non-replayable source), the guarantee degrades to at-least-once.
 
 Batch writes (df.write) are at-least-once, unless the option exactlyOnce is set to true
 explicitly: then the write must run inside foreachBatch of a streaming query, and its tasks take
@@ -231,6 +232,7 @@ class _StreamState:
     open: list[Piece] = field(default_factory=list)
     next_sequence: int = 0
     records: int = 0
+    stored: int = 0  # rows a replayed writer skips: its first attempt stored them (StreamProducer._resume)
     pipeline: ProducePipeline | None = None  # opened at the first batch
 
 
@@ -266,7 +268,21 @@ class StreamProducer:
                 add_streams(self._client, self._transaction, [stream])
             batch_size = self._batch_size(stream)
             state = self._streams[stream] = _StreamState(BatchCutter(batch_size), in_flight_window(batch_size))
+            if self._txn_id is not None and self._transaction is None:
+                self._resume(stream, state)
         return state
+
+    def _resume(self, stream: str, state: _StreamState) -> None:
+        """A writer key's replay starts after the rows an earlier attempt stored: the task's i-th
+        row for a stream has sequence i, so the rows up to the producer id's last stored sequence
+        are the stored ones, whatever batches carried them (a replay cut differently -- another
+        kafka.batch.size or max.message.bytes, another release -- was refused with
+        OUT_OF_ORDER_SEQUENCE_NUMBER from its first batch on). Without READ on the stream it
+        re-sends everything, which the broker recognises only in batches cut as before."""
+        last = self._client.last_sequence(stream, self._producer_id)
+        if last is not None and last >= 0:
+            state.stored, state.next_sequence = last + 1, (last + 1) % _SEQUENCE_WRAP
+            log.info("%s: replaying into %s after the %d records stored before", self._txn_id, stream, last + 1)
 
     def _batch_size(self, stream: str) -> int:
         """The batch size option, at most the stream's max.message.bytes: a larger batch would be
@@ -282,6 +298,14 @@ class StreamProducer:
         if len(values) == 0:
             return
         state = self._state(stream)
+        if state.stored:
+            skipped = min(state.stored, len(values))
+            state.stored -= skipped
+            state.records += skipped
+            if skipped == len(values):
+                return
+            keys, values = None if keys is None else keys.slice(skipped), values.slice(skipped)
+            headers = None if headers is None else headers.slice(skipped)
         columns = RecordColumns(keys, values, headers)
         start = 0
         for end in state.cutter.ends(columns):
@@ -313,6 +337,9 @@ class StreamProducer:
 
     def flush(self) -> dict[str, int]:
         for stream, state in self._streams.items():
+            if state.stored:
+                log.warning("%s: the replay brought %d rows fewer for %s than its first attempt stored: the "
+                            "micro-batch was not replayed identically", self._txn_id, state.stored, stream)
             if state.open:
                 self._send(stream, state)
             if state.pipeline is not None:

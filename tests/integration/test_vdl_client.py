@@ -80,3 +80,24 @@ def test_api_versions_and_find_coordinator(module_broker: BrokerProcess) -> None
     with VdlClient(ClientSettings.from_bootstrap(module_broker.bootstrap, deadline_ms=10_000)) as client:
         assert client.api_versions() == {key: (low, high) for key, low, high in supported_api_versions()}
         assert client.find_coordinator("some-group") == (1, module_broker.bootstrap)
+
+
+def test_last_sequence_is_the_producers_last_stored_one(module_broker: BrokerProcess) -> None:
+    """What an exactly-once Spark writer's replay asks before it goes on (DescribeProducers at the
+    stream's leader): -1 for a producer id that stored nothing there."""
+    from vdl_wire.records.record_batch import RecordBatchBuilder
+
+    with VdlClient(ClientSettings((module_broker.bootstrap,))) as client:
+        client.create_stream("last-seq")
+        producer_id, epoch = client.writer_id("tests/last-sequence")
+        assert client.last_sequence("last-seq", producer_id) == -1
+        deadline = time.monotonic() + 30
+        for base, count in ((0, 3), (3, 4)):
+            builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=epoch, base_sequence=base)
+            for i in range(count):
+                builder.append(1_700_000_000_000, None, b"%d" % (base + i))
+            client.produce("last-seq", builder.build(), 5000, deadline)
+        assert client.last_sequence("last-seq", producer_id) == 6
+        assert client.last_sequence("last-seq", producer_id + 1) == -1
+        with pytest.raises(StreamNotFoundError):
+            client.last_sequence("no-such-stream", producer_id)

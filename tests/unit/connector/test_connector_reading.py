@@ -32,6 +32,7 @@ class FakeClient:
         self.existing: set[str] = set()
         self.configs: dict[str, dict[str, str]] = {}  # stream -> the configs DescribeConfigs reports
         self.windows: dict[str, int] = {}  # stream -> produce requests in flight its pipeline was opened with
+        self.stored: dict[str, int | None] = {}  # stream -> last sequence DescribeProducers reports (None: no READ)
 
     def add(self, stream: str, records: list[tuple[int, bytes | None, bytes | None, list]],
             compression: int = Compression.NONE) -> None:
@@ -74,6 +75,9 @@ class FakeClient:
 
     def writer_id(self, writer_key: str):  # noqa: ANN201
         return (7, 0)
+
+    def last_sequence(self, stream: str, producer_id: int) -> int | None:
+        return self.stored.get(stream, -1)
 
     def stream_exists(self, stream: str) -> bool:
         return stream in self.existing
@@ -266,6 +270,28 @@ def test_producer_batches_fit_the_streams_max_message_bytes_and_the_window_the_b
     # Requests in flight: 5 of up to 1 MiB, 2 of the default 4 MiB (8 MiB per stream).
     assert client.windows == {"capped": 5, "open": 2, "small": 5}
     assert [in_flight_window(size) for size in (16_384, 1 << 20, 2 << 20, 3 << 20, 4 << 20, 64 << 20)] == [5, 5, 4, 2, 2, 2]
+
+
+def test_replayed_writer_starts_after_the_records_its_first_attempt_stored() -> None:
+    """Record i of a writer key's rows has sequence i however they are batched: a replay skips the
+    rows up to the last sequence stored and goes on from there, in batches of its own size."""
+    client = FakeClient()
+    client.existing.update({"half", "none", "all", "unreadable"})
+    client.stored = {"half": 36, "none": -1, "all": 99, "unreadable": None}
+    for stream in client.stored:
+        producer = StreamProducer(client, sink_options(topic=stream, **{"kafka.batch.size": "1000"}), "w/0/1/0")
+        for chunk in range(10):  # Arrow chunks of 10 rows: the skip ends inside one
+            values = pa.array([b"%03d" % (chunk * 10 + i) + b"x" * 47 for i in range(10)], pa.binary())
+            producer.add(stream, None, values, None)
+        assert producer.flush() == {stream: 100}
+    for stream, first in (("half", 37), ("none", 0), ("all", 100), ("unreadable", 0)):
+        batches = [b for s, b in client.produced if s == stream]
+        sequences = [(h.base_sequence, h.record_count) for h, _ in (next(iter_batches(b)) for b in batches)]
+        values = [bytes(r.value[:3]) for b in batches for r in read_records(b)]
+        assert values == [b"%03d" % i for i in range(first, 100)]
+        assert [sum(n for _, n in sequences[:i]) + first for i in range(len(sequences))] == [b for b, _ in sequences]
+    # The replay's batches are its own: the first starts at the first row not stored.
+    assert next(iter_batches(next(b for s, b in client.produced if s == "half")))[0].base_sequence == 37
 
 
 def test_producer_missing_stream() -> None:
