@@ -132,20 +132,15 @@ def test_micro_batch_replayed_in_other_batches_is_not_duplicated(spark, broker, 
     checkpoint = str(tmp_path / "checkpoint")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "5")
     try:
-        frame = (spark.readStream.format("vdl").option("bootstrap.servers", broker.bootstrap)
-                 .option("subscribe", "eo-src").option("startingOffsets", "earliest")
-                 .option("maxOffsetsPerTrigger", str(BATCH)).load().select("key", "value")
-                 .mapInArrow(fail_every_attempt_half_way, "key binary, value binary, partition int"))
-        failing = (frame.writeStream.format("vdl").option("bootstrap.servers", broker.bootstrap)
-                   .option("topic", target).option("kafka.batch.size", "100")
-                   .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        failing = copy_query(spark, broker, target, checkpoint, True, fail_every_attempt_half_way, batch_size="100")
         with pytest.raises(Exception, match="column 'partition' must be null or 0"):
             failing.awaitTermination(180)
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     stored = [r.value for r in consume_all(broker.bootstrap, target, end_offset(broker.bootstrap, target))]
-    # The failed attempts' rows before row 21 (the last may have waited in a batch not yet full), once.
-    assert 10 <= len(stored) <= 20 and stored == source[:len(stored)], len(stored)
+    # Some of the failed attempts' rows before row 21, each once (the last ones may have waited in
+    # a batch not full yet, or in flight when the attempt died).
+    assert 0 < len(stored) <= 20 and stored == source[:len(stored)], len(stored)
     run(copy_query(spark, broker, target, checkpoint, True, batch_size=None))  # the default batch size
     got = [r.value for r in consume_all(broker.bootstrap, target, COUNT)]
     assert got == source
