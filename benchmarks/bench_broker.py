@@ -6,7 +6,8 @@ per record of each throughput.
     .venv/bin/python -m benchmarks.bench_broker --baseline DIR [--rounds 3]
     .venv/bin/python -m benchmarks.bench_broker --metrics [--rounds 3] [--scrape-streams 1000]
 
-100-byte records; the clients run on the same machine as the brokers (2 cores shared). One VDL
+100-byte records; the clients run on the same machine as the brokers (2 cores shared). Besides
+confluent-kafka and kcat, Apache Kafka's own perf tools (the Java clients with their defaults). One VDL
 node (fsync on) and one Apache Kafka node (vdl_dev.kafka_peer, KRaft combined mode) run side by
 side; each round measures VDL, Kafka with its defaults (acknowledged from the page cache) and
 Kafka with topic flush.messages=1 (fsync after every batch, as VDL) in turn, each round starting
@@ -58,6 +59,7 @@ RECORD_BYTES = 100
 TOPIC_ACKS1 = "bench-acks1"
 TOPIC_ACKSALL = "bench-acksall"
 TOPIC_LATENCY = "bench-latency"
+TOPIC_JAVA = "bench-java"
 LATENCY_RATE = 20_000
 
 
@@ -198,6 +200,42 @@ def kcat_consume(bootstrap: str, topic: str, count: int, conf: dict[str, str] | 
     return count / elapsed
 
 
+def java_produce(bootstrap: str, topic: str, count: int) -> float:
+    """Records/s of Kafka's kafka-producer-perf-test sending `count` 100-byte records with acks=all
+    and the Java producer's other defaults (idempotent, batch.size 16384, linger.ms 5): what a
+    user of the JVM clients measures first."""
+    from vdl_dev.jvm import kafka_command
+
+    result = subprocess.run(kafka_command("org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
+                                          "--num-records", str(count), "--record-size", str(RECORD_BYTES),
+                                          "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
+                                          "acks=all"), capture_output=True, text=True, timeout=600)
+    # The summary line: "N records sent, R records/sec (M MB/sec), ..."
+    summary = [line for line in result.stdout.splitlines() if " records sent, " in line]
+    if result.returncode != 0 or not summary or not summary[-1].startswith(f"{count} records sent"):
+        raise RuntimeError(f"kafka-producer-perf-test failed ({result.returncode}): {result.stderr[-500:]!r}")
+    return float(summary[-1].split(", ")[1].split()[0])
+
+
+def java_consume(bootstrap: str, topic: str, count: int) -> float:
+    """Records/s of Kafka's kafka-consumer-perf-test (a group consumer with the Java consumer's
+    defaults) reading `count` records from the start, once its group is joined (fetch.nMsg.sec:
+    without the group's join, whose delay the broker sets)."""
+    from vdl_dev.jvm import kafka_command
+
+    result = subprocess.run(kafka_command("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap,
+                                          "--topic", topic, "--num-records", str(count), "--timeout", "30000",
+                                          "--group", f"bench-java-{topic}"), capture_output=True, text=True, timeout=600)
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    header = lines[0].split(", ") if lines else []
+    if result.returncode != 0 or len(lines) < 2 or "fetch.nMsg.sec" not in header:
+        raise RuntimeError(f"kafka-consumer-perf-test failed ({result.returncode}): {result.stderr[-500:]!r}")
+    row = dict(zip(header, lines[-1].split(", "), strict=False))
+    if int(row["data.consumed.in.nMsg"]) < count:
+        raise RuntimeError(f"kafka-consumer-perf-test read {row['data.consumed.in.nMsg']} records, expected {count}")
+    return float(row["fetch.nMsg.sec"])
+
+
 def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float]:
     """Produce at a steady `rate` with acks=-1; return produce-to-consume latencies in ms."""
     import confluent_kafka
@@ -264,7 +302,11 @@ def throughput(bootstrap: str, round_number: int, produce_count: int, producers:
 def measure(target: Target, round_number: int, produce_count: int, producers: int,
             latency_seconds: float) -> TargetRound:
     """One round against one target on fresh topics: produce acks=1 and acks=-1, kcat consume,
-    each with the broker CPU it took, and produce-to-consume latency at 20,000 records/s."""
+    Kafka's producer and consumer perf tests (the Java clients), each with the broker CPU it took,
+    and produce-to-consume latency at 20,000 records/s."""
+    # The Java producer's 16 KiB batches run at about a fifth of the rate; its JVM's start (~1 s) must
+    # not be most of the run.
+    java_count = max(500_000, produce_count // 2)
     acks1, acks_all, lat = (target.topic(f"{name}-{round_number}") for name in (TOPIC_ACKS1, TOPIC_ACKSALL,
                                                                                   TOPIC_LATENCY))
     target.create(acks1, acks_all, lat)
@@ -278,6 +320,14 @@ def measure(target: Target, round_number: int, produce_count: int, producers: in
     with target.cpu() as used:
         result.values["consume"] = kcat_consume(target.bootstrap, acks1, produce_count + producers)
     result.values["consume_cpu"] = per_record_us(used[0], produce_count)
+    java = target.topic(f"{TOPIC_JAVA}-{round_number}")
+    target.create(java)
+    with target.cpu() as used:
+        result.values["java_produce"] = java_produce(target.bootstrap, java, java_count)
+    result.values["java_produce_cpu"] = per_record_us(used[0], java_count)
+    with target.cpu() as used:
+        result.values["java_consume"] = java_consume(target.bootstrap, java, java_count)
+    result.values["java_consume_cpu"] = per_record_us(used[0], java_count)
     result.latency = latency(target.bootstrap, lat, LATENCY_RATE, latency_seconds)
     result.values["p50"] = percentile(result.latency, 0.5)
     result.values["p99"] = percentile(result.latency, 0.99)
@@ -341,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
 MEASURES = (Measure("acks1", "produce acks=1", "records/s", 1_000_000),
             Measure("acks_all", "produce acks=-1", "records/s", 800_000),
             Measure("consume", "kcat consume, start to end", "records/s", 1_200_000),
+            Measure("java_produce", "kafka-producer-perf-test, Java producer defaults, acks=all", "records/s"),
+            Measure("java_consume", "kafka-consumer-perf-test, Java group consumer", "records/s"),
             Measure("p50", "produce-to-consume p50, acks=-1, 20k rec/s", "ms"),
             Measure("p99", "produce-to-consume p99, acks=-1, 20k rec/s", "ms", 5.0))
 
