@@ -534,10 +534,10 @@ class VdlClient:
 
     def last_sequence(self, stream: str, producer_id: int) -> int | None:
         """The last sequence `producer_id` stored in `stream`, -1 if none (DescribeProducers at
-        its leader, KIP-664: from the batches the leader committed); None without READ on the
-        stream."""
+        its leader, KIP-664: from the batches the leader committed, about this producer only);
+        None without READ on the stream."""
         request = DescribeProducersRequest(topics=[DescribeProducersRequest.TopicRequest(
-            name=stream, partition_indexes=[0])])
+            name=stream, partition_indexes=[0])], vdl_producer_ids=[producer_id])
         what = f"DescribeProducers {stream!r}"
         response = self.call(LeaderOf(stream), request, what,
                              error_of=lambda r: r.topics[0].partitions[0].error_code)

@@ -84,7 +84,8 @@ def test_api_versions_and_find_coordinator(module_broker: BrokerProcess) -> None
 
 def test_last_sequence_is_the_producers_last_stored_one(module_broker: BrokerProcess) -> None:
     """What an exactly-once Spark writer's replay asks before it goes on (DescribeProducers at the
-    stream's leader): -1 for a producer id that stored nothing there."""
+    stream's leader, about its producer id only): -1 for a producer id that stored nothing there."""
+    from vdl_client.routes import LeaderOf
     from vdl_wire.records.record_batch import RecordBatchBuilder
 
     with VdlClient(ClientSettings((module_broker.bootstrap,))) as client:
@@ -99,5 +100,19 @@ def test_last_sequence_is_the_producers_last_stored_one(module_broker: BrokerPro
             client.produce("last-seq", builder.build(), 5000, deadline)
         assert client.last_sequence("last-seq", producer_id) == 6
         assert client.last_sequence("last-seq", producer_id + 1) == -1
+        other, other_epoch = client.init_producer_id()
+        builder = RecordBatchBuilder(producer_id=other, producer_epoch=other_epoch, base_sequence=0)
+        builder.append(1_700_000_000_000, None, b"other")
+        client.produce("last-seq", builder.build(), 5000, deadline)
+
+        def described(only: list[int] | None) -> list[tuple[int, int]]:
+            request = m.DescribeProducersRequest(topics=[m.DescribeProducersRequest.TopicRequest(
+                name="last-seq", partition_indexes=[0])], vdl_producer_ids=only)
+            partition = client.call(LeaderOf("last-seq"), request).topics[0].partitions[0]
+            return [(p.producer_id, p.last_sequence) for p in partition.active_producers]
+
+        # Kafka's request lists every producer; VDL's tagged field only those it names.
+        assert described(None) == sorted([(producer_id, 6), (other, 0)])
+        assert described([producer_id, producer_id + 1]) == [(producer_id, 6)]
         with pytest.raises(StreamNotFoundError):
             client.last_sequence("no-such-stream", producer_id)

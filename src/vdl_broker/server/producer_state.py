@@ -93,6 +93,9 @@ class ProducerStateTable:
         self._producers: dict[int, ProducerEntry] = {}
         self.now_ms = now_ms
 
+    def __contains__(self, producer_id: object) -> bool:
+        return producer_id in self._producers
+
     def __len__(self) -> int:
         return len(self._producers)
 

@@ -1,7 +1,8 @@
 """The transaction admin APIs. # message defs: DescribeProducersRequest.json,
 DescribeTransactionsRequest.json, ListTransactionsRequest.json (KIP-664)
 
-DescribeProducers (key 61) v0: a partition's active producers, at its leader.
+DescribeProducers (key 61) v0: a partition's active producers, at its leader (or only those a
+VDL client names in a tagged field of VDL's own).
 DescribeTransactions (key 65) v0: transactional ids' state, at their coordinator.
 ListTransactions (key 66) v0-1: the transactions a coordinator knows; v1 adds a duration filter.
 """
@@ -11,12 +12,19 @@ from __future__ import annotations
 from ..codec import build_message
 from ..schema import INT16, INT32, INT64, STRING, Array, Field, message, struct
 
+# VDL's own tagged field (Kafka's brokers skip tags they do not know, KIP-482): only these
+# producers' states, so that a client asking about its own producer id does not get (and the
+# broker does not read the last batch of) every producer a stream remembers.
+VDL_PRODUCER_IDS_TAG = 10_000
+
 DESCRIBE_PRODUCERS_REQUEST = message(
     "DescribeProducersRequest",
     61,
     "0",
     "0+",
     Field("topics", Array(struct("TopicRequest", Field("name", STRING), Field("partition_indexes", Array(INT32))))),
+    Field("vdl_producer_ids", Array(INT64), versions="0+", nullable_versions="0+", tagged_versions="0+",
+          tag=VDL_PRODUCER_IDS_TAG, default=None),
 )
 
 DESCRIBE_PRODUCERS_RESPONSE = message(

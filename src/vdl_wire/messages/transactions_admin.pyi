@@ -4,6 +4,7 @@ from typing import ClassVar
 from ..codec import CompiledVersion
 from ..schema import MessageDecl, Versions
 
+VDL_PRODUCER_IDS_TAG: int
 DESCRIBE_PRODUCERS_REQUEST: MessageDecl
 DESCRIBE_PRODUCERS_RESPONSE: MessageDecl
 DESCRIBE_TRANSACTIONS_REQUEST: MessageDecl
@@ -21,7 +22,8 @@ class DescribeProducersRequest:
         partition_indexes: list[int]
         def __init__(self, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
     topics: list[DescribeProducersRequest.TopicRequest]
-    def __init__(self, topics: list[DescribeProducersRequest.TopicRequest] = ...) -> None: ...
+    vdl_producer_ids: list[int] | None
+    def __init__(self, topics: list[DescribeProducersRequest.TopicRequest] = ..., vdl_producer_ids: list[int] | None = ...) -> None: ...
 
 class DescribeProducersResponse:
     DECL: ClassVar[MessageDecl]

@@ -4,7 +4,11 @@ find-hanging --broker-id N asks node N about every replica it holds): producer i
 sequence, the max timestamp of its last batch (as Kafka's ProducerStateEntry.lastTimestamp; -1
 once retention removed that batch), and the first offset of its open transaction (-1: none), from
 the committed batches every replica applies (a follower's view may lag its leader's by a
-heartbeat). A node without a replica answers NOT_LEADER_OR_FOLLOWER. READ on the stream."""
+heartbeat). A node without a replica answers NOT_LEADER_OR_FOLLOWER. READ on the stream.
+
+A VDL client may name the producers it asks about (the request's `vdl_producer_ids`, a tagged
+field of VDL's own): the answer then holds only those the stream knows, however many producers
+it remembers (the Spark sink's exactly-once writers leave one per task and micro-batch)."""
 
 from __future__ import annotations
 
@@ -35,7 +39,8 @@ def _last_timestamp(partition: Partition, base_offset: int) -> int:
     return header.max_timestamp if header.base_offset == base_offset else -1
 
 
-def _partition(node: NodeView, context: RequestContext, name: str, index: int) -> R.PartitionResponse:
+def _partition(node: NodeView, context: RequestContext, name: str, index: int,
+               only: list[int] | None) -> R.PartitionResponse:
     def refused(code: ErrorCode) -> R.PartitionResponse:
         return R.PartitionResponse(partition_index=index, error_code=int(code), active_producers=[])
 
@@ -46,12 +51,14 @@ def _partition(node: NodeView, context: RequestContext, name: str, index: int) -
         return refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if not isinstance(partition, Partition):
         return refused(ErrorCode.NOT_LEADER_OR_FOLLOWER)  # no replica here
+    table = partition.producers
+    wanted = table.producer_ids() if only is None else [p for p in set(only) if p in table]
     producers = []
-    for producer_id in sorted(partition.producers.producer_ids()):
-        batches = partition.producers.last_batches(producer_id)
+    for producer_id in sorted(wanted):
+        batches = table.last_batches(producer_id)
         marker = partition.txns.markers.get(producer_id)  # its last marker's (server/txn_index.py)
         producers.append(R.ProducerState(
-            producer_id=producer_id, producer_epoch=partition.producers.epoch_of(producer_id),
+            producer_id=producer_id, producer_epoch=table.epoch_of(producer_id),
             last_sequence=batches[-1].last_seq if batches else -1,
             last_timestamp=_last_timestamp(partition, batches[-1].base_offset) if batches else -1,
             coordinator_epoch=marker.coordinator_epoch if marker is not None else -1,
@@ -60,9 +67,9 @@ def _partition(node: NodeView, context: RequestContext, name: str, index: int) -
 
 
 def handle(node: NodeView, context: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
-    return R(topics=[R.TopicResponse(name=t.name, partitions=[_partition(node, context, t.name, p)
-                                                              for p in t.partition_indexes])
-                     for t in request.topics])
+    return R(topics=[R.TopicResponse(name=t.name, partitions=[
+        _partition(node, context, t.name, p, request.vdl_producer_ids) for p in t.partition_indexes])
+        for t in request.topics])
 
 
 def error_response(request: DescribeProducersRequest, version: int, code: ErrorCode) -> DescribeProducersResponse:
