@@ -113,6 +113,17 @@ def consume_all(bootstrap: str, topic: str, expected_count: int, timeout_s: floa
     return records
 
 
+def high_watermark(bootstrap: str, stream: str) -> int:
+    """The stream's high watermark, as confluent-kafka reads it."""
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "tests-hw"})
+    try:
+        return int(consumer.get_watermark_offsets(confluent_kafka.TopicPartition(stream, 0), timeout=30)[1])
+    finally:
+        consumer.close()
+
+
 def query_failure(query) -> str | None:  # noqa: ANN001 - a pyspark StreamingQuery
     """The query's error followed by each of its Java causes, or None if it has not failed: Spark's
     own message names only the outermost error ("Python worker failed to connect back."), and

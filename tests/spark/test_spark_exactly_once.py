@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 from chispa import assert_df_equality
 
-from tests.spark.kafka_helpers import consume_all, create_streams, produce_kafka_python
+from tests.spark.kafka_helpers import consume_all, create_streams, high_watermark, produce_kafka_python
 
 COUNT = 100
 BATCH = 50  # maxOffsetsPerTrigger: two micro-batches, the second replayed
@@ -42,16 +42,6 @@ def copy_query(spark, broker, target: str, checkpoint: str, exactly_once: bool, 
     if batch_size is not None:
         writer = writer.option("kafka.batch.size", batch_size)
     return writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
-
-
-def end_offset(bootstrap: str, topic: str) -> int:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
-    try:
-        return consumer.end_offsets([TopicPartition(topic, 0)])[TopicPartition(topic, 0)]
-    finally:
-        consumer.close()
 
 
 def run(query) -> None:  # noqa: ANN001
@@ -137,7 +127,7 @@ def test_micro_batch_replayed_in_other_batches_is_not_duplicated(spark, broker, 
             failing.awaitTermination(180)
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-    stored = [r.value for r in consume_all(broker.bootstrap, target, end_offset(broker.bootstrap, target))]
+    stored = [r.value for r in consume_all(broker.bootstrap, target, high_watermark(broker.bootstrap, target))]
     # Some of the failed attempts' rows before row 21, each once (the last ones may have waited in
     # a batch not full yet, or in flight when the attempt died).
     assert 0 < len(stored) <= 20 and stored == source[:len(stored)], len(stored)

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 from chispa import assert_df_equality
 
-from tests.spark.kafka_helpers import create_streams, produce_kafka_python
+from tests.spark.kafka_helpers import create_streams, high_watermark, produce_kafka_python
 from tests.support.kafka import read_to_end
 from tests.support.waiting import wait_until
 
@@ -27,16 +27,6 @@ SOURCE = "txs-src"
 def source(broker) -> list[bytes]:  # noqa: ANN001
     create_streams(broker.bootstrap, SOURCE)
     return [p.value for p in produce_kafka_python(broker.bootstrap, SOURCE, COUNT, "none", "txs", with_headers=False)]
-
-
-def high_watermark(bootstrap: str, stream: str) -> int:
-    import confluent_kafka
-
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "txs-hw"})
-    try:
-        return int(consumer.get_watermark_offsets(confluent_kafka.TopicPartition(stream, 0), timeout=30)[1])
-    finally:
-        consumer.close()
 
 
 def values_df(spark, values: list[bytes]):  # noqa: ANN001, ANN201
