@@ -1,8 +1,9 @@
 """Group commit: what is durable in a stream's log, and the one fdatasync that makes more of it so.
 
-`sync()` returns once every entry appended before the call is durable. One fdatasync, run in a
-worker thread, covers every append made before it started; callers that arrive while it runs
-share the next one. fsync/fdatasync, never sync_file_range: only they make data durable.
+`sync()` returns once every entry appended before the call is durable. One fdatasync, run by
+the kernel's AIO (aio_sync.py) or else in a worker thread, covers every append made before it
+started; callers that arrive while it runs share the next one. fsync/fdatasync, never
+sync_file_range: only they make data durable.
 
 A sync job covers the active segment and every segment sealed since the last sync, the directory
 when files were created or removed, and then moves the recovery point up to the active segment:
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vdl_broker.log.aio_sync import AioSync
 from vdl_broker.log.fileio import fsync_dir
 from vdl_broker.log.recovery import save_recovery_point
 from vdl_broker.log.segment import Segment
@@ -52,6 +54,7 @@ class GroupCommit:
     # (same indexes, other bytes) durable.
     generation: int = 0
     observer: Callable[[float], None] | None = None  # told each sync's duration in seconds (metrics)
+    aio: AioSync | None = None  # the node's: syncs that need only fdatasyncs go to the kernel
     _inflight: asyncio.Future[None] | None = None
 
     # ---- what the log tells it ------------------------------------------------------------
@@ -109,11 +112,11 @@ class GroupCommit:
             await asyncio.shield(inflight)
 
     def _start_sync(self) -> asyncio.Future[None]:
-        """Hand one fdatasync job to a worker thread; its completion is booked by a callback that
-        runs before any waiter resumes (no task of its own: one hand-off and one wake-up per sync)."""
+        """Start one sync job; its completion is booked by a callback that runs before any waiter
+        resumes (no task of its own: one wake-up per sync)."""
         job = self._job()
         started = time.perf_counter()
-        future = asyncio.get_running_loop().run_in_executor(None, self._run, job)
+        future = self._submit(job)
         self._inflight = future
 
         def done(finished: asyncio.Future[None]) -> None:
@@ -126,6 +129,17 @@ class GroupCommit:
 
         future.add_done_callback(done)
         return future
+
+    def _submit(self, job: _SyncJob) -> asyncio.Future[None]:
+        """The kernel syncs a job of fdatasyncs only (the common case: no segment rolled since
+        the last sync); one that also syncs the directory or moves the recovery point, or that
+        the kernel cannot take now, runs on a worker thread."""
+        if self.aio is not None and job.fds and not job.sync_dir and job.recovery_base is None:
+            future = self.aio.fdatasync(job.fds)
+            if future is not None:
+                future.add_done_callback(lambda _: _close_all(job.fds))
+                return future
+        return asyncio.get_running_loop().run_in_executor(None, self._run, job)
 
     def _job(self) -> _SyncJob:
         active, last_index = self.tail()
@@ -155,8 +169,7 @@ class GroupCommit:
                     logger.warning("%s: cannot move the recovery point (%s)", self.directory, error)
                     job.recovery_base = None
         finally:
-            for fd in job.fds:
-                os.close(fd)
+            _close_all(job.fds)
 
     def _finish(self, job: _SyncJob) -> None:
         active, last_index = self.tail()
@@ -171,3 +184,8 @@ class GroupCommit:
                     segment.close_write()
         if job.generation == self.generation:
             self.durable_index = max(self.durable_index, min(job.cover_index, last_index))
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vdl_broker.log import loading, reading, state_snapshots
+from vdl_broker.log.aio_sync import AioSync
 from vdl_broker.log.config import LogConfig
 from vdl_broker.log.damage import DamageRecord, clear_damage, save_damage
 from vdl_broker.log.entry import HEADER_SIZE, IndexOutOfRange, encode_header
@@ -77,11 +78,14 @@ class StreamLog:
     # ---- opening ----------------------------------------------------------------------------
     @classmethod
     def open(cls, directory: Path, config: LogConfig | None = None, *,
-             clock: Callable[[], float] = time.time, cache_budget: CacheBudget | None = None) -> StreamLog:
+             clock: Callable[[], float] = time.time, cache_budget: CacheBudget | None = None,
+             aio: AioSync | None = None) -> StreamLog:
         """Open (creating if needed) the log in `directory`; recovers after an unclean stop.
-        `cache_budget`: the node's tail cache budget, shared with its other logs."""
+        `cache_budget`: the node's tail cache budget, shared with its other logs; `aio`: the
+        node's kernel syncs (none: syncs run on worker threads)."""
         config = LogConfig() if config is None else config
         log = cls(Path(directory), config, clock)
+        log._commit.aio = aio
         loaded = loading.load(log.directory, config, log._now_ms())
         log._segments = loaded.segments
         log._reindex()

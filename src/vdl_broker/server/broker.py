@@ -36,6 +36,7 @@ from vdl_broker.groups.coordinator import CoordinatorConfig
 from vdl_broker.groups.service import GroupService
 from vdl_broker.listeners import Listener
 from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.log.aio_sync import AioSync
 from vdl_broker.log.damage import UNKNOWN, DamageRecord
 from vdl_broker.log.fileio import atomic_write
 from vdl_broker.log.tail_cache import CacheBudget
@@ -120,6 +121,7 @@ class Broker:
         # One budget for the tail caches of every log here: memory does not grow with the number
         # of streams times a log's cache capacity.
         self.cache_budget = CacheBudget(config.tail_cache_bytes)
+        self.aio_sync: AioSync | None = None  # the logs' kernel syncs, from start() on
         self.replicas = ReplicaManager(self)
         self.host.liveness_listeners.append(self._check_cut_off)
         self.tables = TableService(self)
@@ -289,6 +291,8 @@ class Broker:
         data_dir = Path(self.config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         StreamLog.purge_deleted(data_dir)
+        if self.config.fsync:
+            self.aio_sync = AioSync.open(data_dir)
         if self.metrics is not None and self.config.metrics_listen:
             # First, so a node still waiting for its cluster can be scraped (and a taken port
             # stops the start at once).
@@ -306,7 +310,7 @@ class Broker:
             # in segments small enough that what stays behind the latest snapshot is small too.
             metadata_log = StreamLog.open(data_dir / METADATA_GROUP,
                                           metadata_log_config(self.config),
-                                          cache_budget=self.cache_budget)
+                                          cache_budget=self.cache_budget, aio=self.aio_sync)
             self.metadata.log = metadata_log  # peers asking what this node holds are told
             catching_up = (metadata_log.last_index == 0 and metadata_log.damage is None
                            and await formation_at_start(self) is Formation.EXISTING)
@@ -401,6 +405,8 @@ class Broker:
         self.groups.close()
         self.transactions.close()
         self.replicas.close()
+        if self.aio_sync is not None:
+            self.aio_sync.close()
         for executor in (self._auth_executor, self._recompress_executor):
             if executor is not None:
                 executor.shutdown(wait=False, cancel_futures=True)

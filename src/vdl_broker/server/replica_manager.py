@@ -609,7 +609,7 @@ class ReplicaManager:
         self.registry.add(info.name, info.created_index)
         settings = settings_for(self.config, info.config)
         stream_log = StreamLog.open(directory, log_config_for(self.config, settings),
-                                    cache_budget=self.broker.cache_budget)
+                                    cache_budget=self.broker.cache_budget, aio=self.broker.aio_sync)
         if info.adopted:
             _raise_term_to_log(stream_log)
         return stream_log

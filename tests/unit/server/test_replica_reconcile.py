@@ -69,7 +69,7 @@ class MetadataGroup:
 def stand_in(data_dir: Path, state: ClusterState, group: MetadataGroup, host: RaftHost) -> Any:
     config = NodeConfig(data_dir=data_dir, node_id=NODE, fsync=False)
     return SimpleNamespace(node_id=NODE, config=config, metadata=SimpleNamespace(state=state, group=group),
-                           host=host, cache_budget=CacheBudget(config.tail_cache_bytes))
+                           host=host, cache_budget=CacheBudget(config.tail_cache_bytes), aio_sync=None)
 
 
 async def start_host() -> RaftHost:
