@@ -148,7 +148,8 @@ class AioSync:
     def fdatasync(self, fds: Sequence[int]) -> asyncio.Future[None] | None:
         """A future done once every one of `fds` is synced (its error: the first that failed);
         None when this many syncs would overflow the context (the caller syncs on a thread).
-        The fds must stay open until the future is done."""
+        The fds may be closed as soon as this returns: the kernel holds each submitted sync's
+        file until it completes (fs/aio.c: io_submit_one takes a reference, completion drops it)."""
         if self._closed or self._loop is None or self._in_flight + len(fds) > self._capacity:
             return None
         request = next(self._ids)

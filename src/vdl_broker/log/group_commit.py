@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 class _SyncJob:
     cover_index: int
     generation: int
-    fds: list[int]  # duplicates, owned by the job: a truncation may close the originals meanwhile
+    fds: list[int]  # the segments' own; a job for a worker thread takes duplicates (_on_thread)
     sealed: list[Segment]
     sync_dir: bool
     recovery_base: int | None
@@ -135,11 +135,15 @@ class GroupCommit:
         the last sync); one that also syncs the directory or moves the recovery point, or that
         the kernel cannot take now, runs on a worker thread."""
         if self.aio is not None and job.fds and not job.sync_dir and job.recovery_base is None:
+            # The kernel holds each file from submission to completion (fs/aio.c: io_submit_one
+            # takes a reference, the completion drops it): a truncation may close the fds at once.
             future = self.aio.fdatasync(job.fds)
             if future is not None:
-                future.add_done_callback(lambda _: _close_all(job.fds))
                 return future
-        return asyncio.get_running_loop().run_in_executor(None, self._run, job)
+        # A truncation may close the segments' fds before the thread gets to them: it syncs
+        # duplicates of its own.
+        job.fds = [os.dup(fd) for fd in job.fds]
+        return asyncio.get_running_loop().run_in_executor(None, self._on_thread, job)
 
     def _job(self) -> _SyncJob:
         active, last_index = self.tail()
@@ -147,29 +151,33 @@ class GroupCommit:
         if self.fsync:
             for segment in [*self.unsynced_sealed, active]:
                 if segment.fd is not None:
-                    fds.append(os.dup(segment.fd))
+                    fds.append(segment.fd)
         recovery_base = active.base_index if active.base_index != self.recovery_base else None
         return _SyncJob(last_index, self.generation, fds, list(self.unsynced_sealed),
                         self.dir_dirty and self.fsync, recovery_base)
 
-    def _run(self, job: _SyncJob) -> None:
-        """Runs in a worker thread: touches only the job's own descriptors and files."""
+    def _on_thread(self, job: _SyncJob) -> None:
+        """Runs in a worker thread: touches only the job's own descriptors (closed after) and files."""
         try:
-            for fd in job.fds:
-                os.fdatasync(fd)
-            if job.sync_dir:
-                fsync_dir(self.directory)
-            if job.recovery_base is not None:
-                # Everything before the active segment is durable now: recovery may start there.
-                try:
-                    save_recovery_point(self.directory, job.recovery_base, durable=False)
-                except OSError as error:
-                    # Disk full: the entries are durable all the same; an older recovery point
-                    # only means a longer check at the next unclean start.
-                    logger.warning("%s: cannot move the recovery point (%s)", self.directory, error)
-                    job.recovery_base = None
+            self._run(job)
         finally:
-            _close_all(job.fds)
+            for fd in job.fds:
+                os.close(fd)
+
+    def _run(self, job: _SyncJob) -> None:
+        for fd in job.fds:
+            os.fdatasync(fd)
+        if job.sync_dir:
+            fsync_dir(self.directory)
+        if job.recovery_base is not None:
+            # Everything before the active segment is durable now: recovery may start there.
+            try:
+                save_recovery_point(self.directory, job.recovery_base, durable=False)
+            except OSError as error:
+                # Disk full: the entries are durable all the same; an older recovery point
+                # only means a longer check at the next unclean start.
+                logger.warning("%s: cannot move the recovery point (%s)", self.directory, error)
+                job.recovery_base = None
 
     def _finish(self, job: _SyncJob) -> None:
         active, last_index = self.tail()
@@ -184,8 +192,3 @@ class GroupCommit:
                     segment.close_write()
         if job.generation == self.generation:
             self.durable_index = max(self.durable_index, min(job.cover_index, last_index))
-
-
-def _close_all(fds: list[int]) -> None:
-    for fd in fds:
-        os.close(fd)

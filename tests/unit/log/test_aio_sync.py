@@ -68,6 +68,28 @@ def test_several_files_are_synced_in_one_request(tmp_path: Path, files: list[int
     run(scenario())
 
 
+def test_fds_closed_right_after_the_submission_are_synced_all_the_same(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, run: Callable[[Awaitable[None]], None]) -> None:
+    """The group commit hands the kernel its segments' own fds, which a truncation may close
+    at once: the kernel holds the files until their syncs complete."""
+
+    async def scenario() -> None:
+        aio = open_aio(tmp_path, caplog)
+        try:
+            fds = [os.open(tmp_path / f"closed{i}", os.O_CREAT | os.O_WRONLY) for i in range(2)]
+            for fd in fds:
+                os.write(fd, b"y" * 4096)
+            synced = aio.fdatasync(fds)
+            for fd in fds:
+                os.close(fd)
+            assert synced is not None
+            assert await synced is None
+        finally:
+            aio.close()
+
+    run(scenario())
+
+
 def test_a_sync_that_fails_fails_its_request_once_all_of_it_completed(
         tmp_path: Path, files: list[int], caplog: pytest.LogCaptureFixture,
         run: Callable[[Awaitable[None]], None]) -> None:
@@ -147,7 +169,7 @@ def test_the_log_syncs_appends_through_the_kernel_and_rolls_on_a_thread(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, run: Callable[[Awaitable[None]], None]) -> None:
     """Appends to the active segment are synced by the kernel; a sync that must also sync the
     directory (a segment created) runs on a thread. Either way the entries become durable and
-    the job's duplicated fds are closed."""
+    no fd is left open (the thread's jobs sync duplicates of the segments' fds)."""
 
     async def scenario() -> None:
         aio = open_aio(tmp_path, caplog)
@@ -172,7 +194,7 @@ def test_the_log_syncs_appends_through_the_kernel_and_rolls_on_a_thread(
             assert log.durable_index == log.last_index and counting.requests == [1, 1]
         finally:
             log.close()
-        assert open_fds() == fds  # every duplicate a sync job took is closed
+        assert open_fds() == fds  # every duplicate a thread's sync job took is closed
         aio.close()
 
     run(scenario())
