@@ -43,7 +43,7 @@ _SYSCALLS = {"x86_64": _Syscalls(206, 207, 208, 209), "aarch64": _Syscalls(0, 1,
 _IOCB_CMD_FDSYNC = 3
 _IOCB_FLAG_RESFD = 1
 CAPACITY = 256  # fds being synced at once per node; a sync beyond it goes to a worker thread
-_PROBE_TIMEOUT_S = 30
+_WAIT_TIMEOUT_S = 30
 
 
 class _Iocb(ctypes.Structure):
@@ -135,10 +135,10 @@ class AioSync:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
         try:
             self._submit([fd], 0)
-            timeout = _Timespec(_PROBE_TIMEOUT_S, 0)
+            timeout = _Timespec(_WAIT_TIMEOUT_S, 0)
             if _call(self._calls.getevents, self._context, ctypes.c_long(1), ctypes.c_long(1), self._events,
                      ctypes.byref(timeout)) != 1:
-                raise OSError(errno.ETIMEDOUT, f"no completion within {_PROBE_TIMEOUT_S} s")
+                raise OSError(errno.ETIMEDOUT, f"no completion within {_WAIT_TIMEOUT_S} s")
             if self._events[0].res < 0:
                 raise OSError(-self._events[0].res, os.strerror(-self._events[0].res))
             os.eventfd_read(self._eventfd)
@@ -169,8 +169,7 @@ class AioSync:
                 return None
             future.set_exception(refused)
             return future
-        # What was taken completes before the caller learns that the sync failed: the fds stay
-        # open until then.
+        # What was taken completes before the caller learns that the sync failed.
         self._pending[request] = _Pending(future, taken, refused)
         self._in_flight += taken
         return future
@@ -194,7 +193,7 @@ class AioSync:
         try:
             os.eventfd_read(self._eventfd)
         except BlockingIOError:
-            return  # reaped with an earlier signal's events
+            return  # its completions were reaped at the previous wake-up
         no_wait = _Timespec(0, 0)
         events = self._events
         while True:
@@ -222,14 +221,14 @@ class AioSync:
             pending.future.set_result(None)
 
     def close(self) -> None:
-        """Wait for the syncs in flight and tell their futures; a sync still running after the
-        probe's timeout fails its future (io_destroy waits for it all the same)."""
+        """Wait for the syncs in flight and tell their futures; a sync still running after
+        _WAIT_TIMEOUT_S fails its future (io_destroy waits for it all the same)."""
         if self._closed:
             return
         self._closed = True
         if self._loop is not None and not self._loop.is_closed():
             self._loop.remove_reader(self._eventfd)
-        deadline = time.monotonic() + _PROBE_TIMEOUT_S
+        deadline = time.monotonic() + _WAIT_TIMEOUT_S
         while self._in_flight and (left := deadline - time.monotonic()) > 0:
             # A signal ends the wait early with the events read so far: wait again for the rest.
             timeout = _Timespec(int(left), int(left % 1 * 1e9))

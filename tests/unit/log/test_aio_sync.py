@@ -16,7 +16,7 @@ from test_log_operations import fill, small_config
 
 from tests.support.waiting import until, within
 from vdl_broker.log import StreamLog
-from vdl_broker.log.aio_sync import AioSync
+from vdl_broker.log.aio_sync import CAPACITY, AioSync
 
 TIER = "component"  # real files, the kernel's AIO
 
@@ -29,7 +29,7 @@ def run(request: pytest.FixtureRequest) -> Callable[[Awaitable[None]], None]:
     return lambda scenario: asyncio.run(within(scenario, 20))
 
 
-def open_aio(directory: Path, caplog: pytest.LogCaptureFixture, capacity: int = 256) -> AioSync:
+def open_aio(directory: Path, caplog: pytest.LogCaptureFixture, capacity: int = CAPACITY) -> AioSync:
     with caplog.at_level(logging.INFO, logger="vdl_broker.log.aio_sync"):
         aio = AioSync.open(directory, capacity)
     if aio is None:
