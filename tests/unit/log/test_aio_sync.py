@@ -4,6 +4,7 @@ that hands them its fdatasyncs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import os
@@ -29,12 +30,17 @@ def run(request: pytest.FixtureRequest) -> Callable[[Awaitable[None]], None]:
     return lambda scenario: asyncio.run(within(scenario, 20))
 
 
-def open_aio(directory: Path, caplog: pytest.LogCaptureFixture, capacity: int = CAPACITY) -> AioSync:
+@contextlib.contextmanager
+def open_aio(directory: Path, caplog: pytest.LogCaptureFixture, capacity: int = CAPACITY) -> Iterator[AioSync]:
+    """A context opened in the running loop, closed on the way out (closing twice is harmless)."""
     with caplog.at_level(logging.INFO, logger="vdl_broker.log.aio_sync"):
         aio = AioSync.open(directory, capacity)
     if aio is None:
         pytest.skip(f"this machine's kernel cannot sync through AIO, the logs use threads: {caplog.text.strip()}")
-    return aio
+    try:
+        yield aio
+    finally:
+        aio.close()
 
 
 @pytest.fixture
@@ -55,37 +61,30 @@ def open_fds() -> int:
 def test_several_files_are_synced_in_one_request(tmp_path: Path, files: list[int], caplog: pytest.LogCaptureFixture,
                                                  run: Callable[[Awaitable[None]], None]) -> None:
     async def scenario() -> None:
-        aio = open_aio(tmp_path, caplog)
-        try:
+        with open_aio(tmp_path, caplog) as aio:
             first = aio.fdatasync(files)
             second = aio.fdatasync(files[:1])
             assert first is not None and second is not None
             assert await first is None
             assert await second is None
-        finally:
-            aio.close()
 
     run(scenario())
 
 
 def test_fds_closed_right_after_the_submission_are_synced_all_the_same(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture, run: Callable[[Awaitable[None]], None]) -> None:
+        tmp_path: Path, files: list[int], caplog: pytest.LogCaptureFixture,
+        run: Callable[[Awaitable[None]], None]) -> None:
     """The group commit hands the kernel its segments' own fds, which a truncation may close
     at once: the kernel holds the files until their syncs complete."""
 
     async def scenario() -> None:
-        aio = open_aio(tmp_path, caplog)
-        try:
-            fds = [os.open(tmp_path / f"closed{i}", os.O_CREAT | os.O_WRONLY) for i in range(2)]
-            for fd in fds:
-                os.write(fd, b"y" * 4096)
+        with open_aio(tmp_path, caplog) as aio:
+            fds = [os.dup(fd) for fd in files]  # the same files, through fds of their own
             synced = aio.fdatasync(fds)
             for fd in fds:
                 os.close(fd)
             assert synced is not None
             assert await synced is None
-        finally:
-            aio.close()
 
     run(scenario())
 
@@ -98,8 +97,7 @@ def test_a_sync_that_fails_fails_its_request_once_all_of_it_completed(
     read_end, write_end = os.pipe()
 
     async def scenario() -> None:
-        aio = open_aio(tmp_path, caplog, capacity=2)
-        try:
+        with open_aio(tmp_path, caplog, capacity=2) as aio:
             for fds in ([files[0], read_end], [read_end, files[0]], [read_end]):
                 failing = aio.fdatasync(fds)
                 assert failing is not None
@@ -109,8 +107,6 @@ def test_a_sync_that_fails_fails_its_request_once_all_of_it_completed(
             again = aio.fdatasync(files[:2])
             assert again is not None
             assert await again is None
-        finally:
-            aio.close()
 
     try:
         run(scenario())
@@ -123,8 +119,7 @@ def test_a_request_beyond_the_capacity_is_left_to_the_caller(
         tmp_path: Path, files: list[int], caplog: pytest.LogCaptureFixture,
         run: Callable[[Awaitable[None]], None]) -> None:
     async def scenario() -> None:
-        aio = open_aio(tmp_path, caplog, capacity=2)
-        try:
+        with open_aio(tmp_path, caplog, capacity=2) as aio:
             assert aio.fdatasync(files) is None  # 3 fds, room for 2
             taken = aio.fdatasync(files[:2])
             assert taken is not None
@@ -133,8 +128,6 @@ def test_a_request_beyond_the_capacity_is_left_to_the_caller(
             last = aio.fdatasync(files[2:])
             assert last is not None
             await last
-        finally:
-            aio.close()
 
     run(scenario())
 
@@ -142,13 +135,12 @@ def test_a_request_beyond_the_capacity_is_left_to_the_caller(
 def test_closing_waits_for_the_syncs_in_flight(tmp_path: Path, files: list[int], caplog: pytest.LogCaptureFixture,
                                                run: Callable[[Awaitable[None]], None]) -> None:
     async def scenario() -> None:
-        aio = open_aio(tmp_path, caplog)
-        in_flight = aio.fdatasync(files)
-        assert in_flight is not None
-        aio.close()
-        assert in_flight.done() and in_flight.exception() is None
-        assert aio.fdatasync(files) is None  # closed: the caller syncs on a thread
-        aio.close()  # twice is harmless
+        with open_aio(tmp_path, caplog) as aio:
+            in_flight = aio.fdatasync(files)
+            assert in_flight is not None
+            aio.close()
+            assert in_flight.done() and in_flight.exception() is None
+            assert aio.fdatasync(files) is None  # closed: the caller syncs on a thread
 
     run(scenario())
 
@@ -172,30 +164,29 @@ def test_the_log_syncs_appends_through_the_kernel_and_rolls_on_a_thread(
     no fd is left open (the thread's jobs sync duplicates of the segments' fds)."""
 
     async def scenario() -> None:
-        aio = open_aio(tmp_path, caplog)
-        counting = CountingAio(aio)
-        fds = open_fds()
-        log = StreamLog.open(tmp_path / "s", small_config(segment_bytes=1000, fsync=True), aio=aio)
-        log._commit.aio = counting  # type: ignore[assignment]
-        try:
-            fill(log, 1)
-            await log.sync()  # the first segment's file is new: directory too, on a thread
-            assert log.durable_index == 1 and counting.requests == []
-            fill(log, 2)
-            await log.sync()
-            assert log.durable_index == 3 and counting.requests == [1]
-            segments = len(log._segments)
-            while len(log._segments) == segments:
+        with open_aio(tmp_path, caplog) as aio:
+            counting = CountingAio(aio)
+            fds = open_fds()
+            log = StreamLog.open(tmp_path / "s", small_config(segment_bytes=1000, fsync=True), aio=aio)
+            log._commit.aio = counting  # type: ignore[assignment]
+            try:
                 fill(log, 1)
-            await log.sync()  # a roll: the sealed segment and the new one, and the directory
-            assert log.durable_index == log.last_index and counting.requests == [1]
-            fill(log, 1)
-            await log.sync()
-            assert log.durable_index == log.last_index and counting.requests == [1, 1]
-        finally:
-            log.close()
-        assert open_fds() == fds  # every duplicate a thread's sync job took is closed
-        aio.close()
+                await log.sync()  # the first segment's file is new: directory too, on a thread
+                assert log.durable_index == 1 and counting.requests == []
+                fill(log, 2)
+                await log.sync()
+                assert log.durable_index == 3 and counting.requests == [1]
+                segments = len(log._segments)
+                while len(log._segments) == segments:
+                    fill(log, 1)
+                await log.sync()  # a roll: the sealed segment and the new one, and the directory
+                assert log.durable_index == log.last_index and counting.requests == [1]
+                fill(log, 1)
+                await log.sync()
+                assert log.durable_index == log.last_index and counting.requests == [1, 1]
+            finally:
+                log.close()
+            assert open_fds() == fds  # every duplicate a thread's sync job took is closed
 
     run(scenario())
 
