@@ -491,13 +491,15 @@ class StreamLog:
         return count
 
     # ---- state snapshots (state_snapshots.py) -----------------------------------------------
-    def save_state_snapshot(self, offset: int, payload: bytes) -> None:
+    def save_state_snapshot(self, offset: int, payload: bytes, durable: bool = True) -> None:
         """Keep `payload`, state derived from every batch below `offset` (<= the log end), as
-        the snapshot at `offset`; it lives as long as the log holds that offset."""
+        the snapshot at `offset`; it lives as long as the log holds that offset. Not `durable`:
+        written without fsync (a crash of the machine may leave it missing or torn, which its
+        checksum tells: an older one, or the log, is used instead)."""
         if not self.log_start_offset <= offset <= self.log_end_offset:
             raise ValueError(f"snapshot offset {offset} outside the log [{self.log_start_offset}, "
                              f"{self.log_end_offset}]")
-        state_snapshots.write_snapshot(self.directory, offset, payload, self.config.fsync)
+        state_snapshots.write_snapshot(self.directory, offset, payload, durable and self.config.fsync)
 
     def latest_state_snapshot(self, max_offset: int) -> tuple[int, bytes] | None:
         """(offset, payload) of the newest readable snapshot at or below `max_offset` and at or

@@ -426,14 +426,16 @@ class Partition:
     def _applied_offset(self, index: int) -> int:
         return self.log.offset_for_index(max(index, self.log.first_index - 1))
 
-    def _save_state_snapshot(self, through_index: int) -> int:
+    def _save_state_snapshot(self, through_index: int, durable: bool) -> int:
         """The committed producer and transaction state (every entry up to `through_index` is
         applied) as the log's state snapshot there; its offset, -1 when it was not written (a
-        failure costs restart time only)."""
+        failure costs restart time only). Those taken while applying are not `durable`: their
+        fsyncs (the file's and the directory's) would stall the node's event loop, every
+        stream's requests with it, for what a machine's crash costs only restart time."""
         offset = self._applied_offset(through_index)
         self._unsnapshotted_bytes = 0
         try:
-            self.log.save_state_snapshot(offset, encode_state(self.producers, self.txns))
+            self.log.save_state_snapshot(offset, encode_state(self.producers, self.txns), durable)
         except (OSError, ValueError) as error:
             log.warning("stream %s: producer state snapshot at offset %d not written: %s", self.name, offset, error)
             return -1
@@ -460,13 +462,13 @@ class Partition:
             # The log rolled and the new segment's first entries are applied: one snapshot per
             # segment bounds what a restart reads to about a segment.
             self._snapshot_segment = self.log.active_base_index
-            self._save_state_snapshot(entries[-1].index)
+            self._save_state_snapshot(entries[-1].index, durable=False)
         elif entries and self._unsnapshotted_bytes >= self.log.config.state_snapshot_bytes:
             # ... and one every state_snapshot_bytes within a segment bounds it to that much
             # after a crash (a clean close snapshots the end). The active segment keeps only its
             # newest snapshot (older ones there save nothing once it exists); earlier segments'
             # stay, as fallbacks should it be unreadable.
-            offset = self._save_state_snapshot(entries[-1].index)
+            offset = self._save_state_snapshot(entries[-1].index, durable=False)
             active_base = self._applied_offset(self.log.active_base_index - 1)
             for older in self.log.state_snapshot_offsets():
                 if active_base <= older < offset:
@@ -647,7 +649,7 @@ class Partition:
         self._on_change()
         if clean:
             if self.group is not None and self.group.applied_index >= self.log.first_index:
-                self._save_state_snapshot(self.group.applied_index)  # the next start reads nothing
+                self._save_state_snapshot(self.group.applied_index, durable=True)  # the next start reads nothing
             self.log.close()
 
 

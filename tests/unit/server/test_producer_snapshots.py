@@ -5,6 +5,7 @@ of whole segments, any end offset."""
 
 from __future__ import annotations
 
+import os
 import random
 import struct
 from dataclasses import dataclass, field
@@ -273,6 +274,31 @@ def test_snapshots_by_size_within_a_segment_bound_the_replay_and_give_the_whole_
     assert (rebuilt.snapshot_offset, rebuilt.batches_replayed) == (newest, len(replayed))
     assert untimed(rebuilt.table, rebuilt.txns) == full_replay(log, end)
     assert untimed(rebuilt.table, rebuilt.txns) == untimed(partition.producers, partition.txns)
+    log.close()
+
+
+def test_snapshots_taken_while_applying_are_not_fsynced_the_clean_stops_is(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Applying runs in the node's event loop: a snapshot's two fsyncs (the file's, the
+    # directory's) there stalled every stream's requests on the node for their duration.
+    config = LogConfig(segment_bytes=3000, index_interval_bytes=200, tail_cache_bytes=0, fsync=True,
+                       state_snapshot_bytes=1500)
+    writer = Writer(Partition("s", StreamLog.open(tmp_path, config), node_id=1), random.Random(5))
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    monkeypatch.setattr(os, "fdatasync", synced.append)
+    writer.write(120)
+    log = writer.partition.log
+    assert log.segment_count > 2  # snapshots at rolls and by size, none of them synced
+    snapshots = log.state_snapshot_offsets()
+    assert len(snapshots) >= log.segment_count - 1
+    assert synced == []
+    end = log.log_end_offset
+    assert rebuild_producer_state(log, end, 0).snapshot_offset == snapshots[-1]
+
+    log.save_state_snapshot(end, encode_state(writer.partition.producers, writer.partition.txns))
+    assert len(synced) == 2  # the one a clean stop writes: the file and the directory
+    monkeypatch.undo()
     log.close()
 
 
