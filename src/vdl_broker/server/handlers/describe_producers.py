@@ -1,8 +1,8 @@
 """DescribeProducers (key 61): a stream's active producers (KIP-664), at any of its replicas, as
 Kafka's Partition.activeProducerState answers wherever the log is (kafka-transactions
 find-hanging --broker-id N asks node N about every replica it holds): producer id, epoch, last
-sequence, the max timestamp of its last batch (as Kafka's ProducerStateEntry.lastTimestamp; -1
-once retention removed that batch), and the first offset of its open transaction (-1: none), from
+sequence, the max timestamp of its last batch (as Kafka's ProducerStateEntry.lastTimestamp), and
+the first offset of its open transaction (-1: none), from
 the committed batches every replica applies (a follower's view may lag its leader's by a
 heartbeat). A node without a replica answers NOT_LEADER_OR_FOLLOWER. READ on the stream.
 
@@ -16,6 +16,7 @@ from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.node_view import NodeView
 from vdl_broker.server.partition import Partition
+from vdl_broker.server.producer_state import BatchMetadata
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import DescribeProducersRequest, DescribeProducersResponse
 from vdl_wire.records.batch_header import parse_batch_header
@@ -25,18 +26,21 @@ NAME = "DescribeProducers"
 R = DescribeProducersResponse
 
 
-def _last_timestamp(partition: Partition, base_offset: int) -> int:
-    """The max timestamp of the batch at `base_offset`, read from the log: the producer table keeps
-    each batch's offsets only, and every replica reads the same bytes here (find-hanging compares
-    this with its transaction timeout)."""
+def _last_timestamp(partition: Partition, batch: BatchMetadata) -> int:
+    """The max timestamp of the producer's last batch (find-hanging compares it with its
+    transaction timeout): the one the table booked from the stored batch, which every replica
+    applied from the same bytes; read from the log only for a batch booked from a snapshot
+    written before the table kept it."""
+    if batch.max_timestamp != -1:
+        return batch.max_timestamp
     high_watermark = partition.high_watermark
-    if not partition.log_start_offset <= base_offset < high_watermark:
+    if not partition.log_start_offset <= batch.base_offset < high_watermark:
         return -1
-    read = partition.log.read(base_offset, 1, high_watermark)
+    read = partition.log.read(batch.base_offset, 1, high_watermark)
     if not read.buffers:
         return -1
     header = parse_batch_header(read.buffers[0])
-    return header.max_timestamp if header.base_offset == base_offset else -1
+    return header.max_timestamp if header.base_offset == batch.base_offset else -1
 
 
 def _partition(node: NodeView, context: RequestContext, name: str, index: int,
@@ -60,7 +64,7 @@ def _partition(node: NodeView, context: RequestContext, name: str, index: int,
         producers.append(R.ProducerState(
             producer_id=producer_id, producer_epoch=table.epoch_of(producer_id),
             last_sequence=batches[-1].last_seq if batches else -1,
-            last_timestamp=_last_timestamp(partition, batches[-1].base_offset) if batches else -1,
+            last_timestamp=_last_timestamp(partition, batches[-1]) if batches else -1,
             coordinator_epoch=marker.coordinator_epoch if marker is not None else -1,
             current_txn_start_offset=partition.txns.open.get(producer_id, -1)))
     return R.PartitionResponse(partition_index=index, error_code=0, active_producers=producers)
