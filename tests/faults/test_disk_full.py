@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -205,6 +206,19 @@ def test_follower_with_full_disk_stops_acknowledging_then_catches_up(tmp_path: P
         probe_rows = [(offset, v) for offset, v in read_back(cluster.bootstrap_servers, topic)
                       if not v.startswith(b"create")]
         assert probe_rows[-len(expected_rows(acked)):] == expected_rows(acked)
+        # kill -9 of the full follower, and a restart before anyone frees space (a supervisor
+        # restarting a crashed broker): it starts -- a start that writes what it need not (an
+        # unchanged record, the recovery point) exited with ENOSPC -- and acks=all goes on.
+        cluster.kill(follower)
+        started = time.monotonic()
+        cluster.restart(follower, timeout_s=30)
+        restart_s = time.monotonic() - started
+        for n in range(40, 44):
+            base, error = send_batch(prod, topic, n)
+            assert error is None, f"acks=all send {n} failed after the full follower restarted: {error!r}"
+            acked.append((n, base))
+        end = acked[-1][1] + RECORDS_PER_SEND
+        assert cluster.nodes[follower].running, f"the full follower exited (it started in {restart_s:.1f} s)"
         # Space returns: the follower catches up by itself, byte for byte.
         release(filler)
         images = wait_logs_converged(cluster, topic, timeout=30)

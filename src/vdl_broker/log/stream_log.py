@@ -96,8 +96,14 @@ class StreamLog:
         commit = log._commit
         commit.durable_index = log._last_index
         commit.dir_dirty = loaded.recovered
-        commit.recovery_base = loaded.segments[-1].base_index
-        save_recovery_point(log.directory, commit.recovery_base, durable=config.fsync)
+        try:
+            save_recovery_point(log.directory, loaded.segments[-1].base_index, durable=config.fsync)
+            commit.recovery_base = loaded.segments[-1].base_index
+        except OSError as error:
+            # A full disk: the recovery point on disk (at or below this one) stands, which only
+            # makes the next unclean start check more; the first sync moves it (recovery_base
+            # None). A node restarted on a full disk still starts and serves what it holds.
+            logger.warning("%s: cannot move the recovery point (%s)", log.directory, error)
         # Recovery may have cut the tail (a crash before it was durable), and a crash may have
         # stopped retention between its segments and their snapshots.
         state_snapshots.delete_above(log.directory, log.log_end_offset)

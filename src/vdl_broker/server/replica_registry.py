@@ -51,6 +51,7 @@ class ReplicaRegistry:
         starts in an existing cluster with an empty metadata log (identity.py, rule 1): what this
         directory holds is complete from no index yet."""
         path = self.directory / DIRECTORY_FILE
+        saved: tuple[str, int | None] | None = None
         try:
             raw = json.loads(path.read_bytes())
             version = raw["version"]
@@ -59,6 +60,7 @@ class ReplicaRegistry:
             self.directory_id = str(raw["directory_id"])
             complete_from = raw["complete_from"]
             self.complete_from = None if complete_from is None else int(complete_from)
+            saved = (self.directory_id, self.complete_from)
         except FileNotFoundError:
             self.directory_id = uuid.uuid4().hex
             self.complete_from = 0
@@ -67,7 +69,8 @@ class ReplicaRegistry:
                              f"start this node empty") from None
         if catching_up:
             self.complete_from = None
-        self._save()
+        if saved != (self.directory_id, self.complete_from):  # unchanged: no write (a full disk may refuse it)
+            self._save()
 
     @property
     def catching_up(self) -> bool:

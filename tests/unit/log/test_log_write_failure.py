@@ -16,8 +16,9 @@ import pytest
 from log_testing import data_entry, noop_entry
 
 from tests.support.disk import TmpfsUnavailable, fill, mount_tmpfs, unmount
-from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.log import LogConfig, StreamLog, recovery
 from vdl_broker.log import segment as segment_module
+from vdl_broker.log import stream_log as stream_log_module
 from vdl_broker.log.fileio import writev_all
 from vdl_broker.log.index_file import IndexFile
 from vdl_broker.raft.types import Entry
@@ -199,3 +200,27 @@ def test_truncation_on_a_full_disk(tmp_path: Path) -> None:
         reopened.close()
     finally:
         unmount(tmp_path / "small")
+
+
+def test_a_log_opens_when_its_recovery_point_cannot_be_written(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # A node restarted on a full disk: the recovery point's move at open exited it with ENOSPC.
+    log = StreamLog.open(tmp_path, config())
+    log.append(entries_after(log, 40))  # several segments
+    log.sync_now()
+    log.close()
+    active_base = sorted(tmp_path.glob("*.log"))[-1].name
+    (tmp_path / recovery.RECOVERY_POINT_FILE).unlink()  # as a crash before the first move left it
+
+    def full(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(stream_log_module, "save_recovery_point", full)
+    log = StreamLog.open(tmp_path, config())
+    assert recovery.load_recovery_point(tmp_path) is None
+    monkeypatch.undo()
+    # Space again: the next sync moves it (to the active segment, as the open would have).
+    log.append(entries_after(log, 1))
+    log.sync_now()
+    assert recovery.load_recovery_point(tmp_path) == int(active_base.removesuffix(".log"))
+    log.close()

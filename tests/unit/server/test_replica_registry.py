@@ -40,3 +40,14 @@ def test_a_record_of_a_newer_release_is_refused(tmp_path: Path) -> None:
     (tmp_path / "__replicas" / DIRECTORY_FILE).write_text('{"version": 2, "directory_id": "x", "complete_from": 0}')
     with pytest.raises(ValueError, match="version 2, this release reads up to 1"):
         ReplicaRegistry(tmp_path, durable=False).open(catching_up=False)
+
+
+def test_a_start_with_the_record_unchanged_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A node restarted on a full disk: rewriting a record it only read exited with ENOSPC.
+    ReplicaRegistry(tmp_path, durable=False).open(catching_up=False)
+    written: list[Path] = []
+    monkeypatch.setattr("vdl_broker.server.replica_registry.atomic_write", lambda path, *_: written.append(path))
+    ReplicaRegistry(tmp_path, durable=False).open(catching_up=False)
+    assert written == []
+    ReplicaRegistry(tmp_path, durable=False).open(catching_up=True)  # what it records changes: written
+    assert written == [tmp_path / "__replicas" / DIRECTORY_FILE]
