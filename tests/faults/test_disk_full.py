@@ -169,6 +169,10 @@ def test_single_node_disk_full_refuses_then_recovers(tmp_path: Path, small_disk:
         broker.kill()
 
 
+def _output(cluster: DevCluster, node_id: int) -> str:
+    return "\n".join(cluster.nodes[node_id].output)
+
+
 def _send_ok(prod: KafkaProducer, topic: str, n: int) -> tuple[int, None] | None:
     base, error = send_batch(prod, topic, n)
     if error is None:
@@ -219,6 +223,11 @@ def test_follower_with_full_disk_stops_acknowledging_then_catches_up(tmp_path: P
             acked.append((n, base))
         end = acked[-1][1] + RECORDS_PER_SEND
         assert cluster.nodes[follower].running, f"the full follower exited (it started in {restart_s:.1f} s)"
+        # A stream created meanwhile with a replica on the full node: the others carry it, the
+        # full node tries again to open its replica (one line per try, no traceback).
+        create_stream(cluster, "created-while-full", via=leader, probes=probes)
+        wait_until(lambda: "cannot open the replica of stream created-while-full" in _output(cluster, follower), 10,
+                   "the full node's attempt to open the new replica")
         # Space returns: the follower catches up by itself, byte for byte.
         release(filler)
         images = wait_logs_converged(cluster, topic, timeout=30)
@@ -226,6 +235,9 @@ def test_follower_with_full_disk_stops_acknowledging_then_catches_up(tmp_path: P
         assert images[follower].log_end_offset == end
         for node_id, image in images.items():
             assert image.entries == reference, f"node {node_id}'s log differs from the leader's"
+        created = wait_logs_converged(cluster, "created-while-full", timeout=30)
+        assert created[follower].entries  # its replica opened there, with the probe's write
+        assert "Traceback" not in _output(cluster, follower)
         prod.close()
     finally:
         cluster.kill_all()

@@ -53,6 +53,10 @@ METADATA_RECHECK_S = 0.1  # replicas waiting for a current metadata view look ag
 OPEN_PARALLELISM = 16  # replica logs opened at once (worker threads, mostly waiting on fsyncs)
 
 
+class ReplicasNotOpened(Exception):
+    """Replicas this node should hold could not be opened (each logged with its cause)."""
+
+
 class ReplicaManager:
     """The streams as the handlers see them: every stream of the cluster; a local Partition for
     those replicated here, a RemotePartition otherwise."""
@@ -428,8 +432,9 @@ class ReplicaManager:
                 await self.reconcile()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("node %d: reconciling streams with the metadata failed", self.broker.node_id)
+            except Exception as error:
+                if not isinstance(error, ReplicasNotOpened):  # those were logged one by one
+                    log.exception("node %d: reconciling streams with the metadata failed", self.broker.node_id)
                 await asyncio.sleep(1.0)
                 self._dirty.set()  # try again
 
@@ -563,9 +568,12 @@ class ReplicaManager:
         results = await asyncio.gather(*(one(info) for info in wanted), return_exceptions=True)
         failed = [(info.name, r) for info, r in zip(wanted, results, strict=True) if isinstance(r, BaseException)]
         for name, error in failed:
-            log.error("node %d: cannot open the replica of stream %s: %r", self.broker.node_id, name, error)
+            # A full or failing disk is told in one line (it is tried again every second); anything
+            # else with its traceback.
+            log.error("node %d: cannot open the replica of stream %s: %r", self.broker.node_id, name, error,
+                      exc_info=None if isinstance(error, OSError) else error)
         if failed:
-            raise RuntimeError(f"{len(failed)} replicas failed to open, e.g. {failed[0][0]}") from failed[0][1]
+            raise ReplicasNotOpened(f"{len(failed)} replicas failed to open, e.g. {failed[0][0]}")
 
     def _open_log(self, info: StreamInfo) -> StreamLog:
         """Blocking (a worker thread): the stream's directory for this incarnation, its log open."""
