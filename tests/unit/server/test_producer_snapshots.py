@@ -289,10 +289,10 @@ def test_snapshots_taken_while_applying_are_not_fsynced_the_clean_stops_is(
     monkeypatch.setattr(os, "fdatasync", synced.append)
     writer.write(120)
     log = writer.partition.log
-    assert log.segment_count > 2  # snapshots at rolls and by size, none of them synced
+    assert log.segment_count > 2
     snapshots = log.state_snapshot_offsets()
-    assert len(snapshots) >= log.segment_count - 1
-    assert synced == []
+    assert len(snapshots) >= log.segment_count - 1  # at every roll, and by size
+    assert synced == []  # none of them synced
     end = log.log_end_offset
     assert rebuild_producer_state(log, end, 0).snapshot_offset == snapshots[-1]
 

@@ -2,9 +2,9 @@
 Kafka's Partition.activeProducerState answers wherever the log is (kafka-transactions
 find-hanging --broker-id N asks node N about every replica it holds): producer id, epoch, last
 sequence, the max timestamp of its last batch (as Kafka's ProducerStateEntry.lastTimestamp), and
-the first offset of its open transaction (-1: none), from
-the committed batches every replica applies (a follower's view may lag its leader's by a
-heartbeat). A node without a replica answers NOT_LEADER_OR_FOLLOWER. READ on the stream.
+the first offset of its open transaction (-1: none), from the committed batches every replica
+applies (a follower's view may lag its leader's by a heartbeat). A node without a replica answers
+NOT_LEADER_OR_FOLLOWER. READ on the stream.
 
 A VDL client may name the producers it asks about (the request's `vdl_producer_ids`, a tagged
 field of VDL's own): the answer then holds only those the stream knows, however many producers
