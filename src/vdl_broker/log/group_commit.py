@@ -13,7 +13,6 @@ everything before it is durable, so recovery after a crash may start there.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import time
 from collections.abc import Callable
@@ -22,10 +21,8 @@ from pathlib import Path
 
 from vdl_broker.log.aio_sync import AioSync
 from vdl_broker.log.fileio import fsync_dir
-from vdl_broker.log.recovery import save_recovery_point
+from vdl_broker.log.recovery import advance_recovery_point, save_recovery_point
 from vdl_broker.log.segment import Segment
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -169,15 +166,10 @@ class GroupCommit:
             os.fdatasync(fd)
         if job.sync_dir:
             fsync_dir(self.directory)
-        if job.recovery_base is not None:
-            # Everything before the active segment is durable now: recovery may start there.
-            try:
-                save_recovery_point(self.directory, job.recovery_base, durable=False)
-            except OSError as error:
-                # Disk full: the entries are durable all the same; an older recovery point
-                # only means a longer check at the next unclean start.
-                logger.warning("%s: cannot move the recovery point (%s)", self.directory, error)
-                job.recovery_base = None
+        # Everything before the active segment is durable now: recovery may start there.
+        if job.recovery_base is not None and not advance_recovery_point(self.directory, job.recovery_base,
+                                                                        durable=False):
+            job.recovery_base = None
 
     def _finish(self, job: _SyncJob) -> None:
         active, last_index = self.tail()

@@ -7,6 +7,7 @@ compared with what passed that check before (loading.py, verified.py).
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ RECOVERY_POINT_FILE = "recovery-point"
 CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 _POINT = struct.Struct("<qI")  # base index of the first segment that may hold unsynced data, crc
 _DATA = int(EntryType.DATA)
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,19 @@ def scan(buf: memoryview, start: int, end: int, first_index: int, verify_crc: bo
 def save_recovery_point(directory: Path, base_index: int, durable: bool) -> None:
     body = struct.pack("<q", base_index)
     atomic_write(directory / RECOVERY_POINT_FILE, _POINT.pack(base_index, crc32c.crc32c(body)), durable)
+
+
+def advance_recovery_point(directory: Path, base_index: int, durable: bool) -> bool:
+    """Move the recovery point up to `base_index` (everything before it is durable and checked);
+    False, logged, when it cannot be written (a full disk): the point on disk stays lower, which
+    only makes the next unclean start check more. Moving it down is not optional: that is
+    save_recovery_point's, whose failure the caller must see."""
+    try:
+        save_recovery_point(directory, base_index, durable)
+    except OSError as error:
+        logger.warning("%s: cannot move the recovery point (%s)", directory, error)
+        return False
+    return True
 
 
 def load_recovery_point(directory: Path) -> int | None:

@@ -27,7 +27,7 @@ from vdl_broker.log.fileio import fsync_dir
 from vdl_broker.log.group_commit import GroupCommit
 from vdl_broker.log.log_start import LogStart, save_log_start
 from vdl_broker.log.reading import ReadResult
-from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE, save_recovery_point
+from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE, advance_recovery_point
 from vdl_broker.log.retention import segments_to_delete
 from vdl_broker.log.segment import Segment
 from vdl_broker.log.tail_cache import CacheBudget, TailCache
@@ -96,14 +96,9 @@ class StreamLog:
         commit = log._commit
         commit.durable_index = log._last_index
         commit.dir_dirty = loaded.recovered
-        try:
-            save_recovery_point(log.directory, loaded.segments[-1].base_index, durable=config.fsync)
+        # Not written (a full disk): the node still starts, and its first sync moves it.
+        if advance_recovery_point(log.directory, loaded.segments[-1].base_index, durable=config.fsync):
             commit.recovery_base = loaded.segments[-1].base_index
-        except OSError as error:
-            # A full disk: the recovery point on disk (at or below this one) stands, which only
-            # makes the next unclean start check more; the first sync moves it (recovery_base
-            # None). A node restarted on a full disk still starts and serves what it holds.
-            logger.warning("%s: cannot move the recovery point (%s)", log.directory, error)
         # Recovery may have cut the tail (a crash before it was durable), and a crash may have
         # stopped retention between its segments and their snapshots.
         state_snapshots.delete_above(log.directory, log.log_end_offset)

@@ -18,7 +18,6 @@ from log_testing import data_entry, noop_entry
 from tests.support.disk import TmpfsUnavailable, fill, mount_tmpfs, unmount
 from vdl_broker.log import LogConfig, StreamLog, recovery
 from vdl_broker.log import segment as segment_module
-from vdl_broker.log import stream_log as stream_log_module
 from vdl_broker.log.fileio import writev_all
 from vdl_broker.log.index_file import IndexFile
 from vdl_broker.raft.types import Entry
@@ -215,7 +214,7 @@ def test_a_log_opens_when_its_recovery_point_cannot_be_written(tmp_path: Path,
     def full(*_args: object, **_kwargs: object) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(stream_log_module, "save_recovery_point", full)
+    monkeypatch.setattr(recovery, "save_recovery_point", full)
     log = StreamLog.open(tmp_path, config())
     assert recovery.load_recovery_point(tmp_path) is None
     monkeypatch.undo()
