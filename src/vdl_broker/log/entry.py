@@ -47,6 +47,16 @@ class IndexOutOfRange(LookupError):
     """A Raft index that is compacted away (below first_index - 1) or beyond last_index."""
 
 
+class DamagedEntry(Exception):
+    """An entry read from a segment fails its CRC: the file changed after the log checked it
+    (a flipped byte on a running node). Nothing of it may leave the log; the log must be
+    checked again from `segment_base` (StreamLog.check_again_from) and the loss fetched back."""
+
+    def __init__(self, path: object, position: int, segment_base: int) -> None:
+        super().__init__(f"{path}: the entry at byte {position} fails its CRC")
+        self.segment_base = segment_base  # Raft index of the first entry of its segment
+
+
 HEADER = struct.Struct("<IBqqI")
 HEADER_SIZE = HEADER.size  # 25
 _HEADER_REST = struct.Struct("<BqqI")

@@ -4,6 +4,12 @@ Both prefer the tail cache, which always ends at the log's last entry, and fall 
 segments for older entries. Reads by offset return the stored batches as memoryviews of the
 mapped segment files or of the appended buffers, never per-record objects: a fetch costs the
 same whatever its records' count.
+
+Entries read from a segment are checked against their CRC on the way out (DamagedEntry): the
+files passed that check when the log opened, but a byte flipped on disk since would otherwise
+reach a follower -- which stores it as its own, under a CRC of its own -- or a consumer that does
+not check CRCs (librdkafka's default). The tail cache holds what this process appended: not
+checked. The cost is one CRC32C pass at memory speed (about 0.04 ms per MiB here).
 """
 
 from __future__ import annotations
@@ -71,7 +77,7 @@ def read_entries(log: StreamLog, start_index: int, end_index: int, max_bytes: in
             end_position = positions[last] if last < len(positions) else segment.size
         try:
             entries = [Entry(entry_index, term, EntryType(entry_type), payload) for _, entry_type, term, entry_index,
-                       payload in segment.iter_entries(start_position, end_position)]
+                       payload in segment.iter_entries(start_position, end_position, verify=True)]
         except (ValueError, struct.error):
             entries = []
         stop_index = segment.base_index + last
@@ -118,7 +124,7 @@ def read_batches(log: StreamLog, offset: int, max_bytes: int, max_offset: int | 
         chunk = max(max_bytes - total, 0) + 2 * log.config.index_interval_bytes + _READ_SLACK
         done = False
         position = segment.position_for_offset(next_offset)
-        for _, entry_type, _, _, payload in segment.iter_entries(position, chunk=chunk):
+        for _, entry_type, _, _, payload in segment.iter_entries(position, chunk=chunk, verify=True):
             if entry_type != _DATA:
                 continue
             fields = batch_fields(payload)

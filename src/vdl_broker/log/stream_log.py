@@ -22,12 +22,12 @@ from vdl_broker.log import loading, reading, state_snapshots
 from vdl_broker.log.aio_sync import AioSync
 from vdl_broker.log.config import LogConfig
 from vdl_broker.log.damage import DamageRecord, clear_damage, save_damage
-from vdl_broker.log.entry import HEADER_SIZE, IndexOutOfRange, encode_header
+from vdl_broker.log.entry import HEADER_SIZE, DamagedEntry, IndexOutOfRange, encode_header
 from vdl_broker.log.fileio import fsync_dir
 from vdl_broker.log.group_commit import GroupCommit
 from vdl_broker.log.log_start import LogStart, save_log_start
 from vdl_broker.log.reading import ReadResult
-from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE, advance_recovery_point
+from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE, advance_recovery_point, save_recovery_point
 from vdl_broker.log.retention import segments_to_delete
 from vdl_broker.log.segment import Segment
 from vdl_broker.log.tail_cache import CacheBudget, TailCache
@@ -68,6 +68,9 @@ class StreamLog:
     _durable_end: tuple[int, int] | None = None  # memo (durable index, its end offset)
     _closed: bool = False
     damage: DamageRecord | None = None  # durable data lost and not yet given back (damage.py)
+    # Told of a DamagedEntry before a read raises it, whoever reads: the log's Raft group
+    # (RaftGroup.storage_damaged), which stops and has the log checked again.
+    on_damaged: Callable[[DamagedEntry], None] | None = None
     _broken: bool = False  # a failed append could not be undone: no more appends
     cache: TailCache = field(default_factory=lambda: TailCache(0))
     _commit: GroupCommit = field(init=False)
@@ -362,13 +365,26 @@ class StreamLog:
     # ---- reading (reading.py) ---------------------------------------------------------------
     def entries(self, start_index: int, end_index: int, max_bytes: int | None = None) -> list[Entry]:
         """Entries [start_index, end_index): at least one if any, then as many as fit in
-        max_bytes (header + payload bytes)."""
-        return reading.read_entries(self, start_index, end_index, max_bytes)
+        max_bytes (header + payload bytes). DamagedEntry: see on_damaged."""
+        try:
+            return reading.read_entries(self, start_index, end_index, max_bytes)
+        except DamagedEntry as error:
+            self._report(error)
+            raise
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> ReadResult:
         """Whole stored batches from the one holding `offset`, none whose last offset >= max_offset
-        (the high watermark), at least one even if larger than max_bytes."""
-        return reading.read_batches(self, offset, max_bytes, max_offset)
+        (the high watermark), at least one even if larger than max_bytes. DamagedEntry: see
+        on_damaged."""
+        try:
+            return reading.read_batches(self, offset, max_bytes, max_offset)
+        except DamagedEntry as error:
+            self._report(error)
+            raise
+
+    def _report(self, error: DamagedEntry) -> None:
+        if self.on_damaged is not None:
+            self.on_damaged(error)
 
     def offset_for_index(self, raft_index: int) -> int:
         """Kafka log end offset right after entry `raft_index` (first_index - 1 = log start)."""
@@ -530,6 +546,13 @@ class StreamLog:
         os.close(fd)
         self._fsync_dir()
         self._release()
+
+    def check_again_from(self, segment_base: int) -> None:
+        """On a closed log: the next open checks every entry from the segment at `segment_base`
+        on, whatever the segment-checksums record says (a DamagedEntry was read there), so the
+        cut, and the damage record of what was durable, are that open's (loading.py)."""
+        assert self._closed, "close the log first: its syncs move the recovery point up"
+        save_recovery_point(self.directory, segment_base, durable=self.config.fsync)
 
     def _release(self) -> None:
         for segment in self._segments:

@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from functools import partial
 
-from vdl_broker.log import StreamLog
+from vdl_broker.log import DamagedEntry, StreamLog
 from vdl_broker.raft.clock import DriftMonitor
 from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.group_state import ApplyFn, GroupFn, LatencyFn, SendFn, SnapshotFn
@@ -88,6 +88,7 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
                  send_catchup: SendFn | None = None, state_machine: StateMachine | None = None,
                  may_truncate: Callable[[], bool] | None = None,
                  peer_leaving: Callable[[int], bool] | None = None,
+                 on_damage: Callable[[DamagedEntry], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """`voters`: the configuration the group was created with, used only when this replica
         has saved none yet (then it is saved at once); empty for a replica joining an existing
@@ -95,7 +96,8 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         `state_machine`: snapshotted every RaftConfig.snapshot_entries / snapshot_bytes, the log
         truncated behind while `may_truncate()` (snapshotting.py). `clock`: the time the read
         lease and the leader's age are measured on (a test's virtual clock). `peer_leaving(node)`:
-        that node said it is stopping (never chosen to take leadership over at a graceful stop)."""
+        that node said it is stopping (never chosen to take leadership over at a graceful stop).
+        `on_damage`: the group stopped on a damaged entry of its log (storage_damaged)."""
         cfg = config or RaftConfig()
         self._clock = clock
         self.name = name
@@ -110,6 +112,8 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         self._apply_fn = apply
         self._snapshot_fn = on_snapshot
         self.storage = StreamLogStorage(stream_log)
+        self._on_damage = on_damage
+        stream_log.on_damaged = self.storage_damaged
         self._rng = rng or random.Random()
         # With resume_from_commit_point, entries up to the last saved commit point count as
         # applied: `apply` sees only later ones (streams rebuild their state from the log
@@ -255,8 +259,8 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         """Stop driving the group; a leader first hands leadership to its most caught-up peer
         that is not leaving too (waiting up to timeout_s). The StreamLog stays open: its owner
         closes it."""
-        if self._stopped:
-            return
+        if self._stopped and self.failure is None:
+            return  # (a failed group still has its Ready task and saves to wait for)
         if transfer and self.is_leader and len(self.voters) > 1 and self._task is not None:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + timeout_s
@@ -290,6 +294,23 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
                 log.warning("raft group %s: cannot save its commit point (%s)", self.name, error)
         self._proposals.fail_all(GroupStoppedError(f"raft group {self.name} stopped"))
         self._notify_change()
+
+    def storage_damaged(self, error: DamagedEntry) -> None:
+        """An entry read from the log failed its CRC (StreamLog.on_damaged): the file changed
+        after the log checked it. Stop now -- the core must not send, apply or wait on that
+        entry (its reads of it come back empty: StreamLogStorage) -- and tell the owner, who
+        closes the log and opens it again: the open cuts it at the damage and records it, and
+        the node recovers the range from a peer (raft/recovery.py), voting for no one meanwhile."""
+        if self._stopped:
+            return
+        log.error("raft group %s on node %d stops: %s", self.name, self.node_id, error)
+        self.failure = error
+        self._stopped = True
+        self._wake.set()  # the Ready loop ends at its next turn
+        self._proposals.fail_all(GroupStoppedError(f"raft group {self.name} stopped: {error}"))
+        self._notify_change()
+        if self._on_damage is not None:
+            self._on_damage(error)
 
     # ------------------------------------------------------------------ inputs
 

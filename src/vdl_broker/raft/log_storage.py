@@ -7,7 +7,7 @@ the core's entries, so they pass through unchanged.
 
 from __future__ import annotations
 
-from vdl_broker.log import IndexOutOfRange, StreamLog
+from vdl_broker.log import DamagedEntry, IndexOutOfRange, StreamLog
 from vdl_broker.raft.types import CompactedError, Entry
 
 
@@ -41,6 +41,11 @@ class StreamLogStorage:
             raise CompactedError(f"index {start} precedes the log start {self.first_index}")
         try:
             return self.log.entries(start, end, max_bytes)
+        except DamagedEntry:
+            # The log told its group, which has stopped (RaftGroup.storage_damaged): nothing of
+            # the entry may reach a follower or the state machine, and the core, which may be in
+            # the middle of a step, must not fail half-way.
+            return []
         except IndexOutOfRange as error:
             if start < self.log.first_index:  # retention ran meanwhile
                 raise CompactedError(str(error)) from error

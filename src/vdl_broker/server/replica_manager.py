@@ -21,11 +21,12 @@ import logging
 import shutil
 import time
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vdl_broker.cluster.metadata import ApplyResult, StreamInfo, changes_placement, validate_stream_name
-from vdl_broker.log import StreamLog
+from vdl_broker.log import DamagedEntry, StreamLog
 from vdl_broker.log.damage import UNKNOWN, DamageRecord, save_damage
 from vdl_broker.log.fileio import atomic_write
 from vdl_broker.raft.group import RaftGroup, campaign_first
@@ -633,7 +634,8 @@ class ReplicaManager:
         try:
             group = self.broker.host.create_group(
                 f"{info.name}#{info.created_index}", voters, stream_log, apply=partition.on_apply,
-                on_snapshot=partition.on_snapshot, resume_from_commit_point=True)
+                on_snapshot=partition.on_snapshot, resume_from_commit_point=True,
+                on_damage=partial(self._damaged, partition))
             partition.attach(group)
         except Exception:
             if group is None:
@@ -648,6 +650,28 @@ class ReplicaManager:
                  info.name, list(info.replicas), stream_log.log_start_offset, stream_log.log_end_offset)
         if stream_log.last_index == 0 and info.preferred_leader == self.broker.node_id and len(info.replicas) > 1:
             campaign_first(group)
+
+    def _damaged(self, partition: Partition, error: DamagedEntry) -> None:
+        self.spawn(self._check_again(partition, error))
+
+    async def _check_again(self, partition: Partition, error: DamagedEntry) -> None:
+        """The replica's group stopped on an entry that failed its CRC (a byte flipped on disk
+        while the node runs; RaftGroup.storage_damaged): close the log and open it again as at a
+        start, checking every entry from that segment on -- the open cuts the log at the damage
+        and records it, and the replica recovers the range from a peer (raft/recovery.py)."""
+        name = partition.name
+        if self._partitions.get(name) is not partition:
+            return
+        del self._partitions[name]
+        self._incarnations.pop(name, None)
+        self._configs.pop(name, None)
+        if partition.group is not None:
+            await self.broker.host.remove_group(partition.group.name)
+        partition.close(clean=True)
+        partition.log.check_again_from(error.segment_base)
+        log.error("node %d: the replica of stream %s is opened again to check its log from entry %d on",
+                  self.broker.node_id, name, error.segment_base)
+        self._dirty.set()
 
     async def _remove(self, name: str) -> None:
         partition = self._partitions.pop(name)

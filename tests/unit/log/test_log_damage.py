@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from log_testing import data_entry, flip
 
-from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.log import DamagedEntry, LogConfig, StreamLog
 from vdl_broker.log.damage import DAMAGE_FILE, DamageRecord
 from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE
 from vdl_broker.raft.persistence import HARD_STATE_FILE, load_raft_state, save_commit_point, save_hard_state
-from vdl_broker.raft.types import Damage, HardState
+from vdl_broker.raft.types import Damage, Entry, HardState
 
 CONFIG = LogConfig(tail_cache_bytes=0, fsync=False)
 HEADER = 25
@@ -119,3 +120,46 @@ def test_flipped_byte_in_an_old_sealed_segment_is_damage(tmp_path: Path) -> None
                                                        verify_on_open=False))
         assert trusting.last_index == 1  # the cut is durable
         trusting.close()
+
+
+def build_segments(directory: Path, config: LogConfig, count: int = 40) -> tuple[StreamLog, list[Entry]]:
+    log = StreamLog.open(directory, config)
+    entries = [data_entry(i, 2, (i - 1) * 2, 2, body_size=50) for i in range(1, count + 1)]
+    log.append(entries)
+    assert log.segment_count >= 3
+    return log, entries
+
+
+@pytest.mark.parametrize("verify_on_open", [True, False])
+def test_a_byte_flipped_while_the_log_is_open_is_found_by_the_read_that_meets_it(
+        tmp_path: Path, verify_on_open: bool) -> None:
+    """The open checked the files; a byte flipped since (a running node's disk) must not leave
+    the log: the read that meets it raises DamagedEntry and tells the log's listener, and after
+    check_again_from the next open cuts the log there and records the damage -- also when sealed
+    segments are otherwise trusted unread (verify_on_open off)."""
+    config = LogConfig(segment_bytes=1000, tail_cache_bytes=0, fsync=False, verify_on_open=verify_on_open)
+    log, entries = build_segments(tmp_path, config)
+    log.close()
+    log = StreamLog.open(tmp_path, config)  # this open checks (and records) the sealed segments
+    seen: list[DamagedEntry] = []
+    log.on_damaged = seen.append
+    second = log._ensure_loaded(1)
+    damaged = second.base_index + 2
+    flip(second.log_path, second.position_of(damaged) + HEADER + 40)
+
+    before = log.entries(1, damaged)  # up to the damaged entry: read as ever
+    assert [(e.index, e.term, bytes(e.data)) for e in before] == [
+        (e.index, e.term, bytes(e.data)) for e in entries[:damaged - 1]]
+    with pytest.raises(DamagedEntry) as from_raft:
+        log.entries(damaged - 1, log.last_index + 1)
+    with pytest.raises(DamagedEntry) as from_kafka:
+        log.read((damaged - 1) * 2, 1 << 20)
+    assert from_raft.value.segment_base == from_kafka.value.segment_base == second.base_index
+    assert seen == [from_raft.value, from_kafka.value]
+
+    log.close()
+    log.check_again_from(second.base_index)
+    reopened = StreamLog.open(tmp_path, config)
+    assert reopened.last_index == damaged - 1 and reopened.damage == DamageRecord(len(entries))
+    assert [bytes(e.data) for e in reopened.entries(1, damaged)] == [bytes(e.data) for e in entries[:damaged - 1]]
+    reopened.close()

@@ -33,7 +33,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vdl_broker.log import OffsetOutOfRange
+from vdl_broker.log import DamagedEntry, OffsetOutOfRange
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.delayed import wait_for_any
@@ -153,6 +153,10 @@ def _read_range(partition: Partition, fp: FetchRequest.FetchPartition, budget: i
     limit = min(fp.partition_max_bytes, budget) if has_data else fp.partition_max_bytes
     try:
         result = partition.log.read(offset, max(1, limit), bound)
+    except DamagedEntry:
+        # Kafka's code for a log it cannot read: clients ask for metadata again, which by then
+        # names another leader (this replica stopped to have its log checked again).
+        return _Read(fp.partition, ErrorCode.KAFKA_STORAGE_ERROR)
     except OffsetOutOfRange:
         if follower:
             return _Read(fp.partition, out_of_range)

@@ -1,0 +1,116 @@
+"""Process tests: a byte flipped in a *running* node's segment never leaves that node.
+
+The open checks every entry it does not know to be intact (test_corruption.py); a file that
+changes afterwards is found by the read that meets it (vdl_broker/log/reading.py): a consumer's
+fetch, or the leader reading entries for a follower that is catching up. Unchecked, the first
+would hand the damaged batch to a client that does not check CRCs (librdkafka's default), and the
+second would give it to the follower, which stores it under a CRC of its own: two damaged copies
+of an acknowledged record. Checked, the node stops the replica, opens it again (cutting the log
+at the damage and recording it), another replica leads, and the damaged one gets the range back
+and ends byte-identical.
+
+The nodes keep no tail cache here, so reads of recent entries come from the segments too (with
+one, only entries older than the cache reach the disk).
+"""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.faults.harness import (
+    ProbeLog,
+    high_watermark,
+    node_address,
+    probe_write,
+    produce_batches,
+    wait_for_full_isr,
+    wait_logs_converged,
+    wait_until,
+)
+from tests.faults.test_corruption import HEADER, converge, directory, entry_position, others
+from tests.support.disk import flip_byte
+from tests.support.kafka import raw_request
+from vdl_dev.dev_cluster import DevCluster
+from vdl_wire import messages as m
+
+pytestmark = pytest.mark.timeout(150)
+
+CLUSTER_SETTINGS = {"metadata_wait_ms": 3_000, "tail_cache_bytes": 0}
+
+
+def create_small_segments(cluster: DevCluster, stream: str, probes: ProbeLog) -> int:
+    topic = m.CreateTopicsRequest.CreatableTopic(name=stream, num_partitions=1, replication_factor=3, configs=[
+        m.CreateTopicsRequest.CreatableTopicConfig(name="segment.bytes", value="8192")])
+    created = raw_request(node_address(cluster, 1), m.CreateTopicsRequest(topics=[topic], timeout_ms=30_000),
+                          timeout=35.0).topics[0]
+    assert created.error_code == 0, created.error_message
+    leader, _ = probe_write(cluster, stream, probes, 30, tag="create")
+    wait_for_full_isr(cluster, stream)
+    return leader
+
+
+def consume_from_start(cluster: DevCluster, stream: str, end: int) -> dict[int, bytes]:
+    """offset -> value of every record below `end`, read by librdkafka with its default
+    check.crcs=false: a damaged batch it were given would show as a wrong value."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "unused",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    try:
+        consumer.assign([TopicPartition(stream, 0, 0)])
+        seen: dict[int, bytes] = {}
+        errors: list[str] = []
+
+        def caught_up() -> bool:
+            message = consumer.poll(0.5)
+            if message is not None:
+                if message.error() is not None:
+                    errors.append(str(message.error()))
+                else:
+                    seen[message.offset()] = message.value()
+            return len(seen) >= end
+
+        wait_until(caught_up, 60, f"a consumer reading offsets 0..{end - 1} of {stream} (errors: {errors})")
+        return seen
+    finally:
+        consumer.close()
+
+
+def damaged_read_logged(cluster: DevCluster, node: int, segment: str) -> bool:
+    output = list(cluster.nodes[node].output)  # appended by the thread reading the node: read a copy
+    return any("fails its CRC" in line and segment in line for line in output)
+
+
+def test_a_byte_flipped_under_a_leader_is_found_by_a_consumers_read(cluster: DevCluster, probes: ProbeLog) -> None:
+    stream = "flipped-under-reads"
+    create_small_segments(cluster, stream, probes)
+    acked = produce_batches(cluster, stream, 12, "acked")
+    wait_logs_converged(cluster, stream, timeout=60)
+    leader, end = high_watermark(cluster, stream)
+    path, position = entry_position(directory(cluster, leader, stream), acked[len(acked) // 2][1])
+    flip_byte(path, position + HEADER + 200)  # in the records of an acknowledged batch
+
+    seen = consume_from_start(cluster, stream, end)
+    assert {offset: seen[offset] for _, offset, _ in acked} == {offset: value for _, offset, value in acked}
+    assert damaged_read_logged(cluster, leader, path.name)
+    assert high_watermark(cluster, stream, timeout=30)[0] != leader
+    converge(cluster, stream, leader, acked)
+
+
+def test_a_byte_flipped_under_a_leader_is_not_replicated_to_a_follower_catching_up(
+        cluster: DevCluster, probes: ProbeLog) -> None:
+    stream = "flipped-under-replication"
+    create_small_segments(cluster, stream, probes)
+    acked = produce_batches(cluster, stream, 3, "early")
+    leader, _ = high_watermark(cluster, stream)
+    behind = others(cluster, leader)[0]
+    cluster.kill(behind)
+    acked += produce_batches(cluster, stream, 12, "acked")  # on the leader and the other follower only
+    leader, _ = high_watermark(cluster, stream)
+    path, position = entry_position(directory(cluster, leader, stream), acked[len(acked) // 2][1])
+    flip_byte(path, position + HEADER + 200)
+
+    cluster.restart(behind, timeout_s=60)  # the leader reads the damaged entry to send it there
+    converge(cluster, stream, leader, acked)  # byte-identical logs: the damage reached no follower
+    assert damaged_read_logged(cluster, leader, path.name)
+    seen = consume_from_start(cluster, stream, high_watermark(cluster, stream)[1])
+    assert {offset: seen[offset] for _, offset, _ in acked} == {offset: value for _, offset, value in acked}

@@ -1,0 +1,93 @@
+"""RaftGroup when an entry it reads from its log fails its CRC (a byte flipped on disk while the
+node runs): in-process groups over real StreamLogs without a tail cache (every read comes from
+the segments), on the virtual clock (tests/support/virtual_time.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import virtual_time
+from tests.support.disk import flip_byte
+from tests.support.waiting import until
+from vdl_broker.log import DamagedEntry, LogConfig, StreamLog
+from vdl_broker.raft.config import RaftConfig
+from vdl_broker.raft.group import RaftGroup
+from vdl_broker.raft.proposals import GroupStoppedError
+from vdl_broker.raft.types import EntryType, Message
+
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
+
+HEADER = 25  # Raft entry header in a segment (vdl_broker.log.entry)
+
+
+def stored(stream_log: StreamLog) -> list[tuple[int, int, bytes]]:
+    return [(e.index, e.term, bytes(e.data)) for e in stream_log.entries(stream_log.first_index,
+                                                                         stream_log.last_index + 1)]
+
+
+def test_a_leader_meeting_a_damaged_entry_stops_and_sends_none_of_it(tmp_path: Path) -> None:
+    virtual_time.run(_test_a_leader_meeting_a_damaged_entry_stops_and_sends_none_of_it(tmp_path))
+
+
+async def _test_a_leader_meeting_a_damaged_entry_stops_and_sends_none_of_it(tmp_path: Path) -> None:
+    config = LogConfig(fsync=False, tail_cache_bytes=0, segment_bytes=2000)
+    logs = {i: StreamLog.open(tmp_path / f"n{i}", config) for i in (1, 2, 3)}
+    cut_off: set[int] = set()
+    damaged: list[tuple[int, DamagedEntry]] = []
+    loop_errors: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, context: loop_errors.append(context))
+    groups: dict[int, RaftGroup] = {}
+
+    def send(_name: str, message: Message) -> bool:
+        if message.to not in cut_off and message.sender not in cut_off:
+            asyncio.get_running_loop().call_soon(groups[message.to].step, message)
+        return True
+
+    for i, stream_log in logs.items():
+        groups[i] = RaftGroup("g", i, [1, 2, 3], stream_log, send, config=RaftConfig(election_ticks=5),
+                              rng=random.Random(i), on_damage=lambda error, i=i: damaged.append((i, error)))
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(0.01)
+            for group in groups.values():
+                group.tick()
+
+    for group in groups.values():
+        group.start()
+    ticker = asyncio.get_running_loop().create_task(tick())
+    try:
+        await until(lambda: sum(g.is_leader and g.leader_ready for g in groups.values()) == 1)
+        leader = next(g for g in groups.values() if g.is_leader)
+        behind, intact = (i for i in groups if i != leader.node_id)
+        await leader.propose(b"before", EntryType.METADATA).committed
+        await until(lambda: leader.match_index(behind) == leader.last_index)
+        cut_off.add(behind)
+        for n in range(40):  # several segments the cut-off follower lacks
+            await leader.propose(f"entry-{n:02d}".ljust(100, ".").encode(), EntryType.METADATA).committed
+        target = leader.last_index - 20
+        segment = logs[leader.node_id]._ensure_loaded(logs[leader.node_id]._segment_for_index(target))
+        flip_byte(segment.log_path, segment.position_of(target) + HEADER + 10)
+
+        cut_off.clear()  # the leader now reads the entries the follower lacks, from its segments
+        await until(lambda: leader.failure is not None)
+        assert damaged == [(leader.node_id, leader.failure)]
+        assert isinstance(leader.failure, DamagedEntry) and leader.failure.segment_base == segment.base_index
+        with pytest.raises(GroupStoppedError):
+            leader.propose(b"after", EntryType.METADATA)
+        assert loop_errors == []  # nothing raised out of a step or a tick
+        # None of the damaged entry left: the follower holds the intact prefix before it.
+        reference = stored(logs[intact])
+        caught_up = stored(logs[behind])
+        assert caught_up == reference[:len(caught_up)] and logs[behind].last_index < target
+    finally:
+        ticker.cancel()
+        for group in groups.values():
+            await group.stop(transfer=False)
+        for stream_log in logs.values():
+            stream_log.close()
