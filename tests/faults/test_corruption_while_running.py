@@ -15,6 +15,10 @@ one, only entries older than the cache reach the disk).
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
@@ -30,7 +34,10 @@ from tests.faults.harness import (
 )
 from tests.faults.test_corruption import HEADER, converge, directory, entry_position, others
 from tests.support.disk import flip_byte
-from tests.support.kafka import raw_request
+from tests.support.kafka import create_topic_raw, metadata_raw, raw_request
+from vdl_broker.cluster.metadata import METADATA_GROUP
+from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.log.damage import DAMAGE_FILE
 from vdl_dev.dev_cluster import DevCluster
 from vdl_wire import messages as m
 
@@ -114,3 +121,51 @@ def test_a_byte_flipped_under_a_leader_is_not_replicated_to_a_follower_catching_
     assert damaged_read_logged(cluster, leader, path.name)
     seen = consume_from_start(cluster, stream, high_watermark(cluster, stream)[1])
     assert {offset: seen[offset] for _, offset, _ in acked} == {offset: value for _, offset, value in acked}
+
+
+def last_entry_position(source: Path) -> tuple[Path, int]:
+    """(segment file, position) of the last entry of the log in `source`, found in a copy."""
+    with tempfile.TemporaryDirectory(prefix="vdl-corrupt-") as scratch:
+        copy = Path(scratch) / "copy"
+        shutil.copytree(source, copy)
+        log = StreamLog.open(copy, LogConfig(fsync=False, tail_cache_bytes=0))
+        try:
+            segment = log._ensure_loaded(log._segment_for_index(log.last_index))
+            return source / segment.log_path.name, segment.position_of(log.last_index)
+        finally:
+            log.close()
+
+
+def test_a_byte_flipped_in_the_metadata_log_stops_the_node_and_its_restart_recovers(
+        cluster: DevCluster, probes: ProbeLog) -> None:
+    """The metadata log's leader meets the damage sending a follower the entries it missed: the
+    node stops at once (exit code 1); started again, it cuts the log there, records the damage,
+    gets the range back, and every node knows every stream."""
+    leader = int(metadata_raw(node_address(cluster, 1), []).controller_id)
+    behind, intact = others(cluster, leader)
+    cluster.kill(behind)
+    names = [f"created-while-{behind}-was-down-{n}" for n in range(3)]
+    for name in names:
+        assert create_topic_raw(node_address(cluster, leader), name) == (0, None)
+    path, position = last_entry_position(directory(cluster, leader, METADATA_GROUP))
+    flip_byte(path, position + HEADER + 5)
+
+    cluster.restart(behind, wait=False)  # the metadata leader reads the damaged entry to send it
+    node = cluster.nodes[leader]
+    wait_until(lambda: not node.running, 60, f"node {leader} stopping on its damaged metadata log")
+    assert node.process is not None and node.process.returncode == 1
+    assert any("the metadata log is damaged" in line and "fails its CRC" in line for line in list(node.output))
+
+    cluster.wait_ready([behind], timeout_s=60)
+    cluster.restart(leader, timeout_s=60)
+    wait_until(lambda: not (directory(cluster, leader, METADATA_GROUP) / DAMAGE_FILE).exists(), 60,
+               f"node {leader} getting the damaged range of its metadata log back")
+
+    def every_node_knows_every_stream() -> bool:
+        for node_id in (leader, behind, intact):
+            topics = metadata_raw(node_address(cluster, node_id), names).topics
+            if sorted((t.name, t.error_code) for t in topics) != [(name, 0) for name in sorted(names)]:
+                return False
+        return True
+
+    wait_until(every_node_knows_every_stream, 60, "every node listing the streams created")

@@ -42,7 +42,7 @@ from vdl_broker.cluster.metadata import (
 from vdl_broker.cluster.stream_configs import alter_stream_config_command
 from vdl_broker.cluster.users import bootstrap_user_command
 from vdl_broker.config import NodeAddress, NodeConfig
-from vdl_broker.log import StreamLog
+from vdl_broker.log import DamagedEntry, StreamLog
 from vdl_broker.raft.group import RaftGroup, campaign_first
 from vdl_broker.raft.host import RaftHost
 from vdl_broker.raft.proposals import Proposal
@@ -81,13 +81,23 @@ class MetadataService:
                                      snapshot_entries=self.config.metadata_snapshot_entries,
                                      snapshot_bytes=self.config.metadata_snapshot_bytes)
         self.group = self.host.create_group(METADATA_GROUP, self.config.voter_ids, stream_log, apply=self._apply,
-                                            config=config, state_machine=self, may_truncate=self.may_truncate)
+                                            config=config, state_machine=self, may_truncate=self.may_truncate,
+                                            on_damage=self._damaged)
         self.group.add_commit_listener(self._after_commit)
         self.group.add_role_listener(self._note_leader)
         voters = self.config.voter_ids
         if stream_log.last_index == 0 and not self.config.join and len(voters) > 1 and self.config.node_id == min(voters):
             campaign_first(self.group)  # a forming cluster: its lowest node id leads first
         return self.group
+
+    def _damaged(self, error: DamagedEntry) -> None:
+        """An entry of the metadata log failed its CRC while the node runs (RaftGroup.storage_damaged).
+        The node's whole view of the cluster hangs on this group, and every component holds it:
+        rather than serve a view that no longer moves, stop as kill -9 would (Kafka too shuts a
+        broker down when its metadata log directory fails). The next start checks the log, cuts
+        it at the damage, records it, and gets the range back from a peer."""
+        _halt(f"the metadata log is damaged ({error}); start the node again: its start checks the log "
+              "and gets the damaged range back from a peer")
 
     def _note_leader(self, group: RaftGroup) -> None:
         if group.leader_id:
