@@ -70,6 +70,7 @@ class ReplicaManager:
         self._partitions: dict[str, Partition] = {}
         self._incarnations: dict[str, int] = {}
         self._opening_new: set[str] = set()  # new replicas (no directory here before) being opened
+        self._closing_to_check: set[str] = set()  # replicas closing to be opened again (_check_again)
         self._deleted: set[tuple[str, int]] = set()  # (name, created index) of streams deleted
         self._configs: dict[str, dict[str, Any]] = {}  # stream -> the config object its settings came from
         # name -> (time, leader, isr, leader epoch): the leader's own word, from its Metadata answer
@@ -475,7 +476,8 @@ class ReplicaManager:
                 self._delete_leftovers(desired)
             elif self.broker.metadata.group is not None:
                 asyncio.get_running_loop().call_later(METADATA_RECHECK_S, self._dirty.set)
-        wanted = [info for name, info in desired.items() if name not in self._partitions]
+        wanted = [info for name, info in desired.items()
+                  if name not in self._partitions and name not in self._closing_to_check]
         if wanted and not self._metadata_current():
             # A restart replays the metadata from its last saved commit point: this view may
             # place here a stream that has moved away since (its directory deleted then). Opened
@@ -665,10 +667,16 @@ class ReplicaManager:
         del self._partitions[name]
         self._incarnations.pop(name, None)
         self._configs.pop(name, None)
-        if partition.group is not None:
-            await self.broker.host.remove_group(partition.group.name)
-        partition.close(clean=True)
-        partition.log.check_again_from(error.segment_base)
+        self._closing_to_check.add(name)  # no reconcile opens it while this log is still open
+        try:
+            if partition.group is not None:
+                await self.broker.host.remove_group(partition.group.name)
+            partition.close(clean=True)
+            partition.log.check_again_from(error.segment_base)
+        except OSError as failure:  # a full disk besides: the open still checks what it has no record of
+            log.error("node %d: closing the replica of stream %s failed (%s)", self.broker.node_id, name, failure)
+        finally:
+            self._closing_to_check.discard(name)
         log.error("node %d: the replica of stream %s is opened again to check its log from entry %d on",
                   self.broker.node_id, name, error.segment_base)
         self._dirty.set()
