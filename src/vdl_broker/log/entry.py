@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
+from pathlib import Path
 
 import crc32c
 
@@ -52,7 +53,7 @@ class DamagedEntry(Exception):
     (a flipped byte on a running node). Nothing of it may leave the log; the log must be
     checked again from `segment_base` (StreamLog.check_again_from) and the loss fetched back."""
 
-    def __init__(self, path: object, position: int, segment_base: int) -> None:
+    def __init__(self, path: Path, position: int, segment_base: int) -> None:
         super().__init__(f"{path}: the entry at byte {position} fails its CRC")
         self.segment_base = segment_base  # Raft index of the first entry of its segment
 

@@ -131,7 +131,7 @@ class Segment:
         """(position, type, term, index, payload) from `start` on, payloads being slices of the
         mapping; `chunk` bounds how far ahead one slice reaches (a re-map happens only when the
         file has grown past the current mapping). `verify`: check each entry's CRC first
-        (DamagedEntry) -- for entries that leave the log; one CRC32C pass at memory speed."""
+        (DamagedEntry), for entries that leave the log."""
         end = self.size if end is None else end
         position = start
         buf_start, buf = position, self.span(position, min(end, position + chunk))
