@@ -33,11 +33,13 @@ from tests.faults.harness import (
 )
 from tests.support.disk import flip_byte
 from tests.support.kafka import raw_request
-from vdl_broker.cluster.metadata import METADATA_GROUP
+from vdl_broker.cluster.metadata import METADATA_GROUP, REPLICA_REGISTRY
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.damage import DAMAGE_FILE
 from vdl_broker.log.verified import load_records
 from vdl_broker.raft.persistence import COMMIT_POINT_FILE, HARD_STATE_FILE, load_hard_state
+from vdl_broker.server.replica_manager import INCARNATION_FILE
+from vdl_broker.server.replica_registry import DIRECTORY_FILE
 from vdl_dev.dev_cluster import DevCluster
 from vdl_wire import messages as m
 from vdl_wire.errors import ErrorCode
@@ -148,6 +150,31 @@ def test_damaged_follower_does_not_elect_a_leader_lacking_acknowledged_writes(
     converge(cluster, stream, damaged, acked)
 
 
+def test_damaged_incarnation_file_keeps_the_replicas_data(cluster: DevCluster, probes: ProbeLog) -> None:
+    """A byte flipped in the file naming a replica's incarnation (not in its data): the node
+    noted that incarnation in its replica registry, so it rewrites the file and keeps the data.
+    It used to take the directory for another incarnation's and wipe it: an empty replica that
+    voted, which with the one other intact copy down elected a leader lacking acknowledged writes."""
+    stream = "incarnation-file"
+    leader = create_stream(cluster, stream, via=2, probes=probes)
+    wait_for_full_isr(cluster, stream)
+    damaged, behind = others(cluster, leader)
+    acked = produce_batches(cluster, stream, 3, "early")
+    cluster.kill(behind)
+    acked += produce_batches(cluster, stream, 20, "acked")  # on the leader and `damaged` only
+    cluster.kill(damaged)
+    flip_byte(directory(cluster, damaged, stream) / INCARNATION_FILE, 0)
+    cluster.kill(leader)  # `damaged` now holds the only reachable copy of the acknowledged writes
+    cluster.restart(behind, wait=False)
+    cluster.restart(damaged, timeout_s=60)
+    cluster.wait_ready([behind], timeout_s=60)
+    check_all_acknowledged(cluster, stream, acked)
+    output = list(cluster.nodes[damaged].output)
+    assert any("its incarnation file reads" in line and "rewriting the file" in line for line in output)
+    cluster.restart(leader, timeout_s=60)
+    converge(cluster, stream, damaged, acked)
+
+
 def test_truncated_segment(cluster: DevCluster, probes: ProbeLog) -> None:
     stream = "truncated"
     leader = create_stream(cluster, stream, via=2, probes=probes)
@@ -161,23 +188,28 @@ def test_truncated_segment(cluster: DevCluster, probes: ProbeLog) -> None:
     converge(cluster, stream, follower, acked)
 
 
-@pytest.mark.parametrize("file", [HARD_STATE_FILE, COMMIT_POINT_FILE, "index"])
+@pytest.mark.parametrize("file", [HARD_STATE_FILE, COMMIT_POINT_FILE, "index", DIRECTORY_FILE])
 def test_damaged_small_file(cluster: DevCluster, probes: ProbeLog, file: str) -> None:
-    stream = f"small-{file.replace('-', '')}"
+    stream = f"small-{file.replace('-', '').replace('.', '')}"
     leader = create_stream(cluster, stream, via=3, probes=probes)
     wait_for_full_isr(cluster, stream)
     acked = produce_batches(cluster, stream, 10, "acked")
     follower = others(cluster, leader)[0]
     source = directory(cluster, follower, stream)
+    position = None
     if file == "index":
         cluster.stop(follower)  # clean: the index files are flushed at close
         target = next(source.glob("*.index"))
+    elif file == DIRECTORY_FILE:  # the node's replica registry record: the node refused to start
+        cluster.kill(follower)
+        target = cluster.nodes[follower].config.data_dir / REPLICA_REGISTRY / DIRECTORY_FILE
+        position = 0  # its opening brace (a flipped hex digit of its id would still parse, and do no harm)
     else:
         target = source / file
         wait_until(target.exists, 30, f"{target} written")  # the commit point: every 2 s
         cluster.kill(follower)
     assert target.stat().st_size > 0
-    flip_byte(target, target.stat().st_size // 2)
+    flip_byte(target, target.stat().st_size // 2 if position is None else position)
     cluster.restart(follower, timeout_s=60)
     converge(cluster, stream, follower, acked)
     if file == HARD_STATE_FILE:

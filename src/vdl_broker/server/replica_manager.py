@@ -585,7 +585,8 @@ class ReplicaManager:
         expected = str(info.created_index)
         # Lost: held before in this directory (registry), or maybe on a lost disk (identity.py, rule 2;
         # a replica joining by a reassignment is a learner anyway).
-        lost = not marker.exists() and (self.registry.holds(info.name, info.created_index) or (
+        held = self.registry.holds(info.name, info.created_index)
+        lost = not marker.exists() and (held or (
             self.broker.node_id in info.replicas and self.registry.may_have_held(info.created_index)))
         why = "lost its directory"
         if directory.exists() and self.broker.node_id not in info.replicas:
@@ -601,11 +602,18 @@ class ReplicaManager:
             shutil.rmtree(directory)
             lost, why = True, "starts empty in place of that stale copy"
         if directory.exists():
-            try:
-                found = marker.read_text().strip()
-            except OSError:
-                found = ""
-            if found != expected and not (info.adopted and not found):
+            found = _incarnation_in(directory) or ""
+            noted = found.isdigit() and self.registry.holds(info.name, int(found))
+            if found != expected and held and marker.exists() and not noted:
+                # This node noted this incarnation here (the registry's note follows the file's
+                # write) and never the one the file names, so it is the file that is damaged, not
+                # the directory's data -- which the log's open checks as ever. Wiping it would
+                # lose what may be the only copy, and silently: an empty replica that votes.
+                log.warning("node %d: %s: its incarnation file reads %r, but this node noted incarnation %s of "
+                            "stream %s here: rewriting the file", self.broker.node_id, directory, found, expected,
+                            info.name)
+                atomic_write(marker, expected.encode(), durable=self.config.fsync)
+            elif found != expected and not (info.adopted and not found):
                 log.warning("node %d: %s holds another incarnation of stream %s (%r, now %s): wiping it",
                             self.broker.node_id, directory, info.name, found, expected)
                 shutil.rmtree(directory)
@@ -701,9 +709,10 @@ class ReplicaManager:
 
 
 def _incarnation_in(directory: Path) -> str | None:
-    """The incarnation (create index) a stream directory names, or None (none, unreadable)."""
+    """The incarnation (create index) a stream directory names, or None (none, unreadable); a
+    damaged file's bytes as they decode (never an exception: they are compared, not trusted)."""
     try:
-        return (directory / INCARNATION_FILE).read_text().strip() or None
+        return (directory / INCARNATION_FILE).read_bytes().decode(errors="replace").strip() or None
     except OSError:
         return None
 

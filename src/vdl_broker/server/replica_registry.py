@@ -25,6 +25,7 @@ too.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import uuid
 from pathlib import Path
@@ -33,8 +34,14 @@ from vdl_broker.cluster.identity import may_have_been_lost
 from vdl_broker.cluster.metadata import REPLICA_REGISTRY
 from vdl_broker.log.fileio import atomic_write, fsync_dir
 
+log = logging.getLogger(__name__)
+
 DIRECTORY_FILE = "directory.json"
 DIRECTORY_FORMAT = 1  # the newest version of directory.json this release reads and writes
+
+
+class NewerRecord(ValueError):
+    """directory.json written by a newer release: refused (a downgrade must not guess)."""
 
 
 class ReplicaRegistry:
@@ -55,8 +62,10 @@ class ReplicaRegistry:
         try:
             raw = json.loads(path.read_bytes())
             version = raw["version"]
-            if not isinstance(version, int) or version > DIRECTORY_FORMAT:
-                raise ValueError(f"{path}: version {version!r}, this release reads up to {DIRECTORY_FORMAT}")
+            if isinstance(version, int) and version > DIRECTORY_FORMAT:
+                raise NewerRecord(f"{path}: version {version!r}, this release reads up to {DIRECTORY_FORMAT}")
+            if version != DIRECTORY_FORMAT:
+                raise ValueError(f"version {version!r}")
             self.directory_id = str(raw["directory_id"])
             complete_from = raw["complete_from"]
             self.complete_from = None if complete_from is None else int(complete_from)
@@ -64,9 +73,18 @@ class ReplicaRegistry:
         except FileNotFoundError:
             self.directory_id = uuid.uuid4().hex
             self.complete_from = 0
+        except NewerRecord:
+            raise
         except (ValueError, KeyError, TypeError) as error:
-            raise ValueError(f"{path} is unreadable ({error}): restore it, or move the data directory away to "
-                             f"start this node empty") from None
+            # A damaged record (a flipped byte): what it said is unknown, so assume the worst --
+            # this directory may have lost any replica placed here until now (rule 2 for all of
+            # them, as after a lost disk: a missing one recovers before it votes) -- until the
+            # metadata replica holds the committed metadata again (caught_up), at once for a
+            # node whose metadata log is intact. The directory id is only reported: drawn anew.
+            log.warning("%s is unreadable (%r): recorded again, every replica placed on this node until now "
+                        "counted as possibly lost", path, error)
+            self.directory_id = uuid.uuid4().hex
+            self.complete_from = None
         if catching_up:
             self.complete_from = None
         if saved != (self.directory_id, self.complete_from):  # unchanged: no write (a full disk may refuse it)

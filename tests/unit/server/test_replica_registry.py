@@ -51,3 +51,23 @@ def test_a_start_with_the_record_unchanged_writes_nothing(tmp_path: Path, monkey
     assert written == []
     ReplicaRegistry(tmp_path, durable=False).open(catching_up=True)  # what it records changes: written
     assert written == [tmp_path / "__replicas" / DIRECTORY_FILE]
+
+
+@pytest.mark.parametrize("damage", [b"\x00", b"k", b"\xb5"], ids=["nul", "letter", "not-utf8"])
+def test_a_damaged_record_counts_every_replica_placed_until_now_as_possibly_lost(
+        tmp_path: Path, damage: bytes) -> None:
+    """A flipped byte in directory.json: the node used to refuse to start. It now starts as one
+    whose disk may have been replaced: a missing replica of any stream placed here so far starts
+    damaged (it recovers before it votes), until the node's metadata is known to be whole again."""
+    registry = ReplicaRegistry(tmp_path, durable=False)
+    registry.open(catching_up=False)
+    registry.caught_up(10)  # no-op: not catching up
+    path = tmp_path / "__replicas" / DIRECTORY_FILE
+    path.write_bytes(damage + path.read_bytes()[1:])  # its opening brace
+    damaged = ReplicaRegistry(tmp_path, durable=False)
+    damaged.open(catching_up=False)
+    assert damaged.complete_from is None and damaged.may_have_held(10 ** 9)
+    assert damaged.directory_id != registry.directory_id and len(damaged.directory_id) == 32
+    damaged.caught_up(70)  # its metadata replica holds the committed metadata through 70
+    assert damaged.may_have_held(69) and not damaged.may_have_held(70)
+    assert json.loads(path.read_text()) == {"version": 1, "directory_id": damaged.directory_id, "complete_from": 70}
