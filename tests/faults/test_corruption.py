@@ -188,7 +188,7 @@ def test_truncated_segment(cluster: DevCluster, probes: ProbeLog) -> None:
     converge(cluster, stream, follower, acked)
 
 
-@pytest.mark.parametrize("file", [HARD_STATE_FILE, COMMIT_POINT_FILE, "index", DIRECTORY_FILE])
+@pytest.mark.parametrize("file", [HARD_STATE_FILE, COMMIT_POINT_FILE, "membership", "index", DIRECTORY_FILE])
 def test_damaged_small_file(cluster: DevCluster, probes: ProbeLog, file: str) -> None:
     stream = f"small-{file.replace('-', '').replace('.', '')}"
     leader = create_stream(cluster, stream, via=3, probes=probes)
