@@ -32,12 +32,18 @@ from tests.faults.harness import (
     wait_until,
 )
 from tests.support.disk import flip_byte
-from tests.support.kafka import raw_request
+from tests.support.kafka import create_topic_raw, metadata_raw, raw_request
 from vdl_broker.cluster.metadata import METADATA_GROUP, REPLICA_REGISTRY
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.damage import DAMAGE_FILE
 from vdl_broker.log.verified import load_records
-from vdl_broker.raft.persistence import COMMIT_POINT_FILE, HARD_STATE_FILE, load_hard_state
+from vdl_broker.raft.persistence import (
+    COMMIT_POINT_FILE,
+    HARD_STATE_FILE,
+    MEMBERSHIP_FILE,
+    load_hard_state,
+    load_membership,
+)
 from vdl_broker.server.replica_manager import INCARNATION_FILE
 from vdl_broker.server.replica_registry import DIRECTORY_FILE
 from vdl_dev.dev_cluster import DevCluster
@@ -173,6 +179,33 @@ def test_damaged_incarnation_file_keeps_the_replicas_data(cluster: DevCluster, p
     assert any("its incarnation file reads" in line and "rewriting the file" in line for line in output)
     cluster.restart(leader, timeout_s=60)
     converge(cluster, stream, damaged, acked)
+
+
+def test_damaged_metadata_membership_files_are_repaired(cluster: DevCluster) -> None:
+    """A node whose configuration records are unreadable follows without campaigning (guessing
+    its voters could split the group); its leader sends it the configuration again. Unrepaired,
+    two such nodes in turn (one disk fault each) left the metadata group one campaigner short
+    of electing a leader once the third node stopped."""
+    leader = int(metadata_raw(node_address(cluster, 1), []).controller_id)
+    damaged = others(cluster, leader)
+    for node in damaged:
+        cluster.stop(node)
+        records = directory(cluster, node, METADATA_GROUP) / MEMBERSHIP_FILE
+        flip_byte(records, records.stat().st_size // 2)
+        cluster.restart(node, timeout_s=60)
+        wait_until(lambda records=records: _voters(records) == (1, 2, 3), 30,
+                   f"node {node}'s metadata configuration records written again")
+    cluster.kill(leader)
+    wait_until(lambda: create_topic_raw(node_address(cluster, damaged[0]), "created-by-the-repaired")[0] in (0, 36),
+               60, f"nodes {damaged} electing a metadata leader between them")
+
+
+def _voters(records: Path) -> tuple[int, ...] | None:
+    try:
+        saved = load_membership(records.parent)
+    except ValueError:
+        return None
+    return saved[-1].conf.voters if saved else None
 
 
 def test_truncated_segment(cluster: DevCluster, probes: ProbeLog) -> None:

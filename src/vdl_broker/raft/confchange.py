@@ -8,7 +8,15 @@ from __future__ import annotations
 from vdl_broker.raft.membership import ConfigChangeError, check_change, encode_conf
 from vdl_broker.raft.progress import Progress
 from vdl_broker.raft.state import NodeState
-from vdl_broker.raft.types import NONE, ConfState, EntryType, NotLeaderError, ProposalDroppedError, Role
+from vdl_broker.raft.types import (
+    NONE,
+    ConfState,
+    EntryType,
+    NotLeaderError,
+    ProposalDroppedError,
+    RaftError,
+    Role,
+)
 
 
 class ConfChanges(NodeState):
@@ -39,9 +47,25 @@ class ConfChanges(NodeState):
         self._sync_conf()
         return index
 
+    def reassert_conf(self, follower_match: int) -> None:
+        """A follower answered that it lost its configuration records (CONF_UNKNOWN: its file
+        was damaged): it follows but never campaigns, knowing no voters, and the CONFIG entries
+        that would tell it are behind it. Once it holds our latest CONFIG entry (if any), append
+        the configuration in force again -- no change, so none of the rules is at stake -- which
+        it adopts and saves like any; until then (or while a change is pending) it asks again
+        with each answer."""
+        if follower_match < self.membership.last_index:
+            return
+        try:
+            self.propose_conf_change(self.membership.current)
+        except RaftError:
+            pass  # not now (a change pending, no own-term entry committed yet): its next answer asks again
+
     def _sync_conf(self) -> None:
         """Adopt the latest configuration of the log (membership.py): quorum, peers, progress."""
         conf = self.membership.current
+        if conf.voters:
+            self._conf_lost = False
         self._conf_version = self.membership.version
         self.voters, self.learners = conf.voters, conf.learners
         self._voter_set = frozenset(conf.voters)

@@ -103,6 +103,7 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         self.name = name
         self.node_id = node_id
         self.log = stream_log
+        self._conf_lost = False
         self._bootstrap, self._durable_membership = self._load_membership(tuple(sorted(set(voters))))
         self.config = cfg
         self._send_fn = send
@@ -136,7 +137,7 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         fresh = damage is None and hard_state.term == 0 and stream_log.last_index == 0
         self.node = RaftNode(node_id, self._bootstrap, self.storage, cfg, hard_state=hard_state, rng=self._rng,
                              applied=applied, damage=damage, membership=self._durable_membership,
-                             lease_after_start=not fresh, peer_alive=peer_alive)
+                             conf_lost=self._conf_lost, lease_after_start=not fresh, peer_alive=peer_alive)
         self._saved_commit = applied
         self._ticks = 0
         self._tick_times = deque(maxlen=2 * cfg.election_ticks + 2)
@@ -172,8 +173,10 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         except ValueError as error:
             # Guessing could make this node campaign among the wrong voters: it follows
             # (acknowledges its leader's entries) but never campaigns until a configuration
-            # entry reaches it again.
-            log.error("raft group %s: configuration unreadable (%s): not campaigning", self.name, error)
+            # entry reaches it again -- which its answers ask the leader for (conf_lost).
+            log.error("raft group %s: configuration unreadable (%s): not campaigning until its leader has sent "
+                      "the configuration again", self.name, error)
+            self._conf_lost = True
             return (), []
         if records is None:
             records = [ConfigRecord(0, 0, ConfState(voters))] if voters else []

@@ -47,6 +47,7 @@ class GroupState:
     _clock: Callable[[], float]  # monotonic seconds (lease.py)
     _bootstrap: tuple[int, ...]  # the voters the group was created with (RaftNode's voters)
     _durable_membership: list[ConfigRecord]
+    _conf_lost: bool  # the saved configuration records were unreadable at the start
     _proposals: ProposalTracker
     _send_fn: SendFn
     _send_catchup: SendFn

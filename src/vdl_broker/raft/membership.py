@@ -55,7 +55,10 @@ before the log start (the base, standing for every deleted entry) and every CONF
 it. At start the records are checked against the log (a record whose entry is not in the log
 with that term is dropped: the file is written before the log, so it may name a torn entry);
 record 0 is the configuration the group was created with (a joining node has none: it knows
-no voters, so it never campaigns, until its leader's entries or log reset tell it).
+no voters, so it never campaigns, until its leader's entries or log reset tell it). A node whose
+file is unreadable is in the same place -- guessing its voters could split the group -- but the
+entries that would tell it are behind it: its answers ask the leader to append the configuration
+in force again (ConfChanges.reassert_conf), which it adopts and saves like any.
 """
 
 from __future__ import annotations

@@ -61,12 +61,16 @@ class RaftNode(Election, Replication, Follower, Recovery, ConfChanges, Quiescenc
         applied: int = 0,
         damage: Damage | None = None,
         membership: Sequence[ConfigRecord] = (),
+        conf_lost: bool = False,
         lease_after_start: bool = False,
         peer_alive: Callable[[int], bool] | None = None,
     ) -> None:
         """`voters`: the configuration the group was created with, used while the log and the
         saved configuration records name none (membership.py); empty for a node joining an
         existing group: it knows no voters, so it never campaigns, until its leader tells it.
+
+        `conf_lost`: the saved configuration records were unreadable (`membership` is then
+        empty): its APPEND answers ask the leader for the configuration (confchange.py).
 
         `lease_after_start`: refuse votes for one election timeout after the start, as if a
         leader had just been heard: before a restart this node may have acknowledged a heartbeat
@@ -96,6 +100,7 @@ class RaftNode(Election, Replication, Follower, Recovery, ConfChanges, Quiescenc
         self._voter_set = frozenset()
         self.quorum = 1
         self._conf_version = -1
+        self._conf_lost = conf_lost
         hard_state = hard_state or HardState()
         self.term = hard_state.term
         self.voted_for = hard_state.voted_for

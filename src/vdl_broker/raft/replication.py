@@ -23,6 +23,7 @@ from __future__ import annotations
 from vdl_broker.raft.progress import HELD, PeerStatus, Progress, ProgressState
 from vdl_broker.raft.state import NodeState
 from vdl_broker.raft.types import (
+    CONF_UNKNOWN,
     NONE,
     CompactedError,
     Entry,
@@ -181,6 +182,8 @@ class Replication(NodeState):
         self._send_append(m.sender)
 
     def _handle_append_success(self, m: Message, pr: Progress) -> None:
+        if m.log_term == CONF_UNKNOWN:
+            self.reassert_conf(m.index)
         updated = pr.maybe_update(m.index)
         if updated or (pr.match == m.index and pr.state == ProgressState.PROBE):
             if pr.state == ProgressState.PROBE:

@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from vdl_broker.raft.types import Message, MessageType, Role
+from vdl_broker.raft.types import CONF_UNKNOWN, Message, MessageType, Role
 
 if TYPE_CHECKING:
     from vdl_broker.raft.config import RaftConfig
@@ -50,6 +50,7 @@ class NodeState:
     _voter_set: frozenset[int]
     quorum: int
     _conf_version: int
+    _conf_lost: bool  # the saved records were unreadable and no configuration reached us since
 
     # Leader and candidate.
     progress: dict[int, Progress]  # the leader's view of every member, itself included
@@ -76,6 +77,8 @@ class NodeState:
     _peer_alive: Callable[[int], bool] | None  # the driver's node liveness (None: none)
 
     def _send(self, kind: MessageType, to: int, **fields: object) -> None:
+        if self._conf_lost and kind == MessageType.APPEND_RESPONSE and not fields.get("reject"):
+            fields["log_term"] = CONF_UNKNOWN  # ask the leader for the configuration (confchange.py)
         self._msgs.append(Message(kind, to, self.id, self.term, **fields))  # type: ignore[arg-type]
 
     def _durable_index(self) -> int:
@@ -109,3 +112,5 @@ class NodeState:
         def _append_own(self, type: EntryType, data: bytes | memoryview) -> int: ...  # node.py
 
         def _sync_conf(self) -> None: ...  # confchange.py
+
+        def reassert_conf(self, follower_match: int) -> None: ...  # confchange.py

@@ -63,6 +63,9 @@ class HardState:
 
 
 EXTENT_UNKNOWN = -1  # Damage.through_index when nothing tells how much log was lost
+# APPEND_RESPONSE success: log_term (unused there otherwise) = this; the follower lost its
+# configuration records (a damaged file: confchange.py, ConfChanges.reassert_conf).
+CONF_UNKNOWN = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +150,9 @@ class Message:
     """One Raft message. Field use per type:
 
     APPEND: index/log_term = index and term of the entry before `entries`; commit = leader commit.
-    APPEND_RESPONSE: success -> index = follower's last matching index; reject -> index = the
-        rejected APPEND's `index`, reject_hint/log_term = follower's hint (conflict index/term).
+    APPEND_RESPONSE: success -> index = follower's last matching index, log_term = CONF_UNKNOWN
+        when it lost its configuration records (else 0); reject -> index = the rejected
+        APPEND's `index`, reject_hint/log_term = follower's hint (conflict index/term).
     HEARTBEAT: commit = min(leader commit, follower match); index = the leader's tick count when
         sent; quiesce = the leader stops ticking (commit = its last index): quiesce too if caught
         up. HEARTBEAT_RESPONSE: index = that tick, echoed (the leader's read lease; -1 = none: a

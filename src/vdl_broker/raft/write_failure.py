@@ -107,4 +107,5 @@ class WriteFailureRecovery(GroupState):
         hard_state, damage = load_raft_state(stream_log, self._replica_count(self._bootstrap))
         self.node = RaftNode(self.node_id, self._bootstrap, self.storage, self.config, hard_state=hard_state,
                              rng=self._rng, applied=applied, damage=damage, membership=self._durable_membership,
+                             conf_lost=self._conf_lost and not self._durable_membership,
                              lease_after_start=True, peer_alive=self._peer_alive)
