@@ -603,7 +603,7 @@ class ReplicaManager:
             lost, why = True, "starts empty in place of that stale copy"
         if directory.exists():
             found = _incarnation_in(directory) or ""
-            noted = found.isdigit() and self.registry.holds(info.name, int(found))
+            noted = found.isascii() and found.isdigit() and self.registry.holds(info.name, int(found))
             if found != expected and held and marker.exists() and not noted:
                 # This node noted this incarnation here (the registry's note follows the file's
                 # write) and never the one the file names, so it is the file that is damaged, not

@@ -43,7 +43,8 @@ def open_replica(data_dir: Path, created_index: int) -> list[bytes]:
         log.close()
 
 
-@pytest.mark.parametrize("marker", [b"o", b"4", b"\xb5", b""], ids=["letter", "other-digit", "not-utf8", "empty"])
+@pytest.mark.parametrize("marker", [b"o", b"4", b"\xb5", "\u00b2".encode(), b""],
+                         ids=["letter", "other-digit", "not-utf8", "superscript-two", "empty"])
 def test_a_damaged_incarnation_file_is_rewritten_and_the_data_kept(tmp_path: Path, marker: bytes) -> None:
     held_replica(tmp_path, 5, marker)
     assert open_replica(tmp_path, 5) == [b"kept"]
