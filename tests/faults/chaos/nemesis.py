@@ -19,7 +19,8 @@ from tests.faults.chaos.world import World
 from tests.faults.harness import stream_directory
 from tests.support.disk import fill, flip_byte, release
 from vdl_broker.cluster.metadata import METADATA_GROUP
-from vdl_broker.raft.persistence import COMMIT_POINT_FILE, HARD_STATE_FILE
+from vdl_broker.raft.persistence import COMMIT_POINT_FILE, HARD_STATE_FILE, MEMBERSHIP_FILE
+from vdl_broker.server.replica_manager import INCARNATION_FILE
 
 BALLAST = ".chaos-ballast"
 
@@ -137,7 +138,7 @@ def _corrupt(kind: str) -> Callable[[World, random.Random], Injected]:
     def inject(world: World, rng: random.Random) -> Injected:
         node = rng.choice(world.reachable())
         world.kill(node)
-        group = rng.choice([*world.streams, METADATA_GROUP]) if kind in ("segment", "truncate") \
+        group = rng.choice([*world.streams, METADATA_GROUP]) if kind in ("segment", "truncate", "membership") \
             else rng.choice(world.streams)
         directory = stream_directory(world.data_dir(node), group)
         detail = f"node {node}: {damage(directory, kind, rng)}"
@@ -185,7 +186,8 @@ def damage(directory: Path, kind: str, rng: random.Random) -> str:
         position = rng.randrange(path.stat().st_size)
         flip_byte(path, position)
         return f"{directory.name}/{path.name} byte flipped at {position}"
-    path = directory / (HARD_STATE_FILE if kind == "hard-state" else COMMIT_POINT_FILE)
+    path = directory / {"hard-state": HARD_STATE_FILE, "commit-point": COMMIT_POINT_FILE, "membership": MEMBERSHIP_FILE,
+                        "incarnation": INCARNATION_FILE}[kind]
     if not path.exists() or path.stat().st_size == 0:
         return f"{directory.name}/{path.name} absent: nothing to damage"
     position = rng.randrange(path.stat().st_size)
@@ -201,7 +203,7 @@ NEMESES: tuple[Nemesis, ...] = (
     Nemesis("slow-links", slow_links),
     Nemesis("disk-full", disk_full, needs_tmpfs=True),
     *(Nemesis(f"corrupt-{kind}", _corrupt(kind), composable=False, quiet_cluster=True)
-      for kind in ("segment", "truncate", "index", "hard-state", "commit-point")),
+      for kind in ("segment", "truncate", "index", "hard-state", "commit-point", "membership", "incarnation")),
     Nemesis("wipe-data-dir", wipe, composable=False, quiet_cluster=True),
 )
 
