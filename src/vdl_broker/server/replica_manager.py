@@ -672,13 +672,9 @@ class ReplicaManager:
         name = partition.name
         if self._partitions.get(name) is not partition:
             return
-        del self._partitions[name]
-        self._incarnations.pop(name, None)
-        self._configs.pop(name, None)
         self._closing_to_check.add(name)  # no reconcile opens it while this log is still open
         try:
-            if partition.group is not None:
-                await self.broker.host.remove_group(partition.group.name)
+            await self._detach(name)
             partition.close(clean=True)
             partition.log.check_again_from(error.segment_base)
         except OSError as failure:  # a full disk besides: the open still checks what it has no record of
@@ -690,15 +686,20 @@ class ReplicaManager:
         self._dirty.set()
 
     async def _remove(self, name: str) -> None:
-        partition = self._partitions.pop(name)
-        self._incarnations.pop(name, None)
-        self._configs.pop(name, None)
         log.info("node %d: removing the replica of stream %s", self.broker.node_id, name)
-        if partition.group is not None:
-            await self.broker.host.remove_group(partition.group.name)
+        partition = await self._detach(name)
         partition.close(clean=False)
         partition.log.delete()
         self.registry.forget(name)
+
+    async def _detach(self, name: str) -> Partition:
+        """Forget the replica of `name` here and stop its Raft group; its log is still open."""
+        partition = self._partitions.pop(name)
+        self._incarnations.pop(name, None)
+        self._configs.pop(name, None)
+        if partition.group is not None:
+            await self.broker.host.remove_group(partition.group.name)
+        return partition
 
     def spawn(self, coroutine: Any) -> asyncio.Task[Any]:
         """Run a background task owned by this node (cancelled at stop)."""
