@@ -102,17 +102,37 @@ def converge(cluster: DevCluster, stream: str, damaged: int, acked: list[tuple[s
                    f"node {damaged} clearing the damage record of {group}")
 
 
-@pytest.mark.parametrize("damage", ["flipped-byte", "directory-lost", "data-directory-lost"])
-def test_damaged_follower_does_not_elect_a_leader_lacking_acknowledged_writes(
-        cluster: DevCluster, probes: ProbeLog, damage: str) -> None:
-    stream = damage
-    leader = create_stream(cluster, stream, via=1, probes=probes)
+def create_small_segments(cluster: DevCluster, stream: str, probes: ProbeLog) -> int:
+    """A 3-replica stream rolling its segments every 8 KiB; its leader once a write is acknowledged."""
+    topic = m.CreateTopicsRequest.CreatableTopic(name=stream, num_partitions=1, replication_factor=3, configs=[
+        m.CreateTopicsRequest.CreatableTopicConfig(name="segment.bytes", value="8192")])
+    created = raw_request(node_address(cluster, 1), m.CreateTopicsRequest(topics=[topic], timeout_ms=30_000),
+                          timeout=35.0).topics[0]
+    assert created.error_code == 0, created.error_message
+    leader, _ = probe_write(cluster, stream, probes, 30, tag="create")
+    wait_for_full_isr(cluster, stream)
+    return leader
+
+
+def acknowledged_by_two(cluster: DevCluster, stream: str, via: int,
+                        probes: ProbeLog) -> tuple[int, int, int, list[tuple[str, int, bytes]]]:
+    """(leader, damaged, behind, acknowledged): a stream whose later writes only the leader and
+    `damaged` hold (`behind` was killed before them); `damaged` is killed after them."""
+    leader = create_stream(cluster, stream, via=via, probes=probes)
     wait_for_full_isr(cluster, stream)
     damaged, behind = others(cluster, leader)
     acked = produce_batches(cluster, stream, 3, "early")
     cluster.kill(behind)
-    acked += produce_batches(cluster, stream, 20, "acked")  # on the leader and `damaged` only
+    acked += produce_batches(cluster, stream, 20, "acked")
     cluster.kill(damaged)
+    return leader, damaged, behind, acked
+
+
+@pytest.mark.parametrize("damage", ["flipped-byte", "directory-lost", "data-directory-lost"])
+def test_damaged_follower_does_not_elect_a_leader_lacking_acknowledged_writes(
+        cluster: DevCluster, probes: ProbeLog, damage: str) -> None:
+    stream = damage
+    leader, damaged, behind, acked = acknowledged_by_two(cluster, stream, 1, probes)
     if damage == "flipped-byte":
         middle = acked[len(acked) // 2][1]
         path, position = entry_position(directory(cluster, damaged, stream), middle)
@@ -162,13 +182,7 @@ def test_damaged_incarnation_file_keeps_the_replicas_data(cluster: DevCluster, p
     It used to take the directory for another incarnation's and wipe it: an empty replica that
     voted, which with the one other intact copy down elected a leader lacking acknowledged writes."""
     stream = "incarnation-file"
-    leader = create_stream(cluster, stream, via=2, probes=probes)
-    wait_for_full_isr(cluster, stream)
-    damaged, behind = others(cluster, leader)
-    acked = produce_batches(cluster, stream, 3, "early")
-    cluster.kill(behind)
-    acked += produce_batches(cluster, stream, 20, "acked")  # on the leader and `damaged` only
-    cluster.kill(damaged)
+    leader, damaged, behind, acked = acknowledged_by_two(cluster, stream, 2, probes)
     flip_byte(directory(cluster, damaged, stream) / INCARNATION_FILE, 0)
     cluster.kill(leader)  # `damaged` now holds the only reachable copy of the acknowledged writes
     cluster.restart(behind, wait=False)
@@ -256,13 +270,7 @@ def test_flipped_byte_in_an_old_segment_checked_at_an_earlier_start(cluster: Dev
     the node is down is found all the same -- cut, recorded as damage, fetched again from the
     leader -- and the replica ends byte-identical."""
     stream = "checked-segment"
-    topic = m.CreateTopicsRequest.CreatableTopic(name=stream, num_partitions=1, replication_factor=3, configs=[
-        m.CreateTopicsRequest.CreatableTopicConfig(name="segment.bytes", value="8192")])
-    created = raw_request(node_address(cluster, 1), m.CreateTopicsRequest(topics=[topic], timeout_ms=30_000),
-                          timeout=35.0).topics[0]
-    assert created.error_code == 0, created.error_message
-    leader, _ = probe_write(cluster, stream, probes, 30, tag="create")
-    wait_for_full_isr(cluster, stream)
+    leader = create_small_segments(cluster, stream, probes)
     acked = produce_batches(cluster, stream, 12, "acked")
     follower = others(cluster, leader)[0]
     cluster.restart(follower, timeout_s=60)  # this start checks every segment and records them

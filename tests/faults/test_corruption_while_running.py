@@ -26,35 +26,28 @@ from tests.faults.harness import (
     ProbeLog,
     high_watermark,
     node_address,
-    probe_write,
     produce_batches,
-    wait_for_full_isr,
     wait_logs_converged,
     wait_until,
 )
-from tests.faults.test_corruption import HEADER, converge, directory, entry_position, others
+from tests.faults.test_corruption import (
+    HEADER,
+    converge,
+    create_small_segments,
+    directory,
+    entry_position,
+    others,
+)
 from tests.support.disk import flip_byte
-from tests.support.kafka import create_topic_raw, metadata_raw, raw_request
+from tests.support.kafka import create_topic_raw, metadata_raw
 from vdl_broker.cluster.metadata import METADATA_GROUP
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.damage import DAMAGE_FILE
 from vdl_dev.dev_cluster import DevCluster
-from vdl_wire import messages as m
 
 pytestmark = pytest.mark.timeout(150)
 
 CLUSTER_SETTINGS = {"metadata_wait_ms": 3_000, "tail_cache_bytes": 0}
-
-
-def create_small_segments(cluster: DevCluster, stream: str, probes: ProbeLog) -> int:
-    topic = m.CreateTopicsRequest.CreatableTopic(name=stream, num_partitions=1, replication_factor=3, configs=[
-        m.CreateTopicsRequest.CreatableTopicConfig(name="segment.bytes", value="8192")])
-    created = raw_request(node_address(cluster, 1), m.CreateTopicsRequest(topics=[topic], timeout_ms=30_000),
-                          timeout=35.0).topics[0]
-    assert created.error_code == 0, created.error_message
-    leader, _ = probe_write(cluster, stream, probes, 30, tag="create")
-    wait_for_full_isr(cluster, stream)
-    return leader
 
 
 def consume_from_start(cluster: DevCluster, stream: str, end: int) -> dict[int, bytes]:

@@ -430,6 +430,12 @@ async def until(condition: Callable[[], object], timeout: float = 10.0, message:
         await asyncio.sleep(0.001)
 
 
+def stored(stream_log: StreamLog) -> list[tuple[int, int, bytes]]:
+    """(index, term, payload) of every entry of the log."""
+    return [(e.index, e.term, bytes(e.data)) for e in stream_log.entries(stream_log.first_index,
+                                                                         stream_log.last_index + 1)]
+
+
 @asynccontextmanager
 async def ticking(groups: Mapping[int, RaftGroup], logs: Iterable[StreamLog],
                   every_s: float = 0.01) -> AsyncIterator[None]:

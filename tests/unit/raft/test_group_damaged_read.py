@@ -13,21 +13,16 @@ import pytest
 
 from tests.support import virtual_time
 from tests.support.disk import flip_byte
+from tests.support.raft_groups import stored, ticking
 from tests.support.waiting import until
 from vdl_broker.log import DamagedEntry, LogConfig, StreamLog
+from vdl_broker.log.entry import HEADER_SIZE
 from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.proposals import GroupStoppedError
 from vdl_broker.raft.types import EntryType, Message
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
-
-HEADER = 25  # Raft entry header in a segment (vdl_broker.log.entry)
-
-
-def stored(stream_log: StreamLog) -> list[tuple[int, int, bytes]]:
-    return [(e.index, e.term, bytes(e.data)) for e in stream_log.entries(stream_log.first_index,
-                                                                         stream_log.last_index + 1)]
 
 
 def test_a_leader_meeting_a_damaged_entry_stops_and_sends_none_of_it(tmp_path: Path) -> None:
@@ -52,16 +47,7 @@ async def _test_a_leader_meeting_a_damaged_entry_stops_and_sends_none_of_it(tmp_
         groups[i] = RaftGroup("g", i, [1, 2, 3], stream_log, send, config=RaftConfig(election_ticks=5),
                               rng=random.Random(i), on_damage=lambda error, i=i: damaged.append((i, error)))
 
-    async def tick() -> None:
-        while True:
-            await asyncio.sleep(0.01)
-            for group in groups.values():
-                group.tick()
-
-    for group in groups.values():
-        group.start()
-    ticker = asyncio.get_running_loop().create_task(tick())
-    try:
+    async with ticking(groups, logs.values()):
         await until(lambda: sum(g.is_leader and g.leader_ready for g in groups.values()) == 1)
         leader = next(g for g in groups.values() if g.is_leader)
         behind, intact = (i for i in groups if i != leader.node_id)
@@ -72,7 +58,7 @@ async def _test_a_leader_meeting_a_damaged_entry_stops_and_sends_none_of_it(tmp_
             await leader.propose(f"entry-{n:02d}".ljust(100, ".").encode(), EntryType.METADATA).committed
         target = leader.last_index - 20
         segment = logs[leader.node_id]._ensure_loaded(logs[leader.node_id]._segment_for_index(target))
-        flip_byte(segment.log_path, segment.position_of(target) + HEADER + 10)
+        flip_byte(segment.log_path, segment.position_of(target) + HEADER_SIZE + 10)
 
         cut_off.clear()  # the leader now reads the entries the follower lacks, from its segments
         await until(lambda: leader.failure is not None)
@@ -85,9 +71,3 @@ async def _test_a_leader_meeting_a_damaged_entry_stops_and_sends_none_of_it(tmp_
         reference = stored(logs[intact])
         caught_up = stored(logs[behind])
         assert caught_up == reference[:len(caught_up)] and logs[behind].last_index < target
-    finally:
-        ticker.cancel()
-        for group in groups.values():
-            await group.stop(transfer=False)
-        for stream_log in logs.values():
-            stream_log.close()

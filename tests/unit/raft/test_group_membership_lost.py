@@ -13,6 +13,7 @@ import pytest
 
 from tests.support import virtual_time
 from tests.support.disk import flip_byte
+from tests.support.raft_groups import ticking
 from tests.support.waiting import until
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.config import RaftConfig
@@ -37,21 +38,14 @@ async def _test(tmp_path: Path) -> None:
             asyncio.get_running_loop().call_soon(group.step, message)
         return True
 
-    def start(i: int, voters: list[int]) -> None:
-        groups[i] = RaftGroup("g", i, voters, logs[i], send, config=RaftConfig(election_ticks=5),
+    def make_group(i: int) -> RaftGroup:
+        groups[i] = RaftGroup("g", i, [1, 2, 3], logs[i], send, config=RaftConfig(election_ticks=5),
                               rng=random.Random(i))
-        groups[i].start()
-
-    async def tick() -> None:
-        while True:
-            await asyncio.sleep(0.01)
-            for group in list(groups.values()):
-                group.tick()
+        return groups[i]
 
     for i in logs:
-        start(i, [1, 2, 3])
-    ticker = asyncio.get_running_loop().create_task(tick())
-    try:
+        make_group(i)
+    async with ticking(groups, logs.values()):
         await until(lambda: sum(g.is_leader and g.leader_ready for g in groups.values()) == 1)
         leader = next(g for g in groups.values() if g.is_leader)
         await leader.propose(b"before", EntryType.METADATA).committed
@@ -63,7 +57,7 @@ async def _test(tmp_path: Path) -> None:
         membership = tmp_path / f"n{damaged}" / MEMBERSHIP_FILE
         flip_byte(membership, membership.stat().st_size // 2)
         logs[damaged] = StreamLog.open(tmp_path / f"n{damaged}", LogConfig(fsync=False))
-        start(damaged, [1, 2, 3])  # the creation voters are not guessed from: the file is unreadable
+        make_group(damaged).start()  # the creation voters are not guessed from: the file is unreadable
         assert groups[damaged].conf == ConfState(())
 
         await leader.propose(b"after", EntryType.METADATA).committed
@@ -74,12 +68,6 @@ async def _test(tmp_path: Path) -> None:
         await until(lambda: groups[damaged].is_leader and groups[damaged].leader_ready)
         assert [bytes(e.data) for e in logs[damaged].entries(1, logs[damaged].last_index + 1)
                 if e.type == EntryType.METADATA] == [b"before", b"after"]
-    finally:
-        ticker.cancel()
-        for group in groups.values():
-            await group.stop(transfer=False)
-        for stream_log in logs.values():
-            stream_log.close()
 
 
 def _readable(path: Path) -> ConfState | None:

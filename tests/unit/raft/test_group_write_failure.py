@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import virtual_time
+from tests.support.raft_groups import stored
 from tests.support.waiting import until
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.config import RaftConfig
@@ -71,11 +72,6 @@ class Nodes:
         return leaders[0] if len(leaders) == 1 else None
 
 
-
-
-def stored(stream_log: StreamLog) -> list[tuple[int, int, bytes]]:
-    return [(e.index, e.term, bytes(e.data)) for e in stream_log.entries(stream_log.first_index,
-                                                                         stream_log.last_index + 1)]
 
 
 def test_single_voter_leader_fails_the_proposal_and_stays_leader(tmp_path: Path) -> None:
