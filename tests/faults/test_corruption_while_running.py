@@ -15,8 +15,11 @@ one, only entries older than the cache reach the disk).
 
 from __future__ import annotations
 
+import mmap
+import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -39,11 +42,13 @@ from tests.faults.test_corruption import (
     others,
 )
 from tests.support.disk import flip_byte
-from tests.support.kafka import create_topic_raw, metadata_raw
+from tests.support.kafka import create_topic_raw, list_offset_raw, metadata_raw, produce_raw
 from vdl_broker.cluster.metadata import METADATA_GROUP
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log.damage import DAMAGE_FILE
 from vdl_dev.dev_cluster import DevCluster
+from vdl_wire.errors import ErrorCode
+from vdl_wire.records.record_batch import RecordBatchBuilder
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -75,9 +80,9 @@ def consume_from_start(cluster: DevCluster, stream: str, end: int) -> dict[int, 
         consumer.close()
 
 
-def damaged_read_logged(cluster: DevCluster, node: int, segment: str) -> bool:
+def damaged_read_logged(cluster: DevCluster, node: int, segment: str, problem: str = "fails its CRC") -> bool:
     output = list(cluster.nodes[node].output)  # appended by the thread reading the node: read a copy
-    return any("fails its CRC" in line and segment in line for line in output)
+    return any(problem in line and segment in line for line in output)
 
 
 def test_a_byte_flipped_under_a_leader_is_found_by_a_consumers_read(cluster: DevCluster, probes: ProbeLog) -> None:
@@ -162,3 +167,85 @@ def test_a_byte_flipped_in_the_metadata_log_stops_the_node_and_its_restart_recov
         return True
 
     wait_until(every_node_knows_every_stream, 60, "every node listing the streams created")
+
+
+CUT_SHORT = "lies past the end of the file"
+
+
+def cut_at_page(path: Path, position: int) -> None:
+    """Cut the file at the page boundary at or before `position`: the pages after it are wholly
+    past the end, and reading them through a mapping raises SIGBUS (a partly cut page reads zeros
+    after the end, which the CRC check finds)."""
+    os.truncate(path, position - position % mmap.PAGESIZE)
+
+
+def test_a_segment_cut_short_under_a_leader_is_found_by_a_consumers_read(cluster: DevCluster, probes: ProbeLog) -> None:
+    """Before: the leader died of SIGBUS reading the cut segment through its mapping."""
+    stream = "cut-under-reads"
+    create_small_segments(cluster, stream, probes)
+    acked = produce_batches(cluster, stream, 12, "acked")
+    wait_logs_converged(cluster, stream, timeout=60)
+    leader, end = high_watermark(cluster, stream)
+    path, position = entry_position(directory(cluster, leader, stream), acked[len(acked) // 2][1])
+    cut_at_page(path, position)
+
+    seen = consume_from_start(cluster, stream, end)
+    assert {offset: seen[offset] for _, offset, _ in acked} == {offset: value for _, offset, value in acked}
+    assert cluster.nodes[leader].running
+    assert damaged_read_logged(cluster, leader, path.name, CUT_SHORT)
+    converge(cluster, stream, leader, acked)
+
+
+def test_a_segment_cut_short_under_a_leader_is_not_read_for_a_follower_catching_up(
+        cluster: DevCluster, probes: ProbeLog) -> None:
+    stream = "cut-under-replication"
+    create_small_segments(cluster, stream, probes)
+    acked = produce_batches(cluster, stream, 3, "early")
+    leader, _ = high_watermark(cluster, stream)
+    behind = others(cluster, leader)[0]
+    cluster.kill(behind)
+    acked += produce_batches(cluster, stream, 12, "acked")  # on the leader and the other follower only
+    leader, _ = high_watermark(cluster, stream)
+    path, position = entry_position(directory(cluster, leader, stream), acked[len(acked) // 2][1])
+    cut_at_page(path, position)
+
+    cluster.restart(behind, timeout_s=60)  # the leader reads the entries it lacks to send them there
+    converge(cluster, stream, leader, acked)
+    assert cluster.nodes[leader].running
+    assert damaged_read_logged(cluster, leader, path.name, CUT_SHORT)
+    seen = consume_from_start(cluster, stream, high_watermark(cluster, stream)[1])
+    assert {offset: seen[offset] for _, offset, _ in acked} == {offset: value for _, offset, value in acked}
+
+
+def test_a_segment_cut_short_under_a_leader_answers_a_timestamp_lookup_with_a_storage_error(
+        cluster: DevCluster, probes: ProbeLog) -> None:
+    """ListOffsets by timestamp reads the segments too (their time index, rebuilt from the log,
+    then the batches): the lookup that meets the cut gets KAFKA_STORAGE_ERROR, as a fetch does,
+    and the replica recovers. Before: the rebuild quietly dropped the entries past the cut from
+    the open log."""
+    stream = "cut-under-lookups"
+    leader = create_small_segments(cluster, stream, probes)
+    acked: list[tuple[str, int, bytes]] = []
+    # After the creation's probe record, within Kafka's message.timestamp.after.max.ms (an hour)
+    timestamp_base = int(time.time() * 1000) + 60_000
+    for n in range(12):  # a timestamp of its own per batch: the lookup lands on one batch
+        builder = RecordBatchBuilder()
+        values = [f"timed-{n:02d}-{i:02d}".encode().ljust(100, b".") for i in range(20)]
+        for value in values:
+            builder.append(timestamp_base + n, None, value)
+        code, base = produce_raw(node_address(cluster, leader), stream, builder.build(), acks=-1, timeout_ms=5000)
+        assert code == 0, ErrorCode(code).name
+        acked += [("timed", base + i, value) for i, value in enumerate(values)]
+    wait_logs_converged(cluster, stream, timeout=60)
+    assert high_watermark(cluster, stream)[0] == leader
+    first = acked[0][1]
+    path, position = entry_position(directory(cluster, leader, stream), first + 6 * 20)  # batch 6's
+    cut_at_page(path, position)
+
+    assert list_offset_raw(node_address(cluster, leader), stream, timestamp_base + 6) == (
+        ErrorCode.KAFKA_STORAGE_ERROR, -1)
+    assert cluster.nodes[leader].running
+    assert damaged_read_logged(cluster, leader, path.name, CUT_SHORT)
+    converge(cluster, stream, leader, acked)
+    new_leader, _ = high_watermark(cluster, stream)
+    assert list_offset_raw(node_address(cluster, new_leader), stream, timestamp_base + 6) == (ErrorCode.NONE, first + 6 * 20)

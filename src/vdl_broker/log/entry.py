@@ -49,12 +49,13 @@ class IndexOutOfRange(LookupError):
 
 
 class DamagedEntry(Exception):
-    """An entry read from a segment fails its CRC: the file changed after the log checked it
-    (a flipped byte on a running node). Nothing of it may leave the log; the log must be
-    checked again from `segment_base` (StreamLog.check_again_from) and the loss fetched back."""
+    """An entry read from a segment fails its CRC, or lies past the end of a file cut short: the
+    file changed after the log checked it (a flipped byte, a truncation, on a running node).
+    Nothing of it may leave the log; the log must be checked again from `segment_base`
+    (StreamLog.check_again_from) and the loss fetched back."""
 
-    def __init__(self, path: Path, position: int, segment_base: int) -> None:
-        super().__init__(f"{path}: the entry at byte {position} fails its CRC")
+    def __init__(self, path: Path, position: int, segment_base: int, problem: str = "fails its CRC") -> None:
+        super().__init__(f"{path}: the entry at byte {position} {problem}")
         self.segment_base = segment_base  # Raft index of the first entry of its segment
 
 

@@ -119,12 +119,37 @@ class Segment:
 
     # ---- reading ----------------------------------------------------------------------------
     def span(self, start: int, end: int) -> memoryview:
-        """Bytes [start, end) of the log file: a slice of the mapping (no copy)."""
+        """Bytes [start, end) of the log file: a slice of the mapping (no copy). DamagedEntry when
+        the file no longer holds them: a mapping's page wholly past the end of its file raises
+        SIGBUS when read, which kills the process (a file cut short on a running node)."""
         if self._view is None or end > len(self._view):
             self._map_file()
             if self._view is None:
                 return memoryview(b"")
+        held = self._held()
+        if held is not None and end > held:
+            raise self._cut_short(start, held)
         return self._view[start:end]
+
+    def _held(self) -> int | None:
+        """The file's size now (None: removed, and the mapping keeps its pages readable)."""
+        try:
+            return os.fstat(self.fd).st_size if self.fd is not None else os.stat(self.log_path).st_size
+        except FileNotFoundError:
+            return None
+
+    def _cut_short(self, position: int, held: int) -> DamagedEntry:
+        return DamagedEntry(self.log_path, position, self.base_index,
+                            f"lies past the end of the file, cut short to {held} bytes")
+
+    def _rebuild_in_place(self) -> None:
+        """Rebuild the indexes of a segment the log holds open. A file cut short meanwhile is
+        damage: a rebuild would quietly drop the entries past its end from the open log."""
+        held = self._held()
+        if held is not None and held < self.size:
+            raise self._cut_short(held, held)
+        self.rebuild(verify_crc=False)
+        self.flush_indexes_or_drop()
 
     def iter_entries(self, start: int, end: int | None = None, chunk: int = 1 << 20, verify: bool = False
                      ) -> Iterator[tuple[int, int, int, int, memoryview]]:
@@ -199,15 +224,13 @@ class Segment:
         """The time index, rebuilt from the log first if it was read from a file: its records
         hold running maxima that no single entry can confirm."""
         if not self.indexes_rebuilt:
-            self.rebuild(verify_crc=False)
-            self.flush_indexes_or_drop()
+            self._rebuild_in_place()
         return self.tidx
 
     def repair_indexes(self, reason: str) -> None:
         """Rebuild every index from the log file (an index disagreed with the data)."""
         logger.warning("%s: index damaged (%s): rebuilt from the log", self.log_path, reason)
-        self.rebuild(verify_crc=False)
-        self.flush_indexes_or_drop()
+        self._rebuild_in_place()
 
     # ---- writing ------------------------------------------------------------------------------
     def open_for_append(self) -> None:

@@ -8,6 +8,7 @@ offset) and log_start (where the log starts after retention or a reset).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -17,6 +18,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from vdl_broker.log import loading, reading, state_snapshots
 from vdl_broker.log.aio_sync import AioSync
@@ -38,6 +40,9 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["LogRollbackError", "ReadResult", "StreamLog"]
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
 # Every type but DATA is stored as is: no Kafka offsets, no batch checks.
 _KNOWN_TYPES = frozenset(EntryType)
 
@@ -45,6 +50,22 @@ _KNOWN_TYPES = frozenset(EntryType)
 class LogRollbackError(RuntimeError):
     """A failed append could not be undone: the log's files may hold a partial entry, so the
     log takes no more appends (reopening it runs recovery, which cuts the partial entry)."""
+
+
+def _tells_damage(read: Callable[Concatenate[StreamLog, _P], _R]) -> Callable[Concatenate[StreamLog, _P], _R]:
+    """A read that meets damage in a segment (DamagedEntry) tells the log's on_damaged before it
+    raises, whoever called it: the log's Raft group stops and has the log checked again."""
+
+    @functools.wraps(read)
+    def reading(log: StreamLog, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return read(log, *args, **kwargs)
+        except DamagedEntry as error:
+            if log.on_damaged is not None:
+                log.on_damaged(error)
+            raise
+
+    return reading
 
 
 @dataclass(frozen=True)
@@ -210,6 +231,10 @@ class StreamLog:
         cached = self.cache.term_at(index)
         if cached is not None:
             return cached
+        return self._term_from_segment(index)
+
+    @_tells_damage
+    def _term_from_segment(self, index: int) -> int:
         segment = self._ensure_loaded(self._segment_for_index(index))
         return segment.header(segment.position_of(index))[2]
 
@@ -363,41 +388,35 @@ class StreamLog:
         self._commit.observer = observer
 
     # ---- reading (reading.py) ---------------------------------------------------------------
+    # Each read below raises DamagedEntry for damage it meets, after telling on_damaged.
+    @_tells_damage
     def entries(self, start_index: int, end_index: int, max_bytes: int | None = None) -> list[Entry]:
         """Entries [start_index, end_index): at least one if any, then as many as fit in
-        max_bytes (header + payload bytes). DamagedEntry: see on_damaged."""
-        try:
-            return reading.read_entries(self, start_index, end_index, max_bytes)
-        except DamagedEntry as error:
-            self._report(error)
-            raise
+        max_bytes (header + payload bytes)."""
+        return reading.read_entries(self, start_index, end_index, max_bytes)
 
+    @_tells_damage
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> ReadResult:
         """Whole stored batches from the one holding `offset`, none whose last offset >= max_offset
-        (the high watermark), at least one even if larger than max_bytes. DamagedEntry: see
-        on_damaged."""
-        try:
-            return reading.read_batches(self, offset, max_bytes, max_offset)
-        except DamagedEntry as error:
-            self._report(error)
-            raise
+        (the high watermark), at least one even if larger than max_bytes."""
+        return reading.read_batches(self, offset, max_bytes, max_offset)
 
-    def _report(self, error: DamagedEntry) -> None:
-        if self.on_damaged is not None:
-            self.on_damaged(error)
-
+    @_tells_damage
     def offset_for_index(self, raft_index: int) -> int:
         """Kafka log end offset right after entry `raft_index` (first_index - 1 = log start)."""
         return reading.offset_for_index(self, raft_index)
 
+    @_tells_damage
     def index_for_offset(self, offset: int) -> int:
         """Raft index of the data entry holding Kafka offset `offset`."""
         return reading.index_for_offset(self, offset)
 
+    @_tells_damage
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(base offset, max timestamp) of the first batch whose max timestamp >= timestamp_ms."""
         return reading.offset_for_timestamp(self, timestamp_ms)
 
+    @_tells_damage
     def max_timestamp_batch(self) -> tuple[int, int] | None:
         """(base offset, max timestamp) of the first batch holding the log's largest timestamp."""
         loaded = [self._ensure_loaded(i) for i in range(len(self._segments))]

@@ -34,7 +34,12 @@ class StreamLogStorage:
         first = self.first_index
         if index < first - 1:
             raise CompactedError(f"index {index} precedes the log start {first}")
-        return self.log.term_at(index)
+        try:
+            return self.log.term_at(index)
+        except DamagedEntry:
+            # As entries() below: the group has stopped, and 0 is no entry's term: nothing in
+            # the step in progress matches or commits on it.
+            return 0
 
     def entries(self, start: int, end: int, max_bytes: int | None = None) -> list[Entry]:
         if start < self.first_index:

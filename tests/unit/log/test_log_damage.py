@@ -3,6 +3,7 @@ the highest index the log had held) only when the lost entries can have been syn
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from log_testing import data_entry, flip
 from vdl_broker.log import DamagedEntry, LogConfig, StreamLog
 from vdl_broker.log.damage import DAMAGE_FILE, DamageRecord
 from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE
+from vdl_broker.raft.log_storage import StreamLogStorage
 from vdl_broker.raft.persistence import HARD_STATE_FILE, load_raft_state, save_commit_point, save_hard_state
 from vdl_broker.raft.types import Damage, Entry, HardState
 
@@ -162,4 +164,45 @@ def test_a_byte_flipped_while_the_log_is_open_is_found_by_the_read_that_meets_it
     reopened = StreamLog.open(tmp_path, config)
     assert reopened.last_index == damaged - 1 and reopened.damage == DamageRecord(len(entries))
     assert [bytes(e.data) for e in reopened.entries(1, damaged)] == [bytes(e.data) for e in entries[:damaged - 1]]
+    reopened.close()
+
+
+def test_a_segment_cut_short_while_the_log_is_open_is_found_by_every_read_past_its_end(tmp_path: Path) -> None:
+    """A file cut short under an open log: reading past its end through the mapping raised
+    SIGBUS, which killed the process. Every read that reaches past the end now raises
+    DamagedEntry and tells the listener -- the Raft core's reads of an entry's term and the
+    offset lookups too, not only reads of payloads -- and the reopened log is cut there with
+    the damage recorded."""
+    config = LogConfig(segment_bytes=3 * mmap.PAGESIZE, tail_cache_bytes=0, fsync=False)
+    log = StreamLog.open(tmp_path, config)
+    entries = [data_entry(i, 2, (i - 1) * 2, 2, max_timestamp=1000 + i, body_size=50) for i in range(1, 201)]
+    log.append(entries)
+    seen: list[DamagedEntry] = []
+    log.on_damaged = seen.append
+    second = log._ensure_loaded(1)
+    os.truncate(second.log_path, mmap.PAGESIZE)  # the segment's later pages wholly past the end
+    ends = [second.ridx.positions[k] + HEADER + len(entries[second.base_index + k - 1].data)
+            for k in range(second.count)]
+    first_lost = second.base_index + next(k for k, end in enumerate(ends) if end > mmap.PAGESIZE)
+    gone = second.base_index + next(k for k in range(second.count) if second.ridx.positions[k] >= mmap.PAGESIZE)
+
+    assert [bytes(e.data) for e in log.entries(1, first_lost)] == [bytes(e.data) for e in entries[:first_lost - 1]]
+    reads = [lambda: log.entries(first_lost, log.last_index + 1), lambda: log.read((first_lost - 1) * 2, 1 << 20),
+             lambda: log.term_at(gone), lambda: log.offset_for_index(gone),
+             lambda: log.index_for_offset((first_lost - 1) * 2), lambda: log.offset_for_timestamp(1000 + gone)]
+    raised = []
+    for read in reads:
+        with pytest.raises(DamagedEntry, match="lies past the end of the file") as error:
+            read()
+        raised.append(error.value)
+    assert [error.segment_base for error in raised] == [second.base_index] * len(reads)
+    assert seen == raised
+    storage = StreamLogStorage(log)  # the Raft core's reads: the group stops, the core's step goes on
+    assert storage.term_at(gone) == 0 and storage.entries(first_lost, log.last_index + 1) == []
+    assert len(seen) == len(raised) + 2
+
+    log.close()
+    log.check_again_from(second.base_index)
+    reopened = StreamLog.open(tmp_path, config)
+    assert reopened.last_index == first_lost - 1 and reopened.damage == DamageRecord(len(entries))
     reopened.close()

@@ -1,11 +1,14 @@
-"""RaftGroup when an entry it reads from its log fails its CRC (a byte flipped on disk while the
-node runs): in-process groups over real StreamLogs without a tail cache (every read comes from
+"""RaftGroup when an entry it reads from its log fails its CRC or lies past the end of a file cut
+short (a byte flipped, a truncation, on disk while the node runs): in-process groups over real StreamLogs without a tail cache (every read comes from
 the segments), on the virtual clock (tests/support/virtual_time.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import mmap
+import os
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +28,24 @@ from vdl_broker.raft.types import EntryType, Message
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 
 
-def test_a_leader_meeting_a_damaged_entry_stops_and_sends_none_of_it(tmp_path: Path) -> None:
-    virtual_time.run(_test_a_leader_meeting_a_damaged_entry_stops_and_sends_none_of_it(tmp_path))
+def flipped(path: Path, position: int) -> None:
+    flip_byte(path, position + HEADER_SIZE + 10)
 
 
-async def _test_a_leader_meeting_a_damaged_entry_stops_and_sends_none_of_it(tmp_path: Path) -> None:
+def cut_short(path: Path, position: int) -> None:
+    """At the page boundary before the entry: reading past it through the mapping raised SIGBUS,
+    and the core's read of an entry's term (not only of its payload) meets it."""
+    os.truncate(path, position - position % mmap.PAGESIZE)
+
+
+@pytest.mark.parametrize("damage", [flipped, cut_short])
+def test_a_leader_meeting_a_damaged_entry_stops_and_sends_none_of_it(
+        tmp_path: Path, damage: Callable[[Path, int], None]) -> None:
+    virtual_time.run(_test_a_leader_meeting_a_damaged_entry_stops_and_sends_none_of_it(tmp_path, damage))
+
+
+async def _test_a_leader_meeting_a_damaged_entry_stops_and_sends_none_of_it(
+        tmp_path: Path, damage: Callable[[Path, int], None]) -> None:
     config = LogConfig(fsync=False, tail_cache_bytes=0, segment_bytes=2000)
     logs = {i: StreamLog.open(tmp_path / f"n{i}", config) for i in (1, 2, 3)}
     cut_off: set[int] = set()
@@ -58,7 +74,7 @@ async def _test_a_leader_meeting_a_damaged_entry_stops_and_sends_none_of_it(tmp_
             await leader.propose(f"entry-{n:02d}".ljust(100, ".").encode(), EntryType.METADATA).committed
         target = leader.last_index - 20
         segment = logs[leader.node_id]._ensure_loaded(logs[leader.node_id]._segment_for_index(target))
-        flip_byte(segment.log_path, segment.position_of(target) + HEADER_SIZE + 10)
+        damage(segment.log_path, segment.position_of(target))
 
         cut_off.clear()  # the leader now reads the entries the follower lacks, from its segments
         await until(lambda: leader.failure is not None)

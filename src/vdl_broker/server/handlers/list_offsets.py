@@ -13,6 +13,7 @@ FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (KIP-320); -1 is not check
 
 from __future__ import annotations
 
+from vdl_broker.log import DamagedEntry
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.node_view import NodeView
@@ -97,15 +98,18 @@ async def handle(node: NodeView, context: RequestContext, request: ListOffsetsRe
         # DESCRIBE, as Kafka's KafkaApis.handleListOffsetRequest: lag monitors read offsets, not records.
         allowed = authorized(node, context, Operation.DESCRIBE, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
-            code, offset, timestamp = (_lookup(node, topic.name, p.partition_index, p.timestamp, version,
-                                               read_committed, p.current_leader_epoch) if allowed
-                                       else (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1))
-            # Kafka: the latest epoch for the latest offset, else the epoch of the offset's batch
-            # (a consumer reset there validates its position with this epoch: KIP-320)
-            partition = node.replicas.get(topic.name)
-            epoch = -1
-            if offset >= 0 and isinstance(partition, Partition):
-                epoch = partition.leader_epoch if p.timestamp == LATEST else partition.epoch_at(offset)
+            try:
+                code, offset, timestamp = (_lookup(node, topic.name, p.partition_index, p.timestamp, version,
+                                                   read_committed, p.current_leader_epoch) if allowed
+                                           else (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1))
+                # Kafka: the latest epoch for the latest offset, else the epoch of the offset's
+                # batch (a consumer reset there validates its position with this epoch: KIP-320)
+                partition = node.replicas.get(topic.name)
+                epoch = -1
+                if offset >= 0 and isinstance(partition, Partition):
+                    epoch = partition.leader_epoch if p.timestamp == LATEST else partition.epoch_at(offset)
+            except DamagedEntry:  # as Fetch: the replica stopped to have its log checked again
+                code, offset, timestamp, epoch = ErrorCode.KAFKA_STORAGE_ERROR, -1, -1, -1
             partitions.append(PartitionResponse(
                 partition_index=p.partition_index, error_code=int(code),
                 # v0 answers a list of offsets ("old style"); v1+ one offset and its timestamp.

@@ -12,6 +12,7 @@ CLUSTER_ACTION on the cluster."""
 
 from __future__ import annotations
 
+from vdl_broker.log import DamagedEntry
 from vdl_broker.server.authorizer import Operation, ResourceType, authorized, authorized_cluster
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.node_view import NodeView
@@ -40,7 +41,10 @@ def _answer(node: NodeView, name: str, p: OffsetForLeaderEpochRequest.OffsetForL
     # Led elsewhere (a RemotePartition), or a leader without its read lease.
     if not isinstance(partition, Partition) or not partition.serves_reads:
         return failed(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    epoch, end_offset = partition.end_offset_for_epoch(p.leader_epoch)
+    try:
+        epoch, end_offset = partition.end_offset_for_epoch(p.leader_epoch)
+    except DamagedEntry:  # as Fetch: the replica stopped to have its log checked again
+        return failed(ErrorCode.KAFKA_STORAGE_ERROR)
     return EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=epoch, end_offset=end_offset)
 
 
