@@ -76,6 +76,16 @@ class IndexFile:
         self.flushed = len(self)
         return whole == len(data)
 
+    def cut_short(self) -> bool:
+        """The file no longer holds the records mapped from it (cut short under the open log:
+        reading a mapped page past the end of its file raises SIGBUS, which kills the process)."""
+        if self._mapped is None:
+            return False
+        try:
+            return os.stat(self.path).st_size < self._mapped.nbytes
+        except FileNotFoundError:  # removed: the mapping keeps its pages readable
+            return False
+
     def map(self) -> None:
         """The records in memory replaced by views of the file (the same records: all flushed);
         they stay in memory when the file cannot be mapped or no longer holds them all."""

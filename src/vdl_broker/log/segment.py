@@ -227,6 +227,14 @@ class Segment:
             self._rebuild_in_place()
         return self.tidx
 
+    def check_mapped_indexes(self) -> None:
+        """Rebuild from the log an index whose file was cut short under its mapping (an index is
+        derived data, never trusted: nothing is lost)."""
+        for index in (self.ridx, self.oidx, self.tidx):
+            if index.cut_short():
+                self.repair_indexes(f"{index.path.name} cut short")
+                return
+
     def repair_indexes(self, reason: str) -> None:
         """Rebuild every index from the log file (an index disagreed with the data)."""
         logger.warning("%s: index damaged (%s): rebuilt from the log", self.log_path, reason)

@@ -2,13 +2,15 @@
 through them answers exactly what was written (the position and term of an index, batches by
 offset, offsets by time), after the appends that sealed them, after a clean reopen and after a
 killed process's reopen; a truncation into a sealed segment makes it the active one again, and a
-damaged, cut or missing index file is rebuilt as before."""
+damaged, cut or missing index file is rebuilt as before, also one cut short while mapped."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
+import pytest
 from log_testing import data_entry, noop_entry
 
 from vdl_broker.log import LogConfig, StreamLog
@@ -171,4 +173,19 @@ def test_a_sealed_index_damaged_while_mapped_is_rebuilt_before_answering(tmp_pat
     assert segment.ridx.positions[k] == 7
     check(log, entries)
     assert segment_of(log, 40).ridx.mapped
+    log.close()
+
+
+@pytest.mark.parametrize("suffix", [".ridx", ".index", ".timeindex"])
+def test_a_sealed_index_cut_short_while_mapped_is_rebuilt_before_answering(tmp_path: Path, suffix: str) -> None:
+    """Reading a mapped page past the end of a file cut short raised SIGBUS, which killed the
+    process: a lookup first makes sure the mapped index files still hold what is mapped."""
+    entries = written()
+    log = write(tmp_path / "log", entries)
+    segment = segment_of(log, placed(entries)[40][0])
+    index = {".ridx": segment.ridx, ".index": segment.oidx, ".timeindex": segment.tidx}[suffix]
+    assert index.mapped and index.path.suffix == suffix
+    os.truncate(index.path, 0)
+    check(log, entries)
+    assert index.mapped and index.path.stat().st_size > 0
     log.close()
