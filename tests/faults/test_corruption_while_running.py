@@ -15,7 +15,6 @@ one, only entries older than the cache reach the disk).
 
 from __future__ import annotations
 
-import mmap
 import os
 import shutil
 import tempfile
@@ -41,7 +40,7 @@ from tests.faults.test_corruption import (
     entry_position,
     others,
 )
-from tests.support.disk import flip_byte
+from tests.support.disk import cut_at_page, flip_byte
 from tests.support.kafka import create_topic_raw, list_offset_raw, metadata_raw, produce_raw
 from vdl_broker.cluster.metadata import METADATA_GROUP
 from vdl_broker.log import LogConfig, StreamLog
@@ -174,13 +173,6 @@ def test_a_byte_flipped_in_the_metadata_log_stops_the_node_and_its_restart_recov
 
 
 CUT_SHORT = "lies past the end of the file"
-
-
-def cut_at_page(path: Path, position: int) -> None:
-    """Cut the file at the page boundary at or before `position`: the pages after it are wholly
-    past the end, and reading them through a mapping raises SIGBUS (a partly cut page reads zeros
-    after the end, which the CRC check finds)."""
-    os.truncate(path, position - position % mmap.PAGESIZE)
 
 
 def test_a_segment_cut_short_under_a_leader_is_found_by_a_consumers_read(cluster: DevCluster, probes: ProbeLog) -> None:

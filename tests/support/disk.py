@@ -1,9 +1,11 @@
-"""Disk faults for tests: size-limited tmpfs mounts (root only), filling them, flipping bytes."""
+"""Disk faults for tests: size-limited tmpfs mounts (root only), filling them, flipping bytes,
+cutting files short."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import mmap
 import os
 import subprocess
 from pathlib import Path
@@ -58,3 +60,10 @@ def flip_byte(path: Path, position: int) -> None:
         value = f.read(1)[0]
         f.seek(position)
         f.write(bytes([value ^ 0x5A]))
+
+
+def cut_at_page(path: Path, position: int) -> None:
+    """Cut the file at the page boundary at or before `position`: the pages after it are wholly
+    past the end, and reading them through a mapping raises SIGBUS (a partly cut page reads as
+    zeros past the end, which a CRC check finds)."""
+    os.truncate(path, position - position % mmap.PAGESIZE)

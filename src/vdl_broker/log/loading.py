@@ -57,14 +57,11 @@ def new_segment(directory: Path, config: LogConfig, base_index: int, base_offset
 
 
 def ensure_loaded(segments: list[Segment], i: int) -> Segment:
-    """Segment `i` with its indexes in memory (loaded, and checked, on first use), or mapped from
-    files that still hold them."""
+    """Segment `i` with its indexes in memory (loaded, and checked, on first use)."""
     segment = segments[i]
     if not segment.loaded:
         expected = segments[i + 1].base_index - segment.base_index if i + 1 < len(segments) else None
         segment.load(expected)
-    else:
-        segment.check_mapped_indexes()
     return segment
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vdl_broker.log.entry import IndexOutOfRange, OffsetOutOfRange
+from vdl_broker.log.loading import ensure_loaded
 from vdl_broker.raft.types import Entry, EntryType
 from vdl_wire.records.batch_header import Buffer, batch_fields
 
@@ -185,9 +186,10 @@ def index_for_offset(log: StreamLog, offset: int) -> int:
 
 def offset_for_timestamp(log: StreamLog, timestamp_ms: int) -> tuple[int, int] | None:
     for i in range(log.segment_count):
-        segment = log._ensure_loaded(i)
+        segment = ensure_loaded(log._segments, i)  # its max timestamp first: most are passed over
         if not segment.has_data or segment.max_timestamp < timestamp_ms:
             continue
+        segment.check_mapped_indexes()
         times = segment.trusted_time_index()
         k = times.scan_start(timestamp_ms)
         position = times.positions[k] if k >= 0 else 0

@@ -154,7 +154,11 @@ class StreamLog:
         return loading.new_segment(self.directory, self.config, base_index, base_offset)
 
     def _ensure_loaded(self, i: int) -> Segment:
-        return loading.ensure_loaded(self._segments, i)
+        """Segment `i`, loaded, for a read of its indexes and entries: mapped index files that no
+        longer hold what is mapped are rebuilt first (Segment.check_mapped_indexes)."""
+        segment = loading.ensure_loaded(self._segments, i)
+        segment.check_mapped_indexes()
+        return segment
 
     def _reindex(self) -> None:
         self._base_indices = [s.base_index for s in self._segments]
@@ -419,7 +423,7 @@ class StreamLog:
     @_tells_damage
     def max_timestamp_batch(self) -> tuple[int, int] | None:
         """(base offset, max timestamp) of the first batch holding the log's largest timestamp."""
-        loaded = [self._ensure_loaded(i) for i in range(len(self._segments))]
+        loaded = [loading.ensure_loaded(self._segments, i) for i in range(len(self._segments))]  # no index read
         newest = max((s.max_timestamp for s in loaded if s.has_data), default=None)
         return None if newest is None else reading.offset_for_timestamp(self, newest)
 

@@ -1,12 +1,11 @@
 """RaftGroup when an entry it reads from its log fails its CRC or lies past the end of a file cut
-short (a byte flipped, a truncation, on disk while the node runs): in-process groups over real StreamLogs without a tail cache (every read comes from
-the segments), on the virtual clock (tests/support/virtual_time.py)."""
+short (a byte flipped, a truncation, on disk while the node runs): in-process groups over real
+StreamLogs without a tail cache (every read comes from the segments), on the virtual clock
+(tests/support/virtual_time.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import mmap
-import os
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.support import virtual_time
-from tests.support.disk import flip_byte
+from tests.support.disk import cut_at_page, flip_byte
 from tests.support.raft_groups import stored, ticking
 from tests.support.waiting import until
 from vdl_broker.log import DamagedEntry, LogConfig, StreamLog
@@ -32,13 +31,7 @@ def flipped(path: Path, position: int) -> None:
     flip_byte(path, position + HEADER_SIZE + 10)
 
 
-def cut_short(path: Path, position: int) -> None:
-    """At the page boundary before the entry: reading past it through the mapping raised SIGBUS,
-    and the core's read of an entry's term (not only of its payload) meets it."""
-    os.truncate(path, position - position % mmap.PAGESIZE)
-
-
-@pytest.mark.parametrize("damage", [flipped, cut_short])
+@pytest.mark.parametrize("damage", [flipped, cut_at_page])
 def test_a_leader_meeting_a_damaged_entry_stops_and_sends_none_of_it(
         tmp_path: Path, damage: Callable[[Path, int], None]) -> None:
     virtual_time.run(_test_a_leader_meeting_a_damaged_entry_stops_and_sends_none_of_it(tmp_path, damage))
