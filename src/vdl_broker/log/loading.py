@@ -29,7 +29,7 @@ from pathlib import Path
 
 from vdl_broker.log.config import LogConfig
 from vdl_broker.log.damage import DamageRecord, load_damage, save_damage
-from vdl_broker.log.entry import HEADER, HEADER_SIZE
+from vdl_broker.log.entry import HEADER, HEADER_SIZE, DamagedEntry
 from vdl_broker.log.fileio import fsync_dir, fsync_file
 from vdl_broker.log.log_start import LogStart, load_log_start
 from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE, load_recovery_point, scan
@@ -173,7 +173,7 @@ def _peek_base_offset(segment: Segment) -> bool:
         if len(head) < HEADER_SIZE + BATCH_HEADER_SIZE or head[4] != _DATA:
             return False
         segment.base_offset = batch_fields(head, HEADER_SIZE).base_offset
-    except (OSError, ValueError, struct.error):
+    except (OSError, ValueError, struct.error, DamagedEntry):  # the index points past the log's end
         return False
     segment.has_data = True
     segment.next_offset = segment.base_offset
