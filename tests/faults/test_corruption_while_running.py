@@ -19,6 +19,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -88,25 +90,49 @@ def wait_damage_logged(cluster: DevCluster, node: int, file_name: str, problem: 
     wait_until(logged, 10, f"node {node} logging that {file_name} {problem}")
 
 
-def test_a_byte_flipped_under_a_leader_is_found_by_a_consumers_read(cluster: DevCluster, probes: ProbeLog) -> None:
-    stream = "flipped-under-reads"
+@dataclass(frozen=True)
+class Damage:
+    """A way to damage an acknowledged entry's segment under a running node, and what the node
+    logs when a read meets it."""
+
+    name: str
+    logged: str
+    apply: Callable[[Path, int], None]  # (segment file, the entry's position in it)
+
+
+def _flip_in_records(path: Path, position: int) -> None:
+    flip_byte(path, position + HEADER + 200)  # in the records of the batch
+
+
+CUT_SHORT = "lies past the end of the file"
+# Cut at a page boundary: before the size check, the leader died of SIGBUS reading the cut range.
+DAMAGES = pytest.mark.parametrize("damage", [Damage("flipped", "fails its CRC", _flip_in_records),
+                                             Damage("cut", CUT_SHORT, cut_at_page)], ids=lambda d: d.name)
+
+
+@DAMAGES
+def test_a_damaged_segment_under_a_leader_is_found_by_a_consumers_read(cluster: DevCluster, probes: ProbeLog,
+                                                                       damage: Damage) -> None:
+    stream = f"{damage.name}-under-reads"
     create_small_segments(cluster, stream, probes)
     acked = produce_batches(cluster, stream, 12, "acked")
     wait_logs_converged(cluster, stream, timeout=60)
     leader, end = high_watermark(cluster, stream)
     path, position = entry_position(directory(cluster, leader, stream), acked[len(acked) // 2][1])
-    flip_byte(path, position + HEADER + 200)  # in the records of an acknowledged batch
+    damage.apply(path, position)
 
     seen = consume_from_start(cluster, stream, end)
     assert {offset: seen[offset] for _, offset, _ in acked} == {offset: value for _, offset, value in acked}
-    wait_damage_logged(cluster, leader, path.name)
+    assert cluster.nodes[leader].running
+    wait_damage_logged(cluster, leader, path.name, damage.logged)
     assert high_watermark(cluster, stream, timeout=30)[0] != leader
     converge(cluster, stream, leader, acked)
 
 
-def test_a_byte_flipped_under_a_leader_is_not_replicated_to_a_follower_catching_up(
-        cluster: DevCluster, probes: ProbeLog) -> None:
-    stream = "flipped-under-replication"
+@DAMAGES
+def test_a_damaged_segment_under_a_leader_is_not_replicated_to_a_follower_catching_up(
+        cluster: DevCluster, probes: ProbeLog, damage: Damage) -> None:
+    stream = f"{damage.name}-under-replication"
     create_small_segments(cluster, stream, probes)
     acked = produce_batches(cluster, stream, 3, "early")
     leader, _ = high_watermark(cluster, stream)
@@ -115,11 +141,12 @@ def test_a_byte_flipped_under_a_leader_is_not_replicated_to_a_follower_catching_
     acked += produce_batches(cluster, stream, 12, "acked")  # on the leader and the other follower only
     leader, _ = high_watermark(cluster, stream)
     path, position = entry_position(directory(cluster, leader, stream), acked[len(acked) // 2][1])
-    flip_byte(path, position + HEADER + 200)
+    damage.apply(path, position)
 
     cluster.restart(behind, timeout_s=60)  # the leader reads the damaged entry to send it there
     converge(cluster, stream, leader, acked)  # byte-identical logs: the damage reached no follower
-    wait_damage_logged(cluster, leader, path.name)
+    assert cluster.nodes[leader].running
+    wait_damage_logged(cluster, leader, path.name, damage.logged)
     seen = consume_from_start(cluster, stream, high_watermark(cluster, stream)[1])
     assert {offset: seen[offset] for _, offset, _ in acked} == {offset: value for _, offset, value in acked}
 
@@ -170,47 +197,6 @@ def test_a_byte_flipped_in_the_metadata_log_stops_the_node_and_its_restart_recov
         return True
 
     wait_until(every_node_knows_every_stream, 60, "every node listing the streams created")
-
-
-CUT_SHORT = "lies past the end of the file"
-
-
-def test_a_segment_cut_short_under_a_leader_is_found_by_a_consumers_read(cluster: DevCluster, probes: ProbeLog) -> None:
-    """Before: the leader died of SIGBUS reading the cut segment through its mapping."""
-    stream = "cut-under-reads"
-    create_small_segments(cluster, stream, probes)
-    acked = produce_batches(cluster, stream, 12, "acked")
-    wait_logs_converged(cluster, stream, timeout=60)
-    leader, end = high_watermark(cluster, stream)
-    path, position = entry_position(directory(cluster, leader, stream), acked[len(acked) // 2][1])
-    cut_at_page(path, position)
-
-    seen = consume_from_start(cluster, stream, end)
-    assert {offset: seen[offset] for _, offset, _ in acked} == {offset: value for _, offset, value in acked}
-    assert cluster.nodes[leader].running
-    wait_damage_logged(cluster, leader, path.name, CUT_SHORT)
-    converge(cluster, stream, leader, acked)
-
-
-def test_a_segment_cut_short_under_a_leader_is_not_read_for_a_follower_catching_up(
-        cluster: DevCluster, probes: ProbeLog) -> None:
-    stream = "cut-under-replication"
-    create_small_segments(cluster, stream, probes)
-    acked = produce_batches(cluster, stream, 3, "early")
-    leader, _ = high_watermark(cluster, stream)
-    behind = others(cluster, leader)[0]
-    cluster.kill(behind)
-    acked += produce_batches(cluster, stream, 12, "acked")  # on the leader and the other follower only
-    leader, _ = high_watermark(cluster, stream)
-    path, position = entry_position(directory(cluster, leader, stream), acked[len(acked) // 2][1])
-    cut_at_page(path, position)
-
-    cluster.restart(behind, timeout_s=60)  # the leader reads the entries it lacks to send them there
-    converge(cluster, stream, leader, acked)
-    assert cluster.nodes[leader].running
-    wait_damage_logged(cluster, leader, path.name, CUT_SHORT)
-    seen = consume_from_start(cluster, stream, high_watermark(cluster, stream)[1])
-    assert {offset: seen[offset] for _, offset, _ in acked} == {offset: value for _, offset, value in acked}
 
 
 def test_a_segment_cut_short_under_a_leader_answers_a_timestamp_lookup_with_a_storage_error(
