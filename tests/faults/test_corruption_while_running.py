@@ -28,6 +28,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from tests.faults.harness import (
     ProbeLog,
+    create_stream,
     high_watermark,
     node_address,
     produce_batches,
@@ -104,10 +105,18 @@ def _flip_in_records(path: Path, position: int) -> None:
     flip_byte(path, position + HEADER + 200)  # in the records of the batch
 
 
+def _flip_in_length(path: Path, position: int) -> None:
+    flip_byte(path, position + HEADER - 1)  # the length's high byte: the entry claims gigabytes
+
+
 CUT_SHORT = "lies past the end of the file"
 # Cut at a page boundary: before the size check, the leader died of SIGBUS reading the cut range.
+# A damaged length sends the walk past the segment's end: before, every read of it failed with a
+# ValueError, which is no damage, and the reader was stuck there for good.
 DAMAGES = pytest.mark.parametrize("damage", [Damage("flipped", "fails its CRC", _flip_in_records),
-                                             Damage("cut", CUT_SHORT, cut_at_page)], ids=lambda d: d.name)
+                                             Damage("cut", CUT_SHORT, cut_at_page),
+                                             Damage("length", "is unreadable", _flip_in_length)],
+                                  ids=lambda d: d.name)
 
 
 @DAMAGES
@@ -250,3 +259,50 @@ def test_an_index_file_cut_short_under_a_leader_is_rebuilt(cluster: DevCluster, 
     assert {offset: seen[offset] for _, offset, _ in acked} == {offset: value for _, offset, value in acked}
     assert cluster.nodes[leader].running and high_watermark(cluster, stream)[0] == leader
     wait_damage_logged(cluster, leader, path.with_suffix(".ridx").name, "cut short")
+
+
+
+def produce_at_leader(cluster: DevCluster, stream: str, batches: int, tag: str) -> list[tuple[str, int, bytes]]:
+    """produce_batches, each batch retried at whichever node leads until one acknowledges it."""
+    acked: list[tuple[str, int, bytes]] = []
+    for n in range(batches):
+        acked += wait_until(lambda n=n: _try_batch(cluster, stream, f"{tag}{n}"), 30, f"batch {n} acknowledged")
+    return acked
+
+
+def _try_batch(cluster: DevCluster, stream: str, tag: str) -> list[tuple[str, int, bytes]] | None:
+    try:
+        return produce_batches(cluster, stream, 1, tag)
+    except AssertionError:  # NOT_LEADER_OR_FOLLOWER while leadership moves
+        return None
+
+
+def test_the_active_segment_cut_short_under_a_leader_is_found_by_its_next_append(
+        cluster: DevCluster, probes: ProbeLog) -> None:
+    """The leader appends at its active segment's end (O_APPEND): after a cut, the next entry
+    lands where the cut ones were, and the first read of it (sending it to a follower) meets the
+    cut before the entry is applied. The
+    replica is closed and opened again, which cuts the log there and records the damage.
+    Before: that close saved the producer state at the last applied entry, reading the log past
+    the cut, failed, and the replica was never opened again (NOT_LEADER_OR_FOLLOWER there until
+    a restart)."""
+    stream = "active-cut-under-appends"
+    leader = create_stream(cluster, stream, 1, probes)
+    acked = produce_batches(cluster, stream, 6, "before", leader=leader)
+    wait_logs_converged(cluster, stream, timeout=60)
+    path = sorted(directory(cluster, leader, stream).glob("*.log"))[-1]  # the active segment
+    cut_at_page(path, path.stat().st_size // 2)
+
+    # Straight to the leader: a Fetch first (produce_batches asks who leads) would meet the cut
+    # before the append does.
+    builder = RecordBatchBuilder()
+    builder.append(0, None, b"first-after-cut")
+    code, base = produce_raw(node_address(cluster, leader), stream, builder.build(), acks=-1, timeout_ms=5000)
+    if code == ErrorCode.NONE:
+        acked.append(("first-after-cut", base, b"first-after-cut"))
+    acked += produce_at_leader(cluster, stream, 3, "after-cut")
+    wait_damage_logged(cluster, leader, path.name, CUT_SHORT)
+    assert cluster.nodes[leader].running
+    seen = consume_from_start(cluster, stream, high_watermark(cluster, stream)[1])
+    assert {offset: seen[offset] for _, offset, _ in acked} == {offset: value for _, offset, value in acked}
+    converge(cluster, stream, leader, acked)

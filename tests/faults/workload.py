@@ -197,9 +197,10 @@ class Workload:
 class ConsumerThread(threading.Thread):
     """A consumer reading the stream's partition 0 through the faults, recording every record it
     is handed, per session (reads between two assignments), with the time it got them. Kinds:
-    "kafka-python" (assign, from offset 0: one session) and "confluent-group" (subscribe in a
-    group of its own with offsets never committed, so each assignment starts a session at
-    offset 0)."""
+    "kafka-python" (assign, from offset 0: one session), "confluent-assign" (the same with
+    librdkafka, which does not check CRCs by default: a damaged batch a node handed out would
+    show as a wrong value) and "confluent-group" (subscribe in a group of its own with offsets
+    never committed, so each assignment starts a session at offset 0)."""
 
     def __init__(self, bootstrap: str, stream: str, kind: str = "kafka-python", name: str | None = None) -> None:
         super().__init__(daemon=True, name=f"consumer-{stream}")
@@ -233,8 +234,8 @@ class ConsumerThread(threading.Thread):
 
     def run(self) -> None:
         try:
-            if self.kind == "confluent-group":
-                self._run_confluent_group()
+            if self.kind.startswith("confluent"):
+                self._run_confluent()
             else:
                 self._run_kafka_python()
         except BaseException as error:
@@ -256,14 +257,17 @@ class ConsumerThread(threading.Thread):
         finally:
             consumer.close()
 
-    def _run_confluent_group(self) -> None:
+    def _run_confluent(self) -> None:
         import confluent_kafka
 
         consumer = confluent_kafka.Consumer({
             "bootstrap.servers": self.bootstrap, "group.id": f"{self.reader}-{self.stream}",
             "enable.auto.commit": False, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
             "topic.metadata.refresh.interval.ms": 1000, "log.connection.close": False, "log_level": 2})
-        consumer.subscribe([self.stream], on_assign=lambda *_: self._new_session())
+        if self.kind == "confluent-group":
+            consumer.subscribe([self.stream], on_assign=lambda *_: self._new_session())
+        else:
+            consumer.assign([confluent_kafka.TopicPartition(self.stream, 0, 0)])
         try:
             while not self.stop_event.is_set():
                 for message in consumer.consume(500, timeout=0.1):

@@ -148,7 +148,12 @@ class Segment:
         held = self._held()
         if held is not None and held < self.size:
             raise self._cut_short(held, held)
+        size = self.size
         self.rebuild(verify_crc=False)
+        if self.size < size:  # the walk stopped at an entry it cannot read (a damaged length)
+            raise DamagedEntry(self.log_path, self.size, self.base_index,
+                               f"is unreadable: the segment's entries end there, {size - self.size} bytes "
+                               "before the end the log held")
         self.flush_indexes_or_drop()
 
     def iter_entries(self, start: int, end: int | None = None, chunk: int = 1 << 20, verify: bool = False
@@ -167,7 +172,12 @@ class Segment:
                 buf_end = buf_start + len(buf)
             crc, entry_type, term, index, length = HEADER.unpack_from(buf, position - buf_start)
             entry_end = position + HEADER_SIZE + length
-            if entry_end > end:  # `end` is not an entry boundary: a damaged index put it there
+            if entry_end > end:
+                if end >= self.size:  # not an index's doing: the header is damaged
+                    raise DamagedEntry(self.log_path, position, self.base_index,
+                                       f"is unreadable: its header claims {length} bytes, past the "
+                                       f"segment's end at byte {self.size}")
+                # `end` is not an entry boundary: a damaged index put it there
                 raise ValueError(f"{self.log_path}: entry {index} at {position} crosses {end}")
             if entry_end > buf_end:
                 buf_start, buf = position, self.span(position, min(end, position + max(chunk, entry_end - position)))

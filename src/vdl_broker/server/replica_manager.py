@@ -675,7 +675,7 @@ class ReplicaManager:
         self._closing_to_check.add(name)  # no reconcile opens it while this log is still open
         try:
             await self._detach(name)
-            partition.close(clean=True)
+            partition.close(clean=True, damaged=True)
             partition.log.check_again_from(error.segment_base)
         except OSError as failure:  # a full disk besides: the open still checks what it has no record of
             log.error("node %d: closing the replica of stream %s failed (%s)", self.broker.node_id, name, failure)

@@ -220,6 +220,7 @@ def _campaign(world: World, config: CampaignConfig, seed: int, rng: random.Rando
     monitor = HighWatermarkMonitor(world.cluster, STREAM)
     monitor.start()
     probes = Probes(world, STREAM).start()
+    rereaders: list[ConsumerThread] = []  # nemeses' readers, stopped at their heal
     anomalies: list[Anomaly] = []
     faults: list[FaultRecord] = []
     started = time.monotonic()
@@ -242,6 +243,7 @@ def _campaign(world: World, config: CampaignConfig, seed: int, rng: random.Rando
         time.sleep(hold)  # the fault's scheduled duration, not a synchronization
         for item in reversed(injected):
             _heal(item, anomalies, say)
+            rereaders += item.readers
         healed_at = time.monotonic()
         record = FaultRecord([n.name for n in chosen], [i.detail for i in injected], injected_at, healed_at,
                              all(i.majority_kept for i in injected))
@@ -251,8 +253,8 @@ def _campaign(world: World, config: CampaignConfig, seed: int, rng: random.Rando
         time.sleep(rng.uniform(*config.quiet_s))  # scheduled quiet time between faults
     duration = time.monotonic() - started
     say(f"chaos: {len(faults)} faults in {duration:.0f} s; healing and checking")
-    return _finish(world, workload, consumers, monitor, probes, faults, anomalies, seed, duration, replicas,
-                   transactional)
+    return _finish(world, workload, consumers, rereaders, monitor, probes, faults, anomalies, seed, duration,
+                   replicas, transactional)
 
 
 def _heal(item: Injected, anomalies: list[Anomaly], say: Callable[[str], None]) -> None:
@@ -261,6 +263,9 @@ def _heal(item: Injected, anomalies: list[Anomaly], say: Callable[[str], None]) 
     except (RuntimeError, TimeoutError) as error:
         anomalies.append(Anomaly("node_exit", time.monotonic(), f"healing '{item.detail}' failed: {error}"))
         say(f"chaos: ANOMALY healing '{item.detail}' failed: {str(error)[:2000]}")
+    except AssertionError as error:  # a heal that waits for the cluster (a reader reaching an offset)
+        anomalies.append(Anomaly("stuck", time.monotonic(), f"healing '{item.detail}': {error}"))
+        say(f"chaos: ANOMALY healing '{item.detail}': {str(error)[:2000]}")
 
 
 def _measure(record: FaultRecord, probes: Probes, bound: float, anomalies: list[Anomaly]) -> None:
@@ -290,9 +295,9 @@ def _check_processes(world: World, anomalies: list[Anomaly], say: Callable[[str]
                 world.down.add(node_id)
 
 
-def _finish(world: World, workload: Workload, consumers: list[ConsumerThread], monitor: HighWatermarkMonitor,
-            probes: Probes, faults: list[FaultRecord], anomalies: list[Anomaly], seed: int, duration: float,
-            replicas: int, transactional: TxnWorkload | None) -> CampaignResult:
+def _finish(world: World, workload: Workload, consumers: list[ConsumerThread], rereaders: list[ConsumerThread],
+            monitor: HighWatermarkMonitor, probes: Probes, faults: list[FaultRecord], anomalies: list[Anomaly],
+            seed: int, duration: float, replicas: int, transactional: TxnWorkload | None) -> CampaignResult:
     world.links.heal()
     for node_id in sorted(world.paused):
         world.resume(node_id)
@@ -332,7 +337,8 @@ def _finish(world: World, workload: Workload, consumers: list[ConsumerThread], m
         idempotent_clients={p.client for p in workload.producers if p.idempotent}
         | {f"probe{n}" for n in world.node_ids},  # a probe is sent once, never retried
         was_produced=lambda value: _was_produced(value, producers, probes),
-        sessions=[Session(c.reader, [Read(t, o, v) for t, o, v in s]) for c in consumers for s in c.sessions],
+        sessions=[Session(c.reader, [Read(t, o, v) for t, o, v in s]) for c in [*consumers, *rereaders]
+                  for s in c.sessions],
         high_watermarks=list(monitor.samples))
     anomalies += check(history, final, log_start)
     if transactional is not None:

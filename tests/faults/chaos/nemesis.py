@@ -8,16 +8,18 @@ so a node is damaged only while every replica is in sync and nothing else is wro
 
 from __future__ import annotations
 
+import mmap
 import random
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.faults.chaos.links import DROP, RESET
 from tests.faults.chaos.world import World
-from tests.faults.harness import stream_directory
-from tests.support.disk import fill, flip_byte, release
+from tests.faults.harness import high_watermark, stream_directory
+from tests.faults.workload import ConsumerThread
+from tests.support.disk import cut_at_page, fill, flip_byte, release
 from vdl_broker.cluster.metadata import METADATA_GROUP
 from vdl_broker.raft.persistence import COMMIT_POINT_FILE, HARD_STATE_FILE, MEMBERSHIP_FILE
 from vdl_broker.server.replica_manager import INCARNATION_FILE
@@ -30,6 +32,7 @@ class Injected:
     detail: str
     heal: Callable[[], None]
     majority_kept: bool  # acks=all may resume while the fault lasts (a majority can still talk)
+    readers: list[ConsumerThread] = field(default_factory=list)  # their reads go to the checker
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,52 @@ def _corrupt(kind: str) -> Callable[[World, random.Random], Injected]:
     return inject
 
 
+def _damage_running(kind: str) -> Callable[[World, random.Random], Injected]:
+    """Damage a segment of the checked stream under a *running* node (a flipped byte, or a cut
+    at a page boundary: reading its mapped pages past the end would raise SIGBUS) while a
+    consumer reads the stream from its start: the node must hand out nothing damaged and stay
+    up. The heal restarts the node, whose open checks every file: damage no
+    read met (a follower's) is repaired before the next disk fault, one disk at a time."""
+    def inject(world: World, rng: random.Random) -> Injected:
+        stream = world.streams[0]
+        leader, end = high_watermark(world.cluster, stream, timeout=10)
+        # Mostly the leader, which the reader reads from; a follower's damage is found at the
+        # heal's open, or by a read if it leads before that.
+        node = leader if rng.random() < 0.7 else rng.choice([n for n in world.reachable() if n != leader])
+        role = "its leader" if node == leader else "a follower"
+        detail = f"node {node} ({role}), running: {damage_running(stream_directory(world.data_dir(node), stream), kind, rng)}"
+        reader = ConsumerThread(world.cluster.bootstrap_servers, stream, "confluent-assign",
+                                name=f"reader after {detail}")
+        reader.start()
+
+        def heal() -> None:
+            try:
+                reader.finish(end, timeout=30)
+            finally:
+                world.kill(node)
+                world.restart(node)
+        return Injected(detail, heal, True, [reader])
+    return inject
+
+
+def damage_running(directory: Path, kind: str, rng: random.Random) -> str:
+    """Flip bytes in a segment of a running node's group directory ("flip"), or cut one at a page
+    boundary ("cut"); says what was done. The active segment may be the one: the node appends
+    to it at its end (O_APPEND), after a cut at the wrong place."""
+    segments = [p for p in sorted(directory.glob("*.log")) if p.stat().st_size > 2 * mmap.PAGESIZE]
+    if not segments:
+        return f"{directory.name}: no segment of more than two pages yet"
+    path = rng.choice(segments)
+    size = path.stat().st_size
+    position = int(size * rng.uniform(0.25, 0.75))
+    if kind == "cut":
+        cut_at_page(path, position)
+        return f"{directory.name}/{path.name} cut to {position - position % mmap.PAGESIZE} of {size} bytes"
+    for offset in range(rng.randint(1, 3)):
+        flip_byte(path, min(size - 1, position + offset))
+    return f"{directory.name}/{path.name} bytes flipped at {position} of {size}"
+
+
 def wipe(world: World, rng: random.Random) -> Injected:
     """kill -9 a node and delete its whole data directory (a disk replaced): it comes back with
     nothing, asks its peers whether the cluster exists and catches up without voting
@@ -204,6 +253,8 @@ NEMESES: tuple[Nemesis, ...] = (
     Nemesis("disk-full", disk_full, needs_tmpfs=True),
     *(Nemesis(f"corrupt-{kind}", _corrupt(kind), composable=False, quiet_cluster=True)
       for kind in ("segment", "truncate", "index", "hard-state", "commit-point", "membership", "incarnation")),
+    *(Nemesis(f"damage-running-{kind}", _damage_running(kind), composable=False, quiet_cluster=True)
+      for kind in ("flip", "cut")),
     Nemesis("wipe-data-dir", wipe, composable=False, quiet_cluster=True),
 )
 

@@ -19,9 +19,10 @@ from tests.support.kafka import create_topic_raw, metadata_raw
 from vdl_dev.dev_cluster import DevCluster, free_base_port
 from vdl_wire.errors import ErrorCode
 
-# Small segments, so a campaign's logs have sealed segments and index files to damage; fsync on
-# (the data directories are tmpfs: cheap), as in production.
-CHAOS_SETTINGS: dict[str, Any] = {"fsync": True, "segment_bytes": 4 << 20}
+# Small segments, so even a short campaign's logs have sealed segments and index files to damage,
+# and a small tail cache, so reads of all but the newest entries meet the segments (a long-lived
+# node's reads do); fsync on (the data directories are tmpfs: cheap), as in production.
+CHAOS_SETTINGS: dict[str, Any] = {"fsync": True, "segment_bytes": 256 << 10, "tail_cache_bytes": 256 << 10}
 DISK_SIZE = "384m"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -205,4 +206,40 @@ def test_a_segment_cut_short_while_the_log_is_open_is_found_by_every_read_past_i
     log.check_again_from(second.base_index)
     reopened = StreamLog.open(tmp_path, config)
     assert reopened.last_index == first_lost - 1 and reopened.damage == DamageRecord(len(entries))
+    reopened.close()
+
+
+READS_OF_A_DAMAGED_LENGTH = {
+    "entries ending before the segment's end": lambda log, damaged: log.entries(damaged - 1, damaged + 1),
+    "entries to the segment's end": lambda log, damaged: log.entries(damaged - 1, log.last_index + 1),
+    "batches by offset": lambda log, damaged: log.read((damaged - 1) * 2, 1 << 20),
+    "the offset after an entry": lambda log, damaged: log.offset_for_index(damaged),
+    "the entry of an offset": lambda log, damaged: log.index_for_offset((damaged - 1) * 2),
+}
+
+
+@pytest.mark.parametrize("read", READS_OF_A_DAMAGED_LENGTH.values(), ids=READS_OF_A_DAMAGED_LENGTH.keys())
+def test_a_length_damaged_while_the_log_is_open_is_found_by_the_read_that_meets_it(
+        tmp_path: Path, read: Callable[[StreamLog, int], object]) -> None:
+    """The high byte of an entry's length flipped under an open log: a walk over the segment
+    goes past its end. Before: a read to the segment's end raised ValueError, which is no damage
+    (a consumer was stuck at that offset for good); one ending before it took the entry's end
+    for a damaged index and rebuilt the indexes, which stopped at that entry and quietly dropped
+    the rest of the segment from the open log. Both are damage now, and the reopened log is cut
+    there with the damage recorded."""
+    config = LogConfig(segment_bytes=1000, tail_cache_bytes=0, fsync=False)
+    log, entries = build_segments(tmp_path, config)
+    seen: list[DamagedEntry] = []
+    log.on_damaged = seen.append
+    second = log._ensure_loaded(1)
+    damaged = second.base_index + 2
+    flip(second.log_path, second.position_of(damaged) + HEADER - 1)
+
+    with pytest.raises(DamagedEntry, match="is unreadable") as error:
+        read(log, damaged)
+    assert error.value.segment_base == second.base_index and seen == [error.value]
+    log.close()
+    log.check_again_from(second.base_index)
+    reopened = StreamLog.open(tmp_path, config)
+    assert reopened.last_index == damaged - 1 and reopened.damage == DamageRecord(len(entries))
     reopened.close()
