@@ -153,8 +153,8 @@ def _damage_running(kind: str) -> Callable[[World, random.Random], Injected]:
     """Damage a segment of the checked stream under a *running* node (a flipped byte, or a cut
     at a page boundary: reading its mapped pages past the end would raise SIGBUS) while a
     consumer reads the stream from its start: the node must hand out nothing damaged and stay
-    up. The heal restarts the node, whose open checks every file: damage no
-    read met (a follower's) is repaired before the next disk fault, one disk at a time."""
+    up. The heal restarts the node, whose open checks every file: damage no read met (a
+    follower's) is repaired before the next disk fault, one disk at a time."""
     def inject(world: World, rng: random.Random) -> Injected:
         stream = world.streams[0]
         leader, end = high_watermark(world.cluster, stream, timeout=10)
