@@ -426,7 +426,11 @@ class Segment:
             self.rebuild(verify_crc=False)
             self.flush_indexes_or_drop()
             if expected_count is not None and self.count != expected_count:
-                logger.error("%s: holds %d entries, expected %d", self.log_path, self.count, expected_count)
+                # A sealed segment cut short or damaged since the open checked it: loaded as it is
+                # now, its reads would end early and a fetch would go on at the next segment.
+                raise DamagedEntry(self.log_path, self.size, self.base_index,
+                                   f"is unreadable: the segment's entries end there, {self.count} of the "
+                                   f"{expected_count} it held")
         self.loaded = True
 
     def _check(self, expected_count: int | None, file_size: int) -> str | None:

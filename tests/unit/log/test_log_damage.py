@@ -243,3 +243,33 @@ def test_a_length_damaged_while_the_log_is_open_is_found_by_the_read_that_meets_
     reopened = StreamLog.open(tmp_path, config)
     assert reopened.last_index == damaged - 1 and reopened.damage == DamageRecord(len(entries))
     reopened.close()
+
+
+def test_a_sealed_segment_cut_short_before_its_first_read_is_damage(tmp_path: Path) -> None:
+    """After an open, sealed segments are loaded on their first read. One cut short before that
+    was loaded as it now was: fewer entries than it held (logged, then used), so a fetch read to
+    its new end and went on at the next segment, and a consumer skipped the offsets in between
+    (found by the chaos campaign). It is damage now, as any read past a cut is."""
+    # fsync on: the open trusts what was synced (before the recovery point) and checked before
+    config = LogConfig(segment_bytes=3 * mmap.PAGESIZE, tail_cache_bytes=0, fsync=True)
+    log = StreamLog.open(tmp_path, config)
+    entries = [data_entry(i, 2, (i - 1) * 2, 2, body_size=50) for i in range(1, 401)]
+    log.append(entries)
+    log.close()
+    StreamLog.open(tmp_path, config).close()  # this open checks (and records) the sealed segments
+    log = StreamLog.open(tmp_path, config)
+    second = log._segments[1]
+    assert not second.loaded  # found as recorded by this open, loaded by the first read
+    os.truncate(second.log_path, mmap.PAGESIZE)
+    seen: list[DamagedEntry] = []
+    log.on_damaged = seen.append
+
+    with pytest.raises(DamagedEntry, match="is unreadable: the segment's entries end there") as error:
+        log.read((second.base_index - 1) * 2, 1 << 20)
+    assert error.value.segment_base == second.base_index and seen == [error.value]
+    log.close()
+    log.check_again_from(second.base_index)
+    reopened = StreamLog.open(tmp_path, config)
+    assert reopened.damage == DamageRecord(len(entries))
+    assert reopened.last_index < second.base_index + mmap.PAGESIZE // (HEADER + 50)
+    reopened.close()
