@@ -261,7 +261,6 @@ def test_an_index_file_cut_short_under_a_leader_is_rebuilt(cluster: DevCluster, 
     wait_damage_logged(cluster, leader, path.with_suffix(".ridx").name, "cut short")
 
 
-
 def produce_at_leader(cluster: DevCluster, stream: str, batches: int, tag: str) -> list[tuple[str, int, bytes]]:
     """produce_batches, each batch retried at whichever node leads until one acknowledges it."""
     acked: list[tuple[str, int, bytes]] = []
@@ -281,11 +280,10 @@ def test_the_active_segment_cut_short_under_a_leader_is_found_by_its_next_append
         cluster: DevCluster, probes: ProbeLog) -> None:
     """The leader appends at its active segment's end (O_APPEND): after a cut, the next entry
     lands where the cut ones were, and the first read of it (sending it to a follower) meets the
-    cut before the entry is applied. The
-    replica is closed and opened again, which cuts the log there and records the damage.
-    Before: that close saved the producer state at the last applied entry, reading the log past
-    the cut, failed, and the replica was never opened again (NOT_LEADER_OR_FOLLOWER there until
-    a restart)."""
+    cut before the entry is applied. The replica is closed and opened again, which cuts the log
+    there and records the damage. Before: that close saved the producer state at the last
+    applied entry, reading the log past the cut, failed, and the replica was never opened again
+    (NOT_LEADER_OR_FOLLOWER there until a restart)."""
     stream = "active-cut-under-appends"
     leader = create_stream(cluster, stream, 1, probes)
     acked = produce_batches(cluster, stream, 6, "before", leader=leader)
