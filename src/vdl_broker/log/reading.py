@@ -8,9 +8,10 @@ same whatever its records' count.
 Entries read from a segment are checked against their CRC on the way out (DamagedEntry): the
 files passed that check when the log opened, but a byte flipped on disk since would otherwise
 reach a follower -- which stores it as its own, under a CRC of its own -- or a consumer that does
-not check CRCs (librdkafka's default). The tail cache holds what this process appended: not
-checked. The cost is one CRC32C pass over what is read from disk (README: a sixth more broker CPU
-for a consumer reading from the segments).
+not check CRCs (librdkafka's default). The offset lookups check the entries they read too: a
+batch header's flipped bit would be a wrong offset (a high watermark, an epoch's end). The tail
+cache holds what this process appended: not checked. The cost is one CRC32C pass over what is
+read from disk (README: a sixth more broker CPU for a consumer reading from the segments).
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ def offset_for_index(log: StreamLog, raft_index: int) -> int:
         return cached
     segment = log._ensure_loaded(log._segment_for_index(raft_index))
     for _, entry_type, _, index, payload in segment.iter_entries(segment.position_of(raft_index),
-                                                                 chunk=_SCAN_CHUNK):
+                                                                 chunk=_SCAN_CHUNK, verify=True):
         if entry_type == _DATA:
             fields = batch_fields(payload)
             return fields.last_offset + 1 if index == raft_index else fields.base_offset
@@ -178,7 +179,7 @@ def index_for_offset(log: StreamLog, offset: int) -> int:
         return log.cache.index_for_offset(offset)
     segment = log._ensure_loaded(log._segment_for_offset(offset))
     for _, entry_type, _, index, payload in segment.iter_entries(segment.position_for_offset(offset),
-                                                                 chunk=_SCAN_CHUNK):
+                                                                 chunk=_SCAN_CHUNK, verify=True):
         if entry_type == _DATA and batch_fields(payload).last_offset >= offset:
             return index
     raise OffsetOutOfRange(f"offset {offset} not found")  # pragma: no cover - index damage
@@ -195,7 +196,7 @@ def offset_for_timestamp(log: StreamLog, timestamp_ms: int) -> tuple[int, int] |
         position = times.positions[k] if k >= 0 else 0
         if k == len(times) - 1 and len(segment.oidx):
             position = max(position, segment.oidx.positions[-1])
-        for _, entry_type, _, _, payload in segment.iter_entries(position, chunk=_SCAN_CHUNK):
+        for _, entry_type, _, _, payload in segment.iter_entries(position, chunk=_SCAN_CHUNK, verify=True):
             if entry_type == _DATA:
                 fields = batch_fields(payload)
                 if fields.max_timestamp >= timestamp_ms:

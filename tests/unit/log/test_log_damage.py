@@ -275,3 +275,33 @@ def test_a_sealed_segment_cut_short_before_its_first_read_is_damage(tmp_path: Pa
     whole = sum(1 for end in ends if end <= mmap.PAGESIZE)  # the entries the cut left whole
     assert reopened.last_index == second.base_index + whole - 1 and reopened.damage == DamageRecord(len(entries))
     reopened.close()
+
+
+LOOKUPS_OF_A_DAMAGED_BATCH_HEADER = {
+    "the offset after an entry": lambda log, damaged: log.offset_for_index(damaged),
+    "the entry of an offset": lambda log, damaged: log.index_for_offset((damaged - 1) * 2 + 1),
+    "a timestamp's offset": lambda log, damaged: log.offset_for_timestamp(1000 + damaged),
+}
+
+
+@pytest.mark.parametrize("lookup", LOOKUPS_OF_A_DAMAGED_BATCH_HEADER.values(),
+                         ids=LOOKUPS_OF_A_DAMAGED_BATCH_HEADER.keys())
+def test_a_batch_header_damaged_while_the_log_is_open_is_found_by_an_offset_lookup(
+        tmp_path: Path, lookup: Callable[[StreamLog, int], object]) -> None:
+    """Offset lookups read the batch header of the entry they land on. Before, they did not check
+    its CRC: a flipped bit in a batch's last offset delta gave a wrong offset (a high watermark,
+    an epoch's end offset) instead of damage. (A timestamp lookup rebuilds the segment's time
+    index first, which stops at the batch whose offsets no longer follow on: damage too.)"""
+    config = LogConfig(segment_bytes=1000, tail_cache_bytes=0, fsync=False)
+    log = StreamLog.open(tmp_path, config)
+    log.append([data_entry(i, 2, (i - 1) * 2, 2, max_timestamp=1000 + i, body_size=50) for i in range(1, 41)])
+    seen: list[DamagedEntry] = []
+    log.on_damaged = seen.append
+    second = log._ensure_loaded(1)
+    damaged = second.base_index + 2
+    flip(second.log_path, second.position_of(damaged) + HEADER + 26)  # the low byte of its last offset delta
+
+    with pytest.raises(DamagedEntry, match="fails its CRC|is unreadable") as error:  # the latter: a rebuild
+        lookup(log, damaged)
+    assert error.value.segment_base == second.base_index and seen == [error.value]
+    log.close()
