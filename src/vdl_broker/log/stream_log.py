@@ -239,8 +239,11 @@ class StreamLog:
 
     @_tells_damage
     def _term_from_segment(self, index: int) -> int:
+        """The term in the entry's header, the entry checked first: a flipped bit in a term would
+        be a conflict to the Raft core, which a follower resolves by dropping entries."""
         segment = self._ensure_loaded(self._segment_for_index(index))
-        return segment.header(segment.position_of(index))[2]
+        _, _, term, _, _ = next(segment.iter_entries(segment.position_of(index), chunk=HEADER_SIZE, verify=True))
+        return term
 
     def term_at(self, index: int) -> int:
         """Term of entry `index`; first_index - 1 gives the snapshot point's term."""

@@ -305,3 +305,23 @@ def test_a_batch_header_damaged_while_the_log_is_open_is_found_by_an_offset_look
         lookup(log, damaged)
     assert error.value.segment_base == second.base_index and seen == [error.value]
     log.close()
+
+
+def test_a_term_damaged_while_the_log_is_open_is_found_by_the_raft_cores_lookup(tmp_path: Path) -> None:
+    """The Raft core asks for the term of old entries (a follower checking where a leader's
+    entries attach, a leader sending entries to one catching up). Before, the term came from the
+    entry's header unchecked: a flipped bit in it was a wrong term, a conflict the follower would
+    resolve by dropping entries it had acknowledged."""
+    config = LogConfig(segment_bytes=1000, tail_cache_bytes=0, fsync=False)
+    log, _ = build_segments(tmp_path, config)
+    seen: list[DamagedEntry] = []
+    log.on_damaged = seen.append
+    second = log._ensure_loaded(1)
+    damaged = second.base_index + 2
+    flip(second.log_path, second.position_of(damaged) + 5)  # the low byte of its term
+
+    with pytest.raises(DamagedEntry, match="fails its CRC") as error:
+        log.term_at(damaged)
+    assert error.value.segment_base == second.base_index and seen == [error.value]
+    assert StreamLogStorage(log).term_at(damaged) == 0  # the core's reads: the group stops
+    log.close()
