@@ -156,12 +156,12 @@ class Segment:
                                "before the end the log held")
         self.flush_indexes_or_drop()
 
-    def iter_entries(self, start: int, end: int | None = None, chunk: int = 1 << 20, verify: bool = False
+    def iter_entries(self, start: int, end: int | None = None, chunk: int = 1 << 20
                      ) -> Iterator[tuple[int, int, int, int, memoryview]]:
         """(position, type, term, index, payload) from `start` on, payloads being slices of the
-        mapping; `chunk` bounds how far ahead one slice reaches (a re-map happens only when the
-        file has grown past the current mapping). `verify`: check each entry's CRC first
-        (DamagedEntry), for entries that leave the log."""
+        mapping, each entry's CRC checked first (DamagedEntry): nothing read from a file the node
+        runs on is trusted. `chunk` bounds how far ahead one slice reaches (a re-map happens only
+        when the file has grown past the current mapping)."""
         end = self.size if end is None else end
         position = start
         buf_start, buf = position, self.span(position, min(end, position + chunk))
@@ -182,7 +182,7 @@ class Segment:
             if entry_end > buf_end:
                 buf_start, buf = position, self.span(position, min(end, position + max(chunk, entry_end - position)))
                 buf_end = buf_start + len(buf)
-            if verify and entry_crc(buf, position - buf_start, length) != crc:
+            if entry_crc(buf, position - buf_start, length) != crc:
                 raise DamagedEntry(self.log_path, position, self.base_index)
             yield (position, entry_type, term, index,
                    buf[position - buf_start + HEADER_SIZE:entry_end - buf_start])
