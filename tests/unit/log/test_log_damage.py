@@ -7,6 +7,7 @@ import itertools
 import mmap
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from log_testing import data_entry, flip
 from vdl_broker.log import DamagedEntry, LogConfig, StreamLog
 from vdl_broker.log.damage import DAMAGE_FILE, DamageRecord
 from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE
+from vdl_broker.log.segment import Segment
 from vdl_broker.raft.log_storage import StreamLogStorage
 from vdl_broker.raft.persistence import HARD_STATE_FILE, load_raft_state, save_commit_point, save_hard_state
 from vdl_broker.raft.types import Damage, Entry, HardState
@@ -128,10 +130,34 @@ def test_flipped_byte_in_an_old_sealed_segment_is_damage(tmp_path: Path) -> None
 
 def build_segments(directory: Path, config: LogConfig, count: int = 40) -> tuple[StreamLog, list[Entry]]:
     log = StreamLog.open(directory, config)
-    entries = [data_entry(i, 2, (i - 1) * 2, 2, body_size=50) for i in range(1, count + 1)]
+    entries = [data_entry(i, 2, (i - 1) * 2, 2, max_timestamp=1000 + i, body_size=50) for i in range(1, count + 1)]
     log.append(entries)
     assert log.segment_count >= 3
     return log, entries
+
+
+@dataclass
+class FlippedWhileOpen:
+    log: StreamLog  # open, with no tail cache: every read meets the segments
+    entries: list[Entry]
+    segment: Segment  # the second one, holding the damaged entry
+    index: int  # the damaged entry
+    seen: list[DamagedEntry]  # what the log told its listener
+
+    def check_told(self, error: DamagedEntry) -> None:
+        assert error.segment_base == self.segment.base_index and self.seen == [error]
+
+
+def flip_while_open(directory: Path, at: int) -> FlippedWhileOpen:
+    """A log of 1000-byte segments, open, with a bit flipped `at` bytes into the third entry of
+    its second segment."""
+    log, entries = build_segments(directory, LogConfig(segment_bytes=1000, tail_cache_bytes=0, fsync=False))
+    seen: list[DamagedEntry] = []
+    log.on_damaged = seen.append
+    segment = log._ensure_loaded(1)
+    index = segment.base_index + 2
+    flip(segment.log_path, segment.position_of(index) + at)
+    return FlippedWhileOpen(log, entries, segment, index, seen)
 
 
 @pytest.mark.parametrize("verify_on_open", [True, False])
@@ -228,21 +254,15 @@ def test_a_length_damaged_while_the_log_is_open_is_found_by_the_read_that_meets_
     for a damaged index and rebuilt the indexes, which stopped at that entry and quietly dropped
     the rest of the segment from the open log. Both are damage now, and the reopened log is cut
     there with the damage recorded."""
-    config = LogConfig(segment_bytes=1000, tail_cache_bytes=0, fsync=False)
-    log, entries = build_segments(tmp_path, config)
-    seen: list[DamagedEntry] = []
-    log.on_damaged = seen.append
-    second = log._ensure_loaded(1)
-    damaged = second.base_index + 2
-    flip(second.log_path, second.position_of(damaged) + HEADER - 1)
+    damage = flip_while_open(tmp_path, HEADER - 1)  # the length's high byte
 
     with pytest.raises(DamagedEntry, match="is unreadable") as error:
-        read(log, damaged)
-    assert error.value.segment_base == second.base_index and seen == [error.value]
-    log.close()
-    log.check_again_from(second.base_index)
-    reopened = StreamLog.open(tmp_path, config)
-    assert reopened.last_index == damaged - 1 and reopened.damage == DamageRecord(len(entries))
+        read(damage.log, damage.index)
+    damage.check_told(error.value)
+    damage.log.close()
+    damage.log.check_again_from(damage.segment.base_index)
+    reopened = StreamLog.open(tmp_path, damage.log.config)
+    assert reopened.last_index == damage.index - 1 and reopened.damage == DamageRecord(len(damage.entries))
     reopened.close()
 
 
@@ -292,19 +312,12 @@ def test_a_batch_header_damaged_while_the_log_is_open_is_found_by_an_offset_look
     its CRC: a flipped bit in a batch's last offset delta gave a wrong offset (a high watermark,
     an epoch's end offset) instead of damage. (A timestamp lookup rebuilds the segment's time
     index first, which stops at the batch whose offsets no longer follow on: damage too.)"""
-    config = LogConfig(segment_bytes=1000, tail_cache_bytes=0, fsync=False)
-    log = StreamLog.open(tmp_path, config)
-    log.append([data_entry(i, 2, (i - 1) * 2, 2, max_timestamp=1000 + i, body_size=50) for i in range(1, 41)])
-    seen: list[DamagedEntry] = []
-    log.on_damaged = seen.append
-    second = log._ensure_loaded(1)
-    damaged = second.base_index + 2
-    flip(second.log_path, second.position_of(damaged) + HEADER + 26)  # the low byte of its last offset delta
+    damage = flip_while_open(tmp_path, HEADER + 26)  # the low byte of its last offset delta
 
     with pytest.raises(DamagedEntry, match="fails its CRC|is unreadable") as error:  # the latter: a rebuild
-        lookup(log, damaged)
-    assert error.value.segment_base == second.base_index and seen == [error.value]
-    log.close()
+        lookup(damage.log, damage.index)
+    damage.check_told(error.value)
+    damage.log.close()
 
 
 def test_a_term_damaged_while_the_log_is_open_is_found_by_the_raft_cores_lookup(tmp_path: Path) -> None:
@@ -312,16 +325,10 @@ def test_a_term_damaged_while_the_log_is_open_is_found_by_the_raft_cores_lookup(
     entries attach, a leader sending entries to one catching up). Before, the term came from the
     entry's header unchecked: a flipped bit in it was a wrong term, a conflict the follower would
     resolve by dropping entries it had acknowledged."""
-    config = LogConfig(segment_bytes=1000, tail_cache_bytes=0, fsync=False)
-    log, _ = build_segments(tmp_path, config)
-    seen: list[DamagedEntry] = []
-    log.on_damaged = seen.append
-    second = log._ensure_loaded(1)
-    damaged = second.base_index + 2
-    flip(second.log_path, second.position_of(damaged) + 5)  # the low byte of its term
+    damage = flip_while_open(tmp_path, 5)  # the low byte of its term
 
     with pytest.raises(DamagedEntry, match="fails its CRC") as error:
-        log.term_at(damaged)
-    assert error.value.segment_base == second.base_index and seen == [error.value]
-    assert StreamLogStorage(log).term_at(damaged) == 0  # the core's reads: the group stops
-    log.close()
+        damage.log.term_at(damage.index)
+    damage.check_told(error.value)
+    assert StreamLogStorage(damage.log).term_at(damage.index) == 0  # the core's reads: the group stops
+    damage.log.close()
