@@ -677,13 +677,15 @@ class ReplicaManager:
             await self._detach(name)
             partition.close(clean=True, damaged=True)
             partition.log.check_again_from(error.segment_base)
-        except OSError as failure:  # a full disk besides: the open still checks what it has no record of
+        except Exception as failure:  # noqa: BLE001 - a full disk besides, or more damage: the replica
+            # opens again all the same (its open checks what it has no record of); left closed,
+            # nothing but a placement change or a restart would open it.
             log.error("node %d: closing the replica of stream %s failed (%s)", self.broker.node_id, name, failure)
         finally:
             self._closing_to_check.discard(name)
+            self._dirty.set()
         log.error("node %d: the replica of stream %s is opened again to check its log from entry %d on",
                   self.broker.node_id, name, error.segment_base)
-        self._dirty.set()
 
     async def _remove(self, name: str) -> None:
         log.info("node %d: removing the replica of stream %s", self.broker.node_id, name)

@@ -8,6 +8,8 @@ that follows is applied in steps, the manager reconciling after each (its loop m
 two batches of replayed entries). Whatever it sees meanwhile, the replica opens with every
 record, at its offset: nothing deletes it from a view that is not the cluster's of now.
 
+Also: a replica closed to be checked again after a read met damage always opens again.
+
 Real ClusterState (the metadata snapshot taken and restored as the node does), real StreamLogs,
 ReplicaRegistry, RaftHost and RaftGroups on a virtual clock; the broker around the manager is a
 stand-in with the attributes it reads.
@@ -36,6 +38,7 @@ from vdl_broker.cluster.metadata import (
 )
 from vdl_broker.config import NodeConfig
 from vdl_broker.log.damage import load_damage
+from vdl_broker.log.entry import DamagedEntry
 from vdl_broker.log.tail_cache import CacheBudget
 from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.host import RaftHost
@@ -238,3 +241,38 @@ def test_a_new_stream_placed_here_has_its_leader_imminent_before_its_replica_ope
     # A restart's replay, not yet the cluster's view of now, may place here what has moved away.
     replaying = ReplicaManager(stand_in(tmp_path, state, MetadataGroup(applied=len(NODES) + 5), None))  # type: ignore[arg-type]
     assert not replaying.leader_imminent("fresh")
+
+
+def test_a_replica_whose_close_for_a_check_fails_opens_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read met damage in the replica's log (RaftGroup.storage_damaged): the manager closes the
+    replica to open it again, checked. Whatever fails in that close, the replica opens again, with
+    its records: it stayed closed (NOT_LEADER_OR_FOLLOWER here) until a placement changed or the
+    node restarted when the failure was not an OSError."""
+    commands = [*NODES, create_stream_command("other", 1), create_stream_command(STREAM, 1)]
+
+    async def main() -> None:
+        await before_the_restart(tmp_path, commands)
+        state = ClusterState()
+        apply(state, 1, commands)
+        group = MetadataGroup(applied=len(commands))
+        group.caught_up(len(commands))
+        host = await start_host()
+        manager = ReplicaManager(stand_in(tmp_path, state, group, host))
+        await manager.reconcile()
+        manager.start()  # the loop that reconciles again when asked to (as the broker runs it)
+        damaged = manager.local(STREAM)
+        assert damaged is not None
+
+        def failing_close(**_: bool) -> None:
+            raise RuntimeError("closing failed")
+
+        monkeypatch.setattr(damaged, "close", failing_close)
+        manager._damaged(damaged, DamagedEntry(tmp_path / STREAM / "segment.log", 0, damaged.log.first_index))
+        await until(lambda: manager.local(STREAM) not in (None, damaged), 5, "the replica opens again")
+        reopened = manager.local(STREAM)
+        assert reopened is not None
+        await until(lambda: reopened.is_leader, 5, "node 2 leads its one-replica stream again")
+        assert records(manager, reopened.high_watermark) == EXPECTED
+        await stop(manager, host)
+
+    virtual_time.run(main())
