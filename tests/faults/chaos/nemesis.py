@@ -150,15 +150,18 @@ def _corrupt(kind: str) -> Callable[[World, random.Random], Injected]:
 
 
 def _damage_running(kind: str) -> Callable[[World, random.Random], Injected]:
-    """Damage a segment of the checked stream under a *running* node (a flipped byte, or a cut
-    at a page boundary: reading its mapped pages past the end would raise SIGBUS) while a
-    consumer reads the stream from its start: the node must hand out nothing damaged and stay
-    up. The heal restarts the node, whose open checks every file: damage no read met (a
+    """Damage a segment of a stream under a *running* node (a flipped byte, or a cut at a page
+    boundary: reading its mapped pages past the end would raise SIGBUS) while a consumer reads
+    the stream from its start: the node must hand out nothing damaged and stay up. The checked
+    stream's reads go to the checker; a transactional stream's reader must only get to the end
+    (the transactional checker reads the stream whole at the end), while the transactional
+    workload goes on (the leader's appends, producer state and last stable offset over the
+    check). The heal restarts the node, whose open checks every file: damage no read met (a
     follower's) is repaired before the next disk fault, one disk at a time."""
     def inject(world: World, rng: random.Random) -> Injected:
-        stream = world.streams[0]
+        stream = rng.choice(world.streams)
         leader, end = high_watermark(world.cluster, stream, timeout=10)
-        # Mostly the leader, which the reader reads from; a follower's damage is found at the
+        # Mostly the leader, which clients read from; a follower's damage is found at the
         # heal's open, or by a read if it leads before that.
         node = leader if rng.random() < 0.7 else rng.choice([n for n in world.reachable() if n != leader])
         role = "its leader" if node == leader else "a follower"
@@ -173,7 +176,8 @@ def _damage_running(kind: str) -> Callable[[World, random.Random], Injected]:
             finally:
                 world.kill(node)
                 world.restart(node)
-        return Injected(detail, heal, True, [reader])
+        checked = stream == world.streams[0]  # the checker knows what each of its offsets holds
+        return Injected(detail, heal, True, [reader] if checked else [])
     return inject
 
 
