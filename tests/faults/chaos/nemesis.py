@@ -151,13 +151,13 @@ def _corrupt(kind: str) -> Callable[[World, random.Random], Injected]:
 
 def _damage_running(kind: str) -> Callable[[World, random.Random], Injected]:
     """Damage a segment of a stream under a *running* node (a flipped byte, or a cut at a page
-    boundary: reading its mapped pages past the end would raise SIGBUS) while a consumer reads
-    the stream from its start: the node must hand out nothing damaged and stay up. The checked
-    stream's reads go to the checker; a transactional stream's reader must only get to the end
-    (the transactional checker reads the stream whole at the end), while the transactional
-    workload goes on (the leader's appends, producer state and last stable offset over the
-    check). The heal restarts the node, whose open checks every file: damage no read met (a
-    follower's) is repaired before the next disk fault, one disk at a time."""
+    boundary: reading its mapped pages past the end would raise SIGBUS), or one of its indexes,
+    while a consumer reads the stream from its start: the node must hand out nothing damaged and
+    stay up. The checked stream's reads go to the checker; a transactional stream's reader must
+    only get to the end (the transactional checker reads the stream whole at the end), while the
+    transactional workload goes on (the leader's appends, producer state and last stable offset
+    over the check). The heal restarts the node, whose open checks every file: damage no read
+    met (a follower's) is repaired before the next disk fault, one disk at a time."""
     def inject(world: World, rng: random.Random) -> Injected:
         stream = rng.choice(world.streams)
         leader, end = high_watermark(world.cluster, stream, timeout=10)
@@ -182,9 +182,12 @@ def _damage_running(kind: str) -> Callable[[World, random.Random], Injected]:
 
 
 def damage_running(directory: Path, kind: str, rng: random.Random) -> str:
-    """Flip bytes in a segment of a running node's group directory ("flip"), or cut one at a page
-    boundary ("cut"); says what was done. The active segment may be the one: the node appends
-    to it at its end (O_APPEND), after a cut at the wrong place."""
+    """Flip bytes in a segment of a running node's group directory ("flip"), cut one at a page
+    boundary ("cut"), or flip a byte of an index file ("index": a sealed segment's are mapped, so
+    the node's next lookup there reads the flipped byte); says what was done. The active segment
+    may be the one: the node appends to it at its end (O_APPEND), after a cut at the wrong place."""
+    if kind == "index":
+        return damage(directory, "index", rng)
     segments = [p for p in sorted(directory.glob("*.log")) if p.stat().st_size > 2 * mmap.PAGESIZE]
     if not segments:
         return f"{directory.name}: no segment of more than two pages yet"
@@ -258,7 +261,7 @@ NEMESES: tuple[Nemesis, ...] = (
     *(Nemesis(f"corrupt-{kind}", _corrupt(kind), composable=False, quiet_cluster=True)
       for kind in ("segment", "truncate", "index", "hard-state", "commit-point", "membership", "incarnation")),
     *(Nemesis(f"damage-running-{kind}", _damage_running(kind), composable=False, quiet_cluster=True)
-      for kind in ("flip", "cut")),
+      for kind in ("flip", "cut", "index")),
     Nemesis("wipe-data-dir", wipe, composable=False, quiet_cluster=True),
 )
 
