@@ -10,7 +10,10 @@ follower catches up byte for byte once it has space again.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -243,3 +246,35 @@ def test_follower_with_full_disk_stops_acknowledging_then_catches_up(tmp_path: P
         cluster.kill_all()
         for mount in mounts:
             unmount(mount)
+
+
+def test_an_index_flushed_onto_a_filling_disk_is_refused_not_left_with_a_hole(tmp_path: Path) -> None:
+    """An index file written when the file system has room for part of it: the write was short,
+    the flush took it for done and extended the file to its length, a hole where the rest
+    should be -- and a sealed segment's index is mapped: on tmpfs, reading that hole with the
+    file system full kills the process with SIGBUS (a node of the short chaos campaign exited
+    so, its disk filled while it caught up). Now the flush fails (ENOSPC), leaving no hole; the
+    log's callers drop the index or undo the append, as for any full disk."""
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        from vdl_broker.log.offset_index import OffsetIndex
+
+        ballast = disk / "ballast"
+        fill(ballast)
+        release(ballast, os.path.getsize(ballast) - 6000)  # room for one page of the index, not eight
+        index = OffsetIndex(disk / "00000000000000000001.index")
+        for record in range(4000):  # 32,000 bytes
+            index.append(record, record * 100)
+        with pytest.raises(OSError) as refused:
+            index.flush()
+        assert refused.value.errno == errno.ENOSPC
+        written = os.stat(index.path)
+        assert written.st_size <= written.st_blocks * 512, "a hole past the written bytes"
+        # What a mapping of the file reads, as a sealed segment's lookups do, on the full disk.
+        reader = subprocess.run([sys.executable, "-c", "import mmap, sys\n"
+                                 "with open(sys.argv[1], 'rb') as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:\n"
+                                 "    print(bytes(m) == open(sys.argv[1], 'rb').read())", str(index.path)],
+                                capture_output=True, text=True, timeout=60)
+        assert (reader.returncode, reader.stdout.strip()) == (0, "True")
+        release(ballast)
+        index.flush()  # with room again: whole
+        assert os.path.getsize(index.path) == 4000 * 8

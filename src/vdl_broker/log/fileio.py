@@ -41,6 +41,17 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[written:]
 
 
+def pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
+    """os.pwrite of every byte: a short write (the file system filling up) is finished, or fails
+    with the error the next write meets (ENOSPC) -- never taken for done, which left a file
+    extended past its written bytes with a hole there (on tmpfs, a mapping that touches a hole
+    on a full file system is killed by SIGBUS)."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
 IOV_MAX = 1024
 
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeAlias
 
-from vdl_broker.log.fileio import map_file
+from vdl_broker.log.fileio import map_file, pwrite_all
 
 # An index's records: in memory, or views of its mapped file (a sealed segment's).
 Records: TypeAlias = "array[int] | memoryview"
@@ -137,9 +137,11 @@ class IndexFile:
             return
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
-            if self.flushed < count:
-                data = self._encode(self.flushed, count)
-                os.pwrite(fd, data, self.flushed * self.record_size)
+            # From the file's end when it is shorter than what was flushed (cut short): writing
+            # past its end would leave a hole.
+            start = min(self.flushed, os.fstat(fd).st_size // self.record_size)
+            if start < count:
+                pwrite_all(fd, self._encode(start, count), start * self.record_size)
             if os.fstat(fd).st_size != count * self.record_size:
                 os.ftruncate(fd, count * self.record_size)
         finally:

@@ -286,8 +286,10 @@ def _check_processes(world: World, anomalies: list[Anomaly], say: Callable[[str]
         node = world.cluster.nodes[node_id]
         if node_id not in world.down and not node.running:
             tail = "\n".join(list(node.output)[-20:])
-            anomalies.append(Anomaly("node_exit", time.monotonic(), f"node {node_id} exited by itself:\n{tail}"))
-            say(f"chaos: ANOMALY node {node_id} exited by itself:\n{tail}")
+            code = node.process.returncode if node.process is not None else None
+            status = f"killed by signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+            anomalies.append(Anomaly("node_exit", time.monotonic(), f"node {node_id} exited by itself ({status}):\n{tail}"))
+            say(f"chaos: ANOMALY node {node_id} exited by itself ({status}):\n{tail}")
             try:
                 world.restart(node_id)
             except (RuntimeError, TimeoutError) as error:

@@ -4,7 +4,9 @@ answers (entries by index, batches by offset, offset <-> index, offset by timest
 
 from __future__ import annotations
 
+import os
 import shutil
+from array import array
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from log_testing import data_entry, noop_entry
 
 from tests.support.disk import flip_byte
 from vdl_broker.log import LogConfig, StreamLog
+from vdl_broker.log.offset_index import OffsetIndex
 from vdl_wire.records.record_batch import iter_batches
 
 CONFIG = LogConfig(segment_bytes=1000, index_interval_bytes=150, tail_cache_bytes=0, fsync=False)
@@ -67,3 +70,18 @@ def test_a_flipped_byte_in_a_sealed_segments_index_changes_no_answer(tmp_path: P
         finally:
             log.close()
         shutil.rmtree(damaged)
+
+
+def test_an_index_file_cut_short_before_its_next_flush_is_written_whole(tmp_path: Path) -> None:
+    """The flush writes only the records not yet on disk, at their place in the file: when the
+    file was cut short meanwhile, that place lay past its end and the records before it were a
+    hole (zeros). It writes again from the file's end."""
+    index = OffsetIndex(tmp_path / "00000000000000000001.index")
+    for record in range(100):
+        index.append(record, record * 10)
+    index.flush()
+    os.truncate(index.path, 5 * index.record_size)
+    for record in range(100, 120):
+        index.append(record, record * 10)
+    index.flush()
+    assert index.path.read_bytes() == array("I", [v for r in range(120) for v in (r, r * 10)]).tobytes()
