@@ -234,7 +234,10 @@ def _campaign(world: World, config: CampaignConfig, seed: int, rng: random.Rando
             partners = [n for n in available(world) if n.composable and n.name.split("/")[0] != chosen[0].name.split("/")[0]]
             chosen.append(rng.choice(partners))
         if any(n.quiet_cluster for n in chosen):
-            wait_for_full_isr(world.cluster, STREAM, timeout=config.recovery_bound_s, replicas=replicas)
+            # Disk faults strike any stream (the transactional ones too): one damaged disk at a
+            # time means every replica of every stream in sync first, not only the checked one's.
+            for stream in world.streams:
+                wait_for_full_isr(world.cluster, stream, timeout=config.recovery_bound_s, replicas=replicas)
         injected_at = time.monotonic()
         injected: list[Injected] = [n.inject(world, rng) for n in chosen]
         hold = rng.uniform(0.5, 2.0) if any(n.quiet_cluster for n in chosen) else rng.uniform(*config.hold_s)
