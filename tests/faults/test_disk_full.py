@@ -27,6 +27,7 @@ from tests.support.cluster import BrokerProcess, start_broker, start_cluster, wa
 from tests.support.disk import TmpfsUnavailable, fill, mount_tmpfs, release, unmount
 from vdl_broker.log import StreamLog
 from vdl_broker.log.config import LogConfig
+from vdl_broker.log.offset_index import OffsetIndex
 from vdl_broker.raft.types import EntryType
 from vdl_dev.dev_cluster import DevCluster
 from vdl_wire.records.record_batch import read_records, validate_batch
@@ -256,8 +257,6 @@ def test_an_index_flushed_onto_a_filling_disk_is_refused_not_left_with_a_hole(tm
     so, its disk filled while it caught up). Now the flush fails (ENOSPC), leaving no hole; the
     log's callers drop the index or undo the append, as for any full disk."""
     with tmpfs(tmp_path / "disk", "1m") as disk:
-        from vdl_broker.log.offset_index import OffsetIndex
-
         ballast = disk / "ballast"
         fill(ballast)
         release(ballast, os.path.getsize(ballast) - 6000)  # room for one page of the index, not eight

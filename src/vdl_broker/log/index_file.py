@@ -137,12 +137,14 @@ class IndexFile:
             return
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
+            size = os.fstat(fd).st_size
             # From the file's end when it is shorter than what was flushed (cut short): writing
             # past its end would leave a hole.
-            start = min(self.flushed, os.fstat(fd).st_size // self.record_size)
+            start = min(self.flushed, size // self.record_size)
             if start < count:
                 pwrite_all(fd, self._encode(start, count), start * self.record_size)
-            if os.fstat(fd).st_size != count * self.record_size:
+                size = max(size, count * self.record_size)
+            if size != count * self.record_size:
                 os.ftruncate(fd, count * self.record_size)
         finally:
             os.close(fd)
