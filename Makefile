@@ -71,9 +71,10 @@ $(HARNESS): $(HARNESS_SOURCES) $(wildcard tests/support/java/META-INF/services/*
 	touch $(HARNESS)
 
 # The Spark driver's class-data-sharing archive (vdl_dev/class_archive.py): the classes the main
-# job's warm-up loads, which every later Spark session of the project maps instead of loading.
+# job's warm-up and delta-spark's writes and reads load, which every later Spark session of the
+# project maps instead of loading.
 CLASS_ARCHIVE := jvm/lib/spark-classes.jsa
-$(CLASS_ARCHIVE): $(JARS) $(STAMP)
+$(CLASS_ARCHIVE): $(JARS) $(STAMP) src/vdl_dev/class_archive.py
 	$(PY) -m vdl_dev.class_archive
 
 jars: $(JARS) $(HARNESS) $(CLASS_ARCHIVE)

@@ -4,8 +4,9 @@
 
 A dynamic archive (JEP 350) holds the classes one JVM loaded, as that JVM ends: this one runs
 the main job's warm-up (vdl_dev.pipeline.warm_up: format("vdl") read and write, foreachBatch,
-Delta's append and MERGE) against a one-node VDL cluster, so the archive holds what the demo's,
-the jobs' and the tests' sessions load first. It is written beside the jars, replaced whole.
+delta-rs's append and MERGE) against a one-node VDL cluster, then delta-spark's append, MERGE and
+the demo's reads at its end (exercise_delta_spark), so the archive holds what the demo's, the jobs'
+and the tests' sessions load first. It is written beside the jars, replaced whole.
 """
 
 from __future__ import annotations
@@ -39,6 +40,26 @@ def stop_jvm(spark: Any) -> None:
     process.wait(timeout=JVM_EXIT_TIMEOUT_S)
 
 
+def exercise_delta_spark(spark: Any, work: Path) -> None:
+    """delta-spark's part of a session: a table of the main job's aggregates written (an append,
+    then a MERGE) and read as the demo reads its tables at its end (vdl_dev.run.read_results).
+    Without them in the archive the demo's end loaded them from the jars: 4.4 s instead of 3.9."""
+    from datetime import datetime
+    from decimal import Decimal
+
+    from vdl_dev.pipeline import ACCUMULATE, DeltaMergeSink, aggregate_orders
+    from vdl_dev.run import read_results
+
+    table = str(work / "aggregates")
+    sink = DeltaMergeSink(table, app_id="vdl-class-archive", combine=ACCUMULATE)
+    order = (datetime(2026, 1, 1), "books", 2, Decimal("19.98"), datetime(2026, 1, 1))
+    orders = spark.createDataFrame(
+        [order], "event_time timestamp, category string, quantity int, amount decimal(10,2), produced_at timestamp")
+    for batch_id in (0, 1):
+        sink.merge(aggregate_orders(orders).drop("newest_produced"), batch_id)
+    read_results(spark, table, table, 1, say=lambda _line: None)
+
+
 def build(target: Path) -> float:
     """Write the archive to `target`; returns the seconds it took."""
     from vdl_dev.cluster import start_cluster
@@ -56,6 +77,7 @@ def build(target: Path) -> float:
                                          (*JVM_OPTIONS, f"-XX:ArchiveClassesAtExit={partial}", QUIET_CLASS_SHARING))
             try:
                 warm_up(spark, cluster.bootstrap_servers, base / "warm-up")
+                exercise_delta_spark(spark, base)
             finally:
                 stop_jvm(spark)
         finally:

@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,15 @@ def test_demo_delta_table_equals_independent_aggregates(tmp_path: Path, spark: A
                          re.MULTILINE), (r, output)
     oracle = oracle_frame(spark, (v for _, v in events(WorkloadConfig(records=RECORDS, seed=SEED))))
     assert_df_equality(delta, oracle, ignore_nullable=True)
+    # The top windows it printed: the table's ten largest revenues, largest first.
+    windows = oracle.collect()
+    header = (f"top 10 of {len(windows)} rows of {tmp_path / 'delta' / 'orders_per_minute'} "
+              f"(Delta version {max(r.version for r in changes)}), by revenue:")
+    lines = output.splitlines()
+    assert header in lines, output
+    shown = lines[lines.index(header) + 2:lines.index(header) + 12]
+    assert [Decimal(line.split()[-2]) for line in shown] == sorted((r.revenue for r in windows), reverse=True)[:10], \
+        output
     raw = spark.read.format("delta").load(str(tmp_path / "delta" / "orders_raw")).select("offset", "value")
     rows = raw.collect()
     assert sorted(r.offset for r in rows) == list(range(RECORDS))
