@@ -165,7 +165,7 @@ def show_table(spark: Any, table_path: str, say: Callable[[str], None], top: int
     say(frame.to_string(index=False))
     say(f"\nDESCRIBE HISTORY delta.`{table_path}`:")
     say(changes.to_string(index=False))
-    return int(rows), version, int(orders or 0)
+    return rows, version, int(orders)
 
 
 def run_demo(records: int = 1_000_000, data_dir: Path | None = None, nodes: int = 3, *, seed: int = 42,
