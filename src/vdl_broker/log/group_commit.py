@@ -105,13 +105,20 @@ class GroupCommit:
             inflight = self._inflight
             if inflight is None:
                 inflight = self._start_sync()
+                if inflight is None:
+                    continue
             # Shielded: a waiter cancelled (its group stopping) leaves the sync running for the others.
             await asyncio.shield(inflight)
 
-    def _start_sync(self) -> asyncio.Future[None]:
+    def _start_sync(self) -> asyncio.Future[None] | None:
         """Start one sync job; its completion is booked by a callback that runs before any waiter
-        resumes (no task of its own: one wake-up per sync)."""
+        resumes (no task of its own: one wake-up per sync). None: the job had nothing to do
+        (fsync off, no recovery point to move) and is booked already, without a worker thread's
+        round trip for it."""
         job = self._job()
+        if not (job.fds or job.sync_dir or job.recovery_base is not None):
+            self._finish(job)
+            return None
         started = time.perf_counter()
         future = self._submit(job)
         self._inflight = future

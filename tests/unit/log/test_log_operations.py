@@ -6,6 +6,7 @@ import asyncio
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from vdl_broker.log import (
     StreamLog,
 )
 from vdl_broker.log.log_start import DELETED_BELOW_FILE, load_deleted_below, save_deleted_below
+from vdl_broker.log.recovery import load_recovery_point
 from vdl_broker.log.segment import Segment
 from vdl_broker.log.tail_cache import ENTRY_OVERHEAD
 from vdl_broker.raft.types import Entry, EntryType
@@ -397,6 +399,36 @@ def test_group_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     asyncio.run(within(scenario(), 10))
     assert log.durable_end_offset == log.log_end_offset
     monkeypatch.undo()
+    log.close()
+
+
+def test_with_fsync_off_a_sync_with_nothing_to_do_takes_no_worker_thread(tmp_path: Path) -> None:
+    """fsync off (test clusters, --no-fsync benchmarks): a sync with no recovery point to move
+    has nothing to do, and books the entries durable at once. Each used to go to a worker thread
+    and back, a round trip that was 40% of a 3-node cluster's CPU per one-record produce request
+    (1,290 vs 770 us) and held each request ~0.4 ms. A sync that moves the recovery point (after
+    a roll) still writes it, on a thread."""
+    log = StreamLog.open(tmp_path / "s", small_config(fsync=False))
+    handed: list[object] = []
+
+    class Counting(ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+            handed.append(fn)
+            return super().submit(fn, *args, **kwargs)
+
+    async def scenario() -> None:
+        asyncio.get_running_loop().set_default_executor(Counting(1))
+        for count in range(1, 5):  # ~100-byte entries: all in the first 1000-byte segment
+            fill(log, 1)
+            await log.sync()
+            assert log.durable_index == count
+        assert handed == [] and log.active_base_index == 1
+        fill(log, 30)  # rolls: the next sync moves the recovery point to the new active segment
+        await log.sync()
+        assert len(handed) == 1 and log.durable_index == 34
+        assert log.active_base_index > 1 and load_recovery_point(tmp_path / "s") == log.active_base_index
+
+    asyncio.run(within(scenario(), 10))
     log.close()
 
 
