@@ -406,7 +406,7 @@ def test_with_fsync_off_a_sync_with_nothing_to_do_takes_no_worker_thread(tmp_pat
     """fsync off (test clusters, --no-fsync benchmarks): a sync with no recovery point to move
     has nothing to do, and books the entries durable at once. Each used to go to a worker thread
     and back, a round trip that was 40% of a 3-node cluster's CPU per one-record produce request
-    (1,290 vs 770 us) and held each request ~0.4 ms. A sync that moves the recovery point (after
+    (1,390 vs 810 us) and held each request ~0.4 ms. A sync that moves the recovery point (after
     a roll) still writes it, on a thread."""
     log = StreamLog.open(tmp_path / "s", small_config(fsync=False))
     handed: list[object] = []
