@@ -37,7 +37,7 @@ no Kafka, no latency runs, no failover) -- the quick loop for replication's cost
 --profile: after the rounds, one more throughput run per VDL target under py-spy
 (benchmarks/profile.py): the leader's, a follower's and the single node's flame graphs beside
 the JSON (results/bench_replication.<target>.<role>.svg) and their top frames by self time in
-the report.
+the report (samples of the thread holding the GIL: waits in epoll and fdatasync are not work).
 
 With --baseline DIR (and --vdl-only): a 3-node cluster and a node of the checkout at DIR (e.g.
 `git worktree add /tmp/vdl-before main`) join the rounds, and the CPU per role is compared
@@ -398,7 +398,7 @@ def profile_runs(targets: list[tuple[Target, Roles]], count: int, producers: int
     leader's flame graph a follower's: it is run again on a fresh stream, and after
     PROFILE_ATTEMPTS such runs the target's profile is left out with a note -- never the whole
     report, whose rounds are measured already."""
-    profiler = Profiler("bench_replication", True)
+    profiler = Profiler("bench_replication", True, gil_only=True)
     for target, roles in targets:
         for attempt in range(1, PROFILE_ATTEMPTS + 1):
             topic = target.topic(f"{TOPIC_THROUGHPUT}-profile-{attempt}")

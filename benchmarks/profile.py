@@ -24,7 +24,7 @@ from pathlib import Path
 
 from benchmarks.report import RESULTS_DIR, Report
 
-SAMPLE_RATE = 200  # per second
+SAMPLE_RATE = 1000  # per second: a throughput run of a few seconds, whose brokers hold the GIL a fraction of it
 TOP = 12  # frames by self time kept in the report
 # Frames that tell nothing about the work: Spark's Python workers are forked from the daemon's
 # loop, and py-spy puts samples of a forked worker there when it sees no frame below it (up to a
