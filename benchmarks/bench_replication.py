@@ -37,7 +37,8 @@ no Kafka, no latency runs, no failover) -- the quick loop for replication's cost
 --profile: after the rounds, one more throughput run per VDL target under py-spy
 (benchmarks/profile.py): the leader's, a follower's and the single node's flame graphs beside
 the JSON (results/bench_replication.<target>.<role>.svg) and their top frames by self time in
-the report (samples of the thread holding the GIL: waits in epoll and fdatasync are not work).
+the report (samples of the thread holding the GIL: waits in epoll and fdatasync are not work;
+nor is the kernel's share of a writev, in the report's system CPU instead).
 
 With --baseline DIR (and --vdl-only): a 3-node cluster and a node of the checkout at DIR (e.g.
 `git worktree add /tmp/vdl-before main`) join the rounds, and the CPU per role is compared
