@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vdl_broker.log.entry import FrozenBuffer
-from vdl_broker.raft.types import Message
+from vdl_broker.raft.types import EntryType, Message
 from vdl_broker.raft.wire import (
     KIND_HEARTBEAT,
     KIND_HELLO,
@@ -69,6 +69,8 @@ from vdl_broker.raft.wire import (
 )
 from vdl_wire.errors import DecodeError
 from vdl_wire.framing import FrameReader
+from vdl_wire.records.batch_header import CRC_OFFSET
+from vdl_wire.records.record_batch import crc_matches
 
 log = logging.getLogger(__name__)
 
@@ -719,6 +721,7 @@ class RaftTransport:
             peer.stats.heartbeats_received += 1
             peer.incarnation = frame.incarnation
             return
+        _check_batches(frame.messages)
         peer.stats.frames_received += 1
         peer.stats.messages_received += len(frame.messages)
         if frame.leaving and peer.writer is writer and not peer.leaving:
@@ -733,3 +736,19 @@ class RaftTransport:
                 self.handler(group, message)
             except Exception:  # one bad group must not take the connection down
                 log.exception("node %d: handling a message for group %s failed", self.node_id, group)
+
+
+def _check_batches(messages: list[tuple[str, Message]]) -> None:
+    """WireError for the first DATA entry whose record batch fails its CRC32C.
+
+    The leader stored each batch only after checking its CRC (a produced batch that fails it is
+    answered CORRUPT_MESSAGE), so a copy that fails it here was damaged on the way: a flipped bit
+    TCP's 16-bit checksum let through, a faulty NIC or memory. Stored, it would get an entry
+    checksum of its own and pass every later check. The frame is refused with its connection, as
+    any malformed frame, and the leader sends the entries again (# Kafka: a follower checks each
+    fetched batch's CRC, UnifiedLog.analyzeAndValidateRecords)."""
+    for group, message in messages:
+        for entry in message.entries:
+            if entry.type is EntryType.DATA and not crc_matches(entry.data):
+                raise WireError(f"entry {entry.index} of group {group} fails its record batch's CRC32C",
+                                entry.start + CRC_OFFSET)

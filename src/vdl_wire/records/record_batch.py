@@ -81,6 +81,16 @@ def validate_batch(buf: Buffer) -> BatchHeader:
     return header
 
 
+def crc_matches(batch: Buffer) -> bool:
+    """`batch` is at least a batch header and its CRC32C covers the rest of it: the check of a
+    batch whose layout another check already answers for (a replicated copy of one the leader
+    validated), without parsing the header."""
+    if len(batch) < BATCH_HEADER_SIZE:
+        return False
+    with memoryview(batch)[ATTRIBUTES_OFFSET:] as covered:
+        return bool(CRC.unpack_from(batch, CRC_OFFSET)[0] == crc32c.crc32c(covered))
+
+
 def _check_crc(buf: Buffer, header: BatchHeader, position: int) -> None:
     view = memoryview(buf)[position + ATTRIBUTES_OFFSET:position + header.size]
     if crc32c.crc32c(view) != header.crc:

@@ -13,6 +13,9 @@ client port directly. Each direction of a link is controlled on its own:
 - "reset": every connection of the link is aborted with an RST and new ones are refused the
   same way, as by a firewall rejecting with tcp-reset.
 
+Beside those, a link can damage bytes on their way, as a flipped bit that TCP's checksum let
+through would: the next time a given marker passes either way, one bit of it is flipped.
+
 The proxies run in their own process (`python -m tests.faults.chaos.links`, JSON lines on stdin
 and stdout), so relaying never waits for the test process's Python threads. `Links` is the
 test-side handle.
@@ -72,6 +75,8 @@ class LinkProxy:
         self.directions = {"forward": Direction(), "backward": Direction()}
         self.connections: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
         self.server: asyncio.base_events.Server | None = None
+        self.flip_marker = b""  # the next time these bytes pass, one bit of them is flipped
+        self.flipped = 0
 
     async def start(self) -> None:
         self.server = await asyncio.start_server(self._accept, "127.0.0.1", self.listen_port, reuse_address=True)
@@ -85,6 +90,19 @@ class LinkProxy:
                 for writer in pair:
                     _reset(writer)
             self.connections.clear()
+
+    def _damage(self, data: bytes, before: bytes) -> bytes:
+        """`data`, with a bit of the flip marker's last byte flipped if the marker ends in it
+        (`before`: the bytes this direction passed just before, so a marker split between two
+        reads is found too)."""
+        marker = self.flip_marker
+        tail = before[max(0, len(before) - len(marker) + 1):]  # too short to hold the marker whole
+        found = (tail + data).find(marker) if marker else -1
+        if found < 0:
+            return data
+        self.flip_marker, self.flipped = b"", self.flipped + 1
+        at = found + len(marker) - 1 - len(tail)
+        return data[:at] + bytes([data[at] ^ 0x01]) + data[at + 1:]
 
     def _resetting(self) -> bool:
         return any(d.state == RESET for d in self.directions.values())
@@ -114,6 +132,7 @@ class LinkProxy:
         queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue(_QUEUED_CHUNKS)
         writer = asyncio.ensure_future(self._deliver(queue, sink, direction, pair))
         last_release = 0.0
+        before = b""
         try:
             while True:
                 # A dropped direction stops reading: the sender's bytes wait in the kernel.
@@ -123,6 +142,7 @@ class LinkProxy:
                     await queue.put((0.0, b""))
                     await writer
                     return
+                data, before = self._damage(data, before), data
                 delay = direction.delay_ms + self.rng.uniform(0, direction.jitter_ms)
                 if direction.loss and self.rng.random() < direction.loss:
                     delay += 1000 * self.rng.uniform(*_RETRANSMIT_S)
@@ -173,9 +193,12 @@ async def _serve(routes: list[dict[str, Any]], seed: int) -> None:
         command = json.loads(line)
         try:
             proxy = proxies[command["link"]]
-            proxy.set(command["direction"], command["state"], float(command.get("delay_ms", 0)),
-                      float(command.get("jitter_ms", 0)), float(command.get("loss", 0)))
-            _reply({"ok": True})
+            if "flip" in command:
+                proxy.flip_marker = bytes.fromhex(command["flip"])
+            elif "state" in command:
+                proxy.set(command["direction"], command["state"], float(command.get("delay_ms", 0)),
+                          float(command.get("jitter_ms", 0)), float(command.get("loss", 0)))
+            _reply({"ok": True, "flipped": proxy.flipped})
         except (KeyError, ValueError) as error:
             _reply({"ok": False, "error": repr(error)})
 
@@ -218,17 +241,28 @@ class Links:
         return f"127.0.0.1:{self.listen_ports[link_name(a, b)]}"
 
     def _command(self, a: int, b: int, direction: str, state: str, **shape: float) -> None:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        command = {"link": link_name(a, b), "direction": direction, "state": state, **shape}
-        self.process.stdin.write(json.dumps(command) + "\n")
-        self.process.stdin.flush()
-        answer = json.loads(self.process.stdout.readline() or "{}")
-        if not answer.get("ok"):
-            raise RuntimeError(f"link command {command} failed: {answer}")
+        self._ask({"link": link_name(a, b), "direction": direction, "state": state, **shape})
         if state == UP and not shape:
             self.faulty.discard(link_name(a, b))
         else:
             self.faulty.add(link_name(a, b))
+
+    def _ask(self, command: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+        answer: dict[str, Any] = json.loads(self.process.stdout.readline() or "{}")
+        if not answer.get("ok"):
+            raise RuntimeError(f"link command {command} failed: {answer}")
+        return answer
+
+    def flip(self, a: int, b: int, marker: bytes) -> None:
+        """The next time `marker` passes a-b (either way), one bit of it is flipped."""
+        self._ask({"link": link_name(a, b), "flip": marker.hex()})
+
+    def flipped(self, a: int, b: int) -> int:
+        """How many markers a-b has damaged."""
+        return int(self._ask({"link": link_name(a, b)})["flipped"])
 
     def cut(self, a: int, b: int, mode: str = DROP, one_way: bool = False) -> None:
         """Cut a-b (both ways, or only a's messages to b with `one_way`)."""

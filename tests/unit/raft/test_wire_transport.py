@@ -13,6 +13,7 @@ import pytest
 from tests.support.waiting import within
 from vdl_broker.raft.transport import RaftTransport, TransportConfig
 from vdl_broker.raft.types import Entry, EntryType, Message, MessageType
+from vdl_wire.records import RecordBatchBuilder
 
 TIER = "component"  # real sockets, threads or sleeps in this process
 pytestmark = pytest.mark.timeout(30)
@@ -61,11 +62,17 @@ def run(coro: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(coro())
 
 
+def _batch(value: bytes) -> bytes:
+    builder = RecordBatchBuilder()
+    builder.append(1_000, None, value)
+    return builder.build()
+
+
 def test_groups_multiplexed_on_one_connection_both_ways() -> None:
     async def main() -> None:
         (a, b, c), (ia, ib, ic) = await _mesh(3)
         try:
-            payload = b"p" * 1000
+            payload = _batch(b"p" * 1000)  # a DATA entry holds one record batch (its CRC is checked)
             for g in range(20):
                 assert a.send(f"s{g}", Message(MessageType.APPEND, 2, 1, 1, index=g,
                                                entries=[Entry(g + 1, 1, EntryType.DATA, payload)]))
@@ -86,6 +93,35 @@ def test_groups_multiplexed_on_one_connection_both_ways() -> None:
         finally:
             for t in (a, b, c):
                 await t.stop()
+    run(main)
+
+
+def test_a_frame_holding_a_batch_damaged_on_the_way_is_refused_with_its_connection() -> None:
+    """A DATA entry whose record batch fails its CRC32C (a bit flipped between the leader's check
+    and here) is never delivered, nor is anything else of its frame: the connection is dropped,
+    the sender dials again, and an intact copy sent then arrives."""
+    async def main() -> None:
+        (a, b), (_, ib) = await _mesh(2)
+        try:
+            good = _batch(b"intact value")
+            damaged = bytearray(good)
+            damaged[-3] ^= 0x01  # in the record's value: covered by the CRC, still parses
+            assert a.send("s", Message(MessageType.HEARTBEAT, 2, 1, 1, commit=0))
+            await ib.wait_count(1)
+            # In one frame with the damaged entry: refused with it.
+            assert a.send("s", Message(MessageType.HEARTBEAT, 2, 1, 1, commit=1))
+            assert a.send("s", Message(MessageType.APPEND, 2, 1, 1, index=0,
+                                       entries=[Entry(1, 1, EntryType.DATA, bytes(damaged))]))
+            await _until(lambda: a.stats(2).connects == 2 and a.is_connected(2))
+            assert a.send("s", Message(MessageType.APPEND, 2, 1, 1, index=0,
+                                       entries=[Entry(1, 1, EntryType.DATA, good)]))
+            await ib.wait_count(2)
+            assert [(m.type, [bytes(e.data) for e in m.entries]) for _, m in ib.items] == [
+                (MessageType.HEARTBEAT, []), (MessageType.APPEND, [good])]
+            assert b.stats(1).frames_received == 2
+        finally:
+            await a.stop()
+            await b.stop()
     run(main)
 
 
