@@ -6,7 +6,8 @@ the follower writes it under an entry checksum it computes itself: stored damage
 would pass every later check, and a consumer reading that replica (KIP-392), or every consumer
 once it leads, would get a record nobody wrote. The follower checks each batch's own CRC32C
 before taking it (vdl_broker/raft/transport.py), refuses the frame with its connection, and the
-leader sends the entries again.
+leader sends the entries again (and the follower counts the refusal in
+vdl_raft_frames_refused_total).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tests.faults.chaos.world import start_world
 from tests.faults.harness import wait_for_full_isr
 from tests.support.cluster import wait_until
 from tests.support.kafka import fetch_partition, one_record_batch, produce_raw, record_values
+from tests.support.metrics import scrape
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -43,5 +45,8 @@ def test_a_record_damaged_on_its_way_to_a_follower_is_sent_again_not_stored(tmp_
         on_follower = bytes(fetch_partition(world.address(follower), stream, 0).records)
         assert record_values(on_follower) == [(0, value), (1, after)]
         assert on_follower == on_leader
+        # The follower counted the one frame it refused; the leader refused none.
+        assert scrape(world.cluster, follower).value("vdl_raft_frames_refused_total", peer=str(leader)) == 1
+        assert scrape(world.cluster, leader).value("vdl_raft_frames_refused_total", peer=str(follower)) == 0
     finally:
         world.close()

@@ -9,6 +9,7 @@ What each node reports, so that a sum over nodes counts every stream once:
   node elected but not serving yet). Unavailable streams have no leader to report them, so every
   replica reports its own view: alert on max() over nodes, not sum().
 - per Raft group (streams and "__metadata"): elections this node won (from its first win);
+- per peer: Raft frames from it this node refused as malformed (from the start);
 - the node: size and free bytes of the data directory's disk, open client connections, the
   memory its logs' tail caches hold and their budget (a cache fills after a start, up to what its
   log holds or its share of the budget: memory that grows for a while after a start and then
@@ -70,6 +71,10 @@ def _families() -> dict[str, _Family]:
                                        "offset, for streams this node leads", labels=["group", "stream"]),
         "group_lag_sum": GaugeMetricFamily("vdl_consumer_group_lag_sum", "A group's lag summed over the "
                                            "streams this node leads", labels=["group"]),
+        "refused": CounterMetricFamily("vdl_raft_frames_refused", "Raft frames from a peer this node refused "
+                                       "as malformed, a record batch failing its CRC32C (damaged on the way) "
+                                       "among them: each with its connection, and the peer sent again",
+                                       labels=["peer"]),
         "groups": GaugeMetricFamily("vdl_raft_groups", "Raft groups on this node (every stream replica and "
                                     "the metadata group)"),
         "awake": GaugeMetricFamily("vdl_raft_groups_awake", "Raft groups on this node that tick (the others are "
@@ -137,6 +142,11 @@ class BrokerCollector:
             if group.elections_won:  # a series appears once this node has led the group
                 elections.append(Sample("vdl_raft_leader_changes_total", {"group": group.name.split("#", 1)[0]},
                                         group.elections_won))
+        transport = broker.host.transport
+        if transport is not None:
+            for peer in sorted(transport.peer_ids()):
+                f["refused"].samples.append(Sample("vdl_raft_frames_refused_total", {"peer": str(peer)},
+                                                   transport.stats(peer).refused))
         f["groups"].add_metric([], len(broker.host.groups))
         f["awake"].add_metric([], broker.host.awake_groups())
         self._group_lag(f, led)

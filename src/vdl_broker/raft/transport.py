@@ -106,6 +106,7 @@ class PeerStats:
     connects: int = 0
     heartbeats_sent: int = 0
     heartbeats_received: int = 0
+    refused: int = 0  # malformed frames (a record batch failing its CRC among them), each with its connection
 
 
 @dataclass
@@ -699,6 +700,7 @@ class RaftTransport:
             error = failure
         finally:
             if isinstance(error, WireError):
+                peer.stats.refused += 1
                 log.warning("node %d: bad frame from node %d: %s", self.node_id, peer.id, error)
             elif isinstance(error, (OSError, asyncio.IncompleteReadError)) or error is None:
                 log.debug("node %d: connection to node %d closed: %s", self.node_id, peer.id, error)
