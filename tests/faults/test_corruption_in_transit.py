@@ -1,13 +1,14 @@
-"""Process test: a batch damaged between the leader and a follower is not stored by the follower.
+"""Process tests: bytes damaged between two nodes are neither stored nor applied by the receiver.
 
 TCP's 16-bit checksum lets some damaged segments through (and a faulty NIC or memory damages
-bytes after it checked them). The Raft wire carries a DATA entry's record batch as it is, and
-the follower writes it under an entry checksum it computes itself: stored damaged, the copy
-would pass every later check, and a consumer reading that replica (KIP-392), or every consumer
-once it leads, would get a record nobody wrote. The follower checks each batch's own CRC32C
-before taking it (vdl_broker/raft/transport.py), refuses the frame with its connection, and the
-leader sends the entries again (and the follower counts the refusal in
-vdl_raft_frames_refused_total).
+bytes after it checked them). A follower writes what it is sent under an entry checksum it
+computes itself: stored damaged, a copy passes every later check. A record batch so damaged
+would reach a consumer reading that replica (KIP-392), or every consumer once it leads; a
+metadata command so damaged would give that node a cluster of its own (a stream under another
+name, an offset other than the one committed). A follower checks each record batch's CRC32C,
+and nodes of a cluster at the level that has them send checksummed frames
+(vdl_broker/raft/wire.py): a frame that fails either check is refused with its connection, the
+sender sends again, and the receiver counts the refusal in vdl_raft_frames_refused_total.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ import pytest
 from tests.faults.chaos.world import start_world
 from tests.faults.harness import wait_for_full_isr
 from tests.support.cluster import wait_until
-from tests.support.kafka import fetch_partition, one_record_batch, produce_raw, record_values
+from tests.support.kafka import (
+    create_topic_raw,
+    fetch_partition,
+    metadata_raw,
+    one_record_batch,
+    produce_raw,
+    record_values,
+)
 from tests.support.metrics import scrape
 
 pytestmark = pytest.mark.timeout(180)
@@ -48,5 +56,26 @@ def test_a_record_damaged_on_its_way_to_a_follower_is_sent_again_not_stored(tmp_
         # The follower counted the one frame it refused; the leader refused none.
         assert scrape(world.cluster, follower).value("vdl_raft_frames_refused_total", peer=str(leader)) == 1
         assert scrape(world.cluster, leader).value("vdl_raft_frames_refused_total", peer=str(follower)) == 0
+    finally:
+        world.close()
+
+
+def test_a_metadata_command_damaged_on_its_way_to_a_follower_is_sent_again_not_applied(tmp_path: Path) -> None:
+    world = start_world(tmp_path, 3, seed=13, streams=[])
+    try:
+        controller = wait_until(world.metadata_leader, 30, "a metadata leader")
+        follower = min(n for n in world.node_ids if n != controller)
+        name = "a-stream-named-in-a-command-damaged-on-one-link"
+        world.links.flip(controller, follower, name.encode())
+        assert create_topic_raw(world.address(controller), name, 3) == (0, None)
+        wait_until(lambda: world.links.flipped(controller, follower) == 1, 30, f"the command passing to node {follower}")
+
+        def streams(node_id: int) -> list[str]:
+            return sorted(topic.name for topic in metadata_raw(world.address(node_id), None).topics)
+
+        # Taken as damaged, the follower would list the stream under a name one bit away, for good.
+        wait_until(lambda: all(streams(n) == [name] for n in world.node_ids), 30,
+                   f"every node listing {name} (node {follower}: {streams(follower)})")
+        assert scrape(world.cluster, follower).value("vdl_raft_frames_refused_total", peer=str(controller)) == 1
     finally:
         world.close()

@@ -25,7 +25,7 @@ from vdl_broker.cluster.transactions import TXN_OPS
 from vdl_wire.messages.update_features import METADATA_FEATURE as FEATURE_NAME
 
 BASELINE_LEVEL = 1  # everything a cluster formed before feature levels may hold
-SUPPORTED_LEVEL = 3  # the highest level this release understands
+SUPPORTED_LEVEL = 4  # the highest level this release understands
 # Level 2: DeleteRecords writes LOG_START entries into stream logs, which a release before it
 # cannot read; it is refused below this level.
 DELETE_RECORDS_LEVEL = 2
@@ -47,6 +47,9 @@ TXN_EXPIRY_LEVEL = COMMAND_LEVELS["txn_expire"]
 # would store batches as produced: proposals setting them are refused below this level
 # (stream_configs.sets_unreleased_config).
 KEEP_ALL_POLICY_LEVEL = 3
+# Level 4: nodes send each other checksummed Raft frames (vdl_broker.raft.wire.CHECKSUMMED),
+# which a release before it refuses (it reads wire version 1 only); below it, frames as before.
+FRAME_CHECKSUM_LEVEL = 4
 # Level 2: nodes describe themselves -- register_node and join_node carry "own" (a node's own
 # registration, which other nodes' peers entries no longer override: cluster/metadata.py).
 # Below it, a node's description comes from the metadata leader's config, as before.

@@ -67,6 +67,7 @@ from vdl_broker.raft.wire import (
     encode_hello,
     encode_leaving,
 )
+from vdl_broker.raft.wire import checksummed as checksummed_frame
 from vdl_wire.errors import DecodeError
 from vdl_wire.framing import FrameReader
 from vdl_wire.records.batch_header import CRC_OFFSET
@@ -219,6 +220,9 @@ class RaftTransport:
         self.identify = identify
         self.call_handler: CallHandler | None = None
         self.on_leaving: Callable[[int], None] | None = None  # a peer said it is stopping
+        # Whether every peer reads checksummed frames (wire.CHECKSUMMED): the cluster's feature
+        # level says so (set by the broker); until then, frames any release reads.
+        self.checksum_frames: Callable[[], bool] = lambda: False
         self._call_ids = itertools.count(1)
         self._call_tasks: set[asyncio.Task[None]] = set()
         self._peers: dict[int, _Peer] = {}
@@ -384,10 +388,17 @@ class RaftTransport:
         finally:
             peer.calls.pop(call_id, None)
 
-    @staticmethod
-    def _write_parts(writer: asyncio.StreamWriter, parts: list[Any]) -> None:
+    def _framed(self, body: list[Any]) -> list[Any]:
+        """A frame body's buffers with its length before them (one writelines: a write() of the
+        length alone may reach the socket alone, one more syscall and TCP segment), checksummed
+        once the cluster has checksums."""
+        if self.checksum_frames():
+            body = checksummed_frame(body)
+        return [_LENGTH.pack(sum(len(p) for p in body)), *body]
+
+    def _write_parts(self, writer: asyncio.StreamWriter, parts: list[Any]) -> None:
         try:
-            writer.writelines([_LENGTH.pack(sum(len(p) for p in parts)), *parts])
+            writer.writelines(self._framed(parts))
         except (OSError, RuntimeError) as error:  # uvloop: RuntimeError on a closed handle
             raise ConnectionError(str(error)) from error
 
@@ -431,8 +442,7 @@ class RaftTransport:
             peer.wrote = peer.wrote or bool(batch)
             try:
                 if heartbeat:
-                    frame = encode_heartbeat(self.node_id, self.incarnation)
-                    writer.write(_LENGTH.pack(len(frame)) + frame)
+                    writer.write(b"".join(self._framed([encode_heartbeat(self.node_id, self.incarnation)])))
                     peer.stats.heartbeats_sent += 1
                 if batch:
                     await self._write_batch(peer, writer, batch)
@@ -461,15 +471,11 @@ class RaftTransport:
                 if end > start and size > limit // 2:
                     break
                 end += 1
-            parts = encode_frame(self.node_id, batch[start:end])
-            length = sum(len(p) for p in parts)
-            # One call for the length and the body: a write() of its own may reach the socket
-            # alone (one more syscall and TCP segment per frame).
-            parts.insert(0, _LENGTH.pack(length))
+            parts = self._framed(encode_frame(self.node_id, batch[start:end]))
             writer.writelines(parts)
             peer.stats.frames_sent += 1
             peer.stats.messages_sent += end - start
-            peer.stats.bytes_sent += length + 4
+            peer.stats.bytes_sent += _LENGTH.size + _LENGTH.unpack(parts[0])[0]
             start = end
         await writer.drain()
 
@@ -545,8 +551,7 @@ class RaftTransport:
         if self.tls is not None and not await self._dial_tls(peer, address, writer):
             return False
         try:
-            hello = encode_hello(self.node_id)
-            writer.write(_LENGTH.pack(len(hello)) + hello)
+            writer.write(b"".join(self._framed([encode_hello(self.node_id)])))
         except (OSError, RuntimeError, AttributeError) as error:
             # Reset before we got here (e.g. accepted by the backlog of a peer being killed):
             # uvloop raises RuntimeError on the write and AttributeError on get_extra_info.

@@ -26,6 +26,13 @@ counting on it as a transferee: RaftGroup.stop). It is a MESSAGES frame with one
 LEAVING_GROUP (not a legal stream name), carrying no message: a release before it reads a frame
 with nothing in it, where a frame kind of its own would make it drop the connection.
 
+A checksummed frame (version CHECKSUMMED) is any of these with version 2 and, after it, the
+CRC32C (u32) of everything before: TCP's 16-bit checksum lets some damaged segments through,
+and a flipped term, index or commit, or a digit of a metadata command, would be taken as sent
+(a DATA entry's record batch has a CRC of its own; nothing else does). A node sends them once
+its cluster is at the feature level that has them (vdl_broker.cluster.features), when every node
+reads them; it reads both versions always.
+
 All integers big-endian. Decoding never copies entry payloads: they are memoryview slices of the
 frame, and each entry names the frame and its payload's start (Entry.frame, Entry.start).
 Any malformed input raises WireError, and nothing else.
@@ -38,9 +45,12 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import crc32c
+
 from vdl_broker.raft.types import ConfState, Entry, EntryType, Message, MessageType, SnapshotMeta
 
 VERSION = 1
+CHECKSUMMED = 2  # the version of a frame that ends with the CRC32C of everything before it
 KIND_HELLO = 1
 KIND_MESSAGES = 2
 KIND_REQUEST = 3
@@ -61,6 +71,7 @@ _ENTRY = struct.Struct(">qqBI")
 _SNAPSHOT = struct.Struct(">qqI")
 _NODE_COUNT = struct.Struct(">H")
 _NODE = struct.Struct(">I")
+_CRC = struct.Struct(">I")
 
 _FLAG_REJECT = 1
 _FLAG_FORCE = 2
@@ -159,6 +170,17 @@ def frame_size(parts: Sequence[Buffer]) -> int:
     return sum(len(p) for p in parts)
 
 
+def checksummed(parts: Sequence[Buffer]) -> list[Buffer]:
+    """The frame body `parts` (any encoder's) as a checksummed frame: its version byte made
+    CHECKSUMMED, its CRC32C after it. The payloads are not copied."""
+    first = parts[0]
+    head = bytes((CHECKSUMMED,)) + bytes(first[1:])  # a header, or a frame of a few bytes
+    crc = crc32c.crc32c(head)
+    for part in parts[1:]:
+        crc = crc32c.crc32c(part, crc)
+    return [head, *parts[1:], _CRC.pack(crc)]
+
+
 # ---------------------------------------------------------------------------------- decoding
 
 
@@ -192,8 +214,10 @@ def decode_frame(data: Buffer) -> Frame:
     """Decode one frame body; entry payloads are memoryview slices of `data`."""
     try:
         reader = _Reader(data)
+        if len(reader.view) and reader.view[0] == CHECKSUMMED:
+            reader.view = _verified(reader.view)
         version, kind, sender = reader.unpack(_FRAME)
-        if version != VERSION:
+        if version not in (VERSION, CHECKSUMMED):
             raise WireError(f"unsupported wire version {version}", 0)
         if kind == KIND_HELLO:
             _expect_end(reader)
@@ -230,6 +254,17 @@ def decode_frame(data: Buffer) -> Frame:
         raise
     except (ValueError, TypeError, struct.error, RecursionError, OverflowError) as error:
         raise WireError(f"malformed frame: {error}", 0) from error
+
+
+def _verified(frame: memoryview) -> memoryview:
+    """A checksummed frame's body without its CRC, which it matches (else WireError)."""
+    end = len(frame) - _CRC.size
+    if end < _FRAME.size:
+        raise WireError(f"a checksummed frame of {len(frame)} bytes", 0)
+    body = frame[:end]
+    if crc32c.crc32c(body) != _CRC.unpack_from(frame, end)[0]:
+        raise WireError("the frame fails its CRC32C", end)
+    return body
 
 
 def _expect_end(reader: _Reader) -> None:

@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import struct
 
+import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vdl_broker.raft.types import ConfState, Entry, EntryType, Message, MessageType, SnapshotMeta
 from vdl_broker.raft.wire import (
+    CHECKSUMMED,
     KIND_HELLO,
     KIND_MESSAGES,
+    KIND_REQUEST,
     LEAVING_GROUP,
     METADATA_GROUP,
     WireError,
+    checksummed,
     decode_frame,
+    encode_call,
     encode_frame,
+    encode_heartbeat,
     encode_hello,
     encode_leaving,
 )
@@ -106,6 +112,38 @@ def test_truncations_and_bit_flips_raise_wire_error_only() -> None:
                 decode_frame(mutated)
             except WireError:
                 pass
+
+
+def test_a_checksummed_frame_decodes_as_its_plain_twin_and_refuses_every_flipped_bit() -> None:
+    """Version CHECKSUMMED: the same frame with the CRC32C of its bytes after it. A plain frame
+    takes most flipped bits as sent (a term, an index, a commit, a digit of a metadata command);
+    its checksummed twin refuses every one, in the header, the messages and the payloads alike."""
+    messages = [("stream-a", Message(MessageType.APPEND, 2, 1, 3, log_term=2, index=4, commit=9,
+                                     entries=[Entry(5, 3, EntryType.METADATA, b'{"op": "x", "offset": 17}')]))]
+    encoders = [encode_frame(1, messages), [encode_hello(1)], [encode_heartbeat(1, 99)], [encode_leaving(1)],
+                encode_call(1, KIND_REQUEST, 7, b"a call's payload")]
+    for parts in encoders:
+        plain, sealed = _join(parts), _join(checksummed(parts))
+        assert sealed == bytes((CHECKSUMMED,)) + plain[1:] + struct.pack(">I", crc32c.crc32c(sealed[:-4]))
+        twin, got = decode_frame(plain), decode_frame(sealed)
+        assert (got.kind, got.sender, got.call_id, got.incarnation, got.leaving) == \
+            (twin.kind, twin.sender, twin.call_id, twin.incarnation, twin.leaving)
+        assert [(g, m.term, m.index, m.commit, [bytes(e.data) for e in m.entries]) for g, m in got.messages] == \
+            [(g, m.term, m.index, m.commit, [bytes(e.data) for e in m.entries]) for g, m in twin.messages]
+        assert (None if got.payload is None else bytes(got.payload)) == \
+            (None if twin.payload is None else bytes(twin.payload))
+        for position in range(len(sealed)):
+            for bit in range(8):
+                mutated = bytearray(sealed)
+                mutated[position] ^= 1 << bit
+                with pytest.raises(WireError):
+                    decode_frame(mutated)
+    # What the plain frame does with a flipped digit of the command: takes it.
+    plain = bytearray(_join(encode_frame(1, messages)))
+    plain[plain.index(b"17") + 1] ^= 0x01
+    assert bytes(decode_frame(plain).messages[0][1].entries[0].data).endswith(b'"offset": 16}')
+    with pytest.raises(WireError, match="a checksummed frame of 7 bytes"):
+        decode_frame(bytes((CHECKSUMMED,)) + b"\0" * 6)
 
 
 def test_huge_counts_are_refused_before_allocating() -> None:
