@@ -60,6 +60,7 @@ from vdl_broker.raft.wire import (
     KIND_REQUEST,
     KIND_RESPONSE,
     WireError,
+    checksummed,
     decode_frame,
     encode_call,
     encode_frame,
@@ -67,7 +68,6 @@ from vdl_broker.raft.wire import (
     encode_hello,
     encode_leaving,
 )
-from vdl_broker.raft.wire import checksummed as checksummed_frame
 from vdl_wire.errors import DecodeError
 from vdl_wire.framing import FrameReader
 from vdl_wire.records.batch_header import CRC_OFFSET
@@ -393,7 +393,7 @@ class RaftTransport:
         length alone may reach the socket alone, one more syscall and TCP segment), checksummed
         once the cluster has checksums."""
         if self.checksum_frames():
-            body = checksummed_frame(body)
+            body = checksummed(body)
         return [_LENGTH.pack(sum(len(p) for p in body)), *body]
 
     def _write_parts(self, writer: asyncio.StreamWriter, parts: list[Any]) -> None:
@@ -749,11 +749,12 @@ def _check_batches(messages: list[tuple[str, Message]]) -> None:
     """WireError for the first DATA entry whose record batch fails its CRC32C.
 
     The leader stored each batch only after checking its CRC (a produced batch that fails it is
-    answered CORRUPT_MESSAGE), so a copy that fails it here was damaged on the way: a flipped bit
-    TCP's 16-bit checksum let through, a faulty NIC or memory. Stored, it would get an entry
-    checksum of its own and pass every later check. The frame is refused with its connection, as
-    any malformed frame, and the leader sends the entries again (# Kafka: a follower checks each
-    fetched batch's CRC, UnifiedLog.analyzeAndValidateRecords)."""
+    answered CORRUPT_MESSAGE), so a copy that fails it here was damaged since: in the sender's
+    memory before it framed it (a checksummed frame's CRC covers only what was framed), or on the
+    way in a frame without a checksum -- a flipped bit TCP's 16-bit checksum let through, a faulty
+    NIC. Stored, it would get an entry checksum of its own and pass every later check. The frame
+    is refused with its connection, as any malformed frame, and the leader sends the entries
+    again (# Kafka: a follower checks each fetched batch's CRC, UnifiedLog.analyzeAndValidateRecords)."""
     for group, message in messages:
         for entry in message.entries:
             if entry.type is EntryType.DATA and not crc_matches(entry.data):
