@@ -33,6 +33,7 @@ from vdl_broker.log.recovery import CLEAN_SHUTDOWN_FILE, advance_recovery_point,
 from vdl_broker.log.retention import segments_to_delete
 from vdl_broker.log.segment import Segment
 from vdl_broker.log.tail_cache import CacheBudget, TailCache
+from vdl_broker.log.term_runs import TermRuns
 from vdl_broker.raft.types import Entry, EntryType
 from vdl_wire.records.batch_header import BatchFields, check_batch
 
@@ -94,6 +95,7 @@ class StreamLog:
     on_damaged: Callable[[DamagedEntry], None] | None = None
     _broken: bool = False  # a failed append could not be undone: no more appends
     cache: TailCache = field(default_factory=lambda: TailCache(0))
+    _term_runs: TermRuns = field(default_factory=lambda: TermRuns(0))
     _commit: GroupCommit = field(init=False)
 
     def __post_init__(self) -> None:
@@ -117,6 +119,11 @@ class StreamLog:
         log.damage = loaded.damage
         log._last_index = loaded.segments[-1].last_index
         log._last_term = log._read_term(log._last_index)
+        if log._last_index >= log.first_index:  # the runs start at the last entry
+            log._term_runs.restart(log._last_index)
+            log._term_runs.appended(log._last_index, log._last_term)
+        else:
+            log._term_runs.restart(log._last_index + 1)
         commit = log._commit
         commit.durable_index = log._last_index
         commit.dir_dirty = loaded.recovered
@@ -232,10 +239,8 @@ class StreamLog:
         if index == self.first_index - 1:
             return self._previous_term
         self._check_index(index)
-        cached = self.cache.term_at(index)
-        if cached is not None:
-            return cached
-        return self._term_from_segment(index)
+        term = self._term_runs.term_at(index)
+        return self._term_from_segment(index) if term is None else term
 
     @_tells_damage
     def _term_from_segment(self, index: int) -> int:
@@ -316,6 +321,7 @@ class StreamLog:
                 active.unseal()
             active.discard_unread_tail(undo.count, undo.size)
             self.cache.truncate_from(self._last_index + 1)
+            self._term_runs.truncate_from(self._last_index + 1)
             self._reindex()
         except BaseException as error:
             self._broken = True
@@ -355,10 +361,11 @@ class StreamLog:
             segment.created_ms = now_ms
             if planned[0][3] is not None:
                 self._base_offsets[-1] = planned[0][3].base_offset
-        cache = self.cache
+        cache, runs = self.cache, self._term_runs
         end_offset = segment.next_offset
         for entry, position, size, fields in planned:
             segment.note(position, size, fields)
+            runs.appended(entry.index, entry.term)
             if cache.capacity:
                 if fields is None:
                     cache.append(entry.index, entry.term, entry.type, entry.data, -1, -1, end_offset,
@@ -452,6 +459,7 @@ class StreamLog:
         target.truncate_entries(from_index - target.base_index)
         target.open_for_append()
         self.cache.truncate_from(from_index)
+        self._term_runs.truncate_from(from_index)
         self._reindex()
         self._last_index = from_index - 1
         self._last_term = self._read_term(self._last_index)
@@ -463,6 +471,7 @@ class StreamLog:
             segment.delete()
         state_snapshots.delete_above(self.directory, -1)
         self.cache.clear()
+        self._term_runs.restart(first_index)
         self._fsync_dir()
         save_log_start(self.directory, LogStart(start_offset, first_index, previous_term), self.config.fsync)
         segment = self._new_segment(first_index, start_offset)
@@ -525,6 +534,7 @@ class StreamLog:
             segment.delete()
         del self._segments[:count]
         self.cache.drop_before(first.base_index)
+        self._term_runs.drop_before(first.base_index)
         state_snapshots.delete_below(self.directory, first.base_offset)
         self._previous_term = previous_term
         self._reindex()

@@ -329,10 +329,6 @@ class TailCache:
         p = index - self._base_index
         return p if self._head <= p < len(self._terms) else -1
 
-    def term_at(self, index: int) -> int | None:
-        p = self._slot(index)
-        return self._terms[p] if p >= 0 else None
-
     def end_offset_at(self, index: int) -> int | None:
         """The log end offset right after entry `index`, None if it is not cached."""
         p = self._slot(index)

@@ -150,8 +150,12 @@ class FlippedWhileOpen:
 
 def flip_while_open(directory: Path, at: int) -> FlippedWhileOpen:
     """A log of 1000-byte segments, open, with a bit flipped `at` bytes into the third entry of
-    its second segment."""
-    log, entries = build_segments(directory, LogConfig(segment_bytes=1000, tail_cache_bytes=0, fsync=False))
+    its second segment. Reopened before: the terms of the entries a log appended since it opened
+    are answered from memory (TermRuns), those written before from their segments."""
+    config = LogConfig(segment_bytes=1000, tail_cache_bytes=0, fsync=False)
+    log, entries = build_segments(directory, config)
+    log.close()
+    log = StreamLog.open(directory, config)
     seen: list[DamagedEntry] = []
     log.on_damaged = seen.append
     segment = log._ensure_loaded(1)
@@ -205,6 +209,8 @@ def test_a_segment_cut_short_while_the_log_is_open_is_found_by_every_read_past_i
     log = StreamLog.open(tmp_path, config)
     entries = [data_entry(i, 2, (i - 1) * 2, 2, max_timestamp=1000 + i, body_size=50) for i in range(1, 201)]
     log.append(entries)
+    log.close()
+    log = StreamLog.open(tmp_path, config)  # the terms of what it appended are not read from its files
     seen: list[DamagedEntry] = []
     log.on_damaged = seen.append
     second = log._ensure_loaded(1)

@@ -155,8 +155,8 @@ class LogMachine(RuleBasedStateMachine):
         result = log.read(self.start_offset, 1 << 30)
         assert [bytes(b) for b in result.buffers] == [e.data for e in data]
         assert result.next_offset == self.end_offset
+        assert [log.term_at(e.index) for e in self.entries] == [e.term for e in self.entries]
         for entry in self.entries[-6:]:
-            assert log.term_at(entry.index) == entry.term
             assert log.offset_for_index(entry.index) == entry.end_offset
         for entry in data[:3] + data[-3:]:
             assert log.index_for_offset(entry.base_offset) == entry.index

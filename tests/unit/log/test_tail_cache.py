@@ -135,11 +135,11 @@ def test_reads_by_offset_and_index_match_the_entries_cached_through_evictions_an
                 isinstance(e.data, memoryview) and e.data.obj is frame) or (
                 len(appended) < 4096 and appended.obj is frame and type(e.data) is bytes)
         probe = model[rng.randrange(len(model))]
-        assert cache.term_at(probe.index) == probe.term and cache.end_offset_at(probe.index) == probe.end_offset
+        assert cache.end_offset_at(probe.index) == probe.end_offset
         got = cache.get(probe.index)
         assert got is not None and (got.base_offset, got.last_offset, bytes(got.data)) == (
             probe.base_offset, probe.last_offset, bytes(probe.data))
-    assert cache.term_at(model[0].index - 1) is None and cache.get(index) is None
+    assert cache.get(model[0].index - 1) is None and cache.get(index) is None
 
 
 def test_a_payload_read_from_a_cache_is_kept_as_it_is_when_appended_again() -> None:
@@ -178,7 +178,7 @@ def test_a_truncation_while_every_entry_is_evicted_keeps_the_new_entries_at_thei
         cache.append(index, 2, int(EntryType.NOOP), bytes([index + 10]) * 50, -1, -1, 0)
         cache.evict()
     assert (cache.first_index, len(cache)) == (3, 2)
-    assert [cache.term_at(i) for i in (2, 3, 4, 5)] == [None, 2, 2, None]
+    assert [None if (e := cache.get(i)) is None else e.term for i in (2, 3, 4, 5)] == [None, 2, 2, None]
     entries: list[Entry] = []
     cache.read_entries(entries, 3, 5, 1 << 20)
     assert [(e.index, e.term, bytes(e.data)) for e in entries] == [(3, 2, b"\x0d" * 50), (4, 2, b"\x0e" * 50)]
