@@ -6,8 +6,8 @@ clients once one has), and the entry before those it sends each follower. Terms 
 elections, so a few runs answer for every index appended since the log opened, whatever the
 tail cache still holds: without them a term the cache had evicted was read from its segment's
 header, checked against the Raft index, on every produce request and every append sent (a sixth
-of a leader's samples in the replication benchmark's profile). Kafka keeps
-the same thing per partition as its leader epoch cache (start offset of each leader epoch).
+of a leader's samples in the replication benchmark's profile). Kafka keeps the same per
+partition as its leader epoch cache (the start offset of each leader epoch).
 
 The runs cover indexes [first, end): from the log's last entry at its opening (or the first index
 after it was emptied) to its end; an index outside is read from the log's segments.
