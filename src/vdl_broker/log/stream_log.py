@@ -119,11 +119,7 @@ class StreamLog:
         log.damage = loaded.damage
         log._last_index = loaded.segments[-1].last_index
         log._last_term = log._read_term(log._last_index)
-        if log._last_index >= log.first_index:  # the runs start at the last entry
-            log._term_runs.restart(log._last_index)
-            log._term_runs.appended(log._last_index, log._last_term)
-        else:
-            log._term_runs.restart(log._last_index + 1)
+        log._term_runs = TermRuns(log._last_index + 1)  # the last entry's term is _last_term
         commit = log._commit
         commit.durable_index = log._last_index
         commit.dir_dirty = loaded.recovered

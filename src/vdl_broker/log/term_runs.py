@@ -9,8 +9,8 @@ header, checked against the Raft index, on every produce request and every appen
 of a leader's samples in the replication benchmark's profile). Kafka keeps the same per
 partition as its leader epoch cache (the start offset of each leader epoch).
 
-The runs cover indexes [first, end): from the log's last entry at its opening (or the first index
-after it was emptied) to its end; an index outside is read from the log's segments.
+The runs cover indexes [first, end): the entries appended since the log opened (or was emptied);
+an index before them is read from the log's segments.
 """
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ from test_log_write_failure import FailingWriter
 from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.log import segment as segment_module
 from vdl_broker.log.term_runs import TermRuns
-from vdl_broker.raft.types import Entry
 
 Operation = tuple[str, int]
 
@@ -87,8 +86,7 @@ def test_a_failed_append_leaves_no_term_behind(tmp_path: Path, monkeypatch: pyte
         log.append([data_entry(i, 2, i - 1, 1, 1000 + i, 60) for i in range(5, 35)])
     monkeypatch.undo()
     assert log.last_index == 4
-    again: list[Entry] = [data_entry(i, 3, i - 1, 1, 1000 + i, 60) for i in range(5, 35)]
-    log.append(again)
+    log.append([data_entry(i, 3, i - 1, 1, 1000 + i, 60) for i in range(5, 35)])
     assert [log.term_at(i) for i in range(1, 35)] == [1] * 4 + [3] * 30
     log.close()
 
