@@ -141,7 +141,8 @@ class NodeConfig:
     # limit is refused (POLICY_VIOLATION) instead of overloading it. Checked by the metadata leader.
     max_streams_per_node: int = 10_000
     # The tail caches of all the logs of this node together (recent entries kept in memory for
-    # tailing readers and followers): each log holds up to 64 MiB and an equal share of this.
+    # tailing readers and followers): each log holds up to 64 MiB of it, and when they are over
+    # it, those holding more than an equal share give back, the least recently appended first.
     # Counted in memory, not payload: each entry's payload and its objects' ENTRY_OVERHEAD.
     tail_cache_bytes: int = 256 * MIB
     log_level: str = "INFO"

@@ -118,7 +118,7 @@ class Sample:
     tier_writer: bool = False
     load1: float = -1.0
     # What the node's tail caches hold (vdl_tail_cache_bytes, MB; -1: not scraped): a restarted
-    # process fills them up to what its logs hold (each stream's retention here) or its share of
+    # process fills them up to what its logs hold (each stream's retention here) or its
     # tail_cache_bytes, the process's warm-up that the slope within it is measured after.
     cache_mb: float = -1.0
     # Of open_files, the sockets (-1: not counted): client and peer connections, which come and
@@ -604,8 +604,8 @@ def cache_full_age(life: Life) -> float | None:
     """The age at which this process's tail caches were full: its first settled sample holding at
     least the median of what they held from then on to the life's end (vdl_tail_cache_bytes). A
     cache holds at most what its log holds (each stream's retention here; the metadata log's
-    entries since its last truncation) and its share of the node's tail_cache_bytes, so once full
-    it moves around a level rather than up. A cache still filling at the life's end is below that
+    entries since its last truncation), and the caches together the node's tail_cache_bytes, so
+    once full they move around a level rather than up. A cache still filling at the life's end is below that
     median until its last samples: the few left past it then read its fill as growth (missed or
     unclear, never met). None when the samples have no cache size (a soak.json from before it
     was sampled)."""

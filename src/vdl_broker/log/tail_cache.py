@@ -13,10 +13,11 @@ follower's payload, made when read. A cached entry costs 100-170 B of memory bey
 (not 450-640 B: an object, int objects, a memoryview and its managed buffer each; nor the ~270 B
 of a follower's entry that kept its own view into the frame).
 
-A node's caches share one budget (`CacheBudget`, the node's `tail_cache_bytes`): each holds at
-most its log's own capacity and at most an equal share of the budget, so a node's cache memory
-is bounded by the budget whatever the number of streams it holds (not streams x capacity).
-Capacity and budget bound memory, not payload: each entry is charged its payload and
+A node's caches share one budget (`CacheBudget`, the node's `tail_cache_bytes`), so a node's
+cache memory is bounded by the budget whatever the number of streams it holds (not streams x
+capacity). Each cache holds at most its log's own capacity; when the caches together are over
+the budget, those holding more than an equal share give entries back, least recently appended
+first. Capacity and budget bound memory, not payload: each entry is charged its payload and
 ENTRY_OVERHEAD, the memory that holds it.
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -119,36 +121,78 @@ def _payload(kept: Kept, span: int) -> Kept:
 
 
 class CacheBudget:
-    """Bytes the tail caches of one node may hold together (payloads and ENTRY_OVERHEAD each),
-    shared equally among its caches."""
+    """Bytes the tail caches of one node may hold together (payloads and ENTRY_OVERHEAD each).
+
+    A cache grows up to its own capacity while the budget has room. Once the caches together are
+    over it, those holding more than an equal share (`share`) give their oldest entries back,
+    the least recently appended cache first, none below its share: a hot stream keeps a long
+    tail in memory beside thousands of idle ones (an equal split left it limit/N, and its
+    followers and tailing readers behind that read from disk), and a quiet one keeps its share.
+
+    Caches change only on the event loop (appends, retention, truncations, closes), where one
+    cache may take entries from another. Logs open on worker threads (many at once at a start):
+    joining, with a cache still empty, only changes the share, under a lock."""
 
     def __init__(self, limit_bytes: int) -> None:
         if limit_bytes < 0:
             raise ValueError(f"a tail cache budget must be >= 0 bytes, got {limit_bytes}")
         self.limit = limit_bytes
-        self._caches: dict[int, TailCache] = {}
         self.share = limit_bytes
-        # Logs open on worker threads (many at once at a start) while the event loop's appends
-        # use the caches; joining only changes the share: each cache shrinks to it at its next
-        # append, on the thread that owns it (evicting another log's cache from here would race
-        # with that log's reads and appends).
+        self.bytes = 0  # what the caches hold together (each adds its changes: TailCache._settle)
+        self._caches: dict[int, TailCache] = {}
         self._lock = threading.Lock()
+        # The caches that held more than the share at their last append, least recently
+        # appended first: the ones that give entries back.
+        self._over_share: OrderedDict[int, TailCache] = OrderedDict()
+        # Logs joined since the caches were last listed: a smaller share, which caches not
+        # appended to since may hold more than.
+        self._joined = 0
 
     def join(self, cache: TailCache) -> None:
         with self._lock:
             self._caches[id(cache)] = cache
             self.share = self.limit // len(self._caches)
+            self._joined += 1
 
     def leave(self, cache: TailCache) -> None:
+        self._over_share.pop(id(cache), None)
         with self._lock:
             if self._caches.pop(id(cache), None) is not None:
                 self.share = self.limit // max(1, len(self._caches))
 
-    @property
-    def bytes(self) -> int:
+    def appended(self, cache: TailCache) -> None:
+        """`cache` appended (and settled): while the caches are over the budget, the least
+        recently appended of those over their share, this one last, give entries back."""
+        share, over = self.share, self._over_share
+        key = id(cache)
+        if cache.bytes > share:
+            over[key] = cache
+            over.move_to_end(key)
+        elif over:
+            over.pop(key, None)
+        # Listed again once an eighth of the logs joined since: listing thousands of caches at
+        # each of thousands of joins (a start) would cost their square. Until then the caches
+        # not listed hold at most the budget, and the newcomers (an eighth) their shares.
+        if self._joined > len(self._caches) // 8 and self.bytes > self.limit:
+            self._list_over_share()
+        while self.bytes > self.limit and over:
+            key, lender = next(iter(over.items()))
+            lender.shrink_to(max(share, lender.bytes - (self.bytes - self.limit)))
+            if lender.bytes > share:
+                break  # it gave back enough
+            del over[key]
+
+    def _list_over_share(self) -> None:
+        """Add the caches over the share not listed yet, ahead of the listed ones: logs joined
+        since they last appended."""
         with self._lock:
+            self._joined = 0
             caches = list(self._caches.values())
-        return sum(cache.bytes for cache in caches)
+        over, share = self._over_share, self.share
+        for cache in reversed(caches):
+            if cache.bytes > share and id(cache) not in over:
+                over[id(cache)] = cache
+                over.move_to_end(id(cache), last=False)
 
     def __len__(self) -> int:
         return len(self._caches)
@@ -157,7 +201,7 @@ class CacheBudget:
 class TailCache:
     def __init__(self, capacity_bytes: int, budget: CacheBudget | None = None) -> None:
         self.capacity = capacity_bytes
-        self.budget = budget
+        self.budget = budget if capacity_bytes > 0 else None  # a cache that holds nothing takes no share
         # Every cached entry, in index order: slot p holds index _base_index + p; the slots
         # before _head are evicted (their buffer references dropped at once).
         self._base_index = 0
@@ -180,13 +224,9 @@ class TailCache:
         self._data_buffers: list[Kept] = []
         self._framed = bytearray()
         self.bytes = 0
-        if budget is not None and capacity_bytes > 0:
-            budget.join(self)
-
-    @property
-    def limit(self) -> int:
-        """What this cache may hold now: its own capacity, within its share of the budget."""
-        return self.capacity if self.budget is None else min(self.capacity, self.budget.share)
+        self._settled = 0  # what the budget counts of this cache's bytes
+        if self.budget is not None:
+            self.budget.join(self)
 
     def close(self) -> None:
         """The log is closed: free the entries and give the share back."""
@@ -249,8 +289,25 @@ class TailCache:
 
     # ---- dropping ---------------------------------------------------------------------------
     def evict(self) -> None:
-        """Drop the oldest entries until the cache is within its limit."""
-        limit = self.limit
+        """The append's entries are in: drop the oldest beyond the cache's capacity, then settle
+        with the budget (which may take more, from this cache or from others)."""
+        self._evict_to(self.capacity)
+        if self.budget is not None:
+            self._settle()
+            self.budget.appended(self)
+
+    def shrink_to(self, limit: int) -> None:
+        """Drop the oldest entries until the cache holds at most `limit` bytes (the budget asks)."""
+        self._evict_to(limit)
+        self._settle()
+
+    def _settle(self) -> None:
+        """Tell the budget what this cache's bytes changed by since it last did."""
+        if self.budget is not None:
+            self.budget.bytes += self.bytes - self._settled
+            self._settled = self.bytes
+
+    def _evict_to(self, limit: int) -> None:
         if self.bytes > limit:
             buffers, spans, types, data_buffers = self._buffers, self._spans, self._types, self._data_buffers
             head, data_head, end = self._head, self._data_head, len(buffers)
@@ -296,6 +353,7 @@ class TailCache:
                 self._data_head += 1
             self._head = head + 1
         self._compact()
+        self._settle()
 
     def truncate_from(self, index: int) -> None:
         first = self.first_index
@@ -315,6 +373,7 @@ class TailCache:
             d = len(self._bases) - data
             self._added = self._sums[d]
             del self._bases[d:], self._lasts[d:], self._sums[d:], self._data_buffers[d:], self._framed[d:]
+        self._settle()
 
     def clear(self) -> None:
         del self._terms[:], self._types[:], self._ends[:], self._buffers[:], self._spans[:]
@@ -322,6 +381,7 @@ class TailCache:
         self._head = self._data_head = 0
         self._added = 0
         self.bytes = 0
+        self._settle()
 
     # ---- reading ----------------------------------------------------------------------------
     def _slot(self, index: int) -> int:

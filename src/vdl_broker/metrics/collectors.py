@@ -11,9 +11,9 @@ What each node reports, so that a sum over nodes counts every stream once:
 - per Raft group (streams and "__metadata"): elections this node won (from its first win);
 - per peer: Raft frames from it this node refused as malformed (from the start);
 - the node: size and free bytes of the data directory's disk, open client connections, the
-  memory its logs' tail caches hold and their budget (a cache fills after a start, up to what its
-  log holds or its share of the budget: memory that grows for a while after a start and then
-  stays, not a leak).
+  memory its logs' tail caches hold and their budget (the caches fill after a start, up to what
+  their logs hold or the budget: memory that grows for a while after a start and then stays, not
+  a leak).
 """
 
 from __future__ import annotations
