@@ -70,14 +70,18 @@ def free_port() -> int:
 
 class Broker:
     def __init__(self, data_dir: Path, source: Path | None = None, fsync: bool = True,
-                 metrics: bool = False) -> None:
+                 metrics: bool = False, tail_cache_bytes: int | None = None) -> None:
         """A broker of this checkout, or of the checkout at `source`; with `metrics`, serving
-        them at `metrics_url`."""
+        them at `metrics_url`; `tail_cache_bytes`, if given, in a node.toml beside `data_dir`."""
         self.bootstrap = f"127.0.0.1:{free_port()}"
         source = (source or Path(__file__).resolve().parents[1]).resolve()
         command = [sys.executable, "-m", "vdl_broker.server.main", "--data-dir", str(data_dir),
                    "--listen", self.bootstrap, "--log-level", "WARNING", "--auto-create-streams",
                    *([] if fsync else ["--no-fsync"])]
+        if tail_cache_bytes is not None:
+            config = data_dir.parent / f"{data_dir.name}.toml"
+            config.write_text(f"tail_cache_bytes = {tail_cache_bytes}\n")
+            command += ["--config", str(config)]
         self.metrics_url: str | None = None
         if metrics:
             address = f"127.0.0.1:{free_port()}"

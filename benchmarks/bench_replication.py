@@ -48,7 +48,10 @@ With --memory-limit SIZE (root): the run and every process it starts in a memory
 (e.g. 1536M), so the nodes write into page-cache pages the kernel reclaims and reuses, as on a
 broker that has run for a while, rather than into pages this VM gets back from its host at first
 touch (benchmarks/memory_limit.py): the kernel's share of the CPU per record is then measured at
-its steady state.
+its steady state. Each node's tail caches then get SIZE/16 (tail_cache_bytes), so that up to
+eight nodes (four with --baseline's) fit with their caches full: at the default 256 MiB each,
+the kernel killed them in a 1536M cgroup once a busy stream's cache could take what idle ones
+did not hold.
 
 With --metrics: alternating rounds of fresh clusters with metrics off and on (scraped every 5 s
 meanwhile), acks=-1 throughput; the goal is on >= 0.95x of off (benchmarks/metrics_cost.py).
@@ -457,7 +460,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="vdl-bench-repl-") as tmp:
         # No leader balancing: a stream handed to its preferred leader mid-run (every 5 min by
         # default) would swap the leader's and a follower's CPU (check_leader_kept).
-        settings = {"log_level": "WARNING", "fsync": not args.no_fsync, "leader_balance_interval_ms": 0}
+        settings: dict[str, object] = {"log_level": "WARNING", "fsync": not args.no_fsync,
+                                       "leader_balance_interval_ms": 0}
+        cache_bytes = None if args.memory_limit is None else args.memory_limit // 16
+        if cache_bytes is not None:
+            settings["tail_cache_bytes"] = cache_bytes
         cluster = DevCluster(3, Path(tmp) / "cluster", free_base_port(6), settings=settings)
         single: Broker | None = None
         base_single: Broker | None = None
@@ -475,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.vdl_only:
                 create_streams(cluster, TOPIC_FAILOVER)
             # Baselines, same machine, same run; each idles while another is measured.
-            single = Broker(Path(tmp) / "single", fsync=not args.no_fsync)
+            single = Broker(Path(tmp) / "single", fsync=not args.no_fsync, tail_cache_bytes=cache_bytes)
             if peer is not None:
                 peer.start()
             vdl = vdl_target(cluster.bootstrap_servers, lambda: [p for n in cluster.nodes.values() if (p := n.pid)],
@@ -493,7 +500,8 @@ def main(argv: list[str] | None = None) -> int:
             roles: dict[str, Roles] = {vdl.key: cluster_roles, vdl1.key: lambda _topic: {"leader": single_pid}}
             base3 = base1 = vdl
             if base_cluster is not None:
-                base_single = Broker(Path(tmp) / "base-single", source=args.baseline, fsync=not args.no_fsync)
+                base_single = Broker(Path(tmp) / "base-single", source=args.baseline, fsync=not args.no_fsync,
+                                     tail_cache_bytes=cache_bytes)
                 base_pid = base_single.process.pid
                 base_nodes = base_cluster.nodes
                 base3 = vdl_target(base_cluster.bootstrap_servers, lambda: [p for n in base_nodes.values() if (p := n.pid)],
@@ -530,6 +538,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"{k} {v:,.1f}" for k, v in results[target.key][-1].values.items()), flush=True)
             report = Report("bench_replication")
             memory_limit.add_row(report, args)
+            if cache_bytes is not None:
+                report.add("tail_cache_bytes of every node (--memory-limit / 16)", cache_bytes / (1 << 20), "MiB")
             if args.profile:
                 profile_runs([(vdl, cluster_roles), (vdl1, roles[vdl1.key])], count, args.producers, report)
             failovers: list[float] = []

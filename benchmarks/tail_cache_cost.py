@@ -14,6 +14,8 @@ medians over the rounds and the ratio to the baseline.
 - read: log.read() served by the cache of 4,000 batches of 300 B: a tailing consumer (the last 5)
   and a 1 MiB fetch from 4,000 back; log.entries() of the last 64 (a follower's catch-up); the
   same two reads of a follower's log (a follower fetch), its entries from Raft frames.
+- busy beside idle: one log's cache beside 999 empty ones in the node's default budget (256 MiB):
+  how many of its last 4,000 batches of 300 B it holds, and the 1 MiB read from 4,000 back.
 - append: log.append() of 64 leader batches of 300 B to a log whose cache is full (each evicts
   one), per entry: the segment write included (fsync off), as the broker appends.
 - add: TailCache.add of one 300 B CachedEntry to a full cache of 1,000 entries (each add evicts
@@ -114,6 +116,24 @@ def _measure() -> dict[str, float]:
         log.close()
         copy.close()
 
+        # one busy log beside 999 whose caches hold nothing, the node's default budget
+        budget = CacheBudget(256 << 20)
+        idle = [TailCache(64 << 20, budget) for _ in range(999)]
+        busy = StreamLog.open(root / "busy", LogConfig(fsync=False), cache_budget=budget)
+        for start in range(0, 4000, FRAME):
+            busy.append(entries(start + 1, min(FRAME, 4000 - start), 300, False))
+        out["busy log beside 999 idle: batches of the last 4,000 cached"] = len(busy.cache)
+        times = []
+        for _ in range(5):
+            started = time.process_time_ns()
+            for _ in range(100):
+                busy.read(end - 4000, 1 << 20, end)
+            times.append((time.process_time_ns() - started) / 100)
+        out["busy log beside 999 idle: read 1 MiB from 4,000 back (ns)"] = statistics.median(times)
+        busy.close()
+        for cache in idle:
+            cache.close()
+
         log = StreamLog.open(root / "append", LogConfig(fsync=False, tail_cache_bytes=1000 * (300 + 704)))
         made = [entries(start + 1, FRAME, 300, False) for start in range(0, 360 * FRAME, FRAME)]
         for batch in made[:40]:
@@ -145,7 +165,8 @@ def _measure() -> dict[str, float]:
 
 def main() -> None:
     compare_source_trees("tail_cache_cost", __doc__, _measure, 5,
-                         lambda key: "B" if key.startswith("memory") else "ns", lambda key: 0)
+                         lambda key: "B" if key.startswith("memory") else ("batches" if "cached" in key else "ns"),
+                         lambda key: 0)
 
 
 if __name__ == "__main__":
