@@ -32,6 +32,7 @@ import statistics
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.report import compare_source_trees
@@ -63,6 +64,16 @@ def _measure() -> dict[str, float]:
         # a frame a read holds whole is copied into bytes of its own, a longer one read into a FrozenBuffer
         body = b"".join(parts) if small else FrozenBuffer(b"".join(parts))
         return list(decode_frame(memoryview(body)).messages[0][1].entries)
+
+    def per_call_ns(read: Callable[[], object], calls: int) -> float:
+        """CPU time of one call, the median of 5 runs of `calls` calls."""
+        times = []
+        for _ in range(5):
+            started = time.process_time_ns()
+            for _ in range(calls):
+                read()
+            times.append((time.process_time_ns() - started) / calls)
+        return statistics.median(times)
 
     def retained(directory: Path, cache: int, size: int, count: int, follower: bool, per_frame: int = FRAME) -> float:
         log = StreamLog.open(directory, LogConfig(fsync=False, tail_cache_bytes=cache), cache_budget=CacheBudget(cache))
@@ -106,13 +117,7 @@ def _measure() -> dict[str, float]:
                                     lambda: copy.read(end - 5, 1 << 20, end), 20000),
                                    ("follower's cache: read, 1 MiB",
                                     lambda: copy.read(end - 4000, 1 << 20, end), 300)):
-            times = []
-            for _ in range(5):
-                started = time.process_time_ns()
-                for _ in range(calls):
-                    read()
-                times.append((time.process_time_ns() - started) / calls)
-            out[f"{label} (ns)"] = statistics.median(times)
+            out[f"{label} (ns)"] = per_call_ns(read, calls)
         log.close()
         copy.close()
 
@@ -123,13 +128,8 @@ def _measure() -> dict[str, float]:
         for start in range(0, 4000, FRAME):
             busy.append(entries(start + 1, min(FRAME, 4000 - start), 300, False))
         out["busy log beside 999 idle: batches of the last 4,000 cached"] = len(busy.cache)
-        times = []
-        for _ in range(5):
-            started = time.process_time_ns()
-            for _ in range(100):
-                busy.read(end - 4000, 1 << 20, end)
-            times.append((time.process_time_ns() - started) / 100)
-        out["busy log beside 999 idle: read 1 MiB from 4,000 back (ns)"] = statistics.median(times)
+        out["busy log beside 999 idle: read 1 MiB from 4,000 back (ns)"] = per_call_ns(
+            lambda: busy.read(end - 4000, 1 << 20, end), 100)
         busy.close()
         for cache in idle:
             cache.close()
