@@ -1,14 +1,15 @@
-"""Replication benchmark: a 3-node dev cluster on this machine, next to one VDL node and a
-3-node Apache Kafka cluster.
+"""Replication benchmark: a 3-node dev cluster on this machine, next to one VDL node, and Apache
+Kafka on 3 nodes and on 1 node.
 
     .venv/bin/python -m benchmarks.bench_replication [--quick] [--no-fsync] [--vdl-only] [--profile]
     .venv/bin/python -m benchmarks.bench_replication --metrics [--rounds 3] [--no-fsync]
 
-Four targets take turns in every round (each round starting with the next one, after an
+Six targets take turns in every round (each round starting with the next one, after an
 unrecorded warm-up run of each): VDL on 3 nodes, VDL on 1 node, and Apache Kafka on 3 nodes
-(vdl_dev.kafka_peer: KRaft combined mode, replication factor 3, min.insync.replicas=2) with its
-defaults (acknowledged from the page cache) and with topic flush.messages=1 (fsync after every
-batch, as VDL). The same confluent-kafka clients and records go to all of them:
+(vdl_dev.kafka_peer: KRaft combined mode, replication factor 3, min.insync.replicas=2) and on 1
+node, each with its defaults (acknowledged from the page cache) and with topic
+flush.messages=1 (fsync after every batch, as VDL). The same confluent-kafka clients and records
+go to all of them:
 - produce throughput: confluent-kafka producer processes, 100-byte records, acks=-1
   (majority commit), linger 5 ms, with the brokers' CPU per record -- goal >= 300,000
   records/s; >= 0.85x of one node's; >= 1.0x Kafka with flush.messages=1, >= 0.8x Kafka's defaults;
@@ -22,7 +23,9 @@ batch, as VDL). The same confluent-kafka clients and records go to all of them:
   behind at the last acknowledgement has caught up by then), split into user and system time
   (the kernel's share: socket reads and writes, the page cache, fdatasync's writeback) -- goals:
   a follower <= 0.5x the leader; 3 nodes in all <= 2.2x one node; 3-node throughput >= 0.85x
-  one node's;
+  one node's. Kafka's 3 nodes against its 1 node by the same measures (its leader found the same
+  way): what replication costs the JVM peer on this machine, where every replica's socket and
+  page-cache copies share the same cores;
 - the cost of a request: one-record produce requests, each acknowledged (acks=-1) before the
   next is sent, and the brokers' CPU per request of the whole cluster (also net of its idle CPU,
   measured just before) and of each role -- the per-batch work (request parsing, Raft rounds,
@@ -326,23 +329,34 @@ def cpu_split(pid: int) -> tuple[float, float]:
     return times.user, times.system
 
 
-def roles_of(cluster: DevCluster) -> Roles:
-    """The cluster's brokers by role for a topic: its in-sync leader, then the others."""
-    addresses = {i: n.client_address for i, n in cluster.nodes.items()}
+def roles_of(addresses: dict[int, str], pids: Callable[[], dict[int, int | None]]) -> Roles:
+    """A cluster's brokers (node id -> client address, node id -> pid) by role for a topic: its
+    in-sync leader, then the others (VDL's or Kafka's)."""
 
     def roles(topic: str) -> dict[str, int]:
-        leader = in_sync(addresses, topic, 3, 60)
-        followers = [i for i in sorted(cluster.nodes) if i != leader]
-        pids = {i: n.pid or 0 for i, n in cluster.nodes.items()}
-        return {"leader": pids[leader]} | {f"follower-{k + 1}": pids[i] for k, i in enumerate(followers)}
+        leader = in_sync(addresses, topic, len(addresses), 60)
+        followers = [i for i in sorted(addresses) if i != leader]
+        by_node = {i: pid or 0 for i, pid in pids().items()}
+        return {"leader": by_node[leader]} | {f"follower-{k + 1}": by_node[i] for k, i in enumerate(followers)}
 
     return roles
 
 
+def cluster_roles(cluster: DevCluster) -> Roles:
+    return roles_of({i: n.client_address for i, n in cluster.nodes.items()},
+                    lambda: {i: n.pid for i, n in cluster.nodes.items()})
+
+
+def kafka_roles(peer: KafkaPeer) -> Roles:
+    return roles_of({i: n.client_address for i, n in peer.nodes.items()},
+                    lambda: {i: n.pid for i, n in peer.nodes.items()})
+
+
 def report_cost(report: Report, vdl: Target, vdl1: Target, results: dict[str, list[TargetRound]],
-                prefix: str = "") -> None:
-    """Replication's cost: CPU per record by role, and the ratios the goals are on (medians of
-    per-round ratios, each round's values measured side by side)."""
+                prefix: str = "", goals: bool = True) -> None:
+    """Replication's cost of a 3-node cluster (`vdl`) against one node (`vdl1`): CPU per record
+    by role, and the ratios the goals are on (medians of per-round ratios, each round's values
+    measured side by side). goals=False: a peer's (Kafka's), the same measures without VDL's goals."""
     three, one = results[vdl.key], results[vdl1.key]
 
     def listed(values: list[float]) -> str:
@@ -363,7 +377,7 @@ def report_cost(report: Report, vdl: Target, vdl1: Target, results: dict[str, li
                                                 for a, b in zip(three, one, strict=True)], 0.85, True),
     ]
     for name, values, goal, higher in ratios:
-        report.add(prefix + name, statistics.median(values), "x", goal, higher_is_better=higher,
+        report.add(prefix + name, statistics.median(values), "x", goal if goals else None, higher_is_better=higher,
                    note="median of per-round ratios: " + ", ".join(f"{v:.2f}" for v in values))
     for label, key, runs in (("3 nodes, in all", "request_cpu", three),
                              ("3 nodes, in all, net of idle", "request_net_cpu", three),
@@ -473,6 +487,8 @@ def main(argv: list[str] | None = None) -> int:
             command=[sys.executable, "-m", "vdl_broker.server.main"],
             env={"PYTHONPATH": str(args.baseline.resolve() / "src")})
         peer = None if args.vdl_only else KafkaPeer(3, Path(tmp) / "kafka")
+        # One Kafka node too: Kafka's own replication cost on this machine, by the same measures.
+        peer1 = None if args.vdl_only else KafkaPeer(1, Path(tmp) / "kafka1")
         try:
             cluster.start(timeout_s=60)
             cluster.wait_for_brokers(timeout_s=60)
@@ -483,21 +499,27 @@ def main(argv: list[str] | None = None) -> int:
                 create_streams(cluster, TOPIC_FAILOVER)
             # Baselines, same machine, same run; each idles while another is measured.
             single = Broker(Path(tmp) / "single", fsync=not args.no_fsync, tail_cache_bytes=cache_bytes)
-            if peer is not None:
-                peer.start()
+            for kafka_peer in (peer, peer1):
+                if kafka_peer is not None:
+                    kafka_peer.start()
             vdl = vdl_target(cluster.bootstrap_servers, lambda: [p for n in cluster.nodes.values() if (p := n.pid)],
                              "VDL 3 nodes", "vdl3", fsync=not args.no_fsync)
             vdl1 = vdl_target(single.bootstrap, lambda: [single.process.pid], "VDL 1 node", "vdl1",
                               fsync=not args.no_fsync)
             kafka = kafka_targets(peer, "Kafka 3 nodes") if peer is not None else []
-            targets = [vdl, vdl1, *kafka]
+            kafka1 = kafka_targets(peer1, "Kafka 1 node", "kafka1") if peer1 is not None else []
+            targets = [vdl, vdl1, *kafka, *kafka1]
             nodes = {vdl.key: {i: n.client_address for i, n in cluster.nodes.items()},
                      vdl1.key: {1: single.bootstrap},
-                     **{t.key: {n.node_id: n.client_address for n in peer.nodes.values()}
-                        for t in kafka if peer is not None}}
+                     **{t.key: {n.node_id: n.client_address for n in kafka_peer.nodes.values()}
+                        for kafka_peer, group in ((peer, kafka), (peer1, kafka1)) if kafka_peer is not None
+                        for t in group}}
             single_pid = single.process.pid
-            cluster_roles = roles_of(cluster)
-            roles: dict[str, Roles] = {vdl.key: cluster_roles, vdl1.key: lambda _topic: {"leader": single_pid}}
+            vdl_roles = cluster_roles(cluster)
+            roles: dict[str, Roles] = {vdl.key: vdl_roles, vdl1.key: lambda _topic: {"leader": single_pid}}
+            for kafka_peer, group in ((peer, kafka), (peer1, kafka1)):
+                if kafka_peer is not None:
+                    roles |= {t.key: kafka_roles(kafka_peer) for t in group}
             base3 = base1 = vdl
             if base_cluster is not None:
                 base_single = Broker(Path(tmp) / "base-single", source=args.baseline, fsync=not args.no_fsync,
@@ -512,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
                 targets += [base3, base1]
                 nodes[base3.key] = {i: n.client_address for i, n in base_cluster.nodes.items()}
                 nodes[base1.key] = {1: base_single.bootstrap}
-                roles[base3.key] = roles_of(base_cluster)
+                roles[base3.key] = cluster_roles(base_cluster)
                 roles[base1.key] = lambda _topic: {"leader": base_pid}
             for target in targets:  # one unrecorded run each: JIT, page caches, connections
                 create_in_sync(target, nodes[target.key], target.topic("bench-repl-warm-up"))
@@ -541,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
             if cache_bytes is not None:
                 report.add("tail_cache_bytes of every node (--memory-limit / 16)", cache_bytes / (1 << 20), "MiB")
             if args.profile:
-                profile_runs([(vdl, cluster_roles), (vdl1, roles[vdl1.key])], count, args.producers, report)
+                profile_runs([(vdl, vdl_roles), (vdl1, roles[vdl1.key])], count, args.producers, report)
             failovers: list[float] = []
             for _ in range(0 if args.vdl_only else kills):
                 failovers.append(failover_seconds(cluster, TOPIC_FAILOVER))
@@ -551,8 +573,9 @@ def main(argv: list[str] | None = None) -> int:
                 base_cluster.kill_all()
             if base_single is not None:
                 base_single.stop()
-            if peer is not None:
-                peer.stop_all()
+            for kafka_peer in (peer, peer1):
+                if kafka_peer is not None:
+                    kafka_peer.stop_all()
             if single is not None:
                 single.stop()
     middle = rounds // 2
@@ -577,12 +600,8 @@ def main(argv: list[str] | None = None) -> int:
         report.finish()
         return 0
     kafka_default, kafka_flush = kafka
-    for target in kafka:
-        for key, net in (("request_cpu", ""), ("request_net_cpu", ", net of idle")):
-            values = [r.values[key] for r in results[target.key]]
-            report.add(f"broker CPU per one-record acks=-1 produce request, {target.label}{net}",
-                       statistics.median(values), "us/request", higher_is_better=False,
-                       note="rounds: " + ", ".join(f"{v:.2f}" for v in values))
+    for three, one in zip(kafka, kafka1, strict=True):
+        report_cost(report, three, one, results, f"{three.label.replace(' 3 nodes', '')}: ", goals=False)
     compare_targets(report, targets, results, MEASURES,
                     ratio_goals={("acks_all", vdl1.key): 0.85, ("acks_all", kafka_flush.key): 1.0,
                                  ("acks_all", kafka_default.key): 0.8, ("p99", kafka_flush.key): 1.0,

@@ -70,14 +70,15 @@ def vdl_target(bootstrap: str, pids: Callable[[], list[int]], label: str = "VDL"
     return Target(key, label, bootstrap, pids, durability)
 
 
-def kafka_targets(peer: KafkaPeer, label: str = "Kafka") -> list[Target]:
-    """Kafka's defaults and flush.messages=1, as two targets on one cluster."""
+def kafka_targets(peer: KafkaPeer, label: str = "Kafka", key: str = "kafka") -> list[Target]:
+    """Kafka's defaults and flush.messages=1, as two targets on one cluster (keys `key` and
+    `key`-flush: a run with two Kafka clusters gives each a key of its own)."""
     nodes = len(peer.nodes)
     isr = peer.settings["min.insync.replicas"]
-    return [Target("kafka", f"{label} (defaults)", peer.bootstrap_servers, peer.pids,
+    return [Target(key, f"{label} (defaults)", peer.bootstrap_servers, peer.pids,
                    f"Kafka 4.4, {nodes} node(s): acknowledged from the page cache, no fsync (defaults); "
                    f"min.insync.replicas={isr}"),
-            Target("kafka-flush", f"{label} (flush.messages=1)", peer.bootstrap_servers, peer.pids,
+            Target(f"{key}-flush", f"{label} (flush.messages=1)", peer.bootstrap_servers, peer.pids,
                    f"Kafka 4.4, {nodes} node(s): topic flush.messages=1, fsync after every batch; "
                    f"min.insync.replicas={isr}", dict(FLUSH_EVERY_MESSAGE))]
 
