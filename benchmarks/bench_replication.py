@@ -353,12 +353,12 @@ def kafka_roles(peer: KafkaPeer) -> Roles:
                     lambda: {i: n.pid for i, n in peer.nodes.items()})
 
 
-def report_cost(report: Report, vdl: Target, vdl1: Target, results: dict[str, list[TargetRound]],
+def report_cost(report: Report, cluster: Target, single: Target, results: dict[str, list[TargetRound]],
                 prefix: str = "", goals: bool = True) -> None:
-    """Replication's cost of a 3-node cluster (`vdl`) against one node (`vdl1`): CPU per record
-    by role, and the ratios the goals are on (medians of per-round ratios, each round's values
-    measured side by side). goals=False: a peer's (Kafka's), the same measures without VDL's goals."""
-    three, one = results[vdl.key], results[vdl1.key]
+    """Replication's cost of a 3-node `cluster` against a `single` node: CPU per record by role,
+    and the ratios the goals are on (medians of per-round ratios, each round's values measured
+    side by side). goals=False: a peer's (Kafka's), the same measures without VDL's goals."""
+    three, one = results[cluster.key], results[single.key]
 
     def listed(values: list[float]) -> str:
         return "rounds: " + ", ".join(f"{v:.2f}" for v in values)
