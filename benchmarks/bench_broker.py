@@ -286,7 +286,8 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float
 
 def at_steady_rate(rate: int, seconds: float, send: Callable[[], object], poll: Callable[[float], object]) -> None:
     """send() `rate` times a second for `seconds`, in ticks of a millisecond, each followed by
-    poll(0) (a producer's delivery reports)."""
+    poll(0) (a producer's delivery reports). A target too slow for the rate fills the producer's
+    queue (BufferError): the send waits for room, and the latencies show it."""
     per_tick = max(1, rate // 1000)
     expected = int(rate * seconds)
     started = time.perf_counter()
@@ -296,7 +297,12 @@ def at_steady_rate(rate: int, seconds: float, send: Callable[[], object], poll: 
         if delay > 0:
             time.sleep(delay)
         for _ in range(per_tick):
-            send()
+            while True:
+                try:
+                    send()
+                    break
+                except BufferError:
+                    poll(0.01)
         sent += per_tick
         poll(0)
 
