@@ -71,8 +71,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Protocol
 
 from benchmarks import memory_limit
 from benchmarks.bench_broker import (
@@ -330,27 +331,31 @@ def cpu_split(pid: int) -> tuple[float, float]:
     return times.user, times.system
 
 
-def roles_of(addresses: dict[int, str], pids: Callable[[], dict[int, int | None]]) -> Roles:
-    """A cluster's brokers (node id -> client address, node id -> pid) by role for a topic: its
-    in-sync leader, then the others (VDL's or Kafka's)."""
+class Node(Protocol):
+    """A broker process of a cluster: a VDL dev cluster's node or a Kafka peer's."""
+
+    @property
+    def client_address(self) -> str: ...
+
+    @property
+    def pid(self) -> int | None: ...
+
+
+def addresses(nodes: Mapping[int, Node]) -> dict[int, str]:
+    return {i: n.client_address for i, n in nodes.items()}
+
+
+def roles_of(nodes: Mapping[int, Node]) -> Roles:
+    """A cluster's brokers (node id -> node, VDL's or Kafka's) by role for a topic: its in-sync
+    leader, then the others (their pids when asked: a restarted node has a new one)."""
 
     def roles(topic: str) -> dict[str, int]:
-        leader = in_sync(addresses, topic, len(addresses), 60)
-        followers = [i for i in sorted(addresses) if i != leader]
-        by_node = {i: pid or 0 for i, pid in pids().items()}
-        return {"leader": by_node[leader]} | {f"follower-{k + 1}": by_node[i] for k, i in enumerate(followers)}
+        leader = in_sync(addresses(nodes), topic, len(nodes), 60)
+        followers = [i for i in sorted(nodes) if i != leader]
+        return {"leader": nodes[leader].pid or 0} | {f"follower-{k + 1}": nodes[i].pid or 0
+                                                      for k, i in enumerate(followers)}
 
     return roles
-
-
-def cluster_roles(cluster: DevCluster) -> Roles:
-    return roles_of({i: n.client_address for i, n in cluster.nodes.items()},
-                    lambda: {i: n.pid for i, n in cluster.nodes.items()})
-
-
-def kafka_roles(peer: KafkaPeer) -> Roles:
-    return roles_of({i: n.client_address for i, n in peer.nodes.items()},
-                    lambda: {i: n.pid for i, n in peer.nodes.items()})
 
 
 def report_cost(report: Report, cluster: Target, single: Target, results: dict[str, list[TargetRound]],
@@ -487,9 +492,8 @@ def main(argv: list[str] | None = None) -> int:
             3, Path(tmp) / "base-cluster", free_base_port(6), settings=settings,
             command=[sys.executable, "-m", "vdl_broker.server.main"],
             env={"PYTHONPATH": str(args.baseline.resolve() / "src")})
-        peer = None if args.vdl_only else KafkaPeer(3, Path(tmp) / "kafka")
-        # One Kafka node too: Kafka's own replication cost on this machine, by the same measures.
-        peer1 = None if args.vdl_only else KafkaPeer(1, Path(tmp) / "kafka1")
+        # Kafka on 3 nodes, and on 1: its own replication cost on this machine, by the same measures.
+        peers = [] if args.vdl_only else [KafkaPeer(3, Path(tmp) / "kafka"), KafkaPeer(1, Path(tmp) / "kafka1")]
         try:
             cluster.start(timeout_s=60)
             cluster.wait_for_brokers(timeout_s=60)
@@ -500,27 +504,24 @@ def main(argv: list[str] | None = None) -> int:
                 create_streams(cluster, TOPIC_FAILOVER)
             # Baselines, same machine, same run; each idles while another is measured.
             single = Broker(Path(tmp) / "single", fsync=not args.no_fsync, tail_cache_bytes=cache_bytes)
-            for kafka_peer in (peer, peer1):
-                if kafka_peer is not None:
-                    kafka_peer.start()
+            for peer in peers:
+                peer.start()
             vdl = vdl_target(cluster.bootstrap_servers, lambda: [p for n in cluster.nodes.values() if (p := n.pid)],
                              "VDL 3 nodes", "vdl3", fsync=not args.no_fsync)
             vdl1 = vdl_target(single.bootstrap, lambda: [single.process.pid], "VDL 1 node", "vdl1",
                               fsync=not args.no_fsync)
-            kafka = kafka_targets(peer, "Kafka 3 nodes") if peer is not None else []
-            kafka1 = kafka_targets(peer1, "Kafka 1 node", "kafka1") if peer1 is not None else []
+            # Each Kafka cluster's two targets (its defaults, flush.messages=1), on 3 nodes and on 1.
+            groups = [kafka_targets(peer, label, key) for peer, label, key in
+                      zip(peers, ("Kafka 3 nodes", "Kafka 1 node"), ("kafka", "kafka1"), strict=False)]
+            kafka, kafka1 = groups or ([], [])
             targets = [vdl, vdl1, *kafka, *kafka1]
-            nodes = {vdl.key: {i: n.client_address for i, n in cluster.nodes.items()},
-                     vdl1.key: {1: single.bootstrap},
-                     **{t.key: {n.node_id: n.client_address for n in kafka_peer.nodes.values()}
-                        for kafka_peer, group in ((peer, kafka), (peer1, kafka1)) if kafka_peer is not None
-                        for t in group}}
+            nodes = {vdl.key: addresses(cluster.nodes), vdl1.key: {1: single.bootstrap}}
             single_pid = single.process.pid
-            vdl_roles = cluster_roles(cluster)
+            vdl_roles = roles_of(cluster.nodes)
             roles: dict[str, Roles] = {vdl.key: vdl_roles, vdl1.key: lambda _topic: {"leader": single_pid}}
-            for kafka_peer, group in ((peer, kafka), (peer1, kafka1)):
-                if kafka_peer is not None:
-                    roles |= {t.key: kafka_roles(kafka_peer) for t in group}
+            for peer, group in zip(peers, groups, strict=True):
+                nodes |= {t.key: addresses(peer.nodes) for t in group}
+                roles |= {t.key: roles_of(peer.nodes) for t in group}
             base3 = base1 = vdl
             if base_cluster is not None:
                 base_single = Broker(Path(tmp) / "base-single", source=args.baseline, fsync=not args.no_fsync,
@@ -533,9 +534,9 @@ def main(argv: list[str] | None = None) -> int:
                 base1 = vdl_target(base_single.bootstrap, lambda: [base_pid], "baseline 1 node", "base1",
                                    fsync=not args.no_fsync)
                 targets += [base3, base1]
-                nodes[base3.key] = {i: n.client_address for i, n in base_cluster.nodes.items()}
+                nodes[base3.key] = addresses(base_cluster.nodes)
                 nodes[base1.key] = {1: base_single.bootstrap}
-                roles[base3.key] = cluster_roles(base_cluster)
+                roles[base3.key] = roles_of(base_cluster.nodes)
                 roles[base1.key] = lambda _topic: {"leader": base_pid}
             for target in targets:  # one unrecorded run each: JIT, page caches, connections
                 create_in_sync(target, nodes[target.key], target.topic("bench-repl-warm-up"))
@@ -580,9 +581,8 @@ def main(argv: list[str] | None = None) -> int:
                 base_cluster.kill_all()
             if base_single is not None:
                 base_single.stop()
-            for kafka_peer in (peer, peer1):
-                if kafka_peer is not None:
-                    kafka_peer.stop_all()
+            for peer in peers:
+                peer.stop_all()
             if single is not None:
                 single.stop()
     middle = rounds // 2
