@@ -1,4 +1,4 @@
-"""benchmarks/memory_limit.py: --memory-limit's sizes, and the cgroup a run enters and leaves."""
+"""benchmarks/memory_limit.py: --memory-limit's sizes, the cgroup a run enters and leaves, and its fill."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.memory_limit import parse_size
+from benchmarks.memory_limit import fill_page_cache, parse_size
 
 TIER = "component"  # one test starts a process that makes a cgroup
 
@@ -47,3 +47,11 @@ def test_a_run_enters_a_memory_cgroup_of_the_size_and_removes_it_at_exit() -> No
     assert seen["limit"] == str(256 << 20)
     assert group.name.startswith("vdl-test-memory-limit-") and group.name in seen["member"]
     assert not group.exists()
+
+
+def test_the_page_cache_fill_is_a_synced_file_of_the_size_that_leaves_nothing_on_disk(tmp_path: Path) -> None:
+    fd = fill_page_cache((4 << 20) + 12345, str(tmp_path))  # closed at exit
+    status = os.fstat(fd)
+    assert (status.st_size, status.st_nlink) == ((4 << 20) + 12345, 0)
+    assert os.pread(fd, 8, (4 << 20) + 12337) == bytes(8)
+    assert list(tmp_path.iterdir()) == []
