@@ -21,6 +21,7 @@ from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 CHUNK = 50_000  # events per generator chunk; part of the workload's definition (determinism)
 WINDOW_MS = 60_000  # the pipeline's tumbling window (1 minute)
@@ -71,6 +72,17 @@ def _price_table(seed: int) -> np.ndarray:
     return np.round(np.array(BASE_PRICE_CENTS)[:, None] * spread).astype(np.int64)
 
 
+def _digits(values: np.ndarray, width: int = 0) -> pa.Array:
+    """Non-negative integers as decimal text, zero-padded to at least `width` digits (f"{v:0{width}d}")."""
+    text = pc.cast(pa.array(values), pa.string())
+    return pc.utf8_lpad(text, width=width, padding="0") if width else text
+
+
+def _price(cents: np.ndarray) -> list[pa.Array | str]:
+    """Cents as a JSON number of two decimals ("12.30"): the parts of the text."""
+    return [_digits(cents // 100), ".", _digits(cents % 100, 2)]
+
+
 def _chunk(config: WorkloadConfig, index: int, prices: np.ndarray) -> EventChunk:
     first = index * CHUNK
     count = min(CHUNK, config.records - first)
@@ -88,24 +100,20 @@ def _chunk(config: WorkloadConfig, index: int, prices: np.ndarray) -> EventChunk
     payments = rng.integers(0, len(PAYMENTS), size=CHUNK)[:count]
     unit_cents = prices[categories, products]
     amount_cents = unit_cents * quantities
-    times = np.datetime_as_string(event_ms.astype("datetime64[ms]"), unit="ms", timezone="UTC")
+    times = pa.array(np.datetime_as_string(event_ms.astype("datetime64[ms]"), unit="ms", timezone="UTC"))
 
-    keys: list[bytes] = []
-    values: list[bytes] = []
-    rows = zip(ids.tolist(), customers.tolist(), times.tolist(), categories.tolist(), products.tolist(),
-               quantities.tolist(), unit_cents.tolist(), amount_cents.tolist(), countries.tolist(),
-               payments.tolist(), strict=True)
-    for oid, cust, ts, cat, prod, qty, unit, amount, country, pay in rows:
-        customer = f"c-{cust:05d}"
-        category = CATEGORIES[cat]
-        keys.append(customer.encode())
-        # Hand-formatted JSON (json.dumps is ~3x slower); every field is plain ASCII.
-        values.append(
-            f'{{"order_id":"o-{oid:08d}","customer_id":"{customer}","event_time":"{ts}",'
-            f'"category":"{category}","product_id":"{category}-{prod:03d}","quantity":{qty},'
-            f'"unit_price":{unit // 100}.{unit % 100:02d},"amount":{amount // 100}.{amount % 100:02d},'
-            f'"country":"{COUNTRIES[country]}","payment":"{PAYMENTS[pay]}"}}'.encode())
-    return EventChunk(first, pa.array(keys, pa.binary()), pa.array(values, pa.binary()))
+    # The JSON text column by column with Arrow's string kernels (every field is plain ASCII): a
+    # million events in ~0.9 s of CPU, where an f-string per event took 2.5-2.9 s (the demo's
+    # producer generates them while Spark starts, on the same two cores).
+    customer = pc.binary_join_element_wise("c-", _digits(customers, 5), "")
+    category = pa.array(CATEGORIES).take(pa.array(categories))
+    parts = ['{"order_id":"o-', _digits(ids, 8), '","customer_id":"', customer, '","event_time":"', times,
+             '","category":"', category, '","product_id":"', category, "-", _digits(products, 3),
+             '","quantity":', _digits(quantities), ',"unit_price":', *_price(unit_cents),
+             ',"amount":', *_price(amount_cents), ',"country":"', pa.array(COUNTRIES).take(pa.array(countries)),
+             '","payment":"', pa.array(PAYMENTS).take(pa.array(payments)), '"}']
+    values = pc.binary_join_element_wise(*parts, "")
+    return EventChunk(first, customer.cast(pa.binary()), values.cast(pa.binary()))
 
 
 def generate(config: WorkloadConfig, start: int = 0) -> Iterator[EventChunk]:

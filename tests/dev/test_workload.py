@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections import Counter
@@ -32,6 +33,20 @@ def test_same_seed_same_events_different_seed_different_events() -> None:
     assert list(events(WorkloadConfig(records=1000, seed=7))) == first[:1000]  # prefix-stable
     assert list(events(WorkloadConfig(records=1000, seed=8))) != first[:1000]
     assert list(events(config, start=CHUNK - 5)) == first[CHUNK - 5:]  # a suffix starts anywhere
+
+
+def test_the_events_are_the_workload_s_fixed_definition() -> None:
+    """Byte for byte, whatever generates them: the first event, and a digest of the first 120,000
+    (across chunks) as the workload has always produced them (tests and notebooks compare runs)."""
+    first_key, first_value = next(events(WorkloadConfig(records=1)))
+    assert first_key == b"c-18211"
+    assert first_value == (b'{"order_id":"o-00000000","customer_id":"c-18211","event_time":"2025-12-31T23:59:59.554Z",'
+                           b'"category":"toys","product_id":"toys-035","quantity":3,"unit_price":32.27,"amount":96.81,'
+                           b'"country":"GB","payment":"invoice"}')
+    digest = hashlib.sha256()
+    for key, value in events(WorkloadConfig(records=120_000)):
+        digest.update(key + b"=" + value + b"\n")
+    assert digest.hexdigest() == "a6d73a72e7a6a1a59315e64091751486fc97fa77ea307d46932359c4793a9aae"
 
 
 def test_events_are_keyed_json_with_bounded_disorder() -> None:
