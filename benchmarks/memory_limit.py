@@ -67,10 +67,16 @@ _FILL_CHUNK = 4 << 20
 _SYNC_EVERY = 64 << 20  # clean pages are reclaimed at once; dirty ones would first be written back
 
 
-def fill_page_cache(size_bytes: int, directory: str | None = None) -> int:
+def fill_page_cache(size_bytes: int, directory: str | None = None) -> int | None:
     """Write `size_bytes` into the page cache of this process's cgroup and leave them there:
     a scratch file, synced as it grows, unlinked at once and held open until exit (its pages
-    stay cached, nothing is left on disk). Returns the descriptor holding it."""
+    stay cached, nothing is left on disk). Returns the descriptor holding it; None, writing
+    nothing, where the directory is memory itself (tmpfs: its pages are never reclaimed, and a
+    cgroup full of them would leave the run no room)."""
+    directory = directory or tempfile.gettempdir()
+    if _filesystem(directory) == "tmpfs":
+        print(f"--memory-limit: {directory} is a tmpfs, the cgroup's page cache is not filled first")
+        return None
     fd, path = tempfile.mkstemp(prefix="vdl-page-cache-fill-", dir=directory)
     os.unlink(path)
     chunk = bytes(_FILL_CHUNK)
@@ -81,6 +87,18 @@ def fill_page_cache(size_bytes: int, directory: str | None = None) -> int:
             os.fdatasync(fd)
     atexit.register(os.close, fd)
     return fd
+
+
+def _filesystem(directory: str) -> str:
+    """The type of the filesystem `directory` is on (the longest mount point above it)."""
+    path, best, kind = os.path.realpath(directory), "", ""
+    with open("/proc/self/mounts") as mounts:
+        for line in mounts:
+            fields = line.split()
+            point = fields[1].replace("\\040", " ")
+            if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+                best, kind = point, fields[2]
+    return kind
 
 
 def _make_group(name: str, limit_bytes: int) -> Path:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.memory_limit import fill_page_cache, parse_size
+from benchmarks.memory_limit import _filesystem, fill_page_cache, parse_size
 
 TIER = "component"  # one test starts a process that makes a cgroup
 
@@ -50,8 +50,27 @@ def test_a_run_enters_a_memory_cgroup_of_the_size_and_removes_it_at_exit() -> No
 
 
 def test_the_page_cache_fill_is_a_synced_file_of_the_size_that_leaves_nothing_on_disk(tmp_path: Path) -> None:
+    if _filesystem(str(tmp_path)) == "tmpfs":
+        pytest.skip("the temporary directory is a tmpfs, where nothing is filled (the next test)")
     fd = fill_page_cache((4 << 20) + 12345, str(tmp_path))  # closed at exit
+    assert fd is not None
     status = os.fstat(fd)
     assert (status.st_size, status.st_nlink) == ((4 << 20) + 12345, 0)
     assert os.pread(fd, 8, (4 << 20) + 12337) == bytes(8)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(_filesystem("/dev/shm") != "tmpfs", reason="needs /dev/shm to be a tmpfs")
+def test_no_fill_in_a_tmpfs_whose_pages_the_kernel_could_not_reclaim(tmp_path: Path) -> None:
+    directory = Path("/dev/shm") / tmp_path.name
+    directory.mkdir()
+    try:
+        assert _filesystem(str(directory)) == "tmpfs"
+        assert fill_page_cache(4 << 20, str(directory)) is None
+        assert list(directory.iterdir()) == []
+    finally:
+        directory.rmdir()
+
+
+def test_a_directory_is_on_the_filesystem_mounted_closest_above_it() -> None:
+    assert (_filesystem("/proc"), _filesystem("/proc/self/fd"), _filesystem("/proc/../proc/self")) == ("proc",) * 3
