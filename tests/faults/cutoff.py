@@ -24,15 +24,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import itertools
+import logging
 import math
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,6 +103,21 @@ class JavaProducer(threading.Thread):
             self.failure = error
 
 
+CLIENT_DEBUG = "broker,topic,eos,metadata"  # librdkafka's debug contexts kept (not msg: one line per batch)
+CLIENT_LOG_LINES = 200
+
+
+class _LineKeeper(logging.Logger):
+    """A logger for librdkafka that keeps its lines (the last ones: a bounded deque) and prints none."""
+
+    def __init__(self, lines: collections.deque[str]) -> None:
+        super().__init__("cutoff-librdkafka", logging.DEBUG)
+        self.lines = lines
+
+    def handle(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{time.monotonic():.3f} {record.getMessage()}")
+
+
 class Producer(threading.Thread):
     """Values `<name>-<seq>` at RATE_PER_S with acks=all until stopped; every acknowledgement
     timed in `acks` (Acks.timed)."""
@@ -112,6 +129,9 @@ class Producer(threading.Thread):
         self.failure: BaseException | None = None
         self.undelivered = -1
         self.started = self.first_send = math.nan  # thread start; first send, once the client is built
+        # librdkafka's debug log, its last lines: what a producer that never resumes was doing
+        # (its broker states, metadata and producer-id requests) goes into the round's failure.
+        self.client_log: collections.deque[str] = collections.deque(maxlen=CLIENT_LOG_LINES)
 
     def value(self, seq: int) -> bytes:
         return f"{self.client}-{seq:08d}".encode()
@@ -145,7 +165,8 @@ class Producer(threading.Thread):
 
         producer = confluent_kafka.Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
                                              "enable.idempotence": True, "linger.ms": 5,
-                                             "log.connection.close": False, "log_level": 2})
+                                             "log.connection.close": False, "debug": CLIENT_DEBUG},
+                                            logger=_LineKeeper(self.client_log))
 
         def report(error: Any, message: Any) -> None:
             if error is not None:
@@ -282,7 +303,9 @@ def run_round(world: World, shape: str, number: int, java: Any = None) -> Round:
         producers += late
         wait_until(lambda: all(counts()[p.client] >= before[p.client] + RESUMED_ACKS for p in producers) or failed(),
                    OBSERVE_S, lambda: f"every producer resumed after cutting off node {cut_node} ({shape}): "
-                                      f"{dict(counts())} (before {dict(before)})")
+                                      f"{dict(counts())} (before {dict(before)}), cut at {cut:.3f}"
+                                      + stuck_logs(p for p in producers if counts()[p.client] < before[p.client]
+                                                   + RESUMED_ACKS))
         result = Round(shape, cut_node)
         for producer in producers:
             times = ack_times(producer)
@@ -303,6 +326,12 @@ def run_round(world: World, shape: str, number: int, java: Any = None) -> Round:
     assert not stuck, f"records never delivered: {stuck}"
     check_exactly_once(world, acks)
     return result
+
+
+def stuck_logs(stuck: Iterable[Any]) -> str:
+    """The client logs kept of producers that did not resume (librdkafka's: the others keep none)."""
+    return "".join(f"\n--- {p.client}'s last client log lines:\n" + "\n".join(p.client_log)
+                   for p in stuck if getattr(p, "client_log", None))
 
 
 def _pick_target(world: World, shape: str) -> int:
