@@ -56,6 +56,11 @@ from vdl_dev.dev_cluster import free_base_port
 from vdl_dev.kafka_peer import KafkaPeer
 
 RECORD_BYTES = 100
+# A throughput producer's records queued unacknowledged at most (librdkafka's
+# queue.buffering.max.messages): 20 batches of 10,000, ~0.4 s at 500,000 records/s. Enough to keep
+# full batches flowing; beyond it a producer only grows (2,000,000 queued took 440 MB per process
+# and, in a --memory-limit cgroup, left the page cache no room and woke the OOM killer).
+QUEUED_RECORDS = 200_000
 # Measured in rounds on a shared machine: each reported value is the median of the rounds.
 TOPIC_ACKS1 = "bench-acks1"
 TOPIC_ACKSALL = "bench-acksall"
@@ -124,8 +129,9 @@ def _produce_worker(bootstrap: str, topic: str, count: int, acks: int,
 
     producer = confluent_kafka.Producer(dict(conf or {}) | {
         "bootstrap.servers": bootstrap, "linger.ms": 5, "acks": acks, "batch.size": 1_000_000,
-        "batch.num.messages": 100_000, "queue.buffering.max.messages": 2_000_000,
-        "queue.buffering.max.kbytes": 2_000_000, "compression.type": "none", "enable.idempotence": False,
+        "batch.num.messages": 100_000, "queue.buffering.max.messages": QUEUED_RECORDS,
+        "queue.buffering.max.kbytes": QUEUED_RECORDS * RECORD_BYTES // 1000 * 4, "compression.type": "none",
+        "enable.idempotence": False,
         # Only failures come back as delivery reports: per-record callbacks would measure Python.
         "delivery.report.only.error": True})
     failures: list[object] = []
@@ -140,11 +146,12 @@ def _produce_worker(bootstrap: str, topic: str, count: int, acks: int,
     samples: list[tuple[float, float]] = [(start_at, 0.0)]
     next_sample = start_at + 0.1
     for i in range(count):
-        try:
-            produce(topic, value)
-        except BufferError:
-            producer.poll(0.001)
-            produce(topic, value)
+        while True:
+            try:
+                produce(topic, value)
+                break
+            except BufferError:  # QUEUED_RECORDS unacknowledged: wait for acknowledgements
+                producer.poll(0.001)
         if i % 50_000 == 0:
             producer.poll(0)
         if i % 2_000 == 0 and time.time() >= next_sample:  # acknowledged so far, every 0.1 s

@@ -420,8 +420,8 @@ def profile_runs(targets: list[tuple[Target, Roles]], count: int, producers: int
     """One more throughput run per target under py-spy: flame graphs and top frames by self time.
     A run whose stream changed leaders (an election on a loaded machine) would label the old
     leader's flame graph a follower's: it is run again on a fresh stream, and after
-    PROFILE_ATTEMPTS such runs the target's profile is left out with a note -- never the whole
-    report, whose rounds are measured already."""
+    PROFILE_ATTEMPTS such runs the target's profile is left out with a note, as it is after a run
+    that fails -- never the whole report, whose rounds are measured already."""
     profiler = Profiler("bench_replication", True, gil_only=True)
     for target, roles in targets:
         for attempt in range(1, PROFILE_ATTEMPTS + 1):
@@ -431,9 +431,16 @@ def profile_runs(targets: list[tuple[Target, Roles]], count: int, producers: int
             chosen = {role: (lambda pid=pid: [pid]) for role, pid in by_role.items()
                       if role in ("leader", "follower-1")}
             kept = len(profiler.profiles)
-            with profiler.recording(target.key, chosen):
-                produce_run(target.bootstrap, topic, count, -1, producers)
-                settle(list(by_role.values()))
+            try:
+                with profiler.recording(target.key, chosen):
+                    produce_run(target.bootstrap, topic, count, -1, producers)
+                    settle(list(by_role.values()))
+            except Exception as failed:  # noqa: BLE001 - a lost profile, not a lost report
+                del profiler.profiles[kept:]
+                note = f"profile of {target.label}, run {attempt}: {type(failed).__name__}: {failed}"
+                print(note, flush=True)
+                report.side_by_side(f"no profile of {target.label}: its run failed", ["run"], [[note]])
+                break
             try:
                 check_leader_kept(roles, topic, by_role)
                 break

@@ -80,3 +80,24 @@ def test_a_leader_changing_in_every_profiled_run_leaves_that_profile_out_not_the
     tables = [table for table in report.tables if "no profile of VDL 3 nodes" in table.title]
     assert len(tables) == 1
     assert tables[0].title == f"no profile of VDL 3 nodes: its leader changed in each of {attempts} runs"
+
+
+def test_a_profiled_run_that_fails_leaves_that_profile_out_not_the_report(profiler: _Recorder,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A producer process killed in the profiled run (the OOM killer of a --memory-limit cgroup)
+    costs that target's profile; the next target is still profiled and the report comes out."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    def produce_run(bootstrap: str, *args: object, **kwargs: object) -> None:
+        if bootstrap == "127.0.0.1:1":
+            raise BrokenProcessPool("A process in the process pool was terminated abruptly")
+
+    monkeypatch.setattr(bench_replication, "produce_run", produce_run)
+    single = _Target("vdl1", "VDL 1 node", "127.0.0.1:2", lambda: [201], "fsync")
+    report = Report("bench_replication")
+    bench_replication.profile_runs([(_target(), _roles([101])), (single, lambda _topic: {"leader": 201})],
+                                   1000, 2, report)
+    assert [p.target for p in profiler.profiles] == ["vdl1.leader"]
+    assert [(table.title, table.rows) for table in report.tables if "no profile" in table.title] == [
+        ("no profile of VDL 3 nodes: its run failed",
+         [["profile of VDL 3 nodes, run 1: BrokenProcessPool: A process in the process pool was terminated abruptly"]])]
