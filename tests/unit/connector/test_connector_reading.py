@@ -152,6 +152,24 @@ def test_read_without_headers_schema() -> None:
     assert len(rows(out)) == 20
 
 
+def test_arrow_batches_are_cut_after_the_kafka_batch_that_passes_2_mib_or_65536_rows() -> None:
+    """Spark's JVM pools the Arrow buffers it reads up to 4 MiB and maps each larger one anew
+    (page faults on every byte): a task's rows come in batches kept under that, cut only between
+    Kafka batches, every record once and in order."""
+    big_client, many_client = FakeClient(), FakeClient()  # each read one whole Fetch response
+    for b in range(5):  # 700 KiB each: the third passes 2 MiB
+        big_client.add("big", [(b, None, bytes([b]) * 700, []) for _ in range(1024)])
+    for b in range(70):  # 1,000 one-byte records each: the 66th passes 65,536 rows
+        many_client.add("many", [(b, None, b"x", []) for _ in range(1000)])
+    big = list(read_range(big_client, OffsetRange("big", 0, 5 * 1024), options(), data_loss))
+    many = list(read_range(many_client, OffsetRange("many", 0, 70_000), options(), data_loss))
+    assert [b.num_rows for b in big] == [3 * 1024, 2 * 1024]
+    assert [b.num_rows for b in many] == [66_000, 4_000]
+    assert [r["offset"] for r in rows(big)] == list(range(5 * 1024))
+    assert [r["value"] for r in rows(big)] == [bytes([b]) * 700 for b in range(5) for _ in range(1024)]
+    assert [r["offset"] for r in rows(many)] == list(range(70_000))
+
+
 def test_data_loss_fails_or_skips() -> None:
     client = FakeClient()
     make_stream(client)
