@@ -14,7 +14,13 @@ import pyarrow.compute as pc
 from vdl_connector.arrow import decode_columns_arrow
 from vdl_connector.options import EARLIEST, SourceOptions
 from vdl_connector.planning import OffsetRange
-from vdl_connector.schema import ARROW_HEADERS_TYPE, arrow_read_schema, constant_string
+from vdl_connector.schema import (
+    ARROW_HEADERS_TYPE,
+    MAX_BYTES_PER_ARROW_BATCH,
+    MAX_ROWS_PER_ARROW_BATCH,
+    arrow_read_schema,
+    constant_string,
+)
 from vdl_connector.tables import TableRange, read_table_range
 from vdl_wire.errors import ErrorCode
 from vdl_wire.records.batch_header import BatchHeader
@@ -24,13 +30,6 @@ from vdl_wire.records.record_batch import iter_batches
 log = logging.getLogger("vdl_connector")
 
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
-# An Arrow batch is cut after the Kafka batch that takes it past either bound. Spark's JVM reads
-# each into buffers of its Arrow allocator, which pools those up to a chunk (Netty's, 4 MiB) and
-# maps each larger one anew, page by page, and unmaps it after the batch: 262,144-row batches of
-# ~200-byte JSON values cost the JVM ~46,000 page faults per 500,000 rows read (89 MB buffers),
-# batches cut at 2 MiB of keys and values ~6,000. Bounded rows keep tiny records' batches small.
-MAX_ROWS_PER_ARROW_BATCH = 65_536
-MAX_BYTES_PER_ARROW_BATCH = 2 << 20
 
 
 @dataclass

@@ -33,6 +33,15 @@ ARROW_HEADER_STRUCT = pa.struct([pa.field("key", pa.string()), pa.field("value",
 ARROW_HEADERS_TYPE = pa.list_(pa.field("element", ARROW_HEADER_STRUCT))
 
 
+# The rows a read task hands Spark at a time: an Arrow batch of the log is cut after the Kafka batch
+# that takes it past either bound, a table's row groups are split to them. Spark's JVM reads each
+# into buffers of its Arrow allocator, which pools those up to a chunk (Netty's, 4 MiB) and maps
+# each larger one anew, page by page, and unmaps it after the batch: 262,144-row batches of
+# ~200-byte JSON values cost the JVM ~46,000 page faults per 500,000 rows read (89 MB buffers),
+# batches cut at 2 MiB of keys and values ~3,000. Bounded rows keep tiny records' batches small.
+MAX_ROWS_PER_ARROW_BATCH = 65_536
+MAX_BYTES_PER_ARROW_BATCH = 2 << 20
+
 VALUE_JSON_COLUMN = "valueJson"  # valueJsonSchema's parsed value (vdl_connector/json_values.py)
 
 

@@ -31,7 +31,13 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from vdl_connector.planning import OffsetRange, split_ranges
-from vdl_connector.schema import ARROW_HEADERS_TYPE, arrow_read_schema, constant_string
+from vdl_connector.schema import (
+    ARROW_HEADERS_TYPE,
+    MAX_BYTES_PER_ARROW_BATCH,
+    MAX_ROWS_PER_ARROW_BATCH,
+    arrow_read_schema,
+    constant_string,
+)
 
 TABLE_KEYS = ("vdl.table.path", "vdl.table.format")
 # A table of committed records only says so with these properties (vdl_broker/tables/delta.py):
@@ -41,7 +47,6 @@ START_PROPERTY = "vdl.table.start"
 PATHS_TTL_S = 30.0  # how long the driver trusts which streams have tables
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 COLUMNS = ["offset", "timestamp", "key", "value", "headers"]
-MAX_ROWS_PER_BATCH = 262_144  # as log reads: one task's memory stays bounded
 
 
 class TableReadError(RuntimeError):
@@ -349,10 +354,14 @@ def _cut(table: pa.Table, start: int, end: int) -> pa.Table:
 
 def _spark_batches(stream: str, table: pa.Table, include_headers: bool) -> Iterator[pa.RecordBatch]:
     """The table's rows in Spark's Kafka schema, one batch per chunk (its Parquet row groups:
-    no copy of the keys and values into one array)."""
+    no copy of the keys and values into one array), split to the read bounds (by the keys' and
+    values' mean size)."""
     schema = arrow_read_schema(include_headers)
     names = ["key", "value", "offset", "timestamp", *(["headers"] if include_headers else [])]
-    for chunk in table.select(names).to_batches(max_chunksize=MAX_ROWS_PER_BATCH):
+    selected = table.select(names)
+    row_bytes = (selected.column(0).nbytes + selected.column(1).nbytes) / max(selected.num_rows, 1)
+    rows = max(1, min(MAX_ROWS_PER_ARROW_BATCH, int(MAX_BYTES_PER_ARROW_BATCH / max(row_bytes, 1))))
+    for chunk in selected.to_batches(max_chunksize=rows):
         count = chunk.num_rows
         if not count:
             continue

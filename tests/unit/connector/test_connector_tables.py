@@ -193,6 +193,18 @@ def test_a_range_goes_to_spark_a_row_group_at_a_time(tmp_path: Path) -> None:
     assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(150, 655))
 
 
+def test_a_row_group_of_large_records_is_handed_to_spark_in_batches_under_2_mib(tmp_path: Path) -> None:
+    """As log reads (vdl_connector.schema.MAX_BYTES_PER_ARROW_BATCH): Spark's JVM maps every Arrow
+    buffer over 4 MiB anew. 1,000 values of 10,000 bytes in one row group: 209 rows a batch."""
+    path = str(tmp_path / "t")
+    big = rows(0, 1000).set_column(3, "value", pa.array([bytes([i % 256]) * 10_000 for i in range(1000)]))
+    write_deltalake(path, big, mode="append")
+    batches = list(read_table_range(TableRange("s", 0, 1000, path), False))
+    assert [b.num_rows for b in batches] == [209, 209, 209, 209, 164]
+    assert [v for b in batches for v in b.column("value").to_pylist()] == big.column("value").to_pylist()
+    assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(1000))
+
+
 @pytest.mark.parametrize("include_headers", [True, False])
 def test_a_file_holding_its_offsets_out_of_order_is_read_in_offset_order(tmp_path: Path,
                                                                          include_headers: bool) -> None:
