@@ -130,7 +130,8 @@ def _produce_worker(bootstrap: str, topic: str, count: int, acks: int,
     producer = confluent_kafka.Producer(dict(conf or {}) | {
         "bootstrap.servers": bootstrap, "linger.ms": 5, "acks": acks, "batch.size": 1_000_000,
         "batch.num.messages": 100_000, "queue.buffering.max.messages": QUEUED_RECORDS,
-        "queue.buffering.max.kbytes": QUEUED_RECORDS * RECORD_BYTES // 1000 * 4, "compression.type": "none",
+        # the records' bound binds; the bytes' one only stays out of its way
+        "queue.buffering.max.kbytes": 4 * QUEUED_RECORDS * RECORD_BYTES // 1000, "compression.type": "none",
         "enable.idempotence": False,
         # Only failures come back as delivery reports: per-record callbacks would measure Python.
         "delivery.report.only.error": True})

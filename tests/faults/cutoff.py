@@ -301,11 +301,15 @@ def run_round(world: World, shape: str, number: int, java: Any = None) -> Round:
         # cut-off node, before or after it notices.
         late = start("n")
         producers += late
-        wait_until(lambda: all(counts()[p.client] >= before[p.client] + RESUMED_ACKS for p in producers) or failed(),
+
+        def not_resumed() -> list[Any]:
+            now = counts()
+            return [p for p in producers if now[p.client] < before[p.client] + RESUMED_ACKS]
+
+        wait_until(lambda: not not_resumed() or failed(),
                    OBSERVE_S, lambda: f"every producer resumed after cutting off node {cut_node} ({shape}): "
                                       f"{dict(counts())} (before {dict(before)}), cut at {cut:.3f}"
-                                      + stuck_logs(p for p in producers if counts()[p.client] < before[p.client]
-                                                   + RESUMED_ACKS))
+                                      + stuck_logs(not_resumed()))
         result = Round(shape, cut_node)
         for producer in producers:
             times = ack_times(producer)
