@@ -5,7 +5,7 @@
 A dynamic archive (JEP 350) holds the classes one JVM loaded, as that JVM ends: this one runs
 the main job's warm-up (vdl_dev.pipeline.warm_up: format("vdl") read and write, foreachBatch,
 delta-rs's append and MERGE) against a one-node VDL cluster, then delta-spark's append, MERGE and
-the demo's reads at its end (exercise_delta_spark), so the archive holds what the demo's, the jobs'
+reads (exercise_delta_spark), so the archive holds what the demo's, the jobs'
 and the tests' sessions load first. It is written beside the jars, replaced whole.
 """
 
@@ -42,13 +42,13 @@ def stop_jvm(spark: Any) -> None:
 
 def exercise_delta_spark(spark: Any, work: Path) -> None:
     """delta-spark's part of a session: a table of the main job's aggregates written (an append,
-    then a MERGE) and read as the demo reads its tables at its end (vdl_dev.run.read_results).
-    Without them in the archive the demo's end loaded them from the jars: 4.4 s instead of 3.9."""
+    then a MERGE) and read back (spark.read.format("delta"), DESCRIBE HISTORY), as the notebooks
+    and the tests use it."""
     from datetime import datetime
     from decimal import Decimal
 
+    from vdl_dev.delta_sink import history, read_delta_table
     from vdl_dev.pipeline import ACCUMULATE, DeltaMergeSink, aggregate_orders
-    from vdl_dev.run import read_results
 
     table = str(work / "aggregates")
     sink = DeltaMergeSink(table, app_id="vdl-class-archive", combine=ACCUMULATE)
@@ -57,7 +57,8 @@ def exercise_delta_spark(spark: Any, work: Path) -> None:
         [order], "event_time timestamp, category string, quantity int, amount decimal(10,2), produced_at timestamp")
     for batch_id in (0, 1):
         sink.merge(aggregate_orders(orders).drop("newest_produced"), batch_id)
-    read_results(spark, table, table, 1, say=lambda _line: None)
+    read_delta_table(spark, table).collect()
+    history(spark, table).collect()
 
 
 def build(target: Path) -> float:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 RAW_TABLE_LAG_MS = 1000  # the demo waits for the table at its end: keep that short
 
@@ -19,14 +18,18 @@ def raw_table_config(base: str | Path) -> dict[str, str]:
             "vdl.table.lag.ms": str(RAW_TABLE_LAG_MS)}
 
 
-def raw_table_rows(spark: Any, path: str, expected: int, timeout_s: float = 60.0) -> int:
-    """The table's row count (spark.read.format("delta")) once it reached `expected` (or whatever
-    it holds at the deadline)."""
-    from delta.tables import DeltaTable
+def raw_table_rows(path: str, expected: int, timeout_s: float = 60.0) -> int:
+    """The table's row count (delta-rs: its files' Parquet footers, no Spark job) once it reached
+    `expected` (or whatever it holds at the deadline)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
 
     deadline = time.monotonic() + timeout_s
     while True:
-        rows = spark.read.format("delta").load(path).count() if DeltaTable.isDeltaTable(spark, path) else 0
+        try:
+            rows = DeltaTable(path).to_pyarrow_dataset().count_rows()
+        except TableNotFoundError:
+            rows = 0
         if rows >= expected or time.monotonic() > deadline:
             return rows
         time.sleep(0.2)

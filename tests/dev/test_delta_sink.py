@@ -13,6 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import deltalake
 import pytest
 
 from tests.dev.delta_frames import delta_frame, oracle_frame
@@ -24,6 +25,7 @@ from vdl_dev.delta_sink import (
     USER_METADATA_CONF,
     commit_metadata,
     history,
+    history_frame,
     newest_produced_ms,
     table_version,
 )
@@ -166,6 +168,12 @@ def test_either_engine_skips_what_the_other_committed(spark: Any, tmp_path: Path
     changes = [(r.version, r.operation, r.updated, r.inserted, r.written)
                for r in history(spark, table).orderBy("version").collect()]
     assert changes == [(0, "WRITE", None, None, "1"), (1, "MERGE", "1", "1", "2"), (2, "MERGE", "1", "0", "2")]
+    # delta-rs reads the same history from the log (the demo prints it so), newest first, with
+    # each commit's metadata as DESCRIBE HISTORY has it.
+    described = [(r.version, r.userMetadata) for r in history(spark, table).collect()]
+    read = history_frame(deltalake.DeltaTable(str(table)))
+    assert [(r.version, r.operation, r.updated, r.inserted, r.written) for r in read.itertuples()] == changes[::-1]
+    assert [(r.version, r.userMetadata) for r in read.itertuples()] == described
 
 
 def _added_file(table: Path, version: int) -> Path:

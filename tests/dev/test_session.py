@@ -93,7 +93,7 @@ def test_the_session_jvm_maps_the_class_archive_make_built(demo_session: DemoSes
 @pytest.mark.parametrize("name", ["org.apache.spark.sql.delta.DeltaLog", "org.apache.spark.sql.delta.Snapshot",
                                   "org.apache.spark.sql.delta.actions.Action$"])
 def test_the_class_archive_holds_delta_sparks_classes(demo_session: DemoSession, name: str) -> None:
-    """The demo reads its tables with delta-spark at its end: the classes of a Delta table's log
-    and snapshot come from the archive, not from the jars (0.5 s of the demo's end)."""
+    """A session's first delta-spark read (the notebooks', the tests', a job's): the classes of a
+    Delta table's log and snapshot come from the archive, not from the jars."""
     line = next((line for line in demo_session.classes_loaded.splitlines() if f"] {name} source:" in line), None)
     assert line is not None and line.endswith("source: shared objects file (top)"), line
