@@ -151,10 +151,10 @@ def show_table(table_path: str, say: Callable[[str], None], top: int = 10) -> tu
     import pandas as pd
     from deltalake import DeltaTable
 
-    from vdl_dev.delta_sink import history_frame
+    from vdl_dev.delta_sink import history_frame, query_delta
 
     table = DeltaTable(table_path)
-    frame = table.to_pyarrow_table().to_pandas()
+    frame = query_delta(table, "SELECT * FROM t").to_pandas()
     for column, dtype in frame.dtypes.items():
         if isinstance(dtype, pd.DatetimeTZDtype):  # shown as Spark shows them: UTC, its session's zone
             frame[column] = frame[column].dt.tz_convert(None)
