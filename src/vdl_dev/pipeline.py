@@ -58,13 +58,6 @@ WINDOW = "1 minute"
 ENRICHED_COMPRESSION = "zstd"
 ORDER_COLUMNS = ("order_id", "customer_id", "event_time", "category", "product_id", "quantity",
                  "unit_price", "amount", "country", "payment")
-# Spark's code generation off, for queries over a few hundred rows and a Delta log: generating and
-# compiling Java for each operator, and in every task for each projection over the log's wide
-# schema, costs more than running them interpreted: `vdl demo`'s reads of its tables at the end
-# took 2.3-3.0 s instead of 4.4-4.7 s (and delta-spark's MERGE of 8 rows 1.43 s instead of 1.92 s:
-# benchmarks/bench_delta_merge.py). SQLConf: codegen.factoryMode FALLBACK (the default),
-# CODEGEN_ONLY or NO_CODEGEN.
-INTERPRETED_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 # Delta checkpoints a table every 10 commits by default; at 100, a reader (and the MERGE of the
 # next batch) replays up to 99 JSON commits after the last checkpoint instead of up to 9, but
 # rebuilds the table's state from a Parquet checkpoint ten times less often, which in delta-spark
