@@ -5,8 +5,8 @@
 A dynamic archive (JEP 350) holds the classes one JVM loaded, as that JVM ends: this one runs
 the main job's warm-up (vdl_dev.pipeline.warm_up: format("vdl") read and write, foreachBatch,
 delta-rs's append and MERGE) against a one-node VDL cluster, then delta-spark's append, MERGE and
-reads (exercise_delta_spark), so the archive holds what the demo's, the jobs'
-and the tests' sessions load first. It is written beside the jars, replaced whole.
+reads (exercise_delta_spark), so the archive holds what the demo's, the jobs' and the tests'
+sessions load first. It is written beside the jars, replaced whole.
 """
 
 from __future__ import annotations
