@@ -111,13 +111,27 @@ def _wait_until_listening(query: Any, timeout_s: float = 120.0) -> None:
         query.awaitTermination(0.1)
 
 
+def delta_orders(table_path: str | Path) -> int:
+    """The orders the job's table counts (0 without a table), read with delta-rs as the demo's end
+    reads it (vdl_dev.run.show_table): no Spark job."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    from vdl_dev.delta_sink import query_delta
+
+    try:
+        total = query_delta(DeltaTable(str(table_path)), "SELECT sum(orders) FROM t").column(0)[0].as_py()
+    except TableNotFoundError:
+        return 0
+    return int(total or 0)
+
+
 def follow(spark: Any, bootstrap: str, base: Path, *, source: str, enriched: str, rate: int = DEFAULT_RATE,
            trigger_s: float = DEFAULT_TRIGGER_S, duration_s: float | None = None, seed: int = 42,
            stop: threading.Event | None = None, say: Callable[[str], None] = print,
            config: Any = None) -> FollowReport:
     """Produce at `rate` into `source` and run the main job on it until `stop` is set or
     `duration_s` passed; then drain and fill in the totals. The streams must exist."""
-    from vdl_dev.delta_sink import read_delta_table
     from vdl_dev.pipeline import PipelinePaths, read_orders, start_pipeline
     from vdl_dev.run import READ_TASKS, end_offset
     from vdl_dev.workload import SteadyProducer, WorkloadConfig
@@ -153,8 +167,7 @@ def follow(spark: Any, bootstrap: str, base: Path, *, source: str, enriched: str
     finally:
         producer.halt()
         pipeline.stop()
-    totals = read_delta_table(spark, paths.delta_table).agg({"orders": "sum"}).first()
-    report.delta_orders = int(totals[0] or 0) if totals is not None else 0
+    report.delta_orders = delta_orders(paths.delta_table)
     report.enriched_out = end_offset(bootstrap, enriched)
     return report
 

@@ -1,5 +1,5 @@
 """How `vdl demo` reads its Delta tables at its end (vdl_dev.run.show_table,
-vdl_dev.raw_table.raw_table_rows): with delta-rs, in the demo's own process, the table written as
+vdl_dev.raw_table.raw_table_rows, and --follow's vdl_dev.follow.delta_orders): with delta-rs, in the demo's own process, the table written as
 the main job writes it (DeltaMergeSink.merge_arrow: an append, then MERGEs)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from vdl_dev.delta_sink import DeltaMergeSink
+from vdl_dev.follow import delta_orders
 from vdl_dev.raw_table import raw_table_rows
 from vdl_dev.run import show_table
 
@@ -58,3 +59,8 @@ def test_the_raw_table_is_counted_once_it_holds_the_rows(aggregates: Path, tmp_p
     assert raw_table_rows(str(aggregates), 3) == 3
     assert raw_table_rows(str(aggregates), 4, timeout_s=0.5) == 3  # what it holds at the deadline
     assert raw_table_rows(str(tmp_path / "none"), 1, timeout_s=0.5) == 0
+
+
+def test_follow_totals_the_orders_the_table_counts(aggregates: Path, tmp_path: Path) -> None:
+    assert delta_orders(aggregates) == 7  # 2 + (1 + 3) merged + 1
+    assert delta_orders(tmp_path / "none") == 0
