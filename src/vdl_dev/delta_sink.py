@@ -131,6 +131,19 @@ def query_delta(table: deltalake.DeltaTable, sql: str) -> pa.Table:
     return pa.table(QueryBuilder().register("t", table).execute(sql).read_all())
 
 
+def query_delta_value(table_path: str | Path, sql: str) -> Any:
+    """The first value of `sql` over the table at `table_path` (query_delta), None when there is
+    no table there."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = DeltaTable(str(table_path))
+    except TableNotFoundError:
+        return None
+    return query_delta(table, sql).column(0)[0].as_py()
+
+
 def history_frame(table: deltalake.DeltaTable) -> pd.DataFrame:
     """`history`'s columns, newest commit first, read by delta-rs from the table's log: no Spark
     job. The rows each commit changed are strings, as in DESCRIBE HISTORY's operationMetrics."""

@@ -114,16 +114,9 @@ def _wait_until_listening(query: Any, timeout_s: float = 120.0) -> None:
 def delta_orders(table_path: str | Path) -> int:
     """The orders the job's table counts (0 without a table), read with delta-rs as the demo's end
     reads it (vdl_dev.run.show_table): no Spark job."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
+    from vdl_dev.delta_sink import query_delta_value
 
-    from vdl_dev.delta_sink import query_delta
-
-    try:
-        total = query_delta(DeltaTable(str(table_path)), "SELECT sum(orders) FROM t").column(0)[0].as_py()
-    except TableNotFoundError:
-        return 0
-    return int(total or 0)
+    return int(query_delta_value(table_path, "SELECT sum(orders) FROM t") or 0)
 
 
 def follow(spark: Any, bootstrap: str, base: Path, *, source: str, enriched: str, rate: int = DEFAULT_RATE,

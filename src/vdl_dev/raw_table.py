@@ -21,17 +21,11 @@ def raw_table_config(base: str | Path) -> dict[str, str]:
 def raw_table_rows(path: str, expected: int, timeout_s: float = 60.0) -> int:
     """The table's row count (delta-rs, from its files' statistics: no Spark job) once it reached
     `expected` (or whatever it holds at the deadline)."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    from vdl_dev.delta_sink import query_delta
+    from vdl_dev.delta_sink import query_delta_value
 
     deadline = time.monotonic() + timeout_s
     while True:
-        try:
-            rows = query_delta(DeltaTable(path), "SELECT count(*) FROM t").column(0)[0].as_py()
-        except TableNotFoundError:
-            rows = 0
+        rows = query_delta_value(path, "SELECT count(*) FROM t") or 0
         if rows >= expected or time.monotonic() > deadline:
             return rows
         time.sleep(0.2)
