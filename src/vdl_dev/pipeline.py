@@ -23,6 +23,7 @@ DeltaTable.merge, which spends ~0.9 s of Spark jobs and log replay on any commit
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DeltaMergeSink", "MainJobBatch", "PipelinePaths", "aggregate_orders", "enrich_orders",
            "last_committed_batch", "lookup", "parse_orders", "query_id_from_checkpoint", "read_delta_table", "read_orders",
-           "start_pipeline", "warm_up", "warm_up_or_say"]
+           "start_pipeline", "warm_read_tasks", "warm_up", "warm_up_or_say"]
 
 log = logging.getLogger("vdl_demo")
 
@@ -334,6 +335,28 @@ def warm_up_or_say(spark: SparkSession, bootstrap: str, work: str | Path, say: C
     else:
         say(f"warmed Spark up in {seconds:.1f} s (the job once over {WARM_UP_EVENTS:,} events on scratch streams, "
             "dropped after)")
+
+
+def warm_read_tasks(spark: SparkSession, bootstrap: str, stream: str, tasks: int) -> int:
+    """Read the first record of `stream` in each of `tasks` tasks, in one batch job; returns the
+    records read (none while the stream is empty).
+
+    Run on a thread while a streaming query of the stream starts, it starts what the query's
+    first micro-batch would otherwise start after the query's own planning, one after the other:
+    the read planner's daemon, and pyspark.worker's daemon with a worker per task, each of them
+    importing pyspark, pyarrow and the connector. The query's read tasks then find those workers
+    idle and take them (spark.python.worker.reuse). Run it after the session has resolved
+    format("vdl") once (read_orders); a df.write.format("vdl") on such a thread failed with
+    DATA_SOURCE_NOT_FOUND, so it only reads."""
+    from vdl_client import ClientSettings, VdlClient
+
+    with VdlClient(ClientSettings.from_bootstrap(bootstrap, client_id="vdl-warm-up")) as client:
+        end = min(tasks, client.list_offsets([stream], -1)[stream])
+    if end == 0:
+        return 0
+    return len(spark.read.format("vdl").option("kafka.bootstrap.servers", bootstrap).option("subscribe", stream)
+               .option("endingOffsets", json.dumps({stream: {"0": end}})).option("minPartitions", str(tasks))
+               .load().select("offset").collect())
 
 
 def warm_up(spark: SparkSession, bootstrap: str, work: str | Path, events: int = WARM_UP_EVENTS) -> float:

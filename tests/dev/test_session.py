@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cluster import BrokerProcess
 from tests.support.processes import mapped_files
 from vdl_dev.jvm import class_archive
 
@@ -19,9 +20,13 @@ REPO = Path(__file__).resolve().parents[2]
 PROBE = """
 import sys
 from pathlib import Path
+import psutil
 from pyspark import SparkContext
+from vdl_client import ClientSettings, VdlClient
+from vdl_dev.pipeline import warm_read_tasks
 from vdl_dev.session import create_spark_session, spark_jvm_options
-work = Path(sys.argv[1])
+from vdl_dev.workload import WorkloadConfig, produce_workload
+work, bootstrap = Path(sys.argv[1]), sys.argv[2]
 spark = create_spark_session(work, jvm_options=(*spark_jvm_options(),
                                                 f"-Xlog:class+load=info:file={work / 'classes.log'}"))
 try:
@@ -30,6 +35,29 @@ try:
     where = spark.sparkContext.parallelize([0], 1).map(
         lambda _: (__import__("pyspark").__file__, __import__("py4j").__file__)).collect()
     print("WORKER", *where[0])
+
+    def python_workers():  # the processes the JVM runs: pid -> the module each runs
+        found = {}
+        for process in psutil.Process(SparkContext._gateway.proc.pid).children(recursive=True):
+            try:
+                found[process.pid] = process.cmdline()[-1]
+            except psutil.Error:  # it has exited (a zombie until reaped)
+                pass
+        return found
+
+    with VdlClient(ClientSettings.from_bootstrap(bootstrap)) as client:
+        client.create_streams(["empty", "orders"])
+    print("WARM EMPTY", warm_read_tasks(spark, bootstrap, "empty", 2))
+    produce_workload(bootstrap, "orders", WorkloadConfig(records=50), progress=False)
+    print("WARM", warm_read_tasks(spark, bootstrap, "orders", 2))
+    warmed = python_workers()
+    query = (spark.readStream.format("vdl").option("kafka.bootstrap.servers", bootstrap)
+             .option("subscribe", "orders").option("startingOffsets", "earliest").option("minPartitions", "2")
+             .load().writeStream.format("noop").trigger(availableNow=True)
+             .option("checkpointLocation", str(work / "checkpoint")).start())
+    query.awaitTermination()
+    print("READ", query.lastProgress["numInputRows"])
+    print("STARTED BY THE QUERY", *sorted(m for pid, m in python_workers().items() if pid not in warmed), flush=True)
     print("JVM", SparkContext._gateway.proc.pid, flush=True)
     sys.stdin.readline()  # the test reads the JVM's memory map meanwhile
 finally:
@@ -46,12 +74,13 @@ class DemoSession:
 
 
 @pytest.fixture(scope="module")
-def demo_session(tmp_path_factory: pytest.TempPathFactory) -> DemoSession:
+def demo_session(tmp_path_factory: pytest.TempPathFactory, module_broker: BrokerProcess) -> DemoSession:
     """The demo's session created in a process of its own (as `vdl demo` does)."""
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "PYSPARK_SUBMIT_ARGS")}
     work = tmp_path_factory.mktemp("session")
     errors = work / "stderr"  # a file, not a pipe: nobody reads a pipe while the probe runs
-    with errors.open("w") as stderr, subprocess.Popen([sys.executable, "-c", PROBE, str(work)], cwd=REPO, env=env,
+    command = [sys.executable, "-c", PROBE, str(work), module_broker.bootstrap]
+    with errors.open("w") as stderr, subprocess.Popen(command, cwd=REPO, env=env,
                                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                                                       text=True) as probe:
         assert probe.stdin is not None and probe.stdout is not None
@@ -97,3 +126,15 @@ def test_the_class_archive_holds_delta_sparks_classes(demo_session: DemoSession,
     Delta table's log and snapshot come from the archive, not from the jars."""
     line = next((line for line in demo_session.classes_loaded.splitlines() if f"] {name} source:" in line), None)
     assert line is not None and line.endswith("source: shared objects file (top)"), line
+
+
+@pytest.mark.timeout(240)
+def test_a_warm_read_starts_the_python_workers_a_querys_read_tasks_take(demo_session: DemoSession) -> None:
+    """`vdl demo` reads a record per read task (warm_read_tasks) while its query starts: the
+    read planner and pyspark.worker's daemon and workers start then, beside the query's own
+    planning, and the query's read tasks take those workers. Run after it, a streaming read of
+    the stream starts no Python process but its source runner (gone when the query ends)."""
+    lines = demo_session.stdout.splitlines()
+    assert "WARM EMPTY 0" in lines and "WARM 2" in lines and "READ 50" in lines, demo_session.stdout
+    started = next(line for line in lines if line.startswith("STARTED BY THE QUERY")).split()[4:]
+    assert set(started) - {"pyspark.sql.streaming.python_streaming_source_runner"} == set(), demo_session.stdout
