@@ -179,11 +179,24 @@ class _Options:
         return self.get(name) is not None
 
 
+# A catalog table's OPTIONS reach its provider under this prefix, beside the table's properties
+# (TableCatalog.OPTION_PREFIX and TableCatalog.PROP_PROVIDER in Spark's connector catalog API).
+_TABLE_OPTION_PREFIX = "option."
+_TABLE_PROVIDER = "provider"
+
+
 def check_known_options(raw: Mapping[str, str]) -> None:
     """A misspelt option (startingOffset, maxOffsetPerTrigger) fails instead of being ignored.
 
     Spark's Kafka source ignores unknown names silently; here only `kafka.`-prefixed client configs
     and Spark's own Kafka options are taken without use."""
+    keys = {str(k).lower() for k in raw}
+    if _TABLE_PROVIDER in keys and any(k.startswith(_TABLE_OPTION_PREFIX) for k in keys):
+        # Spark creates such a table, then fails every SELECT from it ("vdl is not a valid Spark
+        # SQL Data Source"): it reads no catalog table of a Python data source.
+        raise VdlOptionError("CREATE TABLE ... USING vdl: Spark cannot read a catalog table of a Python data "
+                             "source; use CREATE TEMPORARY VIEW name USING vdl OPTIONS (...), or "
+                             "spark.read.format(\"vdl\")")
     known = {n.lower() for n in (*SOURCE_OPTIONS, *SINK_OPTIONS, *KAFKA_ONLY_OPTIONS, *SPARK_OPTIONS)}
     unknown = sorted(str(k) for k in raw if str(k).lower() not in known and not str(k).lower().startswith("kafka."))
     if not unknown:

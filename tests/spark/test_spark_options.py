@@ -80,3 +80,12 @@ def test_overwrite_mode_fails(spark) -> None:  # noqa: ANN001
     with pytest.raises(Exception, match=r"save mode 'overwrite' is not supported: a stream is append-only; "
                                         r"use mode\('append'\)"):
         df.write.format("vdl").options(**BOOT, topic="t").mode("overwrite").save()
+
+
+def test_create_table_using_vdl_fails_naming_the_temporary_view(spark) -> None:  # noqa: ANN001
+    """Spark would create the catalog table and then fail every SELECT from it (it reads no
+    catalog table of a Python data source): the CREATE fails, naming what works."""
+    with pytest.raises(Exception, match="Spark cannot read a catalog table of a Python data source; use CREATE "
+                                        "TEMPORARY VIEW name USING vdl OPTIONS"):
+        spark.sql("CREATE TABLE vdl_orders USING vdl OPTIONS ('bootstrap.servers' '127.0.0.1:1', 'subscribe' 'a')")
+    assert not spark.catalog.tableExists("vdl_orders")

@@ -43,6 +43,16 @@ def test_batch_read_every_codec_with_headers(spark, broker, produced) -> None:  
     assert_df_equality(ordered(df), expected_df(spark, produced))
 
 
+def test_sql_temporary_view_using_vdl(spark, broker, produced) -> None:  # noqa: ANN001
+    """Spark SQL's way to a source: CREATE TEMPORARY VIEW ... USING vdl OPTIONS (...)."""
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW vdl_read USING vdl OPTIONS ('bootstrap.servers' '{broker.bootstrap}', "
+              f"'subscribePattern' '{PATTERN}', 'includeHeaders' 'true')")
+    try:
+        assert_df_equality(spark.sql("SELECT * FROM vdl_read ORDER BY topic, offset"), expected_df(spark, produced))
+    finally:
+        spark.catalog.dropTempView("vdl_read")
+
+
 def test_batch_read_without_headers_and_offsets_json(spark, broker, produced) -> None:  # noqa: ANN001
     df = (spark.read.format("vdl").option("kafka.bootstrap.servers", broker.bootstrap)
           .option("subscribe", "kp-gzip,ck-lz4")
