@@ -345,9 +345,8 @@ def warm_read_tasks(spark: SparkSession, bootstrap: str, stream: str, tasks: int
     first micro-batch would otherwise start after the query's own planning, one after the other:
     the read planner's daemon, and pyspark.worker's daemon with a worker per task, each of them
     importing pyspark, pyarrow and the connector. The query's read tasks then find those workers
-    idle and take them (spark.python.worker.reuse). Run it after the session has resolved
-    format("vdl") once (read_orders); a df.write.format("vdl") on such a thread failed with
-    DATA_SOURCE_NOT_FOUND, so it only reads."""
+    idle and take them (spark.python.worker.reuse). It only reads: on a thread of its own, a
+    df.write.format("vdl") fails with DATA_SOURCE_NOT_FOUND (README: writing from a thread)."""
     from vdl_client import ClientSettings, VdlClient
 
     with VdlClient(ClientSettings.from_bootstrap(bootstrap, client_id="vdl-warm-up")) as client:

@@ -1,5 +1,5 @@
-"""The demo's SparkSession (vdl_dev/session.py): what its Python processes import, and its JVM's
-class archive."""
+"""The demo's SparkSession (vdl_dev/session.py): what its Python processes import, which of them
+a warm read starts for its query, and its JVM's class archive."""
 
 from __future__ import annotations
 
