@@ -213,8 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     from vdl_dev.workload import CHUNK, WorkloadConfig, produce_workload
 
     report = Report("bench_mainjob" + ("_quick" if args.quick else ""))
-    # First, as a user runs it: after the benchmark's own session, its JVM (which pyspark keeps
-    # until this process exits) and its page cache slowed each demo by 3-5 s.
+    # First, as a user runs it: run after the benchmark's own session (whose JVM pyspark keeps
+    # until this process exits), each demo took 32-33.5 s where the same code alone took 28-30 s.
     demo_seconds = [demo_wall_seconds(records) for _ in range(demo_runs)]
     work = Path(tempfile.mkdtemp(prefix="bench-mainjob-"))
     config = WorkloadConfig(records=records)
