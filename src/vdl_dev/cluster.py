@@ -64,3 +64,11 @@ def start_cluster(nodes: int, data_dir: Path, *, fsync: bool = True,
     log(f"started a {nodes}-node VDL cluster in {time.monotonic() - started:.1f} s: {cluster.bootstrap_servers}")
     log("metrics (Prometheus): " + " ".join(cluster.metrics_urls().values()))
     return DemoCluster(nodes, cluster, data_dir)
+
+
+def end_offset(bootstrap: str, stream: str) -> int:
+    """The stream's log end offset (its high watermark), asked of the cluster at `bootstrap`."""
+    from vdl_client import ClientSettings, VdlClient
+
+    with VdlClient(ClientSettings.from_bootstrap(bootstrap, client_id="vdl-demo")) as client:
+        return client.list_offsets([stream], -1)[stream]

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from vdl_dev.cluster import DemoCluster, start_cluster
+from vdl_dev.cluster import DemoCluster, end_offset, start_cluster
 from vdl_dev.session import (
     create_spark_session,
     deferred_interrupts,
@@ -126,7 +126,7 @@ def follow(spark: Any, bootstrap: str, base: Path, *, source: str, enriched: str
     """Produce at `rate` into `source` and run the main job on it until `stop` is set or
     `duration_s` passed; then drain and fill in the totals. The streams must exist."""
     from vdl_dev.pipeline import PipelinePaths, read_orders, start_pipeline
-    from vdl_dev.run import READ_TASKS, end_offset
+    from vdl_dev.run import READ_TASKS
     from vdl_dev.workload import SteadyProducer, WorkloadConfig
 
     stop = stop or threading.Event()

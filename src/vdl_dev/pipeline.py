@@ -347,10 +347,9 @@ def warm_read_tasks(spark: SparkSession, bootstrap: str, stream: str, tasks: int
     importing pyspark, pyarrow and the connector. The query's read tasks then find those workers
     idle and take them (spark.python.worker.reuse). It only reads: on a thread of its own, a
     df.write.format("vdl") fails with DATA_SOURCE_NOT_FOUND (README: writing from a thread)."""
-    from vdl_client import ClientSettings, VdlClient
+    from vdl_dev.cluster import end_offset
 
-    with VdlClient(ClientSettings.from_bootstrap(bootstrap, client_id="vdl-warm-up")) as client:
-        end = min(tasks, client.list_offsets([stream], -1)[stream])
+    end = min(tasks, end_offset(bootstrap, stream))
     if end == 0:
         return 0
     return len(spark.read.format("vdl").option("kafka.bootstrap.servers", bootstrap).option("subscribe", stream)

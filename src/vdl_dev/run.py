@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vdl_dev.cluster import DemoCluster, start_cluster
+from vdl_dev.cluster import DemoCluster, end_offset, start_cluster
 from vdl_dev.raw_table import raw_table_config, raw_table_path, raw_table_rows
 from vdl_dev.session import (
     Background,
@@ -80,13 +80,6 @@ def create_streams(bootstrap: str, base: Path | None = None) -> None:
     with VdlClient(ClientSettings.from_bootstrap(bootstrap, client_id="vdl-demo")) as client:
         client.create_stream(SOURCE_STREAM, config=raw_table_config(base) if base is not None else None)
         client.create_streams([ENRICHED_STREAM])
-
-
-def end_offset(bootstrap: str, stream: str) -> int:
-    from vdl_client import ClientSettings, VdlClient
-
-    with VdlClient(ClientSettings.from_bootstrap(bootstrap, client_id="vdl-demo")) as client:
-        return client.list_offsets([stream], -1)[stream]
 
 
 def processed_through(query: Any, stream: str) -> int:

@@ -48,7 +48,7 @@ def test_sql_temporary_view_using_vdl(spark, broker, produced) -> None:  # noqa:
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW vdl_read USING vdl OPTIONS ('bootstrap.servers' '{broker.bootstrap}', "
               f"'subscribePattern' '{PATTERN}', 'includeHeaders' 'true')")
     try:
-        assert_df_equality(spark.sql("SELECT * FROM vdl_read ORDER BY topic, offset"), expected_df(spark, produced))
+        assert_df_equality(ordered(spark.sql("SELECT * FROM vdl_read")), expected_df(spark, produced))
     finally:
         spark.catalog.dropTempView("vdl_read")
 
