@@ -33,6 +33,15 @@ def test_streams_produce_consume(broker: BrokerProcess) -> None:
     assert vdl("streams", "list", *b).stdout.split() == [b"events"]
 
 
+def test_kafka_tools_spellings(broker: BrokerProcess) -> None:
+    """--bootstrap-server and --max-messages, as kafka-topics and kafka-console-consumer spell them."""
+    b = ["--bootstrap-server", broker.bootstrap]
+    assert vdl("streams", "create", "spelled", *b).returncode == 0
+    assert vdl("produce", "spelled", "--quiet", *b, stdin=b"a\nb\nc\n").returncode == 0
+    consumed = vdl("consume", "spelled", "--max-messages", "2", *b)
+    assert consumed.returncode == 0 and consumed.stdout == b"a\nb\n", consumed.stderr
+
+
 def test_produce_from_file_with_keys(broker: BrokerProcess, tmp_path: Path) -> None:
     b = ["--bootstrap", broker.bootstrap]
     source = tmp_path / "input.txt"

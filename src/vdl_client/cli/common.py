@@ -38,7 +38,8 @@ class Parser(argparse.ArgumentParser):
 def connection_options() -> Parser:
     """The options of every command that talks to brokers (a parent parser)."""
     parent = Parser(add_help=False)
-    parent.add_argument("--bootstrap", default=os.environ.get("VDL_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+    # --bootstrap-server: the spelling of Kafka's own tools, which a Kafka user types first
+    parent.add_argument("--bootstrap", "--bootstrap-server", default=os.environ.get("VDL_BOOTSTRAP", DEFAULT_BOOTSTRAP),
                         help="brokers HOST:PORT[,HOST:PORT...], tried in order "
                              "(default $VDL_BOOTSTRAP or 127.0.0.1:9092)")
     parent.add_argument("-X", dest="properties", action="append", default=[], metavar="KEY=VALUE",

@@ -136,7 +136,7 @@ def register(commands: argparse._SubParsersAction[Parser], connection: Parser) -
     consume = commands.add_parser("consume", parents=[connection], help="print records, one per line")
     consume.add_argument("stream")
     consume.add_argument("--from", dest="from_", default="earliest", help="earliest, latest or an offset")
-    consume.add_argument("--max", type=int, help="stop after N records")
+    consume.add_argument("--max", "--max-messages", type=int, help="stop after N records")
     consume.add_argument("--end", action="store_true", help="stop at the end of the stream")
     consume.add_argument("--timeout", type=float, help="stop after this many seconds without records")
     consume.add_argument("--print-offsets", action="store_true", help="prefix each value with its offset")
