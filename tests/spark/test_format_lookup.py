@@ -64,7 +64,8 @@ def test_a_wheel_puts_the_lookup_module_and_every_package_at_the_top(tmp_path: P
 # What Spark's lookup and create-data-source workers do with format("vdl"): import the lookup
 # module, make the source and ask its schema. A read's or a plain write's commit worker likewise
 # only unpickles the writer. None of them talks to a broker, so none needs the client's modules,
-# which load every protocol message class (about half a CPU second of each worker's start).
+# which load every protocol message class (about half a CPU second of each worker's start); none
+# reads records, so none needs the reading side's (pyarrow.compute, the record decoders: ~60 ms).
 LIGHT_WORKER = textwrap.dedent("""
     import sys
     from pyspark_vdl import DefaultSource
@@ -73,7 +74,8 @@ LIGHT_WORKER = textwrap.dedent("""
     source = DefaultSource({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "orders"})
     source.schema()
     end_transactions(parse_sink_options({"kafka.bootstrap.servers": "127.0.0.1:9"}), [None], commit=True)
-    heavy = sorted(m for m in sys.modules if m in ("vdl_wire.messages", "vdl_wire.api", "vdl_client.client"))
+    heavy = sorted(m for m in sys.modules if m in ("vdl_wire.messages", "vdl_wire.api", "vdl_client.client",
+                                                   "vdl_connector.reading"))
     print("loaded:", heavy)
     sys.exit(1 if heavy else 0)
 """)
