@@ -118,7 +118,7 @@ class CeilingReader(DataSourceStreamReader):
     def read(self, partition: InputPartition):  # noqa: ANN201
         import numpy as np
 
-        from vdl_connector.schema import arrow_read_schema
+        from vdl_connector.arrow import arrow_read_schema
 
         low, high = partition.value
         n = CEILING_BATCH_ROWS
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
             Arrow batches of Spark's size: the connector's and the broker's CPU without Spark's."""
             from vdl_client import ClientSettings, VdlClient
             from vdl_connector.options import SinkOptions
-            from vdl_connector.sink import StreamProducer
+            from vdl_connector.producing import StreamProducer
 
             if not alone_batches:
                 alone_batches.extend(frame_values(min(records, ALONE_DISTINCT_ROWS), SPARK_ARROW_BATCH_ROWS))

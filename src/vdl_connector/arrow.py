@@ -1,4 +1,5 @@
-"""Arrow <-> Kafka records for the connector: the one place that converts between them.
+"""Arrow <-> Kafka records for the connector: the one place that converts between them, and
+the read schema's Arrow form (`arrow_read_schema`), what read tasks hand Spark.
 
 Decoding (the read path) lives in vdl_wire/records/arrow.py, shared with the broker's tiering
 writer; it is re-exported here. Encoding (the write path): `build_batch(columns, ...)` turns
@@ -28,14 +29,58 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from vdl_connector.schema import VALUE_JSON_COLUMN
 from vdl_wire.records.arrow import ArrowColumns, RawColumns, decode_columns_arrow, parse_records
 from vdl_wire.records.batch_header import TRANSACTIONAL_MASK
 from vdl_wire.records.compression import Compression, compress
 from vdl_wire.records.varint import write_varint
 
-__all__ = ["ArrowColumns", "BatchCutter", "BinaryColumn", "Piece", "RawColumns", "RecordColumns", "build_batch",
-           "cut_points", "encode_batch", "encode_records",
+__all__ = ["ARROW_HEADERS_TYPE", "ArrowColumns", "BatchCutter", "BinaryColumn", "Piece", "RawColumns", "RecordColumns", "build_batch",
+           "arrow_read_schema", "constant_string", "cut_points", "encode_batch", "encode_records",
            "decode_columns_arrow", "encode_headers", "encode_headers_column", "parse_records"]
+
+# ============================================================================== the read schema
+
+# The Arrow form of vdl_connector.schema.read_schema: it must equal what Spark derives from it
+# (pyspark.sql.pandas.types.to_arrow_schema(schema, timezone="UTC")), which rejects any
+# difference (binary vs large_binary, timestamp unit/zone, list item name).
+ARROW_HEADER_STRUCT = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+ARROW_HEADERS_TYPE = pa.list_(pa.field("element", ARROW_HEADER_STRUCT))
+
+
+# The rows a read task hands Spark at a time: an Arrow batch of the log is cut after the Kafka batch
+# that takes it past either bound, a table's row groups are split to them. Spark's JVM reads each
+# into buffers of its Arrow allocator, which pools those up to a chunk (Netty's, 4 MiB) and maps
+# each larger one anew, page by page, and unmaps it after the batch: 262,144-row batches of
+# ~200-byte JSON values cost the JVM ~46,000 page faults per 500,000 rows read (89 MB buffers),
+# batches cut at 2 MiB of keys and values ~3,000. Bounded rows keep tiny records' batches small.
+MAX_ROWS_PER_ARROW_BATCH = 65_536
+MAX_BYTES_PER_ARROW_BATCH = 2 << 20
+
+
+def arrow_read_schema(include_headers: bool, value_type: pa.DataType | None = None) -> pa.Schema:
+    fields = [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        fields.append(pa.field("headers", ARROW_HEADERS_TYPE))
+    if value_type is not None:
+        fields.append(pa.field(VALUE_JSON_COLUMN, value_type))
+    return pa.schema(fields)
+
+
+def constant_string(text: str, count: int) -> pa.Array:
+    """A string column holding `text` `count` times (the topic column), built from buffers."""
+    data = text.encode("utf-8")
+    offsets = np.arange(count + 1, dtype=np.int32) * len(data)
+    return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data * count)])
+
 
 # ============================================================================== encoding
 

@@ -98,7 +98,7 @@ class SourceOptions:
 
 # The sink's batch size (kafka.batch.size) unless set: a broker's CPU per record fell ~22% from 1
 # MiB batches to 4 MiB (benchmarks/bench_connector.py, write group: its costs per request and per
-# fsync spread over 4x the records). A stream's max.message.bytes, when lower, caps it (sink.py).
+# fsync spread over 4x the records). A stream's max.message.bytes, when lower, caps it (producing.py).
 # Rows that name their streams (the `topic` column, no `topic` option) keep 1 MiB: a task holds a
 # batch being filled, and ~8 MiB in flight, for every stream it meets.
 DEFAULT_BATCH_SIZE = 4 * 1024 * 1024

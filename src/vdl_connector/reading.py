@@ -11,16 +11,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from vdl_connector.arrow import decode_columns_arrow
-from vdl_connector.options import EARLIEST, SourceOptions
-from vdl_connector.planning import OffsetRange
-from vdl_connector.schema import (
+from vdl_connector.arrow import (
     ARROW_HEADERS_TYPE,
     MAX_BYTES_PER_ARROW_BATCH,
     MAX_ROWS_PER_ARROW_BATCH,
     arrow_read_schema,
     constant_string,
+    decode_columns_arrow,
 )
+from vdl_connector.options import EARLIEST, SourceOptions
+from vdl_connector.planning import OffsetRange
 from vdl_connector.tables import TableRange, read_table_range
 from vdl_wire.errors import ErrorCode
 from vdl_wire.records.batch_header import BatchHeader

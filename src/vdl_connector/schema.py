@@ -1,16 +1,13 @@
-"""Read schema (Spark's Kafka source schema) and writer input-schema validation.
-
-The Arrow schema must equal what Spark derives from the Spark schema
-(pyspark.sql.pandas.types.to_arrow_schema(schema, timezone="UTC")): Spark rejects any
-difference (binary vs large_binary, timestamp unit/zone, list item name).
+"""Read schema (Spark's Kafka source schema) and writer input-schema validation, in Spark's
+types only: Spark's planner processes import this module (data source creation asks the
+schema), and neither numpy nor pyarrow, ~70 ms of each such process, is needed there. The read
+schema's Arrow form, what read tasks hand Spark, is vdl_connector.arrow.arrow_read_schema.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -28,19 +25,6 @@ from pyspark.sql.types import (
 from vdl_connector.options import VdlOptionError
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
-
-ARROW_HEADER_STRUCT = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-ARROW_HEADERS_TYPE = pa.list_(pa.field("element", ARROW_HEADER_STRUCT))
-
-
-# The rows a read task hands Spark at a time: an Arrow batch of the log is cut after the Kafka batch
-# that takes it past either bound, a table's row groups are split to them. Spark's JVM reads each
-# into buffers of its Arrow allocator, which pools those up to a chunk (Netty's, 4 MiB) and maps
-# each larger one anew, page by page, and unmaps it after the batch: 262,144-row batches of
-# ~200-byte JSON values cost the JVM ~46,000 page faults per 500,000 rows read (89 MB buffers),
-# batches cut at 2 MiB of keys and values ~3,000. Bounded rows keep tiny records' batches small.
-MAX_ROWS_PER_ARROW_BATCH = 65_536
-MAX_BYTES_PER_ARROW_BATCH = 2 << 20
 
 VALUE_JSON_COLUMN = "valueJson"  # valueJsonSchema's parsed value (vdl_connector/json_values.py)
 
@@ -62,30 +46,6 @@ def read_schema(include_headers: bool, value_type: StructType | None = None) -> 
     if value_type is not None:
         fields.append(StructField(VALUE_JSON_COLUMN, value_type))
     return StructType(fields)
-
-
-def arrow_read_schema(include_headers: bool, value_type: pa.DataType | None = None) -> pa.Schema:
-    fields = [
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-        pa.field("timestampType", pa.int32()),
-    ]
-    if include_headers:
-        fields.append(pa.field("headers", ARROW_HEADERS_TYPE))
-    if value_type is not None:
-        fields.append(pa.field(VALUE_JSON_COLUMN, value_type))
-    return pa.schema(fields)
-
-
-def constant_string(text: str, count: int) -> pa.Array:
-    """A string column holding `text` `count` times (the topic column), built from buffers."""
-    data = text.encode("utf-8")
-    offsets = np.arange(count + 1, dtype=np.int32) * len(data)
-    return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data * count)])
 
 
 @dataclass(frozen=True)

@@ -30,14 +30,14 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from vdl_connector.planning import OffsetRange, split_ranges
-from vdl_connector.schema import (
+from vdl_connector.arrow import (
     ARROW_HEADERS_TYPE,
     MAX_BYTES_PER_ARROW_BATCH,
     MAX_ROWS_PER_ARROW_BATCH,
     arrow_read_schema,
     constant_string,
 )
+from vdl_connector.planning import OffsetRange, split_ranges
 
 TABLE_KEYS = ("vdl.table.path", "vdl.table.format")
 # A table of committed records only says so with these properties (vdl_broker/tables/delta.py):

@@ -5,8 +5,14 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from vdl_connector.arrow import RecordColumns, build_batch, cut_points, encode_headers, encode_headers_column
-from vdl_connector.schema import ARROW_HEADERS_TYPE
+from vdl_connector.arrow import (
+    ARROW_HEADERS_TYPE,
+    RecordColumns,
+    build_batch,
+    cut_points,
+    encode_headers,
+    encode_headers_column,
+)
 from vdl_wire.records.compression import Compression
 from vdl_wire.records.record_batch import read_records, validate_batch
 

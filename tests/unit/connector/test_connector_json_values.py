@@ -10,9 +10,10 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
+from vdl_connector.arrow import arrow_read_schema
 from vdl_connector.json_values import JsonValueParser, arrow_struct, parse_value_schema
 from vdl_connector.options import VdlOptionError, parse_source_options
-from vdl_connector.schema import arrow_read_schema, read_schema
+from vdl_connector.schema import read_schema
 
 SCHEMA = ('{"type":"struct","fields":['
           '{"name":"id","type":"string","nullable":true,"metadata":{}},'

@@ -17,9 +17,10 @@ from pyspark.sql.types import (
 )
 
 from vdl_client.replicas import ReplicaSet
+from vdl_connector.arrow import arrow_read_schema
 from vdl_connector.options import ReplicaPreference, VdlOptionError
 from vdl_connector.planning import OffsetRange, TriggerDelay, plan_ranges, rate_limit, spread_over_replicas
-from vdl_connector.schema import arrow_read_schema, read_schema, validate_write_schema
+from vdl_connector.schema import read_schema, validate_write_schema
 
 
 @pytest.mark.parametrize("headers", [False, True])

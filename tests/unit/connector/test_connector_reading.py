@@ -6,11 +6,13 @@ import pyarrow as pa
 import pytest
 
 from vdl_client import FetchResult
+from vdl_connector.arrow import arrow_read_schema
 from vdl_connector.options import parse_sink_options, parse_source_options
 from vdl_connector.planning import OffsetRange
+from vdl_connector.producing import StreamProducer, in_flight_window, split_by_stream
 from vdl_connector.reading import read_range
-from vdl_connector.schema import arrow_read_schema, validate_write_schema
-from vdl_connector.sink import StreamProducer, VdlWriteError, in_flight_window, split_by_stream
+from vdl_connector.schema import validate_write_schema
+from vdl_connector.sink import VdlWriteError
 from vdl_connector.source import VdlDataLossError, data_loss
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import DescribeConfigsRequest, DescribeConfigsResponse

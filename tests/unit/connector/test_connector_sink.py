@@ -14,7 +14,7 @@ from tests.unit.client.fake_cluster import FakeCluster, settings
 from vdl_client import VdlClient
 from vdl_connector.arrow import RecordColumns, cut_points, encode_headers
 from vdl_connector.options import SinkOptions
-from vdl_connector.sink import StreamProducer
+from vdl_connector.producing import StreamProducer
 from vdl_wire.records.batch_header import BATCH_HEADER_SIZE, parse_batch_header
 from vdl_wire.records.record_batch import read_records, validate_batch
 

@@ -194,7 +194,7 @@ def test_a_range_goes_to_spark_a_row_group_at_a_time(tmp_path: Path) -> None:
 
 
 def test_a_row_group_of_large_records_is_handed_to_spark_in_batches_under_2_mib(tmp_path: Path) -> None:
-    """As log reads (vdl_connector.schema.MAX_BYTES_PER_ARROW_BATCH): Spark's JVM maps every Arrow
+    """As log reads (vdl_connector.arrow.MAX_BYTES_PER_ARROW_BATCH): Spark's JVM maps every Arrow
     buffer over 4 MiB anew. 1,000 values of 10,000 bytes in one row group: 209 rows a batch."""
     path = str(tmp_path / "t")
     big = rows(0, 1000).set_column(3, "value", pa.array([bytes([i % 256]) * 10_000 for i in range(1000)]))
