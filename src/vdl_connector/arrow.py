@@ -35,9 +35,9 @@ from vdl_wire.records.batch_header import TRANSACTIONAL_MASK
 from vdl_wire.records.compression import Compression, compress
 from vdl_wire.records.varint import write_varint
 
-__all__ = ["ARROW_HEADERS_TYPE", "ArrowColumns", "BatchCutter", "BinaryColumn", "Piece", "RawColumns", "RecordColumns", "build_batch",
-           "arrow_read_schema", "constant_string", "cut_points", "encode_batch", "encode_records",
-           "decode_columns_arrow", "encode_headers", "encode_headers_column", "parse_records"]
+__all__ = ["ARROW_HEADERS_TYPE", "ArrowColumns", "BatchCutter", "BinaryColumn", "Piece", "RawColumns", "RecordColumns",
+           "arrow_read_schema", "build_batch", "constant_string", "cut_points", "decode_columns_arrow", "encode_batch",
+           "encode_headers", "encode_headers_column", "encode_records", "parse_records"]
 
 # ============================================================================== the read schema
 

@@ -14,8 +14,9 @@ deterministic plan over a replayable source) or a retried task attempt therefore
 the sequence it had: it starts after the last sequence the broker stored for that producer id
 (StreamProducer._resume, in producing.py: a task's side of the writers) and the broker stores
 nothing twice. Costs: one VdlWriterId per task and micro-batch, one DescribeProducers per task
-and stream, and the broker keeps producer state per (query, batch, task). Where Spark cannot replay identically (non-deterministic plans, a
-non-replayable source), the guarantee degrades to at-least-once.
+and stream, and the broker keeps producer state per (query, batch, task). Where Spark cannot
+replay identically (non-deterministic plans, a non-replayable source), the guarantee degrades to
+at-least-once.
 
 Batch writes (df.write) are at-least-once, unless the option exactlyOnce is set to true
 explicitly: then the write must run inside foreachBatch of a streaming query, and its tasks take
