@@ -66,7 +66,7 @@ def test_a_wheel_puts_the_lookup_module_and_every_package_at_the_top(tmp_path: P
 # only unpickles the writer. None of them talks to a broker, so none needs the client's modules,
 # which load every protocol message class (about half a CPU second of each worker's start); none
 # reads or writes a record, so none needs numpy, pyarrow or the connector's record code (the
-# connector's import took 146 ms in such a worker with them, 20 ms without).
+# connector's import took 166 ms in such a worker with them, 15 ms without).
 LIGHT_WORKER = textwrap.dedent("""
     import sys
     from pyspark_vdl import DefaultSource
