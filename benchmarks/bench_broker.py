@@ -121,10 +121,12 @@ def create(bootstrap: str, *topics: str) -> None:
 
 
 def _produce_worker(bootstrap: str, topic: str, count: int, acks: int,
-                    start_at: float, conf: dict[str, str] | None = None) -> tuple[float, list[tuple[float, float]]]:
-    """One producer process: `count` 100-byte records; returns when all were acknowledged and
-    (wall time, records acknowledged) samples taken along the way. `conf`: more librdkafka
-    properties (security)."""
+                    start_at: float, conf: dict[str, str] | None = None
+                    ) -> tuple[float, list[tuple[float, float]], float]:
+    """One producer process: `count` 100-byte records; returns when all were acknowledged, with
+    (wall time, records acknowledged) samples taken along the way and the CPU seconds this process
+    spent from the start (its librdkafka threads included). `conf`: more librdkafka properties
+    (security)."""
     import confluent_kafka
 
     producer = confluent_kafka.Producer(dict(conf or {}) | {
@@ -144,6 +146,7 @@ def _produce_worker(bootstrap: str, topic: str, count: int, acks: int,
         raise RuntimeError("producer process started too late for the common start time")
     while time.time() < start_at:
         time.sleep(0.001)
+    cpu_at_start = time.process_time()
     samples: list[tuple[float, float]] = [(start_at, 0.0)]
     next_sample = start_at + 0.1
     for i in range(count):
@@ -166,15 +169,17 @@ def _produce_worker(bootstrap: str, topic: str, count: int, acks: int,
         raise RuntimeError(f"produce failed: {remaining} undelivered, errors {failures[:3]}")
     finished = time.time()
     samples.append((finished, float(count)))
-    return finished, samples
+    return finished, samples, time.process_time() - cpu_at_start
 
 
 @dataclass
 class Throughput:
-    """Records/s of one produce run and its (seconds since start, records acknowledged) timeline."""
+    """Records/s of one produce run, its (seconds since start, records acknowledged) timeline and
+    the producer processes' CPU seconds."""
 
     rate: float
     counts: list[tuple[float, float]]
+    client_cpu_s: float = 0.0
 
 
 def produce_run(bootstrap: str, topic: str, count: int, acks: int, processes: int,
@@ -188,9 +193,10 @@ def produce_run(bootstrap: str, topic: str, count: int, acks: int, processes: in
         futures = [pool.submit(_produce_worker, bootstrap, topic, count // processes, acks, start_at, conf)
                    for _ in range(processes)]
         results = [future.result() for future in futures]
-    finished = max(end for end, _ in results)
+    finished = max(end for end, _, _ in results)
     rate = (count // processes) * processes / (finished - start_at)
-    return Throughput(rate, merged_counts([samples for _, samples in results], start_at))
+    return Throughput(rate, merged_counts([samples for _, samples, _ in results], start_at),
+                      sum(cpu for _, _, cpu in results))
 
 
 def produce_throughput(bootstrap: str, topic: str, count: int, acks: int, processes: int) -> float:

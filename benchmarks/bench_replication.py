@@ -256,6 +256,7 @@ def measure_throughput(target: Target, round_number: int, count: int, producers:
         check_leader_kept(roles, topic, by_role)
     result.values["acks_all"] = run.rate
     result.values["acks_all_cpu"] = per_record_us(used[0], count)
+    result.values["client_cpu"] = per_record_us(run.client_cpu_s, count)
     result.timelines["acks_all"] = run.counts
     after = {role: cpu_split(pid) for role, pid in by_role.items()}
     user = {role: per_record_us(after[role][0] - before[role][0], count) for role in by_role}
@@ -385,6 +386,19 @@ def report_cost(report: Report, cluster: Target, single: Target, results: dict[s
     for name, values, goal, higher in ratios:
         report.add(prefix + name, statistics.median(values), "x", goal if goals else None, higher_is_better=higher,
                    note="median of per-round ratios: " + ", ".join(f"{v:.2f}" for v in values))
+    # The producers share the cores with the brokers: with every core busy, the throughput ratio
+    # is (producers + 1 node) / (producers + 3 nodes) in CPU per record, so the producers' cost
+    # says what the 3 nodes may spend for the throughput goal.
+    for label, runs in (("3 nodes", three), ("1 node", one)):
+        values = [r.values["client_cpu"] for r in runs]
+        report.add(f"{prefix}producers' CPU per record, {label}", statistics.median(values), "us/record",
+                   higher_is_better=False, note="confluent-kafka processes, librdkafka's threads included; "
+                   + listed(values))
+    if goals:
+        allowed = [(b.values["client_cpu"] + b.values["acks_all_cpu"]) / 0.85 - a.values["client_cpu"]
+                   for a, b in zip(three, one, strict=True)]
+        report.add(f"{prefix}3-node broker CPU per record that 0.85x throughput allows", statistics.median(allowed),
+                   "us/record", note="with every core busy: (producers + 1 node) / 0.85 - producers; " + listed(allowed))
     for label, key, runs in (("3 nodes, in all", "request_cpu", three),
                              ("3 nodes, in all, net of idle", "request_net_cpu", three),
                              ("3 nodes, leader", "request_leader_cpu", three),

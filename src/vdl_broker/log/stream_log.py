@@ -435,7 +435,8 @@ class StreamLog:
 
     # ---- truncation, reset, retention (where the log starts: log_start.py) ------------------
     def truncate_suffix(self, from_index: int) -> None:
-        """Remove entries >= from_index (Raft conflict resolution)."""
+        """Remove entries >= from_index (Raft conflict resolution). An OSError (a full disk)
+        leaves a consistent log that may still end past from_index: call again."""
         if from_index > self._last_index:
             return
         if from_index < self.first_index:
@@ -452,12 +453,24 @@ class StreamLog:
         del self._segments[i + 1:]
         self._commit.forget(target)
         target.unseal()
-        target.truncate_entries(from_index - target.base_index)
+        try:
+            target.truncate_entries(from_index - target.base_index)
+        except OSError:
+            # A full disk while a reader holds the target's pages (its kept prefix must be
+            # copied): the later segments are gone already, so the log now ends with the
+            # target, whole; the caller cuts the rest when it retries.
+            target.open_for_append()
+            self._end_before(target.base_index + target.count)
+            raise
         target.open_for_append()
-        self.cache.truncate_from(from_index)
-        self._term_runs.truncate_from(from_index)
+        self._end_before(from_index)
+
+    def _end_before(self, next_index: int) -> None:
+        """The derived state of a log whose segments now end right before `next_index`."""
+        self.cache.truncate_from(next_index)
+        self._term_runs.truncate_from(next_index)
         self._reindex()
-        self._last_index = from_index - 1
+        self._last_index = next_index - 1
         self._last_term = self._read_term(self._last_index)
         state_snapshots.delete_above(self.directory, self.log_end_offset)
 

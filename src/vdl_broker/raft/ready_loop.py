@@ -119,7 +119,7 @@ class ReadyLoop(GroupState):
         if rd.entries:
             first = rd.entries[0].index
             if first <= stream_log.last_index:
-                stream_log.truncate_suffix(first)  # Raft conflict: the leader's entries win
+                await self._cut_log(first, "cut its conflicting entries")  # Raft conflict: the leader's entries win
             try:
                 stream_log.append(rd.entries)  # all or nothing
             except OSError as error:
@@ -254,6 +254,8 @@ class ReadyLoop(GroupState):
         def _count_applied(self, entries: list[Entry]) -> None: ...  # snapshotting.py
 
         async def _drop_unsynced_tail(self) -> None: ...  # write_failure.py
+
+        async def _cut_log(self, from_index: int, what: str) -> None: ...  # write_failure.py
 
         def _write_failed(self, rd: Ready, failed: WriteFailed) -> None: ...  # write_failure.py
 

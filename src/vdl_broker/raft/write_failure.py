@@ -25,8 +25,10 @@ forgets the unwritten entries in one of two ways:
   commits rely on the other replicas; every later APPEND retries the write, so writes resume
   once space returns. Entries already applied are not applied twice (`_applied_floor`).
 
-Anything else (a failed snapshot install or conflict truncation, an append that could not be
-undone, any other exception) still stops the group for good (RaftGroup.failure).
+A conflict truncation (the leader's entries replacing this replica's) that the disk refuses is
+tried again until it succeeds, as the drop of an unsynced tail is: the Ready waits for it.
+Anything else (a failed snapshot install, an append that could not be undone, any other
+exception) still stops the group for good (RaftGroup.failure).
 """
 
 from __future__ import annotations
@@ -65,16 +67,23 @@ def is_storage_error(error: BaseException) -> bool:
 class WriteFailureRecovery(GroupState):
     async def _drop_unsynced_tail(self) -> None:
         """After a failed write only what is durable stays: entries appended but not synced may
-        be lost already (a failed fsync leaves the page cache's copy untrustworthy). If the cut
-        itself cannot be written (a full disk while a reader still holds the tail's pages, so
-        the file must be copied), the group waits and tries again: it must not die of it."""
-        delay = 0.05
+        be lost already (a failed fsync leaves the page cache's copy untrustworthy)."""
         while self.log.last_index > self.log.durable_index:
+            await self._cut_log(self.log.durable_index + 1, "drop its unsynced entries")
+
+    async def _cut_log(self, from_index: int, what: str) -> None:
+        """log.truncate_suffix(from_index), tried again until it succeeds while the disk refuses
+        it: a full disk while a reader still holds the cut segment's pages (its kept prefix must
+        be copied to a new file), or the recovery point's file. The group must not die of it: it
+        waits for space, or for the reader to let go."""
+        delay = 0.05
+        while self.log.last_index >= from_index:
             try:
-                self.log.truncate_suffix(self.log.durable_index + 1)
+                self.log.truncate_suffix(from_index)
             except OSError as error:
-                log.warning("raft group %s on node %d cannot drop its unsynced entries (%s): retrying",
-                            self.name, self.node_id, error)
+                if not is_storage_error(error):
+                    raise
+                log.warning("raft group %s on node %d cannot %s (%s): retrying", self.name, self.node_id, what, error)
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, 1.0)
 

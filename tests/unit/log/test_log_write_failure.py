@@ -201,6 +201,49 @@ def test_truncation_on_a_full_disk(tmp_path: Path) -> None:
         unmount(tmp_path / "small")
 
 
+def test_conflict_truncation_across_segments_on_a_full_disk(tmp_path: Path) -> None:
+    """Regression (make chaos: a follower's Raft group died cutting conflicting entries on a full
+    disk): the cut deleted the later segments, then failed copying the kept prefix of the one
+    it cuts into (a reader held its pages), and the log still claimed the deleted segments'
+    entries. It now ends with that segment, whole, and a retry once the reader let go finishes
+    the cut."""
+    try:
+        mount_tmpfs(tmp_path / "small", "512k")
+    except TmpfsUnavailable as error:
+        pytest.skip(str(error))
+    try:
+        directory = tmp_path / "small" / "s"
+        log = StreamLog.open(directory, config(segment_bytes=32 << 10, tail_cache_bytes=0))
+        log.append(entries_after(log, 40, body=3000))
+        bases = sorted(int(p.name.removesuffix(".log")) for p in directory.glob("*.log"))
+        assert len(bases) >= 3
+        target_base, next_base = bases[-2], bases[-1]
+        # Near the end of the last sealed segment: the prefix to copy is larger than the last
+        # segment, whose deletion is all the space the cut frees.
+        cut = next_base - 2
+        original = [bytes(e.data) for e in log.entries(1, log.last_index + 1)]
+        held = log.read(log.offset_for_index(target_base - 1), 1).buffers  # pages of the segment cut
+        fill(tmp_path / "small" / "ballast")
+        with pytest.raises(OSError) as raised:
+            log.truncate_suffix(cut)
+        assert raised.value.errno == errno.ENOSPC
+        assert sorted(int(p.name.removesuffix(".log")) for p in directory.glob("*.log")) == bases[:-1]
+        assert log.last_index == next_base - 1 and log.segment_count == len(bases) - 1
+        assert [bytes(e.data) for e in log.entries(1, next_base)] == original[:next_base - 1]
+        assert log.log_end_offset == log.offset_for_index(next_base - 1)
+        del held
+        log.truncate_suffix(cut)
+        assert log.last_index == cut - 1
+        assert [bytes(e.data) for e in log.entries(1, cut)] == original[:cut - 1]
+        log.close()
+        reopened = StreamLog.open(directory, config(segment_bytes=32 << 10))
+        assert reopened.last_index == cut - 1
+        assert [bytes(e.data) for e in reopened.entries(1, cut)] == original[:cut - 1]
+        reopened.close()
+    finally:
+        unmount(tmp_path / "small")
+
+
 def test_a_log_opens_when_its_recovery_point_cannot_be_written(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     # A node restarted on a full disk: the recovery point's move at open exited it with ENOSPC.

@@ -18,7 +18,7 @@ from vdl_broker.log import LogConfig, StreamLog
 from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.proposals import ProposalStorageError
-from vdl_broker.raft.types import Entry, EntryType, Message, Role
+from vdl_broker.raft.types import Entry, EntryType, Message, NotLeaderError, Role
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 
@@ -27,6 +27,8 @@ class Nodes:
     def __init__(self, tmp: Path, n: int) -> None:
         self.logs = {i: StreamLog.open(tmp / f"n{i}", LogConfig(fsync=False)) for i in range(1, n + 1)}
         self.failing: set[int] = set()
+        self.isolated: set[int] = set()  # nodes whose messages, both ways, are lost
+        self.refused_cuts: dict[int, int] = {}  # node -> how many more truncations fail (ENOSPC)
         self.groups: dict[int, RaftGroup] = {}
         for i, stream_log in self.logs.items():
             self._inject(i, stream_log)
@@ -43,8 +45,19 @@ class Nodes:
             real(entries)
 
         stream_log.append = append  # type: ignore[method-assign]
+        real_cut = stream_log.truncate_suffix
+
+        def truncate_suffix(from_index: int) -> None:
+            if self.refused_cuts.get(i):
+                self.refused_cuts[i] -= 1
+                raise OSError(errno.ENOSPC, "No space left on device")
+            real_cut(from_index)
+
+        stream_log.truncate_suffix = truncate_suffix  # type: ignore[method-assign]
 
     def _send(self, _name: str, message: Message) -> bool:
+        if message.to in self.isolated or message.sender in self.isolated:
+            return True
         asyncio.get_running_loop().call_soon(self.groups[message.to].step, message)
         return True
 
@@ -162,6 +175,48 @@ async def _test_leader_that_cannot_write_steps_down_and_never_reuses_an_index(tm
         # Whatever became of the entry the old leader could not write, an (index, term) names
         # one entry everywhere: the logs are identical.
         assert all(group.failure is None for group in nodes.groups.values())
+    finally:
+        await nodes.stop()
+
+
+def test_conflicting_entries_are_cut_once_the_disk_lets_them(tmp_path: Path) -> None:
+    virtual_time.run(_test_conflicting_entries_are_cut_once_the_disk_lets_them(tmp_path))
+
+
+async def _test_conflicting_entries_are_cut_once_the_disk_lets_them(tmp_path: Path) -> None:
+    """Regression (make chaos: "raft group chaos on node 4 failed", OSError 28 from
+    truncate_suffix in the Ready loop): a replica whose disk refused to cut the entries a new
+    leader replaces stopped for good, and never came back in sync. It now tries again."""
+    nodes = Nodes(tmp_path, 3)
+    await nodes.start()
+    try:
+        await until(nodes.leader)
+        old = nodes.leader()
+        assert old is not None
+        await old.propose(b"before", EntryType.METADATA).committed
+        nodes.isolated.add(old.node_id)
+        stranded = [old.propose(f"stranded-{n}".encode(), EntryType.METADATA) for n in range(3)]
+        await until(lambda: nodes.logs[old.node_id].last_index == stranded[-1].index)
+
+        def new_leader() -> RaftGroup | None:
+            return next((g for g in nodes.groups.values()
+                         if g is not old and g.is_leader and g.leader_ready), None)
+
+        await until(new_leader)
+        new = new_leader()
+        assert new is not None
+        for n in range(4):
+            await new.propose(f"after-{n}".encode(), EntryType.METADATA).committed
+        nodes.refused_cuts[old.node_id] = 3
+        nodes.isolated.clear()
+        await until(lambda: nodes.logs[old.node_id].last_index == new.last_index
+                    and stored(nodes.logs[old.node_id]) == stored(nodes.logs[new.node_id]))
+        assert nodes.refused_cuts[old.node_id] == 0  # all three refusals were met
+        assert all(group.failure is None for group in nodes.groups.values())
+        assert [data for _, _, data in stored(nodes.logs[old.node_id]) if data.startswith(b"stranded")] == []
+        for proposal in stranded:
+            with pytest.raises(NotLeaderError):  # lost with the leadership, or replaced
+                await proposal.committed
     finally:
         await nodes.stop()
 
