@@ -25,6 +25,7 @@ other exception stops the group for good (`failure`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -113,13 +114,16 @@ class ReadyLoop(GroupState):
         if rd.snapshot is not None:
             snap = rd.snapshot
             self._install_snapshot(snap)  # a state machine's snapshot: written and restored first
-            stream_log.reset(snap.index + 1, snap.term, _snapshot_offset(snap))
+            reset = functools.partial(stream_log.reset, snap.index + 1, snap.term, _snapshot_offset(snap))
+            await self._until_written(reset, "start its log where the leader's starts")
             if self._snapshot_fn is not None:
                 self._snapshot_fn(snap)
         if rd.entries:
             first = rd.entries[0].index
             if first <= stream_log.last_index:
-                await self._cut_log(first, "cut its conflicting entries")  # Raft conflict: the leader's entries win
+                # Raft conflict: the leader's entries win.
+                cut = functools.partial(stream_log.truncate_suffix, first)
+                await self._until_written(cut, "cut its conflicting entries")
             try:
                 stream_log.append(rd.entries)  # all or nothing
             except OSError as error:
@@ -255,7 +259,7 @@ class ReadyLoop(GroupState):
 
         async def _drop_unsynced_tail(self) -> None: ...  # write_failure.py
 
-        async def _cut_log(self, from_index: int, what: str) -> None: ...  # write_failure.py
+        async def _until_written(self, write: Callable[[], None], what: str) -> None: ...  # write_failure.py
 
         def _write_failed(self, rd: Ready, failed: WriteFailed) -> None: ...  # write_failure.py
 

@@ -25,17 +25,20 @@ forgets the unwritten entries in one of two ways:
   commits rely on the other replicas; every later APPEND retries the write, so writes resume
   once space returns. Entries already applied are not applied twice (`_applied_floor`).
 
-A conflict truncation (the leader's entries replacing this replica's) that the disk refuses is
-tried again until it succeeds, as the drop of an unsynced tail is: the Ready waits for it.
-Anything else (a failed snapshot install, an append that could not be undone, any other
-exception) still stops the group for good (RaftGroup.failure).
+A conflict truncation (the leader's entries replacing this replica's) or a reset to the
+leader's log start (a "snapshot") that the disk refuses is tried again until it succeeds, as the
+drop of an unsynced tail is: the Ready waits for it. Anything else (a state machine's snapshot
+that cannot be installed, an append that could not be undone, any other exception) still stops
+the group for good (RaftGroup.failure).
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
+from collections.abc import Callable
 
 from vdl_broker.raft.group_state import GroupState
 from vdl_broker.raft.node import RaftNode
@@ -69,17 +72,20 @@ class WriteFailureRecovery(GroupState):
         """After a failed write only what is durable stays: entries appended but not synced may
         be lost already (a failed fsync leaves the page cache's copy untrustworthy)."""
         while self.log.last_index > self.log.durable_index:
-            await self._cut_log(self.log.durable_index + 1, "drop its unsynced entries")
+            cut = functools.partial(self.log.truncate_suffix, self.log.durable_index + 1)
+            await self._until_written(cut, "drop its unsynced entries")
 
-    async def _cut_log(self, from_index: int, what: str) -> None:
-        """log.truncate_suffix(from_index), tried again until it succeeds while the disk refuses
-        it: a full disk while a reader still holds the cut segment's pages (its kept prefix must
-        be copied to a new file), or the recovery point's file. The group must not die of it: it
-        waits for space, or for the reader to let go."""
+    async def _until_written(self, write: Callable[[], None], what: str) -> None:
+        """write() -- a cut of the log or its reset to the leader's log start, each safe to repeat
+        after a failure -- tried again while the disk refuses it: a full disk while a reader holds
+        the pages of a segment being cut (its kept prefix must be copied to a new file), or the
+        small files a cut or a reset rewrites. The group must not die of it: it waits for space,
+        or for the reader to let go."""
         delay = 0.05
-        while self.log.last_index >= from_index:
+        while True:
             try:
-                self.log.truncate_suffix(from_index)
+                write()
+                return
             except OSError as error:
                 if not is_storage_error(error):
                     raise

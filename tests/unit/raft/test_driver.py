@@ -7,6 +7,7 @@ The same scenarios over real TCP: tests/integration/test_raft_driver.py."""
 from __future__ import annotations
 
 import asyncio
+import errno
 from pathlib import Path
 
 import pytest
@@ -236,6 +237,43 @@ def test_follower_behind_retention_restarts_from_the_leaders_log_start(tmp_path:
         assert c.entries(lagger, last) == c.entries(leader.node_id, last)
         assert await produce(c, leader, [b"after"]) == [65]
         await c.all_committed(leader.last_index)
+    run(tmp_path, body, log_config=LogConfig(fsync=False, segment_bytes=1024, retention_bytes=1))
+
+
+def test_a_follower_that_cannot_reset_its_log_tries_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A follower behind retention whose disk refuses its log's reset to the leader's log start
+    (a full disk) waits and tries again, then catches up: the reset stopped its Raft group for
+    good, as a refused cut of conflicting entries did (make chaos)."""
+    refusals = {"left": 3}
+    real_reset = StreamLog.reset
+
+    def reset(log: StreamLog, first_index: int, previous_term: int, start_offset: int) -> None:
+        if refusals["left"]:
+            refusals["left"] -= 1
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_reset(log, first_index, previous_term, start_offset)
+
+    async def body(c: Cluster) -> None:
+        leader = await c.leader()
+        await produce(c, leader, [b"early"] * 5)
+        lagger = next(i for i in c.ids if i != leader.node_id)
+        await c.all_committed(leader.last_index)
+        await c.stop_node(lagger)
+        for _ in range(6):
+            await produce(c, leader, [b"r" * 200] * 10)
+        other = next(i for i in c.ids if i not in (leader.node_id, lagger))
+        await c.all_committed(leader.last_index)
+        for i in (leader.node_id, other):
+            assert c.logs[i].apply_retention(max_index=c.group(i).commit_index) > 0
+        monkeypatch.setattr(StreamLog, "reset", reset)
+        await c.start_node(lagger)
+        g = c.group(lagger)
+        last = leader.last_index
+        assert await g.wait_for(lambda g: g.applied_index >= last, 10)
+        assert refusals["left"] == 0 and g.failure is None
+        assert c.logs[lagger].first_index == c.logs[leader.node_id].first_index
+        assert c.entries(lagger, last) == c.entries(leader.node_id, last)
+        assert c.partition(lagger).high_watermark == c.partition(leader.node_id).high_watermark == 65
     run(tmp_path, body, log_config=LogConfig(fsync=False, segment_bytes=1024, retention_bytes=1))
 
 
