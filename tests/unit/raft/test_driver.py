@@ -210,21 +210,27 @@ def test_many_groups_coalesce_their_heartbeats_into_few_frames(tmp_path: Path) -
     run(tmp_path, body)
 
 
+async def lag_behind_retention(c: Cluster) -> tuple[RaftGroup, int]:
+    """(leader, a stopped follower) after retention deleted, on the others, entries it lacks."""
+    leader = await c.leader()
+    await produce(c, leader, [b"early"] * 5)
+    lagger = next(i for i in c.ids if i != leader.node_id)
+    await c.all_committed(leader.last_index)
+    await c.stop_node(lagger)
+    for _ in range(6):
+        await produce(c, leader, [b"r" * 200] * 10)  # segments of ~1 KiB roll often
+    other = next(i for i in c.ids if i not in (leader.node_id, lagger))
+    await c.all_committed(leader.last_index)
+    for i in (leader.node_id, other):
+        assert c.logs[i].apply_retention(max_index=c.group(i).commit_index) > 0
+    return leader, lagger
+
+
 def test_follower_behind_retention_restarts_from_the_leaders_log_start(tmp_path: Path) -> None:
     """The entries a follower needs were deleted by retention on the leader, so it receives the
     leader's log start (a "snapshot") and continues from there."""
     async def body(c: Cluster) -> None:
-        leader = await c.leader()
-        await produce(c, leader, [b"early"] * 5)
-        lagger = next(i for i in c.ids if i != leader.node_id)
-        await c.all_committed(leader.last_index)
-        await c.stop_node(lagger)
-        for _ in range(6):
-            await produce(c, leader, [b"r" * 200] * 10)  # segments of ~1 KiB roll often
-        other = next(i for i in c.ids if i not in (leader.node_id, lagger))
-        await c.all_committed(leader.last_index)
-        for i in (leader.node_id, other):
-            assert c.logs[i].apply_retention(max_index=c.group(i).commit_index) > 0
+        leader, lagger = await lag_behind_retention(c)
         start = c.logs[leader.node_id].log_start_offset
         assert start > 5 and c.logs[leader.node_id].first_index > 7
         await c.start_node(lagger)
@@ -254,17 +260,7 @@ def test_a_follower_that_cannot_reset_its_log_tries_again(tmp_path: Path, monkey
         real_reset(log, first_index, previous_term, start_offset)
 
     async def body(c: Cluster) -> None:
-        leader = await c.leader()
-        await produce(c, leader, [b"early"] * 5)
-        lagger = next(i for i in c.ids if i != leader.node_id)
-        await c.all_committed(leader.last_index)
-        await c.stop_node(lagger)
-        for _ in range(6):
-            await produce(c, leader, [b"r" * 200] * 10)
-        other = next(i for i in c.ids if i not in (leader.node_id, lagger))
-        await c.all_committed(leader.last_index)
-        for i in (leader.node_id, other):
-            assert c.logs[i].apply_retention(max_index=c.group(i).commit_index) > 0
+        leader, lagger = await lag_behind_retention(c)
         monkeypatch.setattr(StreamLog, "reset", reset)
         await c.start_node(lagger)
         g = c.group(lagger)
