@@ -84,6 +84,14 @@ class Nodes:
         leaders = [g for g in self.groups.values() if g.is_leader and g.leader_ready and g.node_id not in self.failing]
         return leaders[0] if len(leaders) == 1 else None
 
+    async def leader_after_a_commit(self) -> RaftGroup:
+        """The elected leader, once it committed an entry of its own."""
+        await until(self.leader)
+        leader = self.leader()
+        assert leader is not None
+        await leader.propose(b"before", EntryType.METADATA).committed
+        return leader
+
 
 
 
@@ -124,10 +132,7 @@ async def _test_full_follower_never_acknowledges_then_catches_up(tmp_path: Path)
     nodes = Nodes(tmp_path, 3)
     await nodes.start()
     try:
-        await until(nodes.leader)
-        leader = nodes.leader()
-        assert leader is not None
-        await leader.propose(b"before", EntryType.METADATA).committed
+        leader = await nodes.leader_after_a_commit()
         follower = next(i for i in nodes.groups if i != leader.node_id)
         await until(lambda: leader.match_index(follower) == leader.last_index)
         acknowledged = leader.match_index(follower)
@@ -154,10 +159,7 @@ async def _test_leader_that_cannot_write_steps_down_and_never_reuses_an_index(tm
     nodes = Nodes(tmp_path, 3)
     await nodes.start()
     try:
-        await until(nodes.leader)
-        old = nodes.leader()
-        assert old is not None
-        await old.propose(b"before", EntryType.METADATA).committed
+        old = await nodes.leader_after_a_commit()
         nodes.failing.add(old.node_id)
         lost = old.propose(b"unwritten-on-the-leader", EntryType.METADATA)
         with pytest.raises(ProposalStorageError):
@@ -190,10 +192,7 @@ async def _test_conflicting_entries_are_cut_once_the_disk_lets_them(tmp_path: Pa
     nodes = Nodes(tmp_path, 3)
     await nodes.start()
     try:
-        await until(nodes.leader)
-        old = nodes.leader()
-        assert old is not None
-        await old.propose(b"before", EntryType.METADATA).committed
+        old = await nodes.leader_after_a_commit()
         nodes.isolated.add(old.node_id)
         stranded = [old.propose(f"stranded-{n}".encode(), EntryType.METADATA) for n in range(3)]
         await until(lambda: nodes.logs[old.node_id].last_index == stranded[-1].index)
