@@ -179,7 +179,7 @@ class Throughput:
 
     rate: float
     counts: list[tuple[float, float]]
-    client_cpu_s: float = 0.0
+    client_cpu_s: float
 
 
 def produce_run(bootstrap: str, topic: str, count: int, acks: int, processes: int,
