@@ -59,6 +59,7 @@ from vdl_wire.messages import (
     MetadataRequest,
     VdlWriterIdRequest,
 )
+from vdl_wire.software import CLIENT_SOFTWARE_NAME, software_version
 
 log = logging.getLogger("vdl_client")
 T = TypeVar("T")
@@ -336,7 +337,7 @@ class VdlClient:
 
     def api_versions(self) -> dict[int, tuple[int, int]]:
         """What a broker serves: api key -> (min version, max version)."""
-        request = ApiVersionsRequest(client_software_name="vdl-client", client_software_version="0")
+        request = ApiVersionsRequest(client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=software_version())
 
         response = self.call(ANY_NODE, request, "ApiVersions", error_of=lambda r: r.error_code)
         self.check_error(response.error_code, "ApiVersions")

@@ -22,6 +22,7 @@ from vdl_wire.messages import (
     VdlNodesRequest,
 )
 from vdl_wire.messages.update_features import METADATA_FEATURE, UPGRADE
+from vdl_wire.software import CLIENT_SOFTWARE_NAME, software_version
 
 PREFERRED = 0  # ElectLeaders election type
 
@@ -136,7 +137,8 @@ class FeatureLevels:
 
 def feature_levels(client: VdlClient) -> FeatureLevels:
     """The cluster's `vdl.metadata.version`, as the metadata leader's ApiVersions tells it."""
-    response = client.admin(ApiVersionsRequest(client_software_name="vdl", client_software_version="0"),
+    response = client.admin(ApiVersionsRequest(client_software_name=CLIENT_SOFTWARE_NAME,
+                                               client_software_version=software_version()),
                             "ApiVersions")
     client.check_error(response.error_code, "ApiVersions")
     supported = max((f.max_version for f in response.supported_features or [] if f.name == METADATA_FEATURE),

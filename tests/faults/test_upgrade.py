@@ -23,12 +23,11 @@ from tests.faults.harness import (
 )
 from tests.faults.workload import ConsumerThread, Workload
 from tests.support.cluster import VDL_CLI, node_address, start_cluster, wait_until
-from tests.support.kafka import create_topic_raw, raw_request
+from tests.support.kafka import CLIENT_API_VERSIONS, create_topic_raw, raw_request
 from vdl_broker.cluster import features
 from vdl_client import ClientSettings, VdlClient
 from vdl_client.groups import commit_offsets, committed_offsets
 from vdl_dev.dev_cluster import DevCluster
-from vdl_wire import messages as m
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -67,8 +66,7 @@ def vdl(cluster: DevCluster, *args: str) -> subprocess.CompletedProcess[str]:
 
 def metadata_levels(cluster: DevCluster, node_id: int) -> tuple[list[tuple[str, int, int]], list[tuple[str, int]]]:
     """What node `node_id` says of feature levels (ApiVersions v3): supported and finalized."""
-    answer = raw_request(node_address(cluster, node_id), m.ApiVersionsRequest(
-        client_software_name="test", client_software_version="1"), 3)
+    answer = raw_request(node_address(cluster, node_id), CLIENT_API_VERSIONS, 3)
     return ([(f.name, f.min_version, f.max_version) for f in answer.supported_features or []],
             [(f.name, f.max_version_level) for f in answer.finalized_features or []])
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import subprocess
+from importlib.metadata import version
 from pathlib import Path
 
-from tests.support.cluster import VDL_CLI, BrokerProcess, free_port
+from tests.support.cluster import BROKER_COMMAND, VDL_CLI, BrokerProcess, free_port
 
 
 def vdl(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -49,6 +50,13 @@ def test_produce_from_file_with_keys(broker: BrokerProcess, tmp_path: Path) -> N
     assert vdl("streams", "create", "keyed", *b).returncode == 0
     assert vdl("produce", "keyed", "--file", str(source), "--key-separator", "=", *b).returncode == 0
     assert vdl("consume", "keyed", "--max", "2", *b).stdout == b"v1\nv2\n"
+
+
+def test_version_of_both_command_lines() -> None:
+    release = version("vdl-for-spark")
+    for command, name in ((VDL_CLI, b"vdl"), (BROKER_COMMAND, b"vdl-broker")):
+        result = subprocess.run([*command, "--version"], capture_output=True, timeout=30)
+        assert (result.returncode, result.stdout, result.stderr) == (0, b"%s %s\n" % (name, release.encode()), b"")
 
 
 def _one_line_failure(result: subprocess.CompletedProcess[bytes], words: bytes) -> None:

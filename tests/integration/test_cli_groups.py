@@ -16,7 +16,14 @@ import pytest
 from kafka import KafkaConsumer
 
 from tests.support.cluster import VDL_CLI, node_address, running_nodes, wait_until
-from tests.support.kafka import coordinator_raw, create_topic_raw, numbered_batch, produce_raw, raw_request
+from tests.support.kafka import (
+    CLIENT_API_VERSIONS,
+    coordinator_raw,
+    create_topic_raw,
+    numbered_batch,
+    produce_raw,
+    raw_request,
+)
 from vdl_broker.cluster import features
 from vdl_client import ClientSettings, VdlClient
 from vdl_client.groups import commit_offsets
@@ -195,8 +202,7 @@ def test_cluster_status_healthy_and_with_a_node_down(cluster: DevCluster, stream
 def test_the_feature_level_in_api_versions_and_vdl_cluster_upgrade(cluster: DevCluster, streams: None) -> None:
     level = features.SUPPORTED_LEVEL
     for node_id in cluster.node_ids():
-        answer = raw_request(node_address(cluster, node_id), m.ApiVersionsRequest(
-            client_software_name="test", client_software_version="1"), 3)
+        answer = raw_request(node_address(cluster, node_id), CLIENT_API_VERSIONS, 3)
         assert [(f.name, f.min_version, f.max_version) for f in answer.supported_features] == [
             ("vdl.metadata.version", 1, level), ("transaction.version", 0, 2)]
         # A new cluster starts at its release's level: finalized by nothing since.

@@ -85,6 +85,31 @@ def test_fetch_long_poll_wakes_on_append(module_broker: BrokerProcess) -> None:
         assert not records and time.monotonic() - started >= 0.25
 
 
+def test_api_versions_refuses_software_names_kafka_refuses(module_broker: BrokerProcess) -> None:
+    """KIP-511: from v3 the client's software name and version are letters and digits with '-'
+    and '.' inside; anything else is INVALID_REQUEST listing no APIs, on a connection that stays
+    usable (as Kafka's broker answers)."""
+    supported = [(k.api_key, k.min_version, k.max_version) for k in api.api_versions_response().api_keys]
+    with raw_socket(module_broker.bootstrap) as sock:
+        for correlation, (name, version) in enumerate((("", "1.0"), ("vdl", ""), ("-vdl", "1"), ("vdl", "1.0-"),
+                                                       ("my client", "1"), ("vdl", "1_0"), ("vdl", "ü"))):
+            sock.sendall(encode(m.ApiVersionsRequest(client_software_name=name, client_software_version=version),
+                                3, correlation_id=correlation))
+            got, refused = api.decode_response(m.ApiVersionsRequest.DECL.api_key, 3, read_frame(sock))
+            assert (got, refused.error_code, refused.api_keys) == (correlation, ErrorCode.INVALID_REQUEST, []), name
+        for correlation, (name, version) in enumerate((("apache-kafka-java", "4.4.0"), ("librdkafka", "v2.6.1"),
+                                                       ("a", "0"), ("kgo", "1.18.0-rc.1")), start=10):
+            sock.sendall(encode(m.ApiVersionsRequest(client_software_name=name, client_software_version=version),
+                                3, correlation_id=correlation))
+            got, answer = api.decode_response(m.ApiVersionsRequest.DECL.api_key, 3, read_frame(sock))
+            assert (got, answer.error_code) == (correlation, ErrorCode.NONE), name
+            assert [(k.api_key, k.min_version, k.max_version) for k in answer.api_keys] == supported
+        # Before v3 the request has no names: nothing to refuse.
+        sock.sendall(encode(m.ApiVersionsRequest(), 2, correlation_id=20))
+        got, old = api.decode_response(m.ApiVersionsRequest.DECL.api_key, 2, read_frame(sock))
+        assert (got, old.error_code, len(old.api_keys)) == (20, ErrorCode.NONE, len(supported))
+
+
 def readable_now(sock: socket.socket) -> bool:
     """Whether `sock` has something to read right now (an answer, or the peer's close)."""
     readable, _, _ = select.select([sock], [], [], 0)

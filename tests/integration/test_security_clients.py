@@ -23,7 +23,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpPartition
 
 from tests.support.cluster import start_cluster, wait_until
-from tests.support.kafka import closed_by_peer, encode, read_frame
+from tests.support.kafka import CLIENT_API_VERSIONS, closed_by_peer, encode, read_frame
 from tests.support.security import (
     ADMIN_PASSWORD,
     ADMIN_PASSWORD_ENV,
@@ -42,7 +42,6 @@ from vdl_wire.acls import AclBinding, Operation, PatternType, Permission, Resour
 from vdl_wire.api import decode_response
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import (
-    ApiVersionsRequest,
     MetadataRequest,
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
@@ -238,7 +237,7 @@ def test_wrong_password_unknown_user_and_unsupported_mechanism(secure_node: DevC
 
 def test_unauthenticated_sasl_connections_get_only_api_versions_and_the_handshake(secure_node: DevCluster) -> None:
     with sasl_socket(secure_node) as sock:
-        versions = call(sock, ApiVersionsRequest(), 3)
+        versions = call(sock, CLIENT_API_VERSIONS, 3)
         assert versions.error_code == 0 and {k.api_key for k in versions.api_keys} >= {17, 36, 29, 30, 31, 50, 51}
         sock.sendall(encode(MetadataRequest(topics=None), 8, 2))
         assert closed_by_peer(sock)
@@ -373,7 +372,7 @@ def test_requests_split_over_tls_records_are_not_held_by_delayed_acks(secure_nod
     with context.wrap_socket(socket.create_connection((host, int(port)), timeout=10), server_hostname=host) as sock:
         started = time.perf_counter()
         for correlation in range(60):
-            frame = encode(ApiVersionsRequest(), 3, correlation)
+            frame = encode(CLIENT_API_VERSIONS, 3, correlation)
             sock.sendall(frame[:6])  # one TLS record, then the rest in another (Nagle is on)
             sock.sendall(frame[6:])
             read_frame(sock)

@@ -22,6 +22,8 @@ from vdl_wire.errors import ErrorCode
 from vdl_wire.records.record_batch import RecordBatchBuilder, iter_batches, read_records
 
 TEST_CLIENT_ID = "vdl-tests"
+# ApiVersions v3+ as a client sends it: KIP-511 software name and version (empty ones are refused)
+CLIENT_API_VERSIONS = m.ApiVersionsRequest(client_software_name=TEST_CLIENT_ID, client_software_version="1.0")
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 
 

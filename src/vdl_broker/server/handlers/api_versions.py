@@ -4,6 +4,8 @@ release supports and what the cluster has finalized."""
 
 from __future__ import annotations
 
+import re
+
 from vdl_broker.cluster import features
 from vdl_broker.cluster.features import (
     BASELINE_LEVEL,
@@ -22,6 +24,9 @@ API_KEY = ApiVersionsRequest.DECL.api_key
 NAME = "ApiVersions"
 SupportedFeature = ApiVersionsResponse.SupportedFeatureKey
 FinalizedFeature = ApiVersionsResponse.FinalizedFeatureKey
+# KIP-511: ClientSoftwareName and ClientSoftwareVersion (v3+) start and end with a letter or
+# digit, with '-' and '.' between; Kafka answers anything else INVALID_REQUEST, listing no APIs.
+SOFTWARE_NAME_OR_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 def supported_response(error: ErrorCode = ErrorCode.NONE) -> ApiVersionsResponse:
@@ -30,6 +35,11 @@ def supported_response(error: ErrorCode = ErrorCode.NONE) -> ApiVersionsResponse
 
 
 def handle(node: NodeView, context: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
+    # Another node's call (update_features asks each node's supported level) names no software.
+    if context.api_version >= 3 and not context.forwarded and not all(
+            SOFTWARE_NAME_OR_VERSION.fullmatch(text) for text in (request.client_software_name,
+                                                                 request.client_software_version)):
+        return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=[])
     response = supported_response()
     if context.api_version >= 3:  # the feature fields exist from v3 (KIP-584)
         finalized = node.metadata.state.features
