@@ -155,6 +155,10 @@ class BinaryColumn:
             self.lengths = np.where(array.is_null().to_numpy(zero_copy_only=False), -1, self.lengths)
 
 
+def _zigzag_int(value: int) -> int:
+    return (value << 1) ^ (value >> 63)
+
+
 def _varint_bytes(unsigned: int) -> bytes:
     out = bytearray()
     while True:
@@ -300,6 +304,7 @@ class RecordColumns:
 
 # Offset deltas below each limit take `width` varint bytes (zigzag: a delta d is 2d on the wire).
 _DELTA_WIDTHS = ((1, 64), (2, 8192), (3, 1 << 20), (4, 1 << 27), (5, 1 << 31))
+_GROUPS_KEPT = 64  # batch record counts a layout keeps the groups of
 
 
 class _UniformLayout:
@@ -309,13 +314,18 @@ class _UniformLayout:
 
     def __init__(self, key_length: int, value_length: int) -> None:
         self.key_length, self.value_length = key_length, value_length
-        self._key_varint = _varint_bytes(int(_zigzag(np.array([key_length]))[0]))
-        self._value_varint = _varint_bytes(int(_zigzag(np.array([value_length]))[0]))
+        self._key_varint = _varint_bytes(_zigzag_int(key_length))
+        self._value_varint = _varint_bytes(_zigzag_int(value_length))
         self._template = np.zeros(0, dtype=np.uint8)
         self._rows = 0
+        self._groups: dict[int, list[tuple[int, int, int, int, int, int]]] = {}
 
     def groups(self, count: int) -> list[tuple[int, int, int, int, int, int]]:
-        """(first row, end row, byte offset, row width, key column, value column) per delta width."""
+        """(first row, end row, byte offset, row width, key column, value column) per delta width,
+        kept per count: a writer's batches mostly hold one number of records."""
+        groups = self._groups.get(count)
+        if groups is not None:
+            return groups
         groups = []
         low = offset = 0
         for width, limit in _DELTA_WIDTHS:
@@ -324,13 +334,16 @@ class _UniformLayout:
                 continue
             body = (2 + width + len(self._key_varint) + max(self.key_length, 0) + len(self._value_varint)
                     + max(self.value_length, 0) + 1)
-            prefix = len(_varint_bytes(int(_zigzag(np.array([body]))[0]))) + 2 + width
+            prefix = len(_varint_bytes(_zigzag_int(body))) + 2 + width
             key_column = prefix + len(self._key_varint)
             value_column = key_column + max(self.key_length, 0) + len(self._value_varint)
             row_width = prefix + body - 2 - width
             groups.append((low, high, offset, row_width, key_column, value_column))
             offset += (high - low) * row_width
             low = high
+        if len(self._groups) >= _GROUPS_KEPT:
+            self._groups.clear()
+        self._groups[count] = groups
         return groups
 
     def size(self, count: int) -> int:
@@ -345,7 +358,7 @@ class _UniformLayout:
                 matrix = template[offset:offset + (high - low) * width].reshape(high - low, width)
                 delta_width = next(w for w, limit in _DELTA_WIDTHS if high <= limit)
                 body = width - (key_column - len(self._key_varint) - delta_width - 2)
-                length_varint = _varint_bytes(int(_zigzag(np.array([body]))[0]))
+                length_varint = _varint_bytes(_zigzag_int(body))
                 column = len(length_varint)
                 matrix[:, :column] = np.frombuffer(length_varint, dtype=np.uint8)
                 column += 2  # attributes 0, timestamp delta 0
