@@ -82,7 +82,7 @@ class MetadataService:
                                      snapshot_bytes=self.config.metadata_snapshot_bytes)
         self.group = self.host.create_group(METADATA_GROUP, self.config.voter_ids, stream_log, apply=self._apply,
                                             config=config, state_machine=self, may_truncate=self.may_truncate,
-                                            on_damage=self._damaged)
+                                            on_failure=self._failed)
         self.group.add_commit_listener(self._after_commit)
         self.group.add_role_listener(self._note_leader)
         voters = self.config.voter_ids
@@ -90,14 +90,18 @@ class MetadataService:
             campaign_first(self.group)  # a forming cluster: its lowest node id leads first
         return self.group
 
-    def _damaged(self, error: DamagedEntry) -> None:
-        """An entry of the metadata log failed its CRC while the node runs (RaftGroup.storage_damaged).
-        The node's whole view of the cluster hangs on this group, and every component holds it:
-        rather than serve a view that no longer moves, stop as kill -9 would (Kafka too shuts a
-        broker down when its metadata log directory fails). The next start checks the log, cuts
-        it at the damage, records it, and gets the range back from a peer."""
-        _halt(f"the metadata log is damaged ({error}); start the node again: its start checks the log "
-              "and gets the damaged range back from a peer")
+    def _failed(self, error: BaseException) -> None:
+        """The metadata group stopped on its own (RaftGroup.failure): an entry of its log failed
+        its CRC while the node runs (storage_damaged), or its Ready loop met an error it could not
+        recover from. The node's whole view of the cluster hangs on this group, and every
+        component holds it: rather than serve a view that no longer moves, stop as kill -9 would
+        (Kafka too shuts a broker down when its metadata log directory fails). The next start
+        checks the log -- cutting it at damage, which it records and gets back from a peer -- and
+        replays it."""
+        if isinstance(error, DamagedEntry):
+            _halt(f"the metadata log is damaged ({error}); start the node again: its start checks the log "
+                  "and gets the damaged range back from a peer")
+        _halt(f"the metadata group failed ({error}); start the node again: it replays its log and catches up")
 
     def _note_leader(self, group: RaftGroup) -> None:
         if group.leader_id:

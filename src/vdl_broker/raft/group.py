@@ -88,7 +88,7 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
                  send_catchup: SendFn | None = None, state_machine: StateMachine | None = None,
                  may_truncate: Callable[[], bool] | None = None,
                  peer_leaving: Callable[[int], bool] | None = None,
-                 on_damage: Callable[[DamagedEntry], None] | None = None,
+                 on_failure: Callable[[BaseException], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """`voters`: the configuration the group was created with, used only when this replica
         has saved none yet (then it is saved at once); empty for a replica joining an existing
@@ -97,7 +97,8 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         truncated behind while `may_truncate()` (snapshotting.py). `clock`: the time the read
         lease and the leader's age are measured on (a test's virtual clock). `peer_leaving(node)`:
         that node said it is stopping (never chosen to take leadership over at a graceful stop).
-        `on_damage`: the group stopped on a damaged entry of its log (storage_damaged)."""
+        `on_failure`: the group stopped on its own (`failure`): a damaged entry of its log
+        (storage_damaged) or an error its Ready loop could not recover from."""
         cfg = config or RaftConfig()
         self._clock = clock
         self.name = name
@@ -113,7 +114,7 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         self._apply_fn = apply
         self._snapshot_fn = on_snapshot
         self.storage = StreamLogStorage(stream_log)
-        self._on_damage = on_damage
+        self._on_failure = on_failure
         stream_log.on_damaged = self.storage_damaged
         self._rng = rng or random.Random()
         # With resume_from_commit_point, entries up to the last saved commit point count as
@@ -312,8 +313,8 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         self._wake.set()  # the Ready loop ends at its next turn
         self._proposals.fail_all(GroupStoppedError(f"raft group {self.name} stopped: {error}"))
         self._notify_change()
-        if self._on_damage is not None:
-            self._on_damage(error)
+        if self._on_failure is not None:
+            self._on_failure(error)
 
     # ------------------------------------------------------------------ inputs
 

@@ -59,6 +59,7 @@ class GroupState:
     _wake: asyncio.Event
     _stopped: bool
     failure: BaseException | None
+    _on_failure: Callable[[BaseException], None] | None  # told when the group stops on its own
     _applied_floor: int  # entries up to here were applied (kept across core restarts)
     _applied_through: int  # the last entry applied here: the most followers may learn is committed
     write_failures: int

@@ -19,7 +19,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 
-from vdl_broker.log import DamagedEntry, StreamLog
+from vdl_broker.log import StreamLog
 from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.group import ApplyFn, LatencyFn, RaftGroup, SnapshotFn
 from vdl_broker.raft.liveness import (
@@ -135,7 +135,7 @@ class RaftHost:
                      config: RaftConfig | None = None, resume_from_commit_point: bool = False,
                      state_machine: StateMachine | None = None,
                      may_truncate: Callable[[], bool] | None = None,
-                     on_damage: Callable[[DamagedEntry], None] | None = None) -> RaftGroup:
+                     on_failure: Callable[[BaseException], None] | None = None) -> RaftGroup:
         """Create and start the group `name` over `stream_log`. `voters`: the group's configuration
         at creation (empty for a replica joining an existing group: RaftGroup)."""
         if name in self.groups:
@@ -147,7 +147,7 @@ class RaftHost:
                           on_awake=self._wake_up, peer_alive=self.liveness.is_alive,
                           peer_leaving=self._is_leaving,
                           send_catchup=self._send_catchup, state_machine=state_machine,
-                          may_truncate=may_truncate, on_damage=on_damage, clock=self.clock,
+                          may_truncate=may_truncate, on_failure=on_failure, clock=self.clock,
                           rng=random.Random(self._rng.getrandbits(64)) if self._rng is not None else None)
         if self.sync_latency is not None:
             stream_log.observe_syncs(self.sync_latency)

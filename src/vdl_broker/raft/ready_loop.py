@@ -99,6 +99,8 @@ class ReadyLoop(GroupState):
             self._stopped = True
             self._proposals.fail_all(GroupStoppedError(f"raft group {self.name} failed: {error}"))
             self._notify_change()
+            if self._on_failure is not None:
+                self._on_failure(error)
 
     async def _handle_ready(self, rd: Ready) -> None:
         stream_log = self.log

@@ -641,16 +641,17 @@ class Partition:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def close(self, clean: bool = True, damaged: bool = False) -> None:
-        """The group must be stopped first (RaftHost.remove_group / stop). A log `damaged` (a
-        read met damage) is closed without a state snapshot: taking one reads the log where the
-        damage may be, and the next open checks that part anyway."""
+    def close(self, clean: bool = True, failed: bool = False) -> None:
+        """The group must be stopped first (RaftHost.remove_group / stop). The log of a group that
+        `failed` (RaftGroup.failure: a read met damage, or an error it could not recover from)
+        is closed without a state snapshot, as a crash leaves it: taking one reads the log where
+        the damage may be, and the next open replays from the last snapshot anyway."""
         if self.closed:
             return
         self.closed = True
         self._on_change()
         if clean:
-            if not damaged and self.group is not None and self.group.applied_index >= self.log.first_index:
+            if not failed and self.group is not None and self.group.applied_index >= self.log.first_index:
                 self._save_state_snapshot(self.group.applied_index, durable=True)  # the next start reads nothing
             self.log.close()
 

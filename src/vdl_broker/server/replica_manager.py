@@ -51,6 +51,8 @@ ISR_MAX_LAG_ENTRIES = 1000  # a replica whose match index is within this of the 
 REMOTE_VIEW_TTL_S = 1.0  # a leader/isr learned from another node is refreshed after this
 REMOTE_VIEW_MAX_AGE_S = 3.0  # and no longer used after this
 METADATA_RECHECK_S = 0.1  # replicas waiting for a current metadata view look again this often
+REOPEN_PAUSE_S = 1.0  # a replica whose group failed opens again after this (_open_again)
+REOPEN_PAUSE_MAX_S = 60.0
 OPEN_PARALLELISM = 16  # replica logs opened at once (worker threads, mostly waiting on fsyncs)
 
 
@@ -70,7 +72,8 @@ class ReplicaManager:
         self._partitions: dict[str, Partition] = {}
         self._incarnations: dict[str, int] = {}
         self._opening_new: set[str] = set()  # new replicas (no directory here before) being opened
-        self._closing_to_check: set[str] = set()  # replicas closing to be opened again (_check_again)
+        self._reopening: set[str] = set()  # replicas whose group failed, closing to be opened again
+        self._reopen_pauses: dict[str, tuple[float, float]] = {}  # name -> (when it last failed, pause)
         self._deleted: set[tuple[str, int]] = set()  # (name, created index) of streams deleted
         self._configs: dict[str, dict[str, Any]] = {}  # stream -> the config object its settings came from
         # name -> (time, leader, isr, leader epoch): the leader's own word, from its Metadata answer
@@ -477,7 +480,7 @@ class ReplicaManager:
             elif self.broker.metadata.group is not None:
                 asyncio.get_running_loop().call_later(METADATA_RECHECK_S, self._dirty.set)
         wanted = [info for name, info in desired.items()
-                  if name not in self._partitions and name not in self._closing_to_check]
+                  if name not in self._partitions and name not in self._reopening]
         if wanted and not self._metadata_current():
             # A restart replays the metadata from its last saved commit point: this view may
             # place here a stream that has moved away since (its directory deleted then). Opened
@@ -645,7 +648,7 @@ class ReplicaManager:
             group = self.broker.host.create_group(
                 f"{info.name}#{info.created_index}", voters, stream_log, apply=partition.on_apply,
                 on_snapshot=partition.on_snapshot, resume_from_commit_point=True,
-                on_damage=partial(self._damaged, partition))
+                on_failure=partial(self._failed, partition))
             partition.attach(group)
         except Exception:
             if group is None:
@@ -661,31 +664,51 @@ class ReplicaManager:
         if stream_log.last_index == 0 and info.preferred_leader == self.broker.node_id and len(info.replicas) > 1:
             campaign_first(group)
 
-    def _damaged(self, partition: Partition, error: DamagedEntry) -> None:
-        self.spawn(self._check_again(partition, error))
+    def _failed(self, partition: Partition, error: BaseException) -> None:
+        self.spawn(self._open_again(partition, error))
 
-    async def _check_again(self, partition: Partition, error: DamagedEntry) -> None:
-        """The replica's group stopped on an entry that failed its CRC (a byte flipped on disk
-        while the node runs; RaftGroup.storage_damaged): close the log and open it again as at a
-        start, checking every entry from that segment on -- the open cuts the log at the damage
-        and records it, and the replica recovers the range from a peer (raft/recovery.py)."""
+    async def _open_again(self, partition: Partition, error: BaseException) -> None:
+        """The replica's group stopped on its own (RaftGroup.failure): close the log and open it
+        again as at a start -- a replica's restart, which Raft is built for -- rather than leave
+        it closed until the node restarts. An entry that failed its CRC (a byte flipped on disk
+        while the node runs; RaftGroup.storage_damaged) opens again at once, checking every entry
+        from its segment on: the open cuts the log at the damage and records it, and the replica
+        recovers the range from a peer (raft/recovery.py). Any other failure (an error the group
+        could not recover from) opens again after a pause, doubled while failures repeat, so one
+        that recurs at every open does not spin."""
         name = partition.name
         if self._partitions.get(name) is not partition:
             return
-        self._closing_to_check.add(name)  # no reconcile opens it while this log is still open
+        self._reopening.add(name)  # no reconcile opens it while this log is still open
         try:
             await self._detach(name)
-            partition.close(clean=True, damaged=True)
-            partition.log.check_again_from(error.segment_base)
+            partition.close(clean=True, failed=True)
+            if isinstance(error, DamagedEntry):
+                partition.log.check_again_from(error.segment_base)
+                log.error("node %d: the replica of stream %s is opened again to check its log from entry %d on",
+                          self.broker.node_id, name, error.segment_base)
+            else:
+                pause = self._reopen_pause(name)
+                log.error("node %d: the replica of stream %s failed (%s); it opens again in %.0f s",
+                          self.broker.node_id, name, error, pause)
+                await asyncio.sleep(pause)
         except Exception as failure:  # noqa: BLE001 - a full disk besides, or more damage: the replica
             # opens again all the same (its open checks what it has no record of); left closed,
             # nothing but a placement change or a restart would open it.
             log.error("node %d: closing the replica of stream %s failed (%s)", self.broker.node_id, name, failure)
         finally:
-            self._closing_to_check.discard(name)
+            self._reopening.discard(name)
             self._dirty.set()
-        log.error("node %d: the replica of stream %s is opened again to check its log from entry %d on",
-                  self.broker.node_id, name, error.segment_base)
+
+    def _reopen_pause(self, name: str) -> float:
+        """REOPEN_PAUSE_S after a replica's first failure; twice the last pause (up to
+        REOPEN_PAUSE_MAX_S) after one that failed again within REOPEN_PAUSE_MAX_S of opening."""
+        now = time.monotonic()
+        last, pause = self._reopen_pauses.get(name, (float("-inf"), 0.0))
+        opened = last + pause  # when it opened again after its last failure
+        pause = min(2 * pause, REOPEN_PAUSE_MAX_S) if now - opened < REOPEN_PAUSE_MAX_S else REOPEN_PAUSE_S
+        self._reopen_pauses[name] = (now, pause)
+        return pause
 
     async def _remove(self, name: str) -> None:
         log.info("node %d: removing the replica of stream %s", self.broker.node_id, name)

@@ -95,3 +95,37 @@ def test_metadata_group_end_to_end(tmp_path: Path) -> None:
                 if node.host is not None and node.host.groups:
                     await node.stop()
     virtual_time.run(main())
+
+
+def test_a_node_whose_metadata_group_fails_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node's whole view of the cluster hangs on its metadata group: when the group stops on
+    an error it cannot recover from (its log's append raising what no storage error is: a bug
+    nobody foresaw), the node stops as kill -9 would (service._halt, recorded here instead of
+    exiting) -- it served a view that no longer moved before. The others go on without it."""
+    halted: list[str] = []
+    monkeypatch.setattr("vdl_broker.cluster.service._halt", halted.append)
+
+    def failing_append(entries: object) -> None:
+        raise RuntimeError("a bug nobody foresaw")
+
+    async def main() -> None:
+        nodes = make_nodes(tmp_path, MemoryNetwork(seed=5))
+        for node in nodes:
+            await node.start()
+        try:
+            await until(lambda: any(n.service.is_leader for n in nodes)
+                       and all(len(n.service.state.nodes) == 3 for n in nodes))
+            leader = next(n for n in nodes if n.service.is_leader)
+            follower = next(n for n in nodes if n is not leader)
+            assert follower.log is not None
+            monkeypatch.setattr(follower.log, "append", failing_append)
+            assert (await leader.service.create_stream("events")).ok
+            await until(lambda: halted != [])
+            assert halted == ["the metadata group failed (a bug nobody foresaw); start the node again: it replays "
+                              "its log and catches up"]
+            await until(lambda: all(n is follower or set(n.service.state.streams) == {"events"} for n in nodes))
+        finally:
+            for node in nodes:
+                if node.host is not None and node.host.groups:
+                    await node.stop()
+    virtual_time.run(main())

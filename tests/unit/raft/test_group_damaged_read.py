@@ -54,7 +54,7 @@ async def _test_a_leader_meeting_a_damaged_entry_stops_and_sends_none_of_it(
 
     for i, stream_log in logs.items():
         groups[i] = RaftGroup("g", i, [1, 2, 3], stream_log, send, config=RaftConfig(election_ticks=5),
-                              rng=random.Random(i), on_damage=lambda error, i=i: damaged.append((i, error)))
+                              rng=random.Random(i), on_failure=lambda error, i=i: damaged.append((i, error)))
 
     async with ticking(groups, logs.values()):
         await until(lambda: sum(g.is_leader and g.leader_ready for g in groups.values()) == 1)

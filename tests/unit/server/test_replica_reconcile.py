@@ -8,7 +8,8 @@ that follows is applied in steps, the manager reconciling after each (its loop m
 two batches of replayed entries). Whatever it sees meanwhile, the replica opens with every
 record, at its offset: nothing deletes it from a view that is not the cluster's of now.
 
-Also: a replica closed to be checked again after a read met damage always opens again.
+Also: a replica whose Raft group stopped on its own (a read met damage, an error it could not
+recover from) always opens again.
 
 Real ClusterState (the metadata snapshot taken and restored as the node does), real StreamLogs,
 ReplicaRegistry, RaftHost and RaftGroups on a virtual clock; the broker around the manager is a
@@ -42,8 +43,10 @@ from vdl_broker.log.entry import DamagedEntry
 from vdl_broker.log.tail_cache import CacheBudget
 from vdl_broker.raft.config import RaftConfig
 from vdl_broker.raft.host import RaftHost
-from vdl_broker.server.replica_manager import ReplicaManager
+from vdl_broker.server.partition import Partition, PartitionError
+from vdl_broker.server.replica_manager import REOPEN_PAUSE_S, ReplicaManager
 from vdl_broker.server.replica_registry import ReplicaRegistry
+from vdl_wire.errors import ErrorCode
 
 pytestmark = pytest.mark.unit
 
@@ -267,12 +270,68 @@ def test_a_replica_whose_close_for_a_check_fails_opens_again(tmp_path: Path, mon
             raise RuntimeError("closing failed")
 
         monkeypatch.setattr(damaged, "close", failing_close)
-        manager._damaged(damaged, DamagedEntry(tmp_path / STREAM / "segment.log", 0, damaged.log.first_index))
+        manager._failed(damaged, DamagedEntry(tmp_path / STREAM / "segment.log", 0, damaged.log.first_index))
         await until(lambda: manager.local(STREAM) not in (None, damaged), 5, "the replica opens again")
         reopened = manager.local(STREAM)
         assert reopened is not None
         await until(lambda: reopened.is_leader, 5, "node 2 leads its one-replica stream again")
         assert records(manager, reopened.high_watermark) == EXPECTED
+        await stop(manager, host)
+
+    virtual_time.run(main())
+
+
+def test_a_replica_whose_group_fails_opens_again_after_a_pause(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error the replica's Raft group cannot recover from (its log's append raising what no
+    storage error is: a bug nobody foresaw) stops the group (RaftGroup.failure). The write it
+    failed on is not acknowledged; the manager closes the replica and opens it again after
+    REOPEN_PAUSE_S, as a restart of that one replica: it leads again with every acknowledged
+    record and takes new ones. Failing again soon after, it waits twice as long. Before, the
+    replica stayed closed until the node restarted."""
+    commands = [*NODES, create_stream_command("other", 1), create_stream_command(STREAM, 1)]
+
+    def failing_append(entries: object) -> None:
+        raise RuntimeError("a bug nobody foresaw")
+
+    async def fail(manager: ReplicaManager, replica: Partition) -> float:
+        """Make `replica`'s group fail on its next write; how long until the replica opened again."""
+        loop = asyncio.get_running_loop()
+        monkeypatch.setattr(replica.log, "append", failing_append)
+        failed_at = loop.time()
+        handle = replica.append(batch(b"lost"))
+        with pytest.raises(PartitionError) as refused:
+            await within(handle.wait(-1, 10_000), 5)
+        assert refused.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        await until(lambda: manager.local(STREAM) not in (None, replica), 10, "the replica opens again")
+        return loop.time() - failed_at
+
+    async def leads_with(manager: ReplicaManager, expected: list[tuple[int, bytes | None]]) -> Partition:
+        replica = manager.local(STREAM)
+        assert replica is not None
+        await until(lambda: replica.is_leader, 5, "node 2 leads its one-replica stream again")
+        assert replica.high_watermark == len(expected)
+        assert records(manager, replica.high_watermark) == expected
+        return replica
+
+    async def main() -> None:
+        await before_the_restart(tmp_path, commands)
+        state = ClusterState()
+        apply(state, 1, commands)
+        group = MetadataGroup(applied=len(commands))
+        group.caught_up(len(commands))
+        host = await start_host()
+        manager = ReplicaManager(stand_in(tmp_path, state, group, host))
+        await manager.reconcile()
+        manager.start()
+        replica = await leads_with(manager, EXPECTED)
+        assert REOPEN_PAUSE_S <= await fail(manager, replica) < 2 * REOPEN_PAUSE_S
+        replica = await leads_with(manager, EXPECTED)
+        handle = replica.append(batch(b"fourth"))
+        await within(handle.wait(-1, 10_000), 5)
+        assert handle.base_offset == 3
+        replica = await leads_with(manager, [*EXPECTED, (3, b"fourth")])
+        assert 2 * REOPEN_PAUSE_S <= await fail(manager, replica) < 4 * REOPEN_PAUSE_S
+        await leads_with(manager, [*EXPECTED, (3, b"fourth")])
         await stop(manager, host)
 
     virtual_time.run(main())
