@@ -59,13 +59,14 @@ from vdl_wire.messages import (
     MetadataRequest,
     VdlWriterIdRequest,
 )
-from vdl_wire.software import CLIENT_SOFTWARE_NAME, software_version
+from vdl_wire.software import software_version
 
 log = logging.getLogger("vdl_client")
 T = TypeVar("T")
 
 EARLIEST_TIMESTAMP = -2  # ListOffsets: the log start offset
 LATEST_TIMESTAMP = -1  # ListOffsets: the high watermark
+CLIENT_SOFTWARE_NAME = "vdl-client"  # ApiVersions' ClientSoftwareName (KIP-511)
 
 
 @dataclass
@@ -76,6 +77,11 @@ class FetchResult:
     log_start_offset: int
     # READ_COMMITTED only: (producer id, first offset) of each aborted transaction in the range.
     aborted: tuple[tuple[int, int], ...] = ()
+
+
+def api_versions_request() -> ApiVersionsRequest:
+    """ApiVersions naming this client and its release (KIP-511)."""
+    return ApiVersionsRequest(client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=software_version())
 
 
 def aborted_of(partition: Any) -> tuple[tuple[int, int], ...]:
@@ -337,9 +343,7 @@ class VdlClient:
 
     def api_versions(self) -> dict[int, tuple[int, int]]:
         """What a broker serves: api key -> (min version, max version)."""
-        request = ApiVersionsRequest(client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=software_version())
-
-        response = self.call(ANY_NODE, request, "ApiVersions", error_of=lambda r: r.error_code)
+        response = self.call(ANY_NODE, api_versions_request(), "ApiVersions", error_of=lambda r: r.error_code)
         self.check_error(response.error_code, "ApiVersions")
         return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
 

@@ -9,20 +9,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vdl_client.client import VdlClient
+from vdl_client.client import VdlClient, api_versions_request
 from vdl_client.routes import ANY_NODE, CONTROLLER
 from vdl_client.settings import StreamNotFoundError, VdlClientError
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import (
     AlterPartitionReassignmentsRequest,
-    ApiVersionsRequest,
     ElectLeadersRequest,
     ListPartitionReassignmentsRequest,
     UpdateFeaturesRequest,
     VdlNodesRequest,
 )
 from vdl_wire.messages.update_features import METADATA_FEATURE, UPGRADE
-from vdl_wire.software import CLIENT_SOFTWARE_NAME, software_version
 
 PREFERRED = 0  # ElectLeaders election type
 
@@ -137,9 +135,7 @@ class FeatureLevels:
 
 def feature_levels(client: VdlClient) -> FeatureLevels:
     """The cluster's `vdl.metadata.version`, as the metadata leader's ApiVersions tells it."""
-    response = client.admin(ApiVersionsRequest(client_software_name=CLIENT_SOFTWARE_NAME,
-                                               client_software_version=software_version()),
-                            "ApiVersions")
+    response = client.admin(api_versions_request(), "ApiVersions")
     client.check_error(response.error_code, "ApiVersions")
     supported = max((f.max_version for f in response.supported_features or [] if f.name == METADATA_FEATURE),
                     default=0)

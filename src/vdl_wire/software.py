@@ -7,7 +7,6 @@ import functools
 from importlib.metadata import PackageNotFoundError, version
 
 DISTRIBUTION = "vdl-for-spark"
-CLIENT_SOFTWARE_NAME = "vdl-client"
 
 
 @functools.cache

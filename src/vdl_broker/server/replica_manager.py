@@ -681,10 +681,17 @@ class ReplicaManager:
             return
         self._reopening.add(name)  # no reconcile opens it while this log is still open
         try:
-            await self._detach(name)
-            partition.close(clean=True, failed=True)
+            try:
+                await self._detach(name)
+                partition.close(clean=True, failed=True)
+                if isinstance(error, DamagedEntry):
+                    partition.log.check_again_from(error.segment_base)
+            except Exception as failure:  # noqa: BLE001 - a full disk besides, or more damage: the
+                # replica opens again all the same (its open checks what it has no record of); left
+                # closed, nothing but a placement change or a restart would open it.
+                log.error("node %d: closing the replica of stream %s failed (%s)", self.broker.node_id, name,
+                          failure)
             if isinstance(error, DamagedEntry):
-                partition.log.check_again_from(error.segment_base)
                 log.error("node %d: the replica of stream %s is opened again to check its log from entry %d on",
                           self.broker.node_id, name, error.segment_base)
             else:
@@ -692,10 +699,6 @@ class ReplicaManager:
                 log.error("node %d: the replica of stream %s failed (%s); it opens again in %.0f s",
                           self.broker.node_id, name, error, pause)
                 await asyncio.sleep(pause)
-        except Exception as failure:  # noqa: BLE001 - a full disk besides, or more damage: the replica
-            # opens again all the same (its open checks what it has no record of); left closed,
-            # nothing but a placement change or a restart would open it.
-            log.error("node %d: closing the replica of stream %s failed (%s)", self.broker.node_id, name, failure)
         finally:
             self._reopening.discard(name)
             self._dirty.set()
