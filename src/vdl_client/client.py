@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -80,8 +81,10 @@ class FetchResult:
 
 
 def api_versions_request() -> ApiVersionsRequest:
-    """ApiVersions naming this client and its release (KIP-511)."""
-    return ApiVersionsRequest(client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=software_version())
+    """ApiVersions naming this client and its release (KIP-511), the release's characters a
+    broker refuses ('+' of a local version, ...) made '-', as librdkafka does."""
+    release = re.sub(r"[^a-zA-Z0-9.-]", "-", software_version()).strip(".-") or "unknown"
+    return ApiVersionsRequest(client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=release)
 
 
 def aborted_of(partition: Any) -> tuple[tuple[int, int], ...]:
