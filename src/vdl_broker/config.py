@@ -45,7 +45,7 @@ from vdl_broker.listeners import (
 )
 from vdl_wire.address import AddressError
 from vdl_wire.address import split_host_port as split_listen_address
-from vdl_wire.software import software_version
+from vdl_wire.software import VersionAction
 
 MIB = 1024 * 1024
 DEFAULT_PORT = 9092
@@ -260,7 +260,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL")
 
 def build_arg_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vdl-broker", description="VDL broker (Kafka protocol)")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {software_version()}")
+    parser.add_argument("--version", action=VersionAction)
     parser.add_argument("--config", type=Path, help="TOML configuration file")
     parser.add_argument("--data-dir", type=Path, help="directory holding one subdirectory per stream")
     parser.add_argument("--listen", help="HOST:PORT for Kafka clients (default 127.0.0.1:9092)")

@@ -3,8 +3,10 @@ client sends as ApiVersions' ClientSoftwareVersion (KIP-511: letters, digits, '-
 
 from __future__ import annotations
 
+import argparse
 import functools
-from importlib.metadata import PackageNotFoundError, version
+from collections.abc import Sequence
+from typing import Any
 
 DISTRIBUTION = "vdl-for-spark"
 
@@ -12,7 +14,23 @@ DISTRIBUTION = "vdl-for-spark"
 @functools.cache
 def software_version() -> str:
     """The installed distribution's version ("unknown" when run from a tree that was not installed)."""
+    from importlib.metadata import PackageNotFoundError, version  # tens of ms: only when asked
+
     try:
         return version(DISTRIBUTION)
     except PackageNotFoundError:
         return "unknown"
+
+
+class VersionAction(argparse.Action):
+    """`--version`: prints "<prog> <release>" and exits; the release is looked up only then
+    (argparse's own version action takes it when the parser is built, at every start)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str = "print the release and exit") -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"{parser.prog} {software_version()}")
+        parser.exit()

@@ -34,7 +34,7 @@ from types import ModuleType
 from vdl_client.cli import acls, cluster, groups, nodes, records, streams, users
 from vdl_client.cli.common import CliError, Parser, UsageError, connection_options
 from vdl_client.settings import VdlClientError
-from vdl_wire.software import software_version
+from vdl_wire.software import VersionAction
 
 COMMAND_GROUPS = (streams, nodes, records, groups, cluster, users, acls)
 PLUGIN_GROUP = "vdl.commands"
@@ -47,7 +47,7 @@ def command_groups() -> tuple[ModuleType, ...]:
 
 def build_parser(groups: tuple[ModuleType, ...]) -> argparse.ArgumentParser:
     parser = Parser(prog="vdl", description="VDL admin command line")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {software_version()}")
+    parser.add_argument("--version", action=VersionAction)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     connection = connection_options()
     for group in groups:
