@@ -127,6 +127,20 @@ async def before_the_restart(data_dir: Path, commands: list[Command]) -> None:
     await stop(manager, host)
 
 
+async def running(data_dir: Path, commands: list[Command]) -> tuple[ReplicaManager, RaftHost]:
+    """Node 2 started again with the whole history applied and its view current, the manager's
+    loop running (it reconciles again when asked to, as the broker runs it)."""
+    state = ClusterState()
+    apply(state, 1, commands)
+    group = MetadataGroup(applied=len(commands))
+    group.caught_up(len(commands))
+    host = await start_host()
+    manager = ReplicaManager(stand_in(data_dir, state, group, host))
+    await manager.reconcile()
+    manager.start()
+    return manager, host
+
+
 async def restart(data_dir: Path, commands: list[Command], snapshot_after: int, steps: list[int]) -> None:
     """Node 2 restarted: its metadata state is its snapshot taken after entry `snapshot_after`
     (the manager reconciles with it at once), then the entries after it replayed, `steps` at a
@@ -255,14 +269,7 @@ def test_a_replica_whose_close_for_a_check_fails_opens_again(tmp_path: Path, mon
 
     async def main() -> None:
         await before_the_restart(tmp_path, commands)
-        state = ClusterState()
-        apply(state, 1, commands)
-        group = MetadataGroup(applied=len(commands))
-        group.caught_up(len(commands))
-        host = await start_host()
-        manager = ReplicaManager(stand_in(tmp_path, state, group, host))
-        await manager.reconcile()
-        manager.start()  # the loop that reconciles again when asked to (as the broker runs it)
+        manager, host = await running(tmp_path, commands)
         damaged = manager.local(STREAM)
         assert damaged is not None
 
@@ -315,14 +322,7 @@ def test_a_replica_whose_group_fails_opens_again_after_a_pause(tmp_path: Path, m
 
     async def main() -> None:
         await before_the_restart(tmp_path, commands)
-        state = ClusterState()
-        apply(state, 1, commands)
-        group = MetadataGroup(applied=len(commands))
-        group.caught_up(len(commands))
-        host = await start_host()
-        manager = ReplicaManager(stand_in(tmp_path, state, group, host))
-        await manager.reconcile()
-        manager.start()
+        manager, host = await running(tmp_path, commands)
         replica = await leads_with(manager, EXPECTED)
         assert REOPEN_PAUSE_S <= await fail(manager, replica) < 2 * REOPEN_PAUSE_S
         replica = await leads_with(manager, EXPECTED)
