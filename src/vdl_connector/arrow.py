@@ -33,7 +33,7 @@ from vdl_connector.schema import VALUE_JSON_COLUMN
 from vdl_wire.records.arrow import ArrowColumns, RawColumns, decode_columns_arrow, parse_records
 from vdl_wire.records.batch_header import TRANSACTIONAL_MASK
 from vdl_wire.records.compression import Compression, compress
-from vdl_wire.records.varint import write_varint
+from vdl_wire.records.varint import varint_size, write_varint
 
 __all__ = ["ARROW_HEADERS_TYPE", "ArrowColumns", "BatchCutter", "BinaryColumn", "Piece", "RawColumns", "RecordColumns",
            "arrow_read_schema", "build_batch", "constant_string", "cut_points", "decode_columns_arrow", "encode_batch",
@@ -155,20 +155,11 @@ class BinaryColumn:
             self.lengths = np.where(array.is_null().to_numpy(zero_copy_only=False), -1, self.lengths)
 
 
-def _zigzag_int(value: int) -> int:
-    return (value << 1) ^ (value >> 63)
-
-
-def _varint_bytes(unsigned: int) -> bytes:
+def _varint_bytes(value: int) -> bytes:
+    """The zigzag varint of a signed value, as bytes."""
     out = bytearray()
-    while True:
-        byte = unsigned & 0x7F
-        unsigned >>= 7
-        if unsigned:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+    write_varint(out, value)
+    return bytes(out)
 
 
 def encode_headers(headers: list | None) -> bytes:
@@ -314,8 +305,8 @@ class _UniformLayout:
 
     def __init__(self, key_length: int, value_length: int) -> None:
         self.key_length, self.value_length = key_length, value_length
-        self._key_varint = _varint_bytes(_zigzag_int(key_length))
-        self._value_varint = _varint_bytes(_zigzag_int(value_length))
+        self._key_varint = _varint_bytes(key_length)
+        self._value_varint = _varint_bytes(value_length)
         self._template = np.zeros(0, dtype=np.uint8)
         self._rows = 0
         self._groups: dict[int, list[tuple[int, int, int, int, int, int]]] = {}
@@ -334,7 +325,7 @@ class _UniformLayout:
                 continue
             body = (2 + width + len(self._key_varint) + max(self.key_length, 0) + len(self._value_varint)
                     + max(self.value_length, 0) + 1)
-            prefix = len(_varint_bytes(_zigzag_int(body))) + 2 + width
+            prefix = varint_size(body) + 2 + width
             key_column = prefix + len(self._key_varint)
             value_column = key_column + max(self.key_length, 0) + len(self._value_varint)
             row_width = prefix + body - 2 - width
@@ -358,7 +349,7 @@ class _UniformLayout:
                 matrix = template[offset:offset + (high - low) * width].reshape(high - low, width)
                 delta_width = next(w for w, limit in _DELTA_WIDTHS if high <= limit)
                 body = width - (key_column - len(self._key_varint) - delta_width - 2)
-                length_varint = _varint_bytes(_zigzag_int(body))
+                length_varint = _varint_bytes(body)
                 column = len(length_varint)
                 matrix[:, :column] = np.frombuffer(length_varint, dtype=np.uint8)
                 column += 2  # attributes 0, timestamp delta 0
