@@ -8,6 +8,7 @@ import errno
 import mmap
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -26,6 +27,22 @@ def mount_tmpfs(directory: Path, size: str) -> None:
 
 def unmount(directory: Path) -> None:
     subprocess.run(["umount", "-l", str(directory)], capture_output=True)
+
+
+@contextlib.contextmanager
+def small_disk(directory: Path, size: str) -> Iterator[Path]:
+    """`directory` as a tmpfs of `size` for the block, unmounted after; the test is skipped,
+    saying why, where no tmpfs can be mounted (not root)."""
+    import pytest
+
+    try:
+        mount_tmpfs(directory, size)
+    except TmpfsUnavailable as error:
+        pytest.skip(str(error))
+    try:
+        yield directory
+    finally:
+        unmount(directory)
 
 
 def fill(path: Path) -> int:

@@ -19,7 +19,8 @@ Three refinements of the order:
   only durable entries, a vote only after the durable term/vote.
 
 A write that fails with a storage error (a full disk, ...) is undone (write_failure.py); any
-other exception stops the group for good (`failure`).
+other exception stops the group (`failure`), and its owner is told (`on_failure`: a stream's
+replica opens again, the metadata group stops the node).
 """
 
 from __future__ import annotations

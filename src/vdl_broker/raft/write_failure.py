@@ -28,8 +28,8 @@ forgets the unwritten entries in one of two ways:
 A conflict truncation (the leader's entries replacing this replica's) or a reset to the
 leader's log start (a "snapshot") that the disk refuses is tried again until it succeeds, as the
 drop of an unsynced tail is: the Ready waits for it. Anything else (a state machine's snapshot
-that cannot be installed, an append that could not be undone, any other exception) still stops
-the group for good (RaftGroup.failure).
+that cannot be installed, an append that could not be undone, any other exception) stops the
+group (RaftGroup.failure), which tells its owner (on_failure).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from log_testing import data_entry, noop_entry
 
-from tests.support.disk import TmpfsUnavailable, fill, mount_tmpfs, unmount
+from tests.support.disk import fill, small_disk
 from vdl_broker.log import LogConfig, StreamLog, recovery
 from vdl_broker.log import segment as segment_module
 from vdl_broker.log.fileio import writev_all
@@ -140,12 +140,7 @@ def test_roll_that_cannot_write_indexes_is_undone(log: StreamLog, monkeypatch: p
 
 
 def test_real_full_tmpfs(tmp_path: Path) -> None:
-    mount = tmp_path / "small"
-    try:
-        mount_tmpfs(mount, "256k")
-    except TmpfsUnavailable as error:
-        pytest.skip(str(error))
-    try:
+    with small_disk(tmp_path / "small", "256k") as mount:
         log = StreamLog.open(mount / "s", config(segment_bytes=64 << 10))
         appended = 0
         failures = 0
@@ -165,8 +160,6 @@ def test_real_full_tmpfs(tmp_path: Path) -> None:
         reopened = StreamLog.open(mount / "s", config(segment_bytes=64 << 10))
         assert snapshot(reopened) == full
         reopened.close()
-    finally:
-        unmount(mount)
 
 
 def test_truncation_on_a_full_disk(tmp_path: Path) -> None:
@@ -174,11 +167,7 @@ def test_truncation_on_a_full_disk(tmp_path: Path) -> None:
     its unsynced entries): a segment that had ever been read was cut by copying its prefix to a
     new file, which a full disk refuses. With no reader holding its pages it is now cut in place
     (no space needed); while one does, the copy's failure leaves the log as it was, to retry."""
-    try:
-        mount_tmpfs(tmp_path / "small", "512k")
-    except TmpfsUnavailable as error:
-        pytest.skip(str(error))
-    try:
+    with small_disk(tmp_path / "small", "512k"):
         log = StreamLog.open(tmp_path / "small" / "s", config(segment_bytes=1 << 20, tail_cache_bytes=0))
         log.append(entries_after(log, 40, body=3000))
         held = log.read(0, 1 << 30).buffers  # mapped pages of the active segment
@@ -197,8 +186,6 @@ def test_truncation_on_a_full_disk(tmp_path: Path) -> None:
         assert reopened.last_index == 20
         assert [bytes(e.data) for e in reopened.entries(1, 21)] == kept
         reopened.close()
-    finally:
-        unmount(tmp_path / "small")
 
 
 def test_conflict_truncation_across_segments_on_a_full_disk(tmp_path: Path) -> None:
@@ -207,11 +194,7 @@ def test_conflict_truncation_across_segments_on_a_full_disk(tmp_path: Path) -> N
     it cuts into (a reader held its pages), and the log still claimed the deleted segments'
     entries. It now ends with that segment, whole, and a retry once the reader let go finishes
     the cut."""
-    try:
-        mount_tmpfs(tmp_path / "small", "512k")
-    except TmpfsUnavailable as error:
-        pytest.skip(str(error))
-    try:
+    with small_disk(tmp_path / "small", "512k"):
         directory = tmp_path / "small" / "s"
         log = StreamLog.open(directory, config(segment_bytes=32 << 10, tail_cache_bytes=0))
         log.append(entries_after(log, 40, body=3000))
@@ -240,8 +223,6 @@ def test_conflict_truncation_across_segments_on_a_full_disk(tmp_path: Path) -> N
         assert reopened.last_index == cut - 1
         assert [bytes(e.data) for e in reopened.entries(1, cut)] == original[:cut - 1]
         reopened.close()
-    finally:
-        unmount(tmp_path / "small")
 
 
 def test_a_log_opens_when_its_recovery_point_cannot_be_written(tmp_path: Path,
