@@ -19,6 +19,11 @@ _SIZE = struct.Struct(">i")
 # its own. One per thread (one event loop), shared by every reader on it (see FrameReader).
 SCRATCH_BYTES = 256 << 10
 EAGER_FRAME_BYTES = 4 << 20  # what a reader allocates ahead of a frame's bytes, by default
+# A frame at least this long makes the reader read the next frame's size prefix alone, then its
+# body straight into its own buffer: where frames are long (replication, large produce batches)
+# a read into the scratch would hold most of one, to be copied out byte by byte. One more read
+# per frame costs less than copying this many bytes.
+LONG_FRAME_BYTES = 64 << 10
 _scratch = threading.local()
 
 
@@ -57,10 +62,14 @@ class FrameReader:
     The scratch is shared by every reader of a thread: between a get_buffer and its
     buffer_updated the event loop reads nothing else, and a reader leaves nothing in the scratch
     when buffer_updated returns (a size prefix split over reads, at most 3 bytes, is kept apart).
-    So an idle connection holds no buffer."""
+    So an idle connection holds no buffer.
+
+    After a frame of LONG_FRAME_BYTES or more the next read takes only the next frame's size
+    prefix: its body then goes to its own buffer from its first byte, where a read into the
+    scratch would have taken much of it, to be copied."""
 
     __slots__ = ("max_frame_bytes", "_new_buffer", "_eager", "_prefix", "_size", "_parts", "_frame", "_filled",
-                 "_consumed")
+                 "_consumed", "_long")
 
     def __init__(self, max_frame_bytes: int, new_buffer: Callable[[int], bytearray] = bytearray,
                  eager_bytes: int = EAGER_FRAME_BYTES) -> None:
@@ -73,6 +82,7 @@ class FrameReader:
         self._frame: memoryview | None = None  # the buffer being filled
         self._filled = 0  # its bytes read so far
         self._consumed = 0  # stream position, for error messages
+        self._long = False  # the last frame was long: read the next one's size prefix alone
 
     @property
     def buffered_bytes(self) -> int:
@@ -85,7 +95,7 @@ class FrameReader:
         scratch = _thread_scratch()
         held = len(self._prefix)
         scratch[:held] = self._prefix
-        return scratch[held:]
+        return scratch[held:_SIZE.size] if self._long else scratch[held:]
 
     def buffer_updated(self, nbytes: int, on_frame: Callable[[memoryview], None]) -> None:
         """`nbytes` were read into the last buffer handed out: each body they completed goes to
@@ -104,6 +114,7 @@ class FrameReader:
             return
         body = self._parts[0] if len(self._parts) == 1 else self._join()
         self._parts, self._frame, self._filled = [], None, 0
+        self._long = self._size >= LONG_FRAME_BYTES
         on_frame(body)
 
     def _join(self) -> memoryview:
@@ -145,6 +156,7 @@ class FrameReader:
                 self._consumed += held
                 return
             position = start + size
+            self._long = size >= LONG_FRAME_BYTES
             # Copied out: the handler may keep the body, and the scratch is everyone's.
             on_frame(memoryview(bytes(scratch[start:position])))
         self._prefix = bytes(scratch[position:held])

@@ -11,7 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vdl_wire.errors import DecodeError
-from vdl_wire.framing import EAGER_FRAME_BYTES, SCRATCH_BYTES, FrameReader, FrameTooLargeError, frame
+from vdl_wire.framing import (
+    EAGER_FRAME_BYTES,
+    LONG_FRAME_BYTES,
+    SCRATCH_BYTES,
+    FrameReader,
+    FrameTooLargeError,
+    frame,
+)
 
 
 class Owned(bytearray):
@@ -40,9 +47,12 @@ def _read(reader: FrameReader, stream: bytes, cuts: list[int]) -> list[memoryvie
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(bodies=st.lists(st.binary(max_size=300), max_size=12), cuts=st.lists(st.integers(0, 4000), max_size=20),
-       big=st.integers(0, 2))
-def test_any_cut_of_reads_gives_the_same_frames(bodies: list[bytes], cuts: list[int], big: int) -> None:
-    bodies = bodies + [bytes([i]) * (SCRATCH_BYTES + 1000 + i) for i in range(big)]  # longer than a read
+       big=st.integers(0, 2), long=st.integers(0, 2), order=st.randoms(use_true_random=False))
+def test_any_cut_of_reads_gives_the_same_frames(bodies: list[bytes], cuts: list[int], big: int, long: int,
+                                                order) -> None:  # noqa: ANN001 - hypothesis' Random
+    bodies = (bodies + [bytes([i]) * (SCRATCH_BYTES + 1000 + i) for i in range(big)]  # longer than a read
+              + [bytes([i]) * (LONG_FRAME_BYTES + i) for i in range(long)])  # a read holds it
+    order.shuffle(bodies)
     stream = _stream(bodies)
     reader = FrameReader(1 << 20)
     assert [bytes(f) for f in _read(reader, stream, sorted({min(c, len(stream)) for c in cuts}))] == bodies
@@ -65,16 +75,35 @@ def test_readers_sharing_the_scratch_keep_their_partial_frames_apart() -> None:
 def test_a_long_frame_is_read_in_place_and_a_small_one_copied_into_its_own_bytes() -> None:
     reader = FrameReader(1 << 20, Owned)
     long_body = b"b" * (SCRATCH_BYTES * 2)
-    frames = _read(reader, _stream([b"a" * 10, long_body, b"c" * 5]), [30])
-    assert [bytes(f) for f in frames] == [b"a" * 10, long_body, b"c" * 5]
+    frames = _read(reader, _stream([b"a" * 10, long_body, b"c" * 5, b"d" * 7, b"e" * 3]), [30])
+    assert [bytes(f) for f in frames] == [b"a" * 10, long_body, b"c" * 5, b"d" * 7, b"e" * 3]
     assert type(frames[0].obj) is bytes and len(frames[0].obj) == 10
     # After its first read, its bytes went straight into it: the buffers handed out were its own.
     assert type(frames[1].obj) is Owned and len(frames[1].obj) == len(long_body)
-    assert type(frames[2].obj) is bytes and len(frames[2].obj) == 5
+    # After a long frame the next size prefix is read alone, and the body in place; after that
+    # short one, reads go to the scratch again and short frames are copied out of it.
+    assert type(frames[2].obj) is Owned and len(frames[2].obj) == 5
+    assert type(frames[3].obj) is bytes and type(frames[4].obj) is bytes
     partial = FrameReader(1 << 20, Owned)
     _read(partial, _stream([long_body])[:100_000], [10])
     assert type(partial.get_buffer().obj) is Owned  # the next read lands in the frame
     assert partial.buffered_bytes == 100_000 - 4
+
+
+def test_after_a_long_frame_the_next_one_is_read_into_its_own_buffer_from_its_first_byte() -> None:
+    """Replication's frames, one long frame after another: no byte of a body goes through the
+    scratch (a read there would hold most of it, to be copied out)."""
+    reader = FrameReader(1 << 20, Owned)
+    bodies = [b"a" * LONG_FRAME_BYTES, b"b" * (LONG_FRAME_BYTES + 1), b"c" * SCRATCH_BYTES, b"d"]
+    stream = _stream(bodies)
+    frames = _read(reader, stream, [LONG_FRAME_BYTES + 4])
+    assert [bytes(f) for f in frames] == bodies
+    assert type(frames[0].obj) is bytes  # the first came whole in a read into the scratch
+    assert [type(f.obj) for f in frames[1:]] == [Owned, Owned, Owned]
+    assert len(reader.get_buffer()) > 4  # after a short frame: reads into the scratch again
+    split = FrameReader(1 << 20, Owned)
+    _read(split, stream[:LONG_FRAME_BYTES + 4 + 1], [LONG_FRAME_BYTES + 4])  # a prefix split over reads
+    assert len(split.get_buffer()) == 3
 
 
 def test_a_size_prefix_alone_does_not_allocate_the_whole_frame() -> None:
