@@ -4,8 +4,10 @@ client sends as ApiVersions' ClientSoftwareVersion (KIP-511: letters, digits, '-
 from __future__ import annotations
 
 import argparse
+import configparser
 import functools
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 DISTRIBUTION = "vdl-for-spark"
@@ -13,13 +15,16 @@ DISTRIBUTION = "vdl-for-spark"
 
 @functools.cache
 def software_version() -> str:
-    """The installed distribution's version ("unknown" when run from a tree that was not installed)."""
+    """The installed distribution's version; run from a source tree that was not installed, the
+    one its setup.cfg declares ("unknown" if neither says)."""
     from importlib.metadata import PackageNotFoundError, version  # tens of ms: only when asked
 
     try:
         return version(DISTRIBUTION)
     except PackageNotFoundError:
-        return "unknown"
+        setup = configparser.ConfigParser()
+        setup.read(Path(__file__).resolve().parents[2] / "setup.cfg")  # src/vdl_wire/ -> the tree's root
+        return setup.get("metadata", "version", fallback="unknown")
 
 
 class VersionAction(argparse.Action):

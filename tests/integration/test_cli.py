@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import sys
 from importlib.metadata import version
 from pathlib import Path
 
@@ -57,6 +59,17 @@ def test_version_of_both_command_lines() -> None:
     for command, name in ((VDL_CLI, b"vdl"), (BROKER_COMMAND, b"vdl-broker")):
         result = subprocess.run([*command, "--version"], capture_output=True, timeout=30)
         assert (result.returncode, result.stdout, result.stderr) == (0, b"%s %s\n" % (name, release.encode()), b"")
+
+
+def test_version_of_a_source_tree_that_was_not_installed(tmp_path: Path) -> None:
+    """Run from a checkout without `make install` (no site-packages: no installed distribution),
+    the release its setup.cfg declares, not "unknown"."""
+    root = Path(__file__).resolve().parents[2]
+    shutil.copy(root / "setup.cfg", tmp_path / "setup.cfg")
+    shutil.copytree(root / "src" / "vdl_wire", tmp_path / "src" / "vdl_wire")
+    code = "import sys; sys.path.insert(0, 'src'); from vdl_wire.software import software_version; print(software_version())"
+    result = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path, capture_output=True, timeout=30)
+    assert (result.returncode, result.stdout, result.stderr) == (0, version("vdl-for-spark").encode() + b"\n", b"")
 
 
 def _one_line_failure(result: subprocess.CompletedProcess[bytes], words: bytes) -> None:
