@@ -22,7 +22,7 @@ from vdl_wire import api
 from vdl_wire import messages as m
 from vdl_wire.errors import ErrorCode
 from vdl_wire.records.message_set import iter_message_set
-from vdl_wire.records.record_batch import read_records
+from vdl_wire.records.record_batch import iter_batches, read_records
 
 
 def test_idempotent_retry_is_acked_with_original_offset_and_gaps_refused(module_broker: BrokerProcess) -> None:
@@ -83,6 +83,23 @@ def test_fetch_long_poll_wakes_on_append(module_broker: BrokerProcess) -> None:
         started = time.monotonic()
         _, records = c.fetch("poll", 1, max_wait_ms=300)  # nothing comes: waits max_wait_ms
         assert not records and time.monotonic() - started >= 0.25
+
+
+def test_a_short_request_right_after_a_long_produce_is_answered_at_once(module_broker: BrokerProcess) -> None:
+    """The broker asks the kernel to wake it once a long request's body is in (SO_RCVLOWAT), and
+    at the first byte of the next one once it is whole: a mark left at the long body's rest would
+    hold a short request after it (a producer's next small batch, a Metadata) until that many
+    more bytes came, which a client waiting for its answer never sends."""
+    values = [bytes([65 + i]) * 300_000 for i in range(3)]  # a ~900 KB request: read in several parts
+    with client(module_broker.bootstrap, timeout=5.0) as c:
+        c.create_stream("long-then-short")
+        for round_number in range(3):
+            assert c.produce("long-then-short", make_batch(values)) == 4 * round_number
+            assert c.request(m.ApiVersionsRequest(), 0).error_code == ErrorCode.NONE
+            assert c.produce("long-then-short", make_batch([b"small"])) == 4 * round_number + 3
+        _, records = c.fetch("long-then-short", 0)
+    assert [r.value for _, batch in iter_batches(bytes(records)) for r in read_records(batch)] == (
+        values + [b"small"]) * 3
 
 
 def test_api_versions_refuses_software_names_kafka_refuses(module_broker: BrokerProcess) -> None:

@@ -69,7 +69,7 @@ from vdl_broker.raft.wire import (
     encode_leaving,
 )
 from vdl_wire.errors import DecodeError
-from vdl_wire.framing import FrameReader
+from vdl_wire.framing import FrameReader, ReadWatermark
 from vdl_wire.records.batch_header import CRC_OFFSET
 from vdl_wire.records.record_batch import crc_matches
 
@@ -152,6 +152,7 @@ class _FrameProtocol(asyncio.BufferedProtocol):
         self._on_frame = on_frame
         self._on_end = on_end
         self.ended = False
+        self.watermark = ReadWatermark(None)  # a plain TCP connection's, once attached (_read_loop)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._reader.get_buffer()
@@ -165,6 +166,8 @@ class _FrameProtocol(asyncio.BufferedProtocol):
             self._finish(WireError(error.message, error.position))
         except Exception as error:  # a broken handler: close
             self._finish(error)
+        if not self.ended:
+            self.watermark.update(self._reader)
 
     def _frame_read(self, body: memoryview) -> None:
         if not self.ended:
@@ -694,6 +697,8 @@ class RaftTransport:
             # at once (nothing in it awaits the loop), so no byte can overtake it.
             at_eof = reader.at_eof()
             transport.set_protocol(frames)
+            if self.tls is None:
+                frames.watermark = ReadWatermark(transport.get_extra_info("socket"))
             reader.feed_eof()
             leftover = await reader.read()
             if at_eof or transport.is_closing():

@@ -45,7 +45,7 @@ from vdl_broker.server.sasl import SaslSession
 from vdl_broker.server.tls import certificate_cn
 from vdl_wire import api
 from vdl_wire.errors import DecodeError, ErrorCode
-from vdl_wire.framing import FrameReader, FrameTooLargeError
+from vdl_wire.framing import FrameReader, FrameTooLargeError, ReadWatermark
 from vdl_wire.messages import ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
 from vdl_wire.response_errors import response_error
 from vdl_wire.sasl import SaslError
@@ -124,6 +124,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._quickack: Any = None  # TLS: the socket whose delayed ACK is sent at once after each read
         # Requests are read into buffers of their own (FrozenBuffer: the log may keep them).
         self._reader = FrameReader(broker.config.max_request_bytes, FrozenBuffer.unfilled)
+        self._watermark = ReadWatermark(None)  # a plain TCP connection's (connection_made)
         self._slots: deque[_Slot] = deque()
         # Requests waiting for the writes sent before them (module docstring), in arrival order,
         # and the writes running: Produce requests, and the others.
@@ -154,6 +155,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.principal = f"User:{cn}"
             if hasattr(socket, "TCP_QUICKACK"):
                 self._quickack = transport.get_extra_info("socket")
+        else:
+            self._watermark = ReadWatermark(transport.get_extra_info("socket"))
         if self.listener.sasl:
             self.sasl = self.broker.sasl_session(self.peer)
         self.broker.connections.add(self)
@@ -205,6 +208,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close(f"request of {error.size} bytes exceeds max_request_bytes={error.limit}")
         except DecodeError as error:
             self.close(f"bad frame: {error}")
+        if not self._closed:
+            self._watermark.update(self._reader)
 
     def _frame_read(self, frame: memoryview) -> None:
         if self._closed or self._close_when_flushed:

@@ -432,3 +432,27 @@ def test_a_stale_address_now_used_by_another_node_is_left_for_the_configured_one
             for t in (a, b, c):
                 await t.stop()
     run(main)
+
+
+def test_a_short_message_right_after_a_long_append_is_delivered_at_once() -> None:
+    """A plain connection's reader asks the kernel to wake it only once a long append's body is
+    in (SO_RCVLOWAT); once that frame is whole, the next frame wakes it at its first byte. A mark
+    left at the long body's rest would hold a heartbeat after it until that many more bytes came,
+    which nothing may send: a stalled follower."""
+    async def main() -> None:
+        (a, b), (_, ib) = await _mesh(2)
+        try:
+            payload = _batch(b"L" * 3_000_000)
+            for round_number in range(3):
+                assert a.send("s", Message(MessageType.APPEND, 2, 1, 1, index=round_number,
+                                           entries=[Entry(round_number + 1, 1, EntryType.DATA, payload)]))
+                await ib.wait_count(2 * round_number + 1)
+                assert a.send("s", Message(MessageType.HEARTBEAT, 2, 1, 1, commit=round_number))
+                await ib.wait_count(2 * round_number + 2, timeout=5.0)
+            assert [(m.type, m.index if m.type == MessageType.APPEND else m.commit) for _, m in ib.items] == [
+                (kind, n) for n in range(3) for kind in (MessageType.APPEND, MessageType.HEARTBEAT)]
+            assert all(bytes(m.entries[0].data) == payload for _, m in ib.items if m.type == MessageType.APPEND)
+        finally:
+            for t in (a, b):
+                await t.stop()
+    run(main)
