@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from vdl_client.connection import Connection
-from vdl_client.pipeline import ProducePipeline
+from vdl_client.pipeline import Batch, ProducePipeline
 from vdl_client.requests import LEADER_FETCH_VERSION, fetch_request, produce_request
 from vdl_client.routes import (
     ANY_NODE,
@@ -556,10 +556,11 @@ class VdlClient:
         return next((p.last_sequence for p in partition.active_producers if p.producer_id == producer_id), -1)
 
     def pipeline(self, stream: str, timeout_ms: int, delivery_timeout_ms: int, window: int,
-                 transactional_id: str | None = None) -> ProducePipeline:
-        return ProducePipeline(self, stream, timeout_ms, delivery_timeout_ms, window, transactional_id)
+                 transactional_id: str | None = None,
+                 acknowledged: Callable[[Batch], None] | None = None) -> ProducePipeline:
+        return ProducePipeline(self, stream, timeout_ms, delivery_timeout_ms, window, transactional_id, acknowledged)
 
-    def produce(self, stream: str, batch: bytes | bytearray, timeout_ms: int, deadline: float,
+    def produce(self, stream: str, batch: Batch, timeout_ms: int, deadline: float,
                 transactional_id: str | None = None, acks: int = -1) -> int:
         """Append one RecordBatch; returns its base offset (-1 when unknown).
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from vdl_client.connection import Connection
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from vdl_client.client import VdlClient
 
 log = logging.getLogger("vdl_client")
+
+Batch = bytes | bytearray | memoryview  # one encoded RecordBatch
 
 
 class ProducePipeline:
@@ -33,17 +36,22 @@ class ProducePipeline:
     takes a first batch at any sequence (KIP-360): so the first batch goes alone, lest the one
     behind it be stored ahead of it should it be refused (its retry would then be taken for an
     old duplicate, and lost).
+
+    `acknowledged` is called with each batch once the broker has acknowledged it: the pipeline
+    holds no reference to it any more, and its buffer may be reused.
     """
 
     def __init__(self, client: VdlClient, stream: str, timeout_ms: int, delivery_timeout_ms: int,
-                 window: int, transactional_id: str | None = None) -> None:
+                 window: int, transactional_id: str | None = None,
+                 acknowledged: Callable[[Batch], None] | None = None) -> None:
         self._client = client
         self._stream = stream
         self._timeout_ms = timeout_ms
         self._delivery_timeout_ms = delivery_timeout_ms
         self._window = max(1, window)
         self._transactional_id = transactional_id  # set for the batches of a transactional producer
-        self._inflight: deque[tuple[bytes | bytearray, int]] = deque()
+        self._inflight: deque[tuple[Batch, int]] = deque()
+        self._acknowledged = acknowledged
         self._key = ("pipeline", stream)
         self._connection: Connection | None = None
         self._known = False  # whether the broker acknowledged a batch of this producer yet
@@ -58,7 +66,7 @@ class ProducePipeline:
             self._connection = self._client.connection(leader, key=self._key)
         return self._connection
 
-    def submit(self, batch: bytes | bytearray) -> None:
+    def submit(self, batch: Batch) -> None:
         while len(self._inflight) >= (self._window if self._known else 1):
             self._complete_oldest()
         try:
@@ -82,8 +90,10 @@ class ProducePipeline:
         partition = response.responses[0].partition_responses[0]
         error = partition.error_code
         if error in (0, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
-            self._inflight.popleft()
+            batch, _ = self._inflight.popleft()
             self._known = True
+            if self._acknowledged is not None:
+                self._acknowledged(batch)
             return
         if ErrorCode(error) in LEADER_ERRORS:
             self._recover([])
@@ -92,7 +102,7 @@ class ProducePipeline:
         # other refusal is not cured by sending it again.
         raise VdlClientError(with_message(f"Produce to {self._stream!r}: {ErrorCode(error).name}", partition.error_message))
 
-    def _recover(self, extra: list[bytes | bytearray]) -> None:
+    def _recover(self, extra: list[Batch]) -> None:
         pending = [batch for batch, _ in self._inflight] + extra
         self._inflight.clear()
         self._client.disconnect(self._key)
@@ -102,6 +112,8 @@ class ProducePipeline:
             deadline = time.monotonic() + self._delivery_timeout_ms / 1000
             self._client.produce(self._stream, batch, self._timeout_ms, deadline, self._transactional_id)
             self._known = True
+            if self._acknowledged is not None:
+                self._acknowledged(batch)
 
     def finish(self) -> None:
         while self._inflight:

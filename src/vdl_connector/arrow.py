@@ -35,7 +35,7 @@ from vdl_wire.records.batch_header import TRANSACTIONAL_MASK
 from vdl_wire.records.compression import Compression, compress
 from vdl_wire.records.varint import varint_size, write_varint
 
-__all__ = ["ARROW_HEADERS_TYPE", "ArrowColumns", "BatchCutter", "BinaryColumn", "Piece", "RawColumns", "RecordColumns",
+__all__ = ["ARROW_HEADERS_TYPE", "ArrowColumns", "BatchBuffers", "BatchCutter", "BinaryColumn", "Piece", "RawColumns", "RecordColumns",
            "arrow_read_schema", "build_batch", "constant_string", "cut_points", "decode_columns_arrow", "encode_batch",
            "encode_headers", "encode_headers_column", "encode_records", "parse_records"]
 
@@ -261,7 +261,7 @@ class RecordColumns:
         return encode_records([(self, start, stop)])
 
     def encode_batch(self, start: int, stop: int, timestamp_ms: int, producer_id: int, producer_epoch: int,
-                     base_sequence: int, compression: int = Compression.NONE, transactional: bool = False) -> bytearray:
+                     base_sequence: int, compression: int = Compression.NONE, transactional: bool = False) -> bytearray | memoryview:
         """The RecordBatch v2 of rows [start, stop) (as build_batch(encode(start, stop), ...)),
         encoded in place in the one buffer it is sent from; `transactional` sets the batch's
         transactional attribute (its records count only once their transaction commits)."""
@@ -290,7 +290,7 @@ class RecordColumns:
         joined = pc.binary_join_element_wise(*parts, _binary_scalar(_EMPTY))
         _, offsets, data = joined.buffers()
         total = int(np.frombuffer(offsets, dtype=np.int32)[joined.offset + count])
-        return memoryview(data if data is not None else b"")[:total]
+        return memoryview(data if data is not None else b"").cast("B")[:total]  # unsigned bytes, as a bytearray's
 
 
 # Offset deltas below each limit take `width` varint bytes (zigzag: a delta d is 2d on the wire).
@@ -379,30 +379,92 @@ def encode_records(pieces: Sequence[Piece]) -> bytes:
 
 
 def encode_batch(pieces: Sequence[Piece], timestamp_ms: int, producer_id: int, producer_epoch: int,
-                 base_sequence: int, compression: int = Compression.NONE, transactional: bool = False) -> bytearray:
+                 base_sequence: int, compression: int = Compression.NONE, transactional: bool = False,
+                 buffers: BatchBuffers | None = None) -> bytearray | memoryview:
     """The RecordBatch v2 of the pieces' rows, in order: rows Spark handed over in several Arrow
     batches are encoded from where they are, not joined into one array first. The records are
-    written straight into the one buffer the batch is sent from, after room for its header."""
+    written straight into the one buffer the batch is sent from, after room for its header: with
+    `buffers`, a buffer of an acknowledged batch of records of the same sizes when there is one."""
     count = sum(stop - start for _, start, stop in pieces)
+    out: bytearray | memoryview
     if compression:
         out = bytearray(BATCH_HEADER_SIZE)
         out += compress(compression, encode_records(pieces))
     else:
-        out = _encode_into(pieces, BATCH_HEADER_SIZE)
+        out = _encode_into(pieces, BATCH_HEADER_SIZE, buffers)
     _seal(out, count, timestamp_ms, producer_id, producer_epoch, base_sequence, compression, transactional)
     return out
 
 
-def _encode_into(pieces: Sequence[Piece], header_room: int) -> bytearray:
+class _BatchBuffer(bytearray):
+    """A batch's buffer, kept for a later batch once acknowledged (BatchBuffers). `kind`: the
+    (header room, key length, value length) of the uniform layout whose template it holds for
+    `rows` records after the header's room (see _UniformLayout.template), or None: no template."""
+
+    __slots__ = ("kind", "rows")
+
+    def __init__(self, size: int, kind: tuple[int, int, int] | None = None, rows: int = 0) -> None:
+        super().__init__(size)
+        self.kind, self.rows = kind, rows
+
+
+class BatchBuffers:
+    """Buffers of batches the broker acknowledged, kept for the next batches: a batch encoded into
+    one writes pages the process has touched before, where a new batch-sized buffer is fresh memory,
+    faulted in page by page (each fault a reclaim of page cache on a machine whose memory the
+    broker's log fills); one holding the template of records of the batch's sizes has all but
+    their keys and values in place already. The producer hands each batch back once acknowledged
+    (`release`); at most `keep` are kept."""
+
+    def __init__(self, keep: int) -> None:
+        self._keep = keep
+        self._free: list[_BatchBuffer] = []
+
+    def _find(self, kind: tuple[int, int, int] | None, rows: int, size: int) -> _BatchBuffer | None:
+        for index, buffer in enumerate(self._free):
+            if buffer.kind == kind and buffer.rows >= rows and len(buffer) >= size:
+                return self._free.pop(index)
+        return None
+
+    def with_template(self, layout: _UniformLayout, count: int, header_room: int) -> memoryview:
+        """`header_room` bytes, then the first `count` records of `layout`'s template."""
+        kind = (header_room, layout.key_length, layout.value_length)
+        size = header_room + layout.size(count)
+        buffer = self._find(kind, count, 0)
+        if buffer is None:
+            buffer = _BatchBuffer(header_room, kind, count)
+            buffer += layout.template(count)[:layout.size(count)].data
+        # A record's template bytes depend on its row only: a buffer of more rows holds this
+        # batch's as its prefix; the rows after it are not sent.
+        return memoryview(buffer)[:size]
+
+    def plain(self, size: int) -> memoryview:
+        """`size` bytes of whatever they held before (batches of records of several sizes differ
+        a little in size: a new buffer has room for one an eighth larger)."""
+        buffer = self._find(None, 0, size)
+        if buffer is None:
+            buffer = _BatchBuffer(size + size // 8)
+        return memoryview(buffer)[:size]
+
+    def release(self, batch: bytes | bytearray | memoryview) -> None:
+        """`batch` is acknowledged: nothing reads it any more."""
+        owner = batch.obj if isinstance(batch, memoryview) else batch
+        if isinstance(owner, _BatchBuffer) and len(self._free) < self._keep:
+            self._free.append(owner)
+
+
+def _encode_into(pieces: Sequence[Piece], header_room: int,
+                 buffers: BatchBuffers | None = None) -> bytearray | memoryview:
     uniform = pieces[0][0].uniform if pieces else None
     if uniform is not None and all(columns.uniform == uniform for columns, _, _ in pieces):
-        return _encode_uniform_into(pieces, uniform, header_room)
+        return _encode_uniform_into(pieces, uniform, header_room, buffers)
     parts = []
     first_delta = 0
     for columns, start, stop in pieces:
         parts.append(columns.joined(start, stop, first_delta))
         first_delta += stop - start
-    out = bytearray(header_room + sum(len(part) for part in parts))
+    size = header_room + sum(len(part) for part in parts)
+    out = bytearray(size) if buffers is None else buffers.plain(size)
     position = header_room
     for part in parts:
         out[position:position + len(part)] = part
@@ -410,16 +472,21 @@ def _encode_into(pieces: Sequence[Piece], header_room: int) -> bytearray:
     return out
 
 
-def _encode_uniform_into(pieces: Sequence[Piece], uniform: tuple[int, int], header_room: int) -> bytearray:
+def _encode_uniform_into(pieces: Sequence[Piece], uniform: tuple[int, int], header_room: int,
+                         buffers: BatchBuffers | None = None) -> bytearray | memoryview:
     """Fixed-width records after `header_room` bytes: the layout's template (everything but the
-    key and value bytes) copied in one piece, then each piece's keys and values into their
-    columns, a strided copy per run of one record width."""
+    key and value bytes) copied in one piece, or found in place in a buffer of `buffers`, then
+    each piece's keys and values into their columns, a strided copy per run of one record width."""
     key_length, value_length = uniform
     count = sum(stop - start for _, start, stop in pieces)
     layout = _uniform_layout(key_length, value_length)
     size = layout.size(count)
-    out = bytearray(header_room)
-    out += layout.template(count)[:size].data  # no zero-fill of a buffer about to be overwritten
+    out: bytearray | memoryview
+    if buffers is None:
+        out = bytearray(header_room)
+        out += layout.template(count)[:size].data  # no zero-fill of a buffer about to be overwritten
+    else:
+        out = buffers.with_template(layout, count, header_room)
     target = np.frombuffer(out, dtype=np.uint8)
     groups = layout.groups(count)
     row = 0  # the piece's first row in the batch
@@ -491,7 +558,7 @@ class BatchCutter:
         return ends
 
 
-def _seal(out: bytearray, count: int, timestamp_ms: int, producer_id: int, producer_epoch: int,
+def _seal(out: bytearray | memoryview, count: int, timestamp_ms: int, producer_id: int, producer_epoch: int,
           base_sequence: int, compression: int, transactional: bool = False) -> None:
     """Write the batch header into the first BATCH_HEADER_SIZE bytes of `out`, CRC last."""
     attributes = (int(compression) & 0x07) | (TRANSACTIONAL_MASK if transactional else 0)

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from vdl_connector.arrow import (
+    BatchBuffers,
     BatchCutter,
     Piece,
     RecordColumns,
@@ -86,6 +87,9 @@ class StreamProducer:
             self._producer_id, self._epoch = client.writer_id(txn_id) if txn_id else client.init_producer_id()
         self._streams: dict[str, _StreamState] = {}
         self._codec = _CODECS[options.compression]
+        # Acknowledged batches' buffers, for the next batches (of any stream): as many as one
+        # stream's window takes, with the one being encoded.
+        self._buffers = BatchBuffers(MAX_IN_FLIGHT + 1)
 
     def _state(self, stream: str) -> _StreamState:
         state = self._streams.get(stream)
@@ -155,11 +159,12 @@ class StreamProducer:
         pieces, state.open = state.open, []
         count = sum(stop - start for _, start, stop in pieces)
         batch = encode_batch(pieces, int(time.time() * 1000), self._producer_id, self._epoch, state.next_sequence,
-                             self._codec, self._transaction is not None)
+                             self._codec, self._transaction is not None, self._buffers)
         if state.pipeline is None:
             txn = self._transaction.transactional_id if self._transaction is not None else None
             state.pipeline = self._client.pipeline(stream, self._options.client.request_timeout_ms,
-                                                   self._options.delivery_timeout_ms, state.window, txn)
+                                                   self._options.delivery_timeout_ms, state.window, txn,
+                                                   self._buffers.release)
         state.pipeline.submit(batch)
         state.next_sequence = (state.next_sequence + count) % _SEQUENCE_WRAP
         state.records += count

@@ -97,3 +97,27 @@ def test_out_of_order_after_acknowledged_batches_fails_the_write() -> None:
     with pytest.raises(VdlClientError, match="OUT_OF_ORDER_SEQUENCE_NUMBER"):
         pipeline.finish()
     assert stored_values(cluster, "s") == expected(1)
+
+
+@pytest.mark.parametrize("refused", [None, 0, 3])
+def test_each_batch_is_handed_back_once_stored_in_order(refused: int | None) -> None:
+    """`acknowledged` gets each batch once, in order, only after the broker stored it (its buffer
+    is then reused for a later batch): also the batches sent again after a refused one, whether
+    the refused one was the first (sent alone) or had batches in flight behind it."""
+    cluster = fresh_cluster()
+    if refused is not None:
+        cluster.errors[(1, "ProduceRequest")] = [0] * refused + [ErrorCode.NOT_LEADER_OR_FOLLOWER]
+    handed: list[bytes] = []
+
+    def acknowledged(done: bytes | bytearray | memoryview) -> None:
+        index = len(handed)
+        assert stored_values(cluster, "s")[:(index + 1) * RECORDS_PER_BATCH] == expected(index + 1)
+        handed.append(bytes(done))
+
+    client = VdlClient(settings(deadline_ms=5_000), connect=cluster.connect, sleep=cluster.sleep)
+    pipeline = client.pipeline("s", 1000, 5_000, 3, acknowledged=acknowledged)
+    for index in range(8):
+        pipeline.submit(batch(index))
+    pipeline.finish()
+    assert handed == [batch(index) for index in range(8)]
+    assert stored_values(cluster, "s") == expected(8)

@@ -210,3 +210,52 @@ def test_a_batch_of_pieces_equals_its_rows_encoded_as_one_array(codec: int) -> N
         expected = whole.encode_batch(0, whole.count, 1234, 5, 0, 10, codec)
         assert bytes(encode_batch(pieces, 1234, 5, 0, 10, codec)) == bytes(expected)
         assert [r.value for r in read_records(bytes(expected))] == joined_values.to_pylist()
+
+
+def test_reused_buffers_encode_the_same_bytes_and_never_a_batch_in_flight() -> None:
+    """BatchBuffers: a batch encoded into the buffer of an acknowledged one (more rows, fewer rows,
+    other values, keys of another size, records of several sizes) has the bytes of one encoded
+    afresh; a buffer not handed back is never written again, so a batch still in flight keeps its
+    bytes."""
+    from vdl_connector.arrow import BatchBuffers, encode_batch
+
+    def columns(count: int, fill: int, key: bytes | None = None) -> RecordColumns:
+        if fill < 0:  # records of several sizes, headers: no template
+            return RecordColumns(KEYS[:count], pa.array([b"%d" % -fill * (i % 150) for i in range(count)], pa.binary()),
+                                 HEADERS[:count])
+        keys = pa.array([key] * count, pa.binary()) if key is not None else None
+        return RecordColumns(keys, pa.array([b"%05d" % i + bytes([fill]) * 95 for i in range(count)], pa.binary()))
+
+    buffers = BatchBuffers(keep=2)
+    previous: list[tuple[bytes, memoryview | bytearray]] = []  # in flight: (its bytes when encoded, the batch)
+    for step, (count, fill, key) in enumerate([(9_000, 1, None), (9_000, 2, None), (70, 3, None), (9_000, 4, None),
+                                               (12_000, 5, None), (9_000, 6, b"key"), (100, 7, None),
+                                               (300, -1, None), (250, -2, None), (300, -3, None), (290, -4, None),
+                                               (300, 8, None)]):
+        cols = columns(count, fill, key)
+        fresh = bytes(encode_batch([(cols, 0, count)], 1234, 5, 0, step, Compression.NONE))
+        batch = encode_batch([(cols, 0, count)], 1234, 5, 0, step, Compression.NONE, buffers=buffers)
+        assert bytes(batch) == fresh
+        assert [r.value for r in read_records(bytes(batch))] == cols.values.filled.to_pylist()
+        for encoded, in_flight in previous:  # not acknowledged yet: untouched
+            assert bytes(in_flight) == encoded
+        previous.append((fresh, batch))
+        if len(previous) == 2:  # a window of two: the oldest is acknowledged
+            buffers.release(previous.pop(0)[1])
+
+
+def test_buffers_keep_at_most_their_bound_and_only_template_buffers() -> None:
+    from vdl_connector.arrow import BatchBuffers, encode_batch
+
+    values = pa.array([b"x" * 100] * 500, pa.binary())
+    cols = RecordColumns(None, values)
+    buffers = BatchBuffers(keep=1)
+    first = encode_batch([(cols, 0, 500)], 1, 5, 0, 0, buffers=buffers)
+    second = encode_batch([(cols, 0, 500)], 1, 5, 0, 1, buffers=buffers)
+    assert isinstance(first, memoryview) and first.obj is not second.obj
+    buffers.release(first)
+    buffers.release(second)  # beyond the bound: dropped
+    buffers.release(bytes(first))  # not one of its buffers: ignored
+    third = encode_batch([(cols, 0, 500)], 1, 5, 0, 2, buffers=buffers)
+    fourth = encode_batch([(cols, 0, 500)], 1, 5, 0, 3, buffers=buffers)
+    assert third.obj is first.obj and fourth.obj is not second.obj

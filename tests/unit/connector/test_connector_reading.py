@@ -98,13 +98,17 @@ class FakeClient:
         self.produced.append((stream, batch))
         return 0
 
-    def pipeline(self, stream, timeout_ms, delivery_timeout_ms, window, transactional_id=None):  # noqa: ANN001, ANN201
+    def pipeline(self, stream, timeout_ms, delivery_timeout_ms, window, transactional_id=None,  # noqa: ANN001, ANN201
+                 acknowledged=None):  # noqa: ANN001
         client = self
         self.windows[stream] = window
 
         class Pipeline:
-            def submit(self, batch: bytes) -> None:
-                client.produced.append((stream, batch))
+            def submit(self, batch: bytes | bytearray | memoryview) -> None:
+                # stored and acknowledged at once: the producer may reuse the buffer from here on
+                client.produced.append((stream, bytes(batch)))
+                if acknowledged is not None:
+                    acknowledged(batch)
 
             def finish(self) -> None:
                 pass
