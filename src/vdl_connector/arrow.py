@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import struct
+import threading
 from collections.abc import Sequence
 
 import crc32c
@@ -414,16 +415,19 @@ class BatchBuffers:
     faulted in page by page (each fault a reclaim of page cache on a machine whose memory the
     broker's log fills); one holding the template of records of the batch's sizes has all but
     their keys and values in place already. The producer hands each batch back once acknowledged
-    (`release`); at most `keep` are kept."""
+    (`release`); at most `keep_bytes` of them are kept. Producers of several threads may share
+    one."""
 
-    def __init__(self, keep: int) -> None:
-        self._keep = keep
+    def __init__(self, keep_bytes: int) -> None:
+        self._keep_bytes = keep_bytes
         self._free: list[_BatchBuffer] = []
+        self._lock = threading.Lock()
 
     def _find(self, kind: tuple[int, int, int] | None, rows: int, size: int) -> _BatchBuffer | None:
-        for index, buffer in enumerate(self._free):
-            if buffer.kind == kind and buffer.rows >= rows and len(buffer) >= size:
-                return self._free.pop(index)
+        with self._lock:
+            for index, buffer in enumerate(self._free):
+                if buffer.kind == kind and buffer.rows >= rows and len(buffer) >= size:
+                    return self._free.pop(index)
         return None
 
     def with_template(self, layout: _UniformLayout, count: int, header_room: int) -> memoryview:
@@ -449,8 +453,10 @@ class BatchBuffers:
     def release(self, batch: bytes | bytearray | memoryview) -> None:
         """`batch` is acknowledged: nothing reads it any more."""
         owner = batch.obj if isinstance(batch, memoryview) else batch
-        if isinstance(owner, _BatchBuffer) and len(self._free) < self._keep:
-            self._free.append(owner)
+        if isinstance(owner, _BatchBuffer):
+            with self._lock:
+                if sum(len(kept) for kept in self._free) + len(owner) <= self._keep_bytes:
+                    self._free.append(owner)
 
 
 def _encode_into(pieces: Sequence[Piece], header_room: int,

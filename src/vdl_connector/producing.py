@@ -48,6 +48,10 @@ MAX_IN_FLIGHT = 5  # produce requests in flight per stream: KIP-98's most for an
 # fast as 5 of them: two keep the broker busy while the next is encoded); never fewer than 2.
 IN_FLIGHT_BYTES = 8 * 1024 * 1024
 MAX_MESSAGE_BYTES = "max.message.bytes"  # Kafka's topic config: the largest batch the stream takes
+# Acknowledged batches' buffers, for the next batches of any stream and of the tasks after this
+# one in the same Python worker (Spark reuses its workers): a window of default-size batches, with
+# the one being encoded, held for the worker's life.
+_BUFFERS = BatchBuffers(32 << 20)
 _CODECS = {"none": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
            "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
 
@@ -87,9 +91,6 @@ class StreamProducer:
             self._producer_id, self._epoch = client.writer_id(txn_id) if txn_id else client.init_producer_id()
         self._streams: dict[str, _StreamState] = {}
         self._codec = _CODECS[options.compression]
-        # Acknowledged batches' buffers, for the next batches (of any stream): as many as one
-        # stream's window takes, with the one being encoded.
-        self._buffers = BatchBuffers(MAX_IN_FLIGHT + 1)
 
     def _state(self, stream: str) -> _StreamState:
         state = self._streams.get(stream)
@@ -159,12 +160,12 @@ class StreamProducer:
         pieces, state.open = state.open, []
         count = sum(stop - start for _, start, stop in pieces)
         batch = encode_batch(pieces, int(time.time() * 1000), self._producer_id, self._epoch, state.next_sequence,
-                             self._codec, self._transaction is not None, self._buffers)
+                             self._codec, self._transaction is not None, _BUFFERS)
         if state.pipeline is None:
             txn = self._transaction.transactional_id if self._transaction is not None else None
             state.pipeline = self._client.pipeline(stream, self._options.client.request_timeout_ms,
                                                    self._options.delivery_timeout_ms, state.window, txn,
-                                                   self._buffers.release)
+                                                   _BUFFERS.release)
         state.pipeline.submit(batch)
         state.next_sequence = (state.next_sequence + count) % _SEQUENCE_WRAP
         state.records += count

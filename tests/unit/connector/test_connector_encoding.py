@@ -226,7 +226,7 @@ def test_reused_buffers_encode_the_same_bytes_and_never_a_batch_in_flight() -> N
         keys = pa.array([key] * count, pa.binary()) if key is not None else None
         return RecordColumns(keys, pa.array([b"%05d" % i + bytes([fill]) * 95 for i in range(count)], pa.binary()))
 
-    buffers = BatchBuffers(keep=2)
+    buffers = BatchBuffers(keep_bytes=64 << 20)
     previous: list[tuple[bytes, memoryview | bytearray]] = []  # in flight: (its bytes when encoded, the batch)
     for step, (count, fill, key) in enumerate([(9_000, 1, None), (9_000, 2, None), (70, 3, None), (9_000, 4, None),
                                                (12_000, 5, None), (9_000, 6, b"key"), (100, 7, None),
@@ -244,18 +244,20 @@ def test_reused_buffers_encode_the_same_bytes_and_never_a_batch_in_flight() -> N
             buffers.release(previous.pop(0)[1])
 
 
-def test_buffers_keep_at_most_their_bound_and_only_template_buffers() -> None:
+def test_buffers_keep_at_most_their_bound_and_only_their_own() -> None:
     from vdl_connector.arrow import BatchBuffers, encode_batch
 
     values = pa.array([b"x" * 100] * 500, pa.binary())
     cols = RecordColumns(None, values)
-    buffers = BatchBuffers(keep=1)
+    size = len(encode_batch([(cols, 0, 500)], 1, 5, 0, 0))
+    buffers = BatchBuffers(keep_bytes=size)
     first = encode_batch([(cols, 0, 500)], 1, 5, 0, 0, buffers=buffers)
     second = encode_batch([(cols, 0, 500)], 1, 5, 0, 1, buffers=buffers)
-    assert isinstance(first, memoryview) and first.obj is not second.obj
+    assert isinstance(first, memoryview) and isinstance(second, memoryview) and first.obj is not second.obj
     buffers.release(first)
     buffers.release(second)  # beyond the bound: dropped
     buffers.release(bytes(first))  # not one of its buffers: ignored
     third = encode_batch([(cols, 0, 500)], 1, 5, 0, 2, buffers=buffers)
     fourth = encode_batch([(cols, 0, 500)], 1, 5, 0, 3, buffers=buffers)
+    assert isinstance(third, memoryview) and isinstance(fourth, memoryview)
     assert third.obj is first.obj and fourth.obj is not second.obj
