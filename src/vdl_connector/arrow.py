@@ -36,9 +36,9 @@ from vdl_wire.records.batch_header import TRANSACTIONAL_MASK
 from vdl_wire.records.compression import Compression, compress
 from vdl_wire.records.varint import varint_size, write_varint
 
-__all__ = ["ARROW_HEADERS_TYPE", "ArrowColumns", "BatchBuffers", "BatchCutter", "BinaryColumn", "Piece", "RawColumns", "RecordColumns",
-           "arrow_read_schema", "build_batch", "constant_string", "cut_points", "decode_columns_arrow", "encode_batch",
-           "encode_headers", "encode_headers_column", "encode_records", "parse_records"]
+__all__ = ["ARROW_HEADERS_TYPE", "ArrowColumns", "BatchBuffers", "BatchCutter", "BinaryColumn", "Piece", "RawColumns",
+           "RecordColumns", "arrow_read_schema", "build_batch", "constant_string", "cut_points", "decode_columns_arrow",
+           "encode_batch", "encode_headers", "encode_headers_column", "encode_records", "parse_records"]
 
 # ============================================================================== the read schema
 
@@ -262,7 +262,8 @@ class RecordColumns:
         return encode_records([(self, start, stop)])
 
     def encode_batch(self, start: int, stop: int, timestamp_ms: int, producer_id: int, producer_epoch: int,
-                     base_sequence: int, compression: int = Compression.NONE, transactional: bool = False) -> bytearray | memoryview:
+                     base_sequence: int, compression: int = Compression.NONE,
+                     transactional: bool = False) -> bytearray | memoryview:
         """The RecordBatch v2 of rows [start, stop) (as build_batch(encode(start, stop), ...)),
         encoded in place in the one buffer it is sent from; `transactional` sets the batch's
         transactional attribute (its records count only once their transaction commits)."""
@@ -385,7 +386,7 @@ def encode_batch(pieces: Sequence[Piece], timestamp_ms: int, producer_id: int, p
     """The RecordBatch v2 of the pieces' rows, in order: rows Spark handed over in several Arrow
     batches are encoded from where they are, not joined into one array first. The records are
     written straight into the one buffer the batch is sent from, after room for its header: with
-    `buffers`, a buffer of an acknowledged batch of records of the same sizes when there is one."""
+    `buffers`, the buffer of an acknowledged batch when one fits."""
     count = sum(stop - start for _, start, stop in pieces)
     out: bytearray | memoryview
     if compression:
