@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from vdl_client.connection import Connection
-from vdl_client.pipeline import Batch, ProducePipeline
-from vdl_client.requests import LEADER_FETCH_VERSION, fetch_request, produce_request
+from vdl_client.pipeline import ProducePipeline
+from vdl_client.requests import LEADER_FETCH_VERSION, Batch, fetch_request, produce_request
 from vdl_client.routes import (
     ANY_NODE,
     CONTROLLER,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from vdl_client.connection import Connection
-from vdl_client.requests import produce_request
+from vdl_client.requests import Batch, produce_request
 from vdl_client.settings import LEADER_ERRORS, VdlClientError, with_message
 from vdl_wire.errors import ErrorCode
 from vdl_wire.messages import ProduceRequest
@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from vdl_client.client import VdlClient
 
 log = logging.getLogger("vdl_client")
-
-Batch = bytes | bytearray | memoryview  # one encoded RecordBatch
 
 
 class ProducePipeline:

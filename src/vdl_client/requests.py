@@ -24,7 +24,10 @@ def fetch_request(stream: str, offset: int, partition_max_bytes: int, max_bytes:
                         forgotten_topics_data=[], rack_id="")
 
 
-def produce_request(stream: str, batch: bytes | bytearray | memoryview, timeout_ms: int,
+Batch = bytes | bytearray | memoryview  # one encoded RecordBatch
+
+
+def produce_request(stream: str, batch: Batch, timeout_ms: int,
                     transactional_id: str | None = None, acks: int = -1) -> Any:
     """A Produce of one batch to partition 0 (acks=-1: answered once the batch is committed)."""
     return ProduceRequest(transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms, topic_data=[

@@ -434,14 +434,14 @@ class BatchBuffers:
     def with_template(self, layout: _UniformLayout, count: int, header_room: int) -> memoryview:
         """`header_room` bytes, then the first `count` records of `layout`'s template."""
         kind = (header_room, layout.key_length, layout.value_length)
-        size = header_room + layout.size(count)
+        records = layout.size(count)
         buffer = self._find(kind, count, 0)
         if buffer is None:
             buffer = _BatchBuffer(header_room, kind, count)
-            buffer += layout.template(count)[:layout.size(count)].data
+            buffer += layout.template(count)[:records].data
         # A record's template bytes depend on its row only: a buffer of more rows holds this
         # batch's as its prefix; the rows after it are not sent.
-        return memoryview(buffer)[:size]
+        return memoryview(buffer)[:header_room + records]
 
     def plain(self, size: int) -> memoryview:
         """`size` bytes of whatever they held before (batches of records of several sizes differ

@@ -49,8 +49,8 @@ MAX_IN_FLIGHT = 5  # produce requests in flight per stream: KIP-98's most for an
 IN_FLIGHT_BYTES = 8 * 1024 * 1024
 MAX_MESSAGE_BYTES = "max.message.bytes"  # Kafka's topic config: the largest batch the stream takes
 # Acknowledged batches' buffers, for the next batches of any stream and of the tasks after this
-# one in the same Python worker (Spark reuses its workers): a window of default-size batches, with
-# the one being encoded, held for the worker's life.
+# one in the same Python worker (Spark reuses its workers): room for a few windows of default-size
+# (4 MiB) batches, held for the worker's life.
 _BUFFERS = BatchBuffers(32 << 20)
 _CODECS = {"none": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
            "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
