@@ -41,6 +41,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from vdl_broker.server import main as broker_main
 from vdl_broker.server.main import load_config, main
 
 
@@ -169,6 +170,7 @@ if __name__ == "__main__":
     if knobs:
         libc = ctypes.CDLL(None)
         apply_knobs(libc, knobs)
+        broker_main.keep_freed_buffers = lambda: False  # these knobs, not the broker's own thresholds
         if knobs.get("trim_every"):
             threading.Thread(target=trim, args=(libc, float(knobs["trim_every"]), float(knobs.get("trim_from", 0))), daemon=True,
                              name="memwatch-trim").start()
