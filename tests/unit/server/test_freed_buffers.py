@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 
@@ -18,12 +19,12 @@ TIER = "component"  # fresh interpreters: the allocator of this one stays as it 
 # node under produce load churns them. Prints the page faults of the steady state (after the
 # cache's fill) and the pages written.
 _CHURN = """
-import json, resource, sys
+import json, resource
 from collections import deque
 from vdl_broker.log.entry import FrozenBuffer
 from vdl_broker.server.main import keep_freed_buffers
 
-kept = keep_freed_buffers() if sys.argv[1] == "keep" else False
+kept = keep_freed_buffers()
 cache = deque()
 zeros = memoryview(bytes(1280 << 10))
 def churn(count, start):
@@ -48,17 +49,19 @@ print(json.dumps({"kept": kept, "faults": faults, "pages": pages}))
 """
 
 
-def _churn(mode: str) -> dict[str, int]:
-    env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES" and not k.startswith("MALLOC_")}
-    done = subprocess.run([sys.executable, "-c", _CHURN, mode], env=env, capture_output=True, text=True,
-                          timeout=60, check=True)
-    result: dict[str, int] = json.loads(done.stdout)
-    return result
+_GLIBC = platform.libc_ver()[0] == "glibc"
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="glibc's allocator: Linux only")
+def _run(code: str, env: dict[str, str]) -> str:
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+                          check=True)
+    return done.stdout
+
+
+@pytest.mark.skipif(not _GLIBC, reason="glibc's allocator thresholds: this C library is not glibc")
 def test_evicted_buffers_are_reused_without_faulting_pages_in_again() -> None:
-    kept = _churn("keep")
+    env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES" and not k.startswith("MALLOC_")}
+    kept = json.loads(_run(_CHURN, env))
     assert kept["kept"] is True
     # ~100,000 pages joined (twice that written): glibc's own thresholds fault in ~25,000 of
     # them again on this churn; kept, only the heap's growth by fragmentation (~440) is new.
@@ -66,10 +69,9 @@ def test_evicted_buffers_are_reused_without_faulting_pages_in_again() -> None:
     assert kept["faults"] < 2_000, kept
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="glibc's allocator: Linux only")
-def test_an_operators_allocator_settings_win() -> None:
-    env = dict(os.environ, GLIBC_TUNABLES="glibc.malloc.trim_threshold=1048576")
+@pytest.mark.skipif(not _GLIBC, reason="glibc's allocator thresholds: this C library is not glibc")
+@pytest.mark.parametrize("setting", [{"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1048576"},
+                                     {"MALLOC_TRIM_THRESHOLD_": "1048576"}])
+def test_an_operators_allocator_settings_win(setting: dict[str, str]) -> None:
     code = "from vdl_broker.server.main import keep_freed_buffers; print(keep_freed_buffers())"
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
-                          check=True)
-    assert done.stdout.strip() == "False"
+    assert _run(code, os.environ | setting).strip() == "False"
