@@ -62,10 +62,11 @@ def keep_freed_buffers() -> bool:
     own thresholds follow the largest buffer freed: it serves them from its heap, but returns the
     heap's top to the kernel whenever twice that lies free there, so about a third of the buffers
     came back as fresh pages, each faulted in again -- in a memory cgroup the log's page cache
-    fills, each fault a reclaim. Measured on a 3-node cluster under acks=all load: ~33,000 faults
-    per 4M records on each node, 9% of a follower's CPU; with these thresholds none past the
-    tail cache's fill, follower CPU per record -9%, leader's -4%, throughput +5%. The price: the
-    heap keeps up to TRIM_THRESHOLD_BYTES free beyond what the node holds.
+    fills, each fault a reclaim (on a 3-node cluster under acks=all load, ~33,000 faults per 4M
+    records on each node, 9% of a follower's CPU). With these thresholds about half as many, what
+    the tail cache takes to fill: CPU per record 0.92x on a follower and 0.94x on the leader
+    (README, "And the broker's heap"). The price: the heap keeps up to TRIM_THRESHOLD_BYTES free
+    beyond what the node holds.
 
     An operator's own allocator settings (GLIBC_TUNABLES' malloc ones, MALLOC_*_ variables) win;
     elsewhere than on glibc nothing changes. True if the thresholds were set."""
