@@ -112,7 +112,8 @@ def apply_knobs(libc: ctypes.CDLL, knobs: dict[str, int]) -> None:
     """glibc's mallopt for this process (as its MALLOC_*_ environment variables would, but per
     node): arena_max (M_ARENA_MAX), mmap_threshold (M_MMAP_THRESHOLD, which also stops the
     threshold from rising), trim_threshold (M_TRIM_THRESHOLD)."""
-    params = {"arena_max": -8, "mmap_threshold": -3, "trim_threshold": -1}
+    params = {"arena_max": -8, "mmap_threshold": broker_main.M_MMAP_THRESHOLD,
+              "trim_threshold": broker_main.M_TRIM_THRESHOLD}
     for name, value in knobs.items():
         if name in params and not libc.mallopt(params[name], value):
             raise SystemExit(f"mallopt({name}={value}) failed")

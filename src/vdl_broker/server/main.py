@@ -48,8 +48,8 @@ def _raise_open_files_limit() -> None:
 
 # glibc's mallopt parameters (malloc/malloc.h); the largest mmap threshold it takes on a 64-bit
 # machine is 32 MiB (DEFAULT_MMAP_THRESHOLD_MAX, malloc/malloc.c).
-_M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD_BYTES = 32 << 20
 TRIM_THRESHOLD_BYTES = 64 << 20
 
@@ -78,8 +78,8 @@ def keep_freed_buffers() -> bool:
     mallopt = ctypes.CDLL(None).mallopt
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     # Setting either stops glibc from moving both (mp_.no_dyn_threshold): both are set.
-    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
-        mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
+        mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
 
 
 def _install_event_loop_policy() -> None:
