@@ -5,10 +5,11 @@ bytes after it checked them). A follower writes what it is sent under an entry c
 computes itself: stored damaged, a copy passes every later check. A record batch so damaged
 would reach a consumer reading that replica (KIP-392), or every consumer once it leads; a
 metadata command so damaged would give that node a cluster of its own (a stream under another
-name, an offset other than the one committed). A follower checks each record batch's CRC32C,
-and nodes of a cluster at the level that has them send checksummed frames
-(vdl_broker/raft/wire.py): a frame that fails either check is refused with its connection, the
-sender sends again, and the receiver counts the refusal in vdl_raft_frames_refused_total.
+name, an offset other than the one committed). Nodes of a cluster at the level that has them
+send each entry with the checksum its leader's log stored it under (vdl_broker/raft/wire.py);
+at level 4, frames that end with their CRC32C, whose record batches a follower checks too (the
+first test runs at both): a frame that fails a check is refused with its connection, the sender
+sends again, and the receiver counts the refusal in vdl_raft_frames_refused_total.
 """
 
 from __future__ import annotations
@@ -21,22 +22,35 @@ from tests.faults.chaos.world import start_world
 from tests.faults.harness import wait_for_full_isr
 from tests.support.cluster import wait_until
 from tests.support.kafka import (
+    CLIENT_API_VERSIONS,
     create_topic_raw,
     fetch_partition,
     metadata_raw,
     one_record_batch,
     produce_raw,
+    raw_request,
     record_values,
 )
 from tests.support.metrics import scrape
+from vdl_broker.cluster import features
 
 pytestmark = pytest.mark.timeout(180)
 
 
-def test_a_record_damaged_on_its_way_to_a_follower_is_sent_again_not_stored(tmp_path: Path) -> None:
+@pytest.mark.parametrize("level", [features.SUPPORTED_LEVEL, features.FRAME_CHECKSUM_LEVEL],
+                         ids=["entry-checksums", "level-4-checksummed-frames"])
+def test_a_record_damaged_on_its_way_to_a_follower_is_sent_again_not_stored(tmp_path: Path, level: int) -> None:
     stream = "damaged-in-transit"
-    world = start_world(tmp_path, 3, seed=11, streams=[stream])
+    env = None
+    if level < features.SUPPORTED_LEVEL:  # a cluster formed at that level (not upgraded since)
+        (tmp_path / "release").mkdir()
+        (tmp_path / "release" / "sitecustomize.py").write_text(
+            f"import vdl_broker.cluster.features as features\nfeatures.SUPPORTED_LEVEL = {level}\n")
+        env = {"PYTHONPATH": str(tmp_path / "release")}
+    world = start_world(tmp_path / "world", 3, seed=11, streams=[stream], env=env)
     try:
+        finalized = raw_request(world.address(1), CLIENT_API_VERSIONS, 3).finalized_features
+        assert [(f.name, f.max_version_level) for f in finalized][0] == (features.FEATURE_NAME, level)
         leader = wait_for_full_isr(world.cluster, stream, timeout=60).leader
         follower = min(n for n in world.node_ids if n != leader)
         value = b"the value a bit of which is flipped on one link"

@@ -23,7 +23,15 @@ from tests.faults.harness import (
 )
 from tests.faults.workload import ConsumerThread, Workload
 from tests.support.cluster import VDL_CLI, node_address, start_cluster, wait_until
-from tests.support.kafka import CLIENT_API_VERSIONS, create_topic_raw, raw_request
+from tests.support.kafka import (
+    CLIENT_API_VERSIONS,
+    create_topic_raw,
+    fetch_partition,
+    one_record_batch,
+    produce_raw,
+    raw_request,
+    record_values,
+)
 from vdl_broker.cluster import features
 from vdl_client import ClientSettings, VdlClient
 from vdl_client.groups import commit_offsets, committed_offsets
@@ -119,6 +127,21 @@ def test_rolling_upgrade_from_the_previous_release_under_load(tmp_path: Path, pr
     expected = (f"vdl.metadata.version raised from level {features.BASELINE_LEVEL} to {LEVEL}\n"
                 if LEVEL > features.BASELINE_LEVEL else f"vdl.metadata.version is at level {LEVEL} already\n")
     assert (upgraded.returncode, upgraded.stdout) == (0, expected), upgraded.stderr
+
+    # At this level the nodes send each other the newest Raft frames (entries with the checksums
+    # their leader stored them under): what is written now reaches every replica as stored.
+    for node_id in cluster.node_ids():
+        wait_until(lambda n=node_id: metadata_levels(cluster, n)[1][0] == ("vdl.metadata.version", LEVEL), 30,
+                   f"node {node_id} applying level {LEVEL}")
+    value = b"replicated in the frames of the new level"
+    leader, hw = high_watermark(cluster, stream, timeout=30)
+    assert produce_raw(node_address(cluster, leader), stream, one_record_batch(value)) == (0, hw)
+    stored = fetch_partition(node_address(cluster, leader), stream, hw).records
+    assert record_values(stored) == [(hw, value)]
+    for node_id in cluster.node_ids():
+        wait_until(lambda n=node_id: fetch_partition(node_address(cluster, n), stream, hw).high_watermark == hw + 1, 30,
+                   f"node {node_id} holding offset {hw} and knowing it committed")
+        assert bytes(fetch_partition(node_address(cluster, node_id), stream, hw).records) == bytes(stored)
 
 
 def test_the_level_rises_once_every_node_supports_it_and_never_goes_back(tmp_path: Path,

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from vdl_broker.cluster.transactions import TXN_OPS
+from vdl_broker.raft.wire import CHECKSUMMED, ENTRY_CHECKSUMS, VERSION
 from vdl_wire.messages.update_features import METADATA_FEATURE as FEATURE_NAME
 
 BASELINE_LEVEL = 1  # everything a cluster formed before feature levels may hold
-SUPPORTED_LEVEL = 4  # the highest level this release understands
+SUPPORTED_LEVEL = 5  # the highest level this release understands
 # Level 2: DeleteRecords writes LOG_START entries into stream logs, which a release before it
 # cannot read; it is refused below this level.
 DELETE_RECORDS_LEVEL = 2
@@ -50,6 +51,9 @@ KEEP_ALL_POLICY_LEVEL = 3
 # Level 4: nodes send each other checksummed Raft frames (vdl_broker.raft.wire.CHECKSUMMED),
 # which a release before it refuses (it reads wire version 1 only); below it, frames as before.
 FRAME_CHECKSUM_LEVEL = 4
+# Level 5: Raft frames carry each entry's checksum (vdl_broker.raft.wire.ENTRY_CHECKSUMS), which a
+# release before it refuses; below it, checksummed frames as at level 4.
+ENTRY_CHECKSUM_LEVEL = 5
 # Level 2: nodes describe themselves -- register_node and join_node carry "own" (a node's own
 # registration, which other nodes' peers entries no longer override: cluster/metadata.py).
 # Below it, a node's description comes from the metadata leader's config, as before.
@@ -61,6 +65,13 @@ FEATURE_OPS = frozenset({"finalize_features"})
 # no command of its own: 0 (no transactions) below it.
 TRANSACTION_VERSION_FEATURE = "transaction.version"
 TRANSACTION_VERSION_MAX = 2
+
+
+def raft_frame_version(level: int) -> int:
+    """The newest Raft frame version every node of a cluster at `level` reads."""
+    if level >= ENTRY_CHECKSUM_LEVEL:
+        return ENTRY_CHECKSUMS
+    return CHECKSUMMED if level >= FRAME_CHECKSUM_LEVEL else VERSION
 
 
 def transaction_version(level: int) -> int:

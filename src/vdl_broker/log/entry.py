@@ -3,7 +3,8 @@ vdl_broker.raft.types; the log stores them as they are).
 
 On-disk entry (little-endian): crc32c u32 | type u8 | term i64 | index i64 | payload length u32 |
 payload. The CRC covers everything after itself (header rest + payload), so a torn or flipped
-entry is found by recovery.
+entry is found by recovery. It is the Raft core's entry_checksum (vdl_broker.raft.types), which a
+follower gets with each entry from its leader and stores as it came.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import crc32c
 
-from vdl_broker.raft.types import EntryType
+from vdl_broker.raft.types import Entry, EntryType, entry_checksum
 
 # bytearray(n) zero-fills its n bytes; resizing an empty one does not (bytearray_resize in
 # Objects/bytearrayobject.c reallocates only). A socket read overwrites the bytes anyway, and on
@@ -61,14 +62,11 @@ class DamagedEntry(Exception):
 
 HEADER = struct.Struct("<IBqqI")
 HEADER_SIZE = HEADER.size  # 25
-_HEADER_REST = struct.Struct("<BqqI")
 ENTRY_TYPES = frozenset(int(t) for t in EntryType)
 
 
-def encode_header(entry_type: int, term: int, index: int, payload: bytes | bytearray | memoryview) -> bytes:
-    rest = _HEADER_REST.pack(entry_type, term, index, len(payload))
-    crc = crc32c.crc32c(payload, crc32c.crc32c(rest))
-    return struct.pack("<I", crc) + rest
+def entry_header(entry: Entry) -> bytes:
+    return HEADER.pack(entry_checksum(entry), entry.type, entry.term, entry.index, len(entry.data))
 
 
 def entry_crc(buf: memoryview, position: int, payload_length: int) -> int:

@@ -79,8 +79,8 @@ def read_entries(log: StreamLog, start_index: int, end_index: int, max_bytes: in
             last = k
             end_position = positions[last] if last < len(positions) else segment.size
         try:
-            entries = [Entry(entry_index, term, EntryType(entry_type), payload) for _, entry_type, term, entry_index,
-                       payload in segment.iter_entries(start_position, end_position)]
+            entries = [Entry(entry_index, term, EntryType(entry_type), payload, crc=crc) for _, entry_type, term,
+                       entry_index, payload, crc in segment.iter_entries(start_position, end_position)]
         except (ValueError, struct.error):
             entries = []
         stop_index = segment.base_index + last
@@ -127,7 +127,7 @@ def read_batches(log: StreamLog, offset: int, max_bytes: int, max_offset: int | 
         chunk = max(max_bytes - total, 0) + 2 * log.config.index_interval_bytes + _READ_SLACK
         done = False
         position = segment.position_for_offset(next_offset)
-        for _, entry_type, _, _, payload in segment.iter_entries(position, chunk=chunk):
+        for _, entry_type, _, _, payload, _ in segment.iter_entries(position, chunk=chunk):
             if entry_type != _DATA:
                 continue
             fields = batch_fields(payload)
@@ -163,7 +163,7 @@ def offset_for_index(log: StreamLog, raft_index: int) -> int:
     if cached is not None:
         return cached
     segment = log._ensure_loaded(log._segment_for_index(raft_index))
-    for _, entry_type, _, index, payload in segment.iter_entries(segment.position_of(raft_index),
+    for _, entry_type, _, index, payload, _ in segment.iter_entries(segment.position_of(raft_index),
                                                                  chunk=_SCAN_CHUNK):
         if entry_type == _DATA:
             fields = batch_fields(payload)
@@ -178,7 +178,7 @@ def index_for_offset(log: StreamLog, offset: int) -> int:
     if cache_first is not None and offset >= cache_first:
         return log.cache.index_for_offset(offset)
     segment = log._ensure_loaded(log._segment_for_offset(offset))
-    for _, entry_type, _, index, payload in segment.iter_entries(segment.position_for_offset(offset),
+    for _, entry_type, _, index, payload, _ in segment.iter_entries(segment.position_for_offset(offset),
                                                                  chunk=_SCAN_CHUNK):
         if entry_type == _DATA and batch_fields(payload).last_offset >= offset:
             return index
@@ -196,7 +196,7 @@ def offset_for_timestamp(log: StreamLog, timestamp_ms: int) -> tuple[int, int] |
         position = times.positions[k] if k >= 0 else 0
         if k == len(times) - 1 and len(segment.oidx):
             position = max(position, segment.oidx.positions[-1])
-        for _, entry_type, _, _, payload in segment.iter_entries(position, chunk=_SCAN_CHUNK):
+        for _, entry_type, _, _, payload, _ in segment.iter_entries(position, chunk=_SCAN_CHUNK):
             if entry_type == _DATA:
                 fields = batch_fields(payload)
                 if fields.max_timestamp >= timestamp_ms:

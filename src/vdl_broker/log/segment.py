@@ -157,10 +157,10 @@ class Segment:
         self.flush_indexes_or_drop()
 
     def iter_entries(self, start: int, end: int | None = None, chunk: int = 1 << 20
-                     ) -> Iterator[tuple[int, int, int, int, memoryview]]:
-        """(position, type, term, index, payload) from `start` on, payloads being slices of the
-        mapping, each entry's CRC checked first (DamagedEntry): nothing read from a file the node
-        runs on is trusted. `chunk` bounds how far ahead one slice reaches (a re-map happens only
+                     ) -> Iterator[tuple[int, int, int, int, memoryview, int]]:
+        """(position, type, term, index, payload, crc) from `start` on, payloads being slices of
+        the mapping, each entry's CRC checked first (DamagedEntry): nothing read from a file the
+        node runs on is trusted. `chunk` bounds how far ahead one slice reaches (a re-map happens only
         when the file has grown past the current mapping)."""
         end = self.size if end is None else end
         position = start
@@ -185,7 +185,7 @@ class Segment:
             if entry_crc(buf, position - buf_start, length) != crc:
                 raise DamagedEntry(self.log_path, position, self.base_index)
             yield (position, entry_type, term, index,
-                   buf[position - buf_start + HEADER_SIZE:entry_end - buf_start])
+                   buf[position - buf_start + HEADER_SIZE:entry_end - buf_start], crc)
             position = entry_end
 
     def header(self, position: int) -> tuple[int, int, int, int, int]:

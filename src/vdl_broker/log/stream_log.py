@@ -24,7 +24,7 @@ from vdl_broker.log import loading, reading, state_snapshots
 from vdl_broker.log.aio_sync import AioSync
 from vdl_broker.log.config import LogConfig
 from vdl_broker.log.damage import DamageRecord, clear_damage, save_damage
-from vdl_broker.log.entry import HEADER_SIZE, DamagedEntry, IndexOutOfRange, encode_header
+from vdl_broker.log.entry import HEADER_SIZE, DamagedEntry, IndexOutOfRange, entry_header
 from vdl_broker.log.fileio import fsync_dir
 from vdl_broker.log.group_commit import GroupCommit
 from vdl_broker.log.log_start import LogStart, save_log_start
@@ -34,7 +34,7 @@ from vdl_broker.log.retention import segments_to_delete
 from vdl_broker.log.segment import Segment
 from vdl_broker.log.tail_cache import CacheBudget, TailCache
 from vdl_broker.log.term_runs import TermRuns
-from vdl_broker.raft.types import Entry, EntryType
+from vdl_broker.raft.types import Entry, EntryType, entry_checksum
 from vdl_wire.records.batch_header import BatchFields, check_batch
 
 logger = logging.getLogger(__name__)
@@ -243,7 +243,7 @@ class StreamLog:
         """The term in the entry's header, the entry checked first: a flipped bit in a term would
         be a conflict to the Raft core, which a follower resolves by dropping entries."""
         segment = self._ensure_loaded(self._segment_for_index(index))
-        _, _, term, _, _ = next(segment.iter_entries(segment.position_of(index), chunk=HEADER_SIZE))
+        _, _, term, _, _, _ = next(segment.iter_entries(segment.position_of(index), chunk=HEADER_SIZE))
         return term
 
     def term_at(self, index: int) -> int:
@@ -294,7 +294,7 @@ class StreamLog:
                     parts, planned = [], []
                 self._roll()
                 position = chunk_start = 0
-            parts.append(encode_header(entry.type, entry.term, entry.index, entry.data))
+            parts.append(entry_header(entry))
             parts.append(entry.data)
             planned.append((entry, position, size, fields))
             position += size
@@ -365,11 +365,11 @@ class StreamLog:
             if cache.capacity:
                 if fields is None:
                     cache.append(entry.index, entry.term, entry.type, entry.data, -1, -1, end_offset,
-                                 entry.frame, entry.start)
+                                 entry_checksum(entry), entry.frame, entry.start)
                 else:
                     end_offset = fields.last_offset + 1
                     cache.append(entry.index, entry.term, entry.type, entry.data, fields.base_offset,
-                                 fields.last_offset, end_offset, entry.frame, entry.start)
+                                 fields.last_offset, end_offset, entry_checksum(entry), entry.frame, entry.start)
         cache.evict()
 
     def _roll(self) -> None:

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from vdl_broker.log.entry import HEADER_SIZE, FrozenBuffer
-from vdl_broker.raft.types import Entry, EntryType
+from vdl_broker.raft.types import Entry, EntryType, entry_checksum
 from vdl_wire.records.batch_header import Buffer
 
 # Evicted slots are deleted from the arrays' fronts once they are more than a quarter of them
@@ -46,9 +46,9 @@ _COMPACT_AT = 64
 # the memory around a payload can outweigh it, and a cache that counted payloads alone held 3-5x
 # its budget. Measured with tracemalloc on CPython 3.11: the memory a StreamLog with a cache
 # retains per appended entry, less the same log's without a cache, less the payload (1,024 to
-# 20,000 entries; the same for 100 B to 64 KiB payloads). A leader's entry: ~166 B, its slots in
-# the arrays (66 B, ~70 with their room to grow) and the FrozenBuffer object around the payload
-# (~96). A follower's: ~95 B, its slots, the frame's 21-byte entry header it keeps alive and a
+# 20,000 entries; the same for 100 B to 64 KiB payloads). A leader's entry: ~170 B, its slots in
+# the arrays (70 B, ~74 with their room to grow) and the FrozenBuffer object around the payload
+# (~96). A follower's: ~100 B, its slots, the frame's 25-byte entry header it keeps alive and a
 # 64th of the frame's one view (the entries of a frame share it). Evicted slots awaiting
 # compaction (_COMPACT_AT) add at most a third of an entry's slots, 23 B. The larger is charged
 # for both, so the budget is a bound. tests/unit/log/test_tail_cache_memory.py re-measures it.
@@ -211,6 +211,7 @@ class TailCache:
         self._ends = array("q")  # log end offset right after the entry
         self._buffers: list[Kept] = []
         self._spans = array("q")  # _WHOLE, or the payload's span in the frame _buffers holds
+        self._crcs = array("I")  # entry_checksum: what a leader sends its followers with the entry
         # The data entries among them, in offset order (bisect keys), from _data_head on.
         self._data_head = 0
         self._bases = array("q")
@@ -248,7 +249,8 @@ class TailCache:
 
     # ---- filling ----------------------------------------------------------------------------
     def append(self, index: int, term: int, entry_type: int, payload: Buffer, base_offset: int,
-               last_offset: int, end_offset: int, frame: memoryview | None = None, start: int = 0) -> None:
+               last_offset: int, end_offset: int, crc: int, frame: memoryview | None = None,
+               start: int = 0) -> None:
         """Cache entry `index`, the one after the newest cached (any when the cache is empty);
         DATA entries carry their batch's offsets; an entry decoded from a Raft frame, the frame
         and its payload's start in it (payload is frame[start:start + len(payload)]).
@@ -270,6 +272,7 @@ class TailCache:
         self._ends.append(end_offset)
         self._buffers.append(kept)
         self._spans.append(span)
+        self._crcs.append(crc)
         self.bytes += ENTRY_OVERHEAD + size
         if entry_type == _DATA:
             self._bases.append(base_offset)
@@ -284,7 +287,8 @@ class TailCache:
         if self.capacity <= 0:
             return
         for e in entries:
-            self.append(e.index, e.term, e.type, e.data, e.base_offset, e.last_offset, e.end_offset)
+            crc = entry_checksum(Entry(e.index, e.term, _ENTRY_TYPES[e.type], e.data))
+            self.append(e.index, e.term, e.type, e.data, e.base_offset, e.last_offset, e.end_offset, crc)
         self.evict()
 
     # ---- dropping ---------------------------------------------------------------------------
@@ -329,7 +333,8 @@ class TailCache:
     def _compact(self) -> None:
         head = self._head
         if head > _COMPACT_AT and head * 4 > len(self._terms):
-            del self._terms[:head], self._types[:head], self._ends[:head], self._buffers[:head], self._spans[:head]
+            del (self._terms[:head], self._types[:head], self._ends[:head], self._buffers[:head], self._spans[:head],
+                 self._crcs[:head])
             self._base_index += head
             self._head = 0
         head = self._data_head
@@ -368,7 +373,7 @@ class TailCache:
         for kept, span in zip(self._buffers[p:], self._spans[p:], strict=True):
             self.bytes -= ENTRY_OVERHEAD + (len(kept) if span < 0 else span & _SIZE_MASK)
         data = self._types.count(_DATA, p)
-        del self._terms[p:], self._types[p:], self._ends[p:], self._buffers[p:], self._spans[p:]
+        del self._terms[p:], self._types[p:], self._ends[p:], self._buffers[p:], self._spans[p:], self._crcs[p:]
         if data:
             d = len(self._bases) - data
             self._added = self._sums[d]
@@ -376,7 +381,7 @@ class TailCache:
         self._settle()
 
     def clear(self) -> None:
-        del self._terms[:], self._types[:], self._ends[:], self._buffers[:], self._spans[:]
+        del self._terms[:], self._types[:], self._ends[:], self._buffers[:], self._spans[:], self._crcs[:]
         del self._bases[:], self._lasts[:], self._sums[:], self._data_buffers[:], self._framed[:]
         self._head = self._data_head = 0
         self._added = 0
@@ -410,7 +415,8 @@ class TailCache:
         """Append entries [start, end) to `out` (all cached: start >= first_index) while their
         stored size (header and payload) is within max_bytes, at least one if `out` is empty."""
         base = self._base_index
-        terms, types, buffers, spans, mask = self._terms, self._types, self._buffers, self._spans, _SIZE_MASK
+        terms, types, buffers, spans, crcs, mask = (self._terms, self._types, self._buffers, self._spans, self._crcs,
+                                                    _SIZE_MASK)
         for p in range(start - base, end - base):
             data, span = buffers[p], spans[p]
             size = HEADER_SIZE + (len(data) if span < 0 else span & mask)
@@ -419,7 +425,7 @@ class TailCache:
             max_bytes -= size
             if span >= 0:
                 data = _payload(data, span)
-            out.append(Entry(base + p, terms[p], _ENTRY_TYPES[types[p]], data))
+            out.append(Entry(base + p, terms[p], _ENTRY_TYPES[types[p]], data, crc=crcs[p]))
 
     def read_batches(self, out: list[Buffer], offset: int, limit: int, max_bytes: int) -> tuple[int, int]:
         """Append to `out` the cached batches from the one holding `offset` (>= first_offset) on,

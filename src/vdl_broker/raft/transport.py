@@ -54,11 +54,14 @@ from typing import Any
 from vdl_broker.log.entry import FrozenBuffer
 from vdl_broker.raft.types import EntryType, Message
 from vdl_broker.raft.wire import (
+    CHECKSUMMED,
+    ENTRY_CHECKSUMS,
     KIND_HEARTBEAT,
     KIND_HELLO,
     KIND_MESSAGES,
     KIND_REQUEST,
     KIND_RESPONSE,
+    VERSION,
     WireError,
     checksummed,
     decode_frame,
@@ -223,9 +226,9 @@ class RaftTransport:
         self.identify = identify
         self.call_handler: CallHandler | None = None
         self.on_leaving: Callable[[int], None] | None = None  # a peer said it is stopping
-        # Whether every peer reads checksummed frames (wire.CHECKSUMMED): the cluster's feature
-        # level says so (set by the broker); until then, frames any release reads.
-        self.checksum_frames: Callable[[], bool] = lambda: False
+        # The newest frame version every peer reads (wire.VERSION, CHECKSUMMED, ENTRY_CHECKSUMS): the
+        # cluster's feature level says so (set by the broker); until then, frames any release reads.
+        self.frame_version: Callable[[], int] = lambda: VERSION
         self._call_ids = itertools.count(1)
         self._call_tasks: set[asyncio.Task[None]] = set()
         self._peers: dict[int, _Peer] = {}
@@ -391,11 +394,11 @@ class RaftTransport:
         finally:
             peer.calls.pop(call_id, None)
 
-    def _framed(self, body: list[Any]) -> list[Any]:
+    def _framed(self, body: list[Any], sealed: bool = False) -> list[Any]:
         """A frame body's buffers with its length before them (one writelines: a write() of the
         length alone may reach the socket alone, one more syscall and TCP segment), checksummed
-        once the cluster has checksums."""
-        if self.checksum_frames():
+        once the cluster has checksums, unless `sealed` (it carries its own: ENTRY_CHECKSUMS)."""
+        if not sealed and self.frame_version() >= CHECKSUMMED:
             body = checksummed(body)
         return [_LENGTH.pack(sum(len(p) for p in body)), *body]
 
@@ -474,7 +477,8 @@ class RaftTransport:
                 if end > start and size > limit // 2:
                     break
                 end += 1
-            parts = self._framed(encode_frame(self.node_id, batch[start:end]))
+            sealed = self.frame_version() >= ENTRY_CHECKSUMS
+            parts = self._framed(encode_frame(self.node_id, batch[start:end], sealed), sealed)
             writer.writelines(parts)
             peer.stats.frames_sent += 1
             peer.stats.messages_sent += end - start
@@ -733,7 +737,8 @@ class RaftTransport:
             peer.stats.heartbeats_received += 1
             peer.incarnation = frame.incarnation
             return
-        _check_batches(frame.messages)
+        if not frame.entries_checked:
+            _check_batches(frame.messages)
         peer.stats.frames_received += 1
         peer.stats.messages_received += len(frame.messages)
         if frame.leaving and peer.writer is writer and not peer.leaving:
@@ -759,7 +764,10 @@ def _check_batches(messages: list[tuple[str, Message]]) -> None:
     way in a frame without a checksum -- a flipped bit TCP's 16-bit checksum let through, a faulty
     NIC. Stored, it would get an entry checksum of its own and pass every later check. The frame
     is refused with its connection, as any malformed frame, and the leader sends the entries
-    again (# Kafka: a follower checks each fetched batch's CRC, UnifiedLog.analyzeAndValidateRecords)."""
+    again (# Kafka: a follower checks each fetched batch's CRC, UnifiedLog.analyzeAndValidateRecords).
+    A frame with entry checksums (wire.ENTRY_CHECKSUMS) needs none of this: each entry came with
+    the checksum the leader's log stored it under, which the decoder checked, so what is stored
+    here is what the leader stored, damage in its memory after its append included."""
     for group, message in messages:
         for entry in message.entries:
             if entry.type is EntryType.DATA and not crc_matches(entry.data):

@@ -6,15 +6,18 @@ as it is, and the driver (vdl_broker.raft.group) passes entries between the two 
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+import crc32c
+
 __all__ = [
     "NONE", "CompactedError", "ConfState", "ConfigRecord", "Damage", "Entry", "EntryType", "HardState", "Message",
     "MessageType", "NotLeaderError", "ProposalDroppedError", "RaftError", "Ready", "Role", "SnapshotMeta",
-    "SoftState",
+    "SoftState", "entry_checksum",
 ]
 
 NONE = 0  # "no node": node ids are positive integers
@@ -45,6 +48,27 @@ class Entry:
     data: bytes | bytearray | memoryview = b""
     frame: memoryview | None = field(default=None, compare=False, repr=False)
     start: int = field(default=0, compare=False, repr=False)
+    # entry_checksum's answer, once something asked (or the Raft frame the entry came in carried
+    # it, checked): the log's append and each follower's frame use one pass over the payload.
+    crc: int | None = field(default=None, compare=False, repr=False)
+
+
+# What an entry's checksum covers before its payload: type, term, index, payload length.
+_CHECKSUMMED_FIELDS = struct.Struct("<BqqI")
+
+
+def entry_checksum(entry: Entry) -> int:
+    """The CRC32C of the entry's type, term, index and payload length (little-endian, as the
+    log's entry header holds them after the checksum: vdl_broker.log.entry) and of its payload.
+    The log stores an entry under it and the Raft wire carries it (vdl_broker.raft.wire), so it is
+    computed once per entry on its leader and checked once on each follower, then kept in
+    Entry.crc: an entry's fields and payload never change once it has an index."""
+    crc = entry.crc
+    if crc is None:
+        data = entry.data
+        head = _CHECKSUMMED_FIELDS.pack(entry.type, entry.term, entry.index, len(data))
+        crc = entry.crc = crc32c.crc32c(data, crc32c.crc32c(head))
+    return crc
 
 
 class Role(IntEnum):

@@ -31,7 +31,17 @@ CRC32C (u32) of everything before: TCP's 16-bit checksum lets some damaged segme
 and a flipped term, index or commit, or a digit of a metadata command, would be taken as sent
 (a DATA entry's record batch has a CRC of its own; nothing else does). A node sends them once
 its cluster is at the feature level that has them (vdl_broker.cluster.features), when every node
-reads them; it reads both versions always.
+reads them; it reads every version always.
+
+A frame with entry checksums (version ENTRY_CHECKSUMS, MESSAGES frames only) carries each entry
+with the checksum its sender's log stores it under (vdl_broker.raft.types.entry_checksum):
+
+    entry   := index i64 | term i64 | type u8 | payload length u32 | checksum u32 | payload
+
+and ends with the CRC32C of everything before but the entry payloads, which their own checksums
+cover. The receiver checks each entry against its checksum and its log stores the entry under it
+as it came: one pass over a payload on a follower (not one for the frame, one for the record
+batch and one for its own header) and none on the leader beyond the one its own log makes.
 
 All integers big-endian. Decoding never copies entry payloads: they are memoryview slices of the
 frame, and each entry names the frame and its payload's start (Entry.frame, Entry.start).
@@ -47,10 +57,19 @@ from dataclasses import dataclass
 
 import crc32c
 
-from vdl_broker.raft.types import ConfState, Entry, EntryType, Message, MessageType, SnapshotMeta
+from vdl_broker.raft.types import (
+    ConfState,
+    Entry,
+    EntryType,
+    Message,
+    MessageType,
+    SnapshotMeta,
+    entry_checksum,
+)
 
 VERSION = 1
 CHECKSUMMED = 2  # the version of a frame that ends with the CRC32C of everything before it
+ENTRY_CHECKSUMS = 3  # a MESSAGES frame whose entries carry their checksums (see above)
 KIND_HELLO = 1
 KIND_MESSAGES = 2
 KIND_REQUEST = 3
@@ -68,6 +87,7 @@ _INCARNATION = struct.Struct(">Q")
 _NAME_LEN = struct.Struct(">H")
 _MESSAGE = struct.Struct(">BBIqqqqqI")
 _ENTRY = struct.Struct(">qqBI")
+_CHECKED_ENTRY = struct.Struct(">qqBII")  # ENTRY_CHECKSUMS: _ENTRY and the entry's checksum
 _SNAPSHOT = struct.Struct(">qqI")
 _NODE_COUNT = struct.Struct(">H")
 _NODE = struct.Struct(">I")
@@ -102,6 +122,8 @@ class Frame:
     payload: memoryview | None = None
     incarnation: int = 0  # HEARTBEAT
     leaving: bool = False  # MESSAGES: it holds the leaving notice
+    # MESSAGES: each entry matched the checksum its sender's log stored it under (ENTRY_CHECKSUMS)
+    entries_checked: bool = False
 
 
 # ---------------------------------------------------------------------------------- encoding
@@ -127,21 +149,36 @@ def encode_call(sender: int, kind: int, call_id: int, payload: Buffer) -> list[B
     return [_FRAME.pack(VERSION, kind, sender) + _COUNT.pack(call_id), payload]
 
 
-def encode_frame(sender: int, messages: Iterable[tuple[str, Message]]) -> list[Buffer]:
-    """The frame body as buffers (entry payloads are not copied); groups keep their first-seen order."""
+def encode_frame(sender: int, messages: Iterable[tuple[str, Message]], entry_checksums: bool = False) -> list[Buffer]:
+    """The frame body as buffers (entry payloads are not copied); groups keep their first-seen
+    order. With `entry_checksums`, a frame of version ENTRY_CHECKSUMS, its CRC32C included."""
     by_group: dict[str, list[Message]] = {}
     for group, message in messages:
         by_group.setdefault(group, []).append(message)
-    parts: list[Buffer] = [_FRAME.pack(VERSION, KIND_MESSAGES, sender), _COUNT.pack(len(by_group))]
+    version = ENTRY_CHECKSUMS if entry_checksums else VERSION
+    parts: list[Buffer] = [_FRAME.pack(version, KIND_MESSAGES, sender), _COUNT.pack(len(by_group))]
+    payloads: list[int] | None = [] if entry_checksums else None  # where the entry payloads are in parts
     for group, group_messages in by_group.items():
         name = group.encode()
         parts.append(_NAME_LEN.pack(len(name)) + name + _COUNT.pack(len(group_messages)))
         for message in group_messages:
-            _encode_message(message, parts)
+            _encode_message(message, parts, payloads)
+    if payloads is not None:
+        parts.append(_CRC.pack(_crc_between(parts, payloads)))
     return parts
 
 
-def _encode_message(m: Message, parts: list[Buffer]) -> None:
+def _crc_between(parts: list[Buffer], payloads: list[int]) -> int:
+    """CRC32C of `parts` but those at the positions `payloads` (ascending)."""
+    crc, start = 0, 0
+    for skipped in [*payloads, len(parts)]:
+        for part in parts[start:skipped]:
+            crc = crc32c.crc32c(part, crc)
+        start = skipped + 1
+    return crc
+
+
+def _encode_message(m: Message, parts: list[Buffer], payloads: list[int] | None) -> None:
     flags = (_FLAG_REJECT if m.reject else 0) | (_FLAG_FORCE if m.force else 0) | (_FLAG_QUIESCE if m.quiesce else 0)
     if m.snapshot is not None:
         flags |= _FLAG_SNAPSHOT
@@ -151,8 +188,14 @@ def _encode_message(m: Message, parts: list[Buffer]) -> None:
     parts.append(_MESSAGE.pack(int(m.type), flags, m.to, m.term, m.log_term, m.index, m.commit,
                                m.reject_hint, len(entries)))
     for entry in entries:
-        parts.append(_ENTRY.pack(entry.index, entry.term, int(entry.type), len(entry.data)))
+        if payloads is None:
+            parts.append(_ENTRY.pack(entry.index, entry.term, int(entry.type), len(entry.data)))
+        else:
+            parts.append(_CHECKED_ENTRY.pack(entry.index, entry.term, int(entry.type), len(entry.data),
+                                             entry_checksum(entry)))
         if len(entry.data):
+            if payloads is not None:
+                payloads.append(len(parts))
             parts.append(entry.data)
     if m.snapshot is not None:
         snap = m.snapshot
@@ -185,13 +228,23 @@ def checksummed(parts: Sequence[Buffer]) -> list[Buffer]:
 
 
 class _Reader:
-    __slots__ = ("view", "pos")
+    __slots__ = ("view", "pos", "checked", "crc", "covered")
 
     def __init__(self, data: Buffer) -> None:
         self.view = data if isinstance(data, memoryview) else memoryview(data)
         if self.view.ndim != 1 or self.view.itemsize != 1:
             self.view = self.view.cast("B")
         self.pos = 0
+        self.checked = False  # ENTRY_CHECKSUMS: the CRC so far (crc) covers view[:covered]
+        self.crc = 0
+        self.covered = 0
+
+    def take_payload(self, size: int) -> memoryview:
+        """An entry's payload (take), left out of the frame's CRC when its entries carry checksums."""
+        if self.checked:
+            self.crc = crc32c.crc32c(self.view[self.covered:self.pos], self.crc)
+            self.covered = self.pos + size
+        return self.take(size)
 
     def unpack(self, fmt: struct.Struct) -> tuple[int, ...]:
         end = self.pos + fmt.size
@@ -214,11 +267,17 @@ def decode_frame(data: Buffer) -> Frame:
     """Decode one frame body; entry payloads are memoryview slices of `data`."""
     try:
         reader = _Reader(data)
+        expected_crc = None
         if len(reader.view) and reader.view[0] == CHECKSUMMED:
             reader.view = _verified(reader.view)
+        elif len(reader.view) and reader.view[0] == ENTRY_CHECKSUMS:
+            reader.view, expected_crc = _without_crc(reader.view)
+            reader.checked = True
         version, kind, sender = reader.unpack(_FRAME)
-        if version not in (VERSION, CHECKSUMMED):
+        if version not in (VERSION, CHECKSUMMED, ENTRY_CHECKSUMS):
             raise WireError(f"unsupported wire version {version}", 0)
+        if version == ENTRY_CHECKSUMS and kind != KIND_MESSAGES:
+            raise WireError(f"a frame of kind {kind} with entry checksums", 1)
         if kind == KIND_HELLO:
             _expect_end(reader)
             return Frame(KIND_HELLO, sender, [])
@@ -249,21 +308,28 @@ def decode_frame(data: Buffer) -> Frame:
             for _ in range(count):
                 messages.append((group, _decode_message(reader, sender)))
         _expect_end(reader)
-        return Frame(KIND_MESSAGES, sender, messages, leaving=leaving)
+        if expected_crc is not None and crc32c.crc32c(reader.view[reader.covered:], reader.crc) != expected_crc:
+            raise WireError("the frame fails its CRC32C", len(reader.view))
+        return Frame(KIND_MESSAGES, sender, messages, leaving=leaving, entries_checked=reader.checked)
     except WireError:
         raise
     except (ValueError, TypeError, struct.error, RecursionError, OverflowError) as error:
         raise WireError(f"malformed frame: {error}", 0) from error
 
 
-def _verified(frame: memoryview) -> memoryview:
-    """A checksummed frame's body without its CRC, which it matches (else WireError)."""
+def _without_crc(frame: memoryview) -> tuple[memoryview, int]:
+    """A checksummed frame's body and the CRC after it."""
     end = len(frame) - _CRC.size
     if end < _FRAME.size:
         raise WireError(f"a checksummed frame of {len(frame)} bytes", 0)
-    body = frame[:end]
-    if crc32c.crc32c(body) != _CRC.unpack_from(frame, end)[0]:
-        raise WireError("the frame fails its CRC32C", end)
+    return frame[:end], _CRC.unpack_from(frame, end)[0]
+
+
+def _verified(frame: memoryview) -> memoryview:
+    """A checksummed frame's body without its CRC, which it matches (else WireError)."""
+    body, crc = _without_crc(frame)
+    if crc32c.crc32c(body) != crc:
+        raise WireError("the frame fails its CRC32C", len(body))
     return body
 
 
@@ -288,17 +354,21 @@ def _decode_message(reader: _Reader, sender: int) -> Message:
     if flags & ~_KNOWN_FLAGS:
         raise WireError(f"unknown message flags {flags:#x}", position + 1)
     # Each entry needs at least its header: refuse counts the frame cannot hold before allocating.
-    if entry_count * _ENTRY.size > len(reader.view) - reader.pos:
+    header = _CHECKED_ENTRY if reader.checked else _ENTRY
+    if entry_count * header.size > len(reader.view) - reader.pos:
         raise WireError(f"entry count {entry_count} exceeds the frame", position + _MESSAGE.size - 4)
     entries: list[Entry] = []
     for _ in range(entry_count):
         entry_position = reader.pos
-        e_index, e_term, e_type, size = reader.unpack(_ENTRY)
+        e_index, e_term, e_type, size, *checksum = reader.unpack(header)
         entry_type = _ENTRY_TYPES.get(e_type)
         if entry_type is None:
             raise WireError(f"unknown entry type {e_type}", entry_position + 16)
         start = reader.pos
-        entries.append(Entry(e_index, e_term, entry_type, reader.take(size), reader.view, start))
+        entry = Entry(e_index, e_term, entry_type, reader.take_payload(size), reader.view, start)
+        if checksum and entry_checksum(entry) != checksum[0]:
+            raise WireError(f"entry {e_index} fails its checksum", entry_position)
+        entries.append(entry)
     snapshot = None
     if flags & _FLAG_SNAPSHOT:
         snap_position = reader.pos

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vdl_broker.cluster.controller import MembershipController
-from vdl_broker.cluster.features import FRAME_CHECKSUM_LEVEL
+from vdl_broker.cluster.features import raft_frame_version
 from vdl_broker.cluster.identity import Formation
 from vdl_broker.cluster.membership import DECOMMISSIONING, REMOVING
 from vdl_broker.cluster.metadata import METADATA_GROUP, ApplyResult
@@ -128,7 +128,7 @@ class Broker:
         self.tables = TableService(self)
         self.metadata = MetadataService(self.host, config, legacy_streams=self.replicas.legacy_stream_names)
         if self.host.transport is not None:
-            self.host.transport.checksum_frames = lambda: self.metadata.state.features.level >= FRAME_CHECKSUM_LEVEL
+            self.host.transport.frame_version = lambda: raft_frame_version(self.metadata.state.features.level)
         self.metrics_endpoint: MetricsEndpoint | None = None
         if metrics is not None:
             from vdl_broker.metrics import BrokerCollector

@@ -90,9 +90,11 @@ class World:
 
 
 def start_world(directory: Path, nodes: int, seed: int, streams: list[str],
-                settings: dict[str, Any] | None = None, racks: dict[int, str] | None = None) -> World:
+                settings: dict[str, Any] | None = None, racks: dict[int, str] | None = None,
+                env: dict[str, str] | None = None) -> World:
     """Start the cluster with proxied Raft links and tmpfs data directories, and create
-    `streams` (replicated on every node, up to 5) once every node lists every broker."""
+    `streams` (replicated on every node, up to 5) once every node lists every broker. `env`:
+    the nodes' environment variables beyond the test's."""
     made: list[tuple[Links, list[Path]]] = []
     tmpfs_state = {"ok": True, "reason": ""}
 
@@ -120,7 +122,7 @@ def start_world(directory: Path, nodes: int, seed: int, streams: list[str],
 
     Path(directory).mkdir(parents=True, exist_ok=True)
     cluster = start_cluster(directory, nodes, settings=CHAOS_SETTINGS | dict(settings or {}), register=prepare,
-                            racks=racks)
+                            racks=racks, **({"env": env} if env else {}))
     for links, mounts in made[:-1]:  # attempts that lost a port race
         links.close()
         for mount in mounts:

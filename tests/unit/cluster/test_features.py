@@ -13,8 +13,10 @@ from vdl_broker.cluster.features import (
     FeaturesState,
     NewerMetadata,
     finalize_features_command,
+    raft_frame_version,
 )
 from vdl_broker.cluster.metadata import ClusterState, Outcome, create_stream_command, init_cluster_command
+from vdl_broker.raft.wire import CHECKSUMMED, ENTRY_CHECKSUMS, VERSION
 
 pytestmark = pytest.mark.unit
 
@@ -152,3 +154,10 @@ def test_a_policy_that_keeps_every_record_waits_for_level_3() -> None:
     assert state.apply(500, finalize_features_command(features.KEEP_ALL_POLICY_LEVEL)).ok
     assert state.check_create("s", 3, {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"}) is None
     assert state.config_level_problem({"cleanup.policy": "compact"}) is None
+
+
+def test_nodes_send_the_newest_raft_frames_their_clusters_level_has() -> None:
+    """Every node of a cluster at a level reads its frames: a release before level 4 reads plain
+    ones only, one before level 5 no entry checksums."""
+    assert [raft_frame_version(level) for level in range(BASELINE_LEVEL, features.SUPPORTED_LEVEL + 1)] == [
+        VERSION, VERSION, VERSION, CHECKSUMMED, ENTRY_CHECKSUMS]

@@ -12,10 +12,14 @@ from pathlib import Path
 
 from vdl_broker.log import FrozenBuffer, LogConfig, StreamLog
 from vdl_broker.log.tail_cache import ENTRY_OVERHEAD, CachedEntry, TailCache
-from vdl_broker.raft.types import Entry, EntryType
+from vdl_broker.raft.types import Entry, EntryType, entry_checksum
 from vdl_wire.records.batch_header import Buffer
 
 BATCH = 1000
+
+
+def _checksum(index: int, term: int, entry_type: int, data: Buffer) -> int:
+    return entry_checksum(Entry(index, term, EntryType(entry_type), data))
 
 
 def _entry(index: int, data: memoryview) -> CachedEntry:
@@ -95,7 +99,7 @@ def test_reads_by_offset_and_index_match_the_entries_cached_through_evictions_an
             entry = CachedEntry(index, 1 + index // 300, kind, payload, -1, -1, end_offset)
         if source < 0.3:  # an entry decoded from a Raft frame: the frame and the payload's start
             cache.append(entry.index, entry.term, entry.type, payload, entry.base_offset, entry.last_offset,
-                         entry.end_offset, frame_view, start)
+                         entry.end_offset, _checksum(entry.index, entry.term, entry.type, payload), frame_view, start)
             cache.evict()
         else:
             cache.add([entry])
@@ -126,8 +130,9 @@ def test_reads_by_offset_and_index_match_the_entries_cached_through_evictions_an
         entries: list[Entry] = []
         cache.read_entries(entries, a, b, rng.choice([0, 1000, 1 << 20]))
         expected = model[a - model[0].index:b - model[0].index]
-        assert [(e.index, e.term, e.type, bytes(e.data)) for e in entries] == [
-            (e.index, e.term, e.type, bytes(e.data)) for e in expected[:len(entries)]]
+        assert [(e.index, e.term, e.type, bytes(e.data), e.crc) for e in entries] == [
+            (e.index, e.term, e.type, bytes(e.data), _checksum(e.index, e.term, e.type, e.data))
+            for e in expected[:len(entries)]]
         assert len(entries) >= min(1, b - a)
         for e in entries:  # the payload itself (the appended buffer or view, or a view of the frame), not a
             appended = expected[e.index - a].data  # copy; but a small part of the frame is copied
@@ -152,12 +157,12 @@ def test_a_payload_read_from_a_cache_is_kept_as_it_is_when_appended_again() -> N
     source.read_entries(read, 1, 2, 1 << 20)
     assert read[0].data is buffer
     copy = TailCache(capacity_bytes=1 << 20)
-    copy.append(1, read[0].term, read[0].type, read[0].data, 0, 9, 10)
+    copy.append(1, read[0].term, read[0].type, read[0].data, 0, 9, 10, 0)
     batches: list[Buffer] = []
     assert copy.read_batches(batches, 0, 10, 1 << 20) == (0, 10) and batches[0] is buffer
     # A buffer its owner may still change is copied (bytes(...)): the cache's stays as appended.
     mutable = bytearray(b"m" * BATCH)
-    copy.append(2, 1, 1, memoryview(mutable), 10, 19, 20)
+    copy.append(2, 1, 1, memoryview(mutable), 10, 19, 20, 0)
     mutable[:] = bytes(BATCH)
     assert bytes(copy.get(2).data) == b"m" * BATCH  # type: ignore[union-attr]
 
@@ -168,14 +173,14 @@ def test_a_truncation_while_every_entry_is_evicted_keeps_the_new_entries_at_thei
     dead entry too far: entry 3 answered as 5, with entry 3's term and payload."""
     cache = TailCache(capacity_bytes=3 * ENTRY_OVERHEAD + 200)
     for index in (1, 2, 3):
-        cache.append(index, 1, int(EntryType.NOOP), bytes([index]) * 100, -1, -1, 0)
+        cache.append(index, 1, int(EntryType.NOOP), bytes([index]) * 100, -1, -1, 0, 0)
         cache.evict()
-    cache.append(4, 1, int(EntryType.NOOP), b"\x04" * 1000, -1, -1, 0)  # larger than the cache
+    cache.append(4, 1, int(EntryType.NOOP), b"\x04" * 1000, -1, -1, 0, 0)  # larger than the cache
     cache.evict()
     assert cache.first_index is None
     cache.truncate_from(3)  # a new leader's log differs from index 3 on
     for index in (3, 4):
-        cache.append(index, 2, int(EntryType.NOOP), bytes([index + 10]) * 50, -1, -1, 0)
+        cache.append(index, 2, int(EntryType.NOOP), bytes([index + 10]) * 50, -1, -1, 0, 0)
         cache.evict()
     assert (cache.first_index, len(cache)) == (3, 2)
     assert [None if (e := cache.get(i)) is None else e.term for i in (2, 3, 4, 5)] == [None, 2, 2, None]

@@ -98,14 +98,14 @@ def test_caches_left_over_a_smaller_share_are_listed_once_an_eighth_of_the_logs_
     caches = [TailCache(1 << 20, budget) for _ in range(16)]
     for n, cache in enumerate(caches):
         for i in range(10):
-            cache.append(i + 1, 1, 0, bytes(100), -1, -1, 0)
+            cache.append(i + 1, 1, 0, bytes(100), -1, -1, 0, 0)
         cache.evict()
         assert cache.bytes == 10 * entry and budget.bytes == (n + 1) * 10 * entry
 
     def fill(cache: TailCache, count: int) -> None:
         first = cache.first_index or 1
         for i in range(len(cache), len(cache) + count):
-            cache.append(first + i, 1, 0, bytes(100), -1, -1, 0)
+            cache.append(first + i, 1, 0, bytes(100), -1, -1, 0, 0)
         cache.evict()
 
     fill(caches[0], 1)  # over the budget: the caches are listed (16 joined), caches[0] gives back
@@ -132,7 +132,7 @@ def test_appends_keep_the_budget_counted_and_bounded(appends: list[tuple[int, in
         before = [cache.bytes for cache in caches]
         cache = caches[which]
         for _ in range(count):
-            cache.append(indexes[which], 1, 0, bytes(size), -1, -1, 0)  # an entry without data
+            cache.append(indexes[which], 1, 0, bytes(size), -1, -1, 0, 0)  # an entry without data
             indexes[which] += 1
         cache.evict()
         assert budget.bytes == sum(c.bytes for c in caches) <= budget.limit

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from vdl_broker.raft.types import ConfState, Entry, EntryType, Message, MessageType, SnapshotMeta
 from vdl_broker.raft.wire import (
     CHECKSUMMED,
+    ENTRY_CHECKSUMS,
     KIND_HELLO,
     KIND_MESSAGES,
     KIND_REQUEST,
@@ -144,6 +145,67 @@ def test_a_checksummed_frame_decodes_as_its_plain_twin_and_refuses_every_flipped
     assert bytes(decode_frame(plain).messages[0][1].entries[0].data).endswith(b'"offset": 16}')
     with pytest.raises(WireError, match="a checksummed frame of 7 bytes"):
         decode_frame(bytes((CHECKSUMMED,)) + b"\0" * 6)
+
+
+def _on_disk_checksum(entry: Entry) -> int:
+    """The checksum a log's entry header holds (vdl_broker/log/entry.py), spelled out here."""
+    return crc32c.crc32c(struct.pack("<BqqI", entry.type, entry.term, entry.index, len(entry.data)) + bytes(entry.data))
+
+
+def test_entries_travel_with_the_checksum_their_log_stores_them_under() -> None:
+    """Version ENTRY_CHECKSUMS: each entry carries the checksum of its log header, which the
+    receiver checks and keeps (Entry.crc), so its log stores it as it came, and the frame's CRC32C
+    covers the rest. It decodes as its plain twin, payloads still views of the frame."""
+    messages = _sample_messages()
+    sent = [e for _, m in messages for e in m.entries]
+    assert sent and all(e.crc is None for e in sent)
+    parts = encode_frame(1, messages, entry_checksums=True)
+    assert [e.crc for e in sent] == [_on_disk_checksum(e) for e in sent]  # computed once, kept by the sender
+    body = bytearray(_join(parts))
+    got, twin = decode_frame(body), decode_frame(_join(encode_frame(1, messages)))
+    assert (body[0], got.entries_checked, twin.entries_checked) == (ENTRY_CHECKSUMS, True, False)
+    assert got.messages == twin.messages and got.kind == KIND_MESSAGES and got.sender == 1
+    received = [e for _, m in got.messages for e in m.entries]
+    assert [e.crc for e in received] == [_on_disk_checksum(e) for e in sent]
+    assert all(e.data.obj is body for e in received if len(e.data))
+    # The frame's CRC32C covers everything but the payloads; the payloads, their checksums.
+    payloads = [i for i, part in enumerate(parts) if any(part is e.data for e in sent)]
+    assert len(payloads) == sum(1 for e in sent if len(e.data))
+    assert body[-4:] == struct.pack(">I", crc32c.crc32c(b"".join(
+        bytes(part) for i, part in enumerate(parts[:-1]) if i not in payloads)))
+
+
+def test_a_frame_with_entry_checksums_refuses_every_flipped_bit() -> None:
+    messages = [("stream-a", Message(MessageType.APPEND, 2, 1, 3, log_term=2, index=4, commit=9, entries=[
+        Entry(5, 3, EntryType.METADATA, b'{"op": "x", "offset": 17}'), Entry(6, 3, EntryType.NOOP, b""),
+        Entry(7, 3, EntryType.DATA, b"a batch")]))]
+    sealed = _join(encode_frame(1, messages, entry_checksums=True))
+    for position in range(len(sealed)):
+        for bit in range(8):
+            mutated = bytearray(sealed)
+            mutated[position] ^= 1 << bit
+            with pytest.raises(WireError):
+                decode_frame(mutated)
+    payload = sealed.index(b"a batch")
+    with pytest.raises(WireError, match=f"entry 7 fails its checksum at byte {payload - 25}"):
+        decode_frame(sealed[:payload] + b"A" + sealed[payload + 1:])
+
+
+def test_an_entry_goes_out_with_the_checksum_it_has_and_the_receiver_checks_it() -> None:
+    """The sender computes an entry's checksum once (its log's append, or the first frame) and
+    never again: an entry whose payload changed after it is refused by the receiver."""
+    entry = Entry(5, 3, EntryType.DATA, b"as stored", crc=_on_disk_checksum(Entry(5, 3, EntryType.DATA, b"as sent")))
+    frame = _join(encode_frame(1, [("s", Message(MessageType.APPEND, 2, 1, 3, entries=[entry]))], True))
+    with pytest.raises(WireError, match="entry 5 fails its checksum"):
+        decode_frame(frame)
+
+
+def test_only_messages_frames_carry_entry_checksums() -> None:
+    hello = bytes((ENTRY_CHECKSUMS,)) + _join([encode_hello(1)])[1:]
+    with pytest.raises(WireError, match="a frame of kind 1 with entry checksums"):
+        decode_frame(hello + struct.pack(">I", crc32c.crc32c(hello)))
+    with pytest.raises(WireError, match="a checksummed frame of 3 bytes"):
+        decode_frame(bytes((ENTRY_CHECKSUMS, KIND_MESSAGES, 0)))
 
 
 def test_huge_counts_are_refused_before_allocating() -> None:

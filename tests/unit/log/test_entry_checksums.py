@@ -1,0 +1,64 @@
+"""A log stores each entry under its Raft checksum (vdl_broker.raft.types.entry_checksum), computed
+once: a leader's append keeps it on the entry for the frames to its followers, a follower's entry
+brings it from the leader's frame and is stored under it as it came, and entries read back, from
+the tail cache or from the segment, carry the checksum their header holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import crc32c
+import pytest
+from log_testing import make_batch
+
+from vdl_broker.log import DamagedEntry, LogConfig, StreamLog
+from vdl_broker.log.entry import HEADER, HEADER_SIZE
+from vdl_broker.raft.types import Entry, EntryType, entry_checksum
+
+
+def _headers(directory: Path) -> list[tuple[int, int, int, int, int]]:
+    """(crc, type, term, index, length) of every entry in the stream's segments, as on disk."""
+    out = []
+    for path in sorted(directory.glob("*.log")):
+        data, position = path.read_bytes(), 0
+        while position < len(data):
+            out.append(header := HEADER.unpack_from(data, position))
+            position += HEADER_SIZE + header[4]
+    return out
+
+
+def _checksum(entry_type: int, term: int, index: int, payload: bytes) -> int:
+    return crc32c.crc32c(HEADER.pack(0, entry_type, term, index, len(payload))[4:] + payload)
+
+
+def test_a_leaders_append_keeps_the_checksum_it_stores_and_reads_return_it(tmp_path: Path) -> None:
+    log = StreamLog.open(tmp_path / "s", LogConfig(fsync=False))
+    entries = [Entry(1, 1, EntryType.NOOP, b""), Entry(2, 1, EntryType.DATA, make_batch(0, 3, 0, 40)),
+               Entry(3, 2, EntryType.METADATA, b'{"op": "x"}')]
+    log.append(entries)
+    stored = _headers(tmp_path / "s")
+    assert stored == [(_checksum(e.type, e.term, e.index, bytes(e.data)), e.type, e.term, e.index, len(e.data))
+                      for e in entries]
+    assert [e.crc for e in entries] == [h[0] for h in stored]
+    assert [e.crc for e in log.entries(1, 4)] == [h[0] for h in stored]  # from the tail cache
+    log.close()
+    reopened = StreamLog.open(tmp_path / "s", LogConfig(fsync=False, tail_cache_bytes=0))
+    assert [(e.index, e.crc) for e in reopened.entries(1, 4)] == [(e.index, h[0]) for e, h in zip(entries, stored, strict=True)]
+    reopened.close()
+
+
+def test_a_followers_entry_is_stored_under_the_checksum_it_came_with(tmp_path: Path) -> None:
+    """No pass of its own over the payload: a checksum that does not match the payload (damage in
+    the leader's memory after its append, say) is stored as it came, and the entry is then found
+    damaged when read, never served under a checksum of the follower's making."""
+    log = StreamLog.open(tmp_path / "s", LogConfig(fsync=False, tail_cache_bytes=0))
+    payload = make_batch(0, 1, 0, 10)
+    good = Entry(1, 1, EntryType.DATA, payload, crc=_checksum(EntryType.DATA, 1, 1, payload))
+    other = make_batch(1, 1, 0, 10)
+    wrong = Entry(2, 1, EntryType.DATA, other, crc=entry_checksum(Entry(2, 1, EntryType.DATA, payload)))
+    log.append([good, wrong])
+    assert [h[0] for h in _headers(tmp_path / "s")] == [good.crc, wrong.crc]
+    assert [bytes(e.data) for e in log.entries(1, 2)] == [payload]
+    with pytest.raises(DamagedEntry, match="fails its CRC"):
+        log.entries(2, 3)
+    log.close()
