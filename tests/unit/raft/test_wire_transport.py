@@ -12,7 +12,8 @@ import pytest
 
 from tests.support.waiting import within
 from vdl_broker.raft.transport import RaftTransport, TransportConfig
-from vdl_broker.raft.types import Entry, EntryType, Message, MessageType
+from vdl_broker.raft.types import Entry, EntryType, Message, MessageType, entry_checksum
+from vdl_broker.raft.wire import ENTRY_CHECKSUMS
 from vdl_wire.records import RecordBatchBuilder
 
 TIER = "component"  # real sockets, threads or sleeps in this process
@@ -119,6 +120,34 @@ def test_a_frame_holding_a_batch_damaged_on_the_way_is_refused_with_its_connecti
             assert [(m.type, [bytes(e.data) for e in m.entries]) for _, m in ib.items] == [
                 (MessageType.HEARTBEAT, []), (MessageType.APPEND, [good])]
             assert b.stats(1).frames_received == 2
+        finally:
+            await a.stop()
+            await b.stop()
+    run(main)
+
+
+def test_entries_with_their_checksums_arrive_checked_and_a_stale_one_is_refused() -> None:
+    """At frame version ENTRY_CHECKSUMS an entry arrives with the checksum its sender's log stored
+    it under, checked. One whose payload changed after that checksum was taken (damage in the
+    sender's memory after its append) is refused with its frame and connection, and an intact
+    copy sent then arrives."""
+    async def main() -> None:
+        (a, b), (_, ib) = await _mesh(2)
+        a.frame_version = b.frame_version = lambda: ENTRY_CHECKSUMS
+        try:
+            good = _batch(b"intact value")
+            # A valid record batch of its own (its CRC32C matches), under the checksum of another.
+            taken = entry_checksum(Entry(1, 1, EntryType.DATA, good))
+            stale = Entry(1, 1, EntryType.DATA, _batch(b"intact valuf"), crc=taken)
+            assert a.send("s", Message(MessageType.APPEND, 2, 1, 1, index=0, entries=[stale]))
+            await _until(lambda: a.stats(2).connects == 2 and a.is_connected(2))
+            assert b.stats(1).refused == 1 and ib.items == []
+            sent = Entry(1, 1, EntryType.DATA, good)
+            assert a.send("s", Message(MessageType.APPEND, 2, 1, 1, index=0, entries=[sent]))
+            await ib.wait_count(1)
+            (_, message), = ib.items
+            assert [(bytes(e.data), e.crc) for e in message.entries] == [(good, sent.crc)]
+            assert sent.crc == entry_checksum(Entry(1, 1, EntryType.DATA, good))
         finally:
             await a.stop()
             await b.stop()
