@@ -33,6 +33,15 @@ def _join(parts: list) -> bytes:
     return b"".join(bytes(p) for p in parts)
 
 
+def _refuses_every_flipped_bit(frame: bytes) -> None:
+    for position in range(len(frame)):
+        for bit in range(8):
+            mutated = bytearray(frame)
+            mutated[position] ^= 1 << bit
+            with pytest.raises(WireError):
+                decode_frame(mutated)
+
+
 def _sample_messages() -> list[tuple[str, Message]]:
     entries = [Entry(5, 2, EntryType.DATA, b"x" * 70), Entry(6, 2, EntryType.NOOP, b""),
                Entry(7, 3, EntryType.CONFIG, b"{}")]
@@ -133,12 +142,7 @@ def test_a_checksummed_frame_decodes_as_its_plain_twin_and_refuses_every_flipped
             [(g, m.term, m.index, m.commit, [bytes(e.data) for e in m.entries]) for g, m in twin.messages]
         assert (None if got.payload is None else bytes(got.payload)) == \
             (None if twin.payload is None else bytes(twin.payload))
-        for position in range(len(sealed)):
-            for bit in range(8):
-                mutated = bytearray(sealed)
-                mutated[position] ^= 1 << bit
-                with pytest.raises(WireError):
-                    decode_frame(mutated)
+        _refuses_every_flipped_bit(sealed)
     # What the plain frame does with a flipped digit of the command: takes it.
     plain = bytearray(_join(encode_frame(1, messages)))
     plain[plain.index(b"17") + 1] ^= 0x01
@@ -180,12 +184,7 @@ def test_a_frame_with_entry_checksums_refuses_every_flipped_bit() -> None:
         Entry(5, 3, EntryType.METADATA, b'{"op": "x", "offset": 17}'), Entry(6, 3, EntryType.NOOP, b""),
         Entry(7, 3, EntryType.DATA, b"a batch")]))]
     sealed = _join(encode_frame(1, messages, entry_checksums=True))
-    for position in range(len(sealed)):
-        for bit in range(8):
-            mutated = bytearray(sealed)
-            mutated[position] ^= 1 << bit
-            with pytest.raises(WireError):
-                decode_frame(mutated)
+    _refuses_every_flipped_bit(sealed)
     payload = sealed.index(b"a batch")
     with pytest.raises(WireError, match=f"entry 7 fails its checksum at byte {payload - 25}"):
         decode_frame(sealed[:payload] + b"A" + sealed[payload + 1:])
