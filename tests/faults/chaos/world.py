@@ -122,7 +122,7 @@ def start_world(directory: Path, nodes: int, seed: int, streams: list[str],
 
     Path(directory).mkdir(parents=True, exist_ok=True)
     cluster = start_cluster(directory, nodes, settings=CHAOS_SETTINGS | dict(settings or {}), register=prepare,
-                            racks=racks, **({"env": env} if env else {}))
+                            racks=racks, env=env)
     for links, mounts in made[:-1]:  # attempts that lost a port race
         links.close()
         for mount in mounts:
