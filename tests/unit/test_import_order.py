@@ -87,7 +87,7 @@ RAFT = SRC / "vdl_broker" / "raft"
 # Sans-IO: fed messages, ticks and proposals; answers with Ready bundles.
 RAFT_CORE = {"__init__", "types", "config", "state", "node", "election", "replication", "follower",
              "recovery", "confchange", "membership", "quiescence", "log", "progress", "storage",
-             "liveness", "reconfigure", "wire", "clock"}
+             "liveness", "reconfigure", "wire", "clock", "crc_extend"}
 # Runs the core over the log, the network and the clock.
 RAFT_DRIVER = {"group", "group_state", "ready_loop", "write_failure", "lease", "snapshotting", "snapshots",
                "host", "transport", "throttle", "proposals", "persistence", "log_storage"}

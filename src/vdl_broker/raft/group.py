@@ -417,11 +417,12 @@ class RaftGroup(ReadyLoop, WriteFailureRecovery, LeaseAndIsr, Snapshotting):
         self.node.step(message)
         self._poke()
 
-    def propose(self, data: bytes | memoryview, type: EntryType = EntryType.DATA) -> Proposal:
+    def propose(self, data: bytes | memoryview, type: EntryType = EntryType.DATA,
+                known_crc: tuple[int, int] | None = None) -> Proposal:
         """Propose one entry as is. Raises NotLeaderError (ProposalDroppedError during a
-        leadership transfer) or GroupStoppedError."""
+        leadership transfer) or GroupStoppedError. known_crc: see Entry.known_crc."""
         self._check_running()
-        index = self.node.propose(data, type)
+        index = self.node.propose(data, type, known_crc)
         self._poke()
         proposal = self._proposals.track(index, self.node.term)
         if self._commit_latency is not None:

@@ -191,21 +191,24 @@ class RaftNode(Election, Replication, Follower, Recovery, ConfChanges, Quiescenc
         else:
             self._tick_election()
 
-    def propose(self, data: bytes | memoryview, type: EntryType = EntryType.DATA) -> int:
-        """Append one entry to the leader's log; returns its index. Raises NotLeaderError."""
+    def propose(self, data: bytes | memoryview, type: EntryType = EntryType.DATA,
+                known_crc: tuple[int, int] | None = None) -> int:
+        """Append one entry to the leader's log; returns its index. Raises NotLeaderError.
+        known_crc: see Entry.known_crc."""
         if self.role != Role.LEADER:
             raise NotLeaderError(self.leader_id)
         if self.transferee != NONE:
             raise ProposalDroppedError(self.transferee, "leadership transfer in progress")
         if type == EntryType.CONFIG:
             raise ConfigChangeError("configuration entries go through propose_conf_change()")
-        return self._append_own(type, data)
+        return self._append_own(type, data, known_crc)
 
-    def _append_own(self, type: EntryType, data: bytes | memoryview) -> int:
+    def _append_own(self, type: EntryType, data: bytes | memoryview,
+                    known_crc: tuple[int, int] | None = None) -> int:
         if self.quiescent:
             self._wake(NONE)
         index = self.log.last_index() + 1
-        self.log.append([Entry(index, self.term, type, data)])
+        self.log.append([Entry(index, self.term, type, data, known_crc=known_crc)])
         self._broadcast = True
         self._idle_heartbeats = 0
         return index

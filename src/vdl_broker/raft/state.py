@@ -109,7 +109,8 @@ class NodeState:
 
         def _reset(self, term: int) -> None: ...  # node.py
 
-        def _append_own(self, type: EntryType, data: bytes | memoryview) -> int: ...  # node.py
+        def _append_own(self, type: EntryType, data: bytes | memoryview,
+                        known_crc: tuple[int, int] | None = None) -> int: ...  # node.py
 
         def _sync_conf(self) -> None: ...  # confchange.py
 

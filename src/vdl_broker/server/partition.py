@@ -70,6 +70,7 @@ from vdl_broker.server.txn_index import (
 )
 from vdl_wire.errors import ErrorCode
 from vdl_wire.records.batch_header import (
+    ATTRIBUTES_OFFSET,
     BatchHeader,
     check_batch,
     parse_batch_header,
@@ -507,7 +508,8 @@ class Partition:
     def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader | None = None,
                operator_marker: bool = False) -> AppendHandle:
         """Idempotence check, offset assignment and proposal of one validated RecordBatch v2,
-        synchronously; raises PartitionError. `operator_marker`: an operator's abort marker
+        synchronously; raises PartitionError. `header`: the batch's, as validate_batch returned it
+        (its CRC checked: the entry's checksum extends it rather than reading the batch again). `operator_marker`: an operator's abort marker
         (Admin.abortTransaction), written even when the producer's last marker here carries the
         same coordinator epoch: the operator took that epoch from DescribeProducers, and Kafka
         refuses only a lower one (ProducerAppendInfo.checkCoordinatorEpoch)."""
@@ -517,6 +519,7 @@ class Partition:
             raise self.not_leader_error()
         group = self.group
         assert group is not None
+        known_crc = None if header is None else (ATTRIBUTES_OFFSET, header.crc)
         if header is None:
             header = parse_batch_header(batch)
         idempotent = header.producer_id >= 0 and not header.is_control  # markers carry no sequence
@@ -546,7 +549,7 @@ class Partition:
         stored = _stamped(batch, base_offset, self._serving[0])
         try:
             last_offset = check_batch(stored).last_offset  # a bad batch must never reach the replicated log
-            proposal = group.propose(stored, EntryType.DATA)
+            proposal = group.propose(stored, EntryType.DATA, known_crc)
         except ValueError as error:
             raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(error)) from None
         except RaftError:

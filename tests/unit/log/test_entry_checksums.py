@@ -62,3 +62,23 @@ def test_a_followers_entry_is_stored_under_the_checksum_it_came_with(tmp_path: P
     with pytest.raises(DamagedEntry, match="fails its CRC"):
         log.entries(2, 3)
     log.close()
+
+
+def test_a_leaders_entry_extends_the_batch_crc_its_produce_path_checked(tmp_path: Path) -> None:
+    """A payload whose CRC from some position on is known (a record batch whose own CRC the produce
+    path checked) is not read again past it: the checksum stored extends what was checked, so bytes
+    that changed after the check are found damaged when read, not stored as if intact."""
+    payload, following = make_batch(0, 700, 0, 100 << 10), make_batch(700, 700, 0, 100 << 10)
+    checked = (21, crc32c.crc32c(payload[21:]))  # the batch's CRC covers it from its attributes on
+    intact = Entry(1, 3, EntryType.DATA, payload, known_crc=checked)
+    assert entry_checksum(intact) == _checksum(EntryType.DATA, 3, 1, payload)
+    changed = bytearray(following)
+    changed[-1] ^= 0x10
+    after_the_check = Entry(2, 3, EntryType.DATA, bytes(changed), known_crc=(21, crc32c.crc32c(following[21:])))
+    assert entry_checksum(after_the_check) == _checksum(EntryType.DATA, 3, 2, following)
+    log = StreamLog.open(tmp_path / "s", LogConfig(fsync=False, tail_cache_bytes=0))
+    log.append([intact, after_the_check])
+    assert log.entries(1, 2) == [intact]
+    with pytest.raises(DamagedEntry):
+        log.entries(2, 3)
+    log.close()

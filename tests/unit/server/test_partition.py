@@ -14,8 +14,10 @@ import pytest
 from tests.support.kafka import numbered_batch as batch
 from tests.support.waiting import within
 from vdl_broker.log import FrozenBuffer, LogConfig, StreamLog
+from vdl_broker.raft import types as raft_types
 from vdl_broker.raft.group import RaftGroup
 from vdl_broker.raft.persistence import COMMIT_POINT_FILE
+from vdl_broker.raft.types import Entry, EntryType
 from vdl_broker.server.partition import (
     STAMP_IN_PLACE_FROM,
     AppendHandle,
@@ -24,9 +26,9 @@ from vdl_broker.server.partition import (
     leader_epoch_error,
 )
 from vdl_wire.errors import ErrorCode
-from vdl_wire.records.batch_header import parse_batch_header
+from vdl_wire.records.batch_header import ATTRIBUTES_OFFSET, parse_batch_header
 from vdl_wire.records.control import end_txn_marker
-from vdl_wire.records.record_batch import RecordBatchBuilder, iter_batches
+from vdl_wire.records.record_batch import RecordBatchBuilder, iter_batches, validate_batch
 
 TIER = "component"  # real sockets, threads or sleeps in this process
 pytestmark = pytest.mark.timeout(30)
@@ -287,6 +289,41 @@ def _leader_epochs(partition: Partition) -> list[int]:
     read = partition.log.read(partition.log_start_offset, 1 << 20, partition.high_watermark)
     data = b"".join(bytes(b) for b in read.buffers)
     return [parse_batch_header(batch).partition_leader_epoch for _, batch in iter_batches(data)]
+
+
+def test_a_produced_batchs_entry_checksum_extends_the_crc_its_produce_path_checked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checksum a produced batch's entry is stored under (and its followers' frames carry)
+    extends the batch's own CRC, which the produce path checked: the leader reads the batch once.
+    Read back from disk, the entry is intact: the checksum is its bytes'."""
+    extended: list[tuple[int, int]] = []
+    combine = raft_types.crc32c_combine
+
+    def spy(first: int, second: int, second_length: int) -> int:
+        extended.append((second, second_length))
+        return combine(first, second, second_length)
+
+    monkeypatch.setattr(raft_types, "crc32c_combine", spy)
+    builder = RecordBatchBuilder()
+    for i in range(1_000):
+        builder.append(1_000 + i, None, b"%0100d" % i)
+    produced = builder.build()
+    header = validate_batch(produced)
+
+    async def run() -> tuple[int, bytes]:
+        partition = await open_partition(tmp_path / "s")
+        handle = partition.append(produced, header)
+        await handle.wait(-1, 1000)
+        index, stored = partition.log.last_index, bytes(partition.log.read(0, 1 << 20).buffers[0])
+        await close(partition)
+        return index, stored
+    index, stored = asyncio.run(run())
+    assert extended == [(header.crc, len(produced) - ATTRIBUTES_OFFSET)]
+    reopened = StreamLog.open(tmp_path / "s", LogConfig(fsync=False, tail_cache_bytes=0))
+    [entry] = reopened.entries(index, index + 1)
+    assert bytes(entry.data) == stored and stored[ATTRIBUTES_OFFSET:] == produced[ATTRIBUTES_OFFSET:]
+    assert entry.crc == raft_types.entry_checksum(Entry(index, entry.term, EntryType.DATA, stored))
+    reopened.close()
 
 
 def test_a_large_batch_most_of_its_request_buffer_is_stored_where_it_lies_any_other_is_copied(tmp_path: Path) -> None:
