@@ -509,10 +509,11 @@ class Partition:
                operator_marker: bool = False) -> AppendHandle:
         """Idempotence check, offset assignment and proposal of one validated RecordBatch v2,
         synchronously; raises PartitionError. `header`: the batch's, as validate_batch returned it
-        (its CRC checked: the entry's checksum extends it rather than reading the batch again). `operator_marker`: an operator's abort marker
-        (Admin.abortTransaction), written even when the producer's last marker here carries the
-        same coordinator epoch: the operator took that epoch from DescribeProducers, and Kafka
-        refuses only a lower one (ProducerAppendInfo.checkCoordinatorEpoch)."""
+        (its CRC checked: the entry's checksum extends it rather than reading the batch again).
+        `operator_marker`: an operator's abort marker (Admin.abortTransaction), written even when
+        the producer's last marker here carries the same coordinator epoch: the operator took that
+        epoch from DescribeProducers, and Kafka refuses only a lower one
+        (ProducerAppendInfo.checkCoordinatorEpoch)."""
         if self.closed:
             raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"stream {self.name} was deleted")
         if not self.is_leader:
