@@ -14,6 +14,7 @@ from log_testing import make_batch
 from vdl_broker.log import DamagedEntry, LogConfig, StreamLog
 from vdl_broker.log.entry import HEADER, HEADER_SIZE
 from vdl_broker.raft.types import Entry, EntryType, entry_checksum
+from vdl_wire.records.batch_header import ATTRIBUTES_OFFSET
 
 
 def _headers(directory: Path) -> list[tuple[int, int, int, int, int]]:
@@ -69,12 +70,12 @@ def test_a_leaders_entry_extends_the_batch_crc_its_produce_path_checked(tmp_path
     path checked) is not read again past it: the checksum stored extends what was checked, so bytes
     that changed after the check are found damaged when read, not stored as if intact."""
     payload, following = make_batch(0, 700, 0, 100 << 10), make_batch(700, 700, 0, 100 << 10)
-    checked = (21, crc32c.crc32c(payload[21:]))  # the batch's CRC covers it from its attributes on
+    checked = (ATTRIBUTES_OFFSET, crc32c.crc32c(payload[ATTRIBUTES_OFFSET:]))  # what the batch's own CRC covers
     intact = Entry(1, 3, EntryType.DATA, payload, known_crc=checked)
     assert entry_checksum(intact) == _checksum(EntryType.DATA, 3, 1, payload)
     changed = bytearray(following)
     changed[-1] ^= 0x10
-    after_the_check = Entry(2, 3, EntryType.DATA, bytes(changed), known_crc=(21, crc32c.crc32c(following[21:])))
+    after_the_check = Entry(2, 3, EntryType.DATA, bytes(changed), known_crc=(ATTRIBUTES_OFFSET, crc32c.crc32c(following[ATTRIBUTES_OFFSET:])))
     assert entry_checksum(after_the_check) == _checksum(EntryType.DATA, 3, 2, following)
     log = StreamLog.open(tmp_path / "s", LogConfig(fsync=False, tail_cache_bytes=0))
     log.append([intact, after_the_check])
