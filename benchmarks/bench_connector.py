@@ -54,7 +54,7 @@ from pyspark.sql.datasource import (
 )
 
 from benchmarks import memory_limit
-from benchmarks.peers import Target, kafka_targets, per_record_us, vdl_target
+from benchmarks.peers import Target, kafka_needs, kafka_targets, per_record_us, vdl_target
 from benchmarks.profile import Profiler, spark_python_workers
 from benchmarks.realtime import copy_latencies, start_copy
 from benchmarks.report import Report, cpu_seconds, percentile
@@ -186,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"events/s of the real-time mode latency runs (default {REALTIME_RATE:,})")
     memory_limit.add_argument(parser)
     args = parser.parse_args(argv)
-    memory_limit.apply(args, "vdl-bench-connector")
+    memory_limit.apply(args, "vdl-bench-connector", () if args.no_kafka else (
+        ("Spark, its Python workers and VDL's node (a --no-kafka run's limit)", 4 << 30), kafka_needs(1)))
     chosen = [g.strip() for g in args.groups.split(",") if g.strip()]
     unknown = sorted(set(chosen) - set(GROUPS))
     if unknown:

@@ -89,6 +89,7 @@ from benchmarks.peers import (
     Target,
     TargetRound,
     compare_targets,
+    kafka_needs,
     kafka_targets,
     median_ratio,
     per_record_us,
@@ -485,7 +486,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --vdl-only: also a 3-node cluster and a node of the checkout at DIR, same rounds")
     memory_limit.add_argument(parser)
     args = parser.parse_args(argv)
-    memory_limit.apply(args, "vdl-bench-replication")
+    # Measured within 1536M: VDL's 3-node cluster, its node and the producers (four with
+    # --baseline's); Kafka's four JVMs need room of their own.
+    memory_limit.apply(args, "vdl-bench-replication", () if args.vdl_only or args.metrics else (
+        ("VDL's 4 nodes and the producers (a --vdl-only run's limit)", 1536 << 20), kafka_needs(4)))
     if args.baseline is not None and not args.vdl_only:
         parser.error("--baseline goes with --vdl-only")
     count = 200_000 if args.quick else 2_000_000

@@ -24,7 +24,9 @@ import argparse
 import atexit
 import os
 import re
+import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,6 +55,12 @@ def enter_memory_cgroup(limit_bytes: int, name: str) -> Path:
     group = _make_group(f"{name}-{os.getpid()}", limit_bytes)
 
     def leave() -> None:
+        killed = oom_kills(group)
+        if killed:
+            # What the run printed before (a peer that never came up, a timeout) does not say it.
+            print(f"--memory-limit {_size_text(limit_bytes)}: the memory cgroup killed {killed} process(es) of this run "
+                  "for lack of memory (the kernel's log, dmesg, names them): its results are not valid. Give a "
+                  "larger limit, or run fewer peers", file=sys.stderr)
         try:
             (group.parent / "cgroup.procs").write_text(str(os.getpid()))
             group.rmdir()
@@ -61,6 +69,21 @@ def enter_memory_cgroup(limit_bytes: int, name: str) -> Path:
 
     atexit.register(leave)
     return group
+
+
+def oom_kills(group: Path) -> int:
+    """How many processes the kernel killed in `group` for lack of memory (the oom_kill count of
+    v2's memory.events, or of v1's memory.oom_control)."""
+    for name in ("memory.events", "memory.oom_control"):
+        try:
+            lines = (group / name).read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+    return 0
 
 
 _FILL_CHUNK = 4 << 20
@@ -126,12 +149,27 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
                              "(needs root; benchmarks/memory_limit.py says why)")
 
 
-def apply(args: argparse.Namespace, name: str) -> None:
+def apply(args: argparse.Namespace, name: str, needs: Sequence[tuple[str, int]] = ()) -> None:
     """Enter the cgroup --memory-limit asks for (nothing without it) and fill its page cache:
-    before starting anything."""
-    if args.memory_limit is not None:
-        enter_memory_cgroup(args.memory_limit, name)
-        fill_page_cache(args.memory_limit)
+    before starting anything. `needs`: what the run's processes take at their peak, (what, bytes)
+    each; a limit below their sum is refused, naming them, rather than the kernel killing one of
+    them mid-run (a JVM peer that never comes up shows only as a timeout)."""
+    if args.memory_limit is None:
+        return
+    least = sum(size for _, size in needs)
+    if args.memory_limit < least:
+        parts = " + ".join(f"{what} {_size_text(size)}" for what, size in needs)
+        raise SystemExit(f"--memory-limit {_size_text(args.memory_limit)} is below what this run's processes "
+                         f"need at their peak: {parts} = {_size_text(least)}; give at least that")
+    enter_memory_cgroup(args.memory_limit, name)
+    fill_page_cache(args.memory_limit)
+
+
+def _size_text(size: int) -> str:
+    """1536M, 7.5G: the way --memory-limit is written."""
+    if size >= 1 << 30 and size % (1 << 29) == 0:
+        return f"{size / (1 << 30):g}G"
+    return f"{size >> 20}M"
 
 
 def add_row(report: Report, args: argparse.Namespace) -> None:

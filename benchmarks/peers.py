@@ -22,6 +22,17 @@ from vdl_client import ClientSettings, VdlClient
 from vdl_client.settings import StreamNotFoundError
 from vdl_dev.kafka_peer import FLUSH_EVERY_MESSAGE, KafkaPeer
 
+# The room a Kafka node takes in a --memory-limit cgroup (benchmarks/memory_limit.py): its 1 GiB
+# heap (kafka_peer.KAFKA_HEAP) and the JVM's own memory. bench_replication's Kafka nodes peaked at
+# 1.2 GiB resident on this project's machine; in a 1536M cgroup with VDL's, one was killed at start.
+KAFKA_NODE_MEMORY = 3 << 29
+
+
+def kafka_needs(nodes: int) -> tuple[str, int]:
+    """What `nodes` Kafka nodes need, as a line of memory_limit.apply's `needs`."""
+    what = f"Apache Kafka's {nodes} node{'s' if nodes > 1 else ''} (a 1 GiB heap each and the JVM's own memory)"
+    return what, nodes * KAFKA_NODE_MEMORY
+
 
 @dataclass
 class Target:
