@@ -18,7 +18,9 @@ with the broker CPU per record of each run:
   same schema -- goals: >= 0.6x the synthetic source, >= 1.0x format("kafka") on the same VDL
   stream, >= 0.9x format("kafka") reading the same data from Kafka;
 - write: df.write.format("vdl") of N rows (acks=-1), format("kafka") to VDL and to Kafka (the
-  Java producer's defaults: acks=all, idempotent), next to a Python data source whose Arrow
+  Java producer's defaults: acks=all, idempotent), to Kafka both with its defaults (acknowledged
+  from the page cache) and with topic flush.messages=1 (fsync after every batch, as VDL), next
+  to a Python data source whose Arrow
   writer discards every batch -- goal >= 0.7x the discarding writer; the same write
   exactly-once (exactlyOnce=true, inside foreachBatch of a one-micro-batch streaming query) next
   to the discarding writer inside the same foreachBatch -- goal >= 0.7x; and the same write
@@ -220,12 +222,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         vdl = vdl_target(broker.bootstrap, lambda: [broker.process.pid])
         kafka: Target | None = None
+        kafka_flush: Target | None = None
         if peer is not None:
             peer.start()
-            [kafka, _] = kafka_targets(peer)
+            [kafka, kafka_flush] = kafka_targets(peer)
         cpu_of: dict[str, Target | None] = {
             "vdl": vdl, "kafka_on_vdl": vdl, "kafka_on_kafka": kafka, "ceiling": None,
             "write_vdl": vdl, "write_vdl_eo": vdl, "write_vdl_txn": vdl, "write_alone": vdl, "write_kafka_on_vdl": vdl, "write_kafka_on_kafka": kafka,
+            "write_kafka_on_kafka_flush": kafka_flush,
             "discard": None, "discard_eo": None}
         # Batches under Kafka's default max.message.bytes (1 MiB), the same into both
         load_s = {target.key: load(target.bootstrap, "bench", records, KAFKA_LOAD_BATCH_RECORDS)
@@ -253,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             .cast("binary").alias("value"))
 
         def write(fmt: str, target: Target, run: str) -> None:
-            topic = f"bench-write-{fmt}-{run}"
+            topic = target.topic(f"bench-write-{fmt}-{run}")  # Kafka's two targets share its cluster
             target.create(topic)
             (frame.write.format(fmt).option("kafka.bootstrap.servers", target.bootstrap).option("topic", topic)
              .mode("append").save())
@@ -316,18 +320,21 @@ def main(argv: list[str] | None = None) -> int:
                     lambda: read_query("kafka", kafka_target, r), records)
         if "write" in chosen:
             groups.append(("discard", "write_vdl", "discard_eo", "write_vdl_eo", "write_vdl_txn", "write_alone")
-                          + (("write_kafka_on_vdl", "write_kafka_on_kafka") if kafka else ()))
+                          + (("write_kafka_on_vdl", "write_kafka_on_kafka", "write_kafka_on_kafka_flush") if kafka
+                             else ()))
             measures["discard"] = lambda r: timed_query_batch(lambda: write_discard(r))
             measures["write_alone"] = lambda r: timed_query_batch(lambda: write_alone(r))
             measures["write_vdl"] = lambda r: timed_query_batch(lambda: write("vdl", vdl, r))
             measures["discard_eo"] = lambda r: timed_query_batch(lambda: in_micro_batch(r, lambda: write_discard(r)))
             measures["write_vdl_eo"] = lambda r: timed_query_batch(lambda: write_exactly_once(r))
             measures["write_vdl_txn"] = lambda r: timed_query_batch(lambda: write_exactly_once(r, "transactional"))
-            if kafka is not None:
-                kafka_target = kafka
+            if kafka is not None and kafka_flush is not None:
+                kafka_target, flush_target = kafka, kafka_flush
                 measures["write_kafka_on_vdl"] = lambda r: timed_query_batch(lambda: write("kafka", vdl, r))
                 measures["write_kafka_on_kafka"] = lambda r: timed_query_batch(
                     lambda: write("kafka", kafka_target, r))
+                measures["write_kafka_on_kafka_flush"] = lambda r: timed_query_batch(
+                    lambda: write("kafka", flush_target, r))
         for key, measure in measures.items():  # warm up Python workers, the JIT, both connectors
             measure(f"warm-{key}")
         # Alternating rounds, each group side by side: the machine is shared, so load drifts.
@@ -377,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
                   "write_vdl_txn": 'df.write.format("vdl") to VDL, exactlyOnce=transactional, in foreachBatch',
                   "write_alone": "the vdl writer's producer alone (no Spark), the same rows in Spark's Arrow batches",
                   "write_kafka_on_vdl": 'df.write.format("kafka") to VDL',
-                  "write_kafka_on_kafka": 'df.write.format("kafka") to Kafka'}
+                  "write_kafka_on_kafka": 'df.write.format("kafka") to Kafka',
+                  "write_kafka_on_kafka_flush": 'df.write.format("kafka") to Kafka (flush.messages=1)'}
         labels = {key: label for key, label in labels.items() if key in measures}
         goals = {"vdl": 1_000_000, "write_vdl": 500_000}
         for key, label in labels.items():
@@ -396,7 +404,9 @@ def main(argv: list[str] | None = None) -> int:
                                      ("write_vdl_eo", "discard", None), ("write_vdl_txn", "write_vdl_eo", None),
                                      ("write_vdl_txn", "discard_eo", None), ("write_vdl", "write_kafka_on_vdl", None),
                                      ("write_vdl", "write_kafka_on_kafka", None),
-                                     ("write_kafka_on_vdl", "write_kafka_on_kafka", None)):
+                                     ("write_kafka_on_vdl", "write_kafka_on_kafka", None),
+                                     ("write_vdl", "write_kafka_on_kafka_flush", None),
+                                     ("write_kafka_on_vdl", "write_kafka_on_kafka_flush", None)):
             if measured in measures and base in measures:
                 report.add(f"{labels[measured]} / {labels[base]}", ratio(measured, base), "x", goal=goal,
                            note="median of per-round ratios")
