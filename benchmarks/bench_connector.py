@@ -18,15 +18,15 @@ with the broker CPU per record of each run:
   same schema -- goals: >= 0.6x the synthetic source, >= 1.0x format("kafka") on the same VDL
   stream, >= 0.9x format("kafka") reading the same data from Kafka;
 - write: df.write.format("vdl") of N rows (acks=-1), format("kafka") to VDL and to Kafka (the
-  Java producer's defaults: acks=all, idempotent), to Kafka both with its defaults (acknowledged
-  from the page cache) and with topic flush.messages=1 (fsync after every batch, as VDL), next
-  to a Python data source whose Arrow
-  writer discards every batch -- goal >= 0.7x the discarding writer; the same write
-  exactly-once (exactlyOnce=true, inside foreachBatch of a one-micro-batch streaming query) next
-  to the discarding writer inside the same foreachBatch -- goal >= 0.7x; and the same write
-  exactlyOnce=transactional (one Kafka transaction per task, committed by the driver) next to
-  exactlyOnce=true; and, to tell the connector's CPU from Spark's, the writer's producer alone in
-  this process, fed the same values in Arrow batches of Spark's size (no Spark);
+  Java producer's defaults: acks=all, idempotent; to Kafka both with its defaults, acknowledged
+  from the page cache, and with topic flush.messages=1, fsync after every batch as VDL), next to
+  a Python data source whose Arrow writer discards every batch -- goal >= 0.7x the discarding
+  writer; the same write exactly-once (exactlyOnce=true, inside foreachBatch of a
+  one-micro-batch streaming query) next to the discarding writer inside the same foreachBatch --
+  goal >= 0.7x; and the same write exactlyOnce=transactional (one Kafka transaction per task,
+  committed by the driver) next to exactlyOnce=true; and, to tell the connector's CPU from
+  Spark's, the writer's producer alone in this process, fed the same values in Arrow batches of
+  Spark's size (no Spark);
 - Spark's real-time mode (trigger(realTime=...)), format("kafka") -> format("kafka") on VDL and
   on Kafka at 5,000 events/s: end-to-end latency from the producer's send to the arrival at a
   consumer of the copy (benchmarks/realtime.py) -- goal p99 <= 200 ms on VDL;
