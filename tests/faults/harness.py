@@ -211,19 +211,28 @@ def _b(value: bytes | memoryview | None) -> bytes | None:
     return None if value is None else bytes(value)
 
 
+_NOT_LEADER = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE)
+
+
 def produce_batches(cluster: DevCluster, stream: str, batches: int, tag: str, leader: int | None = None,
                     records_per_batch: int = 20) -> list[tuple[str, int, bytes]]:
     """`batches` acks=-1 batches of 100-byte records `<tag>-<batch>-<record>` at `leader` (else
-    at whichever node answers as leader, asked before each batch); every (tag, offset, value)
-    acknowledged."""
+    at whichever node answers as leader, asked before each batch and again when that node
+    answers that it does not lead); every (tag, offset, value) acknowledged."""
     acked: list[tuple[str, int, bytes]] = []
     for n in range(batches):
-        target = leader if leader is not None else high_watermark(cluster, stream, timeout=30)[0]
         builder = RecordBatchBuilder()
         values = [f"{tag}-{n:05d}-{i:02d}".encode().ljust(100, b".") for i in range(records_per_batch)]
         for value in values:
             builder.append(0, None, value)
-        code, base = produce_raw(node_address(cluster, target), stream, builder.build(), acks=-1, timeout_ms=5000)
+        deadline = time.monotonic() + 30
+        while True:
+            target = leader if leader is not None else high_watermark(cluster, stream, timeout=30)[0]
+            code, base = produce_raw(node_address(cluster, target), stream, builder.build(), acks=-1, timeout_ms=5000)
+            # The node that answered as leader may stop leading before the batch reaches it (it
+            # found damage in its log and reopens it; an election): asked again, as a client would.
+            if leader is not None or code not in _NOT_LEADER or time.monotonic() > deadline:
+                break
         assert code == 0, f"batch {n} of {tag} at node {target}: {ErrorCode(code).name}"
         acked += [(tag, base + i, value) for i, value in enumerate(values)]
     return acked
