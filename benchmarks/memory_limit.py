@@ -166,7 +166,7 @@ def apply(args: argparse.Namespace, name: str, needs: Sequence[tuple[str, int]] 
 
 
 def _size_text(size: int) -> str:
-    """1536M, 7.5G: the way --memory-limit is written."""
+    """96M, 1.5G, 7.5G: the way --memory-limit is written (1536M prints as 1.5G)."""
     if size >= 1 << 30 and size % (1 << 29) == 0:
         return f"{size / (1 << 30):g}G"
     return f"{size >> 20}M"
