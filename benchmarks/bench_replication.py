@@ -51,10 +51,11 @@ With --memory-limit SIZE (root): the run and every process it starts in a memory
 (e.g. 1536M), so the nodes write into page-cache pages the kernel reclaims and reuses, as on a
 broker that has run for a while, rather than into pages this VM gets back from its host at first
 touch (benchmarks/memory_limit.py): the kernel's share of the CPU per record is then measured at
-its steady state. Each node's tail caches then get SIZE/16 (tail_cache_bytes), so that up to
-eight nodes (four with --baseline's) fit with their caches full: at the default 256 MiB each,
+its steady state. Each node's tail caches then get a sixteenth of VDL's room (tail_cache_bytes):
+SIZE/16, or 1536M/16 when SIZE is larger (a run with Kafka's nodes, which need 7.5G), so that up
+to eight nodes (four with --baseline's) fit with their caches full -- at the default 256 MiB each,
 the kernel killed them in a 1536M cgroup once a busy stream's cache could take what idle ones
-did not hold.
+did not hold -- and VDL is measured with the same caches whether Kafka runs beside it or not.
 
 With --metrics: alternating rounds of fresh clusters with metrics off and on (scraped every 5 s
 meanwhile), acks=-1 throughput; the goal is on >= 0.95x of off (benchmarks/metrics_cost.py).
@@ -111,6 +112,9 @@ TOPIC_FAILOVER = "bench-repl-failover"
 TOPIC_REQUESTS = "bench-repl-requests"
 IDLE_S = 2.0  # a target's idle CPU is measured over this long before its request run
 LATENCY_RATE = 20_000
+# The memory VDL's part of a run is measured in (--memory-limit): its 3-node cluster, its node
+# and the producers, or four nodes with --baseline's.
+VDL_ROOM = 1536 << 20
 
 
 def create_streams(cluster: DevCluster, *names: str) -> None:
@@ -272,6 +276,12 @@ def measure_throughput(target: Target, round_number: int, count: int, producers:
             result.values["follower_max_cpu"] = max(spent[role] for role in followers)
             result.values["follower_user"] = statistics.mean(user[role] for role in followers)
             result.values["follower_sys"] = statistics.mean(system[role] for role in followers)
+
+
+def tail_cache_bytes(memory_limit: int | None) -> int | None:
+    """Each VDL node's tail caches in a run under `memory_limit` (module docstring); None: the
+    nodes' default."""
+    return None if memory_limit is None else min(memory_limit, VDL_ROOM) // 16
 
 
 def sequential_produce(bootstrap: str, topic: str, requests: int) -> None:
@@ -486,10 +496,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --vdl-only: also a 3-node cluster and a node of the checkout at DIR, same rounds")
     memory_limit.add_argument(parser)
     args = parser.parse_args(argv)
-    # Measured within 1536M: VDL's 3-node cluster, its node and the producers (four with
-    # --baseline's); Kafka's four JVMs need room of their own.
+    # Kafka's four JVMs need room of their own beside VDL's.
     memory_limit.apply(args, "vdl-bench-replication", () if args.vdl_only or args.metrics else (
-        ("VDL's 4 nodes and the producers (a --vdl-only run's limit)", 1536 << 20), kafka_needs(4)))
+        ("VDL's 4 nodes and the producers (a --vdl-only run's limit)", VDL_ROOM), kafka_needs(4)))
     if args.baseline is not None and not args.vdl_only:
         parser.error("--baseline goes with --vdl-only")
     count = 200_000 if args.quick else 2_000_000
@@ -507,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         # default) would swap the leader's and a follower's CPU (check_leader_kept).
         settings: dict[str, object] = {"log_level": "WARNING", "fsync": not args.no_fsync,
                                        "leader_balance_interval_ms": 0}
-        cache_bytes = None if args.memory_limit is None else args.memory_limit // 16
+        cache_bytes = tail_cache_bytes(args.memory_limit)
         if cache_bytes is not None:
             settings["tail_cache_bytes"] = cache_bytes
         cluster = DevCluster(3, Path(tmp) / "cluster", free_base_port(6), settings=settings)
@@ -594,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
             report = Report("bench_replication")
             memory_limit.add_row(report, args)
             if cache_bytes is not None:
-                report.add("tail_cache_bytes of every node (--memory-limit / 16)", cache_bytes / (1 << 20), "MiB")
+                report.add("tail_cache_bytes of every node (the smaller of --memory-limit and 1536M, / 16)", cache_bytes / (1 << 20), "MiB")
             if args.profile:
                 profile_runs([(vdl, vdl_roles), (vdl1, roles[vdl1.key])], count, args.producers, report)
             failovers: list[float] = []

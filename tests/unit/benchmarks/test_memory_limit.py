@@ -126,3 +126,13 @@ def test_the_benchmarks_with_kafka_refuse_a_limit_kafkas_jvms_do_not_fit_in(main
                                                                             argv: list[str], least: str) -> None:
     with pytest.raises(SystemExit, match=f"Apache Kafka's .* = {least}; give at least that"):
         main(argv)
+
+
+@pytest.mark.parametrize(("limit", "cache"), [
+    (None, None),  # no limit: the nodes' default
+    (1 << 30, 64 << 20),
+    (1536 << 20, 96 << 20),
+    (parse_size("7.5G"), 96 << 20),  # Kafka's room is not VDL's: the caches of a --vdl-only run
+])
+def test_vdl_nodes_get_a_sixteenth_of_vdls_room_as_tail_cache(limit: int | None, cache: int | None) -> None:
+    assert bench_replication.tail_cache_bytes(limit) == cache
