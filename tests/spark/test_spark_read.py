@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime
 from decimal import Decimal
@@ -17,6 +18,7 @@ from tests.spark.kafka_helpers import (
     produce_confluent,
     produce_kafka_python,
 )
+from tests.support.waiting import wait_until
 
 PATTERN = "(kp|ck)-.*"
 
@@ -226,3 +228,47 @@ def test_value_json_is_from_json_where_the_read_task_gives_it(spark, broker) -> 
     assert [rows[0].valueJson.asDict(), rows[2].valueJson.asDict()] == [
         {"id": "a", "at": datetime(2025, 12, 31, 23, 59, 59, 554000), "n": 3, "price": Decimal("32.27")},
         {"id": None, "at": None, "n": -7, "price": Decimal("5.50")}]
+
+
+@pytest.mark.parametrize("fmt", ["vdl", "kafka"])
+def test_min_offsets_per_trigger_holds_a_micro_batch_back_until_enough_records(spark, broker, checkpoint,  # noqa: ANN001
+                                                                               fmt: str) -> None:
+    """minOffsetsPerTrigger with a maxTriggerDelay that does not run out here: the first micro-batch
+    is not held (no batch ran before it), a later one waits while its backlog is below the minimum
+    and then takes all of it -- as Spark's own Kafka source does, on the same stream."""
+    topic = f"min-trigger-{fmt}"
+    create_streams(broker.bootstrap, topic)
+    produce_kafka_python(broker.bootstrap, topic, 4, "none", "m1")
+    batches: list[list[int]] = []
+    stream = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", broker.bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest")
+              .option("minOffsetsPerTrigger", "10").option("maxTriggerDelay", "1h").load())
+    # A trigger that runs no batch reports its progress (the latest offset it saw) at most this often.
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "100")
+    try:
+        query = (stream.writeStream
+                 .foreachBatch(lambda df, _id: batches.append(sorted(r.offset for r in df.select("offset").collect())))
+                 .option("checkpointLocation", checkpoint).trigger(processingTime="200 milliseconds").start())
+    finally:
+        spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
+    try:
+        wait_until(lambda: batches, 60, "the first micro-batch")
+        assert batches == [[0, 1, 2, 3]]
+        produce_kafka_python(broker.bootstrap, topic, 6, "none", "m2")
+
+        def latest(progress) -> int | None:  # noqa: ANN001
+            seen = progress["sources"][0]["latestOffset"] or {}
+            seen = (json.loads(seen) if isinstance(seen, str) else seen).get(topic)
+            return seen["0"] if isinstance(seen, dict) else seen  # format("kafka")'s per partition
+
+        def held_at_ten() -> bool:
+            # A trigger saw the stream's end at 10 (6 new records, fewer than 10) and ran nothing.
+            return any(p["numInputRows"] == 0 and latest(p) == 10 for p in query.recentProgress)
+
+        wait_until(held_at_ten, 60, lambda: f"a held trigger; progress {query.recentProgress[-3:]}")
+        assert batches == [[0, 1, 2, 3]]
+        produce_kafka_python(broker.bootstrap, topic, 4, "none", "m3")
+        wait_until(lambda: len(batches) >= 2, 60, "the second micro-batch")
+        assert batches == [[0, 1, 2, 3], list(range(4, 14))]
+    finally:
+        query.stop()
