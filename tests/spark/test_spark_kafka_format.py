@@ -88,7 +88,12 @@ def test_batch_read_with_headers_equals_vdl(spark, cluster, headers_stream) -> N
     {"assign": json.dumps({HEADERS_FIRST: [0]}), "minPartitions": "3"},
     {"subscribePattern": "kk-b.*", "endingOffsetsByTimestamp": json.dumps({HEADERS_FIRST: {"0": TIMESTAMP_BASE + 17 * 250}})},
     {"subscribe": HEADERS_FIRST, "startingTimestamp": str(TIMESTAMP_BASE + 17 * 40), "endingOffsets": "latest"},
-], ids=["assign-minPartitions", "pattern-endingOffsetsByTimestamp", "startingTimestamp"])
+    {"subscribe": HEADERS_FIRST, "startingTimestamp": str(TIMESTAMP_BASE + 17 * 40 + 3),
+     "endingTimestamp": str(TIMESTAMP_BASE + 17 * 260 - 3)},
+    {"subscribe": HEADERS_FIRST, "startingOffsets": json.dumps({HEADERS_FIRST: {"0": 5}}),
+     "maxRecordsPerPartition": "40"},
+], ids=["assign-minPartitions", "pattern-endingOffsetsByTimestamp", "startingTimestamp", "endingTimestamp",
+        "maxRecordsPerPartition"])
 def test_same_options_same_rows(spark, cluster, headers_stream, options: dict[str, str]) -> None:  # noqa: ANN001
     kafka = read(spark, "kafka", cluster.bootstrap_servers, **options)
     assert kafka.count() > 0
