@@ -201,6 +201,18 @@ def test_starting_offsets_by_timestamp(spark, cluster, headers_stream, tmp_path:
     assert_df_equality(ordered(spark.createDataFrame(rows, kafka.schema)), ordered(kafka))
 
 
+def test_a_starting_timestamp_after_the_last_record(spark, cluster, headers_stream) -> None:  # noqa: ANN001
+    """No record at or after the timestamp: an error by default, the end of the stream with
+    startingOffsetsByTimestampStrategy=latest -- in both connectors."""
+    after = json.dumps({HEADERS_FIRST: {"0": TIMESTAMP_BASE + 17 * 1000}})
+    options = {"subscribe": HEADERS_FIRST, "startingOffsetsByTimestamp": after}
+    for fmt in ("kafka", "vdl"):
+        with pytest.raises(Exception, match="(?i)timestamp"):
+            read(spark, fmt, cluster.bootstrap_servers, **options).collect()
+        latest = read(spark, fmt, cluster.bootstrap_servers, **options, startingOffsetsByTimestampStrategy="latest")
+        assert latest.collect() == []
+
+
 def test_batch_write_then_read_back(spark, cluster) -> None:  # noqa: ANN001
     with admin(cluster.bootstrap_servers) as client:
         client.create_streams(["kk-written"])
