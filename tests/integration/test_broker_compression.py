@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.cluster import BrokerProcess, start_broker
-from tests.support.kafka import fetch_raw, produce_request, raw_request
+from tests.support.kafka import fetch_raw, produce_request, raw_request, stored_batches
 from tests.support.waiting import wait_until
 from vdl_wire.errors import ErrorCode
 from vdl_wire.records.compression import Compression
@@ -129,20 +129,6 @@ def consume_kcat(bootstrap: str, stream: str) -> list[Row]:
         pairs = [h.split(b"=", 1) for h in headers.split(b",")] if headers else []
         rows.append((int(offset), key, value, [(k.decode(), v) for k, v in pairs]))
     return rows
-
-
-def stored_batches(bootstrap: str, stream: str) -> list[tuple[int, int, int, int]]:
-    """(base offset, codec, timestamp type, max timestamp) of every batch a raw Fetch returns."""
-    batches: list[tuple[int, int, int, int]] = []
-    offset = 0
-    while True:
-        error, high_watermark, records = fetch_raw(bootstrap, stream, offset)
-        assert error == 0
-        parsed = list(iter_batches(records))
-        batches += [(h.base_offset, h.compression, h.timestamp_type, h.max_timestamp) for h, _ in parsed]
-        if not parsed or parsed[-1][0].next_offset >= high_watermark:
-            return batches
-        offset = parsed[-1][0].next_offset
 
 
 def describe(bootstrap: str, stream: str) -> dict[str, tuple[str | None, int]]:

@@ -7,6 +7,10 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from tests.spark.kafka_helpers import admin, consume_all, create_streams, produce_confluent
+from tests.support.kafka import stored_batches
+from vdl_wire.records.compression import Compression
+
+CODECS = {"gzip": Compression.GZIP, "snappy": Compression.SNAPPY, "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
 
 WRITE_SCHEMA = "key binary, value binary, headers array<struct<key: string, value: binary>>"
 
@@ -37,6 +41,18 @@ def test_batch_write_byte_exact(spark, broker) -> None:  # noqa: ANN001
     df.write.format("vdl").option("bootstrap.servers", broker.bootstrap).option("topic", "w-batch").mode(
         "append").save()
     assert_df_equality(by_value(read_back(spark, broker.bootstrap, "w-batch", 300)), by_value(df))
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_batch_write_compressed_byte_exact(spark, broker, codec: str) -> None:  # noqa: ANN001
+    """kafka.compression.type: every batch stored with that codec, the rows read back exactly."""
+    topic = f"w-{codec}"
+    create_streams(broker.bootstrap, topic)
+    df = spark.createDataFrame(source_rows(300, codec), WRITE_SCHEMA).repartition(2)
+    (df.write.format("vdl").option("bootstrap.servers", broker.bootstrap).option("topic", topic)
+     .option("kafka.compression.type", codec).mode("append").save())
+    assert_df_equality(by_value(read_back(spark, broker.bootstrap, topic, 300)), by_value(df))
+    assert {stored_codec for _, stored_codec, _, _ in stored_batches(broker.bootstrap, topic)} == {CODECS[codec]}
 
 
 def test_batches_fit_a_stream_that_takes_kafkas_default_max_message_bytes(spark, broker) -> None:  # noqa: ANN001

@@ -196,6 +196,20 @@ def fetch_raw(address: str, stream: str, offset: int, max_wait_ms: int = 0, max_
     return int(result.error_code), int(result.high_watermark), bytes(result.records or b"")
 
 
+def stored_batches(bootstrap: str, stream: str) -> list[tuple[int, int, int, int]]:
+    """(base offset, codec, timestamp type, max timestamp) of every batch a raw Fetch returns."""
+    batches: list[tuple[int, int, int, int]] = []
+    offset = 0
+    while True:
+        error, high_watermark, records = fetch_raw(bootstrap, stream, offset)
+        assert error == 0
+        parsed = list(iter_batches(records))
+        batches += [(h.base_offset, h.compression, h.timestamp_type, h.max_timestamp) for h, _ in parsed]
+        if not parsed or parsed[-1][0].next_offset >= high_watermark:
+            return batches
+        offset = parsed[-1][0].next_offset
+
+
 def record_values(records: bytes | memoryview | None) -> list[tuple[int, bytes | None]]:
     """(offset, value) of every record in Fetch answer bytes."""
     return [(r.offset, None if r.value is None else bytes(r.value))
