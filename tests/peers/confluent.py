@@ -78,7 +78,12 @@ def fetch_source(tag: str) -> Path:
         subprocess.run(["tar", "-x", "-C", str(staging)], input=archive.stdout, check=True)
     else:
         shutil.rmtree(staging)
-        run(["git", "clone", "--quiet", "--depth", "1", "--branch", tag, REPOSITORY, str(staging)])
+        try:
+            run(["git", "clone", "--quiet", "--depth", "1", "--branch", tag, REPOSITORY, str(staging)])
+        except subprocess.CalledProcessError:
+            raise SystemExit(f"cannot clone {REPOSITORY} at {tag} (git says why above): set PEER_SRC to a "
+                             "checkout of it, or to a git directory to archive PEER_REF from (e.g. a mirror; "
+                             f"PEER_REF defaults to {tag})") from None
     staging.rename(target)
     return target
 
