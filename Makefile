@@ -48,10 +48,11 @@ peer-franz: $(STAMP) $(FRANZ_SUITES)
 	$(PY) -m tests.support.franz_suite --records $(FRANZ_RECORDS)
 
 # The JVM parts (jvm/pom.xml): Apache Kafka's broker, tools, Java client and Kafka Streams into
-# jvm/lib/kafka/, Spark's Kafka connector and Delta into jvm/lib/spark/ (less what pyspark
-# ships). Fetched from Maven Central once; tests never download.
+# jvm/lib/kafka/, an older Java client (kafka-clients 3.4) into jvm/lib/kafka-client-3/, Spark's
+# Kafka connector and Delta into jvm/lib/spark/ (less what pyspark ships). Fetched from Maven
+# Central once; tests never download.
 JARS := jvm/lib/.fetched
-$(JARS): jvm/pom.xml jvm/kafka/pom.xml jvm/spark/pom.xml jvm/prune_spark_jars.py $(STAMP)
+$(JARS): jvm/pom.xml jvm/kafka/pom.xml jvm/kafka-client-3/pom.xml jvm/spark/pom.xml jvm/prune_spark_jars.py $(STAMP)
 	rm -rf jvm/lib
 	mvn -q -B -f jvm/pom.xml package
 	$(PY) jvm/prune_spark_jars.py jvm/lib/spark

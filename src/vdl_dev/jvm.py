@@ -1,6 +1,8 @@
 """The JVM parts `make jars` fetched (jvm/pom.xml): where they are and how to use them.
 
     jvm/lib/kafka/   Apache Kafka: broker, command-line tools and the Java client, one classpath
+    jvm/lib/kafka-client-3/
+                     an older Java client, kafka-clients 3.4 (the tests of Kafka 3.x's clients)
     jvm/lib/spark/   what a SparkSession needs beside pyspark's jars: Spark's Kafka connector
                      (format("kafka")) and Delta (delta-spark), handed to Spark as spark.jars,
                      with Delta's SQL extension and catalog (spark_session_conf)
@@ -44,6 +46,13 @@ def kafka_classpath() -> str:
     """Apache Kafka's classpath (broker, tools, Java client), as a Kafka distribution's libs/*."""
     _jars("kafka")
     return str(jvm_lib() / "kafka" / "*")
+
+
+def kafka3_client_classpath() -> str:
+    """kafka-clients 3.4 alone (no broker, no tools): the Java client Kafka 3.x users and Spark
+    3.5's Kafka connector run, which speaks older protocol versions than 4.4's."""
+    _jars("kafka-client-3")
+    return str(jvm_lib() / "kafka-client-3" / "*")
 
 
 def spark_jars() -> list[Path]:

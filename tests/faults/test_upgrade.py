@@ -73,8 +73,8 @@ def vdl(cluster: DevCluster, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def metadata_levels(cluster: DevCluster, node_id: int) -> tuple[list[tuple[str, int, int]], list[tuple[str, int]]]:
-    """What node `node_id` says of feature levels (ApiVersions v3): supported and finalized."""
-    answer = raw_request(node_address(cluster, node_id), CLIENT_API_VERSIONS, 3)
+    """What node `node_id` says of feature levels (ApiVersions v4): supported and finalized."""
+    answer = raw_request(node_address(cluster, node_id), CLIENT_API_VERSIONS, 4)
     return ([(f.name, f.min_version, f.max_version) for f in answer.supported_features or []],
             [(f.name, f.max_version_level) for f in answer.finalized_features or []])
 

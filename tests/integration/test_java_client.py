@@ -11,12 +11,10 @@ the whole module.
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from tests.support.java_client import JavaClients
-from tests.support.java_targets import JavaTarget
+from tests.support.java_targets import JavaTarget, create_streams, unique
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("admins")]
@@ -27,19 +25,6 @@ SESSION_MS = 10_000
 # Every consumer's: a consumer's close waits for its fetch in flight, which the broker holds up to
 # fetch.max.wait.ms when no record comes (500 ms by default, paid at every close).
 FETCH_WAIT = {"fetch.max.wait.ms": "100"}
-
-
-def create_streams(java: JavaClients, target: JavaTarget, *names: str) -> None:
-    admin = target.name
-    created = java.call("create_topics", name=admin,
-                        topics=[{"name": name, "replication": target.replication} for name in names])
-    assert {name: (outcome.get("error"), outcome.get("ok", {}).get("partitions"),
-                   outcome.get("ok", {}).get("replication")) for name, outcome in created.items()} == {
-        name: (None, 1, target.replication) for name in names}
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def consumer_props(protocol: str, group: str) -> dict[str, str]:

@@ -80,25 +80,29 @@ def java_command(main_class: str, *args: str, heap: str = "256m", classpath: str
             f"-Dlog4j2.configurationFile={LOG4J_CONFIG}", "-cp", classpath or kafka_classpath(), main_class, *args]
 
 
-def harness_classpath(needed: str = "KafkaHarness") -> str:
-    """The tests' compiled Java programs (tests/support/java/) and Kafka's jars; `needed` is the
-    class the caller runs (missing after a checkout that added it: `make jars` compiles it)."""
+def harness_classpath(needed: str = "KafkaHarness", kafka: str | None = None) -> str:
+    """The tests' compiled Java programs (tests/support/java/) and Kafka's jars (or `kafka`, a
+    classpath with another release's client); `needed` is the class the caller runs (missing
+    after a checkout that added it: `make jars` compiles it)."""
     harness = jvm_lib() / "harness"
     if not (harness / f"{needed}.class").exists():
         raise FileNotFoundError(f"{harness}/{needed}.class is missing: run `make jars`")
-    return f"{harness}:{kafka_classpath()}"
+    return f"{harness}:{kafka or kafka_classpath()}"
 
 
 class JavaClients:
-    """One harness JVM; its stderr (Kafka's warnings) goes to `log_dir`/java-clients-N.log."""
+    """One harness JVM; its stderr (Kafka's warnings) goes to `log_dir`/java-clients-N.log.
+    `kafka`: the classpath of another release's client (vdl_dev.jvm.kafka3_client_classpath)
+    instead of Kafka 4.4's; the harness, compiled against 4.4, runs on it as long as the
+    operations used exist in that release."""
 
     _count = 0
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, kafka: str | None = None) -> None:
         JavaClients._count += 1
         self.log_path = Path(log_dir) / f"java-clients-{JavaClients._count}.log"
         self._log = self.log_path.open("w")
-        self._process = subprocess.Popen(java_command("KafkaHarness", classpath=harness_classpath()),
+        self._process = subprocess.Popen(java_command("KafkaHarness", classpath=harness_classpath(kafka=kafka)),
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
                                          bufsize=1)
         self._lock = threading.Lock()

@@ -9,13 +9,14 @@ give other SCRAM users ACLs of their own. Test modules get them from tests/integ
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tests.support.cluster import start_cluster
-from tests.support.java_client import write_properties
+from tests.support.java_client import JavaClients, write_properties
 from tests.support.security import ADMIN_PASSWORD, ADMIN_PASSWORD_ENV, ADMIN_USER, TlsMaterial, confluent_conf
 from vdl_broker.listeners import parse_bootstrap_users
 from vdl_dev.dev_cluster import DevCluster
@@ -109,3 +110,17 @@ def make_targets(one_node: DevCluster, three_nodes: DevCluster, tls: TlsMaterial
         found[name] = JavaTarget(name, cluster, SECURED if secured else "PLAINTEXT", login if secured else {},
                                  login_file if secured else None, tls)
     return found
+
+
+def create_streams(java: JavaClients, target: JavaTarget, *names: str) -> None:
+    """Create one-partition streams through `target`'s admin client in `java` (named as the
+    target: tests/integration/conftest.py's `admins`), checking each was made as asked."""
+    created = java.call("create_topics", name=target.name,
+                        topics=[{"name": name, "replication": target.replication} for name in names])
+    assert {name: (outcome.get("error"), outcome.get("ok", {}).get("partitions"),
+                   outcome.get("ok", {}).get("replication")) for name, outcome in created.items()} == {
+        name: (None, 1, target.replication) for name in names}
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"

@@ -151,6 +151,14 @@ public final class KafkaHarness {
         String name = c.path("name").asText("");
         switch (op) {
             case "exit": return NODES.nullNode();
+            // the kafka-clients release on the classpath (the harness also runs on older ones)
+            case "client_version": {
+                Properties release = new Properties();
+                try (var in = KafkaProducer.class.getResourceAsStream("/kafka/kafka-version.properties")) {
+                    release.load(in);
+                }
+                return NODES.textNode(release.getProperty("version"));
+            }
             case "producer": producers.put(name, new KafkaProducer<>(props(c), new ByteArraySerializer(), new ByteArraySerializer())); return NODES.nullNode();
             case "consumer": consumers.put(name, new KafkaConsumer<>(props(c), new ByteArrayDeserializer(), new ByteArrayDeserializer())); return NODES.nullNode();
             case "admin": admins.put(name, Admin.create(props(c))); return NODES.nullNode();
@@ -993,7 +1001,7 @@ public final class KafkaHarness {
         if (producers.containsKey(name)) {
             producers.remove(name).close(Duration.ofSeconds(30));
         } else if (consumers.containsKey(name)) {
-            consumers.remove(name).close(CloseOptions.timeout(Duration.ofSeconds(30)));
+            closeConsumer(consumers.remove(name), Duration.ofSeconds(30));
         } else if (admins.containsKey(name)) {
             admins.remove(name).close(Duration.ofSeconds(30));
         } else {
@@ -1002,10 +1010,21 @@ public final class KafkaHarness {
         return NODES.nullNode();
     }
 
+    /** close(CloseOptions) from kafka-clients 4.1 on, close(Duration) in the older releases the
+     *  harness also runs on (test_java_client_3.py). */
+    @SuppressWarnings("deprecation")
+    private static void closeConsumer(KafkaConsumer<byte[], byte[]> consumer, Duration timeout) {
+        try {
+            consumer.close(CloseOptions.timeout(timeout));
+        } catch (NoClassDefFoundError older) {
+            consumer.close(timeout);
+        }
+    }
+
     private void closeAll() {
         tasks.values().forEach(t -> t.stopping = true);
         producers.values().forEach(p -> p.close(Duration.ofSeconds(5)));
-        consumers.values().forEach(p -> p.close(CloseOptions.timeout(Duration.ofSeconds(5))));
+        consumers.values().forEach(p -> closeConsumer(p, Duration.ofSeconds(5)));
         admins.values().forEach(p -> p.close(Duration.ofSeconds(5)));
     }
 

@@ -43,9 +43,15 @@ def handle(node: NodeView, context: RequestContext, request: ApiVersionsRequest)
     response = supported_response()
     if context.api_version >= 3:  # the feature fields exist from v3 (KIP-584)
         finalized = node.metadata.state.features
-        response.supported_features = [
+        supported = [
             SupportedFeature(name=FEATURE_NAME, min_version=BASELINE_LEVEL, max_version=features.SUPPORTED_LEVEL),
             SupportedFeature(name=TRANSACTION_VERSION_FEATURE, min_version=0, max_version=TRANSACTION_VERSION_MAX)]
+        if context.api_version < 4:
+            # Clients before Kafka 3.9 throw on a supported range starting at 0 (their admin
+            # and producer threads die); v4 says the client takes it, and below it Kafka leaves
+            # such features out (KAFKA-17011; ApiVersionsResponse.json, SupportedFeatures).
+            supported = [feature for feature in supported if feature.min_version > 0]
+        response.supported_features = supported
         # -1 means "unknown": the Java client then ignores the finalized features (its ApiVersions
         # keeps only an epoch above the last seen, -1 at first). The level a cluster was formed
         # at holds from its first entry: epoch 0 until a finalize.

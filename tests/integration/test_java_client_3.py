@@ -1,0 +1,93 @@
+"""An older Java client against VDL: kafka-clients 3.4 (what Spark 3.5's Kafka connector ships,
+and what many Kafka 3.x applications still run), which speaks the protocol versions of Kafka 3.x
+where 4.4's client speaks newer ones (ApiVersions v3 among them). The same harness as
+test_java_client.py, on 3.4's jars: its admin client creates streams, its producer with its
+defaults (idempotent, acks=all) writes every codec, read back exactly, and a group consumer
+commits and a second one resumes from the commit.
+
+Each test runs on one node and on a 3-node cluster, each over PLAINTEXT and over SASL_SSL with
+SCRAM-SHA-512 (tests/integration/conftest.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.java_client import JavaClients
+from tests.support.java_targets import JavaTarget, create_streams, unique
+from vdl_dev.jvm import kafka3_client_classpath
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("admins")]
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+FETCH_WAIT = {"fetch.max.wait.ms": "100"}  # a consumer's close waits out its fetch in flight
+
+
+@pytest.fixture(scope="module")
+def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaClients]:
+    with JavaClients(tmp_path_factory.mktemp("java-3"), kafka=kafka3_client_classpath()) as clients:
+        assert clients.call("client_version") == "3.4.1"
+        yield clients
+
+
+def test_producer_defaults_every_codec(java: JavaClients, target: JavaTarget) -> None:
+    streams = {codec: unique(f"java3-{codec}") for codec in CODECS}
+    create_streams(java, target, *streams.values())
+    keys = [f"key-{i}" if i % 3 else None for i in range(100)]
+    values = {codec: [f"{codec}-value-{i}-" + "x" * (i % 40) for i in range(100)] for codec in CODECS}
+    for codec, stream in streams.items():
+        producer = unique(f"producer-{codec}")
+        java.producer(producer, target.bootstrap, target.security, **{"compression.type": codec, "linger.ms": 20})
+        try:
+            sent = java.send(producer, stream, values[codec], keys)
+            assert [(s.get("error"), s["partition"], s["offset"]) for s in sent] == [(None, 0, i) for i in range(100)], \
+                codec
+        finally:
+            java.call("close", name=producer)
+    reader = unique("reader")
+    java.consumer(reader, target.bootstrap, target.security, **FETCH_WAIT)
+    try:
+        java.call("assign", name=reader, partitions=list(streams.values()))
+        java.call("seek_to_beginning", name=reader, partitions=list(streams.values()))
+        got = java.poll(reader, min_records=100 * len(CODECS))
+        for codec, stream in streams.items():
+            assert [(r["offset"], r["key"], r["value"]) for r in got if r["topic"] == stream] == [
+                (i, keys[i], values[codec][i]) for i in range(100)], codec
+    finally:
+        java.call("close", name=reader)
+
+
+def test_group_consumer_commits_and_another_resumes(java: JavaClients, target: JavaTarget) -> None:
+    stream = unique("java3-group")
+    group = unique("group")
+    create_streams(java, target, stream)
+    producer = unique("producer")
+    java.producer(producer, target.bootstrap, target.security)
+    props = {"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": "false",
+             "session.timeout.ms": "10000", "heartbeat.interval.ms": "500"} | FETCH_WAIT
+    try:
+        java.send(producer, stream, [f"v{i}" for i in range(10)])
+        first = unique("consumer")
+        java.consumer(first, target.bootstrap, target.security, **props)
+        try:
+            java.call("subscribe", name=first, topics=[stream])
+            got = java.poll(first, min_records=10)
+            assert [(r["offset"], r["value"]) for r in got] == [(i, f"v{i}") for i in range(10)]
+            java.call("commit", name=first)
+            assert java.call("committed", name=first, partitions=[stream]) == {
+                stream: {"offset": 10, "metadata": "", "leader_epoch": got[-1]["leader_epoch"]}}
+        finally:
+            java.call("close", name=first)
+        java.send(producer, stream, [f"v{i}" for i in range(10, 15)])
+        second = unique("consumer")
+        java.consumer(second, target.bootstrap, target.security, **props)
+        try:
+            java.call("subscribe", name=second, topics=[stream])
+            assert [(r["offset"], r["value"]) for r in java.poll(second, min_records=5)] == [
+                (i, f"v{i}") for i in range(10, 15)]
+        finally:
+            java.call("close", name=second)
+    finally:
+        java.call("close", name=producer)
