@@ -27,6 +27,13 @@ install: $(STAMP) kcat jars polyglot
 FRANZ := build/polyglot/vdl-franz
 $(FRANZ): $(wildcard tests/support/go/*.go) tests/support/go/go.mod tests/support/go/go.sum
 	cd tests/support/go && go build -mod=readonly -o ../../../$(FRANZ) .
+# rskafka, a pure-Rust client (tests/support/rust, crates pinned by its Cargo.lock).
+# (rustup installs cargo in ~/.cargo/bin, which a non-login shell's PATH may lack)
+CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
+RSKAFKA := build/polyglot/vdl-rskafka
+$(RSKAFKA): tests/support/rust/src/main.rs tests/support/rust/Cargo.toml tests/support/rust/Cargo.lock
+	$(CARGO) build --quiet --locked --manifest-path tests/support/rust/Cargo.toml --target-dir build/rust
+	cp build/rust/debug/vdl-rskafka $(RSKAFKA)
 KAFKAJS := tests/support/node/node_modules/.installed
 $(KAFKAJS): tests/support/node/package.json tests/support/node/package-lock.json
 	cd tests/support/node && npm ci --no-audit --no-fund --loglevel=error
@@ -39,7 +46,7 @@ FRANZ_SUITES := build/polyglot/franz-kgo.test build/polyglot/franz-kadm.test
 build/polyglot/franz-%.test: tests/support/go/go.mod tests/support/go/go.sum
 	cd tests/support/go && go test -c -mod=readonly -o ../../../$@ github.com/twmb/franz-go/pkg/$* \
 	  && go list -mod=readonly -f '{{.Dir}}' github.com/twmb/franz-go/pkg/$* > ../../../$@.dir
-polyglot: $(FRANZ) $(KAFKAJS) $(FRANZ_SUITES)
+polyglot: $(FRANZ) $(RSKAFKA) $(KAFKAJS) $(FRANZ_SUITES)
 
 # franz-go's whole kgo suite on 1 node and on 3 (KGO_TEST_RECORDS=$(FRANZ_RECORDS); franz-go's
 # own default is 500000): every test's outcome, failing on one VDL does not explain (README).

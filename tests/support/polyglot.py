@@ -1,5 +1,6 @@
 """The clients of other languages in the tests: franz-go (tests/support/go, built by `make install`
-into build/polyglot/vdl-franz) and kafkajs (tests/support/node, `npm ci` into its node_modules).
+into build/polyglot/vdl-franz), rskafka (tests/support/rust, into build/polyglot/vdl-rskafka) and
+kafkajs (tests/support/node, `npm ci` into its node_modules).
 
 Each is one program run once per scenario: `PROGRAM SCENARIO JSON-ARGS` prints JSON lines,
 {"progress": ...} when it pauses for the test (which answers with a line on its stdin once
@@ -24,6 +25,7 @@ from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 FRANZ = REPO / "build" / "polyglot" / "vdl-franz"
+RSKAFKA = REPO / "build" / "polyglot" / "vdl-rskafka"
 NODE_DIR = REPO / "tests" / "support" / "node"
 KAFKAJS = ("node", str(NODE_DIR / "driver.js"))
 BASE_MILLIS = 1_700_000_000_000
