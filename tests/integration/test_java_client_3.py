@@ -2,8 +2,9 @@
 and what many Kafka 3.x applications still run), which speaks the protocol versions of Kafka 3.x
 where 4.4's client speaks newer ones (ApiVersions v3 among them). The same harness as
 test_java_client.py, on 3.4's jars: its admin client creates streams, its producer with its
-defaults (idempotent, acks=all) writes every codec, read back exactly, and a group consumer
-commits and a second one resumes from the commit.
+defaults (idempotent, acks=all) writes every codec, read back exactly, a group consumer
+commits and a second one resumes from the commit, and its transactional producer commits and
+aborts under a read_committed consumer.
 
 Each test runs on one node and on a 3-node cluster, each over PLAINTEXT and over SASL_SSL with
 SCRAM-SHA-512 (tests/integration/conftest.py).
@@ -91,3 +92,28 @@ def test_group_consumer_commits_and_another_resumes(java: JavaClients, target: J
             java.call("close", name=second)
     finally:
         java.call("close", name=producer)
+
+
+def test_transactions_commit_abort_and_read_committed(java: JavaClients, target: JavaTarget) -> None:
+    """3.4's transactional producer (InitProducerId, AddPartitionsToTxn and EndTxn at Kafka 3.x's
+    versions): a read_committed consumer sees the committed records only, at the offsets the
+    markers leave (a, b, marker, c, abort marker, d, marker)."""
+    stream = unique("java3-txn")
+    create_streams(java, target, stream)
+    producer = unique("producer")
+    java.producer(producer, target.bootstrap, target.security, **{"transactional.id": unique("txn")})
+    reader = unique("reader")
+    try:
+        java.call("init_transactions", name=producer)
+        for values, commit in ((["a", "b"], True), (["c"], False), (["d"], True)):
+            java.call("begin_transaction", name=producer)
+            java.send(producer, stream, values)
+            java.call("commit_transaction" if commit else "abort_transaction", name=producer)
+        java.consumer(reader, target.bootstrap, target.security, **{"isolation.level": "read_committed"} | FETCH_WAIT)
+        java.call("assign", name=reader, partitions=[stream])
+        java.call("seek_to_beginning", name=reader, partitions=[stream])
+        assert [(r["offset"], r["value"]) for r in java.poll(reader, min_records=3)] == [(0, "a"), (1, "b"), (5, "d")]
+        assert java.call("end_offsets", name=reader, partitions=[stream]) == {stream: 7}
+    finally:
+        java.call("close", name=producer)
+        java.call("close", name=reader)
