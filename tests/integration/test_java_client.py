@@ -14,12 +14,11 @@ from __future__ import annotations
 import pytest
 
 from tests.support.java_client import JavaClients
-from tests.support.java_targets import JavaTarget, create_streams, unique
+from tests.support.java_targets import JavaTarget, create_streams, produce_every_codec_and_read_back, unique
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("admins")]
 
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PROTOCOLS = ("classic", "consumer")
 SESSION_MS = 10_000
 # Every consumer's: a consumer's close waits for its fetch in flight, which the broker holds up to
@@ -43,32 +42,7 @@ def values_of(records: list[dict]) -> list[tuple[str, int, str | None, str]]:
 
 def test_producer_defaults_every_codec(java: JavaClients, target: JavaTarget) -> None:
     """A producer per codec, each with its own stream, read back by one consumer."""
-    streams = {codec: unique(f"java-{codec}") for codec in CODECS}
-    create_streams(java, target, *streams.values())
-    keys = [f"key-{i}" if i % 3 else None for i in range(200)]
-    values = {codec: [f"{codec}-value-{i}-" + "x" * (i % 50) for i in range(200)] for codec in CODECS}
-    for codec, stream in streams.items():
-        producer = unique(f"producer-{codec}")
-        # Defaults: enable.idempotence=true, acks=all; linger lets several records share a batch.
-        java.producer(producer, target.bootstrap, target.security, **{"compression.type": codec, "linger.ms": 20})
-        try:
-            sent = java.send(producer, stream, values[codec], keys)
-            assert [(s.get("error"), s["partition"], s["offset"]) for s in sent] == [(None, 0, i) for i in range(200)], \
-                codec
-        finally:
-            java.call("close", name=producer)
-    reader = unique("reader")
-    java.consumer(reader, target.bootstrap, target.security, **FETCH_WAIT)
-    try:
-        java.call("assign", name=reader, partitions=list(streams.values()))
-        java.call("seek_to_beginning", name=reader, partitions=list(streams.values()))
-        got = java.poll(reader, min_records=200 * len(CODECS))
-        for codec, stream in streams.items():
-            assert values_of([r for r in got if r["topic"] == stream]) == [
-                (stream, i, keys[i], values[codec][i]) for i in range(200)], codec
-        assert {r["timestamp_type"] for r in got} == {"CreateTime"}
-    finally:
-        java.call("close", name=reader)
+    produce_every_codec_and_read_back(java, target, "java", 200)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -17,12 +17,11 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.java_client import JavaClients
-from tests.support.java_targets import JavaTarget, create_streams, unique
+from tests.support.java_targets import JavaTarget, create_streams, produce_every_codec_and_read_back, unique
 from vdl_dev.jvm import kafka3_client_classpath
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("admins")]
 
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 FETCH_WAIT = {"fetch.max.wait.ms": "100"}  # a consumer's close waits out its fetch in flight
 
 
@@ -34,30 +33,7 @@ def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaClients]:
 
 
 def test_producer_defaults_every_codec(java: JavaClients, target: JavaTarget) -> None:
-    streams = {codec: unique(f"java3-{codec}") for codec in CODECS}
-    create_streams(java, target, *streams.values())
-    keys = [f"key-{i}" if i % 3 else None for i in range(100)]
-    values = {codec: [f"{codec}-value-{i}-" + "x" * (i % 40) for i in range(100)] for codec in CODECS}
-    for codec, stream in streams.items():
-        producer = unique(f"producer-{codec}")
-        java.producer(producer, target.bootstrap, target.security, **{"compression.type": codec, "linger.ms": 20})
-        try:
-            sent = java.send(producer, stream, values[codec], keys)
-            assert [(s.get("error"), s["partition"], s["offset"]) for s in sent] == [(None, 0, i) for i in range(100)], \
-                codec
-        finally:
-            java.call("close", name=producer)
-    reader = unique("reader")
-    java.consumer(reader, target.bootstrap, target.security, **FETCH_WAIT)
-    try:
-        java.call("assign", name=reader, partitions=list(streams.values()))
-        java.call("seek_to_beginning", name=reader, partitions=list(streams.values()))
-        got = java.poll(reader, min_records=100 * len(CODECS))
-        for codec, stream in streams.items():
-            assert [(r["offset"], r["key"], r["value"]) for r in got if r["topic"] == stream] == [
-                (i, keys[i], values[codec][i]) for i in range(100)], codec
-    finally:
-        java.call("close", name=reader)
+    produce_every_codec_and_read_back(java, target, "java3", 100)
 
 
 def test_group_consumer_commits_and_another_resumes(java: JavaClients, target: JavaTarget) -> None:

@@ -124,3 +124,36 @@ def create_streams(java: JavaClients, target: JavaTarget, *names: str) -> None:
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def produce_every_codec_and_read_back(java: JavaClients, target: JavaTarget, prefix: str, count: int) -> None:
+    """A producer with its defaults (idempotent, acks=all) per codec, each writing `count`
+    records (every third without a key) to a stream of its own, and all of them read back
+    exactly by one consumer, with the producer's timestamps."""
+    codecs = ("none", "gzip", "snappy", "lz4", "zstd")
+    streams = {codec: unique(f"{prefix}-{codec}") for codec in codecs}
+    create_streams(java, target, *streams.values())
+    keys = [f"key-{i}" if i % 3 else None for i in range(count)]
+    values = {codec: [f"{codec}-value-{i}-" + "x" * (i % 50) for i in range(count)] for codec in codecs}
+    for codec, stream in streams.items():
+        producer = unique(f"producer-{codec}")
+        # linger lets several records share a batch
+        java.producer(producer, target.bootstrap, target.security, **{"compression.type": codec, "linger.ms": 20})
+        try:
+            sent = java.send(producer, stream, values[codec], keys)
+            assert [(s.get("error"), s["partition"], s["offset"]) for s in sent] == [
+                (None, 0, i) for i in range(count)], codec
+        finally:
+            java.call("close", name=producer)
+    reader = unique("reader")
+    java.consumer(reader, target.bootstrap, target.security, **{"fetch.max.wait.ms": "100"})
+    try:
+        java.call("assign", name=reader, partitions=list(streams.values()))
+        java.call("seek_to_beginning", name=reader, partitions=list(streams.values()))
+        got = java.poll(reader, min_records=count * len(codecs))
+        for codec, stream in streams.items():
+            assert [(r["offset"], r["key"], r["value"]) for r in got if r["topic"] == stream] == [
+                (i, keys[i], values[codec][i]) for i in range(count)], codec
+        assert {r["timestamp_type"] for r in got} == {"CreateTime"}
+    finally:
+        java.call("close", name=reader)
