@@ -14,16 +14,19 @@ from __future__ import annotations
 import pytest
 
 from tests.support.java_client import JavaClients
-from tests.support.java_targets import JavaTarget, create_streams, produce_every_codec_and_read_back, unique
+from tests.support.java_targets import (
+    FETCH_WAIT,
+    JavaTarget,
+    create_streams,
+    produce_every_codec_and_read_back,
+    unique,
+)
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("admins")]
 
 PROTOCOLS = ("classic", "consumer")
 SESSION_MS = 10_000
-# Every consumer's: a consumer's close waits for its fetch in flight, which the broker holds up to
-# fetch.max.wait.ms when no record comes (500 ms by default, paid at every close).
-FETCH_WAIT = {"fetch.max.wait.ms": "100"}
 
 
 def consumer_props(protocol: str, group: str) -> dict[str, str]:

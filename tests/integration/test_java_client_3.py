@@ -17,12 +17,17 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.java_client import JavaClients
-from tests.support.java_targets import JavaTarget, create_streams, produce_every_codec_and_read_back, unique
+from tests.support.java_targets import (
+    FETCH_WAIT,
+    JavaTarget,
+    create_streams,
+    produce_every_codec_and_read_back,
+    unique,
+)
 from vdl_dev.jvm import kafka3_client_classpath
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("admins")]
 
-FETCH_WAIT = {"fetch.max.wait.ms": "100"}  # a consumer's close waits out its fetch in flight
 
 
 @pytest.fixture(scope="module")

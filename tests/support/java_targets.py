@@ -21,6 +21,9 @@ from tests.support.security import ADMIN_PASSWORD, ADMIN_PASSWORD_ENV, ADMIN_USE
 from vdl_broker.listeners import parse_bootstrap_users
 from vdl_dev.dev_cluster import DevCluster
 
+# Every Java consumer's: its close waits for its fetch in flight, which the broker holds up to
+# fetch.max.wait.ms when no record comes (500 ms by default, paid at every close).
+FETCH_WAIT = {"fetch.max.wait.ms": "100"}
 JAVA_TARGETS = ("1-node-plain", "1-node-sasl-ssl", "3-nodes-plain", "3-nodes-sasl-ssl")
 SECURED = "SASL_SSL"
 
@@ -146,7 +149,7 @@ def produce_every_codec_and_read_back(java: JavaClients, target: JavaTarget, pre
         finally:
             java.call("close", name=producer)
     reader = unique("reader")
-    java.consumer(reader, target.bootstrap, target.security, **{"fetch.max.wait.ms": "100"})
+    java.consumer(reader, target.bootstrap, target.security, **FETCH_WAIT)
     try:
         java.call("assign", name=reader, partitions=list(streams.values()))
         java.call("seek_to_beginning", name=reader, partitions=list(streams.values()))

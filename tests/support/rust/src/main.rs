@@ -49,12 +49,12 @@ async fn partition(client: &Client, topic: &str) -> PartitionClient {
     client.partition_client(topic, 0, UnknownTopicHandling::Retry).await.expect("partition client")
 }
 
-/// Every record of `topic` from offset 0 up to `count`, as the tests spell them.
-async fn read_all(client: &Client, topic: &str, count: i64) -> Vec<Value> {
+/// Every record of `topic` from offset `from` up to `until`, as the tests spell them.
+async fn read_all(client: &Client, topic: &str, from: i64, until: i64) -> Vec<Value> {
     let partition = partition(client, topic).await;
     let mut read = Vec::new();
-    let mut next = 0;
-    while next < count {
+    let mut next = from;
+    while next < until {
         let (records, _high_watermark) = partition.fetch_records(next, 1..1_000_000, 1_000).await.expect("fetch");
         for r in records {
             next = r.offset + 1;
@@ -85,7 +85,7 @@ async fn produce(client: &Client, args: &Value) -> Value {
             offsets.extend(partition.produce(batch, codec(name)).await.expect("produce"));
         }
         acked.insert(name, json!(offsets));
-        records.insert(name, json!(read_all(client, topic, count).await));
+        records.insert(name, json!(read_all(client, topic, 0, count).await));
     }
     json!({"acked": acked, "records": records})
 }
@@ -106,7 +106,7 @@ async fn admin(client: &Client, args: &Value) -> Value {
         .await.expect("by time");
     partition.delete_records(3, 5_000).await.expect("delete records");
     let earliest_after_delete = partition.get_offset(OffsetAt::Earliest).await.expect("earliest");
-    let after_delete = read_all_from(&partition, 3, 10).await;
+    let after_delete: Vec<Value> = read_all(client, topic, 3, 10).await.iter().map(|r| r["offset"].clone()).collect();
     controller.delete_topic(topic, 5_000).await.expect("delete");
     tokio::time::timeout(Duration::from_secs(30), async {
         while client.list_topics().await.expect("list").iter().any(|t| t.name == topic) {
@@ -116,11 +116,6 @@ async fn admin(client: &Client, args: &Value) -> Value {
     json!({"create_again": again.to_string(), "two_partitions": two.to_string(), "earliest": earliest,
            "latest": latest, "by_time": by_time, "earliest_after_delete": earliest_after_delete,
            "offsets_after_delete": after_delete})
-}
-
-async fn read_all_from(partition: &PartitionClient, from: i64, count: i64) -> Vec<i64> {
-    let (records, _) = partition.fetch_records(from, 1..1_000_000, 1_000).await.expect("fetch");
-    records.iter().map(|r| r.offset).filter(|&o| o < count).collect()
 }
 
 #[tokio::main]
