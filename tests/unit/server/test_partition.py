@@ -254,6 +254,40 @@ def test_a_node_cut_off_answers_the_produce_requests_waiting_for_a_commit_at_onc
     asyncio.run(run())
 
 
+def test_produce_requests_waiting_on_one_partition_share_no_future(tmp_path: Path) -> None:
+    """A request that stops waiting takes its callback off every future it waited on, a pass
+    over that future's callbacks (Future.remove_done_callback). On a future every waiting
+    request shared, that was a pass over all the others: work quadratic in the requests in
+    flight (10,000 pipelined produce requests answered seconds late)."""
+    scanned = 0
+
+    class CountingFuture(asyncio.futures._PyFuture):  # type: ignore[name-defined,misc]
+        def remove_done_callback(self, fn: object) -> int:
+            nonlocal scanned
+            scanned += len(self._callbacks)
+            return int(super().remove_done_callback(fn))
+
+    async def run() -> None:
+        partition = await open_partition(tmp_path / "s")
+        loop = asyncio.get_running_loop()
+        loop.create_future = lambda: CountingFuture(loop=loop)  # type: ignore[method-assign]
+        requests = 1000
+        proposals = [SimpleNamespace(committed=loop.create_future(), durable=loop.create_future())
+                     for _ in range(requests)]
+        waiting = [loop.create_task(AppendHandle(partition, offset, False, proposal).wait(-1, 60_000))  # type: ignore[arg-type]
+                   for offset, proposal in enumerate(proposals)]
+        await asyncio.sleep(0)  # one loop turn: every request parks on its commit
+        assert not any(task.done() for task in waiting)
+        for proposal in proposals:
+            proposal.committed.set_result(None)
+        await within(asyncio.gather(*waiting), 5)
+        # Each request passes over its own cut-off future's one callback (its commit's were
+        # cleared when it resolved); a shared future made it 1000 + 999 + ... + 1.
+        assert scanned == requests
+        await close(partition)
+    asyncio.run(run())
+
+
 def test_concurrent_requests_each_wait_for_their_own_batches(tmp_path: Path) -> None:
     async def run() -> None:
         partition = await open_partition(tmp_path / "s")
