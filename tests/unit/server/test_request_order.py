@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.buffered_reads import read_into
 from tests.support.kafka import encode, make_batch
-from vdl_broker.server.connection import KafkaConnection, Order, RequestContext
+from vdl_broker.server.connection import MAX_INFLIGHT_REQUESTS, KafkaConnection, Order, RequestContext
 from vdl_broker.server.handlers import Handler, delete_records, fetch, list_offsets, order_of, produce
 from vdl_wire import messages as m
 from vdl_wire.errors import ErrorCode
@@ -26,6 +26,7 @@ pytestmark = pytest.mark.unit
 class Transport:
     def __init__(self) -> None:
         self.written = bytearray()
+        self.reading = True
 
     def get_extra_info(self, name: str) -> Any:
         return ("127.0.0.1", 40000) if name == "peername" else None
@@ -38,10 +39,10 @@ class Transport:
             self.written += bytes(buffer)
 
     def pause_reading(self) -> None:
-        pass
+        self.reading = False
 
     def resume_reading(self) -> None:
-        pass
+        self.reading = True
 
     def close(self) -> None:
         pass
@@ -92,13 +93,22 @@ def test_handlers_are_ordered_by_what_they_change() -> None:
         Order.PRODUCE, Order.WRITE, Order.READ, Order.READ)
 
 
+def gated_owner(gated: Gated) -> SimpleNamespace:
+    return SimpleNamespace(config=SimpleNamespace(host="127.0.0.1", port=9092, max_request_bytes=1 << 20,
+                                                  max_inflight_bytes=1 << 20),
+                           handlers={module.API_KEY: gated.handler(module)
+                                     for module in (produce, fetch, delete_records, list_offsets)},
+                           connections=set(), metrics=None, sasl_session=None)
+
+
+async def turns() -> None:
+    for _ in range(10):  # event-loop turns, not time: every runnable handler task moves on
+        await asyncio.sleep(0)
+
+
 def test_a_request_waits_for_the_writes_before_it_and_only_for_them() -> None:
     gated = Gated()
-    owner = SimpleNamespace(config=SimpleNamespace(host="127.0.0.1", port=9092, max_request_bytes=1 << 20,
-                                                   max_inflight_bytes=1 << 20),
-                            handlers={module.API_KEY: gated.handler(module)
-                                      for module in (produce, fetch, delete_records, list_offsets)},
-                            connections=set(), metrics=None, sasl_session=None)
+    owner = gated_owner(gated)
     sent = requests()
     # correlation id: 1 fetch (a long poll), 2 delete, 3 list, 4 produce, 5 produce, 6 list
     order = ["fetch", "delete", "list", "produce", "produce", "list"]
@@ -113,8 +123,7 @@ def test_a_request_waits_for_the_writes_before_it_and_only_for_them() -> None:
         async def step(label: str, release: int | None) -> None:
             if release is not None:
                 gated.release(release)
-            for _ in range(10):  # event-loop turns, not time: every runnable handler task moves on
-                await asyncio.sleep(0)
+            await turns()
             steps.append((label, list(gated.started), answered(transport)))
 
         await step("arrived", None)
@@ -139,3 +148,32 @@ def test_a_request_waits_for_the_writes_before_it_and_only_for_them() -> None:
         ("fetch done", [1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5]),
         ("last list done", [1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6]),
     ]
+
+
+def test_reading_pauses_while_a_connection_has_its_fill_of_unanswered_requests() -> None:
+    """A producer pipelining without bound (librdkafka's linger.ms=0) is held in its own queue,
+    where it batches, not in the broker's: however few bytes its requests are."""
+    gated = Gated()
+    produced = requests()["produce"]
+    pipelined = MAX_INFLIGHT_REQUESTS + 4
+
+    async def run() -> None:
+        transport = Transport()
+        connection = KafkaConnection(gated_owner(gated))  # type: ignore[arg-type]
+        connection.connection_made(transport)  # type: ignore[arg-type]
+        for correlation_id in range(1, pipelined + 1):  # one read each, as long as reading goes on
+            if transport.reading:
+                read_into(connection, encode(produced, correlation_id=correlation_id))
+        await turns()
+        assert gated.started == list(range(1, MAX_INFLIGHT_REQUESTS + 1))
+        assert not transport.reading
+        gated.release(1)
+        await turns()
+        assert answered(transport) == [1] and transport.reading
+        for correlation_id in range(2, MAX_INFLIGHT_REQUESTS + 1):
+            gated.release(correlation_id)
+        await turns()
+        assert answered(transport) == list(range(1, MAX_INFLIGHT_REQUESTS + 1)) and transport.reading
+        connection.connection_lost(None)
+
+    asyncio.run(run())
