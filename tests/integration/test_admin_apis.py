@@ -349,7 +349,7 @@ def test_describe_configs_with_an_empty_key_list_answers_every_config(module_bro
                                  "vdl.table.vacuum.retention.ms")}}
     assert [(c.name, c.value, c.config_source) for c in every.configs
             if c.name in ("retention.ms", "segment.ms", "vdl.table.path", "vdl.table.format")] == [
-        ("retention.ms", "-1", 5), ("segment.ms", "604800000", 5), ("vdl.table.path", None, 5),
+        ("retention.ms", "-1", 5), ("segment.ms", "604800000", 5), ("vdl.table.path", "", 5),
         ("vdl.table.format", "raw", 5)]
 
 

@@ -43,8 +43,8 @@ EXPECTED = {
     "remote.copy.lag.ms": ("0", 5), "remote.log.copy.disable": ("false", 5),
     "remote.log.delete.on.disable": ("false", 5), "remote.storage.enable": ("false", 5),
     "segment.index.bytes": ("10485760", 5), "segment.jitter.ms": ("0", 5),
-    "vdl.table.path": (None, 5),
-    "vdl.table.format": ("raw", 5), "vdl.table.schema": (None, 5), "vdl.table.lag.ms": ("5000", 5),
+    "vdl.table.path": ("", 5),
+    "vdl.table.format": ("raw", 5), "vdl.table.schema": ("", 5), "vdl.table.lag.ms": ("5000", 5),
     "vdl.table.partition.by": ("none", 5), "vdl.table.compact.interval.ms": ("600000", 5),
     "vdl.table.compact.target.bytes": ("134217728", 5), "vdl.table.vacuum.interval.ms": ("3600000", 5),
     "vdl.table.vacuum.retention.ms": ("604800000", 5),
@@ -177,6 +177,36 @@ def test_confluent_admin_creates_describes_and_alters(cluster: DevCluster) -> No
     assert (caught.value.args[0].code(), caught.value.args[0].str()) == (
         ErrorCode.INVALID_CONFIG, "min.cleanable.dirty.ratio: 'half' is not a number in 0..1")
     assert confluent_describe(client, "configured") == expected  # nothing of a refused change applied
+
+
+def test_every_config_read_back_can_be_written_back(cluster: DevCluster) -> None:
+    """What librdkafka's own admin test does: describe a topic, then AlterConfigs (which replaces
+    the whole config) with every entry read. A key without a default is described "" while
+    unset (librdkafka refuses a null value), and "" written to it unsets it."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+    client = admin(cluster)
+    client.create_topics([NewTopic("round-trip", 1, 3, config={"retention.ms": "60000",
+                                                               "vdl.table.schema": "id BIGINT"})])["round-trip"].result(30)
+    expected = EXPECTED | {"cleanup.policy": ("delete", 5), "vdl.table.schema": ("id BIGINT", 1)}
+    wait_until(lambda: confluent_describe(client, "round-trip") == expected, 10, "the new stream's configs")
+    read_back = confluent_describe(client, "round-trip")
+    assert read_back["vdl.table.path"] == ("", 5)
+
+    resource = ConfigResource("topic", "round-trip", set_config={name: value for name, (value, _) in read_back.items()})
+    [future] = client.alter_configs([resource]).values()
+    future.result(timeout=30)
+    # Every value as it was; each is now the stream's own, but "" (still unset) and
+    # min.insync.replicas (never stored: the stream's majority).
+    rewritten = {name: (value, 5 if name == "vdl.table.path" else source if name == "min.insync.replicas" else 1)
+                 for name, (value, source) in expected.items()}
+    wait_until(lambda: confluent_describe(client, "round-trip") == rewritten, 10, "every config written back")
+
+    unset = ConfigResource("topic", "round-trip", incremental_configs=[
+        ConfigEntry("vdl.table.schema", "", incremental_operation=AlterConfigOpType.SET)])
+    list(client.incremental_alter_configs([unset]).values())[0].result(timeout=30)
+    wait_until(lambda: confluent_describe(client, "round-trip") == rewritten | {"vdl.table.schema": ("", 5)}, 10,
+               'vdl.table.schema set to "": unset')
 
 
 def test_max_message_bytes_refuses_larger_batches(cluster: DevCluster) -> None:
@@ -438,7 +468,7 @@ def test_cli_sets_and_shows_configs(cluster: DevCluster) -> None:
             ("delete.retention.ms", "86400000", "default"), ("message.timestamp.type", "CreateTime", "default"),
             ("message.timestamp.before.max.ms", "9223372036854775807", "default"),
             ("message.timestamp.after.max.ms", "3600000", "default"), ("compression.type", "producer", "default"), ("unclean.leader.election.enable", "false", "default"),
-            *((name, value if value is not None else "-", "default") for name, (value, _) in EXPECTED.items()
+            *((name, value or "-", "default") for name, (value, _) in EXPECTED.items()
               if name not in ("retention.ms", "retention.bytes", "segment.bytes", "segment.ms", "max.message.bytes",
                               "cleanup.policy", "min.compaction.lag.ms", "max.compaction.lag.ms",
                               "delete.retention.ms", "message.timestamp.type", "message.timestamp.before.max.ms",

@@ -386,6 +386,19 @@ def known_key(name: str) -> ConfigKey:
     return key
 
 
+# How a key without a default (vdl.table.path, vdl.table.schema) is described while unset, and
+# what sets it back to unset: "", as Kafka describes an empty list config. Not null: clients
+# that read a topic's configs and write them all back (librdkafka refuses a null value) would
+# fail on it.
+UNSET = ""
+
+
+def unsets(name: str, value: Any) -> bool:
+    """Whether `value` given for `name` means the key unset (as a DELETE would)."""
+    key = known_key(name)
+    return key.default is None and key.node_setting is None and value is not None and not str(value).strip()
+
+
 def canonical_value(name: str, value: Any) -> str:
     """The value as stored, or ConfigProblem naming the key."""
     key = known_key(name)
@@ -440,7 +453,8 @@ def validated(config: Mapping[str, Any], replication_factor: int) -> dict[str, s
     checked and canonical, as stored; raises ConfigProblem."""
     if MIN_INSYNC_REPLICAS in config:
         check_min_insync(config[MIN_INSYNC_REPLICAS], replication_factor)
-    result = {name: canonical_value(name, value) for name, value in config.items() if name != MIN_INSYNC_REPLICAS}
+    result = {name: canonical_value(name, value) for name, value in config.items()
+              if name != MIN_INSYNC_REPLICAS and not unsets(name, value)}
     check_combination(result)
     return result
 
@@ -488,9 +502,9 @@ def altered(current: Mapping[str, Any], changes: list[tuple[str, int, str | None
             if operation == AlterOp.SET:
                 check_min_insync(value, replication_factor)
             continue  # never stored: the stream's is its majority whatever was asked
-        if operation == AlterOp.SET:
+        if operation == AlterOp.SET and not unsets(name, value):
             to_set[name] = canonical_value(name, value)
-        elif operation == AlterOp.DELETE:
+        elif operation in (AlterOp.SET, AlterOp.DELETE):
             known_key(name)
             to_delete.append(name)
         elif operation in (AlterOp.APPEND, AlterOp.SUBTRACT):

@@ -61,7 +61,7 @@ def format_configs(configs: list[StreamConfig]) -> str:
     status = [c for c in configs if c.read_only and c.name.startswith("vdl.table.status.")]
     settings = [c for c in configs if c not in status]
     width = max((len(c.name) for c in configs), default=0)
-    values = {c.name: "-" if c.value is None else c.value for c in configs}
+    values = {c.name: c.value or "-" for c in configs}  # unset or an empty list
     value_width = max((len(values[c.name]) for c in settings), default=0)
     lines = ["configs:"]
     lines += [f"  {c.name:<{width}}  {values[c.name]:<{value_width}}  ({c.source})" for c in settings]

@@ -122,6 +122,18 @@ def test_json_format_needs_a_schema() -> None:
         altered({"vdl.table.format": "json", "vdl.table.schema": "a INT"}, [("vdl.table.schema", AlterOp.DELETE, None)], 3)
 
 
+def test_an_empty_value_unsets_a_key_without_a_default_and_is_refused_where_it_means_nothing() -> None:
+    # "" is how such a key is described while unset: a config read back and written whole
+    # (AlterConfigs, CreateTopics) or set alone (IncrementalAlterConfigs) leaves it unset.
+    assert validated({"vdl.table.path": "", "vdl.table.schema": " ", "retention.ms": "5"}, 3) == {"retention.ms": "5"}
+    assert altered({"vdl.table.path": "/t", "vdl.table.schema": "a INT"}, [("vdl.table.schema", AlterOp.SET, "")],
+                   3) == ({}, ["vdl.table.schema"])
+    with pytest.raises(ConfigProblem, match=r"^retention.ms: '' is not an integer >= -1$"):
+        validated({"retention.ms": ""}, 3)
+    with pytest.raises(ConfigProblem, match=r"^vdl.table.schema: required when vdl.table.format=json"):
+        altered({"vdl.table.format": "json", "vdl.table.schema": "a INT"}, [("vdl.table.schema", AlterOp.SET, "")], 3)
+
+
 def test_altered_sets_and_deletes_and_refuses_list_operations_on_other_keys() -> None:
     current = {"retention.ms": "1000", "segment.ms": "5"}
     to_set, to_delete = altered(current, [("retention.ms", AlterOp.SET, "2000"), ("segment.ms", AlterOp.DELETE, None)],

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from enum import IntEnum
 
-from vdl_broker.cluster.stream_configs import CONFIG_KEYS, MIN_INSYNC_REPLICAS, ConfigType, majority
+from vdl_broker.cluster.stream_configs import CONFIG_KEYS, MIN_INSYNC_REPLICAS, UNSET, ConfigType, majority
 from vdl_broker.config import NodeConfig
 from vdl_broker.server import loggers
 from vdl_broker.server.authorizer import Operation, authorized, authorized_cluster
@@ -132,6 +132,8 @@ def stream_configs(stream_config: Mapping[str, object], node: NodeConfig, replic
         else:  # the built-in default, as a Kafka topic config without a synonym
             value = str(_BUILT_IN[key.node_setting]) if key.node_setting is not None else key.default
             source = Source.DEFAULT_CONFIG
+        if value is None:  # a key without a default, unset: "" (stream_configs.UNSET), not null
+            value = UNSET
         described.append(Described(key.name, value, source, key.type, key.doc, synonyms=tuple(synonyms)))
     described.append(min_insync_replicas(replication_factor))
     return described
