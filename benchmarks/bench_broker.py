@@ -1,4 +1,5 @@
-"""One-node broker benchmark next to Apache Kafka: produce throughput (acks=1, acks=-1), kcat
+"""One-node broker benchmark next to Apache Kafka: produce throughput (acks=1, acks=-1, and
+acks=-1 from one producer with linger.ms=0, which pipelines requests without bound), kcat
 consume throughput, produce-to-consume latency at a steady 20,000 records/s, and the broker CPU
 per record of each throughput.
 
@@ -64,6 +65,10 @@ QUEUED_RECORDS = 200_000
 # Measured in rounds on a shared machine: each reported value is the median of the rounds.
 TOPIC_ACKS1 = "bench-acks1"
 TOPIC_ACKSALL = "bench-acksall"
+# librdkafka with linger.ms=0 and no idempotence pipelines up to a million requests on a
+# connection, of whatever records came since the last: a broker that reads them all queues
+# thousands of tiny requests; one that stops reading makes the producer batch.
+TOPIC_LINGER0 = "bench-linger0"
 TOPIC_LATENCY = "bench-latency"
 TOPIC_JAVA = "bench-java"
 LATENCY_RATE = 20_000
@@ -121,7 +126,7 @@ def create(bootstrap: str, *topics: str) -> None:
 
 
 def _produce_worker(bootstrap: str, topic: str, count: int, acks: int,
-                    start_at: float, conf: dict[str, str] | None = None
+                    start_at: float, conf: dict[str, str] | None = None, linger_ms: int = 5
                     ) -> tuple[float, list[tuple[float, float]], float]:
     """One producer process: `count` 100-byte records; returns when all were acknowledged, with
     (wall time, records acknowledged) samples taken along the way and the CPU seconds this process
@@ -130,7 +135,7 @@ def _produce_worker(bootstrap: str, topic: str, count: int, acks: int,
     import confluent_kafka
 
     producer = confluent_kafka.Producer(dict(conf or {}) | {
-        "bootstrap.servers": bootstrap, "linger.ms": 5, "acks": acks, "batch.size": 1_000_000,
+        "bootstrap.servers": bootstrap, "linger.ms": linger_ms, "acks": acks, "batch.size": 1_000_000,
         "batch.num.messages": 100_000, "queue.buffering.max.messages": QUEUED_RECORDS,
         # the records' bound binds; the bytes' one only stays out of its way
         "queue.buffering.max.kbytes": 4 * QUEUED_RECORDS * RECORD_BYTES // 1000, "compression.type": "none",
@@ -183,15 +188,16 @@ class Throughput:
 
 
 def produce_run(bootstrap: str, topic: str, count: int, acks: int, processes: int,
-                conf: dict[str, str] | None = None) -> Throughput:
-    """`count` 100-byte records from `processes` confluent-kafka producers, linger 5 ms."""
+                conf: dict[str, str] | None = None, linger_ms: int = 5) -> Throughput:
+    """`count` 100-byte records from `processes` confluent-kafka producers, linger 5 ms (or
+    `linger_ms`)."""
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(processes) as pool:
         # Every producer process started, connected and warmed up before the clock starts.
         start_at = time.time() + 3.0
-        futures = [pool.submit(_produce_worker, bootstrap, topic, count // processes, acks, start_at, conf)
-                   for _ in range(processes)]
+        futures = [pool.submit(_produce_worker, bootstrap, topic, count // processes, acks, start_at, conf,
+                               linger_ms) for _ in range(processes)]
         results = [future.result() for future in futures]
     finished = max(end for end, _, _ in results)
     rate = (count // processes) * processes / (finished - start_at)
@@ -344,13 +350,15 @@ def measure(target: Target, round_number: int, produce_count: int, producers: in
     # The Java producer's 16 KiB batches run at about a fifth of the rate; its JVM's start (~1 s) must
     # not be most of the run.
     java_count = max(500_000, produce_count // 2)
-    acks1, acks_all, lat = (target.topic(f"{name}-{round_number}") for name in (TOPIC_ACKS1, TOPIC_ACKSALL,
-                                                                                  TOPIC_LATENCY))
-    target.create(acks1, acks_all, lat)
+    acks1, acks_all, linger0, lat = (target.topic(f"{name}-{round_number}") for name in (
+        TOPIC_ACKS1, TOPIC_ACKSALL, TOPIC_LINGER0, TOPIC_LATENCY))
+    target.create(acks1, acks_all, linger0, lat)
     result = TargetRound()
-    for key, topic, acks in (("acks1", acks1, 1), ("acks_all", acks_all, -1)):
+    for key, topic, acks, processes, linger_ms in (("acks1", acks1, 1, producers, 5),
+                                                   ("acks_all", acks_all, -1, producers, 5),
+                                                   ("acks_all_linger0", linger0, -1, 1, 0)):
         with target.cpu() as used:
-            run = produce_run(target.bootstrap, topic, produce_count, acks, producers)
+            run = produce_run(target.bootstrap, topic, produce_count, acks, processes, linger_ms=linger_ms)
         result.values[key] = run.rate
         result.values[f"{key}_cpu"] = per_record_us(used[0], produce_count)
         result.timelines[key] = run.counts
@@ -427,6 +435,7 @@ def main(argv: list[str] | None = None) -> int:
 
 MEASURES = (Measure("acks1", "produce acks=1", "records/s", 1_000_000),
             Measure("acks_all", "produce acks=-1", "records/s", 800_000),
+            Measure("acks_all_linger0", "produce acks=-1, one producer, linger.ms=0", "records/s"),
             Measure("consume", "kcat consume, start to end", "records/s", 1_200_000),
             Measure("java_produce", "kafka-producer-perf-test, Java producer defaults, acks=all", "records/s"),
             Measure("java_consume", "kafka-consumer-perf-test, Java group consumer", "records/s"),
@@ -462,6 +471,10 @@ def compare(baseline: Path, rounds: int, produce_count: int, producers: int) -> 
                 try:
                     runs[which].append(throughput(broker.bootstrap, round_number, produce_count, producers,
                                                   timelines[which]))
+                    linger0 = f"{TOPIC_LINGER0}-{round_number}"
+                    create(broker.bootstrap, linger0)
+                    runs[which][-1]["acks_all_linger0"] = produce_run(broker.bootstrap, linger0, produce_count, -1,
+                                                                      1, linger_ms=0).rate
                 finally:
                     broker.stop()
             print(f"round {round_number + 1} {which}: " + ", ".join(
@@ -472,6 +485,7 @@ def compare(baseline: Path, rounds: int, produce_count: int, producers: int) -> 
             report.timeline(f"{key} ({'this version' if which == 'current' else baseline})", timelines[which][key],
                             baseline=which == "baseline")
     labels = {"acks1": "produce acks=1", "acks_all": "produce acks=-1",
+              "acks_all_linger0": "produce acks=-1, one producer, linger.ms=0",
               "consume": f"kcat consume {produce_count:,} records"}
     for key, label in labels.items():
         current = [run[key] for run in runs["current"]]
