@@ -43,15 +43,16 @@ def describe_stream_configs(client: VdlClient, stream: str, keys: Sequence[str] 
 
 
 def stream_config_values(client: VdlClient, streams: Sequence[str], keys: Sequence[str]) -> dict[str, dict[str, str]]:
-    """The values of `keys` that are set (or have a default) for each of `streams`, in one
-    request to any node (each answers from the replicated metadata); a missing stream is absent."""
+    """The non-empty values of `keys` (set, or a default) for each of `streams`, in one request
+    to any node (each answers from the replicated metadata); a missing stream is absent. A key
+    without a default is described "" while unset."""
     request = DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
         resource_type=TOPIC_RESOURCE, resource_name=stream, configuration_keys=list(keys)) for stream in streams])
 
     if not streams:
         return {}
     response = client.call(ANY_NODE, request, "DescribeConfigs")
-    return {result.resource_name: {c.name: c.value for c in result.configs if c.value is not None}
+    return {result.resource_name: {c.name: c.value for c in result.configs if c.value}
             for result in response.results if result.error_code == 0}
 
 

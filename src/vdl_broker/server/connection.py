@@ -59,9 +59,10 @@ WRITE_HIGH_WATER = 4 * 1024 * 1024
 # connection's next request only once it answered the last (SocketServer mutes the channel);
 # here Produce requests pipeline, and an idempotent producer keeps up to 5 in flight. Beyond a
 # few, reading on only queues work here: a producer that pipelines without bound (librdkafka
-# allows a million requests in flight, linger.ms=0 sends each record as it comes) then sends
-# thousands of tiny requests, each a Raft append and its answer, waiting seconds in line. Held
-# in its own queue instead, the producer batches them (2x the records/s, answers in ms).
+# allows a million requests in flight; at linger.ms=0 each takes the records that came since the
+# last) then sends thousands of tiny requests, each a Raft append and its answer, waiting
+# seconds in line. Held in its own queue instead, the records are batched (2x the records/s,
+# answers in ms).
 MAX_INFLIGHT_REQUESTS = 16
 _CLOSE = object()  # sentinel: the connection was closed instead of answering
 # What an unauthenticated connection on a SASL listener may send (KIP-43).

@@ -132,7 +132,7 @@ def stream_configs(stream_config: Mapping[str, object], node: NodeConfig, replic
         else:  # the built-in default, as a Kafka topic config without a synonym
             value = str(_BUILT_IN[key.node_setting]) if key.node_setting is not None else key.default
             source = Source.DEFAULT_CONFIG
-        if value is None:  # a key without a default, unset: "" (stream_configs.UNSET), not null
+        if value is None:  # a key without a default, unset
             value = UNSET
         described.append(Described(key.name, value, source, key.type, key.doc, synonyms=tuple(synonyms)))
     described.append(min_insync_replicas(replication_factor))
