@@ -272,3 +272,89 @@ def test_offset_delete_refuses_streams_members_subscribe_to(node: str) -> None:
     assert heartbeat(node, group, "b", -1).error_code == 0
     assert offset_delete(node, group, by_name, by_regex) == {by_name: 0, by_regex: 0}
     assert raw_request(node, fetch).groups[0].topics == []
+
+
+GROUP_RESOURCE = 32  # Kafka's ConfigResource.Type.GROUP
+SET, DELETE = 0, 1
+
+
+def alter_group(address: str, group: str, changes: list[tuple[str, int, str | None]],
+                validate_only: bool = False) -> tuple[int, str | None]:
+    resource = m.IncrementalAlterConfigsRequest.AlterConfigsResource(
+        resource_type=GROUP_RESOURCE, resource_name=group,
+        configs=[m.IncrementalAlterConfigsRequest.AlterableConfig(name=n, config_operation=op, value=v)
+                 for n, op, v in changes])
+    result = raw_request(address, m.IncrementalAlterConfigsRequest(resources=[resource],
+                                                                   validate_only=validate_only), 1).responses[0]
+    return result.error_code, result.error_message
+
+
+def group_configs(address: str, group: str) -> list[tuple[str, str, int, bool, list[tuple[str, str, int]]]]:
+    resource = m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=GROUP_RESOURCE, resource_name=group)
+    result = raw_request(address, m.DescribeConfigsRequest(resources=[resource], include_synonyms=True), 4).results[0]
+    assert (result.error_code, result.error_message) == (0, None)
+    return [(c.name, c.value, c.config_source, c.read_only, [(s.name, s.value, s.source) for s in c.synonyms])
+            for c in result.configs]
+
+
+def test_a_groups_own_configs_set_its_heartbeat_interval_and_session(node: str) -> None:
+    """Kafka 4's group configs: consumer.heartbeat.interval.ms and consumer.session.timeout.ms
+    set for one group (IncrementalAlterConfigs, AlterConfigs) are what its members get, described
+    as the group's own, listed by ListConfigResources; the other groups keep the node's."""
+    (name,) = streams(node, "kip848-configs", 1)
+    own, other = f"g-own-{uuid.uuid4().hex[:6]}", f"g-other-{uuid.uuid4().hex[:6]}"
+    session, heartbeat_ms = "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"
+    node_synonyms = {session: [(f"group.{session}", str(SESSION_MS), 4)],
+                     heartbeat_ms: [(f"group.{heartbeat_ms}", "400", 4)]}
+    assert group_configs(node, own) == [(session, str(SESSION_MS), 4, False, node_synonyms[session]),
+                                        (heartbeat_ms, "400", 4, False, node_synonyms[heartbeat_ms])]
+    # Set before the group exists, as Kafka allows; validate_only changes nothing.
+    assert alter_group(node, own, [(heartbeat_ms, SET, "250")], validate_only=True) == (0, None)
+    assert group_configs(node, own)[1][1] == "400"
+    assert alter_group(node, own, [(session, SET, "60000"), (heartbeat_ms, SET, "250")]) == (0, None)
+    assert group_configs(node, own) == [
+        (session, "60000", 8, False, [(session, "60000", 8), *node_synonyms[session]]),
+        (heartbeat_ms, "250", 8, False, [(heartbeat_ms, "250", 8), *node_synonyms[heartbeat_ms]])]
+    listed = raw_request(node, m.ListConfigResourcesRequest(resource_types=[GROUP_RESOURCE]), 1)
+    assert own in [r.resource_name for r in listed.config_resources]
+    assert other not in [r.resource_name for r in listed.config_resources]
+
+    joined = heartbeat(node, own, "m-own", 0, subscribed=[name])
+    assert (joined.error_code, joined.heartbeat_interval_ms) == (0, 250)
+    joined_other = heartbeat(node, other, "m-other", 0, subscribed=[name])
+    assert (joined_other.error_code, joined_other.heartbeat_interval_ms) == (0, 400)
+    # Both silent: the other group's member goes after the node's 3 s session (the group, without
+    # offsets, with it); the own group's, whose session is 60 s, stays.
+    wait_until(lambda: raw_request(node, m.ConsumerGroupDescribeRequest(group_ids=[other]), version=1)
+               .groups[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND, 3 * SESSION_MS / 1000,
+               "the other group's session to expire")
+    described = raw_request(node, m.ConsumerGroupDescribeRequest(group_ids=[own]), version=1).groups[0]
+    assert [member.member_id for member in described.members] == ["m-own"]
+
+    # Refusals name what is accepted, and leave the group's configs as they were.
+    for changes, message in (
+            ([(heartbeat_ms, SET, "60000")],
+             "consumer.heartbeat.interval.ms (60000) must be less than consumer.session.timeout.ms (60000)"),
+            ([(session, SET, "10")], "consumer.session.timeout.ms: '10' is not an integer in [1000, 1800000] "
+                                     "(the node's group_min_session_timeout_ms and group_max_session_timeout_ms)"),
+            ([("share.record.lock.duration.ms", SET, "1000")],
+             "share.record.lock.duration.ms: a share group config (KIP-932): VDL has no share groups (the group "
+             "configs: consumer.session.timeout.ms, consumer.heartbeat.interval.ms)")):
+        assert alter_group(node, own, changes) == (ErrorCode.INVALID_CONFIG, message)
+    assert alter_group(node, "", [(session, SET, "60000")]) == (ErrorCode.INVALID_REQUEST,
+                                                                "Group name must not be empty")
+    # Deleted, a config is the node's again, from the member's next heartbeat.
+    assert alter_group(node, own, [(heartbeat_ms, DELETE, None)]) == (0, None)
+    assert heartbeat(node, own, "m-own", 1, owned=[]).heartbeat_interval_ms == 400
+    # AlterConfigs gives the whole config: what it does not list returns to the node's.
+    legacy = m.AlterConfigsRequest(resources=[m.AlterConfigsRequest.AlterConfigsResource(
+        resource_type=GROUP_RESOURCE, resource_name=own,
+        configs=[m.AlterConfigsRequest.AlterableConfig(name=heartbeat_ms, value="300")])])
+    assert [(r.error_code, r.error_message) for r in raw_request(node, legacy, 2).responses] == [(0, None)]
+    assert [(c[0], c[1], c[2]) for c in group_configs(node, own)] == [(session, str(SESSION_MS), 4),
+                                                                        (heartbeat_ms, "300", 8)]
+    assert heartbeat(node, own, "m-own", 1, owned=[]).heartbeat_interval_ms == 300
+    legacy.resources[0].configs = []
+    assert [(r.error_code, r.error_message) for r in raw_request(node, legacy, 2).responses] == [(0, None)]
+    listed = raw_request(node, m.ListConfigResourcesRequest(resource_types=[GROUP_RESOURCE]), 1)
+    assert own not in [r.resource_name for r in listed.config_resources]

@@ -612,7 +612,8 @@ def test_configs_broker_loggers_describe_set_and_unset(java: JavaClients, target
 
 def test_configs_users_clients_groups_and_quotas(java: JavaClients, target: JavaTarget, admins: None) -> None:
     """Users and clients: their SCRAM credentials, and client quotas, which VDL does not enforce:
-    none is described, setting one is refused saying so; groups: their configs, read-only."""
+    none is described, setting one is refused saying so; groups: their configs, the nodes' settings
+    unless a group has its own."""
     way_in = target.tool_args()
     user = run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "users", "--entity-name", ADMIN_USER)
     admin_line = f"SCRAM credential configs for user-principal '{ADMIN_USER}' are SCRAM-SHA-512=iterations=8192"
@@ -626,7 +627,7 @@ def test_configs_users_clients_groups_and_quotas(java: JavaClients, target: Java
         described = run(java, "kafka-configs", *way_in, "--describe", *entity)
         assert (described.stdout, described.stderr) == ("", ""), entity
 
-    # Group configs (KIP-848) are the nodes' settings, read-only: none is a group's own. The tool
+    # Group configs (KIP-848) are the nodes' settings until a group has its own. The tool
     # describes a group that exists (here by its committed offset), as against Kafka.
     absent = named(target, "absent-group")
     assert run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "groups", "--entity-name",
@@ -643,12 +644,30 @@ def test_configs_users_clients_groups_and_quotas(java: JavaClients, target: Java
         "synonyms={STATIC_BROKER_CONFIG:group.consumer.heartbeat.interval.ms=500}",
         "  consumer.session.timeout.ms=45000 sensitive=false "
         "synonyms={DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}"]
-    grouped = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "groups", "--entity-name", group,
-                  "--add-config", "consumer.session.timeout.ms=30000", ok=False)
-    assert grouped.returncode == 1
-    assert ("org.apache.kafka.common.errors.InvalidConfigurationException: consumer.session.timeout.ms: group "
-            "configs are the nodes' settings (node.toml or flags: group_consumer_session_timeout_ms, "
-            "group_consumer_heartbeat_interval_ms), the same for every group") in grouped.stderr
+    # A group's own configs: set (as Kafka allows, for a group that does not exist too), described
+    # as the group's, listed among the groups with configs, refused naming why, deleted.
+    for name in (group, absent):
+        assert run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "groups", "--entity-name", name,
+                   "--add-config", "consumer.session.timeout.ms=30000").stdout == (
+            f"Completed updating config for group {name}.\n")
+    own_session = ("  consumer.session.timeout.ms=30000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:"
+                   "consumer.session.timeout.ms=30000, DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}")
+    assert run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "groups", "--entity-name",
+               absent).stdout.splitlines() == [f"Dynamic configs for group {absent} are:", own_session]
+    every_group = run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "groups").stdout.splitlines()
+    assert every_group[every_group.index(f"Dynamic configs for group {group} are:") + 1] == own_session
+    refused = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "groups", "--entity-name", group,
+                  "--add-config", "consumer.heartbeat.interval.ms=30000", ok=False)
+    assert refused.returncode == 1
+    assert ("org.apache.kafka.common.errors.InvalidConfigurationException: consumer.heartbeat.interval.ms (30000) "
+            "must be less than consumer.session.timeout.ms (30000)") in refused.stderr
+    for name in (group, absent):
+        assert run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "groups", "--entity-name", name,
+                   "--delete-config", "consumer.session.timeout.ms").returncode == 0
+    assert run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "groups", "--entity-name",
+               group).stdout == f"Dynamic configs for group {group} are:\n"
+    assert run(java, "kafka-configs", *way_in, "--describe", "--entity-type", "groups", "--entity-name",
+               absent).stdout == f"The group '{absent}' doesn't exist and doesn't have dynamic config.\n"
 
     limited = run(java, "kafka-configs", *way_in, "--alter", "--entity-type", "users", "--entity-name", ADMIN_USER,
                   "--add-config", "producer_byte_rate=1048576", ok=False)

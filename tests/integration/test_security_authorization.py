@@ -149,13 +149,17 @@ CHECKS: dict[int, tuple[Callable[[], Any], Callable[[Any], list[int]], list[int]
                 name="retention.ms", config_operation=0, value="1000")]),
             m.IncrementalAlterConfigsRequest.AlterConfigsResource(
             resource_type=8, resource_name="1", configs=[m.IncrementalAlterConfigsRequest.AlterableConfig(
-                name="vdl_broker", config_operation=0, value="DEBUG")])]),
-         lambda r: [x.error_code for x in r.responses], [TOPIC_DENIED, CLUSTER_DENIED]),
+                name="vdl_broker", config_operation=0, value="DEBUG")]),
+            m.IncrementalAlterConfigsRequest.AlterConfigsResource(
+            resource_type=32, resource_name=GROUP, configs=[m.IncrementalAlterConfigsRequest.AlterableConfig(
+                name="consumer.session.timeout.ms", config_operation=0, value="30000")])]),
+         lambda r: [x.error_code for x in r.responses], [TOPIC_DENIED, CLUSTER_DENIED, GROUP_DENIED]),
     33: (lambda: m.AlterConfigsRequest(resources=[m.AlterConfigsRequest.AlterConfigsResource(
             resource_type=2, resource_name=STREAM, configs=[m.AlterConfigsRequest.AlterableConfig(
                 name="retention.ms", value="1000")]), m.AlterConfigsRequest.AlterConfigsResource(
-            resource_type=4, resource_name="1", configs=[])]),
-         lambda r: [x.error_code for x in r.responses], [TOPIC_DENIED, CLUSTER_DENIED]),
+            resource_type=4, resource_name="1", configs=[]), m.AlterConfigsRequest.AlterConfigsResource(
+            resource_type=32, resource_name=GROUP, configs=[])]),
+         lambda r: [x.error_code for x in r.responses], [TOPIC_DENIED, CLUSTER_DENIED, GROUP_DENIED]),
     37: (lambda: m.CreatePartitionsRequest(topics=[m.CreatePartitionsRequest.CreatePartitionsTopic(
             name=STREAM, count=2)], timeout_ms=5000), lambda r: [x.error_code for x in r.results], [TOPIC_DENIED]),
     55: (lambda: m.DescribeQuorumRequest(topics=[m.DescribeQuorumRequest.TopicData(

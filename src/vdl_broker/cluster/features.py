@@ -21,12 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from vdl_broker.cluster.group_configs import GROUP_CONFIG_OPS, GROUP_CONFIGS_OP
 from vdl_broker.cluster.transactions import TXN_OPS
 from vdl_broker.raft.wire import CHECKSUMMED, ENTRY_CHECKSUMS, VERSION
 from vdl_wire.messages.update_features import METADATA_FEATURE as FEATURE_NAME
 
 BASELINE_LEVEL = 1  # everything a cluster formed before feature levels may hold
-SUPPORTED_LEVEL = 5  # the highest level this release understands
+SUPPORTED_LEVEL = 6  # the highest level this release understands
 # Level 2: DeleteRecords writes LOG_START entries into stream logs, which a release before it
 # cannot read; it is refused below this level.
 DELETE_RECORDS_LEVEL = 2
@@ -36,11 +37,13 @@ DELETE_RECORDS_LEVEL = 2
 # Level 3: the expiry of idle transactional ids (`txn_expire`; below it, they are kept), and a
 # KIP-848 group whose last member left staying one while it has offsets (`consumer_group_empty`;
 # below it, such a group is forgotten and its offsets stay as a classic group's, as before).
+# Level 6: a group's own configs (`group_configs`; below it, every group has the nodes' settings).
 COMMAND_LEVELS: dict[str, int] = ({"consumer_group": 2, "consumer_group_empty": 3} | dict.fromkeys(TXN_OPS, 2)
-                                  | {"txn_expire": 3})
+                                  | {"txn_expire": 3} | dict.fromkeys(GROUP_CONFIG_OPS, 6))
 CONSUMER_GROUPS_LEVEL = COMMAND_LEVELS["consumer_group"]
 EMPTY_CONSUMER_GROUPS_LEVEL = COMMAND_LEVELS["consumer_group_empty"]
 TXN_EXPIRY_LEVEL = COMMAND_LEVELS["txn_expire"]
+GROUP_CONFIGS_LEVEL = COMMAND_LEVELS[GROUP_CONFIGS_OP]
 # Level 3: stream configs a release before it does not know -- a cleanup.policy other than
 # `delete` (a `compact` stream keeps every record), Kafka's compaction settings, a compression.type
 # other than `producer` and message.timestamp.type=LogAppendTime. Such a release reads an unknown

@@ -21,6 +21,7 @@ deterministic on every node):
                                                                     null once its last member left
     {"op": "consumer_group_empty", "group": g, "state": {...}}       its last member left (level 3): it
                                                                     stays a KIP-848 group while it has offsets
+    {"op": "group_configs", "group": g, "configs": {...}}            its own configs (level 6, cluster/group_configs.py)
 
 A group known only by offsets committed without a generation (an admin client's, Spark's) is a
 classic group, Empty; a KIP-848 group whose members all left stays a KIP-848 group, Empty, until
@@ -35,6 +36,8 @@ from __future__ import annotations
 import base64
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from vdl_broker.cluster.group_configs import GROUP_CONFIG_OPS, apply_group_configs
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,8 @@ class GroupsState:
     # member left, consumer_group_empty) is kept while it has offsets, and until the next
     # retention pass once they are gone.
     consumer_groups: dict[str, Any] = field(default_factory=dict)
+    # Each group's own configs (cluster/group_configs.py), kept whether or not the group exists.
+    configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def group_ids(self) -> set[str]:
         # KIP-848 groups with members are left out: they are the coordinator's to show (it
@@ -157,6 +162,8 @@ class GroupsState:
             return None
         if op == "consumer_group_empty":
             return self._consumer_group_empty(group, command)
+        if op in GROUP_CONFIG_OPS:
+            return apply_group_configs(self.configs, command)
         if op == "delete_group":
             self.offsets.pop(group, None)
             self.groups.pop(group, None)
@@ -274,7 +281,7 @@ def consumer_group_empty_command(group: str, state: dict[str, Any]) -> dict[str,
 
 
 GROUP_OPS = frozenset({"commit_offsets", "group_generation", "delete_group", "delete_offsets", "expire_offsets",
-                       "consumer_group", "consumer_group_empty"})
+                       "consumer_group", "consumer_group_empty"}) | GROUP_CONFIG_OPS
 
 
 def _b64(data: bytes) -> str:

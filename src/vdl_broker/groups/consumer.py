@@ -116,7 +116,9 @@ class HeartbeatResult:
 
 @dataclass(frozen=True)
 class ConsumerGroupConfig:
-    # Kafka's group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms.
+    """A group's consumer.session.timeout.ms and consumer.heartbeat.interval.ms: its own, else
+    the node's group.consumer.* settings (cluster/group_configs.py)."""
+
     session_timeout_ms: int = 45_000
     heartbeat_interval_ms: int = 5_000
 
@@ -142,11 +144,12 @@ class HeartbeatRequestData:
 class ConsumerGroupCoordinator:
     """The consumer groups of this coordinator."""
 
-    def __init__(self, config: ConsumerGroupConfig | None = None,
+    def __init__(self, config_of: Callable[[str], ConsumerGroupConfig] | None = None,
                  on_changed: Callable[[ConsumerGroup], None] | None = None,
                  new_member_id: Callable[[], str] | None = None,
                  initial_epoch: Callable[[str], int] | None = None) -> None:
-        self.config = config or ConsumerGroupConfig()
+        # Each group's config, looked up at each heartbeat: a change applies from the next one.
+        self.config_of = config_of or (lambda group_id: ConsumerGroupConfig())
         # The group epoch a group starts from: a group whose members all left resumes its own.
         self._initial_epoch = initial_epoch or (lambda group_id: 0)
         self._groups: dict[str, ConsumerGroup] = {}
@@ -162,8 +165,9 @@ class ConsumerGroupCoordinator:
     def adopt(self, group: ConsumerGroup, now_ms: int) -> None:
         """A group restored from the metadata on a new coordinator: every member gets a fresh
         session to show up in, with its epoch and assignment as they were."""
+        session_timeout_ms = self.config_of(group.group_id).session_timeout_ms
         for member in group.members.values():
-            member.session_deadline_ms = now_ms + self.config.session_timeout_ms
+            member.session_deadline_ms = now_ms + session_timeout_ms
             if member.revoking:
                 member.revoke_deadline_ms = now_ms + member.rebalance_timeout_ms
         self._groups[group.group_id] = group
@@ -214,7 +218,7 @@ class ConsumerGroupCoordinator:
             fenced = _fenced(member, request)
             if fenced is not None:
                 return HeartbeatResult(ErrorCode.FENCED_MEMBER_EPOCH, fenced)
-        member.session_deadline_ms = now_ms + self.config.session_timeout_ms
+        member.session_deadline_ms = now_ms + self.config_of(group.group_id).session_timeout_ms
         changed = self._update(group, member, request)
         changed |= self._refresh_target(group, streams)
         before = (member.epoch, member.owned, member.revoking)

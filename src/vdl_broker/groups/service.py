@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vdl_broker.cluster.features import EMPTY_CONSUMER_GROUPS_LEVEL
+from vdl_broker.cluster.group_configs import GroupConfigBounds
 from vdl_broker.cluster.groups import (
     CommittedOffset,
     commit_offsets_command,
@@ -57,9 +58,8 @@ class OffsetToCommit:
 
 class GroupService:
     def __init__(self, metadata: MetadataService, config: CoordinatorConfig, retention_ms: int,
-                 retention_check_ms: int, metadata_max_bytes: int,
-                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-                 consumer_config: ConsumerGroupConfig | None = None) -> None:
+                 retention_check_ms: int, metadata_max_bytes: int, consumer_defaults: GroupConfigBounds,
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.metadata = metadata
         self.retention_ms = retention_ms
         self.retention_check_ms = retention_check_ms
@@ -68,7 +68,8 @@ class GroupService:
         self.coordinator = GroupCoordinator(config, on_settled=self._settled,
                                             initial_generation=self._stored_generation)
         # KIP-848 groups (group.protocol=consumer): one group id is either kind, never both.
-        self.consumer_groups = ConsumerGroupCoordinator(consumer_config, on_changed=self._consumer_group_changed,
+        self._consumer_defaults = consumer_defaults
+        self.consumer_groups = ConsumerGroupCoordinator(self._consumer_config, on_changed=self._consumer_group_changed,
                                                         initial_epoch=self._stored_group_epoch)
         self._term = -1
         self._retention_task: asyncio.Task[None] | None = None
@@ -163,6 +164,12 @@ class GroupService:
                                  group_id, member_id)
             except Exception:
                 log.exception("consumer group expiry pass failed")
+
+    def _consumer_config(self, group_id: str) -> ConsumerGroupConfig:
+        """A KIP-848 group's session timeout and heartbeat interval: its own configs, replicated
+        (cluster/group_configs.py), else the node's settings."""
+        return ConsumerGroupConfig(*self._consumer_defaults.effective(self.metadata.state.groups.configs.get(group_id,
+                                                                                                             {})))
 
     def _stored_group_epoch(self, group_id: str) -> int:
         """Where a KIP-848 group whose members all left resumes its group epoch (Kafka keeps it)."""

@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING
 
 from vdl_broker.cluster.controller import MembershipController
 from vdl_broker.cluster.features import raft_frame_version
+from vdl_broker.cluster.group_configs import GroupConfigBounds
 from vdl_broker.cluster.identity import Formation
 from vdl_broker.cluster.membership import DECOMMISSIONING, REMOVING
 from vdl_broker.cluster.metadata import METADATA_GROUP, ApplyResult
 from vdl_broker.cluster.service import MetadataService
 from vdl_broker.config import NodeConfig, split_host_port
-from vdl_broker.groups.consumer import ConsumerGroupConfig
 from vdl_broker.groups.coordinator import CoordinatorConfig
 from vdl_broker.groups.service import GroupService
 from vdl_broker.listeners import Listener
@@ -144,8 +144,7 @@ class Broker:
             retention_ms=config.offsets_retention_minutes * 60_000,
             retention_check_ms=config.offsets_retention_check_ms,
             metadata_max_bytes=config.offset_metadata_max_bytes,
-            consumer_config=ConsumerGroupConfig(config.group_consumer_session_timeout_ms,
-                                                config.group_consumer_heartbeat_interval_ms))
+            consumer_defaults=GroupConfigBounds.of(config))
         self.membership = MembershipController(self.metadata)
         self.reassigner = StreamReassigner(self)
         self.balancer = LeaderBalancer(self, config.leader_balance_interval_ms)

@@ -160,4 +160,4 @@ def test_nodes_send_the_newest_raft_frames_their_clusters_level_has() -> None:
     """Every node of a cluster at a level reads its frames: a release before level 4 reads plain
     ones only, one before level 5 no entry checksums."""
     assert [raft_frame_version(level) for level in range(BASELINE_LEVEL, features.SUPPORTED_LEVEL + 1)] == [
-        VERSION, VERSION, VERSION, CHECKSUMMED, ENTRY_CHECKSUMS]
+        VERSION, VERSION, VERSION, CHECKSUMMED, ENTRY_CHECKSUMS, ENTRY_CHECKSUMS]

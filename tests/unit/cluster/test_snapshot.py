@@ -17,6 +17,7 @@ import pytest
 
 from vdl_broker.cluster import snapshot
 from vdl_broker.cluster.acls import ACL_OPS, AclBinding, create_acls_command, delete_acls_command
+from vdl_broker.cluster.group_configs import group_configs_command
 from vdl_broker.cluster.groups import (
     GROUP_OPS,
     StoredMember,
@@ -105,6 +106,9 @@ def samples() -> list[dict[str, Any]]:
                                             "subscribed_streams": [], "target": {}, "members": []}),
         delete_offsets_command("g1", ["legacy"]),
         delete_group_command("g3"),
+        group_configs_command("g1", {"consumer.session.timeout.ms": "30000"}),
+        group_configs_command("g9", {"consumer.heartbeat.interval.ms": "300"}),
+        group_configs_command("g9", {}),
         expire_offsets_command(10 ** 12, 10 ** 11, []),
         upsert_scram_command("alice", CREDENTIAL),
         bootstrap_user_command("admin", CREDENTIAL),

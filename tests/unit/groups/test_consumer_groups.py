@@ -27,7 +27,7 @@ REBALANCE_MS = 30_000
 def make() -> tuple[ConsumerGroupCoordinator, list[str]]:
     changed: list[str] = []
     counter = itertools.count()
-    coordinator = ConsumerGroupCoordinator(ConsumerGroupConfig(SESSION_MS, 500),
+    coordinator = ConsumerGroupCoordinator(lambda group_id: ConsumerGroupConfig(SESSION_MS, 500),
                                            on_changed=lambda group: changed.append(group.group_id),
                                            new_member_id=lambda: f"generated-{next(counter)}")
     return coordinator, changed
@@ -131,6 +131,22 @@ def test_session_timeout_removes_a_silent_member() -> None:
     group = c.group("g")
     assert group is not None and group.target == {"m2": frozenset(STREAMS)}
     assert beat(c, "m2", 2, now=SESSION_MS + 1, owned=set()).assignment == frozenset(STREAMS)
+
+
+def test_each_group_has_the_session_timeout_of_its_config_from_its_next_heartbeat() -> None:
+    configs = {"g": ConsumerGroupConfig(SESSION_MS, 500), "short": ConsumerGroupConfig(2_000, 500)}
+    c = ConsumerGroupCoordinator(lambda group_id: configs[group_id])
+    beat(c, "m1", 0, now=0)
+    c.heartbeat(HeartbeatRequestData("short", "m2", 0, rebalance_timeout_ms=REBALANCE_MS, subscribed_topic_names=STREAMS),
+                STREAMS, 0)
+    assert c.expire(1_999, STREAMS) == []
+    assert c.expire(2_000, STREAMS) == [("short", "m2")]
+    # A changed config counts from the member's next heartbeat.
+    configs["g"] = ConsumerGroupConfig(3_000, 500)
+    assert c.expire(SESSION_MS - 1, STREAMS) == []
+    beat(c, "m1", 1, now=SESSION_MS - 1, owned=set(STREAMS))
+    assert c.expire(SESSION_MS - 1 + 2_999, STREAMS) == []
+    assert c.expire(SESSION_MS - 1 + 3_000, STREAMS) == [("g", "m1")]
 
 
 def test_a_member_that_does_not_revoke_in_time_is_removed() -> None:
@@ -258,7 +274,7 @@ def test_an_invalid_regex_is_refused_naming_it() -> None:
 
 def test_a_group_whose_members_all_left_resumes_its_group_epoch() -> None:
     """Kafka keeps an empty consumer group's epochs: a member joining it again starts above them."""
-    coordinator = ConsumerGroupCoordinator(ConsumerGroupConfig(SESSION_MS, 500), initial_epoch=lambda group_id: 4)
+    coordinator = ConsumerGroupCoordinator(lambda group_id: ConsumerGroupConfig(SESSION_MS, 500), initial_epoch=lambda group_id: 4)
     assert beat(coordinator, "m1", 0).member_epoch == 5
 
 

@@ -9,6 +9,8 @@ from collections import Counter
 from collections.abc import Mapping
 from functools import partial
 
+from vdl_broker.cluster import group_configs
+from vdl_broker.cluster.group_configs import GroupConfigBounds
 from vdl_broker.cluster.stream_configs import ConfigProblem, validated
 from vdl_broker.raft.types import NotLeaderError, RaftError
 from vdl_broker.server.authorizer import Operation
@@ -39,6 +41,12 @@ def replaced(resource: AlterConfigsRequest.AlterConfigsResource, current: Mappin
     return to_set, sorted(name for name in current if name not in config)
 
 
+def replaced_group(resource: AlterConfigsRequest.AlterConfigsResource, current: Mapping[str, str],
+                   bounds: GroupConfigBounds) -> dict[str, str]:
+    """A group's config exactly as the resource's list; raises ConfigProblem."""
+    return group_configs.replaced([(c.name, c.value) for c in resource.configs], bounds)
+
+
 async def _alter_here(node: NodeView, request: AlterConfigsRequest) -> AlterConfigsResponse:
     counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
     results: list[Result] = []
@@ -50,7 +58,7 @@ async def _alter_here(node: NodeView, request: AlterConfigsRequest) -> AlterConf
             try:
                 code, message = await alter_resource(node, resource.resource_type, resource.resource_name,
                                                      [c.name for c in resource.configs], partial(replaced, resource),
-                                                     request.validate_only)
+                                                     partial(replaced_group, resource), request.validate_only)
             except RaftError as error:
                 if isinstance(error, NotLeaderError) and not results:
                     raise  # nothing done yet: the caller retries on the new leader
@@ -76,7 +84,7 @@ async def handle(node: NodeView, context: RequestContext, request: AlterConfigsR
         else:
             code, message = await alter_resource(node, resource.resource_type, resource.resource_name,
                                                  [c.name for c in resource.configs], partial(replaced, resource),
-                                                 request.validate_only)
+                                                 partial(replaced_group, resource), request.validate_only)
         answered.append(Result(error_code=int(code), error_message=message, resource_type=resource.resource_type,
                                resource_name=resource.resource_name))
     response = AlterConfigsResponse(responses=[])

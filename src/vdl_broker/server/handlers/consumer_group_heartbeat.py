@@ -61,7 +61,7 @@ def handle(node: NodeView, context: RequestContext,
                                                   for name in sorted(result.assignment)])
     return ConsumerGroupHeartbeatResponse(
         error_code=0, member_id=result.member_id, member_epoch=result.member_epoch,
-        heartbeat_interval_ms=groups.consumer_groups.config.heartbeat_interval_ms, assignment=assignment)
+        heartbeat_interval_ms=groups.consumer_groups.config_of(data.group_id).heartbeat_interval_ms, assignment=assignment)
 
 
 def _error(code: ErrorCode, message: str | None) -> ConsumerGroupHeartbeatResponse:

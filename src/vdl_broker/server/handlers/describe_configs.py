@@ -20,8 +20,9 @@ another id is INVALID_REQUEST); the answer is the node's loggers and their level
 CLIENT_METRICS (KIP-714): a named subscription's configs are Kafka's defaults, as Kafka answers for
 a name none was set under: VDL collects no client metrics, so none ever is (read-only here).
 
-GROUP (KIP-848 group configs): the node's group settings, the same for any group name, read-only
-(DESCRIBE_CONFIGS on the group, as Kafka asks).
+GROUP (Kafka 4's group configs, cluster/group_configs.py): the group's own value (GROUP_CONFIG),
+else the node's setting, named as Kafka's broker config it defaults to; settable (DESCRIBE_CONFIGS
+on the group, as Kafka asks). An empty group name is INVALID_REQUEST, as in Kafka.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from enum import IntEnum
 
+from vdl_broker.cluster.group_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT
 from vdl_broker.cluster.stream_configs import CONFIG_KEYS, MIN_INSYNC_REPLICAS, UNSET, ConfigType, majority
 from vdl_broker.config import NodeConfig
 from vdl_broker.server import loggers
@@ -72,6 +74,7 @@ class Source(IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    GROUP_CONFIG = 8
 
 
 @dataclass(frozen=True)
@@ -192,19 +195,24 @@ def broker_configs(node: NodeConfig, replication_factor: int) -> list[Described]
     return described
 
 
-def group_configs(node: NodeConfig) -> list[Described]:
-    """A consumer group's configs (KIP-848): the node's settings, the same for every group
-    (read-only: VDL has no per-group configs), with the broker config each one defaults to."""
+GROUP_NAME_EMPTY = "Group name must not be empty"  # Kafka's words (# Kafka: ConfigHelper.describeConfigs)
+
+
+def group_configs(node: NodeConfig, stored: Mapping[str, str]) -> list[Described]:
+    """A consumer group's configs (KIP-848): its own (`stored`), else the node's settings, each
+    with the broker config it defaults to as a synonym (# Kafka: ConfigHelper.createGroupConfigEntry)."""
     described = []
     for name, setting, doc in (
-            ("consumer.session.timeout.ms", "group_consumer_session_timeout_ms",
+            (SESSION_TIMEOUT, "group_consumer_session_timeout_ms",
              "a KIP-848 member without a heartbeat this long is removed"),
-            ("consumer.heartbeat.interval.ms", "group_consumer_heartbeat_interval_ms",
-             "how often KIP-848 members heartbeat")):
-        value = str(getattr(node, setting))
-        source = _node_source(setting, getattr(node, setting))
-        described.append(Described(name, value, source, ConfigType.INT, doc, read_only=True,
-                                   synonyms=((f"group.{name}", value, source),)))
+            (HEARTBEAT_INTERVAL, "group_consumer_heartbeat_interval_ms", "how often KIP-848 members heartbeat")):
+        default = str(getattr(node, setting))
+        synonyms: tuple[tuple[str, str, Source], ...] = ((f"group.{name}", default,
+                                                         _node_source(setting, getattr(node, setting))),)
+        if name in stored:
+            synonyms = ((name, stored[name], Source.GROUP_CONFIG), *synonyms)
+        value, source = synonyms[0][1], synonyms[0][2]
+        described.append(Described(name, value, source, ConfigType.INT, doc, read_only=False, synonyms=synonyms))
     return described
 
 
@@ -290,7 +298,10 @@ def _describe(node: NodeView,
             return ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty", []
         return ErrorCode.NONE, None, client_metrics_configs()
     if resource.resource_type == ResourceType.GROUP:
-        return ErrorCode.NONE, None, group_configs(node.config)
+        if not resource.resource_name:
+            return ErrorCode.INVALID_REQUEST, GROUP_NAME_EMPTY, []
+        return ErrorCode.NONE, None, group_configs(node.config,
+                                                   node.metadata.state.groups.configs.get(resource.resource_name, {}))
     return ErrorCode.INVALID_REQUEST, (f"resource type {resource.resource_type} is not supported "
                                        f"(2 = TOPIC, 4 = BROKER, 8 = BROKER_LOGGER, 16 = CLIENT_METRICS, "
                                        f"32 = GROUP)"), []

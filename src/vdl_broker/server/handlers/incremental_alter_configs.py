@@ -4,8 +4,10 @@ every replica applies the change (server/stream_settings.py).
 
 Each change is checked first (cluster/stream_configs.py): an unknown key, a bad value or an
 operation that does not fit gets INVALID_CONFIG naming the key, and nothing of that resource
-changes. Node settings (BROKER resources) come from node.toml and flags: setting one gets
-INVALID_CONFIG; deleting is a no-op (none is ever set dynamically). As in Kafka, a BROKER resource
+changes. A consumer group's own configs (GROUP resources, cluster/group_configs.py) are checked
+and stored the same way, whether or not the group exists. Node settings (BROKER resources) come
+from node.toml and flags: setting one gets INVALID_CONFIG; deleting is a no-op (none is ever set
+dynamically). As in Kafka, a BROKER resource
 naming another node than the one asked is INVALID_REQUEST first.
 
 A node's loggers (BROKER_LOGGER resources, KIP-412) are this node's alone: the node the request
@@ -20,6 +22,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from functools import partial
 
+from vdl_broker.cluster import group_configs
+from vdl_broker.cluster.group_configs import GROUP_CONFIGS_OP, GroupConfigBounds, group_configs_command
 from vdl_broker.cluster.stream_configs import AlterOp, ConfigProblem, altered
 from vdl_broker.raft.types import NotLeaderError, RaftError
 from vdl_broker.server import loggers
@@ -27,7 +31,7 @@ from vdl_broker.server.authorizer import Operation
 from vdl_broker.server.connection import RequestContext
 from vdl_broker.server.forwarding import on_metadata_leader
 from vdl_broker.server.handlers.create_topics import OUTCOME_ERRORS
-from vdl_broker.server.handlers.describe_configs import ResourceType, refusal
+from vdl_broker.server.handlers.describe_configs import GROUP_NAME_EMPTY, ResourceType, refusal
 from vdl_broker.server.node_view import NodeView
 from vdl_broker.tables import table_problem
 from vdl_wire.errors import ErrorCode
@@ -46,20 +50,38 @@ log = logging.getLogger(__name__)
 # set, keys to delete); raises ConfigProblem. AlterConfigs (key 33) computes its own and shares
 # the rest.
 Changes = Callable[[Mapping[str, str], int], tuple[dict[str, str], list[str]]]
+# A group's whole config after the change, given its current one and what bounds it.
+GroupChanges = Callable[[Mapping[str, str], GroupConfigBounds], dict[str, str]]
+
+
+async def _alter_group(node: NodeView, group: str, changes: GroupChanges,
+                       validate_only: bool) -> tuple[ErrorCode, str | None]:
+    if not group:
+        return ErrorCode.INVALID_REQUEST, GROUP_NAME_EMPTY
+    state = node.metadata.state
+    stored = state.groups.configs.get(group, {})
+    try:
+        config = changes(stored, GroupConfigBounds.of(node.config))
+    except ConfigProblem as invalid:
+        return ErrorCode.INVALID_CONFIG, str(invalid)
+    if (too_new := state.features.refuses(GROUP_CONFIGS_OP)) is not None:
+        return ErrorCode.INVALID_CONFIG, too_new
+    if validate_only or config == stored:
+        return ErrorCode.NONE, None
+    result = await node.metadata.submit(group_configs_command(group, config))
+    return OUTCOME_ERRORS[result.outcome], result.message or None
 
 
 async def alter_resource(node: NodeView, resource_type: int, resource_name: str, config_names: list[str],
-                         changes: Changes, validate_only: bool) -> tuple[ErrorCode, str | None]:
+                         changes: Changes, group_changes: GroupChanges,
+                         validate_only: bool) -> tuple[ErrorCode, str | None]:
     """Check and store one resource's change on the metadata leader: (error, message)."""
     if resource_type == ResourceType.BROKER:
         names = ", ".join(config_names) or "(none)"
         return ErrorCode.INVALID_CONFIG, (f"{names}: node settings are static (node.toml or flags); a stream's "
                                           f"own settings are altered on its TOPIC resource")
     if resource_type == ResourceType.GROUP:
-        names = ", ".join(config_names) or "(none)"
-        return ErrorCode.INVALID_CONFIG, (f"{names}: group configs are the nodes' settings (node.toml or flags: "
-                                          f"group_consumer_session_timeout_ms, group_consumer_heartbeat_interval_ms),"
-                                          f" the same for every group")
+        return await _alter_group(node, resource_name, group_changes, validate_only)
     if resource_type == ResourceType.BROKER_LOGGER:
         # Only legacy AlterConfigs gets here (IncrementalAlterConfigs sets loggers on the node
         # asked): Kafka's AlterConfigs has no BROKER_LOGGER either (KIP-412).
@@ -91,6 +113,11 @@ def _incremental(resource: IncrementalAlterConfigsRequest.AlterConfigsResource, 
     return altered(current, [(c.name, c.config_operation, c.value) for c in resource.configs], replication_factor)
 
 
+def _incremental_group(resource: IncrementalAlterConfigsRequest.AlterConfigsResource, current: Mapping[str, str],
+                       bounds: GroupConfigBounds) -> dict[str, str]:
+    return group_configs.altered(current, [(c.name, c.config_operation, c.value) for c in resource.configs], bounds)
+
+
 async def _alter_one(node: NodeView, resource: IncrementalAlterConfigsRequest.AlterConfigsResource,
                      validate_only: bool) -> tuple[ErrorCode, str | None]:
     if resource.resource_type == ResourceType.BROKER and resource.configs and all(
@@ -100,7 +127,8 @@ async def _alter_one(node: NodeView, resource: IncrementalAlterConfigsRequest.Al
         # the replication throttles of every node it moved replicas to.
         return ErrorCode.NONE, None
     return await alter_resource(node, resource.resource_type, resource.resource_name,
-                                [c.name for c in resource.configs], partial(_incremental, resource), validate_only)
+                                [c.name for c in resource.configs], partial(_incremental, resource),
+                                partial(_incremental_group, resource), validate_only)
 
 
 def node_id_problem(node: NodeView, resource_type: int, resource_name: str) -> str | None:

@@ -1,7 +1,7 @@
 """ListConfigResources (key 74; v0 was KIP-714's ListClientMetricsResources, v1 KIP-1142): the
 config resources of the types asked for (v1: none asked = every type served; v0: client metrics
 only). As Kafka's broker answers: TOPIC the streams, BROKER and BROKER_LOGGER the nodes, GROUP
-the groups with dynamic configs -- none, VDL's group configs are the nodes' settings -- and CLIENT_METRICS the
+the groups with configs of their own (cluster/group_configs.py), and CLIENT_METRICS the
 client-metrics subscriptions -- none, VDL collects no client metrics -- so
 `kafka-client-metrics --list` and `kafka-configs --describe --entity-type client-metrics` list
 nothing, as on a Kafka cluster where none was set. Another type is UNSUPPORTED_VERSION, Kafka's
@@ -45,6 +45,9 @@ def handle(node: NodeView, context: RequestContext,
     if ResourceType.TOPIC in wanted:
         resources += [Resource(resource_name=name, resource_type=int(ResourceType.TOPIC))
                       for name in sorted(node.metadata.state.streams)]
+    if ResourceType.GROUP in wanted:
+        resources += [Resource(resource_name=name, resource_type=int(ResourceType.GROUP))
+                      for name in sorted(node.metadata.state.groups.configs)]
     return ListConfigResourcesResponse(config_resources=resources)
 
 
