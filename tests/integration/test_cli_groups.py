@@ -126,7 +126,34 @@ def test_groups_list_describe_and_reset(cluster: DevCluster, streams: None) -> N
         "group fresh: offsets reset to earliest\nSTREAM    PREVIOUS  NEW\npayments  -         0\n")
 
 
+def test_a_groups_configs_set_shown_and_removed(cluster: DevCluster) -> None:
+    """`vdl groups configs` and `alter-config`: a group's own configs, else the nodes' settings
+    (this module's cluster sets none: Kafka's defaults), on any node of the cluster."""
+    defaults = ("configs:\n"
+                "  consumer.session.timeout.ms     45000  (default)\n"
+                "  consumer.heartbeat.interval.ms  5000   (default)\n")
+    assert vdl(cluster, "groups", "configs", "tuned").stdout == defaults
+    assert vdl(cluster, "groups", "alter-config", "tuned", "--set", "consumer.session.timeout.ms=30000",
+               "--set", "consumer.heartbeat.interval.ms=1000").stdout == (
+        "altered group tuned: consumer.session.timeout.ms=30000, consumer.heartbeat.interval.ms=1000\n")
+    own = ("configs:\n"
+           "  consumer.session.timeout.ms     30000  (group)\n"
+           "  consumer.heartbeat.interval.ms  1000   (group)\n")
+    for node in running_nodes(cluster):  # each answers from its copy of the metadata
+        wait_until(lambda n=node: subprocess.run(
+            [*VDL_CLI, "groups", "configs", "tuned", "--bootstrap", node_address(cluster, n)], capture_output=True,
+            text=True, timeout=60).stdout == own, 10, f"node {node} to describe the group's own configs")
+    assert vdl(cluster, "groups", "alter-config", "tuned", "--delete", "consumer.session.timeout.ms",
+               "--delete", "consumer.heartbeat.interval.ms").stdout == (
+        "altered group tuned: consumer.session.timeout.ms (default), consumer.heartbeat.interval.ms (default)\n")
+    assert vdl(cluster, "groups", "configs", "tuned").stdout == defaults
+
+
 @pytest.mark.parametrize(("args", "error", "code"), [
+    (["groups", "alter-config", "tuned", "--set", "consumer.heartbeat.interval.ms=45000"],
+     "vdl: error: INVALID_CONFIG: consumer.heartbeat.interval.ms (45000) must be less than consumer.session.timeout.ms "
+     "(45000)\n", 1),
+    (["groups", "alter-config", "tuned"], "vdl: error: alter-config needs --set KEY=VALUE or --delete KEY\n", 2),
     (["groups", "describe", "nobody"], "vdl: error: group 'nobody' does not exist\n", 1),
     (["groups", "reset-offsets", "nobody", "--to", "earliest"],
      "vdl: error: group 'nobody' has no committed offsets: name the streams with --stream\n", 1),

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from vdl_client.client import VdlClient
+from vdl_client.configs import StreamConfig
 from vdl_client.connection import BootstrapError, parse_bootstrap
 from vdl_client.security import PROPERTIES, SecurityError, SecuritySettings, parse_properties_text
 from vdl_client.settings import ClientSettings
@@ -112,3 +113,52 @@ def columns(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     return "".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() + "\n"
                    for row in table)
+
+
+def key_values(pairs: list[str] | None, option: str) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for pair in pairs or []:
+        key, equals, value = pair.partition("=")
+        if not equals or not key:
+            raise UsageError(f"{option} takes KEY=VALUE, got {pair!r}")
+        result[key] = value
+    return result
+
+
+def format_configs(configs: list[StreamConfig]) -> str:
+    """One line per config: name, value, where it comes from; the table's state last."""
+    # Read-only entries are the table's state (vdl.table.status.*).
+    status = [c for c in configs if c.read_only and c.name.startswith("vdl.table.status.")]
+    settings = [c for c in configs if c not in status]
+    width = max((len(c.name) for c in configs), default=0)
+    values = {c.name: c.value or "-" for c in configs}  # unset or an empty list
+    value_width = max((len(values[c.name]) for c in settings), default=0)
+    lines = ["configs:"]
+    lines += [f"  {c.name:<{width}}  {values[c.name]:<{value_width}}  ({c.source})" for c in settings]
+    if status:
+        lines.append("table:")
+        lines += [f"  {c.name:<{width}}  {c.value}" for c in status]
+    return "\n".join(lines) + "\n"
+
+
+def alter_config_parser(actions: argparse._SubParsersAction[Parser], connection: Parser, name: str, what: str,
+                        reverts_to: str) -> Parser:
+    """`alter-config NAME --set KEY=VALUE --delete KEY` of a stream or a group."""
+    alter = actions.add_parser("alter-config", parents=[connection], help=f"set or remove {what}")
+    alter.add_argument(name)
+    alter.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a config (repeatable)")
+    alter.add_argument("--delete", action="append", default=[], metavar="KEY",
+                       help=f"remove a config: back to {reverts_to} (repeatable)")
+    return alter
+
+
+def config_changes(args: argparse.Namespace) -> dict[str, str]:
+    """alter-config's --set pairs; UsageError when nothing is to change."""
+    to_set = key_values(args.set, "--set")
+    if not to_set and not args.delete:
+        raise UsageError("alter-config needs --set KEY=VALUE or --delete KEY")
+    return to_set
+
+
+def changes_text(to_set: dict[str, str], to_delete: list[str]) -> str:
+    return ", ".join([f"{k}={v}" for k, v in to_set.items()] + [f"{k} (default)" for k in to_delete])

@@ -1,5 +1,6 @@
 """`vdl groups list|describe|reset-offsets`: consumer groups and their lag, as Kafka's
-kafka-consumer-groups shows them (a Spark query with commitOffsetsToGroup is a group too).
+kafka-consumer-groups shows them (a Spark query with commitOffsetsToGroup is a group too);
+`vdl groups configs|alter-config`: a group's own configs, as kafka-configs --entity-type groups.
 
 Lag is a stream's high watermark minus the group's committed offset. reset-offsets stores new
 offsets with a standalone commit and is refused while the group has members: their own commits
@@ -11,8 +12,19 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime, timedelta
 
-from vdl_client.cli.common import CliError, Parser, UsageError, columns, open_client
+from vdl_client.cli.common import (
+    CliError,
+    Parser,
+    UsageError,
+    alter_config_parser,
+    changes_text,
+    columns,
+    config_changes,
+    format_configs,
+    open_client,
+)
 from vdl_client.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, VdlClient
+from vdl_client.configs import alter_group_configs, describe_group_configs
 from vdl_client.groups import GroupDescription, commit_offsets, committed_offsets, describe_group, list_groups
 from vdl_client.settings import StreamNotFoundError
 
@@ -107,8 +119,23 @@ def cmd_reset(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_configs(args: argparse.Namespace) -> int:
+    with open_client(args) as client:
+        print(format_configs(describe_group_configs(client, args.group)), end="")
+    return 0
+
+
+def cmd_alter_config(args: argparse.Namespace) -> int:
+    to_set = config_changes(args)
+    with open_client(args) as client:
+        alter_group_configs(client, args.group, to_set, args.delete)
+    print(f"altered group {args.group}: {changes_text(to_set, args.delete)}")
+    return 0
+
+
 def register(commands: argparse._SubParsersAction[Parser], connection: Parser) -> None:
-    groups = commands.add_parser("groups", help="consumer groups: list, describe (offsets and lag), reset offsets")
+    groups = commands.add_parser("groups", help="consumer groups: list, describe (offsets and lag), reset offsets, "
+                                                "configs")
     actions = groups.add_subparsers(dest="action", required=True, parser_class=Parser)
     actions.add_parser("list", parents=[connection], help="every group, its state and type").set_defaults(run=cmd_list)
     describe = actions.add_parser("describe", parents=[connection],
@@ -122,3 +149,9 @@ def register(commands: argparse._SubParsersAction[Parser], connection: Parser) -
     reset.add_argument("--stream", action="append", metavar="NAME",
                        help="a stream to reset (repeatable; default: every stream the group has an offset for)")
     reset.set_defaults(run=cmd_reset)
+    configs = actions.add_parser("configs", parents=[connection],
+                                 help="a group's configs: its own, else the nodes' settings")
+    configs.add_argument("group")
+    configs.set_defaults(run=cmd_configs)
+    alter_config_parser(actions, connection, "group", "a group's own configs (KIP-848 session and heartbeat)",
+                        "the nodes' setting").set_defaults(run=cmd_alter_config)

@@ -6,10 +6,21 @@ from __future__ import annotations
 import argparse
 import time
 
-from vdl_client.cli.common import CliError, Parser, UsageError, config_pairs, open_client
+from vdl_client.cli.common import (
+    CliError,
+    Parser,
+    UsageError,
+    alter_config_parser,
+    changes_text,
+    config_changes,
+    config_pairs,
+    format_configs,
+    key_values,
+    open_client,
+)
 from vdl_client.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from vdl_client.cluster_admin import elect_preferred, list_reassignments, reassign_stream
-from vdl_client.configs import StreamConfig, alter_stream_configs, describe_stream_configs
+from vdl_client.configs import alter_stream_configs, describe_stream_configs
 
 
 def cmd_streams(args: argparse.Namespace) -> int:
@@ -35,40 +46,11 @@ def cmd_streams(args: argparse.Namespace) -> int:
 
 
 def cmd_alter_config(args: argparse.Namespace) -> int:
-    to_set = key_values(args.set, "--set")
-    if not to_set and not args.delete:
-        raise UsageError("alter-config needs --set KEY=VALUE or --delete KEY")
+    to_set = config_changes(args)
     with open_client(args) as client:
         alter_stream_configs(client, args.name, to_set, args.delete)
-    changes = [f"{k}={v}" for k, v in to_set.items()] + [f"{k} (default)" for k in args.delete]
-    print(f"altered stream {args.name}: {', '.join(changes)}")
+    print(f"altered stream {args.name}: {changes_text(to_set, args.delete)}")
     return 0
-
-
-def key_values(pairs: list[str] | None, option: str) -> dict[str, str]:
-    result: dict[str, str] = {}
-    for pair in pairs or []:
-        key, equals, value = pair.partition("=")
-        if not equals or not key:
-            raise UsageError(f"{option} takes KEY=VALUE, got {pair!r}")
-        result[key] = value
-    return result
-
-
-def format_configs(configs: list[StreamConfig]) -> str:
-    """One line per config: name, value, where it comes from; the table's state last."""
-    # Read-only entries are the table's state (vdl.table.status.*).
-    status = [c for c in configs if c.read_only and c.name.startswith("vdl.table.status.")]
-    settings = [c for c in configs if c not in status]
-    width = max((len(c.name) for c in configs), default=0)
-    values = {c.name: c.value or "-" for c in configs}  # unset or an empty list
-    value_width = max((len(values[c.name]) for c in settings), default=0)
-    lines = ["configs:"]
-    lines += [f"  {c.name:<{width}}  {values[c.name]:<{value_width}}  ({c.source})" for c in settings]
-    if status:
-        lines.append("table:")
-        lines += [f"  {c.name:<{width}}  {c.value}" for c in status]
-    return "\n".join(lines) + "\n"
 
 
 def register(commands: argparse._SubParsersAction[Parser], connection: Parser) -> None:
@@ -86,12 +68,8 @@ def register(commands: argparse._SubParsersAction[Parser], connection: Parser) -
             sub.set_defaults(config_pairs=True)
     actions.add_parser("list", parents=[connection], help="the streams' names")
     streams.set_defaults(run=cmd_streams)
-    alter = actions.add_parser("alter-config", parents=[connection], help="set or remove stream configs")
-    alter.add_argument("name")
-    alter.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a config (repeatable)")
-    alter.add_argument("--delete", action="append", default=[], metavar="KEY",
-                       help="remove a config: back to the node's default (repeatable)")
-    alter.set_defaults(run=cmd_alter_config)
+    alter_config_parser(actions, connection, "name", "stream configs", "the node's default").set_defaults(
+        run=cmd_alter_config)
     register_replica_commands(actions, connection)
 
 
