@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import NoReturn
 
@@ -141,24 +143,24 @@ def format_configs(configs: list[StreamConfig]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def alter_config_parser(actions: argparse._SubParsersAction[Parser], connection: Parser, name: str, what: str,
-                        reverts_to: str) -> Parser:
-    """`alter-config NAME --set KEY=VALUE --delete KEY` of a stream or a group."""
-    alter = actions.add_parser("alter-config", parents=[connection], help=f"set or remove {what}")
-    alter.add_argument(name)
-    alter.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a config (repeatable)")
-    alter.add_argument("--delete", action="append", default=[], metavar="KEY",
-                       help=f"remove a config: back to {reverts_to} (repeatable)")
-    return alter
+def alter_config_parser(actions: argparse._SubParsersAction[Parser], connection: Parser, kind: str, what: str,
+                        reverts_to: str, alter: Callable[[VdlClient, str, dict[str, str], list[str]], None]) -> None:
+    """`alter-config NAME --set KEY=VALUE --delete KEY` of a stream or a group (`kind`), by `alter`."""
+    parser = actions.add_parser("alter-config", parents=[connection], help=f"set or remove {what}")
+    parser.add_argument("name", metavar=kind.upper())
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a config (repeatable)")
+    parser.add_argument("--delete", action="append", default=[], metavar="KEY",
+                        help=f"remove a config: back to {reverts_to} (repeatable)")
+    parser.set_defaults(run=partial(_alter_config, kind, alter))
 
 
-def config_changes(args: argparse.Namespace) -> dict[str, str]:
-    """alter-config's --set pairs; UsageError when nothing is to change."""
+def _alter_config(kind: str, alter: Callable[[VdlClient, str, dict[str, str], list[str]], None],
+                  args: argparse.Namespace) -> int:
     to_set = key_values(args.set, "--set")
     if not to_set and not args.delete:
         raise UsageError("alter-config needs --set KEY=VALUE or --delete KEY")
-    return to_set
-
-
-def changes_text(to_set: dict[str, str], to_delete: list[str]) -> str:
-    return ", ".join([f"{k}={v}" for k, v in to_set.items()] + [f"{k} (default)" for k in to_delete])
+    with open_client(args) as client:
+        alter(client, args.name, to_set, args.delete)
+    changes = [f"{k}={v}" for k, v in to_set.items()] + [f"{k} (default)" for k in args.delete]
+    print(f"altered {kind} {args.name}: {', '.join(changes)}")
+    return 0

@@ -17,9 +17,7 @@ from vdl_client.cli.common import (
     Parser,
     UsageError,
     alter_config_parser,
-    changes_text,
     columns,
-    config_changes,
     format_configs,
     open_client,
 )
@@ -125,14 +123,6 @@ def cmd_configs(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_alter_config(args: argparse.Namespace) -> int:
-    to_set = config_changes(args)
-    with open_client(args) as client:
-        alter_group_configs(client, args.group, to_set, args.delete)
-    print(f"altered group {args.group}: {changes_text(to_set, args.delete)}")
-    return 0
-
-
 def register(commands: argparse._SubParsersAction[Parser], connection: Parser) -> None:
     groups = commands.add_parser("groups", help="consumer groups: list, describe (offsets and lag), reset offsets, "
                                                 "configs")
@@ -154,4 +144,4 @@ def register(commands: argparse._SubParsersAction[Parser], connection: Parser) -
     configs.add_argument("group")
     configs.set_defaults(run=cmd_configs)
     alter_config_parser(actions, connection, "group", "a group's own configs (KIP-848 session and heartbeat)",
-                        "the nodes' setting").set_defaults(run=cmd_alter_config)
+                        "the nodes' setting", alter_group_configs)

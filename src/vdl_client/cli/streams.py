@@ -11,8 +11,6 @@ from vdl_client.cli.common import (
     Parser,
     UsageError,
     alter_config_parser,
-    changes_text,
-    config_changes,
     config_pairs,
     format_configs,
     key_values,
@@ -45,14 +43,6 @@ def cmd_streams(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_alter_config(args: argparse.Namespace) -> int:
-    to_set = config_changes(args)
-    with open_client(args) as client:
-        alter_stream_configs(client, args.name, to_set, args.delete)
-    print(f"altered stream {args.name}: {changes_text(to_set, args.delete)}")
-    return 0
-
-
 def register(commands: argparse._SubParsersAction[Parser], connection: Parser) -> None:
     streams = commands.add_parser("streams", help="create, list, describe or delete streams; alter their configs")
     actions = streams.add_subparsers(dest="action", required=True, parser_class=Parser)
@@ -68,8 +58,7 @@ def register(commands: argparse._SubParsersAction[Parser], connection: Parser) -
             sub.set_defaults(config_pairs=True)
     actions.add_parser("list", parents=[connection], help="the streams' names")
     streams.set_defaults(run=cmd_streams)
-    alter_config_parser(actions, connection, "name", "stream configs", "the node's default").set_defaults(
-        run=cmd_alter_config)
+    alter_config_parser(actions, connection, "stream", "stream configs", "the node's default", alter_stream_configs)
     register_replica_commands(actions, connection)
 
 
