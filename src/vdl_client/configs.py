@@ -25,7 +25,7 @@ SOURCES = {1: "stream", 3: "cluster", 4: "node", 5: "default", 8: "group"}
 
 
 @dataclass(frozen=True)
-class StreamConfig:
+class DescribedConfig:
     """A stream's or a group's config as described."""
 
     name: str
@@ -35,25 +35,25 @@ class StreamConfig:
     read_only: bool
 
 
-def describe_stream_configs(client: VdlClient, stream: str, keys: Sequence[str] | None = None) -> list[StreamConfig]:
+def describe_stream_configs(client: VdlClient, stream: str, keys: Sequence[str] | None = None) -> list[DescribedConfig]:
     """A stream's configs, in the broker's order (every key with its effective value)."""
     return _describe(client, LeaderOf(stream), TOPIC_RESOURCE, stream, keys)
 
 
-def describe_group_configs(client: VdlClient, group: str) -> list[StreamConfig]:
+def describe_group_configs(client: VdlClient, group: str) -> list[DescribedConfig]:
     """A consumer group's configs: its own, else the nodes' settings (whether or not it exists)."""
     return _describe(client, ANY_NODE, GROUP_RESOURCE, group, None)
 
 
 def _describe(client: VdlClient, route: Route, resource_type: int, name: str,
-              keys: Sequence[str] | None) -> list[StreamConfig]:
+              keys: Sequence[str] | None) -> list[DescribedConfig]:
     request = DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
         resource_type=resource_type, resource_name=name, configuration_keys=None if keys is None else list(keys))])
 
     what = f"DescribeConfigs {name!r}"
     result = client.call(route, request, what, error_of=lambda r: r.results[0].error_code).results[0]
     _raise_for(result.error_code, result.error_message, what)
-    return [StreamConfig(c.name, c.value, SOURCES.get(c.config_source, str(c.config_source)), c.read_only)
+    return [DescribedConfig(c.name, c.value, SOURCES.get(c.config_source, str(c.config_source)), c.read_only)
             for c in result.configs]
 
 

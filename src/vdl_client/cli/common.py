@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from vdl_client.client import VdlClient
-from vdl_client.configs import StreamConfig
+from vdl_client.configs import DescribedConfig
 from vdl_client.connection import BootstrapError, parse_bootstrap
 from vdl_client.security import PROPERTIES, SecurityError, SecuritySettings, parse_properties_text
 from vdl_client.settings import ClientSettings
@@ -127,7 +127,7 @@ def key_values(pairs: list[str] | None, option: str) -> dict[str, str]:
     return result
 
 
-def format_configs(configs: list[StreamConfig]) -> str:
+def format_configs(configs: list[DescribedConfig]) -> str:
     """One line per config: name, value, where it comes from; the table's state last."""
     # Read-only entries are the table's state (vdl.table.status.*).
     status = [c for c in configs if c.read_only and c.name.startswith("vdl.table.status.")]
