@@ -48,7 +48,16 @@ class GroupConfigBounds:
                    node.group_min_session_timeout_ms, node.group_max_session_timeout_ms)
 
     def effective(self, configs: Mapping[str, str]) -> tuple[int, int]:
-        """(session timeout, heartbeat interval) of a group with stored `configs`."""
+        """(session timeout, heartbeat interval) of a group with stored `configs`. Values were
+        checked when set, but this node may have started since with narrower settings: as Kafka
+        does, the session is capped to the node's bounds and the interval kept below the session
+        (else a member would time out between its heartbeats)."""
+        session, interval = self.stated(configs)
+        session = min(max(session, self.min_session_timeout_ms), self.max_session_timeout_ms)
+        return session, interval if interval < session else max(1, session // 3)
+
+    def stated(self, configs: Mapping[str, str]) -> tuple[int, int]:
+        """(session timeout, heartbeat interval) as `configs` and this node's settings state them."""
         return (int(configs.get(SESSION_TIMEOUT, self.session_timeout_ms)),
                 int(configs.get(HEARTBEAT_INTERVAL, self.heartbeat_interval_ms)))
 
@@ -79,7 +88,7 @@ def _value(name: str, value: str | None, bounds: GroupConfigBounds) -> str:
 
 def checked(configs: Mapping[str, str], bounds: GroupConfigBounds) -> dict[str, str]:
     """A group's whole config, canonical, once its combination is valid; raises ConfigProblem."""
-    session, heartbeat = bounds.effective(configs)
+    session, heartbeat = bounds.stated(configs)
     if heartbeat >= session:
         raise ConfigProblem(f"{HEARTBEAT_INTERVAL} ({heartbeat}) must be less than {SESSION_TIMEOUT} ({session})")
     return dict(configs)

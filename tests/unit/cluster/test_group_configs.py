@@ -96,6 +96,19 @@ def test_bounds_of_a_node_are_its_settings(tmp_path: Path) -> None:
     assert GroupConfigBounds.of(node) == GroupConfigBounds(10_000, 700, 2_000, 90_000)
 
 
+def test_a_config_a_restarted_node_no_longer_accepts_is_capped_to_its_settings() -> None:
+    """Checked when set, a group's configs may fall outside the settings a node has since been
+    restarted with: the session is capped to its bounds, and an interval no longer below the
+    session becomes a third of it (a member must heartbeat within its session)."""
+    narrower = GroupConfigBounds(session_timeout_ms=6_000, heartbeat_interval_ms=2_000, min_session_timeout_ms=3_000,
+                                 max_session_timeout_ms=9_000)
+    assert narrower.effective({SESSION_TIMEOUT: "60000", HEARTBEAT_INTERVAL: "20000"}) == (9_000, 3_000)
+    assert narrower.effective({SESSION_TIMEOUT: "1000"}) == (3_000, 2_000)
+    assert narrower.effective({SESSION_TIMEOUT: "1000", HEARTBEAT_INTERVAL: "2500"}) == (3_000, 2_500)
+    assert narrower.effective({HEARTBEAT_INTERVAL: "7000"}) == (6_000, 2_000)
+    assert narrower.effective({SESSION_TIMEOUT: "9000", HEARTBEAT_INTERVAL: "8999"}) == (9_000, 8_999)
+
+
 def applied(state: ClusterState, index: int, command: dict) -> object:
     [result] = state.apply_entry(index, [decode_command(encode_command(command))])
     return result
