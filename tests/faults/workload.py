@@ -7,8 +7,10 @@ per session (ConsumerThread), and a monitor of the high watermark every node ser
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +21,29 @@ from vdl_dev.dev_cluster import DevCluster
 
 # Client-side request timeout of the workload producers (see ProducerThread._run_confluent).
 REQUEST_TIMEOUT_MS = 3000
+
+
+class LogTail(logging.Handler):
+    """The last lines a librdkafka client logged (its debug contexts included), to explain a
+    client that stalls: a stalled client is a finding the campaign cannot replay exactly."""
+
+    def __init__(self, name: str, lines: int = 1000) -> None:
+        super().__init__()
+        self.lines: deque[str] = deque(maxlen=lines)
+        self.logger = logging.getLogger(f"chaos.client.{name}")
+        self.logger.propagate = False
+        self.logger.setLevel(logging.DEBUG)
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{time.monotonic():.3f} {record.getMessage()}")
+
+    def config(self, debug: str) -> dict[str, Any]:
+        """librdkafka settings sending its logs of the `debug` contexts here."""
+        return {"logger": self.logger, "debug": debug, "log_level": 7}
+
+    def tail(self, count: int = 150) -> str:
+        return "\n".join(list(self.lines)[-count:])
 
 
 @dataclass
@@ -69,6 +94,7 @@ class ProducerThread(threading.Thread):
         self.sent = 0
         self.undelivered = -1
         self.failure: BaseException | None = None
+        self.log = LogTail(name)
 
     @property
     def idempotent(self) -> bool:
@@ -107,7 +133,8 @@ class ProducerThread(threading.Thread):
                                              "topic.metadata.refresh.interval.ms": 1000,
                                              "socket.timeout.ms": REQUEST_TIMEOUT_MS,
                                              "enable.idempotence": self.idempotent,
-                                             "log.connection.close": False, "log_level": 2})
+                                             "log.connection.close": False,
+                                             **self.log.config("eos,msg")})
 
         def report(error: Any, message: Any) -> None:
             if error is not None:
@@ -191,7 +218,9 @@ class Workload:
             assert not producer.is_alive(), f"producer {producer.client} did not finish within {timeout} s"
         self._raise_failures()
         undelivered = {p.client: p.undelivered for p in self.producers if p.undelivered != 0}
-        assert not undelivered, f"records never delivered (client: count): {undelivered}"
+        logs = "".join(f"\n{p.client}'s last log lines:\n{p.log.tail()}" for p in self.producers
+                       if p.client in undelivered and p.kind.startswith("confluent"))
+        assert not undelivered, f"records never delivered (client: count): {undelivered}{logs}"
 
 
 class ConsumerThread(threading.Thread):
@@ -210,6 +239,7 @@ class ConsumerThread(threading.Thread):
         self.stop_event = threading.Event()
         self.failure: BaseException | None = None
         self.lock = threading.Lock()
+        self.log = LogTail(self.reader)
 
     @property
     def seen(self) -> list[tuple[int, bytes | None]]:
@@ -263,7 +293,8 @@ class ConsumerThread(threading.Thread):
         consumer = confluent_kafka.Consumer({
             "bootstrap.servers": self.bootstrap, "group.id": f"{self.reader}-{self.stream}",
             "enable.auto.commit": False, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
-            "topic.metadata.refresh.interval.ms": 1000, "log.connection.close": False, "log_level": 2})
+            "topic.metadata.refresh.interval.ms": 1000, "log.connection.close": False,
+            **self.log.config("fetch,consumer,cgrp")})
         if self.kind == "confluent-group":
             consumer.subscribe([self.stream], on_assign=lambda *_: self._new_session())
         else:
@@ -279,7 +310,8 @@ class ConsumerThread(threading.Thread):
     def finish(self, end_offset: int, timeout: float = 30.0) -> list[tuple[int, bytes | None]]:
         """Wait until it has read up to `end_offset`, stop it, and return what it saw."""
         wait_until(lambda: self.position() >= end_offset or self.failure is not None, timeout,
-                   f"the consumer reaching offset {end_offset} (at {self.position()})")
+                   lambda: f"the consumer reaching offset {end_offset} (at {self.position()})"
+                           + (f"; its last log lines:\n{self.log.tail()}" if self.kind.startswith("confluent") else ""))
         self.stop_event.set()
         self.join(15)
         assert self.failure is None, f"consumer failed: {self.failure!r}"

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.faults.chaos.checker import Anomaly
+from tests.faults.workload import LogTail
 from tests.support.waiting import wait_until
 
 TXN_KINDS = ("aborted_read", "lost_commit", "torn", "txn_order", "txn_phantom")
@@ -150,6 +151,7 @@ class CommittedReader(threading.Thread):
         self.lock = threading.Lock()
         self.stop_event = threading.Event()
         self.failure: BaseException | None = None
+        self.log = LogTail(name)
 
     def positions(self) -> dict[str, int]:
         with self.lock:
@@ -162,7 +164,8 @@ class CommittedReader(threading.Thread):
             consumer = confluent_kafka.Consumer({
                 "bootstrap.servers": self.bootstrap, "group.id": f"chaos-{self.reader}", "enable.auto.commit": False,
                 "isolation.level": "read_committed", "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
-                "topic.metadata.refresh.interval.ms": 1000, "log.connection.close": False, "log_level": 2})
+                "topic.metadata.refresh.interval.ms": 1000, "log.connection.close": False,
+                **self.log.config("fetch,consumer,topic")})
             consumer.assign([confluent_kafka.TopicPartition(s, 0, confluent_kafka.OFFSET_BEGINNING)
                              for s in self.streams])
             try:
@@ -181,7 +184,8 @@ class CommittedReader(threading.Thread):
         """Wait until it has read every stream up to the last record of the final read, then stop."""
         lasts = {s: reads[-1][0] for s, reads in final.items() if reads}
         wait_until(lambda: self.failure is not None or all(self.positions()[s] > last for s, last in lasts.items()),
-                   timeout, f"{self.reader} reading up to {lasts} (at {self.positions()})")
+                   timeout, lambda: f"{self.reader} reading up to {lasts} (at {self.positions()}); its last "
+                                    f"log lines:\n{self.log.tail()}")
         self.stop_event.set()
         self.join(15)
         assert self.failure is None, f"{self.reader} failed: {self.failure!r}"
