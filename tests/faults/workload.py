@@ -25,14 +25,15 @@ REQUEST_TIMEOUT_MS = 3000
 
 class LogTail(logging.Handler):
     """The last lines a librdkafka client logged (its debug contexts included), to explain a
-    client that stalls: a stalled client is a finding the campaign cannot replay exactly."""
+    client that stalls under faults: timing decides such a stall, so a replay may not show it."""
 
     def __init__(self, name: str, lines: int = 1000) -> None:
         super().__init__()
         self.lines: deque[str] = deque(maxlen=lines)
-        self.logger = logging.getLogger(f"chaos.client.{name}")
+        # A logger of its own, not logging's registry: clients of the same name in later tests
+        # must not feed this one.
+        self.logger = logging.Logger(f"client.{name}", logging.DEBUG)
         self.logger.propagate = False
-        self.logger.setLevel(logging.DEBUG)
         self.logger.addHandler(self)
 
     def emit(self, record: logging.LogRecord) -> None:
