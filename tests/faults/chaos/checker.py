@@ -2,7 +2,8 @@
 clients recorded (acknowledgements, reads, high watermarks) and the final log.
 
 Anomaly kinds, each a list of timestamped findings:
-- lost: an acknowledged (value, offset) that the final log does not hold at that offset;
+- lost: an acknowledged (value, offset) that the final log does not hold at that offset (one
+  acknowledged at an unknown offset: a value it holds nowhere);
 - duplicate: a value an idempotent producer sent stored at two offsets (non-idempotent
   producers may legitimately duplicate on retries: counted apart, as `retried_duplicate`);
 - inconsistent_offset: one offset seen with two values, by any reader or acknowledgement;
@@ -89,7 +90,16 @@ def retried_duplicates(history: History, final_log: Mapping[int, bytes | None]) 
 
 def _lost(acks: Iterable[Ack], log: Mapping[int, bytes | None], log_start: int) -> list[Anomaly]:
     out = []
+    stored_values = set(log.values())
     for ack in acks:
+        if ack.offset < 0:
+            # Delivered at an unknown offset: librdkafka takes DUPLICATE_SEQUENCE_NUMBER as
+            # "stored before" (rdkafka_request.c), with no offset. The value must be in the log,
+            # unless retention may have removed it.
+            if log_start == 0 and ack.value not in stored_values:
+                out.append(Anomaly("lost", ack.time, f"{ack.client} was acknowledged {_short(ack.value)} at an "
+                                                     f"unknown offset; the log holds it nowhere"))
+            continue
         if ack.offset < log_start:
             continue  # removed by retention, not lost
         stored = log.get(ack.offset)
@@ -113,7 +123,8 @@ def _inconsistent(history: History, log: Mapping[int, bytes | None]) -> list[Ano
     seen: dict[int, tuple[bytes | None, str, float]] = {offset: (value, "the final log", 0.0)
                                                          for offset, value in log.items()}
     out = []
-    observations = [(ack.time, ack.offset, ack.value, f"{ack.client}'s acknowledgement") for ack in history.acks]
+    observations = [(ack.time, ack.offset, ack.value, f"{ack.client}'s acknowledgement") for ack in history.acks
+                    if ack.offset >= 0]
     observations += [(read.time, read.offset, read.value, session.reader)
                      for session in history.sessions for read in session.reads]
     reported: set[int] = set()
