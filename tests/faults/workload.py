@@ -27,7 +27,7 @@ class LogTail(logging.Handler):
     """The last lines a librdkafka client logged (its debug contexts included), to explain a
     client that stalls under faults: timing decides such a stall, so a replay may not show it."""
 
-    def __init__(self, name: str, lines: int = 1000) -> None:
+    def __init__(self, name: str, lines: int = 200) -> None:
         super().__init__()
         self.lines: deque[str] = deque(maxlen=lines)
         # A logger of its own, not logging's registry: clients of the same name in later tests
@@ -43,8 +43,9 @@ class LogTail(logging.Handler):
         """librdkafka settings sending its logs of the `debug` contexts here."""
         return {"logger": self.logger, "debug": debug, "log_level": 7}
 
-    def tail(self, count: int = 150) -> str:
-        return "\n".join(list(self.lines)[-count:])
+    def shown(self) -> str:
+        """The lines kept, for a failure message ("" when the client logged nothing here)."""
+        return "\n  its last log lines:\n" + "\n".join(self.lines) if self.lines else ""
 
 
 @dataclass
@@ -219,8 +220,7 @@ class Workload:
             assert not producer.is_alive(), f"producer {producer.client} did not finish within {timeout} s"
         self._raise_failures()
         undelivered = {p.client: p.undelivered for p in self.producers if p.undelivered != 0}
-        logs = "".join(f"\n{p.client}'s last log lines:\n{p.log.tail()}" for p in self.producers
-                       if p.client in undelivered and p.kind.startswith("confluent"))
+        logs = "".join(f"\n{p.client}:{p.log.shown()}" for p in self.producers if p.client in undelivered and p.log.lines)
         assert not undelivered, f"records never delivered (client: count): {undelivered}{logs}"
 
 
@@ -311,8 +311,7 @@ class ConsumerThread(threading.Thread):
     def finish(self, end_offset: int, timeout: float = 30.0) -> list[tuple[int, bytes | None]]:
         """Wait until it has read up to `end_offset`, stop it, and return what it saw."""
         wait_until(lambda: self.position() >= end_offset or self.failure is not None, timeout,
-                   lambda: f"the consumer reaching offset {end_offset} (at {self.position()})"
-                           + (f"; its last log lines:\n{self.log.tail()}" if self.kind.startswith("confluent") else ""))
+                   lambda: f"the consumer reaching offset {end_offset} (at {self.position()}){self.log.shown()}")
         self.stop_event.set()
         self.join(15)
         assert self.failure is None, f"consumer failed: {self.failure!r}"

@@ -184,8 +184,7 @@ class CommittedReader(threading.Thread):
         """Wait until it has read every stream up to the last record of the final read, then stop."""
         lasts = {s: reads[-1][0] for s, reads in final.items() if reads}
         wait_until(lambda: self.failure is not None or all(self.positions()[s] > last for s, last in lasts.items()),
-                   timeout, lambda: f"{self.reader} reading up to {lasts} (at {self.positions()}); its last "
-                                    f"log lines:\n{self.log.tail()}")
+                   timeout, lambda: f"{self.reader} reading up to {lasts} (at {self.positions()}){self.log.shown()}")
         self.stop_event.set()
         self.join(15)
         assert self.failure is None, f"{self.reader} failed: {self.failure!r}"
