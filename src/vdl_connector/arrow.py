@@ -134,26 +134,47 @@ _ATTRIBUTES_AND_TIMESTAMP_DELTA = b"\x00\x00"  # attributes 0, timestamp delta 0
 
 
 class BinaryColumn:
-    """A binary Arrow array as numpy views: data bytes, per-row start and length (-1 = null),
-    and the array itself with nulls as empty values (`filled`, for the element-wise join)."""
+    """A binary Arrow array as numpy views: its data bytes and the byte offset of its first row
+    (`first`), the one length all its rows share (`uniform_length`, -1 when all are null; None
+    when they differ), each row's length (-1 = null; `lengths`, computed when first asked: rows of
+    one length encode without them), and the array with nulls as empty values (`filled`, for the
+    element-wise join)."""
 
     def __init__(self, array: pa.Array | None, count: int, null_fill: bytes = _EMPTY) -> None:
+        self.count = count
+        self.first = 0
+        self._offsets: np.ndarray | None = None
+        self._nulls: np.ndarray | None = None  # which rows are null, when some are
         if array is None:
             self.data = np.zeros(1, dtype=np.uint8)
-            self.starts = np.zeros(count, dtype=np.int64)
-            self.lengths = np.full(count, -1, dtype=np.int64)
             self.filled = None
+            self.uniform_length: int | None = -1
             return
         if not pa.types.is_binary(array.type):
             array = array.cast(pa.binary())
-        self.filled = pc.fill_null(array, _binary_scalar(null_fill)) if array.null_count else array
+        nulls = array.null_count
+        self.filled = pc.fill_null(array, _binary_scalar(null_fill)) if nulls else array
         _, offsets_buffer, data_buffer = array.buffers()
-        offsets = np.frombuffer(offsets_buffer, dtype=np.int32)[array.offset:array.offset + count + 1].astype(np.int64)
+        self._offsets = np.frombuffer(offsets_buffer, dtype=np.int32)[array.offset:array.offset + count + 1]
+        self.first = int(self._offsets[0])
         self.data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(1, np.uint8)
-        self.starts = offsets[:-1]
-        self.lengths = offsets[1:] - offsets[:-1]
-        if array.null_count:
-            self.lengths = np.where(array.is_null().to_numpy(zero_copy_only=False), -1, self.lengths)
+        if nulls:
+            self._nulls = array.is_null().to_numpy(zero_copy_only=False)
+        if nulls == count:
+            self.uniform_length = -1
+        elif nulls or not count:
+            self.uniform_length = None
+        else:
+            sizes = np.diff(self._offsets)
+            shortest = int(sizes.min())
+            self.uniform_length = shortest if shortest == int(sizes.max()) else None
+
+    @functools.cached_property
+    def lengths(self) -> np.ndarray:
+        if self._offsets is None:
+            return np.full(self.count, -1, dtype=np.int64)
+        lengths = np.diff(self._offsets).astype(np.int64)
+        return lengths if self._nulls is None else np.where(self._nulls, -1, lengths)
 
 
 def _varint_bytes(value: int) -> bytes:
@@ -218,29 +239,20 @@ class RecordColumns:
             filled = self.headers.filled
             self.headers.filled = pc.if_else(pc.equal(pc.binary_length(filled), 0), _binary_scalar(_NO_HEADERS),
                                              filled)
-        self.uniform = self._uniform_lengths()
+        # Records all of one key length and one value length, without headers, are fixed-width
+        # rows and encode by slicing, no gathers (equal lengths, none null, are contiguous bytes:
+        # an Arrow binary array's offsets only grow).
+        key_length, value_length = self.keys.uniform_length, self.values.uniform_length
+        self.uniform = ((key_length, value_length) if self.headers is None and self.count
+                        and key_length is not None and value_length is not None else None)
         # Per record: attributes + timestamp delta (always 0: one timestamp per batch) + the rest,
         # offset delta aside; for records all of one size, computed once.
-        key_lengths, value_lengths = ((np.array([self.uniform[0]]), np.array([self.uniform[1]]))
+        key_lengths, value_lengths = ((np.array([key_length]), np.array([value_length]))
                                       if self.uniform is not None else (self.keys.lengths, self.values.lengths))
         key_part = _varint_sizes(_zigzag(key_lengths)) + np.maximum(key_lengths, 0)
         value_part = _varint_sizes(_zigzag(value_lengths)) + np.maximum(value_lengths, 0)
         header_part = 1 if self.headers is None else np.maximum(self.headers.lengths, 1)
         self.fixed = 2 + key_part + value_part + header_part
-
-    def _uniform_lengths(self) -> tuple[int, int] | None:
-        """(key length or -1, value length) when every record has the same sizes and no headers:
-        then records are fixed-width rows and encode by slicing (no gathers). (Equal lengths, none
-        null, are contiguous bytes: an Arrow binary array's offsets only grow.)"""
-        if self.headers is None and self.count:
-            uniform = []
-            for column in (self.keys, self.values):
-                first = int(column.lengths[0])
-                if not (column.lengths == first).all():
-                    return None
-                uniform.append(first)
-            return uniform[0], uniform[1]
-        return None
 
     @functools.cached_property
     def uniform_bound(self) -> int | None:
@@ -510,7 +522,7 @@ def _encode_uniform_into(pieces: Sequence[Piece], uniform: tuple[int, int], head
             for column, length, source in ((key_column, key_length, columns.keys),
                                            (value_column, value_length, columns.values)):
                 if length > 0:
-                    at = int(source.starts[0]) + source_row * length
+                    at = source.first + source_row * length
                     matrix[:, column:column + length] = source.data[at:at + rows * length].reshape(rows, length)
         row = end
     return out

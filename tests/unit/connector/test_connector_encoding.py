@@ -67,6 +67,23 @@ def test_uniform_fast_path(with_keys: bool) -> None:
         assert [r.offset for r in records] == list(range(stop - start))
 
 
+@pytest.mark.parametrize("keys_kind", ["all null", "one length", "mixed"])
+def test_rows_of_one_length_in_a_slice_of_an_arrow_array(keys_kind: str) -> None:
+    """Fixed-width rows are found from the array's own offsets (a slice starts past byte 0), and
+    keys all null count as one length (-1); keys of several lengths take the general path."""
+    count = 3_000
+    values = pa.array([b"%09d" % i + b"v" * 41 for i in range(count + 7)], pa.binary()).slice(7)
+    keys = {"all null": pa.array([None] * (count + 7), pa.binary()),
+            "one length": pa.array([b"%06d" % i for i in range(count + 7)], pa.binary()),
+            "mixed": pa.array([b"k" * (i % 3) for i in range(count + 7)], pa.binary())}[keys_kind].slice(7)
+    columns = RecordColumns(keys, values)
+    assert columns.uniform == {"all null": (-1, 50), "one length": (6, 50), "mixed": None}[keys_kind]
+    batch = build_batch(columns.encode(100, count), count - 100, 7, -1, -1, -1)
+    records = list(read_records(batch))
+    assert [r.value for r in records] == values.to_pylist()[100:]
+    assert [r.key for r in records] == keys.to_pylist()[100:]
+
+
 def test_null_and_empty_header_sections_encode_as_no_headers() -> None:
     """A headers column may hold null or empty sections (rows written without headers next to
     rows with them): both encode as a count of 0, and the other fields stay in place."""
