@@ -156,7 +156,7 @@ class BinaryColumn:
         self.filled = pc.fill_null(array, _binary_scalar(null_fill)) if nulls else array
         _, offsets_buffer, data_buffer = array.buffers()
         self._offsets = np.frombuffer(offsets_buffer, dtype=np.int32)[array.offset:array.offset + count + 1]
-        self.first = int(self._offsets[0])
+        self.first = int(self._offsets[0]) if len(self._offsets) else 0  # an empty array may have no offsets
         self.data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(1, np.uint8)
         if nulls:
             self._nulls = array.is_null().to_numpy(zero_copy_only=False)

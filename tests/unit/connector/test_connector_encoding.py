@@ -84,6 +84,13 @@ def test_rows_of_one_length_in_a_slice_of_an_arrow_array(keys_kind: str) -> None
     assert [r.key for r in records] == keys.to_pylist()[100:]
 
 
+def test_an_empty_array_without_offsets() -> None:
+    """Arrow lets an empty binary array carry no offsets at all (IPC writers may send it so)."""
+    empty = pa.Array.from_buffers(pa.binary(), 0, [None, pa.py_buffer(b""), pa.py_buffer(b"")])
+    columns = RecordColumns(empty, empty)
+    assert (columns.count, columns.uniform, list(columns.size_bounds())) == (0, None, [])
+
+
 def test_null_and_empty_header_sections_encode_as_no_headers() -> None:
     """A headers column may hold null or empty sections (rows written without headers next to
     rows with them): both encode as a count of 0, and the other fields stay in place."""
