@@ -85,6 +85,7 @@ class ReplicaManager:
         # name -> when a node last answered (or failed to answer) about it; set at each answer
         self._asked: dict[str, float] = {}
         self._views_asked = asyncio.Event()
+        self._replica_opened = asyncio.Event()  # set (and replaced) each time a replica opens here
         self._refresher: asyncio.Task[None] | None = None
         self._dirty = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -401,7 +402,11 @@ class ReplicaManager:
             if remaining <= 0:
                 return False
             if partition is None:
-                await asyncio.sleep(min(0.05, remaining))  # not opened here yet (or not here at all)
+                # Not opened here yet: woken when a replica opens; a stream led elsewhere and not
+                # held here is looked at again every 50 ms (leader_view).
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(0.05, remaining)):
+                        await self._replica_opened.wait()
                 continue
             change = partition.changed_future()
             await asyncio.wait([change], timeout=min(remaining, 0.5))
@@ -659,6 +664,8 @@ class ReplicaManager:
             raise
         self._partitions[info.name] = partition
         self._incarnations[info.name] = info.created_index
+        self._replica_opened.set()
+        self._replica_opened = asyncio.Event()
         log.info("node %d: replica of stream %s open (replicas %s, offsets %d..%d)", self.broker.node_id,
                  info.name, list(info.replicas), stream_log.log_start_offset, stream_log.log_end_offset)
         if stream_log.last_index == 0 and info.preferred_leader == self.broker.node_id and len(info.replicas) > 1:
