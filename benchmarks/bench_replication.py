@@ -31,12 +31,15 @@ go to all of them:
   measured just before) and of each role -- the per-batch work (request parsing, Raft rounds,
   syncs, thread hand-offs, wake-ups) that large batches hide, and what a producer sending small
   batches (a low rate, linger.ms 0-5) pays;
+- a new stream: CreateTopics to a Metadata answer naming its leader, through confluent-kafka's
+  AdminClient (what a client waits before its first produce), median of CREATES_PER_ROUND
+  creates per round;
 - failover: kill -9 of the stream's leader to the first acknowledged acks=-1 produce at any
   node, several kills (the killed node restarted and back in sync in between) -- goal median
   <= 2 s.
 
-With --vdl-only: VDL on 3 nodes and on 1 node only (throughput, CPU per role and per request;
-no Kafka, no latency runs, no failover) -- the quick loop for replication's cost. With
+With --vdl-only: VDL on 3 nodes and on 1 node only (throughput, CPU per role and per request,
+creates; no Kafka, no latency runs, no failover) -- the quick loop for replication's cost. With
 --profile: after the rounds, one more throughput run per VDL target under py-spy
 (benchmarks/profile.py): the leader's, a follower's and the single node's flame graphs beside
 the JSON (results/bench_replication.<target>.<role>.svg) and their top frames by self time in
@@ -110,6 +113,7 @@ TOPIC_LATENCY = "bench-repl-latency"
 TOPIC_CONSUMED = "bench-repl-consumed"
 TOPIC_FAILOVER = "bench-repl-failover"
 TOPIC_REQUESTS = "bench-repl-requests"
+TOPIC_CREATED = "bench-repl-created"
 IDLE_S = 2.0  # a target's idle CPU is measured over this long before its request run
 LATENCY_RATE = 20_000
 # The memory VDL's part of a run is measured in (--memory-limit): its 3-node cluster, its node
@@ -217,7 +221,27 @@ MEASURES = (Measure("acks_all", "produce acks=-1", "records/s", 300_000),
             Measure("ack_p50", "produce-to-ack p50, acks=-1, 20k rec/s", "ms"),
             Measure("ack_p99", "produce-to-ack p99, acks=-1, 20k rec/s", "ms", 8.0),
             Measure("p50", "produce-to-consume p50, acks=-1, 20k rec/s", "ms"),
-            Measure("p99", "produce-to-consume p99, acks=-1, 20k rec/s", "ms"))
+            Measure("p99", "produce-to-consume p99, acks=-1, 20k rec/s", "ms"),
+            Measure("create", "create a stream until Metadata names its leader", "ms"))
+CREATES_PER_ROUND = 3
+
+
+def create_ms(bootstrap: str, topic: str, timeout_s: float = 30.0) -> float:
+    """Milliseconds from CreateTopics (one partition, the cluster's replication factor) until a
+    Metadata answer names the new topic's leader; the admin client connected beforehand."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.list_topics(timeout=timeout_s)
+    start = time.perf_counter()
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(timeout_s)
+    while True:
+        found = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if found is not None and found.error is None and 0 in found.partitions and found.partitions[0].leader >= 0:
+            return (time.perf_counter() - start) * 1000
+        if time.perf_counter() - start > timeout_s:
+            raise TimeoutError(f"{topic}: no leader named within {timeout_s} s of its creation")
+        time.sleep(0.001)  # a Kafka broker learns the topic from its controller a moment after the answer
 
 
 def measure_latency(target: Target, round_number: int, seconds: float, result: TargetRound) -> None:
@@ -596,6 +620,10 @@ def main(argv: list[str] | None = None) -> int:
                 for target in order:
                     measure_requests(target, round_number, requests, results[target.key][-1], roles.get(target.key))
                 for target in order:
+                    results[target.key][-1].values["create"] = statistics.median(
+                        create_ms(target.bootstrap, target.topic(f"{TOPIC_CREATED}-{round_number}-{i}"))
+                        for i in range(CREATES_PER_ROUND))
+                for target in order:
                     measure_throughput(target, round_number, count, args.producers, results[target.key][-1],
                                        roles.get(target.key))
                     print(f"round {round_number + 1} {target.label}: " + ", ".join(
@@ -637,7 +665,8 @@ def main(argv: list[str] | None = None) -> int:
                                              [r.values[key] for r in results[base3.key]])
                 report.add(f"CPU per record, 3 nodes, {label}: this / baseline", ratio, "x", higher_is_better=False,
                            note="median of per-round ratios: " + ", ".join(f"{r:.2f}" for r in ratios))
-        compare_targets(report, targets, results, MEASURES[:1], ratio_goals={("acks_all", vdl1.key): 0.85}, who=who)
+        compare_targets(report, targets, results, (MEASURES[0], MEASURES[-1]), ratio_goals={("acks_all", vdl1.key): 0.85},
+                        who=who)
         report.finish()
         return 0
     kafka_default, kafka_flush = kafka
