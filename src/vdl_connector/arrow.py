@@ -160,9 +160,9 @@ class BinaryColumn:
         self.data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(1, np.uint8)
         if nulls:
             self._nulls = array.is_null().to_numpy(zero_copy_only=False)
-        if nulls == count:
+        if nulls == count:  # all null, or no rows
             self.uniform_length = -1
-        elif nulls or not count:
+        elif nulls:
             self.uniform_length = None
         else:
             sizes = np.diff(self._offsets)
