@@ -7,6 +7,12 @@ leader from being disrupted (Raft §5.2, thesis §9.6 and §6.4). A room of Raft
   Learners, nodes outside the configuration and damaged nodes never campaign; their time since
   they last heard a leader grows instead, so past an election timeout they grant the votes of
   those who may.
+- Except a node that the latest configuration in its log took out of the voters while that
+  configuration is not committed here: it may be needed to elect anyone until it is (Raft
+  thesis §4.2.2). Its log may be the only one holding that configuration, and so the most up to
+  date of the voters left: its refusals would keep every other candidate out. It campaigns
+  without counting its own vote; elected, it leads until that configuration commits, then
+  hands over (replication.py).
 - A joiner -- a replica opened knowing no configuration, its log empty, added to a running
   group -- copies the log from its start, whose old configurations may name it a voter: a
   stream placed on this node alone before, moved away and back, has a prefix whose
@@ -56,7 +62,16 @@ class Election(NodeState):
             self._hup(force=False)
 
     def _promotable(self) -> bool:
-        return self.id in self._voter_set and not self._recovering and not self._catching_up_as_joiner()
+        return self._electable() and not self._recovering and not self._catching_up_as_joiner()
+
+    def _electable(self) -> bool:
+        """A voter of the configuration in force, or of the one before it while the latest (which
+        took this node out) is not committed here (module docstring)."""
+        if self.id in self._voter_set:
+            return True
+        membership = self.membership
+        latest = membership.last_index
+        return latest > self.log.committed and self.id in membership.conf_at(latest - 1).voters
 
     def _catching_up_as_joiner(self) -> bool:
         """A joiner (node.py) that does not hold yet the first commit index a leader reported to
@@ -79,7 +94,7 @@ class Election(NodeState):
         return in_lease and not m.force
 
     def _hup(self, force: bool) -> None:
-        if self.role == Role.LEADER or self.id not in self.voters or self._recovering:
+        if self.role == Role.LEADER or not self._electable() or self._recovering:
             return
         # A transfer (force) campaigns even as a catching-up joiner: its leader sends TIMEOUT_NOW
         # only to a member holding its whole log, so our configuration is the leader's current one.
@@ -97,7 +112,8 @@ class Election(NodeState):
         else:
             self._become_candidate()
             vote_term, kind = self.term, MessageType.VOTE
-        if self._poll(self.id, True) == _VOTE_WON:  # single-voter group
+        # Our own vote counts only where we are a voter (thesis §4.2.2).
+        if self.id in self._voter_set and self._poll(self.id, True) == _VOTE_WON:  # single-voter group
             if pre:
                 self._campaign(pre=False, force=force)
             else:

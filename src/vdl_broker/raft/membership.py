@@ -2,9 +2,10 @@
 
 A configuration (ConfState) is a set of voters and a set of learners. Voters elect leaders and
 make up the commit quorum (a majority of the voters); learners receive the log like any
-follower but never vote, never campaign and never count toward a commit or the leader's
-CheckQuorum and read lease. A new replica joins as a learner, is promoted once it has caught
-up, and a replica leaves by being removed (a voter may first be demoted to learner).
+follower but never vote, never campaign (save one case, under Rule 4 below) and never count
+toward a commit or the leader's CheckQuorum and read lease. A new replica joins as a learner,
+is promoted once it has caught up, and a replica leaves by being removed (a voter may first be
+demoted to learner).
 
 Configurations live in the log: a CONFIG entry carries a whole configuration (not a delta), and
 **a node uses the latest configuration in its log, committed or not** (thesis §4.1). When a
@@ -36,10 +37,14 @@ term. Once the new leader has committed an entry of term T under C1, a majority 
 ending in term >= T; a candidate whose log ends with C2 (term T-1) needs a majority of C2, which
 (C2 being adjacent to C1) contains one of those nodes, which refuses it as less up to date. The
 deposed change can then never take effect, and C3 is adjacent to the only configuration left.
-Rule 4 keeps the leader among the voters whose majority it counts; a removed
-voter stops receiving entries and, not knowing it was removed, may time out and campaign: it
-campaigns with PreVote and the leader lease (CheckQuorum), so members that hear from the
-leader ignore it, and its log lacks the committed removal, so nobody up to date votes for it.
+Rule 4 keeps the leader among the voters whose majority it counts. The one leader outside them
+is a node the latest configuration took out, elected before that configuration committed (it
+may be the only one holding it: election.py, thesis §4.2.2): it never counts itself, and it
+steps down once that configuration commits (replication.py). A removed voter stops receiving
+entries and, not knowing it was removed (or that its removal committed), may time out and
+campaign: it campaigns with PreVote and the leader lease (CheckQuorum), so members that hear
+from the leader ignore it, and its log lacks what was committed after it left, so nobody up to
+date votes for it.
 
 Learners never count, so adding one never changes a quorum; promoting a learner that has not
 caught up would (it must then be counted), which is why the driver promotes only learners

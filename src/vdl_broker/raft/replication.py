@@ -100,7 +100,8 @@ class Replication(NodeState):
         next_index = self.log.last_index() + 1
         for peer in (*self.voters, *self.learners):
             self.progress[peer] = Progress(next_index)
-        me = self.progress[self.id]
+        # Elected while the latest configuration, not committed yet, leaves us out (election.py).
+        me = self.progress.setdefault(self.id, Progress(next_index))
         me.match = self._durable_index()
         me.recent_active = True
         # Raft §8: a no-op in the new term lets the leader commit (and learn) everything before it.
@@ -108,6 +109,9 @@ class Replication(NodeState):
         self._broadcast = True
 
     def _tick_heartbeat(self) -> None:
+        if self.id not in self._voter_set and self.membership.last_index <= self.log.committed:
+            self._hand_over()
+            return
         self._send_due_commits()
         self.heartbeat_elapsed += 1
         self.election_elapsed += 1
@@ -125,6 +129,17 @@ class Replication(NodeState):
             if self._maybe_quiesce():
                 return
             self._broadcast_heartbeat()
+
+    def _hand_over(self) -> None:
+        """A leader the committed configuration leaves out of the voters (elected while it was
+        not committed: election.py) steps down, its job done (thesis §4.2.2), and tells the
+        voter that holds the most of its log to campaign at once."""
+        last = self.log.last_index()
+        holders = [(pr.match, peer) for peer, pr in self.progress.items() if peer in self._voter_set]
+        match, target = max(holders, default=(0, NONE))
+        if match == last:
+            self._send_timeout_now(target)
+        self._become_follower(self.term, NONE)
 
     def _broadcast_heartbeat(self) -> None:
         for peer in self.peers:

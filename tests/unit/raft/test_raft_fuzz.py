@@ -211,6 +211,17 @@ def _seeds() -> list[int]:
     return list(range(int(os.environ.get("VDL_RAFT_SEEDS", DEFAULT_SEEDS))))
 
 
+# Seeds beyond the default range, with more steps, that found defects: a voter demoted by a
+# configuration change only it had appended, the leader gone, no leader ever again (the others
+# needed its vote, it refused them as less up to date and never campaigned).
+FOUND = ((100155, 1600), (107492, 1600))
+
+
+@pytest.mark.parametrize(("seed", "steps"), FOUND)
+def test_seeds_that_found_defects(seed: int, steps: int) -> None:
+    run_seed(seed, steps)
+
+
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_random_seeds(chunk: int) -> None:
     seeds = _seeds()

@@ -367,3 +367,48 @@ def test_a_promoted_joiner_campaigns_when_its_leader_is_gone() -> None:
     c.hold = lambda m: m.sender == 2 and m.type in (MessageType.VOTE, MessageType.PRE_VOTE)
     assert c.run_until(lambda: c.leader() == new, 4 * ELECTION)
     assert c.node(new).commit_index >= index
+
+
+def _demotion_only_the_demoted_holds() -> Cluster:
+    """C0 = {1,2,3,4}, leader 1. It demotes 4 to a learner (C1 = {1,2,3} + learner 4) and only 4
+    appends C1 before 1 fails for good: 4's log is the longest of the three left, and C1 says 4
+    is no voter."""
+    c = Cluster(4, 8)
+    elect(c, 1)
+    commit(c, 1, b"before")
+    c.partition({1, 4}, {2}, {3})
+    index = c.change_conf(1, ConfState((1, 2, 3), (4,)))
+    assert index is not None
+    assert c.run_until(lambda: c.nodes[4].storage.last_index >= index, ELECTION)
+    c.crash(1)
+    c.heal()
+    assert c.node(4).conf == ConfState((1, 2, 3), (4,)) and c.node(2).conf == ConfState((1, 2, 3, 4))
+    return c
+
+
+def test_a_node_the_uncommitted_configuration_demoted_campaigns_while_it_is_needed() -> None:
+    """Three of C0's four voters are up, yet 2 and 3 cannot win (4 refuses them: its log is longer)
+    and 4 must not stay out: until C1 commits it is still needed (Raft thesis §4.2.2). It wins
+    with the votes of 2 and 3 (a majority of C1, its own not counted), commits C1, then hands
+    over to a voter."""
+    c = _demotion_only_the_demoted_holds()
+    assert c.run_until(lambda: c.leader() == 4, 4 * ELECTION)
+    assert c.run_until(lambda: c.leader() in (2, 3), 4 * ELECTION)
+    leader = c.leader()
+    assert leader is not None
+    index = commit(c, leader, b"after", members=(2, 3, 4))
+    assert c.node(leader).conf == ConfState((1, 2, 3), (4,)) and c.node(leader).commit_index >= index
+    assert c.node(4).role == Role.FOLLOWER and c.node(4).conf == ConfState((1, 2, 3), (4,))
+
+
+def test_a_demoted_node_does_not_count_its_own_vote() -> None:
+    """With 3 down too, 4 has only 2's vote: one of C1's three voters, no majority, though the two
+    of them would be one of C0's four if 4 counted itself."""
+    c = _demotion_only_the_demoted_holds()
+    c.crash(3)
+    campaigned = False
+    for _ in range(4 * ELECTION):
+        c.step_time()
+        assert c.leader() is None
+        campaigned = campaigned or c.node(4).role in (Role.PRE_CANDIDATE, Role.CANDIDATE)
+    assert campaigned
