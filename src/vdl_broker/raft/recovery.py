@@ -65,8 +65,11 @@ class Recovery(NodeState):
                            max(commit, self._refetched[2] if same_term else 0))
 
     def _note_log_reset(self, index: int) -> None:
-        """The leader reset our log to start after `index` (everything up to it is committed)."""
-        self._refetched = (self.term, index, index)
+        """The leader reset our log to start after `index`. Everything up to it is committed, but
+        that is no commit index the leader reported: its start point may be an entry of its own
+        term (its no-op) with more of that term committed after it, which we may have
+        acknowledged before the loss. The appends that follow report its commit index."""
+        self._refetched = (self.term, index, 0)
 
     def _maybe_end_recovery(self) -> None:
         damage = self.damage

@@ -214,3 +214,50 @@ def test_fuzz_seeds_that_lose_committed_entries_without_the_fix(seed: int) -> No
     with pytest.raises(InvariantError, match="lacks committed entry"):
         run_seed(seed, corruption_aware=False)
     run_seed(seed)
+
+
+def _wiped_follower_reset_to_the_start_point(wiped: int, compact_to: int | None) -> Cluster:
+    """1 leads (its no-op is entry 1); 2 is cut off after entry 2; entries 3-5 commit on {1, 3};
+    1's log then starts after entry `compact_to` (after its last one when None); node `wiped`
+    loses its whole storage and restarts empty, cut off from the other follower, and 1 resets
+    its log to its start point. No append with entries reaches it after that."""
+    c = Cluster(3, 11)
+    elect(c, 1)
+    c.propose(1, b"before")
+    c.drain()
+    c.partition({1, 3}, {2})
+    for k in range(3):
+        c.propose(1, b"acked-%d" % k)
+    c.drain()
+    assert c.node(1).commit_index == c.node(3).last_index == 5
+    start = c.node(1).last_index if compact_to is None else compact_to
+    c.nodes[1].storage.compact(start + 1)
+    c.wipe(wiped)
+    c.partition({1, wiped}, {2, 3} - {wiped})
+    c.restart(wiped)
+    c.hold = lambda m: m.type == MessageType.APPEND and m.to == wiped and bool(m.entries)
+    assert c.run_until(lambda: c.nodes[wiped].storage.first_index == start + 1, ELECTION)
+    return c
+
+
+def test_a_wiped_follower_reset_to_an_entry_of_its_leaders_term_still_recovers() -> None:
+    """The start point, entry 1, is of the leader's term and committed, but it is no commit index
+    the leader reported: 3 acknowledged entries 3-5 before the loss. It stays recovering, so 2
+    (holding 1-2) cannot be elected with its vote once 1 is down."""
+    c = _wiped_follower_reset_to_the_start_point(3, compact_to=1)
+    c.run(ELECTION)
+    assert c.node(3).recovering
+    c.crash(1)
+    c.hold = None
+    c.heal()
+    c.run(3 * ELECTION)
+    assert c.leader() is None
+    _intact_copy_back(c)
+
+
+@pytest.mark.parametrize("wiped", [2, 3])  # behind the start point, at it
+def test_a_wiped_follower_reset_to_its_leaders_last_entry_recovers_by_its_commit_notice(wiped: int) -> None:
+    """Nothing follows the start point: the leader's commit index reaches it in an empty append."""
+    c = _wiped_follower_reset_to_the_start_point(wiped, compact_to=None)
+    assert c.run_until(lambda: not c.node(wiped).recovering, ELECTION)
+    assert c.nodes[wiped].damage is None and c.node(wiped).commit_index == 5

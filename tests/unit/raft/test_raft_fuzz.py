@@ -211,10 +211,13 @@ def _seeds() -> list[int]:
     return list(range(int(os.environ.get("VDL_RAFT_SEEDS", DEFAULT_SEEDS))))
 
 
-# Seeds beyond the default range, with more steps, that found defects: a voter demoted by a
-# configuration change only it had appended, the leader gone, no leader ever again (the others
-# needed its vote, it refused them as less up to date and never campaigned).
-FOUND = ((100155, 1600), (107492, 1600))
+# Seeds beyond the default range, with more steps, that found defects. 100155, 107492: a voter
+# demoted by a configuration change only it had appended, the leader gone, no leader ever again
+# (the others needed its vote; it refused them as less up to date and never campaigned).
+# 112313, 118177, 120851: a wiped node whose log its leader reset to an entry of the leader's
+# term took that entry for the leader's commit index, ended its recovery and voted, though
+# entries committed after it were gone with its disk: a leader lacking them was elected.
+FOUND = ((100155, 1600), (107492, 1600), (112313, 1600), (118177, 1600), (120851, 1600))
 
 
 @pytest.mark.parametrize(("seed", "steps"), FOUND)
