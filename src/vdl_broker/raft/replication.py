@@ -14,6 +14,9 @@ lease and leadership transfer. A room of RaftNode (state.py).
   unanswered (progress.py). Nothing still on its way is sent again (a paced catch-up's held-back
   appends, message_held, are on their way until they leave).
 - CheckQuorum: a leader that heard from no majority within an election timeout steps down.
+- A leader outside the voters (elected while the configuration that took it out was not
+  committed: election.py) counts only the voters, and hands over once that configuration
+  commits (thesis §4.2.2).
 - A member that refuses an append at or after its match, its log ending below that match, lost
   entries it had acknowledged (storage damage, recovery.py): the leader stops counting them.
 """
