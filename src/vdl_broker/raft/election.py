@@ -12,7 +12,10 @@ leader from being disrupted (Raft §5.2, thesis §9.6 and §6.4). A room of Raft
   thesis §4.2.2). Its log may be the only one holding that configuration, and so the most up to
   date of the voters left: its refusals would keep every other candidate out. It campaigns
   without counting its own vote; elected, it leads until that configuration commits, then
-  hands over (replication.py).
+  hands over (replication.py). Likewise a node that a candidate asked for its vote (so the
+  candidate's configuration counts it a voter) and refused, its own log being the more up to
+  date, campaigns once: it may be the only one holding what a leader needs (a learner a
+  deposed leader replicated to, when the voters that also got it are damaged or gone).
 - A joiner -- a replica opened knowing no configuration, its log empty, added to a running
   group -- copies the log from its start, whose old configurations may name it a voter: a
   stream placed on this node alone before, moved away and back, has a prefix whose
@@ -66,8 +69,9 @@ class Election(NodeState):
 
     def _electable(self) -> bool:
         """A voter of the configuration in force, or of the one before it while the latest (which
-        took this node out) is not committed here (module docstring)."""
-        if self.id in self._voter_set:
+        took this node out) is not committed here, or a node a candidate asked for its vote and
+        refused for its better log (module docstring)."""
+        if self.id in self._voter_set or self._asked_as_voter:
             return True
         membership = self.membership
         latest = membership.last_index
@@ -96,6 +100,7 @@ class Election(NodeState):
     def _hup(self, force: bool) -> None:
         if self.role == Role.LEADER or not self._electable() or self._recovering:
             return
+        self._asked_as_voter = False  # one campaign per refusal
         # A transfer (force) campaigns even as a catching-up joiner: its leader sends TIMEOUT_NOW
         # only to a member holding its whole log, so our configuration is the leader's current one.
         if not force and self._catching_up_as_joiner():
@@ -152,11 +157,15 @@ class Election(NodeState):
                 self.voted_for = m.sender
             return
         self._send(kind, m.sender, reject=True)
-        if not up_to_date and self.role == Role.FOLLOWER and self.leader_id == NONE and self._promotable():
+        leaderless = self.leader_id == NONE or self.election_elapsed >= self.config.election_ticks
+        if not up_to_date and self.role == Role.FOLLOWER and leaderless:
             # A leaderless group asked by a candidate that cannot win against our log: we can,
             # so campaign at the next tick rather than after our own timeout (the designated
-            # successor of a lost leader may be a replica that lags: vdl_broker.raft.liveness).
-            self.election_elapsed = max(self.election_elapsed, self.randomized_timeout - 1)
+            # successor of a lost leader may be a replica that lags: vdl_broker.raft.liveness),
+            # even outside our own voters (module docstring).
+            self._asked_as_voter = self.id not in self._voter_set
+            if self._promotable():
+                self.election_elapsed = max(self.election_elapsed, self.randomized_timeout - 1)
 
     def _step_candidate(self, m: Message) -> None:
         t = m.type

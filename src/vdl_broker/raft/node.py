@@ -350,6 +350,7 @@ class RaftNode(Election, Replication, Follower, Recovery, ConfChanges, Quiescenc
         self.heartbeat_elapsed = 0
         self.randomized_timeout = self.config.election_ticks + self._rng.randrange(self.config.election_ticks)
         self._term_step = 1
+        self._asked_as_voter = False
         self.votes = {}
         self.progress = {}
         self.transferee = NONE

@@ -15,8 +15,8 @@ lease and leadership transfer. A room of RaftNode (state.py).
   appends, message_held, are on their way until they leave).
 - CheckQuorum: a leader that heard from no majority within an election timeout steps down.
 - A leader outside the voters (elected while the configuration that took it out was not
-  committed: election.py) counts only the voters, and hands over once that configuration
-  commits (thesis §4.2.2).
+  committed, or needed for its log: election.py) counts only the voters, and hands over once
+  it committed an entry of its term and its configuration (thesis §4.2.2).
 - A member that refuses an append at or after its match, its log ending below that match, lost
   entries it had acknowledged (storage damage, recovery.py): the leader stops counting them.
 """
@@ -112,7 +112,8 @@ class Replication(NodeState):
         self._broadcast = True
 
     def _tick_heartbeat(self) -> None:
-        if self.id not in self._voter_set and self.membership.last_index <= self.log.committed:
+        if (self.id not in self._voter_set and self.log.term(self.log.committed) == self.term
+                and self.membership.last_index <= self.log.committed):
             self._hand_over()
             return
         self._send_due_commits()
@@ -134,8 +135,8 @@ class Replication(NodeState):
             self._broadcast_heartbeat()
 
     def _hand_over(self) -> None:
-        """A leader the committed configuration leaves out of the voters (elected while it was
-        not committed: election.py) steps down, its job done (thesis §4.2.2), and tells the
+        """A leader outside the voters of its committed configuration (election.py) steps
+        down once its own term's entry committed, its job done (thesis §4.2.2), and tells the
         voter that holds the most of its log to campaign at once."""
         last = self.log.last_index()
         holders = [(pr.match, peer) for peer, pr in self.progress.items() if peer in self._voter_set]

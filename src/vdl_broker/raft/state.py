@@ -70,6 +70,7 @@ class NodeState:
     _refetched: tuple[int, int, int]
     leader_commit: int  # the first commit index a leader reported since the start (node.py)
     _joining: bool  # a joiner that does not hold leader_commit yet: no campaign of its own (election.py)
+    _asked_as_voter: bool  # a candidate counting us a voter was refused for our better log (election.py)
 
     # Quiescence (quiescence.py).
     quiescent: bool

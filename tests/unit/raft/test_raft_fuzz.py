@@ -217,7 +217,10 @@ def _seeds() -> list[int]:
 # 112313, 118177, 120851: a wiped node whose log its leader reset to an entry of the leader's
 # term took that entry for the leader's commit index, ended its recovery and voted, though
 # entries committed after it were gone with its disk: a leader lacking them was elected.
-FOUND = ((100155, 1600), (107492, 1600), (112313, 1600), (118177, 1600), (120851, 1600))
+# 206099: the newest intact log on a learner (the voter that also had it damaged), the voter
+# left asking for the learner's vote (an uncommitted promotion counted it) and refused: no
+# leader, the learner never campaigning.
+FOUND = ((100155, 1600), (107492, 1600), (112313, 1600), (118177, 1600), (120851, 1600), (206099, 3000))
 
 
 @pytest.mark.parametrize(("seed", "steps"), FOUND)

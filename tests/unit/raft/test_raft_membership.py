@@ -412,3 +412,38 @@ def test_a_demoted_node_does_not_count_its_own_vote() -> None:
         assert c.leader() is None
         campaigned = campaigned or c.node(4).role in (Role.PRE_CANDIDATE, Role.CANDIDATE)
     assert campaigned
+
+
+def test_a_learner_holding_the_only_intact_newer_log_campaigns_when_a_candidate_needs_it() -> None:
+    """Voters {1,2,3}, learner 4. Leader 1, cut off, appends the promotion of 4 alone; 2 or 3
+    wins term 2 and gets its entries to 4 only; then the winner's log is damaged. 1 counts 4 a
+    voter (its uncommitted promotion) and needs it, 4 refuses it (its term-2 log is newer), the
+    other voter needs 1 or the winner and gets neither (1's log is longer, the winner is
+    recovering), and 4 is a learner: no leader. Asked for its vote by a candidate counting it a
+    voter, 4 campaigns (not counting itself), wins, commits its term, and hands over."""
+    c = Cluster(3, 9)
+    elect(c, 1)
+    learner = c.add_node()
+    change(c, 1, (1, 2, 3), (learner,))
+    commit(c, 1, b"before")
+    c.partition({1}, {2, 3, learner})
+    assert c.change_conf(1, ConfState((1, 2, 3, learner))) is not None
+    c.propose(1, b"cut-off")
+    c.hold = lambda m: m.type == MessageType.APPEND and {m.sender, m.to} == {2, 3}
+    assert c.run_until(lambda: c.leader() in (2, 3), 4 * ELECTION)
+    winner = c.leader()
+    assert winner is not None
+    index = c.propose(winner, b"term-2")
+    assert c.run_until(lambda: c.nodes[learner].storage.last_index >= index, ELECTION)
+    c.corrupt(winner, cut_at=index - 1)
+    c.restart(winner)
+    c.hold = None
+    c.heal()
+    assert c.node(1).conf == ConfState((1, 2, 3, learner)) and c.node(winner).recovering
+    assert c.run_until(lambda: c.leader() == learner, 4 * ELECTION)
+    assert c.run_until(lambda: c.leader() in (1, 2, 3), 4 * ELECTION)
+    leader = c.leader()
+    assert leader is not None
+    after = commit(c, leader, b"after", members=(1, 2, 3, learner))
+    assert c.node(leader).conf == ConfState((1, 2, 3), (learner,)) and not c.node(winner).recovering
+    assert c.nodes[learner].applied >= after
