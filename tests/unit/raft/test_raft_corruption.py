@@ -240,7 +240,7 @@ def _wiped_follower_reset_to_the_start_point(wiped: int, compact_to: int | None)
     return c
 
 
-def test_a_wiped_follower_reset_to_an_entry_of_its_leaders_term_still_recovers() -> None:
+def test_a_wiped_follower_reset_to_an_entry_of_its_leaders_term_keeps_recovering() -> None:
     """The start point, entry 1, is of the leader's term and committed, but it is no commit index
     the leader reported: 3 acknowledged entries 3-5 before the loss. It stays recovering, so 2
     (holding 1-2) cannot be elected with its vote once 1 is down."""
