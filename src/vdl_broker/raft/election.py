@@ -74,8 +74,7 @@ class Election(NodeState):
         if self.id in self._voter_set or self._asked_as_voter:
             return True
         membership = self.membership
-        latest = membership.last_index
-        return latest > self.log.committed and self.id in membership.conf_at(latest - 1).voters
+        return self.conf_pending and self.id in membership.conf_at(membership.last_index - 1).voters
 
     def _catching_up_as_joiner(self) -> bool:
         """A joiner (node.py) that does not hold yet the first commit index a leader reported to

@@ -112,8 +112,7 @@ class Replication(NodeState):
         self._broadcast = True
 
     def _tick_heartbeat(self) -> None:
-        if (self.id not in self._voter_set and self.log.term(self.log.committed) == self.term
-                and self.membership.last_index <= self.log.committed):
+        if self.id not in self._voter_set and self.current_term_committed and not self.conf_pending:
             self._hand_over()
             return
         self._send_due_commits()

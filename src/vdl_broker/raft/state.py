@@ -116,3 +116,9 @@ class NodeState:
         def _sync_conf(self) -> None: ...  # confchange.py
 
         def reassert_conf(self, follower_match: int) -> None: ...  # confchange.py
+
+        @property
+        def conf_pending(self) -> bool: ...  # confchange.py
+
+        @property
+        def current_term_committed(self) -> bool: ...  # node.py
